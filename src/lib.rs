@@ -1,0 +1,7 @@
+//! natm — a native-mode ATM protocol stack in user space.
+//!
+//! The layers follow seed 000 (Ahuja, Keshav, Saran 1996) and `docs/ARCHITECTURE.md`:
+//! [`wire`] holds the byte-exact formats (cells, AAL5, TPDU, QoS and address text);
+//! the transport, scheduler, adaptors, ulib and the signalling daemon stand on it.
+
+pub mod wire;

@@ -1,0 +1,2 @@
+//! The `natm` command.
+fn main() {}
