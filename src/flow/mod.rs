@@ -1,0 +1,100 @@
+//! Flow control, separate from error control (seed 000 §3, second principle; §5.3.3).
+//!
+//! A [`FlowController`] decides *when* the next TPDU of a VC may go; SMART decides
+//! *which* TPDUs go. The PSB asks [`FlowController::poll_send`] before every
+//! transmission, tells it what was sent and what the ACKs said, and never lets a loss
+//! reach the controller except through [`FlowController::on_loss`], which the
+//! rate-based controllers ignore (packet-pair: "losses do not cut the rate").
+
+use std::time::Duration;
+
+use crate::time::Instant;
+
+/// The answer to "may a TPDU go now?".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Permit {
+    /// Send now.
+    Now,
+    /// Not before this instant (shaping or pacing); the PSB arms a timer.
+    At(Instant),
+    /// Not until an ACK opens the window.
+    Blocked,
+}
+
+/// What one ACK told the sender, for the flow controller.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AckSample {
+    /// When the ACK arrived.
+    pub now: Instant,
+    /// RTT measured from the echoed timestamp.
+    pub rtt: Duration,
+    /// Smallest RTT seen on the VC.
+    pub min_rtt: Duration,
+    /// TPDUs newly covered by the cumulative ack.
+    pub newly_acked: u32,
+    /// Payload bytes newly covered by the cumulative ack or the SMART bitmap.
+    pub newly_acked_bytes: u64,
+    /// Sequence number that caused the ACK.
+    pub seq: u64,
+    /// The TPDU that caused the ACK was the first member of a packet pair.
+    pub pair_first: bool,
+    /// The TPDU that caused the ACK was the second member of a packet pair.
+    pub pair_second: bool,
+    /// The TPDU that caused the ACK was a retransmission.
+    pub retransmission: bool,
+    /// TPDUs sent and not yet acknowledged, after this ACK.
+    pub in_flight: u32,
+    /// Payload bytes of the TPDU that caused the ACK.
+    pub bytes: u32,
+}
+
+/// A flow-control algorithm for one VC (sans-IO: time is an argument).
+pub trait FlowController: std::fmt::Debug + Send {
+    /// May a TPDU of `bytes` payload go now, with `in_flight` TPDUs unacknowledged?
+    fn poll_send(&mut self, now: Instant, in_flight: u32, bytes: usize) -> Permit;
+    /// A TPDU of `bytes` payload went on the wire.
+    fn on_sent(&mut self, now: Instant, bytes: usize, retransmission: bool);
+    /// An ACK arrived.
+    fn on_ack(&mut self, sample: &AckSample);
+    /// SMART found a hole (a TPDU lost); `in_flight` TPDUs are outstanding.
+    fn on_loss(&mut self, now: Instant, in_flight: u32);
+    /// The retransmission timer expired.
+    fn on_timeout(&mut self, now: Instant, in_flight: u32);
+    /// Whether the next two new TPDUs should go back to back as a packet pair.
+    fn wants_pair(&self) -> bool {
+        false
+    }
+    /// Congestion window in TPDUs, if the algorithm keeps one.
+    fn window(&self) -> Option<f64> {
+        None
+    }
+    /// Current sending rate (payload bit/s), if the algorithm sets one.
+    fn rate_bps(&self) -> Option<f64> {
+        None
+    }
+    /// Whether the application is sending faster than its contract (seed 003 "over rate").
+    fn over_rate(&self) -> bool {
+        false
+    }
+    /// Change the rate within the bounds agreed at setup (seed 003 `set_qos`).
+    fn set_rate(&mut self, _bps: u64) {}
+    /// A short name for reports.
+    fn name(&self) -> &'static str;
+}
+
+/// No flow control: TPDUs go as fast as the error-control window allows.
+#[derive(Debug, Clone, Default)]
+pub struct NoFlow;
+
+impl FlowController for NoFlow {
+    fn poll_send(&mut self, _now: Instant, _in_flight: u32, _bytes: usize) -> Permit {
+        Permit::Now
+    }
+    fn on_sent(&mut self, _now: Instant, _bytes: usize, _retransmission: bool) {}
+    fn on_ack(&mut self, _sample: &AckSample) {}
+    fn on_loss(&mut self, _now: Instant, _in_flight: u32) {}
+    fn on_timeout(&mut self, _now: Instant, _in_flight: u32) {}
+    fn name(&self) -> &'static str {
+        "none"
+    }
+}

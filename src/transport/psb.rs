@@ -1,0 +1,827 @@
+//! The protocol status block: one simplex VC end, its connection life and its two
+//! halves (seed 000 Figure 3).
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use super::recv::{RecvHalf, RecvLimits, Taken};
+use super::send::{Full, SendHalf, SendLimits};
+use super::{
+    AbortReason, Chunk, Event, FlowKind, PsbStats, QosBoundsError, RecvError, RttEstimator,
+    Semantics, SendError, Status, Transmit, TransmitKind, TransportConfig,
+};
+use crate::flow::FlowController;
+use crate::time::Instant;
+use crate::wire::tpdu::{ConnParams, Header, Packet, TpduType, MAX_PAYLOAD};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Sender,
+    Receiver,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    /// Sender: CONN-REQ sent, waiting for CONN-ACCEPT.
+    Connecting { attempts: u32, deadline: Instant },
+    /// Receiver: waiting for CONN-REQ.
+    Listening,
+    /// Data may flow.
+    Established,
+    /// Sender: CLOSE sent, waiting for CLOSE-ACK.
+    CloseSent { attempts: u32, deadline: Instant },
+    /// Finished in order.
+    Closed,
+    /// Finished abnormally.
+    Aborted(AbortReason),
+}
+
+/// One end of a simplex VC (seed 000 §5.3): a sender or a receiver.
+///
+/// Call order, as in quinn-proto: feed every arriving frame to
+/// [`handle_frame`](Psb::handle_frame); after any input, drain
+/// [`poll_transmit`](Psb::poll_transmit) and [`poll_event`](Psb::poll_event); arm a
+/// timer for [`poll_timeout`](Psb::poll_timeout) and call
+/// [`handle_timeout`](Psb::handle_timeout) when it fires.
+#[derive(Debug)]
+pub struct Psb {
+    role: Role,
+    state: State,
+    cfg: TransportConfig,
+    cookie: u32,
+    params: Option<ConnParams>,
+    send: Option<SendHalf>,
+    recv: Option<RecvHalf>,
+    ctrl: VecDeque<Transmit>,
+    events: VecDeque<Event>,
+    rtt: RttEstimator,
+    flow: Box<dyn FlowController>,
+    stats: PsbStats,
+    pace_at: Option<Instant>,
+    close_requested: bool,
+    want_writable: bool,
+    readable_signalled: bool,
+    peer_closed: bool,
+    window_full: bool,
+    consecutive_timeouts: u32,
+    qos_done: bool,
+}
+
+impl Psb {
+    /// Open the sending end of a VC: queues the CONN-REQ.
+    pub fn connect(cfg: TransportConfig, flow: Box<dyn FlowController>, now: Instant) -> Psb {
+        let lim = SendLimits {
+            error_control: cfg.error_control,
+            acks_expected: cfg.acks(),
+            semantics: cfg.semantics,
+            tpdu_size: cfg.tpdu_size as usize,
+            window: cfg.window,
+            snd_buf: cfg.snd_buf,
+            max_msg: cfg.max_msg,
+            outstanding: cfg.outstanding,
+            reorder_threshold: cfg.reorder_threshold,
+            detect_lost_retx: cfg.detect_lost_retx,
+        };
+        let mut psb = Psb::new(Role::Sender, cfg, flow);
+        psb.send = Some(SendHalf::new(lim, psb.cfg.isn));
+        let deadline = now + psb.rtt.rto();
+        psb.state = State::Connecting {
+            attempts: 1,
+            deadline,
+        };
+        psb.queue_conn_req();
+        psb
+    }
+
+    /// Open the receiving end of a VC: waits for the peer's CONN-REQ.
+    pub fn listen(cfg: TransportConfig) -> Psb {
+        let lim = RecvLimits {
+            error_control: cfg.error_control,
+            send_acks: cfg.acks(),
+            semantics: cfg.semantics,
+            tpdu_size: cfg.tpdu_size as usize,
+            window: cfg.window,
+            rcv_buf: cfg.rcv_buf,
+            max_msg: cfg.max_msg,
+        };
+        let mut psb = Psb::new(Role::Receiver, cfg, Box::new(crate::flow::NoFlow));
+        psb.recv = Some(RecvHalf::new(lim, psb.cfg.isn));
+        psb.state = State::Listening;
+        psb
+    }
+
+    fn new(role: Role, cfg: TransportConfig, flow: Box<dyn FlowController>) -> Psb {
+        Psb {
+            role,
+            state: State::Listening,
+            cookie: cfg.cookie.unwrap_or(0),
+            rtt: RttEstimator::new(cfg.rtt),
+            cfg,
+            params: None,
+            send: None,
+            recv: None,
+            ctrl: VecDeque::new(),
+            events: VecDeque::new(),
+            flow,
+            stats: PsbStats::default(),
+            pace_at: None,
+            close_requested: false,
+            want_writable: false,
+            readable_signalled: false,
+            peer_closed: false,
+            window_full: false,
+            consecutive_timeouts: 0,
+            qos_done: false,
+        }
+    }
+
+    fn offer(&self) -> ConnParams {
+        let mut options = 0;
+        if self.cfg.error_control {
+            options |= ConnParams::OPT_ERROR_CONTROL;
+        }
+        if self.cfg.semantics == Semantics::Stream {
+            options |= ConnParams::OPT_STREAM;
+        }
+        let mut p = ConnParams {
+            window: self.cfg.window,
+            tpdu_size: self.cfg.tpdu_size,
+            max_msg: self.cfg.max_msg,
+            outstanding: self.cfg.outstanding,
+            options,
+            rate: self.cfg.rate,
+            min_rate: self.cfg.min_rate,
+            rcv_buf: 0,
+            isn: self.cfg.isn,
+        };
+        p.set_flow_code(self.cfg.flow.code());
+        p
+    }
+
+    fn header(&self, ty: TpduType) -> Header {
+        Header {
+            cookie: self.cookie,
+            ..Header::new(ty)
+        }
+    }
+
+    fn queue_ctrl(&mut self, header: Header, payload: Bytes, kind: TransmitKind) {
+        // Bounded: if the host stops polling, old ACKs go first (later ones repeat C).
+        let cap = 2 * self.cfg.window as usize + 16;
+        if self.ctrl.len() >= cap {
+            if let Some(i) = self.ctrl.iter().position(|t| t.kind == TransmitKind::Ack) {
+                self.ctrl.remove(i);
+                self.stats.acks_dropped += 1;
+            }
+        }
+        self.ctrl.push_back(Transmit {
+            header,
+            payload,
+            kind,
+        });
+    }
+
+    fn queue_conn_req(&mut self) {
+        let h = Header {
+            window: self.cfg.window.min(u32::from(u16::MAX)) as u16,
+            ..self.header(TpduType::ConnRequest)
+        };
+        let payload = Bytes::copy_from_slice(&self.offer().to_bytes());
+        self.queue_ctrl(h, payload, TransmitKind::Control);
+    }
+
+    fn queue_abort(&mut self) {
+        let h = self.header(TpduType::Abort);
+        self.queue_ctrl(h, Bytes::new(), TransmitKind::Control);
+    }
+
+    fn enter_aborted(&mut self, reason: AbortReason, tell_peer: bool) {
+        if matches!(self.state, State::Aborted(_)) {
+            return;
+        }
+        self.state = State::Aborted(reason);
+        if let Some(r) = self.recv.as_mut() {
+            r.discard();
+        }
+        self.ctrl
+            .retain(|t| t.kind == TransmitKind::Control && t.header.ty == TpduType::Abort);
+        if tell_peer {
+            self.queue_abort();
+        }
+        if reason != AbortReason::Local {
+            self.events.push_back(Event::Aborted(reason));
+        }
+    }
+
+    // ---- input -------------------------------------------------------------------
+
+    /// A frame (one TPDU) arrived on this VC.
+    pub fn handle_frame(&mut self, now: Instant, frame: Bytes) {
+        let header = match Packet::new_checked(&frame[..]).and_then(|p| Header::parse(&p)) {
+            Ok(h) => h,
+            Err(_) => {
+                self.stats.drop_malformed += 1;
+                return;
+            }
+        };
+        if self.state == State::Listening
+            && header.ty == TpduType::ConnRequest
+            && self.cfg.cookie.is_none()
+        {
+            self.cookie = header.cookie;
+        }
+        if header.cookie != self.cookie {
+            self.stats.drop_bad_cookie += 1;
+            return;
+        }
+        let payload = frame.slice(crate::wire::tpdu::HEADER_LEN..);
+        if let State::Aborted(_) = self.state {
+            if header.ty != TpduType::Abort {
+                // Like a TCP RST: whoever still talks to a dead VC is told so.
+                self.queue_abort();
+            }
+            return;
+        }
+        if header.ty == TpduType::Abort {
+            self.enter_aborted(AbortReason::Peer, false);
+            return;
+        }
+        match self.role {
+            Role::Sender => self.sender_frame(now, header, payload),
+            Role::Receiver => self.receiver_frame(header, payload),
+        }
+    }
+
+    fn sender_frame(&mut self, now: Instant, h: Header, payload: Bytes) {
+        match h.ty {
+            TpduType::ConnAccept => {
+                let Ok(p) = ConnParams::parse(&payload) else {
+                    self.stats.drop_malformed += 1;
+                    return;
+                };
+                if let State::Connecting { .. } = self.state {
+                    if p.isn != self.cfg.isn
+                        || p.tpdu_size != self.cfg.tpdu_size
+                        || p.window == 0
+                        || p.window > self.cfg.window
+                    {
+                        self.stats.drop_malformed += 1;
+                        return;
+                    }
+                    if let Some(s) = self.send.as_mut() {
+                        s.renegotiate(p.window, p.tpdu_size as usize, p.max_msg);
+                    }
+                    self.params = Some(p);
+                    self.state = State::Established;
+                    let confirm = self.header(TpduType::ConnConfirm);
+                    self.queue_ctrl(confirm, Bytes::new(), TransmitKind::Control);
+                    self.events.push_back(Event::Connected);
+                } else {
+                    // A duplicate accept: our confirm was lost or is in flight.
+                    let confirm = self.header(TpduType::ConnConfirm);
+                    self.queue_ctrl(confirm, Bytes::new(), TransmitKind::Control);
+                }
+            }
+            TpduType::Ack => {
+                if !matches!(self.state, State::Established | State::CloseSent { .. }) {
+                    self.stats.drop_malformed += 1;
+                    return;
+                }
+                let rtt = rtt_from_echo(now, h.tsecr);
+                if let Some(r) = rtt {
+                    self.rtt.on_sample(r);
+                }
+                let min_rtt = self.rtt.min_rtt().unwrap_or_else(|| self.rtt.srtt());
+                let rto = self.rtt.rto();
+                let Some(send) = self.send.as_mut() else {
+                    return;
+                };
+                let before = send.capacity();
+                if send.on_ack(now, &h, rtt, min_rtt, rto, &mut self.stats, &mut *self.flow) {
+                    self.consecutive_timeouts = 0;
+                }
+                if self.want_writable && send.capacity() > before && send.capacity() > 0 {
+                    self.want_writable = false;
+                    self.window_full = false;
+                    self.events.push_back(Event::Writable);
+                }
+            }
+            TpduType::CloseAck => {
+                if let State::CloseSent { .. } = self.state {
+                    self.state = State::Closed;
+                    self.events.push_back(Event::Closed);
+                }
+            }
+            _ => self.stats.drop_malformed += 1,
+        }
+    }
+
+    fn receiver_frame(&mut self, h: Header, payload: Bytes) {
+        match h.ty {
+            TpduType::ConnRequest => {
+                let Ok(offer) = ConnParams::parse(&payload) else {
+                    self.stats.drop_malformed += 1;
+                    return;
+                };
+                match self.state {
+                    State::Listening => {
+                        if offer.tpdu_size > self.cfg.tpdu_size.max(MAX_PAYLOAD as u32)
+                            || FlowKind::from_code(offer.flow_code()).is_none()
+                        {
+                            self.enter_aborted(AbortReason::Refused, true);
+                            return;
+                        }
+                        let agreed = self.agree(&offer);
+                        self.params = Some(agreed);
+                        self.state = State::Established;
+                        self.events.push_back(Event::Connected);
+                        self.queue_accept();
+                    }
+                    // The accept was lost: answer again with the same parameters.
+                    _ if self.params.is_some_and(|p| p.isn == offer.isn) => self.queue_accept(),
+                    _ => self.stats.drop_malformed += 1,
+                }
+            }
+            TpduType::ConnConfirm => {}
+            TpduType::Data => {
+                if !matches!(self.state, State::Established | State::Closed) {
+                    self.stats.drop_malformed += 1;
+                    return;
+                }
+                let cookie = self.cookie;
+                let Some(recv) = self.recv.as_mut() else {
+                    return;
+                };
+                let before = recv.readable();
+                let taken = recv.on_data(&h, payload, &mut self.stats);
+                if recv.limits().send_acks {
+                    let ack = recv.ack_for(&h, cookie);
+                    self.stats.acks_sent += 1;
+                    self.queue_ctrl(ack, Bytes::new(), TransmitKind::Ack);
+                }
+                if taken == Taken::Readable && before == 0 && !self.readable_signalled {
+                    self.readable_signalled = true;
+                    self.events.push_back(Event::Readable);
+                }
+                self.check_close_complete();
+            }
+            TpduType::Close => {
+                if let Some(recv) = self.recv.as_mut() {
+                    recv.set_close(h.seq);
+                }
+                if self.state == State::Closed {
+                    let ack = self.header(TpduType::CloseAck);
+                    self.queue_ctrl(ack, Bytes::new(), TransmitKind::Control);
+                } else {
+                    self.check_close_complete();
+                }
+            }
+            _ => self.stats.drop_malformed += 1,
+        }
+    }
+
+    fn agree(&self, offer: &ConnParams) -> ConnParams {
+        let by_buf = (self.cfg.rcv_buf / offer.tpdu_size.max(1) as usize).max(1);
+        let window = offer
+            .window
+            .min(self.cfg.window)
+            .min(u32::try_from(by_buf).unwrap_or(u32::MAX))
+            .max(1);
+        ConnParams {
+            window,
+            tpdu_size: offer.tpdu_size,
+            max_msg: offer.max_msg.min(self.cfg.max_msg),
+            outstanding: offer.outstanding.min(self.cfg.outstanding),
+            options: offer.options,
+            rate: offer.rate,
+            min_rate: offer.min_rate,
+            rcv_buf: u32::try_from(self.cfg.rcv_buf).unwrap_or(u32::MAX),
+            isn: offer.isn,
+        }
+    }
+
+    fn queue_accept(&mut self) {
+        let Some(p) = self.params else { return };
+        let error_control = p.options & ConnParams::OPT_ERROR_CONTROL != 0;
+        let flow = FlowKind::from_code(p.flow_code()).unwrap_or_default();
+        let lim = RecvLimits {
+            error_control,
+            send_acks: error_control || flow.is_feedback(),
+            semantics: if p.options & ConnParams::OPT_STREAM != 0 {
+                Semantics::Stream
+            } else {
+                Semantics::Message
+            },
+            tpdu_size: p.tpdu_size as usize,
+            window: p.window,
+            rcv_buf: self.cfg.rcv_buf.max(p.tpdu_size as usize),
+            max_msg: p.max_msg,
+        };
+        if let Some(r) = self.recv.as_mut() {
+            if r.readable() == 0 && r.buffered() == 0 {
+                r.set_limits(lim, p.isn);
+            }
+        }
+        let h = Header {
+            window: p.window.min(u32::from(u16::MAX)) as u16,
+            ..self.header(TpduType::ConnAccept)
+        };
+        self.queue_ctrl(
+            h,
+            Bytes::copy_from_slice(&p.to_bytes()),
+            TransmitKind::Control,
+        );
+    }
+
+    fn check_close_complete(&mut self) {
+        if self.state != State::Established || self.peer_closed {
+            return;
+        }
+        if self.recv.as_ref().is_some_and(|r| r.close_complete()) {
+            self.peer_closed = true;
+            self.state = State::Closed;
+            let ack = self.header(TpduType::CloseAck);
+            self.queue_ctrl(ack, Bytes::new(), TransmitKind::Control);
+            self.events.push_back(Event::PeerClosed);
+        }
+    }
+
+    // ---- output ------------------------------------------------------------------
+
+    /// The next frame to put on the wire, if any may go now. Control frames and ACKs
+    /// first, then retransmissions, then new data (seed 003: ACKs and retransmissions
+    /// ahead of new data).
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        if let Some(t) = self.ctrl.pop_front() {
+            return Some(t);
+        }
+        if !matches!(self.state, State::Established | State::CloseSent { .. }) {
+            return None;
+        }
+        if self.pace_at.is_some_and(|t| now < t) {
+            return None;
+        }
+        self.pace_at = None;
+        let rto = self.rtt.rto();
+        let cookie = self.cookie;
+        let send = self.send.as_mut()?;
+        if let Some(out) = send.poll_data(
+            now,
+            cookie,
+            rto,
+            &mut self.stats,
+            &mut *self.flow,
+            &mut self.pace_at,
+        ) {
+            let kind = match out.retx {
+                Some(k) => TransmitKind::Retransmission(k),
+                None => TransmitKind::Data,
+            };
+            if !self.cfg.error_control && self.want_writable && send.capacity() > 0 {
+                self.want_writable = false;
+                self.window_full = false;
+                self.events.push_back(Event::Writable);
+            }
+            return Some(Transmit {
+                header: out.header,
+                payload: out.payload,
+                kind,
+            });
+        }
+        self.maybe_send_close(now);
+        self.ctrl.pop_front()
+    }
+
+    fn maybe_send_close(&mut self, now: Instant) {
+        if !self.close_requested || self.state != State::Established {
+            return;
+        }
+        let Some(send) = self.send.as_ref() else {
+            return;
+        };
+        if !send.is_drained() {
+            return;
+        }
+        let seq = super::seq::to_wire(send.end_seq());
+        let h = Header {
+            seq,
+            ..self.header(TpduType::Close)
+        };
+        self.queue_ctrl(h, Bytes::new(), TransmitKind::Control);
+        self.state = State::CloseSent {
+            attempts: 1,
+            deadline: now + self.rtt.rto(),
+        };
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// When [`Psb::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = self.pace_at;
+        let mut take = |x: Option<Instant>| {
+            if let Some(x) = x {
+                t = Some(t.map_or(x, |y: Instant| y.min(x)));
+            }
+        };
+        match self.state {
+            State::Connecting { deadline, .. } | State::CloseSent { deadline, .. } => {
+                take(Some(deadline))
+            }
+            _ => {}
+        }
+        if matches!(self.state, State::Established | State::CloseSent { .. }) {
+            if let Some(s) = self.send.as_ref() {
+                take(s.poll_timeout(self.rtt.srtt(), self.rtt.has_sample()));
+            }
+        }
+        t
+    }
+
+    /// Timers fired: handshake and close retries, SMART's timeout and head check, pacing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.pace_at.is_some_and(|t| now >= t) {
+            self.pace_at = None;
+        }
+        match self.state {
+            State::Connecting { attempts, deadline } if now >= deadline => {
+                if attempts >= self.cfg.connect_attempts {
+                    self.state = State::Aborted(AbortReason::Timeout);
+                    self.ctrl.clear();
+                    self.events.push_back(Event::ConnectFailed);
+                    return;
+                }
+                self.rtt.on_timeout();
+                self.state = State::Connecting {
+                    attempts: attempts + 1,
+                    deadline: now + self.rtt.rto(),
+                };
+                self.queue_conn_req();
+                return;
+            }
+            State::CloseSent { attempts, deadline } if now >= deadline => {
+                if attempts >= self.cfg.close_attempts {
+                    self.enter_aborted(AbortReason::Timeout, true);
+                    self.events.push_back(Event::Aborted(AbortReason::Timeout));
+                    return;
+                }
+                self.rtt.on_timeout();
+                let seq = self
+                    .send
+                    .as_ref()
+                    .map_or(0, |s| super::seq::to_wire(s.end_seq()));
+                let h = Header {
+                    seq,
+                    ..self.header(TpduType::Close)
+                };
+                self.queue_ctrl(h, Bytes::new(), TransmitKind::Control);
+                self.state = State::CloseSent {
+                    attempts: attempts + 1,
+                    deadline: now + self.rtt.rto(),
+                };
+            }
+            _ => {}
+        }
+        if !matches!(self.state, State::Established | State::CloseSent { .. }) {
+            return;
+        }
+        let rto = self.rtt.rto();
+        let srtt = self.rtt.srtt();
+        let has = self.rtt.has_sample();
+        if let Some(send) = self.send.as_mut() {
+            if send.handle_timeout(now, rto, srtt, has, &mut self.stats, &mut *self.flow) {
+                self.rtt.on_timeout();
+                self.consecutive_timeouts += 1;
+                if self.consecutive_timeouts >= self.cfg.max_timeouts {
+                    self.enter_aborted(AbortReason::Timeout, true);
+                }
+            }
+        }
+    }
+
+    // ---- application calls --------------------------------------------------------
+
+    /// Queue message bytes; `end` closes the message (ignored on stream VCs).
+    /// Returns how many bytes were taken: all, or a prefix when the buffer filled.
+    pub fn send(&mut self, data: &[u8], end: bool) -> Result<usize, SendError> {
+        self.check_send(data.len() as u64)?;
+        let r = self
+            .send
+            .as_mut()
+            .ok_or(SendError::NotSender)?
+            .push(data, end);
+        self.after_push(r)
+    }
+
+    /// As [`Psb::send`], taking a `Bytes` without copying it.
+    pub fn send_bytes(&mut self, data: &Bytes, end: bool) -> Result<usize, SendError> {
+        self.check_send(data.len() as u64)?;
+        let r = self
+            .send
+            .as_mut()
+            .ok_or(SendError::NotSender)?
+            .push_bytes(data, end);
+        self.after_push(r)
+    }
+
+    fn check_send(&self, len: u64) -> Result<(), SendError> {
+        if let State::Aborted(r) = self.state {
+            return Err(SendError::Aborted(r));
+        }
+        if self.role != Role::Sender {
+            return Err(SendError::NotSender);
+        }
+        if self.close_requested || matches!(self.state, State::Closed | State::CloseSent { .. }) {
+            return Err(SendError::Closed);
+        }
+        let send = self.send.as_ref().ok_or(SendError::NotSender)?;
+        let max = send.limits().max_msg;
+        let so_far = send.open_message_len().unwrap_or(0);
+        if self.cfg.semantics == Semantics::Message && so_far.saturating_add(len) > max {
+            return Err(SendError::MessageTooLarge {
+                size: so_far.saturating_add(len),
+                max,
+            });
+        }
+        Ok(())
+    }
+
+    fn after_push(&mut self, r: Result<usize, Full>) -> Result<usize, SendError> {
+        match r {
+            Ok(n) => Ok(n),
+            Err(_) => {
+                self.want_writable = true;
+                self.window_full = true;
+                if self.flow.over_rate() {
+                    Err(SendError::OverRate)
+                } else {
+                    Err(SendError::WindowFull)
+                }
+            }
+        }
+    }
+
+    /// Free bytes in the send buffer.
+    pub fn send_capacity(&self) -> usize {
+        self.send.as_ref().map_or(0, |s| s.capacity())
+    }
+
+    /// Bytes queued and not yet acknowledged (or, without error control, not yet sent).
+    pub fn send_buffered(&self) -> usize {
+        self.send.as_ref().map_or(0, |s| s.buffered())
+    }
+
+    /// The next chunk of received data, `Ok(None)` if none is ready now.
+    pub fn recv_chunk(&mut self) -> Result<Option<Chunk>, RecvError> {
+        if let State::Aborted(r) = self.state {
+            return Err(RecvError::Aborted(r));
+        }
+        let recv = self.recv.as_mut().ok_or(RecvError::NotReceiver)?;
+        let c = recv.pop_chunk();
+        if let Some(c) = &c {
+            self.stats.bytes_delivered += c.data.len() as u64;
+            if c.end {
+                self.stats.messages_delivered += 1;
+            }
+        }
+        self.after_read();
+        Ok(c)
+    }
+
+    /// Read stream bytes into `buf`; `Ok(0)` with [`Status::peer_closed`] is the end.
+    pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, RecvError> {
+        if let State::Aborted(r) = self.state {
+            return Err(RecvError::Aborted(r));
+        }
+        let recv = self.recv.as_mut().ok_or(RecvError::NotReceiver)?;
+        let n = recv.read(buf);
+        self.stats.bytes_delivered += n as u64;
+        self.after_read();
+        Ok(n)
+    }
+
+    fn after_read(&mut self) {
+        let cookie = self.cookie;
+        let Some(recv) = self.recv.as_mut() else {
+            return;
+        };
+        if recv.readable() == 0 {
+            self.readable_signalled = false;
+        }
+        if let Some(upd) = recv.window_update(cookie) {
+            self.stats.acks_sent += 1;
+            self.queue_ctrl(upd, Bytes::new(), TransmitKind::Ack);
+        }
+    }
+
+    /// Bytes ready for the application.
+    pub fn readable(&self) -> usize {
+        self.recv.as_ref().map_or(0, |r| r.readable())
+    }
+
+    /// Close the sending side in order: everything queued is still delivered.
+    pub fn close(&mut self) {
+        if self.role == Role::Receiver {
+            // A receiver that closes before the end of data aborts the VC.
+            if !self.peer_closed {
+                self.abort();
+            }
+            return;
+        }
+        self.close_requested = true;
+    }
+
+    /// Abort: drop everything and tell the peer.
+    pub fn abort(&mut self) {
+        if matches!(self.state, State::Closed) && self.role == Role::Sender {
+            return;
+        }
+        self.enter_aborted(AbortReason::Local, true);
+    }
+
+    /// Change the sending rate within the bounds agreed at setup (seed 003 `set_qos`).
+    pub fn set_rate(&mut self, bps: u64) -> Result<(), QosBoundsError> {
+        let (min, max) = (self.cfg.min_rate, self.cfg.rate);
+        if bps < min || (max != 0 && bps > max) {
+            return Err(QosBoundsError {
+                requested: bps,
+                min,
+                max,
+            });
+        }
+        self.flow.set_rate(bps);
+        self.qos_done = true;
+        Ok(())
+    }
+
+    // ---- observation --------------------------------------------------------------
+
+    /// Seed 003's status flags.
+    pub fn status(&self) -> Status {
+        Status {
+            connected: !matches!(self.state, State::Connecting { .. } | State::Listening),
+            peer_closed: self.peer_closed,
+            closed: self.state == State::Closed && self.role == Role::Sender,
+            aborted: matches!(self.state, State::Aborted(_)),
+            window_full: self.window_full,
+            over_rate: self.flow.over_rate(),
+            qos_pending: false,
+            qos_done: self.qos_done,
+        }
+    }
+
+    /// Whether the VC has finished, in order or not, and has nothing left to send.
+    pub fn is_finished(&self) -> bool {
+        matches!(self.state, State::Closed | State::Aborted(_)) && self.ctrl.is_empty()
+    }
+
+    /// Whether this end sends.
+    pub fn is_sender(&self) -> bool {
+        self.role == Role::Sender
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &PsbStats {
+        &self.stats
+    }
+
+    /// The parameters agreed in the handshake.
+    pub fn params(&self) -> Option<&ConnParams> {
+        self.params.as_ref()
+    }
+
+    /// The RTT estimator.
+    pub fn rtt(&self) -> &RttEstimator {
+        &self.rtt
+    }
+
+    /// The flow controller.
+    pub fn flow(&self) -> &dyn FlowController {
+        &*self.flow
+    }
+
+    /// The VC's capability.
+    pub fn cookie(&self) -> u32 {
+        self.cookie
+    }
+
+    /// TPDUs in flight (sender).
+    pub fn in_flight(&self) -> u32 {
+        self.send.as_ref().map_or(0, |s| s.in_flight())
+    }
+
+    /// Bytes held on the receive side (out of order plus ready).
+    pub fn recv_buffered(&self) -> usize {
+        self.recv.as_ref().map_or(0, |r| r.buffered())
+    }
+}
+
+/// RTT from an echoed 32-bit microsecond timestamp; `None` if it is implausible.
+fn rtt_from_echo(now: Instant, tsecr: u32) -> Option<std::time::Duration> {
+    let d = now.micros_u32().wrapping_sub(tsecr);
+    (d < 1 << 31).then(|| std::time::Duration::from_micros(u64::from(d).max(1)))
+}

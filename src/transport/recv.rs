@@ -1,0 +1,361 @@
+//! The receiving half of a PSB: reordering, reassembly into messages, delivery to the
+//! application, and one ACK per data TPDU (seed 000 §5.3.2, §5.4 step 6; specs.md §7.3).
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+
+use super::seq;
+use super::stats::PsbStats;
+use super::{Chunk, Semantics};
+use crate::wire::tpdu::{Flags, Header, TpduType};
+
+/// Limits the receive half works within.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RecvLimits {
+    pub(crate) error_control: bool,
+    pub(crate) send_acks: bool,
+    pub(crate) semantics: Semantics,
+    pub(crate) tpdu_size: usize,
+    pub(crate) window: u32,
+    pub(crate) rcv_buf: usize,
+    pub(crate) max_msg: u64,
+}
+
+#[derive(Debug)]
+struct Held {
+    payload: Bytes,
+    msg: u32,
+    first: bool,
+    last: bool,
+}
+
+/// What the receive half did with a data TPDU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Taken {
+    /// New data became readable.
+    Readable,
+    /// Stored, nothing new to read yet.
+    Held,
+    /// Dropped (a counter says why).
+    Dropped,
+}
+
+/// The receiver.
+#[derive(Debug)]
+pub(crate) struct RecvHalf {
+    lim: RecvLimits,
+    /// Next sequence number expected in order.
+    nxt: u64,
+    /// Out-of-order TPDUs, index = seq − nxt (error control only).
+    ooo: VecDeque<Option<Held>>,
+    ooo_bytes: usize,
+    ready: VecDeque<Chunk>,
+    ready_bytes: usize,
+    /// Unreliable message VCs: the message being assembled, delivered only whole.
+    asm: Vec<Chunk>,
+    asm_bytes: u64,
+    asm_msg: Option<u32>,
+    close_seq: Option<u64>,
+    window_was_shut: bool,
+}
+
+impl RecvHalf {
+    pub(crate) fn new(lim: RecvLimits, isn: u32) -> Self {
+        RecvHalf {
+            lim,
+            nxt: u64::from(isn),
+            ooo: VecDeque::new(),
+            ooo_bytes: 0,
+            ready: VecDeque::new(),
+            ready_bytes: 0,
+            asm: Vec::new(),
+            asm_bytes: 0,
+            asm_msg: None,
+            close_seq: None,
+            window_was_shut: false,
+        }
+    }
+
+    pub(crate) fn set_limits(&mut self, lim: RecvLimits, isn: u32) {
+        self.lim = lim;
+        self.nxt = u64::from(isn);
+    }
+
+    pub(crate) fn limits(&self) -> &RecvLimits {
+        &self.lim
+    }
+
+    fn used(&self) -> usize {
+        self.ooo_bytes + self.ready_bytes + self.asm_bytes as usize
+    }
+
+    /// Free receive buffer in bytes.
+    pub(crate) fn free_bytes(&self) -> usize {
+        self.lim.rcv_buf.saturating_sub(self.used())
+    }
+
+    /// The window to advertise, in TPDUs beyond the cumulative ack.
+    pub(crate) fn window(&self) -> u16 {
+        let by_bytes = self.free_bytes() / self.lim.tpdu_size.max(1);
+        let w = by_bytes.min(self.lim.window as usize);
+        w.min(u16::MAX as usize) as u16
+    }
+
+    /// Bytes buffered for the application.
+    pub(crate) fn readable(&self) -> usize {
+        self.ready_bytes
+    }
+
+    /// Bytes held in any buffer of this half.
+    pub(crate) fn buffered(&self) -> usize {
+        self.used()
+    }
+
+    /// Every TPDU before the CLOSE has arrived (or the VC keeps no order).
+    pub(crate) fn close_complete(&self) -> bool {
+        match self.close_seq {
+            Some(c) => !self.lim.error_control || self.nxt >= c,
+            None => false,
+        }
+    }
+
+    pub(crate) fn set_close(&mut self, wire_seq: u32) {
+        let c = seq::expand(wire_seq, self.nxt);
+        self.close_seq = Some(c);
+    }
+
+    /// Throw away everything (abort).
+    pub(crate) fn discard(&mut self) {
+        self.ooo.clear();
+        self.ooo_bytes = 0;
+        self.ready.clear();
+        self.ready_bytes = 0;
+        self.asm.clear();
+        self.asm_bytes = 0;
+        self.asm_msg = None;
+    }
+
+    /// The ACK for data TPDU `h` (C = next expected, S = its sequence number).
+    pub(crate) fn ack_for(&self, h: &Header, cookie: u32) -> Header {
+        let window = self.window();
+        let mut flags = Flags::empty();
+        flags.set(Flags::WINDOW_FULL, window == 0);
+        flags.set(Flags::PAIR_ECHO, h.flags.contains(Flags::PAIR_SECOND));
+        Header {
+            flags,
+            window,
+            cookie,
+            seq: h.seq,
+            ack: seq::to_wire(self.nxt),
+            msg: h.msg,
+            tsval: 0,
+            tsecr: h.tsval,
+            aux: u32::try_from(self.free_bytes()).unwrap_or(u32::MAX),
+            ..Header::new(TpduType::Ack)
+        }
+    }
+
+    /// A window update after the application freed a shut window: C unchanged, S the
+    /// TPDU just below it (already acknowledged, so the sender learns nothing else).
+    pub(crate) fn window_update(&mut self, cookie: u32) -> Option<Header> {
+        if !self.window_was_shut || !self.lim.send_acks || self.window() == 0 {
+            return None;
+        }
+        self.window_was_shut = false;
+        let c = seq::to_wire(self.nxt);
+        Some(Header {
+            window: self.window(),
+            cookie,
+            seq: c.wrapping_sub(1),
+            ack: c,
+            aux: u32::try_from(self.free_bytes()).unwrap_or(u32::MAX),
+            ..Header::new(TpduType::Ack)
+        })
+    }
+
+    /// A DATA TPDU arrived.
+    pub(crate) fn on_data(&mut self, h: &Header, payload: Bytes, stats: &mut PsbStats) -> Taken {
+        stats.tpdus_received += 1;
+        let s = seq::expand(h.seq, self.nxt);
+        let taken = if self.lim.error_control {
+            self.on_reliable(s, h, payload, stats)
+        } else {
+            self.on_unreliable(s, h, payload, stats)
+        };
+        if self.window() == 0 {
+            self.window_was_shut = true;
+        }
+        taken
+    }
+
+    fn on_reliable(&mut self, s: u64, h: &Header, payload: Bytes, stats: &mut PsbStats) -> Taken {
+        if s < self.nxt {
+            stats.dup_tpdus += 1;
+            return Taken::Dropped;
+        }
+        let idx = (s - self.nxt) as usize;
+        if idx >= self.lim.window as usize {
+            stats.drop_out_of_window += 1;
+            return Taken::Dropped;
+        }
+        if payload.len() > self.lim.tpdu_size {
+            stats.drop_oversize += 1;
+            return Taken::Dropped;
+        }
+        if self.ooo.get(idx).is_some_and(|x| x.is_some()) {
+            stats.dup_tpdus += 1;
+            return Taken::Dropped;
+        }
+        // The in-order TPDU is always taken (it frees reorder space as it is
+        // delivered); others only while the buffer has room.
+        if idx > 0 && self.used() + payload.len() > self.lim.rcv_buf {
+            stats.drop_rcv_buf += 1;
+            return Taken::Dropped;
+        }
+        if self.ooo.len() <= idx {
+            self.ooo.resize_with(idx + 1, || None);
+        }
+        self.ooo_bytes += payload.len();
+        self.ooo[idx] = Some(Held {
+            payload,
+            msg: h.msg,
+            first: h.flags.contains(Flags::FIRST),
+            last: h.flags.contains(Flags::LAST),
+        });
+        if idx > 0 {
+            stats.ooo_tpdus += 1;
+            stats.max_ooo_bytes = stats.max_ooo_bytes.max(self.ooo_bytes as u64);
+            return Taken::Held;
+        }
+        let mut any = false;
+        while let Some(Some(_)) = self.ooo.front() {
+            let Some(Some(held)) = self.ooo.pop_front() else {
+                break;
+            };
+            self.ooo_bytes -= held.payload.len();
+            self.nxt += 1;
+            any = true;
+            self.push_ready(Chunk {
+                data: held.payload,
+                msg: held.msg,
+                start: held.first,
+                end: held.last,
+            });
+        }
+        stats.max_rcv_buffered = stats.max_rcv_buffered.max(self.used() as u64);
+        if any {
+            Taken::Readable
+        } else {
+            Taken::Held
+        }
+    }
+
+    fn push_ready(&mut self, chunk: Chunk) {
+        self.ready_bytes += chunk.data.len();
+        self.ready.push_back(chunk);
+    }
+
+    fn drop_assembly(&mut self, stats: &mut PsbStats) {
+        if self.asm_msg.is_some() {
+            stats.partial_messages_dropped += 1;
+        }
+        self.asm.clear();
+        self.asm_bytes = 0;
+        self.asm_msg = None;
+    }
+
+    fn on_unreliable(&mut self, s: u64, h: &Header, payload: Bytes, stats: &mut PsbStats) -> Taken {
+        if s < self.nxt {
+            // Late (reordered) or duplicated: without error control it cannot be
+            // placed any more; a partial message must never be delivered.
+            stats.drop_late += 1;
+            return Taken::Dropped;
+        }
+        if payload.len() > self.lim.tpdu_size {
+            stats.drop_oversize += 1;
+            return Taken::Dropped;
+        }
+        if s > self.nxt {
+            stats.gaps += 1;
+            self.drop_assembly(stats);
+        }
+        self.nxt = s + 1;
+        let first = h.flags.contains(Flags::FIRST);
+        let last = h.flags.contains(Flags::LAST);
+        if self.lim.semantics == Semantics::Stream {
+            if self.used() + payload.len() > self.lim.rcv_buf {
+                stats.drop_rcv_buf += 1;
+                return Taken::Dropped;
+            }
+            self.push_ready(Chunk {
+                data: payload,
+                msg: h.msg,
+                start: false,
+                end: false,
+            });
+            return Taken::Readable;
+        }
+        // seed 000 §6.2.2: unreliable message VCs deliver only complete messages.
+        if first {
+            self.drop_assembly(stats);
+            self.asm_msg = Some(h.msg);
+        } else if self.asm_msg != Some(h.msg) {
+            self.drop_assembly(stats);
+            stats.drop_headless += 1;
+            return Taken::Dropped;
+        }
+        self.asm_bytes += payload.len() as u64;
+        if self.asm_bytes > self.lim.max_msg || self.used() > self.lim.rcv_buf {
+            self.drop_assembly(stats);
+            stats.drop_rcv_buf += 1;
+            return Taken::Dropped;
+        }
+        self.asm.push(Chunk {
+            data: payload,
+            msg: h.msg,
+            start: first,
+            end: last,
+        });
+        if !last {
+            return Taken::Held;
+        }
+        let bytes = self.asm_bytes as usize;
+        self.asm_bytes = 0;
+        self.asm_msg = None;
+        for c in self.asm.drain(..) {
+            self.ready.push_back(c);
+        }
+        self.ready_bytes += bytes;
+        stats.max_rcv_buffered = stats.max_rcv_buffered.max(self.used() as u64);
+        Taken::Readable
+    }
+
+    /// The next chunk of data for the application.
+    pub(crate) fn pop_chunk(&mut self) -> Option<Chunk> {
+        let c = self.ready.pop_front()?;
+        self.ready_bytes -= c.data.len();
+        Some(c)
+    }
+
+    /// Copy stream bytes into `buf`, consuming them.
+    pub(crate) fn read(&mut self, buf: &mut [u8]) -> usize {
+        let mut n = 0;
+        while n < buf.len() {
+            let Some(front) = self.ready.front_mut() else {
+                break;
+            };
+            let k = front.data.len().min(buf.len() - n);
+            buf[n..n + k].copy_from_slice(&front.data[..k]);
+            n += k;
+            self.ready_bytes -= k;
+            if k == front.data.len() {
+                self.ready.pop_front();
+            } else {
+                let _ = front.data.split_to(k);
+                front.start = false;
+            }
+        }
+        n
+    }
+}

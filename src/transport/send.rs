@@ -1,0 +1,700 @@
+//! The sending half of a PSB: the send message queue, segmentation into TPDUs, and
+//! SMART error control (seed 000 §5.3.1–5.3.2, specs.md §7.2).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+
+use super::seq;
+use super::stats::PsbStats;
+use super::{RetxKind, Semantics};
+use crate::flow::{AckSample, FlowController, Permit};
+use crate::time::Instant;
+use crate::wire::tpdu::{Flags, Header};
+
+/// One TPDU in the send queue (seed 000 Figure 3: a message is a list of TPDUs).
+#[derive(Debug)]
+struct Slot {
+    payload: Bytes,
+    /// Stream VCs coalesce small writes into the last TPDU while it is unsent.
+    tail: Option<BytesMut>,
+    msg: u32,
+    msg_off: u32,
+    first: bool,
+    last: bool,
+    /// The SMART bitmap: the peer reported this TPDU received.
+    acked: bool,
+    /// Retransmitted since the flags were last cleared ("not already retransmitted").
+    retx: bool,
+    /// Waiting in the retransmission queue.
+    queued: bool,
+    /// Transmission counter at the last (re)transmission.
+    tx_order: u64,
+    pair_first: bool,
+    pair_second: bool,
+    last_retx_was: bool,
+    /// Which mechanism queued the pending retransmission.
+    kind: RetxKind,
+}
+
+impl Slot {
+    fn len(&self) -> usize {
+        self.payload.len() + self.tail.as_ref().map_or(0, |t| t.len())
+    }
+    fn freeze(&mut self) {
+        if let Some(t) = self.tail.take() {
+            if self.payload.is_empty() {
+                self.payload = t.freeze();
+            } else {
+                let mut b = BytesMut::with_capacity(self.payload.len() + t.len());
+                b.extend_from_slice(&self.payload);
+                b.extend_from_slice(&t);
+                self.payload = b.freeze();
+            }
+        }
+    }
+}
+
+/// A TPDU chosen for transmission by the send half.
+#[derive(Debug, Clone)]
+pub(crate) struct OutData {
+    pub(crate) header: Header,
+    pub(crate) payload: Bytes,
+    pub(crate) retx: Option<RetxKind>,
+}
+
+/// Limits the send half works within.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SendLimits {
+    pub(crate) error_control: bool,
+    pub(crate) acks_expected: bool,
+    pub(crate) semantics: Semantics,
+    pub(crate) tpdu_size: usize,
+    pub(crate) window: u32,
+    pub(crate) snd_buf: usize,
+    pub(crate) max_msg: u64,
+    pub(crate) outstanding: u32,
+    pub(crate) reorder_threshold: u32,
+    pub(crate) detect_lost_retx: bool,
+}
+
+/// Why the send half would not take data now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Full {
+    Buffer,
+    Messages,
+}
+
+/// The SMART sender.
+#[derive(Debug)]
+pub(crate) struct SendHalf {
+    lim: SendLimits,
+    slots: VecDeque<Slot>,
+    /// Sequence number of `slots[0]`: everything below is acknowledged (or, without
+    /// error control, sent).
+    una: u64,
+    /// Next sequence number never sent.
+    nxt: u64,
+    bytes: usize,
+    sacked: u32,
+    retx_queue: VecDeque<u64>,
+    scan_from: u64,
+    tx_counter: u64,
+    /// Highest cumulative ack and the window the receiver advertised with it.
+    peer_cum: u64,
+    peer_edge: u64,
+    next_msg: u32,
+    open_msg: Option<(u32, u64)>,
+    msgs_queued: u32,
+    last_advance: Instant,
+    head_backoff: u32,
+    rto_deadline: Option<Instant>,
+    pair_second_due: bool,
+    probe_at: Option<Instant>,
+    probe_armed: bool,
+}
+
+impl SendHalf {
+    pub(crate) fn new(lim: SendLimits, isn: u32) -> Self {
+        let isn = u64::from(isn);
+        SendHalf {
+            lim,
+            slots: VecDeque::new(),
+            una: isn,
+            nxt: isn,
+            bytes: 0,
+            sacked: 0,
+            retx_queue: VecDeque::new(),
+            scan_from: isn,
+            tx_counter: 0,
+            peer_cum: isn,
+            peer_edge: isn + u64::from(lim.window),
+            next_msg: 0,
+            open_msg: None,
+            msgs_queued: 0,
+            last_advance: Instant::ZERO,
+            head_backoff: 1,
+            rto_deadline: None,
+            pair_second_due: false,
+            probe_at: None,
+            probe_armed: false,
+        }
+    }
+
+    /// Apply what the handshake agreed.
+    pub(crate) fn renegotiate(&mut self, window: u32, tpdu_size: usize, max_msg: u64) {
+        self.lim.window = window;
+        self.lim.tpdu_size = tpdu_size;
+        self.lim.max_msg = max_msg;
+        self.peer_edge = self.peer_cum + u64::from(window);
+    }
+
+    pub(crate) fn limits(&self) -> &SendLimits {
+        &self.lim
+    }
+
+    /// Free bytes in the send buffer.
+    pub(crate) fn capacity(&self) -> usize {
+        self.lim.snd_buf.saturating_sub(self.bytes)
+    }
+
+    /// TPDUs sent and not known to be received.
+    pub(crate) fn in_flight(&self) -> u32 {
+        if self.lim.error_control {
+            (self.nxt - self.una) as u32 - self.sacked
+        } else if self.lim.acks_expected {
+            self.nxt.saturating_sub(self.peer_cum) as u32
+        } else {
+            0
+        }
+    }
+
+    /// Bytes queued (unsent or unacknowledged).
+    pub(crate) fn buffered(&self) -> usize {
+        self.bytes
+    }
+
+    /// Nothing left to send or to have acknowledged.
+    pub(crate) fn is_drained(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Sequence number after the last TPDU ever queued (the CLOSE carries it).
+    pub(crate) fn end_seq(&self) -> u64 {
+        self.una + self.slots.len() as u64
+    }
+
+    /// Take application bytes into the queue, segmenting into TPDUs. Returns the bytes
+    /// accepted (all or a prefix), or why none could be.
+    pub(crate) fn push(&mut self, data: &[u8], end: bool) -> Result<usize, Full> {
+        self.push_with(data.len(), end, |from, to| {
+            Bytes::copy_from_slice(&data[from..to])
+        })
+    }
+
+    /// As [`SendHalf::push`], without copying: TPDU payloads are slices of `data`.
+    pub(crate) fn push_bytes(&mut self, data: &Bytes, end: bool) -> Result<usize, Full> {
+        self.push_with(data.len(), end, |from, to| data.slice(from..to))
+    }
+
+    fn push_with(
+        &mut self,
+        len: usize,
+        end: bool,
+        mut take: impl FnMut(usize, usize) -> Bytes,
+    ) -> Result<usize, Full> {
+        if self.open_msg.is_none() && self.msgs_queued >= self.lim.outstanding {
+            return Err(Full::Messages);
+        }
+        let room = self.capacity();
+        if room == 0 && len > 0 {
+            return Err(Full::Buffer);
+        }
+        let n = len.min(room);
+        let stream = self.lim.semantics == Semantics::Stream;
+        let (msg, mut off) = match self.open_msg {
+            Some(m) => m,
+            None => {
+                let m = self.next_msg;
+                self.next_msg = self.next_msg.wrapping_add(1);
+                self.msgs_queued += 1;
+                (m, 0)
+            }
+        };
+        let mut done = 0;
+        // Stream: top up the last unsent TPDU instead of sending a runt.
+        if stream && n > 0 {
+            let end_seq = self.end_seq();
+            if end_seq > self.nxt {
+                if let Some(last) = self.slots.back_mut() {
+                    let space = self.lim.tpdu_size - last.len();
+                    if space > 0 {
+                        let k = space.min(n);
+                        let tail = last.tail.get_or_insert_with(BytesMut::new);
+                        tail.extend_from_slice(&take(0, k));
+                        done = k;
+                    }
+                }
+            }
+        }
+        while done < n {
+            let k = (n - done).min(self.lim.tpdu_size);
+            let payload = take(done, done + k);
+            self.slots.push_back(Slot {
+                payload,
+                tail: None,
+                msg,
+                msg_off: off as u32,
+                first: off == 0,
+                last: false,
+                acked: false,
+                retx: false,
+                queued: false,
+                tx_order: 0,
+                pair_first: false,
+                pair_second: false,
+                last_retx_was: false,
+                kind: RetxKind::Fast,
+            });
+            off += k as u64;
+            done += k;
+        }
+        self.bytes += n;
+        let whole = n == len;
+        if end && whole && !stream {
+            if off == 0 {
+                // An empty message still needs a TPDU to carry its boundary.
+                self.slots.push_back(Slot {
+                    payload: Bytes::new(),
+                    tail: None,
+                    msg,
+                    msg_off: 0,
+                    first: true,
+                    last: true,
+                    acked: false,
+                    retx: false,
+                    queued: false,
+                    tx_order: 0,
+                    pair_first: false,
+                    pair_second: false,
+                    last_retx_was: false,
+                    kind: RetxKind::Fast,
+                });
+            } else if let Some(last) = self.slots.back_mut() {
+                last.last = true;
+            }
+            self.open_msg = None;
+        } else if stream {
+            // A byte stream is one endless message; its TPDUs carry no boundaries.
+            self.open_msg = Some((msg, off));
+            if let Some(last) = self.slots.back_mut() {
+                last.first = false;
+            }
+        } else {
+            self.open_msg = Some((msg, off));
+        }
+        Ok(n)
+    }
+
+    /// Bytes of message `msg` accepted so far, if a message is open.
+    pub(crate) fn open_message_len(&self) -> Option<u64> {
+        self.open_msg.map(|(_, off)| off)
+    }
+
+    fn slot(&self, seq: u64) -> Option<&Slot> {
+        seq.checked_sub(self.una)
+            .and_then(|i| self.slots.get(usize::try_from(i).ok()?))
+    }
+
+    fn slot_mut(&mut self, seq: u64) -> Option<&mut Slot> {
+        let i = usize::try_from(seq.checked_sub(self.una)?).ok()?;
+        self.slots.get_mut(i)
+    }
+
+    /// The earliest time the send half wants to be woken.
+    pub(crate) fn poll_timeout(&self, srtt: Duration, has_rtt: bool) -> Option<Instant> {
+        let mut t = self.rto_deadline;
+        if self.lim.error_control && self.nxt > self.una && has_rtt {
+            let head = self.last_advance + srtt.saturating_mul(2 * self.head_backoff);
+            t = Some(t.map_or(head, |x| x.min(head)));
+        }
+        if let Some(p) = self.probe_at {
+            t = Some(t.map_or(p, |x| x.min(p)));
+        }
+        t
+    }
+
+    /// Timers: the retransmission timeout (retransmit every TPDU not received) and the
+    /// two-RTT head check (retransmit the head of the window), seed 000 §5.3.2.
+    pub(crate) fn handle_timeout(
+        &mut self,
+        now: Instant,
+        rto: Duration,
+        srtt: Duration,
+        has_rtt: bool,
+        stats: &mut PsbStats,
+        flow: &mut dyn FlowController,
+    ) -> bool {
+        let mut timed_out = false;
+        if let Some(p) = self.probe_at {
+            if now >= p {
+                self.probe_at = None;
+                self.probe_armed = true;
+            }
+        }
+        if !self.lim.error_control {
+            self.rto_deadline = None;
+            return false;
+        }
+        if self.nxt == self.una {
+            self.rto_deadline = None;
+            return false;
+        }
+        if self.rto_deadline.is_some_and(|d| now >= d) {
+            // "During a timeout, only packets not correctly received are retransmitted."
+            let mut n = 0;
+            for i in 0..(self.nxt - self.una) as usize {
+                let s = &mut self.slots[i];
+                if !s.acked && !s.queued {
+                    s.queued = true;
+                    s.retx = true;
+                    s.last_retx_was = true;
+                    s.kind = RetxKind::Timeout;
+                    self.retx_queue.push_back(self.una + i as u64);
+                    n += 1;
+                }
+            }
+            stats.timeouts += 1;
+            stats.timeout_marked += n;
+            flow.on_timeout(now, self.in_flight());
+            self.rto_deadline = Some(now + rto);
+            self.last_advance = now;
+            timed_out = true;
+        }
+        if has_rtt {
+            let head = self.last_advance + srtt.saturating_mul(2 * self.head_backoff);
+            if now >= head && self.nxt > self.una {
+                // "We check every two round trip times if the cumulative ack has
+                // increased. If not, ... retransmit the packet at the head."
+                let una = self.una;
+                if let Some(s) = self.slot_mut(una) {
+                    if !s.queued && !s.acked {
+                        s.queued = true;
+                        s.retx = true;
+                        s.last_retx_was = true;
+                        s.kind = RetxKind::Head;
+                        self.retx_queue.push_front(una);
+                    }
+                }
+                stats.head_checks += 1;
+                // specs.md §7.2 [REC]: back off, and clear the flags so the next ACK
+                // re-triggers fast retransmission of the other holes.
+                self.head_backoff = (self.head_backoff * 2).min(64);
+                self.last_advance = now;
+                for s in self.slots.iter_mut().take((self.nxt - self.una) as usize) {
+                    if !s.queued {
+                        s.retx = false;
+                    }
+                }
+                self.scan_from = self.una;
+            }
+        }
+        timed_out
+    }
+
+    /// An ACK (C, S) arrived. Returns whether it was usable.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn on_ack(
+        &mut self,
+        now: Instant,
+        h: &Header,
+        rtt_sample: Option<Duration>,
+        min_rtt: Duration,
+        rto: Duration,
+        stats: &mut PsbStats,
+        flow: &mut dyn FlowController,
+    ) -> bool {
+        let c = seq::expand(h.ack, self.peer_cum);
+        let s = seq::expand(h.seq, self.peer_cum);
+        if c > self.nxt || s >= self.nxt {
+            stats.acks_invalid += 1;
+            return false;
+        }
+        stats.acks_received += 1;
+        if c > self.peer_cum {
+            self.peer_cum = c;
+        }
+        let edge = c + u64::from(h.window);
+        if c >= self.peer_cum {
+            self.peer_edge = edge;
+            if h.window > 0 {
+                self.probe_at = None;
+                self.probe_armed = false;
+            }
+        }
+        let mut newly = 0u32;
+        let mut newly_bytes = 0u64;
+        let mut sample = AckSample {
+            now,
+            rtt: rtt_sample.unwrap_or(min_rtt),
+            min_rtt,
+            newly_acked: 0,
+            newly_acked_bytes: 0,
+            seq: s,
+            pair_first: false,
+            pair_second: false,
+            retransmission: false,
+            in_flight: 0,
+            bytes: 0,
+        };
+        if let Some(slot) = self.slot(s) {
+            sample.pair_first = slot.pair_first;
+            sample.pair_second = slot.pair_second;
+            sample.retransmission = slot.last_retx_was;
+            sample.bytes = slot.len() as u32;
+        }
+        if !self.lim.error_control {
+            sample.in_flight = self.in_flight();
+            flow.on_ack(&sample);
+            return true;
+        }
+        if c > self.una {
+            while self.una < c {
+                let Some(slot) = self.slots.pop_front() else {
+                    break;
+                };
+                if slot.acked {
+                    self.sacked -= 1;
+                } else {
+                    newly_bytes += slot.len() as u64;
+                }
+                if slot.last {
+                    self.msgs_queued = self.msgs_queued.saturating_sub(1);
+                }
+                self.bytes -= slot.len();
+                self.una += 1;
+                newly += 1;
+            }
+            self.last_advance = now;
+            self.head_backoff = 1;
+            self.rto_deadline = (self.nxt > self.una).then_some(now + rto);
+            self.scan_from = self.scan_from.max(self.una);
+        }
+        if let Some(slot) = self.slot_mut(s) {
+            if !slot.acked {
+                slot.acked = true;
+                newly_bytes += slot.len() as u64;
+                self.sacked += 1;
+            }
+        }
+        // Holes revealed by S: fast retransmission (seed 000 §5.3.2), with a reordering
+        // threshold for substrates that can reorder (specs.md §7.2; 1 = ATM order).
+        let k = u64::from(self.lim.reorder_threshold.max(1));
+        let limit = (s + 1).saturating_sub(k).min(self.nxt);
+        let mut lost = 0;
+        if s >= self.una && limit > self.una {
+            let s_order = self.slot(s).map_or(0, |x| x.tx_order);
+            let refine = self.lim.detect_lost_retx;
+            let from = if refine {
+                self.una
+            } else {
+                self.scan_from.max(self.una)
+            };
+            for i in from..limit {
+                let Some(slot) = self.slot_mut(i) else { break };
+                if slot.acked || slot.queued {
+                    continue;
+                }
+                // The paper: "not correctly received and not already retransmitted".
+                // With detect_lost_retx (specs.md §7.2 refinement): a hole retransmitted
+                // before S was (re)sent is lost again.
+                let eligible = if !slot.retx {
+                    true
+                } else {
+                    refine && slot.tx_order < s_order
+                };
+                if eligible {
+                    slot.queued = true;
+                    slot.retx = true;
+                    slot.last_retx_was = true;
+                    slot.kind = RetxKind::Fast;
+                    self.retx_queue.push_back(i);
+                    lost += 1;
+                }
+            }
+            self.scan_from = self.scan_from.max(limit);
+        }
+        if lost > 0 {
+            stats.fast_marked += lost;
+            flow.on_loss(now, self.in_flight());
+        }
+        sample.newly_acked = newly;
+        sample.newly_acked_bytes = newly_bytes;
+        sample.in_flight = self.in_flight();
+        flow.on_ack(&sample);
+        true
+    }
+
+    /// Arm the zero-window probe when the receiver's window is shut with nothing in
+    /// flight (a lost window update must not deadlock the VC).
+    fn window_blocked(&mut self, now: Instant, rto: Duration) {
+        if self.in_flight() == 0 && self.probe_at.is_none() && !self.probe_armed {
+            self.probe_at = Some(now + rto);
+        }
+    }
+
+    /// The next data TPDU to send, if flow and error control allow one now.
+    /// Retransmissions go before new data (seed 003: favour them).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn poll_data(
+        &mut self,
+        now: Instant,
+        cookie: u32,
+        rto: Duration,
+        stats: &mut PsbStats,
+        flow: &mut dyn FlowController,
+        pace: &mut Option<Instant>,
+    ) -> Option<OutData> {
+        // Retransmissions.
+        while let Some(&seq) = self.retx_queue.front() {
+            let Some(slot) = self.slot(seq) else {
+                self.retx_queue.pop_front();
+                continue;
+            };
+            if slot.acked {
+                self.retx_queue.pop_front();
+                if let Some(s) = self.slot_mut(seq) {
+                    s.queued = false;
+                }
+                continue;
+            }
+            let len = slot.len();
+            match flow.poll_send(now, self.in_flight(), len) {
+                Permit::At(t) => {
+                    *pace = Some(t);
+                    return None;
+                }
+                // Retransmissions are inside the window already.
+                Permit::Now | Permit::Blocked => {}
+            }
+            self.retx_queue.pop_front();
+            let kind = self.retx_kind(seq);
+            stats.count_retx(kind, len);
+            flow.on_sent(now, len, true);
+            return Some(self.emit(seq, now, cookie, Some(kind), false, false));
+        }
+        // New data.
+        if self.nxt >= self.end_seq() {
+            return None;
+        }
+        let within_ec_window =
+            !self.lim.error_control || self.nxt < self.una + u64::from(self.lim.window);
+        let within_peer = !self.lim.acks_expected || self.nxt < self.peer_edge || self.probe_armed;
+        if !within_ec_window {
+            stats.window_stalls += 1;
+            return None;
+        }
+        if !within_peer {
+            self.window_blocked(now, rto);
+            stats.window_stalls += 1;
+            return None;
+        }
+        // An unsent stream TPDU may still grow; it goes now unless more data is
+        // coming in this same burst (the caller polls after pushing, so go now).
+        let idx = (self.nxt - self.una) as usize;
+        let len = self.slots[idx].len();
+        let pair_second = self.pair_second_due;
+        if !pair_second {
+            match flow.poll_send(now, self.in_flight(), len) {
+                Permit::Now => {}
+                Permit::At(t) => {
+                    *pace = Some(t);
+                    return None;
+                }
+                Permit::Blocked => return None,
+            }
+        }
+        let pair_first = !pair_second
+            && flow.wants_pair()
+            && self.nxt + 1 < self.end_seq()
+            && (!self.lim.acks_expected || self.nxt + 1 < self.peer_edge);
+        self.pair_second_due = pair_first;
+        self.probe_armed = false;
+        if self.nxt == self.una || self.in_flight() == 0 {
+            self.last_advance = now;
+        }
+        let seq = self.nxt;
+        self.nxt += 1;
+        if self.lim.error_control && self.rto_deadline.is_none() {
+            self.rto_deadline = Some(now + rto);
+        }
+        stats.tpdus_sent += 1;
+        stats.bytes_sent += len as u64;
+        flow.on_sent(now, len, false);
+        let out = self.emit(seq, now, cookie, None, pair_first, pair_second);
+        if !self.lim.error_control {
+            // Without error control a sent TPDU is forgotten at once.
+            while self.una < self.nxt {
+                if let Some(slot) = self.slots.pop_front() {
+                    self.bytes -= slot.len();
+                    if slot.last {
+                        self.msgs_queued = self.msgs_queued.saturating_sub(1);
+                    }
+                }
+                self.una += 1;
+            }
+        }
+        Some(out)
+    }
+
+    fn retx_kind(&self, seq: u64) -> RetxKind {
+        self.slot(seq).map_or(RetxKind::Fast, |s| s.kind)
+    }
+
+    fn emit(
+        &mut self,
+        seq: u64,
+        now: Instant,
+        cookie: u32,
+        retx: Option<RetxKind>,
+        pair_first: bool,
+        pair_second: bool,
+    ) -> OutData {
+        self.tx_counter += 1;
+        let order = self.tx_counter;
+        let window = self.lim.window.min(u32::from(u16::MAX)) as u16;
+        let slot = self
+            .slot_mut(seq)
+            .expect("emit of a queued sequence number");
+        slot.freeze();
+        slot.tx_order = order;
+        slot.queued = false;
+        slot.pair_first = pair_first;
+        slot.pair_second = pair_second;
+        if retx.is_none() {
+            slot.last_retx_was = false;
+        }
+        let mut flags = Flags::empty();
+        flags.set(Flags::FIRST, slot.first);
+        flags.set(Flags::LAST, slot.last);
+        flags.set(Flags::RETX, retx.is_some());
+        flags.set(Flags::PAIR_FIRST, pair_first);
+        flags.set(Flags::PAIR_SECOND, pair_second);
+        let header = Header {
+            flags,
+            window,
+            cookie,
+            seq: seq::to_wire(seq),
+            msg: slot.msg,
+            tsval: now.micros_u32(),
+            aux: slot.msg_off,
+            ..Header::new(crate::wire::tpdu::TpduType::Data)
+        };
+        OutData {
+            header,
+            payload: slot.payload.clone(),
+            retx,
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Per-VC counters: what a user reads with `natm stat` and what the tests assert on.
+
+use super::RetxKind;
+
+/// Counters of one PSB. Every drop has its own reason.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PsbStats {
+    /// New data TPDUs sent (first transmissions).
+    pub tpdus_sent: u64,
+    /// Payload bytes in first transmissions.
+    pub bytes_sent: u64,
+    /// Retransmissions triggered by SMART's fast path (holes revealed by an ACK).
+    pub retx_fast: u64,
+    /// Retransmissions triggered by the retransmission timeout.
+    pub retx_timeout: u64,
+    /// Retransmissions of the window head by the two-RTT check.
+    pub retx_head: u64,
+    /// Payload bytes retransmitted.
+    pub bytes_retransmitted: u64,
+    /// TPDUs the fast path marked lost.
+    pub fast_marked: u64,
+    /// TPDUs the timeout marked for retransmission.
+    pub timeout_marked: u64,
+    /// Retransmission timeouts that fired.
+    pub timeouts: u64,
+    /// Two-RTT head checks that found the cumulative ack stalled.
+    pub head_checks: u64,
+    /// ACKs received and used.
+    pub acks_received: u64,
+    /// ACKs that acknowledged data never sent (stale or forged).
+    pub acks_invalid: u64,
+    /// ACKs sent.
+    pub acks_sent: u64,
+    /// ACKs dropped because the control queue was full (the host did not poll).
+    pub acks_dropped: u64,
+    /// Times new data waited for the window.
+    pub window_stalls: u64,
+    /// Data TPDUs received.
+    pub tpdus_received: u64,
+    /// Payload bytes delivered to the application.
+    pub bytes_delivered: u64,
+    /// Messages delivered whole to the application.
+    pub messages_delivered: u64,
+    /// Duplicate TPDUs dropped.
+    pub dup_tpdus: u64,
+    /// TPDUs that arrived out of order and were held.
+    pub ooo_tpdus: u64,
+    /// TPDUs beyond the error-control window, dropped.
+    pub drop_out_of_window: u64,
+    /// TPDUs dropped for want of receive buffer.
+    pub drop_rcv_buf: u64,
+    /// TPDUs larger than the negotiated TPDU size, dropped.
+    pub drop_oversize: u64,
+    /// Unreliable VCs: TPDUs that arrived after a later one, dropped.
+    pub drop_late: u64,
+    /// Unreliable message VCs: TPDUs whose message head was lost, dropped.
+    pub drop_headless: u64,
+    /// Unreliable message VCs: messages discarded because a TPDU was missing.
+    pub partial_messages_dropped: u64,
+    /// Unreliable VCs: gaps in the sequence (lost TPDUs).
+    pub gaps: u64,
+    /// Frames with a cookie other than this VC's, dropped.
+    pub drop_bad_cookie: u64,
+    /// Frames that are not TPDUs, or not valid in this state, dropped.
+    pub drop_malformed: u64,
+    /// Largest number of bytes held out of order.
+    pub max_ooo_bytes: u64,
+    /// Largest number of bytes buffered on the receive side.
+    pub max_rcv_buffered: u64,
+}
+
+impl PsbStats {
+    pub(crate) fn count_retx(&mut self, kind: RetxKind, bytes: usize) {
+        match kind {
+            RetxKind::Fast => self.retx_fast += 1,
+            RetxKind::Timeout => self.retx_timeout += 1,
+            RetxKind::Head => self.retx_head += 1,
+        }
+        self.bytes_retransmitted += bytes as u64;
+    }
+
+    /// All retransmissions.
+    pub fn retransmissions(&self) -> u64 {
+        self.retx_fast + self.retx_timeout + self.retx_head
+    }
+}
