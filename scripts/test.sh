@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The one command that runs every natm test on a fresh machine (README.md).
+# It installs what the tests need, then runs the unit, property, integration and
+# simulator tests, and builds the fuzz targets (CI builds them on stable; running
+# them needs `cargo +nightly fuzz`, see fuzz/README.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+need_pkgs=()
+# System packages used by tests; each is installed only when missing.
+for p in ${NATM_TEST_PKGS:-}; do
+  dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
+  else
+    echo "tests need: ${need_pkgs[*]} (run as root, or install them)" >&2
+    exit 1
+  fi
+fi
+
+command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup" >&2; exit 1; }
+
+# Release: the simulator and property tests push megabytes through the stack.
+cargo test --release --all-targets
+cargo test --release --doc
+if [ -f fuzz/Cargo.toml ]; then
+  cargo build --release --manifest-path fuzz/Cargo.toml
+fi
