@@ -4,5 +4,6 @@
 //! [`wire`] holds the byte-exact formats (cells, AAL5, TPDU, QoS and address text);
 //! the transport, scheduler, adaptors, ulib and the signalling daemon stand on it.
 
+pub mod sim;
 pub mod time;
 pub mod wire;
