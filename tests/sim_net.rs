@@ -503,6 +503,19 @@ fn sampling_sees_the_queue_build_and_drain() {
 }
 
 #[test]
+fn boxed_endpoints_of_different_kinds_share_one_simulation() {
+    let mut sim: Sim = Sim::new(1);
+    let a = sim.add_host(Box::new(Blaster::new(VcId(3), 10, 100)));
+    let b = sim.add_host(Box::new(Echo::new()));
+    let fwd = sim.add_link(LinkConfig::new(MBPS, ms(1))).unwrap();
+    let rev = sim.add_link(LinkConfig::new(MBPS, ms(1))).unwrap();
+    sim.add_duplex_route(a, VcId(3), b, &[fwd], &[rev]).unwrap();
+    assert!(!sim.run_while(|_| true));
+    assert_eq!(sim.host_stats(a).frames_received, 10);
+    assert_eq!(sim.host_stats(b).frames_sent, 10);
+}
+
+#[test]
 fn unroutable_frames_are_counted_not_sent() {
     let mut sim: Sim<TestHost> = Sim::new(1);
     let a = sim.add_host(Blaster::new(VcId(99), 5, 10).into());

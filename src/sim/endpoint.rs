@@ -25,6 +25,10 @@ impl fmt::Display for VcId {
 /// transmit ring has room, so an endpoint never has to drop a frame itself; after every
 /// `handle_*` call (and after [`Sim::host_mut`](super::Sim::host_mut)) the simulator
 /// polls `poll_transmit` until it yields `None` or the ring fills, then `poll_timeout`.
+///
+/// The endpoint promises what quinn-proto's connection does: after `handle_timeout`,
+/// `poll_timeout` is later than `now` or `None`. A deadline that stays at `now` is
+/// honoured again at `now`, so the run would never leave that instant.
 pub trait Endpoint {
     /// A frame arrived on `vc` (bytes are the frame as sent; corruption already filtered).
     fn handle_frame(&mut self, now: Instant, vc: VcId, frame: &[u8]);

@@ -33,8 +33,11 @@
 //!
 //! sim.run_until(Instant::ZERO + Duration::from_secs(1));
 //! let sink = sim.host(rx).as_sink().unwrap();
-//! let lost = sim.link(bottleneck).stats().dropped_random;
-//! assert_eq!(sink.frames() + lost, 100);
+//! let bn = sim.link(bottleneck).stats();
+//! // The sender is limited only by its access link, so the bottleneck queue overflows.
+//! assert!(bn.dropped_queue_full > 0 && bn.max_queue_frames == 32);
+//! assert_eq!(sink.frames() + bn.dropped_queue_full + bn.dropped_random, 100);
+//! assert_eq!(sim.host(tx).as_blaster().unwrap().received(), sink.frames());
 //! # Ok::<(), natm::sim::SimError>(())
 //! ```
 
