@@ -9,7 +9,7 @@ use super::topology::{HostId, LinkId};
 #[derive(Debug, Clone, PartialEq, Error)]
 pub enum SimError {
     /// A link rate of zero would never finish sending a frame.
-    #[error("link rate must be at least 1 bit/s (rate change {index} is 0)")]
+    #[error("link rate must be at least 1 bit/s, but entry {index} of the rate schedule (0: the initial rate) is 0")]
     ZeroRate {
         /// Position in the rate schedule (0 is the initial rate).
         index: usize,
@@ -26,16 +26,16 @@ pub enum SimError {
     #[error("round-robin weight must be at least 1")]
     ZeroWeight,
     /// The host id does not belong to this simulation.
-    #[error("no such host: {0:?}")]
+    #[error("no such host: {0}")]
     UnknownHost(HostId),
     /// The link id does not belong to this simulation.
-    #[error("no such link: {0:?}")]
+    #[error("no such link: {0}")]
     UnknownLink(LinkId),
     /// A route must cross at least one link.
     #[error("a route needs at least one link")]
     EmptyPath,
     /// A host can send on a VC along one route only.
-    #[error("host {host:?} already has a route for {vc}")]
+    #[error("{host} already has a route for {vc}")]
     DuplicateRoute {
         /// The sending host.
         host: HostId,
@@ -43,7 +43,7 @@ pub enum SimError {
         vc: VcId,
     },
     /// On one link, a VC id names one flow; pick another VC id or another link.
-    #[error("{vc} is already used on link {link:?} by another route")]
+    #[error("{vc} is already used on {link} by another route")]
     VcInUse {
         /// The link where the ids collide.
         link: LinkId,

@@ -43,7 +43,8 @@ pub struct LinkStats {
     pub max_queue_frames: u64,
     /// Most bytes ever waiting at once.
     pub max_queue_bytes: u64,
-    /// Nanoseconds spent serializing frames (utilisation = `busy_ns` / elapsed).
+    /// Nanoseconds of serialization, counted when each frame starts (utilisation =
+    /// `busy_ns` / elapsed).
     pub busy_ns: u64,
 }
 
