@@ -5,6 +5,7 @@
 //! the transport, scheduler, adaptors, ulib and the signalling daemon stand on it.
 
 pub mod flow;
+pub mod sim;
 pub mod time;
 pub mod transport;
 pub mod wire;
