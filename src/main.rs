@@ -1,2 +1,50 @@
-//! The `natm` command.
-fn main() {}
+//! The `natm` command: one binary, one subcommand per job.
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod cli;
+
+/// natm — a native-mode ATM protocol stack in user space.
+#[derive(Debug, Parser)]
+#[command(name = "natm", version, about, long_about = None)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the stack end to end: three VCs of different service classes at once.
+    Demo(cli::demo::DemoArgs),
+    /// Encode or decode a 5-byte ATM cell header (UNI), with HEC.
+    #[command(subcommand)]
+    Cell(cli::cell::CellCmd),
+    /// Segment a payload into AAL5 cells, or reassemble cells into a payload.
+    #[command(subcommand)]
+    Aal5(cli::aal5::Aal5Cmd),
+    /// Parse and print QoS in Linux-ATM text syntax.
+    #[command(subcommand)]
+    Qos(cli::qos::QosCmd),
+    /// Run one scenario through the deterministic network simulator.
+    Sim(cli::sim::SimArgs),
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let result = match args.command {
+        Command::Demo(a) => cli::demo::run(a),
+        Command::Cell(c) => cli::cell::run(c),
+        Command::Aal5(c) => cli::aal5::run(c),
+        Command::Qos(c) => cli::qos::run(c),
+        Command::Sim(a) => cli::sim::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("natm: {e}");
+            ExitCode::from(1)
+        }
+    }
+}

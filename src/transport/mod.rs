@@ -265,6 +265,8 @@ pub struct Chunk {
     pub data: Bytes,
     /// Message number.
     pub msg: u32,
+    /// Byte offset of `data[0]` within its message, modulo 2^32 (the TPDU's `aux`).
+    pub offset: u32,
     /// Start of a message (seed 003 status flag).
     pub start: bool,
     /// End of a message (seed 003 status flag).

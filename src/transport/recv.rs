@@ -26,6 +26,7 @@ pub(crate) struct RecvLimits {
 struct Held {
     payload: Bytes,
     msg: u32,
+    offset: u32,
     first: bool,
     last: bool,
 }
@@ -220,6 +221,7 @@ impl RecvHalf {
         self.ooo[idx] = Some(Held {
             payload,
             msg: h.msg,
+            offset: h.aux,
             first: h.flags.contains(Flags::FIRST),
             last: h.flags.contains(Flags::LAST),
         });
@@ -239,6 +241,7 @@ impl RecvHalf {
             self.push_ready(Chunk {
                 data: held.payload,
                 msg: held.msg,
+                offset: held.offset,
                 start: held.first,
                 end: held.last,
             });
@@ -291,6 +294,7 @@ impl RecvHalf {
             self.push_ready(Chunk {
                 data: payload,
                 msg: h.msg,
+                offset: h.aux,
                 start: false,
                 end: false,
             });
@@ -314,6 +318,7 @@ impl RecvHalf {
         self.asm.push(Chunk {
             data: payload,
             msg: h.msg,
+            offset: h.aux,
             start: first,
             end: last,
         });
@@ -354,6 +359,7 @@ impl RecvHalf {
             } else {
                 let _ = front.data.split_to(k);
                 front.start = false;
+                front.offset = front.offset.wrapping_add(k as u32);
             }
         }
         n

@@ -1,0 +1,12 @@
+//! Subcommands of the `natm` binary. Each file parses its arguments with clap and
+//! calls the library; none holds protocol logic of its own.
+
+pub(crate) mod aal5;
+pub(crate) mod cell;
+pub(crate) mod demo;
+pub(crate) mod qos;
+pub(crate) mod sim;
+pub(crate) mod units;
+
+/// Errors a subcommand reports: a message for the user, exit status 1.
+pub(crate) type CliResult = Result<(), String>;
