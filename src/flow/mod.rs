@@ -10,6 +10,10 @@ use std::time::Duration;
 
 use crate::time::Instant;
 
+pub mod gcra;
+
+pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};
+
 /// The answer to "may a TPDU go now?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Permit {
