@@ -40,6 +40,9 @@ pub struct AckSample {
     pub newly_acked_bytes: u64,
     /// Sequence number that caused the ACK.
     pub seq: u64,
+    /// Cumulative ack after this ACK: every TPDU with a sequence number below it has
+    /// been received. Same number space as `seq` (NewReno's recovery test, specs §9.1).
+    pub cum_ack: u64,
     /// The TPDU that caused the ACK was the first member of a packet pair.
     pub pair_first: bool,
     /// The TPDU that caused the ACK was the second member of a packet pair.
@@ -60,8 +63,11 @@ pub trait FlowController: std::fmt::Debug + Send {
     fn on_sent(&mut self, now: Instant, bytes: usize, retransmission: bool);
     /// An ACK arrived.
     fn on_ack(&mut self, sample: &AckSample);
-    /// SMART found a hole (a TPDU lost); `in_flight` TPDUs are outstanding.
-    fn on_loss(&mut self, now: Instant, in_flight: u32);
+    /// SMART found a hole (a TPDU lost); `in_flight` TPDUs are outstanding and
+    /// `next_seq` is the first sequence number never sent (so `next_seq - 1` is the
+    /// highest sent, NewReno's recovery point, specs §9.1). Called while the ACK that
+    /// revealed the hole is processed, before that ACK's [`FlowController::on_ack`].
+    fn on_loss(&mut self, now: Instant, in_flight: u32, next_seq: u64);
     /// The retransmission timer expired.
     fn on_timeout(&mut self, now: Instant, in_flight: u32);
     /// Whether the next two new TPDUs should go back to back as a packet pair.
@@ -96,7 +102,7 @@ impl FlowController for NoFlow {
     }
     fn on_sent(&mut self, _now: Instant, _bytes: usize, _retransmission: bool) {}
     fn on_ack(&mut self, _sample: &AckSample) {}
-    fn on_loss(&mut self, _now: Instant, _in_flight: u32) {}
+    fn on_loss(&mut self, _now: Instant, _in_flight: u32, _next_seq: u64) {}
     fn on_timeout(&mut self, _now: Instant, _in_flight: u32) {}
     fn name(&self) -> &'static str {
         "none"

@@ -754,6 +754,9 @@ impl Psb {
             });
         }
         self.flow.set_rate(bps);
+        // A pacing timer armed at the old rate would hold the first TPDU at the new
+        // rate too long; let the next poll ask the controller again.
+        self.pace_at = None;
         self.qos_done = true;
         Ok(())
     }
