@@ -11,8 +11,10 @@ use std::time::Duration;
 use crate::time::Instant;
 
 pub mod gcra;
+pub mod leaky_bucket;
 
 pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};
+pub use leaky_bucket::LeakyBucket;
 
 /// The answer to "may a TPDU go now?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
