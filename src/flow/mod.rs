@@ -10,11 +10,15 @@ use std::time::Duration;
 
 use crate::time::Instant;
 
+pub mod estimator;
 pub mod gcra;
 pub mod leaky_bucket;
+pub mod packet_pair;
 
+pub use estimator::FuzzyEstimator;
 pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};
 pub use leaky_bucket::LeakyBucket;
+pub use packet_pair::{PacketPair, PacketPairConfig};
 
 /// The answer to "may a TPDU go now?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
