@@ -14,11 +14,13 @@ pub mod estimator;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod packet_pair;
+pub mod window;
 
 pub use estimator::FuzzyEstimator;
 pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};
 pub use leaky_bucket::LeakyBucket;
 pub use packet_pair::{PacketPair, PacketPairConfig};
+pub use window::{DynamicWindow, WindowConfig};
 
 /// The answer to "may a TPDU go now?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
