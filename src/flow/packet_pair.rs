@@ -13,6 +13,7 @@
 //! TPDUs). The specs write the model in packets; bytes are the same model for TPDUs of
 //! unequal size (the last TPDU of a message is short).
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::estimator::FuzzyEstimator;
@@ -100,20 +101,33 @@ pub struct PacketPair {
     rate: Option<f64>,
     /// R_base: the smallest RTT seen.
     base_rtt: Option<Duration>,
-    /// Earliest time of the next transmission (the pacer).
-    next_send: Instant,
-    /// The ACK of a pair's first TPDU: (sequence number, arrival, RTT).
-    first_ack: Option<(u64, Instant, Duration)>,
-    /// n_b measured since the last epoch, bytes.
-    measured: Option<f64>,
-    /// n̂_b predicted at the last epoch, bytes.
-    predicted: f64,
+    /// The smallest RTT of a pair's first TPDU less its own service time at μ̂: the
+    /// path's delay without the bottleneck's service, which changes with μ.
+    path_delay: Option<Duration>,
+    /// The pacer: the bytes sent since `pace_from` are paid for at λ, so the next
+    /// transmission is due at `pace_from + pace_bytes/λ` with the λ of the moment.
+    pace_from: Instant,
+    pace_bytes: f64,
+    /// Payload bytes ever sent, and when (time, bytes sent before), to know what left
+    /// after a measured TPDU.
+    total_sent: u64,
+    sent_log: VecDeque<(Instant, u64)>,
+    /// How far back `sent_log` reaches.
+    horizon: Duration,
+    /// The ACK of a pair's first TPDU: (sequence number, arrival, RTT, bytes).
+    first_ack: Option<(u64, Instant, Duration, u32)>,
+    /// n̂_b, bytes, as of `backlog_at` when `total_sent` was `backlog_sent`.
+    backlog: f64,
+    backlog_at: Instant,
+    backlog_sent: u64,
     /// α·(B − n̂_b)/R from the last epoch, bytes/s: λ = μ̂ + this.
     correction: f64,
     epoch_start: Instant,
-    epoch_sent: u64,
     timeouts: u32,
 }
+
+/// Longest send history kept (entries), whatever the horizon.
+const MAX_LOG: usize = 1 << 16;
 
 impl PacketPair {
     /// A controller that starts by probing.
@@ -124,13 +138,18 @@ impl PacketPair {
             probing: true,
             rate: None,
             base_rtt: None,
-            next_send: Instant::ZERO,
+            path_delay: None,
+            pace_from: Instant::ZERO,
+            pace_bytes: 0.0,
+            total_sent: 0,
+            sent_log: VecDeque::new(),
+            horizon: Duration::from_secs(1),
             first_ack: None,
-            measured: None,
-            predicted: 0.0,
+            backlog: 0.0,
+            backlog_at: Instant::ZERO,
+            backlog_sent: 0,
             correction: 0.0,
             epoch_start: Instant::ZERO,
-            epoch_sent: 0,
             timeouts: 0,
         }
     }
@@ -145,9 +164,10 @@ impl PacketPair {
         self.est.estimate().map(|mu| mu * 8.0)
     }
 
-    /// n̂_b, the predicted backlog at the bottleneck, in TPDUs.
+    /// n̂_b at the last estimate: the backlog a TPDU sent then would find at the
+    /// bottleneck, in TPDUs.
     pub fn backlog_tpdus(&self) -> f64 {
-        self.predicted / f64::from(self.cfg.tpdu_size)
+        self.backlog / f64::from(self.cfg.tpdu_size)
     }
 
     /// R_base, the smallest RTT seen.
@@ -164,7 +184,7 @@ impl PacketPair {
         if self.cfg.max_rate_bps > 0 {
             l = l.min(self.cfg.max_rate_bps as f64 / 8.0);
         }
-        l
+        l.max(1.0)
     }
 
     fn epoch(&self) -> Duration {
@@ -173,8 +193,36 @@ impl PacketPair {
             .max(self.cfg.min_epoch)
     }
 
-    /// Once per epoch (specs §8.4: "once per R"): predict the backlog and apply the
-    /// control law.
+    /// When the pacer lets the next transmission go, at the current λ.
+    fn due(&self) -> Option<Instant> {
+        let rate = self.rate?;
+        let secs = (self.pace_bytes / rate).min(3600.0);
+        Some(self.pace_from + Duration::from_secs_f64(secs))
+    }
+
+    /// Payload bytes sent at or after `t` (two microseconds early: RTTs come from
+    /// microsecond timestamps, and a pair's two TPDUs leave at the same instant).
+    fn sent_since(&self, t: Instant) -> u64 {
+        let t = t - Duration::from_micros(2);
+        let i = self.sent_log.partition_point(|&(at, _)| at < t);
+        self.sent_log
+            .get(i)
+            .map_or(0, |&(_, before)| self.total_sent - before)
+    }
+
+    /// specs §8.2 prediction: carry n̂_b forward to `now` with what was sent since and
+    /// what the bottleneck served meanwhile.
+    fn advance_backlog(&mut self, now: Instant, mu: f64) -> f64 {
+        let sent = (self.total_sent - self.backlog_sent) as f64;
+        let elapsed = now.saturating_duration_since(self.backlog_at).as_secs_f64();
+        self.backlog = predict_backlog(self.backlog, sent, mu, elapsed);
+        self.backlog_at = now;
+        self.backlog_sent = self.total_sent;
+        self.backlog
+    }
+
+    /// Once per epoch (specs §8.4: "once per R"): apply the control law to the
+    /// predicted backlog.
     fn control(&mut self, now: Instant) {
         if self.probing || now < self.epoch_start + self.epoch() {
             return;
@@ -182,22 +230,17 @@ impl PacketPair {
         let Some(mu) = self.est.estimate() else {
             return;
         };
-        let elapsed = (now - self.epoch_start).as_secs_f64();
-        // A fresh measurement replaces the chained prediction (the source learns n_b
-        // one RTT late and predicts across that delay, specs §8.2).
-        let nb = self.measured.take().unwrap_or(self.predicted);
-        self.predicted = predict_backlog(nb, self.epoch_sent as f64, mu, elapsed);
+        let nb = self.advance_backlog(now, mu);
         let setpoint = self.cfg.setpoint_tpdus * f64::from(self.cfg.tpdu_size);
         let r = self.epoch().as_secs_f64();
-        let lambda = control_law(mu, self.predicted, setpoint, r, self.cfg.alpha);
+        let lambda = control_law(mu, nb, setpoint, r, self.cfg.alpha);
         self.correction = lambda - mu;
         self.rate = Some(self.clamp(lambda));
         self.epoch_start = now;
-        self.epoch_sent = 0;
     }
 
     /// A clean pair: both ACKs, consecutive, neither a retransmission.
-    fn pair_sample(&mut self, s: &AckSample, t1: Instant, rtt1: Duration) {
+    fn pair_sample(&mut self, s: &AckSample, t1: Instant, rtt1: Duration, bytes1: u32) {
         let gap = s.now.saturating_duration_since(t1);
         if gap.is_zero() || gap < self.cfg.min_gap {
             return;
@@ -212,28 +255,55 @@ impl PacketPair {
             // more epoch at the old rate (it halves the overshoot in the tests).
             self.rate = Some(self.clamp(mu + self.correction));
         }
-        // specs §8.2 [REC]: n̂_b = μ̂·(RTT − R_base), the queueing delay the pair's
-        // first TPDU saw times the service rate.
-        let base = self.base_rtt.unwrap_or(rtt1);
-        self.measured = Some(mu * rtt1.saturating_sub(base).as_secs_f64());
+        // specs §8.2 [REC]: the pair's first TPDU found μ̂·(RTT − R_base) bytes ahead
+        // of it. R_base holds one TPDU's service time at the rate of the moment it
+        // was measured, so the path delay is kept apart from the service time at
+        // today's μ̂ (otherwise a slower bottleneck reads as a longer queue).
+        let service = f64::from(bytes1) / mu;
+        let own = Duration::from_secs_f64(service.min(3600.0));
+        let delay = rtt1.saturating_sub(own);
+        let path = *self.path_delay.get_or_insert(delay);
+        if self.est.error() < 0.05 {
+            // Only while μ̂ is settled: a lagging μ̂ would shrink this minimum for good.
+            self.path_delay = Some(path.min(delay));
+        }
+        let ahead = (mu * rtt1.saturating_sub(path).as_secs_f64() - f64::from(bytes1)).max(0.0);
+        // It left one RTT ago; carrying that forward with what was sent since (not
+        // the specs' one epoch of λ: at the set-point the RTT is longer than R) gives
+        // the backlog a TPDU sent now will find.
+        let sent_at = t1 - rtt1;
+        self.backlog = predict_backlog(
+            ahead,
+            self.sent_since(sent_at) as f64,
+            mu,
+            s.now.saturating_duration_since(sent_at).as_secs_f64(),
+        );
+        self.backlog_at = s.now;
+        self.backlog_sent = self.total_sent;
         if self.probing {
             // specs §8.4 start-up: "μ̂ = first sample; R_base = first RTT; λ = μ̂".
             self.probing = false;
             self.rate = Some(self.clamp(mu));
-            self.predicted = self.measured.unwrap_or(0.0);
             self.correction = 0.0;
             self.epoch_start = s.now;
-            self.epoch_sent = 0;
-            self.next_send = self.next_send.max(s.now);
+            self.pace_from = s.now;
+            self.pace_bytes = 0.0;
         }
     }
 }
 
 impl FlowController for PacketPair {
+    /// Paced by λ; the answer is never later than the end of the epoch, so that the
+    /// law is applied again even when no ACK comes to wake the sender.
     fn poll_send(&mut self, now: Instant, in_flight: u32, _bytes: usize) -> Permit {
         self.control(now);
-        if self.rate.is_some() && now < self.next_send {
-            return Permit::At(self.next_send);
+        if let Some(due) = self.due().filter(|&d| now < d) {
+            let at = if self.probing {
+                due
+            } else {
+                due.min(self.epoch_start + self.epoch())
+            };
+            return Permit::At(at.max(now + Duration::from_nanos(1)));
         }
         if self.probing && in_flight > 0 {
             // The probe pair is out: wait for its ACKs (retransmissions still go).
@@ -246,12 +316,17 @@ impl FlowController for PacketPair {
     /// too): after a pair of b₁ + b₂ bytes the next may go (b₁ + b₂)/λ later, the
     /// specs' "wait 2/λ" for equal TPDUs. No credit accrues while idle.
     fn on_sent(&mut self, now: Instant, bytes: usize, _retransmission: bool) {
-        self.epoch_sent += bytes as u64;
-        if let Some(rate) = self.rate {
-            let secs = bytes as f64 / rate;
-            let base = self.next_send.max(now);
-            self.next_send = base + Duration::from_secs_f64(secs.min(3600.0));
+        let floor = now - self.horizon;
+        while self.sent_log.len() >= MAX_LOG || self.sent_log.front().is_some_and(|e| e.0 < floor) {
+            self.sent_log.pop_front();
         }
+        self.sent_log.push_back((now, self.total_sent));
+        self.total_sent += bytes as u64;
+        if self.due().is_some_and(|d| now >= d) {
+            self.pace_from = now;
+            self.pace_bytes = 0.0;
+        }
+        self.pace_bytes += bytes as f64;
     }
 
     fn on_ack(&mut self, s: &AckSample) {
@@ -259,17 +334,18 @@ impl FlowController for PacketPair {
         // specs §8.4: "R_base = min(R_base, rtt)".
         if !s.rtt.is_zero() {
             self.base_rtt = Some(self.base_rtt.map_or(s.rtt, |b| b.min(s.rtt)));
+            self.horizon = self.horizon.max(s.rtt.saturating_mul(4));
         }
         let first = self.first_ack.take();
         // specs §8.1: discard samples from retransmissions, broken pairs and ACKs
         // that were not consecutive.
         if !s.retransmission {
             if s.pair_first {
-                self.first_ack = Some((s.seq, s.now, s.rtt));
+                self.first_ack = Some((s.seq, s.now, s.rtt, s.bytes));
             } else if s.pair_second {
-                if let Some((seq1, t1, rtt1)) = first {
+                if let Some((seq1, t1, rtt1, bytes1)) = first {
                     if seq1 + 1 == s.seq {
-                        self.pair_sample(s, t1, rtt1);
+                        self.pair_sample(s, t1, rtt1, bytes1);
                     }
                 }
             }
@@ -288,11 +364,11 @@ impl FlowController for PacketPair {
             self.probing = true;
             self.est.reset();
             self.first_ack = None;
-            self.measured = None;
-            self.predicted = 0.0;
+            self.backlog = 0.0;
             self.correction = 0.0;
-            self.rate = Some(self.min_rate());
-            self.next_send = self.next_send.min(now);
+            self.rate = Some(self.clamp(self.min_rate()));
+            self.pace_from = now;
+            self.pace_bytes = 0.0;
         }
     }
 
@@ -318,285 +394,4 @@ impl FlowController for PacketPair {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use std::collections::VecDeque;
-
-    /// specs §8.3 control-law check in the fluid model: μ = 1000 pkt/s, R = 20 ms,
-    /// B = 5, λ(0) = 500, n_b(0) = 0; the source knows n_b(k) and λ(k) one epoch late.
-    fn fluid(alpha: f64, epochs: usize) -> Vec<(f64, f64)> {
-        let (mu, r, b) = (1000.0, 0.02, 5.0);
-        let (mut lambda, mut nb) = (500.0, 0.0);
-        let mut rows = vec![(lambda, nb)];
-        for _ in 0..epochs {
-            // With exact estimates the prediction is the plant: n_b(k+1).
-            nb = predict_backlog(nb, lambda * r, mu, r);
-            lambda = control_law(mu, nb, b, r, alpha);
-            rows.push((lambda, nb));
-        }
-        rows
-    }
-
-    #[test]
-    fn fluid_model_alpha_one_is_dead_beat() {
-        let rows = fluid(1.0, 8);
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
-        assert!(close(rows[1].0, 1250.0) && close(rows[2].0, 1000.0));
-        assert!(close(rows[1].1, 0.0) && close(rows[2].1, 5.0), "{rows:?}");
-        assert!(rows[2..]
-            .iter()
-            .all(|&(l, n)| close(l, 1000.0) && close(n, 5.0)));
-    }
-
-    #[test]
-    fn fluid_model_alpha_half_converges() {
-        let rows = fluid(0.5, 30);
-        let nb: Vec<f64> = rows.iter().map(|r| r.1).collect();
-        for (got, want) in nb.iter().zip([0.0, 0.0, 2.5, 3.75, 4.375, 4.6875]) {
-            assert!((got - want).abs() < 1e-9, "{nb:?}");
-        }
-        assert!((rows[1].0 - 1125.0).abs() < 1e-9);
-        assert!((nb[30] - 5.0).abs() < 5e-3);
-        // Monotone approach, no overshoot.
-        assert!(nb.windows(2).all(|w| w[1] >= w[0] && w[1] <= 5.0));
-    }
-
-    /// One FIFO bottleneck (a single conversation at a round-robin server), `delay`
-    /// each way, every TPDU acked at once; the sender is backlogged with 1000-byte
-    /// TPDUs and holds at most 256 in flight, like the PSB's window.
-    struct Bottleneck {
-        pp: PacketPair,
-        now: Instant,
-        mu: f64,
-        delay: Duration,
-        free_at: Instant,
-        /// (ACK arrival, sequence, sent at, bottleneck arrival, departure, first, second)
-        acks: VecDeque<(Instant, u64, Instant, Instant, Instant, bool, bool)>,
-        seq: u64,
-        min_rtt: Duration,
-        queue_log: Vec<(Instant, usize)>,
-    }
-
-    impl Bottleneck {
-        fn new(cfg: PacketPairConfig, mu: f64) -> Self {
-            Bottleneck {
-                pp: PacketPair::new(cfg),
-                now: Instant::from_nanos(1_000_000),
-                mu,
-                delay: Duration::from_millis(5),
-                free_at: Instant::ZERO,
-                acks: VecDeque::new(),
-                seq: 0,
-                min_rtt: Duration::MAX,
-                queue_log: Vec::new(),
-            }
-        }
-
-        fn send(&mut self, first: bool, second: bool) {
-            let arrive = self.now + self.delay;
-            let depart = arrive.max(self.free_at) + Duration::from_secs_f64(1000.0 / self.mu);
-            self.free_at = depart;
-            let ack = depart + self.delay;
-            self.acks
-                .push_back((ack, self.seq, self.now, arrive, depart, first, second));
-            self.seq += 1;
-            self.pp.on_sent(self.now, 1000, false);
-        }
-
-        fn run_until(&mut self, end: Instant) {
-            while self.now < end {
-                let mut wake = None;
-                loop {
-                    let in_flight = self.acks.len() as u32;
-                    if in_flight >= 256 {
-                        break;
-                    }
-                    match self.pp.poll_send(self.now, in_flight, 1000) {
-                        Permit::Now => {
-                            if self.pp.wants_pair() && in_flight + 1 < 256 {
-                                self.send(true, false);
-                                self.send(false, true);
-                            } else {
-                                self.send(false, false);
-                            }
-                        }
-                        Permit::At(t) => {
-                            wake = Some(t);
-                            break;
-                        }
-                        Permit::Blocked => break,
-                    }
-                }
-                let next_ack = self.acks.front().map(|a| a.0);
-                let next = [wake, next_ack]
-                    .into_iter()
-                    .flatten()
-                    .min()
-                    .expect("progress");
-                self.now = next;
-                while self.acks.front().is_some_and(|a| a.0 <= self.now) {
-                    let (t, seq, sent, _, _, first, second) = self.acks.pop_front().unwrap();
-                    let rtt = t - sent;
-                    self.min_rtt = self.min_rtt.min(rtt);
-                    let queued = self.acks.iter().filter(|a| a.3 <= t && a.4 > t).count();
-                    self.queue_log.push((t, queued));
-                    self.pp.on_ack(&AckSample {
-                        now: t,
-                        rtt,
-                        min_rtt: self.min_rtt,
-                        newly_acked: 1,
-                        newly_acked_bytes: 1000,
-                        seq,
-                        cum_ack: seq + 1,
-                        pair_first: first,
-                        pair_second: second,
-                        retransmission: false,
-                        in_flight: self.acks.len() as u32,
-                        bytes: 1000,
-                    });
-                }
-            }
-        }
-
-        fn mean_queue(&self, from: Instant) -> f64 {
-            let q: Vec<usize> = self
-                .queue_log
-                .iter()
-                .filter(|x| x.0 >= from)
-                .map(|x| x.1)
-                .collect();
-            q.iter().sum::<usize>() as f64 / q.len() as f64
-        }
-    }
-
-    /// Closed loop against a bottleneck of 10 MB/s that halves at t = 2 s: λ tracks μ,
-    /// the bottleneck never idles, and the backlog settles near the set-point.
-    #[test]
-    fn closed_loop_tracks_the_bottleneck_and_holds_the_set_point() {
-        let mut b = Bottleneck::new(PacketPairConfig::for_tpdu(1000), 10e6);
-        let t = |ms: u64| Instant::from_nanos(1_000_000 + ms * 1_000_000);
-        b.run_until(t(15));
-        assert!(!b.pp.is_probing(), "the probe pair's ACKs are back");
-        let first = b.pp.rate_bps().unwrap();
-        assert!((first - 80e6).abs() < 1e3, "λ = μ̂ after the probe: {first}");
-        b.run_until(t(2000));
-        let lambda = b.pp.rate_bps().unwrap() / 8.0;
-        assert!((lambda - 10e6).abs() / 10e6 < 0.02, "λ {lambda}");
-        assert!((b.pp.bottleneck_bps().unwrap() / 8.0 - 10e6).abs() < 1.0);
-        // Sampled at ACK arrivals the queue holds the B = 4 TPDUs ahead of a pair's
-        // first plus part of the pair itself: B to B + 2.
-        let q = b.mean_queue(t(1000));
-        assert!((4.0..=6.0).contains(&q), "mean backlog {q} TPDUs");
-        assert!((b.pp.backlog_tpdus() - 4.0).abs() < 1.0);
-        let acked = |b: &Bottleneck, from, to| {
-            b.queue_log
-                .iter()
-                .filter(|x| x.0 >= from && x.0 < to)
-                .count()
-        };
-        // Work-conserving: the bottleneck is busy ≥ 99.9 % of the time.
-        assert!(acked(&b, t(1000), t(2000)) >= 9_990);
-        b.mu = 5e6;
-        b.run_until(t(4000));
-        let lambda = b.pp.rate_bps().unwrap() / 8.0;
-        assert!((lambda - 5e6).abs() / 5e6 < 0.02, "λ {lambda}");
-        // The first slow ACK is back one RTT after the change: (λ − μ)·R = 50 TPDUs
-        // pile up before the source can know, plus a little for the estimator's lag.
-        let peak = b.queue_log.iter().map(|x| x.1).max().unwrap();
-        assert!(peak <= 65, "peak backlog {peak}");
-        let q = b.mean_queue(t(3000));
-        assert!((4.0..=6.0).contains(&q), "mean backlog {q} TPDUs");
-        assert!(acked(&b, t(3000), t(4000)) >= 4_995);
-        let r = b.pp.base_rtt().unwrap();
-        assert!(r >= Duration::from_millis(10) && r < Duration::from_micros(10_200));
-    }
-
-    fn sample(now_us: u64, seq: u64, first: bool, second: bool, retx: bool) -> AckSample {
-        AckSample {
-            now: Instant::from_nanos(now_us * 1000),
-            rtt: Duration::from_millis(10),
-            min_rtt: Duration::from_millis(10),
-            newly_acked: 1,
-            newly_acked_bytes: 1000,
-            seq,
-            cum_ack: seq + 1,
-            pair_first: first,
-            pair_second: second,
-            retransmission: retx,
-            in_flight: 0,
-            bytes: 1000,
-        }
-    }
-
-    #[test]
-    fn probing_sends_one_pair_and_discards_unclean_samples() {
-        let mut pp = PacketPair::new(PacketPairConfig::for_tpdu(1000));
-        let t0 = Instant::ZERO;
-        assert!(pp.wants_pair());
-        assert_eq!(pp.poll_send(t0, 0, 1000), Permit::Now);
-        assert_eq!(pp.poll_send(t0, 2, 1000), Permit::Blocked);
-        // A retransmitted second, a non-consecutive pair, an equal-time pair.
-        pp.on_ack(&sample(100, 0, true, false, false));
-        pp.on_ack(&sample(200, 1, false, true, true));
-        pp.on_ack(&sample(300, 2, true, false, false));
-        pp.on_ack(&sample(350, 7, false, false, false));
-        pp.on_ack(&sample(400, 3, false, true, false));
-        pp.on_ack(&sample(500, 4, true, false, false));
-        pp.on_ack(&sample(500, 5, false, true, false));
-        assert!(pp.is_probing());
-        assert_eq!(pp.rate_bps(), None);
-        // A clean pair 100 µs apart: 1000 B / 100 µs = 10 MB/s.
-        pp.on_ack(&sample(600, 8, true, false, false));
-        pp.on_ack(&sample(700, 9, false, true, false));
-        assert!(!pp.is_probing());
-        assert!((pp.rate_bps().unwrap() - 80e6).abs() < 1.0);
-    }
-
-    #[test]
-    fn losses_keep_the_rate_timeouts_fall_back_and_reprobe() {
-        let mut pp = PacketPair::new(PacketPairConfig::for_tpdu(1000));
-        pp.on_ack(&sample(600, 0, true, false, false));
-        pp.on_ack(&sample(700, 1, false, true, false));
-        let now = Instant::from_nanos(700_000);
-        let before = pp.rate_bps();
-        pp.on_loss(now, 10, 20);
-        pp.on_loss(now, 10, 20);
-        assert_eq!(pp.rate_bps(), before);
-        pp.on_timeout(now, 10);
-        pp.on_timeout(now, 10);
-        assert_eq!(pp.rate_bps(), before, "one or two timeouts keep λ");
-        pp.on_timeout(now, 10);
-        assert!(pp.is_probing());
-        assert_eq!(pp.rate_bps(), Some(80_000.0), "λ_min = 10 TPDUs/s");
-        // Re-probing is paced at λ_min: 1000 B at 10 kB/s = 100 ms apart.
-        assert_eq!(pp.poll_send(now, 0, 1000), Permit::Now);
-        pp.on_sent(now, 1000, true);
-        assert_eq!(
-            pp.poll_send(now, 1, 1000),
-            Permit::At(now + Duration::from_millis(100))
-        );
-        let later = now + Duration::from_millis(100);
-        assert_eq!(pp.poll_send(later, 1, 1000), Permit::Blocked);
-    }
-
-    #[test]
-    fn pacing_spaces_pairs_and_the_cap_holds() {
-        let mut cfg = PacketPairConfig::for_tpdu(1000);
-        cfg.max_rate_bps = 40_000_000; // 5 MB/s
-        let mut pp = PacketPair::new(cfg);
-        pp.on_ack(&sample(600, 0, true, false, false));
-        pp.on_ack(&sample(700, 1, false, true, false));
-        assert_eq!(pp.rate_bps(), Some(40e6), "capped below μ̂ = 80 Mbit/s");
-        let t = Instant::from_nanos(1_000_000);
-        assert_eq!(pp.poll_send(t, 0, 1000), Permit::Now);
-        pp.on_sent(t, 1000, false);
-        pp.on_sent(t, 1000, false);
-        // Two 1000-byte TPDUs at 5 MB/s: the next pair 400 µs later.
-        assert_eq!(
-            pp.poll_send(t, 2, 1000),
-            Permit::At(t + Duration::from_micros(400))
-        );
-        pp.set_rate(8_000_000);
-        assert_eq!(pp.rate_bps(), Some(8e6));
-    }
-}
+mod tests;
