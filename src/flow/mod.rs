@@ -5,10 +5,78 @@
 //! transmission, tells it what was sent and what the ACKs said, and never lets a loss
 //! reach the controller except through [`FlowController::on_loss`], which the
 //! rate-based controllers ignore (packet-pair: "losses do not cut the rate").
+//!
+//! One algorithm per file: [`leaky_bucket`] (open loop, guaranteed VCs, seed 000
+//! §5.3.4), [`packet_pair`] with its [`estimator`] (feedback on round-robin networks,
+//! §5.3.3), [`window`] (feedback on FIFO networks), and [`gcra`], the cell-rate
+//! policing and shaping arithmetic a switch uses too. [`build`] makes the one a
+//! [`FlowKind`] names.
 
 use std::time::Duration;
 
 use crate::time::Instant;
+use crate::transport::{FlowKind, TransportConfig};
+
+pub mod estimator;
+pub mod gcra;
+pub mod leaky_bucket;
+pub mod packet_pair;
+pub mod window;
+
+pub use estimator::FuzzyEstimator;
+pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};
+pub use leaky_bucket::LeakyBucket;
+pub use packet_pair::{PacketPair, PacketPairConfig};
+pub use window::{DynamicWindow, WindowConfig};
+
+/// The flow controller of `kind` for a VC configured by `cfg`, with these defaults:
+///
+/// * [`FlowKind::LeakyBucket`] — rate `cfg.rate`, depth
+///   [`leaky_bucket::DEFAULT_DEPTH_TPDUS`] TPDUs of `cfg.tpdu_size`
+///   ([`LeakyBucket::for_tpdu`]);
+/// * [`FlowKind::PacketPair`] — [`PacketPairConfig::for_tpdu`] of `cfg.tpdu_size`
+///   (α = 0.5, B = 4 TPDUs), λ capped at `cfg.rate` and floored at `cfg.min_rate` when
+///   they are set;
+/// * [`FlowKind::Window`] — [`WindowConfig::for_window`] of `cfg.window` (start at 1
+///   TPDU, ssthresh half the window);
+/// * [`FlowKind::None`] — [`NoFlow`].
+///
+/// For other parameters construct the controller directly and hand it to
+/// [`crate::transport::Psb::connect`].
+pub fn build(kind: FlowKind, cfg: &TransportConfig) -> Box<dyn FlowController> {
+    match kind {
+        FlowKind::None => Box::new(NoFlow),
+        FlowKind::LeakyBucket => Box::new(LeakyBucket::for_tpdu(cfg.rate, cfg.tpdu_size)),
+        FlowKind::PacketPair => {
+            let mut pp = PacketPairConfig::for_tpdu(cfg.tpdu_size);
+            pp.max_rate_bps = cfg.rate;
+            if cfg.min_rate > 0 {
+                pp.min_rate_bps = cfg.min_rate;
+            }
+            Box::new(PacketPair::new(pp))
+        }
+        FlowKind::Window => Box::new(DynamicWindow::new(WindowConfig::for_window(cfg.window))),
+    }
+}
+
+/// The flow control seed 000 gives each service (§2, §5.3.3–5.3.4): error-controlled
+/// (reliable) VCs get feedback control — packet-pair where every switch on the path
+/// serves VCs round-robin, else the dynamic window; a VC with a reserved rate and no
+/// retransmission (guaranteed) is shaped by a leaky bucket; anything else (best effort)
+/// gets none.
+pub fn default_kind(cfg: &TransportConfig, round_robin_network: bool) -> FlowKind {
+    if cfg.error_control {
+        if round_robin_network {
+            FlowKind::PacketPair
+        } else {
+            FlowKind::Window
+        }
+    } else if cfg.rate > 0 {
+        FlowKind::LeakyBucket
+    } else {
+        FlowKind::None
+    }
+}
 
 /// The answer to "may a TPDU go now?".
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,6 +104,9 @@ pub struct AckSample {
     pub newly_acked_bytes: u64,
     /// Sequence number that caused the ACK.
     pub seq: u64,
+    /// Cumulative ack after this ACK: every TPDU with a sequence number below it has
+    /// been received. Same number space as `seq` (NewReno's recovery test, specs §9.1).
+    pub cum_ack: u64,
     /// The TPDU that caused the ACK was the first member of a packet pair.
     pub pair_first: bool,
     /// The TPDU that caused the ACK was the second member of a packet pair.
@@ -56,8 +127,11 @@ pub trait FlowController: std::fmt::Debug + Send {
     fn on_sent(&mut self, now: Instant, bytes: usize, retransmission: bool);
     /// An ACK arrived.
     fn on_ack(&mut self, sample: &AckSample);
-    /// SMART found a hole (a TPDU lost); `in_flight` TPDUs are outstanding.
-    fn on_loss(&mut self, now: Instant, in_flight: u32);
+    /// SMART found a hole (a TPDU lost); `in_flight` TPDUs are outstanding and
+    /// `next_seq` is the first sequence number never sent (so `next_seq - 1` is the
+    /// highest sent, NewReno's recovery point, specs §9.1). Called while the ACK that
+    /// revealed the hole is processed, before that ACK's [`FlowController::on_ack`].
+    fn on_loss(&mut self, now: Instant, in_flight: u32, next_seq: u64);
     /// The retransmission timer expired.
     fn on_timeout(&mut self, now: Instant, in_flight: u32);
     /// Whether the next two new TPDUs should go back to back as a packet pair.
@@ -92,9 +166,42 @@ impl FlowController for NoFlow {
     }
     fn on_sent(&mut self, _now: Instant, _bytes: usize, _retransmission: bool) {}
     fn on_ack(&mut self, _sample: &AckSample) {}
-    fn on_loss(&mut self, _now: Instant, _in_flight: u32) {}
+    fn on_loss(&mut self, _now: Instant, _in_flight: u32, _next_seq: u64) {}
     fn on_timeout(&mut self, _now: Instant, _in_flight: u32) {}
     fn name(&self) -> &'static str {
         "none"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn build_picks_the_algorithm_with_its_defaults() {
+        let g = TransportConfig::guaranteed(2_000_000);
+        let lb = build(FlowKind::LeakyBucket, &g);
+        assert_eq!(lb.name(), "leaky-bucket");
+        assert_eq!(lb.rate_bps(), Some(2e6));
+        let mut r = TransportConfig::reliable();
+        r.rate = 50_000_000;
+        let mut pp = build(FlowKind::PacketPair, &r);
+        assert!(pp.wants_pair());
+        assert_eq!(pp.poll_send(Instant::ZERO, 0, 4096), Permit::Now);
+        let w = build(FlowKind::Window, &r);
+        assert_eq!(w.window(), Some(1.0));
+        assert_eq!(build(FlowKind::None, &r).name(), "none");
+    }
+
+    #[test]
+    fn default_kind_follows_the_service() {
+        let r = TransportConfig::reliable();
+        assert_eq!(default_kind(&r, true), FlowKind::PacketPair);
+        assert_eq!(default_kind(&r, false), FlowKind::Window);
+        let g = TransportConfig::guaranteed(1_000_000);
+        assert_eq!(default_kind(&g, true), FlowKind::LeakyBucket);
+        assert_eq!(default_kind(&g, false), FlowKind::LeakyBucket);
+        let b = TransportConfig::best_effort();
+        assert_eq!(default_kind(&b, true), FlowKind::None);
     }
 }

@@ -301,6 +301,9 @@ impl Psb {
                 if send.on_ack(now, &h, rtt, min_rtt, rto, &mut self.stats, &mut *self.flow) {
                     self.consecutive_timeouts = 0;
                 }
+                // The ACK may have raised the controller's rate: ask it again rather
+                // than wait out a pacing timer armed at the old one.
+                self.pace_at = None;
                 if self.want_writable && send.capacity() > before && send.capacity() > 0 {
                     self.want_writable = false;
                     self.window_full = false;
@@ -754,6 +757,9 @@ impl Psb {
             });
         }
         self.flow.set_rate(bps);
+        // A pacing timer armed at the old rate would hold the first TPDU at the new
+        // rate too long; let the next poll ask the controller again.
+        self.pace_at = None;
         self.qos_done = true;
         Ok(())
     }

@@ -442,6 +442,7 @@ impl SendHalf {
             newly_acked: 0,
             newly_acked_bytes: 0,
             seq: s,
+            cum_ack: self.peer_cum,
             pair_first: false,
             pair_second: false,
             retransmission: false,
@@ -527,7 +528,7 @@ impl SendHalf {
         }
         if lost > 0 {
             stats.fast_marked += lost;
-            flow.on_loss(now, self.in_flight());
+            flow.on_loss(now, self.in_flight(), self.nxt);
         }
         sample.newly_acked = newly;
         sample.newly_acked_bytes = newly_bytes;

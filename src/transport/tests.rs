@@ -9,6 +9,9 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::flow::NoFlow;
+
+/// The flow controllers driven through real PSBs.
+mod flow;
 use crate::time::Instant;
 use crate::wire::tpdu::TpduType;
 
@@ -34,10 +37,18 @@ struct Pair {
 
 impl Pair {
     fn new(tx_cfg: TransportConfig, rx_cfg: TransportConfig) -> Pair {
+        Pair::with_flow(tx_cfg, rx_cfg, Box::new(NoFlow))
+    }
+
+    fn with_flow(
+        tx_cfg: TransportConfig,
+        rx_cfg: TransportConfig,
+        flow: Box<dyn crate::flow::FlowController>,
+    ) -> Pair {
         let now = Instant::from_nanos(1_000_000_000);
         Pair {
             now,
-            tx: Psb::connect(tx_cfg, Box::new(NoFlow), now),
+            tx: Psb::connect(tx_cfg, flow, now),
             rx: Psb::listen(rx_cfg),
             fwd: VecDeque::new(),
             back: VecDeque::new(),
@@ -156,7 +167,7 @@ impl Pair {
                         off += n;
                         break;
                     }
-                    Err(SendError::WindowFull) => break,
+                    Err(SendError::WindowFull | SendError::OverRate) => break,
                     Err(e) => panic!("send: {e}"),
                 }
             }

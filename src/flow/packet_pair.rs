@@ -1,0 +1,397 @@
+//! Feedback flow control for round-robin networks: packet-pair rate control (seed 000
+//! §5.3.3; Keshav, SIGCOMM 1991; specs §8).
+//!
+//! seed 000 §5.3.3: "all TPDUs are sent out in back to back pairs, and the
+//! inter-acknowledgment spacing is measured to estimate the current bottleneck
+//! capacity ... This time series of estimates is used to make a prediction of future
+//! capacity, and a simple predictive control scheme is used to determine the source
+//! sending rate." Losses never cut the rate: flow control is kept apart from error
+//! control (seed 000 §3, §5.3.3).
+//!
+//! Units: rates are payload bytes per second inside, payload bit/s at the API; the
+//! bottleneck backlog n_b and the set-point B are payload bytes (B is configured in
+//! TPDUs). The specs write the model in packets; bytes are the same model for TPDUs of
+//! unequal size (the last TPDU of a message is short).
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use super::estimator::FuzzyEstimator;
+use super::{AckSample, FlowController, Permit};
+use crate::time::Instant;
+
+/// Knobs of [`PacketPair`]. Where the papers' constants were not available the
+/// defaults are the specs digest's choices (specs §8, §10.2).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PacketPairConfig {
+    /// Gain α of the control law; 0 < α < 2 is stable, 1 is dead-beat (specs §8.2).
+    /// Default 0.5, to tolerate estimation noise \[REC\].
+    pub alpha: f64,
+    /// Set-point B: this VC's TPDUs to keep queued at the bottleneck (specs §8.2:
+    /// "e.g. 2–5 packets"). Default 4.
+    pub setpoint_tpdus: f64,
+    /// Payload bytes per TPDU (turns B into bytes). Default 4096.
+    pub tpdu_size: u32,
+    /// λ_min, payload bit/s: the floor of the law and the re-probing rate (specs §8.4).
+    /// Default: 10 TPDUs per second.
+    pub min_rate_bps: u64,
+    /// Cap on λ, payload bit/s (0: none). [`FlowController::set_rate`] changes it.
+    pub max_rate_bps: u64,
+    /// Shortest control epoch: R in the law is `max(R_base, min_epoch)`, so that a
+    /// microsecond LAN RTT does not turn estimation noise into huge rate steps.
+    /// Default 1 ms.
+    pub min_epoch: Duration,
+    /// Ack spacings shorter than this are discarded (specs §8.1: "Δ ≤ 0 / below the
+    /// local clock resolution"). Default 1 ns: only Δ > 0.
+    pub min_gap: Duration,
+    /// Consecutive retransmission timeouts without an ACK before falling back to λ_min
+    /// and re-probing (specs §8.4: "several RTOs"). Default 3.
+    pub reprobe_after: u32,
+    /// Smoothing β of the estimator's relative error (specs §8.3). Default 0.75.
+    pub beta: f64,
+}
+
+impl PacketPairConfig {
+    /// Defaults for TPDUs of `tpdu_size` payload bytes.
+    pub fn for_tpdu(tpdu_size: u32) -> Self {
+        let tpdu = tpdu_size.max(1);
+        PacketPairConfig {
+            alpha: 0.5,
+            setpoint_tpdus: 4.0,
+            tpdu_size: tpdu,
+            min_rate_bps: 10 * 8 * u64::from(tpdu),
+            max_rate_bps: 0,
+            min_epoch: Duration::from_millis(1),
+            min_gap: Duration::from_nanos(1),
+            reprobe_after: 3,
+            beta: 0.75,
+        }
+    }
+}
+
+impl Default for PacketPairConfig {
+    /// [`PacketPairConfig::for_tpdu`] of 4096-byte TPDUs (seed 000 §5.3.1).
+    fn default() -> Self {
+        PacketPairConfig::for_tpdu(4096)
+    }
+}
+
+/// specs §8.2, prediction across the feedback delay: the backlog one epoch on, from
+/// the backlog `nb` now, `sent` units sent and a service rate `mu` over `elapsed`
+/// seconds: `max(0, nb + sent − μ·elapsed)` (with `sent = λ·R` this is the specs'
+/// `n̂_b + (λ − μ̂)·R`).
+pub fn predict_backlog(nb: f64, sent: f64, mu: f64, elapsed: f64) -> f64 {
+    (nb + sent - mu * elapsed).max(0.0)
+}
+
+/// specs §8.2, control law: `λ = max(0, μ̂ + α·(B − n̂_b)/R)`.
+pub fn control_law(mu: f64, nb_pred: f64, setpoint: f64, r: f64, alpha: f64) -> f64 {
+    (mu + alpha * (setpoint - nb_pred) / r).max(0.0)
+}
+
+/// Packet-pair rate control of one VC.
+#[derive(Debug, Clone)]
+pub struct PacketPair {
+    cfg: PacketPairConfig,
+    est: FuzzyEstimator,
+    /// No clean pair sample yet (start-up, or after a silent path): send a pair and
+    /// wait for its ACKs (specs §8.4).
+    probing: bool,
+    /// λ, payload bytes/s; `None` while probing at start-up (no pacing).
+    rate: Option<f64>,
+    /// R_base: the smallest RTT seen.
+    base_rtt: Option<Duration>,
+    /// The smallest RTT of a pair's first TPDU less its own service time at μ̂: the
+    /// path's delay without the bottleneck's service, which changes with μ.
+    path_delay: Option<Duration>,
+    /// The pacer: the bytes sent since `pace_from` are paid for at λ, so the next
+    /// transmission is due at `pace_from + pace_bytes/λ` with the λ of the moment.
+    pace_from: Instant,
+    pace_bytes: f64,
+    /// Payload bytes ever sent, and when (time, bytes sent before), to know what left
+    /// after a measured TPDU.
+    total_sent: u64,
+    sent_log: VecDeque<(Instant, u64)>,
+    /// How far back `sent_log` reaches.
+    horizon: Duration,
+    /// The ACK of a pair's first TPDU: (sequence number, arrival, RTT, bytes).
+    first_ack: Option<(u64, Instant, Duration, u32)>,
+    /// n̂_b, bytes, as of `backlog_at` when `total_sent` was `backlog_sent`.
+    backlog: f64,
+    backlog_at: Instant,
+    backlog_sent: u64,
+    /// α·(B − n̂_b)/R from the last epoch, bytes/s: λ = μ̂ + this.
+    correction: f64,
+    epoch_start: Instant,
+    timeouts: u32,
+}
+
+/// Longest send history kept (entries), whatever the horizon.
+const MAX_LOG: usize = 1 << 16;
+
+impl PacketPair {
+    /// A controller that starts by probing.
+    pub fn new(cfg: PacketPairConfig) -> Self {
+        PacketPair {
+            est: FuzzyEstimator::new(cfg.beta),
+            cfg,
+            probing: true,
+            rate: None,
+            base_rtt: None,
+            path_delay: None,
+            pace_from: Instant::ZERO,
+            pace_bytes: 0.0,
+            total_sent: 0,
+            sent_log: VecDeque::new(),
+            horizon: Duration::from_secs(1),
+            first_ack: None,
+            backlog: 0.0,
+            backlog_at: Instant::ZERO,
+            backlog_sent: 0,
+            correction: 0.0,
+            epoch_start: Instant::ZERO,
+            timeouts: 0,
+        }
+    }
+
+    /// Whether it is waiting for a first clean pair sample.
+    pub fn is_probing(&self) -> bool {
+        self.probing
+    }
+
+    /// μ̂, the estimated bottleneck rate for this VC, payload bit/s.
+    pub fn bottleneck_bps(&self) -> Option<f64> {
+        self.est.estimate().map(|mu| mu * 8.0)
+    }
+
+    /// n̂_b at the last estimate: the backlog a TPDU sent then would find at the
+    /// bottleneck, in TPDUs.
+    pub fn backlog_tpdus(&self) -> f64 {
+        self.backlog / f64::from(self.cfg.tpdu_size)
+    }
+
+    /// R_base, the smallest RTT seen.
+    pub fn base_rtt(&self) -> Option<Duration> {
+        self.base_rtt
+    }
+
+    fn min_rate(&self) -> f64 {
+        self.cfg.min_rate_bps as f64 / 8.0
+    }
+
+    fn clamp(&self, lambda: f64) -> f64 {
+        let mut l = lambda.max(self.min_rate());
+        if self.cfg.max_rate_bps > 0 {
+            l = l.min(self.cfg.max_rate_bps as f64 / 8.0);
+        }
+        l.max(1.0)
+    }
+
+    fn epoch(&self) -> Duration {
+        self.base_rtt
+            .unwrap_or(self.cfg.min_epoch)
+            .max(self.cfg.min_epoch)
+    }
+
+    /// When the pacer lets the next transmission go, at the current λ.
+    fn due(&self) -> Option<Instant> {
+        let rate = self.rate?;
+        let secs = (self.pace_bytes / rate).min(3600.0);
+        Some(self.pace_from + Duration::from_secs_f64(secs))
+    }
+
+    /// Payload bytes sent at or after `t` (two microseconds early: RTTs come from
+    /// microsecond timestamps, and a pair's two TPDUs leave at the same instant).
+    fn sent_since(&self, t: Instant) -> u64 {
+        let t = t - Duration::from_micros(2);
+        let i = self.sent_log.partition_point(|&(at, _)| at < t);
+        self.sent_log
+            .get(i)
+            .map_or(0, |&(_, before)| self.total_sent - before)
+    }
+
+    /// specs §8.2 prediction: carry n̂_b forward to `now` with what was sent since and
+    /// what the bottleneck served meanwhile.
+    fn advance_backlog(&mut self, now: Instant, mu: f64) -> f64 {
+        let sent = (self.total_sent - self.backlog_sent) as f64;
+        let elapsed = now.saturating_duration_since(self.backlog_at).as_secs_f64();
+        self.backlog = predict_backlog(self.backlog, sent, mu, elapsed);
+        self.backlog_at = now;
+        self.backlog_sent = self.total_sent;
+        self.backlog
+    }
+
+    /// Once per epoch (specs §8.4: "once per R"): apply the control law to the
+    /// predicted backlog.
+    fn control(&mut self, now: Instant) {
+        if self.probing || now < self.epoch_start + self.epoch() {
+            return;
+        }
+        let Some(mu) = self.est.estimate() else {
+            return;
+        };
+        let nb = self.advance_backlog(now, mu);
+        let setpoint = self.cfg.setpoint_tpdus * f64::from(self.cfg.tpdu_size);
+        let r = self.epoch().as_secs_f64();
+        let lambda = control_law(mu, nb, setpoint, r, self.cfg.alpha);
+        self.correction = lambda - mu;
+        self.rate = Some(self.clamp(lambda));
+        self.epoch_start = now;
+    }
+
+    /// A clean pair: both ACKs, consecutive, neither a retransmission.
+    fn pair_sample(&mut self, s: &AckSample, t1: Instant, rtt1: Duration, bytes1: u32) {
+        let gap = s.now.saturating_duration_since(t1);
+        if gap.is_zero() || gap < self.cfg.min_gap {
+            return;
+        }
+        // specs §8.1: "bytes: size_of_2nd_packet / (t_ack2 − t_ack1)".
+        let sample = f64::from(s.bytes) / gap.as_secs_f64();
+        let mu = self.est.update(sample);
+        if !self.probing {
+            // Departure from "once per R": λ follows μ̂ at every sample, and only the
+            // set-point correction α(B − n̂_b)/R waits for the epoch. When the
+            // bottleneck rate drops, this stops the backlog growing for up to one
+            // more epoch at the old rate (it halves the overshoot in the tests).
+            self.rate = Some(self.clamp(mu + self.correction));
+        }
+        // specs §8.2 [REC]: the pair's first TPDU found μ̂·(RTT − R_base) bytes ahead
+        // of it. R_base holds one TPDU's service time at the rate of the moment it
+        // was measured, so the path delay is kept apart from the service time at
+        // today's μ̂ (otherwise a slower bottleneck reads as a longer queue).
+        let service = f64::from(bytes1) / mu;
+        let own = Duration::from_secs_f64(service.min(3600.0));
+        let delay = rtt1.saturating_sub(own);
+        let path = *self.path_delay.get_or_insert(delay);
+        if self.est.error() < 0.05 {
+            // Only while μ̂ is settled: a lagging μ̂ would shrink this minimum for good.
+            self.path_delay = Some(path.min(delay));
+        }
+        let ahead = (mu * rtt1.saturating_sub(path).as_secs_f64() - f64::from(bytes1)).max(0.0);
+        // It left one RTT ago; carrying that forward with what was sent since (not
+        // the specs' one epoch of λ: at the set-point the RTT is longer than R) gives
+        // the backlog a TPDU sent now will find.
+        let sent_at = t1 - rtt1;
+        self.backlog = predict_backlog(
+            ahead,
+            self.sent_since(sent_at) as f64,
+            mu,
+            s.now.saturating_duration_since(sent_at).as_secs_f64(),
+        );
+        self.backlog_at = s.now;
+        self.backlog_sent = self.total_sent;
+        if self.probing {
+            // specs §8.4 start-up: "μ̂ = first sample; R_base = first RTT; λ = μ̂".
+            self.probing = false;
+            self.rate = Some(self.clamp(mu));
+            self.correction = 0.0;
+            self.epoch_start = s.now;
+            self.pace_from = s.now;
+            self.pace_bytes = 0.0;
+        }
+    }
+}
+
+impl FlowController for PacketPair {
+    /// Paced by λ; the answer is never later than the end of the epoch, so that the
+    /// law is applied again even when no ACK comes to wake the sender.
+    fn poll_send(&mut self, now: Instant, in_flight: u32, _bytes: usize) -> Permit {
+        self.control(now);
+        if let Some(due) = self.due().filter(|&d| now < d) {
+            let at = if self.probing {
+                due
+            } else {
+                due.min(self.epoch_start + self.epoch())
+            };
+            return Permit::At(at.max(now + Duration::from_nanos(1)));
+        }
+        if self.probing && in_flight > 0 {
+            // The probe pair is out: wait for its ACKs (retransmissions still go).
+            return Permit::Blocked;
+        }
+        Permit::Now
+    }
+
+    /// Paces every transmission, retransmissions included (they use the bottleneck
+    /// too): after a pair of b₁ + b₂ bytes the next may go (b₁ + b₂)/λ later, the
+    /// specs' "wait 2/λ" for equal TPDUs. No credit accrues while idle.
+    fn on_sent(&mut self, now: Instant, bytes: usize, _retransmission: bool) {
+        let floor = now - self.horizon;
+        while self.sent_log.len() >= MAX_LOG || self.sent_log.front().is_some_and(|e| e.0 < floor) {
+            self.sent_log.pop_front();
+        }
+        self.sent_log.push_back((now, self.total_sent));
+        self.total_sent += bytes as u64;
+        if self.due().is_some_and(|d| now >= d) {
+            self.pace_from = now;
+            self.pace_bytes = 0.0;
+        }
+        self.pace_bytes += bytes as f64;
+    }
+
+    fn on_ack(&mut self, s: &AckSample) {
+        self.timeouts = 0;
+        // specs §8.4: "R_base = min(R_base, rtt)".
+        if !s.rtt.is_zero() {
+            self.base_rtt = Some(self.base_rtt.map_or(s.rtt, |b| b.min(s.rtt)));
+            self.horizon = self.horizon.max(s.rtt.saturating_mul(4));
+        }
+        let first = self.first_ack.take();
+        // specs §8.1: discard samples from retransmissions, broken pairs and ACKs
+        // that were not consecutive.
+        if !s.retransmission {
+            if s.pair_first {
+                self.first_ack = Some((s.seq, s.now, s.rtt, s.bytes));
+            } else if s.pair_second {
+                if let Some((seq1, t1, rtt1, bytes1)) = first {
+                    if seq1 + 1 == s.seq {
+                        self.pair_sample(s, t1, rtt1, bytes1);
+                    }
+                }
+            }
+        }
+        self.control(s.now);
+    }
+
+    /// seed 000 §5.3.3: losses do not cut the rate (error control is SMART's job).
+    fn on_loss(&mut self, _now: Instant, _in_flight: u32, _next_seq: u64) {}
+
+    /// specs §8.4: keep λ; after several timeouts with no ACK at all, fall back to
+    /// λ_min and re-probe (the bottleneck may be a different one now).
+    fn on_timeout(&mut self, now: Instant, _in_flight: u32) {
+        self.timeouts += 1;
+        if self.timeouts >= self.cfg.reprobe_after.max(1) {
+            self.probing = true;
+            self.est.reset();
+            self.first_ack = None;
+            self.backlog = 0.0;
+            self.correction = 0.0;
+            self.rate = Some(self.clamp(self.min_rate()));
+            self.pace_from = now;
+            self.pace_bytes = 0.0;
+        }
+    }
+
+    fn wants_pair(&self) -> bool {
+        true
+    }
+
+    fn rate_bps(&self) -> Option<f64> {
+        self.rate.map(|r| r * 8.0)
+    }
+
+    /// The cap on λ (0: none): the application's rate within its agreed bounds.
+    fn set_rate(&mut self, bps: u64) {
+        self.cfg.max_rate_bps = bps;
+        if let Some(r) = self.rate {
+            self.rate = Some(self.clamp(r));
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        "packet-pair"
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,289 @@
+//! Tests of packet-pair control: the specs' fluid model, unclean samples, and a
+//! closed loop against a simulated bottleneck.
+
+use super::*;
+
+/// specs §8.3 control-law check in the fluid model: μ = 1000 pkt/s, R = 20 ms,
+/// B = 5, λ(0) = 500, n_b(0) = 0; the source knows n_b(k) and λ(k) one epoch late.
+fn fluid(alpha: f64, epochs: usize) -> Vec<(f64, f64)> {
+    let (mu, r, b) = (1000.0, 0.02, 5.0);
+    let (mut lambda, mut nb) = (500.0, 0.0);
+    let mut rows = vec![(lambda, nb)];
+    for _ in 0..epochs {
+        // With exact estimates the prediction is the plant: n_b(k+1).
+        nb = predict_backlog(nb, lambda * r, mu, r);
+        lambda = control_law(mu, nb, b, r, alpha);
+        rows.push((lambda, nb));
+    }
+    rows
+}
+
+#[test]
+fn fluid_model_alpha_one_is_dead_beat() {
+    let rows = fluid(1.0, 8);
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+    assert!(close(rows[1].0, 1250.0) && close(rows[2].0, 1000.0));
+    assert!(close(rows[1].1, 0.0) && close(rows[2].1, 5.0), "{rows:?}");
+    assert!(rows[2..]
+        .iter()
+        .all(|&(l, n)| close(l, 1000.0) && close(n, 5.0)));
+}
+
+#[test]
+fn fluid_model_alpha_half_converges() {
+    let rows = fluid(0.5, 30);
+    let nb: Vec<f64> = rows.iter().map(|r| r.1).collect();
+    for (got, want) in nb.iter().zip([0.0, 0.0, 2.5, 3.75, 4.375, 4.6875]) {
+        assert!((got - want).abs() < 1e-9, "{nb:?}");
+    }
+    assert!((rows[1].0 - 1125.0).abs() < 1e-9);
+    assert!((nb[30] - 5.0).abs() < 5e-3);
+    // Monotone approach, no overshoot.
+    assert!(nb.windows(2).all(|w| w[1] >= w[0] && w[1] <= 5.0));
+}
+
+/// One FIFO bottleneck (a single conversation at a round-robin server), `delay`
+/// each way, every TPDU acked at once; the sender is backlogged with 1000-byte
+/// TPDUs and holds at most 256 in flight, like the PSB's window.
+struct Bottleneck {
+    pp: PacketPair,
+    now: Instant,
+    mu: f64,
+    delay: Duration,
+    free_at: Instant,
+    /// (ACK arrival, sequence, sent at, bottleneck arrival, departure, first, second)
+    acks: VecDeque<(Instant, u64, Instant, Instant, Instant, bool, bool)>,
+    seq: u64,
+    min_rtt: Duration,
+    /// ACK arrival times (the bottleneck's departures, one delay later).
+    acked: Vec<Instant>,
+    /// At each pair's second ACK: the backlog (TPDUs) a TPDU sent then finds at
+    /// the bottleneck, and the controller's n̂_b just after the ACK.
+    backlog: Vec<(Instant, f64, f64)>,
+}
+
+impl Bottleneck {
+    fn new(cfg: PacketPairConfig, mu: f64) -> Self {
+        Bottleneck {
+            pp: PacketPair::new(cfg),
+            now: Instant::from_nanos(1_000_000),
+            mu,
+            delay: Duration::from_millis(5),
+            free_at: Instant::ZERO,
+            acks: VecDeque::new(),
+            seq: 0,
+            min_rtt: Duration::MAX,
+            acked: Vec::new(),
+            backlog: Vec::new(),
+        }
+    }
+
+    fn send(&mut self, first: bool, second: bool) {
+        let arrive = self.now + self.delay;
+        let depart = arrive.max(self.free_at) + Duration::from_secs_f64(1000.0 / self.mu);
+        self.free_at = depart;
+        let ack = depart + self.delay;
+        self.acks
+            .push_back((ack, self.seq, self.now, arrive, depart, first, second));
+        self.seq += 1;
+        self.pp.on_sent(self.now, 1000, false);
+    }
+
+    fn run_until(&mut self, end: Instant) {
+        while self.now < end {
+            let mut wake = None;
+            loop {
+                let in_flight = self.acks.len() as u32;
+                if in_flight >= 256 {
+                    break;
+                }
+                match self.pp.poll_send(self.now, in_flight, 1000) {
+                    Permit::Now => {
+                        if self.pp.wants_pair() && in_flight + 1 < 256 {
+                            self.send(true, false);
+                            self.send(false, true);
+                        } else {
+                            self.send(false, false);
+                        }
+                    }
+                    Permit::At(t) => {
+                        wake = Some(t);
+                        break;
+                    }
+                    Permit::Blocked => break,
+                }
+            }
+            let next_ack = self.acks.front().map(|a| a.0);
+            let next = [wake, next_ack]
+                .into_iter()
+                .flatten()
+                .min()
+                .expect("progress");
+            self.now = next;
+            while self.acks.front().is_some_and(|a| a.0 <= self.now) {
+                let (t, seq, sent, _, _, first, second) = self.acks.pop_front().unwrap();
+                let rtt = t - sent;
+                self.min_rtt = self.min_rtt.min(rtt);
+                self.acked.push(t);
+                self.pp.on_ack(&AckSample {
+                    now: t,
+                    rtt,
+                    min_rtt: self.min_rtt,
+                    newly_acked: 1,
+                    newly_acked_bytes: 1000,
+                    seq,
+                    cum_ack: seq + 1,
+                    pair_first: first,
+                    pair_second: second,
+                    retransmission: false,
+                    in_flight: self.acks.len() as u32,
+                    bytes: 1000,
+                });
+                if second {
+                    let work = self.free_at.saturating_duration_since(t + self.delay);
+                    let truth = work.as_secs_f64() * self.mu / 1000.0;
+                    self.backlog.push((t, truth, self.pp.backlog_tpdus()));
+                }
+            }
+        }
+    }
+
+    /// From `from` on: the mean backlog and the largest error of n̂_b; and the
+    /// peak backlog over the whole run.
+    fn backlog(&self, from: Instant) -> (f64, f64, f64) {
+        let q: Vec<_> = self.backlog.iter().filter(|x| x.0 >= from).collect();
+        let mean = q.iter().map(|x| x.1).sum::<f64>() / q.len() as f64;
+        let err = q.iter().map(|x| (x.1 - x.2).abs()).fold(0.0, f64::max);
+        let peak = self.backlog.iter().map(|x| x.1).fold(0.0, f64::max);
+        (mean, err, peak)
+    }
+
+    /// TPDUs the bottleneck delivered in [from, to) (ACK arrival times).
+    fn delivered(&self, from: Instant, to: Instant) -> usize {
+        self.acked.iter().filter(|&&t| t >= from && t < to).count()
+    }
+}
+
+/// Closed loop against a bottleneck of 10 MB/s that halves at t = 2 s: λ tracks μ,
+/// the bottleneck never idles, and the backlog settles at the set-point.
+#[test]
+fn closed_loop_tracks_the_bottleneck_and_holds_the_set_point() {
+    let mut b = Bottleneck::new(PacketPairConfig::for_tpdu(1000), 10e6);
+    let t = |ms: u64| Instant::from_nanos(1_000_000 + ms * 1_000_000);
+    b.run_until(t(15));
+    assert!(!b.pp.is_probing(), "the probe pair's ACKs are back");
+    let first = b.pp.rate_bps().unwrap();
+    assert!((first - 80e6).abs() < 1e3, "λ = μ̂ after the probe: {first}");
+    b.run_until(t(2000));
+    let lambda = b.pp.rate_bps().unwrap() / 8.0;
+    assert!((lambda - 10e6).abs() / 10e6 < 0.02, "λ {lambda}");
+    assert!((b.pp.bottleneck_bps().unwrap() / 8.0 - 10e6).abs() < 1.0);
+    // The backlog is what the controller thinks, and at the set-point B = 4.
+    let (q, err, _) = b.backlog(t(1000));
+    assert!((q - 4.0).abs() < 0.25, "mean backlog {q} TPDUs");
+    assert!(err < 0.05, "n̂_b off by {err} TPDUs");
+    // Work-conserving: the bottleneck is busy ≥ 99.9 % of the time.
+    assert!(b.delivered(t(1000), t(2000)) >= 9_990);
+    b.mu = 5e6;
+    b.run_until(t(4000));
+    let lambda = b.pp.rate_bps().unwrap() / 8.0;
+    assert!((lambda - 5e6).abs() / 5e6 < 0.02, "λ {lambda}");
+    // The first slow ACK is back one RTT after the change: (λ − μ)·R = 50 TPDUs
+    // pile up before the source can know, plus a little for the estimator's lag.
+    let (q, err, peak) = b.backlog(t(3000));
+    assert!(peak <= 65.0, "peak backlog {peak}");
+    assert!((q - 4.0).abs() < 0.25, "mean backlog {q} TPDUs");
+    assert!(err < 0.05, "n̂_b off by {err} TPDUs");
+    assert!(b.delivered(t(3000), t(4000)) >= 4_995);
+    let r = b.pp.base_rtt().unwrap();
+    assert!(r >= Duration::from_millis(10) && r < Duration::from_micros(10_200));
+}
+
+fn sample(now_us: u64, seq: u64, first: bool, second: bool, retx: bool) -> AckSample {
+    AckSample {
+        now: Instant::from_nanos(now_us * 1000),
+        rtt: Duration::from_millis(10),
+        min_rtt: Duration::from_millis(10),
+        newly_acked: 1,
+        newly_acked_bytes: 1000,
+        seq,
+        cum_ack: seq + 1,
+        pair_first: first,
+        pair_second: second,
+        retransmission: retx,
+        in_flight: 0,
+        bytes: 1000,
+    }
+}
+
+#[test]
+fn probing_sends_one_pair_and_discards_unclean_samples() {
+    let mut pp = PacketPair::new(PacketPairConfig::for_tpdu(1000));
+    let t0 = Instant::ZERO;
+    assert!(pp.wants_pair());
+    assert_eq!(pp.poll_send(t0, 0, 1000), Permit::Now);
+    assert_eq!(pp.poll_send(t0, 2, 1000), Permit::Blocked);
+    // A retransmitted second, a non-consecutive pair, an equal-time pair.
+    pp.on_ack(&sample(100, 0, true, false, false));
+    pp.on_ack(&sample(200, 1, false, true, true));
+    pp.on_ack(&sample(300, 2, true, false, false));
+    pp.on_ack(&sample(350, 7, false, false, false));
+    pp.on_ack(&sample(400, 3, false, true, false));
+    pp.on_ack(&sample(500, 4, true, false, false));
+    pp.on_ack(&sample(500, 5, false, true, false));
+    assert!(pp.is_probing());
+    assert_eq!(pp.rate_bps(), None);
+    // A clean pair 100 µs apart: 1000 B / 100 µs = 10 MB/s.
+    pp.on_ack(&sample(600, 8, true, false, false));
+    pp.on_ack(&sample(700, 9, false, true, false));
+    assert!(!pp.is_probing());
+    assert!((pp.rate_bps().unwrap() - 80e6).abs() < 1.0);
+}
+
+#[test]
+fn losses_keep_the_rate_timeouts_fall_back_and_reprobe() {
+    let mut pp = PacketPair::new(PacketPairConfig::for_tpdu(1000));
+    pp.on_ack(&sample(600, 0, true, false, false));
+    pp.on_ack(&sample(700, 1, false, true, false));
+    let now = Instant::from_nanos(700_000);
+    let before = pp.rate_bps();
+    pp.on_loss(now, 10, 20);
+    pp.on_loss(now, 10, 20);
+    assert_eq!(pp.rate_bps(), before);
+    pp.on_timeout(now, 10);
+    pp.on_timeout(now, 10);
+    assert_eq!(pp.rate_bps(), before, "one or two timeouts keep λ");
+    pp.on_timeout(now, 10);
+    assert!(pp.is_probing());
+    assert_eq!(pp.rate_bps(), Some(80_000.0), "λ_min = 10 TPDUs/s");
+    // Re-probing is paced at λ_min: 1000 B at 10 kB/s = 100 ms apart.
+    assert_eq!(pp.poll_send(now, 0, 1000), Permit::Now);
+    pp.on_sent(now, 1000, true);
+    assert_eq!(
+        pp.poll_send(now, 1, 1000),
+        Permit::At(now + Duration::from_millis(100))
+    );
+    let later = now + Duration::from_millis(100);
+    assert_eq!(pp.poll_send(later, 1, 1000), Permit::Blocked);
+}
+
+#[test]
+fn pacing_spaces_pairs_and_the_cap_holds() {
+    let mut cfg = PacketPairConfig::for_tpdu(1000);
+    cfg.max_rate_bps = 40_000_000; // 5 MB/s
+    let mut pp = PacketPair::new(cfg);
+    pp.on_ack(&sample(600, 0, true, false, false));
+    pp.on_ack(&sample(700, 1, false, true, false));
+    assert_eq!(pp.rate_bps(), Some(40e6), "capped below μ̂ = 80 Mbit/s");
+    let t = Instant::from_nanos(1_000_000);
+    assert_eq!(pp.poll_send(t, 0, 1000), Permit::Now);
+    pp.on_sent(t, 1000, false);
+    pp.on_sent(t, 1000, false);
+    // Two 1000-byte TPDUs at 5 MB/s: the next pair 400 µs later.
+    assert_eq!(
+        pp.poll_send(t, 2, 1000),
+        Permit::At(t + Duration::from_micros(400))
+    );
+    pp.set_rate(8_000_000);
+    assert_eq!(pp.rate_bps(), Some(8e6));
+}
