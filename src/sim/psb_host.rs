@@ -134,6 +134,11 @@ pub struct Sink {
     intact: bool,
     first_at: Option<Instant>,
     last_at: Option<Instant>,
+    /// Message being received: its number and bytes so far.
+    cur: Option<(u32, u64)>,
+    last_msg: Option<u32>,
+    expect: Option<(u64, u64)>,
+    bad_messages: u64,
 }
 
 impl Sink {
@@ -146,7 +151,23 @@ impl Sink {
             intact: true,
             first_at: None,
             last_at: None,
+            cur: None,
+            last_msg: None,
+            expect: None,
+            bad_messages: 0,
         }
+    }
+
+    /// Check message framing too: messages of `msg_size` bytes (the last of `total`
+    /// may be shorter), each delivered at most once and in order.
+    pub fn expecting(mut self, msg_size: u64, total: u64) -> Self {
+        self.expect = Some((msg_size, total));
+        self
+    }
+
+    /// Messages delivered partial, duplicated, out of order or of the wrong size.
+    pub fn bad_messages(&self) -> u64 {
+        self.bad_messages
     }
 
     /// Payload bytes delivered.
@@ -177,9 +198,38 @@ impl Sink {
             self.first_at.get_or_insert(now);
             self.last_at = Some(now);
             self.check(&c.data, c.offset);
+            self.frame(&c);
             self.delivered += c.data.len() as u64;
             if c.end {
                 self.messages += 1;
+            }
+        }
+    }
+
+    fn frame(&mut self, c: &crate::transport::Chunk) {
+        let Some((size, total)) = self.expect else {
+            return;
+        };
+        if c.start {
+            if self.cur.is_some() || self.last_msg.is_some_and(|m| c.msg.wrapping_sub(m) > 1 << 31 || c.msg == m) {
+                self.bad_messages += 1;
+            }
+            self.cur = Some((c.msg, 0));
+        }
+        match &mut self.cur {
+            Some((m, n)) if *m == c.msg => *n += c.data.len() as u64,
+            _ => {
+                self.bad_messages += 1;
+                return;
+            }
+        }
+        if c.end {
+            if let Some((m, n)) = self.cur.take() {
+                let want = size.min(total - (u64::from(m) * size).min(total));
+                if n != want {
+                    self.bad_messages += 1;
+                }
+                self.last_msg = Some(m);
             }
         }
     }

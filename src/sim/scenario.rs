@@ -117,6 +117,8 @@ pub struct VcReport {
     pub messages_delivered: u64,
     /// Every delivered byte matched what was sent.
     pub intact: bool,
+    /// Messages delivered partial, twice, out of order or of the wrong size.
+    pub bad_messages: u64,
     /// Delivered bytes over the time from the VC's start to its last delivery, bit/s.
     pub goodput_bps: f64,
     /// When the last byte arrived, from the start of the run.
@@ -216,7 +218,12 @@ fn build(s: &Scenario) -> Result<Built, SimError> {
             App::Source(Source::new(tag, spec.bytes, msg).starting_at(start)),
         );
         tx_hosts.push(h);
-        rx_host.add(id, Psb::listen(cfg), App::Sink(Sink::new(tag)));
+        let sink = if cfg.semantics == Semantics::Stream {
+            Sink::new(tag)
+        } else {
+            Sink::new(tag).expecting(spec.msg_size, spec.bytes)
+        };
+        rx_host.add(id, Psb::listen(cfg), App::Sink(sink));
     }
     let receiver = sim.add_host(rx_host);
     for (i, h) in tx_hosts.into_iter().enumerate() {
@@ -318,6 +325,7 @@ pub fn run(s: &Scenario) -> Result<Report, SimError> {
             bytes_delivered: sink.delivered(),
             messages_delivered: sink.messages(),
             intact: sink.intact(),
+            bad_messages: sink.bad_messages(),
             goodput_bps,
             finished_at,
             closed: tx.psb.status().closed && rx.psb.status().peer_closed,

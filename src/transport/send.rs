@@ -344,7 +344,19 @@ impl SendHalf {
             }
         }
         if !self.lim.error_control {
-            self.rto_deadline = None;
+            // Feedback flow control without error control: TPDUs whose ACKs never came
+            // are written off (nothing will resend them), so a lost TPDU cannot hold
+            // the flow controller's view of the pipe forever.
+            if self.rto_deadline.is_some_and(|d| now >= d) {
+                let in_flight = self.in_flight();
+                self.rto_deadline = None;
+                if in_flight > 0 {
+                    self.peer_cum = self.nxt;
+                    self.peer_edge = self.peer_edge.max(self.nxt + u64::from(self.lim.window));
+                    stats.timeouts += 1;
+                    flow.on_timeout(now, in_flight);
+                }
+            }
             return false;
         }
         if self.nxt == self.una {
@@ -456,6 +468,7 @@ impl SendHalf {
             sample.bytes = slot.len() as u32;
         }
         if !self.lim.error_control {
+            self.rto_deadline = (self.in_flight() > 0).then_some(now + rto);
             sample.in_flight = self.in_flight();
             flow.on_ack(&sample);
             return true;
@@ -627,7 +640,7 @@ impl SendHalf {
         }
         let seq = self.nxt;
         self.nxt += 1;
-        if self.lim.error_control && self.rto_deadline.is_none() {
+        if self.lim.acks_expected && self.rto_deadline.is_none() {
             self.rto_deadline = Some(now + rto);
         }
         stats.tpdus_sent += 1;
