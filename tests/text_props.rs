@@ -24,7 +24,8 @@ fn config() -> ProptestConfig {
 
 fn rate() -> impl Strategy<Value = Rate> {
     prop_oneof![
-        4 => (0u64..10_000, 0u32..4).prop_map(|(n, e)| Rate::Bps(n * 10u64.pow(3 * e))),
+        4 => (1u64..10_000, 0u32..4).prop_map(|(n, e)| Rate::Bps(n * 10u64.pow(3 * e))),
+        1 => Just(Rate::Bps(0)),
         2 => (0u64..1_000_000).prop_map(|cells| Rate::Bps(cells * 384)),
         1 => any::<u64>().prop_map(Rate::Bps),
         1 => Just(Rate::Max),

@@ -65,7 +65,9 @@
 //!   lets a repeated class, AAL or parameter silently override the earlier one; natm
 //!   rejects both. Linux truncates fractions (`1.5` cells/s becomes 1); natm accepts a
 //!   fraction only if the result is a whole number of bits per second, bytes or µs.
-//!   Linux rejects `min_pcr=max`; so does natm, and `scr=max` as well.
+//!   Linux rejects `min_pcr=max`; so does natm, and `scr=max` as well. Linux reads a
+//!   zero rate as "unspecified"; natm leaves the parameter out for that and rejects a
+//!   zero `pcr`, `max_pcr` or `scr` (a zero `min_pcr` is a real lower bound).
 //! - `pcr`, `max_pcr` and `min_pcr` are three separate fields, as in `text2qos` and the
 //!   kernel's `atm_trafprm` (the `qos(7)` page calls `pcr` a synonym of `max_pcr`; the
 //!   code never did).
@@ -381,10 +383,35 @@ impl QosKey {
 
     /// `1..=65535 bytes (…)`: the range as a sentence fragment.
     pub(crate) fn range_text(self) -> String {
+        if matches!(self, QosKey::MaxPcr | QosKey::Pcr | QosKey::Scr) {
+            return format!(
+                "a rate above 0 or max (a zero rate leaves no bandwidth; leave {self} out \
+                 to leave it open)"
+            );
+        }
         match self.range() {
             Some((lo, hi, "")) => format!("{lo}..={hi}"),
             Some((lo, hi, unit)) => format!("{lo}..={hi} {unit}"),
             None => "a rate".to_string(),
+        }
+    }
+
+    /// Peak and sustainable rates must not be zero (`min_pcr` may): unlike Linux, where
+    /// 0 means unspecified, natm says unspecified by leaving the field out.
+    pub(crate) fn check_rate(
+        self,
+        dir: Option<Direction>,
+        rate: Option<Rate>,
+    ) -> Result<(), QosConflict> {
+        match (self, rate) {
+            (QosKey::MaxPcr | QosKey::Pcr | QosKey::Scr, Some(Rate::Bps(0))) => {
+                Err(QosConflict::OutOfRange {
+                    dir,
+                    key: self,
+                    value: 0,
+                })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -791,6 +818,13 @@ fn first_transport_key(t: &TransportParams) -> Option<QosKey> {
 fn validate_traffic(dir: Direction, tp: &TrafficParams) -> Result<(), QosConflict> {
     QosKey::MaxSdu.check(Some(dir), tp.max_sdu.map(u64::from))?;
     QosKey::Mbs.check(Some(dir), tp.mbs.map(u64::from))?;
+    for (key, rate) in [
+        (QosKey::MaxPcr, tp.max_pcr),
+        (QosKey::Pcr, tp.pcr),
+        (QosKey::Scr, tp.scr),
+    ] {
+        key.check_rate(Some(dir), rate)?;
+    }
     for (key, rate) in [(QosKey::MinPcr, tp.min_pcr), (QosKey::Scr, tp.scr)] {
         if rate == Some(Rate::Max) {
             return Err(QosConflict::MaxNotAllowed { dir, key });

@@ -541,7 +541,18 @@ impl<'a> Parser<'a> {
                     )
                 })
         };
-        let rate = || parse_rate(v).map_err(|(kind, detail)| self.err(vat, v, kind, detail));
+        let rate = || {
+            let rate = parse_rate(v).map_err(|(kind, detail)| self.err(vat, v, kind, detail))?;
+            key.check_rate(None, Some(rate)).map_err(|_| {
+                self.err(
+                    vat,
+                    v,
+                    QosErrorKind::OutOfRange,
+                    format!("{key} takes {}", key.range_text()),
+                )
+            })?;
+            Ok::<Rate, QosParseError>(rate)
+        };
         // Every range below fits the field's type (QosKey::range), so the casts are exact.
         let small = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         match key {

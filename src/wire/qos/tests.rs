@@ -113,7 +113,6 @@ fn rate_units() {
     assert_eq!(pcr("10Kbps"), Rate::Bps(10_000));
     assert_eq!(pcr("1.5Mbps"), Rate::Bps(1_500_000));
     assert_eq!(pcr("2Gbps"), Rate::Bps(2_000_000_000));
-    assert_eq!(pcr("0bps"), Rate::Bps(0));
     assert_eq!(Rate::Bps(384).to_string(), "384bps");
     assert_eq!(Rate::Bps(1_000).to_string(), "1kbps");
     assert_eq!(Rate::Bps(10 * MBPS).to_string(), "10Mbps");
@@ -373,6 +372,13 @@ fn error_out_of_range() {
     assert_err("ubr:sdu=0", QosErrorKind::OutOfRange, 8, "0");
     assert_err("ubr:prio=256", QosErrorKind::OutOfRange, 9, "256");
     assert_err("ubr:window=0", QosErrorKind::OutOfRange, 11, "0");
+    assert_err("cbr:pcr=0", QosErrorKind::OutOfRange, 8, "0");
+    assert_err("cbr:max_pcr=0bps", QosErrorKind::OutOfRange, 12, "0bps");
+    assert_err("vbr:scr=0.0Mbps", QosErrorKind::OutOfRange, 8, "0.0Mbps");
+    assert!(err("cbr:pcr=0")
+        .detail()
+        .contains("leave pcr out to leave it open"));
+    assert_eq!(qos("cbr:min_pcr=0").to_string(), "cbr:min_pcr=0bps");
     assert_err(
         "cbr:pcr=99999999999999999999bps",
         QosErrorKind::OutOfRange,
