@@ -5,7 +5,7 @@
 
 use natm::wire::addr::{Aesa, AtmAddr, HostsFile, Pvc, PvcPart, E164};
 use natm::wire::qos::{
-    Aal, FlowControl, Qos, QosParseError, Rate, Semantics, Service, TrafficClass, TrafficParams,
+    Aal, FlowKind, Qos, QosParseError, Rate, Semantics, Service, TrafficClass, TrafficParams,
     TransportParams,
 };
 use proptest::option;
@@ -61,10 +61,10 @@ fn traffic(class: TrafficClass) -> impl Strategy<Value = TrafficParams> {
 
 fn transport() -> impl Strategy<Value = TransportParams> {
     let flow = prop_oneof![
-        Just(FlowControl::None),
-        Just(FlowControl::LeakyBucket),
-        Just(FlowControl::PacketPair),
-        Just(FlowControl::Window),
+        Just(FlowKind::None),
+        Just(FlowKind::LeakyBucket),
+        Just(FlowKind::PacketPair),
+        Just(FlowKind::Window),
     ];
     let service = prop_oneof![
         Just(Service::Guaranteed),

@@ -159,7 +159,7 @@ fn specs(a: &SimArgs) -> Result<Vec<VcSpec>, String> {
         for text in &a.qos {
             let q: Qos = text.parse().map_err(|e| format!("--qos '{text}': {e}"))?;
             let cfg = TransportConfig::from_qos(&q, rr).map_err(|e| format!("--qos '{text}': {e}"))?;
-            out.push((q.service_name().to_string(), cfg));
+            out.push((q.service().to_string(), cfg));
         }
     } else if a.service.len() > 1 {
         for &s in &a.service {

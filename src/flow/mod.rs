@@ -46,7 +46,10 @@ pub use window::{DynamicWindow, WindowConfig};
 pub fn build(kind: FlowKind, cfg: &TransportConfig) -> Box<dyn FlowController> {
     match kind {
         FlowKind::None => Box::new(NoFlow),
-        FlowKind::LeakyBucket => Box::new(LeakyBucket::for_tpdu(cfg.rate, cfg.tpdu_size)),
+        FlowKind::LeakyBucket => match cfg.bucket {
+            Some(depth) => Box::new(LeakyBucket::new(cfg.rate, u64::from(depth))),
+            None => Box::new(LeakyBucket::for_tpdu(cfg.rate, cfg.tpdu_size)),
+        },
         FlowKind::PacketPair => {
             let mut pp = PacketPairConfig::for_tpdu(cfg.tpdu_size);
             pp.max_rate_bps = cfg.rate;

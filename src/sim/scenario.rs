@@ -253,6 +253,11 @@ fn build(s: &Scenario) -> Result<Built, SimError> {
 
 /// Run a scenario to completion (every VC closed) or its time limit.
 pub fn run(s: &Scenario) -> Result<Report, SimError> {
+    run_observed(s, |_| {})
+}
+
+/// As [`run`], calling `observe` with each row of the time series as it is taken.
+pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result<Report, SimError> {
     let Built {
         mut sim,
         senders,
@@ -290,11 +295,13 @@ pub fn run(s: &Scenario) -> Result<Report, SimError> {
                     .map_or(0, |v| v.queue_frames);
                 vcs.push((rate, w, r, q));
             }
-            series.push(SeriesRow {
+            let row = SeriesRow {
                 t: t.as_secs_f64(),
                 queue_frames: sim.link(bottleneck).queue_frames(),
                 vcs,
-            });
+            };
+            observe(&row);
+            series.push(row);
             t += iv;
         }
     } else {

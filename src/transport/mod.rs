@@ -11,6 +11,7 @@
 //! deadline ([`Psb::poll_timeout`], answered by [`Psb::handle_timeout`]). The same code
 //! runs in the engine over UDP and in the deterministic simulator.
 
+mod config;
 mod psb;
 mod recv;
 pub mod rtt;
@@ -23,35 +24,14 @@ mod tests;
 use bytes::Bytes;
 use thiserror::Error;
 
+pub use config::{ConfigError, TransportConfig};
 pub use psb::Psb;
 pub use rtt::{RttConfig, RttEstimator};
 pub use stats::PsbStats;
 
-use crate::wire::tpdu::{Header, HEADER_LEN, MAX_PAYLOAD};
+use crate::wire::tpdu::{Header, HEADER_LEN};
 
-/// Message or byte-stream semantics (seed 000 §2, service 6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum Semantics {
-    /// Message boundaries are kept; unreliable VCs deliver only whole messages.
-    #[default]
-    Message,
-    /// A byte stream with no boundaries.
-    Stream,
-}
-
-/// Which flow-control algorithm a VC runs (seed 000 §5.3.3–5.3.4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub enum FlowKind {
-    /// None: as fast as the error-control window allows.
-    #[default]
-    None,
-    /// Open loop: leaky-bucket shaping at the reserved rate.
-    LeakyBucket,
-    /// Feedback: packet-pair rate control (round-robin networks).
-    PacketPair,
-    /// Feedback: Reno-like dynamic window (FIFO networks).
-    Window,
-}
+pub use crate::wire::qos::{FlowKind, Semantics};
 
 impl FlowKind {
     /// Code carried in the handshake options.
@@ -90,170 +70,6 @@ pub enum RetxKind {
     Timeout,
     /// The two-RTT check found the cumulative ack stalled.
     Head,
-}
-
-/// Everything that configures one simplex VC's transport.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TransportConfig {
-    /// SMART error control on or off.
-    pub error_control: bool,
-    /// Flow-control algorithm (the sender's choice; the receiver learns it).
-    pub flow: FlowKind,
-    /// Message or stream semantics.
-    pub semantics: Semantics,
-    /// Payload bytes per TPDU (seed 000 §5.3.1: 4 KiB default).
-    pub tpdu_size: u32,
-    /// Error-control window in TPDUs; the receiver buffers at least this many.
-    pub window: u32,
-    /// Send buffer, bytes (seed 001 §6: the page pool writers sleep on).
-    pub snd_buf: usize,
-    /// Receive buffer, bytes.
-    pub rcv_buf: usize,
-    /// Largest message, bytes.
-    pub max_msg: u64,
-    /// Most messages outstanding in the send queue.
-    pub outstanding: u32,
-    /// Target rate, payload bit/s (0: none).
-    pub rate: u64,
-    /// Minimum acceptable rate, payload bit/s.
-    pub min_rate: u64,
-    /// The capability both ends hold; `None` on a listener adopts the caller's.
-    pub cookie: Option<u32>,
-    /// Initial sequence number.
-    pub isn: u32,
-    /// RTT estimator bounds.
-    pub rtt: RttConfig,
-    /// Holes are inferred lost only when S ≥ hole + threshold. 1 on ATM, which never
-    /// reorders; 3 over UDP/IP (specs.md §7.2).
-    pub reorder_threshold: u32,
-    /// Detect lost retransmissions from ACK order (specs.md §7.2 refinement; off =
-    /// the paper's rule exactly).
-    pub detect_lost_retx: bool,
-    /// CONN-REQ attempts before the connection fails.
-    pub connect_attempts: u32,
-    /// CLOSE attempts before the close is abandoned.
-    pub close_attempts: u32,
-    /// Consecutive retransmission timeouts before the VC is aborted (peer dead).
-    pub max_timeouts: u32,
-}
-
-impl Default for TransportConfig {
-    fn default() -> Self {
-        TransportConfig::reliable()
-    }
-}
-
-impl TransportConfig {
-    const DEFAULT_TPDU: u32 = 4096;
-    const DEFAULT_WINDOW: u32 = 256;
-
-    fn base() -> Self {
-        let window = Self::DEFAULT_WINDOW;
-        let buf = (window * Self::DEFAULT_TPDU) as usize;
-        TransportConfig {
-            error_control: false,
-            flow: FlowKind::None,
-            semantics: Semantics::Message,
-            tpdu_size: Self::DEFAULT_TPDU,
-            window,
-            snd_buf: 2 * buf,
-            rcv_buf: buf,
-            max_msg: u64::MAX,
-            outstanding: u32::MAX,
-            rate: 0,
-            min_rate: 0,
-            cookie: None,
-            isn: 0,
-            rtt: RttConfig::default(),
-            reorder_threshold: 1,
-            detect_lost_retx: false,
-            connect_attempts: 6,
-            close_attempts: 6,
-            max_timeouts: 10,
-        }
-    }
-
-    /// Reliable service: SMART and feedback flow control (seed 000 §2).
-    pub fn reliable() -> Self {
-        TransportConfig {
-            error_control: true,
-            flow: FlowKind::PacketPair,
-            ..Self::base()
-        }
-    }
-
-    /// Guaranteed service: leaky-bucket shaping at `rate` payload bit/s, no
-    /// retransmission.
-    pub fn guaranteed(rate: u64) -> Self {
-        TransportConfig {
-            flow: FlowKind::LeakyBucket,
-            rate,
-            min_rate: rate,
-            ..Self::base()
-        }
-    }
-
-    /// Best-effort service: neither error nor flow control.
-    pub fn best_effort() -> Self {
-        Self::base()
-    }
-
-    /// Check the configuration is usable; the error says which knob to change.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        if self.tpdu_size == 0 || self.tpdu_size as usize > MAX_PAYLOAD {
-            return Err(ConfigError::TpduSize(self.tpdu_size));
-        }
-        if self.window == 0 || self.window > u32::from(u16::MAX) {
-            return Err(ConfigError::Window(self.window));
-        }
-        if self.error_control && self.rcv_buf < self.tpdu_size as usize {
-            return Err(ConfigError::RcvBuf(self.rcv_buf, self.tpdu_size));
-        }
-        if self.snd_buf < self.tpdu_size as usize {
-            return Err(ConfigError::SndBuf(self.snd_buf, self.tpdu_size));
-        }
-        if self.flow == FlowKind::LeakyBucket && self.rate == 0 {
-            return Err(ConfigError::NoRate);
-        }
-        if self.rate != 0 && self.min_rate > self.rate {
-            return Err(ConfigError::MinRate(self.min_rate, self.rate));
-        }
-        if self.outstanding == 0 {
-            return Err(ConfigError::Outstanding);
-        }
-        Ok(())
-    }
-
-    /// Whether the receiver must send ACKs.
-    pub fn acks(&self) -> bool {
-        self.error_control || self.flow.is_feedback()
-    }
-}
-
-/// A transport configuration that cannot work.
-#[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum ConfigError {
-    /// TPDU size out of range.
-    #[error("TPDU size {0} is out of range: use 1..={MAX_PAYLOAD} bytes (4096 is the default)")]
-    TpduSize(u32),
-    /// Window out of range.
-    #[error("error-control window {0} is out of range: use 1..=65535 TPDUs")]
-    Window(u32),
-    /// Receive buffer smaller than a TPDU.
-    #[error("receive buffer of {0} bytes cannot hold one {1}-byte TPDU: raise rcv_buf")]
-    RcvBuf(usize, u32),
-    /// Send buffer smaller than a TPDU.
-    #[error("send buffer of {0} bytes cannot hold one {1}-byte TPDU: raise snd_buf")]
-    SndBuf(usize, u32),
-    /// Leaky bucket without a rate.
-    #[error("leaky-bucket flow control needs a rate: give a pcr in the QoS")]
-    NoRate,
-    /// Minimum above target.
-    #[error("minimum rate {0} bit/s is above the target rate {1} bit/s")]
-    MinRate(u64, u64),
-    /// Zero outstanding messages.
-    #[error("most messages outstanding must be at least 1")]
-    Outstanding,
 }
 
 /// A piece of received data. Reliable VCs may deliver a long message in several

@@ -209,9 +209,10 @@ pub enum Service {
 }
 
 /// Flow control of a VC (seed 000 §5.3.3, §5.3.4).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum FlowControl {
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum FlowKind {
     /// No flow control.
+    #[default]
     None,
     /// Open-loop leaky-bucket shaping at the sender.
     LeakyBucket,
@@ -222,9 +223,10 @@ pub enum FlowControl {
 }
 
 /// Delivery semantics (seed 000 §2, item 6).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum Semantics {
-    /// Message boundaries are preserved.
+    /// Message boundaries are preserved; unreliable VCs deliver only whole messages.
+    #[default]
     Message,
     /// A byte stream.
     Stream,
@@ -239,7 +241,7 @@ pub struct TransportParams {
     /// SMART error control on or off (`ec=on|off`).
     pub error_control: Option<bool>,
     /// Flow control (`flow=`).
-    pub flow: Option<FlowControl>,
+    pub flow: Option<FlowKind>,
     /// Message or byte-stream semantics (`mode=`).
     pub semantics: Option<Semantics>,
     /// TPDU payload size in bytes, 64..=65000 (`tpdu=`).
@@ -265,7 +267,7 @@ pub struct ResolvedTransport {
     /// Whether SMART error control runs.
     pub error_control: bool,
     /// The flow control.
-    pub flow: FlowControl,
+    pub flow: FlowKind,
     /// Message or stream.
     pub semantics: Semantics,
     /// TPDU payload size in bytes.
@@ -733,7 +735,7 @@ impl Qos {
         }
         if let Some(bucket) = t.bucket {
             let leaky = match t.flow {
-                Some(flow) => flow == FlowControl::LeakyBucket,
+                Some(flow) => flow == FlowKind::LeakyBucket,
                 None => self.service() == Service::Guaranteed,
             };
             if !leaky {
@@ -765,11 +767,11 @@ impl Qos {
         }
         let flow_ok = match (service, t.flow) {
             (_, None) => true,
-            (Service::Guaranteed, Some(f)) => f == FlowControl::LeakyBucket,
+            (Service::Guaranteed, Some(f)) => f == FlowKind::LeakyBucket,
             (Service::Reliable, Some(f)) => {
-                matches!(f, FlowControl::PacketPair | FlowControl::Window)
+                matches!(f, FlowKind::PacketPair | FlowKind::Window)
             }
-            (Service::BestEffort, Some(f)) => f == FlowControl::None,
+            (Service::BestEffort, Some(f)) => f == FlowKind::None,
         };
         if !flow_ok {
             return Err(QosConflict::PresetOverride {
@@ -789,12 +791,12 @@ impl Qos {
     }
 }
 
-fn default_flow(service: Service, round_robin_network: bool) -> FlowControl {
+fn default_flow(service: Service, round_robin_network: bool) -> FlowKind {
     match service {
-        Service::Guaranteed => FlowControl::LeakyBucket,
-        Service::Reliable if round_robin_network => FlowControl::PacketPair,
-        Service::Reliable => FlowControl::Window,
-        Service::BestEffort => FlowControl::None,
+        Service::Guaranteed => FlowKind::LeakyBucket,
+        Service::Reliable if round_robin_network => FlowKind::PacketPair,
+        Service::Reliable => FlowKind::Window,
+        Service::BestEffort => FlowKind::None,
     }
 }
 

@@ -9,7 +9,7 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{
-    Aal, Direction, FlowControl, Qos, QosConflict, QosKey, Rate, Semantics, Service, TrafficClass,
+    Aal, Direction, FlowKind, Qos, QosConflict, QosKey, Rate, Semantics, Service, TrafficClass,
     TrafficParams, TransportParams, BITS_PER_CELL,
 };
 use crate::wire::text;
@@ -572,10 +572,10 @@ impl<'a> Parser<'a> {
                 ];
                 t.flow = Some(
                     match word(&choices, "none, leaky-bucket, packet-pair or window")? {
-                        0 => FlowControl::None,
-                        1 => FlowControl::LeakyBucket,
-                        2 => FlowControl::PacketPair,
-                        _ => FlowControl::Window,
+                        0 => FlowKind::None,
+                        1 => FlowKind::LeakyBucket,
+                        2 => FlowKind::PacketPair,
+                        _ => FlowKind::Window,
                     },
                 );
             }

@@ -10,7 +10,7 @@
 use std::fmt;
 
 use super::{
-    Aal, Direction, FlowControl, Qos, QosKey, Rate, Semantics, Service, TrafficClass,
+    Aal, Direction, FlowKind, Qos, QosKey, Rate, Semantics, Service, TrafficClass,
     TrafficParams, TransportParams,
 };
 
@@ -175,13 +175,13 @@ impl fmt::Display for Service {
     }
 }
 
-impl fmt::Display for FlowControl {
+impl fmt::Display for FlowKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            FlowControl::None => "none",
-            FlowControl::LeakyBucket => "leaky-bucket",
-            FlowControl::PacketPair => "packet-pair",
-            FlowControl::Window => "window",
+            FlowKind::None => "none",
+            FlowKind::LeakyBucket => "leaky-bucket",
+            FlowKind::PacketPair => "packet-pair",
+            FlowKind::Window => "window",
         })
     }
 }

@@ -155,7 +155,7 @@ fn transport_keys_after_a_class() {
         "cbr:pcr=20Mbps,flow=leaky-bucket,ec=off",
         "cbr:pcr=20Mbps,flow=leaky-bucket,ec=off",
     );
-    assert_eq!(q.transport().flow, Some(FlowControl::LeakyBucket));
+    assert_eq!(q.transport().flow, Some(FlowKind::LeakyBucket));
     assert_eq!(q.transport().error_control, Some(false));
     let all = canonical(
         "ubr:prio=3,mode=stream,window=64,ec=on,msg=1M,outstanding=8,tpdu=8192,flow=packet_pair",
@@ -207,7 +207,7 @@ fn named_services() {
         "reliable:flow=window,tpdu=8192",
     );
     assert_eq!(r.class(), TrafficClass::Ubr);
-    assert_eq!(r.resolved_transport(true).flow, FlowControl::Window);
+    assert_eq!(r.resolved_transport(true).flow, FlowKind::Window);
     assert_eq!(Qos::guaranteed(Rate::Max).to_string(), "guaranteed:pcr=max");
 }
 
@@ -215,7 +215,7 @@ fn named_services() {
 fn service_inference_and_defaults() {
     let r = qos("cbr:pcr=1Mbps").resolved_transport(true);
     assert_eq!(r.service, Service::Guaranteed);
-    assert_eq!((r.error_control, r.flow), (false, FlowControl::LeakyBucket));
+    assert_eq!((r.error_control, r.flow), (false, FlowKind::LeakyBucket));
     assert_eq!(
         (r.tpdu_size, r.semantics, r.priority),
         (4096, Semantics::Message, 0)
@@ -224,13 +224,13 @@ fn service_inference_and_defaults() {
     let b = qos("ubr").resolved_transport(true);
     assert_eq!(
         (b.service, b.error_control, b.flow),
-        (Service::BestEffort, false, FlowControl::None)
+        (Service::BestEffort, false, FlowKind::None)
     );
 
     let rel = qos("ubr:ec=on");
     assert_eq!(rel.service(), Service::Reliable);
-    assert_eq!(rel.resolved_transport(true).flow, FlowControl::PacketPair);
-    assert_eq!(rel.resolved_transport(false).flow, FlowControl::Window);
+    assert_eq!(rel.resolved_transport(true).flow, FlowKind::PacketPair);
+    assert_eq!(rel.resolved_transport(false).flow, FlowKind::Window);
     assert!(rel.resolved_transport(false).error_control);
     assert!(Qos::reliable().resolved_transport(true).error_control);
 
@@ -238,7 +238,7 @@ fn service_inference_and_defaults() {
     let ff = qos("ubr:flow=packet-pair,ec=off").resolved_transport(false);
     assert_eq!(
         (ff.service, ff.flow, ff.error_control),
-        (Service::BestEffort, FlowControl::PacketPair, false)
+        (Service::BestEffort, FlowKind::PacketPair, false)
     );
     // CBR keeps its reservation even with error control on.
     let cec = qos("cbr:pcr=1Mbps,ec=on").resolved_transport(true);
