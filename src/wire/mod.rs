@@ -10,5 +10,6 @@
 //! Layout follows smoltcp: one file per format, `Packet<T: AsRef<[u8]>>` over a buffer
 //! with named field ranges, and a small `Copy` `Repr` with `parse`, `buffer_len`, `emit`.
 
+pub mod aal5;
 pub mod cell;
 pub mod crc;
