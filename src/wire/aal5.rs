@@ -319,6 +319,11 @@ impl Aal5Repr {
     /// Writes pad, trailer and CRC into a PDU buffer of exactly `buffer_len()` octets
     /// whose first `sdu_len` octets already hold the SDU.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, pdu: &mut Aal5Pdu<T>) {
+        debug_assert_eq!(
+            pdu.buffer.as_ref().len(),
+            self.buffer_len(),
+            "PDU buffer size"
+        );
         let body = pdu.body_mut();
         body[self.sdu_len..].fill(0);
         pdu.trailer_mut()[..4].copy_from_slice(&trailer_head(self.sdu_len, self.uu));

@@ -10,7 +10,7 @@
 //! The CRC-32 runs on two engines chosen by measurement (`docs/PERFORMANCE.md`): the
 //! `crc` crate's slice-by-16 table for short inputs, where a call's set-up dominates, and
 //! the carry-less-multiply (PCLMULQDQ / VPCLMULQDQ) folding of `crc-fast` for longer
-//! ones, where it is ten times faster. Both engines share the raw register, so one
+//! ones, where it is 6 to 12 times faster. Both engines share the raw register, so one
 //! digest may mix them.
 
 /// The coset added to the CRC-8 remainder to form the HEC (x^6+x^4+x^2+1).
