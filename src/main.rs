@@ -28,7 +28,7 @@ enum Command {
     #[command(subcommand)]
     Qos(cli::qos::QosCmd),
     /// Run one scenario through the deterministic network simulator.
-    Sim(cli::sim::SimArgs),
+    Sim(Box<cli::sim::SimArgs>),
 }
 
 fn main() -> ExitCode {
@@ -38,7 +38,7 @@ fn main() -> ExitCode {
         Command::Cell(c) => cli::cell::run(c),
         Command::Aal5(c) => cli::aal5::run(c),
         Command::Qos(c) => cli::qos::run(c),
-        Command::Sim(a) => cli::sim::run(a),
+        Command::Sim(a) => cli::sim::run(*a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -34,9 +34,9 @@ fn small_reliable(flow: FlowKind) -> TransportConfig {
 }
 
 fn bounded(r: &Report, cfg: &TransportConfig) -> bool {
-    r.vcs.iter().all(|v| {
-        v.receiver.max_rcv_buffered <= (cfg.rcv_buf + cfg.tpdu_size as usize) as u64
-    })
+    r.vcs
+        .iter()
+        .all(|v| v.receiver.max_rcv_buffered <= (cfg.rcv_buf + cfg.tpdu_size as usize) as u64)
 }
 
 proptest! {
@@ -117,14 +117,24 @@ fn guaranteed_service_with_feedback_and_no_error_control_works() {
     assert!(v.receiver.acks_sent > 0, "feedback flow control needs ACKs");
     assert_eq!(v.sender.retransmissions(), 0);
     let share = v.bytes_delivered as f64 / 20e6;
-    assert!((0.9..=1.0).contains(&share), "about 1% of 2-TPDU messages lost: {share} {:?} {:?}", v.sender, v.receiver);
+    assert!(
+        (0.9..=1.0).contains(&share),
+        "about 1% of 2-TPDU messages lost: {share} {:?} {:?}",
+        v.sender,
+        v.receiver
+    );
 }
 
 #[test]
 fn every_combination_of_services_delivers() {
     use natm::transport::Semantics;
     for ec in [false, true] {
-        for flow in [FlowKind::None, FlowKind::LeakyBucket, FlowKind::PacketPair, FlowKind::Window] {
+        for flow in [
+            FlowKind::None,
+            FlowKind::LeakyBucket,
+            FlowKind::PacketPair,
+            FlowKind::Window,
+        ] {
             for sem in [Semantics::Message, Semantics::Stream] {
                 let mut cfg = TransportConfig::best_effort();
                 cfg.error_control = ec;
@@ -143,7 +153,11 @@ fn every_combination_of_services_delivers() {
                 if ec || flow != FlowKind::None {
                     // Error control recovers losses; flow control avoids them (the
                     // only loss here is overflow of the bottleneck's buffer).
-                    assert_eq!(v.bytes_delivered, 4_000_000, "{ec} {flow:?} {sem:?}: {:?}", v.sender);
+                    assert_eq!(
+                        v.bytes_delivered, 4_000_000,
+                        "{ec} {flow:?} {sem:?}: {:?}",
+                        v.sender
+                    );
                 } else {
                     // Best effort at 10x the bottleneck rate loses what overflows.
                     assert!(v.bytes_delivered > 0 && v.bytes_delivered < 4_000_000);

@@ -70,7 +70,10 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
         a.rate as f64 / 1e6,
         a.loss * 100.0
     );
-    println!("{:>7}  {:>22}  {:>22}  {:>22}  {:>6}", "time", "guaranteed Mbit/s", "reliable Mbit/s", "best-effort Mbit/s", "queue");
+    println!(
+        "{:>7}  {:>22}  {:>22}  {:>22}  {:>6}",
+        "time", "guaranteed Mbit/s", "reliable Mbit/s", "best-effort Mbit/s", "queue"
+    );
     let report = run_observed(&s, |row| {
         let cell = |i: usize| row.vcs.get(i).map_or(0.0, |v| v.0 / 1e6);
         println!(
@@ -84,7 +87,10 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     })
     .map_err(|e| e.to_string())?;
     println!();
-    println!("{:<12} {:>14} {:>10} {:>12} {:>10} {:>8}  {}", "VC", "goodput Mbit/s", "srtt", "retransmits", "lost msgs", "drops", "data");
+    println!(
+        "{:<12} {:>14} {:>10} {:>12} {:>10} {:>8}  data",
+        "VC", "goodput Mbit/s", "srtt", "retransmits", "lost msgs", "drops"
+    );
     for v in &report.vcs {
         println!(
             "{:<12} {:>14.2} {:>8}µs {:>12} {:>10} {:>8}  {}",

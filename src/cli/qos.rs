@@ -31,7 +31,9 @@ pub(crate) enum QosCmd {
 pub(crate) fn run(cmd: QosCmd) -> CliResult {
     match cmd {
         QosCmd::Parse { text, fifo_network } => {
-            let q: Qos = text.parse().map_err(|e: natm::wire::qos::QosParseError| e.render(&text))?;
+            let q: Qos = text
+                .parse()
+                .map_err(|e: natm::wire::qos::QosParseError| e.render(&text))?;
             println!("{q}");
             let t = TransportConfig::from_qos(&q, !fifo_network).map_err(|e| e.to_string())?;
             println!(
@@ -47,7 +49,9 @@ pub(crate) fn run(cmd: QosCmd) -> CliResult {
             Ok(())
         }
         QosCmd::Addr { text } => {
-            let a: AtmAddr = text.parse().map_err(|e: natm::wire::addr::AddrParseError| e.render(&text))?;
+            let a: AtmAddr = text
+                .parse()
+                .map_err(|e: natm::wire::addr::AddrParseError| e.render(&text))?;
             println!("{a}");
             Ok(())
         }

@@ -137,7 +137,11 @@ fn config_for(a: &SimArgs, service: ServiceArg, rr: bool) -> TransportConfig {
     let mut cfg = match service {
         ServiceArg::Reliable => {
             let mut c = TransportConfig::reliable();
-            c.flow = if rr { FlowKind::PacketPair } else { FlowKind::Window };
+            c.flow = if rr {
+                FlowKind::PacketPair
+            } else {
+                FlowKind::Window
+            };
             c
         }
         ServiceArg::Guaranteed => TransportConfig::guaranteed(share),
@@ -158,7 +162,8 @@ fn specs(a: &SimArgs) -> Result<Vec<VcSpec>, String> {
     if !a.qos.is_empty() {
         for text in &a.qos {
             let q: Qos = text.parse().map_err(|e| format!("--qos '{text}': {e}"))?;
-            let cfg = TransportConfig::from_qos(&q, rr).map_err(|e| format!("--qos '{text}': {e}"))?;
+            let cfg =
+                TransportConfig::from_qos(&q, rr).map_err(|e| format!("--qos '{text}': {e}"))?;
             out.push((q.service().to_string(), cfg));
         }
     } else if a.service.len() > 1 {
@@ -238,7 +243,11 @@ pub(crate) fn run(a: SimArgs) -> CliResult {
         corrupt: a.corrupt,
         queue_frames: a.queue,
         round_robin: a.sched == SchedArg::Rr,
-        rate_change: a.rate_change.as_deref().map(parse_rate_change).transpose()?,
+        rate_change: a
+            .rate_change
+            .as_deref()
+            .map(parse_rate_change)
+            .transpose()?,
         access_rate_bps: a.rate.saturating_mul(10),
         overhead: if a.cells {
             FrameOverhead::Cells
@@ -353,7 +362,10 @@ fn write_series(path: &std::path::Path, r: &Report) -> std::io::Result<()> {
     write!(f, "time_s,queue_frames")?;
     for i in 0..r.vcs.len() {
         let n = 32 + i;
-        write!(f, ",vc{n}_rate_bps,vc{n}_window,vc{n}_rate_est_bps,vc{n}_queue")?;
+        write!(
+            f,
+            ",vc{n}_rate_bps,vc{n}_window,vc{n}_rate_est_bps,vc{n}_queue"
+        )?;
     }
     writeln!(f)?;
     for row in &r.series {

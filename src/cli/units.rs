@@ -30,7 +30,11 @@ pub(crate) fn bytes(s: &str) -> Result<u64, String> {
         "KiB" | "K" => 1024.0,
         "MiB" => 1024.0 * 1024.0,
         "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => return Err(format!("unknown size unit \"{unit}\" in \"{s}\": use B, kB, MB, GB, KiB, MiB or GiB")),
+        _ => {
+            return Err(format!(
+                "unknown size unit \"{unit}\" in \"{s}\": use B, kB, MB, GB, KiB, MiB or GiB"
+            ))
+        }
     };
     Ok((n * mult).round() as u64)
 }
@@ -43,7 +47,11 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
         "us" | "µs" => n * 1e-6,
         "ms" => n * 1e-3,
         "s" | "" => n,
-        _ => return Err(format!("unknown time unit \"{unit}\" in \"{s}\": use ns, us, ms or s")),
+        _ => {
+            return Err(format!(
+                "unknown time unit \"{unit}\" in \"{s}\": use ns, us, ms or s"
+            ))
+        }
     };
     Ok(Duration::from_secs_f64(secs))
 }
@@ -56,7 +64,11 @@ pub(crate) fn rate(s: &str) -> Result<u64, String> {
         "k" | "kbps" | "kbit/s" => 1e3,
         "m" | "mbps" | "mbit/s" => 1e6,
         "g" | "gbps" | "gbit/s" => 1e9,
-        _ => return Err(format!("unknown rate unit \"{unit}\" in \"{s}\": use bps, kbps, Mbps or Gbps")),
+        _ => {
+            return Err(format!(
+                "unknown rate unit \"{unit}\" in \"{s}\": use bps, kbps, Mbps or Gbps"
+            ))
+        }
     };
     Ok((n * mult).round() as u64)
 }

@@ -99,10 +99,14 @@ impl Source {
             }
             // Offsets restart with each message, as the TPDU's aux field counts them;
             // the pattern is keyed by offset within the stream for stream VCs.
-            let base = if self.msg_size == u64::MAX { self.queued } else { self.msg_off };
+            let base = if self.msg_size == u64::MAX {
+                self.queued
+            } else {
+                self.msg_off
+            };
             fill_pattern(self.tag, base, &mut self.buf[..n]);
-            let end = self.msg_off + n as u64 == self.msg_size
-                || self.queued + n as u64 == self.total;
+            let end =
+                self.msg_off + n as u64 == self.msg_size || self.queued + n as u64 == self.total;
             match psb.send(&self.buf[..n], end) {
                 Ok(k) => {
                     self.queued += k as u64;
@@ -211,7 +215,11 @@ impl Sink {
             return;
         };
         if c.start {
-            if self.cur.is_some() || self.last_msg.is_some_and(|m| c.msg.wrapping_sub(m) > 1 << 31 || c.msg == m) {
+            if self.cur.is_some()
+                || self
+                    .last_msg
+                    .is_some_and(|m| c.msg.wrapping_sub(m) > 1 << 31 || c.msg == m)
+            {
                 self.bad_messages += 1;
             }
             self.cur = Some((c.msg, 0));

@@ -285,10 +285,9 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
                 };
                 let rate = (delivered - last[i]) as f64 * 8.0 / iv.as_secs_f64();
                 last[i] = delivered;
-                let (w, r) = sim
-                    .host(h)
-                    .vc(id)
-                    .map_or((None, None), |v| (v.psb.flow().window(), v.psb.flow().rate_bps()));
+                let (w, r) = sim.host(h).vc(id).map_or((None, None), |v| {
+                    (v.psb.flow().window(), v.psb.flow().rate_bps())
+                });
                 let q = sim
                     .link(bottleneck)
                     .vc_stats(id)
@@ -320,7 +319,10 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
         };
         let start = Instant::ZERO + spec.start;
         let (goodput_bps, finished_at) = match sink.span() {
-            Some((_, last)) => (goodput(sink.delivered(), last - start), Some(last - Instant::ZERO)),
+            Some((_, last)) => (
+                goodput(sink.delivered(), last - start),
+                Some(last - Instant::ZERO),
+            ),
             None => (0.0, None),
         };
         vcs.push(VcReport {

@@ -182,10 +182,11 @@ impl TransportConfig {
         let t = q.resolved_transport(round_robin_network);
         let tx = q.tx();
         let bps = |r: Option<Rate>| r.and_then(|r| r.bits_per_sec());
-        let rate = bps(tx.pcr)
-            .or(bps(tx.max_pcr))
-            .or(bps(tx.scr))
-            .unwrap_or(0);
+        // VBR sustains the SCR and bursts up to MBS cells (a token bucket of that depth).
+        let rate = bps(tx.scr).or(bps(tx.pcr)).or(bps(tx.max_pcr)).unwrap_or(0);
+        let mbs_bytes = tx
+            .mbs
+            .map(|cells| cells.saturating_mul(crate::wire::cell::PAYLOAD_LEN as u32));
         let base = TransportConfig::best_effort();
         let window = t.window.unwrap_or(base.window);
         let buf = window as usize * t.tpdu_size as usize;
@@ -200,8 +201,12 @@ impl TransportConfig {
             max_msg: t.max_msg.unwrap_or(u64::MAX),
             outstanding: t.outstanding.unwrap_or(u32::MAX),
             rate,
-            bucket: t.bucket,
-            min_rate: bps(tx.min_pcr).unwrap_or(if t.flow == FlowKind::LeakyBucket { rate } else { 0 }),
+            bucket: t.bucket.or(mbs_bytes),
+            min_rate: bps(tx.min_pcr).unwrap_or(if t.flow == FlowKind::LeakyBucket {
+                rate
+            } else {
+                0
+            }),
             ..base
         };
         cfg.validate()?;
@@ -217,13 +222,28 @@ mod tests {
     fn qos_text_maps_onto_the_transport() {
         let q: Qos = "cbr:pcr=20Mbps".parse().unwrap();
         let c = TransportConfig::from_qos(&q, true).unwrap();
-        assert_eq!((c.flow, c.error_control, c.rate), (FlowKind::LeakyBucket, false, 20_000_000));
+        assert_eq!(
+            (c.flow, c.error_control, c.rate),
+            (FlowKind::LeakyBucket, false, 20_000_000)
+        );
         let q: Qos = "reliable:flow=window,tpdu=8192".parse().unwrap();
         let c = TransportConfig::from_qos(&q, true).unwrap();
-        assert_eq!((c.flow, c.error_control, c.tpdu_size), (FlowKind::Window, true, 8192));
+        assert_eq!(
+            (c.flow, c.error_control, c.tpdu_size),
+            (FlowKind::Window, true, 8192)
+        );
         let q: Qos = "reliable".parse().unwrap();
-        assert_eq!(TransportConfig::from_qos(&q, true).unwrap().flow, FlowKind::PacketPair);
-        assert_eq!(TransportConfig::from_qos(&q, false).unwrap().flow, FlowKind::Window);
+        assert_eq!(
+            TransportConfig::from_qos(&q, true).unwrap().flow,
+            FlowKind::PacketPair
+        );
+        assert_eq!(
+            TransportConfig::from_qos(&q, false).unwrap().flow,
+            FlowKind::Window
+        );
+        let q: Qos = "vbr:pcr=20Mbps,scr=5Mbps,mbs=100".parse().unwrap();
+        let c = TransportConfig::from_qos(&q, true).unwrap();
+        assert_eq!((c.rate, c.bucket), (5_000_000, Some(4800)));
         let q: Qos = "ubr".parse().unwrap();
         let c = TransportConfig::from_qos(&q, true).unwrap();
         assert_eq!((c.flow, c.error_control), (FlowKind::None, false));

@@ -10,7 +10,10 @@
 //! Layout follows smoltcp: one file per format, `Packet<T: AsRef<[u8]>>` over a buffer
 //! with named field ranges, and a small `Copy` `Repr` with `parse`, `buffer_len`, `emit`.
 
+pub mod aal5;
 pub mod addr;
+pub mod cell;
+pub mod crc;
 pub mod qos;
 mod text;
 pub mod tpdu;

@@ -10,8 +10,8 @@
 use std::fmt;
 
 use super::{
-    Aal, Direction, FlowKind, Qos, QosKey, Rate, Semantics, Service, TrafficClass,
-    TrafficParams, TransportParams,
+    Aal, Direction, FlowKind, Qos, QosKey, Rate, Semantics, Service, TrafficClass, TrafficParams,
+    TransportParams,
 };
 
 impl fmt::Display for Rate {
