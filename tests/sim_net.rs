@@ -568,17 +568,6 @@ fn bad_topologies_are_refused_with_a_reason() {
     assert_eq!(msg, "vc1 is already used on link0 by another route");
 }
 
-#[test]
-#[ignore = "performance figure: run with --release -- --ignored --nocapture"]
-fn perf_100_megabytes_through_a_bottleneck() {
-    let started = std::time::Instant::now();
-    let (events, virtual_secs) = hundred_megabytes();
-    let wall = started.elapsed();
-    println!(
-        "100 MB (25,000 × 4 KiB + acks): {events} events, {virtual_secs:.3} s virtual, {wall:?} wall"
-    );
-}
-
 /// 25,000 frames of 4 KiB through access, a round-robin bottleneck with loss, and acks
 /// back; returns (events run, virtual seconds).
 fn hundred_megabytes() -> (u64, f64) {

@@ -5,20 +5,16 @@
 //! store-and-forward frame switch), so corruption is detected by arithmetic, never by a
 //! flag: a flipped bit that the CRC missed would be delivered, exactly as on a real wire.
 
-use crc::{Crc, Table, CRC_32_BZIP2};
 use rand::RngExt;
 
 use super::loss::SimRng;
 use super::topology::RouteIdx;
 
-/// CRC-32/BZIP2 is the AAL5 CPCS-PDU CRC (ITU-T I.363.5): poly 0x04C11DB7, init and
-/// xorout 0xFFFFFFFF, no reflection. Slice-by-16 tables because every hop checks every
-/// frame and the CRC is the simulator's hottest loop.
-static AAL5_CRC: Crc<u32, Table<16>> = Crc::<u32, Table<16>>::new(&CRC_32_BZIP2);
-
-/// The AAL5 CRC-32 of `bytes`.
+/// The AAL5 CRC-32 of `bytes` (CRC-32/BZIP2, ITU-T I.363.5): the wire module's
+/// implementation, chosen by measurement (docs/PERFORMANCE.md), since every hop checks
+/// every frame and the CRC is the simulator's hottest loop.
 pub(crate) fn aal5_crc(bytes: &[u8]) -> u32 {
-    AAL5_CRC.checksum(bytes)
+    crate::wire::crc::crc32_aal5(bytes)
 }
 
 /// What a link's transmitter adds to every frame, so that serialization time reflects

@@ -138,6 +138,7 @@ pub struct Sink {
     intact: bool,
     first_at: Option<Instant>,
     last_at: Option<Instant>,
+    first_bytes: u64,
     /// Message being received: its number and bytes so far.
     cur: Option<(u32, u64)>,
     last_msg: Option<u32>,
@@ -155,6 +156,7 @@ impl Sink {
             intact: true,
             first_at: None,
             last_at: None,
+            first_bytes: 0,
             cur: None,
             last_msg: None,
             expect: None,
@@ -189,6 +191,15 @@ impl Sink {
         self.intact
     }
 
+    /// The rate at which data arrived, bit/s: the bytes after the first delivery over
+    /// the time from the first delivery to the last. Exact for periodic deliveries,
+    /// whatever their size (a message VC delivers whole messages in lumps).
+    pub fn steady_rate_bps(&self) -> Option<f64> {
+        let (first, last) = self.span()?;
+        let d = (last - first).as_secs_f64();
+        (d > 0.0).then(|| (self.delivered - self.first_bytes) as f64 * 8.0 / d)
+    }
+
     /// When the first and the last byte arrived.
     pub fn span(&self) -> Option<(Instant, Instant)> {
         Some((self.first_at?, self.last_at?))
@@ -198,6 +209,9 @@ impl Sink {
         while let Ok(Some(c)) = psb.recv_chunk() {
             if c.data.is_empty() && !c.end {
                 continue;
+            }
+            if self.first_at.is_none() || self.first_at == Some(now) {
+                self.first_bytes += c.data.len() as u64;
             }
             self.first_at.get_or_insert(now);
             self.last_at = Some(now);

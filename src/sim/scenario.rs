@@ -121,6 +121,9 @@ pub struct VcReport {
     pub bad_messages: u64,
     /// Delivered bytes over the time from the VC's start to its last delivery, bit/s.
     pub goodput_bps: f64,
+    /// Arrival rate from the first delivery to the last, bit/s (see
+    /// [`Sink::steady_rate_bps`]).
+    pub steady_rate_bps: Option<f64>,
     /// When the last byte arrived, from the start of the run.
     pub finished_at: Option<Duration>,
     /// Whether both ends finished in order.
@@ -336,6 +339,7 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             intact: sink.intact(),
             bad_messages: sink.bad_messages(),
             goodput_bps,
+            steady_rate_bps: sink.steady_rate_bps(),
             finished_at,
             closed: tx.psb.status().closed && rx.psb.status().peer_closed,
             sender: tx.psb.stats().clone(),

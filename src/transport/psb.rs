@@ -736,6 +736,9 @@ impl Psb {
             return;
         }
         self.close_requested = true;
+        if let Some(s) = self.send.as_mut() {
+            s.finish_message();
+        }
     }
 
     /// Abort: drop everything and tell the peer.

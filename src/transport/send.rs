@@ -223,8 +223,12 @@ impl SendHalf {
             }
         };
         let mut done = 0;
-        // Stream: top up the last unsent TPDU instead of sending a runt.
-        if stream && n > 0 {
+        // Continuing a message (or a stream, one endless message): top up its last
+        // unsent TPDU instead of sending a runt. Without this, an application whose
+        // writes are cut by a full buffer splits every message into ever smaller
+        // TPDUs (silly-window syndrome).
+        let continuing = self.open_msg.is_some();
+        if continuing && n > 0 {
             let end_seq = self.end_seq();
             if end_seq > self.nxt {
                 if let Some(last) = self.slots.back_mut() {
@@ -234,6 +238,7 @@ impl SendHalf {
                         let tail = last.tail.get_or_insert_with(BytesMut::new);
                         tail.extend_from_slice(&take(0, k));
                         done = k;
+                        off += k as u64;
                     }
                 }
             }
@@ -295,6 +300,15 @@ impl SendHalf {
             self.open_msg = Some((msg, off));
         }
         Ok(n)
+    }
+
+    /// End the message the application is writing (on close): its last TPDU may go.
+    pub(crate) fn finish_message(&mut self) {
+        if self.open_msg.take().is_some() && self.lim.semantics == Semantics::Message {
+            if let Some(last) = self.slots.back_mut() {
+                last.last = true;
+            }
+        }
     }
 
     /// Bytes of message `msg` accepted so far, if a message is open.
@@ -614,10 +628,19 @@ impl SendHalf {
             stats.window_stalls += 1;
             return None;
         }
-        // An unsent stream TPDU may still grow; it goes now unless more data is
-        // coming in this same burst (the caller polls after pushing, so go now).
         let idx = (self.nxt - self.una) as usize;
         let len = self.slots[idx].len();
+        // The partial last TPDU of a message the application is still writing waits
+        // to be filled (or for the end of the message), so a writer cut short by a
+        // full buffer does not send runts. A stream's partial TPDU goes at once (no
+        // Nagle: interactive streams keep their latency).
+        if idx + 1 == self.slots.len()
+            && len < self.lim.tpdu_size
+            && self.open_msg.is_some()
+            && self.lim.semantics == Semantics::Message
+        {
+            return None;
+        }
         let pair_second = self.pair_second_due;
         if !pair_second {
             match flow.poll_send(now, self.in_flight(), len) {

@@ -390,6 +390,23 @@ fn stream_semantics_coalesce_small_writes() {
 }
 
 #[test]
+fn a_message_cut_by_a_full_buffer_is_not_split_into_runts() {
+    // A writer whose message is accepted in pieces as the buffer drains must still
+    // produce full TPDUs (the silly-window syndrome would halve TPDU sizes each time).
+    let mut cfg = small(TransportConfig::reliable());
+    cfg.snd_buf = 1500;
+    let mut p = Pair::new(cfg.clone(), cfg);
+    let m = msgs(&[10_240; 4]);
+    p.transfer(&m, Duration::from_secs(10));
+    assert_eq!(p.messages(), m);
+    assert_eq!(
+        p.tx.stats().tpdus_sent,
+        40,
+        "4 messages of 10 full 1 KiB TPDUs"
+    );
+}
+
+#[test]
 fn abort_reaches_the_peer_and_drops_data() {
     let mut p = Pair::new(
         small(TransportConfig::reliable()),
@@ -477,7 +494,7 @@ fn slow_reader_shuts_the_window_and_reopens_it() {
     let start = p.now;
     while got.len() < data.len() && p.now < start + Duration::from_secs(30) {
         if sent < data.len() {
-            sent += p.tx.send(&data[sent..], sent + 1 == 0).unwrap_or(0);
+            sent += p.tx.send(&data[sent..], true).unwrap_or(0);
         }
         // Pump the wire, but read only one chunk per step: a slow application.
         while let Some(t) = p.tx.poll_transmit(p.now) {

@@ -108,8 +108,10 @@ fn packet_pair_fills_the_bottleneck_with_a_short_queue() {
     let (_, queue_none, _) = go(false, 0.0);
     let (secs, queue, rate) = go(true, 0.0);
     let rate = rate.expect("packet-pair sets a rate");
+    // Within 5 %: a pair whose second member is a message's short last TPDU measures
+    // the payload rate of a smaller frame, where the 32-byte header weighs more.
     assert!(
-        (rate - link_payload).abs() / link_payload < 0.03,
+        (rate - link_payload).abs() / link_payload < 0.05,
         "λ {rate}"
     );
     let ideal = 600_000.0 / link_payload;
