@@ -115,6 +115,10 @@ pub(crate) struct SimArgs {
     /// Write a time series (CSV) to this file.
     #[arg(long)]
     series: Option<std::path::PathBuf>,
+    /// Draw per-VC rate, rate estimate or window, and the bottleneck queue over time
+    /// (SVG) to this file.
+    #[arg(long)]
+    plot: Option<std::path::PathBuf>,
     /// Sampling interval of the series.
     #[arg(long, default_value = "10ms", value_parser = units::duration)]
     interval: Duration,
@@ -206,13 +210,8 @@ fn service_label(s: ServiceArg) -> &'static str {
     }
 }
 
-fn flow_name(f: FlowKind) -> &'static str {
-    match f {
-        FlowKind::None => "none",
-        FlowKind::LeakyBucket => "leaky-bucket",
-        FlowKind::PacketPair => "packet-pair",
-        FlowKind::Window => "window",
-    }
+fn flow_name(f: FlowKind) -> String {
+    f.to_string()
 }
 
 fn parse_burst(s: &str) -> Result<GilbertElliott, String> {
@@ -257,13 +256,16 @@ pub(crate) fn run(a: SimArgs) -> CliResult {
         seed: a.seed,
         vcs,
         time_limit: a.time_limit,
-        series_interval: a.series.as_ref().map(|_| a.interval),
+        series_interval: (a.series.is_some() || a.plot.is_some()).then_some(a.interval),
     };
     let wall = WallInstant::now();
     let report = scenario::run(&scenario).map_err(|e| e.to_string())?;
     let wall = wall.elapsed();
     if let Some(path) = &a.series {
         write_series(path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &a.plot {
+        draw(path, &scenario, &report)?;
     }
     if a.json {
         println!("{}", to_json(&scenario, &report, wall));
@@ -377,4 +379,62 @@ fn write_series(path: &std::path::Path, r: &Report) -> std::io::Result<()> {
         writeln!(f)?;
     }
     f.flush()
+}
+
+fn draw(path: &std::path::Path, s: &Scenario, r: &Report) -> CliResult {
+    use super::plot::{stacked, Panel, Series};
+    let name = |i: usize| format!("vc{} {} ({})", 32 + i, r.vcs[i].label, r.vcs[i].flow);
+    let per_vc = |f: &dyn Fn(&(f64, Option<f64>, Option<f64>, u64)) -> Option<f64>| {
+        (0..r.vcs.len())
+            .map(|i| Series {
+                label: name(i),
+                points: r
+                    .series
+                    .iter()
+                    .filter_map(|row| f(&row.vcs[i]).map(|y| (row.t, y)))
+                    .collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect::<Vec<_>>()
+    };
+    let mut panels = vec![Panel {
+        y_label: "delivered, Mbit/s".into(),
+        series: per_vc(&|v| Some(v.0 / 1e6)),
+    }];
+    let est = per_vc(&|v| v.2.map(|x| x / 1e6));
+    if !est.is_empty() {
+        panels.push(Panel {
+            y_label: "sending rate set, Mbit/s".into(),
+            series: est,
+        });
+    }
+    let win = per_vc(&|v| v.1);
+    if !win.is_empty() {
+        panels.push(Panel {
+            y_label: "window, TPDUs".into(),
+            series: win,
+        });
+    }
+    let mut queue = per_vc(&|v| Some(v.3 as f64));
+    queue.push(Series {
+        label: "total".into(),
+        points: r
+            .series
+            .iter()
+            .map(|row| (row.t, row.queue_frames as f64))
+            .collect(),
+    });
+    panels.push(Panel {
+        y_label: "bottleneck queue, frames".into(),
+        series: queue,
+    });
+    let title = format!(
+        "{} VC(s), {:.0} Mbit/s {} bottleneck, RTT {} ms, loss {:.1}%",
+        r.vcs.len(),
+        s.rate_bps as f64 / 1e6,
+        if s.round_robin { "round-robin" } else { "FIFO" },
+        s.rtt.as_secs_f64() * 1e3,
+        s.loss * 100.0
+    );
+    stacked(path, &title, "time, s", &panels)
 }

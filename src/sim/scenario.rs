@@ -321,12 +321,15 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             _ => continue,
         };
         let start = Instant::ZERO + spec.start;
+        // A VC that finished is measured to its last delivery; one still running at
+        // the end of the run, to the end of the run.
+        let done = tx.psb.is_finished() && rx.psb.is_finished();
         let (goodput_bps, finished_at) = match sink.span() {
-            Some((_, last)) => (
+            Some((_, last)) if done => (
                 goodput(sink.delivered(), last - start),
                 Some(last - Instant::ZERO),
             ),
-            None => (0.0, None),
+            _ => (goodput(sink.delivered(), sim.now() - start), None),
         };
         vcs.push(VcReport {
             label: spec.label.clone(),
