@@ -35,7 +35,7 @@ fn mean_rate(r: &Report, i: usize, from: f64, to: f64) -> f64 {
         .series
         .iter()
         .filter(|row| row.t > from && row.t <= to)
-        .map(|row| row.vcs[i].0)
+        .map(|row| row.vcs[i].rate_bps)
         .collect();
     rows.iter().sum::<f64>() / rows.len().max(1) as f64
 }

@@ -75,7 +75,7 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
         "time", "guaranteed Mbit/s", "reliable Mbit/s", "best-effort Mbit/s", "queue"
     );
     let report = run_observed(&s, |row| {
-        let cell = |i: usize| row.vcs.get(i).map_or(0.0, |v| v.0 / 1e6);
+        let cell = |i: usize| row.vcs.get(i).map_or(0.0, |v| v.rate_bps / 1e6);
         println!(
             "{:>6.2}s  {:>22.2}  {:>22.2}  {:>22.2}  {:>6}",
             row.t,

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::units;
 use super::CliResult;
-use natm::sim::scenario::{self, Report, Scenario, VcSpec};
+use natm::sim::scenario::{self, Report, Scenario, VcPoint, VcSpec};
 use natm::sim::{FrameOverhead, GilbertElliott};
 use natm::transport::{FlowKind, Semantics, TransportConfig};
 use natm::wire::qos::Qos;
@@ -372,9 +372,15 @@ fn write_series(path: &std::path::Path, r: &Report) -> std::io::Result<()> {
     writeln!(f)?;
     for row in &r.series {
         write!(f, "{:.6},{}", row.t, row.queue_frames)?;
-        for (rate, w, est, q) in &row.vcs {
-            let opt = |x: &Option<f64>| x.map(|v| format!("{v:.3}")).unwrap_or_default();
-            write!(f, ",{rate:.0},{},{},{q}", opt(w), opt(est))?;
+        for v in &row.vcs {
+            let opt = |x: Option<f64>| x.map(|v| format!("{v:.3}")).unwrap_or_default();
+            let (rate, q) = (v.rate_bps, v.queue_frames);
+            write!(
+                f,
+                ",{rate:.0},{},{},{q}",
+                opt(v.window),
+                opt(v.rate_set_bps)
+            )?;
         }
         writeln!(f)?;
     }
@@ -384,7 +390,7 @@ fn write_series(path: &std::path::Path, r: &Report) -> std::io::Result<()> {
 fn draw(path: &std::path::Path, s: &Scenario, r: &Report) -> CliResult {
     use super::plot::{stacked, Panel, Series};
     let name = |i: usize| format!("vc{} {} ({})", 32 + i, r.vcs[i].label, r.vcs[i].flow);
-    let per_vc = |f: &dyn Fn(&(f64, Option<f64>, Option<f64>, u64)) -> Option<f64>| {
+    let per_vc = |f: &dyn Fn(&VcPoint) -> Option<f64>| {
         (0..r.vcs.len())
             .map(|i| Series {
                 label: name(i),
@@ -399,23 +405,23 @@ fn draw(path: &std::path::Path, s: &Scenario, r: &Report) -> CliResult {
     };
     let mut panels = vec![Panel {
         y_label: "delivered, Mbit/s".into(),
-        series: per_vc(&|v| Some(v.0 / 1e6)),
+        series: per_vc(&|v| Some(v.rate_bps / 1e6)),
     }];
-    let est = per_vc(&|v| v.2.map(|x| x / 1e6));
+    let est = per_vc(&|v| v.rate_set_bps.map(|x| x / 1e6));
     if !est.is_empty() {
         panels.push(Panel {
             y_label: "sending rate set, Mbit/s".into(),
             series: est,
         });
     }
-    let win = per_vc(&|v| v.1);
+    let win = per_vc(&|v| v.window);
     if !win.is_empty() {
         panels.push(Panel {
             y_label: "window, TPDUs".into(),
             series: win,
         });
     }
-    let mut queue = per_vc(&|v| Some(v.3 as f64));
+    let mut queue = per_vc(&|v| Some(v.queue_frames as f64));
     queue.push(Series {
         label: "total".into(),
         points: r

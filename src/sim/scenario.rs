@@ -136,17 +136,28 @@ pub struct VcReport {
     pub srtt: Duration,
 }
 
-/// One row of the time series: time, bottleneck queue, and per VC its delivered rate
-/// and its flow controller's window or rate.
+/// One VC at one sample of the time series.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VcPoint {
+    /// Rate delivered to the application over the last interval, bit/s.
+    pub rate_bps: f64,
+    /// The flow controller's window, TPDUs, if it keeps one.
+    pub window: Option<f64>,
+    /// The flow controller's sending rate, bit/s, if it sets one.
+    pub rate_set_bps: Option<f64>,
+    /// Frames of this VC queued at the bottleneck.
+    pub queue_frames: u64,
+}
+
+/// One row of the time series: time, bottleneck queue, and each VC.
 #[derive(Debug, Clone)]
 pub struct SeriesRow {
     /// Seconds since the start.
     pub t: f64,
     /// Frames queued at the bottleneck.
     pub queue_frames: u64,
-    /// Per VC: (delivered rate bit/s over the last interval, window in TPDUs, rate
-    /// estimate bit/s, frames of this VC queued at the bottleneck).
-    pub vcs: Vec<(f64, Option<f64>, Option<f64>, u64)>,
+    /// Per VC, in the scenario's order.
+    pub vcs: Vec<VcPoint>,
 }
 
 /// The outcome of a run.
@@ -295,7 +306,12 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
                     .link(bottleneck)
                     .vc_stats(id)
                     .map_or(0, |v| v.queue_frames);
-                vcs.push((rate, w, r, q));
+                vcs.push(VcPoint {
+                    rate_bps: rate,
+                    window: w,
+                    rate_set_bps: r,
+                    queue_frames: q,
+                });
             }
             let row = SeriesRow {
                 t: t.as_secs_f64(),
