@@ -1,0 +1,438 @@
+//! One duplex connection in the engine: a UDP socket carrying two simplex VCs (seed
+//! 000 §5.3: "duplex service is provided by ulib, which opens and manages two simplex
+//! transport connections"), each with its PSB, its lock and its condition variable.
+//!
+//! Who reads the socket: whichever thread needs progress and can take the connection's
+//! read role — the application thread blocked in `recv` (so a message crosses no more
+//! thread hand-offs than raw UDP: the kernel wakes the application itself), or the
+//! engine's driver thread when no application thread is reading. Frames for either VC
+//! are processed by whoever read them.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::link::{put_vc_header, vc_of, UdpLink, VC_HEADER_LEN};
+use super::Engine;
+use crate::sched::Level;
+use crate::time::Instant;
+use crate::transport::{AbortReason, Event, Psb};
+
+/// The VCI of the VC from the connecting side to the accepting side, and back. In
+/// direct mode each connection has its own socket pair, so VCIs need only be unique
+/// per connection; sigd allocates them per link.
+pub(crate) const VCI_FORWARD: u16 = 32;
+/// The VCI of the VC from the accepting side to the connecting side.
+pub(crate) const VCI_BACKWARD: u16 = 33;
+
+/// Largest datagram the engine reads.
+pub(crate) const MAX_DATAGRAM: usize = 65_535 + VC_HEADER_LEN;
+
+/// One simplex VC end with what the application is waiting for.
+#[derive(Debug)]
+pub(crate) struct End {
+    pub(crate) psb: Psb,
+    pub(crate) vci: u16,
+    pub(crate) connected: bool,
+    pub(crate) connect_failed: bool,
+    pub(crate) peer_closed: bool,
+    pub(crate) closed: bool,
+    pub(crate) aborted: Option<AbortReason>,
+    /// A message being gathered for `recv`.
+    pub(crate) partial: Vec<u8>,
+    pub(crate) in_message: bool,
+    pub(crate) waker: Option<std::task::Waker>,
+    out: Vec<u8>,
+}
+
+impl End {
+    pub(crate) fn new(psb: Psb, vci: u16) -> End {
+        End {
+            psb,
+            vci,
+            connected: false,
+            connect_failed: false,
+            peer_closed: false,
+            closed: false,
+            aborted: None,
+            partial: Vec::new(),
+            in_message: false,
+            waker: None,
+            out: Vec::with_capacity(MAX_DATAGRAM),
+        }
+    }
+
+    /// Whether the end is finished, in order or not.
+    pub(crate) fn finished(&self) -> bool {
+        self.aborted.is_some() || self.connect_failed || self.psb.is_finished()
+    }
+}
+
+/// Counters of frames the connection refused before any PSB saw them.
+#[derive(Debug, Default)]
+pub(crate) struct LinkCounters {
+    pub(crate) not_natm: AtomicU64,
+    pub(crate) unknown_vc: AtomicU64,
+    pub(crate) bad_source: AtomicU64,
+    pub(crate) send_errors: AtomicU64,
+    pub(crate) datagrams_in: AtomicU64,
+    pub(crate) datagrams_out: AtomicU64,
+    pub(crate) held_by_watermark: AtomicU64,
+}
+
+/// A duplex connection.
+#[derive(Debug)]
+pub(crate) struct Conn {
+    pub(crate) token: usize,
+    pub(crate) link: UdpLink,
+    tx_vci: u16,
+    rx_vci: u16,
+    /// Where to send while the socket is not yet connected (client handshake).
+    peer: Mutex<Option<SocketAddr>>,
+    sock_connected: AtomicBool,
+    pub(crate) tx: Mutex<End>,
+    pub(crate) tx_cv: Condvar,
+    pub(crate) rx: Mutex<End>,
+    pub(crate) rx_cv: Condvar,
+    reading: AtomicBool,
+    pending: AtomicBool,
+    dropped: AtomicBool,
+    tx_deadline: AtomicU64,
+    rx_deadline: AtomicU64,
+    pub(crate) level: Level,
+    pub(crate) weight: u32,
+    pub(crate) counters: LinkCounters,
+}
+
+/// Which end of a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Which {
+    Tx,
+    Rx,
+}
+
+fn lock(m: &Mutex<End>) -> MutexGuard<'_, End> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Conn {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        token: usize,
+        link: UdpLink,
+        peer: Option<SocketAddr>,
+        tx: End,
+        rx: End,
+        level: Level,
+        weight: u32,
+    ) -> Conn {
+        let connected = peer.is_none();
+        Conn {
+            token,
+            link,
+            tx_vci: tx.vci,
+            rx_vci: rx.vci,
+            peer: Mutex::new(peer),
+            sock_connected: AtomicBool::new(connected),
+            tx: Mutex::new(tx),
+            tx_cv: Condvar::new(),
+            rx: Mutex::new(rx),
+            rx_cv: Condvar::new(),
+            reading: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
+            dropped: AtomicBool::new(false),
+            tx_deadline: AtomicU64::new(u64::MAX),
+            rx_deadline: AtomicU64::new(u64::MAX),
+            level,
+            weight,
+            counters: LinkCounters::default(),
+        }
+    }
+
+    pub(crate) fn end(&self, w: Which) -> (MutexGuard<'_, End>, &Condvar) {
+        match w {
+            Which::Tx => (lock(&self.tx), &self.tx_cv),
+            Which::Rx => (lock(&self.rx), &self.rx_cv),
+        }
+    }
+
+    /// The earliest timer of either end, nanoseconds of engine time.
+    pub(crate) fn deadline(&self) -> u64 {
+        self.tx_deadline
+            .load(Ordering::Acquire)
+            .min(self.rx_deadline.load(Ordering::Acquire))
+    }
+
+    // ---- the read role ---------------------------------------------------------------
+
+    fn try_read_role(&self) -> bool {
+        self.reading
+            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
+    }
+
+    fn release_read_role(&self, eng: &Engine, buf: &mut [u8]) {
+        loop {
+            self.reading.store(false, Ordering::SeqCst);
+            // Someone found the socket readable while we held the role: drain for them.
+            if !self.pending.swap(false, Ordering::SeqCst) || !self.try_read_role() {
+                return;
+            }
+            self.drain(eng, buf);
+        }
+    }
+
+    /// The driver saw the socket readable.
+    pub(crate) fn on_readable(&self, eng: &Engine, buf: &mut [u8]) {
+        if self.try_read_role() {
+            self.drain(eng, buf);
+            self.release_read_role(eng, buf);
+        } else {
+            self.pending.store(true, Ordering::SeqCst);
+            // The holder may have released just before we set the flag.
+            if self.try_read_role() {
+                self.pending.store(false, Ordering::SeqCst);
+                self.drain(eng, buf);
+                self.release_read_role(eng, buf);
+            }
+        }
+    }
+
+    /// Whether the receive side is over its high watermark: stop reading, so the
+    /// kernel sheds the excess before any work is spent on it (seed 000 §6.2.2).
+    fn over_watermark(&self, eng: &Engine) -> bool {
+        match eng.cfg.watermarks {
+            Some(w) => lock(&self.rx).psb.readable() > w.high,
+            None => false,
+        }
+    }
+
+    /// Process every datagram queued on the socket now. Requires the read role.
+    fn drain(&self, eng: &Engine, buf: &mut [u8]) {
+        loop {
+            if self.over_watermark(eng) {
+                self.counters
+                    .held_by_watermark
+                    .fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+            match self.link.recv_now(buf) {
+                Ok((n, from)) => self.on_datagram(eng, &buf[..n], from),
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Process whatever is queued on the socket now, if no one else is reading.
+    pub(crate) fn read_now(&self, eng: &Engine, buf: &mut [u8]) {
+        if self.try_read_role() {
+            self.drain(eng, buf);
+            self.release_read_role(eng, buf);
+        }
+    }
+
+    /// The application dropped its handle; the engine forgets the connection once
+    /// both VCs have finished.
+    pub(crate) fn mark_dropped(&self, eng: &Engine) {
+        self.dropped.store(true, Ordering::SeqCst);
+        if self.collectable() {
+            eng.remove_conn(self.token);
+        }
+    }
+
+    /// Dropped by the application and finished in both directions.
+    pub(crate) fn collectable(&self) -> bool {
+        self.dropped.load(Ordering::SeqCst)
+            && lock(&self.tx).finished()
+            && lock(&self.rx).finished()
+    }
+
+    /// Read as an application thread: block up to the read slice for one datagram
+    /// (or spin, in busy-poll mode), then drain. Returns false if another thread
+    /// holds the read role.
+    pub(crate) fn read_as_app(&self, eng: &Engine, buf: &mut [u8]) -> bool {
+        if !self.try_read_role() {
+            return false;
+        }
+        if !self.over_watermark(eng) {
+            if eng.cfg.busy_poll {
+                let until = std::time::Instant::now() + super::link::READ_SLICE;
+                while std::time::Instant::now() < until {
+                    if let Ok((n, from)) = self.link.recv_now(buf) {
+                        self.on_datagram(eng, &buf[..n], from);
+                        break;
+                    }
+                    std::hint::spin_loop();
+                }
+            } else if let Ok((n, from)) = self.link.recv_blocking(buf) {
+                self.on_datagram(eng, &buf[..n], Some(from));
+            }
+            self.drain(eng, buf);
+        }
+        self.release_read_role(eng, buf);
+        true
+    }
+
+    /// One datagram arrived on the socket.
+    pub(crate) fn on_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) {
+        self.counters.datagrams_in.fetch_add(1, Ordering::Relaxed);
+        let Some(vci) = vc_of(d) else {
+            self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
+            return;
+        };
+        let which = match vci {
+            v if v == self.tx_vci => Which::Tx,
+            v if v == self.rx_vci => Which::Rx,
+            _ => {
+                self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
+                return;
+            }
+        };
+        let now = eng.clock.now();
+        let (mut end, cv) = self.end(which);
+        end.psb
+            .handle_frame(now, Bytes::copy_from_slice(&d[VC_HEADER_LEN..]));
+        // Client handshake: the accepting side answers from the connection's own
+        // socket; once a valid answer (right cookie) arrives, pin the socket to it.
+        if !self.sock_connected.load(Ordering::Acquire) && end.psb.status().connected {
+            if let Some(src) = from {
+                if self.link.connect(src).is_ok() {
+                    *self.peer.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                    self.sock_connected.store(true, Ordering::Release);
+                }
+            } else {
+                self.counters.bad_source.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.after(eng, which, &mut end, cv, now, usize::MAX);
+    }
+
+    /// After any input to an end: send what it has (up to `max` TPDUs), note its
+    /// events, re-arm its timer, and wake whoever waits on it. Returns TPDUs sent.
+    pub(crate) fn after(
+        &self,
+        eng: &Engine,
+        which: Which,
+        end: &mut End,
+        cv: &Condvar,
+        now: Instant,
+        max: usize,
+    ) -> usize {
+        let mut sent = 0;
+        let peer = *self.peer.lock().unwrap_or_else(|p| p.into_inner());
+        while sent < max {
+            let Some(t) = end.psb.poll_transmit(now) else {
+                break;
+            };
+            end.out.clear();
+            put_vc_header(&mut end.out, end.vci);
+            t.write_to(&mut end.out);
+            match self.link.send(&end.out, peer) {
+                Ok(()) => {
+                    self.counters.datagrams_out.fetch_add(1, Ordering::Relaxed);
+                }
+                Err(_) => {
+                    self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            sent += 1;
+        }
+        let mut woke = false;
+        while let Some(e) = end.psb.poll_event() {
+            woke = true;
+            match e {
+                Event::Connected => end.connected = true,
+                Event::ConnectFailed => end.connect_failed = true,
+                Event::PeerClosed => end.peer_closed = true,
+                Event::Closed => end.closed = true,
+                Event::Aborted(r) => end.aborted = Some(r),
+                Event::Writable | Event::Readable => {}
+            }
+        }
+        let deadline = end.psb.poll_timeout().map_or(u64::MAX, |t| t.as_nanos());
+        match which {
+            Which::Tx => self.tx_deadline.store(deadline, Ordering::Release),
+            Which::Rx => self.rx_deadline.store(deadline, Ordering::Release),
+        }
+        if deadline != u64::MAX {
+            eng.arm(self.token, deadline);
+        }
+        if woke || end.psb.readable() > 0 || end.psb.send_capacity() > 0 {
+            cv.notify_all();
+            if let Some(w) = end.waker.take() {
+                w.wake();
+            }
+        }
+        sent
+    }
+
+    /// Timers: run the PSB timers of each end that is due.
+    pub(crate) fn on_timer(&self, eng: &Engine, now: Instant) {
+        for which in [Which::Tx, Which::Rx] {
+            let due = match which {
+                Which::Tx => self.tx_deadline.load(Ordering::Acquire),
+                Which::Rx => self.rx_deadline.load(Ordering::Acquire),
+            };
+            if due <= now.as_nanos() {
+                let (mut end, cv) = self.end(which);
+                end.psb.handle_timeout(now);
+                self.after(eng, which, &mut end, cv, now, usize::MAX);
+            }
+        }
+    }
+
+    /// Send up to `max` TPDUs of deferred work (the scheduler's task). Returns the
+    /// work done.
+    pub(crate) fn task(&self, eng: &Engine, max: u32) -> u32 {
+        let now = eng.clock.now();
+        let mut done = 0;
+        for which in [Which::Rx, Which::Tx] {
+            let (mut end, cv) = self.end(which);
+            done += self.after(eng, which, &mut end, cv, now, (max - done) as usize) as u32;
+            if done >= max {
+                break;
+            }
+        }
+        done
+    }
+
+    /// Wait (as an application thread) until `cond` holds for one end, reading the
+    /// socket when no one else is. `None` timeout: forever.
+    pub(crate) fn wait<R>(
+        &self,
+        eng: &Engine,
+        which: Which,
+        timeout: Option<Duration>,
+        mut cond: impl FnMut(&mut End) -> Option<R>,
+    ) -> Option<R> {
+        let until = timeout.map(|t| std::time::Instant::now() + t);
+        let mut buf = eng.take_buffer();
+        let out = loop {
+            {
+                let (mut end, _) = self.end(which);
+                if let Some(r) = cond(&mut end) {
+                    break Some(r);
+                }
+            }
+            if until.is_some_and(|u| std::time::Instant::now() >= u) {
+                break None;
+            }
+            if !self.read_as_app(eng, &mut buf) {
+                let (mut end, cv) = self.end(which);
+                if let Some(r) = cond(&mut end) {
+                    break Some(r);
+                }
+                let slice =
+                    super::link::READ_SLICE.min(until.map_or(super::link::READ_SLICE, |u| {
+                        u.saturating_duration_since(std::time::Instant::now())
+                    }));
+                let _ = cv.wait_timeout(end, slice);
+            }
+        };
+        eng.give_buffer(buf);
+        out
+    }
+}

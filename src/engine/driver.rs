@@ -1,0 +1,141 @@
+//! The driver thread: sleeps in epoll until a socket is readable, a timer is due, or
+//! work is handed to it, then runs timers and the task scheduler. It never polls on a
+//! period (seed 000 §7).
+
+use std::cmp::Reverse;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::{Engine, WAKER_TOKEN};
+
+/// Most TPDUs the scheduler sends per wake-up before it looks at sockets and timers
+/// again.
+const ROUNDS_PER_WAKE: usize = 64;
+
+pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
+    let mut events = mio::Events::with_capacity(256);
+    let mut buf = vec![0u8; super::MAX_DATAGRAM];
+    loop {
+        let Some(eng) = weak.upgrade() else { return };
+        if eng.shutdown.load(Ordering::SeqCst) {
+            return;
+        }
+        let timeout = next_timeout(&eng);
+        let now = eng.clock.now().as_nanos();
+        let until = timeout.map_or(u64::MAX, |t| now.saturating_add(t.as_nanos() as u64));
+        eng.sleep_until.store(until.max(1), Ordering::Release);
+        // Do not keep the engine alive while asleep.
+        drop(eng);
+        let r = poll.poll(&mut events, timeout);
+        let Some(eng) = weak.upgrade() else { return };
+        eng.sleep_until.store(0, Ordering::Release);
+        if r.is_err() {
+            continue;
+        }
+        for ev in events.iter() {
+            let token = ev.token().0;
+            if token == WAKER_TOKEN {
+                continue;
+            }
+            on_readable(&eng, token, &mut buf);
+        }
+        run_timers(&eng);
+        run_tasks(&eng);
+    }
+}
+
+fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut [u8]) {
+    let conn = eng
+        .conns
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&token)
+        .cloned();
+    if let Some(c) = conn {
+        c.on_readable(eng, buf);
+        return;
+    }
+    let listener = eng
+        .listeners
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .get(&token)
+        .cloned();
+    if let Some(l) = listener {
+        l.drain(eng, buf);
+    }
+}
+
+fn next_timeout(eng: &Engine) -> Option<Duration> {
+    if !eng
+        .sched
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .is_idle()
+    {
+        return Some(Duration::ZERO);
+    }
+    let top = eng
+        .timers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .peek()
+        .map(|Reverse((t, _))| *t)?;
+    let now = eng.clock.now().as_nanos();
+    Some(Duration::from_nanos(top.saturating_sub(now)))
+}
+
+fn run_timers(eng: &Arc<Engine>) {
+    let now = eng.clock.now();
+    loop {
+        let token = {
+            let mut heap = eng.timers.lock().unwrap_or_else(|p| p.into_inner());
+            match heap.peek() {
+                Some(Reverse((t, _))) if *t <= now.as_nanos() => {}
+                _ => return,
+            }
+            let Some(Reverse((_, token))) = heap.pop() else {
+                return;
+            };
+            token
+        };
+        let conn = eng
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&token)
+            .cloned();
+        // A stale entry (the deadline moved later) is re-armed by `after`.
+        if let Some(c) = conn {
+            if c.deadline() <= now.as_nanos() {
+                c.on_timer(eng, now);
+                if c.collectable() {
+                    eng.remove_conn(c.token);
+                }
+            } else if c.deadline() != u64::MAX {
+                eng.arm(c.token, c.deadline());
+            }
+        }
+    }
+}
+
+fn run_tasks(eng: &Arc<Engine>) {
+    for _ in 0..ROUNDS_PER_WAKE {
+        let mut sched = eng.sched.lock().unwrap_or_else(|p| p.into_inner());
+        if sched.is_idle() {
+            return;
+        }
+        // Tasks run without the scheduler lock held by anyone else's benefit: an
+        // application thread asking `pending_above` waits for at most one round.
+        sched.run(|token, max| {
+            let conn = eng
+                .conns
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&token)
+                .cloned();
+            conn.map_or(0, |c| c.task(eng, max))
+        });
+    }
+}

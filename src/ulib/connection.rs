@@ -1,0 +1,482 @@
+//! Listeners and duplex connections.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::{Error, Resolved, WouldBlock};
+use crate::engine::{Conn, End, Engine, ListenerShared, UdpLink, Which, VCI_BACKWARD, VCI_FORWARD};
+use crate::flow;
+use crate::transport::{Psb, PsbStats, RecvError, SendError, TransportConfig};
+
+/// A listening endpoint: callers' connections queue here until accepted.
+#[derive(Debug)]
+pub struct Listener {
+    eng: Arc<Engine>,
+    shared: Arc<ListenerShared>,
+}
+
+impl Listener {
+    pub(super) fn bind(eng: Arc<Engine>, addr: SocketAddr, r: Resolved) -> Result<Listener, Error> {
+        let link =
+            UdpLink::bind(addr, eng.cfg.socket_rcvbuf, eng.cfg.socket_sndbuf).map_err(Error::Io)?;
+        let token = eng.token();
+        let shared = Arc::new(ListenerShared::new(
+            token,
+            link,
+            r.cfg.clone(),
+            r.cfg,
+            r.level,
+            r.weight,
+        ));
+        eng.register(shared.link.raw_fd(), token)
+            .map_err(Error::Io)?;
+        eng.listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(token, shared.clone());
+        Ok(Listener { eng, shared })
+    }
+
+    /// The address callers connect to.
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.shared.link.local_addr().map_err(Error::Io)
+    }
+
+    /// Wait for the next caller.
+    pub fn accept(&self) -> Result<Connection, Error> {
+        self.accept_timeout(None)
+    }
+
+    /// Wait up to `timeout` for the next caller.
+    pub fn accept_timeout(&self, timeout: Option<Duration>) -> Result<Connection, Error> {
+        let until = timeout.map(|t| std::time::Instant::now() + t);
+        let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        loop {
+            if let Some(c) = q.pop_front() {
+                return Ok(Connection::from_conn(self.eng.clone(), c));
+            }
+            let wait = match until {
+                Some(u) => {
+                    let left = u.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        return Err(Error::TimedOut);
+                    }
+                    left
+                }
+                None => Duration::from_secs(1),
+            };
+            q = self
+                .shared
+                .queue_cv
+                .wait_timeout(q, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// The next caller if one is waiting.
+    pub fn try_accept(&self) -> Result<Connection, Error> {
+        self.accept_timeout(Some(Duration::ZERO))
+            .map_err(|_| Error::WouldBlock(WouldBlock::Empty))
+    }
+
+    /// Connection requests refused because the accept backlog was full.
+    pub fn backlog_drops(&self) -> u64 {
+        self.shared.counters.backlog_full.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.eng.deregister(self.shared.link.raw_fd());
+        self.eng
+            .listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.shared.token);
+    }
+}
+
+/// Counters of both VCs of a connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnStats {
+    /// The sending VC.
+    pub tx: PsbStats,
+    /// The receiving VC.
+    pub rx: PsbStats,
+    /// Smoothed RTT of the sending VC.
+    pub srtt: Duration,
+    /// Flow controller's rate on the sending VC, bit/s, if it sets one.
+    pub rate_bps: Option<u64>,
+    /// Flow controller's window on the sending VC, TPDUs, if it keeps one.
+    pub window: Option<u64>,
+    /// Datagrams refused before reaching a VC: not natm, unknown VC.
+    pub refused_frames: u64,
+    /// Times the receive side stopped reading at its high watermark.
+    pub watermark_holds: u64,
+    /// Datagrams the socket failed to send.
+    pub send_errors: u64,
+}
+
+/// A duplex connection: two simplex VCs.
+#[derive(Debug)]
+pub struct Connection {
+    eng: Arc<Engine>,
+    conn: Arc<Conn>,
+}
+
+fn map_send(e: SendError) -> Error {
+    match e {
+        SendError::WindowFull => Error::WouldBlock(WouldBlock::WindowFull),
+        SendError::OverRate => Error::WouldBlock(WouldBlock::OverRate),
+        SendError::MessageTooLarge { size, max } => Error::MessageTooLarge { size, max },
+        SendError::Closed | SendError::NotSender => Error::Closed,
+        SendError::Aborted(r) => Error::Aborted(r),
+    }
+}
+
+fn end_error(e: &End) -> Option<Error> {
+    if let Some(r) = e.aborted {
+        return Some(Error::Aborted(r));
+    }
+    if e.connect_failed {
+        return Some(Error::Refused);
+    }
+    None
+}
+
+impl Connection {
+    pub(super) fn from_conn(eng: Arc<Engine>, conn: Arc<Conn>) -> Connection {
+        Connection { eng, conn }
+    }
+
+    pub(super) fn connect(
+        eng: Arc<Engine>,
+        addr: SocketAddr,
+        r: Resolved,
+        timeout: Duration,
+    ) -> Result<Connection, Error> {
+        let local: SocketAddr = if addr.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let link = UdpLink::bind(local, eng.cfg.socket_rcvbuf, eng.cfg.socket_sndbuf)
+            .map_err(Error::Io)?;
+        let cookie = random_cookie();
+        let tx_cfg = TransportConfig {
+            cookie: Some(cookie),
+            isn: random_cookie(),
+            ..r.cfg.clone()
+        };
+        let rx_cfg = TransportConfig {
+            cookie: Some(cookie),
+            ..r.cfg
+        };
+        let now = eng.clock.now();
+        let tx = Psb::connect(tx_cfg.clone(), flow::build(tx_cfg.flow, &tx_cfg), now);
+        let rx = Psb::listen(rx_cfg);
+        let conn = Arc::new(Conn::new(
+            eng.token(),
+            link,
+            Some(addr),
+            End::new(tx, VCI_FORWARD),
+            End::new(rx, VCI_BACKWARD),
+            r.level,
+            r.weight,
+        ));
+        eng.add_conn(conn.clone()).map_err(Error::Io)?;
+        {
+            let (mut tx, cv) = conn.end(Which::Tx);
+            conn.after(&eng, Which::Tx, &mut tx, cv, now, usize::MAX);
+        }
+        let c = Connection {
+            eng: eng.clone(),
+            conn,
+        };
+        // Both VCs up: ours (the accept) and the one the peer opens back.
+        let up = c.conn.wait(&eng, Which::Tx, Some(timeout), |e| {
+            (e.connected || e.connect_failed || e.aborted.is_some()).then_some(())
+        });
+        if up.is_none() {
+            return Err(Error::Unreachable(addr));
+        }
+        if let Some(e) = end_error(&c.conn.end(Which::Tx).0) {
+            return Err(e);
+        }
+        let back = c.conn.wait(&eng, Which::Rx, Some(timeout), |e| {
+            (e.connected || e.aborted.is_some()).then_some(())
+        });
+        if back.is_none() {
+            return Err(Error::Unreachable(addr));
+        }
+        Ok(c)
+    }
+
+    fn flush_tx(&self, end: &mut End, cv: &std::sync::Condvar) {
+        // Inline from the application's thread unless higher-priority work waits for
+        // the scheduler (seed 000 §5.1's priorities kept, the scheduler's hop saved).
+        if self.eng.pending_above(self.conn.level) {
+            self.eng.defer(&self.conn);
+        } else {
+            let now = self.eng.clock.now();
+            self.conn
+                .after(&self.eng, Which::Tx, end, cv, now, usize::MAX);
+        }
+    }
+
+    /// Send one message, blocking while the window is full or the rate is exceeded.
+    pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
+        let mut off = 0;
+        loop {
+            {
+                let (mut tx, cv) = self.conn.end(Which::Tx);
+                if let Some(e) = end_error(&tx) {
+                    return Err(e);
+                }
+                match tx.psb.send(&msg[off..], true) {
+                    Ok(n) => off += n,
+                    Err(SendError::WindowFull | SendError::OverRate) => {}
+                    Err(e) => return Err(map_send(e)),
+                }
+                self.flush_tx(&mut tx, cv);
+                if off == msg.len() {
+                    return Ok(());
+                }
+            }
+            self.conn.wait(&self.eng, Which::Tx, None, |e| {
+                (e.psb.send_capacity() > 0 || e.finished()).then_some(())
+            });
+        }
+    }
+
+    /// Send one message if it fits now, else [`Error::WouldBlock`] (window full or
+    /// over rate) with nothing taken.
+    pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
+        let (mut tx, cv) = self.conn.end(Which::Tx);
+        if let Some(e) = end_error(&tx) {
+            return Err(e);
+        }
+        if tx.psb.send_capacity() < msg.len() {
+            let why = if tx.psb.flow().over_rate() {
+                WouldBlock::OverRate
+            } else {
+                WouldBlock::WindowFull
+            };
+            return Err(Error::WouldBlock(why));
+        }
+        tx.psb.send(msg, true).map_err(map_send)?;
+        self.flush_tx(&mut tx, cv);
+        Ok(())
+    }
+
+    /// Take the next whole message out of the receive end, if one is complete.
+    fn take_message(e: &mut End) -> Result<Option<Vec<u8>>, Error> {
+        loop {
+            match e.psb.recv_chunk() {
+                Ok(Some(c)) => {
+                    if c.start {
+                        e.partial.clear();
+                        e.in_message = true;
+                    }
+                    e.partial.extend_from_slice(&c.data);
+                    if c.end
+                        || e.psb.params().is_some_and(|p| {
+                            p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0
+                        })
+                    {
+                        e.in_message = false;
+                        return Ok(Some(std::mem::take(&mut e.partial)));
+                    }
+                }
+                Ok(None) => return Ok(None),
+                Err(RecvError::Aborted(r)) => return Err(Error::Aborted(r)),
+                Err(RecvError::NotReceiver) => return Err(Error::Closed),
+            }
+        }
+    }
+
+    fn recv_inner(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>, Error> {
+        let r = self.conn.wait(
+            &self.eng,
+            Which::Rx,
+            timeout,
+            |e| match Self::take_message(e) {
+                Ok(Some(m)) => Some(Ok(Some(m))),
+                Err(err) => Some(Err(err)),
+                Ok(None) if e.peer_closed && e.psb.readable() == 0 => Some(Ok(None)),
+                Ok(None) => end_error(e).map(Err),
+            },
+        );
+        r.unwrap_or(Err(Error::TimedOut))
+    }
+
+    /// Receive the next whole message, blocking; `None` once the peer has closed and
+    /// everything it sent has been delivered.
+    pub fn recv(&self) -> Result<Option<Vec<u8>>, Error> {
+        self.recv_inner(None)
+    }
+
+    /// As [`Connection::recv`], giving up after `timeout`.
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>, Error> {
+        self.recv_inner(Some(timeout))
+    }
+
+    /// The next whole message if one is complete now.
+    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, Error> {
+        let mut buf = self.eng.take_buffer();
+        // Give anything already queued in the socket a chance first.
+        self.conn.read_now(&self.eng, &mut buf);
+        self.eng.give_buffer(buf);
+        let (mut rx, _) = self.conn.end(Which::Rx);
+        match Self::take_message(&mut rx)? {
+            Some(m) => Ok(Some(m)),
+            None if rx.peer_closed => Ok(None),
+            None => Err(end_error(&rx).unwrap_or(Error::WouldBlock(WouldBlock::Empty))),
+        }
+    }
+
+    /// Close the sending VC in order: everything sent is still delivered. Receiving
+    /// continues until the peer closes too.
+    pub fn close(&self) {
+        let (mut tx, cv) = self.conn.end(Which::Tx);
+        tx.psb.close();
+        let now = self.eng.clock.now();
+        self.conn
+            .after(&self.eng, Which::Tx, &mut tx, cv, now, usize::MAX);
+    }
+
+    /// Abort both VCs at once; the peer sees "aborted".
+    pub fn abort(&self) {
+        let now = self.eng.clock.now();
+        for w in [Which::Tx, Which::Rx] {
+            let (mut e, cv) = self.conn.end(w);
+            e.psb.abort();
+            e.aborted
+                .get_or_insert(crate::transport::AbortReason::Local);
+            self.conn.after(&self.eng, w, &mut e, cv, now, usize::MAX);
+        }
+    }
+
+    /// Wait until the peer has everything sent before `close` (or `timeout`).
+    pub fn flush(&self, timeout: Duration) -> Result<(), Error> {
+        let done = self.conn.wait(&self.eng, Which::Tx, Some(timeout), |e| {
+            (e.psb.send_buffered() == 0 || e.closed || e.finished()).then_some(())
+        });
+        match done {
+            Some(()) => end_error(&self.conn.end(Which::Tx).0).map_or(Ok(()), Err),
+            None => Err(Error::TimedOut),
+        }
+    }
+
+    /// Change the sending rate within the bounds agreed at setup (seed 003 `set_qos`).
+    pub fn set_rate(&self, bps: u64) -> Result<(), Error> {
+        let (mut tx, _) = self.conn.end(Which::Tx);
+        tx.psb.set_rate(bps)?;
+        Ok(())
+    }
+
+    /// Counters of both VCs.
+    pub fn stats(&self) -> ConnStats {
+        let (tx, _) = self.conn.end(Which::Tx);
+        let (txs, srtt, rate, window) = (
+            tx.psb.stats().clone(),
+            tx.psb.rtt().srtt(),
+            tx.psb.flow().rate_bps().map(|r| r as u64),
+            tx.psb.flow().window().map(|w| w as u64),
+        );
+        drop(tx);
+        let rxs = self.conn.end(Which::Rx).0.psb.stats().clone();
+        let c = &self.conn.counters;
+        ConnStats {
+            tx: txs,
+            rx: rxs,
+            srtt,
+            rate_bps: rate,
+            window,
+            refused_frames: c.not_natm.load(Ordering::Relaxed)
+                + c.unknown_vc.load(Ordering::Relaxed),
+            watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
+            send_errors: c.send_errors.load(Ordering::Relaxed),
+        }
+    }
+
+    /// This end's UDP address.
+    pub fn local_addr(&self) -> Result<SocketAddr, Error> {
+        self.conn.link.local_addr().map_err(Error::Io)
+    }
+
+    /// Whether the sending VC carries a byte stream.
+    pub fn is_stream(&self) -> bool {
+        self.conn
+            .end(Which::Tx)
+            .0
+            .psb
+            .params()
+            .is_some_and(|p| p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0)
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        // Dropping a connection closes it in order; the engine finishes the close
+        // (retransmissions, CLOSE) and then forgets it.
+        let finished = {
+            let (tx, _) = self.conn.end(Which::Tx);
+            let (rx, _) = self.conn.end(Which::Rx);
+            tx.finished() && rx.finished()
+        };
+        if !finished {
+            self.close();
+            let now = self.eng.clock.now();
+            let (mut rx, cv) = self.conn.end(Which::Rx);
+            if !rx.peer_closed {
+                rx.psb.close();
+                self.conn
+                    .after(&self.eng, Which::Rx, &mut rx, cv, now, usize::MAX);
+            }
+        }
+        self.conn.mark_dropped(&self.eng);
+    }
+}
+
+impl io::Write for &Connection {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.send(buf)?;
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl io::Read for &Connection {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.conn.wait(&self.eng, Which::Rx, None, |e| {
+            if e.psb.readable() > 0 {
+                Some(e.psb.read(buf).map_err(|_| Error::Closed))
+            } else if e.peer_closed {
+                Some(Ok(0))
+            } else {
+                end_error(e).map(Err)
+            }
+        });
+        n.unwrap_or(Ok(0)).map_err(io::Error::from)
+    }
+}
+
+/// A random 32-bit value (cookies, initial sequence numbers).
+fn random_cookie() -> u32 {
+    let mut b = [0u8; 4];
+    match rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()) {
+        Ok(_) => u32::from_be_bytes(b),
+        // No entropy available: still unique per process and call.
+        Err(_) => {
+            use std::hash::{BuildHasher, RandomState};
+            RandomState::new().hash_one(std::time::Instant::now()) as u32
+        }
+    }
+}

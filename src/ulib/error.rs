@@ -1,0 +1,83 @@
+//! What ulib calls report: each error says what happened and what to do.
+
+use std::io;
+
+use thiserror::Error;
+
+use crate::transport::{AbortReason, ConfigError};
+
+/// Why a non-blocking call took nothing (seed 003's status flags).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WouldBlock {
+    /// The send buffer or window is full: wait, or block.
+    WindowFull,
+    /// Sending faster than the reserved rate: the leaky bucket holds the data.
+    OverRate,
+    /// No message has arrived yet.
+    Empty,
+}
+
+/// An error from the natm API.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// The call would have blocked.
+    #[error("would block: {0:?}")]
+    WouldBlock(WouldBlock),
+    /// A socket operation failed.
+    #[error("I/O error: {0}")]
+    Io(#[source] io::Error),
+    /// The address resolved to nothing.
+    #[error("the address resolved to no socket address; give host:port")]
+    NoAddress,
+    /// The QoS text is not valid (the message points at the offending token).
+    #[error("bad QoS: {0}")]
+    Qos(String),
+    /// The QoS asks for a transport that cannot work.
+    #[error("unusable QoS: {0}")]
+    Config(#[source] ConfigError),
+    /// No answer from the peer within the connect timeout.
+    #[error("no answer from {0} within the connect timeout: is a natm listener bound there?")]
+    Unreachable(std::net::SocketAddr),
+    /// The peer refused the connection.
+    #[error("connection refused by the peer")]
+    Refused,
+    /// The connection was aborted.
+    #[error("connection aborted ({0:?}): undelivered data is lost; open a new connection")]
+    Aborted(AbortReason),
+    /// `close` was called or the peer finished: no more data this way.
+    #[error("the connection is closed in this direction")]
+    Closed,
+    /// The message is larger than agreed at setup.
+    #[error("message of {size} bytes exceeds the agreed maximum of {max} bytes")]
+    MessageTooLarge {
+        /// Size given.
+        size: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// A timed call ran out of time.
+    #[error("timed out")]
+    TimedOut,
+    /// A rate outside what was agreed.
+    #[error(transparent)]
+    QosBounds(#[from] crate::transport::QosBoundsError),
+}
+
+impl From<Error> for io::Error {
+    fn from(e: Error) -> io::Error {
+        let kind = match &e {
+            Error::WouldBlock(_) => io::ErrorKind::WouldBlock,
+            Error::Io(e) => e.kind(),
+            Error::Unreachable(_) => io::ErrorKind::TimedOut,
+            Error::Refused => io::ErrorKind::ConnectionRefused,
+            Error::Aborted(_) => io::ErrorKind::ConnectionAborted,
+            Error::Closed => io::ErrorKind::BrokenPipe,
+            Error::TimedOut => io::ErrorKind::TimedOut,
+            Error::MessageTooLarge { .. } | Error::Qos(_) | Error::Config(_) => {
+                io::ErrorKind::InvalidInput
+            }
+            _ => io::ErrorKind::Other,
+        };
+        io::Error::new(kind, e)
+    }
+}
