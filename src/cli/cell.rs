@@ -3,7 +3,7 @@
 
 use clap::Subcommand;
 
-use super::CliResult;
+use super::{outln, CliResult};
 use natm::wire::cell::{HeaderFormat, HeaderRepr, HecReceiver, HecVerdict, Pti, HEADER_LEN};
 
 #[derive(Debug, Subcommand)]
@@ -65,7 +65,7 @@ pub(crate) fn run(cmd: CellCmd) -> CliResult {
             h.clp = clp == 1;
             h.validate().map_err(|e| e.to_string())?;
             let b = h.to_bytes();
-            println!("{}", hex_spaced(&b));
+            outln!("{}", hex_spaced(&b));
             Ok(())
         }
         CellCmd::Decode { hex } => {
@@ -99,13 +99,13 @@ pub(crate) fn run(cmd: CellCmd) -> CliResult {
                     )
                 }
             };
-            println!("header {}", hex_spaced(&header));
-            println!("gfc {gfc}");
-            println!("vpi {vpi}");
-            println!("vci {vci}{}", vci_note(vci));
-            println!("pti {} ({pti})", pti.bits());
-            println!("clp {}", u8::from(clp));
-            println!("hec {:#04x} {hec}", header[4]);
+            outln!("header {}", hex_spaced(&header));
+            outln!("gfc {gfc}");
+            outln!("vpi {vpi}");
+            outln!("vci {vci}{}", vci_note(vci));
+            outln!("pti {} ({pti})", pti.bits());
+            outln!("clp {}", u8::from(clp));
+            outln!("hec {:#04x} {hec}", header[4]);
             if matches!(verdict, HecVerdict::Discarded) {
                 return Err("HEC check failed".into());
             }

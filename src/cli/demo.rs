@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::units;
-use super::CliResult;
+use super::{outln, CliResult};
 use natm::sim::scenario::{run_observed, Scenario, VcSpec};
 use natm::transport::TransportConfig;
 
@@ -65,18 +65,18 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
         series_interval: Some(Duration::from_millis(250)),
         ..Scenario::default()
     };
-    println!(
+    outln!(
         "natm demo: 3 VCs through a {:.0} Mbit/s round-robin bottleneck, {:.1}% loss, 2 ms RTT (simulated)",
         a.rate as f64 / 1e6,
         a.loss * 100.0
     );
-    println!(
+    outln!(
         "{:>7}  {:>22}  {:>22}  {:>22}  {:>6}",
         "time", "guaranteed Mbit/s", "reliable Mbit/s", "best-effort Mbit/s", "queue"
     );
     let report = run_observed(&s, |row| {
         let cell = |i: usize| row.vcs.get(i).map_or(0.0, |v| v.rate_bps / 1e6);
-        println!(
+        outln!(
             "{:>6.2}s  {:>22.2}  {:>22.2}  {:>22.2}  {:>6}",
             row.t,
             cell(0),
@@ -86,13 +86,13 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
         );
     })
     .map_err(|e| e.to_string())?;
-    println!();
-    println!(
+    outln!();
+    outln!(
         "{:<12} {:>14} {:>10} {:>12} {:>10} {:>8}  data",
         "VC", "goodput Mbit/s", "srtt", "retransmits", "lost msgs", "drops"
     );
     for v in &report.vcs {
-        println!(
+        outln!(
             "{:<12} {:>14.2} {:>8}µs {:>12} {:>10} {:>8}  {}",
             v.label,
             v.goodput_bps / 1e6,
@@ -103,7 +103,7 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
             if v.intact { "intact" } else { "CORRUPTED" }
         );
     }
-    println!(
+    outln!(
         "bottleneck: {} frames out, {} dropped ({} queue full, {} random loss)",
         report.bottleneck.frames_out,
         report.bottleneck.dropped(),

@@ -9,5 +9,17 @@ pub(crate) mod qos;
 pub(crate) mod sim;
 pub(crate) mod units;
 
+/// `println!` for command output: a closed pipe (`natm sim | head`) ends the program
+/// quietly instead of panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        if writeln!(std::io::stdout(), $($arg)*).is_err() {
+            std::process::exit(0);
+        }
+    }};
+}
+pub(crate) use outln;
+
 /// Errors a subcommand reports: a message for the user, exit status 1.
 pub(crate) type CliResult = Result<(), String>;

@@ -2,7 +2,7 @@
 
 use clap::Subcommand;
 
-use super::CliResult;
+use super::{outln, CliResult};
 use natm::transport::TransportConfig;
 use natm::wire::addr::AtmAddr;
 use natm::wire::qos::Qos;
@@ -34,9 +34,9 @@ pub(crate) fn run(cmd: QosCmd) -> CliResult {
             let q: Qos = text
                 .parse()
                 .map_err(|e: natm::wire::qos::QosParseError| e.render(&text))?;
-            println!("{q}");
+            outln!("{q}");
             let t = TransportConfig::from_qos(&q, !fifo_network).map_err(|e| e.to_string())?;
-            println!(
+            outln!(
                 "service={} error_control={} flow={} semantics={} tpdu={} window={} rate={}bps",
                 q.service(),
                 if t.error_control { "on" } else { "off" },
@@ -52,7 +52,7 @@ pub(crate) fn run(cmd: QosCmd) -> CliResult {
             let a: AtmAddr = text
                 .parse()
                 .map_err(|e: natm::wire::addr::AddrParseError| e.render(&text))?;
-            println!("{a}");
+            outln!("{a}");
             Ok(())
         }
     }

@@ -8,7 +8,7 @@ use clap::{Args, ValueEnum};
 use serde_json::json;
 
 use super::units;
-use super::CliResult;
+use super::{outln, CliResult};
 use natm::sim::scenario::{self, Report, Scenario, VcPoint, VcSpec};
 use natm::sim::{FrameOverhead, GilbertElliott};
 use natm::transport::{FlowKind, Semantics, TransportConfig};
@@ -268,7 +268,7 @@ pub(crate) fn run(a: SimArgs) -> CliResult {
         draw(path, &scenario, &report)?;
     }
     if a.json {
-        println!("{}", to_json(&scenario, &report, wall));
+        outln!("{}", to_json(&scenario, &report, wall));
     } else {
         print_text(&scenario, &report, wall);
     }
@@ -327,7 +327,7 @@ fn mbps(x: f64) -> f64 {
 
 fn print_text(s: &Scenario, r: &Report, wall: Duration) {
     for (i, v) in r.vcs.iter().enumerate() {
-        println!(
+        outln!(
             "vc{} {} flow={}: goodput {:.2} Mbit/s ({:.1}% of {:.0} Mbit/s), {}/{} bytes delivered, {}, \
              fast retx {}, timeouts {}, head retx {}, max rcv buffer {} B",
             32 + i,
@@ -345,7 +345,7 @@ fn print_text(s: &Scenario, r: &Report, wall: Duration) {
             v.receiver.max_rcv_buffered,
         );
     }
-    println!(
+    outln!(
         "bottleneck: {} frames out, {} dropped (queue {}, random {}, burst {}, corrupt {}); simulated {:.3} s in {:.3} s wall, {} events",
         r.bottleneck.frames_out,
         r.bottleneck.dropped(),

@@ -102,6 +102,8 @@ pub(crate) struct Conn {
     dropped: AtomicBool,
     tx_deadline: AtomicU64,
     rx_deadline: AtomicU64,
+    /// The deadline the driver's timer heap holds an entry for (u64::MAX: none).
+    armed: AtomicU64,
     pub(crate) level: Level,
     pub(crate) weight: u32,
     pub(crate) counters: LinkCounters,
@@ -146,6 +148,7 @@ impl Conn {
             dropped: AtomicBool::new(false),
             tx_deadline: AtomicU64::new(u64::MAX),
             rx_deadline: AtomicU64::new(u64::MAX),
+            armed: AtomicU64::new(u64::MAX),
             level,
             weight,
             counters: LinkCounters::default(),
@@ -164,6 +167,19 @@ impl Conn {
         self.tx_deadline
             .load(Ordering::Acquire)
             .min(self.rx_deadline.load(Ordering::Acquire))
+    }
+
+    /// Record `deadline` as armed if it is earlier than what is armed; true if the
+    /// caller must add a heap entry for it.
+    pub(crate) fn arm_earlier(&self, deadline: u64) -> bool {
+        self.armed.fetch_min(deadline, Ordering::AcqRel) > deadline
+    }
+
+    /// The driver popped the heap entry for `deadline`.
+    pub(crate) fn disarm(&self, deadline: u64) {
+        let _ = self
+            .armed
+            .compare_exchange(deadline, u64::MAX, Ordering::AcqRel, Ordering::Acquire);
     }
 
     // ---- the read role ---------------------------------------------------------------
@@ -358,7 +374,7 @@ impl Conn {
             Which::Rx => self.rx_deadline.store(deadline, Ordering::Release),
         }
         if deadline != u64::MAX {
-            eng.arm(self.token, deadline);
+            eng.arm(self, deadline);
         }
         if woke || end.psb.readable() > 0 || end.psb.send_capacity() > 0 {
             cv.notify_all();

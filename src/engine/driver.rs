@@ -89,16 +89,16 @@ fn next_timeout(eng: &Engine) -> Option<Duration> {
 fn run_timers(eng: &Arc<Engine>) {
     let now = eng.clock.now();
     loop {
-        let token = {
+        let (at, token) = {
             let mut heap = eng.timers.lock().unwrap_or_else(|p| p.into_inner());
             match heap.peek() {
                 Some(Reverse((t, _))) if *t <= now.as_nanos() => {}
                 _ => return,
             }
-            let Some(Reverse((_, token))) = heap.pop() else {
+            let Some(Reverse(entry)) = heap.pop() else {
                 return;
             };
-            token
+            entry
         };
         let conn = eng
             .conns
@@ -106,16 +106,16 @@ fn run_timers(eng: &Arc<Engine>) {
             .unwrap_or_else(|p| p.into_inner())
             .get(&token)
             .cloned();
-        // A stale entry (the deadline moved later) is re-armed by `after`.
-        if let Some(c) = conn {
-            if c.deadline() <= now.as_nanos() {
-                c.on_timer(eng, now);
-                if c.collectable() {
-                    eng.remove_conn(c.token);
-                }
-            } else if c.deadline() != u64::MAX {
-                eng.arm(c.token, c.deadline());
+        let Some(c) = conn else { continue };
+        c.disarm(at);
+        if c.deadline() <= now.as_nanos() {
+            c.on_timer(eng, now);
+            if c.collectable() {
+                eng.remove_conn(c.token);
             }
+        } else if c.deadline() != u64::MAX {
+            // The deadline moved later since this entry was armed.
+            eng.arm(&c, c.deadline());
         }
     }
 }

@@ -144,13 +144,18 @@ impl Engine {
         let _ = self.registry.deregister(&mut mio::unix::SourceFd(&fd));
     }
 
-    /// A connection wants `handle_timeout` at `deadline` (ns). The driver is woken
-    /// only if it would otherwise sleep past it.
-    pub(crate) fn arm(&self, token: usize, deadline: u64) {
+    /// A connection wants `handle_timeout` at `deadline` (ns). A heap entry is added
+    /// only when the deadline is earlier than the one already armed (a later one is
+    /// found when the earlier entry fires), and the driver is woken only if it would
+    /// otherwise sleep past it.
+    pub(crate) fn arm(&self, conn: &Conn, deadline: u64) {
+        if !conn.arm_earlier(deadline) {
+            return;
+        }
         self.timers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .push(Reverse((deadline, token)));
+            .push(Reverse((deadline, conn.token)));
         let sleeping = self.sleep_until.load(Ordering::Acquire);
         if sleeping != 0 && deadline < sleeping {
             let _ = self.waker.wake();
