@@ -7,24 +7,70 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::{Engine, WAKER_TOKEN};
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use rustix::time::{Itimerspec, TimerfdClockId, TimerfdFlags, TimerfdTimerFlags, Timespec};
+
+use super::{Engine, TIMER_TOKEN, WAKER_TOKEN};
 
 /// Most TPDUs the scheduler sends per wake-up before it looks at sockets and timers
 /// again.
 const ROUNDS_PER_WAKE: usize = 64;
 
+/// epoll's own timeout has millisecond granularity; a leaky bucket pacing a 20 Mbit/s
+/// VC needs a TPDU every 1.6 ms, so timers go through a timerfd (nanoseconds).
+fn timerfd(poll: &mio::Poll) -> Option<OwnedFd> {
+    let fd = rustix::time::timerfd_create(
+        TimerfdClockId::Monotonic,
+        TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
+    )
+    .ok()?;
+    poll.registry()
+        .register(
+            &mut mio::unix::SourceFd(&fd.as_raw_fd()),
+            mio::Token(TIMER_TOKEN),
+            mio::Interest::READABLE,
+        )
+        .ok()?;
+    Some(fd)
+}
+
+fn set_timer(fd: &OwnedFd, after: Duration) {
+    // A zero it_value disarms; the smallest real delay is one nanosecond.
+    let ns = after.as_nanos().max(1);
+    let spec = Itimerspec {
+        it_interval: Timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: Timespec {
+            tv_sec: (ns / 1_000_000_000) as i64,
+            tv_nsec: (ns % 1_000_000_000) as i64,
+        },
+    };
+    let _ = rustix::time::timerfd_settime(fd, TimerfdTimerFlags::empty(), &spec);
+}
+
 pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
     let mut events = mio::Events::with_capacity(256);
     let mut buf = vec![0u8; super::MAX_DATAGRAM];
+    let tfd = timerfd(&poll);
+    let mut drain = [0u8; 8];
     loop {
         let Some(eng) = weak.upgrade() else { return };
         if eng.shutdown.load(Ordering::SeqCst) {
             return;
         }
-        let timeout = next_timeout(&eng);
+        let mut timeout = next_timeout(&eng);
         let now = eng.clock.now().as_nanos();
         let until = timeout.map_or(u64::MAX, |t| now.saturating_add(t.as_nanos() as u64));
         eng.sleep_until.store(until.max(1), Ordering::Release);
+        if let (Some(fd), Some(t)) = (&tfd, timeout) {
+            if !t.is_zero() {
+                set_timer(fd, t);
+                timeout = None;
+            }
+        }
         // Do not keep the engine alive while asleep.
         drop(eng);
         let r = poll.poll(&mut events, timeout);
@@ -36,6 +82,12 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
         for ev in events.iter() {
             let token = ev.token().0;
             if token == WAKER_TOKEN {
+                continue;
+            }
+            if token == TIMER_TOKEN {
+                if let Some(fd) = &tfd {
+                    let _ = rustix::io::read(fd, &mut drain);
+                }
                 continue;
             }
             on_readable(&eng, token, &mut buf);

@@ -96,6 +96,7 @@ pub(crate) struct Engine {
 }
 
 const WAKER_TOKEN: usize = 0;
+const TIMER_TOKEN: usize = 1;
 
 impl Engine {
     /// Start an engine and its driver thread.
@@ -115,7 +116,7 @@ impl Engine {
             timers: Mutex::new(BinaryHeap::new()),
             sleep_until: AtomicU64::new(0),
             sched: Mutex::new(Scheduler::new()),
-            next_token: AtomicUsize::new(WAKER_TOKEN + 1),
+            next_token: AtomicUsize::new(TIMER_TOKEN + 1),
             shutdown: AtomicBool::new(false),
             buffers: Mutex::new(Vec::new()),
         });

@@ -107,8 +107,8 @@ pub struct ConnStats {
     pub tx: PsbStats,
     /// The receiving VC.
     pub rx: PsbStats,
-    /// Smoothed RTT of the sending VC.
-    pub srtt: Duration,
+    /// Smoothed RTT of the sending VC, once it has a sample (VCs without ACKs never do).
+    pub srtt: Option<Duration>,
     /// Flow controller's rate on the sending VC, bit/s, if it sets one.
     pub rate_bps: Option<u64>,
     /// Flow controller's window on the sending VC, TPDUs, if it keeps one.
@@ -384,7 +384,7 @@ impl Connection {
         let (tx, _) = self.conn.end(Which::Tx);
         let (txs, srtt, rate, window) = (
             tx.psb.stats().clone(),
-            tx.psb.rtt().srtt(),
+            tx.psb.rtt().has_sample().then(|| tx.psb.rtt().srtt()),
             tx.psb.flow().rate_bps().map(|r| r as u64),
             tx.psb.flow().window().map(|w| w as u64),
         );
