@@ -90,3 +90,68 @@ fn bad_qos_is_refused_with_the_offending_token() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn async_send_and_recv_on_a_runtime() {
+    let (_h, c, s) = pair("reliable");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        for i in 0..50u8 {
+            let msg = vec![i; 5000 + i as usize];
+            c.send_async(&msg).await.unwrap();
+            assert_eq!(s.recv_async().await.unwrap(), Some(msg));
+        }
+        c.close();
+        assert_eq!(s.recv_async().await.unwrap(), None);
+    });
+}
+
+#[test]
+fn best_effort_delivers_only_whole_messages() {
+    let (_h, c, s) = pair("best-effort:tpdu=1024");
+    // 20 KiB messages of 20 TPDUs each, faster than the receiver reads: some are lost
+    // whole, none arrives partial.
+    let sender = std::thread::spawn(move || {
+        for i in 0..400u32 {
+            let _ = c.try_send(&vec![(i % 251) as u8; 20 * 1024]);
+        }
+        c.close();
+        c
+    });
+    let mut got = 0;
+    while let Ok(Some(m)) = s.recv_timeout(Duration::from_secs(2)) {
+        assert_eq!(m.len(), 20 * 1024, "only whole messages");
+        assert!(m.iter().all(|&b| b == m[0]), "not mixed");
+        got += 1;
+    }
+    let _c = sender.join().unwrap();
+    assert!(got > 0);
+}
+
+#[cfg(feature = "tokio")]
+#[test]
+fn tokio_async_read_and_write_carry_a_stream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_h, mut c, mut s) = pair("reliable:mode=stream");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let data: Vec<u8> = (0..300_000u32).map(|i| (i % 253) as u8).collect();
+        let d2 = data.clone();
+        let w = async move {
+            c.write_all(&d2).await.unwrap();
+            c.shutdown().await.unwrap();
+            c
+        };
+        let r = async move {
+            let mut got = Vec::new();
+            s.read_to_end(&mut got).await.unwrap();
+            got
+        };
+        let (_c, got) = tokio::join!(w, r);
+        assert_eq!(got, data);
+    });
+}

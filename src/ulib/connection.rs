@@ -480,3 +480,144 @@ fn random_cookie() -> u32 {
         }
     }
 }
+
+/// Asynchronous calls: runtime-agnostic futures (the engine's driver thread wakes the
+/// task when the VC can make progress), and tokio's `AsyncRead`/`AsyncWrite` behind
+/// the `tokio` feature.
+impl Connection {
+    /// Send one message; the future completes when the whole message is queued.
+    pub async fn send_async(&self, msg: &[u8]) -> Result<(), Error> {
+        let mut off = 0;
+        std::future::poll_fn(|cx| self.poll_send_part(cx, msg, &mut off)).await
+    }
+
+    fn poll_send_part(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        msg: &[u8],
+        off: &mut usize,
+    ) -> std::task::Poll<Result<(), Error>> {
+        use std::task::Poll;
+        let (mut tx, cv) = self.conn.end(Which::Tx);
+        if let Some(e) = end_error(&tx) {
+            return Poll::Ready(Err(e));
+        }
+        match tx.psb.send(&msg[*off..], true) {
+            Ok(n) => *off += n,
+            Err(SendError::WindowFull | SendError::OverRate) => {}
+            Err(e) => return Poll::Ready(Err(map_send(e))),
+        }
+        self.flush_tx(&mut tx, cv);
+        if *off == msg.len() {
+            return Poll::Ready(Ok(()));
+        }
+        tx.waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// Receive the next whole message; `None` at the end of data.
+    pub async fn recv_async(&self) -> Result<Option<Vec<u8>>, Error> {
+        std::future::poll_fn(|cx| self.poll_recv_msg(cx)).await
+    }
+
+    fn poll_recv_msg(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Option<Vec<u8>>, Error>> {
+        use std::task::Poll;
+        let mut buf = self.eng.take_buffer();
+        self.conn.read_now(&self.eng, &mut buf);
+        self.eng.give_buffer(buf);
+        let (mut rx, _) = self.conn.end(Which::Rx);
+        match Self::take_message(&mut rx) {
+            Ok(Some(m)) => Poll::Ready(Ok(Some(m))),
+            Err(e) => Poll::Ready(Err(e)),
+            Ok(None) if rx.peer_closed && rx.psb.readable() == 0 => Poll::Ready(Ok(None)),
+            Ok(None) => match end_error(&rx) {
+                Some(e) => Poll::Ready(Err(e)),
+                None => {
+                    // Checked and registered under the same lock: the driver cannot
+                    // deliver in between without seeing the waker.
+                    rx.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+            },
+        }
+    }
+}
+
+#[cfg(feature = "tokio")]
+mod tokio_io {
+    use std::io;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use super::{end_error, Connection, Which};
+
+    impl tokio::io::AsyncRead for Connection {
+        fn poll_read(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> Poll<io::Result<()>> {
+            let this = self.into_ref().get_ref();
+            let mut scratch = this.eng.take_buffer();
+            this.conn.read_now(&this.eng, &mut scratch);
+            this.eng.give_buffer(scratch);
+            let (mut rx, _) = this.conn.end(Which::Rx);
+            if rx.psb.readable() > 0 {
+                let n = rx
+                    .psb
+                    .read(buf.initialize_unfilled())
+                    .map_err(|_| io::Error::from(io::ErrorKind::ConnectionAborted))?;
+                buf.advance(n);
+                return Poll::Ready(Ok(()));
+            }
+            if rx.peer_closed {
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(e) = end_error(&rx) {
+                return Poll::Ready(Err(e.into()));
+            }
+            rx.waker = Some(cx.waker().clone());
+            Poll::Pending
+        }
+    }
+
+    impl tokio::io::AsyncWrite for Connection {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            cx: &mut Context<'_>,
+            buf: &[u8],
+        ) -> Poll<io::Result<usize>> {
+            let this = self.into_ref().get_ref();
+            let (mut tx, cv) = this.conn.end(Which::Tx);
+            if let Some(e) = end_error(&tx) {
+                return Poll::Ready(Err(e.into()));
+            }
+            match tx.psb.send(buf, false) {
+                Ok(n) if n > 0 || buf.is_empty() => {
+                    this.flush_tx(&mut tx, cv);
+                    Poll::Ready(Ok(n))
+                }
+                Ok(_)
+                | Err(
+                    crate::transport::SendError::WindowFull | crate::transport::SendError::OverRate,
+                ) => {
+                    tx.waker = Some(cx.waker().clone());
+                    Poll::Pending
+                }
+                Err(e) => Poll::Ready(Err(super::map_send(e).into())),
+            }
+        }
+
+        fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+            self.into_ref().get_ref().close();
+            Poll::Ready(Ok(()))
+        }
+    }
+}
