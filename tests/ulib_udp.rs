@@ -155,3 +155,22 @@ fn tokio_async_read_and_write_carry_a_stream() {
         assert_eq!(got, data);
     });
 }
+
+#[test]
+fn split_halves_work_from_different_threads() {
+    let (_h, c, s) = pair("reliable");
+    let (tx, _rx) = c.split();
+    let (stx, srx) = s.split();
+    let t = std::thread::spawn(move || {
+        for i in 0..200u32 {
+            tx.send(&i.to_be_bytes()).unwrap();
+        }
+        tx.close();
+    });
+    for i in 0..200u32 {
+        assert_eq!(srx.recv().unwrap(), Some(i.to_be_bytes().to_vec()));
+    }
+    assert_eq!(srx.recv().unwrap(), None);
+    t.join().unwrap();
+    drop(stx);
+}

@@ -621,3 +621,70 @@ mod tokio_io {
         }
     }
 }
+
+/// The sending half of a connection (seed 000's simplex VC, as ulib hands it out).
+#[derive(Debug, Clone)]
+pub struct Sender(Arc<Connection>);
+
+/// The receiving half of a connection.
+#[derive(Debug, Clone)]
+pub struct Receiver(Arc<Connection>);
+
+impl Connection {
+    /// Split into simplex halves that can move to different threads. The connection
+    /// closes when both halves are dropped.
+    pub fn split(self) -> (Sender, Receiver) {
+        let c = Arc::new(self);
+        (Sender(c.clone()), Receiver(c))
+    }
+}
+
+impl Sender {
+    /// See [`Connection::send`].
+    pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
+        self.0.send(msg)
+    }
+    /// See [`Connection::try_send`].
+    pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
+        self.0.try_send(msg)
+    }
+    /// See [`Connection::send_async`].
+    pub async fn send_async(&self, msg: &[u8]) -> Result<(), Error> {
+        self.0.send_async(msg).await
+    }
+    /// See [`Connection::close`].
+    pub fn close(&self) {
+        self.0.close()
+    }
+    /// See [`Connection::flush`].
+    pub fn flush(&self, timeout: Duration) -> Result<(), Error> {
+        self.0.flush(timeout)
+    }
+    /// See [`Connection::stats`].
+    pub fn stats(&self) -> ConnStats {
+        self.0.stats()
+    }
+}
+
+impl Receiver {
+    /// See [`Connection::recv`].
+    pub fn recv(&self) -> Result<Option<Vec<u8>>, Error> {
+        self.0.recv()
+    }
+    /// See [`Connection::recv_timeout`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>, Error> {
+        self.0.recv_timeout(timeout)
+    }
+    /// See [`Connection::try_recv`].
+    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, Error> {
+        self.0.try_recv()
+    }
+    /// See [`Connection::recv_async`].
+    pub async fn recv_async(&self) -> Result<Option<Vec<u8>>, Error> {
+        self.0.recv_async().await
+    }
+    /// See [`Connection::stats`].
+    pub fn stats(&self) -> ConnStats {
+        self.0.stats()
+    }
+}

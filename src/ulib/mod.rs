@@ -26,7 +26,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use connection::{ConnStats, Connection, Listener};
+pub use connection::{ConnStats, Connection, Listener, Receiver, Sender};
 pub use error::{Error, WouldBlock};
 
 use crate::engine::{Engine, EngineConfig};
