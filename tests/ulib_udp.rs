@@ -174,3 +174,42 @@ fn split_halves_work_from_different_threads() {
     t.join().unwrap();
     drop(stx);
 }
+
+/// The byte at `offset` of the test stream.
+fn pattern(offset: u64) -> u8 {
+    (offset.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as u8
+}
+
+#[test]
+fn one_gibibyte_reliable_arrives_byte_exact() {
+    const TOTAL: u64 = 1 << 30;
+    const MSG: usize = 1 << 20;
+    let (_h, c, s) = pair("reliable");
+    let sender = std::thread::spawn(move || {
+        let mut buf = vec![0u8; MSG];
+        let mut off = 0u64;
+        while off < TOTAL {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = pattern(off + i as u64);
+            }
+            c.send(&buf).unwrap();
+            off += MSG as u64;
+        }
+        c.close();
+        c.flush(Duration::from_secs(60)).unwrap();
+        c.stats()
+    });
+    let mut off = 0u64;
+    let mut bad = 0u64;
+    while let Some(m) = s.recv_timeout(Duration::from_secs(60)).unwrap() {
+        assert_eq!(m.len(), MSG, "whole 1 MiB messages");
+        for (i, &b) in m.iter().enumerate() {
+            bad += u64::from(b != pattern(off + i as u64));
+        }
+        off += m.len() as u64;
+    }
+    let stats = sender.join().unwrap();
+    assert_eq!(off, TOTAL, "every byte delivered");
+    assert_eq!(bad, 0, "byte-exact");
+    assert_eq!(stats.tx.bytes_sent, TOTAL);
+}

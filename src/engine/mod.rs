@@ -49,6 +49,9 @@ pub struct EngineConfig {
     pub watermarks: Option<Watermarks>,
     /// Spin on the socket instead of sleeping in `recv` (a core for microseconds).
     pub busy_poll: bool,
+    /// Send from the application's thread when no higher-priority work waits; off,
+    /// every send is a task for the driver thread, as in the paper's kernel.
+    pub inline_send: bool,
 }
 
 impl Default for EngineConfig {
@@ -61,6 +64,7 @@ impl Default for EngineConfig {
                 low: 1 << 20,
             }),
             busy_poll: false,
+            inline_send: true,
         }
     }
 }

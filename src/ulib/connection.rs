@@ -219,7 +219,7 @@ impl Connection {
     fn flush_tx(&self, end: &mut End, cv: &std::sync::Condvar) {
         // Inline from the application's thread unless higher-priority work waits for
         // the scheduler (seed 000 §5.1's priorities kept, the scheduler's hop saved).
-        if self.eng.pending_above(self.conn.level) {
+        if !self.eng.cfg.inline_send || self.eng.pending_above(self.conn.level) {
             self.eng.defer(&self.conn);
         } else {
             let now = self.eng.clock.now();
