@@ -16,5 +16,6 @@ pub mod cell;
 pub mod crc;
 pub mod q2931;
 pub mod qos;
+pub mod sscop;
 mod text;
 pub mod tpdu;

@@ -43,7 +43,7 @@ mod misc;
 mod msg;
 mod party;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use cause::{Cause, CauseValue, Location};
 pub use conn::{

@@ -37,7 +37,7 @@ fn vbr_traffic() -> TrafficDescriptor {
     }
 }
 
-pub(super) fn setup_vbr() -> Message {
+pub(crate) fn setup_vbr() -> Message {
     Message::new(MessageType::Setup, CallRef::new(1))
         .with(AalParams::aal5(9188, 9188))
         .with(vbr_traffic())
