@@ -72,7 +72,11 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     );
     outln!(
         "{:>7}  {:>22}  {:>22}  {:>22}  {:>6}",
-        "time", "guaranteed Mbit/s", "reliable Mbit/s", "best-effort Mbit/s", "queue"
+        "time",
+        "guaranteed Mbit/s",
+        "reliable Mbit/s",
+        "best-effort Mbit/s",
+        "queue"
     );
     let report = run_observed(&s, |row| {
         let cell = |i: usize| row.vcs.get(i).map_or(0.0, |v| v.rate_bps / 1e6);
@@ -89,7 +93,12 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     outln!();
     outln!(
         "{:<12} {:>14} {:>10} {:>12} {:>10} {:>8}  data",
-        "VC", "goodput Mbit/s", "srtt", "retransmits", "lost msgs", "drops"
+        "VC",
+        "goodput Mbit/s",
+        "srtt",
+        "retransmits",
+        "lost msgs",
+        "drops"
     );
     for v in &report.vcs {
         outln!(

@@ -177,9 +177,9 @@ impl Conn {
 
     /// The driver popped the heap entry for `deadline`.
     pub(crate) fn disarm(&self, deadline: u64) {
-        let _ = self
-            .armed
-            .compare_exchange(deadline, u64::MAX, Ordering::AcqRel, Ordering::Acquire);
+        let _ =
+            self.armed
+                .compare_exchange(deadline, u64::MAX, Ordering::AcqRel, Ordering::Acquire);
     }
 
     // ---- the read role ---------------------------------------------------------------

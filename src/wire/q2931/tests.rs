@@ -79,17 +79,20 @@ fn setup_vbr_of_specs_4_5() {
     );
 }
 
-#[test]
-fn setup_ubr_best_effort_of_specs_4_5() {
-    let msg = Message::new(MessageType::Setup, CallRef::new(2))
+pub(crate) fn setup_ubr() -> Message {
+    Message::new(MessageType::Setup, CallRef::new(2))
         .with(AalParams::aal5(9188, 9188))
         .with(TrafficDescriptor::best_effort(353_207, 353_207))
         .with(BearerCapability::bcob_x(TrafficType::NoIndication))
         .with(Blli::llc())
         .with(CalledNumber::aesa(aesa(CALLED)))
-        .with(QosParams::default());
+        .with(QosParams::default())
+}
+
+#[test]
+fn setup_ubr_best_effort_of_specs_4_5() {
     check(
-        &msg,
+        &setup_ubr(),
         "09 03 00 00 02 05 80 00 45 58 80 00 09 05 8C 23 E4 81 23 E4 84 00 59 80 00 09 84 05
          63 B7 85 05 63 B7 BE 5E 80 00 03 10 80 80 5F 80 00 01 CC 70 80 00 15 82 47 00 05 80
          FF E1 00 00 00 F2 1A 26 D8 00 20 48 1A 26 D8 00 5C 80 00 02 00 00",
