@@ -6,6 +6,10 @@
 //! octet 6   1 | cause value (7)
 //! octet 7.. diagnostics (depends on the cause value)
 //! ```
+//!
+//! Wireshark 4.0 defect (specs.md §6.3, 2): its loop over the diagnostics of cause 37
+//! reads one octet past the IE, so a message that ends with cause 37 and diagnostics
+//! (the RELEASE COMPLETE of specs.md §4.5) shows as "Malformed". The encoding is right.
 
 use core::fmt;
 

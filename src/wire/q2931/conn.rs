@@ -1,6 +1,5 @@
 //! The IEs that describe the connection: AAL parameters, ATM traffic descriptor,
-//! broadband bearer capability, B-LLI, connection identifier and QoS parameter
-//! (specs.md §4.4).
+//! broadband bearer capability, B-LLI and connection identifier (specs.md §4.4).
 //!
 //! Wireshark 4.0 defect (specs.md §6.3, 1): its AAL parameters and traffic descriptor
 //! loops read one octet past the IE, so every correct SETUP shows the warnings "Unknown
@@ -8,9 +7,7 @@
 //! of a message shows as "Malformed". The encodings here are the standard's; keep these
 //! IEs away from the end of a message instead (see [`super::Message::sort_ies`]).
 
-use super::{
-    ext_last, fit, from_body, open_enum, CodingStandard, IeContent, IeId, IeProblem, Reader,
-};
+use super::{ext_last, fit, from_body, open_enum, IeContent, IeId, IeProblem, Reader};
 
 open_enum! {
     /// SSCS type of AAL 3/4 and AAL 5 (AAL parameters subfield 0x84).
@@ -657,46 +654,4 @@ impl IeContent for ConnectionId {
     }
 
     from_body!(ConnId);
-}
-
-/// The QoS parameter IE (0x5C): a QoS class per direction. Class 0 (unspecified) is
-/// ITU-T coded; UNI 3.1 classes 1-4 need coding standard 11, which is this IE's
-/// default coding whenever a class is not 0.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
-pub struct QosParams {
-    /// Forward QoS class.
-    pub fwd: u8,
-    /// Backward QoS class.
-    pub bwd: u8,
-}
-
-impl IeContent for QosParams {
-    const ID: IeId = IeId::Qos;
-
-    fn parse_content(data: &[u8]) -> Result<Self, IeProblem> {
-        let mut r = Reader::new(data);
-        let fwd = r.u8("forward QoS class")?;
-        let bwd = r.u8("backward QoS class")?;
-        r.finish()?;
-        Ok(QosParams { fwd, bwd })
-    }
-
-    fn emit_content(&self, out: &mut Vec<u8>) -> Result<(), IeProblem> {
-        out.extend_from_slice(&[self.fwd, self.bwd]);
-        Ok(())
-    }
-
-    fn default_coding(&self) -> CodingStandard {
-        if self.fwd == 0 && self.bwd == 0 {
-            CodingStandard::Itu
-        } else {
-            CodingStandard::Network
-        }
-    }
-
-    fn decodes(coding: CodingStandard) -> bool {
-        matches!(coding, CodingStandard::Itu | CodingStandard::Network)
-    }
-
-    from_body!(Qos);
 }

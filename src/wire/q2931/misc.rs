@@ -1,5 +1,5 @@
-//! Small IEs: call state, endpoint reference and state, restart indicator, sending
-//! complete, B-HLI, and natm's private transport-parameters IE (specs.md §4.4).
+//! Small IEs: call state, endpoint reference and state, QoS parameter, restart
+//! indicator, sending complete, B-HLI, and natm's private transport-parameters IE (specs.md §4.4).
 
 use core::fmt;
 
@@ -164,6 +164,48 @@ impl IeContent for EndpointState {
     }
 
     from_body!(EndpointState);
+}
+
+/// The QoS parameter IE (0x5C): a QoS class per direction. Class 0 (unspecified) is
+/// ITU-T coded; UNI 3.1 classes 1-4 need coding standard 11, which is this IE's
+/// default coding whenever a class is not 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct QosParams {
+    /// Forward QoS class.
+    pub fwd: u8,
+    /// Backward QoS class.
+    pub bwd: u8,
+}
+
+impl IeContent for QosParams {
+    const ID: IeId = IeId::Qos;
+
+    fn parse_content(data: &[u8]) -> Result<Self, IeProblem> {
+        let mut r = Reader::new(data);
+        let fwd = r.u8("forward QoS class")?;
+        let bwd = r.u8("backward QoS class")?;
+        r.finish()?;
+        Ok(QosParams { fwd, bwd })
+    }
+
+    fn emit_content(&self, out: &mut Vec<u8>) -> Result<(), IeProblem> {
+        out.extend_from_slice(&[self.fwd, self.bwd]);
+        Ok(())
+    }
+
+    fn default_coding(&self) -> CodingStandard {
+        if self.fwd == 0 && self.bwd == 0 {
+            CodingStandard::Itu
+        } else {
+            CodingStandard::Network
+        }
+    }
+
+    fn decodes(coding: CodingStandard) -> bool {
+        matches!(coding, CodingStandard::Itu | CodingStandard::Network)
+    }
+
+    from_body!(Qos);
 }
 
 open_enum! {

@@ -48,12 +48,11 @@ pub(crate) mod tests;
 pub use cause::{Cause, CauseValue, Location};
 pub use conn::{
     Aal5Params, AalParams, BearerCapability, BearerClass, BearerTraffic, Blli, CellRates, Clipping,
-    ConnectionId, PrefExcl, QosParams, SscsType, Timing, TrafficDescriptor, TrafficType, UserPlane,
-    VpAssoc,
+    ConnectionId, PrefExcl, SscsType, Timing, TrafficDescriptor, TrafficType, UserPlane, VpAssoc,
 };
 pub use ie::{CodingStandard, Ie, IeAction, IeBody, IeContent, IeFlags, RawIe, RawIes};
 pub use misc::{
-    Bhli, BhliType, CallState, EndpointRef, EndpointState, NatmParams, RestartClass,
+    Bhli, BhliType, CallState, EndpointRef, EndpointState, NatmParams, QosParams, RestartClass,
     RestartIndicator, SendingComplete,
 };
 pub use msg::{CallRef, HeaderRepr, Message, MessageType, MsgAction, MsgHandling, Packet};
@@ -283,7 +282,7 @@ pub enum IeProblem {
 
 /// An IE that could not be parsed or emitted: which IE, where, and what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-#[error("{id} IE ({raw:#04x}) at octet {offset}: {problem}", raw = id.raw())]
+#[error("{} at octet {offset}: {problem}", ie_label(.id))]
 pub struct IeError {
     /// The IE identifier.
     pub id: IeId,
@@ -293,6 +292,14 @@ pub struct IeError {
     pub offset: usize,
     /// What is wrong.
     pub problem: IeProblem,
+}
+
+/// "cause IE (0x08)", or "unknown IE (0x99)" for an identifier without a name.
+fn ie_label(id: &IeId) -> String {
+    match id {
+        IeId::Other(v) => format!("unknown IE ({v:#04x})"),
+        _ => format!("{id} IE ({:#04x})", id.raw()),
+    }
 }
 
 /// Why bytes are not a Q.2931 message, or a message cannot be emitted.

@@ -309,6 +309,11 @@ fn header_errors_are_named() {
         err.to_string(),
         "cause IE (0x08) at octet 9: length 3 runs past the end of the message (2 octets left)"
     );
+    let cut = bytes("09 03 00 00 01 4D 80 00 02 99 80");
+    assert_eq!(
+        Message::parse(&cut).unwrap_err().to_string(),
+        "unknown IE (0x99) at octet 9: the 4-octet IE header is cut off (2 octets left)"
+    );
 }
 
 #[test]
