@@ -7,13 +7,23 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 need_pkgs=()
-# System packages used by tests; each is installed only when missing.
-for p in ${NATM_TEST_PKGS:-}; do
+# System packages used by tests; each is installed only when missing. tshark lets
+# tests/capture_tshark.rs check that Wireshark dissects natm's captures (the test
+# skips without it). NATM_TEST_PKGS=" " installs nothing.
+for p in ${NATM_TEST_PKGS:-tshark}; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}"
+    # wireshark-common asks whether non-root users may capture; answer no up front
+    # so the install never waits for a terminal.
+    if command -v debconf-set-selections >/dev/null; then
+      echo "wireshark-common wireshark-common/install-setuid boolean false" |
+        debconf-set-selections
+    fi
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_pkgs[@]}" </dev/null
+  elif [ -z "${NATM_TEST_PKGS:-}" ]; then
+    echo "note: ${need_pkgs[*]} not installed (not root); tests that need them skip" >&2
   else
     echo "tests need: ${need_pkgs[*]} (run as root, or install them)" >&2
     exit 1
