@@ -109,7 +109,14 @@ proptest! {
 #[test]
 fn reliable_closes_under_extreme_loss() {
     for (seed, loss, ack_loss, dup, corrupt, msg_size) in [
-        (10711150267446953119u64, 0.484, 0.189, 0.049, 0.033, 754_920u64),
+        (
+            10711150267446953119u64,
+            0.484,
+            0.189,
+            0.049,
+            0.033,
+            754_920u64,
+        ),
         (8230404334514006268, 0.367, 0.151, 0.010, 0.039, 1),
     ] {
         let cfg = small_reliable(FlowKind::PacketPair);
@@ -122,7 +129,11 @@ fn reliable_closes_under_extreme_loss() {
         s.corrupt = corrupt;
         let r = run(&s).unwrap();
         let v = &r.vcs[0];
-        assert!(v.intact && v.closed && v.bytes_delivered == bytes, "{seed}: {:?}", v.sender);
+        assert!(
+            v.intact && v.closed && v.bytes_delivered == bytes,
+            "{seed}: {:?}",
+            v.sender
+        );
     }
 }
 
