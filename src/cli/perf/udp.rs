@@ -194,3 +194,28 @@ impl Endpoint for UdpEnd {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A message over [`MAX_DATAGRAM`] goes as full datagrams and a remainder.
+    #[test]
+    fn long_messages_go_as_several_datagrams() {
+        for make in [blocking, busy] {
+            let stack = make("udp", &StackOptions::default()).unwrap();
+            let pair = stack.connect(100_000).unwrap();
+            let (mut tx, mut rx) = (pair.client, pair.server);
+            tx.send(&[7; 100_000]).unwrap();
+            let mut sizes = Vec::new();
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while sizes.iter().sum::<usize>() < 100_000 && Instant::now() < deadline {
+                if let Some(d) = rx.recv().unwrap() {
+                    assert!(d.iter().all(|&b| b == 7));
+                    sizes.push(d.len());
+                }
+            }
+            assert_eq!(sizes, [MAX_DATAGRAM, 100_000 - MAX_DATAGRAM]);
+        }
+    }
+}
