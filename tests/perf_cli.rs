@@ -7,14 +7,15 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-fn natm(args: &[&str]) -> Output {
+/// Run `natm` with the words of `args` (which hold no spaces).
+fn natm(args: &str) -> Output {
     Command::new(env!("CARGO_BIN_EXE_natm"))
-        .args(args)
+        .args(args.split_whitespace())
         .output()
         .expect("run natm")
 }
 
-fn json_of(args: &[&str]) -> Value {
+fn json_of(args: &str) -> Value {
     let out = natm(args);
     assert!(
         out.status.success(),
@@ -34,10 +35,7 @@ fn positive(v: &Value, key: &str) -> f64 {
 
 #[test]
 fn latency_json_has_a_positive_median_per_stack() {
-    let doc = json_of(&[
-        "perf", "latency", "--stacks", "udp,tcp", "--time", "200ms", "--warmup", "20ms", "--runs",
-        "2", "--json",
-    ]);
+    let doc = json_of("perf latency --stacks udp,tcp --time 200ms --warmup 20ms --runs 2 --json");
     assert_eq!(doc["experiment"], "latency");
     assert_eq!(doc["size"], 32);
     assert_eq!(doc["reference"], "udp");
@@ -73,23 +71,10 @@ fn latency_json_has_a_positive_median_per_stack() {
 #[test]
 fn throughput_json_has_a_positive_rate_per_stack_and_size() {
     // 100 KiB is over the largest UDP datagram: udp sends it in two.
-    let doc = json_of(&[
-        "perf",
-        "throughput",
-        "--stacks",
-        "udp,tcp",
-        "--sizes",
-        "64,100KiB",
-        "--time",
-        "200ms",
-        "--warmup",
-        "20ms",
-        "--runs",
-        "1",
-        "--reference",
-        "tcp",
-        "--json",
-    ]);
+    let doc = json_of(concat!(
+        "perf throughput --stacks udp,tcp --sizes 64,100KiB --time 200ms --warmup 20ms ",
+        "--runs 1 --reference tcp --json"
+    ));
     assert_eq!(doc["experiment"], "throughput");
     assert_eq!(doc["reference"], "tcp");
     let results = doc["results"].as_array().expect("results array");
@@ -114,33 +99,26 @@ fn throughput_json_has_a_positive_rate_per_stack_and_size() {
 }
 
 #[test]
-fn single_size_and_table_output() {
-    let out = natm(&[
-        "perf",
-        "throughput",
-        "--stacks",
-        "tcp",
-        "--size",
-        "4KiB",
-        "--time",
-        "100ms",
-        "--warmup",
-        "10ms",
-        "--runs",
-        "1",
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+fn single_size_table_on_stdout_and_json_saved() {
+    let path = std::env::temp_dir().join(format!("natm-perf-{}.json", std::process::id()));
+    let out = natm(&format!(
+        "perf throughput --stacks tcp --size 4KiB --time 100ms --warmup 10ms --runs 1 --save {}",
+        path.display()
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("Gbit/s") && text.contains("4 KiB"), "{text}");
+    let saved = std::fs::read_to_string(&path).expect("--save wrote the file");
+    std::fs::remove_file(&path).unwrap();
+    let saved: Value = serde_json::from_str(&saved).expect("saved JSON");
+    assert_eq!(saved["results"][0]["size"], 4096);
+    positive(&saved["results"][0], "bps");
 }
 
 #[test]
 fn unknown_stacks_and_impossible_sizes_are_clear_errors() {
-    let out = natm(&["perf", "latency", "--stacks", "udp,carrier-pigeon"]);
+    let out = natm("perf latency --stacks udp,carrier-pigeon");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -148,19 +126,12 @@ fn unknown_stacks_and_impossible_sizes_are_clear_errors() {
         "{err}"
     );
 
-    let out = natm(&["perf", "latency", "--stacks", "udp", "--size", "1MiB"]);
+    let out = natm("perf latency --stacks udp --size 1MiB");
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("65507"), "{err}");
 
-    let out = natm(&[
-        "perf",
-        "throughput",
-        "--stacks",
-        "udp",
-        "--reference",
-        "tcp",
-    ]);
+    let out = natm("perf throughput --stacks udp --reference tcp");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--reference"));
 }

@@ -60,6 +60,27 @@ pub(crate) struct Common {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON document to this file (the table still goes to stdout).
+    #[arg(long)]
+    save: Option<std::path::PathBuf>,
+}
+
+/// Print the table or the JSON document, and save the JSON if asked.
+fn output(
+    common: &Common,
+    table: impl FnOnce() -> String,
+    json: impl FnOnce() -> String,
+) -> CliResult {
+    let doc = (common.json || common.save.is_some()).then(json);
+    if let (Some(path), Some(doc)) = (&common.save, &doc) {
+        std::fs::write(path, format!("{doc}\n"))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    match doc {
+        Some(doc) if common.json => println!("{doc}"),
+        _ => print!("{}", table()),
+    }
+    Ok(())
 }
 
 /// `natm perf latency`.
@@ -204,12 +225,11 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
     pb.finish_and_clear();
     let names: Vec<&str> = stacks.iter().map(|s| s.name()).collect();
     let rows = report::latency_rows(&names, results);
-    if a.common.json {
-        println!("{}", report::latency_json(&cfg, runs, &rows, reference));
-    } else {
-        print!("{}", report::latency_table(&cfg, runs, &rows, reference));
-    }
-    Ok(())
+    output(
+        &a.common,
+        || report::latency_table(&cfg, runs, &rows, reference),
+        || report::latency_json(&cfg, runs, &rows, reference),
+    )
 }
 
 fn run_throughput(a: &ThroughputArgs) -> CliResult {
@@ -252,16 +272,10 @@ fn run_throughput(a: &ThroughputArgs) -> CliResult {
     }
     pb.finish_and_clear();
     let reference = stacks[reference].name();
-    if a.common.json {
-        println!(
-            "{}",
-            report::throughput_json(a.common.warmup, a.time, runs, &rows, reference)
-        );
-    } else {
-        print!(
-            "{}",
-            report::throughput_table(a.common.warmup, a.time, runs, &rows, reference)
-        );
-    }
-    Ok(())
+    let (warmup, time) = (a.common.warmup, a.time);
+    output(
+        &a.common,
+        || report::throughput_table(warmup, time, runs, &rows, reference),
+        || report::throughput_json(warmup, time, runs, &rows, reference),
+    )
 }
