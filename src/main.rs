@@ -29,6 +29,10 @@ enum Command {
     Qos(cli::qos::QosCmd),
     /// Run one scenario through the deterministic network simulator.
     Sim(Box<cli::sim::SimArgs>),
+    /// Measure stacks side by side on loopback: latency and throughput, with kernel
+    /// TCP and UDP as references.
+    #[command(subcommand)]
+    Perf(cli::perf::PerfCmd),
 }
 
 fn main() -> ExitCode {
@@ -39,6 +43,7 @@ fn main() -> ExitCode {
         Command::Aal5(c) => cli::aal5::run(c),
         Command::Qos(c) => cli::qos::run(c),
         Command::Sim(a) => cli::sim::run(*a),
+        Command::Perf(c) => cli::perf::run(c),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -4,6 +4,7 @@
 pub(crate) mod aal5;
 pub(crate) mod cell;
 pub(crate) mod demo;
+pub(crate) mod perf;
 pub(crate) mod plot;
 pub(crate) mod qos;
 pub(crate) mod sim;

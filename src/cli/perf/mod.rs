@@ -1,0 +1,281 @@
+//! `natm perf`: measure stacks side by side on this machine, in one run: round-trip
+//! latency and single-connection throughput over loopback, each measurement repeated
+//! with the stacks interleaved (ABAB…, so machine noise hits all alike), reported as
+//! the median of runs in a table or one JSON document.
+//!
+//! Performance is measured here and only here; tests check the shape of the results,
+//! never their size.
+
+mod latency;
+mod report;
+mod stack;
+mod stats;
+mod tcp;
+mod throughput;
+mod udp;
+
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use super::units;
+use super::CliResult;
+use latency::LatencyConfig;
+use stack::{Stack, StackOptions, STACKS};
+use throughput::ThroughputConfig;
+
+/// Largest message size accepted (buffers of this size are allocated per end).
+const MAX_SIZE: u64 = 64 << 20;
+
+/// `natm perf` experiments.
+#[derive(Debug, Subcommand)]
+pub(crate) enum PerfCmd {
+    /// Round-trip latency: one message in flight, echoed by the server.
+    Latency(LatencyArgs),
+    /// Single-connection throughput: messages sent back to back, rate as delivered.
+    Throughput(ThroughputArgs),
+    /// List the stacks that can be measured.
+    Stacks,
+}
+
+/// Options shared by every experiment.
+#[derive(Debug, Args)]
+pub(crate) struct Common {
+    /// Repeat each measurement this many times, interleaving the stacks; the report
+    /// gives the median of runs.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Discard what happens during this time at the start of each run.
+    #[arg(long, default_value = "200ms", value_parser = units::duration)]
+    warmup: Duration,
+    /// Socket buffer size to ask for (SO_SNDBUF and SO_RCVBUF; Linux grants twice
+    /// this, capped by net.core.[rw]mem_max). 0 keeps the kernel's default (for TCP,
+    /// autotuning).
+    #[arg(long, default_value = "4MiB", value_parser = units::bytes)]
+    sockbuf: u64,
+    /// Ratios are relative to this stack (default: the first of --stacks).
+    #[arg(long)]
+    reference: Option<String>,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON document to this file (the table still goes to stdout).
+    #[arg(long)]
+    save: Option<std::path::PathBuf>,
+}
+
+/// Print the table or the JSON document, and save the JSON if asked.
+fn output(
+    common: &Common,
+    table: impl FnOnce() -> String,
+    json: impl FnOnce() -> String,
+) -> CliResult {
+    let doc = (common.json || common.save.is_some()).then(json);
+    if let (Some(path), Some(doc)) = (&common.save, &doc) {
+        std::fs::write(path, format!("{doc}\n"))
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    match doc {
+        Some(doc) if common.json => println!("{doc}"),
+        _ => print!("{}", table()),
+    }
+    Ok(())
+}
+
+/// `natm perf latency`.
+#[derive(Debug, Args)]
+pub(crate) struct LatencyArgs {
+    /// Message size, each way.
+    #[arg(long, default_value = "32", value_parser = units::bytes)]
+    size: u64,
+    /// Measure each run for this long after the warm-up…
+    #[arg(long, default_value = "3s", value_parser = units::duration)]
+    time: Duration,
+    /// …or until this many round trips, whichever comes first.
+    #[arg(long, default_value_t = 1_000_000)]
+    count: usize,
+    /// Stacks to measure, comma-separated (see `natm perf stacks`).
+    #[arg(long, value_delimiter = ',', default_value = "udp,tcp,udp-busy")]
+    stacks: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// `natm perf throughput`.
+#[derive(Debug, Args)]
+pub(crate) struct ThroughputArgs {
+    /// One message size (instead of --sizes).
+    #[arg(long, value_parser = units::bytes, conflicts_with = "sizes")]
+    size: Option<u64>,
+    /// Message sizes, comma-separated (K and KiB are 1024 B, MiB 1024² B; M and MB
+    /// are 10⁶ B).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = units::bytes,
+        default_value = "64,1KiB,4KiB,64KiB,1MiB"
+    )]
+    sizes: Vec<u64>,
+    /// Measure each run for this long after the warm-up, as the receiver sees it.
+    #[arg(long, default_value = "2s", value_parser = units::duration)]
+    time: Duration,
+    /// Stacks to measure, comma-separated (see `natm perf stacks`).
+    #[arg(long, value_delimiter = ',', default_value = "tcp,udp")]
+    stacks: Vec<String>,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Run a `natm perf` subcommand.
+pub(crate) fn run(cmd: PerfCmd) -> CliResult {
+    match cmd {
+        PerfCmd::Latency(a) => run_latency(&a),
+        PerfCmd::Throughput(a) => run_throughput(&a),
+        PerfCmd::Stacks => {
+            let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
+            for e in STACKS {
+                println!("{:width$}  {}", e.name, e.about);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The stacks asked for, built, and the index of the reference among them.
+fn setup(names: &[String], common: &Common) -> Result<(Vec<Box<dyn Stack>>, usize), String> {
+    if common.runs == 0 {
+        return Err("--runs must be at least 1".into());
+    }
+    let opts = StackOptions {
+        sockbuf: match common.sockbuf {
+            0 => None,
+            n => Some(usize::try_from(n).map_err(|_| "--sockbuf too large".to_string())?),
+        },
+        ..StackOptions::default()
+    };
+    let stacks = stack::resolve(names, &opts)?;
+    let reference = match &common.reference {
+        None => 0,
+        Some(r) => stacks.iter().position(|s| s.name() == r).ok_or_else(|| {
+            let names: Vec<_> = stacks.iter().map(|s| s.name()).collect();
+            format!(
+                "--reference {r} is not among the stacks measured ({})",
+                names.join(", ")
+            )
+        })?,
+    };
+    Ok((stacks, reference))
+}
+
+fn check_size(size: u64) -> Result<usize, String> {
+    if size == 0 || size > MAX_SIZE {
+        return Err(format!(
+            "message size {size} B is out of range: 1 B to {} MiB",
+            MAX_SIZE >> 20
+        ));
+    }
+    Ok(size as usize)
+}
+
+/// A progress bar on stderr (drawn only when stderr is a terminal).
+fn progress(total: usize) -> ProgressBar {
+    let pb = ProgressBar::new(total as u64);
+    if let Ok(style) = ProgressStyle::with_template(
+        "{spinner} {elapsed} [{bar:30}] {pos}/{len} ~{eta} left  {msg}",
+    ) {
+        pb.set_style(style.progress_chars("=> "));
+    }
+    if !pb.is_hidden() {
+        pb.enable_steady_tick(Duration::from_millis(250));
+    }
+    pb
+}
+
+fn run_latency(a: &LatencyArgs) -> CliResult {
+    let (stacks, reference) = setup(&a.stacks, &a.common)?;
+    let size = check_size(a.size)?;
+    for s in &stacks {
+        if let Some(max) = s.max_message().filter(|&m| size > m) {
+            return Err(format!(
+                "{}: carries at most {max} B in one message; use --size {max} or less, or leave {} out",
+                s.name(),
+                s.name()
+            ));
+        }
+    }
+    let cfg = LatencyConfig {
+        size,
+        warmup: a.common.warmup,
+        time: a.time,
+        count: a.count.max(1),
+    };
+    let runs = a.common.runs;
+    let pb = progress(runs * stacks.len());
+    let mut results: Vec<Vec<latency::Samples>> = stacks.iter().map(|_| Vec::new()).collect();
+    for run in 0..runs {
+        for (i, s) in stacks.iter().enumerate() {
+            pb.set_message(format!("latency {} run {}/{runs}", s.name(), run + 1));
+            let samples =
+                latency::run(s.as_ref(), &cfg).map_err(|e| format!("{}: {e}", s.name()))?;
+            results[i].push(samples);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    let names: Vec<&str> = stacks.iter().map(|s| s.name()).collect();
+    let rows = report::latency_rows(&names, results);
+    output(
+        &a.common,
+        || report::latency_table(&cfg, runs, &rows, reference),
+        || report::latency_json(&cfg, runs, &rows, reference),
+    )
+}
+
+fn run_throughput(a: &ThroughputArgs) -> CliResult {
+    let (stacks, reference) = setup(&a.stacks, &a.common)?;
+    let sizes = match a.size {
+        Some(s) => vec![check_size(s)?],
+        None => a
+            .sizes
+            .iter()
+            .map(|&s| check_size(s))
+            .collect::<Result<Vec<_>, _>>()?,
+    };
+    let runs = a.common.runs;
+    let pb = progress(sizes.len() * runs * stacks.len());
+    let mut rows = Vec::new();
+    for &size in &sizes {
+        let cfg = ThroughputConfig {
+            size,
+            warmup: a.common.warmup,
+            time: a.time,
+        };
+        let mut results: Vec<Vec<throughput::Rate>> = stacks.iter().map(|_| Vec::new()).collect();
+        for run in 0..runs {
+            for (i, s) in stacks.iter().enumerate() {
+                pb.set_message(format!(
+                    "throughput {} {} run {}/{runs}",
+                    s.name(),
+                    report::human_size(size),
+                    run + 1
+                ));
+                let rate = throughput::run(s.as_ref(), &cfg)
+                    .map_err(|e| format!("{} at {size} B: {e}", s.name()))?;
+                results[i].push(rate);
+                pb.inc(1);
+            }
+        }
+        for (s, r) in stacks.iter().zip(results) {
+            rows.push(report::ThroughputRow::new(s.name(), size, r));
+        }
+    }
+    pb.finish_and_clear();
+    let reference = stacks[reference].name();
+    let (warmup, time) = (a.common.warmup, a.time);
+    output(
+        &a.common,
+        || report::throughput_table(warmup, time, runs, &rows, reference),
+        || report::throughput_json(warmup, time, runs, &rows, reference),
+    )
+}

@@ -1,0 +1,375 @@
+//! Results of `natm perf` as a table for people or one JSON document for programs.
+//! Every figure is the median over runs of the per-run figure.
+
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::latency::{LatencyConfig, Samples};
+use super::stack::Params;
+use super::stats::{median, Summary};
+use super::throughput::Rate;
+
+/// One stack's latency runs, summarised.
+pub(crate) struct LatencyRow {
+    stack: String,
+    /// Per run: its summary and its lost round trips.
+    runs: Vec<(Summary, u64)>,
+    params: Params,
+}
+
+impl LatencyRow {
+    fn med(&self, f: impl Fn(&Summary) -> f64) -> f64 {
+        let v: Vec<f64> = self.runs.iter().map(|(s, _)| f(s)).collect();
+        median(&v).unwrap_or(f64::NAN)
+    }
+    fn samples(&self) -> usize {
+        self.runs.iter().map(|(s, _)| s.count).sum()
+    }
+    fn lost(&self) -> u64 {
+        self.runs.iter().map(|(_, l)| l).sum()
+    }
+}
+
+/// Summarise each stack's runs (`results[i]` belongs to `names[i]`).
+pub(crate) fn latency_rows(names: &[&str], results: Vec<Vec<Samples>>) -> Vec<LatencyRow> {
+    names
+        .iter()
+        .zip(results)
+        .map(|(name, runs)| {
+            let mut params = Params::new();
+            let mut out = Vec::new();
+            for mut s in runs {
+                if let Some(sum) = Summary::of_nanos(&mut s.rtt_ns) {
+                    out.push((sum, s.lost));
+                }
+                params = s.params;
+            }
+            LatencyRow {
+                stack: name.to_string(),
+                runs: out,
+                params,
+            }
+        })
+        .collect()
+}
+
+/// The latency results as one JSON document.
+pub(crate) fn latency_json(
+    cfg: &LatencyConfig,
+    runs: usize,
+    rows: &[LatencyRow],
+    reference: usize,
+) -> String {
+    let ref_median = rows[reference].med(|s| s.p50);
+    let results: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let per_run: Vec<Value> = r
+                .runs
+                .iter()
+                .map(|(s, lost)| {
+                    json!({
+                        "p50_us": s.p50, "p99_us": s.p99, "p999_us": s.p999,
+                        "min_us": s.min, "max_us": s.max, "mean_us": s.mean,
+                        "samples": s.count, "lost": lost,
+                    })
+                })
+                .collect();
+            let median_us = r.med(|s| s.p50);
+            json!({
+                "stack": r.stack,
+                "median_us": median_us,
+                "p50_us": median_us,
+                "p99_us": r.med(|s| s.p99),
+                "p999_us": r.med(|s| s.p999),
+                "min_us": r.med(|s| s.min),
+                "mean_us": r.med(|s| s.mean),
+                "samples": r.samples(),
+                "lost": r.lost(),
+                "ratio": median_us / ref_median,
+                "per_run": per_run,
+                "params": r.params,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "experiment": "latency",
+        "size": cfg.size,
+        "warmup_s": cfg.warmup.as_secs_f64(),
+        "time_s": cfg.time.as_secs_f64(),
+        "count_max": cfg.count,
+        "runs": runs,
+        "reference": rows[reference].stack,
+        "machine": machine(),
+        "results": results,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// The latency results as a table.
+pub(crate) fn latency_table(
+    cfg: &LatencyConfig,
+    runs: usize,
+    rows: &[LatencyRow],
+    reference: usize,
+) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "round-trip latency, {} messages, one in flight; {runs} run(s) of {} after a {} warm-up, \
+         stacks interleaved; medians of runs",
+        human_size(cfg.size),
+        secs(cfg.time),
+        secs(cfg.warmup)
+    );
+    let ref_median = rows[reference].med(|s| s.p50);
+    let ref_col = format!("x {}", rows[reference].stack);
+    let _ = writeln!(
+        t,
+        "{:<10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10}",
+        "stack", "median µs", "p99 µs", "p99.9 µs", "samples", "lost", ref_col
+    );
+    for r in rows {
+        let m = r.med(|s| s.p50);
+        let _ = writeln!(
+            t,
+            "{:<10} {:>10.1} {:>10.1} {:>10.1} {:>10} {:>6} {:>10.2}",
+            r.stack,
+            m,
+            r.med(|s| s.p99),
+            r.med(|s| s.p999),
+            r.samples(),
+            r.lost(),
+            m / ref_median
+        );
+    }
+    params_lines(&mut t, rows.iter().map(|r| (r.stack.as_str(), &r.params)));
+    t
+}
+
+/// One stack's throughput runs at one message size.
+pub(crate) struct ThroughputRow {
+    stack: String,
+    size: usize,
+    runs: Vec<Rate>,
+}
+
+impl ThroughputRow {
+    /// Collect one stack's runs at one size.
+    pub(crate) fn new(stack: &str, size: usize, runs: Vec<Rate>) -> Self {
+        Self {
+            stack: stack.to_string(),
+            size,
+            runs,
+        }
+    }
+    fn bps(&self) -> f64 {
+        let v: Vec<f64> = self.runs.iter().map(|r| r.bps).collect();
+        median(&v).unwrap_or(f64::NAN)
+    }
+    /// Bytes delivered over bytes sent, all runs together.
+    fn delivered(&self) -> f64 {
+        let sent: u64 = self.runs.iter().map(|r| r.sent_bytes).sum();
+        let got: u64 = self.runs.iter().map(|r| r.recv_bytes).sum();
+        if sent == 0 {
+            f64::NAN
+        } else {
+            got as f64 / sent as f64
+        }
+    }
+    fn params(&self) -> Params {
+        self.runs
+            .last()
+            .map(|r| r.params.clone())
+            .unwrap_or_default()
+    }
+    /// This row's rate over the reference stack's at the same size.
+    fn ratio(&self, rows: &[ThroughputRow], reference: &str) -> f64 {
+        rows.iter()
+            .find(|r| r.size == self.size && r.stack == reference)
+            .map_or(f64::NAN, |r| self.bps() / r.bps())
+    }
+}
+
+/// The throughput results as one JSON document.
+pub(crate) fn throughput_json(
+    warmup: Duration,
+    time: Duration,
+    runs: usize,
+    rows: &[ThroughputRow],
+    reference: &str,
+) -> String {
+    let results: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let per_run: Vec<Value> = r
+                .runs
+                .iter()
+                .map(|x| {
+                    json!({
+                        "bps": x.bps, "bytes": x.bytes, "deliveries": x.deliveries,
+                        "seconds": x.seconds, "sent_bytes": x.sent_bytes,
+                        "recv_bytes": x.recv_bytes,
+                    })
+                })
+                .collect();
+            let bps = r.bps();
+            json!({
+                "stack": r.stack,
+                "size": r.size,
+                "bps": bps,
+                "gbps": bps / 1e9,
+                "msgs_per_s": bps / 8.0 / r.size as f64,
+                "ratio": r.ratio(rows, reference),
+                "delivered": r.delivered(),
+                "samples": r.runs.len(),
+                "per_run": per_run,
+                "params": r.params(),
+            })
+        })
+        .collect();
+    let doc = json!({
+        "experiment": "throughput",
+        "warmup_s": warmup.as_secs_f64(),
+        "time_s": time.as_secs_f64(),
+        "runs": runs,
+        "reference": reference,
+        "machine": machine(),
+        "results": results,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// The throughput results as a table.
+pub(crate) fn throughput_table(
+    warmup: Duration,
+    time: Duration,
+    runs: usize,
+    rows: &[ThroughputRow],
+    reference: &str,
+) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "single-connection throughput as delivered; {runs} run(s) of {} after a {} warm-up, \
+         stacks interleaved; medians of runs",
+        secs(time),
+        secs(warmup)
+    );
+    let ref_col = format!("x {reference}");
+    let _ = writeln!(
+        t,
+        "{:<10} {:>8} {:>9} {:>10} {:>10} {:>10}",
+        "stack", "size", "Gbit/s", "msgs/s", "delivered", ref_col
+    );
+    for r in rows {
+        let bps = r.bps();
+        let _ = writeln!(
+            t,
+            "{:<10} {:>8} {:>9.3} {:>10} {:>9.1}% {:>10.2}",
+            r.stack,
+            human_size(r.size),
+            bps / 1e9,
+            si(bps / 8.0 / r.size as f64),
+            r.delivered() * 100.0,
+            r.ratio(rows, reference)
+        );
+    }
+    let mut seen: Vec<&str> = Vec::new();
+    let mut params = Vec::new();
+    for r in rows {
+        if !seen.contains(&r.stack.as_str()) {
+            seen.push(&r.stack);
+            params.push((r.stack.as_str(), r.params()));
+        }
+    }
+    params_lines(&mut t, params.iter().map(|(s, p)| (*s, p)));
+    let _ = writeln!(
+        t,
+        "msgs/s = delivered bytes / size (UDP delivers messages over {} B as datagrams); \
+         delivered = bytes received / bytes sent, whole runs",
+        super::udp::MAX_DATAGRAM
+    );
+    t
+}
+
+/// One line per stack with the settings it got.
+fn params_lines<'a>(t: &mut String, stacks: impl Iterator<Item = (&'a str, &'a Params)>) {
+    for (name, p) in stacks {
+        let kv: Vec<String> = p
+            .iter()
+            .map(|(k, v)| match v {
+                Value::String(s) => format!("{k} {s}"),
+                v => format!("{k} {v}"),
+            })
+            .collect();
+        let _ = writeln!(t, "  {name}: {}", kv.join(", "));
+    }
+}
+
+/// What the machine was, for the JSON: CPUs, kernel, load average at the end.
+fn machine() -> Value {
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_string())
+            .ok()
+    };
+    json!({
+        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
+        "kernel": read("/proc/sys/kernel/osrelease"),
+        "loadavg": read("/proc/loadavg")
+            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
+    })
+}
+
+/// Bytes as `64 B`, `4 KiB`, `1 MiB` (exact binary multiples) or plain bytes.
+pub(crate) fn human_size(n: usize) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} B")
+    }
+}
+
+/// A count with an SI prefix: `950`, `12.3 k`, `4.56 M`.
+fn si(x: f64) -> String {
+    if !x.is_finite() {
+        "-".into()
+    } else if x >= 1e9 {
+        format!("{:.2} G", x / 1e9)
+    } else if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
+}
+
+fn secs(d: Duration) -> String {
+    if d < Duration::from_secs(1) {
+        format!("{} ms", d.as_millis())
+    } else {
+        format!("{} s", d.as_secs_f64())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_and_counts_read_well() {
+        assert_eq!(human_size(64), "64 B");
+        assert_eq!(human_size(4096), "4 KiB");
+        assert_eq!(human_size(1 << 20), "1 MiB");
+        assert_eq!(human_size(1_000_000), "1000000 B");
+        assert_eq!(si(950.0), "950");
+        assert_eq!(si(12_345.0), "12.3 k");
+        assert_eq!(si(4_560_000.0), "4.56 M");
+    }
+}

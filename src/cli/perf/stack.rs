@@ -1,0 +1,181 @@
+//! What the experiments measure: a [`Stack`] opens a fresh connection (a [`Pair`] of
+//! [`Endpoint`]s on loopback) per run, and the [`STACKS`] registry names every stack
+//! `natm perf` knows.
+//!
+//! Adding a stack (natm's own, QUIC, …) is one file implementing [`Stack`] and
+//! [`Endpoint`], plus one [`Entry`] line in [`STACKS`]; the experiments, the CLI, the
+//! table and the JSON need no change.
+
+use std::io;
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use super::{tcp, udp};
+
+/// How a stack sets itself up; the same for every stack in a run of `natm perf`.
+#[derive(Debug, Clone)]
+pub(crate) struct StackOptions {
+    /// Socket buffer size to ask for (`SO_SNDBUF` and `SO_RCVBUF`), or `None` to keep
+    /// the kernel's default (for TCP: receive-buffer autotuning).
+    pub(crate) sockbuf: Option<usize>,
+    /// Longest a blocking `send` or `recv` waits before it gives control back, so that
+    /// every loop can check its deadline and stop flag.
+    pub(crate) poll: Duration,
+}
+
+impl Default for StackOptions {
+    fn default() -> Self {
+        Self {
+            sockbuf: Some(4 << 20),
+            poll: Duration::from_millis(20),
+        }
+    }
+}
+
+/// Settings of a connection as the stack really got them (e.g. the socket buffer
+/// sizes the kernel granted), reported with every result.
+pub(crate) type Params = Map<String, Value>;
+
+/// One end of a connection: sends and receives whole messages.
+///
+/// Both methods give control back within the stack's poll interval
+/// ([`StackOptions::poll`]) when nothing can be done, so no caller blocks forever.
+pub(crate) trait Endpoint: Send {
+    /// Send one message. `Err` of kind `WouldBlock` or `TimedOut` means the stack took
+    /// none of it within the poll interval (try again or give up); any other error is
+    /// final.
+    fn send(&mut self, msg: &[u8]) -> io::Result<()>;
+
+    /// Wait up to the poll interval for the next delivery: `Ok(Some(bytes))`, borrowed
+    /// until the next call, or `Ok(None)` if nothing arrived in time. A delivery is a
+    /// whole message, except on stacks whose [`Stack::max_message`] is smaller than
+    /// the message sent (UDP delivers such a message as several datagrams).
+    fn recv(&mut self) -> io::Result<Option<&[u8]>>;
+}
+
+/// A connection opened by [`Stack::connect`]: the client and server ends, in the same
+/// process, and the settings they got.
+pub(crate) struct Pair {
+    /// The end that sends (throughput) or sends and times round trips (latency).
+    pub(crate) client: Box<dyn Endpoint>,
+    /// The end that receives (throughput) or echoes (latency).
+    pub(crate) server: Box<dyn Endpoint>,
+    /// Settings as granted, for the report.
+    pub(crate) params: Params,
+}
+
+/// A protocol stack under test.
+pub(crate) trait Stack {
+    /// The name used on the command line and in the results.
+    fn name(&self) -> &str;
+
+    /// The largest message one delivery carries whole, if the stack has a limit
+    /// (UDP over IPv4: 65,507 B). Latency refuses larger messages; throughput lets the
+    /// stack's `send` split them.
+    fn max_message(&self) -> Option<usize> {
+        None
+    }
+
+    /// Open a fresh connection on loopback (ephemeral ports) for messages of up to
+    /// `max_msg` bytes. Dropping the [`Pair`] closes it.
+    fn connect(&self, max_msg: usize) -> io::Result<Pair>;
+}
+
+/// A stack's constructor: its registry name and the shared options in; the stack, or
+/// why it cannot be built, out.
+pub(crate) type MakeStack = fn(&'static str, &StackOptions) -> Result<Box<dyn Stack>, String>;
+
+/// A registry line: a stack's name, a one-line description, and its constructor.
+pub(crate) struct Entry {
+    /// Name on the command line.
+    pub(crate) name: &'static str,
+    /// What the stack is, for `natm perf stacks` and error messages.
+    pub(crate) about: &'static str,
+    /// Build the stack (may start helper threads; may fail with a message).
+    pub(crate) make: MakeStack,
+}
+
+/// Every stack `natm perf` can measure. natm's stacks go here, one line each, e.g.
+/// `Entry { name: "natm-reliable", about: "…", make: natm::reliable },`.
+pub(crate) const STACKS: &[Entry] = &[
+    Entry {
+        name: "udp",
+        about: "raw UDP, blocking sockets; datagrams of at most 65,507 B",
+        make: udp::blocking,
+    },
+    Entry {
+        name: "udp-busy",
+        about: "raw UDP, non-blocking sockets polled in a busy loop (the latency floor)",
+        make: udp::busy,
+    },
+    Entry {
+        name: "tcp",
+        about: "kernel TCP, TCP_NODELAY, messages framed by a 4-byte length",
+        make: tcp::new,
+    },
+    Entry {
+        name: "tcp-cubic",
+        about: "as tcp, with CUBIC congestion control whatever the system default",
+        make: tcp::cubic,
+    },
+];
+
+/// The names in [`STACKS`], comma-separated.
+pub(crate) fn available() -> String {
+    STACKS.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
+}
+
+/// Build the stacks named, in order; an unknown or repeated name is an error that
+/// lists the available ones.
+pub(crate) fn resolve(
+    names: &[String],
+    opts: &StackOptions,
+) -> Result<Vec<Box<dyn Stack>>, String> {
+    if names.is_empty() {
+        return Err(format!("no stack given; available stacks: {}", available()));
+    }
+    let mut out: Vec<Box<dyn Stack>> = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let name = name.trim();
+        if names[..i].iter().any(|n| n.trim() == name) {
+            return Err(format!("stack \"{name}\" given twice"));
+        }
+        let entry = STACKS.iter().find(|e| e.name == name).ok_or_else(|| {
+            format!(
+                "unknown stack \"{name}\"; available stacks: {}",
+                available()
+            )
+        })?;
+        out.push((entry.make)(entry.name, opts)?);
+    }
+    Ok(out)
+}
+
+/// Whether an I/O error only means "nothing happened within the poll interval".
+pub(crate) fn is_timeout(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_repeated_names_are_refused_with_the_list() {
+        let opts = StackOptions::default();
+        let err = resolve(&["udp".into(), "quic".into()], &opts)
+            .err()
+            .unwrap();
+        assert!(err.contains("\"quic\""), "{err}");
+        assert!(err.contains("udp, udp-busy, tcp, tcp-cubic"), "{err}");
+        let err = resolve(&["tcp".into(), "tcp".into()], &opts).err().unwrap();
+        assert!(err.contains("twice"), "{err}");
+        let ok = resolve(&["tcp".into(), "udp".into()], &opts).unwrap();
+        assert_eq!(ok[0].name(), "tcp");
+        assert_eq!(ok[1].name(), "udp");
+    }
+}

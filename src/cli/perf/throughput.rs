@@ -1,0 +1,174 @@
+//! Single-connection throughput: a sender thread sends messages of one size back to
+//! back for as long as it is let; the receiver counts the bytes delivered and takes the
+//! rate over the interval it saw them arrive in, after a warm-up. Bytes that were sent
+//! but never delivered (UDP drops them when the receiver falls behind) do not count.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::stack::{is_timeout, Endpoint, Params, Stack};
+
+/// Longest wait for the first delivery.
+const FIRST_DATA_TIMEOUT: Duration = Duration::from_secs(5);
+/// After measuring, the receiver keeps draining until the sender has stopped, at most
+/// this long (a blocked TCP sender needs its data read to notice the stop).
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long one throughput run lasts.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ThroughputConfig {
+    /// Message size in bytes.
+    pub(crate) size: usize,
+    /// Deliveries during this time after the first one are not counted.
+    pub(crate) warmup: Duration,
+    /// Length of the measured interval, as the receiver sees it.
+    pub(crate) time: Duration,
+}
+
+/// What one run measured.
+#[derive(Debug)]
+pub(crate) struct Rate {
+    /// Delivered bits per second over the measured interval.
+    pub(crate) bps: f64,
+    /// Bytes delivered in the measured interval.
+    pub(crate) bytes: u64,
+    /// Deliveries in the measured interval (messages, or datagrams on UDP).
+    pub(crate) deliveries: u64,
+    /// Length of the measured interval, seconds.
+    pub(crate) seconds: f64,
+    /// Bytes the sender's stack accepted over the whole run.
+    pub(crate) sent_bytes: u64,
+    /// Bytes delivered over the whole run (warm-up and drain included).
+    pub(crate) recv_bytes: u64,
+    /// The connection's settings as granted.
+    pub(crate) params: Params,
+}
+
+/// Measure the delivered rate over a fresh connection of `stack`: the sender on its
+/// own thread, the receiver on the calling thread. Bounded by the first-delivery
+/// timeout, `warmup + time`, and the drain timeout.
+pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> Result<Rate, String> {
+    let pair = stack
+        .connect(cfg.size)
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let mut client = pair.client;
+    let mut server = pair.server;
+    let stop_flag = AtomicBool::new(false);
+    let done_flag = AtomicBool::new(false);
+    let (stop, done) = (&stop_flag, &done_flag);
+    let start = Instant::now();
+    let sender_deadline = start + FIRST_DATA_TIMEOUT + cfg.warmup + cfg.time + 2 * DRAIN_TIMEOUT;
+
+    thread::scope(|s| {
+        let sender = s.spawn(move || -> Result<u64, String> {
+            let msg = vec![0xa5_u8; cfg.size];
+            let mut sent: u64 = 0;
+            let result = loop {
+                if stop.load(Ordering::Relaxed) || Instant::now() >= sender_deadline {
+                    break Ok(sent);
+                }
+                match client.send(&msg) {
+                    Ok(()) => sent += msg.len() as u64,
+                    Err(e) if is_timeout(&e) => {}
+                    // The receiver may close first once it has measured.
+                    Err(_) if stop.load(Ordering::Relaxed) => break Ok(sent),
+                    Err(e) => break Err(format!("send: {e}")),
+                }
+            };
+            done.store(true, Ordering::Relaxed);
+            result
+        });
+
+        let measured = receive(&mut *server, cfg, start, done);
+        stop.store(true, Ordering::Relaxed);
+        let drained = drain(&mut *server, done);
+        drop(server);
+        let sent = sender
+            .join()
+            .unwrap_or_else(|_| Err("sender thread panicked".into()));
+        let mut rate = measured?;
+        rate.recv_bytes += drained;
+        rate.sent_bytes = sent?;
+        rate.params = pair.params;
+        Ok(rate)
+    })
+}
+
+/// Count deliveries: the warm-up from the first one, then the measured interval from
+/// the first delivery after the warm-up to the first one at least `time` later.
+fn receive(
+    server: &mut dyn Endpoint,
+    cfg: &ThroughputConfig,
+    start: Instant,
+    sender_done: &AtomicBool,
+) -> Result<Rate, String> {
+    let mut total: u64 = 0;
+    let mut deliveries: u64 = 0;
+    let mut warm_end: Option<Instant> = None;
+    // (instant, total bytes, deliveries) at the start of the measured interval.
+    let mut from: Option<(Instant, u64, u64)> = None;
+    // The last delivery seen, to close the interval if the data stops early.
+    let mut last = start;
+    loop {
+        let got = server.recv().map_err(|e| format!("recv: {e}"))?;
+        let now = Instant::now();
+        if let Some(m) = got {
+            total += m.len() as u64;
+            deliveries += 1;
+            last = now;
+            match (warm_end, from) {
+                (None, _) => warm_end = Some(now + cfg.warmup),
+                (Some(w), None) if now >= w => from = Some((now, total, deliveries)),
+                (_, Some((t0, _, _))) if now - t0 >= cfg.time => break,
+                _ => {}
+            }
+            continue;
+        }
+        let stalled = match (warm_end, from) {
+            (None, _) => now - start >= FIRST_DATA_TIMEOUT,
+            (Some(w), None) => now >= w + cfg.time || sender_done.load(Ordering::Relaxed),
+            (_, Some((t0, _, _))) => now - t0 >= cfg.time || sender_done.load(Ordering::Relaxed),
+        };
+        if stalled {
+            break;
+        }
+    }
+    let Some((t0, bytes0, deliveries0)) = from else {
+        return Err(match warm_end {
+            None => format!("nothing arrived within {} s", FIRST_DATA_TIMEOUT.as_secs()),
+            Some(_) => "deliveries stopped during the warm-up".into(),
+        });
+    };
+    let seconds = (last - t0).as_secs_f64();
+    let bytes = total - bytes0;
+    if bytes == 0 || seconds <= 0.0 {
+        return Err("nothing arrived after the warm-up".into());
+    }
+    Ok(Rate {
+        bps: bytes as f64 * 8.0 / seconds,
+        bytes,
+        deliveries: deliveries - deliveries0,
+        seconds,
+        sent_bytes: 0,
+        recv_bytes: total,
+        params: Params::new(),
+    })
+}
+
+/// Read what is still on its way until the sender has stopped and one poll interval
+/// passes with nothing delivered, or for [`DRAIN_TIMEOUT`]; the bytes read. Counting
+/// them makes "delivered" mean what the stack lost, not what was in flight at the end.
+fn drain(server: &mut dyn Endpoint, sender_done: &AtomicBool) -> u64 {
+    let until = Instant::now() + DRAIN_TIMEOUT;
+    let mut bytes = 0;
+    while Instant::now() < until {
+        match server.recv() {
+            Ok(Some(m)) => bytes += m.len() as u64,
+            Ok(None) if sender_done.load(Ordering::Relaxed) => break,
+            Ok(None) => {}
+            Err(_) => break,
+        }
+    }
+    bytes
+}

@@ -1,0 +1,137 @@
+//! `natm perf` end to end, on loopback, with tiny durations: the JSON has the shape
+//! the issue promises and every figure is a positive finite number. How large the
+//! figures are is never checked here: performance is measured with `natm perf`, not
+//! asserted in tests.
+
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+/// Run `natm` with the words of `args` (which hold no spaces).
+fn natm(args: &str) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(args.split_whitespace())
+        .output()
+        .expect("run natm")
+}
+
+fn json_of(args: &str) -> Value {
+    let out = natm(args);
+    assert!(
+        out.status.success(),
+        "natm {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("stdout is one JSON document")
+}
+
+fn positive(v: &Value, key: &str) -> f64 {
+    let x = v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number in {v}"));
+    assert!(x.is_finite() && x > 0.0, "{key} = {x} in {v}");
+    x
+}
+
+#[test]
+fn latency_json_has_a_positive_median_per_stack() {
+    let doc = json_of("perf latency --stacks udp,tcp --time 200ms --warmup 20ms --runs 2 --json");
+    assert_eq!(doc["experiment"], "latency");
+    assert_eq!(doc["size"], 32);
+    assert_eq!(doc["reference"], "udp");
+    let results = doc["results"].as_array().expect("results array");
+    let stacks: Vec<&str> = results
+        .iter()
+        .map(|r| r["stack"].as_str().unwrap())
+        .collect();
+    assert_eq!(stacks, ["udp", "tcp"]);
+    for r in results {
+        for key in [
+            "median_us",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "min_us",
+            "ratio",
+        ] {
+            positive(r, key);
+        }
+        assert!(r["p50_us"].as_f64() <= r["p999_us"].as_f64(), "{r}");
+        assert!(r["samples"].as_u64().unwrap() > 0, "{r}");
+        let runs = r["per_run"].as_array().expect("per_run array");
+        assert_eq!(runs.len(), 2);
+        for run in runs {
+            positive(run, "p50_us");
+            assert!(run["samples"].as_u64().unwrap() > 0);
+        }
+        assert!(r["params"]["rcvbuf"].as_u64().unwrap() > 0, "{r}");
+    }
+}
+
+#[test]
+fn throughput_json_has_a_positive_rate_per_stack_and_size() {
+    // 100 KiB is over the largest UDP datagram: udp sends it in two.
+    let doc = json_of(concat!(
+        "perf throughput --stacks udp,tcp --sizes 64,100KiB --time 200ms --warmup 20ms ",
+        "--runs 1 --reference tcp --json"
+    ));
+    assert_eq!(doc["experiment"], "throughput");
+    assert_eq!(doc["reference"], "tcp");
+    let results = doc["results"].as_array().expect("results array");
+    let rows: Vec<(&str, u64)> = results
+        .iter()
+        .map(|r| (r["stack"].as_str().unwrap(), r["size"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(
+        rows,
+        [("udp", 64), ("tcp", 64), ("udp", 102_400), ("tcp", 102_400)]
+    );
+    for r in results {
+        for key in ["bps", "gbps", "msgs_per_s", "ratio", "delivered"] {
+            positive(r, key);
+        }
+        assert!(r["delivered"].as_f64().unwrap() <= 1.0, "{r}");
+        let runs = r["per_run"].as_array().expect("per_run array");
+        assert_eq!(runs.len(), 1);
+        positive(&runs[0], "bps");
+        positive(&runs[0], "seconds");
+    }
+}
+
+#[test]
+fn single_size_table_on_stdout_and_json_saved() {
+    let path = std::env::temp_dir().join(format!("natm-perf-{}.json", std::process::id()));
+    let out = natm(&format!(
+        "perf throughput --stacks tcp --size 4KiB --time 100ms --warmup 10ms --runs 1 --save {}",
+        path.display()
+    ));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("Gbit/s") && text.contains("4 KiB"), "{text}");
+    let saved = std::fs::read_to_string(&path).expect("--save wrote the file");
+    std::fs::remove_file(&path).unwrap();
+    let saved: Value = serde_json::from_str(&saved).expect("saved JSON");
+    assert_eq!(saved["results"][0]["size"], 4096);
+    positive(&saved["results"][0], "bps");
+}
+
+#[test]
+fn unknown_stacks_and_impossible_sizes_are_clear_errors() {
+    let out = natm("perf latency --stacks udp,carrier-pigeon");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("carrier-pigeon") && err.contains("udp, udp-busy, tcp"),
+        "{err}"
+    );
+
+    let out = natm("perf latency --stacks udp --size 1MiB");
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("65507"), "{err}");
+
+    let out = natm("perf throughput --stacks udp --reference tcp");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--reference"));
+}
