@@ -28,6 +28,9 @@ pub(crate) const VCI_FORWARD: u16 = 32;
 /// The VCI of the VC from the accepting side to the connecting side.
 pub(crate) const VCI_BACKWARD: u16 = 33;
 
+/// Datagrams processed before the touched ends are flushed in the middle of a burst.
+const FLUSH_EVERY: usize = 32;
+
 /// Largest datagram the engine reads.
 pub(crate) const MAX_DATAGRAM: usize = 65_535 + VC_HEADER_LEN;
 
@@ -227,7 +230,18 @@ impl Conn {
     }
 
     /// Process every datagram queued on the socket now. Requires the read role.
+    ///
+    /// Frames are handed to their PSBs first and the ends flushed once per batch: the
+    /// ACKs of a burst go out back to back, so the peer's engine wakes once for the
+    /// burst rather than once per ACK (SMART still gets one ACK per TPDU).
     fn drain(&self, eng: &Engine, buf: &mut [u8]) {
+        let mut touched = [false; 2];
+        self.drain_into(eng, buf, &mut touched);
+        self.flush_touched(eng, touched);
+    }
+
+    fn drain_into(&self, eng: &Engine, buf: &mut [u8], touched: &mut [bool; 2]) {
+        let mut n_batch = 0;
         loop {
             if self.over_watermark(eng) {
                 self.counters
@@ -236,8 +250,27 @@ impl Conn {
                 return;
             }
             match self.link.recv_now(buf) {
-                Ok((n, from)) => self.on_datagram(eng, &buf[..n], from),
+                Ok((n, from)) => {
+                    if let Some(w) = self.take_datagram(eng, &buf[..n], from) {
+                        touched[w as usize] = true;
+                    }
+                    n_batch += 1;
+                    // Bound the delay of the first ACK of a long burst.
+                    if n_batch % FLUSH_EVERY == 0 {
+                        self.flush_touched(eng, std::mem::take(touched));
+                    }
+                }
                 Err(_) => return,
+            }
+        }
+    }
+
+    fn flush_touched(&self, eng: &Engine, touched: [bool; 2]) {
+        let now = eng.clock.now();
+        for (i, w) in [Which::Tx, Which::Rx].into_iter().enumerate() {
+            if touched[i] {
+                let (mut end, cv) = self.end(w);
+                self.after(eng, w, &mut end, cv, now, usize::MAX);
             }
         }
     }
@@ -274,41 +307,58 @@ impl Conn {
             return false;
         }
         if !self.over_watermark(eng) {
+            let mut touched = [false; 2];
+            let mut got = |this: &Self, d: &[u8], from| {
+                if let Some(w) = this.take_datagram(eng, d, from) {
+                    touched[w as usize] = true;
+                }
+            };
             if eng.cfg.busy_poll {
                 let until = std::time::Instant::now() + super::link::READ_SLICE;
                 while std::time::Instant::now() < until {
                     if let Ok((n, from)) = self.link.recv_now(buf) {
-                        self.on_datagram(eng, &buf[..n], from);
+                        got(self, &buf[..n], from);
                         break;
                     }
                     std::hint::spin_loop();
                 }
             } else if let Ok((n, from)) = self.link.recv_blocking(buf) {
-                self.on_datagram(eng, &buf[..n], Some(from));
+                got(self, &buf[..n], Some(from));
             }
-            self.drain(eng, buf);
+            self.drain_into(eng, buf, &mut touched);
+            self.flush_touched(eng, touched);
         }
         self.release_read_role(eng, buf);
         true
     }
 
-    /// One datagram arrived on the socket.
+    /// One datagram arrived on the socket: process it and flush its end.
     pub(crate) fn on_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) {
+        if let Some(w) = self.take_datagram(eng, d, from) {
+            let mut touched = [false; 2];
+            touched[w as usize] = true;
+            self.flush_touched(eng, touched);
+        }
+    }
+
+    /// Hand a datagram to its VC's PSB without sending anything yet; returns the end
+    /// it touched.
+    fn take_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Which> {
         self.counters.datagrams_in.fetch_add(1, Ordering::Relaxed);
         let Some(vci) = vc_of(d) else {
             self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
-            return;
+            return None;
         };
         let which = match vci {
             v if v == self.tx_vci => Which::Tx,
             v if v == self.rx_vci => Which::Rx,
             _ => {
                 self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
-                return;
+                return None;
             }
         };
         let now = eng.clock.now();
-        let (mut end, cv) = self.end(which);
+        let (mut end, _) = self.end(which);
         end.psb
             .handle_frame(now, Bytes::copy_from_slice(&d[VC_HEADER_LEN..]));
         // Client handshake: the accepting side answers from the connection's own
@@ -323,7 +373,7 @@ impl Conn {
                 self.counters.bad_source.fetch_add(1, Ordering::Relaxed);
             }
         }
-        self.after(eng, which, &mut end, cv, now, usize::MAX);
+        Some(which)
     }
 
     /// After any input to an end: send what it has (up to `max` TPDUs), note its

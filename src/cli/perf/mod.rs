@@ -7,6 +7,7 @@
 //! never their size.
 
 mod latency;
+mod natm;
 mod report;
 mod stack;
 mod stats;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{tcp, udp};
+use super::{natm, tcp, udp};
 
 /// How a stack sets itself up; the same for every stack in a run of `natm perf`.
 #[derive(Debug, Clone)]
@@ -99,6 +99,31 @@ pub(crate) struct Entry {
 /// Every stack `natm perf` can measure. natm's stacks go here, one line each, e.g.
 /// `Entry { name: "natm-reliable", about: "…", make: natm::reliable },`.
 pub(crate) const STACKS: &[Entry] = &[
+    Entry {
+        name: "natm-be",
+        about: "natm best effort over UDP loopback (no error or flow control)",
+        make: natm::best_effort,
+    },
+    Entry {
+        name: "natm-reliable",
+        about: "natm reliable: SMART + dynamic window, 4 KiB TPDUs",
+        make: natm::reliable,
+    },
+    Entry {
+        name: "natm-reliable-32k",
+        about: "natm reliable with 32 KiB TPDUs",
+        make: natm::reliable_32k,
+    },
+    Entry {
+        name: "natm-be-busy",
+        about: "natm best effort, engine busy-polling (a core for microseconds)",
+        make: natm::best_effort_busy,
+    },
+    Entry {
+        name: "natm-be-sched",
+        about: "natm best effort, every send through the driver's task scheduler",
+        make: natm::best_effort_sched,
+    },
     Entry {
         name: "udp",
         about: "raw UDP, blocking sockets; datagrams of at most 65,507 B",

@@ -1,0 +1,140 @@
+//! natm's own stacks for `natm perf`: a duplex connection between two hosts on UDP
+//! loopback, with the QoS each stack names.
+
+use std::io;
+
+use serde_json::{json, Value};
+
+use super::stack::{Endpoint, Pair, Stack, StackOptions};
+use natm::ulib::{Connection, Error, Host, HostConfig};
+
+struct Natm {
+    name: &'static str,
+    qos: &'static str,
+    busy: bool,
+    inline: bool,
+    opts: StackOptions,
+}
+
+fn stack(
+    name: &'static str,
+    qos: &'static str,
+    busy: bool,
+    inline: bool,
+    opts: &StackOptions,
+) -> Box<dyn Stack> {
+    Box::new(Natm {
+        name,
+        qos,
+        busy,
+        inline,
+        opts: opts.clone(),
+    })
+}
+
+/// `natm-be`: best effort (no error or flow control).
+pub(crate) fn best_effort(name: &'static str, o: &StackOptions) -> Result<Box<dyn Stack>, String> {
+    Ok(stack(name, "best-effort", false, true, o))
+}
+
+/// `natm-reliable`: SMART and the dynamic window, 4 KiB TPDUs (the paper's default).
+pub(crate) fn reliable(name: &'static str, o: &StackOptions) -> Result<Box<dyn Stack>, String> {
+    Ok(stack(name, "reliable", false, true, o))
+}
+
+/// `natm-reliable-32k`: as `natm-reliable` with 32 KiB TPDUs (seed 000 §5.3.1: the TPDU
+/// size is chosen per environment; a loopback path has no loss to amortise).
+pub(crate) fn reliable_32k(name: &'static str, o: &StackOptions) -> Result<Box<dyn Stack>, String> {
+    Ok(stack(name, "reliable:tpdu=32768", false, true, o))
+}
+
+/// `natm-be-busy`: best effort with the engine busy-polling its sockets.
+pub(crate) fn best_effort_busy(
+    name: &'static str,
+    o: &StackOptions,
+) -> Result<Box<dyn Stack>, String> {
+    Ok(stack(name, "best-effort", true, true, o))
+}
+
+/// `natm-be-sched`: best effort with every send going through the driver's task
+/// scheduler (the paper's structure), for comparison with inline sends.
+pub(crate) fn best_effort_sched(
+    name: &'static str,
+    o: &StackOptions,
+) -> Result<Box<dyn Stack>, String> {
+    Ok(stack(name, "best-effort", false, false, o))
+}
+
+struct End {
+    conn: Connection,
+    last: Vec<u8>,
+    poll: std::time::Duration,
+}
+
+fn io_err(e: Error) -> io::Error {
+    io::Error::from(e)
+}
+
+impl Endpoint for End {
+    fn send(&mut self, msg: &[u8]) -> io::Result<()> {
+        self.conn.send(msg).map_err(io_err)
+    }
+
+    fn recv(&mut self) -> io::Result<Option<&[u8]>> {
+        match self.conn.recv_timeout(self.poll) {
+            Ok(Some(m)) => {
+                self.last = m;
+                Ok(Some(&self.last))
+            }
+            Ok(None) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed")),
+            Err(Error::TimedOut) => Ok(None),
+            Err(e) => Err(io_err(e)),
+        }
+    }
+}
+
+impl Stack for Natm {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn connect(&self, _max_msg: usize) -> io::Result<Pair> {
+        let mut cfg = HostConfig::default();
+        cfg.engine.busy_poll = self.busy;
+        cfg.engine.inline_send = self.inline;
+        if let Some(b) = self.opts.sockbuf {
+            cfg.engine.socket_rcvbuf = b;
+            cfg.engine.socket_sndbuf = b;
+        }
+        let host = Host::open(cfg).map_err(io_err)?;
+        let l = host.bind("127.0.0.1:0", self.qos).map_err(io_err)?;
+        let addr = l.local_addr().map_err(io_err)?;
+        let h2 = host.clone();
+        let qos = self.qos;
+        let t = std::thread::spawn(move || h2.connect(addr, qos));
+        let server = l
+            .accept_timeout(Some(std::time::Duration::from_secs(5)))
+            .map_err(io_err)?;
+        let client = t
+            .join()
+            .map_err(|_| io::Error::other("connect thread panicked"))?
+            .map_err(io_err)?;
+        let mut params = serde_json::Map::new();
+        params.insert("qos".into(), Value::String(self.qos.into()));
+        params.insert("busy_poll".into(), json!(self.busy));
+        params.insert("inline_send".into(), json!(self.inline));
+        Ok(Pair {
+            client: Box::new(End {
+                conn: client,
+                last: Vec::new(),
+                poll: self.opts.poll,
+            }),
+            server: Box::new(End {
+                conn: server,
+                last: Vec::new(),
+                poll: self.opts.poll,
+            }),
+            params,
+        })
+    }
+}
