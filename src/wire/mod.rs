@@ -17,3 +17,4 @@ pub mod crc;
 pub mod qos;
 mod text;
 pub mod tpdu;
+pub mod vcframe;
