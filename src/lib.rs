@@ -4,6 +4,7 @@
 //! [`wire`] holds the byte-exact formats (cells, AAL5, TPDU, QoS and address text);
 //! the transport, scheduler, adaptors, ulib and the signalling daemon stand on it.
 
+pub mod adaptor;
 pub mod flow;
 pub mod sim;
 pub mod time;

@@ -481,7 +481,7 @@ mod tests {
     #[test]
     fn limits_are_consistent() {
         assert_eq!(MAX_SDU_OVER_UDP_V4, 65_503);
-        assert!(MAX_SDU_OVER_UDP_V4 >= crate::wire::tpdu::HEADER_LEN + 4096);
+        const { assert!(MAX_SDU_OVER_UDP_V4 >= crate::wire::tpdu::HEADER_LEN + 4096) };
         assert_eq!(MAX_FRAME_LEN, 65_539);
     }
 }
