@@ -99,6 +99,14 @@ fn recv_frames(port: &UdpPort, count: usize) -> (Vec<(SocketAddr, Vec<u8>)>, usi
     (got, largest_run)
 }
 
+/// The application thread blocked in `recv` and the engine's poller share a port.
+#[test]
+fn a_port_can_be_shared_between_threads() {
+    fn shared<T: Send + Sync>() {}
+    shared::<UdpPort>();
+    shared::<natm::adaptor::PortStats>();
+}
+
 #[test]
 fn single_frames_round_trip() {
     let (a, b) = pair(PortOptions::default(), PortOptions::default());

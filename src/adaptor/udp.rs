@@ -145,9 +145,10 @@ impl UdpPort {
         let state = if options.gro {
             UdpSocketState::new((&socket).into())?
         } else {
-            // quinn-udp's state is per kernel, not per socket, as far as sending and
-            // receiving go; making it on a scratch socket leaves ours untouched (no GRO,
-            // no IP_PMTUDISC_PROBE).
+            // quinn-udp's state holds what the kernel can do (GSO segments) and its
+            // error history, nothing of the socket it was made on; its send and receive
+            // take the socket as an argument. Made on a scratch socket, it leaves ours
+            // at the kernel's defaults: no GRO, no IP_PMTUDISC_PROBE.
             let any = match addr {
                 SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
                 SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
