@@ -5,6 +5,7 @@
 //! the transport, scheduler, adaptors, ulib and the signalling daemon stand on it.
 
 pub(crate) mod engine;
+pub mod adaptor;
 pub mod flow;
 pub mod sched;
 pub mod sim;

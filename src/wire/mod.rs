@@ -20,3 +20,4 @@ pub mod qos;
 pub mod sscop;
 mod text;
 pub mod tpdu;
+pub mod vcframe;

@@ -1,0 +1,382 @@
+//! Reusable frame batches: what a port sends in one call and receives in one call.
+//!
+//! A [`SendBatch`] holds frames back to back in one buffer, all of one size but the
+//! last, which is exactly what one UDP GSO `sendmsg` takes. A [`RecvBatch`] holds the
+//! buffers one `recvmmsg` fills, each of which may carry several datagrams of one size
+//! (GRO), and yields the datagrams one by one. Both keep their memory between calls:
+//! nothing is allocated per frame.
+
+use core::fmt;
+
+use thiserror::Error;
+
+/// Largest datagram a [`SendBatch`] takes: the largest UDP payload over IPv4.
+pub const MAX_DATAGRAM: usize = crate::wire::vcframe::MAX_UDP_PAYLOAD_V4;
+
+/// Why a frame cannot join a [`SendBatch`]; send the batch, clear it and push again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum PushError {
+    /// An empty frame (a GSO batch cannot carry one) or one over [`MAX_DATAGRAM`].
+    #[error("a frame of {0} octets cannot be a datagram (1..={MAX_DATAGRAM})")]
+    BadLength(usize),
+    /// Larger than the batch's segment size: only the last frame may differ, and only
+    /// by being shorter.
+    #[error("a frame of {len} octets does not fit a batch of {segment_size}-octet segments")]
+    SizeMismatch {
+        /// The frame offered.
+        len: usize,
+        /// The batch's segment size.
+        segment_size: usize,
+    },
+    /// The batch already ends with a short frame, so nothing may follow it.
+    #[error("the batch ends with a short frame; send it before pushing more")]
+    Sealed,
+}
+
+/// Frames to send in one call: back to back, all of one size but the last, which may
+/// be shorter (the GSO rule). Reuse it: [`SendBatch::clear`] keeps the buffer.
+#[derive(Clone, Default)]
+pub struct SendBatch {
+    buf: Vec<u8>,
+    segment_size: usize,
+    frames: usize,
+    sealed: bool,
+}
+
+impl SendBatch {
+    /// An empty batch.
+    pub fn new() -> SendBatch {
+        SendBatch::default()
+    }
+
+    /// An empty batch with room for `bytes` octets of frames before it reallocates.
+    pub fn with_capacity(bytes: usize) -> SendBatch {
+        SendBatch {
+            buf: Vec::with_capacity(bytes),
+            ..SendBatch::default()
+        }
+    }
+
+    /// Forget the frames, keep the memory.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.segment_size = 0;
+        self.frames = 0;
+        self.sealed = false;
+    }
+
+    /// Number of frames.
+    pub fn len(&self) -> usize {
+        self.frames
+    }
+
+    /// Whether there is no frame.
+    pub fn is_empty(&self) -> bool {
+        self.frames == 0
+    }
+
+    /// The size of every frame but the last (`None` when empty).
+    pub fn segment_size(&self) -> Option<usize> {
+        (self.frames > 0).then_some(self.segment_size)
+    }
+
+    /// The frames, back to back.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// The frames one by one.
+    pub fn frames(&self) -> core::slice::Chunks<'_, u8> {
+        // A zero chunk size would panic; an empty batch has an empty buffer anyway.
+        self.buf.chunks(self.segment_size.max(1))
+    }
+
+    /// Whether a frame of `len` octets may join the batch now.
+    pub fn check(&self, len: usize) -> Result<(), PushError> {
+        if len == 0 || len > MAX_DATAGRAM {
+            Err(PushError::BadLength(len))
+        } else if self.frames == 0 {
+            Ok(())
+        } else if self.sealed {
+            Err(PushError::Sealed)
+        } else if len > self.segment_size {
+            Err(PushError::SizeMismatch {
+                len,
+                segment_size: self.segment_size,
+            })
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Append one frame of `len` octets and let `write` fill it in place (e.g. emit the
+    /// VC and TPDU headers and copy the payload straight into the batch).
+    pub fn push_with(
+        &mut self,
+        len: usize,
+        write: impl FnOnce(&mut [u8]),
+    ) -> Result<(), PushError> {
+        self.check(len)?;
+        let start = self.buf.len();
+        self.buf.resize(start + len, 0);
+        write(&mut self.buf[start..]);
+        if self.frames == 0 {
+            self.segment_size = len;
+        } else if len < self.segment_size {
+            self.sealed = true;
+        }
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Append one frame gathered from `parts` (e.g. VC header, TPDU header, payload).
+    pub fn push(&mut self, parts: &[&[u8]]) -> Result<(), PushError> {
+        let len = parts.iter().map(|p| p.len()).sum();
+        self.push_with(len, |out| {
+            let mut at = 0;
+            for p in parts {
+                out[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+        })
+    }
+}
+
+impl fmt::Debug for SendBatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendBatch")
+            .field("frames", &self.frames)
+            .field("segment_size", &self.segment_size)
+            .field("bytes", &self.buf.len())
+            .finish()
+    }
+}
+
+/// One filled receive buffer: who sent it, how long it is, how far apart its
+/// datagrams are (GRO).
+#[derive(Debug, Clone, Copy)]
+struct Filled<A> {
+    addr: A,
+    slot: usize,
+    len: usize,
+    stride: usize,
+}
+
+impl<A> Filled<A> {
+    fn datagrams(&self) -> usize {
+        if self.len == 0 || self.stride == 0 {
+            1
+        } else {
+            self.len.div_ceil(self.stride)
+        }
+    }
+}
+
+/// Buffers for one receive call, reused from call to call.
+///
+/// It has `slots` buffers of `slot_len` octets; a port fills some of them (each with
+/// one datagram, or several of one size with GRO) and [`RecvBatch::iter`] yields the
+/// datagrams with their source. A buffer that comes back completely full may have been
+/// truncated, so ports drop it (and count it): make `slot_len` at least one octet more
+/// than the largest datagram — 65,536 when GRO may coalesce (it stops at 64 KiB).
+#[derive(Clone)]
+pub struct RecvBatch<A = std::net::SocketAddr> {
+    buf: Vec<u8>,
+    slot_len: usize,
+    filled: Vec<Filled<A>>,
+    next_slot: usize,
+    datagrams: usize,
+}
+
+impl<A: Copy> RecvBatch<A> {
+    /// `slots` buffers of `slot_len` octets each (both at least 1).
+    pub fn new(slots: usize, slot_len: usize) -> RecvBatch<A> {
+        let (slots, slot_len) = (slots.max(1), slot_len.max(1));
+        RecvBatch {
+            buf: vec![0; slots * slot_len],
+            slot_len,
+            filled: Vec::with_capacity(slots),
+            next_slot: 0,
+            datagrams: 0,
+        }
+    }
+
+    /// Number of buffers.
+    pub fn slots(&self) -> usize {
+        self.buf.len() / self.slot_len
+    }
+
+    /// Octets per buffer.
+    pub fn slot_len(&self) -> usize {
+        self.slot_len
+    }
+
+    /// Number of datagrams received (GRO buffers split).
+    pub fn len(&self) -> usize {
+        self.datagrams
+    }
+
+    /// Whether no datagram was received.
+    pub fn is_empty(&self) -> bool {
+        self.datagrams == 0
+    }
+
+    /// Number of buffers filled.
+    pub fn buffers_filled(&self) -> usize {
+        self.filled.len()
+    }
+
+    /// Forget the datagrams, keep the memory.
+    pub fn clear(&mut self) {
+        self.filled.clear();
+        self.next_slot = 0;
+        self.datagrams = 0;
+    }
+
+    /// The datagrams received, in order, with their source.
+    pub fn iter(&self) -> Datagrams<'_, A> {
+        Datagrams {
+            batch: self,
+            filled: 0,
+            offset: 0,
+        }
+    }
+
+    /// Copy one datagram into the next free buffer (for in-memory ports and tests).
+    /// Returns `false`, copying nothing, when every buffer is used or it does not fit
+    /// with the one octet of headroom that tells a full buffer from a truncated one.
+    pub fn push(&mut self, addr: A, datagram: &[u8]) -> bool {
+        let slot = self.next_slot;
+        if slot == self.slots() || datagram.len() >= self.slot_len {
+            return false;
+        }
+        let start = slot * self.slot_len;
+        self.buf[start..start + datagram.len()].copy_from_slice(datagram);
+        self.record(addr, datagram.len(), datagram.len());
+        true
+    }
+
+    /// The whole buffer area, for a port to receive into slot by slot.
+    pub(crate) fn area_mut(&mut self) -> &mut [u8] {
+        &mut self.buf
+    }
+
+    /// Note that the next free buffer now holds `len` octets from `addr`, split every
+    /// `stride` octets. Returns the number of datagrams it carries.
+    pub(crate) fn record(&mut self, addr: A, len: usize, stride: usize) -> usize {
+        let f = Filled {
+            addr,
+            slot: self.next_slot,
+            len,
+            stride,
+        };
+        let n = f.datagrams();
+        self.filled.push(f);
+        self.next_slot += 1;
+        self.datagrams += n;
+        n
+    }
+
+    /// Skip the next free buffer (its content was dropped).
+    pub(crate) fn skip(&mut self) {
+        self.next_slot += 1;
+    }
+}
+
+impl<A> fmt::Debug for RecvBatch<A> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RecvBatch")
+            .field("slot_len", &self.slot_len)
+            .field("buffers_filled", &self.filled.len())
+            .field("datagrams", &self.datagrams)
+            .finish()
+    }
+}
+
+/// The datagrams of a [`RecvBatch`], with their source.
+#[derive(Debug)]
+pub struct Datagrams<'a, A> {
+    batch: &'a RecvBatch<A>,
+    filled: usize,
+    offset: usize,
+}
+
+impl<'a, A: Copy> Iterator for Datagrams<'a, A> {
+    type Item = (A, &'a [u8]);
+
+    fn next(&mut self) -> Option<(A, &'a [u8])> {
+        let f = self.batch.filled.get(self.filled)?;
+        let base = f.slot * self.batch.slot_len;
+        // An empty datagram (len 0) is yielded once; stride 0 means "not coalesced".
+        let step = if f.stride == 0 { f.len } else { f.stride };
+        let end = (self.offset + step).min(f.len);
+        let d = &self.batch.buf[base + self.offset..base + end];
+        if end == f.len {
+            self.filled += 1;
+            self.offset = 0;
+        } else {
+            self.offset = end;
+        }
+        Some((f.addr, d))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_batch_keeps_the_gso_rule() {
+        let mut b = SendBatch::new();
+        assert_eq!(b.segment_size(), None);
+        b.push(&[b"ab", b"cd"]).unwrap();
+        b.push(&[b"efgh"]).unwrap();
+        assert_eq!(
+            b.push(&[b"ijklm"]),
+            Err(PushError::SizeMismatch {
+                len: 5,
+                segment_size: 4
+            })
+        );
+        b.push(&[b"ij"]).unwrap();
+        assert_eq!(b.push(&[b"k"]), Err(PushError::Sealed));
+        assert_eq!(b.push(&[]), Err(PushError::BadLength(0)));
+        assert_eq!(b.len(), 3);
+        assert_eq!(b.segment_size(), Some(4));
+        assert_eq!(b.as_bytes(), b"abcdefghij");
+        assert_eq!(
+            b.frames().collect::<Vec<_>>(),
+            [&b"abcd"[..], b"efgh", b"ij"]
+        );
+        b.clear();
+        assert!(b.is_empty());
+        b.push_with(3, |o| o.copy_from_slice(b"xyz")).unwrap();
+        assert_eq!(b.as_bytes(), b"xyz");
+        assert_eq!(
+            b.check(MAX_DATAGRAM + 1),
+            Err(PushError::BadLength(MAX_DATAGRAM + 1))
+        );
+    }
+
+    #[test]
+    fn recv_batch_splits_by_stride() {
+        let mut r: RecvBatch<u8> = RecvBatch::new(3, 16);
+        // Slot 0: three datagrams coalesced (4, 4, 2 octets); slot 1 dropped; slot 2 empty
+        // datagram.
+        r.area_mut()[..10].copy_from_slice(b"aaaabbbbcc");
+        assert_eq!(r.record(7, 10, 4), 3);
+        r.skip();
+        assert_eq!(r.record(9, 0, 0), 1);
+        let got: Vec<_> = r.iter().collect();
+        assert_eq!(got, [(7, &b"aaaa"[..]), (7, b"bbbb"), (7, b"cc"), (9, b"")]);
+        assert_eq!((r.len(), r.buffers_filled()), (4, 2));
+        r.clear();
+        assert!(r.is_empty() && r.iter().next().is_none());
+        assert!(r.push(1, b"hello"));
+        assert!(
+            !r.push(2, &[0; 16]),
+            "no headroom left to detect truncation"
+        );
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(1, &b"hello"[..])]);
+    }
+}

@@ -1,0 +1,56 @@
+//! The adaptor: moves AAL5 frames on VCs (the seed's device driver and host adaptor).
+//!
+//! seed 000 §5.4 steps 4–5: the adaptor takes frames off the wire, drops bad ones, and
+//! puts each on its VC's queue for the transport. Over UDP (the [`udp`] port) each
+//! AAL5 frame is one datagram behind the 4-octet VC header of
+//! [`crate::wire::vcframe`]; the UDP checksum stands in for the AAL5 CRC (step 4's
+//! "drops incomplete or incorrect frames" is the kernel's), and the VC socket does the
+//! per-VCI queueing of step 5.
+//!
+//! # One socket per VC end
+//! The engine gives every simplex VC end its own connected UDP socket, so that:
+//! - the kernel demultiplexes by VC (the connected 4-tuple) and drops datagrams from
+//!   anyone but the peer before user space sees them;
+//! - the socket's receive buffer is the VC's receive queue with its limit, so excess
+//!   is dropped by the kernel before any work is wasted on it (seed 000 §6.2.2: drop as
+//!   early as possible, the defence against receive livelock), and counted
+//!   ([`udp::UdpPort::kernel_drops`]);
+//! - an application thread blocked in `recv` on a VC blocks in that socket's receive
+//!   call and is woken once per arrival, like a raw UDP socket; VCs with no thread
+//!   waiting are polled (the port is `AsFd`, and works in non-blocking mode).
+//!
+//! A listener socket (unconnected, [`udp::PortOptions::reuse_address`] on the same
+//! local port) receives connection requests from any peer, with the source address.
+//!
+//! # Batching
+//! Throughput comes from moving many frames per system call: a [`SendBatch`] of
+//! equal-sized frames goes out as UDP GSO sends (one `sendmsg` per up to 64 datagrams)
+//! and a [`RecvBatch`] is filled by one `recvmmsg`, each of whose buffers may carry a
+//! GRO run of datagrams. Both are reusable: nothing is allocated per frame.
+
+pub mod batch;
+mod proc_net;
+pub mod udp;
+
+use std::io;
+
+pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, MAX_DATAGRAM};
+pub use udp::{PortOptions, PortStats, UdpPort};
+
+/// What the engine needs from a port, so that a UDP socket and an in-memory link can be
+/// driven alike. Minimal on purpose; the engine may grow it.
+///
+/// Frames are whole datagrams: the VC header ([`crate::wire::vcframe`]) and the SDU.
+pub trait FramePort {
+    /// How the port names a peer (a socket address for UDP).
+    type Addr: Copy;
+
+    /// Send the frames of `frames` to `dst`, or to the connected peer when `None`.
+    /// Returns how many went out, in order from the first; a short count means the
+    /// rest should be sent again later (`Write::write` semantics).
+    fn send_frames(&self, dst: Option<Self::Addr>, frames: &SendBatch) -> io::Result<usize>;
+
+    /// Replace the contents of `frames` with what has arrived and return the number of
+    /// frames. Blocks or fails with `WouldBlock` as the port is configured.
+    fn recv_frames(&self, frames: &mut RecvBatch<Self::Addr>) -> io::Result<usize>;
+}

@@ -1,0 +1,531 @@
+//! The UDP adaptor port: one UDP socket, batched with GSO, GRO and `recvmmsg`.
+//!
+//! A [`UdpPort`] is either a VC's own connected socket (the kernel then delivers only
+//! the peer's datagrams, and the socket's receive buffer is the VC's receive queue) or
+//! a listener that takes datagrams from anyone. Sends go out as one UDP GSO `sendmsg`
+//! per run of equal-sized frames (via quinn-udp), and fall back to one datagram per
+//! frame at run time if the kernel or the device refuses GSO. Receives take up to
+//! [`quinn_udp::BATCH_SIZE`] buffers per `recvmmsg`, each of which may carry several
+//! datagrams coalesced by GRO.
+//!
+//! All methods take `&self`: a port may be shared between the application thread that
+//! blocks in [`UdpPort::recv`] and the engine thread that polls it.
+
+use std::io::{self, IoSlice, IoSliceMut};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::RwLock;
+use std::time::Duration;
+
+use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+use super::batch::{RecvBatch, SendBatch, MAX_DATAGRAM};
+use super::FramePort;
+
+/// Receive-buffer size a GRO port needs per slot: one more octet than the 64 KiB that
+/// GRO coalesces at most, so that a full slot always means truncation.
+pub const GRO_SLOT_LEN: usize = 65_536;
+
+// errno values with which a kernel or device that cannot do GSO refuses it (the same
+// on every Linux architecture); quinn-udp turns GSO off on the same two.
+const EIO: i32 = 5;
+const EINVAL: i32 = 22;
+
+/// How to open a [`UdpPort`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PortOptions {
+    /// Send runs of equal-sized frames with UDP GSO where the kernel supports it. Off:
+    /// always one datagram per `send` system call.
+    pub gso: bool,
+    /// Let quinn-udp configure the socket, which turns on UDP GRO. quinn-udp also sets
+    /// `IP_PMTUDISC_PROBE`: the kernel then refuses (EMSGSIZE) any datagram larger than
+    /// the interface MTU instead of fragmenting it. Turn GRO off on paths whose MTU is
+    /// smaller than the VC's frames (4 KiB TPDUs over 1500-octet Ethernet); the socket
+    /// then keeps the kernel's defaults, fragmentation included.
+    pub gro: bool,
+    /// `SO_REUSEADDR`, so that a VC's connected socket can share its local port with
+    /// the listener (the kernel prefers the connected socket for its peer's datagrams).
+    pub reuse_address: bool,
+}
+
+impl Default for PortOptions {
+    fn default() -> PortOptions {
+        PortOptions {
+            gso: true,
+            gro: true,
+            reuse_address: false,
+        }
+    }
+}
+
+/// A snapshot of a port's counters.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PortStats {
+    /// Datagrams handed to the kernel.
+    pub datagrams_sent: u64,
+    /// Octets handed to the kernel.
+    pub bytes_sent: u64,
+    /// Successful send system calls (a GSO send counts once).
+    pub send_calls: u64,
+    /// Send calls that carried more than one datagram with GSO.
+    pub gso_batches: u64,
+    /// Times a GSO send was refused and its frames went out one by one instead.
+    pub gso_fallbacks: u64,
+    /// Sends that failed with an error other than `WouldBlock`.
+    pub send_errors: u64,
+    /// Datagrams received (GRO buffers split).
+    pub datagrams_received: u64,
+    /// Octets received.
+    pub bytes_received: u64,
+    /// Successful receive system calls.
+    pub recv_calls: u64,
+    /// Receive buffers that carried more than one datagram (GRO).
+    pub gro_coalesced: u64,
+    /// Receives that failed with an error other than `WouldBlock`/`TimedOut`.
+    pub recv_errors: u64,
+    /// Receive buffers dropped because they came back full, so perhaps truncated.
+    pub truncated: u64,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    datagrams_sent: AtomicU64,
+    bytes_sent: AtomicU64,
+    send_calls: AtomicU64,
+    gso_batches: AtomicU64,
+    gso_fallbacks: AtomicU64,
+    send_errors: AtomicU64,
+    datagrams_received: AtomicU64,
+    bytes_received: AtomicU64,
+    recv_calls: AtomicU64,
+    gro_coalesced: AtomicU64,
+    recv_errors: AtomicU64,
+    truncated: AtomicU64,
+}
+
+fn add(c: &AtomicU64, n: usize) {
+    c.fetch_add(n as u64, Relaxed);
+}
+
+/// One UDP socket of the UDP adaptor (DESIGN §2: each AAL5 frame is one datagram).
+#[derive(Debug)]
+pub struct UdpPort {
+    socket: Socket,
+    state: UdpSocketState,
+    /// Our GSO switch: the option, cleared for good when the kernel or device cannot
+    /// do GSO at all (EIO, EINVAL).
+    gso: AtomicBool,
+    /// Largest segment the path took with GSO: lowered when a GSO send of larger
+    /// segments fails with EMSGSIZE (a segment over the path MTU; GSO cannot fragment).
+    gso_size_limit: AtomicUsize,
+    gro: bool,
+    nonblocking: AtomicBool,
+    peer: RwLock<Option<SocketAddr>>,
+    /// What quinn-udp found the kernel allows per GSO send (64 on Linux ≥ 4.18).
+    max_segments: usize,
+    counters: Counters,
+}
+
+impl UdpPort {
+    /// Open a socket bound to `addr` with the default [`PortOptions`] (GSO and GRO
+    /// on), in blocking mode.
+    pub fn bind(addr: SocketAddr) -> io::Result<UdpPort> {
+        UdpPort::bind_with(addr, &PortOptions::default())
+    }
+
+    /// Open a socket bound to `addr` with `options`, in blocking mode.
+    pub fn bind_with(addr: SocketAddr, options: &PortOptions) -> io::Result<UdpPort> {
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        if options.reuse_address {
+            socket.set_reuse_address(true)?;
+        }
+        socket.bind(&addr.into())?;
+        let state = if options.gro {
+            UdpSocketState::new((&socket).into())?
+        } else {
+            // quinn-udp's state holds what the kernel can do (GSO segments) and its
+            // error history, nothing of the socket it was made on; its send and receive
+            // take the socket as an argument. Made on a scratch socket, it leaves ours
+            // at the kernel's defaults: no GRO, no IP_PMTUDISC_PROBE.
+            let any = match addr {
+                SocketAddr::V4(_) => SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+                SocketAddr::V6(_) => SocketAddr::from((Ipv6Addr::UNSPECIFIED, 0)),
+            };
+            let scratch = std::net::UdpSocket::bind(any)?;
+            UdpSocketState::new((&scratch).into())?
+        };
+        // quinn-udp made the socket non-blocking; a port starts blocking, like std's.
+        socket.set_nonblocking(false)?;
+        let max_segments = if options.gso {
+            state.max_gso_segments()
+        } else {
+            1
+        };
+        Ok(UdpPort {
+            socket,
+            gso: AtomicBool::new(options.gso && max_segments > 1),
+            gso_size_limit: AtomicUsize::new(usize::MAX),
+            gro: options.gro && state.gro_segments() > 1,
+            state,
+            nonblocking: AtomicBool::new(false),
+            peer: RwLock::new(None),
+            max_segments,
+            counters: Counters::default(),
+        })
+    }
+
+    /// Connect to `peer`: sends without a destination go there, and the kernel drops
+    /// datagrams from anyone else before they reach this socket.
+    pub fn connect(&self, peer: SocketAddr) -> io::Result<()> {
+        self.socket.connect(&peer.into())?;
+        *self.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(peer);
+        Ok(())
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        sock_addr(self.socket.local_addr()?)
+    }
+
+    /// The connected peer (`NotConnected` for a listener).
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        sock_addr(self.socket.peer_addr()?)
+    }
+
+    /// Ask for a receive buffer of `bytes` (the VC's receive queue, seed 000 §6.2.2);
+    /// returns what the kernel granted (Linux doubles the request and caps it at
+    /// `net.core.rmem_max`).
+    pub fn set_recv_buffer(&self, bytes: usize) -> io::Result<usize> {
+        self.socket.set_recv_buffer_size(bytes)?;
+        self.socket.recv_buffer_size()
+    }
+
+    /// Ask for a send buffer of `bytes`; returns what the kernel granted.
+    pub fn set_send_buffer(&self, bytes: usize) -> io::Result<usize> {
+        self.socket.set_send_buffer_size(bytes)?;
+        self.socket.send_buffer_size()
+    }
+
+    /// The receive buffer the kernel holds for this socket, octets.
+    pub fn recv_buffer(&self) -> io::Result<usize> {
+        self.socket.recv_buffer_size()
+    }
+
+    /// The send buffer the kernel holds for this socket, octets.
+    pub fn send_buffer(&self) -> io::Result<usize> {
+        self.socket.send_buffer_size()
+    }
+
+    /// Bound a blocking receive: after `timeout` it fails with `WouldBlock` (Linux's
+    /// EAGAIN). `None` waits for ever.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.socket.set_read_timeout(timeout)
+    }
+
+    /// Bound a blocking send (a full send buffer) the same way.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.socket.set_write_timeout(timeout)
+    }
+
+    /// Non-blocking mode, for a port driven by a poller: calls that cannot proceed fail
+    /// with `WouldBlock` at once, and a receive drains up to a whole batch per call.
+    pub fn set_nonblocking(&self, nonblocking: bool) -> io::Result<()> {
+        self.socket.set_nonblocking(nonblocking)?;
+        self.nonblocking.store(nonblocking, Relaxed);
+        Ok(())
+    }
+
+    /// Whether the port is in non-blocking mode.
+    pub fn is_nonblocking(&self) -> bool {
+        self.nonblocking.load(Relaxed)
+    }
+
+    /// Most datagrams one send system call carries now: 1 without GSO or after the
+    /// kernel refused it.
+    pub fn max_gso_segments(&self) -> usize {
+        if self.gso.load(Relaxed) {
+            self.max_segments
+        } else {
+            1
+        }
+    }
+
+    /// Whether the socket has UDP GRO on (receive buffers may carry several datagrams).
+    pub fn gro(&self) -> bool {
+        self.gro
+    }
+
+    /// A receive batch of `slots` buffers sized for this port: [`GRO_SLOT_LEN`] with
+    /// GRO, else one octet more than the largest UDP payload.
+    pub fn recv_batch(&self, slots: usize) -> RecvBatch {
+        let slot_len = if self.gro {
+            GRO_SLOT_LEN
+        } else {
+            MAX_DATAGRAM + 1
+        };
+        RecvBatch::new(slots, slot_len)
+    }
+
+    /// Send `contents` as datagrams of `segment_size` octets (the last may be shorter)
+    /// to `dst`, or to the connected peer if `None`; returns how many went out.
+    ///
+    /// With GSO, runs of up to [`UdpPort::max_gso_segments`] datagrams (and at most
+    /// 65,507 octets) go out in one `sendmsg`. If the kernel refuses a GSO send, the
+    /// port counts a fallback and sends that run again one datagram at a time, then
+    /// remembers: after EIO or EINVAL (no GSO in the kernel or the device; quinn-udp's
+    /// own test) it stops using GSO; after EMSGSIZE (a segment larger than the path MTU,
+    /// which GSO cannot fragment — Linux 6.x answers so) it stops using GSO for segments
+    /// of that size and larger. Single datagrams over the MTU still go out fragmented
+    /// unless [`PortOptions::gro`] is on.
+    ///
+    /// Like `Write::write`, a count short of the whole means the rest was not sent: the
+    /// socket would block (non-blocking mode or a write timeout) or the kernel refused a
+    /// datagram; the error itself comes back only when nothing was sent. Errors other
+    /// than `WouldBlock` are counted in [`PortStats::send_errors`].
+    pub fn send(
+        &self,
+        dst: Option<SocketAddr>,
+        contents: &[u8],
+        segment_size: usize,
+    ) -> io::Result<usize> {
+        if segment_size == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "segment size must be at least 1",
+            ));
+        }
+        let mut sent = 0;
+        let mut rest = contents;
+        while !rest.is_empty() {
+            let max = if segment_size <= self.gso_size_limit.load(Relaxed) {
+                self.max_gso_segments()
+                    .min(MAX_DATAGRAM / segment_size)
+                    .max(1)
+            } else {
+                1
+            };
+            let take = rest.len().min(max * segment_size);
+            let (chunk, tail) = rest.split_at(take);
+            let segments = chunk.len().div_ceil(segment_size);
+            let result = if segments > 1 {
+                self.send_gso(dst, chunk, segment_size)
+            } else {
+                self.send_one(dst, chunk)
+            };
+            match result {
+                Ok(()) => {
+                    add(&self.counters.send_calls, 1);
+                    add(&self.counters.datagrams_sent, segments);
+                    add(&self.counters.bytes_sent, chunk.len());
+                    if segments > 1 {
+                        add(&self.counters.gso_batches, 1);
+                    }
+                    sent += segments;
+                    rest = tail;
+                }
+                Err(e) if segments > 1 && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
+                    // The same chunk goes again, one datagram at a time.
+                    self.gso.store(false, Relaxed);
+                    add(&self.counters.gso_fallbacks, 1);
+                }
+                Err(e) if segments > 1 && quinn_udp::is_msg_size_err(&e) => {
+                    self.gso_size_limit.fetch_min(segment_size - 1, Relaxed);
+                    add(&self.counters.gso_fallbacks, 1);
+                }
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::WouldBlock {
+                        add(&self.counters.send_errors, 1);
+                    }
+                    return if sent > 0 { Ok(sent) } else { Err(e) };
+                }
+            }
+        }
+        Ok(sent)
+    }
+
+    /// Send every frame of `batch` (see [`UdpPort::send`]); returns how many went out.
+    pub fn send_batch(&self, dst: Option<SocketAddr>, batch: &SendBatch) -> io::Result<usize> {
+        match batch.segment_size() {
+            Some(size) => self.send(dst, batch.as_bytes(), size),
+            None => Ok(0),
+        }
+    }
+
+    /// Send one datagram gathered from `parts` (VC header, TPDU header, payload) with
+    /// one vectored `sendmsg`, without copying them together first. No GSO: quinn-udp
+    /// takes one contiguous buffer per send.
+    pub fn send_vectored(&self, dst: Option<SocketAddr>, parts: &[IoSlice<'_>]) -> io::Result<()> {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let result = match dst {
+            Some(addr) => self.socket.send_to_vectored(parts, &addr.into()),
+            None => self.socket.send_vectored(parts),
+        };
+        match result {
+            Ok(_) => {
+                add(&self.counters.send_calls, 1);
+                add(&self.counters.datagrams_sent, 1);
+                add(&self.counters.bytes_sent, len);
+                Ok(())
+            }
+            Err(e) => {
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    add(&self.counters.send_errors, 1);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn send_gso(
+        &self,
+        dst: Option<SocketAddr>,
+        chunk: &[u8],
+        segment_size: usize,
+    ) -> io::Result<()> {
+        let destination = match dst {
+            Some(addr) => addr,
+            None => self
+                .peer
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?,
+        };
+        let transmit = Transmit {
+            destination,
+            ecn: None,
+            contents: chunk,
+            segment_size: Some(segment_size),
+            src_ip: None,
+        };
+        self.state.try_send((&self.socket).into(), &transmit)
+    }
+
+    fn send_one(&self, dst: Option<SocketAddr>, datagram: &[u8]) -> io::Result<()> {
+        // A plain send(2): no control message to build, and the connected fast path.
+        match dst {
+            Some(addr) => self.socket.send_to(datagram, &addr.into()),
+            None => self.socket.send(datagram),
+        }
+        .map(|_| ())
+    }
+
+    /// Receive into `batch` (cleared first); returns the number of datagrams.
+    ///
+    /// In blocking mode the call waits (up to the read timeout) for the first datagram
+    /// and returns with that one buffer — a single datagram, or a GRO run of them — so
+    /// that a blocked reader wakes once per arrival, as with a raw UDP socket. In
+    /// non-blocking mode one `recvmmsg` fills up to [`quinn_udp::BATCH_SIZE`] buffers
+    /// with what is queued, or fails with `WouldBlock`. A buffer that comes back full may
+    /// have been truncated: it is dropped and counted in [`PortStats::truncated`].
+    pub fn recv(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        let slot_len = batch.slot_len();
+        let wanted = if self.is_nonblocking() {
+            batch.slots().min(BATCH_SIZE)
+        } else {
+            1
+        };
+        let mut meta = [RecvMeta::default(); BATCH_SIZE];
+        let filled = {
+            let mut slots = batch.area_mut().chunks_mut(slot_len);
+            let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
+                core::array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
+            self.state.recv(
+                (&self.socket).into(),
+                &mut bufs[..wanted],
+                &mut meta[..wanted],
+            )
+        };
+        let filled = match filled {
+            Ok(n) => n,
+            Err(e) => {
+                if !matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) {
+                    add(&self.counters.recv_errors, 1);
+                }
+                return Err(e);
+            }
+        };
+        add(&self.counters.recv_calls, 1);
+        for m in &meta[..filled] {
+            if m.len >= slot_len {
+                add(&self.counters.truncated, 1);
+                batch.skip();
+                continue;
+            }
+            let n = batch.record(m.addr, m.len, m.stride);
+            add(&self.counters.datagrams_received, n);
+            add(&self.counters.bytes_received, m.len);
+            if n > 1 {
+                add(&self.counters.gro_coalesced, 1);
+            }
+        }
+        Ok(batch.len())
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> PortStats {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Relaxed);
+        PortStats {
+            datagrams_sent: get(&c.datagrams_sent),
+            bytes_sent: get(&c.bytes_sent),
+            send_calls: get(&c.send_calls),
+            gso_batches: get(&c.gso_batches),
+            gso_fallbacks: get(&c.gso_fallbacks),
+            send_errors: get(&c.send_errors),
+            datagrams_received: get(&c.datagrams_received),
+            bytes_received: get(&c.bytes_received),
+            recv_calls: get(&c.recv_calls),
+            gro_coalesced: get(&c.gro_coalesced),
+            recv_errors: get(&c.recv_errors),
+            truncated: get(&c.truncated),
+        }
+    }
+
+    /// Datagrams the kernel dropped because this socket's receive buffer was full — the
+    /// early discard of seed 000 §6.2.2, done before any user-space work.
+    ///
+    /// Read from the `drops` column of `/proc/net/udp{,6}` for this socket's inode
+    /// (Linux; `None` elsewhere or if the row is not found). It costs a read of that
+    /// file, which lists every UDP socket of the network namespace: call it for
+    /// statistics, not per datagram. (`SO_RXQ_OVFL` would report the same count per
+    /// receive, but neither quinn-udp nor socket2 can set or decode it without unsafe
+    /// code.)
+    pub fn kernel_drops(&self) -> io::Result<Option<u64>> {
+        super::proc_net::udp_drops(self.socket.as_raw_fd())
+    }
+}
+
+fn sock_addr(addr: SockAddr) -> io::Result<SocketAddr> {
+    addr.as_socket()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidData, "not an IP socket address"))
+}
+
+impl AsFd for UdpPort {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.socket.as_fd()
+    }
+}
+
+impl AsRawFd for UdpPort {
+    fn as_raw_fd(&self) -> RawFd {
+        self.socket.as_raw_fd()
+    }
+}
+
+impl FramePort for UdpPort {
+    type Addr = SocketAddr;
+
+    fn send_frames(&self, dst: Option<SocketAddr>, frames: &SendBatch) -> io::Result<usize> {
+        self.send_batch(dst, frames)
+    }
+
+    fn recv_frames(&self, frames: &mut RecvBatch<SocketAddr>) -> io::Result<usize> {
+        self.recv(frames)
+    }
+}
