@@ -103,6 +103,8 @@ pub(crate) struct Conn {
     reading: AtomicBool,
     pending: AtomicBool,
     dropped: AtomicBool,
+    /// Reading is held off by the watermarks.
+    held: AtomicBool,
     tx_deadline: AtomicU64,
     rx_deadline: AtomicU64,
     /// The deadline the driver's timer heap holds an entry for (u64::MAX: none).
@@ -149,6 +151,7 @@ impl Conn {
             reading: AtomicBool::new(false),
             pending: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
+            held: AtomicBool::new(false),
             tx_deadline: AtomicU64::new(u64::MAX),
             rx_deadline: AtomicU64::new(u64::MAX),
             armed: AtomicU64::new(u64::MAX),
@@ -220,12 +223,25 @@ impl Conn {
         }
     }
 
-    /// Whether the receive side is over its high watermark: stop reading, so the
+    /// Whether to stop reading the socket: the receive side went over its high
+    /// watermark and has not yet come back under its low one (hysteresis), so the
     /// kernel sheds the excess before any work is spent on it (seed 000 §6.2.2).
     fn over_watermark(&self, eng: &Engine) -> bool {
-        match eng.cfg.watermarks {
-            Some(w) => lock(&self.rx).psb.readable() > w.high,
-            None => false,
+        let Some(w) = eng.cfg.watermarks else {
+            return false;
+        };
+        let backlog = lock(&self.rx).psb.readable();
+        if self.held.load(Ordering::Acquire) {
+            if backlog <= w.low {
+                self.held.store(false, Ordering::Release);
+                return false;
+            }
+            true
+        } else if backlog > w.high {
+            self.held.store(true, Ordering::Release);
+            true
+        } else {
+            false
         }
     }
 

@@ -11,20 +11,20 @@ use std::time::Duration;
 
 use rustix::net::{RecvFlags, SendFlags};
 
-/// The VC header the UDP adaptor puts in front of each TPDU: version, VPI, VCI.
-pub(crate) const VC_HEADER_LEN: usize = 4;
-const VC_VERSION: u8 = 0xA1;
+use crate::wire::vcframe;
 
-/// Append the VC header for VPI 0 / `vci` to `out`.
+/// The UDP adaptor's VC header in front of each TPDU (`wire::vcframe`).
+pub(crate) const VC_HEADER_LEN: usize = vcframe::HEADER_LEN;
+
+/// Append the VC header of a data frame on VPI 0 / `vci` to `out`.
 pub(crate) fn put_vc_header(out: &mut Vec<u8>, vci: u16) {
-    let [hi, lo] = vci.to_be_bytes();
-    out.extend_from_slice(&[VC_VERSION, 0, hi, lo]);
+    out.extend_from_slice(&vcframe::Repr::data(0, vci).to_bytes());
 }
 
-/// The VCI of a datagram, or `None` if it is not a natm UDP frame.
+/// The VCI of a data datagram, or `None` if it is not a natm UDP data frame.
 pub(crate) fn vc_of(datagram: &[u8]) -> Option<u16> {
-    match datagram {
-        [VC_VERSION, 0, hi, lo, ..] => Some(u16::from_be_bytes([*hi, *lo])),
+    match vcframe::Repr::parse_bytes(datagram) {
+        Ok((r, _)) if r.kind == vcframe::FrameKind::Data && r.vpi == 0 => Some(r.vci),
         _ => None,
     }
 }
@@ -97,6 +97,7 @@ mod tests {
         v.extend_from_slice(b"tpdu");
         assert_eq!(v.len(), VC_HEADER_LEN + 4);
         assert_eq!(vc_of(&v), Some(33));
+        assert_eq!(v[0] >> 4, vcframe::MAGIC);
         assert_eq!(vc_of(b"\x45\x00\x00\x1c"), None);
         assert_eq!(vc_of(&[]), None);
     }

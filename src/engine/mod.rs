@@ -59,9 +59,11 @@ impl Default for EngineConfig {
         EngineConfig {
             socket_rcvbuf: 4 << 20,
             socket_sndbuf: 4 << 20,
+            // Below a VC's default 1 MiB receive buffer, so they engage before the
+            // PSB has to drop.
             watermarks: Some(Watermarks {
-                high: 4 << 20,
-                low: 1 << 20,
+                high: 512 << 10,
+                low: 128 << 10,
             }),
             busy_poll: false,
             inline_send: true,
