@@ -7,6 +7,7 @@
 //! never their size.
 
 mod latency;
+mod livelock;
 mod natm;
 mod report;
 mod stack;
@@ -36,6 +37,9 @@ pub(crate) enum PerfCmd {
     Latency(LatencyArgs),
     /// Single-connection throughput: messages sent back to back, rate as delivered.
     Throughput(ThroughputArgs),
+    /// Receive livelock (seed 000 Figures 7–8): delivered against offered load on a
+    /// best-effort VC whose receiver is the bottleneck, watermarks on and off.
+    Livelock(LivelockArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -72,16 +76,69 @@ fn output(
     table: impl FnOnce() -> String,
     json: impl FnOnce() -> String,
 ) -> CliResult {
-    let doc = (common.json || common.save.is_some()).then(json);
-    if let (Some(path), Some(doc)) = (&common.save, &doc) {
+    output_to(common.json, common.save.as_deref(), table, json)
+}
+
+/// [`output`] for experiments without the stack options of [`Common`].
+fn output_to(
+    as_json: bool,
+    save: Option<&std::path::Path>,
+    table: impl FnOnce() -> String,
+    json: impl FnOnce() -> String,
+) -> CliResult {
+    let doc = (as_json || save.is_some()).then(json);
+    if let (Some(path), Some(doc)) = (save, &doc) {
         std::fs::write(path, format!("{doc}\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     match doc {
-        Some(doc) if common.json => println!("{doc}"),
+        Some(doc) if as_json => println!("{doc}"),
         _ => print!("{}", table()),
     }
     Ok(())
+}
+
+/// Options of the experiments that build their own natm hosts.
+#[derive(Debug, Args)]
+pub(crate) struct Output {
+    /// Repeat each measurement this many times, interleaved; the report gives the
+    /// median of runs.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Discard what happens during this time at the start of each run.
+    #[arg(long, default_value = "500ms", value_parser = units::duration)]
+    warmup: Duration,
+    /// Measure each run for this long after the warm-up.
+    #[arg(long, default_value = "2s", value_parser = units::duration)]
+    time: Duration,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON document to this file (the table still goes to stdout).
+    #[arg(long)]
+    save: Option<std::path::PathBuf>,
+    /// Draw the figure into this SVG file.
+    #[arg(long)]
+    figure: Option<std::path::PathBuf>,
+}
+
+/// `natm perf livelock`.
+#[derive(Debug, Args)]
+pub(crate) struct LivelockArgs {
+    /// QoS of the VC: best effort, messages of several TPDUs.
+    #[arg(long, default_value = "best-effort:tpdu=4096")]
+    qos: String,
+    /// Message size.
+    #[arg(long, default_value = "16KiB", value_parser = units::bytes)]
+    size: u64,
+    /// CPU time the receiving application burns per message; sets its capacity C.
+    #[arg(long, default_value = "1ms", value_parser = units::duration)]
+    work: Duration,
+    /// Offered loads, multiples of C, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,5,10")]
+    loads: Vec<f64>,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// `natm perf latency`.
@@ -133,6 +190,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
     match cmd {
         PerfCmd::Latency(a) => run_latency(&a),
         PerfCmd::Throughput(a) => run_throughput(&a),
+        PerfCmd::Livelock(a) => run_livelock(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {
@@ -278,5 +336,59 @@ fn run_throughput(a: &ThroughputArgs) -> CliResult {
         &a.common,
         || report::throughput_table(warmup, time, runs, &rows, reference),
         || report::throughput_json(warmup, time, runs, &rows, reference),
+    )
+}
+
+fn run_livelock(a: &LivelockArgs) -> CliResult {
+    let o = &a.out;
+    if o.runs == 0 || a.loads.is_empty() || a.loads.iter().any(|&l| !(l > 0.0 && l.is_finite())) {
+        return Err("--runs must be at least 1 and --loads positive".into());
+    }
+    if a.work.is_zero() || o.time.is_zero() {
+        return Err("--work and --time must be positive".into());
+    }
+    let cfg = livelock::LivelockConfig {
+        qos: a.qos.clone(),
+        size: check_size(a.size)?,
+        work: a.work,
+        warmup: o.warmup,
+        time: o.time,
+    };
+    let pb = progress(o.runs * a.loads.len() * 2);
+    let mut rows: Vec<livelock::Row> = a
+        .loads
+        .iter()
+        .flat_map(|&load| {
+            [true, false].map(|watermarks| livelock::Row {
+                load,
+                watermarks,
+                runs: Vec::new(),
+            })
+        })
+        .collect();
+    for run in 0..o.runs {
+        for row in &mut rows {
+            let wm = if row.watermarks { "on" } else { "off" };
+            pb.set_message(format!(
+                "livelock {}×C watermarks {wm} run {}/{}",
+                row.load,
+                run + 1,
+                o.runs
+            ));
+            let s = livelock::run(&cfg, row.load, row.watermarks)
+                .map_err(|e| format!("{}×C, watermarks {wm}: {e}", row.load))?;
+            row.runs.push(s);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    if let Some(path) = &o.figure {
+        livelock::figure(path, &cfg, &rows)?;
+    }
+    output_to(
+        o.json,
+        o.save.as_deref(),
+        || livelock::table(&cfg, o.runs, &rows),
+        || livelock::json_doc(&cfg, o.runs, &rows),
     )
 }
