@@ -38,6 +38,8 @@ pub(crate) struct LivelockConfig {
     pub(crate) warmup: Duration,
     /// Length of the measured interval.
     pub(crate) time: Duration,
+    /// Watermarks of the "on" case (the default engine's unless overridden).
+    pub(crate) watermarks: Option<Watermarks>,
 }
 
 impl LivelockConfig {
@@ -95,9 +97,7 @@ fn err(e: Error) -> String {
 /// Two hosts, the receiver's with or without watermarks; (sender, receiver).
 fn connect(cfg: &LivelockConfig, watermarks: bool) -> Result<(Connection, Connection), String> {
     let mut rx_cfg = HostConfig::default();
-    if !watermarks {
-        rx_cfg.engine.watermarks = None;
-    }
+    rx_cfg.engine.watermarks = if watermarks { cfg.watermarks } else { None };
     let tx_host = Host::open(HostConfig::default()).map_err(err)?;
     let rx_host = Host::open(rx_cfg).map_err(err)?;
     let l = rx_host.bind("127.0.0.1:0", &cfg.qos).map_err(err)?;
@@ -112,7 +112,7 @@ fn connect(cfg: &LivelockConfig, watermarks: bool) -> Result<(Connection, Connec
     Ok((client, server))
 }
 
-/// Whether the default engine has watermarks (the experiment's "on" case).
+/// The default engine's watermarks (the experiment's "on" case unless overridden).
 pub(crate) fn default_watermarks() -> Option<Watermarks> {
     HostConfig::default().engine.watermarks
 }
@@ -270,7 +270,7 @@ fn peak(rows: &[Row], watermarks: bool) -> f64 {
 
 /// The results as one JSON document.
 pub(crate) fn json_doc(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
-    let wm = default_watermarks();
+    let wm = cfg.watermarks;
     let peaks = [peak(rows, true), peak(rows, false)];
     let results: Vec<Value> = rows
         .iter()
@@ -305,13 +305,20 @@ pub(crate) fn table(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
     let _ = writeln!(
         t,
         "Receive livelock: {} messages of {}, receiver busy {} µs per message \
-         (C = {:.1} Mbit/s), {} s measured after {} s, median of {runs} run(s)",
+         (C = {:.1} Mbit/s), {} s measured after {} s, median of {runs} run(s); \
+         watermarks on = {}",
         cfg.qos,
         super::report::human_size(cfg.size),
         cfg.work.as_micros(),
         cfg.capacity_bps() / 1e6,
         cfg.time.as_secs_f64(),
         cfg.warmup.as_secs_f64(),
+        cfg.watermarks
+            .map_or("none".into(), |w| format!(
+                "high {} low {}",
+                super::report::human_size(w.high),
+                super::report::human_size(w.low)
+            )),
     );
     let _ = writeln!(
         t,

@@ -137,6 +137,12 @@ pub(crate) struct LivelockArgs {
     /// Offered loads, multiples of C, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2,5,10")]
     loads: Vec<f64>,
+    /// High watermark of the "on" case (default: the engine's default).
+    #[arg(long, value_parser = units::bytes, requires = "low")]
+    high: Option<u64>,
+    /// Low watermark of the "on" case (default: the engine's default).
+    #[arg(long, value_parser = units::bytes, requires = "high")]
+    low: Option<u64>,
     #[command(flatten)]
     out: Output,
 }
@@ -353,6 +359,14 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
         work: a.work,
         warmup: o.warmup,
         time: o.time,
+        watermarks: match (a.high, a.low) {
+            (Some(high), Some(low)) if low <= high => Some(::natm::ulib::Watermarks {
+                high: high as usize,
+                low: low as usize,
+            }),
+            (Some(_), Some(_)) => return Err("--low must not exceed --high".into()),
+            _ => livelock::default_watermarks(),
+        },
     };
     let pb = progress(o.runs * a.loads.len() * 2);
     let mut rows: Vec<livelock::Row> = a
