@@ -313,14 +313,14 @@ pub(crate) fn table(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
         cfg.capacity_bps() / 1e6,
         cfg.time.as_secs_f64(),
         cfg.warmup.as_secs_f64(),
-        cfg.watermarks
-            .map_or("none".into(), |w| format!(
-                "high {} low {}",
-                super::report::human_size(w.high),
-                super::report::human_size(w.low)
-            )),
+        cfg.watermarks.map_or("none".into(), |w| format!(
+            "high {} low {}",
+            super::report::human_size(w.high),
+            super::report::human_size(w.low)
+        )),
     );
-    let _ = writeln!(
+    let _ =
+        writeln!(
         t,
         "{:>6} {:>9} | {:>9} {:>9} {:>6} {:>7} {:>7} {:>8} | {:>9} {:>9} {:>6} {:>8} {:>7} {:>8}",
         "load", "offered",
@@ -386,7 +386,12 @@ pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row])
         points: rows
             .iter()
             .filter(|r| r.watermarks == wm)
-            .map(|r| (r.med(|s| s.offered_bps) / 1e6, r.med(|s| s.delivered_bps) / 1e6))
+            .map(|r| {
+                (
+                    r.med(|s| s.offered_bps) / 1e6,
+                    r.med(|s| s.delivered_bps) / 1e6,
+                )
+            })
             .collect(),
     };
     let max = rows

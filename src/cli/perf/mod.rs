@@ -6,6 +6,7 @@
 //! Performance is measured here and only here; tests check the shape of the results,
 //! never their size.
 
+mod isolation;
 mod latency;
 mod livelock;
 mod natm;
@@ -40,6 +41,9 @@ pub(crate) enum PerfCmd {
     /// Receive livelock (seed 000 Figures 7–8): delivered against offered load on a
     /// best-effort VC whose receiver is the bottleneck, watermarks on and off.
     Livelock(LivelockArgs),
+    /// Isolation of a guaranteed VC (seed 000 §2, §5.1): its rate alone, then while a
+    /// best-effort VC floods and a reliable VC transfers in bulk.
+    Isolation(IsolationArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -191,12 +195,38 @@ pub(crate) struct ThroughputArgs {
     common: Common,
 }
 
+/// `natm perf isolation`.
+#[derive(Debug, Args)]
+pub(crate) struct IsolationArgs {
+    /// Peak cell rate of the guaranteed VC, payload bit/s (`cbr:pcr=…`).
+    #[arg(long, default_value = "20Mbps", value_parser = units::rate)]
+    pcr: u64,
+    /// Message size on the guaranteed VC.
+    #[arg(long, default_value = "8KiB", value_parser = units::bytes)]
+    size: u64,
+    /// QoS of the flooding VC.
+    #[arg(long, default_value = "best-effort")]
+    flood_qos: String,
+    /// QoS of the bulk VC.
+    #[arg(long, default_value = "reliable")]
+    bulk_qos: String,
+    /// Message size on the flooding and bulk VCs.
+    #[arg(long, default_value = "64KiB", value_parser = units::bytes)]
+    load_size: u64,
+    /// Width of the bins of the rate-over-time figure.
+    #[arg(long, default_value = "100ms", value_parser = units::duration)]
+    bin: Duration,
+    #[command(flatten)]
+    out: Output,
+}
+
 /// Run a `natm perf` subcommand.
 pub(crate) fn run(cmd: PerfCmd) -> CliResult {
     match cmd {
         PerfCmd::Latency(a) => run_latency(&a),
         PerfCmd::Throughput(a) => run_throughput(&a),
         PerfCmd::Livelock(a) => run_livelock(&a),
+        PerfCmd::Isolation(a) => run_isolation(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {
@@ -404,5 +434,49 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
         o.save.as_deref(),
         || livelock::table(&cfg, o.runs, &rows),
         || livelock::json_doc(&cfg, o.runs, &rows),
+    )
+}
+
+fn run_isolation(a: &IsolationArgs) -> CliResult {
+    let o = &a.out;
+    if o.runs == 0 || o.time.is_zero() || a.bin.is_zero() || a.pcr == 0 {
+        return Err("--runs, --time, --bin and --pcr must be positive".into());
+    }
+    let cfg = isolation::IsolationConfig {
+        g_qos: if a.pcr % 1_000_000 == 0 {
+            format!("cbr:pcr={}Mbps", a.pcr / 1_000_000)
+        } else {
+            format!("cbr:pcr={}bps", a.pcr)
+        },
+        g_size: check_size(a.size)?.max(8),
+        g_rate: a.pcr as f64,
+        probe_qos: "cbr:pcr=1Mbps".into(),
+        be_qos: a.flood_qos.clone(),
+        be_size: check_size(a.load_size)?,
+        rel_qos: a.bulk_qos.clone(),
+        rel_size: check_size(a.load_size)?,
+        warmup: o.warmup,
+        time: o.time,
+        bin: a.bin,
+    };
+    let pb = progress(o.runs * 2);
+    let mut results = Vec::new();
+    for run in 0..o.runs {
+        for loaded in [false, true] {
+            let phase = if loaded { "loaded" } else { "alone" };
+            pb.set_message(format!("isolation {phase} run {}/{}", run + 1, o.runs));
+            results.push(isolation::run(&cfg, loaded).map_err(|e| format!("{phase}: {e}"))?);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    if let Some(path) = &o.figure {
+        isolation::figure(path, &cfg, &results)?;
+    }
+    output_to(
+        o.json,
+        o.save.as_deref(),
+        || isolation::table(&cfg, o.runs, &results),
+        || isolation::json_doc(&cfg, o.runs, &results),
     )
 }
