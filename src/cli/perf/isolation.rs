@@ -263,7 +263,7 @@ fn med(runs: &[&VcRun], f: impl Fn(&VcRun) -> f64) -> f64 {
 }
 
 /// The runs of one VC kind in one phase.
-fn of<'a>(results: &'a [RunResult], loaded: bool, kind: Kind) -> Vec<&'a VcRun> {
+fn of(results: &[RunResult], loaded: bool, kind: Kind) -> Vec<&VcRun> {
     results
         .iter()
         .filter(|r| r.loaded == loaded)
