@@ -135,3 +135,85 @@ fn unknown_stacks_and_impossible_sizes_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("--reference"));
 }
+
+fn finite(v: &Value, key: &str) -> f64 {
+    let x = v[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("{key} is not a number in {v}"));
+    assert!(x.is_finite() && x >= 0.0, "{key} = {x} in {v}");
+    x
+}
+
+#[test]
+fn livelock_json_has_both_settings_per_load_and_an_svg() {
+    let svg = std::env::temp_dir().join(format!("natm-livelock-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf livelock --loads 1,3 --work 200us --time 150ms --warmup 30ms --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    assert_eq!(doc["experiment"], "livelock");
+    positive(&doc, "capacity_bps");
+    let results = doc["results"].as_array().expect("results array");
+    let rows: Vec<(f64, bool)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["load"].as_f64().unwrap(),
+                r["watermarks"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(rows, [(1.0, true), (1.0, false), (3.0, true), (3.0, false)]);
+    for r in results {
+        positive(r, "offered_bps");
+        for key in [
+            "sent_bps",
+            "delivered_bps",
+            "drop_rcv_buf",
+            "partial_messages_dropped",
+            "watermark_holds",
+            "of_peak",
+        ] {
+            finite(r, key);
+        }
+        assert_eq!(r["per_run"].as_array().map(Vec::len), Some(1), "{r}");
+    }
+    let text = std::fs::read_to_string(&svg).expect("--figure wrote the SVG");
+    std::fs::remove_file(&svg).unwrap();
+    assert!(text.contains("<svg"), "not an SVG");
+}
+
+#[test]
+fn isolation_json_has_each_vc_per_phase() {
+    let doc = json_of("perf isolation --time 300ms --warmup 50ms --runs 1 --json");
+    assert_eq!(doc["experiment"], "isolation");
+    positive(&doc, "reserved_bps");
+    let results = doc["results"].as_array().expect("results array");
+    let rows: Vec<(&str, &str)> = results
+        .iter()
+        .map(|r| (r["phase"].as_str().unwrap(), r["vc"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("alone", "guaranteed"),
+            ("alone", "probe"),
+            ("loaded", "guaranteed"),
+            ("loaded", "probe"),
+            ("loaded", "best-effort"),
+            ("loaded", "reliable"),
+        ]
+    );
+    for r in results {
+        finite(r, "bps");
+        finite(r, "sent_bps");
+        if r["vc"] == "guaranteed" {
+            finite(r, "ratio_to_reserved");
+        }
+        for key in ["delay_p50_us", "delay_p99_us"] {
+            if !r[key].is_null() {
+                finite(r, key);
+            }
+        }
+    }
+}

@@ -6,7 +6,9 @@
 //! Performance is measured here and only here; tests check the shape of the results,
 //! never their size.
 
+mod isolation;
 mod latency;
+mod livelock;
 mod natm;
 mod report;
 mod stack;
@@ -36,6 +38,12 @@ pub(crate) enum PerfCmd {
     Latency(LatencyArgs),
     /// Single-connection throughput: messages sent back to back, rate as delivered.
     Throughput(ThroughputArgs),
+    /// Receive livelock (seed 000 Figures 7–8): delivered against offered load on a
+    /// best-effort VC whose receiver is the bottleneck, watermarks on and off.
+    Livelock(LivelockArgs),
+    /// Isolation of a guaranteed VC (seed 000 §2, §5.1): its rate alone, then while a
+    /// best-effort VC floods and a reliable VC transfers in bulk.
+    Isolation(IsolationArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -72,16 +80,75 @@ fn output(
     table: impl FnOnce() -> String,
     json: impl FnOnce() -> String,
 ) -> CliResult {
-    let doc = (common.json || common.save.is_some()).then(json);
-    if let (Some(path), Some(doc)) = (&common.save, &doc) {
+    output_to(common.json, common.save.as_deref(), table, json)
+}
+
+/// [`output`] for experiments without the stack options of [`Common`].
+fn output_to(
+    as_json: bool,
+    save: Option<&std::path::Path>,
+    table: impl FnOnce() -> String,
+    json: impl FnOnce() -> String,
+) -> CliResult {
+    let doc = (as_json || save.is_some()).then(json);
+    if let (Some(path), Some(doc)) = (save, &doc) {
         std::fs::write(path, format!("{doc}\n"))
             .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     match doc {
-        Some(doc) if common.json => println!("{doc}"),
+        Some(doc) if as_json => println!("{doc}"),
         _ => print!("{}", table()),
     }
     Ok(())
+}
+
+/// Options of the experiments that build their own natm hosts.
+#[derive(Debug, Args)]
+pub(crate) struct Output {
+    /// Repeat each measurement this many times, interleaved; the report gives the
+    /// median of runs.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Discard what happens during this time at the start of each run.
+    #[arg(long, default_value = "500ms", value_parser = units::duration)]
+    warmup: Duration,
+    /// Measure each run for this long after the warm-up.
+    #[arg(long, default_value = "2s", value_parser = units::duration)]
+    time: Duration,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON document to this file (the table still goes to stdout).
+    #[arg(long)]
+    save: Option<std::path::PathBuf>,
+    /// Draw the figure into this SVG file.
+    #[arg(long)]
+    figure: Option<std::path::PathBuf>,
+}
+
+/// `natm perf livelock`.
+#[derive(Debug, Args)]
+pub(crate) struct LivelockArgs {
+    /// QoS of the VC: best effort, messages of several TPDUs.
+    #[arg(long, default_value = "best-effort:tpdu=4096")]
+    qos: String,
+    /// Message size.
+    #[arg(long, default_value = "16KiB", value_parser = units::bytes)]
+    size: u64,
+    /// CPU time the receiving application burns per message; sets its capacity C.
+    #[arg(long, default_value = "1ms", value_parser = units::duration)]
+    work: Duration,
+    /// Offered loads, multiples of C, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,5,10")]
+    loads: Vec<f64>,
+    /// High watermark of the "on" case (default: the engine's default).
+    #[arg(long, value_parser = units::bytes, requires = "low")]
+    high: Option<u64>,
+    /// Low watermark of the "on" case (default: the engine's default).
+    #[arg(long, value_parser = units::bytes, requires = "high")]
+    low: Option<u64>,
+    #[command(flatten)]
+    out: Output,
 }
 
 /// `natm perf latency`.
@@ -128,11 +195,38 @@ pub(crate) struct ThroughputArgs {
     common: Common,
 }
 
+/// `natm perf isolation`.
+#[derive(Debug, Args)]
+pub(crate) struct IsolationArgs {
+    /// Peak cell rate of the guaranteed VC, payload bit/s (`cbr:pcr=…`).
+    #[arg(long, default_value = "20Mbps", value_parser = units::rate)]
+    pcr: u64,
+    /// Message size on the guaranteed VC.
+    #[arg(long, default_value = "8KiB", value_parser = units::bytes)]
+    size: u64,
+    /// QoS of the flooding VC.
+    #[arg(long, default_value = "best-effort")]
+    flood_qos: String,
+    /// QoS of the bulk VC.
+    #[arg(long, default_value = "reliable")]
+    bulk_qos: String,
+    /// Message size on the flooding and bulk VCs.
+    #[arg(long, default_value = "64KiB", value_parser = units::bytes)]
+    load_size: u64,
+    /// Width of the bins of the rate-over-time figure.
+    #[arg(long, default_value = "100ms", value_parser = units::duration)]
+    bin: Duration,
+    #[command(flatten)]
+    out: Output,
+}
+
 /// Run a `natm perf` subcommand.
 pub(crate) fn run(cmd: PerfCmd) -> CliResult {
     match cmd {
         PerfCmd::Latency(a) => run_latency(&a),
         PerfCmd::Throughput(a) => run_throughput(&a),
+        PerfCmd::Livelock(a) => run_livelock(&a),
+        PerfCmd::Isolation(a) => run_isolation(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {
@@ -278,5 +372,111 @@ fn run_throughput(a: &ThroughputArgs) -> CliResult {
         &a.common,
         || report::throughput_table(warmup, time, runs, &rows, reference),
         || report::throughput_json(warmup, time, runs, &rows, reference),
+    )
+}
+
+fn run_livelock(a: &LivelockArgs) -> CliResult {
+    let o = &a.out;
+    if o.runs == 0 || a.loads.is_empty() || a.loads.iter().any(|&l| !(l > 0.0 && l.is_finite())) {
+        return Err("--runs must be at least 1 and --loads positive".into());
+    }
+    if a.work.is_zero() || o.time.is_zero() {
+        return Err("--work and --time must be positive".into());
+    }
+    let cfg = livelock::LivelockConfig {
+        qos: a.qos.clone(),
+        size: check_size(a.size)?,
+        work: a.work,
+        warmup: o.warmup,
+        time: o.time,
+        watermarks: match (a.high, a.low) {
+            (Some(high), Some(low)) if low <= high => Some(::natm::ulib::Watermarks {
+                high: high as usize,
+                low: low as usize,
+            }),
+            (Some(_), Some(_)) => return Err("--low must not exceed --high".into()),
+            _ => livelock::default_watermarks(),
+        },
+    };
+    let pb = progress(o.runs * a.loads.len() * 2);
+    let mut rows: Vec<livelock::Row> = a
+        .loads
+        .iter()
+        .flat_map(|&load| {
+            [true, false].map(|watermarks| livelock::Row {
+                load,
+                watermarks,
+                runs: Vec::new(),
+            })
+        })
+        .collect();
+    for run in 0..o.runs {
+        for row in &mut rows {
+            let wm = if row.watermarks { "on" } else { "off" };
+            pb.set_message(format!(
+                "livelock {}×C watermarks {wm} run {}/{}",
+                row.load,
+                run + 1,
+                o.runs
+            ));
+            let s = livelock::run(&cfg, row.load, row.watermarks)
+                .map_err(|e| format!("{}×C, watermarks {wm}: {e}", row.load))?;
+            row.runs.push(s);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    if let Some(path) = &o.figure {
+        livelock::figure(path, &cfg, &rows)?;
+    }
+    output_to(
+        o.json,
+        o.save.as_deref(),
+        || livelock::table(&cfg, o.runs, &rows),
+        || livelock::json_doc(&cfg, o.runs, &rows),
+    )
+}
+
+fn run_isolation(a: &IsolationArgs) -> CliResult {
+    let o = &a.out;
+    if o.runs == 0 || o.time.is_zero() || a.bin.is_zero() || a.pcr == 0 {
+        return Err("--runs, --time, --bin and --pcr must be positive".into());
+    }
+    let cfg = isolation::IsolationConfig {
+        g_qos: if a.pcr % 1_000_000 == 0 {
+            format!("cbr:pcr={}Mbps", a.pcr / 1_000_000)
+        } else {
+            format!("cbr:pcr={}bps", a.pcr)
+        },
+        g_size: check_size(a.size)?.max(8),
+        g_rate: a.pcr as f64,
+        probe_qos: "cbr:pcr=1Mbps".into(),
+        be_qos: a.flood_qos.clone(),
+        be_size: check_size(a.load_size)?,
+        rel_qos: a.bulk_qos.clone(),
+        rel_size: check_size(a.load_size)?,
+        warmup: o.warmup,
+        time: o.time,
+        bin: a.bin,
+    };
+    let pb = progress(o.runs * 2);
+    let mut results = Vec::new();
+    for run in 0..o.runs {
+        for loaded in [false, true] {
+            let phase = if loaded { "loaded" } else { "alone" };
+            pb.set_message(format!("isolation {phase} run {}/{}", run + 1, o.runs));
+            results.push(isolation::run(&cfg, loaded).map_err(|e| format!("{phase}: {e}"))?);
+            pb.inc(1);
+        }
+    }
+    pb.finish_and_clear();
+    if let Some(path) = &o.figure {
+        isolation::figure(path, &cfg, &results)?;
+    }
+    output_to(
+        o.json,
+        o.save.as_deref(),
+        || isolation::table(&cfg, o.runs, &results),
+        || isolation::json_doc(&cfg, o.runs, &results),
     )
 }

@@ -310,7 +310,7 @@ fn params_lines<'a>(t: &mut String, stacks: impl Iterator<Item = (&'a str, &'a P
 }
 
 /// What the machine was, for the JSON: CPUs, kernel, load average at the end.
-fn machine() -> Value {
+pub(crate) fn machine() -> Value {
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .map(|s| s.trim().to_string())

@@ -1,0 +1,427 @@
+//! Receive livelock (seed 000 §6.2.2, Figures 7 and 8): a best-effort VC between two
+//! hosts on loopback whose receiving application is the bottleneck — it "processes"
+//! each message for a fixed CPU time (a busy loop), so its capacity C is known. The
+//! sender offers multiples of C, pacing itself; the receiver counts what it is
+//! delivered over a bounded interval after a warm-up. Each offered load is run with the
+//! receiving host's watermarks on (the default engine) and off, interleaved.
+//!
+//! With watermarks the engine stops reading the VC's socket when undelivered data
+//! passes the high watermark and the kernel drops the excess before any work is spent
+//! on it; without, every datagram is read and reassembled and the excess is dropped
+//! afterwards, which is the work the paper's Figure 7 shows being wasted.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use natm::ulib::{ConnStats, Connection, Error, Host, HostConfig, Watermarks};
+
+/// Longest wait for the connection to come up.
+const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Receive poll: how often an idle receiver looks at the clock.
+const POLL: Duration = Duration::from_millis(20);
+/// Longest a paced sender sleeps at once (it sends every message that fell due).
+const PACE_TICK: Duration = Duration::from_millis(1);
+
+/// One livelock experiment.
+#[derive(Debug, Clone)]
+pub(crate) struct LivelockConfig {
+    /// QoS of the VC (best effort, several TPDUs per message).
+    pub(crate) qos: String,
+    /// Message size, bytes.
+    pub(crate) size: usize,
+    /// CPU time the receiving application spends on each message.
+    pub(crate) work: Duration,
+    /// Deliveries during this time after the sender starts are not counted.
+    pub(crate) warmup: Duration,
+    /// Length of the measured interval.
+    pub(crate) time: Duration,
+    /// Watermarks of the "on" case (the default engine's unless overridden).
+    pub(crate) watermarks: Option<Watermarks>,
+}
+
+impl LivelockConfig {
+    /// The receiving application's nominal capacity C, payload bit/s: one message per
+    /// `work` (what it could take if receiving cost nothing).
+    pub(crate) fn capacity_bps(&self) -> f64 {
+        self.size as f64 * 8.0 / self.work.as_secs_f64()
+    }
+}
+
+/// What one run measured.
+#[derive(Debug, Clone)]
+pub(crate) struct Sample {
+    /// Offered load asked for, bit/s.
+    pub(crate) offered_bps: f64,
+    /// Rate the sender's stack accepted over the measured interval, bit/s.
+    pub(crate) sent_bps: f64,
+    /// Rate delivered to the receiving application over the measured interval, bit/s.
+    pub(crate) delivered_bps: f64,
+    /// Receiver counters over the measured interval (differences of `stats()`).
+    pub(crate) tpdus_received: u64,
+    pub(crate) drop_rcv_buf: u64,
+    pub(crate) partial_messages_dropped: u64,
+    pub(crate) gaps: u64,
+    pub(crate) watermark_holds: u64,
+    /// Datagrams the kernel dropped at the receiving socket (`/proc/net/udp`), over
+    /// the measured interval; `None` where that is not readable.
+    pub(crate) kernel_drops: Option<u64>,
+}
+
+/// Spend `d` of CPU time (the application's processing of one message).
+fn burn(d: Duration) {
+    let t = Instant::now();
+    while t.elapsed() < d {
+        std::hint::spin_loop();
+    }
+}
+
+/// Drops the kernel counted on the IPv4 UDP socket bound to 127.0.0.1:`port`.
+fn kernel_drops(port: u16) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/net/udp").ok()?;
+    let local = format!("0100007F:{port:04X}");
+    text.lines().skip(1).find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(1) == Some(&local.as_str()))
+            .then(|| f.last()?.parse().ok())
+            .flatten()
+    })
+}
+
+fn err(e: Error) -> String {
+    e.to_string()
+}
+
+/// Two hosts, the receiver's with or without watermarks; (sender, receiver).
+fn connect(cfg: &LivelockConfig, watermarks: bool) -> Result<(Connection, Connection), String> {
+    let mut rx_cfg = HostConfig::default();
+    rx_cfg.engine.watermarks = if watermarks { cfg.watermarks } else { None };
+    let tx_host = Host::open(HostConfig::default()).map_err(err)?;
+    let rx_host = Host::open(rx_cfg).map_err(err)?;
+    let l = rx_host.bind("127.0.0.1:0", &cfg.qos).map_err(err)?;
+    let addr = l.local_addr().map_err(err)?;
+    let qos = cfg.qos.clone();
+    let t = thread::spawn(move || tx_host.connect(addr, &qos));
+    let server = l.accept_timeout(Some(ACCEPT_TIMEOUT)).map_err(err)?;
+    let client = t
+        .join()
+        .map_err(|_| "connect thread panicked".to_string())?
+        .map_err(err)?;
+    Ok((client, server))
+}
+
+/// The default engine's watermarks (the experiment's "on" case unless overridden).
+pub(crate) fn default_watermarks() -> Option<Watermarks> {
+    HostConfig::default().engine.watermarks
+}
+
+/// One run at `load` × C, watermarks on or off at the receiver. Bounded by
+/// `warmup + time` plus the connection setup.
+pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<Sample, String> {
+    let (client, server) = connect(cfg, watermarks)?;
+    let offered_bps = load * cfg.capacity_bps();
+    let interval = Duration::from_secs_f64(cfg.size as f64 * 8.0 / offered_bps);
+    let start = Instant::now();
+    let from = start + cfg.warmup;
+    let until = from + cfg.time;
+    let stop_flag = AtomicBool::new(false);
+    let stop = &stop_flag;
+    let port = server.local_addr().map_err(err)?.port();
+
+    thread::scope(|s| {
+        let sender = s.spawn(move || -> Result<u64, String> {
+            let msg = vec![0x5a_u8; cfg.size];
+            let (mut n, mut in_window) = (0u32, 0u64);
+            while !stop.load(Ordering::Relaxed) {
+                let now = Instant::now();
+                if now >= until {
+                    break;
+                }
+                let due = start + interval * n;
+                if now < due {
+                    thread::sleep((due - now).min(PACE_TICK));
+                    continue;
+                }
+                match client.send(&msg) {
+                    Ok(()) => {}
+                    Err(Error::WouldBlock(_)) => continue,
+                    Err(e) => return Err(format!("send: {e}")),
+                }
+                n += 1;
+                if now >= from {
+                    in_window += msg.len() as u64;
+                }
+            }
+            Ok(in_window)
+        });
+
+        let measured = receive(&server, cfg, from, until, port);
+        stop.store(true, Ordering::Relaxed);
+        let sent = sender
+            .join()
+            .unwrap_or_else(|_| Err("sender thread panicked".into()));
+        let (bytes, before, after, kd) = measured?;
+        let secs = cfg.time.as_secs_f64();
+        Ok(Sample {
+            offered_bps,
+            sent_bps: sent? as f64 * 8.0 / secs,
+            delivered_bps: bytes as f64 * 8.0 / secs,
+            tpdus_received: after.rx.tpdus_received - before.rx.tpdus_received,
+            drop_rcv_buf: after.rx.drop_rcv_buf - before.rx.drop_rcv_buf,
+            partial_messages_dropped: after.rx.partial_messages_dropped
+                - before.rx.partial_messages_dropped,
+            gaps: after.rx.gaps - before.rx.gaps,
+            watermark_holds: after.watermark_holds - before.watermark_holds,
+            kernel_drops: kd,
+        })
+    })
+}
+
+/// The receiving application: take messages, burn `work` on each, count the bytes
+/// delivered in [from, until); the counters at both ends of that interval.
+fn receive(
+    server: &Connection,
+    cfg: &LivelockConfig,
+    from: Instant,
+    until: Instant,
+    port: u16,
+) -> Result<(u64, ConnStats, ConnStats, Option<u64>), String> {
+    let mut bytes = 0u64;
+    let mut before: Option<(ConnStats, Option<u64>)> = None;
+    loop {
+        let now = Instant::now();
+        if before.is_none() && now >= from {
+            before = Some((server.stats(), kernel_drops(port)));
+        }
+        if now >= until {
+            break;
+        }
+        match server.recv_timeout(POLL) {
+            Ok(Some(m)) => {
+                if Instant::now() >= from {
+                    bytes += m.len() as u64;
+                }
+                burn(cfg.work);
+            }
+            Ok(None) => return Err("the sender closed early".into()),
+            Err(Error::TimedOut) => {}
+            Err(e) => return Err(format!("recv: {e}")),
+        }
+    }
+    let after = server.stats();
+    let kd_after = kernel_drops(port);
+    let (before, kd_before) = before.unwrap_or_else(|| (after.clone(), kd_after));
+    let kd = kd_after.zip(kd_before).map(|(a, b)| a.saturating_sub(b));
+    Ok((bytes, before, after, kd))
+}
+
+/// Per-load, per-setting medians of the runs.
+pub(crate) struct Row {
+    pub(crate) load: f64,
+    pub(crate) watermarks: bool,
+    pub(crate) runs: Vec<Sample>,
+}
+
+impl Row {
+    pub(crate) fn med(&self, f: impl Fn(&Sample) -> f64) -> f64 {
+        let v: Vec<f64> = self.runs.iter().map(f).collect();
+        super::stats::median(&v).unwrap_or(f64::NAN)
+    }
+
+    fn json(&self) -> Value {
+        let per_run: Vec<Value> = self.runs.iter().map(sample_json).collect();
+        json!({
+            "load": self.load,
+            "watermarks": self.watermarks,
+            "offered_bps": self.med(|s| s.offered_bps),
+            "sent_bps": self.med(|s| s.sent_bps),
+            "delivered_bps": self.med(|s| s.delivered_bps),
+            "tpdus_received": self.med(|s| s.tpdus_received as f64),
+            "drop_rcv_buf": self.med(|s| s.drop_rcv_buf as f64),
+            "partial_messages_dropped": self.med(|s| s.partial_messages_dropped as f64),
+            "gaps": self.med(|s| s.gaps as f64),
+            "watermark_holds": self.med(|s| s.watermark_holds as f64),
+            "kernel_drops": self.runs.iter().all(|s| s.kernel_drops.is_some())
+                .then(|| self.med(|s| s.kernel_drops.unwrap_or(0) as f64)),
+            "samples": self.runs.len(),
+            "per_run": per_run,
+        })
+    }
+}
+
+fn sample_json(s: &Sample) -> Value {
+    json!({
+        "offered_bps": s.offered_bps, "sent_bps": s.sent_bps,
+        "delivered_bps": s.delivered_bps, "tpdus_received": s.tpdus_received,
+        "drop_rcv_buf": s.drop_rcv_buf, "partial_messages_dropped": s.partial_messages_dropped,
+        "gaps": s.gaps, "watermark_holds": s.watermark_holds, "kernel_drops": s.kernel_drops,
+    })
+}
+
+/// Peak delivered rate (median over runs) among `rows` with `watermarks`.
+fn peak(rows: &[Row], watermarks: bool) -> f64 {
+    rows.iter()
+        .filter(|r| r.watermarks == watermarks)
+        .map(|r| r.med(|s| s.delivered_bps))
+        .fold(0.0, f64::max)
+}
+
+/// The results as one JSON document.
+pub(crate) fn json_doc(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
+    let wm = cfg.watermarks;
+    let peaks = [peak(rows, true), peak(rows, false)];
+    let results: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = r.json();
+            let p = peaks[usize::from(!r.watermarks)];
+            v["of_peak"] = json!(r.med(|s| s.delivered_bps) / p);
+            v
+        })
+        .collect();
+    let doc = json!({
+        "experiment": "livelock",
+        "qos": cfg.qos,
+        "size": cfg.size,
+        "work_us": cfg.work.as_secs_f64() * 1e6,
+        "capacity_bps": cfg.capacity_bps(),
+        "warmup_s": cfg.warmup.as_secs_f64(),
+        "time_s": cfg.time.as_secs_f64(),
+        "runs": runs,
+        "watermarks_on": wm.map(|w| json!({"high": w.high, "low": w.low})),
+        "peak_bps": {"watermarks": peaks[0], "no_watermarks": peaks[1]},
+        "machine": super::report::machine(),
+        "results": results,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// The results as a table: one line per offered load, both settings side by side.
+pub(crate) fn table(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
+    use std::fmt::Write as _;
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "Receive livelock: {} messages of {}, receiver busy {} µs per message \
+         (C = {:.1} Mbit/s), {} s measured after {} s, median of {runs} run(s); \
+         watermarks on = {}",
+        cfg.qos,
+        super::report::human_size(cfg.size),
+        cfg.work.as_micros(),
+        cfg.capacity_bps() / 1e6,
+        cfg.time.as_secs_f64(),
+        cfg.warmup.as_secs_f64(),
+        cfg.watermarks.map_or("none".into(), |w| format!(
+            "high {} low {}",
+            super::report::human_size(w.high),
+            super::report::human_size(w.low)
+        )),
+    );
+    let _ =
+        writeln!(
+        t,
+        "{:>6} {:>9} | {:>9} {:>9} {:>6} {:>7} {:>7} {:>8} | {:>9} {:>9} {:>6} {:>8} {:>7} {:>8}",
+        "load", "offered",
+        "sent", "deliv.", "%peak", "holds", "partial", "kern.drop",
+        "sent", "deliv.", "%peak", "rcv_buf", "partial", "kern.drop"
+    );
+    let _ = writeln!(
+        t,
+        "{:>6} {:>9} | {:^60} | {:^60}",
+        "×C", "Mbit/s", "watermarks ON (Mbit/s)", "watermarks OFF (Mbit/s)"
+    );
+    let peaks = [peak(rows, true), peak(rows, false)];
+    let kd = |r: &Row| {
+        let v = r.med(|s| s.kernel_drops.map_or(f64::NAN, |k| k as f64));
+        if v.is_finite() {
+            format!("{v:.0}")
+        } else {
+            "-".into()
+        }
+    };
+    let mut loads: Vec<f64> = rows.iter().map(|r| r.load).collect();
+    loads.dedup();
+    for load in loads {
+        let on = rows.iter().find(|r| r.load == load && r.watermarks);
+        let off = rows.iter().find(|r| r.load == load && !r.watermarks);
+        let (Some(on), Some(off)) = (on, off) else {
+            continue;
+        };
+        let mbps = |r: &Row, f: fn(&Sample) -> f64| r.med(f) / 1e6;
+        let _ = writeln!(
+            t,
+            "{:>6} {:>9.1} | {:>9.1} {:>9.1} {:>5.0}% {:>7.0} {:>7.0} {:>8} | {:>9.1} {:>9.1} {:>5.0}% {:>8.0} {:>7.0} {:>8}",
+            format!("{load}×"),
+            on.med(|s| s.offered_bps) / 1e6,
+            mbps(on, |s| s.sent_bps),
+            mbps(on, |s| s.delivered_bps),
+            100.0 * on.med(|s| s.delivered_bps) / peaks[0],
+            on.med(|s| s.watermark_holds as f64),
+            on.med(|s| s.partial_messages_dropped as f64),
+            kd(on),
+            mbps(off, |s| s.sent_bps),
+            mbps(off, |s| s.delivered_bps),
+            100.0 * off.med(|s| s.delivered_bps) / peaks[1],
+            off.med(|s| s.drop_rcv_buf as f64),
+            off.med(|s| s.partial_messages_dropped as f64),
+            kd(off),
+        );
+    }
+    let _ = writeln!(
+        t,
+        "holds: watermark holds; partial: messages discarded for a missing TPDU; rcv_buf: \
+         TPDUs dropped after reading for want of receive buffer; kern.drop: datagrams the \
+         kernel dropped at the receiving socket (never read). Counts are over the measured interval."
+    );
+    t
+}
+
+/// Delivered against offered, both settings, with the offered line for reference.
+pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row]) -> CliFig {
+    use crate::cli::plot::{stacked, Panel, Series};
+    let line = |wm: bool, label: &str| Series {
+        label: label.into(),
+        points: rows
+            .iter()
+            .filter(|r| r.watermarks == wm)
+            .map(|r| {
+                (
+                    r.med(|s| s.offered_bps) / 1e6,
+                    r.med(|s| s.delivered_bps) / 1e6,
+                )
+            })
+            .collect(),
+    };
+    let max = rows
+        .iter()
+        .map(|r| r.med(|s| s.offered_bps) / 1e6)
+        .fold(0.0, f64::max);
+    let cap = cfg.capacity_bps() / 1e6;
+    let panel = Panel {
+        y_label: "delivered (Mbit/s)".into(),
+        series: vec![
+            line(true, "watermarks on"),
+            line(false, "watermarks off"),
+            Series {
+                label: "capacity C".into(),
+                points: vec![(0.0, cap), (max, cap)],
+            },
+        ],
+    };
+    stacked(
+        path,
+        &format!(
+            "Receive livelock: {}, {} messages, {} µs per message",
+            cfg.qos,
+            super::report::human_size(cfg.size),
+            cfg.work.as_micros()
+        ),
+        "offered (Mbit/s)",
+        &[panel],
+    )
+}
+
+/// What drawing a figure returns.
+pub(crate) type CliFig = Result<(), String>;
