@@ -4,8 +4,8 @@
 //! [`wire`] holds the byte-exact formats (cells, AAL5, TPDU, QoS and address text);
 //! the transport, scheduler, adaptors, ulib and the signalling daemon stand on it.
 
-pub(crate) mod engine;
 pub mod adaptor;
+pub(crate) mod engine;
 pub mod flow;
 pub mod sched;
 pub mod sim;
