@@ -5,8 +5,8 @@
 //! `cargo bench --bench udp -- --warm-up-time 1 --measurement-time 3`; the figures are
 //! in `docs/PERFORMANCE.md`. One iteration is 60 datagrams (four full GSO sends). The
 //! time is the receiver's: from the first send to the last datagram received, so the
-//! throughput is goodput. The sender stops while more than a window of datagrams is
-//! unreceived (an in-process credit counter), so the receive buffer never overflows; if
+//! throughput is goodput. The sender stops while more datagrams are unreceived than the
+//! receive buffer holds (an in-process credit counter), so it never overflows; if
 //! a datagram is lost anyway, the receiver gives up after a read timeout and the time is
 //! scaled to the datagrams that did arrive.
 
@@ -25,12 +25,12 @@ use natm::wire::vcframe::Repr;
 const PAYLOAD: usize = 4096;
 const FRAME: usize = 4 + 32 + PAYLOAD;
 const PER_ITER: u64 = 60;
-/// Datagrams in flight at most (about 2 MiB); the receive buffer asked for is 8 MiB.
-const WINDOW: u64 = 512;
+/// Receive buffer asked for; Linux grants twice `net.core.rmem_max` at most.
 const RCVBUF: usize = 8 << 20;
+/// Receive-buffer memory one 4 KiB datagram takes, with margin (about 8.5 KiB measured).
+const TRUESIZE: usize = 10 << 10;
 /// The receiver gives up after this long without a datagram.
 const QUIET: Duration = Duration::from_secs(1);
-static LOSSES: AtomicU64 = AtomicU64::new(0);
 
 #[derive(Clone, Copy)]
 enum Tx {
@@ -88,7 +88,11 @@ fn run(tx: Tx, rx: Rx, iters: u64) -> Duration {
         },
     )
     .unwrap();
-    receiver.set_recv_buffer(RCVBUF).unwrap();
+    let granted = receiver.set_recv_buffer(RCVBUF).unwrap();
+    // Datagrams in flight at most: what the granted buffer holds, less one iteration.
+    let window = ((granted / TRUESIZE) as u64)
+        .saturating_sub(PER_ITER)
+        .max(PER_ITER);
     let gso = matches!(tx, Tx::Gso | Tx::GsoCopyIn | Tx::GatherGso);
     let sender = UdpPort::bind_with(
         local(),
@@ -124,10 +128,6 @@ fn run(tx: Tx, rx: Rx, iters: u64) -> Duration {
                 }
             }
             let _done = Done(&done);
-            ready.wait();
-            let start = Instant::now();
-            let mut last = start;
-            let mut got = 0u64;
             let mut batch = receiver.recv_batch(32);
             let mut buf = vec![0u8; 65_536];
             let std_rx = match rx {
@@ -137,6 +137,10 @@ fn run(tx: Tx, rx: Rx, iters: u64) -> Duration {
             if matches!(rx, Rx::PortMmsgSpin) {
                 receiver.set_nonblocking(true).unwrap();
             }
+            ready.wait();
+            let start = Instant::now();
+            let mut last = start;
+            let mut got = 0u64;
             let mut idle_since: Option<Instant> = None;
             while got < target {
                 let n = match (&std_rx, rx) {
@@ -162,13 +166,18 @@ fn run(tx: Tx, rx: Rx, iters: u64) -> Duration {
             }
             (got, last - start)
         });
+        let credit = Credit {
+            window,
+            received: &received,
+            done: &done,
+        };
+        let mut frames = Frames::new();
         ready.wait();
-        send_all(tx, &sender, &plain_tx, target, &received, &done);
+        frames.send_all(tx, &sender, &plain_tx, target, &credit);
         rx_thread.join().unwrap()
     });
     if got < target {
         eprintln!("lost {} of {target} datagrams", target - got);
-        LOSSES.fetch_add(target - got, Relaxed);
     }
     elapsed.mul_f64(target as f64 / got.max(1) as f64)
 }
@@ -179,69 +188,100 @@ fn clone_std(port: &UdpPort) -> UdpSocket {
     UdpSocket::from(port.as_fd().try_clone_to_owned().unwrap())
 }
 
-fn send_all(
-    tx: Tx,
-    port: &UdpPort,
-    plain: &UdpSocket,
-    target: u64,
-    received: &AtomicU64,
-    done: &AtomicBool,
-) {
-    let frames: Vec<_> = (0..PER_ITER as u32).map(frame_parts).collect();
-    let mut contiguous = SendBatch::with_capacity(PER_ITER as usize * FRAME);
-    for (vc, h, p) in &frames {
-        contiguous.push(&[vc, h, p]).unwrap();
+/// The receiver's credit: how far the sender may run ahead of it.
+struct Credit<'a> {
+    window: u64,
+    received: &'a AtomicU64,
+    done: &'a AtomicBool,
+}
+
+/// One iteration's frames, in every form the senders need, made before the clock starts.
+struct Frames {
+    parts: Vec<([u8; 4], [u8; 32], Vec<u8>)>,
+    contiguous: SendBatch,
+    copy_in: SendBatch,
+    gso_cmsg: Vec<u8>,
+}
+
+impl Frames {
+    fn new() -> Frames {
+        let parts: Vec<_> = (0..PER_ITER as u32).map(frame_parts).collect();
+        let mut contiguous = SendBatch::with_capacity(PER_ITER as usize * FRAME);
+        for (vc, h, p) in &parts {
+            contiguous.push(&[vc, h, p]).unwrap();
+        }
+        Frames {
+            parts,
+            contiguous,
+            copy_in: SendBatch::with_capacity(PER_ITER as usize * FRAME),
+            gso_cmsg: udp_segment_cmsg(FRAME as u16),
+        }
     }
-    let mut copy_in = SendBatch::with_capacity(PER_ITER as usize * FRAME);
-    let gather_gso = socket2::SockRef::from(port);
-    let gso_cmsg = udp_segment_cmsg(FRAME as u16);
-    let mut sent = 0u64;
-    while sent < target {
-        while sent - received.load(Relaxed) > WINDOW {
-            if done.load(Relaxed) {
-                return; // the receiver gave up: datagrams were lost
+
+    fn send_all(
+        &mut self,
+        tx: Tx,
+        port: &UdpPort,
+        plain: &UdpSocket,
+        target: u64,
+        credit: &Credit<'_>,
+    ) {
+        let Frames {
+            parts: frames,
+            contiguous,
+            copy_in,
+            gso_cmsg,
+        } = self;
+        let (frames, contiguous, gso_cmsg) = (&*frames, &*contiguous, &gso_cmsg[..]);
+        let gather_gso = socket2::SockRef::from(port);
+        let mut sent = 0u64;
+        while sent < target {
+            while sent - credit.received.load(Relaxed) > credit.window {
+                if credit.done.load(Relaxed) {
+                    return; // the receiver gave up: datagrams were lost
+                }
+                std::hint::spin_loop();
             }
-            std::hint::spin_loop();
+            match tx {
+                Tx::Plain => {
+                    for f in contiguous.frames() {
+                        plain.send(f).unwrap();
+                    }
+                }
+                Tx::Gather => {
+                    for (vc, h, p) in frames {
+                        let parts = [IoSlice::new(vc), IoSlice::new(h), IoSlice::new(p)];
+                        port.send_vectored(None, &parts).unwrap();
+                    }
+                }
+                Tx::PortNoGso | Tx::Gso => {
+                    assert_eq!(
+                        port.send_batch(None, contiguous).unwrap(),
+                        PER_ITER as usize
+                    );
+                }
+                Tx::GatherGso => {
+                    for chunk in frames.chunks(15) {
+                        let mut it = chunk.iter().flat_map(|(vc, h, p)| {
+                            [IoSlice::new(vc), IoSlice::new(h), IoSlice::new(p)]
+                        });
+                        let parts: [IoSlice<'_>; 45] = std::array::from_fn(|_| it.next().unwrap());
+                        let msg = socket2::MsgHdr::new()
+                            .with_buffers(&parts)
+                            .with_control(gso_cmsg);
+                        gather_gso.sendmsg(&msg, 0).unwrap();
+                    }
+                }
+                Tx::GsoCopyIn => {
+                    copy_in.clear();
+                    for (vc, h, p) in frames {
+                        copy_in.push(&[vc, h, p]).unwrap();
+                    }
+                    assert_eq!(port.send_batch(None, copy_in).unwrap(), PER_ITER as usize);
+                }
+            }
+            sent += PER_ITER;
         }
-        match tx {
-            Tx::Plain => {
-                for f in contiguous.frames() {
-                    plain.send(f).unwrap();
-                }
-            }
-            Tx::Gather => {
-                for (vc, h, p) in &frames {
-                    let parts = [IoSlice::new(vc), IoSlice::new(h), IoSlice::new(p)];
-                    port.send_vectored(None, &parts).unwrap();
-                }
-            }
-            Tx::PortNoGso | Tx::Gso => {
-                assert_eq!(
-                    port.send_batch(None, &contiguous).unwrap(),
-                    PER_ITER as usize
-                );
-            }
-            Tx::GatherGso => {
-                for chunk in frames.chunks(15) {
-                    let mut it = chunk.iter().flat_map(|(vc, h, p)| {
-                        [IoSlice::new(vc), IoSlice::new(h), IoSlice::new(p)]
-                    });
-                    let parts: [IoSlice<'_>; 45] = std::array::from_fn(|_| it.next().unwrap());
-                    let msg = socket2::MsgHdr::new()
-                        .with_buffers(&parts)
-                        .with_control(&gso_cmsg);
-                    gather_gso.sendmsg(&msg, 0).unwrap();
-                }
-            }
-            Tx::GsoCopyIn => {
-                copy_in.clear();
-                for (vc, h, p) in &frames {
-                    copy_in.push(&[vc, h, p]).unwrap();
-                }
-                assert_eq!(port.send_batch(None, &copy_in).unwrap(), PER_ITER as usize);
-            }
-        }
-        sent += PER_ITER;
     }
 }
 

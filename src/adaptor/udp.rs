@@ -24,8 +24,10 @@ use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use super::batch::{RecvBatch, SendBatch, MAX_DATAGRAM};
 use super::FramePort;
 
-/// Receive-buffer size a GRO port needs per slot: one more octet than the 64 KiB that
-/// GRO coalesces at most, so that a full slot always means truncation.
+/// Receive-buffer size a GRO port needs per slot: more than the largest run GRO
+/// coalesces (a GSO send is at most 65,507 octets, and Linux's default `gro_max_size`
+/// stops at 64 KiB), so that a full slot means truncation. A larger run — a raised
+/// `gro_max_size` — is dropped and counted in [`PortStats::truncated`], never cut.
 pub const GRO_SLOT_LEN: usize = 65_536;
 
 // errno values with which a kernel or device that cannot do GSO refuses it (the same
