@@ -118,6 +118,7 @@ fn reliable_closes_under_extreme_loss() {
             754_920u64,
         ),
         (8230404334514006268, 0.367, 0.151, 0.010, 0.039, 1),
+        (9869063967233806182, 0.336, 0.191, 0.029, 0.042, 4097),
     ] {
         let cfg = small_reliable(FlowKind::PacketPair);
         let bytes = (msg_size * 3).clamp(1, 1 << 20);
