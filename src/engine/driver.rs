@@ -98,13 +98,7 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
 }
 
 fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut [u8]) {
-    let conn = eng
-        .conns
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&token)
-        .cloned();
-    if let Some(c) = conn {
+    if let Some(c) = eng.conn(token) {
         c.on_readable(eng, buf);
         return;
     }
@@ -152,13 +146,7 @@ fn run_timers(eng: &Arc<Engine>) {
             };
             entry
         };
-        let conn = eng
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&token)
-            .cloned();
-        let Some(c) = conn else { continue };
+        let Some(c) = eng.conn(token) else { continue };
         c.disarm(at);
         if c.deadline() <= now.as_nanos() {
             c.on_timer(eng, now);
@@ -180,14 +168,6 @@ fn run_tasks(eng: &Arc<Engine>) {
         }
         // Tasks run without the scheduler lock held by anyone else's benefit: an
         // application thread asking `pending_above` waits for at most one round.
-        sched.run(|token, max| {
-            let conn = eng
-                .conns
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .get(&token)
-                .cloned();
-            conn.map_or(0, |c| c.task(eng, max))
-        });
+        sched.run(|token, max| eng.conn(token).map_or(0, |c| c.task(eng, max)));
     }
 }

@@ -201,6 +201,15 @@ impl Engine {
         }
     }
 
+    /// The connection with this token, if it is still open.
+    pub(crate) fn conn(&self, token: usize) -> Option<Arc<Conn>> {
+        self.conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&token)
+            .cloned()
+    }
+
     pub(crate) fn add_conn(&self, conn: Arc<Conn>) -> io::Result<()> {
         self.register(conn.link.raw_fd(), conn.token)?;
         self.conns

@@ -39,6 +39,25 @@ struct Slot {
 }
 
 impl Slot {
+    fn new(payload: Bytes, msg: u32, msg_off: u32, first: bool, last: bool) -> Slot {
+        Slot {
+            payload,
+            tail: None,
+            msg,
+            msg_off,
+            first,
+            last,
+            acked: false,
+            retx: false,
+            queued: false,
+            tx_order: 0,
+            pair_first: false,
+            pair_second: false,
+            last_retx_was: false,
+            kind: RetxKind::Fast,
+        }
+    }
+
     fn len(&self) -> usize {
         self.payload.len() + self.tail.as_ref().map_or(0, |t| t.len())
     }
@@ -246,22 +265,8 @@ impl SendHalf {
         while done < n {
             let k = (n - done).min(self.lim.tpdu_size);
             let payload = take(done, done + k);
-            self.slots.push_back(Slot {
-                payload,
-                tail: None,
-                msg,
-                msg_off: off as u32,
-                first: off == 0,
-                last: false,
-                acked: false,
-                retx: false,
-                queued: false,
-                tx_order: 0,
-                pair_first: false,
-                pair_second: false,
-                last_retx_was: false,
-                kind: RetxKind::Fast,
-            });
+            self.slots
+                .push_back(Slot::new(payload, msg, off as u32, off == 0, false));
             off += k as u64;
             done += k;
         }
@@ -270,22 +275,8 @@ impl SendHalf {
         if end && whole && !stream {
             if off == 0 {
                 // An empty message still needs a TPDU to carry its boundary.
-                self.slots.push_back(Slot {
-                    payload: Bytes::new(),
-                    tail: None,
-                    msg,
-                    msg_off: 0,
-                    first: true,
-                    last: true,
-                    acked: false,
-                    retx: false,
-                    queued: false,
-                    tx_order: 0,
-                    pair_first: false,
-                    pair_second: false,
-                    last_retx_was: false,
-                    kind: RetxKind::Fast,
-                });
+                self.slots
+                    .push_back(Slot::new(Bytes::new(), msg, 0, true, true));
             } else if let Some(last) = self.slots.back_mut() {
                 last.last = true;
             }
