@@ -31,7 +31,7 @@ impl fmt::Display for Rate {
 fn largest_unit(value: u64, units: &[(u64, &'static str)]) -> (u64, &'static str) {
     if value != 0 {
         for &(scale, name) in units {
-            if value % scale == 0 {
+            if value.is_multiple_of(scale) {
                 return (value / scale, name);
             }
         }
