@@ -443,7 +443,7 @@ fn run_isolation(a: &IsolationArgs) -> CliResult {
         return Err("--runs, --time, --bin and --pcr must be positive".into());
     }
     let cfg = isolation::IsolationConfig {
-        g_qos: if a.pcr % 1_000_000 == 0 {
+        g_qos: if a.pcr.is_multiple_of(1_000_000) {
             format!("cbr:pcr={}Mbps", a.pcr / 1_000_000)
         } else {
             format!("cbr:pcr={}bps", a.pcr)

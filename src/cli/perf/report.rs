@@ -326,9 +326,9 @@ pub(crate) fn machine() -> Value {
 
 /// Bytes as `64 B`, `4 KiB`, `1 MiB` (exact binary multiples) or plain bytes.
 pub(crate) fn human_size(n: usize) -> String {
-    if n >= 1 << 20 && n % (1 << 20) == 0 {
+    if n >= 1 << 20 && n.is_multiple_of(1 << 20) {
         format!("{} MiB", n >> 20)
-    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+    } else if n >= 1 << 10 && n.is_multiple_of(1 << 10) {
         format!("{} KiB", n >> 10)
     } else {
         format!("{n} B")

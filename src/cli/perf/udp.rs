@@ -180,7 +180,7 @@ impl Endpoint for UdpEnd {
                         return Ok(None);
                     }
                     spins = spins.wrapping_add(1);
-                    if spins % YIELD_EVERY == 0 {
+                    if spins.is_multiple_of(YIELD_EVERY) {
                         if start.elapsed() >= self.poll {
                             return Ok(None);
                         }
