@@ -103,12 +103,19 @@ impl Pair {
     /// Advance to the next event; false when nothing is left to happen.
     fn step(&mut self) -> bool {
         self.pump();
+        self.advance(None)
+    }
+
+    /// Move the clock to the next arrival or timer (or at most `tick` ahead), deliver
+    /// what is due and run due timers; false when nothing is left to happen.
+    fn advance(&mut self, tick: Option<Duration>) -> bool {
         let mut next: Option<Instant> = None;
         for t in [
             self.fwd.iter().map(|x| x.0).min(),
             self.back.iter().map(|x| x.0).min(),
             self.tx.poll_timeout(),
             self.rx.poll_timeout(),
+            tick.map(|d| self.now + d),
         ]
         .into_iter()
         .flatten()
@@ -118,23 +125,13 @@ impl Pair {
         let Some(t) = next else { return false };
         self.now = self.now.max(t);
         let now = self.now;
-        let mut i = 0;
-        while i < self.fwd.len() {
-            if self.fwd[i].0 <= now {
-                let (_, f) = self.fwd.remove(i).unwrap_or_default();
-                self.rx.handle_frame(now, f);
-            } else {
-                i += 1;
-            }
+        while let Some(i) = self.fwd.iter().position(|x| x.0 <= now) {
+            let (_, f) = self.fwd.remove(i).unwrap_or_default();
+            self.rx.handle_frame(now, f);
         }
-        let mut i = 0;
-        while i < self.back.len() {
-            if self.back[i].0 <= now {
-                let (_, f) = self.back.remove(i).unwrap_or_default();
-                self.tx.handle_frame(now, f);
-            } else {
-                i += 1;
-            }
+        while let Some(i) = self.back.iter().position(|x| x.0 <= now) {
+            let (_, f) = self.back.remove(i).unwrap_or_default();
+            self.tx.handle_frame(now, f);
         }
         if self.tx.poll_timeout().is_some_and(|t| t <= now) {
             self.tx.handle_timeout(now);
@@ -510,45 +507,12 @@ fn slow_reader_shuts_the_window_and_reopens_it() {
         if let Ok(Some(c)) = p.rx.recv_chunk() {
             got.extend_from_slice(&c.data);
         }
-        if !p.step_no_pump() {
+        if !p.advance(Some(Duration::from_micros(100))) {
             break;
         }
     }
     assert_eq!(got, data);
     assert!(p.rx.stats().drop_rcv_buf + p.tx.stats().window_stalls > 0);
-}
-
-impl Pair {
-    fn step_no_pump(&mut self) -> bool {
-        let mut next: Option<Instant> = None;
-        for t in [
-            self.fwd.iter().map(|x| x.0).min(),
-            self.back.iter().map(|x| x.0).min(),
-            self.tx.poll_timeout(),
-            self.rx.poll_timeout(),
-            Some(self.now + Duration::from_micros(100)),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            next = Some(next.map_or(t, |n: Instant| n.min(t)));
-        }
-        let Some(t) = next else { return false };
-        self.now = self.now.max(t);
-        let now = self.now;
-        while let Some(i) = self.fwd.iter().position(|x| x.0 <= now) {
-            let (_, f) = self.fwd.remove(i).unwrap_or_default();
-            self.rx.handle_frame(now, f);
-        }
-        while let Some(i) = self.back.iter().position(|x| x.0 <= now) {
-            let (_, f) = self.back.remove(i).unwrap_or_default();
-            self.tx.handle_frame(now, f);
-        }
-        if self.tx.poll_timeout().is_some_and(|t| t <= now) {
-            self.tx.handle_timeout(now);
-        }
-        true
-    }
 }
 
 #[test]
