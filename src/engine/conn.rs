@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::link::{put_vc_header, vc_of, UdpLink, VC_HEADER_LEN};
+use super::link::{vc_header, vc_of, UdpLink, VC_HEADER_LEN};
 use super::Engine;
+use crate::adaptor::SendBatch;
 use crate::sched::Level;
 use crate::time::Instant;
 use crate::transport::{AbortReason, Event, Psb};
@@ -48,7 +49,7 @@ pub(crate) struct End {
     pub(crate) partial: Vec<u8>,
     pub(crate) in_message: bool,
     pub(crate) waker: Option<std::task::Waker>,
-    out: Vec<u8>,
+    out_batch: SendBatch,
 }
 
 impl End {
@@ -64,7 +65,7 @@ impl End {
             partial: Vec::new(),
             in_message: false,
             waker: None,
-            out: Vec::with_capacity(MAX_DATAGRAM),
+            out_batch: SendBatch::with_capacity(MAX_DATAGRAM),
         }
     }
 
@@ -405,23 +406,34 @@ impl Conn {
     ) -> usize {
         let mut sent = 0;
         let peer = *self.peer.lock().unwrap_or_else(|p| p.into_inner());
+        // Frames go out in batches: runs of equal sizes leave in one GSO sendmsg (a
+        // burst of ACKs, or the full TPDUs of a message).
+        let mut batch = std::mem::take(&mut end.out_batch);
+        batch.clear();
         while sent < max {
             let Some(t) = end.psb.poll_transmit(now) else {
                 break;
             };
-            end.out.clear();
-            put_vc_header(&mut end.out, end.vci);
-            t.write_to(&mut end.out);
-            match self.link.send(&end.out, peer) {
-                Ok(()) => {
-                    self.counters.datagrams_out.fetch_add(1, Ordering::Relaxed);
-                }
-                Err(_) => {
-                    self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
-                }
+            let len = VC_HEADER_LEN + t.len();
+            if batch.check(len).is_err() {
+                self.send_batch(&batch, peer);
+                batch.clear();
+            }
+            let vci = end.vci;
+            let pushed = batch.push_with(len, |out| {
+                out[..VC_HEADER_LEN].copy_from_slice(&vc_header(vci));
+                t.header.emit_into(&mut out[VC_HEADER_LEN..]);
+                out[VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN..].copy_from_slice(&t.payload);
+            });
+            if pushed.is_err() {
+                self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
             }
             sent += 1;
         }
+        if !batch.is_empty() {
+            self.send_batch(&batch, peer);
+        }
+        end.out_batch = batch;
         let mut woke = false;
         while let Some(e) = end.psb.poll_event() {
             woke = true;
@@ -449,6 +461,26 @@ impl Conn {
             }
         }
         sent
+    }
+
+    fn send_batch(&self, batch: &SendBatch, peer: Option<SocketAddr>) {
+        match self.link.send_batch(batch, peer) {
+            Ok(n) => {
+                self.counters
+                    .datagrams_out
+                    .fetch_add(n as u64, Ordering::Relaxed);
+                if n < batch.len() {
+                    self.counters
+                        .send_errors
+                        .fetch_add((batch.len() - n) as u64, Ordering::Relaxed);
+                }
+            }
+            Err(_) => {
+                self.counters
+                    .send_errors
+                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            }
+        }
     }
 
     /// Timers: run the PSB timers of each end that is due.

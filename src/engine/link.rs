@@ -5,20 +5,22 @@
 //! drains for the driver thread.
 
 use std::io;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use rustix::net::{RecvFlags, SendFlags};
+use rustix::net::RecvFlags;
+
+use crate::adaptor::{PortOptions, SendBatch, UdpPort};
 
 use crate::wire::vcframe;
 
 /// The UDP adaptor's VC header in front of each TPDU (`wire::vcframe`).
 pub(crate) const VC_HEADER_LEN: usize = vcframe::HEADER_LEN;
 
-/// Append the VC header of a data frame on VPI 0 / `vci` to `out`.
-pub(crate) fn put_vc_header(out: &mut Vec<u8>, vci: u16) {
-    out.extend_from_slice(&vcframe::Repr::data(0, vci).to_bytes());
+/// The VC header of a data frame on VPI 0 / `vci`.
+pub(crate) fn vc_header(vci: u16) -> [u8; VC_HEADER_LEN] {
+    vcframe::Repr::data(0, vci).to_bytes()
 }
 
 /// The VCI of a data datagram, or `None` if it is not a natm UDP data frame.
@@ -29,10 +31,11 @@ pub(crate) fn vc_of(datagram: &[u8]) -> Option<u16> {
     }
 }
 
-/// One UDP socket of the engine.
+/// One UDP socket of the engine: an adaptor port (GSO sends; reads stay single
+/// datagrams so a blocked application wakes once per arrival).
 #[derive(Debug)]
 pub(crate) struct UdpLink {
-    sock: UdpSocket,
+    port: UdpPort,
 }
 
 /// How long a blocked application read waits before it looks at the VC again (an
@@ -41,46 +44,57 @@ pub(crate) const READ_SLICE: Duration = Duration::from_millis(50);
 
 impl UdpLink {
     pub(crate) fn bind(addr: SocketAddr, rcvbuf: usize, sndbuf: usize) -> io::Result<UdpLink> {
-        let sock = UdpSocket::bind(addr)?;
-        let s2 = socket2::SockRef::from(&sock);
+        let port = UdpPort::bind_with(
+            addr,
+            &PortOptions {
+                gso: true,
+                gro: false,
+                reuse_address: false,
+            },
+        )?;
         // Best effort: the kernel caps these at net.core.{r,w}mem_max.
-        let _ = s2.set_recv_buffer_size(rcvbuf);
-        let _ = s2.set_send_buffer_size(sndbuf);
-        sock.set_read_timeout(Some(READ_SLICE))?;
-        Ok(UdpLink { sock })
+        let _ = port.set_recv_buffer(rcvbuf);
+        let _ = port.set_send_buffer(sndbuf);
+        port.set_read_timeout(Some(READ_SLICE))?;
+        Ok(UdpLink { port })
     }
 
     pub(crate) fn connect(&self, peer: SocketAddr) -> io::Result<()> {
-        self.sock.connect(peer)
+        self.port.connect(peer)
     }
 
     pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.sock.local_addr()
+        self.port.local_addr()
     }
 
     pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
-        self.sock.as_raw_fd()
+        self.port.as_raw_fd()
     }
 
-    /// Send one datagram, to the connected peer or to `to`.
-    pub(crate) fn send(&self, buf: &[u8], to: Option<SocketAddr>) -> io::Result<()> {
-        match to {
-            Some(a) => self.sock.send_to(buf, a).map(|_| ()),
-            None => rustix::net::send(&self.sock, buf, SendFlags::empty())
-                .map(|_| ())
-                .map_err(io::Error::from),
-        }
+    /// Send a batch of frames (one GSO `sendmsg` per run of equal sizes); returns how
+    /// many went out.
+    pub(crate) fn send_batch(
+        &self,
+        batch: &SendBatch,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        self.port.send_batch(to, batch)
     }
 
     /// Wait up to [`READ_SLICE`] for a datagram.
     pub(crate) fn recv_blocking(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        self.sock.recv_from(buf)
+        let (n, _, from) =
+            rustix::net::recvfrom(&self.port, buf, RecvFlags::empty()).map_err(io::Error::from)?;
+        let from = from
+            .and_then(|a| SocketAddr::try_from(a).ok())
+            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
+        Ok((n, from))
     }
 
     /// A datagram if one is queued now.
     pub(crate) fn recv_now(&self, buf: &mut [u8]) -> io::Result<(usize, Option<SocketAddr>)> {
         let (n, _, from) =
-            rustix::net::recvfrom(&self.sock, buf, RecvFlags::DONTWAIT).map_err(io::Error::from)?;
+            rustix::net::recvfrom(&self.port, buf, RecvFlags::DONTWAIT).map_err(io::Error::from)?;
         let from = from.and_then(|a| SocketAddr::try_from(a).ok());
         Ok((n, from))
     }
@@ -92,8 +106,7 @@ mod tests {
 
     #[test]
     fn vc_header_round_trips_and_rejects_foreign_datagrams() {
-        let mut v = Vec::new();
-        put_vc_header(&mut v, 33);
+        let mut v = vc_header(33).to_vec();
         v.extend_from_slice(b"tpdu");
         assert_eq!(v.len(), VC_HEADER_LEN + 4);
         assert_eq!(vc_of(&v), Some(33));
