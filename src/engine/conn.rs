@@ -49,6 +49,9 @@ pub(crate) struct End {
     pub(crate) partial: Vec<u8>,
     pub(crate) in_message: bool,
     pub(crate) waker: Option<std::task::Waker>,
+    /// Threads waiting on the end's condition variable (counted under the end's lock,
+    /// so a flush with nobody waiting costs no futex wake-up).
+    waiters: u32,
     out_batch: SendBatch,
 }
 
@@ -65,6 +68,7 @@ impl End {
             partial: Vec::new(),
             in_message: false,
             waker: None,
+            waiters: 0,
             out_batch: SendBatch::with_capacity(MAX_DATAGRAM),
         }
     }
@@ -454,8 +458,11 @@ impl Conn {
         if deadline != u64::MAX {
             eng.arm(self, deadline);
         }
-        if woke || end.psb.readable() > 0 || end.psb.send_capacity() > 0 {
+        let progress = woke || end.psb.readable() > 0 || end.psb.send_capacity() > 0;
+        if progress && end.waiters > 0 {
             cv.notify_all();
+        }
+        if progress {
             if let Some(w) = end.waker.take() {
                 w.wake();
             }
@@ -543,7 +550,11 @@ impl Conn {
                     super::link::READ_SLICE.min(until.map_or(super::link::READ_SLICE, |u| {
                         u.saturating_duration_since(std::time::Instant::now())
                     }));
-                let _ = cv.wait_timeout(end, slice);
+                end.waiters += 1;
+                let (mut end, _) = cv
+                    .wait_timeout(end, slice)
+                    .unwrap_or_else(|p| p.into_inner());
+                end.waiters -= 1;
             }
         };
         eng.give_buffer(buf);
