@@ -33,6 +33,22 @@ impl Default for StackOptions {
     }
 }
 
+impl StackOptions {
+    /// The socket-buffer settings of a connection for the report: what was asked and
+    /// what the kernel granted.
+    pub(crate) fn socket_params(&self, sndbuf: usize, rcvbuf: usize) -> Params {
+        let mut p = Params::new();
+        p.insert(
+            "sockbuf_asked".into(),
+            self.sockbuf
+                .map_or(Value::from("kernel default"), Value::from),
+        );
+        p.insert("sndbuf".into(), Value::from(sndbuf));
+        p.insert("rcvbuf".into(), Value::from(rcvbuf));
+        p
+    }
+}
+
 /// Settings of a connection as the stack really got them (e.g. the socket buffer
 /// sizes the kernel granted), reported with every result.
 pub(crate) type Params = Map<String, Value>;

@@ -100,15 +100,9 @@ impl Stack for Tcp {
             s.set_read_timeout(Some(self.opts.poll))?;
             s.set_write_timeout(Some(self.opts.poll))?;
         }
-        let mut params = serde_json::Map::new();
-        params.insert(
-            "sockbuf_asked".into(),
-            self.opts
-                .sockbuf
-                .map_or(json!("kernel default"), |s| json!(s)),
-        );
-        params.insert("sndbuf".into(), json!(client.send_buffer_size()?));
-        params.insert("rcvbuf".into(), json!(server.recv_buffer_size()?));
+        let mut params = self
+            .opts
+            .socket_params(client.send_buffer_size()?, server.recv_buffer_size()?);
         params.insert(
             "congestion".into(),
             json!(String::from_utf8_lossy(&server.tcp_congestion()?)

@@ -84,15 +84,9 @@ impl Stack for Udp {
             }
         }
         let r = SockRef::from(&a);
-        let mut params = serde_json::Map::new();
-        params.insert(
-            "sockbuf_asked".into(),
-            self.opts
-                .sockbuf
-                .map_or(json!("kernel default"), |s| json!(s)),
-        );
-        params.insert("sndbuf".into(), json!(r.send_buffer_size()?));
-        params.insert("rcvbuf".into(), json!(r.recv_buffer_size()?));
+        let mut params = self
+            .opts
+            .socket_params(r.send_buffer_size()?, r.recv_buffer_size()?);
         params.insert("max_datagram".into(), json!(MAX_DATAGRAM));
         params.insert(
             "wait".into(),
