@@ -164,10 +164,10 @@ fn run_tasks(eng: &Arc<Engine>) {
     for _ in 0..ROUNDS_PER_WAKE {
         let mut sched = eng.sched.lock().unwrap_or_else(|p| p.into_inner());
         if sched.is_idle() {
+            eng.mirror(&sched);
             return;
         }
-        // Tasks run without the scheduler lock held by anyone else's benefit: an
-        // application thread asking `pending_above` waits for at most one round.
         sched.run(|token, max| eng.conn(token).map_or(0, |c| c.task(eng, max)));
+        eng.mirror(&sched);
     }
 }

@@ -96,6 +96,10 @@ pub(crate) struct Engine {
     /// When the driver will wake by itself (ns of engine time); 0 while it is awake.
     sleep_until: AtomicU64,
     pub(crate) sched: Mutex<Scheduler<usize>>,
+    /// How many levels from the top have waiting tasks (0: none): a mirror of the
+    /// scheduler kept so application threads decide on inline sends without taking
+    /// the scheduler's lock, which the driver holds while a round of tasks runs.
+    busy_levels: AtomicUsize,
     next_token: AtomicUsize,
     pub(crate) shutdown: AtomicBool,
     buffers: Mutex<Vec<Vec<u8>>>,
@@ -122,6 +126,7 @@ impl Engine {
             timers: Mutex::new(BinaryHeap::new()),
             sleep_until: AtomicU64::new(0),
             sched: Mutex::new(Scheduler::new()),
+            busy_levels: AtomicUsize::new(0),
             next_token: AtomicUsize::new(TIMER_TOKEN + 1),
             shutdown: AtomicBool::new(false),
             buffers: Mutex::new(Vec::new()),
@@ -171,19 +176,25 @@ impl Engine {
 
     /// Hand the driver deferred transmit work for a connection.
     pub(crate) fn defer(&self, conn: &Conn) {
-        self.sched
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .schedule(conn.token, conn.level, conn.weight);
+        let mut sched = self.sched.lock().unwrap_or_else(|p| p.into_inner());
+        sched.schedule(conn.token, conn.level, conn.weight);
+        self.mirror(&sched);
+        drop(sched);
         let _ = self.waker.wake();
+    }
+
+    /// Record which levels have waiting tasks (call with the scheduler locked).
+    pub(crate) fn mirror(&self, sched: &Scheduler<usize>) {
+        let lens = sched.lengths();
+        let top = lens.iter().position(|&n| n > 0).map_or(0, |i| 3 - i);
+        self.busy_levels.store(top, Ordering::Release);
     }
 
     /// Whether higher-priority work than `level` waits in the scheduler.
     pub(crate) fn pending_above(&self, level: crate::sched::Level) -> bool {
-        self.sched
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .pending_above(level)
+        // `busy_levels` = 3 - index of the highest non-empty level.
+        let top = self.busy_levels.load(Ordering::Acquire);
+        top > 0 && 3 - top < level as usize
     }
 
     pub(crate) fn take_buffer(&self) -> Vec<u8> {
@@ -228,10 +239,9 @@ impl Engine {
             .remove(&token);
         if let Some(c) = c {
             self.deregister(c.link.raw_fd());
-            self.sched
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .remove(token);
+            let mut sched = self.sched.lock().unwrap_or_else(|p| p.into_inner());
+            sched.remove(token);
+            self.mirror(&sched);
         }
     }
 }
@@ -240,5 +250,28 @@ impl Drop for Engine {
     fn drop(&mut self) {
         // The driver holds only a weak reference; wake it so it sees the engine gone.
         let _ = self.waker.wake();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sched::Level;
+
+    #[test]
+    fn pending_above_mirrors_the_scheduler_without_its_lock() {
+        let eng = Engine::start(EngineConfig::default()).unwrap();
+        let mut sched = Scheduler::new();
+        eng.mirror(&sched);
+        assert!(!eng.pending_above(Level::BestEffort));
+        sched.schedule(7, Level::Reliable, 1);
+        eng.mirror(&sched);
+        assert!(!eng.pending_above(Level::Guaranteed));
+        assert!(!eng.pending_above(Level::Reliable));
+        assert!(eng.pending_above(Level::BestEffort));
+        sched.schedule(8, Level::Guaranteed, 1);
+        eng.mirror(&sched);
+        assert!(eng.pending_above(Level::Reliable));
+        assert!(!eng.pending_above(Level::Guaranteed));
     }
 }
