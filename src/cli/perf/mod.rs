@@ -10,6 +10,8 @@ mod isolation;
 mod latency;
 mod livelock;
 mod natm;
+#[cfg(feature = "quic")]
+mod quic;
 mod report;
 mod stack;
 mod stats;

@@ -128,14 +128,14 @@ pub(crate) fn latency_table(
     let ref_col = format!("x {}", rows[reference].stack);
     let _ = writeln!(
         t,
-        "{:<10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10}",
+        "{:<17} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10}",
         "stack", "median µs", "p99 µs", "p99.9 µs", "samples", "lost", ref_col
     );
     for r in rows {
         let m = r.med(|s| s.p50);
         let _ = writeln!(
             t,
-            "{:<10} {:>10.1} {:>10.1} {:>10.1} {:>10} {:>6} {:>10.2}",
+            "{:<17} {:>10.1} {:>10.1} {:>10.1} {:>10} {:>6} {:>10.2}",
             r.stack,
             m,
             r.med(|s| s.p99),
@@ -261,14 +261,14 @@ pub(crate) fn throughput_table(
     let ref_col = format!("x {reference}");
     let _ = writeln!(
         t,
-        "{:<10} {:>8} {:>9} {:>10} {:>10} {:>10}",
+        "{:<17} {:>8} {:>9} {:>10} {:>10} {:>10}",
         "stack", "size", "Gbit/s", "msgs/s", "delivered", ref_col
     );
     for r in rows {
         let bps = r.bps();
         let _ = writeln!(
             t,
-            "{:<10} {:>8} {:>9.3} {:>10} {:>9.1}% {:>10.2}",
+            "{:<17} {:>8} {:>9.3} {:>10} {:>9.1}% {:>10.2}",
             r.stack,
             human_size(r.size),
             bps / 1e9,
