@@ -181,6 +181,69 @@ fn livelock_json_has_both_settings_per_load_and_an_svg() {
     let text = std::fs::read_to_string(&svg).expect("--figure wrote the SVG");
     std::fs::remove_file(&svg).unwrap();
     assert!(text.contains("<svg"), "not an SVG");
+    assert_png(&svg.with_extension("png"));
+}
+
+/// The PNG beside a figure exists, is a PNG, and is removed.
+fn assert_png(path: &std::path::Path) {
+    let png = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::fs::remove_file(path).unwrap();
+    assert_eq!(
+        &png[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is not a PNG",
+        path.display()
+    );
+}
+
+#[test]
+fn quic_round_trips_with_tail_percentiles_and_a_figure() {
+    let svg = std::env::temp_dir().join(format!("natm-lat-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf latency --stacks udp,quic --time 200ms --warmup 20ms --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    let results = doc["results"].as_array().expect("results array");
+    assert_eq!(results[1]["stack"], "quic");
+    for r in results {
+        let (p50, p99, p999) = (
+            positive(r, "median_us"),
+            positive(r, "p99_us"),
+            positive(r, "p999_us"),
+        );
+        assert!(p50 <= p99 && p99 <= p999, "{r}");
+    }
+    assert_eq!(results[1]["params"]["framing"], "4-byte length");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+}
+
+#[test]
+fn throughput_over_sizes_has_a_two_part_fit_and_half_power() {
+    let svg = std::env::temp_dir().join(format!("natm-tput-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf throughput --stacks tcp,quic,natm-be --sizes 64,1KiB,16KiB,256KiB --time 100ms \
+         --warmup 20ms --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    let fits = doc["fits"].as_array().expect("fits array");
+    let stacks: Vec<&str> = fits.iter().map(|f| f["stack"].as_str().unwrap()).collect();
+    assert_eq!(stacks, ["tcp", "quic", "natm-be"]);
+    for f in fits {
+        positive(f, "peak_bps");
+        positive(f, "half_power_bytes");
+        let parts = f["parts"].as_array().unwrap();
+        assert!((1..=2).contains(&parts.len()), "{f}");
+        for p in parts {
+            finite(p, "per_message_us");
+            finite(p, "per_byte_ns");
+            assert!(p["from_size"].as_f64() <= p["to_size"].as_f64(), "{p}");
+        }
+    }
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! Performance is measured here and only here; tests check the shape of the results,
 //! never their size.
 
+mod fit;
 mod isolation;
 mod latency;
 mod livelock;
@@ -13,6 +14,7 @@ mod natm;
 #[cfg(feature = "quic")]
 mod quic;
 mod report;
+mod sizes;
 mod stack;
 mod stats;
 mod tcp;
@@ -74,6 +76,9 @@ pub(crate) struct Common {
     /// Also write the JSON document to this file (the table still goes to stdout).
     #[arg(long)]
     save: Option<std::path::PathBuf>,
+    /// Draw the figure into this SVG file, and the same as PNG beside it.
+    #[arg(long)]
+    figure: Option<std::path::PathBuf>,
 }
 
 /// Print the table or the JSON document, and save the JSON if asked.
@@ -184,7 +189,7 @@ pub(crate) struct ThroughputArgs {
         long,
         value_delimiter = ',',
         value_parser = units::bytes,
-        default_value = "64,1KiB,4KiB,64KiB,1MiB"
+        default_value = "64,256,1KiB,4KiB,16KiB,64KiB,256KiB,1MiB"
     )]
     sizes: Vec<u64>,
     /// Measure each run for this long after the warm-up, as the receiver sees it.
@@ -322,6 +327,9 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
     pb.finish_and_clear();
     let names: Vec<&str> = stacks.iter().map(|s| s.name()).collect();
     let rows = report::latency_rows(&names, results);
+    if let Some(path) = &a.common.figure {
+        report::latency_figure(path, &cfg, &rows)?;
+    }
     output(
         &a.common,
         || report::latency_table(&cfg, runs, &rows, reference),
@@ -370,10 +378,17 @@ fn run_throughput(a: &ThroughputArgs) -> CliResult {
     pb.finish_and_clear();
     let reference = stacks[reference].name();
     let (warmup, time) = (a.common.warmup, a.time);
+    let curves = sizes::curves(
+        rows.iter()
+            .map(|r| (r.stack().to_string(), r.size(), r.bps())),
+    );
+    if let Some(path) = &a.common.figure {
+        sizes::figure(path, "throughput against message size, loopback", &curves)?;
+    }
     output(
         &a.common,
-        || report::throughput_table(warmup, time, runs, &rows, reference),
-        || report::throughput_json(warmup, time, runs, &rows, reference),
+        || report::throughput_table(warmup, time, runs, &rows, reference) + &sizes::table(&curves),
+        || report::throughput_json(warmup, time, runs, &rows, reference, sizes::json(&curves)),
     )
 }
 
@@ -429,7 +444,7 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
     }
     pb.finish_and_clear();
     if let Some(path) = &o.figure {
-        livelock::figure(path, &cfg, &rows)?;
+        crate::cli::plot::both(path, |p| livelock::figure(p, &cfg, &rows))?;
     }
     output_to(
         o.json,
@@ -473,7 +488,7 @@ fn run_isolation(a: &IsolationArgs) -> CliResult {
     }
     pb.finish_and_clear();
     if let Some(path) = &o.figure {
-        isolation::figure(path, &cfg, &results)?;
+        crate::cli::plot::both(path, |p| isolation::figure(p, &cfg, &results))?;
     }
     output_to(
         o.json,

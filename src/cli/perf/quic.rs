@@ -257,12 +257,8 @@ impl Stack for Quic {
         }
         let rt = runtime()?;
         let id = Identity::generate()?;
-        let listener = Listener::bind(
-            rt.clone(),
-            (Ipv4Addr::LOCALHOST, 0).into(),
-            &id,
-            &self.opts,
-        )?;
+        let listener =
+            Listener::bind(rt.clone(), (Ipv4Addr::LOCALHOST, 0).into(), &id, &self.opts)?;
         let addr = listener.local_addr()?;
         let ((client, sndbuf, _), server) = std::thread::scope(|s| -> io::Result<_> {
             let t = s.spawn(|| dial(rt.clone(), addr, &id, &self.opts, max_msg));
@@ -284,7 +280,10 @@ impl Stack for Quic {
 
 /// What the report says about a QUIC connection.
 pub(crate) fn params_quic(p: &mut Params) {
-    p.insert("transport".into(), json!("quinn 0.11, one bidirectional stream"));
+    p.insert(
+        "transport".into(),
+        json!("quinn 0.11, one bidirectional stream"),
+    );
     p.insert("tls".into(), json!("rustls (ring), self-signed"));
     p.insert("congestion".into(), json!("cubic (quinn default)"));
     p.insert("framing".into(), json!("4-byte length"));
@@ -388,7 +387,10 @@ impl Endpoint for QuicEnd {
                 if len > self.max_msg {
                     return Err(io::Error::new(
                         io::ErrorKind::InvalidData,
-                        format!("length prefix {len} is over the {} B asked for", self.max_msg),
+                        format!(
+                            "length prefix {len} is over the {} B asked for",
+                            self.max_msg
+                        ),
                     ));
                 }
                 let need = HEADER + len;

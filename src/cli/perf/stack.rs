@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-use super::{natm, tcp, udp};
 #[cfg(feature = "quic")]
 use super::quic;
+use super::{natm, tcp, udp};
 
 /// How a stack sets itself up; the same for every stack in a run of `natm perf`.
 #[derive(Debug, Clone)]
