@@ -280,3 +280,43 @@ fn isolation_json_has_each_vc_per_phase() {
         }
     }
 }
+
+#[test]
+fn guaranteed_json_has_a_ratio_per_rate_and_size() {
+    let svg = std::env::temp_dir().join(format!("natm-guar-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf guaranteed --rates 5Mbps,50Mbps --sizes 1KiB,8KiB --time 150ms --warmup 30ms \
+         --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    assert_eq!(doc["experiment"], "guaranteed");
+    let results = doc["results"].as_array().expect("results array");
+    let rows: Vec<(u64, u64)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["requested_bps"].as_u64().unwrap(),
+                r["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (5_000_000, 1024),
+            (5_000_000, 8192),
+            (50_000_000, 1024),
+            (50_000_000, 8192)
+        ]
+    );
+    for r in results {
+        positive(r, "bps");
+        let ratio = positive(r, "ratio");
+        // The leaky bucket lets a burst through at the start, never much more than asked.
+        assert!(ratio <= 1.5, "delivered {ratio} of the requested rate: {r}");
+        assert!(r["qos"].as_str().unwrap().starts_with("cbr:pcr="), "{r}");
+    }
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+}

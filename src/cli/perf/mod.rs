@@ -7,6 +7,7 @@
 //! never their size.
 
 mod fit;
+mod guaranteed;
 mod isolation;
 mod latency;
 mod livelock;
@@ -48,6 +49,9 @@ pub(crate) enum PerfCmd {
     /// Isolation of a guaranteed VC (seed 000 §2, §5.1): its rate alone, then while a
     /// best-effort VC floods and a reliable VC transfers in bulk.
     Isolation(IsolationArgs),
+    /// Guaranteed service (seed 001 Fig. 5): delivered rate against message size at
+    /// requested leaky-bucket rates.
+    Guaranteed(guaranteed::GuaranteedArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -234,6 +238,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Throughput(a) => run_throughput(&a),
         PerfCmd::Livelock(a) => run_livelock(&a),
         PerfCmd::Isolation(a) => run_isolation(&a),
+        PerfCmd::Guaranteed(a) => guaranteed::cmd(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {
