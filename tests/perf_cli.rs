@@ -320,3 +320,36 @@ fn guaranteed_json_has_a_ratio_per_rate_and_size() {
     std::fs::remove_file(&svg).unwrap();
     assert_png(&svg.with_extension("png"));
 }
+
+#[test]
+fn cost_json_has_a_fit_per_send_path() {
+    let svg = std::env::temp_dir().join(format!("natm-cost-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf cost --sizes 64,4000,4200,8300,12300,16500 --time 60ms --warmup 10ms --runs 1 \
+         --json --figure {}",
+        svg.display()
+    ));
+    assert_eq!(doc["experiment"], "cost");
+    let results = doc["results"].as_array().expect("results array");
+    assert_eq!(results.len(), 12, "two paths × six sizes");
+    for r in results {
+        positive(r, "cpu_us");
+        positive(r, "wall_us");
+        assert_eq!(
+            r["tpdus"].as_u64().unwrap(),
+            r["size"].as_u64().unwrap().div_ceil(4096),
+            "{r}"
+        );
+    }
+    let fits = doc["fits"].as_array().expect("fits array");
+    let paths: Vec<&str> = fits.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["natm-be", "natm-be-sched"]);
+    for f in fits {
+        for key in ["per_message_us", "per_tpdu_us", "per_byte_ns"] {
+            assert!(f[key].as_f64().is_some_and(f64::is_finite), "{key} in {f}");
+        }
+    }
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+}

@@ -6,6 +6,7 @@
 //! Performance is measured here and only here; tests check the shape of the results,
 //! never their size.
 
+mod cost;
 mod fit;
 mod guaranteed;
 mod isolation;
@@ -52,6 +53,9 @@ pub(crate) enum PerfCmd {
     /// Guaranteed service (seed 001 Fig. 5): delivered rate against message size at
     /// requested leaky-bucket rates.
     Guaranteed(guaranteed::GuaranteedArgs),
+    /// Send-path cost (seed 000 Figs. 9–10): per-message, per-TPDU and per-byte CPU
+    /// cost of `send`, from a fit over message sizes.
+    Cost(cost::CostArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -239,6 +243,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Livelock(a) => run_livelock(&a),
         PerfCmd::Isolation(a) => run_isolation(&a),
         PerfCmd::Guaranteed(a) => guaranteed::cmd(&a),
+        PerfCmd::Cost(a) => cost::cmd(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {
