@@ -353,3 +353,81 @@ fn cost_json_has_a_fit_per_send_path() {
     std::fs::remove_file(&svg).unwrap();
     assert_png(&svg.with_extension("png"));
 }
+
+/// Why `natm perf loss` cannot run here, if it cannot: it needs root, ip, tc and nft.
+fn loss_unavailable() -> Option<String> {
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("not root".into());
+    }
+    for tool in ["ip", "tc", "nft"] {
+        let found = Command::new("sh")
+            .args([
+                "-c",
+                &format!("command -v {tool} || test -x /usr/sbin/{tool}"),
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Some(format!("{tool} missing"));
+        }
+    }
+    None
+}
+
+#[test]
+fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
+    if let Some(why) = loss_unavailable() {
+        eprintln!("skipping loss test: {why}");
+        // Without root the command itself must say so clearly.
+        let out = natm("perf loss --losses 0 --time 100ms --runs 1");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("root") || err.contains("needs"), "{err}");
+        return;
+    }
+    let svg = std::env::temp_dir().join(format!("natm-loss-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf loss --stacks natm-pp,tcp-cubic,quic --losses 0,5 --time 400ms --warmup 100ms \
+         --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    assert_eq!(doc["experiment"], "loss");
+    let results = doc["results"].as_array().expect("results array");
+    let rows: Vec<(&str, f64)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["stack"].as_str().unwrap(),
+                r["loss_percent"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("natm-pp", 0.0),
+            ("tcp-cubic", 0.0),
+            ("quic", 0.0),
+            ("natm-pp", 5.0),
+            ("tcp-cubic", 5.0),
+            ("quic", 5.0)
+        ]
+    );
+    for r in results {
+        positive(r, "bps");
+        // Goodput through the 100 Mbit/s tbf cannot be much over the link rate.
+        let of_link = positive(r, "of_link");
+        assert!(of_link < 1.2, "{r}");
+    }
+    let text = std::fs::read_to_string(&svg).expect("figure");
+    assert!(text.contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+    // The namespaces are gone.
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains(&format!("natm-loss-")),
+        "namespaces left behind"
+    );
+}

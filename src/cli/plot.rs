@@ -160,6 +160,8 @@ pub(crate) enum Mark {
     Measured,
     /// A fitted or reference curve: a thin line, no dots, no legend entry.
     Fit,
+    /// A computed curve with a legend entry: a line, no dots.
+    Curve,
 }
 
 /// One line of an [`xy`] chart.
@@ -289,7 +291,7 @@ fn xy_on<DB: DrawingBackend>(
     let (y0, y1) = span(
         lines
             .iter()
-            .filter(|l| l.mark == Mark::Measured)
+            .filter(|l| l.mark != Mark::Fit)
             .flat_map(|l| l.points.iter().map(|p| p.1)),
         y,
     );
@@ -318,7 +320,7 @@ fn xy_on<DB: DrawingBackend>(
             .filter(|p| ok(p))
             .map(|&(a, b)| (tx(a), ty(b)))
             // Keep a fit inside the plotted range.
-            .filter(|&(_, b)| l.mark == Mark::Measured || (b >= y0 && b <= y1))
+            .filter(|&(_, b)| l.mark != Mark::Fit || (b >= y0 && b <= y1))
             .collect();
         match l.mark {
             Mark::Measured => {
@@ -332,6 +334,15 @@ fn xy_on<DB: DrawingBackend>(
                 chart
                     .draw_series(pts.iter().map(|&p| Circle::new(p, 3, colour.filled())))
                     .map_err(|e| err(&e))?;
+            }
+            Mark::Curve => {
+                chart
+                    .draw_series(LineSeries::new(pts, colour.stroke_width(2)))
+                    .map_err(|e| err(&e))?
+                    .label(l.label.as_str())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
+                    });
             }
             Mark::Fit => {
                 chart

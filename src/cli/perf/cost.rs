@@ -320,7 +320,7 @@ pub(crate) fn figure(path: &Path, cfg: &CostConfig, points: &[Point]) -> Result<
                 label: format!("{} fit: {name}", PATHS[0].name),
                 points: grid.iter().map(|&s| (s as f64, f(s) * 1e6)).collect(),
                 colour: 3 + k,
-                mark: Mark::Measured,
+                mark: Mark::Curve,
             });
         }
     }

@@ -12,6 +12,8 @@ mod guaranteed;
 mod isolation;
 mod latency;
 mod livelock;
+#[cfg(feature = "quic")]
+mod loss;
 mod natm;
 #[cfg(feature = "quic")]
 mod quic;
@@ -56,6 +58,14 @@ pub(crate) enum PerfCmd {
     /// Send-path cost (seed 000 Figs. 9–10): per-message, per-TPDU and per-byte CPU
     /// cost of `send`, from a fit over message sizes.
     Cost(cost::CostArgs),
+    /// Goodput of one transfer against random loss between two network namespaces
+    /// (seed 000 §5.3.3); needs root, ip, tc and nft.
+    #[cfg(feature = "quic")]
+    Loss(loss::LossArgs),
+    /// One end of a `loss` transfer, run inside a namespace by `natm perf loss`.
+    #[cfg(feature = "quic")]
+    #[command(hide = true)]
+    LossPeer(loss::PeerArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -244,6 +254,10 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Isolation(a) => run_isolation(&a),
         PerfCmd::Guaranteed(a) => guaranteed::cmd(&a),
         PerfCmd::Cost(a) => cost::cmd(&a),
+        #[cfg(feature = "quic")]
+        PerfCmd::Loss(a) => loss::cmd(&a),
+        #[cfg(feature = "quic")]
+        PerfCmd::LossPeer(a) => loss::peer(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {

@@ -143,3 +143,12 @@ impl Stack for Natm {
         })
     }
 }
+
+/// A natm connection as an [`Endpoint`] (the loss experiment's peers).
+pub(crate) fn endpoint(conn: Connection, poll: std::time::Duration) -> Box<dyn Endpoint> {
+    Box::new(End {
+        conn,
+        last: Vec::new(),
+        poll,
+    })
+}
