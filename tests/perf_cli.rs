@@ -431,3 +431,41 @@ fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
         "namespaces left behind"
     );
 }
+
+#[test]
+fn all_writes_a_report_with_json_and_figures() {
+    let dir = std::env::temp_dir().join(format!("natm-all-{}", std::process::id()));
+    let out = natm(&format!(
+        "perf all --quick --skip latency,throughput,guaranteed,livelock,isolation,loss --out {}",
+        dir.display()
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    assert!(report.contains("## Headline ratios"), "{report}");
+    assert!(report.contains("natm perf cost --time"), "{report}");
+    assert!(
+        report.contains("per-message"),
+        "the cost table is in the report"
+    );
+    assert!(
+        report.contains("![Cost of the send path](cost.png)"),
+        "{report}"
+    );
+    assert!(!report.contains("Not measured"), "{report}");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cost.json")).unwrap()).unwrap();
+    assert_eq!(doc["experiment"], "cost");
+    assert!(std::fs::read_to_string(dir.join("cost.svg"))
+        .unwrap()
+        .contains("<svg"));
+    assert_png(&dir.join("cost.png"));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let out = natm("perf all --out /tmp/x --skip nothing");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such experiment"));
+}

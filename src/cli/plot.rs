@@ -191,7 +191,7 @@ pub(crate) fn xy(
     y: Axis<'_>,
     lines: &[Line],
 ) -> Result<(), String> {
-    let size = (900, 560);
+    let size = (800, 500);
     fonts();
     if is_png(path) {
         xy_on(
@@ -308,6 +308,8 @@ fn xy_on<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc(x.label)
         .y_desc(y.label)
+        // No minor grid: it adds little to read and much to the PNG's size.
+        .light_line_style(TRANSPARENT)
         .x_label_formatter(&|v| tick(*v, xl))
         .y_label_formatter(&|v| tick(*v, yl))
         .draw()

@@ -6,6 +6,7 @@
 //! Performance is measured here and only here; tests check the shape of the results,
 //! never their size.
 
+mod all;
 mod cost;
 mod fit;
 mod guaranteed;
@@ -66,6 +67,8 @@ pub(crate) enum PerfCmd {
     #[cfg(feature = "quic")]
     #[command(hide = true)]
     LossPeer(loss::PeerArgs),
+    /// The whole suite within a bounded time: report.md, JSON and figures in --out.
+    All(all::AllArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -254,6 +257,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Isolation(a) => run_isolation(&a),
         PerfCmd::Guaranteed(a) => guaranteed::cmd(&a),
         PerfCmd::Cost(a) => cost::cmd(&a),
+        PerfCmd::All(a) => all::cmd(&a),
         #[cfg(feature = "quic")]
         PerfCmd::Loss(a) => loss::cmd(&a),
         #[cfg(feature = "quic")]
