@@ -162,7 +162,13 @@ pub(crate) enum Mark {
     Fit,
     /// A computed curve with a legend entry: a line, no dots.
     Curve,
+    /// A reference level (e.g. a requested rate): a thin line, no legend entry, kept
+    /// inside the plotted range.
+    Reference,
 }
+
+/// Where the legend goes.
+pub(crate) use plotters::chart::SeriesLabelPosition as Legend;
 
 /// One line of an [`xy`] chart.
 pub(crate) struct Line {
@@ -189,6 +195,7 @@ pub(crate) fn xy(
     title: &str,
     x: Axis<'_>,
     y: Axis<'_>,
+    legend: Legend,
     lines: &[Line],
 ) -> Result<(), String> {
     let size = (800, 500);
@@ -198,8 +205,8 @@ pub(crate) fn xy(
             BitMapBackend::new(path, size).into_drawing_area(),
             path,
             title,
-            x,
-            y,
+            (x, y),
+            legend,
             lines,
         )
     } else {
@@ -207,8 +214,8 @@ pub(crate) fn xy(
             SVGBackend::new(path, size).into_drawing_area(),
             path,
             title,
-            x,
-            y,
+            (x, y),
+            legend,
             lines,
         )
     }
@@ -241,11 +248,19 @@ fn span(values: impl Iterator<Item = f64>, axis: Axis<'_>) -> (f64, f64) {
     }
 }
 
-/// A tick label: the value itself, back from log10 on a log axis.
-fn tick(v: f64, log: bool) -> String {
+/// A tick label: the value itself, back from log10 on a log axis, where only whole
+/// powers of ten are labelled if the axis `span`s two decades or more.
+fn tick(v: f64, log: bool, span: f64) -> String {
+    if log && span >= 2.0 && (v - v.round()).abs() > 1e-6 {
+        return String::new();
+    }
     let v = if log { 10f64.powf(v) } else { v };
     let a = v.abs();
     if a == 0.0 {
+        "0".into()
+    } else if a < 0.01 {
+        format!("{v:.0e}")
+    } else if a == 0.0 {
         "0".into()
     } else if a >= 1e9 {
         format!("{}G", trim(v / 1e9))
@@ -277,8 +292,8 @@ fn xy_on<DB: DrawingBackend>(
     root: DrawingArea<DB, Shift>,
     path: &Path,
     title: &str,
-    x: Axis<'_>,
-    y: Axis<'_>,
+    (x, y): (Axis<'_>, Axis<'_>),
+    legend: Legend,
     lines: &[Line],
 ) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
@@ -310,8 +325,8 @@ fn xy_on<DB: DrawingBackend>(
         .y_desc(y.label)
         // No minor grid: it adds little to read and much to the PNG's size.
         .light_line_style(TRANSPARENT)
-        .x_label_formatter(&|v| tick(*v, xl))
-        .y_label_formatter(&|v| tick(*v, yl))
+        .x_label_formatter(&|v| tick(*v, xl, x1 - x0))
+        .y_label_formatter(&|v| tick(*v, yl, y1 - y0))
         .draw()
         .map_err(|e| err(&e))?;
     for l in lines {
@@ -346,7 +361,7 @@ fn xy_on<DB: DrawingBackend>(
                         PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2))
                     });
             }
-            Mark::Fit => {
+            Mark::Fit | Mark::Reference => {
                 chart
                     .draw_series(LineSeries::new(pts, colour.mix(0.6).stroke_width(1)))
                     .map_err(|e| err(&e))?;
@@ -355,7 +370,7 @@ fn xy_on<DB: DrawingBackend>(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
+        .position(legend)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
@@ -385,7 +400,14 @@ mod tests {
             from_zero: true,
         };
         both(&svg, |p| {
-            xy(p, "t", ax("size", true), ax("bit/s", false), &lines)
+            xy(
+                p,
+                "t",
+                ax("size", true),
+                ax("bit/s", false),
+                Legend::UpperLeft,
+                &lines,
+            )
         })
         .unwrap();
         let png = std::fs::read(png_beside(&svg)).unwrap();
@@ -397,9 +419,12 @@ mod tests {
 
     #[test]
     fn ticks_read_as_values() {
-        assert_eq!(tick(3.0, true), "1000");
-        assert_eq!(tick(6.0, true), "1M");
-        assert_eq!(tick(0.5, false), "0.5");
-        assert_eq!(tick(25_000.0, false), "25k");
+        assert_eq!(tick(3.0, true, 1.0), "1000");
+        assert_eq!(tick(6.0, true, 3.0), "1M");
+        assert_eq!(tick(-4.0, true, 3.0), "1e-4");
+        assert_eq!(tick(2.5, true, 3.0), "");
+        assert_eq!(tick(2.5, true, 1.0), "316");
+        assert_eq!(tick(0.5, false, 1.0), "0.5");
+        assert_eq!(tick(25_000.0, false, 1.0), "25k");
     }
 }

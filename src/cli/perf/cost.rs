@@ -338,6 +338,7 @@ pub(crate) fn figure(path: &Path, cfg: &CostConfig, points: &[Point]) -> Result<
                 log: false,
                 from_zero: true,
             },
+            plot::Legend::UpperLeft,
             &lines,
         )
     })

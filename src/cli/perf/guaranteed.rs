@@ -185,7 +185,7 @@ pub(crate) fn figure(path: &Path, cfg: &GuaranteedConfig, points: &[Point]) -> R
             label: String::new(),
             points: vec![(lo, rate as f64 / 1e6), (hi, rate as f64 / 1e6)],
             colour: i,
-            mark: Mark::Fit,
+            mark: Mark::Reference,
         });
     }
     plot::both(path, |p| {
@@ -202,6 +202,7 @@ pub(crate) fn figure(path: &Path, cfg: &GuaranteedConfig, points: &[Point]) -> R
                 log: true,
                 from_zero: false,
             },
+            plot::Legend::LowerRight,
             &lines,
         )
     })

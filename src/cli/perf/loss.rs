@@ -843,6 +843,7 @@ pub(crate) fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> Result<
                 log: false,
                 from_zero: true,
             },
+            plot::Legend::LowerLeft,
             &lines,
         )
     })

@@ -115,6 +115,7 @@ pub(crate) fn latency_figure(
                 log: true,
                 from_zero: false,
             },
+            plot::Legend::UpperRight,
             &lines,
         )
     })

@@ -177,6 +177,7 @@ pub(crate) fn figure(path: &Path, title: &str, curves: &[Curve]) -> Result<(), S
                 log: false,
                 from_zero: true,
             },
+            plot::Legend::UpperLeft,
             &lines,
         )
     })
