@@ -427,7 +427,7 @@ fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
     // The namespaces are gone.
     let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
     assert!(
-        !String::from_utf8_lossy(&ns.stdout).contains(&format!("natm-loss-")),
+        !String::from_utf8_lossy(&ns.stdout).contains("natm-loss-"),
         "namespaces left behind"
     );
 }

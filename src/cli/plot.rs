@@ -260,8 +260,6 @@ fn tick(v: f64, log: bool, span: f64) -> String {
         "0".into()
     } else if a < 0.01 {
         format!("{v:.0e}")
-    } else if a == 0.0 {
-        "0".into()
     } else if a >= 1e9 {
         format!("{}G", trim(v / 1e9))
     } else if a >= 1e6 {

@@ -34,8 +34,7 @@ pub(crate) struct SendPath {
     /// Name in the results.
     pub(crate) name: &'static str,
     /// Build the stack.
-    pub(crate) make:
-        fn(&'static str, &StackOptions) -> Result<Box<dyn super::stack::Stack>, String>,
+    pub(crate) make: super::stack::MakeStack,
 }
 
 /// The send paths measured: inline and through the scheduler.
@@ -277,6 +276,9 @@ pub(crate) fn json_doc(cfg: &CostConfig, points: &[Point]) -> String {
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
 
+/// One term of the fitted cost as a function of size, seconds.
+type Component = Box<dyn Fn(usize) -> f64>;
+
 /// Cost against size per path, measured and fitted, with the fit's three components
 /// for the inline path (seed 000 Fig. 10).
 pub(crate) fn figure(path: &Path, cfg: &CostConfig, points: &[Point]) -> Result<(), String> {
@@ -307,11 +309,12 @@ pub(crate) fn figure(path: &Path, cfg: &CostConfig, points: &[Point]) -> Result<
         }
     }
     if let Some(c) = fit(points, PATHS[0].name, cfg.tpdu) {
-        let parts: [(&str, Box<dyn Fn(usize) -> f64>); 3] = [
+        let tpdu = cfg.tpdu;
+        let parts: [(&str, Component); 3] = [
             ("per-message", Box::new(move |_| c.per_message)),
             (
                 "per-TPDU",
-                Box::new(move |s: usize| c.per_tpdu * s.div_ceil(cfg.tpdu) as f64),
+                Box::new(move |s: usize| c.per_tpdu * s.div_ceil(tpdu) as f64),
             ),
             ("per-byte", Box::new(move |s: usize| c.per_byte * s as f64)),
         ];

@@ -42,8 +42,9 @@ pub(crate) fn least_squares(xs: &[Vec<f64>], ys: &[f64], ws: &[f64]) -> Option<V
         for r in 0..k {
             if r != col {
                 let f = m[r][col] / m[col][col];
-                for c in col..=k {
-                    m[r][c] -= f * m[col][c];
+                let pivot_row = m[col].clone();
+                for (x, p) in m[r].iter_mut().zip(&pivot_row).skip(col) {
+                    *x -= f * p;
                 }
             }
         }
@@ -217,7 +218,7 @@ mod tests {
             .map(|i| vec![1.0, i as f64, ((i * i) % 5) as f64])
             .collect();
         let ys: Vec<f64> = xs.iter().map(|x| 3.0 + 2.0 * x[1] - 0.5 * x[2]).collect();
-        let b = least_squares(&xs, &ys, &vec![1.0; 8]).unwrap();
+        let b = least_squares(&xs, &ys, &[1.0; 8]).unwrap();
         assert!(close(b[0], 3.0, 1e-9) && close(b[1], 2.0, 1e-9) && close(b[2], -0.5, 1e-9));
         // Collinear regressors or too few points: no answer, not a wrong one.
         let col: Vec<Vec<f64>> = (0..5)
