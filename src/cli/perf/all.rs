@@ -3,10 +3,10 @@
 //! Each experiment runs as a child process of this binary with the exact command line
 //! the report prints (`natm perf <experiment> … --save DIR/<name>.json --figure
 //! DIR/<name>.svg`), so what the report shows is what anyone can re-run. Each child has
-//! a time limit and is killed by its process id past it. The report, `DIR/report.md`,
-//! holds per experiment: what it measures, the command, the table it printed, the
-//! figure, and what limits the numbers; first, the headline ratios of the issue,
-//! computed from the JSON of this one run.
+//! a time limit and is stopped by its process id past it (SIGTERM, then SIGKILL). The
+//! report, `DIR/report.md`, holds per experiment: what it measures, the command, the
+//! table it printed, the figure, and what limits the numbers; first, the headline
+//! ratios of the issue, computed from the JSON of this one run.
 
 use std::fmt::Write as _;
 use std::io::Read as _;
@@ -160,6 +160,22 @@ fn limit(quick: bool) -> Duration {
     Duration::from_secs(if quick { 300 } else { 1200 })
 }
 
+/// Stop a child we started: SIGTERM first, so that `loss` removes its namespaces,
+/// then SIGKILL if it is still there after a few seconds; reap it.
+fn stop(child: &mut std::process::Child) {
+    use rustix::process::{kill_process, Pid, Signal};
+    let _ = kill_process(Pid::from_child(child), Signal::TERM);
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
 /// What one child run produced.
 struct Outcome {
     command: String,
@@ -222,9 +238,8 @@ fn run_one(exe: &Path, out: &Path, e: &Experiment, quick: bool) -> Outcome {
         match child.try_wait() {
             Ok(Some(s)) => break Ok(s),
             Ok(None) if Instant::now() >= deadline => {
-                let _ = child.kill();
-                let _ = child.wait();
-                break Err(format!("killed after {} s", limit(quick).as_secs()));
+                stop(&mut child);
+                break Err(format!("stopped after {} s", limit(quick).as_secs()));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(100)),
             Err(e) => break Err(format!("wait: {e}")),
