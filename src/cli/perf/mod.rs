@@ -1,7 +1,9 @@
 //! `natm perf`: measure stacks side by side on this machine, in one run: round-trip
 //! latency and single-connection throughput over loopback, each measurement repeated
 //! with the stacks interleaved (ABAB…, so machine noise hits all alike), reported as
-//! the median of runs in a table or one JSON document.
+//! the median of runs in a table or one JSON document; and the other experiments of
+//! seed 000 §6 and seed 001 §8 (guaranteed, cost, livelock, isolation, loss), each with
+//! its own module, and `all`, which runs the suite and writes a report.
 //!
 //! Performance is measured here and only here; tests check the shape of the results,
 //! never their size.
