@@ -145,6 +145,7 @@ impl Stack for Natm {
 }
 
 /// A natm connection as an [`Endpoint`] (the loss experiment's peers).
+#[cfg(feature = "quic")]
 pub(crate) fn endpoint(conn: Connection, poll: std::time::Duration) -> Box<dyn Endpoint> {
     Box::new(End {
         conn,
