@@ -9,8 +9,10 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 # System packages used by tests; each is installed only when missing. tshark lets
 # tests/capture_tshark.rs check that Wireshark dissects natm's captures (the test
-# skips without it). NATM_TEST_PKGS=" " installs nothing.
-for p in ${NATM_TEST_PKGS:-tshark}; do
+# skips without it). nftables, iproute2 and ethtool let tests/perf_cli.rs run
+# `natm perf loss` between network namespaces (it skips without them or root).
+# NATM_TEST_PKGS=" " installs nothing.
+for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool}; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

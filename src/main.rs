@@ -29,8 +29,8 @@ enum Command {
     Qos(cli::qos::QosCmd),
     /// Run one scenario through the deterministic network simulator.
     Sim(Box<cli::sim::SimArgs>),
-    /// Measure stacks side by side on loopback: latency and throughput, with kernel
-    /// TCP and UDP as references.
+    /// Measure natm beside kernel TCP, UDP and QUIC: the experiments of seed 000 §6 and
+    /// seed 001 §8, one by one or all (`natm perf all --out DIR`).
     #[command(subcommand)]
     Perf(cli::perf::PerfCmd),
 }

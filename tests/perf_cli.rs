@@ -181,6 +181,69 @@ fn livelock_json_has_both_settings_per_load_and_an_svg() {
     let text = std::fs::read_to_string(&svg).expect("--figure wrote the SVG");
     std::fs::remove_file(&svg).unwrap();
     assert!(text.contains("<svg"), "not an SVG");
+    assert_png(&svg.with_extension("png"));
+}
+
+/// The PNG beside a figure exists, is a PNG, and is removed.
+fn assert_png(path: &std::path::Path) {
+    let png = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    std::fs::remove_file(path).unwrap();
+    assert_eq!(
+        &png[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is not a PNG",
+        path.display()
+    );
+}
+
+#[test]
+fn quic_round_trips_with_tail_percentiles_and_a_figure() {
+    let svg = std::env::temp_dir().join(format!("natm-lat-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf latency --stacks udp,quic --time 200ms --warmup 20ms --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    let results = doc["results"].as_array().expect("results array");
+    assert_eq!(results[1]["stack"], "quic");
+    for r in results {
+        let (p50, p99, p999) = (
+            positive(r, "median_us"),
+            positive(r, "p99_us"),
+            positive(r, "p999_us"),
+        );
+        assert!(p50 <= p99 && p99 <= p999, "{r}");
+    }
+    assert_eq!(results[1]["params"]["framing"], "4-byte length");
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+}
+
+#[test]
+fn throughput_over_sizes_has_a_two_part_fit_and_half_power() {
+    let svg = std::env::temp_dir().join(format!("natm-tput-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf throughput --stacks tcp,quic,natm-be --sizes 64,1KiB,16KiB,256KiB --time 100ms \
+         --warmup 20ms --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    let fits = doc["fits"].as_array().expect("fits array");
+    let stacks: Vec<&str> = fits.iter().map(|f| f["stack"].as_str().unwrap()).collect();
+    assert_eq!(stacks, ["tcp", "quic", "natm-be"]);
+    for f in fits {
+        positive(f, "peak_bps");
+        positive(f, "half_power_bytes");
+        let parts = f["parts"].as_array().unwrap();
+        assert!((1..=2).contains(&parts.len()), "{f}");
+        for p in parts {
+            finite(p, "per_message_us");
+            finite(p, "per_byte_ns");
+            assert!(p["from_size"].as_f64() <= p["to_size"].as_f64(), "{p}");
+        }
+    }
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
 }
 
 #[test]
@@ -216,4 +279,193 @@ fn isolation_json_has_each_vc_per_phase() {
             }
         }
     }
+}
+
+#[test]
+fn guaranteed_json_has_a_ratio_per_rate_and_size() {
+    let svg = std::env::temp_dir().join(format!("natm-guar-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf guaranteed --rates 5Mbps,50Mbps --sizes 1KiB,8KiB --time 150ms --warmup 30ms \
+         --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    assert_eq!(doc["experiment"], "guaranteed");
+    let results = doc["results"].as_array().expect("results array");
+    let rows: Vec<(u64, u64)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["requested_bps"].as_u64().unwrap(),
+                r["size"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (5_000_000, 1024),
+            (5_000_000, 8192),
+            (50_000_000, 1024),
+            (50_000_000, 8192)
+        ]
+    );
+    for r in results {
+        positive(r, "bps");
+        let ratio = positive(r, "ratio");
+        // The leaky bucket lets a burst through at the start, never much more than asked.
+        assert!(ratio <= 1.5, "delivered {ratio} of the requested rate: {r}");
+        assert!(r["qos"].as_str().unwrap().starts_with("cbr:pcr="), "{r}");
+    }
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+}
+
+#[test]
+fn cost_json_has_a_fit_per_send_path() {
+    let svg = std::env::temp_dir().join(format!("natm-cost-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf cost --sizes 64,4000,4200,8300,12300,16500 --time 60ms --warmup 10ms --runs 1 \
+         --json --figure {}",
+        svg.display()
+    ));
+    assert_eq!(doc["experiment"], "cost");
+    let results = doc["results"].as_array().expect("results array");
+    assert_eq!(results.len(), 12, "two paths × six sizes");
+    for r in results {
+        positive(r, "cpu_us");
+        positive(r, "wall_us");
+        assert_eq!(
+            r["tpdus"].as_u64().unwrap(),
+            r["size"].as_u64().unwrap().div_ceil(4096),
+            "{r}"
+        );
+    }
+    let fits = doc["fits"].as_array().expect("fits array");
+    let paths: Vec<&str> = fits.iter().map(|f| f["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["natm-be", "natm-be-sched"]);
+    for f in fits {
+        for key in ["per_message_us", "per_tpdu_us", "per_byte_ns"] {
+            assert!(f[key].as_f64().is_some_and(f64::is_finite), "{key} in {f}");
+        }
+    }
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+}
+
+/// Why `natm perf loss` cannot run here, if it cannot: it needs root, ip, tc and nft.
+fn loss_unavailable() -> Option<String> {
+    let uid = Command::new("id").arg("-u").output().ok()?;
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Some("not root".into());
+    }
+    for tool in ["ip", "tc", "nft"] {
+        let found = Command::new("sh")
+            .args([
+                "-c",
+                &format!("command -v {tool} || test -x /usr/sbin/{tool}"),
+            ])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Some(format!("{tool} missing"));
+        }
+    }
+    None
+}
+
+#[test]
+fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
+    if let Some(why) = loss_unavailable() {
+        eprintln!("skipping loss test: {why}");
+        // Without root the command itself must say so clearly.
+        let out = natm("perf loss --losses 0 --time 100ms --runs 1");
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("root") || err.contains("needs"), "{err}");
+        return;
+    }
+    let svg = std::env::temp_dir().join(format!("natm-loss-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf loss --stacks natm-pp,tcp-cubic,quic --losses 0,5 --time 400ms --warmup 100ms \
+         --runs 1 --json --figure {}",
+        svg.display()
+    ));
+    assert_eq!(doc["experiment"], "loss");
+    let results = doc["results"].as_array().expect("results array");
+    let rows: Vec<(&str, f64)> = results
+        .iter()
+        .map(|r| {
+            (
+                r["stack"].as_str().unwrap(),
+                r["loss_percent"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            ("natm-pp", 0.0),
+            ("tcp-cubic", 0.0),
+            ("quic", 0.0),
+            ("natm-pp", 5.0),
+            ("tcp-cubic", 5.0),
+            ("quic", 5.0)
+        ]
+    );
+    for r in results {
+        positive(r, "bps");
+        // Goodput through the 100 Mbit/s tbf cannot be much over the link rate.
+        let of_link = positive(r, "of_link");
+        assert!(of_link < 1.2, "{r}");
+    }
+    let text = std::fs::read_to_string(&svg).expect("figure");
+    assert!(text.contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+    // The namespaces are gone.
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("natm-loss-"),
+        "namespaces left behind"
+    );
+}
+
+#[test]
+fn all_writes_a_report_with_json_and_figures() {
+    let dir = std::env::temp_dir().join(format!("natm-all-{}", std::process::id()));
+    let out = natm(&format!(
+        "perf all --quick --skip latency,throughput,guaranteed,livelock,isolation,loss --out {}",
+        dir.display()
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = std::fs::read_to_string(dir.join("report.md")).expect("report.md");
+    assert!(report.contains("## Headline ratios"), "{report}");
+    assert!(report.contains("natm perf cost --time"), "{report}");
+    assert!(
+        report.contains("per-message"),
+        "the cost table is in the report"
+    );
+    assert!(
+        report.contains("![Cost of the send path](cost.png)"),
+        "{report}"
+    );
+    assert!(!report.contains("Not measured"), "{report}");
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cost.json")).unwrap()).unwrap();
+    assert_eq!(doc["experiment"], "cost");
+    assert!(std::fs::read_to_string(dir.join("cost.svg"))
+        .unwrap()
+        .contains("<svg"));
+    assert_png(&dir.join("cost.png"));
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    let out = natm("perf all --out /tmp/x --skip nothing");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no such experiment"));
 }

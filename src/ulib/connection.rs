@@ -216,15 +216,29 @@ impl Connection {
         Ok(c)
     }
 
-    fn flush_tx(&self, end: &mut End, cv: &std::sync::Condvar) {
+    /// Send what the end holds inline, or return `true` if the scheduler must do it:
+    /// then the caller drops the end's lock and calls [`Self::defer`]. (The driver
+    /// takes the scheduler's lock and then an end's, so taking them the other way
+    /// round here would deadlock.)
+    #[must_use]
+    fn flush_tx(&self, end: &mut End, cv: &std::sync::Condvar) -> bool {
         // Inline from the application's thread unless higher-priority work waits for
         // the scheduler (seed 000 §5.1's priorities kept, the scheduler's hop saved).
         if !self.eng.cfg.inline_send || self.eng.pending_above(self.conn.level) {
-            self.eng.defer(&self.conn);
+            true
         } else {
             let now = self.eng.clock.now();
             self.conn
                 .after(&self.eng, Which::Tx, end, cv, now, usize::MAX);
+            false
+        }
+    }
+
+    /// Hand the transmit work to the scheduler if [`Self::flush_tx`] said so; call
+    /// with no end locked.
+    fn defer(&self, needed: bool) {
+        if needed {
+            self.eng.defer(&self.conn);
         }
     }
 
@@ -232,7 +246,7 @@ impl Connection {
     pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
         let mut off = 0;
         loop {
-            {
+            let deferred = {
                 let (mut tx, cv) = self.conn.end(Which::Tx);
                 if let Some(e) = end_error(&tx) {
                     return Err(e);
@@ -242,10 +256,11 @@ impl Connection {
                     Err(SendError::WindowFull | SendError::OverRate) => {}
                     Err(e) => return Err(map_send(e)),
                 }
-                self.flush_tx(&mut tx, cv);
-                if off == msg.len() {
-                    return Ok(());
-                }
+                self.flush_tx(&mut tx, cv)
+            };
+            self.defer(deferred);
+            if off == msg.len() {
+                return Ok(());
             }
             self.conn.wait(&self.eng, Which::Tx, None, |e| {
                 (e.psb.send_capacity() > 0 || e.finished()).then_some(())
@@ -269,7 +284,9 @@ impl Connection {
             return Err(Error::WouldBlock(why));
         }
         tx.psb.send(msg, true).map_err(map_send)?;
-        self.flush_tx(&mut tx, cv);
+        let deferred = self.flush_tx(&mut tx, cv);
+        drop(tx);
+        self.defer(deferred);
         Ok(())
     }
 
@@ -507,12 +524,18 @@ impl Connection {
             Err(SendError::WindowFull | SendError::OverRate) => {}
             Err(e) => return Poll::Ready(Err(map_send(e))),
         }
-        self.flush_tx(&mut tx, cv);
-        if *off == msg.len() {
-            return Poll::Ready(Ok(()));
+        let deferred = self.flush_tx(&mut tx, cv);
+        let done = *off == msg.len();
+        if !done {
+            tx.waker = Some(cx.waker().clone());
         }
-        tx.waker = Some(cx.waker().clone());
-        Poll::Pending
+        drop(tx);
+        self.defer(deferred);
+        if done {
+            Poll::Ready(Ok(()))
+        } else {
+            Poll::Pending
+        }
     }
 
     /// Receive the next whole message; `None` at the end of data.
@@ -597,7 +620,9 @@ mod tokio_io {
             }
             match tx.psb.send(buf, false) {
                 Ok(n) if n > 0 || buf.is_empty() => {
-                    this.flush_tx(&mut tx, cv);
+                    let deferred = this.flush_tx(&mut tx, cv);
+                    drop(tx);
+                    this.defer(deferred);
                     Poll::Ready(Ok(n))
                 }
                 Ok(_)

@@ -1,16 +1,27 @@
 //! `natm perf`: measure stacks side by side on this machine, in one run: round-trip
 //! latency and single-connection throughput over loopback, each measurement repeated
 //! with the stacks interleaved (ABAB…, so machine noise hits all alike), reported as
-//! the median of runs in a table or one JSON document.
+//! the median of runs in a table or one JSON document; and the other experiments of
+//! seed 000 §6 and seed 001 §8 (guaranteed, cost, livelock, isolation, loss), each with
+//! its own module, and `all`, which runs the suite and writes a report.
 //!
 //! Performance is measured here and only here; tests check the shape of the results,
 //! never their size.
 
+mod all;
+mod cost;
+mod fit;
+mod guaranteed;
 mod isolation;
 mod latency;
 mod livelock;
+#[cfg(feature = "quic")]
+mod loss;
 mod natm;
+#[cfg(feature = "quic")]
+mod quic;
 mod report;
+mod sizes;
 mod stack;
 mod stats;
 mod tcp;
@@ -44,6 +55,22 @@ pub(crate) enum PerfCmd {
     /// Isolation of a guaranteed VC (seed 000 §2, §5.1): its rate alone, then while a
     /// best-effort VC floods and a reliable VC transfers in bulk.
     Isolation(IsolationArgs),
+    /// Guaranteed service (seed 001 Fig. 5): delivered rate against message size at
+    /// requested leaky-bucket rates.
+    Guaranteed(guaranteed::GuaranteedArgs),
+    /// Send-path cost (seed 000 Figs. 9–10): per-message, per-TPDU and per-byte CPU
+    /// cost of `send`, from a fit over message sizes.
+    Cost(cost::CostArgs),
+    /// Goodput of one transfer against random loss between two network namespaces
+    /// (seed 000 §5.3.3); needs root, ip, tc and nft.
+    #[cfg(feature = "quic")]
+    Loss(loss::LossArgs),
+    /// One end of a `loss` transfer, run inside a namespace by `natm perf loss`.
+    #[cfg(feature = "quic")]
+    #[command(hide = true)]
+    LossPeer(loss::PeerArgs),
+    /// The whole suite within a bounded time: report.md, JSON and figures in --out.
+    All(all::AllArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -72,6 +99,9 @@ pub(crate) struct Common {
     /// Also write the JSON document to this file (the table still goes to stdout).
     #[arg(long)]
     save: Option<std::path::PathBuf>,
+    /// Draw the figure into this SVG file, and the same as PNG beside it.
+    #[arg(long)]
+    figure: Option<std::path::PathBuf>,
 }
 
 /// Print the table or the JSON document, and save the JSON if asked.
@@ -182,7 +212,7 @@ pub(crate) struct ThroughputArgs {
         long,
         value_delimiter = ',',
         value_parser = units::bytes,
-        default_value = "64,1KiB,4KiB,64KiB,1MiB"
+        default_value = "64,256,1KiB,4KiB,16KiB,64KiB,256KiB,1MiB"
     )]
     sizes: Vec<u64>,
     /// Measure each run for this long after the warm-up, as the receiver sees it.
@@ -227,6 +257,13 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Throughput(a) => run_throughput(&a),
         PerfCmd::Livelock(a) => run_livelock(&a),
         PerfCmd::Isolation(a) => run_isolation(&a),
+        PerfCmd::Guaranteed(a) => guaranteed::cmd(&a),
+        PerfCmd::Cost(a) => cost::cmd(&a),
+        PerfCmd::All(a) => all::cmd(&a),
+        #[cfg(feature = "quic")]
+        PerfCmd::Loss(a) => loss::cmd(&a),
+        #[cfg(feature = "quic")]
+        PerfCmd::LossPeer(a) => loss::peer(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {
@@ -320,6 +357,9 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
     pb.finish_and_clear();
     let names: Vec<&str> = stacks.iter().map(|s| s.name()).collect();
     let rows = report::latency_rows(&names, results);
+    if let Some(path) = &a.common.figure {
+        report::latency_figure(path, &cfg, &rows)?;
+    }
     output(
         &a.common,
         || report::latency_table(&cfg, runs, &rows, reference),
@@ -368,10 +408,17 @@ fn run_throughput(a: &ThroughputArgs) -> CliResult {
     pb.finish_and_clear();
     let reference = stacks[reference].name();
     let (warmup, time) = (a.common.warmup, a.time);
+    let curves = sizes::curves(
+        rows.iter()
+            .map(|r| (r.stack().to_string(), r.size(), r.bps())),
+    );
+    if let Some(path) = &a.common.figure {
+        sizes::figure(path, "throughput against message size, loopback", &curves)?;
+    }
     output(
         &a.common,
-        || report::throughput_table(warmup, time, runs, &rows, reference),
-        || report::throughput_json(warmup, time, runs, &rows, reference),
+        || report::throughput_table(warmup, time, runs, &rows, reference) + &sizes::table(&curves),
+        || report::throughput_json(warmup, time, runs, &rows, reference, sizes::json(&curves)),
     )
 }
 
@@ -427,7 +474,7 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
     }
     pb.finish_and_clear();
     if let Some(path) = &o.figure {
-        livelock::figure(path, &cfg, &rows)?;
+        crate::cli::plot::both(path, |p| livelock::figure(p, &cfg, &rows))?;
     }
     output_to(
         o.json,
@@ -471,7 +518,7 @@ fn run_isolation(a: &IsolationArgs) -> CliResult {
     }
     pb.finish_and_clear();
     if let Some(path) = &o.figure {
-        isolation::figure(path, &cfg, &results)?;
+        crate::cli::plot::both(path, |p| isolation::figure(p, &cfg, &results))?;
     }
     output_to(
         o.json,

@@ -10,7 +10,7 @@ use natm::ulib::{Connection, Error, Host, HostConfig};
 
 struct Natm {
     name: &'static str,
-    qos: &'static str,
+    qos: String,
     busy: bool,
     inline: bool,
     opts: StackOptions,
@@ -18,14 +18,14 @@ struct Natm {
 
 fn stack(
     name: &'static str,
-    qos: &'static str,
+    qos: &str,
     busy: bool,
     inline: bool,
     opts: &StackOptions,
 ) -> Box<dyn Stack> {
     Box::new(Natm {
         name,
-        qos,
+        qos: qos.to_string(),
         busy,
         inline,
         opts: opts.clone(),
@@ -46,6 +46,11 @@ pub(crate) fn reliable(name: &'static str, o: &StackOptions) -> Result<Box<dyn S
 /// size is chosen per environment; a loopback path has no loss to amortise).
 pub(crate) fn reliable_32k(name: &'static str, o: &StackOptions) -> Result<Box<dyn Stack>, String> {
     Ok(stack(name, "reliable:tpdu=32768", false, true, o))
+}
+
+/// A natm stack with any QoS text (the guaranteed and loss experiments).
+pub(crate) fn with_qos(name: &'static str, qos: &str, o: &StackOptions) -> Box<dyn Stack> {
+    stack(name, qos, false, true, o)
 }
 
 /// `natm-be-busy`: best effort with the engine busy-polling its sockets.
@@ -107,11 +112,11 @@ impl Stack for Natm {
             cfg.engine.socket_sndbuf = b;
         }
         let host = Host::open(cfg).map_err(io_err)?;
-        let l = host.bind("127.0.0.1:0", self.qos).map_err(io_err)?;
+        let l = host.bind("127.0.0.1:0", &self.qos).map_err(io_err)?;
         let addr = l.local_addr().map_err(io_err)?;
         let h2 = host.clone();
-        let qos = self.qos;
-        let t = std::thread::spawn(move || h2.connect(addr, qos));
+        let qos = self.qos.clone();
+        let t = std::thread::spawn(move || h2.connect(addr, &qos));
         let server = l
             .accept_timeout(Some(std::time::Duration::from_secs(5)))
             .map_err(io_err)?;
@@ -120,7 +125,7 @@ impl Stack for Natm {
             .map_err(|_| io::Error::other("connect thread panicked"))?
             .map_err(io_err)?;
         let mut params = serde_json::Map::new();
-        params.insert("qos".into(), Value::String(self.qos.into()));
+        params.insert("qos".into(), Value::String(self.qos.clone()));
         params.insert("busy_poll".into(), json!(self.busy));
         params.insert("inline_send".into(), json!(self.inline));
         Ok(Pair {
@@ -137,4 +142,14 @@ impl Stack for Natm {
             params,
         })
     }
+}
+
+/// A natm connection as an [`Endpoint`] (the loss experiment's peers).
+#[cfg(feature = "quic")]
+pub(crate) fn endpoint(conn: Connection, poll: std::time::Duration) -> Box<dyn Endpoint> {
+    Box::new(End {
+        conn,
+        last: Vec::new(),
+        poll,
+    })
 }

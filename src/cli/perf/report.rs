@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 
 use super::latency::{LatencyConfig, Samples};
 use super::stack::Params;
-use super::stats::{median, Summary};
+use super::stats::{median, percentile, Summary};
 use super::throughput::Rate;
 
 /// One stack's latency runs, summarised.
@@ -17,6 +17,9 @@ pub(crate) struct LatencyRow {
     /// Per run: its summary and its lost round trips.
     runs: Vec<(Summary, u64)>,
     params: Params,
+    /// Every run's samples together, as (round trip µs, fraction of round trips
+    /// slower): the tail of the distribution, for the figure.
+    tail: Vec<(f64, f64)>,
 }
 
 impl LatencyRow {
@@ -40,19 +43,82 @@ pub(crate) fn latency_rows(names: &[&str], results: Vec<Vec<Samples>>) -> Vec<La
         .map(|(name, runs)| {
             let mut params = Params::new();
             let mut out = Vec::new();
+            let mut all = Vec::new();
             for mut s in runs {
                 if let Some(sum) = Summary::of_nanos(&mut s.rtt_ns) {
                     out.push((sum, s.lost));
                 }
+                all.extend_from_slice(&s.rtt_ns);
                 params = s.params;
             }
+            all.sort_unstable();
             LatencyRow {
                 stack: name.to_string(),
                 runs: out,
                 params,
+                tail: tail(&all),
             }
         })
         .collect()
+}
+
+/// Points of the complementary distribution of sorted samples (ns): at fractions
+/// slower of 10^(−k/8), down to one sample.
+fn tail(sorted_ns: &[u64]) -> Vec<(f64, f64)> {
+    let n = sorted_ns.len() as f64;
+    let mut v = Vec::new();
+    for k in 0..=48 {
+        let above = 10f64.powf(-f64::from(k) / 8.0);
+        if above * n < 1.0 {
+            break;
+        }
+        if let Some(x) = percentile(sorted_ns, 1.0 - above) {
+            v.push((x as f64 / 1e3, above));
+        }
+    }
+    v
+}
+
+/// The latency figure: for each stack, the fraction of round trips slower than a
+/// time (log–log), so the median and the tail read off one chart.
+pub(crate) fn latency_figure(
+    path: &std::path::Path,
+    cfg: &LatencyConfig,
+    rows: &[LatencyRow],
+) -> Result<(), String> {
+    use crate::cli::plot::{self, Axis, Line, Mark};
+    let lines: Vec<Line> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| Line {
+            label: r.stack.clone(),
+            points: r.tail.clone(),
+            colour: i,
+            mark: Mark::Measured,
+        })
+        .collect();
+    let title = format!(
+        "round-trip latency, {} messages: fraction slower than",
+        human_size(cfg.size)
+    );
+    plot::both(path, |p| {
+        plot::xy(
+            p,
+            &title,
+            Axis {
+                label: "round trip (µs)",
+                log: true,
+                from_zero: false,
+            },
+            Axis {
+                label: "fraction of round trips slower",
+                log: true,
+                from_zero: false,
+            },
+            plot::Legend::UpperRight,
+            &lines,
+        )
+    })
 }
 
 /// The latency results as one JSON document.
@@ -128,14 +194,14 @@ pub(crate) fn latency_table(
     let ref_col = format!("x {}", rows[reference].stack);
     let _ = writeln!(
         t,
-        "{:<10} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10}",
+        "{:<17} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10}",
         "stack", "median µs", "p99 µs", "p99.9 µs", "samples", "lost", ref_col
     );
     for r in rows {
         let m = r.med(|s| s.p50);
         let _ = writeln!(
             t,
-            "{:<10} {:>10.1} {:>10.1} {:>10.1} {:>10} {:>6} {:>10.2}",
+            "{:<17} {:>10.1} {:>10.1} {:>10.1} {:>10} {:>6} {:>10.2}",
             r.stack,
             m,
             r.med(|s| s.p99),
@@ -165,7 +231,16 @@ impl ThroughputRow {
             runs,
         }
     }
-    fn bps(&self) -> f64 {
+    /// The stack measured.
+    pub(crate) fn stack(&self) -> &str {
+        &self.stack
+    }
+    /// The message size.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+    /// Median delivered bits per second over runs.
+    pub(crate) fn bps(&self) -> f64 {
         let v: Vec<f64> = self.runs.iter().map(|r| r.bps).collect();
         median(&v).unwrap_or(f64::NAN)
     }
@@ -200,6 +275,7 @@ pub(crate) fn throughput_json(
     runs: usize,
     rows: &[ThroughputRow],
     reference: &str,
+    fits: Value,
 ) -> String {
     let results: Vec<Value> = rows
         .iter()
@@ -238,6 +314,7 @@ pub(crate) fn throughput_json(
         "reference": reference,
         "machine": machine(),
         "results": results,
+        "fits": fits,
     });
     serde_json::to_string_pretty(&doc).unwrap_or_default()
 }
@@ -261,14 +338,14 @@ pub(crate) fn throughput_table(
     let ref_col = format!("x {reference}");
     let _ = writeln!(
         t,
-        "{:<10} {:>8} {:>9} {:>10} {:>10} {:>10}",
+        "{:<17} {:>8} {:>9} {:>10} {:>10} {:>10}",
         "stack", "size", "Gbit/s", "msgs/s", "delivered", ref_col
     );
     for r in rows {
         let bps = r.bps();
         let _ = writeln!(
             t,
-            "{:<10} {:>8} {:>9.3} {:>10} {:>9.1}% {:>10.2}",
+            "{:<17} {:>8} {:>9.3} {:>10} {:>9.1}% {:>10.2}",
             r.stack,
             human_size(r.size),
             bps / 1e9,

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+#[cfg(feature = "quic")]
+use super::quic;
 use super::{natm, tcp, udp};
 
 /// How a stack sets itself up; the same for every stack in a run of `natm perf`.
@@ -160,6 +162,12 @@ pub(crate) const STACKS: &[Entry] = &[
         about: "as tcp, with CUBIC congestion control whatever the system default",
         make: tcp::cubic,
     },
+    #[cfg(feature = "quic")]
+    Entry {
+        name: "quic",
+        about: "QUIC (quinn, rustls, self-signed), one bidirectional stream, 4-byte length framing",
+        make: quic::new,
+    },
 ];
 
 /// The names in [`STACKS`], comma-separated.
@@ -208,10 +216,10 @@ mod tests {
     #[test]
     fn unknown_and_repeated_names_are_refused_with_the_list() {
         let opts = StackOptions::default();
-        let err = resolve(&["udp".into(), "quic".into()], &opts)
+        let err = resolve(&["udp".into(), "pigeon".into()], &opts)
             .err()
             .unwrap();
-        assert!(err.contains("\"quic\""), "{err}");
+        assert!(err.contains("\"pigeon\""), "{err}");
         assert!(err.contains("udp, udp-busy, tcp, tcp-cubic"), "{err}");
         let err = resolve(&["tcp".into(), "tcp".into()], &opts).err().unwrap();
         assert!(err.contains("twice"), "{err}");

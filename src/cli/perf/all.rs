@@ -1,0 +1,465 @@
+//! `natm perf all --out DIR`: the whole suite, the paper's Section 6 for this machine.
+//!
+//! Each experiment runs as a child process of this binary with the exact command line
+//! the report prints (`natm perf <experiment> … --save DIR/<name>.json --figure
+//! DIR/<name>.svg`), so what the report shows is what anyone can re-run. Each child has
+//! a time limit and is stopped by its process id past it (SIGTERM, then SIGKILL). The
+//! report, `DIR/report.md`, holds per experiment: what it measures, the command, the
+//! table it printed, the figure, and what limits the numbers; first, the headline
+//! ratios of the issue, computed from the JSON of this one run.
+
+use std::fmt::Write as _;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use super::report::machine;
+
+/// `natm perf all`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct AllArgs {
+    /// Directory for report.md, the JSON documents and the figures (created).
+    #[arg(long)]
+    out: PathBuf,
+    /// Shorter runs and fewer repetitions: the whole suite in about five minutes
+    /// instead of about twenty-five.
+    #[arg(long)]
+    quick: bool,
+    /// Experiments to leave out, comma-separated (latency, throughput, guaranteed,
+    /// cost, livelock, isolation, loss).
+    #[arg(long, value_delimiter = ',')]
+    skip: Vec<String>,
+}
+
+/// One experiment of the suite.
+struct Experiment {
+    name: &'static str,
+    title: &'static str,
+    /// The paper's figure or claim it reproduces.
+    paper: &'static str,
+    /// Arguments after `natm perf <name>`: quick, full.
+    args: (&'static str, &'static str),
+    /// What limits its numbers on this machine.
+    limits: &'static str,
+}
+
+const SUITE: &[Experiment] = &[
+    Experiment {
+        name: "latency",
+        title: "Round-trip latency, 32-byte messages",
+        paper: "seed 000 Fig. 5; seed 001 §8 (1.3 ms round trip on a 1996 PC)",
+        args: (
+            "--stacks udp,udp-busy,tcp,quic,natm-be,natm-be-busy,natm-reliable --time 1s --runs 2",
+            "--stacks udp,udp-busy,tcp,quic,natm-be,natm-be-busy,natm-reliable --time 3s --runs 3",
+        ),
+        limits: "One message in flight, so every round trip pays the full path twice: on the \
+blocking stacks two wake-ups of a sleeping thread (about 30 µs each across cores in this VM, \
+shared/NETLAB.md) and four system calls; the `-busy` stacks poll instead of sleeping and show \
+what is left without wake-ups. natm best effort adds its engine's lock and PSB bookkeeping to \
+UDP's path (inline sends: no scheduler hop); natm reliable adds SMART's acknowledgements. QUIC \
+pays a hop from the calling thread into quinn's tokio driver task on each side, and TLS \
+encryption of every packet. p99 and p99.9 are dominated by scheduling noise of the shared \
+2-vCPU machine (other builds run at the same time); only medians are comparable across runs.",
+    },
+    Experiment {
+        name: "throughput",
+        title: "Throughput against message size",
+        paper: "seed 000 Fig. 6; seed 001 Figs. 3–4 and its two-part fit (half-power ~2200 B)",
+        args: (
+            "--stacks udp,tcp,quic,natm-be,natm-reliable,natm-reliable-32k --time 300ms --warmup 100ms --runs 1",
+            "--stacks udp,tcp,quic,natm-be,natm-reliable,natm-reliable-32k --time 1s --warmup 200ms --runs 3",
+        ),
+        limits: "Small messages are bound by per-message cost: a system call per message for \
+UDP (one datagram each) and natm best effort (one TPDU each; natm reliable also runs SMART per \
+TPDU), while TCP coalesces many small writes into large segments and reads many messages per \
+call. Large messages are bound by copies: TCP and UDP copy once each way in the kernel; natm \
+copies the message into its PSB and sends 4 KiB TPDUs (32 KiB for `natm-reliable-32k`) in GSO \
+batches, and its receiver reassembles them; QUIC encrypts every ~1.2–1.5 KB packet in user \
+space, which caps it far below the kernel stacks on loopback. UDP above 65,507 B is sent as \
+several datagrams and counts only what arrived. The fit's per-message cost `a` and per-byte \
+cost `b` are in the table; throughput tends to 1/b.",
+    },
+    Experiment {
+        name: "guaranteed",
+        title: "Guaranteed service against its reservation",
+        paper: "seed 001 Fig. 5 (rate as requested from 4–8 KB messages)",
+        args: (
+            "--time 300ms --warmup 100ms --runs 1",
+            "--time 1s --warmup 300ms --runs 2",
+        ),
+        limits: "Where the ratio is below 1, the sender cannot produce messages as fast as the \
+bucket would let it: the per-message cost of the send path (see `cost`) limits small messages \
+at high rates. At 1 Gbit/s the VC delivers about the rate that `cost` measures for sends \
+through the driver's scheduler (`natm-be-sched` wall time: about 1.7 ms per 64 KiB here, \
+300 Mbit/s): a VC over its rate leaves its TPDUs to the driver, which sends them when its \
+timer fires, so the driver's path, not the bucket, \
+is the limit (an observation from the two experiments, not a profile). Each point is \
+measured over at least four message times, so at 1 Mbit/s a 64 KiB point takes over two seconds.",
+    },
+    Experiment {
+        name: "cost",
+        title: "Cost of the send path",
+        paper: "seed 000 Figs. 9–10 (95 µs per message, 35 µs per TPDU on a 66 MHz 486)",
+        args: ("--time 100ms --warmup 30ms --runs 1", "--time 300ms --warmup 100ms --runs 3"),
+        limits: "CPU time of the sending thread only (CLOCK_THREAD_CPUTIME_ID, user + system), \
+so time blocked on a full queue and the driver's and receiver's work are not counted. With \
+inline sends (`natm-be`) the thread runs the whole path down to `sendmsg`, so the per-TPDU \
+cost includes a system call or a GSO segment; through the scheduler (`natm-be-sched`) it runs \
+only the interface routine (copy into the PSB, queue, wake the driver), the paper's `t_send`. \
+The fit is by least squares with relative weights; on a noisy shared machine single points \
+can be off by 20 %.",
+    },
+    Experiment {
+        name: "livelock",
+        title: "Receive livelock",
+        paper: "seed 000 Figs. 7–8",
+        args: (
+            "--time 500ms --warmup 200ms --runs 1",
+            "--time 2s --warmup 500ms --runs 3",
+        ),
+        limits: "The receiving application burns a fixed CPU time per message, which sets its \
+capacity C; above C, what it is delivered depends on whether the engine stops reading the \
+socket at the high watermark (on) or keeps reassembling messages it will drop (off). Both \
+hosts share the two vCPUs with the sender, so the offered load itself costs the receiver CPU.",
+    },
+    Experiment {
+        name: "isolation",
+        title: "Isolation of a guaranteed VC",
+        paper: "seed 000 §2, §5.1",
+        args: (
+            "--time 1s --warmup 300ms --runs 1",
+            "--time 2s --warmup 500ms --runs 3",
+        ),
+        limits: "All VCs share one engine per host and the machine's two vCPUs: the flooding \
+best-effort and bulk reliable VCs compete for CPU, not only for the link, so the guaranteed \
+VC's rate depends on the scheduler's priority as much as on the bucket. Delays are one clock \
+(one process), measured from `send` to delivery.",
+    },
+    Experiment {
+        name: "loss",
+        title: "Goodput against random loss between two namespaces",
+        paper: "seed 000 §5.3.3 (packet-pair and SMART keep a transfer going under loss)",
+        args: (
+            "--time 1s --warmup 300ms --runs 1",
+            "--time 3s --warmup 500ms --runs 2",
+        ),
+        limits: "A 100 Mbit/s tbf link with no added delay (the RTT is a fraction of a \
+millisecond), so loss-based congestion control recovers quickly; with a longer RTT CUBIC falls \
+much further (shared/NETLAB.md: 6 Mbit/s at 1 % loss and 20 ms). The nftables rule drops IP \
+datagrams after reassembly: a natm 4 KiB TPDU is one datagram (three link packets), so natm \
+sees the nominal loss per TPDU, as TCP does per segment. Only the data direction loses \
+packets; acknowledgements are never dropped.",
+    },
+];
+
+/// How long one experiment may run before it is killed.
+fn limit(quick: bool) -> Duration {
+    Duration::from_secs(if quick { 300 } else { 1200 })
+}
+
+/// Stop a child we started: SIGTERM first, so that `loss` removes its namespaces,
+/// then SIGKILL if it is still there after a few seconds; reap it.
+fn stop(child: &mut std::process::Child) {
+    use rustix::process::{kill_process, Pid, Signal};
+    let _ = kill_process(Pid::from_child(child), Signal::TERM);
+    let until = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < until {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// What one child run produced.
+struct Outcome {
+    command: String,
+    table: String,
+    error: Option<String>,
+    seconds: f64,
+}
+
+fn run_one(exe: &Path, out: &Path, e: &Experiment, quick: bool) -> Outcome {
+    let args = if quick { e.args.0 } else { e.args.1 };
+    let json = out.join(format!("{}.json", e.name));
+    let svg = out.join(format!("{}.svg", e.name));
+    let mut argv: Vec<String> = vec!["perf".into(), e.name.into()];
+    argv.extend(args.split_whitespace().map(String::from));
+    argv.extend([
+        "--save".into(),
+        json.display().to_string(),
+        "--figure".into(),
+        svg.display().to_string(),
+    ]);
+    let shown: Vec<String> = argv
+        .iter()
+        .map(|a| {
+            a.replace(&json.display().to_string(), &format!("{}.json", e.name))
+                .replace(&svg.display().to_string(), &format!("{}.svg", e.name))
+        })
+        .collect();
+    let command = format!("natm {}", shown.join(" "));
+    let start = Instant::now();
+    let fail = |error: String, table: String| Outcome {
+        command: command.clone(),
+        table,
+        error: Some(error),
+        seconds: start.elapsed().as_secs_f64(),
+    };
+    let mut child = match Command::new(exe)
+        .args(&argv)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return fail(format!("cannot start: {e}"), String::new()),
+    };
+    let mut so = child.stdout.take();
+    let mut se = child.stderr.take();
+    let reader = std::thread::spawn(move || {
+        let (mut o, mut e) = (String::new(), String::new());
+        if let Some(s) = so.as_mut() {
+            let _ = s.read_to_string(&mut o);
+        }
+        if let Some(s) = se.as_mut() {
+            let _ = s.read_to_string(&mut e);
+        }
+        (o, e)
+    });
+    let deadline = start + limit(quick);
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(s)) => break Ok(s),
+            Ok(None) if Instant::now() >= deadline => {
+                stop(&mut child);
+                break Err(format!("stopped after {} s", limit(quick).as_secs()));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(100)),
+            Err(e) => break Err(format!("wait: {e}")),
+        }
+    };
+    let (table, stderr) = reader.join().unwrap_or_default();
+    match status {
+        Ok(s) if s.success() => Outcome {
+            command,
+            table,
+            error: None,
+            seconds: start.elapsed().as_secs_f64(),
+        },
+        Ok(_) => fail(
+            stderr
+                .lines()
+                .last()
+                .unwrap_or("failed")
+                .trim_start_matches("natm: ")
+                .to_string(),
+            table,
+        ),
+        Err(e) => fail(e, table),
+    }
+}
+
+/// Run `natm perf all`.
+pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
+    for s in &a.skip {
+        if !SUITE.iter().any(|e| e.name == s.trim()) {
+            let names: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
+            return Err(format!(
+                "--skip {s}: no such experiment ({})",
+                names.join(", ")
+            ));
+        }
+    }
+    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
+    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    let chosen: Vec<&Experiment> = SUITE
+        .iter()
+        .filter(|e| !a.skip.iter().any(|s| s.trim() == e.name))
+        .collect();
+    let pb = super::progress(chosen.len());
+    let started = Instant::now();
+    let mut outcomes = Vec::new();
+    for e in &chosen {
+        pb.set_message(format!("{} ({})", e.name, e.title));
+        let o = run_one(&exe, &a.out, e, a.quick);
+        let line = format!(
+            "{:<11} {:>6.0} s  {}",
+            e.name,
+            o.seconds,
+            o.error.as_deref().unwrap_or("ok")
+        );
+        // A hidden bar (stderr not a terminal) prints nothing: say it plainly then.
+        if pb.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            pb.println(line);
+        }
+        outcomes.push(o);
+        pb.inc(1);
+    }
+    pb.finish_and_clear();
+    let report = report(a, &chosen, &outcomes, started.elapsed());
+    let path = a.out.join("report.md");
+    std::fs::write(&path, report).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("wrote {}", path.display());
+    let failed: Vec<&str> = chosen
+        .iter()
+        .zip(&outcomes)
+        .filter(|(_, o)| o.error.is_some())
+        .map(|(e, _)| e.name)
+        .collect();
+    if failed.len() == chosen.len() && !failed.is_empty() {
+        return Err(format!("every experiment failed ({})", failed.join(", ")));
+    }
+    Ok(())
+}
+
+fn load(out: &Path, name: &str) -> Option<Value> {
+    let text = std::fs::read_to_string(out.join(format!("{name}.json"))).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn find(doc: &Value, pred: impl Fn(&Value) -> bool) -> Option<&Value> {
+    doc["results"].as_array()?.iter().find(|r| pred(r))
+}
+
+/// The issue's headline ratios, from this run's JSON: (what, value, how).
+pub(crate) fn headlines(out: &Path) -> Vec<(String, Option<f64>, String)> {
+    let mut h = Vec::new();
+    let lat = load(out, "latency");
+    let rtt = |s: &str| {
+        lat.as_ref()
+            .and_then(|d| find(d, |r| r["stack"] == s))
+            .and_then(|r| r["median_us"].as_f64())
+    };
+    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
+    h.push((
+        "natm best effort / raw UDP, 32 B round trip (median)".into(),
+        ratio(rtt("natm-be"), rtt("udp")),
+        format!(
+            "{:.1} µs / {:.1} µs",
+            rtt("natm-be").unwrap_or(f64::NAN),
+            rtt("udp").unwrap_or(f64::NAN)
+        ),
+    ));
+    h.push((
+        "natm best effort busy-polling / raw UDP busy-polling, round trip".into(),
+        ratio(rtt("natm-be-busy"), rtt("udp-busy")),
+        format!(
+            "{:.1} µs / {:.1} µs",
+            rtt("natm-be-busy").unwrap_or(f64::NAN),
+            rtt("udp-busy").unwrap_or(f64::NAN)
+        ),
+    ));
+    let tput = load(out, "throughput");
+    let bps = |s: &str| {
+        tput.as_ref()
+            .and_then(|d| find(d, |r| r["stack"] == s && r["size"] == 65536))
+            .and_then(|r| r["bps"].as_f64())
+    };
+    for (other, label) in [("tcp", "TCP"), ("quic", "QUIC")] {
+        for natm in ["natm-reliable", "natm-reliable-32k"] {
+            h.push((
+                format!("{natm} / {label} throughput, 64 KiB messages"),
+                ratio(bps(natm), bps(other)),
+                format!(
+                    "{:.2} / {:.2} Gbit/s",
+                    bps(natm).unwrap_or(f64::NAN) / 1e9,
+                    bps(other).unwrap_or(f64::NAN) / 1e9
+                ),
+            ));
+        }
+    }
+    let loss = load(out, "loss");
+    let good = |s: &str, l: f64| {
+        loss.as_ref()
+            .and_then(|d| {
+                find(d, |r| {
+                    r["stack"] == s && r["loss_percent"].as_f64() == Some(l)
+                })
+            })
+            .and_then(|r| r["bps"].as_f64())
+    };
+    for l in [1.0, 5.0] {
+        for tcp in ["tcp-cubic", "tcp-bbr"] {
+            h.push((
+                format!("natm-pp / {tcp} goodput at {l} % loss"),
+                ratio(good("natm-pp", l), good(tcp, l)),
+                format!(
+                    "{:.1} / {:.1} Mbit/s",
+                    good("natm-pp", l).unwrap_or(f64::NAN) / 1e6,
+                    good(tcp, l).unwrap_or(f64::NAN) / 1e6
+                ),
+            ));
+        }
+    }
+    h
+}
+
+fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Duration) -> String {
+    let mut r = String::new();
+    let m = machine();
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_string())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let _ = writeln!(
+        r,
+        "# natm perf: the measurements of seed 000 §6 on this machine\n"
+    );
+    let _ = writeln!(
+        r,
+        "Machine: {} × {cpu}, Linux {}, load average {} at the end. Suite: `natm perf all{}` \
+         ({} mode, {:.0} s). Every experiment interleaves the stacks it compares and reports \
+         medians of runs; everything is on loopback except `loss`. The machine is a shared \
+         2-vCPU VM: other builds ran at the same time, so compare ratios within one table, \
+         not absolute numbers across runs.\n",
+        m["cpus"],
+        m["kernel"].as_str().unwrap_or("?"),
+        m["loadavg"].as_str().unwrap_or("?"),
+        if a.quick { " --quick" } else { "" },
+        if a.quick { "quick" } else { "full" },
+        took.as_secs_f64()
+    );
+    let _ = writeln!(r, "## Headline ratios (one run)\n");
+    let _ = writeln!(r, "| ratio | value | from |\n|---|---:|---|");
+    for (what, v, how) in headlines(&a.out) {
+        let v = v
+            .filter(|v| v.is_finite())
+            .map_or("–".to_string(), |v| format!("{v:.2}"));
+        let _ = writeln!(r, "| {what} | {v} | {how} |");
+    }
+    let _ = writeln!(r);
+    for (e, o) in chosen.iter().zip(outcomes) {
+        let _ = writeln!(r, "## {} (`{}`)\n", e.title, e.name);
+        let _ = writeln!(r, "Reproduces: {}.\n", e.paper);
+        let _ = writeln!(r, "```sh\n{}\n```\n", o.command);
+        if let Some(err) = &o.error {
+            let _ = writeln!(r, "**Not measured:** {err}\n");
+        }
+        if !o.table.trim().is_empty() {
+            let _ = writeln!(r, "```text\n{}\n```\n", o.table.trim_end());
+        }
+        if o.error.is_none() {
+            let _ = writeln!(
+                r,
+                "![{}]({}.png)\n\n[SVG]({}.svg) · [JSON]({}.json)\n",
+                e.title, e.name, e.name, e.name
+            );
+        }
+        let _ = writeln!(r, "What limits these numbers: {}\n", e.limits);
+    }
+    r
+}

@@ -1,0 +1,266 @@
+//! Guaranteed service against its reservation (seed 001 §8, Fig. 5): a guaranteed VC
+//! (`cbr:pcr=R`, the leaky bucket of seed 000 §5.3.3) between two natm hosts on
+//! loopback; the sender sends messages of one size back to back with a blocking `send`,
+//! the receiver measures the delivered rate after a warm-up (the throughput
+//! experiment's method). Seed 001: "the receive rate matches the requested rate for
+//! message sizes larger than about 4–8 K (depending on the required rate)" — below
+//! that, the per-message cost, not the bucket, sets the rate.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use super::natm;
+use super::report::{human_size, machine};
+use super::stack::StackOptions;
+use super::stats::median;
+use super::throughput::{self, ThroughputConfig};
+use crate::cli::plot::{self, Axis, Line, Mark};
+
+/// One guaranteed-service experiment.
+#[derive(Debug, Clone)]
+pub(crate) struct GuaranteedConfig {
+    /// Requested rates, payload bit/s.
+    pub(crate) rates: Vec<u64>,
+    /// Message sizes, bytes.
+    pub(crate) sizes: Vec<usize>,
+    pub(crate) warmup: Duration,
+    pub(crate) time: Duration,
+    pub(crate) runs: usize,
+}
+
+/// One (rate, size) point: each run's delivered bit/s.
+#[derive(Debug, Clone)]
+pub(crate) struct Point {
+    pub(crate) rate: u64,
+    pub(crate) size: usize,
+    pub(crate) bps: Vec<f64>,
+}
+
+impl Point {
+    /// Median delivered bit/s over runs.
+    pub(crate) fn delivered(&self) -> f64 {
+        median(&self.bps).unwrap_or(f64::NAN)
+    }
+    /// Delivered over requested.
+    pub(crate) fn ratio(&self) -> f64 {
+        self.delivered() / self.rate as f64
+    }
+}
+
+/// QoS text for a requested rate: `cbr:pcr=…`.
+pub(crate) fn qos(rate: u64) -> String {
+    if rate.is_multiple_of(1_000_000) {
+        format!("cbr:pcr={}Mbps", rate / 1_000_000)
+    } else {
+        format!("cbr:pcr={rate}bps")
+    }
+}
+
+/// Measure every (rate, size) point (each over at least four message times) `runs` times, the points interleaved within a run;
+/// `tick` is called after each measurement.
+pub(crate) fn run(
+    cfg: &GuaranteedConfig,
+    mut tick: impl FnMut(&str),
+) -> Result<Vec<Point>, String> {
+    let mut points: Vec<Point> = cfg
+        .rates
+        .iter()
+        .flat_map(|&rate| {
+            cfg.sizes.iter().map(move |&size| Point {
+                rate,
+                size,
+                bps: Vec::new(),
+            })
+        })
+        .collect();
+    let opts = StackOptions::default();
+    for _ in 0..cfg.runs {
+        for p in &mut points {
+            let q = qos(p.rate);
+            let stack = natm::with_qos("natm-guaranteed", &q, &opts);
+            // At a low rate, a large message takes long: warm up over two message
+            // times and measure over four at least, so the rate is the bucket's.
+            let interval = Duration::from_secs_f64(p.size as f64 * 8.0 / p.rate as f64);
+            let tcfg = ThroughputConfig {
+                size: p.size,
+                warmup: cfg.warmup.max(2 * interval),
+                time: cfg.time.max(4 * interval),
+            };
+            let r = throughput::run(stack.as_ref(), &tcfg)
+                .map_err(|e| format!("{q} at {} B: {e}", p.size))?;
+            p.bps.push(r.bps);
+            tick(&format!("guaranteed {q} {}", human_size(p.size)));
+        }
+    }
+    Ok(points)
+}
+
+/// The results as a table.
+pub(crate) fn table(cfg: &GuaranteedConfig, points: &[Point]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "guaranteed VC (cbr:pcr=R), delivered rate / requested rate R; {} run(s) of {:?} \
+         after {:?}; medians of runs",
+        cfg.runs, cfg.time, cfg.warmup
+    );
+    let _ = write!(t, "{:>12}", "R \\ size");
+    for &s in &cfg.sizes {
+        let _ = write!(t, " {:>8}", human_size(s));
+    }
+    let _ = writeln!(t);
+    for &rate in &cfg.rates {
+        let _ = write!(t, "{:>12}", rate_text(rate));
+        for p in points.iter().filter(|p| p.rate == rate) {
+            let _ = write!(t, " {:>8.3}", p.ratio());
+        }
+        let _ = writeln!(t);
+    }
+    let _ = writeln!(
+        t,
+        "1.000 = the bucket delivers what was asked; below 1, the per-message cost limits the rate"
+    );
+    t
+}
+
+fn rate_text(rate: u64) -> String {
+    if rate >= 1_000_000_000 && rate.is_multiple_of(1_000_000_000) {
+        format!("{} Gbit/s", rate / 1_000_000_000)
+    } else if rate >= 1_000_000 && rate.is_multiple_of(1_000_000) {
+        format!("{} Mbit/s", rate / 1_000_000)
+    } else {
+        format!("{rate} bit/s")
+    }
+}
+
+/// The results as one JSON document.
+pub(crate) fn json_doc(cfg: &GuaranteedConfig, points: &[Point]) -> String {
+    let results: Vec<Value> = points
+        .iter()
+        .map(|p| {
+            json!({
+                "qos": qos(p.rate),
+                "requested_bps": p.rate,
+                "size": p.size,
+                "bps": p.delivered(),
+                "ratio": p.ratio(),
+                "per_run_bps": p.bps,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "experiment": "guaranteed",
+        "warmup_s": cfg.warmup.as_secs_f64(),
+        "time_s": cfg.time.as_secs_f64(),
+        "runs": cfg.runs,
+        "machine": machine(),
+        "results": results,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// Delivered rate against message size, one line per requested rate (log–log), each
+/// with its requested rate as a thin horizontal line.
+pub(crate) fn figure(path: &Path, cfg: &GuaranteedConfig, points: &[Point]) -> Result<(), String> {
+    let mut lines = Vec::new();
+    let (lo, hi) = (
+        cfg.sizes.iter().copied().min().unwrap_or(1) as f64,
+        cfg.sizes.iter().copied().max().unwrap_or(1) as f64,
+    );
+    for (i, &rate) in cfg.rates.iter().enumerate() {
+        lines.push(Line {
+            label: format!("requested {}", rate_text(rate)),
+            points: points
+                .iter()
+                .filter(|p| p.rate == rate)
+                .map(|p| (p.size as f64, p.delivered() / 1e6))
+                .collect(),
+            colour: i,
+            mark: Mark::Measured,
+        });
+        lines.push(Line {
+            label: String::new(),
+            points: vec![(lo, rate as f64 / 1e6), (hi, rate as f64 / 1e6)],
+            colour: i,
+            mark: Mark::Reference,
+        });
+    }
+    plot::both(path, |p| {
+        plot::xy(
+            p,
+            "guaranteed VC: delivered rate against message size (seed 001 Fig. 5)",
+            Axis {
+                label: "message size (bytes)",
+                log: true,
+                from_zero: false,
+            },
+            Axis {
+                label: "delivered (Mbit/s)",
+                log: true,
+                from_zero: false,
+            },
+            plot::Legend::LowerRight,
+            &lines,
+        )
+    })
+}
+
+/// `natm perf guaranteed`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct GuaranteedArgs {
+    /// Requested rates (payload bit/s), comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = crate::cli::units::rate,
+        default_value = "1Mbps,10Mbps,100Mbps,1Gbps"
+    )]
+    rates: Vec<u64>,
+    /// Message sizes, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_parser = crate::cli::units::bytes,
+        default_value = "64,256,1KiB,4KiB,16KiB,64KiB"
+    )]
+    sizes: Vec<u64>,
+    #[command(flatten)]
+    out: super::Output,
+}
+
+/// Run `natm perf guaranteed`.
+pub(crate) fn cmd(a: &GuaranteedArgs) -> crate::cli::CliResult {
+    let o = &a.out;
+    if o.runs == 0 || o.time.is_zero() || a.rates.is_empty() || a.rates.contains(&0) {
+        return Err("--runs, --time and every --rates must be positive".into());
+    }
+    let cfg = GuaranteedConfig {
+        rates: a.rates.clone(),
+        sizes: a
+            .sizes
+            .iter()
+            .map(|&s| super::check_size(s))
+            .collect::<Result<_, _>>()?,
+        warmup: o.warmup,
+        time: o.time,
+        runs: o.runs,
+    };
+    let pb = super::progress(cfg.runs * cfg.rates.len() * cfg.sizes.len());
+    let points = run(&cfg, |m| {
+        pb.set_message(m.to_string());
+        pb.inc(1);
+    })?;
+    pb.finish_and_clear();
+    if let Some(path) = &o.figure {
+        figure(path, &cfg, &points)?;
+    }
+    super::output_to(
+        o.json,
+        o.save.as_deref(),
+        || table(&cfg, &points),
+        || json_doc(&cfg, &points),
+    )
+}

@@ -1,0 +1,908 @@
+//! Goodput under random loss (seed 000 §5.3.3's claim that packet-pair flow control
+//! with SMART keeps a transfer going where loss throttles window protocols): one bulk
+//! transfer across a rate-limited link between two network namespaces this experiment
+//! creates, at random loss of 0–10 %, for natm reliable with packet-pair and with
+//! window flow control, TCP CUBIC, TCP BBR and QUIC.
+//!
+//! The network (shared/NETLAB.md): namespaces `natm-loss-<pid>-a` and `-b` joined by a
+//! veth pair with segmentation offloads off (when ethtool is there); `tbf` on a's end
+//! sets the rate; an nftables rule on b's input, `numgen random mod 1000 < N drop`,
+//! drops data (acknowledgements go back untouched). netem is not available. Each
+//! transfer is two processes of this binary, `natm perf loss-peer recv` in b and
+//! `… send` in a, started with `ip netns exec`; the receiver reports the goodput it
+//! saw after a warm-up. The namespaces go when the experiment ends, fails, or is
+//! interrupted (Ctrl-C), and every child is killed by its process id.
+//!
+//! The drop rule sees IP datagrams after reassembly, so a natm TPDU of 4 KiB (three
+//! link packets) is lost as a whole with the same probability as one TCP segment.
+
+use std::fmt::Write as _;
+use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use socket2::{Domain, Protocol, Socket, Type};
+
+use super::report::machine;
+use super::stack::{is_timeout, Endpoint, StackOptions};
+use super::stats::median;
+use crate::cli::plot::{self, Axis, Line, Mark};
+
+/// The transfers compared: name, and how its peers are built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// natm reliable with the given QoS text.
+    Natm(&'static str),
+    /// Kernel TCP with this congestion control.
+    Tcp(&'static str),
+    /// quinn.
+    Quic,
+}
+
+/// Every stack this experiment knows.
+pub(crate) const STACKS: &[(&str, Kind)] = &[
+    ("natm-pp", Kind::Natm("reliable:flow=packet-pair")),
+    ("natm-window", Kind::Natm("reliable:flow=window")),
+    ("tcp-cubic", Kind::Tcp("cubic")),
+    ("tcp-bbr", Kind::Tcp("bbr")),
+    ("quic", Kind::Quic),
+];
+
+fn kind(name: &str) -> Result<Kind, String> {
+    STACKS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, k)| *k)
+        .ok_or_else(|| {
+            let names: Vec<&str> = STACKS.iter().map(|(n, _)| *n).collect();
+            format!(
+                "unknown stack \"{name}\" for loss; known: {}",
+                names.join(", ")
+            )
+        })
+}
+
+/// Longest a receiver waits for its connection and first data.
+const FIRST_DATA: Duration = Duration::from_secs(10);
+/// Poll interval of the peers' receive loops.
+const POLL: Duration = Duration::from_millis(50);
+
+// ---------------------------------------------------------------------------
+// The peers (run inside the namespaces).
+
+/// `natm perf loss-peer` (hidden): one end of a loss transfer.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PeerArgs {
+    /// `recv` (listen on --addr, report goodput) or `send` (connect to --addr, send).
+    #[arg(value_parser = ["recv", "send"])]
+    role: String,
+    /// Stack name (see `natm perf loss --help`).
+    #[arg(long)]
+    stack: String,
+    /// Address to listen on or connect to.
+    #[arg(long)]
+    addr: SocketAddr,
+    /// Message size.
+    #[arg(long, default_value = "65536")]
+    size: usize,
+    /// recv: measure this long after the warm-up; send: send for at most this long.
+    #[arg(long, value_parser = crate::cli::units::duration)]
+    time: Duration,
+    /// recv: discard deliveries during this long after the first.
+    #[arg(long, default_value = "0s", value_parser = crate::cli::units::duration)]
+    warmup: Duration,
+    /// QUIC certificate (DER): recv serves it, send trusts only it.
+    #[arg(long)]
+    cert: Option<PathBuf>,
+    /// QUIC private key (PKCS #8 DER), recv only.
+    #[arg(long)]
+    key: Option<PathBuf>,
+}
+
+/// A raw TCP byte stream as an [`Endpoint`]: deliveries are whatever one read returns.
+struct TcpBytes {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Endpoint for TcpBytes {
+    fn send(&mut self, msg: &[u8]) -> io::Result<()> {
+        self.stream.write_all(msg)
+    }
+    fn recv(&mut self) -> io::Result<Option<&[u8]>> {
+        match self.stream.read(&mut self.buf) {
+            Ok(0) => Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(n) => Ok(Some(&self.buf[..n])),
+            Err(e) if is_timeout(&e) || e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// A natm connection and the host it lives on.
+struct WithHost {
+    _host: natm::ulib::Host,
+    ep: Box<dyn Endpoint>,
+}
+
+impl Endpoint for WithHost {
+    fn send(&mut self, msg: &[u8]) -> io::Result<()> {
+        self.ep.send(msg)
+    }
+    fn recv(&mut self) -> io::Result<Option<&[u8]>> {
+        self.ep.recv()
+    }
+}
+
+fn tcp_socket(addr: &SocketAddr, cc: &str) -> io::Result<Socket> {
+    let s = Socket::new(
+        Domain::for_address(*addr),
+        Type::STREAM,
+        Some(Protocol::TCP),
+    )?;
+    s.set_tcp_congestion(cc.as_bytes())
+        .map_err(|e| io::Error::new(e.kind(), format!("TCP congestion control {cc}: {e}")))?;
+    Ok(s)
+}
+
+fn read_identity(a: &PeerArgs, need_key: bool) -> io::Result<super::quic::Identity> {
+    let read = |p: &Option<PathBuf>, what: &str| {
+        let p = p
+            .as_ref()
+            .ok_or_else(|| io::Error::other(format!("quic needs --{what}")))?;
+        std::fs::read(p).map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", p.display())))
+    };
+    Ok(super::quic::Identity {
+        cert: read(&a.cert, "cert")?,
+        key: if need_key {
+            read(&a.key, "key")?
+        } else {
+            Vec::new()
+        },
+    })
+}
+
+/// Listen, say `ready` on stdout, accept one connection.
+fn listen_accept(a: &PeerArgs, k: Kind) -> io::Result<Box<dyn Endpoint>> {
+    let opts = StackOptions {
+        poll: POLL,
+        ..StackOptions::default()
+    };
+    let ready = || {
+        println!("ready");
+        io::stdout().flush()
+    };
+    match k {
+        Kind::Tcp(cc) => {
+            let s = tcp_socket(&a.addr, cc)?;
+            s.set_reuse_address(true)?;
+            s.bind(&a.addr.into())?;
+            s.listen(1)?;
+            let l: TcpListener = s.into();
+            ready()?;
+            let (stream, _) = l.accept()?;
+            stream.set_read_timeout(Some(POLL))?;
+            Ok(Box::new(TcpBytes {
+                stream,
+                buf: vec![0; 256 << 10],
+            }))
+        }
+        Kind::Quic => {
+            let id = read_identity(a, true)?;
+            let rt = super::quic::runtime()?;
+            let l = super::quic::Listener::bind(rt, a.addr, &id, &opts)?;
+            ready()?;
+            Ok(Box::new(l.accept(a.size, FIRST_DATA)?))
+        }
+        Kind::Natm(qos) => {
+            let host = natm::ulib::Host::open(natm::ulib::HostConfig::default())
+                .map_err(io::Error::from)?;
+            let l = host.bind(a.addr, qos).map_err(io::Error::from)?;
+            ready()?;
+            let c = l
+                .accept_timeout(Some(FIRST_DATA))
+                .map_err(io::Error::from)?;
+            Ok(Box::new(WithHost {
+                _host: host,
+                ep: super::natm::endpoint(c, POLL),
+            }))
+        }
+    }
+}
+
+/// Connect to the receiver.
+fn dial(a: &PeerArgs, k: Kind) -> io::Result<Box<dyn Endpoint>> {
+    let opts = StackOptions {
+        poll: POLL,
+        ..StackOptions::default()
+    };
+    match k {
+        Kind::Tcp(cc) => {
+            let s = tcp_socket(&a.addr, cc)?;
+            s.connect_timeout(&a.addr.into(), FIRST_DATA)?;
+            s.set_tcp_nodelay(true)?;
+            let stream: TcpStream = s.into();
+            stream.set_write_timeout(Some(Duration::from_secs(5)))?;
+            Ok(Box::new(TcpBytes {
+                stream,
+                buf: Vec::new(),
+            }))
+        }
+        Kind::Quic => {
+            let id = read_identity(a, false)?;
+            let rt = super::quic::runtime()?;
+            Ok(Box::new(
+                super::quic::dial(rt, a.addr, &id, &opts, a.size)?.0,
+            ))
+        }
+        Kind::Natm(qos) => {
+            let host = natm::ulib::Host::open(natm::ulib::HostConfig::default())
+                .map_err(io::Error::from)?;
+            let c = host.connect(a.addr, qos).map_err(io::Error::from)?;
+            Ok(Box::new(WithHost {
+                _host: host,
+                ep: super::natm::endpoint(c, POLL),
+            }))
+        }
+    }
+}
+
+/// Run one peer; the receiver prints one JSON line with what it measured.
+pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
+    let k = kind(&a.stack)?;
+    let fail = |e: io::Error| format!("loss-peer {} {}: {e}", a.role, a.stack);
+    if a.role == "send" {
+        let mut ep = dial(a, k).map_err(fail)?;
+        let msg = vec![0x42u8; a.size];
+        let until = Instant::now() + a.time;
+        while Instant::now() < until {
+            match ep.send(&msg) {
+                Ok(()) => {}
+                Err(e) if is_timeout(&e) => {}
+                // The receiver leaves once it has measured.
+                Err(_) => break,
+            }
+        }
+        return Ok(());
+    }
+    let mut ep = listen_accept(a, k).map_err(fail)?;
+    let start = Instant::now();
+    let mut first: Option<Instant> = None;
+    let mut from: Option<(Instant, u64)> = None;
+    let mut total: u64 = 0;
+    loop {
+        let now = Instant::now();
+        match ep.recv().map_err(fail)? {
+            Some(m) => {
+                total += m.len() as u64;
+                let t0 = *first.get_or_insert(now);
+                if from.is_none() && now - t0 >= a.warmup {
+                    from = Some((now, total));
+                }
+            }
+            None if first.is_none() && now - start > FIRST_DATA => {
+                return Err(format!("loss-peer recv {}: no data", a.stack));
+            }
+            None => {}
+        }
+        if let Some((t, _)) = from {
+            if now - t >= a.time {
+                break;
+            }
+        }
+    }
+    let (t, b0) = from.unwrap_or((start, 0));
+    let seconds = t.elapsed().as_secs_f64();
+    let bytes = total - b0;
+    println!(
+        "{}",
+        json!({ "bytes": bytes, "seconds": seconds, "bps": bytes as f64 * 8.0 / seconds })
+    );
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// The network.
+
+/// What the experiment needs: root and the tools; why not, if not.
+pub(crate) fn check_prerequisites() -> Result<(), String> {
+    if !rustix::process::geteuid().is_root() {
+        return Err(
+            "natm perf loss needs root (it creates network namespaces, a veth pair, tbf and \
+             nftables rules): run it with sudo"
+                .into(),
+        );
+    }
+    let missing: Vec<&str> = ["ip", "tc", "nft"]
+        .into_iter()
+        .filter(|t| which(t).is_none())
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "natm perf loss needs {} (Debian: apt-get install iproute2 nftables)",
+            missing.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+/// Run a command, failing with its stderr.
+fn sh(args: &[&str]) -> Result<(), String> {
+    let out = Command::new(which(args[0]).unwrap_or_else(|| args[0].into()))
+        .args(&args[1..])
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))
+    }
+}
+
+/// Two namespaces joined by a rate-limited veth pair, removed on drop.
+pub(crate) struct Net {
+    a: String,
+    b: String,
+    /// Receiver's address.
+    pub(crate) addr_b: std::net::Ipv4Addr,
+    /// Whether segmentation offloads could be turned off.
+    pub(crate) offloads_off: bool,
+}
+
+impl Net {
+    /// Create the namespaces, the link, the rate limit and an empty loss table.
+    pub(crate) fn create(rate_bps: u64) -> Result<Self, String> {
+        let pid = std::process::id();
+        let (a, b) = (format!("natm-loss-{pid}-a"), format!("natm-loss-{pid}-b"));
+        let sub = (pid % 250) as u8;
+        sh(&["ip", "netns", "add", &a])?;
+        // From here on, dropping `net` removes what exists.
+        let mut net = Net {
+            a: a.clone(),
+            b: b.clone(),
+            addr_b: std::net::Ipv4Addr::new(10, 213, sub, 2),
+            offloads_off: false,
+        };
+        let (a, b) = (a.as_str(), b.as_str());
+        sh(&["ip", "netns", "add", b])?;
+        let addr_a = format!("10.213.{sub}.1/24");
+        let addr_b = format!("10.213.{sub}.2/24");
+        sh(&[
+            "ip", "link", "add", "va", "netns", a, "type", "veth", "peer", "name", "vb", "netns", b,
+        ])?;
+        sh(&["ip", "-n", a, "addr", "add", &addr_a, "dev", "va"])?;
+        sh(&["ip", "-n", b, "addr", "add", &addr_b, "dev", "vb"])?;
+        for (ns, dev) in [(a, "va"), (b, "vb")] {
+            sh(&["ip", "-n", ns, "link", "set", dev, "up"])?;
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
+        }
+        net.offloads_off = which("ethtool").is_some()
+            && [(a, "va"), (b, "vb")].iter().all(|(ns, dev)| {
+                sh(&[
+                    "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
+                    "gro", "off",
+                ])
+                .is_ok()
+            });
+        // With offloads on, the qdisc sees packets of up to 64 KiB; tbf drops any packet
+        // larger than its bucket.
+        let burst = if net.offloads_off { "32kbit" } else { "80kb" };
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            a,
+            "tc",
+            "qdisc",
+            "add",
+            "dev",
+            "va",
+            "root",
+            "tbf",
+            "rate",
+            &format!("{rate_bps}bit"),
+            "burst",
+            burst,
+            "latency",
+            "50ms",
+        ])?;
+        Ok(net)
+    }
+
+    /// Drop `per_mille` of the datagrams arriving in b (0 removes the rule).
+    pub(crate) fn set_loss(&self, per_mille: u32) -> Result<(), String> {
+        let b = self.b.as_str();
+        let _ = sh(&[
+            "ip", "netns", "exec", b, "nft", "delete", "table", "inet", "natm",
+        ]);
+        if per_mille == 0 {
+            return Ok(());
+        }
+        sh(&[
+            "ip", "netns", "exec", b, "nft", "add", "table", "inet", "natm",
+        ])?;
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            b,
+            "nft",
+            "add",
+            "chain",
+            "inet",
+            "natm",
+            "in",
+            "{ type filter hook input priority 0; }",
+        ])?;
+        sh(&[
+            "ip",
+            "netns",
+            "exec",
+            b,
+            "nft",
+            "add",
+            "rule",
+            "inet",
+            "natm",
+            "in",
+            "numgen",
+            "random",
+            "mod",
+            "1000",
+            "<",
+            &per_mille.to_string(),
+            "drop",
+        ])
+    }
+
+    fn spawn(&self, ns: &str, args: &[String]) -> Result<Child, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+        Command::new(which("ip").unwrap_or_else(|| "ip".into()))
+            .args(["netns", "exec", ns])
+            .arg(exe)
+            .args(["perf", "loss-peer"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| format!("cannot start a peer in {ns}: {e}"))
+    }
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = sh(&["ip", "netns", "del", ns]);
+        }
+    }
+}
+
+/// Kill a child we started, by its id, and reap it.
+fn reap(mut c: Child) -> String {
+    let _ = c.kill();
+    let _ = c.wait();
+    let mut err = String::new();
+    if let Some(mut e) = c.stderr.take() {
+        let _ = e.read_to_string(&mut err);
+    }
+    err.trim().to_string()
+}
+
+/// One transfer: start the receiver in b, wait for `ready`, start the sender in a,
+/// wait for the receiver's report (at most `limit`), kill both.
+fn transfer(
+    net: &Net,
+    stack: &str,
+    cfg: &LossConfig,
+    port: u16,
+    certs: &Path,
+    stop: &AtomicBool,
+) -> Result<f64, String> {
+    let addr = format!("{}:{port}", net.addr_b);
+    let common = |role: &str, time: Duration| -> Vec<String> {
+        let mut v: Vec<String> = vec![
+            role.into(),
+            "--stack".into(),
+            stack.into(),
+            "--addr".into(),
+            addr.clone(),
+            "--size".into(),
+            cfg.size.to_string(),
+            "--time".into(),
+            format!("{}ms", time.as_millis()),
+            "--cert".into(),
+            certs.join("cert.der").display().to_string(),
+        ];
+        if role == "recv" {
+            v.extend([
+                "--warmup".into(),
+                format!("{}ms", cfg.warmup.as_millis()),
+                "--key".into(),
+                certs.join("key.der").display().to_string(),
+            ]);
+        }
+        v
+    };
+    let mut recv = net.spawn(&net.b, &common("recv", cfg.time))?;
+    let out = recv.stdout.take().ok_or("no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let limit = cfg.warmup + cfg.time + FIRST_DATA + Duration::from_secs(5);
+    let deadline = Instant::now() + limit;
+    let wait_line = |what: &str| -> Result<String, String> {
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Err("interrupted".into());
+            }
+            match rx.recv_timeout(Duration::from_millis(100)) {
+                Ok(l) => return Ok(l),
+                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
+                Err(_) => return Err(format!("no {what} from the receiver")),
+            }
+        }
+    };
+    let ready = wait_line("ready");
+    if let Err(e) = ready.and_then(|l| {
+        (l == "ready")
+            .then_some(())
+            .ok_or(format!("receiver said {l:?}"))
+    }) {
+        return Err(format!("{e}: {}", reap(recv)));
+    }
+    let send = match net.spawn(&net.a, &common("send", limit)) {
+        Ok(s) => s,
+        Err(e) => {
+            reap(recv);
+            return Err(e);
+        }
+    };
+    let report = wait_line("report");
+    let send_err = reap(send);
+    let recv_err = reap(recv);
+    let line = report.map_err(|e| format!("{e}: {recv_err} {send_err}"))?;
+    let v: Value =
+        serde_json::from_str(&line).map_err(|e| format!("receiver report {line:?}: {e}"))?;
+    v["bps"]
+        .as_f64()
+        .filter(|b| b.is_finite())
+        .ok_or_else(|| format!("receiver report without bps: {line}"))
+}
+
+// ---------------------------------------------------------------------------
+// The experiment.
+
+/// One loss experiment.
+#[derive(Debug, Clone)]
+pub(crate) struct LossConfig {
+    pub(crate) stacks: Vec<String>,
+    /// Loss rates, percent.
+    pub(crate) losses: Vec<f64>,
+    pub(crate) rate_bps: u64,
+    pub(crate) size: usize,
+    pub(crate) warmup: Duration,
+    pub(crate) time: Duration,
+    pub(crate) runs: usize,
+}
+
+/// One (stack, loss) point: each run's goodput, bit/s.
+#[derive(Debug, Clone)]
+pub(crate) struct Point {
+    pub(crate) stack: String,
+    pub(crate) loss: f64,
+    pub(crate) bps: Vec<f64>,
+}
+
+impl Point {
+    pub(crate) fn goodput(&self) -> f64 {
+        median(&self.bps).unwrap_or(f64::NAN)
+    }
+}
+
+/// What the run found about the network, for the report.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct NetInfo {
+    pub(crate) offloads_off: bool,
+    pub(crate) bbr: bool,
+}
+
+/// Run the experiment: build the network, measure every point, remove the network.
+pub(crate) fn run(
+    cfg: &LossConfig,
+    mut tick: impl FnMut(&str),
+) -> Result<(Vec<Point>, NetInfo), String> {
+    check_prerequisites()?;
+    for s in &cfg.stacks {
+        kind(s)?;
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone())
+            .map_err(|e| format!("cannot catch signals: {e}"))?;
+    }
+    let bbr = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
+        .is_ok_and(|s| s.split_whitespace().any(|c| c == "bbr"))
+        || sh(&["modprobe", "tcp_bbr"]).is_ok();
+    let stacks: Vec<&String> = cfg
+        .stacks
+        .iter()
+        .filter(|s| bbr || kind(s) != Ok(Kind::Tcp("bbr")))
+        .collect();
+    let certs = std::env::temp_dir().join(format!("natm-loss-{}", std::process::id()));
+    std::fs::create_dir_all(&certs).map_err(|e| format!("{}: {e}", certs.display()))?;
+    let id = super::quic::Identity::generate().map_err(|e| e.to_string())?;
+    let written = std::fs::write(certs.join("cert.der"), &id.cert)
+        .and_then(|()| std::fs::write(certs.join("key.der"), &id.key));
+    let result = written
+        .map_err(|e| format!("{}: {e}", certs.display()))
+        .and_then(|()| {
+            let net = Net::create(cfg.rate_bps)?;
+            let info = NetInfo {
+                offloads_off: net.offloads_off,
+                bbr,
+            };
+            let mut points: Vec<Point> = cfg
+                .losses
+                .iter()
+                .flat_map(|&loss| {
+                    stacks.iter().map(move |s| Point {
+                        stack: (*s).clone(),
+                        loss,
+                        bps: Vec::new(),
+                    })
+                })
+                .collect();
+            let mut port = 20_000u16;
+            for _ in 0..cfg.runs {
+                let mut current = None;
+                for p in &mut points {
+                    if stop.load(Ordering::Relaxed) {
+                        return Err("interrupted; network namespaces removed".into());
+                    }
+                    let per_mille = (p.loss * 10.0).round() as u32;
+                    if current != Some(per_mille) {
+                        net.set_loss(per_mille)?;
+                        current = Some(per_mille);
+                    }
+                    port = port.wrapping_add(1).max(20_000);
+                    let bps = transfer(&net, &p.stack, cfg, port, &certs, &stop).map_err(|e| {
+                        if stop.load(Ordering::Relaxed) {
+                            "interrupted; network namespaces removed".to_string()
+                        } else {
+                            format!("{} at {} % loss: {e}", p.stack, p.loss)
+                        }
+                    })?;
+                    p.bps.push(bps);
+                    tick(&format!("loss {} {} %", p.stack, p.loss));
+                }
+            }
+            Ok((points, info))
+        });
+    let _ = std::fs::remove_dir_all(&certs);
+    result
+}
+
+/// The results as a table.
+pub(crate) fn table(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "goodput of one transfer ({} B messages) through a {} Mbit/s tbf link between two \
+         namespaces, random loss on the data direction; {} run(s) of {:?} after {:?}; medians",
+        cfg.size,
+        cfg.rate_bps as f64 / 1e6,
+        cfg.runs,
+        cfg.time,
+        cfg.warmup
+    );
+    let stacks: Vec<&str> = {
+        let mut v: Vec<&str> = Vec::new();
+        for p in points {
+            if !v.contains(&p.stack.as_str()) {
+                v.push(&p.stack);
+            }
+        }
+        v
+    };
+    let _ = write!(t, "{:>7}", "loss");
+    for s in &stacks {
+        let _ = write!(t, " {s:>12}");
+    }
+    let _ = writeln!(t, "   (Mbit/s)");
+    for &loss in &cfg.losses {
+        let _ = write!(t, "{:>6}%", loss);
+        for s in &stacks {
+            match points.iter().find(|p| p.loss == loss && p.stack == *s) {
+                Some(p) => {
+                    let _ = write!(t, " {:>12.2}", p.goodput() / 1e6);
+                }
+                None => {
+                    let _ = write!(t, " {:>12}", "-");
+                }
+            }
+        }
+        let _ = writeln!(t);
+    }
+    if !info.bbr {
+        let _ = writeln!(
+            t,
+            "tcp-bbr left out: the kernel has no BBR (modprobe tcp_bbr failed)"
+        );
+    }
+    if !info.offloads_off {
+        let _ = writeln!(
+            t,
+            "note: segmentation offloads stayed on (no ethtool); tbf saw large packets"
+        );
+    }
+    t
+}
+
+/// The results as one JSON document.
+pub(crate) fn json_doc(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> String {
+    let results: Vec<Value> = points
+        .iter()
+        .map(|p| {
+            json!({
+                "stack": p.stack,
+                "loss_percent": p.loss,
+                "bps": p.goodput(),
+                "of_link": p.goodput() / cfg.rate_bps as f64,
+                "per_run_bps": p.bps,
+            })
+        })
+        .collect();
+    let doc = json!({
+        "experiment": "loss",
+        "link_bps": cfg.rate_bps,
+        "size": cfg.size,
+        "warmup_s": cfg.warmup.as_secs_f64(),
+        "time_s": cfg.time.as_secs_f64(),
+        "runs": cfg.runs,
+        "offloads_off": info.offloads_off,
+        "bbr": info.bbr,
+        "machine": machine(),
+        "results": results,
+    });
+    serde_json::to_string_pretty(&doc).unwrap_or_default()
+}
+
+/// Goodput against loss, one line per stack.
+pub(crate) fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> Result<(), String> {
+    let mut names: Vec<&str> = Vec::new();
+    for p in points {
+        if !names.contains(&p.stack.as_str()) {
+            names.push(&p.stack);
+        }
+    }
+    let mut lines: Vec<Line> = names
+        .iter()
+        .enumerate()
+        .map(|(i, s)| Line {
+            label: (*s).to_string(),
+            points: points
+                .iter()
+                .filter(|p| p.stack == *s)
+                .map(|p| (p.loss, p.goodput() / 1e6))
+                .collect(),
+            colour: i,
+            mark: Mark::Measured,
+        })
+        .collect();
+    let (lo, hi) = cfg
+        .losses
+        .iter()
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &l| {
+            (a.min(l), b.max(l))
+        });
+    lines.push(Line {
+        label: "link rate".into(),
+        points: vec![
+            (lo, cfg.rate_bps as f64 / 1e6),
+            (hi, cfg.rate_bps as f64 / 1e6),
+        ],
+        colour: 7,
+        mark: Mark::Curve,
+    });
+    plot::both(path, |p| {
+        plot::xy(
+            p,
+            "goodput of one transfer against random loss (seed 000 §5.3.3)",
+            Axis {
+                label: "random loss (%)",
+                log: false,
+                from_zero: true,
+            },
+            Axis {
+                label: "goodput (Mbit/s)",
+                log: false,
+                from_zero: true,
+            },
+            plot::Legend::LowerLeft,
+            &lines,
+        )
+    })
+}
+
+/// `natm perf loss`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct LossArgs {
+    /// Stacks, comma-separated: natm-pp, natm-window, tcp-cubic, tcp-bbr, quic.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "natm-pp,natm-window,tcp-cubic,tcp-bbr,quic"
+    )]
+    stacks: Vec<String>,
+    /// Random loss rates in percent, comma-separated (resolution 0.1 %).
+    #[arg(long, value_delimiter = ',', default_value = "0,1,2,5,10")]
+    losses: Vec<f64>,
+    /// Link rate (tbf).
+    #[arg(long, default_value = "100Mbps", value_parser = crate::cli::units::rate)]
+    rate: u64,
+    /// Message size the sender writes.
+    #[arg(long, default_value = "64KiB", value_parser = crate::cli::units::bytes)]
+    size: u64,
+    #[command(flatten)]
+    out: super::Output,
+}
+
+/// Run `natm perf loss`.
+pub(crate) fn cmd(a: &LossArgs) -> crate::cli::CliResult {
+    let o = &a.out;
+    if o.runs == 0 || o.time.is_zero() || a.rate == 0 {
+        return Err("--runs, --time and --rate must be positive".into());
+    }
+    if a.losses.is_empty() || a.losses.iter().any(|l| !(0.0..=100.0).contains(l)) {
+        return Err("--losses are percentages from 0 to 100".into());
+    }
+    let cfg = LossConfig {
+        stacks: a.stacks.iter().map(|s| s.trim().to_string()).collect(),
+        losses: a.losses.clone(),
+        rate_bps: a.rate,
+        size: super::check_size(a.size)?,
+        warmup: o.warmup,
+        time: o.time,
+        runs: o.runs,
+    };
+    let pb = super::progress(cfg.runs * cfg.losses.len() * cfg.stacks.len());
+    let (points, info) = run(&cfg, |m| {
+        pb.set_message(m.to_string());
+        pb.inc(1);
+    })?;
+    pb.finish_and_clear();
+    if let Some(path) = &o.figure {
+        figure(path, &cfg, &points)?;
+    }
+    super::output_to(
+        o.json,
+        o.save.as_deref(),
+        || table(&cfg, &info, &points),
+        || json_doc(&cfg, &info, &points),
+    )
+}
