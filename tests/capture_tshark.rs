@@ -58,7 +58,7 @@ fn setup() -> Message {
             ..ConnParams::default()
         }),
         qos: Some("cbr,aal5:max_pcr=10000,max_sdu=9188".into()),
-        extra: vec![],
+        ..NatmParams::default()
     };
     let mut msg = Message::new(MessageType::Setup, CallRef::new(1))
         .with(Ie::from(natm).with_action(IeAction::DiscardIe))
