@@ -44,6 +44,9 @@
 //! ENQUIRY to check the peer still has it; otherwise the calls are cleared with cause
 //! 27 (destination out of order) and the daemon tears their VCs down.
 //!
+//! A resynchronised link ([`CallControl::link_reset`]) may have lost messages: calls
+//! being set up are cleared with RELEASE cause 41, active ones send STATUS ENQUIRY.
+//!
 //! # Errors (Q.2931 §5.6)
 //! Undecodable headers are ignored; framing errors answer with the cause of
 //! [`Q2931Error::cause`] (STATUS for a known call, RELEASE COMPLETE for a SETUP). A
@@ -477,6 +480,32 @@ impl CallControl {
                 c.t309 = None;
             }
             let _ = self.status_enquiry(now, id);
+        }
+    }
+
+    /// The signalling link was reset while up (SSCOP resynchronisation, which SSCF-UNI
+    /// reports as a new AAL-ESTABLISH): messages may have been lost. As Q.931 §5.8.8
+    /// "data link reset" has it, calls being set up are cleared with RELEASE cause 41,
+    /// calls being cleared are left to T308, active calls check their state with
+    /// STATUS ENQUIRY.
+    pub fn link_reset(&mut self, now: Instant) {
+        if !self.link_up {
+            self.link_up(now);
+            return;
+        }
+        self.out.clear();
+        let ids: Vec<(CallId, CallState)> = self.calls().collect();
+        for (id, state) in ids {
+            match state {
+                CallState::ACTIVE => {
+                    let _ = self.status_enquiry(now, id);
+                }
+                CallState::RELEASE_REQUEST => {}
+                _ => {
+                    let cause = self.cause(CauseValue::TemporaryFailure);
+                    self.start_release(now, id, cause, ClearedBy::Link);
+                }
+            }
         }
     }
 

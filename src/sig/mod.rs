@@ -117,6 +117,14 @@ impl Saal {
         self.pump(now);
     }
 
+    /// Resynchronises the link (SSCOP RS, Q.2110 §7.4): both ends drop what is in
+    /// flight, and call control on both sides resets as [`CallControl::link_reset`]
+    /// says. A maintenance action; nothing in the core calls it.
+    pub fn resync(&mut self, now: Instant) {
+        self.sscop.resync(now);
+        self.pump(now);
+    }
+
     /// The SSCOP connection.
     pub fn sscop(&self) -> &Sscop {
         &self.sscop
@@ -225,12 +233,20 @@ impl Saal {
     fn pump(&mut self, now: Instant) {
         while let Some(ev) = self.sscop.poll_event() {
             match ev {
-                SscopEvent::Established | SscopEvent::Resynchronised => {
+                SscopEvent::Established => {
                     self.reestablish_at = None;
                     if !self.calls.is_link_up() {
                         self.events.push_back(SigEvent::LinkUp);
                     }
                     self.calls.link_up(now);
+                }
+                SscopEvent::Resynchronised => {
+                    // SSCOP dropped its buffers: whatever was in flight is lost.
+                    self.pending.clear();
+                    if !self.calls.is_link_up() {
+                        self.events.push_back(SigEvent::LinkUp);
+                    }
+                    self.calls.link_reset(now);
                 }
                 SscopEvent::Data(msg) => self.calls.handle_message(now, &msg),
                 SscopEvent::Released { reason, .. } => self.lost(now, Some(reason), false),

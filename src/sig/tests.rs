@@ -558,3 +558,42 @@ fn repeated_setup_crossing_a_reject_does_not_leave_a_call() {
         ],
     );
 }
+
+#[test]
+fn resync_resets_calls_in_setup_and_keeps_active_ones() {
+    let mut net = pair(21, 0.0);
+    let now = net.now;
+    let active = net.a.setup(now, params()).unwrap();
+    let cb = wait_b(&mut net, |e| match e {
+        CallEvent::Incoming { call, .. } => Some(*call),
+        _ => None,
+    });
+    let now = net.now;
+    net.b.accept(now, cb, CallAccept::default()).unwrap();
+    wait_b(&mut net, |e| {
+        matches!(e, CallEvent::Established { .. }).then_some(())
+    });
+    let now = net.now;
+    let ca = net.a.setup(now, params()).unwrap();
+    wait_b(&mut net, |e| {
+        matches!(e, CallEvent::Incoming { .. }).then_some(())
+    });
+    let now = net.now;
+    net.b.resync(now);
+    let (cause, by) = wait_a(&mut net, |e| match e {
+        CallEvent::Released { call, cause, by } if *call == ca => Some((cause.clone(), *by)),
+        _ => None,
+    });
+    assert_eq!(cause.value, CauseValue::TemporaryFailure);
+    assert!(matches!(by, ClearedBy::Link | ClearedBy::Remote), "{by:?}");
+    net.run_for(Duration::from_secs(5));
+    assert!(net.a.is_up() && net.b.is_up());
+    assert_eq!(net.a.calls().state(active), Some(CallState::ACTIVE));
+    assert_eq!(net.a.calls().call_count(), 1);
+    assert_eq!(net.b.calls().call_count(), 1);
+    assert_eq!(
+        net.a.sscop().stats().link_failures,
+        0,
+        "numbering in step again"
+    );
+}

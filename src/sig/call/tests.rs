@@ -633,3 +633,27 @@ fn call_ids_are_never_reused() {
         assert_eq!(a.call_count(), 0);
     }
 }
+
+#[test]
+fn link_reset_clears_setups_and_checks_active_calls() {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let active = a.setup(t(0), params()).unwrap();
+    exchange(t(0), &mut a, &mut b);
+    let (cb, _) = incoming(&events(&mut b));
+    b.accept(t(0), cb, CallAccept::default()).unwrap();
+    exchange(t(0), &mut a, &mut b);
+    let _ = events(&mut a);
+    let pending = a.setup(t(1), params()).unwrap();
+    let _ = msgs(&mut a); // lost in the resynchronisation
+    a.link_reset(t(2));
+    let m = msgs(&mut a);
+    let kinds: Vec<MessageType> = m.iter().map(|m| m.kind).collect();
+    assert_eq!(kinds, [MessageType::StatusEnquiry, MessageType::Release]);
+    assert_eq!(
+        m[1].cause().map(|c| c.value),
+        Some(CauseValue::TemporaryFailure)
+    );
+    assert_eq!(a.state(active), Some(CallState::ACTIVE));
+    assert_eq!(a.state(pending), Some(CallState::RELEASE_REQUEST));
+}
