@@ -154,7 +154,9 @@ pub enum ClearedBy {
 /// What call control tells the daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallEvent {
-    /// A SETUP arrived: answer with proceeding, accept or reject.
+    /// A SETUP arrived: answer with proceeding, accept or reject. Nothing exists yet
+    /// but the offer, so the listener decides before any VC is made (seed 004: the
+    /// manager presents the connect request and holds authority over it).
     Incoming {
         /// The new call.
         call: CallId,
