@@ -56,7 +56,7 @@ fn shuttle(now: Instant, a: &mut Saal, b: &mut Saal) {
 
 /// One call from SETUP to RELEASE COMPLETE; the clock moves 1 µs per call.
 fn one_call(now: &mut Instant, a: &mut Saal, b: &mut Saal, p: &CallParams) {
-    *now = *now + Duration::from_micros(1);
+    *now += Duration::from_micros(1);
     let t = *now;
     let ca = a.setup(t, p.clone()).unwrap();
     shuttle(t, a, b);
