@@ -9,21 +9,13 @@ fuzz_target!(|data: &[u8]| {
         // Spare bits are not kept, so compare typed values, not octets.
         let wire = msg.to_bytes().expect("a parsed message emits");
         assert_eq!(wire.len(), data.len(), "same length");
-        assert_eq!(
-            Message::parse(&wire).as_ref(),
-            Ok(&msg),
-            "parse/emit/parse identity"
-        );
+        assert_eq!(Message::parse(&wire).as_ref(), Ok(&msg), "parse/emit/parse identity");
     }
     if let Ok((msg, errors)) = Message::parse_lenient(data) {
         for e in &errors {
             let _ = e.to_string();
         }
         let wire = msg.to_bytes().expect("a leniently parsed message emits");
-        assert_eq!(
-            Message::parse(&wire).as_ref(),
-            Ok(&msg),
-            "lenient result is valid"
-        );
+        assert_eq!(Message::parse(&wire).as_ref(), Ok(&msg), "lenient result is valid");
     }
 });

@@ -9,11 +9,7 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(pdu) = Pdu::parse(data) {
         let wire = pdu.to_bytes();
         assert_eq!(wire.len(), data.len(), "same length");
-        assert_eq!(
-            Pdu::parse(&wire).as_ref(),
-            Ok(&pdu),
-            "parse/emit/parse identity"
-        );
+        assert_eq!(Pdu::parse(&wire).as_ref(), Ok(&pdu), "parse/emit/parse identity");
         if let Pdu::Sd { info, .. } = &pdu {
             if let Ok(msg) = Message::parse(info) {
                 let again = msg.to_bytes().expect("a parsed message emits");

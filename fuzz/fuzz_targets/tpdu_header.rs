@@ -9,11 +9,7 @@ fuzz_target!(|data: &[u8]| {
         Ok((h, payload)) => {
             assert!(data.len() >= HEADER_LEN && data.len() <= MAX_TPDU_LEN);
             assert_eq!(payload.len(), data.len() - HEADER_LEN);
-            assert_eq!(
-                &h.to_bytes()[..],
-                &data[..HEADER_LEN],
-                "parse/emit identity"
-            );
+            assert_eq!(&h.to_bytes()[..], &data[..HEADER_LEN], "parse/emit identity");
         }
         Err(_) => {}
     }
