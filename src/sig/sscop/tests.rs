@@ -538,3 +538,85 @@ fn assured_delivery_under_loss() {
         let _ = Dir::AtoB;
     }
 }
+
+#[test]
+fn bgrej_and_end_while_connecting_release() {
+    let mut a = Sscop::new(SscopConfig::default());
+    a.establish(t(0));
+    let _ = drain(&mut a);
+    a.handle_pdu(t(1), &Pdu::Bgrej { uu: b"no".to_vec() }.to_bytes());
+    assert_eq!(
+        events(&mut a),
+        [SscopEvent::Released {
+            by_peer: true,
+            reason: ReleaseReason::Rejected(b"no".to_vec())
+        }]
+    );
+    assert!(a.is_idle() && a.poll_timeout().is_none());
+    a.establish(t(2));
+    let bgn = drain(&mut a);
+    assert!(matches!(bgn[..], [Pdu::Bgn { nsq: 2, .. }]), "a new N(SQ)");
+    a.handle_pdu(
+        t(3),
+        &Pdu::End {
+            source_sscop: true,
+            uu: vec![],
+        }
+        .to_bytes(),
+    );
+    assert_eq!(drain(&mut a), [Pdu::Endak]);
+    assert_eq!(
+        events(&mut a),
+        [SscopEvent::Released {
+            by_peer: true,
+            reason: ReleaseReason::PeerSscop
+        }]
+    );
+}
+
+#[test]
+fn unanswered_end_gives_up_after_max_cc() {
+    let (mut a, _b) = established();
+    a.release(t(10), &[]);
+    let mut ends = drain(&mut a).len();
+    while let Some(d) = a.poll_timeout() {
+        a.handle_timeout(d);
+        ends += drain(&mut a).len();
+    }
+    assert_eq!(ends, 4);
+    assert_eq!(
+        events(&mut a),
+        [SscopEvent::Released {
+            by_peer: false,
+            reason: ReleaseReason::User(vec![])
+        }]
+    );
+    assert!(a.is_idle());
+}
+
+#[test]
+fn stat_with_numbers_never_sent_is_dropped() {
+    let (mut a, _b) = established();
+    a.send(t(3), Bytes::from_static(b"x")).unwrap();
+    let _ = drain(&mut a);
+    let s = |v| SeqNum::new(v).unwrap();
+    let bogus = Pdu::Stat {
+        nps: s(1),
+        nmr: s(200),
+        nr: s(5),
+        list: vec![],
+    };
+    a.handle_pdu(t(4), &bogus.to_bytes());
+    assert_eq!(a.stats().unexpected_pdus, 1);
+    assert_eq!(a.buffered(), 1, "nothing acknowledged");
+    let bogus_list = Pdu::Ustat {
+        nmr: s(200),
+        nr: s(0),
+        list: [s(0), s(9)],
+    };
+    a.handle_pdu(t(4), &bogus_list.to_bytes());
+    assert!(
+        drain(&mut a).is_empty(),
+        "no retransmission of what was never sent"
+    );
+}
