@@ -369,12 +369,12 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => Just(Op::Setup),
         2 => any::<usize>().prop_map(Op::Proceeding),
-        3 => any::<usize>().prop_map(Op::Accept),
+        4 => any::<usize>().prop_map(Op::Accept),
         1 => any::<usize>().prop_map(Op::Reject),
         2 => any::<usize>().prop_map(Op::ReleaseA),
         2 => any::<usize>().prop_map(Op::ReleaseB),
         1 => any::<usize>().prop_map(Op::Enquiry),
-        4 => (1u64..3_000).prop_map(Op::Wait),
+        6 => (1u64..3_000).prop_map(Op::Wait),
         1 => any::<bool>().prop_map(Op::Cut),
         1 => (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..64))
             .prop_map(|(s, g)| Op::Garbage(s, g)),
