@@ -410,6 +410,10 @@ impl Book {
 }
 
 fn run_ops(seed: u64, loss: f64, ops: &[Op]) {
+    run_ops_jitter(seed, loss, Duration::ZERO, ops);
+}
+
+fn run_ops_jitter(seed: u64, loss: f64, jitter: Duration, ops: &[Op]) {
     let cfg = SaalConfig {
         calls: CallConfig {
             max_calls: 8,
@@ -419,6 +423,7 @@ fn run_ops(seed: u64, loss: f64, ops: &[Op]) {
     };
     let mut net = Net::new(Saal::new(cfg.clone()), Saal::new(cfg), seed);
     net.loss = loss;
+    net.jitter = jitter;
     let now = net.now;
     net.a.start(now);
     net.b.start(now);
@@ -511,9 +516,10 @@ proptest! {
     fn random_interleavings_end_released_or_active(
         seed in any::<u64>(),
         loss in prop_oneof![Just(0.0), 0.0..0.3f64],
+        jitter_ms in prop_oneof![Just(0u64), 1u64..30],
         ops in proptest::collection::vec(op(), 1..60),
     ) {
-        run_ops(seed, loss, &ops);
+        run_ops_jitter(seed, loss, Duration::from_millis(jitter_ms), &ops);
     }
 
     #[test]
