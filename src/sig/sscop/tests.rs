@@ -636,3 +636,37 @@ fn stat_with_numbers_never_sent_is_dropped() {
         "no retransmission of what was never sent"
     );
 }
+
+#[test]
+fn max_pd_polls_keep_a_busy_window_open() {
+    let (mut a, mut b) = established();
+    for i in 0..100u32 {
+        a.send(t(3), Bytes::from(i.to_be_bytes().to_vec())).unwrap();
+    }
+    let out = drain(&mut a);
+    let polls = out.iter().filter(|p| p.pdu_type() == PduType::Poll).count();
+    assert_eq!(polls, 4, "a POLL after every 25 SDs");
+    assert!(matches!(out[25], Pdu::Poll { ns, .. } if ns.value() == 25));
+    // No timer needs to run: 1000 messages cross in the time of one exchange loop.
+    for p in out {
+        b.handle_pdu(t(4), &p.to_bytes());
+    }
+    let mut sent = 100u32;
+    let mut got = data(&events(&mut b)).len() as u32;
+    for _ in 0..200 {
+        for p in drain(&mut b) {
+            a.handle_pdu(t(4), &p.to_bytes());
+        }
+        while sent < 1000
+            && a.send(t(4), Bytes::from(sent.to_be_bytes().to_vec()))
+                .is_ok()
+        {
+            sent += 1;
+        }
+        for p in drain(&mut a) {
+            b.handle_pdu(t(4), &p.to_bytes());
+        }
+        got += data(&events(&mut b)).len() as u32;
+    }
+    assert_eq!(got, 1000, "far more than one window without Timer_POLL");
+}
