@@ -475,7 +475,9 @@ impl Connection {
                     }
                 }
                 Ok(None) => return Ok(None),
-                Err(RecvError::Aborted(r)) => return Err(Error::Aborted(r)),
+                // The end's own record wins: sigd's release marks it aborted by the
+                // peer even though the PSB was stopped from this side.
+                Err(RecvError::Aborted(r)) => return Err(Error::Aborted(e.aborted.unwrap_or(r))),
                 Err(RecvError::NotReceiver) => return Err(Error::Closed),
             }
         }
