@@ -8,6 +8,7 @@ pub mod adaptor;
 pub(crate) mod engine;
 pub mod flow;
 pub mod sched;
+pub mod sig;
 pub mod sigd;
 pub mod sim;
 pub mod time;

@@ -58,7 +58,7 @@ fn setup() -> Message {
             ..ConnParams::default()
         }),
         qos: Some("cbr,aal5:max_pcr=10000,max_sdu=9188".into()),
-        extra: vec![],
+        ..NatmParams::default()
     };
     let mut msg = Message::new(MessageType::Setup, CallRef::new(1))
         .with(Ie::from(natm).with_action(IeAction::DiscardIe))
@@ -286,4 +286,171 @@ fn tshark_dissects_natm_captures_without_malformed() {
         "{text}"
     );
     assert!(text.contains("Message type: SETUP (0x05)"), "{text}");
+}
+
+/// One frame of a capture: sent by the calling side (`tx`), when, what.
+type Frame = (bool, natm::time::Instant, bytes::Bytes);
+
+/// Moves PDUs between two signalling links until both are quiet, recording them.
+fn shuttle(
+    now: natm::time::Instant,
+    a: &mut natm::sig::Saal,
+    b: &mut natm::sig::Saal,
+    log: &mut Vec<Frame>,
+) {
+    loop {
+        let mut moved = false;
+        while let Some(f) = a.poll_transmit() {
+            b.handle_frame(now, &f);
+            log.push((true, now, f));
+            moved = true;
+        }
+        while let Some(f) = b.poll_transmit() {
+            a.handle_frame(now, &f);
+            log.push((false, now, f));
+            moved = true;
+        }
+        if !moved {
+            return;
+        }
+    }
+}
+
+/// The signalling core's own PDUs for a whole call — BGN, SETUP, CALL PROCEEDING,
+/// CONNECT, CONNECT ACK, POLL/STAT, STATUS ENQUIRY/STATUS, RELEASE, RELEASE COMPLETE,
+/// END — written as SunATM frames on VPI 0/VCI 5 and dissected by tshark.
+#[test]
+fn tshark_dissects_a_call_made_by_the_signalling_core() {
+    use natm::sig::{CallAccept, CallEvent, CallParams, Saal, SaalConfig, Sap, SigEvent};
+    use natm::time::Instant;
+
+    let Some(_) = tshark(&["--version"]) else {
+        println!(
+            "SKIP tshark_dissects_a_call_made_by_the_signalling_core: tshark is not installed"
+        );
+        return;
+    };
+    let mut a = Saal::new(SaalConfig::default());
+    let mut b = Saal::new(SaalConfig::default());
+    let mut log = Vec::new();
+    let mut now = Instant::from_nanos(1_700_000_000_000_000_000);
+    let tick = |now: &mut Instant| *now = *now + Duration::from_millis(1);
+    a.start(now);
+    shuttle(now, &mut a, &mut b, &mut log);
+    tick(&mut now);
+    let params = CallParams {
+        called: PartyAddress::Aesa(aesa("47000580FFE1000000F21A26D80020481A26D800")),
+        calling: Some(PartyAddress::Aesa(aesa(
+            "47000580FFE1000000F21A26D80020480A0B0C00",
+        ))),
+        sap: Some(Sap::new(b"echo").unwrap()),
+        qos: "vbr:pcr=10000,scr=4000,mbs=100".parse().unwrap(),
+        natm: NatmParams {
+            data_endpoint: Some("192.0.2.1:40000".parse().unwrap()),
+            cookie: Some(0x1234_5678),
+            ..NatmParams::default()
+        },
+        conn_id: None,
+    };
+    let ca = a.setup(now, params).unwrap();
+    shuttle(now, &mut a, &mut b, &mut log);
+    let cb = std::iter::from_fn(|| b.poll_event())
+        .find_map(|e| match e {
+            SigEvent::Call(CallEvent::Incoming { call, .. }) => Some(call),
+            _ => None,
+        })
+        .expect("b sees the SETUP");
+    tick(&mut now);
+    b.proceeding(now, cb).unwrap();
+    shuttle(now, &mut a, &mut b, &mut log);
+    tick(&mut now);
+    let answer = CallAccept {
+        conn_id: Some(ConnectionId::exclusive(0, 100)),
+        natm: NatmParams {
+            data_endpoint: Some("192.0.2.2:40000".parse().unwrap()),
+            cookie: Some(0x1234_5678),
+            ..NatmParams::default()
+        },
+        qos: None,
+    };
+    b.accept(now, cb, answer).unwrap();
+    shuttle(now, &mut a, &mut b, &mut log);
+    // Timer_POLL: POLL and STAT.
+    now = a.poll_timeout().unwrap();
+    a.handle_timeout(now);
+    b.handle_timeout(now);
+    shuttle(now, &mut a, &mut b, &mut log);
+    tick(&mut now);
+    a.status_enquiry(now, ca).unwrap();
+    shuttle(now, &mut a, &mut b, &mut log);
+    tick(&mut now);
+    a.release(
+        now,
+        ca,
+        Cause::new(Location::User, CauseValue::NormalCallClearing),
+    )
+    .unwrap();
+    shuttle(now, &mut a, &mut b, &mut log);
+    tick(&mut now);
+    a.stop(now);
+    shuttle(now, &mut a, &mut b, &mut log);
+    assert_eq!(a.calls().call_count() + b.calls().call_count(), 0);
+
+    let mut sun = PcapWriter::new(Vec::new(), LINKTYPE_SUNATM, TsPrecision::Micros).unwrap();
+    for (tx, at, f) in &log {
+        let t = Duration::from_nanos(at.as_nanos());
+        sun.write_sunatm(t, &SunAtmHeader::new(*tx, 0, 5), f)
+            .unwrap();
+    }
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("natm_sig_core_call.pcap");
+    std::fs::write(&path, sun.into_inner().unwrap()).unwrap();
+    let path = path.to_str().unwrap();
+
+    let protocols = tshark(&["-r", path, "-T", "fields", "-e", "frame.protocols"]).unwrap();
+    let protocols: Vec<&str> = protocols.lines().collect();
+    assert_eq!(protocols.len(), log.len());
+    for (i, ((_, _, f), p)) in log.iter().zip(&protocols).enumerate() {
+        let is_sd = Pdu::parse(f).is_ok_and(|p| matches!(p, Pdu::Sd { .. }));
+        let want = if is_sd {
+            "atm:sscop:q2931"
+        } else {
+            "atm:sscop"
+        };
+        assert_eq!(*p, want, "frame {}", i + 1);
+    }
+    let text = tshark(&["-r", path, "-V"]).unwrap();
+    assert!(!text.contains("Malformed"), "{text}");
+    for want in [
+        "Message type: SETUP (0x05)",
+        "Message type: CALL PROCEEDING (0x02)",
+        "Message type: CONNECT (0x07)",
+        "Message type: CONNECT ACKNOWLEDGE (0x0f)",
+        "Message type: STATUS ENQUIRY (0x75)",
+        "Message type: STATUS (0x7d)",
+        "Message type: RELEASE (0x4d)",
+        "Message type: RELEASE COMPLETE (0x5a)",
+        "Information element: Broadband high-layer information",
+        "VCI: 100",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    let expert = tshark(&[
+        "-r",
+        path,
+        "-Y",
+        "_ws.expert",
+        "-T",
+        "fields",
+        "-e",
+        "_ws.expert.message",
+    ])
+    .unwrap();
+    for line in expert.lines() {
+        for msg in line.split(',') {
+            assert!(
+                KNOWN_WARNINGS.contains(&msg),
+                "unexpected expert item {msg:?}"
+            );
+        }
+    }
 }

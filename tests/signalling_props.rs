@@ -8,6 +8,7 @@ use natm::wire::sscop::{Pdu, SeqNum};
 use natm::wire::tpdu::ConnParams;
 use proptest::collection::vec;
 use proptest::prelude::*;
+use std::net::{IpAddr, SocketAddr};
 
 fn bits(max: u8) -> impl Strategy<Value = u8> {
     0..=max
@@ -163,13 +164,19 @@ fn natm() -> impl Strategy<Value = NatmParams> {
     (
         prop::option::of(conn_params()),
         prop::option::of("[ -~]{0,40}"),
-        vec((3u8.., blob(10)), 0..3),
+        prop::option::of((any::<IpAddr>(), any::<u16>()).prop_map(SocketAddr::from)),
+        prop::option::of(any::<u32>()),
+        vec((5u8.., blob(10)), 0..3),
     )
-        .prop_map(|(transport, qos, extra)| NatmParams {
-            transport,
-            qos,
-            extra,
-        })
+        .prop_map(
+            |(transport, qos, data_endpoint, cookie, extra)| NatmParams {
+                transport,
+                qos,
+                data_endpoint,
+                cookie,
+                extra,
+            },
+        )
 }
 
 fn body() -> impl Strategy<Value = IeBody> {

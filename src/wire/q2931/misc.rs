@@ -2,6 +2,7 @@
 //! indicator, sending complete, B-HLI, and natm's private transport-parameters IE (specs.md §4.4).
 
 use core::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use super::{
     ext_last, fit, from_body, open_enum, CodingStandard, IeContent, IeId, IeProblem, Reader,
@@ -347,15 +348,25 @@ impl IeContent for Bhli {
 /// then fields  tag (1) | length (2, big-endian) | value
 ///              tag 1: transport parameters, the 48 octets of `tpdu::ConnParams`
 ///              tag 2: QoS text (UTF-8, the `wire::qos` syntax)
+///              tag 3: data endpoint, the sender's UDP endpoint for the VC's data path:
+///                     family (1: 4 = IPv4, 6 = IPv6) | address (4 or 16) | port (2)
+///              tag 4: cookie (4, big-endian): the capability the TPDU header carries
+///                     (`TransportConfig::cookie`; seed 001 §4.2)
 ///              other tags: kept as they are, for later versions
 /// ```
+/// Tags 3 and 4 were added after version 1 was in use; an older decoder keeps them
+/// in `extra`, so the version octet stays 1.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
 pub struct NatmParams {
     /// The TPDU handshake parameters.
     pub transport: Option<ConnParams>,
     /// The QoS text.
     pub qos: Option<String>,
-    /// Fields with other tags (not 1 or 2), in order.
+    /// The data endpoint (UDP address and port) of the side that sends this IE.
+    pub data_endpoint: Option<SocketAddr>,
+    /// The data path cookie.
+    pub cookie: Option<u32>,
+    /// Fields with other tags (not 1 to 4), in order.
     pub extra: Vec<(u8, Vec<u8>)>,
 }
 
@@ -366,6 +377,59 @@ impl NatmParams {
     pub const TAG_TRANSPORT: u8 = 1;
     /// Tag of the QoS text.
     pub const TAG_QOS: u8 = 2;
+    /// Tag of the data endpoint.
+    pub const TAG_ENDPOINT: u8 = 3;
+    /// Tag of the cookie.
+    pub const TAG_COOKIE: u8 = 4;
+
+    fn is_typed_tag(tag: u8) -> bool {
+        matches!(
+            tag,
+            Self::TAG_TRANSPORT | Self::TAG_QOS | Self::TAG_ENDPOINT | Self::TAG_COOKIE
+        )
+    }
+}
+
+fn parse_endpoint(value: &[u8]) -> Result<SocketAddr, IeProblem> {
+    let mut r = Reader::new(value);
+    let family = r.u8("data endpoint family")?;
+    let ip = match family {
+        4 => {
+            let b = r.take(4, "data endpoint IPv4 address")?;
+            IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+        }
+        6 => {
+            let b = r.take(16, "data endpoint IPv6 address")?;
+            let mut a = [0u8; 16];
+            a.copy_from_slice(b);
+            IpAddr::V6(Ipv6Addr::from(a))
+        }
+        _ => {
+            return Err(IeProblem::Invalid {
+                field: "data endpoint family (4 or 6)",
+                value: u32::from(family),
+            })
+        }
+    };
+    let port = r.u16("data endpoint port")?;
+    r.finish()?;
+    Ok(SocketAddr::new(ip, port))
+}
+
+fn emit_endpoint(addr: &SocketAddr) -> Vec<u8> {
+    let mut v = Vec::with_capacity(19);
+    match addr.ip() {
+        IpAddr::V4(a) => {
+            v.push(4);
+            v.extend_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            v.push(6);
+            v.extend_from_slice(&a.octets());
+        }
+    }
+    v.extend_from_slice(&addr.port().to_be_bytes());
+    v
 }
 
 fn put_field(out: &mut Vec<u8>, tag: u8, value: &[u8]) -> Result<(), IeProblem> {
@@ -416,6 +480,24 @@ impl IeContent for NatmParams {
                     })?;
                     p.qos = Some(text.to_owned());
                 }
+                Self::TAG_ENDPOINT => {
+                    if p.data_endpoint.is_some() {
+                        return Err(IeProblem::Duplicate {
+                            field: "data endpoint",
+                        });
+                    }
+                    p.data_endpoint = Some(parse_endpoint(value)?);
+                }
+                Self::TAG_COOKIE => {
+                    if p.cookie.is_some() {
+                        return Err(IeProblem::Duplicate { field: "cookie" });
+                    }
+                    let b = <[u8; 4]>::try_from(value).map_err(|_| IeProblem::Invalid {
+                        field: "cookie length (4)",
+                        value: len as u32,
+                    })?;
+                    p.cookie = Some(u32::from_be_bytes(b));
+                }
                 _ => p.extra.push((tag, value.to_vec())),
             }
         }
@@ -432,8 +514,14 @@ impl IeContent for NatmParams {
         if let Some(q) = &self.qos {
             put_field(out, Self::TAG_QOS, q.as_bytes())?;
         }
+        if let Some(a) = &self.data_endpoint {
+            put_field(out, Self::TAG_ENDPOINT, &emit_endpoint(a))?;
+        }
+        if let Some(c) = self.cookie {
+            put_field(out, Self::TAG_COOKIE, &c.to_be_bytes())?;
+        }
         for (tag, value) in &self.extra {
-            if matches!(*tag, Self::TAG_TRANSPORT | Self::TAG_QOS) {
+            if Self::is_typed_tag(*tag) {
                 return Err(IeProblem::Invalid {
                     field: "natm extra field tag",
                     value: u32::from(*tag),

@@ -418,6 +418,8 @@ fn every_typed_ie_round_trips() {
     let natm = NatmParams {
         transport: Some(params),
         qos: Some("ubr,aal5:max_sdu=9188".into()),
+        data_endpoint: Some("[2001:db8::1]:4711".parse().unwrap()),
+        cookie: Some(0xDEAD_BEEF),
         extra: vec![(9, vec![1, 2, 3])],
     };
     let msg = Message::new(
@@ -566,4 +568,39 @@ fn header_packet_view() {
     let mut buf = [0u8; HEADER_LEN];
     repr.emit(&mut Packet::new_unchecked(&mut buf[..])).unwrap();
     assert_eq!(&buf[..], &wire[..HEADER_LEN]);
+}
+
+#[test]
+fn natm_endpoint_and_cookie_tags() {
+    let p = NatmParams {
+        data_endpoint: Some("192.0.2.7:40000".parse().unwrap()),
+        cookie: Some(0x0102_0304),
+        ..NatmParams::default()
+    };
+    let mut out = Vec::new();
+    p.emit_content(&mut out).unwrap();
+    assert_eq!(
+        out,
+        [1, 3, 0, 7, 4, 192, 0, 2, 7, 0x9C, 0x40, 4, 0, 4, 1, 2, 3, 4]
+    );
+    assert_eq!(NatmParams::parse_content(&out).unwrap(), p);
+    // A bad family, a short cookie and a duplicate are errors that name the field.
+    let bad_family = [1, 3, 0, 7, 5, 192, 0, 2, 7, 0x9C, 0x40];
+    assert!(matches!(
+        NatmParams::parse_content(&bad_family),
+        Err(IeProblem::Invalid { value: 5, .. })
+    ));
+    let short_cookie = [1, 4, 0, 3, 1, 2, 3];
+    assert!(NatmParams::parse_content(&short_cookie).is_err());
+    let dup = [1, 4, 0, 4, 1, 2, 3, 4, 4, 0, 4, 1, 2, 3, 4];
+    assert_eq!(
+        NatmParams::parse_content(&dup),
+        Err(IeProblem::Duplicate { field: "cookie" })
+    );
+    // Typed tags may not hide in `extra`.
+    let sneaky = NatmParams {
+        extra: vec![(NatmParams::TAG_COOKIE, vec![0; 4])],
+        ..NatmParams::default()
+    };
+    assert!(sneaky.emit_content(&mut Vec::new()).is_err());
 }

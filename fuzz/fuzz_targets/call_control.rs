@@ -1,0 +1,92 @@
+//! Fuzzes Q.2931 call control: arbitrary messages, application requests, link
+//! changes and time steps into one `CallControl`.
+#![no_main]
+
+use std::time::Duration;
+
+use libfuzzer_sys::fuzz_target;
+use natm::sig::call::{CallAccept, CallConfig, CallControl, CallEvent, CallParams, CallId};
+use natm::time::Instant;
+use natm::wire::addr::Aesa;
+use natm::wire::q2931::{Cause, CauseValue, Location, Message, NatmParams, PartyAddress};
+use natm::wire::qos::Qos;
+
+fuzz_target!(|data: &[u8]| {
+    let cfg = CallConfig {
+        max_calls: 4,
+        max_out_queue: 32,
+        ..CallConfig::default()
+    };
+    let mut c = CallControl::new(cfg);
+    let mut now = Instant::from_nanos(1);
+    c.link_up(now);
+    let mut calls: Vec<CallId> = Vec::new();
+    let called = PartyAddress::Aesa(Aesa::new([0x47; 20]).unwrap());
+    let mut rest = data;
+    // Records: op (1) | len (1) | len octets (a message for op 0-3).
+    while let [op, len, tail @ ..] = rest {
+        let n = usize::from(*len).min(tail.len());
+        let (body, next) = tail.split_at(n);
+        rest = next;
+        let pick = calls.get(usize::from(*len) % calls.len().max(1)).copied();
+        let normal = Cause::new(Location::User, CauseValue::NormalCallClearing);
+        match op % 12 {
+            0..=3 => c.handle_message(now, body),
+            4 => {
+                now = now + Duration::from_millis(u64::from(*len) * 100);
+                c.handle_timeout(now);
+            }
+            5 => {
+                let p = CallParams {
+                    called: called.clone(),
+                    calling: None,
+                    sap: None,
+                    qos: Qos::best_effort(),
+                    natm: NatmParams::default(),
+                    conn_id: None,
+                };
+                if let Ok(id) = c.setup(now, p) {
+                    calls.push(id);
+                }
+            }
+            6 => {
+                if let Some(id) = pick {
+                    let _ = c.accept(now, id, CallAccept::default());
+                }
+            }
+            7 => {
+                if let Some(id) = pick {
+                    let _ = c.proceeding(id);
+                }
+            }
+            8 => {
+                if let Some(id) = pick {
+                    let _ = c.release(now, id, normal);
+                }
+            }
+            9 => {
+                if let Some(id) = pick {
+                    let _ = c.status_enquiry(now, id);
+                }
+            }
+            10 => c.link_down(now),
+            _ => c.link_up(now),
+        }
+        while let Some(m) = c.poll_message() {
+            assert!(Message::parse(&m).is_ok(), "emitted messages parse");
+        }
+        while let Some(e) = c.poll_event() {
+            match e {
+                CallEvent::Incoming { call, .. } => calls.push(call),
+                CallEvent::Released { call, .. } => {
+                    assert!(calls.contains(&call), "released an unknown call");
+                    calls.retain(|x| *x != call);
+                    assert!(c.state(call).is_none(), "released calls are gone");
+                }
+                _ => {}
+            }
+        }
+        assert!(c.call_count() <= 4, "calls bounded");
+        assert_eq!(c.call_count(), calls.len(), "every call ends in exactly one Released");
+    }
+});

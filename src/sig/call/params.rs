@@ -1,0 +1,251 @@
+//! What a call asks for and what its answer grants, and how both map onto Q.2931 IEs
+//! (specs.md §4.4–4.5).
+//!
+//! Decisions (docs/ARCHITECTURE.md, "Signalling core"):
+//! - The SAP travels in the B-HLI IE as user-specific information (type 1, at most 8
+//!   octets): it names the service at the called host as a port names one in IP, and
+//!   the called party number stays the host's address alone.
+//! - The QoS maps onto the ATM traffic descriptor as the *target*: forward = the
+//!   caller's `tx`, backward = its `rx`; the peak cell rate CLP=0+1 is `pcr`, else
+//!   `max_pcr`, else `min_pcr` (`max` becomes the link cell rate); VBR adds SCR and
+//!   MBS; UBR, ABR and `any` set the best-effort indicator. UNI 3.1 has no IE for the
+//!   *minimum* (UNI 4.0's minimum acceptable traffic descriptor is not in the subset),
+//!   so the whole QoS, minimum included, also travels as text in `NatmParams.qos`,
+//!   which natm peers read first; a foreign peer sees a valid UNI 3.1 contract.
+
+use thiserror::Error;
+
+use crate::wire::q2931::{
+    AalParams, BearerCapability, Bhli, BhliType, CalledNumber, CallingNumber, CellRates,
+    ConnectionId, Ie, IeAction, Message, NatmParams, PartyAddress, QosParams, TrafficDescriptor,
+    TrafficType, TypeOfNumber,
+};
+use crate::wire::qos::{Qos, Rate, TrafficClass, TrafficParams};
+
+/// AAL5 CPCS-SDU size signalled when the QoS does not set `max_sdu` (specs.md §4.5).
+pub const DEFAULT_AAL5_SDU: u16 = 9188;
+
+/// A service access point: which service at the called host (B-HLI user-specific
+/// information, 1 to 8 octets).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Sap(Vec<u8>);
+
+/// A SAP that does not fit the B-HLI IE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+#[error("SAP of {len} octets: a SAP has 1 to {max} octets (B-HLI user information)", max = Bhli::MAX_INFO)]
+pub struct SapError {
+    /// Octets given.
+    pub len: usize,
+}
+
+impl Sap {
+    /// A SAP of 1 to 8 octets.
+    pub fn new(bytes: &[u8]) -> Result<Sap, SapError> {
+        if bytes.is_empty() || bytes.len() > Bhli::MAX_INFO {
+            Err(SapError { len: bytes.len() })
+        } else {
+            Ok(Sap(bytes.to_vec()))
+        }
+    }
+
+    /// The octets.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    fn to_bhli(&self) -> Bhli {
+        Bhli {
+            kind: BhliType::UserSpecific,
+            info: self.0.clone(),
+        }
+    }
+
+    fn from_bhli(b: &Bhli) -> Option<Sap> {
+        (b.kind == BhliType::UserSpecific)
+            .then(|| Sap::new(&b.info).ok())
+            .flatten()
+    }
+}
+
+/// What a SETUP asks for; also what an incoming SETUP offered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallParams {
+    /// The called party (an AESA or E.164 number).
+    pub called: PartyAddress,
+    /// The calling party, if it is to be shown.
+    pub calling: Option<PartyAddress>,
+    /// The service at the called host.
+    pub sap: Option<Sap>,
+    /// The QoS: target and minimum (see the module docs for the mapping).
+    pub qos: Qos,
+    /// natm's transport parameters, data endpoint and cookie.
+    pub natm: NatmParams,
+    /// The VPCI/VCI, when the caller assigns it.
+    pub conn_id: Option<ConnectionId>,
+}
+
+/// What the called side grants in CONNECT; also what the caller learns.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CallAccept {
+    /// The granted QoS (None: as offered).
+    pub qos: Option<Qos>,
+    /// natm's transport parameters, data endpoint and cookie of the called side.
+    pub natm: NatmParams,
+    /// The VPCI/VCI, if the called side assigns or confirms it.
+    pub conn_id: Option<ConnectionId>,
+}
+
+fn cells(rate: Option<Rate>, link_cells: u32) -> Option<u32> {
+    rate.map(|r| {
+        r.cells_per_sec()
+            .map_or(link_cells, |c| u32::try_from(c).unwrap_or(u32::MAX))
+            .min(TrafficDescriptor::MAX_VALUE)
+    })
+}
+
+fn direction(tp: &TrafficParams, link_cells: u32) -> CellRates {
+    if !tp.is_used() {
+        return CellRates {
+            pcr01: Some(0),
+            ..CellRates::default()
+        };
+    }
+    let pcr = cells(tp.pcr.or(tp.max_pcr).or(tp.min_pcr), link_cells).unwrap_or(link_cells);
+    let mut r = CellRates {
+        pcr01: Some(pcr),
+        ..CellRates::default()
+    };
+    if tp.class == TrafficClass::Vbr {
+        r.scr01 = cells(tp.scr, link_cells).or(Some(pcr));
+        r.mbs01 = Some(tp.mbs.unwrap_or(1).min(TrafficDescriptor::MAX_VALUE));
+    }
+    r
+}
+
+/// The traffic descriptor for a QoS seen from the caller (forward = `tx`).
+pub fn traffic_descriptor(qos: &Qos, link_cells: u32) -> TrafficDescriptor {
+    let best_effort = matches!(
+        qos.class(),
+        TrafficClass::Ubr | TrafficClass::Abr | TrafficClass::Any | TrafficClass::None
+    );
+    TrafficDescriptor {
+        fwd: direction(qos.tx(), link_cells),
+        bwd: direction(qos.rx(), link_cells),
+        best_effort,
+        ..TrafficDescriptor::default()
+    }
+}
+
+fn bearer(qos: &Qos) -> BearerCapability {
+    BearerCapability::bcob_x(match qos.class() {
+        TrafficClass::Cbr => TrafficType::Cbr,
+        TrafficClass::Vbr => TrafficType::Vbr,
+        _ => TrafficType::NoIndication,
+    })
+}
+
+fn sdu(v: Option<u32>) -> u16 {
+    v.map_or(DEFAULT_AAL5_SDU, |s| u16::try_from(s).unwrap_or(u16::MAX))
+}
+
+fn aal(qos: &Qos) -> AalParams {
+    AalParams::aal5(sdu(qos.tx().max_sdu), sdu(qos.rx().max_sdu))
+}
+
+fn natm_ie(natm: &NatmParams, qos: Option<&Qos>) -> Ie {
+    let mut n = natm.clone();
+    if n.qos.is_none() {
+        n.qos = qos.map(Qos::to_string);
+    }
+    // A switch that does not know 0xF8 drops the IE and proceeds (misc.rs docs).
+    Ie::from(n).with_action(IeAction::DiscardIe)
+}
+
+impl CallParams {
+    /// The IEs of a SETUP, in UNI 3.1 order (specs.md §4.5), natm's IE last.
+    pub(crate) fn setup_ies(&self, msg: &mut Message, link_cells: u32) {
+        msg.push(aal(&self.qos));
+        msg.push(traffic_descriptor(&self.qos, link_cells));
+        msg.push(bearer(&self.qos));
+        if let Some(sap) = &self.sap {
+            msg.push(sap.to_bhli());
+        }
+        msg.push(CalledNumber {
+            ton: TypeOfNumber::Unknown,
+            address: self.called.clone(),
+        });
+        if let Some(c) = &self.calling {
+            msg.push(CallingNumber {
+                ton: TypeOfNumber::Unknown,
+                pres: None,
+                address: c.clone(),
+            });
+        }
+        if let Some(c) = self.conn_id {
+            msg.push(c);
+        }
+        msg.push(QosParams::default());
+        msg.push(natm_ie(&self.natm, Some(&self.qos)));
+    }
+
+    /// The parameters of a received SETUP whose mandatory IEs were checked.
+    pub(crate) fn from_setup(msg: &Message) -> Option<CallParams> {
+        let called = msg.find::<CalledNumber>()?.address.clone();
+        let mut natm = msg.find::<NatmParams>().cloned().unwrap_or_default();
+        let qos = qos_of(&mut natm, msg.find::<TrafficDescriptor>())?;
+        Some(CallParams {
+            called,
+            calling: msg.find::<CallingNumber>().map(|c| c.address.clone()),
+            sap: msg.find::<Bhli>().and_then(Sap::from_bhli),
+            qos,
+            natm,
+            conn_id: msg.find::<ConnectionId>().copied(),
+        })
+    }
+}
+
+/// The QoS a message conveys: natm's text if it parses, else one derived from the
+/// traffic descriptor (best effort → `best-effort`; otherwise guaranteed at the
+/// forward PCR). Text that parses moves out of `natm` into the result; text that
+/// does not stays there for the daemon to log.
+fn qos_of(natm: &mut NatmParams, td: Option<&TrafficDescriptor>) -> Option<Qos> {
+    if let Some(q) = take_qos(natm) {
+        return Some(q);
+    }
+    let td = td?;
+    if td.best_effort {
+        return Some(Qos::best_effort());
+    }
+    let pcr = td.fwd.pcr01.or(td.fwd.pcr0)?;
+    Rate::from_cells_per_sec(u64::from(pcr)).map(Qos::guaranteed)
+}
+
+impl CallAccept {
+    /// The IEs of a CONNECT (specs.md §4.5: AAL, connection identifier) plus natm's.
+    pub(crate) fn connect_ies(&self, msg: &mut Message, offered: &Qos) {
+        let q = self.qos.as_ref().unwrap_or(offered);
+        // The called side's tx is the caller's rx: the AAL IE speaks for the call.
+        msg.push(aal(offered));
+        if let Some(c) = self.conn_id {
+            msg.push(c);
+        }
+        msg.push(natm_ie(&self.natm, Some(q)));
+    }
+
+    /// The answer a received CONNECT carries.
+    pub(crate) fn from_connect(msg: &Message) -> CallAccept {
+        let mut natm = msg.find::<NatmParams>().cloned().unwrap_or_default();
+        CallAccept {
+            qos: take_qos(&mut natm),
+            conn_id: msg.find::<ConnectionId>().copied(),
+            natm,
+        }
+    }
+}
+
+/// The QoS text of `natm` if it parses, taken out of it.
+fn take_qos(natm: &mut NatmParams) -> Option<Qos> {
+    let q = natm.qos.as_deref().and_then(|t| t.parse::<Qos>().ok())?;
+    natm.qos = None;
+    Some(q)
+}
