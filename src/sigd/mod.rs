@@ -14,6 +14,7 @@ mod app;
 pub mod config;
 mod daemon;
 pub mod directory;
+mod peer;
 pub mod vci;
 
 pub use app::Creds;

@@ -1,0 +1,170 @@
+//! Two sigds on loopback speaking UNI signalling (Q.2931 over SSCOP in UDP): calls
+//! between their applications, refusals with the UNI cause across hosts, release, and
+//! malformed signalling datagrams counted and dropped.
+
+mod sigd_support;
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use natm::ulib::Error;
+use sigd_support::{free_port, Sigd};
+
+/// Host A (+4420001) and host B (+4420002), each routing the other's prefix.
+fn pair(extra_a: &str, extra_b: &str) -> (Sigd, Sigd) {
+    let (pa, pb) = (free_port(), free_port());
+    let a = Sigd::start_at(
+        &format!(
+            "addresses = [\"+4420001\"]\n{extra_a}\n[[directory]]\nprefix = \"+4420002\"\npeer = \"{pb}\"\n"
+        ),
+        pa,
+    );
+    let b = Sigd::start_at(
+        &format!(
+            "addresses = [\"+4420002\"]\n{extra_b}\n[[directory]]\nprefix = \"+4420001\"\npeer = \"{pa}\"\n"
+        ),
+        pb,
+    );
+    (a, b)
+}
+
+const LINK: &str = "[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000";
+
+#[test]
+fn a_call_between_two_hosts_carries_data_and_releases() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = b.host();
+    let l = hb.bind("echo", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(call.caller, "+4420001");
+        let c = call.accept().unwrap();
+        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
+            c.send(&m).unwrap();
+        }
+        c.flush(Duration::from_secs(5)).unwrap();
+    });
+    let ha = a.host();
+    let c = ha.connect("+4420002:echo", "reliable").unwrap();
+    for i in 0..20u32 {
+        let msg = vec![i as u8; 10_000 + i as usize];
+        c.send(&msg).unwrap();
+        assert_eq!(c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), msg);
+    }
+    let sa = a.stat();
+    let row = &sa["calls"][0];
+    assert_eq!(row["state"], "active", "{sa}");
+    assert!(row["rx_vci"].as_u64().unwrap() >= 32, "{sa}");
+    assert_eq!(sa["peers"][0]["up"], true, "{sa}");
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    drop(c);
+    t.join().unwrap();
+    for s in [&a, &b] {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !s.stat()["calls"].as_array().unwrap().is_empty() {
+            assert!(Instant::now() < until, "{}", s.stat());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(s.stat()["vcis_in_use"], 0);
+    }
+}
+
+#[test]
+fn refusals_cross_hosts_with_their_cause() {
+    // B's link is small: its admission refuses what A's admits.
+    let (a, b) = pair(LINK, "[link]\ncapacity = \"10Mbps\"\ntpdu_cost_ns = 1000");
+    let hb = b.host();
+    let l = hb.bind("svc", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        // The first call is rejected by the application, the next accepted.
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        call.reject(21).unwrap();
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        assert!(call.qos.contains("cbr"), "{}", call.qos);
+        let c = call.accept().unwrap();
+        let _ = c.recv_timeout(Duration::from_secs(10));
+    });
+    let ha = a.host();
+    match ha.connect("+4420002:svc", "reliable") {
+        Err(Error::Refused { cause: 21, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    match ha.connect("+4420002:svc", "cbr:pcr=50Mbps") {
+        Err(Error::Refused { cause: 37, detail }) => assert!(detail.contains("37"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    // A's reservation was returned when B refused.
+    assert_eq!(a.stat()["free_out_bps"], 100_000_000);
+    // Target 50, minimum 5: B can give 10, and both sides agree on it.
+    let c = ha
+        .connect("+4420002:svc", "cbr:pcr=50Mbps,min_pcr=5Mbps")
+        .unwrap();
+    assert_eq!(c.granted().unwrap().tx_bps, 10_000_000, "{:?}", c.granted());
+    assert_eq!(a.stat()["free_out_bps"], 90_000_000);
+    drop(c);
+    t.join().unwrap();
+    match ha.connect("+4420002:nobody", "reliable") {
+        Err(Error::Refused { cause: 88, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_peer_application_dying_releases_across_hosts() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = b.host();
+    let l = hb.bind("x", "reliable").unwrap();
+    let t = std::thread::spawn(move || l.accept().unwrap());
+    let ha = a.host();
+    let c = ha.connect("+4420002:x", "reliable").unwrap();
+    let peer = t.join().unwrap();
+    // B's application goes away without closing: its sigd releases towards A.
+    let t0 = Instant::now();
+    drop(peer);
+    drop(hb);
+    let _ = t0;
+    // (Dropping closes in order; the release reaches A as normal clearing.)
+    match c.recv_timeout(Duration::from_secs(5)) {
+        Ok(None) | Err(Error::Aborted(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    drop(b);
+}
+
+#[test]
+fn malformed_signalling_datagrams_are_counted_and_dropped() {
+    let (a, b) = pair(LINK, LINK);
+    let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in [&b"hello"[..], &[0xC4, 0, 0, 5, 1, 2, 3][..], &[0u8; 64][..]] {
+        junk.send_to(d, b.signalling).unwrap();
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    while b.stat()["counters"]["malformed_signalling"].as_u64().unwrap() < 2 {
+        assert!(Instant::now() < until, "{}", b.stat());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // B still serves calls from A.
+    let hb = b.host();
+    let l = hb.bind("ok", "reliable").unwrap();
+    let t = std::thread::spawn(move || l.accept().unwrap());
+    let c = a.host().connect("+4420002:ok", "reliable").unwrap();
+    let p = t.join().unwrap();
+    c.send(b"after junk").unwrap();
+    assert_eq!(p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), b"after junk");
+}
+
+#[test]
+fn a_dead_peer_sigd_fails_calls_clearly() {
+    let (a, mut b) = pair(LINK, LINK);
+    b.kill();
+    let t0 = Instant::now();
+    match a.host().connect("+4420002:x", "reliable") {
+        Err(Error::Refused { cause, detail }) => {
+            assert!(cause == 27 || cause == 41 || cause == 102, "{cause} {detail}")
+        }
+        Err(Error::TimedOut) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}
