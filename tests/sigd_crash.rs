@@ -4,38 +4,13 @@
 
 mod sigd_support;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use natm::transport::AbortReason;
 use natm::ulib::Error;
-use sigd_support::{ChildGuard, Sigd};
+use sigd_support::{helper, Sigd};
 
 const CONF: &str = "addresses = [\"+4420001\"]\n[link]\ntpdu_cost_ns = 1000\n";
-
-fn helper(sigd: &Sigd, to: &str) -> (ChildGuard, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
-        .args(["test-helper", "--socket"])
-        .arg(&sigd.socket)
-        .args(["--connect", to])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let guard = ChildGuard(Some(child));
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = BufReader::new(out).read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let line = rx
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the helper did not connect");
-    (guard, line)
-}
 
 #[test]
 fn sigkill_of_an_application_aborts_its_peer() {

@@ -7,8 +7,9 @@ mod sigd_support;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
+use natm::transport::AbortReason;
 use natm::ulib::Error;
-use sigd_support::{free_port, Sigd};
+use sigd_support::{free_port, helper, Sigd};
 
 /// Host A (+4420001) and host B (+4420002), each routing the other's prefix.
 fn pair(extra_a: &str, extra_b: &str) -> (Sigd, Sigd) {
@@ -111,25 +112,35 @@ fn refusals_cross_hosts_with_their_cause() {
 }
 
 #[test]
-fn the_peer_application_dying_releases_across_hosts() {
+fn an_application_killed_on_one_host_aborts_its_peer_on_the_other() {
     let (a, b) = pair(LINK, LINK);
     let hb = b.host();
     let l = hb.bind("x", "reliable").unwrap();
-    let t = std::thread::spawn(move || l.accept().unwrap());
-    let ha = a.host();
-    let c = ha.connect("+4420002:x", "reliable").unwrap();
-    let peer = t.join().unwrap();
-    // B's application goes away without closing: its sigd releases towards A.
-    let t0 = Instant::now();
-    drop(peer);
-    drop(hb);
-    let _ = t0;
-    // (Dropping closes in order; the release reaches A as normal clearing.)
-    match c.recv_timeout(Duration::from_secs(5)) {
-        Ok(None) | Err(Error::Aborted(_)) => {}
-        other => panic!("{other:?}"),
+    let t = std::thread::spawn(move || l.accept_timeout(Some(Duration::from_secs(10))));
+    let (mut child, line) = helper(&a, "+4420002:x");
+    assert!(line.starts_with("connected"), "{line}");
+    let c = t.join().unwrap().unwrap();
+    assert_eq!(
+        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"hello from the helper"
+    );
+    let killed = Instant::now();
+    child.kill9();
+    let r = c.recv_timeout(Duration::from_secs(2));
+    let took = killed.elapsed();
+    match r {
+        Err(Error::Aborted(AbortReason::Peer)) => {}
+        other => panic!("expected 'aborted by the peer', got {other:?} after {took:?}"),
     }
-    drop(b);
+    eprintln!("across two sigds, the peer saw the abort after {took:?}");
+    // Both sigds freed the call.
+    for s in [&a, &b] {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !s.stat()["calls"].as_array().unwrap().is_empty() {
+            assert!(Instant::now() < until, "{}", s.stat());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
 
 #[test]

@@ -235,7 +235,11 @@ impl Session {
         let released = st
             .slots
             .remove(&call)
-            .is_some_and(|q| q.events.iter().any(|e| matches!(e, CallEvent::Released { .. })));
+            .is_some_and(|q| {
+                q.events
+                    .iter()
+                    .any(|e| matches!(e, CallEvent::Released { cause, .. } if *cause != 16))
+            });
         if released {
             drop(st);
             if let Some(eng) = self.eng.upgrade() {

@@ -2,7 +2,7 @@
 //! directory with a free signalling port, wait until it serves, kill it on drop.
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
@@ -167,3 +167,29 @@ impl Drop for ChildGuard {
         self.kill9();
     }
 }
+
+/// Spawn `natm test-helper` connecting through `sigd` to `to`; returns once it has
+/// connected (its first line of output).
+pub(crate) fn helper(sigd: &Sigd, to: &str) -> (ChildGuard, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["test-helper", "--socket"])
+        .arg(&sigd.socket)
+        .args(["--connect", to])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let guard = ChildGuard(Some(child));
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(out).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the helper did not connect");
+    (guard, line)
+}
+

@@ -6,6 +6,7 @@
 //! Performance is measured here and only here; tests check the shape of the results,
 //! never their size.
 
+mod calls;
 mod isolation;
 mod latency;
 mod livelock;
@@ -44,6 +45,8 @@ pub(crate) enum PerfCmd {
     /// Isolation of a guaranteed VC (seed 000 §2, §5.1): its rate alone, then while a
     /// best-effort VC floods and a reliable VC transfers in bulk.
     Isolation(IsolationArgs),
+    /// Call setup and release through two sigds on loopback, direct mode as reference.
+    Calls(calls::CallsArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -227,6 +230,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Throughput(a) => run_throughput(&a),
         PerfCmd::Livelock(a) => run_livelock(&a),
         PerfCmd::Isolation(a) => run_isolation(&a),
+        PerfCmd::Calls(a) => calls::run(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {
