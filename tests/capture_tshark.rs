@@ -334,7 +334,7 @@ fn tshark_dissects_a_call_made_by_the_signalling_core() {
     let mut b = Saal::new(SaalConfig::default());
     let mut log = Vec::new();
     let mut now = Instant::from_nanos(1_700_000_000_000_000_000);
-    let tick = |now: &mut Instant| *now = *now + Duration::from_millis(1);
+    let tick = |now: &mut Instant| *now += Duration::from_millis(1);
     a.start(now);
     shuttle(now, &mut a, &mut b, &mut log);
     tick(&mut now);

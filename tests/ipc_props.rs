@@ -14,9 +14,8 @@ fn endpoint() -> impl Strategy<Value = SocketAddr> {
 }
 
 fn text() -> impl Strategy<Value = String> {
-    prop_oneof![".{0,40}", "[a-z0-9.:+]{0,60}"].prop_map(|s: String| {
-        natm::wire::ipc::clip(&s).to_owned()
-    })
+    prop_oneof![".{0,40}", "[a-z0-9.:+]{0,60}"]
+        .prop_map(|s: String| natm::wire::ipc::clip(&s).to_owned())
 }
 
 fn message() -> impl Strategy<Value = Message> {
@@ -45,17 +44,26 @@ fn message() -> impl Strategy<Value = Message> {
             cause,
             detail
         }),
-        (u(), endpoint(), any::<u32>(), any::<u16>(), any::<u16>(), u(), text()).prop_map(
-            |(call, peer, cookie, tx_vci, rx_vci, granted_bps, qos)| Message::Connected {
-                call,
-                peer,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos
-            }
-        ),
+        (
+            u(),
+            endpoint(),
+            any::<u32>(),
+            any::<u16>(),
+            any::<u16>(),
+            u(),
+            text()
+        )
+            .prop_map(|(call, peer, cookie, tx_vci, rx_vci, granted_bps, qos)| {
+                Message::Connected {
+                    call,
+                    peer,
+                    cookie,
+                    tx_vci,
+                    rx_vci,
+                    granted_bps,
+                    qos,
+                }
+            }),
         (u(), u(), text(), text()).prop_map(|(listener, call, caller, qos)| Message::Incoming {
             listener,
             call,

@@ -74,7 +74,10 @@ fn a_dead_listener_hands_its_waiting_call_to_another() {
         .unwrap();
     let caller = t.join().unwrap().unwrap();
     caller.send(b"moved").unwrap();
-    assert_eq!(c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), b"moved");
+    assert_eq!(
+        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"moved"
+    );
 }
 
 #[test]
@@ -116,8 +119,14 @@ fn sigd_killed_and_restarted() {
     let c2 = client.connect("+4420001:again", "reliable").unwrap();
     let p2 = t.join().unwrap();
     c2.send(b"new sigd").unwrap();
-    assert_eq!(p2.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), b"new sigd");
+    assert_eq!(
+        p2.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"new sigd"
+    );
     // The old connection still works too.
     peer.send(b"old vc").unwrap();
-    assert_eq!(c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), b"old vc");
+    assert_eq!(
+        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"old vc"
+    );
 }

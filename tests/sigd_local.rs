@@ -12,7 +12,8 @@ use natm::ulib::Error;
 use natm::wire::ipc::{Decoder, Message};
 use sigd_support::Sigd;
 
-const CONF: &str = "addresses = [\"+4420001\"]\n[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000\n";
+const CONF: &str =
+    "addresses = [\"+4420001\"]\n[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000\n";
 
 #[test]
 fn connect_accept_send_release_through_sigd() {
@@ -157,7 +158,8 @@ fn garbage_on_the_socket_gets_an_error_and_the_daemon_keeps_serving() {
     let sigd = Sigd::start(CONF);
     let mut s = UnixStream::connect(&sigd.socket).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    s.write_all(b"GET / HTTP/1.1\r\nHost: sigd\r\n\r\n").unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: sigd\r\n\r\n")
+        .unwrap();
     match read_message(&mut s) {
         Some(Message::Error { cause, detail }) => {
             assert_eq!(cause, 100);
@@ -179,7 +181,9 @@ fn garbage_on_the_socket_gets_an_error_and_the_daemon_keeps_serving() {
     )
     .unwrap();
     match read_message(&mut s2) {
-        Some(Message::Refused { req: 9, cause: 81, .. }) => {}
+        Some(Message::Refused {
+            req: 9, cause: 81, ..
+        }) => {}
         other => panic!("{other:?}"),
     }
     // Others are still served.
@@ -202,7 +206,10 @@ fn wrong_config_names_the_key() {
     let _ = std::fs::remove_dir_all(&dir);
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("link.capacity") && err.contains("Mbps"), "{err}");
+    assert!(
+        err.contains("link.capacity") && err.contains("Mbps"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -50,7 +50,10 @@ fn a_call_between_two_hosts_carries_data_and_releases() {
     for i in 0..20u32 {
         let msg = vec![i as u8; 10_000 + i as usize];
         c.send(&msg).unwrap();
-        assert_eq!(c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), msg);
+        assert_eq!(
+            c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+            msg
+        );
     }
     let sa = a.stat();
     let row = &sa["calls"][0];
@@ -151,7 +154,11 @@ fn malformed_signalling_datagrams_are_counted_and_dropped() {
         junk.send_to(d, b.signalling).unwrap();
     }
     let until = Instant::now() + Duration::from_secs(5);
-    while b.stat()["counters"]["malformed_signalling"].as_u64().unwrap() < 2 {
+    while b.stat()["counters"]["malformed_signalling"]
+        .as_u64()
+        .unwrap()
+        < 2
+    {
         assert!(Instant::now() < until, "{}", b.stat());
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -162,7 +169,10 @@ fn malformed_signalling_datagrams_are_counted_and_dropped() {
     let c = a.host().connect("+4420002:ok", "reliable").unwrap();
     let p = t.join().unwrap();
     c.send(b"after junk").unwrap();
-    assert_eq!(p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), b"after junk");
+    assert_eq!(
+        p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"after junk"
+    );
 }
 
 #[test]
@@ -172,7 +182,10 @@ fn a_dead_peer_sigd_fails_calls_clearly() {
     let t0 = Instant::now();
     match a.host().connect("+4420002:x", "reliable") {
         Err(Error::Refused { cause, detail }) => {
-            assert!(cause == 27 || cause == 41 || cause == 102, "{cause} {detail}")
+            assert!(
+                cause == 27 || cause == 41 || cause == 102,
+                "{cause} {detail}"
+            )
         }
         Err(Error::TimedOut) => {}
         other => panic!("{other:?}"),

@@ -124,7 +124,8 @@ pub(crate) fn run(a: SigdArgs) -> CliResult {
     }
     let cfg = file.check().map_err(|e| e.to_string())?;
     let mut d = Daemon::bind(cfg).map_err(|e| format!("sigd: {e}"))?;
-    d.handle_signals().map_err(|e| format!("sigd: signals: {e}"))?;
+    d.handle_signals()
+        .map_err(|e| format!("sigd: signals: {e}"))?;
     d.run().map_err(|e| format!("sigd: {e}"))
 }
 
@@ -284,8 +285,11 @@ pub(crate) fn helper(a: HelperArgs) -> CliResult {
         ..natm::ulib::HostConfig::default()
     };
     let host = natm::ulib::Host::open(cfg).map_err(|e| e.to_string())?;
-    let c = host.connect(a.connect.as_str(), &a.qos).map_err(|e| e.to_string())?;
-    c.send(b"hello from the helper").map_err(|e| e.to_string())?;
+    let c = host
+        .connect(a.connect.as_str(), &a.qos)
+        .map_err(|e| e.to_string())?;
+    c.send(b"hello from the helper")
+        .map_err(|e| e.to_string())?;
     let local: Option<SocketAddr> = c.local_addr().ok();
     outln!("connected {}", local.map_or("?".into(), |l| l.to_string()));
     loop {

@@ -579,7 +579,11 @@ impl Conn {
         let now = eng.clock.now();
         let (tx_cfg, tx_vci) = tx;
         let (rx_cfg, rx_vci) = rx;
-        let tx = Psb::connect(tx_cfg.clone(), crate::flow::build(tx_cfg.flow, &tx_cfg), now);
+        let tx = Psb::connect(
+            tx_cfg.clone(),
+            crate::flow::build(tx_cfg.flow, &tx_cfg),
+            now,
+        );
         let rx = Psb::listen(rx_cfg);
         let conn = std::sync::Arc::new(Conn::new(
             eng.token(),

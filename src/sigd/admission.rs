@@ -225,7 +225,9 @@ pub fn measure_tpdu_cost() -> std::io::Result<u64> {
         }
     }
     if !tx.status().connected {
-        return Err(std::io::Error::other("the in-memory handshake did not finish"));
+        return Err(std::io::Error::other(
+            "the in-memory handshake did not finish",
+        ));
     }
     let payload = vec![0x5au8; TPDU];
     let mut dgram = vec![0u8; vcframe::HEADER_LEN + crate::wire::tpdu::HEADER_LEN + TPDU];
@@ -284,14 +286,21 @@ mod tests {
         r.release(&g2);
         assert_eq!(r.free_bps(Way::Out), 40_000_000);
         // The in-direction is separate.
-        assert_eq!(r.admit(&d(0, 0), &d(90_000_000, 90_000_000)).unwrap().in_bps, 90_000_000);
+        assert_eq!(
+            r.admit(&d(0, 0), &d(90_000_000, 90_000_000))
+                .unwrap()
+                .in_bps,
+            90_000_000
+        );
     }
 
     #[test]
     fn cpu_runs_out_with_cause_47() {
         // 100 µs per TPDU, one core at 50%: 5,000 TPDUs/s, 164 Mbit/s at 4 KiB.
         let mut r = Resources::new(10_000_000_000, 100_000, 0.5, 1);
-        let e = r.admit(&d(1_000_000_000, 500_000_000), &d(0, 0)).unwrap_err();
+        let e = r
+            .admit(&d(1_000_000_000, 500_000_000), &d(0, 0))
+            .unwrap_err();
         assert_eq!(e.cause, 47);
         assert!(e.detail.contains("CPU"), "{}", e.detail);
         let g = r.admit(&d(1_000_000_000, 100_000_000), &d(0, 0)).unwrap();

@@ -254,7 +254,7 @@ pub fn parse_rate(s: &str) -> Option<u64> {
         _ => return None,
     };
     let v = n * mult;
-    (v.is_finite() && v >= 1.0 && v < 1e15).then_some(v.round() as u64)
+    (v.is_finite() && (1.0..1e15).contains(&v)).then_some(v.round() as u64)
 }
 
 impl ConfigFile {
@@ -441,9 +441,7 @@ impl ConfigFile {
         }
         Ok(Config {
             addresses,
-            socket: self
-                .socket
-                .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET)),
+            socket: self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET)),
             signalling,
             data_ip,
             hosts,
@@ -509,8 +507,19 @@ mod tests {
     }
 
     #[test]
+    fn the_example_file_is_valid() {
+        let text = include_str!("../../examples/sigd.toml");
+        let c = check(text).unwrap();
+        assert_eq!(c.routes.len(), 2);
+        assert_eq!(c.policy.len(), 2);
+        assert_eq!(c.capacity_bps, 100_000_000);
+    }
+
+    #[test]
     fn mistakes_name_the_key_and_the_fix() {
-        let e = check("[link]\ncapacity = \"fast\"").unwrap_err().to_string();
+        let e = check("[link]\ncapacity = \"fast\"")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("link.capacity") && e.contains("100Mbps"), "{e}");
         let e = check("[[directory]]\nprefix = \"*\"\npeer = \"nowhere\"")
             .unwrap_err()

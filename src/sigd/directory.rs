@@ -111,7 +111,9 @@ impl Directory {
 
     /// This host's first address (what a caller is shown as), if any.
     pub fn primary(&self) -> Option<&AtmAddr> {
-        self.local.first().or(self.registered.first().map(|(a, _)| a))
+        self.local
+            .first()
+            .or(self.registered.first().map(|(a, _)| a))
     }
 
     /// Register `a` for the IPC connection `owner` until it closes.

@@ -76,7 +76,11 @@ impl Drop for IncomingCall {
             let call = self.call;
             self.session.forget(call);
             self.session
-                .notify(|req| crate::wire::ipc::Message::Reject { req, call, cause: 21 });
+                .notify(|req| crate::wire::ipc::Message::Reject {
+                    req,
+                    call,
+                    cause: 21,
+                });
         }
     }
 }

@@ -232,14 +232,11 @@ impl Session {
     pub(crate) fn established(&self, call: u64, conn: &Arc<Conn>) {
         let mut st = self.lock();
         // A release that raced with the setup is applied at once.
-        let released = st
-            .slots
-            .remove(&call)
-            .is_some_and(|q| {
-                q.events
-                    .iter()
-                    .any(|e| matches!(e, CallEvent::Released { cause, .. } if *cause != 16))
-            });
+        let released = st.slots.remove(&call).is_some_and(|q| {
+            q.events
+                .iter()
+                .any(|e| matches!(e, CallEvent::Released { cause, .. } if *cause != 16))
+        });
         if released {
             drop(st);
             if let Some(eng) = self.eng.upgrade() {
@@ -260,7 +257,11 @@ impl Session {
         let until = timeout.map(|t| Instant::now() + t);
         let mut st = self.lock();
         loop {
-            if let Some(o) = st.slots.get_mut(&listener).and_then(|q| q.offers.pop_front()) {
+            if let Some(o) = st
+                .slots
+                .get_mut(&listener)
+                .and_then(|q| q.offers.pop_front())
+            {
                 return Ok(o);
             }
             if st.gone.is_some() {
@@ -296,18 +297,16 @@ impl Session {
     fn deliver(&self, m: Message) {
         let mut st = self.lock();
         match m {
-            Message::Ack { req, id } => {
-                if st.waiting.contains(&req) {
-                    if id != 0 {
-                        st.slots.entry(id).or_default();
-                    }
-                    st.answers.insert(req, m);
+            Message::Ack { req, id } if st.waiting.contains(&req) => {
+                if id != 0 {
+                    st.slots.entry(id).or_default();
                 }
+                st.answers.insert(req, m);
             }
-            Message::Refused { req, .. } | Message::StatReply { req, .. } => {
-                if st.waiting.contains(&req) {
-                    st.answers.insert(req, m);
-                }
+            Message::Refused { req, .. } | Message::StatReply { req, .. }
+                if st.waiting.contains(&req) =>
+            {
+                st.answers.insert(req, m);
             }
             Message::Connected {
                 call,

@@ -667,10 +667,7 @@ mod tests {
         ));
         let mut bad = b.clone();
         bad[4] = 9;
-        assert_eq!(
-            Message::decode(&bad),
-            Err(IpcError::BadVersion { got: 9 })
-        );
+        assert_eq!(Message::decode(&bad), Err(IpcError::BadVersion { got: 9 }));
         let mut bad = b.clone();
         bad[5] = 0x55;
         assert_eq!(Message::decode(&bad), Err(IpcError::UnknownType(0x55)));

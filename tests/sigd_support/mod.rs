@@ -25,7 +25,10 @@ pub(crate) struct Sigd {
 
 /// A UDP port free a moment ago.
 pub(crate) fn free_port() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
 
 impl Sigd {
@@ -135,7 +138,11 @@ impl Sigd {
             .arg(&self.socket)
             .output()
             .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         serde_json::from_slice(&out.stdout).unwrap()
     }
 }
@@ -192,4 +199,3 @@ pub(crate) fn helper(sigd: &Sigd, to: &str) -> (ChildGuard, String) {
         .expect("the helper did not connect");
     (guard, line)
 }
-

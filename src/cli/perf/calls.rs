@@ -115,9 +115,11 @@ fn serve(l: Listener, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
             if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(100))) {
-                thread::spawn(move || {
-                    while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
-                });
+                thread::spawn(
+                    move || {
+                        while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
+                    },
+                );
             }
         }
     })
@@ -140,7 +142,9 @@ fn run_mode(
                 let mut v = Vec::with_capacity(per);
                 for _ in 0..per {
                     let t0 = Instant::now();
-                    let c = h.connect(t.as_str(), &q).map_err(|e| format!("call to {t}: {e}"))?;
+                    let c = h
+                        .connect(t.as_str(), &q)
+                        .map_err(|e| format!("call to {t}: {e}"))?;
                     v.push(t0.elapsed().as_nanos() as u64);
                     // Release: close in order, then drop (sigd frees the call).
                     c.close();
@@ -152,7 +156,10 @@ fn run_mode(
         .collect();
     let mut all = Vec::new();
     for w in workers {
-        all.extend(w.join().map_err(|_| "a caller thread panicked".to_string())??);
+        all.extend(
+            w.join()
+                .map_err(|_| "a caller thread panicked".to_string())??,
+        );
     }
     let secs = start.elapsed().as_secs_f64();
     let rate = all.len() as f64 / secs;
