@@ -192,3 +192,28 @@ fn a_dead_peer_sigd_fails_calls_clearly() {
     }
     assert!(t0.elapsed() < Duration::from_secs(10));
 }
+
+#[test]
+fn policy_rejects_calls_from_a_prefix_and_stat_prints_tables() {
+    let (a, b) = pair(
+        LINK,
+        "[link]\ntpdu_cost_ns = 1000\n[[policy]]\naction = \"reject\"\nprefix = \"+44200\"\ndirection = \"incoming\"",
+    );
+    let hb = b.host();
+    let _l = hb.bind("x", "reliable").unwrap();
+    match a.host().connect("+4420002:x", "reliable") {
+        Err(Error::Refused { cause: 21, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.stat()["counters"]["policy_rejections"], 1);
+    // The table form names the link, the listener and its SAP.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["stat", "--socket"])
+        .arg(&b.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("link 1000.0 Mbit/s"), "{text}");
+    assert!(text.contains("listener") && text.contains(" x "), "{text}");
+}
