@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use natm::sig::call::{CallAccept, CallConfig, CallControl, CallEvent, CallParams, CallId};
+use natm::sig::call::{CallAccept, CallConfig, CallControl, CallEvent, CallId, CallParams};
 use natm::time::Instant;
 use natm::wire::addr::Aesa;
 use natm::wire::q2931::{Cause, CauseValue, Location, Message, NatmParams, PartyAddress};
@@ -33,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
         match op % 12 {
             0..=3 => c.handle_message(now, body),
             4 => {
-                now = now + Duration::from_millis(u64::from(*len) * 100);
+                now += Duration::from_millis(u64::from(*len) * 100);
                 c.handle_timeout(now);
             }
             5 => {
@@ -87,6 +87,10 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         assert!(c.call_count() <= 4, "calls bounded");
-        assert_eq!(c.call_count(), calls.len(), "every call ends in exactly one Released");
+        assert_eq!(
+            c.call_count(),
+            calls.len(),
+            "every call ends in exactly one Released"
+        );
     }
 });

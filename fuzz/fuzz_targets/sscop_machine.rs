@@ -28,7 +28,7 @@ fuzz_target!(|data: &[u8]| {
         match op % 8 {
             0 | 1 | 2 => s.handle_pdu(now, body),
             3 => {
-                now = now + Duration::from_millis(u64::from(*len) * 50);
+                now += Duration::from_millis(u64::from(*len) * 50);
                 s.handle_timeout(now);
             }
             4 => {
@@ -48,8 +48,14 @@ fuzz_target!(|data: &[u8]| {
                 delivered += 1;
             }
         }
-        assert!(delivered <= 1 + cfg.window as usize, "one SD delivers at most a window");
+        assert!(
+            delivered <= 1 + cfg.window as usize,
+            "one SD delivers at most a window"
+        );
         assert!(s.buffered() <= cfg.max_buffered, "send buffer bounded");
-        assert!(!s.is_idle() || s.poll_timeout().is_none(), "an idle end runs no timer");
+        assert!(
+            !s.is_idle() || s.poll_timeout().is_none(),
+            "an idle end runs no timer"
+        );
     }
 });

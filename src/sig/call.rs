@@ -44,6 +44,10 @@
 //! ENQUIRY to check the peer still has it; otherwise the calls are cleared with cause
 //! 27 (destination out of order) and the daemon tears their VCs down.
 //!
+//! A STATUS saying the peer has no such call (state 0) clears the call at once, as
+//! Q.2931 §5.6.11 says; other state mismatches reported by STATUS are not acted on
+//! (the peer's timers or ours resolve them).
+//!
 //! A resynchronised link ([`CallControl::link_reset`]) may have lost messages: calls
 //! being set up are cleared with RELEASE cause 41, active ones send STATUS ENQUIRY.
 //!
@@ -154,7 +158,9 @@ pub enum ClearedBy {
 /// What call control tells the daemon.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CallEvent {
-    /// A SETUP arrived: answer with proceeding, accept or reject.
+    /// A SETUP arrived: answer with proceeding, accept or reject. Nothing exists yet
+    /// but the offer, so the listener decides before any VC is made (seed 004: the
+    /// manager presents the connect request and holds authority over it).
     Incoming {
         /// The new call.
         call: CallId,
@@ -469,17 +475,20 @@ impl CallControl {
             return;
         }
         self.link_up = true;
-        let waiting: Vec<CallId> = self
+        let waiting: Vec<(CallId, CallState)> = self
             .calls
             .iter()
             .filter(|(_, c)| c.t309.is_some())
-            .map(|(id, _)| *id)
+            .map(|(id, c)| (*id, c.state))
             .collect();
-        for id in waiting {
+        for (id, state) in waiting {
             if let Some(c) = self.calls.get_mut(&id) {
                 c.t309 = None;
             }
-            let _ = self.status_enquiry(now, id);
+            // A call released meanwhile has its RELEASE queued and T308 running.
+            if state == CallState::ACTIVE {
+                let _ = self.status_enquiry(now, id);
+            }
         }
     }
 
@@ -710,14 +719,13 @@ impl CallControl {
             self.clear(id, cause, ClearedBy::Timer);
             return;
         }
-        if let Some((t, n)) = c.t322.filter(|t| t.0 <= now) {
+        if let Some((_, n)) = c.t322.filter(|t| t.0 <= now) {
             if n < 3 {
                 c.t322 = Some((now + self.cfg.t322, n + 1));
                 let cref = c.call_ref();
                 self.send(Message::new(MessageType::StatusEnquiry, cref));
             } else {
                 c.t322 = None;
-                let _ = t;
                 let cause = Cause::new(loc, CauseValue::TemporaryFailure);
                 self.start_release(now, id, cause, ClearedBy::Timer);
                 return;
@@ -726,10 +734,9 @@ impl CallControl {
         let Some(c) = self.calls.get_mut(&id) else {
             return;
         };
-        let Some((timer, at)) = c.timer.filter(|t| t.1 <= now) else {
+        let Some((timer, _)) = c.timer.filter(|t| t.1 <= now) else {
             return;
         };
-        let _ = at;
         c.expiries += 1;
         match timer {
             Timer::T303 if c.expiries < 2 => {

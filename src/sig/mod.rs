@@ -9,6 +9,11 @@
 //!   (specs.md §5.1) and SSCOP's establish/release indications become
 //!   `link_up`/`link_down` (specs.md §5.4's `SignallingLink` idea).
 //!
+//! seed 000 §4 splits the signalling entity into "signaling support" (the daemon:
+//! IPC, crash cleanup, resources) and the "signaling protocol" component, so that
+//! "SPANS ... could be replaced with Q.2931 without affecting" the rest: this module
+//! is that protocol component, and `src/sigd` the support around it.
+//!
 //! Nothing here owns a socket, a thread or a clock: callers hand in frames and the
 //! time, and take out frames, deadlines and events (the quinn-proto call order of
 //! `transport::psb`).

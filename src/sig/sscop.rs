@@ -13,15 +13,14 @@
 //!   once: SSCF-UNI (Q.2130) always answers AA-ESTABLISH indications with a response.
 //! - Assured data transfer (§7.5–7.6): SD with a transmission buffer, the window VT(MS)
 //!   granted by the peer's N(MR), POLL on Timer_POLL while data is outstanding,
+//!   and after every MaxPD SDs (VT(PD)) so that the window keeps opening under load,
 //!   Timer_KEEPALIVE in the transient phase and Timer_IDLE when idle,
 //!   Timer_NO_RESPONSE → link failure, STAT answering POLL with the gap list (at most
 //!   MaxSTAT elements), USTAT once per new gap, selective retransmission of the listed
 //!   gaps, in-order exactly-once delivery.
 //! - Departures: ER is answered with ERAK and handled like RS (both buffers are
 //!   cleared, [`SscopEvent::Resynchronised`]) instead of Q.2110's buffer-preserving
-//!   recovery; this end never starts ER. MaxPD is kept for the configuration but polls
-//!   are only timer-driven (Q.2110 also polls every MaxPD SDs; at signalling rates the
-//!   timer dominates). A retransmission is sent only for an SD transmitted before the
+//!   recovery; this end never starts ER. A retransmission is sent only for an SD transmitted before the
 //!   POLL a STAT answers (each buffered SD remembers VT(PS) at its last transmission),
 //!   which keeps a late STAT from duplicating SDs already resent; Q.2110 reaches the
 //!   same with its poll list.
@@ -58,7 +57,8 @@ pub struct SscopConfig {
     pub timer_idle: Duration,
     /// MaxCC: BGN/END/RS transmissions before giving up (4).
     pub max_cc: u32,
-    /// MaxPD: SDs between POLLs (25); kept for the configuration, see the module docs.
+    /// MaxPD: a POLL goes out after this many SDs (25), besides Timer_POLL: without
+    /// it a busy link would stall at one window (128 SDs) per Timer_POLL.
     pub max_pd: u32,
     /// MaxSTAT: most list elements in one STAT (67).
     pub max_stat: usize,
@@ -225,6 +225,8 @@ pub struct Sscop {
     vt_a: SeqNum,
     vt_ms: SeqNum,
     vt_sq: u8,
+    /// VT(PD): SDs sent since the last POLL.
+    vt_pd: u32,
     /// SDs VT(A)..VT(S), keyed by N(S).
     tx_buf: BTreeMap<u32, TxSd>,
     /// Messages not yet numbered (waiting for the window).
@@ -262,6 +264,7 @@ impl Sscop {
             vt_a: SeqNum::default(),
             vt_ms: SeqNum::default(),
             vt_sq: 0,
+            vt_pd: 0,
             tx_buf: BTreeMap::new(),
             tx_queue: VecDeque::new(),
             rtx_queue: VecDeque::new(),
@@ -495,6 +498,7 @@ impl Sscop {
         self.vt_ps = SeqNum::default();
         self.vt_a = SeqNum::default();
         self.vt_ms = SeqNum::default();
+        self.vt_pd = 0;
         self.tx_buf.clear();
         self.tx_queue.clear();
         self.rtx_queue.clear();
@@ -712,6 +716,7 @@ impl Sscop {
                 let info = sd.info.to_vec();
                 self.stats.sd_retransmitted += 1;
                 self.push_out(Pdu::Sd { ns, info });
+                self.count_sd(now);
             }
         }
         while !self.tx_queue.is_empty() && self.window_open() {
@@ -732,6 +737,7 @@ impl Sscop {
                 },
             );
             self.stats.sd_sent += 1;
+            self.count_sd(now);
         }
         if self.outstanding() && self.phase != Phase::Active {
             // Q.2110 §7.5: leaving the idle/transient phase starts Timer_POLL and,
@@ -742,6 +748,29 @@ impl Sscop {
             self.phase = Phase::Active;
             self.timer_poll = Some(now + self.cfg.timer_poll);
         }
+    }
+
+    /// One more SD sent: after MaxPD of them, POLL now (Q.2110 §7.5, VT(PD)).
+    fn count_sd(&mut self, now: Instant) {
+        self.vt_pd += 1;
+        if self.vt_pd >= self.cfg.max_pd.max(1) {
+            self.send_poll();
+            self.phase = Phase::Active;
+            self.timer_poll = Some(now + self.cfg.timer_poll);
+            if self.timer_no_response.is_none() {
+                self.timer_no_response = Some(now + self.cfg.timer_no_response);
+            }
+        }
+    }
+
+    fn send_poll(&mut self) {
+        self.vt_ps = self.vt_ps.add(1);
+        self.vt_pd = 0;
+        self.stats.polls += 1;
+        self.push_out(Pdu::Poll {
+            nps: self.vt_ps,
+            ns: self.vt_s,
+        });
     }
 
     /// VT(S) < VT(MS), relative to VT(A).
@@ -759,12 +788,7 @@ impl Sscop {
         if self.state != State::Ready {
             return;
         }
-        self.vt_ps = self.vt_ps.add(1);
-        self.stats.polls += 1;
-        self.push_out(Pdu::Poll {
-            nps: self.vt_ps,
-            ns: self.vt_s,
-        });
+        self.send_poll();
         match self.phase {
             Phase::Active => self.timer_poll = Some(now + self.cfg.timer_poll),
             Phase::Transient => self.timer_poll = Some(now + self.cfg.timer_keepalive),

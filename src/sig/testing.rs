@@ -90,6 +90,8 @@ pub(crate) struct Net<E: Endpoint> {
     pub(crate) now: Instant,
     pub(crate) delay: Duration,
     pub(crate) loss: f64,
+    /// Extra delay, uniform in 0..jitter per frame: frames overtake each other.
+    pub(crate) jitter: Duration,
     /// While set, every frame is dropped (a cut cable).
     pub(crate) cut: bool,
     rng: Rng,
@@ -110,6 +112,7 @@ impl<E: Endpoint> Net<E> {
             now: Instant::from_nanos(1_000_000_000),
             delay: Duration::from_millis(5),
             loss: 0.0,
+            jitter: Duration::ZERO,
             cut: false,
             rng: Rng::new(seed),
             seq: 0,
@@ -138,8 +141,17 @@ impl<E: Endpoint> Net<E> {
                     continue;
                 }
                 self.seq += 1;
-                self.in_flight
-                    .push(Reverse((self.now + self.delay, self.seq, dir, f.to_vec())));
+                let jitter_ns = u64::try_from(self.jitter.as_nanos()).unwrap_or(u64::MAX);
+                let extra = match jitter_ns {
+                    0 => Duration::ZERO,
+                    j => Duration::from_nanos(self.rng.next_u64() % j),
+                };
+                self.in_flight.push(Reverse((
+                    self.now + self.delay + extra,
+                    self.seq,
+                    dir,
+                    f.to_vec(),
+                )));
             }
         }
     }

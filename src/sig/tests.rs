@@ -369,12 +369,12 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         3 => Just(Op::Setup),
         2 => any::<usize>().prop_map(Op::Proceeding),
-        3 => any::<usize>().prop_map(Op::Accept),
+        4 => any::<usize>().prop_map(Op::Accept),
         1 => any::<usize>().prop_map(Op::Reject),
         2 => any::<usize>().prop_map(Op::ReleaseA),
         2 => any::<usize>().prop_map(Op::ReleaseB),
         1 => any::<usize>().prop_map(Op::Enquiry),
-        4 => (1u64..3_000).prop_map(Op::Wait),
+        6 => (1u64..3_000).prop_map(Op::Wait),
         1 => any::<bool>().prop_map(Op::Cut),
         1 => (any::<bool>(), proptest::collection::vec(any::<u8>(), 0..64))
             .prop_map(|(s, g)| Op::Garbage(s, g)),
@@ -410,6 +410,10 @@ impl Book {
 }
 
 fn run_ops(seed: u64, loss: f64, ops: &[Op]) {
+    run_ops_jitter(seed, loss, Duration::ZERO, ops);
+}
+
+fn run_ops_jitter(seed: u64, loss: f64, jitter: Duration, ops: &[Op]) {
     let cfg = SaalConfig {
         calls: CallConfig {
             max_calls: 8,
@@ -419,6 +423,7 @@ fn run_ops(seed: u64, loss: f64, ops: &[Op]) {
     };
     let mut net = Net::new(Saal::new(cfg.clone()), Saal::new(cfg), seed);
     net.loss = loss;
+    net.jitter = jitter;
     let now = net.now;
     net.a.start(now);
     net.b.start(now);
@@ -511,9 +516,10 @@ proptest! {
     fn random_interleavings_end_released_or_active(
         seed in any::<u64>(),
         loss in prop_oneof![Just(0.0), 0.0..0.3f64],
+        jitter_ms in prop_oneof![Just(0u64), 1u64..30],
         ops in proptest::collection::vec(op(), 1..60),
     ) {
-        run_ops(seed, loss, &ops);
+        run_ops_jitter(seed, loss, Duration::from_millis(jitter_ms), &ops);
     }
 
     #[test]

@@ -78,7 +78,8 @@ pub struct CallParams {
     pub sap: Option<Sap>,
     /// The QoS: target and minimum (see the module docs for the mapping).
     pub qos: Qos,
-    /// natm's transport parameters, data endpoint and cookie.
+    /// natm's transport parameters, data endpoint and cookie (the capability that
+    /// binds the data path to this call, seed 001 §4.2).
     pub natm: NatmParams,
     /// The VPCI/VCI, when the caller assigns it.
     pub conn_id: Option<ConnectionId>,

@@ -657,3 +657,33 @@ fn link_reset_clears_setups_and_checks_active_calls() {
     assert_eq!(a.state(active), Some(CallState::ACTIVE));
     assert_eq!(a.state(pending), Some(CallState::RELEASE_REQUEST));
 }
+
+#[test]
+fn release_during_link_loss_goes_out_when_the_link_is_back() {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let ca = a.setup(t(0), params()).unwrap();
+    exchange(t(0), &mut a, &mut b);
+    let (cb, _) = incoming(&events(&mut b));
+    b.accept(t(0), cb, CallAccept::default()).unwrap();
+    exchange(t(0), &mut a, &mut b);
+    let _ = (events(&mut a), events(&mut b));
+    a.link_down(t(1));
+    b.link_down(t(1));
+    a.release(
+        t(2),
+        ca,
+        Cause::new(Location::User, CauseValue::NormalCallClearing),
+    )
+    .unwrap();
+    a.link_up(t(3));
+    b.link_up(t(3));
+    let kinds: Vec<MessageType> = msgs(&mut a).iter().map(|m| m.kind).collect();
+    assert_eq!(
+        kinds,
+        [MessageType::Release],
+        "no STATUS ENQUIRY for a call being cleared"
+    );
+    let se: Vec<MessageType> = msgs(&mut b).iter().map(|m| m.kind).collect();
+    assert_eq!(se, [MessageType::StatusEnquiry], "b checks its active call");
+}

@@ -492,12 +492,28 @@ fn sequence_numbers_wrap_at_2_pow_24() {
 #[test]
 fn assured_delivery_under_loss() {
     for (seed, loss) in [(1, 0.0), (2, 0.05), (3, 0.1), (4, 0.2), (5, 0.3)] {
+        assured_delivery(seed, loss, Duration::ZERO);
+    }
+}
+
+/// The same with frames overtaking each other (UDP underlays reorder): up to 20 ms of
+/// jitter on a 5 ms wire.
+#[test]
+fn assured_delivery_under_loss_and_reordering() {
+    for (seed, loss) in [(6, 0.0), (7, 0.1), (8, 0.3)] {
+        assured_delivery(seed, loss, Duration::from_millis(20));
+    }
+}
+
+fn assured_delivery(seed: u64, loss: f64, jitter: Duration) {
+    {
         let mut net = Net::new(
             Sscop::new(SscopConfig::default()),
             Sscop::new(SscopConfig::default()),
             seed,
         );
         net.loss = loss;
+        net.jitter = jitter;
         net.a.establish(net.now);
         assert!(
             net.run_until(Duration::from_secs(60), |n| n.a.is_established()
@@ -537,4 +553,120 @@ fn assured_delivery_under_loss() {
         }
         let _ = Dir::AtoB;
     }
+}
+
+#[test]
+fn bgrej_and_end_while_connecting_release() {
+    let mut a = Sscop::new(SscopConfig::default());
+    a.establish(t(0));
+    let _ = drain(&mut a);
+    a.handle_pdu(t(1), &Pdu::Bgrej { uu: b"no".to_vec() }.to_bytes());
+    assert_eq!(
+        events(&mut a),
+        [SscopEvent::Released {
+            by_peer: true,
+            reason: ReleaseReason::Rejected(b"no".to_vec())
+        }]
+    );
+    assert!(a.is_idle() && a.poll_timeout().is_none());
+    a.establish(t(2));
+    let bgn = drain(&mut a);
+    assert!(matches!(bgn[..], [Pdu::Bgn { nsq: 2, .. }]), "a new N(SQ)");
+    a.handle_pdu(
+        t(3),
+        &Pdu::End {
+            source_sscop: true,
+            uu: vec![],
+        }
+        .to_bytes(),
+    );
+    assert_eq!(drain(&mut a), [Pdu::Endak]);
+    assert_eq!(
+        events(&mut a),
+        [SscopEvent::Released {
+            by_peer: true,
+            reason: ReleaseReason::PeerSscop
+        }]
+    );
+}
+
+#[test]
+fn unanswered_end_gives_up_after_max_cc() {
+    let (mut a, _b) = established();
+    a.release(t(10), &[]);
+    let mut ends = drain(&mut a).len();
+    while let Some(d) = a.poll_timeout() {
+        a.handle_timeout(d);
+        ends += drain(&mut a).len();
+    }
+    assert_eq!(ends, 4);
+    assert_eq!(
+        events(&mut a),
+        [SscopEvent::Released {
+            by_peer: false,
+            reason: ReleaseReason::User(vec![])
+        }]
+    );
+    assert!(a.is_idle());
+}
+
+#[test]
+fn stat_with_numbers_never_sent_is_dropped() {
+    let (mut a, _b) = established();
+    a.send(t(3), Bytes::from_static(b"x")).unwrap();
+    let _ = drain(&mut a);
+    let s = |v| SeqNum::new(v).unwrap();
+    let bogus = Pdu::Stat {
+        nps: s(1),
+        nmr: s(200),
+        nr: s(5),
+        list: vec![],
+    };
+    a.handle_pdu(t(4), &bogus.to_bytes());
+    assert_eq!(a.stats().unexpected_pdus, 1);
+    assert_eq!(a.buffered(), 1, "nothing acknowledged");
+    let bogus_list = Pdu::Ustat {
+        nmr: s(200),
+        nr: s(0),
+        list: [s(0), s(9)],
+    };
+    a.handle_pdu(t(4), &bogus_list.to_bytes());
+    assert!(
+        drain(&mut a).is_empty(),
+        "no retransmission of what was never sent"
+    );
+}
+
+#[test]
+fn max_pd_polls_keep_a_busy_window_open() {
+    let (mut a, mut b) = established();
+    for i in 0..100u32 {
+        a.send(t(3), Bytes::from(i.to_be_bytes().to_vec())).unwrap();
+    }
+    let out = drain(&mut a);
+    let polls = out.iter().filter(|p| p.pdu_type() == PduType::Poll).count();
+    assert_eq!(polls, 4, "a POLL after every 25 SDs");
+    assert!(matches!(out[25], Pdu::Poll { ns, .. } if ns.value() == 25));
+    // No timer needs to run: 1000 messages cross in the time of one exchange loop.
+    for p in out {
+        b.handle_pdu(t(4), &p.to_bytes());
+    }
+    let mut sent = 100u32;
+    let mut got = data(&events(&mut b)).len() as u32;
+    for _ in 0..200 {
+        for p in drain(&mut b) {
+            a.handle_pdu(t(4), &p.to_bytes());
+        }
+        while sent < 1000
+            && a.send(t(4), Bytes::from(sent.to_be_bytes().to_vec()))
+                .is_ok()
+        {
+            sent += 1;
+        }
+        for p in drain(&mut a) {
+            b.handle_pdu(t(4), &p.to_bytes());
+        }
+        got += data(&events(&mut b)).len() as u32;
+    }
+    assert_eq!(got, 1000, "far more than one window without Timer_POLL");
 }
