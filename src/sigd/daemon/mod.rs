@@ -248,13 +248,11 @@ fn granted_qos(q: &Qos, out_bps: u64, in_bps: u64, capacity: u64) -> Qos {
 
 fn saal_config(cfg: &Config) -> SaalConfig {
     let mut s = SaalConfig::default();
-    // SSCOP's credit comes back only in STATs, which answer POLLs; sigcore polls on
-    // Timer_POLL alone (not every MaxPD SDs), so with Q.2110's 750 ms and a 128-SD
-    // window a burst of calls stalls after ~40 calls. A wider window and a 100 ms
-    // Timer_POLL keep credit ahead of thousands of calls per second (docs/ARCHITECTURE.md).
+    // A burst of calls puts several SDs per call in flight each way; a window wider
+    // than Q.2110's 128 SDs keeps credit (which returns in the STAT answering a POLL,
+    // sent every MaxPD SDs) from throttling thousands of calls per second.
     s.sscop.window = 4096;
     s.sscop.max_buffered = 4096;
-    s.sscop.timer_poll = Duration::from_millis(100);
     s.calls.t303 = cfg.timers.t303;
     s.calls.t308 = cfg.timers.t308;
     s.calls.t310 = cfg.timers.t310;
