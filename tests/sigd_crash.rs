@@ -94,8 +94,19 @@ fn sigd_killed_and_restarted() {
     });
     let client = sigd.host();
     let c = client.connect("+4420001:keep", "reliable").unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // A call pending at a listener that does not answer when sigd dies.
+    let _slow = server.bind("slow", "reliable").unwrap();
+    let c2 = client.clone();
+    let pending = std::thread::spawn(move || {
+        let r = c2.connect("+4420001:slow", "reliable");
+        (r.map(|_| ()), Instant::now())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    let killed_at = Instant::now();
     sigd.kill();
+    let (r, failed_at) = pending.join().unwrap();
+    assert!(matches!(r, Err(Error::SigdGone)), "{r:?}");
+    assert!(failed_at.duration_since(killed_at) < Duration::from_secs(2));
     let (peer, e, waited) = t.join().unwrap();
     assert!(matches!(e, Error::SigdGone), "{e:?}");
     assert!(waited < Duration::from_secs(2), "{waited:?}");

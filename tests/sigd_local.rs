@@ -230,3 +230,51 @@ fn sigterm_releases_calls_and_removes_the_socket() {
     }
     drop(peer);
 }
+
+#[test]
+fn a_connection_cannot_act_on_another_connections_ids() {
+    let sigd = Sigd::start(CONF);
+    let mut owner = UnixStream::connect(&sigd.socket).unwrap();
+    owner
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    owner
+        .write_all(
+            &Message::Bind {
+                req: 1,
+                sap: "mine".into(),
+                qos: "reliable".into(),
+            }
+            .to_bytes(),
+        )
+        .unwrap();
+    let Some(Message::Ack { req: 1, id }) = read_message(&mut owner) else {
+        panic!("bind not acknowledged");
+    };
+    let mut other = UnixStream::connect(&sigd.socket).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    other
+        .write_all(
+            &Message::Unbind {
+                req: 2,
+                listener: id,
+            }
+            .to_bytes(),
+        )
+        .unwrap();
+    match read_message(&mut other) {
+        Some(Message::Refused {
+            req: 2, cause: 81, ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Still listening: the owner's listener is intact.
+    assert_eq!(sigd.stat()["listeners"].as_array().unwrap().len(), 1);
+    // And the owner's pid is what SO_PEERCRED reported.
+    assert_eq!(
+        sigd.stat()["listeners"][0]["pid"],
+        i64::from(std::process::id() as i32)
+    );
+}
