@@ -9,6 +9,7 @@ pub(crate) mod engine;
 pub mod flow;
 pub mod sched;
 pub mod sig;
+pub mod sigd;
 pub mod sim;
 pub mod time;
 pub mod transport;

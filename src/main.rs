@@ -33,6 +33,14 @@ enum Command {
     /// seed 001 §8, one by one or all (`natm perf all --out DIR`).
     #[command(subcommand)]
     Perf(cli::perf::PerfCmd),
+    /// The signalling daemon: one per host; sets calls up and down for applications,
+    /// admits guaranteed VCs, cleans up after applications that die.
+    Sigd(cli::sigd::SigdArgs),
+    /// Show what the host's sigd holds: calls, VCIs, reservations, free capacity.
+    Stat(cli::sigd::StatArgs),
+    /// A child process for the multi-process tests.
+    #[command(hide = true)]
+    TestHelper(cli::sigd::HelperArgs),
 }
 
 fn main() -> ExitCode {
@@ -44,6 +52,9 @@ fn main() -> ExitCode {
         Command::Qos(c) => cli::qos::run(c),
         Command::Sim(a) => cli::sim::run(*a),
         Command::Perf(c) => cli::perf::run(c),
+        Command::Sigd(a) => cli::sigd::run(a),
+        Command::Stat(a) => cli::sigd::stat(a),
+        Command::TestHelper(a) => cli::sigd::helper(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

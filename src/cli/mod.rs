@@ -7,6 +7,7 @@ pub(crate) mod demo;
 pub(crate) mod perf;
 pub(crate) mod plot;
 pub(crate) mod qos;
+pub(crate) mod sigd;
 pub(crate) mod sim;
 pub(crate) mod units;
 

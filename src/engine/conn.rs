@@ -561,3 +561,62 @@ impl Conn {
         out
     }
 }
+
+impl Conn {
+    /// A connection whose peer data endpoint, VCIs and cookie come from sigd: the
+    /// socket is connected to the peer at once, and both ends run the transport
+    /// handshake as in direct mode (the sending VC connects, the receiving VC listens).
+    pub(crate) fn from_signalling(
+        eng: &Engine,
+        link: UdpLink,
+        peer: SocketAddr,
+        tx: (crate::transport::TransportConfig, u16),
+        rx: (crate::transport::TransportConfig, u16),
+        level: Level,
+        weight: u32,
+    ) -> std::io::Result<std::sync::Arc<Conn>> {
+        link.connect(peer)?;
+        let now = eng.clock.now();
+        let (tx_cfg, tx_vci) = tx;
+        let (rx_cfg, rx_vci) = rx;
+        let tx = Psb::connect(
+            tx_cfg.clone(),
+            crate::flow::build(tx_cfg.flow, &tx_cfg),
+            now,
+        );
+        let rx = Psb::listen(rx_cfg);
+        let conn = std::sync::Arc::new(Conn::new(
+            eng.token(),
+            link,
+            None,
+            End::new(tx, tx_vci),
+            End::new(rx, rx_vci),
+            level,
+            weight,
+        ));
+        eng.add_conn(conn.clone())?;
+        let (mut e, cv) = conn.end(Which::Tx);
+        conn.after(eng, Which::Tx, &mut e, cv, now, usize::MAX);
+        drop(e);
+        Ok(conn)
+    }
+
+    /// sigd released the call (the peer application or its host went away): both
+    /// VCs end at once and every waiter sees "aborted by the peer".
+    pub(crate) fn abort_by_signalling(&self, eng: &Engine) {
+        let now = eng.clock.now();
+        for w in [Which::Tx, Which::Rx] {
+            let (mut e, cv) = self.end(w);
+            if e.finished() {
+                continue;
+            }
+            e.psb.abort();
+            self.after(eng, w, &mut e, cv, now, usize::MAX);
+            e.aborted = Some(AbortReason::Peer);
+            cv.notify_all();
+            if let Some(wk) = e.waker.take() {
+                wk.wake();
+            }
+        }
+    }
+}

@@ -6,6 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::sigd::Session;
 use super::{Error, Resolved, WouldBlock};
 use crate::engine::{Conn, End, Engine, ListenerShared, UdpLink, Which, VCI_BACKWARD, VCI_FORWARD};
 use crate::flow;
@@ -15,7 +16,73 @@ use crate::transport::{Psb, PsbStats, RecvError, SendError, TransportConfig};
 #[derive(Debug)]
 pub struct Listener {
     eng: Arc<Engine>,
-    shared: Arc<ListenerShared>,
+    kind: ListenerKind,
+}
+
+#[derive(Debug)]
+enum ListenerKind {
+    /// Direct mode: a UDP socket of our own.
+    Direct(Arc<ListenerShared>),
+    /// Through sigd: calls are offered over the IPC session.
+    Signalled {
+        host: super::Host,
+        session: Arc<Session>,
+        id: u64,
+    },
+}
+
+/// A call offered to a listener through sigd: who calls and with what QoS, to accept
+/// or reject before any connection exists (seed 004 §5.3). Dropping it unanswered
+/// rejects it (cause 21).
+#[derive(Debug)]
+pub struct IncomingCall {
+    /// The caller's ATM address.
+    pub caller: String,
+    /// The QoS the caller asks for, from this side (tx = what this side sends).
+    pub qos: String,
+    call: u64,
+    host: super::Host,
+    session: Arc<Session>,
+    answered: bool,
+}
+
+impl IncomingCall {
+    /// Accept: sigd admits the call on this host too, then both ends open the data path.
+    pub fn accept(mut self) -> Result<Connection, Error> {
+        self.answered = true;
+        let link = self.host.data_link()?;
+        let data = link.local_addr().map_err(Error::Io)?;
+        let call = self.call;
+        self.session
+            .request(|req| crate::wire::ipc::Message::Accept { req, call, data })?;
+        self.host.await_connected(&self.session, call, link)
+    }
+
+    /// Reject with a UNI cause (21 "call rejected" is the usual one); the caller's
+    /// `connect` fails with [`Error::Refused`] carrying it.
+    pub fn reject(mut self, cause: u8) -> Result<(), Error> {
+        self.answered = true;
+        let call = self.call;
+        self.session.forget(call);
+        self.session
+            .request(|req| crate::wire::ipc::Message::Reject { req, call, cause })
+            .map(|_| ())
+    }
+}
+
+impl Drop for IncomingCall {
+    fn drop(&mut self) {
+        if !self.answered {
+            let call = self.call;
+            self.session.forget(call);
+            self.session
+                .notify(|req| crate::wire::ipc::Message::Reject {
+                    req,
+                    call,
+                    cause: 21,
+                });
+        }
+    }
 }
 
 impl Listener {
@@ -37,23 +104,66 @@ impl Listener {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(token, shared.clone());
-        Ok(Listener { eng, shared })
+        Ok(Listener {
+            eng,
+            kind: ListenerKind::Direct(shared),
+        })
     }
 
-    /// The address callers connect to.
+    pub(super) fn signalled(host: super::Host, session: Arc<Session>, id: u64) -> Listener {
+        Listener {
+            eng: host.eng.clone(),
+            kind: ListenerKind::Signalled { host, session, id },
+        }
+    }
+
+    /// The address callers connect to (direct mode; a listener through sigd is reached
+    /// by the host's ATM address and the SAP).
     pub fn local_addr(&self) -> Result<SocketAddr, Error> {
-        self.shared.link.local_addr().map_err(Error::Io)
+        match &self.kind {
+            ListenerKind::Direct(shared) => shared.link.local_addr().map_err(Error::Io),
+            ListenerKind::Signalled { .. } => Err(Error::NeedsSigd(
+                "a listener through sigd has no socket address: callers use the host's ATM address and the SAP",
+            )),
+        }
     }
 
-    /// Wait for the next caller.
+    /// The next call offered through sigd, before any connection exists: look at the
+    /// caller and the QoS, then [`IncomingCall::accept`] or [`IncomingCall::reject`].
+    /// `None` waits until one comes (or sigd goes away).
+    pub fn next_call(&self, timeout: Option<Duration>) -> Result<IncomingCall, Error> {
+        match &self.kind {
+            ListenerKind::Direct(_) => Err(Error::NeedsSigd(
+                "direct mode cannot show a call before it connects: bind a SAP through sigd",
+            )),
+            ListenerKind::Signalled { host, session, id } => {
+                let o = session.next_offer(*id, timeout)?;
+                session.watch_call(o.call);
+                Ok(IncomingCall {
+                    caller: o.caller,
+                    qos: o.qos,
+                    call: o.call,
+                    host: host.clone(),
+                    session: session.clone(),
+                    answered: false,
+                })
+            }
+        }
+    }
+
+    /// Wait for the next caller (through sigd: accept whoever calls).
     pub fn accept(&self) -> Result<Connection, Error> {
         self.accept_timeout(None)
     }
 
     /// Wait up to `timeout` for the next caller.
     pub fn accept_timeout(&self, timeout: Option<Duration>) -> Result<Connection, Error> {
+        let shared = match &self.kind {
+            ListenerKind::Direct(s) => s,
+            ListenerKind::Signalled { .. } => return self.next_call(timeout)?.accept(),
+        };
         let until = timeout.map(|t| std::time::Instant::now() + t);
-        let mut q = self.shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(c) = q.pop_front() {
                 return Ok(Connection::from_conn(self.eng.clone(), c));
@@ -68,8 +178,7 @@ impl Listener {
                 }
                 None => Duration::from_secs(1),
             };
-            q = self
-                .shared
+            q = shared
                 .queue_cv
                 .wait_timeout(q, wait)
                 .unwrap_or_else(|p| p.into_inner())
@@ -83,21 +192,52 @@ impl Listener {
             .map_err(|_| Error::WouldBlock(WouldBlock::Empty))
     }
 
-    /// Connection requests refused because the accept backlog was full.
+    /// Connection requests refused because the accept backlog was full (direct mode).
     pub fn backlog_drops(&self) -> u64 {
-        self.shared.counters.backlog_full.load(Ordering::Relaxed)
+        match &self.kind {
+            ListenerKind::Direct(s) => s.counters.backlog_full.load(Ordering::Relaxed),
+            ListenerKind::Signalled { .. } => 0,
+        }
     }
 }
 
 impl Drop for Listener {
     fn drop(&mut self) {
-        self.eng.deregister(self.shared.link.raw_fd());
-        self.eng
-            .listeners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.shared.token);
+        match &self.kind {
+            ListenerKind::Direct(shared) => {
+                self.eng.deregister(shared.link.raw_fd());
+                self.eng
+                    .listeners
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&shared.token);
+            }
+            ListenerKind::Signalled { session, id, .. } => {
+                let listener = *id;
+                session.forget(listener);
+                session.notify(|req| crate::wire::ipc::Message::Unbind { req, listener });
+            }
+        }
     }
+}
+
+/// What the network granted a connection set up through sigd (the FORE API's
+/// returned QoS).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Granted {
+    /// Reserved rate this side sends at, payload bit/s (0: nothing reserved — not a
+    /// guaranteed VC).
+    pub tx_bps: u64,
+    /// The QoS in force, from this side (tx = what this side sends).
+    pub qos: String,
+}
+
+/// A call held through sigd.
+#[derive(Debug)]
+struct SigCall {
+    session: Arc<Session>,
+    call: u64,
+    granted: Granted,
 }
 
 /// Counters of both VCs of a connection.
@@ -126,6 +266,7 @@ pub struct ConnStats {
 pub struct Connection {
     eng: Arc<Engine>,
     conn: Arc<Conn>,
+    sig: Option<SigCall>,
 }
 
 fn map_send(e: SendError) -> Error {
@@ -143,14 +284,58 @@ fn end_error(e: &End) -> Option<Error> {
         return Some(Error::Aborted(r));
     }
     if e.connect_failed {
-        return Some(Error::Refused);
+        return Some(Error::Refused {
+            cause: 21,
+            detail: "the peer's transport refused the connection parameters".into(),
+        });
     }
     None
 }
 
 impl Connection {
     pub(super) fn from_conn(eng: Arc<Engine>, conn: Arc<Conn>) -> Connection {
-        Connection { eng, conn }
+        Connection {
+            eng,
+            conn,
+            sig: None,
+        }
+    }
+
+    /// A connection sigd set up: wait for the transport handshake on both VCs.
+    pub(super) fn signalled(
+        eng: Arc<Engine>,
+        conn: Arc<Conn>,
+        session: Arc<Session>,
+        call: u64,
+        granted: Granted,
+        timeout: Duration,
+    ) -> Result<Connection, Error> {
+        let c = Connection {
+            eng: eng.clone(),
+            conn,
+            sig: Some(SigCall {
+                session,
+                call,
+                granted,
+            }),
+        };
+        for w in [Which::Tx, Which::Rx] {
+            let up = c.conn.wait(&eng, w, Some(timeout), |e| {
+                (e.connected || e.connect_failed || e.aborted.is_some()).then_some(())
+            });
+            if up.is_none() {
+                return Err(Error::TimedOut);
+            }
+            if let Some(e) = end_error(&c.conn.end(w).0) {
+                return Err(e);
+            }
+        }
+        Ok(c)
+    }
+
+    /// What sigd granted (`None` in direct mode, where nothing is reserved).
+    pub fn granted(&self) -> Option<&Granted> {
+        self.sig.as_ref().map(|s| &s.granted)
     }
 
     pub(super) fn connect(
@@ -196,6 +381,7 @@ impl Connection {
         let c = Connection {
             eng: eng.clone(),
             conn,
+            sig: None,
         };
         // Both VCs up: ours (the accept) and the one the peer opens back.
         let up = c.conn.wait(&eng, Which::Tx, Some(timeout), |e| {
@@ -310,7 +496,9 @@ impl Connection {
                     }
                 }
                 Ok(None) => return Ok(None),
-                Err(RecvError::Aborted(r)) => return Err(Error::Aborted(r)),
+                // The end's own record wins: sigd's release marks it aborted by the
+                // peer even though the PSB was stopped from this side.
+                Err(RecvError::Aborted(r)) => return Err(Error::Aborted(e.aborted.unwrap_or(r))),
                 Err(RecvError::NotReceiver) => return Err(Error::Closed),
             }
         }
@@ -457,6 +645,17 @@ impl Drop for Connection {
             }
         }
         self.conn.mark_dropped(&self.eng);
+        if let Some(s) = self.sig.take() {
+            // The VCs close in order on the data path; sigd frees the call now
+            // (cause 16: the peer's ulib lets its data path finish).
+            let call = s.call;
+            s.session.forget(call);
+            s.session.notify(|req| crate::wire::ipc::Message::Release {
+                req,
+                call,
+                cause: 16,
+            });
+        }
     }
 }
 
@@ -486,7 +685,7 @@ impl io::Read for &Connection {
 }
 
 /// A random 32-bit value (cookies, initial sequence numbers).
-fn random_cookie() -> u32 {
+pub(super) fn random_cookie() -> u32 {
     let mut b = [0u8; 4];
     match rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()) {
         Ok(_) => u32::from_be_bytes(b),

@@ -38,9 +38,31 @@ pub enum Error {
     /// No answer from the peer within the connect timeout.
     #[error("no answer from {0} within the connect timeout: is a natm listener bound there?")]
     Unreachable(std::net::SocketAddr),
-    /// The peer refused the connection.
-    #[error("connection refused by the peer")]
-    Refused,
+    /// The call was refused (by sigd's admission control or policy, the network, or
+    /// the called application), with the UNI cause (Q.2931 Table 4-3).
+    #[error("call refused, cause {cause} ({}): {detail}", crate::wire::q2931::CauseValue::from_raw(*cause).meaning())]
+    Refused {
+        /// UNI cause value: 37 user cell rate unavailable, 47 resources unavailable,
+        /// 21 call rejected, 3 no route, 88 incompatible destination (no listener)...
+        cause: u8,
+        /// What happened, e.g. "80 Mbit/s requested, 35 Mbit/s free on the link".
+        detail: String,
+    },
+    /// The host's sigd cannot be reached.
+    #[error("cannot reach sigd at {}: {source}; start `natm sigd` (or set HostConfig::sigd_socket / $NATM_SIGD)", path.display())]
+    NoSigd {
+        /// The socket path tried.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// sigd went away (stopped or crashed) while a request was pending.
+    #[error("sigd went away: pending calls and listeners are gone; established connections keep running; retry once sigd is back")]
+    SigdGone,
+    /// The call needs sigd (an ATM address, or showing a call before it connects).
+    #[error("{0}")]
+    NeedsSigd(&'static str),
     /// The connection was aborted.
     #[error("connection aborted ({0:?}): undelivered data is lost; open a new connection")]
     Aborted(AbortReason),
@@ -69,7 +91,8 @@ impl From<Error> for io::Error {
             Error::WouldBlock(_) => io::ErrorKind::WouldBlock,
             Error::Io(e) => e.kind(),
             Error::Unreachable(_) => io::ErrorKind::TimedOut,
-            Error::Refused => io::ErrorKind::ConnectionRefused,
+            Error::Refused { .. } => io::ErrorKind::ConnectionRefused,
+            Error::NoSigd { .. } | Error::SigdGone => io::ErrorKind::NotConnected,
             Error::Aborted(_) => io::ErrorKind::ConnectionAborted,
             Error::Closed => io::ErrorKind::BrokenPipe,
             Error::TimedOut => io::ErrorKind::TimedOut,

@@ -14,22 +14,30 @@
 //!
 //! A [`Connection`] is duplex: two simplex VCs, each with its own QoS, error control
 //! and flow control (seed 000 §5.3). Calls block by default; the `try_*` calls return
-//! [`Error::WouldBlock`] with seed 003's "window full" or "over rate" instead. Until
-//! the signalling daemon takes over, addresses are the peer's UDP address ("direct
-//! mode"); [`Host::connect`] resolves the address in one place, the seam where sigd
-//! plugs in.
+//! [`Error::WouldBlock`] with seed 003's "window full" or "over rate" instead.
+//!
+//! Addresses are ATM addresses or names with an optional SAP (`"+4420001:echo"`),
+//! and calls go through the host's signalling daemon (`natm sigd`, over the Unix
+//! socket in [`HostConfig::sigd_socket`]): the listener sees each caller's address
+//! and QoS and accepts or rejects before the connection exists
+//! ([`Listener::next_call`], seed 004 §5.3), QoS is a target and a minimum and the
+//! grant comes back ([`Connection::granted`]), and refusals carry the UNI cause
+//! ([`Error::Refused`]). An IP socket address (`"127.0.0.1:7000"`) is "direct mode",
+//! the fallback without sigd: the peer's UDP address, no admission control.
 
 mod connection;
 mod error;
+mod sigd;
 
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use connection::{ConnStats, Connection, Listener, Receiver, Sender};
+pub use connection::{ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Sender};
 pub use error::{Error, WouldBlock};
 
-use crate::engine::{Engine, EngineConfig};
+use crate::engine::{Conn, Engine, EngineConfig, UdpLink};
 use crate::sched::{guaranteed_weight, Level};
 use crate::transport::TransportConfig;
 use crate::wire::qos::{Qos, Service};
@@ -48,6 +56,9 @@ pub struct HostConfig {
     pub min_rto: Duration,
     /// Give up a connect after this long.
     pub connect_timeout: Duration,
+    /// The host's sigd socket for calls to ATM addresses (`None`: direct mode only).
+    /// Default: `$NATM_SIGD`, else `/run/natm/sigd.sock`.
+    pub sigd_socket: Option<PathBuf>,
 }
 
 impl Default for HostConfig {
@@ -57,6 +68,11 @@ impl Default for HostConfig {
             reorder_threshold: 3,
             min_rto: Duration::from_millis(20),
             connect_timeout: Duration::from_secs(5),
+            sigd_socket: Some(
+                std::env::var_os("NATM_SIGD")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(crate::sigd::config::DEFAULT_SOCKET)),
+            ),
         }
     }
 }
@@ -66,6 +82,56 @@ impl Default for HostConfig {
 pub struct Host {
     eng: Arc<Engine>,
     cfg: HostConfig,
+    sigd: Option<Arc<sigd::SigdClient>>,
+}
+
+/// Where a call goes: an IP socket address (direct mode) or an ATM address or name
+/// with an optional `:SAP` (through sigd).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The peer's UDP address: direct mode.
+    Ip(SocketAddr),
+    /// "ATM address or name[:SAP]" (for `bind`: "[address]:SAP" or "SAP").
+    Atm(String),
+}
+
+/// Anything [`Host::connect`] and [`Host::bind`] take as an address.
+pub trait IntoTarget {
+    /// The target.
+    fn into_target(self) -> Target;
+}
+
+impl IntoTarget for SocketAddr {
+    fn into_target(self) -> Target {
+        Target::Ip(self)
+    }
+}
+
+impl IntoTarget for &str {
+    fn into_target(self) -> Target {
+        match self.trim().parse::<SocketAddr>() {
+            Ok(a) => Target::Ip(a),
+            Err(_) => Target::Atm(self.trim().to_owned()),
+        }
+    }
+}
+
+impl IntoTarget for String {
+    fn into_target(self) -> Target {
+        self.as_str().into_target()
+    }
+}
+
+impl IntoTarget for &String {
+    fn into_target(self) -> Target {
+        self.as_str().into_target()
+    }
+}
+
+impl IntoTarget for Target {
+    fn into_target(self) -> Target {
+        self
+    }
 }
 
 /// What a QoS resolves to on this host.
@@ -80,7 +146,11 @@ impl Host {
     /// Start a host's engine.
     pub fn open(cfg: HostConfig) -> Result<Host, Error> {
         let eng = Engine::start(cfg.engine.clone()).map_err(Error::Io)?;
-        Ok(Host { eng, cfg })
+        let sigd = cfg
+            .sigd_socket
+            .clone()
+            .map(|p| Arc::new(sigd::SigdClient::new(p, Arc::downgrade(&eng))));
+        Ok(Host { eng, cfg, sigd })
     }
 
     fn resolve_qos(&self, qos: &str) -> Result<Resolved, Error> {
@@ -101,30 +171,155 @@ impl Host {
         Ok(Resolved { cfg, level, weight })
     }
 
-    /// Direct mode: the address is the peer's UDP address. sigd replaces this with
-    /// the ATM address directory (the seam for signalling).
-    fn resolve_addr(addr: impl ToSocketAddrs) -> Result<SocketAddr, Error> {
-        addr.to_socket_addrs()
-            .map_err(Error::Io)?
-            .next()
-            .ok_or(Error::NoAddress)
+    fn session(&self) -> Result<Arc<sigd::Session>, Error> {
+        match &self.sigd {
+            Some(c) => c.session(),
+            None => Err(Error::NeedsSigd(
+                "an ATM address needs sigd: set HostConfig::sigd_socket, or give an IP socket address for direct mode",
+            )),
+        }
     }
 
-    /// Listen for connections at `addr` with `qos` (Linux-ATM QoS text, e.g.
-    /// `"reliable"`, `"cbr:pcr=10Mbps"`): it bounds what callers get and sets the
-    /// VC back to them.
-    pub fn bind(&self, addr: impl ToSocketAddrs, qos: &str) -> Result<Listener, Error> {
+    /// Listen with `qos` (Linux-ATM QoS text, e.g. `"reliable"`, `"cbr:pcr=10Mbps"`).
+    /// Through sigd, `addr` is a SAP ("echo"), optionally on one of this host's
+    /// addresses ("+4420001:echo"); in direct mode it is a UDP address to bind.
+    pub fn bind(&self, addr: impl IntoTarget, qos: &str) -> Result<Listener, Error> {
         let r = self.resolve_qos(qos)?;
-        let addr = Self::resolve_addr(addr)?;
-        Listener::bind(self.eng.clone(), addr, r)
+        match addr.into_target() {
+            Target::Ip(a) => Listener::bind(self.eng.clone(), a, r),
+            Target::Atm(sap) => {
+                let session = self.session()?;
+                let id = session.request(|req| crate::wire::ipc::Message::Bind {
+                    req,
+                    sap: sap.clone(),
+                    qos: qos.to_owned(),
+                })?;
+                Ok(Listener::signalled(self.clone(), session, id))
+            }
+        }
     }
 
-    /// Connect to a listener with `qos` for both directions; blocks until both VCs
-    /// are set up or the connect timeout passes.
-    pub fn connect(&self, addr: impl ToSocketAddrs, qos: &str) -> Result<Connection, Error> {
+    /// Connect with `qos` for both directions; blocks until both VCs are set up, the
+    /// call is refused, or the connect timeout passes. `addr` is an ATM address or
+    /// name with an optional `:SAP` (through sigd), or an IP socket address (direct).
+    pub fn connect(&self, addr: impl IntoTarget, qos: &str) -> Result<Connection, Error> {
         let r = self.resolve_qos(qos)?;
-        let addr = Self::resolve_addr(addr)?;
-        Connection::connect(self.eng.clone(), addr, r, self.cfg.connect_timeout)
+        match addr.into_target() {
+            Target::Ip(a) => Connection::connect(self.eng.clone(), a, r, self.cfg.connect_timeout),
+            Target::Atm(called) => self.connect_signalled(&called, qos),
+        }
+    }
+
+    fn data_link(&self) -> Result<UdpLink, Error> {
+        let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
+        UdpLink::bind(any, self.eng.cfg.socket_rcvbuf, self.eng.cfg.socket_sndbuf)
+            .map_err(Error::Io)
+    }
+
+    fn connect_signalled(&self, called: &str, qos: &str) -> Result<Connection, Error> {
+        use crate::wire::ipc::Message;
+        let session = self.session()?;
+        let link = self.data_link()?;
+        let data = link.local_addr().map_err(Error::Io)?;
+        let call = session.request(|req| Message::Connect {
+            req,
+            called: called.to_owned(),
+            qos: qos.to_owned(),
+            data,
+        })?;
+        self.await_connected(&session, call, link)
+    }
+
+    /// Wait for sigd's `Connected` for `call`, then open the data path.
+    pub(crate) fn await_connected(
+        &self,
+        session: &Arc<sigd::Session>,
+        call: u64,
+        link: UdpLink,
+    ) -> Result<Connection, Error> {
+        use crate::wire::ipc::Message;
+        match session.call_event(call, self.cfg.connect_timeout) {
+            Ok(sigd::CallEvent::Connected {
+                peer,
+                cookie,
+                tx_vci,
+                rx_vci,
+                granted_bps,
+                qos,
+            }) => {
+                let r = match self.resolve_qos(&qos) {
+                    Ok(r) => r,
+                    Err(e) => {
+                        session.notify(|req| Message::Release {
+                            req,
+                            call,
+                            cause: 73,
+                        });
+                        session.forget(call);
+                        return Err(e);
+                    }
+                };
+                let mut tx_cfg = r.cfg.clone();
+                tx_cfg.cookie = Some(cookie);
+                tx_cfg.isn = connection::random_cookie();
+                let mut rx_cfg = r.cfg;
+                rx_cfg.cookie = Some(cookie);
+                let conn = Conn::from_signalling(
+                    &self.eng,
+                    link,
+                    peer,
+                    (tx_cfg, tx_vci),
+                    (rx_cfg, rx_vci),
+                    r.level,
+                    r.weight,
+                )
+                .map_err(Error::Io)?;
+                session.established(call, &conn);
+                let granted = Granted {
+                    tx_bps: granted_bps,
+                    qos,
+                };
+                Connection::signalled(
+                    self.eng.clone(),
+                    conn,
+                    session.clone(),
+                    call,
+                    granted,
+                    self.cfg.connect_timeout,
+                )
+            }
+            Ok(sigd::CallEvent::Released { cause, detail }) => {
+                session.forget(call);
+                Err(Error::Refused { cause, detail })
+            }
+            Err(e) => {
+                // No answer in time: give the call up so sigd frees it (cause 102,
+                // recovery on timer expiry).
+                session.notify(|req| Message::Release {
+                    req,
+                    call,
+                    cause: 102,
+                });
+                session.forget(call);
+                Err(e)
+            }
+        }
+    }
+
+    /// Ask sigd for its state (the JSON of `natm stat --json`).
+    pub fn sigd_stat(&self) -> Result<String, Error> {
+        self.session()?.stat()
+    }
+
+    /// Add an ATM address to this host's directory while this host's sigd session
+    /// lives (calls to it then reach this host's listeners).
+    pub fn register_address(&self, address: &str) -> Result<(), Error> {
+        self.session()?
+            .request(|req| crate::wire::ipc::Message::Register {
+                req,
+                address: address.to_owned(),
+            })
+            .map(|_| ())
     }
 
     /// The configuration.

@@ -14,6 +14,7 @@ pub mod aal5;
 pub mod addr;
 pub mod cell;
 pub mod crc;
+pub mod ipc;
 pub mod pcap;
 pub mod q2931;
 pub mod qos;

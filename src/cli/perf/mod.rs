@@ -9,6 +9,7 @@
 //! never their size.
 
 mod all;
+mod calls;
 mod cost;
 mod fit;
 mod guaranteed;
@@ -71,6 +72,8 @@ pub(crate) enum PerfCmd {
     LossPeer(loss::PeerArgs),
     /// The whole suite within a bounded time: report.md, JSON and figures in --out.
     All(all::AllArgs),
+    /// Call setup and release through two sigds on loopback, direct mode as reference.
+    Calls(calls::CallsArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -264,6 +267,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Loss(a) => loss::cmd(&a),
         #[cfg(feature = "quic")]
         PerfCmd::LossPeer(a) => loss::peer(&a),
+        PerfCmd::Calls(a) => calls::run(&a),
         PerfCmd::Stacks => {
             let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
             for e in STACKS {

@@ -1,0 +1,270 @@
+//! `natm perf calls`: call setup and release through two sigds on loopback (issue 6's
+//! goal: median setup ≤ 200 µs, ≥ 5,000 setups/s; seed 004 measured tens of ms).
+//!
+//! Two `natm sigd` processes (hosts A and B) talk UNI signalling over UDP; an
+//! application on A calls a listener on B and releases at once, over and over. A
+//! setup is timed from `connect` to its return: SETUP, CALL PROCEEDING, the listener's
+//! accept, CONNECT, and the transport handshake on both VCs. The reference, measured
+//! in the same run and interleaved, is direct mode: the transport handshake alone
+//! between the same two hosts, with no sigd.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use serde_json::json;
+
+use super::report::machine;
+use super::stats::{median, percentile};
+use crate::cli::CliResult;
+use natm::ulib::{Host, HostConfig, Listener};
+
+/// `natm perf calls`.
+#[derive(Debug, Args)]
+pub(crate) struct CallsArgs {
+    /// Calls per run and mode.
+    #[arg(long, default_value_t = 1000)]
+    calls: usize,
+    /// Runs, each mode once per run (interleaved); the report gives medians of runs.
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Callers at once (each sets up and releases in a loop).
+    #[arg(long, default_value_t = 1)]
+    parallel: usize,
+    /// QoS of the calls.
+    #[arg(long, default_value = "reliable")]
+    qos: String,
+    /// Print one JSON document instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// The two sigd processes, killed on drop.
+struct Daemons {
+    children: Vec<Child>,
+    dir: PathBuf,
+}
+
+impl Drop for Daemons {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> Result<SocketAddr, String> {
+    UdpSocket::bind("127.0.0.1:0")
+        .and_then(|s| s.local_addr())
+        .map_err(|e| format!("no free UDP port: {e}"))
+}
+
+fn spawn_sigd(
+    exe: &Path,
+    socket: &Path,
+    me: SocketAddr,
+    addr: &str,
+    peer: SocketAddr,
+    peer_addr: &str,
+) -> Result<Child, String> {
+    Command::new(exe)
+        .arg("sigd")
+        .arg("--socket")
+        .arg(socket)
+        .args(["--signalling", &me.to_string(), "--address", addr])
+        .args(["--route", &format!("{peer_addr}={peer}")])
+        .args(["--tpdu-cost-ns", "1000"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map_err(|e| format!("cannot start {} sigd: {e}", exe.display()))
+}
+
+fn wait_for(socket: &Path) -> Result<(), String> {
+    let until = Instant::now() + Duration::from_secs(10);
+    while UnixStream::connect(socket).is_err() {
+        if Instant::now() > until {
+            return Err(format!("sigd did not come up at {}", socket.display()));
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    Ok(())
+}
+
+fn host(socket: &Path) -> Result<Host, String> {
+    Host::open(HostConfig {
+        sigd_socket: Some(socket.to_owned()),
+        ..HostConfig::default()
+    })
+    .map_err(|e| e.to_string())
+}
+
+/// Accept every call until told to stop; each connection is dropped once the caller
+/// has closed (a receiver that closes first would abort the caller's VC).
+fn serve(l: Listener, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+    thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(100))) {
+                thread::spawn(
+                    move || {
+                        while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
+                    },
+                );
+            }
+        }
+    })
+}
+
+/// One run of one mode: per-call setup times (ns) and calls per second.
+fn run_mode(
+    client: &Host,
+    target: &str,
+    qos: &str,
+    calls: usize,
+    parallel: usize,
+) -> Result<(Vec<u64>, f64), String> {
+    let start = Instant::now();
+    let per = calls.div_ceil(parallel.max(1));
+    let workers: Vec<_> = (0..parallel.max(1))
+        .map(|_| {
+            let (h, t, q) = (client.clone(), target.to_owned(), qos.to_owned());
+            thread::spawn(move || -> Result<Vec<u64>, String> {
+                let mut v = Vec::with_capacity(per);
+                for _ in 0..per {
+                    let t0 = Instant::now();
+                    let c = h
+                        .connect(t.as_str(), &q)
+                        .map_err(|e| format!("call to {t}: {e}"))?;
+                    v.push(t0.elapsed().as_nanos() as u64);
+                    // Release: close in order, then drop (sigd frees the call).
+                    c.close();
+                    drop(c);
+                }
+                Ok(v)
+            })
+        })
+        .collect();
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(
+            w.join()
+                .map_err(|_| "a caller thread panicked".to_string())??,
+        );
+    }
+    let secs = start.elapsed().as_secs_f64();
+    let rate = all.len() as f64 / secs;
+    all.sort_unstable();
+    Ok((all, rate))
+}
+
+pub(crate) fn run(a: &CallsArgs) -> CliResult {
+    if a.runs == 0 || a.calls == 0 {
+        return Err("--runs and --calls must be at least 1".into());
+    }
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let dir = std::env::temp_dir().join(format!("natm-perf-calls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let (pa, pb) = (free_port()?, free_port()?);
+    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
+    let mut d = Daemons {
+        children: Vec::new(),
+        dir,
+    };
+    d.children
+        .push(spawn_sigd(&exe, &sa, pa, "+4420001", pb, "+4420002")?);
+    d.children
+        .push(spawn_sigd(&exe, &sb, pb, "+4420002", pa, "+4420001")?);
+    wait_for(&sa)?;
+    wait_for(&sb)?;
+    let (ha, hb) = (host(&sa)?, host(&sb)?);
+    let stop = Arc::new(AtomicBool::new(false));
+    let via_sigd = hb.bind("perf", &a.qos).map_err(|e| e.to_string())?;
+    let direct = hb.bind("127.0.0.1:0", &a.qos).map_err(|e| e.to_string())?;
+    let direct_addr = direct.local_addr().map_err(|e| e.to_string())?.to_string();
+    let servers = [serve(via_sigd, stop.clone()), serve(direct, stop.clone())];
+    // Warm up both paths (the signalling link comes up on the first call).
+    run_mode(&ha, "+4420002:perf", &a.qos, 20, 1)?;
+    run_mode(&ha, &direct_addr, &a.qos, 20, 1)?;
+    let mut runs: Vec<[(Vec<u64>, f64); 2]> = Vec::new();
+    for _ in 0..a.runs {
+        let s = run_mode(&ha, "+4420002:perf", &a.qos, a.calls, a.parallel)?;
+        let r = run_mode(&ha, &direct_addr, &a.qos, a.calls, a.parallel)?;
+        runs.push([s, r]);
+    }
+    stop.store(true, Ordering::Relaxed);
+    for s in servers {
+        let _ = s.join();
+    }
+    drop(d);
+    let summarise = |i: usize| {
+        let med = median(
+            &runs
+                .iter()
+                .map(|r| percentile(&r[i].0, 0.5).unwrap_or(0) as f64)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or(0.0);
+        let p99 = median(
+            &runs
+                .iter()
+                .map(|r| percentile(&r[i].0, 0.99).unwrap_or(0) as f64)
+                .collect::<Vec<_>>(),
+        )
+        .unwrap_or(0.0);
+        let rate = median(&runs.iter().map(|r| r[i].1).collect::<Vec<_>>()).unwrap_or(0.0);
+        (med, p99, rate)
+    };
+    let (sm, sp, sr) = summarise(0);
+    let (dm, dp, dr) = summarise(1);
+    if a.json {
+        let doc = json!({
+            "experiment": "calls",
+            "calls_per_run": a.calls,
+            "runs": a.runs,
+            "parallel": a.parallel,
+            "qos": a.qos,
+            "sigd": {"median_setup_us": sm / 1e3, "p99_setup_us": sp / 1e3, "setups_per_s": sr},
+            "direct": {"median_setup_us": dm / 1e3, "p99_setup_us": dp / 1e3, "setups_per_s": dr},
+            "ratio_median_setup": if dm > 0.0 { sm / dm } else { 0.0 },
+            "machine": machine(),
+        });
+        println!("{doc}");
+    } else {
+        println!(
+            "call setup + release, {} calls x {} runs, {} caller(s), qos {}",
+            a.calls, a.runs, a.parallel, a.qos
+        );
+        println!(
+            "{:<28} {:>14} {:>14} {:>12}",
+            "mode", "median setup", "p99 setup", "setups/s"
+        );
+        println!(
+            "{:<28} {:>11.0} µs {:>11.0} µs {:>12.0}",
+            "two sigds (UNI signalling)",
+            sm / 1e3,
+            sp / 1e3,
+            sr
+        );
+        println!(
+            "{:<28} {:>11.0} µs {:>11.0} µs {:>12.0}",
+            "direct mode (reference)",
+            dm / 1e3,
+            dp / 1e3,
+            dr
+        );
+        if dm > 0.0 {
+            println!("median setup through sigd: {:.2}x direct mode", sm / dm);
+        }
+    }
+    Ok(())
+}

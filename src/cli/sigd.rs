@@ -1,0 +1,298 @@
+//! `natm sigd` (the signalling daemon) and `natm stat` (what it holds).
+
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+
+use super::{outln, CliResult};
+use natm::sigd::config::{ConfigFile, RouteSection, DEFAULT_SOCKET};
+use natm::sigd::Daemon;
+use natm::wire::ipc::{Decoder, Message};
+
+/// `natm sigd`: one per host. Applications reach it over a Unix socket; peers' sigds
+/// over UDP.
+#[derive(Debug, Args)]
+#[command(after_long_help = SIGD_HELP)]
+pub(crate) struct SigdArgs {
+    /// TOML configuration file (examples/sigd.toml shows every key); flags override it.
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// This host's ATM address (NSAP like 47.0005.80ffe1000000f21a26d8.0020ea000ee0.00,
+    /// E.164 like +4420123456, or a name from --hosts). Repeat for several.
+    #[arg(long = "address", short = 'a')]
+    addresses: Vec<String>,
+    /// Unix-domain socket for applications [default: /run/natm/sigd.sock].
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// UDP endpoint for signalling with peer sigds [default: 127.0.0.1:2905].
+    #[arg(long)]
+    signalling: Option<String>,
+    /// IP address applications' data sockets are reached at [default: the
+    /// signalling endpoint's].
+    #[arg(long)]
+    data_ip: Option<String>,
+    /// Linux-ATM hosts file for names (/etc/hosts.atm format).
+    #[arg(long)]
+    hosts: Option<PathBuf>,
+    /// Route: ATM address prefix = peer sigd endpoint, e.g. 47.0005=192.0.2.7:2905 or
+    /// '*=192.0.2.7:2905'. Repeat for several; they add to the file's.
+    #[arg(long = "route", value_name = "PREFIX=PEER")]
+    routes: Vec<String>,
+    /// Link rate each way for admission control, e.g. 100Mbps [default: 1Gbps].
+    #[arg(long)]
+    capacity: Option<String>,
+    /// Cost of one TPDU in ns instead of measuring it at start.
+    #[arg(long)]
+    tpdu_cost_ns: Option<u64>,
+    /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+const SIGD_HELP: &str = "\
+How it fits together:
+  Each host runs one sigd. Applications (ulib) connect to its Unix socket; sigd
+  answers every request at once, sets calls up with the called host's sigd (UNI
+  signalling, Q.2931 over SSCOP, carried in UDP), reserves bandwidth and CPU for
+  guaranteed VCs, and hands both applications the other's data endpoint, the VCIs
+  and a cookie. Data never passes through sigd.
+
+Examples:
+  natm sigd --address +4420001 --signalling 192.0.2.1:2905 \\
+            --route '+4420002=192.0.2.2:2905' --capacity 100Mbps
+  natm sigd --config /etc/natm/sigd.toml -v
+  natm stat                      # calls, VCIs, reservations, free capacity
+
+Stop with SIGTERM or Ctrl-C: every call is released and the socket removed.
+Logs go to stderr; RUST_LOG=natm=debug for more.";
+
+fn init_logs(verbose: u8) {
+    let default = match verbose {
+        0 => "info",
+        1 => "debug",
+        _ => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+pub(crate) fn run(a: SigdArgs) -> CliResult {
+    init_logs(a.verbose);
+    let mut file = match &a.config {
+        Some(p) => ConfigFile::load(p).map_err(|e| e.to_string())?,
+        None => ConfigFile::default(),
+    };
+    if !a.addresses.is_empty() {
+        file.addresses = a.addresses;
+    }
+    if a.socket.is_some() {
+        file.socket = a.socket;
+    }
+    if a.signalling.is_some() {
+        file.signalling = a.signalling;
+    }
+    if a.data_ip.is_some() {
+        file.data_ip = a.data_ip;
+    }
+    if a.hosts.is_some() {
+        file.hosts = a.hosts;
+    }
+    if a.capacity.is_some() {
+        file.link.capacity = a.capacity;
+    }
+    if a.tpdu_cost_ns.is_some() {
+        file.link.tpdu_cost_ns = a.tpdu_cost_ns;
+    }
+    for r in a.routes {
+        let Some((prefix, peer)) = r.split_once('=') else {
+            return Err(format!(
+                "--route {r}: write PREFIX=PEER, e.g. --route '47.0005=192.0.2.7:2905'"
+            ));
+        };
+        file.directory.push(RouteSection {
+            prefix: prefix.into(),
+            peer: peer.into(),
+        });
+    }
+    let cfg = file.check().map_err(|e| e.to_string())?;
+    let mut d = Daemon::bind(cfg).map_err(|e| format!("sigd: {e}"))?;
+    d.handle_signals()
+        .map_err(|e| format!("sigd: signals: {e}"))?;
+    d.run().map_err(|e| format!("sigd: {e}"))
+}
+
+/// `natm stat`: ask the host's sigd what it holds.
+#[derive(Debug, Args)]
+pub(crate) struct StatArgs {
+    /// sigd's socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// Print sigd's JSON document instead of tables.
+    #[arg(long)]
+    json: bool,
+}
+
+fn ask_stat(path: &PathBuf) -> Result<String, String> {
+    let mut s = UnixStream::connect(path).map_err(|e| {
+        format!(
+            "cannot reach sigd at {}: {e}; is `natm sigd` running (or give --socket)?",
+            path.display()
+        )
+    })?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(|e| e.to_string())?;
+    s.write_all(&Message::Stat { req: 1 }.to_bytes())
+        .map_err(|e| format!("writing to sigd: {e}"))?;
+    let mut dec = Decoder::new();
+    let mut buf = [0u8; 16384];
+    loop {
+        if let Some(m) = dec.next_message().map_err(|e| e.to_string())? {
+            return match m {
+                Message::StatReply { json, .. } => Ok(json),
+                Message::Error { detail, .. } => Err(format!("sigd: {detail}")),
+                other => Err(format!("sigd answered {other:?}")),
+            };
+        }
+        let n = s
+            .read(&mut buf)
+            .map_err(|e| format!("reading from sigd: {e}"))?;
+        if n == 0 {
+            return Err("sigd closed the connection".into());
+        }
+        dec.push(&buf[..n]);
+    }
+}
+
+fn rate(bps: u64) -> String {
+    format!("{:.1} Mbit/s", bps as f64 / 1e6)
+}
+
+pub(crate) fn stat(a: StatArgs) -> CliResult {
+    let path = a
+        .socket
+        .or_else(|| std::env::var_os("NATM_SIGD").map(PathBuf::from))
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+    let json = ask_stat(&path)?;
+    if a.json {
+        outln!("{json}");
+        return Ok(());
+    }
+    let v: serde_json::Value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    let u = |k: &str| v[k].as_u64().unwrap_or(0);
+    outln!(
+        "sigd {}  addresses {}",
+        v["signalling"].as_str().unwrap_or("?"),
+        v["addresses"]
+    );
+    outln!(
+        "link {} each way: free out {}, free in {}",
+        rate(u("capacity_bps")),
+        rate(u("free_out_bps")),
+        rate(u("free_in_bps"))
+    );
+    outln!(
+        "cpu: {} ns per TPDU, {:.0}% of a core free of {:.0}% for guaranteed VCs",
+        u("tpdu_cost_ns"),
+        u("cpu_free_ns_per_s") as f64 / 1e7,
+        u("cpu_budget_ns_per_s") as f64 / 1e7
+    );
+    outln!(
+        "applications {}  VCIs in use {}",
+        u("applications"),
+        u("vcis_in_use")
+    );
+    outln!("");
+    outln!(
+        "{:<16} {:<8} {:<3} {:>5} {:>5} {:>12} {:>12} {:>7}  {:<24} qos",
+        "call",
+        "state",
+        "dir",
+        "txvci",
+        "rxvci",
+        "res out",
+        "res in",
+        "pid",
+        "remote"
+    );
+    for c in v["calls"].as_array().into_iter().flatten() {
+        let remote = format!(
+            "{}{}{}",
+            c["remote"].as_str().unwrap_or(""),
+            if c["sap"].as_str().unwrap_or("").is_empty() {
+                ""
+            } else {
+                ":"
+            },
+            c["sap"].as_str().unwrap_or("")
+        );
+        outln!(
+            "{:<16} {:<8} {:<3} {:>5} {:>5} {:>12} {:>12} {:>7}  {:<24} {}",
+            c["id"].as_str().unwrap_or(""),
+            c["state"].as_str().unwrap_or(""),
+            c["direction"].as_str().unwrap_or(""),
+            c["tx_vci"],
+            c["rx_vci"],
+            rate(c["reserved_out_bps"].as_u64().unwrap_or(0)),
+            rate(c["reserved_in_bps"].as_u64().unwrap_or(0)),
+            c["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
+            remote,
+            c["qos"].as_str().unwrap_or("")
+        );
+    }
+    outln!("");
+    outln!("{:<16} {:<8} {:>7}  qos", "listener", "sap", "pid");
+    for l in v["listeners"].as_array().into_iter().flatten() {
+        outln!(
+            "{:<16} {:<8} {:>7}  {}",
+            l["id"].as_str().unwrap_or(""),
+            l["sap"].as_str().unwrap_or(""),
+            l["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
+            l["qos"].as_str().unwrap_or("")
+        );
+    }
+    outln!("");
+    outln!("counters {}", v["counters"]);
+    Ok(())
+}
+
+/// `natm test-helper`: a child process for the multi-process tests (hidden).
+#[derive(Debug, Args)]
+pub(crate) struct HelperArgs {
+    /// sigd socket.
+    #[arg(long)]
+    socket: PathBuf,
+    /// Called address[:SAP].
+    #[arg(long)]
+    connect: String,
+    /// QoS text.
+    #[arg(long, default_value = "reliable")]
+    qos: String,
+}
+
+/// Connect through sigd, print "connected <local data endpoint>", send one message,
+/// then wait (to be killed).
+pub(crate) fn helper(a: HelperArgs) -> CliResult {
+    let cfg = natm::ulib::HostConfig {
+        sigd_socket: Some(a.socket),
+        ..natm::ulib::HostConfig::default()
+    };
+    let host = natm::ulib::Host::open(cfg).map_err(|e| e.to_string())?;
+    let c = host
+        .connect(a.connect.as_str(), &a.qos)
+        .map_err(|e| e.to_string())?;
+    c.send(b"hello from the helper")
+        .map_err(|e| e.to_string())?;
+    let local: Option<SocketAddr> = c.local_addr().ok();
+    outln!("connected {}", local.map_or("?".into(), |l| l.to_string()));
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,439 @@
+//! ulib's side of the IPC with the host's sigd (`crate::wire::ipc`): one Unix stream
+//! per host, a reader thread that files answers and events, and callers that wait
+//! for them with a timeout. No call can block forever: every wait is bounded, and if
+//! sigd goes away every waiter fails at once with [`Error::SigdGone`].
+//!
+//! The reader thread also watches established calls: a `Released` from sigd (the
+//! peer application died or released) aborts the connection's VCs at once, so the
+//! application sees "aborted by the peer" without waiting for a transport timeout.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+use super::Error;
+use crate::engine::{Conn, Engine};
+use crate::wire::ipc::{Decoder, Message};
+
+/// How long sigd has to answer a request (it answers at once unless it is hung).
+pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What sigd said about a call after the immediate answer.
+#[derive(Debug, Clone)]
+pub(crate) enum CallEvent {
+    Connected {
+        peer: SocketAddr,
+        cookie: u32,
+        tx_vci: u16,
+        rx_vci: u16,
+        granted_bps: u64,
+        qos: String,
+    },
+    Released {
+        cause: u8,
+        detail: String,
+    },
+}
+
+/// An incoming call as sigd offered it.
+#[derive(Debug, Clone)]
+pub(crate) struct Offer {
+    pub(crate) call: u64,
+    pub(crate) caller: String,
+    pub(crate) qos: String,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    waiting: HashSet<u64>,
+    answers: HashMap<u64, Message>,
+    /// Ids sigd assigned to this session (calls and listeners), each with what came
+    /// for it; created when the `Ack` arrives, so nothing that follows it is lost.
+    slots: HashMap<u64, Slot>,
+    /// Established calls: the engine connection to abort on `Released`.
+    live: HashMap<u64, Weak<Conn>>,
+    gone: Option<String>,
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    events: VecDeque<CallEvent>,
+    offers: VecDeque<Offer>,
+}
+
+/// One IPC session with sigd.
+#[derive(Debug)]
+pub(crate) struct Session {
+    writer: Mutex<UnixStream>,
+    next_req: AtomicU64,
+    state: Mutex<State>,
+    cv: Condvar,
+    eng: Weak<Engine>,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        // Unblocks the reader thread; sigd releases whatever this session still held.
+        if let Ok(w) = self.writer.lock() {
+            let _ = w.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Session {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn open(path: &Path, eng: Weak<Engine>) -> Result<Arc<Session>, Error> {
+        let s = UnixStream::connect(path).map_err(|e| Error::NoSigd {
+            path: path.to_owned(),
+            source: e,
+        })?;
+        let reader = s.try_clone().map_err(Error::Io)?;
+        let session = Arc::new(Session {
+            writer: Mutex::new(s),
+            next_req: AtomicU64::new(1),
+            state: Mutex::new(State::default()),
+            cv: Condvar::new(),
+            eng,
+        });
+        let weak = Arc::downgrade(&session);
+        std::thread::Builder::new()
+            .name("natm-sigd-ipc".into())
+            .spawn(move || read_loop(reader, weak))
+            .map_err(Error::Io)?;
+        Ok(session)
+    }
+
+    pub(crate) fn is_gone(&self) -> bool {
+        self.lock().gone.is_some()
+    }
+
+    /// Send a request built around a fresh `req` tag; with `wait`, the caller will
+    /// collect the answer with [`Session::answer`].
+    fn send(&self, build: impl FnOnce(u64) -> Message, wait: bool) -> Result<u64, Error> {
+        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
+        let m = build(req);
+        {
+            let mut st = self.lock();
+            if st.gone.is_some() {
+                return Err(Error::SigdGone);
+            }
+            if wait {
+                st.waiting.insert(req);
+            }
+        }
+        let bytes = m.to_bytes();
+        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        if w.write_all(&bytes).is_err() {
+            drop(w);
+            self.mark_gone("writing to sigd failed".into());
+            return Err(Error::SigdGone);
+        }
+        Ok(req)
+    }
+
+    /// The immediate answer to `req`: `Ok(id)` or the refusal as an error.
+    fn answer(&self, req: u64) -> Result<u64, Error> {
+        match self.answer_raw(req)? {
+            Message::Ack { id, .. } => Ok(id),
+            Message::Refused { cause, detail, .. } => Err(Error::Refused { cause, detail }),
+            _ => Err(Error::SigdGone),
+        }
+    }
+
+    /// sigd's state as JSON (`natm stat --json`).
+    pub(crate) fn stat(&self) -> Result<String, Error> {
+        let req = self.send(|req| Message::Stat { req }, true)?;
+        match self.answer_raw(req)? {
+            Message::StatReply { json, .. } => Ok(json),
+            _ => Err(Error::SigdGone),
+        }
+    }
+
+    fn answer_raw(&self, req: u64) -> Result<Message, Error> {
+        let until = Instant::now() + ANSWER_TIMEOUT;
+        let mut st = self.lock();
+        loop {
+            if let Some(m) = st.answers.remove(&req) {
+                st.waiting.remove(&req);
+                return Ok(m);
+            }
+            if st.gone.is_some() {
+                st.waiting.remove(&req);
+                return Err(Error::SigdGone);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                st.waiting.remove(&req);
+                return Err(Error::TimedOut);
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Send a request and wait for its immediate answer.
+    pub(crate) fn request(&self, build: impl FnOnce(u64) -> Message) -> Result<u64, Error> {
+        let req = self.send(build, true)?;
+        self.answer(req)
+    }
+
+    /// Send a request whose answer nobody waits for (releases from `Drop`).
+    pub(crate) fn notify(&self, build: impl FnOnce(u64) -> Message) {
+        let _ = self.send(build, false);
+    }
+
+    /// Wait for the next event of `call`, up to `timeout`.
+    pub(crate) fn call_event(&self, call: u64, timeout: Duration) -> Result<CallEvent, Error> {
+        let until = Instant::now() + timeout;
+        let mut st = self.lock();
+        loop {
+            if let Some(e) = st.slots.get_mut(&call).and_then(|q| q.events.pop_front()) {
+                return Ok(e);
+            }
+            if st.gone.is_some() {
+                return Err(Error::SigdGone);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return Err(Error::TimedOut);
+            }
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Collect events for a call this session learnt of from an offer.
+    pub(crate) fn watch_call(&self, call: u64) {
+        self.lock().slots.entry(call).or_default();
+    }
+
+    /// Forget an id (a call that ended, a listener that closed).
+    pub(crate) fn forget(&self, id: u64) {
+        let mut st = self.lock();
+        st.slots.remove(&id);
+        st.live.remove(&id);
+    }
+
+    /// From now on, a `Released` for `call` aborts `conn`.
+    pub(crate) fn established(&self, call: u64, conn: &Arc<Conn>) {
+        let mut st = self.lock();
+        // A release that raced with the setup is applied at once.
+        let released = st.slots.remove(&call).is_some_and(|q| {
+            q.events
+                .iter()
+                .any(|e| matches!(e, CallEvent::Released { cause, .. } if *cause != 16))
+        });
+        if released {
+            drop(st);
+            if let Some(eng) = self.eng.upgrade() {
+                conn.abort_by_signalling(&eng);
+            }
+            return;
+        }
+        st.live.insert(call, Arc::downgrade(conn));
+    }
+
+    /// The next offer to `listener`, waiting up to `timeout` (`None`: until one comes
+    /// or sigd goes away).
+    pub(crate) fn next_offer(
+        &self,
+        listener: u64,
+        timeout: Option<Duration>,
+    ) -> Result<Offer, Error> {
+        let until = timeout.map(|t| Instant::now() + t);
+        let mut st = self.lock();
+        loop {
+            if let Some(o) = st
+                .slots
+                .get_mut(&listener)
+                .and_then(|q| q.offers.pop_front())
+            {
+                return Ok(o);
+            }
+            if st.gone.is_some() {
+                return Err(Error::SigdGone);
+            }
+            let left = match until {
+                Some(u) => {
+                    let l = u.saturating_duration_since(Instant::now());
+                    if l.is_zero() {
+                        return Err(Error::TimedOut);
+                    }
+                    l
+                }
+                None => Duration::from_secs(1),
+            };
+            st = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    fn mark_gone(&self, why: String) {
+        let mut st = self.lock();
+        if st.gone.is_none() {
+            st.gone = Some(why);
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+
+    fn deliver(&self, m: Message) {
+        let mut st = self.lock();
+        match m {
+            Message::Ack { req, id } if st.waiting.contains(&req) => {
+                if id != 0 {
+                    st.slots.entry(id).or_default();
+                }
+                st.answers.insert(req, m);
+            }
+            Message::Refused { req, .. } | Message::StatReply { req, .. }
+                if st.waiting.contains(&req) =>
+            {
+                st.answers.insert(req, m);
+            }
+            Message::Connected {
+                call,
+                peer,
+                cookie,
+                tx_vci,
+                rx_vci,
+                granted_bps,
+                qos,
+            } => {
+                if let Some(q) = st.slots.get_mut(&call) {
+                    q.events.push_back(CallEvent::Connected {
+                        peer,
+                        cookie,
+                        tx_vci,
+                        rx_vci,
+                        granted_bps,
+                        qos,
+                    });
+                }
+            }
+            Message::Released {
+                call,
+                cause,
+                detail,
+            } => {
+                if let Some(conn) = st.live.remove(&call) {
+                    drop(st);
+                    // Orderly close (cause 16): the data path closes by itself and
+                    // delivers everything first; anything else ends the VCs now.
+                    if cause != 16 {
+                        if let (Some(c), Some(eng)) = (conn.upgrade(), self.eng.upgrade()) {
+                            c.abort_by_signalling(&eng);
+                        }
+                    }
+                    return;
+                }
+                if let Some(q) = st.slots.get_mut(&call) {
+                    q.events.push_back(CallEvent::Released { cause, detail });
+                }
+            }
+            Message::Incoming {
+                listener,
+                call,
+                caller,
+                qos,
+            } => match st.slots.get_mut(&listener) {
+                Some(q) => q.offers.push_back(Offer { call, caller, qos }),
+                None => {
+                    drop(st);
+                    // Nobody listens any more: say no rather than let it time out.
+                    self.notify(|req| Message::Reject {
+                        req,
+                        call,
+                        cause: 21,
+                    });
+                    return;
+                }
+            },
+            Message::Error { cause, detail } => {
+                st.gone = Some(format!("sigd closed the session: {detail} (cause {cause})"));
+            }
+            _ => {}
+        }
+        drop(st);
+        self.cv.notify_all();
+    }
+}
+
+fn read_loop(mut s: UnixStream, weak: Weak<Session>) {
+    let mut dec = Decoder::new();
+    let mut buf = [0u8; 16 * 1024];
+    let why = loop {
+        let n = match s.read(&mut buf) {
+            Ok(0) => break "sigd closed the connection".to_owned(),
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => break format!("reading from sigd: {e}"),
+        };
+        dec.push(&buf[..n]);
+        let Some(session) = weak.upgrade() else {
+            return;
+        };
+        loop {
+            match dec.next_message() {
+                Ok(Some(m)) => session.deliver(m),
+                Ok(None) => break,
+                Err(e) => {
+                    session.mark_gone(format!("sigd sent a malformed message: {e}"));
+                    return;
+                }
+            }
+        }
+    };
+    if let Some(session) = weak.upgrade() {
+        session.mark_gone(why);
+    }
+}
+
+/// The host's link to sigd: a session opened on first use and opened again after
+/// sigd restarts.
+#[derive(Debug)]
+pub(crate) struct SigdClient {
+    path: PathBuf,
+    session: Mutex<Option<Arc<Session>>>,
+    eng: Weak<Engine>,
+}
+
+impl SigdClient {
+    pub(crate) fn new(path: PathBuf, eng: Weak<Engine>) -> SigdClient {
+        SigdClient {
+            path,
+            session: Mutex::new(None),
+            eng,
+        }
+    }
+
+    /// A live session, opening one if there is none or the last one died.
+    pub(crate) fn session(&self) -> Result<Arc<Session>, Error> {
+        let mut s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cur) = s.as_ref() {
+            if !cur.is_gone() {
+                return Ok(cur.clone());
+            }
+        }
+        let new = Session::open(&self.path, self.eng.clone())?;
+        *s = Some(new.clone());
+        Ok(new)
+    }
+}

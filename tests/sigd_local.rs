@@ -1,0 +1,280 @@
+//! sigd with applications in separate processes and threads on one host: calls
+//! through the daemon, the listener's decision before the connection exists, the UNI
+//! cause on refusals, admission control, and a daemon that survives garbage.
+
+mod sigd_support;
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use natm::ulib::Error;
+use natm::wire::ipc::{Decoder, Message};
+use sigd_support::Sigd;
+
+const CONF: &str =
+    "addresses = [\"+4420001\"]\n[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000\n";
+
+#[test]
+fn connect_accept_send_release_through_sigd() {
+    let sigd = Sigd::start(CONF);
+    let server = sigd.host();
+    let client = sigd.host();
+    let l = server.bind("echo", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let call = l.next_call(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(call.caller, "+4420001");
+        assert!(call.qos.contains("reliable"), "{}", call.qos);
+        let c = call.accept().unwrap();
+        let m = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        c.send(&m).unwrap();
+        // The client's close reaches us as end of data.
+        assert_eq!(c.recv_timeout(Duration::from_secs(5)).unwrap(), None);
+    });
+    let c = client.connect("+4420001:echo", "reliable").unwrap();
+    assert_eq!(c.granted().unwrap().tx_bps, 0, "reliable reserves nothing");
+    c.send(b"ping through sigd").unwrap();
+    let back = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+    assert_eq!(back, b"ping through sigd");
+    let st = sigd.stat();
+    assert_eq!(st["calls"].as_array().unwrap().len(), 2, "{st}");
+    assert!(st["vcis_in_use"].as_u64().unwrap() >= 2);
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    drop(c);
+    t.join().unwrap();
+    // Both ends released: nothing left in sigd.
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let st = sigd.stat();
+        if st["calls"].as_array().unwrap().is_empty() && st["vcis_in_use"] == 0 {
+            break;
+        }
+        assert!(Instant::now() < until, "calls not released: {st}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_rejected_call_gives_the_caller_the_cause() {
+    let sigd = Sigd::start(CONF);
+    let server = sigd.host();
+    let l = server.bind("picky", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let call = l.next_call(Some(Duration::from_secs(5))).unwrap();
+        call.reject(21).unwrap();
+    });
+    match sigd.host().connect("+4420001:picky", "reliable") {
+        Err(Error::Refused { cause, detail }) => {
+            assert_eq!(cause, 21);
+            assert!(detail.contains("rejected"), "{detail}");
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    t.join().unwrap();
+    // Nobody on that SAP: cause 88 at once.
+    match sigd.host().connect("+4420001:nobody", "reliable") {
+        Err(Error::Refused { cause: 88, detail }) => assert!(detail.contains("nobody"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    // An address no route covers: cause 3.
+    match sigd.host().connect("+1555:x", "reliable") {
+        Err(Error::Refused { cause: 3, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn admission_grants_what_fits_and_refuses_with_37_or_47() {
+    let sigd = Sigd::start(CONF);
+    let server = sigd.host();
+    let l = server.bind("video", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while let Ok(call) = l.next_call(Some(Duration::from_secs(3))) {
+            held.push(call.accept().unwrap());
+        }
+        held.len()
+    });
+    let client = sigd.host();
+    let a = client.connect("+4420001:video", "cbr:pcr=80Mbps").unwrap();
+    assert_eq!(a.granted().unwrap().tx_bps, 80_000_000);
+    // 50 wanted, nothing less: 20 free.
+    match client.connect("+4420001:video", "cbr:pcr=50Mbps") {
+        Err(Error::Refused { cause: 37, detail }) => {
+            assert!(detail.contains("20 Mbit/s free"), "{detail}")
+        }
+        other => panic!("{other:?}"),
+    }
+    // 50 wanted, 10 enough: 20 granted, and the QoS says so.
+    let b = client
+        .connect("+4420001:video", "cbr:pcr=50Mbps,min_pcr=10Mbps")
+        .unwrap();
+    assert_eq!(b.granted().unwrap().tx_bps, 20_000_000);
+    assert!(b.granted().unwrap().qos.contains("20"), "{:?}", b.granted());
+    let st = sigd.stat();
+    assert_eq!(st["free_out_bps"], 0, "{st}");
+    drop(a);
+    // Released reservations come back.
+    let until = Instant::now() + Duration::from_secs(5);
+    while sigd.stat()["free_out_bps"] != 80_000_000 {
+        assert!(Instant::now() < until, "{}", sigd.stat());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(b);
+    assert_eq!(t.join().unwrap(), 2);
+}
+
+#[test]
+fn the_cpu_budget_refuses_with_47() {
+    // 1 ms per TPDU and 1% of the CPUs: a few hundred TPDUs per second at most.
+    let sigd = Sigd::start(
+        "addresses = [\"+4420001\"]\n[link]\ncapacity = \"10Gbps\"\ntpdu_cost_ns = 1000000\ncpu_share = 0.01\n",
+    );
+    let server = sigd.host();
+    let _l = server.bind("x", "reliable").unwrap();
+    match sigd.host().connect("+4420001:x", "cbr:pcr=1Gbps") {
+        Err(Error::Refused { cause: 47, detail }) => assert!(detail.contains("CPU"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+fn read_message(s: &mut UnixStream) -> Option<Message> {
+    let mut d = Decoder::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        if let Some(m) = d.next_message().unwrap() {
+            return Some(m);
+        }
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => return None,
+            Ok(n) => d.push(&buf[..n]),
+        }
+    }
+}
+
+#[test]
+fn garbage_on_the_socket_gets_an_error_and_the_daemon_keeps_serving() {
+    let sigd = Sigd::start(CONF);
+    let mut s = UnixStream::connect(&sigd.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: sigd\r\n\r\n")
+        .unwrap();
+    match read_message(&mut s) {
+        Some(Message::Error { cause, detail }) => {
+            assert_eq!(cause, 100);
+            assert!(detail.contains("length"), "{detail}");
+        }
+        other => panic!("expected an error message, got {other:?}"),
+    }
+    assert_eq!(read_message(&mut s), None, "then the connection closes");
+    // A request for a call that is not this connection's is refused, not obeyed.
+    let mut s2 = UnixStream::connect(&sigd.socket).unwrap();
+    s2.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s2.write_all(
+        &Message::Release {
+            req: 9,
+            call: 12345,
+            cause: 16,
+        }
+        .to_bytes(),
+    )
+    .unwrap();
+    match read_message(&mut s2) {
+        Some(Message::Refused {
+            req: 9, cause: 81, ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Others are still served.
+    let h = sigd.host();
+    let _l = h.bind("still", "reliable").unwrap();
+    assert_eq!(sigd.stat()["counters"]["malformed_ipc"], 1);
+}
+
+#[test]
+fn wrong_config_names_the_key() {
+    let dir = std::env::temp_dir().join(format!("natm-badconf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("bad.toml");
+    std::fs::write(&p, "[link]\ncapacity = \"lots\"\n").unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["sigd", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("link.capacity") && err.contains("Mbps"),
+        "{err}"
+    );
+}
+
+#[test]
+fn sigterm_releases_calls_and_removes_the_socket() {
+    let mut sigd = Sigd::start(CONF);
+    let server = sigd.host();
+    let l = server.bind("term", "reliable").unwrap();
+    let t = std::thread::spawn(move || l.accept().unwrap());
+    let c = sigd.host().connect("+4420001:term", "reliable").unwrap();
+    let peer = t.join().unwrap();
+    let st = sigd.terminate();
+    assert!(st.success(), "{st}");
+    assert!(!sigd.socket.exists(), "socket file left behind");
+    // Both ends hear the release at once.
+    match c.recv_timeout(Duration::from_secs(2)) {
+        Err(Error::Aborted(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    drop(peer);
+}
+
+#[test]
+fn a_connection_cannot_act_on_another_connections_ids() {
+    let sigd = Sigd::start(CONF);
+    let mut owner = UnixStream::connect(&sigd.socket).unwrap();
+    owner
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    owner
+        .write_all(
+            &Message::Bind {
+                req: 1,
+                sap: "mine".into(),
+                qos: "reliable".into(),
+            }
+            .to_bytes(),
+        )
+        .unwrap();
+    let Some(Message::Ack { req: 1, id }) = read_message(&mut owner) else {
+        panic!("bind not acknowledged");
+    };
+    let mut other = UnixStream::connect(&sigd.socket).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    other
+        .write_all(
+            &Message::Unbind {
+                req: 2,
+                listener: id,
+            }
+            .to_bytes(),
+        )
+        .unwrap();
+    match read_message(&mut other) {
+        Some(Message::Refused {
+            req: 2, cause: 81, ..
+        }) => {}
+        other => panic!("{other:?}"),
+    }
+    // Still listening: the owner's listener is intact.
+    assert_eq!(sigd.stat()["listeners"].as_array().unwrap().len(), 1);
+    // And the owner's pid is what SO_PEERCRED reported.
+    assert_eq!(
+        sigd.stat()["listeners"][0]["pid"],
+        i64::from(std::process::id() as i32)
+    );
+}

@@ -1,0 +1,220 @@
+//! Two sigds on loopback speaking UNI signalling (Q.2931 over SSCOP in UDP): calls
+//! between their applications, refusals with the UNI cause across hosts, release, and
+//! malformed signalling datagrams counted and dropped.
+
+mod sigd_support;
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use natm::transport::AbortReason;
+use natm::ulib::Error;
+use sigd_support::{free_port, helper, Sigd};
+
+/// Host A (+4420001) and host B (+4420002), each routing the other's prefix.
+fn pair(extra_a: &str, extra_b: &str) -> (Sigd, Sigd) {
+    let (pa, pb) = (free_port(), free_port());
+    let a = Sigd::start_at(
+        &format!(
+            "addresses = [\"+4420001\"]\n{extra_a}\n[[directory]]\nprefix = \"+4420002\"\npeer = \"{pb}\"\n"
+        ),
+        pa,
+    );
+    let b = Sigd::start_at(
+        &format!(
+            "addresses = [\"+4420002\"]\n{extra_b}\n[[directory]]\nprefix = \"+4420001\"\npeer = \"{pa}\"\n"
+        ),
+        pb,
+    );
+    (a, b)
+}
+
+const LINK: &str = "[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000";
+
+#[test]
+fn a_call_between_two_hosts_carries_data_and_releases() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = b.host();
+    let l = hb.bind("echo", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        assert_eq!(call.caller, "+4420001");
+        let c = call.accept().unwrap();
+        // Echo until the caller's orderly close (every echo is read by the caller
+        // before it closes, so nothing is left to flush here).
+        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
+            c.send(&m).unwrap();
+        }
+    });
+    let ha = a.host();
+    let c = ha.connect("+4420002:echo", "reliable").unwrap();
+    for i in 0..20u32 {
+        let msg = vec![i as u8; 10_000 + i as usize];
+        c.send(&msg).unwrap();
+        assert_eq!(
+            c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+            msg
+        );
+    }
+    let sa = a.stat();
+    let row = &sa["calls"][0];
+    assert_eq!(row["state"], "active", "{sa}");
+    assert!(row["rx_vci"].as_u64().unwrap() >= 32, "{sa}");
+    assert_eq!(sa["peers"][0]["up"], true, "{sa}");
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    drop(c);
+    t.join().unwrap();
+    for s in [&a, &b] {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !s.stat()["calls"].as_array().unwrap().is_empty() {
+            assert!(Instant::now() < until, "{}", s.stat());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(s.stat()["vcis_in_use"], 0);
+    }
+}
+
+#[test]
+fn refusals_cross_hosts_with_their_cause() {
+    // B's link is small: its admission refuses what A's admits.
+    let (a, b) = pair(LINK, "[link]\ncapacity = \"10Mbps\"\ntpdu_cost_ns = 1000");
+    let hb = b.host();
+    let l = hb.bind("svc", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        // The first call is rejected by the application, the next accepted.
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        call.reject(21).unwrap();
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        assert!(call.qos.contains("cbr"), "{}", call.qos);
+        let c = call.accept().unwrap();
+        let _ = c.recv_timeout(Duration::from_secs(10));
+    });
+    let ha = a.host();
+    match ha.connect("+4420002:svc", "reliable") {
+        Err(Error::Refused { cause: 21, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    match ha.connect("+4420002:svc", "cbr:pcr=50Mbps") {
+        Err(Error::Refused { cause: 37, detail }) => assert!(detail.contains("37"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+    // A's reservation was returned when B refused.
+    assert_eq!(a.stat()["free_out_bps"], 100_000_000);
+    // Target 50, minimum 5: B can give 10, and both sides agree on it.
+    let c = ha
+        .connect("+4420002:svc", "cbr:pcr=50Mbps,min_pcr=5Mbps")
+        .unwrap();
+    assert_eq!(c.granted().unwrap().tx_bps, 10_000_000, "{:?}", c.granted());
+    assert_eq!(a.stat()["free_out_bps"], 90_000_000);
+    drop(c);
+    t.join().unwrap();
+    match ha.connect("+4420002:nobody", "reliable") {
+        Err(Error::Refused { cause: 88, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_application_killed_on_one_host_aborts_its_peer_on_the_other() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = b.host();
+    let l = hb.bind("x", "reliable").unwrap();
+    let t = std::thread::spawn(move || l.accept_timeout(Some(Duration::from_secs(10))));
+    let (mut child, line) = helper(&a, "+4420002:x");
+    assert!(line.starts_with("connected"), "{line}");
+    let c = t.join().unwrap().unwrap();
+    assert_eq!(
+        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"hello from the helper"
+    );
+    let killed = Instant::now();
+    child.kill9();
+    let r = c.recv_timeout(Duration::from_secs(2));
+    let took = killed.elapsed();
+    match r {
+        Err(Error::Aborted(AbortReason::Peer)) => {}
+        other => panic!("expected 'aborted by the peer', got {other:?} after {took:?}"),
+    }
+    eprintln!("across two sigds, the peer saw the abort after {took:?}");
+    // Both sigds freed the call.
+    for s in [&a, &b] {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !s.stat()["calls"].as_array().unwrap().is_empty() {
+            assert!(Instant::now() < until, "{}", s.stat());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+#[test]
+fn malformed_signalling_datagrams_are_counted_and_dropped() {
+    let (a, b) = pair(LINK, LINK);
+    let junk = UdpSocket::bind("127.0.0.1:0").unwrap();
+    for d in [&b"hello"[..], &[0xC4, 0, 0, 5, 1, 2, 3][..], &[0u8; 64][..]] {
+        junk.send_to(d, b.signalling).unwrap();
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    while b.stat()["counters"]["malformed_signalling"]
+        .as_u64()
+        .unwrap()
+        < 2
+    {
+        assert!(Instant::now() < until, "{}", b.stat());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // B still serves calls from A.
+    let hb = b.host();
+    let l = hb.bind("ok", "reliable").unwrap();
+    let t = std::thread::spawn(move || l.accept().unwrap());
+    let c = a.host().connect("+4420002:ok", "reliable").unwrap();
+    let p = t.join().unwrap();
+    c.send(b"after junk").unwrap();
+    assert_eq!(
+        p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"after junk"
+    );
+}
+
+#[test]
+fn a_dead_peer_sigd_fails_calls_clearly() {
+    let (a, mut b) = pair(LINK, LINK);
+    b.kill();
+    let t0 = Instant::now();
+    match a.host().connect("+4420002:x", "reliable") {
+        Err(Error::Refused { cause, detail }) => {
+            assert!(
+                cause == 27 || cause == 41 || cause == 102,
+                "{cause} {detail}"
+            )
+        }
+        Err(Error::TimedOut) => {}
+        other => panic!("{other:?}"),
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn policy_rejects_calls_from_a_prefix_and_stat_prints_tables() {
+    let (a, b) = pair(
+        LINK,
+        "[link]\ntpdu_cost_ns = 1000\n[[policy]]\naction = \"reject\"\nprefix = \"+44200\"\ndirection = \"incoming\"",
+    );
+    let hb = b.host();
+    let _l = hb.bind("x", "reliable").unwrap();
+    match a.host().connect("+4420002:x", "reliable") {
+        Err(Error::Refused { cause: 21, .. }) => {}
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(b.stat()["counters"]["policy_rejections"], 1);
+    // The table form names the link, the listener and its SAP.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["stat", "--socket"])
+        .arg(&b.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("link 1000.0 Mbit/s"), "{text}");
+    assert!(text.contains("listener") && text.contains(" x "), "{text}");
+}
