@@ -53,7 +53,7 @@ fn set_timer(fd: &OwnedFd, after: Duration) {
 
 pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
     let mut events = mio::Events::with_capacity(256);
-    let mut buf = vec![0u8; super::MAX_DATAGRAM];
+    let mut buf = super::UdpLink::recv_batch();
     let tfd = timerfd(&poll);
     let mut drain = [0u8; 8];
     loop {
@@ -97,7 +97,7 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
     }
 }
 
-fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut [u8]) {
+fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor::RecvBatch) {
     if let Some(c) = eng.conn(token) {
         c.on_readable(eng, buf);
         return;

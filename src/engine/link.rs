@@ -1,17 +1,18 @@
 //! The engine's view of an adaptor port: one UDP socket per connection (the kernel
 //! demultiplexes VCs to per-connection sockets, and each socket's receive buffer is
 //! the per-VC queue that drops excess before user space does any work, seed 000
-//! §6.2.2). Blocking reads with a timeout for application threads; non-blocking
-//! drains for the driver thread.
+//! §6.2.2). Every read takes what is queued in one batched call (GRO and `recvmmsg`);
+//! application threads wait for the socket in `poll(2)` with a timeout first.
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use rustix::net::RecvFlags;
+use rustix::event::{PollFd, PollFlags, Timespec};
 
-use crate::adaptor::{PortOptions, SendBatch, UdpPort};
+use crate::adaptor::udp::GRO_SLOT_LEN;
+use crate::adaptor::{PortOptions, RecvBatch, SendBatch, UdpPort};
 
 use crate::wire::vcframe;
 
@@ -31,8 +32,12 @@ pub(crate) fn vc_of(datagram: &[u8]) -> Option<u16> {
     }
 }
 
-/// One UDP socket of the engine: an adaptor port (GSO sends; reads stay single
-/// datagrams so a blocked application wakes once per arrival).
+/// One UDP socket of the engine: an adaptor port with GSO sends and GRO receives (one
+/// `recvmmsg` takes a GRO run of up to 64 datagrams, 64 KiB).
+///
+/// The socket is non-blocking; a thread that must wait (an application blocked in
+/// `recv`, or a sender facing a full send buffer) waits in `poll(2)` on it, so that a
+/// wake-up is followed by one `recvmmsg` that takes everything queued.
 #[derive(Debug)]
 pub(crate) struct UdpLink {
     port: UdpPort,
@@ -42,20 +47,45 @@ pub(crate) struct UdpLink {
 /// abort or close by another thread is seen within this time at the latest).
 pub(crate) const READ_SLICE: Duration = Duration::from_millis(50);
 
+/// Buffers per receive call, each of 64 KiB (a whole GRO run). One: measured on
+/// loopback with 64 KiB messages (docs/PERFORMANCE.md, "Receive batching"), reliable
+/// VCs delivered 0.70x TCP with one slot, 0.5-0.6x with two or four and 0.2-0.3x with
+/// sixteen — a batch of up to 1 MiB is copied in, and again into the PSB, before the
+/// application consumes any of it, and falls out of the cache on the way. A GSO
+/// sender's run arrives whole in one slot anyway; datagrams sent one by one are read
+/// one per call, as before.
+pub(crate) const RECV_SLOTS: usize = 1;
+
+/// How long a sender waits for room in a full socket send buffer before the rest of
+/// its batch counts as send errors (a blocking socket would wait for ever).
+const SEND_WAIT: Duration = Duration::from_millis(200);
+
 impl UdpLink {
     pub(crate) fn bind(addr: SocketAddr, rcvbuf: usize, sndbuf: usize) -> io::Result<UdpLink> {
+        // quinn-udp turns GRO on, and with it IP_PMTUDISC_PROBE, which makes the kernel
+        // refuse datagrams over the interface MTU (4 KiB TPDUs over 1500-octet
+        // Ethernet). Put path-MTU discovery back to what a fresh socket has, so that
+        // large frames are fragmented as before; GSO sends still fall back by
+        // themselves on EMSGSIZE (`UdpPort::send`).
+        let scratch = std::net::UdpSocket::bind(match addr {
+            SocketAddr::V4(_) => SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+            SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0)),
+        });
         let port = UdpPort::bind_with(
             addr,
             &PortOptions {
                 gso: true,
-                gro: false,
+                gro: true,
                 reuse_address: false,
             },
         )?;
+        if let Ok(scratch) = scratch {
+            restore_pmtu_discovery(&scratch, &port, addr.is_ipv4());
+        }
         // Best effort: the kernel caps these at net.core.{r,w}mem_max.
         let _ = port.set_recv_buffer(rcvbuf);
         let _ = port.set_send_buffer(sndbuf);
-        port.set_read_timeout(Some(READ_SLICE))?;
+        port.set_nonblocking(true)?;
         Ok(UdpLink { port })
     }
 
@@ -71,32 +101,89 @@ impl UdpLink {
         self.port.as_raw_fd()
     }
 
+    /// A receive batch for this link's socket.
+    pub(crate) fn recv_batch() -> RecvBatch {
+        RecvBatch::new(RECV_SLOTS, GRO_SLOT_LEN)
+    }
+
     /// Send a batch of frames (one GSO `sendmsg` per run of equal sizes); returns how
-    /// many went out.
+    /// many went out. A full send buffer is waited out (up to [`SEND_WAIT`]), as a
+    /// blocking socket would.
     pub(crate) fn send_batch(
         &self,
         batch: &SendBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
-        self.port.send_batch(to, batch)
+        let Some(seg) = batch.segment_size() else {
+            return Ok(0);
+        };
+        let bytes = batch.as_bytes();
+        let mut sent = 0;
+        let mut waited = false;
+        while sent < batch.len() {
+            match self.port.send(to, &bytes[sent * seg..], seg) {
+                Ok(n) if n > 0 => {
+                    sent += n;
+                    waited = false;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => return Ok(sent),
+            }
+            // Nothing went out: the send buffer is full (or the kernel refused the
+            // next datagram, which a second try tells apart).
+            if waited || !self.wait(PollFlags::OUT, SEND_WAIT)? {
+                break;
+            }
+            waited = true;
+        }
+        Ok(sent)
     }
 
-    /// Wait up to [`READ_SLICE`] for a datagram.
-    pub(crate) fn recv_blocking(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        let (n, _, from) =
-            rustix::net::recvfrom(&self.port, buf, RecvFlags::empty()).map_err(io::Error::from)?;
-        let from = from
-            .and_then(|a| SocketAddr::try_from(a).ok())
-            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
-        Ok((n, from))
+    /// Wait up to `timeout` for datagrams and receive what is queued into `batch`;
+    /// `WouldBlock` if none came.
+    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
+        // poll(2) returns at once if datagrams are queued already: two system calls
+        // per wake-up, as a blocking recv followed by a non-blocking drain would be.
+        if !self.wait(PollFlags::IN, timeout)? {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.recv_now(batch)
     }
 
-    /// A datagram if one is queued now.
-    pub(crate) fn recv_now(&self, buf: &mut [u8]) -> io::Result<(usize, Option<SocketAddr>)> {
-        let (n, _, from) =
-            rustix::net::recvfrom(&self.port, buf, RecvFlags::DONTWAIT).map_err(io::Error::from)?;
-        let from = from.and_then(|a| SocketAddr::try_from(a).ok());
-        Ok((n, from))
+    /// Receive what is queued now into `batch` (one `recvmmsg`); `WouldBlock` if
+    /// nothing is.
+    pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        self.port.recv(batch)
+    }
+
+    /// Whether the socket became ready for `flags` within `timeout`.
+    fn wait(&self, flags: PollFlags, timeout: Duration) -> io::Result<bool> {
+        let mut fds = [PollFd::new(&self.port, flags)];
+        let ts = Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: timeout.subsec_nanos() as i64,
+        };
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(n) => Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Give `port` the path-MTU discovery mode of the fresh socket `like`.
+fn restore_pmtu_discovery(like: &std::net::UdpSocket, port: &UdpPort, v4: bool) {
+    use rustix::net::sockopt;
+    if let Ok(m) = sockopt::ip_mtu_discover(like) {
+        let _ = sockopt::set_ip_mtu_discover(port, m);
+    }
+    if !v4 {
+        if let Ok(m) = sockopt::ipv6_mtu_discover(like) {
+            let _ = sockopt::set_ipv6_mtu_discover(port, m);
+        }
     }
 }
 

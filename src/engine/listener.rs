@@ -10,6 +10,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use super::conn::{Conn, End, VCI_BACKWARD, VCI_FORWARD};
 use super::link::{vc_of, UdpLink, VC_HEADER_LEN};
 use super::Engine;
+use crate::adaptor::RecvBatch;
 use crate::flow;
 use crate::sched::Level;
 use crate::transport::{Psb, TransportConfig};
@@ -67,9 +68,11 @@ impl ListenerShared {
     }
 
     /// Read every queued request (the driver calls this when the socket is readable).
-    pub(crate) fn drain(&self, eng: &Engine, buf: &mut [u8]) {
-        while let Ok((n, Some(from))) = self.link.recv_now(buf) {
-            self.on_datagram(eng, &buf[..n], from);
+    pub(crate) fn drain(&self, eng: &Engine, batch: &mut RecvBatch) {
+        while self.link.recv_now(batch).is_ok() {
+            for (from, d) in batch.iter() {
+                self.on_datagram(eng, d, from);
+            }
         }
     }
 

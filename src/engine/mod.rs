@@ -20,10 +20,11 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub(crate) use conn::{Conn, End, Which, MAX_DATAGRAM, VCI_BACKWARD, VCI_FORWARD};
+pub(crate) use conn::{Conn, End, Which, VCI_BACKWARD, VCI_FORWARD};
 pub(crate) use link::UdpLink;
 pub(crate) use listener::ListenerShared;
 
+use crate::adaptor::RecvBatch;
 use crate::sched::Scheduler;
 use crate::time::Instant;
 
@@ -102,8 +103,12 @@ pub(crate) struct Engine {
     busy_levels: AtomicUsize,
     next_token: AtomicUsize,
     pub(crate) shutdown: AtomicBool,
-    buffers: Mutex<Vec<Vec<u8>>>,
+    /// Receive batches of threads that read no longer (64 KiB each).
+    buffers: Mutex<Vec<RecvBatch>>,
 }
+
+/// Receive batches kept for reuse; more concurrent readers allocate their own.
+const MAX_POOLED_BATCHES: usize = 64;
 
 const WAKER_TOKEN: usize = 0;
 const TIMER_TOKEN: usize = 1;
@@ -197,17 +202,17 @@ impl Engine {
         top > 0 && 3 - top < level as usize
     }
 
-    pub(crate) fn take_buffer(&self) -> Vec<u8> {
+    pub(crate) fn take_buffer(&self) -> RecvBatch {
         self.buffers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pop()
-            .unwrap_or_else(|| vec![0; MAX_DATAGRAM])
+            .unwrap_or_else(UdpLink::recv_batch)
     }
 
-    pub(crate) fn give_buffer(&self, b: Vec<u8>) {
+    pub(crate) fn give_buffer(&self, b: RecvBatch) {
         let mut v = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        if v.len() < 64 {
+        if v.len() < MAX_POOLED_BATCHES {
             v.push(b);
         }
     }
