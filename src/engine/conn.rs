@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::link::{vc_header, vc_of, UdpLink, VC_HEADER_LEN};
+use super::link::{vc_header, vc_of, Link, VC_HEADER_LEN};
 use super::Engine;
 use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
@@ -95,7 +95,7 @@ pub(crate) struct LinkCounters {
 #[derive(Debug)]
 pub(crate) struct Conn {
     pub(crate) token: usize,
-    pub(crate) link: UdpLink,
+    pub(crate) link: Link,
     tx_vci: u16,
     rx_vci: u16,
     /// Where to send while the socket is not yet connected (client handshake).
@@ -134,7 +134,7 @@ impl Conn {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         token: usize,
-        link: UdpLink,
+        link: Link,
         peer: Option<SocketAddr>,
         tx: End,
         rx: End,

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use crate::adaptor::udp::GRO_SLOT_LEN;
-use crate::adaptor::{PortOptions, RecvBatch, SendBatch, UdpPort};
+use crate::adaptor::{MemNetwork, MemPort, PortOptions, RecvBatch, SendBatch, UdpPort};
 
 use crate::wire::vcframe;
 
@@ -40,7 +40,7 @@ pub(crate) fn vc_of(datagram: &[u8]) -> Option<u16> {
 /// wake-up is followed by one `recvmmsg` that takes everything queued.
 #[derive(Debug)]
 pub(crate) struct UdpLink {
-    port: UdpPort,
+    pub(crate) port: UdpPort,
 }
 
 /// How long a blocked application read waits before it looks at the VC again (an
@@ -170,6 +170,100 @@ impl UdpLink {
             Ok(n) => Ok(n > 0),
             Err(rustix::io::Errno::INTR) => Ok(false),
             Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Which adaptor carries a host's frames.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Network {
+    /// UDP/IP sockets (DESIGN §2): addresses are the peers' UDP addresses.
+    #[default]
+    Udp,
+    /// In-process links of one [`MemNetwork`]: hosts given clones of the same network
+    /// reach each other by the addresses they bind on it; nothing touches the kernel's
+    /// network stack.
+    Mem(MemNetwork),
+}
+
+/// One port of the engine on whichever adaptor the host uses.
+#[derive(Debug)]
+pub(crate) enum Link {
+    Udp(UdpLink),
+    Mem(MemPort),
+}
+
+impl Link {
+    /// Bind a port at `addr`; `rcvbuf` bounds its receive queue (the socket buffer, or
+    /// the mem port's queue).
+    pub(crate) fn bind(
+        net: &Network,
+        addr: SocketAddr,
+        rcvbuf: usize,
+        sndbuf: usize,
+    ) -> io::Result<Link> {
+        match net {
+            Network::Udp => UdpLink::bind(addr, rcvbuf, sndbuf).map(Link::Udp),
+            Network::Mem(m) => m.bind(addr, rcvbuf).map(Link::Mem),
+        }
+    }
+
+    pub(crate) fn connect(&self, peer: SocketAddr) -> io::Result<()> {
+        match self {
+            Link::Udp(l) => l.connect(peer),
+            Link::Mem(m) => {
+                m.connect(peer);
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Link::Udp(l) => l.local_addr(),
+            Link::Mem(m) => Ok(m.local_addr()),
+        }
+    }
+
+    /// What the driver polls: the socket, or the mem port's readiness eventfd.
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Link::Udp(l) => l.raw_fd(),
+            Link::Mem(m) => m.as_raw_fd(),
+        }
+    }
+
+    pub(crate) fn send_batch(
+        &self,
+        batch: &SendBatch,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        match self {
+            Link::Udp(l) => l.send_batch(batch, to),
+            Link::Mem(m) => m.send_batch(to, batch),
+        }
+    }
+
+    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
+        match self {
+            Link::Udp(l) => l.recv_wait(batch, timeout),
+            Link::Mem(m) => m.recv_wait(batch, timeout),
+        }
+    }
+
+    pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        match self {
+            Link::Udp(l) => l.recv_now(batch),
+            Link::Mem(m) => m.recv_now(batch),
+        }
+    }
+
+    /// Frames the port's receive queue dropped because it was full (UDP: the kernel's
+    /// count from `/proc/net/udp`, a file read; `None` where unknown).
+    pub(crate) fn queue_drops(&self) -> Option<u64> {
+        match self {
+            Link::Udp(l) => l.port.kernel_drops().ok().flatten(),
+            Link::Mem(m) => Some(m.stats().dropped_queue_full),
         }
     }
 }

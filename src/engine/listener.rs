@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::conn::{Conn, End, VCI_BACKWARD, VCI_FORWARD};
-use super::link::{vc_of, UdpLink, VC_HEADER_LEN};
+use super::link::{vc_of, Link, VC_HEADER_LEN};
 use super::Engine;
 use crate::adaptor::RecvBatch;
 use crate::flow;
@@ -32,7 +32,7 @@ pub(crate) struct ListenerCounters {
 #[derive(Debug)]
 pub(crate) struct ListenerShared {
     pub(crate) token: usize,
-    pub(crate) link: UdpLink,
+    pub(crate) link: Link,
     /// Configuration of the VC towards us (its receiving end) and back (sending end).
     pub(crate) rx_cfg: TransportConfig,
     pub(crate) tx_cfg: TransportConfig,
@@ -47,7 +47,7 @@ pub(crate) struct ListenerShared {
 impl ListenerShared {
     pub(crate) fn new(
         token: usize,
-        link: UdpLink,
+        link: Link,
         rx_cfg: TransportConfig,
         tx_cfg: TransportConfig,
         level: Level,
@@ -124,7 +124,12 @@ impl ListenerShared {
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         let mut local = self.link.local_addr()?;
         local.set_port(0);
-        let link = UdpLink::bind(local, eng.cfg.socket_rcvbuf, eng.cfg.socket_sndbuf)?;
+        let link = Link::bind(
+            &eng.cfg.network,
+            local,
+            eng.cfg.socket_rcvbuf,
+            eng.cfg.socket_sndbuf,
+        )?;
         link.connect(from)?;
         let rx_cfg = TransportConfig {
             cookie: Some(req.cookie),

@@ -21,7 +21,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(crate) use conn::{Conn, End, Which, VCI_BACKWARD, VCI_FORWARD};
-pub(crate) use link::UdpLink;
+pub use link::Network;
+pub(crate) use link::{Link, UdpLink};
 pub(crate) use listener::ListenerShared;
 
 use crate::adaptor::RecvBatch;
@@ -53,6 +54,8 @@ pub struct EngineConfig {
     /// Send from the application's thread when no higher-priority work waits; off,
     /// every send is a task for the driver thread, as in the paper's kernel.
     pub inline_send: bool,
+    /// The adaptor: UDP sockets, or in-process mem links.
+    pub network: Network,
 }
 
 impl Default for EngineConfig {
@@ -68,6 +71,7 @@ impl Default for EngineConfig {
             }),
             busy_poll: false,
             inline_send: true,
+            network: Network::Udp,
         }
     }
 }

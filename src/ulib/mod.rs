@@ -34,7 +34,8 @@ use crate::sched::{guaranteed_weight, Level};
 use crate::transport::TransportConfig;
 use crate::wire::qos::{Qos, Service};
 
-pub use crate::engine::Watermarks;
+pub use crate::adaptor::MemNetwork;
+pub use crate::engine::{Network, Watermarks};
 
 /// How a host runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
