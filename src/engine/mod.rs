@@ -56,6 +56,12 @@ pub struct EngineConfig {
     pub inline_send: bool,
     /// The adaptor: UDP sockets, or in-process mem links.
     pub network: Network,
+    /// Nice value for the driver thread, which paces guaranteed VCs (their leaky
+    /// buckets' timers) and runs the scheduler's tasks: below the application's
+    /// threads, so that a host flooded by its own best-effort senders still wakes it on
+    /// time. Needs CAP_SYS_NICE to go below 0; without it the driver keeps the
+    /// default. `None` leaves the thread alone.
+    pub driver_nice: Option<i32>,
 }
 
 impl Default for EngineConfig {
@@ -72,6 +78,7 @@ impl Default for EngineConfig {
             busy_poll: false,
             inline_send: true,
             network: Network::Udp,
+            driver_nice: Some(-10),
         }
     }
 }
@@ -141,9 +148,18 @@ impl Engine {
             buffers: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&eng);
+        let nice = eng.cfg.driver_nice;
         std::thread::Builder::new()
             .name("natm-driver".into())
-            .spawn(move || driver::run(weak, poll))?;
+            .spawn(move || {
+                if let Some(n) = nice {
+                    // Linux: PRIO_PROCESS with no pid is the calling thread. Refused
+                    // without CAP_SYS_NICE: the driver then runs at the default, as
+                    // before this option existed.
+                    let _ = rustix::process::setpriority_process(None, n);
+                }
+                driver::run(weak, poll)
+            })?;
         Ok(eng)
     }
 
