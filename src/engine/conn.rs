@@ -231,6 +231,8 @@ impl Conn {
     /// Whether to stop reading the socket: the receive side went over its high
     /// watermark and has not yet come back under its low one (hysteresis), so the
     /// kernel sheds the excess before any work is spent on it (seed 000 §6.2.2).
+    /// Called only by the read-role holder, which is what makes the hold's
+    /// deregistration and re-registration with the driver's epoll race-free.
     fn over_watermark(&self, eng: &Engine) -> bool {
         let Some(w) = eng.cfg.watermarks else {
             return false;
@@ -239,11 +241,17 @@ impl Conn {
         if self.held.load(Ordering::Acquire) {
             if backlog <= w.low {
                 self.held.store(false, Ordering::Release);
+                // Watch the socket again; epoll reports what queued meanwhile.
+                let _ = eng.register(self.link.raw_fd(), self.token);
                 return false;
             }
             true
         } else if backlog > w.high {
             self.held.store(true, Ordering::Release);
+            // Stop watching the socket too, not only reading it: every arrival would
+            // otherwise still wake the driver (seed 000 §6.2.2's interrupt per packet),
+            // and on a host with one CPU those wake-ups are the work that livelocks it.
+            eng.deregister(self.link.raw_fd());
             true
         } else {
             false

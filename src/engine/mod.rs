@@ -62,6 +62,36 @@ pub struct EngineConfig {
     /// time. Needs CAP_SYS_NICE to go below 0; without it the driver keeps the
     /// default. `None` leaves the thread alone.
     pub driver_nice: Option<i32>,
+    /// Pin the driver thread to these CPUs (`sched_setaffinity`); `None` leaves it
+    /// where the kernel puts it. For experiments that give a host fewer CPUs than the
+    /// machine has (receive livelock on one CPU); [`pin_current_thread`] pins an
+    /// application thread the same way.
+    pub driver_cpus: Option<Vec<usize>>,
+}
+
+/// Pin the calling thread to `cpus` (Linux `sched_setaffinity`). `InvalidInput` for an
+/// empty list or a CPU number beyond what the kernel can name.
+pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
+    use rustix::thread::CpuSet;
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= CpuSet::MAX_CPU) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cannot pin to CPUs {cpus:?}: give CPU numbers below the machine's count"),
+        ));
+    }
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c);
+    }
+    rustix::thread::sched_setaffinity(None, &set).map_err(io::Error::from)
+}
+
+/// The CPUs the calling thread may run on now.
+pub fn current_cpus() -> io::Result<Vec<usize>> {
+    let set = rustix::thread::sched_getaffinity(None).map_err(io::Error::from)?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect())
 }
 
 impl Default for EngineConfig {
@@ -79,6 +109,7 @@ impl Default for EngineConfig {
             inline_send: true,
             network: Network::Udp,
             driver_nice: Some(-10),
+            driver_cpus: None,
         }
     }
 }
@@ -149,6 +180,8 @@ impl Engine {
         });
         let weak = Arc::downgrade(&eng);
         let nice = eng.cfg.driver_nice;
+        let cpus = eng.cfg.driver_cpus.clone();
+        let (pinned_tx, pinned) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("natm-driver".into())
             .spawn(move || {
@@ -158,8 +191,16 @@ impl Engine {
                     // before this option existed.
                     let _ = rustix::process::setpriority_process(None, n);
                 }
-                driver::run(weak, poll)
+                let pin = cpus.as_deref().map_or(Ok(()), pin_current_thread);
+                let failed = pin.is_err();
+                let _ = pinned_tx.send(pin);
+                if !failed {
+                    driver::run(weak, poll)
+                }
             })?;
+        pinned
+            .recv()
+            .map_err(|_| io::Error::other("the driver thread died at start"))??;
         Ok(eng)
     }
 

@@ -35,7 +35,7 @@ use crate::transport::TransportConfig;
 use crate::wire::qos::{Qos, Service};
 
 pub use crate::adaptor::MemNetwork;
-pub use crate::engine::{Network, Watermarks};
+pub use crate::engine::{current_cpus, pin_current_thread, Network, Watermarks};
 
 /// How a host runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
