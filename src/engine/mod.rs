@@ -56,11 +56,13 @@ pub struct EngineConfig {
     pub inline_send: bool,
     /// The adaptor: UDP sockets, or in-process mem links.
     pub network: Network,
-    /// Nice value for the driver thread, which paces guaranteed VCs (their leaky
-    /// buckets' timers) and runs the scheduler's tasks: below the application's
-    /// threads, so that a host flooded by its own best-effort senders still wakes it on
-    /// time. Needs CAP_SYS_NICE to go below 0; without it the driver keeps the
-    /// default. `None` leaves the thread alone.
+    /// Nice value the driver thread takes once the host opens a guaranteed VC: the
+    /// driver paces guaranteed VCs (their leaky buckets' timers), and below the
+    /// application's threads it still wakes on time while the host's own best-effort
+    /// senders flood. Only then: a driver above the application's threads preempts a
+    /// receiving application on every arrival, which doubled a reliable VC's round
+    /// trip (measured). Needs CAP_SYS_NICE to go below 0; without it the driver keeps
+    /// the default. `None` leaves the thread alone.
     pub driver_nice: Option<i32>,
     /// Pin the driver thread to these CPUs (`sched_setaffinity`); `None` leaves it
     /// where the kernel puts it. For experiments that give a host fewer CPUs than the
@@ -145,6 +147,9 @@ pub(crate) struct Engine {
     busy_levels: AtomicUsize,
     next_token: AtomicUsize,
     pub(crate) shutdown: AtomicBool,
+    /// The driver thread, to raise its priority when a guaranteed VC opens.
+    driver_tid: Mutex<Option<rustix::process::Pid>>,
+    driver_raised: AtomicBool,
     /// Receive batches of threads that read no longer (64 KiB each).
     buffers: Mutex<Vec<RecvBatch>>,
 }
@@ -176,31 +181,27 @@ impl Engine {
             busy_levels: AtomicUsize::new(0),
             next_token: AtomicUsize::new(TIMER_TOKEN + 1),
             shutdown: AtomicBool::new(false),
+            driver_tid: Mutex::new(None),
+            driver_raised: AtomicBool::new(false),
             buffers: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&eng);
-        let nice = eng.cfg.driver_nice;
         let cpus = eng.cfg.driver_cpus.clone();
         let (pinned_tx, pinned) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("natm-driver".into())
             .spawn(move || {
-                if let Some(n) = nice {
-                    // Linux: PRIO_PROCESS with no pid is the calling thread. Refused
-                    // without CAP_SYS_NICE: the driver then runs at the default, as
-                    // before this option existed.
-                    let _ = rustix::process::setpriority_process(None, n);
-                }
                 let pin = cpus.as_deref().map_or(Ok(()), pin_current_thread);
                 let failed = pin.is_err();
-                let _ = pinned_tx.send(pin);
+                let _ = pinned_tx.send(pin.map(|()| rustix::thread::gettid()));
                 if !failed {
                     driver::run(weak, poll)
                 }
             })?;
-        pinned
+        let tid = pinned
             .recv()
             .map_err(|_| io::Error::other("the driver thread died at start"))??;
+        *eng.driver_tid.lock().unwrap_or_else(|p| p.into_inner()) = Some(tid);
         Ok(eng)
     }
 
@@ -287,7 +288,24 @@ impl Engine {
             .cloned()
     }
 
+    /// A guaranteed VC opened: give the driver its priority (once per engine).
+    fn raise_driver(&self) {
+        let Some(n) = self.cfg.driver_nice else {
+            return;
+        };
+        if self.driver_raised.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let tid = *self.driver_tid.lock().unwrap_or_else(|p| p.into_inner());
+        // Linux: a thread id names one thread for PRIO_PROCESS. Refused without
+        // CAP_SYS_NICE: the driver then keeps the default priority.
+        let _ = tid.map(|t| rustix::process::setpriority_process(Some(t), n));
+    }
+
     pub(crate) fn add_conn(&self, conn: Arc<Conn>) -> io::Result<()> {
+        if conn.level == crate::sched::Level::Guaranteed {
+            self.raise_driver();
+        }
         self.register(conn.link.raw_fd(), conn.token)?;
         self.conns
             .lock()
