@@ -371,7 +371,7 @@ impl Conn {
                     std::hint::spin_loop();
                 }
             } else {
-                self.link.recv_wait(batch, super::link::READ_SLICE)
+                self.link.recv_wait(batch)
             };
             if first.is_ok() {
                 // A lone datagram (a small message, a ping) is answered at once, without
