@@ -37,12 +37,13 @@ use std::time::Duration;
 pub use connection::{ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Sender};
 pub use error::{Error, WouldBlock};
 
-use crate::engine::{Conn, Engine, EngineConfig, UdpLink};
+use crate::engine::{Conn, Engine, EngineConfig, Link};
 use crate::sched::{guaranteed_weight, Level};
 use crate::transport::TransportConfig;
 use crate::wire::qos::{Qos, Service};
 
-pub use crate::engine::Watermarks;
+pub use crate::adaptor::MemNetwork;
+pub use crate::engine::{current_cpus, pin_current_thread, Network, Watermarks};
 
 /// How a host runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -210,10 +211,10 @@ impl Host {
         }
     }
 
-    fn data_link(&self) -> Result<UdpLink, Error> {
+    fn data_link(&self) -> Result<Link, Error> {
         let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
-        UdpLink::bind(any, self.eng.cfg.socket_rcvbuf, self.eng.cfg.socket_sndbuf)
-            .map_err(Error::Io)
+        let cfg = &self.eng.cfg;
+        Link::bind(&cfg.network, any, cfg.socket_rcvbuf, cfg.socket_sndbuf).map_err(Error::Io)
     }
 
     fn connect_signalled(&self, called: &str, qos: &str) -> Result<Connection, Error> {
@@ -235,7 +236,7 @@ impl Host {
         &self,
         session: &Arc<sigd::Session>,
         call: u64,
-        link: UdpLink,
+        link: Link,
     ) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
         match session.call_event(call, self.cfg.connect_timeout) {
