@@ -12,6 +12,7 @@ mod all;
 mod calls;
 mod cost;
 mod fit;
+mod framing;
 mod guaranteed;
 mod isolation;
 mod latency;
