@@ -281,6 +281,50 @@ mod tests {
         bytes as f64 * 8.0 * 1e9 / (t1 - t0) as f64
     }
 
+    /// A backlogged VC whose shaper timer always fires `late_ns` after the time the
+    /// bucket asked for (a busy driver thread): payload bytes released in one second
+    /// of virtual time.
+    fn backlogged_with_late_timer(lb: &mut LeakyBucket, tpdu: usize, late_ns: u64) -> u64 {
+        let mut now = 0u64;
+        let mut sent = 0u64;
+        while now < 1_000_000_000 {
+            match lb.poll_send(Instant::from_nanos(now), 0, tpdu) {
+                Permit::Now => {
+                    lb.on_sent(Instant::from_nanos(now), tpdu, false);
+                    sent += tpdu as u64;
+                }
+                Permit::At(t) => now = t.as_nanos() + late_ns,
+                Permit::Blocked => panic!("a leaky bucket never blocks"),
+            }
+        }
+        sent
+    }
+
+    #[test]
+    fn the_default_depth_is_a_few_tpdus_or_the_timer_slack_at_high_rates() {
+        // 1 Mbit/s: 2 ms is 250 bytes, so four TPDUs.
+        assert_eq!(LeakyBucket::default_depth(1_000_000, 4096), 4 * 4096);
+        // 1 Gbit/s: 2 ms is 250 000 bytes.
+        assert_eq!(LeakyBucket::default_depth(1_000_000_000, 4096), 250_000);
+        assert_eq!(LeakyBucket::for_tpdu(1_000_000_000, 4096).depth(), 250_000);
+        assert!(LeakyBucket::default_depth(u64::MAX, 1) > 0);
+    }
+
+    #[test]
+    fn a_default_bucket_keeps_its_rate_when_the_timer_fires_late() {
+        let (rate, tpdu) = (1_000_000_000u64, 4096usize);
+        let late = 1_500_000; // 1.5 ms, within TIMER_SLACK
+        let full = rate / 8;
+        let mut lb = LeakyBucket::for_tpdu(rate, tpdu as u32);
+        let sent = backlogged_with_late_timer(&mut lb, tpdu, late);
+        assert!(sent >= full * 99 / 100, "{sent} of {full} bytes");
+        // Four TPDUs of depth (seed 000's "a few") lose the tokens that arrive beyond
+        // the depth while the TPDU waits for the late timer.
+        let mut shallow = LeakyBucket::new(rate, 4 * tpdu as u64);
+        let lost = backlogged_with_late_timer(&mut shallow, tpdu, late);
+        assert!(lost < full / 2, "{lost} of {full} bytes");
+    }
+
     #[test]
     fn smoothing_spaces_tpdus_evenly_at_the_rate() {
         // 4096 B at 10 Mbit/s: 3 276 800 ns apart.
