@@ -173,6 +173,13 @@ impl Conn {
         }
     }
 
+    /// Threads waiting on one end's condition variable now, and whether a thread holds
+    /// the read role (for tests of who waits where).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self, w: Which) -> (u32, bool) {
+        (self.end(w).0.waiters, self.reading.load(Ordering::SeqCst))
+    }
+
     /// The earliest timer of either end, nanoseconds of engine time.
     pub(crate) fn deadline(&self) -> u64 {
         self.tx_deadline
