@@ -32,7 +32,8 @@ pub use window::{DynamicWindow, WindowConfig};
 /// The flow controller of `kind` for a VC configured by `cfg`, with these defaults:
 ///
 /// * [`FlowKind::LeakyBucket`] — rate `cfg.rate`, depth
-///   [`leaky_bucket::DEFAULT_DEPTH_TPDUS`] TPDUs of `cfg.tpdu_size`
+///   [`leaky_bucket::DEFAULT_DEPTH_TPDUS`] TPDUs of `cfg.tpdu_size` or
+///   [`leaky_bucket::TIMER_SLACK`] of the rate, whichever is more
 ///   ([`LeakyBucket::for_tpdu`]);
 /// * [`FlowKind::PacketPair`] — [`PacketPairConfig::for_tpdu`] of `cfg.tpdu_size`
 ///   (α = 0.5, B = 4 TPDUs), λ capped at `cfg.rate` and floored at `cfg.min_rate` when
