@@ -17,7 +17,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -102,6 +102,9 @@ pub(crate) struct Session {
     cv: Condvar,
     /// The read role (see the module doc).
     reader: Mutex<Reader>,
+    /// The watcher's epoll set: the stream is in it only while no application thread
+    /// holds the read role, so a message an application thread reads wakes no one else.
+    watch: mio::Registry,
     eng: Weak<Engine>,
 }
 
@@ -125,7 +128,15 @@ impl Session {
             source: e,
         })?;
         let reader = s.try_clone().map_err(Error::Io)?;
-        let watch = s.try_clone().map_err(Error::Io)?;
+        let poll = mio::Poll::new().map_err(Error::Io)?;
+        let watch = poll.registry().try_clone().map_err(Error::Io)?;
+        watch
+            .register(
+                &mut mio::unix::SourceFd(&reader.as_raw_fd()),
+                WATCH,
+                mio::Interest::READABLE,
+            )
+            .map_err(Error::Io)?;
         let session = Arc::new(Session {
             writer: Mutex::new(s),
             next_req: AtomicU64::new(1),
@@ -136,12 +147,13 @@ impl Session {
                 dec: Decoder::new(),
                 buf: vec![0u8; 16 * 1024].into_boxed_slice(),
             }),
+            watch,
             eng,
         });
         let weak = Arc::downgrade(&session);
         std::thread::Builder::new()
             .name("natm-sigd-ipc".into())
-            .spawn(move || watch_loop(watch, weak))
+            .spawn(move || watch_loop(poll, weak))
             .map_err(Error::Io)?;
         Ok(session)
     }
@@ -175,7 +187,23 @@ impl Session {
                 }
             };
             if let Ok(mut rd) = self.reader.try_lock() {
+                let fd = rd.stream.as_raw_fd();
+                let _ = self.watch.deregister(&mut mio::unix::SourceFd(&fd));
                 self.read_some(&mut rd, Some(left));
+                // Back in the watcher's set: if anything came after the last read, the
+                // (edge-triggered) registration reports it at once and the watcher
+                // reads it, so nothing is left unread when no one waits.
+                if self
+                    .watch
+                    .register(
+                        &mut mio::unix::SourceFd(&fd),
+                        WATCH,
+                        mio::Interest::READABLE,
+                    )
+                    .is_err()
+                {
+                    self.mark_gone("cannot watch the sigd socket".to_owned());
+                }
                 drop(rd);
                 // Someone parked while this thread held the role: let one take it.
                 if self.lock().parked > 0 {
@@ -460,24 +488,23 @@ impl Session {
     }
 }
 
-/// The watcher: wakes when the stream is readable and reads unless an application
-/// thread holds the read role (then it waits for that thread to finish, which has
-/// read the message itself). Ends when the session is dropped (its `Drop` shuts the
-/// stream down) or sigd goes away.
-fn watch_loop(watch: UnixStream, weak: Weak<Session>) {
+/// The watcher's token in its epoll set.
+const WATCH: mio::Token = mio::Token(0);
+
+/// The watcher: wakes when the stream turns readable while it is in the watcher's set
+/// (no application thread holds the read role) and reads. Ends when the session is
+/// dropped (its `Drop` shuts the stream down) or sigd goes away.
+fn watch_loop(mut poll: mio::Poll, weak: Weak<Session>) {
+    let mut events = mio::Events::with_capacity(4);
     loop {
-        let mut fds = [rustix::event::PollFd::new(
-            &watch,
-            rustix::event::PollFlags::IN,
-        )];
-        match rustix::event::poll(&mut fds, None) {
-            Ok(_) | Err(rustix::io::Errno::INTR) => {}
-            Err(e) => {
-                if let Some(s) = weak.upgrade() {
-                    s.mark_gone(format!("watching the sigd socket: {e}"));
-                }
-                return;
+        if let Err(e) = poll.poll(&mut events, None) {
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
             }
+            if let Some(s) = weak.upgrade() {
+                s.mark_gone(format!("watching the sigd socket: {e}"));
+            }
+            return;
         }
         let Some(session) = weak.upgrade() else {
             return;
@@ -485,8 +512,9 @@ fn watch_loop(watch: UnixStream, weak: Weak<Session>) {
         if session.is_gone() {
             return;
         }
-        {
-            let mut rd = session.reader.lock().unwrap_or_else(|p| p.into_inner());
+        // An application thread holding the role has the stream out of this set and
+        // puts it back (re-reporting anything unread) when it lets go.
+        if let Ok(mut rd) = session.reader.try_lock() {
             session.read_some(&mut rd, None);
         }
         if session.is_gone() {
