@@ -110,17 +110,35 @@ fn host(socket: &Path) -> Result<Host, String> {
 }
 
 /// Accept every call until told to stop; each connection is dropped once the caller
-/// has closed (a receiver that closes first would abort the caller's VC).
-fn serve(l: Listener, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+/// has closed (a receiver that closes first would abort the caller's VC). A fixed pool
+/// of `workers` threads waits for the closes: a thread spawned per call would cost more
+/// CPU than the call (and it is the harness, not the stack, that would be measured).
+fn serve(l: Listener, stop: Arc<AtomicBool>, workers: usize) -> thread::JoinHandle<()> {
     thread::spawn(move || {
+        let (tx, rx) = std::sync::mpsc::channel::<natm::ulib::Connection>();
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        let pool: Vec<_> = (0..workers.max(1))
+            .map(|_| {
+                let rx = rx.clone();
+                thread::spawn(move || loop {
+                    let next = rx.lock().map(|r| r.recv());
+                    let Ok(Ok(c)) = next else {
+                        return;
+                    };
+                    while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
+                })
+            })
+            .collect();
         while !stop.load(Ordering::Relaxed) {
             if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(100))) {
-                thread::spawn(
-                    move || {
-                        while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
-                    },
-                );
+                if tx.send(c).is_err() {
+                    break;
+                }
             }
+        }
+        drop(tx);
+        for w in pool {
+            let _ = w.join();
         }
     })
 }
@@ -246,7 +264,11 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     let via_sigd = hb.bind("perf", &a.qos).map_err(|e| e.to_string())?;
     let direct = hb.bind("127.0.0.1:0", &a.qos).map_err(|e| e.to_string())?;
     let direct_addr = direct.local_addr().map_err(|e| e.to_string())?.to_string();
-    let servers = [serve(via_sigd, stop.clone()), serve(direct, stop.clone())];
+    let workers = a.parallel + 2;
+    let servers = [
+        serve(via_sigd, stop.clone(), workers),
+        serve(direct, stop.clone(), workers),
+    ];
     // Warm up both paths (the signalling link comes up on the first call).
     run_mode(&ha, "+4420002:perf", &a.qos, 20, 1)?;
     run_mode(&ha, &direct_addr, &a.qos, 20, 1)?;
