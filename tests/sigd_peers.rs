@@ -281,3 +281,33 @@ fn signalled_calls_carry_data_both_ways_without_a_transport_handshake() {
         }
     }
 }
+
+/// CALL PROCEEDING is sent only when the called application is slow to answer
+/// (after min(T303/4, 20 ms)); then it must still go out in time to stop the
+/// caller's T303. With T303 at 100 ms and an application that answers after 400 ms
+/// (past two T303 expiries, when the caller would clear the call), the call connects.
+#[test]
+fn a_slow_callee_still_gets_call_proceeding_before_t303() {
+    let timers = format!("{LINK}\n[timers]\nt303_ms = 100");
+    let (a, b) = pair(&timers, &timers);
+    let hb = b.host();
+    let l = hb.bind("slow", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let c = call.accept().unwrap();
+        let m = c.recv_timeout(Duration::from_secs(10)).unwrap();
+        // Until the caller's close: a receiver that closes first aborts its VC.
+        while let Some(_) = c.recv_timeout(Duration::from_secs(10)).unwrap() {}
+        m
+    });
+    let ha = a.host();
+    let c = ha.connect("+4420002:slow", "reliable").unwrap();
+    c.send(b"late but connected").unwrap();
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        t.join().unwrap().as_deref(),
+        Some(&b"late but connected"[..])
+    );
+}
