@@ -298,7 +298,7 @@ fn a_slow_callee_still_gets_call_proceeding_before_t303() {
         let c = call.accept().unwrap();
         let m = c.recv_timeout(Duration::from_secs(10)).unwrap();
         // Until the caller's close: a receiver that closes first aborts its VC.
-        while let Some(_) = c.recv_timeout(Duration::from_secs(10)).unwrap() {}
+        while c.recv_timeout(Duration::from_secs(10)).unwrap().is_some() {}
         m
     });
     let ha = a.host();
