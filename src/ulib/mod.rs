@@ -83,6 +83,9 @@ pub struct Host {
     eng: Arc<Engine>,
     cfg: HostConfig,
     sigd: Option<Arc<sigd::SigdClient>>,
+    /// A data socket opened ahead for the next call through sigd (see
+    /// [`Host::data_link`]).
+    spare: Arc<std::sync::Mutex<Option<UdpLink>>>,
 }
 
 /// Where a call goes: an IP socket address (direct mode) or an ATM address or name
@@ -159,7 +162,12 @@ impl Host {
             .sigd_socket
             .clone()
             .map(|p| Arc::new(sigd::SigdClient::new(p, Arc::downgrade(&eng))));
-        Ok(Host { eng, cfg, sigd })
+        Ok(Host {
+            eng,
+            cfg,
+            sigd,
+            spare: Arc::default(),
+        })
     }
 
     fn resolve_qos(&self, qos: &str) -> Result<Resolved, Error> {
@@ -219,10 +227,38 @@ impl Host {
         }
     }
 
+    /// The data socket for a call through sigd: the one opened ahead if there is one.
     fn data_link(&self) -> Result<UdpLink, Error> {
+        if let Some(l) = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Ok(l);
+        }
+        self.new_data_link()
+    }
+
+    fn new_data_link(&self) -> Result<UdpLink, Error> {
         let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
         UdpLink::bind(any, self.eng.cfg.socket_rcvbuf, self.eng.cfg.socket_sndbuf)
             .map_err(Error::Io)
+    }
+
+    /// Open the next call's data socket while this call's request is with sigd: the
+    /// thread would only wait there, and opening a socket (several system calls)
+    /// leaves the critical path of the next setup. Best effort.
+    pub(crate) fn open_spare_link(&self) {
+        if self
+            .spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return;
+        }
+        if let Ok(l) = self.new_data_link() {
+            let mut s = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            if s.is_none() {
+                *s = Some(l);
+            }
+        }
     }
 
     fn connect_signalled(&self, called: &str, qos: &str) -> Result<Connection, Error> {
@@ -230,12 +266,14 @@ impl Host {
         let session = self.session()?;
         let link = self.data_link()?;
         let data = link.local_addr().map_err(Error::Io)?;
-        let call = session.request(|req| Message::Connect {
+        let req = session.send_request(|req| Message::Connect {
             req,
             called: called.to_owned(),
             qos: qos.to_owned(),
             data,
         })?;
+        self.open_spare_link();
+        let call = session.answer(req)?;
         self.await_connected(&session, call, link)
     }
 

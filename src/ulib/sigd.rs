@@ -304,8 +304,14 @@ impl Session {
         Ok(req)
     }
 
+    /// Send a request whose immediate answer the caller collects later with
+    /// [`Session::answer`] (doing other work meanwhile).
+    pub(crate) fn send_request(&self, build: impl FnOnce(u64) -> Message) -> Result<u64, Error> {
+        self.send(build, true)
+    }
+
     /// The immediate answer to `req`: `Ok(id)` or the refusal as an error.
-    fn answer(&self, req: u64) -> Result<u64, Error> {
+    pub(crate) fn answer(&self, req: u64) -> Result<u64, Error> {
         match self.answer_raw(req)? {
             Message::Ack { id, .. } => Ok(id),
             Message::Refused { cause, detail, .. } => Err(Error::Refused { cause, detail }),
