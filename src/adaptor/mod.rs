@@ -29,12 +29,14 @@
 //! GRO run of datagrams. Both are reusable: nothing is allocated per frame.
 
 pub mod batch;
+pub mod mem;
 mod proc_net;
 pub mod udp;
 
 use std::io;
 
 pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, MAX_DATAGRAM};
+pub use mem::{MemNetwork, MemPort, MemPortStats};
 pub use udp::{PortOptions, PortStats, UdpPort};
 
 /// What the engine needs from a port, so that a UDP socket and an in-memory link can be

@@ -1,4 +1,5 @@
-//! `natm demo`: a whole natm network in one process. Two hosts on UDP loopback open a
+//! `natm demo`: a whole natm network in one process. Two hosts on UDP loopback (or, with
+//! `--mem`, on the in-process mem adaptor) open a
 //! guaranteed, a reliable and a best-effort connection at once; each VC gets its own
 //! QoS, error control, flow control and scheduler priority. A live table shows each
 //! VC's delivered rate, RTT and losses, then a summary. `--sim` runs the same three
@@ -14,7 +15,7 @@ use super::units;
 use super::{outln, CliResult};
 use natm::sim::scenario::{run_observed, Scenario, VcSpec};
 use natm::transport::TransportConfig;
-use natm::ulib::{Connection, Error, Host, HostConfig, WouldBlock};
+use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network, WouldBlock};
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {
@@ -28,6 +29,9 @@ pub(crate) struct DemoArgs {
     /// instead of real sockets.
     #[arg(long)]
     sim: bool,
+    /// Link the two hosts with the in-process mem adaptor instead of UDP loopback.
+    #[arg(long, conflicts_with = "sim")]
+    mem: bool,
 }
 
 struct Vc {
@@ -42,8 +46,15 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     if a.sim {
         return run_sim(a);
     }
-    let host_a = Host::open(HostConfig::default()).map_err(|e| e.to_string())?;
-    let host_b = Host::open(HostConfig::default()).map_err(|e| e.to_string())?;
+    let mut cfg = HostConfig::default();
+    let (link, listen_at) = if a.mem {
+        cfg.engine.network = Network::Mem(MemNetwork::new());
+        ("in-process mem links", "10.0.0.2:0")
+    } else {
+        ("UDP loopback", "127.0.0.1:0")
+    };
+    let host_a = Host::open(cfg.clone()).map_err(|e| e.to_string())?;
+    let host_b = Host::open(cfg).map_err(|e| e.to_string())?;
     let vcs = [
         Vc {
             label: "guaranteed",
@@ -69,16 +80,14 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
         },
     ];
     outln!(
-        "natm demo: two hosts on UDP loopback; a guaranteed ({}), a reliable and a best-effort VC at once",
+        "natm demo: two hosts on {link}; a guaranteed ({}), a reliable and a best-effort VC at once",
         vcs[0].qos
     );
     let stop = Arc::new(AtomicBool::new(false));
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
     for vc in &vcs {
-        let l = host_b
-            .bind("127.0.0.1:0", &vc.qos)
-            .map_err(|e| e.to_string())?;
+        let l = host_b.bind(listen_at, &vc.qos).map_err(|e| e.to_string())?;
         let addr = l.local_addr().map_err(|e| e.to_string())?;
         let c = host_a.connect(addr, &vc.qos).map_err(|e| e.to_string())?;
         let s = l

@@ -18,7 +18,7 @@ use natm::wire::ipc::{Decoder, Message};
 #[derive(Debug, Args)]
 #[command(after_long_help = SIGD_HELP)]
 pub(crate) struct SigdArgs {
-    /// TOML configuration file (examples/sigd.toml shows every key); flags override it.
+    /// TOML configuration file (docs/sigd.example.toml shows every key); flags override it.
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// This host's ATM address (NSAP like 47.0005.80ffe1000000f21a26d8.0020ea000ee0.00,

@@ -15,9 +15,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::link::{vc_header, vc_of, UdpLink, VC_HEADER_LEN};
+use super::link::{vc_header, vc_of, Link, VC_HEADER_LEN};
 use super::Engine;
-use crate::adaptor::SendBatch;
+use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
 use crate::time::Instant;
 use crate::transport::{AbortReason, Event, Psb};
@@ -95,7 +95,7 @@ pub(crate) struct LinkCounters {
 #[derive(Debug)]
 pub(crate) struct Conn {
     pub(crate) token: usize,
-    pub(crate) link: UdpLink,
+    pub(crate) link: Link,
     tx_vci: u16,
     rx_vci: u16,
     /// Where to send while the socket is not yet connected (client handshake).
@@ -134,7 +134,7 @@ impl Conn {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         token: usize,
-        link: UdpLink,
+        link: Link,
         peer: Option<SocketAddr>,
         tx: End,
         rx: End,
@@ -201,7 +201,7 @@ impl Conn {
             .is_ok()
     }
 
-    fn release_read_role(&self, eng: &Engine, buf: &mut [u8]) {
+    fn release_read_role(&self, eng: &Engine, buf: &mut RecvBatch) {
         loop {
             self.reading.store(false, Ordering::SeqCst);
             // Someone found the socket readable while we held the role: drain for them.
@@ -213,7 +213,7 @@ impl Conn {
     }
 
     /// The driver saw the socket readable.
-    pub(crate) fn on_readable(&self, eng: &Engine, buf: &mut [u8]) {
+    pub(crate) fn on_readable(&self, eng: &Engine, buf: &mut RecvBatch) {
         if self.try_read_role() {
             self.drain(eng, buf);
             self.release_read_role(eng, buf);
@@ -231,6 +231,8 @@ impl Conn {
     /// Whether to stop reading the socket: the receive side went over its high
     /// watermark and has not yet come back under its low one (hysteresis), so the
     /// kernel sheds the excess before any work is spent on it (seed 000 §6.2.2).
+    /// Called only by the read-role holder, which is what makes the hold's
+    /// deregistration and re-registration with the driver's epoll race-free.
     fn over_watermark(&self, eng: &Engine) -> bool {
         let Some(w) = eng.cfg.watermarks else {
             return false;
@@ -239,11 +241,17 @@ impl Conn {
         if self.held.load(Ordering::Acquire) {
             if backlog <= w.low {
                 self.held.store(false, Ordering::Release);
+                // Watch the socket again; epoll reports what queued meanwhile.
+                let _ = eng.register(self.link.raw_fd(), self.token);
                 return false;
             }
             true
         } else if backlog > w.high {
             self.held.store(true, Ordering::Release);
+            // Stop watching the socket too, not only reading it: every arrival would
+            // otherwise still wake the driver (seed 000 §6.2.2's interrupt per packet),
+            // and on a host with one CPU those wake-ups are the work that livelocks it.
+            eng.deregister(self.link.raw_fd());
             true
         } else {
             false
@@ -255,14 +263,14 @@ impl Conn {
     /// Frames are handed to their PSBs first and the ends flushed once per batch: the
     /// ACKs of a burst go out back to back, so the peer's engine wakes once for the
     /// burst rather than once per ACK (SMART still gets one ACK per TPDU).
-    fn drain(&self, eng: &Engine, buf: &mut [u8]) {
+    fn drain(&self, eng: &Engine, batch: &mut RecvBatch) {
         let mut touched = [false; 2];
-        self.drain_into(eng, buf, &mut touched);
+        self.drain_into(eng, batch, &mut touched);
         self.flush_touched(eng, touched);
     }
 
-    fn drain_into(&self, eng: &Engine, buf: &mut [u8], touched: &mut [bool; 2]) {
-        let mut n_batch = 0;
+    /// Receive batches until the socket is empty or the watermarks say stop.
+    fn drain_into(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
         loop {
             if self.over_watermark(eng) {
                 self.counters
@@ -270,18 +278,31 @@ impl Conn {
                     .fetch_add(1, Ordering::Relaxed);
                 return;
             }
-            match self.link.recv_now(buf) {
-                Ok((n, from)) => {
-                    if let Some(w) = self.take_datagram(eng, &buf[..n], from) {
-                        touched[w as usize] = true;
-                    }
-                    n_batch += 1;
-                    // Bound the delay of the first ACK of a long burst.
-                    if n_batch % FLUSH_EVERY == 0 {
-                        self.flush_touched(eng, std::mem::take(touched));
+            match self.link.recv_now(batch) {
+                Ok(_) => {
+                    // A batch that did not fill every buffer emptied the socket: a
+                    // datagram arriving later is a new readiness edge for the driver.
+                    let more = batch.buffers_filled() == batch.slots();
+                    self.take_batch(eng, batch, touched);
+                    if !more {
+                        return;
                     }
                 }
                 Err(_) => return,
+            }
+        }
+    }
+
+    /// Hand every datagram of a received batch to its PSB, flushing the touched ends
+    /// every [`FLUSH_EVERY`] datagrams so that the first ACKs of a long burst are not
+    /// held back.
+    fn take_batch(&self, eng: &Engine, batch: &RecvBatch, touched: &mut [bool; 2]) {
+        for (n, (from, d)) in batch.iter().enumerate() {
+            if let Some(w) = self.take_datagram(eng, d, Some(from)) {
+                touched[w as usize] = true;
+            }
+            if (n + 1) % FLUSH_EVERY == 0 {
+                self.flush_touched(eng, std::mem::take(touched));
             }
         }
     }
@@ -297,7 +318,7 @@ impl Conn {
     }
 
     /// Process whatever is queued on the socket now, if no one else is reading.
-    pub(crate) fn read_now(&self, eng: &Engine, buf: &mut [u8]) {
+    pub(crate) fn read_now(&self, eng: &Engine, buf: &mut RecvBatch) {
         if self.try_read_role() {
             self.drain(eng, buf);
             self.release_read_role(eng, buf);
@@ -320,36 +341,53 @@ impl Conn {
             && lock(&self.rx).finished()
     }
 
-    /// Read as an application thread: block up to the read slice for one datagram
-    /// (or spin, in busy-poll mode), then drain. Returns false if another thread
-    /// holds the read role.
-    pub(crate) fn read_as_app(&self, eng: &Engine, buf: &mut [u8]) -> bool {
+    /// Read as an application thread: wait up to the read slice for the socket (or
+    /// spin, in busy-poll mode), then take everything queued, a batch at a time.
+    /// Returns false if another thread holds the read role.
+    pub(crate) fn read_as_app(&self, eng: &Engine, batch: &mut RecvBatch) -> bool {
         if !self.try_read_role() {
-            return false;
+            // Ask the holder to drain once more when it lets go: it may have stopped
+            // at the high watermark just before this thread consumed enough to go
+            // under the low one, and the socket's readiness edge is spent, so without
+            // this nobody would read until the caller's read slice ran out.
+            self.pending.store(true, Ordering::SeqCst);
+            if !self.try_read_role() {
+                return false;
+            }
+            self.pending.store(false, Ordering::SeqCst);
         }
         if !self.over_watermark(eng) {
             let mut touched = [false; 2];
-            let mut got = |this: &Self, d: &[u8], from| {
-                if let Some(w) = this.take_datagram(eng, d, from) {
-                    touched[w as usize] = true;
-                }
-            };
-            if eng.cfg.busy_poll {
+            let first = if eng.cfg.busy_poll {
                 let until = std::time::Instant::now() + super::link::READ_SLICE;
-                while std::time::Instant::now() < until {
-                    if let Ok((n, from)) = self.link.recv_now(buf) {
-                        got(self, &buf[..n], from);
-                        break;
+                loop {
+                    match self.link.recv_now(batch) {
+                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                        r => break r,
+                    }
+                    if std::time::Instant::now() >= until {
+                        break Err(std::io::ErrorKind::WouldBlock.into());
                     }
                     std::hint::spin_loop();
                 }
-            } else if let Ok((n, from)) = self.link.recv_blocking(buf) {
-                got(self, &buf[..n], Some(from));
+            } else {
+                self.link.recv_wait(batch)
+            };
+            if first.is_ok() {
+                // A lone datagram (a small message, a ping) is answered at once, without
+                // a last empty `recvmmsg` on the latency path; anything that arrived
+                // with it raised its own readiness edge, so the driver reads it, or
+                // finds this thread holding the role and leaves it `pending` for the
+                // release below. A GRO run means a burst: read on.
+                let burst = batch.len() > 1;
+                self.take_batch(eng, batch, &mut touched);
+                if burst {
+                    self.drain_into(eng, batch, &mut touched);
+                }
             }
-            self.drain_into(eng, buf, &mut touched);
             self.flush_touched(eng, touched);
         }
-        self.release_read_role(eng, buf);
+        self.release_read_role(eng, batch);
         true
     }
 
@@ -530,7 +568,7 @@ impl Conn {
         mut cond: impl FnMut(&mut End) -> Option<R>,
     ) -> Option<R> {
         let until = timeout.map(|t| std::time::Instant::now() + t);
-        let mut buf = eng.take_buffer();
+        let mut batch = eng.take_buffer();
         let out = loop {
             {
                 let (mut end, _) = self.end(which);
@@ -541,7 +579,7 @@ impl Conn {
             if until.is_some_and(|u| std::time::Instant::now() >= u) {
                 break None;
             }
-            if !self.read_as_app(eng, &mut buf) {
+            if !self.read_as_app(eng, &mut batch) {
                 let (mut end, cv) = self.end(which);
                 if let Some(r) = cond(&mut end) {
                     break Some(r);
@@ -557,7 +595,7 @@ impl Conn {
                 end.waiters -= 1;
             }
         };
-        eng.give_buffer(buf);
+        eng.give_buffer(batch);
         out
     }
 }
@@ -569,7 +607,7 @@ impl Conn {
     /// transport handshake; the configurations carry the call's cookie and ISNs).
     pub(crate) fn from_signalling(
         eng: &Engine,
-        link: UdpLink,
+        link: Link,
         peer: SocketAddr,
         tx: (crate::transport::TransportConfig, u16),
         rx: (crate::transport::TransportConfig, u16),

@@ -1,17 +1,18 @@
 //! The engine's view of an adaptor port: one UDP socket per connection (the kernel
 //! demultiplexes VCs to per-connection sockets, and each socket's receive buffer is
 //! the per-VC queue that drops excess before user space does any work, seed 000
-//! §6.2.2). Blocking reads with a timeout for application threads; non-blocking
-//! drains for the driver thread.
+//! §6.2.2). Every read takes what is queued in one batched call (GRO and `recvmmsg`);
+//! application threads wait for the socket in `poll(2)` with a timeout first.
 
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::time::Duration;
 
-use rustix::net::RecvFlags;
+use rustix::event::{PollFd, PollFlags, Timespec};
 
-use crate::adaptor::{PortOptions, SendBatch, UdpPort};
+use crate::adaptor::udp::GRO_SLOT_LEN;
+use crate::adaptor::{MemNetwork, MemPort, PortOptions, RecvBatch, SendBatch, UdpPort};
 
 use crate::wire::vcframe;
 
@@ -31,27 +32,59 @@ pub(crate) fn vc_of(datagram: &[u8]) -> Option<u16> {
     }
 }
 
-/// One UDP socket of the engine: an adaptor port (GSO sends; reads stay single
-/// datagrams so a blocked application wakes once per arrival).
+/// One UDP socket of the engine: an adaptor port with GSO sends and GRO receives (one
+/// `recvmmsg` takes a GRO run of up to 64 datagrams, 64 KiB).
+///
+/// The socket stays blocking, with the read slice as its receive timeout: a thread
+/// that waits (the application blocked in `recv`) sleeps in the receive call itself,
+/// as on a raw UDP socket — measured, a `poll(2)` before a non-blocking receive
+/// instead took natm-be's round trip from 15 µs to 60 µs on an idle machine. Reads
+/// that must not wait look with a zero-timeout `poll` first; only the read-role
+/// holder reads, so what `poll` saw is still there.
 #[derive(Debug)]
 pub(crate) struct UdpLink {
-    port: UdpPort,
+    pub(crate) port: UdpPort,
 }
 
 /// How long a blocked application read waits before it looks at the VC again (an
 /// abort or close by another thread is seen within this time at the latest).
 pub(crate) const READ_SLICE: Duration = Duration::from_millis(50);
 
+/// Buffers per receive call, each of 64 KiB (a whole GRO run). One: measured on
+/// loopback with 64 KiB messages (docs/PERFORMANCE.md, "Receive batching"), reliable
+/// VCs delivered 0.70x TCP with one slot, 0.5-0.6x with two or four and 0.2-0.3x with
+/// sixteen — a batch of up to 1 MiB is copied in, and again into the PSB, before the
+/// application consumes any of it, and falls out of the cache on the way. A GSO
+/// sender's run arrives whole in one slot anyway; datagrams sent one by one are read
+/// one per call, as before.
+pub(crate) const RECV_SLOTS: usize = 1;
+
+/// How long a sender whose send came back short waits for room before the rest of its
+/// batch counts as send errors.
+const SEND_WAIT: Duration = Duration::from_millis(200);
+
 impl UdpLink {
     pub(crate) fn bind(addr: SocketAddr, rcvbuf: usize, sndbuf: usize) -> io::Result<UdpLink> {
+        // quinn-udp turns GRO on, and with it IP_PMTUDISC_PROBE, which makes the kernel
+        // refuse datagrams over the interface MTU (4 KiB TPDUs over 1500-octet
+        // Ethernet). Put path-MTU discovery back to what a fresh socket has, so that
+        // large frames are fragmented as before; GSO sends still fall back by
+        // themselves on EMSGSIZE (`UdpPort::send`).
+        let scratch = std::net::UdpSocket::bind(match addr {
+            SocketAddr::V4(_) => SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
+            SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0)),
+        });
         let port = UdpPort::bind_with(
             addr,
             &PortOptions {
                 gso: true,
-                gro: false,
+                gro: true,
                 reuse_address: false,
             },
         )?;
+        if let Ok(scratch) = scratch {
+            restore_pmtu_discovery(&scratch, &port, addr.is_ipv4());
+        }
         // Best effort: the kernel caps these at net.core.{r,w}mem_max.
         let _ = port.set_recv_buffer(rcvbuf);
         let _ = port.set_send_buffer(sndbuf);
@@ -71,32 +104,181 @@ impl UdpLink {
         self.port.as_raw_fd()
     }
 
+    /// A receive batch for this link's socket.
+    pub(crate) fn recv_batch() -> RecvBatch {
+        RecvBatch::new(RECV_SLOTS, GRO_SLOT_LEN)
+    }
+
     /// Send a batch of frames (one GSO `sendmsg` per run of equal sizes); returns how
-    /// many went out.
+    /// many went out. The blocking socket waits for room itself; a send that still
+    /// comes back short is retried once after waiting up to [`SEND_WAIT`].
     pub(crate) fn send_batch(
         &self,
         batch: &SendBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
-        self.port.send_batch(to, batch)
+        let Some(seg) = batch.segment_size() else {
+            return Ok(0);
+        };
+        let bytes = batch.as_bytes();
+        let mut sent = 0;
+        let mut waited = false;
+        while sent < batch.len() {
+            match self.port.send(to, &bytes[sent * seg..], seg) {
+                Ok(n) if n > 0 => {
+                    sent += n;
+                    waited = false;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => return Ok(sent),
+            }
+            // Nothing went out: the send buffer is full (or the kernel refused the
+            // next datagram, which a second try tells apart).
+            if waited || !self.wait(PollFlags::OUT, SEND_WAIT)? {
+                break;
+            }
+            waited = true;
+        }
+        Ok(sent)
     }
 
-    /// Wait up to [`READ_SLICE`] for a datagram.
-    pub(crate) fn recv_blocking(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        let (n, _, from) =
-            rustix::net::recvfrom(&self.port, buf, RecvFlags::empty()).map_err(io::Error::from)?;
-        let from = from
-            .and_then(|a| SocketAddr::try_from(a).ok())
-            .ok_or_else(|| io::Error::from(io::ErrorKind::InvalidData))?;
-        Ok((n, from))
+    /// Wait up to the read slice ([`READ_SLICE`], the socket's receive timeout) for a
+    /// datagram or GRO run and receive it into `batch`; `WouldBlock` if none came.
+    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        self.port.recv(batch)
     }
 
-    /// A datagram if one is queued now.
-    pub(crate) fn recv_now(&self, buf: &mut [u8]) -> io::Result<(usize, Option<SocketAddr>)> {
-        let (n, _, from) =
-            rustix::net::recvfrom(&self.port, buf, RecvFlags::DONTWAIT).map_err(io::Error::from)?;
-        let from = from.and_then(|a| SocketAddr::try_from(a).ok());
-        Ok((n, from))
+    /// Receive what is queued now into `batch`; `WouldBlock` if nothing is.
+    pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        if !self.wait(PollFlags::IN, Duration::ZERO)? {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        self.port.recv(batch)
+    }
+
+    /// Whether the socket became ready for `flags` within `timeout`.
+    fn wait(&self, flags: PollFlags, timeout: Duration) -> io::Result<bool> {
+        let mut fds = [PollFd::new(&self.port, flags)];
+        let ts = Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: timeout.subsec_nanos() as i64,
+        };
+        match rustix::event::poll(&mut fds, Some(&ts)) {
+            Ok(n) => Ok(n > 0),
+            Err(rustix::io::Errno::INTR) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// Which adaptor carries a host's frames.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Network {
+    /// UDP/IP sockets (DESIGN §2): addresses are the peers' UDP addresses.
+    #[default]
+    Udp,
+    /// In-process links of one [`MemNetwork`]: hosts given clones of the same network
+    /// reach each other by the addresses they bind on it; nothing touches the kernel's
+    /// network stack.
+    Mem(MemNetwork),
+}
+
+/// One port of the engine on whichever adaptor the host uses.
+#[derive(Debug)]
+pub(crate) enum Link {
+    Udp(UdpLink),
+    Mem(MemPort),
+}
+
+impl Link {
+    /// Bind a port at `addr`; `rcvbuf` bounds its receive queue (the socket buffer, or
+    /// the mem port's queue).
+    pub(crate) fn bind(
+        net: &Network,
+        addr: SocketAddr,
+        rcvbuf: usize,
+        sndbuf: usize,
+    ) -> io::Result<Link> {
+        match net {
+            Network::Udp => UdpLink::bind(addr, rcvbuf, sndbuf).map(Link::Udp),
+            Network::Mem(m) => m.bind(addr, rcvbuf).map(Link::Mem),
+        }
+    }
+
+    pub(crate) fn connect(&self, peer: SocketAddr) -> io::Result<()> {
+        match self {
+            Link::Udp(l) => l.connect(peer),
+            Link::Mem(m) => {
+                m.connect(peer);
+                Ok(())
+            }
+        }
+    }
+
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
+        match self {
+            Link::Udp(l) => l.local_addr(),
+            Link::Mem(m) => Ok(m.local_addr()),
+        }
+    }
+
+    /// What the driver polls: the socket, or the mem port's readiness eventfd.
+    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+        match self {
+            Link::Udp(l) => l.raw_fd(),
+            Link::Mem(m) => m.as_raw_fd(),
+        }
+    }
+
+    pub(crate) fn send_batch(
+        &self,
+        batch: &SendBatch,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        match self {
+            Link::Udp(l) => l.send_batch(batch, to),
+            Link::Mem(m) => m.send_batch(to, batch),
+        }
+    }
+
+    /// Wait up to [`READ_SLICE`] for frames and receive them into `batch`.
+    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        match self {
+            Link::Udp(l) => l.recv_wait(batch),
+            Link::Mem(m) => m.recv_wait(batch, READ_SLICE),
+        }
+    }
+
+    pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        match self {
+            Link::Udp(l) => l.recv_now(batch),
+            Link::Mem(m) => m.recv_now(batch),
+        }
+    }
+
+    /// Frames the port's receive queue dropped because it was full (UDP: the kernel's
+    /// count from `/proc/net/udp`, a file read; `None` where unknown).
+    pub(crate) fn queue_drops(&self) -> Option<u64> {
+        match self {
+            Link::Udp(l) => l.port.kernel_drops().ok().flatten(),
+            Link::Mem(m) => Some(m.stats().dropped_queue_full),
+        }
+    }
+}
+
+/// Give `port` the path-MTU discovery mode of the fresh socket `like`.
+fn restore_pmtu_discovery(like: &std::net::UdpSocket, port: &UdpPort, v4: bool) {
+    use rustix::net::sockopt;
+    if let Ok(m) = sockopt::ip_mtu_discover(like) {
+        let _ = sockopt::set_ip_mtu_discover(port, m);
+    }
+    if !v4 {
+        if let Ok(m) = sockopt::ipv6_mtu_discover(like) {
+            let _ = sockopt::set_ipv6_mtu_discover(port, m);
+        }
     }
 }
 

@@ -8,8 +8,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use super::conn::{Conn, End, VCI_BACKWARD, VCI_FORWARD};
-use super::link::{vc_of, UdpLink, VC_HEADER_LEN};
+use super::link::{vc_of, Link, VC_HEADER_LEN};
 use super::Engine;
+use crate::adaptor::RecvBatch;
 use crate::flow;
 use crate::sched::Level;
 use crate::transport::{Psb, TransportConfig};
@@ -31,7 +32,7 @@ pub(crate) struct ListenerCounters {
 #[derive(Debug)]
 pub(crate) struct ListenerShared {
     pub(crate) token: usize,
-    pub(crate) link: UdpLink,
+    pub(crate) link: Link,
     /// Configuration of the VC towards us (its receiving end) and back (sending end).
     pub(crate) rx_cfg: TransportConfig,
     pub(crate) tx_cfg: TransportConfig,
@@ -46,7 +47,7 @@ pub(crate) struct ListenerShared {
 impl ListenerShared {
     pub(crate) fn new(
         token: usize,
-        link: UdpLink,
+        link: Link,
         rx_cfg: TransportConfig,
         tx_cfg: TransportConfig,
         level: Level,
@@ -67,9 +68,11 @@ impl ListenerShared {
     }
 
     /// Read every queued request (the driver calls this when the socket is readable).
-    pub(crate) fn drain(&self, eng: &Engine, buf: &mut [u8]) {
-        while let Ok((n, Some(from))) = self.link.recv_now(buf) {
-            self.on_datagram(eng, &buf[..n], from);
+    pub(crate) fn drain(&self, eng: &Engine, batch: &mut RecvBatch) {
+        while self.link.recv_now(batch).is_ok() {
+            for (from, d) in batch.iter() {
+                self.on_datagram(eng, d, from);
+            }
         }
     }
 
@@ -121,7 +124,12 @@ impl ListenerShared {
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         let mut local = self.link.local_addr()?;
         local.set_port(0);
-        let link = UdpLink::bind(local, eng.cfg.socket_rcvbuf, eng.cfg.socket_sndbuf)?;
+        let link = Link::bind(
+            &eng.cfg.network,
+            local,
+            eng.cfg.socket_rcvbuf,
+            eng.cfg.socket_sndbuf,
+        )?;
         link.connect(from)?;
         let rx_cfg = TransportConfig {
             cookie: Some(req.cookie),

@@ -20,10 +20,12 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-pub(crate) use conn::{Conn, End, Which, MAX_DATAGRAM, VCI_BACKWARD, VCI_FORWARD};
-pub(crate) use link::UdpLink;
+pub(crate) use conn::{Conn, End, Which, VCI_BACKWARD, VCI_FORWARD};
+pub use link::Network;
+pub(crate) use link::{Link, UdpLink};
 pub(crate) use listener::ListenerShared;
 
+use crate::adaptor::RecvBatch;
 use crate::sched::Scheduler;
 use crate::time::Instant;
 
@@ -52,6 +54,46 @@ pub struct EngineConfig {
     /// Send from the application's thread when no higher-priority work waits; off,
     /// every send is a task for the driver thread, as in the paper's kernel.
     pub inline_send: bool,
+    /// The adaptor: UDP sockets, or in-process mem links.
+    pub network: Network,
+    /// Nice value the driver thread takes once the host opens a guaranteed VC: the
+    /// driver paces guaranteed VCs (their leaky buckets' timers), and below the
+    /// application's threads it still wakes on time while the host's own best-effort
+    /// senders flood. Only then: a driver above the application's threads preempts a
+    /// receiving application on every arrival, which doubled a reliable VC's round
+    /// trip (measured). Needs CAP_SYS_NICE to go below 0; without it the driver keeps
+    /// the default. `None` leaves the thread alone.
+    pub driver_nice: Option<i32>,
+    /// Pin the driver thread to these CPUs (`sched_setaffinity`); `None` leaves it
+    /// where the kernel puts it. For experiments that give a host fewer CPUs than the
+    /// machine has (receive livelock on one CPU); [`pin_current_thread`] pins an
+    /// application thread the same way.
+    pub driver_cpus: Option<Vec<usize>>,
+}
+
+/// Pin the calling thread to `cpus` (Linux `sched_setaffinity`). `InvalidInput` for an
+/// empty list or a CPU number beyond what the kernel can name.
+pub fn pin_current_thread(cpus: &[usize]) -> io::Result<()> {
+    use rustix::thread::CpuSet;
+    if cpus.is_empty() || cpus.iter().any(|&c| c >= CpuSet::MAX_CPU) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("cannot pin to CPUs {cpus:?}: give CPU numbers below the machine's count"),
+        ));
+    }
+    let mut set = CpuSet::new();
+    for &c in cpus {
+        set.set(c);
+    }
+    rustix::thread::sched_setaffinity(None, &set).map_err(io::Error::from)
+}
+
+/// The CPUs the calling thread may run on now.
+pub fn current_cpus() -> io::Result<Vec<usize>> {
+    let set = rustix::thread::sched_getaffinity(None).map_err(io::Error::from)?;
+    Ok((0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&c| set.is_set(c))
+        .collect())
 }
 
 impl Default for EngineConfig {
@@ -67,6 +109,9 @@ impl Default for EngineConfig {
             }),
             busy_poll: false,
             inline_send: true,
+            network: Network::Udp,
+            driver_nice: Some(-10),
+            driver_cpus: None,
         }
     }
 }
@@ -102,8 +147,15 @@ pub(crate) struct Engine {
     busy_levels: AtomicUsize,
     next_token: AtomicUsize,
     pub(crate) shutdown: AtomicBool,
-    buffers: Mutex<Vec<Vec<u8>>>,
+    /// The driver thread, to raise its priority when a guaranteed VC opens.
+    driver_tid: Mutex<Option<rustix::process::Pid>>,
+    driver_raised: AtomicBool,
+    /// Receive batches of threads that read no longer (64 KiB each).
+    buffers: Mutex<Vec<RecvBatch>>,
 }
+
+/// Receive batches kept for reuse; more concurrent readers allocate their own.
+const MAX_POOLED_BATCHES: usize = 64;
 
 const WAKER_TOKEN: usize = 0;
 const TIMER_TOKEN: usize = 1;
@@ -129,12 +181,27 @@ impl Engine {
             busy_levels: AtomicUsize::new(0),
             next_token: AtomicUsize::new(TIMER_TOKEN + 1),
             shutdown: AtomicBool::new(false),
+            driver_tid: Mutex::new(None),
+            driver_raised: AtomicBool::new(false),
             buffers: Mutex::new(Vec::new()),
         });
         let weak = Arc::downgrade(&eng);
+        let cpus = eng.cfg.driver_cpus.clone();
+        let (pinned_tx, pinned) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("natm-driver".into())
-            .spawn(move || driver::run(weak, poll))?;
+            .spawn(move || {
+                let pin = cpus.as_deref().map_or(Ok(()), pin_current_thread);
+                let failed = pin.is_err();
+                let _ = pinned_tx.send(pin.map(|()| rustix::thread::gettid()));
+                if !failed {
+                    driver::run(weak, poll)
+                }
+            })?;
+        let tid = pinned
+            .recv()
+            .map_err(|_| io::Error::other("the driver thread died at start"))??;
+        *eng.driver_tid.lock().unwrap_or_else(|p| p.into_inner()) = Some(tid);
         Ok(eng)
     }
 
@@ -197,17 +264,17 @@ impl Engine {
         top > 0 && 3 - top < level as usize
     }
 
-    pub(crate) fn take_buffer(&self) -> Vec<u8> {
+    pub(crate) fn take_buffer(&self) -> RecvBatch {
         self.buffers
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .pop()
-            .unwrap_or_else(|| vec![0; MAX_DATAGRAM])
+            .unwrap_or_else(UdpLink::recv_batch)
     }
 
-    pub(crate) fn give_buffer(&self, b: Vec<u8>) {
+    pub(crate) fn give_buffer(&self, b: RecvBatch) {
         let mut v = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
-        if v.len() < 64 {
+        if v.len() < MAX_POOLED_BATCHES {
             v.push(b);
         }
     }
@@ -221,7 +288,24 @@ impl Engine {
             .cloned()
     }
 
+    /// A guaranteed VC opened: give the driver its priority (once per engine).
+    fn raise_driver(&self) {
+        let Some(n) = self.cfg.driver_nice else {
+            return;
+        };
+        if self.driver_raised.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let tid = *self.driver_tid.lock().unwrap_or_else(|p| p.into_inner());
+        // Linux: a thread id names one thread for PRIO_PROCESS. Refused without
+        // CAP_SYS_NICE: the driver then keeps the default priority.
+        let _ = tid.map(|t| rustix::process::setpriority_process(Some(t), n));
+    }
+
     pub(crate) fn add_conn(&self, conn: Arc<Conn>) -> io::Result<()> {
+        if conn.level == crate::sched::Level::Guaranteed {
+            self.raise_driver();
+        }
         self.register(conn.link.raw_fd(), conn.token)?;
         self.conns
             .lock()

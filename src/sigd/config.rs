@@ -1,4 +1,4 @@
-//! sigd's configuration: a TOML file (see `examples/sigd.toml`) that flags override.
+//! sigd's configuration: a TOML file (see `docs/sigd.example.toml`) that flags override.
 //! Every mistake is reported with the key it is in and what to write instead.
 
 use std::net::{IpAddr, SocketAddr};
@@ -508,7 +508,7 @@ mod tests {
 
     #[test]
     fn the_example_file_is_valid() {
-        let text = include_str!("../../examples/sigd.toml");
+        let text = include_str!("../../docs/sigd.example.toml");
         let c = check(text).unwrap();
         assert_eq!(c.routes.len(), 2);
         assert_eq!(c.policy.len(), 2);

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use super::sigd::Session;
 use super::{Error, Resolved, WouldBlock};
-use crate::engine::{Conn, End, Engine, ListenerShared, UdpLink, Which, VCI_BACKWARD, VCI_FORWARD};
+use crate::engine::{Conn, End, Engine, Link, ListenerShared, Which, VCI_BACKWARD, VCI_FORWARD};
 use crate::flow;
 use crate::transport::{Psb, PsbStats, RecvError, SendError, TransportConfig};
 
@@ -90,8 +90,13 @@ impl Drop for IncomingCall {
 
 impl Listener {
     pub(super) fn bind(eng: Arc<Engine>, addr: SocketAddr, r: Resolved) -> Result<Listener, Error> {
-        let link =
-            UdpLink::bind(addr, eng.cfg.socket_rcvbuf, eng.cfg.socket_sndbuf).map_err(Error::Io)?;
+        let link = Link::bind(
+            &eng.cfg.network,
+            addr,
+            eng.cfg.socket_rcvbuf,
+            eng.cfg.socket_sndbuf,
+        )
+        .map_err(Error::Io)?;
         let token = eng.token();
         let shared = Arc::new(ListenerShared::new(
             token,
@@ -262,6 +267,10 @@ pub struct ConnStats {
     pub watermark_holds: u64,
     /// Datagrams the socket failed to send.
     pub send_errors: u64,
+    /// Frames the connection's receive queue dropped because it was full, before any
+    /// work was spent on them (seed 000 §6.2.2): the mem port's own count, or the
+    /// kernel's for the UDP socket (read from `/proc/net/udp`); `None` where unknown.
+    pub queue_drops: Option<u64>,
 }
 
 /// A duplex connection: two simplex VCs.
@@ -352,8 +361,13 @@ impl Connection {
         } else {
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let link = UdpLink::bind(local, eng.cfg.socket_rcvbuf, eng.cfg.socket_sndbuf)
-            .map_err(Error::Io)?;
+        let link = Link::bind(
+            &eng.cfg.network,
+            local,
+            eng.cfg.socket_rcvbuf,
+            eng.cfg.socket_sndbuf,
+        )
+        .map_err(Error::Io)?;
         let cookie = random_cookie();
         let tx_cfg = TransportConfig {
             cookie: Some(cookie),
@@ -609,6 +623,7 @@ impl Connection {
                 + c.unknown_vc.load(Ordering::Relaxed),
             watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
             send_errors: c.send_errors.load(Ordering::Relaxed),
+            queue_drops: self.conn.link.queue_drops(),
         }
     }
 

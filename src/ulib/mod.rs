@@ -37,12 +37,13 @@ use std::time::Duration;
 pub use connection::{ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Sender};
 pub use error::{Error, WouldBlock};
 
-use crate::engine::{Conn, Engine, EngineConfig, UdpLink};
+use crate::engine::{Conn, Engine, EngineConfig, Link};
 use crate::sched::{guaranteed_weight, Level};
 use crate::transport::TransportConfig;
 use crate::wire::qos::{Qos, Service};
 
-pub use crate::engine::Watermarks;
+pub use crate::adaptor::MemNetwork;
+pub use crate::engine::{current_cpus, pin_current_thread, Network, Watermarks};
 
 /// How a host runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -85,7 +86,7 @@ pub struct Host {
     sigd: Option<Arc<sigd::SigdClient>>,
     /// A data socket opened ahead for the next call through sigd (see
     /// [`Host::data_link`]).
-    spare: Arc<std::sync::Mutex<Option<UdpLink>>>,
+    spare: Arc<std::sync::Mutex<Option<Link>>>,
 }
 
 /// Where a call goes: an IP socket address (direct mode) or an ATM address or name
@@ -228,17 +229,17 @@ impl Host {
     }
 
     /// The data socket for a call through sigd: the one opened ahead if there is one.
-    fn data_link(&self) -> Result<UdpLink, Error> {
+    fn data_link(&self) -> Result<Link, Error> {
         if let Some(l) = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take() {
             return Ok(l);
         }
         self.new_data_link()
     }
 
-    fn new_data_link(&self) -> Result<UdpLink, Error> {
+    fn new_data_link(&self) -> Result<Link, Error> {
         let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
-        UdpLink::bind(any, self.eng.cfg.socket_rcvbuf, self.eng.cfg.socket_sndbuf)
-            .map_err(Error::Io)
+        let cfg = &self.eng.cfg;
+        Link::bind(&cfg.network, any, cfg.socket_rcvbuf, cfg.socket_sndbuf).map_err(Error::Io)
     }
 
     /// Open the next call's data socket while this call's request is with sigd: the
@@ -282,7 +283,7 @@ impl Host {
         &self,
         session: &Arc<sigd::Session>,
         call: u64,
-        link: UdpLink,
+        link: Link,
     ) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
         match session.call_event(call, self.cfg.connect_timeout) {

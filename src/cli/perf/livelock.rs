@@ -16,7 +16,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use natm::ulib::{ConnStats, Connection, Error, Host, HostConfig, Watermarks};
+use natm::ulib::{
+    current_cpus, pin_current_thread, ConnStats, Connection, Error, Host, HostConfig, Watermarks,
+};
 
 /// Longest wait for the connection to come up.
 const ACCEPT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -40,6 +42,59 @@ pub(crate) struct LivelockConfig {
     pub(crate) time: Duration,
     /// Watermarks of the "on" case (the default engine's unless overridden).
     pub(crate) watermarks: Option<Watermarks>,
+    /// Give the receiving host only this many CPUs: its driver and its application
+    /// thread are pinned to the first `n` CPUs this process may use, the sending host's
+    /// threads to the others. `None`: the kernel places every thread.
+    pub(crate) cpus: Option<usize>,
+}
+
+/// Which CPUs each side runs on when the receiving host is given fewer than all.
+#[derive(Debug, Clone, Default)]
+struct Placement {
+    rx: Option<Vec<usize>>,
+    tx: Option<Vec<usize>>,
+}
+
+impl Placement {
+    fn new(cpus: Option<usize>) -> Result<Placement, String> {
+        let Some(n) = cpus else {
+            return Ok(Placement::default());
+        };
+        let all = current_cpus().map_err(|e| format!("sched_getaffinity: {e}"))?;
+        if n == 0 || n >= all.len() {
+            return Err(format!(
+                "--cpus {n}: give the receiver between 1 and {} of this process's {} CPUs,                  so that the sender has the rest",
+                all.len().saturating_sub(1),
+                all.len()
+            ));
+        }
+        Ok(Placement {
+            rx: Some(all[..n].to_vec()),
+            tx: Some(all[n..].to_vec()),
+        })
+    }
+}
+
+/// Pin the calling thread to `cpus` (if given) until the guard drops.
+struct Pinned(Option<Vec<usize>>);
+
+impl Pinned {
+    fn to(cpus: &Option<Vec<usize>>) -> Result<Pinned, String> {
+        let Some(cpus) = cpus else {
+            return Ok(Pinned(None));
+        };
+        let before = current_cpus().map_err(|e| format!("sched_getaffinity: {e}"))?;
+        pin_current_thread(cpus).map_err(|e| format!("sched_setaffinity {cpus:?}: {e}"))?;
+        Ok(Pinned(Some(before)))
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        if let Some(before) = &self.0 {
+            let _ = pin_current_thread(before);
+        }
+    }
 }
 
 impl LivelockConfig {
@@ -95,10 +150,17 @@ fn err(e: Error) -> String {
 }
 
 /// Two hosts, the receiver's with or without watermarks; (sender, receiver).
-fn connect(cfg: &LivelockConfig, watermarks: bool) -> Result<(Connection, Connection), String> {
+fn connect(
+    cfg: &LivelockConfig,
+    watermarks: bool,
+    place: &Placement,
+) -> Result<(Connection, Connection), String> {
     let mut rx_cfg = HostConfig::default();
     rx_cfg.engine.watermarks = if watermarks { cfg.watermarks } else { None };
-    let tx_host = Host::open(HostConfig::default()).map_err(err)?;
+    rx_cfg.engine.driver_cpus = place.rx.clone();
+    let mut tx_cfg = HostConfig::default();
+    tx_cfg.engine.driver_cpus = place.tx.clone();
+    let tx_host = Host::open(tx_cfg).map_err(err)?;
     let rx_host = Host::open(rx_cfg).map_err(err)?;
     let l = rx_host.bind("127.0.0.1:0", &cfg.qos).map_err(err)?;
     let addr = l.local_addr().map_err(err)?;
@@ -120,7 +182,9 @@ pub(crate) fn default_watermarks() -> Option<Watermarks> {
 /// One run at `load` × C, watermarks on or off at the receiver. Bounded by
 /// `warmup + time` plus the connection setup.
 pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<Sample, String> {
-    let (client, server) = connect(cfg, watermarks)?;
+    let place = Placement::new(cfg.cpus)?;
+    let (client, server) = connect(cfg, watermarks, &place)?;
+    let place = &place;
     let offered_bps = load * cfg.capacity_bps();
     let interval = Duration::from_secs_f64(cfg.size as f64 * 8.0 / offered_bps);
     let start = Instant::now();
@@ -132,6 +196,7 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<S
 
     thread::scope(|s| {
         let sender = s.spawn(move || -> Result<u64, String> {
+            let _pin = Pinned::to(&place.tx)?;
             let msg = vec![0x5a_u8; cfg.size];
             let (mut n, mut in_window) = (0u32, 0u64);
             while !stop.load(Ordering::Relaxed) {
@@ -157,7 +222,8 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<S
             Ok(in_window)
         });
 
-        let measured = receive(&server, cfg, from, until, port);
+        let measured =
+            Pinned::to(&place.rx).and_then(|_pin| receive(&server, cfg, from, until, port));
         stop.store(true, Ordering::Relaxed);
         let sent = sender
             .join()
@@ -290,6 +356,7 @@ pub(crate) fn json_doc(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> Strin
         "warmup_s": cfg.warmup.as_secs_f64(),
         "time_s": cfg.time.as_secs_f64(),
         "runs": runs,
+        "receiver_cpus": cfg.cpus,
         "watermarks_on": wm.map(|w| json!({"high": w.high, "low": w.low})),
         "peak_bps": {"watermarks": peaks[0], "no_watermarks": peaks[1]},
         "machine": super::report::machine(),
@@ -306,7 +373,7 @@ pub(crate) fn table(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
         t,
         "Receive livelock: {} messages of {}, receiver busy {} µs per message \
          (C = {:.1} Mbit/s), {} s measured after {} s, median of {runs} run(s); \
-         watermarks on = {}",
+         watermarks on = {}; receiving host on {}",
         cfg.qos,
         super::report::human_size(cfg.size),
         cfg.work.as_micros(),
@@ -317,6 +384,9 @@ pub(crate) fn table(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
             "high {} low {}",
             super::report::human_size(w.high),
             super::report::human_size(w.low)
+        )),
+        cfg.cpus.map_or("any CPU".into(), |n| format!(
+            "{n} CPU(s), the sender on the others"
         )),
     );
     let _ =
@@ -413,10 +483,12 @@ pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row])
     stacked(
         path,
         &format!(
-            "Receive livelock: {}, {} messages, {} µs per message",
+            "Receive livelock: {}, {} messages, {} µs per message{}",
             cfg.qos,
             super::report::human_size(cfg.size),
-            cfg.work.as_micros()
+            cfg.work.as_micros(),
+            cfg.cpus
+                .map_or(String::new(), |n| format!(", receiver on {n} CPU(s)"))
         ),
         "offered (Mbit/s)",
         &[panel],

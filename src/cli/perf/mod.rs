@@ -12,6 +12,7 @@ mod all;
 mod calls;
 mod cost;
 mod fit;
+mod framing;
 mod guaranteed;
 mod isolation;
 mod latency;
@@ -180,6 +181,11 @@ pub(crate) struct LivelockArgs {
     /// Low watermark of the "on" case (default: the engine's default).
     #[arg(long, value_parser = units::bytes, requires = "high")]
     low: Option<u64>,
+    /// Give the receiving host this many CPUs (its driver and application thread
+    /// pinned there), the sender the rest: the wasted work of reading what is later
+    /// dropped then competes with the application, as on the paper's one-CPU hosts.
+    #[arg(long)]
+    cpus: Option<usize>,
     #[command(flatten)]
     out: Output,
 }
@@ -448,6 +454,7 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
             (Some(_), Some(_)) => return Err("--low must not exceed --high".into()),
             _ => livelock::default_watermarks(),
         },
+        cpus: a.cpus,
     };
     let pb = progress(o.runs * a.loads.len() * 2);
     let mut rows: Vec<livelock::Row> = a

@@ -22,10 +22,9 @@ use serde_json::json;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::runtime::Runtime;
 
+use super::framing::FrameBuf;
 use super::stack::{Endpoint, Pair, Params, Stack, StackOptions};
 
-/// Length prefix of every message.
-const HEADER: usize = 4;
 /// Largest single read from the stream.
 const READ_CHUNK: usize = 256 << 10;
 /// The client's first bytes on the stream, so that the server sees the stream open.
@@ -289,7 +288,7 @@ pub(crate) fn params_quic(p: &mut Params) {
     p.insert("framing".into(), json!("4-byte length"));
 }
 
-/// One end of a QUIC connection; `buf[head..tail]` is received and not yet handed out.
+/// One end of a QUIC connection and its receive buffer.
 pub(crate) struct QuicEnd {
     rt: Arc<Runtime>,
     // Kept so the endpoint lives as long as the connection.
@@ -299,9 +298,7 @@ pub(crate) struct QuicEnd {
     recv: RecvStream,
     max_msg: usize,
     poll: Duration,
-    buf: Vec<u8>,
-    head: usize,
-    tail: usize,
+    frames: FrameBuf,
 }
 
 impl QuicEnd {
@@ -322,9 +319,7 @@ impl QuicEnd {
             recv,
             max_msg,
             poll,
-            buf: vec![0; READ_CHUNK.max(HEADER + max_msg)],
-            head: 0,
-            tail: 0,
+            frames: FrameBuf::new(READ_CHUNK, max_msg),
         }
     }
 }
@@ -379,48 +374,19 @@ impl Endpoint for QuicEnd {
 
     fn recv(&mut self) -> io::Result<Option<&[u8]>> {
         loop {
-            let avail = self.tail - self.head;
-            let need = if avail >= HEADER {
-                let mut h = [0; HEADER];
-                h.copy_from_slice(&self.buf[self.head..self.head + HEADER]);
-                let len = u32::from_be_bytes(h) as usize;
-                if len > self.max_msg {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "length prefix {len} is over the {} B asked for",
-                            self.max_msg
-                        ),
-                    ));
-                }
-                let need = HEADER + len;
-                if avail >= need {
-                    let start = self.head + HEADER;
-                    self.head += need;
-                    if self.head == self.tail {
-                        self.head = 0;
-                        self.tail = 0;
-                    }
-                    return Ok(Some(&self.buf[start..start + len]));
-                }
-                need
-            } else {
-                HEADER
+            let need = match self.frames.next()? {
+                Ok(r) => return Ok(Some(self.frames.get(r))),
+                Err(need) => need,
             };
-            if self.buf.len() - self.head < need.max(READ_CHUNK.min(self.buf.len())) {
-                self.buf.copy_within(self.head..self.tail, 0);
-                self.tail -= self.head;
-                self.head = 0;
-            }
-            let end = self.buf.len().min(self.tail + READ_CHUNK);
+            let room = need.max(READ_CHUNK.min(self.frames.capacity()));
             let (recv, poll) = (&mut self.recv, self.poll);
-            let window = &mut self.buf[self.tail..end];
+            let window = self.frames.window(room, READ_CHUNK);
             let got = self
                 .rt
                 .block_on(async move { tokio::time::timeout(poll, recv.read(window)).await });
             match got {
                 Err(_) => return Ok(None),
-                Ok(Ok(Some(n))) => self.tail += n,
+                Ok(Ok(Some(n))) => self.frames.filled(n),
                 Ok(Ok(None)) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok(Err(e)) => {
                     return Err(io::Error::new(

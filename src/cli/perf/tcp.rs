@@ -12,10 +12,9 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use serde_json::json;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
+use super::framing::{FrameBuf, HEADER};
 use super::stack::{is_timeout, Endpoint, Pair, Stack, StackOptions};
 
-/// Length prefix of every message.
-const HEADER: usize = 4;
 /// Reads when no large message is in progress take at most this much, so a read never
 /// runs far into the next large message (which would then have to be moved).
 const READ_CHUNK: usize = 256 << 10;
@@ -115,9 +114,7 @@ impl Stack for Tcp {
             Box::new(TcpEnd {
                 stream: s.into(),
                 max_msg,
-                buf: vec![0; READ_CHUNK.max(HEADER + max_msg + LARGE)],
-                head: 0,
-                tail: 0,
+                frames: FrameBuf::new(READ_CHUNK.max(HEADER + max_msg + LARGE), max_msg),
             })
         };
         Ok(Pair {
@@ -128,14 +125,11 @@ impl Stack for Tcp {
     }
 }
 
-/// One end of the connection: the stream and the receive buffer, whose bytes
-/// `buf[head..tail]` are received and not yet handed out.
+/// One end of the connection: the stream and the receive buffer.
 struct TcpEnd {
     stream: TcpStream,
     max_msg: usize,
-    buf: Vec<u8>,
-    head: usize,
-    tail: usize,
+    frames: FrameBuf,
 }
 
 impl Endpoint for TcpEnd {
@@ -176,48 +170,18 @@ impl Endpoint for TcpEnd {
 
     fn recv(&mut self) -> io::Result<Option<&[u8]>> {
         loop {
-            let avail = self.tail - self.head;
-            let (need, limit) = if avail >= HEADER {
-                let mut h = [0; HEADER];
-                h.copy_from_slice(&self.buf[self.head..self.head + HEADER]);
-                let len = u32::from_be_bytes(h) as usize;
-                if len > self.max_msg {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidData,
-                        format!(
-                            "length prefix {len} is over the {} B asked for",
-                            self.max_msg
-                        ),
-                    ));
-                }
-                let need = HEADER + len;
-                if avail >= need {
-                    let start = self.head + HEADER;
-                    self.head += need;
-                    if self.head == self.tail {
-                        self.head = 0;
-                        self.tail = 0;
-                    }
-                    return Ok(Some(&self.buf[start..start + len]));
-                }
-                let limit = if len >= LARGE {
-                    need - avail
-                } else {
-                    READ_CHUNK
-                };
-                (need, limit)
-            } else {
-                (HEADER, READ_CHUNK)
+            let need = match self.frames.next()? {
+                Ok(r) => return Ok(Some(self.frames.get(r))),
+                Err(need) => need,
             };
-            if self.buf.len() - self.head < need {
-                self.buf.copy_within(self.head..self.tail, 0);
-                self.tail -= self.head;
-                self.head = 0;
-            }
-            let end = self.buf.len().min(self.tail + limit);
-            match self.stream.read(&mut self.buf[self.tail..end]) {
+            let limit = if need >= HEADER + LARGE {
+                need - self.frames.avail()
+            } else {
+                READ_CHUNK
+            };
+            match self.stream.read(self.frames.window(need, limit)) {
                 Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => self.tail += n,
+                Ok(n) => self.frames.filled(n),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if is_timeout(&e) => return Ok(None),
                 Err(e) => return Err(e),
