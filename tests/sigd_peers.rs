@@ -218,3 +218,96 @@ fn policy_rejects_calls_from_a_prefix_and_stat_prints_tables() {
     assert!(text.contains("link 1000.0 Mbit/s"), "{text}");
     assert!(text.contains("listener") && text.contains(" x "), "{text}");
 }
+
+/// A call through sigd opens its VCs from what SETUP/CONNECT agreed, without the
+/// transport handshake: both ends must derive the same parameters (window, TPDU size,
+/// semantics, ISN) from the signalled QoS and cookie, or data would be dropped. Each
+/// QoS carries messages across TPDU boundaries byte-exact both ways, with nothing
+/// dropped as malformed or with a wrong cookie at either end.
+#[test]
+fn signalled_calls_carry_data_both_ways_without_a_transport_handshake() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = b.host();
+    let ha = a.host();
+    for qos in [
+        "reliable",
+        "reliable:flow=window,tpdu=8192",
+        "reliable:mode=stream",
+        "cbr:pcr=20Mbps",
+    ] {
+        let l = hb.bind("exact", qos).unwrap();
+        let t = std::thread::spawn(move || {
+            let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut got = Vec::new();
+            while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
+                got.extend_from_slice(&m);
+                c.send(&m).unwrap();
+            }
+            // No flush: the caller read every echo before closing, and it drops its
+            // receiving VC right after its close (a flush now would see that abort).
+            (got, c.stats())
+        });
+        let c = ha.connect("+4420002:exact", qos).unwrap();
+        let mut sent = Vec::new();
+        let mut echoed = Vec::new();
+        for (i, n) in [1usize, 1023, 1024, 1025, 9000, 70_000]
+            .into_iter()
+            .enumerate()
+        {
+            let msg: Vec<u8> = (0..n).map(|k| (k * 31 + i * 7) as u8).collect();
+            c.send(&msg).unwrap();
+            sent.extend_from_slice(&msg);
+            // Stream mode may deliver the echo in other pieces: read until all is back.
+            while echoed.len() < sent.len() {
+                let m = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+                echoed.extend_from_slice(&m);
+            }
+        }
+        assert!(echoed == sent, "{qos}: the echo differs");
+        let mine = c.stats();
+        c.close();
+        c.flush(Duration::from_secs(5)).unwrap();
+        drop(c);
+        let (got, theirs) = t.join().unwrap();
+        assert!(got == sent, "{qos}: the callee received other bytes");
+        for s in [&mine, &theirs] {
+            for v in [&s.tx, &s.rx] {
+                assert_eq!(
+                    (v.drop_malformed, v.drop_bad_cookie),
+                    (0, 0),
+                    "{qos}: {s:?}"
+                );
+            }
+        }
+    }
+}
+
+/// CALL PROCEEDING is sent only when the called application is slow to answer
+/// (after min(T303/4, 20 ms)); then it must still go out in time to stop the
+/// caller's T303. With T303 at 100 ms and an application that answers after 400 ms
+/// (past two T303 expiries, when the caller would clear the call), the call connects.
+#[test]
+fn a_slow_callee_still_gets_call_proceeding_before_t303() {
+    let timers = format!("{LINK}\n[timers]\nt303_ms = 100");
+    let (a, b) = pair(&timers, &timers);
+    let hb = b.host();
+    let l = hb.bind("slow", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        std::thread::sleep(Duration::from_millis(400));
+        let c = call.accept().unwrap();
+        let m = c.recv_timeout(Duration::from_secs(10)).unwrap();
+        // Until the caller's close: a receiver that closes first aborts its VC.
+        while c.recv_timeout(Duration::from_secs(10)).unwrap().is_some() {}
+        m
+    });
+    let ha = a.host();
+    let c = ha.connect("+4420002:slow", "reliable").unwrap();
+    c.send(b"late but connected").unwrap();
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    assert_eq!(
+        t.join().unwrap().as_deref(),
+        Some(&b"late but connected"[..])
+    );
+}

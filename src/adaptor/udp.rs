@@ -111,6 +111,31 @@ fn add(c: &AtomicU64, n: usize) {
     c.fetch_add(n as u64, Relaxed);
 }
 
+/// Keep one socket with UDP GRO on for the life of the process, per address family.
+///
+/// Turning GRO on for a UDP socket takes a reference on a kernel static key
+/// (`udp_encap_needed_key`, and the IPv6 one), and closing the socket drops it; when
+/// the count goes 0 → 1 or 1 → 0 the kernel patches its code and interrupts every CPU
+/// (text poke, IPIs). With one socket per VC end and a call's sockets short-lived,
+/// that happened twice per call: `perf record` of `natm perf calls` showed a quarter
+/// of all CPU in `static_key_slow_inc`/`_dec` under `setsockopt(UDP_GRO)` and
+/// `close`. Held here, the count never reaches 0 and the per-socket cost is one
+/// atomic increment. Best effort: if the socket cannot be made, nothing changes.
+fn hold_gro_key(v6: bool) {
+    static HELD: [std::sync::OnceLock<Option<std::net::UdpSocket>>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    HELD[usize::from(v6)].get_or_init(|| {
+        let any = if v6 {
+            SocketAddr::from((Ipv6Addr::LOCALHOST, 0))
+        } else {
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+        };
+        let s = std::net::UdpSocket::bind(any).ok()?;
+        UdpSocketState::new((&s).into()).ok()?;
+        Some(s)
+    });
+}
+
 /// One UDP socket of the UDP adaptor (DESIGN §2: each AAL5 frame is one datagram).
 #[derive(Debug)]
 pub struct UdpPort {
@@ -139,6 +164,7 @@ impl UdpPort {
 
     /// Open a socket bound to `addr` with `options`, in blocking mode.
     pub fn bind_with(addr: SocketAddr, options: &PortOptions) -> io::Result<UdpPort> {
+        hold_gro_key(addr.is_ipv6());
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
         if options.reuse_address {
             socket.set_reuse_address(true)?;

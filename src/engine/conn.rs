@@ -617,8 +617,9 @@ impl Conn {
 
 impl Conn {
     /// A connection whose peer data endpoint, VCIs and cookie come from sigd: the
-    /// socket is connected to the peer at once, and both ends run the transport
-    /// handshake as in direct mode (the sending VC connects, the receiving VC listens).
+    /// socket is connected to the peer at once, and both VCs start established from
+    /// the parameters signalling agreed (`Psb::established_sender`/`_receiver`: no
+    /// transport handshake; the configurations carry the call's cookie and ISNs).
     pub(crate) fn from_signalling(
         eng: &Engine,
         link: Link,
@@ -632,12 +633,12 @@ impl Conn {
         let now = eng.clock.now();
         let (tx_cfg, tx_vci) = tx;
         let (rx_cfg, rx_vci) = rx;
-        let tx = Psb::connect(
+        let tx = Psb::established_sender(
             tx_cfg.clone(),
             crate::flow::build(tx_cfg.flow, &tx_cfg),
             now,
         );
-        let rx = Psb::listen(rx_cfg);
+        let rx = Psb::established_receiver(rx_cfg);
         let conn = std::sync::Arc::new(Conn::new(
             eng.token(),
             link,
@@ -648,9 +649,10 @@ impl Conn {
             weight,
         ));
         eng.add_conn(conn.clone())?;
-        let (mut e, cv) = conn.end(Which::Tx);
-        conn.after(eng, Which::Tx, &mut e, cv, now, usize::MAX);
-        drop(e);
+        for w in [Which::Tx, Which::Rx] {
+            let (mut e, cv) = conn.end(w);
+            conn.after(eng, w, &mut e, cv, now, usize::MAX);
+        }
         Ok(conn)
     }
 

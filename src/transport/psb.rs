@@ -111,6 +111,48 @@ impl Psb {
         psb
     }
 
+    /// Open the sending end of a VC whose parameters signalling already agreed (a call
+    /// set up through sigd): no CONN-REQ, the VC starts established with what a receiver
+    /// opened from the same configuration agrees to (`cfg.isn` and `cfg.cookie` must be the ones the
+    /// receiving end was opened with, see [`Psb::established_receiver`]).
+    ///
+    /// Departs from seed 000 §5.3, where every simplex VC opens with the transport
+    /// handshake: with UNI signalling the SETUP/CONNECT exchange has already carried
+    /// the QoS, the data endpoints and the cookie both ways, so the three-way TPDU
+    /// handshake would only repeat it (and cost two more process wake-ups per call).
+    /// The cookie still binds the data path: frames with any other are dropped.
+    pub fn established_sender(
+        cfg: TransportConfig,
+        flow: Box<dyn FlowController>,
+        now: Instant,
+    ) -> Psb {
+        let mut psb = Psb::connect(cfg, flow, now);
+        psb.ctrl.clear();
+        // What a receiver opened from the same configuration agrees to.
+        let p = psb.agree(&psb.offer());
+        if let Some(s) = psb.send.as_mut() {
+            s.renegotiate(p.window, p.tpdu_size as usize, p.max_msg);
+        }
+        psb.params = Some(p);
+        psb.state = State::Established;
+        psb.events.push_back(Event::Connected);
+        psb
+    }
+
+    /// Open the receiving end of a VC whose parameters signalling already agreed: no
+    /// CONN-ACCEPT, the VC starts established with what this end would have agreed to
+    /// a CONN-REQ made from the same configuration (the QoS both ends got from
+    /// signalling; `cfg.isn` and `cfg.cookie` as the sender's).
+    pub fn established_receiver(cfg: TransportConfig) -> Psb {
+        let mut psb = Psb::listen(cfg);
+        let offer = psb.offer();
+        psb.params = Some(psb.agree(&offer));
+        psb.set_recv_limits();
+        psb.state = State::Established;
+        psb.events.push_back(Event::Connected);
+        psb
+    }
+
     fn new(role: Role, cfg: TransportConfig, flow: Box<dyn FlowController>) -> Psb {
         Psb {
             role,
@@ -406,6 +448,21 @@ impl Psb {
 
     fn queue_accept(&mut self) {
         let Some(p) = self.params else { return };
+        self.set_recv_limits();
+        let h = Header {
+            window: p.window.min(u32::from(u16::MAX)) as u16,
+            ..self.header(TpduType::ConnAccept)
+        };
+        self.queue_ctrl(
+            h,
+            Bytes::copy_from_slice(&p.to_bytes()),
+            TransmitKind::Control,
+        );
+    }
+
+    /// The receive half takes the agreed parameters (before any data arrived).
+    fn set_recv_limits(&mut self) {
+        let Some(p) = self.params else { return };
         let error_control = p.options & ConnParams::OPT_ERROR_CONTROL != 0;
         let flow = FlowKind::from_code(p.flow_code()).unwrap_or_default();
         let lim = RecvLimits {
@@ -426,15 +483,6 @@ impl Psb {
                 r.set_limits(lim, p.isn);
             }
         }
-        let h = Header {
-            window: p.window.min(u32::from(u16::MAX)) as u16,
-            ..self.header(TpduType::ConnAccept)
-        };
-        self.queue_ctrl(
-            h,
-            Bytes::copy_from_slice(&p.to_bytes()),
-            TransmitKind::Control,
-        );
     }
 
     fn check_close_complete(&mut self) {

@@ -466,6 +466,77 @@ fn forged_cookie_and_garbage_are_dropped_and_counted() {
     assert!(!p.rx.status().aborted);
 }
 
+/// Both ends opened from what signalling agreed (a call through sigd): no handshake.
+fn signalled_pair(cfg: TransportConfig) -> Pair {
+    let mut p = Pair::new(cfg.clone(), cfg.clone());
+    p.tx = Psb::established_sender(cfg.clone(), Box::new(NoFlow), p.now);
+    p.rx = Psb::established_receiver(cfg);
+    p
+}
+
+#[test]
+fn signalled_vc_starts_established_without_handshake_frames() {
+    let mut cfg = small(TransportConfig::reliable());
+    cfg.cookie = Some(0x5151);
+    cfg.isn = 77;
+    let mut p = signalled_pair(cfg);
+    assert!(p.tx.status().connected && p.rx.status().connected);
+    assert_eq!(p.tx.poll_event(), Some(Event::Connected));
+    assert_eq!(p.rx.poll_event(), Some(Event::Connected));
+    // Nothing goes on the wire before the first data TPDU.
+    assert!(p.tx.poll_transmit(p.now).is_none());
+    assert!(p.rx.poll_transmit(p.now).is_none());
+    assert_eq!(p.tx.params(), p.rx.params());
+    let m = msgs(&[1, 1023, 1024, 5000, 0, 70_000]);
+    p.transfer(&m, Duration::from_secs(5));
+    assert_eq!(p.messages(), m);
+    assert!(p.tx.status().closed && p.rx.status().peer_closed);
+    assert_eq!(p.tx.stats().retransmissions(), 0);
+}
+
+#[test]
+fn signalled_vc_recovers_loss_and_keeps_message_limits() {
+    let mut cfg = small(TransportConfig::reliable());
+    cfg.cookie = Some(9);
+    cfg.max_msg = 5000;
+    let mut p = signalled_pair(cfg);
+    let mut rng = Rng(0x1234_5678);
+    p.fate = Box::new(move |_, _| u8::from(!rng.chance(0.1)));
+    assert_eq!(
+        p.tx.send(&[0u8; 6000], true),
+        Err(SendError::MessageTooLarge {
+            size: 6000,
+            max: 5000
+        })
+    );
+    let m = msgs(&[4000; 30]);
+    p.transfer(&m, Duration::from_secs(60));
+    assert_eq!(p.messages(), m);
+}
+
+#[test]
+fn signalled_vc_drops_frames_with_another_cookie_or_isn() {
+    let mut cfg = small(TransportConfig::reliable());
+    cfg.cookie = Some(0xC0FFEE);
+    let mut wrong = cfg.clone();
+    wrong.cookie = Some(0xBAD);
+    // A sender with the wrong cookie: every frame is dropped and counted.
+    let mut p = signalled_pair(cfg.clone());
+    p.tx = Psb::established_sender(wrong, Box::new(NoFlow), p.now);
+    p.tx.send(&[1u8; 500], true).unwrap();
+    p.drive(Duration::from_millis(5));
+    assert!(p.delivered.is_empty());
+    assert!(p.rx.stats().drop_bad_cookie >= 1);
+    // A receiver that was given another ISN delivers nothing out of its window.
+    let mut other = cfg.clone();
+    other.isn = cfg.isn.wrapping_add(1_000_000);
+    let mut p = signalled_pair(cfg);
+    p.rx = Psb::established_receiver(other);
+    p.tx.send(&[1u8; 500], true).unwrap();
+    p.drive(Duration::from_millis(5));
+    assert!(p.delivered.is_empty());
+}
+
 #[test]
 fn window_full_then_writable() {
     let mut cfg = small(TransportConfig::reliable());

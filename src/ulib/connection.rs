@@ -53,8 +53,11 @@ impl IncomingCall {
         let link = self.host.data_link()?;
         let data = link.local_addr().map_err(Error::Io)?;
         let call = self.call;
-        self.session
-            .request(|req| crate::wire::ipc::Message::Accept { req, call, data })?;
+        let req = self
+            .session
+            .send_request(|req| crate::wire::ipc::Message::Accept { req, call, data })?;
+        self.host.open_spare_link();
+        self.session.answer(req)?;
         self.host.await_connected(&self.session, call, link)
     }
 

@@ -84,6 +84,9 @@ pub struct Host {
     eng: Arc<Engine>,
     cfg: HostConfig,
     sigd: Option<Arc<sigd::SigdClient>>,
+    /// A data socket opened ahead for the next call through sigd (see
+    /// [`Host::data_link`]).
+    spare: Arc<std::sync::Mutex<Option<Link>>>,
 }
 
 /// Where a call goes: an IP socket address (direct mode) or an ATM address or name
@@ -135,6 +138,15 @@ impl IntoTarget for Target {
     }
 }
 
+/// The initial sequence number of a VC set up through sigd, the same at both ends:
+/// mixed from the call's random cookie and the VC's VCI, so the two VCs of a call (and
+/// calls on one link) start at unrelated numbers.
+pub(crate) fn signalled_isn(cookie: u32, vci: u16) -> u32 {
+    (u64::from(cookie) << 16 | u64::from(vci))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_right(29) as u32
+}
+
 /// What a QoS resolves to on this host.
 #[derive(Debug, Clone)]
 pub(crate) struct Resolved {
@@ -151,7 +163,12 @@ impl Host {
             .sigd_socket
             .clone()
             .map(|p| Arc::new(sigd::SigdClient::new(p, Arc::downgrade(&eng))));
-        Ok(Host { eng, cfg, sigd })
+        Ok(Host {
+            eng,
+            cfg,
+            sigd,
+            spare: Arc::default(),
+        })
     }
 
     fn resolve_qos(&self, qos: &str) -> Result<Resolved, Error> {
@@ -211,10 +228,38 @@ impl Host {
         }
     }
 
+    /// The data socket for a call through sigd: the one opened ahead if there is one.
     fn data_link(&self) -> Result<Link, Error> {
+        if let Some(l) = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Ok(l);
+        }
+        self.new_data_link()
+    }
+
+    fn new_data_link(&self) -> Result<Link, Error> {
         let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
         let cfg = &self.eng.cfg;
         Link::bind(&cfg.network, any, cfg.socket_rcvbuf, cfg.socket_sndbuf).map_err(Error::Io)
+    }
+
+    /// Open the next call's data socket while this call's request is with sigd: the
+    /// thread would only wait there, and opening a socket (several system calls)
+    /// leaves the critical path of the next setup. Best effort.
+    pub(crate) fn open_spare_link(&self) {
+        if self
+            .spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return;
+        }
+        if let Ok(l) = self.new_data_link() {
+            let mut s = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            if s.is_none() {
+                *s = Some(l);
+            }
+        }
     }
 
     fn connect_signalled(&self, called: &str, qos: &str) -> Result<Connection, Error> {
@@ -222,12 +267,14 @@ impl Host {
         let session = self.session()?;
         let link = self.data_link()?;
         let data = link.local_addr().map_err(Error::Io)?;
-        let call = session.request(|req| Message::Connect {
+        let req = session.send_request(|req| Message::Connect {
             req,
             called: called.to_owned(),
             qos: qos.to_owned(),
             data,
         })?;
+        self.open_spare_link();
+        let call = session.answer(req)?;
         self.await_connected(&session, call, link)
     }
 
@@ -260,11 +307,15 @@ impl Host {
                         return Err(e);
                     }
                 };
+                // Both VCs start established from what signalling agreed (no TPDU
+                // handshake): each end derives the VC's ISN from the call's cookie and
+                // the VC's VCI, so sender and receiver agree without a round trip.
                 let mut tx_cfg = r.cfg.clone();
                 tx_cfg.cookie = Some(cookie);
-                tx_cfg.isn = connection::random_cookie();
+                tx_cfg.isn = signalled_isn(cookie, tx_vci);
                 let mut rx_cfg = r.cfg;
                 rx_cfg.cookie = Some(cookie);
+                rx_cfg.isn = signalled_isn(cookie, rx_vci);
                 let conn = Conn::from_signalling(
                     &self.eng,
                     link,

@@ -1,15 +1,23 @@
 //! ulib's side of the IPC with the host's sigd (`crate::wire::ipc`): one Unix stream
-//! per host, a reader thread that files answers and events, and callers that wait
+//! per host, answers and events filed per request and call, and callers that wait
 //! for them with a timeout. No call can block forever: every wait is bounded, and if
 //! sigd goes away every waiter fails at once with [`Error::SigdGone`].
 //!
-//! The reader thread also watches established calls: a `Released` from sigd (the
-//! peer application died or released) aborts the connection's VCs at once, so the
+//! Who reads the stream: as in the engine's data path, whichever thread needs
+//! progress takes the session's read role — the application thread waiting in
+//! `connect`, `accept` or `next_call` reads sigd's answer itself, so an IPC message
+//! costs no thread hand-off on the call's critical path. A watcher thread reads when
+//! no application thread waits (an offer nobody is waiting for yet, a `Released` for
+//! an established call); it never takes the role from a waiting application thread.
+//!
+//! Whoever reads also watches established calls: a `Released` from sigd (the peer
+//! application died or released) aborts the connection's VCs at once, so the
 //! application sees "aborted by the peer" without waiting for a transport timeout.
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -48,8 +56,27 @@ pub(crate) struct Offer {
     pub(crate) qos: String,
 }
 
+/// The read role: the stream's read side and what was read of a partial message.
+struct Reader {
+    stream: UnixStream,
+    dec: Decoder,
+    buf: Box<[u8]>,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").finish_non_exhaustive()
+    }
+}
+
+/// Longest a waiting application thread blocks in one read before it looks at its
+/// deadline and at what other readers filed again.
+const READ_SLICE: Duration = Duration::from_millis(100);
+
 #[derive(Debug, Default)]
 struct State {
+    /// Application threads waiting on the condition variable (not reading).
+    parked: u32,
     waiting: HashSet<u64>,
     answers: HashMap<u64, Message>,
     /// Ids sigd assigned to this session (calls and listeners), each with what came
@@ -73,6 +100,11 @@ pub(crate) struct Session {
     next_req: AtomicU64,
     state: Mutex<State>,
     cv: Condvar,
+    /// The read role (see the module doc).
+    reader: Mutex<Reader>,
+    /// The watcher's epoll set: the stream is in it only while no application thread
+    /// holds the read role, so a message an application thread reads wakes no one else.
+    watch: mio::Registry,
     eng: Weak<Engine>,
 }
 
@@ -96,19 +128,152 @@ impl Session {
             source: e,
         })?;
         let reader = s.try_clone().map_err(Error::Io)?;
+        let poll = mio::Poll::new().map_err(Error::Io)?;
+        let watch = poll.registry().try_clone().map_err(Error::Io)?;
+        watch
+            .register(
+                &mut mio::unix::SourceFd(&reader.as_raw_fd()),
+                WATCH,
+                mio::Interest::READABLE,
+            )
+            .map_err(Error::Io)?;
         let session = Arc::new(Session {
             writer: Mutex::new(s),
             next_req: AtomicU64::new(1),
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
+            reader: Mutex::new(Reader {
+                stream: reader,
+                dec: Decoder::new(),
+                buf: vec![0u8; 16 * 1024].into_boxed_slice(),
+            }),
+            watch,
             eng,
         });
         let weak = Arc::downgrade(&session);
         std::thread::Builder::new()
             .name("natm-sigd-ipc".into())
-            .spawn(move || read_loop(reader, weak))
+            .spawn(move || watch_loop(poll, weak))
             .map_err(Error::Io)?;
         Ok(session)
+    }
+
+    /// Wait until `cond` gives an answer, reading the stream itself whenever no other
+    /// thread is (the read role), else parked on the condition variable. `None`
+    /// deadline: until sigd goes away.
+    fn wait_for<R>(
+        &self,
+        until: Option<Instant>,
+        mut cond: impl FnMut(&mut State) -> Option<Result<R, Error>>,
+    ) -> Result<R, Error> {
+        loop {
+            let left = {
+                let mut st = self.lock();
+                if let Some(r) = cond(&mut st) {
+                    return r;
+                }
+                if st.gone.is_some() {
+                    return Err(Error::SigdGone);
+                }
+                match until {
+                    Some(u) => {
+                        let l = u.saturating_duration_since(Instant::now());
+                        if l.is_zero() {
+                            return Err(Error::TimedOut);
+                        }
+                        l.min(READ_SLICE)
+                    }
+                    None => READ_SLICE,
+                }
+            };
+            if let Ok(mut rd) = self.reader.try_lock() {
+                let fd = rd.stream.as_raw_fd();
+                let _ = self.watch.deregister(&mut mio::unix::SourceFd(&fd));
+                self.read_some(&mut rd, Some(left));
+                // Back in the watcher's set: if anything came after the last read, the
+                // (edge-triggered) registration reports it at once and the watcher
+                // reads it, so nothing is left unread when no one waits.
+                if self
+                    .watch
+                    .register(
+                        &mut mio::unix::SourceFd(&fd),
+                        WATCH,
+                        mio::Interest::READABLE,
+                    )
+                    .is_err()
+                {
+                    self.mark_gone("cannot watch the sigd socket".to_owned());
+                }
+                drop(rd);
+                // Someone parked while this thread held the role: let one take it.
+                if self.lock().parked > 0 {
+                    self.cv.notify_all();
+                }
+                continue;
+            }
+            let mut st = self.lock();
+            if let Some(r) = cond(&mut st) {
+                return r;
+            }
+            if st.gone.is_some() {
+                return Err(Error::SigdGone);
+            }
+            st.parked += 1;
+            let (mut st, _) = self
+                .cv
+                .wait_timeout(st, left)
+                .unwrap_or_else(|p| p.into_inner());
+            st.parked -= 1;
+        }
+    }
+
+    /// With the read role: wait up to `block` for the stream to be readable (`None`:
+    /// do not wait), then read and file everything queued on it.
+    fn read_some(&self, rd: &mut Reader, block: Option<Duration>) {
+        if let Some(b) = block {
+            let ts = rustix::event::Timespec::try_from(b).unwrap_or(rustix::event::Timespec {
+                tv_sec: 1,
+                tv_nsec: 0,
+            });
+            let mut fds = [rustix::event::PollFd::new(
+                &rd.stream,
+                rustix::event::PollFlags::IN,
+            )];
+            match rustix::event::poll(&mut fds, Some(&ts)) {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+        }
+        loop {
+            let n = match rustix::net::recv(
+                rd.stream.as_fd(),
+                &mut rd.buf[..],
+                rustix::net::RecvFlags::DONTWAIT,
+            ) {
+                Ok((0, _)) => {
+                    self.mark_gone("sigd closed the connection".to_owned());
+                    return;
+                }
+                Ok((n, _)) => n,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(rustix::io::Errno::AGAIN) => return,
+                Err(e) => {
+                    self.mark_gone(format!("reading from sigd: {e}"));
+                    return;
+                }
+            };
+            rd.dec.push(&rd.buf[..n]);
+            loop {
+                match rd.dec.next_message() {
+                    Ok(Some(m)) => self.deliver(m),
+                    Ok(None) => break,
+                    Err(e) => {
+                        self.mark_gone(format!("sigd sent a malformed message: {e}"));
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     pub(crate) fn is_gone(&self) -> bool {
@@ -139,8 +304,14 @@ impl Session {
         Ok(req)
     }
 
+    /// Send a request whose immediate answer the caller collects later with
+    /// [`Session::answer`] (doing other work meanwhile).
+    pub(crate) fn send_request(&self, build: impl FnOnce(u64) -> Message) -> Result<u64, Error> {
+        self.send(build, true)
+    }
+
     /// The immediate answer to `req`: `Ok(id)` or the refusal as an error.
-    fn answer(&self, req: u64) -> Result<u64, Error> {
+    pub(crate) fn answer(&self, req: u64) -> Result<u64, Error> {
         match self.answer_raw(req)? {
             Message::Ack { id, .. } => Ok(id),
             Message::Refused { cause, detail, .. } => Err(Error::Refused { cause, detail }),
@@ -158,28 +329,11 @@ impl Session {
     }
 
     fn answer_raw(&self, req: u64) -> Result<Message, Error> {
-        let until = Instant::now() + ANSWER_TIMEOUT;
-        let mut st = self.lock();
-        loop {
-            if let Some(m) = st.answers.remove(&req) {
-                st.waiting.remove(&req);
-                return Ok(m);
-            }
-            if st.gone.is_some() {
-                st.waiting.remove(&req);
-                return Err(Error::SigdGone);
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                st.waiting.remove(&req);
-                return Err(Error::TimedOut);
-            }
-            st = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        let r = self.wait_for(Some(Instant::now() + ANSWER_TIMEOUT), |st| {
+            st.answers.remove(&req).map(Ok)
+        });
+        self.lock().waiting.remove(&req);
+        r
     }
 
     /// Send a request and wait for its immediate answer.
@@ -195,25 +349,12 @@ impl Session {
 
     /// Wait for the next event of `call`, up to `timeout`.
     pub(crate) fn call_event(&self, call: u64, timeout: Duration) -> Result<CallEvent, Error> {
-        let until = Instant::now() + timeout;
-        let mut st = self.lock();
-        loop {
-            if let Some(e) = st.slots.get_mut(&call).and_then(|q| q.events.pop_front()) {
-                return Ok(e);
-            }
-            if st.gone.is_some() {
-                return Err(Error::SigdGone);
-            }
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(Error::TimedOut);
-            }
-            st = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+        self.wait_for(Some(Instant::now() + timeout), |st| {
+            st.slots
+                .get_mut(&call)
+                .and_then(|q| q.events.pop_front())
+                .map(Ok)
+        })
     }
 
     /// Collect events for a call this session learnt of from an offer.
@@ -254,35 +395,12 @@ impl Session {
         listener: u64,
         timeout: Option<Duration>,
     ) -> Result<Offer, Error> {
-        let until = timeout.map(|t| Instant::now() + t);
-        let mut st = self.lock();
-        loop {
-            if let Some(o) = st
-                .slots
+        self.wait_for(timeout.map(|t| Instant::now() + t), |st| {
+            st.slots
                 .get_mut(&listener)
                 .and_then(|q| q.offers.pop_front())
-            {
-                return Ok(o);
-            }
-            if st.gone.is_some() {
-                return Err(Error::SigdGone);
-            }
-            let left = match until {
-                Some(u) => {
-                    let l = u.saturating_duration_since(Instant::now());
-                    if l.is_zero() {
-                        return Err(Error::TimedOut);
-                    }
-                    l
-                }
-                None => Duration::from_secs(1),
-            };
-            st = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
+                .map(Ok)
+        })
     }
 
     fn mark_gone(&self, why: String) {
@@ -376,33 +494,38 @@ impl Session {
     }
 }
 
-fn read_loop(mut s: UnixStream, weak: Weak<Session>) {
-    let mut dec = Decoder::new();
-    let mut buf = [0u8; 16 * 1024];
-    let why = loop {
-        let n = match s.read(&mut buf) {
-            Ok(0) => break "sigd closed the connection".to_owned(),
-            Ok(n) => n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => break format!("reading from sigd: {e}"),
-        };
-        dec.push(&buf[..n]);
+/// The watcher's token in its epoll set.
+const WATCH: mio::Token = mio::Token(0);
+
+/// The watcher: wakes when the stream turns readable while it is in the watcher's set
+/// (no application thread holds the read role) and reads. Ends when the session is
+/// dropped (its `Drop` shuts the stream down) or sigd goes away.
+fn watch_loop(mut poll: mio::Poll, weak: Weak<Session>) {
+    let mut events = mio::Events::with_capacity(4);
+    loop {
+        if let Err(e) = poll.poll(&mut events, None) {
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if let Some(s) = weak.upgrade() {
+                s.mark_gone(format!("watching the sigd socket: {e}"));
+            }
+            return;
+        }
         let Some(session) = weak.upgrade() else {
             return;
         };
-        loop {
-            match dec.next_message() {
-                Ok(Some(m)) => session.deliver(m),
-                Ok(None) => break,
-                Err(e) => {
-                    session.mark_gone(format!("sigd sent a malformed message: {e}"));
-                    return;
-                }
-            }
+        if session.is_gone() {
+            return;
         }
-    };
-    if let Some(session) = weak.upgrade() {
-        session.mark_gone(why);
+        // An application thread holding the role has the stream out of this set and
+        // puts it back (re-reporting anything unread) when it lets go.
+        if let Ok(mut rd) = session.reader.try_lock() {
+            session.read_some(&mut rd, None);
+        }
+        if session.is_gone() {
+            return;
+        }
     }
 }
 

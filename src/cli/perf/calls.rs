@@ -110,18 +110,91 @@ fn host(socket: &Path) -> Result<Host, String> {
 }
 
 /// Accept every call until told to stop; each connection is dropped once the caller
-/// has closed (a receiver that closes first would abort the caller's VC).
-fn serve(l: Listener, stop: Arc<AtomicBool>) -> thread::JoinHandle<()> {
+/// has closed (a receiver that closes first would abort the caller's VC). A fixed pool
+/// of `workers` threads waits for the closes: a thread spawned per call would cost more
+/// CPU than the call (and it is the harness, not the stack, that would be measured).
+fn serve(l: Listener, stop: Arc<AtomicBool>, workers: usize) -> thread::JoinHandle<()> {
     thread::spawn(move || {
+        let (tx, rx) = std::sync::mpsc::channel::<natm::ulib::Connection>();
+        let rx = Arc::new(std::sync::Mutex::new(rx));
+        let pool: Vec<_> = (0..workers.max(1))
+            .map(|_| {
+                let rx = rx.clone();
+                thread::spawn(move || loop {
+                    let next = rx.lock().map(|r| r.recv());
+                    let Ok(Ok(c)) = next else {
+                        return;
+                    };
+                    while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
+                })
+            })
+            .collect();
         while !stop.load(Ordering::Relaxed) {
             if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(100))) {
-                thread::spawn(
-                    move || {
-                        while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
-                    },
-                );
+                if tx.send(c).is_err() {
+                    break;
+                }
             }
         }
+        drop(tx);
+        for w in pool {
+            let _ = w.join();
+        }
+    })
+}
+
+/// CPU time (ns) the sigd processes have run: `/proc/<pid>/schedstat`'s first field
+/// (sigd is one thread), 0 where it cannot be read.
+fn sigd_cpu_ns(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| std::fs::read_to_string(format!("/proc/{p}/schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// CPU time (ns) of this process, both hosts' applications and engines, every thread
+/// including those that ended: utime + stime of `/proc/self/stat` (USER_HZ = 100).
+fn self_cpu_ns() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/stat") else {
+        return 0;
+    };
+    // Fields after the command name (which may hold spaces) in parentheses.
+    let rest = s.rsplit_once(')').map_or("", |x| x.1);
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the name.
+    (f.get(11).copied().unwrap_or(0) + f.get(12).copied().unwrap_or(0)) * 10_000_000
+}
+
+/// One measured run of one mode.
+struct Run {
+    /// Per-call setup times (ns), sorted.
+    setups: Vec<u64>,
+    /// Calls per second.
+    rate: f64,
+    /// CPU per call (ns): the two sigds, and this process (both applications).
+    sigd_cpu: f64,
+    app_cpu: f64,
+}
+
+fn measured(
+    client: &Host,
+    target: &str,
+    qos: &str,
+    calls: usize,
+    parallel: usize,
+    sigds: &[u32],
+) -> Result<Run, String> {
+    let (s0, a0) = (sigd_cpu_ns(sigds), self_cpu_ns());
+    let (setups, rate) = run_mode(client, target, qos, calls, parallel)?;
+    let n = setups.len().max(1) as f64;
+    Ok(Run {
+        sigd_cpu: sigd_cpu_ns(sigds).saturating_sub(s0) as f64 / n,
+        app_cpu: self_cpu_ns().saturating_sub(a0) as f64 / n,
+        setups,
+        rate,
     })
 }
 
@@ -191,14 +264,19 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     let via_sigd = hb.bind("perf", &a.qos).map_err(|e| e.to_string())?;
     let direct = hb.bind("127.0.0.1:0", &a.qos).map_err(|e| e.to_string())?;
     let direct_addr = direct.local_addr().map_err(|e| e.to_string())?.to_string();
-    let servers = [serve(via_sigd, stop.clone()), serve(direct, stop.clone())];
+    let workers = a.parallel + 2;
+    let servers = [
+        serve(via_sigd, stop.clone(), workers),
+        serve(direct, stop.clone(), workers),
+    ];
     // Warm up both paths (the signalling link comes up on the first call).
     run_mode(&ha, "+4420002:perf", &a.qos, 20, 1)?;
     run_mode(&ha, &direct_addr, &a.qos, 20, 1)?;
-    let mut runs: Vec<[(Vec<u64>, f64); 2]> = Vec::new();
+    let pids: Vec<u32> = d.children.iter().map(Child::id).collect();
+    let mut runs: Vec<[Run; 2]> = Vec::new();
     for _ in 0..a.runs {
-        let s = run_mode(&ha, "+4420002:perf", &a.qos, a.calls, a.parallel)?;
-        let r = run_mode(&ha, &direct_addr, &a.qos, a.calls, a.parallel)?;
+        let s = measured(&ha, "+4420002:perf", &a.qos, a.calls, a.parallel, &pids)?;
+        let r = measured(&ha, &direct_addr, &a.qos, a.calls, a.parallel, &pids)?;
         runs.push([s, r]);
     }
     stop.store(true, Ordering::Relaxed);
@@ -206,26 +284,20 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
         let _ = s.join();
     }
     drop(d);
-    let summarise = |i: usize| {
-        let med = median(
-            &runs
-                .iter()
-                .map(|r| percentile(&r[i].0, 0.5).unwrap_or(0) as f64)
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or(0.0);
-        let p99 = median(
-            &runs
-                .iter()
-                .map(|r| percentile(&r[i].0, 0.99).unwrap_or(0) as f64)
-                .collect::<Vec<_>>(),
-        )
-        .unwrap_or(0.0);
-        let rate = median(&runs.iter().map(|r| r[i].1).collect::<Vec<_>>()).unwrap_or(0.0);
-        (med, p99, rate)
+    let med = |f: &dyn Fn(&Run) -> f64, i: usize| {
+        median(&runs.iter().map(|r| f(&r[i])).collect::<Vec<_>>()).unwrap_or(0.0)
     };
-    let (sm, sp, sr) = summarise(0);
-    let (dm, dp, dr) = summarise(1);
+    let summarise = |i: usize| {
+        (
+            med(&|r| percentile(&r.setups, 0.5).unwrap_or(0) as f64, i),
+            med(&|r| percentile(&r.setups, 0.99).unwrap_or(0) as f64, i),
+            med(&|r| r.rate, i),
+            med(&|r| r.sigd_cpu, i),
+            med(&|r| r.app_cpu, i),
+        )
+    };
+    let (sm, sp, sr, sc, sa) = summarise(0);
+    let (dm, dp, dr, _, da) = summarise(1);
     if a.json {
         let doc = json!({
             "experiment": "calls",
@@ -233,8 +305,10 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             "runs": a.runs,
             "parallel": a.parallel,
             "qos": a.qos,
-            "sigd": {"median_setup_us": sm / 1e3, "p99_setup_us": sp / 1e3, "setups_per_s": sr},
-            "direct": {"median_setup_us": dm / 1e3, "p99_setup_us": dp / 1e3, "setups_per_s": dr},
+            "sigd": {"median_setup_us": sm / 1e3, "p99_setup_us": sp / 1e3, "setups_per_s": sr,
+                     "sigd_cpu_us_per_call": sc / 1e3, "app_cpu_us_per_call": sa / 1e3},
+            "direct": {"median_setup_us": dm / 1e3, "p99_setup_us": dp / 1e3, "setups_per_s": dr,
+                       "app_cpu_us_per_call": da / 1e3},
             "ratio_median_setup": if dm > 0.0 { sm / dm } else { 0.0 },
             "machine": machine(),
         });
@@ -245,22 +319,26 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             a.calls, a.runs, a.parallel, a.qos
         );
         println!(
-            "{:<28} {:>14} {:>14} {:>12}",
-            "mode", "median setup", "p99 setup", "setups/s"
+            "{:<28} {:>14} {:>14} {:>10} {:>18} {:>16}",
+            "mode", "median setup", "p99 setup", "setups/s", "sigd CPU/call", "app CPU/call"
         );
         println!(
-            "{:<28} {:>11.0} µs {:>11.0} µs {:>12.0}",
+            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs",
             "two sigds (UNI signalling)",
             sm / 1e3,
             sp / 1e3,
-            sr
+            sr,
+            sc / 1e3,
+            sa / 1e3
         );
         println!(
-            "{:<28} {:>11.0} µs {:>11.0} µs {:>12.0}",
+            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>18} {:>13.0} µs",
             "direct mode (reference)",
             dm / 1e3,
             dp / 1e3,
-            dr
+            dr,
+            "-",
+            da / 1e3
         );
         if dm > 0.0 {
             println!("median setup through sigd: {:.2}x direct mode", sm / dm);

@@ -294,7 +294,7 @@ impl Daemon {
             caller: c.remote_addr.clone(),
             qos: c.qos.to_string(),
         };
-        self.send(owner, m);
+        self.send_now(owner, m);
     }
 
     pub(super) fn bind_sap(&mut self, t: usize, req: u64, sap_text: &str, qos: &str) {

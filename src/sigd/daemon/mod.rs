@@ -169,6 +169,9 @@ pub struct Daemon {
     peers: HashMap<SocketAddr, PeerLink>,
     /// Links with input or operations since they were last serviced.
     dirty: Vec<SocketAddr>,
+    /// Incoming calls whose CALL PROCEEDING goes out at the given time unless the
+    /// application answered first (see `signalling::proceeding_delay`).
+    proceeding_due: Vec<(Instant, SocketAddr, CallId)>,
     saal_cfg: SaalConfig,
     epoch: Instant,
 }
@@ -343,6 +346,7 @@ impl Daemon {
             socket_path: path,
             peers: HashMap::new(),
             dirty: Vec::new(),
+            proceeding_due: Vec::new(),
             saal_cfg: saal_config(&cfg),
             epoch: Instant::now(),
             cfg,
@@ -458,11 +462,32 @@ impl Daemon {
             .filter_map(|l| l.saal.poll_timeout())
             .min()
             .map(|d| Duration::from_nanos(d.as_nanos().saturating_sub(t)));
-        calls.into_iter().chain(links).min()
+        let proceeding = self
+            .proceeding_due
+            .iter()
+            .map(|d| d.0)
+            .min()
+            .map(|d| d.saturating_duration_since(now));
+        calls.into_iter().chain(links).chain(proceeding).min()
     }
 
     fn run_timers(&mut self, now: Instant) {
         let t = self.now();
+        if self.proceeding_due.iter().any(|d| d.0 <= now) {
+            let (due, later) = std::mem::take(&mut self.proceeding_due)
+                .into_iter()
+                .partition::<Vec<_>, _>(|d| d.0 <= now);
+            self.proceeding_due = later;
+            for (_, link, cid) in due {
+                if let Some(l) = self.peers.get_mut(&link) {
+                    // Refused if the call was answered or cleared meanwhile: then
+                    // there is nothing to say.
+                    if l.saal.proceeding(t, cid).is_ok() {
+                        self.dirty.push(link);
+                    }
+                }
+            }
+        }
         for (link, l) in self.peers.iter_mut() {
             if l.saal.poll_timeout().is_some_and(|d| d <= t) {
                 l.saal.handle_timeout(t);
@@ -582,6 +607,15 @@ impl Daemon {
             );
             self.drop_app(t);
         }
+    }
+
+    /// Send `m` to application `t` and write it out now, ahead of the signalling
+    /// frames this iteration still has to send: for the message the application is
+    /// blocked on (an offer, a call's `Connected`), every frame sent first would put
+    /// the kernel's loopback delivery on the call's critical path.
+    fn send_now(&mut self, t: usize, m: Message) {
+        self.send(t, m);
+        self.flush_app(t);
     }
 
     fn flush_app(&mut self, t: usize) {

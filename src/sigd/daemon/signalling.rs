@@ -181,17 +181,21 @@ impl Daemon {
                     };
                 }
             }
+            for (id, why) in failed {
+                self.end_call(id, cause::TEMPORARY_FAILURE, &why, true);
+            }
+            // Events first: what they tell an application (an offer, `Connected`) is
+            // written out at once (`send_now`), ahead of this pass's frames (an SSCOP
+            // STAT, a CONNECT ACKNOWLEDGE) that nobody is blocked on. Frames the
+            // handlers cause go out on the next pass, after these, in SSCOP's order.
+            for e in evs {
+                self.on_sig_event(link, e);
+            }
             for d in out {
                 if let Err(e) = self.signalling.send_to(&d, link) {
                     // SSCOP retransmits what is lost here.
                     debug!(%link, error = %e, "signalling send failed");
                 }
-            }
-            for (id, why) in failed {
-                self.end_call(id, cause::TEMPORARY_FAILURE, &why, true);
-            }
-            for e in evs {
-                self.on_sig_event(link, e);
             }
         }
         // More work than one pass: come back to it.
@@ -367,12 +371,14 @@ impl Daemon {
                 deadline: None,
             },
         );
-        let now = self.now();
         if let Some(l) = self.peers.get_mut(&link) {
             l.calls.insert(cid, id);
-            // CALL PROCEEDING at once: the caller's T303 stops while the application
-            // decides.
-            let _ = l.saal.proceeding(now, cid);
+            // CALL PROCEEDING only if the application has not answered soon: most
+            // answer within a millisecond, and their CONNECT stops the caller's T303
+            // as well, so the message would cost a wake-up of both sigds per call and
+            // say nothing. A slow application still gets it long before T303.
+            let due = std::time::Instant::now() + proceeding_delay(self.cfg.timers.t303);
+            self.proceeding_due.push((due, link, cid));
         }
         self.dirty.push(link);
         info!(call = id, %link, "incoming call offered");
@@ -435,7 +441,8 @@ impl Daemon {
         };
         let (owner, rx_vci) = (c.owner, c.rx_vci);
         info!(call = id, %link, tx_vci, rx_vci, "call active");
-        self.send(owner, m);
+        // Before the CONNECT ACKNOWLEDGE: the caller is waiting for this.
+        self.send_now(owner, m);
     }
 
     pub(super) fn accept_peer(
@@ -520,4 +527,15 @@ impl Daemon {
             }
         }
     }
+}
+
+/// How long an offered call waits for the application's answer before CALL
+/// PROCEEDING goes out: a quarter of T303 (the caller's wait for any answer to
+/// SETUP), at most 20 ms.
+///
+/// Q.2931 lets the called side answer SETUP with CALL PROCEEDING or directly with
+/// CONNECT; this sigd used to send CALL PROCEEDING at once. On a fast host the
+/// application answers within this time and the CONNECT alone does the job.
+pub(super) fn proceeding_delay(t303: std::time::Duration) -> std::time::Duration {
+    (t303 / 4).min(std::time::Duration::from_millis(20))
 }
