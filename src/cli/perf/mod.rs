@@ -49,6 +49,8 @@ const MAX_SIZE: u64 = 64 << 20;
 pub(crate) enum PerfCmd {
     /// Round-trip latency: one message in flight, echoed by the server.
     Latency(LatencyArgs),
+    /// Where a round trip's time goes along the natm stack: `latency --stages`.
+    Stages(LatencyArgs),
     /// Single-connection throughput: messages sent back to back, rate as delivered.
     Throughput(ThroughputArgs),
     /// Receive livelock (seed 000 Figures 7–8): delivered against offered load on a
@@ -269,6 +271,10 @@ pub(crate) struct IsolationArgs {
 pub(crate) fn run(cmd: PerfCmd) -> CliResult {
     match cmd {
         PerfCmd::Latency(a) => run_latency(&a),
+        PerfCmd::Stages(mut a) => {
+            a.stages = true;
+            run_latency(&a)
+        }
         PerfCmd::Throughput(a) => run_throughput(&a),
         PerfCmd::Livelock(a) => run_livelock(&a),
         PerfCmd::Isolation(a) => run_isolation(&a),
