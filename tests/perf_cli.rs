@@ -502,7 +502,7 @@ fn latency_stages_segments_are_non_negative_and_sum_to_the_round_trip() {
         assert!((sum - rtt).abs() <= 1e-6 * rtt.max(1.0), "{sum} vs {rtt}");
         // The hooks sit inside the client's own timing.
         assert!(
-            positive(&r["rtt"], "p50_us") <= positive(r, "measured_p50_us") * 1.05,
+            positive(&r["rtt"], "p50_us") <= positive(r, "measured_p50_us") * 1.10,
             "{r}"
         );
     }

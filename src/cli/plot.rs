@@ -377,56 +377,6 @@ fn xy_on<DB: DrawingBackend>(
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn svg_and_png_are_written_without_system_fonts() {
-        let dir = std::env::temp_dir().join(format!("natm-plot-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let svg = dir.join("f.svg");
-        let lines = [Line {
-            label: "a".into(),
-            points: vec![(64.0, 1e6), (1024.0, 1e7), (65536.0, 1e9)],
-            colour: 0,
-            mark: Mark::Measured,
-        }];
-        let ax = |label, log| Axis {
-            label,
-            log,
-            from_zero: true,
-        };
-        both(&svg, |p| {
-            xy(
-                p,
-                "t",
-                ax("size", true),
-                ax("bit/s", false),
-                Legend::UpperLeft,
-                &lines,
-            )
-        })
-        .unwrap();
-        let png = std::fs::read(png_beside(&svg)).unwrap();
-        assert_eq!(&png[1..4], b"PNG");
-        let text = std::fs::read_to_string(&svg).unwrap();
-        assert!(text.contains("<svg") && text.contains("size"), "{text}");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn ticks_read_as_values() {
-        assert_eq!(tick(3.0, true, 1.0), "1000");
-        assert_eq!(tick(6.0, true, 3.0), "1M");
-        assert_eq!(tick(-4.0, true, 3.0), "1e-4");
-        assert_eq!(tick(2.5, true, 3.0), "");
-        assert_eq!(tick(2.5, true, 1.0), "316");
-        assert_eq!(tick(0.5, false, 1.0), "0.5");
-        assert_eq!(tick(25_000.0, false, 1.0), "25k");
-    }
-}
-
 /// Horizontal stacked bars, one per row (`rows[i].0` its label, `rows[i].1` its
 /// segments in the order of `segments`), drawn into an SVG or PNG file by its
 /// extension: where the time of each row goes.
@@ -483,7 +433,7 @@ fn bars_on<DB: DrawingBackend>(
         .map(|r| r.1.iter().sum::<f64>())
         .fold(0.0f64, f64::max)
         .max(1e-9)
-        * 1.05;
+        * 1.6; // room on the right for the legend
     let n = rows.len().max(1);
     let mut chart = ChartBuilder::on(&root)
         .margin(12)
@@ -524,11 +474,61 @@ fn bars_on<DB: DrawingBackend>(
     }
     chart
         .configure_series_labels()
-        .position(SeriesLabelPosition::LowerRight)
+        .position(SeriesLabelPosition::UpperRight)
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
         .draw()
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn svg_and_png_are_written_without_system_fonts() {
+        let dir = std::env::temp_dir().join(format!("natm-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let svg = dir.join("f.svg");
+        let lines = [Line {
+            label: "a".into(),
+            points: vec![(64.0, 1e6), (1024.0, 1e7), (65536.0, 1e9)],
+            colour: 0,
+            mark: Mark::Measured,
+        }];
+        let ax = |label, log| Axis {
+            label,
+            log,
+            from_zero: true,
+        };
+        both(&svg, |p| {
+            xy(
+                p,
+                "t",
+                ax("size", true),
+                ax("bit/s", false),
+                Legend::UpperLeft,
+                &lines,
+            )
+        })
+        .unwrap();
+        let png = std::fs::read(png_beside(&svg)).unwrap();
+        assert_eq!(&png[1..4], b"PNG");
+        let text = std::fs::read_to_string(&svg).unwrap();
+        assert!(text.contains("<svg") && text.contains("size"), "{text}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ticks_read_as_values() {
+        assert_eq!(tick(3.0, true, 1.0), "1000");
+        assert_eq!(tick(6.0, true, 3.0), "1M");
+        assert_eq!(tick(-4.0, true, 3.0), "1e-4");
+        assert_eq!(tick(2.5, true, 3.0), "");
+        assert_eq!(tick(2.5, true, 1.0), "316");
+        assert_eq!(tick(0.5, false, 1.0), "0.5");
+        assert_eq!(tick(25_000.0, false, 1.0), "25k");
+    }
 }

@@ -36,7 +36,7 @@ pub(crate) struct Samples {
     /// The connection's settings as granted.
     pub(crate) params: Params,
     /// With [`LatencyConfig::stages`]: the round trips matched from the stage records
-    /// after the warm-up (the ring keeps the last ~5000), and how many did not match.
+    /// after the warm-up (the ring keeps the last ~18,000), and how many did not match.
     pub(crate) stages: Option<(Vec<natm::stages::RoundTrip>, usize)>,
 }
 

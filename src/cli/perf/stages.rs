@@ -56,7 +56,7 @@ pub(crate) struct StageRow {
     /// The round trip as the hooks saw it (client send call to client recv return).
     pub(crate) rtt: Seg,
     /// The round trip as the latency client timed it (std `Instant` around send and
-    /// recv), median over all its samples.
+    /// recv), median over the same last round trips of each run as the hooks kept.
     pub(crate) measured_p50: f64,
     /// [`SEGMENTS`], in order.
     pub(crate) segments: Vec<Seg>,
@@ -77,8 +77,10 @@ pub(crate) fn rows(names: &[&str], results: &[Vec<Samples>]) -> Vec<StageRow> {
             if let Some((t, missed)) = &s.stages {
                 trips.extend(t.iter());
                 unmatched += missed;
+                // The ring holds the run's last round trips: compare with those.
+                let kept = (t.len() + missed).min(s.rtt_ns.len());
+                measured.extend(&s.rtt_ns[s.rtt_ns.len() - kept..]);
             }
-            measured.extend(&s.rtt_ns);
         }
         if trips.is_empty() {
             continue;
