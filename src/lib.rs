@@ -11,6 +11,7 @@ pub mod sched;
 pub mod sig;
 pub mod sigd;
 pub mod sim;
+pub mod stages;
 pub mod time;
 pub mod transport;
 pub mod ulib;

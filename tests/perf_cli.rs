@@ -436,7 +436,7 @@ fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
 fn all_writes_a_report_with_json_and_figures() {
     let dir = std::env::temp_dir().join(format!("natm-all-{}", std::process::id()));
     let out = natm(&format!(
-        "perf all --quick --skip latency,throughput,guaranteed,livelock,isolation,loss --out {}",
+        "perf all --quick --skip latency,stages,throughput,guaranteed,livelock,isolation,loss --out {}",
         dir.display()
     ));
     assert!(
@@ -468,4 +468,49 @@ fn all_writes_a_report_with_json_and_figures() {
     let out = natm("perf all --out /tmp/x --skip nothing");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no such experiment"));
+}
+
+#[test]
+fn latency_stages_segments_are_non_negative_and_sum_to_the_round_trip() {
+    let doc = json_of(
+        "perf latency --stages --stacks natm-be,natm-reliable-sched --time 200ms --warmup 20ms --runs 1 --json",
+    );
+    assert_eq!(doc["experiment"], "latency-stages");
+    assert_eq!(doc["clock"], "CLOCK_MONOTONIC");
+    let results = doc["results"].as_array().expect("results array");
+    let stacks: Vec<&str> = results
+        .iter()
+        .map(|r| r["stack"].as_str().unwrap())
+        .collect();
+    assert_eq!(stacks, ["natm-be", "natm-reliable-sched"]);
+    for r in results {
+        assert!(r["matched"].as_u64().unwrap() > 0, "{r}");
+        let segs = r["segments"].as_array().expect("segments array");
+        assert_eq!(segs.len(), 11, "{r}");
+        let mut sum = 0.0;
+        for s in segs {
+            assert!(s["segment"].is_string(), "{s}");
+            for key in ["p50_us", "p99_us", "mean_us"] {
+                let x = s[key].as_f64().unwrap();
+                assert!(x.is_finite() && x >= 0.0, "{key} = {x} in {s}");
+            }
+            assert!(s["p50_us"].as_f64() <= s["p99_us"].as_f64(), "{s}");
+            sum += s["mean_us"].as_f64().unwrap();
+        }
+        // Each round trip's segments sum to it, so their means sum to the mean.
+        let rtt = positive(&r["rtt"], "mean_us");
+        assert!((sum - rtt).abs() <= 1e-6 * rtt.max(1.0), "{sum} vs {rtt}");
+        // The hooks sit inside the client's own timing.
+        assert!(
+            positive(&r["rtt"], "p50_us") <= positive(r, "measured_p50_us") * 1.10,
+            "{r}"
+        );
+    }
+}
+
+#[test]
+fn latency_stages_of_a_non_natm_stack_is_refused() {
+    let out = natm("perf latency --stages --stacks udp --time 100ms --warmup 10ms --runs 1");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no round trip of a natm stack"));
 }

@@ -377,6 +377,112 @@ fn xy_on<DB: DrawingBackend>(
     Ok(())
 }
 
+/// Horizontal stacked bars, one per row (`rows[i].0` its label, `rows[i].1` its
+/// segments in the order of `segments`), drawn into an SVG or PNG file by its
+/// extension: where the time of each row goes.
+pub(crate) fn stacked_bars(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    segments: &[&str],
+    rows: &[(String, Vec<f64>)],
+) -> Result<(), String> {
+    fonts();
+    let height = 160 + 60 * rows.len() as u32 + 22 * segments.len() as u32;
+    if is_png(path) {
+        let area = BitMapBackend::new(path, (1000, height)).into_drawing_area();
+        bars_on(area, path, title, x_label, segments, rows)
+    } else {
+        let area = SVGBackend::new(path, (1000, height)).into_drawing_area();
+        bars_on(area, path, title, x_label, segments, rows)
+    }
+}
+
+/// More colours than [`COLOURS`]: one per segment of a round trip.
+fn segment_colour(i: usize) -> RGBColor {
+    const EXTRA: [RGBColor; 6] = [
+        RGBColor(188, 189, 34),
+        RGBColor(227, 119, 194),
+        RGBColor(174, 199, 232),
+        RGBColor(255, 187, 120),
+        RGBColor(152, 223, 138),
+        RGBColor(197, 176, 213),
+    ];
+    if i < COLOURS.len() {
+        COLOURS[i]
+    } else {
+        EXTRA[(i - COLOURS.len()) % EXTRA.len()]
+    }
+}
+
+fn bars_on<DB: DrawingBackend>(
+    root: DrawingArea<DB, Shift>,
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    segments: &[&str],
+    rows: &[(String, Vec<f64>)],
+) -> Result<(), String> {
+    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    root.fill(&WHITE).map_err(|e| err(&e))?;
+    let root = root
+        .titled(title, ("sans-serif", 22))
+        .map_err(|e| err(&e))?;
+    let x_max = rows
+        .iter()
+        .map(|r| r.1.iter().sum::<f64>())
+        .fold(0.0f64, f64::max)
+        .max(1e-9)
+        * 1.6; // room on the right for the legend
+    let n = rows.len().max(1);
+    let mut chart = ChartBuilder::on(&root)
+        .margin(12)
+        .x_label_area_size(40)
+        .y_label_area_size(170)
+        .build_cartesian_2d(0.0..x_max, 0.0..n as f64)
+        .map_err(|e| err(&e))?;
+    let label_of = |y: &f64| {
+        let i = (n as f64 - y - 0.5).round();
+        rows.get(i as usize)
+            .filter(|_| i >= 0.0 && (y.fract() - 0.5).abs() < 1e-6)
+            .map_or(String::new(), |r| r.0.clone())
+    };
+    chart
+        .configure_mesh()
+        .x_desc(x_label)
+        .y_labels(2 * n + 1)
+        .y_label_formatter(&label_of)
+        .disable_y_mesh()
+        .draw()
+        .map_err(|e| err(&e))?;
+    for (k, name) in segments.iter().enumerate() {
+        let colour = segment_colour(k);
+        let bars: Vec<Rectangle<(f64, f64)>> = rows
+            .iter()
+            .enumerate()
+            .map(|(i, (_, v))| {
+                let x0: f64 = v[..k].iter().sum();
+                let y = (n - 1 - i) as f64;
+                Rectangle::new([(x0, y + 0.2), (x0 + v[k], y + 0.8)], colour.filled())
+            })
+            .collect();
+        chart
+            .draw_series(bars)
+            .map_err(|e| err(&e))?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], colour.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| err(&e))?;
+    root.present().map_err(|e| err(&e))?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,7 @@ use super::link::{vc_header, vc_of, Link, VC_HEADER_LEN};
 use super::Engine;
 use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
+use crate::stages::{self, Stage};
 use crate::time::Instant;
 use crate::transport::{AbortReason, Event, Psb};
 
@@ -410,6 +411,7 @@ impl Conn {
     /// Hand a datagram to its VC's PSB without sending anything yet; returns the end
     /// it touched.
     fn take_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Which> {
+        stages::record(Stage::RxRead, self.stage_key());
         self.counters.datagrams_in.fetch_add(1, Ordering::Relaxed);
         let Some(vci) = vc_of(d) else {
             self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
@@ -427,6 +429,9 @@ impl Conn {
         let (mut end, _) = self.end(which);
         end.psb
             .handle_frame(now, Bytes::copy_from_slice(&d[VC_HEADER_LEN..]));
+        if which == Which::Rx && stages::COMPILED && end.psb.readable() > 0 {
+            stages::record(Stage::Deliver, self.stage_key());
+        }
         // Client handshake: the accepting side answers from the connection's own
         // socket; once a valid answer (right cookie) arrives, pin the socket to it.
         if !self.sock_connected.load(Ordering::Acquire) && end.psb.status().connected {
@@ -516,7 +521,10 @@ impl Conn {
     }
 
     fn send_batch(&self, batch: &SendBatch, peer: Option<SocketAddr>) {
-        match self.link.send_batch(batch, peer) {
+        stages::record(Stage::TxStart, self.stage_key());
+        let r = self.link.send_batch(batch, peer);
+        stages::record(Stage::TxDone, self.stage_key());
+        match r {
             Ok(n) => {
                 self.counters
                     .datagrams_out
@@ -533,6 +541,11 @@ impl Conn {
                     .fetch_add(batch.len() as u64, Ordering::Relaxed);
             }
         }
+    }
+
+    /// This connection's key in `natm::stages` records.
+    pub(crate) fn stage_key(&self) -> u64 {
+        self as *const Conn as u64
     }
 
     /// Timers: run the PSB timers of each end that is due.
@@ -553,6 +566,7 @@ impl Conn {
     /// Send up to `max` TPDUs of deferred work (the scheduler's task). Returns the
     /// work done.
     pub(crate) fn task(&self, eng: &Engine, max: u32) -> u32 {
+        stages::record(Stage::Sched, self.stage_key());
         let now = eng.clock.now();
         let mut done = 0;
         for which in [Which::Rx, Which::Tx] {

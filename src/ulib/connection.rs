@@ -10,6 +10,7 @@ use super::sigd::Session;
 use super::{Error, Resolved, WouldBlock};
 use crate::engine::{Conn, End, Engine, Link, ListenerShared, Which, VCI_BACKWARD, VCI_FORWARD};
 use crate::flow;
+use crate::stages::{self, Stage};
 use crate::transport::{Psb, PsbStats, RecvError, SendError, TransportConfig};
 
 /// A listening endpoint: callers' connections queue here until accepted.
@@ -430,6 +431,7 @@ impl Connection {
         if !self.eng.cfg.inline_send || self.eng.pending_above(self.conn.level) {
             true
         } else {
+            stages::record(Stage::Sched, self.conn.stage_key());
             let now = self.eng.clock.now();
             self.conn
                 .after(&self.eng, Which::Tx, end, cv, now, usize::MAX);
@@ -447,6 +449,7 @@ impl Connection {
 
     /// Send one message, blocking while the window is full or the rate is exceeded.
     pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
+        stages::record_msg(Stage::SendCall, self.conn.stage_key(), msg);
         let mut off = 0;
         loop {
             let deferred = {
@@ -533,6 +536,9 @@ impl Connection {
                 Ok(None) => end_error(e).map(Err),
             },
         );
+        if let Some(Ok(Some(m))) = &r {
+            stages::record_msg(Stage::AppRecv, self.conn.stage_key(), m);
+        }
         r.unwrap_or(Err(Error::TimedOut))
     }
 

@@ -28,7 +28,7 @@ pub(crate) struct AllArgs {
     /// instead of about twenty-five.
     #[arg(long)]
     quick: bool,
-    /// Experiments to leave out, comma-separated (latency, throughput, guaranteed,
+    /// Experiments to leave out, comma-separated (latency, stages, throughput, guaranteed,
     /// cost, livelock, isolation, loss).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
@@ -63,6 +63,16 @@ UDP's path (inline sends: no scheduler hop); natm reliable adds SMART's acknowle
 pays a hop from the calling thread into quinn's tokio driver task on each side, and TLS \
 encryption of every packet. p99 and p99.9 are dominated by scheduling noise of the shared \
 2-vCPU machine (other builds run at the same time); only medians are comparable across runs.",
+    },
+    Experiment {
+        name: "stages",
+        title: "Where the round trip goes along the natm stack",
+        paper: "seed 000 §6–7 (their kernel's round trip broken down by layer)",
+        args: (
+            "--time 1s --runs 1",
+            "--time 2s --runs 2",
+        ),
+        limits: "Timestamps (CLOCK_MONOTONIC, one clock: both hosts in one process) at the send call, the dispatch (inline on the caller's thread, or the driver's scheduler task for `-sched`), the adaptor hand-off, the receiving thread's read, the PSB's delivery and the `recv` return. The user-space segments are each well under a microsecond: a lock, PSB bookkeeping and one copy. The round trip is spent in the kernel: `sendmsg → read` is the system call, loopback delivery, the wake-up of the sleeping reader (which on loopback happens inside the sender's `sendmsg`, so that call's duration is shown apart, not summed) and its `recvmmsg`. `-sched` adds the driver's wake-up to each send (`send call → dispatch`). Reliable VCs add SMART's acknowledgement: the receiver sends it before returning the message, so `delivery → app recv` holds one more `sendmsg`, and the ACK competes with the data for the peer's reader.",
     },
     Experiment {
         name: "throughput",

@@ -22,6 +22,8 @@ pub(crate) struct LatencyConfig {
     pub(crate) time: Duration,
     /// …and for at most this many round trips.
     pub(crate) count: usize,
+    /// Record the stage timestamps (`natm::stages`) of the measured round trips.
+    pub(crate) stages: bool,
 }
 
 /// What one run measured.
@@ -33,6 +35,9 @@ pub(crate) struct Samples {
     pub(crate) lost: u64,
     /// The connection's settings as granted.
     pub(crate) params: Params,
+    /// With [`LatencyConfig::stages`]: the round trips matched from the stage records
+    /// after the warm-up (the ring keeps the last ~18,000), and how many did not match.
+    pub(crate) stages: Option<(Vec<natm::stages::RoundTrip>, usize)>,
 }
 
 /// Measure round trips over a fresh connection of `stack`: the server echoes on its own
@@ -83,11 +88,20 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, Str
             Ok(())
         });
 
+        let from_ns = natm::stages::now_ns() + cfg.warmup.as_nanos() as u64;
+        if cfg.stages {
+            natm::stages::start();
+        }
         let result = client_loop(&mut *client, cfg);
         stop.store(true, Ordering::Relaxed);
         let served = echo
             .join()
             .unwrap_or_else(|_| Err("server thread panicked".into()));
+        let stages = cfg.stages.then(|| {
+            let (mut trips, missed) = natm::stages::round_trips(&natm::stages::stop());
+            trips.retain(|t| t.start_ns >= from_ns);
+            (trips, missed)
+        });
         let (rtt_ns, lost) = result?;
         served?;
         if rtt_ns.is_empty() {
@@ -99,6 +113,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, Str
             rtt_ns,
             lost,
             params: pair.params,
+            stages,
         })
     })
 }

@@ -25,6 +25,7 @@ mod quic;
 mod report;
 mod sizes;
 mod stack;
+mod stages;
 mod stats;
 mod tcp;
 mod throughput;
@@ -49,6 +50,8 @@ const MAX_SIZE: u64 = 64 << 20;
 pub(crate) enum PerfCmd {
     /// Round-trip latency: one message in flight, echoed by the server.
     Latency(LatencyArgs),
+    /// Where a round trip's time goes along the natm stack: `latency --stages`.
+    Stages(LatencyArgs),
     /// Single-connection throughput: messages sent back to back, rate as delivered.
     Throughput(ThroughputArgs),
     /// Receive livelock (seed 000 Figures 7–8): delivered against offered load on a
@@ -202,9 +205,15 @@ pub(crate) struct LatencyArgs {
     /// …or until this many round trips, whichever comes first.
     #[arg(long, default_value_t = 1_000_000)]
     count: usize,
-    /// Stacks to measure, comma-separated (see `natm perf stacks`).
-    #[arg(long, value_delimiter = ',', default_value = "udp,tcp,udp-busy")]
+    /// Stacks to measure, comma-separated (see `natm perf stacks`); default
+    /// udp,tcp,udp-busy, or with --stages natm-be,natm-be-sched,natm-reliable,natm-reliable-sched.
+    #[arg(long, value_delimiter = ',')]
     stacks: Vec<String>,
+    /// Report where the time goes along the natm stack instead: timestamps at the send
+    /// call, dispatch, adaptor, receive, delivery and recv return, per segment
+    /// (natm stacks only; `--figure` draws stacked bars).
+    #[arg(long)]
+    stages: bool,
     #[command(flatten)]
     common: Common,
 }
@@ -263,6 +272,10 @@ pub(crate) struct IsolationArgs {
 pub(crate) fn run(cmd: PerfCmd) -> CliResult {
     match cmd {
         PerfCmd::Latency(a) => run_latency(&a),
+        PerfCmd::Stages(mut a) => {
+            a.stages = true;
+            run_latency(&a)
+        }
         PerfCmd::Throughput(a) => run_throughput(&a),
         PerfCmd::Livelock(a) => run_livelock(&a),
         PerfCmd::Isolation(a) => run_isolation(&a),
@@ -335,7 +348,17 @@ fn progress(total: usize) -> ProgressBar {
 }
 
 fn run_latency(a: &LatencyArgs) -> CliResult {
-    let (stacks, reference) = setup(&a.stacks, &a.common)?;
+    if a.stages && !::natm::stages::COMPILED {
+        return Err(
+            "--stages needs natm built with the `stages` feature (a default feature)".into(),
+        );
+    }
+    let names: Vec<String> = match (a.stacks.is_empty(), a.stages) {
+        (false, _) => a.stacks.clone(),
+        (true, true) => stages::DEFAULT_STACKS.map(String::from).to_vec(),
+        (true, false) => ["udp", "tcp", "udp-busy"].map(String::from).to_vec(),
+    };
+    let (stacks, reference) = setup(&names, &a.common)?;
     let size = check_size(a.size)?;
     for s in &stacks {
         if let Some(max) = s.max_message().filter(|&m| size > m) {
@@ -351,6 +374,7 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
         warmup: a.common.warmup,
         time: a.time,
         count: a.count.max(1),
+        stages: a.stages,
     };
     let runs = a.common.runs;
     let pb = progress(runs * stacks.len());
@@ -366,6 +390,20 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
     }
     pb.finish_and_clear();
     let names: Vec<&str> = stacks.iter().map(|s| s.name()).collect();
+    if a.stages {
+        let rows = stages::rows(&names, &results);
+        if rows.is_empty() {
+            return Err("--stages: no round trip of a natm stack was matched".into());
+        }
+        if let Some(path) = &a.common.figure {
+            stages::figure(path, &cfg, &rows)?;
+        }
+        return output(
+            &a.common,
+            || stages::table(&cfg, runs, &rows),
+            || stages::json(&cfg, runs, &rows),
+        );
+    }
     let rows = report::latency_rows(&names, results);
     if let Some(path) = &a.common.figure {
         report::latency_figure(path, &cfg, &rows)?;

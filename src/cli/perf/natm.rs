@@ -70,6 +70,15 @@ pub(crate) fn best_effort_sched(
     Ok(stack(name, "best-effort", false, false, o))
 }
 
+/// `natm-reliable-sched`: `natm-reliable` with every send through the driver's task
+/// scheduler (the stage breakdown's fourth variant).
+pub(crate) fn reliable_sched(
+    name: &'static str,
+    o: &StackOptions,
+) -> Result<Box<dyn Stack>, String> {
+    Ok(stack(name, "reliable", false, false, o))
+}
+
 struct End {
     conn: Connection,
     last: Vec<u8>,

@@ -143,6 +143,11 @@ pub(crate) const STACKS: &[Entry] = &[
         make: natm::best_effort_sched,
     },
     Entry {
+        name: "natm-reliable-sched",
+        about: "natm reliable, every send through the driver's task scheduler",
+        make: natm::reliable_sched,
+    },
+    Entry {
         name: "udp",
         about: "raw UDP, blocking sockets; datagrams of at most 65,507 B",
         make: udp::blocking,
