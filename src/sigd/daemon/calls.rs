@@ -199,18 +199,10 @@ impl Daemon {
                 };
                 // A call between two applications of this host is charged once, at the
                 // caller's end: it crosses the host's link neither way.
-                let capacity = self.res.capacity_bps();
-                let grant = match self.res.admit(
-                    &demand(&qos, true, capacity),
-                    &demand(&qos, false, capacity),
-                ) {
+                let (grant, qos) = match self.admit_qos(&qos) {
                     Ok(g) => g,
-                    Err(r) => {
-                        self.counters.admission_refusals += 1;
-                        return self.refuse(t, req, r.cause, r.detail);
-                    }
+                    Err(r) => return self.refuse(t, req, r.cause, r.detail),
                 };
-                let qos = granted_qos(&qos, grant.out_bps, grant.in_bps, capacity);
                 let id = self.new_id();
                 let peer_id = self.new_id();
                 self.calls.insert(

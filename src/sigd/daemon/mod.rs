@@ -206,6 +206,20 @@ fn reverse(q: &Qos) -> Qos {
     Qos::new(aal, rx, tx, t).unwrap_or(*q)
 }
 
+impl Daemon {
+    /// Reserve what `q` asks of this host (both directions, this side's view): the
+    /// grant and the QoS lowered to it, or the refusal (counted) to answer with.
+    fn admit_qos(&mut self, q: &Qos) -> Result<(Grant, Qos), admission::Refusal> {
+        let capacity = self.res.capacity_bps();
+        let grant = self
+            .res
+            .admit(&demand(q, true, capacity), &demand(q, false, capacity))
+            .inspect_err(|_| self.counters.admission_refusals += 1)?;
+        let granted = granted_qos(q, grant.out_bps, grant.in_bps, capacity);
+        Ok((grant, granted))
+    }
+}
+
 /// What a QoS asks of the resource manager, one direction (`tx`: this side sends).
 fn demand(q: &Qos, tx: bool, capacity: u64) -> Demand {
     if q.service() != Service::Guaranteed {

@@ -49,18 +49,10 @@ impl Daemon {
                 format!("{addr} is a PVC; call an NSAP or E.164 address"),
             );
         };
-        let capacity = self.res.capacity_bps();
-        let grant = match self.res.admit(
-            &demand(&qos, true, capacity),
-            &demand(&qos, false, capacity),
-        ) {
+        let (grant, qos) = match self.admit_qos(&qos) {
             Ok(g) => g,
-            Err(r) => {
-                self.counters.admission_refusals += 1;
-                return self.refuse(t, req, r.cause, r.detail);
-            }
+            Err(r) => return self.refuse(t, req, r.cause, r.detail),
         };
-        let qos = granted_qos(&qos, grant.out_bps, grant.in_bps, capacity);
         let Some(rx_vci) = self.vcis.entry(Some(link)).or_default().allocate() else {
             self.res.release(&grant);
             return self.refuse(
@@ -317,16 +309,9 @@ impl Daemon {
             .unwrap_or(params.qos);
         // This side's view: what the caller receives, this side sends.
         let view = reverse(&qos);
-        let capacity = self.res.capacity_bps();
-        let grant = match self.res.admit(
-            &demand(&view, true, capacity),
-            &demand(&view, false, capacity),
-        ) {
+        let (grant, view) = match self.admit_qos(&view) {
             Ok(g) => g,
-            Err(r) => {
-                self.counters.admission_refusals += 1;
-                return refuse(self, r.cause, &r.detail);
-            }
+            Err(r) => return refuse(self, r.cause, &r.detail),
         };
         // Each side labels the VC it receives on (downstream allocation, from 32 up
         // per link); the two simplex VCs of a connection share one data socket, so
@@ -344,7 +329,6 @@ impl Daemon {
             self.res.release(&grant);
             return refuse(self, cause::NO_VCI, "no VCI free on the link");
         };
-        let view = granted_qos(&view, grant.out_bps, grant.in_bps, capacity);
         let id = self.new_id();
         self.calls.insert(
             id,
