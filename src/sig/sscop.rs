@@ -802,60 +802,42 @@ impl Sscop {
     }
 
     fn on_timer_cc(&mut self, now: Instant) {
-        let exhausted = self.cc_count >= self.cfg.max_cc;
+        if matches!(self.state, State::Idle | State::Ready) {
+            return;
+        }
+        if self.cc_count >= self.cfg.max_cc {
+            if self.state == State::OutDiscPending {
+                let uu = core::mem::take(&mut self.pending_uu);
+                self.go_idle();
+                self.events.push_back(SscopEvent::Released {
+                    by_peer: false,
+                    reason: ReleaseReason::User(uu),
+                });
+            } else {
+                // Q.2110 §7.2: MaxCC BGNs (or RSs) unanswered → END(S=1), release
+                // indication.
+                self.push_out(Pdu::End {
+                    source_sscop: true,
+                    uu: Vec::new(),
+                });
+                self.go_idle();
+                self.events.push_back(SscopEvent::Released {
+                    by_peer: false,
+                    reason: ReleaseReason::NoAnswer,
+                });
+            }
+            return;
+        }
+        // Not exhausted: count the retry, re-arm Timer_CC and send the PDU again.
+        self.cc_count += 1;
+        self.timer_cc = Some(now + self.cfg.timer_cc);
         match self.state {
-            State::OutConnPending => {
-                if exhausted {
-                    // Q.2110 §7.2: MaxCC BGNs unanswered → END(S=1), release indication.
-                    self.push_out(Pdu::End {
-                        source_sscop: true,
-                        uu: Vec::new(),
-                    });
-                    self.go_idle();
-                    self.events.push_back(SscopEvent::Released {
-                        by_peer: false,
-                        reason: ReleaseReason::NoAnswer,
-                    });
-                } else {
-                    self.cc_count += 1;
-                    self.timer_cc = Some(now + self.cfg.timer_cc);
-                    self.send_bgn();
-                }
-            }
-            State::OutDiscPending => {
-                if exhausted {
-                    let uu = core::mem::take(&mut self.pending_uu);
-                    self.go_idle();
-                    self.events.push_back(SscopEvent::Released {
-                        by_peer: false,
-                        reason: ReleaseReason::User(uu),
-                    });
-                } else {
-                    self.cc_count += 1;
-                    self.timer_cc = Some(now + self.cfg.timer_cc);
-                    self.push_out(Pdu::End {
-                        source_sscop: false,
-                        uu: self.pending_uu.clone(),
-                    });
-                }
-            }
-            State::OutResyncPending => {
-                if exhausted {
-                    self.push_out(Pdu::End {
-                        source_sscop: true,
-                        uu: Vec::new(),
-                    });
-                    self.go_idle();
-                    self.events.push_back(SscopEvent::Released {
-                        by_peer: false,
-                        reason: ReleaseReason::NoAnswer,
-                    });
-                } else {
-                    self.cc_count += 1;
-                    self.timer_cc = Some(now + self.cfg.timer_cc);
-                    self.send_rs();
-                }
-            }
+            State::OutConnPending => self.send_bgn(),
+            State::OutResyncPending => self.send_rs(),
+            State::OutDiscPending => self.push_out(Pdu::End {
+                source_sscop: false,
+                uu: self.pending_uu.clone(),
+            }),
             State::Idle | State::Ready => {}
         }
     }
