@@ -141,3 +141,38 @@ fn a_flood_fills_the_bounded_queue_which_drops_and_counts() {
         "{delivered} + {dropped} vs {sent}"
     );
 }
+
+#[test]
+fn default_watermarks_engage_before_a_small_tpdu_vcs_buffer_drops() {
+    // tpdu=1024 × window 256 gives the VC a 256 KiB receive buffer, under the default
+    // 512 KiB high watermark: the engine scales the watermarks to the buffer, so it
+    // stops reading (the queue sheds the flood) instead of reading and reassembling
+    // messages the PSB then drops for want of buffer.
+    let net = MemNetwork::new();
+    let (a, b) = hosts(&net, |_| {});
+    let (c, s) = connect(&a, &b, "127.0.0.1:0", "best-effort:tpdu=1024");
+    let msg = vec![0xa5; 8192];
+    let until = Instant::now() + Duration::from_millis(400);
+    let mut sent = 0u64;
+    while Instant::now() < until && sent < 20_000 {
+        match c.try_send(&msg) {
+            Ok(()) => sent += 1,
+            Err(Error::WouldBlock(_)) => std::thread::yield_now(),
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    let st = s.stats();
+    assert!(st.watermark_holds > 0, "the watermarks engaged: {st:?}");
+    assert_eq!(
+        st.rx.drop_rcv_buf, 0,
+        "nothing read was thrown away: {st:?}"
+    );
+    assert!(st.rx.max_rcv_buffered < 256 << 10, "{st:?}");
+    let mut delivered = 0u64;
+    while let Ok(Some(m)) = s.try_recv() {
+        assert_eq!(m, msg);
+        delivered += 1;
+    }
+    assert!(delivered > 0 && delivered < sent, "{delivered} of {sent}");
+}

@@ -245,7 +245,10 @@ impl Conn {
         let Some(w) = eng.cfg.watermarks else {
             return false;
         };
-        let backlog = lock(&self.rx).psb.readable();
+        let (backlog, w) = {
+            let rx = lock(&self.rx);
+            (rx.psb.readable(), w.for_buffer(rx.psb.rcv_buf()))
+        };
         if self.held.load(Ordering::Acquire) {
             if backlog <= w.low {
                 self.held.store(false, Ordering::Release);

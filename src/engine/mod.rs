@@ -40,6 +40,23 @@ pub struct Watermarks {
     pub low: usize,
 }
 
+impl Watermarks {
+    /// The watermarks as they apply to a VC whose receive buffer holds `rcv_buf`
+    /// bytes: the high one at most half the buffer, the low one scaled with it. A
+    /// high watermark above the buffer would never engage — the PSB would drop for
+    /// want of buffer first, after the work of reading and reassembling (a small-TPDU
+    /// VC's buffer, `tpdu=1024` × 256, is 256 KiB, below the default 512 KiB).
+    pub fn for_buffer(self, rcv_buf: usize) -> Watermarks {
+        let cap = (rcv_buf / 2).max(1);
+        if self.high <= cap {
+            return self;
+        }
+        // low / high kept: low' = low × cap / high, without overflow.
+        let low = (self.low as u128 * cap as u128 / self.high.max(1) as u128) as usize;
+        Watermarks { high: cap, low }
+    }
+}
+
 /// How a host's engine runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -357,5 +374,45 @@ mod tests {
         eng.mirror(&sched);
         assert!(eng.pending_above(Level::Reliable));
         assert!(!eng.pending_above(Level::Guaranteed));
+    }
+}
+
+#[cfg(test)]
+mod watermark_tests {
+    use super::Watermarks;
+
+    const DEFAULT: Watermarks = Watermarks {
+        high: 512 << 10,
+        low: 128 << 10,
+    };
+
+    #[test]
+    fn a_large_buffer_keeps_the_configured_watermarks() {
+        assert_eq!(DEFAULT.for_buffer(1 << 20), DEFAULT);
+        assert_eq!(DEFAULT.for_buffer(64 << 20), DEFAULT);
+    }
+
+    #[test]
+    fn a_small_buffer_pulls_both_watermarks_under_it_in_proportion() {
+        // tpdu=1024 × window 256: the VC's buffer is 256 KiB, under the default high.
+        let w = DEFAULT.for_buffer(256 << 10);
+        assert_eq!(w.high, 128 << 10);
+        assert_eq!(w.low, 32 << 10);
+        assert!(w.high < 256 << 10, "must engage before the PSB drops");
+    }
+
+    #[test]
+    fn degenerate_buffers_stay_ordered() {
+        for buf in [0, 1, 2, 3, 4096] {
+            let w = DEFAULT.for_buffer(buf);
+            assert!(w.low <= w.high && w.high >= 1, "{buf}: {w:?}");
+        }
+        let w = Watermarks {
+            high: usize::MAX,
+            low: usize::MAX - 1,
+        }
+        .for_buffer(1 << 20);
+        assert_eq!(w.high, 1 << 19);
+        assert!(w.low <= w.high);
     }
 }

@@ -769,6 +769,11 @@ impl Psb {
         }
     }
 
+    /// The receive buffer's size in bytes (0 on a sending end).
+    pub fn rcv_buf(&self) -> usize {
+        self.recv.as_ref().map_or(0, |r| r.limits().rcv_buf)
+    }
+
     /// Bytes ready for the application.
     pub fn readable(&self) -> usize {
         self.recv.as_ref().map_or(0, |r| r.readable())

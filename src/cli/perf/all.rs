@@ -130,10 +130,14 @@ can be off by 20 %.",
             "--time 500ms --warmup 200ms --runs 1",
             "--time 2s --warmup 500ms --runs 3",
         ),
-        limits: "The receiving application burns a fixed CPU time per message, which sets its \
+        limits: "The receiving application burns a fixed CPU time per message \
+(CLOCK_THREAD_CPUTIME_ID, so time the CPU spends elsewhere does not count), which sets its \
 capacity C; above C, what it is delivered depends on whether the engine stops reading the \
-socket at the high watermark (on) or keeps reassembling messages it will drop (off). Both \
-hosts share the two vCPUs with the sender, so the offered load itself costs the receiver CPU.",
+socket at the high watermark (on) or keeps reading and reassembling messages it will drop \
+(off). The receiving host (driver and application) is pinned to one CPU and the sender to \
+the other, as on the paper's one-CPU hosts; on loopback the kernel's share of receiving runs \
+on the sender's CPU, so only natm's own wasted work competes with the application. Anything \
+else running on the receiver's CPU lowers both settings.",
     },
     Experiment {
         name: "isolation",

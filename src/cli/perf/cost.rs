@@ -93,7 +93,8 @@ impl Costs {
     }
 }
 
-fn thread_cpu() -> Duration {
+/// CPU time the calling thread has run (user + system).
+pub(crate) fn thread_cpu() -> Duration {
     let t = clock_gettime(ClockId::ThreadCPUTime);
     Duration::new(t.tv_sec as u64, t.tv_nsec as u32)
 }

@@ -57,13 +57,14 @@ struct Placement {
 
 impl Placement {
     fn new(cpus: Option<usize>) -> Result<Placement, String> {
-        let Some(n) = cpus else {
+        let Some(n) = cpus.filter(|&n| n > 0) else {
             return Ok(Placement::default());
         };
         let all = current_cpus().map_err(|e| format!("sched_getaffinity: {e}"))?;
         if n == 0 || n >= all.len() {
             return Err(format!(
-                "--cpus {n}: give the receiver between 1 and {} of this process's {} CPUs,                  so that the sender has the rest",
+                "--cpus {n}: give the receiver between 1 and {} of this process's {} CPUs, \
+                 so that the sender has the rest (or 0: let the kernel place every thread)",
                 all.len().saturating_sub(1),
                 all.len()
             ));
@@ -125,11 +126,17 @@ pub(crate) struct Sample {
     pub(crate) kernel_drops: Option<u64>,
 }
 
-/// Spend `d` of CPU time (the application's processing of one message).
+/// Spend `d` of this thread's CPU time (the application's processing of one message).
+/// CPU time, not wall-clock time: whatever else runs on the receiving CPU meanwhile —
+/// the engine reading and reassembling what will be dropped, as seed 000 §6.2.2's
+/// interrupt handler did — delays the message's processing, which is what livelock is.
+/// A wall-clock burn would finish on time however much of it was stolen.
 fn burn(d: Duration) {
-    let t = Instant::now();
-    while t.elapsed() < d {
-        std::hint::spin_loop();
+    let t = super::cost::thread_cpu();
+    while super::cost::thread_cpu().saturating_sub(t) < d {
+        for _ in 0..64 {
+            std::hint::spin_loop();
+        }
     }
 }
 

@@ -173,7 +173,7 @@ pub(crate) struct LivelockArgs {
     #[arg(long, default_value = "16KiB", value_parser = units::bytes)]
     size: u64,
     /// CPU time the receiving application burns per message; sets its capacity C.
-    #[arg(long, default_value = "1ms", value_parser = units::duration)]
+    #[arg(long, default_value = "200us", value_parser = units::duration)]
     work: Duration,
     /// Offered loads, multiples of C, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2,5,10")]
@@ -187,6 +187,7 @@ pub(crate) struct LivelockArgs {
     /// Give the receiving host this many CPUs (its driver and application thread
     /// pinned there), the sender the rest: the wasted work of reading what is later
     /// dropped then competes with the application, as on the paper's one-CPU hosts.
+    /// Default: 1 where this process may use two CPUs or more; 0: no pinning.
     #[arg(long)]
     cpus: Option<usize>,
     #[command(flatten)]
@@ -492,7 +493,13 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
             (Some(_), Some(_)) => return Err("--low must not exceed --high".into()),
             _ => livelock::default_watermarks(),
         },
-        cpus: a.cpus,
+        cpus: match a.cpus {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => ::natm::ulib::current_cpus()
+                .is_ok_and(|c| c.len() >= 2)
+                .then_some(1),
+        },
     };
     let pb = progress(o.runs * a.loads.len() * 2);
     let mut rows: Vec<livelock::Row> = a
