@@ -97,6 +97,22 @@ fn unreliable_vcs_deliver_whole_messages_only() {
     }
 }
 
+/// Send `msg` with `try_send` for `time` (at most 20,000 messages) while the receiving
+/// application reads nothing, then let the engines settle; returns the messages sent.
+fn flood(c: &Connection, msg: &[u8], time: Duration) -> u64 {
+    let until = Instant::now() + time;
+    let mut sent = 0u64;
+    while Instant::now() < until && sent < 20_000 {
+        match c.try_send(msg) {
+            Ok(()) => sent += 1,
+            Err(Error::WouldBlock(_)) => std::thread::yield_now(),
+            Err(e) => panic!("send: {e}"),
+        }
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    sent
+}
+
 #[test]
 fn a_flood_fills_the_bounded_queue_which_drops_and_counts() {
     let net = MemNetwork::new();
@@ -111,17 +127,8 @@ fn a_flood_fills_the_bounded_queue_which_drops_and_counts() {
     // The receiving application reads nothing while the flood lasts: its engine stops
     // reading above the high watermark, the port's queue fills, and the rest is
     // dropped at the queue, counted, with memory bounded by the limits.
-    let flood = vec![0x5a; 8192];
-    let until = Instant::now() + Duration::from_millis(500);
-    let mut sent = 0u64;
-    while Instant::now() < until && sent < 20_000 {
-        match c.try_send(&flood) {
-            Ok(()) => sent += 1,
-            Err(Error::WouldBlock(_)) => std::thread::yield_now(),
-            Err(e) => panic!("send: {e}"),
-        }
-    }
-    std::thread::sleep(Duration::from_millis(100));
+    let flood_msg = vec![0x5a; 8192];
+    let sent = flood(&c, &flood_msg, Duration::from_millis(500));
     let st = s.stats();
     let dropped = st.queue_drops.unwrap();
     assert!(dropped > 0, "the queue dropped: {st:?}");
@@ -131,7 +138,7 @@ fn a_flood_fills_the_bounded_queue_which_drops_and_counts() {
     // Everything sent is accounted for: buffered, delivered later, or dropped.
     let mut delivered = 0u64;
     while let Ok(Some(m)) = s.try_recv() {
-        assert_eq!(m, flood);
+        assert_eq!(m, flood_msg);
         delivered += 1;
     }
     assert!(delivered > 0);
@@ -152,16 +159,7 @@ fn default_watermarks_engage_before_a_small_tpdu_vcs_buffer_drops() {
     let (a, b) = hosts(&net, |_| {});
     let (c, s) = connect(&a, &b, "127.0.0.1:0", "best-effort:tpdu=1024");
     let msg = vec![0xa5; 8192];
-    let until = Instant::now() + Duration::from_millis(400);
-    let mut sent = 0u64;
-    while Instant::now() < until && sent < 20_000 {
-        match c.try_send(&msg) {
-            Ok(()) => sent += 1,
-            Err(Error::WouldBlock(_)) => std::thread::yield_now(),
-            Err(e) => panic!("send: {e}"),
-        }
-    }
-    std::thread::sleep(Duration::from_millis(100));
+    let sent = flood(&c, &msg, Duration::from_millis(400));
     let st = s.stats();
     assert!(st.watermark_holds > 0, "the watermarks engaged: {st:?}");
     assert_eq!(
