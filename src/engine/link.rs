@@ -244,6 +244,16 @@ impl Link {
         }
     }
 
+    /// Wake a thread blocked in [`Link::recv_wait`] now rather than at the end of its
+    /// read slice, for a connection that has ended: the UDP socket's read side is shut
+    /// down, so every receive on it returns at once from then on. Mem links carry no
+    /// signalled calls and are left as they are.
+    pub(crate) fn interrupt_reader(&self) {
+        if let Link::Udp(l) = self {
+            let _ = rustix::net::shutdown(&l.port, rustix::net::Shutdown::Read);
+        }
+    }
+
     /// Wait up to [`READ_SLICE`] for frames and receive them into `batch`.
     pub(crate) fn recv_wait(&self, batch: &mut RecvBatch) -> io::Result<usize> {
         match self {
