@@ -344,10 +344,13 @@ fn find(doc: &Value, pred: impl Fn(&Value) -> bool) -> Option<&Value> {
     doc["results"].as_array()?.iter().find(|r| pred(r))
 }
 
-/// The headline ratios, from this run's JSON: (what, value, how).
-pub(crate) fn headlines(out: &Path) -> Vec<(String, Option<f64>, String)> {
+/// The headline ratios, from this run's JSON: (what, value, how). Only the
+/// JSON of experiments that `ran` counts: a file left in `out` by an earlier run of a
+/// skipped experiment is not this run's.
+pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<(String, Option<f64>, String)> {
+    let load = |name: &str| ran.contains(&name).then(|| load(out, name)).flatten();
     let mut h = Vec::new();
-    let lat = load(out, "latency");
+    let lat = load("latency");
     let rtt = |s: &str| {
         lat.as_ref()
             .and_then(|d| find(d, |r| r["stack"] == s))
@@ -372,7 +375,7 @@ pub(crate) fn headlines(out: &Path) -> Vec<(String, Option<f64>, String)> {
             rtt("udp-busy").unwrap_or(f64::NAN)
         ),
     ));
-    let tput = load(out, "throughput");
+    let tput = load("throughput");
     let bps = |s: &str| {
         tput.as_ref()
             .and_then(|d| find(d, |r| r["stack"] == s && r["size"] == 65536))
@@ -391,7 +394,7 @@ pub(crate) fn headlines(out: &Path) -> Vec<(String, Option<f64>, String)> {
             ));
         }
     }
-    let loss = load(out, "loss");
+    let loss = load("loss");
     let good = |s: &str, l: f64| {
         loss.as_ref()
             .and_then(|d| {
@@ -413,6 +416,28 @@ pub(crate) fn headlines(out: &Path) -> Vec<(String, Option<f64>, String)> {
                 ),
             ));
         }
+    }
+    let live = load("livelock");
+    let of_peak = |on: bool| {
+        live.as_ref()
+            .and_then(|d| {
+                find(d, |r| {
+                    r["load"].as_f64() == Some(10.0) && r["watermarks"].as_bool() == Some(on)
+                })
+            })
+            .and_then(|r| Some((r["of_peak"].as_f64()?, r["delivered_bps"].as_f64()?)))
+    };
+    for (on, label) in [(true, "on (Fig. 8)"), (false, "off (Fig. 7)")] {
+        h.push((
+            format!(
+                "livelock at 10× the receiver's capacity, watermarks {label}: delivered / peak"
+            ),
+            of_peak(on).map(|(p, _)| p),
+            format!(
+                "{:.0} Mbit/s delivered",
+                of_peak(on).map_or(f64::NAN, |(_, b)| b / 1e6)
+            ),
+        ));
     }
     h
 }
@@ -449,10 +474,17 @@ fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Durat
     );
     let _ = writeln!(r, "## Headline ratios (one run)\n");
     let _ = writeln!(r, "| ratio | value | from |\n|---|---:|---|");
-    for (what, v, how) in headlines(&a.out) {
-        let v = v
-            .filter(|v| v.is_finite())
-            .map_or("–".to_string(), |v| format!("{v:.2}"));
+    let ran: Vec<&str> = chosen
+        .iter()
+        .zip(outcomes)
+        .filter(|(_, o)| o.error.is_none())
+        .map(|(e, _)| e.name)
+        .collect();
+    for (what, v, how) in headlines(&a.out, &ran) {
+        let (v, how) = match v.filter(|v| v.is_finite()) {
+            Some(v) => (format!("{v:.2}"), how),
+            None => ("–".to_string(), "not measured in this run".to_string()),
+        };
         let _ = writeln!(r, "| {what} | {v} | {how} |");
     }
     let _ = writeln!(r);
