@@ -23,7 +23,7 @@ use serde_json::json;
 use super::report::machine;
 use super::stats::{median, percentile};
 use crate::cli::CliResult;
-use natm::ulib::{Host, HostConfig, Listener};
+use natm::ulib::{Accept, Host, HostConfig, Listener};
 
 /// `natm perf calls`.
 #[derive(Debug, Args)]
@@ -40,6 +40,13 @@ pub(crate) struct CallsArgs {
     /// QoS of the calls.
     #[arg(long, default_value = "reliable")]
     qos: String,
+    /// Also measure a pre-authorised listener (`Accept::Auto`: sigd answers SETUP
+    /// itself), in the same run as the default explicit-accept mode and direct mode.
+    #[arg(long)]
+    preauthorised: bool,
+    /// Backlog of the pre-authorised listener (calls answered ahead of `accept`).
+    #[arg(long, default_value_t = 64)]
+    backlog: u16,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -265,19 +272,33 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     let direct = hb.bind("127.0.0.1:0", &a.qos).map_err(|e| e.to_string())?;
     let direct_addr = direct.local_addr().map_err(|e| e.to_string())?.to_string();
     let workers = a.parallel + 2;
-    let servers = [
+    let mut servers = vec![
         serve(via_sigd, stop.clone(), workers),
         serve(direct, stop.clone(), workers),
     ];
-    // Warm up both paths (the signalling link comes up on the first call).
-    run_mode(&ha, "+4420002:perf", &a.qos, 20, 1)?;
-    run_mode(&ha, &direct_addr, &a.qos, 20, 1)?;
+    // The modes measured, interleaved in every run: explicit accept through two
+    // sigds, optionally a pre-authorised listener, and direct mode (the reference).
+    let mut targets = vec!["+4420002:perf".to_owned()];
+    if a.preauthorised {
+        let auto = hb
+            .bind_with("perfauto", &a.qos, Accept::Auto { backlog: a.backlog })
+            .map_err(|e| e.to_string())?;
+        servers.push(serve(auto, stop.clone(), workers));
+        targets.push("+4420002:perfauto".to_owned());
+    }
+    targets.push(direct_addr);
+    // Warm up every path (the signalling link comes up on the first call).
+    for t in &targets {
+        run_mode(&ha, t, &a.qos, 20, 1)?;
+    }
     let pids: Vec<u32> = d.children.iter().map(Child::id).collect();
-    let mut runs: Vec<[Run; 2]> = Vec::new();
+    let mut runs: Vec<Vec<Run>> = Vec::new();
     for _ in 0..a.runs {
-        let s = measured(&ha, "+4420002:perf", &a.qos, a.calls, a.parallel, &pids)?;
-        let r = measured(&ha, &direct_addr, &a.qos, a.calls, a.parallel, &pids)?;
-        runs.push([s, r]);
+        let mut per = Vec::new();
+        for t in &targets {
+            per.push(measured(&ha, t, &a.qos, a.calls, a.parallel, &pids)?);
+        }
+        runs.push(per);
     }
     stop.store(true, Ordering::Relaxed);
     for s in servers {
@@ -297,7 +318,8 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
         )
     };
     let (sm, sp, sr, sc, sa) = summarise(0);
-    let (dm, dp, dr, _, da) = summarise(1);
+    let (dm, dp, dr, _, da) = summarise(targets.len() - 1);
+    let auto = a.preauthorised.then(|| summarise(1));
     if a.json {
         let doc = json!({
             "experiment": "calls",
@@ -312,6 +334,13 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             "ratio_median_setup": if dm > 0.0 { sm / dm } else { 0.0 },
             "machine": machine(),
         });
+        let mut doc = doc;
+        if let Some((m, p, r, c, ac)) = auto {
+            doc["sigd_preauthorised"] = json!({"median_setup_us": m / 1e3, "p99_setup_us": p / 1e3,
+                "setups_per_s": r, "sigd_cpu_us_per_call": c / 1e3, "app_cpu_us_per_call": ac / 1e3,
+                "backlog": a.backlog});
+            doc["ratio_median_setup_preauthorised"] = json!(if dm > 0.0 { m / dm } else { 0.0 });
+        }
         println!("{doc}");
     } else {
         println!(
@@ -331,6 +360,17 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             sc / 1e3,
             sa / 1e3
         );
+        if let Some((m, p, r, c, ac)) = auto {
+            println!(
+                "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs",
+                "two sigds, pre-authorised",
+                m / 1e3,
+                p / 1e3,
+                r,
+                c / 1e3,
+                ac / 1e3
+            );
+        }
         println!(
             "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>18} {:>13.0} µs",
             "direct mode (reference)",
@@ -342,6 +382,9 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
         );
         if dm > 0.0 {
             println!("median setup through sigd: {:.2}x direct mode", sm / dm);
+            if let Some((m, ..)) = auto {
+                println!("pre-authorised: {:.2}x direct mode", m / dm);
+            }
         }
     }
     Ok(())

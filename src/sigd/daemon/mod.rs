@@ -41,6 +41,7 @@ mod cause {
     pub(super) const UNALLOCATED: u8 = 1;
     pub(super) const NO_ROUTE: u8 = 3;
     pub(super) const NORMAL: u8 = 16;
+    pub(super) const USER_BUSY: u8 = 17;
     pub(super) const NO_USER_RESPONDING: u8 = 18;
     pub(super) const CALL_REJECTED: u8 = 21;
     pub(super) const INVALID_NUMBER: u8 = 28;
@@ -129,6 +130,35 @@ struct Listening {
     sap: String,
     addr: Option<AtmAddr>,
     qos: String,
+    /// A pre-authorised listener's state (`None`: every call is offered).
+    auto: Option<AutoAccept>,
+}
+
+/// A pre-authorised listener: sigd answers calls that fit `qos` itself, each on one
+/// of the application's pre-opened data endpoints (see "Pre-authorised listeners" in
+/// docs/ARCHITECTURE.md).
+#[derive(Debug)]
+struct AutoAccept {
+    /// The listener's QoS, parsed: the bound of what is accepted without asking.
+    qos: Qos,
+    /// Pre-opened data endpoints not yet used, as the application gave them; each is
+    /// one slot of the backlog.
+    pool: Vec<SocketAddr>,
+}
+
+/// Whether a call asking for `call` (the callee's view) fits a listener bound with
+/// `bound`: the same service, and for guaranteed service neither direction's target
+/// rate above the listener's.
+fn qos_fits(call: &Qos, bound: &Qos, capacity: u64) -> bool {
+    if call.service() != bound.service() {
+        return false;
+    }
+    if call.service() != Service::Guaranteed {
+        return true;
+    }
+    [true, false]
+        .iter()
+        .all(|&tx| demand(call, tx, capacity).target_bps <= demand(bound, tx, capacity).target_bps)
 }
 
 /// Counters shown by `natm stat`.
@@ -143,6 +173,10 @@ struct Counters {
     malformed_signalling: u64,
     policy_rejections: u64,
     admission_refusals: u64,
+    /// Calls a pre-authorised listener's sigd answered itself.
+    calls_pre_accepted: u64,
+    /// Calls refused because a pre-authorised listener's backlog was full.
+    backlog_refusals: u64,
 }
 
 /// The daemon.
