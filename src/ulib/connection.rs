@@ -70,10 +70,14 @@ impl AutoLinks {
     /// Open sockets up to the backlog once half are used, and hand them to sigd
     /// (best effort: a failure leaves the backlog shorter until the next call).
     fn refill(&self, host: &super::Host, session: &Session, listener: u64) {
-        if self.lock().len() > self.backlog / 2 {
+        // In batches of up to 8 sockets: one message for several calls, and no burst
+        // of socket creation long enough to show in the callers' setup times.
+        let batch = (self.backlog / 2).clamp(1, 8);
+        let held = self.lock().len();
+        if held + batch > self.backlog {
             return;
         }
-        let want = self.backlog - self.lock().len();
+        let want = self.backlog - held;
         let mut fresh = Vec::with_capacity(want);
         for _ in 0..want {
             let Ok(l) = host.new_data_link() else { break };

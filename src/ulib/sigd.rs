@@ -157,6 +157,7 @@ impl Session {
             .map_err(Error::Io)?;
         let session = Arc::new(Session {
             writer: Mutex::new(s),
+            // 0 is the tag of requests nobody waits for (`notify`).
             next_req: AtomicU64::new(1),
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
@@ -291,6 +292,12 @@ impl Session {
                     }
                 }
             }
+            // A short read of a stream socket took everything queued: no read to
+            // EAGAIN (a system call per message). Whatever comes later is a new edge
+            // for the watcher, or is seen when the stream goes back in its set.
+            if n < rd.buf.len() {
+                return;
+            }
         }
     }
 
@@ -301,7 +308,12 @@ impl Session {
     /// Send a request built around a fresh `req` tag; with `wait`, the caller will
     /// collect the answer with [`Session::answer`].
     fn send(&self, build: impl FnOnce(u64) -> Message, wait: bool) -> Result<u64, Error> {
-        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
+        // Tag 0: nobody waits for the answer, and for releases sigd sends none.
+        let req = if wait {
+            self.next_req.fetch_add(1, Ordering::Relaxed)
+        } else {
+            0
+        };
         let m = build(req);
         {
             let mut st = self.lock();

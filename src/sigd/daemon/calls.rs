@@ -19,6 +19,21 @@ impl Daemon {
     }
 
     pub(super) fn request(&mut self, t: usize, m: Message) {
+        // A release-type request with tag 0 wants no answer (ulib's releases from
+        // `Drop`, where nobody waits): its `Ack` or `Refused` would only wake the
+        // application for nothing, once per call at each end.
+        self.quiet = matches!(
+            m,
+            Message::Release { req: 0, .. }
+                | Message::Reject { req: 0, .. }
+                | Message::Unbind { req: 0, .. }
+                | Message::Endpoints { req: 0, .. }
+        );
+        self.request_inner(t, m);
+        self.quiet = false;
+    }
+
+    fn request_inner(&mut self, t: usize, m: Message) {
         match m {
             Message::Connect {
                 req,

@@ -208,6 +208,8 @@ pub struct Daemon {
     proceeding_due: Vec<(Instant, SocketAddr, CallId)>,
     saal_cfg: SaalConfig,
     epoch: Instant,
+    /// The request being handled wants no answer (see `calls::request`).
+    quiet: bool,
 }
 
 fn random_u64() -> u64 {
@@ -397,6 +399,7 @@ impl Daemon {
             proceeding_due: Vec::new(),
             saal_cfg: saal_config(&cfg),
             epoch: Instant::now(),
+            quiet: false,
             cfg,
         })
     }
@@ -644,6 +647,14 @@ impl Daemon {
     }
 
     fn send(&mut self, t: usize, m: Message) {
+        if self.quiet
+            && matches!(
+                m,
+                Message::Ack { req: 0, .. } | Message::Refused { req: 0, .. }
+            )
+        {
+            return;
+        }
         let over = match self.apps.get_mut(&t) {
             Some(c) => !c.send(&m),
             None => return,
