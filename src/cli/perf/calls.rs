@@ -179,6 +179,8 @@ fn self_cpu_ns() -> u64 {
 struct Run {
     /// Per-call setup times (ns), sorted.
     setups: Vec<u64>,
+    /// Per-call release times on the caller (`close` and drop, ns), sorted.
+    releases: Vec<u64>,
     /// Calls per second.
     rate: f64,
     /// CPU per call (ns): the two sigds, and this process (both applications).
@@ -195,56 +197,63 @@ fn measured(
     sigds: &[u32],
 ) -> Result<Run, String> {
     let (s0, a0) = (sigd_cpu_ns(sigds), self_cpu_ns());
-    let (setups, rate) = run_mode(client, target, qos, calls, parallel)?;
+    let (setups, releases, rate) = run_mode(client, target, qos, calls, parallel)?;
     let n = setups.len().max(1) as f64;
     Ok(Run {
         sigd_cpu: sigd_cpu_ns(sigds).saturating_sub(s0) as f64 / n,
         app_cpu: self_cpu_ns().saturating_sub(a0) as f64 / n,
         setups,
+        releases,
         rate,
     })
 }
 
-/// One run of one mode: per-call setup times (ns) and calls per second.
+/// One run of one mode: per-call setup and release times (ns, sorted) and calls per
+/// second.
 fn run_mode(
     client: &Host,
     target: &str,
     qos: &str,
     calls: usize,
     parallel: usize,
-) -> Result<(Vec<u64>, f64), String> {
+) -> Result<(Vec<u64>, Vec<u64>, f64), String> {
     let start = Instant::now();
     let per = calls.div_ceil(parallel.max(1));
     let workers: Vec<_> = (0..parallel.max(1))
         .map(|_| {
             let (h, t, q) = (client.clone(), target.to_owned(), qos.to_owned());
-            thread::spawn(move || -> Result<Vec<u64>, String> {
+            thread::spawn(move || -> Result<(Vec<u64>, Vec<u64>), String> {
                 let mut v = Vec::with_capacity(per);
+                let mut r = Vec::with_capacity(per);
                 for _ in 0..per {
                     let t0 = Instant::now();
                     let c = h
                         .connect(t.as_str(), &q)
                         .map_err(|e| format!("call to {t}: {e}"))?;
-                    v.push(t0.elapsed().as_nanos() as u64);
+                    let t1 = Instant::now();
+                    v.push((t1 - t0).as_nanos() as u64);
                     // Release: close in order, then drop (sigd frees the call).
                     c.close();
                     drop(c);
+                    r.push(t1.elapsed().as_nanos() as u64);
                 }
-                Ok(v)
+                Ok((v, r))
             })
         })
         .collect();
-    let mut all = Vec::new();
+    let (mut all, mut rel) = (Vec::new(), Vec::new());
     for w in workers {
-        all.extend(
-            w.join()
-                .map_err(|_| "a caller thread panicked".to_string())??,
-        );
+        let (v, r) = w
+            .join()
+            .map_err(|_| "a caller thread panicked".to_string())??;
+        all.extend(v);
+        rel.extend(r);
     }
     let secs = start.elapsed().as_secs_f64();
     let rate = all.len() as f64 / secs;
     all.sort_unstable();
-    Ok((all, rate))
+    rel.sort_unstable();
+    Ok((all, rel, rate))
 }
 
 pub(crate) fn run(a: &CallsArgs) -> CliResult {
@@ -315,10 +324,11 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             med(&|r| r.rate, i),
             med(&|r| r.sigd_cpu, i),
             med(&|r| r.app_cpu, i),
+            med(&|r| percentile(&r.releases, 0.5).unwrap_or(0) as f64, i),
         )
     };
-    let (sm, sp, sr, sc, sa) = summarise(0);
-    let (dm, dp, dr, _, da) = summarise(targets.len() - 1);
+    let (sm, sp, sr, sc, sa, sl) = summarise(0);
+    let (dm, dp, dr, _, da, dl) = summarise(targets.len() - 1);
     let auto = a.preauthorised.then(|| summarise(1));
     if a.json {
         let doc = json!({
@@ -328,17 +338,18 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             "parallel": a.parallel,
             "qos": a.qos,
             "sigd": {"median_setup_us": sm / 1e3, "p99_setup_us": sp / 1e3, "setups_per_s": sr,
-                     "sigd_cpu_us_per_call": sc / 1e3, "app_cpu_us_per_call": sa / 1e3},
+                     "sigd_cpu_us_per_call": sc / 1e3, "app_cpu_us_per_call": sa / 1e3,
+                     "median_release_us": sl / 1e3},
             "direct": {"median_setup_us": dm / 1e3, "p99_setup_us": dp / 1e3, "setups_per_s": dr,
-                       "app_cpu_us_per_call": da / 1e3},
+                       "app_cpu_us_per_call": da / 1e3, "median_release_us": dl / 1e3},
             "ratio_median_setup": if dm > 0.0 { sm / dm } else { 0.0 },
             "machine": machine(),
         });
         let mut doc = doc;
-        if let Some((m, p, r, c, ac)) = auto {
+        if let Some((m, p, r, c, ac, l)) = auto {
             doc["sigd_preauthorised"] = json!({"median_setup_us": m / 1e3, "p99_setup_us": p / 1e3,
                 "setups_per_s": r, "sigd_cpu_us_per_call": c / 1e3, "app_cpu_us_per_call": ac / 1e3,
-                "backlog": a.backlog});
+                "median_release_us": l / 1e3, "backlog": a.backlog});
             doc["ratio_median_setup_preauthorised"] = json!(if dm > 0.0 { m / dm } else { 0.0 });
         }
         println!("{doc}");
@@ -348,37 +359,46 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             a.calls, a.runs, a.parallel, a.qos
         );
         println!(
-            "{:<28} {:>14} {:>14} {:>10} {:>18} {:>16}",
-            "mode", "median setup", "p99 setup", "setups/s", "sigd CPU/call", "app CPU/call"
+            "{:<28} {:>14} {:>14} {:>10} {:>18} {:>16} {:>14}",
+            "mode",
+            "median setup",
+            "p99 setup",
+            "setups/s",
+            "sigd CPU/call",
+            "app CPU/call",
+            "release"
         );
         println!(
-            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs",
+            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs {:>11.0} µs",
             "two sigds (UNI signalling)",
             sm / 1e3,
             sp / 1e3,
             sr,
             sc / 1e3,
-            sa / 1e3
+            sa / 1e3,
+            sl / 1e3
         );
-        if let Some((m, p, r, c, ac)) = auto {
+        if let Some((m, p, r, c, ac, l)) = auto {
             println!(
-                "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs",
+                "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs {:>11.0} µs",
                 "two sigds, pre-authorised",
                 m / 1e3,
                 p / 1e3,
                 r,
                 c / 1e3,
-                ac / 1e3
+                ac / 1e3,
+                l / 1e3
             );
         }
         println!(
-            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>18} {:>13.0} µs",
+            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>18} {:>13.0} µs {:>11.0} µs",
             "direct mode (reference)",
             dm / 1e3,
             dp / 1e3,
             dr,
             "-",
-            da / 1e3
+            da / 1e3,
+            dl / 1e3
         );
         if dm > 0.0 {
             println!("median setup through sigd: {:.2}x direct mode", sm / dm);
