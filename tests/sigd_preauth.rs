@@ -278,3 +278,32 @@ fn dropping_a_pre_authorised_listener_releases_its_queued_calls() {
         Err(Error::BadBacklog(0))
     ));
 }
+
+/// A caller that sends and closes before the listener takes its call: `accept` still
+/// returns the call (sigd answered it), with everything the caller sent and then its
+/// end. (The caller keeps its connection until then: one dropped at once, before its
+/// peer closed, aborts its receiving VC and its close is lost — in direct mode too;
+/// see the branch report.)
+#[test]
+fn a_call_closed_before_accept_still_delivers_its_data_then_ends() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = b.host();
+    let l = hb
+        .bind_with("brief", "reliable", Accept::Auto { backlog: 2 })
+        .unwrap();
+    let c = a.host().connect("+4420002:brief", "reliable").unwrap();
+    c.send(b"said before hanging up").unwrap();
+    c.close();
+    std::thread::sleep(Duration::from_millis(50));
+    let p = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    assert_eq!(
+        p.recv_timeout(Duration::from_secs(5)).unwrap().as_deref(),
+        Some(&b"said before hanging up"[..])
+    );
+    let end = p.recv_timeout(Duration::from_secs(5));
+    assert!(matches!(end, Ok(None)), "{end:?} {:?}", p.stats());
+    drop(c);
+    drop(p);
+    wait_no_calls(&a);
+    wait_no_calls(&b);
+}

@@ -251,6 +251,7 @@ impl Daemon {
                         rx_vci: 0,
                         grant,
                         deadline: None,
+                        announce: None,
                     },
                 );
                 self.send(t, Message::Ack { req, id });
@@ -275,6 +276,7 @@ impl Daemon {
                         rx_vci: 0,
                         grant: Grant::default(),
                         deadline: None,
+                        announce: None,
                     },
                 );
                 self.offer(peer_id, listener);
@@ -369,21 +371,25 @@ impl Daemon {
                     .get(&call)
                     .map(|c| c.remote_addr.clone())
                     .unwrap_or_default();
-                self.send(
-                    owner,
-                    Message::Accepted {
-                        listener,
-                        call,
-                        data: given,
-                        caller,
-                        peer,
-                        cookie,
-                        tx_vci,
-                        rx_vci,
-                        granted_bps,
-                        qos,
-                    },
-                );
+                let m = Message::Accepted {
+                    listener,
+                    call,
+                    data: given,
+                    caller,
+                    peer,
+                    cookie,
+                    tx_vci,
+                    rx_vci,
+                    granted_bps,
+                    qos,
+                };
+                match self.calls.get_mut(&call) {
+                    // From a peer: tell the application once the caller has its
+                    // `Connected` (the CONNECT ACKNOWLEDGE says so), or when the
+                    // call ends first.
+                    Some(c) if matches!(c.remote, Remote::Peer { .. }) => c.announce = Some(m),
+                    _ => self.send(owner, m),
+                }
             }
             Ok(_) => {}
             Err((c, detail)) => {
@@ -640,10 +646,15 @@ impl Daemon {
     /// End a call: free what it holds, tell its application (`tell_self`) and the
     /// other end.
     pub(super) fn end_call(&mut self, id: u64, cause: u8, detail: &str, tell_self: bool) {
-        let Some(c) = self.calls.remove(&id) else {
+        let Some(mut c) = self.calls.remove(&id) else {
             return;
         };
         self.free_call(&c);
+        // A pre-authorised call the application has not heard of yet: it learns of
+        // the call (and which socket it took) before it learns of its end.
+        if let Some(m) = c.announce.take() {
+            self.send(c.owner, m);
+        }
         if tell_self && c.owner != 0 {
             self.send(
                 c.owner,

@@ -121,6 +121,10 @@ struct Call {
     rx_vci: u16,
     grant: Grant,
     deadline: Option<Instant>,
+    /// A pre-authorised call's `Accepted`, held until the caller's CONNECT
+    /// ACKNOWLEDGE (or the call's end): the listener's work on it then does not take a
+    /// CPU from the caller's side of the setup.
+    announce: Option<Message>,
 }
 
 #[derive(Debug)]

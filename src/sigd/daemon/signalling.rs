@@ -103,6 +103,7 @@ impl Daemon {
                 rx_vci,
                 grant,
                 deadline: None,
+                announce: None,
             },
         );
         let Some(l) = self.link(link, true) else {
@@ -225,7 +226,21 @@ impl Daemon {
                 self.on_connected(link, call, params)
             }
             SigEvent::Call(CallEvent::Proceeding { call }) => debug!(%call, "call proceeding"),
-            SigEvent::Call(CallEvent::Established { call }) => debug!(%call, "call established"),
+            SigEvent::Call(CallEvent::Established { call }) => {
+                debug!(%call, "call established");
+                let id = self
+                    .peers
+                    .get(&link)
+                    .and_then(|l| l.calls.get(&call))
+                    .copied();
+                let held = id.and_then(|id| self.calls.get_mut(&id)).and_then(|c| {
+                    let m = c.announce.take()?;
+                    Some((c.owner, m))
+                });
+                if let Some((owner, m)) = held {
+                    self.send(owner, m);
+                }
+            }
             SigEvent::Call(CallEvent::Released { call, cause, by }) => {
                 let id = self
                     .peers
@@ -353,6 +368,7 @@ impl Daemon {
                 rx_vci,
                 grant,
                 deadline: None,
+                announce: None,
             },
         );
         if let Some(l) = self.peers.get_mut(&link) {
