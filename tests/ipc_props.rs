@@ -77,7 +77,52 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         (u(), text()).prop_map(|(req, json)| Message::StatReply { req, json }),
         (any::<u8>(), text()).prop_map(|(cause, detail)| Message::Error { cause, detail }),
+        (u(), text(), text(), endpoints()).prop_map(|(req, sap, qos, data)| Message::BindAuto {
+            req,
+            sap,
+            qos,
+            data
+        }),
+        (u(), u(), endpoints()).prop_map(|(req, listener, data)| Message::Endpoints {
+            req,
+            listener,
+            data
+        }),
+        (
+            (u(), u(), endpoint(), text()),
+            (
+                endpoint(),
+                any::<u32>(),
+                any::<u16>(),
+                any::<u16>(),
+                u(),
+                text()
+            )
+        )
+            .prop_map(
+                |(
+                    (listener, call, data, caller),
+                    (peer, cookie, tx_vci, rx_vci, granted_bps, qos),
+                )| {
+                    Message::Accepted {
+                        listener,
+                        call,
+                        data,
+                        caller,
+                        peer,
+                        cookie,
+                        tx_vci,
+                        rx_vci,
+                        granted_bps,
+                        qos,
+                    }
+                }
+            ),
     ]
+}
+
+fn endpoints() -> impl Strategy<Value = Vec<SocketAddr>> {
+    proptest::collection::vec(endpoint(), 0..6)
 }
 
 proptest! {

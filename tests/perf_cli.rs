@@ -514,3 +514,21 @@ fn latency_stages_of_a_non_natm_stack_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no round trip of a natm stack"));
 }
+
+#[test]
+fn calls_json_has_explicit_pre_authorised_and_direct_modes() {
+    let doc = json_of("perf calls --calls 20 --runs 1 --preauthorised --backlog 4 --json");
+    assert_eq!(doc["experiment"], "calls");
+    for mode in ["sigd", "sigd_preauthorised", "direct"] {
+        for key in [
+            "median_setup_us",
+            "p99_setup_us",
+            "setups_per_s",
+            "median_release_us",
+        ] {
+            positive(&doc[mode], key);
+        }
+    }
+    assert_eq!(doc["sigd_preauthorised"]["backlog"], 4);
+    positive(&doc, "ratio_median_setup_preauthorised");
+}

@@ -278,3 +278,48 @@ fn a_connection_cannot_act_on_another_connections_ids() {
         i64::from(std::process::id() as i32)
     );
 }
+
+/// A release-type request with tag 0 wants no answer (ulib's releases from `Drop`,
+/// where nobody waits): sigd sends none, not even a refusal; any other tag is
+/// answered. `Endpoints` for a listener that is not pre-authorised is refused.
+#[test]
+fn requests_tagged_zero_get_no_answer() {
+    let sigd = Sigd::start(CONF);
+    let mut s = UnixStream::connect(&sigd.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let quiet = [
+        Message::Release {
+            req: 0,
+            call: 12345,
+            cause: 16,
+        },
+        Message::Reject {
+            req: 0,
+            call: 12345,
+            cause: 21,
+        },
+        Message::Endpoints {
+            req: 0,
+            listener: 7,
+            data: vec![],
+        },
+    ];
+    for m in quiet {
+        s.write_all(&m.to_bytes()).unwrap();
+    }
+    s.write_all(
+        &Message::Endpoints {
+            req: 8,
+            listener: 7,
+            data: vec![],
+        }
+        .to_bytes(),
+    )
+    .unwrap();
+    match read_message(&mut s) {
+        Some(Message::Refused {
+            req: 8, cause: 81, ..
+        }) => {}
+        other => panic!("expected only the refusal of the tagged request, got {other:?}"),
+    }
+}

@@ -270,8 +270,12 @@ pub(crate) struct HelperArgs {
     #[arg(long)]
     socket: PathBuf,
     /// Called address[:SAP].
+    #[arg(long, required_unless_present = "listen_auto")]
+    connect: Option<String>,
+    /// Instead of calling: bind a pre-authorised listener on this SAP, print
+    /// "listening", and never take a call (to be killed with calls queued).
     #[arg(long)]
-    connect: String,
+    listen_auto: Option<String>,
     /// QoS text.
     #[arg(long, default_value = "reliable")]
     qos: String,
@@ -285,8 +289,22 @@ pub(crate) fn helper(a: HelperArgs) -> CliResult {
         ..natm::ulib::HostConfig::default()
     };
     let host = natm::ulib::Host::open(cfg).map_err(|e| e.to_string())?;
+    if let Some(sap) = &a.listen_auto {
+        let _l = host
+            .bind_with(
+                sap.as_str(),
+                &a.qos,
+                natm::ulib::Accept::Auto { backlog: 8 },
+            )
+            .map_err(|e| e.to_string())?;
+        outln!("listening");
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+    let to = a.connect.unwrap_or_default();
     let c = host
-        .connect(a.connect.as_str(), &a.qos)
+        .connect(to.as_str(), &a.qos)
         .map_err(|e| e.to_string())?;
     c.send(b"hello from the helper")
         .map_err(|e| e.to_string())?;

@@ -70,10 +70,6 @@ impl UdpLink {
         // Ethernet). Put path-MTU discovery back to what a fresh socket has, so that
         // large frames are fragmented as before; GSO sends still fall back by
         // themselves on EMSGSIZE (`UdpPort::send`).
-        let scratch = std::net::UdpSocket::bind(match addr {
-            SocketAddr::V4(_) => SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, 0)),
-            SocketAddr::V6(_) => SocketAddr::from((std::net::Ipv6Addr::LOCALHOST, 0)),
-        });
         let port = UdpPort::bind_with(
             addr,
             &PortOptions {
@@ -82,9 +78,7 @@ impl UdpLink {
                 reuse_address: false,
             },
         )?;
-        if let Ok(scratch) = scratch {
-            restore_pmtu_discovery(&scratch, &port, addr.is_ipv4());
-        }
+        restore_pmtu_discovery(&port, addr.is_ipv4());
         // Best effort: the kernel caps these at net.core.{r,w}mem_max.
         let _ = port.set_recv_buffer(rcvbuf);
         let _ = port.set_send_buffer(sndbuf);
@@ -280,16 +274,44 @@ impl Link {
 }
 
 /// Give `port` the path-MTU discovery mode of the fresh socket `like`.
-fn restore_pmtu_discovery(like: &std::net::UdpSocket, port: &UdpPort, v4: bool) {
+fn restore_pmtu_discovery(port: &UdpPort, v4: bool) {
     use rustix::net::sockopt;
-    if let Ok(m) = sockopt::ip_mtu_discover(like) {
+    let fresh = fresh_pmtu_modes();
+    let m = if v4 { fresh.0 } else { fresh.1 };
+    if let Some(m) = m {
         let _ = sockopt::set_ip_mtu_discover(port, m);
     }
     if !v4 {
-        if let Ok(m) = sockopt::ipv6_mtu_discover(like) {
+        if let Some(m) = fresh.2 {
             let _ = sockopt::set_ipv6_mtu_discover(port, m);
         }
     }
+}
+
+/// What a fresh UDP socket of each family has for path-MTU discovery (IPv4 socket,
+/// IPv6 socket's IPv4 option, IPv6 socket's IPv6 option), read once per process from
+/// scratch sockets: a scratch socket per data socket cost a socket, bind and close on
+/// every call set up through sigd (see "Call setup fast path" in ARCHITECTURE.md).
+fn fresh_pmtu_modes() -> (
+    Option<rustix::net::sockopt::Ipv4PathMtuDiscovery>,
+    Option<rustix::net::sockopt::Ipv4PathMtuDiscovery>,
+    Option<rustix::net::sockopt::Ipv6PathMtuDiscovery>,
+) {
+    use rustix::net::sockopt;
+    static MODES: std::sync::OnceLock<(
+        Option<sockopt::Ipv4PathMtuDiscovery>,
+        Option<sockopt::Ipv4PathMtuDiscovery>,
+        Option<sockopt::Ipv6PathMtuDiscovery>,
+    )> = std::sync::OnceLock::new();
+    *MODES.get_or_init(|| {
+        let v4 = std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0)).ok();
+        let v6 = std::net::UdpSocket::bind((std::net::Ipv6Addr::LOCALHOST, 0)).ok();
+        (
+            v4.as_ref().and_then(|s| sockopt::ip_mtu_discover(s).ok()),
+            v6.as_ref().and_then(|s| sockopt::ip_mtu_discover(s).ok()),
+            v6.as_ref().and_then(|s| sockopt::ipv6_mtu_discover(s).ok()),
+        )
+    })
 }
 
 #[cfg(test)]

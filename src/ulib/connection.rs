@@ -29,7 +29,72 @@ enum ListenerKind {
         host: super::Host,
         session: Arc<Session>,
         id: u64,
+        /// A pre-authorised listener's data sockets (`None`: explicit accept).
+        auto: Option<Arc<AutoLinks>>,
     },
+}
+
+/// A pre-authorised listener's pre-opened data sockets, by the endpoint sigd was given:
+/// those sigd still holds and those of answered calls not yet taken. Their number is
+/// the backlog; `accept` tops it up when it falls to half.
+#[derive(Debug)]
+pub(crate) struct AutoLinks {
+    links: std::sync::Mutex<std::collections::HashMap<SocketAddr, Link>>,
+    backlog: usize,
+}
+
+impl AutoLinks {
+    pub(crate) fn new(links: Vec<Link>, backlog: usize) -> Result<Arc<AutoLinks>, Error> {
+        let mut m = std::collections::HashMap::with_capacity(backlog);
+        for l in links {
+            m.insert(l.local_addr().map_err(Error::Io)?, l);
+        }
+        Ok(Arc::new(AutoLinks {
+            links: std::sync::Mutex::new(m),
+            backlog,
+        }))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<SocketAddr, Link>> {
+        self.links.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn endpoints(&self) -> Vec<SocketAddr> {
+        self.lock().keys().copied().collect()
+    }
+
+    fn take(&self, data: &SocketAddr) -> Option<Link> {
+        self.lock().remove(data)
+    }
+
+    /// Open sockets up to the backlog once half are used, and hand them to sigd
+    /// (best effort: a failure leaves the backlog shorter until the next call).
+    fn refill(&self, host: &super::Host, session: &Session, listener: u64) {
+        // In batches of up to 8 sockets: one message for several calls, and no burst
+        // of socket creation long enough to show in the callers' setup times.
+        let batch = (self.backlog / 2).clamp(1, 8);
+        let held = self.lock().len();
+        if held + batch > self.backlog {
+            return;
+        }
+        let want = self.backlog - held;
+        let mut fresh = Vec::with_capacity(want);
+        for _ in 0..want {
+            let Ok(l) = host.new_data_link() else { break };
+            let Ok(a) = l.local_addr() else { continue };
+            fresh.push((a, l));
+        }
+        if fresh.is_empty() {
+            return;
+        }
+        let data: Vec<SocketAddr> = fresh.iter().map(|(a, _)| *a).collect();
+        self.lock().extend(fresh);
+        session.notify(|req| crate::wire::ipc::Message::Endpoints {
+            req,
+            listener,
+            data,
+        });
+    }
 }
 
 /// A call offered to a listener through sigd: who calls and with what QoS, to accept
@@ -122,7 +187,29 @@ impl Listener {
     pub(super) fn signalled(host: super::Host, session: Arc<Session>, id: u64) -> Listener {
         Listener {
             eng: host.eng.clone(),
-            kind: ListenerKind::Signalled { host, session, id },
+            kind: ListenerKind::Signalled {
+                host,
+                session,
+                id,
+                auto: None,
+            },
+        }
+    }
+
+    pub(super) fn signalled_auto(
+        host: super::Host,
+        session: Arc<Session>,
+        id: u64,
+        links: Arc<AutoLinks>,
+    ) -> Listener {
+        Listener {
+            eng: host.eng.clone(),
+            kind: ListenerKind::Signalled {
+                host,
+                session,
+                id,
+                auto: Some(links),
+            },
         }
     }
 
@@ -139,13 +226,17 @@ impl Listener {
 
     /// The next call offered through sigd, before any connection exists: look at the
     /// caller and the QoS, then [`IncomingCall::accept`] or [`IncomingCall::reject`].
-    /// `None` waits until one comes (or sigd goes away).
+    /// `None` waits until one comes (or sigd goes away). A pre-authorised listener
+    /// ([`super::Accept::Auto`]) is offered only the calls that do not fit its QoS;
+    /// [`Listener::accept`] returns the others.
     pub fn next_call(&self, timeout: Option<Duration>) -> Result<IncomingCall, Error> {
         match &self.kind {
             ListenerKind::Direct(_) => Err(Error::NeedsSigd(
                 "direct mode cannot show a call before it connects: bind a SAP through sigd",
             )),
-            ListenerKind::Signalled { host, session, id } => {
+            ListenerKind::Signalled {
+                host, session, id, ..
+            } => {
                 let o = session.next_offer(*id, timeout)?;
                 session.watch_call(o.call);
                 Ok(IncomingCall {
@@ -169,7 +260,13 @@ impl Listener {
     pub fn accept_timeout(&self, timeout: Option<Duration>) -> Result<Connection, Error> {
         let shared = match &self.kind {
             ListenerKind::Direct(s) => s,
-            ListenerKind::Signalled { .. } => return self.next_call(timeout)?.accept(),
+            ListenerKind::Signalled { auto: None, .. } => return self.next_call(timeout)?.accept(),
+            ListenerKind::Signalled {
+                host,
+                session,
+                id,
+                auto: Some(links),
+            } => return Self::accept_auto(host, session, *id, links, timeout),
         };
         let until = timeout.map(|t| std::time::Instant::now() + t);
         let mut q = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
@@ -193,6 +290,47 @@ impl Listener {
                 .unwrap_or_else(|p| p.into_inner())
                 .0;
         }
+    }
+
+    /// A pre-authorised listener's next call: one sigd answered already (open its data
+    /// path on the socket it took, give the backlog a socket back), or one offered
+    /// because it does not fit (accept it as [`IncomingCall::accept`] does).
+    fn accept_auto(
+        host: &super::Host,
+        session: &Arc<Session>,
+        id: u64,
+        links: &Arc<AutoLinks>,
+        timeout: Option<Duration>,
+    ) -> Result<Connection, Error> {
+        let a = match session.next_for_listener(id, timeout)? {
+            super::sigd::NextCall::Accepted(a) => a,
+            super::sigd::NextCall::Offered(o) => {
+                session.watch_call(o.call);
+                return IncomingCall {
+                    caller: o.caller,
+                    qos: o.qos,
+                    call: o.call,
+                    host: host.clone(),
+                    session: session.clone(),
+                    answered: false,
+                }
+                .accept();
+            }
+        };
+        let Some(link) = links.take(&a.data) else {
+            // Not a socket this listener gave: end the call rather than guess.
+            let call = a.call;
+            session.forget(call);
+            session.notify(|req| crate::wire::ipc::Message::Release {
+                req,
+                call,
+                cause: 41,
+            });
+            return Err(Error::SigdGone);
+        };
+        let conn = host.open_signalled(session, a.call, link, a.connected);
+        links.refill(host, session, id);
+        conn
     }
 
     /// The next caller if one is waiting.
@@ -223,7 +361,15 @@ impl Drop for Listener {
             }
             ListenerKind::Signalled { session, id, .. } => {
                 let listener = *id;
-                session.forget(listener);
+                // Calls sigd answered for a pre-authorised listener and nobody took
+                // end now (cause 41), as a TCP listen queue's do when it closes.
+                for call in session.close_listener(listener) {
+                    session.notify(|req| crate::wire::ipc::Message::Release {
+                        req,
+                        call,
+                        cause: 41,
+                    });
+                }
                 session.notify(|req| crate::wire::ipc::Message::Unbind { req, listener });
             }
         }

@@ -80,6 +80,9 @@ pub enum Error {
     /// A timed call ran out of time.
     #[error("timed out")]
     TimedOut,
+    /// A pre-authorised listener's backlog outside what sigd takes.
+    #[error("backlog {0} outside 1..=1024: a pre-authorised listener holds room for 1 to 1,024 accepted calls")]
+    BadBacklog(u16),
     /// A rate outside what was agreed.
     #[error(transparent)]
     QosBounds(#[from] crate::transport::QosBoundsError),

@@ -89,6 +89,28 @@ pub struct Host {
     spare: Arc<std::sync::Mutex<Option<Link>>>,
 }
 
+/// How a listener through sigd answers its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Accept {
+    /// Every call is offered first: the application sees the caller and the QoS and
+    /// accepts or rejects before the connection exists ([`Listener::next_call`],
+    /// seed 004 §5.3). The default.
+    #[default]
+    Explicit,
+    /// Pre-authorised, like a TCP listen backlog with the QoS check kept: sigd answers
+    /// a call whose QoS fits the listener's (same service; for guaranteed service no
+    /// direction's target above the listener's) with CONNECT itself, on a data socket
+    /// this host opened ahead, and [`Listener::accept`] returns it already connected.
+    /// Policy and admission still refuse calls as before. Up to `backlog` answered
+    /// calls wait for `accept`; callers beyond that are refused with cause 17 (user
+    /// busy). Calls that do not fit are offered as in `Explicit` mode (`accept` takes
+    /// them too; [`Listener::next_call`] shows only those). Direct mode always accepts.
+    Auto {
+        /// Calls answered ahead of `accept`, 1 to 1,024 (one data socket each).
+        backlog: u16,
+    },
+}
+
 /// Where a call goes: an IP socket address (direct mode) or an ATM address or name
 /// with an optional `:SAP` (through sigd).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -217,6 +239,42 @@ impl Host {
         }
     }
 
+    /// Listen like [`Host::bind`], choosing how calls through sigd are answered
+    /// ([`Accept::Auto`]: pre-authorised, with a backlog).
+    pub fn bind_with(
+        &self,
+        addr: impl IntoTarget,
+        qos: &str,
+        accept: Accept,
+    ) -> Result<Listener, Error> {
+        let backlog = match accept {
+            Accept::Explicit => return self.bind(addr, qos),
+            Accept::Auto { backlog } => backlog,
+        };
+        if !(1..=crate::wire::ipc::MAX_ENDPOINTS).contains(&usize::from(backlog)) {
+            return Err(Error::BadBacklog(backlog));
+        }
+        let r = self.resolve_qos(qos)?;
+        match addr.into_target() {
+            Target::Ip(a) => Listener::bind(self.eng.clone(), a, r),
+            Target::Atm(sap) => {
+                let session = self.session()?;
+                let links = (0..backlog)
+                    .map(|_| self.new_data_link())
+                    .collect::<Result<Vec<_>, _>>()?;
+                let pool = connection::AutoLinks::new(links, usize::from(backlog))?;
+                let data = pool.endpoints();
+                let id = session.request(|req| crate::wire::ipc::Message::BindAuto {
+                    req,
+                    sap: sap.clone(),
+                    qos: qos.to_owned(),
+                    data,
+                })?;
+                Ok(Listener::signalled_auto(self.clone(), session, id, pool))
+            }
+        }
+    }
+
     /// Connect with `qos` for both directions; blocks until both VCs are set up, the
     /// call is refused, or the connect timeout passes. `addr` is an ATM address or
     /// name with an optional `:SAP` (through sigd), or an IP socket address (direct).
@@ -236,7 +294,7 @@ impl Host {
         self.new_data_link()
     }
 
-    fn new_data_link(&self) -> Result<Link, Error> {
+    pub(crate) fn new_data_link(&self) -> Result<Link, Error> {
         let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
         let cfg = &self.eng.cfg;
         Link::bind(&cfg.network, any, cfg.socket_rcvbuf, cfg.socket_sndbuf).map_err(Error::Io)
@@ -287,58 +345,8 @@ impl Host {
     ) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
         match session.call_event(call, self.cfg.connect_timeout) {
-            Ok(sigd::CallEvent::Connected {
-                peer,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos,
-            }) => {
-                let r = match self.resolve_qos(&qos) {
-                    Ok(r) => r,
-                    Err(e) => {
-                        session.notify(|req| Message::Release {
-                            req,
-                            call,
-                            cause: 73,
-                        });
-                        session.forget(call);
-                        return Err(e);
-                    }
-                };
-                // Both VCs start established from what signalling agreed (no TPDU
-                // handshake): each end derives the VC's ISN from the call's cookie and
-                // the VC's VCI, so sender and receiver agree without a round trip.
-                let mut tx_cfg = r.cfg.clone();
-                tx_cfg.cookie = Some(cookie);
-                tx_cfg.isn = signalled_isn(cookie, tx_vci);
-                let mut rx_cfg = r.cfg;
-                rx_cfg.cookie = Some(cookie);
-                rx_cfg.isn = signalled_isn(cookie, rx_vci);
-                let conn = Conn::from_signalling(
-                    &self.eng,
-                    link,
-                    peer,
-                    (tx_cfg, tx_vci),
-                    (rx_cfg, rx_vci),
-                    r.level,
-                    r.weight,
-                )
-                .map_err(Error::Io)?;
-                session.established(call, &conn);
-                let granted = Granted {
-                    tx_bps: granted_bps,
-                    qos,
-                };
-                Connection::signalled(
-                    self.eng.clone(),
-                    conn,
-                    session.clone(),
-                    call,
-                    granted,
-                    self.cfg.connect_timeout,
-                )
+            Ok(ev @ sigd::CallEvent::Connected { .. }) => {
+                self.open_signalled(session, call, link, ev)
             }
             Ok(sigd::CallEvent::Released { cause, detail }) => {
                 session.forget(call);
@@ -356,6 +364,72 @@ impl Host {
                 Err(e)
             }
         }
+    }
+
+    /// Open the data path of `call` on `link` from sigd's `Connected` (`ev`).
+    pub(crate) fn open_signalled(
+        &self,
+        session: &Arc<sigd::Session>,
+        call: u64,
+        link: Link,
+        ev: sigd::CallEvent,
+    ) -> Result<Connection, Error> {
+        use crate::wire::ipc::Message;
+        let sigd::CallEvent::Connected {
+            peer,
+            cookie,
+            tx_vci,
+            rx_vci,
+            granted_bps,
+            qos,
+        } = ev
+        else {
+            return Err(Error::SigdGone);
+        };
+        let r = match self.resolve_qos(&qos) {
+            Ok(r) => r,
+            Err(e) => {
+                session.notify(|req| Message::Release {
+                    req,
+                    call,
+                    cause: 73,
+                });
+                session.forget(call);
+                return Err(e);
+            }
+        };
+        // Both VCs start established from what signalling agreed (no TPDU
+        // handshake): each end derives the VC's ISN from the call's cookie and the
+        // VC's VCI, so sender and receiver agree without a round trip.
+        let mut tx_cfg = r.cfg.clone();
+        tx_cfg.cookie = Some(cookie);
+        tx_cfg.isn = signalled_isn(cookie, tx_vci);
+        let mut rx_cfg = r.cfg;
+        rx_cfg.cookie = Some(cookie);
+        rx_cfg.isn = signalled_isn(cookie, rx_vci);
+        let conn = Conn::from_signalling(
+            &self.eng,
+            link,
+            peer,
+            (tx_cfg, tx_vci),
+            (rx_cfg, rx_vci),
+            r.level,
+            r.weight,
+        )
+        .map_err(Error::Io)?;
+        session.established(call, &conn);
+        let granted = Granted {
+            tx_bps: granted_bps,
+            qos,
+        };
+        Connection::signalled(
+            self.eng.clone(),
+            conn,
+            session.clone(),
+            call,
+            granted,
+            self.cfg.connect_timeout,
+        )
     }
 
     /// Ask sigd for its state (the JSON of `natm stat --json`).

@@ -56,6 +56,23 @@ pub(crate) struct Offer {
     pub(crate) qos: String,
 }
 
+/// A pre-authorised listener's call that sigd already answered on the listener's
+/// data endpoint `data`.
+#[derive(Debug, Clone)]
+pub(crate) struct PreAccepted {
+    pub(crate) call: u64,
+    pub(crate) data: SocketAddr,
+    /// Always [`CallEvent::Connected`].
+    pub(crate) connected: CallEvent,
+}
+
+/// What a listener gets next: a call already answered, or one to answer.
+#[derive(Debug)]
+pub(crate) enum NextCall {
+    Accepted(PreAccepted),
+    Offered(Offer),
+}
+
 /// The read role: the stream's read side and what was read of a partial message.
 struct Reader {
     stream: UnixStream,
@@ -91,6 +108,7 @@ struct State {
 struct Slot {
     events: VecDeque<CallEvent>,
     offers: VecDeque<Offer>,
+    accepted: VecDeque<PreAccepted>,
 }
 
 /// One IPC session with sigd.
@@ -139,6 +157,7 @@ impl Session {
             .map_err(Error::Io)?;
         let session = Arc::new(Session {
             writer: Mutex::new(s),
+            // 0 is the tag of requests nobody waits for (`notify`).
             next_req: AtomicU64::new(1),
             state: Mutex::new(State::default()),
             cv: Condvar::new(),
@@ -273,6 +292,12 @@ impl Session {
                     }
                 }
             }
+            // A short read of a stream socket took everything queued: no read to
+            // EAGAIN (a system call per message). Whatever comes later is a new edge
+            // for the watcher, or is seen when the stream goes back in its set.
+            if n < rd.buf.len() {
+                return;
+            }
         }
     }
 
@@ -283,7 +308,12 @@ impl Session {
     /// Send a request built around a fresh `req` tag; with `wait`, the caller will
     /// collect the answer with [`Session::answer`].
     fn send(&self, build: impl FnOnce(u64) -> Message, wait: bool) -> Result<u64, Error> {
-        let req = self.next_req.fetch_add(1, Ordering::Relaxed);
+        // Tag 0: nobody waits for the answer, and for releases sigd sends none.
+        let req = if wait {
+            self.next_req.fetch_add(1, Ordering::Relaxed)
+        } else {
+            0
+        };
         let m = build(req);
         {
             let mut st = self.lock();
@@ -403,6 +433,37 @@ impl Session {
         })
     }
 
+    /// The next call for `listener`: one sigd already answered (pre-authorised
+    /// listeners) before one to answer; waiting up to `timeout` (`None`: until one
+    /// comes or sigd goes away).
+    pub(crate) fn next_for_listener(
+        &self,
+        listener: u64,
+        timeout: Option<Duration>,
+    ) -> Result<NextCall, Error> {
+        self.wait_for(timeout.map(|t| Instant::now() + t), |st| {
+            let q = st.slots.get_mut(&listener)?;
+            if let Some(a) = q.accepted.pop_front() {
+                return Some(Ok(NextCall::Accepted(a)));
+            }
+            q.offers.pop_front().map(|o| Ok(NextCall::Offered(o)))
+        })
+    }
+
+    /// Forget a listener, returning the calls sigd answered for it that nobody took.
+    pub(crate) fn close_listener(&self, listener: u64) -> Vec<u64> {
+        let mut st = self.lock();
+        let taken = st
+            .slots
+            .remove(&listener)
+            .map(|q| q.accepted.into_iter().map(|a| a.call).collect::<Vec<_>>())
+            .unwrap_or_default();
+        for c in &taken {
+            st.slots.remove(c);
+        }
+        taken
+    }
+
     fn mark_gone(&self, why: String) {
         let mut st = self.lock();
         if st.gone.is_none() {
@@ -480,6 +541,45 @@ impl Session {
                         req,
                         call,
                         cause: 21,
+                    });
+                    return;
+                }
+            },
+            Message::Accepted {
+                listener,
+                call,
+                data,
+                peer,
+                cookie,
+                tx_vci,
+                rx_vci,
+                granted_bps,
+                qos,
+                ..
+            } => match st.slots.get_mut(&listener) {
+                Some(q) => {
+                    q.accepted.push_back(PreAccepted {
+                        call,
+                        data,
+                        connected: CallEvent::Connected {
+                            peer,
+                            cookie,
+                            tx_vci,
+                            rx_vci,
+                            granted_bps,
+                            qos,
+                        },
+                    });
+                    // Collect what comes for the call until the application takes it.
+                    st.slots.entry(call).or_default();
+                }
+                None => {
+                    drop(st);
+                    // The listener is closed: end the call sigd answered for it.
+                    self.notify(|req| Message::Release {
+                        req,
+                        call,
+                        cause: 41,
                     });
                     return;
                 }

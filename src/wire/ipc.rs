@@ -23,6 +23,9 @@ pub const LEN_PREFIX: usize = 4;
 pub const MAX_FRAME: usize = 256 * 1024;
 /// Largest string field (addresses, QoS text, details).
 pub const MAX_STRING: usize = 4096;
+/// Most data endpoints one `BindAuto` or `Endpoints` message carries (a
+/// pre-authorised listener's backlog is at most this).
+pub const MAX_ENDPOINTS: usize = 1024;
 
 /// Where a data socket is: the endpoint of one side's data path, which sigd hands to
 /// the other side (the data plane never passes through sigd, seed 000 §4).
@@ -51,6 +54,31 @@ pub enum Message {
         sap: String,
         /// QoS text bounding what callers get.
         qos: String,
+    },
+    /// App → sigd: listen on `sap` with `qos`, pre-authorised: sigd answers a call
+    /// whose QoS fits `qos` with CONNECT itself, on one of the pre-opened data
+    /// endpoints in `data` (each is one slot of the listener's backlog), and tells the
+    /// application with [`Message::Accepted`]. Calls that do not fit are offered
+    /// with [`Message::Incoming`] as for `Bind`.
+    BindAuto {
+        /// The request tag.
+        req: u64,
+        /// The service access point.
+        sap: String,
+        /// QoS text: calls within it are accepted without asking.
+        qos: String,
+        /// Pre-opened data endpoints, one per call sigd may accept ahead.
+        data: Vec<Endpoint>,
+    },
+    /// App → sigd: more pre-opened data endpoints for a pre-authorised listener
+    /// (given back as the application takes its accepted calls).
+    Endpoints {
+        /// The request tag.
+        req: u64,
+        /// The listener id from the `Ack` of `BindAuto`.
+        listener: u64,
+        /// The endpoints.
+        data: Vec<Endpoint>,
     },
     /// App → sigd: stop listening.
     Unbind {
@@ -142,6 +170,30 @@ pub enum Message {
         /// The QoS the caller asks for, seen from the callee (text).
         qos: String,
     },
+    /// sigd → app: a pre-authorised listener's call, already answered (CONNECT sent)
+    /// on the listener's data endpoint `data`: open the data path to `peer`.
+    Accepted {
+        /// The listener.
+        listener: u64,
+        /// The new call.
+        call: u64,
+        /// Which of the listener's pre-opened endpoints the call uses.
+        data: Endpoint,
+        /// The caller's ATM address (text).
+        caller: String,
+        /// The other side's data endpoint.
+        peer: Endpoint,
+        /// The capability both ends put in every TPDU.
+        cookie: u32,
+        /// VCI this side sends on.
+        tx_vci: u16,
+        /// VCI this side receives on.
+        rx_vci: u16,
+        /// Granted rate, payload bit/s, this side's sending direction.
+        granted_bps: u64,
+        /// The QoS as granted, from this side (text).
+        qos: String,
+    },
     /// sigd → app: the call is gone (refused, released by the peer, or failed).
     Released {
         /// The call.
@@ -207,6 +259,9 @@ pub enum IpcError {
         /// Its length.
         len: usize,
     },
+    /// More endpoints than [`MAX_ENDPOINTS`] in one message.
+    #[error("IPC endpoint list of {0} entries, more than {MAX_ENDPOINTS}")]
+    TooManyEndpoints(usize),
     /// An address family other than 4 or 6.
     #[error("IPC endpoint address family {0}, expected 4 or 6")]
     BadFamily(u8),
@@ -235,6 +290,8 @@ mod ty {
     pub(super) const RELEASE: u8 = 0x06;
     pub(super) const REGISTER: u8 = 0x07;
     pub(super) const STAT: u8 = 0x08;
+    pub(super) const BIND_AUTO: u8 = 0x09;
+    pub(super) const ENDPOINTS: u8 = 0x0A;
     pub(super) const ACK: u8 = 0x81;
     pub(super) const REFUSED: u8 = 0x82;
     pub(super) const CONNECTED: u8 = 0x83;
@@ -242,6 +299,7 @@ mod ty {
     pub(super) const RELEASED: u8 = 0x85;
     pub(super) const STAT_REPLY: u8 = 0x86;
     pub(super) const ERROR: u8 = 0x87;
+    pub(super) const ACCEPTED: u8 = 0x88;
 }
 
 struct Reader<'a> {
@@ -308,6 +366,20 @@ impl<'a> Reader<'a> {
         };
         Ok(SocketAddr::new(ip, self.u16(f)?))
     }
+    fn endpoints(&mut self, f: &'static str) -> Result<Vec<Endpoint>, IpcError> {
+        let n = self.u16(f)? as usize;
+        if n > MAX_ENDPOINTS {
+            return Err(IpcError::TooManyEndpoints(n));
+        }
+        (0..n).map(|_| self.endpoint(f)).collect()
+    }
+}
+
+fn put_endpoints(out: &mut Vec<u8>, es: &[Endpoint]) {
+    out.extend_from_slice(&(es.len() as u16).to_be_bytes());
+    for e in es {
+        put_endpoint(out, e);
+    }
 }
 
 fn put_string(out: &mut Vec<u8>, s: &str) {
@@ -354,6 +426,9 @@ impl Message {
             Message::Release { .. } => ty::RELEASE,
             Message::Register { .. } => ty::REGISTER,
             Message::Stat { .. } => ty::STAT,
+            Message::BindAuto { .. } => ty::BIND_AUTO,
+            Message::Endpoints { .. } => ty::ENDPOINTS,
+            Message::Accepted { .. } => ty::ACCEPTED,
             Message::Ack { .. } => ty::ACK,
             Message::Refused { .. } => ty::REFUSED,
             Message::Connected { .. } => ty::CONNECTED,
@@ -396,6 +471,49 @@ impl Message {
             Message::Unbind { req, listener } => {
                 out.extend_from_slice(&req.to_be_bytes());
                 out.extend_from_slice(&listener.to_be_bytes());
+            }
+            Message::BindAuto {
+                req,
+                sap,
+                qos,
+                data,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                put_string(out, sap);
+                put_string(out, qos);
+                put_endpoints(out, data);
+            }
+            Message::Endpoints {
+                req,
+                listener,
+                data,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&listener.to_be_bytes());
+                put_endpoints(out, data);
+            }
+            Message::Accepted {
+                listener,
+                call,
+                data,
+                caller,
+                peer,
+                cookie,
+                tx_vci,
+                rx_vci,
+                granted_bps,
+                qos,
+            } => {
+                out.extend_from_slice(&listener.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                put_endpoint(out, data);
+                put_string(out, caller);
+                put_endpoint(out, peer);
+                out.extend_from_slice(&cookie.to_be_bytes());
+                out.extend_from_slice(&tx_vci.to_be_bytes());
+                out.extend_from_slice(&rx_vci.to_be_bytes());
+                out.extend_from_slice(&granted_bps.to_be_bytes());
+                put_string(out, qos);
             }
             Message::Accept { req, call, data } => {
                 out.extend_from_slice(&req.to_be_bytes());
@@ -522,6 +640,29 @@ impl Message {
                 address: r.short_string("address")?,
             },
             ty::STAT => Message::Stat { req: r.u64("req")? },
+            ty::BIND_AUTO => Message::BindAuto {
+                req: r.u64("req")?,
+                sap: r.short_string("sap")?,
+                qos: r.short_string("qos")?,
+                data: r.endpoints("data endpoints")?,
+            },
+            ty::ENDPOINTS => Message::Endpoints {
+                req: r.u64("req")?,
+                listener: r.u64("listener")?,
+                data: r.endpoints("data endpoints")?,
+            },
+            ty::ACCEPTED => Message::Accepted {
+                listener: r.u64("listener")?,
+                call: r.u64("call")?,
+                data: r.endpoint("data endpoint")?,
+                caller: r.short_string("caller")?,
+                peer: r.endpoint("peer endpoint")?,
+                cookie: r.u32("cookie")?,
+                tx_vci: r.u16("tx vci")?,
+                rx_vci: r.u16("rx vci")?,
+                granted_bps: r.u64("granted rate")?,
+                qos: r.short_string("qos")?,
+            },
             ty::ACK => Message::Ack {
                 req: r.u64("req")?,
                 id: r.u64("id")?,
@@ -653,6 +794,51 @@ mod tests {
         .concat();
         assert_eq!(b, expect);
         assert_eq!(Message::decode(&b).unwrap(), Some((m, b.len())));
+    }
+
+    #[test]
+    fn pre_authorised_messages_round_trip_and_endpoint_lists_are_bounded() {
+        let ms = [
+            Message::BindAuto {
+                req: 3,
+                sap: "perf".into(),
+                qos: "reliable".into(),
+                data: vec![ep("0.0.0.0:4000"), ep("[::1]:4001")],
+            },
+            Message::Endpoints {
+                req: 4,
+                listener: 9,
+                data: vec![],
+            },
+            Message::Accepted {
+                listener: 9,
+                call: 10,
+                data: ep("0.0.0.0:4000"),
+                caller: "+4420001".into(),
+                peer: ep("127.0.0.1:5000"),
+                cookie: 0xdead_beef,
+                tx_vci: 33,
+                rx_vci: 32,
+                granted_bps: 0,
+                qos: "reliable".into(),
+            },
+        ];
+        for m in ms {
+            let b = m.to_bytes();
+            assert_eq!(Message::decode(&b).unwrap(), Some((m, b.len())));
+        }
+        let mut b = Message::Endpoints {
+            req: 1,
+            listener: 2,
+            data: vec![],
+        }
+        .to_bytes();
+        let n = b.len();
+        b[n - 2..].copy_from_slice(&((MAX_ENDPOINTS + 1) as u16).to_be_bytes());
+        assert_eq!(
+            Message::decode(&b),
+            Err(IpcError::TooManyEndpoints(MAX_ENDPOINTS + 1))
+        );
     }
 
     #[test]

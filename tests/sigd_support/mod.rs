@@ -178,10 +178,15 @@ impl Drop for ChildGuard {
 /// Spawn `natm test-helper` connecting through `sigd` to `to`; returns once it has
 /// connected (its first line of output).
 pub(crate) fn helper(sigd: &Sigd, to: &str) -> (ChildGuard, String) {
+    helper_with(sigd, &["--connect", to])
+}
+
+/// Spawn `natm test-helper` with `args`; returns once it printed its first line.
+pub(crate) fn helper_with(sigd: &Sigd, args: &[&str]) -> (ChildGuard, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
         .args(["test-helper", "--socket"])
         .arg(&sigd.socket)
-        .args(["--connect", to])
+        .args(args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()

@@ -23,7 +23,7 @@ use serde_json::json;
 use super::report::machine;
 use super::stats::{median, percentile};
 use crate::cli::CliResult;
-use natm::ulib::{Host, HostConfig, Listener};
+use natm::ulib::{Accept, Host, HostConfig, Listener};
 
 /// `natm perf calls`.
 #[derive(Debug, Args)]
@@ -40,6 +40,13 @@ pub(crate) struct CallsArgs {
     /// QoS of the calls.
     #[arg(long, default_value = "reliable")]
     qos: String,
+    /// Also measure a pre-authorised listener (`Accept::Auto`: sigd answers SETUP
+    /// itself), in the same run as the default explicit-accept mode and direct mode.
+    #[arg(long)]
+    preauthorised: bool,
+    /// Backlog of the pre-authorised listener (calls answered ahead of `accept`).
+    #[arg(long, default_value_t = 64)]
+    backlog: u16,
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
@@ -172,6 +179,8 @@ fn self_cpu_ns() -> u64 {
 struct Run {
     /// Per-call setup times (ns), sorted.
     setups: Vec<u64>,
+    /// Per-call release times on the caller (`close` and drop, ns), sorted.
+    releases: Vec<u64>,
     /// Calls per second.
     rate: f64,
     /// CPU per call (ns): the two sigds, and this process (both applications).
@@ -188,56 +197,63 @@ fn measured(
     sigds: &[u32],
 ) -> Result<Run, String> {
     let (s0, a0) = (sigd_cpu_ns(sigds), self_cpu_ns());
-    let (setups, rate) = run_mode(client, target, qos, calls, parallel)?;
+    let (setups, releases, rate) = run_mode(client, target, qos, calls, parallel)?;
     let n = setups.len().max(1) as f64;
     Ok(Run {
         sigd_cpu: sigd_cpu_ns(sigds).saturating_sub(s0) as f64 / n,
         app_cpu: self_cpu_ns().saturating_sub(a0) as f64 / n,
         setups,
+        releases,
         rate,
     })
 }
 
-/// One run of one mode: per-call setup times (ns) and calls per second.
+/// One run of one mode: per-call setup and release times (ns, sorted) and calls per
+/// second.
 fn run_mode(
     client: &Host,
     target: &str,
     qos: &str,
     calls: usize,
     parallel: usize,
-) -> Result<(Vec<u64>, f64), String> {
+) -> Result<(Vec<u64>, Vec<u64>, f64), String> {
     let start = Instant::now();
     let per = calls.div_ceil(parallel.max(1));
     let workers: Vec<_> = (0..parallel.max(1))
         .map(|_| {
             let (h, t, q) = (client.clone(), target.to_owned(), qos.to_owned());
-            thread::spawn(move || -> Result<Vec<u64>, String> {
+            thread::spawn(move || -> Result<(Vec<u64>, Vec<u64>), String> {
                 let mut v = Vec::with_capacity(per);
+                let mut r = Vec::with_capacity(per);
                 for _ in 0..per {
                     let t0 = Instant::now();
                     let c = h
                         .connect(t.as_str(), &q)
                         .map_err(|e| format!("call to {t}: {e}"))?;
-                    v.push(t0.elapsed().as_nanos() as u64);
+                    let t1 = Instant::now();
+                    v.push((t1 - t0).as_nanos() as u64);
                     // Release: close in order, then drop (sigd frees the call).
                     c.close();
                     drop(c);
+                    r.push(t1.elapsed().as_nanos() as u64);
                 }
-                Ok(v)
+                Ok((v, r))
             })
         })
         .collect();
-    let mut all = Vec::new();
+    let (mut all, mut rel) = (Vec::new(), Vec::new());
     for w in workers {
-        all.extend(
-            w.join()
-                .map_err(|_| "a caller thread panicked".to_string())??,
-        );
+        let (v, r) = w
+            .join()
+            .map_err(|_| "a caller thread panicked".to_string())??;
+        all.extend(v);
+        rel.extend(r);
     }
     let secs = start.elapsed().as_secs_f64();
     let rate = all.len() as f64 / secs;
     all.sort_unstable();
-    Ok((all, rate))
+    rel.sort_unstable();
+    Ok((all, rel, rate))
 }
 
 pub(crate) fn run(a: &CallsArgs) -> CliResult {
@@ -265,19 +281,33 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     let direct = hb.bind("127.0.0.1:0", &a.qos).map_err(|e| e.to_string())?;
     let direct_addr = direct.local_addr().map_err(|e| e.to_string())?.to_string();
     let workers = a.parallel + 2;
-    let servers = [
+    let mut servers = vec![
         serve(via_sigd, stop.clone(), workers),
         serve(direct, stop.clone(), workers),
     ];
-    // Warm up both paths (the signalling link comes up on the first call).
-    run_mode(&ha, "+4420002:perf", &a.qos, 20, 1)?;
-    run_mode(&ha, &direct_addr, &a.qos, 20, 1)?;
+    // The modes measured, interleaved in every run: explicit accept through two
+    // sigds, optionally a pre-authorised listener, and direct mode (the reference).
+    let mut targets = vec!["+4420002:perf".to_owned()];
+    if a.preauthorised {
+        let auto = hb
+            .bind_with("perfauto", &a.qos, Accept::Auto { backlog: a.backlog })
+            .map_err(|e| e.to_string())?;
+        servers.push(serve(auto, stop.clone(), workers));
+        targets.push("+4420002:perfauto".to_owned());
+    }
+    targets.push(direct_addr);
+    // Warm up every path (the signalling link comes up on the first call).
+    for t in &targets {
+        run_mode(&ha, t, &a.qos, 20, 1)?;
+    }
     let pids: Vec<u32> = d.children.iter().map(Child::id).collect();
-    let mut runs: Vec<[Run; 2]> = Vec::new();
+    let mut runs: Vec<Vec<Run>> = Vec::new();
     for _ in 0..a.runs {
-        let s = measured(&ha, "+4420002:perf", &a.qos, a.calls, a.parallel, &pids)?;
-        let r = measured(&ha, &direct_addr, &a.qos, a.calls, a.parallel, &pids)?;
-        runs.push([s, r]);
+        let mut per = Vec::new();
+        for t in &targets {
+            per.push(measured(&ha, t, &a.qos, a.calls, a.parallel, &pids)?);
+        }
+        runs.push(per);
     }
     stop.store(true, Ordering::Relaxed);
     for s in servers {
@@ -294,10 +324,12 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             med(&|r| r.rate, i),
             med(&|r| r.sigd_cpu, i),
             med(&|r| r.app_cpu, i),
+            med(&|r| percentile(&r.releases, 0.5).unwrap_or(0) as f64, i),
         )
     };
-    let (sm, sp, sr, sc, sa) = summarise(0);
-    let (dm, dp, dr, _, da) = summarise(1);
+    let (sm, sp, sr, sc, sa, sl) = summarise(0);
+    let (dm, dp, dr, _, da, dl) = summarise(targets.len() - 1);
+    let auto = a.preauthorised.then(|| summarise(1));
     if a.json {
         let doc = json!({
             "experiment": "calls",
@@ -306,12 +338,20 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             "parallel": a.parallel,
             "qos": a.qos,
             "sigd": {"median_setup_us": sm / 1e3, "p99_setup_us": sp / 1e3, "setups_per_s": sr,
-                     "sigd_cpu_us_per_call": sc / 1e3, "app_cpu_us_per_call": sa / 1e3},
+                     "sigd_cpu_us_per_call": sc / 1e3, "app_cpu_us_per_call": sa / 1e3,
+                     "median_release_us": sl / 1e3},
             "direct": {"median_setup_us": dm / 1e3, "p99_setup_us": dp / 1e3, "setups_per_s": dr,
-                       "app_cpu_us_per_call": da / 1e3},
+                       "app_cpu_us_per_call": da / 1e3, "median_release_us": dl / 1e3},
             "ratio_median_setup": if dm > 0.0 { sm / dm } else { 0.0 },
             "machine": machine(),
         });
+        let mut doc = doc;
+        if let Some((m, p, r, c, ac, l)) = auto {
+            doc["sigd_preauthorised"] = json!({"median_setup_us": m / 1e3, "p99_setup_us": p / 1e3,
+                "setups_per_s": r, "sigd_cpu_us_per_call": c / 1e3, "app_cpu_us_per_call": ac / 1e3,
+                "median_release_us": l / 1e3, "backlog": a.backlog});
+            doc["ratio_median_setup_preauthorised"] = json!(if dm > 0.0 { m / dm } else { 0.0 });
+        }
         println!("{doc}");
     } else {
         println!(
@@ -319,29 +359,52 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             a.calls, a.runs, a.parallel, a.qos
         );
         println!(
-            "{:<28} {:>14} {:>14} {:>10} {:>18} {:>16}",
-            "mode", "median setup", "p99 setup", "setups/s", "sigd CPU/call", "app CPU/call"
+            "{:<28} {:>14} {:>14} {:>10} {:>18} {:>16} {:>14}",
+            "mode",
+            "median setup",
+            "p99 setup",
+            "setups/s",
+            "sigd CPU/call",
+            "app CPU/call",
+            "release"
         );
         println!(
-            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs",
+            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs {:>11.0} µs",
             "two sigds (UNI signalling)",
             sm / 1e3,
             sp / 1e3,
             sr,
             sc / 1e3,
-            sa / 1e3
+            sa / 1e3,
+            sl / 1e3
         );
+        if let Some((m, p, r, c, ac, l)) = auto {
+            println!(
+                "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs {:>11.0} µs",
+                "two sigds, pre-authorised",
+                m / 1e3,
+                p / 1e3,
+                r,
+                c / 1e3,
+                ac / 1e3,
+                l / 1e3
+            );
+        }
         println!(
-            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>18} {:>13.0} µs",
+            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>18} {:>13.0} µs {:>11.0} µs",
             "direct mode (reference)",
             dm / 1e3,
             dp / 1e3,
             dr,
             "-",
-            da / 1e3
+            da / 1e3,
+            dl / 1e3
         );
         if dm > 0.0 {
             println!("median setup through sigd: {:.2}x direct mode", sm / dm);
+            if let Some((m, ..)) = auto {
+                println!("pre-authorised: {:.2}x direct mode", m / dm);
+            }
         }
     }
     Ok(())

@@ -19,6 +19,21 @@ impl Daemon {
     }
 
     pub(super) fn request(&mut self, t: usize, m: Message) {
+        // A release-type request with tag 0 wants no answer (ulib's releases from
+        // `Drop`, where nobody waits): its `Ack` or `Refused` would only wake the
+        // application for nothing, once per call at each end.
+        self.quiet = matches!(
+            m,
+            Message::Release { req: 0, .. }
+                | Message::Reject { req: 0, .. }
+                | Message::Unbind { req: 0, .. }
+                | Message::Endpoints { req: 0, .. }
+        );
+        self.request_inner(t, m);
+        self.quiet = false;
+    }
+
+    fn request_inner(&mut self, t: usize, m: Message) {
         match m {
             Message::Connect {
                 req,
@@ -26,7 +41,18 @@ impl Daemon {
                 qos,
                 data,
             } => self.connect(t, req, &called, &qos, data),
-            Message::Bind { req, sap, qos } => self.bind_sap(t, req, &sap, &qos),
+            Message::Bind { req, sap, qos } => self.bind_sap(t, req, &sap, &qos, None),
+            Message::BindAuto {
+                req,
+                sap,
+                qos,
+                data,
+            } => self.bind_sap(t, req, &sap, &qos, Some(data)),
+            Message::Endpoints {
+                req,
+                listener,
+                data,
+            } => self.add_endpoints(t, req, listener, data),
             Message::Unbind { req, listener } => match self.listeners.get(&listener) {
                 Some(l) if l.owner == t => {
                     self.remove_listener(listener);
@@ -225,6 +251,7 @@ impl Daemon {
                         rx_vci: 0,
                         grant,
                         deadline: None,
+                        announce: None,
                     },
                 );
                 self.send(t, Message::Ack { req, id });
@@ -249,6 +276,7 @@ impl Daemon {
                         rx_vci: 0,
                         grant: Grant::default(),
                         deadline: None,
+                        announce: None,
                     },
                 );
                 self.offer(peer_id, listener);
@@ -267,12 +295,21 @@ impl Daemon {
             .map(|l| l.id)
     }
 
-    /// Offer an incoming call to a listener.
+    /// Offer an incoming call to a listener, or answer it at once if the listener is
+    /// pre-authorised and the call fits its QoS.
     pub(super) fn offer(&mut self, call: u64, listener: u64) {
         let Some(l) = self.listeners.get(&listener) else {
             return;
         };
         let owner = l.owner;
+        let capacity = self.res.capacity_bps();
+        let fits = match (&l.auto, self.calls.get(&call)) {
+            (Some(a), Some(c)) => qos_fits(&c.qos, &a.qos, capacity),
+            _ => false,
+        };
+        if fits {
+            return self.pre_accept(call, listener, owner);
+        }
         let deadline = Instant::now() + self.cfg.timers.accept;
         let Some(c) = self.calls.get_mut(&call) else {
             return;
@@ -289,7 +326,128 @@ impl Daemon {
         self.send_now(owner, m);
     }
 
-    pub(super) fn bind_sap(&mut self, t: usize, req: u64, sap_text: &str, qos: &str) {
+    /// A pre-authorised listener's call: answer it on one of the listener's
+    /// pre-opened data endpoints and tell the application afterwards (the CONNECT is
+    /// what the caller waits for; the application learns of the call in parallel).
+    /// No endpoint left: the backlog is full, cause 17.
+    fn pre_accept(&mut self, call: u64, listener: u64, owner: usize) {
+        let given = self
+            .listeners
+            .get_mut(&listener)
+            .and_then(|l| l.auto.as_mut())
+            .and_then(|a| a.pool.pop());
+        let Some(given) = given else {
+            self.counters.backlog_refusals += 1;
+            if let Some(c) = self.calls.get_mut(&call) {
+                c.owner = 0;
+            }
+            debug!(call, listener, "pre-authorised listener's backlog full");
+            self.end_call(
+                call,
+                cause::USER_BUSY,
+                "the called application's backlog of accepted calls is full: it does not take its calls as fast as they come",
+                false,
+            );
+            return;
+        };
+        if let Some(c) = self.calls.get_mut(&call) {
+            c.owner = owner;
+            c.listener = Some(listener);
+        }
+        let data = self.data_endpoint(given);
+        match self.answer_call(call, data) {
+            Ok(Message::Connected {
+                call,
+                peer,
+                cookie,
+                tx_vci,
+                rx_vci,
+                granted_bps,
+                qos,
+            }) => {
+                self.counters.calls_pre_accepted += 1;
+                let caller = self
+                    .calls
+                    .get(&call)
+                    .map(|c| c.remote_addr.clone())
+                    .unwrap_or_default();
+                let m = Message::Accepted {
+                    listener,
+                    call,
+                    data: given,
+                    caller,
+                    peer,
+                    cookie,
+                    tx_vci,
+                    rx_vci,
+                    granted_bps,
+                    qos,
+                };
+                match self.calls.get_mut(&call) {
+                    // From a peer: tell the application once the caller has its
+                    // `Connected` (the CONNECT ACKNOWLEDGE says so), or when the
+                    // call ends first.
+                    Some(c) if matches!(c.remote, Remote::Peer { .. }) => c.announce = Some(m),
+                    _ => self.send(owner, m),
+                }
+            }
+            Ok(_) => {}
+            Err((c, detail)) => {
+                debug!(call, cause = c, %detail, "pre-authorised answer failed");
+                // The endpoint was not used: it stays in the backlog.
+                if let Some(a) = self
+                    .listeners
+                    .get_mut(&listener)
+                    .and_then(|l| l.auto.as_mut())
+                {
+                    a.pool.push(given);
+                }
+            }
+        }
+    }
+
+    /// More pre-opened endpoints for a pre-authorised listener.
+    pub(super) fn add_endpoints(
+        &mut self,
+        t: usize,
+        req: u64,
+        listener: u64,
+        data: Vec<SocketAddr>,
+    ) {
+        let a = match self.listeners.get_mut(&listener) {
+            Some(l) if l.owner == t => l.auto.as_mut(),
+            _ => None,
+        };
+        let Some(a) = a else {
+            return self.refuse(
+                t,
+                req,
+                cause::INVALID_CALL_REF,
+                "no pre-authorised listener with that id on this connection".into(),
+            );
+        };
+        if a.pool.len() + data.len() > crate::wire::ipc::MAX_ENDPOINTS {
+            let max = crate::wire::ipc::MAX_ENDPOINTS;
+            return self.refuse(
+                t,
+                req,
+                cause::RESOURCES,
+                format!("a pre-authorised listener holds at most {max} data endpoints; give them back as calls are taken"),
+            );
+        }
+        a.pool.extend(data);
+        self.send(t, Message::Ack { req, id: listener });
+    }
+
+    /// Listen on a SAP; `auto`: pre-authorised, with these pre-opened data endpoints.
+    pub(super) fn bind_sap(
+        &mut self,
+        t: usize,
+        req: u64,
+        sap_text: &str,
+        qos: &str,
+        auto: Option<Vec<SocketAddr>>,
+    ) {
         let (addr_text, sap) = match sap_text.rsplit_once(':') {
             Some((a, s)) => (a, s),
             None => ("", sap_text),
@@ -318,9 +476,11 @@ impl Daemon {
                 Err(e) => return self.refuse(t, req, cause::INVALID_NUMBER, e.render(addr_text)),
             }
         };
-        if let Err(e) = self.parse_qos(qos) {
-            return self.refuse(t, req, cause::UNSUPPORTED_TRAFFIC, e);
-        }
+        let parsed = match self.parse_qos(qos) {
+            Ok(q) => q,
+            Err(e) => return self.refuse(t, req, cause::UNSUPPORTED_TRAFFIC, e),
+        };
+        let auto = auto.map(|pool| AutoAccept { qos: parsed, pool });
         let id = self.new_id();
         self.listeners.insert(
             id,
@@ -330,6 +490,7 @@ impl Daemon {
                 sap: sap.to_owned(),
                 addr,
                 qos: qos.to_owned(),
+                auto,
             },
         );
         info!(listener = id, sap, conn = t, "listening");
@@ -382,45 +543,75 @@ impl Daemon {
             );
         }
         let data = self.data_endpoint(data);
-        let c = &self.calls[&call];
-        let other = match c.remote {
-            Remote::Local(other) => other,
-            Remote::Peer { link, call: cid } => {
-                return self.accept_peer(t, req, call, link, cid, data)
+        match self.answer_call(call, data) {
+            Ok(m) => {
+                self.send(t, Message::Ack { req, id: call });
+                self.send(t, m);
             }
+            Err((c, detail)) => self.refuse(t, req, c, detail),
+        }
+    }
+
+    /// Answer an offered call on this side's data endpoint `data` (CONNECT to a peer
+    /// sigd, or `Connected` to the local caller): the callee's `Connected`, or the
+    /// cause and sentence it failed with (the call is then ended). Used for an
+    /// application's `Accept` and for a pre-authorised listener's calls.
+    pub(super) fn answer_call(
+        &mut self,
+        call: u64,
+        data: SocketAddr,
+    ) -> Result<Message, (u8, String)> {
+        let Some(c) = self.calls.get(&call) else {
+            return Err((cause::INVALID_CALL_REF, "the call is gone".into()));
         };
-        let qos = c.qos;
+        match c.remote {
+            Remote::Local(other) => self.answer_local(call, other, data),
+            Remote::Peer { link, call: cid } => self.answer_peer(call, link, cid, data),
+        }
+    }
+
+    /// Answer a call between two applications of this host.
+    fn answer_local(
+        &mut self,
+        call: u64,
+        other: u64,
+        data: SocketAddr,
+    ) -> Result<Message, (u8, String)> {
+        let qos = self.calls[&call].qos;
         let pool = self.vcis.entry(None).or_default();
         let (Some(v_fwd), Some(v_back)) = (pool.allocate(), pool.allocate()) else {
-            self.refuse(
-                t,
-                req,
-                cause::NO_VCI,
-                "every VCI on this link is in use".into(),
-            );
             self.end_call(call, cause::NO_VCI, "no VCI available", false);
-            return;
+            return Err((cause::NO_VCI, "every VCI on this link is in use".into()));
         };
-        self.send(t, Message::Ack { req, id: call });
         let (caller_owner, caller_data, cookie) = {
             let Some(o) = self.calls.get_mut(&other) else {
-                return;
+                self.end_call(call, cause::TEMPORARY_FAILURE, "the caller is gone", false);
+                return Err((cause::TEMPORARY_FAILURE, "the caller is gone".into()));
             };
             o.state = State::Active;
             o.tx_vci = v_fwd;
             o.rx_vci = v_back;
             (o.owner, o.data, o.cookie)
         };
-        let Some(caller_data) = caller_data else {
-            return;
-        };
-        let c = self.calls.get_mut(&call).expect("checked above");
+        let c = self.calls.get_mut(&call).expect("checked by the caller");
         c.state = State::Active;
         c.deadline = None;
         c.data = Some(data);
         c.cookie = cookie;
         c.tx_vci = v_back;
         c.rx_vci = v_fwd;
+        let Some(caller_data) = caller_data else {
+            self.end_call(
+                call,
+                cause::TEMPORARY_FAILURE,
+                "the caller has no data endpoint",
+                false,
+            );
+            return Err((
+                cause::TEMPORARY_FAILURE,
+                "the caller has no data endpoint".into(),
+            ));
+        };
         self.counters.calls_setup += 1;
         let callee_msg = Message::Connected {
             call,
@@ -441,7 +632,6 @@ impl Daemon {
             granted_bps: o.grant.out_bps,
             qos: o.qos.to_string(),
         };
-        self.send(t, callee_msg);
         self.send(caller_owner, caller_msg);
         info!(
             call = other,
@@ -450,15 +640,21 @@ impl Daemon {
             vci_back = v_back,
             "call active"
         );
+        Ok(callee_msg)
     }
 
     /// End a call: free what it holds, tell its application (`tell_self`) and the
     /// other end.
     pub(super) fn end_call(&mut self, id: u64, cause: u8, detail: &str, tell_self: bool) {
-        let Some(c) = self.calls.remove(&id) else {
+        let Some(mut c) = self.calls.remove(&id) else {
             return;
         };
         self.free_call(&c);
+        // A pre-authorised call the application has not heard of yet: it learns of
+        // the call (and which socket it took) before it learns of its end.
+        if let Some(m) = c.announce.take() {
+            self.send(c.owner, m);
+        }
         if tell_self && c.owner != 0 {
             self.send(
                 c.owner,

@@ -41,6 +41,7 @@ mod cause {
     pub(super) const UNALLOCATED: u8 = 1;
     pub(super) const NO_ROUTE: u8 = 3;
     pub(super) const NORMAL: u8 = 16;
+    pub(super) const USER_BUSY: u8 = 17;
     pub(super) const NO_USER_RESPONDING: u8 = 18;
     pub(super) const CALL_REJECTED: u8 = 21;
     pub(super) const INVALID_NUMBER: u8 = 28;
@@ -120,6 +121,10 @@ struct Call {
     rx_vci: u16,
     grant: Grant,
     deadline: Option<Instant>,
+    /// A pre-authorised call's `Accepted`, held until the caller's CONNECT
+    /// ACKNOWLEDGE (or the call's end): the listener's work on it then does not take a
+    /// CPU from the caller's side of the setup.
+    announce: Option<Message>,
 }
 
 #[derive(Debug)]
@@ -129,6 +134,35 @@ struct Listening {
     sap: String,
     addr: Option<AtmAddr>,
     qos: String,
+    /// A pre-authorised listener's state (`None`: every call is offered).
+    auto: Option<AutoAccept>,
+}
+
+/// A pre-authorised listener: sigd answers calls that fit `qos` itself, each on one
+/// of the application's pre-opened data endpoints (see "Pre-authorised listeners" in
+/// docs/ARCHITECTURE.md).
+#[derive(Debug)]
+struct AutoAccept {
+    /// The listener's QoS, parsed: the bound of what is accepted without asking.
+    qos: Qos,
+    /// Pre-opened data endpoints not yet used, as the application gave them; each is
+    /// one slot of the backlog.
+    pool: Vec<SocketAddr>,
+}
+
+/// Whether a call asking for `call` (the callee's view) fits a listener bound with
+/// `bound`: the same service, and for guaranteed service neither direction's target
+/// rate above the listener's.
+fn qos_fits(call: &Qos, bound: &Qos, capacity: u64) -> bool {
+    if call.service() != bound.service() {
+        return false;
+    }
+    if call.service() != Service::Guaranteed {
+        return true;
+    }
+    [true, false]
+        .iter()
+        .all(|&tx| demand(call, tx, capacity).target_bps <= demand(bound, tx, capacity).target_bps)
 }
 
 /// Counters shown by `natm stat`.
@@ -143,6 +177,10 @@ struct Counters {
     malformed_signalling: u64,
     policy_rejections: u64,
     admission_refusals: u64,
+    /// Calls a pre-authorised listener's sigd answered itself.
+    calls_pre_accepted: u64,
+    /// Calls refused because a pre-authorised listener's backlog was full.
+    backlog_refusals: u64,
 }
 
 /// The daemon.
@@ -174,6 +212,8 @@ pub struct Daemon {
     proceeding_due: Vec<(Instant, SocketAddr, CallId)>,
     saal_cfg: SaalConfig,
     epoch: Instant,
+    /// The request being handled wants no answer (see `calls::request`).
+    quiet: bool,
 }
 
 fn random_u64() -> u64 {
@@ -363,6 +403,7 @@ impl Daemon {
             proceeding_due: Vec::new(),
             saal_cfg: saal_config(&cfg),
             epoch: Instant::now(),
+            quiet: false,
             cfg,
         })
     }
@@ -610,6 +651,14 @@ impl Daemon {
     }
 
     fn send(&mut self, t: usize, m: Message) {
+        if self.quiet
+            && matches!(
+                m,
+                Message::Ack { req: 0, .. } | Message::Refused { req: 0, .. }
+            )
+        {
+            return;
+        }
         let over = match self.apps.get_mut(&t) {
             Some(c) => !c.send(&m),
             None => return,

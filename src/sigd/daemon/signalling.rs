@@ -103,6 +103,7 @@ impl Daemon {
                 rx_vci,
                 grant,
                 deadline: None,
+                announce: None,
             },
         );
         let Some(l) = self.link(link, true) else {
@@ -225,7 +226,21 @@ impl Daemon {
                 self.on_connected(link, call, params)
             }
             SigEvent::Call(CallEvent::Proceeding { call }) => debug!(%call, "call proceeding"),
-            SigEvent::Call(CallEvent::Established { call }) => debug!(%call, "call established"),
+            SigEvent::Call(CallEvent::Established { call }) => {
+                debug!(%call, "call established");
+                let id = self
+                    .peers
+                    .get(&link)
+                    .and_then(|l| l.calls.get(&call))
+                    .copied();
+                let held = id.and_then(|id| self.calls.get_mut(&id)).and_then(|c| {
+                    let m = c.announce.take()?;
+                    Some((c.owner, m))
+                });
+                if let Some((owner, m)) = held {
+                    self.send(owner, m);
+                }
+            }
             SigEvent::Call(CallEvent::Released { call, cause, by }) => {
                 let id = self
                     .peers
@@ -353,20 +368,28 @@ impl Daemon {
                 rx_vci,
                 grant,
                 deadline: None,
+                announce: None,
             },
         );
         if let Some(l) = self.peers.get_mut(&link) {
             l.calls.insert(cid, id);
-            // CALL PROCEEDING only if the application has not answered soon: most
-            // answer within a millisecond, and their CONNECT stops the caller's T303
-            // as well, so the message would cost a wake-up of both sigds per call and
-            // say nothing. A slow application still gets it long before T303.
-            let due = std::time::Instant::now() + proceeding_delay(self.cfg.timers.t303);
-            self.proceeding_due.push((due, link, cid));
         }
         self.dirty.push(link);
         info!(call = id, %link, "incoming call offered");
         self.offer(id, listener);
+        // CALL PROCEEDING only if the application has not answered soon: most answer
+        // within a millisecond, and their CONNECT stops the caller's T303 as well, so
+        // the message would cost a wake-up of both sigds per call and say nothing. A
+        // slow application still gets it long before T303. A pre-authorised
+        // listener's call is answered already.
+        if self
+            .calls
+            .get(&id)
+            .is_some_and(|c| c.state == State::Offered)
+        {
+            let due = std::time::Instant::now() + proceeding_delay(self.cfg.timers.t303);
+            self.proceeding_due.push((due, link, cid));
+        }
     }
 
     pub(super) fn on_connected(&mut self, link: SocketAddr, cid: CallId, params: CallAccept) {
@@ -429,15 +452,14 @@ impl Daemon {
         self.send_now(owner, m);
     }
 
-    pub(super) fn accept_peer(
+    /// Answer a call from a peer sigd with CONNECT (see `answer_call`).
+    pub(super) fn answer_peer(
         &mut self,
-        t: usize,
-        req: u64,
         call: u64,
         link: SocketAddr,
         cid: Option<CallId>,
         data: SocketAddr,
-    ) {
+    ) -> Result<Message, (u8, String)> {
         let now = self.now();
         let c = self.calls.get_mut(&call).expect("checked by the caller");
         let caller_view = reverse(&c.qos);
@@ -458,9 +480,13 @@ impl Daemon {
         };
         self.dirty.push(link);
         if let Err(e) = r {
-            self.refuse(t, req, cause::TEMPORARY_FAILURE, e.clone());
             self.end_call(call, cause::TEMPORARY_FAILURE, &e, false);
-            return;
+            return Err((cause::TEMPORARY_FAILURE, e));
+        }
+        // Answered: no CALL PROCEEDING is due any more.
+        if let Some(cid) = cid {
+            self.proceeding_due
+                .retain(|(_, l, c)| !(*l == link && *c == cid));
         }
         let c = self.calls.get_mut(&call).expect("still there");
         c.state = State::Active;
@@ -468,9 +494,10 @@ impl Daemon {
         c.data = Some(data);
         self.counters.calls_setup += 1;
         let Some(peer) = c.peer_data else {
-            return;
+            return Err((cause::INVALID_IE, "the caller gave no data endpoint".into()));
         };
-        let m = Message::Connected {
+        info!(call, %link, "incoming call accepted");
+        Ok(Message::Connected {
             call,
             peer,
             cookie: c.cookie,
@@ -478,10 +505,7 @@ impl Daemon {
             rx_vci: c.rx_vci,
             granted_bps: c.grant.out_bps,
             qos: c.qos.to_string(),
-        };
-        self.send(t, Message::Ack { req, id: call });
-        self.send(t, m);
-        info!(call, %link, "incoming call accepted");
+        })
     }
 
     /// Read every signalling datagram queued: SSCOP PDUs go to their peer's link.

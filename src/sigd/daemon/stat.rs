@@ -17,6 +17,8 @@ impl Daemon {
             qos: String,
             tx_vci: u16,
             rx_vci: u16,
+            /// This side's data endpoint, once known.
+            data: Option<String>,
             reserved_out_bps: u64,
             reserved_in_bps: u64,
             pid: Option<i32>,
@@ -27,6 +29,8 @@ impl Daemon {
             sap: &'a str,
             address: Option<String>,
             qos: &'a str,
+            /// Pre-authorised: data endpoints left for calls answered ahead.
+            pre_authorised_free: Option<usize>,
             pid: Option<i32>,
         }
         #[derive(Serialize)]
@@ -69,6 +73,7 @@ impl Daemon {
                 qos: c.qos.to_string(),
                 tx_vci: c.tx_vci,
                 rx_vci: c.rx_vci,
+                data: c.data.map(|d| d.to_string()),
                 reserved_out_bps: c.grant.out_bps,
                 reserved_in_bps: c.grant.in_bps,
                 pid: pid(c.owner),
@@ -83,6 +88,7 @@ impl Daemon {
                 sap: &l.sap,
                 address: l.addr.map(|a| a.to_string()),
                 qos: &l.qos,
+                pre_authorised_free: l.auto.as_ref().map(|a| a.pool.len()),
                 pid: pid(l.owner),
             })
             .collect();
