@@ -16,6 +16,19 @@ fn pair(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
     (host, client, server)
 }
 
+/// As [`pair`], with the two ends on two hosts (two engines).
+fn pair2(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
+    let a = Host::open(HostConfig::default()).unwrap();
+    let b = Host::open(HostConfig::default()).unwrap();
+    let l = b.bind("127.0.0.1:0", qos).unwrap();
+    let addr = l.local_addr().unwrap();
+    let q = qos.to_string();
+    let t = std::thread::spawn(move || a.connect(addr, &q).unwrap());
+    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let client = t.join().unwrap();
+    (b, client, server)
+}
+
 #[test]
 fn reliable_messages_round_trip() {
     let (_h, c, s) = pair("reliable");
@@ -212,4 +225,34 @@ fn one_gibibyte_reliable_arrives_byte_exact() {
     assert_eq!(off, TOTAL, "every byte delivered");
     assert_eq!(bad, 0, "byte-exact");
     assert_eq!(stats.tx.bytes_sent, TOTAL);
+}
+
+#[test]
+fn a_connection_dropped_right_after_sending_still_delivers_its_data_and_end() {
+    // The sender closes and drops at once, before the peer closed its own direction
+    // (as a client that sends a request and exits does): its data and its end must
+    // still reach the peer, which must not wait forever.
+    for (qos, two_hosts, close_first) in [
+        ("reliable", false, false),
+        ("reliable", true, false),
+        ("reliable", true, true),
+        ("best-effort", true, true),
+    ] {
+        let (_h, c, s) = if two_hosts { pair2(qos) } else { pair(qos) };
+        c.send(b"last words").unwrap();
+        if close_first {
+            c.close();
+        }
+        drop(c);
+        assert_eq!(
+            s.recv_timeout(Duration::from_secs(5)).unwrap().as_deref(),
+            Some(&b"last words"[..]),
+            "{qos}: the data"
+        );
+        assert_eq!(
+            s.recv_timeout(Duration::from_secs(5)).unwrap(),
+            None,
+            "{qos}: the end of data"
+        );
+    }
 }

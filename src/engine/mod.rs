@@ -297,6 +297,16 @@ impl Engine {
     }
 
     /// The connection with this token, if it is still open.
+    /// Whether any connection is open in this engine (dropped ones included, until
+    /// they finish).
+    pub(crate) fn has_conns(&self) -> bool {
+        !self
+            .conns
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
     pub(crate) fn conn(&self, token: usize) -> Option<Arc<Conn>> {
         self.conns
             .lock()
