@@ -436,7 +436,7 @@ fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
 fn all_writes_a_report_with_json_and_figures() {
     let dir = std::env::temp_dir().join(format!("natm-all-{}", std::process::id()));
     let out = natm(&format!(
-        "perf all --quick --skip latency,stages,throughput,guaranteed,livelock,isolation,loss --out {}",
+        "perf all --quick --skip latency,stages,throughput,guaranteed,livelock,calls,isolation,loss --out {}",
         dir.display()
     ));
     assert!(

@@ -29,7 +29,7 @@ pub(crate) struct AllArgs {
     #[arg(long)]
     quick: bool,
     /// Experiments to leave out, comma-separated (latency, stages, throughput, guaranteed,
-    /// cost, livelock, isolation, loss).
+    /// cost, livelock, calls, isolation, loss).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
 }
@@ -138,6 +138,22 @@ socket at the high watermark (on) or keeps reading and reassembling messages it 
 the other, as on the paper's one-CPU hosts; on loopback the kernel's share of receiving runs \
 on the sender's CPU, so only natm's own wasted work competes with the application. Anything \
 else running on the receiver's CPU lowers both settings.",
+    },
+    Experiment {
+        name: "calls",
+        title: "Call setup and release through two sigds",
+        paper: "seed 004 §7 (call setup in tens of milliseconds); issue 6's goal: median setup \
+≤ 200 µs, ≥ 5,000 setups/s",
+        args: (
+            "--calls 200 --runs 1 --preauthorised",
+            "--calls 1000 --runs 3 --preauthorised",
+        ),
+        limits: "Two `natm sigd` processes on loopback and both applications in the perf \
+process, one caller calling and releasing in a loop (the rate with several callers: \
+`--parallel 4`, docs/PERFORMANCE.md). A setup crosses process hand-offs of ~30 µs each on \
+this VM: six with explicit accept (app → sigd A → sigd B → listener → sigd B → sigd A → app), \
+four when the listener pre-authorised its calls, two in direct mode (the transport handshake \
+alone, no sigd). The per-call CPU columns come from /proc and include both hosts' engines.",
     },
     Experiment {
         name: "isolation",
@@ -416,6 +432,26 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<(String, Option<f64>, S
                 ),
             ));
         }
+    }
+    let calls = load("calls");
+    let setup = |mode: &str| {
+        calls
+            .as_ref()
+            .and_then(|d| d[mode]["median_setup_us"].as_f64())
+    };
+    for (mode, label) in [
+        ("sigd", "explicit accept"),
+        ("sigd_preauthorised", "pre-authorised listener"),
+    ] {
+        h.push((
+            format!("call setup through two sigds ({label}) / direct mode, median"),
+            ratio(setup(mode), setup("direct")),
+            format!(
+                "{:.0} µs / {:.0} µs",
+                setup(mode).unwrap_or(f64::NAN),
+                setup("direct").unwrap_or(f64::NAN)
+            ),
+        ));
     }
     let live = load("livelock");
     let of_peak = |on: bool| {

@@ -50,6 +50,13 @@ pub(crate) struct CallsArgs {
     /// Print one JSON document instead of a table.
     #[arg(long)]
     json: bool,
+    /// Also write the JSON document to this file (the table still goes to stdout).
+    #[arg(long)]
+    save: Option<PathBuf>,
+    /// Draw the figure (median setup and release per mode) into this SVG file, and a
+    /// PNG beside it.
+    #[arg(long)]
+    figure: Option<PathBuf>,
 }
 
 /// The two sigd processes, killed on drop.
@@ -330,8 +337,8 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     let (sm, sp, sr, sc, sa, sl) = summarise(0);
     let (dm, dp, dr, _, da, dl) = summarise(targets.len() - 1);
     let auto = a.preauthorised.then(|| summarise(1));
-    if a.json {
-        let doc = json!({
+    let doc = {
+        let mut doc = json!({
             "experiment": "calls",
             "calls_per_run": a.calls,
             "runs": a.runs,
@@ -345,13 +352,42 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
             "ratio_median_setup": if dm > 0.0 { sm / dm } else { 0.0 },
             "machine": machine(),
         });
-        let mut doc = doc;
         if let Some((m, p, r, c, ac, l)) = auto {
             doc["sigd_preauthorised"] = json!({"median_setup_us": m / 1e3, "p99_setup_us": p / 1e3,
                 "setups_per_s": r, "sigd_cpu_us_per_call": c / 1e3, "app_cpu_us_per_call": ac / 1e3,
                 "median_release_us": l / 1e3, "backlog": a.backlog});
             doc["ratio_median_setup_preauthorised"] = json!(if dm > 0.0 { m / dm } else { 0.0 });
         }
+        doc
+    };
+    if let Some(path) = &a.save {
+        std::fs::write(path, format!("{doc:#}\n"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if let Some(path) = &a.figure {
+        let mut rows = vec![(
+            "two sigds, explicit accept".to_string(),
+            vec![sm / 1e3, sl / 1e3],
+        )];
+        if let Some((m, _, _, _, _, l)) = auto {
+            rows.push(("two sigds, pre-authorised".into(), vec![m / 1e3, l / 1e3]));
+        }
+        rows.push(("direct mode".into(), vec![dm / 1e3, dl / 1e3]));
+        let title = format!(
+            "Call setup and release, median of {} run(s) of {} calls, {} caller(s)",
+            a.runs, a.calls, a.parallel
+        );
+        crate::cli::plot::both(path, |p| {
+            crate::cli::plot::stacked_bars(
+                p,
+                &title,
+                "µs per call (median)",
+                &["setup", "release"],
+                &rows,
+            )
+        })?;
+    }
+    if a.json {
         println!("{doc}");
     } else {
         println!(
