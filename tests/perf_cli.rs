@@ -530,5 +530,6 @@ fn calls_json_has_explicit_pre_authorised_and_direct_modes() {
         }
     }
     assert_eq!(doc["sigd_preauthorised"]["backlog"], 4);
+    assert!(doc["sigd_preauthorised"]["busy_refusals"].is_u64(), "{doc}");
     positive(&doc, "ratio_median_setup_preauthorised");
 }
