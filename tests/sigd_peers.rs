@@ -9,27 +9,7 @@ use std::time::{Duration, Instant};
 
 use natm::transport::AbortReason;
 use natm::ulib::Error;
-use sigd_support::{free_port, helper, Sigd};
-
-/// Host A (+4420001) and host B (+4420002), each routing the other's prefix.
-fn pair(extra_a: &str, extra_b: &str) -> (Sigd, Sigd) {
-    let (pa, pb) = (free_port(), free_port());
-    let a = Sigd::start_at(
-        &format!(
-            "addresses = [\"+4420001\"]\n{extra_a}\n[[directory]]\nprefix = \"+4420002\"\npeer = \"{pb}\"\n"
-        ),
-        pa,
-    );
-    let b = Sigd::start_at(
-        &format!(
-            "addresses = [\"+4420002\"]\n{extra_b}\n[[directory]]\nprefix = \"+4420001\"\npeer = \"{pa}\"\n"
-        ),
-        pb,
-    );
-    (a, b)
-}
-
-const LINK: &str = "[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000";
+use sigd_support::{helper, pair, LINK};
 
 #[test]
 fn a_call_between_two_hosts_carries_data_and_releases() {
@@ -66,11 +46,7 @@ fn a_call_between_two_hosts_carries_data_and_releases() {
     drop(c);
     t.join().unwrap();
     for s in [&a, &b] {
-        let until = Instant::now() + Duration::from_secs(5);
-        while !s.stat()["calls"].as_array().unwrap().is_empty() {
-            assert!(Instant::now() < until, "{}", s.stat());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        s.wait_no_calls();
         assert_eq!(s.stat()["vcis_in_use"], 0);
     }
 }
@@ -139,11 +115,7 @@ fn an_application_killed_on_one_host_aborts_its_peer_on_the_other() {
     eprintln!("across two sigds, the peer saw the abort after {took:?}");
     // Both sigds freed the call.
     for s in [&a, &b] {
-        let until = Instant::now() + Duration::from_secs(5);
-        while !s.stat()["calls"].as_array().unwrap().is_empty() {
-            assert!(Instant::now() < until, "{}", s.stat());
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        s.wait_no_calls();
     }
 }
 

@@ -15,35 +15,7 @@ use natm::transport::AbortReason;
 use natm::ulib::{Accept, Error};
 use natm::wire::tpdu::{Header, TpduType};
 use natm::wire::vcframe::Repr;
-use sigd_support::{free_port, helper_with, Sigd};
-
-/// Host A (+4420001) and host B (+4420002), each routing the other's prefix.
-fn pair(extra_a: &str, extra_b: &str) -> (Sigd, Sigd) {
-    let (pa, pb) = (free_port(), free_port());
-    let a = Sigd::start_at(
-        &format!(
-            "addresses = [\"+4420001\"]\n{extra_a}\n[[directory]]\nprefix = \"+4420002\"\npeer = \"{pb}\"\n"
-        ),
-        pa,
-    );
-    let b = Sigd::start_at(
-        &format!(
-            "addresses = [\"+4420002\"]\n{extra_b}\n[[directory]]\nprefix = \"+4420001\"\npeer = \"{pa}\"\n"
-        ),
-        pb,
-    );
-    (a, b)
-}
-
-const LINK: &str = "[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000";
-
-fn wait_no_calls(s: &Sigd) {
-    let until = Instant::now() + Duration::from_secs(5);
-    while !s.stat()["calls"].as_array().unwrap().is_empty() {
-        assert!(Instant::now() < until, "{}", s.stat());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
+use sigd_support::{helper_with, pair, LINK};
 
 /// The caller connects while nobody on B is in `accept`; a forged frame with a wrong
 /// cookie reaches B's pre-opened socket before the application takes the call and is
@@ -120,8 +92,8 @@ fn a_pre_authorised_call_connects_before_accept_and_carries_data_exactly() {
     assert!(got == sent, "the callee received other bytes");
     assert_eq!(theirs.rx.drop_bad_cookie, 1, "{theirs:?}");
     assert_eq!((mine.rx.drop_bad_cookie, mine.tx.drop_bad_cookie), (0, 0));
-    wait_no_calls(&a);
-    wait_no_calls(&b);
+    a.wait_no_calls();
+    b.wait_no_calls();
     // The call's socket is not given back: the listener tops its backlog up only
     // when half is used (one message for several calls).
     assert_eq!(b.stat()["listeners"][0]["pre_authorised_free"], 3);
@@ -251,8 +223,8 @@ fn a_killed_pre_authorised_listener_releases_its_queued_calls() {
         "callers saw the abort {:?} after the kill",
         killed.elapsed()
     );
-    wait_no_calls(&b);
-    wait_no_calls(&a);
+    b.wait_no_calls();
+    a.wait_no_calls();
     assert_eq!(b.stat()["listeners"].as_array().unwrap().len(), 0);
 }
 
@@ -272,7 +244,7 @@ fn dropping_a_pre_authorised_listener_releases_its_queued_calls() {
         Err(Error::Aborted(AbortReason::Peer)) => {}
         other => panic!("expected 'aborted by the peer', got {other:?}"),
     }
-    wait_no_calls(&b);
+    b.wait_no_calls();
     assert!(matches!(
         hb.bind_with("x", "reliable", Accept::Auto { backlog: 0 }),
         Err(Error::BadBacklog(0))
@@ -304,6 +276,6 @@ fn a_call_closed_before_accept_still_delivers_its_data_then_ends() {
     assert!(matches!(end, Ok(None)), "{end:?} {:?}", p.stats());
     drop(c);
     drop(p);
-    wait_no_calls(&a);
-    wait_no_calls(&b);
+    a.wait_no_calls();
+    b.wait_no_calls();
 }

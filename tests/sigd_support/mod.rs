@@ -131,6 +131,15 @@ impl Sigd {
         .unwrap()
     }
 
+    /// Wait (up to 5 s, else fail) until this sigd holds no call.
+    pub(crate) fn wait_no_calls(&self) {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !self.stat()["calls"].as_array().unwrap().is_empty() {
+            assert!(std::time::Instant::now() < until, "{}", self.stat());
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
     /// `natm stat --json` as a value.
     pub(crate) fn stat(&self) -> serde_json::Value {
         let out = Command::new(env!("CARGO_BIN_EXE_natm"))
@@ -204,3 +213,24 @@ pub(crate) fn helper_with(sigd: &Sigd, args: &[&str]) -> (ChildGuard, String) {
         .expect("the helper did not connect");
     (guard, line)
 }
+
+/// Host A (+4420001) and host B (+4420002), each routing the other's prefix.
+pub(crate) fn pair(extra_a: &str, extra_b: &str) -> (Sigd, Sigd) {
+    let (pa, pb) = (free_port(), free_port());
+    let a = Sigd::start_at(
+        &format!(
+            "addresses = [\"+4420001\"]\n{extra_a}\n[[directory]]\nprefix = \"+4420002\"\npeer = \"{pb}\"\n"
+        ),
+        pa,
+    );
+    let b = Sigd::start_at(
+        &format!(
+            "addresses = [\"+4420002\"]\n{extra_b}\n[[directory]]\nprefix = \"+4420001\"\npeer = \"{pa}\"\n"
+        ),
+        pb,
+    );
+    (a, b)
+}
+
+/// A link section: 100 Mbit/s, CPU cost per TPDU fixed (no measurement at start).
+pub(crate) const LINK: &str = "[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000";
