@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use natm::wire::ipc::{Decoder, Message};
+use natm::wire::ipc::{DataPath, Decoder, Message};
 use proptest::prelude::*;
 
 fn endpoint() -> impl Strategy<Value = SocketAddr> {
@@ -11,6 +11,27 @@ fn endpoint() -> impl Strategy<Value = SocketAddr> {
         (any::<[u8; 4]>(), any::<u16>()).prop_map(|(a, p)| SocketAddr::from((a, p))),
         (any::<[u8; 16]>(), any::<u16>()).prop_map(|(a, p)| SocketAddr::from((a, p))),
     ]
+}
+
+fn data_path() -> impl Strategy<Value = DataPath> {
+    (
+        endpoint(),
+        any::<u32>(),
+        any::<u16>(),
+        any::<u16>(),
+        any::<u64>(),
+        text(),
+    )
+        .prop_map(
+            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos)| DataPath {
+                peer,
+                cookie,
+                tx_vci,
+                rx_vci,
+                granted_bps,
+                qos,
+            },
+        )
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -44,26 +65,7 @@ fn message() -> impl Strategy<Value = Message> {
             cause,
             detail
         }),
-        (
-            u(),
-            endpoint(),
-            any::<u32>(),
-            any::<u16>(),
-            any::<u16>(),
-            u(),
-            text()
-        )
-            .prop_map(|(call, peer, cookie, tx_vci, rx_vci, granted_bps, qos)| {
-                Message::Connected {
-                    call,
-                    peer,
-                    cookie,
-                    tx_vci,
-                    rx_vci,
-                    granted_bps,
-                    qos,
-                }
-            }),
+        (u(), data_path()).prop_map(|(call, path)| Message::Connected { call, path }),
         (u(), u(), text(), text()).prop_map(|(listener, call, caller, qos)| Message::Incoming {
             listener,
             call,
@@ -88,36 +90,15 @@ fn message() -> impl Strategy<Value = Message> {
             listener,
             data
         }),
-        (
-            (u(), u(), endpoint(), text()),
-            (
-                endpoint(),
-                any::<u32>(),
-                any::<u16>(),
-                any::<u16>(),
-                u(),
-                text()
-            )
-        )
-            .prop_map(
-                |(
-                    (listener, call, data, caller),
-                    (peer, cookie, tx_vci, rx_vci, granted_bps, qos),
-                )| {
-                    Message::Accepted {
-                        listener,
-                        call,
-                        data,
-                        caller,
-                        peer,
-                        cookie,
-                        tx_vci,
-                        rx_vci,
-                        granted_bps,
-                        qos,
-                    }
-                }
-            ),
+        (u(), u(), endpoint(), text(), data_path()).prop_map(
+            |(listener, call, data, caller, path)| Message::Accepted {
+                listener,
+                call,
+                data,
+                caller,
+                path,
+            }
+        ),
     ]
 }
 

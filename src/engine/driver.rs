@@ -71,18 +71,11 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
                 timeout = None;
             }
         }
-        // Do not keep the engine alive while asleep — unless it still has connections.
-        // A live `Connection` holds the engine itself, so these are connections the
-        // application dropped before they finished: their close still has to reach the
-        // peer (the CLOSE goes out once the data is acknowledged, and may need
-        // retransmitting), as TCP's kernel finishes a connection after close(2). Each
-        // is collected when it finishes, within the transport's own timeouts, and the
-        // engine then goes with the last of them.
-        let linger = eng.has_conns().then(|| eng.clone());
+        // Do not keep the engine alive while asleep (connections dropped while still
+        // finishing keep it: `Engine::linger`).
         drop(eng);
         let r = poll.poll(&mut events, timeout);
         let Some(eng) = weak.upgrade() else { return };
-        drop(linger);
         eng.sleep_until.store(0, Ordering::Release);
         if r.is_err() {
             continue;

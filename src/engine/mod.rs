@@ -153,6 +153,9 @@ pub(crate) struct Engine {
     registry: mio::Registry,
     waker: mio::Waker,
     pub(crate) conns: Mutex<HashMap<usize, Arc<Conn>>>,
+    /// The engine's hold on itself while connections the application dropped are still
+    /// finishing (see [`Engine::linger`]); taken back with the last connection.
+    keep: Mutex<Option<Arc<Engine>>>,
     pub(crate) listeners: Mutex<HashMap<usize, Arc<ListenerShared>>>,
     timers: Mutex<BinaryHeap<Reverse<(u64, usize)>>>,
     /// When the driver will wake by itself (ns of engine time); 0 while it is awake.
@@ -191,6 +194,7 @@ impl Engine {
             registry,
             waker,
             conns: Mutex::new(HashMap::new()),
+            keep: Mutex::new(None),
             listeners: Mutex::new(HashMap::new()),
             timers: Mutex::new(BinaryHeap::new()),
             sleep_until: AtomicU64::new(0),
@@ -297,16 +301,6 @@ impl Engine {
     }
 
     /// The connection with this token, if it is still open.
-    /// Whether any connection is open in this engine (dropped ones included, until
-    /// they finish).
-    pub(crate) fn has_conns(&self) -> bool {
-        !self
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_empty()
-    }
-
     pub(crate) fn conn(&self, token: usize) -> Option<Arc<Conn>> {
         self.conns
             .lock()
@@ -342,18 +336,42 @@ impl Engine {
     }
 
     /// Forget a finished connection.
+    /// Keep the engine alive while it still has connections, though the application
+    /// dropped its last handle: a connection dropped right after `send`/`close` still
+    /// has to get its CLOSE out (it leaves once the data is acknowledged, and may need
+    /// retransmitting), as TCP's kernel finishes a connection after close(2). The
+    /// engine holds itself until [`Engine::remove_conn`] takes out the last
+    /// connection; each finishes within the transport's own timeouts. Called when a
+    /// connection is dropped.
+    pub(crate) fn linger(self: &Arc<Self>) {
+        let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        if !conns.is_empty() {
+            // Under the connections' lock, so `remove_conn` cannot empty the map in
+            // between and leave the engine holding itself for ever.
+            *self.keep.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.clone());
+        }
+    }
+
     pub(crate) fn remove_conn(&self, token: usize) {
-        let c = self
-            .conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&token);
+        let (c, keep) = {
+            let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            let c = conns.remove(&token);
+            let keep = if conns.is_empty() {
+                self.keep.lock().unwrap_or_else(|p| p.into_inner()).take()
+            } else {
+                None
+            };
+            (c, keep)
+        };
         if let Some(c) = c {
             self.deregister(c.link.raw_fd());
             let mut sched = self.sched.lock().unwrap_or_else(|p| p.into_inner());
             sched.remove(token);
             self.mirror(&sched);
         }
+        // The last connection is gone: let the engine go with the last handle (this
+        // may be the engine's last reference only if the caller holds another).
+        drop(keep);
     }
 }
 

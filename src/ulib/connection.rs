@@ -815,6 +815,8 @@ impl Drop for Connection {
             }
         }
         self.conn.mark_dropped(&self.eng);
+        // If it is still finishing, the engine must outlive this handle.
+        crate::engine::Engine::linger(&self.eng);
         if let Some(s) = self.sig.take() {
             // The VCs close in order on the data path; sigd frees the call now
             // (cause 16: the peer's ulib lets its data path finish).

@@ -345,9 +345,7 @@ impl Host {
     ) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
         match session.call_event(call, self.cfg.connect_timeout) {
-            Ok(ev @ sigd::CallEvent::Connected { .. }) => {
-                self.open_signalled(session, call, link, ev)
-            }
+            Ok(ev @ sigd::CallEvent::Connected(_)) => self.open_signalled(session, call, link, ev),
             Ok(sigd::CallEvent::Released { cause, detail }) => {
                 session.forget(call);
                 Err(Error::Refused { cause, detail })
@@ -375,14 +373,14 @@ impl Host {
         ev: sigd::CallEvent,
     ) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
-        let sigd::CallEvent::Connected {
+        let sigd::CallEvent::Connected(crate::wire::ipc::DataPath {
             peer,
             cookie,
             tx_vci,
             rx_vci,
             granted_bps,
             qos,
-        } = ev
+        }) = ev
         else {
             return Err(Error::SigdGone);
         };

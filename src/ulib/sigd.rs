@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::Error;
 use crate::engine::{Conn, Engine};
-use crate::wire::ipc::{Decoder, Message};
+use crate::wire::ipc::{DataPath, Decoder, Message};
 
 /// How long sigd has to answer a request (it answers at once unless it is hung).
 pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -34,18 +34,8 @@ pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
 /// What sigd said about a call after the immediate answer.
 #[derive(Debug, Clone)]
 pub(crate) enum CallEvent {
-    Connected {
-        peer: SocketAddr,
-        cookie: u32,
-        tx_vci: u16,
-        rx_vci: u16,
-        granted_bps: u64,
-        qos: String,
-    },
-    Released {
-        cause: u8,
-        detail: String,
-    },
+    Connected(DataPath),
+    Released { cause: u8, detail: String },
 }
 
 /// An incoming call as sigd offered it.
@@ -487,24 +477,9 @@ impl Session {
             {
                 st.answers.insert(req, m);
             }
-            Message::Connected {
-                call,
-                peer,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos,
-            } => {
+            Message::Connected { call, path } => {
                 if let Some(q) = st.slots.get_mut(&call) {
-                    q.events.push_back(CallEvent::Connected {
-                        peer,
-                        cookie,
-                        tx_vci,
-                        rx_vci,
-                        granted_bps,
-                        qos,
-                    });
+                    q.events.push_back(CallEvent::Connected(path));
                 }
             }
             Message::Released {
@@ -549,26 +524,14 @@ impl Session {
                 listener,
                 call,
                 data,
-                peer,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos,
+                path,
                 ..
             } => match st.slots.get_mut(&listener) {
                 Some(q) => {
                     q.accepted.push_back(PreAccepted {
                         call,
                         data,
-                        connected: CallEvent::Connected {
-                            peer,
-                            cookie,
-                            tx_vci,
-                            rx_vci,
-                            granted_bps,
-                            qos,
-                        },
+                        connected: CallEvent::Connected(path),
                     });
                     // Collect what comes for the call until the application takes it.
                     st.slots.entry(call).or_default();

@@ -146,18 +146,8 @@ pub enum Message {
     Connected {
         /// The call.
         call: u64,
-        /// The other side's data endpoint.
-        peer: Endpoint,
-        /// The capability both ends put in every TPDU (seed 001 §4.2).
-        cookie: u32,
-        /// VCI this side sends on.
-        tx_vci: u16,
-        /// VCI this side receives on.
-        rx_vci: u16,
-        /// Granted rate, payload bit/s, this side's sending direction (0: none reserved).
-        granted_bps: u64,
-        /// The QoS as granted (text).
-        qos: String,
+        /// Its data path.
+        path: DataPath,
     },
     /// sigd → app: a caller wants a listener; answer with `Accept` or `Reject`.
     Incoming {
@@ -181,18 +171,8 @@ pub enum Message {
         data: Endpoint,
         /// The caller's ATM address (text).
         caller: String,
-        /// The other side's data endpoint.
-        peer: Endpoint,
-        /// The capability both ends put in every TPDU.
-        cookie: u32,
-        /// VCI this side sends on.
-        tx_vci: u16,
-        /// VCI this side receives on.
-        rx_vci: u16,
-        /// Granted rate, payload bit/s, this side's sending direction.
-        granted_bps: u64,
-        /// The QoS as granted, from this side (text).
-        qos: String,
+        /// Its data path.
+        path: DataPath,
     },
     /// sigd → app: the call is gone (refused, released by the peer, or failed).
     Released {
@@ -217,6 +197,46 @@ pub enum Message {
         /// What was wrong.
         detail: String,
     },
+}
+
+/// What one end of a call needs to open its data path, as sigd signalled it: the
+/// tail of `Connected` and of `Accepted`, in this order on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataPath {
+    /// The other side's data endpoint.
+    pub peer: Endpoint,
+    /// The capability both ends put in every TPDU (seed 001 §4.2).
+    pub cookie: u32,
+    /// VCI this side sends on.
+    pub tx_vci: u16,
+    /// VCI this side receives on.
+    pub rx_vci: u16,
+    /// Granted rate, payload bit/s, this side's sending direction (0: none reserved).
+    pub granted_bps: u64,
+    /// The QoS as granted, from this side (text).
+    pub qos: String,
+}
+
+impl DataPath {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_endpoint(out, &self.peer);
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        out.extend_from_slice(&self.tx_vci.to_be_bytes());
+        out.extend_from_slice(&self.rx_vci.to_be_bytes());
+        out.extend_from_slice(&self.granted_bps.to_be_bytes());
+        put_string(out, &self.qos);
+    }
+
+    fn take(r: &mut Reader<'_>) -> Result<DataPath, IpcError> {
+        Ok(DataPath {
+            peer: r.endpoint("peer endpoint")?,
+            cookie: r.u32("cookie")?,
+            tx_vci: r.u16("tx vci")?,
+            rx_vci: r.u16("rx vci")?,
+            granted_bps: r.u64("granted rate")?,
+            qos: r.short_string("qos")?,
+        })
+    }
 }
 
 /// Why bytes are not an IPC message.
@@ -497,23 +517,13 @@ impl Message {
                 call,
                 data,
                 caller,
-                peer,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos,
+                path,
             } => {
                 out.extend_from_slice(&listener.to_be_bytes());
                 out.extend_from_slice(&call.to_be_bytes());
                 put_endpoint(out, data);
                 put_string(out, caller);
-                put_endpoint(out, peer);
-                out.extend_from_slice(&cookie.to_be_bytes());
-                out.extend_from_slice(&tx_vci.to_be_bytes());
-                out.extend_from_slice(&rx_vci.to_be_bytes());
-                out.extend_from_slice(&granted_bps.to_be_bytes());
-                put_string(out, qos);
+                path.put(out);
             }
             Message::Accept { req, call, data } => {
                 out.extend_from_slice(&req.to_be_bytes());
@@ -539,22 +549,9 @@ impl Message {
                 out.push(*cause);
                 put_string(out, detail);
             }
-            Message::Connected {
-                call,
-                peer,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos,
-            } => {
+            Message::Connected { call, path } => {
                 out.extend_from_slice(&call.to_be_bytes());
-                put_endpoint(out, peer);
-                out.extend_from_slice(&cookie.to_be_bytes());
-                out.extend_from_slice(&tx_vci.to_be_bytes());
-                out.extend_from_slice(&rx_vci.to_be_bytes());
-                out.extend_from_slice(&granted_bps.to_be_bytes());
-                put_string(out, qos);
+                path.put(out);
             }
             Message::Incoming {
                 listener,
@@ -656,12 +653,7 @@ impl Message {
                 call: r.u64("call")?,
                 data: r.endpoint("data endpoint")?,
                 caller: r.short_string("caller")?,
-                peer: r.endpoint("peer endpoint")?,
-                cookie: r.u32("cookie")?,
-                tx_vci: r.u16("tx vci")?,
-                rx_vci: r.u16("rx vci")?,
-                granted_bps: r.u64("granted rate")?,
-                qos: r.short_string("qos")?,
+                path: DataPath::take(&mut r)?,
             },
             ty::ACK => Message::Ack {
                 req: r.u64("req")?,
@@ -674,12 +666,7 @@ impl Message {
             },
             ty::CONNECTED => Message::Connected {
                 call: r.u64("call")?,
-                peer: r.endpoint("peer endpoint")?,
-                cookie: r.u32("cookie")?,
-                tx_vci: r.u16("tx vci")?,
-                rx_vci: r.u16("rx vci")?,
-                granted_bps: r.u64("granted rate")?,
-                qos: r.short_string("qos")?,
+                path: DataPath::take(&mut r)?,
             },
             ty::INCOMING => Message::Incoming {
                 listener: r.u64("listener")?,
@@ -797,6 +784,37 @@ mod tests {
     }
 
     #[test]
+    fn golden_connected_frame() {
+        // The layout docs/wire.md gives: call, peer endpoint, cookie, tx VCI, rx VCI,
+        // granted rate, QoS text.
+        let m = Message::Connected {
+            call: 5,
+            path: DataPath {
+                peer: ep("127.0.0.1:4000"),
+                cookie: 0x0102_0304,
+                tx_vci: 32,
+                rx_vci: 33,
+                granted_bps: 1_000_000,
+                qos: "cbr".into(),
+            },
+        };
+        let b = m.to_bytes();
+        let expect: Vec<u8> = [
+            &[0, 0, 0, 40, 1, 0x83][..],
+            &5u64.to_be_bytes(),
+            &[4, 127, 0, 0, 1, 0x0f, 0xa0],
+            &[1, 2, 3, 4],
+            &[0, 32, 0, 33],
+            &1_000_000u64.to_be_bytes(),
+            &[0, 0, 0, 3],
+            b"cbr",
+        ]
+        .concat();
+        assert_eq!(b, expect);
+        assert_eq!(Message::decode(&b).unwrap(), Some((m, b.len())));
+    }
+
+    #[test]
     fn pre_authorised_messages_round_trip_and_endpoint_lists_are_bounded() {
         let ms = [
             Message::BindAuto {
@@ -815,12 +833,14 @@ mod tests {
                 call: 10,
                 data: ep("0.0.0.0:4000"),
                 caller: "+4420001".into(),
-                peer: ep("127.0.0.1:5000"),
-                cookie: 0xdead_beef,
-                tx_vci: 33,
-                rx_vci: 32,
-                granted_bps: 0,
-                qos: "reliable".into(),
+                path: DataPath {
+                    peer: ep("127.0.0.1:5000"),
+                    cookie: 0xdead_beef,
+                    tx_vci: 33,
+                    rx_vci: 32,
+                    granted_bps: 0,
+                    qos: "reliable".into(),
+                },
             },
         ];
         for m in ms {

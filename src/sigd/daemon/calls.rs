@@ -356,15 +356,7 @@ impl Daemon {
         }
         let data = self.data_endpoint(given);
         match self.answer_call(call, data) {
-            Ok(Message::Connected {
-                call,
-                peer,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos,
-            }) => {
+            Ok(Message::Connected { call, path }) => {
                 self.counters.calls_pre_accepted += 1;
                 let caller = self
                     .calls
@@ -376,12 +368,7 @@ impl Daemon {
                     call,
                     data: given,
                     caller,
-                    peer,
-                    cookie,
-                    tx_vci,
-                    rx_vci,
-                    granted_bps,
-                    qos,
+                    path,
                 };
                 match self.calls.get_mut(&call) {
                     // From a peer: tell the application once the caller has its
@@ -615,22 +602,26 @@ impl Daemon {
         self.counters.calls_setup += 1;
         let callee_msg = Message::Connected {
             call,
-            peer: caller_data,
-            cookie,
-            tx_vci: v_back,
-            rx_vci: v_fwd,
-            granted_bps: self.calls[&other].grant.in_bps,
-            qos: qos.to_string(),
+            path: DataPath {
+                peer: caller_data,
+                cookie,
+                tx_vci: v_back,
+                rx_vci: v_fwd,
+                granted_bps: self.calls[&other].grant.in_bps,
+                qos: qos.to_string(),
+            },
         };
         let o = &self.calls[&other];
         let caller_msg = Message::Connected {
             call: other,
-            peer: data,
-            cookie,
-            tx_vci: v_fwd,
-            rx_vci: v_back,
-            granted_bps: o.grant.out_bps,
-            qos: o.qos.to_string(),
+            path: DataPath {
+                peer: data,
+                cookie,
+                tx_vci: v_fwd,
+                rx_vci: v_back,
+                granted_bps: o.grant.out_bps,
+                qos: o.qos.to_string(),
+            },
         };
         self.send(caller_owner, caller_msg);
         info!(

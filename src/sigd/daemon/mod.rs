@@ -26,7 +26,7 @@ mod signalling;
 mod stat;
 use crate::sig::{CallAccept, CallEvent, CallId, CallParams, ClearedBy, SaalConfig, Sap, SigEvent};
 use crate::wire::addr::AtmAddr;
-use crate::wire::ipc::{clip, Message};
+use crate::wire::ipc::{clip, DataPath, Message};
 use crate::wire::q2931::CauseValue;
 use crate::wire::q2931::{Cause, ConnectionId, Location, NatmParams};
 use crate::wire::qos::{Qos, Rate, Service};

@@ -439,12 +439,14 @@ impl Daemon {
         self.counters.calls_setup += 1;
         let m = Message::Connected {
             call: id,
-            peer: peer_data,
-            cookie: c.cookie,
-            tx_vci,
-            rx_vci: c.rx_vci,
-            granted_bps: c.grant.out_bps,
-            qos: c.qos.to_string(),
+            path: DataPath {
+                peer: peer_data,
+                cookie: c.cookie,
+                tx_vci,
+                rx_vci: c.rx_vci,
+                granted_bps: c.grant.out_bps,
+                qos: c.qos.to_string(),
+            },
         };
         let (owner, rx_vci) = (c.owner, c.rx_vci);
         info!(call = id, %link, tx_vci, rx_vci, "call active");
@@ -499,12 +501,14 @@ impl Daemon {
         info!(call, %link, "incoming call accepted");
         Ok(Message::Connected {
             call,
-            peer,
-            cookie: c.cookie,
-            tx_vci: c.tx_vci,
-            rx_vci: c.rx_vci,
-            granted_bps: c.grant.out_bps,
-            qos: c.qos.to_string(),
+            path: DataPath {
+                peer,
+                cookie: c.cookie,
+                tx_vci: c.tx_vci,
+                rx_vci: c.rx_vci,
+                granted_bps: c.grant.out_bps,
+                qos: c.qos.to_string(),
+            },
         })
     }
 
