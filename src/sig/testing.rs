@@ -10,6 +10,15 @@ use bytes::Bytes;
 use crate::time::Instant;
 
 use super::{Saal, Sscop};
+use crate::wire::addr::Aesa;
+use crate::wire::q2931::PartyAddress;
+
+/// A party address for tests: one fixed private AESA with its last octet `last`.
+pub(crate) fn aesa(last: u8) -> PartyAddress {
+    let mut b = hex::decode("47000580FFE1000000F21A26D80020481A26D800").unwrap();
+    b[19] = last;
+    PartyAddress::Aesa(Aesa::new(b.try_into().unwrap()).unwrap())
+}
 
 /// Something with the sans-IO frame interface.
 pub(crate) trait Endpoint {

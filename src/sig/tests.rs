@@ -6,19 +6,12 @@ use std::collections::{HashMap, HashSet};
 
 use proptest::prelude::*;
 
-use super::testing::{Dir, Net};
+use super::testing::{aesa, Dir, Net};
 use super::*;
-use crate::wire::addr::Aesa;
 use crate::wire::q2931::{
-    CallState, CauseValue, ConnectionId, Location, Message, MessageType, NatmParams, PartyAddress,
+    CallState, CauseValue, ConnectionId, Location, Message, MessageType, NatmParams,
 };
 use crate::wire::sscop::Pdu;
-
-fn aesa(last: u8) -> PartyAddress {
-    let mut b = hex::decode("47000580FFE1000000F21A26D80020481A26D800").unwrap();
-    b[19] = last;
-    PartyAddress::Aesa(Aesa::new(b.try_into().unwrap()).unwrap())
-}
 
 fn params() -> CallParams {
     CallParams {

@@ -2,18 +2,13 @@
 //! single-ended tests with hand-made messages.
 
 use super::*;
-use crate::wire::addr::{Aesa, E164};
+use crate::sig::testing::aesa;
+use crate::wire::addr::E164;
 use crate::wire::q2931::{CalledNumber, ConnectionId, NatmParams, PartyAddress, TrafficDescriptor};
 use crate::wire::qos::Qos;
 
 fn t(ms: u64) -> Instant {
     Instant::from_nanos(ms * 1_000_000)
-}
-
-fn aesa(last: u8) -> PartyAddress {
-    let mut b = hex::decode("47000580FFE1000000F21A26D80020481A26D800").unwrap();
-    b[19] = last;
-    PartyAddress::Aesa(Aesa::new(b.try_into().unwrap()).unwrap())
 }
 
 fn params() -> CallParams {
@@ -73,6 +68,17 @@ fn incoming(evs: &[CallEvent]) -> (CallId, CallParams) {
         [CallEvent::Incoming { call, params }] => (*call, params.clone()),
         other => panic!("expected one Incoming, got {other:?}"),
     }
+}
+
+/// A call set up from `a` to `b` at t = 0 and accepted: (caller's id, callee's id).
+/// The events it caused are left for the test to read.
+fn accepted_call(a: &mut CallControl, b: &mut CallControl) -> (CallId, CallId) {
+    let ca = a.setup(t(0), params()).unwrap();
+    exchange(t(0), a, b);
+    let (cb, _) = incoming(&events(b));
+    b.accept(t(0), cb, CallAccept::default()).unwrap();
+    exchange(t(0), a, b);
+    (ca, cb)
 }
 
 #[test]
@@ -268,11 +274,7 @@ fn t310_and_t313_clear_with_release() {
 fn t308_resends_release_once_then_frees_the_call() {
     let mut a = up(CallConfig::default());
     let mut b = up(CallConfig::default());
-    let call = a.setup(t(0), params()).unwrap();
-    exchange(t(0), &mut a, &mut b);
-    let (cb, _) = incoming(&events(&mut b));
-    b.accept(t(0), cb, CallAccept::default()).unwrap();
-    exchange(t(0), &mut a, &mut b);
+    let (call, _) = accepted_call(&mut a, &mut b);
     let _ = events(&mut a);
     let cause = Cause::new(Location::User, CauseValue::NormalCallClearing);
     a.release(t(100), call, cause.clone()).unwrap();
@@ -297,11 +299,7 @@ fn t308_resends_release_once_then_frees_the_call() {
 fn release_collision_clears_both_without_release_complete() {
     let mut a = up(CallConfig::default());
     let mut b = up(CallConfig::default());
-    let ca = a.setup(t(0), params()).unwrap();
-    exchange(t(0), &mut a, &mut b);
-    let (cb, _) = incoming(&events(&mut b));
-    b.accept(t(0), cb, CallAccept::default()).unwrap();
-    exchange(t(0), &mut a, &mut b);
+    let (ca, cb) = accepted_call(&mut a, &mut b);
     let _ = (events(&mut a), events(&mut b));
     let ca_cause = Cause::new(Location::User, CauseValue::NormalCallClearing);
     let cb_cause = Cause::new(Location::User, CauseValue::NormalUnspecified);
@@ -341,11 +339,7 @@ fn release_collision_clears_both_without_release_complete() {
 fn status_enquiry_is_answered_with_the_call_state() {
     let mut a = up(CallConfig::default());
     let mut b = up(CallConfig::default());
-    let ca = a.setup(t(0), params()).unwrap();
-    exchange(t(0), &mut a, &mut b);
-    let (cb, _) = incoming(&events(&mut b));
-    b.accept(t(0), cb, CallAccept::default()).unwrap();
-    exchange(t(0), &mut a, &mut b);
+    let (ca, _) = accepted_call(&mut a, &mut b);
     a.status_enquiry(t(1), ca).unwrap();
     let se = msgs(&mut a);
     assert_eq!(se[0].kind, MessageType::StatusEnquiry);
@@ -558,11 +552,7 @@ fn max_calls_bounds_both_directions() {
 fn link_down_clears_setup_calls_and_keeps_active_ones_for_t309() {
     let mut a = up(CallConfig::default());
     let mut b = up(CallConfig::default());
-    let active = a.setup(t(0), params()).unwrap();
-    exchange(t(0), &mut a, &mut b);
-    let (cb, _) = incoming(&events(&mut b));
-    b.accept(t(0), cb, CallAccept::default()).unwrap();
-    exchange(t(0), &mut a, &mut b);
+    let (active, _) = accepted_call(&mut a, &mut b);
     let _ = events(&mut a);
     let pending = a.setup(t(1), params()).unwrap();
     a.link_down(t(2));
@@ -638,11 +628,7 @@ fn call_ids_are_never_reused() {
 fn link_reset_clears_setups_and_checks_active_calls() {
     let mut a = up(CallConfig::default());
     let mut b = up(CallConfig::default());
-    let active = a.setup(t(0), params()).unwrap();
-    exchange(t(0), &mut a, &mut b);
-    let (cb, _) = incoming(&events(&mut b));
-    b.accept(t(0), cb, CallAccept::default()).unwrap();
-    exchange(t(0), &mut a, &mut b);
+    let (active, _) = accepted_call(&mut a, &mut b);
     let _ = events(&mut a);
     let pending = a.setup(t(1), params()).unwrap();
     let _ = msgs(&mut a); // lost in the resynchronisation
@@ -662,11 +648,7 @@ fn link_reset_clears_setups_and_checks_active_calls() {
 fn release_during_link_loss_goes_out_when_the_link_is_back() {
     let mut a = up(CallConfig::default());
     let mut b = up(CallConfig::default());
-    let ca = a.setup(t(0), params()).unwrap();
-    exchange(t(0), &mut a, &mut b);
-    let (cb, _) = incoming(&events(&mut b));
-    b.accept(t(0), cb, CallAccept::default()).unwrap();
-    exchange(t(0), &mut a, &mut b);
+    let (ca, _) = accepted_call(&mut a, &mut b);
     let _ = (events(&mut a), events(&mut b));
     a.link_down(t(1));
     b.link_down(t(1));
