@@ -257,3 +257,28 @@ fn a_connection_dropped_right_after_sending_still_delivers_its_data_and_end() {
         );
     }
 }
+
+#[test]
+fn abort_wakes_a_thread_blocked_in_recv_with_aborted() {
+    let (_h, c, s) = pair("reliable");
+    let c = std::sync::Arc::new(c);
+    let c2 = c.clone();
+    let blocked = std::thread::spawn(move || {
+        let r = c2.recv_timeout(Duration::from_secs(5));
+        (r, std::time::Instant::now())
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    let at = std::time::Instant::now();
+    c.abort();
+    let (r, woke) = blocked.join().unwrap();
+    assert!(
+        matches!(r, Err(Error::Aborted(natm::transport::AbortReason::Local))),
+        "{r:?}"
+    );
+    eprintln!("the blocked receiver saw the abort after {:?}", woke - at);
+    // The peer sees it too.
+    assert!(matches!(
+        s.recv_timeout(Duration::from_secs(5)),
+        Err(Error::Aborted(_))
+    ));
+}

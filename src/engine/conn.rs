@@ -673,9 +673,10 @@ impl Conn {
         Ok(conn)
     }
 
-    /// sigd released the call (the peer application or its host went away): both
-    /// VCs end at once and every waiter sees "aborted by the peer".
-    pub(crate) fn abort_by_signalling(&self, eng: &Engine) {
+    /// End both VCs at once — the application aborted, or sigd released the call
+    /// because the peer application or its host went away (`reason` = `Peer`): every
+    /// waiter sees "aborted" with `reason`. Ends already finished stay as they ended.
+    pub(crate) fn abort_both(&self, eng: &Engine, reason: AbortReason) {
         let now = eng.clock.now();
         for w in [Which::Tx, Which::Rx] {
             let (mut e, cv) = self.end(w);
@@ -684,7 +685,7 @@ impl Conn {
             }
             e.psb.abort();
             self.after(eng, w, &mut e, cv, now, usize::MAX);
-            e.aborted = Some(AbortReason::Peer);
+            e.aborted = Some(reason);
             cv.notify_all();
             if let Some(wk) = e.waker.take() {
                 wk.wake();

@@ -723,16 +723,11 @@ impl Connection {
             .after(&self.eng, Which::Tx, &mut tx, cv, now, usize::MAX);
     }
 
-    /// Abort both VCs at once; the peer sees "aborted".
+    /// Abort both VCs at once; the peer sees "aborted", and so does every thread of
+    /// this application still waiting on the connection.
     pub fn abort(&self) {
-        let now = self.eng.clock.now();
-        for w in [Which::Tx, Which::Rx] {
-            let (mut e, cv) = self.conn.end(w);
-            e.psb.abort();
-            e.aborted
-                .get_or_insert(crate::transport::AbortReason::Local);
-            self.conn.after(&self.eng, w, &mut e, cv, now, usize::MAX);
-        }
+        self.conn
+            .abort_both(&self.eng, crate::transport::AbortReason::Local);
     }
 
     /// Wait until the peer has everything sent before `close` (or `timeout`).

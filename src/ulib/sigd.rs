@@ -401,7 +401,7 @@ impl Session {
         if released {
             drop(st);
             if let Some(eng) = self.eng.upgrade() {
-                conn.abort_by_signalling(&eng);
+                conn.abort_both(&eng, crate::transport::AbortReason::Peer);
             }
             return;
         }
@@ -493,7 +493,7 @@ impl Session {
                     // delivers everything first; anything else ends the VCs now.
                     if cause != 16 {
                         if let (Some(c), Some(eng)) = (conn.upgrade(), self.eng.upgrade()) {
-                            c.abort_by_signalling(&eng);
+                            c.abort_both(&eng, crate::transport::AbortReason::Peer);
                         }
                     }
                     return;
