@@ -188,17 +188,14 @@ pub(crate) enum Link {
 }
 
 impl Link {
-    /// Bind a port at `addr`; `rcvbuf` bounds its receive queue (the socket buffer, or
-    /// the mem port's queue).
-    pub(crate) fn bind(
-        net: &Network,
-        addr: SocketAddr,
-        rcvbuf: usize,
-        sndbuf: usize,
-    ) -> io::Result<Link> {
-        match net {
-            Network::Udp => UdpLink::bind(addr, rcvbuf, sndbuf).map(Link::Udp),
-            Network::Mem(m) => m.bind(addr, rcvbuf).map(Link::Mem),
+    /// Bind a port at `addr` on the host's network; `cfg.socket_rcvbuf` bounds its
+    /// receive queue (the socket buffer, or the mem port's queue).
+    pub(crate) fn bind(cfg: &super::EngineConfig, addr: SocketAddr) -> io::Result<Link> {
+        match &cfg.network {
+            Network::Udp => {
+                UdpLink::bind(addr, cfg.socket_rcvbuf, cfg.socket_sndbuf).map(Link::Udp)
+            }
+            Network::Mem(m) => m.bind(addr, cfg.socket_rcvbuf).map(Link::Mem),
         }
     }
 

@@ -124,12 +124,7 @@ impl ListenerShared {
             .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
         let mut local = self.link.local_addr()?;
         local.set_port(0);
-        let link = Link::bind(
-            &eng.cfg.network,
-            local,
-            eng.cfg.socket_rcvbuf,
-            eng.cfg.socket_sndbuf,
-        )?;
+        let link = Link::bind(&eng.cfg, local)?;
         link.connect(from)?;
         let rx_cfg = TransportConfig {
             cookie: Some(req.cookie),

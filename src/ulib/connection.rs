@@ -156,13 +156,7 @@ impl Drop for IncomingCall {
 
 impl Listener {
     pub(super) fn bind(eng: Arc<Engine>, addr: SocketAddr, r: Resolved) -> Result<Listener, Error> {
-        let link = Link::bind(
-            &eng.cfg.network,
-            addr,
-            eng.cfg.socket_rcvbuf,
-            eng.cfg.socket_sndbuf,
-        )
-        .map_err(Error::Io)?;
+        let link = Link::bind(&eng.cfg, addr).map_err(Error::Io)?;
         let token = eng.token();
         let shared = Arc::new(ListenerShared::new(
             token,
@@ -508,13 +502,7 @@ impl Connection {
         } else {
             (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
         };
-        let link = Link::bind(
-            &eng.cfg.network,
-            local,
-            eng.cfg.socket_rcvbuf,
-            eng.cfg.socket_sndbuf,
-        )
-        .map_err(Error::Io)?;
+        let link = Link::bind(&eng.cfg, local).map_err(Error::Io)?;
         let cookie = random_cookie();
         let tx_cfg = TransportConfig {
             cookie: Some(cookie),

@@ -296,8 +296,7 @@ impl Host {
 
     pub(crate) fn new_data_link(&self) -> Result<Link, Error> {
         let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
-        let cfg = &self.eng.cfg;
-        Link::bind(&cfg.network, any, cfg.socket_rcvbuf, cfg.socket_sndbuf).map_err(Error::Io)
+        Link::bind(&self.eng.cfg, any).map_err(Error::Io)
     }
 
     /// Open the next call's data socket while this call's request is with sigd: the
