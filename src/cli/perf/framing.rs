@@ -8,6 +8,17 @@ use std::ops::Range;
 /// Length prefix of every message.
 pub(crate) const HEADER: usize = 4;
 
+/// Refuse a largest message the 4-byte length prefix cannot carry.
+pub(crate) fn check_max_msg(max_msg: usize) -> io::Result<()> {
+    if u32::try_from(max_msg).is_err() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "messages over 4 GiB do not fit the 4-byte length prefix",
+        ));
+    }
+    Ok(())
+}
+
 /// A receive buffer whose bytes `buf[head..tail]` are received and not yet handed out.
 pub(crate) struct FrameBuf {
     buf: Vec<u8>,

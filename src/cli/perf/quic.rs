@@ -22,7 +22,7 @@ use serde_json::json;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::runtime::Runtime;
 
-use super::framing::FrameBuf;
+use super::framing::{check_max_msg, FrameBuf};
 use super::stack::{Endpoint, Pair, Params, Stack, StackOptions};
 
 /// Largest single read from the stream.
@@ -248,12 +248,7 @@ impl Stack for Quic {
     }
 
     fn connect(&self, max_msg: usize) -> io::Result<Pair> {
-        if u32::try_from(max_msg).is_err() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "messages over 4 GiB do not fit the 4-byte length prefix",
-            ));
-        }
+        check_max_msg(max_msg)?;
         let rt = runtime()?;
         let id = Identity::generate()?;
         let listener =

@@ -12,7 +12,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use serde_json::json;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::framing::{FrameBuf, HEADER};
+use super::framing::{check_max_msg, FrameBuf, HEADER};
 use super::stack::{is_timeout, Endpoint, Pair, Stack, StackOptions};
 
 /// Reads when no large message is in progress take at most this much, so a read never
@@ -80,12 +80,7 @@ impl Stack for Tcp {
     }
 
     fn connect(&self, max_msg: usize) -> io::Result<Pair> {
-        if u32::try_from(max_msg).is_err() {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "messages over 4 GiB do not fit the 4-byte length prefix",
-            ));
-        }
+        check_max_msg(max_msg)?;
         let listener = self.socket()?;
         listener.bind(&SockAddr::from(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))))?;
         listener.listen(1)?;
