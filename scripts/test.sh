@@ -35,9 +35,9 @@ fi
 command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup" >&2; exit 1; }
 
 # Release: the simulator and property tests push megabytes through the stack.
-cargo test --release --all-targets --all-features
-cargo clippy --all-targets --all-features -- -D warnings
-cargo test --release --doc
+cargo test --release --workspace --all-targets --all-features
+cargo clippy --workspace --all-targets --all-features -- -D warnings
+cargo test --release --workspace --doc
 if [ -f fuzz/Cargo.toml ]; then
   cargo build --release --manifest-path fuzz/Cargo.toml
 fi

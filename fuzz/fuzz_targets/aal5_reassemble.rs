@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natm::wire::aal5::{decode, Reassembler, Segmenter};
-use natm::wire::cell::{HeaderRepr, Pti, CELL_LEN};
+use natm_proto::wire::aal5::{decode, Reassembler, Segmenter};
+use natm_proto::wire::cell::{HeaderRepr, Pti, CELL_LEN};
 
 fuzz_target!(|data: &[u8]| {
     // First two octets choose the maximum SDU, so that small limits get exercised.

@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natm::wire::addr::{AtmAddr, HostsFile};
+use natm_proto::wire::addr::{AtmAddr, HostsFile};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -5,11 +5,11 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use natm::sig::call::{CallAccept, CallConfig, CallControl, CallEvent, CallId, CallParams};
-use natm::time::Instant;
-use natm::wire::addr::Aesa;
-use natm::wire::q2931::{Cause, CauseValue, Location, Message, NatmParams, PartyAddress};
-use natm::wire::qos::Qos;
+use natm_proto::sig::call::{CallAccept, CallConfig, CallControl, CallEvent, CallId, CallParams};
+use natm_proto::time::Instant;
+use natm_proto::wire::addr::Aesa;
+use natm_proto::wire::q2931::{Cause, CauseValue, Location, Message, NatmParams, PartyAddress};
+use natm_proto::wire::qos::Qos;
 
 fuzz_target!(|data: &[u8]| {
     let cfg = CallConfig {

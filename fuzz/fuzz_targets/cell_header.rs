@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natm::wire::cell::{
+use natm_proto::wire::cell::{
     hec_syndrome, HeaderFormat, HeaderRepr, HecReceiver, HecVerdict, Packet, CELL_LEN, HEADER_LEN,
 };
 

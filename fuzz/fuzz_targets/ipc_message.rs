@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natm::wire::ipc::{Decoder, Message};
+use natm_proto::wire::ipc::{Decoder, Message};
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(Some((m, used))) = Message::decode(data) {

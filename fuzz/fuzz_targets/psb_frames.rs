@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use natm::flow::NoFlow;
-use natm::time::Instant;
-use natm::transport::{Psb, TransportConfig};
+use natm_proto::flow::NoFlow;
+use natm_proto::time::Instant;
+use natm_proto::transport::{Psb, TransportConfig};
 
 fuzz_target!(|data: &[u8]| {
     let mut cfg = TransportConfig::reliable();

@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natm::wire::q2931::Message;
+use natm_proto::wire::q2931::Message;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(msg) = Message::parse(data) {

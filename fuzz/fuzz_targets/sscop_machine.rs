@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use libfuzzer_sys::fuzz_target;
-use natm::sig::sscop::{Sscop, SscopConfig, SscopEvent};
-use natm::time::Instant;
-use natm::wire::sscop::Pdu;
+use natm_proto::sig::sscop::{Sscop, SscopConfig, SscopEvent};
+use natm_proto::time::Instant;
+use natm_proto::wire::sscop::Pdu;
 
 fuzz_target!(|data: &[u8]| {
     let cfg = SscopConfig {

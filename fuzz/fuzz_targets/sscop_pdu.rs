@@ -2,8 +2,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natm::wire::q2931::Message;
-use natm::wire::sscop::Pdu;
+use natm_proto::wire::q2931::Message;
+use natm_proto::wire::sscop::Pdu;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(pdu) = Pdu::parse(data) {

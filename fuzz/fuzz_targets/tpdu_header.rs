@@ -2,7 +2,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natm::wire::tpdu::{ConnParams, Header, HEADER_LEN, MAX_TPDU_LEN};
+use natm_proto::wire::tpdu::{ConnParams, Header, HEADER_LEN, MAX_TPDU_LEN};
 
 fuzz_target!(|data: &[u8]| {
     match Header::parse_bytes(data) {

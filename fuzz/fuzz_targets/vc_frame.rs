@@ -3,8 +3,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use natm::wire::tpdu;
-use natm::wire::vcframe::{FrameKind, Packet, Repr, HEADER_LEN, MAX_FRAME_LEN};
+use natm_proto::wire::tpdu;
+use natm_proto::wire::vcframe::{FrameKind, Packet, Repr, HEADER_LEN, MAX_FRAME_LEN};
 
 fuzz_target!(|data: &[u8]| {
     match Repr::parse_bytes(data) {

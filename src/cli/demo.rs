@@ -13,9 +13,9 @@ use clap::Args;
 
 use super::units;
 use super::{outln, CliResult};
-use natm::sim::scenario::{run_observed, Scenario, VcSpec};
 use natm::transport::TransportConfig;
 use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network, WouldBlock};
+use natm_sim::scenario::{run_observed, Scenario, VcSpec};
 
 #[derive(Debug, Args)]
 pub(crate) struct DemoArgs {

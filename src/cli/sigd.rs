@@ -9,9 +9,9 @@ use std::time::Duration;
 use clap::Args;
 
 use super::{outln, CliResult};
-use natm::sigd::config::{ConfigFile, RouteSection, DEFAULT_SOCKET};
-use natm::sigd::Daemon;
 use natm::wire::ipc::{Decoder, Message};
+use natm_sigd::config::{ConfigFile, RouteSection, DEFAULT_SOCKET};
+use natm_sigd::Daemon;
 
 /// `natm sigd`: one per host. Applications reach it over a Unix socket; peers' sigds
 /// over UDP.

@@ -9,10 +9,10 @@ use serde_json::json;
 
 use super::units;
 use super::{outln, CliResult};
-use natm::sim::scenario::{self, Report, Scenario, VcPoint, VcSpec};
-use natm::sim::{FrameOverhead, GilbertElliott};
 use natm::transport::{FlowKind, Semantics, TransportConfig};
 use natm::wire::qos::Qos;
+use natm_sim::scenario::{self, Report, Scenario, VcPoint, VcSpec};
+use natm_sim::{FrameOverhead, GilbertElliott};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum ServiceArg {

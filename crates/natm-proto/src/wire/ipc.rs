@@ -1,0 +1,908 @@
+//! The IPC between an application (ulib) and its host's signalling daemon (`natm sigd`)
+//! over a Unix-domain stream socket: versioned, length-prefixed binary messages that
+//! name calls and listeners by opaque 64-bit ids, never by pointers (the Linux-ATM
+//! lesson: atmsigd held kernel pointers and needed CAP_SYS_RAWIO).
+//!
+//! Every frame is `length(4, big-endian) version(1) type(1) body`; `length` counts
+//! the bytes after itself. Requests carry a `req` tag the application chooses; sigd
+//! answers each request at once with [`Message::Ack`] (carrying the id it assigned)
+//! or [`Message::Refused`] (a UNI cause and a sentence), before any asynchronous
+//! confirmation such as [`Message::Connected`] (seed 004 §4; FreeBSD libunimsg's rule
+//! that no caller blocks because a SETUP could not go out). `docs/wire.md` has the
+//! byte layout of every message.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+
+use thiserror::Error;
+
+/// Where sigd listens for applications unless told otherwise.
+pub const DEFAULT_SOCKET: &str = "/run/natm/sigd.sock";
+
+/// The version this codec writes and reads.
+pub const VERSION: u8 = 1;
+/// Bytes of the length prefix.
+pub const LEN_PREFIX: usize = 4;
+/// Largest frame (after the length prefix) either side accepts.
+pub const MAX_FRAME: usize = 256 * 1024;
+/// Largest string field (addresses, QoS text, details).
+pub const MAX_STRING: usize = 4096;
+/// Most data endpoints one `BindAuto` or `Endpoints` message carries (a
+/// pre-authorised listener's backlog is at most this).
+pub const MAX_ENDPOINTS: usize = 1024;
+
+/// Where a data socket is: the endpoint of one side's data path, which sigd hands to
+/// the other side (the data plane never passes through sigd, seed 000 §4).
+pub type Endpoint = SocketAddr;
+
+/// One IPC message, in either direction.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    /// App → sigd: call `called` ("ATM address or name[:SAP]") with `qos`; the
+    /// caller's data socket is at `data` (an unspecified IP is filled in by sigd).
+    Connect {
+        /// The request tag, echoed in the answer.
+        req: u64,
+        /// Called party text.
+        called: String,
+        /// QoS text (Linux-ATM syntax with natm's extensions).
+        qos: String,
+        /// The caller's data endpoint.
+        data: Endpoint,
+    },
+    /// App → sigd: listen on `sap` ("[address]:SAP" or "SAP") with `qos`.
+    Bind {
+        /// The request tag.
+        req: u64,
+        /// The service access point.
+        sap: String,
+        /// QoS text bounding what callers get.
+        qos: String,
+    },
+    /// App → sigd: listen on `sap` with `qos`, pre-authorised: sigd answers a call
+    /// whose QoS fits `qos` with CONNECT itself, on one of the pre-opened data
+    /// endpoints in `data` (each is one slot of the listener's backlog), and tells the
+    /// application with [`Message::Accepted`]. Calls that do not fit are offered
+    /// with [`Message::Incoming`] as for `Bind`.
+    BindAuto {
+        /// The request tag.
+        req: u64,
+        /// The service access point.
+        sap: String,
+        /// QoS text: calls within it are accepted without asking.
+        qos: String,
+        /// Pre-opened data endpoints, one per call sigd may accept ahead.
+        data: Vec<Endpoint>,
+    },
+    /// App → sigd: more pre-opened data endpoints for a pre-authorised listener
+    /// (given back as the application takes its accepted calls).
+    Endpoints {
+        /// The request tag.
+        req: u64,
+        /// The listener id from the `Ack` of `BindAuto`.
+        listener: u64,
+        /// The endpoints.
+        data: Vec<Endpoint>,
+    },
+    /// App → sigd: stop listening.
+    Unbind {
+        /// The request tag.
+        req: u64,
+        /// The listener id from the `Ack` of `Bind`.
+        listener: u64,
+    },
+    /// App → sigd: accept an incoming call; this side's data socket is at `data`.
+    Accept {
+        /// The request tag.
+        req: u64,
+        /// The call id from `Incoming`.
+        call: u64,
+        /// The callee's data endpoint.
+        data: Endpoint,
+    },
+    /// App → sigd: refuse an incoming call with a UNI cause.
+    Reject {
+        /// The request tag.
+        req: u64,
+        /// The call id from `Incoming`.
+        call: u64,
+        /// UNI cause value (Q.2931 Table 4-3).
+        cause: u8,
+    },
+    /// App → sigd: release a call (both VCs) with a UNI cause.
+    Release {
+        /// The request tag.
+        req: u64,
+        /// The call.
+        call: u64,
+        /// UNI cause value; 16 (normal clearing) for an orderly close.
+        cause: u8,
+    },
+    /// App → sigd: add a local ATM address to the directory while this connection lives.
+    Register {
+        /// The request tag.
+        req: u64,
+        /// The address text.
+        address: String,
+    },
+    /// App → sigd: report calls, VCIs, reservations and free capacity.
+    Stat {
+        /// The request tag.
+        req: u64,
+    },
+    /// sigd → app: the request `req` was taken; `id` names the call or listener.
+    Ack {
+        /// The request tag.
+        req: u64,
+        /// The id assigned (0 where the request names nothing new).
+        id: u64,
+    },
+    /// sigd → app: the request `req` was refused.
+    Refused {
+        /// The request tag.
+        req: u64,
+        /// UNI cause value.
+        cause: u8,
+        /// What happened and what to do, for a person.
+        detail: String,
+    },
+    /// sigd → app: a call reached the active state: open the data path to `peer`.
+    Connected {
+        /// The call.
+        call: u64,
+        /// Its data path.
+        path: DataPath,
+    },
+    /// sigd → app: a caller wants a listener; answer with `Accept` or `Reject`.
+    Incoming {
+        /// The listener.
+        listener: u64,
+        /// The new call.
+        call: u64,
+        /// The caller's ATM address (text).
+        caller: String,
+        /// The QoS the caller asks for, seen from the callee (text).
+        qos: String,
+    },
+    /// sigd → app: a pre-authorised listener's call, already answered (CONNECT sent)
+    /// on the listener's data endpoint `data`: open the data path to `peer`.
+    Accepted {
+        /// The listener.
+        listener: u64,
+        /// The new call.
+        call: u64,
+        /// Which of the listener's pre-opened endpoints the call uses.
+        data: Endpoint,
+        /// The caller's ATM address (text).
+        caller: String,
+        /// Its data path.
+        path: DataPath,
+    },
+    /// sigd → app: the call is gone (refused, released by the peer, or failed).
+    Released {
+        /// The call.
+        call: u64,
+        /// UNI cause value.
+        cause: u8,
+        /// What happened, for a person.
+        detail: String,
+    },
+    /// sigd → app: the answer to `Stat`, as JSON text.
+    StatReply {
+        /// The request tag.
+        req: u64,
+        /// JSON document (see `natm stat --json`).
+        json: String,
+    },
+    /// sigd → app: the connection broke the protocol; sigd closes it after this.
+    Error {
+        /// UNI cause value (100: invalid IE contents, 97: message type unknown, ...).
+        cause: u8,
+        /// What was wrong.
+        detail: String,
+    },
+}
+
+/// What one end of a call needs to open its data path, as sigd signalled it: the
+/// tail of `Connected` and of `Accepted`, in this order on the wire.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataPath {
+    /// The other side's data endpoint.
+    pub peer: Endpoint,
+    /// The capability both ends put in every TPDU (seed 001 §4.2).
+    pub cookie: u32,
+    /// VCI this side sends on.
+    pub tx_vci: u16,
+    /// VCI this side receives on.
+    pub rx_vci: u16,
+    /// Granted rate, payload bit/s, this side's sending direction (0: none reserved).
+    pub granted_bps: u64,
+    /// The QoS as granted, from this side (text).
+    pub qos: String,
+}
+
+impl DataPath {
+    fn put(&self, out: &mut Vec<u8>) {
+        put_endpoint(out, &self.peer);
+        out.extend_from_slice(&self.cookie.to_be_bytes());
+        out.extend_from_slice(&self.tx_vci.to_be_bytes());
+        out.extend_from_slice(&self.rx_vci.to_be_bytes());
+        out.extend_from_slice(&self.granted_bps.to_be_bytes());
+        put_string(out, &self.qos);
+    }
+
+    fn take(r: &mut Reader<'_>) -> Result<DataPath, IpcError> {
+        Ok(DataPath {
+            peer: r.endpoint("peer endpoint")?,
+            cookie: r.u32("cookie")?,
+            tx_vci: r.u16("tx vci")?,
+            rx_vci: r.u16("rx vci")?,
+            granted_bps: r.u64("granted rate")?,
+            qos: r.short_string("qos")?,
+        })
+    }
+}
+
+/// Why bytes are not an IPC message.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum IpcError {
+    /// The frame ended inside a field.
+    #[error("IPC frame truncated in {field}")]
+    Truncated {
+        /// The field being read.
+        field: &'static str,
+    },
+    /// The length prefix is beyond the limit (or below the 2-octet minimum).
+    #[error("IPC frame length {len} outside 2..={max}: not a natm sigd peer, or a corrupt stream")]
+    BadLength {
+        /// Length given.
+        len: usize,
+        /// Largest allowed.
+        max: usize,
+    },
+    /// Another protocol version.
+    #[error("IPC version {got}, this side speaks {VERSION}: use ulib and sigd from the same natm release")]
+    BadVersion {
+        /// Version found.
+        got: u8,
+    },
+    /// A message type this version does not know.
+    #[error("unknown IPC message type {0:#04x}")]
+    UnknownType(u8),
+    /// A string that is not UTF-8.
+    #[error("IPC field {field} is not UTF-8")]
+    BadUtf8 {
+        /// The field.
+        field: &'static str,
+    },
+    /// A string longer than [`MAX_STRING`].
+    #[error("IPC field {field} is {len} bytes, more than {MAX_STRING}")]
+    StringTooLong {
+        /// The field.
+        field: &'static str,
+        /// Its length.
+        len: usize,
+    },
+    /// More endpoints than [`MAX_ENDPOINTS`] in one message.
+    #[error("IPC endpoint list of {0} entries, more than {MAX_ENDPOINTS}")]
+    TooManyEndpoints(usize),
+    /// An address family other than 4 or 6.
+    #[error("IPC endpoint address family {0}, expected 4 or 6")]
+    BadFamily(u8),
+    /// Bytes left after the last field.
+    #[error("{0} unexpected bytes after the IPC message")]
+    Trailing(usize),
+}
+
+impl IpcError {
+    /// The UNI cause sigd reports for this error before it closes the connection.
+    pub fn cause(&self) -> u8 {
+        match self {
+            IpcError::UnknownType(_) => 97,
+            IpcError::BadVersion { .. } => 111,
+            _ => 100,
+        }
+    }
+}
+
+mod ty {
+    pub(super) const CONNECT: u8 = 0x01;
+    pub(super) const BIND: u8 = 0x02;
+    pub(super) const UNBIND: u8 = 0x03;
+    pub(super) const ACCEPT: u8 = 0x04;
+    pub(super) const REJECT: u8 = 0x05;
+    pub(super) const RELEASE: u8 = 0x06;
+    pub(super) const REGISTER: u8 = 0x07;
+    pub(super) const STAT: u8 = 0x08;
+    pub(super) const BIND_AUTO: u8 = 0x09;
+    pub(super) const ENDPOINTS: u8 = 0x0A;
+    pub(super) const ACK: u8 = 0x81;
+    pub(super) const REFUSED: u8 = 0x82;
+    pub(super) const CONNECTED: u8 = 0x83;
+    pub(super) const INCOMING: u8 = 0x84;
+    pub(super) const RELEASED: u8 = 0x85;
+    pub(super) const STAT_REPLY: u8 = 0x86;
+    pub(super) const ERROR: u8 = 0x87;
+    pub(super) const ACCEPTED: u8 = 0x88;
+}
+
+struct Reader<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize, field: &'static str) -> Result<&'a [u8], IpcError> {
+        if self.b.len() < n {
+            return Err(IpcError::Truncated { field });
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u8(&mut self, f: &'static str) -> Result<u8, IpcError> {
+        Ok(self.take(1, f)?[0])
+    }
+    fn u16(&mut self, f: &'static str) -> Result<u16, IpcError> {
+        let b = self.take(2, f)?;
+        Ok(u16::from_be_bytes([b[0], b[1]]))
+    }
+    fn u32(&mut self, f: &'static str) -> Result<u32, IpcError> {
+        let b = self.take(4, f)?;
+        Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    }
+    fn u64(&mut self, f: &'static str) -> Result<u64, IpcError> {
+        let b = self.take(8, f)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(b);
+        Ok(u64::from_be_bytes(a))
+    }
+    fn string(&mut self, f: &'static str) -> Result<String, IpcError> {
+        let len = self.u32(f)? as usize;
+        if len > MAX_STRING.max(MAX_FRAME) {
+            return Err(IpcError::StringTooLong { field: f, len });
+        }
+        let b = self.take(len, f)?;
+        String::from_utf8(b.to_vec()).map_err(|_| IpcError::BadUtf8 { field: f })
+    }
+    fn short_string(&mut self, f: &'static str) -> Result<String, IpcError> {
+        let s = self.string(f)?;
+        if s.len() > MAX_STRING {
+            return Err(IpcError::StringTooLong {
+                field: f,
+                len: s.len(),
+            });
+        }
+        Ok(s)
+    }
+    fn endpoint(&mut self, f: &'static str) -> Result<Endpoint, IpcError> {
+        let ip = match self.u8(f)? {
+            4 => {
+                let b = self.take(4, f)?;
+                IpAddr::V4(Ipv4Addr::new(b[0], b[1], b[2], b[3]))
+            }
+            6 => {
+                let b = self.take(16, f)?;
+                let mut a = [0u8; 16];
+                a.copy_from_slice(b);
+                IpAddr::V6(Ipv6Addr::from(a))
+            }
+            other => return Err(IpcError::BadFamily(other)),
+        };
+        Ok(SocketAddr::new(ip, self.u16(f)?))
+    }
+    fn endpoints(&mut self, f: &'static str) -> Result<Vec<Endpoint>, IpcError> {
+        let n = self.u16(f)? as usize;
+        if n > MAX_ENDPOINTS {
+            return Err(IpcError::TooManyEndpoints(n));
+        }
+        (0..n).map(|_| self.endpoint(f)).collect()
+    }
+}
+
+fn put_endpoints(out: &mut Vec<u8>, es: &[Endpoint]) {
+    out.extend_from_slice(&(es.len() as u16).to_be_bytes());
+    for e in es {
+        put_endpoint(out, e);
+    }
+}
+
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u32).to_be_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+fn put_endpoint(out: &mut Vec<u8>, e: &Endpoint) {
+    match e.ip() {
+        IpAddr::V4(a) => {
+            out.push(4);
+            out.extend_from_slice(&a.octets());
+        }
+        IpAddr::V6(a) => {
+            out.push(6);
+            out.extend_from_slice(&a.octets());
+        }
+    }
+    out.extend_from_slice(&e.port().to_be_bytes());
+}
+
+/// Cut a string to at most [`MAX_STRING`] bytes on a character boundary (details
+/// written by sigd never make a frame the other side refuses).
+pub fn clip(s: &str) -> &str {
+    if s.len() <= MAX_STRING {
+        return s;
+    }
+    let mut end = MAX_STRING;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+impl Message {
+    /// The message type octet.
+    pub fn type_octet(&self) -> u8 {
+        match self {
+            Message::Connect { .. } => ty::CONNECT,
+            Message::Bind { .. } => ty::BIND,
+            Message::Unbind { .. } => ty::UNBIND,
+            Message::Accept { .. } => ty::ACCEPT,
+            Message::Reject { .. } => ty::REJECT,
+            Message::Release { .. } => ty::RELEASE,
+            Message::Register { .. } => ty::REGISTER,
+            Message::Stat { .. } => ty::STAT,
+            Message::BindAuto { .. } => ty::BIND_AUTO,
+            Message::Endpoints { .. } => ty::ENDPOINTS,
+            Message::Accepted { .. } => ty::ACCEPTED,
+            Message::Ack { .. } => ty::ACK,
+            Message::Refused { .. } => ty::REFUSED,
+            Message::Connected { .. } => ty::CONNECTED,
+            Message::Incoming { .. } => ty::INCOMING,
+            Message::Released { .. } => ty::RELEASED,
+            Message::StatReply { .. } => ty::STAT_REPLY,
+            Message::Error { .. } => ty::ERROR,
+        }
+    }
+
+    /// Whether this message goes from an application to sigd.
+    pub fn is_request(&self) -> bool {
+        self.type_octet() < 0x80
+    }
+
+    /// Append the whole frame (length prefix included) to `out`. Strings longer than
+    /// [`MAX_STRING`] (except the stat JSON) are the caller's bug; the decoder refuses them.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0; LEN_PREFIX]);
+        out.push(VERSION);
+        out.push(self.type_octet());
+        match self {
+            Message::Connect {
+                req,
+                called,
+                qos,
+                data,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                put_string(out, called);
+                put_string(out, qos);
+                put_endpoint(out, data);
+            }
+            Message::Bind { req, sap, qos } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                put_string(out, sap);
+                put_string(out, qos);
+            }
+            Message::Unbind { req, listener } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&listener.to_be_bytes());
+            }
+            Message::BindAuto {
+                req,
+                sap,
+                qos,
+                data,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                put_string(out, sap);
+                put_string(out, qos);
+                put_endpoints(out, data);
+            }
+            Message::Endpoints {
+                req,
+                listener,
+                data,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&listener.to_be_bytes());
+                put_endpoints(out, data);
+            }
+            Message::Accepted {
+                listener,
+                call,
+                data,
+                caller,
+                path,
+            } => {
+                out.extend_from_slice(&listener.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                put_endpoint(out, data);
+                put_string(out, caller);
+                path.put(out);
+            }
+            Message::Accept { req, call, data } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                put_endpoint(out, data);
+            }
+            Message::Reject { req, call, cause } | Message::Release { req, call, cause } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                out.push(*cause);
+            }
+            Message::Register { req, address } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                put_string(out, address);
+            }
+            Message::Stat { req } => out.extend_from_slice(&req.to_be_bytes()),
+            Message::Ack { req, id } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&id.to_be_bytes());
+            }
+            Message::Refused { req, cause, detail } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.push(*cause);
+                put_string(out, detail);
+            }
+            Message::Connected { call, path } => {
+                out.extend_from_slice(&call.to_be_bytes());
+                path.put(out);
+            }
+            Message::Incoming {
+                listener,
+                call,
+                caller,
+                qos,
+            } => {
+                out.extend_from_slice(&listener.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                put_string(out, caller);
+                put_string(out, qos);
+            }
+            Message::Released {
+                call,
+                cause,
+                detail,
+            } => {
+                out.extend_from_slice(&call.to_be_bytes());
+                out.push(*cause);
+                put_string(out, detail);
+            }
+            Message::StatReply { req, json } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                put_string(out, json);
+            }
+            Message::Error { cause, detail } => {
+                out.push(*cause);
+                put_string(out, detail);
+            }
+        }
+        let len = (out.len() - start - LEN_PREFIX) as u32;
+        out[start..start + LEN_PREFIX].copy_from_slice(&len.to_be_bytes());
+    }
+
+    /// The frame as a new vector.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.encode(&mut v);
+        v
+    }
+
+    /// Decode one frame body (the bytes after the length prefix).
+    pub fn decode_body(body: &[u8]) -> Result<Message, IpcError> {
+        let mut r = Reader { b: body };
+        let version = r.u8("version")?;
+        if version != VERSION {
+            return Err(IpcError::BadVersion { got: version });
+        }
+        let t = r.u8("type")?;
+        let m = match t {
+            ty::CONNECT => Message::Connect {
+                req: r.u64("req")?,
+                called: r.short_string("called")?,
+                qos: r.short_string("qos")?,
+                data: r.endpoint("data endpoint")?,
+            },
+            ty::BIND => Message::Bind {
+                req: r.u64("req")?,
+                sap: r.short_string("sap")?,
+                qos: r.short_string("qos")?,
+            },
+            ty::UNBIND => Message::Unbind {
+                req: r.u64("req")?,
+                listener: r.u64("listener")?,
+            },
+            ty::ACCEPT => Message::Accept {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                data: r.endpoint("data endpoint")?,
+            },
+            ty::REJECT => Message::Reject {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                cause: r.u8("cause")?,
+            },
+            ty::RELEASE => Message::Release {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                cause: r.u8("cause")?,
+            },
+            ty::REGISTER => Message::Register {
+                req: r.u64("req")?,
+                address: r.short_string("address")?,
+            },
+            ty::STAT => Message::Stat { req: r.u64("req")? },
+            ty::BIND_AUTO => Message::BindAuto {
+                req: r.u64("req")?,
+                sap: r.short_string("sap")?,
+                qos: r.short_string("qos")?,
+                data: r.endpoints("data endpoints")?,
+            },
+            ty::ENDPOINTS => Message::Endpoints {
+                req: r.u64("req")?,
+                listener: r.u64("listener")?,
+                data: r.endpoints("data endpoints")?,
+            },
+            ty::ACCEPTED => Message::Accepted {
+                listener: r.u64("listener")?,
+                call: r.u64("call")?,
+                data: r.endpoint("data endpoint")?,
+                caller: r.short_string("caller")?,
+                path: DataPath::take(&mut r)?,
+            },
+            ty::ACK => Message::Ack {
+                req: r.u64("req")?,
+                id: r.u64("id")?,
+            },
+            ty::REFUSED => Message::Refused {
+                req: r.u64("req")?,
+                cause: r.u8("cause")?,
+                detail: r.short_string("detail")?,
+            },
+            ty::CONNECTED => Message::Connected {
+                call: r.u64("call")?,
+                path: DataPath::take(&mut r)?,
+            },
+            ty::INCOMING => Message::Incoming {
+                listener: r.u64("listener")?,
+                call: r.u64("call")?,
+                caller: r.short_string("caller")?,
+                qos: r.short_string("qos")?,
+            },
+            ty::RELEASED => Message::Released {
+                call: r.u64("call")?,
+                cause: r.u8("cause")?,
+                detail: r.short_string("detail")?,
+            },
+            ty::STAT_REPLY => Message::StatReply {
+                req: r.u64("req")?,
+                json: r.string("json")?,
+            },
+            ty::ERROR => Message::Error {
+                cause: r.u8("cause")?,
+                detail: r.short_string("detail")?,
+            },
+            other => return Err(IpcError::UnknownType(other)),
+        };
+        if !r.b.is_empty() {
+            return Err(IpcError::Trailing(r.b.len()));
+        }
+        Ok(m)
+    }
+
+    /// Decode one whole frame (length prefix included); returns the message and the
+    /// bytes used, or `Ok(None)` if `buf` does not yet hold a whole frame.
+    pub fn decode(buf: &[u8]) -> Result<Option<(Message, usize)>, IpcError> {
+        if buf.len() < LEN_PREFIX {
+            return Ok(None);
+        }
+        let len = u32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]) as usize;
+        if !(2..=MAX_FRAME).contains(&len) {
+            return Err(IpcError::BadLength {
+                len,
+                max: MAX_FRAME,
+            });
+        }
+        if buf.len() < LEN_PREFIX + len {
+            return Ok(None);
+        }
+        let m = Message::decode_body(&buf[LEN_PREFIX..LEN_PREFIX + len])?;
+        Ok(Some((m, LEN_PREFIX + len)))
+    }
+}
+
+/// A receive buffer for one IPC stream: bytes go in as they arrive, whole messages
+/// come out; never holds more than one frame's worth beyond what was decoded.
+#[derive(Debug, Default)]
+pub struct Decoder {
+    buf: Vec<u8>,
+}
+
+impl Decoder {
+    /// An empty decoder.
+    pub fn new() -> Decoder {
+        Decoder::default()
+    }
+
+    /// Append received bytes.
+    pub fn push(&mut self, data: &[u8]) {
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Bytes buffered and not yet decoded.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The next whole message, `Ok(None)` if more bytes are needed. After an error
+    /// the stream cannot be resynchronised: close it.
+    pub fn next_message(&mut self) -> Result<Option<Message>, IpcError> {
+        match Message::decode(&self.buf)? {
+            Some((m, used)) => {
+                self.buf.drain(..used);
+                Ok(Some(m))
+            }
+            None => Ok(None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ep(s: &str) -> Endpoint {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn golden_connect_frame() {
+        let m = Message::Connect {
+            req: 7,
+            called: "bob:echo".into(),
+            qos: "ubr".into(),
+            data: ep("127.0.0.1:4000"),
+        };
+        let b = m.to_bytes();
+        let expect: Vec<u8> = [
+            &[0, 0, 0, 36, 1, 1][..],
+            &7u64.to_be_bytes(),
+            &[0, 0, 0, 8],
+            b"bob:echo",
+            &[0, 0, 0, 3],
+            b"ubr",
+            &[4, 127, 0, 0, 1, 0x0f, 0xa0],
+        ]
+        .concat();
+        assert_eq!(b, expect);
+        assert_eq!(Message::decode(&b).unwrap(), Some((m, b.len())));
+    }
+
+    #[test]
+    fn golden_connected_frame() {
+        // The layout docs/wire.md gives: call, peer endpoint, cookie, tx VCI, rx VCI,
+        // granted rate, QoS text.
+        let m = Message::Connected {
+            call: 5,
+            path: DataPath {
+                peer: ep("127.0.0.1:4000"),
+                cookie: 0x0102_0304,
+                tx_vci: 32,
+                rx_vci: 33,
+                granted_bps: 1_000_000,
+                qos: "cbr".into(),
+            },
+        };
+        let b = m.to_bytes();
+        let expect: Vec<u8> = [
+            &[0, 0, 0, 40, 1, 0x83][..],
+            &5u64.to_be_bytes(),
+            &[4, 127, 0, 0, 1, 0x0f, 0xa0],
+            &[1, 2, 3, 4],
+            &[0, 32, 0, 33],
+            &1_000_000u64.to_be_bytes(),
+            &[0, 0, 0, 3],
+            b"cbr",
+        ]
+        .concat();
+        assert_eq!(b, expect);
+        assert_eq!(Message::decode(&b).unwrap(), Some((m, b.len())));
+    }
+
+    #[test]
+    fn pre_authorised_messages_round_trip_and_endpoint_lists_are_bounded() {
+        let ms = [
+            Message::BindAuto {
+                req: 3,
+                sap: "perf".into(),
+                qos: "reliable".into(),
+                data: vec![ep("0.0.0.0:4000"), ep("[::1]:4001")],
+            },
+            Message::Endpoints {
+                req: 4,
+                listener: 9,
+                data: vec![],
+            },
+            Message::Accepted {
+                listener: 9,
+                call: 10,
+                data: ep("0.0.0.0:4000"),
+                caller: "+4420001".into(),
+                path: DataPath {
+                    peer: ep("127.0.0.1:5000"),
+                    cookie: 0xdead_beef,
+                    tx_vci: 33,
+                    rx_vci: 32,
+                    granted_bps: 0,
+                    qos: "reliable".into(),
+                },
+            },
+        ];
+        for m in ms {
+            let b = m.to_bytes();
+            assert_eq!(Message::decode(&b).unwrap(), Some((m, b.len())));
+        }
+        let mut b = Message::Endpoints {
+            req: 1,
+            listener: 2,
+            data: vec![],
+        }
+        .to_bytes();
+        let n = b.len();
+        b[n - 2..].copy_from_slice(&((MAX_ENDPOINTS + 1) as u16).to_be_bytes());
+        assert_eq!(
+            Message::decode(&b),
+            Err(IpcError::TooManyEndpoints(MAX_ENDPOINTS + 1))
+        );
+    }
+
+    #[test]
+    fn partial_frames_wait_and_garbage_is_refused() {
+        let b = Message::Stat { req: 1 }.to_bytes();
+        for cut in 0..b.len() {
+            assert_eq!(Message::decode(&b[..cut]).unwrap(), None);
+        }
+        assert!(matches!(
+            Message::decode(b"GET / HTTP/1.1\r\n"),
+            Err(IpcError::BadLength { .. })
+        ));
+        let mut bad = b.clone();
+        bad[4] = 9;
+        assert_eq!(Message::decode(&bad), Err(IpcError::BadVersion { got: 9 }));
+        let mut bad = b.clone();
+        bad[5] = 0x55;
+        assert_eq!(Message::decode(&bad), Err(IpcError::UnknownType(0x55)));
+        let mut long = b.clone();
+        long.push(0);
+        long[3] += 1;
+        assert_eq!(Message::decode(&long), Err(IpcError::Trailing(1)));
+    }
+
+    #[test]
+    fn decoder_splits_a_stream_at_frame_boundaries() {
+        let a = Message::Ack { req: 1, id: 2 };
+        let r = Message::Released {
+            call: 2,
+            cause: 16,
+            detail: "normal".into(),
+        };
+        let mut s = a.to_bytes();
+        s.extend(r.to_bytes());
+        let mut d = Decoder::new();
+        for chunk in s.chunks(3) {
+            d.push(chunk);
+        }
+        assert_eq!(d.next_message().unwrap(), Some(a));
+        assert_eq!(d.next_message().unwrap(), Some(r));
+        assert_eq!(d.next_message().unwrap(), None);
+        assert_eq!(d.buffered(), 0);
+    }
+}

@@ -1,0 +1,533 @@
+//! sigd's configuration: a TOML file (see `docs/sigd.example.toml`) that flags override.
+//! Every mistake is reported with the key it is in and what to write instead.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use super::directory::Prefix;
+use natm_proto::wire::addr::{AtmAddr, HostsFile};
+
+/// Where sigd listens for applications unless told otherwise.
+pub use natm_proto::wire::ipc::DEFAULT_SOCKET;
+/// sigd's UDP signalling port unless told otherwise (SSCOP on VPI 0/VCI 5 inside).
+pub const DEFAULT_SIGNALLING: &str = "127.0.0.1:2905";
+
+/// The file as written.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// This host's ATM addresses (NSAP, E.164 or names from the hosts file).
+    #[serde(default)]
+    pub addresses: Vec<String>,
+    /// The Unix-domain socket applications talk to.
+    pub socket: Option<PathBuf>,
+    /// The UDP endpoint peers' sigds send signalling to.
+    pub signalling: Option<String>,
+    /// The IP address applications' data sockets are reached at (default: the
+    /// signalling endpoint's).
+    pub data_ip: Option<String>,
+    /// A Linux-ATM hosts file for names (`/etc/hosts.atm` format).
+    pub hosts: Option<PathBuf>,
+    /// Capacity and CPU accounting.
+    #[serde(default)]
+    pub link: LinkSection,
+    /// Bounds on what applications may hold.
+    #[serde(default)]
+    pub limits: LimitsSection,
+    /// Q.2931 and sigd timers.
+    #[serde(default)]
+    pub timers: TimersSection,
+    /// ATM address prefix → peer sigd.
+    #[serde(default)]
+    pub directory: Vec<RouteSection>,
+    /// Allow/reject rules by address prefix, first match wins (atmsigd's policy).
+    #[serde(default)]
+    pub policy: Vec<PolicySection>,
+}
+
+/// `[link]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSection {
+    /// The host's link rate each way, e.g. "100Mbps".
+    pub capacity: Option<String>,
+    /// Cost of one TPDU in nanoseconds; unset: measured at start.
+    pub tpdu_cost_ns: Option<u64>,
+    /// Share of the CPUs guaranteed VCs may reserve, 0 < share ≤ 1.
+    pub cpu_share: Option<f64>,
+}
+
+/// `[limits]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Most application connections at once.
+    pub connections: Option<usize>,
+    /// Most calls at once.
+    pub calls: Option<usize>,
+}
+
+/// `[timers]`, in milliseconds.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimersSection {
+    /// T303: SETUP sent, no answer.
+    pub t303_ms: Option<u64>,
+    /// T308: RELEASE sent, no answer.
+    pub t308_ms: Option<u64>,
+    /// T310: CALL PROCEEDING received, no CONNECT.
+    pub t310_ms: Option<u64>,
+    /// T313: CONNECT sent, no CONNECT ACKNOWLEDGE.
+    pub t313_ms: Option<u64>,
+    /// How long a listening application has to accept or reject a call.
+    pub accept_ms: Option<u64>,
+}
+
+/// One `[[directory]]` entry.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSection {
+    /// Address prefix ("47.0005.80", "+4420", a name, or "*").
+    pub prefix: String,
+    /// The peer sigd's UDP signalling endpoint.
+    pub peer: String,
+}
+
+/// One `[[policy]]` rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    /// "allow" or "reject".
+    pub action: String,
+    /// Address prefix the rule matches (the remote party's address).
+    pub prefix: String,
+    /// "incoming", "outgoing" or "both" (default).
+    pub direction: Option<String>,
+}
+
+/// What a policy rule does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Let the call through.
+    Allow,
+    /// Refuse it (cause 21, call rejected).
+    Reject,
+}
+
+/// Which calls a policy rule looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallDirection {
+    /// Calls from peers.
+    Incoming,
+    /// Calls from local applications.
+    Outgoing,
+    /// Both.
+    Both,
+}
+
+/// A checked policy rule.
+#[derive(Debug, Clone)]
+pub struct PolicyRule {
+    /// Allow or reject.
+    pub action: Action,
+    /// Remote address prefix.
+    pub prefix: Prefix,
+    /// Which calls.
+    pub direction: CallDirection,
+}
+
+/// Timers, checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timers {
+    /// T303.
+    pub t303: Duration,
+    /// T308.
+    pub t308: Duration,
+    /// T310.
+    pub t310: Duration,
+    /// T313.
+    pub t313: Duration,
+    /// How long an `Incoming` waits for `Accept`/`Reject`.
+    pub accept: Duration,
+}
+
+impl Default for Timers {
+    fn default() -> Self {
+        // Q.2931 defaults (§ 9 table 9-1) and a generous accept window.
+        Timers {
+            t303: Duration::from_secs(4),
+            t308: Duration::from_secs(30),
+            t310: Duration::from_secs(10),
+            t313: Duration::from_secs(4),
+            accept: Duration::from_secs(10),
+        }
+    }
+}
+
+/// sigd's checked configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// This host's addresses.
+    pub addresses: Vec<AtmAddr>,
+    /// The application socket.
+    pub socket: PathBuf,
+    /// The signalling endpoint.
+    pub signalling: SocketAddr,
+    /// The IP applications' data sockets are reached at.
+    pub data_ip: IpAddr,
+    /// Names.
+    pub hosts: HostsFile,
+    /// Link rate each way, bit/s.
+    pub capacity_bps: u64,
+    /// TPDU cost, ns (`None`: measure at start).
+    pub tpdu_cost_ns: Option<u64>,
+    /// Share of the CPUs for guaranteed VCs.
+    pub cpu_share: f64,
+    /// Most application connections.
+    pub max_connections: usize,
+    /// Most calls.
+    pub max_calls: usize,
+    /// Timers.
+    pub timers: Timers,
+    /// Directory routes, in file order.
+    pub routes: Vec<(Prefix, SocketAddr)>,
+    /// Policy, first match wins; no match allows.
+    pub policy: Vec<PolicyRule>,
+}
+
+/// A configuration mistake.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Not TOML, or a key sigd does not know (the message names line and key).
+    #[error("{path}: {message}")]
+    Toml {
+        /// The file.
+        path: PathBuf,
+        /// toml's message, with line, column and the keys it expects.
+        message: String,
+    },
+    /// A value sigd cannot use.
+    #[error("{key}: {problem}; write e.g. {example}")]
+    Value {
+        /// The key, e.g. `directory[1].peer`.
+        key: String,
+        /// What is wrong with it.
+        problem: String,
+        /// What would be right.
+        example: &'static str,
+    },
+}
+
+fn bad(key: impl Into<String>, problem: impl Into<String>, example: &'static str) -> ConfigError {
+    ConfigError::Value {
+        key: key.into(),
+        problem: problem.into(),
+        example,
+    }
+}
+
+/// A rate in bit/s: a number with bps, kbps, Mbps or Gbps.
+pub fn parse_rate(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(end);
+    let n: f64 = num.replace('_', "").parse().ok()?;
+    let mult = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "bps" => 1e0,
+        "k" | "kbps" => 1e3,
+        "m" | "mbps" => 1e6,
+        "g" | "gbps" => 1e9,
+        _ => return None,
+    };
+    let v = n * mult;
+    (v.is_finite() && (1.0..1e15).contains(&v)).then_some(v.round() as u64)
+}
+
+impl ConfigFile {
+    /// Read a file.
+    pub fn load(path: &Path) -> Result<ConfigFile, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        ConfigFile::parse(&text, path)
+    }
+
+    /// Parse TOML text (`path` is for messages).
+    pub fn parse(text: &str, path: &Path) -> Result<ConfigFile, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Toml {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Check every value and fill in defaults.
+    pub fn check(self) -> Result<Config, ConfigError> {
+        let hosts = match &self.hosts {
+            Some(p) => HostsFile::load(p).map_err(|e| {
+                bad(
+                    "hosts",
+                    e.to_string(),
+                    "hosts = \"/etc/hosts.atm\" (lines of `address name`)",
+                )
+            })?,
+            None => HostsFile::default(),
+        };
+        let mut addresses = Vec::new();
+        for (i, a) in self.addresses.iter().enumerate() {
+            let addr = AtmAddr::parse_with_hosts(a, &hosts).map_err(|e| {
+                bad(
+                    format!("addresses[{i}]"),
+                    e.render(a),
+                    "addresses = [\"47.0005.80ffe1000000f21a26d8.0020ea000ee0.00\"]",
+                )
+            })?;
+            if matches!(addr, AtmAddr::Pvc(_)) {
+                return Err(bad(
+                    format!("addresses[{i}]"),
+                    format!("\"{a}\" is a PVC, not a host address"),
+                    "addresses = [\"+4420123456\"]",
+                ));
+            }
+            addresses.push(addr);
+        }
+        let sig_text = self.signalling.as_deref().unwrap_or(DEFAULT_SIGNALLING);
+        let signalling: SocketAddr = sig_text.parse().map_err(|_| {
+            bad(
+                "signalling",
+                format!("\"{sig_text}\" is not an IP address and UDP port"),
+                "signalling = \"192.0.2.1:2905\"",
+            )
+        })?;
+        let data_ip = match &self.data_ip {
+            Some(t) => t.parse().map_err(|_| {
+                bad(
+                    "data_ip",
+                    format!("\"{t}\" is not an IP address"),
+                    "data_ip = \"192.0.2.1\"",
+                )
+            })?,
+            None if signalling.ip().is_unspecified() => {
+                return Err(bad(
+                    "data_ip",
+                    "the signalling endpoint is a wildcard address, so peers cannot be told where applications are",
+                    "data_ip = \"192.0.2.1\"",
+                ))
+            }
+            None => signalling.ip(),
+        };
+        let capacity_bps = match &self.link.capacity {
+            Some(t) => parse_rate(t).ok_or_else(|| {
+                bad(
+                    "link.capacity",
+                    format!("\"{t}\" is not a rate"),
+                    "capacity = \"100Mbps\" (bps, kbps, Mbps or Gbps)",
+                )
+            })?,
+            None => 1_000_000_000,
+        };
+        let cpu_share = self.link.cpu_share.unwrap_or(0.8);
+        if !(cpu_share > 0.0 && cpu_share <= 1.0) {
+            return Err(bad(
+                "link.cpu_share",
+                format!("{cpu_share} is outside (0, 1]"),
+                "cpu_share = 0.8",
+            ));
+        }
+        if self.link.tpdu_cost_ns == Some(0) {
+            return Err(bad(
+                "link.tpdu_cost_ns",
+                "a TPDU cannot cost nothing",
+                "tpdu_cost_ns = 2000, or leave it out to measure at start",
+            ));
+        }
+        let max_connections = self.limits.connections.unwrap_or(1024);
+        let max_calls = self.limits.calls.unwrap_or(16_384);
+        if max_connections == 0 || max_calls == 0 {
+            return Err(bad(
+                "limits",
+                "connections and calls must be at least 1",
+                "[limits] connections = 1024, calls = 16384",
+            ));
+        }
+        let d = Timers::default();
+        let ms = |v: Option<u64>, key: &str, def: Duration| -> Result<Duration, ConfigError> {
+            match v {
+                Some(0) => Err(bad(
+                    format!("timers.{key}"),
+                    "a timer of 0 ms would fire at once",
+                    "t303_ms = 4000",
+                )),
+                Some(v) => Ok(Duration::from_millis(v)),
+                None => Ok(def),
+            }
+        };
+        let timers = Timers {
+            t303: ms(self.timers.t303_ms, "t303_ms", d.t303)?,
+            t308: ms(self.timers.t308_ms, "t308_ms", d.t308)?,
+            t310: ms(self.timers.t310_ms, "t310_ms", d.t310)?,
+            t313: ms(self.timers.t313_ms, "t313_ms", d.t313)?,
+            accept: ms(self.timers.accept_ms, "accept_ms", d.accept)?,
+        };
+        let mut routes = Vec::new();
+        for (i, r) in self.directory.iter().enumerate() {
+            let prefix = Prefix::parse(&r.prefix, &hosts).map_err(|p| {
+                bad(
+                    format!("directory[{i}].prefix"),
+                    p,
+                    "prefix = \"47.0005.80ffe1\", \"+4420\", a name, or \"*\"",
+                )
+            })?;
+            let peer: SocketAddr = r.peer.parse().map_err(|_| {
+                bad(
+                    format!("directory[{i}].peer"),
+                    format!("\"{}\" is not an IP address and UDP port", r.peer),
+                    "peer = \"192.0.2.7:2905\"",
+                )
+            })?;
+            routes.push((prefix, peer));
+        }
+        let mut policy = Vec::new();
+        for (i, p) in self.policy.iter().enumerate() {
+            let action = match p.action.as_str() {
+                "allow" => Action::Allow,
+                "reject" => Action::Reject,
+                other => {
+                    return Err(bad(
+                        format!("policy[{i}].action"),
+                        format!("\"{other}\" is neither allow nor reject"),
+                        "action = \"reject\"",
+                    ))
+                }
+            };
+            let direction = match p.direction.as_deref().unwrap_or("both") {
+                "incoming" => CallDirection::Incoming,
+                "outgoing" => CallDirection::Outgoing,
+                "both" => CallDirection::Both,
+                other => {
+                    return Err(bad(
+                        format!("policy[{i}].direction"),
+                        format!("\"{other}\" is not incoming, outgoing or both"),
+                        "direction = \"incoming\"",
+                    ))
+                }
+            };
+            let prefix = Prefix::parse(&p.prefix, &hosts).map_err(|e| {
+                bad(
+                    format!("policy[{i}].prefix"),
+                    e,
+                    "prefix = \"47.0005.80\" or \"*\"",
+                )
+            })?;
+            policy.push(PolicyRule {
+                action,
+                prefix,
+                direction,
+            });
+        }
+        Ok(Config {
+            addresses,
+            socket: self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET)),
+            signalling,
+            data_ip,
+            hosts,
+            capacity_bps,
+            tpdu_cost_ns: self.link.tpdu_cost_ns,
+            cpu_share,
+            max_connections,
+            max_calls,
+            timers,
+            routes,
+            policy,
+        })
+    }
+}
+
+impl Config {
+    /// The policy's verdict on a call with a party at `remote`.
+    pub fn policy_allows(&self, remote: &AtmAddr, dir: CallDirection) -> bool {
+        for r in &self.policy {
+            let applies = r.direction == CallDirection::Both || r.direction == dir;
+            if applies && r.prefix.matches(remote) {
+                return r.action == Action::Allow;
+            }
+        }
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(text: &str) -> Result<Config, ConfigError> {
+        ConfigFile::parse(text, Path::new("t.toml"))?.check()
+    }
+
+    #[test]
+    fn a_full_file_is_read() {
+        let c = check(
+            r#"
+            addresses = ["47.0005.80ffe1000000f21a26d8.0020ea000ee0.00", "+4420"]
+            socket = "/tmp/x.sock"
+            signalling = "127.0.0.1:3000"
+            [link]
+            capacity = "100Mbps"
+            tpdu_cost_ns = 1500
+            [[directory]]
+            prefix = "47.0005"
+            peer = "127.0.0.1:3001"
+            [[policy]]
+            action = "reject"
+            prefix = "+1"
+            direction = "incoming"
+            "#,
+        )
+        .unwrap();
+        assert_eq!(c.capacity_bps, 100_000_000);
+        assert_eq!(c.addresses.len(), 2);
+        assert_eq!(c.routes[0].1, "127.0.0.1:3001".parse().unwrap());
+        let us: AtmAddr = "+15551234".parse().unwrap();
+        assert!(!c.policy_allows(&us, CallDirection::Incoming));
+        assert!(c.policy_allows(&us, CallDirection::Outgoing));
+    }
+
+    #[test]
+    fn the_example_file_is_valid() {
+        let text = include_str!("../../../docs/sigd.example.toml");
+        let c = check(text).unwrap();
+        assert_eq!(c.routes.len(), 2);
+        assert_eq!(c.policy.len(), 2);
+        assert_eq!(c.capacity_bps, 100_000_000);
+    }
+
+    #[test]
+    fn mistakes_name_the_key_and_the_fix() {
+        let e = check("[link]\ncapacity = \"fast\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("link.capacity") && e.contains("100Mbps"), "{e}");
+        let e = check("[[directory]]\nprefix = \"*\"\npeer = \"nowhere\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("directory[0].peer") && e.contains("2905"), "{e}");
+        let e = check("adresses = []").unwrap_err().to_string();
+        assert!(e.contains("adresses") && e.contains("addresses"), "{e}");
+        let e = check("addresses = [\"zz.zz\"]").unwrap_err().to_string();
+        assert!(e.contains("addresses[0]"), "{e}");
+    }
+}

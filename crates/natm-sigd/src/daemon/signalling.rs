@@ -1,0 +1,553 @@
+//! Calls to and from peer sigds over their signalling links (`sig::Saal`).
+
+use super::*;
+
+impl Daemon {
+    pub(super) fn now(&self) -> natm_proto::time::Instant {
+        natm_proto::time::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64 + 1)
+    }
+
+    /// The link to `peer`, created (and started when `start`) if there is none.
+    pub(super) fn link(&mut self, peer: SocketAddr, start: bool) -> Option<&mut PeerLink> {
+        if !self.peers.contains_key(&peer) {
+            if self.peers.len() >= peer::MAX_PEERS {
+                return None;
+            }
+            let mut l = PeerLink::new(self.saal_cfg.clone());
+            if start {
+                l.saal.start(self.now());
+            }
+            info!(%peer, "signalling link created");
+            self.peers.insert(peer, l);
+        } else if start {
+            let now = self.now();
+            let l = self.peers.get_mut(&peer)?;
+            if !l.saal.is_up() && l.saal.sscop().is_idle() {
+                l.saal.start(now);
+            }
+        }
+        self.peers.get_mut(&peer)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn connect_peer(
+        &mut self,
+        t: usize,
+        req: u64,
+        link: SocketAddr,
+        addr: AtmAddr,
+        sap: &str,
+        qos: Qos,
+        local_addr: String,
+        data: SocketAddr,
+    ) {
+        let Some(called) = peer::party(&addr) else {
+            return self.refuse(
+                t,
+                req,
+                cause::INVALID_NUMBER,
+                format!("{addr} is a PVC; call an NSAP or E.164 address"),
+            );
+        };
+        let (grant, qos) = match self.admit_qos(&qos) {
+            Ok(g) => g,
+            Err(r) => return self.refuse(t, req, r.cause, r.detail),
+        };
+        let Some(rx_vci) = self.vcis.entry(Some(link)).or_default().allocate() else {
+            self.res.release(&grant);
+            return self.refuse(
+                t,
+                req,
+                cause::NO_VCI,
+                format!("every VCI on the link to {link} is in use"),
+            );
+        };
+        let data = self.data_endpoint(data);
+        let cookie = random_u64() as u32;
+        let params = CallParams {
+            called,
+            calling: self.dir.primary().and_then(peer::party),
+            sap: if sap.is_empty() {
+                None
+            } else {
+                Sap::new(sap.as_bytes()).ok()
+            },
+            qos,
+            natm: NatmParams {
+                qos: Some(qos.to_string()),
+                data_endpoint: Some(data),
+                cookie: Some(cookie),
+                ..NatmParams::default()
+            },
+            // The VCI this side receives on (the backward VC).
+            conn_id: Some(ConnectionId::exclusive(0, rx_vci)),
+        };
+        let id = self.new_id();
+        self.calls.insert(
+            id,
+            Call {
+                id,
+                owner: t,
+                state: State::Calling,
+                remote: Remote::Peer { link, call: None },
+                outgoing: true,
+                local_addr,
+                remote_addr: addr.to_string(),
+                sap: sap.to_owned(),
+                qos,
+                data: Some(data),
+                peer_data: None,
+                listener: None,
+                cookie,
+                tx_vci: 0,
+                rx_vci,
+                grant,
+                deadline: None,
+                announce: None,
+            },
+        );
+        let Some(l) = self.link(link, true) else {
+            self.calls.remove(&id);
+            self.res.release(&grant);
+            return self.refuse(
+                t,
+                req,
+                cause::RESOURCES,
+                format!("sigd keeps links to at most {} peers", peer::MAX_PEERS),
+            );
+        };
+        l.pending.push((id, params));
+        self.send(t, Message::Ack { req, id });
+        info!(call = id, to = %addr, sap, via = %link, "call to a peer");
+        self.dirty.push(link);
+    }
+
+    /// Service every link that has work: send what SSCOP has, act on its events.
+    pub(super) fn service_dirty(&mut self) {
+        let mut rounds = 0;
+        while let Some(link) = self.dirty.pop() {
+            self.service_peer(link);
+            rounds += 1;
+            if rounds > 10_000 {
+                warn!("signalling links keep producing work; deferring");
+                break;
+            }
+        }
+        self.dirty.clear();
+    }
+
+    pub(super) fn service_peer(&mut self, link: SocketAddr) {
+        let now = self.now();
+        for _ in 0..64 {
+            let Some(l) = self.peers.get_mut(&link) else {
+                return;
+            };
+            let mut started = Vec::new();
+            let mut failed = Vec::new();
+            if l.saal.is_up() && !l.pending.is_empty() {
+                for (id, params) in std::mem::take(&mut l.pending) {
+                    match l.saal.setup(now, params) {
+                        Ok(cid) => {
+                            l.calls.insert(cid, id);
+                            started.push((id, cid));
+                        }
+                        Err(e) => failed.push((id, e.to_string())),
+                    }
+                }
+            }
+            let mut out = Vec::new();
+            while let Some(p) = l.saal.poll_transmit() {
+                out.push(peer::frame(&p));
+            }
+            let mut evs = Vec::new();
+            while let Some(e) = l.saal.poll_event() {
+                evs.push(e);
+            }
+            if started.is_empty() && failed.is_empty() && out.is_empty() && evs.is_empty() {
+                return;
+            }
+            for (id, cid) in started {
+                if let Some(c) = self.calls.get_mut(&id) {
+                    c.remote = Remote::Peer {
+                        link,
+                        call: Some(cid),
+                    };
+                }
+            }
+            for (id, why) in failed {
+                self.end_call(id, cause::TEMPORARY_FAILURE, &why, true);
+            }
+            // Events first: what they tell an application (an offer, `Connected`) is
+            // written out at once (`send_now`), ahead of this pass's frames (an SSCOP
+            // STAT, a CONNECT ACKNOWLEDGE) that nobody is blocked on. Frames the
+            // handlers cause go out on the next pass, after these, in SSCOP's order.
+            for e in evs {
+                self.on_sig_event(link, e);
+            }
+            for d in out {
+                if let Err(e) = self.signalling.send_to(&d, link) {
+                    // SSCOP retransmits what is lost here.
+                    debug!(%link, error = %e, "signalling send failed");
+                }
+            }
+        }
+        // More work than one pass: come back to it.
+        self.dirty.push(link);
+    }
+
+    pub(super) fn on_sig_event(&mut self, link: SocketAddr, ev: SigEvent) {
+        match ev {
+            SigEvent::LinkUp => info!(%link, "signalling link up"),
+            SigEvent::LinkDown { reason, failure } => {
+                warn!(%link, ?reason, failure, "signalling link down");
+                let pending: Vec<u64> = self
+                    .peers
+                    .get_mut(&link)
+                    .map(|l| {
+                        std::mem::take(&mut l.pending)
+                            .into_iter()
+                            .map(|(id, _)| id)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                for id in pending {
+                    self.end_call(
+                        id,
+                        27,
+                        &format!("no signalling link to the peer sigd at {link}: is it running?"),
+                        true,
+                    );
+                }
+            }
+            SigEvent::Call(CallEvent::Incoming { call, params }) => {
+                self.on_incoming(link, call, params)
+            }
+            SigEvent::Call(CallEvent::Connected { call, params }) => {
+                self.on_connected(link, call, params)
+            }
+            SigEvent::Call(CallEvent::Proceeding { call }) => debug!(%call, "call proceeding"),
+            SigEvent::Call(CallEvent::Established { call }) => {
+                debug!(%call, "call established");
+                let id = self
+                    .peers
+                    .get(&link)
+                    .and_then(|l| l.calls.get(&call))
+                    .copied();
+                let held = id.and_then(|id| self.calls.get_mut(&id)).and_then(|c| {
+                    let m = c.announce.take()?;
+                    Some((c.owner, m))
+                });
+                if let Some((owner, m)) = held {
+                    self.send(owner, m);
+                }
+            }
+            SigEvent::Call(CallEvent::Released { call, cause, by }) => {
+                let id = self
+                    .peers
+                    .get_mut(&link)
+                    .and_then(|l| l.calls.remove(&call));
+                if let Some(id) = id {
+                    let c = cause.value.raw();
+                    let detail = match by {
+                        ClearedBy::Remote => format!(
+                            "released by the called side at {link} (cause {c}: {})",
+                            cause_text(c)
+                        ),
+                        ClearedBy::Timer => format!(
+                            "no answer from the peer sigd at {link} in time (cause {c}: {})",
+                            cause_text(c)
+                        ),
+                        ClearedBy::Link => format!(
+                            "the signalling link to {link} was lost (cause {c}: {})",
+                            cause_text(c)
+                        ),
+                        ClearedBy::Local => format!("released (cause {c}: {})", cause_text(c)),
+                    };
+                    self.end_call(id, c, &detail, true);
+                }
+            }
+        }
+    }
+
+    pub(super) fn on_incoming(&mut self, link: SocketAddr, cid: CallId, params: CallParams) {
+        let refuse = |this: &mut Daemon, c: u8, why: &str| {
+            info!(%link, %cid, cause = c, why, "incoming call refused");
+            this.counters.calls_refused += 1;
+            let now = this.now();
+            if let Some(l) = this.peers.get_mut(&link) {
+                let _ = l.saal.reject(now, cid, uni_cause(c));
+            }
+            this.dirty.push(link);
+        };
+        let Some(called) = peer::atm(&params.called).filter(|a| self.dir.is_local(a)) else {
+            return refuse(
+                self,
+                cause::UNALLOCATED,
+                "the called address is not this host's",
+            );
+        };
+        let caller = params.calling.as_ref().and_then(peer::atm);
+        if let Some(a) = &caller {
+            if !self.cfg.policy_allows(a, CallDirection::Incoming) {
+                self.counters.policy_rejections += 1;
+                return refuse(self, cause::CALL_REJECTED, "rejected by policy");
+            }
+        }
+        let sap = params
+            .sap
+            .as_ref()
+            .map(|s| String::from_utf8_lossy(s.as_bytes()).into_owned())
+            .unwrap_or_default();
+        let Some(listener) = self.find_listener(&called, &sap) else {
+            return refuse(
+                self,
+                cause::INCOMPATIBLE_DESTINATION,
+                "nobody listens on that SAP",
+            );
+        };
+        let (Some(peer_data), Some(cookie), Some(tx_vci)) = (
+            params.natm.data_endpoint,
+            params.natm.cookie,
+            params.conn_id.map(|c| c.vci),
+        ) else {
+            return refuse(
+                self,
+                cause::INVALID_IE,
+                "the SETUP lacks natm's data endpoint, cookie or connection identifier",
+            );
+        };
+        let qos = params
+            .natm
+            .qos
+            .as_deref()
+            .and_then(|t| t.parse::<Qos>().ok())
+            .unwrap_or(params.qos);
+        // This side's view: what the caller receives, this side sends.
+        let view = reverse(&qos);
+        let (grant, view) = match self.admit_qos(&view) {
+            Ok(g) => g,
+            Err(r) => return refuse(self, r.cause, &r.detail),
+        };
+        // Each side labels the VC it receives on (downstream allocation, from 32 up
+        // per link); the two simplex VCs of a connection share one data socket, so
+        // this side avoids the caller's label.
+        let pool = self.vcis.entry(Some(link)).or_default();
+        let rx_vci = match pool.allocate() {
+            Some(v) if v == tx_vci => {
+                let other = pool.allocate();
+                pool.free(v);
+                other
+            }
+            v => v,
+        };
+        let Some(rx_vci) = rx_vci else {
+            self.res.release(&grant);
+            return refuse(self, cause::NO_VCI, "no VCI free on the link");
+        };
+        let id = self.new_id();
+        self.calls.insert(
+            id,
+            Call {
+                id,
+                owner: 0,
+                state: State::Offered,
+                remote: Remote::Peer {
+                    link,
+                    call: Some(cid),
+                },
+                outgoing: false,
+                local_addr: called.to_string(),
+                remote_addr: caller.map_or_else(|| "unknown".into(), |a| a.to_string()),
+                sap,
+                qos: view,
+                data: None,
+                peer_data: Some(peer_data),
+                listener: None,
+                cookie,
+                tx_vci,
+                rx_vci,
+                grant,
+                deadline: None,
+                announce: None,
+            },
+        );
+        if let Some(l) = self.peers.get_mut(&link) {
+            l.calls.insert(cid, id);
+        }
+        self.dirty.push(link);
+        info!(call = id, %link, "incoming call offered");
+        self.offer(id, listener);
+        // CALL PROCEEDING only if the application has not answered soon: most answer
+        // within a millisecond, and their CONNECT stops the caller's T303 as well, so
+        // the message would cost a wake-up of both sigds per call and say nothing. A
+        // slow application still gets it long before T303. A pre-authorised
+        // listener's call is answered already.
+        if self
+            .calls
+            .get(&id)
+            .is_some_and(|c| c.state == State::Offered)
+        {
+            let due = std::time::Instant::now() + proceeding_delay(self.cfg.timers.t303);
+            self.proceeding_due.push((due, link, cid));
+        }
+    }
+
+    pub(super) fn on_connected(&mut self, link: SocketAddr, cid: CallId, params: CallAccept) {
+        let Some(&id) = self.peers.get(&link).and_then(|l| l.calls.get(&cid)) else {
+            return;
+        };
+        let (Some(peer_data), Some(tx_vci)) =
+            (params.natm.data_endpoint, params.conn_id.map(|c| c.vci))
+        else {
+            self.end_call(
+                id,
+                cause::INVALID_IE,
+                "the peer's CONNECT lacks natm's data endpoint or connection identifier",
+                true,
+            );
+            return;
+        };
+        let capacity = self.res.capacity_bps();
+        let granted = params
+            .natm
+            .qos
+            .as_deref()
+            .and_then(|t| t.parse::<Qos>().ok())
+            .or(params.qos);
+        let Some(c) = self.calls.get_mut(&id) else {
+            return;
+        };
+        if let Some(q) = granted {
+            // The called side may have granted less: keep only that reserved here.
+            let out = demand(&q, true, capacity).target_bps.min(c.grant.out_bps);
+            let inn = demand(&q, false, capacity).target_bps.min(c.grant.in_bps);
+            if out < c.grant.out_bps || inn < c.grant.in_bps {
+                let tpdu = demand(&q, true, capacity).tpdu_size;
+                self.res.release(&c.grant);
+                let exact = |b| Demand {
+                    target_bps: b,
+                    min_bps: b,
+                    tpdu_size: tpdu,
+                };
+                c.grant = self.res.admit(&exact(out), &exact(inn)).unwrap_or_default();
+            }
+            c.qos = q;
+        }
+        c.state = State::Active;
+        c.peer_data = Some(peer_data);
+        c.tx_vci = tx_vci;
+        self.counters.calls_setup += 1;
+        let m = Message::Connected {
+            call: id,
+            path: DataPath {
+                peer: peer_data,
+                cookie: c.cookie,
+                tx_vci,
+                rx_vci: c.rx_vci,
+                granted_bps: c.grant.out_bps,
+                qos: c.qos.to_string(),
+            },
+        };
+        let (owner, rx_vci) = (c.owner, c.rx_vci);
+        info!(call = id, %link, tx_vci, rx_vci, "call active");
+        // Before the CONNECT ACKNOWLEDGE: the caller is waiting for this.
+        self.send_now(owner, m);
+    }
+
+    /// Answer a call from a peer sigd with CONNECT (see `answer_call`).
+    pub(super) fn answer_peer(
+        &mut self,
+        call: u64,
+        link: SocketAddr,
+        cid: Option<CallId>,
+        data: SocketAddr,
+    ) -> Result<Message, (u8, String)> {
+        let now = self.now();
+        let c = self.calls.get_mut(&call).expect("checked by the caller");
+        let caller_view = reverse(&c.qos);
+        let answer = CallAccept {
+            qos: Some(caller_view),
+            natm: NatmParams {
+                qos: Some(caller_view.to_string()),
+                data_endpoint: Some(data),
+                cookie: Some(c.cookie),
+                ..NatmParams::default()
+            },
+            // The VCI this side receives on (the forward VC).
+            conn_id: Some(ConnectionId::exclusive(0, c.rx_vci)),
+        };
+        let r = match (cid, self.peers.get_mut(&link)) {
+            (Some(cid), Some(l)) => l.saal.accept(now, cid, answer).map_err(|e| e.to_string()),
+            _ => Err("the call is no longer known to the signalling link".into()),
+        };
+        self.dirty.push(link);
+        if let Err(e) = r {
+            self.end_call(call, cause::TEMPORARY_FAILURE, &e, false);
+            return Err((cause::TEMPORARY_FAILURE, e));
+        }
+        // Answered: no CALL PROCEEDING is due any more.
+        if let Some(cid) = cid {
+            self.proceeding_due
+                .retain(|(_, l, c)| !(*l == link && *c == cid));
+        }
+        let c = self.calls.get_mut(&call).expect("still there");
+        c.state = State::Active;
+        c.deadline = None;
+        c.data = Some(data);
+        self.counters.calls_setup += 1;
+        let Some(peer) = c.peer_data else {
+            return Err((cause::INVALID_IE, "the caller gave no data endpoint".into()));
+        };
+        info!(call, %link, "incoming call accepted");
+        Ok(Message::Connected {
+            call,
+            path: DataPath {
+                peer,
+                cookie: c.cookie,
+                tx_vci: c.tx_vci,
+                rx_vci: c.rx_vci,
+                granted_bps: c.grant.out_bps,
+                qos: c.qos.to_string(),
+            },
+        })
+    }
+
+    /// Read every signalling datagram queued: SSCOP PDUs go to their peer's link.
+    pub(super) fn read_signalling(&mut self) {
+        let mut buf = [0u8; 9216];
+        loop {
+            match self.signalling.recv_from(&mut buf) {
+                Ok((n, from)) => {
+                    let Some(pdu) = peer::unframe(&buf[..n]) else {
+                        self.counters.malformed_signalling += 1;
+                        debug!(%from, len = n, "not a signalling frame on VPI 0/VCI 5: dropped");
+                        continue;
+                    };
+                    let now = self.now();
+                    match self.link(from, false) {
+                        Some(l) => l.saal.handle_frame(now, pdu),
+                        None => {
+                            self.counters.malformed_signalling += 1;
+                            continue;
+                        }
+                    }
+                    self.dirty.push(from);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+/// How long an offered call waits for the application's answer before CALL
+/// PROCEEDING goes out: a quarter of T303 (the caller's wait for any answer to
+/// SETUP), at most 20 ms.
+///
+/// Q.2931 lets the called side answer SETUP with CALL PROCEEDING or directly with
+/// CONNECT; this sigd used to send CALL PROCEEDING at once. On a fast host the
+/// application answers within this time and the CONNECT alone does the job.
+pub(super) fn proceeding_delay(t303: std::time::Duration) -> std::time::Duration {
+    (t303 / 4).min(std::time::Duration::from_millis(20))
+}

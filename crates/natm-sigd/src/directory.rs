@@ -1,0 +1,169 @@
+//! The directory: which ATM addresses are this host's, and which peer sigd serves any
+//! other (configured routes plus addresses applications register while they run).
+//!
+//! Addresses compare as digit strings: an AESA as its 40 hex digits, an E.164 number
+//! as `+` and its digits. A prefix is written the way the address is (`47.0005.80`,
+//! `+4420`), dots ignored; the longest matching prefix wins.
+
+use std::net::SocketAddr;
+
+use natm_proto::wire::addr::{AtmAddr, HostsFile};
+
+/// The digit string an address is matched on.
+pub fn key(a: &AtmAddr) -> String {
+    match a {
+        AtmAddr::Aesa(x) => hex::encode(x.as_bytes()),
+        AtmAddr::E164 { number, .. } => format!("+{}", number.as_str()),
+        AtmAddr::Pvc(p) => format!("pvc:{p}"),
+    }
+}
+
+/// An address prefix (`*` matches everything).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Prefix(String);
+
+impl Prefix {
+    /// Parse `47.0005.80`, `+4420`, a host name (its whole address) or `*`.
+    pub fn parse(s: &str, hosts: &HostsFile) -> Result<Prefix, String> {
+        let t = s.trim();
+        if t == "*" {
+            return Ok(Prefix(String::new()));
+        }
+        if let Some(digits) = t.strip_prefix('+') {
+            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+                return Ok(Prefix(t.to_owned()));
+            }
+            return Err(format!("\"{s}\": an E.164 prefix is + and digits"));
+        }
+        let hex: String = t.chars().filter(|&c| c != '.').collect();
+        if !hex.is_empty() && hex.len() <= 40 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(Prefix(hex.to_ascii_lowercase()));
+        }
+        match hosts.lookup(t) {
+            Some(a) => Ok(Prefix(key(a))),
+            None => Err(format!(
+                "\"{s}\" is neither hex digits of an NSAP address, + and E.164 digits, a name in the hosts file, nor *"
+            )),
+        }
+    }
+
+    /// Whether `a` starts with this prefix.
+    pub fn matches(&self, a: &AtmAddr) -> bool {
+        key(a).starts_with(&self.0)
+    }
+
+    /// Digits in the prefix (longer is more specific).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether this is `*`.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Routes and local addresses.
+#[derive(Debug, Default)]
+pub struct Directory {
+    routes: Vec<(Prefix, SocketAddr)>,
+    local: Vec<AtmAddr>,
+    /// Addresses registered by applications, with the IPC connection that holds them.
+    registered: Vec<(AtmAddr, u64)>,
+}
+
+/// Where a called address lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    /// On this host.
+    Local,
+    /// Behind the peer sigd at this signalling endpoint.
+    Peer(SocketAddr),
+}
+
+impl Directory {
+    /// A directory of configured routes and local addresses.
+    pub fn new(routes: Vec<(Prefix, SocketAddr)>, local: Vec<AtmAddr>) -> Directory {
+        Directory {
+            routes,
+            local,
+            registered: Vec::new(),
+        }
+    }
+
+    /// Where `a` is: local if it is ours (configured or registered), else the longest
+    /// matching route.
+    pub fn route(&self, a: &AtmAddr) -> Option<Route> {
+        if self.is_local(a) {
+            return Some(Route::Local);
+        }
+        self.routes
+            .iter()
+            .filter(|(p, _)| p.matches(a))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(_, peer)| Route::Peer(*peer))
+    }
+
+    /// Whether `a` is one of this host's addresses.
+    pub fn is_local(&self, a: &AtmAddr) -> bool {
+        self.local.contains(a) || self.registered.iter().any(|(r, _)| r == a)
+    }
+
+    /// This host's first address (what a caller is shown as), if any.
+    pub fn primary(&self) -> Option<&AtmAddr> {
+        self.local
+            .first()
+            .or(self.registered.first().map(|(a, _)| a))
+    }
+
+    /// Register `a` for the IPC connection `owner` until it closes.
+    pub fn register(&mut self, a: AtmAddr, owner: u64) {
+        if !self.is_local(&a) {
+            self.registered.push((a, owner));
+        }
+    }
+
+    /// Forget what `owner` registered.
+    pub fn unregister_owner(&mut self, owner: u64) {
+        self.registered.retain(|(_, o)| *o != owner);
+    }
+
+    /// Configured local addresses and registered ones.
+    pub fn local_addresses(&self) -> Vec<AtmAddr> {
+        let mut v = self.local.clone();
+        v.extend(self.registered.iter().map(|(a, _)| *a));
+        v
+    }
+
+    /// The routes.
+    pub fn routes(&self) -> &[(Prefix, SocketAddr)] {
+        &self.routes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_prefix_wins_and_local_comes_first() {
+        let h = HostsFile::default();
+        let a: SocketAddr = "127.0.0.1:1".parse().unwrap();
+        let b: SocketAddr = "127.0.0.1:2".parse().unwrap();
+        let us: AtmAddr = "+4420".parse().unwrap();
+        let d = Directory::new(
+            vec![
+                (Prefix::parse("*", &h).unwrap(), a),
+                (Prefix::parse("47.0005", &h).unwrap(), b),
+            ],
+            vec![us],
+        );
+        let nsap: AtmAddr = "47.0005.80ffe1000000f21a26d8.0020ea000ee0.00"
+            .parse()
+            .unwrap();
+        assert_eq!(d.route(&nsap), Some(Route::Peer(b)));
+        assert_eq!(d.route(&"+1555".parse().unwrap()), Some(Route::Peer(a)));
+        assert_eq!(d.route(&us), Some(Route::Local));
+        assert!(Prefix::parse("zz", &h).is_err());
+    }
+}

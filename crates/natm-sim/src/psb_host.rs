@@ -1,0 +1,397 @@
+//! Simulated hosts that run natm PSBs, with the application models that feed and
+//! drain them: the same transport code the engine runs, on the virtual clock.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::endpoint::{Endpoint, VcId};
+use natm_proto::time::Instant;
+use natm_proto::transport::{Event, Psb, Transmit};
+
+/// The byte at `offset` of the test pattern of VC `tag`: cheap, not periodic within a
+/// TPDU, and different per VC, so misplaced, mixed or corrupted data never matches.
+pub fn pattern_byte(tag: u8, offset: u32) -> u8 {
+    let x = offset.wrapping_mul(0x9E37_79B1).rotate_left(11) ^ offset;
+    (x >> 24) as u8 ^ tag
+}
+
+fn fill_pattern(tag: u8, offset: u64, out: &mut [u8]) {
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = pattern_byte(tag, (offset + i as u64) as u32);
+    }
+}
+
+/// An application that sends `total` bytes as messages of `msg_size` bytes (or as a
+/// byte stream), as fast as the PSB accepts them, then closes.
+#[derive(Debug, Clone)]
+pub struct Source {
+    tag: u8,
+    total: u64,
+    msg_size: u64,
+    queued: u64,
+    msg_off: u64,
+    start: Instant,
+    started: bool,
+    close_when_done: bool,
+    closed: bool,
+    buf: Vec<u8>,
+}
+
+impl Source {
+    /// A bulk source of `total` bytes in messages of `msg_size` bytes (`u64::MAX`: a
+    /// byte stream).
+    pub fn new(tag: u8, total: u64, msg_size: u64) -> Self {
+        Source {
+            tag,
+            total,
+            msg_size: msg_size.max(1),
+            queued: 0,
+            msg_off: 0,
+            start: Instant::ZERO,
+            started: false,
+            close_when_done: true,
+            closed: false,
+            buf: vec![0; 64 * 1024],
+        }
+    }
+
+    /// Start sending at `t` rather than at once.
+    pub fn starting_at(mut self, t: Instant) -> Self {
+        self.start = t;
+        self
+    }
+
+    /// Keep the VC open after the last byte.
+    pub fn keep_open(mut self) -> Self {
+        self.close_when_done = false;
+        self
+    }
+
+    /// Bytes the PSB has accepted.
+    pub fn queued(&self) -> u64 {
+        self.queued
+    }
+
+    /// When the source starts.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+
+    /// Whether every byte has been handed to the PSB.
+    pub fn done(&self) -> bool {
+        self.queued >= self.total
+    }
+
+    fn feed(&mut self, now: Instant, psb: &mut Psb) {
+        if now < self.start {
+            return;
+        }
+        self.started = true;
+        while self.queued < self.total {
+            let in_msg = self.msg_size - self.msg_off;
+            let n = in_msg
+                .min(self.total - self.queued)
+                .min(self.buf.len() as u64)
+                .min(psb.send_capacity() as u64) as usize;
+            if n == 0 && in_msg > 0 {
+                break;
+            }
+            // Offsets restart with each message, as the TPDU's aux field counts them;
+            // the pattern is keyed by offset within the stream for stream VCs.
+            let base = if self.msg_size == u64::MAX {
+                self.queued
+            } else {
+                self.msg_off
+            };
+            fill_pattern(self.tag, base, &mut self.buf[..n]);
+            let end =
+                self.msg_off + n as u64 == self.msg_size || self.queued + n as u64 == self.total;
+            match psb.send(&self.buf[..n], end) {
+                Ok(k) => {
+                    self.queued += k as u64;
+                    self.msg_off += k as u64;
+                    if self.msg_off == self.msg_size || (end && k == n) {
+                        self.msg_off = 0;
+                    }
+                    if k < n {
+                        break;
+                    }
+                }
+                Err(_) => break,
+            }
+        }
+        if self.done() && self.close_when_done && !self.closed {
+            psb.close();
+            self.closed = true;
+        }
+    }
+}
+
+/// An application that reads everything, checks every byte against the pattern, and
+/// records when data arrived.
+#[derive(Debug, Clone)]
+pub struct Sink {
+    tag: u8,
+    delivered: u64,
+    messages: u64,
+    intact: bool,
+    first_at: Option<Instant>,
+    last_at: Option<Instant>,
+    first_bytes: u64,
+    /// Message being received: its number and bytes so far.
+    cur: Option<(u32, u64)>,
+    last_msg: Option<u32>,
+    expect: Option<(u64, u64)>,
+    bad_messages: u64,
+}
+
+impl Sink {
+    /// A sink checking the pattern of VC `tag`.
+    pub fn new(tag: u8) -> Self {
+        Sink {
+            tag,
+            delivered: 0,
+            messages: 0,
+            intact: true,
+            first_at: None,
+            last_at: None,
+            first_bytes: 0,
+            cur: None,
+            last_msg: None,
+            expect: None,
+            bad_messages: 0,
+        }
+    }
+
+    /// Check message framing too: messages of `msg_size` bytes (the last of `total`
+    /// may be shorter), each delivered at most once and in order.
+    pub fn expecting(mut self, msg_size: u64, total: u64) -> Self {
+        self.expect = Some((msg_size, total));
+        self
+    }
+
+    /// Messages delivered partial, duplicated, out of order or of the wrong size.
+    pub fn bad_messages(&self) -> u64 {
+        self.bad_messages
+    }
+
+    /// Payload bytes delivered.
+    pub fn delivered(&self) -> u64 {
+        self.delivered
+    }
+
+    /// Whole messages delivered.
+    pub fn messages(&self) -> u64 {
+        self.messages
+    }
+
+    /// Whether every delivered byte matched what was sent at its place.
+    pub fn intact(&self) -> bool {
+        self.intact
+    }
+
+    /// The rate at which data arrived, bit/s: the bytes after the first delivery over
+    /// the time from the first delivery to the last. Exact for periodic deliveries,
+    /// whatever their size (a message VC delivers whole messages in lumps).
+    pub fn steady_rate_bps(&self) -> Option<f64> {
+        let (first, last) = self.span()?;
+        let d = (last - first).as_secs_f64();
+        (d > 0.0).then(|| (self.delivered - self.first_bytes) as f64 * 8.0 / d)
+    }
+
+    /// When the first and the last byte arrived.
+    pub fn span(&self) -> Option<(Instant, Instant)> {
+        Some((self.first_at?, self.last_at?))
+    }
+
+    fn drain(&mut self, now: Instant, psb: &mut Psb) {
+        while let Ok(Some(c)) = psb.recv_chunk() {
+            if c.data.is_empty() && !c.end {
+                continue;
+            }
+            if self.first_at.is_none() || self.first_at == Some(now) {
+                self.first_bytes += c.data.len() as u64;
+            }
+            self.first_at.get_or_insert(now);
+            self.last_at = Some(now);
+            self.check(&c.data, c.offset);
+            self.frame(&c);
+            self.delivered += c.data.len() as u64;
+            if c.end {
+                self.messages += 1;
+            }
+        }
+    }
+
+    fn frame(&mut self, c: &natm_proto::transport::Chunk) {
+        let Some((size, total)) = self.expect else {
+            return;
+        };
+        if c.start {
+            if self.cur.is_some()
+                || self
+                    .last_msg
+                    .is_some_and(|m| c.msg.wrapping_sub(m) > 1 << 31 || c.msg == m)
+            {
+                self.bad_messages += 1;
+            }
+            self.cur = Some((c.msg, 0));
+        }
+        match &mut self.cur {
+            Some((m, n)) if *m == c.msg => *n += c.data.len() as u64,
+            _ => {
+                self.bad_messages += 1;
+                return;
+            }
+        }
+        if c.end {
+            if let Some((m, n)) = self.cur.take() {
+                let want = size.min(total - (u64::from(m) * size).min(total));
+                if n != want {
+                    self.bad_messages += 1;
+                }
+                self.last_msg = Some(m);
+            }
+        }
+    }
+
+    fn check(&mut self, data: &Bytes, offset: u32) {
+        for (i, &b) in data.iter().enumerate() {
+            if b != pattern_byte(self.tag, offset.wrapping_add(i as u32)) {
+                self.intact = false;
+                return;
+            }
+        }
+    }
+}
+
+/// What drives one VC end on a host.
+#[derive(Debug, Clone)]
+pub enum App {
+    /// Sends.
+    Source(Source),
+    /// Receives.
+    Sink(Sink),
+}
+
+/// One VC end on a [`PsbHost`].
+#[derive(Debug)]
+pub struct HostVc {
+    /// The VC.
+    pub id: VcId,
+    /// Its protocol status block.
+    pub psb: Psb,
+    /// The application model.
+    pub app: App,
+    /// Events the PSB raised, with their times.
+    pub events: Vec<(Instant, Event)>,
+}
+
+/// A host running PSBs: polls its VCs round robin for frames to send.
+#[derive(Debug, Default)]
+pub struct PsbHost {
+    vcs: Vec<HostVc>,
+    next: usize,
+}
+
+impl PsbHost {
+    /// An empty host.
+    pub fn new() -> Self {
+        PsbHost::default()
+    }
+
+    /// Add a VC end.
+    pub fn add(&mut self, id: VcId, psb: Psb, app: App) {
+        self.vcs.push(HostVc {
+            id,
+            psb,
+            app,
+            events: Vec::new(),
+        });
+    }
+
+    /// The VC ends on this host.
+    pub fn vcs(&self) -> &[HostVc] {
+        &self.vcs
+    }
+
+    /// One VC end.
+    pub fn vc(&self, id: VcId) -> Option<&HostVc> {
+        self.vcs.iter().find(|v| v.id == id)
+    }
+
+    fn service(now: Instant, vc: &mut HostVc) {
+        match &mut vc.app {
+            App::Source(s) => s.feed(now, &mut vc.psb),
+            App::Sink(s) => s.drain(now, &mut vc.psb),
+        }
+        while let Some(e) = vc.psb.poll_event() {
+            vc.events.push((now, e));
+        }
+    }
+
+    /// Whether every VC has finished (closed or aborted) with nothing left to send.
+    pub fn finished(&self) -> bool {
+        self.vcs.iter().all(|v| v.psb.is_finished())
+    }
+}
+
+impl Endpoint for PsbHost {
+    fn handle_frame(&mut self, now: Instant, vc: VcId, frame: &[u8]) {
+        if let Some(v) = self.vcs.iter_mut().find(|v| v.id == vc) {
+            v.psb.handle_frame(now, Bytes::copy_from_slice(frame));
+            Self::service(now, v);
+        }
+    }
+
+    fn poll_transmit(&mut self, now: Instant) -> Option<(VcId, Vec<u8>)> {
+        let n = self.vcs.len();
+        for k in 0..n {
+            let i = (self.next + k) % n;
+            let v = &mut self.vcs[i];
+            Self::service(now, v);
+            if let Some(t) = v.psb.poll_transmit(now) {
+                self.next = (i + 1) % n;
+                return Some((v.id, to_frame(&t)));
+            }
+        }
+        None
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let mut t: Option<Instant> = None;
+        for v in &self.vcs {
+            let own = match &v.app {
+                App::Source(s) if !s.started => Some(s.start),
+                _ => None,
+            };
+            for x in [v.psb.poll_timeout(), own].into_iter().flatten() {
+                t = Some(t.map_or(x, |y| y.min(x)));
+            }
+        }
+        t
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        for v in &mut self.vcs {
+            if v.psb.poll_timeout().is_some_and(|t| t <= now) {
+                v.psb.handle_timeout(now);
+            }
+            Self::service(now, v);
+        }
+    }
+}
+
+fn to_frame(t: &Transmit) -> Vec<u8> {
+    t.to_vec()
+}
+
+/// Goodput in bit/s for `bytes` delivered over `d`.
+pub fn goodput(bytes: u64, d: Duration) -> f64 {
+    if d.is_zero() {
+        0.0
+    } else {
+        bytes as f64 * 8.0 / d.as_secs_f64()
+    }
+}

@@ -1,0 +1,452 @@
+//! ulib: the socket-like API of seed 000 §4 with QoS at connect and bind.
+//!
+//! ```no_run
+//! use natm::ulib::{Host, HostConfig};
+//! # fn main() -> Result<(), natm::ulib::Error> {
+//! let host = Host::open(HostConfig::default())?;
+//! let listener = host.bind("127.0.0.1:7000", "reliable")?;
+//! let conn = host.connect(listener.local_addr()?, "reliable")?;
+//! let peer = listener.accept()?;
+//! conn.send(b"hello")?;
+//! assert_eq!(peer.recv()?.as_deref(), Some(&b"hello"[..]));
+//! # Ok(()) }
+//! ```
+//!
+//! A [`Connection`] is duplex: two simplex VCs, each with its own QoS, error control
+//! and flow control (seed 000 §5.3). Calls block by default; the `try_*` calls return
+//! [`Error::WouldBlock`] with seed 003's "window full" or "over rate" instead.
+//!
+//! Addresses are ATM addresses or names with an optional SAP (`"+4420001:echo"`),
+//! and calls go through the host's signalling daemon (`natm sigd`, over the Unix
+//! socket in [`HostConfig::sigd_socket`]): the listener sees each caller's address
+//! and QoS and accepts or rejects before the connection exists
+//! ([`Listener::next_call`], seed 004 §5.3), QoS is a target and a minimum and the
+//! grant comes back ([`Connection::granted`]), and refusals carry the UNI cause
+//! ([`Error::Refused`]). An IP socket address (`"127.0.0.1:7000"`) is "direct mode",
+//! the fallback without sigd: the peer's UDP address, no admission control.
+
+mod connection;
+mod error;
+mod sigd;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use connection::{ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Sender};
+pub use error::{Error, WouldBlock};
+
+use crate::engine::{Conn, Engine, EngineConfig, Link};
+use crate::sched::{guaranteed_weight, Level};
+use crate::transport::TransportConfig;
+use crate::wire::qos::{Qos, Service};
+
+pub use crate::adaptor::MemNetwork;
+pub use crate::engine::{current_cpus, pin_current_thread, Network, Watermarks};
+
+/// How a host runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostConfig {
+    /// The engine: socket buffers, watermarks, busy polling.
+    pub engine: EngineConfig,
+    /// Holes are inferred lost only this many TPDUs behind the newest ACK: UDP/IP can
+    /// reorder, ATM never does (specs.md §7.2).
+    pub reorder_threshold: u32,
+    /// Floor on the retransmission timeout.
+    pub min_rto: Duration,
+    /// Give up a connect after this long.
+    pub connect_timeout: Duration,
+    /// The host's sigd socket for calls to ATM addresses (`None`: direct mode only).
+    /// Default: `$NATM_SIGD`, else `/run/natm/sigd.sock`.
+    pub sigd_socket: Option<PathBuf>,
+}
+
+impl Default for HostConfig {
+    fn default() -> Self {
+        HostConfig {
+            engine: EngineConfig::default(),
+            reorder_threshold: 3,
+            min_rto: Duration::from_millis(20),
+            connect_timeout: Duration::from_secs(5),
+            sigd_socket: Some(
+                std::env::var_os("NATM_SIGD")
+                    .map(PathBuf::from)
+                    .unwrap_or_else(|| PathBuf::from(crate::wire::ipc::DEFAULT_SOCKET)),
+            ),
+        }
+    }
+}
+
+/// A host: one natm transport entity (engine) in this process.
+#[derive(Debug, Clone)]
+pub struct Host {
+    eng: Arc<Engine>,
+    cfg: HostConfig,
+    sigd: Option<Arc<sigd::SigdClient>>,
+    /// A data socket opened ahead for the next call through sigd (see
+    /// [`Host::data_link`]).
+    spare: Arc<std::sync::Mutex<Option<Link>>>,
+}
+
+/// How a listener through sigd answers its calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Accept {
+    /// Every call is offered first: the application sees the caller and the QoS and
+    /// accepts or rejects before the connection exists ([`Listener::next_call`],
+    /// seed 004 §5.3). The default.
+    #[default]
+    Explicit,
+    /// Pre-authorised, like a TCP listen backlog with the QoS check kept: sigd answers
+    /// a call whose QoS fits the listener's (same service; for guaranteed service no
+    /// direction's target above the listener's) with CONNECT itself, on a data socket
+    /// this host opened ahead, and [`Listener::accept`] returns it already connected.
+    /// Policy and admission still refuse calls as before. Up to `backlog` answered
+    /// calls wait for `accept`; callers beyond that are refused with cause 17 (user
+    /// busy). Calls that do not fit are offered as in `Explicit` mode (`accept` takes
+    /// them too; [`Listener::next_call`] shows only those). Direct mode always accepts.
+    Auto {
+        /// Calls answered ahead of `accept`, 1 to 1,024 (one data socket each).
+        backlog: u16,
+    },
+}
+
+/// Where a call goes: an IP socket address (direct mode) or an ATM address or name
+/// with an optional `:SAP` (through sigd).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// The peer's UDP address: direct mode.
+    Ip(SocketAddr),
+    /// "ATM address or name[:SAP]" (for `bind`: "[address]:SAP" or "SAP").
+    Atm(String),
+}
+
+/// Anything [`Host::connect`] and [`Host::bind`] take as an address.
+pub trait IntoTarget {
+    /// The target.
+    fn into_target(self) -> Target;
+}
+
+impl IntoTarget for SocketAddr {
+    fn into_target(self) -> Target {
+        Target::Ip(self)
+    }
+}
+
+impl IntoTarget for &str {
+    fn into_target(self) -> Target {
+        match self.trim().parse::<SocketAddr>() {
+            Ok(a) => Target::Ip(a),
+            Err(_) => Target::Atm(self.trim().to_owned()),
+        }
+    }
+}
+
+impl IntoTarget for String {
+    fn into_target(self) -> Target {
+        self.as_str().into_target()
+    }
+}
+
+impl IntoTarget for &String {
+    fn into_target(self) -> Target {
+        self.as_str().into_target()
+    }
+}
+
+impl IntoTarget for Target {
+    fn into_target(self) -> Target {
+        self
+    }
+}
+
+/// The initial sequence number of a VC set up through sigd, the same at both ends:
+/// mixed from the call's random cookie and the VC's VCI, so the two VCs of a call (and
+/// calls on one link) start at unrelated numbers.
+pub(crate) fn signalled_isn(cookie: u32, vci: u16) -> u32 {
+    (u64::from(cookie) << 16 | u64::from(vci))
+        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
+        .rotate_right(29) as u32
+}
+
+/// What a QoS resolves to on this host.
+#[derive(Debug, Clone)]
+pub(crate) struct Resolved {
+    pub(crate) cfg: TransportConfig,
+    pub(crate) level: Level,
+    pub(crate) weight: u32,
+}
+
+impl Host {
+    /// Start a host's engine.
+    pub fn open(cfg: HostConfig) -> Result<Host, Error> {
+        let eng = Engine::start(cfg.engine.clone()).map_err(Error::Io)?;
+        let sigd = cfg
+            .sigd_socket
+            .clone()
+            .map(|p| Arc::new(sigd::SigdClient::new(p, Arc::downgrade(&eng))));
+        Ok(Host {
+            eng,
+            cfg,
+            sigd,
+            spare: Arc::default(),
+        })
+    }
+
+    fn resolve_qos(&self, qos: &str) -> Result<Resolved, Error> {
+        let q: Qos = qos
+            .parse()
+            .map_err(|e: crate::wire::qos::QosParseError| Error::Qos(e.render(qos)))?;
+        // An IP path is not a round-robin network: feedback flow control defaults to
+        // the dynamic window (seed 000 §5.3.3).
+        let mut cfg = TransportConfig::from_qos(&q, false).map_err(Error::Config)?;
+        cfg.reorder_threshold = self.cfg.reorder_threshold;
+        cfg.rtt.min_rto = self.cfg.min_rto;
+        cfg.rtt.initial_rto = self.cfg.min_rto.max(Duration::from_millis(200));
+        let (level, weight) = match q.service() {
+            Service::Guaranteed => (Level::Guaranteed, guaranteed_weight(cfg.rate)),
+            Service::Reliable => (Level::Reliable, 1),
+            Service::BestEffort => (Level::BestEffort, 1),
+        };
+        Ok(Resolved { cfg, level, weight })
+    }
+
+    fn session(&self) -> Result<Arc<sigd::Session>, Error> {
+        match &self.sigd {
+            Some(c) => c.session(),
+            None => Err(Error::NeedsSigd(
+                "an ATM address needs sigd: set HostConfig::sigd_socket, or give an IP socket address for direct mode",
+            )),
+        }
+    }
+
+    /// Listen with `qos` (Linux-ATM QoS text, e.g. `"reliable"`, `"cbr:pcr=10Mbps"`).
+    /// Through sigd, `addr` is a SAP ("echo"), optionally on one of this host's
+    /// addresses ("+4420001:echo"); in direct mode it is a UDP address to bind.
+    pub fn bind(&self, addr: impl IntoTarget, qos: &str) -> Result<Listener, Error> {
+        let r = self.resolve_qos(qos)?;
+        match addr.into_target() {
+            Target::Ip(a) => Listener::bind(self.eng.clone(), a, r),
+            Target::Atm(sap) => {
+                let session = self.session()?;
+                let id = session.request(|req| crate::wire::ipc::Message::Bind {
+                    req,
+                    sap: sap.clone(),
+                    qos: qos.to_owned(),
+                })?;
+                Ok(Listener::signalled(self.clone(), session, id))
+            }
+        }
+    }
+
+    /// Listen like [`Host::bind`], choosing how calls through sigd are answered
+    /// ([`Accept::Auto`]: pre-authorised, with a backlog).
+    pub fn bind_with(
+        &self,
+        addr: impl IntoTarget,
+        qos: &str,
+        accept: Accept,
+    ) -> Result<Listener, Error> {
+        let backlog = match accept {
+            Accept::Explicit => return self.bind(addr, qos),
+            Accept::Auto { backlog } => backlog,
+        };
+        if !(1..=crate::wire::ipc::MAX_ENDPOINTS).contains(&usize::from(backlog)) {
+            return Err(Error::BadBacklog(backlog));
+        }
+        let r = self.resolve_qos(qos)?;
+        match addr.into_target() {
+            Target::Ip(a) => Listener::bind(self.eng.clone(), a, r),
+            Target::Atm(sap) => {
+                let session = self.session()?;
+                let links = (0..backlog)
+                    .map(|_| self.new_data_link())
+                    .collect::<Result<Vec<_>, _>>()?;
+                let pool = connection::AutoLinks::new(links, usize::from(backlog))?;
+                let data = pool.endpoints();
+                let id = session.request(|req| crate::wire::ipc::Message::BindAuto {
+                    req,
+                    sap: sap.clone(),
+                    qos: qos.to_owned(),
+                    data,
+                })?;
+                Ok(Listener::signalled_auto(self.clone(), session, id, pool))
+            }
+        }
+    }
+
+    /// Connect with `qos` for both directions; blocks until both VCs are set up, the
+    /// call is refused, or the connect timeout passes. `addr` is an ATM address or
+    /// name with an optional `:SAP` (through sigd), or an IP socket address (direct).
+    pub fn connect(&self, addr: impl IntoTarget, qos: &str) -> Result<Connection, Error> {
+        let r = self.resolve_qos(qos)?;
+        match addr.into_target() {
+            Target::Ip(a) => Connection::connect(self.eng.clone(), a, r, self.cfg.connect_timeout),
+            Target::Atm(called) => self.connect_signalled(&called, qos),
+        }
+    }
+
+    /// The data socket for a call through sigd: the one opened ahead if there is one.
+    fn data_link(&self) -> Result<Link, Error> {
+        if let Some(l) = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            return Ok(l);
+        }
+        self.new_data_link()
+    }
+
+    pub(crate) fn new_data_link(&self) -> Result<Link, Error> {
+        let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
+        Link::bind(&self.eng.cfg, any).map_err(Error::Io)
+    }
+
+    /// Open the next call's data socket while this call's request is with sigd: the
+    /// thread would only wait there, and opening a socket (several system calls)
+    /// leaves the critical path of the next setup. Best effort.
+    pub(crate) fn open_spare_link(&self) {
+        if self
+            .spare
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_some()
+        {
+            return;
+        }
+        if let Ok(l) = self.new_data_link() {
+            let mut s = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            if s.is_none() {
+                *s = Some(l);
+            }
+        }
+    }
+
+    fn connect_signalled(&self, called: &str, qos: &str) -> Result<Connection, Error> {
+        use crate::wire::ipc::Message;
+        let session = self.session()?;
+        let link = self.data_link()?;
+        let data = link.local_addr().map_err(Error::Io)?;
+        let req = session.send_request(|req| Message::Connect {
+            req,
+            called: called.to_owned(),
+            qos: qos.to_owned(),
+            data,
+        })?;
+        self.open_spare_link();
+        let call = session.answer(req)?;
+        self.await_connected(&session, call, link)
+    }
+
+    /// Wait for sigd's `Connected` for `call`, then open the data path.
+    pub(crate) fn await_connected(
+        &self,
+        session: &Arc<sigd::Session>,
+        call: u64,
+        link: Link,
+    ) -> Result<Connection, Error> {
+        use crate::wire::ipc::Message;
+        match session.call_event(call, self.cfg.connect_timeout) {
+            Ok(ev @ sigd::CallEvent::Connected(_)) => self.open_signalled(session, call, link, ev),
+            Ok(sigd::CallEvent::Released { cause, detail }) => {
+                session.forget(call);
+                Err(Error::Refused { cause, detail })
+            }
+            Err(e) => {
+                // No answer in time: give the call up so sigd frees it (cause 102,
+                // recovery on timer expiry).
+                session.notify(|req| Message::Release {
+                    req,
+                    call,
+                    cause: 102,
+                });
+                session.forget(call);
+                Err(e)
+            }
+        }
+    }
+
+    /// Open the data path of `call` on `link` from sigd's `Connected` (`ev`).
+    pub(crate) fn open_signalled(
+        &self,
+        session: &Arc<sigd::Session>,
+        call: u64,
+        link: Link,
+        ev: sigd::CallEvent,
+    ) -> Result<Connection, Error> {
+        use crate::wire::ipc::Message;
+        let sigd::CallEvent::Connected(crate::wire::ipc::DataPath {
+            peer,
+            cookie,
+            tx_vci,
+            rx_vci,
+            granted_bps,
+            qos,
+        }) = ev
+        else {
+            return Err(Error::SigdGone);
+        };
+        let r = match self.resolve_qos(&qos) {
+            Ok(r) => r,
+            Err(e) => {
+                session.notify(|req| Message::Release {
+                    req,
+                    call,
+                    cause: 73,
+                });
+                session.forget(call);
+                return Err(e);
+            }
+        };
+        // Both VCs start established from what signalling agreed (no TPDU
+        // handshake): each end derives the VC's ISN from the call's cookie and the
+        // VC's VCI, so sender and receiver agree without a round trip.
+        let mut tx_cfg = r.cfg.clone();
+        tx_cfg.cookie = Some(cookie);
+        tx_cfg.isn = signalled_isn(cookie, tx_vci);
+        let mut rx_cfg = r.cfg;
+        rx_cfg.cookie = Some(cookie);
+        rx_cfg.isn = signalled_isn(cookie, rx_vci);
+        let conn = Conn::from_signalling(
+            &self.eng,
+            link,
+            peer,
+            (tx_cfg, tx_vci),
+            (rx_cfg, rx_vci),
+            r.level,
+            r.weight,
+        )
+        .map_err(Error::Io)?;
+        session.established(call, &conn);
+        let granted = Granted {
+            tx_bps: granted_bps,
+            qos,
+        };
+        Connection::signalled(
+            self.eng.clone(),
+            conn,
+            session.clone(),
+            call,
+            granted,
+            self.cfg.connect_timeout,
+        )
+    }
+
+    /// Ask sigd for its state (the JSON of `natm stat --json`).
+    pub fn sigd_stat(&self) -> Result<String, Error> {
+        self.session()?.stat()
+    }
+
+    /// Add an ATM address to this host's directory while this host's sigd session
+    /// lives (calls to it then reach this host's listeners).
+    pub fn register_address(&self, address: &str) -> Result<(), Error> {
+        self.session()?
+            .request(|req| crate::wire::ipc::Message::Register {
+                req,
+                address: address.to_owned(),
+            })
+            .map(|_| ())
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HostConfig {
+        &self.cfg
+    }
+}
