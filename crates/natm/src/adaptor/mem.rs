@@ -32,7 +32,6 @@ use std::time::Duration;
 use rustix::event::{eventfd, EventfdFlags};
 
 use super::batch::{RecvBatch, SendBatch};
-use super::FramePort;
 
 /// Octets each queued frame is charged beyond its length (the kernel charges a UDP
 /// datagram's skb about this much).
@@ -343,18 +342,6 @@ impl AsFd for MemPort {
 impl AsRawFd for MemPort {
     fn as_raw_fd(&self) -> RawFd {
         self.inner.ready.as_raw_fd()
-    }
-}
-
-impl FramePort for MemPort {
-    type Addr = SocketAddr;
-
-    fn send_frames(&self, dst: Option<SocketAddr>, frames: &SendBatch) -> io::Result<usize> {
-        self.send_batch(dst, frames)
-    }
-
-    fn recv_frames(&self, frames: &mut RecvBatch<SocketAddr>) -> io::Result<usize> {
-        self.recv_now(frames)
     }
 }
 

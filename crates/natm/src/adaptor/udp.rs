@@ -22,7 +22,6 @@ use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::batch::{RecvBatch, SendBatch, MAX_DATAGRAM};
-use super::FramePort;
 
 /// Receive-buffer size a GRO port needs per slot: more than the largest run GRO
 /// coalesces (a GSO send is at most 65,507 octets, and Linux's default `gro_max_size`
@@ -543,17 +542,5 @@ impl AsFd for UdpPort {
 impl AsRawFd for UdpPort {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()
-    }
-}
-
-impl FramePort for UdpPort {
-    type Addr = SocketAddr;
-
-    fn send_frames(&self, dst: Option<SocketAddr>, frames: &SendBatch) -> io::Result<usize> {
-        self.send_batch(dst, frames)
-    }
-
-    fn recv_frames(&self, frames: &mut RecvBatch<SocketAddr>) -> io::Result<usize> {
-        self.recv(frames)
     }
 }
