@@ -10,7 +10,6 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +19,7 @@ use super::Engine;
 use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
 use crate::stages::{self, Stage};
+use crate::sync::{self, Condvar, MutexGuard, OrderedMutex as Mutex};
 use crate::time::Instant;
 use crate::transport::{AbortReason, Event, Psb};
 
@@ -129,10 +129,6 @@ pub(crate) enum Which {
     Rx,
 }
 
-fn lock(m: &Mutex<End>) -> MutexGuard<'_, End> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Conn {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
@@ -152,9 +148,9 @@ impl Conn {
             rx_vci: rx.vci,
             handshake_to,
             sock_connected: AtomicBool::new(connected),
-            tx: Mutex::new(tx),
+            tx: Mutex::new(sync::Level::TxEnd, tx),
             tx_cv: Condvar::new(),
-            rx: Mutex::new(rx),
+            rx: Mutex::new(sync::Level::RxEnd, rx),
             rx_cv: Condvar::new(),
             reading: AtomicBool::new(false),
             pending: AtomicBool::new(false),
@@ -171,8 +167,8 @@ impl Conn {
 
     pub(crate) fn end(&self, w: Which) -> (MutexGuard<'_, End>, &Condvar) {
         match w {
-            Which::Tx => (lock(&self.tx), &self.tx_cv),
-            Which::Rx => (lock(&self.rx), &self.rx_cv),
+            Which::Tx => (self.tx.lock(), &self.tx_cv),
+            Which::Rx => (self.rx.lock(), &self.rx_cv),
         }
     }
 
@@ -248,7 +244,7 @@ impl Conn {
             return false;
         };
         let (backlog, w) = {
-            let rx = lock(&self.rx);
+            let rx = self.rx.lock();
             (rx.psb.readable(), w.for_buffer(rx.psb.rcv_buf()))
         };
         if self.held.load(Ordering::Acquire) {
@@ -350,8 +346,8 @@ impl Conn {
     /// Dropped by the application and finished in both directions.
     pub(crate) fn collectable(&self) -> bool {
         self.dropped.load(Ordering::SeqCst)
-            && lock(&self.tx).finished()
-            && lock(&self.rx).finished()
+            && self.tx.lock().finished()
+            && self.rx.lock().finished()
     }
 
     /// Read as an application thread: wait up to the read slice for the socket (or
@@ -614,9 +610,7 @@ impl Conn {
                         u.saturating_duration_since(std::time::Instant::now())
                     }));
                 end.waiters += 1;
-                let (mut end, _) = cv
-                    .wait_timeout(end, slice)
-                    .unwrap_or_else(|p| p.into_inner());
+                cv.wait_for(&mut end, slice);
                 end.waiters -= 1;
             }
         };

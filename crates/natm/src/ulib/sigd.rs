@@ -21,11 +21,12 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use super::Error;
 use crate::engine::{Conn, Engine};
+use crate::sync::{Condvar, Level, MutexGuard, OrderedMutex as Mutex};
 use crate::wire::ipc::{DataPath, Decoder, Message};
 
 /// How long sigd has to answer a request (it answers at once unless it is hung).
@@ -119,15 +120,13 @@ pub(crate) struct Session {
 impl Drop for Session {
     fn drop(&mut self) {
         // Unblocks the reader thread; sigd releases whatever this session still held.
-        if let Ok(w) = self.writer.lock() {
-            let _ = w.shutdown(std::net::Shutdown::Both);
-        }
+        let _ = self.writer.lock().shutdown(std::net::Shutdown::Both);
     }
 }
 
 impl Session {
     fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     fn open(path: &Path, eng: Weak<Engine>) -> Result<Arc<Session>, Error> {
@@ -146,16 +145,19 @@ impl Session {
             )
             .map_err(Error::Io)?;
         let session = Arc::new(Session {
-            writer: Mutex::new(s),
+            writer: Mutex::new(Level::SigdWriter, s),
             // 0 is the tag of requests nobody waits for (`notify`).
             next_req: AtomicU64::new(1),
-            state: Mutex::new(State::default()),
+            state: Mutex::new(Level::SigdState, State::default()),
             cv: Condvar::new(),
-            reader: Mutex::new(Reader {
-                stream: reader,
-                dec: Decoder::new(),
-                buf: vec![0u8; 16 * 1024].into_boxed_slice(),
-            }),
+            reader: Mutex::new(
+                Level::SigdReader,
+                Reader {
+                    stream: reader,
+                    dec: Decoder::new(),
+                    buf: vec![0u8; 16 * 1024].into_boxed_slice(),
+                },
+            ),
             watch,
             eng,
         });
@@ -195,7 +197,7 @@ impl Session {
                     None => READ_SLICE,
                 }
             };
-            if let Ok(mut rd) = self.reader.try_lock() {
+            if let Some(mut rd) = self.reader.try_lock() {
                 let fd = rd.stream.as_raw_fd();
                 let _ = self.watch.deregister(&mut mio::unix::SourceFd(&fd));
                 self.read_some(&mut rd, Some(left));
@@ -228,10 +230,7 @@ impl Session {
                 return Err(Error::SigdGone);
             }
             st.parked += 1;
-            let (mut st, _) = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|p| p.into_inner());
+            self.cv.wait_for(&mut st, left);
             st.parked -= 1;
         }
     }
@@ -315,7 +314,7 @@ impl Session {
             }
         }
         let bytes = m.to_bytes();
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.writer.lock();
         if w.write_all(&bytes).is_err() {
             drop(w);
             self.mark_gone("writing to sigd failed".into());
@@ -583,7 +582,7 @@ fn watch_loop(mut poll: mio::Poll, weak: Weak<Session>) {
         }
         // An application thread holding the role has the stream out of this set and
         // puts it back (re-reporting anything unread) when it lets go.
-        if let Ok(mut rd) = session.reader.try_lock() {
+        if let Some(mut rd) = session.reader.try_lock() {
             session.read_some(&mut rd, None);
         }
         if session.is_gone() {
@@ -605,14 +604,14 @@ impl SigdClient {
     pub(crate) fn new(path: PathBuf, eng: Weak<Engine>) -> SigdClient {
         SigdClient {
             path,
-            session: Mutex::new(None),
+            session: Mutex::new(Level::SigdClient, None),
             eng,
         }
     }
 
     /// A live session, opening one if there is none or the last one died.
     pub(crate) fn session(&self) -> Result<Arc<Session>, Error> {
-        let mut s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.session.lock();
         if let Some(cur) = s.as_ref() {
             if !cur.is_gone() {
                 return Ok(cur.clone());
