@@ -10,6 +10,10 @@
 //! no application thread waits (an offer nobody is waiting for yet, a `Released` for
 //! an established call); it never takes the role from a waiting application thread.
 //!
+//! A thread that waits without the read role parks itself (`std::thread::park`) under
+//! the key of what it waits for, and the reader unparks only the threads waiting for
+//! what it filed: an answer wakes its requester alone, not every waiting thread.
+//!
 //! Whoever reads also watches established calls: a `Released` from sigd (the peer
 //! application died or released) aborts the connection's VCs at once, so the
 //! application sees "aborted by the peer" without waiting for a transport timeout.
@@ -22,11 +26,12 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::Error;
 use crate::engine::{Conn, Engine};
-use crate::sync::{Condvar, Level, MutexGuard, OrderedMutex as Mutex};
+use crate::sync::{Level, MutexGuard, OrderedMutex as Mutex};
 use crate::wire::ipc::{DataPath, Decoder, Message};
 
 /// How long sigd has to answer a request (it answers at once unless it is hung).
@@ -81,10 +86,18 @@ impl std::fmt::Debug for Reader {
 /// deadline and at what other readers filed again.
 const READ_SLICE: Duration = Duration::from_millis(100);
 
+/// What a parked thread waits for: the answer to a request, or what comes for an id
+/// sigd assigned (a call's events, a listener's offers and calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Req(u64),
+    Id(u64),
+}
+
 #[derive(Debug, Default)]
 struct State {
-    /// Application threads waiting on the condition variable (not reading).
-    parked: u32,
+    /// Application threads parked (not reading), by what they wait for.
+    parked: HashMap<Key, Vec<Thread>>,
     waiting: HashSet<u64>,
     answers: HashMap<u64, Message>,
     /// Ids sigd assigned to this session (calls and listeners), each with what came
@@ -108,7 +121,6 @@ pub(crate) struct Session {
     writer: Mutex<UnixStream>,
     next_req: AtomicU64,
     state: Mutex<State>,
-    cv: Condvar,
     /// The read role (see the module doc).
     reader: Mutex<Reader>,
     /// The watcher's epoll set: the stream is in it only while no application thread
@@ -127,6 +139,20 @@ impl Drop for Session {
 impl Session {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock()
+    }
+
+    /// Unpark the threads waiting for `key` (after the state's lock is dropped).
+    fn wake(mut st: MutexGuard<'_, State>, key: Key) {
+        let woken = st.parked.remove(&key);
+        drop(st);
+        woken.into_iter().flatten().for_each(|t| t.unpark());
+    }
+
+    /// Unpark every waiting thread (sigd went away).
+    fn wake_all(mut st: MutexGuard<'_, State>) {
+        let woken = std::mem::take(&mut st.parked);
+        drop(st);
+        woken.into_values().flatten().for_each(|t| t.unpark());
     }
 
     fn open(path: &Path, eng: Weak<Engine>) -> Result<Arc<Session>, Error> {
@@ -149,7 +175,6 @@ impl Session {
             // 0 is the tag of requests nobody waits for (`notify`).
             next_req: AtomicU64::new(1),
             state: Mutex::new(Level::SigdState, State::default()),
-            cv: Condvar::new(),
             reader: Mutex::new(
                 Level::SigdReader,
                 Reader {
@@ -170,10 +195,11 @@ impl Session {
     }
 
     /// Wait until `cond` gives an answer, reading the stream itself whenever no other
-    /// thread is (the read role), else parked on the condition variable. `None`
-    /// deadline: until sigd goes away.
+    /// thread is (the read role), else parked under `key`, what `cond` waits for.
+    /// `None` deadline: until sigd goes away.
     fn wait_for<R>(
         &self,
+        key: Key,
         until: Option<Instant>,
         mut cond: impl FnMut(&mut State) -> Option<Result<R, Error>>,
     ) -> Result<R, Error> {
@@ -216,9 +242,10 @@ impl Session {
                     self.mark_gone("cannot watch the sigd socket".to_owned());
                 }
                 drop(rd);
-                // Someone parked while this thread held the role: let one take it.
-                if self.lock().parked > 0 {
-                    self.cv.notify_all();
+                // Someone parked while this thread held the role: let them take it.
+                let st = self.lock();
+                if let Some(&k) = st.parked.keys().next() {
+                    Self::wake(st, k);
                 }
                 continue;
             }
@@ -229,9 +256,18 @@ impl Session {
             if st.gone.is_some() {
                 return Err(Error::SigdGone);
             }
-            st.parked += 1;
-            self.cv.wait_for(&mut st, left);
-            st.parked -= 1;
+            let me = std::thread::current();
+            st.parked.entry(key).or_default().push(me.clone());
+            drop(st);
+            // A wake-up between the unlock and here is kept by the thread's token.
+            std::thread::park_timeout(left);
+            let mut st = self.lock();
+            if let Some(v) = st.parked.get_mut(&key) {
+                v.retain(|t| t.id() != me.id());
+                if v.is_empty() {
+                    st.parked.remove(&key);
+                }
+            }
         }
     }
 
@@ -348,7 +384,7 @@ impl Session {
     }
 
     fn answer_raw(&self, req: u64) -> Result<Message, Error> {
-        let r = self.wait_for(Some(Instant::now() + ANSWER_TIMEOUT), |st| {
+        let r = self.wait_for(Key::Req(req), Some(Instant::now() + ANSWER_TIMEOUT), |st| {
             st.answers.remove(&req).map(Ok)
         });
         self.lock().waiting.remove(&req);
@@ -368,7 +404,7 @@ impl Session {
 
     /// Wait for the next event of `call`, up to `timeout`.
     pub(crate) fn call_event(&self, call: u64, timeout: Duration) -> Result<CallEvent, Error> {
-        self.wait_for(Some(Instant::now() + timeout), |st| {
+        self.wait_for(Key::Id(call), Some(Instant::now() + timeout), |st| {
             st.slots
                 .get_mut(&call)
                 .and_then(|q| q.events.pop_front())
@@ -414,12 +450,16 @@ impl Session {
         listener: u64,
         timeout: Option<Duration>,
     ) -> Result<Offer, Error> {
-        self.wait_for(timeout.map(|t| Instant::now() + t), |st| {
-            st.slots
-                .get_mut(&listener)
-                .and_then(|q| q.offers.pop_front())
-                .map(Ok)
-        })
+        self.wait_for(
+            Key::Id(listener),
+            timeout.map(|t| Instant::now() + t),
+            |st| {
+                st.slots
+                    .get_mut(&listener)
+                    .and_then(|q| q.offers.pop_front())
+                    .map(Ok)
+            },
+        )
     }
 
     /// The next call for `listener`: one sigd already answered (pre-authorised
@@ -430,13 +470,17 @@ impl Session {
         listener: u64,
         timeout: Option<Duration>,
     ) -> Result<NextCall, Error> {
-        self.wait_for(timeout.map(|t| Instant::now() + t), |st| {
-            let q = st.slots.get_mut(&listener)?;
-            if let Some(a) = q.accepted.pop_front() {
-                return Some(Ok(NextCall::Accepted(a)));
-            }
-            q.offers.pop_front().map(|o| Ok(NextCall::Offered(o)))
-        })
+        self.wait_for(
+            Key::Id(listener),
+            timeout.map(|t| Instant::now() + t),
+            |st| {
+                let q = st.slots.get_mut(&listener)?;
+                if let Some(a) = q.accepted.pop_front() {
+                    return Some(Ok(NextCall::Accepted(a)));
+                }
+                q.offers.pop_front().map(|o| Ok(NextCall::Offered(o)))
+            },
+        )
     }
 
     /// Forget a listener, returning the calls sigd answered for it that nobody took.
@@ -458,28 +502,30 @@ impl Session {
         if st.gone.is_none() {
             st.gone = Some(why);
         }
-        drop(st);
-        self.cv.notify_all();
+        Self::wake_all(st);
     }
 
     fn deliver(&self, m: Message) {
         let mut st = self.lock();
-        match m {
+        let key = match m {
             Message::Ack { req, id } if st.waiting.contains(&req) => {
                 if id != 0 {
                     st.slots.entry(id).or_default();
                 }
                 st.answers.insert(req, m);
+                Key::Req(req)
             }
             Message::Refused { req, .. } | Message::StatReply { req, .. }
                 if st.waiting.contains(&req) =>
             {
                 st.answers.insert(req, m);
+                Key::Req(req)
             }
             Message::Connected { call, path } => {
                 if let Some(q) = st.slots.get_mut(&call) {
                     q.events.push_back(CallEvent::Connected(path));
                 }
+                Key::Id(call)
             }
             Message::Released {
                 call,
@@ -500,6 +546,7 @@ impl Session {
                 if let Some(q) = st.slots.get_mut(&call) {
                     q.events.push_back(CallEvent::Released { cause, detail });
                 }
+                Key::Id(call)
             }
             Message::Incoming {
                 listener,
@@ -507,7 +554,10 @@ impl Session {
                 caller,
                 qos,
             } => match st.slots.get_mut(&listener) {
-                Some(q) => q.offers.push_back(Offer { call, caller, qos }),
+                Some(q) => {
+                    q.offers.push_back(Offer { call, caller, qos });
+                    Key::Id(listener)
+                }
                 None => {
                     drop(st);
                     // Nobody listens any more: say no rather than let it time out.
@@ -534,6 +584,7 @@ impl Session {
                     });
                     // Collect what comes for the call until the application takes it.
                     st.slots.entry(call).or_default();
+                    Key::Id(listener)
                 }
                 None => {
                     drop(st);
@@ -548,11 +599,12 @@ impl Session {
             },
             Message::Error { cause, detail } => {
                 st.gone = Some(format!("sigd closed the session: {detail} (cause {cause})"));
+                return Self::wake_all(st);
             }
-            _ => {}
-        }
-        drop(st);
-        self.cv.notify_all();
+            // Nobody waits for it.
+            _ => return,
+        };
+        Self::wake(st, key);
     }
 }
 
