@@ -137,10 +137,6 @@ impl Drop for Session {
 }
 
 impl Session {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock()
-    }
-
     /// Unpark the threads waiting for `key` (after the state's lock is dropped).
     fn wake(mut st: MutexGuard<'_, State>, key: Key) {
         let woken = st.parked.remove(&key);
@@ -205,7 +201,7 @@ impl Session {
     ) -> Result<R, Error> {
         loop {
             let left = {
-                let mut st = self.lock();
+                let mut st = self.state.lock();
                 if let Some(r) = cond(&mut st) {
                     return r;
                 }
@@ -243,13 +239,13 @@ impl Session {
                 }
                 drop(rd);
                 // Someone parked while this thread held the role: let them take it.
-                let st = self.lock();
+                let st = self.state.lock();
                 if let Some(&k) = st.parked.keys().next() {
                     Self::wake(st, k);
                 }
                 continue;
             }
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             if let Some(r) = cond(&mut st) {
                 return r;
             }
@@ -261,7 +257,7 @@ impl Session {
             drop(st);
             // A wake-up between the unlock and here is kept by the thread's token.
             std::thread::park_timeout(left);
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             if let Some(v) = st.parked.get_mut(&key) {
                 v.retain(|t| t.id() != me.id());
                 if v.is_empty() {
@@ -327,7 +323,7 @@ impl Session {
     }
 
     pub(crate) fn is_gone(&self) -> bool {
-        self.lock().gone.is_some()
+        self.state.lock().gone.is_some()
     }
 
     /// Send a request built around a fresh `req` tag; with `wait`, the caller will
@@ -341,7 +337,7 @@ impl Session {
         };
         let m = build(req);
         {
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             if st.gone.is_some() {
                 return Err(Error::SigdGone);
             }
@@ -387,7 +383,7 @@ impl Session {
         let r = self.wait_for(Key::Req(req), Some(Instant::now() + ANSWER_TIMEOUT), |st| {
             st.answers.remove(&req).map(Ok)
         });
-        self.lock().waiting.remove(&req);
+        self.state.lock().waiting.remove(&req);
         r
     }
 
@@ -414,19 +410,19 @@ impl Session {
 
     /// Collect events for a call this session learnt of from an offer.
     pub(crate) fn watch_call(&self, call: u64) {
-        self.lock().slots.entry(call).or_default();
+        self.state.lock().slots.entry(call).or_default();
     }
 
     /// Forget an id (a call that ended, a listener that closed).
     pub(crate) fn forget(&self, id: u64) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         st.slots.remove(&id);
         st.live.remove(&id);
     }
 
     /// From now on, a `Released` for `call` aborts `conn`.
     pub(crate) fn established(&self, call: u64, conn: &Arc<Conn>) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         // A release that raced with the setup is applied at once.
         let released = st.slots.remove(&call).is_some_and(|q| {
             q.events
@@ -485,7 +481,7 @@ impl Session {
 
     /// Forget a listener, returning the calls sigd answered for it that nobody took.
     pub(crate) fn close_listener(&self, listener: u64) -> Vec<u64> {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let taken = st
             .slots
             .remove(&listener)
@@ -498,7 +494,7 @@ impl Session {
     }
 
     fn mark_gone(&self, why: String) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         if st.gone.is_none() {
             st.gone = Some(why);
         }
@@ -506,7 +502,7 @@ impl Session {
     }
 
     fn deliver(&self, m: Message) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let key = match m {
             Message::Ack { req, id } if st.waiting.contains(&req) => {
                 if id != 0 {
