@@ -10,7 +10,6 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -20,6 +19,7 @@ use super::Engine;
 use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
 use crate::stages::{self, Stage};
+use crate::sync::{self, Condvar, MutexGuard, OrderedMutex as Mutex};
 use crate::time::Instant;
 use crate::transport::{AbortReason, Event, Psb};
 
@@ -80,15 +80,16 @@ impl End {
     }
 }
 
-/// Counters of frames the connection refused before any PSB saw them.
+/// What only the engine can count: frames the connection refused before any PSB saw
+/// them, frames that did not go out, watermark holds. Datagrams in and out are the
+/// adaptor's counters (`UdpPort::stats`, `MemPort::stats`), not kept again here.
 #[derive(Debug, Default)]
 pub(crate) struct LinkCounters {
     pub(crate) not_natm: AtomicU64,
     pub(crate) unknown_vc: AtomicU64,
     pub(crate) bad_source: AtomicU64,
+    /// Frames: not built (no room in the batch) or not taken by the adaptor.
     pub(crate) send_errors: AtomicU64,
-    pub(crate) datagrams_in: AtomicU64,
-    pub(crate) datagrams_out: AtomicU64,
     pub(crate) held_by_watermark: AtomicU64,
 }
 
@@ -99,8 +100,9 @@ pub(crate) struct Conn {
     pub(crate) link: Link,
     tx_vci: u16,
     rx_vci: u16,
-    /// Where to send while the socket is not yet connected (client handshake).
-    peer: Mutex<Option<SocketAddr>>,
+    /// Where to send until the socket is connected (the client handshake calls the
+    /// listener); from then on the link's connected peer is the one address.
+    handshake_to: Option<SocketAddr>,
     sock_connected: AtomicBool,
     pub(crate) tx: Mutex<End>,
     pub(crate) tx_cv: Condvar,
@@ -127,32 +129,28 @@ pub(crate) enum Which {
     Rx,
 }
 
-fn lock(m: &Mutex<End>) -> MutexGuard<'_, End> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Conn {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         token: usize,
         link: Link,
-        peer: Option<SocketAddr>,
+        handshake_to: Option<SocketAddr>,
         tx: End,
         rx: End,
         level: Level,
         weight: u32,
     ) -> Conn {
-        let connected = peer.is_none();
+        let connected = handshake_to.is_none();
         Conn {
             token,
             link,
             tx_vci: tx.vci,
             rx_vci: rx.vci,
-            peer: Mutex::new(peer),
+            handshake_to,
             sock_connected: AtomicBool::new(connected),
-            tx: Mutex::new(tx),
+            tx: Mutex::new(sync::Level::TxEnd, tx),
             tx_cv: Condvar::new(),
-            rx: Mutex::new(rx),
+            rx: Mutex::new(sync::Level::RxEnd, rx),
             rx_cv: Condvar::new(),
             reading: AtomicBool::new(false),
             pending: AtomicBool::new(false),
@@ -169,8 +167,8 @@ impl Conn {
 
     pub(crate) fn end(&self, w: Which) -> (MutexGuard<'_, End>, &Condvar) {
         match w {
-            Which::Tx => (lock(&self.tx), &self.tx_cv),
-            Which::Rx => (lock(&self.rx), &self.rx_cv),
+            Which::Tx => (self.tx.lock(), &self.tx_cv),
+            Which::Rx => (self.rx.lock(), &self.rx_cv),
         }
     }
 
@@ -246,7 +244,7 @@ impl Conn {
             return false;
         };
         let (backlog, w) = {
-            let rx = lock(&self.rx);
+            let rx = self.rx.lock();
             (rx.psb.readable(), w.for_buffer(rx.psb.rcv_buf()))
         };
         if self.held.load(Ordering::Acquire) {
@@ -348,8 +346,8 @@ impl Conn {
     /// Dropped by the application and finished in both directions.
     pub(crate) fn collectable(&self) -> bool {
         self.dropped.load(Ordering::SeqCst)
-            && lock(&self.tx).finished()
-            && lock(&self.rx).finished()
+            && self.tx.lock().finished()
+            && self.rx.lock().finished()
     }
 
     /// Read as an application thread: wait up to the read slice for the socket (or
@@ -415,7 +413,6 @@ impl Conn {
     /// it touched.
     fn take_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Which> {
         stages::record(Stage::RxRead, self.stage_key());
-        self.counters.datagrams_in.fetch_add(1, Ordering::Relaxed);
         let Some(vci) = vc_of(d) else {
             self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -440,7 +437,6 @@ impl Conn {
         if !self.sock_connected.load(Ordering::Acquire) && end.psb.status().connected {
             if let Some(src) = from {
                 if self.link.connect(src).is_ok() {
-                    *self.peer.lock().unwrap_or_else(|p| p.into_inner()) = None;
                     self.sock_connected.store(true, Ordering::Release);
                 }
             } else {
@@ -462,7 +458,11 @@ impl Conn {
         max: usize,
     ) -> usize {
         let mut sent = 0;
-        let peer = *self.peer.lock().unwrap_or_else(|p| p.into_inner());
+        let peer = if self.sock_connected.load(Ordering::Acquire) {
+            None
+        } else {
+            self.handshake_to
+        };
         // Frames go out in batches: runs of equal sizes leave in one GSO sendmsg (a
         // burst of ACKs, or the full TPDUs of a message).
         let mut batch = std::mem::take(&mut end.out_batch);
@@ -527,22 +527,11 @@ impl Conn {
         stages::record(Stage::TxStart, self.stage_key());
         let r = self.link.send_batch(batch, peer);
         stages::record(Stage::TxDone, self.stage_key());
-        match r {
-            Ok(n) => {
-                self.counters
-                    .datagrams_out
-                    .fetch_add(n as u64, Ordering::Relaxed);
-                if n < batch.len() {
-                    self.counters
-                        .send_errors
-                        .fetch_add((batch.len() - n) as u64, Ordering::Relaxed);
-                }
-            }
-            Err(_) => {
-                self.counters
-                    .send_errors
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            }
+        let unsent = batch.len() - r.map_or(0, |n| n.min(batch.len()));
+        if unsent > 0 {
+            self.counters
+                .send_errors
+                .fetch_add(unsent as u64, Ordering::Relaxed);
         }
     }
 
@@ -621,9 +610,7 @@ impl Conn {
                         u.saturating_duration_since(std::time::Instant::now())
                     }));
                 end.waiters += 1;
-                let (mut end, _) = cv
-                    .wait_timeout(end, slice)
-                    .unwrap_or_else(|p| p.into_inner());
+                cv.wait_for(&mut end, slice);
                 end.waiters -= 1;
             }
         };

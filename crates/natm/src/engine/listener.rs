@@ -5,7 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::Arc;
 
 use super::conn::{Conn, End, VCI_BACKWARD, VCI_FORWARD};
 use super::link::{vc_of, Link, VC_HEADER_LEN};
@@ -13,6 +13,7 @@ use super::Engine;
 use crate::adaptor::RecvBatch;
 use crate::flow;
 use crate::sched::Level;
+use crate::sync::{self, Condvar, OrderedMutex as Mutex};
 use crate::transport::{Psb, TransportConfig};
 use crate::wire::tpdu::{Header, TpduType};
 
@@ -60,8 +61,8 @@ impl ListenerShared {
             tx_cfg,
             level,
             weight,
-            handshaking: Mutex::new(HashMap::new()),
-            queue: Mutex::new(VecDeque::new()),
+            handshaking: Mutex::new(sync::Level::Handshaking, HashMap::new()),
+            queue: Mutex::new(sync::Level::AcceptQueue, VecDeque::new()),
             queue_cv: Condvar::new(),
             counters: ListenerCounters::default(),
         }
@@ -85,10 +86,10 @@ impl ListenerShared {
             return;
         }
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let mut hs = self.handshaking.lock().unwrap_or_else(|p| p.into_inner());
+        let mut hs = self.handshaking.lock();
         // Forget callers whose handshake finished or failed.
         hs.retain(|_, c| {
-            let rx = c.rx.lock().unwrap_or_else(|p| p.into_inner());
+            let rx = c.rx.lock();
             !(rx.connected || rx.finished())
         });
         if let Some(c) = hs.get(&from) {
@@ -96,7 +97,7 @@ impl ListenerShared {
             c.on_datagram(eng, d, Some(from));
             return;
         }
-        if hs.len() + self.queue.lock().unwrap_or_else(|p| p.into_inner()).len() >= BACKLOG {
+        if hs.len() + self.queue.lock().len() >= BACKLOG {
             self.counters.backlog_full.fetch_add(1, Ordering::Relaxed);
             return;
         }
@@ -112,10 +113,7 @@ impl ListenerShared {
             let (mut tx, cv) = c.end(super::conn::Which::Tx);
             c.after(eng, super::conn::Which::Tx, &mut tx, cv, now, usize::MAX);
         }
-        self.queue
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push_back(c);
+        self.queue.lock().push_back(c);
         self.queue_cv.notify_all();
     }
 
