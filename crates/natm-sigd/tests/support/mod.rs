@@ -277,6 +277,7 @@ impl Pair {
             uid: 0,
         };
         n.core.app_connected(now, app, Some(creds));
+        self.collect();
         app
     }
 
@@ -324,7 +325,20 @@ impl Pair {
                 data: data(40_000 + app.0 as u16),
             },
         );
-        ack_of(&self.take(s, app), req)
+        self.take_ack(s, app, req)
+    }
+
+    /// The `Ack` of `req` from `app`'s inbox; what came after it stays there.
+    pub fn take_ack(&mut self, s: Side, app: AppId, req: u64) -> u64 {
+        let msgs = self.take(s, app);
+        let id = ack_of(&msgs, req);
+        let at = msgs
+            .iter()
+            .position(|m| matches!(m, Message::Ack { req: r, .. } if *r == req))
+            .expect("ack_of found it");
+        let rest: VecDeque<Message> = msgs.into_iter().skip(at + 1).collect();
+        self.node(s).inbox.insert(app, rest);
+        id
     }
 
     /// Bind `sap` from `app` on host `s`: the listener id.
@@ -339,7 +353,7 @@ impl Pair {
                 qos: qos.into(),
             },
         );
-        ack_of(&self.take(s, app), req)
+        self.take_ack(s, app, req)
     }
 
     /// Bind `sap` pre-authorised with these pre-opened endpoints: the listener id.
