@@ -6,7 +6,7 @@
 //! no datagram is in flight, `advance` runs the clock forward through every timer.
 #![allow(dead_code, unreachable_pub)]
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
@@ -31,7 +31,7 @@ pub fn data(port: u16) -> SocketAddr {
 }
 
 /// Which host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Side {
     A,
     B,
@@ -101,12 +101,17 @@ impl Datagram {
 
 /// The Q.2931 message in a signalling datagram (an SD's information field).
 pub fn q2931_of(d: &[u8]) -> Option<q2931::Message> {
+    sd_of(d).and_then(|(_, info)| q2931::Message::parse(&info).ok())
+}
+
+/// An SSCOP SD's N(S) and information field.
+fn sd_of(d: &[u8]) -> Option<(u32, Vec<u8>)> {
     let (r, pdu) = vcframe::Repr::parse_bytes(d).ok()?;
     if r.kind != FrameKind::Signalling || r.vci != 5 {
         return None;
     }
     match Pdu::parse(pdu).ok()? {
-        Pdu::Sd { info, .. } => q2931::Message::parse(&info).ok(),
+        Pdu::Sd { ns, info } => Some((ns.value(), info)),
         _ => None,
     }
 }
@@ -125,6 +130,7 @@ pub struct Pair {
     pub lose: Box<dyn FnMut(&Datagram) -> bool>,
     /// Every Q.2931 message sent (lost or not).
     pub trace: Trace,
+    seen: HashSet<(Side, u32, Vec<u8>)>,
     next_req: u64,
 }
 
@@ -145,6 +151,7 @@ impl Pair {
             delay: Duration::from_micros(100),
             lose: Box::new(|_| false),
             trace: Vec::new(),
+            seen: HashSet::new(),
             next_req: 1,
         }
     }
@@ -188,9 +195,14 @@ impl Pair {
                             to,
                             bytes,
                         };
-                        if let Some(m) = d.q2931() {
-                            let cause = m.cause().map(|c| c.value.raw());
-                            self.trace.push((s, m.kind, cause));
+                        // Each SD once: SSCOP's retransmissions are not new messages.
+                        if let Some((ns, info)) = sd_of(&d.bytes) {
+                            if self.seen.insert((s, ns, info.clone())) {
+                                if let Ok(m) = q2931::Message::parse(&info) {
+                                    let cause = m.cause().map(|c| c.value.raw());
+                                    self.trace.push((s, m.kind, cause));
+                                }
+                            }
                         }
                         if !(self.lose)(&d) {
                             self.in_flight.push(d);
