@@ -134,6 +134,25 @@ fn a_lost_link_clears_calls_not_yet_active_at_once_with_cause_41() {
 }
 
 #[test]
+fn a_peer_that_never_answers_fails_the_waiting_call_with_cause_27() {
+    let mut p = Pair::default();
+    p.lose = Box::new(|_| true);
+    let a_app = p.app(Side::A);
+    let call = p.connect(Side::A, a_app, "+4420002:echo", "reliable");
+    // Timer_CC 1 s × MaxCC 4 BGNs.
+    p.advance(secs(3.5));
+    assert!(!is_released(&p, Side::A, a_app, call));
+    p.advance(secs(1.0));
+    let (cause, detail) = released_of(&p.take(Side::A, a_app), call);
+    assert_eq!(cause, 27);
+    assert!(detail.contains("is it running?"), "{detail}");
+    assert!(p.trace.is_empty(), "no SETUP without a link");
+    let s = p.stat(Side::A);
+    assert_eq!(s.peers.len(), 1);
+    assert!(!s.peers[0].up);
+}
+
+#[test]
 fn sscop_recovers_lost_datagrams_and_the_call_still_connects() {
     let mut p = Pair::default();
     p.delay = Duration::from_millis(5);

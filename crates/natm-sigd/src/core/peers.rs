@@ -171,6 +171,7 @@ impl Core {
 
     pub(super) fn service_peer(&mut self, link: SocketAddr) {
         let now = self.now;
+        self.fail_unreachable(link);
         for _ in 0..64 {
             let Some(l) = self.peers.get_mut(&link) else {
                 return;
@@ -223,6 +224,33 @@ impl Core {
         }
         // More work than one pass: come back to it.
         self.dirty.push(link);
+    }
+
+    /// Calls waiting for a link whose establishment failed are cleared with cause 27
+    /// (docs/ARCHITECTURE.md "Signalling links": a link that fails, Timer_CC ×
+    /// MaxCC, fails them). `Saal` reports `LinkDown` only for a link that was up, so
+    /// a peer that never answered its BGNs left them waiting for ever; the sign of
+    /// the failure is an SSCOP back to idle while calls wait.
+    fn fail_unreachable(&mut self, link: SocketAddr) {
+        let Some(l) = self.peers.get_mut(&link) else {
+            return;
+        };
+        if l.pending.is_empty() || l.saal.is_up() || !l.saal.sscop().is_idle() {
+            return;
+        }
+        warn!(%link, "signalling link could not be established");
+        let pending: Vec<u64> = std::mem::take(&mut l.pending)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        for id in pending {
+            self.end_call(
+                id,
+                cause::DESTINATION_OUT_OF_ORDER,
+                &format!("no signalling link to the peer sigd at {link}: is it running?"),
+                true,
+            );
+        }
     }
 
     pub(super) fn on_sig_event(&mut self, link: SocketAddr, ev: SigEvent) {
