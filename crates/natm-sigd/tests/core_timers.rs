@@ -164,7 +164,7 @@ fn sscop_recovers_lost_datagrams_and_the_call_still_connects() {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        x % 5 == 0
+        x.is_multiple_of(5)
     });
     let b_app = p.app(Side::B);
     p.bind(Side::B, b_app, "echo", "reliable");
