@@ -74,6 +74,10 @@ impl Core {
     /// The application is gone (closed, crashed, or dropped by the driver): release
     /// its calls, drop its listeners (re-offering their waiting calls) and forget its
     /// registered addresses (seed 001 §4.5: abnormal-termination cleanup).
+    ///
+    //= seed 000 §4: "The signaling entity establishes connections on behalf of user
+    //= applications and tears down connections either when requested by an
+    //= application or in the event the application crashes."
     pub fn app_closed(&mut self, now: Instant, app: AppId) {
         self.tick(now);
         let Some(a) = self.apps.remove(&app) else {

@@ -11,6 +11,9 @@ use crate::config::CallDirection;
 use crate::directory::Route;
 
 impl Core {
+    /// An application's Connect: limits, the called party, QoS, policy (cause 21),
+    /// route (cause 3), then a local call (listener first, admission once at the
+    /// caller) or a call to a peer sigd (admission here, again at the callee).
     pub(super) fn connect(
         &mut self,
         t: AppId,
@@ -67,6 +70,11 @@ impl Core {
             .map_or_else(|| "local".to_owned(), |a| a.to_string());
         match route {
             Route::Local => {
+                //= seed 004 §2: "In the case where the connection is local, no
+                //= association record is required and each of the two sockets
+                //= corresponding to the endpoints of the connection contains a reference
+                //= to the other." Here: two calls of this sigd naming each other
+                //= (`Remote::Local`), switched without signalling.
                 // Find the listener first: no resources are reserved for a call that
                 // nobody will take.
                 let Some(listener) = self.find_listener(&addr, sap) else {
@@ -143,6 +151,12 @@ impl Core {
 
     /// Offer an incoming call to a listener, or answer it at once if the listener is
     /// pre-authorised and the call fits its QoS.
+    ///
+    //= seed 004 §5.3: the ATM protocol "allows the passive end of a connection to
+    //= consider both the address of the peer and the quality of service requested
+    //= before deciding to accept the connection" — `Incoming` carries both; a
+    //= pre-authorised listener decided on the QoS at bind time (the departure is in
+    //= docs/ARCHITECTURE.md "Pre-authorised listeners").
     pub(super) fn offer(&mut self, call: u64, listener: u64) {
         let Some(l) = self.listeners.get(&listener) else {
             return;
@@ -298,7 +312,10 @@ impl Core {
             o.rx_vci = v_back;
             (o.owner, o.data, o.cookie)
         };
-        let c = self.calls.get_mut(&call).expect("checked by the caller");
+        let c = self
+            .calls
+            .get_mut(&call)
+            .expect("answer_call found the call and nothing since removed it");
         c.state = CallState::Active;
         c.deadline = None;
         c.data = Some(data);
@@ -356,6 +373,10 @@ impl Core {
 
     /// End a call: free what it holds, tell its application (`tell_self`) and the
     /// other end.
+    ///
+    //= seed 004 §2 (again §6): "Final authority as to the state of a connection
+    //= lies with the manager. It can unilaterally decide to terminate a connection
+    //= at any time."
     pub(super) fn end_call(&mut self, id: u64, cause: u8, detail: &str, tell_self: bool) {
         let Some(mut c) = self.calls.remove(&id) else {
             return;

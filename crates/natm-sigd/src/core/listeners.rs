@@ -111,20 +111,26 @@ impl Core {
             return;
         };
         // Calls offered to it go to another listener on the same SAP, or are refused.
-        let waiting: Vec<u64> = self
+        let mut waiting: Vec<u64> = self
             .calls
             .values()
             .filter(|c| c.listener == Some(id) && c.state == CallState::Offered)
             .map(|c| c.id)
             .collect();
+        waiting.sort_unstable();
         for call in waiting {
-            let addr = self.calls[&call].local_addr.parse::<AtmAddr>().ok();
+            // Ending one call can end its local other end: only calls still here.
+            let Some(c) = self.calls.get(&call) else {
+                continue;
+            };
+            let addr = c.local_addr.parse::<AtmAddr>().ok();
             let next = addr
                 .and_then(|a| self.find_listener(&a, &l.sap))
                 .or_else(|| {
                     self.listeners
                         .values()
-                        .find(|o| o.sap == l.sap && o.addr.is_none())
+                        .filter(|o| o.sap == l.sap && o.addr.is_none())
+                        .min_by_key(|o| (o.owner, o.id))
                         .map(|o| o.id)
                 });
             match next {

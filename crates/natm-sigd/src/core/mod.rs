@@ -16,9 +16,15 @@
 //!
 //! The daemon (`crate::daemon`) does exactly this with mio; a switch can drive the
 //! same core on its network side, and tests drive two cores back to back in virtual
-//! time.
+//! time (`tests/core_*.rs`).
+//!
+//! seed 000 §4 splits the signalling entity into "signaling support" and "signaling
+//! protocol" components so that the protocol can be replaced "without affecting the
+//! part of the signaling entity that cleans up after an application crash": the
+//! protocol is `natm_proto::sig` (SSCOP and Q.2931 call control), and this core is the
+//! support around it — applications, resources, the directory, the call table.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::fmt;
 use std::net::SocketAddr;
 
@@ -260,7 +266,8 @@ pub struct Core {
     vcis: HashMap<Option<SocketAddr>, VciPool>,
     ids: Ids,
     counters: Counters,
-    peers: HashMap<SocketAddr, PeerLink>,
+    /// By address, so that timers and output run in the same order every time.
+    peers: BTreeMap<SocketAddr, PeerLink>,
     /// Links with input or operations since they were last serviced.
     dirty: Vec<SocketAddr>,
     /// Incoming calls whose CALL PROCEEDING goes out at the given time unless the
@@ -298,7 +305,7 @@ impl Core {
             vcis: HashMap::new(),
             ids: Ids::new(seed),
             counters: Counters::default(),
-            peers: HashMap::new(),
+            peers: BTreeMap::new(),
             dirty: Vec::new(),
             proceeding_due: Vec::new(),
             now: Instant::ZERO,

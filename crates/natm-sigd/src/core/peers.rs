@@ -257,6 +257,9 @@ impl Core {
         match ev {
             SigEvent::LinkUp => info!(%link, "signalling link up"),
             SigEvent::LinkDown { reason, failure } => {
+                // Q.2931 §5.6.9 as UNI 3.1 applies it: call control clears the calls
+                // that are not active (their `Released` follows) and keeps active ones
+                // for T309; calls that never got their SETUP out fail here.
                 warn!(%link, ?reason, failure, "signalling link down");
                 let pending: Vec<u64> = self
                     .peers
@@ -327,6 +330,10 @@ impl Core {
         }
     }
 
+    /// A SETUP from a peer sigd: the called address must be this host's, the caller
+    /// pass policy, someone listen on the SAP, the SETUP carry natm's data endpoint,
+    /// cookie and VCI, and admission (the caller's QoS reversed) fit; then the call is
+    /// offered (or pre-accepted) with a VCI of this side's choosing.
     pub(super) fn on_incoming(&mut self, link: SocketAddr, cid: CallId, params: CallParams) {
         let refuse = |this: &mut Core, c: u8, why: &str| {
             info!(%link, %cid, cause = c, why, "incoming call refused");
@@ -523,7 +530,10 @@ impl Core {
         data: SocketAddr,
     ) -> Result<Message, Refusal> {
         let now = self.now;
-        let c = self.calls.get_mut(&call).expect("checked by the caller");
+        let c = self
+            .calls
+            .get_mut(&call)
+            .expect("answer_call found the call and nothing since removed it");
         let caller_view = reverse(&c.qos);
         let answer = CallAccept {
             qos: Some(caller_view),
@@ -550,7 +560,10 @@ impl Core {
             self.proceeding_due
                 .retain(|(_, l, c)| !(*l == link && *c == cid));
         }
-        let c = self.calls.get_mut(&call).expect("still there");
+        let c = self
+            .calls
+            .get_mut(&call)
+            .expect("call control accepted, so the call was not ended");
         c.state = CallState::Active;
         c.deadline = None;
         c.data = Some(data);

@@ -157,7 +157,7 @@ impl Core {
             })
             .collect();
         calls.sort_by(|a, b| a.id.cmp(&b.id));
-        let listeners = self
+        let mut listeners: Vec<ListenerRow> = self
             .listeners
             .values()
             .map(|l| ListenerRow {
@@ -169,6 +169,7 @@ impl Core {
                 pid: pid(l.owner),
             })
             .collect();
+        listeners.sort_by(|a, b| a.id.cmp(&b.id));
         Stat {
             addresses: self
                 .dir
