@@ -197,9 +197,9 @@ fn a_peer_sigd_that_restarts_loses_its_calls_and_the_survivor_clears_them() {
     // B's sigd restarts: a new core at the same endpoint that knows no calls.
     p.b = Node::new(Side::B, "", 9);
     p.advance(secs(40.0));
-    // The restarted peer's BGN (a new N(SQ)) reads as a link loss at A (Q.2931
-    // §5.6.9): the active call asks STATUS ENQUIRY once the link is back, and B, which
-    // knows no such call, answers STATUS in state 0 — A clears the call.
+    // B's new SSCOP knows no connection, so A loses the link and establishes it again
+    // (Q.2931 §5.6.9): the active call asks STATUS ENQUIRY once the link is back, and
+    // B, which knows no such call, answers STATUS in state 0 — A clears the call.
     let (cause, detail) = released_of(&p.take(Side::A, a_app), a_call);
     assert_eq!(cause, 30, "{detail}");
     assert!(p.sent_by(Side::A).ends_with(&[Q::StatusEnquiry]));
