@@ -212,7 +212,7 @@ impl Core {
                 self.end_call(id, cause::TEMPORARY_FAILURE, &why, true);
             }
             // Events first: what they tell an application (an offer, `Connected`) is
-            // written out at once (`send_now`), ahead of this pass's frames (an SSCOP
+            // written out at once (`Output::Flush`), ahead of this pass's frames (an SSCOP
             // STAT, a CONNECT ACKNOWLEDGE) that nobody is blocked on. Frames the
             // handlers cause go out on the next pass, after these, in SSCOP's order.
             for e in evs {
