@@ -66,12 +66,15 @@ that loses nothing (reliable always; best effort and guaranteed over a loss-free
 
 On stderr: the granted QoS once connected, a progress line while sending (when stderr
 is a terminal), and a summary: bytes, duration, Mbit/s, smoothed RTT, retransmissions,
-TPDUs lost (inferred by the sender, or gaps the receiver saw) and dropped.
+TPDUs the sender marked lost, and what the receiving side lost or dropped (a VC
+without error control sees no loss at its sender: read the listener's summary).
 
 A refusal prints its UNI cause and what to do, and the exit status is 1, e.g.
-  natm: admission refused: 80 Mbit/s requested (at least 80 Mbit/s), 35 Mbit/s free on
-  the link out of this host (100 Mbit/s total) (cause 37, user cell rate unavailable)
-  — lower pcr in --qos to at most what is free, or add min_pcr=… to take less
+  natm: admission refused: 400 Mbit/s requested (at least 400 Mbit/s), 300 Mbit/s
+  free on the link out of this host (300 Mbit/s total) (cause 37, user cell rate not
+  available) — lower pcr in --qos to at most what is free, or add min_pcr=… to take less
+  natm: nobody listens on SAP \"nobody\" at +4420002 (cause 88, incompatible
+  destination) — start `natm listen nobody` on that host, or check the SAP
 
 Examples:
   natm call +4420002:ttcp --file big.iso                 # reliable (the default)

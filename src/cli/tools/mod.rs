@@ -190,8 +190,14 @@ struct Summary {
     bytes_retransmitted: u64,
     /// Retransmission timeouts that fired.
     timeouts: u64,
-    /// TPDUs lost: those the sender inferred lost plus the gaps the receiver saw.
-    lost_tpdus: u64,
+    /// Whether the sending VC runs error control: without it the sender sees no loss
+    /// (the receiver's `gaps`, drops and `queue_drops` are where losses show).
+    error_control: bool,
+    /// TPDUs the sender inferred lost (SMART's fast path or a timeout).
+    tpdus_marked_lost: u64,
+    /// Gaps in the received sequence on a VC without error control: runs of one or
+    /// more missing TPDUs (the library counts runs, not TPDUs).
+    gaps: u64,
     /// TPDUs the receiving VC dropped (late, headless, out of window, no buffer…).
     dropped_tpdus: u64,
     /// Messages the receiving VC discarded because a TPDU of theirs was lost.
@@ -218,7 +224,6 @@ impl Summary {
         Summary {
             role,
             peer,
-            qos,
             reserved_bps,
             setup_ms: setup.map(|d| d.as_secs_f64() * 1e3),
             bytes: moved,
@@ -236,10 +241,15 @@ impl Summary {
             retransmissions: s.tx.retx_fast + s.tx.retx_timeout + s.tx.retx_head,
             bytes_retransmitted: s.tx.bytes_retransmitted,
             timeouts: s.tx.timeouts,
-            lost_tpdus: s.tx.fast_marked + s.tx.timeout_marked + s.rx.gaps,
+            error_control: qos
+                .parse::<natm::wire::qos::Qos>()
+                .is_ok_and(|q| q.resolved_transport(false).error_control),
+            tpdus_marked_lost: s.tx.fast_marked + s.tx.timeout_marked,
+            gaps: s.rx.gaps,
             dropped_tpdus: rx_drops(&s.rx),
             messages_dropped: s.rx.partial_messages_dropped,
             queue_drops: s.queue_drops,
+            qos,
         }
     }
 
@@ -281,16 +291,24 @@ impl Summary {
             "messages {} sent, {} received; bytes {} sent, {} received",
             self.messages_sent, self.messages_received, self.bytes_sent, self.bytes_received
         );
+        if self.error_control || self.role == "listen" {
+            eprintln!(
+                "{srtt}; {} retransmissions ({} bytes, {} timeouts), {} TPDUs marked lost",
+                self.retransmissions,
+                self.bytes_retransmitted,
+                self.timeouts,
+                self.tpdus_marked_lost,
+            );
+        } else {
+            eprintln!("{srtt}; no error control: losses show in the listener's summary");
+        }
         eprintln!(
-            "{srtt}; {} retransmissions ({} bytes, {} timeouts); {} TPDUs lost, {} dropped, {} messages dropped{}",
-            self.retransmissions,
-            self.bytes_retransmitted,
-            self.timeouts,
-            self.lost_tpdus,
+            "received: {} gaps (runs of missing TPDUs), {} TPDUs dropped, {} partial messages dropped{}",
+            self.gaps,
             self.dropped_tpdus,
             self.messages_dropped,
             self.queue_drops
-                .map_or(String::new(), |q| format!(", {q} dropped by the socket queue"))
+                .map_or(String::new(), |q| format!(", {q} datagrams dropped by the socket queue"))
         );
         Ok(())
     }
