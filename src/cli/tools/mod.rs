@@ -291,25 +291,27 @@ impl Summary {
             "messages {} sent, {} received; bytes {} sent, {} received",
             self.messages_sent, self.messages_received, self.bytes_sent, self.bytes_received
         );
-        if self.error_control || self.role == "listen" {
-            eprintln!(
-                "{srtt}; {} retransmissions ({} bytes, {} timeouts), {} TPDUs marked lost",
-                self.retransmissions,
-                self.bytes_retransmitted,
-                self.timeouts,
-                self.tpdus_marked_lost,
-            );
-        } else {
-            eprintln!("{srtt}; no error control: losses show in the listener's summary");
+        // Each direction's counters only where that direction carried something.
+        if self.messages_sent > 0 {
+            if self.error_control {
+                eprintln!(
+                    "sending: {srtt}; {} retransmissions ({} bytes, {} timeouts), {} TPDUs marked lost",
+                    self.retransmissions, self.bytes_retransmitted, self.timeouts, self.tpdus_marked_lost,
+                );
+            } else {
+                eprintln!("sending: no error control, so no loss is seen here: the receiver's summary counts it");
+            }
         }
-        eprintln!(
-            "received: {} gaps (runs of missing TPDUs), {} TPDUs dropped, {} partial messages dropped{}",
-            self.gaps,
-            self.dropped_tpdus,
-            self.messages_dropped,
-            self.queue_drops
-                .map_or(String::new(), |q| format!(", {q} datagrams dropped by the socket queue"))
-        );
+        if self.messages_received > 0 || self.role == "listen" {
+            eprintln!(
+                "receiving: {} gaps (runs of missing TPDUs), {} TPDUs dropped, {} partial messages dropped{}",
+                self.gaps,
+                self.dropped_tpdus,
+                self.messages_dropped,
+                self.queue_drops
+                    .map_or(String::new(), |q| format!(", {q} datagrams dropped by the socket queue"))
+            );
+        }
         Ok(())
     }
 }
