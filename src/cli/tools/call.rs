@@ -127,7 +127,10 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
 
     let back = Back::start(rx, discard);
     let sent = Arc::new(AtomicU64::new(0));
-    let progress = Progress::start("sent", sent.clone(), a.quiet);
+    // Bytes the VC has put on the wire, not taken into its buffer: a shaped VC's
+    // progress shows its rate from the start.
+    let wire = tx.clone();
+    let progress = Progress::start("sent", move || wire.stats().tx.bytes_sent, a.quiet);
     let start = Instant::now();
     let mut pacer = Pacer::new(a.rate);
     let mut messages = 0u64;

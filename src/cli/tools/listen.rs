@@ -228,13 +228,13 @@ fn fits(offered: &str, want: &Qos) -> Result<(), String> {
 /// Carry one call's data until the caller closes (or it is idle for `--idle`).
 fn serve(a: &ListenArgs, ans: Answered, sink: &mut Sink) -> anyhow::Result<Summary> {
     let Answered { conn, caller } = ans;
-    let (qos, reserved) = conn
-        .granted()
-        .map_or((a.qos.clone().unwrap_or_default(), 0), |g| {
-            (g.qos.clone(), g.tx_bps)
-        });
+    let (qos, reserved) = conn.granted().map_or(
+        (a.qos.clone().unwrap_or_else(|| "direct mode".into()), 0),
+        |g| (g.qos.clone(), g.tx_bps),
+    );
     let received = Arc::new(AtomicU64::new(0));
-    let progress = Progress::start("received", received.clone(), a.quiet);
+    let counted = received.clone();
+    let progress = Progress::start("received", move || counted.load(Ordering::Relaxed), a.quiet);
     let start = Instant::now();
     let mut last = start;
     let (mut msgs_in, mut msgs_out, mut sent) = (0u64, 0u64, 0u64);

@@ -10,7 +10,7 @@ pub(crate) mod ping;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -334,7 +334,11 @@ struct Progress {
 }
 
 impl Progress {
-    fn start(label: &'static str, bytes: Arc<AtomicU64>, quiet: bool) -> Progress {
+    fn start(
+        label: &'static str,
+        bytes: impl Fn() -> u64 + Send + 'static,
+        quiet: bool,
+    ) -> Progress {
         let stop = Arc::new(AtomicBool::new(false));
         if quiet || !std::io::stderr().is_terminal() {
             return Progress { stop, thread: None };
@@ -345,7 +349,7 @@ impl Progress {
             let (mut last_t, mut last_b) = (start, 0u64);
             while !s.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(500));
-                let (now, b) = (Instant::now(), bytes.load(Ordering::Relaxed));
+                let (now, b) = (Instant::now(), bytes());
                 let dt = now.duration_since(last_t).as_secs_f64();
                 let total = now.duration_since(start).as_secs_f64();
                 let mut e = std::io::stderr().lock();
