@@ -15,7 +15,7 @@
 use std::time::Duration;
 
 use crate::time::Instant;
-use crate::transport::{FlowKind, TransportConfig};
+pub use crate::wire::qos::FlowKind;
 
 pub mod estimator;
 pub mod gcra;
@@ -28,6 +28,25 @@ pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};
 pub use leaky_bucket::LeakyBucket;
 pub use packet_pair::{PacketPair, PacketPairConfig};
 pub use window::{DynamicWindow, WindowConfig};
+
+/// What [`build`] and [`default_kind`] need to know of a VC: the part of the transport's
+/// configuration that concerns flow control (`TransportConfig` converts into it), so
+/// that flow control depends on the wire formats only and the transport on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlowParams {
+    /// Reserved or capped rate, payload bits per second (0: none).
+    pub rate: u64,
+    /// Floor for feedback control, payload bits per second (0: none).
+    pub min_rate: u64,
+    /// Leaky bucket depth in bytes, when the QoS set one.
+    pub bucket: Option<u32>,
+    /// TPDU payload size in bytes.
+    pub tpdu_size: u32,
+    /// Error-control window in TPDUs.
+    pub window: u32,
+    /// Whether the VC retransmits (SMART).
+    pub error_control: bool,
+}
 
 /// The flow controller of `kind` for a VC configured by `cfg`, with these defaults:
 ///
@@ -44,7 +63,8 @@ pub use window::{DynamicWindow, WindowConfig};
 ///
 /// For other parameters construct the controller directly and hand it to
 /// [`crate::transport::Psb::connect`].
-pub fn build(kind: FlowKind, cfg: &TransportConfig) -> Box<dyn FlowController> {
+pub fn build(kind: FlowKind, cfg: impl Into<FlowParams>) -> Box<dyn FlowController> {
+    let cfg = cfg.into();
     match kind {
         FlowKind::None => Box::new(NoFlow),
         FlowKind::LeakyBucket => match cfg.bucket {
@@ -68,7 +88,8 @@ pub fn build(kind: FlowKind, cfg: &TransportConfig) -> Box<dyn FlowController> {
 /// serves VCs round-robin, else the dynamic window; a VC with a reserved rate and no
 /// retransmission (guaranteed) is shaped by a leaky bucket; anything else (best effort)
 /// gets none.
-pub fn default_kind(cfg: &TransportConfig, round_robin_network: bool) -> FlowKind {
+pub fn default_kind(cfg: impl Into<FlowParams>, round_robin_network: bool) -> FlowKind {
+    let cfg = cfg.into();
     if cfg.error_control {
         if round_robin_network {
             FlowKind::PacketPair
@@ -180,6 +201,8 @@ impl FlowController for NoFlow {
 #[cfg(test)]
 mod tests {
     use super::*;
+    // The transport's presets are the realistic inputs (tests may look upward).
+    use crate::transport::TransportConfig;
 
     #[test]
     fn build_picks_the_algorithm_with_its_defaults() {

@@ -214,6 +214,19 @@ impl TransportConfig {
     }
 }
 
+impl From<&TransportConfig> for crate::flow::FlowParams {
+    fn from(c: &TransportConfig) -> Self {
+        crate::flow::FlowParams {
+            rate: c.rate,
+            min_rate: c.min_rate,
+            bucket: c.bucket,
+            tpdu_size: c.tpdu_size,
+            window: c.window,
+            error_control: c.error_control,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
