@@ -18,6 +18,7 @@ use crate::time::Instant;
 use crate::transport::{
     AbortReason, Chunk, Event, Psb, PsbStats, QosBoundsError, RecvError, SendError, Transmit,
 };
+use crate::wire::tpdu::Header;
 
 /// Which half of a duplex connection a frame or a transmit belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,6 +87,11 @@ impl Core {
         self.absorb();
     }
 
+    fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes) {
+        self.psb.handle_tpdu(now, header, payload);
+        self.absorb();
+    }
+
     fn handle_timeout(&mut self, now: Instant) {
         self.psb.handle_timeout(now);
         self.absorb();
@@ -123,6 +129,12 @@ macro_rules! common_half_api {
         /// of any data is kept as a slice of `tpdu`, never copied).
         pub fn handle_frame(&mut self, now: Instant, tpdu: Bytes) {
             self.core.handle_frame(now, tpdu)
+        }
+
+        /// A TPDU whose header the caller parsed, with its payload apart (see
+        /// [`Psb::handle_tpdu`]).
+        pub fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes) {
+            self.core.handle_tpdu(now, header, payload)
         }
 
         /// Timers of this half fired (call at or after [`Self::poll_timeout`]).
@@ -177,6 +189,75 @@ macro_rules! common_half_api {
         }
     };
 }
+
+/// What both halves offer, for an I/O layer that drives either the same way.
+pub trait Simplex {
+    /// See [`TxHalf::handle_frame`].
+    fn handle_frame(&mut self, now: Instant, tpdu: Bytes);
+    /// See [`TxHalf::handle_tpdu`].
+    fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes);
+    /// See [`TxHalf::handle_timeout`].
+    fn handle_timeout(&mut self, now: Instant);
+    /// See [`TxHalf::poll_timeout`].
+    fn poll_timeout(&self) -> Option<Instant>;
+    /// See [`TxHalf::poll_transmit`].
+    fn poll_transmit(&mut self, now: Instant) -> Option<Transmit>;
+    /// See [`TxHalf::poll_event`].
+    fn poll_event(&mut self) -> Option<Event>;
+    /// See [`TxHalf::status`].
+    fn status(&self) -> HalfStatus;
+    /// See [`TxHalf::vci`].
+    fn vci(&self) -> u16;
+    /// See [`TxHalf::is_finished`].
+    fn is_finished(&self) -> bool;
+    /// See [`TxHalf::abort`].
+    fn abort(&mut self, reason: AbortReason);
+    /// See [`TxHalf::psb`].
+    fn psb(&self) -> &Psb;
+}
+
+macro_rules! simplex_impl {
+    ($t:ty) => {
+        impl Simplex for $t {
+            fn handle_frame(&mut self, now: Instant, tpdu: Bytes) {
+                <$t>::handle_frame(self, now, tpdu)
+            }
+            fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes) {
+                <$t>::handle_tpdu(self, now, header, payload)
+            }
+            fn handle_timeout(&mut self, now: Instant) {
+                <$t>::handle_timeout(self, now)
+            }
+            fn poll_timeout(&self) -> Option<Instant> {
+                <$t>::poll_timeout(self)
+            }
+            fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+                <$t>::poll_transmit(self, now)
+            }
+            fn poll_event(&mut self) -> Option<Event> {
+                <$t>::poll_event(self)
+            }
+            fn status(&self) -> HalfStatus {
+                <$t>::status(self)
+            }
+            fn vci(&self) -> u16 {
+                <$t>::vci(self)
+            }
+            fn is_finished(&self) -> bool {
+                <$t>::is_finished(self)
+            }
+            fn abort(&mut self, reason: AbortReason) {
+                <$t>::abort(self, reason)
+            }
+            fn psb(&self) -> &Psb {
+                <$t>::psb(self)
+            }
+        }
+    };
+}
+
+simplex_impl!(TxHalf);
+simplex_impl!(RxHalf);
 
 /// The sending half: one simplex VC this end sends on (seed 000 §5.3).
 #[derive(Debug)]

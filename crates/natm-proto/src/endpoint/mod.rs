@@ -28,8 +28,9 @@ use std::time::Duration;
 use bytes::Bytes;
 use thiserror::Error;
 
+pub use crate::transport::{AbortReason, Chunk, PsbStats, RecvError, SendError};
 pub use connection::{Connection, ConnectionStats, Event, Side, State};
-pub use half::{Half, HalfStatus, RxHalf, TxHalf};
+pub use half::{Half, HalfStatus, RxHalf, Simplex, TxHalf};
 
 use crate::flow;
 use crate::time::Instant;
@@ -77,6 +78,17 @@ pub enum Refusal {
 }
 
 impl Route {
+    /// Which half uses `vci` here, if either does.
+    pub fn half_of(&self, vci: u16) -> Option<Half> {
+        if vci == self.rx_vci {
+            Some(Half::Rx)
+        } else if vci == self.tx_vci {
+            Some(Half::Tx)
+        } else {
+            None
+        }
+    }
+
     /// Which half a datagram (VC header + TPDU) is for, with VCI and cookie checked.
     pub fn classify(&self, datagram: &[u8]) -> Result<Half, Refusal> {
         let (vci, cookie, _) = peek(datagram).ok_or(Refusal::NotNatm)?;
@@ -468,20 +480,15 @@ impl Endpoint {
         while self.check_free(route).is_err() {
             route.cookie = self.rng.next_u32();
         }
-        let tx_cfg = TransportConfig {
-            cookie: Some(route.cookie),
-            isn: self.rng.next_u32(),
-            ..config.tx
-        };
-        let rx_cfg = TransportConfig {
-            cookie: Some(route.cookie),
-            ..config.rx
-        };
-        let flow = flow::build(tx_cfg.flow, &tx_cfg);
-        let tx = TxHalf::connect(Psb::connect(tx_cfg, flow, now), route.tx_vci);
-        let rx = RxHalf::listen(Psb::listen(rx_cfg), route.rx_vci);
-        let deadline = now + self.cfg.handshake_timeout;
-        let conn = Connection::new(route, Side::Client, tx, rx, peer, Some(deadline));
+        let isn = self.rng.next_u32();
+        let conn = Connection::connect(
+            now,
+            peer,
+            config,
+            route.cookie,
+            isn,
+            self.cfg.handshake_timeout,
+        )?;
         let h = self.insert(route, peer, false, false);
         Ok((h, conn))
     }
@@ -547,6 +554,48 @@ impl Endpoint {
 }
 
 impl Connection {
+    /// The calling side of a direct connection, outside any endpoint (a connection
+    /// with a socket of its own): our VC opens with CONN-REQ carrying `cookie` and
+    /// `isn`, the VC back opens when the listener's CONN-REQ comes, and both must be
+    /// up within `handshake_timeout`. [`Endpoint::connect`] draws cookie and ISN.
+    pub fn connect(
+        now: Instant,
+        peer: SocketAddr,
+        config: ClientConfig,
+        cookie: u32,
+        isn: u32,
+        handshake_timeout: Duration,
+    ) -> Result<Connection, ConnectError> {
+        config.tx.validate()?;
+        config.rx.validate()?;
+        let route = Route {
+            tx_vci: VCI_FORWARD,
+            rx_vci: VCI_BACKWARD,
+            cookie,
+        };
+        let tx_cfg = TransportConfig {
+            cookie: Some(cookie),
+            isn,
+            ..config.tx
+        };
+        let rx_cfg = TransportConfig {
+            cookie: Some(cookie),
+            ..config.rx
+        };
+        let flow = flow::build(tx_cfg.flow, &tx_cfg);
+        let tx = TxHalf::connect(Psb::connect(tx_cfg, flow, now), route.tx_vci);
+        let rx = RxHalf::listen(Psb::listen(rx_cfg), route.rx_vci);
+        let deadline = now + handshake_timeout;
+        Ok(Connection::new(
+            route,
+            Side::Client,
+            tx,
+            rx,
+            peer,
+            Some(deadline),
+        ))
+    }
+
     /// A connection signalling set up, outside any endpoint (a connection with a
     /// socket of its own demultiplexes with [`Connection::handle_frame`]). The ISN of
     /// each VC is derived from the cookie and its VCI ([`signalled_isn`]) so both ends
