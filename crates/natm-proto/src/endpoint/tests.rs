@@ -901,3 +901,37 @@ fn the_same_seed_gives_the_same_run() {
     };
     assert_eq!(run(), run());
 }
+
+#[test]
+fn a_one_tpdu_message_handed_in_apart_is_taken_out_as_the_same_allocation() {
+    let now = Instant::ZERO;
+    let p = |tx_vci, rx_vci| SignalledParams {
+        peer: addr(2),
+        tx_vci,
+        rx_vci,
+        cookie: 3,
+        tx: cfg(),
+        rx: cfg(),
+    };
+    let mut a = Connection::signalled(now, p(60, 61)).expect("valid");
+    let b = Connection::signalled(now, p(61, 60)).expect("valid");
+    a.send(&pattern(2000, 4), true).expect("room");
+    let mut buf = Vec::new();
+    a.poll_transmit(now, &mut buf).expect("the data");
+    let (h, payload) =
+        Header::parse_bytes(&buf[vcframe::HEADER_LEN..]).expect("a TPDU from the sender");
+    // What the engine does: the payload copied once out of the receive batch, alone.
+    let own = Bytes::from(payload.to_vec());
+    let at = own.as_ptr();
+    let (_, _, _, mut rx) = b.into_parts();
+    rx.handle_tpdu(now, h, own);
+    let chunk = rx.recv().expect("fine").expect("a chunk");
+    assert!(chunk.start && chunk.end);
+    let msg = Vec::from(chunk.data);
+    assert_eq!(msg, pattern(2000, 4));
+    assert_eq!(
+        msg.as_ptr(),
+        at,
+        "the message is the payload's own allocation"
+    );
+}

@@ -104,24 +104,34 @@ impl ListenerShared {
         }
     }
 
-    /// Tell the endpoint which of its connections came up or went away.
+    /// Tell the endpoint which of its connections came up or went away. Only
+    /// connections still in their handshake are looked at (their ends locked); an
+    /// established one is forgotten when the application lets it go, and until then
+    /// a late request of its caller still reaches it (its transport answers).
     fn sweep(demux: &mut Demux) {
         let Demux { endpoint, conns } = demux;
         conns.retain(|&h, r| {
+            if r.established {
+                if r.conn.strong_count() == 0 {
+                    endpoint.forget(h);
+                    return false;
+                }
+                return true;
+            }
             let Some(c) = r.conn.upgrade() else {
                 endpoint.forget(h);
                 return false;
             };
             let (tx, rx) = (c.status(super::Which::Tx), c.status(super::Which::Rx));
-            if !r.established && tx.connected && rx.connected {
+            if tx.connected && rx.connected {
                 r.established = true;
                 endpoint.handle_event(h, EndpointEvent::Established);
-            }
-            let finished = c.tx().0.finished() && c.rx().0.finished();
-            if finished {
+            } else if c.tx().0.finished() || c.rx().0.finished() {
+                // The handshake failed: the endpoint's backlog has room again.
                 endpoint.forget(h);
+                return false;
             }
-            !finished
+            true
         });
     }
 

@@ -779,6 +779,34 @@ mod tests {
     use crate::ulib::{Host, HostConfig, MemNetwork, Network};
 
     #[test]
+    fn a_listener_answers_a_frame_of_no_connection_with_abort_through_its_endpoint() {
+        use crate::wire::tpdu::{Header, TpduType};
+        use crate::wire::vcframe;
+        let host = Host::open(HostConfig::default()).unwrap();
+        let l = host.bind("127.0.0.1:0", "reliable").unwrap();
+        let to = l.local_addr().unwrap();
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut d = vcframe::Repr::data(0, 77).to_bytes().to_vec();
+        d.extend_from_slice(
+            &Header {
+                cookie: 0x5EED,
+                ..Header::new(TpduType::Data)
+            }
+            .to_bytes(),
+        );
+        sock.send_to(&d, to).unwrap();
+        let mut buf = [0u8; 128];
+        let (n, from) = sock.recv_from(&mut buf).unwrap();
+        assert_eq!(from, to);
+        let (vc, tpdu) = vcframe::Repr::parse_bytes(&buf[..n]).unwrap();
+        let (h, _) = Header::parse_bytes(tpdu).unwrap();
+        assert_eq!((vc.vci, h.ty, h.cookie), (77, TpduType::Abort, 0x5EED));
+        // Nobody was accepted for it.
+        assert!(matches!(l.try_accept(), Err(Error::WouldBlock(_))));
+    }
+
+    #[test]
     fn a_sender_held_by_its_bucket_waits_for_the_driver_not_in_the_socket() {
         let net = MemNetwork::new();
         let mut cfg = HostConfig::default();
