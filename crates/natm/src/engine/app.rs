@@ -16,7 +16,8 @@ use crate::stages::{self, Stage};
 use crate::transport::{AbortReason, TransportConfig};
 use crate::ulib::{Error, WouldBlock};
 use natm_proto::endpoint::{
-    ClientConfig, Connection, PsbStats, RecvError, RxHalf, SendError, TxHalf,
+    ClientConfig, ConnectError, Connection, PsbStats, RecvError, RxHalf, SendError,
+    SignalledParams, TxHalf,
 };
 
 /// How long both VCs of a direct connection may take to come up, at the protocol
@@ -33,9 +34,23 @@ fn map_send(e: SendError) -> Error {
     }
 }
 
-/// Why an end can no longer be used, if it cannot.
+fn connect_error(e: ConnectError) -> Error {
+    match e {
+        ConnectError::Config(c) => Error::Config(c),
+        other => Error::Qos(other.to_string()),
+    }
+}
+
+/// Why an end can no longer be used, if it cannot. An ABORT answering our
+/// handshake is a refusal (the listener's endpoint refuses when its backlog is full).
 fn end_error<H: natm_proto::endpoint::Simplex>(e: &End<H>) -> Option<Error> {
     let s = e.status();
+    if s.aborted == Some(AbortReason::Peer) && !s.connected {
+        return Some(Error::Refused {
+            cause: 17,
+            detail: "the listener refused the connection (its backlog is full, or it cannot take the parameters)".into(),
+        });
+    }
     if let Some(r) = s.aborted {
         return Some(Error::Aborted(r));
     }
@@ -85,10 +100,7 @@ impl Conn {
             isn,
             HANDSHAKE_TIMEOUT.max(timeout),
         )
-        .map_err(|e| match e {
-            natm_proto::endpoint::ConnectError::Config(c) => Error::Config(c),
-            other => Error::Qos(other.to_string()),
-        })?;
+        .map_err(connect_error)?;
         let conn = Conn::open(eng, link, proto, level, weight).map_err(Error::Io)?;
         // Both VCs up: ours (the accept) and the one the peer opens back.
         let up = conn.wait_tx(eng, Some(timeout), |e| {
@@ -109,6 +121,31 @@ impl Conn {
             return Err(Error::Unreachable(addr));
         }
         Ok(conn)
+    }
+
+    /// Open the data path of a call sigd set up on `link`: the peer's data endpoint,
+    /// the cookie and the VCIs come from signalling, the transport configuration from
+    /// the call's QoS (both directions; the callee's is the caller's reversed).
+    pub(crate) fn open_signalled(
+        eng: &Engine,
+        link: Link,
+        (peer, cookie, tx_vci, rx_vci): (std::net::SocketAddr, u32, u16, u16),
+        cfg: TransportConfig,
+        (level, weight): (Level, u32),
+    ) -> Result<Arc<Conn>, Error> {
+        let proto = Connection::signalled(
+            eng.clock.now(),
+            SignalledParams {
+                peer,
+                tx_vci,
+                rx_vci,
+                cookie,
+                tx: cfg.clone(),
+                rx: cfg,
+            },
+        )
+        .map_err(connect_error)?;
+        Conn::open(eng, link, proto, level, weight).map_err(Error::Io)
     }
 
     /// Wait until both VCs of a connection are up (or failed).

@@ -389,22 +389,13 @@ impl Host {
         // Both VCs start established from what signalling agreed (no TPDU
         // handshake): each end derives the VC's ISN from the call's cookie and the
         // VC's VCI, so sender and receiver agree without a round trip.
-        let proto = natm_proto::endpoint::Connection::signalled(
-            self.eng.clock.now(),
-            natm_proto::endpoint::SignalledParams {
-                peer,
-                tx_vci,
-                rx_vci,
-                cookie,
-                tx: r.cfg.clone(),
-                rx: r.cfg,
-            },
-        )
-        .map_err(|e| match e {
-            natm_proto::endpoint::ConnectError::Config(c) => Error::Config(c),
-            other => Error::Qos(other.to_string()),
-        })?;
-        let conn = Conn::open(&self.eng, link, proto, r.level, r.weight).map_err(Error::Io)?;
+        let conn = Conn::open_signalled(
+            &self.eng,
+            link,
+            (peer, cookie, tx_vci, rx_vci),
+            r.cfg,
+            (r.level, r.weight),
+        )?;
         session.established(call, &conn);
         let granted = Granted {
             tx_bps: granted_bps,
