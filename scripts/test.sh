@@ -36,6 +36,9 @@ command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup
 
 # Release: the simulator and property tests push megabytes through the stack.
 cargo test --release --workspace --all-targets --all-features
+# The engine's lock hierarchy (crates/natm/src/sync.rs) is checked only in debug
+# builds: run the I/O crate's tests there too, so every path they take is checked.
+cargo test -p natm --all-features --lib --tests
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo test --release --workspace --doc
 if [ -f fuzz/Cargo.toml ]; then

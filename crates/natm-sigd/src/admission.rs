@@ -4,19 +4,13 @@
 //! Two resources are accounted each way of the host's link: bandwidth (the configured
 //! link rate) and CPU (a share of the host's cores, spent at a cost per TPDU measured
 //! when sigd starts by timing the real PSB send path). A guaranteed VC reserves its
-//! rate and the CPU that rate costs in TPDUs per second. A request gives a target and
+//! rate and the CPU that rate costs in TPDUs per second. The cost per TPDU is a number
+//! here; measuring it (which needs a clock, a socket and the transport) is the
+//! daemon's start-up job (`daemon::measure`). A request gives a target and
 //! a minimum (the FORE API); the grant is the best rate between them that fits, and
 //! a call that does not fit even at its minimum is refused with cause 37 (user cell
 //! rate unavailable, the link) or 47 (resources unavailable, the CPU), with a sentence
 //! that says how much is free. Reservations return on release.
-
-use std::net::UdpSocket;
-use std::time::Instant;
-
-use bytes::Bytes;
-
-use natm_proto::transport::{Psb, TransportConfig};
-use natm_proto::wire::vcframe;
 
 /// A direction of the host's link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,12 +44,24 @@ pub struct Grant {
 }
 
 /// A refusal: the UNI cause and a sentence for the application.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cause {cause}: {detail}")]
 pub struct Refusal {
-    /// 37 (link rate) or 47 (CPU).
+    /// 37 (link rate) or 47 (CPU) from admission; other causes when a call is
+    /// refused for another reason.
     pub cause: u8,
     /// "80 Mbit/s requested, 35 Mbit/s free on the link out of this host (100 Mbit/s)".
     pub detail: String,
+}
+
+impl Refusal {
+    /// A refusal with cause `cause` and the sentence `detail`.
+    pub fn new(cause: u8, detail: impl Into<String>) -> Refusal {
+        Refusal {
+            cause,
+            detail: detail.into(),
+        }
+    }
 }
 
 /// The host's resources and what is reserved of them.
@@ -196,70 +202,6 @@ impl Resources {
     }
 }
 
-/// Time the PSB send path — `send`, `poll_transmit`, the VC header and the TPDU
-/// header written into a datagram, one `send` on a loopback UDP socket — for 4 KiB
-/// TPDUs; returns the median per TPDU over a few rounds, in nanoseconds.
-pub fn measure_tpdu_cost() -> std::io::Result<u64> {
-    const TPDU: usize = 4096;
-    const PER_ROUND: usize = 256;
-    let sink = UdpSocket::bind("127.0.0.1:0")?;
-    let out = UdpSocket::bind("127.0.0.1:0")?;
-    out.connect(sink.local_addr()?)?;
-    out.set_nonblocking(true)?;
-    let mut cfg = TransportConfig::best_effort();
-    cfg.tpdu_size = TPDU as u32;
-    cfg.cookie = Some(1);
-    let t0 = natm_proto::time::Instant::from_nanos(1);
-    let mut tx = Psb::connect(cfg.clone(), natm_proto::flow::build(cfg.flow, &cfg), t0);
-    let mut rx = Psb::listen(cfg);
-    // The three-way handshake in memory.
-    for _ in 0..8 {
-        while let Some(t) = tx.poll_transmit(t0) {
-            rx.handle_frame(t0, Bytes::from(t.to_vec()));
-        }
-        while let Some(t) = rx.poll_transmit(t0) {
-            tx.handle_frame(t0, Bytes::from(t.to_vec()));
-        }
-        if tx.status().connected {
-            break;
-        }
-    }
-    if !tx.status().connected {
-        return Err(std::io::Error::other(
-            "the in-memory handshake did not finish",
-        ));
-    }
-    let payload = vec![0x5au8; TPDU];
-    let mut dgram = vec![0u8; vcframe::HEADER_LEN + natm_proto::wire::tpdu::HEADER_LEN + TPDU];
-    let vc = vcframe::Repr::data(0, 32).to_bytes();
-    let mut rounds = Vec::new();
-    for _ in 0..9 {
-        let start = Instant::now();
-        let mut sent = 0usize;
-        while sent < PER_ROUND {
-            if tx.send(&payload, true).is_err() {
-                break;
-            }
-            while let Some(t) = tx.poll_transmit(t0) {
-                dgram[..vcframe::HEADER_LEN].copy_from_slice(&vc);
-                t.header.emit_into(&mut dgram[vcframe::HEADER_LEN..]);
-                let off = vcframe::HEADER_LEN + natm_proto::wire::tpdu::HEADER_LEN;
-                dgram[off..off + t.payload.len()].copy_from_slice(&t.payload);
-                let _ = out.send(&dgram[..off + t.payload.len()]);
-                sent += 1;
-            }
-        }
-        let per = start.elapsed().as_nanos() as u64 / sent.max(1) as u64;
-        rounds.push(per);
-        // Keep the sink from filling (drops are fine; this only costs the reads).
-        let mut b = [0u8; 16];
-        sink.set_nonblocking(true)?;
-        while sink.recv(&mut b).is_ok() {}
-    }
-    rounds.sort_unstable();
-    Ok(rounds[rounds.len() / 2].max(1))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,11 +247,5 @@ mod tests {
         assert!(e.detail.contains("CPU"), "{}", e.detail);
         let g = r.admit(&d(1_000_000_000, 100_000_000), &d(0, 0)).unwrap();
         assert!(g.out_bps < 170_000_000 && g.out_bps > 100_000_000);
-    }
-
-    #[test]
-    fn measuring_the_send_path_gives_a_plausible_cost() {
-        let ns = measure_tpdu_cost().unwrap();
-        assert!(ns > 0 && ns < 10_000_000, "{ns} ns per TPDU");
     }
 }

@@ -9,14 +9,19 @@
 //! data endpoint, the VCIs and a random cookie, and the applications' engines talk
 //! directly. `docs/ARCHITECTURE.md` ("Signalling daemon") records the decisions.
 
+//!
+//! The crate is split the quinn way: [`core::Core`] holds every piece of state and
+//! every decision and does no I/O (time is an argument, output is pulled), so the same
+//! call handling can run in a switch or in a test in virtual time; [`Daemon`] is the
+//! thin mio loop that feeds it from the sockets and the clock.
+
 pub mod admission;
-mod app;
 pub mod config;
+pub mod core;
 mod daemon;
 pub mod directory;
-mod peer;
 pub mod vci;
 
-pub use app::Creds;
+pub use crate::core::Creds;
 pub use config::{Config, ConfigError, ConfigFile};
 pub use daemon::{Daemon, Stop};

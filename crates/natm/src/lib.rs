@@ -12,4 +12,5 @@ pub use natm_proto::{flow, sched, sig, time, transport, wire};
 pub mod adaptor;
 pub(crate) mod engine;
 pub mod stages;
+pub(crate) mod sync;
 pub mod ulib;

@@ -26,13 +26,13 @@ use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use rustix::event::{eventfd, EventfdFlags};
 
 use super::batch::{RecvBatch, SendBatch};
-use super::FramePort;
+use crate::sync::{Condvar, Level, OrderedMutex as Mutex, OrderedRwLock as RwLock};
 
 /// Octets each queued frame is charged beyond its length (the kernel charges a UDP
 /// datagram's skb about this much).
@@ -48,12 +48,22 @@ pub struct MemNetwork {
     inner: Arc<NetInner>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct NetInner {
     ports: RwLock<HashMap<SocketAddr, Weak<PortInner>>>,
     next_port: Mutex<u16>,
     /// Frames sent to an address where no port is bound.
     unroutable: AtomicU64,
+}
+
+impl Default for NetInner {
+    fn default() -> Self {
+        NetInner {
+            ports: RwLock::new(Level::MemPorts, HashMap::new()),
+            next_port: Mutex::new(Level::MemNextPort, 0),
+            unroutable: AtomicU64::new(0),
+        }
+    }
 }
 
 impl PartialEq for MemNetwork {
@@ -79,14 +89,10 @@ impl MemNetwork {
         if addr.ip().is_unspecified() {
             addr.set_ip(IpAddr::V4(Ipv4Addr::LOCALHOST));
         }
-        let mut ports = self.inner.ports.write().unwrap_or_else(|p| p.into_inner());
+        let mut ports = self.inner.ports.write();
         ports.retain(|_, p| p.strong_count() > 0);
         if addr.port() == 0 {
-            let mut next = self
-                .inner
-                .next_port
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut next = self.inner.next_port.lock();
             let free = (0..=u16::MAX).find_map(|_| {
                 let p = (*next).max(FIRST_EPHEMERAL);
                 *next = if p == u16::MAX {
@@ -106,8 +112,8 @@ impl MemNetwork {
         }
         let inner = Arc::new(PortInner {
             addr,
-            peer: RwLock::new(None),
-            queue: Mutex::new(Queue::default()),
+            peer: RwLock::new(Level::PortPeer, None),
+            queue: Mutex::new(Level::MemQueue, Queue::default()),
             cv: Condvar::new(),
             limit: queue_bytes.max(1),
             ready: eventfd(0, EventfdFlags::NONBLOCK | EventfdFlags::CLOEXEC)?,
@@ -126,12 +132,7 @@ impl MemNetwork {
     }
 
     fn port(&self, addr: SocketAddr) -> Option<Arc<PortInner>> {
-        self.inner
-            .ports
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&addr)
-            .and_then(Weak::upgrade)
+        self.inner.ports.read().get(&addr).and_then(Weak::upgrade)
     }
 }
 
@@ -163,13 +164,13 @@ struct PortInner {
 impl PortInner {
     /// Queue one frame from `from`, or drop and count it.
     fn deliver(&self, from: SocketAddr, frame: &[u8]) {
-        let peer = *self.peer.read().unwrap_or_else(|p| p.into_inner());
+        let peer = *self.peer.read();
         if peer.is_some_and(|p| p != from) {
             self.counters.dropped_source.fetch_add(1, Relaxed);
             return;
         }
         let cost = frame.len() + FRAME_OVERHEAD;
-        let mut q = self.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = self.queue.lock();
         if q.charged + cost > self.limit {
             self.counters.dropped_full.fetch_add(1, Relaxed);
             return;
@@ -215,7 +216,7 @@ impl MemPort {
 
     /// Take frames only from `peer`, and send there by default.
     pub fn connect(&self, peer: SocketAddr) {
-        *self.inner.peer.write().unwrap_or_else(|p| p.into_inner()) = Some(peer);
+        *self.inner.peer.write() = Some(peer);
     }
 
     /// The receive queue's limit, octets.
@@ -229,7 +230,7 @@ impl MemPort {
     pub fn send_batch(&self, dst: Option<SocketAddr>, batch: &SendBatch) -> io::Result<usize> {
         let dst = match dst {
             Some(d) => d,
-            None => (*self.inner.peer.read().unwrap_or_else(|p| p.into_inner()))
+            None => (*self.inner.peer.read())
                 .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?,
         };
         let n = batch.len();
@@ -250,18 +251,16 @@ impl MemPort {
     /// Move up to the batch's slots of queued frames into `batch` (cleared first);
     /// `WouldBlock` if none is queued.
     pub fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
-        let mut q = self.inner.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = self.inner.queue.lock();
         self.take(&mut q, batch)
     }
 
     /// As [`MemPort::recv_now`], waiting up to `timeout` for a frame first.
     pub fn recv_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
-        let q = self.inner.queue.lock().unwrap_or_else(|p| p.into_inner());
-        let (mut q, _) = self
-            .inner
+        let mut q = self.inner.queue.lock();
+        self.inner
             .cv
-            .wait_timeout_while(q, timeout, |q| q.frames.is_empty())
-            .unwrap_or_else(|p| p.into_inner());
+            .wait_while_for(&mut q, |q| q.frames.is_empty(), timeout);
         self.take(&mut q, batch)
     }
 
@@ -305,24 +304,14 @@ impl MemPort {
             received: c.received.load(Relaxed),
             dropped_queue_full: c.dropped_full.load(Relaxed),
             dropped_wrong_source: c.dropped_source.load(Relaxed),
-            queued_bytes: self
-                .inner
-                .queue
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .charged,
+            queued_bytes: self.inner.queue.lock().charged,
         }
     }
 }
 
 impl Drop for MemPort {
     fn drop(&mut self) {
-        let mut ports = self
-            .net
-            .inner
-            .ports
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut ports = self.net.inner.ports.write();
         if ports
             .get(&self.inner.addr)
             .is_some_and(|w| w.as_ptr() == Arc::as_ptr(&self.inner))
@@ -343,18 +332,6 @@ impl AsFd for MemPort {
 impl AsRawFd for MemPort {
     fn as_raw_fd(&self) -> RawFd {
         self.inner.ready.as_raw_fd()
-    }
-}
-
-impl FramePort for MemPort {
-    type Addr = SocketAddr;
-
-    fn send_frames(&self, dst: Option<SocketAddr>, frames: &SendBatch) -> io::Result<usize> {
-        self.send_batch(dst, frames)
-    }
-
-    fn recv_frames(&self, frames: &mut RecvBatch<SocketAddr>) -> io::Result<usize> {
-        self.recv_now(frames)
     }
 }
 

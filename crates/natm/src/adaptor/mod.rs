@@ -33,26 +33,6 @@ pub mod mem;
 mod proc_net;
 pub mod udp;
 
-use std::io;
-
 pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, MAX_DATAGRAM};
 pub use mem::{MemNetwork, MemPort, MemPortStats};
 pub use udp::{PortOptions, PortStats, UdpPort};
-
-/// What the engine needs from a port, so that a UDP socket and an in-memory link can be
-/// driven alike. Minimal on purpose; the engine may grow it.
-///
-/// Frames are whole datagrams: the VC header ([`crate::wire::vcframe`]) and the SDU.
-pub trait FramePort {
-    /// How the port names a peer (a socket address for UDP).
-    type Addr: Copy;
-
-    /// Send the frames of `frames` to `dst`, or to the connected peer when `None`.
-    /// Returns how many went out, in order from the first; a short count means the
-    /// rest should be sent again later (`Write::write` semantics).
-    fn send_frames(&self, dst: Option<Self::Addr>, frames: &SendBatch) -> io::Result<usize>;
-
-    /// Replace the contents of `frames` with what has arrived and return the number of
-    /// frames. Blocks or fails with `WouldBlock` as the port is configured.
-    fn recv_frames(&self, frames: &mut RecvBatch<Self::Addr>) -> io::Result<usize>;
-}

@@ -15,14 +15,13 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::RwLock;
 use std::time::Duration;
 
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::batch::{RecvBatch, SendBatch, MAX_DATAGRAM};
-use super::FramePort;
+use crate::sync::{Level, OrderedRwLock};
 
 /// Receive-buffer size a GRO port needs per slot: more than the largest run GRO
 /// coalesces (a GSO send is at most 65,507 octets, and Linux's default `gro_max_size`
@@ -149,7 +148,7 @@ pub struct UdpPort {
     gso_size_limit: AtomicUsize,
     gro: bool,
     nonblocking: AtomicBool,
-    peer: RwLock<Option<SocketAddr>>,
+    peer: OrderedRwLock<Option<SocketAddr>>,
     /// What quinn-udp found the kernel allows per GSO send (64 on Linux ≥ 4.18).
     max_segments: usize,
     counters: Counters,
@@ -198,7 +197,7 @@ impl UdpPort {
             gro: options.gro && state.gro_segments() > 1,
             state,
             nonblocking: AtomicBool::new(false),
-            peer: RwLock::new(None),
+            peer: OrderedRwLock::new(Level::PortPeer, None),
             max_segments,
             counters: Counters::default(),
         })
@@ -208,7 +207,7 @@ impl UdpPort {
     /// datagrams from anyone else before they reach this socket.
     pub fn connect(&self, peer: SocketAddr) -> io::Result<()> {
         self.socket.connect(&peer.into())?;
-        *self.peer.write().unwrap_or_else(|e| e.into_inner()) = Some(peer);
+        *self.peer.write() = Some(peer);
         Ok(())
     }
 
@@ -417,7 +416,6 @@ impl UdpPort {
             None => self
                 .peer
                 .read()
-                .unwrap_or_else(|e| e.into_inner())
                 .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?,
         };
         let transmit = Transmit {
@@ -543,17 +541,5 @@ impl AsFd for UdpPort {
 impl AsRawFd for UdpPort {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()
-    }
-}
-
-impl FramePort for UdpPort {
-    type Addr = SocketAddr;
-
-    fn send_frames(&self, dst: Option<SocketAddr>, frames: &SendBatch) -> io::Result<usize> {
-        self.send_batch(dst, frames)
-    }
-
-    fn recv_frames(&self, frames: &mut RecvBatch<SocketAddr>) -> io::Result<usize> {
-        self.recv(frames)
     }
 }

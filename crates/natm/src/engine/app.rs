@@ -172,11 +172,10 @@ impl Conn {
     }
 
     /// Send what the end holds inline, or return `true` if the scheduler must do it:
-    /// then the caller drops the end's lock and calls [`Conn::defer_if`]. (The driver
-    /// takes the scheduler's lock and then an end's, so taking them the other way
-    /// round here would deadlock.)
+    /// then the caller drops the end's lock and calls [`Conn::defer_if`] (the lock
+    /// order, `crate::sync`).
     #[must_use]
-    fn flush_tx(&self, eng: &Engine, end: &mut End<TxHalf>, cv: &std::sync::Condvar) -> bool {
+    fn flush_tx(&self, eng: &Engine, end: &mut End<TxHalf>, cv: &crate::sync::Condvar) -> bool {
         // Inline from the application's thread unless higher-priority work waits for
         // the scheduler (seed 000 §5.1's priorities kept, the scheduler's hop saved).
         if !eng.cfg.inline_send || eng.pending_above(self.level) {

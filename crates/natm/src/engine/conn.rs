@@ -13,7 +13,6 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -23,6 +22,7 @@ use super::Engine;
 use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
 use crate::stages::{self, Stage};
+use crate::sync::{self, Condvar, MutexGuard, OrderedMutex as Mutex};
 use crate::time::Instant;
 use crate::transport::AbortReason;
 use crate::wire::tpdu::Header;
@@ -71,15 +71,16 @@ impl<H: Simplex> End<H> {
     }
 }
 
-/// Counters of frames the connection refused before any PSB saw them.
+/// What only the engine can count: frames the connection refused before any PSB saw
+/// them, frames that did not go out, watermark holds. Datagrams in and out are the
+/// adaptor's counters (`UdpPort::stats`, `MemPort::stats`), not kept again here.
 #[derive(Debug, Default)]
 pub(crate) struct LinkCounters {
     pub(crate) not_natm: AtomicU64,
     pub(crate) unknown_vc: AtomicU64,
     pub(crate) bad_source: AtomicU64,
+    /// Frames: not built (no room in the batch) or not taken by the adaptor.
     pub(crate) send_errors: AtomicU64,
-    pub(crate) datagrams_in: AtomicU64,
-    pub(crate) datagrams_out: AtomicU64,
     pub(crate) held_by_watermark: AtomicU64,
 }
 
@@ -90,8 +91,9 @@ pub(crate) struct Conn {
     pub(crate) link: Link,
     /// VCIs and cookie of the connection's frames (demultiplexing is natm-proto's).
     route: Route,
-    /// Where to send while the socket is not yet connected (client handshake).
-    peer: Mutex<Option<SocketAddr>>,
+    /// Where to send until the socket is connected (the client handshake calls the
+    /// listener); from then on the link's connected peer is the one address.
+    handshake_to: Option<SocketAddr>,
     sock_connected: AtomicBool,
     pub(crate) tx: Mutex<End<TxHalf>>,
     pub(crate) tx_cv: Condvar,
@@ -119,7 +121,7 @@ pub(crate) enum Which {
 }
 
 fn lock<H>(m: &Mutex<End<H>>) -> MutexGuard<'_, End<H>> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
+    m.lock()
 }
 
 impl Conn {
@@ -149,10 +151,10 @@ impl Conn {
             link,
             route,
             sock_connected: AtomicBool::new(peer.is_none()),
-            peer: Mutex::new(peer),
-            tx: Mutex::new(End::new(tx)),
+            handshake_to: peer,
+            tx: Mutex::new(sync::Level::TxEnd, End::new(tx)),
             tx_cv: Condvar::new(),
-            rx: Mutex::new(End::new(rx)),
+            rx: Mutex::new(sync::Level::RxEnd, End::new(rx)),
             rx_cv: Condvar::new(),
             reading: AtomicBool::new(false),
             pending: AtomicBool::new(false),
@@ -454,7 +456,6 @@ impl Conn {
     /// cookie (and counts a wrong one).
     fn take_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Which> {
         stages::record(Stage::RxRead, self.stage_key());
-        self.counters.datagrams_in.fetch_add(1, Ordering::Relaxed);
         let Some(vci) = vc_of(d) else {
             self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
             return None;
@@ -485,7 +486,6 @@ impl Conn {
         if !self.sock_connected.load(Ordering::Acquire) && connected {
             if let Some(src) = from {
                 if self.link.connect(src).is_ok() {
-                    *self.peer.lock().unwrap_or_else(|p| p.into_inner()) = None;
                     self.sock_connected.store(true, Ordering::Release);
                 }
             } else {
@@ -511,7 +511,11 @@ impl Conn {
         max: usize,
     ) -> usize {
         let mut sent = 0;
-        let peer = *self.peer.lock().unwrap_or_else(|p| p.into_inner());
+        let peer = if self.sock_connected.load(Ordering::Acquire) {
+            None
+        } else {
+            self.handshake_to
+        };
         // Frames go out in batches: runs of equal sizes leave in one GSO sendmsg (a
         // burst of ACKs, or the full TPDUs of a message).
         let mut batch = std::mem::take(&mut end.out_batch);
@@ -568,22 +572,11 @@ impl Conn {
         stages::record(Stage::TxStart, self.stage_key());
         let r = self.link.send_batch(batch, peer);
         stages::record(Stage::TxDone, self.stage_key());
-        match r {
-            Ok(n) => {
-                self.counters
-                    .datagrams_out
-                    .fetch_add(n as u64, Ordering::Relaxed);
-                if n < batch.len() {
-                    self.counters
-                        .send_errors
-                        .fetch_add((batch.len() - n) as u64, Ordering::Relaxed);
-                }
-            }
-            Err(_) => {
-                self.counters
-                    .send_errors
-                    .fetch_add(batch.len() as u64, Ordering::Relaxed);
-            }
+        let unsent = batch.len() - r.map_or(0, |n| n.min(batch.len()));
+        if unsent > 0 {
+            self.counters
+                .send_errors
+                .fetch_add(unsent as u64, Ordering::Relaxed);
         }
     }
 
@@ -684,9 +677,7 @@ impl Conn {
                         u.saturating_duration_since(std::time::Instant::now())
                     }));
                 end.waiters += 1;
-                let (mut end, _) = cv
-                    .wait_timeout(end, slice)
-                    .unwrap_or_else(|p| p.into_inner());
+                cv.wait_for(&mut end, slice);
                 end.waiters -= 1;
             }
         };

@@ -110,44 +110,24 @@ fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor::RecvBa
         }
         return;
     }
-    let listener = eng
-        .listeners
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .get(&token)
-        .cloned();
+    let listener = eng.listeners.lock().get(&token).cloned();
     if let Some(l) = listener {
         l.drain(eng, buf);
     }
 }
 
 fn next_timeout(eng: &Engine) -> Option<Duration> {
-    if !eng
-        .sched
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .is_idle()
-    {
+    if !eng.sched.lock().is_idle() {
         return Some(Duration::ZERO);
     }
-    let top = eng
-        .timers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .peek()
-        .map(|Reverse((t, _))| *t)?;
+    let top = eng.timers.lock().peek().map(|Reverse((t, _))| *t)?;
     let now = eng.clock.now().as_nanos();
     Some(Duration::from_nanos(top.saturating_sub(now)))
 }
 
 /// Whether the earliest timer is due now.
 fn timer_due(eng: &Engine) -> bool {
-    let top = eng
-        .timers
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .peek()
-        .map(|Reverse((t, _))| *t);
+    let top = eng.timers.lock().peek().map(|Reverse((t, _))| *t);
     top.is_some_and(|t| t <= eng.clock.now().as_nanos())
 }
 
@@ -155,7 +135,7 @@ fn run_timers(eng: &Arc<Engine>) {
     let now = eng.clock.now();
     loop {
         let (at, token) = {
-            let mut heap = eng.timers.lock().unwrap_or_else(|p| p.into_inner());
+            let mut heap = eng.timers.lock();
             match heap.peek() {
                 Some(Reverse((t, _))) if *t <= now.as_nanos() => {}
                 _ => return,
@@ -188,7 +168,7 @@ fn run_tasks(eng: &Arc<Engine>) {
         if timer_due(eng) {
             run_timers(eng);
         }
-        let mut sched = eng.sched.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sched = eng.sched.lock();
         if sched.is_idle() {
             eng.mirror(&sched);
             return;

@@ -7,7 +7,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
 
@@ -16,6 +16,7 @@ use super::link::Link;
 use super::Engine;
 use crate::adaptor::RecvBatch;
 use crate::sched::Level;
+use crate::sync::{self, Condvar, OrderedMutex as Mutex};
 use crate::transport::TransportConfig;
 use natm_proto::endpoint::{
     ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, EndpointEvent, ServerConfig,
@@ -85,11 +86,14 @@ impl ListenerShared {
             link,
             level,
             weight,
-            demux: Mutex::new(Demux {
-                endpoint,
-                conns: HashMap::new(),
-            }),
-            queue: Mutex::new(VecDeque::new()),
+            demux: Mutex::new(
+                sync::Level::Handshaking,
+                Demux {
+                    endpoint,
+                    conns: HashMap::new(),
+                },
+            ),
+            queue: Mutex::new(sync::Level::AcceptQueue, VecDeque::new()),
             queue_cv: Condvar::new(),
             counters: ListenerCounters::default(),
         }
@@ -137,7 +141,7 @@ impl ListenerShared {
 
     fn on_datagram(&self, eng: &Engine, d: &[u8], from: SocketAddr) {
         let now = eng.clock.now();
-        let mut demux = self.demux.lock().unwrap_or_else(|p| p.into_inner());
+        let mut demux = self.demux.lock();
         Self::sweep(&mut demux);
         let before = demux.endpoint.stats();
         let ev = demux.endpoint.handle(now, from, Bytes::copy_from_slice(d));
@@ -154,7 +158,7 @@ impl ListenerShared {
             }
             Some(DatagramEvent::NewConnection(h, conn)) => {
                 self.counters.requests.fetch_add(1, Ordering::Relaxed);
-                let queued = self.queue.lock().unwrap_or_else(|p| p.into_inner()).len();
+                let queued = self.queue.lock().len();
                 if queued >= BACKLOG {
                     demux.endpoint.forget(h);
                     self.counters.backlog_full.fetch_add(1, Ordering::Relaxed);
@@ -175,10 +179,7 @@ impl ListenerShared {
                     },
                 );
                 drop(demux);
-                self.queue
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push_back(c);
+                self.queue.lock().push_back(c);
                 self.queue_cv.notify_all();
             }
             Some(DatagramEvent::Response {

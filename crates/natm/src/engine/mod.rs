@@ -19,7 +19,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 pub(crate) use conn::{Conn, Which};
 pub use link::Network;
@@ -28,6 +28,7 @@ pub(crate) use listener::ListenerShared;
 
 use crate::adaptor::RecvBatch;
 use crate::sched::Scheduler;
+use crate::sync::{Level, OrderedMutex as Mutex};
 use crate::time::Instant;
 
 /// High and low watermarks on a VC's undelivered receive data, in bytes (seed 000
@@ -194,18 +195,18 @@ impl Engine {
             cfg,
             registry,
             waker,
-            conns: Mutex::new(HashMap::new()),
-            keep: Mutex::new(None),
-            listeners: Mutex::new(HashMap::new()),
-            timers: Mutex::new(BinaryHeap::new()),
+            conns: Mutex::new(Level::Conns, HashMap::new()),
+            keep: Mutex::new(Level::Linger, None),
+            listeners: Mutex::new(Level::Listeners, HashMap::new()),
+            timers: Mutex::new(Level::Timers, BinaryHeap::new()),
             sleep_until: AtomicU64::new(0),
-            sched: Mutex::new(Scheduler::new()),
+            sched: Mutex::new(Level::Scheduler, Scheduler::new()),
             busy_levels: AtomicUsize::new(0),
             next_token: AtomicUsize::new(TIMER_TOKEN + 1),
             shutdown: AtomicBool::new(false),
-            driver_tid: Mutex::new(None),
+            driver_tid: Mutex::new(Level::DriverTid, None),
             driver_raised: AtomicBool::new(false),
-            buffers: Mutex::new(Vec::new()),
+            buffers: Mutex::new(Level::Buffers, Vec::new()),
         });
         let weak = Arc::downgrade(&eng);
         let cpus = eng.cfg.driver_cpus.clone();
@@ -223,7 +224,7 @@ impl Engine {
         let tid = pinned
             .recv()
             .map_err(|_| io::Error::other("the driver thread died at start"))??;
-        *eng.driver_tid.lock().unwrap_or_else(|p| p.into_inner()) = Some(tid);
+        *eng.driver_tid.lock() = Some(tid);
         Ok(eng)
     }
 
@@ -253,10 +254,7 @@ impl Engine {
         if !conn.arm_earlier(deadline) {
             return;
         }
-        self.timers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Reverse((deadline, conn.token)));
+        self.timers.lock().push(Reverse((deadline, conn.token)));
         let sleeping = self.sleep_until.load(Ordering::Acquire);
         if sleeping != 0 && deadline < sleeping {
             let _ = self.waker.wake();
@@ -265,7 +263,7 @@ impl Engine {
 
     /// Hand the driver deferred transmit work for a connection.
     pub(crate) fn defer(&self, conn: &Conn) {
-        let mut sched = self.sched.lock().unwrap_or_else(|p| p.into_inner());
+        let mut sched = self.sched.lock();
         sched.schedule(conn.token, conn.level, conn.weight);
         self.mirror(&sched);
         drop(sched);
@@ -289,13 +287,12 @@ impl Engine {
     pub(crate) fn take_buffer(&self) -> RecvBatch {
         self.buffers
             .lock()
-            .unwrap_or_else(|p| p.into_inner())
             .pop()
             .unwrap_or_else(UdpLink::recv_batch)
     }
 
     pub(crate) fn give_buffer(&self, b: RecvBatch) {
-        let mut v = self.buffers.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v = self.buffers.lock();
         if v.len() < MAX_POOLED_BATCHES {
             v.push(b);
         }
@@ -303,11 +300,7 @@ impl Engine {
 
     /// The connection with this token, if it is still open.
     pub(crate) fn conn(&self, token: usize) -> Option<Arc<Conn>> {
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&token)
-            .cloned()
+        self.conns.lock().get(&token).cloned()
     }
 
     /// A guaranteed VC opened: give the driver its priority (once per engine).
@@ -318,7 +311,7 @@ impl Engine {
         if self.driver_raised.swap(true, Ordering::AcqRel) {
             return;
         }
-        let tid = *self.driver_tid.lock().unwrap_or_else(|p| p.into_inner());
+        let tid = *self.driver_tid.lock();
         // Linux: a thread id names one thread for PRIO_PROCESS. Refused without
         // CAP_SYS_NICE: the driver then keeps the default priority.
         let _ = tid.map(|t| rustix::process::setpriority_process(Some(t), n));
@@ -329,10 +322,7 @@ impl Engine {
             self.raise_driver();
         }
         self.register(conn.link.raw_fd(), conn.token)?;
-        self.conns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(conn.token, conn);
+        self.conns.lock().insert(conn.token, conn);
         Ok(())
     }
 
@@ -345,20 +335,20 @@ impl Engine {
     /// connection; each finishes within the transport's own timeouts. Called when a
     /// connection is dropped.
     pub(crate) fn linger(self: &Arc<Self>) {
-        let conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+        let conns = self.conns.lock();
         if !conns.is_empty() {
             // Under the connections' lock, so `remove_conn` cannot empty the map in
             // between and leave the engine holding itself for ever.
-            *self.keep.lock().unwrap_or_else(|p| p.into_inner()) = Some(self.clone());
+            *self.keep.lock() = Some(self.clone());
         }
     }
 
     pub(crate) fn remove_conn(&self, token: usize) {
         let (c, keep) = {
-            let mut conns = self.conns.lock().unwrap_or_else(|p| p.into_inner());
+            let mut conns = self.conns.lock();
             let c = conns.remove(&token);
             let keep = if conns.is_empty() {
-                self.keep.lock().unwrap_or_else(|p| p.into_inner()).take()
+                self.keep.lock().take()
             } else {
                 None
             };
@@ -366,7 +356,7 @@ impl Engine {
         };
         if let Some(c) = c {
             self.deregister(c.link.raw_fd());
-            let mut sched = self.sched.lock().unwrap_or_else(|p| p.into_inner());
+            let mut sched = self.sched.lock();
             sched.remove(token);
             self.mirror(&sched);
         }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::sigd::Session;
 use super::{Error, Resolved, WouldBlock};
 use crate::engine::{Conn, Engine, Link, ListenerShared};
+use crate::sync::{Level, OrderedMutex};
 use natm_proto::endpoint::PsbStats;
 
 /// A listening endpoint: callers' connections queue here until accepted.
@@ -37,7 +38,7 @@ enum ListenerKind {
 /// the backlog; `accept` tops it up when it falls to half.
 #[derive(Debug)]
 pub(crate) struct AutoLinks {
-    links: std::sync::Mutex<std::collections::HashMap<SocketAddr, Link>>,
+    links: OrderedMutex<std::collections::HashMap<SocketAddr, Link>>,
     backlog: usize,
 }
 
@@ -48,21 +49,17 @@ impl AutoLinks {
             m.insert(l.local_addr().map_err(Error::Io)?, l);
         }
         Ok(Arc::new(AutoLinks {
-            links: std::sync::Mutex::new(m),
+            links: OrderedMutex::new(Level::AutoLinks, m),
             backlog,
         }))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<SocketAddr, Link>> {
-        self.links.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     pub(crate) fn endpoints(&self) -> Vec<SocketAddr> {
-        self.lock().keys().copied().collect()
+        self.links.lock().keys().copied().collect()
     }
 
     fn take(&self, data: &SocketAddr) -> Option<Link> {
-        self.lock().remove(data)
+        self.links.lock().remove(data)
     }
 
     /// Open sockets up to the backlog once half are used, and hand them to sigd
@@ -71,7 +68,7 @@ impl AutoLinks {
         // In batches of up to 8 sockets: one message for several calls, and no burst
         // of socket creation long enough to show in the callers' setup times.
         let batch = (self.backlog / 2).clamp(1, 8);
-        let held = self.lock().len();
+        let held = self.links.lock().len();
         if held + batch > self.backlog {
             return;
         }
@@ -86,7 +83,7 @@ impl AutoLinks {
             return;
         }
         let data: Vec<SocketAddr> = fresh.iter().map(|(a, _)| *a).collect();
-        self.lock().extend(fresh);
+        self.links.lock().extend(fresh);
         session.notify(|req| crate::wire::ipc::Message::Endpoints {
             req,
             listener,
@@ -168,10 +165,7 @@ impl Listener {
         ));
         eng.register(shared.link.raw_fd(), token)
             .map_err(Error::Io)?;
-        eng.listeners
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(token, shared.clone());
+        eng.listeners.lock().insert(token, shared.clone());
         Ok(Listener {
             eng,
             kind: ListenerKind::Direct(shared),
@@ -263,7 +257,7 @@ impl Listener {
             } => return Self::accept_auto(host, session, *id, links, timeout),
         };
         let until = timeout.map(|t| std::time::Instant::now() + t);
-        let mut q = shared.queue.lock().unwrap_or_else(|p| p.into_inner());
+        let mut q = shared.queue.lock();
         loop {
             if let Some(c) = q.pop_front() {
                 return Ok(Connection::from_conn(self.eng.clone(), c));
@@ -278,11 +272,7 @@ impl Listener {
                 }
                 None => Duration::from_secs(1),
             };
-            q = shared
-                .queue_cv
-                .wait_timeout(q, wait)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
+            shared.queue_cv.wait_for(&mut q, wait);
         }
     }
 
@@ -347,11 +337,7 @@ impl Drop for Listener {
         match &self.kind {
             ListenerKind::Direct(shared) => {
                 self.eng.deregister(shared.link.raw_fd());
-                self.eng
-                    .listeners
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&shared.token);
+                self.eng.listeners.lock().remove(&shared.token);
             }
             ListenerKind::Signalled { session, id, .. } => {
                 let listener = *id;

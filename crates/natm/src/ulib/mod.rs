@@ -86,7 +86,7 @@ pub struct Host {
     sigd: Option<Arc<sigd::SigdClient>>,
     /// A data socket opened ahead for the next call through sigd (see
     /// [`Host::data_link`]).
-    spare: Arc<std::sync::Mutex<Option<Link>>>,
+    spare: Arc<crate::sync::OrderedMutex<Option<Link>>>,
 }
 
 /// How a listener through sigd answers its calls.
@@ -180,7 +180,10 @@ impl Host {
             eng,
             cfg,
             sigd,
-            spare: Arc::default(),
+            spare: Arc::new(crate::sync::OrderedMutex::new(
+                crate::sync::Level::SpareLink,
+                None,
+            )),
         })
     }
 
@@ -279,7 +282,7 @@ impl Host {
 
     /// The data socket for a call through sigd: the one opened ahead if there is one.
     fn data_link(&self) -> Result<Link, Error> {
-        if let Some(l) = self.spare.lock().unwrap_or_else(|p| p.into_inner()).take() {
+        if let Some(l) = self.spare.lock().take() {
             return Ok(l);
         }
         self.new_data_link()
@@ -294,16 +297,11 @@ impl Host {
     /// thread would only wait there, and opening a socket (several system calls)
     /// leaves the critical path of the next setup. Best effort.
     pub(crate) fn open_spare_link(&self) {
-        if self
-            .spare
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .is_some()
-        {
+        if self.spare.lock().is_some() {
             return;
         }
         if let Ok(l) = self.new_data_link() {
-            let mut s = self.spare.lock().unwrap_or_else(|p| p.into_inner());
+            let mut s = self.spare.lock();
             if s.is_none() {
                 *s = Some(l);
             }

@@ -10,6 +10,10 @@
 //! no application thread waits (an offer nobody is waiting for yet, a `Released` for
 //! an established call); it never takes the role from a waiting application thread.
 //!
+//! A thread that waits without the read role parks itself (`std::thread::park`) under
+//! the key of what it waits for, and the reader unparks only the threads waiting for
+//! what it filed: an answer wakes its requester alone, not every waiting thread.
+//!
 //! Whoever reads also watches established calls: a `Released` from sigd (the peer
 //! application died or released) aborts the connection's VCs at once, so the
 //! application sees "aborted by the peer" without waiting for a transport timeout.
@@ -21,11 +25,13 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Weak};
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::Error;
 use crate::engine::{Conn, Engine};
+use crate::sync::{Level, MutexGuard, OrderedMutex as Mutex};
 use crate::wire::ipc::{DataPath, Decoder, Message};
 
 /// How long sigd has to answer a request (it answers at once unless it is hung).
@@ -80,10 +86,18 @@ impl std::fmt::Debug for Reader {
 /// deadline and at what other readers filed again.
 const READ_SLICE: Duration = Duration::from_millis(100);
 
+/// What a parked thread waits for: the answer to a request, or what comes for an id
+/// sigd assigned (a call's events, a listener's offers and calls).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Key {
+    Req(u64),
+    Id(u64),
+}
+
 #[derive(Debug, Default)]
 struct State {
-    /// Application threads waiting on the condition variable (not reading).
-    parked: u32,
+    /// Application threads parked (not reading), by what they wait for.
+    parked: HashMap<Key, Vec<Thread>>,
     waiting: HashSet<u64>,
     answers: HashMap<u64, Message>,
     /// Ids sigd assigned to this session (calls and listeners), each with what came
@@ -107,7 +121,6 @@ pub(crate) struct Session {
     writer: Mutex<UnixStream>,
     next_req: AtomicU64,
     state: Mutex<State>,
-    cv: Condvar,
     /// The read role (see the module doc).
     reader: Mutex<Reader>,
     /// The watcher's epoll set: the stream is in it only while no application thread
@@ -119,15 +132,23 @@ pub(crate) struct Session {
 impl Drop for Session {
     fn drop(&mut self) {
         // Unblocks the reader thread; sigd releases whatever this session still held.
-        if let Ok(w) = self.writer.lock() {
-            let _ = w.shutdown(std::net::Shutdown::Both);
-        }
+        let _ = self.writer.lock().shutdown(std::net::Shutdown::Both);
     }
 }
 
 impl Session {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    /// Unpark the threads waiting for `key` (after the state's lock is dropped).
+    fn wake(mut st: MutexGuard<'_, State>, key: Key) {
+        let woken = st.parked.remove(&key);
+        drop(st);
+        woken.into_iter().flatten().for_each(|t| t.unpark());
+    }
+
+    /// Unpark every waiting thread (sigd went away).
+    fn wake_all(mut st: MutexGuard<'_, State>) {
+        let woken = std::mem::take(&mut st.parked);
+        drop(st);
+        woken.into_values().flatten().for_each(|t| t.unpark());
     }
 
     fn open(path: &Path, eng: Weak<Engine>) -> Result<Arc<Session>, Error> {
@@ -146,16 +167,18 @@ impl Session {
             )
             .map_err(Error::Io)?;
         let session = Arc::new(Session {
-            writer: Mutex::new(s),
+            writer: Mutex::new(Level::SigdWriter, s),
             // 0 is the tag of requests nobody waits for (`notify`).
             next_req: AtomicU64::new(1),
-            state: Mutex::new(State::default()),
-            cv: Condvar::new(),
-            reader: Mutex::new(Reader {
-                stream: reader,
-                dec: Decoder::new(),
-                buf: vec![0u8; 16 * 1024].into_boxed_slice(),
-            }),
+            state: Mutex::new(Level::SigdState, State::default()),
+            reader: Mutex::new(
+                Level::SigdReader,
+                Reader {
+                    stream: reader,
+                    dec: Decoder::new(),
+                    buf: vec![0u8; 16 * 1024].into_boxed_slice(),
+                },
+            ),
             watch,
             eng,
         });
@@ -168,16 +191,17 @@ impl Session {
     }
 
     /// Wait until `cond` gives an answer, reading the stream itself whenever no other
-    /// thread is (the read role), else parked on the condition variable. `None`
-    /// deadline: until sigd goes away.
+    /// thread is (the read role), else parked under `key`, what `cond` waits for.
+    /// `None` deadline: until sigd goes away.
     fn wait_for<R>(
         &self,
+        key: Key,
         until: Option<Instant>,
         mut cond: impl FnMut(&mut State) -> Option<Result<R, Error>>,
     ) -> Result<R, Error> {
         loop {
             let left = {
-                let mut st = self.lock();
+                let mut st = self.state.lock();
                 if let Some(r) = cond(&mut st) {
                     return r;
                 }
@@ -195,7 +219,7 @@ impl Session {
                     None => READ_SLICE,
                 }
             };
-            if let Ok(mut rd) = self.reader.try_lock() {
+            if let Some(mut rd) = self.reader.try_lock() {
                 let fd = rd.stream.as_raw_fd();
                 let _ = self.watch.deregister(&mut mio::unix::SourceFd(&fd));
                 self.read_some(&mut rd, Some(left));
@@ -214,25 +238,32 @@ impl Session {
                     self.mark_gone("cannot watch the sigd socket".to_owned());
                 }
                 drop(rd);
-                // Someone parked while this thread held the role: let one take it.
-                if self.lock().parked > 0 {
-                    self.cv.notify_all();
+                // Someone parked while this thread held the role: let them take it.
+                let st = self.state.lock();
+                if let Some(&k) = st.parked.keys().next() {
+                    Self::wake(st, k);
                 }
                 continue;
             }
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             if let Some(r) = cond(&mut st) {
                 return r;
             }
             if st.gone.is_some() {
                 return Err(Error::SigdGone);
             }
-            st.parked += 1;
-            let (mut st, _) = self
-                .cv
-                .wait_timeout(st, left)
-                .unwrap_or_else(|p| p.into_inner());
-            st.parked -= 1;
+            let me = std::thread::current();
+            st.parked.entry(key).or_default().push(me.clone());
+            drop(st);
+            // A wake-up between the unlock and here is kept by the thread's token.
+            std::thread::park_timeout(left);
+            let mut st = self.state.lock();
+            if let Some(v) = st.parked.get_mut(&key) {
+                v.retain(|t| t.id() != me.id());
+                if v.is_empty() {
+                    st.parked.remove(&key);
+                }
+            }
         }
     }
 
@@ -292,7 +323,7 @@ impl Session {
     }
 
     pub(crate) fn is_gone(&self) -> bool {
-        self.lock().gone.is_some()
+        self.state.lock().gone.is_some()
     }
 
     /// Send a request built around a fresh `req` tag; with `wait`, the caller will
@@ -306,7 +337,7 @@ impl Session {
         };
         let m = build(req);
         {
-            let mut st = self.lock();
+            let mut st = self.state.lock();
             if st.gone.is_some() {
                 return Err(Error::SigdGone);
             }
@@ -315,7 +346,7 @@ impl Session {
             }
         }
         let bytes = m.to_bytes();
-        let mut w = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut w = self.writer.lock();
         if w.write_all(&bytes).is_err() {
             drop(w);
             self.mark_gone("writing to sigd failed".into());
@@ -349,10 +380,10 @@ impl Session {
     }
 
     fn answer_raw(&self, req: u64) -> Result<Message, Error> {
-        let r = self.wait_for(Some(Instant::now() + ANSWER_TIMEOUT), |st| {
+        let r = self.wait_for(Key::Req(req), Some(Instant::now() + ANSWER_TIMEOUT), |st| {
             st.answers.remove(&req).map(Ok)
         });
-        self.lock().waiting.remove(&req);
+        self.state.lock().waiting.remove(&req);
         r
     }
 
@@ -369,7 +400,7 @@ impl Session {
 
     /// Wait for the next event of `call`, up to `timeout`.
     pub(crate) fn call_event(&self, call: u64, timeout: Duration) -> Result<CallEvent, Error> {
-        self.wait_for(Some(Instant::now() + timeout), |st| {
+        self.wait_for(Key::Id(call), Some(Instant::now() + timeout), |st| {
             st.slots
                 .get_mut(&call)
                 .and_then(|q| q.events.pop_front())
@@ -379,19 +410,19 @@ impl Session {
 
     /// Collect events for a call this session learnt of from an offer.
     pub(crate) fn watch_call(&self, call: u64) {
-        self.lock().slots.entry(call).or_default();
+        self.state.lock().slots.entry(call).or_default();
     }
 
     /// Forget an id (a call that ended, a listener that closed).
     pub(crate) fn forget(&self, id: u64) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         st.slots.remove(&id);
         st.live.remove(&id);
     }
 
     /// From now on, a `Released` for `call` aborts `conn`.
     pub(crate) fn established(&self, call: u64, conn: &Arc<Conn>) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         // A release that raced with the setup is applied at once.
         let released = st.slots.remove(&call).is_some_and(|q| {
             q.events
@@ -415,12 +446,16 @@ impl Session {
         listener: u64,
         timeout: Option<Duration>,
     ) -> Result<Offer, Error> {
-        self.wait_for(timeout.map(|t| Instant::now() + t), |st| {
-            st.slots
-                .get_mut(&listener)
-                .and_then(|q| q.offers.pop_front())
-                .map(Ok)
-        })
+        self.wait_for(
+            Key::Id(listener),
+            timeout.map(|t| Instant::now() + t),
+            |st| {
+                st.slots
+                    .get_mut(&listener)
+                    .and_then(|q| q.offers.pop_front())
+                    .map(Ok)
+            },
+        )
     }
 
     /// The next call for `listener`: one sigd already answered (pre-authorised
@@ -431,18 +466,22 @@ impl Session {
         listener: u64,
         timeout: Option<Duration>,
     ) -> Result<NextCall, Error> {
-        self.wait_for(timeout.map(|t| Instant::now() + t), |st| {
-            let q = st.slots.get_mut(&listener)?;
-            if let Some(a) = q.accepted.pop_front() {
-                return Some(Ok(NextCall::Accepted(a)));
-            }
-            q.offers.pop_front().map(|o| Ok(NextCall::Offered(o)))
-        })
+        self.wait_for(
+            Key::Id(listener),
+            timeout.map(|t| Instant::now() + t),
+            |st| {
+                let q = st.slots.get_mut(&listener)?;
+                if let Some(a) = q.accepted.pop_front() {
+                    return Some(Ok(NextCall::Accepted(a)));
+                }
+                q.offers.pop_front().map(|o| Ok(NextCall::Offered(o)))
+            },
+        )
     }
 
     /// Forget a listener, returning the calls sigd answered for it that nobody took.
     pub(crate) fn close_listener(&self, listener: u64) -> Vec<u64> {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         let taken = st
             .slots
             .remove(&listener)
@@ -455,32 +494,34 @@ impl Session {
     }
 
     fn mark_gone(&self, why: String) {
-        let mut st = self.lock();
+        let mut st = self.state.lock();
         if st.gone.is_none() {
             st.gone = Some(why);
         }
-        drop(st);
-        self.cv.notify_all();
+        Self::wake_all(st);
     }
 
     fn deliver(&self, m: Message) {
-        let mut st = self.lock();
-        match m {
+        let mut st = self.state.lock();
+        let key = match m {
             Message::Ack { req, id } if st.waiting.contains(&req) => {
                 if id != 0 {
                     st.slots.entry(id).or_default();
                 }
                 st.answers.insert(req, m);
+                Key::Req(req)
             }
             Message::Refused { req, .. } | Message::StatReply { req, .. }
                 if st.waiting.contains(&req) =>
             {
                 st.answers.insert(req, m);
+                Key::Req(req)
             }
             Message::Connected { call, path } => {
                 if let Some(q) = st.slots.get_mut(&call) {
                     q.events.push_back(CallEvent::Connected(path));
                 }
+                Key::Id(call)
             }
             Message::Released {
                 call,
@@ -501,6 +542,7 @@ impl Session {
                 if let Some(q) = st.slots.get_mut(&call) {
                     q.events.push_back(CallEvent::Released { cause, detail });
                 }
+                Key::Id(call)
             }
             Message::Incoming {
                 listener,
@@ -508,7 +550,10 @@ impl Session {
                 caller,
                 qos,
             } => match st.slots.get_mut(&listener) {
-                Some(q) => q.offers.push_back(Offer { call, caller, qos }),
+                Some(q) => {
+                    q.offers.push_back(Offer { call, caller, qos });
+                    Key::Id(listener)
+                }
                 None => {
                     drop(st);
                     // Nobody listens any more: say no rather than let it time out.
@@ -535,6 +580,7 @@ impl Session {
                     });
                     // Collect what comes for the call until the application takes it.
                     st.slots.entry(call).or_default();
+                    Key::Id(listener)
                 }
                 None => {
                     drop(st);
@@ -549,11 +595,12 @@ impl Session {
             },
             Message::Error { cause, detail } => {
                 st.gone = Some(format!("sigd closed the session: {detail} (cause {cause})"));
+                return Self::wake_all(st);
             }
-            _ => {}
-        }
-        drop(st);
-        self.cv.notify_all();
+            // Nobody waits for it.
+            _ => return,
+        };
+        Self::wake(st, key);
     }
 }
 
@@ -583,7 +630,7 @@ fn watch_loop(mut poll: mio::Poll, weak: Weak<Session>) {
         }
         // An application thread holding the role has the stream out of this set and
         // puts it back (re-reporting anything unread) when it lets go.
-        if let Ok(mut rd) = session.reader.try_lock() {
+        if let Some(mut rd) = session.reader.try_lock() {
             session.read_some(&mut rd, None);
         }
         if session.is_gone() {
@@ -605,14 +652,14 @@ impl SigdClient {
     pub(crate) fn new(path: PathBuf, eng: Weak<Engine>) -> SigdClient {
         SigdClient {
             path,
-            session: Mutex::new(None),
+            session: Mutex::new(Level::SigdClient, None),
             eng,
         }
     }
 
     /// A live session, opening one if there is none or the last one died.
     pub(crate) fn session(&self) -> Result<Arc<Session>, Error> {
-        let mut s = self.session.lock().unwrap_or_else(|p| p.into_inner());
+        let mut s = self.session.lock();
         if let Some(cur) = s.as_ref() {
             if !cur.is_gone() {
                 return Ok(cur.clone());

@@ -1,26 +1,73 @@
-//! Calls to and from peer sigds over their signalling links (`sig::Saal`).
+//! Calls to and from peer sigds over their signalling links: one `sig::Saal` (SSCOP
+//! and Q.2931 call control, seed 004 §3–7) per peer endpoint, driven with the core's
+//! time; what the links say becomes messages to applications.
 
+use std::time::Duration;
+
+use natm_proto::sig::{CallAccept, CallEvent, CallParams, ClearedBy, Sap, SigEvent};
+use natm_proto::wire::ipc::DataPath;
+use natm_proto::wire::q2931::{ConnectionId, NatmParams};
+use tracing::warn;
+
+use super::link::{self, PeerLink};
+use super::qos::{demand, reverse};
 use super::*;
+use crate::admission::{Demand, Refusal};
+use crate::config::CallDirection;
 
-impl Daemon {
-    pub(super) fn now(&self) -> natm_proto::time::Instant {
-        natm_proto::time::Instant::from_nanos(self.epoch.elapsed().as_nanos() as u64 + 1)
+/// SSCOP and call control as sigd runs them (docs/ARCHITECTURE.md "Signalling links").
+pub(super) fn saal_config(cfg: &Config) -> SaalConfig {
+    let mut s = SaalConfig::default();
+    // A burst of calls puts several SDs per call in flight each way; a window wider
+    // than Q.2110's 128 SDs keeps credit (which returns in the STAT answering a POLL,
+    // sent every MaxPD SDs) from throttling thousands of calls per second.
+    s.sscop.window = 4096;
+    s.sscop.max_buffered = 4096;
+    s.calls.t303 = cfg.timers.t303;
+    s.calls.t308 = cfg.timers.t308;
+    s.calls.t310 = cfg.timers.t310;
+    s.calls.t313 = cfg.timers.t313;
+    s.calls.max_calls = cfg.max_calls;
+    s.calls.link_cell_rate =
+        u32::try_from(cfg.capacity_bps / natm_proto::wire::qos::BITS_PER_CELL).unwrap_or(u32::MAX);
+    s
+}
+
+impl Core {
+    /// A datagram from the signalling socket: an SSCOP PDU for `peer`'s link (created,
+    /// passive, on its first valid frame). Anything else is counted and dropped.
+    pub fn handle_peer(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
+        self.tick(now);
+        let now = self.now;
+        let Some(pdu) = link::unframe(datagram) else {
+            self.counters.malformed_signalling += 1;
+            debug!(%peer, len = datagram.len(), "not a signalling frame on VPI 0/VCI 5: dropped");
+            return;
+        };
+        match self.link(peer, false) {
+            Some(l) => l.saal.handle_frame(now, pdu),
+            None => {
+                self.counters.malformed_signalling += 1;
+                return;
+            }
+        }
+        self.dirty.push(peer);
     }
 
     /// The link to `peer`, created (and started when `start`) if there is none.
     pub(super) fn link(&mut self, peer: SocketAddr, start: bool) -> Option<&mut PeerLink> {
         if !self.peers.contains_key(&peer) {
-            if self.peers.len() >= peer::MAX_PEERS {
+            if self.peers.len() >= link::MAX_PEERS {
                 return None;
             }
             let mut l = PeerLink::new(self.saal_cfg.clone());
             if start {
-                l.saal.start(self.now());
+                l.saal.start(self.now);
             }
             info!(%peer, "signalling link created");
             self.peers.insert(peer, l);
         } else if start {
-            let now = self.now();
+            let now = self.now;
             let l = self.peers.get_mut(&peer)?;
             if !l.saal.is_up() && l.saal.sscop().is_idle() {
                 l.saal.start(now);
@@ -32,7 +79,7 @@ impl Daemon {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn connect_peer(
         &mut self,
-        t: usize,
+        t: AppId,
         req: u64,
         link: SocketAddr,
         addr: AtmAddr,
@@ -41,7 +88,7 @@ impl Daemon {
         local_addr: String,
         data: SocketAddr,
     ) {
-        let Some(called) = peer::party(&addr) else {
+        let Some(called) = link::party(&addr) else {
             return self.refuse(
                 t,
                 req,
@@ -63,10 +110,10 @@ impl Daemon {
             );
         };
         let data = self.data_endpoint(data);
-        let cookie = random_u64() as u32;
+        let cookie = self.new_cookie();
         let params = CallParams {
             called,
-            calling: self.dir.primary().and_then(peer::party),
+            calling: self.dir.primary().and_then(link::party),
             sap: if sap.is_empty() {
                 None
             } else {
@@ -87,8 +134,8 @@ impl Daemon {
             id,
             Call {
                 id,
-                owner: t,
-                state: State::Calling,
+                owner: Some(t),
+                state: CallState::Calling,
                 remote: Remote::Peer { link, call: None },
                 outgoing: true,
                 local_addr,
@@ -113,31 +160,18 @@ impl Daemon {
                 t,
                 req,
                 cause::RESOURCES,
-                format!("sigd keeps links to at most {} peers", peer::MAX_PEERS),
+                format!("sigd keeps links to at most {} peers", link::MAX_PEERS),
             );
         };
         l.pending.push((id, params));
-        self.send(t, Message::Ack { req, id });
+        self.tell(t, Message::Ack { req, id });
         info!(call = id, to = %addr, sap, via = %link, "call to a peer");
         self.dirty.push(link);
     }
 
-    /// Service every link that has work: send what SSCOP has, act on its events.
-    pub(super) fn service_dirty(&mut self) {
-        let mut rounds = 0;
-        while let Some(link) = self.dirty.pop() {
-            self.service_peer(link);
-            rounds += 1;
-            if rounds > 10_000 {
-                warn!("signalling links keep producing work; deferring");
-                break;
-            }
-        }
-        self.dirty.clear();
-    }
-
     pub(super) fn service_peer(&mut self, link: SocketAddr) {
-        let now = self.now();
+        let now = self.now;
+        self.fail_unreachable(link);
         for _ in 0..64 {
             let Some(l) = self.peers.get_mut(&link) else {
                 return;
@@ -157,7 +191,7 @@ impl Daemon {
             }
             let mut out = Vec::new();
             while let Some(p) = l.saal.poll_transmit() {
-                out.push(peer::frame(&p));
+                out.push(link::frame(&p));
             }
             let mut evs = Vec::new();
             while let Some(e) = l.saal.poll_event() {
@@ -178,27 +212,54 @@ impl Daemon {
                 self.end_call(id, cause::TEMPORARY_FAILURE, &why, true);
             }
             // Events first: what they tell an application (an offer, `Connected`) is
-            // written out at once (`send_now`), ahead of this pass's frames (an SSCOP
+            // written out at once (`Output::Flush`), ahead of this pass's frames (an SSCOP
             // STAT, a CONNECT ACKNOWLEDGE) that nobody is blocked on. Frames the
             // handlers cause go out on the next pass, after these, in SSCOP's order.
             for e in evs {
                 self.on_sig_event(link, e);
             }
             for d in out {
-                if let Err(e) = self.signalling.send_to(&d, link) {
-                    // SSCOP retransmits what is lost here.
-                    debug!(%link, error = %e, "signalling send failed");
-                }
+                self.out.push_back(Output::ToPeer(link, Bytes::from(d)));
             }
         }
         // More work than one pass: come back to it.
         self.dirty.push(link);
     }
 
+    /// Calls waiting for a link whose establishment failed are cleared with cause 27
+    /// (docs/ARCHITECTURE.md "Signalling links": a link that fails, Timer_CC ×
+    /// MaxCC, fails them). `Saal` reports `LinkDown` only for a link that was up, so
+    /// a peer that never answered its BGNs left them waiting for ever; the sign of
+    /// the failure is an SSCOP back to idle while calls wait.
+    fn fail_unreachable(&mut self, link: SocketAddr) {
+        let Some(l) = self.peers.get_mut(&link) else {
+            return;
+        };
+        if l.pending.is_empty() || l.saal.is_up() || !l.saal.sscop().is_idle() {
+            return;
+        }
+        warn!(%link, "signalling link could not be established");
+        let pending: Vec<u64> = std::mem::take(&mut l.pending)
+            .into_iter()
+            .map(|(id, _)| id)
+            .collect();
+        for id in pending {
+            self.end_call(
+                id,
+                cause::DESTINATION_OUT_OF_ORDER,
+                &format!("no signalling link to the peer sigd at {link}: is it running?"),
+                true,
+            );
+        }
+    }
+
     pub(super) fn on_sig_event(&mut self, link: SocketAddr, ev: SigEvent) {
         match ev {
             SigEvent::LinkUp => info!(%link, "signalling link up"),
             SigEvent::LinkDown { reason, failure } => {
+                // Q.2931 §5.6.9 as UNI 3.1 applies it: call control clears the calls
+                // that are not active (their `Released` follows) and keeps active ones
+                // for T309; calls that never got their SETUP out fail here.
                 warn!(%link, ?reason, failure, "signalling link down");
                 let pending: Vec<u64> = self
                     .peers
@@ -213,7 +274,7 @@ impl Daemon {
                 for id in pending {
                     self.end_call(
                         id,
-                        27,
+                        cause::DESTINATION_OUT_OF_ORDER,
                         &format!("no signalling link to the peer sigd at {link}: is it running?"),
                         true,
                     );
@@ -235,10 +296,10 @@ impl Daemon {
                     .copied();
                 let held = id.and_then(|id| self.calls.get_mut(&id)).and_then(|c| {
                     let m = c.announce.take()?;
-                    Some((c.owner, m))
+                    Some((c.owner?, m))
                 });
                 if let Some((owner, m)) = held {
-                    self.send(owner, m);
+                    self.tell(owner, m);
                 }
             }
             SigEvent::Call(CallEvent::Released { call, cause, by }) => {
@@ -269,24 +330,28 @@ impl Daemon {
         }
     }
 
+    /// A SETUP from a peer sigd: the called address must be this host's, the caller
+    /// pass policy, someone listen on the SAP, the SETUP carry natm's data endpoint,
+    /// cookie and VCI, and admission (the caller's QoS reversed) fit; then the call is
+    /// offered (or pre-accepted) with a VCI of this side's choosing.
     pub(super) fn on_incoming(&mut self, link: SocketAddr, cid: CallId, params: CallParams) {
-        let refuse = |this: &mut Daemon, c: u8, why: &str| {
+        let refuse = |this: &mut Core, c: u8, why: &str| {
             info!(%link, %cid, cause = c, why, "incoming call refused");
             this.counters.calls_refused += 1;
-            let now = this.now();
+            let now = this.now;
             if let Some(l) = this.peers.get_mut(&link) {
                 let _ = l.saal.reject(now, cid, uni_cause(c));
             }
             this.dirty.push(link);
         };
-        let Some(called) = peer::atm(&params.called).filter(|a| self.dir.is_local(a)) else {
+        let Some(called) = link::atm(&params.called).filter(|a| self.dir.is_local(a)) else {
             return refuse(
                 self,
                 cause::UNALLOCATED,
                 "the called address is not this host's",
             );
         };
-        let caller = params.calling.as_ref().and_then(peer::atm);
+        let caller = params.calling.as_ref().and_then(link::atm);
         if let Some(a) = &caller {
             if !self.cfg.policy_allows(a, CallDirection::Incoming) {
                 self.counters.policy_rejections += 1;
@@ -349,8 +414,8 @@ impl Daemon {
             id,
             Call {
                 id,
-                owner: 0,
-                state: State::Offered,
+                owner: None,
+                state: CallState::Offered,
                 remote: Remote::Peer {
                     link,
                     call: Some(cid),
@@ -385,9 +450,9 @@ impl Daemon {
         if self
             .calls
             .get(&id)
-            .is_some_and(|c| c.state == State::Offered)
+            .is_some_and(|c| c.state == CallState::Offered)
         {
-            let due = std::time::Instant::now() + proceeding_delay(self.cfg.timers.t303);
+            let due = self.now + proceeding_delay(self.cfg.timers.t303);
             self.proceeding_due.push((due, link, cid));
         }
     }
@@ -433,7 +498,7 @@ impl Daemon {
             }
             c.qos = q;
         }
-        c.state = State::Active;
+        c.state = CallState::Active;
         c.peer_data = Some(peer_data);
         c.tx_vci = tx_vci;
         self.counters.calls_setup += 1;
@@ -451,7 +516,9 @@ impl Daemon {
         let (owner, rx_vci) = (c.owner, c.rx_vci);
         info!(call = id, %link, tx_vci, rx_vci, "call active");
         // Before the CONNECT ACKNOWLEDGE: the caller is waiting for this.
-        self.send_now(owner, m);
+        if let Some(owner) = owner {
+            self.tell_now(owner, m);
+        }
     }
 
     /// Answer a call from a peer sigd with CONNECT (see `answer_call`).
@@ -461,9 +528,12 @@ impl Daemon {
         link: SocketAddr,
         cid: Option<CallId>,
         data: SocketAddr,
-    ) -> Result<Message, (u8, String)> {
-        let now = self.now();
-        let c = self.calls.get_mut(&call).expect("checked by the caller");
+    ) -> Result<Message, Refusal> {
+        let now = self.now;
+        let c = self
+            .calls
+            .get_mut(&call)
+            .expect("answer_call found the call and nothing since removed it");
         let caller_view = reverse(&c.qos);
         let answer = CallAccept {
             qos: Some(caller_view),
@@ -483,20 +553,26 @@ impl Daemon {
         self.dirty.push(link);
         if let Err(e) = r {
             self.end_call(call, cause::TEMPORARY_FAILURE, &e, false);
-            return Err((cause::TEMPORARY_FAILURE, e));
+            return Err(Refusal::new(cause::TEMPORARY_FAILURE, e));
         }
         // Answered: no CALL PROCEEDING is due any more.
         if let Some(cid) = cid {
             self.proceeding_due
                 .retain(|(_, l, c)| !(*l == link && *c == cid));
         }
-        let c = self.calls.get_mut(&call).expect("still there");
-        c.state = State::Active;
+        let c = self
+            .calls
+            .get_mut(&call)
+            .expect("call control accepted, so the call was not ended");
+        c.state = CallState::Active;
         c.deadline = None;
         c.data = Some(data);
         self.counters.calls_setup += 1;
         let Some(peer) = c.peer_data else {
-            return Err((cause::INVALID_IE, "the caller gave no data endpoint".into()));
+            return Err(Refusal::new(
+                cause::INVALID_IE,
+                "the caller gave no data endpoint",
+            ));
         };
         info!(call, %link, "incoming call accepted");
         Ok(Message::Connected {
@@ -511,34 +587,6 @@ impl Daemon {
             },
         })
     }
-
-    /// Read every signalling datagram queued: SSCOP PDUs go to their peer's link.
-    pub(super) fn read_signalling(&mut self) {
-        let mut buf = [0u8; 9216];
-        loop {
-            match self.signalling.recv_from(&mut buf) {
-                Ok((n, from)) => {
-                    let Some(pdu) = peer::unframe(&buf[..n]) else {
-                        self.counters.malformed_signalling += 1;
-                        debug!(%from, len = n, "not a signalling frame on VPI 0/VCI 5: dropped");
-                        continue;
-                    };
-                    let now = self.now();
-                    match self.link(from, false) {
-                        Some(l) => l.saal.handle_frame(now, pdu),
-                        None => {
-                            self.counters.malformed_signalling += 1;
-                            continue;
-                        }
-                    }
-                    self.dirty.push(from);
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return,
-            }
-        }
-    }
 }
 
 /// How long an offered call waits for the application's answer before CALL
@@ -548,6 +596,6 @@ impl Daemon {
 /// Q.2931 lets the called side answer SETUP with CALL PROCEEDING or directly with
 /// CONNECT; this sigd used to send CALL PROCEEDING at once. On a fast host the
 /// application answers within this time and the CONNECT alone does the job.
-pub(super) fn proceeding_delay(t303: std::time::Duration) -> std::time::Duration {
-    (t303 / 4).min(std::time::Duration::from_millis(20))
+pub(super) fn proceeding_delay(t303: Duration) -> Duration {
+    (t303 / 4).min(Duration::from_millis(20))
 }

@@ -7,18 +7,11 @@ use mio::net::UnixStream;
 
 use natm_proto::wire::ipc::{Decoder, IpcError, Message, MAX_FRAME};
 
+use crate::core::Creds;
+
 /// Most bytes queued towards an application that does not read; past it the
 /// connection is dropped (its calls are released) rather than grow sigd's memory.
 pub(super) const MAX_OUT: usize = 4 * MAX_FRAME;
-
-/// Who is on the other end of the socket.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Creds {
-    /// Process id.
-    pub pid: i32,
-    /// User id.
-    pub uid: u32,
-}
 
 /// An application connection.
 #[derive(Debug)]

@@ -1,0 +1,263 @@
+//! Applications' IPC connections and their requests (seed 004 §4: sigd answers every
+//! request at once, with `Ack` or `Refused`, before any asynchronous confirmation).
+
+use natm_proto::wire::ipc::clip;
+use tracing::warn;
+
+use super::*;
+
+impl Core {
+    /// An application connected, with its credentials if the socket gave them. One
+    /// over `[limits] connections` is told why and closed.
+    pub fn app_connected(&mut self, now: Instant, app: AppId, creds: Option<Creds>) {
+        self.tick(now);
+        if self.apps.len() >= self.cfg.max_connections {
+            warn!(
+                limit = self.cfg.max_connections,
+                "application connection refused: limit reached"
+            );
+            // Not recorded: the Error and the close go to it directly.
+            self.out.push_back(Output::ToApp(
+                app,
+                Message::Error {
+                    cause: cause::RESOURCES,
+                    detail: format!(
+                        "sigd serves at most {} applications at once ([limits] connections)",
+                        self.cfg.max_connections
+                    ),
+                },
+            ));
+            self.out.push_back(Output::CloseApp(app));
+            return;
+        }
+        debug!(conn = %app, ?creds, "application connected");
+        self.counters.app_connections += 1;
+        self.apps.insert(app, App { creds });
+    }
+
+    /// An IPC message from an application.
+    pub fn handle_app(&mut self, now: Instant, app: AppId, m: Message) {
+        self.tick(now);
+        if !self.apps.contains_key(&app) {
+            return;
+        }
+        // A release-type request with tag 0 wants no answer (ulib's releases from
+        // `Drop`, where nobody waits): its `Ack` or `Refused` would only wake the
+        // application for nothing, once per call at each end.
+        self.quiet = matches!(
+            m,
+            Message::Release { req: 0, .. }
+                | Message::Reject { req: 0, .. }
+                | Message::Unbind { req: 0, .. }
+                | Message::Endpoints { req: 0, .. }
+        );
+        self.request(app, m);
+        self.quiet = false;
+    }
+
+    /// The application's byte stream is not IPC: it is told why and closed (its calls
+    /// are released when the close is reported).
+    pub fn app_malformed(&mut self, now: Instant, app: AppId, e: &IpcError) {
+        self.tick(now);
+        self.counters.malformed_ipc += 1;
+        warn!(conn = %app, error = %e, "malformed IPC: closing that connection");
+        self.tell(
+            app,
+            Message::Error {
+                cause: e.cause(),
+                detail: clip(&format!("{e}; closing this connection")).to_owned(),
+            },
+        );
+        self.out.push_back(Output::CloseApp(app));
+    }
+
+    /// The application is gone (closed, crashed, or dropped by the driver): release
+    /// its calls, drop its listeners (re-offering their waiting calls) and forget its
+    /// registered addresses (seed 001 §4.5: abnormal-termination cleanup).
+    ///
+    //= seed 000 §4: "The signaling entity establishes connections on behalf of user
+    //= applications and tears down connections either when requested by an
+    //= application or in the event the application crashes."
+    pub fn app_closed(&mut self, now: Instant, app: AppId) {
+        self.tick(now);
+        let Some(a) = self.apps.remove(&app) else {
+            return;
+        };
+        let mut calls: Vec<u64> = self
+            .calls
+            .values()
+            .filter(|c| c.owner == Some(app))
+            .map(|c| c.id)
+            .collect();
+        calls.sort_unstable();
+        let mut ls: Vec<u64> = self
+            .listeners
+            .values()
+            .filter(|l| l.owner == app)
+            .map(|l| l.id)
+            .collect();
+        ls.sort_unstable();
+        if !calls.is_empty() || !ls.is_empty() {
+            self.counters.app_deaths_cleaned += 1;
+            info!(
+                conn = %app,
+                pid = a.creds.map(|c| c.pid),
+                calls = calls.len(),
+                listeners = ls.len(),
+                "application gone: releasing its calls"
+            );
+        }
+        for id in calls {
+            self.end_call(
+                id,
+                cause::TEMPORARY_FAILURE,
+                "the peer application exited without closing (its sigd connection closed)",
+                false,
+            );
+        }
+        for l in ls {
+            self.remove_listener(l);
+        }
+        self.dir.unregister_owner(app.0);
+    }
+
+    pub(super) fn refuse(&mut self, t: AppId, req: u64, cause: u8, detail: String) {
+        debug!(conn = %t, req, cause, %detail, "request refused");
+        self.tell(
+            t,
+            Message::Refused {
+                req,
+                cause,
+                detail: clip(&detail).to_owned(),
+            },
+        );
+    }
+
+    fn request(&mut self, t: AppId, m: Message) {
+        match m {
+            Message::Connect {
+                req,
+                called,
+                qos,
+                data,
+            } => self.connect(t, req, &called, &qos, data),
+            Message::Bind { req, sap, qos } => self.bind_sap(t, req, &sap, &qos, None),
+            Message::BindAuto {
+                req,
+                sap,
+                qos,
+                data,
+            } => self.bind_sap(t, req, &sap, &qos, Some(data)),
+            Message::Endpoints {
+                req,
+                listener,
+                data,
+            } => self.add_endpoints(t, req, listener, data),
+            Message::Unbind { req, listener } => match self.listeners.get(&listener) {
+                Some(l) if l.owner == t => {
+                    self.remove_listener(listener);
+                    self.tell(t, Message::Ack { req, id: listener });
+                }
+                _ => self.refuse(
+                    t,
+                    req,
+                    cause::INVALID_CALL_REF,
+                    "no such listener on this connection".into(),
+                ),
+            },
+            Message::Accept { req, call, data } => self.accept_call(t, req, call, data),
+            Message::Reject {
+                req,
+                call,
+                cause: c,
+            } => {
+                if !self.owned(t, call, Some(CallState::Offered)) {
+                    return self.refuse(
+                        t,
+                        req,
+                        cause::INVALID_CALL_REF,
+                        "no call waiting for an answer with that id on this connection".into(),
+                    );
+                }
+                self.tell(t, Message::Ack { req, id: call });
+                self.end_call(call, c, "rejected by the called application", false);
+            }
+            Message::Release {
+                req,
+                call,
+                cause: c,
+            } => {
+                if !self.owned(t, call, None) {
+                    return self.refuse(
+                        t,
+                        req,
+                        cause::INVALID_CALL_REF,
+                        "no call with that id on this connection".into(),
+                    );
+                }
+                self.tell(t, Message::Ack { req, id: call });
+                let why = if c == cause::NORMAL {
+                    "closed by the peer application"
+                } else {
+                    "released by the peer application"
+                };
+                self.end_call(call, c, why, false);
+            }
+            Message::Register { req, address } => {
+                match AtmAddr::parse_with_hosts(&address, &self.cfg.hosts) {
+                    Ok(a) if !matches!(a, AtmAddr::Pvc(_)) => {
+                        self.dir.register(a, t.0);
+                        info!(address = %a, conn = %t, "address registered");
+                        self.tell(t, Message::Ack { req, id: 0 });
+                    }
+                    Ok(_) => self.refuse(
+                        t,
+                        req,
+                        cause::INVALID_NUMBER,
+                        format!("\"{address}\" is a PVC; register an NSAP or E.164 address"),
+                    ),
+                    Err(e) => self.refuse(t, req, cause::INVALID_NUMBER, e.render(&address)),
+                }
+            }
+            Message::Stat { req } => {
+                let json = self.stat_json();
+                self.tell(t, Message::StatReply { req, json });
+            }
+            other => {
+                // An answer-type message sent to sigd is a protocol error.
+                self.counters.malformed_ipc += 1;
+                self.tell(
+                    t,
+                    Message::Error {
+                        cause: cause::WRONG_STATE,
+                        detail: format!(
+                            "message type {:#04x} goes from sigd to applications, not back; closing this connection",
+                            other.type_octet()
+                        ),
+                    },
+                );
+                self.out.push_back(Output::CloseApp(t));
+            }
+        }
+    }
+
+    /// Whether `call` belongs to `t` (and is in `state`, if given): every request
+    /// naming an id is checked against the connection that owns it.
+    pub(super) fn owned(&self, t: AppId, call: u64, state: Option<CallState>) -> bool {
+        self.calls
+            .get(&call)
+            .is_some_and(|c| c.owner == Some(t) && state.is_none_or(|s| c.state == s))
+    }
+
+    pub(super) fn parse_qos(&self, text: &str) -> Result<Qos, String> {
+        text.parse::<Qos>().map_err(|e| e.render(text))
+    }
+
+    /// An application's data endpoint, with an unspecified IP filled in.
+    pub(super) fn data_endpoint(&self, mut data: SocketAddr) -> SocketAddr {
+        if data.ip().is_unspecified() {
+            data.set_ip(self.cfg.data_ip);
+        }
+        data
+    }
+}

@@ -1,0 +1,493 @@
+//! sigd's core: every piece of state and every decision of the signalling daemon —
+//! applications' requests, calls, listeners (explicit and pre-authorised), the
+//! directory, admission, VCIs, the signalling links to peer sigds and `natm stat` —
+//! with no sockets, no threads and no clock reads (the quinn-proto sans-IO contract of
+//! `natm_proto::transport::Psb`, docs/ARCHITECTURE.md "Signalling daemon").
+//!
+//! # Call order
+//! 1. Feed what happened, each with the time: [`Core::app_connected`],
+//!    [`Core::handle_app`], [`Core::app_malformed`], [`Core::app_closed`] for the
+//!    applications' IPC connections; [`Core::handle_peer`] for each datagram read from
+//!    the signalling socket; [`Core::handle_timeout`] when [`Core::poll_timeout`]'s
+//!    instant has passed (calling it early does nothing); [`Core::shutdown`] to stop.
+//! 2. Drain [`Core::poll_output`] until it returns `None`, carrying out each
+//!    [`Output`] in order (messages to applications, datagrams to peers, closes).
+//! 3. Sleep until [`Core::poll_timeout`] or the next input.
+//!
+//! The daemon (`crate::daemon`) does exactly this with mio; a switch can drive the
+//! same core on its network side, and tests drive two cores back to back in virtual
+//! time (`tests/core_*.rs`).
+//!
+//! seed 000 §4 splits the signalling entity into "signaling support" and "signaling
+//! protocol" components so that the protocol can be replaced "without affecting the
+//! part of the signaling entity that cleans up after an application crash": the
+//! protocol is `natm_proto::sig` (SSCOP and Q.2931 call control), and this core is the
+//! support around it — applications, resources, the directory, the call table.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::fmt;
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use natm_proto::sig::{CallId, SaalConfig};
+use natm_proto::time::Instant;
+use natm_proto::wire::addr::AtmAddr;
+use natm_proto::wire::ipc::{IpcError, Message};
+use natm_proto::wire::q2931::{Cause, CauseValue, Location};
+use natm_proto::wire::qos::Qos;
+use rand_chacha::rand_core::{Rng, SeedableRng};
+use rand_chacha::ChaCha20Rng;
+use serde::{Deserialize, Serialize};
+use tracing::{debug, info};
+
+use crate::admission::{Grant, Resources};
+use crate::config::Config;
+use crate::directory::Directory;
+use crate::vci::VciPool;
+
+mod apps;
+mod calls;
+mod link;
+mod listeners;
+mod peers;
+mod qos;
+mod stat;
+
+pub use stat::{CallRow, Counters, ListenerRow, PeerRow, Stat};
+
+use link::PeerLink;
+
+/// UNI causes sigd uses (Q.2931 §4.5.15, table 4-10).
+pub(crate) mod cause {
+    pub(crate) const UNALLOCATED: u8 = 1;
+    pub(crate) const NO_ROUTE: u8 = 3;
+    pub(crate) const NORMAL: u8 = 16;
+    pub(crate) const USER_BUSY: u8 = 17;
+    pub(crate) const NO_USER_RESPONDING: u8 = 18;
+    pub(crate) const CALL_REJECTED: u8 = 21;
+    pub(crate) const DESTINATION_OUT_OF_ORDER: u8 = 27;
+    pub(crate) const INVALID_NUMBER: u8 = 28;
+    pub(crate) const NO_VCI: u8 = 45;
+    pub(crate) const TEMPORARY_FAILURE: u8 = 41;
+    pub(crate) const RESOURCES: u8 = 47;
+    pub(crate) const UNSUPPORTED_TRAFFIC: u8 = 73;
+    pub(crate) const INVALID_CALL_REF: u8 = 81;
+    pub(crate) const INCOMPATIBLE_DESTINATION: u8 = 88;
+    pub(crate) const INVALID_IE: u8 = 100;
+    pub(crate) const WRONG_STATE: u8 = 101;
+}
+
+fn cause_text(c: u8) -> &'static str {
+    CauseValue::from_raw(c).meaning()
+}
+
+fn uni_cause(c: u8) -> Cause {
+    Cause::new(Location::User, CauseValue::from_raw(c))
+}
+
+/// One application's IPC connection, named by the driver (the daemon uses its poll
+/// token). Ids are never reused while the core knows the connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AppId(pub u64);
+
+impl fmt::Display for AppId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Who is on the other end of an application's socket (SO_PEERCRED).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Creds {
+    /// Process id.
+    pub pid: i32,
+    /// User id.
+    pub uid: u32,
+}
+
+/// What the core asks its driver to do, in order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Queue this IPC message for the application.
+    ToApp(AppId, Message),
+    /// Write what is queued for the application now, before the outputs that follow:
+    /// it is blocked on that message (an offer, a call's `Connected`), and a loopback
+    /// datagram sent first would put the kernel's delivery on the call's critical
+    /// path (docs/ARCHITECTURE.md "Call setup fast path").
+    Flush(AppId),
+    /// Send this datagram (one SSCOP PDU in a UDP-adaptor signalling frame on VPI
+    /// 0/VCI 5) to the peer sigd's signalling endpoint.
+    ToPeer(SocketAddr, Bytes),
+    /// Write what is queued for the application, then close its connection (a
+    /// protocol error, or a connection over the limit); report the close with
+    /// [`Core::app_closed`].
+    CloseApp(AppId),
+}
+
+/// What the core needs to know about its host that only the I/O side can find out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HostFacts {
+    /// The signalling endpoint actually bound (shown by `natm stat`).
+    pub signalling: SocketAddr,
+    /// Cost of one 4 KiB TPDU on the send path, ns (configured or measured).
+    pub tpdu_cost_ns: u64,
+    /// CPU cores guaranteed VCs may use a share of.
+    pub cores: usize,
+}
+
+/// Where a call's other end is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Remote {
+    /// Another call of this sigd (both applications on this host).
+    Local(u64),
+    /// A call of a peer sigd, over the signalling link to `link`; `call` is call
+    /// control's id once the SETUP went out (or came in).
+    Peer {
+        link: SocketAddr,
+        call: Option<CallId>,
+    },
+}
+
+/// Where a call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// Outgoing, waiting for the far end.
+    Calling,
+    /// Incoming, offered to a listener, waiting for Accept/Reject.
+    Offered,
+    /// Both ends told; the data path is the applications'.
+    Active,
+}
+
+#[derive(Debug)]
+struct Call {
+    id: u64,
+    /// The application holding the call (`None`: an incoming call not yet offered).
+    owner: Option<AppId>,
+    state: CallState,
+    remote: Remote,
+    outgoing: bool,
+    /// This side's address, and the other side's.
+    local_addr: String,
+    remote_addr: String,
+    sap: String,
+    /// QoS from this side's point of view (tx = this side sends).
+    qos: Qos,
+    /// This side's application data endpoint.
+    data: Option<SocketAddr>,
+    /// The other side's data endpoint, once known.
+    peer_data: Option<SocketAddr>,
+    listener: Option<u64>,
+    cookie: u32,
+    tx_vci: u16,
+    rx_vci: u16,
+    grant: Grant,
+    /// When an offered call is cleared if its application has not answered.
+    deadline: Option<Instant>,
+    /// A pre-authorised call's `Accepted`, held until the caller's CONNECT
+    /// ACKNOWLEDGE (or the call's end): the listener's work on it then does not take a
+    /// CPU from the caller's side of the setup.
+    announce: Option<Message>,
+}
+
+#[derive(Debug)]
+struct Listening {
+    id: u64,
+    owner: AppId,
+    sap: String,
+    addr: Option<AtmAddr>,
+    qos: String,
+    /// A pre-authorised listener's state (`None`: every call is offered).
+    auto: Option<AutoAccept>,
+}
+
+/// A pre-authorised listener: sigd answers calls that fit `qos` itself, each on one
+/// of the application's pre-opened data endpoints (see "Pre-authorised listeners" in
+/// docs/ARCHITECTURE.md).
+#[derive(Debug)]
+struct AutoAccept {
+    /// The listener's QoS, parsed: the bound of what is accepted without asking.
+    qos: Qos,
+    /// Pre-opened data endpoints not yet used, as the application gave them; each is
+    /// one slot of the backlog.
+    pool: Vec<SocketAddr>,
+}
+
+/// An application connection as the core sees it.
+#[derive(Debug)]
+struct App {
+    creds: Option<Creds>,
+}
+
+/// Ids and cookies: a ChaCha stream, seeded from the OS by the daemon and from a
+/// constant by tests.
+#[derive(Debug)]
+struct Ids {
+    rng: ChaCha20Rng,
+    next: u64,
+    step: u64,
+}
+
+impl Ids {
+    fn new(seed: [u8; 32]) -> Ids {
+        let mut rng = ChaCha20Rng::from_seed(seed);
+        let next = rng.next_u64() | 1;
+        let step = rng.next_u64() | 1;
+        Ids { rng, next, step }
+    }
+
+    /// A call or listener id. An odd step visits every u64 before repeating: ids are
+    /// never reused, and guessing another connection's id is useless (ids are checked
+    /// against the owning connection anyway; docs/ARCHITECTURE.md "IPC").
+    fn id(&mut self) -> u64 {
+        let id = self.next;
+        self.next = self.next.wrapping_add(self.step);
+        id
+    }
+
+    /// A call's cookie: the capability the TPDU header checks (seed 001 §4.2).
+    fn cookie(&mut self) -> u32 {
+        self.rng.next_u32()
+    }
+}
+
+/// sigd's state and decisions; see the module documentation for the call order.
+#[derive(Debug)]
+pub struct Core {
+    cfg: Config,
+    facts: HostFacts,
+    apps: HashMap<AppId, App>,
+    calls: HashMap<u64, Call>,
+    listeners: HashMap<u64, Listening>,
+    dir: Directory,
+    res: Resources,
+    /// The VCIs this side receives on, per link (`None`: calls inside this host).
+    vcis: HashMap<Option<SocketAddr>, VciPool>,
+    ids: Ids,
+    counters: Counters,
+    /// By address, so that timers and output run in the same order every time.
+    peers: BTreeMap<SocketAddr, PeerLink>,
+    /// Links with input or operations since they were last serviced.
+    dirty: Vec<SocketAddr>,
+    /// Incoming calls whose CALL PROCEEDING goes out at the given time unless the
+    /// application answered first (see `peers::proceeding_delay`).
+    proceeding_due: Vec<(Instant, SocketAddr, CallId)>,
+    saal_cfg: SaalConfig,
+    /// The latest time an input brought: the time of work done in `poll_output`.
+    now: Instant,
+    /// The request being handled wants no answer (see `apps::handle_app`).
+    quiet: bool,
+    out: VecDeque<Output>,
+}
+
+impl Core {
+    /// A core for `cfg` on a host described by `facts`; `seed` fixes every id and
+    /// cookie it hands out (give it 32 bytes from the OS outside tests: cookies are
+    /// capabilities).
+    pub fn new(cfg: Config, facts: HostFacts, seed: [u8; 32]) -> Core {
+        let res = Resources::new(
+            cfg.capacity_bps,
+            facts.tpdu_cost_ns,
+            cfg.cpu_share,
+            facts.cores,
+        );
+        let dir = Directory::new(cfg.routes.clone(), cfg.addresses.clone());
+        Core {
+            saal_cfg: peers::saal_config(&cfg),
+            cfg,
+            facts,
+            apps: HashMap::new(),
+            calls: HashMap::new(),
+            listeners: HashMap::new(),
+            dir,
+            res,
+            vcis: HashMap::new(),
+            ids: Ids::new(seed),
+            counters: Counters::default(),
+            peers: BTreeMap::new(),
+            dirty: Vec::new(),
+            proceeding_due: Vec::new(),
+            now: Instant::ZERO,
+            quiet: false,
+            out: VecDeque::new(),
+        }
+    }
+
+    /// The configuration it runs with.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// This host's addresses, configured and registered.
+    pub fn local_addresses(&self) -> Vec<AtmAddr> {
+        self.dir.local_addresses()
+    }
+
+    /// The link rate admission control accounts, each way, bit/s.
+    pub fn capacity_bps(&self) -> u64 {
+        self.res.capacity_bps()
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+    }
+
+    /// Timers that expired by `now`: deferred CALL PROCEEDINGs, every link's SSCOP
+    /// and call-control timers, and offers left unanswered.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.tick(now);
+        let now = self.now;
+        if self.proceeding_due.iter().any(|d| d.0 <= now) {
+            let (due, later) = std::mem::take(&mut self.proceeding_due)
+                .into_iter()
+                .partition::<Vec<_>, _>(|d| d.0 <= now);
+            self.proceeding_due = later;
+            for (_, link, cid) in due {
+                if let Some(l) = self.peers.get_mut(&link) {
+                    // Refused if the call was answered or cleared meanwhile: then
+                    // there is nothing to say.
+                    if l.saal.proceeding(now, cid).is_ok() {
+                        self.dirty.push(link);
+                    }
+                }
+            }
+        }
+        for (link, l) in self.peers.iter_mut() {
+            if l.saal.poll_timeout().is_some_and(|d| d <= now) {
+                l.saal.handle_timeout(now);
+                self.dirty.push(*link);
+            }
+        }
+        let mut due: Vec<u64> = self
+            .calls
+            .values()
+            .filter(|c| c.deadline.is_some_and(|d| d <= now))
+            .map(|c| c.id)
+            .collect();
+        due.sort_unstable();
+        for id in due {
+            let secs = self.cfg.timers.accept.as_secs_f64();
+            // The network side's duty in Q.2931 falls to the callee's sigd here: an
+            // offer nobody answers is cleared (cause 18), docs/ARCHITECTURE.md
+            // "Call timers".
+            self.end_call(
+                id,
+                cause::NO_USER_RESPONDING,
+                &format!("the called application did not accept or reject within {secs} s"),
+                true,
+            );
+        }
+    }
+
+    /// The earliest instant [`Core::handle_timeout`] has work at.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let calls = self.calls.values().filter_map(|c| c.deadline).min();
+        let links = self
+            .peers
+            .values()
+            .filter_map(|l| l.saal.poll_timeout())
+            .min();
+        let proceeding = self.proceeding_due.iter().map(|d| d.0).min();
+        calls.into_iter().chain(links).chain(proceeding).min()
+    }
+
+    /// The next thing to do. Links with input are serviced here, so that several
+    /// inputs fed together are answered together.
+    pub fn poll_output(&mut self) -> Option<Output> {
+        let mut rounds = 0;
+        while self.out.is_empty() {
+            let link = self.dirty.pop()?;
+            self.service_peer(link);
+            rounds += 1;
+            if rounds > 10_000 {
+                tracing::warn!("signalling links keep producing work; deferring");
+                self.dirty.clear();
+            }
+        }
+        self.out.pop_front()
+    }
+
+    /// Stop: every call is released (RELEASE to peers, `Released` to applications).
+    pub fn shutdown(&mut self, now: Instant) {
+        self.tick(now);
+        let mut ids: Vec<u64> = self.calls.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.end_call(
+                id,
+                cause::TEMPORARY_FAILURE,
+                "the signalling daemon is stopping",
+                true,
+            );
+        }
+    }
+
+    fn tell(&mut self, app: AppId, m: Message) {
+        if self.quiet
+            && matches!(
+                m,
+                Message::Ack { req: 0, .. } | Message::Refused { req: 0, .. }
+            )
+        {
+            return;
+        }
+        if self.apps.contains_key(&app) {
+            self.out.push_back(Output::ToApp(app, m));
+        }
+    }
+
+    /// Send `m` to `app` and ask for it to be written before anything that follows.
+    fn tell_now(&mut self, app: AppId, m: Message) {
+        self.tell(app, m);
+        if self.apps.contains_key(&app) {
+            self.out.push_back(Output::Flush(app));
+        }
+    }
+
+    fn new_id(&mut self) -> u64 {
+        self.ids.id()
+    }
+
+    fn new_cookie(&mut self) -> u32 {
+        self.ids.cookie()
+    }
+}
+
+/// A SAP: 1–8 characters of letters, digits, `-` and `_` (carried in the BHLI
+/// user-specific information, 8 octets at most).
+fn valid_sap(s: &str) -> bool {
+    (1..=8).contains(&s.len())
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// Split "address[:SAP]" at the last colon when what follows is a SAP.
+fn split_sap(s: &str) -> (&str, &str) {
+    match s.rsplit_once(':') {
+        Some((a, sap)) if valid_sap(sap) => (a, sap),
+        _ => (s, ""),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sap_splits_only_at_a_valid_sap() {
+        assert_eq!(split_sap("bob:echo"), ("bob", "echo"));
+        assert_eq!(split_sap("+4420"), ("+4420", ""));
+        assert_eq!(split_sap("a:way-too-long-sap"), ("a:way-too-long-sap", ""));
+    }
+
+    #[test]
+    fn ids_are_odd_stepped_and_seeded() {
+        let mut a = Ids::new([7; 32]);
+        let mut b = Ids::new([7; 32]);
+        assert_eq!((a.id(), a.cookie()), (b.id(), b.cookie()));
+        let (x, y) = (a.id(), a.id());
+        assert_ne!(x, y);
+        assert_eq!(y.wrapping_sub(x) & 1, 1);
+    }
+}
