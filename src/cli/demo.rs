@@ -53,8 +53,8 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     } else {
         ("UDP loopback", "127.0.0.1:0")
     };
-    let host_a = Host::open(cfg.clone()).map_err(|e| e.to_string())?;
-    let host_b = Host::open(cfg).map_err(|e| e.to_string())?;
+    let host_a = Host::open(cfg.clone())?;
+    let host_b = Host::open(cfg)?;
     let vcs = [
         Vc {
             label: "guaranteed",
@@ -87,12 +87,10 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
     for vc in &vcs {
-        let l = host_b.bind(listen_at, &vc.qos).map_err(|e| e.to_string())?;
-        let addr = l.local_addr().map_err(|e| e.to_string())?;
-        let c = host_a.connect(addr, &vc.qos).map_err(|e| e.to_string())?;
-        let s = l
-            .accept_timeout(Some(Duration::from_secs(5)))
-            .map_err(|e| e.to_string())?;
+        let l = host_b.bind(listen_at, &vc.qos)?;
+        let addr = l.local_addr()?;
+        let c = host_a.connect(addr, &vc.qos)?;
+        let s = l.accept_timeout(Some(Duration::from_secs(5)))?;
         let (delivered, stop_r) = (vc.delivered.clone(), stop.clone());
         receivers.push(std::thread::spawn(move || receive(s, delivered, stop_r)));
         let (msg, stop_s) = (vc.msg, stop.clone());
@@ -260,8 +258,7 @@ fn run_sim(a: DemoArgs) -> CliResult {
             cell(2),
             row.queue_frames
         );
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     outln!();
     for v in &report.vcs {
         outln!(

@@ -24,4 +24,4 @@ macro_rules! outln {
 pub(crate) use outln;
 
 /// Errors a subcommand reports: a message for the user, exit status 1.
-pub(crate) type CliResult = Result<(), String>;
+pub(crate) type CliResult = anyhow::Result<()>;

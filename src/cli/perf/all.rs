@@ -8,6 +8,7 @@
 //! table it printed, the figure, and what limits the numbers; first, the headline
 //! ratios of the issue, computed from the JSON of this one run.
 
+use anyhow::Context as _;
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
@@ -269,10 +270,13 @@ fn run_one(exe: &Path, out: &Path, e: &Experiment, quick: bool) -> Outcome {
             Ok(Some(s)) => break Ok(s),
             Ok(None) if Instant::now() >= deadline => {
                 stop(&mut child);
-                break Err(format!("stopped after {} s", limit(quick).as_secs()));
+                break Err(anyhow::anyhow!(
+                    "stopped after {} s",
+                    limit(quick).as_secs()
+                ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => break Err(format!("wait: {e}")),
+            Err(e) => break Err(anyhow::anyhow!("wait: {e}")),
         }
     };
     let (table, stderr) = reader.join().unwrap_or_default();
@@ -292,7 +296,7 @@ fn run_one(exe: &Path, out: &Path, e: &Experiment, quick: bool) -> Outcome {
                 .to_string(),
             table,
         ),
-        Err(e) => fail(e, table),
+        Err(e) => fail(format!("{e:#}"), table),
     }
 }
 
@@ -301,14 +305,15 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
     for s in &a.skip {
         if !SUITE.iter().any(|e| e.name == s.trim()) {
             let names: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "--skip {s}: no such experiment ({})",
                 names.join(", ")
             ));
         }
     }
-    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let exe = std::env::current_exe().context("own executable")?;
     let chosen: Vec<&Experiment> = SUITE
         .iter()
         .filter(|e| !a.skip.iter().any(|s| s.trim() == e.name))
@@ -337,7 +342,7 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
     pb.finish_and_clear();
     let report = report(a, &chosen, &outcomes, started.elapsed());
     let path = a.out.join("report.md");
-    std::fs::write(&path, report).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, report).with_context(|| format!("cannot write {}", path.display()))?;
     println!("wrote {}", path.display());
     let failed: Vec<&str> = chosen
         .iter()
@@ -346,7 +351,10 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
         .map(|(e, _)| e.name)
         .collect();
     if failed.len() == chosen.len() && !failed.is_empty() {
-        return Err(format!("every experiment failed ({})", failed.join(", ")));
+        return Err(anyhow::anyhow!(
+            "every experiment failed ({})",
+            failed.join(", ")
+        ));
     }
     Ok(())
 }

@@ -8,6 +8,7 @@
 //! in the same run and interleaved, is direct mode: the transport handshake alone
 //! between the same two hosts, with no sigd.
 
+use anyhow::Context as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -75,10 +76,10 @@ impl Drop for Daemons {
     }
 }
 
-fn free_port() -> Result<SocketAddr, String> {
+fn free_port() -> anyhow::Result<SocketAddr> {
     UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
-        .map_err(|e| format!("no free UDP port: {e}"))
+        .context("no free UDP port")
 }
 
 fn spawn_sigd(
@@ -88,7 +89,7 @@ fn spawn_sigd(
     addr: &str,
     peer: SocketAddr,
     peer_addr: &str,
-) -> Result<Child, String> {
+) -> anyhow::Result<Child> {
     Command::new(exe)
         .arg("sigd")
         .arg("--socket")
@@ -101,26 +102,29 @@ fn spawn_sigd(
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("cannot start {} sigd: {e}", exe.display()))
+        .with_context(|| format!("cannot start {} sigd", exe.display()))
 }
 
-fn wait_for(socket: &Path) -> Result<(), String> {
+fn wait_for(socket: &Path) -> anyhow::Result<()> {
     let until = Instant::now() + Duration::from_secs(10);
     while UnixStream::connect(socket).is_err() {
         if Instant::now() > until {
-            return Err(format!("sigd did not come up at {}", socket.display()));
+            return Err(anyhow::anyhow!(
+                "sigd did not come up at {}",
+                socket.display()
+            ));
         }
         thread::sleep(Duration::from_millis(10));
     }
     Ok(())
 }
 
-fn host(socket: &Path) -> Result<Host, String> {
+fn host(socket: &Path) -> anyhow::Result<Host> {
     Host::open(HostConfig {
         sigd_socket: Some(socket.to_owned()),
         ..HostConfig::default()
     })
-    .map_err(|e| e.to_string())
+    .with_context(|| format!("cannot open a host on sigd {}", socket.display()))
 }
 
 /// Accept every call until told to stop; each connection is dropped once the caller
@@ -205,7 +209,7 @@ fn measured(
     calls: usize,
     parallel: usize,
     sigds: &[u32],
-) -> Result<Run, String> {
+) -> anyhow::Result<Run> {
     let (s0, a0) = (sigd_cpu_ns(sigds), self_cpu_ns());
     let (setups, releases, rate, busy) = run_mode(client, target, qos, calls, parallel)?;
     let n = setups.len().max(1) as f64;
@@ -233,13 +237,13 @@ fn run_mode(
     qos: &str,
     calls: usize,
     parallel: usize,
-) -> Result<(Vec<u64>, Vec<u64>, f64, u64), String> {
+) -> anyhow::Result<(Vec<u64>, Vec<u64>, f64, u64)> {
     let start = Instant::now();
     let per = calls.div_ceil(parallel.max(1));
     let workers: Vec<_> = (0..parallel.max(1))
         .map(|_| {
             let (h, t, q) = (client.clone(), target.to_owned(), qos.to_owned());
-            thread::spawn(move || -> Result<(Vec<u64>, Vec<u64>, u64), String> {
+            thread::spawn(move || -> anyhow::Result<(Vec<u64>, Vec<u64>, u64)> {
                 let mut v = Vec::with_capacity(per);
                 let mut r = Vec::with_capacity(per);
                 let mut busy = 0u64;
@@ -252,7 +256,7 @@ fn run_mode(
                                 busy += 1;
                                 thread::yield_now();
                             }
-                            Err(e) => return Err(format!("call to {t}: {e}")),
+                            Err(e) => return Err(anyhow::anyhow!("call to {t}: {e}")),
                         }
                     };
                     let t1 = Instant::now();
@@ -270,7 +274,7 @@ fn run_mode(
     for w in workers {
         let (v, r, b) = w
             .join()
-            .map_err(|_| "a caller thread panicked".to_string())??;
+            .map_err(|_| anyhow::anyhow!("a caller thread panicked"))??;
         all.extend(v);
         rel.extend(r);
         busy += b;
@@ -284,11 +288,11 @@ fn run_mode(
 
 pub(crate) fn run(a: &CallsArgs) -> CliResult {
     if a.runs == 0 || a.calls == 0 {
-        return Err("--runs and --calls must be at least 1".into());
+        anyhow::bail!("--runs and --calls must be at least 1");
     }
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("natm-perf-calls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir)?;
     let (pa, pb) = (free_port()?, free_port()?);
     let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
     let mut d = Daemons {
@@ -303,9 +307,9 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     wait_for(&sb)?;
     let (ha, hb) = (host(&sa)?, host(&sb)?);
     let stop = Arc::new(AtomicBool::new(false));
-    let via_sigd = hb.bind("perf", &a.qos).map_err(|e| e.to_string())?;
-    let direct = hb.bind("127.0.0.1:0", &a.qos).map_err(|e| e.to_string())?;
-    let direct_addr = direct.local_addr().map_err(|e| e.to_string())?.to_string();
+    let via_sigd = hb.bind("perf", &a.qos)?;
+    let direct = hb.bind("127.0.0.1:0", &a.qos)?;
+    let direct_addr = direct.local_addr()?.to_string();
     let workers = a.parallel + 2;
     let mut servers = vec![
         serve(via_sigd, stop.clone(), workers),
@@ -315,9 +319,7 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     // sigds, optionally a pre-authorised listener, and direct mode (the reference).
     let mut targets = vec!["+4420002:perf".to_owned()];
     if a.preauthorised {
-        let auto = hb
-            .bind_with("perfauto", &a.qos, Accept::Auto { backlog: a.backlog })
-            .map_err(|e| e.to_string())?;
+        let auto = hb.bind_with("perfauto", &a.qos, Accept::Auto { backlog: a.backlog })?;
         servers.push(serve(auto, stop.clone(), workers));
         targets.push("+4420002:perfauto".to_owned());
     }
@@ -385,7 +387,7 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     };
     if let Some(path) = &a.save {
         std::fs::write(path, format!("{doc:#}\n"))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(path) = &a.figure {
         let mut rows = vec![(

@@ -13,6 +13,7 @@
 //! the driver does the rest. Seed 000 measured `t_send` with a logic analyser on a
 //! 66 MHz 486: 95 µs per message, 35 µs per TPDU.
 
+use anyhow::Context as _;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -100,9 +101,9 @@ pub(crate) fn thread_cpu() -> Duration {
 }
 
 /// One tight loop of sends: (CPU seconds, wall seconds) per send.
-fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> Result<(f64, f64), String> {
+fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> anyhow::Result<(f64, f64)> {
     let stack = (path.make)(path.name, &StackOptions::default())?;
-    let pair = stack.connect(size).map_err(|e| format!("connect: {e}"))?;
+    let pair = stack.connect(size).context("connect")?;
     let (mut tx, mut rx) = (pair.client, pair.server);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -115,13 +116,13 @@ fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> Result<(f64, f64), 
             }
         });
         let msg = vec![0x3c_u8; size];
-        let mut send = |until: Instant| -> Result<u64, String> {
+        let mut send = |until: Instant| -> anyhow::Result<u64> {
             let mut n = 0;
             while Instant::now() < until {
                 match tx.send(&msg) {
                     Ok(()) => n += 1,
                     Err(e) if is_timeout(&e) => {}
-                    Err(e) => return Err(format!("send: {e}")),
+                    Err(e) => return Err(anyhow::anyhow!("send: {e}")),
                 }
             }
             Ok(n)
@@ -131,7 +132,7 @@ fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> Result<(f64, f64), 
             let n = send(w0 + cfg.time)?;
             let (c1, w1) = (thread_cpu(), Instant::now());
             if n == 0 {
-                return Err("no send completed".into());
+                anyhow::bail!("no send completed");
             }
             Ok((
                 (c1 - c0).as_secs_f64() / n as f64,
@@ -144,7 +145,7 @@ fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> Result<(f64, f64), 
 }
 
 /// Measure every path at every size, `runs` times interleaved.
-pub(crate) fn run(cfg: &CostConfig, mut tick: impl FnMut(&str)) -> Result<Vec<Point>, String> {
+pub(crate) fn run(cfg: &CostConfig, mut tick: impl FnMut(&str)) -> anyhow::Result<Vec<Point>> {
     let mut points: Vec<Point> = PATHS
         .iter()
         .flat_map(|p| {
@@ -159,9 +160,9 @@ pub(crate) fn run(cfg: &CostConfig, mut tick: impl FnMut(&str)) -> Result<Vec<Po
     for _ in 0..cfg.runs {
         for pt in &mut points {
             let path = PATHS.iter().find(|p| p.name == pt.path).copied();
-            let path = path.ok_or("unknown path")?;
+            let path = path.context("unknown path")?;
             let (c, w) = measure(path, pt.size, cfg)
-                .map_err(|e| format!("{} at {} B: {e}", pt.path, pt.size))?;
+                .with_context(|| format!("{} at {} B", pt.path, pt.size))?;
             pt.cpu.push(c);
             pt.wall.push(w);
             tick(&format!("cost {} {} B", pt.path, pt.size));
@@ -282,7 +283,7 @@ type Component = Box<dyn Fn(usize) -> f64>;
 
 /// Cost against size per path, measured and fitted, with the fit's three components
 /// for the inline path (seed 000 Fig. 10).
-pub(crate) fn figure(path: &Path, cfg: &CostConfig, points: &[Point]) -> Result<(), String> {
+pub(crate) fn figure(path: &Path, cfg: &CostConfig, points: &[Point]) -> anyhow::Result<()> {
     let mut lines = Vec::new();
     let max = cfg.sizes.iter().copied().max().unwrap_or(1);
     let grid: Vec<usize> = (1..=200).map(|k| max * k / 200).collect();
@@ -368,7 +369,7 @@ pub(crate) struct CostArgs {
 pub(crate) fn cmd(a: &CostArgs) -> crate::cli::CliResult {
     let o = &a.out;
     if o.runs == 0 || o.time.is_zero() {
-        return Err("--runs and --time must be positive".into());
+        anyhow::bail!("--runs and --time must be positive");
     }
     let cfg = CostConfig {
         sizes: a

@@ -6,6 +6,7 @@
 //! message sizes larger than about 4–8 K (depending on the required rate)" — below
 //! that, the per-message cost, not the bucket, sets the rate.
 
+use anyhow::Context as _;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
@@ -64,7 +65,7 @@ pub(crate) fn qos(rate: u64) -> String {
 pub(crate) fn run(
     cfg: &GuaranteedConfig,
     mut tick: impl FnMut(&str),
-) -> Result<Vec<Point>, String> {
+) -> anyhow::Result<Vec<Point>> {
     let mut points: Vec<Point> = cfg
         .rates
         .iter()
@@ -90,7 +91,7 @@ pub(crate) fn run(
                 time: cfg.time.max(4 * interval),
             };
             let r = throughput::run(stack.as_ref(), &tcfg)
-                .map_err(|e| format!("{q} at {} B: {e}", p.size))?;
+                .with_context(|| format!("{q} at {} B", p.size))?;
             p.bps.push(r.bps);
             tick(&format!("guaranteed {q} {}", human_size(p.size)));
         }
@@ -164,7 +165,7 @@ pub(crate) fn json_doc(cfg: &GuaranteedConfig, points: &[Point]) -> String {
 
 /// Delivered rate against message size, one line per requested rate (log–log), each
 /// with its requested rate as a thin horizontal line.
-pub(crate) fn figure(path: &Path, cfg: &GuaranteedConfig, points: &[Point]) -> Result<(), String> {
+pub(crate) fn figure(path: &Path, cfg: &GuaranteedConfig, points: &[Point]) -> anyhow::Result<()> {
     let mut lines = Vec::new();
     let (lo, hi) = (
         cfg.sizes.iter().copied().min().unwrap_or(1) as f64,
@@ -235,7 +236,7 @@ pub(crate) struct GuaranteedArgs {
 pub(crate) fn cmd(a: &GuaranteedArgs) -> crate::cli::CliResult {
     let o = &a.out;
     if o.runs == 0 || o.time.is_zero() || a.rates.is_empty() || a.rates.contains(&0) {
-        return Err("--runs, --time and every --rates must be positive".into());
+        anyhow::bail!("--runs, --time and every --rates must be positive");
     }
     let cfg = GuaranteedConfig {
         rates: a.rates.clone(),

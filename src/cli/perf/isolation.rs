@@ -10,6 +10,7 @@
 //! `now − stamp`. On the guaranteed VC that includes waiting in its own send buffer
 //! behind the bucket; on the probe VC, which stays under its rate, it is the transit.
 
+use anyhow::Context as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -95,11 +96,11 @@ pub(crate) struct RunResult {
     pub(crate) vcs: Vec<VcRun>,
 }
 
-fn err(e: Error) -> String {
-    e.to_string()
+fn err(e: Error) -> anyhow::Error {
+    anyhow::Error::new(e)
 }
 
-fn pair(a: &Host, b: &Host, qos: &str) -> Result<(Connection, Connection), String> {
+fn pair(a: &Host, b: &Host, qos: &str) -> anyhow::Result<(Connection, Connection)> {
     let l = b.bind("127.0.0.1:0", qos).map_err(err)?;
     let addr = l.local_addr().map_err(err)?;
     let (a, qos2) = (a.clone(), qos.to_string());
@@ -107,13 +108,13 @@ fn pair(a: &Host, b: &Host, qos: &str) -> Result<(Connection, Connection), Strin
     let server = l.accept_timeout(Some(ACCEPT_TIMEOUT)).map_err(err)?;
     let client = t
         .join()
-        .map_err(|_| "connect thread panicked".to_string())?
-        .map_err(|e| format!("{qos}: {e}"))?;
+        .map_err(|_| anyhow::anyhow!("connect thread panicked"))?
+        .with_context(|| format!("connect {qos}"))?;
     Ok((client, server))
 }
 
 /// Run once, alone or loaded. Bounded by `warmup + time` plus [`DRAIN`].
-pub(crate) fn run(cfg: &IsolationConfig, loaded: bool) -> Result<RunResult, String> {
+pub(crate) fn run(cfg: &IsolationConfig, loaded: bool) -> anyhow::Result<RunResult> {
     let a = Host::open(HostConfig::default()).map_err(err)?;
     let b = Host::open(HostConfig::default()).map_err(err)?;
     let mut kinds = vec![
@@ -139,7 +140,7 @@ pub(crate) fn run(cfg: &IsolationConfig, loaded: bool) -> Result<RunResult, Stri
         let mut handles = Vec::new();
         for (kind, size, client, server) in &conns {
             let (kind, size) = (*kind, *size);
-            let tx = s.spawn(move || -> Result<u64, String> {
+            let tx = s.spawn(move || -> anyhow::Result<u64> {
                 let r = send_loop(kind, size, client, start, from, until);
                 left.fetch_sub(1, Ordering::SeqCst);
                 r
@@ -150,12 +151,15 @@ pub(crate) fn run(cfg: &IsolationConfig, loaded: bool) -> Result<RunResult, Stri
         let secs = cfg.time.as_secs_f64();
         let mut vcs = Vec::new();
         for (kind, tx, rx) in handles {
-            let sent = tx.join().unwrap_or_else(|_| Err("sender panicked".into()));
+            let sent = tx
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("sender panicked")));
             let got = rx
                 .join()
-                .unwrap_or_else(|_| Err("receiver panicked".into()));
-            let (bytes, bins, mut delays) = got.map_err(|e| format!("{}: {e}", kind.name()))?;
-            let sent = sent.map_err(|e| format!("{}: {e}", kind.name()))?;
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("receiver panicked")));
+            let (bytes, bins, mut delays) =
+                got.with_context(|| format!("{} VC, receiver", kind.name()))?;
+            let sent = sent.with_context(|| format!("{} VC, sender", kind.name()))?;
             vcs.push(VcRun {
                 kind,
                 bps: bytes as f64 * 8.0 / secs,
@@ -176,7 +180,7 @@ fn send_loop(
     start: Instant,
     from: Instant,
     until: Instant,
-) -> Result<u64, String> {
+) -> anyhow::Result<u64> {
     let mut msg = vec![0x3c_u8; size];
     let mut counted = 0u64;
     let mut next_probe = start;
@@ -204,7 +208,7 @@ fn send_loop(
         match r {
             Ok(()) if now >= from => counted += msg.len() as u64,
             Ok(()) | Err(Error::WouldBlock(_)) => {}
-            Err(e) => return Err(format!("send: {e}")),
+            Err(e) => return Err(anyhow::anyhow!("send: {e}")),
         }
     }
 }
@@ -221,7 +225,7 @@ fn recv_loop(
     from: Instant,
     until: Instant,
     senders_left: &AtomicUsize,
-) -> Result<Received, String> {
+) -> anyhow::Result<Received> {
     let n_bins = ((until - start).as_secs_f64() / cfg.bin.as_secs_f64()).ceil() as usize;
     let mut bins = vec![0u64; n_bins.max(1)];
     let mut bytes = 0u64;
@@ -252,7 +256,7 @@ fn recv_loop(
             }
             Ok(None) => return Ok((bytes, bins, delays)),
             Err(Error::TimedOut) => {}
-            Err(e) => return Err(format!("recv: {e}")),
+            Err(e) => return Err(anyhow::anyhow!("recv: {e}")),
         }
     }
 }
@@ -417,7 +421,7 @@ pub(crate) fn figure(
     path: &std::path::Path,
     cfg: &IsolationConfig,
     results: &[RunResult],
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     use crate::cli::plot::{stacked, Panel, Series};
     let bin = cfg.bin.as_secs_f64();
     let series = |loaded: bool, k: Kind, label: String| {

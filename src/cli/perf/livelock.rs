@@ -10,6 +10,7 @@
 //! on it; without, every datagram is read and reassembled and the excess is dropped
 //! afterwards, which is the work the paper's Figure 7 shows being wasted.
 
+use anyhow::Context as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -56,13 +57,13 @@ struct Placement {
 }
 
 impl Placement {
-    fn new(cpus: Option<usize>) -> Result<Placement, String> {
+    fn new(cpus: Option<usize>) -> anyhow::Result<Placement> {
         let Some(n) = cpus.filter(|&n| n > 0) else {
             return Ok(Placement::default());
         };
-        let all = current_cpus().map_err(|e| format!("sched_getaffinity: {e}"))?;
+        let all = current_cpus().context("sched_getaffinity")?;
         if n == 0 || n >= all.len() {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "--cpus {n}: give the receiver between 1 and {} of this process's {} CPUs, \
                  so that the sender has the rest (or 0: let the kernel place every thread)",
                 all.len().saturating_sub(1),
@@ -80,12 +81,12 @@ impl Placement {
 struct Pinned(Option<Vec<usize>>);
 
 impl Pinned {
-    fn to(cpus: &Option<Vec<usize>>) -> Result<Pinned, String> {
+    fn to(cpus: &Option<Vec<usize>>) -> anyhow::Result<Pinned> {
         let Some(cpus) = cpus else {
             return Ok(Pinned(None));
         };
-        let before = current_cpus().map_err(|e| format!("sched_getaffinity: {e}"))?;
-        pin_current_thread(cpus).map_err(|e| format!("sched_setaffinity {cpus:?}: {e}"))?;
+        let before = current_cpus().context("sched_getaffinity")?;
+        pin_current_thread(cpus).with_context(|| format!("sched_setaffinity {cpus:?}"))?;
         Ok(Pinned(Some(before)))
     }
 }
@@ -152,8 +153,8 @@ fn kernel_drops(port: u16) -> Option<u64> {
     })
 }
 
-fn err(e: Error) -> String {
-    e.to_string()
+fn err(e: Error) -> anyhow::Error {
+    anyhow::Error::new(e)
 }
 
 /// Two hosts, the receiver's with or without watermarks; (sender, receiver).
@@ -161,7 +162,7 @@ fn connect(
     cfg: &LivelockConfig,
     watermarks: bool,
     place: &Placement,
-) -> Result<(Connection, Connection), String> {
+) -> anyhow::Result<(Connection, Connection)> {
     let mut rx_cfg = HostConfig::default();
     rx_cfg.engine.watermarks = if watermarks { cfg.watermarks } else { None };
     rx_cfg.engine.driver_cpus = place.rx.clone();
@@ -176,7 +177,7 @@ fn connect(
     let server = l.accept_timeout(Some(ACCEPT_TIMEOUT)).map_err(err)?;
     let client = t
         .join()
-        .map_err(|_| "connect thread panicked".to_string())?
+        .map_err(|_| anyhow::anyhow!("connect thread panicked"))?
         .map_err(err)?;
     Ok((client, server))
 }
@@ -188,7 +189,7 @@ pub(crate) fn default_watermarks() -> Option<Watermarks> {
 
 /// One run at `load` × C, watermarks on or off at the receiver. Bounded by
 /// `warmup + time` plus the connection setup.
-pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<Sample, String> {
+pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> anyhow::Result<Sample> {
     let place = Placement::new(cfg.cpus)?;
     let (client, server) = connect(cfg, watermarks, &place)?;
     let place = &place;
@@ -202,7 +203,7 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<S
     let port = server.local_addr().map_err(err)?.port();
 
     thread::scope(|s| {
-        let sender = s.spawn(move || -> Result<u64, String> {
+        let sender = s.spawn(move || -> anyhow::Result<u64> {
             let _pin = Pinned::to(&place.tx)?;
             let msg = vec![0x5a_u8; cfg.size];
             let (mut n, mut in_window) = (0u32, 0u64);
@@ -219,7 +220,7 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<S
                 match client.send(&msg) {
                     Ok(()) => {}
                     Err(Error::WouldBlock(_)) => continue,
-                    Err(e) => return Err(format!("send: {e}")),
+                    Err(e) => return Err(anyhow::anyhow!("send: {e}")),
                 }
                 n += 1;
                 if now >= from {
@@ -234,7 +235,7 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<S
         stop.store(true, Ordering::Relaxed);
         let sent = sender
             .join()
-            .unwrap_or_else(|_| Err("sender thread panicked".into()));
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("sender thread panicked")));
         let (bytes, before, after, kd) = measured?;
         let secs = cfg.time.as_secs_f64();
         Ok(Sample {
@@ -260,7 +261,7 @@ fn receive(
     from: Instant,
     until: Instant,
     port: u16,
-) -> Result<(u64, ConnStats, ConnStats, Option<u64>), String> {
+) -> anyhow::Result<(u64, ConnStats, ConnStats, Option<u64>)> {
     let mut bytes = 0u64;
     let mut before: Option<(ConnStats, Option<u64>)> = None;
     loop {
@@ -278,9 +279,9 @@ fn receive(
                 }
                 burn(cfg.work);
             }
-            Ok(None) => return Err("the sender closed early".into()),
+            Ok(None) => return Err(anyhow::anyhow!("the sender closed early")),
             Err(Error::TimedOut) => {}
-            Err(e) => return Err(format!("recv: {e}")),
+            Err(e) => return Err(anyhow::anyhow!("recv: {e}")),
         }
     }
     let after = server.stats();
@@ -503,4 +504,4 @@ pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row])
 }
 
 /// What drawing a figure returns.
-pub(crate) type CliFig = Result<(), String>;
+pub(crate) type CliFig = anyhow::Result<()>;

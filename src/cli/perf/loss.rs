@@ -16,6 +16,7 @@
 //! The drop rule sees IP datagrams after reassembly, so a natm TPDU of 4 KiB (three
 //! link packets) is lost as a whole with the same probability as one TCP segment.
 
+use anyhow::Context as _;
 use std::fmt::Write as _;
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -53,14 +54,14 @@ pub(crate) const STACKS: &[(&str, Kind)] = &[
     ("quic", Kind::Quic),
 ];
 
-fn kind(name: &str) -> Result<Kind, String> {
+fn kind(name: &str) -> anyhow::Result<Kind> {
     STACKS
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, k)| *k)
         .ok_or_else(|| {
             let names: Vec<&str> = STACKS.iter().map(|(n, _)| *n).collect();
-            format!(
+            anyhow::anyhow!(
                 "unknown stack \"{name}\" for loss; known: {}",
                 names.join(", ")
             )
@@ -255,7 +256,8 @@ fn dial(a: &PeerArgs, k: Kind) -> io::Result<Box<dyn Endpoint>> {
 /// Run one peer; the receiver prints one JSON line with what it measured.
 pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
     let k = kind(&a.stack)?;
-    let fail = |e: io::Error| format!("loss-peer {} {}: {e}", a.role, a.stack);
+    let fail =
+        |e: io::Error| anyhow::Error::new(e).context(format!("loss-peer {} {}", a.role, a.stack));
     if a.role == "send" {
         let mut ep = dial(a, k).map_err(fail)?;
         let msg = vec![0x42u8; a.size];
@@ -286,7 +288,7 @@ pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
                 }
             }
             None if first.is_none() && now - start > FIRST_DATA => {
-                return Err(format!("loss-peer recv {}: no data", a.stack));
+                return Err(anyhow::anyhow!("loss-peer recv {}: no data", a.stack));
             }
             None => {}
         }
@@ -310,12 +312,11 @@ pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
 // The network.
 
 /// What the experiment needs: root and the tools; why not, if not.
-pub(crate) fn check_prerequisites() -> Result<(), String> {
+pub(crate) fn check_prerequisites() -> anyhow::Result<()> {
     if !rustix::process::geteuid().is_root() {
-        return Err(
+        anyhow::bail!(
             "natm perf loss needs root (it creates network namespaces, a veth pair, tbf and \
              nftables rules): run it with sudo"
-                .into(),
         );
     }
     let missing: Vec<&str> = ["ip", "tc", "nft"]
@@ -323,7 +324,7 @@ pub(crate) fn check_prerequisites() -> Result<(), String> {
         .filter(|t| which(t).is_none())
         .collect();
     if !missing.is_empty() {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "natm perf loss needs {} (Debian: apt-get install iproute2 nftables)",
             missing.join(", ")
         ));
@@ -340,16 +341,16 @@ fn which(tool: &str) -> Option<PathBuf> {
 }
 
 /// Run a command, failing with its stderr.
-fn sh(args: &[&str]) -> Result<(), String> {
+fn sh(args: &[&str]) -> anyhow::Result<()> {
     let out = Command::new(which(args[0]).unwrap_or_else(|| args[0].into()))
         .args(&args[1..])
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
+        .with_context(|| format!("`{}`", args.join(" ")))?;
     if out.status.success() {
         Ok(())
     } else {
-        Err(format!(
+        Err(anyhow::anyhow!(
             "`{}` failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -369,7 +370,7 @@ pub(crate) struct Net {
 
 impl Net {
     /// Create the namespaces, the link, the rate limit and an empty loss table.
-    pub(crate) fn create(rate_bps: u64) -> Result<Self, String> {
+    pub(crate) fn create(rate_bps: u64) -> anyhow::Result<Self> {
         let pid = std::process::id();
         let (a, b) = (format!("natm-loss-{pid}-a"), format!("natm-loss-{pid}-b"));
         let sub = (pid % 250) as u8;
@@ -428,7 +429,7 @@ impl Net {
     }
 
     /// Drop `per_mille` of the datagrams arriving in b (0 removes the rule).
-    pub(crate) fn set_loss(&self, per_mille: u32) -> Result<(), String> {
+    pub(crate) fn set_loss(&self, per_mille: u32) -> anyhow::Result<()> {
         let b = self.b.as_str();
         let _ = sh(&[
             "ip", "netns", "exec", b, "nft", "delete", "table", "inet", "natm",
@@ -473,8 +474,8 @@ impl Net {
         ])
     }
 
-    fn spawn(&self, ns: &str, args: &[String]) -> Result<Child, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
+    fn spawn(&self, ns: &str, args: &[String]) -> anyhow::Result<Child> {
+        let exe = std::env::current_exe().context("own executable")?;
         Command::new(which("ip").unwrap_or_else(|| "ip".into()))
             .args(["netns", "exec", ns])
             .arg(exe)
@@ -484,7 +485,7 @@ impl Net {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cannot start a peer in {ns}: {e}"))
+            .with_context(|| format!("cannot start a peer in {ns}"))
     }
 }
 
@@ -516,7 +517,7 @@ fn transfer(
     port: u16,
     certs: &Path,
     stop: &AtomicBool,
-) -> Result<f64, String> {
+) -> anyhow::Result<f64> {
     let addr = format!("{}:{port}", net.addr_b);
     let common = |role: &str, time: Duration| -> Vec<String> {
         let mut v: Vec<String> = vec![
@@ -543,7 +544,7 @@ fn transfer(
         v
     };
     let mut recv = net.spawn(&net.b, &common("recv", cfg.time))?;
-    let out = recv.stdout.take().ok_or("no stdout")?;
+    let out = recv.stdout.take().context("the receiver has no stdout")?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines() {
@@ -555,15 +556,15 @@ fn transfer(
     });
     let limit = cfg.warmup + cfg.time + FIRST_DATA + Duration::from_secs(5);
     let deadline = Instant::now() + limit;
-    let wait_line = |what: &str| -> Result<String, String> {
+    let wait_line = |what: &str| -> anyhow::Result<String> {
         loop {
             if stop.load(Ordering::Relaxed) {
-                return Err("interrupted".into());
+                anyhow::bail!("interrupted");
             }
             match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(l) => return Ok(l),
                 Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
-                Err(_) => return Err(format!("no {what} from the receiver")),
+                Err(_) => return Err(anyhow::anyhow!("no {what} from the receiver")),
             }
         }
     };
@@ -571,9 +572,9 @@ fn transfer(
     if let Err(e) = ready.and_then(|l| {
         (l == "ready")
             .then_some(())
-            .ok_or(format!("receiver said {l:?}"))
+            .ok_or_else(|| anyhow::anyhow!("receiver said {l:?}"))
     }) {
-        return Err(format!("{e}: {}", reap(recv)));
+        return Err(anyhow::anyhow!("{e:#}: {}", reap(recv)));
     }
     let send = match net.spawn(&net.a, &common("send", limit)) {
         Ok(s) => s,
@@ -585,13 +586,13 @@ fn transfer(
     let report = wait_line("report");
     let send_err = reap(send);
     let recv_err = reap(recv);
-    let line = report.map_err(|e| format!("{e}: {recv_err} {send_err}"))?;
+    let line = report.map_err(|e| anyhow::anyhow!("{e:#}: {recv_err} {send_err}"))?;
     let v: Value =
-        serde_json::from_str(&line).map_err(|e| format!("receiver report {line:?}: {e}"))?;
+        serde_json::from_str(&line).with_context(|| format!("receiver report {line:?}"))?;
     v["bps"]
         .as_f64()
         .filter(|b| b.is_finite())
-        .ok_or_else(|| format!("receiver report without bps: {line}"))
+        .with_context(|| format!("receiver report without bps: {line}"))
 }
 
 // ---------------------------------------------------------------------------
@@ -635,15 +636,14 @@ pub(crate) struct NetInfo {
 pub(crate) fn run(
     cfg: &LossConfig,
     mut tick: impl FnMut(&str),
-) -> Result<(Vec<Point>, NetInfo), String> {
+) -> anyhow::Result<(Vec<Point>, NetInfo)> {
     check_prerequisites()?;
     for s in &cfg.stacks {
         kind(s)?;
     }
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())
-            .map_err(|e| format!("cannot catch signals: {e}"))?;
+        signal_hook::flag::register(sig, stop.clone()).context("cannot catch signals")?;
     }
     let bbr = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
         .is_ok_and(|s| s.split_whitespace().any(|c| c == "bbr"))
@@ -651,15 +651,16 @@ pub(crate) fn run(
     let stacks: Vec<&String> = cfg
         .stacks
         .iter()
-        .filter(|s| bbr || kind(s) != Ok(Kind::Tcp("bbr")))
+        .filter(|s| bbr || kind(s).ok() != Some(Kind::Tcp("bbr")))
         .collect();
     let certs = std::env::temp_dir().join(format!("natm-loss-{}", std::process::id()));
-    std::fs::create_dir_all(&certs).map_err(|e| format!("{}: {e}", certs.display()))?;
-    let id = super::quic::Identity::generate().map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&certs)
+        .with_context(|| format!("cannot create {}", certs.display()))?;
+    let id = super::quic::Identity::generate()?;
     let written = std::fs::write(certs.join("cert.der"), &id.cert)
         .and_then(|()| std::fs::write(certs.join("key.der"), &id.key));
     let result = written
-        .map_err(|e| format!("{}: {e}", certs.display()))
+        .with_context(|| format!("cannot write the QUIC identity into {}", certs.display()))
         .and_then(|()| {
             let net = Net::create(cfg.rate_bps)?;
             let info = NetInfo {
@@ -682,7 +683,7 @@ pub(crate) fn run(
                 let mut current = None;
                 for p in &mut points {
                     if stop.load(Ordering::Relaxed) {
-                        return Err("interrupted; network namespaces removed".into());
+                        anyhow::bail!("interrupted; network namespaces removed");
                     }
                     let per_mille = (p.loss * 10.0).round() as u32;
                     if current != Some(per_mille) {
@@ -692,9 +693,9 @@ pub(crate) fn run(
                     port = port.wrapping_add(1).max(20_000);
                     let bps = transfer(&net, &p.stack, cfg, port, &certs, &stop).map_err(|e| {
                         if stop.load(Ordering::Relaxed) {
-                            "interrupted; network namespaces removed".to_string()
+                            anyhow::anyhow!("interrupted; network namespaces removed")
                         } else {
-                            format!("{} at {} % loss: {e}", p.stack, p.loss)
+                            e.context(format!("{} at {} % loss", p.stack, p.loss))
                         }
                     })?;
                     p.bps.push(bps);
@@ -793,7 +794,7 @@ pub(crate) fn json_doc(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> St
 }
 
 /// Goodput against loss, one line per stack.
-pub(crate) fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> Result<(), String> {
+pub(crate) fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> anyhow::Result<()> {
     let mut names: Vec<&str> = Vec::new();
     for p in points {
         if !names.contains(&p.stack.as_str()) {
@@ -876,10 +877,10 @@ pub(crate) struct LossArgs {
 pub(crate) fn cmd(a: &LossArgs) -> crate::cli::CliResult {
     let o = &a.out;
     if o.runs == 0 || o.time.is_zero() || a.rate == 0 {
-        return Err("--runs, --time and --rate must be positive".into());
+        anyhow::bail!("--runs, --time and --rate must be positive");
     }
     if a.losses.is_empty() || a.losses.iter().any(|l| !(0.0..=100.0).contains(l)) {
-        return Err("--losses are percentages from 0 to 100".into());
+        anyhow::bail!("--losses are percentages from 0 to 100");
     }
     let cfg = LossConfig {
         stacks: a.stacks.iter().map(|s| s.trim().to_string()).collect(),

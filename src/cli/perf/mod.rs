@@ -31,6 +31,7 @@ mod tcp;
 mod throughput;
 mod udp;
 
+use anyhow::Context as _;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -39,8 +40,18 @@ use indicatif::{ProgressBar, ProgressStyle};
 use super::units;
 use super::CliResult;
 use latency::LatencyConfig;
-use stack::{Stack, StackOptions, STACKS};
+use stack::{Registry, Stack, StackOptions};
 use throughput::ThroughputConfig;
+
+/// Every stack `natm perf` can measure: each stack file's registry lines, put together
+/// here so that the stack files depend on `stack` and `stack` on none of them.
+const STACKS: Registry = Registry(&[
+    natm::ENTRIES,
+    udp::ENTRIES,
+    tcp::ENTRIES,
+    #[cfg(feature = "quic")]
+    quic::ENTRIES,
+]);
 
 /// Largest message size accepted (buffers of this size are allocated per end).
 const MAX_SIZE: u64 = 64 << 20;
@@ -130,7 +141,7 @@ fn output_to(
     let doc = (as_json || save.is_some()).then(json);
     if let (Some(path), Some(doc)) = (save, &doc) {
         std::fs::write(path, format!("{doc}\n"))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            .with_context(|| format!("cannot write {}", path.display()))?;
     }
     match doc {
         Some(doc) if as_json => println!("{doc}"),
@@ -289,8 +300,8 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::LossPeer(a) => loss::peer(&a),
         PerfCmd::Calls(a) => calls::run(&a),
         PerfCmd::Stacks => {
-            let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
-            for e in STACKS {
+            let width = STACKS.entries().map(|e| e.name.len()).max().unwrap_or(0);
+            for e in STACKS.entries() {
                 println!("{:width$}  {}", e.name, e.about);
             }
             Ok(())
@@ -299,23 +310,23 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
 }
 
 /// The stacks asked for, built, and the index of the reference among them.
-fn setup(names: &[String], common: &Common) -> Result<(Vec<Box<dyn Stack>>, usize), String> {
+fn setup(names: &[String], common: &Common) -> anyhow::Result<(Vec<Box<dyn Stack>>, usize)> {
     if common.runs == 0 {
-        return Err("--runs must be at least 1".into());
+        anyhow::bail!("--runs must be at least 1");
     }
     let opts = StackOptions {
         sockbuf: match common.sockbuf {
             0 => None,
-            n => Some(usize::try_from(n).map_err(|_| "--sockbuf too large".to_string())?),
+            n => Some(usize::try_from(n).map_err(|_| anyhow::anyhow!("--sockbuf too large"))?),
         },
         ..StackOptions::default()
     };
-    let stacks = stack::resolve(names, &opts)?;
+    let stacks = STACKS.resolve(names, &opts)?;
     let reference = match &common.reference {
         None => 0,
         Some(r) => stacks.iter().position(|s| s.name() == r).ok_or_else(|| {
             let names: Vec<_> = stacks.iter().map(|s| s.name()).collect();
-            format!(
+            anyhow::anyhow!(
                 "--reference {r} is not among the stacks measured ({})",
                 names.join(", ")
             )
@@ -324,9 +335,9 @@ fn setup(names: &[String], common: &Common) -> Result<(Vec<Box<dyn Stack>>, usiz
     Ok((stacks, reference))
 }
 
-fn check_size(size: u64) -> Result<usize, String> {
+fn check_size(size: u64) -> anyhow::Result<usize> {
     if size == 0 || size > MAX_SIZE {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "message size {size} B is out of range: 1 B to {} MiB",
             MAX_SIZE >> 20
         ));
@@ -350,9 +361,7 @@ fn progress(total: usize) -> ProgressBar {
 
 fn run_latency(a: &LatencyArgs) -> CliResult {
     if a.stages && !::natm::stages::COMPILED {
-        return Err(
-            "--stages needs natm built with the `stages` feature (a default feature)".into(),
-        );
+        anyhow::bail!("--stages needs natm built with the `stages` feature (a default feature)");
     }
     let names: Vec<String> = match (a.stacks.is_empty(), a.stages) {
         (false, _) => a.stacks.clone(),
@@ -363,7 +372,7 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
     let size = check_size(a.size)?;
     for s in &stacks {
         if let Some(max) = s.max_message().filter(|&m| size > m) {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "{}: carries at most {max} B in one message; use --size {max} or less, or leave {} out",
                 s.name(),
                 s.name()
@@ -384,7 +393,7 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
         for (i, s) in stacks.iter().enumerate() {
             pb.set_message(format!("latency {} run {}/{runs}", s.name(), run + 1));
             let samples =
-                latency::run(s.as_ref(), &cfg).map_err(|e| format!("{}: {e}", s.name()))?;
+                latency::run(s.as_ref(), &cfg).with_context(|| format!("stack {}", s.name()))?;
             results[i].push(samples);
             pb.inc(1);
         }
@@ -394,7 +403,7 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
     if a.stages {
         let rows = stages::rows(&names, &results);
         if rows.is_empty() {
-            return Err("--stages: no round trip of a natm stack was matched".into());
+            anyhow::bail!("--stages: no round trip of a natm stack was matched");
         }
         if let Some(path) = &a.common.figure {
             stages::figure(path, &cfg, &rows)?;
@@ -445,7 +454,7 @@ fn run_throughput(a: &ThroughputArgs) -> CliResult {
                     run + 1
                 ));
                 let rate = throughput::run(s.as_ref(), &cfg)
-                    .map_err(|e| format!("{} at {size} B: {e}", s.name()))?;
+                    .with_context(|| format!("{} at {size} B", s.name()))?;
                 results[i].push(rate);
                 pb.inc(1);
             }
@@ -474,10 +483,10 @@ fn run_throughput(a: &ThroughputArgs) -> CliResult {
 fn run_livelock(a: &LivelockArgs) -> CliResult {
     let o = &a.out;
     if o.runs == 0 || a.loads.is_empty() || a.loads.iter().any(|&l| !(l > 0.0 && l.is_finite())) {
-        return Err("--runs must be at least 1 and --loads positive".into());
+        anyhow::bail!("--runs must be at least 1 and --loads positive");
     }
     if a.work.is_zero() || o.time.is_zero() {
-        return Err("--work and --time must be positive".into());
+        anyhow::bail!("--work and --time must be positive");
     }
     let cfg = livelock::LivelockConfig {
         qos: a.qos.clone(),
@@ -490,7 +499,7 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
                 high: high as usize,
                 low: low as usize,
             }),
-            (Some(_), Some(_)) => return Err("--low must not exceed --high".into()),
+            (Some(_), Some(_)) => return Err(anyhow::anyhow!("--low must not exceed --high")),
             _ => livelock::default_watermarks(),
         },
         cpus: match a.cpus {
@@ -523,7 +532,7 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
                 o.runs
             ));
             let s = livelock::run(&cfg, row.load, row.watermarks)
-                .map_err(|e| format!("{}×C, watermarks {wm}: {e}", row.load))?;
+                .with_context(|| format!("{}×C, watermarks {wm}", row.load))?;
             row.runs.push(s);
             pb.inc(1);
         }
@@ -543,7 +552,7 @@ fn run_livelock(a: &LivelockArgs) -> CliResult {
 fn run_isolation(a: &IsolationArgs) -> CliResult {
     let o = &a.out;
     if o.runs == 0 || o.time.is_zero() || a.bin.is_zero() || a.pcr == 0 {
-        return Err("--runs, --time, --bin and --pcr must be positive".into());
+        anyhow::bail!("--runs, --time, --bin and --pcr must be positive");
     }
     let cfg = isolation::IsolationConfig {
         g_qos: if a.pcr.is_multiple_of(1_000_000) {
@@ -568,7 +577,8 @@ fn run_isolation(a: &IsolationArgs) -> CliResult {
         for loaded in [false, true] {
             let phase = if loaded { "loaded" } else { "alone" };
             pb.set_message(format!("isolation {phase} run {}/{}", run + 1, o.runs));
-            results.push(isolation::run(&cfg, loaded).map_err(|e| format!("{phase}: {e}"))?);
+            results
+                .push(isolation::run(&cfg, loaded).with_context(|| format!("isolation {phase}"))?);
             pb.inc(1);
         }
     }

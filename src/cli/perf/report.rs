@@ -85,7 +85,7 @@ pub(crate) fn latency_figure(
     path: &std::path::Path,
     cfg: &LatencyConfig,
     rows: &[LatencyRow],
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     use crate::cli::plot::{self, Axis, Line, Mark};
     let lines: Vec<Line> = rows
         .iter()

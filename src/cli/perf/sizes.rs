@@ -138,7 +138,7 @@ fn short(s: f64) -> String {
 }
 
 /// Throughput against message size, measured (dots) and fitted (thin lines), log x.
-pub(crate) fn figure(path: &Path, title: &str, curves: &[Curve]) -> Result<(), String> {
+pub(crate) fn figure(path: &Path, title: &str, curves: &[Curve]) -> anyhow::Result<()> {
     let mut lines = Vec::new();
     for (i, c) in curves.iter().enumerate() {
         lines.push(Line {

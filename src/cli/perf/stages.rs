@@ -206,7 +206,7 @@ pub(crate) fn json(cfg: &LatencyConfig, runs: usize, rows: &[StageRow]) -> Strin
 
 /// Stacked bars of the segments' means (which sum to the mean round trip), SVG and
 /// the PNG beside it.
-pub(crate) fn figure(path: &Path, cfg: &LatencyConfig, rows: &[StageRow]) -> Result<(), String> {
+pub(crate) fn figure(path: &Path, cfg: &LatencyConfig, rows: &[StageRow]) -> anyhow::Result<()> {
     let bars: Vec<(String, Vec<f64>)> = rows
         .iter()
         .map(|r| (r.stack.clone(), r.segments.iter().map(|s| s.mean).collect()))
