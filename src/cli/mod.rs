@@ -9,6 +9,7 @@ pub(crate) mod plot;
 pub(crate) mod qos;
 pub(crate) mod sigd;
 pub(crate) mod sim;
+pub(crate) mod table;
 pub(crate) mod units;
 
 /// `println!` for command output: a closed pipe (`natm sim | head`) ends the program

@@ -15,9 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use super::report::machine;
+use super::results;
 
 /// `natm perf all`.
 #[derive(Debug, clap::Args)]
@@ -359,52 +357,82 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
     Ok(())
 }
 
-fn load(out: &Path, name: &str) -> Option<Value> {
+/// This run's document of experiment `name`, as its type; `None` if it was not written
+/// or does not parse (the headline then says "not measured").
+fn load<T: serde::de::DeserializeOwned>(out: &Path, name: &str) -> Option<T> {
     let text = std::fs::read_to_string(out.join(format!("{name}.json"))).ok()?;
     serde_json::from_str(&text).ok()
 }
 
-fn find(doc: &Value, pred: impl Fn(&Value) -> bool) -> Option<&Value> {
-    doc["results"].as_array()?.iter().find(|r| pred(r))
+/// A headline: what is compared, the ratio, and the two figures it comes from.
+type Headline = (String, Option<f64>, String);
+
+/// `a / b` when both were measured.
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? / b?)
+}
+
+/// A figure for the "from" column; NaN (shown as such) when not measured.
+fn or_nan(x: Option<f64>) -> f64 {
+    x.unwrap_or(f64::NAN)
 }
 
 /// The issue's headline ratios, from this run's JSON: (what, value, how). Only the
 /// JSON of experiments that `ran` counts: a file left in `out` by an earlier run of a
 /// skipped experiment is not this run's.
-pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<(String, Option<f64>, String)> {
-    let load = |name: &str| ran.contains(&name).then(|| load(out, name)).flatten();
+pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<Headline> {
+    fn read<T: serde::de::DeserializeOwned>(out: &Path, ran: &[&str], name: &str) -> Option<T> {
+        ran.contains(&name).then(|| load(out, name)).flatten()
+    }
     let mut h = Vec::new();
-    let lat = load("latency");
-    let rtt = |s: &str| {
-        lat.as_ref()
-            .and_then(|d| find(d, |r| r["stack"] == s))
-            .and_then(|r| r["median_us"].as_f64())
+    h.extend(latency_headlines(read(out, ran, "latency")));
+    h.extend(throughput_headlines(read(out, ran, "throughput")));
+    h.extend(loss_headlines(read(out, ran, "loss")));
+    h.extend(calls_headlines(read(out, ran, "calls")));
+    h.extend(livelock_headlines(read(out, ran, "livelock")));
+    h
+}
+
+fn latency_headlines(doc: Option<results::Latency>) -> Vec<Headline> {
+    let rtt = |stack: &str| {
+        doc.as_ref()?
+            .results
+            .iter()
+            .find(|r| r.stack == stack)
+            .map(|r| r.median_us)
     };
-    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
-    h.push((
-        "natm best effort / raw UDP, 32 B round trip (median)".into(),
-        ratio(rtt("natm-be"), rtt("udp")),
-        format!(
-            "{:.1} µs / {:.1} µs",
-            rtt("natm-be").unwrap_or(f64::NAN),
-            rtt("udp").unwrap_or(f64::NAN)
+    [
+        (
+            "natm best effort / raw UDP, 32 B round trip (median)",
+            "natm-be",
+            "udp",
         ),
-    ));
-    h.push((
-        "natm best effort busy-polling / raw UDP busy-polling, round trip".into(),
-        ratio(rtt("natm-be-busy"), rtt("udp-busy")),
-        format!(
-            "{:.1} µs / {:.1} µs",
-            rtt("natm-be-busy").unwrap_or(f64::NAN),
-            rtt("udp-busy").unwrap_or(f64::NAN)
+        (
+            "natm best effort busy-polling / raw UDP busy-polling, round trip",
+            "natm-be-busy",
+            "udp-busy",
         ),
-    ));
-    let tput = load("throughput");
-    let bps = |s: &str| {
-        tput.as_ref()
-            .and_then(|d| find(d, |r| r["stack"] == s && r["size"] == 65536))
-            .and_then(|r| r["bps"].as_f64())
+    ]
+    .into_iter()
+    .map(|(what, natm, udp)| {
+        (
+            what.to_string(),
+            ratio(rtt(natm), rtt(udp)),
+            format!("{:.1} µs / {:.1} µs", or_nan(rtt(natm)), or_nan(rtt(udp))),
+        )
+    })
+    .collect()
+}
+
+fn throughput_headlines(doc: Option<results::Throughput>) -> Vec<Headline> {
+    let bps = |stack: &str| {
+        doc.as_ref()?
+            .results
+            .iter()
+            .find(|r| r.stack == stack && r.size == 65536)
+            .map(|r| r.bps)
     };
+    let mut h = Vec::new();
     for (other, label) in [("tcp", "TCP"), ("quic", "QUIC")] {
         for natm in ["natm-reliable", "natm-reliable-32k"] {
             h.push((
@@ -412,22 +440,24 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<(String, Option<f64>, S
                 ratio(bps(natm), bps(other)),
                 format!(
                     "{:.2} / {:.2} Gbit/s",
-                    bps(natm).unwrap_or(f64::NAN) / 1e9,
-                    bps(other).unwrap_or(f64::NAN) / 1e9
+                    or_nan(bps(natm)) / 1e9,
+                    or_nan(bps(other)) / 1e9
                 ),
             ));
         }
     }
-    let loss = load("loss");
-    let good = |s: &str, l: f64| {
-        loss.as_ref()
-            .and_then(|d| {
-                find(d, |r| {
-                    r["stack"] == s && r["loss_percent"].as_f64() == Some(l)
-                })
-            })
-            .and_then(|r| r["bps"].as_f64())
+    h
+}
+
+fn loss_headlines(doc: Option<results::Loss>) -> Vec<Headline> {
+    let good = |stack: &str, loss: f64| {
+        doc.as_ref()?
+            .results
+            .iter()
+            .find(|r| r.stack == stack && r.loss_percent == loss)
+            .map(|r| r.bps)
     };
+    let mut h = Vec::new();
     for l in [1.0, 5.0] {
         for tcp in ["tcp-cubic", "tcp-bbr"] {
             h.push((
@@ -435,60 +465,69 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<(String, Option<f64>, S
                 ratio(good("natm-pp", l), good(tcp, l)),
                 format!(
                     "{:.1} / {:.1} Mbit/s",
-                    good("natm-pp", l).unwrap_or(f64::NAN) / 1e6,
-                    good(tcp, l).unwrap_or(f64::NAN) / 1e6
+                    or_nan(good("natm-pp", l)) / 1e6,
+                    or_nan(good(tcp, l)) / 1e6
                 ),
             ));
         }
     }
-    let calls = load("calls");
-    let setup = |mode: &str| {
-        calls
-            .as_ref()
-            .and_then(|d| d[mode]["median_setup_us"].as_f64())
-    };
-    for (mode, label) in [
-        ("sigd", "explicit accept"),
-        ("sigd_preauthorised", "pre-authorised listener"),
-    ] {
-        h.push((
-            format!("call setup through two sigds ({label}) / direct mode, median"),
-            ratio(setup(mode), setup("direct")),
-            format!(
-                "{:.0} µs / {:.0} µs",
-                setup(mode).unwrap_or(f64::NAN),
-                setup("direct").unwrap_or(f64::NAN)
-            ),
-        ));
-    }
-    let live = load("livelock");
-    let of_peak = |on: bool| {
-        live.as_ref()
-            .and_then(|d| {
-                find(d, |r| {
-                    r["load"].as_f64() == Some(10.0) && r["watermarks"].as_bool() == Some(on)
-                })
-            })
-            .and_then(|r| Some((r["of_peak"].as_f64()?, r["delivered_bps"].as_f64()?)))
-    };
-    for (on, label) in [(true, "on (Fig. 8)"), (false, "off (Fig. 7)")] {
-        h.push((
-            format!(
-                "livelock at 10× the receiver's capacity, watermarks {label}: delivered / peak"
-            ),
-            of_peak(on).map(|(p, _)| p),
-            format!(
-                "{:.0} Mbit/s delivered",
-                of_peak(on).map_or(f64::NAN, |(_, b)| b / 1e6)
-            ),
-        ));
-    }
     h
+}
+
+fn calls_headlines(doc: Option<results::Calls>) -> Vec<Headline> {
+    let direct = doc.as_ref().map(|d| d.direct.median_setup_us);
+    let modes = [
+        (
+            "explicit accept",
+            doc.as_ref().map(|d| d.sigd.median_setup_us),
+        ),
+        (
+            "pre-authorised listener",
+            doc.as_ref()
+                .and_then(|d| d.sigd_preauthorised.as_ref())
+                .map(|m| m.median_setup_us),
+        ),
+    ];
+    modes
+        .into_iter()
+        .map(|(label, setup)| {
+            (
+                format!("call setup through two sigds ({label}) / direct mode, median"),
+                ratio(setup, direct),
+                format!("{:.0} µs / {:.0} µs", or_nan(setup), or_nan(direct)),
+            )
+        })
+        .collect()
+}
+
+fn livelock_headlines(doc: Option<results::Livelock>) -> Vec<Headline> {
+    let at_10 = |on: bool| {
+        doc.as_ref()?
+            .results
+            .iter()
+            .find(|r| r.load == 10.0 && r.watermarks == on)
+            .map(|r| (r.of_peak, r.delivered_bps))
+    };
+    [(true, "on (Fig. 8)"), (false, "off (Fig. 7)")]
+        .into_iter()
+        .map(|(on, label)| {
+            (
+                format!(
+                    "livelock at 10× the receiver's capacity, watermarks {label}: delivered / peak"
+                ),
+                at_10(on).map(|(p, _)| p),
+                format!(
+                    "{:.0} Mbit/s delivered",
+                    at_10(on).map_or(f64::NAN, |(_, b)| b / 1e6)
+                ),
+            )
+        })
+        .collect()
 }
 
 fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Duration) -> String {
     let mut r = String::new();
-    let m = machine();
+    let m = results::Machine::now();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -509,9 +548,9 @@ fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Durat
          medians of runs; everything is on loopback except `loss`. The machine is a shared \
          2-vCPU VM: other builds ran at the same time, so compare ratios within one table, \
          not absolute numbers across runs.\n",
-        m["cpus"],
-        m["kernel"].as_str().unwrap_or("?"),
-        m["loadavg"].as_str().unwrap_or("?"),
+        m.cpus,
+        m.kernel.as_deref().unwrap_or("?"),
+        m.loadavg.as_deref().unwrap_or("?"),
         if a.quick { " --quick" } else { "" },
         if a.quick { "quick" } else { "full" },
         took.as_secs_f64()
@@ -552,4 +591,23 @@ fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Durat
         let _ = writeln!(r, "What limits these numbers: {}\n", e.limits);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed documents give every headline (all were measured there):
+    /// the typed reading finds the rows the string keys found.
+    #[test]
+    fn headlines_come_from_the_committed_documents() {
+        let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf"));
+        let all: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
+        let h = headlines(docs, &all);
+        assert_eq!(h.len(), 14);
+        let measured = h.iter().filter(|(_, v, _)| v.is_some_and(f64::is_finite));
+        assert_eq!(measured.count(), 14, "{h:#?}");
+        // Nothing ran: nothing is read, even though the files are there.
+        assert!(headlines(docs, &[]).iter().all(|(_, v, _)| v.is_none()));
+    }
 }

@@ -15,7 +15,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use indicatif::ProgressBar;
+
+use super::experiment::{Experiment, OutputArgs};
+use super::results;
+use crate::cli::table;
 
 use natm::ulib::{
     current_cpus, pin_current_thread, ConnStats, Connection, Error, Host, HostConfig, Watermarks,
@@ -304,34 +308,44 @@ impl Row {
         super::stats::median(&v).unwrap_or(f64::NAN)
     }
 
-    fn json(&self) -> Value {
-        let per_run: Vec<Value> = self.runs.iter().map(sample_json).collect();
-        json!({
-            "load": self.load,
-            "watermarks": self.watermarks,
-            "offered_bps": self.med(|s| s.offered_bps),
-            "sent_bps": self.med(|s| s.sent_bps),
-            "delivered_bps": self.med(|s| s.delivered_bps),
-            "tpdus_received": self.med(|s| s.tpdus_received as f64),
-            "drop_rcv_buf": self.med(|s| s.drop_rcv_buf as f64),
-            "partial_messages_dropped": self.med(|s| s.partial_messages_dropped as f64),
-            "gaps": self.med(|s| s.gaps as f64),
-            "watermark_holds": self.med(|s| s.watermark_holds as f64),
-            "kernel_drops": self.runs.iter().all(|s| s.kernel_drops.is_some())
+    /// The row as its document; `peak` is the highest delivered rate of its setting.
+    fn result(&self, peak: f64) -> results::LivelockRow {
+        let delivered = self.med(|s| s.delivered_bps);
+        results::LivelockRow {
+            delivered_bps: delivered,
+            drop_rcv_buf: self.med(|s| s.drop_rcv_buf as f64),
+            gaps: self.med(|s| s.gaps as f64),
+            kernel_drops: self
+                .runs
+                .iter()
+                .all(|s| s.kernel_drops.is_some())
                 .then(|| self.med(|s| s.kernel_drops.unwrap_or(0) as f64)),
-            "samples": self.runs.len(),
-            "per_run": per_run,
-        })
+            load: self.load,
+            of_peak: delivered / peak,
+            offered_bps: self.med(|s| s.offered_bps),
+            partial_messages_dropped: self.med(|s| s.partial_messages_dropped as f64),
+            per_run: self
+                .runs
+                .iter()
+                .map(|s| results::LivelockRun {
+                    delivered_bps: s.delivered_bps,
+                    drop_rcv_buf: s.drop_rcv_buf,
+                    gaps: s.gaps,
+                    kernel_drops: s.kernel_drops,
+                    offered_bps: s.offered_bps,
+                    partial_messages_dropped: s.partial_messages_dropped,
+                    sent_bps: s.sent_bps,
+                    tpdus_received: s.tpdus_received,
+                    watermark_holds: s.watermark_holds,
+                })
+                .collect(),
+            samples: self.runs.len(),
+            sent_bps: self.med(|s| s.sent_bps),
+            tpdus_received: self.med(|s| s.tpdus_received as f64),
+            watermark_holds: self.med(|s| s.watermark_holds as f64),
+            watermarks: self.watermarks,
+        }
     }
-}
-
-fn sample_json(s: &Sample) -> Value {
-    json!({
-        "offered_bps": s.offered_bps, "sent_bps": s.sent_bps,
-        "delivered_bps": s.delivered_bps, "tpdus_received": s.tpdus_received,
-        "drop_rcv_buf": s.drop_rcv_buf, "partial_messages_dropped": s.partial_messages_dropped,
-        "gaps": s.gaps, "watermark_holds": s.watermark_holds, "kernel_drops": s.kernel_drops,
-    })
 }
 
 /// Peak delivered rate (median over runs) among `rows` with `watermarks`.
@@ -342,141 +356,134 @@ fn peak(rows: &[Row], watermarks: bool) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The results as one JSON document.
-pub(crate) fn json_doc(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
-    let wm = cfg.watermarks;
+/// The results as their document.
+fn result(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> results::Livelock {
     let peaks = [peak(rows, true), peak(rows, false)];
-    let results: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let mut v = r.json();
-            let p = peaks[usize::from(!r.watermarks)];
-            v["of_peak"] = json!(r.med(|s| s.delivered_bps) / p);
-            v
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "livelock",
-        "qos": cfg.qos,
-        "size": cfg.size,
-        "work_us": cfg.work.as_secs_f64() * 1e6,
-        "capacity_bps": cfg.capacity_bps(),
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "runs": runs,
-        "receiver_cpus": cfg.cpus,
-        "watermarks_on": wm.map(|w| json!({"high": w.high, "low": w.low})),
-        "peak_bps": {"watermarks": peaks[0], "no_watermarks": peaks[1]},
-        "machine": super::report::machine(),
-        "results": results,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+    results::Livelock {
+        capacity_bps: cfg.capacity_bps(),
+        experiment: "livelock".into(),
+        machine: results::Machine::now(),
+        peak_bps: results::Peaks {
+            no_watermarks: peaks[1],
+            watermarks: peaks[0],
+        },
+        qos: cfg.qos.clone(),
+        receiver_cpus: cfg.cpus,
+        results: rows
+            .iter()
+            .map(|r| r.result(peaks[usize::from(!r.watermarks)]))
+            .collect(),
+        runs,
+        size: cfg.size,
+        time_s: cfg.time.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
+        watermarks_on: cfg.watermarks.map(|w| results::WatermarksOn {
+            high: w.high,
+            low: w.low,
+        }),
+        work_us: cfg.work.as_secs_f64() * 1e6,
+    }
 }
 
 /// The results as a table: one line per offered load, both settings side by side.
-pub(crate) fn table(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
-    use std::fmt::Write as _;
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "Receive livelock: {} messages of {}, receiver busy {} µs per message \
-         (C = {:.1} Mbit/s), {} s measured after {} s, median of {runs} run(s); \
+fn table(r: &results::Livelock) -> String {
+    use super::report::human_size;
+    let head = format!(
+        "Receive livelock: {} messages of {}, receiver busy {:.0} µs per message \
+         (C = {:.1} Mbit/s), {} s measured after {} s, median of {} run(s); \
          watermarks on = {}; receiving host on {}",
-        cfg.qos,
-        super::report::human_size(cfg.size),
-        cfg.work.as_micros(),
-        cfg.capacity_bps() / 1e6,
-        cfg.time.as_secs_f64(),
-        cfg.warmup.as_secs_f64(),
-        cfg.watermarks.map_or("none".into(), |w| format!(
+        r.qos,
+        human_size(r.size),
+        r.work_us,
+        r.capacity_bps / 1e6,
+        r.time_s,
+        r.warmup_s,
+        r.runs,
+        r.watermarks_on.as_ref().map_or("none".into(), |w| format!(
             "high {} low {}",
-            super::report::human_size(w.high),
-            super::report::human_size(w.low)
+            human_size(w.high),
+            human_size(w.low)
         )),
-        cfg.cpus.map_or("any CPU".into(), |n| format!(
+        r.receiver_cpus.map_or("any CPU".into(), |n| format!(
             "{n} CPU(s), the sender on the others"
         )),
     );
-    let _ =
-        writeln!(
-        t,
-        "{:>6} {:>9} | {:>9} {:>9} {:>6} {:>7} {:>7} {:>8} | {:>9} {:>9} {:>6} {:>8} {:>7} {:>8}",
-        "load", "offered",
-        "sent", "deliv.", "%peak", "holds", "partial", "kern.drop",
-        "sent", "deliv.", "%peak", "rcv_buf", "partial", "kern.drop"
+    let mut t = table::new(
+        [
+            "load ×C",
+            "offered",
+            "ON sent",
+            "ON deliv.",
+            "ON %peak",
+            "ON holds",
+            "ON partial",
+            "ON kern.drop",
+            "OFF sent",
+            "OFF deliv.",
+            "OFF %peak",
+            "OFF rcv_buf",
+            "OFF partial",
+            "OFF kern.drop",
+        ],
+        0,
     );
-    let _ = writeln!(
-        t,
-        "{:>6} {:>9} | {:^60} | {:^60}",
-        "×C", "Mbit/s", "watermarks ON (Mbit/s)", "watermarks OFF (Mbit/s)"
-    );
-    let peaks = [peak(rows, true), peak(rows, false)];
-    let kd = |r: &Row| {
-        let v = r.med(|s| s.kernel_drops.map_or(f64::NAN, |k| k as f64));
-        if v.is_finite() {
-            format!("{v:.0}")
-        } else {
-            "-".into()
-        }
-    };
-    let mut loads: Vec<f64> = rows.iter().map(|r| r.load).collect();
+    let kd = |x: &results::LivelockRow| x.kernel_drops.map_or("-".into(), |v| format!("{v:.0}"));
+    let mut loads: Vec<f64> = r.results.iter().map(|x| x.load).collect();
     loads.dedup();
     for load in loads {
-        let on = rows.iter().find(|r| r.load == load && r.watermarks);
-        let off = rows.iter().find(|r| r.load == load && !r.watermarks);
+        let on = r.results.iter().find(|x| x.load == load && x.watermarks);
+        let off = r.results.iter().find(|x| x.load == load && !x.watermarks);
         let (Some(on), Some(off)) = (on, off) else {
             continue;
         };
-        let mbps = |r: &Row, f: fn(&Sample) -> f64| r.med(f) / 1e6;
-        let _ = writeln!(
-            t,
-            "{:>6} {:>9.1} | {:>9.1} {:>9.1} {:>5.0}% {:>7.0} {:>7.0} {:>8} | {:>9.1} {:>9.1} {:>5.0}% {:>8.0} {:>7.0} {:>8}",
+        let mbps = |x: f64| format!("{:.1}", x / 1e6);
+        t.add_row(vec![
             format!("{load}×"),
-            on.med(|s| s.offered_bps) / 1e6,
-            mbps(on, |s| s.sent_bps),
-            mbps(on, |s| s.delivered_bps),
-            100.0 * on.med(|s| s.delivered_bps) / peaks[0],
-            on.med(|s| s.watermark_holds as f64),
-            on.med(|s| s.partial_messages_dropped as f64),
+            mbps(on.offered_bps),
+            mbps(on.sent_bps),
+            mbps(on.delivered_bps),
+            format!("{:.0}%", 100.0 * on.delivered_bps / r.peak_bps.watermarks),
+            format!("{:.0}", on.watermark_holds),
+            format!("{:.0}", on.partial_messages_dropped),
             kd(on),
-            mbps(off, |s| s.sent_bps),
-            mbps(off, |s| s.delivered_bps),
-            100.0 * off.med(|s| s.delivered_bps) / peaks[1],
-            off.med(|s| s.drop_rcv_buf as f64),
-            off.med(|s| s.partial_messages_dropped as f64),
+            mbps(off.sent_bps),
+            mbps(off.delivered_bps),
+            format!(
+                "{:.0}%",
+                100.0 * off.delivered_bps / r.peak_bps.no_watermarks
+            ),
+            format!("{:.0}", off.drop_rcv_buf),
+            format!("{:.0}", off.partial_messages_dropped),
             kd(off),
-        );
+        ]);
     }
-    let _ = writeln!(
-        t,
-        "holds: watermark holds; partial: messages discarded for a missing TPDU; rcv_buf: \
-         TPDUs dropped after reading for want of receive buffer; kern.drop: datagrams the \
-         kernel dropped at the receiving socket (never read). Counts are over the measured interval."
-    );
-    t
+    format!(
+        "{head}\n{}rates in Mbit/s. holds: watermark holds; partial: messages discarded for a \
+         missing TPDU; rcv_buf: TPDUs dropped after reading for want of receive buffer; \
+         kern.drop: datagrams the kernel dropped at the receiving socket (never read). Counts \
+         are over the measured interval.\n",
+        table::render(&t)
+    )
 }
 
 /// Delivered against offered, both settings, with the offered line for reference.
-pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row]) -> CliFig {
+fn figure(path: &std::path::Path, r: &results::Livelock) -> anyhow::Result<()> {
     use crate::cli::plot::{stacked, Panel, Series};
     let line = |wm: bool, label: &str| Series {
         label: label.into(),
-        points: rows
+        points: r
+            .results
             .iter()
-            .filter(|r| r.watermarks == wm)
-            .map(|r| {
-                (
-                    r.med(|s| s.offered_bps) / 1e6,
-                    r.med(|s| s.delivered_bps) / 1e6,
-                )
-            })
+            .filter(|x| x.watermarks == wm)
+            .map(|x| (x.offered_bps / 1e6, x.delivered_bps / 1e6))
             .collect(),
     };
-    let max = rows
+    let max = r
+        .results
         .iter()
-        .map(|r| r.med(|s| s.offered_bps) / 1e6)
+        .map(|x| x.offered_bps / 1e6)
         .fold(0.0, f64::max);
-    let cap = cfg.capacity_bps() / 1e6;
+    let cap = r.capacity_bps / 1e6;
     let panel = Panel {
         y_label: "delivered (Mbit/s)".into(),
         series: vec![
@@ -491,11 +498,11 @@ pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row])
     stacked(
         path,
         &format!(
-            "Receive livelock: {}, {} messages, {} µs per message{}",
-            cfg.qos,
-            super::report::human_size(cfg.size),
-            cfg.work.as_micros(),
-            cfg.cpus
+            "Receive livelock: {}, {} messages, {:.0} µs per message{}",
+            r.qos,
+            super::report::human_size(r.size),
+            r.work_us,
+            r.receiver_cpus
                 .map_or(String::new(), |n| format!(", receiver on {n} CPU(s)"))
         ),
         "offered (Mbit/s)",
@@ -503,5 +510,80 @@ pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row])
     )
 }
 
-/// What drawing a figure returns.
-pub(crate) type CliFig = anyhow::Result<()>;
+impl Experiment for super::LivelockArgs {
+    type Result = results::Livelock;
+    type Figure = ();
+
+    fn output(&self) -> &OutputArgs {
+        &self.out.to
+    }
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, ())> {
+        let o = &self.out;
+        if o.runs == 0
+            || self.loads.is_empty()
+            || self.loads.iter().any(|&l| !(l > 0.0 && l.is_finite()))
+        {
+            anyhow::bail!("--runs must be at least 1 and --loads positive");
+        }
+        if self.work.is_zero() || o.time.is_zero() {
+            anyhow::bail!("--work and --time must be positive");
+        }
+        let cfg = LivelockConfig {
+            qos: self.qos.clone(),
+            size: super::check_size(self.size)?,
+            work: self.work,
+            warmup: o.warmup,
+            time: o.time,
+            watermarks: match (self.high, self.low) {
+                (Some(high), Some(low)) if low <= high => Some(Watermarks {
+                    high: high as usize,
+                    low: low as usize,
+                }),
+                (Some(_), Some(_)) => anyhow::bail!("--low must not exceed --high"),
+                _ => default_watermarks(),
+            },
+            cpus: match self.cpus {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => current_cpus().is_ok_and(|c| c.len() >= 2).then_some(1),
+            },
+        };
+        pb.set_length((o.runs * self.loads.len() * 2) as u64);
+        let mut rows: Vec<Row> = self
+            .loads
+            .iter()
+            .flat_map(|&load| {
+                [true, false].map(|watermarks| Row {
+                    load,
+                    watermarks,
+                    runs: Vec::new(),
+                })
+            })
+            .collect();
+        for run_no in 0..o.runs {
+            for row in &mut rows {
+                let wm = if row.watermarks { "on" } else { "off" };
+                pb.set_message(format!(
+                    "livelock {}×C watermarks {wm} run {}/{}",
+                    row.load,
+                    run_no + 1,
+                    o.runs
+                ));
+                let s = run(&cfg, row.load, row.watermarks)
+                    .with_context(|| format!("{}×C, watermarks {wm}", row.load))?;
+                row.runs.push(s);
+                pb.inc(1);
+            }
+        }
+        Ok((result(&cfg, o.runs, &rows), ()))
+    }
+
+    fn table(r: &Self::Result) -> String {
+        table(r)
+    }
+
+    fn figure(r: &Self::Result, (): &(), path: &std::path::Path) -> anyhow::Result<()> {
+        crate::cli::plot::both(path, |p| figure(p, r))
+    }
+}

@@ -17,7 +17,6 @@
 //! link packets) is lost as a whole with the same probability as one TCP segment.
 
 use anyhow::Context as _;
-use std::fmt::Write as _;
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -29,10 +28,14 @@ use std::time::{Duration, Instant};
 use serde_json::{json, Value};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::report::machine;
+use indicatif::ProgressBar;
+
+use super::experiment::{Experiment, OutputArgs};
+use super::results;
 use super::stack::{is_timeout, Endpoint, StackOptions};
 use super::stats::median;
 use crate::cli::plot::{self, Axis, Line, Mark};
+use crate::cli::table;
 
 /// The transfers compared: name, and how its peers are built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -708,93 +711,77 @@ pub(crate) fn run(
     result
 }
 
-/// The results as a table.
-pub(crate) fn table(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "goodput of one transfer ({} B messages) through a {} Mbit/s tbf link between two \
-         namespaces, random loss on the data direction; {} run(s) of {:?} after {:?}; medians",
-        cfg.size,
-        cfg.rate_bps as f64 / 1e6,
-        cfg.runs,
-        cfg.time,
-        cfg.warmup
-    );
-    let stacks: Vec<&str> = {
-        let mut v: Vec<&str> = Vec::new();
-        for p in points {
-            if !v.contains(&p.stack.as_str()) {
-                v.push(&p.stack);
-            }
+/// The results as a table: goodput in Mbit/s, one row per loss rate.
+fn table(r: &results::Loss) -> String {
+    let (mut stacks, mut losses): (Vec<&str>, Vec<f64>) = (Vec::new(), Vec::new());
+    for p in &r.results {
+        if !stacks.contains(&p.stack.as_str()) {
+            stacks.push(&p.stack);
         }
-        v
-    };
-    let _ = write!(t, "{:>7}", "loss");
-    for s in &stacks {
-        let _ = write!(t, " {s:>12}");
+        if !losses.contains(&p.loss_percent) {
+            losses.push(p.loss_percent);
+        }
     }
-    let _ = writeln!(t, "   (Mbit/s)");
-    for &loss in &cfg.losses {
-        let _ = write!(t, "{:>6}%", loss);
+    let mut t = table::new(std::iter::once("loss").chain(stacks.iter().copied()), 0);
+    for &loss in &losses {
+        let mut row = vec![format!("{loss}%")];
         for s in &stacks {
-            match points.iter().find(|p| p.loss == loss && p.stack == *s) {
-                Some(p) => {
-                    let _ = write!(t, " {:>12.2}", p.goodput() / 1e6);
-                }
-                None => {
-                    let _ = write!(t, " {:>12}", "-");
-                }
-            }
+            row.push(
+                r.results
+                    .iter()
+                    .find(|p| p.loss_percent == loss && p.stack == *s)
+                    .map_or("-".into(), |p| format!("{:.2}", p.bps / 1e6)),
+            );
         }
-        let _ = writeln!(t);
+        t.add_row(row);
     }
-    if !info.bbr {
-        let _ = writeln!(
-            t,
-            "tcp-bbr left out: the kernel has no BBR (modprobe tcp_bbr failed)"
-        );
+    let mut out = format!(
+        "goodput of one transfer ({} B messages) through a {} Mbit/s tbf link between two \
+         namespaces, random loss on the data direction; {} run(s) of {} s after {} s; medians, \
+         Mbit/s\n{}",
+        r.size,
+        r.link_bps as f64 / 1e6,
+        r.runs,
+        r.time_s,
+        r.warmup_s,
+        table::render(&t)
+    );
+    if !r.bbr {
+        out.push_str("tcp-bbr left out: the kernel has no BBR (modprobe tcp_bbr failed)\n");
     }
-    if !info.offloads_off {
-        let _ = writeln!(
-            t,
-            "note: segmentation offloads stayed on (no ethtool); tbf saw large packets"
-        );
+    if !r.offloads_off {
+        out.push_str("note: segmentation offloads stayed on (no ethtool); tbf saw large packets\n");
     }
-    t
+    out
 }
 
-/// The results as one JSON document.
-pub(crate) fn json_doc(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> String {
-    let results: Vec<Value> = points
-        .iter()
-        .map(|p| {
-            json!({
-                "stack": p.stack,
-                "loss_percent": p.loss,
-                "bps": p.goodput(),
-                "of_link": p.goodput() / cfg.rate_bps as f64,
-                "per_run_bps": p.bps,
+/// The results as their document.
+fn result(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> results::Loss {
+    results::Loss {
+        bbr: info.bbr,
+        experiment: "loss".into(),
+        link_bps: cfg.rate_bps,
+        machine: results::Machine::now(),
+        offloads_off: info.offloads_off,
+        results: points
+            .iter()
+            .map(|p| results::LossRow {
+                bps: p.goodput(),
+                loss_percent: p.loss,
+                of_link: p.goodput() / cfg.rate_bps as f64,
+                per_run_bps: p.bps.clone(),
+                stack: p.stack.clone(),
             })
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "loss",
-        "link_bps": cfg.rate_bps,
-        "size": cfg.size,
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "runs": cfg.runs,
-        "offloads_off": info.offloads_off,
-        "bbr": info.bbr,
-        "machine": machine(),
-        "results": results,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+            .collect(),
+        runs: cfg.runs,
+        size: cfg.size,
+        time_s: cfg.time.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
+    }
 }
 
 /// Goodput against loss, one line per stack.
-pub(crate) fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> anyhow::Result<()> {
+fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> anyhow::Result<()> {
     let mut names: Vec<&str> = Vec::new();
     for p in points {
         if !names.contains(&p.stack.as_str()) {
@@ -873,37 +860,44 @@ pub(crate) struct LossArgs {
     out: super::Output,
 }
 
-/// Run `natm perf loss`.
-pub(crate) fn cmd(a: &LossArgs) -> crate::cli::CliResult {
-    let o = &a.out;
-    if o.runs == 0 || o.time.is_zero() || a.rate == 0 {
-        anyhow::bail!("--runs, --time and --rate must be positive");
+impl Experiment for LossArgs {
+    type Result = results::Loss;
+    type Figure = (LossConfig, Vec<Point>);
+
+    fn output(&self) -> &OutputArgs {
+        &self.out.to
     }
-    if a.losses.is_empty() || a.losses.iter().any(|l| !(0.0..=100.0).contains(l)) {
-        anyhow::bail!("--losses are percentages from 0 to 100");
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, Self::Figure)> {
+        let o = &self.out;
+        if o.runs == 0 || o.time.is_zero() || self.rate == 0 {
+            anyhow::bail!("--runs, --time and --rate must be positive");
+        }
+        if self.losses.is_empty() || self.losses.iter().any(|l| !(0.0..=100.0).contains(l)) {
+            anyhow::bail!("--losses are percentages from 0 to 100");
+        }
+        let cfg = LossConfig {
+            stacks: self.stacks.iter().map(|s| s.trim().to_string()).collect(),
+            losses: self.losses.clone(),
+            rate_bps: self.rate,
+            size: super::check_size(self.size)?,
+            warmup: o.warmup,
+            time: o.time,
+            runs: o.runs,
+        };
+        pb.set_length((cfg.runs * cfg.losses.len() * cfg.stacks.len()) as u64);
+        let (points, info) = run(&cfg, |m| {
+            pb.set_message(m.to_string());
+            pb.inc(1);
+        })?;
+        Ok((result(&cfg, &info, &points), (cfg, points)))
     }
-    let cfg = LossConfig {
-        stacks: a.stacks.iter().map(|s| s.trim().to_string()).collect(),
-        losses: a.losses.clone(),
-        rate_bps: a.rate,
-        size: super::check_size(a.size)?,
-        warmup: o.warmup,
-        time: o.time,
-        runs: o.runs,
-    };
-    let pb = super::progress(cfg.runs * cfg.losses.len() * cfg.stacks.len());
-    let (points, info) = run(&cfg, |m| {
-        pb.set_message(m.to_string());
-        pb.inc(1);
-    })?;
-    pb.finish_and_clear();
-    if let Some(path) = &o.figure {
-        figure(path, &cfg, &points)?;
+
+    fn table(r: &Self::Result) -> String {
+        table(r)
     }
-    super::output_to(
-        o.json,
-        o.save.as_deref(),
-        || table(&cfg, &info, &points),
-        || json_doc(&cfg, &info, &points),
-    )
+
+    fn figure(_: &Self::Result, (cfg, points): &Self::Figure, path: &Path) -> anyhow::Result<()> {
+        figure(path, cfg, points)
+    }
 }
