@@ -207,17 +207,11 @@ pub(crate) fn stat(a: StatArgs) -> CliResult {
         u("vcis_in_use")
     );
     outln!("");
-    outln!(
-        "{:<16} {:<8} {:<3} {:>5} {:>5} {:>12} {:>12} {:>7}  {:<24} qos",
-        "call",
-        "state",
-        "dir",
-        "txvci",
-        "rxvci",
-        "res out",
-        "res in",
-        "pid",
-        "remote"
+    let mut calls = crate::cli::table::new(
+        [
+            "call", "state", "dir", "txvci", "rxvci", "res out", "res in", "pid", "remote", "qos",
+        ],
+        3,
     );
     for c in v["calls"].as_array().into_iter().flatten() {
         let remote = format!(
@@ -230,31 +224,40 @@ pub(crate) fn stat(a: StatArgs) -> CliResult {
             },
             c["sap"].as_str().unwrap_or("")
         );
-        outln!(
-            "{:<16} {:<8} {:<3} {:>5} {:>5} {:>12} {:>12} {:>7}  {:<24} {}",
-            c["id"].as_str().unwrap_or(""),
-            c["state"].as_str().unwrap_or(""),
-            c["direction"].as_str().unwrap_or(""),
-            c["tx_vci"],
-            c["rx_vci"],
+        calls.add_row(vec![
+            c["id"].as_str().unwrap_or("").to_string(),
+            c["state"].as_str().unwrap_or("").to_string(),
+            c["direction"].as_str().unwrap_or("").to_string(),
+            c["tx_vci"].to_string(),
+            c["rx_vci"].to_string(),
             rate(c["reserved_out_bps"].as_u64().unwrap_or(0)),
             rate(c["reserved_in_bps"].as_u64().unwrap_or(0)),
             c["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
             remote,
-            c["qos"].as_str().unwrap_or("")
-        );
+            c["qos"].as_str().unwrap_or("").to_string(),
+        ]);
     }
+    // Only the numeric columns are right-aligned; remote and qos are text.
+    for i in [8, 9] {
+        if let Some(col) = calls.column_mut(i) {
+            col.set_cell_alignment(comfy_table::CellAlignment::Left);
+        }
+    }
+    outln!("{}", crate::cli::table::render(&calls).trim_end());
     outln!("");
-    outln!("{:<16} {:<8} {:>7}  qos", "listener", "sap", "pid");
+    let mut listeners = crate::cli::table::new(["listener", "sap", "pid", "qos"], 2);
     for l in v["listeners"].as_array().into_iter().flatten() {
-        outln!(
-            "{:<16} {:<8} {:>7}  {}",
-            l["id"].as_str().unwrap_or(""),
-            l["sap"].as_str().unwrap_or(""),
+        listeners.add_row(vec![
+            l["id"].as_str().unwrap_or("").to_string(),
+            l["sap"].as_str().unwrap_or("").to_string(),
             l["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
-            l["qos"].as_str().unwrap_or("")
-        );
+            l["qos"].as_str().unwrap_or("").to_string(),
+        ]);
     }
+    if let Some(col) = listeners.column_mut(3) {
+        col.set_cell_alignment(comfy_table::CellAlignment::Left);
+    }
+    outln!("{}", crate::cli::table::render(&listeners).trim_end());
     outln!("");
     outln!("counters {}", v["counters"]);
     Ok(())

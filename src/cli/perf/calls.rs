@@ -413,7 +413,7 @@ impl Experiment for CallsArgs {
     }
 
     fn table(r: &Self::Result) -> String {
-        let mut modes = vec![("two sigds (UNI signalling)", &r.sigd)];
+        let mut modes = vec![("two sigds, explicit accept", &r.sigd)];
         if let Some(m) = &r.sigd_preauthorised {
             modes.push(("two sigds, pre-authorised", m));
         }

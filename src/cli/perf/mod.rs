@@ -264,10 +264,11 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::LossPeer(a) => loss::peer(&a),
         PerfCmd::Calls(a) => drive(&a),
         PerfCmd::Stacks => {
-            let width = STACKS.entries().map(|e| e.name.len()).max().unwrap_or(0);
+            let mut t = crate::cli::table::new(["stack", "what it is"], 2);
             for e in STACKS.entries() {
-                println!("{:width$}  {}", e.name, e.about);
+                t.add_row(vec![e.name, e.about]);
             }
+            crate::cli::outln!("{}", crate::cli::table::render(&t).trim_end());
             Ok(())
         }
     }
