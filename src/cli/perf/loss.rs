@@ -4,7 +4,8 @@
 //! creates, at random loss of 0–10 %, for natm reliable with packet-pair and with
 //! window flow control, TCP CUBIC, TCP BBR and QUIC.
 //!
-//! The network (shared/NETLAB.md): namespaces `natm-loss-<pid>-a` and `-b` joined by a
+//! The network is built by [`super::netlab`] (shared/NETLAB.md): namespaces
+//! `natm-loss-<pid>-a` and `-b` joined by a
 //! veth pair with segmentation offloads off (when ethtool is there); `tbf` on a's end
 //! sets the rate; an nftables rule on b's input, `numgen random mod 1000 < N drop`,
 //! drops data (acknowledgements go back untouched). netem is not available. Each
@@ -20,9 +21,8 @@ use anyhow::Context as _;
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -31,6 +31,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use indicatif::ProgressBar;
 
 use super::experiment::{Experiment, OutputArgs};
+use super::netlab::{self, reap, Net};
 use super::results;
 use super::stack::{is_timeout, Endpoint, StackOptions};
 use super::stats::median;
@@ -311,206 +312,6 @@ pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
     Ok(())
 }
 
-// ---------------------------------------------------------------------------
-// The network.
-
-/// What the experiment needs: root and the tools; why not, if not.
-pub(crate) fn check_prerequisites() -> anyhow::Result<()> {
-    if !rustix::process::geteuid().is_root() {
-        anyhow::bail!(
-            "natm perf loss needs root (it creates network namespaces, a veth pair, tbf and \
-             nftables rules): run it with sudo"
-        );
-    }
-    let missing: Vec<&str> = ["ip", "tc", "nft"]
-        .into_iter()
-        .filter(|t| which(t).is_none())
-        .collect();
-    if !missing.is_empty() {
-        return Err(anyhow::anyhow!(
-            "natm perf loss needs {} (Debian: apt-get install iproute2 nftables)",
-            missing.join(", ")
-        ));
-    }
-    Ok(())
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/sbin".into()])
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-}
-
-/// Run a command, failing with its stderr.
-fn sh(args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new(which(args[0]).unwrap_or_else(|| args[0].into()))
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("`{}`", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(anyhow::anyhow!(
-            "`{}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Two namespaces joined by a rate-limited veth pair, removed on drop.
-pub(crate) struct Net {
-    a: String,
-    b: String,
-    /// Receiver's address.
-    pub(crate) addr_b: std::net::Ipv4Addr,
-    /// Whether segmentation offloads could be turned off.
-    pub(crate) offloads_off: bool,
-}
-
-impl Net {
-    /// Create the namespaces, the link, the rate limit and an empty loss table.
-    pub(crate) fn create(rate_bps: u64) -> anyhow::Result<Self> {
-        let pid = std::process::id();
-        let (a, b) = (format!("natm-loss-{pid}-a"), format!("natm-loss-{pid}-b"));
-        let sub = (pid % 250) as u8;
-        sh(&["ip", "netns", "add", &a])?;
-        // From here on, dropping `net` removes what exists.
-        let mut net = Net {
-            a: a.clone(),
-            b: b.clone(),
-            addr_b: std::net::Ipv4Addr::new(10, 213, sub, 2),
-            offloads_off: false,
-        };
-        let (a, b) = (a.as_str(), b.as_str());
-        sh(&["ip", "netns", "add", b])?;
-        let addr_a = format!("10.213.{sub}.1/24");
-        let addr_b = format!("10.213.{sub}.2/24");
-        sh(&[
-            "ip", "link", "add", "va", "netns", a, "type", "veth", "peer", "name", "vb", "netns", b,
-        ])?;
-        sh(&["ip", "-n", a, "addr", "add", &addr_a, "dev", "va"])?;
-        sh(&["ip", "-n", b, "addr", "add", &addr_b, "dev", "vb"])?;
-        for (ns, dev) in [(a, "va"), (b, "vb")] {
-            sh(&["ip", "-n", ns, "link", "set", dev, "up"])?;
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
-        }
-        net.offloads_off = which("ethtool").is_some()
-            && [(a, "va"), (b, "vb")].iter().all(|(ns, dev)| {
-                sh(&[
-                    "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
-                    "gro", "off",
-                ])
-                .is_ok()
-            });
-        // With offloads on, the qdisc sees packets of up to 64 KiB; tbf drops any packet
-        // larger than its bucket.
-        let burst = if net.offloads_off { "32kbit" } else { "80kb" };
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            a,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            "va",
-            "root",
-            "tbf",
-            "rate",
-            &format!("{rate_bps}bit"),
-            "burst",
-            burst,
-            "latency",
-            "50ms",
-        ])?;
-        Ok(net)
-    }
-
-    /// Drop `per_mille` of the datagrams arriving in b (0 removes the rule).
-    pub(crate) fn set_loss(&self, per_mille: u32) -> anyhow::Result<()> {
-        let b = self.b.as_str();
-        let _ = sh(&[
-            "ip", "netns", "exec", b, "nft", "delete", "table", "inet", "natm",
-        ]);
-        if per_mille == 0 {
-            return Ok(());
-        }
-        sh(&[
-            "ip", "netns", "exec", b, "nft", "add", "table", "inet", "natm",
-        ])?;
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            b,
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "natm",
-            "in",
-            "{ type filter hook input priority 0; }",
-        ])?;
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            b,
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "natm",
-            "in",
-            "numgen",
-            "random",
-            "mod",
-            "1000",
-            "<",
-            &per_mille.to_string(),
-            "drop",
-        ])
-    }
-
-    fn spawn(&self, ns: &str, args: &[String]) -> anyhow::Result<Child> {
-        let exe = std::env::current_exe().context("own executable")?;
-        Command::new(which("ip").unwrap_or_else(|| "ip".into()))
-            .args(["netns", "exec", ns])
-            .arg(exe)
-            .args(["perf", "loss-peer"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start a peer in {ns}"))
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = sh(&["ip", "netns", "del", ns]);
-        }
-    }
-}
-
-/// Kill a child we started, by its id, and reap it.
-fn reap(mut c: Child) -> String {
-    let _ = c.kill();
-    let _ = c.wait();
-    let mut err = String::new();
-    if let Some(mut e) = c.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    err.trim().to_string()
-}
-
 /// One transfer: start the receiver in b, wait for `ready`, start the sender in a,
 /// wait for the receiver's report (at most `limit`), kill both.
 fn transfer(
@@ -524,6 +325,8 @@ fn transfer(
     let addr = format!("{}:{port}", net.addr_b);
     let common = |role: &str, time: Duration| -> Vec<String> {
         let mut v: Vec<String> = vec![
+            "perf".into(),
+            "loss-peer".into(),
             role.into(),
             "--stack".into(),
             stack.into(),
@@ -640,17 +443,12 @@ pub(crate) fn run(
     cfg: &LossConfig,
     mut tick: impl FnMut(&str),
 ) -> anyhow::Result<(Vec<Point>, NetInfo)> {
-    check_prerequisites()?;
+    netlab::check_prerequisites("natm perf loss")?;
     for s in &cfg.stacks {
         kind(s)?;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("cannot catch signals")?;
-    }
-    let bbr = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .is_ok_and(|s| s.split_whitespace().any(|c| c == "bbr"))
-        || sh(&["modprobe", "tcp_bbr"]).is_ok();
+    let stop = netlab::interrupt_flag()?;
+    let bbr = netlab::bbr_available();
     let stacks: Vec<&String> = cfg
         .stacks
         .iter()
@@ -665,7 +463,7 @@ pub(crate) fn run(
     let result = written
         .with_context(|| format!("cannot write the QUIC identity into {}", certs.display()))
         .and_then(|()| {
-            let net = Net::create(cfg.rate_bps)?;
+            let net = Net::create("loss", cfg.rate_bps)?;
             let info = NetInfo {
                 offloads_off: net.offloads_off,
                 bbr,

@@ -22,6 +22,8 @@ mod livelock;
 mod loss;
 mod natm;
 #[cfg(feature = "quic")]
+mod netlab;
+#[cfg(feature = "quic")]
 mod quic;
 mod report;
 mod results;
