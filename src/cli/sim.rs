@@ -183,7 +183,7 @@ fn specs(a: &SimArgs) -> anyhow::Result<Vec<VcSpec>> {
     }
     let mut specs = Vec::new();
     for (label, mut cfg) in out {
-        cfg.tpdu_size = u32::try_from(a.tpdu).map_err(|_| anyhow::anyhow!("--tpdu too large"))?;
+        cfg.tpdu_size = u32::try_from(a.tpdu).context("--tpdu too large")?;
         cfg.window = a.window;
         cfg.rcv_buf = cfg.rcv_buf.max(a.window as usize * a.tpdu as usize);
         cfg.snd_buf = cfg.snd_buf.max(2 * cfg.rcv_buf);

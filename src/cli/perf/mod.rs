@@ -284,7 +284,7 @@ fn setup(names: &[String], common: &Common) -> anyhow::Result<(Vec<Box<dyn Stack
     let opts = StackOptions {
         sockbuf: match common.sockbuf {
             0 => None,
-            n => Some(usize::try_from(n).map_err(|_| anyhow::anyhow!("--sockbuf too large"))?),
+            n => Some(usize::try_from(n).context("--sockbuf too large")?),
         },
         ..StackOptions::default()
     };
