@@ -25,7 +25,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use socket2::{Domain, Protocol, Socket, Type};
 
 use indicatif::ProgressBar;
@@ -305,11 +304,25 @@ pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
     let (t, b0) = from.unwrap_or((start, 0));
     let seconds = t.elapsed().as_secs_f64();
     let bytes = total - b0;
+    let report = PeerReport {
+        bps: bytes as f64 * 8.0 / seconds,
+        bytes,
+        seconds,
+    };
     println!(
         "{}",
-        json!({ "bytes": bytes, "seconds": seconds, "bps": bytes as f64 * 8.0 / seconds })
+        serde_json::to_string(&report).context("cannot write the report")?
     );
     Ok(())
+}
+
+/// What the receiving peer measured after its warm-up: one JSON line on its stdout.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct PeerReport {
+    /// Goodput, bit/s.
+    bps: f64,
+    bytes: u64,
+    seconds: f64,
 }
 
 /// One transfer: start the receiver in b, wait for `ready`, start the sender in a,
@@ -393,12 +406,11 @@ fn transfer(
     let send_err = reap(send);
     let recv_err = reap(recv);
     let line = report.map_err(|e| anyhow::anyhow!("{e:#}: {recv_err} {send_err}"))?;
-    let v: Value =
+    let report: PeerReport =
         serde_json::from_str(&line).with_context(|| format!("receiver report {line:?}"))?;
-    v["bps"]
-        .as_f64()
+    Some(report.bps)
         .filter(|b| b.is_finite())
-        .with_context(|| format!("receiver report without bps: {line}"))
+        .with_context(|| format!("receiver report without a finite rate: {line}"))
 }
 
 // ---------------------------------------------------------------------------
