@@ -33,8 +33,8 @@ pub(crate) struct AllArgs {
     skip: Vec<String>,
 }
 
-/// One experiment of the suite.
-struct Experiment {
+/// One experiment of the suite, as `perf all` runs it.
+struct Planned {
     name: &'static str,
     title: &'static str,
     /// The paper's figure or claim it reproduces.
@@ -45,8 +45,8 @@ struct Experiment {
     limits: &'static str,
 }
 
-const SUITE: &[Experiment] = &[
-    Experiment {
+const SUITE: &[Planned] = &[
+    Planned {
         name: "latency",
         title: "Round-trip latency, 32-byte messages",
         paper: "seed 000 Fig. 5; seed 001 §8 (1.3 ms round trip on a 1996 PC)",
@@ -63,7 +63,7 @@ pays a hop from the calling thread into quinn's tokio driver task on each side, 
 encryption of every packet. p99 and p99.9 are dominated by scheduling noise of the shared \
 2-vCPU machine (other builds run at the same time); only medians are comparable across runs.",
     },
-    Experiment {
+    Planned {
         name: "stages",
         title: "Where the round trip goes along the natm stack",
         paper: "seed 000 §6–7 (their kernel's round trip broken down by layer)",
@@ -73,7 +73,7 @@ encryption of every packet. p99 and p99.9 are dominated by scheduling noise of t
         ),
         limits: "Timestamps (CLOCK_MONOTONIC, one clock: both hosts in one process) at the send call, the dispatch (inline on the caller's thread, or the driver's scheduler task for `-sched`), the adaptor hand-off, the receiving thread's read, the PSB's delivery and the `recv` return. The user-space segments are each well under a microsecond: a lock, PSB bookkeeping and one copy. The round trip is spent in the kernel: `sendmsg → read` is the system call, loopback delivery, the wake-up of the sleeping reader (which on loopback happens inside the sender's `sendmsg`, so that call's duration is shown apart, not summed) and its `recvmmsg`. `-sched` adds the driver's wake-up to each send (`send call → dispatch`). Reliable VCs add SMART's acknowledgement: the receiver sends it before returning the message, so `delivery → app recv` holds one more `sendmsg`, and the ACK competes with the data for the peer's reader.",
     },
-    Experiment {
+    Planned {
         name: "throughput",
         title: "Throughput against message size",
         paper: "seed 000 Fig. 6; seed 001 Figs. 3–4 and its two-part fit (half-power ~2200 B)",
@@ -91,7 +91,7 @@ space, which caps it far below the kernel stacks on loopback. UDP above 65,507 B
 several datagrams and counts only what arrived. The fit's per-message cost `a` and per-byte \
 cost `b` are in the table; throughput tends to 1/b.",
     },
-    Experiment {
+    Planned {
         name: "guaranteed",
         title: "Guaranteed service against its reservation",
         paper: "seed 001 Fig. 5 (rate as requested from 4–8 KB messages)",
@@ -108,7 +108,7 @@ timer fires, so the driver's path, not the bucket, \
 is the limit (an observation from the two experiments, not a profile). Each point is \
 measured over at least four message times, so at 1 Mbit/s a 64 KiB point takes over two seconds.",
     },
-    Experiment {
+    Planned {
         name: "cost",
         title: "Cost of the send path",
         paper: "seed 000 Figs. 9–10 (95 µs per message, 35 µs per TPDU on a 66 MHz 486)",
@@ -121,7 +121,7 @@ only the interface routine (copy into the PSB, queue, wake the driver), the pape
 The fit is by least squares with relative weights; on a noisy shared machine single points \
 can be off by 20 %.",
     },
-    Experiment {
+    Planned {
         name: "livelock",
         title: "Receive livelock",
         paper: "seed 000 Figs. 7–8",
@@ -138,7 +138,7 @@ the other, as on the paper's one-CPU hosts; on loopback the kernel's share of re
 on the sender's CPU, so only natm's own wasted work competes with the application. Anything \
 else running on the receiver's CPU lowers both settings.",
     },
-    Experiment {
+    Planned {
         name: "calls",
         title: "Call setup and release through two sigds",
         paper: "seed 004 §7 (call setup in tens of milliseconds); issue 6's goal: median setup \
@@ -154,7 +154,7 @@ this VM: six with explicit accept (app → sigd A → sigd B → listener → si
 four when the listener pre-authorised its calls, two in direct mode (the transport handshake \
 alone, no sigd). The per-call CPU columns come from /proc and include both hosts' engines.",
     },
-    Experiment {
+    Planned {
         name: "isolation",
         title: "Isolation of a guaranteed VC",
         paper: "seed 000 §2, §5.1",
@@ -167,7 +167,7 @@ best-effort and bulk reliable VCs compete for CPU, not only for the link, so the
 VC's rate depends on the scheduler's priority as much as on the bucket. Delays are one clock \
 (one process), measured from `send` to delivery.",
     },
-    Experiment {
+    Planned {
         name: "loss",
         title: "Goodput against random loss between two namespaces",
         paper: "seed 000 §5.3.3 (packet-pair and SMART keep a transfer going under loss)",
@@ -213,7 +213,7 @@ struct Outcome {
     seconds: f64,
 }
 
-fn run_one(exe: &Path, out: &Path, e: &Experiment, quick: bool) -> Outcome {
+fn run_one(exe: &Path, out: &Path, e: &Planned, quick: bool) -> Outcome {
     let args = if quick { e.args.0 } else { e.args.1 };
     let json = out.join(format!("{}.json", e.name));
     let svg = out.join(format!("{}.svg", e.name));
@@ -312,7 +312,7 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;
     let exe = std::env::current_exe().context("own executable")?;
-    let chosen: Vec<&Experiment> = SUITE
+    let chosen: Vec<&Planned> = SUITE
         .iter()
         .filter(|e| !a.skip.iter().any(|s| s.trim() == e.name))
         .collect();
@@ -321,7 +321,12 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
     let mut outcomes = Vec::new();
     for e in &chosen {
         pb.set_message(format!("{} ({})", e.name, e.title));
-        let o = run_one(&exe, &a.out, e, a.quick);
+        let mut o = run_one(&exe, &a.out, e, a.quick);
+        if o.error.is_none() {
+            if let Err(err) = check_document(&a.out, e.name) {
+                o.error = Some(format!("{err:#}"));
+            }
+        }
         let line = format!(
             "{:<11} {:>6.0} s  {}",
             e.name,
@@ -362,6 +367,31 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
 fn load<T: serde::de::DeserializeOwned>(out: &Path, name: &str) -> Option<T> {
     let text = std::fs::read_to_string(out.join(format!("{name}.json"))).ok()?;
     serde_json::from_str(&text).ok()
+}
+
+/// Whether `name`'s document in `out` is its experiment's result type: a child that
+/// succeeded but wrote something else is reported as failed, not read as missing.
+fn check_document(out: &Path, name: &str) -> anyhow::Result<()> {
+    fn parse<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str::<T>(&text)
+            .map(drop)
+            .with_context(|| format!("{} is not the experiment's document", path.display()))
+    }
+    let path = out.join(format!("{name}.json"));
+    match name {
+        "latency" => parse::<results::Latency>(&path),
+        "stages" => parse::<results::Stages>(&path),
+        "throughput" => parse::<results::Throughput>(&path),
+        "guaranteed" => parse::<results::Guaranteed>(&path),
+        "cost" => parse::<results::Cost>(&path),
+        "livelock" => parse::<results::Livelock>(&path),
+        "isolation" => parse::<results::Isolation>(&path),
+        "loss" => parse::<results::Loss>(&path),
+        "calls" => parse::<results::Calls>(&path),
+        other => anyhow::bail!("no document type for experiment {other}"),
+    }
 }
 
 /// A headline: what is compared, the ratio, and the two figures it comes from.
@@ -525,7 +555,7 @@ fn livelock_headlines(doc: Option<results::Livelock>) -> Vec<Headline> {
         .collect()
 }
 
-fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Duration) -> String {
+fn report(a: &AllArgs, chosen: &[&Planned], outcomes: &[Outcome], took: Duration) -> String {
     let mut r = String::new();
     let m = results::Machine::now();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
@@ -607,6 +637,9 @@ mod tests {
         assert_eq!(h.len(), 14);
         let measured = h.iter().filter(|(_, v, _)| v.is_some_and(f64::is_finite));
         assert_eq!(measured.count(), 14, "{h:#?}");
+        for e in SUITE {
+            check_document(docs, e.name).expect("each committed document is its type");
+        }
         // Nothing ran: nothing is read, even though the files are there.
         assert!(headlines(docs, &[]).iter().all(|(_, v, _)| v.is_none()));
     }
