@@ -145,6 +145,9 @@ pub(crate) fn result(cfg: &LatencyConfig, runs: usize, rows: &[StageRow]) -> res
     }
 }
 
+/// Width of the longest segment name and the rows under them, with padding.
+const SEGMENT_WIDTH: u16 = 30;
+
 /// The breakdown as a table: one column per stack, one line per segment.
 pub(crate) fn table(r: &results::Stages) -> String {
     let rows = &r.results;
@@ -183,6 +186,12 @@ pub(crate) fn table(r: &results::Stages) -> String {
     add("matched / unmatched", &|x| {
         format!("{} / {}", x.matched, x.unmatched)
     });
+    // Segment names whole; the stacks' columns share the rest of the width.
+    if let Some(c) = t.column_mut(0) {
+        c.set_constraint(comfy_table::ColumnConstraint::LowerBoundary(
+            comfy_table::Width::Fixed(SEGMENT_WIDTH),
+        ));
+    }
     format!(
         "where the round trip goes, {} messages, one in flight; {} run(s) of {} s after a {} s \
          warm-up; segment median/p99/mean in µs, round trips pooled over runs\n{}",
