@@ -408,61 +408,57 @@ fn table(r: &results::Livelock) -> String {
             "{n} CPU(s), the sender on the others"
         )),
     );
-    let mut t = table::new(
-        [
-            "load ×C",
-            "offered",
-            "ON sent",
-            "ON deliv.",
-            "ON %peak",
-            "ON holds",
-            "ON partial",
-            "ON kern.drop",
-            "OFF sent",
-            "OFF deliv.",
-            "OFF %peak",
-            "OFF rcv_buf",
-            "OFF partial",
-            "OFF kern.drop",
-        ],
-        0,
-    );
-    let kd = |x: &results::LivelockRow| x.kernel_drops.map_or("-".into(), |v| format!("{v:.0}"));
-    let mut loads: Vec<f64> = r.results.iter().map(|x| x.load).collect();
-    loads.dedup();
-    for load in loads {
-        let on = r.results.iter().find(|x| x.load == load && x.watermarks);
-        let off = r.results.iter().find(|x| x.load == load && !x.watermarks);
-        let (Some(on), Some(off)) = (on, off) else {
-            continue;
+    // One table per setting: side by side they would not fit in 100 columns.
+    let setting = |on: bool| {
+        let peak = if on {
+            r.peak_bps.watermarks
+        } else {
+            r.peak_bps.no_watermarks
         };
-        let mbps = |x: f64| format!("{:.1}", x / 1e6);
-        t.add_row(vec![
-            format!("{load}×"),
-            mbps(on.offered_bps),
-            mbps(on.sent_bps),
-            mbps(on.delivered_bps),
-            format!("{:.0}%", 100.0 * on.delivered_bps / r.peak_bps.watermarks),
-            format!("{:.0}", on.watermark_holds),
-            format!("{:.0}", on.partial_messages_dropped),
-            kd(on),
-            mbps(off.sent_bps),
-            mbps(off.delivered_bps),
-            format!(
-                "{:.0}%",
-                100.0 * off.delivered_bps / r.peak_bps.no_watermarks
-            ),
-            format!("{:.0}", off.drop_rcv_buf),
-            format!("{:.0}", off.partial_messages_dropped),
-            kd(off),
-        ]);
-    }
-    format!(
-        "{head}\n{}rates in Mbit/s. holds: watermark holds; partial: messages discarded for a \
-         missing TPDU; rcv_buf: TPDUs dropped after reading for want of receive buffer; \
-         kern.drop: datagrams the kernel dropped at the receiving socket (never read). Counts \
-         are over the measured interval.\n",
+        let dropped = if on { "holds" } else { "rcv_buf" };
+        let mut t = table::new(
+            [
+                "load ×C",
+                "offered",
+                "sent",
+                "delivered",
+                "% of peak",
+                dropped,
+                "partial",
+                "kern.drop",
+            ],
+            0,
+        );
+        for x in r.results.iter().filter(|x| x.watermarks == on) {
+            let mbps = |v: f64| format!("{:.1}", v / 1e6);
+            t.add_row(vec![
+                format!("{}×", x.load),
+                mbps(x.offered_bps),
+                mbps(x.sent_bps),
+                mbps(x.delivered_bps),
+                format!("{:.0}%", 100.0 * x.delivered_bps / peak),
+                format!(
+                    "{:.0}",
+                    if on {
+                        x.watermark_holds
+                    } else {
+                        x.drop_rcv_buf
+                    }
+                ),
+                format!("{:.0}", x.partial_messages_dropped),
+                x.kernel_drops.map_or("-".into(), |v| format!("{v:.0}")),
+            ]);
+        }
         table::render(&t)
+    };
+    format!(
+        "{head}\nwatermarks ON, Mbit/s:\n{}watermarks OFF, Mbit/s:\n{}\
+         holds: watermark holds; partial: messages discarded for a missing TPDU; rcv_buf: \
+         TPDUs dropped after reading for want of receive buffer; kern.drop: datagrams the \
+         kernel dropped at the receiving socket (never read). Counts are over the measured \
+         interval.\n",
+        setting(true),
+        setting(false)
     )
 }
 
