@@ -37,6 +37,30 @@ pub(crate) fn render(t: &Table) -> String {
     s
 }
 
+/// Text for the terminal: lines longer than the table width (captions, notes) broken
+/// at spaces; tables' own lines are never that long and stay as they are.
+pub(crate) fn wrap(text: &str) -> String {
+    let width = usize::from(WIDTH);
+    let mut out = String::new();
+    for line in text.lines() {
+        let mut len = 0;
+        for (i, word) in line.split(' ').enumerate() {
+            let w = word.chars().count();
+            if i > 0 && len + 1 + w > width && len > 0 {
+                out.push('\n');
+                len = 0;
+            } else if i > 0 {
+                out.push(' ');
+                len += 1;
+            }
+            out.push_str(word);
+            len += w;
+        }
+        out.push('\n');
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -55,5 +79,17 @@ mod tests {
         // Right-aligned numbers end in the same column.
         let end = |l: &str| l.trim_end().chars().count();
         assert_eq!(end(lines[2]), end(lines[3]), "{s}");
+        assert_eq!(wrap(&s), s, "a table is not wrapped");
+    }
+
+    #[test]
+    fn long_captions_break_at_spaces() {
+        let caption = "word ".repeat(50);
+        let wrapped = wrap(caption.trim_end());
+        assert!(wrapped.lines().count() > 1, "{wrapped}");
+        assert!(wrapped
+            .lines()
+            .all(|l| l.chars().count() <= usize::from(WIDTH)));
+        assert_eq!(wrapped.split_whitespace().count(), 50);
     }
 }

@@ -63,7 +63,10 @@ fn emit<E: Experiment>(out: &OutputArgs, result: &E::Result, extra: &E::Figure) 
             .with_context(|| format!("cannot draw the figure {}", path.display()))?;
     }
     if !out.json && out.save.is_none() {
-        crate::cli::outln!("{}", E::table(result).trim_end_matches('\n'));
+        crate::cli::outln!(
+            "{}",
+            crate::cli::table::wrap(&E::table(result)).trim_end_matches('\n')
+        );
         return Ok(());
     }
     let doc = serde_json::to_string_pretty(result).context("cannot write the results as JSON")?;
@@ -74,7 +77,10 @@ fn emit<E: Experiment>(out: &OutputArgs, result: &E::Result, extra: &E::Figure) 
     if out.json {
         crate::cli::outln!("{doc}");
     } else {
-        crate::cli::outln!("{}", E::table(result).trim_end_matches('\n'));
+        crate::cli::outln!(
+            "{}",
+            crate::cli::table::wrap(&E::table(result)).trim_end_matches('\n')
+        );
     }
     Ok(())
 }
