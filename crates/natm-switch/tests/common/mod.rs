@@ -252,3 +252,45 @@ pub fn reassemble(cells: &[[u8; CELL_LEN]], len: usize) -> HashMap<u16, (u64, u6
     }
     out
 }
+
+/// A small deterministic generator (xorshift64*), so the tests need no `rand`.
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// Delays each input by a uniform random fraction of `jitter` (the mean rate is
+/// kept; strictly periodic sources phase-lock against a periodic line otherwise).
+pub fn jittered(
+    items: Vec<(Instant, PortId, Input)>,
+    jitter: Duration,
+    seed: u64,
+) -> Vec<(Instant, PortId, Input)> {
+    let mut rng = Rng::new(seed);
+    let mut v: Vec<_> = items
+        .into_iter()
+        .map(|(t, p, i)| (t + jitter.mul_f64(rng.unit()), p, i))
+        .collect();
+    // Cells of one VC keep their order.
+    let mut times: Vec<Instant> = v.iter().map(|x| x.0).collect();
+    times.sort();
+    for (x, t) in v.iter_mut().zip(times) {
+        x.0 = t;
+    }
+    v
+}
