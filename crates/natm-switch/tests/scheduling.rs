@@ -162,8 +162,8 @@ fn rr_shares_cells_not_frames_in_frame_mode() {
     );
     let mut h = Harness::new(sw);
     let t = secs(0.0);
-    // 900 octets: 19 cells of payload + trailer = 20 cells.
-    h.feed(frames(PortId(0), 1, 32, t, CELL * 20, 30_000, 900));
+    // 952 octets and the 8-octet trailer fill 20 cells.
+    h.feed(frames(PortId(0), 1, 32, t, CELL * 20, 30_000, 952));
     h.feed(frames(PortId(1), 1, 33, t, CELL, 60_000, 20));
     h.run_until(secs(END));
     let got: HashMap<u16, u64> = h.cells_by_vci(out, secs(START), secs(END));
