@@ -351,27 +351,24 @@ impl Switch {
         let frames = vc.frames && f.pti.is_user_data();
         let mut verdict = Verdict::Queued;
         if !vc.policer.police(now) {
-            match vc.contract.violation {
-                Violation::Discard => {
-                    inp.counters.dropped.add(DropCause::Policing, 1);
-                    vc.counters.dropped.add(DropCause::Policing, 1);
-                    if frames {
-                        let ppd = self
-                            .ports
-                            .get(vc.out_port.index())
-                            .is_some_and(|p| p.cfg.ppd);
-                        vc.discard.dropped(eof, ppd);
-                    }
-                    return Ok(Verdict::Dropped(DropCause::Policing));
+            // A cell already tagged cannot be tagged again: it is discarded, or a
+            // sender could pass any rate by tagging its own cells.
+            if vc.contract.violation == Violation::Tag && !f.clp {
+                f.clp = true;
+                inp.counters.tagged += 1;
+                vc.counters.tagged += 1;
+                verdict = Verdict::Tagged;
+            } else {
+                inp.counters.dropped.add(DropCause::Policing, 1);
+                vc.counters.dropped.add(DropCause::Policing, 1);
+                if frames {
+                    let ppd = self
+                        .ports
+                        .get(vc.out_port.index())
+                        .is_some_and(|p| p.cfg.ppd);
+                    vc.discard.dropped(eof, ppd);
                 }
-                Violation::Tag => {
-                    if !f.clp {
-                        f.clp = true;
-                        inp.counters.tagged += 1;
-                        vc.counters.tagged += 1;
-                    }
-                    verdict = Verdict::Tagged;
-                }
+                return Ok(Verdict::Dropped(DropCause::Policing));
             }
         }
 
@@ -440,13 +437,14 @@ impl Switch {
         let n = u64::from(cells);
         inp.counters.cells_in += n;
         inp.counters.frames_in += 1;
-        let slot = self.table.lookup(port, u16::from(header.vpi), header.vci);
-        let Some(vc) = slot.and_then(|s| self.vcs.get_mut(s.index()).and_then(Option::as_mut))
-        else {
+        let found = self
+            .table
+            .lookup(port, u16::from(header.vpi), header.vci)
+            .and_then(|s| Some((s, self.vcs.get_mut(s.index())?.as_mut()?)));
+        let Some((slot, vc)) = found else {
             inp.counters.dropped.add(DropCause::UnknownVc, n);
             return Ok(Verdict::Dropped(DropCause::UnknownVc));
         };
-        let slot = slot.expect("the VC was found through this slot");
         vc.counters.cells_in += n;
         vc.counters.frames_in += 1;
         // A frame-mode datagram carries a VPI of 8 bits; an NNI VPI above 255 cannot
@@ -459,20 +457,15 @@ impl Switch {
         let mut clp = header.clp;
         let mut verdict = Verdict::Queued;
         if !vc.policer.police_frame(now, cells, inp.cell_spacing()) {
-            match vc.contract.violation {
-                Violation::Discard => {
-                    inp.counters.dropped.add(DropCause::Policing, n);
-                    vc.counters.dropped.add(DropCause::Policing, n);
-                    return Ok(Verdict::Dropped(DropCause::Policing));
-                }
-                Violation::Tag => {
-                    if !clp {
-                        clp = true;
-                        inp.counters.tagged += n;
-                        vc.counters.tagged += n;
-                    }
-                    verdict = Verdict::Tagged;
-                }
+            if vc.contract.violation == Violation::Tag && !clp {
+                clp = true;
+                inp.counters.tagged += n;
+                vc.counters.tagged += n;
+                verdict = Verdict::Tagged;
+            } else {
+                inp.counters.dropped.add(DropCause::Policing, n);
+                vc.counters.dropped.add(DropCause::Policing, n);
+                return Ok(Verdict::Dropped(DropCause::Policing));
             }
         }
         let out = self

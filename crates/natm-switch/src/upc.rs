@@ -24,7 +24,9 @@ pub enum Violation {
     #[default]
     Discard,
     /// Set its CLP to 1 and pass it on: it is dropped first under congestion
-    /// (the tagging option of the traffic descriptor).
+    /// (the tagging option of the traffic descriptor). A non-conforming cell that is
+    /// already CLP = 1 is discarded: otherwise a sender could send at any rate by
+    /// tagging its own cells.
     Tag,
 }
 

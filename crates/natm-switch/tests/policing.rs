@@ -231,3 +231,46 @@ fn frame_mode_polices_a_frame_as_its_cells() {
     let strict = mk(Duration::ZERO);
     assert_eq!((strict.frames_out, strict.dropped.policing), (0, 2000));
 }
+
+#[test]
+fn a_cell_already_tagged_is_discarded_not_tagged_again() {
+    let mut sw = switch(
+        PortConfig::new(LINE),
+        Contract::cbr(2000).tagging(),
+        Contract::best_effort(),
+    );
+    let mut pre_tagged = cell(1, 32, Pti::UserDataEnd, 0);
+    pre_tagged[..5].copy_from_slice(
+        &natm_proto::wire::cell::HeaderRepr {
+            clp: true,
+            ..natm_proto::wire::cell::HeaderRepr::uni(1, 32, Pti::UserDataEnd)
+        }
+        .to_bytes(),
+    );
+    let verdicts: Vec<Verdict> = (0..4u64)
+        .map(|k| {
+            let t = Instant::from_nanos(k * 250_000);
+            let c = if k % 2 == 0 {
+                pre_tagged
+            } else {
+                cell(1, 32, Pti::UserDataEnd, 0)
+            };
+            sw.handle_cell(t, PortId(0), c).unwrap()
+        })
+        .collect();
+    // 0 µs conforms; 250 µs (CLP 0) is tagged; 500 µs conforms; 750 µs is tagged.
+    assert_eq!(
+        verdicts,
+        [
+            Verdict::Queued,
+            Verdict::Tagged,
+            Verdict::Queued,
+            Verdict::Tagged
+        ]
+    );
+    // A pre-tagged cell out of contract has nothing left to lose: discarded.
+    assert_eq!(
+        sw.handle_cell(Instant::from_nanos(900_000), PortId(0), pre_tagged),
+        Ok(Verdict::Dropped(DropCause::Policing))
+    );
+}
