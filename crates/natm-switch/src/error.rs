@@ -39,6 +39,13 @@ pub enum SwitchError {
     /// No cross-connect has this id (never made, or already disconnected).
     #[error("no connection {0}")]
     UnknownConnection(ConnId),
+    /// The VC is not terminated in the switch.
+    #[error("{0} is not terminated locally")]
+    NotLocal(Endpoint),
+    /// The port's control queue is full (the control plane sends faster than the
+    /// line).
+    #[error("the control queue of port {0} is full")]
+    ControlQueueFull(PortId),
     /// A traffic contract whose numbers make no sense.
     #[error("bad traffic contract: {0}")]
     BadContract(&'static str),

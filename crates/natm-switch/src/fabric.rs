@@ -6,8 +6,13 @@
 //! whenever [`Switch::poll_timeout`] comes (or after new input), for each port
 //! [`Switch::poll_transmit`] until it returns `None`. A port sends one unit per line
 //! time: `poll_transmit` returns `None` while the line is busy.
+//!
+//! The control plane terminates its own VCs in the switch (signalling on VPI 0/VCI 5
+//! of each port): [`Switch::terminate`] them, read what arrives on them with
+//! [`Switch::poll_local`], and send with [`Switch::send`], which queues ahead of the
+//! port's VCs and is paced by the same line.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 use natm_proto::time::Instant;
@@ -36,6 +41,8 @@ pub enum Verdict {
     LoopedBack,
     /// An idle or unassigned cell (VPI 0, VCI 0), ignored.
     Idle,
+    /// On a VC terminated in the switch: kept for [`Switch::poll_local`].
+    Local,
     /// Dropped.
     Dropped(DropCause),
 }
@@ -88,7 +95,13 @@ pub struct Switch {
     slots: HashMap<ConnId, Slot>,
     next_id: u64,
     location: [u8; LOCATION_ID_LEN],
+    /// Cells and frames of locally terminated VCs, for the control plane.
+    local: VecDeque<(PortId, Transmit)>,
 }
+
+/// Units of locally terminated VCs held for [`Switch::poll_local`] before more are
+/// dropped (the control plane reads slower than its VCs bring).
+const LOCAL_QUEUE_UNITS: usize = 4096;
 
 /// The header fields a switch reads, from the big-endian word of octets 1-4.
 #[derive(Debug, Clone, Copy)]
@@ -323,6 +336,16 @@ impl Switch {
             inp.counters.dropped.add(DropCause::UnknownVc, 1);
             return Ok(Verdict::Dropped(DropCause::UnknownVc));
         };
+        if slot == Slot::LOCAL {
+            return Ok(if self.local.len() < LOCAL_QUEUE_UNITS {
+                inp.local_in += 1;
+                self.local.push_back((port, Transmit::Cell(cell)));
+                Verdict::Local
+            } else {
+                inp.counters.dropped.add(DropCause::QueueFull, 1);
+                Verdict::Dropped(DropCause::QueueFull)
+            });
+        }
         let Some(vc) = self.vcs.get_mut(slot.index()).and_then(Option::as_mut) else {
             inp.counters.dropped.add(DropCause::UnknownVc, 1);
             return Ok(Verdict::Dropped(DropCause::UnknownVc));
@@ -331,7 +354,7 @@ impl Switch {
 
         if f.pti.is_oam_f5() && vc.out_vci.is_some() {
             if let Some(reply) = oam::loopback_reply(&cell, &self.location) {
-                return Ok(if inp.push_oam(reply) {
+                return Ok(if inp.push_control(Transmit::Cell(reply)) {
                     inp.oam_looped += 1;
                     vc.oam_looped += 1;
                     Verdict::LoopedBack
@@ -437,10 +460,19 @@ impl Switch {
         let n = u64::from(cells);
         inp.counters.cells_in += n;
         inp.counters.frames_in += 1;
-        let found = self
-            .table
-            .lookup(port, u16::from(header.vpi), header.vci)
-            .and_then(|s| Some((s, self.vcs.get_mut(s.index())?.as_mut()?)));
+        let slot = self.table.lookup(port, u16::from(header.vpi), header.vci);
+        if slot == Some(Slot::LOCAL) {
+            return Ok(if self.local.len() < LOCAL_QUEUE_UNITS {
+                inp.local_in += 1;
+                self.local
+                    .push_back((port, Transmit::Frame { header, sdu }));
+                Verdict::Local
+            } else {
+                inp.counters.dropped.add(DropCause::QueueFull, n);
+                Verdict::Dropped(DropCause::QueueFull)
+            });
+        }
+        let found = slot.and_then(|s| Some((s, self.vcs.get_mut(s.index())?.as_mut()?)));
         let Some((slot, vc)) = found else {
             inp.counters.dropped.add(DropCause::UnknownVc, n);
             return Ok(Verdict::Dropped(DropCause::UnknownVc));
@@ -499,10 +531,11 @@ impl Switch {
         if !p.backlogged() || !p.free_at(now) {
             return None;
         }
-        if let Some(cell) = p.oam_out.pop_front() {
-            p.occupy(now, 1);
-            p.counters.cells_out += 1;
-            return Some(Transmit::Cell(cell));
+        if let Some(unit) = p.control.pop_front() {
+            let cells = unit.cells();
+            p.occupy(now, cells);
+            p.counters.cells_out += u64::from(cells);
+            return Some(unit);
         }
         let vcs = &mut self.vcs;
         let slot = p.sched.pick(|s| {
@@ -525,6 +558,44 @@ impl Switch {
             c.frames_out += u64::from(eof);
         }
         Some(unit)
+    }
+
+    /// Terminates input VC `a` in the switch instead of cross-connecting it: its
+    /// cells and frames (HEC-checked, not policed) are kept for [`Switch::poll_local`].
+    /// The control plane's VCs, e.g. signalling on VPI 0/VCI 5.
+    pub fn terminate(&mut self, a: VcAddr) -> Result<(), SwitchError> {
+        self.check_endpoint(Endpoint::Vc(a))?;
+        self.table.insert_local(a)
+    }
+
+    /// Ends the local termination of `a`.
+    pub fn unterminate(&mut self, a: VcAddr) -> Result<(), SwitchError> {
+        if self.table.remove_local(a) {
+            Ok(())
+        } else {
+            Err(SwitchError::NotLocal(Endpoint::Vc(a)))
+        }
+    }
+
+    /// The next cell or frame that arrived on a locally terminated VC, with the port
+    /// it came in on; its header is as received (HEC corrected).
+    pub fn poll_local(&mut self) -> Option<(PortId, Transmit)> {
+        self.local.pop_front()
+    }
+
+    /// Sends a cell or frame of the control plane out of `port`, ahead of the VCs'
+    /// queues and paced by the line; the caller builds the header (and HEC).
+    pub fn send(&mut self, port: PortId, unit: Transmit) -> Result<(), SwitchError> {
+        let p = self
+            .ports
+            .get_mut(port.index())
+            .ok_or(SwitchError::UnknownPort(port))?;
+        if p.push_control(unit) {
+            p.local_out += 1;
+            Ok(())
+        } else {
+            Err(SwitchError::ControlQueueFull(port))
+        }
     }
 
     /// When `port` can next send: `None` if nothing waits; a time at or before `now`

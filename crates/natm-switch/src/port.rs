@@ -8,6 +8,7 @@ use natm_proto::time::Instant;
 use natm_proto::wire::cell::{HeaderFormat, HecReceiver, CELL_LEN};
 
 use crate::error::SwitchError;
+use crate::queue::Transmit;
 use crate::sched::{Scheduler, SchedulerKind};
 use crate::stats::{Counters, PortStats};
 use crate::table::PortId;
@@ -18,8 +19,9 @@ pub const CELL_BITS: u64 = CELL_LEN as u64 * 8;
 /// Cells a port buffers when the configuration does not say.
 pub const DEFAULT_BUFFER_CELLS: u32 = 4096;
 
-/// OAM answers a port holds before it drops more (they go out ahead of the VCs).
-const OAM_QUEUE_CELLS: usize = 64;
+/// Units (OAM answers, the control plane's cells and frames) a port's control queue
+/// holds before it refuses more; they go out ahead of the VCs.
+const CONTROL_QUEUE_UNITS: usize = 1024;
 
 /// A port's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,8 +155,8 @@ pub(crate) struct Port {
     cell_ps: u64,
     pub(crate) hec: HecReceiver,
     pub(crate) sched: Scheduler,
-    /// OAM answers, sent before any VC's cells.
-    pub(crate) oam_out: VecDeque<[u8; CELL_LEN]>,
+    /// OAM answers and the control plane's units, sent before any VC's.
+    pub(crate) control: VecDeque<Transmit>,
     pub(crate) queue_cells: u32,
     pub(crate) max_queue_cells: u32,
     /// When the line finishes the unit it is sending, in picoseconds.
@@ -163,6 +165,8 @@ pub(crate) struct Port {
     pub(crate) hec_corrected: u64,
     pub(crate) idle_cells: u64,
     pub(crate) oam_looped: u64,
+    pub(crate) local_in: u64,
+    pub(crate) local_out: u64,
 }
 
 impl Port {
@@ -174,7 +178,9 @@ impl Port {
             cell_ps: cell_time_ps(cfg.line_rate),
             hec: HecReceiver::new(),
             sched: Scheduler::new(cfg.scheduler),
-            oam_out: VecDeque::new(),
+            control: VecDeque::new(),
+            local_in: 0,
+            local_out: 0,
             queue_cells: 0,
             max_queue_cells: 0,
             next_free_ps: 0,
@@ -193,7 +199,7 @@ impl Port {
     /// Whether anything waits to be sent.
     #[inline]
     pub(crate) fn backlogged(&self) -> bool {
-        self.queue_cells > 0 || !self.oam_out.is_empty()
+        self.queue_cells > 0 || !self.control.is_empty()
     }
 
     /// Whether the line is free at `now`.
@@ -214,12 +220,12 @@ impl Port {
         self.next_free_ps = start.saturating_add(self.cell_ps.saturating_mul(u64::from(cells)));
     }
 
-    /// Queues an OAM answer; false if the OAM queue is full.
-    pub(crate) fn push_oam(&mut self, cell: [u8; CELL_LEN]) -> bool {
-        if self.oam_out.len() >= OAM_QUEUE_CELLS {
+    /// Queues a unit ahead of the VCs; false if the control queue is full.
+    pub(crate) fn push_control(&mut self, unit: Transmit) -> bool {
+        if self.control.len() >= CONTROL_QUEUE_UNITS {
             return false;
         }
-        self.oam_out.push_back(cell);
+        self.control.push_back(unit);
         true
     }
 
@@ -232,6 +238,8 @@ impl Port {
             hec_corrected: self.hec_corrected,
             idle_cells: self.idle_cells,
             oam_looped: self.oam_looped,
+            local_in: self.local_in,
+            local_out: self.local_out,
             queue_cells: self.queue_cells,
             max_queue_cells: self.max_queue_cells,
             buffer_cells: self.cfg.buffer_cells,

@@ -120,6 +120,10 @@ pub struct PortStats {
     pub idle_cells: u64,
     /// OAM F5 loopback cells answered.
     pub oam_looped: u64,
+    /// Cells and frames received on locally terminated VCs (for the control plane).
+    pub local_in: u64,
+    /// Cells and frames the control plane sent out of this port.
+    pub local_out: u64,
     /// Cells waiting in the output queues now.
     pub queue_cells: u32,
     /// The most cells that ever waited.

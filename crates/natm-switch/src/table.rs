@@ -166,6 +166,10 @@ impl CrossConnect {
 pub(crate) struct Slot(pub(crate) u32);
 
 impl Slot {
+    /// The input side of a VC terminated in the switch (the control plane's), not
+    /// cross-connected.
+    pub(crate) const LOCAL: Slot = Slot(u32::MAX);
+
     pub(crate) const fn index(self) -> usize {
         self.0 as usize
     }
@@ -299,6 +303,23 @@ impl Table {
     pub(crate) fn insert(&mut self, xc: &CrossConnect, slot: Slot) {
         self.inputs.insert(xc.from(), slot);
         self.outputs.insert(xc.to(), slot);
+    }
+
+    /// Terminates input VC `a` in the switch: its cells go to the control plane.
+    pub(crate) fn insert_local(&mut self, a: VcAddr) -> Result<(), SwitchError> {
+        let e = Endpoint::Vc(a);
+        self.inputs.check_free(e, SwitchError::EntryExists)?;
+        self.inputs.insert(e, Slot::LOCAL);
+        Ok(())
+    }
+
+    /// Ends the local termination of `a`; false if it was not terminated.
+    pub(crate) fn remove_local(&mut self, a: VcAddr) -> bool {
+        if self.lookup_vc(a) != Some(Slot::LOCAL) {
+            return false;
+        }
+        self.inputs.remove(Endpoint::Vc(a));
+        true
     }
 
     /// Removes `xc`.
