@@ -9,7 +9,12 @@
 //! * `discard`: early and partial packet discard for AAL5 VCs;
 //! * [`oam`]: OAM F5 loopback (I.610);
 //! * [`stats`]: counters per port and per VC;
-//! * [`Switch`] (`fabric`) ties them together.
+//! * [`Switch`] (`fabric`) ties them together, and terminates the control plane's own
+//!   VCs (signalling on VPI 0/VCI 5): `terminate`, `poll_local`, `send`.
+//!
+//! Not here: the control plane (UNI signalling, call admission, routing), sockets
+//! and the `natm switch` process; a cell of the cell mode is forwarded as a cell and
+//! a frame of the frame mode as a frame (no conversion between the two modes).
 //!
 //! ```
 //! use natm_proto::time::Instant;

@@ -1,14 +1,14 @@
-//! The output schedulers of a port, one per file: [`fifo`] (first come, first
-//! served), [`rr`] (per-VC round robin, the discipline packet-pair assumes, seed 000
-//! §5.3.3) and [`wrr`] (round robin weighted by reserved rate, so that a guaranteed
-//! VC keeps its rate through a congested port). [`drr`] is the deficit round robin
+//! The output schedulers of a port, one per file: `fifo` (first come, first
+//! served), `rr` (per-VC round robin, the discipline packet-pair assumes, seed 000
+//! §5.3.3) and `wrr` (round robin weighted by reserved rate, so that a guaranteed
+//! VC keeps its rate through a congested port). `drr` is the deficit round robin
 //! both round robins run on.
 //!
-//! Contract with the port: after a unit is queued for a VC, [`Scheduler::enqueued`];
-//! [`Scheduler::pick`] names the VC whose head unit goes next (the scheduler is told
+//! Contract with the port: after a unit is queued for a VC, `Scheduler::enqueued`;
+//! `Scheduler::pick` names the VC whose head unit goes next (the scheduler is told
 //! the head's size in cells through `head`), the port takes exactly that unit off the
-//! VC's queue and calls [`Scheduler::sent`]; a VC whose queue was flushed is
-//! [`Scheduler::remove`]d.
+//! VC's queue and calls `Scheduler::sent`; a VC whose queue was flushed is
+//! `Scheduler::remove`d.
 
 pub(crate) mod drr;
 pub(crate) mod fifo;
