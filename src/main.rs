@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("natm: {e}");
+            eprintln!("natm: {e:#}");
             ExitCode::from(1)
         }
     }

@@ -40,19 +40,17 @@ pub(crate) fn run(cmd: Aal5Cmd) -> CliResult {
     match cmd {
         Aal5Cmd::Encode { vpi, vci, hex } => {
             let mut input = Vec::new();
-            std::io::stdin()
-                .read_to_end(&mut input)
-                .map_err(|e| e.to_string())?;
+            std::io::stdin().read_to_end(&mut input)?;
             let sdu = if hex {
                 let text = String::from_utf8_lossy(&input).to_string();
                 parse_hex(&[text])?
             } else {
                 input
             };
-            let cells = segment(&sdu, vpi, vci).map_err(|e| e.to_string())?;
+            let cells = segment(&sdu, vpi, vci)?;
             let mut out = std::io::stdout().lock();
             for c in &cells {
-                writeln!(out, "{}", hex_spaced(c)).map_err(|e| e.to_string())?;
+                writeln!(out, "{}", hex_spaced(c))?;
             }
             Ok(())
         }
@@ -62,13 +60,13 @@ pub(crate) fn run(cmd: Aal5Cmd) -> CliResult {
             let mut frames = 0;
             let mut out = std::io::stdout().lock();
             for (n, line) in std::io::stdin().lock().lines().enumerate() {
-                let line = line.map_err(|e| e.to_string())?;
+                let line = line?;
                 if line.trim().is_empty() {
                     continue;
                 }
                 let bytes = parse_hex(&[line])?;
                 let cell: [u8; CELL_LEN] = bytes.as_slice().try_into().map_err(|_| {
-                    format!(
+                    anyhow::anyhow!(
                         "line {}: a cell is {CELL_LEN} bytes; got {}",
                         n + 1,
                         bytes.len()
@@ -78,23 +76,23 @@ pub(crate) fn run(cmd: Aal5Cmd) -> CliResult {
                     Ok(Some(sdu)) => {
                         frames += 1;
                         if hex {
-                            writeln!(out, "{}", hex_spaced(sdu)).map_err(|e| e.to_string())?;
+                            writeln!(out, "{}", hex_spaced(sdu))?;
                         } else {
-                            out.write_all(sdu).map_err(|e| e.to_string())?;
+                            out.write_all(sdu)?;
                         }
                     }
                     Ok(None) => {}
-                    Err(e) => return Err(format!("cell {} (line {}): {e}", n + 1, n + 1)),
+                    Err(e) => return Err(anyhow::anyhow!("cell {} (line {}): {e}", n + 1, n + 1)),
                 }
             }
             if r.buffered_cells() > 0 {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "input ended inside a frame: {} cells without the last (AUU=1) cell",
                     r.buffered_cells()
                 ));
             }
             if frames == 0 {
-                return Err("no complete AAL5 frame in the input".into());
+                anyhow::bail!("no complete AAL5 frame in the input");
             }
             Ok(())
         }

@@ -1,6 +1,7 @@
 //! `natm cell`: the 5-byte UNI cell header, with HEC generation, checking and the
 //! single-bit correction of ITU-T I.432.1.
 
+use anyhow::Context as _;
 use clap::Subcommand;
 
 use super::{outln, CliResult};
@@ -34,13 +35,13 @@ pub(crate) enum CellCmd {
     },
 }
 
-pub(crate) fn parse_hex(words: &[String]) -> Result<Vec<u8>, String> {
+pub(crate) fn parse_hex(words: &[String]) -> anyhow::Result<Vec<u8>> {
     let s: String = words
         .concat()
         .chars()
         .filter(|c| !c.is_whitespace() && *c != ':')
         .collect();
-    hex::decode(&s).map_err(|e| format!("\"{s}\" is not hex bytes: {e}"))
+    hex::decode(&s).with_context(|| format!("\"{s}\" is not hex bytes"))
 }
 
 pub(crate) fn run(cmd: CellCmd) -> CliResult {
@@ -53,17 +54,17 @@ pub(crate) fn run(cmd: CellCmd) -> CliResult {
             gfc,
         } => {
             if pti > 7 {
-                return Err(format!(
+                return Err(anyhow::anyhow!(
                     "--pti {pti} is out of range: a PTI is 3 bits (0..=7)"
                 ));
             }
             if clp > 1 {
-                return Err(format!("--clp {clp} is out of range: use 0 or 1"));
+                return Err(anyhow::anyhow!("--clp {clp} is out of range: use 0 or 1"));
             }
             let mut h = HeaderRepr::uni(vpi, vci, Pti::from_bits(pti));
             h.gfc = gfc;
             h.clp = clp == 1;
-            h.validate().map_err(|e| e.to_string())?;
+            h.validate()?;
             let b = h.to_bytes();
             outln!("{}", hex_spaced(&b));
             Ok(())
@@ -73,7 +74,7 @@ pub(crate) fn run(cmd: CellCmd) -> CliResult {
             let mut header: [u8; HEADER_LEN] = bytes
                 .get(..HEADER_LEN)
                 .and_then(|b| b.try_into().ok())
-                .ok_or_else(|| format!("a cell header is 5 bytes; got {}", bytes.len()))?;
+                .with_context(|| format!("a cell header is 5 bytes; got {}", bytes.len()))?;
             let received = header;
             let verdict = HecReceiver::new().check(&mut header);
             let hec = match verdict {
@@ -107,7 +108,7 @@ pub(crate) fn run(cmd: CellCmd) -> CliResult {
             outln!("clp {}", u8::from(clp));
             outln!("hec {:#04x} {hec}", header[4]);
             if matches!(verdict, HecVerdict::Discarded) {
-                return Err("HEC check failed".into());
+                anyhow::bail!("HEC check failed");
             }
             Ok(())
         }

@@ -53,8 +53,8 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     } else {
         ("UDP loopback", "127.0.0.1:0")
     };
-    let host_a = Host::open(cfg.clone()).map_err(|e| e.to_string())?;
-    let host_b = Host::open(cfg).map_err(|e| e.to_string())?;
+    let host_a = Host::open(cfg.clone())?;
+    let host_b = Host::open(cfg)?;
     let vcs = [
         Vc {
             label: "guaranteed",
@@ -87,12 +87,10 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     let mut senders = Vec::new();
     let mut receivers = Vec::new();
     for vc in &vcs {
-        let l = host_b.bind(listen_at, &vc.qos).map_err(|e| e.to_string())?;
-        let addr = l.local_addr().map_err(|e| e.to_string())?;
-        let c = host_a.connect(addr, &vc.qos).map_err(|e| e.to_string())?;
-        let s = l
-            .accept_timeout(Some(Duration::from_secs(5)))
-            .map_err(|e| e.to_string())?;
+        let l = host_b.bind(listen_at, &vc.qos)?;
+        let addr = l.local_addr()?;
+        let c = host_a.connect(addr, &vc.qos)?;
+        let s = l.accept_timeout(Some(Duration::from_secs(5)))?;
         let (delivered, stop_r) = (vc.delivered.clone(), stop.clone());
         receivers.push(std::thread::spawn(move || receive(s, delivered, stop_r)));
         let (msg, stop_s) = (vc.msg, stop.clone());
@@ -151,28 +149,30 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
         let _ = r.join();
     }
     outln!();
-    outln!(
-        "{:<12} {:>10} {:>14} {:>10} {:>12} {:>12}",
-        "VC",
-        "QoS",
-        "mean Mbit/s",
-        "srtt",
-        "retransmits",
-        "msgs lost"
+    let mut t = crate::cli::table::new(
+        [
+            "VC",
+            "QoS",
+            "mean Mbit/s",
+            "srtt",
+            "retransmits",
+            "msgs lost",
+        ],
+        1,
     );
     for (vc, st) in vcs.iter().zip(&finals) {
         let mean = vc.delivered.load(Ordering::Relaxed) as f64 * 8.0 / elapsed / 1e6;
-        outln!(
-            "{:<12} {:>10} {:>14.2} {:>10} {:>12} {:>12}",
-            vc.label,
-            vc.qos.split(':').next().unwrap_or(""),
-            mean,
+        t.add_row(vec![
+            vc.label.to_string(),
+            vc.qos.split(':').next().unwrap_or("").to_string(),
+            format!("{mean:.2}"),
             st.srtt
                 .map_or("-".into(), |d| format!("{}µs", d.as_micros())),
-            st.tx.retransmissions(),
-            st.rx.partial_messages_dropped + vc.lost.load(Ordering::Relaxed)
-        );
+            st.tx.retransmissions().to_string(),
+            (st.rx.partial_messages_dropped + vc.lost.load(Ordering::Relaxed)).to_string(),
+        ]);
     }
+    outln!("{}", crate::cli::table::render(&t).trim_end());
     Ok(())
 }
 
@@ -260,19 +260,29 @@ fn run_sim(a: DemoArgs) -> CliResult {
             cell(2),
             row.queue_frames
         );
-    })
-    .map_err(|e| e.to_string())?;
+    })?;
     outln!();
+    let mut t = crate::cli::table::new(
+        [
+            "VC",
+            "goodput Mbit/s",
+            "srtt µs",
+            "retransmits",
+            "msgs lost",
+            "data",
+        ],
+        1,
+    );
     for v in &report.vcs {
-        outln!(
-            "{:<12} {:>8.2} Mbit/s, srtt {} µs, {} retransmits, {} messages lost, {}",
-            v.label,
-            v.goodput_bps / 1e6,
-            v.srtt.as_micros(),
-            v.sender.retransmissions(),
-            v.receiver.partial_messages_dropped,
-            if v.intact { "intact" } else { "CORRUPTED" }
-        );
+        t.add_row(vec![
+            v.label.to_string(),
+            format!("{:.2}", v.goodput_bps / 1e6),
+            v.srtt.as_micros().to_string(),
+            v.sender.retransmissions().to_string(),
+            v.receiver.partial_messages_dropped.to_string(),
+            if v.intact { "intact" } else { "CORRUPTED" }.to_string(),
+        ]);
     }
+    outln!("{}", crate::cli::table::render(&t).trim_end());
     Ok(())
 }

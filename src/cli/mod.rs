@@ -9,6 +9,7 @@ pub(crate) mod plot;
 pub(crate) mod qos;
 pub(crate) mod sigd;
 pub(crate) mod sim;
+pub(crate) mod table;
 pub(crate) mod tools;
 pub(crate) mod units;
 
@@ -25,4 +26,4 @@ macro_rules! outln {
 pub(crate) use outln;
 
 /// Errors a subcommand reports: a message for the user, exit status 1.
-pub(crate) type CliResult = Result<(), String>;
+pub(crate) type CliResult = anyhow::Result<()>;

@@ -56,7 +56,7 @@ pub(crate) fn png_beside(svg: &Path) -> PathBuf {
 }
 
 /// Draw a figure twice, into `svg` and into the PNG beside it.
-pub(crate) fn both(svg: &Path, draw: impl Fn(&Path) -> Result<(), String>) -> Result<(), String> {
+pub(crate) fn both(svg: &Path, draw: impl Fn(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
     draw(svg)?;
     if !is_png(svg) {
         draw(&png_beside(svg))?;
@@ -71,7 +71,7 @@ pub(crate) fn stacked(
     title: &str,
     x_label: &str,
     panels: &[Panel],
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let height = 60 + 300 * panels.len() as u32;
     fonts();
     if is_png(path) {
@@ -99,8 +99,8 @@ fn stacked_on<DB: DrawingBackend>(
     title: &str,
     x_label: &str,
     panels: &[Panel],
-) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+) -> anyhow::Result<()> {
+    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("{}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let root = root
         .titled(title, ("sans-serif", 22))
@@ -197,7 +197,7 @@ pub(crate) fn xy(
     y: Axis<'_>,
     legend: Legend,
     lines: &[Line],
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let size = (800, 500);
     fonts();
     if is_png(path) {
@@ -293,8 +293,8 @@ fn xy_on<DB: DrawingBackend>(
     (x, y): (Axis<'_>, Axis<'_>),
     legend: Legend,
     lines: &[Line],
-) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+) -> anyhow::Result<()> {
+    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("{}: {e}", path.display());
     let tx = |v: f64| if x.log { v.log10() } else { v };
     let ty = |v: f64| if y.log { v.log10() } else { v };
     let ok = |&(a, b): &(f64, f64)| {
@@ -386,7 +386,7 @@ pub(crate) fn stacked_bars(
     x_label: &str,
     segments: &[&str],
     rows: &[(String, Vec<f64>)],
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     fonts();
     let height = 160 + 60 * rows.len() as u32 + 22 * segments.len() as u32;
     if is_png(path) {
@@ -422,8 +422,8 @@ fn bars_on<DB: DrawingBackend>(
     x_label: &str,
     segments: &[&str],
     rows: &[(String, Vec<f64>)],
-) -> Result<(), String> {
-    let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+) -> anyhow::Result<()> {
+    let err = |e: &dyn std::fmt::Display| anyhow::anyhow!("{}: {e}", path.display());
     root.fill(&WHITE).map_err(|e| err(&e))?;
     let root = root
         .titled(title, ("sans-serif", 22))

@@ -33,9 +33,9 @@ pub(crate) fn run(cmd: QosCmd) -> CliResult {
         QosCmd::Parse { text, fifo_network } => {
             let q: Qos = text
                 .parse()
-                .map_err(|e: natm::wire::qos::QosParseError| e.render(&text))?;
+                .map_err(|e: natm::wire::qos::QosParseError| anyhow::anyhow!(e.render(&text)))?;
             outln!("{q}");
-            let t = TransportConfig::from_qos(&q, !fifo_network).map_err(|e| e.to_string())?;
+            let t = TransportConfig::from_qos(&q, !fifo_network)?;
             outln!(
                 "service={} error_control={} flow={} semantics={} tpdu={} window={} rate={}bps",
                 q.service(),
@@ -51,7 +51,7 @@ pub(crate) fn run(cmd: QosCmd) -> CliResult {
         QosCmd::Addr { text } => {
             let a: AtmAddr = text
                 .parse()
-                .map_err(|e: natm::wire::addr::AddrParseError| e.render(&text))?;
+                .map_err(|e: natm::wire::addr::AddrParseError| anyhow::anyhow!(e.render(&text)))?;
             outln!("{a}");
             Ok(())
         }

@@ -1,5 +1,6 @@
 //! `natm sigd` (the signalling daemon) and `natm stat` (what it holds).
 
+use anyhow::Context as _;
 use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
@@ -87,7 +88,7 @@ fn init_logs(verbose: u8) {
 pub(crate) fn run(a: SigdArgs) -> CliResult {
     init_logs(a.verbose);
     let mut file = match &a.config {
-        Some(p) => ConfigFile::load(p).map_err(|e| e.to_string())?,
+        Some(p) => ConfigFile::load(p)?,
         None => ConfigFile::default(),
     };
     if !a.addresses.is_empty() {
@@ -113,7 +114,7 @@ pub(crate) fn run(a: SigdArgs) -> CliResult {
     }
     for r in a.routes {
         let Some((prefix, peer)) = r.split_once('=') else {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "--route {r}: write PREFIX=PEER, e.g. --route '47.0005=192.0.2.7:2905'"
             ));
         };
@@ -122,11 +123,10 @@ pub(crate) fn run(a: SigdArgs) -> CliResult {
             peer: peer.into(),
         });
     }
-    let cfg = file.check().map_err(|e| e.to_string())?;
-    let mut d = Daemon::bind(cfg).map_err(|e| format!("sigd: {e}"))?;
-    d.handle_signals()
-        .map_err(|e| format!("sigd: signals: {e}"))?;
-    d.run().map_err(|e| format!("sigd: {e}"))
+    let cfg = file.check()?;
+    let mut d = Daemon::bind(cfg).context("sigd")?;
+    d.handle_signals().context("sigd: signals")?;
+    d.run().context("sigd")
 }
 
 /// `natm stat`: ask the host's sigd what it holds.
@@ -140,32 +140,29 @@ pub(crate) struct StatArgs {
     json: bool,
 }
 
-fn ask_stat(path: &PathBuf) -> Result<String, String> {
+fn ask_stat(path: &PathBuf) -> anyhow::Result<String> {
     let mut s = UnixStream::connect(path).map_err(|e| {
-        format!(
+        anyhow::anyhow!(
             "cannot reach sigd at {}: {e}; is `natm sigd` running (or give --socket)?",
             path.display()
         )
     })?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))
-        .map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
     s.write_all(&Message::Stat { req: 1 }.to_bytes())
-        .map_err(|e| format!("writing to sigd: {e}"))?;
+        .context("writing to sigd")?;
     let mut dec = Decoder::new();
     let mut buf = [0u8; 16384];
     loop {
-        if let Some(m) = dec.next_message().map_err(|e| e.to_string())? {
+        if let Some(m) = dec.next_message()? {
             return match m {
                 Message::StatReply { json, .. } => Ok(json),
-                Message::Error { detail, .. } => Err(format!("sigd: {detail}")),
-                other => Err(format!("sigd answered {other:?}")),
+                Message::Error { detail, .. } => Err(anyhow::anyhow!("sigd: {detail}")),
+                other => Err(anyhow::anyhow!("sigd answered {other:?}")),
             };
         }
-        let n = s
-            .read(&mut buf)
-            .map_err(|e| format!("reading from sigd: {e}"))?;
+        let n = s.read(&mut buf).context("reading from sigd")?;
         if n == 0 {
-            return Err("sigd closed the connection".into());
+            anyhow::bail!("sigd closed the connection");
         }
         dec.push(&buf[..n]);
     }
@@ -185,7 +182,7 @@ pub(crate) fn stat(a: StatArgs) -> CliResult {
         outln!("{json}");
         return Ok(());
     }
-    let v: serde_json::Value = serde_json::from_str(&json).map_err(|e| e.to_string())?;
+    let v: serde_json::Value = serde_json::from_str(&json)?;
     let u = |k: &str| v[k].as_u64().unwrap_or(0);
     outln!(
         "sigd {}  addresses {}",
@@ -210,17 +207,11 @@ pub(crate) fn stat(a: StatArgs) -> CliResult {
         u("vcis_in_use")
     );
     outln!("");
-    outln!(
-        "{:<16} {:<8} {:<3} {:>5} {:>5} {:>12} {:>12} {:>7}  {:<24} qos",
-        "call",
-        "state",
-        "dir",
-        "txvci",
-        "rxvci",
-        "res out",
-        "res in",
-        "pid",
-        "remote"
+    let mut calls = crate::cli::table::new(
+        [
+            "call", "state", "dir", "txvci", "rxvci", "res out", "res in", "pid", "remote", "qos",
+        ],
+        3,
     );
     for c in v["calls"].as_array().into_iter().flatten() {
         let remote = format!(
@@ -233,31 +224,40 @@ pub(crate) fn stat(a: StatArgs) -> CliResult {
             },
             c["sap"].as_str().unwrap_or("")
         );
-        outln!(
-            "{:<16} {:<8} {:<3} {:>5} {:>5} {:>12} {:>12} {:>7}  {:<24} {}",
-            c["id"].as_str().unwrap_or(""),
-            c["state"].as_str().unwrap_or(""),
-            c["direction"].as_str().unwrap_or(""),
-            c["tx_vci"],
-            c["rx_vci"],
+        calls.add_row(vec![
+            c["id"].as_str().unwrap_or("").to_string(),
+            c["state"].as_str().unwrap_or("").to_string(),
+            c["direction"].as_str().unwrap_or("").to_string(),
+            c["tx_vci"].to_string(),
+            c["rx_vci"].to_string(),
             rate(c["reserved_out_bps"].as_u64().unwrap_or(0)),
             rate(c["reserved_in_bps"].as_u64().unwrap_or(0)),
             c["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
             remote,
-            c["qos"].as_str().unwrap_or("")
-        );
+            c["qos"].as_str().unwrap_or("").to_string(),
+        ]);
     }
+    // Only the numeric columns are right-aligned; remote and qos are text.
+    for i in [8, 9] {
+        if let Some(col) = calls.column_mut(i) {
+            col.set_cell_alignment(comfy_table::CellAlignment::Left);
+        }
+    }
+    outln!("{}", crate::cli::table::render(&calls).trim_end());
     outln!("");
-    outln!("{:<16} {:<8} {:>7}  qos", "listener", "sap", "pid");
+    let mut listeners = crate::cli::table::new(["listener", "sap", "pid", "qos"], 2);
     for l in v["listeners"].as_array().into_iter().flatten() {
-        outln!(
-            "{:<16} {:<8} {:>7}  {}",
-            l["id"].as_str().unwrap_or(""),
-            l["sap"].as_str().unwrap_or(""),
+        listeners.add_row(vec![
+            l["id"].as_str().unwrap_or("").to_string(),
+            l["sap"].as_str().unwrap_or("").to_string(),
             l["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
-            l["qos"].as_str().unwrap_or("")
-        );
+            l["qos"].as_str().unwrap_or("").to_string(),
+        ]);
     }
+    if let Some(col) = listeners.column_mut(3) {
+        col.set_cell_alignment(comfy_table::CellAlignment::Left);
+    }
+    outln!("{}", crate::cli::table::render(&listeners).trim_end());
     outln!("");
     outln!("counters {}", v["counters"]);
     Ok(())
@@ -288,26 +288,21 @@ pub(crate) fn helper(a: HelperArgs) -> CliResult {
         sigd_socket: Some(a.socket),
         ..natm::ulib::HostConfig::default()
     };
-    let host = natm::ulib::Host::open(cfg).map_err(|e| e.to_string())?;
+    let host = natm::ulib::Host::open(cfg)?;
     if let Some(sap) = &a.listen_auto {
-        let _l = host
-            .bind_with(
-                sap.as_str(),
-                &a.qos,
-                natm::ulib::Accept::Auto { backlog: 8 },
-            )
-            .map_err(|e| e.to_string())?;
+        let _l = host.bind_with(
+            sap.as_str(),
+            &a.qos,
+            natm::ulib::Accept::Auto { backlog: 8 },
+        )?;
         outln!("listening");
         loop {
             std::thread::sleep(Duration::from_secs(1));
         }
     }
     let to = a.connect.unwrap_or_default();
-    let c = host
-        .connect(to.as_str(), &a.qos)
-        .map_err(|e| e.to_string())?;
-    c.send(b"hello from the helper")
-        .map_err(|e| e.to_string())?;
+    let c = host.connect(to.as_str(), &a.qos)?;
+    c.send(b"hello from the helper")?;
     let local: Option<SocketAddr> = c.local_addr().ok();
     outln!("connected {}", local.map_or("?".into(), |l| l.to_string()));
     loop {

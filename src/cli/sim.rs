@@ -1,6 +1,7 @@
 //! `natm sim`: one scenario through the deterministic simulator, one result line per VC
 //! (or JSON), and optionally a CSV time series.
 
+use anyhow::Context as _;
 use std::io::Write as _;
 use std::time::{Duration, Instant as WallInstant};
 
@@ -160,14 +161,14 @@ fn config_for(a: &SimArgs, service: ServiceArg, rr: bool) -> TransportConfig {
     cfg
 }
 
-fn specs(a: &SimArgs) -> Result<Vec<VcSpec>, String> {
+fn specs(a: &SimArgs) -> anyhow::Result<Vec<VcSpec>> {
     let rr = a.sched == SchedArg::Rr;
     let mut out = Vec::new();
     if !a.qos.is_empty() {
         for text in &a.qos {
-            let q: Qos = text.parse().map_err(|e| format!("--qos '{text}': {e}"))?;
+            let q: Qos = text.parse().with_context(|| format!("--qos '{text}'"))?;
             let cfg =
-                TransportConfig::from_qos(&q, rr).map_err(|e| format!("--qos '{text}': {e}"))?;
+                TransportConfig::from_qos(&q, rr).with_context(|| format!("--qos '{text}'"))?;
             out.push((q.service().to_string(), cfg));
         }
     } else if a.service.len() > 1 {
@@ -182,7 +183,7 @@ fn specs(a: &SimArgs) -> Result<Vec<VcSpec>, String> {
     }
     let mut specs = Vec::new();
     for (label, mut cfg) in out {
-        cfg.tpdu_size = u32::try_from(a.tpdu).map_err(|_| "--tpdu too large".to_string())?;
+        cfg.tpdu_size = u32::try_from(a.tpdu).context("--tpdu too large")?;
         cfg.window = a.window;
         cfg.rcv_buf = cfg.rcv_buf.max(a.window as usize * a.tpdu as usize);
         cfg.snd_buf = cfg.snd_buf.max(2 * cfg.rcv_buf);
@@ -190,7 +191,7 @@ fn specs(a: &SimArgs) -> Result<Vec<VcSpec>, String> {
         if a.stream {
             cfg.semantics = Semantics::Stream;
         }
-        cfg.validate().map_err(|e| e.to_string())?;
+        cfg.validate()?;
         specs.push(VcSpec {
             label,
             config: cfg,
@@ -214,19 +215,19 @@ fn flow_name(f: FlowKind) -> String {
     f.to_string()
 }
 
-fn parse_burst(s: &str) -> Result<GilbertElliott, String> {
+fn parse_burst(s: &str) -> anyhow::Result<GilbertElliott> {
     let (a, b) = s
         .split_once(',')
-        .ok_or_else(|| format!("--burst '{s}': give P(good→bad),P(bad→good), e.g. 0.01,0.3"))?;
+        .with_context(|| format!("--burst '{s}': give P(good→bad),P(bad→good), e.g. 0.01,0.3"))?;
     let gb = units::probability(a)?;
     let bg = units::probability(b)?;
     Ok(GilbertElliott::new(gb, bg))
 }
 
-fn parse_rate_change(s: &str) -> Result<(Duration, u64), String> {
+fn parse_rate_change(s: &str) -> anyhow::Result<(Duration, u64)> {
     let (t, r) = s
         .split_once(':')
-        .ok_or_else(|| format!("--rate-change '{s}': give TIME:RATE, e.g. 2s:50Mbps"))?;
+        .with_context(|| format!("--rate-change '{s}': give TIME:RATE, e.g. 2s:50Mbps"))?;
     Ok((units::duration(t)?, units::rate(r)?))
 }
 
@@ -259,10 +260,10 @@ pub(crate) fn run(a: SimArgs) -> CliResult {
         series_interval: (a.series.is_some() || a.plot.is_some()).then_some(a.interval),
     };
     let wall = WallInstant::now();
-    let report = scenario::run(&scenario).map_err(|e| e.to_string())?;
+    let report = scenario::run(&scenario)?;
     let wall = wall.elapsed();
     if let Some(path) = &a.series {
-        write_series(path, &report).map_err(|e| format!("{}: {e}", path.display()))?;
+        write_series(path, &report).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if let Some(path) = &a.plot {
         draw(path, &scenario, &report)?;

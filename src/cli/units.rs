@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-fn split_number(s: &str) -> Result<(f64, &str), String> {
+fn split_number(s: &str) -> anyhow::Result<(f64, &str)> {
     let s = s.trim();
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
@@ -12,15 +12,15 @@ fn split_number(s: &str) -> Result<(f64, &str), String> {
     let num: f64 = num
         .replace('_', "")
         .parse()
-        .map_err(|_| format!("\"{s}\" does not start with a number"))?;
+        .map_err(|_| anyhow::anyhow!("\"{s}\" does not start with a number"))?;
     if !num.is_finite() || num < 0.0 {
-        return Err(format!("\"{s}\" is not a non-negative number"));
+        return Err(anyhow::anyhow!("\"{s}\" is not a non-negative number"));
     }
     Ok((num, unit.trim()))
 }
 
 /// Bytes: plain, or with B, kB/KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).
-pub(crate) fn bytes(s: &str) -> Result<u64, String> {
+pub(crate) fn bytes(s: &str) -> anyhow::Result<u64> {
     let (n, unit) = split_number(s)?;
     let mult: f64 = match unit {
         "" | "B" => 1.0,
@@ -31,7 +31,7 @@ pub(crate) fn bytes(s: &str) -> Result<u64, String> {
         "MiB" => 1024.0 * 1024.0,
         "GiB" => 1024.0 * 1024.0 * 1024.0,
         _ => {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "unknown size unit \"{unit}\" in \"{s}\": use B, kB, MB, GB, KiB, MiB or GiB"
             ))
         }
@@ -40,7 +40,7 @@ pub(crate) fn bytes(s: &str) -> Result<u64, String> {
 }
 
 /// A duration: with ns, us/µs, ms or s.
-pub(crate) fn duration(s: &str) -> Result<Duration, String> {
+pub(crate) fn duration(s: &str) -> anyhow::Result<Duration> {
     let (n, unit) = split_number(s)?;
     let secs = match unit {
         "ns" => n * 1e-9,
@@ -48,7 +48,7 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
         "ms" => n * 1e-3,
         "s" | "" => n,
         _ => {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "unknown time unit \"{unit}\" in \"{s}\": use ns, us, ms or s"
             ))
         }
@@ -57,7 +57,7 @@ pub(crate) fn duration(s: &str) -> Result<Duration, String> {
 }
 
 /// A rate in bit/s: with bps, kbps, Mbps, Gbps (k/M/G are powers of 1000).
-pub(crate) fn rate(s: &str) -> Result<u64, String> {
+pub(crate) fn rate(s: &str) -> anyhow::Result<u64> {
     let (n, unit) = split_number(s)?;
     let mult = match unit.to_ascii_lowercase().as_str() {
         "" | "bps" | "b/s" => 1e0,
@@ -65,7 +65,7 @@ pub(crate) fn rate(s: &str) -> Result<u64, String> {
         "m" | "mbps" | "mbit/s" => 1e6,
         "g" | "gbps" | "gbit/s" => 1e9,
         _ => {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "unknown rate unit \"{unit}\" in \"{s}\": use bps, kbps, Mbps or Gbps"
             ))
         }
@@ -74,15 +74,19 @@ pub(crate) fn rate(s: &str) -> Result<u64, String> {
 }
 
 /// A probability: `0.05` or `5%`.
-pub(crate) fn probability(s: &str) -> Result<f64, String> {
+pub(crate) fn probability(s: &str) -> anyhow::Result<f64> {
     let (n, unit) = split_number(s)?;
     let p = match unit {
         "" => n,
         "%" => n / 100.0,
-        _ => return Err(format!("\"{s}\" is not a probability: use 0.05 or 5%")),
+        _ => {
+            return Err(anyhow::anyhow!(
+                "\"{s}\" is not a probability: use 0.05 or 5%"
+            ))
+        }
     };
     if p > 1.0 {
-        return Err(format!("probability \"{s}\" is above 1"));
+        return Err(anyhow::anyhow!("probability \"{s}\" is above 1"));
     }
     Ok(p)
 }
@@ -93,15 +97,18 @@ mod tests {
 
     #[test]
     fn parses_units_and_rejects_nonsense() {
-        assert_eq!(bytes("100MB"), Ok(100_000_000));
-        assert_eq!(bytes("64KiB"), Ok(65_536));
-        assert_eq!(bytes("1_000"), Ok(1000));
-        assert_eq!(duration("1ms"), Ok(Duration::from_millis(1)));
-        assert_eq!(duration("250us"), Ok(Duration::from_micros(250)));
-        assert_eq!(rate("100Mbps"), Ok(100_000_000));
-        assert_eq!(rate("1.5gbps"), Ok(1_500_000_000));
-        assert_eq!(probability("5%"), Ok(0.05));
-        assert!(bytes("12parsecs").unwrap_err().contains("parsecs"));
+        assert_eq!(bytes("100MB").ok(), Some(100_000_000));
+        assert_eq!(bytes("64KiB").ok(), Some(65_536));
+        assert_eq!(bytes("1_000").ok(), Some(1000));
+        assert_eq!(duration("1ms").ok(), Some(Duration::from_millis(1)));
+        assert_eq!(duration("250us").ok(), Some(Duration::from_micros(250)));
+        assert_eq!(rate("100Mbps").ok(), Some(100_000_000));
+        assert_eq!(rate("1.5gbps").ok(), Some(1_500_000_000));
+        assert_eq!(probability("5%").ok(), Some(0.05));
+        assert!(bytes("12parsecs")
+            .unwrap_err()
+            .to_string()
+            .contains("parsecs"));
         assert!(rate("fast").is_err());
         assert!(probability("2").is_err());
         assert!(duration("-1ms").is_err());

@@ -7,6 +7,7 @@
 //! seed 000 §5.1; [`sig`] the UNI signalling state machines (SSCOP, call control).
 //! The I/O crate `natm`, the daemon `natm-sigd` and the simulator `natm-sim` drive them.
 
+pub mod endpoint;
 pub mod flow;
 pub mod sched;
 pub mod sig;

@@ -1,7 +1,9 @@
 //! A seeded discrete-event network simulator for sans-IO endpoints.
 //!
 //! The `mem` adaptor's virtual-time network (DESIGN §2): hosts run any [`Endpoint`]
-//! (the transport's per-VC state machines, or the small ones in [`testing`]); links
+//! (the transport's per-VC state machines in [`psb_host`], whole natm endpoints with
+//! their handshake and duplex connections in [`endpoint_host`], or the small ones in
+//! [`testing`]); links
 //! have a rate that may change over time, a propagation delay, a bounded queue served
 //! FIFO or round robin per VC, and a wire that loses (independently or in
 //! Gilbert–Elliott bursts), duplicates and corrupts frames. Every frame carries an
@@ -42,6 +44,7 @@
 //! ```
 
 mod endpoint;
+pub mod endpoint_host;
 mod error;
 mod event;
 mod frame;

@@ -22,6 +22,40 @@ fn fill_pattern(tag: u8, offset: u64, out: &mut [u8]) {
     }
 }
 
+/// Where a [`Source`] writes: a PSB, or a duplex connection's sending half.
+pub(crate) trait Outlet {
+    fn capacity(&self) -> usize;
+    fn send(&mut self, data: &[u8], end: bool) -> Result<usize, natm_proto::transport::SendError>;
+    fn close(&mut self);
+}
+
+/// Where a [`Sink`] reads.
+pub(crate) trait Inlet {
+    fn next_chunk(
+        &mut self,
+    ) -> Result<Option<natm_proto::transport::Chunk>, natm_proto::transport::RecvError>;
+}
+
+impl Outlet for Psb {
+    fn capacity(&self) -> usize {
+        self.send_capacity()
+    }
+    fn send(&mut self, data: &[u8], end: bool) -> Result<usize, natm_proto::transport::SendError> {
+        Psb::send(self, data, end)
+    }
+    fn close(&mut self) {
+        Psb::close(self)
+    }
+}
+
+impl Inlet for Psb {
+    fn next_chunk(
+        &mut self,
+    ) -> Result<Option<natm_proto::transport::Chunk>, natm_proto::transport::RecvError> {
+        self.recv_chunk()
+    }
+}
+
 /// An application that sends `total` bytes as messages of `msg_size` bytes (or as a
 /// byte stream), as fast as the PSB accepts them, then closes.
 #[derive(Debug, Clone)]
@@ -78,12 +112,17 @@ impl Source {
         self.start
     }
 
+    /// Whether the source has started (its start time has come).
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
     /// Whether every byte has been handed to the PSB.
     pub fn done(&self) -> bool {
         self.queued >= self.total
     }
 
-    fn feed(&mut self, now: Instant, psb: &mut Psb) {
+    pub(crate) fn feed(&mut self, now: Instant, psb: &mut impl Outlet) {
         if now < self.start {
             return;
         }
@@ -93,7 +132,7 @@ impl Source {
             let n = in_msg
                 .min(self.total - self.queued)
                 .min(self.buf.len() as u64)
-                .min(psb.send_capacity() as u64) as usize;
+                .min(psb.capacity() as u64) as usize;
             if n == 0 && in_msg > 0 {
                 break;
             }
@@ -205,8 +244,8 @@ impl Sink {
         Some((self.first_at?, self.last_at?))
     }
 
-    fn drain(&mut self, now: Instant, psb: &mut Psb) {
-        while let Ok(Some(c)) = psb.recv_chunk() {
+    pub(crate) fn drain(&mut self, now: Instant, psb: &mut impl Inlet) {
+        while let Ok(Some(c)) = psb.next_chunk() {
             if c.data.is_empty() && !c.end {
                 continue;
             }

@@ -8,15 +8,14 @@
 //! table it printed, the figure, and what limits the numbers; first, the headline
 //! ratios of the issue, computed from the JSON of this one run.
 
+use anyhow::Context as _;
 use std::fmt::Write as _;
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::Value;
-
-use super::report::machine;
+use super::results;
 
 /// `natm perf all`.
 #[derive(Debug, clap::Args)]
@@ -34,8 +33,8 @@ pub(crate) struct AllArgs {
     skip: Vec<String>,
 }
 
-/// One experiment of the suite.
-struct Experiment {
+/// One experiment of the suite, as `perf all` runs it.
+struct Planned {
     name: &'static str,
     title: &'static str,
     /// The paper's figure or claim it reproduces.
@@ -46,8 +45,8 @@ struct Experiment {
     limits: &'static str,
 }
 
-const SUITE: &[Experiment] = &[
-    Experiment {
+const SUITE: &[Planned] = &[
+    Planned {
         name: "latency",
         title: "Round-trip latency, 32-byte messages",
         paper: "seed 000 Fig. 5; seed 001 §8 (1.3 ms round trip on a 1996 PC)",
@@ -64,7 +63,7 @@ pays a hop from the calling thread into quinn's tokio driver task on each side, 
 encryption of every packet. p99 and p99.9 are dominated by scheduling noise of the shared \
 2-vCPU machine (other builds run at the same time); only medians are comparable across runs.",
     },
-    Experiment {
+    Planned {
         name: "stages",
         title: "Where the round trip goes along the natm stack",
         paper: "seed 000 §6–7 (their kernel's round trip broken down by layer)",
@@ -74,7 +73,7 @@ encryption of every packet. p99 and p99.9 are dominated by scheduling noise of t
         ),
         limits: "Timestamps (CLOCK_MONOTONIC, one clock: both hosts in one process) at the send call, the dispatch (inline on the caller's thread, or the driver's scheduler task for `-sched`), the adaptor hand-off, the receiving thread's read, the PSB's delivery and the `recv` return. The user-space segments are each well under a microsecond: a lock, PSB bookkeeping and one copy. The round trip is spent in the kernel: `sendmsg → read` is the system call, loopback delivery, the wake-up of the sleeping reader (which on loopback happens inside the sender's `sendmsg`, so that call's duration is shown apart, not summed) and its `recvmmsg`. `-sched` adds the driver's wake-up to each send (`send call → dispatch`). Reliable VCs add SMART's acknowledgement: the receiver sends it before returning the message, so `delivery → app recv` holds one more `sendmsg`, and the ACK competes with the data for the peer's reader.",
     },
-    Experiment {
+    Planned {
         name: "throughput",
         title: "Throughput against message size",
         paper: "seed 000 Fig. 6; seed 001 Figs. 3–4 and its two-part fit (half-power ~2200 B)",
@@ -92,7 +91,7 @@ space, which caps it far below the kernel stacks on loopback. UDP above 65,507 B
 several datagrams and counts only what arrived. The fit's per-message cost `a` and per-byte \
 cost `b` are in the table; throughput tends to 1/b.",
     },
-    Experiment {
+    Planned {
         name: "guaranteed",
         title: "Guaranteed service against its reservation",
         paper: "seed 001 Fig. 5 (rate as requested from 4–8 KB messages)",
@@ -109,7 +108,7 @@ timer fires, so the driver's path, not the bucket, \
 is the limit (an observation from the two experiments, not a profile). Each point is \
 measured over at least four message times, so at 1 Mbit/s a 64 KiB point takes over two seconds.",
     },
-    Experiment {
+    Planned {
         name: "cost",
         title: "Cost of the send path",
         paper: "seed 000 Figs. 9–10 (95 µs per message, 35 µs per TPDU on a 66 MHz 486)",
@@ -122,7 +121,7 @@ only the interface routine (copy into the PSB, queue, wake the driver), the pape
 The fit is by least squares with relative weights; on a noisy shared machine single points \
 can be off by 20 %.",
     },
-    Experiment {
+    Planned {
         name: "livelock",
         title: "Receive livelock",
         paper: "seed 000 Figs. 7–8",
@@ -139,7 +138,7 @@ the other, as on the paper's one-CPU hosts; on loopback the kernel's share of re
 on the sender's CPU, so only natm's own wasted work competes with the application. Anything \
 else running on the receiver's CPU lowers both settings.",
     },
-    Experiment {
+    Planned {
         name: "calls",
         title: "Call setup and release through two sigds",
         paper: "seed 004 §7 (call setup in tens of milliseconds); issue 6's goal: median setup \
@@ -155,7 +154,7 @@ this VM: six with explicit accept (app → sigd A → sigd B → listener → si
 four when the listener pre-authorised its calls, two in direct mode (the transport handshake \
 alone, no sigd). The per-call CPU columns come from /proc and include both hosts' engines.",
     },
-    Experiment {
+    Planned {
         name: "isolation",
         title: "Isolation of a guaranteed VC",
         paper: "seed 000 §2, §5.1",
@@ -168,7 +167,7 @@ best-effort and bulk reliable VCs compete for CPU, not only for the link, so the
 VC's rate depends on the scheduler's priority as much as on the bucket. Delays are one clock \
 (one process), measured from `send` to delivery.",
     },
-    Experiment {
+    Planned {
         name: "loss",
         title: "Goodput against random loss between two namespaces",
         paper: "seed 000 §5.3.3 (packet-pair and SMART keep a transfer going under loss)",
@@ -214,7 +213,7 @@ struct Outcome {
     seconds: f64,
 }
 
-fn run_one(exe: &Path, out: &Path, e: &Experiment, quick: bool) -> Outcome {
+fn run_one(exe: &Path, out: &Path, e: &Planned, quick: bool) -> Outcome {
     let args = if quick { e.args.0 } else { e.args.1 };
     let json = out.join(format!("{}.json", e.name));
     let svg = out.join(format!("{}.svg", e.name));
@@ -269,10 +268,13 @@ fn run_one(exe: &Path, out: &Path, e: &Experiment, quick: bool) -> Outcome {
             Ok(Some(s)) => break Ok(s),
             Ok(None) if Instant::now() >= deadline => {
                 stop(&mut child);
-                break Err(format!("stopped after {} s", limit(quick).as_secs()));
+                break Err(anyhow::anyhow!(
+                    "stopped after {} s",
+                    limit(quick).as_secs()
+                ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(100)),
-            Err(e) => break Err(format!("wait: {e}")),
+            Err(e) => break Err(anyhow::anyhow!("wait: {e}")),
         }
     };
     let (table, stderr) = reader.join().unwrap_or_default();
@@ -292,7 +294,7 @@ fn run_one(exe: &Path, out: &Path, e: &Experiment, quick: bool) -> Outcome {
                 .to_string(),
             table,
         ),
-        Err(e) => fail(e, table),
+        Err(e) => fail(format!("{e:#}"), table),
     }
 }
 
@@ -301,15 +303,16 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
     for s in &a.skip {
         if !SUITE.iter().any(|e| e.name == s.trim()) {
             let names: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "--skip {s}: no such experiment ({})",
                 names.join(", ")
             ));
         }
     }
-    std::fs::create_dir_all(&a.out).map_err(|e| format!("{}: {e}", a.out.display()))?;
-    let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
-    let chosen: Vec<&Experiment> = SUITE
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
+    let exe = std::env::current_exe().context("own executable")?;
+    let chosen: Vec<&Planned> = SUITE
         .iter()
         .filter(|e| !a.skip.iter().any(|s| s.trim() == e.name))
         .collect();
@@ -318,7 +321,12 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
     let mut outcomes = Vec::new();
     for e in &chosen {
         pb.set_message(format!("{} ({})", e.name, e.title));
-        let o = run_one(&exe, &a.out, e, a.quick);
+        let mut o = run_one(&exe, &a.out, e, a.quick);
+        if o.error.is_none() {
+            if let Err(err) = check_document(&a.out, e.name) {
+                o.error = Some(format!("{err:#}"));
+            }
+        }
         let line = format!(
             "{:<11} {:>6.0} s  {}",
             e.name,
@@ -337,7 +345,7 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
     pb.finish_and_clear();
     let report = report(a, &chosen, &outcomes, started.elapsed());
     let path = a.out.join("report.md");
-    std::fs::write(&path, report).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, report).with_context(|| format!("cannot write {}", path.display()))?;
     println!("wrote {}", path.display());
     let failed: Vec<&str> = chosen
         .iter()
@@ -346,57 +354,115 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
         .map(|(e, _)| e.name)
         .collect();
     if failed.len() == chosen.len() && !failed.is_empty() {
-        return Err(format!("every experiment failed ({})", failed.join(", ")));
+        return Err(anyhow::anyhow!(
+            "every experiment failed ({})",
+            failed.join(", ")
+        ));
     }
     Ok(())
 }
 
-fn load(out: &Path, name: &str) -> Option<Value> {
+/// This run's document of experiment `name`, as its type; `None` if it was not written
+/// or does not parse (the headline then says "not measured").
+fn load<T: serde::de::DeserializeOwned>(out: &Path, name: &str) -> Option<T> {
     let text = std::fs::read_to_string(out.join(format!("{name}.json"))).ok()?;
     serde_json::from_str(&text).ok()
 }
 
-fn find(doc: &Value, pred: impl Fn(&Value) -> bool) -> Option<&Value> {
-    doc["results"].as_array()?.iter().find(|r| pred(r))
+/// Whether `name`'s document in `out` is its experiment's result type: a child that
+/// succeeded but wrote something else is reported as failed, not read as missing.
+fn check_document(out: &Path, name: &str) -> anyhow::Result<()> {
+    fn parse<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<()> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read {}", path.display()))?;
+        serde_json::from_str::<T>(&text)
+            .map(drop)
+            .with_context(|| format!("{} is not the experiment's document", path.display()))
+    }
+    let path = out.join(format!("{name}.json"));
+    match name {
+        "latency" => parse::<results::Latency>(&path),
+        "stages" => parse::<results::Stages>(&path),
+        "throughput" => parse::<results::Throughput>(&path),
+        "guaranteed" => parse::<results::Guaranteed>(&path),
+        "cost" => parse::<results::Cost>(&path),
+        "livelock" => parse::<results::Livelock>(&path),
+        "isolation" => parse::<results::Isolation>(&path),
+        "loss" => parse::<results::Loss>(&path),
+        "calls" => parse::<results::Calls>(&path),
+        other => anyhow::bail!("no document type for experiment {other}"),
+    }
+}
+
+/// A headline: what is compared, the ratio, and the two figures it comes from.
+type Headline = (String, Option<f64>, String);
+
+/// `a / b` when both were measured.
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    Some(a? / b?)
+}
+
+/// A figure for the "from" column; NaN (shown as such) when not measured.
+fn or_nan(x: Option<f64>) -> f64 {
+    x.unwrap_or(f64::NAN)
 }
 
 /// The issue's headline ratios, from this run's JSON: (what, value, how). Only the
 /// JSON of experiments that `ran` counts: a file left in `out` by an earlier run of a
 /// skipped experiment is not this run's.
-pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<(String, Option<f64>, String)> {
-    let load = |name: &str| ran.contains(&name).then(|| load(out, name)).flatten();
+pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<Headline> {
+    fn read<T: serde::de::DeserializeOwned>(out: &Path, ran: &[&str], name: &str) -> Option<T> {
+        ran.contains(&name).then(|| load(out, name)).flatten()
+    }
     let mut h = Vec::new();
-    let lat = load("latency");
-    let rtt = |s: &str| {
-        lat.as_ref()
-            .and_then(|d| find(d, |r| r["stack"] == s))
-            .and_then(|r| r["median_us"].as_f64())
+    h.extend(latency_headlines(read(out, ran, "latency")));
+    h.extend(throughput_headlines(read(out, ran, "throughput")));
+    h.extend(loss_headlines(read(out, ran, "loss")));
+    h.extend(calls_headlines(read(out, ran, "calls")));
+    h.extend(livelock_headlines(read(out, ran, "livelock")));
+    h
+}
+
+fn latency_headlines(doc: Option<results::Latency>) -> Vec<Headline> {
+    let rtt = |stack: &str| {
+        doc.as_ref()?
+            .results
+            .iter()
+            .find(|r| r.stack == stack)
+            .map(|r| r.median_us)
     };
-    let ratio = |a: Option<f64>, b: Option<f64>| Some(a? / b?);
-    h.push((
-        "natm best effort / raw UDP, 32 B round trip (median)".into(),
-        ratio(rtt("natm-be"), rtt("udp")),
-        format!(
-            "{:.1} µs / {:.1} µs",
-            rtt("natm-be").unwrap_or(f64::NAN),
-            rtt("udp").unwrap_or(f64::NAN)
+    [
+        (
+            "natm best effort / raw UDP, 32 B round trip (median)",
+            "natm-be",
+            "udp",
         ),
-    ));
-    h.push((
-        "natm best effort busy-polling / raw UDP busy-polling, round trip".into(),
-        ratio(rtt("natm-be-busy"), rtt("udp-busy")),
-        format!(
-            "{:.1} µs / {:.1} µs",
-            rtt("natm-be-busy").unwrap_or(f64::NAN),
-            rtt("udp-busy").unwrap_or(f64::NAN)
+        (
+            "natm best effort busy-polling / raw UDP busy-polling, round trip",
+            "natm-be-busy",
+            "udp-busy",
         ),
-    ));
-    let tput = load("throughput");
-    let bps = |s: &str| {
-        tput.as_ref()
-            .and_then(|d| find(d, |r| r["stack"] == s && r["size"] == 65536))
-            .and_then(|r| r["bps"].as_f64())
+    ]
+    .into_iter()
+    .map(|(what, natm, udp)| {
+        (
+            what.to_string(),
+            ratio(rtt(natm), rtt(udp)),
+            format!("{:.1} µs / {:.1} µs", or_nan(rtt(natm)), or_nan(rtt(udp))),
+        )
+    })
+    .collect()
+}
+
+fn throughput_headlines(doc: Option<results::Throughput>) -> Vec<Headline> {
+    let bps = |stack: &str| {
+        doc.as_ref()?
+            .results
+            .iter()
+            .find(|r| r.stack == stack && r.size == 65536)
+            .map(|r| r.bps)
     };
+    let mut h = Vec::new();
     for (other, label) in [("tcp", "TCP"), ("quic", "QUIC")] {
         for natm in ["natm-reliable", "natm-reliable-32k"] {
             h.push((
@@ -404,22 +470,24 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<(String, Option<f64>, S
                 ratio(bps(natm), bps(other)),
                 format!(
                     "{:.2} / {:.2} Gbit/s",
-                    bps(natm).unwrap_or(f64::NAN) / 1e9,
-                    bps(other).unwrap_or(f64::NAN) / 1e9
+                    or_nan(bps(natm)) / 1e9,
+                    or_nan(bps(other)) / 1e9
                 ),
             ));
         }
     }
-    let loss = load("loss");
-    let good = |s: &str, l: f64| {
-        loss.as_ref()
-            .and_then(|d| {
-                find(d, |r| {
-                    r["stack"] == s && r["loss_percent"].as_f64() == Some(l)
-                })
-            })
-            .and_then(|r| r["bps"].as_f64())
+    h
+}
+
+fn loss_headlines(doc: Option<results::Loss>) -> Vec<Headline> {
+    let good = |stack: &str, loss: f64| {
+        doc.as_ref()?
+            .results
+            .iter()
+            .find(|r| r.stack == stack && r.loss_percent == loss)
+            .map(|r| r.bps)
     };
+    let mut h = Vec::new();
     for l in [1.0, 5.0] {
         for tcp in ["tcp-cubic", "tcp-bbr"] {
             h.push((
@@ -427,60 +495,69 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<(String, Option<f64>, S
                 ratio(good("natm-pp", l), good(tcp, l)),
                 format!(
                     "{:.1} / {:.1} Mbit/s",
-                    good("natm-pp", l).unwrap_or(f64::NAN) / 1e6,
-                    good(tcp, l).unwrap_or(f64::NAN) / 1e6
+                    or_nan(good("natm-pp", l)) / 1e6,
+                    or_nan(good(tcp, l)) / 1e6
                 ),
             ));
         }
     }
-    let calls = load("calls");
-    let setup = |mode: &str| {
-        calls
-            .as_ref()
-            .and_then(|d| d[mode]["median_setup_us"].as_f64())
-    };
-    for (mode, label) in [
-        ("sigd", "explicit accept"),
-        ("sigd_preauthorised", "pre-authorised listener"),
-    ] {
-        h.push((
-            format!("call setup through two sigds ({label}) / direct mode, median"),
-            ratio(setup(mode), setup("direct")),
-            format!(
-                "{:.0} µs / {:.0} µs",
-                setup(mode).unwrap_or(f64::NAN),
-                setup("direct").unwrap_or(f64::NAN)
-            ),
-        ));
-    }
-    let live = load("livelock");
-    let of_peak = |on: bool| {
-        live.as_ref()
-            .and_then(|d| {
-                find(d, |r| {
-                    r["load"].as_f64() == Some(10.0) && r["watermarks"].as_bool() == Some(on)
-                })
-            })
-            .and_then(|r| Some((r["of_peak"].as_f64()?, r["delivered_bps"].as_f64()?)))
-    };
-    for (on, label) in [(true, "on (Fig. 8)"), (false, "off (Fig. 7)")] {
-        h.push((
-            format!(
-                "livelock at 10× the receiver's capacity, watermarks {label}: delivered / peak"
-            ),
-            of_peak(on).map(|(p, _)| p),
-            format!(
-                "{:.0} Mbit/s delivered",
-                of_peak(on).map_or(f64::NAN, |(_, b)| b / 1e6)
-            ),
-        ));
-    }
     h
 }
 
-fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Duration) -> String {
+fn calls_headlines(doc: Option<results::Calls>) -> Vec<Headline> {
+    let direct = doc.as_ref().map(|d| d.direct.median_setup_us);
+    let modes = [
+        (
+            "explicit accept",
+            doc.as_ref().map(|d| d.sigd.median_setup_us),
+        ),
+        (
+            "pre-authorised listener",
+            doc.as_ref()
+                .and_then(|d| d.sigd_preauthorised.as_ref())
+                .map(|m| m.median_setup_us),
+        ),
+    ];
+    modes
+        .into_iter()
+        .map(|(label, setup)| {
+            (
+                format!("call setup through two sigds ({label}) / direct mode, median"),
+                ratio(setup, direct),
+                format!("{:.0} µs / {:.0} µs", or_nan(setup), or_nan(direct)),
+            )
+        })
+        .collect()
+}
+
+fn livelock_headlines(doc: Option<results::Livelock>) -> Vec<Headline> {
+    let at_10 = |on: bool| {
+        doc.as_ref()?
+            .results
+            .iter()
+            .find(|r| r.load == 10.0 && r.watermarks == on)
+            .map(|r| (r.of_peak, r.delivered_bps))
+    };
+    [(true, "on (Fig. 8)"), (false, "off (Fig. 7)")]
+        .into_iter()
+        .map(|(on, label)| {
+            (
+                format!(
+                    "livelock at 10× the receiver's capacity, watermarks {label}: delivered / peak"
+                ),
+                at_10(on).map(|(p, _)| p),
+                format!(
+                    "{:.0} Mbit/s delivered",
+                    at_10(on).map_or(f64::NAN, |(_, b)| b / 1e6)
+                ),
+            )
+        })
+        .collect()
+}
+
+fn report(a: &AllArgs, chosen: &[&Planned], outcomes: &[Outcome], took: Duration) -> String {
     let mut r = String::new();
-    let m = machine();
+    let m = results::Machine::now();
     let cpu = std::fs::read_to_string("/proc/cpuinfo")
         .ok()
         .and_then(|s| {
@@ -501,9 +578,9 @@ fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Durat
          medians of runs; everything is on loopback except `loss`. The machine is a shared \
          2-vCPU VM: other builds ran at the same time, so compare ratios within one table, \
          not absolute numbers across runs.\n",
-        m["cpus"],
-        m["kernel"].as_str().unwrap_or("?"),
-        m["loadavg"].as_str().unwrap_or("?"),
+        m.cpus,
+        m.kernel.as_deref().unwrap_or("?"),
+        m.loadavg.as_deref().unwrap_or("?"),
         if a.quick { " --quick" } else { "" },
         if a.quick { "quick" } else { "full" },
         took.as_secs_f64()
@@ -544,4 +621,26 @@ fn report(a: &AllArgs, chosen: &[&Experiment], outcomes: &[Outcome], took: Durat
         let _ = writeln!(r, "What limits these numbers: {}\n", e.limits);
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The committed documents give every headline (all were measured there):
+    /// the typed reading finds the rows the string keys found.
+    #[test]
+    fn headlines_come_from_the_committed_documents() {
+        let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf"));
+        let all: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
+        let h = headlines(docs, &all);
+        assert_eq!(h.len(), 14);
+        let measured = h.iter().filter(|(_, v, _)| v.is_some_and(f64::is_finite));
+        assert_eq!(measured.count(), 14, "{h:#?}");
+        for e in SUITE {
+            check_document(docs, e.name).expect("each committed document is its type");
+        }
+        // Nothing ran: nothing is read, even though the files are there.
+        assert!(headlines(docs, &[]).iter().all(|(_, v, _)| v.is_none()));
+    }
 }

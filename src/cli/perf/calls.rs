@@ -8,6 +8,7 @@
 //! in the same run and interleaved, is direct mode: the transport handshake alone
 //! between the same two hosts, with no sigd.
 
+use anyhow::Context as _;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -18,11 +19,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use serde_json::json;
+use indicatif::ProgressBar;
 
-use super::report::machine;
+use super::experiment::{Experiment, OutputArgs};
+use super::results;
 use super::stats::{median, percentile};
-use crate::cli::CliResult;
+use crate::cli::table;
 use natm::ulib::{Accept, Error, Host, HostConfig, Listener};
 
 /// `natm perf calls`.
@@ -47,16 +49,9 @@ pub(crate) struct CallsArgs {
     /// Backlog of the pre-authorised listener (calls answered ahead of `accept`).
     #[arg(long, default_value_t = 64)]
     backlog: u16,
-    /// Print one JSON document instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON document to this file (the table still goes to stdout).
-    #[arg(long)]
-    save: Option<PathBuf>,
-    /// Draw the figure (median setup and release per mode) into this SVG file, and a
-    /// PNG beside it.
-    #[arg(long)]
-    figure: Option<PathBuf>,
+    /// The figure is the median setup and release per mode.
+    #[command(flatten)]
+    to: OutputArgs,
 }
 
 /// The two sigd processes, killed on drop.
@@ -75,10 +70,10 @@ impl Drop for Daemons {
     }
 }
 
-fn free_port() -> Result<SocketAddr, String> {
+fn free_port() -> anyhow::Result<SocketAddr> {
     UdpSocket::bind("127.0.0.1:0")
         .and_then(|s| s.local_addr())
-        .map_err(|e| format!("no free UDP port: {e}"))
+        .context("no free UDP port")
 }
 
 fn spawn_sigd(
@@ -88,7 +83,7 @@ fn spawn_sigd(
     addr: &str,
     peer: SocketAddr,
     peer_addr: &str,
-) -> Result<Child, String> {
+) -> anyhow::Result<Child> {
     Command::new(exe)
         .arg("sigd")
         .arg("--socket")
@@ -101,26 +96,29 @@ fn spawn_sigd(
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
-        .map_err(|e| format!("cannot start {} sigd: {e}", exe.display()))
+        .with_context(|| format!("cannot start {} sigd", exe.display()))
 }
 
-fn wait_for(socket: &Path) -> Result<(), String> {
+fn wait_for(socket: &Path) -> anyhow::Result<()> {
     let until = Instant::now() + Duration::from_secs(10);
     while UnixStream::connect(socket).is_err() {
         if Instant::now() > until {
-            return Err(format!("sigd did not come up at {}", socket.display()));
+            return Err(anyhow::anyhow!(
+                "sigd did not come up at {}",
+                socket.display()
+            ));
         }
         thread::sleep(Duration::from_millis(10));
     }
     Ok(())
 }
 
-fn host(socket: &Path) -> Result<Host, String> {
+fn host(socket: &Path) -> anyhow::Result<Host> {
     Host::open(HostConfig {
         sigd_socket: Some(socket.to_owned()),
         ..HostConfig::default()
     })
-    .map_err(|e| e.to_string())
+    .with_context(|| format!("cannot open a host on sigd {}", socket.display()))
 }
 
 /// Accept every call until told to stop; each connection is dropped once the caller
@@ -205,7 +203,7 @@ fn measured(
     calls: usize,
     parallel: usize,
     sigds: &[u32],
-) -> Result<Run, String> {
+) -> anyhow::Result<Run> {
     let (s0, a0) = (sigd_cpu_ns(sigds), self_cpu_ns());
     let (setups, releases, rate, busy) = run_mode(client, target, qos, calls, parallel)?;
     let n = setups.len().max(1) as f64;
@@ -233,13 +231,13 @@ fn run_mode(
     qos: &str,
     calls: usize,
     parallel: usize,
-) -> Result<(Vec<u64>, Vec<u64>, f64, u64), String> {
+) -> anyhow::Result<(Vec<u64>, Vec<u64>, f64, u64)> {
     let start = Instant::now();
     let per = calls.div_ceil(parallel.max(1));
     let workers: Vec<_> = (0..parallel.max(1))
         .map(|_| {
             let (h, t, q) = (client.clone(), target.to_owned(), qos.to_owned());
-            thread::spawn(move || -> Result<(Vec<u64>, Vec<u64>, u64), String> {
+            thread::spawn(move || -> anyhow::Result<(Vec<u64>, Vec<u64>, u64)> {
                 let mut v = Vec::with_capacity(per);
                 let mut r = Vec::with_capacity(per);
                 let mut busy = 0u64;
@@ -252,7 +250,7 @@ fn run_mode(
                                 busy += 1;
                                 thread::yield_now();
                             }
-                            Err(e) => return Err(format!("call to {t}: {e}")),
+                            Err(e) => return Err(anyhow::anyhow!("call to {t}: {e}")),
                         }
                     };
                     let t1 = Instant::now();
@@ -270,7 +268,7 @@ fn run_mode(
     for w in workers {
         let (v, r, b) = w
             .join()
-            .map_err(|_| "a caller thread panicked".to_string())??;
+            .map_err(|_| anyhow::anyhow!("a caller thread panicked"))??;
         all.extend(v);
         rel.extend(r);
         busy += b;
@@ -282,13 +280,14 @@ fn run_mode(
     Ok((all, rel, rate, busy))
 }
 
-pub(crate) fn run(a: &CallsArgs) -> CliResult {
+/// Measure every mode; the document of the results.
+fn measure(a: &CallsArgs) -> anyhow::Result<results::Calls> {
     if a.runs == 0 || a.calls == 0 {
-        return Err("--runs and --calls must be at least 1".into());
+        anyhow::bail!("--runs and --calls must be at least 1");
     }
-    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let exe = std::env::current_exe()?;
     let dir = std::env::temp_dir().join(format!("natm-perf-calls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&dir)?;
     let (pa, pb) = (free_port()?, free_port()?);
     let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
     let mut d = Daemons {
@@ -303,9 +302,9 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     wait_for(&sb)?;
     let (ha, hb) = (host(&sa)?, host(&sb)?);
     let stop = Arc::new(AtomicBool::new(false));
-    let via_sigd = hb.bind("perf", &a.qos).map_err(|e| e.to_string())?;
-    let direct = hb.bind("127.0.0.1:0", &a.qos).map_err(|e| e.to_string())?;
-    let direct_addr = direct.local_addr().map_err(|e| e.to_string())?.to_string();
+    let via_sigd = hb.bind("perf", &a.qos)?;
+    let direct = hb.bind("127.0.0.1:0", &a.qos)?;
+    let direct_addr = direct.local_addr()?.to_string();
     let workers = a.parallel + 2;
     let mut servers = vec![
         serve(via_sigd, stop.clone(), workers),
@@ -315,9 +314,7 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     // sigds, optionally a pre-authorised listener, and direct mode (the reference).
     let mut targets = vec!["+4420002:perf".to_owned()];
     if a.preauthorised {
-        let auto = hb
-            .bind_with("perfauto", &a.qos, Accept::Auto { backlog: a.backlog })
-            .map_err(|e| e.to_string())?;
+        let auto = hb.bind_with("perfauto", &a.qos, Accept::Auto { backlog: a.backlog })?;
         servers.push(serve(auto, stop.clone(), workers));
         targets.push("+4420002:perfauto".to_owned());
     }
@@ -359,46 +356,139 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
     let busy = a
         .preauthorised
         .then(|| runs.iter().map(|r| r[1].busy).sum::<u64>());
-    let doc = {
-        let mut doc = json!({
-            "experiment": "calls",
-            "calls_per_run": a.calls,
-            "runs": a.runs,
-            "parallel": a.parallel,
-            "qos": a.qos,
-            "sigd": {"median_setup_us": sm / 1e3, "p99_setup_us": sp / 1e3, "setups_per_s": sr,
-                     "sigd_cpu_us_per_call": sc / 1e3, "app_cpu_us_per_call": sa / 1e3,
-                     "median_release_us": sl / 1e3},
-            "direct": {"median_setup_us": dm / 1e3, "p99_setup_us": dp / 1e3, "setups_per_s": dr,
-                       "app_cpu_us_per_call": da / 1e3, "median_release_us": dl / 1e3},
-            "ratio_median_setup": if dm > 0.0 { sm / dm } else { 0.0 },
-            "machine": machine(),
-        });
-        if let Some((m, p, r, c, ac, l)) = auto {
-            doc["sigd_preauthorised"] = json!({"median_setup_us": m / 1e3, "p99_setup_us": p / 1e3,
-                "setups_per_s": r, "sigd_cpu_us_per_call": c / 1e3, "app_cpu_us_per_call": ac / 1e3,
-                "median_release_us": l / 1e3, "backlog": a.backlog,
-                "busy_refusals": busy.unwrap_or(0)});
-            doc["ratio_median_setup_preauthorised"] = json!(if dm > 0.0 { m / dm } else { 0.0 });
-        }
-        doc
-    };
-    if let Some(path) = &a.save {
-        std::fs::write(path, format!("{doc:#}\n"))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+    let ratio = |m: f64| if dm > 0.0 { m / dm } else { 0.0 };
+    Ok(results::Calls {
+        calls_per_run: a.calls,
+        direct: results::CallMode {
+            app_cpu_us_per_call: da / 1e3,
+            backlog: None,
+            busy_refusals: None,
+            median_release_us: dl / 1e3,
+            median_setup_us: dm / 1e3,
+            p99_setup_us: dp / 1e3,
+            setups_per_s: dr,
+            sigd_cpu_us_per_call: None,
+        },
+        experiment: "calls".into(),
+        machine: results::Machine::now(),
+        parallel: a.parallel,
+        qos: a.qos.clone(),
+        ratio_median_setup: ratio(sm),
+        ratio_median_setup_preauthorised: auto.map(|(m, ..)| ratio(m)),
+        runs: a.runs,
+        sigd: results::CallMode {
+            app_cpu_us_per_call: sa / 1e3,
+            backlog: None,
+            busy_refusals: None,
+            median_release_us: sl / 1e3,
+            median_setup_us: sm / 1e3,
+            p99_setup_us: sp / 1e3,
+            setups_per_s: sr,
+            sigd_cpu_us_per_call: Some(sc / 1e3),
+        },
+        sigd_preauthorised: auto.map(|(m, p, r, c, ac, l)| results::CallMode {
+            app_cpu_us_per_call: ac / 1e3,
+            backlog: Some(usize::from(a.backlog)),
+            busy_refusals: busy,
+            median_release_us: l / 1e3,
+            median_setup_us: m / 1e3,
+            p99_setup_us: p / 1e3,
+            setups_per_s: r,
+            sigd_cpu_us_per_call: Some(c / 1e3),
+        }),
+    })
+}
+
+impl Experiment for CallsArgs {
+    type Result = results::Calls;
+    type Figure = ();
+
+    fn output(&self) -> &OutputArgs {
+        &self.to
     }
-    if let Some(path) = &a.figure {
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, ())> {
+        pb.set_message("calls");
+        Ok((measure(self)?, ()))
+    }
+
+    fn table(r: &Self::Result) -> String {
+        let mut modes = vec![("two sigds, explicit accept", &r.sigd)];
+        if let Some(m) = &r.sigd_preauthorised {
+            modes.push(("two sigds, pre-authorised", m));
+        }
+        modes.push(("direct mode (reference)", &r.direct));
+        let us = |x: f64| format!("{x:.0} µs");
+        let mut t = table::new(
+            [
+                "mode",
+                "median setup",
+                "p99 setup",
+                "setups/s",
+                "sigd CPU/call",
+                "app CPU/call",
+                "release",
+            ],
+            1,
+        );
+        for (name, m) in modes {
+            t.add_row(vec![
+                name.to_string(),
+                us(m.median_setup_us),
+                us(m.p99_setup_us),
+                format!("{:.0}", m.setups_per_s),
+                m.sigd_cpu_us_per_call.map_or("-".into(), us),
+                us(m.app_cpu_us_per_call),
+                us(m.median_release_us),
+            ]);
+        }
+        let mut out = format!(
+            "call setup + release, {} calls x {} runs, {} caller(s), qos {}\n{}",
+            r.calls_per_run,
+            r.runs,
+            r.parallel,
+            r.qos,
+            table::render(&t)
+        );
+        if r.direct.median_setup_us > 0.0 {
+            out += &format!(
+                "median setup through sigd: {:.2}x direct mode\n",
+                r.ratio_median_setup
+            );
+            if let Some(x) = r.ratio_median_setup_preauthorised {
+                out += &format!("pre-authorised: {x:.2}x direct mode\n");
+            }
+        }
+        if let Some(m) = &r.sigd_preauthorised {
+            if let Some(b) = m.busy_refusals.filter(|&b| b > 0) {
+                out += &format!(
+                    "pre-authorised: {b} call(s) refused busy (cause 17, backlog {} empty) and \
+                     tried again\n",
+                    m.backlog.unwrap_or(0)
+                );
+            }
+        }
+        out
+    }
+
+    fn figure(r: &Self::Result, (): &(), path: &Path) -> anyhow::Result<()> {
         let mut rows = vec![(
             "two sigds, explicit accept".to_string(),
-            vec![sm / 1e3, sl / 1e3],
+            vec![r.sigd.median_setup_us, r.sigd.median_release_us],
         )];
-        if let Some((m, _, _, _, _, l)) = auto {
-            rows.push(("two sigds, pre-authorised".into(), vec![m / 1e3, l / 1e3]));
+        if let Some(m) = &r.sigd_preauthorised {
+            rows.push((
+                "two sigds, pre-authorised".into(),
+                vec![m.median_setup_us, m.median_release_us],
+            ));
         }
-        rows.push(("direct mode".into(), vec![dm / 1e3, dl / 1e3]));
+        rows.push((
+            "direct mode".into(),
+            vec![r.direct.median_setup_us, r.direct.median_release_us],
+        ));
         let title = format!(
             "Call setup and release, median of {} run(s) of {} calls, {} caller(s)",
-            a.runs, a.calls, a.parallel
+            r.runs, r.calls_per_run, r.parallel
         );
         crate::cli::plot::both(path, |p| {
             crate::cli::plot::stacked_bars(
@@ -408,69 +498,6 @@ pub(crate) fn run(a: &CallsArgs) -> CliResult {
                 &["setup", "release"],
                 &rows,
             )
-        })?;
+        })
     }
-    if a.json {
-        println!("{doc}");
-    } else {
-        println!(
-            "call setup + release, {} calls x {} runs, {} caller(s), qos {}",
-            a.calls, a.runs, a.parallel, a.qos
-        );
-        println!(
-            "{:<28} {:>14} {:>14} {:>10} {:>18} {:>16} {:>14}",
-            "mode",
-            "median setup",
-            "p99 setup",
-            "setups/s",
-            "sigd CPU/call",
-            "app CPU/call",
-            "release"
-        );
-        println!(
-            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs {:>11.0} µs",
-            "two sigds (UNI signalling)",
-            sm / 1e3,
-            sp / 1e3,
-            sr,
-            sc / 1e3,
-            sa / 1e3,
-            sl / 1e3
-        );
-        if let Some((m, p, r, c, ac, l)) = auto {
-            println!(
-                "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>15.0} µs {:>13.0} µs {:>11.0} µs",
-                "two sigds, pre-authorised",
-                m / 1e3,
-                p / 1e3,
-                r,
-                c / 1e3,
-                ac / 1e3,
-                l / 1e3
-            );
-        }
-        println!(
-            "{:<28} {:>11.0} µs {:>11.0} µs {:>10.0} {:>18} {:>13.0} µs {:>11.0} µs",
-            "direct mode (reference)",
-            dm / 1e3,
-            dp / 1e3,
-            dr,
-            "-",
-            da / 1e3,
-            dl / 1e3
-        );
-        if dm > 0.0 {
-            println!("median setup through sigd: {:.2}x direct mode", sm / dm);
-            if let Some((m, ..)) = auto {
-                println!("pre-authorised: {:.2}x direct mode", m / dm);
-            }
-        }
-        if let Some(b) = busy.filter(|&b| b > 0) {
-            println!(
-                "pre-authorised: {b} call(s) refused busy (cause 17, backlog {} empty) and tried again",
-                a.backlog
-            );
-        }
-    }
-    Ok(())
 }

@@ -13,20 +13,22 @@
 //! the driver does the rest. Seed 000 measured `t_send` with a logic analyser on a
 //! 66 MHz 486: 95 µs per message, 35 µs per TPDU.
 
-use std::fmt::Write as _;
+use anyhow::Context as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use indicatif::ProgressBar;
 use rustix::time::{clock_gettime, ClockId};
-use serde_json::{json, Value};
 
+use super::experiment::{Experiment, OutputArgs};
 use super::fit::least_squares;
 use super::natm;
-use super::report::machine;
+use super::results;
 use super::stack::{is_timeout, StackOptions};
 use super::stats::median;
 use crate::cli::plot::{self, Axis, Line, Mark};
+use crate::cli::table;
 
 /// A natm send path to measure.
 #[derive(Debug, Clone, Copy)]
@@ -100,9 +102,9 @@ pub(crate) fn thread_cpu() -> Duration {
 }
 
 /// One tight loop of sends: (CPU seconds, wall seconds) per send.
-fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> Result<(f64, f64), String> {
+fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> anyhow::Result<(f64, f64)> {
     let stack = (path.make)(path.name, &StackOptions::default())?;
-    let pair = stack.connect(size).map_err(|e| format!("connect: {e}"))?;
+    let pair = stack.connect(size).context("connect")?;
     let (mut tx, mut rx) = (pair.client, pair.server);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -115,13 +117,13 @@ fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> Result<(f64, f64), 
             }
         });
         let msg = vec![0x3c_u8; size];
-        let mut send = |until: Instant| -> Result<u64, String> {
+        let mut send = |until: Instant| -> anyhow::Result<u64> {
             let mut n = 0;
             while Instant::now() < until {
                 match tx.send(&msg) {
                     Ok(()) => n += 1,
                     Err(e) if is_timeout(&e) => {}
-                    Err(e) => return Err(format!("send: {e}")),
+                    Err(e) => return Err(anyhow::anyhow!("send: {e}")),
                 }
             }
             Ok(n)
@@ -131,7 +133,7 @@ fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> Result<(f64, f64), 
             let n = send(w0 + cfg.time)?;
             let (c1, w1) = (thread_cpu(), Instant::now());
             if n == 0 {
-                return Err("no send completed".into());
+                anyhow::bail!("no send completed");
             }
             Ok((
                 (c1 - c0).as_secs_f64() / n as f64,
@@ -144,7 +146,7 @@ fn measure(path: SendPath, size: usize, cfg: &CostConfig) -> Result<(f64, f64), 
 }
 
 /// Measure every path at every size, `runs` times interleaved.
-pub(crate) fn run(cfg: &CostConfig, mut tick: impl FnMut(&str)) -> Result<Vec<Point>, String> {
+pub(crate) fn run(cfg: &CostConfig, mut tick: impl FnMut(&str)) -> anyhow::Result<Vec<Point>> {
     let mut points: Vec<Point> = PATHS
         .iter()
         .flat_map(|p| {
@@ -159,9 +161,9 @@ pub(crate) fn run(cfg: &CostConfig, mut tick: impl FnMut(&str)) -> Result<Vec<Po
     for _ in 0..cfg.runs {
         for pt in &mut points {
             let path = PATHS.iter().find(|p| p.name == pt.path).copied();
-            let path = path.ok_or("unknown path")?;
+            let path = path.context("unknown path")?;
             let (c, w) = measure(path, pt.size, cfg)
-                .map_err(|e| format!("{} at {} B: {e}", pt.path, pt.size))?;
+                .with_context(|| format!("{} at {} B", pt.path, pt.size))?;
             pt.cpu.push(c);
             pt.wall.push(w);
             tick(&format!("cost {} {} B", pt.path, pt.size));
@@ -189,92 +191,92 @@ pub(crate) fn fit(points: &[Point], path: &str, tpdu: usize) -> Option<Costs> {
 }
 
 /// The results as a table.
-pub(crate) fn table(cfg: &CostConfig, points: &[Point]) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "send-path cost per message (sending thread's CPU clock), best effort, {} B TPDUs; \
-         {} run(s) of {:?}; medians",
-        cfg.tpdu, cfg.runs, cfg.time
-    );
-    let _ = write!(t, "{:>8}", "size");
-    for p in PATHS {
-        let _ = write!(t, " {:>15} {:>9}", format!("{} µs", p.name), "wall µs");
+fn table(r: &results::Cost) -> String {
+    let mut sizes: Vec<usize> = Vec::new();
+    for p in &r.results {
+        if !sizes.contains(&p.size) {
+            sizes.push(p.size);
+        }
     }
-    let _ = writeln!(t);
-    for &size in &cfg.sizes {
-        let _ = write!(t, "{size:>8}");
+    let mut header = vec!["size".to_string()];
+    for p in PATHS {
+        header.push(format!("{} µs", p.name));
+        header.push("wall µs".into());
+    }
+    let mut t = table::new(header, 0);
+    for &size in &sizes {
+        let mut row = vec![size.to_string()];
         for p in PATHS {
-            if let Some(pt) = points.iter().find(|x| x.path == p.name && x.size == size) {
-                let _ = write!(t, " {:>15.2} {:>9.2}", pt.cpu_s() * 1e6, pt.wall_s() * 1e6);
+            if let Some(pt) = r
+                .results
+                .iter()
+                .find(|x| x.path == p.name && x.size == size)
+            {
+                row.push(format!("{:.2}", pt.cpu_us));
+                row.push(format!("{:.2}", pt.wall_us));
             }
         }
-        let _ = writeln!(t);
+        t.add_row(row);
     }
-    let _ = writeln!(
-        t,
-        "fit cost = per-message + per-TPDU·⌈size/TPDU⌉ + per-byte·size (seed 000: 95 µs, 35 µs, \
-         on a 66 MHz 486):"
-    );
+    let mut fits = table::new(["path", "per-message µs", "per-TPDU µs", "per-byte ns"], 1);
     for p in PATHS {
-        match fit(points, p.name, cfg.tpdu) {
-            Some(c) => {
-                let _ = writeln!(
-                    t,
-                    "  {:<14} per-message {:>7.2} µs  per-TPDU {:>7.2} µs  per-byte {:>7.4} ns",
-                    p.name,
-                    c.per_message * 1e6,
-                    c.per_tpdu * 1e6,
-                    c.per_byte * 1e9
-                );
-            }
-            None => {
-                let _ = writeln!(t, "  {:<14} (too few sizes to fit)", p.name);
-            }
-        }
+        match r.fits.iter().find(|f| f.path == p.name) {
+            Some(c) => fits.add_row(vec![
+                p.name.to_string(),
+                format!("{:.2}", c.per_message_us),
+                format!("{:.2}", c.per_tpdu_us),
+                format!("{:.4}", c.per_byte_ns),
+            ]),
+            None => fits.add_row(vec![p.name.to_string(), "(too few sizes to fit)".into()]),
+        };
     }
-    t
+    format!(
+        "send-path cost per message (sending thread's CPU clock), best effort, {} B TPDUs; \
+         {} run(s) of {} s; medians\n{}\
+         fit cost = per-message + per-TPDU·⌈size/TPDU⌉ + per-byte·size (seed 000: 95 µs, 35 µs, \
+         on a 66 MHz 486):\n{}",
+        r.tpdu,
+        r.runs,
+        r.time_s,
+        table::render(&t),
+        table::render(&fits)
+    )
 }
 
-/// The results as one JSON document.
-pub(crate) fn json_doc(cfg: &CostConfig, points: &[Point]) -> String {
-    let results: Vec<Value> = points
-        .iter()
-        .map(|p| {
-            json!({
-                "path": p.path,
-                "size": p.size,
-                "tpdus": p.size.div_ceil(cfg.tpdu),
-                "cpu_us": p.cpu_s() * 1e6,
-                "wall_us": p.wall_s() * 1e6,
-                "per_run_cpu_us": p.cpu.iter().map(|c| c * 1e6).collect::<Vec<_>>(),
+/// The results as their document.
+fn result(cfg: &CostConfig, points: &[Point]) -> results::Cost {
+    results::Cost {
+        clock: "CLOCK_THREAD_CPUTIME_ID of the sending thread".into(),
+        experiment: "cost".into(),
+        fits: PATHS
+            .iter()
+            .filter_map(|p| {
+                let c = fit(points, p.name, cfg.tpdu)?;
+                Some(results::CostFit {
+                    path: p.name.into(),
+                    per_byte_ns: c.per_byte * 1e9,
+                    per_message_us: c.per_message * 1e6,
+                    per_tpdu_us: c.per_tpdu * 1e6,
+                })
             })
-        })
-        .collect();
-    let fits: Vec<Value> = PATHS
-        .iter()
-        .filter_map(|p| {
-            let c = fit(points, p.name, cfg.tpdu)?;
-            Some(json!({
-                "path": p.name,
-                "per_message_us": c.per_message * 1e6,
-                "per_tpdu_us": c.per_tpdu * 1e6,
-                "per_byte_ns": c.per_byte * 1e9,
-            }))
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "cost",
-        "clock": "CLOCK_THREAD_CPUTIME_ID of the sending thread",
-        "tpdu": cfg.tpdu,
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "runs": cfg.runs,
-        "machine": machine(),
-        "results": results,
-        "fits": fits,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+            .collect(),
+        machine: results::Machine::now(),
+        results: points
+            .iter()
+            .map(|p| results::CostRow {
+                cpu_us: p.cpu_s() * 1e6,
+                path: p.path.to_string(),
+                per_run_cpu_us: p.cpu.iter().map(|c| c * 1e6).collect(),
+                size: p.size,
+                tpdus: p.size.div_ceil(cfg.tpdu),
+                wall_us: p.wall_s() * 1e6,
+            })
+            .collect(),
+        runs: cfg.runs,
+        time_s: cfg.time.as_secs_f64(),
+        tpdu: cfg.tpdu,
+        warmup_s: cfg.warmup.as_secs_f64(),
+    }
 }
 
 /// One term of the fitted cost as a function of size, seconds.
@@ -282,7 +284,7 @@ type Component = Box<dyn Fn(usize) -> f64>;
 
 /// Cost against size per path, measured and fitted, with the fit's three components
 /// for the inline path (seed 000 Fig. 10).
-pub(crate) fn figure(path: &Path, cfg: &CostConfig, points: &[Point]) -> Result<(), String> {
+fn figure(path: &Path, cfg: &CostConfig, points: &[Point]) -> anyhow::Result<()> {
     let mut lines = Vec::new();
     let max = cfg.sizes.iter().copied().max().unwrap_or(1);
     let grid: Vec<usize> = (1..=200).map(|k| max * k / 200).collect();
@@ -364,36 +366,44 @@ pub(crate) struct CostArgs {
     out: super::Output,
 }
 
-/// Run `natm perf cost`.
-pub(crate) fn cmd(a: &CostArgs) -> crate::cli::CliResult {
-    let o = &a.out;
-    if o.runs == 0 || o.time.is_zero() {
-        return Err("--runs and --time must be positive".into());
+impl Experiment for CostArgs {
+    type Result = results::Cost;
+    /// The figure draws the fit over a fine grid of sizes from every run's points.
+    type Figure = (CostConfig, Vec<Point>);
+
+    fn output(&self) -> &OutputArgs {
+        &self.out.to
     }
-    let cfg = CostConfig {
-        sizes: a
-            .sizes
-            .iter()
-            .map(|&s| super::check_size(s))
-            .collect::<Result<_, _>>()?,
-        tpdu: 4096,
-        time: o.time,
-        warmup: o.warmup,
-        runs: o.runs,
-    };
-    let pb = super::progress(cfg.runs * cfg.sizes.len() * PATHS.len());
-    let points = run(&cfg, |m| {
-        pb.set_message(m.to_string());
-        pb.inc(1);
-    })?;
-    pb.finish_and_clear();
-    if let Some(path) = &o.figure {
-        figure(path, &cfg, &points)?;
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, Self::Figure)> {
+        let o = &self.out;
+        if o.runs == 0 || o.time.is_zero() {
+            anyhow::bail!("--runs and --time must be positive");
+        }
+        let cfg = CostConfig {
+            sizes: self
+                .sizes
+                .iter()
+                .map(|&s| super::check_size(s))
+                .collect::<Result<_, _>>()?,
+            tpdu: 4096,
+            time: o.time,
+            warmup: o.warmup,
+            runs: o.runs,
+        };
+        pb.set_length((cfg.runs * cfg.sizes.len() * PATHS.len()) as u64);
+        let points = run(&cfg, |m| {
+            pb.set_message(m.to_string());
+            pb.inc(1);
+        })?;
+        Ok((result(&cfg, &points), (cfg, points)))
     }
-    super::output_to(
-        o.json,
-        o.save.as_deref(),
-        || table(&cfg, &points),
-        || json_doc(&cfg, &points),
-    )
+
+    fn table(r: &Self::Result) -> String {
+        table(r)
+    }
+
+    fn figure(_: &Self::Result, (cfg, points): &Self::Figure, path: &Path) -> anyhow::Result<()> {
+        figure(path, cfg, points)
+    }
 }

@@ -6,18 +6,21 @@
 //! message sizes larger than about 4–8 K (depending on the required rate)" — below
 //! that, the per-message cost, not the bucket, sets the rate.
 
-use std::fmt::Write as _;
+use anyhow::Context as _;
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use indicatif::ProgressBar;
 
+use super::experiment::{Experiment, OutputArgs};
 use super::natm;
-use super::report::{human_size, machine};
+use super::report::human_size;
+use super::results;
 use super::stack::StackOptions;
 use super::stats::median;
 use super::throughput::{self, ThroughputConfig};
 use crate::cli::plot::{self, Axis, Line, Mark};
+use crate::cli::table;
 
 /// One guaranteed-service experiment.
 #[derive(Debug, Clone)]
@@ -64,7 +67,7 @@ pub(crate) fn qos(rate: u64) -> String {
 pub(crate) fn run(
     cfg: &GuaranteedConfig,
     mut tick: impl FnMut(&str),
-) -> Result<Vec<Point>, String> {
+) -> anyhow::Result<Vec<Point>> {
     let mut points: Vec<Point> = cfg
         .rates
         .iter()
@@ -90,7 +93,7 @@ pub(crate) fn run(
                 time: cfg.time.max(4 * interval),
             };
             let r = throughput::run(stack.as_ref(), &tcfg)
-                .map_err(|e| format!("{q} at {} B: {e}", p.size))?;
+                .with_context(|| format!("{q} at {} B", p.size))?;
             p.bps.push(r.bps);
             tick(&format!("guaranteed {q} {}", human_size(p.size)));
         }
@@ -98,32 +101,68 @@ pub(crate) fn run(
     Ok(points)
 }
 
-/// The results as a table.
-pub(crate) fn table(cfg: &GuaranteedConfig, points: &[Point]) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "guaranteed VC (cbr:pcr=R), delivered rate / requested rate R; {} run(s) of {:?} \
-         after {:?}; medians of runs",
-        cfg.runs, cfg.time, cfg.warmup
-    );
-    let _ = write!(t, "{:>12}", "R \\ size");
-    for &s in &cfg.sizes {
-        let _ = write!(t, " {:>8}", human_size(s));
+/// The results as their document.
+fn result(cfg: &GuaranteedConfig, points: &[Point]) -> results::Guaranteed {
+    results::Guaranteed {
+        experiment: "guaranteed".into(),
+        machine: results::Machine::now(),
+        results: points
+            .iter()
+            .map(|p| results::GuaranteedRow {
+                bps: p.delivered(),
+                per_run_bps: p.bps.clone(),
+                qos: qos(p.rate),
+                ratio: p.ratio(),
+                requested_bps: p.rate,
+                size: p.size,
+            })
+            .collect(),
+        runs: cfg.runs,
+        time_s: cfg.time.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
     }
-    let _ = writeln!(t);
-    for &rate in &cfg.rates {
-        let _ = write!(t, "{:>12}", rate_text(rate));
-        for p in points.iter().filter(|p| p.rate == rate) {
-            let _ = write!(t, " {:>8.3}", p.ratio());
+}
+
+/// The distinct values of `f` over the rows, in the order measured.
+fn distinct<T: PartialEq + Copy>(
+    rows: &[results::GuaranteedRow],
+    f: impl Fn(&results::GuaranteedRow) -> T,
+) -> Vec<T> {
+    let mut v = Vec::new();
+    for r in rows {
+        if !v.contains(&f(r)) {
+            v.push(f(r));
         }
-        let _ = writeln!(t);
     }
-    let _ = writeln!(
-        t,
-        "1.000 = the bucket delivers what was asked; below 1, the per-message cost limits the rate"
+    v
+}
+
+/// The results as a table: delivered over requested, one row per rate.
+fn table(r: &results::Guaranteed) -> String {
+    let sizes = distinct(&r.results, |p| p.size);
+    let mut t = table::new(
+        std::iter::once("R \\ size".to_string()).chain(sizes.iter().map(|&s| human_size(s))),
+        0,
     );
-    t
+    for rate in distinct(&r.results, |p| p.requested_bps) {
+        let mut row = vec![rate_text(rate)];
+        row.extend(
+            r.results
+                .iter()
+                .filter(|p| p.requested_bps == rate)
+                .map(|p| format!("{:.3}", p.ratio)),
+        );
+        t.add_row(row);
+    }
+    format!(
+        "guaranteed VC (cbr:pcr=R), delivered rate / requested rate R; {} run(s) of {} s \
+         after {} s; medians of runs\n{}\
+         1.000 = the bucket delivers what was asked; below 1, the per-message cost limits the rate\n",
+        r.runs,
+        r.time_s,
+        r.warmup_s,
+        table::render(&t)
+    )
 }
 
 fn rate_text(rate: u64) -> String {
@@ -136,47 +175,26 @@ fn rate_text(rate: u64) -> String {
     }
 }
 
-/// The results as one JSON document.
-pub(crate) fn json_doc(cfg: &GuaranteedConfig, points: &[Point]) -> String {
-    let results: Vec<Value> = points
-        .iter()
-        .map(|p| {
-            json!({
-                "qos": qos(p.rate),
-                "requested_bps": p.rate,
-                "size": p.size,
-                "bps": p.delivered(),
-                "ratio": p.ratio(),
-                "per_run_bps": p.bps,
-            })
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "guaranteed",
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "runs": cfg.runs,
-        "machine": machine(),
-        "results": results,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
-}
-
 /// Delivered rate against message size, one line per requested rate (log–log), each
 /// with its requested rate as a thin horizontal line.
-pub(crate) fn figure(path: &Path, cfg: &GuaranteedConfig, points: &[Point]) -> Result<(), String> {
-    let mut lines = Vec::new();
+fn figure(path: &Path, r: &results::Guaranteed) -> anyhow::Result<()> {
+    let sizes = distinct(&r.results, |p| p.size);
     let (lo, hi) = (
-        cfg.sizes.iter().copied().min().unwrap_or(1) as f64,
-        cfg.sizes.iter().copied().max().unwrap_or(1) as f64,
+        sizes.iter().copied().min().unwrap_or(1) as f64,
+        sizes.iter().copied().max().unwrap_or(1) as f64,
     );
-    for (i, &rate) in cfg.rates.iter().enumerate() {
+    let mut lines = Vec::new();
+    for (i, rate) in distinct(&r.results, |p| p.requested_bps)
+        .into_iter()
+        .enumerate()
+    {
         lines.push(Line {
             label: format!("requested {}", rate_text(rate)),
-            points: points
+            points: r
+                .results
                 .iter()
-                .filter(|p| p.rate == rate)
-                .map(|p| (p.size as f64, p.delivered() / 1e6))
+                .filter(|p| p.requested_bps == rate)
+                .map(|p| (p.size as f64, p.bps / 1e6))
                 .collect(),
             colour: i,
             mark: Mark::Measured,
@@ -231,36 +249,43 @@ pub(crate) struct GuaranteedArgs {
     out: super::Output,
 }
 
-/// Run `natm perf guaranteed`.
-pub(crate) fn cmd(a: &GuaranteedArgs) -> crate::cli::CliResult {
-    let o = &a.out;
-    if o.runs == 0 || o.time.is_zero() || a.rates.is_empty() || a.rates.contains(&0) {
-        return Err("--runs, --time and every --rates must be positive".into());
+impl Experiment for GuaranteedArgs {
+    type Result = results::Guaranteed;
+    type Figure = ();
+
+    fn output(&self) -> &OutputArgs {
+        &self.out.to
     }
-    let cfg = GuaranteedConfig {
-        rates: a.rates.clone(),
-        sizes: a
-            .sizes
-            .iter()
-            .map(|&s| super::check_size(s))
-            .collect::<Result<_, _>>()?,
-        warmup: o.warmup,
-        time: o.time,
-        runs: o.runs,
-    };
-    let pb = super::progress(cfg.runs * cfg.rates.len() * cfg.sizes.len());
-    let points = run(&cfg, |m| {
-        pb.set_message(m.to_string());
-        pb.inc(1);
-    })?;
-    pb.finish_and_clear();
-    if let Some(path) = &o.figure {
-        figure(path, &cfg, &points)?;
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, ())> {
+        let o = &self.out;
+        if o.runs == 0 || o.time.is_zero() || self.rates.is_empty() || self.rates.contains(&0) {
+            anyhow::bail!("--runs, --time and every --rates must be positive");
+        }
+        let cfg = GuaranteedConfig {
+            rates: self.rates.clone(),
+            sizes: self
+                .sizes
+                .iter()
+                .map(|&s| super::check_size(s))
+                .collect::<Result<_, _>>()?,
+            warmup: o.warmup,
+            time: o.time,
+            runs: o.runs,
+        };
+        pb.set_length((cfg.runs * cfg.rates.len() * cfg.sizes.len()) as u64);
+        let points = run(&cfg, |m| {
+            pb.set_message(m.to_string());
+            pb.inc(1);
+        })?;
+        Ok((result(&cfg, &points), ()))
     }
-    super::output_to(
-        o.json,
-        o.save.as_deref(),
-        || table(&cfg, &points),
-        || json_doc(&cfg, &points),
-    )
+
+    fn table(r: &Self::Result) -> String {
+        table(r)
+    }
+
+    fn figure(r: &Self::Result, (): &(), path: &Path) -> anyhow::Result<()> {
+        figure(path, r)
+    }
 }

@@ -10,11 +10,16 @@
 //! `now − stamp`. On the guaranteed VC that includes waiting in its own send buffer
 //! behind the bucket; on the probe VC, which stays under its rate, it is the transit.
 
+use anyhow::Context as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use indicatif::ProgressBar;
+
+use super::experiment::{Experiment, OutputArgs};
+use super::results;
+use crate::cli::table;
 
 use super::stats::{median, Summary};
 use natm::ulib::{Connection, Error, Host, HostConfig};
@@ -95,11 +100,11 @@ pub(crate) struct RunResult {
     pub(crate) vcs: Vec<VcRun>,
 }
 
-fn err(e: Error) -> String {
-    e.to_string()
+fn err(e: Error) -> anyhow::Error {
+    anyhow::Error::new(e)
 }
 
-fn pair(a: &Host, b: &Host, qos: &str) -> Result<(Connection, Connection), String> {
+fn pair(a: &Host, b: &Host, qos: &str) -> anyhow::Result<(Connection, Connection)> {
     let l = b.bind("127.0.0.1:0", qos).map_err(err)?;
     let addr = l.local_addr().map_err(err)?;
     let (a, qos2) = (a.clone(), qos.to_string());
@@ -107,13 +112,13 @@ fn pair(a: &Host, b: &Host, qos: &str) -> Result<(Connection, Connection), Strin
     let server = l.accept_timeout(Some(ACCEPT_TIMEOUT)).map_err(err)?;
     let client = t
         .join()
-        .map_err(|_| "connect thread panicked".to_string())?
-        .map_err(|e| format!("{qos}: {e}"))?;
+        .map_err(|_| anyhow::anyhow!("connect thread panicked"))?
+        .with_context(|| format!("connect {qos}"))?;
     Ok((client, server))
 }
 
 /// Run once, alone or loaded. Bounded by `warmup + time` plus [`DRAIN`].
-pub(crate) fn run(cfg: &IsolationConfig, loaded: bool) -> Result<RunResult, String> {
+pub(crate) fn run(cfg: &IsolationConfig, loaded: bool) -> anyhow::Result<RunResult> {
     let a = Host::open(HostConfig::default()).map_err(err)?;
     let b = Host::open(HostConfig::default()).map_err(err)?;
     let mut kinds = vec![
@@ -139,7 +144,7 @@ pub(crate) fn run(cfg: &IsolationConfig, loaded: bool) -> Result<RunResult, Stri
         let mut handles = Vec::new();
         for (kind, size, client, server) in &conns {
             let (kind, size) = (*kind, *size);
-            let tx = s.spawn(move || -> Result<u64, String> {
+            let tx = s.spawn(move || -> anyhow::Result<u64> {
                 let r = send_loop(kind, size, client, start, from, until);
                 left.fetch_sub(1, Ordering::SeqCst);
                 r
@@ -150,12 +155,15 @@ pub(crate) fn run(cfg: &IsolationConfig, loaded: bool) -> Result<RunResult, Stri
         let secs = cfg.time.as_secs_f64();
         let mut vcs = Vec::new();
         for (kind, tx, rx) in handles {
-            let sent = tx.join().unwrap_or_else(|_| Err("sender panicked".into()));
+            let sent = tx
+                .join()
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("sender panicked")));
             let got = rx
                 .join()
-                .unwrap_or_else(|_| Err("receiver panicked".into()));
-            let (bytes, bins, mut delays) = got.map_err(|e| format!("{}: {e}", kind.name()))?;
-            let sent = sent.map_err(|e| format!("{}: {e}", kind.name()))?;
+                .unwrap_or_else(|_| Err(anyhow::anyhow!("receiver panicked")));
+            let (bytes, bins, mut delays) =
+                got.with_context(|| format!("{} VC, receiver", kind.name()))?;
+            let sent = sent.with_context(|| format!("{} VC, sender", kind.name()))?;
             vcs.push(VcRun {
                 kind,
                 bps: bytes as f64 * 8.0 / secs,
@@ -176,7 +184,7 @@ fn send_loop(
     start: Instant,
     from: Instant,
     until: Instant,
-) -> Result<u64, String> {
+) -> anyhow::Result<u64> {
     let mut msg = vec![0x3c_u8; size];
     let mut counted = 0u64;
     let mut next_probe = start;
@@ -204,7 +212,7 @@ fn send_loop(
         match r {
             Ok(()) if now >= from => counted += msg.len() as u64,
             Ok(()) | Err(Error::WouldBlock(_)) => {}
-            Err(e) => return Err(format!("send: {e}")),
+            Err(e) => return Err(anyhow::anyhow!("send: {e}")),
         }
     }
 }
@@ -221,7 +229,7 @@ fn recv_loop(
     from: Instant,
     until: Instant,
     senders_left: &AtomicUsize,
-) -> Result<Received, String> {
+) -> anyhow::Result<Received> {
     let n_bins = ((until - start).as_secs_f64() / cfg.bin.as_secs_f64()).ceil() as usize;
     let mut bins = vec![0u64; n_bins.max(1)];
     let mut bytes = 0u64;
@@ -252,7 +260,7 @@ fn recv_loop(
             }
             Ok(None) => return Ok((bytes, bins, delays)),
             Err(Error::TimedOut) => {}
-            Err(e) => return Err(format!("recv: {e}")),
+            Err(e) => return Err(anyhow::anyhow!("recv: {e}")),
         }
     }
 }
@@ -292,8 +300,8 @@ fn size_of(cfg: &IsolationConfig, k: Kind) -> usize {
     }
 }
 
-/// The results as one JSON document.
-pub(crate) fn json_doc(cfg: &IsolationConfig, runs: usize, results: &[RunResult]) -> String {
+/// The results as their document.
+fn result(cfg: &IsolationConfig, runs: usize, results: &[RunResult]) -> results::Isolation {
     let mut out = Vec::new();
     for (loaded, phase) in PHASES {
         for k in KINDS {
@@ -306,118 +314,110 @@ pub(crate) fn json_doc(cfg: &IsolationConfig, runs: usize, results: &[RunResult]
                     .all(|r| r.delays.is_some())
                     .then(|| med(&rs, |r| r.delays.as_ref().map_or(f64::NAN, f)))
             };
-            let per_run: Vec<Value> = rs
-                .iter()
-                .map(|r| {
-                    json!({
-                        "bps": r.bps, "sent_bps": r.sent_bps,
-                        "delay_p50_us": r.delays.as_ref().map(|d| d.p50),
-                        "delay_p99_us": r.delays.as_ref().map(|d| d.p99),
-                    })
-                })
-                .collect();
             let bps = med(&rs, |r| r.bps);
-            out.push(json!({
-                "phase": phase,
-                "vc": k.name(),
-                "qos": qos_of(cfg, k),
-                "size": size_of(cfg, k),
-                "bps": bps,
-                "sent_bps": med(&rs, |r| r.sent_bps),
-                "ratio_to_reserved": (k == Kind::Guaranteed).then(|| bps / cfg.g_rate),
-                "delay_p50_us": delay(|d| d.p50),
-                "delay_p99_us": delay(|d| d.p99),
-                "delay_max_us": delay(|d| d.max),
-                "samples": rs.len(),
-                "per_run": per_run,
-            }));
+            out.push(results::IsolationRow {
+                bps,
+                delay_max_us: delay(|d| d.max),
+                delay_p50_us: delay(|d| d.p50),
+                delay_p99_us: delay(|d| d.p99),
+                per_run: rs
+                    .iter()
+                    .map(|r| results::IsolationRun {
+                        bps: r.bps,
+                        delay_p50_us: r.delays.as_ref().map(|d| d.p50),
+                        delay_p99_us: r.delays.as_ref().map(|d| d.p99),
+                        sent_bps: r.sent_bps,
+                    })
+                    .collect(),
+                phase: phase.to_string(),
+                qos: qos_of(cfg, k).to_string(),
+                ratio_to_reserved: (k == Kind::Guaranteed).then(|| bps / cfg.g_rate),
+                samples: rs.len(),
+                sent_bps: med(&rs, |r| r.sent_bps),
+                size: size_of(cfg, k),
+                vc: k.name().to_string(),
+            });
         }
     }
-    let doc = json!({
-        "experiment": "isolation",
-        "reserved_bps": cfg.g_rate,
-        "bin_s": cfg.bin.as_secs_f64(),
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "runs": runs,
-        "machine": super::report::machine(),
-        "results": out,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+    results::Isolation {
+        bin_s: cfg.bin.as_secs_f64(),
+        experiment: "isolation".into(),
+        machine: results::Machine::now(),
+        reserved_bps: cfg.g_rate,
+        results: out,
+        runs,
+        time_s: cfg.time.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
+    }
 }
 
 /// The results as a table.
-pub(crate) fn table(cfg: &IsolationConfig, runs: usize, results: &[RunResult]) -> String {
-    use std::fmt::Write as _;
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "Isolation of {} ({} messages, blocking send): alone, then with {} flooding \
-         ({} try_send) and {} in bulk ({}); {} s measured after {} s, median of {runs} run(s)",
-        cfg.g_qos,
-        super::report::human_size(cfg.g_size),
-        cfg.be_qos,
-        super::report::human_size(cfg.be_size),
-        cfg.rel_qos,
-        super::report::human_size(cfg.rel_size),
-        cfg.time.as_secs_f64(),
-        cfg.warmup.as_secs_f64(),
+fn table(r: &results::Isolation) -> String {
+    use super::report::human_size;
+    let vc = |name: &str| {
+        r.results
+            .iter()
+            .find(|x| x.vc == name)
+            .map_or(("?".to_string(), "?".to_string()), |x| {
+                (x.qos.clone(), human_size(x.size))
+            })
+    };
+    let ((g_qos, g_size), (be_qos, be_size), (rel_qos, rel_size)) = (
+        vc(Kind::Guaranteed.name()),
+        vc(Kind::Flood.name()),
+        vc(Kind::Bulk.name()),
     );
-    let _ = writeln!(
-        t,
-        "{:<7} {:<11} {:<24} {:>12} {:>12} {:>9} {:>11} {:>11}",
-        "phase", "VC", "QoS", "sent Mbit/s", "deliv Mbit/s", "/reserved", "delay p50", "delay p99"
+    let mut t = table::new(
+        [
+            "phase",
+            "VC",
+            "QoS",
+            "sent Mbit/s",
+            "deliv Mbit/s",
+            "/reserved",
+            "delay p50",
+            "delay p99",
+        ],
+        3,
     );
-    for (loaded, phase) in PHASES {
-        for k in KINDS {
-            let rs = of(results, loaded, k);
-            if rs.is_empty() {
-                continue;
-            }
-            let bps = med(&rs, |r| r.bps);
-            let ratio = if k == Kind::Guaranteed {
-                format!("{:.4}", bps / cfg.g_rate)
-            } else {
-                "-".into()
-            };
-            let d = |f: fn(&Summary) -> f64| {
-                let v = med(&rs, |r| r.delays.as_ref().map_or(f64::NAN, f));
-                if v.is_finite() {
-                    format!("{v:.0} µs")
-                } else {
-                    "-".into()
-                }
-            };
-            let _ = writeln!(
-                t,
-                "{:<7} {:<11} {:<24} {:>12.2} {:>12.2} {:>9} {:>11} {:>11}",
-                phase,
-                k.name(),
-                qos_of(cfg, k),
-                med(&rs, |r| r.sent_bps) / 1e6,
-                bps / 1e6,
-                ratio,
-                d(|s| s.p50),
-                d(|s| s.p99),
-            );
-        }
+    let delay = |d: Option<f64>| {
+        d.filter(|v| v.is_finite())
+            .map_or("-".into(), |v| format!("{v:.0} µs"))
+    };
+    for x in &r.results {
+        t.add_row(vec![
+            x.phase.clone(),
+            x.vc.clone(),
+            x.qos.clone(),
+            format!("{:.2}", x.sent_bps / 1e6),
+            format!("{:.2}", x.bps / 1e6),
+            x.ratio_to_reserved
+                .map_or("-".into(), |v| format!("{v:.4}")),
+            delay(x.delay_p50_us),
+            delay(x.delay_p99_us),
+        ]);
     }
-    let _ = writeln!(
-        t,
-        "delay: from the call to send to delivery, per message (the guaranteed VC's \
-         includes its own send queue behind the bucket; the probe sends {PROBE_SIZE} B every {} ms)",
+    format!(
+        "Isolation of {g_qos} ({g_size} messages, blocking send): alone, then with {be_qos} \
+         flooding ({be_size} try_send) and {rel_qos} in bulk ({rel_size}); {} s measured after \
+         {} s, median of {} run(s)\n{}\
+         delay: from the call to send to delivery, per message (the guaranteed VC's includes \
+         its own send queue behind the bucket; the probe sends {PROBE_SIZE} B every {} ms)\n",
+        r.time_s,
+        r.warmup_s,
+        r.runs,
+        table::render(&t),
         PROBE_PERIOD.as_millis()
-    );
-    t
+    )
 }
 
 /// Rate over time per VC, from the last run of each phase: the guaranteed VC alone and
 /// loaded, then the other VCs.
-pub(crate) fn figure(
+fn figure(
     path: &std::path::Path,
     cfg: &IsolationConfig,
     results: &[RunResult],
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     use crate::cli::plot::{stacked, Panel, Series};
     let bin = cfg.bin.as_secs_f64();
     let series = |loaded: bool, k: Kind, label: String| {
@@ -462,4 +462,61 @@ pub(crate) fn figure(
         "time since start (s)",
         &[g, others],
     )
+}
+
+impl Experiment for super::IsolationArgs {
+    type Result = results::Isolation;
+    /// The figure is the rate over time, from every run's bins.
+    type Figure = (IsolationConfig, Vec<RunResult>);
+
+    fn output(&self) -> &OutputArgs {
+        &self.out.to
+    }
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, Self::Figure)> {
+        let o = &self.out;
+        if o.runs == 0 || o.time.is_zero() || self.bin.is_zero() || self.pcr == 0 {
+            anyhow::bail!("--runs, --time, --bin and --pcr must be positive");
+        }
+        let cfg = IsolationConfig {
+            g_qos: if self.pcr.is_multiple_of(1_000_000) {
+                format!("cbr:pcr={}Mbps", self.pcr / 1_000_000)
+            } else {
+                format!("cbr:pcr={}bps", self.pcr)
+            },
+            g_size: super::check_size(self.size)?.max(8),
+            g_rate: self.pcr as f64,
+            probe_qos: "cbr:pcr=1Mbps".into(),
+            be_qos: self.flood_qos.clone(),
+            be_size: super::check_size(self.load_size)?,
+            rel_qos: self.bulk_qos.clone(),
+            rel_size: super::check_size(self.load_size)?,
+            warmup: o.warmup,
+            time: o.time,
+            bin: self.bin,
+        };
+        pb.set_length((o.runs * 2) as u64);
+        let mut runs = Vec::new();
+        for run_no in 0..o.runs {
+            for loaded in [false, true] {
+                let phase = if loaded { "loaded" } else { "alone" };
+                pb.set_message(format!("isolation {phase} run {}/{}", run_no + 1, o.runs));
+                runs.push(run(&cfg, loaded).with_context(|| format!("isolation {phase}"))?);
+                pb.inc(1);
+            }
+        }
+        Ok((result(&cfg, o.runs, &runs), (cfg, runs)))
+    }
+
+    fn table(r: &Self::Result) -> String {
+        table(r)
+    }
+
+    fn figure(
+        _: &Self::Result,
+        (cfg, runs): &Self::Figure,
+        path: &std::path::Path,
+    ) -> anyhow::Result<()> {
+        crate::cli::plot::both(path, |p| figure(p, cfg, runs))
+    }
 }

@@ -2,6 +2,7 @@
 //! the server echoes it, and the client times each round trip with
 //! [`std::time::Instant`], from just before `send` to just after the echo's `recv`.
 
+use anyhow::Context as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -43,17 +44,15 @@ pub(crate) struct Samples {
 /// Measure round trips over a fresh connection of `stack`: the server echoes on its own
 /// thread, the client sends and times on the calling thread. Bounded by
 /// `warmup + time` (plus at most one loss timeout) and by `count` samples.
-pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, String> {
+pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> anyhow::Result<Samples> {
     if let Some(max) = stack.max_message() {
         if cfg.size > max {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "carries at most {max} B in one message; measure latency with --size {max} or less"
             ));
         }
     }
-    let pair = stack
-        .connect(cfg.size)
-        .map_err(|e| format!("cannot connect: {e}"))?;
+    let pair = stack.connect(cfg.size).context("cannot connect")?;
     let mut client = pair.client;
     let mut server = pair.server;
     let stop_flag = AtomicBool::new(false);
@@ -62,7 +61,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, Str
     let server_deadline = Instant::now() + cfg.warmup + cfg.time + 2 * LOSS_TIMEOUT;
 
     thread::scope(|s| {
-        let echo = s.spawn(move || -> Result<(), String> {
+        let echo = s.spawn(move || -> anyhow::Result<()> {
             let mut copy = Vec::with_capacity(cfg.size);
             while !stop.load(Ordering::Relaxed) && Instant::now() < server_deadline {
                 match server.recv() {
@@ -71,7 +70,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, Str
                         copy.extend_from_slice(m);
                     }
                     Ok(None) => continue,
-                    Err(e) => return Err(format!("server recv: {e}")),
+                    Err(e) => return Err(anyhow::anyhow!("server recv: {e}")),
                 }
                 loop {
                     match server.send(&copy) {
@@ -81,7 +80,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, Str
                                 return Ok(());
                             }
                         }
-                        Err(e) => return Err(format!("server send: {e}")),
+                        Err(e) => return Err(anyhow::anyhow!("server send: {e}")),
                     }
                 }
             }
@@ -96,7 +95,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, Str
         stop.store(true, Ordering::Relaxed);
         let served = echo
             .join()
-            .unwrap_or_else(|_| Err("server thread panicked".into()));
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("server thread panicked")));
         let stages = cfg.stages.then(|| {
             let (mut trips, missed) = natm::stages::round_trips(&natm::stages::stop());
             trips.retain(|t| t.start_ns >= from_ns);
@@ -105,7 +104,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, Str
         let (rtt_ns, lost) = result?;
         served?;
         if rtt_ns.is_empty() {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "no round trip completed after the warm-up ({lost} lost)"
             ));
         }
@@ -119,7 +118,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> Result<Samples, Str
 }
 
 /// Send, wait for the echo, time it; until the time or the count runs out.
-fn client_loop(client: &mut dyn Endpoint, cfg: &LatencyConfig) -> Result<(Vec<u64>, u64), String> {
+fn client_loop(client: &mut dyn Endpoint, cfg: &LatencyConfig) -> anyhow::Result<(Vec<u64>, u64)> {
     let start = Instant::now();
     let measure_from = start + cfg.warmup;
     let end = measure_from + cfg.time;
@@ -140,7 +139,7 @@ fn client_loop(client: &mut dyn Endpoint, cfg: &LatencyConfig) -> Result<(Vec<u6
         match client.send(&msg) {
             Ok(()) => {}
             Err(e) if is_timeout(&e) => continue,
-            Err(e) => return Err(format!("client send: {e}")),
+            Err(e) => return Err(anyhow::anyhow!("client send: {e}")),
         }
         let rtt = loop {
             match client.recv() {
@@ -151,7 +150,7 @@ fn client_loop(client: &mut dyn Endpoint, cfg: &LatencyConfig) -> Result<(Vec<u6
                     }
                 }
                 Ok(None) => {}
-                Err(e) => return Err(format!("client recv: {e}")),
+                Err(e) => return Err(anyhow::anyhow!("client recv: {e}")),
             }
             if t0.elapsed() >= LOSS_TIMEOUT {
                 break None;

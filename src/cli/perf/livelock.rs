@@ -10,11 +10,16 @@
 //! on it; without, every datagram is read and reassembled and the excess is dropped
 //! afterwards, which is the work the paper's Figure 7 shows being wasted.
 
+use anyhow::Context as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
+use indicatif::ProgressBar;
+
+use super::experiment::{Experiment, OutputArgs};
+use super::results;
+use crate::cli::table;
 
 use natm::ulib::{
     current_cpus, pin_current_thread, ConnStats, Connection, Error, Host, HostConfig, Watermarks,
@@ -56,13 +61,13 @@ struct Placement {
 }
 
 impl Placement {
-    fn new(cpus: Option<usize>) -> Result<Placement, String> {
+    fn new(cpus: Option<usize>) -> anyhow::Result<Placement> {
         let Some(n) = cpus.filter(|&n| n > 0) else {
             return Ok(Placement::default());
         };
-        let all = current_cpus().map_err(|e| format!("sched_getaffinity: {e}"))?;
+        let all = current_cpus().context("sched_getaffinity")?;
         if n == 0 || n >= all.len() {
-            return Err(format!(
+            return Err(anyhow::anyhow!(
                 "--cpus {n}: give the receiver between 1 and {} of this process's {} CPUs, \
                  so that the sender has the rest (or 0: let the kernel place every thread)",
                 all.len().saturating_sub(1),
@@ -80,12 +85,12 @@ impl Placement {
 struct Pinned(Option<Vec<usize>>);
 
 impl Pinned {
-    fn to(cpus: &Option<Vec<usize>>) -> Result<Pinned, String> {
+    fn to(cpus: &Option<Vec<usize>>) -> anyhow::Result<Pinned> {
         let Some(cpus) = cpus else {
             return Ok(Pinned(None));
         };
-        let before = current_cpus().map_err(|e| format!("sched_getaffinity: {e}"))?;
-        pin_current_thread(cpus).map_err(|e| format!("sched_setaffinity {cpus:?}: {e}"))?;
+        let before = current_cpus().context("sched_getaffinity")?;
+        pin_current_thread(cpus).with_context(|| format!("sched_setaffinity {cpus:?}"))?;
         Ok(Pinned(Some(before)))
     }
 }
@@ -152,8 +157,8 @@ fn kernel_drops(port: u16) -> Option<u64> {
     })
 }
 
-fn err(e: Error) -> String {
-    e.to_string()
+fn err(e: Error) -> anyhow::Error {
+    anyhow::Error::new(e)
 }
 
 /// Two hosts, the receiver's with or without watermarks; (sender, receiver).
@@ -161,7 +166,7 @@ fn connect(
     cfg: &LivelockConfig,
     watermarks: bool,
     place: &Placement,
-) -> Result<(Connection, Connection), String> {
+) -> anyhow::Result<(Connection, Connection)> {
     let mut rx_cfg = HostConfig::default();
     rx_cfg.engine.watermarks = if watermarks { cfg.watermarks } else { None };
     rx_cfg.engine.driver_cpus = place.rx.clone();
@@ -176,7 +181,7 @@ fn connect(
     let server = l.accept_timeout(Some(ACCEPT_TIMEOUT)).map_err(err)?;
     let client = t
         .join()
-        .map_err(|_| "connect thread panicked".to_string())?
+        .map_err(|_| anyhow::anyhow!("connect thread panicked"))?
         .map_err(err)?;
     Ok((client, server))
 }
@@ -188,7 +193,7 @@ pub(crate) fn default_watermarks() -> Option<Watermarks> {
 
 /// One run at `load` × C, watermarks on or off at the receiver. Bounded by
 /// `warmup + time` plus the connection setup.
-pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<Sample, String> {
+pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> anyhow::Result<Sample> {
     let place = Placement::new(cfg.cpus)?;
     let (client, server) = connect(cfg, watermarks, &place)?;
     let place = &place;
@@ -202,7 +207,7 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<S
     let port = server.local_addr().map_err(err)?.port();
 
     thread::scope(|s| {
-        let sender = s.spawn(move || -> Result<u64, String> {
+        let sender = s.spawn(move || -> anyhow::Result<u64> {
             let _pin = Pinned::to(&place.tx)?;
             let msg = vec![0x5a_u8; cfg.size];
             let (mut n, mut in_window) = (0u32, 0u64);
@@ -219,7 +224,7 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<S
                 match client.send(&msg) {
                     Ok(()) => {}
                     Err(Error::WouldBlock(_)) => continue,
-                    Err(e) => return Err(format!("send: {e}")),
+                    Err(e) => return Err(anyhow::anyhow!("send: {e}")),
                 }
                 n += 1;
                 if now >= from {
@@ -234,7 +239,7 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> Result<S
         stop.store(true, Ordering::Relaxed);
         let sent = sender
             .join()
-            .unwrap_or_else(|_| Err("sender thread panicked".into()));
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("sender thread panicked")));
         let (bytes, before, after, kd) = measured?;
         let secs = cfg.time.as_secs_f64();
         Ok(Sample {
@@ -260,7 +265,7 @@ fn receive(
     from: Instant,
     until: Instant,
     port: u16,
-) -> Result<(u64, ConnStats, ConnStats, Option<u64>), String> {
+) -> anyhow::Result<(u64, ConnStats, ConnStats, Option<u64>)> {
     let mut bytes = 0u64;
     let mut before: Option<(ConnStats, Option<u64>)> = None;
     loop {
@@ -278,9 +283,9 @@ fn receive(
                 }
                 burn(cfg.work);
             }
-            Ok(None) => return Err("the sender closed early".into()),
+            Ok(None) => return Err(anyhow::anyhow!("the sender closed early")),
             Err(Error::TimedOut) => {}
-            Err(e) => return Err(format!("recv: {e}")),
+            Err(e) => return Err(anyhow::anyhow!("recv: {e}")),
         }
     }
     let after = server.stats();
@@ -303,34 +308,44 @@ impl Row {
         super::stats::median(&v).unwrap_or(f64::NAN)
     }
 
-    fn json(&self) -> Value {
-        let per_run: Vec<Value> = self.runs.iter().map(sample_json).collect();
-        json!({
-            "load": self.load,
-            "watermarks": self.watermarks,
-            "offered_bps": self.med(|s| s.offered_bps),
-            "sent_bps": self.med(|s| s.sent_bps),
-            "delivered_bps": self.med(|s| s.delivered_bps),
-            "tpdus_received": self.med(|s| s.tpdus_received as f64),
-            "drop_rcv_buf": self.med(|s| s.drop_rcv_buf as f64),
-            "partial_messages_dropped": self.med(|s| s.partial_messages_dropped as f64),
-            "gaps": self.med(|s| s.gaps as f64),
-            "watermark_holds": self.med(|s| s.watermark_holds as f64),
-            "kernel_drops": self.runs.iter().all(|s| s.kernel_drops.is_some())
+    /// The row as its document; `peak` is the highest delivered rate of its setting.
+    fn result(&self, peak: f64) -> results::LivelockRow {
+        let delivered = self.med(|s| s.delivered_bps);
+        results::LivelockRow {
+            delivered_bps: delivered,
+            drop_rcv_buf: self.med(|s| s.drop_rcv_buf as f64),
+            gaps: self.med(|s| s.gaps as f64),
+            kernel_drops: self
+                .runs
+                .iter()
+                .all(|s| s.kernel_drops.is_some())
                 .then(|| self.med(|s| s.kernel_drops.unwrap_or(0) as f64)),
-            "samples": self.runs.len(),
-            "per_run": per_run,
-        })
+            load: self.load,
+            of_peak: delivered / peak,
+            offered_bps: self.med(|s| s.offered_bps),
+            partial_messages_dropped: self.med(|s| s.partial_messages_dropped as f64),
+            per_run: self
+                .runs
+                .iter()
+                .map(|s| results::LivelockRun {
+                    delivered_bps: s.delivered_bps,
+                    drop_rcv_buf: s.drop_rcv_buf,
+                    gaps: s.gaps,
+                    kernel_drops: s.kernel_drops,
+                    offered_bps: s.offered_bps,
+                    partial_messages_dropped: s.partial_messages_dropped,
+                    sent_bps: s.sent_bps,
+                    tpdus_received: s.tpdus_received,
+                    watermark_holds: s.watermark_holds,
+                })
+                .collect(),
+            samples: self.runs.len(),
+            sent_bps: self.med(|s| s.sent_bps),
+            tpdus_received: self.med(|s| s.tpdus_received as f64),
+            watermark_holds: self.med(|s| s.watermark_holds as f64),
+            watermarks: self.watermarks,
+        }
     }
-}
-
-fn sample_json(s: &Sample) -> Value {
-    json!({
-        "offered_bps": s.offered_bps, "sent_bps": s.sent_bps,
-        "delivered_bps": s.delivered_bps, "tpdus_received": s.tpdus_received,
-        "drop_rcv_buf": s.drop_rcv_buf, "partial_messages_dropped": s.partial_messages_dropped,
-        "gaps": s.gaps, "watermark_holds": s.watermark_holds, "kernel_drops": s.kernel_drops,
-    })
 }
 
 /// Peak delivered rate (median over runs) among `rows` with `watermarks`.
@@ -341,141 +356,130 @@ fn peak(rows: &[Row], watermarks: bool) -> f64 {
         .fold(0.0, f64::max)
 }
 
-/// The results as one JSON document.
-pub(crate) fn json_doc(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
-    let wm = cfg.watermarks;
+/// The results as their document.
+fn result(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> results::Livelock {
     let peaks = [peak(rows, true), peak(rows, false)];
-    let results: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let mut v = r.json();
-            let p = peaks[usize::from(!r.watermarks)];
-            v["of_peak"] = json!(r.med(|s| s.delivered_bps) / p);
-            v
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "livelock",
-        "qos": cfg.qos,
-        "size": cfg.size,
-        "work_us": cfg.work.as_secs_f64() * 1e6,
-        "capacity_bps": cfg.capacity_bps(),
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "runs": runs,
-        "receiver_cpus": cfg.cpus,
-        "watermarks_on": wm.map(|w| json!({"high": w.high, "low": w.low})),
-        "peak_bps": {"watermarks": peaks[0], "no_watermarks": peaks[1]},
-        "machine": super::report::machine(),
-        "results": results,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+    results::Livelock {
+        capacity_bps: cfg.capacity_bps(),
+        experiment: "livelock".into(),
+        machine: results::Machine::now(),
+        peak_bps: results::Peaks {
+            no_watermarks: peaks[1],
+            watermarks: peaks[0],
+        },
+        qos: cfg.qos.clone(),
+        receiver_cpus: cfg.cpus,
+        results: rows
+            .iter()
+            .map(|r| r.result(peaks[usize::from(!r.watermarks)]))
+            .collect(),
+        runs,
+        size: cfg.size,
+        time_s: cfg.time.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
+        watermarks_on: cfg.watermarks.map(|w| results::WatermarksOn {
+            high: w.high,
+            low: w.low,
+        }),
+        work_us: cfg.work.as_secs_f64() * 1e6,
+    }
 }
 
 /// The results as a table: one line per offered load, both settings side by side.
-pub(crate) fn table(cfg: &LivelockConfig, runs: usize, rows: &[Row]) -> String {
-    use std::fmt::Write as _;
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "Receive livelock: {} messages of {}, receiver busy {} µs per message \
-         (C = {:.1} Mbit/s), {} s measured after {} s, median of {runs} run(s); \
+fn table(r: &results::Livelock) -> String {
+    use super::report::human_size;
+    let head = format!(
+        "Receive livelock: {} messages of {}, receiver busy {:.0} µs per message \
+         (C = {:.1} Mbit/s), {} s measured after {} s, median of {} run(s); \
          watermarks on = {}; receiving host on {}",
-        cfg.qos,
-        super::report::human_size(cfg.size),
-        cfg.work.as_micros(),
-        cfg.capacity_bps() / 1e6,
-        cfg.time.as_secs_f64(),
-        cfg.warmup.as_secs_f64(),
-        cfg.watermarks.map_or("none".into(), |w| format!(
+        r.qos,
+        human_size(r.size),
+        r.work_us,
+        r.capacity_bps / 1e6,
+        r.time_s,
+        r.warmup_s,
+        r.runs,
+        r.watermarks_on.as_ref().map_or("none".into(), |w| format!(
             "high {} low {}",
-            super::report::human_size(w.high),
-            super::report::human_size(w.low)
+            human_size(w.high),
+            human_size(w.low)
         )),
-        cfg.cpus.map_or("any CPU".into(), |n| format!(
+        r.receiver_cpus.map_or("any CPU".into(), |n| format!(
             "{n} CPU(s), the sender on the others"
         )),
     );
-    let _ =
-        writeln!(
-        t,
-        "{:>6} {:>9} | {:>9} {:>9} {:>6} {:>7} {:>7} {:>8} | {:>9} {:>9} {:>6} {:>8} {:>7} {:>8}",
-        "load", "offered",
-        "sent", "deliv.", "%peak", "holds", "partial", "kern.drop",
-        "sent", "deliv.", "%peak", "rcv_buf", "partial", "kern.drop"
-    );
-    let _ = writeln!(
-        t,
-        "{:>6} {:>9} | {:^60} | {:^60}",
-        "×C", "Mbit/s", "watermarks ON (Mbit/s)", "watermarks OFF (Mbit/s)"
-    );
-    let peaks = [peak(rows, true), peak(rows, false)];
-    let kd = |r: &Row| {
-        let v = r.med(|s| s.kernel_drops.map_or(f64::NAN, |k| k as f64));
-        if v.is_finite() {
-            format!("{v:.0}")
+    // One table per setting: side by side they would not fit in 100 columns.
+    let setting = |on: bool| {
+        let peak = if on {
+            r.peak_bps.watermarks
         } else {
-            "-".into()
-        }
-    };
-    let mut loads: Vec<f64> = rows.iter().map(|r| r.load).collect();
-    loads.dedup();
-    for load in loads {
-        let on = rows.iter().find(|r| r.load == load && r.watermarks);
-        let off = rows.iter().find(|r| r.load == load && !r.watermarks);
-        let (Some(on), Some(off)) = (on, off) else {
-            continue;
+            r.peak_bps.no_watermarks
         };
-        let mbps = |r: &Row, f: fn(&Sample) -> f64| r.med(f) / 1e6;
-        let _ = writeln!(
-            t,
-            "{:>6} {:>9.1} | {:>9.1} {:>9.1} {:>5.0}% {:>7.0} {:>7.0} {:>8} | {:>9.1} {:>9.1} {:>5.0}% {:>8.0} {:>7.0} {:>8}",
-            format!("{load}×"),
-            on.med(|s| s.offered_bps) / 1e6,
-            mbps(on, |s| s.sent_bps),
-            mbps(on, |s| s.delivered_bps),
-            100.0 * on.med(|s| s.delivered_bps) / peaks[0],
-            on.med(|s| s.watermark_holds as f64),
-            on.med(|s| s.partial_messages_dropped as f64),
-            kd(on),
-            mbps(off, |s| s.sent_bps),
-            mbps(off, |s| s.delivered_bps),
-            100.0 * off.med(|s| s.delivered_bps) / peaks[1],
-            off.med(|s| s.drop_rcv_buf as f64),
-            off.med(|s| s.partial_messages_dropped as f64),
-            kd(off),
+        let dropped = if on { "holds" } else { "rcv_buf" };
+        let mut t = table::new(
+            [
+                "load ×C",
+                "offered",
+                "sent",
+                "delivered",
+                "% of peak",
+                dropped,
+                "partial",
+                "kern.drop",
+            ],
+            0,
         );
-    }
-    let _ = writeln!(
-        t,
-        "holds: watermark holds; partial: messages discarded for a missing TPDU; rcv_buf: \
+        for x in r.results.iter().filter(|x| x.watermarks == on) {
+            let mbps = |v: f64| format!("{:.1}", v / 1e6);
+            t.add_row(vec![
+                format!("{}×", x.load),
+                mbps(x.offered_bps),
+                mbps(x.sent_bps),
+                mbps(x.delivered_bps),
+                format!("{:.0}%", 100.0 * x.delivered_bps / peak),
+                format!(
+                    "{:.0}",
+                    if on {
+                        x.watermark_holds
+                    } else {
+                        x.drop_rcv_buf
+                    }
+                ),
+                format!("{:.0}", x.partial_messages_dropped),
+                x.kernel_drops.map_or("-".into(), |v| format!("{v:.0}")),
+            ]);
+        }
+        table::render(&t)
+    };
+    format!(
+        "{head}\nwatermarks ON, Mbit/s:\n{}watermarks OFF, Mbit/s:\n{}\
+         holds: watermark holds; partial: messages discarded for a missing TPDU; rcv_buf: \
          TPDUs dropped after reading for want of receive buffer; kern.drop: datagrams the \
-         kernel dropped at the receiving socket (never read). Counts are over the measured interval."
-    );
-    t
+         kernel dropped at the receiving socket (never read). Counts are over the measured \
+         interval.\n",
+        setting(true),
+        setting(false)
+    )
 }
 
 /// Delivered against offered, both settings, with the offered line for reference.
-pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row]) -> CliFig {
+fn figure(path: &std::path::Path, r: &results::Livelock) -> anyhow::Result<()> {
     use crate::cli::plot::{stacked, Panel, Series};
     let line = |wm: bool, label: &str| Series {
         label: label.into(),
-        points: rows
+        points: r
+            .results
             .iter()
-            .filter(|r| r.watermarks == wm)
-            .map(|r| {
-                (
-                    r.med(|s| s.offered_bps) / 1e6,
-                    r.med(|s| s.delivered_bps) / 1e6,
-                )
-            })
+            .filter(|x| x.watermarks == wm)
+            .map(|x| (x.offered_bps / 1e6, x.delivered_bps / 1e6))
             .collect(),
     };
-    let max = rows
+    let max = r
+        .results
         .iter()
-        .map(|r| r.med(|s| s.offered_bps) / 1e6)
+        .map(|x| x.offered_bps / 1e6)
         .fold(0.0, f64::max);
-    let cap = cfg.capacity_bps() / 1e6;
+    let cap = r.capacity_bps / 1e6;
     let panel = Panel {
         y_label: "delivered (Mbit/s)".into(),
         series: vec![
@@ -490,11 +494,11 @@ pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row])
     stacked(
         path,
         &format!(
-            "Receive livelock: {}, {} messages, {} µs per message{}",
-            cfg.qos,
-            super::report::human_size(cfg.size),
-            cfg.work.as_micros(),
-            cfg.cpus
+            "Receive livelock: {}, {} messages, {:.0} µs per message{}",
+            r.qos,
+            super::report::human_size(r.size),
+            r.work_us,
+            r.receiver_cpus
                 .map_or(String::new(), |n| format!(", receiver on {n} CPU(s)"))
         ),
         "offered (Mbit/s)",
@@ -502,5 +506,80 @@ pub(crate) fn figure(path: &std::path::Path, cfg: &LivelockConfig, rows: &[Row])
     )
 }
 
-/// What drawing a figure returns.
-pub(crate) type CliFig = Result<(), String>;
+impl Experiment for super::LivelockArgs {
+    type Result = results::Livelock;
+    type Figure = ();
+
+    fn output(&self) -> &OutputArgs {
+        &self.out.to
+    }
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, ())> {
+        let o = &self.out;
+        if o.runs == 0
+            || self.loads.is_empty()
+            || self.loads.iter().any(|&l| !(l > 0.0 && l.is_finite()))
+        {
+            anyhow::bail!("--runs must be at least 1 and --loads positive");
+        }
+        if self.work.is_zero() || o.time.is_zero() {
+            anyhow::bail!("--work and --time must be positive");
+        }
+        let cfg = LivelockConfig {
+            qos: self.qos.clone(),
+            size: super::check_size(self.size)?,
+            work: self.work,
+            warmup: o.warmup,
+            time: o.time,
+            watermarks: match (self.high, self.low) {
+                (Some(high), Some(low)) if low <= high => Some(Watermarks {
+                    high: high as usize,
+                    low: low as usize,
+                }),
+                (Some(_), Some(_)) => anyhow::bail!("--low must not exceed --high"),
+                _ => default_watermarks(),
+            },
+            cpus: match self.cpus {
+                Some(0) => None,
+                Some(n) => Some(n),
+                None => current_cpus().is_ok_and(|c| c.len() >= 2).then_some(1),
+            },
+        };
+        pb.set_length((o.runs * self.loads.len() * 2) as u64);
+        let mut rows: Vec<Row> = self
+            .loads
+            .iter()
+            .flat_map(|&load| {
+                [true, false].map(|watermarks| Row {
+                    load,
+                    watermarks,
+                    runs: Vec::new(),
+                })
+            })
+            .collect();
+        for run_no in 0..o.runs {
+            for row in &mut rows {
+                let wm = if row.watermarks { "on" } else { "off" };
+                pb.set_message(format!(
+                    "livelock {}×C watermarks {wm} run {}/{}",
+                    row.load,
+                    run_no + 1,
+                    o.runs
+                ));
+                let s = run(&cfg, row.load, row.watermarks)
+                    .with_context(|| format!("{}×C, watermarks {wm}", row.load))?;
+                row.runs.push(s);
+                pb.inc(1);
+            }
+        }
+        Ok((result(&cfg, o.runs, &rows), ()))
+    }
+
+    fn table(r: &Self::Result) -> String {
+        table(r)
+    }
+
+    fn figure(r: &Self::Result, (): &(), path: &std::path::Path) -> anyhow::Result<()> {
+        crate::cli::plot::both(path, |p| figure(p, r))
+    }
+}

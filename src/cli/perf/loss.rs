@@ -4,7 +4,8 @@
 //! creates, at random loss of 0–10 %, for natm reliable with packet-pair and with
 //! window flow control, TCP CUBIC, TCP BBR and QUIC.
 //!
-//! The network (shared/NETLAB.md): namespaces `natm-loss-<pid>-a` and `-b` joined by a
+//! The network is built by [`super::netlab`] (shared/NETLAB.md): namespaces
+//! `natm-loss-<pid>-a` and `-b` joined by a
 //! veth pair with segmentation offloads off (when ethtool is there); `tbf` on a's end
 //! sets the rate; an nftables rule on b's input, `numgen random mod 1000 < N drop`,
 //! drops data (acknowledgements go back untouched). netem is not available. Each
@@ -16,22 +17,25 @@
 //! The drop rule sees IP datagrams after reassembly, so a natm TPDU of 4 KiB (three
 //! link packets) is lost as a whole with the same probability as one TCP segment.
 
-use std::fmt::Write as _;
+use anyhow::Context as _;
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use socket2::{Domain, Protocol, Socket, Type};
 
-use super::report::machine;
+use indicatif::ProgressBar;
+
+use super::experiment::{Experiment, OutputArgs};
+use super::netlab::{self, reap, Net};
+use super::results;
 use super::stack::{is_timeout, Endpoint, StackOptions};
 use super::stats::median;
 use crate::cli::plot::{self, Axis, Line, Mark};
+use crate::cli::table;
 
 /// The transfers compared: name, and how its peers are built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,14 +57,14 @@ pub(crate) const STACKS: &[(&str, Kind)] = &[
     ("quic", Kind::Quic),
 ];
 
-fn kind(name: &str) -> Result<Kind, String> {
+fn kind(name: &str) -> anyhow::Result<Kind> {
     STACKS
         .iter()
         .find(|(n, _)| *n == name)
         .map(|(_, k)| *k)
         .ok_or_else(|| {
             let names: Vec<&str> = STACKS.iter().map(|(n, _)| *n).collect();
-            format!(
+            anyhow::anyhow!(
                 "unknown stack \"{name}\" for loss; known: {}",
                 names.join(", ")
             )
@@ -255,7 +259,8 @@ fn dial(a: &PeerArgs, k: Kind) -> io::Result<Box<dyn Endpoint>> {
 /// Run one peer; the receiver prints one JSON line with what it measured.
 pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
     let k = kind(&a.stack)?;
-    let fail = |e: io::Error| format!("loss-peer {} {}: {e}", a.role, a.stack);
+    let fail =
+        |e: io::Error| anyhow::Error::new(e).context(format!("loss-peer {} {}", a.role, a.stack));
     if a.role == "send" {
         let mut ep = dial(a, k).map_err(fail)?;
         let msg = vec![0x42u8; a.size];
@@ -286,7 +291,7 @@ pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
                 }
             }
             None if first.is_none() && now - start > FIRST_DATA => {
-                return Err(format!("loss-peer recv {}: no data", a.stack));
+                return Err(anyhow::anyhow!("loss-peer recv {}: no data", a.stack));
             }
             None => {}
         }
@@ -299,212 +304,25 @@ pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
     let (t, b0) = from.unwrap_or((start, 0));
     let seconds = t.elapsed().as_secs_f64();
     let bytes = total - b0;
+    let report = PeerReport {
+        bps: bytes as f64 * 8.0 / seconds,
+        bytes,
+        seconds,
+    };
     println!(
         "{}",
-        json!({ "bytes": bytes, "seconds": seconds, "bps": bytes as f64 * 8.0 / seconds })
+        serde_json::to_string(&report).context("cannot write the report")?
     );
     Ok(())
 }
 
-// ---------------------------------------------------------------------------
-// The network.
-
-/// What the experiment needs: root and the tools; why not, if not.
-pub(crate) fn check_prerequisites() -> Result<(), String> {
-    if !rustix::process::geteuid().is_root() {
-        return Err(
-            "natm perf loss needs root (it creates network namespaces, a veth pair, tbf and \
-             nftables rules): run it with sudo"
-                .into(),
-        );
-    }
-    let missing: Vec<&str> = ["ip", "tc", "nft"]
-        .into_iter()
-        .filter(|t| which(t).is_none())
-        .collect();
-    if !missing.is_empty() {
-        return Err(format!(
-            "natm perf loss needs {} (Debian: apt-get install iproute2 nftables)",
-            missing.join(", ")
-        ));
-    }
-    Ok(())
-}
-
-fn which(tool: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_else(|| "/usr/sbin:/usr/bin:/sbin:/bin".into());
-    std::env::split_paths(&path)
-        .chain(["/usr/sbin".into(), "/sbin".into()])
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file())
-}
-
-/// Run a command, failing with its stderr.
-fn sh(args: &[&str]) -> Result<(), String> {
-    let out = Command::new(which(args[0]).unwrap_or_else(|| args[0].into()))
-        .args(&args[1..])
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| format!("{}: {e}", args.join(" ")))?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(format!(
-            "`{}` failed: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        ))
-    }
-}
-
-/// Two namespaces joined by a rate-limited veth pair, removed on drop.
-pub(crate) struct Net {
-    a: String,
-    b: String,
-    /// Receiver's address.
-    pub(crate) addr_b: std::net::Ipv4Addr,
-    /// Whether segmentation offloads could be turned off.
-    pub(crate) offloads_off: bool,
-}
-
-impl Net {
-    /// Create the namespaces, the link, the rate limit and an empty loss table.
-    pub(crate) fn create(rate_bps: u64) -> Result<Self, String> {
-        let pid = std::process::id();
-        let (a, b) = (format!("natm-loss-{pid}-a"), format!("natm-loss-{pid}-b"));
-        let sub = (pid % 250) as u8;
-        sh(&["ip", "netns", "add", &a])?;
-        // From here on, dropping `net` removes what exists.
-        let mut net = Net {
-            a: a.clone(),
-            b: b.clone(),
-            addr_b: std::net::Ipv4Addr::new(10, 213, sub, 2),
-            offloads_off: false,
-        };
-        let (a, b) = (a.as_str(), b.as_str());
-        sh(&["ip", "netns", "add", b])?;
-        let addr_a = format!("10.213.{sub}.1/24");
-        let addr_b = format!("10.213.{sub}.2/24");
-        sh(&[
-            "ip", "link", "add", "va", "netns", a, "type", "veth", "peer", "name", "vb", "netns", b,
-        ])?;
-        sh(&["ip", "-n", a, "addr", "add", &addr_a, "dev", "va"])?;
-        sh(&["ip", "-n", b, "addr", "add", &addr_b, "dev", "vb"])?;
-        for (ns, dev) in [(a, "va"), (b, "vb")] {
-            sh(&["ip", "-n", ns, "link", "set", dev, "up"])?;
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
-        }
-        net.offloads_off = which("ethtool").is_some()
-            && [(a, "va"), (b, "vb")].iter().all(|(ns, dev)| {
-                sh(&[
-                    "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
-                    "gro", "off",
-                ])
-                .is_ok()
-            });
-        // With offloads on, the qdisc sees packets of up to 64 KiB; tbf drops any packet
-        // larger than its bucket.
-        let burst = if net.offloads_off { "32kbit" } else { "80kb" };
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            a,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            "va",
-            "root",
-            "tbf",
-            "rate",
-            &format!("{rate_bps}bit"),
-            "burst",
-            burst,
-            "latency",
-            "50ms",
-        ])?;
-        Ok(net)
-    }
-
-    /// Drop `per_mille` of the datagrams arriving in b (0 removes the rule).
-    pub(crate) fn set_loss(&self, per_mille: u32) -> Result<(), String> {
-        let b = self.b.as_str();
-        let _ = sh(&[
-            "ip", "netns", "exec", b, "nft", "delete", "table", "inet", "natm",
-        ]);
-        if per_mille == 0 {
-            return Ok(());
-        }
-        sh(&[
-            "ip", "netns", "exec", b, "nft", "add", "table", "inet", "natm",
-        ])?;
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            b,
-            "nft",
-            "add",
-            "chain",
-            "inet",
-            "natm",
-            "in",
-            "{ type filter hook input priority 0; }",
-        ])?;
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            b,
-            "nft",
-            "add",
-            "rule",
-            "inet",
-            "natm",
-            "in",
-            "numgen",
-            "random",
-            "mod",
-            "1000",
-            "<",
-            &per_mille.to_string(),
-            "drop",
-        ])
-    }
-
-    fn spawn(&self, ns: &str, args: &[String]) -> Result<Child, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("own executable: {e}"))?;
-        Command::new(which("ip").unwrap_or_else(|| "ip".into()))
-            .args(["netns", "exec", ns])
-            .arg(exe)
-            .args(["perf", "loss-peer"])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("cannot start a peer in {ns}: {e}"))
-    }
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = sh(&["ip", "netns", "del", ns]);
-        }
-    }
-}
-
-/// Kill a child we started, by its id, and reap it.
-fn reap(mut c: Child) -> String {
-    let _ = c.kill();
-    let _ = c.wait();
-    let mut err = String::new();
-    if let Some(mut e) = c.stderr.take() {
-        let _ = e.read_to_string(&mut err);
-    }
-    err.trim().to_string()
+/// What the receiving peer measured after its warm-up: one JSON line on its stdout.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct PeerReport {
+    /// Goodput, bit/s.
+    bps: f64,
+    bytes: u64,
+    seconds: f64,
 }
 
 /// One transfer: start the receiver in b, wait for `ready`, start the sender in a,
@@ -516,10 +334,12 @@ fn transfer(
     port: u16,
     certs: &Path,
     stop: &AtomicBool,
-) -> Result<f64, String> {
+) -> anyhow::Result<f64> {
     let addr = format!("{}:{port}", net.addr_b);
     let common = |role: &str, time: Duration| -> Vec<String> {
         let mut v: Vec<String> = vec![
+            "perf".into(),
+            "loss-peer".into(),
             role.into(),
             "--stack".into(),
             stack.into(),
@@ -543,7 +363,7 @@ fn transfer(
         v
     };
     let mut recv = net.spawn(&net.b, &common("recv", cfg.time))?;
-    let out = recv.stdout.take().ok_or("no stdout")?;
+    let out = recv.stdout.take().context("the receiver has no stdout")?;
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(out).lines() {
@@ -555,15 +375,15 @@ fn transfer(
     });
     let limit = cfg.warmup + cfg.time + FIRST_DATA + Duration::from_secs(5);
     let deadline = Instant::now() + limit;
-    let wait_line = |what: &str| -> Result<String, String> {
+    let wait_line = |what: &str| -> anyhow::Result<String> {
         loop {
             if stop.load(Ordering::Relaxed) {
-                return Err("interrupted".into());
+                anyhow::bail!("interrupted");
             }
             match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(l) => return Ok(l),
                 Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
-                Err(_) => return Err(format!("no {what} from the receiver")),
+                Err(_) => return Err(anyhow::anyhow!("no {what} from the receiver")),
             }
         }
     };
@@ -571,9 +391,9 @@ fn transfer(
     if let Err(e) = ready.and_then(|l| {
         (l == "ready")
             .then_some(())
-            .ok_or(format!("receiver said {l:?}"))
+            .ok_or_else(|| anyhow::anyhow!("receiver said {l:?}"))
     }) {
-        return Err(format!("{e}: {}", reap(recv)));
+        return Err(anyhow::anyhow!("{e:#}: {}", reap(recv)));
     }
     let send = match net.spawn(&net.a, &common("send", limit)) {
         Ok(s) => s,
@@ -585,13 +405,12 @@ fn transfer(
     let report = wait_line("report");
     let send_err = reap(send);
     let recv_err = reap(recv);
-    let line = report.map_err(|e| format!("{e}: {recv_err} {send_err}"))?;
-    let v: Value =
-        serde_json::from_str(&line).map_err(|e| format!("receiver report {line:?}: {e}"))?;
-    v["bps"]
-        .as_f64()
+    let line = report.map_err(|e| anyhow::anyhow!("{e:#}: {recv_err} {send_err}"))?;
+    let report: PeerReport =
+        serde_json::from_str(&line).with_context(|| format!("receiver report {line:?}"))?;
+    Some(report.bps)
         .filter(|b| b.is_finite())
-        .ok_or_else(|| format!("receiver report without bps: {line}"))
+        .with_context(|| format!("receiver report without a finite rate: {line}"))
 }
 
 // ---------------------------------------------------------------------------
@@ -635,33 +454,28 @@ pub(crate) struct NetInfo {
 pub(crate) fn run(
     cfg: &LossConfig,
     mut tick: impl FnMut(&str),
-) -> Result<(Vec<Point>, NetInfo), String> {
-    check_prerequisites()?;
+) -> anyhow::Result<(Vec<Point>, NetInfo)> {
+    netlab::check_prerequisites("natm perf loss")?;
     for s in &cfg.stacks {
         kind(s)?;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone())
-            .map_err(|e| format!("cannot catch signals: {e}"))?;
-    }
-    let bbr = std::fs::read_to_string("/proc/sys/net/ipv4/tcp_available_congestion_control")
-        .is_ok_and(|s| s.split_whitespace().any(|c| c == "bbr"))
-        || sh(&["modprobe", "tcp_bbr"]).is_ok();
+    let stop = netlab::interrupt_flag()?;
+    let bbr = netlab::bbr_available();
     let stacks: Vec<&String> = cfg
         .stacks
         .iter()
-        .filter(|s| bbr || kind(s) != Ok(Kind::Tcp("bbr")))
+        .filter(|s| bbr || kind(s).ok() != Some(Kind::Tcp("bbr")))
         .collect();
     let certs = std::env::temp_dir().join(format!("natm-loss-{}", std::process::id()));
-    std::fs::create_dir_all(&certs).map_err(|e| format!("{}: {e}", certs.display()))?;
-    let id = super::quic::Identity::generate().map_err(|e| e.to_string())?;
+    std::fs::create_dir_all(&certs)
+        .with_context(|| format!("cannot create {}", certs.display()))?;
+    let id = super::quic::Identity::generate()?;
     let written = std::fs::write(certs.join("cert.der"), &id.cert)
         .and_then(|()| std::fs::write(certs.join("key.der"), &id.key));
     let result = written
-        .map_err(|e| format!("{}: {e}", certs.display()))
+        .with_context(|| format!("cannot write the QUIC identity into {}", certs.display()))
         .and_then(|()| {
-            let net = Net::create(cfg.rate_bps)?;
+            let net = Net::create("loss", cfg.rate_bps)?;
             let info = NetInfo {
                 offloads_off: net.offloads_off,
                 bbr,
@@ -682,7 +496,7 @@ pub(crate) fn run(
                 let mut current = None;
                 for p in &mut points {
                     if stop.load(Ordering::Relaxed) {
-                        return Err("interrupted; network namespaces removed".into());
+                        anyhow::bail!("interrupted; network namespaces removed");
                     }
                     let per_mille = (p.loss * 10.0).round() as u32;
                     if current != Some(per_mille) {
@@ -692,9 +506,9 @@ pub(crate) fn run(
                     port = port.wrapping_add(1).max(20_000);
                     let bps = transfer(&net, &p.stack, cfg, port, &certs, &stop).map_err(|e| {
                         if stop.load(Ordering::Relaxed) {
-                            "interrupted; network namespaces removed".to_string()
+                            anyhow::anyhow!("interrupted; network namespaces removed")
                         } else {
-                            format!("{} at {} % loss: {e}", p.stack, p.loss)
+                            e.context(format!("{} at {} % loss", p.stack, p.loss))
                         }
                     })?;
                     p.bps.push(bps);
@@ -707,93 +521,77 @@ pub(crate) fn run(
     result
 }
 
-/// The results as a table.
-pub(crate) fn table(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "goodput of one transfer ({} B messages) through a {} Mbit/s tbf link between two \
-         namespaces, random loss on the data direction; {} run(s) of {:?} after {:?}; medians",
-        cfg.size,
-        cfg.rate_bps as f64 / 1e6,
-        cfg.runs,
-        cfg.time,
-        cfg.warmup
-    );
-    let stacks: Vec<&str> = {
-        let mut v: Vec<&str> = Vec::new();
-        for p in points {
-            if !v.contains(&p.stack.as_str()) {
-                v.push(&p.stack);
-            }
+/// The results as a table: goodput in Mbit/s, one row per loss rate.
+fn table(r: &results::Loss) -> String {
+    let (mut stacks, mut losses): (Vec<&str>, Vec<f64>) = (Vec::new(), Vec::new());
+    for p in &r.results {
+        if !stacks.contains(&p.stack.as_str()) {
+            stacks.push(&p.stack);
         }
-        v
-    };
-    let _ = write!(t, "{:>7}", "loss");
-    for s in &stacks {
-        let _ = write!(t, " {s:>12}");
+        if !losses.contains(&p.loss_percent) {
+            losses.push(p.loss_percent);
+        }
     }
-    let _ = writeln!(t, "   (Mbit/s)");
-    for &loss in &cfg.losses {
-        let _ = write!(t, "{:>6}%", loss);
+    let mut t = table::new(std::iter::once("loss").chain(stacks.iter().copied()), 0);
+    for &loss in &losses {
+        let mut row = vec![format!("{loss}%")];
         for s in &stacks {
-            match points.iter().find(|p| p.loss == loss && p.stack == *s) {
-                Some(p) => {
-                    let _ = write!(t, " {:>12.2}", p.goodput() / 1e6);
-                }
-                None => {
-                    let _ = write!(t, " {:>12}", "-");
-                }
-            }
+            row.push(
+                r.results
+                    .iter()
+                    .find(|p| p.loss_percent == loss && p.stack == *s)
+                    .map_or("-".into(), |p| format!("{:.2}", p.bps / 1e6)),
+            );
         }
-        let _ = writeln!(t);
+        t.add_row(row);
     }
-    if !info.bbr {
-        let _ = writeln!(
-            t,
-            "tcp-bbr left out: the kernel has no BBR (modprobe tcp_bbr failed)"
-        );
+    let mut out = format!(
+        "goodput of one transfer ({} B messages) through a {} Mbit/s tbf link between two \
+         namespaces, random loss on the data direction; {} run(s) of {} s after {} s; medians, \
+         Mbit/s\n{}",
+        r.size,
+        r.link_bps as f64 / 1e6,
+        r.runs,
+        r.time_s,
+        r.warmup_s,
+        table::render(&t)
+    );
+    if !r.bbr {
+        out.push_str("tcp-bbr left out: the kernel has no BBR (modprobe tcp_bbr failed)\n");
     }
-    if !info.offloads_off {
-        let _ = writeln!(
-            t,
-            "note: segmentation offloads stayed on (no ethtool); tbf saw large packets"
-        );
+    if !r.offloads_off {
+        out.push_str("note: segmentation offloads stayed on (no ethtool); tbf saw large packets\n");
     }
-    t
+    out
 }
 
-/// The results as one JSON document.
-pub(crate) fn json_doc(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> String {
-    let results: Vec<Value> = points
-        .iter()
-        .map(|p| {
-            json!({
-                "stack": p.stack,
-                "loss_percent": p.loss,
-                "bps": p.goodput(),
-                "of_link": p.goodput() / cfg.rate_bps as f64,
-                "per_run_bps": p.bps,
+/// The results as their document.
+fn result(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> results::Loss {
+    results::Loss {
+        bbr: info.bbr,
+        experiment: "loss".into(),
+        link_bps: cfg.rate_bps,
+        machine: results::Machine::now(),
+        offloads_off: info.offloads_off,
+        results: points
+            .iter()
+            .map(|p| results::LossRow {
+                bps: p.goodput(),
+                loss_percent: p.loss,
+                of_link: p.goodput() / cfg.rate_bps as f64,
+                per_run_bps: p.bps.clone(),
+                stack: p.stack.clone(),
             })
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "loss",
-        "link_bps": cfg.rate_bps,
-        "size": cfg.size,
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "runs": cfg.runs,
-        "offloads_off": info.offloads_off,
-        "bbr": info.bbr,
-        "machine": machine(),
-        "results": results,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+            .collect(),
+        runs: cfg.runs,
+        size: cfg.size,
+        time_s: cfg.time.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
+    }
 }
 
 /// Goodput against loss, one line per stack.
-pub(crate) fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> Result<(), String> {
+fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> anyhow::Result<()> {
     let mut names: Vec<&str> = Vec::new();
     for p in points {
         if !names.contains(&p.stack.as_str()) {
@@ -872,37 +670,44 @@ pub(crate) struct LossArgs {
     out: super::Output,
 }
 
-/// Run `natm perf loss`.
-pub(crate) fn cmd(a: &LossArgs) -> crate::cli::CliResult {
-    let o = &a.out;
-    if o.runs == 0 || o.time.is_zero() || a.rate == 0 {
-        return Err("--runs, --time and --rate must be positive".into());
+impl Experiment for LossArgs {
+    type Result = results::Loss;
+    type Figure = (LossConfig, Vec<Point>);
+
+    fn output(&self) -> &OutputArgs {
+        &self.out.to
     }
-    if a.losses.is_empty() || a.losses.iter().any(|l| !(0.0..=100.0).contains(l)) {
-        return Err("--losses are percentages from 0 to 100".into());
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, Self::Figure)> {
+        let o = &self.out;
+        if o.runs == 0 || o.time.is_zero() || self.rate == 0 {
+            anyhow::bail!("--runs, --time and --rate must be positive");
+        }
+        if self.losses.is_empty() || self.losses.iter().any(|l| !(0.0..=100.0).contains(l)) {
+            anyhow::bail!("--losses are percentages from 0 to 100");
+        }
+        let cfg = LossConfig {
+            stacks: self.stacks.iter().map(|s| s.trim().to_string()).collect(),
+            losses: self.losses.clone(),
+            rate_bps: self.rate,
+            size: super::check_size(self.size)?,
+            warmup: o.warmup,
+            time: o.time,
+            runs: o.runs,
+        };
+        pb.set_length((cfg.runs * cfg.losses.len() * cfg.stacks.len()) as u64);
+        let (points, info) = run(&cfg, |m| {
+            pb.set_message(m.to_string());
+            pb.inc(1);
+        })?;
+        Ok((result(&cfg, &info, &points), (cfg, points)))
     }
-    let cfg = LossConfig {
-        stacks: a.stacks.iter().map(|s| s.trim().to_string()).collect(),
-        losses: a.losses.clone(),
-        rate_bps: a.rate,
-        size: super::check_size(a.size)?,
-        warmup: o.warmup,
-        time: o.time,
-        runs: o.runs,
-    };
-    let pb = super::progress(cfg.runs * cfg.losses.len() * cfg.stacks.len());
-    let (points, info) = run(&cfg, |m| {
-        pb.set_message(m.to_string());
-        pb.inc(1);
-    })?;
-    pb.finish_and_clear();
-    if let Some(path) = &o.figure {
-        figure(path, &cfg, &points)?;
+
+    fn table(r: &Self::Result) -> String {
+        table(r)
     }
-    super::output_to(
-        o.json,
-        o.save.as_deref(),
-        || table(&cfg, &info, &points),
-        || json_doc(&cfg, &info, &points),
-    )
+
+    fn figure(_: &Self::Result, (cfg, points): &Self::Figure, path: &Path) -> anyhow::Result<()> {
+        figure(path, cfg, points)
+    }
 }

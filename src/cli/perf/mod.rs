@@ -11,6 +11,7 @@
 mod all;
 mod calls;
 mod cost;
+mod experiment;
 mod fit;
 mod framing;
 mod guaranteed;
@@ -21,8 +22,11 @@ mod livelock;
 mod loss;
 mod natm;
 #[cfg(feature = "quic")]
+mod netlab;
+#[cfg(feature = "quic")]
 mod quic;
 mod report;
+mod results;
 mod sizes;
 mod stack;
 mod stages;
@@ -31,16 +35,30 @@ mod tcp;
 mod throughput;
 mod udp;
 
+use std::path::Path;
 use std::time::Duration;
+
+use anyhow::Context as _;
 
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use super::units;
 use super::CliResult;
+use experiment::{drive, Experiment, OutputArgs};
 use latency::LatencyConfig;
-use stack::{Stack, StackOptions, STACKS};
+use stack::{Registry, Stack, StackOptions};
 use throughput::ThroughputConfig;
+
+/// Every stack `natm perf` can measure: each stack file's registry lines, put together
+/// here so that the stack files depend on `stack` and `stack` on none of them.
+const STACKS: Registry = Registry(&[
+    natm::ENTRIES,
+    udp::ENTRIES,
+    tcp::ENTRIES,
+    #[cfg(feature = "quic")]
+    quic::ENTRIES,
+]);
 
 /// Largest message size accepted (buffers of this size are allocated per end).
 const MAX_SIZE: u64 = 64 << 20;
@@ -100,43 +118,8 @@ pub(crate) struct Common {
     /// Ratios are relative to this stack (default: the first of --stacks).
     #[arg(long)]
     reference: Option<String>,
-    /// Print one JSON document instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON document to this file (the table still goes to stdout).
-    #[arg(long)]
-    save: Option<std::path::PathBuf>,
-    /// Draw the figure into this SVG file, and the same as PNG beside it.
-    #[arg(long)]
-    figure: Option<std::path::PathBuf>,
-}
-
-/// Print the table or the JSON document, and save the JSON if asked.
-fn output(
-    common: &Common,
-    table: impl FnOnce() -> String,
-    json: impl FnOnce() -> String,
-) -> CliResult {
-    output_to(common.json, common.save.as_deref(), table, json)
-}
-
-/// [`output`] for experiments without the stack options of [`Common`].
-fn output_to(
-    as_json: bool,
-    save: Option<&std::path::Path>,
-    table: impl FnOnce() -> String,
-    json: impl FnOnce() -> String,
-) -> CliResult {
-    let doc = (as_json || save.is_some()).then(json);
-    if let (Some(path), Some(doc)) = (save, &doc) {
-        std::fs::write(path, format!("{doc}\n"))
-            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
-    }
-    match doc {
-        Some(doc) if as_json => println!("{doc}"),
-        _ => print!("{}", table()),
-    }
-    Ok(())
+    #[command(flatten)]
+    to: OutputArgs,
 }
 
 /// Options of the experiments that build their own natm hosts.
@@ -152,15 +135,8 @@ pub(crate) struct Output {
     /// Measure each run for this long after the warm-up.
     #[arg(long, default_value = "2s", value_parser = units::duration)]
     time: Duration,
-    /// Print one JSON document instead of a table.
-    #[arg(long)]
-    json: bool,
-    /// Also write the JSON document to this file (the table still goes to stdout).
-    #[arg(long)]
-    save: Option<std::path::PathBuf>,
-    /// Draw the figure into this SVG file.
-    #[arg(long)]
-    figure: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    to: OutputArgs,
 }
 
 /// `natm perf livelock`.
@@ -272,50 +248,52 @@ pub(crate) struct IsolationArgs {
 /// Run a `natm perf` subcommand.
 pub(crate) fn run(cmd: PerfCmd) -> CliResult {
     match cmd {
-        PerfCmd::Latency(a) => run_latency(&a),
+        PerfCmd::Latency(a) if a.stages => drive(&StagesOf(&a)),
+        PerfCmd::Latency(a) => drive(&a),
         PerfCmd::Stages(mut a) => {
             a.stages = true;
-            run_latency(&a)
+            drive(&StagesOf(&a))
         }
-        PerfCmd::Throughput(a) => run_throughput(&a),
-        PerfCmd::Livelock(a) => run_livelock(&a),
-        PerfCmd::Isolation(a) => run_isolation(&a),
-        PerfCmd::Guaranteed(a) => guaranteed::cmd(&a),
-        PerfCmd::Cost(a) => cost::cmd(&a),
+        PerfCmd::Throughput(a) => drive(&a),
+        PerfCmd::Livelock(a) => drive(&a),
+        PerfCmd::Isolation(a) => drive(&a),
+        PerfCmd::Guaranteed(a) => drive(&a),
+        PerfCmd::Cost(a) => drive(&a),
         PerfCmd::All(a) => all::cmd(&a),
         #[cfg(feature = "quic")]
-        PerfCmd::Loss(a) => loss::cmd(&a),
+        PerfCmd::Loss(a) => drive(&a),
         #[cfg(feature = "quic")]
         PerfCmd::LossPeer(a) => loss::peer(&a),
-        PerfCmd::Calls(a) => calls::run(&a),
+        PerfCmd::Calls(a) => drive(&a),
         PerfCmd::Stacks => {
-            let width = STACKS.iter().map(|e| e.name.len()).max().unwrap_or(0);
-            for e in STACKS {
-                println!("{:width$}  {}", e.name, e.about);
+            let mut t = crate::cli::table::new(["stack", "what it is"], 2);
+            for e in STACKS.entries() {
+                t.add_row(vec![e.name, e.about]);
             }
+            crate::cli::outln!("{}", crate::cli::table::render(&t).trim_end());
             Ok(())
         }
     }
 }
 
 /// The stacks asked for, built, and the index of the reference among them.
-fn setup(names: &[String], common: &Common) -> Result<(Vec<Box<dyn Stack>>, usize), String> {
+fn setup(names: &[String], common: &Common) -> anyhow::Result<(Vec<Box<dyn Stack>>, usize)> {
     if common.runs == 0 {
-        return Err("--runs must be at least 1".into());
+        anyhow::bail!("--runs must be at least 1");
     }
     let opts = StackOptions {
         sockbuf: match common.sockbuf {
             0 => None,
-            n => Some(usize::try_from(n).map_err(|_| "--sockbuf too large".to_string())?),
+            n => Some(usize::try_from(n).context("--sockbuf too large")?),
         },
         ..StackOptions::default()
     };
-    let stacks = stack::resolve(names, &opts)?;
+    let stacks = STACKS.resolve(names, &opts)?;
     let reference = match &common.reference {
         None => 0,
         Some(r) => stacks.iter().position(|s| s.name() == r).ok_or_else(|| {
             let names: Vec<_> = stacks.iter().map(|s| s.name()).collect();
-            format!(
+            anyhow::anyhow!(
                 "--reference {r} is not among the stacks measured ({})",
                 names.join(", ")
             )
@@ -324,9 +302,9 @@ fn setup(names: &[String], common: &Common) -> Result<(Vec<Box<dyn Stack>>, usiz
     Ok((stacks, reference))
 }
 
-fn check_size(size: u64) -> Result<usize, String> {
+fn check_size(size: u64) -> anyhow::Result<usize> {
     if size == 0 || size > MAX_SIZE {
-        return Err(format!(
+        return Err(anyhow::anyhow!(
             "message size {size} B is out of range: 1 B to {} MiB",
             MAX_SIZE >> 20
         ));
@@ -348,11 +326,20 @@ fn progress(total: usize) -> ProgressBar {
     pb
 }
 
-fn run_latency(a: &LatencyArgs) -> CliResult {
+/// The round trips measured for `latency` and `stages`.
+struct RoundTrips {
+    cfg: LatencyConfig,
+    runs: usize,
+    names: Vec<String>,
+    reference: usize,
+    /// Per stack (in `names`' order), each run's samples.
+    samples: Vec<Vec<latency::Samples>>,
+}
+
+/// Measure the round trips that `latency` and `stages` report.
+fn round_trips(a: &LatencyArgs, pb: &ProgressBar) -> anyhow::Result<RoundTrips> {
     if a.stages && !::natm::stages::COMPILED {
-        return Err(
-            "--stages needs natm built with the `stages` feature (a default feature)".into(),
-        );
+        anyhow::bail!("--stages needs natm built with the `stages` feature (a default feature)");
     }
     let names: Vec<String> = match (a.stacks.is_empty(), a.stages) {
         (false, _) => a.stacks.clone(),
@@ -363,11 +350,11 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
     let size = check_size(a.size)?;
     for s in &stacks {
         if let Some(max) = s.max_message().filter(|&m| size > m) {
-            return Err(format!(
+            anyhow::bail!(
                 "{}: carries at most {max} B in one message; use --size {max} or less, or leave {} out",
                 s.name(),
                 s.name()
-            ));
+            );
         }
     }
     let cfg = LatencyConfig {
@@ -378,208 +365,184 @@ fn run_latency(a: &LatencyArgs) -> CliResult {
         stages: a.stages,
     };
     let runs = a.common.runs;
-    let pb = progress(runs * stacks.len());
-    let mut results: Vec<Vec<latency::Samples>> = stacks.iter().map(|_| Vec::new()).collect();
+    pb.set_length((runs * stacks.len()) as u64);
+    let mut samples: Vec<Vec<latency::Samples>> = stacks.iter().map(|_| Vec::new()).collect();
     for run in 0..runs {
         for (i, s) in stacks.iter().enumerate() {
             pb.set_message(format!("latency {} run {}/{runs}", s.name(), run + 1));
-            let samples =
-                latency::run(s.as_ref(), &cfg).map_err(|e| format!("{}: {e}", s.name()))?;
-            results[i].push(samples);
+            let got =
+                latency::run(s.as_ref(), &cfg).with_context(|| format!("stack {}", s.name()))?;
+            samples[i].push(got);
             pb.inc(1);
         }
     }
-    pb.finish_and_clear();
-    let names: Vec<&str> = stacks.iter().map(|s| s.name()).collect();
-    if a.stages {
-        let rows = stages::rows(&names, &results);
-        if rows.is_empty() {
-            return Err("--stages: no round trip of a natm stack was matched".into());
-        }
-        if let Some(path) = &a.common.figure {
-            stages::figure(path, &cfg, &rows)?;
-        }
-        return output(
-            &a.common,
-            || stages::table(&cfg, runs, &rows),
-            || stages::json(&cfg, runs, &rows),
-        );
-    }
-    let rows = report::latency_rows(&names, results);
-    if let Some(path) = &a.common.figure {
-        report::latency_figure(path, &cfg, &rows)?;
-    }
-    output(
-        &a.common,
-        || report::latency_table(&cfg, runs, &rows, reference),
-        || report::latency_json(&cfg, runs, &rows, reference),
-    )
+    Ok(RoundTrips {
+        cfg,
+        runs,
+        names: stacks.iter().map(|s| s.name().to_string()).collect(),
+        reference,
+        samples,
+    })
 }
 
-fn run_throughput(a: &ThroughputArgs) -> CliResult {
-    let (stacks, reference) = setup(&a.stacks, &a.common)?;
-    let sizes = match a.size {
-        Some(s) => vec![check_size(s)?],
-        None => a
-            .sizes
-            .iter()
-            .map(|&s| check_size(s))
-            .collect::<Result<Vec<_>, _>>()?,
-    };
-    let runs = a.common.runs;
-    let pb = progress(sizes.len() * runs * stacks.len());
-    let mut rows = Vec::new();
-    for &size in &sizes {
-        let cfg = ThroughputConfig {
-            size,
-            warmup: a.common.warmup,
-            time: a.time,
+impl Experiment for LatencyArgs {
+    type Result = results::Latency;
+    /// The figure is the distribution of every sample, which the document leaves out.
+    type Figure = (LatencyConfig, Vec<report::LatencyRow>);
+
+    fn output(&self) -> &OutputArgs {
+        &self.common.to
+    }
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, Self::Figure)> {
+        let m = round_trips(self, pb)?;
+        let names: Vec<&str> = m.names.iter().map(String::as_str).collect();
+        let rows = report::latency_rows(&names, m.samples);
+        let result = report::latency_result(&m.cfg, m.runs, &rows, m.reference);
+        Ok((result, (m.cfg, rows)))
+    }
+
+    fn table(r: &Self::Result) -> String {
+        report::latency_table(r)
+    }
+
+    fn figure(_: &Self::Result, (cfg, rows): &Self::Figure, path: &Path) -> anyhow::Result<()> {
+        report::latency_figure(path, cfg, rows)
+    }
+}
+
+/// `latency --stages`: the same round trips, broken down along the natm stack.
+struct StagesOf<'a>(&'a LatencyArgs);
+
+impl Experiment for StagesOf<'_> {
+    type Result = results::Stages;
+    type Figure = ();
+
+    fn output(&self) -> &OutputArgs {
+        &self.0.common.to
+    }
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, ())> {
+        let m = round_trips(self.0, pb)?;
+        let names: Vec<&str> = m.names.iter().map(String::as_str).collect();
+        let rows = stages::rows(&names, &m.samples);
+        if rows.is_empty() {
+            anyhow::bail!("--stages: no round trip of a natm stack was matched");
+        }
+        Ok((stages::result(&m.cfg, m.runs, &rows), ()))
+    }
+
+    fn table(r: &Self::Result) -> String {
+        stages::table(r)
+    }
+
+    fn figure(r: &Self::Result, (): &(), path: &Path) -> anyhow::Result<()> {
+        stages::figure(path, r)
+    }
+}
+
+impl Experiment for ThroughputArgs {
+    type Result = results::Throughput;
+    /// The figure draws each fit over a fine grid of sizes.
+    type Figure = Vec<sizes::Curve>;
+
+    fn output(&self) -> &OutputArgs {
+        &self.common.to
+    }
+
+    fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, Self::Figure)> {
+        let (stacks, reference) = setup(&self.stacks, &self.common)?;
+        let sizes = match self.size {
+            Some(s) => vec![check_size(s)?],
+            None => self
+                .sizes
+                .iter()
+                .map(|&s| check_size(s))
+                .collect::<Result<Vec<_>, _>>()?,
         };
-        let mut results: Vec<Vec<throughput::Rate>> = stacks.iter().map(|_| Vec::new()).collect();
-        for run in 0..runs {
-            for (i, s) in stacks.iter().enumerate() {
-                pb.set_message(format!(
-                    "throughput {} {} run {}/{runs}",
-                    s.name(),
-                    report::human_size(size),
-                    run + 1
-                ));
-                let rate = throughput::run(s.as_ref(), &cfg)
-                    .map_err(|e| format!("{} at {size} B: {e}", s.name()))?;
-                results[i].push(rate);
-                pb.inc(1);
+        let runs = self.common.runs;
+        pb.set_length((sizes.len() * runs * stacks.len()) as u64);
+        let mut rows = Vec::new();
+        for &size in &sizes {
+            let cfg = ThroughputConfig {
+                size,
+                warmup: self.common.warmup,
+                time: self.time,
+            };
+            let mut results: Vec<Vec<throughput::Rate>> =
+                stacks.iter().map(|_| Vec::new()).collect();
+            for run in 0..runs {
+                for (i, s) in stacks.iter().enumerate() {
+                    pb.set_message(format!(
+                        "throughput {} {} run {}/{runs}",
+                        s.name(),
+                        report::human_size(size),
+                        run + 1
+                    ));
+                    let rate = throughput::run(s.as_ref(), &cfg)
+                        .with_context(|| format!("{} at {size} B", s.name()))?;
+                    results[i].push(rate);
+                    pb.inc(1);
+                }
+            }
+            for (s, r) in stacks.iter().zip(results) {
+                rows.push(report::ThroughputRow::new(s.name(), size, r));
             }
         }
-        for (s, r) in stacks.iter().zip(results) {
-            rows.push(report::ThroughputRow::new(s.name(), size, r));
-        }
+        let reference = stacks[reference].name();
+        let curves = sizes::curves(
+            rows.iter()
+                .map(|r| (r.stack().to_string(), r.size(), r.bps())),
+        );
+        let result = report::throughput_result(
+            self.common.warmup,
+            self.time,
+            runs,
+            &rows,
+            reference,
+            sizes::fits(&curves),
+        );
+        Ok((result, curves))
     }
-    pb.finish_and_clear();
-    let reference = stacks[reference].name();
-    let (warmup, time) = (a.common.warmup, a.time);
-    let curves = sizes::curves(
-        rows.iter()
-            .map(|r| (r.stack().to_string(), r.size(), r.bps())),
-    );
-    if let Some(path) = &a.common.figure {
-        sizes::figure(path, "throughput against message size, loopback", &curves)?;
+
+    fn table(r: &Self::Result) -> String {
+        report::throughput_table(r)
     }
-    output(
-        &a.common,
-        || report::throughput_table(warmup, time, runs, &rows, reference) + &sizes::table(&curves),
-        || report::throughput_json(warmup, time, runs, &rows, reference, sizes::json(&curves)),
-    )
+
+    fn figure(_: &Self::Result, curves: &Self::Figure, path: &Path) -> anyhow::Result<()> {
+        sizes::figure(path, "throughput against message size, loopback", curves)
+    }
 }
 
-fn run_livelock(a: &LivelockArgs) -> CliResult {
-    let o = &a.out;
-    if o.runs == 0 || a.loads.is_empty() || a.loads.iter().any(|&l| !(l > 0.0 && l.is_finite())) {
-        return Err("--runs must be at least 1 and --loads positive".into());
-    }
-    if a.work.is_zero() || o.time.is_zero() {
-        return Err("--work and --time must be positive".into());
-    }
-    let cfg = livelock::LivelockConfig {
-        qos: a.qos.clone(),
-        size: check_size(a.size)?,
-        work: a.work,
-        warmup: o.warmup,
-        time: o.time,
-        watermarks: match (a.high, a.low) {
-            (Some(high), Some(low)) if low <= high => Some(::natm::ulib::Watermarks {
-                high: high as usize,
-                low: low as usize,
-            }),
-            (Some(_), Some(_)) => return Err("--low must not exceed --high".into()),
-            _ => livelock::default_watermarks(),
-        },
-        cpus: match a.cpus {
-            Some(0) => None,
-            Some(n) => Some(n),
-            None => ::natm::ulib::current_cpus()
-                .is_ok_and(|c| c.len() >= 2)
-                .then_some(1),
-        },
-    };
-    let pb = progress(o.runs * a.loads.len() * 2);
-    let mut rows: Vec<livelock::Row> = a
-        .loads
-        .iter()
-        .flat_map(|&load| {
-            [true, false].map(|watermarks| livelock::Row {
-                load,
-                watermarks,
-                runs: Vec::new(),
-            })
-        })
-        .collect();
-    for run in 0..o.runs {
-        for row in &mut rows {
-            let wm = if row.watermarks { "on" } else { "off" };
-            pb.set_message(format!(
-                "livelock {}×C watermarks {wm} run {}/{}",
-                row.load,
-                run + 1,
-                o.runs
-            ));
-            let s = livelock::run(&cfg, row.load, row.watermarks)
-                .map_err(|e| format!("{}×C, watermarks {wm}: {e}", row.load))?;
-            row.runs.push(s);
-            pb.inc(1);
-        }
-    }
-    pb.finish_and_clear();
-    if let Some(path) = &o.figure {
-        crate::cli::plot::both(path, |p| livelock::figure(p, &cfg, &rows))?;
-    }
-    output_to(
-        o.json,
-        o.save.as_deref(),
-        || livelock::table(&cfg, o.runs, &rows),
-        || livelock::json_doc(&cfg, o.runs, &rows),
-    )
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn run_isolation(a: &IsolationArgs) -> CliResult {
-    let o = &a.out;
-    if o.runs == 0 || o.time.is_zero() || a.bin.is_zero() || a.pcr == 0 {
-        return Err("--runs, --time, --bin and --pcr must be positive".into());
+    /// A committed document of docs/perf/ gives a table, and the same table again after
+    /// a round trip through JSON: the table needs nothing but the typed result.
+    fn same_table<E: Experiment>(name: &str) {
+        let path = format!("{}/docs/perf/{name}.json", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).expect("a committed document");
+        let doc: E::Result = serde_json::from_str(&text).expect("the document is the type");
+        let table = E::table(&doc);
+        let again: E::Result =
+            serde_json::from_str(&serde_json::to_string(&doc).expect("serializes"))
+                .expect("deserializes");
+        assert_eq!(table, E::table(&again), "{name}");
+        assert!(table.lines().count() >= 3, "{name}: {table}");
     }
-    let cfg = isolation::IsolationConfig {
-        g_qos: if a.pcr.is_multiple_of(1_000_000) {
-            format!("cbr:pcr={}Mbps", a.pcr / 1_000_000)
-        } else {
-            format!("cbr:pcr={}bps", a.pcr)
-        },
-        g_size: check_size(a.size)?.max(8),
-        g_rate: a.pcr as f64,
-        probe_qos: "cbr:pcr=1Mbps".into(),
-        be_qos: a.flood_qos.clone(),
-        be_size: check_size(a.load_size)?,
-        rel_qos: a.bulk_qos.clone(),
-        rel_size: check_size(a.load_size)?,
-        warmup: o.warmup,
-        time: o.time,
-        bin: a.bin,
-    };
-    let pb = progress(o.runs * 2);
-    let mut results = Vec::new();
-    for run in 0..o.runs {
-        for loaded in [false, true] {
-            let phase = if loaded { "loaded" } else { "alone" };
-            pb.set_message(format!("isolation {phase} run {}/{}", run + 1, o.runs));
-            results.push(isolation::run(&cfg, loaded).map_err(|e| format!("{phase}: {e}"))?);
-            pb.inc(1);
-        }
+
+    #[test]
+    fn every_experiment_tables_its_committed_document() {
+        same_table::<LatencyArgs>("latency");
+        same_table::<StagesOf<'static>>("stages");
+        same_table::<ThroughputArgs>("throughput");
+        same_table::<guaranteed::GuaranteedArgs>("guaranteed");
+        same_table::<cost::CostArgs>("cost");
+        same_table::<LivelockArgs>("livelock");
+        same_table::<IsolationArgs>("isolation");
+        #[cfg(feature = "quic")]
+        same_table::<loss::LossArgs>("loss");
+        same_table::<calls::CallsArgs>("calls");
     }
-    pb.finish_and_clear();
-    if let Some(path) = &o.figure {
-        crate::cli::plot::both(path, |p| isolation::figure(p, &cfg, &results))?;
-    }
-    output_to(
-        o.json,
-        o.save.as_deref(),
-        || isolation::table(&cfg, o.runs, &results),
-        || isolation::json_doc(&cfg, o.runs, &results),
-    )
 }

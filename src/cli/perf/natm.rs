@@ -5,8 +5,42 @@ use std::io;
 
 use serde_json::{json, Value};
 
-use super::stack::{Endpoint, Pair, Stack, StackOptions};
+use super::stack::{Endpoint, Entry, Pair, Stack, StackOptions};
 use natm::ulib::{Connection, Error, Host, HostConfig};
+
+/// This file's lines of the stack registry (`perf::STACKS`).
+pub(crate) const ENTRIES: &[Entry] = &[
+    Entry {
+        name: "natm-be",
+        about: "natm best effort over UDP loopback (no error or flow control)",
+        make: best_effort,
+    },
+    Entry {
+        name: "natm-reliable",
+        about: "natm reliable: SMART + dynamic window, 4 KiB TPDUs",
+        make: reliable,
+    },
+    Entry {
+        name: "natm-reliable-32k",
+        about: "natm reliable with 32 KiB TPDUs",
+        make: reliable_32k,
+    },
+    Entry {
+        name: "natm-be-busy",
+        about: "natm best effort, engine busy-polling (a core for microseconds)",
+        make: best_effort_busy,
+    },
+    Entry {
+        name: "natm-be-sched",
+        about: "natm best effort, every send through the driver's task scheduler",
+        make: best_effort_sched,
+    },
+    Entry {
+        name: "natm-reliable-sched",
+        about: "natm reliable, every send through the driver's task scheduler",
+        make: reliable_sched,
+    },
+];
 
 struct Natm {
     name: &'static str,
@@ -33,18 +67,18 @@ fn stack(
 }
 
 /// `natm-be`: best effort (no error or flow control).
-pub(crate) fn best_effort(name: &'static str, o: &StackOptions) -> Result<Box<dyn Stack>, String> {
+pub(crate) fn best_effort(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     Ok(stack(name, "best-effort", false, true, o))
 }
 
 /// `natm-reliable`: SMART and the dynamic window, 4 KiB TPDUs (the paper's default).
-pub(crate) fn reliable(name: &'static str, o: &StackOptions) -> Result<Box<dyn Stack>, String> {
+pub(crate) fn reliable(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     Ok(stack(name, "reliable", false, true, o))
 }
 
 /// `natm-reliable-32k`: as `natm-reliable` with 32 KiB TPDUs (seed 000 §5.3.1: the TPDU
 /// size is chosen per environment; a loopback path has no loss to amortise).
-pub(crate) fn reliable_32k(name: &'static str, o: &StackOptions) -> Result<Box<dyn Stack>, String> {
+pub(crate) fn reliable_32k(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     Ok(stack(name, "reliable:tpdu=32768", false, true, o))
 }
 
@@ -57,7 +91,7 @@ pub(crate) fn with_qos(name: &'static str, qos: &str, o: &StackOptions) -> Box<d
 pub(crate) fn best_effort_busy(
     name: &'static str,
     o: &StackOptions,
-) -> Result<Box<dyn Stack>, String> {
+) -> anyhow::Result<Box<dyn Stack>> {
     Ok(stack(name, "best-effort", true, true, o))
 }
 
@@ -66,7 +100,7 @@ pub(crate) fn best_effort_busy(
 pub(crate) fn best_effort_sched(
     name: &'static str,
     o: &StackOptions,
-) -> Result<Box<dyn Stack>, String> {
+) -> anyhow::Result<Box<dyn Stack>> {
     Ok(stack(name, "best-effort", false, false, o))
 }
 
@@ -75,7 +109,7 @@ pub(crate) fn best_effort_sched(
 pub(crate) fn reliable_sched(
     name: &'static str,
     o: &StackOptions,
-) -> Result<Box<dyn Stack>, String> {
+) -> anyhow::Result<Box<dyn Stack>> {
     Ok(stack(name, "reliable", false, false, o))
 }
 

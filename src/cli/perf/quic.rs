@@ -23,7 +23,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::runtime::Runtime;
 
 use super::framing::{check_max_msg, FrameBuf};
-use super::stack::{Endpoint, Pair, Params, Stack, StackOptions};
+use super::stack::{Endpoint, Entry, Pair, Params, Stack, StackOptions};
 
 /// Largest single read from the stream.
 const READ_CHUNK: usize = 256 << 10;
@@ -36,6 +36,13 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The server name in the certificate and the one the client asks for.
 const SERVER_NAME: &str = "localhost";
 
+/// This file's lines of the stack registry (`perf::STACKS`).
+pub(crate) const ENTRIES: &[Entry] = &[Entry {
+    name: "quic",
+    about: "QUIC (quinn, rustls, self-signed), one bidirectional stream, 4-byte length framing",
+    make: new,
+}];
+
 /// The `quic` stack.
 struct Quic {
     name: &'static str,
@@ -43,7 +50,7 @@ struct Quic {
 }
 
 /// The `quic` stack: quinn, one bidirectional stream.
-pub(crate) fn new(name: &'static str, opts: &StackOptions) -> Result<Box<dyn Stack>, String> {
+pub(crate) fn new(name: &'static str, opts: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     Ok(Box::new(Quic {
         name,
         opts: opts.clone(),

@@ -4,12 +4,14 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::latency::{LatencyConfig, Samples};
+use super::results;
 use super::stack::Params;
 use super::stats::{median, percentile, Summary};
 use super::throughput::Rate;
+use crate::cli::table;
 
 /// One stack's latency runs, summarised.
 pub(crate) struct LatencyRow {
@@ -85,7 +87,7 @@ pub(crate) fn latency_figure(
     path: &std::path::Path,
     cfg: &LatencyConfig,
     rows: &[LatencyRow],
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     use crate::cli::plot::{self, Axis, Line, Mark};
     let lines: Vec<Line> = rows
         .iter()
@@ -121,98 +123,98 @@ pub(crate) fn latency_figure(
     })
 }
 
-/// The latency results as one JSON document.
-pub(crate) fn latency_json(
+/// The latency results as their document.
+pub(crate) fn latency_result(
     cfg: &LatencyConfig,
     runs: usize,
     rows: &[LatencyRow],
     reference: usize,
-) -> String {
+) -> results::Latency {
     let ref_median = rows[reference].med(|s| s.p50);
-    let results: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let per_run: Vec<Value> = r
-                .runs
-                .iter()
-                .map(|(s, lost)| {
-                    json!({
-                        "p50_us": s.p50, "p99_us": s.p99, "p999_us": s.p999,
-                        "min_us": s.min, "max_us": s.max, "mean_us": s.mean,
-                        "samples": s.count, "lost": lost,
-                    })
-                })
-                .collect();
-            let median_us = r.med(|s| s.p50);
-            json!({
-                "stack": r.stack,
-                "median_us": median_us,
-                "p50_us": median_us,
-                "p99_us": r.med(|s| s.p99),
-                "p999_us": r.med(|s| s.p999),
-                "min_us": r.med(|s| s.min),
-                "mean_us": r.med(|s| s.mean),
-                "samples": r.samples(),
-                "lost": r.lost(),
-                "ratio": median_us / ref_median,
-                "per_run": per_run,
-                "params": r.params,
+    results::Latency {
+        count_max: cfg.count,
+        experiment: "latency".into(),
+        machine: results::Machine::now(),
+        reference: rows[reference].stack.clone(),
+        results: rows
+            .iter()
+            .map(|r| {
+                let median_us = r.med(|s| s.p50);
+                results::LatencyRow {
+                    lost: r.lost(),
+                    mean_us: r.med(|s| s.mean),
+                    median_us,
+                    min_us: r.med(|s| s.min),
+                    p50_us: median_us,
+                    p999_us: r.med(|s| s.p999),
+                    p99_us: r.med(|s| s.p99),
+                    params: r.params.clone(),
+                    per_run: r
+                        .runs
+                        .iter()
+                        .map(|(s, lost)| results::LatencyRun {
+                            lost: *lost,
+                            max_us: s.max,
+                            mean_us: s.mean,
+                            min_us: s.min,
+                            p50_us: s.p50,
+                            p999_us: s.p999,
+                            p99_us: s.p99,
+                            samples: s.count,
+                        })
+                        .collect(),
+                    ratio: median_us / ref_median,
+                    samples: r.samples(),
+                    stack: r.stack.clone(),
+                }
             })
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "latency",
-        "size": cfg.size,
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "count_max": cfg.count,
-        "runs": runs,
-        "reference": rows[reference].stack,
-        "machine": machine(),
-        "results": results,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+            .collect(),
+        runs,
+        size: cfg.size,
+        time_s: cfg.time.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
+    }
 }
 
 /// The latency results as a table.
-pub(crate) fn latency_table(
-    cfg: &LatencyConfig,
-    runs: usize,
-    rows: &[LatencyRow],
-    reference: usize,
-) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "round-trip latency, {} messages, one in flight; {runs} run(s) of {} after a {} warm-up, \
-         stacks interleaved; medians of runs",
-        human_size(cfg.size),
-        secs(cfg.time),
-        secs(cfg.warmup)
+pub(crate) fn latency_table(r: &results::Latency) -> String {
+    let mut t = table::new(
+        [
+            "stack".to_string(),
+            "median µs".into(),
+            "p99 µs".into(),
+            "p99.9 µs".into(),
+            "samples".into(),
+            "lost".into(),
+            format!("x {}", r.reference),
+        ],
+        1,
     );
-    let ref_median = rows[reference].med(|s| s.p50);
-    let ref_col = format!("x {}", rows[reference].stack);
-    let _ = writeln!(
-        t,
-        "{:<17} {:>10} {:>10} {:>10} {:>10} {:>6} {:>10}",
-        "stack", "median µs", "p99 µs", "p99.9 µs", "samples", "lost", ref_col
-    );
-    for r in rows {
-        let m = r.med(|s| s.p50);
-        let _ = writeln!(
-            t,
-            "{:<17} {:>10.1} {:>10.1} {:>10.1} {:>10} {:>6} {:>10.2}",
-            r.stack,
-            m,
-            r.med(|s| s.p99),
-            r.med(|s| s.p999),
-            r.samples(),
-            r.lost(),
-            m / ref_median
-        );
+    for x in &r.results {
+        t.add_row(vec![
+            x.stack.clone(),
+            format!("{:.1}", x.median_us),
+            format!("{:.1}", x.p99_us),
+            format!("{:.1}", x.p999_us),
+            x.samples.to_string(),
+            x.lost.to_string(),
+            format!("{:.2}", x.ratio),
+        ]);
     }
-    params_lines(&mut t, rows.iter().map(|r| (r.stack.as_str(), &r.params)));
-    t
+    let mut out = format!(
+        "round-trip latency, {} messages, one in flight; {} run(s) of {} after a {} warm-up, \
+         stacks interleaved; medians of runs\n{}",
+        human_size(r.size),
+        r.runs,
+        secs_f64(r.time_s),
+        secs_f64(r.warmup_s),
+        table::render(&t)
+    );
+    params_lines(
+        &mut out,
+        r.results.iter().map(|x| (x.stack.as_str(), &x.params)),
+    );
+    out
 }
 
 /// One stack's throughput runs at one message size.
@@ -268,108 +270,102 @@ impl ThroughputRow {
     }
 }
 
-/// The throughput results as one JSON document.
-pub(crate) fn throughput_json(
+/// The throughput results as their document.
+pub(crate) fn throughput_result(
     warmup: Duration,
     time: Duration,
     runs: usize,
     rows: &[ThroughputRow],
     reference: &str,
-    fits: Value,
-) -> String {
-    let results: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let per_run: Vec<Value> = r
-                .runs
-                .iter()
-                .map(|x| {
-                    json!({
-                        "bps": x.bps, "bytes": x.bytes, "deliveries": x.deliveries,
-                        "seconds": x.seconds, "sent_bytes": x.sent_bytes,
-                        "recv_bytes": x.recv_bytes,
-                    })
-                })
-                .collect();
-            let bps = r.bps();
-            json!({
-                "stack": r.stack,
-                "size": r.size,
-                "bps": bps,
-                "gbps": bps / 1e9,
-                "msgs_per_s": bps / 8.0 / r.size as f64,
-                "ratio": r.ratio(rows, reference),
-                "delivered": r.delivered(),
-                "samples": r.runs.len(),
-                "per_run": per_run,
-                "params": r.params(),
+    fits: Vec<results::Fit>,
+) -> results::Throughput {
+    results::Throughput {
+        experiment: "throughput".into(),
+        fits,
+        machine: results::Machine::now(),
+        reference: reference.to_string(),
+        results: rows
+            .iter()
+            .map(|r| {
+                let bps = r.bps();
+                results::ThroughputRow {
+                    bps,
+                    delivered: r.delivered(),
+                    gbps: bps / 1e9,
+                    msgs_per_s: bps / 8.0 / r.size as f64,
+                    params: r.params(),
+                    per_run: r
+                        .runs
+                        .iter()
+                        .map(|x| results::ThroughputRun {
+                            bps: x.bps,
+                            bytes: x.bytes,
+                            deliveries: x.deliveries,
+                            recv_bytes: x.recv_bytes,
+                            seconds: x.seconds,
+                            sent_bytes: x.sent_bytes,
+                        })
+                        .collect(),
+                    ratio: r.ratio(rows, reference),
+                    samples: r.runs.len(),
+                    size: r.size,
+                    stack: r.stack.clone(),
+                }
             })
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "throughput",
-        "warmup_s": warmup.as_secs_f64(),
-        "time_s": time.as_secs_f64(),
-        "runs": runs,
-        "reference": reference,
-        "machine": machine(),
-        "results": results,
-        "fits": fits,
-    });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+            .collect(),
+        runs,
+        time_s: time.as_secs_f64(),
+        warmup_s: warmup.as_secs_f64(),
+    }
 }
 
-/// The throughput results as a table.
-pub(crate) fn throughput_table(
-    warmup: Duration,
-    time: Duration,
-    runs: usize,
-    rows: &[ThroughputRow],
-    reference: &str,
-) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "single-connection throughput as delivered; {runs} run(s) of {} after a {} warm-up, \
-         stacks interleaved; medians of runs",
-        secs(time),
-        secs(warmup)
+/// The throughput results as a table, with the fits under it.
+pub(crate) fn throughput_table(r: &results::Throughput) -> String {
+    let mut t = table::new(
+        [
+            "stack".to_string(),
+            "size".into(),
+            "Gbit/s".into(),
+            "msgs/s".into(),
+            "delivered".into(),
+            format!("x {}", r.reference),
+        ],
+        1,
     );
-    let ref_col = format!("x {reference}");
-    let _ = writeln!(
-        t,
-        "{:<17} {:>8} {:>9} {:>10} {:>10} {:>10}",
-        "stack", "size", "Gbit/s", "msgs/s", "delivered", ref_col
-    );
-    for r in rows {
-        let bps = r.bps();
-        let _ = writeln!(
-            t,
-            "{:<17} {:>8} {:>9.3} {:>10} {:>9.1}% {:>10.2}",
-            r.stack,
-            human_size(r.size),
-            bps / 1e9,
-            si(bps / 8.0 / r.size as f64),
-            r.delivered() * 100.0,
-            r.ratio(rows, reference)
-        );
+    for x in &r.results {
+        t.add_row(vec![
+            x.stack.clone(),
+            human_size(x.size),
+            format!("{:.3}", x.gbps),
+            si(x.msgs_per_s),
+            format!("{:.1}%", x.delivered * 100.0),
+            format!("{:.2}", x.ratio),
+        ]);
     }
+    let mut out = format!(
+        "single-connection throughput as delivered; {} run(s) of {} after a {} warm-up, \
+         stacks interleaved; medians of runs\n{}",
+        r.runs,
+        secs_f64(r.time_s),
+        secs_f64(r.warmup_s),
+        table::render(&t)
+    );
     let mut seen: Vec<&str> = Vec::new();
     let mut params = Vec::new();
-    for r in rows {
-        if !seen.contains(&r.stack.as_str()) {
-            seen.push(&r.stack);
-            params.push((r.stack.as_str(), r.params()));
+    for x in &r.results {
+        if !seen.contains(&x.stack.as_str()) {
+            seen.push(&x.stack);
+            params.push((x.stack.as_str(), &x.params));
         }
     }
-    params_lines(&mut t, params.iter().map(|(s, p)| (*s, p)));
+    params_lines(&mut out, params.into_iter());
     let _ = writeln!(
-        t,
+        out,
         "msgs/s = delivered bytes / size (UDP delivers messages over {} B as datagrams); \
          delivered = bytes received / bytes sent, whole runs",
         super::udp::MAX_DATAGRAM
     );
-    t
+    out + &super::sizes::table(&r.fits)
 }
 
 /// One line per stack with the settings it got.
@@ -384,21 +380,6 @@ fn params_lines<'a>(t: &mut String, stacks: impl Iterator<Item = (&'a str, &'a P
             .collect();
         let _ = writeln!(t, "  {name}: {}", kv.join(", "));
     }
-}
-
-/// What the machine was, for the JSON: CPUs, kernel, load average at the end.
-pub(crate) fn machine() -> Value {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_string())
-            .ok()
-    };
-    json!({
-        "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0),
-        "kernel": read("/proc/sys/kernel/osrelease"),
-        "loadavg": read("/proc/loadavg")
-            .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
-    })
 }
 
 /// Bytes as `64 B`, `4 KiB`, `1 MiB` (exact binary multiples) or plain bytes.
@@ -425,6 +406,11 @@ fn si(x: f64) -> String {
     } else {
         format!("{x:.0}")
     }
+}
+
+/// [`secs`] of a number of seconds read from a document.
+fn secs_f64(s: f64) -> String {
+    secs(Duration::try_from_secs_f64(s).unwrap_or_default())
 }
 
 fn secs(d: Duration) -> String {

@@ -2,13 +2,12 @@
 //! seed 001 §8's two-part least-squares fit ([`fit::two_part`]), its per-message and
 //! per-byte costs, the half-power point, and the figure.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
-use serde_json::{json, Value};
-
 use super::fit::{self, TwoPart};
+use super::results;
 use crate::cli::plot::{self, Axis, Line, Mark};
+use crate::cli::table;
 
 /// One stack's measured throughput at each size, and its fit.
 pub(crate) struct Curve {
@@ -42,87 +41,81 @@ pub(crate) fn curves(rows: impl Iterator<Item = (String, usize, f64)>) -> Vec<Cu
     out
 }
 
-/// The fits as JSON: per stack, each part's per-message (µs) and per-byte (ns) cost,
-/// the peak and the half-power point.
-pub(crate) fn json(curves: &[Curve]) -> Value {
-    Value::Array(
-        curves
-            .iter()
-            .filter_map(|c| {
-                let f = c.fit.as_ref()?;
-                let parts: Vec<Value> = f
+/// The fits as their document: per stack, each part's per-message (µs) and per-byte
+/// (ns) cost, the peak and the half-power point.
+pub(crate) fn fits(curves: &[Curve]) -> Vec<results::Fit> {
+    curves
+        .iter()
+        .filter_map(|c| {
+            let f = c.fit.as_ref()?;
+            Some(results::Fit {
+                half_power_bytes: f.half_power.unwrap_or(f64::NAN),
+                parts: f
                     .parts
                     .iter()
-                    .map(|p| {
-                        json!({
-                            "from_size": p.from,
-                            "to_size": p.to,
-                            "per_message_us": p.a * 1e6,
-                            "per_byte_ns": p.b * 1e9,
-                            "asymptote_bps": if p.b > 0.0 { 8.0 / p.b } else { f64::INFINITY },
-                        })
+                    .map(|p| results::FitPart {
+                        asymptote_bps: if p.b > 0.0 { 8.0 / p.b } else { f64::INFINITY },
+                        from_size: p.from,
+                        per_byte_ns: p.b * 1e9,
+                        per_message_us: p.a * 1e6,
+                        to_size: p.to,
                     })
-                    .collect();
-                Some(json!({
-                    "stack": c.stack,
-                    "parts": parts,
-                    "peak_bps": f.peak * 8.0,
-                    "half_power_bytes": f.half_power,
-                    "rms_rel_err": f.rms_rel_err,
-                }))
+                    .collect(),
+                peak_bps: f.peak * 8.0,
+                rms_rel_err: f.rms_rel_err,
+                stack: c.stack.clone(),
             })
-            .collect(),
-    )
+        })
+        .collect()
 }
 
-/// The fits as lines under the throughput table.
-pub(crate) fn table(curves: &[Curve]) -> String {
-    let mut t = String::new();
-    let fitted: Vec<_> = curves.iter().filter(|c| c.fit.is_some()).collect();
-    if fitted.is_empty() {
-        return t;
+/// The fits as a table under the throughput table (nothing without a fit).
+pub(crate) fn table(fits: &[results::Fit]) -> String {
+    if fits.is_empty() {
+        return String::new();
     }
-    let _ = writeln!(
-        t,
-        "two-part least-squares fit (seed 001 §8), time per message = a + b·size in each part:"
+    let mut t = table::new(
+        [
+            "stack",
+            "part (sizes)",
+            "a µs",
+            "b ns/B",
+            "peak Gb/s",
+            "half-power",
+            "rms err",
+        ],
+        1,
     );
-    let _ = writeln!(
-        t,
-        "{:<17} {:>19} {:>9} {:>9} {:>10} {:>11} {:>7}",
-        "stack", "part (sizes)", "a µs", "b ns/B", "peak Gb/s", "half-power", "rms err"
-    );
-    for c in fitted {
-        let Some(f) = &c.fit else { continue };
+    for f in fits {
         for (i, p) in f.parts.iter().enumerate() {
-            let range = format!("{}–{}", short(p.from), short(p.to));
-            let (name, peak, half, err) = if i == 0 {
-                (
-                    c.stack.as_str(),
-                    format!("{:.3}", f.peak * 8.0 / 1e9),
-                    f.half_power.map_or("-".into(), short),
-                    format!("{:.1}%", f.rms_rel_err * 100.0),
-                )
-            } else {
-                ("", String::new(), String::new(), String::new())
-            };
-            let _ = writeln!(
-                t,
-                "{:<17} {:>19} {:>9.2} {:>9.4} {:>10} {:>11} {:>7}",
-                name,
+            let range = format!("{}–{}", short(p.from_size), short(p.to_size));
+            let mut row = vec![
+                String::new(),
                 range,
-                p.a * 1e6,
-                p.b * 1e9,
-                peak,
-                half,
-                err
-            );
+                format!("{:.2}", p.per_message_us),
+                format!("{:.4}", p.per_byte_ns),
+                String::new(),
+                String::new(),
+                String::new(),
+            ];
+            if i == 0 {
+                row[0] = f.stack.clone();
+                row[4] = format!("{:.3}", f.peak_bps / 1e9);
+                row[5] = if f.half_power_bytes.is_finite() {
+                    short(f.half_power_bytes)
+                } else {
+                    "-".into()
+                };
+                row[6] = format!("{:.1}%", f.rms_rel_err * 100.0);
+            }
+            t.add_row(row);
         }
     }
-    let _ = writeln!(
-        t,
-        "half-power = message size reaching half the peak fitted throughput (seed 001: ~2200 B)"
-    );
-    t
+    format!(
+        "two-part least-squares fit (seed 001 §8), time per message = a + b·size in each part:\n\
+         {}half-power = message size reaching half the peak fitted throughput (seed 001: ~2200 B)\n",
+        table::render(&t)
+    )
 }
 
 /// A size in bytes, briefly: `64`, `4K`, `1M`, `2.2K`.
@@ -138,7 +131,7 @@ fn short(s: f64) -> String {
 }
 
 /// Throughput against message size, measured (dots) and fitted (thin lines), log x.
-pub(crate) fn figure(path: &Path, title: &str, curves: &[Curve]) -> Result<(), String> {
+pub(crate) fn figure(path: &Path, title: &str, curves: &[Curve]) -> anyhow::Result<()> {
     let mut lines = Vec::new();
     for (i, c) in curves.iter().enumerate() {
         lines.push(Line {

@@ -1,19 +1,18 @@
 //! What the experiments measure: a [`Stack`] opens a fresh connection (a [`Pair`] of
-//! [`Endpoint`]s on loopback) per run, and the [`STACKS`] registry names every stack
-//! `natm perf` knows.
+//! [`Endpoint`]s on loopback) per run, and a [`Registry`] names every stack `natm perf`
+//! knows.
 //!
 //! Adding a stack (natm's own, QUIC, …) is one file implementing [`Stack`] and
-//! [`Endpoint`], plus one [`Entry`] line in [`STACKS`]; the experiments, the CLI, the
-//! table and the JSON need no change.
+//! [`Endpoint`] that exports its [`Entry`] lines as `ENTRIES`, plus its name in
+//! `perf::STACKS`; the experiments, the CLI, the table and the JSON need no change.
+//! This module depends on no stack: the stack files depend on it.
 
 use std::io;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
 
-#[cfg(feature = "quic")]
-use super::quic;
-use super::{natm, tcp, udp};
+use anyhow::Context as _;
 
 /// How a stack sets itself up; the same for every stack in a run of `natm perf`.
 #[derive(Debug, Clone)]
@@ -102,7 +101,7 @@ pub(crate) trait Stack {
 
 /// A stack's constructor: its registry name and the shared options in; the stack, or
 /// why it cannot be built, out.
-pub(crate) type MakeStack = fn(&'static str, &StackOptions) -> Result<Box<dyn Stack>, String>;
+pub(crate) type MakeStack = fn(&'static str, &StackOptions) -> anyhow::Result<Box<dyn Stack>>;
 
 /// A registry line: a stack's name, a one-line description, and its constructor.
 pub(crate) struct Entry {
@@ -114,96 +113,54 @@ pub(crate) struct Entry {
     pub(crate) make: MakeStack,
 }
 
-/// Every stack `natm perf` can measure. natm's stacks go here, one line each, e.g.
-/// `Entry { name: "natm-reliable", about: "…", make: natm::reliable },`.
-pub(crate) const STACKS: &[Entry] = &[
-    Entry {
-        name: "natm-be",
-        about: "natm best effort over UDP loopback (no error or flow control)",
-        make: natm::best_effort,
-    },
-    Entry {
-        name: "natm-reliable",
-        about: "natm reliable: SMART + dynamic window, 4 KiB TPDUs",
-        make: natm::reliable,
-    },
-    Entry {
-        name: "natm-reliable-32k",
-        about: "natm reliable with 32 KiB TPDUs",
-        make: natm::reliable_32k,
-    },
-    Entry {
-        name: "natm-be-busy",
-        about: "natm best effort, engine busy-polling (a core for microseconds)",
-        make: natm::best_effort_busy,
-    },
-    Entry {
-        name: "natm-be-sched",
-        about: "natm best effort, every send through the driver's task scheduler",
-        make: natm::best_effort_sched,
-    },
-    Entry {
-        name: "natm-reliable-sched",
-        about: "natm reliable, every send through the driver's task scheduler",
-        make: natm::reliable_sched,
-    },
-    Entry {
-        name: "udp",
-        about: "raw UDP, blocking sockets; datagrams of at most 65,507 B",
-        make: udp::blocking,
-    },
-    Entry {
-        name: "udp-busy",
-        about: "raw UDP, non-blocking sockets polled in a busy loop (the latency floor)",
-        make: udp::busy,
-    },
-    Entry {
-        name: "tcp",
-        about: "kernel TCP, TCP_NODELAY, messages framed by a 4-byte length",
-        make: tcp::new,
-    },
-    Entry {
-        name: "tcp-cubic",
-        about: "as tcp, with CUBIC congestion control whatever the system default",
-        make: tcp::cubic,
-    },
-    #[cfg(feature = "quic")]
-    Entry {
-        name: "quic",
-        about: "QUIC (quinn, rustls, self-signed), one bidirectional stream, 4-byte length framing",
-        make: quic::new,
-    },
-];
+/// A list of registry lines; each stack file exports its own ([`Entry`] constants
+/// named `ENTRIES`), and `natm perf` puts them together once. This module knows no
+/// stack, so no stack file and this module import each other.
+#[derive(Clone, Copy)]
+pub(crate) struct Registry(pub(crate) &'static [&'static [Entry]]);
 
-/// The names in [`STACKS`], comma-separated.
-pub(crate) fn available() -> String {
-    STACKS.iter().map(|e| e.name).collect::<Vec<_>>().join(", ")
-}
-
-/// Build the stacks named, in order; an unknown or repeated name is an error that
-/// lists the available ones.
-pub(crate) fn resolve(
-    names: &[String],
-    opts: &StackOptions,
-) -> Result<Vec<Box<dyn Stack>>, String> {
-    if names.is_empty() {
-        return Err(format!("no stack given; available stacks: {}", available()));
+impl Registry {
+    /// Every line, in the order given.
+    pub(crate) fn entries(&self) -> impl Iterator<Item = &'static Entry> {
+        self.0.iter().flat_map(|group| group.iter())
     }
-    let mut out: Vec<Box<dyn Stack>> = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let name = name.trim();
-        if names[..i].iter().any(|n| n.trim() == name) {
-            return Err(format!("stack \"{name}\" given twice"));
+
+    /// The names of the stacks, comma-separated.
+    pub(crate) fn available(&self) -> String {
+        self.entries()
+            .map(|e| e.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// Build the stacks named, in order; an unknown or repeated name is an error that
+    /// lists the available ones.
+    pub(crate) fn resolve(
+        &self,
+        names: &[String],
+        opts: &StackOptions,
+    ) -> anyhow::Result<Vec<Box<dyn Stack>>> {
+        if names.is_empty() {
+            anyhow::bail!("no stack given; available stacks: {}", self.available());
         }
-        let entry = STACKS.iter().find(|e| e.name == name).ok_or_else(|| {
-            format!(
-                "unknown stack \"{name}\"; available stacks: {}",
-                available()
-            )
-        })?;
-        out.push((entry.make)(entry.name, opts)?);
+        let mut out: Vec<Box<dyn Stack>> = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let name = name.trim();
+            if names[..i].iter().any(|n| n.trim() == name) {
+                anyhow::bail!("stack \"{name}\" given twice");
+            }
+            let entry = self.entries().find(|e| e.name == name).ok_or_else(|| {
+                anyhow::anyhow!(
+                    "unknown stack \"{name}\"; available stacks: {}",
+                    self.available()
+                )
+            })?;
+            let stack = (entry.make)(entry.name, opts)
+                .with_context(|| format!("cannot set up stack {}", entry.name))?;
+            out.push(stack);
+        }
+        Ok(out)
     }
-    Ok(out)
 }
 
 /// Whether an I/O error only means "nothing happened within the poll interval".
@@ -218,17 +175,57 @@ pub(crate) fn is_timeout(e: &io::Error) -> bool {
 mod tests {
     use super::*;
 
+    struct Fake(&'static str);
+
+    impl Stack for Fake {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn connect(&self, _max_msg: usize) -> io::Result<Pair> {
+            Err(io::Error::other("a fake stack does not connect"))
+        }
+    }
+
+    fn fake(name: &'static str, _: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
+        Ok(Box::new(Fake(name)))
+    }
+
+    const A: &[Entry] = &[
+        Entry {
+            name: "udp",
+            about: "",
+            make: fake,
+        },
+        Entry {
+            name: "udp-busy",
+            about: "",
+            make: fake,
+        },
+    ];
+    const B: &[Entry] = &[Entry {
+        name: "tcp",
+        about: "",
+        make: fake,
+    }];
+    const TEST: Registry = Registry(&[A, B]);
+
     #[test]
     fn unknown_and_repeated_names_are_refused_with_the_list() {
         let opts = StackOptions::default();
-        let err = resolve(&["udp".into(), "pigeon".into()], &opts)
+        let err = TEST
+            .resolve(&["udp".into(), "pigeon".into()], &opts)
             .err()
-            .unwrap();
+            .expect("pigeon is unknown")
+            .to_string();
         assert!(err.contains("\"pigeon\""), "{err}");
-        assert!(err.contains("udp, udp-busy, tcp, tcp-cubic"), "{err}");
-        let err = resolve(&["tcp".into(), "tcp".into()], &opts).err().unwrap();
+        assert!(err.contains("udp, udp-busy, tcp"), "{err}");
+        let err = TEST
+            .resolve(&["tcp".into(), "tcp".into()], &opts)
+            .err()
+            .expect("tcp twice")
+            .to_string();
         assert!(err.contains("twice"), "{err}");
-        let ok = resolve(&["tcp".into(), "udp".into()], &opts).unwrap();
+        let ok = TEST.resolve(&["tcp".into(), "udp".into()], &opts).unwrap();
         assert_eq!(ok[0].name(), "tcp");
         assert_eq!(ok[1].name(), "udp");
     }

@@ -4,15 +4,14 @@
 //! The means of the segments sum exactly to the mean round trip (each round trip's
 //! segments sum to it); medians and p99s of segments do not add up in general.
 
-use std::fmt::Write as _;
 use std::path::Path;
 
-use serde_json::{json, Value};
-
 use super::latency::{LatencyConfig, Samples};
-use super::report::{human_size, machine};
+use super::report::human_size;
+use super::results;
 use super::stats::percentile;
 use crate::cli::plot;
+use crate::cli::table;
 use natm::stages::{RoundTrip, SEGMENTS};
 
 /// The stacks `--stages` measures unless told otherwise: inline and scheduled sends,
@@ -102,118 +101,124 @@ pub(crate) fn rows(names: &[&str], results: &[Vec<Samples>]) -> Vec<StageRow> {
     out
 }
 
-/// The breakdown as a table: one column per stack, one line per segment.
-pub(crate) fn table(cfg: &LatencyConfig, runs: usize, rows: &[StageRow]) -> String {
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "where the round trip goes, {} messages, one in flight; {runs} run(s) of {} after a {} \
-         warm-up; segment median / p99 / mean in µs, round trips pooled over runs",
-        human_size(cfg.size),
-        cfg.time.as_secs_f64(),
-        cfg.warmup.as_secs_f64()
-    );
-    let _ = write!(t, "{:<30}", "segment");
-    for r in rows {
-        let _ = write!(t, " {:>24}", r.stack);
+/// The breakdown as its document.
+pub(crate) fn result(cfg: &LatencyConfig, runs: usize, rows: &[StageRow]) -> results::Stages {
+    let spread = |s: &Seg| results::Spread {
+        mean_us: s.mean,
+        p50_us: s.p50,
+        p99_us: s.p99,
+    };
+    results::Stages {
+        clock: "CLOCK_MONOTONIC".into(),
+        experiment: "latency-stages".into(),
+        machine: results::Machine::now(),
+        results: rows
+            .iter()
+            .map(|r| results::StagesRow {
+                matched: r.matched,
+                measured_p50_us: r.measured_p50,
+                rtt: spread(&r.rtt),
+                segments: SEGMENTS
+                    .iter()
+                    .zip(&r.segments)
+                    .map(|(name, s)| results::Segment {
+                        mean_us: s.mean,
+                        p50_us: s.p50,
+                        p99_us: s.p99,
+                        segment: (*name).to_string(),
+                    })
+                    .collect(),
+                sendmsg_call: results::SendmsgCall {
+                    client: spread(&r.sendmsg[0]),
+                    server: spread(&r.sendmsg[1]),
+                },
+                stack: r.stack.clone(),
+                sum_of_means_us: r.segments.iter().map(|s| s.mean).sum(),
+                sum_of_medians_us: r.segments.iter().map(|s| s.p50).sum(),
+                unmatched: r.unmatched,
+            })
+            .collect(),
+        runs,
+        size: cfg.size,
+        time_s: cfg.time.as_secs_f64(),
+        warmup_s: cfg.warmup.as_secs_f64(),
     }
-    t.push('\n');
-    let cell = |s: &Seg| format!("{:.1} / {:.1} / {:.1}", s.p50, s.p99, s.mean);
-    for (k, name) in SEGMENTS.iter().enumerate() {
-        let _ = write!(t, "{name:<30}");
-        for r in rows {
-            let _ = write!(t, " {:>24}", cell(&r.segments[k]));
-        }
-        t.push('\n');
-    }
-    for (k, side) in ["(client sendmsg call)", "(server sendmsg call)"]
-        .iter()
-        .enumerate()
-    {
-        let _ = write!(t, "{side:<30}");
-        for r in rows {
-            let _ = write!(t, " {:>24}", cell(&r.sendmsg[k]));
-        }
-        t.push('\n');
-    }
-    let _ = write!(t, "{:<30}", "round trip (hooks)");
-    for r in rows {
-        let _ = write!(t, " {:>24}", cell(&r.rtt));
-    }
-    t.push('\n');
-    let _ = write!(t, "{:<30}", "sum of segment medians");
-    for r in rows {
-        let _ = write!(
-            t,
-            " {:>24.1}",
-            r.segments.iter().map(|s| s.p50).sum::<f64>()
-        );
-    }
-    t.push('\n');
-    let _ = write!(t, "{:<30}", "round trip (client, median)");
-    for r in rows {
-        let _ = write!(t, " {:>24.1}", r.measured_p50);
-    }
-    t.push('\n');
-    let _ = write!(t, "{:<30}", "matched / unmatched");
-    for r in rows {
-        let _ = write!(t, " {:>24}", format!("{} / {}", r.matched, r.unmatched));
-    }
-    t.push('\n');
-    t
 }
 
-/// The breakdown as one JSON document.
-pub(crate) fn json(cfg: &LatencyConfig, runs: usize, rows: &[StageRow]) -> String {
-    let seg = |s: &Seg| json!({"p50_us": s.p50, "p99_us": s.p99, "mean_us": s.mean});
-    let results: Vec<Value> = rows
-        .iter()
-        .map(|r| {
-            let segments: Vec<Value> = SEGMENTS
-                .iter()
-                .zip(&r.segments)
-                .map(|(name, s)| {
-                    let mut v = seg(s);
-                    v["segment"] = Value::from(*name);
-                    v
-                })
-                .collect();
-            json!({
-                "stack": r.stack,
-                "matched": r.matched,
-                "unmatched": r.unmatched,
-                "rtt": seg(&r.rtt),
-                "measured_p50_us": r.measured_p50,
-                "sum_of_medians_us": r.segments.iter().map(|s| s.p50).sum::<f64>(),
-                "sum_of_means_us": r.segments.iter().map(|s| s.mean).sum::<f64>(),
-                "segments": segments,
-                "sendmsg_call": {"client": seg(&r.sendmsg[0]), "server": seg(&r.sendmsg[1])},
+/// Width of the longest segment name and the rows under them, with padding.
+const SEGMENT_WIDTH: u16 = 30;
+
+/// The breakdown as a table: one column per stack, one line per segment.
+pub(crate) fn table(r: &results::Stages) -> String {
+    let rows = &r.results;
+    let mut t = table::new(
+        std::iter::once("segment").chain(rows.iter().map(|x| x.stack.as_str())),
+        1,
+    );
+    let cell = |s: &results::Spread| format!("{:.1}/{:.1}/{:.1}", s.p50_us, s.p99_us, s.mean_us);
+    let names: Vec<&str> = rows
+        .first()
+        .map(|x| x.segments.iter().map(|s| s.segment.as_str()).collect())
+        .unwrap_or_default();
+    for (k, name) in names.iter().enumerate() {
+        let mut line = vec![(*name).to_string()];
+        line.extend(rows.iter().map(|x| {
+            x.segments.get(k).map_or("-".into(), |s| {
+                format!("{:.1}/{:.1}/{:.1}", s.p50_us, s.p99_us, s.mean_us)
             })
-        })
-        .collect();
-    let doc = json!({
-        "experiment": "latency-stages",
-        "size": cfg.size,
-        "warmup_s": cfg.warmup.as_secs_f64(),
-        "time_s": cfg.time.as_secs_f64(),
-        "runs": runs,
-        "clock": "CLOCK_MONOTONIC",
-        "machine": machine(),
-        "results": results,
+        }));
+        t.add_row(line);
+    }
+    let mut add = |label: &str, f: &dyn Fn(&results::StagesRow) -> String| {
+        let mut line = vec![label.to_string()];
+        line.extend(rows.iter().map(f));
+        t.add_row(line);
+    };
+    add("(client sendmsg call)", &|x| cell(&x.sendmsg_call.client));
+    add("(server sendmsg call)", &|x| cell(&x.sendmsg_call.server));
+    add("round trip (hooks)", &|x| cell(&x.rtt));
+    add("sum of segment medians", &|x| {
+        format!("{:.1}", x.sum_of_medians_us)
     });
-    serde_json::to_string_pretty(&doc).unwrap_or_default()
+    add("round trip (client, median)", &|x| {
+        format!("{:.1}", x.measured_p50_us)
+    });
+    add("matched / unmatched", &|x| {
+        format!("{} / {}", x.matched, x.unmatched)
+    });
+    // Segment names whole; the stacks' columns share the rest of the width.
+    if let Some(c) = t.column_mut(0) {
+        c.set_constraint(comfy_table::ColumnConstraint::LowerBoundary(
+            comfy_table::Width::Fixed(SEGMENT_WIDTH),
+        ));
+    }
+    format!(
+        "where the round trip goes, {} messages, one in flight; {} run(s) of {} s after a {} s \
+         warm-up; segment median/p99/mean in µs, round trips pooled over runs\n{}",
+        human_size(r.size),
+        r.runs,
+        r.time_s,
+        r.warmup_s,
+        table::render(&t)
+    )
 }
 
 /// Stacked bars of the segments' means (which sum to the mean round trip), SVG and
 /// the PNG beside it.
-pub(crate) fn figure(path: &Path, cfg: &LatencyConfig, rows: &[StageRow]) -> Result<(), String> {
-    let bars: Vec<(String, Vec<f64>)> = rows
+pub(crate) fn figure(path: &Path, r: &results::Stages) -> anyhow::Result<()> {
+    let bars: Vec<(String, Vec<f64>)> = r
+        .results
         .iter()
-        .map(|r| (r.stack.clone(), r.segments.iter().map(|s| s.mean).collect()))
+        .map(|x| {
+            (
+                x.stack.clone(),
+                x.segments.iter().map(|s| s.mean_us).collect(),
+            )
+        })
         .collect();
     let title = format!(
         "Where a {} round trip goes (mean µs per segment)",
-        human_size(cfg.size)
+        human_size(r.size)
     );
     plot::both(path, |p| {
         plot::stacked_bars(p, &title, "µs", &SEGMENTS, &bars)

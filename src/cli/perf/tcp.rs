@@ -13,7 +13,7 @@ use serde_json::json;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::framing::{check_max_msg, FrameBuf, HEADER};
-use super::stack::{is_timeout, Endpoint, Pair, Stack, StackOptions};
+use super::stack::{is_timeout, Endpoint, Entry, Pair, Stack, StackOptions};
 
 /// Reads when no large message is in progress take at most this much, so a read never
 /// runs far into the next large message (which would then have to be moved).
@@ -22,6 +22,20 @@ const READ_CHUNK: usize = 256 << 10;
 const LARGE: usize = 64 << 10;
 /// How many poll intervals a half-written message may stall before `send` gives up.
 const MAX_STALLS: u32 = 50;
+
+/// This file's lines of the stack registry (`perf::STACKS`).
+pub(crate) const ENTRIES: &[Entry] = &[
+    Entry {
+        name: "tcp",
+        about: "kernel TCP, TCP_NODELAY, messages framed by a 4-byte length",
+        make: new,
+    },
+    Entry {
+        name: "tcp-cubic",
+        about: "as tcp, with CUBIC congestion control whatever the system default",
+        make: cubic,
+    },
+];
 
 /// Kernel TCP with `TCP_NODELAY` and length-prefixed messages.
 struct Tcp {
@@ -32,7 +46,7 @@ struct Tcp {
 }
 
 /// The `tcp` stack: the system's default congestion control.
-pub(crate) fn new(name: &'static str, opts: &StackOptions) -> Result<Box<dyn Stack>, String> {
+pub(crate) fn new(name: &'static str, opts: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     Ok(Box::new(Tcp {
         name,
         opts: opts.clone(),
@@ -42,7 +56,7 @@ pub(crate) fn new(name: &'static str, opts: &StackOptions) -> Result<Box<dyn Sta
 
 /// The `tcp-cubic` stack: CUBIC congestion control whatever the system default (on
 /// loopback it differs from BBR by a factor of about three, see shared/NETLAB.md).
-pub(crate) fn cubic(name: &'static str, opts: &StackOptions) -> Result<Box<dyn Stack>, String> {
+pub(crate) fn cubic(name: &'static str, opts: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     Ok(Box::new(Tcp {
         name,
         opts: opts.clone(),

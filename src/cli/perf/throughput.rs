@@ -3,6 +3,7 @@
 //! rate over the interval it saw them arrive in, after a warm-up. Bytes that were sent
 //! but never delivered (UDP drops them when the receiver falls behind) do not count.
 
+use anyhow::Context as _;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -48,10 +49,8 @@ pub(crate) struct Rate {
 /// Measure the delivered rate over a fresh connection of `stack`: the sender on its
 /// own thread, the receiver on the calling thread. Bounded by the first-delivery
 /// timeout, `warmup + time`, and the drain timeout.
-pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> Result<Rate, String> {
-    let pair = stack
-        .connect(cfg.size)
-        .map_err(|e| format!("cannot connect: {e}"))?;
+pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<Rate> {
+    let pair = stack.connect(cfg.size).context("cannot connect")?;
     let mut client = pair.client;
     let mut server = pair.server;
     let stop_flag = AtomicBool::new(false);
@@ -61,7 +60,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> Result<Rate, Str
     let sender_deadline = start + FIRST_DATA_TIMEOUT + cfg.warmup + cfg.time + 2 * DRAIN_TIMEOUT;
 
     thread::scope(|s| {
-        let sender = s.spawn(move || -> Result<u64, String> {
+        let sender = s.spawn(move || -> anyhow::Result<u64> {
             let msg = vec![0xa5_u8; cfg.size];
             let mut sent: u64 = 0;
             let result = loop {
@@ -73,7 +72,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> Result<Rate, Str
                     Err(e) if is_timeout(&e) => {}
                     // The receiver may close first once it has measured.
                     Err(_) if stop.load(Ordering::Relaxed) => break Ok(sent),
-                    Err(e) => break Err(format!("send: {e}")),
+                    Err(e) => break Err(anyhow::anyhow!("send: {e}")),
                 }
             };
             done.store(true, Ordering::Relaxed);
@@ -86,7 +85,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> Result<Rate, Str
         drop(server);
         let sent = sender
             .join()
-            .unwrap_or_else(|_| Err("sender thread panicked".into()));
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("sender thread panicked")));
         let mut rate = measured?;
         rate.recv_bytes += drained;
         rate.sent_bytes = sent?;
@@ -102,7 +101,7 @@ fn receive(
     cfg: &ThroughputConfig,
     start: Instant,
     sender_done: &AtomicBool,
-) -> Result<Rate, String> {
+) -> anyhow::Result<Rate> {
     let mut total: u64 = 0;
     let mut deliveries: u64 = 0;
     let mut warm_end: Option<Instant> = None;
@@ -111,7 +110,7 @@ fn receive(
     // The last delivery seen, to close the interval if the data stops early.
     let mut last = start;
     loop {
-        let got = server.recv().map_err(|e| format!("recv: {e}"))?;
+        let got = server.recv().context("recv")?;
         let now = Instant::now();
         if let Some(m) = got {
             total += m.len() as u64;
@@ -136,14 +135,14 @@ fn receive(
     }
     let Some((t0, bytes0, deliveries0)) = from else {
         return Err(match warm_end {
-            None => format!("nothing arrived within {} s", FIRST_DATA_TIMEOUT.as_secs()),
-            Some(_) => "deliveries stopped during the warm-up".into(),
+            None => anyhow::anyhow!("nothing arrived within {} s", FIRST_DATA_TIMEOUT.as_secs()),
+            Some(_) => anyhow::anyhow!("deliveries stopped during the warm-up"),
         });
     };
     let seconds = (last - t0).as_secs_f64();
     let bytes = total - bytes0;
     if bytes == 0 || seconds <= 0.0 {
-        return Err("nothing arrived after the warm-up".into());
+        anyhow::bail!("nothing arrived after the warm-up");
     }
     Ok(Rate {
         bps: bytes as f64 * 8.0 / seconds,

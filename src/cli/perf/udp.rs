@@ -17,10 +17,24 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use socket2::SockRef;
 
-use super::stack::{is_timeout, Endpoint, Pair, Stack, StackOptions};
+use super::stack::{is_timeout, Endpoint, Entry, Pair, Stack, StackOptions};
 
 /// The largest UDP payload over IPv4: 65,535 − 20 (IP header) − 8 (UDP header).
 pub(crate) const MAX_DATAGRAM: usize = 65_507;
+
+/// This file's lines of the stack registry (`perf::STACKS`).
+pub(crate) const ENTRIES: &[Entry] = &[
+    Entry {
+        name: "udp",
+        about: "raw UDP, blocking sockets; datagrams of at most 65,507 B",
+        make: blocking,
+    },
+    Entry {
+        name: "udp-busy",
+        about: "raw UDP, non-blocking sockets polled in a busy loop (the latency floor)",
+        make: busy,
+    },
+];
 
 /// How many times a datagram that the kernel would not take is retried before `send`
 /// gives up (each try waits up to the poll interval).
@@ -39,7 +53,7 @@ struct Udp {
 }
 
 /// The `udp` stack: blocking sockets.
-pub(crate) fn blocking(name: &'static str, opts: &StackOptions) -> Result<Box<dyn Stack>, String> {
+pub(crate) fn blocking(name: &'static str, opts: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     Ok(Box::new(Udp {
         name,
         busy: false,
@@ -48,7 +62,7 @@ pub(crate) fn blocking(name: &'static str, opts: &StackOptions) -> Result<Box<dy
 }
 
 /// The `udp-busy` stack: non-blocking sockets polled in a busy loop.
-pub(crate) fn busy(name: &'static str, opts: &StackOptions) -> Result<Box<dyn Stack>, String> {
+pub(crate) fn busy(name: &'static str, opts: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     Ok(Box::new(Udp {
         name,
         busy: true,

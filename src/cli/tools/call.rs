@@ -13,8 +13,8 @@ use clap::Args;
 use natm::ulib::{Error, Receiver};
 
 use super::{
-    describe_grant, explain, finish, open_host, parse_bytes, parse_duration, parse_rate, Pacer,
-    Progress, Summary,
+    describe_grant, explain, open_host, parse_bytes, parse_duration, parse_rate, Pacer, Progress,
+    Summary,
 };
 
 /// `natm call`: netcat/ttcp-style caller.
@@ -88,7 +88,7 @@ enum Source {
 }
 
 pub(crate) fn run(a: CallArgs) -> super::super::CliResult {
-    finish(call(a))
+    call(a)
 }
 
 fn call(a: CallArgs) -> anyhow::Result<()> {

@@ -13,7 +13,7 @@ use clap::Args;
 use natm::ulib::{Connection, Error, IntoTarget, Listener, Target};
 use natm::wire::qos::{Qos, Rate, Service, TrafficParams};
 
-use super::{describe_grant, finish, open_host, parse_duration, Progress, Summary};
+use super::{describe_grant, open_host, parse_duration, Progress, Summary};
 
 /// `natm listen`: netcat/ttcp-style listener.
 #[derive(Debug, Args)]
@@ -65,7 +65,7 @@ Examples:
   natm listen echo --echo --keep                  # what `natm ping` talks to";
 
 pub(crate) fn run(a: ListenArgs) -> super::super::CliResult {
-    finish(listen(a))
+    listen(a)
 }
 
 /// Where what arrives goes.

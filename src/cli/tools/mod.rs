@@ -23,12 +23,6 @@ use serde::Serialize;
 
 use super::units;
 
-/// The one place these commands' `anyhow` errors meet the CLI's result type (its
-/// message with every context, as `main` prints it).
-fn finish(r: anyhow::Result<()>) -> super::CliResult {
-    r.map_err(|e| format!("{e:#}"))
-}
-
 /// Byte sizes for clap (`100MB`, `64KiB`).
 fn parse_bytes(s: &str) -> Result<u64, String> {
     units::bytes(s).map_err(|e| e.to_string())

@@ -9,7 +9,7 @@ use clap::Args;
 use natm::ulib::{Error, IntoTarget, Target};
 use serde::Serialize;
 
-use super::{describe_grant, explain, finish, open_host, parse_duration};
+use super::{describe_grant, explain, open_host, parse_duration};
 
 /// `natm ping`: round trips through a call to an echo listener.
 #[derive(Debug, Args)]
@@ -74,7 +74,7 @@ struct PingSummary {
 }
 
 pub(crate) fn run(a: PingArgs) -> super::super::CliResult {
-    finish(ping(a))
+    ping(a)
 }
 
 fn ping(a: PingArgs) -> anyhow::Result<()> {

@@ -267,6 +267,15 @@ impl Psb {
                 return;
             }
         };
+        let payload = frame.slice(crate::wire::tpdu::HEADER_LEN..);
+        self.handle_tpdu(now, header, payload);
+    }
+
+    /// A TPDU whose header the caller already parsed, with its payload on its own: an
+    /// adaptor that copies the payload out of its receive buffer anyway hands it over
+    /// at offset 0 of its allocation, so the application can later take a whole-TPDU
+    /// message as that very allocation (no second copy).
+    pub fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes) {
         if self.state == State::Listening
             && header.ty == TpduType::ConnRequest
             && self.cfg.cookie.is_none()
@@ -277,7 +286,6 @@ impl Psb {
             self.stats.drop_bad_cookie += 1;
             return;
         }
-        let payload = frame.slice(crate::wire::tpdu::HEADER_LEN..);
         if let State::Aborted(_) = self.state {
             if header.ty != TpduType::Abort {
                 // Like a TCP RST: whoever still talks to a dead VC is told so.

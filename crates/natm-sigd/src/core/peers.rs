@@ -239,10 +239,21 @@ impl Core {
             return;
         }
         warn!(%link, "signalling link could not be established");
-        let pending: Vec<u64> = std::mem::take(&mut l.pending)
-            .into_iter()
-            .map(|(id, _)| id)
-            .collect();
+        self.fail_pending(link);
+    }
+
+    /// Clear with cause 27 the calls waiting for `link` to send their SETUP.
+    fn fail_pending(&mut self, link: SocketAddr) {
+        let pending: Vec<u64> = self
+            .peers
+            .get_mut(&link)
+            .map(|l| {
+                std::mem::take(&mut l.pending)
+                    .into_iter()
+                    .map(|(id, _)| id)
+                    .collect()
+            })
+            .unwrap_or_default();
         for id in pending {
             self.end_call(
                 id,
@@ -261,24 +272,7 @@ impl Core {
                 // that are not active (their `Released` follows) and keeps active ones
                 // for T309; calls that never got their SETUP out fail here.
                 warn!(%link, ?reason, failure, "signalling link down");
-                let pending: Vec<u64> = self
-                    .peers
-                    .get_mut(&link)
-                    .map(|l| {
-                        std::mem::take(&mut l.pending)
-                            .into_iter()
-                            .map(|(id, _)| id)
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                for id in pending {
-                    self.end_call(
-                        id,
-                        cause::DESTINATION_OUT_OF_ORDER,
-                        &format!("no signalling link to the peer sigd at {link}: is it running?"),
-                        true,
-                    );
-                }
+                self.fail_pending(link);
             }
             SigEvent::Call(CallEvent::Incoming { call, params }) => {
                 self.on_incoming(link, call, params)

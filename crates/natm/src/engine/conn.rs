@@ -1,6 +1,9 @@
 //! One duplex connection in the engine: a UDP socket carrying two simplex VCs (seed
 //! 000 §5.3: "duplex service is provided by ulib, which opens and manages two simplex
-//! transport connections"), each with its PSB, its lock and its condition variable.
+//! transport connections"). The protocol is natm-proto's sans-IO
+//! [`Connection`](natm_proto::endpoint::Connection), taken apart into its two halves so that
+//! each direction has its own lock and condition variable: a sending thread and a
+//! thread blocked in `recv` never contend (measured; see `endpoint::half`).
 //!
 //! Who reads the socket: whichever thread needs progress and can take the connection's
 //! read role — the application thread blocked in `recv` (so a message crosses no more
@@ -21,14 +24,9 @@ use crate::sched::Level;
 use crate::stages::{self, Stage};
 use crate::sync::{self, Condvar, MutexGuard, OrderedMutex as Mutex};
 use crate::time::Instant;
-use crate::transport::{AbortReason, Event, Psb};
-
-/// The VCI of the VC from the connecting side to the accepting side, and back. In
-/// direct mode each connection has its own socket pair, so VCIs need only be unique
-/// per connection; sigd allocates them per link.
-pub(crate) const VCI_FORWARD: u16 = 32;
-/// The VCI of the VC from the accepting side to the connecting side.
-pub(crate) const VCI_BACKWARD: u16 = 33;
+use crate::transport::AbortReason;
+use crate::wire::tpdu::Header;
+use natm_proto::endpoint::{Connection, Half, HalfStatus, Route, RxHalf, Side, Simplex, TxHalf};
 
 /// Datagrams processed before the touched ends are flushed in the middle of a burst.
 const FLUSH_EVERY: usize = 32;
@@ -36,19 +34,14 @@ const FLUSH_EVERY: usize = 32;
 /// Largest datagram the engine reads.
 pub(crate) const MAX_DATAGRAM: usize = 65_535 + VC_HEADER_LEN;
 
-/// One simplex VC end with what the application is waiting for.
+/// One simplex VC end: its sans-IO half and what the I/O around it needs (the
+/// application's waiters, the send batch). What the application waits for — up,
+/// closed, aborted — is the half's own [`HalfStatus`], kept by natm-proto.
 #[derive(Debug)]
-pub(crate) struct End {
-    pub(crate) psb: Psb,
-    pub(crate) vci: u16,
-    pub(crate) connected: bool,
-    pub(crate) connect_failed: bool,
-    pub(crate) peer_closed: bool,
-    pub(crate) closed: bool,
-    pub(crate) aborted: Option<AbortReason>,
-    /// A message being gathered for `recv`.
+pub(crate) struct End<H> {
+    pub(crate) half: H,
+    /// A message being gathered for `recv` (receiving end).
     pub(crate) partial: Vec<u8>,
-    pub(crate) in_message: bool,
     pub(crate) waker: Option<std::task::Waker>,
     /// Threads waiting on the end's condition variable (counted under the end's lock,
     /// so a flush with nobody waiting costs no futex wake-up).
@@ -56,18 +49,11 @@ pub(crate) struct End {
     out_batch: SendBatch,
 }
 
-impl End {
-    pub(crate) fn new(psb: Psb, vci: u16) -> End {
+impl<H: Simplex> End<H> {
+    fn new(half: H) -> End<H> {
         End {
-            psb,
-            vci,
-            connected: false,
-            connect_failed: false,
-            peer_closed: false,
-            closed: false,
-            aborted: None,
+            half,
             partial: Vec::new(),
-            in_message: false,
             waker: None,
             waiters: 0,
             out_batch: SendBatch::with_capacity(MAX_DATAGRAM),
@@ -76,7 +62,12 @@ impl End {
 
     /// Whether the end is finished, in order or not.
     pub(crate) fn finished(&self) -> bool {
-        self.aborted.is_some() || self.connect_failed || self.psb.is_finished()
+        self.half.is_finished()
+    }
+
+    /// What the end has come to.
+    pub(crate) fn status(&self) -> HalfStatus {
+        self.half.status()
     }
 }
 
@@ -98,15 +89,15 @@ pub(crate) struct LinkCounters {
 pub(crate) struct Conn {
     pub(crate) token: usize,
     pub(crate) link: Link,
-    tx_vci: u16,
-    rx_vci: u16,
+    /// VCIs and cookie of the connection's frames (demultiplexing is natm-proto's).
+    route: Route,
     /// Where to send until the socket is connected (the client handshake calls the
     /// listener); from then on the link's connected peer is the one address.
     handshake_to: Option<SocketAddr>,
     sock_connected: AtomicBool,
-    pub(crate) tx: Mutex<End>,
+    pub(crate) tx: Mutex<End<TxHalf>>,
     pub(crate) tx_cv: Condvar,
-    pub(crate) rx: Mutex<End>,
+    pub(crate) rx: Mutex<End<RxHalf>>,
     pub(crate) rx_cv: Condvar,
     reading: AtomicBool,
     pending: AtomicBool,
@@ -129,28 +120,41 @@ pub(crate) enum Which {
     Rx,
 }
 
+fn lock<H>(m: &Mutex<End<H>>) -> MutexGuard<'_, End<H>> {
+    m.lock()
+}
+
 impl Conn {
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn new(
-        token: usize,
+    /// The one place a connection of the engine is made: from natm-proto's
+    /// [`Connection`], whichever way it was opened (`Connection::connect` for a
+    /// caller, the listener's `Endpoint` for an accepted call, `Connection::signalled`
+    /// for a call sigd set up). The socket is connected to the peer at once unless
+    /// this side called directly: the accepting side answers from a socket of its own,
+    /// whose address is learnt from the first valid answer.
+    pub(crate) fn open(
+        eng: &Engine,
         link: Link,
-        handshake_to: Option<SocketAddr>,
-        tx: End,
-        rx: End,
+        conn: Connection,
         level: Level,
         weight: u32,
-    ) -> Conn {
-        let connected = handshake_to.is_none();
-        Conn {
-            token,
+    ) -> std::io::Result<std::sync::Arc<Conn>> {
+        let side = conn.side();
+        let (route, remote, tx, rx) = conn.into_parts();
+        let peer = if side == Side::Client {
+            Some(remote)
+        } else {
+            link.connect(remote)?;
+            None
+        };
+        let conn = std::sync::Arc::new(Conn {
+            token: eng.token(),
             link,
-            tx_vci: tx.vci,
-            rx_vci: rx.vci,
-            handshake_to,
-            sock_connected: AtomicBool::new(connected),
-            tx: Mutex::new(sync::Level::TxEnd, tx),
+            route,
+            sock_connected: AtomicBool::new(peer.is_none()),
+            handshake_to: peer,
+            tx: Mutex::new(sync::Level::TxEnd, End::new(tx)),
             tx_cv: Condvar::new(),
-            rx: Mutex::new(sync::Level::RxEnd, rx),
+            rx: Mutex::new(sync::Level::RxEnd, End::new(rx)),
             rx_cv: Condvar::new(),
             reading: AtomicBool::new(false),
             pending: AtomicBool::new(false),
@@ -162,13 +166,37 @@ impl Conn {
             level,
             weight,
             counters: LinkCounters::default(),
-        }
+        });
+        eng.add_conn(conn.clone())?;
+        conn.flush_both(eng);
+        Ok(conn)
     }
 
-    pub(crate) fn end(&self, w: Which) -> (MutexGuard<'_, End>, &Condvar) {
+    /// Send what both ends hold and arm their timers.
+    pub(crate) fn flush_both(&self, eng: &Engine) {
+        let now = eng.clock.now();
+        let (mut tx, cv) = self.tx();
+        self.after(eng, Which::Tx, &mut tx, cv, now, usize::MAX);
+        drop(tx);
+        let (mut rx, cv) = self.rx();
+        self.after(eng, Which::Rx, &mut rx, cv, now, usize::MAX);
+    }
+
+    /// The sending end, locked, and its condition variable.
+    pub(crate) fn tx(&self) -> (MutexGuard<'_, End<TxHalf>>, &Condvar) {
+        (lock(&self.tx), &self.tx_cv)
+    }
+
+    /// The receiving end, locked, and its condition variable.
+    pub(crate) fn rx(&self) -> (MutexGuard<'_, End<RxHalf>>, &Condvar) {
+        (lock(&self.rx), &self.rx_cv)
+    }
+
+    /// The status of one end.
+    pub(crate) fn status(&self, w: Which) -> HalfStatus {
         match w {
-            Which::Tx => (self.tx.lock(), &self.tx_cv),
-            Which::Rx => (self.rx.lock(), &self.rx_cv),
+            Which::Tx => lock(&self.tx).status(),
+            Which::Rx => lock(&self.rx).status(),
         }
     }
 
@@ -176,7 +204,11 @@ impl Conn {
     /// the read role (for tests of who waits where).
     #[cfg(test)]
     pub(crate) fn waiting(&self, w: Which) -> (u32, bool) {
-        (self.end(w).0.waiters, self.reading.load(Ordering::SeqCst))
+        let waiters = match w {
+            Which::Tx => lock(&self.tx).waiters,
+            Which::Rx => lock(&self.rx).waiters,
+        };
+        (waiters, self.reading.load(Ordering::SeqCst))
     }
 
     /// The earliest timer of either end, nanoseconds of engine time.
@@ -244,8 +276,8 @@ impl Conn {
             return false;
         };
         let (backlog, w) = {
-            let rx = self.rx.lock();
-            (rx.psb.readable(), w.for_buffer(rx.psb.rcv_buf()))
+            let rx = lock(&self.rx);
+            (rx.half.readable(), w.for_buffer(rx.half.rcv_buf()))
         };
         if self.held.load(Ordering::Acquire) {
             if backlog <= w.low {
@@ -318,11 +350,13 @@ impl Conn {
 
     fn flush_touched(&self, eng: &Engine, touched: [bool; 2]) {
         let now = eng.clock.now();
-        for (i, w) in [Which::Tx, Which::Rx].into_iter().enumerate() {
-            if touched[i] {
-                let (mut end, cv) = self.end(w);
-                self.after(eng, w, &mut end, cv, now, usize::MAX);
-            }
+        if touched[Which::Tx as usize] {
+            let (mut end, cv) = self.tx();
+            self.after(eng, Which::Tx, &mut end, cv, now, usize::MAX);
+        }
+        if touched[Which::Rx as usize] {
+            let (mut end, cv) = self.rx();
+            self.after(eng, Which::Rx, &mut end, cv, now, usize::MAX);
         }
     }
 
@@ -346,8 +380,8 @@ impl Conn {
     /// Dropped by the application and finished in both directions.
     pub(crate) fn collectable(&self) -> bool {
         self.dropped.load(Ordering::SeqCst)
-            && self.tx.lock().finished()
-            && self.rx.lock().finished()
+            && lock(&self.tx).finished()
+            && lock(&self.rx).finished()
     }
 
     /// Read as an application thread: wait up to the read slice for the socket (or
@@ -400,41 +434,56 @@ impl Conn {
         true
     }
 
-    /// One datagram arrived on the socket: process it and flush its end.
-    pub(crate) fn on_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) {
-        if let Some(w) = self.take_datagram(eng, d, from) {
-            let mut touched = [false; 2];
-            touched[w as usize] = true;
-            self.flush_touched(eng, touched);
+    /// A TPDU the listener's endpoint routed to this connection (a repeated CONN-REQ).
+    pub(crate) fn on_routed(&self, eng: &Engine, half: Half, tpdu: Bytes) {
+        let now = eng.clock.now();
+        match half {
+            Half::Tx => {
+                let (mut e, cv) = self.tx();
+                e.half.handle_frame(now, tpdu);
+                self.after(eng, Which::Tx, &mut e, cv, now, usize::MAX);
+            }
+            Half::Rx => {
+                let (mut e, cv) = self.rx();
+                e.half.handle_frame(now, tpdu);
+                self.after(eng, Which::Rx, &mut e, cv, now, usize::MAX);
+            }
         }
     }
 
-    /// Hand a datagram to its VC's PSB without sending anything yet; returns the end
-    /// it touched.
+    /// Hand a datagram to its VC's half without sending anything yet; returns the end
+    /// it touched. The VC is found by natm-proto's [`Route`]; the half checks the
+    /// cookie (and counts a wrong one).
     fn take_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Which> {
         stages::record(Stage::RxRead, self.stage_key());
         let Some(vci) = vc_of(d) else {
             self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let which = match vci {
-            v if v == self.tx_vci => Which::Tx,
-            v if v == self.rx_vci => Which::Rx,
-            _ => {
-                self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
-                return None;
-            }
+        let Some(half) = self.route.half_of(vci) else {
+            self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
+            return None;
         };
         let now = eng.clock.now();
-        let (mut end, _) = self.end(which);
-        end.psb
-            .handle_frame(now, Bytes::copy_from_slice(&d[VC_HEADER_LEN..]));
-        if which == Which::Rx && stages::COMPILED && end.psb.readable() > 0 {
-            stages::record(Stage::Deliver, self.stage_key());
-        }
+        let tpdu = &d[VC_HEADER_LEN..];
+        let connected = match half {
+            Half::Tx => {
+                let (mut end, _) = self.tx();
+                feed(&mut end.half, now, tpdu);
+                end.status().connected
+            }
+            Half::Rx => {
+                let (mut end, _) = self.rx();
+                feed(&mut end.half, now, tpdu);
+                if stages::COMPILED && end.half.readable() > 0 {
+                    stages::record(Stage::Deliver, self.stage_key());
+                }
+                end.status().connected
+            }
+        };
         // Client handshake: the accepting side answers from the connection's own
         // socket; once a valid answer (right cookie) arrives, pin the socket to it.
-        if !self.sock_connected.load(Ordering::Acquire) && end.psb.status().connected {
+        if !self.sock_connected.load(Ordering::Acquire) && connected {
             if let Some(src) = from {
                 if self.link.connect(src).is_ok() {
                     self.sock_connected.store(true, Ordering::Release);
@@ -443,16 +492,20 @@ impl Conn {
                 self.counters.bad_source.fetch_add(1, Ordering::Relaxed);
             }
         }
-        Some(which)
+        Some(match half {
+            Half::Tx => Which::Tx,
+            Half::Rx => Which::Rx,
+        })
     }
 
-    /// After any input to an end: send what it has (up to `max` TPDUs), note its
-    /// events, re-arm its timer, and wake whoever waits on it. Returns TPDUs sent.
-    pub(crate) fn after(
+    /// After any input to an end: send what it has (up to `max` TPDUs), re-arm its
+    /// timer, and wake whoever waits on it if it made progress. Returns TPDUs sent.
+    /// (What the events mean is already in the half's status: natm-proto keeps it.)
+    pub(crate) fn after<H: Simplex + Progress>(
         &self,
         eng: &Engine,
         which: Which,
-        end: &mut End,
+        end: &mut End<H>,
         cv: &Condvar,
         now: Instant,
         max: usize,
@@ -467,8 +520,9 @@ impl Conn {
         // burst of ACKs, or the full TPDUs of a message).
         let mut batch = std::mem::take(&mut end.out_batch);
         batch.clear();
+        let vci = end.half.vci();
         while sent < max {
-            let Some(t) = end.psb.poll_transmit(now) else {
+            let Some(t) = end.half.poll_transmit(now) else {
                 break;
             };
             let len = VC_HEADER_LEN + t.len();
@@ -476,7 +530,6 @@ impl Conn {
                 self.send_batch(&batch, peer);
                 batch.clear();
             }
-            let vci = end.vci;
             let pushed = batch.push_with(len, |out| {
                 out[..VC_HEADER_LEN].copy_from_slice(&vc_header(vci));
                 t.header.emit_into(&mut out[VC_HEADER_LEN..]);
@@ -492,18 +545,10 @@ impl Conn {
         }
         end.out_batch = batch;
         let mut woke = false;
-        while let Some(e) = end.psb.poll_event() {
+        while end.half.poll_event().is_some() {
             woke = true;
-            match e {
-                Event::Connected => end.connected = true,
-                Event::ConnectFailed => end.connect_failed = true,
-                Event::PeerClosed => end.peer_closed = true,
-                Event::Closed => end.closed = true,
-                Event::Aborted(r) => end.aborted = Some(r),
-                Event::Writable | Event::Readable => {}
-            }
         }
-        let deadline = end.psb.poll_timeout().map_or(u64::MAX, |t| t.as_nanos());
+        let deadline = end.half.poll_timeout().map_or(u64::MAX, |t| t.as_nanos());
         match which {
             Which::Tx => self.tx_deadline.store(deadline, Ordering::Release),
             Which::Rx => self.rx_deadline.store(deadline, Ordering::Release),
@@ -511,7 +556,7 @@ impl Conn {
         if deadline != u64::MAX {
             eng.arm(self, deadline);
         }
-        let progress = woke || end.psb.readable() > 0 || end.psb.send_capacity() > 0;
+        let progress = woke || end.half.has_progress();
         if progress && end.waiters > 0 {
             cv.notify_all();
         }
@@ -540,18 +585,17 @@ impl Conn {
         self as *const Conn as u64
     }
 
-    /// Timers: run the PSB timers of each end that is due.
+    /// Timers: run the timers of each end that is due.
     pub(crate) fn on_timer(&self, eng: &Engine, now: Instant) {
-        for which in [Which::Tx, Which::Rx] {
-            let due = match which {
-                Which::Tx => self.tx_deadline.load(Ordering::Acquire),
-                Which::Rx => self.rx_deadline.load(Ordering::Acquire),
-            };
-            if due <= now.as_nanos() {
-                let (mut end, cv) = self.end(which);
-                end.psb.handle_timeout(now);
-                self.after(eng, which, &mut end, cv, now, usize::MAX);
-            }
+        if self.tx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
+            let (mut end, cv) = self.tx();
+            end.half.handle_timeout(now);
+            self.after(eng, Which::Tx, &mut end, cv, now, usize::MAX);
+        }
+        if self.rx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
+            let (mut end, cv) = self.rx();
+            end.half.handle_timeout(now);
+            self.after(eng, Which::Rx, &mut end, cv, now, usize::MAX);
         }
     }
 
@@ -560,48 +604,71 @@ impl Conn {
     pub(crate) fn task(&self, eng: &Engine, max: u32) -> u32 {
         stages::record(Stage::Sched, self.stage_key());
         let now = eng.clock.now();
-        let mut done = 0;
-        for which in [Which::Rx, Which::Tx] {
-            let (mut end, cv) = self.end(which);
-            done += self.after(eng, which, &mut end, cv, now, (max - done) as usize) as u32;
-            if done >= max {
-                break;
-            }
+        let mut done = {
+            let (mut end, cv) = self.rx();
+            self.after(eng, Which::Rx, &mut end, cv, now, max as usize) as u32
+        };
+        if done < max {
+            let (mut end, cv) = self.tx();
+            done += self.after(eng, Which::Tx, &mut end, cv, now, (max - done) as usize) as u32;
         }
         done
     }
 
-    /// Wait (as an application thread) until `cond` holds for one end, reading the
-    /// socket when no one else is. `None` timeout: forever.
-    pub(crate) fn wait<R>(
+    /// Wait (as an application thread) until `cond` holds for the sending end,
+    /// reading the socket when no one else is. `None` timeout: forever.
+    pub(crate) fn wait_tx<R>(
         &self,
         eng: &Engine,
-        which: Which,
         timeout: Option<Duration>,
-        mut cond: impl FnMut(&mut End) -> Option<R>,
+        cond: impl FnMut(&mut End<TxHalf>) -> Option<R>,
+    ) -> Option<R> {
+        // A sender held back by its leaky bucket waits for the bucket's timer,
+        // which the driver runs, not for the socket: blocked in the socket's
+        // receive it would sleep out the whole read slice (50 ms) while the driver
+        // emptied its send buffer at the reserved rate, and a fast guaranteed VC
+        // then idled most of the time (`natm perf guaranteed`: 0.29 of 1 Gbit/s).
+        // On the condition variable the driver's `after` wakes it as soon as the
+        // timer made room.
+        self.wait_on(eng, &self.tx, &self.tx_cv, timeout, cond, |e| {
+            e.half.over_rate()
+        })
+    }
+
+    /// As [`Conn::wait_tx`], for the receiving end.
+    pub(crate) fn wait_rx<R>(
+        &self,
+        eng: &Engine,
+        timeout: Option<Duration>,
+        cond: impl FnMut(&mut End<RxHalf>) -> Option<R>,
+    ) -> Option<R> {
+        self.wait_on(eng, &self.rx, &self.rx_cv, timeout, cond, |_| false)
+    }
+
+    fn wait_on<H, R>(
+        &self,
+        eng: &Engine,
+        m: &Mutex<End<H>>,
+        cv: &Condvar,
+        timeout: Option<Duration>,
+        mut cond: impl FnMut(&mut End<H>) -> Option<R>,
+        paced: impl Fn(&End<H>) -> bool,
     ) -> Option<R> {
         let until = timeout.map(|t| std::time::Instant::now() + t);
         let mut batch = eng.take_buffer();
         let out = loop {
             let paced = {
-                let (mut end, _) = self.end(which);
+                let mut end = lock(m);
                 if let Some(r) = cond(&mut end) {
                     break Some(r);
                 }
-                which == Which::Tx && end.psb.flow().over_rate()
+                paced(&end)
             };
             if until.is_some_and(|u| std::time::Instant::now() >= u) {
                 break None;
             }
-            // A sender held back by its leaky bucket waits for the bucket's timer,
-            // which the driver runs, not for the socket: blocked in the socket's
-            // receive it would sleep out the whole read slice (50 ms) while the driver
-            // emptied its send buffer at the reserved rate, and a fast guaranteed VC
-            // then idled most of the time (`natm perf guaranteed`: 0.29 of 1 Gbit/s).
-            // On the condition variable the driver's `after` wakes it as soon as the
-            // timer made room.
             if paced || !self.read_as_app(eng, &mut batch) {
-                let (mut end, cv) = self.end(which);
+                let mut end = lock(m);
                 if let Some(r) = cond(&mut end) {
                     break Some(r);
                 }
@@ -617,65 +684,32 @@ impl Conn {
         eng.give_buffer(batch);
         out
     }
-}
-
-impl Conn {
-    /// A connection whose peer data endpoint, VCIs and cookie come from sigd: the
-    /// socket is connected to the peer at once, and both VCs start established from
-    /// the parameters signalling agreed (`Psb::established_sender`/`_receiver`: no
-    /// transport handshake; the configurations carry the call's cookie and ISNs).
-    pub(crate) fn from_signalling(
-        eng: &Engine,
-        link: Link,
-        peer: SocketAddr,
-        tx: (crate::transport::TransportConfig, u16),
-        rx: (crate::transport::TransportConfig, u16),
-        level: Level,
-        weight: u32,
-    ) -> std::io::Result<std::sync::Arc<Conn>> {
-        link.connect(peer)?;
-        let now = eng.clock.now();
-        let (tx_cfg, tx_vci) = tx;
-        let (rx_cfg, rx_vci) = rx;
-        let tx = Psb::established_sender(
-            tx_cfg.clone(),
-            crate::flow::build(tx_cfg.flow, &tx_cfg),
-            now,
-        );
-        let rx = Psb::established_receiver(rx_cfg);
-        let conn = std::sync::Arc::new(Conn::new(
-            eng.token(),
-            link,
-            None,
-            End::new(tx, tx_vci),
-            End::new(rx, rx_vci),
-            level,
-            weight,
-        ));
-        eng.add_conn(conn.clone())?;
-        for w in [Which::Tx, Which::Rx] {
-            let (mut e, cv) = conn.end(w);
-            conn.after(eng, w, &mut e, cv, now, usize::MAX);
-        }
-        Ok(conn)
-    }
 
     /// End both VCs at once — the application aborted, or sigd released the call
     /// because the peer application or its host went away (`reason` = `Peer`): every
     /// waiter sees "aborted" with `reason`. Ends already finished stay as they ended.
     pub(crate) fn abort_both(&self, eng: &Engine, reason: AbortReason) {
         let now = eng.clock.now();
-        for w in [Which::Tx, Which::Rx] {
-            let (mut e, cv) = self.end(w);
-            if e.finished() {
-                continue;
+        {
+            let (mut e, cv) = self.tx();
+            if !e.finished() {
+                e.half.abort(reason);
+                self.after(eng, Which::Tx, &mut e, cv, now, usize::MAX);
+                cv.notify_all();
+                if let Some(wk) = e.waker.take() {
+                    wk.wake();
+                }
             }
-            e.psb.abort();
-            self.after(eng, w, &mut e, cv, now, usize::MAX);
-            e.aborted = Some(reason);
-            cv.notify_all();
-            if let Some(wk) = e.waker.take() {
-                wk.wake();
+        }
+        {
+            let (mut e, cv) = self.rx();
+            if !e.finished() {
+                e.half.abort(reason);
+                self.after(eng, Which::Rx, &mut e, cv, now, usize::MAX);
+                cv.notify_all();
+                if let Some(wk) = e.waker.take() {
+                    wk.wake();
+                }
             }
         }
         // A thread blocked in the socket's receive would see the abort only when its
@@ -684,5 +718,34 @@ impl Conn {
         // read from this connection, so the driver stops watching it first.
         eng.deregister(self.link.raw_fd());
         self.link.interrupt_reader();
+    }
+}
+
+/// Hand one TPDU to a half. The payload is copied out of the receive batch once, on
+/// its own (offset 0 of a fresh allocation), so `recv` can hand a message of one TPDU
+/// to the application as that allocation without a second copy.
+fn feed<H: Simplex>(half: &mut H, now: Instant, tpdu: &[u8]) {
+    match Header::parse_bytes(tpdu) {
+        Ok((h, payload)) => half.handle_tpdu(now, h, Bytes::copy_from_slice(payload)),
+        // Malformed: the PSB counts it.
+        Err(_) => half.handle_frame(now, Bytes::copy_from_slice(tpdu)),
+    }
+}
+
+/// Whether an end can make progress for a waiting application (data to read, room to
+/// write).
+pub(crate) trait Progress {
+    fn has_progress(&self) -> bool;
+}
+
+impl Progress for TxHalf {
+    fn has_progress(&self) -> bool {
+        self.capacity() > 0
+    }
+}
+
+impl Progress for RxHalf {
+    fn has_progress(&self) -> bool {
+        self.readable() > 0
     }
 }

@@ -1,21 +1,26 @@
-//! A listening socket in direct mode: connection requests from any peer arrive here;
-//! each accepted connection gets its own socket, connected to the caller (so the
-//! kernel demultiplexes its VCs from then on), from which the answer goes back.
+//! A listening socket in direct mode: connection requests from any peer arrive here
+//! and natm-proto's [`Endpoint`] decides what they are (a new call, a repeated
+//! request of one in progress, a refusal); each accepted connection gets its own
+//! socket, connected to the caller (so the kernel demultiplexes its VCs from then
+//! on), from which the answer goes back.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
-use super::conn::{Conn, End, VCI_BACKWARD, VCI_FORWARD};
-use super::link::{vc_of, Link, VC_HEADER_LEN};
+use bytes::Bytes;
+
+use super::conn::Conn;
+use super::link::Link;
 use super::Engine;
 use crate::adaptor::RecvBatch;
-use crate::flow;
 use crate::sched::Level;
 use crate::sync::{self, Condvar, OrderedMutex as Mutex};
-use crate::transport::{Psb, TransportConfig};
-use crate::wire::tpdu::{Header, TpduType};
+use crate::transport::TransportConfig;
+use natm_proto::endpoint::{
+    ConnectionHandle, DatagramEvent, Endpoint, EndpointConfig, EndpointEvent, ServerConfig,
+};
 
 /// Most connections waiting to be accepted; requests beyond are dropped (a SYN flood
 /// must not grow memory without bound).
@@ -29,17 +34,29 @@ pub(crate) struct ListenerCounters {
     pub(crate) backlog_full: AtomicU64,
 }
 
+/// A connection the listener's endpoint routes to: weak, so a listener never keeps a
+/// finished connection's socket open; `established` once the endpoint was told.
+#[derive(Debug)]
+struct Routed {
+    conn: Weak<Conn>,
+    established: bool,
+}
+
+/// The listener's endpoint and the connections it accepted.
+#[derive(Debug)]
+struct Demux {
+    endpoint: Endpoint,
+    conns: HashMap<ConnectionHandle, Routed>,
+}
+
 /// The shared state of a listener.
 #[derive(Debug)]
 pub(crate) struct ListenerShared {
     pub(crate) token: usize,
     pub(crate) link: Link,
-    /// Configuration of the VC towards us (its receiving end) and back (sending end).
-    pub(crate) rx_cfg: TransportConfig,
-    pub(crate) tx_cfg: TransportConfig,
     pub(crate) level: Level,
     pub(crate) weight: u32,
-    handshaking: Mutex<HashMap<SocketAddr, Arc<Conn>>>,
+    demux: Mutex<Demux>,
     pub(crate) queue: Mutex<VecDeque<Arc<Conn>>>,
     pub(crate) queue_cv: Condvar,
     pub(crate) counters: ListenerCounters,
@@ -53,15 +70,29 @@ impl ListenerShared {
         tx_cfg: TransportConfig,
         level: Level,
         weight: u32,
+        seed: u64,
     ) -> Self {
+        let endpoint = Endpoint::new(EndpointConfig {
+            seed,
+            server: Some(ServerConfig {
+                rx: rx_cfg,
+                tx: tx_cfg,
+                backlog: BACKLOG,
+            }),
+            ..EndpointConfig::default()
+        });
         ListenerShared {
             token,
             link,
-            rx_cfg,
-            tx_cfg,
             level,
             weight,
-            handshaking: Mutex::new(sync::Level::Handshaking, HashMap::new()),
+            demux: Mutex::new(
+                sync::Level::Handshaking,
+                Demux {
+                    endpoint,
+                    conns: HashMap::new(),
+                },
+            ),
             queue: Mutex::new(sync::Level::AcceptQueue, VecDeque::new()),
             queue_cv: Condvar::new(),
             counters: ListenerCounters::default(),
@@ -77,74 +108,119 @@ impl ListenerShared {
         }
     }
 
-    fn on_datagram(&self, eng: &Engine, d: &[u8], from: SocketAddr) {
-        let is_request = vc_of(d) == Some(VCI_FORWARD)
-            && Header::parse_bytes(&d[VC_HEADER_LEN..])
-                .is_ok_and(|(h, _)| h.ty == TpduType::ConnRequest);
-        if !is_request {
-            self.counters.not_requests.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        self.counters.requests.fetch_add(1, Ordering::Relaxed);
-        let mut hs = self.handshaking.lock();
-        // Forget callers whose handshake finished or failed.
-        hs.retain(|_, c| {
-            let rx = c.rx.lock();
-            !(rx.connected || rx.finished())
+    /// Tell the endpoint which of its connections came up or went away. Only
+    /// connections still in their handshake are looked at (their ends locked); an
+    /// established one is forgotten when the application lets it go, and until then
+    /// a late request of its caller still reaches it (its transport answers).
+    fn sweep(demux: &mut Demux) {
+        let Demux { endpoint, conns } = demux;
+        conns.retain(|&h, r| {
+            if r.established {
+                if r.conn.strong_count() == 0 {
+                    endpoint.forget(h);
+                    return false;
+                }
+                return true;
+            }
+            let Some(c) = r.conn.upgrade() else {
+                endpoint.forget(h);
+                return false;
+            };
+            let (tx, rx) = (c.status(super::Which::Tx), c.status(super::Which::Rx));
+            if tx.connected && rx.connected {
+                r.established = true;
+                endpoint.handle_event(h, EndpointEvent::Established);
+            } else if c.tx().0.finished() || c.rx().0.finished() {
+                // The handshake failed: the endpoint's backlog has room again.
+                endpoint.forget(h);
+                return false;
+            }
+            true
         });
-        if let Some(c) = hs.get(&from) {
-            // A retransmitted request: its connection answers again.
-            c.on_datagram(eng, d, Some(from));
-            return;
-        }
-        if hs.len() + self.queue.lock().len() >= BACKLOG {
-            self.counters.backlog_full.fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        let Ok(c) = self.new_conn(eng, d, from) else {
-            return;
-        };
-        hs.insert(from, c.clone());
-        drop(hs);
-        c.on_datagram(eng, d, Some(from));
-        // The accepting side opens the VC back at once, on the same socket.
-        {
-            let now = eng.clock.now();
-            let (mut tx, cv) = c.end(super::conn::Which::Tx);
-            c.after(eng, super::conn::Which::Tx, &mut tx, cv, now, usize::MAX);
-        }
-        self.queue.lock().push_back(c);
-        self.queue_cv.notify_all();
     }
 
-    fn new_conn(&self, eng: &Engine, d: &[u8], from: SocketAddr) -> std::io::Result<Arc<Conn>> {
-        let (req, _) = Header::parse_bytes(&d[VC_HEADER_LEN..])
-            .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))?;
+    fn on_datagram(&self, eng: &Engine, d: &[u8], from: SocketAddr) {
+        let now = eng.clock.now();
+        let mut demux = self.demux.lock();
+        Self::sweep(&mut demux);
+        let before = demux.endpoint.stats();
+        let ev = demux.endpoint.handle(now, from, Bytes::copy_from_slice(d));
+        let after = demux.endpoint.stats();
+        match ev {
+            Some(DatagramEvent::ConnectionEvent(h, ev)) => {
+                self.counters.requests.fetch_add(1, Ordering::Relaxed);
+                // A repeated request: its connection answers again.
+                let c = demux.conns.get(&h).and_then(|r| r.conn.upgrade());
+                drop(demux);
+                if let Some(c) = c {
+                    c.on_routed(eng, ev.half, ev.tpdu);
+                }
+            }
+            Some(DatagramEvent::NewConnection(h, conn)) => {
+                self.counters.requests.fetch_add(1, Ordering::Relaxed);
+                let queued = self.queue.lock().len();
+                if queued >= BACKLOG {
+                    demux.endpoint.forget(h);
+                    self.counters.backlog_full.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                let c = match self.open(eng, *conn) {
+                    Ok(c) => c,
+                    Err(_) => {
+                        demux.endpoint.forget(h);
+                        return;
+                    }
+                };
+                demux.conns.insert(
+                    h,
+                    Routed {
+                        conn: Arc::downgrade(&c),
+                        established: false,
+                    },
+                );
+                drop(demux);
+                self.queue.lock().push_back(c);
+                self.queue_cv.notify_all();
+            }
+            Some(DatagramEvent::Response {
+                destination,
+                datagram,
+            }) => {
+                drop(demux);
+                if after.refused > before.refused {
+                    self.counters.requests.fetch_add(1, Ordering::Relaxed);
+                    self.counters.backlog_full.fetch_add(1, Ordering::Relaxed);
+                } else {
+                    self.counters.not_requests.fetch_add(1, Ordering::Relaxed);
+                }
+                self.respond(destination, &datagram);
+            }
+            None => {
+                self.counters.not_requests.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// An accepted connection's own socket, connected to the caller.
+    fn open(
+        &self,
+        eng: &Engine,
+        conn: natm_proto::endpoint::Connection,
+    ) -> std::io::Result<Arc<Conn>> {
         let mut local = self.link.local_addr()?;
         local.set_port(0);
         let link = Link::bind(&eng.cfg, local)?;
-        link.connect(from)?;
-        let rx_cfg = TransportConfig {
-            cookie: Some(req.cookie),
-            ..self.rx_cfg.clone()
-        };
-        let tx_cfg = TransportConfig {
-            cookie: Some(req.cookie),
-            ..self.tx_cfg.clone()
-        };
-        let now = eng.clock.now();
-        let tx = Psb::connect(tx_cfg.clone(), flow::build(tx_cfg.flow, &tx_cfg), now);
-        let rx = Psb::listen(rx_cfg);
-        let conn = Arc::new(Conn::new(
-            eng.token(),
-            link,
-            None,
-            End::new(tx, VCI_BACKWARD),
-            End::new(rx, VCI_FORWARD),
-            self.level,
-            self.weight,
-        ));
-        eng.add_conn(conn.clone())?;
-        Ok(conn)
+        Conn::open(eng, link, conn, self.level, self.weight)
+    }
+
+    /// Send the endpoint's answer (an ABORT) from the listening socket.
+    fn respond(&self, to: SocketAddr, datagram: &[u8]) {
+        let mut batch = crate::adaptor::SendBatch::with_capacity(datagram.len());
+        if batch
+            .push_with(datagram.len(), |out| out.copy_from_slice(datagram))
+            .is_ok()
+        {
+            let _ = self.link.send_batch(&batch, Some(to));
+        }
     }
 }

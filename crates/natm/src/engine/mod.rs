@@ -9,6 +9,7 @@
 //! thread hands it work; application threads send inline when no higher-priority work
 //! waits (the paper's kernel could not; a user-space stack can).
 
+mod app;
 mod conn;
 mod driver;
 mod link;
@@ -20,7 +21,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
-pub(crate) use conn::{Conn, End, Which, VCI_BACKWARD, VCI_FORWARD};
+pub(crate) use conn::{Conn, Which};
 pub use link::Network;
 pub(crate) use link::{Link, UdpLink};
 pub(crate) use listener::ListenerShared;

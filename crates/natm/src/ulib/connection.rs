@@ -8,11 +8,9 @@ use std::time::Duration;
 
 use super::sigd::Session;
 use super::{Error, Resolved, WouldBlock};
-use crate::engine::{Conn, End, Engine, Link, ListenerShared, Which, VCI_BACKWARD, VCI_FORWARD};
-use crate::flow;
-use crate::stages::{self, Stage};
-use crate::sync::{Condvar, Level, OrderedMutex};
-use crate::transport::{Psb, PsbStats, RecvError, SendError, TransportConfig};
+use crate::engine::{Conn, Engine, Link, ListenerShared};
+use crate::sync::{Level, OrderedMutex};
+use natm_proto::endpoint::PsbStats;
 
 /// A listening endpoint: callers' connections queue here until accepted.
 #[derive(Debug)]
@@ -155,6 +153,7 @@ impl Listener {
     pub(super) fn bind(eng: Arc<Engine>, addr: SocketAddr, r: Resolved) -> Result<Listener, Error> {
         let link = Link::bind(&eng.cfg, addr).map_err(Error::Io)?;
         let token = eng.token();
+        let seed = u64::from(random_cookie()) << 32 | u64::from(random_cookie());
         let shared = Arc::new(ListenerShared::new(
             token,
             link,
@@ -162,6 +161,7 @@ impl Listener {
             r.cfg,
             r.level,
             r.weight,
+            seed,
         ));
         eng.register(shared.link.raw_fd(), token)
             .map_err(Error::Io)?;
@@ -408,29 +408,6 @@ pub struct Connection {
     sig: Option<SigCall>,
 }
 
-fn map_send(e: SendError) -> Error {
-    match e {
-        SendError::WindowFull => Error::WouldBlock(WouldBlock::WindowFull),
-        SendError::OverRate => Error::WouldBlock(WouldBlock::OverRate),
-        SendError::MessageTooLarge { size, max } => Error::MessageTooLarge { size, max },
-        SendError::Closed | SendError::NotSender => Error::Closed,
-        SendError::Aborted(r) => Error::Aborted(r),
-    }
-}
-
-fn end_error(e: &End) -> Option<Error> {
-    if let Some(r) = e.aborted {
-        return Some(Error::Aborted(r));
-    }
-    if e.connect_failed {
-        return Some(Error::Refused {
-            cause: 21,
-            detail: "the peer's transport refused the connection parameters".into(),
-        });
-    }
-    None
-}
-
 impl Connection {
     pub(super) fn from_conn(eng: Arc<Engine>, conn: Arc<Conn>) -> Connection {
         Connection {
@@ -440,7 +417,7 @@ impl Connection {
         }
     }
 
-    /// A connection sigd set up: wait for the transport handshake on both VCs.
+    /// A connection sigd set up: wait until both VCs are up.
     pub(super) fn signalled(
         eng: Arc<Engine>,
         conn: Arc<Conn>,
@@ -449,27 +426,16 @@ impl Connection {
         granted: Granted,
         timeout: Duration,
     ) -> Result<Connection, Error> {
-        let c = Connection {
-            eng: eng.clone(),
+        conn.wait_up(&eng, timeout)?;
+        Ok(Connection {
+            eng,
             conn,
             sig: Some(SigCall {
                 session,
                 call,
                 granted,
             }),
-        };
-        for w in [Which::Tx, Which::Rx] {
-            let up = c.conn.wait(&eng, w, Some(timeout), |e| {
-                (e.connected || e.connect_failed || e.aborted.is_some()).then_some(())
-            });
-            if up.is_none() {
-                return Err(Error::TimedOut);
-            }
-            if let Some(e) = end_error(&c.conn.end(w).0) {
-                return Err(e);
-            }
-        }
-        Ok(c)
+        })
     }
 
     /// What sigd granted (`None` in direct mode, where nothing is reserved).
@@ -483,262 +449,76 @@ impl Connection {
         r: Resolved,
         timeout: Duration,
     ) -> Result<Connection, Error> {
-        let local: SocketAddr = if addr.is_ipv4() {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-        } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
-        };
-        let link = Link::bind(&eng.cfg, local).map_err(Error::Io)?;
-        let cookie = random_cookie();
-        let tx_cfg = TransportConfig {
-            cookie: Some(cookie),
-            isn: random_cookie(),
-            ..r.cfg.clone()
-        };
-        let rx_cfg = TransportConfig {
-            cookie: Some(cookie),
-            ..r.cfg
-        };
-        let now = eng.clock.now();
-        let tx = Psb::connect(tx_cfg.clone(), flow::build(tx_cfg.flow, &tx_cfg), now);
-        let rx = Psb::listen(rx_cfg);
-        let conn = Arc::new(Conn::new(
-            eng.token(),
-            link,
-            Some(addr),
-            End::new(tx, VCI_FORWARD),
-            End::new(rx, VCI_BACKWARD),
-            r.level,
-            r.weight,
-        ));
-        eng.add_conn(conn.clone()).map_err(Error::Io)?;
-        {
-            let (mut tx, cv) = conn.end(Which::Tx);
-            conn.after(&eng, Which::Tx, &mut tx, cv, now, usize::MAX);
-        }
-        let c = Connection {
-            eng: eng.clone(),
-            conn,
-            sig: None,
-        };
-        // Both VCs up: ours (the accept) and the one the peer opens back.
-        let up = c.conn.wait(&eng, Which::Tx, Some(timeout), |e| {
-            (e.connected || e.connect_failed || e.aborted.is_some()).then_some(())
-        });
-        if up.is_none() {
-            return Err(Error::Unreachable(addr));
-        }
-        if let Some(e) = end_error(&c.conn.end(Which::Tx).0) {
-            return Err(e);
-        }
-        let back = c.conn.wait(&eng, Which::Rx, Some(timeout), |e| {
-            (e.connected || e.aborted.is_some()).then_some(())
-        });
-        if back.is_none() {
-            return Err(Error::Unreachable(addr));
-        }
-        Ok(c)
-    }
-
-    /// Send what the end holds inline, or return `true` if the scheduler must do it:
-    /// then the caller drops the end's lock and calls [`Self::defer`] (the lock
-    /// order, `crate::sync`).
-    #[must_use]
-    fn flush_tx(&self, end: &mut End, cv: &Condvar) -> bool {
-        // Inline from the application's thread unless higher-priority work waits for
-        // the scheduler (seed 000 §5.1's priorities kept, the scheduler's hop saved).
-        if !self.eng.cfg.inline_send || self.eng.pending_above(self.conn.level) {
-            true
-        } else {
-            stages::record(Stage::Sched, self.conn.stage_key());
-            let now = self.eng.clock.now();
-            self.conn
-                .after(&self.eng, Which::Tx, end, cv, now, usize::MAX);
-            false
-        }
-    }
-
-    /// Hand the transmit work to the scheduler if [`Self::flush_tx`] said so; call
-    /// with no end locked.
-    fn defer(&self, needed: bool) {
-        if needed {
-            self.eng.defer(&self.conn);
-        }
+        let conn = Conn::connect(
+            &eng,
+            addr,
+            r.cfg,
+            (r.level, r.weight),
+            (random_cookie(), random_cookie()),
+            timeout,
+        )?;
+        Ok(Connection::from_conn(eng, conn))
     }
 
     /// Send one message, blocking while the window is full or the rate is exceeded.
     pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
-        stages::record_msg(Stage::SendCall, self.conn.stage_key(), msg);
-        let mut off = 0;
-        loop {
-            let deferred = {
-                let (mut tx, cv) = self.conn.end(Which::Tx);
-                if let Some(e) = end_error(&tx) {
-                    return Err(e);
-                }
-                match tx.psb.send(&msg[off..], true) {
-                    Ok(n) => off += n,
-                    Err(SendError::WindowFull | SendError::OverRate) => {}
-                    Err(e) => return Err(map_send(e)),
-                }
-                self.flush_tx(&mut tx, cv)
-            };
-            self.defer(deferred);
-            if off == msg.len() {
-                return Ok(());
-            }
-            self.conn.wait(&self.eng, Which::Tx, None, |e| {
-                (e.psb.send_capacity() > 0 || e.finished()).then_some(())
-            });
-        }
+        self.conn.send_message(&self.eng, msg)
     }
 
     /// Send one message if it fits now, else [`Error::WouldBlock`] (window full or
     /// over rate) with nothing taken.
     pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
-        let (mut tx, cv) = self.conn.end(Which::Tx);
-        if let Some(e) = end_error(&tx) {
-            return Err(e);
-        }
-        if tx.psb.send_capacity() < msg.len() {
-            let why = if tx.psb.flow().over_rate() {
-                WouldBlock::OverRate
-            } else {
-                WouldBlock::WindowFull
-            };
-            return Err(Error::WouldBlock(why));
-        }
-        tx.psb.send(msg, true).map_err(map_send)?;
-        let deferred = self.flush_tx(&mut tx, cv);
-        drop(tx);
-        self.defer(deferred);
-        Ok(())
-    }
-
-    /// Take the next whole message out of the receive end, if one is complete.
-    fn take_message(e: &mut End) -> Result<Option<Vec<u8>>, Error> {
-        loop {
-            match e.psb.recv_chunk() {
-                Ok(Some(c)) => {
-                    if c.start {
-                        e.partial.clear();
-                        e.in_message = true;
-                    }
-                    e.partial.extend_from_slice(&c.data);
-                    if c.end
-                        || e.psb.params().is_some_and(|p| {
-                            p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0
-                        })
-                    {
-                        e.in_message = false;
-                        return Ok(Some(std::mem::take(&mut e.partial)));
-                    }
-                }
-                Ok(None) => return Ok(None),
-                // The end's own record wins: sigd's release marks it aborted by the
-                // peer even though the PSB was stopped from this side.
-                Err(RecvError::Aborted(r)) => return Err(Error::Aborted(e.aborted.unwrap_or(r))),
-                Err(RecvError::NotReceiver) => return Err(Error::Closed),
-            }
-        }
-    }
-
-    fn recv_inner(&self, timeout: Option<Duration>) -> Result<Option<Vec<u8>>, Error> {
-        let r = self.conn.wait(
-            &self.eng,
-            Which::Rx,
-            timeout,
-            |e| match Self::take_message(e) {
-                Ok(Some(m)) => Some(Ok(Some(m))),
-                Err(err) => Some(Err(err)),
-                Ok(None) if e.peer_closed && e.psb.readable() == 0 => Some(Ok(None)),
-                Ok(None) => end_error(e).map(Err),
-            },
-        );
-        if let Some(Ok(Some(m))) = &r {
-            stages::record_msg(Stage::AppRecv, self.conn.stage_key(), m);
-        }
-        r.unwrap_or(Err(Error::TimedOut))
+        self.conn.try_send_message(&self.eng, msg)
     }
 
     /// Receive the next whole message, blocking; `None` once the peer has closed and
     /// everything it sent has been delivered.
     pub fn recv(&self) -> Result<Option<Vec<u8>>, Error> {
-        self.recv_inner(None)
+        self.conn.recv_message(&self.eng, None)
     }
 
     /// As [`Connection::recv`], giving up after `timeout`.
     pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>, Error> {
-        self.recv_inner(Some(timeout))
+        self.conn.recv_message(&self.eng, Some(timeout))
     }
 
     /// The next whole message if one is complete now.
     pub fn try_recv(&self) -> Result<Option<Vec<u8>>, Error> {
-        let mut buf = self.eng.take_buffer();
-        // Give anything already queued in the socket a chance first.
-        self.conn.read_now(&self.eng, &mut buf);
-        self.eng.give_buffer(buf);
-        let (mut rx, _) = self.conn.end(Which::Rx);
-        match Self::take_message(&mut rx)? {
-            Some(m) => Ok(Some(m)),
-            None if rx.peer_closed => Ok(None),
-            None => Err(end_error(&rx).unwrap_or(Error::WouldBlock(WouldBlock::Empty))),
-        }
+        self.conn.try_recv_message(&self.eng)
     }
 
     /// Close the sending VC in order: everything sent is still delivered. Receiving
     /// continues until the peer closes too.
     pub fn close(&self) {
-        let (mut tx, cv) = self.conn.end(Which::Tx);
-        tx.psb.close();
-        let now = self.eng.clock.now();
-        self.conn
-            .after(&self.eng, Which::Tx, &mut tx, cv, now, usize::MAX);
+        self.conn.close_tx(&self.eng);
     }
 
     /// Abort both VCs at once; the peer sees "aborted", and so does every thread of
     /// this application still waiting on the connection.
     pub fn abort(&self) {
-        self.conn
-            .abort_both(&self.eng, crate::transport::AbortReason::Local);
+        self.conn.abort_local(&self.eng);
     }
 
     /// Wait until the peer has everything sent before `close` (or `timeout`).
     pub fn flush(&self, timeout: Duration) -> Result<(), Error> {
-        let done = self.conn.wait(&self.eng, Which::Tx, Some(timeout), |e| {
-            (e.psb.send_buffered() == 0 || e.closed || e.finished()).then_some(())
-        });
-        match done {
-            Some(()) => end_error(&self.conn.end(Which::Tx).0).map_or(Ok(()), Err),
-            None => Err(Error::TimedOut),
-        }
+        self.conn.flush_tx_wait(&self.eng, timeout)
     }
 
     /// Change the sending rate within the bounds agreed at setup (seed 003 `set_qos`).
     pub fn set_rate(&self, bps: u64) -> Result<(), Error> {
-        let (mut tx, _) = self.conn.end(Which::Tx);
-        tx.psb.set_rate(bps)?;
-        Ok(())
+        self.conn.set_rate(bps)
     }
 
     /// Counters of both VCs.
     pub fn stats(&self) -> ConnStats {
-        let (tx, _) = self.conn.end(Which::Tx);
-        let (txs, srtt, rate, window) = (
-            tx.psb.stats().clone(),
-            tx.psb.rtt().has_sample().then(|| tx.psb.rtt().srtt()),
-            tx.psb.flow().rate_bps().map(|r| r as u64),
-            tx.psb.flow().window().map(|w| w as u64),
-        );
-        drop(tx);
-        let rxs = self.conn.end(Which::Rx).0.psb.stats().clone();
+        let p = self.conn.stats_parts();
         let c = &self.conn.counters;
         ConnStats {
-            tx: txs,
-            rx: rxs,
-            srtt,
-            rate_bps: rate,
-            window,
+            tx: p.tx,
+            rx: p.rx,
+            srtt: p.srtt,
+            rate_bps: p.rate_bps,
+            window: p.window,
             refused_frames: c.not_natm.load(Ordering::Relaxed)
                 + c.unknown_vc.load(Ordering::Relaxed),
             watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
@@ -754,12 +534,7 @@ impl Connection {
 
     /// Whether the sending VC carries a byte stream.
     pub fn is_stream(&self) -> bool {
-        self.conn
-            .end(Which::Tx)
-            .0
-            .psb
-            .params()
-            .is_some_and(|p| p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0)
+        self.conn.is_stream()
     }
 }
 
@@ -767,21 +542,7 @@ impl Drop for Connection {
     fn drop(&mut self) {
         // Dropping a connection closes it in order; the engine finishes the close
         // (retransmissions, CLOSE) and then forgets it.
-        let finished = {
-            let (tx, _) = self.conn.end(Which::Tx);
-            let (rx, _) = self.conn.end(Which::Rx);
-            tx.finished() && rx.finished()
-        };
-        if !finished {
-            self.close();
-            let now = self.eng.clock.now();
-            let (mut rx, cv) = self.conn.end(Which::Rx);
-            if !rx.peer_closed {
-                rx.psb.close();
-                self.conn
-                    .after(&self.eng, Which::Rx, &mut rx, cv, now, usize::MAX);
-            }
-        }
+        self.conn.close_all(&self.eng);
         self.conn.mark_dropped(&self.eng);
         // If it is still finishing, the engine must outlive this handle.
         crate::engine::Engine::linger(&self.eng);
@@ -811,16 +572,9 @@ impl io::Write for &Connection {
 
 impl io::Read for &Connection {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.conn.wait(&self.eng, Which::Rx, None, |e| {
-            if e.psb.readable() > 0 {
-                Some(e.psb.read(buf).map_err(|_| Error::Closed))
-            } else if e.peer_closed {
-                Some(Ok(0))
-            } else {
-                end_error(e).map(Err)
-            }
-        });
-        n.unwrap_or(Ok(0)).map_err(io::Error::from)
+        self.conn
+            .read_bytes(&self.eng, buf)
+            .map_err(io::Error::from)
     }
 }
 
@@ -854,23 +608,14 @@ impl Connection {
         off: &mut usize,
     ) -> std::task::Poll<Result<(), Error>> {
         use std::task::Poll;
-        let (mut tx, cv) = self.conn.end(Which::Tx);
-        if let Some(e) = end_error(&tx) {
-            return Poll::Ready(Err(e));
-        }
-        match tx.psb.send(&msg[*off..], true) {
+        match self
+            .conn
+            .write_some(&self.eng, &msg[*off..], true, cx.waker())
+        {
             Ok(n) => *off += n,
-            Err(SendError::WindowFull | SendError::OverRate) => {}
-            Err(e) => return Poll::Ready(Err(map_send(e))),
+            Err(e) => return Poll::Ready(Err(e)),
         }
-        let deferred = self.flush_tx(&mut tx, cv);
-        let done = *off == msg.len();
-        if !done {
-            tx.waker = Some(cx.waker().clone());
-        }
-        drop(tx);
-        self.defer(deferred);
-        if done {
+        if *off == msg.len() {
             Poll::Ready(Ok(()))
         } else {
             Poll::Pending
@@ -886,24 +631,9 @@ impl Connection {
         &self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<Option<Vec<u8>>, Error>> {
-        use std::task::Poll;
-        let mut buf = self.eng.take_buffer();
-        self.conn.read_now(&self.eng, &mut buf);
-        self.eng.give_buffer(buf);
-        let (mut rx, _) = self.conn.end(Which::Rx);
-        match Self::take_message(&mut rx) {
-            Ok(Some(m)) => Poll::Ready(Ok(Some(m))),
-            Err(e) => Poll::Ready(Err(e)),
-            Ok(None) if rx.peer_closed && rx.psb.readable() == 0 => Poll::Ready(Ok(None)),
-            Ok(None) => match end_error(&rx) {
-                Some(e) => Poll::Ready(Err(e)),
-                None => {
-                    // Checked and registered under the same lock: the driver cannot
-                    // deliver in between without seeing the waker.
-                    rx.waker = Some(cx.waker().clone());
-                    Poll::Pending
-                }
-            },
+        match self.conn.poll_recv_message(&self.eng, cx.waker()) {
+            Some(r) => std::task::Poll::Ready(r),
+            None => std::task::Poll::Pending,
         }
     }
 }
@@ -914,7 +644,7 @@ mod tokio_io {
     use std::pin::Pin;
     use std::task::{Context, Poll};
 
-    use super::{end_error, Connection, Which};
+    use super::Connection;
 
     impl tokio::io::AsyncRead for Connection {
         fn poll_read(
@@ -923,26 +653,17 @@ mod tokio_io {
             buf: &mut tokio::io::ReadBuf<'_>,
         ) -> Poll<io::Result<()>> {
             let this = self.into_ref().get_ref();
-            let mut scratch = this.eng.take_buffer();
-            this.conn.read_now(&this.eng, &mut scratch);
-            this.eng.give_buffer(scratch);
-            let (mut rx, _) = this.conn.end(Which::Rx);
-            if rx.psb.readable() > 0 {
-                let n = rx
-                    .psb
-                    .read(buf.initialize_unfilled())
-                    .map_err(|_| io::Error::from(io::ErrorKind::ConnectionAborted))?;
-                buf.advance(n);
-                return Poll::Ready(Ok(()));
+            match this
+                .conn
+                .poll_read_bytes(&this.eng, buf.initialize_unfilled(), cx.waker())
+            {
+                Some(Ok(n)) => {
+                    buf.advance(n);
+                    Poll::Ready(Ok(()))
+                }
+                Some(Err(e)) => Poll::Ready(Err(e.into())),
+                None => Poll::Pending,
             }
-            if rx.peer_closed {
-                return Poll::Ready(Ok(()));
-            }
-            if let Some(e) = end_error(&rx) {
-                return Poll::Ready(Err(e.into()));
-            }
-            rx.waker = Some(cx.waker().clone());
-            Poll::Pending
         }
     }
 
@@ -953,25 +674,10 @@ mod tokio_io {
             buf: &[u8],
         ) -> Poll<io::Result<usize>> {
             let this = self.into_ref().get_ref();
-            let (mut tx, cv) = this.conn.end(Which::Tx);
-            if let Some(e) = end_error(&tx) {
-                return Poll::Ready(Err(e.into()));
-            }
-            match tx.psb.send(buf, false) {
-                Ok(n) if n > 0 || buf.is_empty() => {
-                    let deferred = this.flush_tx(&mut tx, cv);
-                    drop(tx);
-                    this.defer(deferred);
-                    Poll::Ready(Ok(n))
-                }
-                Ok(_)
-                | Err(
-                    crate::transport::SendError::WindowFull | crate::transport::SendError::OverRate,
-                ) => {
-                    tx.waker = Some(cx.waker().clone());
-                    Poll::Pending
-                }
-                Err(e) => Poll::Ready(Err(super::map_send(e).into())),
+            match this.conn.write_some(&this.eng, buf, false, cx.waker()) {
+                Ok(n) if n > 0 || buf.is_empty() => Poll::Ready(Ok(n)),
+                Ok(_) => Poll::Pending,
+                Err(e) => Poll::Ready(Err(e.into())),
             }
         }
 
@@ -1059,6 +765,34 @@ mod tests {
     use crate::ulib::{Host, HostConfig, MemNetwork, Network};
 
     #[test]
+    fn a_listener_answers_a_frame_of_no_connection_with_abort_through_its_endpoint() {
+        use crate::wire::tpdu::{Header, TpduType};
+        use crate::wire::vcframe;
+        let host = Host::open(HostConfig::default()).unwrap();
+        let l = host.bind("127.0.0.1:0", "reliable").unwrap();
+        let to = l.local_addr().unwrap();
+        let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut d = vcframe::Repr::data(0, 77).to_bytes().to_vec();
+        d.extend_from_slice(
+            &Header {
+                cookie: 0x5EED,
+                ..Header::new(TpduType::Data)
+            }
+            .to_bytes(),
+        );
+        sock.send_to(&d, to).unwrap();
+        let mut buf = [0u8; 128];
+        let (n, from) = sock.recv_from(&mut buf).unwrap();
+        assert_eq!(from, to);
+        let (vc, tpdu) = vcframe::Repr::parse_bytes(&buf[..n]).unwrap();
+        let (h, _) = Header::parse_bytes(tpdu).unwrap();
+        assert_eq!((vc.vci, h.ty, h.cookie), (77, TpduType::Abort, 0x5EED));
+        // Nobody was accepted for it.
+        assert!(matches!(l.try_accept(), Err(Error::WouldBlock(_))));
+    }
+
+    #[test]
     fn a_sender_held_by_its_bucket_waits_for_the_driver_not_in_the_socket() {
         let net = MemNetwork::new();
         let mut cfg = HostConfig::default();
@@ -1075,7 +809,7 @@ mod tests {
         let sender = std::thread::spawn(move || c2.send(&vec![7u8; 8 << 20]));
         let mut seen = None;
         for _ in 0..1000 {
-            let (waiters, reading) = client.conn.waiting(Which::Tx);
+            let (waiters, reading) = client.conn.waiting(crate::engine::Which::Tx);
             if waiters > 0 {
                 seen = Some(reading);
                 break;

@@ -160,15 +160,6 @@ impl IntoTarget for Target {
     }
 }
 
-/// The initial sequence number of a VC set up through sigd, the same at both ends:
-/// mixed from the call's random cookie and the VC's VCI, so the two VCs of a call (and
-/// calls on one link) start at unrelated numbers.
-pub(crate) fn signalled_isn(cookie: u32, vci: u16) -> u32 {
-    (u64::from(cookie) << 16 | u64::from(vci))
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        .rotate_right(29) as u32
-}
-
 /// What a QoS resolves to on this host.
 #[derive(Debug, Clone)]
 pub(crate) struct Resolved {
@@ -396,22 +387,13 @@ impl Host {
         // Both VCs start established from what signalling agreed (no TPDU
         // handshake): each end derives the VC's ISN from the call's cookie and the
         // VC's VCI, so sender and receiver agree without a round trip.
-        let mut tx_cfg = r.cfg.clone();
-        tx_cfg.cookie = Some(cookie);
-        tx_cfg.isn = signalled_isn(cookie, tx_vci);
-        let mut rx_cfg = r.cfg;
-        rx_cfg.cookie = Some(cookie);
-        rx_cfg.isn = signalled_isn(cookie, rx_vci);
-        let conn = Conn::from_signalling(
+        let conn = Conn::open_signalled(
             &self.eng,
             link,
-            peer,
-            (tx_cfg, tx_vci),
-            (rx_cfg, rx_vci),
-            r.level,
-            r.weight,
-        )
-        .map_err(Error::Io)?;
+            (peer, cookie, tx_vci, rx_vci),
+            r.cfg,
+            (r.level, r.weight),
+        )?;
         session.established(call, &conn);
         let granted = Granted {
             tx_bps: granted_bps,

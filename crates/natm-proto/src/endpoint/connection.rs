@@ -1,0 +1,450 @@
+//! One duplex connection: two simplex VCs managed together (seed 000 §5.3).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use bytes::Bytes;
+
+use super::half::{Half, RxHalf, TxHalf};
+use super::{ConnectionEvent, EndpointEvent, Route, Transmit};
+use crate::time::Instant;
+use crate::transport::{
+    AbortReason, Chunk, Event as PsbEvent, PsbStats, RecvError, SendError, TransmitKind,
+};
+use crate::wire::vcframe;
+
+/// Where a duplex connection is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// At least one VC's handshake has not finished.
+    Connecting,
+    /// Both VCs are up; data may flow both ways.
+    Established,
+    /// The peer closed its direction (everything it sent is delivered); ours is open.
+    PeerClosed,
+    /// Both directions finished in order.
+    Closed,
+    /// Ended abnormally (connection refused, handshake timed out, peer dead, abort).
+    Aborted(AbortReason),
+}
+
+/// Something the application should know (quinn-proto's `Event`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Both VCs are up.
+    Connected,
+    /// The connection never came up: `Timeout` (no answer) or `Refused` (the peer
+    /// turned it down).
+    ConnectFailed(AbortReason),
+    /// Data became readable.
+    Readable,
+    /// The send buffer has room again after a full one.
+    Writable,
+    /// The peer closed: everything it sent has been delivered (end of stream).
+    PeerClosed,
+    /// Our close completed: the peer has everything we sent.
+    Closed,
+    /// The connection was aborted after it came up.
+    Aborted(AbortReason),
+}
+
+/// Which end of the setup this connection is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// It called (`Endpoint::connect`).
+    Client,
+    /// A listener accepted it.
+    Server,
+    /// Signalling set it up; no transport handshake.
+    Signalled,
+}
+
+/// Counters of both VCs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// The sending VC.
+    pub tx: PsbStats,
+    /// The receiving VC.
+    pub rx: PsbStats,
+    /// Smoothed RTT of the sending VC, once it has a sample.
+    pub srtt: Option<Duration>,
+}
+
+/// A duplex connection: a [`TxHalf`] and an [`RxHalf`] and what couples them.
+///
+/// Call order (quinn-proto's): feed every frame the endpoint routed here to
+/// [`handle_event`](Self::handle_event) (or a whole datagram to
+/// [`handle_frame`](Self::handle_frame) when nothing else demultiplexes); after any
+/// input — a frame, a timeout, `send`, `recv`, `close` — drain
+/// [`poll_transmit`](Self::poll_transmit) until `None`, then
+/// [`poll_event`](Self::poll_event) and [`poll_endpoint_event`](Self::poll_endpoint_event)
+/// (hand the latter to `Endpoint::handle_event`), and arm a timer for
+/// [`poll_timeout`](Self::poll_timeout), calling [`handle_timeout`](Self::handle_timeout)
+/// when it fires. Nothing here reads a clock: `now` comes with every call.
+///
+/// An I/O layer that locks the two directions separately (see [`super::half`]) takes
+/// them apart with [`into_parts`](Self::into_parts).
+#[derive(Debug)]
+pub struct Connection {
+    route: Route,
+    side: Side,
+    tx: TxHalf,
+    rx: RxHalf,
+    remote: SocketAddr,
+    /// The remote address is confirmed by a frame with the right cookie.
+    pinned: bool,
+    state: State,
+    /// Both VCs must be up by then (the peer's VC back may never come).
+    handshake_deadline: Option<Instant>,
+    events: VecDeque<Event>,
+    endpoint_events: VecDeque<EndpointEvent>,
+    drained_told: bool,
+}
+
+impl Connection {
+    pub(crate) fn new(
+        route: Route,
+        side: Side,
+        tx: TxHalf,
+        rx: RxHalf,
+        remote: SocketAddr,
+        handshake_deadline: Option<Instant>,
+    ) -> Connection {
+        let mut c = Connection {
+            route,
+            side,
+            tx,
+            rx,
+            remote,
+            pinned: side == Side::Signalled,
+            state: State::Connecting,
+            handshake_deadline,
+            events: VecDeque::new(),
+            endpoint_events: VecDeque::new(),
+            drained_told: false,
+        };
+        c.update();
+        c
+    }
+
+    // ---- input -------------------------------------------------------------------
+
+    /// A frame the endpoint routed to this connection.
+    pub fn handle_event(&mut self, now: Instant, ev: ConnectionEvent) {
+        if !self.pinned {
+            // Direct mode: the accepting side answers from wherever it likes (the
+            // engine, from a new socket); the first frame with the right cookie fixes
+            // the peer's address.
+            self.remote = ev.from;
+            self.pinned = true;
+        }
+        match ev.half {
+            Half::Tx => self.tx.handle_frame(now, ev.tpdu),
+            Half::Rx => self.rx.handle_frame(now, ev.tpdu),
+        }
+        self.update();
+    }
+
+    /// A whole datagram (VC header + TPDU) for this connection alone, as a connection
+    /// with a socket of its own receives it: VCI and cookie are checked here. Returns
+    /// false (and counts nothing else) if it was not for this connection.
+    pub fn handle_frame(&mut self, now: Instant, from: SocketAddr, datagram: Bytes) -> bool {
+        match self.route.classify(&datagram) {
+            Ok(half) => {
+                let tpdu = datagram.slice(vcframe::HEADER_LEN..);
+                self.handle_event(now, ConnectionEvent { half, from, tpdu });
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Timers fired: both VCs' and the handshake's.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.tx.poll_timeout().is_some_and(|t| t <= now) {
+            self.tx.handle_timeout(now);
+        }
+        if self.rx.poll_timeout().is_some_and(|t| t <= now) {
+            self.rx.handle_timeout(now);
+        }
+        if self.state == State::Connecting && self.handshake_deadline.is_some_and(|d| d <= now) {
+            self.handshake_deadline = None;
+            self.fail(AbortReason::Timeout);
+        }
+        self.update();
+    }
+
+    // ---- application calls --------------------------------------------------------
+
+    /// Queue message bytes; `end_of_message` closes the message. Returns the bytes
+    /// taken (a prefix when the send buffer filled; wait for [`Event::Writable`]).
+    pub fn send(&mut self, data: &[u8], end_of_message: bool) -> Result<usize, SendError> {
+        let r = self.tx.send(data, end_of_message);
+        self.update();
+        r
+    }
+
+    /// As [`Connection::send`], without copying `data`.
+    pub fn send_bytes(&mut self, data: &Bytes, end_of_message: bool) -> Result<usize, SendError> {
+        let r = self.tx.send_bytes(data, end_of_message);
+        self.update();
+        r
+    }
+
+    /// The next chunk of received data: a `Bytes` slice of the frame it came in
+    /// (never copied), with its message boundaries.
+    pub fn recv(&mut self) -> Result<Option<Chunk>, RecvError> {
+        let r = self.rx.recv();
+        self.update();
+        r
+    }
+
+    /// Close our direction in order; receiving continues until the peer closes.
+    pub fn close(&mut self) {
+        self.tx.close();
+        self.update();
+    }
+
+    /// Abort both directions at once; the peer is told on both VCs.
+    pub fn abort(&mut self) {
+        self.abort_with(AbortReason::Local);
+    }
+
+    /// Abort both directions, telling the application `reason` (e.g. `Peer` when
+    /// signalling reports the peer gone).
+    pub fn abort_with(&mut self, reason: AbortReason) {
+        self.tx.abort(reason);
+        self.rx.abort(reason);
+        if !matches!(self.state, State::Aborted(_) | State::Closed) {
+            self.state = State::Aborted(reason);
+        }
+        self.update();
+    }
+
+    // ---- output ------------------------------------------------------------------
+
+    /// The next datagram to send, appended to `buf` (VC header + TPDU): the receiving
+    /// VC's ACKs and answers first, then the sending VC's frames.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        let (half, t) = match self.rx.poll_transmit(now) {
+            Some(t) => (Half::Rx, t),
+            None => (Half::Tx, self.tx.poll_transmit(now)?),
+        };
+        let vci = match half {
+            Half::Tx => self.route.tx_vci,
+            Half::Rx => self.route.rx_vci,
+        };
+        let start = buf.len();
+        buf.extend_from_slice(&vcframe::Repr::data(0, vci).to_bytes());
+        t.write_to(buf);
+        self.update();
+        Some(Transmit {
+            destination: self.remote,
+            size: buf.len() - start,
+            half,
+            kind: t.kind,
+        })
+    }
+
+    /// The next application event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The next event for the endpoint (hand it to `Endpoint::handle_event`).
+    pub fn poll_endpoint_event(&mut self) -> Option<EndpointEvent> {
+        self.endpoint_events.pop_front()
+    }
+
+    /// When [`Connection::handle_timeout`] should next be called.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let hs = if self.state == State::Connecting {
+            self.handshake_deadline
+        } else {
+            None
+        };
+        [self.tx.poll_timeout(), self.rx.poll_timeout(), hs]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    // ---- coupling of the two directions -------------------------------------------
+
+    fn fail(&mut self, reason: AbortReason) {
+        self.tx.abort(reason);
+        self.rx.abort(reason);
+        self.state = State::Aborted(reason);
+        self.events.push_back(Event::ConnectFailed(reason));
+    }
+
+    /// Turn the halves' events into the connection's.
+    fn update(&mut self) {
+        while let Some(e) = self.rx.poll_event() {
+            self.on_half_event(Half::Rx, e);
+        }
+        while let Some(e) = self.tx.poll_event() {
+            self.on_half_event(Half::Tx, e);
+        }
+        if self.state == State::Connecting
+            && self.tx.status().connected
+            && self.rx.status().connected
+        {
+            self.state = State::Established;
+            self.handshake_deadline = None;
+            self.events.push_back(Event::Connected);
+            self.endpoint_events.push_back(EndpointEvent::Established);
+        }
+        if matches!(self.state, State::Established | State::PeerClosed)
+            && self.tx.status().closed
+            && self.rx.status().peer_closed
+        {
+            self.state = State::Closed;
+        }
+        if !self.drained_told && self.is_drained() {
+            self.drained_told = true;
+            self.endpoint_events.push_back(EndpointEvent::Drained);
+        }
+    }
+
+    fn on_half_event(&mut self, half: Half, e: PsbEvent) {
+        match e {
+            PsbEvent::Connected => {}
+            PsbEvent::ConnectFailed => {
+                if self.state == State::Connecting {
+                    self.fail(AbortReason::Timeout);
+                }
+            }
+            PsbEvent::Readable => self.events.push_back(Event::Readable),
+            PsbEvent::Writable => self.events.push_back(Event::Writable),
+            PsbEvent::PeerClosed => {
+                if self.state == State::Established {
+                    self.state = State::PeerClosed;
+                }
+                self.events.push_back(Event::PeerClosed);
+            }
+            PsbEvent::Closed => self.events.push_back(Event::Closed),
+            PsbEvent::Aborted(r) => {
+                if self.state == State::Connecting {
+                    // An ABORT answering our handshake is a refusal (seed 000 §5.3:
+                    // the receiver may refuse the parameters; a listener refuses when
+                    // its backlog is full).
+                    let why = if r == AbortReason::Peer {
+                        AbortReason::Refused
+                    } else {
+                        r
+                    };
+                    self.fail(why);
+                    return;
+                }
+                if matches!(self.state, State::Aborted(_)) {
+                    return;
+                }
+                // One simplex VC aborted ends the duplex connection: the application
+                // cannot use half of it.
+                let other = match half {
+                    Half::Tx => &mut self.rx as &mut dyn AbortHalf,
+                    Half::Rx => &mut self.tx as &mut dyn AbortHalf,
+                };
+                other.abort_half(r);
+                self.state = State::Aborted(r);
+                self.events.push_back(Event::Aborted(r));
+            }
+        }
+    }
+
+    // ---- observation --------------------------------------------------------------
+
+    /// Where the connection is.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Which end of the setup this is.
+    pub fn side(&self) -> Side {
+        self.side
+    }
+
+    /// The peer's address (fixed by the first frame with the right cookie).
+    pub fn remote(&self) -> SocketAddr {
+        self.remote
+    }
+
+    /// Whether [`Connection::remote`] is confirmed by a frame from it.
+    pub fn remote_confirmed(&self) -> bool {
+        self.pinned
+    }
+
+    /// The VCIs and cookie that identify this connection's frames.
+    pub fn route(&self) -> Route {
+        self.route
+    }
+
+    /// Both directions finished and nothing is left to send: the endpoint may forget
+    /// the connection.
+    pub fn is_drained(&self) -> bool {
+        self.tx.is_finished() && self.rx.is_finished()
+    }
+
+    /// Bytes ready to [`Connection::recv`].
+    pub fn readable(&self) -> usize {
+        self.rx.readable()
+    }
+
+    /// Free bytes in the send buffer.
+    pub fn send_capacity(&self) -> usize {
+        self.tx.capacity()
+    }
+
+    /// Counters of both VCs.
+    pub fn stats(&self) -> ConnectionStats {
+        let rtt = self.tx.psb().rtt();
+        ConnectionStats {
+            tx: self.tx.stats().clone(),
+            rx: self.rx.stats().clone(),
+            srtt: rtt.has_sample().then(|| rtt.srtt()),
+        }
+    }
+
+    /// The sending half.
+    pub fn tx(&self) -> &TxHalf {
+        &self.tx
+    }
+
+    /// The receiving half.
+    pub fn rx(&self) -> &RxHalf {
+        &self.rx
+    }
+
+    /// Take the connection apart for an I/O layer that locks each direction on its
+    /// own; from then on it applies the coupling rules itself (see [`super::half`]).
+    pub fn into_parts(self) -> (Route, SocketAddr, TxHalf, RxHalf) {
+        (self.route, self.remote, self.tx, self.rx)
+    }
+
+    /// Whether the frame carries an ordinary data TPDU (for tests and tracing).
+    pub fn is_data(kind: TransmitKind) -> bool {
+        matches!(kind, TransmitKind::Data | TransmitKind::Retransmission(_))
+    }
+}
+
+/// Abort either half through one reference (the coupling rule above).
+trait AbortHalf {
+    fn abort_half(&mut self, reason: AbortReason);
+}
+
+impl AbortHalf for TxHalf {
+    fn abort_half(&mut self, reason: AbortReason) {
+        self.abort(reason);
+        // The half's own Aborted event would be reported a second time.
+        while self.poll_event().is_some() {}
+    }
+}
+
+impl AbortHalf for RxHalf {
+    fn abort_half(&mut self, reason: AbortReason) {
+        self.abort(reason);
+        while self.poll_event().is_some() {}
+    }
+}

@@ -1,0 +1,649 @@
+//! The switch: ports, the cross-connect table and the per-VC state, driven
+//! sans-IO (quinn-proto's contract: time is an argument, output is pulled).
+//!
+//! Call order: [`Switch::add_port`] and [`Switch::connect`] (the control plane), then
+//! for every cell or frame received [`Switch::handle_cell`] / [`Switch::handle_frame`];
+//! whenever [`Switch::poll_timeout`] comes (or after new input), for each port
+//! [`Switch::poll_transmit`] until it returns `None`. A port sends one unit per line
+//! time: `poll_transmit` returns `None` while the line is busy.
+//!
+//! The control plane terminates its own VCs in the switch (signalling on VPI 0/VCI 5
+//! of each port): [`Switch::terminate`] them, read what arrives on them with
+//! [`Switch::poll_local`], and send with [`Switch::send`], which queues ahead of the
+//! port's VCs and is paced by the same line.
+
+use std::collections::{HashMap, VecDeque};
+
+use bytes::Bytes;
+use natm_proto::time::Instant;
+use natm_proto::wire::cell::{HeaderFormat, HecVerdict, Pti, CELL_LEN, HEADER_LEN};
+use natm_proto::wire::crc::hec;
+use natm_proto::wire::vcframe;
+
+use crate::discard::{FrameDiscard, FrameDrop};
+use crate::error::SwitchError;
+use crate::oam::{self, LOCATION_ID_LEN};
+use crate::port::{Port, PortConfig};
+use crate::queue::{frame_cells, Transmit, VcQueue};
+use crate::sched::wrr;
+use crate::stats::{Counters, DropCause, PortStats, SwitchStats, VcStats};
+use crate::table::{ConnId, CrossConnect, Endpoint, PortId, Slot, Table, VcAddr};
+use crate::upc::{Contract, Policer, Violation};
+
+/// What the switch did with one cell or frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Queued at its output port.
+    Queued,
+    /// Queued, tagged CLP = 1 by policing.
+    Tagged,
+    /// An OAM F5 loopback cell, answered back out of the port it came in on.
+    LoopedBack,
+    /// An idle or unassigned cell (VPI 0, VCI 0), ignored.
+    Idle,
+    /// On a VC terminated in the switch: kept for [`Switch::poll_local`].
+    Local,
+    /// Dropped.
+    Dropped(DropCause),
+}
+
+/// The state of one cross-connect.
+#[derive(Debug)]
+struct Vc {
+    id: ConnId,
+    xc: CrossConnect,
+    contract: Contract,
+    policer: Policer,
+    discard: FrameDiscard,
+    queue: VcQueue,
+    out_port: PortId,
+    out_vpi: u16,
+    /// The output VCI for VC switching; `None` keeps the cell's (VP switching).
+    out_vci: Option<u16>,
+    /// Its `wrr` quantum.
+    weight: u32,
+    /// EPD threshold of its own queue: the port's, scaled to the VC's buffer.
+    epd_cells: u32,
+    /// Whether EPD/PPD apply: an AAL5 VC, VC-switched (the cells of a VP's VCs
+    /// interleave, so a VP connection has no frame boundaries of its own).
+    frames: bool,
+    counters: Counters,
+    oam_looped: u64,
+}
+
+impl Vc {
+    fn stats(&self) -> VcStats {
+        VcStats {
+            conn: self.id,
+            xc: self.xc,
+            contract: self.contract,
+            counters: self.counters,
+            oam_looped: self.oam_looped,
+            queue_cells: self.queue.cells(),
+            max_queue_cells: self.queue.max_cells(),
+        }
+    }
+}
+
+/// The data plane of an ATM switch.
+#[derive(Debug, Default)]
+pub struct Switch {
+    ports: Vec<Port>,
+    table: Table,
+    vcs: Vec<Option<Vc>>,
+    free: Vec<Slot>,
+    slots: HashMap<ConnId, Slot>,
+    next_id: u64,
+    location: [u8; LOCATION_ID_LEN],
+    /// Cells and frames of locally terminated VCs, for the control plane.
+    local: VecDeque<(PortId, Transmit)>,
+}
+
+/// Units of locally terminated VCs held for [`Switch::poll_local`] before more are
+/// dropped (the control plane reads slower than its VCs bring).
+const LOCAL_QUEUE_UNITS: usize = 4096;
+
+/// The header fields a switch reads, from the big-endian word of octets 1-4.
+#[derive(Debug, Clone, Copy)]
+struct Fields {
+    vpi: u16,
+    vci: u16,
+    pti: Pti,
+    clp: bool,
+}
+
+impl Fields {
+    #[inline]
+    fn parse(header: &[u8; HEADER_LEN], format: HeaderFormat) -> Fields {
+        let w = u32::from_be_bytes([header[0], header[1], header[2], header[3]]);
+        Fields {
+            vpi: ((w >> 20) as u16) & format.max_vpi(),
+            vci: (w >> 4) as u16,
+            pti: Pti::from_bits((w >> 1) as u8),
+            clp: w & 1 != 0,
+        }
+    }
+
+    /// The five header octets in `format` (GFC 0: it is local to a UNI link).
+    #[inline]
+    fn emit(&self, format: HeaderFormat) -> [u8; HEADER_LEN] {
+        let w = ((u32::from(self.vpi) & u32::from(format.max_vpi())) << 20)
+            | (u32::from(self.vci) << 4)
+            | (u32::from(self.pti.bits()) << 1)
+            | u32::from(self.clp);
+        let b = w.to_be_bytes();
+        [b[0], b[1], b[2], b[3], hec(&b)]
+    }
+}
+
+/// Where a unit that passed policing and frame discard is refused, if it is.
+#[inline]
+fn admission(port: &Port, vc: &Vc, cells: u32, clp: bool) -> Option<DropCause> {
+    if port.queue_cells + cells > port.cfg.buffer_cells
+        || vc.queue.cells() + cells > vc.contract.buffer_cells
+    {
+        Some(DropCause::QueueFull)
+    } else if clp && port.queue_cells + cells > port.cfg.clp_threshold {
+        Some(DropCause::Clp)
+    } else {
+        None
+    }
+}
+
+impl Switch {
+    /// A switch with no ports, whose OAM location ID is all zeros.
+    pub fn new() -> Switch {
+        Switch::default()
+    }
+
+    /// Sets the OAM loopback location ID this switch answers to (besides all ones).
+    pub fn set_location(&mut self, id: [u8; LOCATION_ID_LEN]) {
+        self.location = id;
+    }
+
+    /// Adds a port; ids are given in order from 0.
+    pub fn add_port(&mut self, cfg: PortConfig) -> Result<PortId, SwitchError> {
+        let id = u16::try_from(self.ports.len())
+            .map(PortId)
+            .map_err(|_| SwitchError::BadPortConfig("more than 65,536 ports"))?;
+        self.ports.push(Port::new(id, cfg)?);
+        Ok(id)
+    }
+
+    /// The configuration of `port`.
+    pub fn port_config(&self, port: PortId) -> Option<&PortConfig> {
+        self.ports.get(port.index()).map(|p| &p.cfg)
+    }
+
+    /// Ports, in id order.
+    pub fn ports(&self) -> impl Iterator<Item = PortId> + '_ {
+        self.ports.iter().map(|p| p.id)
+    }
+
+    fn port(&self, id: PortId) -> Result<&Port, SwitchError> {
+        self.ports
+            .get(id.index())
+            .ok_or(SwitchError::UnknownPort(id))
+    }
+
+    fn check_endpoint(&self, e: Endpoint) -> Result<(), SwitchError> {
+        let port = self.port(e.port())?;
+        let format = port.cfg.format;
+        if e.vpi() > format.max_vpi() {
+            return Err(SwitchError::VpiOutOfRange {
+                port: e.port(),
+                vpi: e.vpi(),
+                format,
+            });
+        }
+        if let Endpoint::Vc(a) = e {
+            if a.vci == 0 {
+                return Err(SwitchError::UnassignedVci(e));
+            }
+        }
+        Ok(())
+    }
+
+    /// Installs a one-way cross-connect with its traffic contract (a duplex call is
+    /// two, one per direction, each with its direction's contract).
+    pub fn connect(&mut self, xc: CrossConnect, contract: Contract) -> Result<ConnId, SwitchError> {
+        self.check_endpoint(xc.from())?;
+        self.check_endpoint(xc.to())?;
+        contract.validate()?;
+        self.table.check(&xc)?;
+        let out = self.port(xc.to().port())?.cfg;
+        let epd_cells = match out.epd_threshold {
+            Some(t) => {
+                let scaled =
+                    u64::from(contract.buffer_cells) * u64::from(t) / u64::from(out.buffer_cells);
+                u32::try_from(scaled).unwrap_or(u32::MAX)
+            }
+            None => u32::MAX,
+        };
+        let (out_vpi, out_vci, frames) = match xc {
+            CrossConnect::Vc { to, .. } => (to.vpi, Some(to.vci), contract.frame_discard),
+            CrossConnect::Vp { to, .. } => (to.vpi, None, false),
+        };
+        let id = ConnId(self.next_id);
+        self.next_id += 1;
+        let vc = Vc {
+            id,
+            xc,
+            contract,
+            policer: Policer::new(&contract),
+            discard: FrameDiscard::default(),
+            queue: VcQueue::default(),
+            out_port: xc.to().port(),
+            out_vpi,
+            out_vci,
+            weight: wrr::weight(contract.reserved, out.cells_per_sec()),
+            epd_cells,
+            frames,
+            counters: Counters::default(),
+            oam_looped: 0,
+        };
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.vcs[s.index()] = Some(vc);
+                s
+            }
+            None => {
+                let s = Slot(
+                    u32::try_from(self.vcs.len())
+                        .map_err(|_| SwitchError::BadContract("more than 2^32 connections"))?,
+                );
+                self.vcs.push(Some(vc));
+                s
+            }
+        };
+        self.table.insert(&xc, slot);
+        self.slots.insert(id, slot);
+        Ok(id)
+    }
+
+    /// Removes a cross-connect; cells still queued for it are dropped (counted as
+    /// flushed). Returns its final counters.
+    pub fn disconnect(&mut self, id: ConnId) -> Result<VcStats, SwitchError> {
+        let slot = self
+            .slots
+            .remove(&id)
+            .ok_or(SwitchError::UnknownConnection(id))?;
+        let mut vc = self
+            .vcs
+            .get_mut(slot.index())
+            .and_then(Option::take)
+            .ok_or(SwitchError::UnknownConnection(id))?;
+        self.table.remove(&vc.xc);
+        let (cells, _) = vc.queue.flush();
+        vc.discard.reset();
+        vc.counters
+            .dropped
+            .add(DropCause::Flushed, u64::from(cells));
+        if let Some(out) = self.ports.get_mut(vc.out_port.index()) {
+            out.sched.remove(slot);
+            out.queue_cells -= cells;
+            out.counters
+                .dropped
+                .add(DropCause::Flushed, u64::from(cells));
+        }
+        self.free.push(slot);
+        Ok(vc.stats())
+    }
+
+    /// The connection cells of VC `vpi`/`vci` arriving on `port` belong to (a VP
+    /// cross-connect of the VPI, else a VC one).
+    pub fn lookup(&self, port: PortId, vpi: u16, vci: u16) -> Option<ConnId> {
+        let slot = self.table.lookup(port, vpi, vci)?;
+        self.vc(slot).map(|vc| vc.id)
+    }
+
+    fn vc(&self, slot: Slot) -> Option<&Vc> {
+        self.vcs.get(slot.index()).and_then(Option::as_ref)
+    }
+
+    /// One cell received on `port` at `now`: HEC checked and single-bit corrected,
+    /// looked up, OAM loopback answered, policed, frame-discarded, queued at its
+    /// output port with its header translated.
+    pub fn handle_cell(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        mut cell: [u8; CELL_LEN],
+    ) -> Result<Verdict, SwitchError> {
+        let inp = self
+            .ports
+            .get_mut(port.index())
+            .ok_or(SwitchError::UnknownPort(port))?;
+        inp.counters.cells_in += 1;
+        let header = cell
+            .first_chunk_mut::<HEADER_LEN>()
+            .expect("a cell is longer than its header");
+        // ITU-T I.432.1 receiver: correct one bit after a good header, else discard.
+        match inp.hec.check(header) {
+            HecVerdict::Valid => {}
+            HecVerdict::Corrected { .. } => inp.hec_corrected += 1,
+            HecVerdict::Discarded => {
+                inp.counters.dropped.add(DropCause::Hec, 1);
+                return Ok(Verdict::Dropped(DropCause::Hec));
+            }
+        }
+        let mut f = Fields::parse(header, inp.cfg.format);
+        if f.vpi == 0 && f.vci == 0 {
+            inp.idle_cells += 1;
+            return Ok(Verdict::Idle);
+        }
+        let Some(slot) = self.table.lookup(port, f.vpi, f.vci) else {
+            inp.counters.dropped.add(DropCause::UnknownVc, 1);
+            return Ok(Verdict::Dropped(DropCause::UnknownVc));
+        };
+        if slot == Slot::LOCAL {
+            return Ok(if self.local.len() < LOCAL_QUEUE_UNITS {
+                inp.local_in += 1;
+                self.local.push_back((port, Transmit::Cell(cell)));
+                Verdict::Local
+            } else {
+                inp.counters.dropped.add(DropCause::QueueFull, 1);
+                Verdict::Dropped(DropCause::QueueFull)
+            });
+        }
+        let Some(vc) = self.vcs.get_mut(slot.index()).and_then(Option::as_mut) else {
+            inp.counters.dropped.add(DropCause::UnknownVc, 1);
+            return Ok(Verdict::Dropped(DropCause::UnknownVc));
+        };
+        vc.counters.cells_in += 1;
+
+        if f.pti.is_oam_f5() && vc.out_vci.is_some() {
+            if let Some(reply) = oam::loopback_reply(&cell, &self.location) {
+                return Ok(if inp.push_control(Transmit::Cell(reply)) {
+                    inp.oam_looped += 1;
+                    vc.oam_looped += 1;
+                    Verdict::LoopedBack
+                } else {
+                    inp.counters.dropped.add(DropCause::QueueFull, 1);
+                    vc.counters.dropped.add(DropCause::QueueFull, 1);
+                    Verdict::Dropped(DropCause::QueueFull)
+                });
+            }
+        }
+
+        let eof = f.pti.is_end_of_sdu();
+        if eof {
+            inp.counters.frames_in += 1;
+            vc.counters.frames_in += 1;
+        }
+        let frames = vc.frames && f.pti.is_user_data();
+        let mut verdict = Verdict::Queued;
+        if !vc.policer.police(now) {
+            // A cell already tagged cannot be tagged again: it is discarded, or a
+            // sender could pass any rate by tagging its own cells.
+            if vc.contract.violation == Violation::Tag && !f.clp {
+                f.clp = true;
+                inp.counters.tagged += 1;
+                vc.counters.tagged += 1;
+                verdict = Verdict::Tagged;
+            } else {
+                inp.counters.dropped.add(DropCause::Policing, 1);
+                vc.counters.dropped.add(DropCause::Policing, 1);
+                if frames {
+                    let ppd = self
+                        .ports
+                        .get(vc.out_port.index())
+                        .is_some_and(|p| p.cfg.ppd);
+                    vc.discard.dropped(eof, ppd);
+                }
+                return Ok(Verdict::Dropped(DropCause::Policing));
+            }
+        }
+
+        let out = self
+            .ports
+            .get_mut(vc.out_port.index())
+            .expect("a connection's output port exists: ports are never removed");
+        if frames {
+            let over = || {
+                out.cfg
+                    .epd_threshold
+                    .is_some_and(|t| out.queue_cells >= t || vc.queue.cells() >= vc.epd_cells)
+            };
+            if let Err(why) = vc
+                .discard
+                .before(eof, out.cfg.epd_threshold.is_some(), over)
+            {
+                let cause = match why {
+                    FrameDrop::Epd => DropCause::Epd,
+                    FrameDrop::Ppd => DropCause::Ppd,
+                };
+                out.counters.dropped.add(cause, 1);
+                vc.counters.dropped.add(cause, 1);
+                return Ok(Verdict::Dropped(cause));
+            }
+        }
+        if let Some(cause) = admission(out, vc, 1, f.clp) {
+            out.counters.dropped.add(cause, 1);
+            vc.counters.dropped.add(cause, 1);
+            if frames {
+                vc.discard.dropped(eof, out.cfg.ppd);
+            }
+            return Ok(Verdict::Dropped(cause));
+        }
+        if frames {
+            vc.discard.admitted(eof);
+        }
+        f.vpi = vc.out_vpi;
+        if let Some(vci) = vc.out_vci {
+            f.vci = vci;
+        }
+        cell[..HEADER_LEN].copy_from_slice(&f.emit(out.cfg.format));
+        let was_empty = vc.queue.is_empty();
+        vc.queue.push(Transmit::Cell(cell), 1);
+        out.queue_cells += 1;
+        out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
+        out.sched.enqueued(slot, was_empty, vc.weight);
+        Ok(verdict)
+    }
+
+    /// One AAL5 frame of the frame mode received on `port` at `now`: the VC header
+    /// (`wire::vcframe`) and the SDU. Policed as its AAL5 cells arriving back to back
+    /// at the port's line rate; queued whole or dropped whole.
+    pub fn handle_frame(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        header: vcframe::Repr,
+        sdu: Bytes,
+    ) -> Result<Verdict, SwitchError> {
+        let inp = self
+            .ports
+            .get_mut(port.index())
+            .ok_or(SwitchError::UnknownPort(port))?;
+        let cells = frame_cells(sdu.len());
+        let n = u64::from(cells);
+        inp.counters.cells_in += n;
+        inp.counters.frames_in += 1;
+        let slot = self.table.lookup(port, u16::from(header.vpi), header.vci);
+        if slot == Some(Slot::LOCAL) {
+            return Ok(if self.local.len() < LOCAL_QUEUE_UNITS {
+                inp.local_in += 1;
+                self.local
+                    .push_back((port, Transmit::Frame { header, sdu }));
+                Verdict::Local
+            } else {
+                inp.counters.dropped.add(DropCause::QueueFull, n);
+                Verdict::Dropped(DropCause::QueueFull)
+            });
+        }
+        let found = slot.and_then(|s| Some((s, self.vcs.get_mut(s.index())?.as_mut()?)));
+        let Some((slot, vc)) = found else {
+            inp.counters.dropped.add(DropCause::UnknownVc, n);
+            return Ok(Verdict::Dropped(DropCause::UnknownVc));
+        };
+        vc.counters.cells_in += n;
+        vc.counters.frames_in += 1;
+        // A frame-mode datagram carries a VPI of 8 bits; an NNI VPI above 255 cannot
+        // leave as a frame.
+        let Ok(out_vpi) = u8::try_from(vc.out_vpi) else {
+            inp.counters.dropped.add(DropCause::UnknownVc, n);
+            vc.counters.dropped.add(DropCause::UnknownVc, n);
+            return Ok(Verdict::Dropped(DropCause::UnknownVc));
+        };
+        let mut clp = header.clp;
+        let mut verdict = Verdict::Queued;
+        if !vc.policer.police_frame(now, cells, inp.cell_spacing()) {
+            if vc.contract.violation == Violation::Tag && !clp {
+                clp = true;
+                inp.counters.tagged += n;
+                vc.counters.tagged += n;
+                verdict = Verdict::Tagged;
+            } else {
+                inp.counters.dropped.add(DropCause::Policing, n);
+                vc.counters.dropped.add(DropCause::Policing, n);
+                return Ok(Verdict::Dropped(DropCause::Policing));
+            }
+        }
+        let out = self
+            .ports
+            .get_mut(vc.out_port.index())
+            .expect("a connection's output port exists: ports are never removed");
+        if let Some(cause) = admission(out, vc, cells, clp) {
+            out.counters.dropped.add(cause, n);
+            vc.counters.dropped.add(cause, n);
+            return Ok(Verdict::Dropped(cause));
+        }
+        let header = vcframe::Repr {
+            clp,
+            vpi: out_vpi,
+            vci: vc.out_vci.unwrap_or(header.vci),
+            ..header
+        };
+        let was_empty = vc.queue.is_empty();
+        vc.queue.push(Transmit::Frame { header, sdu }, cells);
+        out.queue_cells += cells;
+        out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
+        out.sched.enqueued(slot, was_empty, vc.weight);
+        Ok(verdict)
+    }
+
+    /// The next cell or frame `port` sends at `now`, as its scheduler picks it; `None`
+    /// if the line is still busy with the previous one or nothing waits. OAM answers
+    /// go first.
+    pub fn poll_transmit(&mut self, now: Instant, port: PortId) -> Option<Transmit> {
+        let p = self.ports.get_mut(port.index())?;
+        if !p.backlogged() || !p.free_at(now) {
+            return None;
+        }
+        if let Some(unit) = p.control.pop_front() {
+            let cells = unit.cells();
+            p.occupy(now, cells);
+            p.counters.cells_out += u64::from(cells);
+            return Some(unit);
+        }
+        let vcs = &mut self.vcs;
+        let slot = p.sched.pick(|s| {
+            vcs.get(s.index())
+                .and_then(Option::as_ref)
+                .and_then(|vc| vc.queue.head_cells())
+        })?;
+        let vc = vcs.get_mut(slot.index()).and_then(Option::as_mut)?;
+        let unit = vc.queue.pop()?;
+        p.sched.sent(slot, vc.queue.is_empty());
+        let cells = unit.cells();
+        let eof = match &unit {
+            Transmit::Cell(c) => Pti::from_bits(c[3] >> 1).is_end_of_sdu(),
+            Transmit::Frame { .. } => true,
+        };
+        p.queue_cells -= cells;
+        p.occupy(now, cells);
+        for c in [&mut p.counters, &mut vc.counters] {
+            c.cells_out += u64::from(cells);
+            c.frames_out += u64::from(eof);
+        }
+        Some(unit)
+    }
+
+    /// Terminates input VC `a` in the switch instead of cross-connecting it: its
+    /// cells and frames (HEC-checked, not policed) are kept for [`Switch::poll_local`].
+    /// The control plane's VCs, e.g. signalling on VPI 0/VCI 5.
+    pub fn terminate(&mut self, a: VcAddr) -> Result<(), SwitchError> {
+        self.check_endpoint(Endpoint::Vc(a))?;
+        self.table.insert_local(a)
+    }
+
+    /// Ends the local termination of `a`.
+    pub fn unterminate(&mut self, a: VcAddr) -> Result<(), SwitchError> {
+        if self.table.remove_local(a) {
+            Ok(())
+        } else {
+            Err(SwitchError::NotLocal(Endpoint::Vc(a)))
+        }
+    }
+
+    /// The next cell or frame that arrived on a locally terminated VC, with the port
+    /// it came in on; its header is as received (HEC corrected).
+    pub fn poll_local(&mut self) -> Option<(PortId, Transmit)> {
+        self.local.pop_front()
+    }
+
+    /// Sends a cell or frame of the control plane out of `port`, ahead of the VCs'
+    /// queues and paced by the line; the caller builds the header (and HEC).
+    pub fn send(&mut self, port: PortId, unit: Transmit) -> Result<(), SwitchError> {
+        let p = self
+            .ports
+            .get_mut(port.index())
+            .ok_or(SwitchError::UnknownPort(port))?;
+        if p.push_control(unit) {
+            p.local_out += 1;
+            Ok(())
+        } else {
+            Err(SwitchError::ControlQueueFull(port))
+        }
+    }
+
+    /// When `port` can next send: `None` if nothing waits; a time at or before `now`
+    /// means at once.
+    pub fn port_timeout(&self, port: PortId) -> Option<Instant> {
+        let p = self.ports.get(port.index())?;
+        p.backlogged().then(|| p.next_free())
+    }
+
+    /// The earliest time any port can send something that waits (quinn's
+    /// `poll_timeout`): `None` if every queue is empty.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.ports
+            .iter()
+            .filter(|p| p.backlogged())
+            .map(Port::next_free)
+            .min()
+    }
+
+    /// Cells waiting at `port`.
+    pub fn queue_cells(&self, port: PortId) -> Option<u32> {
+        self.ports.get(port.index()).map(|p| p.queue_cells)
+    }
+
+    /// Counters of `port`.
+    pub fn port_stats(&self, port: PortId) -> Option<PortStats> {
+        self.ports.get(port.index()).map(Port::stats)
+    }
+
+    /// Counters of a connection.
+    pub fn vc_stats(&self, id: ConnId) -> Option<VcStats> {
+        let slot = *self.slots.get(&id)?;
+        self.vc(slot).map(Vc::stats)
+    }
+
+    /// The connection with input VC `a`, for the control plane (VC entries only).
+    pub fn connection_of(&self, a: VcAddr) -> Option<ConnId> {
+        let slot = self.table.lookup_vc(a)?;
+        self.vc(slot).map(|vc| vc.id)
+    }
+
+    /// A snapshot of every counter: ports in id order, connections in id order.
+    pub fn stat(&self) -> SwitchStats {
+        let mut vcs: Vec<VcStats> = self.vcs.iter().flatten().map(Vc::stats).collect();
+        vcs.sort_by_key(|v| v.conn);
+        SwitchStats {
+            ports: self.ports.iter().map(Port::stats).collect(),
+            vcs,
+        }
+    }
+}

@@ -1,0 +1,164 @@
+//! Counters per port and per VC, and the typed snapshot [`crate::Switch::stat`]
+//! returns.
+//!
+//! Where a cell is counted: a port counts what arrived on it (cells and frames in,
+//! HEC errors, unknown VCs, policing, tagging) and what its output queue did (cells
+//! and frames out, queue drops, EPD/PPD, depth); a VC counts all of it for itself.
+//! Drops are in cells (a frame of the frame mode counts its AAL5 cells).
+
+use crate::sched::SchedulerKind;
+use crate::table::{ConnId, CrossConnect, PortId};
+use crate::upc::Contract;
+
+/// Why a cell (or a frame's cells) was dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum DropCause {
+    /// No cross-connect for its VPI/VCI on the port it came in on.
+    UnknownVc,
+    /// A header error the I.432.1 receiver would not correct.
+    Hec,
+    /// Non-conforming to its contract, which says discard.
+    Policing,
+    /// The VC's or the port's buffer was full.
+    QueueFull,
+    /// A tagged (CLP = 1) cell refused above the port's CLP threshold.
+    Clp,
+    /// Early packet discard: its frame was refused at the first cell.
+    Epd,
+    /// Partial packet discard: an earlier cell of its frame was dropped.
+    Ppd,
+    /// Still queued when its VC was disconnected.
+    Flushed,
+}
+
+/// Cells dropped, by cause.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Drops {
+    /// [`DropCause::UnknownVc`].
+    pub unknown_vc: u64,
+    /// [`DropCause::Hec`].
+    pub hec: u64,
+    /// [`DropCause::Policing`].
+    pub policing: u64,
+    /// [`DropCause::QueueFull`].
+    pub queue_full: u64,
+    /// [`DropCause::Clp`].
+    pub clp: u64,
+    /// [`DropCause::Epd`].
+    pub epd: u64,
+    /// [`DropCause::Ppd`].
+    pub ppd: u64,
+    /// [`DropCause::Flushed`].
+    pub flushed: u64,
+}
+
+impl Drops {
+    /// Adds `cells` to the counter of `cause`.
+    #[inline]
+    pub fn add(&mut self, cause: DropCause, cells: u64) {
+        let c = match cause {
+            DropCause::UnknownVc => &mut self.unknown_vc,
+            DropCause::Hec => &mut self.hec,
+            DropCause::Policing => &mut self.policing,
+            DropCause::QueueFull => &mut self.queue_full,
+            DropCause::Clp => &mut self.clp,
+            DropCause::Epd => &mut self.epd,
+            DropCause::Ppd => &mut self.ppd,
+            DropCause::Flushed => &mut self.flushed,
+        };
+        *c += cells;
+    }
+
+    /// Every cell dropped, whatever the cause.
+    pub fn total(&self) -> u64 {
+        self.unknown_vc
+            + self.hec
+            + self.policing
+            + self.queue_full
+            + self.clp
+            + self.epd
+            + self.ppd
+            + self.flushed
+    }
+}
+
+/// The traffic counters a port and a VC share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct Counters {
+    /// Cells received (a frame counts its AAL5 cells).
+    pub cells_in: u64,
+    /// Cells sent.
+    pub cells_out: u64,
+    /// AAL5 frames received: frame-mode datagrams, and cells with AUU = 1.
+    pub frames_in: u64,
+    /// AAL5 frames sent, counted the same way.
+    pub frames_out: u64,
+    /// Cells tagged CLP = 1 by policing.
+    pub tagged: u64,
+    /// Cells dropped, by cause.
+    pub dropped: Drops,
+}
+
+/// A port's counters and queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct PortStats {
+    /// The port.
+    pub port: PortId,
+    /// Line rate, bits per second.
+    pub line_rate: u64,
+    /// Its scheduler.
+    pub scheduler: SchedulerKind,
+    /// Traffic counters.
+    pub counters: Counters,
+    /// Headers with a single-bit error, corrected (I.432.1).
+    pub hec_corrected: u64,
+    /// Idle and unassigned cells (VPI 0, VCI 0) received and ignored.
+    pub idle_cells: u64,
+    /// OAM F5 loopback cells answered.
+    pub oam_looped: u64,
+    /// Cells and frames received on locally terminated VCs (for the control plane).
+    pub local_in: u64,
+    /// Cells and frames the control plane sent out of this port.
+    pub local_out: u64,
+    /// Cells waiting in the output queues now.
+    pub queue_cells: u32,
+    /// The most cells that ever waited.
+    pub max_queue_cells: u32,
+    /// The buffer, in cells.
+    pub buffer_cells: u32,
+}
+
+/// A cross-connect's counters and queue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct VcStats {
+    /// The connection.
+    pub conn: ConnId,
+    /// What it joins.
+    pub xc: CrossConnect,
+    /// Its contract.
+    pub contract: Contract,
+    /// Traffic counters.
+    pub counters: Counters,
+    /// OAM F5 loopback cells answered on it.
+    pub oam_looped: u64,
+    /// Cells waiting in its output queue now.
+    pub queue_cells: u32,
+    /// The most cells that ever waited.
+    pub max_queue_cells: u32,
+}
+
+/// Everything [`crate::Switch::stat`] reports: ports in id order, VCs in connection
+/// order.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct SwitchStats {
+    /// Every port.
+    pub ports: Vec<PortStats>,
+    /// Every cross-connect.
+    pub vcs: Vec<VcStats>,
+}

@@ -1,0 +1,484 @@
+//! What the application asks of a connection — send, receive, close, abort, wait —
+//! as the engine carries it out on the connection's two halves. ulib's `Connection`
+//! is a handle over these calls: it never touches a PSB.
+//!
+//! The calls report ulib's [`Error`] directly: it is the public API's error, and
+//! translating twice would only add a layer that says the same thing.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::conn::{Conn, End, Which};
+use super::link::Link;
+use super::Engine;
+use crate::sched::Level;
+use crate::stages::{self, Stage};
+use crate::transport::{AbortReason, TransportConfig};
+use crate::ulib::{Error, WouldBlock};
+use natm_proto::endpoint::{
+    ClientConfig, ConnectError, Connection, PsbStats, RecvError, RxHalf, SendError,
+    SignalledParams, TxHalf,
+};
+
+/// How long both VCs of a direct connection may take to come up, at the protocol
+/// level; the application's own connect timeout is usually shorter.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(30);
+
+fn map_send(e: SendError) -> Error {
+    match e {
+        SendError::WindowFull => Error::WouldBlock(WouldBlock::WindowFull),
+        SendError::OverRate => Error::WouldBlock(WouldBlock::OverRate),
+        SendError::MessageTooLarge { size, max } => Error::MessageTooLarge { size, max },
+        SendError::Closed | SendError::NotSender => Error::Closed,
+        SendError::Aborted(r) => Error::Aborted(r),
+    }
+}
+
+fn connect_error(e: ConnectError) -> Error {
+    match e {
+        ConnectError::Config(c) => Error::Config(c),
+        other => Error::Qos(other.to_string()),
+    }
+}
+
+/// Why an end can no longer be used, if it cannot. An ABORT answering our
+/// handshake is a refusal (the listener's endpoint refuses when its backlog is full).
+fn end_error<H: natm_proto::endpoint::Simplex>(e: &End<H>) -> Option<Error> {
+    let s = e.status();
+    if s.aborted == Some(AbortReason::Peer) && !s.connected {
+        return Some(Error::Refused {
+            cause: 17,
+            detail: "the listener refused the connection (its backlog is full, or it cannot take the parameters)".into(),
+        });
+    }
+    if let Some(r) = s.aborted {
+        return Some(Error::Aborted(r));
+    }
+    if s.connect_failed {
+        return Some(Error::Refused {
+            cause: 21,
+            detail: "the peer's transport refused the connection parameters".into(),
+        });
+    }
+    None
+}
+
+/// A snapshot of both VCs' counters and the sending VC's controller.
+#[derive(Debug, Clone)]
+pub(crate) struct StatsParts {
+    pub(crate) tx: PsbStats,
+    pub(crate) rx: PsbStats,
+    pub(crate) srtt: Option<Duration>,
+    pub(crate) rate_bps: Option<u64>,
+    pub(crate) window: Option<u64>,
+}
+
+impl Conn {
+    /// Call `addr` directly on a socket of its own and wait up to `timeout` for both
+    /// VCs (seed 000 §5.3's handshake on each). The connection is scheduled at
+    /// `(level, weight)`; `(cookie, isn)` come from the OS's randomness.
+    pub(crate) fn connect(
+        eng: &Arc<Engine>,
+        addr: std::net::SocketAddr,
+        cfg: TransportConfig,
+        (level, weight): (Level, u32),
+        (cookie, isn): (u32, u32),
+        timeout: Duration,
+    ) -> Result<Arc<Conn>, Error> {
+        let local: std::net::SocketAddr = if addr.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        let link = Link::bind(&eng.cfg, local).map_err(Error::Io)?;
+        let now = eng.clock.now();
+        let proto = Connection::connect(
+            now,
+            addr,
+            ClientConfig::new(cfg),
+            cookie,
+            isn,
+            HANDSHAKE_TIMEOUT.max(timeout),
+        )
+        .map_err(connect_error)?;
+        let conn = Conn::open(eng, link, proto, level, weight).map_err(Error::Io)?;
+        // Both VCs up: ours (the accept) and the one the peer opens back.
+        let up = conn.wait_tx(eng, Some(timeout), |e| {
+            let s = e.status();
+            (s.connected || s.connect_failed || s.aborted.is_some()).then_some(())
+        });
+        if up.is_none() {
+            return Err(Error::Unreachable(addr));
+        }
+        if let Some(e) = end_error(&conn.tx().0) {
+            return Err(e);
+        }
+        let back = conn.wait_rx(eng, Some(timeout), |e| {
+            let s = e.status();
+            (s.connected || s.aborted.is_some()).then_some(())
+        });
+        if back.is_none() {
+            return Err(Error::Unreachable(addr));
+        }
+        Ok(conn)
+    }
+
+    /// Open the data path of a call sigd set up on `link`: the peer's data endpoint,
+    /// the cookie and the VCIs come from signalling, the transport configuration from
+    /// the call's QoS (both directions; the callee's is the caller's reversed).
+    pub(crate) fn open_signalled(
+        eng: &Engine,
+        link: Link,
+        (peer, cookie, tx_vci, rx_vci): (std::net::SocketAddr, u32, u16, u16),
+        cfg: TransportConfig,
+        (level, weight): (Level, u32),
+    ) -> Result<Arc<Conn>, Error> {
+        let proto = Connection::signalled(
+            eng.clock.now(),
+            SignalledParams {
+                peer,
+                tx_vci,
+                rx_vci,
+                cookie,
+                tx: cfg.clone(),
+                rx: cfg,
+            },
+        )
+        .map_err(connect_error)?;
+        Conn::open(eng, link, proto, level, weight).map_err(Error::Io)
+    }
+
+    /// Wait until both VCs of a connection are up (or failed).
+    pub(crate) fn wait_up(&self, eng: &Engine, timeout: Duration) -> Result<(), Error> {
+        let up = |s: natm_proto::endpoint::HalfStatus| {
+            (s.connected || s.connect_failed || s.aborted.is_some()).then_some(())
+        };
+        if self
+            .wait_tx(eng, Some(timeout), |e| up(e.status()))
+            .is_none()
+        {
+            return Err(Error::TimedOut);
+        }
+        if let Some(e) = end_error(&self.tx().0) {
+            return Err(e);
+        }
+        if self
+            .wait_rx(eng, Some(timeout), |e| up(e.status()))
+            .is_none()
+        {
+            return Err(Error::TimedOut);
+        }
+        end_error(&self.rx().0).map_or(Ok(()), Err)
+    }
+
+    /// Send what the end holds inline, or return `true` if the scheduler must do it:
+    /// then the caller drops the end's lock and calls [`Conn::defer_if`] (the lock
+    /// order, `crate::sync`).
+    #[must_use]
+    fn flush_tx(&self, eng: &Engine, end: &mut End<TxHalf>, cv: &crate::sync::Condvar) -> bool {
+        // Inline from the application's thread unless higher-priority work waits for
+        // the scheduler (seed 000 §5.1's priorities kept, the scheduler's hop saved).
+        if !eng.cfg.inline_send || eng.pending_above(self.level) {
+            true
+        } else {
+            stages::record(Stage::Sched, self.stage_key());
+            let now = eng.clock.now();
+            self.after(eng, Which::Tx, end, cv, now, usize::MAX);
+            false
+        }
+    }
+
+    /// Hand the transmit work to the scheduler if [`Conn::flush_tx`] said so; call
+    /// with no end locked.
+    fn defer_if(&self, eng: &Engine, needed: bool) {
+        if needed {
+            eng.defer(self);
+        }
+    }
+
+    /// Send one message, blocking while the window is full or the rate is exceeded.
+    pub(crate) fn send_message(&self, eng: &Engine, msg: &[u8]) -> Result<(), Error> {
+        stages::record_msg(Stage::SendCall, self.stage_key(), msg);
+        let mut off = 0;
+        loop {
+            let deferred = {
+                let (mut tx, cv) = self.tx();
+                if let Some(e) = end_error(&tx) {
+                    return Err(e);
+                }
+                match tx.half.send(&msg[off..], true) {
+                    Ok(n) => off += n,
+                    Err(SendError::WindowFull | SendError::OverRate) => {}
+                    Err(e) => return Err(map_send(e)),
+                }
+                self.flush_tx(eng, &mut tx, cv)
+            };
+            self.defer_if(eng, deferred);
+            if off == msg.len() {
+                return Ok(());
+            }
+            self.wait_tx(eng, None, |e| {
+                (e.half.capacity() > 0 || e.finished()).then_some(())
+            });
+        }
+    }
+
+    /// Send one message if it fits now, else `WouldBlock` with nothing taken.
+    pub(crate) fn try_send_message(&self, eng: &Engine, msg: &[u8]) -> Result<(), Error> {
+        let (mut tx, cv) = self.tx();
+        if let Some(e) = end_error(&tx) {
+            return Err(e);
+        }
+        if tx.half.capacity() < msg.len() {
+            let why = if tx.half.over_rate() {
+                WouldBlock::OverRate
+            } else {
+                WouldBlock::WindowFull
+            };
+            return Err(Error::WouldBlock(why));
+        }
+        tx.half.send(msg, true).map_err(map_send)?;
+        let deferred = self.flush_tx(eng, &mut tx, cv);
+        drop(tx);
+        self.defer_if(eng, deferred);
+        Ok(())
+    }
+
+    /// Send as much of `buf` as fits now (`end` ends the message); if not all of it
+    /// fitted, `waker` is registered under the same lock as the attempt, so the driver
+    /// cannot make room in between without seeing it.
+    pub(crate) fn write_some(
+        &self,
+        eng: &Engine,
+        buf: &[u8],
+        end: bool,
+        waker: &std::task::Waker,
+    ) -> Result<usize, Error> {
+        let (mut tx, cv) = self.tx();
+        if let Some(e) = end_error(&tx) {
+            return Err(e);
+        }
+        let n = match tx.half.send(buf, end) {
+            Ok(n) => n,
+            Err(SendError::WindowFull | SendError::OverRate) => 0,
+            Err(e) => return Err(map_send(e)),
+        };
+        let deferred = self.flush_tx(eng, &mut tx, cv);
+        if n < buf.len() {
+            tx.waker = Some(waker.clone());
+        }
+        drop(tx);
+        self.defer_if(eng, deferred);
+        Ok(n)
+    }
+
+    /// Take the next whole message out of the receive end, if one is complete. A
+    /// message that came in one TPDU is handed over as the allocation its payload was
+    /// received into (no copy); longer ones are gathered once.
+    fn take_message(e: &mut End<RxHalf>) -> Result<Option<Vec<u8>>, Error> {
+        let stream = e.half.is_stream();
+        loop {
+            match e.half.recv() {
+                Ok(Some(c)) => {
+                    if c.start {
+                        e.partial.clear();
+                    }
+                    let whole = c.end || stream;
+                    if whole && e.partial.is_empty() {
+                        return Ok(Some(Vec::from(c.data)));
+                    }
+                    e.partial.extend_from_slice(&c.data);
+                    if whole {
+                        return Ok(Some(std::mem::take(&mut e.partial)));
+                    }
+                }
+                Ok(None) => return Ok(None),
+                // The end's own record wins: sigd's release marks it aborted by the
+                // peer even though the PSB was stopped from this side.
+                Err(RecvError::Aborted(r)) => {
+                    return Err(Error::Aborted(e.status().aborted.unwrap_or(r)))
+                }
+                Err(RecvError::NotReceiver) => return Err(Error::Closed),
+            }
+        }
+    }
+
+    /// What a receive that found no message reports: the end of data, an error, or
+    /// nothing yet (`None`).
+    fn no_message(e: &End<RxHalf>) -> Option<Result<Option<Vec<u8>>, Error>> {
+        if e.status().peer_closed && e.half.readable() == 0 {
+            return Some(Ok(None));
+        }
+        end_error(e).map(Err)
+    }
+
+    /// Receive the next whole message, waiting up to `timeout` (`None`: forever);
+    /// `Ok(None)` at the end of data.
+    pub(crate) fn recv_message(
+        &self,
+        eng: &Engine,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Vec<u8>>, Error> {
+        let r = self.wait_rx(eng, timeout, |e| match Self::take_message(e) {
+            Ok(Some(m)) => Some(Ok(Some(m))),
+            Err(err) => Some(Err(err)),
+            Ok(None) => Self::no_message(e),
+        });
+        if let Some(Ok(Some(m))) = &r {
+            stages::record_msg(Stage::AppRecv, self.stage_key(), m);
+        }
+        r.unwrap_or(Err(Error::TimedOut))
+    }
+
+    /// The next whole message if one is complete now (after reading what is queued).
+    pub(crate) fn try_recv_message(&self, eng: &Engine) -> Result<Option<Vec<u8>>, Error> {
+        let mut buf = eng.take_buffer();
+        self.read_now(eng, &mut buf);
+        eng.give_buffer(buf);
+        let (mut rx, _) = self.rx();
+        match Self::take_message(&mut rx)? {
+            Some(m) => Ok(Some(m)),
+            None if rx.status().peer_closed => Ok(None),
+            None => Err(end_error(&rx).unwrap_or(Error::WouldBlock(WouldBlock::Empty))),
+        }
+    }
+
+    /// As [`Conn::try_recv_message`], registering `waker` if nothing is there; `None`
+    /// means pending.
+    pub(crate) fn poll_recv_message(
+        &self,
+        eng: &Engine,
+        waker: &std::task::Waker,
+    ) -> Option<Result<Option<Vec<u8>>, Error>> {
+        let mut buf = eng.take_buffer();
+        self.read_now(eng, &mut buf);
+        eng.give_buffer(buf);
+        let (mut rx, _) = self.rx();
+        match Self::take_message(&mut rx) {
+            Ok(Some(m)) => Some(Ok(Some(m))),
+            Err(e) => Some(Err(e)),
+            Ok(None) => Self::no_message(&rx).or_else(|| {
+                // Checked and registered under the same lock: the driver cannot
+                // deliver in between without seeing the waker.
+                rx.waker = Some(waker.clone());
+                None
+            }),
+        }
+    }
+
+    /// Copy received stream bytes into `buf`, waiting for some; `Ok(0)` at the end.
+    pub(crate) fn read_bytes(&self, eng: &Engine, buf: &mut [u8]) -> Result<usize, Error> {
+        let n = self.wait_rx(eng, None, |e| {
+            if e.half.readable() > 0 {
+                Some(e.half.read(buf).map_err(|_| Error::Closed))
+            } else if e.status().peer_closed {
+                Some(Ok(0))
+            } else {
+                end_error(e).map(Err)
+            }
+        });
+        n.unwrap_or(Ok(0))
+    }
+
+    /// As [`Conn::read_bytes`] without waiting; `None` (with `waker` registered) if
+    /// nothing is there yet.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn poll_read_bytes(
+        &self,
+        eng: &Engine,
+        buf: &mut [u8],
+        waker: &std::task::Waker,
+    ) -> Option<Result<usize, Error>> {
+        let mut scratch = eng.take_buffer();
+        self.read_now(eng, &mut scratch);
+        eng.give_buffer(scratch);
+        let (mut rx, _) = self.rx();
+        if rx.half.readable() > 0 {
+            return Some(rx.half.read(buf).map_err(|_| Error::Closed));
+        }
+        if rx.status().peer_closed {
+            return Some(Ok(0));
+        }
+        if let Some(e) = end_error(&rx) {
+            return Some(Err(e));
+        }
+        rx.waker = Some(waker.clone());
+        None
+    }
+
+    /// Close the sending VC in order.
+    pub(crate) fn close_tx(&self, eng: &Engine) {
+        let (mut tx, cv) = self.tx();
+        tx.half.close();
+        let now = eng.clock.now();
+        self.after(eng, Which::Tx, &mut tx, cv, now, usize::MAX);
+    }
+
+    /// The application let go: close what is still open (our VC in order; the VC
+    /// towards us aborts unless the peer already closed it).
+    pub(crate) fn close_all(&self, eng: &Engine) {
+        if self.tx().0.finished() && self.rx().0.finished() {
+            return;
+        }
+        self.close_tx(eng);
+        let now = eng.clock.now();
+        let (mut rx, cv) = self.rx();
+        if !rx.status().peer_closed {
+            rx.half.close();
+            self.after(eng, Which::Rx, &mut rx, cv, now, usize::MAX);
+        }
+    }
+
+    /// Wait until the peer has everything sent (or `timeout`).
+    pub(crate) fn flush_tx_wait(&self, eng: &Engine, timeout: Duration) -> Result<(), Error> {
+        let done = self.wait_tx(eng, Some(timeout), |e| {
+            (e.half.buffered() == 0 || e.status().closed || e.finished()).then_some(())
+        });
+        match done {
+            Some(()) => end_error(&self.tx().0).map_or(Ok(()), Err),
+            None => Err(Error::TimedOut),
+        }
+    }
+
+    /// Change the sending rate within the agreed bounds (seed 003 `set_qos`).
+    pub(crate) fn set_rate(&self, bps: u64) -> Result<(), Error> {
+        self.tx().0.half.set_rate(bps)?;
+        Ok(())
+    }
+
+    /// Counters of both VCs.
+    pub(crate) fn stats_parts(&self) -> StatsParts {
+        let (tx, _) = self.tx();
+        let rtt = tx.half.psb().rtt();
+        let (txs, srtt, rate_bps, window) = (
+            tx.half.stats().clone(),
+            rtt.has_sample().then(|| rtt.srtt()),
+            tx.half.flow().rate_bps().map(|r| r as u64),
+            tx.half.flow().window().map(|w| w as u64),
+        );
+        drop(tx);
+        let rx = self.rx().0.half.stats().clone();
+        StatsParts {
+            tx: txs,
+            rx,
+            srtt,
+            rate_bps,
+            window,
+        }
+    }
+
+    /// Whether the sending VC carries a byte stream.
+    pub(crate) fn is_stream(&self) -> bool {
+        self.tx()
+            .0
+            .half
+            .psb()
+            .params()
+            .is_some_and(|p| p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0)
+    }
+
+    /// The application's abort of both VCs.
+    pub(crate) fn abort_local(&self, eng: &Engine) {
+        self.abort_both(eng, AbortReason::Local);
+    }
+}

@@ -1,0 +1,582 @@
+//! The JSON document of each experiment as a Rust type: what `--json` prints and
+//! `--save` writes, and what `perf all` reads back to compute its headline ratios.
+//!
+//! Field names are those of the documents in docs/perf/ (the test at the end proves
+//! that each of them still deserializes). Fields are declared in alphabetical order
+//! because the documents were written that way (serde_json's map sorts its keys), so
+//! a document is byte for byte what it was. A figure that cannot be computed (no
+//! samples, a division by zero) is written as `null` by serde_json; the fields that
+//! may hold one read it back as NaN ([`nan`]) or as `None`.
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use super::stack::Params;
+
+/// `null` (what serde_json writes for NaN and ±∞) read back as NaN.
+pub(crate) fn nan<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
+}
+
+/// [`nan`] for each element of a list.
+fn nans<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
+    Ok(Vec::<Option<f64>>::deserialize(d)?
+        .into_iter()
+        .map(|x| x.unwrap_or(f64::NAN))
+        .collect())
+}
+
+/// What the machine was: CPUs, kernel, load average at the end.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Machine {
+    /// CPUs this process could use.
+    pub(crate) cpus: usize,
+    /// `/proc/sys/kernel/osrelease`.
+    pub(crate) kernel: Option<String>,
+    /// The three load averages of `/proc/loadavg`.
+    pub(crate) loadavg: Option<String>,
+}
+
+impl Machine {
+    /// This machine, now.
+    pub(crate) fn now() -> Self {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .ok()
+        };
+        Self {
+            cpus: std::thread::available_parallelism().map_or(0, |n| n.get()),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            loadavg: read("/proc/loadavg")
+                .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" ")),
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------
+// latency
+
+/// `natm perf latency --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Latency {
+    /// Most round trips per run.
+    pub(crate) count_max: usize,
+    /// `"latency"`.
+    pub(crate) experiment: String,
+    pub(crate) machine: Machine,
+    /// The stack the ratios are relative to.
+    pub(crate) reference: String,
+    /// One row per stack, in the order measured.
+    pub(crate) results: Vec<LatencyRow>,
+    pub(crate) runs: usize,
+    /// Message size, each way.
+    pub(crate) size: usize,
+    pub(crate) time_s: f64,
+    pub(crate) warmup_s: f64,
+}
+
+/// One stack's round trips: medians over runs of each run's figure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LatencyRow {
+    pub(crate) lost: u64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) mean_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) median_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) min_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) p50_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) p999_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) p99_us: f64,
+    pub(crate) params: Params,
+    pub(crate) per_run: Vec<LatencyRun>,
+    /// Median over the reference stack's median.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) ratio: f64,
+    pub(crate) samples: usize,
+    pub(crate) stack: String,
+}
+
+/// One run of one stack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LatencyRun {
+    pub(crate) lost: u64,
+    pub(crate) max_us: f64,
+    pub(crate) mean_us: f64,
+    pub(crate) min_us: f64,
+    pub(crate) p50_us: f64,
+    pub(crate) p999_us: f64,
+    pub(crate) p99_us: f64,
+    pub(crate) samples: usize,
+}
+
+// ---------------------------------------------------------------------------------
+// throughput
+
+/// `natm perf throughput --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Throughput {
+    /// `"throughput"`.
+    pub(crate) experiment: String,
+    /// Seed 001's two-part fit per stack (stacks with too few sizes have none).
+    pub(crate) fits: Vec<Fit>,
+    pub(crate) machine: Machine,
+    pub(crate) reference: String,
+    /// One row per size and stack.
+    pub(crate) results: Vec<ThroughputRow>,
+    pub(crate) runs: usize,
+    pub(crate) time_s: f64,
+    pub(crate) warmup_s: f64,
+}
+
+/// One stack at one message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ThroughputRow {
+    /// Median delivered bit/s over runs.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) bps: f64,
+    /// Bytes received over bytes sent, whole runs.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) delivered: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) gbps: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) msgs_per_s: f64,
+    pub(crate) params: Params,
+    pub(crate) per_run: Vec<ThroughputRun>,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) ratio: f64,
+    pub(crate) samples: usize,
+    pub(crate) size: usize,
+    pub(crate) stack: String,
+}
+
+/// One run of one stack at one size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ThroughputRun {
+    pub(crate) bps: f64,
+    pub(crate) bytes: u64,
+    pub(crate) deliveries: u64,
+    pub(crate) recv_bytes: u64,
+    pub(crate) seconds: f64,
+    pub(crate) sent_bytes: u64,
+}
+
+/// Seed 001's two-part fit of time per message against size, for one stack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Fit {
+    #[serde(deserialize_with = "nan")]
+    pub(crate) half_power_bytes: f64,
+    pub(crate) parts: Vec<FitPart>,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) peak_bps: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) rms_rel_err: f64,
+    pub(crate) stack: String,
+}
+
+/// One part of a [`Fit`]: `t = a + b·size` between two sizes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct FitPart {
+    /// `8 / b`; infinite (`null`) where the per-byte cost fitted to zero.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) asymptote_bps: f64,
+    pub(crate) from_size: f64,
+    pub(crate) per_byte_ns: f64,
+    pub(crate) per_message_us: f64,
+    pub(crate) to_size: f64,
+}
+
+// ---------------------------------------------------------------------------------
+// stages
+
+/// `natm perf stages --json` (`latency --stages`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Stages {
+    /// The clock the timestamps come from.
+    pub(crate) clock: String,
+    /// `"latency-stages"`.
+    pub(crate) experiment: String,
+    pub(crate) machine: Machine,
+    pub(crate) results: Vec<StagesRow>,
+    pub(crate) runs: usize,
+    pub(crate) size: usize,
+    pub(crate) time_s: f64,
+    pub(crate) warmup_s: f64,
+}
+
+/// Where one stack's round trips went.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StagesRow {
+    /// Round trips whose every stage was found.
+    pub(crate) matched: usize,
+    /// The client's own median timing of the same round trips.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) measured_p50_us: f64,
+    pub(crate) rtt: Spread,
+    pub(crate) segments: Vec<Segment>,
+    pub(crate) sendmsg_call: SendmsgCall,
+    pub(crate) stack: String,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) sum_of_means_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) sum_of_medians_us: f64,
+    pub(crate) unmatched: usize,
+}
+
+/// Median, p99 and mean of a duration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Spread {
+    #[serde(deserialize_with = "nan")]
+    pub(crate) mean_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) p50_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) p99_us: f64,
+}
+
+/// One segment of the round trip.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Segment {
+    #[serde(deserialize_with = "nan")]
+    pub(crate) mean_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) p50_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) p99_us: f64,
+    /// Its name, `from → to`.
+    pub(crate) segment: String,
+}
+
+/// The duration of the `sendmsg` call on each side, reported beside the chain.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SendmsgCall {
+    pub(crate) client: Spread,
+    pub(crate) server: Spread,
+}
+
+// ---------------------------------------------------------------------------------
+// guaranteed
+
+/// `natm perf guaranteed --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Guaranteed {
+    /// `"guaranteed"`.
+    pub(crate) experiment: String,
+    pub(crate) machine: Machine,
+    pub(crate) results: Vec<GuaranteedRow>,
+    pub(crate) runs: usize,
+    pub(crate) time_s: f64,
+    pub(crate) warmup_s: f64,
+}
+
+/// One reserved rate at one message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct GuaranteedRow {
+    /// Median delivered bit/s.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) bps: f64,
+    #[serde(deserialize_with = "nans")]
+    pub(crate) per_run_bps: Vec<f64>,
+    pub(crate) qos: String,
+    /// Delivered over requested.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) ratio: f64,
+    pub(crate) requested_bps: u64,
+    pub(crate) size: usize,
+}
+
+// ---------------------------------------------------------------------------------
+// cost
+
+/// `natm perf cost --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Cost {
+    pub(crate) clock: String,
+    /// `"cost"`.
+    pub(crate) experiment: String,
+    /// One fit per send path.
+    pub(crate) fits: Vec<CostFit>,
+    pub(crate) machine: Machine,
+    pub(crate) results: Vec<CostRow>,
+    pub(crate) runs: usize,
+    pub(crate) time_s: f64,
+    pub(crate) tpdu: usize,
+    pub(crate) warmup_s: f64,
+}
+
+/// One send path at one message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CostRow {
+    #[serde(deserialize_with = "nan")]
+    pub(crate) cpu_us: f64,
+    pub(crate) path: String,
+    #[serde(deserialize_with = "nans")]
+    pub(crate) per_run_cpu_us: Vec<f64>,
+    pub(crate) size: usize,
+    pub(crate) tpdus: usize,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) wall_us: f64,
+}
+
+/// `m + t·⌈size/TPDU⌉ + b·size` for one send path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CostFit {
+    pub(crate) path: String,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) per_byte_ns: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) per_message_us: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) per_tpdu_us: f64,
+}
+
+// ---------------------------------------------------------------------------------
+// livelock
+
+/// `natm perf livelock --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Livelock {
+    /// The receiving application's capacity C.
+    pub(crate) capacity_bps: f64,
+    /// `"livelock"`.
+    pub(crate) experiment: String,
+    pub(crate) machine: Machine,
+    pub(crate) peak_bps: Peaks,
+    pub(crate) qos: String,
+    /// CPUs the receiving host was pinned to (`None`: not pinned).
+    pub(crate) receiver_cpus: Option<usize>,
+    pub(crate) results: Vec<LivelockRow>,
+    pub(crate) runs: usize,
+    pub(crate) size: usize,
+    pub(crate) time_s: f64,
+    pub(crate) warmup_s: f64,
+    /// The watermarks of the "on" case (`None`: the engine's defaults are unknown).
+    pub(crate) watermarks_on: Option<WatermarksOn>,
+    pub(crate) work_us: f64,
+}
+
+/// The highest delivered rate over loads, per setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Peaks {
+    #[serde(deserialize_with = "nan")]
+    pub(crate) no_watermarks: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) watermarks: f64,
+}
+
+/// High and low watermarks, bytes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct WatermarksOn {
+    pub(crate) high: usize,
+    pub(crate) low: usize,
+}
+
+/// One offered load with watermarks on or off: medians over runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LivelockRow {
+    #[serde(deserialize_with = "nan")]
+    pub(crate) delivered_bps: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) drop_rcv_buf: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) gaps: f64,
+    /// The kernel's drops on the receiving socket, where it tells (`None`: not known).
+    pub(crate) kernel_drops: Option<f64>,
+    /// Offered load, multiples of C.
+    pub(crate) load: f64,
+    /// Delivered over the peak of the same setting.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) of_peak: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) offered_bps: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) partial_messages_dropped: f64,
+    pub(crate) per_run: Vec<LivelockRun>,
+    pub(crate) samples: usize,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) sent_bps: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) tpdus_received: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) watermark_holds: f64,
+    pub(crate) watermarks: bool,
+}
+
+/// One run at one load and setting.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LivelockRun {
+    pub(crate) delivered_bps: f64,
+    pub(crate) drop_rcv_buf: u64,
+    pub(crate) gaps: u64,
+    pub(crate) kernel_drops: Option<u64>,
+    pub(crate) offered_bps: f64,
+    pub(crate) partial_messages_dropped: u64,
+    pub(crate) sent_bps: f64,
+    pub(crate) tpdus_received: u64,
+    pub(crate) watermark_holds: u64,
+}
+
+// ---------------------------------------------------------------------------------
+// isolation
+
+/// `natm perf isolation --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Isolation {
+    pub(crate) bin_s: f64,
+    /// `"isolation"`.
+    pub(crate) experiment: String,
+    pub(crate) machine: Machine,
+    /// The guaranteed VC's reserved rate.
+    pub(crate) reserved_bps: f64,
+    /// One row per phase (alone, loaded) and VC.
+    pub(crate) results: Vec<IsolationRow>,
+    pub(crate) runs: usize,
+    pub(crate) time_s: f64,
+    pub(crate) warmup_s: f64,
+}
+
+/// One VC in one phase: medians over runs. Delays are `None` where the VC carried no
+/// timestamped message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct IsolationRow {
+    #[serde(deserialize_with = "nan")]
+    pub(crate) bps: f64,
+    pub(crate) delay_max_us: Option<f64>,
+    pub(crate) delay_p50_us: Option<f64>,
+    pub(crate) delay_p99_us: Option<f64>,
+    pub(crate) per_run: Vec<IsolationRun>,
+    /// `"alone"` or `"loaded"`.
+    pub(crate) phase: String,
+    pub(crate) qos: String,
+    /// Delivered over reserved, for the guaranteed VC only.
+    pub(crate) ratio_to_reserved: Option<f64>,
+    pub(crate) samples: usize,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) sent_bps: f64,
+    pub(crate) size: usize,
+    /// `guaranteed`, `best-effort` or `bulk`.
+    pub(crate) vc: String,
+}
+
+/// One run of one VC.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct IsolationRun {
+    pub(crate) bps: f64,
+    pub(crate) delay_p50_us: Option<f64>,
+    pub(crate) delay_p99_us: Option<f64>,
+    pub(crate) sent_bps: f64,
+}
+
+// ---------------------------------------------------------------------------------
+// loss
+
+/// `natm perf loss --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Loss {
+    /// Whether BBR was available (else `tcp-bbr` was left out).
+    pub(crate) bbr: bool,
+    /// `"loss"`.
+    pub(crate) experiment: String,
+    /// The tbf rate of the link.
+    pub(crate) link_bps: u64,
+    pub(crate) machine: Machine,
+    /// Whether the veth's segmentation offloads could be turned off.
+    pub(crate) offloads_off: bool,
+    pub(crate) results: Vec<LossRow>,
+    pub(crate) runs: usize,
+    pub(crate) size: usize,
+    pub(crate) time_s: f64,
+    pub(crate) warmup_s: f64,
+}
+
+/// One stack at one loss rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LossRow {
+    /// Median goodput.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) bps: f64,
+    pub(crate) loss_percent: f64,
+    #[serde(deserialize_with = "nan")]
+    pub(crate) of_link: f64,
+    #[serde(deserialize_with = "nans")]
+    pub(crate) per_run_bps: Vec<f64>,
+    pub(crate) stack: String,
+}
+
+// ---------------------------------------------------------------------------------
+// calls
+
+/// `natm perf calls --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Calls {
+    pub(crate) calls_per_run: usize,
+    /// Direct mode: the transport handshake alone, no sigd.
+    pub(crate) direct: CallMode,
+    /// `"calls"`.
+    pub(crate) experiment: String,
+    pub(crate) machine: Machine,
+    pub(crate) parallel: usize,
+    pub(crate) qos: String,
+    /// Median setup through sigd over direct mode's.
+    pub(crate) ratio_median_setup: f64,
+    /// The same for pre-authorised listeners, when measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) ratio_median_setup_preauthorised: Option<f64>,
+    pub(crate) runs: usize,
+    /// Through two sigds, the listener accepting each call.
+    pub(crate) sigd: CallMode,
+    /// Through two sigds, the listener having pre-authorised its calls.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sigd_preauthorised: Option<CallMode>,
+}
+
+/// Setup and release through one path. The sigd CPU is absent in direct mode, the
+/// backlog and refusals outside pre-authorised mode.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CallMode {
+    pub(crate) app_cpu_us_per_call: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) backlog: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) busy_refusals: Option<u64>,
+    pub(crate) median_release_us: f64,
+    pub(crate) median_setup_us: f64,
+    pub(crate) p99_setup_us: f64,
+    pub(crate) setups_per_s: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) sigd_cpu_us_per_call: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each committed document deserializes into its type and serializes back to the
+    /// same JSON value: the types are the schema of docs/perf/.
+    fn round_trip<T: Serialize + for<'de> Deserialize<'de>>(name: &str) {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf/");
+        let text = std::fs::read_to_string(format!("{path}{name}.json"))
+            .unwrap_or_else(|e| panic!("{name}.json: {e}"));
+        let typed: T = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name}.json: {e}"));
+        let back = serde_json::to_value(&typed).expect("a result serializes");
+        let orig: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        assert_eq!(back, orig, "{name}.json does not survive a round trip");
+    }
+
+    #[test]
+    fn committed_documents_are_the_types() {
+        round_trip::<Latency>("latency");
+        round_trip::<Throughput>("throughput");
+        round_trip::<Stages>("stages");
+        round_trip::<Guaranteed>("guaranteed");
+        round_trip::<Cost>("cost");
+        round_trip::<Livelock>("livelock");
+        round_trip::<Isolation>("isolation");
+        round_trip::<Loss>("loss");
+        round_trip::<Calls>("calls");
+    }
+}
