@@ -50,8 +50,8 @@ late and not counted. The summary: sent, received, loss, and rtt min/avg/max/mde
 The time includes both engines and the loopback or network path, not sigd: the call
 is set up once, before the first probe (its setup time is shown).
 
-Not here yet: OAM F5 loopback cells (I.610), which need an ATM switch on the path;
-natm has none yet.
+Not here yet: OAM F5 loopback cells (I.610). They need a cell path through an ATM
+switch; natm-switch's data plane answers them, but no switch process runs yet.
 
 Exit status: 0 if any probe came back, 1 otherwise.";
 
