@@ -328,3 +328,32 @@ fn refusals_say_their_cause_and_what_to_do() {
     }
     assert!(Path::new(&a.socket).exists());
 }
+
+#[test]
+fn an_echo_listener_sends_the_callers_stdin_back_and_keep_takes_call_after_call() {
+    let (a, b) = pair(LINK, LINK);
+    let l = listen(&b, &["echo", "--echo", "--keep", "--json"]);
+    for n in [1usize, 200_000] {
+        let body = data(n);
+        let c = natm(
+            &a,
+            &["call", "+4420002:echo", "--size", "4096"],
+            Some(body.clone()),
+        )
+        .wait(LIMIT);
+        assert!(c.status.success(), "{}", c.stderr);
+        assert!(c.stdout == body, "{n}: {} bytes came back", c.stdout.len());
+    }
+    // Still listening after two calls: a third is answered too.
+    let c = natm(
+        &a,
+        &["call", "+4420002:echo", "--quiet"],
+        Some(b"3".to_vec()),
+    )
+    .wait(LIMIT);
+    assert_eq!(c.stdout, b"3", "{}", c.stderr);
+    drop(l);
+    for s in [&a, &b] {
+        s.wait_no_calls();
+    }
+}
