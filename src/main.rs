@@ -38,6 +38,12 @@ enum Command {
     Sigd(cli::sigd::SigdArgs),
     /// Show what the host's sigd holds: calls, VCIs, reservations, free capacity.
     Stat(cli::sigd::StatArgs),
+    /// Call ADDR[:SAP] through sigd and send stdin, a file or generated load.
+    Call(cli::tools::call::CallArgs),
+    /// Answer calls on a SAP: data to stdout or a file, discarded, or echoed.
+    Listen(cli::tools::listen::ListenArgs),
+    /// Round-trip probes to an echo listener (`natm listen echo --echo`).
+    Ping(cli::tools::ping::PingArgs),
     /// A child process for the multi-process tests.
     #[command(hide = true)]
     TestHelper(cli::sigd::HelperArgs),
@@ -54,6 +60,9 @@ fn main() -> ExitCode {
         Command::Perf(c) => cli::perf::run(c),
         Command::Sigd(a) => cli::sigd::run(a),
         Command::Stat(a) => cli::sigd::stat(a),
+        Command::Call(a) => cli::tools::call::run(a),
+        Command::Listen(a) => cli::tools::listen::run(a),
+        Command::Ping(a) => cli::tools::ping::run(a),
         Command::TestHelper(a) => cli::sigd::helper(a),
     };
     match result {

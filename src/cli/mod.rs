@@ -10,6 +10,7 @@ pub(crate) mod qos;
 pub(crate) mod sigd;
 pub(crate) mod sim;
 pub(crate) mod table;
+pub(crate) mod tools;
 pub(crate) mod units;
 
 /// `println!` for command output: a closed pipe (`natm sim | head`) ends the program

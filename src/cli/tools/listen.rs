@@ -1,0 +1,320 @@
+//! `natm listen SAP --qos Q`: answer calls through sigd; write what arrives to stdout
+//! or a file, count and discard it, or echo it back.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context};
+use clap::Args;
+use natm::ulib::{Connection, Error, IntoTarget, Listener, Target};
+use natm::wire::qos::{Qos, Rate, Service, TrafficParams};
+
+use super::{describe_grant, open_host, parse_duration, Progress, Summary};
+
+/// `natm listen`: netcat/ttcp-style listener.
+#[derive(Debug, Args)]
+#[command(after_long_help = LISTEN_HELP)]
+pub(crate) struct ListenArgs {
+    /// The SAP to listen on (`ttcp`), optionally at one of this host's addresses
+    /// (`+4420002:ttcp`), or an IP socket address (direct mode, without sigd).
+    sap: String,
+    /// Take only calls with this QoS: the same service, and for guaranteed service no
+    /// direction's rate above this one's. Others are rejected with cause 73.
+    /// [default: take any QoS]
+    #[arg(long, short = 'q')]
+    qos: Option<String>,
+    /// Write what arrives to this file instead of stdout (every call's data, in turn).
+    #[arg(long, short = 'o', conflicts_with_all = ["discard", "echo"])]
+    out: Option<PathBuf>,
+    /// Count and discard what arrives (what a load test wants).
+    #[arg(long, short = 'd', conflicts_with = "echo")]
+    discard: bool,
+    /// Send every message back as it arrives (for `natm ping`, or a round-trip test).
+    #[arg(long, short = 'e')]
+    echo: bool,
+    /// Take calls one after another until killed, instead of exiting after the first.
+    #[arg(long, short = 'k')]
+    keep: bool,
+    /// End a call that carries nothing for this long (0: wait for ever).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    idle: Duration,
+    /// Each call's summary as one JSON line (on stdout unless stdout carries data).
+    #[arg(long)]
+    json: bool,
+    /// No progress line and no "call from" lines.
+    #[arg(long)]
+    quiet: bool,
+    /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
+    #[arg(long)]
+    sigd: Option<PathBuf>,
+}
+
+const LISTEN_HELP: &str = "\
+Each call is shown before it is answered (caller and QoS, on stderr), accepted if its
+QoS fits --qos, and then carries data one way (or both, with --echo) until the caller
+closes. A summary follows each call: bytes, duration, Mbit/s, losses.
+
+Examples:
+  natm listen ttcp --out copy.iso                 # one call, written to a file
+  natm listen ttcp --discard --keep --json        # a load sink, call after call
+  natm listen ttcp --qos cbr:pcr=50Mbps --discard # guaranteed calls up to 50 Mbit/s
+  natm listen echo --echo --keep                  # what `natm ping` talks to";
+
+pub(crate) fn run(a: ListenArgs) -> super::super::CliResult {
+    listen(a)
+}
+
+/// Where what arrives goes.
+enum Sink {
+    Stdout,
+    File(BufWriter<File>),
+    Discard,
+    Echo,
+}
+
+fn listen(a: ListenArgs) -> anyhow::Result<()> {
+    let want = match &a.qos {
+        Some(q) => Some(
+            q.parse::<Qos>()
+                .map_err(|e| anyhow!("bad --qos: {}", e.render(q)))?,
+        ),
+        None => None,
+    };
+    let mut sink = if a.echo {
+        Sink::Echo
+    } else if a.discard {
+        Sink::Discard
+    } else if let Some(p) = &a.out {
+        Sink::File(BufWriter::new(
+            File::create(p).with_context(|| format!("cannot create {}", p.display()))?,
+        ))
+    } else {
+        Sink::Stdout
+    };
+    let data_on_stdout = matches!(sink, Sink::Stdout);
+    let host = open_host(a.sigd.clone())?;
+    // Without --qos the listener still names one to sigd; it matters only to
+    // pre-authorised listeners, which this is not.
+    let bind_qos = a.qos.clone().unwrap_or_else(|| "ubr".to_owned());
+    let direct = matches!(a.sap.as_str().into_target(), Target::Ip(_));
+    let listener = host
+        .bind(a.sap.as_str(), &bind_qos)
+        .with_context(|| format!("cannot listen on {}", a.sap))?;
+    if !a.quiet {
+        eprintln!(
+            "natm listen: listening on {} ({}); {}",
+            a.sap,
+            a.qos
+                .as_deref()
+                .map_or("any QoS".to_owned(), |q| format!("QoS {q}")),
+            if a.keep {
+                "taking calls until killed"
+            } else {
+                "exiting after one call"
+            }
+        );
+    }
+    loop {
+        let served =
+            answer(&a, &listener, direct, want.as_ref()).and_then(|c| serve(&a, c, &mut sink));
+        match served {
+            Ok(s) => s.print(a.json, data_on_stdout)?,
+            Err(e) if a.keep => eprintln!("natm listen: {e:#}"),
+            Err(e) => return Err(e),
+        }
+        if !a.keep {
+            return Ok(());
+        }
+    }
+}
+
+/// A call answered: its connection, caller and setup start.
+struct Answered {
+    conn: Connection,
+    caller: String,
+}
+
+/// Wait for the next call and answer it (rejecting those whose QoS does not fit).
+fn answer(
+    a: &ListenArgs,
+    listener: &Listener,
+    direct: bool,
+    want: Option<&Qos>,
+) -> anyhow::Result<Answered> {
+    if direct {
+        let conn = listener.accept().map_err(|e| anyhow!("accepting: {e}"))?;
+        return Ok(Answered {
+            caller: "direct".into(),
+            conn,
+        });
+    }
+    loop {
+        let offer = listener
+            .next_call(None)
+            .map_err(|e| anyhow!("waiting for a call: {e}"))?;
+        if let Some(w) = want {
+            if let Err(why) = fits(&offer.qos, w) {
+                if !a.quiet {
+                    eprintln!(
+                        "natm listen: call from {} with {} rejected (cause 73): {why}",
+                        offer.caller, offer.qos
+                    );
+                }
+                let _ = offer.reject(73);
+                continue;
+            }
+        }
+        let caller = offer.caller.clone();
+        if !a.quiet {
+            eprintln!("natm listen: call from {caller} with {}", offer.qos);
+        }
+        let conn = match offer.accept() {
+            Ok(c) => c,
+            Err(Error::Refused { cause, detail }) => {
+                // Admission on this host refused what the caller's sigd granted.
+                eprintln!("natm listen: call from {caller} not set up: cause {cause}: {detail}");
+                continue;
+            }
+            Err(e) => return Err(anyhow!("accepting the call from {caller}: {e}")),
+        };
+        if !a.quiet {
+            eprintln!(
+                "natm listen: connected to {caller}; {}",
+                describe_grant(conn.granted(), "")
+            );
+        }
+        return Ok(Answered { conn, caller });
+    }
+}
+
+/// Whether an offered QoS (from this side) fits the listener's: same service, and
+/// for guaranteed service neither direction's target rate above the listener's.
+fn fits(offered: &str, want: &Qos) -> Result<(), String> {
+    let q: Qos = offered
+        .parse()
+        .map_err(|e: natm::wire::qos::QosParseError| e.render(offered))?;
+    if q.service() != want.service() {
+        return Err(format!(
+            "{:?} service asked, this listener takes {:?}",
+            q.service(),
+            want.service()
+        ));
+    }
+    if q.service() != Service::Guaranteed {
+        return Ok(());
+    }
+    let target = |p: &TrafficParams| -> Option<Rate> {
+        if p.is_used() {
+            p.scr.or(p.pcr).or(p.max_pcr)
+        } else {
+            None
+        }
+    };
+    for (way, o, w) in [("out", q.tx(), want.tx()), ("in", q.rx(), want.rx())] {
+        if target(o) > target(w) {
+            return Err(format!(
+                "the rate {way} is above what this listener takes ({})",
+                want
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Carry one call's data until the caller closes (or it is idle for `--idle`).
+fn serve(a: &ListenArgs, ans: Answered, sink: &mut Sink) -> anyhow::Result<Summary> {
+    let Answered { conn, caller } = ans;
+    let (qos, reserved) = conn.granted().map_or(
+        (a.qos.clone().unwrap_or_else(|| "direct mode".into()), 0),
+        |g| (g.qos.clone(), g.tx_bps),
+    );
+    let received = Arc::new(AtomicU64::new(0));
+    let counted = received.clone();
+    let progress = Progress::start("received", move || counted.load(Ordering::Relaxed), a.quiet);
+    let start = Instant::now();
+    let mut last = start;
+    let (mut msgs_in, mut msgs_out, mut sent) = (0u64, 0u64, 0u64);
+    let mut stdout = std::io::stdout();
+    let idle = (!a.idle.is_zero()).then_some(a.idle);
+    let result = loop {
+        let m = match idle {
+            Some(t) => conn.recv_timeout(t),
+            None => conn.recv(),
+        };
+        match m {
+            Ok(Some(m)) => {
+                last = Instant::now();
+                msgs_in += 1;
+                received.fetch_add(m.len() as u64, Ordering::Relaxed);
+                let w = match sink {
+                    Sink::Stdout => stdout
+                        .write_all(&m)
+                        .and_then(|()| stdout.flush())
+                        .context("writing to stdout"),
+                    Sink::File(f) => f.write_all(&m).context("writing the --out file"),
+                    Sink::Discard => Ok(()),
+                    Sink::Echo => {
+                        sent += m.len() as u64;
+                        msgs_out += 1;
+                        conn.send(&m).map_err(|e| anyhow!("echoing: {e}"))
+                    }
+                };
+                if let Err(e) = w {
+                    break Err(e);
+                }
+            }
+            Ok(None) => break Ok(()),
+            Err(Error::TimedOut) => {
+                break Err(anyhow!(
+                    "nothing from {caller} for {:?} (--idle): giving the call up",
+                    a.idle
+                ))
+            }
+            Err(e) => break Err(anyhow!("receiving from {caller}: {e}")),
+        }
+    };
+    progress.stop();
+    if let Sink::File(f) = sink {
+        f.flush().context("writing the --out file")?;
+    }
+    conn.close();
+    if matches!(sink, Sink::Echo) {
+        // The echoes reach the caller before the call is released.
+        let _ = conn.flush(Duration::from_secs(5));
+    }
+    let stats = conn.stats();
+    result?;
+    let moved = received.load(Ordering::Relaxed);
+    Ok(Summary::new(
+        "listen",
+        caller,
+        qos,
+        reserved,
+        None,
+        moved,
+        last.duration_since(start),
+        (msgs_out, msgs_in),
+        (sent, moved),
+        &stats,
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listener_takes_its_service_up_to_its_rate() {
+        let w: Qos = "cbr:pcr=50Mbps".parse().unwrap();
+        assert!(fits("cbr:pcr=20Mbps", &w).is_ok());
+        assert!(fits("cbr:pcr=80Mbps", &w).is_err());
+        assert!(fits("reliable", &w).is_err());
+        let r: Qos = "reliable".parse().unwrap();
+        assert!(fits("reliable:flow=window", &r).is_ok());
+        assert!(fits("ubr", &r).is_err());
+    }
+}

@@ -1,0 +1,448 @@
+//! The tools a user reaches for to move bytes through sigd (issue 14): `natm call`
+//! and `natm listen` (netcat/ttcp-style: stdin/stdout, a file or generated load, an
+//! echo mode, a live progress line and a summary), and `natm ping` (round trips on a
+//! best-effort VC to an echo listener). What they share lives here: opening the host,
+//! turning a refusal into its cause and what to do, the summary, progress and pacing.
+
+pub(crate) mod call;
+pub(crate) mod listen;
+pub(crate) mod ping;
+
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use natm::transport::PsbStats;
+use natm::ulib::{ConnStats, Error, Granted, Host, HostConfig};
+use natm::wire::q2931::CauseValue;
+use serde::Serialize;
+
+use super::units;
+
+/// Byte sizes for clap (`100MB`, `64KiB`).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    units::bytes(s).map_err(|e| e.to_string())
+}
+
+/// Rates for clap (`50Mbps`).
+fn parse_rate(s: &str) -> Result<u64, String> {
+    units::rate(s).map_err(|e| e.to_string())
+}
+
+/// Durations for clap (`200ms`, `2s`).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    units::duration(s).map_err(|e| e.to_string())
+}
+
+/// A host whose calls go through the sigd at `sigd` (default: the library's,
+/// `$NATM_SIGD` else /run/natm/sigd.sock).
+fn open_host(sigd: Option<PathBuf>) -> anyhow::Result<Host> {
+    let mut cfg = HostConfig::default();
+    if let Some(p) = sigd {
+        cfg.sigd_socket = Some(p);
+    }
+    Host::open(cfg).map_err(|e| anyhow!("cannot start natm's engine: {e}"))
+}
+
+/// A refused or failed call as its UNI cause, what it means here and what to do.
+/// `target` is what was called ("address[:SAP]").
+fn explain(e: Error, target: &str) -> anyhow::Error {
+    let (cause, detail) = match e {
+        Error::Refused { cause, detail } => (cause, detail),
+        Error::NoSigd { path, source } => {
+            return anyhow!(
+                "cannot reach sigd at {}: {source}; start `natm sigd`, or give --sigd PATH (or set $NATM_SIGD)",
+                path.display()
+            )
+        }
+        e => return anyhow!("calling {target}: {e}"),
+    };
+    let meaning = CauseValue::from_raw(cause).meaning();
+    // A peer's release already names its cause; it is said once, below.
+    let detail = match detail.find(&format!(" (cause {cause}")) {
+        Some(i) => detail[..i].to_owned(),
+        None => detail,
+    };
+    let (addr, sap) = target.rsplit_once(':').unwrap_or((target, ""));
+    let (what, todo): (String, String) = match cause {
+        88 => (
+            format!("nobody listens on SAP \"{sap}\" at {addr}"),
+            format!("start `natm listen {sap}` on that host, or check the SAP"),
+        ),
+        37 => (
+            format!("admission refused: {detail}"),
+            "lower pcr in --qos to at most what is free, or add min_pcr=… to take less".into(),
+        ),
+        47 => (
+            format!("admission refused (CPU): {detail}"),
+            "lower pcr, or raise tpdu= so that each TPDU carries more".into(),
+        ),
+        // sigd's sentence says which route to add.
+        3 => (format!("no route: {detail}"), String::new()),
+        1 => (
+            format!("no such address: {detail}"),
+            "check the address: the called sigd does not own it".into(),
+        ),
+        17 => (
+            format!("the listener is busy: {detail}"),
+            "its backlog is full: retry shortly".into(),
+        ),
+        21 => (
+            format!("call rejected: {detail}"),
+            "the called application or a sigd's [[policy]] refused it".into(),
+        ),
+        27 => (
+            format!("the peer sigd is unreachable: {detail}"),
+            "is it running, at the endpoint the [[directory]] route names?".into(),
+        ),
+        41 => (
+            format!("temporary failure: {detail}"),
+            "retry; if it persists, look at both sigds' logs".into(),
+        ),
+        73 => (
+            format!("QoS not accepted by the listener: {detail}"),
+            "call with a QoS the listener takes (its `natm listen --qos`)".into(),
+        ),
+        102 => (
+            format!("no answer in time: {detail}"),
+            "the called application did not answer: is it alive?".into(),
+        ),
+        _ => (
+            format!("call refused: {detail}"),
+            "see the sigd logs at both ends".into(),
+        ),
+    };
+    let what = what.trim_end_matches([':', ' ']);
+    if todo.is_empty() {
+        anyhow!("{what} (cause {cause}, {meaning})")
+    } else {
+        anyhow!("{what} (cause {cause}, {meaning}) — {todo}")
+    }
+}
+
+/// "cbr:pcr=10Mbps (10.0 Mbit/s reserved out)" or the asked QoS in direct mode.
+fn describe_grant(g: Option<&Granted>, asked: &str) -> String {
+    match g {
+        Some(g) if g.tx_bps > 0 => {
+            format!("granted {} ({} reserved out)", g.qos, mbit(g.tx_bps as f64))
+        }
+        Some(g) => format!("granted {} (nothing reserved)", g.qos),
+        None => format!("direct mode, {asked} (no sigd, nothing reserved)"),
+    }
+}
+
+fn mbit(bps: f64) -> String {
+    format!("{:.1} Mbit/s", bps / 1e6)
+}
+
+/// "12.3 MB" for a byte count.
+fn human_bytes(b: u64) -> String {
+    let b = b as f64;
+    if b >= 1e9 {
+        format!("{:.2} GB", b / 1e9)
+    } else if b >= 1e6 {
+        format!("{:.1} MB", b / 1e6)
+    } else if b >= 1e3 {
+        format!("{:.1} kB", b / 1e3)
+    } else {
+        format!("{b} B")
+    }
+}
+
+/// What one end of a call moved, as `natm call` and `natm listen` report it
+/// (text on stderr, or JSON with `--json`).
+#[derive(Debug, Serialize)]
+struct Summary {
+    /// "call" or "listen".
+    role: &'static str,
+    /// Who was called, or who called.
+    peer: String,
+    /// The QoS in force from this side (the grant through sigd).
+    qos: String,
+    /// Rate reserved for this side's sending VC, bit/s (0: none).
+    reserved_bps: u64,
+    /// Call setup, caller's view (connect returned), ms.
+    setup_ms: Option<f64>,
+    /// The bytes this end moved: sent by a caller, received by a listener.
+    bytes: u64,
+    /// Seconds from the call's start to the end of that transfer.
+    duration_s: f64,
+    /// `bytes` over `duration_s`.
+    mbit_per_s: f64,
+    bytes_sent: u64,
+    bytes_received: u64,
+    messages_sent: u64,
+    messages_received: u64,
+    /// Smoothed RTT of the sending VC, µs (none: no ACK was ever timed).
+    srtt_us: Option<u64>,
+    /// Retransmitted TPDUs (SMART fast path, timeout and head check).
+    retransmissions: u64,
+    bytes_retransmitted: u64,
+    /// Retransmission timeouts that fired.
+    timeouts: u64,
+    /// Whether the sending VC runs error control: without it the sender sees no loss
+    /// (the receiver's `gaps`, drops and `queue_drops` are where losses show).
+    error_control: bool,
+    /// TPDUs the sender inferred lost (SMART's fast path or a timeout).
+    tpdus_marked_lost: u64,
+    /// Gaps in the received sequence on a VC without error control: runs of one or
+    /// more missing TPDUs (the library counts runs, not TPDUs).
+    gaps: u64,
+    /// TPDUs the receiving VC dropped (late, headless, out of window, no buffer…).
+    dropped_tpdus: u64,
+    /// Messages the receiving VC discarded because a TPDU of theirs was lost.
+    messages_dropped: u64,
+    /// Datagrams the kernel dropped from the data socket's full queue.
+    queue_drops: Option<u64>,
+}
+
+impl Summary {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        role: &'static str,
+        peer: String,
+        qos: String,
+        reserved_bps: u64,
+        setup: Option<Duration>,
+        moved: u64,
+        duration: Duration,
+        messages: (u64, u64),
+        bytes: (u64, u64),
+        s: &ConnStats,
+    ) -> Summary {
+        let secs = duration.as_secs_f64();
+        Summary {
+            role,
+            peer,
+            reserved_bps,
+            setup_ms: setup.map(|d| d.as_secs_f64() * 1e3),
+            bytes: moved,
+            duration_s: secs,
+            mbit_per_s: if secs > 0.0 {
+                moved as f64 * 8.0 / secs / 1e6
+            } else {
+                0.0
+            },
+            bytes_sent: bytes.0,
+            bytes_received: bytes.1,
+            messages_sent: messages.0,
+            messages_received: messages.1,
+            srtt_us: s.srtt.map(|d| d.as_micros() as u64),
+            retransmissions: s.tx.retx_fast + s.tx.retx_timeout + s.tx.retx_head,
+            bytes_retransmitted: s.tx.bytes_retransmitted,
+            timeouts: s.tx.timeouts,
+            error_control: qos
+                .parse::<natm::wire::qos::Qos>()
+                .is_ok_and(|q| q.resolved_transport(false).error_control),
+            tpdus_marked_lost: s.tx.fast_marked + s.tx.timeout_marked,
+            gaps: s.rx.gaps,
+            dropped_tpdus: rx_drops(&s.rx),
+            messages_dropped: s.rx.partial_messages_dropped,
+            queue_drops: s.queue_drops,
+            qos,
+        }
+    }
+
+    /// The summary on stderr, or as one JSON line: on stdout unless stdout carries
+    /// data (`data_on_stdout`), then on stderr.
+    fn print(&self, json: bool, data_on_stdout: bool) -> anyhow::Result<()> {
+        if json {
+            let line = serde_json::to_string(self)?;
+            if data_on_stdout {
+                eprintln!("{line}");
+            } else {
+                super::outln!("{line}");
+            }
+            return Ok(());
+        }
+        let srtt = self.srtt_us.map_or("no RTT sample".to_owned(), |u| {
+            format!("srtt {:.3} ms", u as f64 / 1e3)
+        });
+        let setup = self
+            .setup_ms
+            .map_or(String::new(), |m| format!(", set up in {m:.2} ms"));
+        eprintln!(
+            "--- natm {} {} ({}{}) ---",
+            self.role, self.peer, self.qos, setup
+        );
+        let verb = if self.role == "call" {
+            "sent"
+        } else {
+            "received"
+        };
+        eprintln!(
+            "{verb} {} ({} bytes) in {:.3} s: {:.1} Mbit/s",
+            human_bytes(self.bytes),
+            self.bytes,
+            self.duration_s,
+            self.mbit_per_s
+        );
+        eprintln!(
+            "messages {} sent, {} received; bytes {} sent, {} received",
+            self.messages_sent, self.messages_received, self.bytes_sent, self.bytes_received
+        );
+        // Each direction's counters only where that direction carried something.
+        if self.messages_sent > 0 {
+            if self.error_control {
+                eprintln!(
+                    "sending: {srtt}; {} retransmissions ({} bytes, {} timeouts), {} TPDUs marked lost",
+                    self.retransmissions, self.bytes_retransmitted, self.timeouts, self.tpdus_marked_lost,
+                );
+            } else {
+                eprintln!("sending: no error control, so no loss is seen here: the receiver's summary counts it");
+            }
+        }
+        if self.messages_received > 0 || self.role == "listen" {
+            eprintln!(
+                "receiving: {} gaps (runs of missing TPDUs), {} TPDUs dropped, {} partial messages dropped{}",
+                self.gaps,
+                self.dropped_tpdus,
+                self.messages_dropped,
+                self.queue_drops
+                    .map_or(String::new(), |q| format!(", {q} datagrams dropped by the socket queue"))
+            );
+        }
+        Ok(())
+    }
+}
+
+fn rx_drops(s: &PsbStats) -> u64 {
+    s.drop_out_of_window
+        + s.drop_rcv_buf
+        + s.drop_oversize
+        + s.drop_late
+        + s.drop_headless
+        + s.drop_bad_cookie
+        + s.drop_malformed
+}
+
+/// A live "bytes, Mbit/s" line on stderr while data moves, only when stderr is a
+/// terminal. Rates use the real time between two updates, not an assumed tick.
+struct Progress {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Progress {
+    fn start(
+        label: &'static str,
+        bytes: impl Fn() -> u64 + Send + 'static,
+        quiet: bool,
+    ) -> Progress {
+        let stop = Arc::new(AtomicBool::new(false));
+        if quiet || !std::io::stderr().is_terminal() {
+            return Progress { stop, thread: None };
+        }
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let start = Instant::now();
+            let (mut last_t, mut last_b) = (start, 0u64);
+            while !s.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(500));
+                let (now, b) = (Instant::now(), bytes());
+                let dt = now.duration_since(last_t).as_secs_f64();
+                let total = now.duration_since(start).as_secs_f64();
+                let mut e = std::io::stderr().lock();
+                let _ = write!(
+                    e,
+                    "\r\x1b[K{label} {}  now {}  average {}",
+                    human_bytes(b),
+                    mbit((b - last_b) as f64 * 8.0 / dt.max(1e-9)),
+                    mbit(b as f64 * 8.0 / total.max(1e-9))
+                );
+                let _ = e.flush();
+                (last_t, last_b) = (now, b);
+            }
+            let _ = write!(std::io::stderr(), "\r\x1b[K");
+        });
+        Progress {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Paces sends to a rate (`--rate`) by sleeping until each byte is due.
+struct Pacer {
+    rate_bps: Option<u64>,
+    start: Instant,
+    bytes: u64,
+}
+
+impl Pacer {
+    fn new(rate_bps: Option<u64>) -> Pacer {
+        Pacer {
+            rate_bps,
+            start: Instant::now(),
+            bytes: 0,
+        }
+    }
+
+    /// Wait until `n` more bytes may go.
+    fn wait(&mut self, n: usize) {
+        let Some(r) = self.rate_bps.filter(|r| *r > 0) else {
+            return;
+        };
+        let due = self.start + Duration::from_secs_f64(self.bytes as f64 * 8.0 / r as f64);
+        let now = Instant::now();
+        if due > now {
+            std::thread::sleep(due - now);
+        }
+        self.bytes += n as u64;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refusals_name_the_cause_and_what_to_do() {
+        let e = explain(
+            Error::Refused {
+                cause: 88,
+                detail: "nobody listens on that SAP".into(),
+            },
+            "+4420002:ttcp",
+        )
+        .to_string();
+        assert!(
+            e.starts_with("nobody listens on SAP \"ttcp\" at +4420002 (cause 88"),
+            "{e}"
+        );
+        let e = explain(
+            Error::Refused {
+                cause: 37,
+                detail: "80 Mbit/s requested (at least 80 Mbit/s), 35 Mbit/s free".into(),
+            },
+            "+4420002:ttcp",
+        )
+        .to_string();
+        assert!(e.contains("admission refused: 80 Mbit/s"), "{e}");
+        assert!(e.contains("35 Mbit/s free"), "{e}");
+        assert!(e.contains("lower pcr"), "{e}");
+    }
+
+    #[test]
+    fn the_pacer_holds_a_rate() {
+        let mut p = Pacer::new(Some(8_000_000));
+        let t = Instant::now();
+        for _ in 0..11 {
+            p.wait(10_000);
+        }
+        // 100 kB at 1 MB/s: the 11th send is due at 0.1 s.
+        let e = t.elapsed();
+        assert!(e >= Duration::from_millis(95), "{e:?}");
+    }
+}

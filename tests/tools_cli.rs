@@ -1,0 +1,359 @@
+//! `natm call`, `natm listen` and `natm ping` as a user runs them, between two sigds
+//! on loopback (issue 14): files and stdin byte-exact at each service class, a load's
+//! JSON summary, echo and ping, and refusals that name their cause and what to do.
+//! Every process runs under a deadline and is killed if the test fails.
+
+mod sigd_support;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sigd_support::{pair, Sigd, LINK};
+
+/// A `natm` child: killed on drop; its output collected by threads so that no pipe
+/// fills up.
+struct Proc {
+    child: Option<Child>,
+    out: Option<JoinHandle<Vec<u8>>>,
+    err: Option<JoinHandle<Vec<u8>>>,
+    what: String,
+}
+
+struct Done {
+    status: ExitStatus,
+    stdout: Vec<u8>,
+    stderr: String,
+}
+
+fn natm(sigd: &Sigd, args: &[&str], stdin: Option<Vec<u8>>) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(args)
+        .arg("--sigd")
+        .arg(&sigd.socket)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(data) = stdin {
+        let mut w = child.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&data);
+        });
+    }
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    Proc {
+        child: Some(child),
+        out: Some(out),
+        err: Some(err),
+        what: format!("natm {}", args.join(" ")),
+    }
+}
+
+impl Proc {
+    /// Wait up to `limit` for the exit; a process still running is killed and the
+    /// test fails.
+    fn wait(mut self, limit: Duration) -> Done {
+        let mut c = self.child.take().unwrap();
+        let until = Instant::now() + limit;
+        let status = loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > until {
+                let _ = c.kill();
+                let _ = c.wait();
+                let err =
+                    String::from_utf8_lossy(&self.err.take().unwrap().join().unwrap()).into_owned();
+                panic!("`{}` still ran after {limit:?}: {err}", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Done {
+            status,
+            stdout: self.out.take().unwrap().join().unwrap(),
+            stderr: String::from_utf8_lossy(&self.err.take().unwrap().join().unwrap()).into_owned(),
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Start `natm listen` on host B and wait until its sigd holds the listener.
+fn listen(b: &Sigd, args: &[&str]) -> Proc {
+    let sap = args[0];
+    let before = listeners(b, sap);
+    let p = natm(b, &[&["listen"], args].concat(), None);
+    let until = Instant::now() + Duration::from_secs(10);
+    while listeners(b, sap) == before {
+        assert!(Instant::now() < until, "the listener never bound");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p
+}
+
+fn listeners(s: &Sigd, sap: &str) -> usize {
+    s.stat()["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["sap"] == sap)
+        .count()
+}
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// Bytes no two offsets of which repeat for a long way (a lost or reordered message
+/// shows up).
+fn data(n: usize) -> Vec<u8> {
+    let mut x = 0x1234_5678_9abc_def0u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+fn json(b: &[u8]) -> serde_json::Value {
+    serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(b)))
+}
+
+#[test]
+fn a_file_crosses_byte_exact_at_each_service_class() {
+    let (a, b) = pair(LINK, LINK);
+    let dir = a.dir.clone();
+    let src = dir.join("src.bin");
+    let body = data(3_000_000);
+    std::fs::write(&src, &body).unwrap();
+    for qos in ["reliable", "ubr", "cbr:pcr=50Mbps"] {
+        let dst = dir.join(format!("dst-{}.bin", qos.replace([':', '='], "_")));
+        let l = listen(&b, &["ttcp", "--qos", qos, "--out", dst.to_str().unwrap()]);
+        let mut args = vec!["call", "+4420002:ttcp", "--qos", qos, "--file"];
+        args.push(src.to_str().unwrap());
+        if qos == "ubr" {
+            // Best effort has no flow control: paced, so that a loaded test machine's
+            // receiver keeps up and loopback loses nothing.
+            args.extend(["--rate", "200Mbps"]);
+        }
+        let c = natm(&a, &args, None).wait(LIMIT);
+        assert!(c.status.success(), "{qos}: {}", c.stderr);
+        assert!(c.stderr.contains(&format!("granted {qos}")), "{}", c.stderr);
+        let l = l.wait(LIMIT);
+        assert!(l.status.success(), "{qos}: {}", l.stderr);
+        let got = std::fs::read(&dst).unwrap();
+        assert!(
+            got == body,
+            "{qos}: {} bytes arrived, not the same",
+            got.len()
+        );
+        if qos.starts_with("cbr") {
+            assert!(c.stderr.contains("50.0 Mbit/s reserved"), "{}", c.stderr);
+        }
+    }
+    for s in [&a, &b] {
+        s.wait_no_calls();
+    }
+}
+
+#[test]
+fn stdin_reaches_the_listeners_stdout_byte_exact() {
+    let (a, b) = pair(LINK, LINK);
+    let body = data(500_000);
+    let l = listen(&b, &["cat"]);
+    let c = natm(
+        &a,
+        &["call", "+4420002:cat", "--size", "1000"],
+        Some(body.clone()),
+    )
+    .wait(LIMIT);
+    assert!(c.status.success(), "{}", c.stderr);
+    let l = l.wait(LIMIT);
+    assert!(l.status.success(), "{}", l.stderr);
+    assert!(l.stdout == body, "{} bytes arrived", l.stdout.len());
+    assert!(l.stderr.contains("call from +4420001"), "{}", l.stderr);
+}
+
+#[test]
+fn a_generated_load_reports_a_plausible_json_summary() {
+    let (a, b) = pair(LINK, LINK);
+    let l = listen(&b, &["load", "--discard", "--json"]);
+    let c = natm(
+        &a,
+        &[
+            "call",
+            "+4420002:load",
+            "--bytes",
+            "20MB",
+            "--json",
+            "--quiet",
+        ],
+        None,
+    )
+    .wait(LIMIT);
+    assert!(c.status.success(), "{}", c.stderr);
+    let l = l.wait(LIMIT);
+    assert!(l.status.success(), "{}", l.stderr);
+    let (cs, ls) = (json(&c.stdout), json(&l.stdout));
+    for s in [&cs, &ls] {
+        assert_eq!(s["bytes"], 20_000_000, "{s}");
+        assert_eq!(s["qos"], "reliable", "{s}");
+        let d = s["duration_s"].as_f64().unwrap();
+        assert!(d > 0.0 && d < 30.0, "{s}");
+        let r = s["mbit_per_s"].as_f64().unwrap();
+        assert!((r - 160.0 / d).abs() < 1.0, "{s}");
+    }
+    assert_eq!(cs["role"], "call");
+    assert_eq!(cs["bytes_sent"], 20_000_000);
+    assert_eq!(ls["bytes_received"], 20_000_000);
+    // 20 MB in 64 KiB messages.
+    assert_eq!(ls["messages_received"], 306, "{ls}");
+    assert!(cs["setup_ms"].as_f64().unwrap() > 0.0, "{cs}");
+    assert!(
+        cs["srtt_us"].as_u64().is_some(),
+        "a reliable VC times its ACKs: {cs}"
+    );
+    assert_eq!(ls["gaps"], 0, "{ls}");
+    assert_eq!(cs["error_control"], true, "{cs}");
+}
+
+#[test]
+fn ping_through_an_echo_listener_loses_nothing() {
+    let (a, b) = pair(LINK, LINK);
+    let l = listen(&b, &["echo", "--echo"]);
+    let p = natm(
+        &a,
+        &["ping", "+4420002", "-c", "5", "-i", "50ms", "--json"],
+        None,
+    )
+    .wait(LIMIT);
+    assert!(p.status.success(), "{}", p.stderr);
+    let s = json(&p.stdout);
+    assert_eq!(s["target"], "+4420002:echo", "{s}");
+    assert_eq!(s["sent"], 5, "{s}");
+    assert_eq!(s["received"], 5, "{s}");
+    assert_eq!(s["loss_pct"], 0.0, "{s}");
+    let (min, avg, max) = (
+        s["min_ms"].as_f64().unwrap(),
+        s["avg_ms"].as_f64().unwrap(),
+        s["max_ms"].as_f64().unwrap(),
+    );
+    assert!(0.0 < min && min <= avg && avg <= max && max < 1000.0, "{s}");
+    let l = l.wait(LIMIT);
+    assert!(l.status.success(), "{}", l.stderr);
+    // The text form: per-probe lines and ping's summary.
+    let l = listen(&b, &["echo", "--echo"]);
+    let p = natm(
+        &a,
+        &["ping", "+4420002:echo", "-c", "2", "-i", "20ms"],
+        None,
+    )
+    .wait(LIMIT);
+    let out = String::from_utf8_lossy(&p.stdout);
+    assert!(out.contains("seq=1 time="), "{out}");
+    assert!(out.contains("2 probes sent, 2 received, 0% loss"), "{out}");
+    assert!(out.contains("rtt min/avg/max/mdev = "), "{out}");
+    l.wait(LIMIT);
+}
+
+#[test]
+fn refusals_say_their_cause_and_what_to_do() {
+    let (a, b) = pair(LINK, LINK);
+    // Nobody listens on the SAP.
+    let c = natm(&a, &["call", "+4420002:nobody"], Some(Vec::new())).wait(LIMIT);
+    assert!(!c.status.success());
+    assert!(
+        c.stderr
+            .contains("nobody listens on SAP \"nobody\" at +4420002 (cause 88"),
+        "{}",
+        c.stderr
+    );
+    assert!(c.stderr.contains("natm listen nobody"), "{}", c.stderr);
+    // More than the 100 Mbit/s link: admission says what is free.
+    let l = listen(&b, &["ttcp"]);
+    let c = natm(
+        &a,
+        &["call", "+4420002:ttcp", "--qos", "cbr:pcr=150Mbps"],
+        Some(Vec::new()),
+    )
+    .wait(LIMIT);
+    assert!(!c.status.success());
+    for want in [
+        "admission refused",
+        "150 Mbit/s requested",
+        "100 Mbit/s free",
+        "cause 37",
+        "lower pcr",
+    ] {
+        assert!(c.stderr.contains(want), "{want}: {}", c.stderr);
+    }
+    drop(l);
+    // A listener that takes only up to 10 Mbit/s rejects 20 with cause 73.
+    let l = listen(&b, &["cbr", "--qos", "cbr:pcr=10Mbps"]);
+    let c = natm(
+        &a,
+        &["call", "+4420002:cbr", "--qos", "cbr:pcr=20Mbps"],
+        Some(Vec::new()),
+    )
+    .wait(LIMIT);
+    assert!(!c.status.success());
+    assert!(c.stderr.contains("cause 73"), "{}", c.stderr);
+    drop(l);
+    for s in [&a, &b] {
+        s.wait_no_calls();
+    }
+    assert!(Path::new(&a.socket).exists());
+}
+
+#[test]
+fn an_echo_listener_sends_the_callers_stdin_back_and_keep_takes_call_after_call() {
+    let (a, b) = pair(LINK, LINK);
+    let l = listen(&b, &["echo", "--echo", "--keep", "--json"]);
+    for n in [1usize, 200_000] {
+        let body = data(n);
+        let c = natm(
+            &a,
+            &["call", "+4420002:echo", "--size", "4096"],
+            Some(body.clone()),
+        )
+        .wait(LIMIT);
+        assert!(c.status.success(), "{}", c.stderr);
+        assert!(c.stdout == body, "{n}: {} bytes came back", c.stdout.len());
+    }
+    // Still listening after two calls: a third is answered too.
+    let c = natm(
+        &a,
+        &["call", "+4420002:echo", "--quiet"],
+        Some(b"3".to_vec()),
+    )
+    .wait(LIMIT);
+    assert_eq!(c.stdout, b"3", "{}", c.stderr);
+    drop(l);
+    for s in [&a, &b] {
+        s.wait_no_calls();
+    }
+}
