@@ -19,7 +19,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 pub(crate) use conn::{Conn, Which};
 pub use link::Network;
@@ -147,6 +147,16 @@ impl Clock {
     }
 }
 
+/// Another descriptor the driver watches for its owner: the host's sigd IPC stream
+/// (`ulib::sigd`), so that one thread, the driver, is the host's whole reactor. The
+/// engine holds it weakly: watching never keeps the owner alive.
+pub(crate) trait Source: Send + Sync + std::fmt::Debug {
+    /// The descriptor turned readable (an edge): read what is queued, without blocking
+    /// and without taking a lock another thread may hold for long (`try_lock`).
+    /// Called by the driver with no lock held.
+    fn on_readable(&self);
+}
+
 /// The shared state of one host's engine.
 #[derive(Debug)]
 pub(crate) struct Engine {
@@ -159,6 +169,8 @@ pub(crate) struct Engine {
     /// finishing (see [`Engine::linger`]); taken back with the last connection.
     keep: Mutex<Option<Arc<Engine>>>,
     pub(crate) listeners: Mutex<HashMap<usize, Arc<ListenerShared>>>,
+    /// Other descriptors the driver watches, by token ([`Engine::watch`]).
+    sources: Mutex<HashMap<usize, Weak<dyn Source>>>,
     timers: Mutex<BinaryHeap<Reverse<(u64, usize)>>>,
     /// When the driver will wake by itself (ns of engine time); 0 while it is awake.
     sleep_until: AtomicU64,
@@ -198,6 +210,7 @@ impl Engine {
             conns: Mutex::new(Level::Conns, HashMap::new()),
             keep: Mutex::new(Level::Linger, None),
             listeners: Mutex::new(Level::Listeners, HashMap::new()),
+            sources: Mutex::new(Level::Sources, HashMap::new()),
             timers: Mutex::new(Level::Timers, BinaryHeap::new()),
             sleep_until: AtomicU64::new(0),
             sched: Mutex::new(Level::Scheduler, Scheduler::new()),
@@ -244,6 +257,34 @@ impl Engine {
     /// Stop watching a socket.
     pub(crate) fn deregister(&self, fd: std::os::fd::RawFd) {
         let _ = self.registry.deregister(&mut mio::unix::SourceFd(&fd));
+    }
+
+    /// Watch `fd` under `token` (from [`Engine::token`]) for `source`: the driver calls
+    /// [`Source::on_readable`] on each readiness edge while `source` lives.
+    pub(crate) fn watch(
+        &self,
+        fd: std::os::fd::RawFd,
+        token: usize,
+        source: Weak<dyn Source>,
+    ) -> io::Result<()> {
+        self.sources.lock().insert(token, source);
+        let r = self.register(fd, token);
+        if r.is_err() {
+            self.sources.lock().remove(&token);
+        }
+        r
+    }
+
+    /// Stop watching a source's descriptor for good.
+    pub(crate) fn unwatch(&self, fd: std::os::fd::RawFd, token: usize) {
+        self.deregister(fd);
+        self.sources.lock().remove(&token);
+    }
+
+    /// The source watched under `token`, if it still lives.
+    pub(crate) fn source(&self, token: usize) -> Option<Arc<dyn Source>> {
+        let weak = self.sources.lock().get(&token).cloned();
+        weak.and_then(|w| w.upgrade())
     }
 
     /// A connection wants `handle_timeout` at `deadline` (ns). A heap entry is added
