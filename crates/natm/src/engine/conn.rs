@@ -50,7 +50,7 @@ pub(crate) struct End<H> {
 }
 
 impl<H: Simplex> End<H> {
-    fn new(half: H) -> End<H> {
+    pub(super) fn new(half: H) -> End<H> {
         End {
             half,
             partial: Vec::new(),
