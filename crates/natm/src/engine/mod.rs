@@ -163,7 +163,12 @@ pub(crate) struct Engine {
     pub(crate) clock: Clock,
     pub(crate) cfg: EngineConfig,
     registry: mio::Registry,
-    waker: mio::Waker,
+    /// Shared with the driver, which keeps it open until it has seen the engine go:
+    /// closing an eventfd takes its pending event out of the epoll set, so the wake-up
+    /// `Drop` sends would otherwise be lost if the engine's own copy closed before the
+    /// driver collected it, and the driver would sleep for ever (found by
+    /// `tests/host_reactor.rs`: one dropped host in three kept its driver thread).
+    waker: Arc<mio::Waker>,
     pub(crate) conns: Mutex<HashMap<usize, Arc<Conn>>>,
     /// The engine's hold on itself while connections the application dropped are still
     /// finishing (see [`Engine::linger`]); taken back with the last connection.
@@ -199,7 +204,8 @@ impl Engine {
     pub(crate) fn start(cfg: EngineConfig) -> io::Result<Arc<Engine>> {
         let poll = mio::Poll::new()?;
         let registry = poll.registry().try_clone()?;
-        let waker = mio::Waker::new(poll.registry(), mio::Token(WAKER_TOKEN))?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(WAKER_TOKEN))?);
+        let driver_waker = waker.clone();
         let eng = Arc::new(Engine {
             clock: Clock {
                 start: std::time::Instant::now(),
@@ -233,6 +239,7 @@ impl Engine {
                 if !failed {
                     driver::run(weak, poll)
                 }
+                drop(driver_waker);
             })?;
         let tid = pinned
             .recv()
