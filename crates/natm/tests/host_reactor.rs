@@ -10,8 +10,9 @@ use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use natm::transport::AbortReason;
 use natm::ulib::{Error, Host, HostConfig};
-use natm::wire::ipc::{Decoder, Message};
+use natm::wire::ipc::{DataPath, Decoder, Message};
 
 /// The tests run one at a time: each counts this process's threads.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -46,8 +47,9 @@ enum Do {
     Die,
 }
 
-/// A sigd that answers `Register`, `Bind` (listener id 7) and `Stat`, sends what it is
-/// told to, and reports each request and the session's end.
+/// A sigd that answers `Register`, `Bind` (listener id 7), `Stat` and `Connect` (call
+/// 11, connected to `data_peer`), sends what it is told to, and reports each request
+/// and the session's end.
 struct FakeSigd {
     path: PathBuf,
     to: mpsc::Sender<Do>,
@@ -56,6 +58,10 @@ struct FakeSigd {
 
 impl FakeSigd {
     fn start(name: &str) -> FakeSigd {
+        Self::start_with_peer(name, ([127, 0, 0, 1], 9).into())
+    }
+
+    fn start_with_peer(name: &str, data_peer: std::net::SocketAddr) -> FakeSigd {
         let path = std::env::temp_dir().join(format!("natm-{name}-{}.sock", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let listener = UnixListener::bind(&path).unwrap();
@@ -86,16 +92,31 @@ impl FakeSigd {
                     Err(_) => continue,
                 }
                 while let Some(m) = dec.next_message().unwrap() {
-                    let answer = match &m {
-                        Message::Register { req, .. } => Some(Message::Ack { req: *req, id: 0 }),
-                        Message::Bind { req, .. } => Some(Message::Ack { req: *req, id: 7 }),
-                        Message::Stat { req } => Some(Message::StatReply {
+                    let answers = match &m {
+                        Message::Register { req, .. } => vec![Message::Ack { req: *req, id: 0 }],
+                        Message::Bind { req, .. } => vec![Message::Ack { req: *req, id: 7 }],
+                        Message::Stat { req } => vec![Message::StatReply {
                             req: *req,
                             json: "{}".into(),
-                        }),
-                        _ => None,
+                        }],
+                        // Call 11, connected at once to the peer `data_peer`.
+                        Message::Connect { req, .. } => vec![
+                            Message::Ack { req: *req, id: 11 },
+                            Message::Connected {
+                                call: 11,
+                                path: DataPath {
+                                    peer: data_peer,
+                                    cookie: 1,
+                                    tx_vci: 32,
+                                    rx_vci: 33,
+                                    granted_bps: 0,
+                                    qos: "reliable".into(),
+                                },
+                            },
+                        ],
+                        _ => vec![],
                     };
-                    if let Some(a) = answer {
+                    for a in answers {
                         s.write_all(&a.to_bytes()).unwrap();
                     }
                     let _ = seen_tx.send(Some(m));
@@ -208,4 +229,32 @@ fn sigd_dying_fails_a_waiting_call_at_once_and_is_noticed_with_nobody_waiting() 
         matches!(r, Err(Error::NoSigd { .. })),
         "expected NoSigd once the driver saw sigd go: {r:?}"
     );
+}
+
+#[test]
+fn a_released_call_read_by_the_driver_aborts_its_connection_at_once() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // The far end's data socket: nothing is sent on it in this test.
+    let peer = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let sigd = FakeSigd::start_with_peer("reactor-released", peer.local_addr().unwrap());
+    let host = sigd.host();
+    let c = host.connect("+4420002:echo", "reliable").unwrap();
+    // The application waits on the data path, not on sigd: the driver reads the
+    // `Released` and aborts the connection, which wakes the blocked `recv`.
+    let receiver = std::thread::spawn(move || {
+        let r = c.recv_timeout(Duration::from_secs(5));
+        (r, Instant::now())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let sent = Instant::now();
+    sigd.to
+        .send(Do::Send(Message::Released {
+            call: 11,
+            cause: 41,
+            detail: "the peer application went away".into(),
+        }))
+        .unwrap();
+    let (r, at) = receiver.join().unwrap();
+    assert!(matches!(r, Err(Error::Aborted(AbortReason::Peer))), "{r:?}");
+    assert!(at - sent < Duration::from_secs(1), "{:?}", at - sent);
 }
