@@ -70,6 +70,9 @@ impl FakeSigd {
         let file = path.clone();
         std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
+            // One session per scripted sigd: a new one finds no sigd (`NoSigd`), and
+            // no socket file is left behind.
+            let _ = std::fs::remove_file(&file);
             s.set_read_timeout(Some(Duration::from_millis(5))).unwrap();
             let mut dec = Decoder::new();
             let mut buf = [0u8; 4096];
