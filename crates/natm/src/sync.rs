@@ -9,8 +9,8 @@
 //!
 //! | Level | Lock | Taken under it |
 //! |---|---|---|
-//! | `SigdClient` | `SigdClient::session`, the host's session slot | the session's state (`is_gone`) |
-//! | `SigdReader` | `Session::reader`, the IPC read role (`try_lock`) | sigd state, writer; a `Released` aborts a connection (its ends) |
+//! | `SigdClient` | `SigdClient::session`, the host's session slot | the session's state (`is_gone`); opening a session (its watch: `Sources`) and dropping the old one (`SigdWriter`, `Sources`) |
+//! | `SigdReader` | `Session::reader`, the IPC read role (`try_lock`; by an application thread waiting for sigd, else by the engine's driver) | sigd state, writer; a `Released` aborts a connection (its ends) |
 //! | `SigdState` | `Session::state`: answers, slots, live calls | — |
 //! | `SigdWriter` | `Session::writer` | — |
 //! | `SpareLink` | `Host::spare`, the next call's data link | a mem link's binding or drop (`MemPorts`) |
@@ -24,6 +24,7 @@
 //! | `Timers` | `Engine::timers`, the driver's timer heap | — |
 //! | `AcceptQueue` | a direct listener's accept queue | — |
 //! | `Listeners` | `Engine::listeners` | — |
+//! | `Sources` | `Engine::sources`, other descriptors the driver watches (sigd's stream) | — |
 //! | `DriverTid` | `Engine::driver_tid` | — |
 //! | `Buffers` | `Engine::buffers`, pooled receive batches | — |
 //! | `MemPorts` | `MemNetwork`'s address map | `MemNextPort` |
@@ -64,6 +65,7 @@ pub(crate) enum Level {
     Timers,
     AcceptQueue,
     Listeners,
+    Sources,
     DriverTid,
     Buffers,
     MemPorts,

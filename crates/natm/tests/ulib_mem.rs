@@ -174,3 +174,59 @@ fn default_watermarks_engage_before_a_small_tpdu_vcs_buffer_drops() {
     }
     assert!(delivered > 0 && delivered < sent, "{delivered} of {sent}");
 }
+
+#[test]
+fn a_message_received_by_chunks_is_byte_exact_and_ends_with_end_of_message() {
+    let net = MemNetwork::new();
+    let (a, b) = hosts(&net, |_| {});
+    let (c, s) = connect(&a, &b, "10.0.0.2:7001", "reliable");
+    // Several TPDUs (4 KiB each by default), then a one-TPDU message after it.
+    let big: Vec<u8> = (0..50_000).map(pattern).collect();
+    c.send(&big).unwrap();
+    c.send(b"next").unwrap();
+    let mut got = Vec::new();
+    let mut chunks = 0;
+    loop {
+        let ch = s
+            .recv_chunk_timeout(Duration::from_secs(5))
+            .unwrap()
+            .expect("not the end yet");
+        got.extend_from_slice(&ch.data);
+        chunks += 1;
+        if ch.end_of_message {
+            break;
+        }
+    }
+    assert!(got == big, "byte-exact");
+    assert!(chunks > 1, "a multi-TPDU message comes in pieces: {chunks}");
+    let next = s.recv_chunk().unwrap().expect("the second message");
+    assert_eq!(&next.data[..], b"next");
+    assert!(next.end_of_message);
+    c.close();
+    assert_eq!(s.recv_chunk_timeout(Duration::from_secs(5)).unwrap(), None);
+    assert!(matches!(s.try_recv_chunk(), Ok(None)));
+}
+
+#[test]
+fn chunks_arrive_through_the_async_variant_too() {
+    let net = MemNetwork::new();
+    let (a, b) = hosts(&net, |_| {});
+    let (c, s) = connect(&a, &b, "10.0.0.2:7002", "reliable");
+    let big: Vec<u8> = (0..20_000).map(pattern).collect();
+    c.send(&big).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let got = rt.block_on(async {
+        let mut got = Vec::new();
+        loop {
+            let ch = s.recv_chunk_async().await.unwrap().expect("data");
+            got.extend_from_slice(&ch.data);
+            if ch.end_of_message {
+                return got;
+            }
+        }
+    });
+    assert!(got == big, "byte-exact");
+}

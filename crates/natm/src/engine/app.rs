@@ -14,7 +14,7 @@ use super::Engine;
 use crate::sched::Level;
 use crate::stages::{self, Stage};
 use crate::transport::{AbortReason, TransportConfig};
-use crate::ulib::{Error, WouldBlock};
+use crate::ulib::{Chunk, Error, WouldBlock};
 use natm_proto::endpoint::{
     ClientConfig, ConnectError, Connection, PsbStats, RecvError, RxHalf, SendError,
     SignalledParams, TxHalf,
@@ -303,13 +303,53 @@ impl Conn {
         }
     }
 
-    /// What a receive that found no message reports: the end of data, an error, or
+    /// Take the next received chunk out of the receive end, as the `Bytes` of the
+    /// TPDU payload it arrived in (no copy). A message `recv` began gathering is
+    /// handed out first, as it was gathered.
+    fn take_chunk(e: &mut End<RxHalf>) -> Result<Option<Chunk>, Error> {
+        if !e.partial.is_empty() {
+            let data = bytes::Bytes::from(std::mem::take(&mut e.partial));
+            return Ok(Some(Chunk {
+                data,
+                end_of_message: false,
+            }));
+        }
+        let stream = e.half.is_stream();
+        match e.half.recv() {
+            Ok(Some(c)) => Ok(Some(Chunk {
+                data: c.data,
+                // A stream has no boundaries: each chunk stands alone, as in `recv`.
+                end_of_message: c.end || stream,
+            })),
+            Ok(None) => Ok(None),
+            Err(RecvError::Aborted(r)) => Err(Error::Aborted(e.status().aborted.unwrap_or(r))),
+            Err(RecvError::NotReceiver) => Err(Error::Closed),
+        }
+    }
+
+    /// What a receive that found nothing reports: the end of data, an error, or
     /// nothing yet (`None`).
-    fn no_message(e: &End<RxHalf>) -> Option<Result<Option<Vec<u8>>, Error>> {
+    fn no_message<T>(e: &End<RxHalf>) -> Option<Result<Option<T>, Error>> {
         if e.status().peer_closed && e.half.readable() == 0 {
             return Some(Ok(None));
         }
         end_error(e).map(Err)
+    }
+
+    /// Receive what `take` takes (a whole message, a chunk), waiting up to `timeout`
+    /// (`None`: forever); `Ok(None)` at the end of data.
+    fn recv_with<T>(
+        &self,
+        eng: &Engine,
+        timeout: Option<Duration>,
+        take: fn(&mut End<RxHalf>) -> Result<Option<T>, Error>,
+    ) -> Result<Option<T>, Error> {
+        let r = self.wait_rx(eng, timeout, |e| match take(e) {
+            Ok(Some(m)) => Some(Ok(Some(m))),
+            Err(err) => Some(Err(err)),
+            Ok(None) => Self::no_message(e),
+        });
+        r.unwrap_or(Err(Error::TimedOut))
     }
 
     /// Receive the next whole message, waiting up to `timeout` (`None`: forever);
@@ -319,42 +359,63 @@ impl Conn {
         eng: &Engine,
         timeout: Option<Duration>,
     ) -> Result<Option<Vec<u8>>, Error> {
-        let r = self.wait_rx(eng, timeout, |e| match Self::take_message(e) {
-            Ok(Some(m)) => Some(Ok(Some(m))),
-            Err(err) => Some(Err(err)),
-            Ok(None) => Self::no_message(e),
-        });
-        if let Some(Ok(Some(m))) = &r {
+        let r = self.recv_with(eng, timeout, Self::take_message);
+        if let Ok(Some(m)) = &r {
             stages::record_msg(Stage::AppRecv, self.stage_key(), m);
         }
-        r.unwrap_or(Err(Error::TimedOut))
+        r
     }
 
-    /// The next whole message if one is complete now (after reading what is queued).
-    pub(crate) fn try_recv_message(&self, eng: &Engine) -> Result<Option<Vec<u8>>, Error> {
+    /// Receive the next chunk, waiting up to `timeout` (`None`: forever); `Ok(None)` at
+    /// the end of data.
+    pub(crate) fn recv_chunk(
+        &self,
+        eng: &Engine,
+        timeout: Option<Duration>,
+    ) -> Result<Option<Chunk>, Error> {
+        self.recv_with(eng, timeout, Self::take_chunk)
+    }
+
+    /// What `take` takes if it is there now (after reading what is queued).
+    fn try_recv_with<T>(
+        &self,
+        eng: &Engine,
+        take: fn(&mut End<RxHalf>) -> Result<Option<T>, Error>,
+    ) -> Result<Option<T>, Error> {
         let mut buf = eng.take_buffer();
         self.read_now(eng, &mut buf);
         eng.give_buffer(buf);
         let (mut rx, _) = self.rx();
-        match Self::take_message(&mut rx)? {
+        match take(&mut rx)? {
             Some(m) => Ok(Some(m)),
             None if rx.status().peer_closed => Ok(None),
             None => Err(end_error(&rx).unwrap_or(Error::WouldBlock(WouldBlock::Empty))),
         }
     }
 
-    /// As [`Conn::try_recv_message`], registering `waker` if nothing is there; `None`
+    /// The next whole message if one is complete now (after reading what is queued).
+    pub(crate) fn try_recv_message(&self, eng: &Engine) -> Result<Option<Vec<u8>>, Error> {
+        self.try_recv_with(eng, Self::take_message)
+    }
+
+    /// The next chunk if one is there now (after reading what is queued).
+    pub(crate) fn try_recv_chunk(&self, eng: &Engine) -> Result<Option<Chunk>, Error> {
+        self.try_recv_with(eng, Self::take_chunk)
+    }
+
+    /// As [`Conn::try_recv_with`], registering `waker` if nothing is there; `None`
     /// means pending.
-    pub(crate) fn poll_recv_message(
+    fn poll_recv_with<T>(
         &self,
         eng: &Engine,
         waker: &std::task::Waker,
-    ) -> Option<Result<Option<Vec<u8>>, Error>> {
+        take: fn(&mut End<RxHalf>) -> Result<Option<T>, Error>,
+    ) -> Option<Result<Option<T>, Error>> {
         let mut buf = eng.take_buffer();
         self.read_now(eng, &mut buf);
         eng.give_buffer(buf);
         let (mut rx, _) = self.rx();
-        match Self::take_message(&mut rx) {
+        match take(&mut rx) {
             Ok(Some(m)) => Some(Ok(Some(m))),
             Err(e) => Some(Err(e)),
             Ok(None) => Self::no_message(&rx).or_else(|| {
@@ -364,6 +425,24 @@ impl Conn {
                 None
             }),
         }
+    }
+
+    /// The next whole message, or `None` (pending) with `waker` registered.
+    pub(crate) fn poll_recv_message(
+        &self,
+        eng: &Engine,
+        waker: &std::task::Waker,
+    ) -> Option<Result<Option<Vec<u8>>, Error>> {
+        self.poll_recv_with(eng, waker, Self::take_message)
+    }
+
+    /// The next chunk, or `None` (pending) with `waker` registered.
+    pub(crate) fn poll_recv_chunk(
+        &self,
+        eng: &Engine,
+        waker: &std::task::Waker,
+    ) -> Option<Result<Option<Chunk>, Error>> {
+        self.poll_recv_with(eng, waker, Self::take_chunk)
     }
 
     /// Copy received stream bytes into `buf`, waiting for some; `Ok(0)` at the end.
@@ -480,5 +559,51 @@ impl Conn {
     /// The application's abort of both VCs.
     pub(crate) fn abort_local(&self, eng: &Engine) {
         self.abort_both(eng, AbortReason::Local);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::time::Instant;
+    use crate::wire::tpdu::Header;
+
+    fn params(tx_vci: u16, rx_vci: u16) -> SignalledParams {
+        SignalledParams {
+            peer: ([127, 0, 0, 1], 7000).into(),
+            tx_vci,
+            rx_vci,
+            cookie: 3,
+            tx: TransportConfig::reliable(),
+            rx: TransportConfig::reliable(),
+        }
+    }
+
+    #[test]
+    fn a_one_tpdu_messages_chunk_is_the_payloads_own_allocation() {
+        let now = Instant::ZERO;
+        let mut a = Connection::signalled(now, params(60, 61)).expect("valid");
+        let b = Connection::signalled(now, params(61, 60)).expect("valid");
+        let msg: Vec<u8> = (0..2000u32).map(|i| (i * 7) as u8).collect();
+        a.send(&msg, true).expect("room");
+        let mut buf = Vec::new();
+        a.poll_transmit(now, &mut buf).expect("the data");
+        let (h, payload) = Header::parse_bytes(&buf[natm_proto::wire::vcframe::HEADER_LEN..])
+            .expect("a TPDU from the sender");
+        // What the engine's receive does: the payload copied once, on its own.
+        let own = bytes::Bytes::from(payload.to_vec());
+        let at = own.as_ptr();
+        let (_, _, _, mut rx) = b.into_parts();
+        rx.handle_tpdu(now, h, own);
+        let mut end = End::new(rx);
+        let chunk = Conn::take_chunk(&mut end).expect("fine").expect("a chunk");
+        assert!(chunk.end_of_message);
+        assert_eq!(chunk.data, msg);
+        assert_eq!(
+            chunk.data.as_ptr(),
+            at,
+            "the chunk is the payload, not a copy"
+        );
+        assert!(Conn::take_chunk(&mut end).expect("fine").is_none());
     }
 }

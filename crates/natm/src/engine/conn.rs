@@ -50,7 +50,7 @@ pub(crate) struct End<H> {
 }
 
 impl<H: Simplex> End<H> {
-    fn new(half: H) -> End<H> {
+    pub(super) fn new(half: H) -> End<H> {
         End {
             half,
             partial: Vec::new(),
@@ -102,6 +102,10 @@ pub(crate) struct Conn {
     reading: AtomicBool,
     pending: AtomicBool,
     dropped: AtomicBool,
+    /// The socket's read side is shut ([`Conn::abort_both`]): nothing more is read.
+    /// After `shutdown(SHUT_RD)` a UDP socket reads as an endless run of empty
+    /// datagrams, each filling the batch's one slot, so a drain would never end.
+    read_shut: AtomicBool,
     /// Reading is held off by the watermarks.
     held: AtomicBool,
     tx_deadline: AtomicU64,
@@ -159,6 +163,7 @@ impl Conn {
             reading: AtomicBool::new(false),
             pending: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
+            read_shut: AtomicBool::new(false),
             held: AtomicBool::new(false),
             tx_deadline: AtomicU64::new(u64::MAX),
             rx_deadline: AtomicU64::new(u64::MAX),
@@ -313,6 +318,9 @@ impl Conn {
     /// Receive batches until the socket is empty or the watermarks say stop.
     fn drain_into(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
         loop {
+            if self.read_shut.load(Ordering::Acquire) {
+                return;
+            }
             if self.over_watermark(eng) {
                 self.counters
                     .held_by_watermark
@@ -388,6 +396,11 @@ impl Conn {
     /// spin, in busy-poll mode), then take everything queued, a batch at a time.
     /// Returns false if another thread holds the read role.
     pub(crate) fn read_as_app(&self, eng: &Engine, batch: &mut RecvBatch) -> bool {
+        if self.read_shut.load(Ordering::Acquire) {
+            // Aborted: the caller finds the abort in the end, or waits on its
+            // condition variable (never a spin on a shut socket).
+            return false;
+        }
         if !self.try_read_role() {
             // Ask the holder to drain once more when it lets go: it may have stopped
             // at the high watermark just before this thread consumed enough to go
@@ -717,6 +730,7 @@ impl Conn {
         // aborted"): shut the socket's read side to wake it at once. Nothing more is
         // read from this connection, so the driver stops watching it first.
         eng.deregister(self.link.raw_fd());
+        self.read_shut.store(true, Ordering::Release);
         self.link.interrupt_reader();
     }
 }

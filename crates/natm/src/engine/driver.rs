@@ -1,5 +1,6 @@
-//! The driver thread: sleeps in epoll until a socket is readable, a timer is due, or
-//! work is handed to it, then runs timers and the task scheduler. It never polls on a
+//! The driver thread, the host's one reactor: sleeps in epoll until a socket is
+//! readable (data, listeners, the sigd session's IPC stream), a timer is due, or work
+//! is handed to it, then runs timers and the task scheduler. It never polls on a
 //! period (seed 000 §7).
 
 use std::cmp::Reverse;
@@ -113,6 +114,13 @@ fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor::RecvBa
     let listener = eng.listeners.lock().get(&token).cloned();
     if let Some(l) = listener {
         l.drain(eng, buf);
+        return;
+    }
+    // The host's sigd session (nobody else is reading it, or it would not be in this
+    // epoll set). Called with no lock held: a `Released` it reads may abort a
+    // connection, taking that connection's ends.
+    if let Some(s) = eng.source(token) {
+        s.on_readable();
     }
 }
 

@@ -19,7 +19,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 pub(crate) use conn::{Conn, Which};
 pub use link::Network;
@@ -147,18 +147,35 @@ impl Clock {
     }
 }
 
+/// Another descriptor the driver watches for its owner: the host's sigd IPC stream
+/// (`ulib::sigd`), so that one thread, the driver, is the host's whole reactor. The
+/// engine holds it weakly: watching never keeps the owner alive.
+pub(crate) trait Source: Send + Sync + std::fmt::Debug {
+    /// The descriptor turned readable (an edge): read what is queued, without blocking
+    /// and without taking a lock another thread may hold for long (`try_lock`).
+    /// Called by the driver with no lock held.
+    fn on_readable(&self);
+}
+
 /// The shared state of one host's engine.
 #[derive(Debug)]
 pub(crate) struct Engine {
     pub(crate) clock: Clock,
     pub(crate) cfg: EngineConfig,
     registry: mio::Registry,
-    waker: mio::Waker,
+    /// Shared with the driver, which keeps it open until it has seen the engine go:
+    /// closing an eventfd takes its pending event out of the epoll set, so the wake-up
+    /// `Drop` sends would otherwise be lost if the engine's own copy closed before the
+    /// driver collected it, and the driver would sleep for ever (found by
+    /// `tests/host_reactor.rs`: one dropped host in three kept its driver thread).
+    waker: Arc<mio::Waker>,
     pub(crate) conns: Mutex<HashMap<usize, Arc<Conn>>>,
     /// The engine's hold on itself while connections the application dropped are still
     /// finishing (see [`Engine::linger`]); taken back with the last connection.
     keep: Mutex<Option<Arc<Engine>>>,
     pub(crate) listeners: Mutex<HashMap<usize, Arc<ListenerShared>>>,
+    /// Other descriptors the driver watches, by token ([`Engine::watch`]).
+    sources: Mutex<HashMap<usize, Weak<dyn Source>>>,
     timers: Mutex<BinaryHeap<Reverse<(u64, usize)>>>,
     /// When the driver will wake by itself (ns of engine time); 0 while it is awake.
     sleep_until: AtomicU64,
@@ -187,7 +204,8 @@ impl Engine {
     pub(crate) fn start(cfg: EngineConfig) -> io::Result<Arc<Engine>> {
         let poll = mio::Poll::new()?;
         let registry = poll.registry().try_clone()?;
-        let waker = mio::Waker::new(poll.registry(), mio::Token(WAKER_TOKEN))?;
+        let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(WAKER_TOKEN))?);
+        let driver_waker = waker.clone();
         let eng = Arc::new(Engine {
             clock: Clock {
                 start: std::time::Instant::now(),
@@ -198,6 +216,7 @@ impl Engine {
             conns: Mutex::new(Level::Conns, HashMap::new()),
             keep: Mutex::new(Level::Linger, None),
             listeners: Mutex::new(Level::Listeners, HashMap::new()),
+            sources: Mutex::new(Level::Sources, HashMap::new()),
             timers: Mutex::new(Level::Timers, BinaryHeap::new()),
             sleep_until: AtomicU64::new(0),
             sched: Mutex::new(Level::Scheduler, Scheduler::new()),
@@ -220,6 +239,7 @@ impl Engine {
                 if !failed {
                     driver::run(weak, poll)
                 }
+                drop(driver_waker);
             })?;
         let tid = pinned
             .recv()
@@ -244,6 +264,34 @@ impl Engine {
     /// Stop watching a socket.
     pub(crate) fn deregister(&self, fd: std::os::fd::RawFd) {
         let _ = self.registry.deregister(&mut mio::unix::SourceFd(&fd));
+    }
+
+    /// Watch `fd` under `token` (from [`Engine::token`]) for `source`: the driver calls
+    /// [`Source::on_readable`] on each readiness edge while `source` lives.
+    pub(crate) fn watch(
+        &self,
+        fd: std::os::fd::RawFd,
+        token: usize,
+        source: Weak<dyn Source>,
+    ) -> io::Result<()> {
+        self.sources.lock().insert(token, source);
+        let r = self.register(fd, token);
+        if r.is_err() {
+            self.sources.lock().remove(&token);
+        }
+        r
+    }
+
+    /// Stop watching a source's descriptor for good.
+    pub(crate) fn unwatch(&self, fd: std::os::fd::RawFd, token: usize) {
+        self.deregister(fd);
+        self.sources.lock().remove(&token);
+    }
+
+    /// The source watched under `token`, if it still lives.
+    pub(crate) fn source(&self, token: usize) -> Option<Arc<dyn Source>> {
+        let weak = self.sources.lock().get(&token).cloned();
+        weak.and_then(|w| w.upgrade())
     }
 
     /// A connection wants `handle_timeout` at `deadline` (ns). A heap entry is added

@@ -6,6 +6,8 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::sigd::Session;
 use super::{Error, Resolved, WouldBlock};
 use crate::engine::{Conn, Engine, Link, ListenerShared};
@@ -400,6 +402,17 @@ pub struct ConnStats {
     pub queue_drops: Option<u64>,
 }
 
+/// A piece of a received message as it arrived, without a copy: the payload of one
+/// TPDU, as the buffer it was received into ([`Connection::recv_chunk`]; quinn's
+/// `read_chunk` shape).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// The bytes (reference-counted: pass them on, or keep them, without copying).
+    pub data: Bytes,
+    /// This chunk ends its message (on a byte stream, every chunk does).
+    pub end_of_message: bool,
+}
+
 /// A duplex connection: two simplex VCs.
 #[derive(Debug)]
 pub struct Connection {
@@ -485,6 +498,32 @@ impl Connection {
     /// The next whole message if one is complete now.
     pub fn try_recv(&self) -> Result<Option<Vec<u8>>, Error> {
         self.conn.try_recv_message(&self.eng)
+    }
+
+    /// Receive the next piece of a message without copying it, blocking; `None` once
+    /// the peer has closed and everything it sent has been delivered.
+    ///
+    /// Each chunk is the payload of one TPDU as it was received, where
+    /// [`Connection::recv`] gathers a message of several TPDUs into one `Vec` (a copy
+    /// of every octet). A message is the chunks up to and including the one with
+    /// [`Chunk::end_of_message`]. Use it for large messages, or to pass payloads on
+    /// without copying them; use `recv` when whole messages in one buffer are what is
+    /// wanted. Mixing the two within one message: a `recv` after some of its chunks
+    /// returns the rest of the message, and a `recv_chunk` after a `recv` that timed
+    /// out returns what `recv` had gathered as one chunk.
+    pub fn recv_chunk(&self) -> Result<Option<Chunk>, Error> {
+        self.conn.recv_chunk(&self.eng, None)
+    }
+
+    /// As [`Connection::recv_chunk`], giving up after `timeout`.
+    pub fn recv_chunk_timeout(&self, timeout: Duration) -> Result<Option<Chunk>, Error> {
+        self.conn.recv_chunk(&self.eng, Some(timeout))
+    }
+
+    /// The next chunk if one has arrived ([`Connection::recv_chunk`]), else
+    /// [`Error::WouldBlock`].
+    pub fn try_recv_chunk(&self) -> Result<Option<Chunk>, Error> {
+        self.conn.try_recv_chunk(&self.eng)
     }
 
     /// Close the sending VC in order: everything sent is still delivered. Receiving
@@ -627,6 +666,18 @@ impl Connection {
         std::future::poll_fn(|cx| self.poll_recv_msg(cx)).await
     }
 
+    /// Receive the next piece of a message without copying it
+    /// ([`Connection::recv_chunk`]); `None` at the end of data.
+    pub async fn recv_chunk_async(&self) -> Result<Option<Chunk>, Error> {
+        std::future::poll_fn(
+            |cx| match self.conn.poll_recv_chunk(&self.eng, cx.waker()) {
+                Some(r) => std::task::Poll::Ready(r),
+                None => std::task::Poll::Pending,
+            },
+        )
+        .await
+    }
+
     fn poll_recv_msg(
         &self,
         cx: &mut std::task::Context<'_>,
@@ -752,6 +803,22 @@ impl Receiver {
     /// See [`Connection::recv_async`].
     pub async fn recv_async(&self) -> Result<Option<Vec<u8>>, Error> {
         self.0.recv_async().await
+    }
+    /// See [`Connection::recv_chunk`].
+    pub fn recv_chunk(&self) -> Result<Option<Chunk>, Error> {
+        self.0.recv_chunk()
+    }
+    /// See [`Connection::recv_chunk_timeout`].
+    pub fn recv_chunk_timeout(&self, timeout: Duration) -> Result<Option<Chunk>, Error> {
+        self.0.recv_chunk_timeout(timeout)
+    }
+    /// See [`Connection::try_recv_chunk`].
+    pub fn try_recv_chunk(&self) -> Result<Option<Chunk>, Error> {
+        self.0.try_recv_chunk()
+    }
+    /// See [`Connection::recv_chunk_async`].
+    pub async fn recv_chunk_async(&self) -> Result<Option<Chunk>, Error> {
+        self.0.recv_chunk_async().await
     }
     /// See [`Connection::stats`].
     pub fn stats(&self) -> ConnStats {

@@ -34,7 +34,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use connection::{ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Sender};
+pub use connection::{
+    Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Sender,
+};
+
+/// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
+pub use bytes::Bytes;
 pub use error::{Error, WouldBlock};
 
 use crate::engine::{Conn, Engine, EngineConfig, Link};

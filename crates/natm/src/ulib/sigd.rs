@@ -6,9 +6,12 @@
 //! Who reads the stream: as in the engine's data path, whichever thread needs
 //! progress takes the session's read role — the application thread waiting in
 //! `connect`, `accept` or `next_call` reads sigd's answer itself, so an IPC message
-//! costs no thread hand-off on the call's critical path. A watcher thread reads when
-//! no application thread waits (an offer nobody is waiting for yet, a `Released` for
-//! an established call); it never takes the role from a waiting application thread.
+//! costs no thread hand-off on the call's critical path. The host's engine driver
+//! reads when no application thread waits (an offer nobody is waiting for yet, a
+//! `Released` for an established call): the stream is in the driver's epoll set under
+//! its own token ([`Engine::watch`]) while no application thread holds the role, so
+//! the host has one reactor thread, not one for data and one for sigd. The driver
+//! never takes the role from a waiting application thread (`try_lock`).
 //!
 //! A thread that waits without the read role parks itself (`std::thread::park`) under
 //! the key of what it waits for, and the reader unparks only the threads waiting for
@@ -21,7 +24,7 @@
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
 use std::net::SocketAddr;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -30,7 +33,7 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::Error;
-use crate::engine::{Conn, Engine};
+use crate::engine::{Conn, Engine, Source};
 use crate::sync::{Level, MutexGuard, OrderedMutex as Mutex};
 use crate::wire::ipc::{DataPath, Decoder, Message};
 
@@ -123,16 +126,39 @@ pub(crate) struct Session {
     state: Mutex<State>,
     /// The read role (see the module doc).
     reader: Mutex<Reader>,
-    /// The watcher's epoll set: the stream is in it only while no application thread
-    /// holds the read role, so a message an application thread reads wakes no one else.
-    watch: mio::Registry,
+    /// The stream's descriptor (the reader's, which lives as long as the session).
+    fd: RawFd,
+    /// The stream's token in the engine driver's epoll set. The stream is in the set
+    /// only while no application thread holds the read role, so a message an
+    /// application thread reads wakes no one else.
+    token: usize,
+    /// Weak both ways: the engine watches the session weakly too, so neither keeps
+    /// the other alive (a dropped host's driver ends; a dropped session's stream
+    /// closes, and sigd releases what it held).
     eng: Weak<Engine>,
 }
 
 impl Drop for Session {
     fn drop(&mut self) {
-        // Unblocks the reader thread; sigd releases whatever this session still held.
+        if let Some(eng) = self.eng.upgrade() {
+            eng.unwatch(self.fd, self.token);
+        }
+        // sigd releases whatever this session still held.
         let _ = self.writer.lock().shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl Source for Session {
+    /// The driver saw the stream readable: no application thread held the read role
+    /// when the edge came (the holder takes the stream out of the set). Read what is
+    /// queued, unless a thread took the role since — it reads it then.
+    fn on_readable(&self) {
+        if self.is_gone() {
+            return;
+        }
+        if let Some(mut rd) = self.reader.try_lock() {
+            self.read_some(&mut rd, None);
+        }
     }
 }
 
@@ -157,15 +183,11 @@ impl Session {
             source: e,
         })?;
         let reader = s.try_clone().map_err(Error::Io)?;
-        let poll = mio::Poll::new().map_err(Error::Io)?;
-        let watch = poll.registry().try_clone().map_err(Error::Io)?;
-        watch
-            .register(
-                &mut mio::unix::SourceFd(&reader.as_raw_fd()),
-                WATCH,
-                mio::Interest::READABLE,
-            )
-            .map_err(Error::Io)?;
+        let engine = eng
+            .upgrade()
+            .ok_or_else(|| Error::Io(std::io::Error::other("the host's engine is gone")))?;
+        let fd = reader.as_raw_fd();
+        let token = engine.token();
         let session = Arc::new(Session {
             writer: Mutex::new(Level::SigdWriter, s),
             // 0 is the tag of requests nobody waits for (`notify`).
@@ -179,14 +201,12 @@ impl Session {
                     buf: vec![0u8; 16 * 1024].into_boxed_slice(),
                 },
             ),
-            watch,
+            fd,
+            token,
             eng,
         });
-        let weak = Arc::downgrade(&session);
-        std::thread::Builder::new()
-            .name("natm-sigd-ipc".into())
-            .spawn(move || watch_loop(poll, weak))
-            .map_err(Error::Io)?;
+        let weak: Weak<Session> = Arc::downgrade(&session);
+        engine.watch(fd, token, weak).map_err(Error::Io)?;
         Ok(session)
     }
 
@@ -220,21 +240,18 @@ impl Session {
                 }
             };
             if let Some(mut rd) = self.reader.try_lock() {
-                let fd = rd.stream.as_raw_fd();
-                let _ = self.watch.deregister(&mut mio::unix::SourceFd(&fd));
+                // Out of the driver's set while this thread reads, so what it reads
+                // wakes no one else.
+                let eng = self.eng.upgrade();
+                if let Some(e) = &eng {
+                    e.deregister(self.fd);
+                }
                 self.read_some(&mut rd, Some(left));
-                // Back in the watcher's set: if anything came after the last read, the
-                // (edge-triggered) registration reports it at once and the watcher
-                // reads it, so nothing is left unread when no one waits.
-                if self
-                    .watch
-                    .register(
-                        &mut mio::unix::SourceFd(&fd),
-                        WATCH,
-                        mio::Interest::READABLE,
-                    )
-                    .is_err()
-                {
+                // Back in the driver's set: if anything came after the last read, the
+                // (edge-triggered) registration reports it at once and the driver
+                // reads it, so nothing is left unread when no one waits. (No engine:
+                // the host is gone, and no one is left to wait.)
+                if eng.is_some_and(|e| e.register(self.fd, self.token).is_err()) {
                     self.mark_gone("cannot watch the sigd socket".to_owned());
                 }
                 drop(rd);
@@ -315,7 +332,7 @@ impl Session {
             }
             // A short read of a stream socket took everything queued: no read to
             // EAGAIN (a system call per message). Whatever comes later is a new edge
-            // for the watcher, or is seen when the stream goes back in its set.
+            // for the driver, or is seen when the stream goes back in its set.
             if n < rd.buf.len() {
                 return;
             }
@@ -601,41 +618,6 @@ impl Session {
             _ => return,
         };
         Self::wake(st, key);
-    }
-}
-
-/// The watcher's token in its epoll set.
-const WATCH: mio::Token = mio::Token(0);
-
-/// The watcher: wakes when the stream turns readable while it is in the watcher's set
-/// (no application thread holds the read role) and reads. Ends when the session is
-/// dropped (its `Drop` shuts the stream down) or sigd goes away.
-fn watch_loop(mut poll: mio::Poll, weak: Weak<Session>) {
-    let mut events = mio::Events::with_capacity(4);
-    loop {
-        if let Err(e) = poll.poll(&mut events, None) {
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            if let Some(s) = weak.upgrade() {
-                s.mark_gone(format!("watching the sigd socket: {e}"));
-            }
-            return;
-        }
-        let Some(session) = weak.upgrade() else {
-            return;
-        };
-        if session.is_gone() {
-            return;
-        }
-        // An application thread holding the role has the stream out of this set and
-        // puts it back (re-reporting anything unread) when it lets go.
-        if let Some(mut rd) = session.reader.try_lock() {
-            session.read_some(&mut rd, None);
-        }
-        if session.is_gone() {
-            return;
-        }
     }
 }
 
