@@ -205,15 +205,12 @@ pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
             c.frames_out.to_string(),
             format!("{}/{}", p.stats.queue_cells, p.stats.max_queue_cells),
             format!("{}+{}", p.link.bad_datagrams, p.link.lost),
-            drops(&c.dropped),
         ]);
-    }
-    if let Some(col) = ports.column_mut(10) {
-        col.set_cell_alignment(comfy_table::CellAlignment::Left);
     }
     outln!("{}", crate::cli::table::render(&ports).trim_end());
     outln!("");
     outln!("(queue: now/most cells; bad: refused datagrams + lost by the configured loss)");
+    outln!("");
     let mut vcs = crate::cli::table::new(
         [
             "vc",
@@ -248,12 +245,16 @@ pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
             c.frames_out.to_string(),
             c.tagged.to_string(),
             v.queue_cells.to_string(),
-            drops(&c.dropped),
         ]);
     }
-    if let Some(col) = vcs.column_mut(10) {
-        col.set_cell_alignment(comfy_table::CellAlignment::Left);
-    }
     outln!("{}", crate::cli::table::render(&vcs).trim_end());
+    outln!("");
+    outln!("cells dropped, by cause:");
+    for p in &s.ports {
+        outln!("  port {}: {}", p.name, drops(&p.stats.counters.dropped));
+    }
+    for v in &s.vcs {
+        outln!("  vc #{}: {}", v.conn, drops(&v.counters.dropped));
+    }
     Ok(())
 }
