@@ -316,6 +316,8 @@ impl Experiment for SwitchArgs {
                 "offered dgrams/s",
                 "dgrams/s",
                 "cells/s",
+                "CPU",
+                "cells/CPU-s",
                 "× relay",
             ],
             2,
@@ -346,7 +348,7 @@ impl Experiment for SwitchArgs {
             ]);
         }
         format!(
-            "{}\n{} s each on loopback, {} cells per train, {}-octet frames, {} CPUs; one sending and one receiving host thread beside the forwarder.\n",
+            "{}\n{} s each on loopback, {} cells per train, {}-octet frames, {} CPUs; one sending and one receiving host thread beside the forwarder. CPU: the forwarder process's user + system time per second of the run; × relay: datagrams/s against the relay's.\n",
             table::render(&t).trim_end(),
             r.seconds,
             r.train,
