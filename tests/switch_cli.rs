@@ -348,3 +348,29 @@ fn two_switches_in_a_chain_carry_a_pvc_end_to_end() {
     assert_eq!(back.len(), 1);
     assert_eq!((header(&back[0]).vpi, header(&back[0]).vci), (0, 32));
 }
+
+#[test]
+fn a_port_delays_and_loses_what_it_sends() {
+    let (a, b) = (host(), host());
+    let toml = port("a", free_addr(), a.local_addr().unwrap(), "cell")
+        + &port("b", free_addr(), b.local_addr().unwrap(), "cell")
+        + "delay_us = 100000\n"
+        + &port("c", free_addr(), b.local_addr().unwrap(), "cell")
+        + "loss = 1.0\n"
+        + "[[pvc]]\nfrom = \"a:0.32\"\nto = \"b:0.33\"\n"
+        + "[[pvc]]\nfrom = \"a:0.34\"\nto = \"c:0.35\"\n";
+    let sw = start("delayloss", &toml, 3);
+    let sent = Instant::now();
+    send_train(&a, sw.ports["a"], &[cell(0, 32, 1)]);
+    b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+    let mut buf = [0u8; 1024];
+    assert_eq!(b.recv(&mut buf).unwrap(), 1 + CELL_LEN);
+    let took = sent.elapsed();
+    assert!(took >= Duration::from_millis(100), "arrived after {took:?}");
+    // Port c loses every datagram: nothing arrives, and stat says why.
+    send_train(&a, sw.ports["a"], &[cell(0, 34, 2), cell(0, 34, 3)]);
+    stat_until(&sw, |v| v["ports"][2]["link"]["lost"].as_u64() == Some(1));
+    b.set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    assert!(b.recv(&mut buf).is_err(), "a lost train arrived");
+}

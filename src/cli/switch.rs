@@ -182,7 +182,6 @@ pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
             "frames out",
             "queue",
             "bad",
-            "drops",
         ],
         4,
     );
@@ -223,7 +222,6 @@ pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
             "frames out",
             "tagged",
             "queue",
-            "drops",
         ],
         3,
     );

@@ -130,6 +130,11 @@ pub struct PvcSection {
     pub from: String,
     /// Output, the same form as `from`.
     pub to: String,
+    /// The contract as Linux-ATM QoS text (`cbr:pcr=10Mbps`,
+    /// `vbr:pcr=…,scr=…,mbs=…`; `natm qos parse` shows the forms), its transmit side
+    /// read as this direction's rates against the input port's line; instead of
+    /// `pcr`/`scr`/`mbs`.
+    pub qos: Option<String>,
     /// Peak cell rate, cells/s (unpoliced if absent).
     pub pcr: Option<u64>,
     /// Sustainable cell rate, cells/s (needs `mbs`).
@@ -139,12 +144,11 @@ pub struct PvcSection {
     /// Cell delay variation tolerance, µs [default 0].
     #[serde(default)]
     pub cdvt_us: u64,
-    /// Tag (CLP = 1) instead of discarding non-conforming cells.
-    #[serde(default)]
-    pub tag: bool,
-    /// EPD/PPD on this VC [default true].
-    #[serde(default = "default_true")]
-    pub frame_discard: bool,
+    /// Tag (CLP = 1) instead of discarding non-conforming cells [default false, or
+    /// as the `qos` text's descriptor says].
+    pub tag: Option<bool>,
+    /// EPD/PPD on this VC [default true, or as the `qos` text's descriptor says].
+    pub frame_discard: Option<bool>,
     /// Its queue's limit, cells.
     pub buffer: Option<u32>,
     /// Reserved rate for `wrr`, cells/s [default: SCR, else PCR].
@@ -218,28 +222,51 @@ impl PortSection {
 }
 
 impl PvcSection {
-    /// The contract this PVC is policed against.
-    pub fn contract(&self) -> Result<Contract, ConfigError> {
-        let mut c = match (self.pcr, self.scr, self.mbs) {
-            (None, None, _) => Contract::best_effort(),
-            (Some(pcr), None, _) => Contract::cbr(pcr),
-            (pcr, Some(scr), Some(mbs)) => {
+    /// The contract this PVC is policed against; `link_cells` is the input port's
+    /// line in cells/s (what `qos` rates in bits/s are converted against).
+    pub fn contract(&self, link_cells: u64) -> Result<Contract, ConfigError> {
+        let mut c = match (&self.qos, self.pcr, self.scr, self.mbs) {
+            (Some(text), None, None, None) => {
+                let qos: natm_proto::wire::qos::Qos = text.parse().map_err(|e| {
+                    invalid(format!(
+                        "pvc {} -> {}: qos `{text}`: {e}",
+                        self.from, self.to
+                    ))
+                })?;
+                let td = natm_proto::sig::call::traffic_descriptor(
+                    &qos,
+                    u32::try_from(link_cells).unwrap_or(u32::MAX),
+                );
+                let c = Contract::from_descriptor(&td, true);
+                c.with_frame_discard(self.frame_discard.unwrap_or(c.frame_discard))
+            }
+            (Some(_), ..) => {
+                return Err(invalid(format!(
+                    "pvc {} -> {}: give qos or pcr/scr/mbs, not both",
+                    self.from, self.to
+                )))
+            }
+            (None, None, None, _) => Contract::best_effort(),
+            (None, Some(pcr), None, _) => Contract::cbr(pcr),
+            (None, pcr, Some(scr), Some(mbs)) => {
                 Contract::vbr(pcr.unwrap_or(u64::MAX / 2).max(scr), scr, mbs)
             }
-            (_, Some(_), None) => {
+            (None, _, Some(_), None) => {
                 return Err(invalid(format!(
                     "pvc {} -> {}: scr needs mbs",
                     self.from, self.to
                 )))
             }
         };
-        c = c
-            .with_cdvt(Duration::from_micros(self.cdvt_us))
-            .with_frame_discard(self.frame_discard);
-        if self.tag {
-            c = c.tagging();
-        } else {
-            c.violation = Violation::Discard;
+        if self.qos.is_none() {
+            c = c.with_frame_discard(self.frame_discard.unwrap_or(true));
+        }
+        c = c.with_cdvt(Duration::from_micros(self.cdvt_us));
+        match self.tag {
+            Some(true) => c = c.tagging(),
+            Some(false) => c.violation = Violation::Discard,
+            None if self.qos.is_none() => c.violation = Violation::Discard,
+            None => {}
         }
         if let Some(b) = self.buffer {
             c = c.with_buffer(b);
@@ -314,7 +341,7 @@ impl Config {
                     v.from, v.to
                 )));
             }
-            v.contract()?;
+            v.contract(self.ports[ia].port_config()?.cells_per_sec())?;
         }
         Ok(())
     }
@@ -345,7 +372,11 @@ mod tests {
     fn parses() {
         let c = Config::from_toml(TWO).expect("valid");
         assert_eq!(c.ports.len(), 2);
-        assert_eq!(c.pvcs[0].contract().expect("valid").pcr, Some(1000));
+        assert_eq!(c.pvcs[0].contract(1).expect("valid").pcr, Some(1000));
+        let q = TWO.replace("pcr = 1000", "qos = \"cbr:pcr=384kbps\"");
+        let c = Config::from_toml(&q).expect("valid");
+        // Rates in bit/s count cell payload: 384 kbit/s is 1,000 cells/s of 48 octets.
+        assert_eq!(c.pvcs[0].contract(366_792).expect("valid").pcr, Some(1000));
         assert_eq!(
             PvcEnd::parse("a:1.32").expect("valid"),
             PvcEnd {

@@ -108,7 +108,6 @@ impl SwitchDaemon {
             });
         }
         for v in &cfg.pvcs {
-            let contract = v.contract()?;
             let (a, b) = (PvcEnd::parse(&v.from)?, PvcEnd::parse(&v.to)?);
             let port_of = |e: &PvcEnd| {
                 cfg.port_index(&e.port)
@@ -117,6 +116,8 @@ impl SwitchDaemon {
                     .ok_or_else(|| ConfigError::Invalid(format!("no port `{}`", e.port)))
             };
             let (pa, pb) = (port_of(&a)?, port_of(&b)?);
+            let link_cells = sw.port_config(pa).map_or(0, |c| c.cells_per_sec());
+            let contract = v.contract(link_cells)?;
             let (va, vpa) = endpoint_of(&a, pa);
             let (vb, vpb) = endpoint_of(&b, pb);
             let (fwd, rev) = match (va, vb) {
