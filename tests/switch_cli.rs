@@ -374,3 +374,27 @@ fn a_port_delays_and_loses_what_it_sends() {
         .unwrap();
     assert!(b.recv(&mut buf).is_err(), "a lost train arrived");
 }
+
+#[test]
+fn perf_switch_measures_both_forwarders() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["perf", "switch", "--seconds", "0.2", "--json"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let end = Instant::now() + Duration::from_secs(30);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("natm perf switch did not finish in 30 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for k in ["switch_cell", "relay_cell", "switch_frame", "relay_frame"] {
+        assert!(v[k]["datagrams_per_s"].as_f64().unwrap() > 0.0, "{k}: {v}");
+    }
+}

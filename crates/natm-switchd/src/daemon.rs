@@ -369,10 +369,12 @@ impl SwitchDaemon {
                     }
                 }
                 (crate::config::LinkMode::Frame, Transmit::Frame { header, sdu }) => {
-                    let mut d = Vec::with_capacity(vcframe::HEADER_LEN + sdu.len());
-                    d.extend_from_slice(&header.to_bytes());
-                    d.extend_from_slice(&sdu);
-                    link.send(&d, wall);
+                    // The train buffer is empty on a frame-mode port: reuse it.
+                    self.out.clear();
+                    self.out.extend_from_slice(&header.to_bytes());
+                    self.out.extend_from_slice(&sdu);
+                    link.send(&self.out, wall);
+                    train::start(&mut self.out);
                 }
                 _ => link.counters.mode_mismatch += 1,
             }
