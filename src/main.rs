@@ -36,7 +36,10 @@ enum Command {
     /// The signalling daemon: one per host; sets calls up and down for applications,
     /// admits guaranteed VCs, cleans up after applications that die.
     Sigd(cli::sigd::SigdArgs),
-    /// Show what the host's sigd holds: calls, VCIs, reservations, free capacity.
+    /// One ATM switch: ports over UDP in cell or frame mode, permanent VCs and VPs.
+    Switch(cli::switch::SwitchArgs),
+    /// Show what the host's sigd holds: calls, VCIs, reservations, free capacity;
+    /// or a switch's ports and VCs (`--switch FILE`).
     Stat(cli::sigd::StatArgs),
     /// Call ADDR[:SAP] through sigd and send stdin, a file or generated load.
     Call(cli::tools::call::CallArgs),
@@ -59,6 +62,7 @@ fn main() -> ExitCode {
         Command::Sim(a) => cli::sim::run(*a),
         Command::Perf(c) => cli::perf::run(c),
         Command::Sigd(a) => cli::sigd::run(a),
+        Command::Switch(a) => cli::switch::run(a),
         Command::Stat(a) => cli::sigd::stat(a),
         Command::Call(a) => cli::tools::call::run(a),
         Command::Listen(a) => cli::tools::listen::run(a),

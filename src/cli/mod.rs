@@ -9,6 +9,7 @@ pub(crate) mod plot;
 pub(crate) mod qos;
 pub(crate) mod sigd;
 pub(crate) mod sim;
+pub(crate) mod switch;
 pub(crate) mod table;
 pub(crate) mod tools;
 pub(crate) mod units;

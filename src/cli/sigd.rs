@@ -71,7 +71,7 @@ Examples:
 Stop with SIGTERM or Ctrl-C: every call is released and the socket removed.
 Logs go to stderr; RUST_LOG=natm=debug for more.";
 
-fn init_logs(verbose: u8) {
+pub(super) fn init_logs(verbose: u8) {
     let default = match verbose {
         0 => "info",
         1 => "debug",
@@ -138,6 +138,9 @@ pub(crate) struct StatArgs {
     /// Print sigd's JSON document instead of tables.
     #[arg(long)]
     json: bool,
+    /// Show a switch instead: the stat file `natm switch --stat-json FILE` rewrites.
+    #[arg(long, value_name = "FILE", conflicts_with = "socket")]
+    switch: Option<PathBuf>,
 }
 
 fn ask_stat(path: &PathBuf) -> anyhow::Result<String> {
@@ -173,6 +176,9 @@ fn rate(bps: u64) -> String {
 }
 
 pub(crate) fn stat(a: StatArgs) -> CliResult {
+    if let Some(path) = &a.switch {
+        return super::switch::stat(path, a.json);
+    }
     let path = a
         .socket
         .or_else(|| std::env::var_os("NATM_SIGD").map(PathBuf::from))

@@ -31,6 +31,7 @@ mod sizes;
 mod stack;
 mod stages;
 mod stats;
+mod switch;
 mod tcp;
 mod throughput;
 mod udp;
@@ -96,6 +97,12 @@ pub(crate) enum PerfCmd {
     All(all::AllArgs),
     /// Call setup and release through two sigds on loopback, direct mode as reference.
     Calls(calls::CallsArgs),
+    /// Forwarding speed of a `natm switch` process beside a minimal UDP relay, cell
+    /// and frame mode, on loopback.
+    Switch(switch::SwitchArgs),
+    /// The reference relay of `natm perf switch`, run as its own process.
+    #[command(hide = true)]
+    Relay(switch::RelayArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -265,6 +272,8 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         #[cfg(feature = "quic")]
         PerfCmd::LossPeer(a) => loss::peer(&a),
         PerfCmd::Calls(a) => drive(&a),
+        PerfCmd::Switch(a) => drive(&a),
+        PerfCmd::Relay(a) => switch::relay(&a),
         PerfCmd::Stacks => {
             let mut t = crate::cli::table::new(["stack", "what it is"], 2);
             for e in STACKS.entries() {

@@ -1,0 +1,397 @@
+//! The switch's configuration: ports (UDP endpoints in cell or frame mode) and
+//! permanent cross-connects with their traffic contracts, read from TOML
+//! (`docs/switch.example.toml` shows every key).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use natm_switch::{Contract, PortConfig, SchedulerKind, Violation};
+use serde::Deserialize;
+
+use crate::train::MAX_TRAIN_CELLS;
+
+/// A port's link mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkMode {
+    /// Datagrams carry trains of 53-octet cells (`crate::train`).
+    Cell,
+    /// One AAL5 frame per datagram behind the VC header (`wire::vcframe`).
+    Frame,
+}
+
+/// Why a configuration is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The TOML does not parse or has an unknown key.
+    #[error("{0}")]
+    Toml(#[from] toml::de::Error),
+    /// A value is out of range or inconsistent.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+fn invalid(msg: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid(msg.into())
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    /// A JSON snapshot of every counter, rewritten every `stat_interval_ms` and at exit
+    /// (what `natm stat --switch` reads).
+    pub stat_json: Option<PathBuf>,
+    /// How often the snapshot is rewritten [default 500 ms].
+    #[serde(default = "default_stat_interval")]
+    pub stat_interval_ms: u64,
+    /// Seed of the loss generators [default 1].
+    #[serde(default = "default_seed")]
+    pub seed: u64,
+    /// Ports, given ids in order from 0.
+    #[serde(default, rename = "port")]
+    pub ports: Vec<PortSection>,
+    /// Permanent cross-connects.
+    #[serde(default, rename = "pvc")]
+    pub pvcs: Vec<PvcSection>,
+}
+
+fn default_stat_interval() -> u64 {
+    500
+}
+fn default_seed() -> u64 {
+    1
+}
+
+/// One `[[port]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PortSection {
+    /// Its name in cross-connects and `natm stat`.
+    pub name: String,
+    /// The local UDP endpoint.
+    pub bind: SocketAddr,
+    /// The peer's UDP endpoint: datagrams go there, and only its are accepted.
+    pub peer: SocketAddr,
+    /// `cell` or `frame`.
+    pub mode: LinkMode,
+    /// Line rate, bits per second [default 155,520,000].
+    #[serde(default = "default_line_rate")]
+    pub line_rate: u64,
+    /// `fifo`, `rr` or `wrr` [default rr].
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    /// Output buffer, cells [default 4096].
+    pub buffer: Option<u32>,
+    /// Early packet discard threshold, cells (off if absent).
+    pub epd: Option<u32>,
+    /// Partial packet discard [default true].
+    #[serde(default = "default_true")]
+    pub ppd: bool,
+    /// Most cells per train sent (cell mode), and how far ahead of its line slot a
+    /// unit may leave, in cells [default 32].
+    #[serde(default = "default_train")]
+    pub train: usize,
+    /// Probability that a datagram sent is lost, 0..1 [default 0].
+    #[serde(default)]
+    pub loss: f64,
+    /// One-way delay added to every datagram sent, µs [default 0].
+    #[serde(default)]
+    pub delay_us: u64,
+}
+
+fn default_line_rate() -> u64 {
+    155_520_000
+}
+fn default_scheduler() -> String {
+    "rr".into()
+}
+fn default_true() -> bool {
+    true
+}
+fn default_train() -> usize {
+    32
+}
+
+/// One `[[pvc]]`: a one-way cross-connect (add `duplex = true` for the reverse too).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PvcSection {
+    /// Input: `PORT:VPI.VCI` (a VC) or `PORT:VPI` (a VP).
+    pub from: String,
+    /// Output, the same form as `from`.
+    pub to: String,
+    /// The contract as Linux-ATM QoS text (`cbr:pcr=10Mbps`,
+    /// `vbr:pcr=…,scr=…,mbs=…`; `natm qos parse` shows the forms), its transmit side
+    /// read as this direction's rates against the input port's line; instead of
+    /// `pcr`/`scr`/`mbs`.
+    pub qos: Option<String>,
+    /// Peak cell rate, cells/s (unpoliced if absent).
+    pub pcr: Option<u64>,
+    /// Sustainable cell rate, cells/s (needs `mbs`).
+    pub scr: Option<u64>,
+    /// Maximum burst size, cells.
+    pub mbs: Option<u32>,
+    /// Cell delay variation tolerance, µs [default 0].
+    #[serde(default)]
+    pub cdvt_us: u64,
+    /// Tag (CLP = 1) instead of discarding non-conforming cells [default false, or
+    /// as the `qos` text's descriptor says].
+    pub tag: Option<bool>,
+    /// EPD/PPD on this VC [default true, or as the `qos` text's descriptor says].
+    pub frame_discard: Option<bool>,
+    /// Its queue's limit, cells.
+    pub buffer: Option<u32>,
+    /// Reserved rate for `wrr`, cells/s [default: SCR, else PCR].
+    pub reserved: Option<u64>,
+    /// Also install the reverse direction with the same contract.
+    #[serde(default)]
+    pub duplex: bool,
+}
+
+/// One end of a PVC as written: a port name, a VPI and, for a VC, a VCI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PvcEnd {
+    /// The port's name.
+    pub port: String,
+    /// VPI.
+    pub vpi: u16,
+    /// VCI; `None` for a VP.
+    pub vci: Option<u16>,
+}
+
+impl PvcEnd {
+    /// Parses `PORT:VPI.VCI` or `PORT:VPI`.
+    pub fn parse(s: &str) -> Result<PvcEnd, ConfigError> {
+        let (port, rest) = s
+            .rsplit_once(':')
+            .ok_or_else(|| invalid(format!("`{s}`: expected PORT:VPI.VCI or PORT:VPI")))?;
+        let num = |t: &str| {
+            t.parse::<u16>()
+                .map_err(|_| invalid(format!("`{s}`: `{t}` is not a number 0-65535")))
+        };
+        let (vpi, vci) = match rest.split_once('.') {
+            Some((p, c)) => (num(p)?, Some(num(c)?)),
+            None => (num(rest)?, None),
+        };
+        Ok(PvcEnd {
+            port: port.to_string(),
+            vpi,
+            vci,
+        })
+    }
+}
+
+impl PortSection {
+    /// The data plane's view of this port.
+    pub fn port_config(&self) -> Result<PortConfig, ConfigError> {
+        let kind = match self.scheduler.as_str() {
+            "fifo" => SchedulerKind::Fifo,
+            "rr" => SchedulerKind::RoundRobin,
+            "wrr" => SchedulerKind::WeightedRoundRobin,
+            other => {
+                return Err(invalid(format!(
+                    "port {}: scheduler `{other}`: expected fifo, rr or wrr",
+                    self.name
+                )))
+            }
+        };
+        let mut cfg = PortConfig::new(self.line_rate)
+            .scheduler(kind)
+            .epd(self.epd)
+            .ppd(self.ppd);
+        if let Some(b) = self.buffer {
+            cfg = cfg.buffer(b);
+        }
+        Ok(cfg)
+    }
+
+    /// The one-way delay.
+    pub fn delay(&self) -> Duration {
+        Duration::from_micros(self.delay_us)
+    }
+}
+
+impl PvcSection {
+    /// The contract this PVC is policed against; `link_cells` is the input port's
+    /// line in cells/s (what `qos` rates in bits/s are converted against).
+    pub fn contract(&self, link_cells: u64) -> Result<Contract, ConfigError> {
+        let mut c = match (&self.qos, self.pcr, self.scr, self.mbs) {
+            (Some(text), None, None, None) => {
+                let qos: natm_proto::wire::qos::Qos = text.parse().map_err(|e| {
+                    invalid(format!(
+                        "pvc {} -> {}: qos `{text}`: {e}",
+                        self.from, self.to
+                    ))
+                })?;
+                let td = natm_proto::sig::call::traffic_descriptor(
+                    &qos,
+                    u32::try_from(link_cells).unwrap_or(u32::MAX),
+                );
+                let c = Contract::from_descriptor(&td, true);
+                c.with_frame_discard(self.frame_discard.unwrap_or(c.frame_discard))
+            }
+            (Some(_), ..) => {
+                return Err(invalid(format!(
+                    "pvc {} -> {}: give qos or pcr/scr/mbs, not both",
+                    self.from, self.to
+                )))
+            }
+            (None, None, None, _) => Contract::best_effort(),
+            (None, Some(pcr), None, _) => Contract::cbr(pcr),
+            (None, pcr, Some(scr), Some(mbs)) => {
+                Contract::vbr(pcr.unwrap_or(u64::MAX / 2).max(scr), scr, mbs)
+            }
+            (None, _, Some(_), None) => {
+                return Err(invalid(format!(
+                    "pvc {} -> {}: scr needs mbs",
+                    self.from, self.to
+                )))
+            }
+        };
+        if self.qos.is_none() {
+            c = c.with_frame_discard(self.frame_discard.unwrap_or(true));
+        }
+        c = c.with_cdvt(Duration::from_micros(self.cdvt_us));
+        match self.tag {
+            Some(true) => c = c.tagging(),
+            Some(false) => c.violation = Violation::Discard,
+            None if self.qos.is_none() => c.violation = Violation::Discard,
+            None => {}
+        }
+        if let Some(b) = self.buffer {
+            c = c.with_buffer(b);
+        }
+        if let Some(r) = self.reserved {
+            c = c.with_reserved(r);
+        }
+        Ok(c)
+    }
+}
+
+impl Config {
+    /// Reads and checks a TOML file.
+    pub fn from_file(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Config::from_toml(&text)
+    }
+
+    /// Parses and checks TOML text.
+    pub fn from_toml(text: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text)?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    /// The index of the port named `name`.
+    pub fn port_index(&self, name: &str) -> Option<usize> {
+        self.ports.iter().position(|p| p.name == name)
+    }
+
+    /// Checks what serde cannot: names, ranges, and that each PVC joins two ports
+    /// of one link mode (the switch does not convert between cells and frames).
+    pub fn check(&self) -> Result<(), ConfigError> {
+        if self.ports.is_empty() {
+            return Err(invalid("no [[port]]: a switch needs at least one"));
+        }
+        for (i, p) in self.ports.iter().enumerate() {
+            if self.ports[..i].iter().any(|q| q.name == p.name) {
+                return Err(invalid(format!("port name `{}` given twice", p.name)));
+            }
+            if !(0.0..=1.0).contains(&p.loss) {
+                return Err(invalid(format!("port {}: loss must be in 0..1", p.name)));
+            }
+            if p.train == 0 || p.train > MAX_TRAIN_CELLS {
+                return Err(invalid(format!(
+                    "port {}: train must be 1..={MAX_TRAIN_CELLS} cells",
+                    p.name
+                )));
+            }
+            p.port_config()?;
+        }
+        for v in &self.pvcs {
+            let (a, b) = (PvcEnd::parse(&v.from)?, PvcEnd::parse(&v.to)?);
+            let ia = self
+                .port_index(&a.port)
+                .ok_or_else(|| invalid(format!("pvc from `{}`: no port `{}`", v.from, a.port)))?;
+            let ib = self
+                .port_index(&b.port)
+                .ok_or_else(|| invalid(format!("pvc to `{}`: no port `{}`", v.to, b.port)))?;
+            if a.vci.is_some() != b.vci.is_some() {
+                return Err(invalid(format!(
+                    "pvc {} -> {}: both ends VCs (PORT:VPI.VCI) or both VPs (PORT:VPI)",
+                    v.from, v.to
+                )));
+            }
+            if self.ports[ia].mode != self.ports[ib].mode {
+                return Err(invalid(format!(
+                    "pvc {} -> {}: ports in different link modes (no cell/frame conversion)",
+                    v.from, v.to
+                )));
+            }
+            v.contract(self.ports[ia].port_config()?.cells_per_sec())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TWO: &str = r#"
+        [[port]]
+        name = "a"
+        bind = "127.0.0.1:0"
+        peer = "127.0.0.1:9"
+        mode = "cell"
+        [[port]]
+        name = "b"
+        bind = "127.0.0.1:0"
+        peer = "127.0.0.1:9"
+        mode = "cell"
+        [[pvc]]
+        from = "a:1.32"
+        to = "b:2.40"
+        pcr = 1000
+    "#;
+
+    #[test]
+    fn parses() {
+        let c = Config::from_toml(TWO).expect("valid");
+        assert_eq!(c.ports.len(), 2);
+        assert_eq!(c.pvcs[0].contract(1).expect("valid").pcr, Some(1000));
+        let q = TWO.replace("pcr = 1000", "qos = \"cbr:pcr=384kbps\"");
+        let c = Config::from_toml(&q).expect("valid");
+        // Rates in bit/s count cell payload: 384 kbit/s is 1,000 cells/s of 48 octets.
+        assert_eq!(c.pvcs[0].contract(366_792).expect("valid").pcr, Some(1000));
+        assert_eq!(
+            PvcEnd::parse("a:1.32").expect("valid"),
+            PvcEnd {
+                port: "a".into(),
+                vpi: 1,
+                vci: Some(32)
+            }
+        );
+    }
+
+    #[test]
+    fn refuses_mixed_modes_and_unknown_ports() {
+        let mixed = TWO.replacen("mode = \"cell\"", "mode = \"frame\"", 1);
+        assert!(Config::from_toml(&mixed).is_err());
+        let unknown = TWO.replace("to = \"b:2.40\"", "to = \"c:2.40\"");
+        assert!(Config::from_toml(&unknown).is_err());
+    }
+}

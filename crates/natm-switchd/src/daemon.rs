@@ -1,0 +1,386 @@
+//! The switch's event loop: one thread, one mio poll over every port's UDP socket
+//! and a signal pipe. It reads the clock and the sockets, hands cells and frames to
+//! the [`Switch`], and sends what `poll_transmit` returns when `poll_timeout` says
+//! the line is free; every forwarding decision is the data plane's.
+
+use std::io;
+use std::os::unix::net::UnixStream as StdUnixStream;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use mio::net::{UdpSocket, UnixStream};
+use mio::{Events, Interest, Poll, Token};
+use natm_proto::wire::cell::CELL_LEN;
+use natm_proto::wire::vcframe;
+use natm_switch::{CrossConnect, PortId, Switch, Transmit, VcAddr, VpAddr};
+use tracing::{info, warn};
+
+use crate::config::{Config, ConfigError, PvcEnd};
+use crate::link::{Link, Rng};
+use crate::stat::{PortSnapshot, Snapshot};
+use crate::train;
+
+const SIGNALS: Token = Token(0);
+const FIRST_PORT: usize = 1;
+/// How far behind `now` a port may still use line slots it missed: a wake-up is late
+/// by up to the poll's millisecond granularity, and without this the line would
+/// lose those slots and run below its rate.
+const CATCH_UP: Duration = Duration::from_millis(2);
+/// Datagrams read from one socket before the others get a turn.
+const READ_BURST: usize = 256;
+const MAX_DATAGRAM: usize = 65_536;
+
+/// A stop request: set by SIGTERM/SIGINT (or by a test) to end [`SwitchDaemon::run`].
+#[derive(Debug, Clone, Default)]
+pub struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Stop {
+    /// Ask the switch to stop.
+    pub fn stop(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+    fn stopped(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+/// The switch process.
+#[derive(Debug)]
+pub struct SwitchDaemon {
+    sw: Switch,
+    poll: Poll,
+    links: Vec<Link>,
+    signals: Option<UnixStream>,
+    stop: Stop,
+    stat_path: Option<PathBuf>,
+    stat_interval: Duration,
+    next_stat: Instant,
+    epoch: Instant,
+    buf: Vec<u8>,
+    out: Vec<u8>,
+}
+
+fn endpoint_of(end: &PvcEnd, port: PortId) -> (Option<VcAddr>, VpAddr) {
+    (
+        end.vci.map(|vci| VcAddr::new(port, end.vpi, vci)),
+        VpAddr::new(port, end.vpi),
+    )
+}
+
+impl SwitchDaemon {
+    /// Binds every port's socket and installs the permanent cross-connects.
+    pub fn bind(cfg: Config) -> Result<SwitchDaemon, ConfigError> {
+        cfg.check()?;
+        let io_err =
+            |what: String| move |e: io::Error| ConfigError::Invalid(format!("{what}: {e}"));
+        let poll = Poll::new().map_err(io_err("cannot create the poll".into()))?;
+        let mut sw = Switch::new();
+        let mut links = Vec::new();
+        for (i, p) in cfg.ports.iter().enumerate() {
+            let pc = p.port_config()?;
+            let id = sw
+                .add_port(pc)
+                .map_err(|e| ConfigError::Invalid(format!("port {}: {e}", p.name)))?;
+            let mut socket = UdpSocket::bind(p.bind)
+                .map_err(io_err(format!("port {}: cannot bind {}", p.name, p.bind)))?;
+            poll.registry()
+                .register(&mut socket, Token(FIRST_PORT + i), Interest::READABLE)
+                .map_err(io_err(format!("port {}: cannot register", p.name)))?;
+            let bind = socket
+                .local_addr()
+                .map_err(io_err(format!("port {}: no local address", p.name)))?;
+            debug_assert_eq!(id.index(), i);
+            links.push(Link {
+                name: p.name.clone(),
+                socket,
+                bind,
+                peer: p.peer,
+                mode: p.mode,
+                train: p.train,
+                cell_time: pc.cell_time(),
+                next_arrival: natm_proto::time::Instant::ZERO,
+                loss: p.loss,
+                delay: p.delay(),
+                delayed: Default::default(),
+                rng: Rng::new(cfg.seed.wrapping_add(i as u64)),
+                counters: Default::default(),
+            });
+        }
+        for v in &cfg.pvcs {
+            let (a, b) = (PvcEnd::parse(&v.from)?, PvcEnd::parse(&v.to)?);
+            let port_of = |e: &PvcEnd| {
+                cfg.port_index(&e.port)
+                    .and_then(|i| u16::try_from(i).ok())
+                    .map(PortId)
+                    .ok_or_else(|| ConfigError::Invalid(format!("no port `{}`", e.port)))
+            };
+            let (pa, pb) = (port_of(&a)?, port_of(&b)?);
+            let link_cells = sw.port_config(pa).map_or(0, |c| c.cells_per_sec());
+            let contract = v.contract(link_cells)?;
+            let (va, vpa) = endpoint_of(&a, pa);
+            let (vb, vpb) = endpoint_of(&b, pb);
+            let (fwd, rev) = match (va, vb) {
+                (Some(x), Some(y)) => (CrossConnect::vc(x, y), CrossConnect::vc(y, x)),
+                _ => (CrossConnect::vp(vpa, vpb), CrossConnect::vp(vpb, vpa)),
+            };
+            let mut install = |xc: CrossConnect| {
+                sw.connect(xc, contract)
+                    .map_err(|e| ConfigError::Invalid(format!("pvc {} -> {}: {e}", v.from, v.to)))
+            };
+            install(fwd)?;
+            if v.duplex {
+                install(rev)?;
+            }
+        }
+        let now = Instant::now();
+        Ok(SwitchDaemon {
+            sw,
+            poll,
+            links,
+            signals: None,
+            stop: Stop::default(),
+            stat_path: cfg.stat_json.clone(),
+            stat_interval: Duration::from_millis(cfg.stat_interval_ms.max(10)),
+            next_stat: now,
+            epoch: now,
+            buf: vec![0u8; MAX_DATAGRAM],
+            out: Vec::with_capacity(MAX_DATAGRAM),
+        })
+    }
+
+    /// A handle that stops [`SwitchDaemon::run`].
+    pub fn stopper(&self) -> Stop {
+        self.stop.clone()
+    }
+
+    /// Each port's name and bound UDP endpoint.
+    pub fn endpoints(&self) -> Vec<(String, std::net::SocketAddr)> {
+        self.links
+            .iter()
+            .map(|l| (l.name.clone(), l.bind))
+            .collect()
+    }
+
+    /// Stop on SIGTERM and SIGINT (the signals write to a pipe the loop watches).
+    pub fn handle_signals(&mut self) -> io::Result<()> {
+        let (rx, tx) = StdUnixStream::pair()?;
+        rx.set_nonblocking(true)?;
+        for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+            signal_hook::low_level::pipe::register(s, tx.try_clone()?)?;
+        }
+        let mut rx = UnixStream::from_std(rx);
+        self.poll
+            .registry()
+            .register(&mut rx, SIGNALS, Interest::READABLE)?;
+        self.signals = Some(rx);
+        Ok(())
+    }
+
+    /// The data plane's clock for wall time `t` (never zero).
+    fn at(&self, t: Instant) -> natm_proto::time::Instant {
+        let ns = u64::try_from(t.saturating_duration_since(self.epoch).as_nanos())
+            .unwrap_or(u64::MAX - 1);
+        natm_proto::time::Instant::from_nanos(ns + 1)
+    }
+
+    /// The counters as `natm stat --switch` reads them.
+    pub fn snapshot(&self) -> Snapshot {
+        let st = self.sw.stat();
+        Snapshot {
+            uptime_s: self.epoch.elapsed().as_secs_f64(),
+            ports: self
+                .links
+                .iter()
+                .zip(st.ports)
+                .map(|(l, stats)| PortSnapshot {
+                    name: l.name.clone(),
+                    bind: l.bind,
+                    peer: l.peer,
+                    mode: l.mode,
+                    link: l.counters,
+                    stats,
+                })
+                .collect(),
+            vcs: st.vcs,
+        }
+    }
+
+    fn write_stat(&self) {
+        let Some(path) = &self.stat_path else { return };
+        // Written beside and renamed, so a reader never sees half a file.
+        let tmp = path.with_extension("json.tmp");
+        let res = serde_json::to_vec_pretty(&self.snapshot())
+            .map_err(io::Error::other)
+            .and_then(|b| std::fs::write(&tmp, b))
+            .and_then(|()| std::fs::rename(&tmp, path));
+        if let Err(e) = res {
+            warn!(path = %path.display(), "cannot write the stat file: {e}");
+        }
+    }
+
+    /// Forward until stopped; then write the stat file a last time.
+    pub fn run(mut self) -> io::Result<()> {
+        for l in &self.links {
+            info!(port = %l.name, bind = %l.bind, peer = %l.peer, mode = ?l.mode, "port up");
+        }
+        info!(vcs = self.sw.stat().vcs.len(), "switch forwarding");
+        let mut events = Events::with_capacity(256);
+        while !self.stop.stopped() {
+            let wall = Instant::now();
+            let mut wake = self.next_stat;
+            if let Some(t) = self.sw.poll_timeout() {
+                let t = self.epoch + Duration::from_nanos(t.as_nanos().saturating_sub(1));
+                wake = wake.min(t);
+            }
+            for l in &self.links {
+                if let Some((due, _)) = l.delayed.front() {
+                    wake = wake.min(*due);
+                }
+            }
+            let timeout = wake.saturating_duration_since(wall);
+            if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
+                if e.kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(e);
+            }
+            let mut readable = Vec::new();
+            for ev in events.iter() {
+                match ev.token() {
+                    SIGNALS => {
+                        info!("signal received, stopping");
+                        self.stop.stop();
+                    }
+                    Token(t) => readable.push(t - FIRST_PORT),
+                }
+            }
+            // Edge-triggered: read each ready socket until it would block, a burst
+            // at a time, sending between bursts so queues drain as they fill.
+            while !readable.is_empty() {
+                readable.retain(|&i| self.read_burst(i));
+                self.transmit_all();
+            }
+            self.transmit_all();
+            let wall = Instant::now();
+            for l in &mut self.links {
+                l.release_delayed(wall);
+            }
+            if wall >= self.next_stat {
+                self.write_stat();
+                self.next_stat = wall + self.stat_interval;
+            }
+        }
+        self.write_stat();
+        info!("switch stopped");
+        Ok(())
+    }
+
+    /// Reads up to [`READ_BURST`] datagrams from port `i`; whether it may hold more.
+    fn read_burst(&mut self, i: usize) -> bool {
+        let port = PortId(u16::try_from(i).expect("port ids fit u16: add_port checks"));
+        for _ in 0..READ_BURST {
+            let Some(link) = self.links.get_mut(i) else {
+                return false;
+            };
+            let (n, from) = match link.socket.recv_from(&mut self.buf) {
+                Ok(r) => r,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // ICMP port unreachable from a peer not yet up: not fatal.
+                    if e.kind() != io::ErrorKind::ConnectionRefused {
+                        warn!(port = %link.name, "receive error: {e}");
+                    }
+                    continue;
+                }
+            };
+            if from != link.peer {
+                link.counters.bad_datagrams += 1;
+                continue;
+            }
+            link.counters.datagrams_in += 1;
+            let now = self.at(Instant::now());
+            let link = &mut self.links[i];
+            let data = &self.buf[..n];
+            match link.mode {
+                crate::config::LinkMode::Cell => {
+                    let Ok(cells) = train::parse(data) else {
+                        link.counters.bad_datagrams += 1;
+                        continue;
+                    };
+                    let mut t = link.next_arrival.max(now);
+                    for c in cells {
+                        let cell: [u8; CELL_LEN] =
+                            c.try_into().expect("chunks_exact yields whole cells");
+                        // Only an unknown port fails, and this one exists.
+                        let _ = self.sw.handle_cell(t, port, cell);
+                        t += link.cell_time;
+                    }
+                    link.next_arrival = t;
+                }
+                crate::config::LinkMode::Frame => {
+                    let Ok((header, sdu)) = vcframe::Repr::parse_bytes(data) else {
+                        link.counters.bad_datagrams += 1;
+                        continue;
+                    };
+                    let sdu = Bytes::copy_from_slice(sdu);
+                    let _ = self.sw.handle_frame(now, port, header, sdu);
+                }
+            }
+        }
+        true
+    }
+
+    /// Sends what every port may send now.
+    fn transmit_all(&mut self) {
+        let wall = Instant::now();
+        let now = self.at(wall);
+        for i in 0..self.links.len() {
+            self.transmit(i, now, wall);
+        }
+    }
+
+    /// Drains port `i`: units whose line slot is at most `train` cell times ahead of
+    /// `now` (and at most [`CATCH_UP`] behind it) leave, cells batched into trains.
+    fn transmit(&mut self, i: usize, now: natm_proto::time::Instant, wall: Instant) {
+        let port = PortId(u16::try_from(i).expect("port ids fit u16: add_port checks"));
+        let link = &mut self.links[i];
+        let horizon = now + link.cell_time * u32::try_from(link.train).unwrap_or(u32::MAX);
+        let earliest = natm_proto::time::Instant::from_nanos(
+            now.as_nanos()
+                .saturating_sub(CATCH_UP.as_nanos() as u64)
+                .max(1),
+        );
+        train::start(&mut self.out);
+        while let Some(slot) = self.sw.port_timeout(port) {
+            if slot > horizon {
+                break;
+            }
+            let Some(unit) = self.sw.poll_transmit(slot.max(earliest), port) else {
+                break;
+            };
+            match (link.mode, unit) {
+                (crate::config::LinkMode::Cell, Transmit::Cell(c)) => {
+                    train::push(&mut self.out, &c);
+                    if train::cells(&self.out) >= link.train {
+                        link.send(&self.out, wall);
+                        train::start(&mut self.out);
+                    }
+                }
+                (crate::config::LinkMode::Frame, Transmit::Frame { header, sdu }) => {
+                    // The train buffer is empty on a frame-mode port: reuse it.
+                    self.out.clear();
+                    self.out.extend_from_slice(&header.to_bytes());
+                    self.out.extend_from_slice(&sdu);
+                    link.send(&self.out, wall);
+                    train::start(&mut self.out);
+                }
+                _ => link.counters.mode_mismatch += 1,
+            }
+        }
+        if train::cells(&self.out) > 0 {
+            link.send(&self.out, wall);
+        }
+    }
+}

@@ -1,0 +1,17 @@
+//! `natm switch`: one switch process (issue 13). A thin mio loop ([`SwitchDaemon`])
+//! around the sans-IO data plane of `natm_switch::Switch`: each port is a UDP
+//! endpoint joined to one peer, in *cell mode* (datagrams carry trains of 53-octet
+//! cells, [`train`]) or *frame mode* (one AAL5 frame per datagram behind the VC
+//! header of `natm_proto::wire::vcframe`). Cross-connects are permanent (PVCs and
+//! PVPs from the [`config`]); signalling through the switch is not here yet.
+
+#![forbid(unsafe_code)]
+
+pub mod config;
+mod daemon;
+mod link;
+pub mod stat;
+pub mod train;
+
+pub use config::{Config, ConfigError, LinkMode};
+pub use daemon::{Stop, SwitchDaemon};

@@ -1,0 +1,55 @@
+//! The switch's counter snapshot, written as JSON for `natm stat --switch`.
+
+use std::net::SocketAddr;
+
+use natm_switch::{PortStats, VcStats};
+use serde::Serialize;
+
+use crate::config::LinkMode;
+
+/// A port: its link and the data plane's counters.
+#[derive(Debug, Clone, Serialize)]
+pub struct PortSnapshot {
+    /// Its configured name.
+    pub name: String,
+    /// Local UDP endpoint.
+    pub bind: SocketAddr,
+    /// Peer UDP endpoint.
+    pub peer: SocketAddr,
+    /// Link mode.
+    pub mode: LinkMode,
+    /// The link's own counters.
+    pub link: LinkCounters,
+    /// The data plane's counters.
+    pub stats: PortStats,
+}
+
+/// What the UDP link of a port counts, beside the data plane.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct LinkCounters {
+    /// Datagrams received from the peer.
+    pub datagrams_in: u64,
+    /// Datagrams sent to the peer (after loss).
+    pub datagrams_out: u64,
+    /// Datagrams refused: wrong sender, not a cell train (cell mode) or no VC header
+    /// (frame mode).
+    pub bad_datagrams: u64,
+    /// Datagrams dropped by the configured random loss.
+    pub lost: u64,
+    /// Units the data plane sent in the other link mode, dropped (none if the
+    /// configuration check holds).
+    pub mode_mismatch: u64,
+    /// Datagrams the socket refused to send (buffer full).
+    pub send_errors: u64,
+}
+
+/// Everything `stat_json` holds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// Seconds since the switch started.
+    pub uptime_s: f64,
+    /// Ports in id order.
+    pub ports: Vec<PortSnapshot>,
+    /// Cross-connects in connection order.
+    pub vcs: Vec<VcStats>,
+}

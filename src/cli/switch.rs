@@ -1,0 +1,258 @@
+//! `natm switch` (one switch process: ports over UDP, permanent cross-connects) and
+//! `natm stat --switch` (its counters, read from the JSON file it rewrites).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Args;
+use serde::Deserialize;
+
+use super::{outln, CliResult};
+use natm_switchd::{Config, SwitchDaemon};
+
+/// `natm switch`: one ATM switch; each port a UDP link to a host or another switch.
+#[derive(Debug, Args)]
+#[command(after_long_help = SWITCH_HELP)]
+pub(crate) struct SwitchArgs {
+    /// TOML configuration (docs/switch.example.toml shows every key).
+    #[arg(long, short = 'c')]
+    config: PathBuf,
+    /// Rewrite the counters to this JSON file (for `natm stat --switch FILE`);
+    /// overrides the file's `stat_json`.
+    #[arg(long)]
+    stat_json: Option<PathBuf>,
+    /// Seed of the ports' random loss; overrides the file's `seed`.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
+    #[arg(short = 'v', action = clap::ArgAction::Count)]
+    verbose: u8,
+}
+
+const SWITCH_HELP: &str = "\
+How it fits together:
+  Each port is a UDP endpoint joined to one peer (a host or another switch), in
+  cell mode (datagrams carry trains of 53-octet cells: 0xD1 then N cells) or frame
+  mode (one AAL5 frame per datagram behind natm's 4-octet VC header). Permanent
+  cross-connects ([[pvc]]) translate VPI/VCI and police each VC against its
+  contract; each output port queues per VC, schedules fifo/rr/wrr at its line rate,
+  and applies EPD/PPD. Signalling through the switch is not there yet.
+
+Examples:
+  natm switch --config docs/switch.example.toml
+  natm stat --switch /tmp/natm-switch.json
+
+Stop with SIGTERM or Ctrl-C; the stat file is written a last time.";
+
+pub(crate) fn run(a: SwitchArgs) -> CliResult {
+    super::sigd::init_logs(a.verbose);
+    let mut cfg = Config::from_file(&a.config)?;
+    if a.stat_json.is_some() {
+        cfg.stat_json = a.stat_json;
+    }
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    let mut d = SwitchDaemon::bind(cfg).context("switch")?;
+    d.handle_signals().context("switch: signals")?;
+    for (name, addr) in d.endpoints() {
+        outln!("port {name} {addr}");
+    }
+    d.run().context("switch")
+}
+
+/// The part of the stat file `natm stat --switch` prints.
+#[derive(Debug, Deserialize)]
+struct Snapshot {
+    uptime_s: f64,
+    ports: Vec<PortRow>,
+    vcs: Vec<VcRow>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PortRow {
+    name: String,
+    peer: String,
+    mode: String,
+    link: LinkRow,
+    stats: PortStats,
+}
+
+#[derive(Debug, Deserialize)]
+struct LinkRow {
+    bad_datagrams: u64,
+    lost: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct PortStats {
+    line_rate: u64,
+    scheduler: String,
+    counters: Counters,
+    queue_cells: u32,
+    max_queue_cells: u32,
+}
+
+#[derive(Debug, Deserialize)]
+struct Counters {
+    cells_in: u64,
+    cells_out: u64,
+    frames_in: u64,
+    frames_out: u64,
+    tagged: u64,
+    dropped: HashMap<String, u64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct VcRow {
+    conn: u64,
+    xc: HashMap<String, Ends>,
+    contract: Contract,
+    counters: Counters,
+    queue_cells: u32,
+}
+
+#[derive(Debug, Deserialize)]
+struct Ends {
+    from: End,
+    to: End,
+}
+
+#[derive(Debug, Deserialize)]
+struct End {
+    port: u16,
+    vpi: u16,
+    vci: Option<u16>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Contract {
+    pcr: Option<u64>,
+    scr: Option<(u64, u32)>,
+}
+
+/// Drops by cause, the non-zero ones, e.g. `policing 120, unknown_vc 3`.
+fn drops(d: &HashMap<String, u64>) -> String {
+    let mut v: Vec<_> = d.iter().filter(|(_, n)| **n > 0).collect();
+    v.sort();
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.iter()
+        .map(|(k, n)| format!("{k} {n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn end(e: &End, ports: &[PortRow]) -> String {
+    let name = ports
+        .get(usize::from(e.port))
+        .map_or_else(|| e.port.to_string(), |p| p.name.clone());
+    match e.vci {
+        Some(vci) => format!("{name}:{}.{vci}", e.vpi),
+        None => format!("{name}:{}", e.vpi),
+    }
+}
+
+/// `natm stat --switch FILE`: the ports and VCs of a switch process.
+pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
+    let text = std::fs::read_to_string(path).with_context(|| {
+        format!(
+            "cannot read {}; is `natm switch` running with --stat-json {0}?",
+            path.display()
+        )
+    })?;
+    if json {
+        outln!("{}", text.trim_end());
+        return Ok(());
+    }
+    let s: Snapshot = serde_json::from_str(&text)
+        .with_context(|| format!("{}: not a switch stat file", path.display()))?;
+    outln!("switch up {:.1} s", s.uptime_s);
+    let mut ports = crate::cli::table::new(
+        [
+            "port",
+            "link",
+            "peer",
+            "sched",
+            "cells in",
+            "cells out",
+            "frames in",
+            "frames out",
+            "queue",
+            "bad",
+        ],
+        4,
+    );
+    for p in &s.ports {
+        let c = &p.stats.counters;
+        let sched = match p.stats.scheduler.as_str() {
+            "Fifo" => "fifo",
+            "RoundRobin" => "rr",
+            "WeightedRoundRobin" => "wrr",
+            other => other,
+        };
+        ports.add_row(vec![
+            p.name.clone(),
+            format!("{} {:.0}M", p.mode, p.stats.line_rate as f64 / 1e6),
+            p.peer.clone(),
+            sched.to_string(),
+            c.cells_in.to_string(),
+            c.cells_out.to_string(),
+            c.frames_in.to_string(),
+            c.frames_out.to_string(),
+            format!("{}/{}", p.stats.queue_cells, p.stats.max_queue_cells),
+            format!("{}+{}", p.link.bad_datagrams, p.link.lost),
+        ]);
+    }
+    outln!("{}", crate::cli::table::render(&ports).trim_end());
+    outln!("");
+    outln!("(queue: now/most cells; bad: refused datagrams + lost by the configured loss)");
+    outln!("");
+    let mut vcs = crate::cli::table::new(
+        [
+            "vc",
+            "from",
+            "to",
+            "pcr",
+            "scr",
+            "cells in",
+            "cells out",
+            "frames out",
+            "tagged",
+            "queue",
+        ],
+        3,
+    );
+    for v in &s.vcs {
+        let (from, to) = v.xc.values().next().map_or(("?".into(), "?".into()), |e| {
+            (end(&e.from, &s.ports), end(&e.to, &s.ports))
+        });
+        let c = &v.counters;
+        vcs.add_row(vec![
+            format!("#{}", v.conn),
+            from,
+            to,
+            v.contract.pcr.map_or("-".into(), |r| r.to_string()),
+            v.contract
+                .scr
+                .map_or("-".into(), |(r, m)| format!("{r}/{m}")),
+            c.cells_in.to_string(),
+            c.cells_out.to_string(),
+            c.frames_out.to_string(),
+            c.tagged.to_string(),
+            v.queue_cells.to_string(),
+        ]);
+    }
+    outln!("{}", crate::cli::table::render(&vcs).trim_end());
+    outln!("");
+    outln!("cells dropped, by cause:");
+    for p in &s.ports {
+        outln!("  port {}: {}", p.name, drops(&p.stats.counters.dropped));
+    }
+    for v in &s.vcs {
+        outln!("  vc #{}: {}", v.conn, drops(&v.counters.dropped));
+    }
+    Ok(())
+}
