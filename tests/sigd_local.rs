@@ -323,3 +323,42 @@ fn requests_tagged_zero_get_no_answer() {
         other => panic!("expected only the refusal of the tagged request, got {other:?}"),
     }
 }
+
+#[test]
+fn the_example_config_runs_on_loopback_as_shipped() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/sigd.example.toml");
+    let text = std::fs::read_to_string(example).unwrap();
+    assert!(
+        text.lines().next().unwrap().contains("loopback"),
+        "the first line says where it runs"
+    );
+    let socket = std::path::Path::new("/tmp/natm-example/sigd.sock");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["sigd", "--config", example])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = sigd_support::ChildGuard(Some(child));
+    let until = Instant::now() + Duration::from_secs(20);
+    while UnixStream::connect(socket).is_err() {
+        let c = guard.0.as_mut().unwrap();
+        if let Some(st) = c.try_wait().unwrap() {
+            let mut err = String::new();
+            c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("the example sigd exited with {st}: {err}");
+        }
+        assert!(Instant::now() < until, "the example sigd never served");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // It serves applications: a listener binds through it.
+    let h = natm::ulib::Host::open(natm::ulib::HostConfig {
+        sigd_socket: Some(socket.to_owned()),
+        connect_timeout: Duration::from_secs(5),
+        ..natm::ulib::HostConfig::default()
+    })
+    .unwrap();
+    let _l = h.bind("echo", "reliable").unwrap();
+    drop(guard);
+}
