@@ -362,3 +362,36 @@ fn the_example_config_runs_on_loopback_as_shipped() {
     let _l = h.bind("echo", "reliable").unwrap();
     drop(guard);
 }
+
+#[test]
+fn permission_denied_names_the_path_and_what_to_do() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = std::env::temp_dir().join(format!("natm-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let socket = dir.join("natm").join("sigd.sock");
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    // Root may write anywhere: drop to nobody to meet what a user meets.
+    let mut cmd = if root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_natm"));
+        c
+    } else {
+        std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+    };
+    let out = cmd
+        .args(["sigd", "--signalling", "127.0.0.1:0", "--socket"])
+        .arg(&socket)
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let Ok(out) = out else {
+        eprintln!("skipped: no setpriv to drop root");
+        return;
+    };
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(err.contains(&*dir.join("natm").to_string_lossy()), "{err}");
+    assert!(err.contains("--socket"), "{err}");
+}
