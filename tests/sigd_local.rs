@@ -62,6 +62,13 @@ fn a_rejected_call_gives_the_caller_the_cause() {
     let l = server.bind("picky", "reliable").unwrap();
     let t = std::thread::spawn(move || {
         let call = l.next_call(Some(Duration::from_secs(5))).unwrap();
+        // What a listener logs: the caller and QoS, not the engine behind the call.
+        let shown = format!("{call:?}");
+        assert!(
+            shown.contains("+4420001") && shown.contains("reliable"),
+            "{shown}"
+        );
+        assert!(shown.len() < 200, "{} bytes: {shown}", shown.len());
         call.reject(21).unwrap();
     });
     match sigd.host().connect("+4420001:picky", "reliable") {
