@@ -346,7 +346,11 @@ fn cost_json_has_a_fit_per_send_path() {
     assert_eq!(paths, ["natm-be", "natm-be-sched"]);
     for f in fits {
         for key in ["per_message_us", "per_tpdu_us", "per_byte_ns"] {
-            assert!(f[key].as_f64().is_some_and(f64::is_finite), "{key} in {f}");
+            // A cost is never negative (a free fit once printed −0.17 µs per TPDU).
+            assert!(
+                f[key].as_f64().is_some_and(|v| v.is_finite() && v >= 0.0),
+                "{key} in {f}"
+            );
         }
     }
     assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
