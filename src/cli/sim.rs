@@ -39,7 +39,9 @@ pub(crate) enum SchedArg {
 /// Run one scenario: VCs from their own hosts through one shared bottleneck.
 ///
 /// Rates in a QoS mean application payload bits per second; the bottleneck `--rate`
-/// counts frame bytes on the wire (TPDU header and AAL5 trailer included).
+/// counts frame bytes on the wire (TPDU header and AAL5 trailer included). Goodput is
+/// a VC's application bytes delivered over the time it ran: from its start until both
+/// ends finished (or the end of the run); lost bytes take time and count for nothing.
 #[derive(Debug, Args)]
 pub(crate) struct SimArgs {
     /// Service class of each VC (repeat or comma-separate for several VCs).

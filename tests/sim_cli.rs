@@ -1,0 +1,37 @@
+//! `natm sim` as a user reads it: the figures it prints mean what --help says.
+
+use std::process::Command;
+
+fn sim_json(args: &str) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .arg("sim")
+        .args(args.split_whitespace())
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A best-effort VC that loses nearly everything has a goodput to match: delivered
+/// bytes over the time it ran, not the rate of its few early deliveries.
+#[test]
+fn goodput_is_delivered_bytes_over_the_time_the_vc_ran() {
+    let doc = sim_json("--service best-effort --loss 2% --bytes 10MB");
+    let vc = &doc["vcs"][0];
+    let delivered = vc["bytes_delivered"].as_f64().unwrap();
+    let goodput = vc["goodput_bps"].as_f64().unwrap();
+    let time = doc["sim_time_s"].as_f64().unwrap();
+    assert!(delivered < 0.1 * 10e6, "{doc}");
+    // It ran the whole simulation (it is the only VC).
+    let expect = delivered * 8.0 / time;
+    assert!(
+        (goodput - expect).abs() <= 0.01 * expect,
+        "{goodput} vs {expect}: {doc}"
+    );
+    assert!(goodput < 10e6, "{doc}");
+}
