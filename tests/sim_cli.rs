@@ -35,3 +35,26 @@ fn goodput_is_delivered_bytes_over_the_time_the_vc_ran() {
     );
     assert!(goodput < 10e6, "{doc}");
 }
+
+/// Under round robin a guaranteed VC that reserves more than 1/n of the bottleneck
+/// still gets its rate next to a greedy reliable VC and a flooding best-effort one.
+#[test]
+fn round_robin_keeps_a_guaranteed_vcs_reserved_rate() {
+    let doc = sim_json("--qos cbr:pcr=60Mbps --qos reliable --qos ubr --sched rr --bytes 20MB");
+    let g = &doc["vcs"][0];
+    assert_eq!(g["service"], "guaranteed", "{doc}");
+    assert_eq!(g["bytes_delivered"], g["bytes_sent"], "{doc}");
+    let goodput = g["goodput_bps"].as_f64().unwrap();
+    assert!(goodput > 0.97 * 60e6, "{goodput}: {doc}");
+}
+
+#[test]
+fn help_says_what_a_guaranteed_vc_reserves_and_what_goodput_is() {
+    let out = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["sim", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("50 Mbit/s"), "{help}");
+    assert!(help.contains("Goodput is"), "{help}");
+}

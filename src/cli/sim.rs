@@ -44,7 +44,9 @@ pub(crate) enum SchedArg {
 /// ends finished (or the end of the run); lost bytes take time and count for nothing.
 #[derive(Debug, Args)]
 pub(crate) struct SimArgs {
-    /// Service class of each VC (repeat or comma-separate for several VCs).
+    /// Service class of each VC (repeat or comma-separate for several VCs). A
+    /// guaranteed VC reserves --rate / VCs / 2 (50 Mbit/s alone on 100 Mbit/s; give
+    /// --qos cbr:pcr=RATE for another); under rr the bottleneck weights it by that.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "reliable")]
     service: Vec<ServiceArg>,
     /// Number of VCs of the (single) service given.
@@ -331,11 +333,16 @@ fn mbps(x: f64) -> f64 {
 fn print_text(s: &Scenario, r: &Report, wall: Duration) {
     for (i, v) in r.vcs.iter().enumerate() {
         outln!(
-            "vc{} {} flow={}: goodput {:.2} Mbit/s ({:.1}% of {:.0} Mbit/s), {}/{} bytes delivered, {}, \
+            "vc{} {} flow={}{}: goodput {:.2} Mbit/s ({:.1}% of {:.0} Mbit/s), {}/{} bytes delivered, {}, \
              fast retx {}, timeouts {}, head retx {}, max rcv buffer {} B",
             32 + i,
             v.label,
             flow_name(v.flow),
+            match s.vcs.get(i).map(|c| (c.config.flow, c.config.rate)) {
+                Some((FlowKind::LeakyBucket, r)) if r > 0 =>
+                    format!(" reserved {:.2} Mbit/s", mbps(r as f64)),
+                _ => String::new(),
+            },
             mbps(v.goodput_bps),
             100.0 * v.goodput_bps / s.rate_bps as f64,
             mbps(s.rate_bps as f64),

@@ -258,12 +258,48 @@ fn build(s: &Scenario) -> Result<Built, SimError> {
         sim.add_route(receiver, id, host, &[back, ret])?;
         senders.push(host);
     }
+    if s.round_robin {
+        for (i, w) in rr_weights(s).into_iter().enumerate() {
+            sim.set_vc_weight(bottleneck, VcId(32 + i as u32), w)?;
+        }
+    }
     Ok(Built {
         sim,
         senders,
         receiver,
         bottleneck,
     })
+}
+
+/// Round-robin weights (frames per turn) that give each rate-reserving VC at least
+/// its reserved share of the bottleneck when every VC is backlogged: the others get 1
+/// each, a reserving VC `r / R · W` of the turn's `W` frames, rounded up. An unweighted
+/// round robin gives each of n VCs 1/n, which starves a reservation above that.
+fn rr_weights(s: &Scenario) -> Vec<u32> {
+    let reserved = |spec: &VcSpec| {
+        (spec.config.flow == FlowKind::LeakyBucket && spec.config.rate > 0)
+            .then(|| spec.config.rate as f64 / s.rate_bps.max(1) as f64)
+    };
+    let shares: Vec<Option<f64>> = s.vcs.iter().map(reserved).collect();
+    let others = shares.iter().filter(|r| r.is_none()).count() as f64;
+    // What the reservations leave to the others; overbooking still serves everyone.
+    let left = (1.0 - shares.iter().flatten().sum::<f64>()).max(0.05);
+    let smallest = shares
+        .iter()
+        .flatten()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    // Frames in one turn: the others' one each fill what is left; with no others, the
+    // smallest reservation gets one frame.
+    let turn = if others > 0.0 {
+        others / left
+    } else {
+        1.0 / smallest
+    };
+    shares
+        .iter()
+        .map(|r| r.map_or(1, |r| ((r * turn).ceil() as u32).max(1)))
+        .collect()
 }
 
 /// Run a scenario to completion (every VC closed) or its time limit.
