@@ -58,3 +58,30 @@ fn help_says_what_a_guaranteed_vc_reserves_and_what_goodput_is() {
     assert!(help.contains("50 Mbit/s"), "{help}");
     assert!(help.contains("Goodput is"), "{help}");
 }
+
+/// `natm demo --sim`'s summary: no 1 s "srtt" for VCs that never sampled one, and the
+/// best-effort VC's whole lost messages counted under 1 % loss.
+#[test]
+fn demo_sim_summary_shows_no_fake_srtt_and_counts_lost_messages() {
+    let out = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["demo", "--sim", "--time", "1s"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(!text.contains("1000000"), "{text}");
+    let row = |vc: &str| -> Vec<String> {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(vc) && l.contains("intact"))
+            .unwrap_or_else(|| panic!("no {vc} row: {text}"))
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect()
+    };
+    // VC, goodput, srtt, retransmits, msgs lost, data
+    let be = row("best-effort");
+    assert_eq!(be[2], "-", "{text}");
+    assert!(be[4].parse::<u64>().unwrap() > 0, "{text}");
+    assert_eq!(row("guaranteed")[2], "-", "{text}");
+    assert!(row("reliable")[2].parse::<u64>().is_ok(), "{text}");
+}

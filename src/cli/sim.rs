@@ -300,7 +300,8 @@ fn to_json(s: &Scenario, r: &Report, wall: Duration) -> serde_json::Value {
                 "timeout_retransmits": v.sender.retx_timeout,
                 "head_retransmits": v.sender.retx_head,
                 "max_rcv_buffer": v.receiver.max_rcv_buffered,
-                "srtt_us": v.srtt.as_micros() as u64,
+                "srtt_us": v.srtt.map(|d| d.as_micros() as u64),
+                "messages_lost": v.messages_lost,
                 "finished_at_s": v.finished_at.map(|d| d.as_secs_f64()),
             })
         })

@@ -115,6 +115,8 @@ pub struct VcReport {
     pub bytes_delivered: u64,
     /// Whole messages delivered.
     pub messages_delivered: u64,
+    /// Messages never delivered, before the last one that was: lost whole or in part.
+    pub messages_lost: u64,
     /// Every delivered byte matched what was sent.
     pub intact: bool,
     /// Messages delivered partial, twice, out of order or of the wrong size.
@@ -133,8 +135,9 @@ pub struct VcReport {
     pub sender: PsbStats,
     /// Receiver counters.
     pub receiver: PsbStats,
-    /// Smoothed RTT at the end.
-    pub srtt: Duration,
+    /// Smoothed RTT at the end; `None` if the VC never took an RTT sample (no ACKs:
+    /// no error control), where the estimator would show its 1 s initial value.
+    pub srtt: Option<Duration>,
 }
 
 /// One VC at one sample of the time series.
@@ -410,6 +413,7 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             bytes_sent: sent,
             bytes_delivered: sink.delivered(),
             messages_delivered: sink.messages(),
+            messages_lost: sink.messages_missing(),
             intact: sink.intact(),
             bad_messages: sink.bad_messages(),
             goodput_bps,
@@ -418,7 +422,7 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             closed: tx.psb.status().closed && rx.psb.status().peer_closed,
             sender: tx.psb.stats().clone(),
             receiver: rx.psb.stats().clone(),
-            srtt: tx.psb.rtt().srtt(),
+            srtt: tx.psb.rtt().has_sample().then(|| tx.psb.rtt().srtt()),
         });
     }
     Ok(Report {
