@@ -28,6 +28,11 @@ enum Command {
     #[command(subcommand)]
     Qos(cli::qos::QosCmd),
     /// Run one scenario through the deterministic network simulator.
+    ///
+    /// Goodput is a VC's application bytes delivered over the time it ran: from its
+    /// start until both ends finished (or the end of the run); lost bytes take time
+    /// and count for nothing. A guaranteed VC that loses one TPDU of a message loses
+    /// the whole message (it has no error control).
     Sim(Box<cli::sim::SimArgs>),
     /// Measure natm beside kernel TCP, UDP and QUIC: the experiments of seed 000 §6 and
     /// seed 001 §8, one by one or all (`natm perf all --out DIR`).

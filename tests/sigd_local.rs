@@ -62,6 +62,13 @@ fn a_rejected_call_gives_the_caller_the_cause() {
     let l = server.bind("picky", "reliable").unwrap();
     let t = std::thread::spawn(move || {
         let call = l.next_call(Some(Duration::from_secs(5))).unwrap();
+        // What a listener logs: the caller and QoS, not the engine behind the call.
+        let shown = format!("{call:?}");
+        assert!(
+            shown.contains("+4420001") && shown.contains("reliable"),
+            "{shown}"
+        );
+        assert!(shown.len() < 200, "{} bytes: {shown}", shown.len());
         call.reject(21).unwrap();
     });
     match sigd.host().connect("+4420001:picky", "reliable") {
@@ -322,4 +329,76 @@ fn requests_tagged_zero_get_no_answer() {
         }) => {}
         other => panic!("expected only the refusal of the tagged request, got {other:?}"),
     }
+}
+
+#[test]
+fn the_example_config_runs_on_loopback_as_shipped() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/sigd.example.toml");
+    let text = std::fs::read_to_string(example).unwrap();
+    assert!(
+        text.lines().next().unwrap().contains("loopback"),
+        "the first line says where it runs"
+    );
+    let socket = std::path::Path::new("/tmp/natm-example/sigd.sock");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["sigd", "--config", example])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = sigd_support::ChildGuard(Some(child));
+    let until = Instant::now() + Duration::from_secs(20);
+    while UnixStream::connect(socket).is_err() {
+        let c = guard.0.as_mut().unwrap();
+        if let Some(st) = c.try_wait().unwrap() {
+            let mut err = String::new();
+            c.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("the example sigd exited with {st}: {err}");
+        }
+        assert!(Instant::now() < until, "the example sigd never served");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // It serves applications: a listener binds through it.
+    let h = natm::ulib::Host::open(natm::ulib::HostConfig {
+        sigd_socket: Some(socket.to_owned()),
+        connect_timeout: Duration::from_secs(5),
+        ..natm::ulib::HostConfig::default()
+    })
+    .unwrap();
+    let _l = h.bind("echo", "reliable").unwrap();
+    drop(guard);
+}
+
+#[test]
+fn permission_denied_names_the_path_and_what_to_do() {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    let dir = std::env::temp_dir().join(format!("natm-perm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o555)).unwrap();
+    let socket = dir.join("natm").join("sigd.sock");
+    let root = std::fs::metadata("/proc/self").unwrap().uid() == 0;
+    // Root may write anywhere: drop to nobody to meet what a user meets.
+    let mut cmd = if root {
+        let mut c = std::process::Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_natm"));
+        c
+    } else {
+        std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+    };
+    let out = cmd
+        .args(["sigd", "--signalling", "127.0.0.1:0", "--socket"])
+        .arg(&socket)
+        .output();
+    let _ = std::fs::remove_dir_all(&dir);
+    let Ok(out) = out else {
+        eprintln!("skipped: no setpriv to drop root");
+        return;
+    };
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("Permission denied"), "{err}");
+    assert!(err.contains(&*dir.join("natm").to_string_lossy()), "{err}");
+    assert!(err.contains("--socket"), "{err}");
 }

@@ -41,6 +41,20 @@ fn a_call_between_two_hosts_carries_data_and_releases() {
     assert_eq!(row["state"], "active", "{sa}");
     assert!(row["rx_vci"].as_u64().unwrap() >= 32, "{sa}");
     assert_eq!(sa["peers"][0]["up"], true, "{sa}");
+    // The callee's table shows the caller's address as remote, and its own SAP apart.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["stat", "--socket"])
+        .arg(&b.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let row = text.lines().find(|l| l.contains("active")).unwrap_or("");
+    assert!(
+        row.contains("+4420001 ") && row.contains(" echo "),
+        "{text}"
+    );
+    assert!(!text.contains("+4420001:echo"), "{text}");
     c.close();
     c.flush(Duration::from_secs(5)).unwrap();
     drop(c);
@@ -85,10 +99,18 @@ fn refusals_cross_hosts_with_their_cause() {
     assert_eq!(a.stat()["free_out_bps"], 90_000_000);
     drop(c);
     t.join().unwrap();
+    // The caller hears what the callee's sigd saw, not just "incompatible destination".
     match ha.connect("+4420002:nobody", "reliable") {
-        Err(Error::Refused { cause: 88, .. }) => {}
+        Err(Error::Refused { cause: 88, detail }) => assert!(
+            detail.contains("nobody listens on SAP \"nobody\" at +4420002"),
+            "{detail}"
+        ),
         other => panic!("{other:?}"),
     }
+    assert!(
+        b.log().contains("nobody listens on SAP"),
+        "the callee's log names the SAP too"
+    );
 }
 
 #[test]

@@ -293,6 +293,20 @@ fn refusals_say_their_cause_and_what_to_do() {
         c.stderr
     );
     assert!(c.stderr.contains("natm listen nobody"), "{}", c.stderr);
+    // QoS that parses but natm cannot carry is refused at connect, saying what to drop.
+    for (qos, want) in [
+        ("ubr,aal0", "drop aal0"),
+        ("cbr:tx:pcr=10Mbps,rx:none", "drop rx:none"),
+    ] {
+        let c = natm(
+            &a,
+            &["call", "+4420002:nobody", "--qos", qos],
+            Some(Vec::new()),
+        )
+        .wait(LIMIT);
+        assert!(!c.status.success());
+        assert!(c.stderr.contains(want), "{qos}: {}", c.stderr);
+    }
     // More than the 100 Mbit/s link: admission says what is free.
     let l = listen(&b, &["ttcp"]);
     let c = natm(

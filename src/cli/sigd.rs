@@ -215,21 +215,14 @@ pub(crate) fn stat(a: StatArgs) -> CliResult {
     outln!("");
     let mut calls = crate::cli::table::new(
         [
-            "call", "state", "dir", "txvci", "rxvci", "res out", "res in", "pid", "remote", "qos",
+            "call", "state", "dir", "txvci", "rxvci", "res out", "res in", "pid", "remote", "sap",
+            "qos",
         ],
         3,
     );
+    // The remote is the other side's address alone: the SAP is the called side's (this
+    // side's on an incoming call), so it has its own column.
     for c in v["calls"].as_array().into_iter().flatten() {
-        let remote = format!(
-            "{}{}{}",
-            c["remote"].as_str().unwrap_or(""),
-            if c["sap"].as_str().unwrap_or("").is_empty() {
-                ""
-            } else {
-                ":"
-            },
-            c["sap"].as_str().unwrap_or("")
-        );
         calls.add_row(vec![
             c["id"].as_str().unwrap_or("").to_string(),
             c["state"].as_str().unwrap_or("").to_string(),
@@ -239,12 +232,13 @@ pub(crate) fn stat(a: StatArgs) -> CliResult {
             rate(c["reserved_out_bps"].as_u64().unwrap_or(0)),
             rate(c["reserved_in_bps"].as_u64().unwrap_or(0)),
             c["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
-            remote,
+            c["remote"].as_str().unwrap_or("").to_string(),
+            c["sap"].as_str().unwrap_or("").to_string(),
             c["qos"].as_str().unwrap_or("").to_string(),
         ]);
     }
-    // Only the numeric columns are right-aligned; remote and qos are text.
-    for i in [8, 9] {
+    // Only the numeric columns are right-aligned; remote, sap and qos are text.
+    for i in [8, 9, 10] {
         if let Some(col) = calls.column_mut(i) {
             col.set_cell_alignment(comfy_table::CellAlignment::Left);
         }

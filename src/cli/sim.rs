@@ -39,10 +39,14 @@ pub(crate) enum SchedArg {
 /// Run one scenario: VCs from their own hosts through one shared bottleneck.
 ///
 /// Rates in a QoS mean application payload bits per second; the bottleneck `--rate`
-/// counts frame bytes on the wire (TPDU header and AAL5 trailer included).
+/// counts frame bytes on the wire (TPDU header and AAL5 trailer included). Goodput is
+/// a VC's application bytes delivered over the time it ran: from its start until both
+/// ends finished (or the end of the run); lost bytes take time and count for nothing.
 #[derive(Debug, Args)]
 pub(crate) struct SimArgs {
-    /// Service class of each VC (repeat or comma-separate for several VCs).
+    /// Service class of each VC (repeat or comma-separate for several VCs). A
+    /// guaranteed VC reserves --rate / VCs / 2 (50 Mbit/s alone on 100 Mbit/s; give
+    /// --qos cbr:pcr=RATE for another); under rr the bottleneck weights it by that.
     #[arg(long, value_enum, value_delimiter = ',', default_value = "reliable")]
     service: Vec<ServiceArg>,
     /// Number of VCs of the (single) service given.
@@ -296,7 +300,8 @@ fn to_json(s: &Scenario, r: &Report, wall: Duration) -> serde_json::Value {
                 "timeout_retransmits": v.sender.retx_timeout,
                 "head_retransmits": v.sender.retx_head,
                 "max_rcv_buffer": v.receiver.max_rcv_buffered,
-                "srtt_us": v.srtt.as_micros() as u64,
+                "srtt_us": v.srtt.map(|d| d.as_micros() as u64),
+                "messages_lost": v.messages_lost,
                 "finished_at_s": v.finished_at.map(|d| d.as_secs_f64()),
             })
         })
@@ -329,11 +334,16 @@ fn mbps(x: f64) -> f64 {
 fn print_text(s: &Scenario, r: &Report, wall: Duration) {
     for (i, v) in r.vcs.iter().enumerate() {
         outln!(
-            "vc{} {} flow={}: goodput {:.2} Mbit/s ({:.1}% of {:.0} Mbit/s), {}/{} bytes delivered, {}, \
+            "vc{} {} flow={}{}: goodput {:.2} Mbit/s ({:.1}% of {:.0} Mbit/s), {}/{} bytes delivered, {}, \
              fast retx {}, timeouts {}, head retx {}, max rcv buffer {} B",
             32 + i,
             v.label,
             flow_name(v.flow),
+            match s.vcs.get(i).map(|c| (c.config.flow, c.config.rate)) {
+                Some((FlowKind::LeakyBucket, r)) if r > 0 =>
+                    format!(" reserved {:.2} Mbit/s", mbps(r as f64)),
+                _ => String::new(),
+            },
             mbps(v.goodput_bps),
             100.0 * v.goodput_bps / s.rate_bps as f64,
             mbps(s.rate_bps as f64),

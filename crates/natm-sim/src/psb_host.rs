@@ -210,6 +210,14 @@ impl Sink {
         self
     }
 
+    /// Messages missing before the last one delivered (lost whole, or dropped partial
+    /// by the receiver), from their numbers; 0 unless [`Sink::expecting`] was set.
+    pub fn messages_missing(&self) -> u64 {
+        self.last_msg
+            .map_or(0, |m| u64::from(m) + 1)
+            .saturating_sub(self.messages)
+    }
+
     /// Messages delivered partial, duplicated, out of order or of the wrong size.
     pub fn bad_messages(&self) -> u64 {
         self.bad_messages

@@ -115,11 +115,14 @@ pub struct VcReport {
     pub bytes_delivered: u64,
     /// Whole messages delivered.
     pub messages_delivered: u64,
+    /// Messages never delivered, before the last one that was: lost whole or in part.
+    pub messages_lost: u64,
     /// Every delivered byte matched what was sent.
     pub intact: bool,
     /// Messages delivered partial, twice, out of order or of the wrong size.
     pub bad_messages: u64,
-    /// Delivered bytes over the time from the VC's start to its last delivery, bit/s.
+    /// Goodput, bit/s: application bytes delivered over the time the VC ran, from its
+    /// start until both ends finished (or the end of the run if they did not).
     pub goodput_bps: f64,
     /// Arrival rate from the first delivery to the last, bit/s (see
     /// [`Sink::steady_rate_bps`]).
@@ -132,8 +135,9 @@ pub struct VcReport {
     pub sender: PsbStats,
     /// Receiver counters.
     pub receiver: PsbStats,
-    /// Smoothed RTT at the end.
-    pub srtt: Duration,
+    /// Smoothed RTT at the end; `None` if the VC never took an RTT sample (no ACKs:
+    /// no error control), where the estimator would show its 1 s initial value.
+    pub srtt: Option<Duration>,
 }
 
 /// One VC at one sample of the time series.
@@ -257,12 +261,48 @@ fn build(s: &Scenario) -> Result<Built, SimError> {
         sim.add_route(receiver, id, host, &[back, ret])?;
         senders.push(host);
     }
+    if s.round_robin {
+        for (i, w) in rr_weights(s).into_iter().enumerate() {
+            sim.set_vc_weight(bottleneck, VcId(32 + i as u32), w)?;
+        }
+    }
     Ok(Built {
         sim,
         senders,
         receiver,
         bottleneck,
     })
+}
+
+/// Round-robin weights (frames per turn) that give each rate-reserving VC at least
+/// its reserved share of the bottleneck when every VC is backlogged: the others get 1
+/// each, a reserving VC `r / R · W` of the turn's `W` frames, rounded up. An unweighted
+/// round robin gives each of n VCs 1/n, which starves a reservation above that.
+fn rr_weights(s: &Scenario) -> Vec<u32> {
+    let reserved = |spec: &VcSpec| {
+        (spec.config.flow == FlowKind::LeakyBucket && spec.config.rate > 0)
+            .then(|| spec.config.rate as f64 / s.rate_bps.max(1) as f64)
+    };
+    let shares: Vec<Option<f64>> = s.vcs.iter().map(reserved).collect();
+    let others = shares.iter().filter(|r| r.is_none()).count() as f64;
+    // What the reservations leave to the others; overbooking still serves everyone.
+    let left = (1.0 - shares.iter().flatten().sum::<f64>()).max(0.05);
+    let smallest = shares
+        .iter()
+        .flatten()
+        .copied()
+        .fold(f64::INFINITY, f64::min);
+    // Frames in one turn: the others' one each fill what is left; with no others, the
+    // smallest reservation gets one frame.
+    let turn = if others > 0.0 {
+        others / left
+    } else {
+        1.0 / smallest
+    };
+    shares
+        .iter()
+        .map(|r| r.map_or(1, |r| ((r * turn).ceil() as u32).max(1)))
+        .collect()
 }
 
 /// Run a scenario to completion (every VC closed) or its time limit.
@@ -282,12 +322,30 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
     let all_done = |sim: &Sim<PsbHost>| {
         sim.host(receiver).finished() && senders.iter().all(|&h| sim.host(h).finished())
     };
+    // When each VC finished (both ends closed), to the event: its goodput's time.
+    let mut done_at: Vec<Option<Instant>> = vec![None; s.vcs.len()];
+    let note_done = |sim: &Sim<PsbHost>, done_at: &mut [Option<Instant>]| {
+        for (i, (&h, at)) in senders.iter().zip(done_at.iter_mut()).enumerate() {
+            if at.is_none() {
+                let id = VcId(32 + i as u32);
+                let finished =
+                    |host: HostId| sim.host(host).vc(id).is_some_and(|v| v.psb.is_finished());
+                if finished(h) && finished(receiver) {
+                    *at = Some(sim.now());
+                }
+            }
+        }
+    };
     let mut series = Vec::new();
     if let Some(iv) = s.series_interval {
         let n = s.vcs.len();
         let mut last = vec![0u64; n];
         let mut t = Instant::ZERO;
         while t <= deadline && !all_done(&sim) {
+            while sim.next_event_time().is_some_and(|at| at <= t) {
+                sim.step();
+                note_done(&sim, &mut done_at);
+            }
             sim.run_until(t);
             let rx = sim.host(receiver);
             let mut vcs = Vec::with_capacity(n);
@@ -323,7 +381,9 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             t += iv;
         }
     } else {
-        sim.run_while(|sim| sim.now() < deadline && !all_done(sim));
+        while sim.now() < deadline && !all_done(&sim) && sim.step() {
+            note_done(&sim, &mut done_at);
+        }
     }
     let sim_time = sim.now() - Instant::ZERO;
     let mut vcs = Vec::new();
@@ -337,16 +397,14 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             _ => continue,
         };
         let start = Instant::ZERO + spec.start;
-        // A VC that finished is measured to its last delivery; one still running at
-        // the end of the run, to the end of the run.
-        let done = tx.psb.is_finished() && rx.psb.is_finished();
-        let (goodput_bps, finished_at) = match sink.span() {
-            Some((_, last)) if done => (
-                goodput(sink.delivered(), last - start),
-                Some(last - Instant::ZERO),
-            ),
-            _ => (goodput(sink.delivered(), sim.now() - start), None),
-        };
+        // Goodput is what arrived over the time the VC ran: to when both ends finished,
+        // or to the end of the run. Not to its last delivery: a best-effort VC that
+        // lost 98 % of its bytes would then show its early deliveries' rate.
+        let end = done_at[i].unwrap_or(sim.now());
+        let goodput_bps = goodput(sink.delivered(), end.saturating_duration_since(start));
+        let finished_at = done_at[i]
+            .and(sink.span())
+            .map(|(_, last)| last - Instant::ZERO);
         vcs.push(VcReport {
             label: spec.label.clone(),
             flow: spec.config.flow,
@@ -355,6 +413,7 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             bytes_sent: sent,
             bytes_delivered: sink.delivered(),
             messages_delivered: sink.messages(),
+            messages_lost: sink.messages_missing(),
             intact: sink.intact(),
             bad_messages: sink.bad_messages(),
             goodput_bps,
@@ -363,7 +422,7 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             closed: tx.psb.status().closed && rx.psb.status().peer_closed,
             sender: tx.psb.stats().clone(),
             receiver: rx.psb.stats().clone(),
-            srtt: tx.psb.rtt().srtt(),
+            srtt: tx.psb.rtt().has_sample().then(|| tx.psb.rtt().srtt()),
         });
     }
     Ok(Report {

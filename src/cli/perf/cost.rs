@@ -22,7 +22,7 @@ use indicatif::ProgressBar;
 use rustix::time::{clock_gettime, ClockId};
 
 use super::experiment::{Experiment, OutputArgs};
-use super::fit::least_squares;
+use super::fit::non_negative_least_squares;
 use super::natm;
 use super::results;
 use super::stack::{is_timeout, StackOptions};
@@ -182,7 +182,8 @@ pub(crate) fn fit(points: &[Point], path: &str, tpdu: usize) -> Option<Costs> {
     let ys: Vec<f64> = pts.iter().map(|p| p.cpu_s()).collect();
     // Relative error: small and large messages count alike.
     let ws: Vec<f64> = ys.iter().map(|y| 1.0 / (y * y)).collect();
-    let b = least_squares(&xs, &ys, &ws)?;
+    // Costs are non-negative; a free fit of noisy timings can trade one against another.
+    let b = non_negative_least_squares(&xs, &ys, &ws)?;
     Some(Costs {
         per_message: b[0],
         per_tpdu: b[1],

@@ -53,6 +53,57 @@ pub(crate) fn least_squares(xs: &[Vec<f64>], ys: &[f64], ws: &[f64]) -> Option<V
     beta.iter().all(|b| b.is_finite()).then_some(beta)
 }
 
+/// [`least_squares`] with every coefficient at least 0: the best fit among those
+/// that set some coefficients to 0 and fit the rest freely. A cost cannot be
+/// negative; an unconstrained fit of noisy timings can make one so (−0.17 µs per TPDU
+/// was printed) by trading it against another. Exact for the few regressors used
+/// here (2^k subsets). `None` as [`least_squares`].
+pub(crate) fn non_negative_least_squares(
+    xs: &[Vec<f64>],
+    ys: &[f64],
+    ws: &[f64],
+) -> Option<Vec<f64>> {
+    let full = least_squares(xs, ys, ws)?;
+    if full.iter().all(|&b| b >= 0.0) {
+        return Some(full);
+    }
+    let k = full.len();
+    let residual = |beta: &[f64]| -> f64 {
+        xs.iter()
+            .zip(ys)
+            .zip(ws)
+            .map(|((x, &y), &w)| {
+                let e = y - x.iter().zip(beta).map(|(a, b)| a * b).sum::<f64>();
+                w * e * e
+            })
+            .sum()
+    };
+    let mut best: Option<(f64, Vec<f64>)> = None;
+    // Every proper subset of the regressors kept free (bit set = free), the rest 0.
+    for mask in 1..(1u32 << k) - 1 {
+        let free: Vec<usize> = (0..k).filter(|&i| mask & (1 << i) != 0).collect();
+        let sub: Vec<Vec<f64>> = xs
+            .iter()
+            .map(|x| free.iter().map(|&i| x[i]).collect())
+            .collect();
+        let Some(b) = least_squares(&sub, ys, ws) else {
+            continue;
+        };
+        if b.iter().any(|&v| v < 0.0) {
+            continue;
+        }
+        let mut beta = vec![0.0; k];
+        for (&i, v) in free.iter().zip(b) {
+            beta[i] = v;
+        }
+        let r = residual(&beta);
+        if best.as_ref().is_none_or(|(br, _)| r < *br) {
+            best = Some((r, beta));
+        }
+    }
+    best.map(|(_, b)| b)
+}
+
 /// One part of a [`two_part`] fit: time per message `a + b · size` over a size range.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Segment {
@@ -226,6 +277,36 @@ mod tests {
             .collect();
         assert_eq!(least_squares(&col, &[1.0; 5], &[1.0; 5]), None);
         assert_eq!(least_squares(&xs[..2], &ys[..2], &[1.0; 2]), None);
+    }
+
+    /// Timings whose free fit has a negative per-TPDU cost (the newcomer's −0.17 µs):
+    /// the constrained fit reports 0 for it and still fits the rest.
+    #[test]
+    fn non_negative_fit_never_reports_a_negative_cost() {
+        let tpdu = 4096.0;
+        let sizes = [64.0, 4000.0, 4200.0, 8300.0, 12300.0, 16500.0];
+        let xs: Vec<Vec<f64>> = sizes
+            .iter()
+            .map(|&s: &f64| vec![1.0, (s / tpdu).ceil(), s])
+            .collect();
+        // 2 µs + 0.5 ns/B, minus a little per TPDU: the free fit goes negative.
+        let ys: Vec<f64> = xs
+            .iter()
+            .map(|x| 2e-6 - 0.17e-6 * x[1] + 0.5e-9 * x[2])
+            .collect();
+        let ws = [1.0; 6];
+        assert!(least_squares(&xs, &ys, &ws).unwrap()[1] < 0.0);
+        let b = non_negative_least_squares(&xs, &ys, &ws).unwrap();
+        assert!(b.iter().all(|&v| v >= 0.0), "{b:?}");
+        assert_eq!(b[1], 0.0);
+        assert!(b[0] > 1e-6 && b[2] > 0.4e-9, "{b:?}");
+        // A fit that is already non-negative is the free fit.
+        let ys: Vec<f64> = xs
+            .iter()
+            .map(|x| 2e-6 + 1e-6 * x[1] + 0.5e-9 * x[2])
+            .collect();
+        let b = non_negative_least_squares(&xs, &ys, &ws).unwrap();
+        assert!(close(b[1], 1e-6, 1e-6), "{b:?}");
     }
 
     /// Throughput from a per-message and per-byte cost that change at 8 KiB, as in

@@ -190,7 +190,8 @@ pub(crate) struct LatencyArgs {
     #[arg(long, default_value_t = 1_000_000)]
     count: usize,
     /// Stacks to measure, comma-separated (see `natm perf stacks`); default
-    /// udp,tcp,udp-busy, or with --stages natm-be,natm-be-sched,natm-reliable,natm-reliable-sched.
+    /// udp,tcp,udp-busy,natm-be,natm-reliable, or with --stages
+    /// natm-be,natm-be-sched,natm-reliable,natm-reliable-sched.
     #[arg(long, value_delimiter = ',')]
     stacks: Vec<String>,
     /// Report where the time goes along the natm stack instead: timestamps at the send
@@ -353,7 +354,11 @@ fn round_trips(a: &LatencyArgs, pb: &ProgressBar) -> anyhow::Result<RoundTrips> 
     let names: Vec<String> = match (a.stacks.is_empty(), a.stages) {
         (false, _) => a.stacks.clone(),
         (true, true) => stages::DEFAULT_STACKS.map(String::from).to_vec(),
-        (true, false) => ["udp", "tcp", "udp-busy"].map(String::from).to_vec(),
+        // The baselines and natm itself: a latency run that measures no natm stack
+        // answers nothing about natm.
+        (true, false) => ["udp", "tcp", "udp-busy", "natm-be", "natm-reliable"]
+            .map(String::from)
+            .to_vec(),
     };
     let (stacks, reference) = setup(&names, &a.common)?;
     let size = check_size(a.size)?;

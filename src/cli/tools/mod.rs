@@ -54,10 +54,13 @@ fn explain(e: Error, target: &str) -> anyhow::Error {
     let (cause, detail) = match e {
         Error::Refused { cause, detail } => (cause, detail),
         Error::NoSigd { path, source } => {
-            return anyhow!(
-                "cannot reach sigd at {}: {source}; start `natm sigd`, or give --sigd PATH (or set $NATM_SIGD)",
-                path.display()
-            )
+            let todo = if source.kind() == std::io::ErrorKind::PermissionDenied {
+                "you may not use that socket: run as its owner (or root), or give --sigd PATH \
+                 of a sigd you may use (or set $NATM_SIGD)"
+            } else {
+                "start `natm sigd`, or give --sigd PATH (or set $NATM_SIGD)"
+            };
+            return anyhow!("cannot reach sigd at {}: {source}; {todo}", path.display());
         }
         e => return anyhow!("calling {target}: {e}"),
     };

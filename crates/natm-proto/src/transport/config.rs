@@ -3,7 +3,7 @@
 use thiserror::Error;
 
 use super::{FlowKind, RttConfig, Semantics};
-use crate::wire::qos::{Qos, Rate};
+use crate::wire::qos::{Aal, Qos, Rate};
 use crate::wire::tpdu::MAX_PAYLOAD;
 
 /// Everything that configures one simplex VC's transport.
@@ -171,6 +171,17 @@ pub enum ConfigError {
     /// Zero outstanding messages.
     #[error("most messages outstanding must be at least 1")]
     Outstanding,
+    /// AAL0 (raw cells) asked for: the transport runs over AAL5 frames.
+    #[error(
+        "aal0 (raw cells) is not supported: natm's transport runs over AAL5 frames; drop aal0 from the QoS"
+    )]
+    Aal0,
+    /// A direction marked unused: natm's connections carry data both ways.
+    #[error(
+        "{0}:none (a one-way VC) is not supported: natm's connections carry data both ways; \
+         drop {0}:none, or give that direction its own traffic, e.g. {0}:pcr=1Mbps"
+    )]
+    OneWay(&'static str),
 }
 
 impl TransportConfig {
@@ -179,6 +190,17 @@ impl TransportConfig {
     /// for feedback flow control when the QoS does not name one. The target rate is
     /// the transmit PCR (or SCR for VBR), the minimum the transmit `min_pcr`.
     pub fn from_qos(q: &Qos, round_robin_network: bool) -> Result<TransportConfig, ConfigError> {
+        // Refused here, where every connect and listen resolves its QoS, rather than
+        // parsed and then silently ignored.
+        if q.aal() == Aal::Aal0 {
+            return Err(ConfigError::Aal0);
+        }
+        if !q.rx().is_used() {
+            return Err(ConfigError::OneWay("rx"));
+        }
+        if !q.tx().is_used() {
+            return Err(ConfigError::OneWay("tx"));
+        }
         let t = q.resolved_transport(round_robin_network);
         let tx = q.tx();
         let bps = |r: Option<Rate>| r.and_then(|r| r.bits_per_sec());
@@ -230,6 +252,20 @@ impl From<&TransportConfig> for crate::flow::FlowParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What parses but natm cannot carry is refused with what to change, not ignored.
+    #[test]
+    fn aal0_and_one_way_qos_are_refused_clearly() {
+        let cfg = |t: &str| TransportConfig::from_qos(&t.parse::<Qos>().unwrap(), true);
+        let e = cfg("cbr:tx:pcr=10Mbps,rx:none").unwrap_err().to_string();
+        assert!(e.contains("rx:none") && e.contains("not supported"), "{e}");
+        let e = cfg("ubr:tx:none,rx:pcr=1Mbps").unwrap_err().to_string();
+        assert!(e.contains("tx:none"), "{e}");
+        let e = cfg("ubr,aal0").unwrap_err().to_string();
+        assert!(e.contains("aal0") && e.contains("AAL5"), "{e}");
+        assert!(cfg("cbr:tx:pcr=10Mbps,rx:pcr=1Mbps").is_ok());
+        assert!(cfg("reliable").is_ok());
+    }
 
     #[test]
     fn qos_text_maps_onto_the_transport() {

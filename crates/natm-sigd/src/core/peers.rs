@@ -303,20 +303,35 @@ impl Core {
                     .and_then(|l| l.calls.remove(&call));
                 if let Some(id) = id {
                     let c = cause.value.raw();
-                    let detail = match by {
-                        ClearedBy::Remote => format!(
+                    let called = self
+                        .calls
+                        .get(&id)
+                        .map(|c| (c.sap.clone(), c.remote_addr.clone()));
+                    let detail = match (by, called) {
+                        // The callee's sigd refuses a SAP nobody listens on with 88, whose
+                        // standard text ("incompatible destination") would send the
+                        // caller looking at its QoS; say what the callee's sigd saw.
+                        (ClearedBy::Remote, Some((sap, addr)))
+                            if c == cause::INCOMPATIBLE_DESTINATION =>
+                        {
+                            format!(
+                                "nobody listens on SAP \"{sap}\" at {addr} (cause {c}: {})",
+                                cause_text(c)
+                            )
+                        }
+                        (ClearedBy::Remote, _) => format!(
                             "released by the called side at {link} (cause {c}: {})",
                             cause_text(c)
                         ),
-                        ClearedBy::Timer => format!(
+                        (ClearedBy::Timer, _) => format!(
                             "no answer from the peer sigd at {link} in time (cause {c}: {})",
                             cause_text(c)
                         ),
-                        ClearedBy::Link => format!(
+                        (ClearedBy::Link, _) => format!(
                             "the signalling link to {link} was lost (cause {c}: {})",
                             cause_text(c)
                         ),
-                        ClearedBy::Local => format!("released (cause {c}: {})", cause_text(c)),
+                        (ClearedBy::Local, _) => format!("released (cause {c}: {})", cause_text(c)),
                     };
                     self.end_call(id, c, &detail, true);
                 }
@@ -358,11 +373,8 @@ impl Core {
             .map(|s| String::from_utf8_lossy(s.as_bytes()).into_owned())
             .unwrap_or_default();
         let Some(listener) = self.find_listener(&called, &sap) else {
-            return refuse(
-                self,
-                cause::INCOMPATIBLE_DESTINATION,
-                "nobody listens on that SAP",
-            );
+            let why = format!("nobody listens on SAP \"{sap}\" at {called}");
+            return refuse(self, cause::INCOMPATIBLE_DESTINATION, &why);
         };
         let (Some(peer_data), Some(cookie), Some(tx_vci)) = (
             params.natm.data_endpoint,

@@ -71,6 +71,17 @@ fn os_seed() -> [u8; 32] {
     b
 }
 
+/// `e` with the path it concerns and, when it is a permission error, what to do.
+fn with_path(e: io::Error, what: &str, path: &std::path::Path) -> io::Error {
+    let fix = if e.kind() == io::ErrorKind::PermissionDenied {
+        "; run sigd as root, or give it a --socket in a directory you can write \
+         (e.g. /tmp/natm/sigd.sock) and point applications at it with $NATM_SIGD"
+    } else {
+        ""
+    };
+    io::Error::new(e.kind(), format!("{what} {}: {e}{fix}", path.display()))
+}
+
 impl Daemon {
     /// Bind the application socket and the signalling socket, and measure the TPDU
     /// cost unless the configuration gives it.
@@ -79,7 +90,8 @@ impl Daemon {
         let path = cfg.socket.clone();
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
-                std::fs::create_dir_all(dir)?;
+                std::fs::create_dir_all(dir)
+                    .map_err(|e| with_path(e, "cannot create the socket's directory", dir))?;
             }
         }
         if path.exists() {
@@ -93,14 +105,11 @@ impl Daemon {
                     ),
                 ));
             }
-            std::fs::remove_file(&path)?;
+            std::fs::remove_file(&path)
+                .map_err(|e| with_path(e, "cannot remove the stale socket", &path))?;
         }
-        let mut listener = UnixListener::bind(&path).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("cannot listen on {}: {e}", path.display()),
-            )
-        })?;
+        let mut listener =
+            UnixListener::bind(&path).map_err(|e| with_path(e, "cannot listen on", &path))?;
         let mut signalling = mio::net::UdpSocket::bind(cfg.signalling).map_err(|e| {
             io::Error::new(
                 e.kind(),

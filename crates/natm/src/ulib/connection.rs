@@ -97,7 +97,6 @@ impl AutoLinks {
 /// A call offered to a listener through sigd: who calls and with what QoS, to accept
 /// or reject before any connection exists (seed 004 §5.3). Dropping it unanswered
 /// rejects it (cause 21).
-#[derive(Debug)]
 pub struct IncomingCall {
     /// The caller's ATM address.
     pub caller: String,
@@ -107,6 +106,18 @@ pub struct IncomingCall {
     host: super::Host,
     session: Arc<Session>,
     answered: bool,
+}
+
+/// The call as its user sees it; the host and session are engine state, not the call's.
+impl std::fmt::Debug for IncomingCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IncomingCall")
+            .field("call", &self.call)
+            .field("caller", &self.caller)
+            .field("qos", &self.qos)
+            .field("answered", &self.answered)
+            .finish_non_exhaustive()
+    }
 }
 
 impl IncomingCall {

@@ -49,7 +49,7 @@ pub enum Error {
         detail: String,
     },
     /// The host's sigd cannot be reached.
-    #[error("cannot reach sigd at {}: {source}; start `natm sigd` (or set HostConfig::sigd_socket / $NATM_SIGD)", path.display())]
+    #[error("cannot reach sigd at {}: {source}; start `natm sigd`, or if permission was denied ask its owner for access to that socket (or set HostConfig::sigd_socket / $NATM_SIGD to one you may use)", path.display())]
     NoSigd {
         /// The socket path tried.
         path: std::path::PathBuf,
