@@ -62,19 +62,14 @@ fn emit<E: Experiment>(out: &OutputArgs, result: &E::Result, extra: &E::Figure) 
         E::figure(result, extra, path)
             .with_context(|| format!("cannot draw the figure {}", path.display()))?;
     }
-    if !out.json && out.save.is_none() {
-        crate::cli::outln!(
-            "{}",
-            crate::cli::table::wrap(&E::table(result)).trim_end_matches('\n')
-        );
-        return Ok(());
-    }
-    let doc = serde_json::to_string_pretty(result).context("cannot write the results as JSON")?;
+    let doc = || serde_json::to_string_pretty(result).context("cannot write the results as JSON");
     if let Some(path) = &out.save {
+        let doc = doc()?;
         std::fs::write(path, format!("{doc}\n"))
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if out.json {
+        let doc = doc()?;
         crate::cli::outln!("{doc}");
     } else {
         crate::cli::outln!(

@@ -170,8 +170,6 @@ fn start_relay(src: SocketAddr, dst: SocketAddr) -> anyhow::Result<(Proc, Socket
     Ok((Proc(child), addr_of(&lines[0])?))
 }
 
-/// Sends `datagram` through the forwarder at `to` for `secs` as fast as the socket
-/// takes it, and counts what reaches `rx`.
 /// What one measurement sends.
 struct Load<'a> {
     datagram: &'a [u8],
@@ -181,6 +179,8 @@ struct Load<'a> {
     secs: f64,
 }
 
+/// Sends `datagram` through the forwarder at `to` for `secs` as fast as the socket
+/// takes it, and counts what reaches `rx`.
 fn blast(
     pid: u32,
     tx: &UdpSocket,

@@ -126,14 +126,13 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     let (tx, rx) = conn.split();
 
     let back = Back::start(rx, discard);
-    let sent = Arc::new(AtomicU64::new(0));
     // Bytes the VC has put on the wire, not taken into its buffer: a shaped VC's
     // progress shows its rate from the start.
     let wire = tx.clone();
     let progress = Progress::start("sent", move || wire.stats().tx.bytes_sent, a.quiet);
     let start = Instant::now();
     let mut pacer = Pacer::new(a.rate);
-    let mut messages = 0u64;
+    let (mut messages, mut sent) = (0u64, 0u64);
     let result = (|| -> anyhow::Result<()> {
         match source {
             Source::Reader(mut r) => {
@@ -148,7 +147,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
                     pacer.wait(n);
                     tx.send(&buf[..n]).map_err(sending)?;
                     messages += 1;
-                    sent.fetch_add(n as u64, Ordering::Relaxed);
+                    sent += n as u64;
                 }
             }
             Source::Load(total) => {
@@ -161,7 +160,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
                     tx.send(&buf[..n]).map_err(sending)?;
                     messages += 1;
                     left -= n as u64;
-                    sent.fetch_add(n as u64, Ordering::Relaxed);
+                    sent += n as u64;
                 }
             }
         }
@@ -177,7 +176,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     let (received, messages_back) = back.finish(a.linger);
     result?;
     let received = received?;
-    let moved = sent.load(Ordering::Relaxed);
+    let moved = sent;
     Summary::new(
         "call",
         a.target.clone(),
