@@ -144,15 +144,19 @@ fn start_switch(
         + &port("b", dst)
         + "[[pvc]]\nfrom = \"a:0.32\"\nto = \"b:1.40\"\nbuffer = 1000000\nframe_discard = false\n";
     std::fs::write(&cfg, toml)?;
-    let mut child = Command::new(std::env::current_exe()?)
+    let child = Command::new(std::env::current_exe()?)
         .args(["switch", "--config"])
         .arg(&cfg)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .context("cannot start natm switch")?;
-    let lines = read_lines(&mut child, "port a ", 1)?;
-    Ok((Proc(child), addr_of(&lines[0])?))
+    let mut child = Proc(child);
+    // The switch has read its config once it names its ports (or failed to start).
+    let lines = read_lines(&mut child.0, "port a ", 1);
+    let _ = std::fs::remove_dir_all(&dir);
+    let lines = lines?;
+    Ok((child, addr_of(&lines[0])?))
 }
 
 /// Starts `natm perf relay` from `src` to `dst`; the address to send to.
