@@ -24,4 +24,4 @@ pub mod vci;
 
 pub use crate::core::Creds;
 pub use config::{Config, ConfigError, ConfigFile};
-pub use daemon::{Daemon, Stop};
+pub use daemon::{signal_pipe, Daemon, Stop};

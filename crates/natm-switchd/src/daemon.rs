@@ -4,7 +4,6 @@
 //! the line is free; every forwarding decision is the data plane's.
 
 use std::io;
-use std::os::unix::net::UnixStream as StdUnixStream;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -31,19 +30,7 @@ const CATCH_UP: Duration = Duration::from_millis(2);
 const READ_BURST: usize = 256;
 const MAX_DATAGRAM: usize = 65_536;
 
-/// A stop request: set by SIGTERM/SIGINT (or by a test) to end [`SwitchDaemon::run`].
-#[derive(Debug, Clone, Default)]
-pub struct Stop(std::sync::Arc<std::sync::atomic::AtomicBool>);
-
-impl Stop {
-    /// Ask the switch to stop.
-    pub fn stop(&self) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-    fn stopped(&self) -> bool {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
-    }
-}
+pub use natm_sigd::Stop;
 
 /// The switch process.
 #[derive(Debug)]
@@ -164,16 +151,7 @@ impl SwitchDaemon {
 
     /// Stop on SIGTERM and SIGINT (the signals write to a pipe the loop watches).
     pub fn handle_signals(&mut self) -> io::Result<()> {
-        let (rx, tx) = StdUnixStream::pair()?;
-        rx.set_nonblocking(true)?;
-        for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-            signal_hook::low_level::pipe::register(s, tx.try_clone()?)?;
-        }
-        let mut rx = UnixStream::from_std(rx);
-        self.poll
-            .registry()
-            .register(&mut rx, SIGNALS, Interest::READABLE)?;
-        self.signals = Some(rx);
+        self.signals = Some(natm_sigd::signal_pipe(self.poll.registry(), SIGNALS)?);
         Ok(())
     }
 

@@ -36,9 +36,23 @@ impl Stop {
     pub fn stop(&self) {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);
     }
-    fn stopped(&self) -> bool {
+    /// Whether a stop was asked for.
+    pub fn stopped(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::SeqCst)
     }
+}
+
+/// A pipe that SIGTERM and SIGINT write to, registered readable on `registry`
+/// under `token` (natm-switchd's loop uses it too).
+pub fn signal_pipe(registry: &mio::Registry, token: Token) -> io::Result<UnixStream> {
+    let (rx, tx) = StdUnixStream::pair()?;
+    rx.set_nonblocking(true)?;
+    for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::low_level::pipe::register(s, tx.try_clone()?)?;
+    }
+    let mut rx = UnixStream::from_std(rx);
+    registry.register(&mut rx, token, Interest::READABLE)?;
+    Ok(rx)
 }
 
 /// The daemon.
@@ -165,16 +179,7 @@ impl Daemon {
 
     /// Stop on SIGTERM and SIGINT (the signals write to a pipe the loop watches).
     pub fn handle_signals(&mut self) -> io::Result<()> {
-        let (rx, tx) = StdUnixStream::pair()?;
-        rx.set_nonblocking(true)?;
-        for s in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
-            signal_hook::low_level::pipe::register(s, tx.try_clone()?)?;
-        }
-        let mut rx = UnixStream::from_std(rx);
-        self.poll
-            .registry()
-            .register(&mut rx, SIGNALS, Interest::READABLE)?;
-        self.signals = Some(rx);
+        self.signals = Some(signal_pipe(self.poll.registry(), SIGNALS)?);
         Ok(())
     }
 
