@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::half::{Half, RxHalf, TxHalf};
+use super::half::{Half, RxHalf, Simplex, TxHalf};
 use super::{ConnectionEvent, EndpointEvent, Route, Transmit};
 use crate::time::Instant;
 use crate::transport::{
@@ -344,10 +344,12 @@ impl Connection {
                 // One simplex VC aborted ends the duplex connection: the application
                 // cannot use half of it.
                 let other = match half {
-                    Half::Tx => &mut self.rx as &mut dyn AbortHalf,
-                    Half::Rx => &mut self.tx as &mut dyn AbortHalf,
+                    Half::Tx => &mut self.rx as &mut dyn Simplex,
+                    Half::Rx => &mut self.tx as &mut dyn Simplex,
                 };
-                other.abort_half(r);
+                other.abort(r);
+                // The half's own Aborted event would be reported a second time.
+                while other.poll_event().is_some() {}
                 self.state = State::Aborted(r);
                 self.events.push_back(Event::Aborted(r));
             }
@@ -426,25 +428,5 @@ impl Connection {
     /// Whether the frame carries an ordinary data TPDU (for tests and tracing).
     pub fn is_data(kind: TransmitKind) -> bool {
         matches!(kind, TransmitKind::Data | TransmitKind::Retransmission(_))
-    }
-}
-
-/// Abort either half through one reference (the coupling rule above).
-trait AbortHalf {
-    fn abort_half(&mut self, reason: AbortReason);
-}
-
-impl AbortHalf for TxHalf {
-    fn abort_half(&mut self, reason: AbortReason) {
-        self.abort(reason);
-        // The half's own Aborted event would be reported a second time.
-        while self.poll_event().is_some() {}
-    }
-}
-
-impl AbortHalf for RxHalf {
-    fn abort_half(&mut self, reason: AbortReason) {
-        self.abort(reason);
-        while self.poll_event().is_some() {}
     }
 }

@@ -187,6 +187,14 @@ macro_rules! common_half_api {
         pub fn stats(&self) -> &PsbStats {
             self.core.psb.stats()
         }
+
+        /// Whether the VC carries a byte stream (agreed at setup).
+        pub fn is_stream(&self) -> bool {
+            self.core
+                .psb
+                .params()
+                .is_some_and(|p| p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0)
+        }
     };
 }
 
@@ -367,13 +375,5 @@ impl RxHalf {
             return;
         }
         self.core.abort(AbortReason::Local);
-    }
-
-    /// Whether the VC carries a byte stream (agreed at setup).
-    pub fn is_stream(&self) -> bool {
-        self.core
-            .psb
-            .params()
-            .is_some_and(|p| p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0)
     }
 }

@@ -92,13 +92,7 @@ impl Route {
     /// Which half a datagram (VC header + TPDU) is for, with VCI and cookie checked.
     pub fn classify(&self, datagram: &[u8]) -> Result<Half, Refusal> {
         let (vci, cookie, _) = peek(datagram).ok_or(Refusal::NotNatm)?;
-        let half = if vci == self.rx_vci {
-            Half::Rx
-        } else if vci == self.tx_vci {
-            Half::Tx
-        } else {
-            return Err(Refusal::UnknownVc);
-        };
+        let half = self.half_of(vci).ok_or(Refusal::UnknownVc)?;
         if cookie != self.cookie {
             return Err(Refusal::BadCookie);
         }

@@ -548,12 +548,7 @@ impl Conn {
 
     /// Whether the sending VC carries a byte stream.
     pub(crate) fn is_stream(&self) -> bool {
-        self.tx()
-            .0
-            .half
-            .psb()
-            .params()
-            .is_some_and(|p| p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0)
+        self.tx().0.half.is_stream()
     }
 
     /// The application's abort of both VCs.
