@@ -31,6 +31,7 @@ f.vpi = ProtoField.uint8("natm.vpi", "VPI", base.DEC)
 f.vci = ProtoField.uint16("natm.vci", "VCI", base.DEC)
 f.sdu = ProtoField.bytes("natm.sdu", "AAL5 SDU")
 -- The TPDU header (docs/wire.md "The TPDU header").
+f.tpdu = ProtoField.none("natm.tpdu", "natm TPDU header")
 f.tpdu_ver = ProtoField.uint8("natm.tpdu.ver", "Version", base.DEC, nil, 0xF0)
 f.tpdu_type = ProtoField.uint8("natm.tpdu.type", "Type", base.DEC, tpdu_types, 0x0F)
 f.tpdu_flags = ProtoField.uint8("natm.tpdu.flags", "Flags", base.HEX)
@@ -79,7 +80,7 @@ local function sdu_fits(kind, sdu_len, tvb)
 end
 
 local function dissect_tpdu(tvb, pinfo, tree)
-    local t = tree:add(tvb(0, TPDU_HEADER), "natm TPDU")
+    local t = tree:add(f.tpdu, tvb(0, TPDU_HEADER))
     t:add(f.tpdu_ver, tvb(0, 1))
     t:add(f.tpdu_type, tvb(0, 1))
     local flags = t:add(f.tpdu_flags, tvb(1, 1))
@@ -96,7 +97,7 @@ local function dissect_tpdu(tvb, pinfo, tree)
     t:add(f.tpdu_tsecr, tvb(24, 4))
     t:add(f.tpdu_aux, tvb(28, 4))
     if tvb:len() > TPDU_HEADER then
-        t:add(f.tpdu_payload, tvb(TPDU_HEADER))
+        tree:add(f.tpdu_payload, tvb(TPDU_HEADER))
     end
     local ty = tpdu_types[bit.band(tvb(0, 1):uint(), 0x0F)]
     pinfo.cols.info:append(string.format(" %s seq=%u", ty, tvb(8, 4):uint()))
