@@ -261,7 +261,7 @@ fn a_call_captured_as_atm_decodes_in_tshark() {
         "50",
     ]);
     // Sigd A's signalling only, one line per frame, ended by --seconds.
-    let lines = Capture::natm(&["-i", "lo", "--port", &port_a, "--seconds", "6"]);
+    let lines = Capture::natm(&["-i", "lo", "--port", &port_a, "--seconds", "10"]);
     call(&a, &b, 200_000);
 
     for (cap, file) in [(s, &sunatm), (e, &erf)] {
