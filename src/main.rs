@@ -52,6 +52,8 @@ enum Command {
     Listen(cli::tools::listen::ListenArgs),
     /// Round-trip probes to an echo listener (`natm listen echo --echo`).
     Ping(cli::tools::ping::PingArgs),
+    /// Capture natm's UDP traffic on an interface as ATM, for Wireshark (root).
+    Capture(cli::tools::capture::CaptureArgs),
     /// A child process for the multi-process tests.
     #[command(hide = true)]
     TestHelper(cli::sigd::HelperArgs),
@@ -72,6 +74,7 @@ fn main() -> ExitCode {
         Command::Call(a) => cli::tools::call::run(a),
         Command::Listen(a) => cli::tools::listen::run(a),
         Command::Ping(a) => cli::tools::ping::run(a),
+        Command::Capture(a) => cli::tools::capture::run(a),
         Command::TestHelper(a) => cli::sigd::helper(a),
     };
     match result {

@@ -1,12 +1,15 @@
 //! The tools a user reaches for to move bytes through sigd (issue 14): `natm call`
 //! and `natm listen` (netcat/ttcp-style: stdin/stdout, a file or generated load, an
 //! echo mode, a live progress line and a summary), and `natm ping` (round trips on a
-//! best-effort VC to an echo listener). What they share lives here: opening the host,
+//! best-effort VC to an echo listener); and `natm capture`, which shows their traffic to
+//! Wireshark as ATM. What they share lives here: opening the host,
 //! turning a refusal into its cause and what to do, the summary, progress and pacing.
 
 pub(crate) mod call;
+pub(crate) mod capture;
 pub(crate) mod listen;
 pub(crate) mod ping;
+mod rawsock;
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;

@@ -15,7 +15,8 @@
 //! is still a release candidate, and neither builds SunATM or ERF records, which are
 //! the part that needs care. [`PcapWriter`] writes little-endian files with
 //! microsecond or nanosecond timestamps; [`parse_file`] reads either byte order back
-//! (tests, replaying captures) and never panics.
+//! (tests, replaying captures) and never panics. [`link`] finds the UDP datagram in a
+//! frame captured on a Linux interface (`natm capture`).
 
 use std::io::{self, Write};
 use std::time::Duration;
@@ -24,6 +25,8 @@ use thiserror::Error;
 
 use super::aal5::{self, Aal5Error};
 use super::cell::{HeaderRepr, Pti, CELL_LEN, HEADER_LEN};
+
+pub mod link;
 
 /// LINKTYPE_SUNATM: SunATM pseudo-header + AAL5 SDU.
 pub const LINKTYPE_SUNATM: u32 = 123;
