@@ -91,6 +91,7 @@ impl Directory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use natm_proto::wire::addr::HostsFile;
 
     #[test]
     fn longest_prefix_wins_and_local_comes_first() {
