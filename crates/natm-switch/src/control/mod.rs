@@ -26,13 +26,19 @@
 //! Labels: as natm's hosts do, each receiver labels the simplex VC it receives on
 //! (the SETUP's connection identifier is the VCI the caller receives on, the
 //! CONNECT's the VCI the callee receives on); the switch labels what it receives.
+//! Each label is a bidirectional VC on its link, as a UNI VCC is: a simplex VC's
+//! data flows one way and its acknowledgements (TPDUs on the same VCI, seed 000
+//! §5.3) the other, so each call is four cross-connects, and the two ends of a link
+//! draw their labels from disjoint halves (`natm_proto::sig::vci`).
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::SocketAddr;
+use std::ops::RangeInclusive;
 use std::time::Duration;
 
 use bytes::Bytes;
 use natm_proto::sig::call::traffic_descriptor;
+use natm_proto::sig::vci::VciPool;
 use natm_proto::sig::{CallAccept, CallEvent, CallId, CallParams, Saal, SaalConfig, SigEvent};
 use natm_proto::time::Instant;
 use natm_proto::wire::addr::{from_party, Prefix};
@@ -43,10 +49,14 @@ use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
 
 mod stat;
 
-pub use stat::{CallRow, LinkRow};
+/// What a TPDU adds to its payload on the wire: its 32-octet header and the AAL5
+/// trailer (8 octets).
+const TPDU_OVERHEAD: u64 = 32 + 8;
 
-/// First VCI the switch hands out on a link (0–31 are reserved by I.361).
-const FIRST_VCI: u16 = 32;
+/// Each signalled VC's output queue, cells.
+const SVC_QUEUE_CELLS: u32 = 4096;
+
+pub use stat::{CallRow, LinkRow};
 
 /// Causes the switch clears calls with (Q.2931 table 4-10).
 mod cause {
@@ -73,7 +83,7 @@ pub enum PortRole {
 }
 
 /// A port as the control plane sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ControlPort {
     /// The data plane's port.
     pub port: PortId,
@@ -81,6 +91,9 @@ pub struct ControlPort {
     pub role: PortRole,
     /// The switch's own UDP endpoint on this port: where hosts send their VCs' data.
     pub data: SocketAddr,
+    /// The VCIs the switch hands out on this port: `vci::NETWORK_HALF` towards a
+    /// host; on a trunk, the half the other switch does not use.
+    pub vcis: RangeInclusive<u16>,
 }
 
 /// Routes, timers and ports.
@@ -96,22 +109,12 @@ pub struct ControlConfig {
 }
 
 impl ControlConfig {
-    /// Signalling timers for links inside a network: a lost link (a dead host or
-    /// switch) is noticed within `timer_idle + timer_no_response` (0.5 s) and its calls
-    /// cleared at once (T309 = 0: the data path went with the link), so every end
-    /// sees a RELEASE well within a second.
+    /// [`SaalConfig::network`] with the switch's window and location.
     pub fn network_saal() -> SaalConfig {
-        let mut s = SaalConfig::default();
-        s.sscop.timer_cc = Duration::from_millis(200);
-        s.sscop.timer_poll = Duration::from_millis(100);
-        s.sscop.timer_keepalive = Duration::from_millis(100);
-        s.sscop.timer_idle = Duration::from_millis(100);
-        s.sscop.timer_no_response = Duration::from_millis(400);
+        let mut s = SaalConfig::network();
         s.sscop.window = 1024;
         s.sscop.max_buffered = 4096;
-        s.calls.t309 = Duration::ZERO;
         s.calls.location = Location::PrivateLocal;
-        s.reestablish_after = Duration::from_millis(200);
         s
     }
 }
@@ -131,9 +134,9 @@ impl Default for ControlConfig {
 pub enum Output {
     /// Send this SSCOP PDU to the port's peer on VPI 0/VCI 5.
     Signal(PortId, Bytes),
-    /// Accept data for input VC (port, VPI, VCI) only from `addr` (`None`: stop).
+    /// Accept data for VC (port, VPI, VCI) from `addr` (`None`: no longer).
     Source(VcAddr, Option<SocketAddr>),
-    /// Send what leaves on output VC (port, VPI, VCI) to `addr` (`None`: the peer).
+    /// Send what leaves on VC (port, VPI, VCI) to `addr` (`None`: to the peer).
     Dest(VcAddr, Option<SocketAddr>),
 }
 
@@ -175,8 +178,8 @@ struct Link {
     saal: Saal,
     /// Call control's ids → transit call and whether this port is its caller's side.
     calls: HashMap<CallId, (u64, bool)>,
-    /// VCIs the switch receives on from this port, handed out to calls.
-    vcis: BTreeSet<u16>,
+    /// VCIs the switch hands out on this port.
+    vcis: VciPool,
     /// Cells/s reserved on this port's output.
     reserved_cells: u64,
 }
@@ -215,17 +218,18 @@ impl Control {
         self.tick(now);
         let mut saal = Saal::new(self.cfg.saal.clone());
         saal.start(self.now);
+        let id = port.port;
         self.links.insert(
-            port.port,
+            id,
             Link {
+                vcis: VciPool::range(port.vcis.clone()),
                 cfg: port,
                 saal,
                 calls: HashMap::new(),
-                vcis: BTreeSet::new(),
                 reserved_cells: 0,
             },
         );
-        self.dirty.push(port.port);
+        self.dirty.push(id);
     }
 
     fn tick(&mut self, now: Instant) {
@@ -350,31 +354,59 @@ impl Control {
             .map(|(_, port)| *port)
     }
 
-    /// The policer of one direction of a call: the traffic descriptor's rates, with
-    /// a tolerance of two of the call's TPDUs arriving back to back (a host sends
-    /// whole TPDUs, each a burst of cells at the line rate) and at least `cfg.cdvt`
-    /// for its timers' jitter. Departure from TM 4.0, which leaves CDVT to the
-    /// network operator: natm's sources are frame-granular by design.
+    /// The policer of one direction of a call, from its traffic descriptor (TM 4.0
+    /// GCRA on CLP=0+1), adjusted to what a conforming natm host sends:
+    /// - rates in cells of *payload* (the QoS's bit rates over 48 octets) are raised by
+    ///   the TPDU header and AAL5 trailer and pad a host adds to each TPDU, so a host
+    ///   sending exactly its rate conforms;
+    /// - the tolerance covers the host's leaky bucket (`flow::leaky_bucket`: a depth
+    ///   of 4 TPDUs or 2 ms of the rate) plus one TPDU arriving whole (a frame's cells
+    ///   reach the switch back to back), plus `cfg.cdvt` for the host's timer jitter.
+    ///
+    /// Departure from TM 4.0, which leaves CDVT to the network operator: natm's sources
+    /// are frame-granular by design. Each VC's queue holds 4,096 cells (a reliable
+    /// VC's window of 32 TPDUs of 4 KiB is 2,784).
     fn contract(&self, qos: &Qos, link_cells: u64, forward: bool) -> Contract {
         let td = traffic_descriptor(qos, u32::try_from(link_cells).unwrap_or(u32::MAX));
-        let c = Contract::from_descriptor(&td, forward);
-        let tpdu_cells = qos.resolved_transport(false).tpdu_size.div_ceil(48) as u64 + 1;
+        let mut c = Contract::from_descriptor(&td, forward);
+        let tpdu = u64::from(qos.resolved_transport(false).tpdu_size).max(1);
+        let tpdu_cells = (tpdu + TPDU_OVERHEAD).div_ceil(48);
+        let inflate = |r: u64| (r.saturating_mul(tpdu_cells * 48)).div_ceil(tpdu);
+        c.pcr = c.pcr.map(inflate);
+        c.scr = c.scr.map(|(r, mbs)| (inflate(r), mbs));
+        c.reserved = inflate(c.reserved);
         let tolerance = match c.pcr {
             Some(pcr) if pcr > 0 => {
-                Duration::from_nanos((2 * tpdu_cells).saturating_mul(1_000_000_000) / pcr)
+                let depth = (4 * tpdu_cells).max(pcr * 2 / 1000);
+                Duration::from_nanos((depth + tpdu_cells).saturating_mul(1_000_000_000) / pcr)
             }
             _ => Duration::ZERO,
         };
-        c.with_cdvt(tolerance.max(self.cfg.cdvt))
+        c.with_cdvt(tolerance + self.cfg.cdvt)
+            .with_buffer(SVC_QUEUE_CELLS)
     }
 
+    /// A free label on `port`: from the switch's half, not used by a permanent VC in
+    /// the data plane, not `avoid`.
     fn allocate_vci(&mut self, sw: &Switch, port: PortId, avoid: Option<u16>) -> Option<u16> {
         let l = self.links.get_mut(&port)?;
-        let v = (FIRST_VCI..=u16::MAX).find(|&v| {
-            Some(v) != avoid && !l.vcis.contains(&v) && sw.lookup(port, 0, v).is_none()
-        })?;
-        l.vcis.insert(v);
-        Some(v)
+        let mut skipped = Vec::new();
+        let got = loop {
+            let Some(v) = l.vcis.allocate() else {
+                break None;
+            };
+            if Some(v) != avoid && sw.lookup(port, 0, v).is_none() {
+                break Some(v);
+            }
+            skipped.push(v);
+            if skipped.len() > 64 {
+                break None;
+            }
+        };
+        for v in skipped {
+            l.vcis.free(v);
+        }
+        got
     }
 
     fn on_setup(&mut self, sw: &mut Switch, a: PortId, call: CallId, params: CallParams) {
@@ -419,7 +451,7 @@ impl Control {
         let b_call = match b_link.saal.setup(now, setup) {
             Ok(c) => c,
             Err(_) => {
-                b_link.vcis.remove(&b_in);
+                b_link.vcis.free(b_in);
                 return self.refuse(a, call, cause::TEMPORARY_FAILURE);
             }
         };
@@ -488,10 +520,17 @@ impl Control {
         let (Some(a_out), Some(b_in)) = (a_leg.vci_out, b_leg.vci_in) else {
             return self.clear(sw, id, net_cause(cause::INVALID_IE));
         };
-        let fwd = CrossConnect::vc(VcAddr::new(a, 0, a_in), VcAddr::new(b, 0, b_out));
-        let bwd = CrossConnect::vc(VcAddr::new(b, 0, b_in), VcAddr::new(a, 0, a_out));
+        let (fa, fb) = (VcAddr::new(a, 0, a_in), VcAddr::new(b, 0, b_out));
+        let (ba, bb) = (VcAddr::new(a, 0, a_out), VcAddr::new(b, 0, b_in));
+        // Data each way under its direction's contract; each VC's acknowledgements
+        // back on its own labels, best effort.
         let mut conns = Vec::new();
-        for (xc, c) in [(fwd, t.fwd), (bwd, t.bwd)] {
+        for (xc, c) in [
+            (CrossConnect::vc(fa, fb), t.fwd),
+            (CrossConnect::vc(bb, ba), t.bwd),
+            (CrossConnect::vc(fb, fa), Contract::best_effort()),
+            (CrossConnect::vc(ba, bb), Contract::best_effort()),
+        ] {
             match sw.connect(xc, c) {
                 Ok(cid) => conns.push(cid),
                 Err(_) => {
@@ -503,12 +542,13 @@ impl Control {
             }
         }
         t.conns = conns;
-        for (leg, vin, vout) in [(a_leg, a_in, a_out), (b_leg, b_in, b_out)] {
+        for (leg, labels) in [(a_leg, [a_in, a_out]), (b_leg, [b_in, b_out])] {
             if leg.data.is_some() && self.role(leg.port) == Some(PortRole::Host) {
-                self.out
-                    .push_back(Output::Source(VcAddr::new(leg.port, 0, vin), leg.data));
-                self.out
-                    .push_back(Output::Dest(VcAddr::new(leg.port, 0, vout), leg.data));
+                for v in labels {
+                    let vc = VcAddr::new(leg.port, 0, v);
+                    self.out.push_back(Output::Source(vc, leg.data));
+                    self.out.push_back(Output::Dest(vc, leg.data));
+                }
             }
         }
         let mut accept = params;
@@ -543,7 +583,7 @@ impl Control {
             };
             l.reserved_cells = l.reserved_cells.saturating_sub(reserved);
             if let Some(v) = leg.vci_in {
-                l.vcis.remove(&v);
+                l.vcis.free(v);
             }
             if let Some(call) = leg.call {
                 if l.calls.remove(&call).is_some() {
@@ -556,13 +596,10 @@ impl Control {
             }
             self.dirty.push(leg.port);
             if leg.data.is_some() && l.cfg.role == PortRole::Host {
-                if let Some(v) = leg.vci_in {
-                    self.out
-                        .push_back(Output::Source(VcAddr::new(leg.port, 0, v), None));
-                }
-                if let Some(v) = leg.vci_out {
-                    self.out
-                        .push_back(Output::Dest(VcAddr::new(leg.port, 0, v), None));
+                for v in [leg.vci_in, leg.vci_out].into_iter().flatten() {
+                    let vc = VcAddr::new(leg.port, 0, v);
+                    self.out.push_back(Output::Source(vc, None));
+                    self.out.push_back(Output::Dest(vc, None));
                 }
             }
         }

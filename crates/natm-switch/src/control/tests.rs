@@ -66,6 +66,7 @@ impl Net {
                     port: p,
                     role: PortRole::Host,
                     data,
+                    vcis: natm_proto::sig::vci::NETWORK_HALF,
                 },
             );
         }
@@ -222,7 +223,8 @@ fn frame_on(sw: &mut Switch, now: Instant, port: u16, vci: u16) -> Verdict {
 }
 
 fn sent_vci(sw: &mut Switch, now: Instant, port: u16) -> Option<u16> {
-    match sw.poll_transmit(now + Duration::from_secs(1), PortId(port))? {
+    let at = sw.port_timeout(PortId(port)).unwrap_or(now).max(now);
+    match sw.poll_transmit(at, PortId(port))? {
         Transmit::Frame { header, .. } => Some(header.vci),
         Transmit::Cell(_) => None,
     }
@@ -241,8 +243,15 @@ fn a_call_crosses_the_switch_with_labels_translated_and_is_released() {
     assert_eq!(sent_vci(&mut n.sw, now, 1), Some(50));
     // Backward: the switch's label on port 1 (from the SETUP it sent) → 40 on port 0.
     let b_in = n.ctl.calls()[0].b.1.unwrap();
+    assert!(a_in >= 32_768 && b_in >= 32_768, "the network's half");
     assert_eq!(frame_on(&mut n.sw, now, 1, b_in), Verdict::Queued);
     assert_eq!(sent_vci(&mut n.sw, now, 0), Some(40));
+    // Each label is bidirectional: the callee's acknowledgements of the forward VC,
+    // on its label 50, reach the caller on a_in; the caller's on 40 reach b_in.
+    assert_eq!(frame_on(&mut n.sw, now, 1, 50), Verdict::Queued);
+    assert_eq!(sent_vci(&mut n.sw, now, 0), Some(a_in));
+    assert_eq!(frame_on(&mut n.sw, now, 0, 40), Verdict::Queued);
+    assert_eq!(sent_vci(&mut n.sw, now, 1), Some(b_in));
     // The host ports learnt each VC's data endpoint.
     assert!(n.outputs.contains(&Output::Dest(
         VcAddr::new(PortId(1), 0, 50),
@@ -362,4 +371,27 @@ fn a_dead_host_releases_its_calls_at_the_other_end_within_a_second() {
     assert!(at.saturating_duration_since(before) < Duration::from_secs(1));
     assert_eq!(n.ctl.call_count(), 0);
     assert_eq!(n.sw.stat().vcs.len(), 0);
+}
+
+#[test]
+fn a_dead_caller_side_releases_the_callee() {
+    let mut n = Net::new(155_520_000);
+    n.connect("ubr");
+    n.run(300 * MS);
+    n.alive[0] = false;
+    let mut released = false;
+    for _ in 0..100 {
+        n.run(10 * MS);
+        if n.take_call_events(1)
+            .iter()
+            .any(|e| matches!(e, CallEvent::Released { .. }))
+        {
+            released = true;
+            break;
+        }
+    }
+    assert!(released);
+    assert_eq!(n.ctl.call_count(), 0);
+    // The dead side's link keeps trying to come back, and nothing spins.
+    n.run(2000 * MS);
 }
