@@ -43,6 +43,10 @@ pub(crate) struct SigdArgs {
     /// '*=192.0.2.7:2905'. Repeat for several; they add to the file's.
     #[arg(long = "route", value_name = "PREFIX=PEER")]
     routes: Vec<String>,
+    /// Attach to an ATM switch at this UDP endpoint (its port for this host): every
+    /// address no --route names is called through it (repeatable; a route `*`).
+    #[arg(long = "switch", value_name = "IP:PORT")]
+    switches: Vec<String>,
     /// Link rate each way for admission control, e.g. 100Mbps [default: 1Gbps].
     #[arg(long)]
     capacity: Option<String>,
@@ -121,6 +125,14 @@ pub(crate) fn run(a: SigdArgs) -> CliResult {
         file.directory.push(RouteSection {
             prefix: prefix.into(),
             peer: peer.into(),
+            switch: false,
+        });
+    }
+    for peer in a.switches {
+        file.directory.push(RouteSection {
+            prefix: "*".into(),
+            peer,
+            switch: true,
         });
     }
     let cfg = file.check()?;

@@ -93,8 +93,13 @@ pub struct TimersSection {
 pub struct RouteSection {
     /// Address prefix ("47.0005.80", "+4420", a name, or "*").
     pub prefix: String,
-    /// The peer sigd's UDP signalling endpoint.
+    /// The peer sigd's UDP signalling endpoint, or the switch port's.
     pub peer: String,
+    /// The peer is an ATM switch (`natm switch`), not a sigd: the link to it is
+    /// brought up at start and kept up, with the network's timers
+    /// (`SaalConfig::network`) [default false].
+    #[serde(default)]
+    pub switch: bool,
 }
 
 /// One `[[policy]]` rule.
@@ -195,6 +200,8 @@ pub struct Config {
     pub timers: Timers,
     /// Directory routes, in file order.
     pub routes: Vec<(Prefix, SocketAddr)>,
+    /// The peers that are switches (each also in `routes`).
+    pub switches: Vec<SocketAddr>,
     /// Policy, first match wins; no match allows.
     pub policy: Vec<PolicyRule>,
 }
@@ -384,6 +391,7 @@ impl ConfigFile {
             accept: ms(self.timers.accept_ms, "accept_ms", d.accept)?,
         };
         let mut routes = Vec::new();
+        let mut switches = Vec::new();
         for (i, r) in self.directory.iter().enumerate() {
             let prefix = Prefix::parse(&r.prefix, &hosts).map_err(|p| {
                 bad(
@@ -400,6 +408,9 @@ impl ConfigFile {
                 )
             })?;
             routes.push((prefix, peer));
+            if r.switch && !switches.contains(&peer) {
+                switches.push(peer);
+            }
         }
         let mut policy = Vec::new();
         for (i, p) in self.policy.iter().enumerate() {
@@ -452,6 +463,7 @@ impl ConfigFile {
             max_calls,
             timers,
             routes,
+            switches,
             policy,
         })
     }

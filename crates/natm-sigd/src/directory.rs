@@ -7,61 +7,8 @@
 
 use std::net::SocketAddr;
 
-use natm_proto::wire::addr::{AtmAddr, HostsFile};
-
-/// The digit string an address is matched on.
-pub fn key(a: &AtmAddr) -> String {
-    match a {
-        AtmAddr::Aesa(x) => hex::encode(x.as_bytes()),
-        AtmAddr::E164 { number, .. } => format!("+{}", number.as_str()),
-        AtmAddr::Pvc(p) => format!("pvc:{p}"),
-    }
-}
-
-/// An address prefix (`*` matches everything).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Prefix(String);
-
-impl Prefix {
-    /// Parse `47.0005.80`, `+4420`, a host name (its whole address) or `*`.
-    pub fn parse(s: &str, hosts: &HostsFile) -> Result<Prefix, String> {
-        let t = s.trim();
-        if t == "*" {
-            return Ok(Prefix(String::new()));
-        }
-        if let Some(digits) = t.strip_prefix('+') {
-            if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
-                return Ok(Prefix(t.to_owned()));
-            }
-            return Err(format!("\"{s}\": an E.164 prefix is + and digits"));
-        }
-        let hex: String = t.chars().filter(|&c| c != '.').collect();
-        if !hex.is_empty() && hex.len() <= 40 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Ok(Prefix(hex.to_ascii_lowercase()));
-        }
-        match hosts.lookup(t) {
-            Some(a) => Ok(Prefix(key(a))),
-            None => Err(format!(
-                "\"{s}\" is neither hex digits of an NSAP address, + and E.164 digits, a name in the hosts file, nor *"
-            )),
-        }
-    }
-
-    /// Whether `a` starts with this prefix.
-    pub fn matches(&self, a: &AtmAddr) -> bool {
-        key(a).starts_with(&self.0)
-    }
-
-    /// Digits in the prefix (longer is more specific).
-    pub fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    /// Whether this is `*`.
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
+use natm_proto::wire::addr::AtmAddr;
+pub use natm_proto::wire::addr::{key, Prefix};
 
 /// Routes and local addresses.
 #[derive(Debug, Default)]
@@ -144,6 +91,7 @@ impl Directory {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use natm_proto::wire::addr::HostsFile;
 
     #[test]
     fn longest_prefix_wins_and_local_comes_first() {

@@ -20,7 +20,7 @@ pub mod config;
 pub mod core;
 mod daemon;
 pub mod directory;
-pub mod vci;
+pub use natm_proto::sig::vci;
 
 pub use crate::core::Creds;
 pub use config::{Config, ConfigError, ConfigFile};

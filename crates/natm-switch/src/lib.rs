@@ -12,9 +12,11 @@
 //! * [`Switch`] (`fabric`) ties them together, and terminates the control plane's own
 //!   VCs (signalling on VPI 0/VCI 5): `terminate`, `poll_local`, `send`.
 //!
-//! Not here: the control plane (UNI signalling, call admission, routing), sockets
-//! and the `natm switch` process; a cell of the cell mode is forwarded as a cell and
-//! a frame of the frame mode as a frame (no conversion between the two modes).
+//! * [`control`]: the control plane — the network side of UNI signalling on each
+//!   port, routing by address prefix, admission, VCIs, cross-connects per call.
+//!
+//! Not here: sockets and the `natm switch` process; a cell of the cell mode is
+//! forwarded as a cell and a frame of the frame mode as a frame.
 //!
 //! ```
 //! use natm_proto::time::Instant;
@@ -40,6 +42,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod control;
 mod discard;
 mod error;
 mod fabric;

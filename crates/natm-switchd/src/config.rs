@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use natm_proto::wire::addr::{HostsFile, Prefix};
 use natm_switch::{Contract, PortConfig, SchedulerKind, Violation};
 use serde::Deserialize;
 
@@ -63,6 +64,29 @@ pub struct Config {
     /// Permanent cross-connects.
     #[serde(default, rename = "pvc")]
     pub pvcs: Vec<PvcSection>,
+    /// Routes for calls: ATM address prefix → port (the longest match wins).
+    #[serde(default, rename = "route")]
+    pub routes: Vec<RouteSection>,
+}
+
+/// One `[[route]]`: calls to addresses starting with `prefix` leave on `port`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RouteSection {
+    /// An NSAP prefix (`47.0005.80`), an E.164 prefix (`+4420`) or `*`.
+    pub prefix: String,
+    /// The port's name.
+    pub port: String,
+}
+
+/// What a port's peer is, for signalling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignallingRole {
+    /// A host's sigd: its applications' data sockets send and receive each VC.
+    Host,
+    /// Another switch: every VC's data is exchanged with the peer.
+    Switch,
 }
 
 fn default_stat_interval() -> u64 {
@@ -107,6 +131,9 @@ pub struct PortSection {
     /// One-way delay added to every datagram sent, µs [default 0].
     #[serde(default)]
     pub delay_us: u64,
+    /// Run UNI signalling with the peer, a `host` (its sigd) or a `switch`; absent:
+    /// the port carries permanent VCs only.
+    pub signalling: Option<SignallingRole>,
 }
 
 fn default_line_rate() -> u64 {
@@ -343,7 +370,25 @@ impl Config {
             }
             v.contract(self.ports[ia].port_config()?.cells_per_sec())?;
         }
+        for r in &self.routes {
+            let i = self
+                .port_index(&r.port)
+                .ok_or_else(|| invalid(format!("route {}: no port `{}`", r.prefix, r.port)))?;
+            if self.ports[i].signalling.is_none() {
+                return Err(invalid(format!(
+                    "route {}: port `{}` runs no signalling (add signalling = \"host\" or \"switch\")",
+                    r.prefix, r.port
+                )));
+            }
+            self.route_prefix(r)?;
+        }
         Ok(())
+    }
+
+    /// A route's prefix, parsed.
+    pub fn route_prefix(&self, r: &RouteSection) -> Result<Prefix, ConfigError> {
+        Prefix::parse(&r.prefix, &HostsFile::default())
+            .map_err(|e| invalid(format!("route prefix {e}")))
     }
 }
 

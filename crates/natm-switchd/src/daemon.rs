@@ -12,11 +12,12 @@ use mio::net::{UdpSocket, UnixStream};
 use mio::{Events, Interest, Poll, Token};
 use natm_proto::wire::cell::CELL_LEN;
 use natm_proto::wire::vcframe;
+use natm_switch::control::{self, Control, ControlConfig, ControlPort, PortRole};
 use natm_switch::{CrossConnect, PortId, Switch, Transmit, VcAddr, VpAddr};
 use tracing::{info, warn};
 
-use crate::config::{Config, ConfigError, PvcEnd};
-use crate::link::{Link, Rng};
+use crate::config::{Config, ConfigError, PvcEnd, SignallingRole};
+use crate::link::{uni_label, Link, Rng};
 use crate::stat::{PortSnapshot, Snapshot};
 use crate::train;
 
@@ -36,6 +37,8 @@ pub use natm_sigd::Stop;
 #[derive(Debug)]
 pub struct SwitchDaemon {
     sw: Switch,
+    /// The control plane, if any port runs signalling.
+    control: Option<Control>,
     poll: Poll,
     links: Vec<Link>,
     signals: Option<UnixStream>,
@@ -92,6 +95,8 @@ impl SwitchDaemon {
                 delayed: Default::default(),
                 rng: Rng::new(cfg.seed.wrapping_add(i as u64)),
                 counters: Default::default(),
+                sources: Default::default(),
+                dests: Default::default(),
             });
         }
         for v in &cfg.pvcs {
@@ -121,8 +126,10 @@ impl SwitchDaemon {
             }
         }
         let now = Instant::now();
+        let control = Self::control(&cfg, &links)?;
         Ok(SwitchDaemon {
             sw,
+            control,
             poll,
             links,
             signals: None,
@@ -134,6 +141,89 @@ impl SwitchDaemon {
             buf: vec![0u8; MAX_DATAGRAM],
             out: Vec::with_capacity(MAX_DATAGRAM),
         })
+    }
+
+    /// The control plane for the ports that run signalling, with the routes.
+    fn control(cfg: &Config, links: &[Link]) -> Result<Option<Control>, ConfigError> {
+        if cfg.ports.iter().all(|p| p.signalling.is_none()) {
+            return Ok(None);
+        }
+        let mut routes = Vec::new();
+        for r in &cfg.routes {
+            let i = cfg.port_index(&r.port).expect("checked by Config::check");
+            routes.push((cfg.route_prefix(r)?, port_id(i)));
+        }
+        let mut ctl = Control::new(ControlConfig {
+            routes,
+            ..ControlConfig::default()
+        });
+        for (i, p) in cfg.ports.iter().enumerate() {
+            let Some(role) = p.signalling else { continue };
+            ctl.add_port(
+                natm_proto::time::Instant::from_nanos(1),
+                ControlPort {
+                    port: port_id(i),
+                    role: match role {
+                        SignallingRole::Host => PortRole::Host,
+                        SignallingRole::Switch => PortRole::Switch,
+                    },
+                    data: links[i].bind,
+                    // Towards a host, and on a trunk for the switch with the higher
+                    // endpoint, the network's half; the lower takes the user's.
+                    vcis: if role == SignallingRole::Switch && links[i].bind < links[i].peer {
+                        natm_proto::sig::vci::USER_HALF
+                    } else {
+                        natm_proto::sig::vci::NETWORK_HALF
+                    },
+                },
+            );
+        }
+        Ok(Some(ctl))
+    }
+
+    /// Carries out what the control plane asks: signalling PDUs to peers, and each
+    /// signalled VC's data endpoint on host ports.
+    fn drain_control(&mut self, wall: Instant) {
+        let Some(ctl) = self.control.as_mut() else {
+            return;
+        };
+        while let Some(o) = ctl.poll_output(&mut self.sw) {
+            match o {
+                control::Output::Signal(p, pdu) => {
+                    if let Some(l) = self.links.get_mut(p.index()) {
+                        let mut d = Vec::with_capacity(vcframe::HEADER_LEN + pdu.len());
+                        d.extend_from_slice(
+                            &vcframe::Repr::new(vcframe::FrameKind::Signalling, 0, SIGNALLING_VCI)
+                                .to_bytes(),
+                        );
+                        d.extend_from_slice(&pdu);
+                        l.send(&d, wall);
+                    }
+                }
+                control::Output::Source(vc, addr) => {
+                    if let Some(l) = self.links.get_mut(vc.port.index()) {
+                        match addr {
+                            Some(a) => {
+                                l.sources.insert((a, vc.vpi, vc.vci));
+                            }
+                            None => l.sources.retain(|s| (s.1, s.2) != (vc.vpi, vc.vci)),
+                        }
+                    }
+                }
+                control::Output::Dest(vc, addr) => {
+                    if let Some(l) = self.links.get_mut(vc.port.index()) {
+                        match addr {
+                            Some(a) => {
+                                l.dests.insert((vc.vpi, vc.vci), a);
+                            }
+                            None => {
+                                l.dests.remove(&(vc.vpi, vc.vci));
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// A handle that stops [`SwitchDaemon::run`].
@@ -181,6 +271,9 @@ impl SwitchDaemon {
                 })
                 .collect(),
             vcs: st.vcs,
+            signalling: self.control.as_ref().map(|c| c.links()).unwrap_or_default(),
+            calls: self.control.as_ref().map(|c| c.calls()).unwrap_or_default(),
+            calls_refused: self.control.as_ref().map_or(0, |c| c.refused()),
         }
     }
 
@@ -211,8 +304,12 @@ impl SwitchDaemon {
                 let t = self.epoch + Duration::from_nanos(t.as_nanos().saturating_sub(1));
                 wake = wake.min(t);
             }
+            if let Some(t) = self.control.as_ref().and_then(Control::poll_timeout) {
+                let t = self.epoch + Duration::from_nanos(t.as_nanos().saturating_sub(1));
+                wake = wake.min(t);
+            }
             for l in &self.links {
-                if let Some((due, _)) = l.delayed.front() {
+                if let Some((due, ..)) = l.delayed.front() {
                     wake = wake.min(*due);
                 }
             }
@@ -237,8 +334,17 @@ impl SwitchDaemon {
             // at a time, sending between bursts so queues drain as they fill.
             while !readable.is_empty() {
                 readable.retain(|&i| self.read_burst(i));
+                self.drain_control(Instant::now());
                 self.transmit_all();
             }
+            let wall = Instant::now();
+            let now = self.at(wall);
+            if let Some(c) = self.control.as_mut() {
+                if c.poll_timeout().is_some_and(|t| t <= now) {
+                    c.handle_timeout(now);
+                }
+            }
+            self.drain_control(wall);
             self.transmit_all();
             let wall = Instant::now();
             for l in &mut self.links {
@@ -248,6 +354,12 @@ impl SwitchDaemon {
                 self.write_stat();
                 self.next_stat = wall + self.stat_interval;
             }
+        }
+        let now = self.at(Instant::now());
+        if let Some(c) = self.control.as_mut() {
+            // Every call through the switch is released at both ends before it goes.
+            c.shutdown(now, &mut self.sw);
+            self.drain_control(Instant::now());
         }
         self.write_stat();
         info!("switch stopped");
@@ -273,14 +385,23 @@ impl SwitchDaemon {
                     continue;
                 }
             };
-            if from != link.peer {
+            if from != link.peer && link.sources.is_empty() {
                 link.counters.bad_datagrams += 1;
                 continue;
             }
-            link.counters.datagrams_in += 1;
             let now = self.at(Instant::now());
             let link = &mut self.links[i];
             let data = &self.buf[..n];
+            if let (Some(ctl), Some(pdu)) = (self.control.as_mut(), signalling_pdu(data)) {
+                if from == link.peer {
+                    link.counters.datagrams_in += 1;
+                    ctl.handle_signal(now, port, pdu);
+                } else {
+                    link.counters.bad_datagrams += 1;
+                }
+                continue;
+            }
+            link.counters.datagrams_in += 1;
             match link.mode {
                 crate::config::LinkMode::Cell => {
                     let Ok(cells) = train::parse(data) else {
@@ -291,6 +412,13 @@ impl SwitchDaemon {
                     for c in cells {
                         let cell: [u8; CELL_LEN] =
                             c.try_into().expect("chunks_exact yields whole cells");
+                        if from != link.peer {
+                            let (vpi, vci) = uni_label(&cell);
+                            if !link.may_send(from, vpi, vci) {
+                                link.counters.bad_datagrams += 1;
+                                break;
+                            }
+                        }
                         // Only an unknown port fails, and this one exists.
                         let _ = self.sw.handle_cell(t, port, cell);
                         t += link.cell_time;
@@ -302,6 +430,10 @@ impl SwitchDaemon {
                         link.counters.bad_datagrams += 1;
                         continue;
                     };
+                    if !link.may_send(from, u16::from(header.vpi), header.vci) {
+                        link.counters.bad_datagrams += 1;
+                        continue;
+                    }
                     let sdu = Bytes::copy_from_slice(sdu);
                     let _ = self.sw.handle_frame(now, port, header, sdu);
                 }
@@ -331,6 +463,9 @@ impl SwitchDaemon {
                 .max(1),
         );
         train::start(&mut self.out);
+        // The train's destination: a signalled VC on a host port goes to its own
+        // data endpoint, so a train holds the cells of one destination.
+        let mut to = link.peer;
         while let Some(slot) = self.sw.port_timeout(port) {
             if slot > horizon {
                 break;
@@ -340,9 +475,16 @@ impl SwitchDaemon {
             };
             match (link.mode, unit) {
                 (crate::config::LinkMode::Cell, Transmit::Cell(c)) => {
+                    let (vpi, vci) = uni_label(&c);
+                    let dest = link.dest(vpi, vci);
+                    if dest != to && train::cells(&self.out) > 0 {
+                        link.send_to(&self.out, to, wall);
+                        train::start(&mut self.out);
+                    }
+                    to = dest;
                     train::push(&mut self.out, &c);
                     if train::cells(&self.out) >= link.train {
-                        link.send(&self.out, wall);
+                        link.send_to(&self.out, to, wall);
                         train::start(&mut self.out);
                     }
                 }
@@ -351,14 +493,40 @@ impl SwitchDaemon {
                     self.out.clear();
                     self.out.extend_from_slice(&header.to_bytes());
                     self.out.extend_from_slice(&sdu);
-                    link.send(&self.out, wall);
+                    let dest = link.dest(u16::from(header.vpi), header.vci);
+                    link.send_to(&self.out, dest, wall);
                     train::start(&mut self.out);
                 }
                 _ => link.counters.mode_mismatch += 1,
             }
         }
         if train::cells(&self.out) > 0 {
-            link.send(&self.out, wall);
+            link.send_to(&self.out, to, wall);
         }
     }
+}
+
+/// The signalling VC (I.361: VPI 0/VCI 5).
+const SIGNALLING_VCI: u16 = 5;
+
+/// The SSCOP PDU in a datagram, if it is a signalling frame on VPI 0/VCI 5. A port's
+/// signalling travels as frames in either link mode: the hosts' sigds speak it so.
+fn signalling_pdu(d: &[u8]) -> Option<&[u8]> {
+    if d.first()? & 0xF0 != 0xC0 {
+        return None;
+    }
+    match vcframe::Repr::parse_bytes(d) {
+        Ok((r, pdu))
+            if r.kind == vcframe::FrameKind::Signalling
+                && r.vpi == 0
+                && r.vci == SIGNALLING_VCI =>
+        {
+            Some(pdu)
+        }
+        _ => None,
+    }
+}
+
+fn port_id(i: usize) -> PortId {
+    PortId(u16::try_from(i).expect("port ids fit u16: add_port checks"))
 }

@@ -1,7 +1,7 @@
 //! A port's UDP link: the socket, the peer, the train being built, and the
 //! experiment knobs (random loss, one-way delay as a timed queue).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -46,28 +46,61 @@ pub(crate) struct Link {
     pub(crate) next_arrival: natm_proto::time::Instant,
     pub(crate) loss: f64,
     pub(crate) delay: Duration,
-    pub(crate) delayed: VecDeque<(Instant, Vec<u8>)>,
+    pub(crate) delayed: VecDeque<(Instant, SocketAddr, Vec<u8>)>,
     pub(crate) rng: Rng,
     pub(crate) counters: LinkCounters,
+    /// Signalled VCs of a host port, each with its own data endpoint: the labels
+    /// each endpoint may send on (anything else from it is refused)...
+    pub(crate) sources: HashSet<(SocketAddr, u16, u16)>,
+    /// ...and where each output label's units go (the peer if not here).
+    pub(crate) dests: HashMap<(u16, u16), SocketAddr>,
+}
+
+/// The VPI and VCI of a UNI cell header (I.361: GFC 4 bits, VPI 8, VCI 16); the data
+/// plane checks the HEC.
+pub(crate) fn uni_label(cell: &[u8]) -> (u16, u16) {
+    let vpi = (u16::from(cell[0] & 0x0F) << 4) | u16::from(cell[1] >> 4);
+    let vci =
+        (u16::from(cell[1] & 0x0F) << 12) | (u16::from(cell[2]) << 4) | u16::from(cell[3] >> 4);
+    (vpi, vci)
 }
 
 impl Link {
     /// Sends `datagram` to the peer now, or after the configured delay; or loses it.
     pub(crate) fn send(&mut self, datagram: &[u8], wall: Instant) {
+        self.send_to(datagram, self.peer, wall);
+    }
+
+    /// Where units with output label `(vpi, vci)` go.
+    pub(crate) fn dest(&self, vpi: u16, vci: u16) -> SocketAddr {
+        if self.dests.is_empty() {
+            return self.peer;
+        }
+        self.dests.get(&(vpi, vci)).copied().unwrap_or(self.peer)
+    }
+
+    /// Whether a datagram from `from` may carry units of input label `(vpi, vci)`:
+    /// the peer may send any, a VC's own data endpoint only its VC.
+    pub(crate) fn may_send(&self, from: SocketAddr, vpi: u16, vci: u16) -> bool {
+        from == self.peer || self.sources.contains(&(from, vpi, vci))
+    }
+
+    /// Sends `datagram` to `to` now, or after the configured delay; or loses it.
+    pub(crate) fn send_to(&mut self, datagram: &[u8], to: SocketAddr, wall: Instant) {
         if self.loss > 0.0 && self.rng.next_f64() < self.loss {
             self.counters.lost += 1;
             return;
         }
         if self.delay.is_zero() {
-            self.send_now(datagram);
+            self.send_now(datagram, to);
         } else {
             self.delayed
-                .push_back((wall + self.delay, datagram.to_vec()));
+                .push_back((wall + self.delay, to, datagram.to_vec()));
         }
     }
 
-    fn send_now(&mut self, datagram: &[u8]) {
-        match self.socket.send_to(datagram, self.peer) {
+    fn send_now(&mut self, datagram: &[u8], to: SocketAddr) {
+        match self.socket.send_to(datagram, to) {
             Ok(_) => self.counters.datagrams_out += 1,
             // A full socket buffer is loss on the link, as a full line would be.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.counters.send_errors += 1,
@@ -77,12 +110,12 @@ impl Link {
 
     /// Sends the delayed datagrams that are due; returns when the next one is.
     pub(crate) fn release_delayed(&mut self, wall: Instant) -> Option<Instant> {
-        while let Some((due, _)) = self.delayed.front() {
+        while let Some((due, ..)) = self.delayed.front() {
             if *due > wall {
                 return Some(*due);
             }
-            if let Some((_, d)) = self.delayed.pop_front() {
-                self.send_now(&d);
+            if let Some((_, to, d)) = self.delayed.pop_front() {
+                self.send_now(&d, to);
             }
         }
         None

@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 
+use natm_switch::control::{CallRow, LinkRow};
 use natm_switch::{PortStats, VcStats};
 use serde::Serialize;
 
@@ -52,4 +53,10 @@ pub struct Snapshot {
     pub ports: Vec<PortSnapshot>,
     /// Cross-connects in connection order.
     pub vcs: Vec<VcStats>,
+    /// Signalling links (ports that run signalling).
+    pub signalling: Vec<LinkRow>,
+    /// Calls through the switch, oldest first.
+    pub calls: Vec<CallRow>,
+    /// Calls the switch refused.
+    pub calls_refused: u64,
 }

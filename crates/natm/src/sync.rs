@@ -31,6 +31,7 @@
 //! | `MemNextPort` | `MemNetwork`'s next ephemeral port | — |
 //! | `PortPeer` | a UDP or mem port's connected peer | — |
 //! | `MemQueue` | a mem port's receive queue | — |
+//! | `ConnGone` | `Conn::on_gone`, the task run when a connection is forgotten | — |
 //!
 //! Hence: the driver takes the scheduler and then an end, so an application thread
 //! hands work to the scheduler ([`Engine::defer`](crate::engine)) only after dropping
@@ -72,6 +73,8 @@ pub(crate) enum Level {
     MemNextPort,
     PortPeer,
     MemQueue,
+    /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
+    ConnGone,
 }
 
 #[cfg(debug_assertions)]

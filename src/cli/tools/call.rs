@@ -174,6 +174,9 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     progress.stop();
     let stats = tx.stats();
     let (received, messages_back) = back.finish(a.linger);
+    drop(tx);
+    // The call's close finishes on the data path before its release.
+    host.linger(Duration::from_secs(5));
     result?;
     let received = received?;
     let moved = sent;

@@ -127,10 +127,15 @@ fn listen(a: ListenArgs) -> anyhow::Result<()> {
             Err(e) => return Err(e),
         }
         if !a.keep {
+            // The call's close finishes on the data path before its release.
+            host.linger(LINGER);
             return Ok(());
         }
     }
 }
+
+/// Longest wait at exit for a dropped connection to finish closing.
+const LINGER: Duration = Duration::from_secs(5);
 
 /// A call answered: its connection, caller and setup start.
 struct Answered {

@@ -195,6 +195,8 @@ fn ping(a: PingArgs) -> anyhow::Result<()> {
             super::super::outln!("rtt min/avg/max/mdev = {min:.3}/{avg:.3}/{max:.3}/{mdev:.3} ms");
         }
     }
+    drop(conn);
+    host.linger(Duration::from_secs(5));
     if received == 0 && a.count > 0 {
         bail!("no echo came back from {target}");
     }

@@ -368,6 +368,13 @@ impl RxHalf {
         self.core.psb.rcv_buf()
     }
 
+    /// The call was released normally by the peer: the stream ends after what was
+    /// received ([`Psb::peer_released`]).
+    pub fn peer_released(&mut self) {
+        self.core.psb.peer_released();
+        self.core.absorb();
+    }
+
     /// The application is done receiving: in order if the peer has closed, else an
     /// abort of this direction (a receiver that leaves early cannot take the rest).
     pub fn close(&mut self) {

@@ -216,6 +216,8 @@ pub struct SignalledParams {
     pub rx_vci: u16,
     /// The call's cookie.
     pub cookie: u32,
+    /// This end placed the call: its sending VC is the call's forward VC.
+    pub caller: bool,
     /// Our sending VC's configuration (from the call's QoS).
     pub tx: TransportConfig,
     /// Our receiving VC's configuration.
@@ -592,8 +594,8 @@ impl Connection {
 
     /// A connection signalling set up, outside any endpoint (a connection with a
     /// socket of its own demultiplexes with [`Connection::handle_frame`]). The ISN of
-    /// each VC is derived from the cookie and its VCI ([`signalled_isn`]) so both ends
-    /// agree without a round trip.
+    /// each VC is derived from the cookie and its direction ([`signalled_isn`]) so both
+    /// ends agree without a round trip.
     pub fn signalled(now: Instant, p: SignalledParams) -> Result<Connection, ConnectError> {
         p.tx.validate()?;
         p.rx.validate()?;
@@ -604,12 +606,12 @@ impl Connection {
         };
         let tx_cfg = TransportConfig {
             cookie: Some(p.cookie),
-            isn: signalled_isn(p.cookie, p.tx_vci),
+            isn: signalled_isn(p.cookie, p.caller),
             ..p.tx
         };
         let rx_cfg = TransportConfig {
             cookie: Some(p.cookie),
-            isn: signalled_isn(p.cookie, p.rx_vci),
+            isn: signalled_isn(p.cookie, !p.caller),
             ..p.rx
         };
         let flow = flow::build(tx_cfg.flow, &tx_cfg);
@@ -627,9 +629,11 @@ impl Connection {
 }
 
 /// The initial sequence number of a signalled VC, the same at both ends: derived
-/// from the call's cookie and the VC's VCI.
-pub fn signalled_isn(cookie: u32, vci: u16) -> u32 {
-    (u64::from(cookie) << 16 | u64::from(vci))
+/// from the call's cookie and the VC's direction (`forward`: caller to callee). Not
+/// from its VCI: a switch relabels the VC on every link, so the two ends see
+/// different VCIs for the same VC.
+pub fn signalled_isn(cookie: u32, forward: bool) -> u32 {
+    (u64::from(cookie) << 16 | u64::from(forward))
         .wrapping_mul(0x9E37_79B9_7F4A_7C15)
         .rotate_right(29) as u32
 }

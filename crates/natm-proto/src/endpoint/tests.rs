@@ -829,6 +829,7 @@ fn signalled_connections_start_established_and_carry_data() {
         tx_vci,
         rx_vci,
         cookie: 0xC0FFEE,
+        caller: tx_vci < rx_vci,
         tx: cfg(),
         rx: cfg(),
     };
@@ -861,6 +862,7 @@ fn a_connection_with_its_own_socket_checks_vci_and_cookie_itself() {
         tx_vci,
         rx_vci,
         cookie: 9,
+        caller: tx_vci < rx_vci,
         tx: cfg(),
         rx: cfg(),
     };
@@ -910,6 +912,7 @@ fn a_one_tpdu_message_handed_in_apart_is_taken_out_as_the_same_allocation() {
         tx_vci,
         rx_vci,
         cookie: 3,
+        caller: tx_vci < rx_vci,
         tx: cfg(),
         rx: cfg(),
     };

@@ -29,6 +29,7 @@ pub mod call;
 pub mod sscop;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod vci;
 
 pub use call::{
     CallAccept, CallConfig, CallControl, CallError, CallEvent, CallId, CallParams, ClearedBy, Sap,
@@ -55,6 +56,26 @@ impl Default for SaalConfig {
             calls: CallConfig::default(),
             reestablish_after: Duration::from_secs(1),
         }
+    }
+}
+
+impl SaalConfig {
+    /// Timers for a link into an ATM network (a host's sigd and its switch, or two
+    /// switches): a lost peer is noticed within Timer_IDLE + Timer_NO_RESPONSE
+    /// (0.5 s) instead of Q.2110's 22 s, and its calls are cleared at once (T309 = 0:
+    /// the data path crossed the peer that is gone), so every end of a call through
+    /// a dead switch sees a RELEASE within a second (issue 13). The POLLs this costs
+    /// are ten small PDUs a second per idle link.
+    pub fn network() -> SaalConfig {
+        let mut s = SaalConfig::default();
+        s.sscop.timer_cc = Duration::from_millis(200);
+        s.sscop.timer_poll = Duration::from_millis(100);
+        s.sscop.timer_keepalive = Duration::from_millis(100);
+        s.sscop.timer_idle = Duration::from_millis(100);
+        s.sscop.timer_no_response = Duration::from_millis(400);
+        s.calls.t309 = Duration::ZERO;
+        s.reestablish_after = Duration::from_millis(200);
+        s
     }
 }
 

@@ -802,6 +802,21 @@ impl Psb {
         }
     }
 
+    /// Signalling released the call normally (cause 16) from the peer's side, whose
+    /// application releases only after every byte it sent was acknowledged: a
+    /// receiver ends its stream here as if the peer's close had arrived (through a
+    /// switch the network tears the VC down with the RELEASE, so a close still in
+    /// flight may never come); what was received is still read, then the end. Only
+    /// for an established receiver; anything else is left as it is.
+    pub fn peer_released(&mut self) {
+        if self.role != Role::Receiver || self.state != State::Established || self.peer_closed {
+            return;
+        }
+        self.peer_closed = true;
+        self.state = State::Closed;
+        self.events.push_back(Event::PeerClosed);
+    }
+
     /// Abort: drop everything and tell the peer.
     pub fn abort(&mut self) {
         if matches!(self.state, State::Closed) && self.role == Role::Sender {

@@ -5,8 +5,6 @@
 use std::collections::HashMap;
 
 use natm_proto::sig::{CallId, CallParams, Saal, SaalConfig};
-use natm_proto::wire::addr::AtmAddr;
-use natm_proto::wire::q2931::PartyAddress;
 use natm_proto::wire::vcframe::{self, FrameKind};
 
 /// The signalling VC (ITU-T I.361: VPI 0/VCI 5).
@@ -61,26 +59,7 @@ pub(super) fn unframe(d: &[u8]) -> Option<&[u8]> {
     }
 }
 
-/// An ATM address as a Q.2931 party number.
-pub(super) fn party(a: &AtmAddr) -> Option<PartyAddress> {
-    match a {
-        AtmAddr::Aesa(x) => Some(PartyAddress::Aesa(*x)),
-        AtmAddr::E164 { number, .. } => Some(PartyAddress::E164(*number)),
-        AtmAddr::Pvc(_) => None,
-    }
-}
-
-/// A Q.2931 party number as an ATM address, if it is one natm can route.
-pub(super) fn atm(p: &PartyAddress) -> Option<AtmAddr> {
-    match p {
-        PartyAddress::Aesa(x) => Some(AtmAddr::Aesa(*x)),
-        PartyAddress::E164(n) => Some(AtmAddr::E164 {
-            number: *n,
-            subaddress: None,
-        }),
-        PartyAddress::Other { .. } => None,
-    }
-}
+pub(super) use natm_proto::wire::addr::{from_party as atm, party};
 
 #[cfg(test)]
 mod tests {

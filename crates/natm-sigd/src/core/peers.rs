@@ -33,7 +33,46 @@ pub(super) fn saal_config(cfg: &Config) -> SaalConfig {
     s
 }
 
+/// A link to a switch: sigd's window and call timers with the network's SSCOP
+/// timers and T309 (`SaalConfig::network`).
+fn switch_saal_config(host: &SaalConfig) -> SaalConfig {
+    let net = SaalConfig::network();
+    let mut s = host.clone();
+    let (window, buffered) = (s.sscop.window, s.sscop.max_buffered);
+    s.sscop = net.sscop;
+    s.sscop.window = window;
+    s.sscop.max_buffered = buffered;
+    s.calls.t309 = net.calls.t309;
+    s.reestablish_after = net.reestablish_after;
+    s
+}
+
 impl Core {
+    /// Brings up the signalling link to every switch this host is attached to (a
+    /// switch offers calls only over a link that is up). Call once, at start.
+    pub fn start(&mut self, now: Instant) {
+        self.tick(now);
+        for peer in self.cfg.switches.clone() {
+            if self.link(peer, true).is_some() {
+                self.dirty.push(peer);
+            }
+        }
+    }
+
+    /// The VCIs this side receives on from `link`: on a link to a switch, the user
+    /// half only (`vci::USER_HALF`: through a switch every label is bidirectional, and
+    /// the switch hands out the other half).
+    fn vci_pool(&mut self, link: SocketAddr) -> &mut VciPool {
+        let switch = self.cfg.switches.contains(&link);
+        self.vcis.entry(Some(link)).or_insert_with(|| {
+            if switch {
+                VciPool::range(natm_proto::sig::vci::USER_HALF)
+            } else {
+                VciPool::new()
+            }
+        })
+    }
+
     /// A datagram from the signalling socket: an SSCOP PDU for `peer`'s link (created,
     /// passive, on its first valid frame). Anything else is counted and dropped.
     pub fn handle_peer(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
@@ -60,7 +99,12 @@ impl Core {
             if self.peers.len() >= link::MAX_PEERS {
                 return None;
             }
-            let mut l = PeerLink::new(self.saal_cfg.clone());
+            let cfg = if self.cfg.switches.contains(&peer) {
+                switch_saal_config(&self.saal_cfg)
+            } else {
+                self.saal_cfg.clone()
+            };
+            let mut l = PeerLink::new(cfg);
             if start {
                 l.saal.start(self.now);
             }
@@ -100,7 +144,7 @@ impl Core {
             Ok(g) => g,
             Err(r) => return self.refuse(t, req, r.cause, r.detail),
         };
-        let Some(rx_vci) = self.vcis.entry(Some(link)).or_default().allocate() else {
+        let Some(rx_vci) = self.vci_pool(link).allocate() else {
             self.res.release(&grant);
             return self.refuse(
                 t,
@@ -402,7 +446,7 @@ impl Core {
         // Each side labels the VC it receives on (downstream allocation, from 32 up
         // per link); the two simplex VCs of a connection share one data socket, so
         // this side avoids the caller's label.
-        let pool = self.vcis.entry(Some(link)).or_default();
+        let pool = self.vci_pool(link);
         let rx_vci = match pool.allocate() {
             Some(v) if v == tx_vci => {
                 let other = pool.allocate();

@@ -198,6 +198,9 @@ impl Daemon {
             capacity_bps = self.core.capacity_bps(),
             "sigd serving"
         );
+        let now = self.now();
+        self.core.start(now);
+        self.drain();
         let mut events = Events::with_capacity(256);
         while !self.stop.stopped() {
             let timeout = self

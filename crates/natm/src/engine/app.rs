@@ -129,7 +129,7 @@ impl Conn {
     pub(crate) fn open_signalled(
         eng: &Engine,
         link: Link,
-        (peer, cookie, tx_vci, rx_vci): (std::net::SocketAddr, u32, u16, u16),
+        (peer, cookie, tx_vci, rx_vci, caller): (std::net::SocketAddr, u32, u16, u16, bool),
         cfg: TransportConfig,
         (level, weight): (Level, u32),
     ) -> Result<Arc<Conn>, Error> {
@@ -140,6 +140,7 @@ impl Conn {
                 tx_vci,
                 rx_vci,
                 cookie,
+                caller,
                 tx: cfg.clone(),
                 rx: cfg,
             },
@@ -569,6 +570,7 @@ mod tests {
             tx_vci,
             rx_vci,
             cookie: 3,
+            caller: tx_vci < rx_vci,
             tx: TransportConfig::reliable(),
             rx: TransportConfig::reliable(),
         }

@@ -115,6 +115,19 @@ pub(crate) struct Conn {
     pub(crate) level: Level,
     pub(crate) weight: u32,
     pub(crate) counters: LinkCounters,
+    /// Run once when the engine forgets the connection (dropped and finished both
+    /// ways): a signalled call's RELEASE, which must not overtake the data path's
+    /// close (a switch tears the VCs down with it).
+    pub(crate) on_gone: Mutex<Option<OnGone>>,
+}
+
+/// A task run when a connection is forgotten (see `Conn::on_gone`).
+pub(crate) struct OnGone(pub(crate) Box<dyn FnOnce() + Send>);
+
+impl std::fmt::Debug for OnGone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnGone")
+    }
 }
 
 /// Which end of a connection.
@@ -163,6 +176,7 @@ impl Conn {
             reading: AtomicBool::new(false),
             pending: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
+            on_gone: Mutex::new(sync::Level::ConnGone, None),
             read_shut: AtomicBool::new(false),
             held: AtomicBool::new(false),
             tx_deadline: AtomicU64::new(u64::MAX),
@@ -696,6 +710,26 @@ impl Conn {
         };
         eng.give_buffer(batch);
         out
+    }
+
+    /// The peer's application released the call normally (cause 16): the receiving
+    /// VC ends after what arrived, as if its close had come. A peer running this
+    /// library releases only once its data path has closed, so the close came
+    /// already and this changes nothing; a RELEASE that overtakes the close (an
+    /// administrator's, or a peer that does not wait) must not leave the reader
+    /// waiting for a close a switch on the path can no longer carry. The sending VC
+    /// finishes, or times out, by itself.
+    pub(crate) fn peer_released(&self, eng: &Engine) {
+        let now = eng.clock.now();
+        let (mut e, cv) = self.rx();
+        if !e.finished() {
+            e.half.peer_released();
+            self.after(eng, Which::Rx, &mut e, cv, now, usize::MAX);
+            cv.notify_all();
+            if let Some(wk) = e.waker.take() {
+                wk.wake();
+            }
+        }
     }
 
     /// End both VCs at once — the application aborted, or sigd released the call

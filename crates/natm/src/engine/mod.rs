@@ -21,7 +21,7 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
-pub(crate) use conn::{Conn, Which};
+pub(crate) use conn::{Conn, OnGone, Which};
 pub use link::Network;
 pub(crate) use link::{Link, UdpLink};
 pub(crate) use listener::ListenerShared;
@@ -404,9 +404,15 @@ impl Engine {
         };
         if let Some(c) = c {
             self.deregister(c.link.raw_fd());
-            let mut sched = self.sched.lock();
-            sched.remove(token);
-            self.mirror(&sched);
+            {
+                let mut sched = self.sched.lock();
+                sched.remove(token);
+                self.mirror(&sched);
+            }
+            let gone = c.on_gone.lock().take();
+            if let Some(f) = gone {
+                (f.0)();
+            }
         }
         // The last connection is gone: let the engine go with the last handle (this
         // may be the engine's last reference only if the caller holds another).

@@ -132,7 +132,7 @@ impl IncomingCall {
             .send_request(|req| crate::wire::ipc::Message::Accept { req, call, data })?;
         self.host.open_spare_link();
         self.session.answer(req)?;
-        self.host.await_connected(&self.session, call, link)
+        self.host.await_connected(&self.session, call, link, false)
     }
 
     /// Reject with a UNI cause (21 "call rejected" is the usual one); the caller's
@@ -325,7 +325,7 @@ impl Listener {
             });
             return Err(Error::SigdGone);
         };
-        let conn = host.open_signalled(session, a.call, link, a.connected);
+        let conn = host.open_signalled(session, a.call, link, a.connected, false);
         links.refill(host, session, id);
         conn
     }
@@ -593,20 +593,24 @@ impl Drop for Connection {
         // Dropping a connection closes it in order; the engine finishes the close
         // (retransmissions, CLOSE) and then forgets it.
         self.conn.close_all(&self.eng);
+        if let Some(s) = self.sig.take() {
+            // The VCs close in order on the data path, and sigd frees the call (cause
+            // 16) once they have: a RELEASE sent now would overtake the close, and a
+            // switch on the path tears the VCs down with it.
+            let call = s.call;
+            s.session.forget(call);
+            let session = s.session.clone();
+            *self.conn.on_gone.lock() = Some(crate::engine::OnGone(Box::new(move || {
+                session.notify(|req| crate::wire::ipc::Message::Release {
+                    req,
+                    call,
+                    cause: 16,
+                });
+            })));
+        }
         self.conn.mark_dropped(&self.eng);
         // If it is still finishing, the engine must outlive this handle.
         crate::engine::Engine::linger(&self.eng);
-        if let Some(s) = self.sig.take() {
-            // The VCs close in order on the data path; sigd frees the call now
-            // (cause 16: the peer's ulib lets its data path finish).
-            let call = s.call;
-            s.session.forget(call);
-            s.session.notify(|req| crate::wire::ipc::Message::Release {
-                req,
-                call,
-                cause: 16,
-            });
-        }
     }
 }
 

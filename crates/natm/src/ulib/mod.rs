@@ -326,19 +326,23 @@ impl Host {
         })?;
         self.open_spare_link();
         let call = session.answer(req)?;
-        self.await_connected(&session, call, link)
+        self.await_connected(&session, call, link, true)
     }
 
-    /// Wait for sigd's `Connected` for `call`, then open the data path.
+    /// Wait for sigd's `Connected` for `call`, then open the data path (`caller`: this
+    /// end placed the call).
     pub(crate) fn await_connected(
         &self,
         session: &Arc<sigd::Session>,
         call: u64,
         link: Link,
+        caller: bool,
     ) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
         match session.call_event(call, self.cfg.connect_timeout) {
-            Ok(ev @ sigd::CallEvent::Connected(_)) => self.open_signalled(session, call, link, ev),
+            Ok(ev @ sigd::CallEvent::Connected(_)) => {
+                self.open_signalled(session, call, link, ev, caller)
+            }
             Ok(sigd::CallEvent::Released { cause, detail }) => {
                 session.forget(call);
                 Err(Error::Refused { cause, detail })
@@ -357,13 +361,15 @@ impl Host {
         }
     }
 
-    /// Open the data path of `call` on `link` from sigd's `Connected` (`ev`).
+    /// Open the data path of `call` on `link` from sigd's `Connected` (`ev`);
+    /// `caller`: this end placed the call.
     pub(crate) fn open_signalled(
         &self,
         session: &Arc<sigd::Session>,
         call: u64,
         link: Link,
         ev: sigd::CallEvent,
+        caller: bool,
     ) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
         let sigd::CallEvent::Connected(crate::wire::ipc::DataPath {
@@ -391,11 +397,11 @@ impl Host {
         };
         // Both VCs start established from what signalling agreed (no TPDU
         // handshake): each end derives the VC's ISN from the call's cookie and the
-        // VC's VCI, so sender and receiver agree without a round trip.
+        // VC's direction, so sender and receiver agree without a round trip.
         let conn = Conn::open_signalled(
             &self.eng,
             link,
-            (peer, cookie, tx_vci, rx_vci),
+            (peer, cookie, tx_vci, rx_vci, caller),
             r.cfg,
             (r.level, r.weight),
         )?;
@@ -412,6 +418,23 @@ impl Host {
             granted,
             self.cfg.connect_timeout,
         )
+    }
+
+    /// Wait up to `timeout` for the connections this host's application dropped to
+    /// finish closing (SO_LINGER's idea): each finishes its close on the data path
+    /// and only then releases its call (cause 16) — a process that exits first ends
+    /// its calls as a crash does. Whether all finished in time.
+    pub fn linger(&self, timeout: Duration) -> bool {
+        let until = std::time::Instant::now() + timeout;
+        loop {
+            if self.eng.conns.lock().is_empty() {
+                return true;
+            }
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Ask sigd for its state (the JSON of `natm stat --json`).

@@ -547,10 +547,14 @@ impl Session {
             } => {
                 if let Some(conn) = st.live.remove(&call) {
                     drop(st);
-                    // Orderly close (cause 16): the data path closes by itself and
-                    // delivers everything first; anything else ends the VCs now.
-                    if cause != 16 {
-                        if let (Some(c), Some(eng)) = (conn.upgrade(), self.eng.upgrade()) {
+                    // Orderly close (cause 16): what arrived is read, then the end
+                    // (the peer released after its data was acknowledged, and a
+                    // switch on the path has torn the VCs down with the RELEASE);
+                    // anything else ends the VCs now.
+                    if let (Some(c), Some(eng)) = (conn.upgrade(), self.eng.upgrade()) {
+                        if cause == 16 {
+                            c.peer_released(&eng);
+                        } else {
                             c.abort_both(&eng, crate::transport::AbortReason::Peer);
                         }
                     }

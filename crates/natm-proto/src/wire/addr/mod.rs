@@ -58,11 +58,13 @@
 
 mod hosts;
 mod parse;
+mod prefix;
 #[cfg(test)]
 mod tests;
 
 pub use hosts::{HostsEntry, HostsError, HostsFile, HostsLineError};
 pub use parse::{AddrErrorKind, AddrParseError};
+pub use prefix::{from_party, key, party, Prefix};
 
 use std::fmt;
 use std::str::FromStr;

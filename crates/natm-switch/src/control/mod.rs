@@ -1,0 +1,629 @@
+//! The switch's control plane, sans-IO (issue 13 part 4): the network side of UNI
+//! signalling on every signalling port, call admission per outgoing link, routing
+//! by ATM address prefix, VCI allocation per link, and the cross-connects of the
+//! data plane ([`Switch`]) installed and removed as calls come and go.
+//!
+//! Each port's signalling runs the same `natm_proto::sig::Saal` (SSCOP and Q.2931
+//! call control) that a host's sigd runs: the switch terminates the caller's call on
+//! the incoming port and originates a call of its own on the outgoing port, and joins
+//! the two (a "transit" call, seed 000 §4's signalling entity in a switch). Time is
+//! an argument; output is pulled ([`Control::poll_output`]), as in sigd's core.
+//!
+//! # A call through the switch
+//! 1. SETUP arrives on port A: the called address is routed (longest prefix), the
+//!    traffic descriptor admitted on both outgoing links (cause 37 if it does not
+//!    fit), a VCI allocated on port B for the backward VC, and CALL PROCEEDING goes
+//!    back to A at once (Q.2931 §5.1.2: the network's answer).
+//! 2. The SETUP goes out on B with the switch's VCI and, on a host port, the switch's
+//!    own data endpoint on B in natm's private IE (the host sends its data there).
+//! 3. CONNECT comes back on B with the callee's VCI: a VCI is allocated on A for the
+//!    forward VC, both directions are cross-connected in the data plane, each policed
+//!    against its direction of the traffic descriptor, and CONNECT goes to A with
+//!    the switch's VCI and data endpoint on A.
+//! 4. RELEASE on either side (or its link's loss) releases the other side with the
+//!    same cause and removes the cross-connects.
+//!
+//! Labels: as natm's hosts do, each receiver labels the simplex VC it receives on
+//! (the SETUP's connection identifier is the VCI the caller receives on, the
+//! CONNECT's the VCI the callee receives on); the switch labels what it receives.
+//! Each label is a bidirectional VC on its link, as a UNI VCC is: a simplex VC's
+//! data flows one way and its acknowledgements (TPDUs on the same VCI, seed 000
+//! §5.3) the other, so each call is four cross-connects, and the two ends of a link
+//! draw their labels from disjoint halves (`natm_proto::sig::vci`).
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::ops::RangeInclusive;
+use std::time::Duration;
+
+use bytes::Bytes;
+use natm_proto::sig::call::traffic_descriptor;
+use natm_proto::sig::vci::VciPool;
+use natm_proto::sig::{CallAccept, CallEvent, CallId, CallParams, Saal, SaalConfig, SigEvent};
+use natm_proto::time::Instant;
+use natm_proto::wire::addr::{from_party, Prefix};
+use natm_proto::wire::q2931::{Cause, CauseValue, ConnectionId, Location};
+use natm_proto::wire::qos::Qos;
+
+use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
+
+mod stat;
+
+/// What a TPDU adds to its payload on the wire: its 32-octet header and the AAL5
+/// trailer (8 octets).
+const TPDU_OVERHEAD: u64 = 32 + 8;
+
+/// Each signalled VC's output queue, cells.
+const SVC_QUEUE_CELLS: u32 = 4096;
+
+pub use stat::{CallRow, LinkRow};
+
+/// Causes the switch clears calls with (Q.2931 table 4-10).
+mod cause {
+    pub(super) const NO_ROUTE: u8 = 3;
+    pub(super) const DESTINATION_OUT_OF_ORDER: u8 = 27;
+    pub(super) const USER_CELL_RATE: u8 = 37;
+    pub(super) const TEMPORARY_FAILURE: u8 = 41;
+    pub(super) const NO_VCI: u8 = 45;
+    pub(super) const INVALID_IE: u8 = 100;
+}
+
+fn net_cause(c: u8) -> Cause {
+    Cause::new(Location::PrivateLocal, CauseValue::from_raw(c))
+}
+
+/// What is at the other end of a signalling port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PortRole {
+    /// A host's sigd: each VC's data comes from and goes to the application's own
+    /// data endpoint, named in natm's private IE.
+    Host,
+    /// Another switch: every VC's data goes to the port's peer.
+    Switch,
+}
+
+/// A port as the control plane sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ControlPort {
+    /// The data plane's port.
+    pub port: PortId,
+    /// Host or switch.
+    pub role: PortRole,
+    /// The switch's own UDP endpoint on this port: where hosts send their VCs' data.
+    pub data: SocketAddr,
+    /// The VCIs the switch hands out on this port: `vci::NETWORK_HALF` towards a
+    /// host; on a trunk, the half the other switch does not use.
+    pub vcis: RangeInclusive<u16>,
+}
+
+/// Routes, timers and ports.
+#[derive(Debug, Clone)]
+pub struct ControlConfig {
+    /// Address prefix → outgoing port; the longest match wins.
+    pub routes: Vec<(Prefix, PortId)>,
+    /// SSCOP and call control on every signalling link.
+    pub saal: SaalConfig,
+    /// Least cell delay variation tolerance of a call's policer (it also tolerates
+    /// two of the call's TPDUs back to back, see [`Control::contract`]).
+    pub cdvt: Duration,
+}
+
+impl ControlConfig {
+    /// [`SaalConfig::network`] with the switch's window and location.
+    pub fn network_saal() -> SaalConfig {
+        let mut s = SaalConfig::network();
+        s.sscop.window = 1024;
+        s.sscop.max_buffered = 4096;
+        s.calls.location = Location::PrivateLocal;
+        s
+    }
+}
+
+impl Default for ControlConfig {
+    fn default() -> Self {
+        ControlConfig {
+            routes: Vec::new(),
+            saal: ControlConfig::network_saal(),
+            cdvt: Duration::from_millis(2),
+        }
+    }
+}
+
+/// What the control plane asks its driver to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// Send this SSCOP PDU to the port's peer on VPI 0/VCI 5.
+    Signal(PortId, Bytes),
+    /// Accept data for VC (port, VPI, VCI) from `addr` (`None`: no longer).
+    Source(VcAddr, Option<SocketAddr>),
+    /// Send what leaves on VC (port, VPI, VCI) to `addr` (`None`: to the peer).
+    Dest(VcAddr, Option<SocketAddr>),
+}
+
+/// One side of a transit call.
+#[derive(Debug, Clone, Copy)]
+struct Leg {
+    port: PortId,
+    /// Call control's id on the port (`None`: the SETUP has not gone out yet).
+    call: Option<CallId>,
+    /// The VCI the switch receives on from this side.
+    vci_in: Option<u16>,
+    /// The VCI this side receives on (the switch sends with it).
+    vci_out: Option<u16>,
+    /// The host's data endpoint (host ports only).
+    data: Option<SocketAddr>,
+}
+
+#[derive(Debug)]
+struct Transit {
+    /// Caller's side.
+    a: Leg,
+    /// Callee's side.
+    b: Leg,
+    /// Cells/s reserved on port b's output (forward) and port a's (backward).
+    fwd_cells: u64,
+    bwd_cells: u64,
+    fwd: Contract,
+    bwd: Contract,
+    conns: Vec<crate::ConnId>,
+    active: bool,
+    called: String,
+    qos: String,
+    since: Instant,
+}
+
+#[derive(Debug)]
+struct Link {
+    cfg: ControlPort,
+    saal: Saal,
+    /// Call control's ids → transit call and whether this port is its caller's side.
+    calls: HashMap<CallId, (u64, bool)>,
+    /// VCIs the switch hands out on this port.
+    vcis: VciPool,
+    /// Cells/s reserved on this port's output.
+    reserved_cells: u64,
+}
+
+/// The control plane of one switch.
+#[derive(Debug)]
+pub struct Control {
+    cfg: ControlConfig,
+    links: BTreeMap<PortId, Link>,
+    calls: HashMap<u64, Transit>,
+    next_id: u64,
+    dirty: Vec<PortId>,
+    out: VecDeque<Output>,
+    now: Instant,
+    refused: u64,
+}
+
+impl Control {
+    /// A control plane with no signalling ports.
+    pub fn new(cfg: ControlConfig) -> Control {
+        Control {
+            cfg,
+            links: BTreeMap::new(),
+            calls: HashMap::new(),
+            next_id: 1,
+            dirty: Vec::new(),
+            out: VecDeque::new(),
+            now: Instant::ZERO,
+            refused: 0,
+        }
+    }
+
+    /// Runs signalling on a port and starts bringing its link up (both ends of a link
+    /// may start it; SSCOP resolves the crossing BGNs).
+    pub fn add_port(&mut self, now: Instant, port: ControlPort) {
+        self.tick(now);
+        let mut saal = Saal::new(self.cfg.saal.clone());
+        saal.start(self.now);
+        let id = port.port;
+        self.links.insert(
+            id,
+            Link {
+                vcis: VciPool::range(port.vcis.clone()),
+                cfg: port,
+                saal,
+                calls: HashMap::new(),
+                reserved_cells: 0,
+            },
+        );
+        self.dirty.push(id);
+    }
+
+    fn tick(&mut self, now: Instant) {
+        self.now = self.now.max(now);
+    }
+
+    /// An SSCOP PDU that arrived on `port`'s signalling VC.
+    pub fn handle_signal(&mut self, now: Instant, port: PortId, pdu: &[u8]) {
+        self.tick(now);
+        if let Some(l) = self.links.get_mut(&port) {
+            l.saal.handle_frame(self.now, pdu);
+            self.dirty.push(port);
+        }
+    }
+
+    /// Timers due by `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.tick(now);
+        for (p, l) in self.links.iter_mut() {
+            if l.saal.poll_timeout().is_some_and(|d| d <= self.now) {
+                l.saal.handle_timeout(self.now);
+                self.dirty.push(*p);
+            }
+        }
+    }
+
+    /// The earliest instant [`Control::handle_timeout`] has work at.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.links
+            .values()
+            .filter_map(|l| l.saal.poll_timeout())
+            .min()
+    }
+
+    /// The next thing to do; links with input are serviced here, with the data plane
+    /// that calls are cross-connected in.
+    pub fn poll_output(&mut self, sw: &mut Switch) -> Option<Output> {
+        while self.out.is_empty() {
+            let port = self.dirty.pop()?;
+            self.service(sw, port);
+        }
+        self.out.pop_front()
+    }
+
+    /// Whether `port`'s signalling link is up.
+    pub fn is_up(&self, port: PortId) -> bool {
+        self.links.get(&port).is_some_and(|l| l.saal.is_up())
+    }
+
+    /// Calls through the switch.
+    pub fn call_count(&self) -> usize {
+        self.calls.len()
+    }
+
+    fn service(&mut self, sw: &mut Switch, port: PortId) {
+        loop {
+            let Some(l) = self.links.get_mut(&port) else {
+                return;
+            };
+            let mut busy = false;
+            while let Some(p) = l.saal.poll_transmit() {
+                self.out.push_back(Output::Signal(port, p));
+                busy = true;
+            }
+            let Some(ev) = l.saal.poll_event() else {
+                if !busy {
+                    return;
+                }
+                continue;
+            };
+            self.on_event(sw, port, ev);
+        }
+    }
+
+    fn on_event(&mut self, sw: &mut Switch, port: PortId, ev: SigEvent) {
+        match ev {
+            SigEvent::LinkUp | SigEvent::LinkDown { .. } => {}
+            SigEvent::Call(CallEvent::Incoming { call, params }) => {
+                self.on_setup(sw, port, call, params)
+            }
+            SigEvent::Call(CallEvent::Connected { call, params }) => {
+                self.on_connect(sw, port, call, params)
+            }
+            SigEvent::Call(CallEvent::Proceeding { .. }) => {}
+            SigEvent::Call(CallEvent::Established { call }) => {
+                if let Some(&(id, _)) = self.links.get(&port).and_then(|l| l.calls.get(&call)) {
+                    if let Some(t) = self.calls.get_mut(&id) {
+                        t.active = true;
+                    }
+                }
+            }
+            SigEvent::Call(CallEvent::Released { call, cause, .. }) => {
+                let Some((id, _)) = self
+                    .links
+                    .get_mut(&port)
+                    .and_then(|l| l.calls.remove(&call))
+                else {
+                    return;
+                };
+                self.clear(sw, id, cause);
+            }
+        }
+    }
+
+    fn refuse(&mut self, port: PortId, call: CallId, c: u8) {
+        self.refused += 1;
+        let now = self.now;
+        if let Some(l) = self.links.get_mut(&port) {
+            let _ = l.saal.reject(now, call, net_cause(c));
+        }
+        self.dirty.push(port);
+    }
+
+    /// The outgoing port for `params`'s called address.
+    fn route(&self, params: &CallParams) -> Option<PortId> {
+        let called = from_party(&params.called)?;
+        self.cfg
+            .routes
+            .iter()
+            .filter(|(p, _)| p.matches(&called))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(_, port)| *port)
+    }
+
+    /// The policer of one direction of a call, from its traffic descriptor (TM 4.0
+    /// GCRA on CLP=0+1), adjusted to what a conforming natm host sends:
+    /// - rates in cells of *payload* (the QoS's bit rates over 48 octets) are raised by
+    ///   the TPDU header and AAL5 trailer and pad a host adds to each TPDU, so a host
+    ///   sending exactly its rate conforms;
+    /// - the tolerance covers the host's leaky bucket (`flow::leaky_bucket`: a depth
+    ///   of 4 TPDUs or 2 ms of the rate) plus one TPDU arriving whole (a frame's cells
+    ///   reach the switch back to back), plus `cfg.cdvt` for the host's timer jitter.
+    ///
+    /// Departure from TM 4.0, which leaves CDVT to the network operator: natm's sources
+    /// are frame-granular by design. Each VC's queue holds 4,096 cells (a reliable
+    /// VC's window of 32 TPDUs of 4 KiB is 2,784).
+    fn contract(&self, qos: &Qos, link_cells: u64, forward: bool) -> Contract {
+        let td = traffic_descriptor(qos, u32::try_from(link_cells).unwrap_or(u32::MAX));
+        let mut c = Contract::from_descriptor(&td, forward);
+        let tpdu = u64::from(qos.resolved_transport(false).tpdu_size).max(1);
+        let tpdu_cells = (tpdu + TPDU_OVERHEAD).div_ceil(48);
+        let inflate = |r: u64| (r.saturating_mul(tpdu_cells * 48)).div_ceil(tpdu);
+        c.pcr = c.pcr.map(inflate);
+        c.scr = c.scr.map(|(r, mbs)| (inflate(r), mbs));
+        c.reserved = inflate(c.reserved);
+        let tolerance = match c.pcr {
+            Some(pcr) if pcr > 0 => {
+                let depth = (4 * tpdu_cells).max(pcr * 2 / 1000);
+                Duration::from_nanos((depth + tpdu_cells).saturating_mul(1_000_000_000) / pcr)
+            }
+            _ => Duration::ZERO,
+        };
+        c.with_cdvt(tolerance + self.cfg.cdvt)
+            .with_buffer(SVC_QUEUE_CELLS)
+    }
+
+    /// A free label on `port`: from the switch's half, not used by a permanent VC in
+    /// the data plane, not `avoid`.
+    fn allocate_vci(&mut self, sw: &Switch, port: PortId, avoid: Option<u16>) -> Option<u16> {
+        let l = self.links.get_mut(&port)?;
+        let mut skipped = Vec::new();
+        let got = loop {
+            let Some(v) = l.vcis.allocate() else {
+                break None;
+            };
+            if Some(v) != avoid && sw.lookup(port, 0, v).is_none() {
+                break Some(v);
+            }
+            skipped.push(v);
+            if skipped.len() > 64 {
+                break None;
+            }
+        };
+        for v in skipped {
+            l.vcis.free(v);
+        }
+        got
+    }
+
+    fn on_setup(&mut self, sw: &mut Switch, a: PortId, call: CallId, params: CallParams) {
+        let Some(b) = self.route(&params).filter(|&b| b != a) else {
+            return self.refuse(a, call, cause::NO_ROUTE);
+        };
+        let Some(out) = self.links.get(&b) else {
+            return self.refuse(a, call, cause::NO_ROUTE);
+        };
+        if !out.saal.is_up() {
+            return self.refuse(a, call, cause::DESTINATION_OUT_OF_ORDER);
+        }
+        let role_a = self.links.get(&a).map(|l| l.cfg.role);
+        let a_data = params.natm.data_endpoint;
+        let a_out = params.conn_id.map(|c| c.vci);
+        if a_out.is_none() || (role_a == Some(PortRole::Host) && a_data.is_none()) {
+            return self.refuse(a, call, cause::INVALID_IE);
+        }
+        let qos = params
+            .natm
+            .qos
+            .as_deref()
+            .and_then(|t| t.parse::<Qos>().ok())
+            .unwrap_or(params.qos);
+        let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
+        let fwd = self.contract(&qos, cells(a), true);
+        let bwd = self.contract(&qos, cells(b), false);
+        let free = |this: &Control, p: PortId| {
+            cells(p).saturating_sub(this.links.get(&p).map_or(0, |l| l.reserved_cells))
+        };
+        if fwd.reserved > free(self, b) || bwd.reserved > free(self, a) {
+            return self.refuse(a, call, cause::USER_CELL_RATE);
+        }
+        let Some(b_in) = self.allocate_vci(sw, b, None) else {
+            return self.refuse(a, call, cause::NO_VCI);
+        };
+        let mut setup = params.clone();
+        setup.conn_id = Some(ConnectionId::exclusive(0, b_in));
+        let b_link = self.links.get_mut(&b).expect("routed to a signalling port");
+        setup.natm.data_endpoint = Some(b_link.cfg.data);
+        let now = self.now;
+        let b_call = match b_link.saal.setup(now, setup) {
+            Ok(c) => c,
+            Err(_) => {
+                b_link.vcis.free(b_in);
+                return self.refuse(a, call, cause::TEMPORARY_FAILURE);
+            }
+        };
+        let id = self.next_id;
+        self.next_id += 1;
+        b_link.calls.insert(b_call, (id, false));
+        b_link.reserved_cells += fwd.reserved;
+        self.dirty.push(b);
+        let a_link = self.links.get_mut(&a).expect("the SETUP came in on it");
+        a_link.calls.insert(call, (id, true));
+        a_link.reserved_cells += bwd.reserved;
+        // The network answers a SETUP it forwards with CALL PROCEEDING (§5.1.2).
+        let _ = a_link.saal.proceeding(now, call);
+        self.dirty.push(a);
+        self.calls.insert(
+            id,
+            Transit {
+                a: Leg {
+                    port: a,
+                    call: Some(call),
+                    vci_in: None,
+                    vci_out: a_out,
+                    data: a_data,
+                },
+                b: Leg {
+                    port: b,
+                    call: Some(b_call),
+                    vci_in: Some(b_in),
+                    vci_out: None,
+                    data: None,
+                },
+                fwd_cells: fwd.reserved,
+                bwd_cells: bwd.reserved,
+                fwd,
+                bwd,
+                conns: Vec::new(),
+                active: false,
+                called: from_party(&params.called).map_or_else(String::new, |c| c.to_string()),
+                qos: qos.to_string(),
+                since: now,
+            },
+        );
+    }
+
+    fn on_connect(&mut self, sw: &mut Switch, b: PortId, call: CallId, params: CallAccept) {
+        let Some(&(id, false)) = self.links.get(&b).and_then(|l| l.calls.get(&call)) else {
+            return;
+        };
+        let Some(t) = self.calls.get(&id) else { return };
+        let (a, a_out) = (t.a.port, t.a.vci_out);
+        let b_role = self.links.get(&b).map(|l| l.cfg.role);
+        let b_out = params.conn_id.map(|c| c.vci);
+        let b_data = params.natm.data_endpoint;
+        let Some(b_out) = b_out.filter(|_| b_role != Some(PortRole::Host) || b_data.is_some())
+        else {
+            return self.clear(sw, id, net_cause(cause::INVALID_IE));
+        };
+        let Some(a_in) = self.allocate_vci(sw, a, a_out) else {
+            return self.clear(sw, id, net_cause(cause::NO_VCI));
+        };
+        let t = self.calls.get_mut(&id).expect("looked up above");
+        t.a.vci_in = Some(a_in);
+        t.b.vci_out = Some(b_out);
+        t.b.data = b_data;
+        let (a_leg, b_leg) = (t.a, t.b);
+        let (Some(a_out), Some(b_in)) = (a_leg.vci_out, b_leg.vci_in) else {
+            return self.clear(sw, id, net_cause(cause::INVALID_IE));
+        };
+        let (fa, fb) = (VcAddr::new(a, 0, a_in), VcAddr::new(b, 0, b_out));
+        let (ba, bb) = (VcAddr::new(a, 0, a_out), VcAddr::new(b, 0, b_in));
+        // Data each way under its direction's contract; each VC's acknowledgements
+        // back on its own labels, best effort.
+        let mut conns = Vec::new();
+        for (xc, c) in [
+            (CrossConnect::vc(fa, fb), t.fwd),
+            (CrossConnect::vc(bb, ba), t.bwd),
+            (CrossConnect::vc(fb, fa), Contract::best_effort()),
+            (CrossConnect::vc(ba, bb), Contract::best_effort()),
+        ] {
+            match sw.connect(xc, c) {
+                Ok(cid) => conns.push(cid),
+                Err(_) => {
+                    for cid in conns {
+                        let _ = sw.disconnect(cid);
+                    }
+                    return self.clear(sw, id, net_cause(cause::TEMPORARY_FAILURE));
+                }
+            }
+        }
+        t.conns = conns;
+        for (leg, labels) in [(a_leg, [a_in, a_out]), (b_leg, [b_in, b_out])] {
+            if leg.data.is_some() && self.role(leg.port) == Some(PortRole::Host) {
+                for v in labels {
+                    let vc = VcAddr::new(leg.port, 0, v);
+                    self.out.push_back(Output::Source(vc, leg.data));
+                    self.out.push_back(Output::Dest(vc, leg.data));
+                }
+            }
+        }
+        let mut accept = params;
+        accept.conn_id = Some(ConnectionId::exclusive(0, a_in));
+        let a_link = self.links.get_mut(&a).expect("the call came in on it");
+        accept.natm.data_endpoint = Some(a_link.cfg.data);
+        let now = self.now;
+        let a_call = a_leg.call.expect("an incoming call has its id");
+        if a_link.saal.accept(now, a_call, accept).is_err() {
+            return self.clear(sw, id, net_cause(cause::TEMPORARY_FAILURE));
+        }
+        self.dirty.push(a);
+    }
+
+    fn role(&self, port: PortId) -> Option<PortRole> {
+        self.links.get(&port).map(|l| l.cfg.role)
+    }
+
+    /// Ends transit call `id`: both legs released (or refused) with `cause`, the
+    /// cross-connects removed, VCIs and reservations returned.
+    fn clear(&mut self, sw: &mut Switch, id: u64, cause: Cause) {
+        let Some(t) = self.calls.remove(&id) else {
+            return;
+        };
+        for cid in &t.conns {
+            let _ = sw.disconnect(*cid);
+        }
+        let now = self.now;
+        for (leg, reserved) in [(t.a, t.bwd_cells), (t.b, t.fwd_cells)] {
+            let Some(l) = self.links.get_mut(&leg.port) else {
+                continue;
+            };
+            l.reserved_cells = l.reserved_cells.saturating_sub(reserved);
+            if let Some(v) = leg.vci_in {
+                l.vcis.free(v);
+            }
+            if let Some(call) = leg.call {
+                if l.calls.remove(&call).is_some() {
+                    // Refused if still being set up, released if connected; an error
+                    // means call control already ended it.
+                    if l.saal.reject(now, call, cause.clone()).is_err() {
+                        let _ = l.saal.release(now, call, cause.clone());
+                    }
+                }
+            }
+            self.dirty.push(leg.port);
+            if leg.data.is_some() && l.cfg.role == PortRole::Host {
+                for v in [leg.vci_in, leg.vci_out].into_iter().flatten() {
+                    let vc = VcAddr::new(leg.port, 0, v);
+                    self.out.push_back(Output::Source(vc, None));
+                    self.out.push_back(Output::Dest(vc, None));
+                }
+            }
+        }
+    }
+
+    /// Releases every call (RELEASE cause 41 both ways) and the links: the switch is
+    /// stopping.
+    pub fn shutdown(&mut self, now: Instant, sw: &mut Switch) {
+        self.tick(now);
+        let mut ids: Vec<u64> = self.calls.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.clear(sw, id, net_cause(cause::TEMPORARY_FAILURE));
+        }
+        let ports: Vec<PortId> = self.links.keys().copied().collect();
+        for p in ports {
+            self.service(sw, p);
+            if let Some(l) = self.links.get_mut(&p) {
+                l.saal.stop(now);
+            }
+            self.dirty.push(p);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

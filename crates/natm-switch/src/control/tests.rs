@@ -1,0 +1,397 @@
+//! The control plane between two host signalling links, in virtual time: each host
+//! is a bare `Saal` (what a sigd drives), the switch a `Control` over a `Switch`.
+
+use std::net::SocketAddr;
+
+use bytes::Bytes;
+use natm_proto::sig::{CallAccept, CallEvent, CallId, CallParams, ClearedBy, Saal, SigEvent};
+use natm_proto::wire::addr::{party, AtmAddr, HostsFile};
+use natm_proto::wire::q2931::{ConnectionId, NatmParams};
+use natm_proto::wire::vcframe;
+
+use super::*;
+use crate::{PortConfig, Transmit, Verdict};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn addr(last: u8) -> AtmAddr {
+    format!("47.0005.80ffe1000000f21a26d8.0020ea000e{last:02x}.00")
+        .parse()
+        .unwrap()
+}
+
+fn sock(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Two hosts (`a` on port 0, `b` on port 1) joined by one switch.
+struct Net {
+    now: Instant,
+    sw: Switch,
+    ctl: Control,
+    hosts: [Saal; 2],
+    /// Whether each host's link delivers (false: the host is dead).
+    alive: [bool; 2],
+    events: [Vec<SigEvent>; 2],
+    outputs: Vec<Output>,
+    /// The next label each host receives on (hosts' sigds hand out distinct ones).
+    label: u16,
+}
+
+impl Net {
+    fn new(line_bps: u64) -> Net {
+        let mut sw = Switch::new();
+        let p0 = sw.add_port(PortConfig::new(line_bps)).unwrap();
+        let p1 = sw.add_port(PortConfig::new(line_bps)).unwrap();
+        let h = HostsFile::default();
+        let cfg = ControlConfig {
+            routes: vec![
+                (
+                    Prefix::parse("47.0005.80ffe1000000f21a26d8.0020ea000e01", &h).unwrap(),
+                    p0,
+                ),
+                (
+                    Prefix::parse("47.0005.80ffe1000000f21a26d8.0020ea000e02", &h).unwrap(),
+                    p1,
+                ),
+            ],
+            ..ControlConfig::default()
+        };
+        let mut ctl = Control::new(cfg);
+        let now = Instant::from_nanos(1);
+        for (p, data) in [(p0, sock(9100)), (p1, sock(9101))] {
+            ctl.add_port(
+                now,
+                ControlPort {
+                    port: p,
+                    role: PortRole::Host,
+                    data,
+                    vcis: natm_proto::sig::vci::NETWORK_HALF,
+                },
+            );
+        }
+        let mut hosts = [
+            Saal::new(ControlConfig::network_saal()),
+            Saal::new(ControlConfig::network_saal()),
+        ];
+        for h in &mut hosts {
+            h.start(now);
+        }
+        let mut n = Net {
+            now,
+            sw,
+            ctl,
+            hosts,
+            alive: [true, true],
+            events: [Vec::new(), Vec::new()],
+            outputs: Vec::new(),
+            label: 40,
+        };
+        n.run(50 * MS);
+        assert!(n.ctl.is_up(PortId(0)) && n.ctl.is_up(PortId(1)));
+        assert!(n.hosts[0].is_up() && n.hosts[1].is_up());
+        n
+    }
+
+    /// Moves every PDU (no delay) and fires timers for `d` of virtual time, 1 ms steps.
+    fn run(&mut self, d: Duration) {
+        let end = self.now + d;
+        while self.now <= end {
+            for _ in 0..100 {
+                let mut moved = false;
+                for i in 0..2 {
+                    while let Some(pdu) = self.hosts[i].poll_transmit() {
+                        moved = true;
+                        if self.alive[i] {
+                            self.ctl.handle_signal(self.now, PortId(i as u16), &pdu);
+                        }
+                    }
+                    while let Some(e) = self.hosts[i].poll_event() {
+                        self.events[i].push(e);
+                    }
+                }
+                while let Some(o) = self.ctl.poll_output(&mut self.sw) {
+                    moved = true;
+                    match o {
+                        Output::Signal(p, pdu) => {
+                            let i = usize::from(p.0);
+                            if self.alive[i] {
+                                self.hosts[i].handle_frame(self.now, &pdu);
+                            }
+                        }
+                        other => self.outputs.push(other),
+                    }
+                }
+                if !moved {
+                    break;
+                }
+            }
+            self.now += MS;
+            for h in &mut self.hosts {
+                if h.poll_timeout().is_some_and(|t| t <= self.now) {
+                    h.handle_timeout(self.now);
+                }
+            }
+            if self.ctl.poll_timeout().is_some_and(|t| t <= self.now) {
+                self.ctl.handle_timeout(self.now);
+            }
+        }
+    }
+
+    fn take_call_events(&mut self, i: usize) -> Vec<CallEvent> {
+        std::mem::take(&mut self.events[i])
+            .into_iter()
+            .filter_map(|e| match e {
+                SigEvent::Call(c) => Some(c),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Host a calls host b with `qos`; returns a's call id and b's incoming call.
+    fn setup(&mut self, qos: &str) -> (CallId, Option<(CallId, CallParams)>) {
+        let q: Qos = qos.parse().unwrap();
+        let params = CallParams {
+            called: party(&addr(2)).unwrap(),
+            calling: party(&addr(1)),
+            sap: None,
+            qos: q,
+            natm: NatmParams {
+                qos: Some(q.to_string()),
+                data_endpoint: Some(sock(5001)),
+                cookie: Some(77),
+                ..NatmParams::default()
+            },
+            conn_id: Some(ConnectionId::exclusive(0, self.label)),
+        };
+        let a = self.hosts[0].setup(self.now, params).unwrap();
+        self.run(5 * MS);
+        let incoming = self.take_call_events(1).into_iter().find_map(|e| match e {
+            CallEvent::Incoming { call, params } => Some((call, params)),
+            _ => None,
+        });
+        (a, incoming)
+    }
+
+    /// A whole call: a calls, b answers with VCI 50 at 127.0.0.1:5002.
+    fn connect(&mut self, qos: &str) -> (CallId, CallId, CallAccept) {
+        let (a, incoming) = self.setup(qos);
+        let (b, offered) = incoming.expect("b is offered the call");
+        assert_eq!(
+            offered.natm.data_endpoint,
+            Some(sock(9101)),
+            "switch's port"
+        );
+        assert_eq!(
+            offered.natm.cookie,
+            Some(77),
+            "the cookie passes end to end"
+        );
+        let accept = CallAccept {
+            qos: None,
+            natm: NatmParams {
+                data_endpoint: Some(sock(5002)),
+                cookie: Some(77),
+                ..NatmParams::default()
+            },
+            conn_id: Some(ConnectionId::exclusive(0, self.label + 10)),
+        };
+        self.label += 1;
+        self.hosts[1].accept(self.now, b, accept).unwrap();
+        self.run(5 * MS);
+        let evs = self.take_call_events(0);
+        let connected = evs
+            .clone()
+            .into_iter()
+            .find_map(|e| match e {
+                CallEvent::Connected { params, .. } => Some(params),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("a sees CONNECT: {:?} {evs:?}", self.ctl.calls()));
+        (a, b, connected)
+    }
+}
+
+fn frame_on(sw: &mut Switch, now: Instant, port: u16, vci: u16) -> Verdict {
+    sw.handle_frame(
+        now,
+        PortId(port),
+        vcframe::Repr::data(0, vci),
+        Bytes::from_static(b"tpdu"),
+    )
+    .unwrap()
+}
+
+fn sent_vci(sw: &mut Switch, now: Instant, port: u16) -> Option<u16> {
+    let at = sw.port_timeout(PortId(port)).unwrap_or(now).max(now);
+    match sw.poll_transmit(at, PortId(port))? {
+        Transmit::Frame { header, .. } => Some(header.vci),
+        Transmit::Cell(_) => None,
+    }
+}
+
+#[test]
+fn a_call_crosses_the_switch_with_labels_translated_and_is_released() {
+    let mut n = Net::new(155_520_000);
+    let (a, _b, connected) = n.connect("cbr:pcr=10Mbps");
+    assert_eq!(connected.natm.data_endpoint, Some(sock(9100)));
+    let a_in = connected.conn_id.unwrap().vci;
+    assert_ne!(a_in, 40, "never the label the caller receives on");
+    // Forward: caller's frames on a_in leave port 1 with the callee's label 50.
+    let now = n.now;
+    assert_eq!(frame_on(&mut n.sw, now, 0, a_in), Verdict::Queued);
+    assert_eq!(sent_vci(&mut n.sw, now, 1), Some(50));
+    // Backward: the switch's label on port 1 (from the SETUP it sent) → 40 on port 0.
+    let b_in = n.ctl.calls()[0].b.1.unwrap();
+    assert!(a_in >= 32_768 && b_in >= 32_768, "the network's half");
+    assert_eq!(frame_on(&mut n.sw, now, 1, b_in), Verdict::Queued);
+    assert_eq!(sent_vci(&mut n.sw, now, 0), Some(40));
+    // Each label is bidirectional: the callee's acknowledgements of the forward VC,
+    // on its label 50, reach the caller on a_in; the caller's on 40 reach b_in.
+    assert_eq!(frame_on(&mut n.sw, now, 1, 50), Verdict::Queued);
+    assert_eq!(sent_vci(&mut n.sw, now, 0), Some(a_in));
+    assert_eq!(frame_on(&mut n.sw, now, 0, 40), Verdict::Queued);
+    assert_eq!(sent_vci(&mut n.sw, now, 1), Some(b_in));
+    // The host ports learnt each VC's data endpoint.
+    assert!(n.outputs.contains(&Output::Dest(
+        VcAddr::new(PortId(1), 0, 50),
+        Some(sock(5002))
+    )));
+    assert!(n.outputs.contains(&Output::Source(
+        VcAddr::new(PortId(0), 0, a_in),
+        Some(sock(5001))
+    )));
+    // A 10 Mbit/s reservation each way.
+    let row = &n.ctl.calls()[0];
+    assert!(row.reserved_cells.0 > 20_000 && row.reserved_cells.1 > 20_000);
+
+    n.hosts[0]
+        .release(n.now, a, net_cause(16))
+        .expect("an active call");
+    n.run(10 * MS);
+    let released = n.take_call_events(1);
+    assert!(
+        released.iter().any(|e| matches!(e,
+            CallEvent::Released { cause, by: ClearedBy::Remote, .. } if cause.value.raw() == 16)),
+        "{released:?}"
+    );
+    assert_eq!(n.ctl.call_count(), 0);
+    assert_eq!(n.sw.stat().vcs.len(), 0, "cross-connects removed");
+    assert!(n.ctl.links().iter().all(|l| l.reserved_cells == 0));
+    assert_eq!(
+        frame_on(&mut n.sw, n.now, 0, a_in),
+        Verdict::Dropped(crate::DropCause::UnknownVc)
+    );
+}
+
+#[test]
+fn a_refusal_by_the_callee_reaches_the_caller_with_its_cause() {
+    let mut n = Net::new(155_520_000);
+    let (_, incoming) = n.setup("ubr");
+    let (b, _) = incoming.unwrap();
+    n.hosts[1].reject(n.now, b, net_cause(17)).unwrap();
+    n.run(5 * MS);
+    let ev = n.take_call_events(0);
+    assert!(
+        ev.iter().any(|e| matches!(e, CallEvent::Proceeding { .. })),
+        "{ev:?}"
+    );
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, CallEvent::Released { cause, .. } if cause.value.raw() == 17)),
+        "{ev:?}"
+    );
+    assert_eq!(n.ctl.call_count(), 0);
+    assert!(n.ctl.links().iter().all(|l| l.reserved_cells == 0));
+}
+
+#[test]
+fn admission_refuses_what_the_outgoing_link_cannot_carry() {
+    // A 10 Mbit/s line: one 6 Mbit/s CBR call fits, a second does not (cause 37).
+    let mut n = Net::new(10_000_000);
+    n.connect("cbr:pcr=6Mbps");
+    let (_, incoming) = n.setup("cbr:pcr=6Mbps");
+    assert!(incoming.is_none(), "never offered to b");
+    let ev = n.take_call_events(0);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, CallEvent::Released { cause, .. } if cause.value.raw() == 37)),
+        "{ev:?}"
+    );
+    // Best effort reserves nothing and still gets through.
+    n.connect("ubr");
+    assert_eq!(n.ctl.call_count(), 2);
+    assert_eq!(n.ctl.refused(), 1);
+}
+
+#[test]
+fn no_route_is_cause_3() {
+    let mut n = Net::new(155_520_000);
+    let q: Qos = "ubr".parse().unwrap();
+    let params = CallParams {
+        called: party(&addr(9)).unwrap(),
+        calling: None,
+        sap: None,
+        qos: q,
+        natm: NatmParams {
+            data_endpoint: Some(sock(5001)),
+            ..NatmParams::default()
+        },
+        conn_id: Some(ConnectionId::exclusive(0, 40)),
+    };
+    n.hosts[0].setup(n.now, params).unwrap();
+    n.run(5 * MS);
+    let ev = n.take_call_events(0);
+    assert!(
+        ev.iter()
+            .any(|e| matches!(e, CallEvent::Released { cause, .. } if cause.value.raw() == 3)),
+        "{ev:?}"
+    );
+}
+
+#[test]
+fn a_dead_host_releases_its_calls_at_the_other_end_within_a_second() {
+    let mut n = Net::new(155_520_000);
+    n.connect("cbr:pcr=1Mbps");
+    n.run(300 * MS);
+    let before = n.now;
+    n.alive[1] = false;
+    let mut released = None;
+    for _ in 0..100 {
+        n.run(10 * MS);
+        if n.take_call_events(0)
+            .iter()
+            .any(|e| matches!(e, CallEvent::Released { cause, .. } if cause.value.raw() == 27))
+        {
+            released = Some(n.now);
+            break;
+        }
+    }
+    let at = released.expect("a sees RELEASE cause 27");
+    assert!(at.saturating_duration_since(before) < Duration::from_secs(1));
+    assert_eq!(n.ctl.call_count(), 0);
+    assert_eq!(n.sw.stat().vcs.len(), 0);
+}
+
+#[test]
+fn a_dead_caller_side_releases_the_callee() {
+    let mut n = Net::new(155_520_000);
+    n.connect("ubr");
+    n.run(300 * MS);
+    n.alive[0] = false;
+    let mut released = false;
+    for _ in 0..100 {
+        n.run(10 * MS);
+        if n.take_call_events(1)
+            .iter()
+            .any(|e| matches!(e, CallEvent::Released { .. }))
+        {
+            released = true;
+            break;
+        }
+    }
+    assert!(released);
+    assert_eq!(n.ctl.call_count(), 0);
+    // The dead side's link keeps trying to come back, and nothing spins.
+    n.run(2000 * MS);
+}

@@ -1,0 +1,363 @@
+//! An ATM network of separate processes (issue 13): three hosts' sigds and two
+//! `natm switch`es on loopback, calls routed hop by hop by address prefix.
+//!
+//! ```text
+//!  h1 (+4420001) ─┐
+//!                 S1 ── trunk ── S2 ── h3 (+4420003)
+//!  h2 (+4420002) ─┘
+//! ```
+//!
+//! Calls between every pair carry data byte-exact through one or two switches, with
+//! the VCIs each switch chose; a killed switch releases every call through it at
+//! every end within a second.
+
+mod sigd_support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use sigd_support::{free_port, Sigd, LINK};
+
+/// A switch process, killed on drop.
+struct SwitchProc {
+    child: Option<Child>,
+    dir: PathBuf,
+}
+
+impl SwitchProc {
+    fn start(name: &str, toml: &str) -> SwitchProc {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let dir =
+            std::env::temp_dir().join(format!("natm-swnet-{}-{n}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("switch.toml");
+        let stat = dir.join("stat.json");
+        std::fs::write(
+            &cfg,
+            format!("stat_json = {stat:?}\nstat_interval_ms = 50\n{toml}"),
+        )
+        .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_natm"))
+            .args(["switch", "--config"])
+            .arg(&cfg)
+            .env("RUST_LOG", "natm=debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.join("switch.log")).unwrap(),
+            ))
+            .spawn()
+            .unwrap();
+        SwitchProc {
+            child: Some(child),
+            dir,
+        }
+    }
+
+    fn stat(&self) -> serde_json::Value {
+        let s = std::fs::read_to_string(self.dir.join("stat.json")).unwrap_or_default();
+        serde_json::from_str(&s).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("switch.log")).unwrap_or_default()
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for SwitchProc {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+struct Net {
+    s1: SwitchProc,
+    s2: SwitchProc,
+    h: [Sigd; 3],
+}
+
+fn port(name: &str, bind: SocketAddr, peer: SocketAddr, role: &str) -> String {
+    format!(
+        "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"{role}\"\n"
+    )
+}
+
+fn route(prefix: &str, port: &str) -> String {
+    format!("[[route]]\nprefix = \"{prefix}\"\nport = \"{port}\"\n")
+}
+
+fn host(n: u8, sig: SocketAddr, switch: SocketAddr) -> Sigd {
+    Sigd::start_at(
+        &format!(
+            "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{switch}\"\nswitch = true\n"
+        ),
+        sig,
+    )
+}
+
+fn net() -> Net {
+    let [h1, h2, h3, s1h1, s1h2, s1t, s2h3, s2t] = std::array::from_fn(|_| free_port());
+    let s1 = SwitchProc::start(
+        "s1",
+        &[
+            port("h1", s1h1, h1, "host"),
+            port("h2", s1h2, h2, "host"),
+            port("trunk", s1t, s2t, "switch"),
+            route("+4420001", "h1"),
+            route("+4420002", "h2"),
+            route("*", "trunk"),
+        ]
+        .concat(),
+    );
+    let s2 = SwitchProc::start(
+        "s2",
+        &[
+            port("h3", s2h3, h3, "host"),
+            port("trunk", s2t, s1t, "switch"),
+            route("+4420003", "h3"),
+            route("*", "trunk"),
+        ]
+        .concat(),
+    );
+    let h = [host(1, h1, s1h1), host(2, h2, s1h2), host(3, h3, s2h3)];
+    let n = Net { s1, s2, h };
+    // Every signalling link up: each sigd's to its switch, and the trunk.
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let hosts_up = n.h.iter().all(|s| s.stat()["peers"][0]["up"] == true);
+        let up = |s: &SwitchProc| {
+            s.stat()["signalling"]
+                .as_array()
+                .is_some_and(|l| !l.is_empty() && l.iter().all(|r| r["up"] == true))
+        };
+        if hosts_up && up(&n.s1) && up(&n.s2) {
+            return n;
+        }
+        assert!(
+            Instant::now() < until,
+            "links not up: {} {} {}\n{}\n{}",
+            n.s1.stat(),
+            n.s2.stat(),
+            n.h[0].stat(),
+            n.s1.log(),
+            n.s2.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Calls `to:SAP` from `from`, echoes 20 messages through it, closes.
+fn echo_call(from: &Sigd, to: &Sigd, to_addr: &str, qos: &str, diag: &dyn Fn() -> String) {
+    let hb = to.host();
+    let l = hb.bind("echo", qos).unwrap();
+    let q = qos.to_owned();
+    let t = std::thread::spawn(move || {
+        let qos = q;
+        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        let c = call.accept().unwrap();
+        loop {
+            match c.recv_timeout(Duration::from_secs(10)) {
+                Ok(Some(m)) => c.send(&m).unwrap(),
+                Ok(None) => break,
+                Err(e) => panic!("callee of {qos}: {e}"),
+            }
+        }
+    });
+    let ha = from.host();
+    let c = ha
+        .connect(format!("{to_addr}:echo").as_str(), qos)
+        .unwrap_or_else(|e| panic!("{to_addr} ({qos}): {e}"));
+    for i in 0..20u32 {
+        let msg: Vec<u8> = (0..20_000 + i as usize)
+            .map(|k| (k as u32 * 31 + i) as u8)
+            .collect();
+        c.send(&msg).unwrap();
+        let got = c
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{to_addr} ({qos}) message {i}: {e}\n{}", diag()))
+            .unwrap_or_else(|| panic!("{to_addr} ({qos}) message {i}: closed\n{}", diag()));
+        assert!(got == msg, "{to_addr}: message {i} differs");
+    }
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    drop(c);
+    t.join()
+        .unwrap_or_else(|_| panic!("callee failed\n{}", diag()));
+}
+
+#[test]
+fn calls_between_every_pair_cross_one_or_two_switches_byte_exact() {
+    let n = net();
+    let addr = |i: usize| format!("+442000{}", i + 1);
+    for (a, b, qos) in [
+        (0, 1, "reliable"),
+        (0, 2, "reliable"),
+        (1, 2, "cbr:pcr=20Mbps"),
+        (2, 0, "reliable"),
+        (2, 1, "reliable"),
+        (1, 0, "reliable"),
+    ] {
+        let diag = || {
+            format!(
+                "{}\n{}\n{}\n{}",
+                n.s1.stat(),
+                n.s2.stat(),
+                n.h[a].log(),
+                n.h[b].log()
+            )
+        };
+        echo_call(&n.h[a], &n.h[b], &addr(b), qos, &diag);
+    }
+    for s in &n.h {
+        s.wait_no_calls();
+    }
+    // Both switches forwarded frames and hold no call or cross-connect afterwards.
+    let until = Instant::now() + Duration::from_secs(5);
+    for s in [&n.s1, &n.s2] {
+        loop {
+            let st = s.stat();
+            if st["calls"].as_array().is_some_and(|c| c.is_empty())
+                && st["vcs"].as_array().is_some_and(|v| v.is_empty())
+            {
+                let frames: u64 = st["ports"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|p| p["stats"]["counters"]["frames_out"].as_u64().unwrap_or(0))
+                    .sum();
+                assert!(frames > 40, "{st}");
+                break;
+            }
+            assert!(Instant::now() < until, "calls left: {st}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+#[test]
+fn a_call_through_two_switches_is_relabelled_on_every_link() {
+    let n = net();
+    let hb = n.h[2].host();
+    let l = hb.bind("hold", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let c = l
+            .next_call(Some(Duration::from_secs(10)))
+            .unwrap()
+            .accept()
+            .unwrap();
+        let m = c.recv_timeout(Duration::from_secs(10)).unwrap();
+        (c, m)
+    });
+    let c = n.h[0].host().connect("+4420003:hold", "reliable").unwrap();
+    c.send(b"through two switches").unwrap();
+    let (_held, m) = t.join().unwrap();
+    assert_eq!(m.as_deref(), Some(&b"through two switches"[..]));
+    // Each switch holds the call with a VCI of its own on each side; the hosts'
+    // labels are the ones their switch gave them.
+    let until = Instant::now() + Duration::from_secs(5);
+    let (r1, r2) = loop {
+        let (a, b) = (n.s1.stat(), n.s2.stat());
+        if a["calls"][0]["active"] == true && b["calls"][0]["active"] == true {
+            break (a["calls"][0].clone(), b["calls"][0].clone());
+        }
+        assert!(Instant::now() < until, "{a} {b}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let caller = &n.h[0].stat()["calls"][0];
+    let callee = &n.h[2].stat()["calls"][0];
+    // Caller → S1: the caller sends with the VCI S1 receives on (r1.a.1) and receives
+    // on the one it chose (r1.a.2).
+    assert_eq!(caller["tx_vci"], r1["a"][1], "{caller} {r1}");
+    assert_eq!(caller["rx_vci"], r1["a"][2], "{caller} {r1}");
+    // S2 → callee, likewise.
+    assert_eq!(callee["tx_vci"], r2["b"][1], "{callee} {r2}");
+    assert_eq!(callee["rx_vci"], r2["b"][2], "{callee} {r2}");
+    // The trunk: what S1 sends with is what S2 receives on, and back.
+    assert_eq!(r1["b"][2], r2["a"][1], "{r1} {r2}");
+    assert_eq!(r2["a"][2], r1["b"][1], "{r1} {r2}");
+}
+
+#[test]
+fn a_killed_switch_releases_every_call_through_it_within_a_second() {
+    let mut n = net();
+    // h1→h3 and h2→h3 cross both switches; h1→h2 only S1. A thread per caller waits
+    // for its connection to end and reports when.
+    let (tx, rx) = mpsc::channel();
+    let mut held = Vec::new();
+    for (a, b) in [(0usize, 2usize), (1, 2), (0, 1)] {
+        let hb = n.h[b].host();
+        let l = hb.bind(format!("k{a}{b}"), "reliable").unwrap();
+        let acc = std::thread::spawn(move || {
+            l.next_call(Some(Duration::from_secs(10)))
+                .unwrap()
+                .accept()
+                .unwrap()
+        });
+        let c = n.h[a]
+            .host()
+            .connect(format!("+442000{}:k{a}{b}", b + 1).as_str(), "reliable")
+            .unwrap();
+        let callee = acc.join().unwrap();
+        for (who, conn) in [
+            (format!("caller h{}", a + 1), c),
+            (format!("callee h{}", b + 1), callee),
+        ] {
+            let tx = tx.clone();
+            held.push(std::thread::spawn(move || {
+                let r = conn.recv_timeout(Duration::from_secs(10));
+                let _ = tx.send((who, Instant::now(), format!("{r:?}")));
+            }));
+        }
+    }
+    assert_eq!(n.h[2].stat()["calls"].as_array().unwrap().len(), 2);
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Instant::now();
+    n.s1.kill();
+    let mut ends = Vec::new();
+    for _ in 0..6 {
+        let (who, at, r) = rx
+            .recv_timeout(Duration::from_secs(15))
+            .expect("every end released");
+        ends.push((who, at.duration_since(killed), r));
+    }
+    for (who, after, r) in &ends {
+        eprintln!(
+            "{who}: released {:.0} ms after the kill: {r}",
+            after.as_secs_f64() * 1e3
+        );
+        assert!(r.contains("Err"), "{who} saw {r}");
+        assert!(
+            *after < Duration::from_secs(1),
+            "{who}: {after:?}: {ends:?}"
+        );
+    }
+    for s in &n.h {
+        s.wait_no_calls();
+    }
+    // The surviving switch cleared the calls it carried for the dead one.
+    // (Its stat file is rewritten every 50 ms.)
+    let until = Instant::now() + Duration::from_secs(2);
+    loop {
+        let st = n.s2.stat();
+        if st["calls"].as_array().is_some_and(|c| c.is_empty()) {
+            break;
+        }
+        assert!(Instant::now() < until, "{st}\n{}", n.s2.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for t in held {
+        t.join().unwrap();
+    }
+}
