@@ -433,6 +433,24 @@ mod tests {
     }
 
     #[test]
+    fn the_example_parses_with_every_kind_of_port_and_route() {
+        let c = Config::from_toml(include_str!("../../../docs/switch.example.toml"))
+            .expect("docs/switch.example.toml is valid");
+        assert!(c.ports.iter().any(|p| p.signalling == Some(SignallingRole::Host)));
+        assert_eq!(c.routes.len(), 1);
+        assert!(c.route_prefix(&c.routes[0]).is_ok());
+    }
+
+    #[test]
+    fn a_route_needs_a_signalling_port() {
+        let r = format!("{TWO}\n[[route]]\nprefix = \"+44\"\nport = \"a\"\n");
+        let e = Config::from_toml(&r).expect_err("port a runs no signalling");
+        assert!(e.to_string().contains("runs no signalling"), "{e}");
+        let ok = r.replacen("mode = \"cell\"", "mode = \"cell\"\nsignalling = \"switch\"", 1);
+        Config::from_toml(&ok).expect("valid");
+    }
+
+    #[test]
     fn refuses_mixed_modes_and_unknown_ports() {
         let mixed = TWO.replacen("mode = \"cell\"", "mode = \"frame\"", 1);
         assert!(Config::from_toml(&mixed).is_err());
