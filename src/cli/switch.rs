@@ -297,7 +297,8 @@ fn signalling(s: &Snapshot) {
             .map_or_else(|| p.to_string(), |r| r.name.clone())
     };
     outln!("");
-    let mut links = crate::cli::table::new(["port", "peer is", "link", "calls", "reserved cells/s"], 1);
+    let mut links =
+        crate::cli::table::new(["port", "peer is", "link", "calls", "reserved cells/s"], 1);
     for l in &s.signalling {
         links.add_row(vec![
             name(l.port),
@@ -311,7 +312,14 @@ fn signalling(s: &Snapshot) {
     outln!("");
     let label = |v: Option<u16>| v.map_or("-".into(), |v| v.to_string());
     let mut calls = crate::cli::table::new(
-        ["call", "called", "qos", "caller side", "callee side", "state"],
+        [
+            "call",
+            "called",
+            "qos",
+            "caller side",
+            "callee side",
+            "state",
+        ],
         1,
     );
     for c in &s.calls {
