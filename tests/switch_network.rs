@@ -287,6 +287,18 @@ fn a_call_through_two_switches_is_relabelled_on_every_link() {
     // The trunk: what S1 sends with is what S2 receives on, and back.
     assert_eq!(r1["b"][2], r2["a"][1], "{r1} {r2}");
     assert_eq!(r2["a"][2], r1["b"][1], "{r1} {r2}");
+    // `natm stat --switch` shows the call and the links.
+    let out = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["stat", "--switch"])
+        .arg(n.s2.dir.join("stat.json"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(
+        text.contains("+4420003") && text.contains("active") && text.contains("switch"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -37,7 +37,11 @@ How it fits together:
   mode (one AAL5 frame per datagram behind natm's 4-octet VC header). Permanent
   cross-connects ([[pvc]]) translate VPI/VCI and police each VC against its
   contract; each output port queues per VC, schedules fifo/rr/wrr at its line rate,
-  and applies EPD/PPD. Signalling through the switch is not there yet.
+  and applies EPD/PPD. Ports with `signalling = host` or `switch` run the
+  network side of UNI signalling (Q.2931 over SSCOP): calls are routed by address
+  prefix ([[route]]), admitted against the outgoing line, given a VCI on each link
+  and cross-connected while they last; host sigds attach with
+  `natm sigd --switch IP:PORT`.
 
 Examples:
   natm switch --config docs/switch.example.toml
@@ -68,6 +72,31 @@ struct Snapshot {
     uptime_s: f64,
     ports: Vec<PortRow>,
     vcs: Vec<VcRow>,
+    #[serde(default)]
+    signalling: Vec<SigLinkRow>,
+    #[serde(default)]
+    calls: Vec<CallRow>,
+    #[serde(default)]
+    calls_refused: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct SigLinkRow {
+    port: u16,
+    role: String,
+    up: bool,
+    calls: usize,
+    reserved_cells: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct CallRow {
+    id: u64,
+    called: String,
+    qos: String,
+    a: (u16, Option<u16>, Option<u16>),
+    b: (u16, Option<u16>, Option<u16>),
+    active: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -254,5 +283,59 @@ pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
     for v in &s.vcs {
         outln!("  vc #{}: {}", v.conn, drops(&v.counters.dropped));
     }
+    if !s.signalling.is_empty() {
+        signalling(&s);
+    }
     Ok(())
+}
+
+/// The control plane's part: signalling links and the calls through the switch.
+fn signalling(s: &Snapshot) {
+    let name = |p: u16| {
+        s.ports
+            .get(usize::from(p))
+            .map_or_else(|| p.to_string(), |r| r.name.clone())
+    };
+    outln!("");
+    let mut links =
+        crate::cli::table::new(["port", "peer is", "link", "calls", "reserved cells/s"], 1);
+    for l in &s.signalling {
+        links.add_row(vec![
+            name(l.port),
+            l.role.clone(),
+            if l.up { "up" } else { "down" }.to_string(),
+            l.calls.to_string(),
+            l.reserved_cells.to_string(),
+        ]);
+    }
+    outln!("{}", crate::cli::table::render(&links).trim_end());
+    outln!("");
+    let label = |v: Option<u16>| v.map_or("-".into(), |v| v.to_string());
+    let mut calls = crate::cli::table::new(
+        [
+            "call",
+            "called",
+            "qos",
+            "caller side",
+            "callee side",
+            "state",
+        ],
+        1,
+    );
+    for c in &s.calls {
+        calls.add_row(vec![
+            c.id.to_string(),
+            c.called.clone(),
+            c.qos.clone(),
+            format!("{} in {} out {}", name(c.a.0), label(c.a.1), label(c.a.2)),
+            format!("{} in {} out {}", name(c.b.0), label(c.b.1), label(c.b.2)),
+            if c.active { "active" } else { "setting up" }.to_string(),
+        ]);
+    }
+    outln!("{}", crate::cli::table::render(&calls).trim_end());
+    outln!("");
+    outln!(
+        "(in/out: the VCI the switch receives on / sends with on that port; {} calls refused)",
+        s.calls_refused
+    );
 }

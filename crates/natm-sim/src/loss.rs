@@ -75,7 +75,30 @@ impl GilbertElliott {
         1.0 / self.p_bad_to_good
     }
 
-    fn validate(&self) -> Result<(), SimError> {
+    /// One frame through the channel in state `bad` (updated): whether it is lost.
+    /// `draw(p)` is true with probability `p`; a zero probability draws nothing. The
+    /// chain advances on every frame, lost or not, so that its run lengths are
+    /// counted in frames as the model defines them.
+    pub fn step(&self, bad: &mut bool, mut draw: impl FnMut(f64) -> bool) -> bool {
+        let p_loss = if *bad {
+            self.loss_in_bad
+        } else {
+            self.loss_in_good
+        };
+        let lost = draw(p_loss);
+        let p_flip = if *bad {
+            self.p_bad_to_good
+        } else {
+            self.p_good_to_bad
+        };
+        if draw(p_flip) {
+            *bad = !*bad;
+        }
+        lost
+    }
+
+    /// Every probability is in 0..=1.
+    pub fn validate(&self) -> Result<(), SimError> {
         check_probability("gilbert p_good_to_bad", self.p_good_to_bad)?;
         check_probability("gilbert p_bad_to_good", self.p_bad_to_good)?;
         check_probability("gilbert loss_in_good", self.loss_in_good)?;
@@ -160,20 +183,9 @@ impl Impairer {
         // are counted in frames as the model defines them.
         let burst = match cfg.burst {
             Some(ge) => {
-                let p_loss = if self.bad {
-                    ge.loss_in_bad
-                } else {
-                    ge.loss_in_good
-                };
-                let lost = self.draw(p_loss);
-                let p_flip = if self.bad {
-                    ge.p_bad_to_good
-                } else {
-                    ge.p_good_to_bad
-                };
-                if self.draw(p_flip) {
-                    self.bad = !self.bad;
-                }
+                let mut bad = self.bad;
+                let lost = ge.step(&mut bad, |p| self.draw(p));
+                self.bad = bad;
                 lost
             }
             None => false,

@@ -69,6 +69,35 @@ pub struct Config {
     pub routes: Vec<RouteSection>,
 }
 
+/// A port's `gilbert = { ... }`: the two-state burst-loss channel, stepped once per
+/// datagram sent.
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GilbertSection {
+    /// Probability of going from the good to the bad state after a datagram.
+    pub p_good_to_bad: f64,
+    /// Probability of going back; a bad run lasts 1/p_bad_to_good datagrams.
+    pub p_bad_to_good: f64,
+    /// Loss probability in the good state [default 0].
+    #[serde(default)]
+    pub loss_in_good: f64,
+    /// Loss probability in the bad state [default 1].
+    #[serde(default = "one")]
+    pub loss_in_bad: f64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+impl GilbertSection {
+    /// The model.
+    pub fn model(&self) -> natm_sim::GilbertElliott {
+        natm_sim::GilbertElliott::new(self.p_good_to_bad, self.p_bad_to_good)
+            .with_losses(self.loss_in_good, self.loss_in_bad)
+    }
+}
+
 /// One `[[route]]`: calls to addresses starting with `prefix` leave on `port`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -128,6 +157,10 @@ pub struct PortSection {
     /// Probability that a datagram sent is lost, 0..1 [default 0].
     #[serde(default)]
     pub loss: f64,
+    /// Burst loss of datagrams sent, by the Gilbert–Elliott model (the simulator's):
+    /// `{ p_good_to_bad, p_bad_to_good, loss_in_good = 0, loss_in_bad = 1 }`; on top
+    /// of `loss`.
+    pub gilbert: Option<GilbertSection>,
     /// One-way delay added to every datagram sent, µs [default 0].
     #[serde(default)]
     pub delay_us: u64,
@@ -340,6 +373,11 @@ impl Config {
             if !(0.0..=1.0).contains(&p.loss) {
                 return Err(invalid(format!("port {}: loss must be in 0..1", p.name)));
             }
+            if let Some(g) = &p.gilbert {
+                g.model()
+                    .validate()
+                    .map_err(|e| invalid(format!("port {}: {e}", p.name)))?;
+            }
             if p.train == 0 || p.train > MAX_TRAIN_CELLS {
                 return Err(invalid(format!(
                     "port {}: train must be 1..={MAX_TRAIN_CELLS} cells",
@@ -430,6 +468,31 @@ mod tests {
                 vci: Some(32)
             }
         );
+    }
+
+    #[test]
+    fn the_example_parses_with_every_kind_of_port_and_route() {
+        let c = Config::from_toml(include_str!("../../../docs/switch.example.toml"))
+            .expect("docs/switch.example.toml is valid");
+        assert!(c
+            .ports
+            .iter()
+            .any(|p| p.signalling == Some(SignallingRole::Host)));
+        assert_eq!(c.routes.len(), 1);
+        assert!(c.route_prefix(&c.routes[0]).is_ok());
+    }
+
+    #[test]
+    fn a_route_needs_a_signalling_port() {
+        let r = format!("{TWO}\n[[route]]\nprefix = \"+44\"\nport = \"a\"\n");
+        let e = Config::from_toml(&r).expect_err("port a runs no signalling");
+        assert!(e.to_string().contains("runs no signalling"), "{e}");
+        let ok = r.replacen(
+            "mode = \"cell\"",
+            "mode = \"cell\"\nsignalling = \"switch\"",
+            1,
+        );
+        Config::from_toml(&ok).expect("valid");
     }
 
     #[test]

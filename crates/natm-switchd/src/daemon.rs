@@ -91,6 +91,7 @@ impl SwitchDaemon {
                 cell_time: pc.cell_time(),
                 next_arrival: natm_proto::time::Instant::ZERO,
                 loss: p.loss,
+                burst: p.gilbert.map(|g| (g.model(), false)),
                 delay: p.delay(),
                 delayed: Default::default(),
                 rng: Rng::new(cfg.seed.wrapping_add(i as u64)),

@@ -45,6 +45,8 @@ pub(crate) struct Link {
     /// cell time apart, and a train never overlaps the one before.
     pub(crate) next_arrival: natm_proto::time::Instant,
     pub(crate) loss: f64,
+    /// Burst loss, and whether its channel is in the bad state.
+    pub(crate) burst: Option<(natm_sim::GilbertElliott, bool)>,
     pub(crate) delay: Duration,
     pub(crate) delayed: VecDeque<(Instant, SocketAddr, Vec<u8>)>,
     pub(crate) rng: Rng,
@@ -71,6 +73,20 @@ impl Link {
         self.send_to(datagram, self.peer, wall);
     }
 
+    /// Whether the next datagram sent is lost: random loss, then the burst channel
+    /// (which steps on every datagram, lost or not).
+    fn lost(&mut self) -> bool {
+        let random = self.loss > 0.0 && self.rng.next_f64() < self.loss;
+        let burst = match &mut self.burst {
+            Some((ge, bad)) => {
+                let rng = &mut self.rng;
+                ge.step(bad, |p| p > 0.0 && rng.next_f64() < p)
+            }
+            None => false,
+        };
+        random || burst
+    }
+
     /// Where units with output label `(vpi, vci)` go.
     pub(crate) fn dest(&self, vpi: u16, vci: u16) -> SocketAddr {
         if self.dests.is_empty() {
@@ -87,7 +103,7 @@ impl Link {
 
     /// Sends `datagram` to `to` now, or after the configured delay; or loses it.
     pub(crate) fn send_to(&mut self, datagram: &[u8], to: SocketAddr, wall: Instant) {
-        if self.loss > 0.0 && self.rng.next_f64() < self.loss {
+        if self.lost() {
             self.counters.lost += 1;
             return;
         }
@@ -119,5 +135,68 @@ impl Link {
             }
         }
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn link(loss: f64, burst: Option<natm_sim::GilbertElliott>) -> Link {
+        let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let bind = socket.local_addr().unwrap();
+        Link {
+            name: "t".into(),
+            socket,
+            bind,
+            peer: bind,
+            mode: LinkMode::Frame,
+            train: 1,
+            cell_time: Duration::from_nanos(2726),
+            next_arrival: natm_proto::time::Instant::ZERO,
+            loss,
+            burst: burst.map(|g| (g, false)),
+            delay: Duration::ZERO,
+            delayed: VecDeque::new(),
+            rng: Rng::new(7),
+            counters: LinkCounters::default(),
+            sources: HashSet::new(),
+            dests: HashMap::new(),
+        }
+    }
+
+    #[test]
+    fn gilbert_loss_comes_in_bursts_at_the_models_mean() {
+        let ge = natm_sim::GilbertElliott::new(0.02, 0.25);
+        let mut l = link(0.0, Some(ge));
+        let n = 200_000;
+        let (mut lost, mut runs, mut prev) = (0u32, 0u32, false);
+        for _ in 0..n {
+            let x = l.lost();
+            lost += u32::from(x);
+            runs += u32::from(x && !prev);
+            prev = x;
+        }
+        let rate = f64::from(lost) / f64::from(n);
+        let mean_run = f64::from(lost) / f64::from(runs);
+        assert!(
+            (rate / ge.mean_loss() - 1.0).abs() < 0.1,
+            "{rate} vs {}",
+            ge.mean_loss()
+        );
+        assert!(
+            (mean_run / ge.mean_bad_run() - 1.0).abs() < 0.1,
+            "{mean_run}"
+        );
+        // Random loss alone is not bursty: runs of about 1/(1-p).
+        let mut r = link(0.1, None);
+        let (mut lost, mut runs, mut prev) = (0u32, 0u32, false);
+        for _ in 0..n {
+            let x = r.lost();
+            lost += u32::from(x);
+            runs += u32::from(x && !prev);
+            prev = x;
+        }
+        assert!(f64::from(lost) / f64::from(runs) < 1.2);
     }
 }
