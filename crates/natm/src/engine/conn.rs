@@ -13,6 +13,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -115,6 +116,9 @@ pub(crate) struct Conn {
     pub(crate) level: Level,
     pub(crate) weight: u32,
     pub(crate) counters: LinkCounters,
+    /// sigd released the call this connection carries: its cause and sentence
+    /// (`ulib::sigd`), what the application is told when the VCs end.
+    pub(crate) released: OnceLock<(u8, String)>,
 }
 
 /// Which end of a connection.
@@ -171,6 +175,7 @@ impl Conn {
             level,
             weight,
             counters: LinkCounters::default(),
+            released: OnceLock::new(),
         });
         eng.add_conn(conn.clone())?;
         conn.flush_both(eng);

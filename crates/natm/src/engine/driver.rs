@@ -96,6 +96,7 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
         }
         run_timers(&eng);
         run_tasks(&eng);
+        eng.run_reports(eng.clock.now().as_nanos());
     }
 }
 
@@ -128,7 +129,9 @@ fn next_timeout(eng: &Engine) -> Option<Duration> {
     if !eng.sched.lock().is_idle() {
         return Some(Duration::ZERO);
     }
-    let top = eng.timers.lock().peek().map(|Reverse((t, _))| *t)?;
+    let timer = eng.timers.lock().peek().map(|Reverse((t, _))| *t);
+    // The periodic reports (sigd's view of each call's counters) are one more timer.
+    let top = timer.into_iter().chain(eng.report_due()).min()?;
     let now = eng.clock.now().as_nanos();
     Some(Duration::from_nanos(top.saturating_sub(now)))
 }

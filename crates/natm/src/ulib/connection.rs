@@ -411,6 +411,44 @@ pub struct ConnStats {
     /// work was spent on them (seed 000 §6.2.2): the mem port's own count, or the
     /// kernel's for the UDP socket (read from `/proc/net/udp`); `None` where unknown.
     pub queue_drops: Option<u64>,
+    /// Bytes queued on the sending VC: not yet sent, or not yet acknowledged.
+    pub send_queued: u64,
+    /// Bytes held on the receiving VC: out of order, or not yet read.
+    pub recv_queued: u64,
+}
+
+/// Why sigd ended a call: the UNI cause and sigd's sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    /// UNI cause value (16: normal clearing).
+    pub cause: u8,
+    /// What happened, e.g. "released by an administrator (uid 0, pid 4242)".
+    pub detail: String,
+}
+
+/// Counters of both VCs of an engine connection (`Connection::stats`, and the
+/// periodic report to sigd). `queue_drops: false` leaves the socket queue's drops
+/// unread (`None`): for UDP that is a read of `/proc/net/udp`.
+pub(crate) fn conn_stats(conn: &Conn, queue_drops: bool) -> ConnStats {
+    let p = conn.stats_parts();
+    let c = &conn.counters;
+    ConnStats {
+        tx: p.tx,
+        rx: p.rx,
+        srtt: p.srtt,
+        rate_bps: p.rate_bps,
+        window: p.window,
+        refused_frames: c.not_natm.load(Ordering::Relaxed) + c.unknown_vc.load(Ordering::Relaxed),
+        watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
+        send_errors: c.send_errors.load(Ordering::Relaxed),
+        queue_drops: if queue_drops {
+            conn.link.queue_drops()
+        } else {
+            None
+        },
+        send_queued: p.send_queued,
+        recv_queued: p.recv_queued,
+    }
 }
 
 /// A piece of a received message as it arrived, without a copy: the payload of one
@@ -561,20 +599,17 @@ impl Connection {
 
     /// Counters of both VCs.
     pub fn stats(&self) -> ConnStats {
-        let p = self.conn.stats_parts();
-        let c = &self.conn.counters;
-        ConnStats {
-            tx: p.tx,
-            rx: p.rx,
-            srtt: p.srtt,
-            rate_bps: p.rate_bps,
-            window: p.window,
-            refused_frames: c.not_natm.load(Ordering::Relaxed)
-                + c.unknown_vc.load(Ordering::Relaxed),
-            watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
-            send_errors: c.send_errors.load(Ordering::Relaxed),
-            queue_drops: self.conn.link.queue_drops(),
-        }
+        conn_stats(&self.conn, true)
+    }
+
+    /// Whether sigd ended the call (the peer released it, an administrator did, or
+    /// sigd stopped), with the cause: an error from `send` or `recv` after a release
+    /// is explained by it. `None` in direct mode and while the call lives.
+    pub fn released(&self) -> Option<Release> {
+        self.conn.released.get().map(|(cause, detail)| Release {
+            cause: *cause,
+            detail: detail.clone(),
+        })
     }
 
     /// This end's UDP address.
@@ -796,6 +831,10 @@ impl Sender {
     pub fn stats(&self) -> ConnStats {
         self.0.stats()
     }
+    /// See [`Connection::released`].
+    pub fn released(&self) -> Option<Release> {
+        self.0.released()
+    }
 }
 
 impl Receiver {
@@ -834,6 +873,10 @@ impl Receiver {
     /// See [`Connection::stats`].
     pub fn stats(&self) -> ConnStats {
         self.0.stats()
+    }
+    /// See [`Connection::released`].
+    pub fn released(&self) -> Option<Release> {
+        self.0.released()
     }
 }
 
