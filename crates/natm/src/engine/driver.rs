@@ -1,7 +1,9 @@
 //! The driver thread, the host's one reactor: sleeps in epoll until a socket is
 //! readable (data, listeners, the sigd session's IPC stream), a timer is due, or work
-//! is handed to it, then runs timers and the task scheduler. It never polls on a
-//! period (seed 000 §7).
+//! is handed to it, then runs timers and the task scheduler. It never polls the data
+//! path on a period (seed 000 §7); its one periodic job is the report of established
+//! calls' counters to sigd, once a second while the host holds such calls
+//! ([`Engine::run_reports`]).
 
 use std::cmp::Reverse;
 use std::sync::atomic::Ordering;

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::sigd::Session;
 use super::{Error, Resolved, WouldBlock};
+use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, Engine, Link, ListenerShared};
 use crate::sync::{Level, OrderedMutex};
 use natm_proto::endpoint::PsbStats;
@@ -427,9 +428,9 @@ pub struct Release {
 }
 
 /// Counters of both VCs of an engine connection (`Connection::stats`, and the
-/// periodic report to sigd). `queue_drops: false` leaves the socket queue's drops
-/// unread (`None`): for UDP that is a read of `/proc/net/udp`.
-pub(crate) fn conn_stats(conn: &Conn, queue_drops: bool) -> ConnStats {
+/// periodic report to sigd). The socket queue's drops are looked up in `tables` when
+/// given (read once for many connections), else read for this connection alone.
+pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
     let p = conn.stats_parts();
     let c = &conn.counters;
     ConnStats {
@@ -441,10 +442,9 @@ pub(crate) fn conn_stats(conn: &Conn, queue_drops: bool) -> ConnStats {
         refused_frames: c.not_natm.load(Ordering::Relaxed) + c.unknown_vc.load(Ordering::Relaxed),
         watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
         send_errors: c.send_errors.load(Ordering::Relaxed),
-        queue_drops: if queue_drops {
-            conn.link.queue_drops()
-        } else {
-            None
+        queue_drops: match tables {
+            Some(t) => conn.link.queue_drops_in(t),
+            None => conn.link.queue_drops(),
         },
         send_queued: p.send_queued,
         recv_queued: p.recv_queued,
@@ -599,7 +599,7 @@ impl Connection {
 
     /// Counters of both VCs.
     pub fn stats(&self) -> ConnStats {
-        conn_stats(&self.conn, true)
+        conn_stats(&self.conn, None)
     }
 
     /// Whether sigd ended the call (the peer released it, an administrator did, or

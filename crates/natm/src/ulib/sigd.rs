@@ -41,6 +41,7 @@ use std::time::{Duration, Instant};
 
 use super::connection::conn_stats;
 use super::{ConnStats, Error};
+use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, Engine, Source};
 use crate::sync::{Level, MutexGuard, OrderedMutex as Mutex};
 use crate::transport::AbortReason;
@@ -193,11 +194,12 @@ impl Source for Session {
             return false;
         }
         let sampled_ms = eng.clock.now().as_nanos() / 1_000_000;
+        // The kernel's drop counts of every socket, read once for all the calls.
+        let tables = UdpDrops::read();
         let fresh: Vec<(u64, VcCounters)> = live
             .iter()
-            .enumerate()
-            .map(|(i, (call, conn))| {
-                let s = conn_stats(conn, i < MAX_QUEUE_READS);
+            .map(|(call, conn)| {
+                let s = conn_stats(conn, Some(&tables));
                 (*call, vc_counters(&s, sampled_ms))
             })
             .collect();
@@ -224,10 +226,6 @@ impl Source for Session {
         true
     }
 }
-
-/// Most calls per report whose socket-queue drops are read: for UDP each is a read
-/// of `/proc/net/udp`, which grows with every socket of the machine.
-const MAX_QUEUE_READS: usize = 32;
 
 /// A connection's counters as the IPC carries them to sigd.
 fn vc_counters(s: &ConnStats, sampled_ms: u64) -> VcCounters {
