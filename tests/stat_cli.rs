@@ -86,10 +86,10 @@ fn stat_shows_the_bytes_a_live_call_moved_at_both_ends() {
         text.contains("tx bytes") && text.contains("retx f/t/h"),
         "{text}"
     );
-    // (The calls table may wrap the id; the traffic tables have room for it.)
-    assert!(
-        text.matches(id).count() >= 2,
-        "its traffic, its health: {text}"
+    assert_eq!(
+        text.matches(id).count(),
+        3,
+        "the call, its traffic, its health: {text}"
     );
 
     // --watch: two frames, each a whole view, and it ends by itself.

@@ -285,7 +285,16 @@ fn calls_table(v: &Value) -> comfy_table::Table {
             col.set_cell_alignment(comfy_table::CellAlignment::Left);
         }
     }
+    whole_ids(&mut calls);
     calls
+}
+
+/// Never wrap the first column, the id: it is what `natm release` takes, and a user
+/// copies it whole (other columns wrap instead when the table is too wide).
+fn whole_ids(t: &mut comfy_table::Table) {
+    if let Some(col) = t.column_mut(0) {
+        col.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+    }
 }
 
 /// Bytes and TPDUs each way, and the current rates under `--watch`.
@@ -296,6 +305,7 @@ fn traffic_table(calls: &[&Value], rates: &HashMap<String, Sample>) -> comfy_tab
         ],
         1,
     );
+    whole_ids(&mut t);
     let now = |bps: Option<f64>| bps.map_or("-".to_owned(), |b| rate(b as u64));
     for c in calls {
         let tr = &c["traffic"];
@@ -332,6 +342,7 @@ fn health_table(calls: &[&Value]) -> comfy_table::Table {
         ],
         1,
     );
+    whole_ids(&mut t);
     for c in calls {
         let tr = &c["traffic"];
         let n = |k: &str| tr[k].as_u64().unwrap_or(0);
