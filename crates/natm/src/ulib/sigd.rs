@@ -203,7 +203,7 @@ impl Source for Session {
                 (*call, vc_counters(&s, sampled_ms))
             })
             .collect();
-        let mut frames = Vec::new();
+        let (mut frames, mut sent) = (Vec::new(), Vec::new());
         {
             let mut st = self.state.lock();
             for (call, c) in fresh {
@@ -212,6 +212,7 @@ impl Source for Session {
                     continue;
                 }
                 st.reported.insert(call, key);
+                sent.push(call);
                 Message::Counters {
                     req: 0,
                     call,
@@ -220,8 +221,12 @@ impl Source for Session {
                 .encode(&mut frames);
             }
         }
-        if !frames.is_empty() {
-            self.send_report(&frames);
+        if !frames.is_empty() && !self.send_report(&frames) {
+            // Not sent: these calls go out with the next report even if unchanged.
+            let mut st = self.state.lock();
+            for call in sent {
+                st.reported.remove(&call);
+            }
         }
         true
     }
@@ -520,21 +525,21 @@ impl Session {
     /// reading (the socket's buffer is full) the report is dropped — the next one
     /// carries the same counters, newer — rather than hold the driver, and with it
     /// every connection's timers. A frame the kernel took only part of is finished
-    /// blocking, so the stream stays whole.
-    fn send_report(&self, frames: &[u8]) {
+    /// blocking, so the stream stays whole. Whether the report went out.
+    fn send_report(&self, frames: &[u8]) -> bool {
         let w = self.writer.lock();
         let mut off = 0;
         while off < frames.len() {
             match rustix::net::send(w.as_fd(), &frames[off..], rustix::net::SendFlags::DONTWAIT) {
                 Ok(n) => off += n,
                 Err(rustix::io::Errno::INTR) => {}
-                Err(rustix::io::Errno::AGAIN) if off == 0 => return,
+                Err(rustix::io::Errno::AGAIN) if off == 0 => return false,
                 Err(rustix::io::Errno::AGAIN) => {
                     let mut rest = &*w;
                     if rest.write_all(&frames[off..]).is_err() {
                         break;
                     }
-                    return;
+                    return true;
                 }
                 Err(_) => break,
             }
@@ -542,7 +547,9 @@ impl Session {
         if off < frames.len() {
             drop(w);
             self.mark_gone("writing to sigd failed".into());
+            return false;
         }
+        true
     }
 
     /// Send a request whose answer nobody waits for (releases from `Drop`).
@@ -573,7 +580,8 @@ impl Session {
         st.reported.remove(&id);
     }
 
-    /// From now on, a `Released` for `call` aborts `conn`.
+    /// From now on, a `Released` for `call` ends `conn` (`end_released`), and sigd
+    /// hears its counters.
     pub(crate) fn established(&self, call: u64, conn: &Arc<Conn>) {
         let mut st = self.state.lock();
         // A release that raced with the setup is applied at once.
