@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The shell transcript of docs/tools.md: two sigds on loopback, natm listen/call moving
-# a file and a generated load at each service class, stdin to stdout, ping, refusals.
+# a file and a generated load at each service class, traffic in natm stat and an
+# administrator's release, stdin to stdout, ping, refusals.
 # Every command shown is the command run; the output is what it printed.
 # Usage: scripts/tools-transcript.sh > transcript.txt   (builds natm in release first)
 set -uo pipefail
@@ -84,6 +85,24 @@ listener_said
 echo '# ping (to an echo listener; the SAP defaults to echo)'
 listen_b echo --echo --quiet
 show natm ping +4420002 -c 5 -i 200ms
+listener_said
+echo "# Each call's traffic as its application reports it, live, and an administrator's release"
+listen_b load --discard --quiet
+echo "\$ natm call +4420002:load --bytes 10GB --rate 50Mbps --quiet &"
+natm call +4420002:load --bytes 10GB --rate 50Mbps --quiet >call.out 2>&1 &
+CPID=$!
+sleep 2.5
+show natm stat
+show natm stat --watch --interval 1s --count 2
+ID=$(natm stat --json | grep -o '"id":"[0-9a-f]*"' | head -1 | cut -d'"' -f4)
+echo "\$ chmod a+w \$NATM_SIGD    # let another user reach sigd, to be refused by it"
+chmod a+w "$NATM_SIGD"
+show setpriv --reuid 1000 --regid 1000 --clear-groups natm release "$ID"
+show natm release "$ID" --cause 31
+wait "$CPID"
+echo "# the caller printed:"
+sed 's/^/  /' call.out
+echo
 listener_said
 echo '# Refusals: the UNI cause and what to do (exit status 1)'
 show natm call +4420002:nobody

@@ -43,9 +43,13 @@ enum Command {
     Sigd(cli::sigd::SigdArgs),
     /// One ATM switch: ports over UDP in cell or frame mode, permanent VCs and VPs.
     Switch(cli::switch::SwitchArgs),
-    /// Show what the host's sigd holds: calls, VCIs, reservations, free capacity;
-    /// or a switch's ports and VCs (`--switch FILE`).
-    Stat(cli::sigd::StatArgs),
+    /// Show what the host's sigd holds: calls with their traffic, VCIs, reservations,
+    /// free capacity (`--watch` for a live view); or a switch's ports and VCs
+    /// (`--switch FILE`).
+    Stat(cli::stat::StatArgs),
+    /// End a call as an administrator (root, or the user owning it): both ends are
+    /// released with the cause given.
+    Release(cli::release::ReleaseArgs),
     /// Call ADDR[:SAP] through sigd and send stdin, a file or generated load.
     Call(cli::tools::call::CallArgs),
     /// Answer calls on a SAP: data to stdout or a file, discarded, or echoed.
@@ -70,7 +74,8 @@ fn main() -> ExitCode {
         Command::Perf(c) => cli::perf::run(c),
         Command::Sigd(a) => cli::sigd::run(a),
         Command::Switch(a) => cli::switch::run(a),
-        Command::Stat(a) => cli::sigd::stat(a),
+        Command::Stat(a) => cli::stat::stat(a),
+        Command::Release(a) => cli::release::run(a),
         Command::Call(a) => cli::tools::call::run(a),
         Command::Listen(a) => cli::tools::listen::run(a),
         Command::Ping(a) => cli::tools::ping::run(a),

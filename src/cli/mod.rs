@@ -4,11 +4,14 @@
 pub(crate) mod aal5;
 pub(crate) mod cell;
 pub(crate) mod demo;
+pub(crate) mod ipc;
 pub(crate) mod perf;
 pub(crate) mod plot;
 pub(crate) mod qos;
+pub(crate) mod release;
 pub(crate) mod sigd;
 pub(crate) mod sim;
+pub(crate) mod stat;
 pub(crate) mod switch;
 pub(crate) mod table;
 pub(crate) mod tools;

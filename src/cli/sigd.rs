@@ -1,17 +1,14 @@
-//! `natm sigd` (the signalling daemon) and `natm stat` (what it holds).
+//! `natm sigd` (the signalling daemon) and the multi-process tests' helper.
 
 use anyhow::Context as _;
-use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
 
 use super::{outln, CliResult};
-use natm::wire::ipc::{Decoder, Message};
-use natm_sigd::config::{ConfigFile, RouteSection, DEFAULT_SOCKET};
+use natm_sigd::config::{ConfigFile, RouteSection};
 use natm_sigd::Daemon;
 
 /// `natm sigd`: one per host. Applications reach it over a Unix socket; peers' sigds
@@ -139,140 +136,6 @@ pub(crate) fn run(a: SigdArgs) -> CliResult {
     let mut d = Daemon::bind(cfg).context("sigd")?;
     d.handle_signals().context("sigd: signals")?;
     d.run().context("sigd")
-}
-
-/// `natm stat`: ask the host's sigd what it holds.
-#[derive(Debug, Args)]
-pub(crate) struct StatArgs {
-    /// sigd's socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
-    #[arg(long)]
-    socket: Option<PathBuf>,
-    /// Print sigd's JSON document instead of tables.
-    #[arg(long)]
-    json: bool,
-    /// Show a switch instead: the stat file `natm switch --stat-json FILE` rewrites.
-    #[arg(long, value_name = "FILE", conflicts_with = "socket")]
-    switch: Option<PathBuf>,
-}
-
-fn ask_stat(path: &PathBuf) -> anyhow::Result<String> {
-    let mut s = UnixStream::connect(path).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot reach sigd at {}: {e}; is `natm sigd` running (or give --socket)?",
-            path.display()
-        )
-    })?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    s.write_all(&Message::Stat { req: 1 }.to_bytes())
-        .context("writing to sigd")?;
-    let mut dec = Decoder::new();
-    let mut buf = [0u8; 16384];
-    loop {
-        if let Some(m) = dec.next_message()? {
-            return match m {
-                Message::StatReply { json, .. } => Ok(json),
-                Message::Error { detail, .. } => Err(anyhow::anyhow!("sigd: {detail}")),
-                other => Err(anyhow::anyhow!("sigd answered {other:?}")),
-            };
-        }
-        let n = s.read(&mut buf).context("reading from sigd")?;
-        if n == 0 {
-            anyhow::bail!("sigd closed the connection");
-        }
-        dec.push(&buf[..n]);
-    }
-}
-
-fn rate(bps: u64) -> String {
-    format!("{:.1} Mbit/s", bps as f64 / 1e6)
-}
-
-pub(crate) fn stat(a: StatArgs) -> CliResult {
-    if let Some(path) = &a.switch {
-        return super::switch::stat(path, a.json);
-    }
-    let path = a
-        .socket
-        .or_else(|| std::env::var_os("NATM_SIGD").map(PathBuf::from))
-        .unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
-    let json = ask_stat(&path)?;
-    if a.json {
-        outln!("{json}");
-        return Ok(());
-    }
-    let v: serde_json::Value = serde_json::from_str(&json)?;
-    let u = |k: &str| v[k].as_u64().unwrap_or(0);
-    outln!(
-        "sigd {}  addresses {}",
-        v["signalling"].as_str().unwrap_or("?"),
-        v["addresses"]
-    );
-    outln!(
-        "link {} each way: free out {}, free in {}",
-        rate(u("capacity_bps")),
-        rate(u("free_out_bps")),
-        rate(u("free_in_bps"))
-    );
-    outln!(
-        "cpu: {} ns per TPDU, {:.0}% of a core free of {:.0}% for guaranteed VCs",
-        u("tpdu_cost_ns"),
-        u("cpu_free_ns_per_s") as f64 / 1e7,
-        u("cpu_budget_ns_per_s") as f64 / 1e7
-    );
-    outln!(
-        "applications {}  VCIs in use {}",
-        u("applications"),
-        u("vcis_in_use")
-    );
-    outln!("");
-    let mut calls = crate::cli::table::new(
-        [
-            "call", "state", "dir", "txvci", "rxvci", "res out", "res in", "pid", "remote", "sap",
-            "qos",
-        ],
-        3,
-    );
-    // The remote is the other side's address alone: the SAP is the called side's (this
-    // side's on an incoming call), so it has its own column.
-    for c in v["calls"].as_array().into_iter().flatten() {
-        calls.add_row(vec![
-            c["id"].as_str().unwrap_or("").to_string(),
-            c["state"].as_str().unwrap_or("").to_string(),
-            c["direction"].as_str().unwrap_or("").to_string(),
-            c["tx_vci"].to_string(),
-            c["rx_vci"].to_string(),
-            rate(c["reserved_out_bps"].as_u64().unwrap_or(0)),
-            rate(c["reserved_in_bps"].as_u64().unwrap_or(0)),
-            c["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
-            c["remote"].as_str().unwrap_or("").to_string(),
-            c["sap"].as_str().unwrap_or("").to_string(),
-            c["qos"].as_str().unwrap_or("").to_string(),
-        ]);
-    }
-    // Only the numeric columns are right-aligned; remote, sap and qos are text.
-    for i in [8, 9, 10] {
-        if let Some(col) = calls.column_mut(i) {
-            col.set_cell_alignment(comfy_table::CellAlignment::Left);
-        }
-    }
-    outln!("{}", crate::cli::table::render(&calls).trim_end());
-    outln!("");
-    let mut listeners = crate::cli::table::new(["listener", "sap", "pid", "qos"], 2);
-    for l in v["listeners"].as_array().into_iter().flatten() {
-        listeners.add_row(vec![
-            l["id"].as_str().unwrap_or("").to_string(),
-            l["sap"].as_str().unwrap_or("").to_string(),
-            l["pid"].as_i64().map_or("-".into(), |p| p.to_string()),
-            l["qos"].as_str().unwrap_or("").to_string(),
-        ]);
-    }
-    if let Some(col) = listeners.column_mut(3) {
-        col.set_cell_alignment(comfy_table::CellAlignment::Left);
-    }
-    outln!("{}", crate::cli::table::render(&listeners).trim_end());
-    outln!("");
-    outln!("counters {}", v["counters"]);
-    Ok(())
 }
 
 /// `natm test-helper`: a child process for the multi-process tests (hidden).

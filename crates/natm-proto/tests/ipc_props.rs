@@ -3,7 +3,7 @@
 
 use std::net::SocketAddr;
 
-use natm_proto::wire::ipc::{DataPath, Decoder, Message};
+use natm_proto::wire::ipc::{DataPath, Decoder, Message, VcCounters};
 use proptest::prelude::*;
 
 fn endpoint() -> impl Strategy<Value = SocketAddr> {
@@ -99,7 +99,51 @@ fn message() -> impl Strategy<Value = Message> {
                 path,
             }
         ),
+        (u(), u(), counters()).prop_map(|(req, call, c)| Message::Counters {
+            req,
+            call,
+            counters: Box::new(c)
+        }),
+        (u(), u(), any::<u8>()).prop_map(|(req, call, cause)| Message::AdminRelease {
+            req,
+            call,
+            cause
+        }),
     ]
+}
+
+/// Counters as an engine reports them: an unknown value is `None`, never
+/// `Some(u64::MAX)` (the wire's "unknown").
+fn counters() -> impl Strategy<Value = VcCounters> {
+    let known = || proptest::option::of(0..u64::MAX);
+    (
+        proptest::array::uniform16(any::<u64>()),
+        (known(), known(), known()),
+        any::<[u64; 2]>(),
+    )
+        .prop_map(|(f, (queue_drops, srtt_us, rate_bps), q)| VcCounters {
+            sampled_ms: f[0],
+            tx_bytes: f[1],
+            tx_tpdus: f[2],
+            rx_bytes: f[3],
+            rx_tpdus: f[4],
+            retx_fast: f[5],
+            retx_timeout: f[6],
+            retx_head: f[7],
+            retx_bytes: f[8],
+            drop_bad_cookie: f[9],
+            drop_out_of_window: f[10],
+            drop_rcv_buf: f[11],
+            drop_duplicate: f[12],
+            drop_late: f[13],
+            drop_other: f[14],
+            queue_drops,
+            srtt_us,
+            rate_bps,
+            send_queued: q[0],
+            recv_queued: q[1],
+            gaps: f[15],
+        })
 }
 
 fn endpoints() -> impl Strategy<Value = Vec<SocketAddr>> {

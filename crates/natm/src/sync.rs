@@ -10,7 +10,7 @@
 //! | Level | Lock | Taken under it |
 //! |---|---|---|
 //! | `SigdClient` | `SigdClient::session`, the host's session slot | the session's state (`is_gone`); opening a session (its watch: `Sources`) and dropping the old one (`SigdWriter`, `Sources`) |
-//! | `SigdReader` | `Session::reader`, the IPC read role (`try_lock`; by an application thread waiting for sigd, else by the engine's driver) | sigd state, writer; a `Released` aborts a connection (its ends) |
+//! | `SigdReader` | `Session::reader`, the IPC read role (`try_lock`; by an application thread waiting for sigd, else by the engine's driver) | sigd state, writer; a `Released` ends a connection (aborts it, or closes its sending VC: its ends) |
 //! | `SigdState` | `Session::state`: answers, slots, live calls | — |
 //! | `SigdWriter` | `Session::writer` | — |
 //! | `SpareLink` | `Host::spare`, the next call's data link | a mem link's binding or drop (`MemPorts`) |

@@ -10,11 +10,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use clap::Args;
-use natm::ulib::{Error, Receiver};
+use natm::ulib::{Error, Receiver, Release};
 
 use super::{
-    describe_grant, explain, open_host, parse_bytes, parse_duration, parse_rate, Pacer, Progress,
-    Summary,
+    describe_grant, ended, explain, open_host, parse_bytes, parse_duration, parse_rate, Pacer,
+    Progress, Summary,
 };
 
 /// `natm call`: netcat/ttcp-style caller.
@@ -145,7 +145,8 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
                         Err(e) => return Err(e).context("reading the data to send"),
                     };
                     pacer.wait(n);
-                    tx.send(&buf[..n]).map_err(sending)?;
+                    tx.send(&buf[..n])
+                        .map_err(|e| sending(e, || tx.released()))?;
                     messages += 1;
                     sent += n as u64;
                 }
@@ -157,7 +158,8 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
                 while left > 0 {
                     let n = usize::try_from(left).map_or(size, |l| l.min(size));
                     pacer.wait(n);
-                    tx.send(&buf[..n]).map_err(sending)?;
+                    tx.send(&buf[..n])
+                        .map_err(|e| sending(e, || tx.released()))?;
                     messages += 1;
                     left -= n as u64;
                     sent += n as u64;
@@ -168,7 +170,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
         // Everything sent reaches the peer (acknowledged, on a VC with error control)
         // before the clock stops.
         tx.flush(Duration::from_secs(60).max(a.linger))
-            .map_err(sending)
+            .map_err(|e| sending(e, || tx.released()))
     })();
     let duration = start.elapsed();
     progress.stop();
@@ -195,7 +197,10 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     .print(a.json, !discard)
 }
 
-fn sending(e: Error) -> anyhow::Error {
+fn sending(e: Error, released: impl Fn() -> Option<Release>) -> anyhow::Error {
+    if let Some(why) = ended(&e, released, "sending") {
+        return why;
+    }
     match e {
         Error::Aborted(r) => {
             anyhow!("the call ended while sending ({r:?}): the listener went away or released it")
@@ -237,7 +242,10 @@ impl Back {
                             return Ok(bytes);
                         }
                     }
-                    Err(e) => return Err(anyhow!("receiving: {e}")),
+                    Err(e) => {
+                        return Err(ended(&e, || rx.released(), "receiving")
+                            .unwrap_or_else(|| anyhow!("receiving: {e}")))
+                    }
                 }
             }
         });

@@ -13,7 +13,7 @@ use clap::Args;
 use natm::ulib::{Connection, Error, IntoTarget, Listener, Target};
 use natm::wire::qos::{Qos, Rate, Service, TrafficParams};
 
-use super::{describe_grant, open_host, parse_duration, Progress, Summary};
+use super::{describe_grant, ended, open_host, parse_duration, Progress, Summary};
 
 /// `natm listen`: netcat/ttcp-style listener.
 #[derive(Debug, Args)]
@@ -279,7 +279,11 @@ fn serve(a: &ListenArgs, ans: Answered, sink: &mut Sink) -> anyhow::Result<Summa
                     a.idle
                 ))
             }
-            Err(e) => break Err(anyhow!("receiving from {caller}: {e}")),
+            Err(e) => {
+                let doing = format!("receiving from {caller}");
+                break Err(ended(&e, || conn.released(), &doing)
+                    .unwrap_or_else(|| anyhow!("{doing}: {e}")));
+            }
         }
     };
     progress.stop();

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use natm::transport::PsbStats;
-use natm::ulib::{ConnStats, Error, Granted, Host, HostConfig};
+use natm::ulib::{ConnStats, Error, Granted, Host, HostConfig, Release};
 use natm::wire::q2931::CauseValue;
 use serde::Serialize;
 
@@ -128,6 +128,33 @@ fn explain(e: Error, target: &str) -> anyhow::Error {
     } else {
         anyhow!("{what} (cause {cause}, {meaning}) — {todo}")
     }
+}
+
+/// The error that ended a transfer, explained by sigd's release of the call when
+/// there was one (the peer, an administrator with `natm release`, or sigd stopping):
+/// its sentence and cause. `released` is asked again for a moment after an abort by
+/// the peer: the peer's ABORT takes the data path, one hop, and can arrive before the
+/// `Released` that says why, which crosses both sigds.
+fn ended(e: &Error, released: impl Fn() -> Option<Release>, doing: &str) -> Option<anyhow::Error> {
+    let mut r = released();
+    if r.is_none() && matches!(e, Error::Aborted(natm::transport::AbortReason::Peer)) {
+        let until = Instant::now() + Duration::from_millis(500);
+        while r.is_none() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+            r = released();
+        }
+    }
+    let r = r?;
+    let meaning = CauseValue::from_raw(r.cause).meaning();
+    // A peer's release already names its cause; it is said once, here.
+    let detail = match r.detail.find(&format!(" (cause {}", r.cause)) {
+        Some(i) => &r.detail[..i],
+        None => &r.detail,
+    };
+    Some(anyhow!(
+        "the call was released while {doing}: {detail} (cause {}, {meaning})",
+        r.cause
+    ))
 }
 
 /// "cbr:pcr=10Mbps (10.0 Mbit/s reserved out)" or the asked QoS in direct mode.

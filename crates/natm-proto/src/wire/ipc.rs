@@ -129,6 +129,28 @@ pub enum Message {
         /// The request tag.
         req: u64,
     },
+    /// App → sigd: the latest traffic counters of one of its calls (the engine sends
+    /// them about once a second while the call moves data). `req` 0 asks for no
+    /// answer, as the engine always does.
+    Counters {
+        /// The request tag.
+        req: u64,
+        /// The call.
+        call: u64,
+        /// Its counters (boxed: the largest message body by far).
+        counters: Box<VcCounters>,
+    },
+    /// App → sigd: release any call, as an administrator (`natm release`): allowed
+    /// to root and to the user owning the call's application, whichever connection
+    /// asks. Both ends are released with `cause`.
+    AdminRelease {
+        /// The request tag.
+        req: u64,
+        /// The call.
+        call: u64,
+        /// UNI cause value given to both ends.
+        cause: u8,
+    },
     /// sigd → app: the request `req` was taken; `id` names the call or listener.
     Ack {
         /// The request tag.
@@ -242,6 +264,150 @@ impl DataPath {
     }
 }
 
+/// The layout of [`VcCounters`] on the wire this codec writes.
+pub const COUNTERS_LAYOUT: u8 = 1;
+
+/// One call's traffic counters as its application's engine counts them, both VCs
+/// (tx: the VC this side sends on; rx: the one it receives on).
+///
+/// On the wire: `layout u8` ([`COUNTERS_LAYOUT`]), `n u8` (the field count, 21 in
+/// layout 1), then `n` u64s in the order of the fields below; an unknown value
+/// (`None`) is `u64::MAX`. Fields are added only with a new layout number, which
+/// a reader of this one refuses (as the version octet, ulib and sigd come from one
+/// release): decoding and encoding stay exact inverses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct VcCounters {
+    /// When the engine took the sample, ms on its own monotonic clock: rates come
+    /// from two samples and the time between them.
+    pub sampled_ms: u64,
+    /// Payload bytes sent (first transmissions).
+    pub tx_bytes: u64,
+    /// Data TPDUs sent (first transmissions).
+    pub tx_tpdus: u64,
+    /// Payload bytes delivered to the application.
+    pub rx_bytes: u64,
+    /// Data TPDUs received.
+    pub rx_tpdus: u64,
+    /// Retransmissions SMART's fast path asked for (holes an ACK revealed).
+    pub retx_fast: u64,
+    /// Retransmissions after a retransmission timeout.
+    pub retx_timeout: u64,
+    /// Retransmissions of the window head by the two-RTT check.
+    pub retx_head: u64,
+    /// Payload bytes retransmitted.
+    pub retx_bytes: u64,
+    /// Frames dropped for a cookie other than the call's.
+    pub drop_bad_cookie: u64,
+    /// TPDUs dropped beyond the error-control window.
+    pub drop_out_of_window: u64,
+    /// TPDUs dropped for want of receive buffer.
+    pub drop_rcv_buf: u64,
+    /// Duplicate TPDUs dropped.
+    pub drop_duplicate: u64,
+    /// TPDUs dropped for arriving after a later one (VCs without error control).
+    pub drop_late: u64,
+    /// Other drops: oversize, headless message pieces, malformed frames.
+    pub drop_other: u64,
+    /// Datagrams the data socket's receive queue dropped (the kernel's count).
+    pub queue_drops: Option<u64>,
+    /// Smoothed RTT of the sending VC, µs.
+    pub srtt_us: Option<u64>,
+    /// The flow controller's rate on the sending VC, bit/s.
+    pub rate_bps: Option<u64>,
+    /// Bytes waiting in the sending VC (not yet sent or not yet acknowledged).
+    pub send_queued: u64,
+    /// Bytes received and not yet read by the application.
+    pub recv_queued: u64,
+    /// Gaps in the received sequence (VCs without error control).
+    pub gaps: u64,
+}
+
+/// Fields of layout 1.
+const COUNTER_FIELDS: usize = 21;
+
+fn opt(v: Option<u64>) -> u64 {
+    v.unwrap_or(u64::MAX)
+}
+
+fn unopt(v: u64) -> Option<u64> {
+    (v != u64::MAX).then_some(v)
+}
+
+impl VcCounters {
+    fn fields(&self) -> [u64; COUNTER_FIELDS] {
+        [
+            self.sampled_ms,
+            self.tx_bytes,
+            self.tx_tpdus,
+            self.rx_bytes,
+            self.rx_tpdus,
+            self.retx_fast,
+            self.retx_timeout,
+            self.retx_head,
+            self.retx_bytes,
+            self.drop_bad_cookie,
+            self.drop_out_of_window,
+            self.drop_rcv_buf,
+            self.drop_duplicate,
+            self.drop_late,
+            self.drop_other,
+            opt(self.queue_drops),
+            opt(self.srtt_us),
+            opt(self.rate_bps),
+            self.send_queued,
+            self.recv_queued,
+            self.gaps,
+        ]
+    }
+
+    fn from_fields(f: &[u64; COUNTER_FIELDS]) -> VcCounters {
+        VcCounters {
+            sampled_ms: f[0],
+            tx_bytes: f[1],
+            tx_tpdus: f[2],
+            rx_bytes: f[3],
+            rx_tpdus: f[4],
+            retx_fast: f[5],
+            retx_timeout: f[6],
+            retx_head: f[7],
+            retx_bytes: f[8],
+            drop_bad_cookie: f[9],
+            drop_out_of_window: f[10],
+            drop_rcv_buf: f[11],
+            drop_duplicate: f[12],
+            drop_late: f[13],
+            drop_other: f[14],
+            queue_drops: unopt(f[15]),
+            srtt_us: unopt(f[16]),
+            rate_bps: unopt(f[17]),
+            send_queued: f[18],
+            recv_queued: f[19],
+            gaps: f[20],
+        }
+    }
+
+    fn put(&self, out: &mut Vec<u8>) {
+        out.push(COUNTERS_LAYOUT);
+        out.push(COUNTER_FIELDS as u8);
+        for v in self.fields() {
+            out.extend_from_slice(&v.to_be_bytes());
+        }
+    }
+
+    fn take(r: &mut Reader<'_>) -> Result<VcCounters, IpcError> {
+        let layout = r.u8("counters layout")?;
+        let n = r.u8("counters count")? as usize;
+        if layout != COUNTERS_LAYOUT || n != COUNTER_FIELDS {
+            return Err(IpcError::BadCounters { layout, fields: n });
+        }
+        let mut f = [0u64; COUNTER_FIELDS];
+        for v in f.iter_mut() {
+            *v = r.u64("counters")?;
+        }
+        Ok(VcCounters::from_fields(&f))
+    }
+}
+
 /// Why bytes are not an IPC message.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum IpcError {
@@ -288,6 +454,15 @@ pub enum IpcError {
     /// An address family other than 4 or 6.
     #[error("IPC endpoint address family {0}, expected 4 or 6")]
     BadFamily(u8),
+    /// A counters block of another layout, or with another field count than its
+    /// layout has.
+    #[error("IPC counters layout {layout} with {fields} fields: this side reads layout {COUNTERS_LAYOUT} with {COUNTER_FIELDS}; use ulib and sigd from the same natm release")]
+    BadCounters {
+        /// Layout found.
+        layout: u8,
+        /// Field count found.
+        fields: usize,
+    },
     /// Bytes left after the last field.
     #[error("{0} unexpected bytes after the IPC message")]
     Trailing(usize),
@@ -315,6 +490,8 @@ mod ty {
     pub(super) const STAT: u8 = 0x08;
     pub(super) const BIND_AUTO: u8 = 0x09;
     pub(super) const ENDPOINTS: u8 = 0x0A;
+    pub(super) const COUNTERS: u8 = 0x0B;
+    pub(super) const ADMIN_RELEASE: u8 = 0x0C;
     pub(super) const ACK: u8 = 0x81;
     pub(super) const REFUSED: u8 = 0x82;
     pub(super) const CONNECTED: u8 = 0x83;
@@ -451,6 +628,8 @@ impl Message {
             Message::Stat { .. } => ty::STAT,
             Message::BindAuto { .. } => ty::BIND_AUTO,
             Message::Endpoints { .. } => ty::ENDPOINTS,
+            Message::Counters { .. } => ty::COUNTERS,
+            Message::AdminRelease { .. } => ty::ADMIN_RELEASE,
             Message::Accepted { .. } => ty::ACCEPTED,
             Message::Ack { .. } => ty::ACK,
             Message::Refused { .. } => ty::REFUSED,
@@ -533,7 +712,9 @@ impl Message {
                 out.extend_from_slice(&call.to_be_bytes());
                 put_endpoint(out, data);
             }
-            Message::Reject { req, call, cause } | Message::Release { req, call, cause } => {
+            Message::Reject { req, call, cause }
+            | Message::Release { req, call, cause }
+            | Message::AdminRelease { req, call, cause } => {
                 out.extend_from_slice(&req.to_be_bytes());
                 out.extend_from_slice(&call.to_be_bytes());
                 out.push(*cause);
@@ -543,6 +724,15 @@ impl Message {
                 put_string(out, address);
             }
             Message::Stat { req } => out.extend_from_slice(&req.to_be_bytes()),
+            Message::Counters {
+                req,
+                call,
+                counters,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                counters.put(out);
+            }
             Message::Ack { req, id } => {
                 out.extend_from_slice(&req.to_be_bytes());
                 out.extend_from_slice(&id.to_be_bytes());
@@ -640,6 +830,16 @@ impl Message {
                 address: r.short_string("address")?,
             },
             ty::STAT => Message::Stat { req: r.u64("req")? },
+            ty::COUNTERS => Message::Counters {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                counters: Box::new(VcCounters::take(&mut r)?),
+            },
+            ty::ADMIN_RELEASE => Message::AdminRelease {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                cause: r.u8("cause")?,
+            },
             ty::BIND_AUTO => Message::BindAuto {
                 req: r.u64("req")?,
                 sap: r.short_string("sap")?,
@@ -862,6 +1062,56 @@ mod tests {
             Message::decode(&b),
             Err(IpcError::TooManyEndpoints(MAX_ENDPOINTS + 1))
         );
+    }
+
+    #[test]
+    fn counters_and_admin_release_round_trip_and_counters_are_bounded() {
+        let counters = VcCounters {
+            sampled_ms: 1234,
+            tx_bytes: 1 << 40,
+            rx_tpdus: 7,
+            retx_fast: 2,
+            queue_drops: None,
+            srtt_us: Some(250),
+            rate_bps: Some(0),
+            recv_queued: 4096,
+            ..VcCounters::default()
+        };
+        let ms = [
+            Message::Counters {
+                req: 0,
+                call: 9,
+                counters: Box::new(counters),
+            },
+            Message::AdminRelease {
+                req: 3,
+                call: 9,
+                cause: 16,
+            },
+        ];
+        for m in ms {
+            let b = m.to_bytes();
+            assert_eq!(Message::decode(&b).unwrap(), Some((m, b.len())));
+        }
+        let b = Message::Counters {
+            req: 0,
+            call: 9,
+            counters: Box::new(counters),
+        }
+        .to_bytes();
+        // Body: version, type, req, call, layout, count, 21 u64s.
+        assert_eq!(b.len(), LEN_PREFIX + 2 + 16 + 2 + 8 * 21);
+        assert_eq!(&b[22..24], &[COUNTERS_LAYOUT, 21]);
+        // Another field count or layout is refused (decoding stays the exact inverse
+        // of encoding, which the fuzz target checks).
+        for (at, v) in [(23, 20u8), (23, 22), (22, 2)] {
+            let mut bad = b.clone();
+            bad[at] = v;
+            assert!(
+                matches!(Message::decode(&bad), Err(IpcError::BadCounters { .. })),
+                "{at}={v}"
+            );
+        }
     }
 
     #[test]

@@ -50,6 +50,7 @@ impl Core {
                 | Message::Reject { req: 0, .. }
                 | Message::Unbind { req: 0, .. }
                 | Message::Endpoints { req: 0, .. }
+                | Message::Counters { req: 0, .. }
         );
         self.request(app, m);
         self.quiet = false;
@@ -223,6 +224,16 @@ impl Core {
                 let json = self.stat_json();
                 self.tell(t, Message::StatReply { req, json });
             }
+            Message::Counters {
+                req,
+                call,
+                counters,
+            } => self.counters_report(t, req, call, *counters),
+            Message::AdminRelease {
+                req,
+                call,
+                cause: c,
+            } => self.admin_release(t, req, call, c),
             other => {
                 // An answer-type message sent to sigd is a protocol error.
                 self.counters.malformed_ipc += 1;

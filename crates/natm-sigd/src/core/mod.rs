@@ -45,6 +45,7 @@ use crate::config::Config;
 use crate::directory::Directory;
 use crate::vci::VciPool;
 
+mod admin;
 mod apps;
 mod calls;
 mod link;
@@ -52,8 +53,9 @@ mod listeners;
 mod peers;
 mod qos;
 mod stat;
+mod traffic;
 
-pub use stat::{CallRow, Counters, ListenerRow, PeerRow, Stat};
+pub use stat::{CallRow, Counters, ListenerRow, PeerRow, Stat, TrafficRow};
 
 use link::PeerLink;
 
@@ -68,6 +70,7 @@ pub(crate) mod cause {
     pub(crate) const DESTINATION_OUT_OF_ORDER: u8 = 27;
     pub(crate) const INVALID_NUMBER: u8 = 28;
     pub(crate) const NO_VCI: u8 = 45;
+    pub(crate) const NOT_AUTHORIZED: u8 = 57;
     pub(crate) const TEMPORARY_FAILURE: u8 = 41;
     pub(crate) const RESOURCES: u8 = 47;
     pub(crate) const UNSUPPORTED_TRAFFIC: u8 = 73;
@@ -266,6 +269,8 @@ pub struct Core {
     vcis: HashMap<Option<SocketAddr>, VciPool>,
     ids: Ids,
     counters: Counters,
+    /// Each call's latest traffic counters, as its application reported them.
+    traffic: traffic::Traffic,
     /// By address, so that timers and output run in the same order every time.
     peers: BTreeMap<SocketAddr, PeerLink>,
     /// Links with input or operations since they were last serviced.
@@ -305,6 +310,7 @@ impl Core {
             vcis: HashMap::new(),
             ids: Ids::new(seed),
             counters: Counters::default(),
+            traffic: traffic::Traffic::default(),
             peers: BTreeMap::new(),
             dirty: Vec::new(),
             proceeding_due: Vec::new(),

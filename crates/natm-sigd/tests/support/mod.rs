@@ -278,15 +278,20 @@ impl Pair {
         panic!("the two cores never went quiet");
     }
 
-    /// A new application on host `s`.
+    /// A new application on host `s`, run by root.
     pub fn app(&mut self, s: Side) -> AppId {
+        self.app_as(s, 0)
+    }
+
+    /// A new application on host `s`, run by user `uid`.
+    pub fn app_as(&mut self, s: Side, uid: u32) -> AppId {
         let now = self.now;
         let n = self.node(s);
         let app = AppId(n.next_app);
         n.next_app += 1;
         let creds = Creds {
             pid: 1000 + app.0 as i32,
-            uid: 0,
+            uid,
         };
         n.core.app_connected(now, app, Some(creds));
         self.collect();

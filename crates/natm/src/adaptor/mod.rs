@@ -31,6 +31,7 @@
 pub mod batch;
 pub mod mem;
 mod proc_net;
+pub(crate) use proc_net::UdpDrops;
 pub mod udp;
 
 pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, MAX_DATAGRAM};

@@ -71,6 +71,10 @@ pub(crate) struct StatsParts {
     pub(crate) srtt: Option<Duration>,
     pub(crate) rate_bps: Option<u64>,
     pub(crate) window: Option<u64>,
+    /// Bytes queued on the sending VC (unsent or unacknowledged).
+    pub(crate) send_queued: u64,
+    /// Bytes held on the receiving VC (out of order or not yet read).
+    pub(crate) recv_queued: u64,
 }
 
 impl Conn {
@@ -530,20 +534,28 @@ impl Conn {
     pub(crate) fn stats_parts(&self) -> StatsParts {
         let (tx, _) = self.tx();
         let rtt = tx.half.psb().rtt();
-        let (txs, srtt, rate_bps, window) = (
+        let (txs, srtt, rate_bps, window, send_queued) = (
             tx.half.stats().clone(),
             rtt.has_sample().then(|| rtt.srtt()),
             tx.half.flow().rate_bps().map(|r| r as u64),
             tx.half.flow().window().map(|w| w as u64),
+            tx.half.psb().send_buffered() as u64,
         );
         drop(tx);
-        let rx = self.rx().0.half.stats().clone();
+        let (rx, _) = self.rx();
+        let (rxs, recv_queued) = (
+            rx.half.stats().clone(),
+            rx.half.psb().recv_buffered() as u64,
+        );
+        drop(rx);
         StatsParts {
             tx: txs,
-            rx,
+            rx: rxs,
             srtt,
             rate_bps,
             window,
+            send_queued,
+            recv_queued,
         }
     }
 

@@ -13,6 +13,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -119,6 +120,9 @@ pub(crate) struct Conn {
     /// ways): a signalled call's RELEASE, which must not overtake the data path's
     /// close (a switch tears the VCs down with it).
     pub(crate) on_gone: Mutex<Option<OnGone>>,
+    /// sigd released the call this connection carries: its cause and sentence
+    /// (`ulib::sigd`), what the application is told when the VCs end.
+    pub(crate) released: OnceLock<(u8, String)>,
 }
 
 /// A task run when a connection is forgotten (see `Conn::on_gone`).
@@ -185,6 +189,7 @@ impl Conn {
             level,
             weight,
             counters: LinkCounters::default(),
+            released: OnceLock::new(),
         });
         eng.add_conn(conn.clone())?;
         conn.flush_both(eng);

@@ -1,7 +1,9 @@
 //! The driver thread, the host's one reactor: sleeps in epoll until a socket is
 //! readable (data, listeners, the sigd session's IPC stream), a timer is due, or work
-//! is handed to it, then runs timers and the task scheduler. It never polls on a
-//! period (seed 000 §7).
+//! is handed to it, then runs timers and the task scheduler. It never polls the data
+//! path on a period (seed 000 §7); its one periodic job is the report of established
+//! calls' counters to sigd, once a second while the host holds such calls
+//! ([`Engine::run_reports`]).
 
 use std::cmp::Reverse;
 use std::sync::atomic::Ordering;
@@ -96,6 +98,7 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
         }
         run_timers(&eng);
         run_tasks(&eng);
+        eng.run_reports(eng.clock.now().as_nanos());
     }
 }
 
@@ -128,7 +131,9 @@ fn next_timeout(eng: &Engine) -> Option<Duration> {
     if !eng.sched.lock().is_idle() {
         return Some(Duration::ZERO);
     }
-    let top = eng.timers.lock().peek().map(|Reverse((t, _))| *t)?;
+    let timer = eng.timers.lock().peek().map(|Reverse((t, _))| *t);
+    // The periodic reports (sigd's view of each call's counters) are one more timer.
+    let top = timer.into_iter().chain(eng.report_due()).min()?;
     let now = eng.clock.now().as_nanos();
     Some(Duration::from_nanos(top.saturating_sub(now)))
 }

@@ -268,6 +268,14 @@ impl Link {
             Link::Mem(m) => Some(m.stats().dropped_queue_full),
         }
     }
+
+    /// [`Link::queue_drops`] looked up in tables read once for many links.
+    pub(crate) fn queue_drops_in(&self, tables: &crate::adaptor::UdpDrops) -> Option<u64> {
+        match self {
+            Link::Udp(l) => tables.of(l.raw_fd()),
+            Link::Mem(m) => Some(m.stats().dropped_queue_full),
+        }
+    }
 }
 
 /// Give `port` the path-MTU discovery mode of the fresh socket `like`.

@@ -20,6 +20,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::Duration;
 
 pub(crate) use conn::{Conn, OnGone, Which};
 pub use link::Network;
@@ -155,7 +156,18 @@ pub(crate) trait Source: Send + Sync + std::fmt::Debug {
     /// and without taking a lock another thread may hold for long (`try_lock`).
     /// Called by the driver with no lock held.
     fn on_readable(&self);
+
+    /// The periodic report is due ([`Engine::want_reports`]): send it, and say
+    /// whether another is wanted a [`REPORT_INTERVAL`] later. Called by the driver
+    /// with no lock held.
+    fn report(&self) -> bool {
+        false
+    }
 }
+
+/// How often a source's periodic report ([`Source::report`]) runs while it wants
+/// one: sigd's view of each call's counters (`natm stat`) is at most this old.
+pub(crate) const REPORT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// The shared state of one host's engine.
 #[derive(Debug)]
@@ -179,6 +191,8 @@ pub(crate) struct Engine {
     timers: Mutex<BinaryHeap<Reverse<(u64, usize)>>>,
     /// When the driver will wake by itself (ns of engine time); 0 while it is awake.
     sleep_until: AtomicU64,
+    /// When the sources' periodic reports are due (ns of engine time); 0: none wanted.
+    report_at: AtomicU64,
     pub(crate) sched: Mutex<Scheduler<usize>>,
     /// How many levels from the top have waiting tasks (0: none): a mirror of the
     /// scheduler kept so application threads decide on inline sends without taking
@@ -219,6 +233,7 @@ impl Engine {
             sources: Mutex::new(Level::Sources, HashMap::new()),
             timers: Mutex::new(Level::Timers, BinaryHeap::new()),
             sleep_until: AtomicU64::new(0),
+            report_at: AtomicU64::new(0),
             sched: Mutex::new(Level::Scheduler, Scheduler::new()),
             busy_levels: AtomicUsize::new(0),
             next_token: AtomicUsize::new(TIMER_TOKEN + 1),
@@ -292,6 +307,61 @@ impl Engine {
     pub(crate) fn source(&self, token: usize) -> Option<Arc<dyn Source>> {
         let weak = self.sources.lock().get(&token).cloned();
         weak.and_then(|w| w.upgrade())
+    }
+
+    /// A source wants its periodic report ([`Source::report`]) from now on: due a
+    /// [`REPORT_INTERVAL`] from now unless one is already due. The driver is woken
+    /// only if it would otherwise sleep past it.
+    pub(crate) fn want_reports(&self) {
+        let at = self.clock.now().as_nanos() + REPORT_INTERVAL.as_nanos() as u64;
+        if self
+            .report_at
+            .compare_exchange(0, at, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        let sleeping = self.sleep_until.load(Ordering::Acquire);
+        if sleeping != 0 && at < sleeping {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// When the periodic reports are due (ns), if any source wants them.
+    pub(crate) fn report_due(&self) -> Option<u64> {
+        match self.report_at.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+
+    /// Run the sources' reports if they are due by `now` (ns); the driver calls this
+    /// with no lock held.
+    pub(crate) fn run_reports(&self, now: u64) {
+        let due = self.report_at.load(Ordering::Acquire);
+        if due == 0 || due > now {
+            return;
+        }
+        if self
+            .report_at
+            .compare_exchange(due, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        let sources: Vec<Arc<dyn Source>> = self
+            .sources
+            .lock()
+            .values()
+            .filter_map(|w| w.upgrade())
+            .collect();
+        let mut again = false;
+        for s in sources {
+            again |= s.report();
+        }
+        if again {
+            self.want_reports();
+        }
     }
 
     /// A connection wants `handle_timeout` at `deadline` (ns). A heap entry is added

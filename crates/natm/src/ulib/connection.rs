@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::sigd::Session;
 use super::{Error, Resolved, WouldBlock};
+use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, Engine, Link, ListenerShared};
 use crate::sync::{Level, OrderedMutex};
 use natm_proto::endpoint::PsbStats;
@@ -411,6 +412,43 @@ pub struct ConnStats {
     /// work was spent on them (seed 000 §6.2.2): the mem port's own count, or the
     /// kernel's for the UDP socket (read from `/proc/net/udp`); `None` where unknown.
     pub queue_drops: Option<u64>,
+    /// Bytes queued on the sending VC: not yet sent, or not yet acknowledged.
+    pub send_queued: u64,
+    /// Bytes held on the receiving VC: out of order, or not yet read.
+    pub recv_queued: u64,
+}
+
+/// Why sigd ended a call: the UNI cause and sigd's sentence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Release {
+    /// UNI cause value (16: normal clearing).
+    pub cause: u8,
+    /// What happened, e.g. "released by an administrator (uid 0, pid 4242)".
+    pub detail: String,
+}
+
+/// Counters of both VCs of an engine connection (`Connection::stats`, and the
+/// periodic report to sigd). The socket queue's drops are looked up in `tables` when
+/// given (read once for many connections), else read for this connection alone.
+pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
+    let p = conn.stats_parts();
+    let c = &conn.counters;
+    ConnStats {
+        tx: p.tx,
+        rx: p.rx,
+        srtt: p.srtt,
+        rate_bps: p.rate_bps,
+        window: p.window,
+        refused_frames: c.not_natm.load(Ordering::Relaxed) + c.unknown_vc.load(Ordering::Relaxed),
+        watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
+        send_errors: c.send_errors.load(Ordering::Relaxed),
+        queue_drops: match tables {
+            Some(t) => conn.link.queue_drops_in(t),
+            None => conn.link.queue_drops(),
+        },
+        send_queued: p.send_queued,
+        recv_queued: p.recv_queued,
+    }
 }
 
 /// A piece of a received message as it arrived, without a copy: the payload of one
@@ -561,20 +599,17 @@ impl Connection {
 
     /// Counters of both VCs.
     pub fn stats(&self) -> ConnStats {
-        let p = self.conn.stats_parts();
-        let c = &self.conn.counters;
-        ConnStats {
-            tx: p.tx,
-            rx: p.rx,
-            srtt: p.srtt,
-            rate_bps: p.rate_bps,
-            window: p.window,
-            refused_frames: c.not_natm.load(Ordering::Relaxed)
-                + c.unknown_vc.load(Ordering::Relaxed),
-            watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
-            send_errors: c.send_errors.load(Ordering::Relaxed),
-            queue_drops: self.conn.link.queue_drops(),
-        }
+        conn_stats(&self.conn, None)
+    }
+
+    /// Whether sigd ended the call (the peer released it, an administrator did, or
+    /// sigd stopped), with the cause: an error from `send` or `recv` after a release
+    /// is explained by it. `None` in direct mode and while the call lives.
+    pub fn released(&self) -> Option<Release> {
+        self.conn.released.get().map(|(cause, detail)| Release {
+            cause: *cause,
+            detail: detail.clone(),
+        })
     }
 
     /// This end's UDP address.
@@ -800,6 +835,10 @@ impl Sender {
     pub fn stats(&self) -> ConnStats {
         self.0.stats()
     }
+    /// See [`Connection::released`].
+    pub fn released(&self) -> Option<Release> {
+        self.0.released()
+    }
 }
 
 impl Receiver {
@@ -838,6 +877,10 @@ impl Receiver {
     /// See [`Connection::stats`].
     pub fn stats(&self) -> ConnStats {
         self.0.stats()
+    }
+    /// See [`Connection::released`].
+    pub fn released(&self) -> Option<Release> {
+        self.0.released()
     }
 }
 

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use connection::{
-    Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Sender,
+    Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Release, Sender,
 };
 
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).

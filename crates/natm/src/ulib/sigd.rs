@@ -18,8 +18,15 @@
 //! what it filed: an answer wakes its requester alone, not every waiting thread.
 //!
 //! Whoever reads also watches established calls: a `Released` from sigd (the peer
-//! application died or released) aborts the connection's VCs at once, so the
-//! application sees "aborted by the peer" without waiting for a transport timeout.
+//! application died or released, an administrator released the call, sigd stopped)
+//! is recorded on the connection (`Connection::released`) and ends its VCs at once —
+//! aborted, or for cause 16 (normal clearing) closed in order from this side — so the
+//! application learns of it without waiting for a transport timeout.
+//!
+//! The session also reports each established call's counters to sigd (`natm stat`):
+//! the engine's driver runs [`Source::report`] once per
+//! [`REPORT_INTERVAL`](crate::engine::REPORT_INTERVAL) while the session holds
+//! calls, and a call's counters go out only when they changed since its last report.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::Write;
@@ -32,10 +39,13 @@ use std::sync::{Arc, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use super::Error;
+use super::connection::conn_stats;
+use super::{ConnStats, Error};
+use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, Engine, Source};
 use crate::sync::{Level, MutexGuard, OrderedMutex as Mutex};
-use crate::wire::ipc::{DataPath, Decoder, Message};
+use crate::transport::AbortReason;
+use crate::wire::ipc::{DataPath, Decoder, Message, VcCounters};
 
 /// How long sigd has to answer a request (it answers at once unless it is hung).
 pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -108,6 +118,9 @@ struct State {
     slots: HashMap<u64, Slot>,
     /// Established calls: the engine connection to abort on `Released`.
     live: HashMap<u64, Weak<Conn>>,
+    /// Each established call's counters as last reported to sigd (`sampled_ms` 0):
+    /// unchanged counters are not sent again.
+    reported: HashMap<u64, VcCounters>,
     gone: Option<String>,
 }
 
@@ -159,6 +172,108 @@ impl Source for Session {
         if let Some(mut rd) = self.reader.try_lock() {
             self.read_some(&mut rd, None);
         }
+    }
+
+    /// Send sigd the counters of every established call that changed since its last
+    /// report; another report is wanted while calls are established.
+    fn report(&self) -> bool {
+        let Some(eng) = self.eng.upgrade() else {
+            return false;
+        };
+        let live: Vec<(u64, Arc<Conn>)> = {
+            let st = self.state.lock();
+            if st.gone.is_some() {
+                return false;
+            }
+            st.live
+                .iter()
+                .filter_map(|(id, w)| w.upgrade().map(|c| (*id, c)))
+                .collect()
+        };
+        if live.is_empty() {
+            return false;
+        }
+        let sampled_ms = eng.clock.now().as_nanos() / 1_000_000;
+        // The kernel's drop counts of every socket, read once for all the calls.
+        let tables = UdpDrops::read();
+        let fresh: Vec<(u64, VcCounters)> = live
+            .iter()
+            .map(|(call, conn)| {
+                let s = conn_stats(conn, Some(&tables));
+                (*call, vc_counters(&s, sampled_ms))
+            })
+            .collect();
+        let (mut frames, mut sent) = (Vec::new(), Vec::new());
+        {
+            let mut st = self.state.lock();
+            for (call, c) in fresh {
+                let key = VcCounters { sampled_ms: 0, ..c };
+                if st.reported.get(&call) == Some(&key) || !st.live.contains_key(&call) {
+                    continue;
+                }
+                st.reported.insert(call, key);
+                sent.push(call);
+                Message::Counters {
+                    req: 0,
+                    call,
+                    counters: Box::new(c),
+                }
+                .encode(&mut frames);
+            }
+        }
+        if !frames.is_empty() && !self.send_report(&frames) {
+            // Not sent: these calls go out with the next report even if unchanged.
+            let mut st = self.state.lock();
+            for call in sent {
+                st.reported.remove(&call);
+            }
+        }
+        true
+    }
+}
+
+/// A connection's counters as the IPC carries them to sigd.
+fn vc_counters(s: &ConnStats, sampled_ms: u64) -> VcCounters {
+    let (tx, rx) = (&s.tx, &s.rx);
+    VcCounters {
+        sampled_ms,
+        tx_bytes: tx.bytes_sent,
+        tx_tpdus: tx.tpdus_sent,
+        rx_bytes: rx.bytes_delivered,
+        rx_tpdus: rx.tpdus_received,
+        retx_fast: tx.retx_fast,
+        retx_timeout: tx.retx_timeout,
+        retx_head: tx.retx_head,
+        retx_bytes: tx.bytes_retransmitted,
+        // The sending VC receives ACKs: its drops count too.
+        drop_bad_cookie: tx.drop_bad_cookie + rx.drop_bad_cookie,
+        drop_out_of_window: rx.drop_out_of_window,
+        drop_rcv_buf: rx.drop_rcv_buf,
+        drop_duplicate: rx.dup_tpdus,
+        drop_late: rx.drop_late,
+        drop_other: rx.drop_oversize + rx.drop_headless + rx.drop_malformed + tx.drop_malformed,
+        queue_drops: s.queue_drops,
+        srtt_us: s.srtt.map(|d| d.as_micros() as u64),
+        rate_bps: s.rate_bps,
+        send_queued: s.send_queued,
+        recv_queued: s.recv_queued,
+        gaps: rx.gaps,
+    }
+}
+
+/// sigd ended the call `conn` carries: record why, then end the VCs — in order from
+/// this side for normal clearing (the peer's data still arrives, and a peer that
+/// closed first finishes its close), at once for any other cause.
+fn end_released(conn: &Conn, eng: &Engine, cause: u8, detail: String) {
+    let _ = conn.released.set((cause, detail));
+    if cause == 16 {
+        // Orderly: what arrived is read, then the end (a switch on the path has torn
+        // the VCs down with the RELEASE, so a close still in flight may never come),
+        // and this side's sending VC closes in order.
+        conn.peer_released(eng);
+        conn.close_tx(eng);
+    } else {
+        conn.abort_both(eng, AbortReason::Peer);
     }
 }
 
@@ -410,6 +525,37 @@ impl Session {
         self.answer(req)
     }
 
+    /// Write the driver's counters reports without waiting for room: if sigd is not
+    /// reading (the socket's buffer is full) the report is dropped — the next one
+    /// carries the same counters, newer — rather than hold the driver, and with it
+    /// every connection's timers. A frame the kernel took only part of is finished
+    /// blocking, so the stream stays whole. Whether the report went out.
+    fn send_report(&self, frames: &[u8]) -> bool {
+        let w = self.writer.lock();
+        let mut off = 0;
+        while off < frames.len() {
+            match rustix::net::send(w.as_fd(), &frames[off..], rustix::net::SendFlags::DONTWAIT) {
+                Ok(n) => off += n,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(rustix::io::Errno::AGAIN) if off == 0 => return false,
+                Err(rustix::io::Errno::AGAIN) => {
+                    let mut rest = &*w;
+                    if rest.write_all(&frames[off..]).is_err() {
+                        break;
+                    }
+                    return true;
+                }
+                Err(_) => break,
+            }
+        }
+        if off < frames.len() {
+            drop(w);
+            self.mark_gone("writing to sigd failed".into());
+            return false;
+        }
+        true
+    }
+
     /// Send a request whose answer nobody waits for (releases from `Drop`).
     pub(crate) fn notify(&self, build: impl FnOnce(u64) -> Message) {
         let _ = self.send(build, false);
@@ -435,25 +581,33 @@ impl Session {
         let mut st = self.state.lock();
         st.slots.remove(&id);
         st.live.remove(&id);
+        st.reported.remove(&id);
     }
 
-    /// From now on, a `Released` for `call` aborts `conn`.
+    /// From now on, a `Released` for `call` ends `conn` (`end_released`), and sigd
+    /// hears its counters.
     pub(crate) fn established(&self, call: u64, conn: &Arc<Conn>) {
         let mut st = self.state.lock();
         // A release that raced with the setup is applied at once.
-        let released = st.slots.remove(&call).is_some_and(|q| {
-            q.events
-                .iter()
-                .any(|e| matches!(e, CallEvent::Released { cause, .. } if *cause != 16))
+        let released = st.slots.remove(&call).and_then(|q| {
+            q.events.into_iter().find_map(|e| match e {
+                CallEvent::Released { cause, detail } => Some((cause, detail)),
+                CallEvent::Connected(_) => None,
+            })
         });
-        if released {
+        if let Some((cause, detail)) = released {
             drop(st);
             if let Some(eng) = self.eng.upgrade() {
-                conn.abort_both(&eng, crate::transport::AbortReason::Peer);
+                end_released(conn, &eng, cause, detail);
             }
             return;
         }
         st.live.insert(call, Arc::downgrade(conn));
+        drop(st);
+        // sigd hears the call's counters from now on (`natm stat`).
+        if let Some(eng) = self.eng.upgrade() {
+            eng.want_reports();
+        }
     }
 
     /// The next offer to `listener`, waiting up to `timeout` (`None`: until one comes
@@ -546,17 +700,10 @@ impl Session {
                 detail,
             } => {
                 if let Some(conn) = st.live.remove(&call) {
+                    st.reported.remove(&call);
                     drop(st);
-                    // Orderly close (cause 16): what arrived is read, then the end
-                    // (the peer released after its data was acknowledged, and a
-                    // switch on the path has torn the VCs down with the RELEASE);
-                    // anything else ends the VCs now.
                     if let (Some(c), Some(eng)) = (conn.upgrade(), self.eng.upgrade()) {
-                        if cause == 16 {
-                            c.peer_released(&eng);
-                        } else {
-                            c.abort_both(&eng, crate::transport::AbortReason::Peer);
-                        }
+                        end_released(&c, &eng, cause, detail);
                     }
                     return;
                 }
