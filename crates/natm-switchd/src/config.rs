@@ -64,6 +64,9 @@ pub struct Config {
     /// Permanent cross-connects.
     #[serde(default, rename = "pvc")]
     pub pvcs: Vec<PvcSection>,
+    /// Cell delay variation tolerated by each call's policer beyond its host's leaky
+    /// bucket, µs [default 20,000: user-space hosts and switches on a loaded machine].
+    pub svc_cdvt_us: Option<u64>,
     /// Routes for calls: ATM address prefix → port (the longest match wins).
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteSection>,

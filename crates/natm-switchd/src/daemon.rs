@@ -156,6 +156,9 @@ impl SwitchDaemon {
         }
         let mut ctl = Control::new(ControlConfig {
             routes,
+            cdvt: cfg
+                .svc_cdvt_us
+                .map_or(natm_switch::control::DEFAULT_CDVT, Duration::from_micros),
             ..ControlConfig::default()
         });
         for (i, p) in cfg.ports.iter().enumerate() {
