@@ -22,8 +22,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 pub(crate) use conn::{Conn, Which};
-pub use link::Network;
 pub(crate) use link::{Link, UdpLink};
+pub use link::{LinkMode, Network, DEFAULT_TRAIN_CELLS};
 pub(crate) use listener::ListenerShared;
 
 use crate::adaptor::RecvBatch;
@@ -88,6 +88,10 @@ pub struct EngineConfig {
     /// machine has (receive livelock on one CPU); [`pin_current_thread`] pins an
     /// application thread the same way.
     pub driver_cpus: Option<Vec<usize>>,
+    /// How UDP links carry frames: one per datagram (`Frame`, the default) or as AAL5
+    /// cells in trains (`Cell`). Both ends of a connection must agree; the mem
+    /// adaptor always carries frames.
+    pub link_mode: LinkMode,
 }
 
 /// Pin the calling thread to `cpus` (Linux `sched_setaffinity`). `InvalidInput` for an
@@ -131,6 +135,7 @@ impl Default for EngineConfig {
             network: Network::Udp,
             driver_nice: Some(-10),
             driver_cpus: None,
+            link_mode: LinkMode::Frame,
         }
     }
 }

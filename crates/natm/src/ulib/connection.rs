@@ -411,6 +411,9 @@ pub struct ConnStats {
     /// work was spent on them (seed 000 §6.2.2): the mem port's own count, or the
     /// kernel's for the UDP socket (read from `/proc/net/udp`); `None` where unknown.
     pub queue_drops: Option<u64>,
+    /// The cell mode's counters (trains, cells, HEC corrections, reassembly drops,
+    /// datagrams that were not trains); `None` in frame mode.
+    pub cells: Option<crate::adaptor::CellStats>,
 }
 
 /// A piece of a received message as it arrived, without a copy: the payload of one
@@ -469,13 +472,13 @@ impl Connection {
 
     pub(super) fn connect(
         eng: Arc<Engine>,
-        addr: SocketAddr,
+        (local, addr): (Option<SocketAddr>, SocketAddr),
         r: Resolved,
         timeout: Duration,
     ) -> Result<Connection, Error> {
         let conn = Conn::connect(
             &eng,
-            addr,
+            (local, addr),
             r.cfg,
             (r.level, r.weight),
             (random_cookie(), random_cookie()),
@@ -574,6 +577,7 @@ impl Connection {
             watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
             send_errors: c.send_errors.load(Ordering::Relaxed),
             queue_drops: self.conn.link.queue_drops(),
+            cells: self.conn.link.cell_stats(),
         }
     }
 
