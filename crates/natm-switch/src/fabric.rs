@@ -13,7 +13,6 @@
 //! port's VCs and is paced by the same line.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Duration;
 
 use bytes::Bytes;
 use natm_proto::time::Instant;
@@ -73,8 +72,6 @@ struct Vc {
     assembly: Option<Box<FrameAssembly>>,
     /// Frames bound for a cell port: segmented into cells when queued.
     to_cells: bool,
-    /// The output frame port's reassembly timeout.
-    reassembly_timeout: Duration,
     counters: Counters,
     oam_looped: u64,
 }
@@ -264,9 +261,8 @@ impl Switch {
             epd_cells,
             frames,
             assembly: (out.unit == PortUnit::Frames && out_vci.is_some())
-                .then(|| Box::new(FrameAssembly::new())),
+                .then(|| Box::new(FrameAssembly::new(out.reassembly_timeout))),
             to_cells: out.unit == PortUnit::Cells,
-            reassembly_timeout: out.reassembly_timeout,
             counters: Counters::default(),
             oam_looped: 0,
         };
@@ -445,12 +441,10 @@ impl Switch {
                     FrameDrop::Epd => DropCause::Epd,
                     FrameDrop::Ppd => DropCause::Ppd,
                 };
-                let mut n = 1;
-                if let Some(a) = vc.assembly.as_deref_mut() {
-                    n += u64::from(a.abandon(eof));
-                }
-                out.counters.dropped.add(cause, n);
-                vc.counters.dropped.add(cause, n);
+                // A frame in assembly never meets this: EPD refuses a frame at its
+                // first cell, and PPD follows a drop that abandoned the assembly.
+                out.counters.dropped.add(cause, 1);
+                vc.counters.dropped.add(cause, 1);
                 return Ok(Verdict::Dropped(cause));
             }
         }
@@ -458,14 +452,11 @@ impl Switch {
             // Bound for a frame port: the cell joins its frame, which is queued
             // whole at its last cell.
             let unit = if f.pti.is_user_data() {
-                if let Some(n) = Some(a.expire(now, vc.reassembly_timeout)).filter(|&n| n > 0) {
-                    out.counters
-                        .dropped
-                        .add(DropCause::ReassemblyTimeout, u64::from(n));
-                    vc.counters
-                        .dropped
-                        .add(DropCause::ReassemblyTimeout, u64::from(n));
-                }
+                let stale = u64::from(a.expire(now));
+                out.counters
+                    .dropped
+                    .add(DropCause::ReassemblyTimeout, stale);
+                vc.counters.dropped.add(DropCause::ReassemblyTimeout, stale);
                 // `connect` refused a VPI over 8 bits towards a frame port.
                 let vpi = u8::try_from(vc.out_vpi).unwrap_or(u8::MAX);
                 let vci = vc.out_vci.unwrap_or(f.vci);

@@ -49,6 +49,8 @@ pub(crate) enum Assembled {
 #[derive(Debug)]
 pub(crate) struct FrameAssembly {
     rx: Reassembler,
+    /// A partial frame this much older than its first cell is dropped.
+    timeout: Duration,
     started: Instant,
     clp: bool,
     efci: bool,
@@ -57,9 +59,10 @@ pub(crate) struct FrameAssembly {
 }
 
 impl FrameAssembly {
-    pub(crate) fn new() -> FrameAssembly {
+    pub(crate) fn new(timeout: Duration) -> FrameAssembly {
         FrameAssembly {
             rx: Reassembler::new(),
+            timeout,
             started: Instant::ZERO,
             clp: false,
             efci: false,
@@ -82,11 +85,11 @@ impl FrameAssembly {
         n
     }
 
-    /// Drops the frame in progress if it began more than `timeout` before `now`;
+    /// Drops the frame in progress if it began more than the timeout before `now`;
     /// returns the cells it held.
-    pub(crate) fn expire(&mut self, now: Instant, timeout: Duration) -> u32 {
+    pub(crate) fn expire(&mut self, now: Instant) -> u32 {
         let n = self.buffered();
-        if n > 0 && now.saturating_duration_since(self.started) > timeout {
+        if n > 0 && now.saturating_duration_since(self.started) > self.timeout {
             self.rx.reset();
             n
         } else {

@@ -31,9 +31,9 @@ pub(crate) const ENTRIES: &[Entry] = &[
         make: reliable_cell,
     },
     Entry {
-        name: "natm-reliable-cell-1236",
-        about: "natm reliable, 4 KiB TPDUs, in cell mode with the largest trains (1,236 cells)",
-        make: reliable_cell_1236,
+        name: "natm-reliable-cell-max",
+        about: "natm reliable, 4 KiB TPDUs, in cell mode with the largest trains (1,235 cells)",
+        make: reliable_cell_max,
     },
     Entry {
         name: "natm-be-busy",
@@ -104,8 +104,8 @@ pub(crate) fn reliable_cell(
     ))
 }
 
-/// `natm-reliable-cell-1236`: cell mode with trains as large as a UDP datagram takes.
-pub(crate) fn reliable_cell_1236(
+/// `natm-reliable-cell-max`: cell mode with trains as large as a UDP datagram takes.
+pub(crate) fn reliable_cell_max(
     name: &'static str,
     o: &StackOptions,
 ) -> anyhow::Result<Box<dyn Stack>> {

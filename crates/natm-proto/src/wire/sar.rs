@@ -35,8 +35,8 @@ pub enum SarError {
     /// An OAM frame of the frame mode is a probe, not an AAL5 SDU: it has no cells.
     #[error("an OAM frame is not an AAL5 SDU and cannot be segmented")]
     OamFrame,
-    /// A train size outside 1..=1236 cells.
-    #[error("a train of {0} cells: 1..=1236 allowed")]
+    /// A train size outside 1..=1,235 cells (`wire::train::MAX_TRAIN_CELLS`).
+    #[error("a train of {0} cells: 1..=1235 allowed")]
     TrainSize(usize),
     /// The cell's header had an error the I.432.1 receiver would not correct.
     #[error("cell header error not corrected (I.432.1): cell discarded")]

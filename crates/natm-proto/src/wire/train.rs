@@ -24,7 +24,8 @@ use super::vcframe::{self, FrameKind};
 
 /// The first octet of a cell train.
 pub const TRAIN_MAGIC: u8 = 0xD1;
-/// The most cells in one train: 1,236 cells fit a 65,507-octet UDP payload.
+/// The most cells in one train: 1 + 1,235 × 53 = 65,456 octets fit a 65,507-octet UDP
+/// payload (1,236 would not).
 pub const MAX_TRAIN_CELLS: usize = (65_507 - 1) / CELL_LEN;
 
 /// Why a datagram is not a cell train.

@@ -75,7 +75,7 @@ fn now() -> Instant {
 }
 
 impl CellCodec {
-    /// A codec sending trains of at most `train` cells (1..=1,236).
+    /// A codec sending trains of at most `train` cells (1..=1,235).
     pub fn new(train: usize) -> Result<CellCodec, SarError> {
         Ok(CellCodec {
             tx: OrderedMutex::new(Level::CellTx, (TrainPacker::new(train)?, 0)),

@@ -61,7 +61,7 @@ pub enum LinkMode {
     /// sent in trains of at most `train` cells (`wire::train`), and cells received
     /// are reassembled per VC (`wire::sar`, HEC checked and corrected).
     Cell {
-        /// Most cells per train (1..=1,236).
+        /// Most cells per train (1..=1,235).
         train: u16,
     },
 }
