@@ -27,7 +27,6 @@ use thiserror::Error;
 use super::aal5::{Aal5Error, Reassembler, MAX_SDU_LEN};
 use super::cell::{HeaderFormat, HecReceiver, HecVerdict, Packet, CELL_LEN, VCI_SIGNALLING};
 use super::vcframe::{self, FrameKind};
-use crate::time::Instant;
 
 /// Why a cell or a frame did not make it through segmentation or reassembly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -135,7 +134,7 @@ impl CellFrame<'_> {
 #[derive(Debug)]
 struct Partial {
     rx: Reassembler,
-    started: Instant,
+    started: Duration,
     clp: bool,
     efci: bool,
 }
@@ -182,13 +181,14 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
         self.vcs.values().map(|p| p.rx.buffered_cells()).sum()
     }
 
-    /// Takes one cell received at `now` on `link`: its header is checked and corrected
+    /// Takes one cell received at `now` (time since the caller's epoch: `wire`
+    /// depends on no clock type) on `link`: its header is checked and corrected
     /// in place, then its payload joins its VC's frame. Returns the frame its last cell
     /// completes, `None` mid-frame (or for an idle cell), or why the cell or its frame
     /// was dropped (also counted).
     pub fn push(
         &mut self,
-        now: Instant,
+        now: Duration,
         link: L,
         cell: &mut [u8; CELL_LEN],
     ) -> Result<Option<CellFrame<'_>>, SarError> {
@@ -236,7 +236,7 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
         } else if self
             .limits
             .timeout
-            .is_some_and(|t| now.saturating_duration_since(entry.started) > t)
+            .is_some_and(|t| now.saturating_sub(entry.started) > t)
         {
             entry.rx.reset();
             self.counters.timeouts += 1;
@@ -271,13 +271,13 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
 
     /// Drops every partial frame older than the timeout at `now` (each counted);
     /// returns how many.
-    pub fn expire(&mut self, now: Instant) -> usize {
+    pub fn expire(&mut self, now: Duration) -> usize {
         let Some(t) = self.limits.timeout else {
             return 0;
         };
         let mut n = 0;
         for p in self.vcs.values_mut() {
-            if p.rx.buffered_cells() > 0 && now.saturating_duration_since(p.started) > t {
+            if p.rx.buffered_cells() > 0 && now.saturating_sub(p.started) > t {
                 p.rx.reset();
                 n += 1;
             }
@@ -317,7 +317,7 @@ mod tests {
     ) -> Vec<Result<(u16, Vec<u8>), SarError>> {
         let mut out = Vec::new();
         for mut c in cells {
-            match r.push(Instant::ZERO, (), &mut c) {
+            match r.push(Duration::ZERO, (), &mut c) {
                 Ok(Some(f)) => out.push(Ok((f.vci, f.sdu.to_vec()))),
                 Ok(None) => {}
                 Err(e) => out.push(Err(e)),
@@ -348,7 +348,7 @@ mod tests {
         p.push_frame(&h, b"setup").unwrap();
         let mut r = rx();
         let mut c = cells_of(&p)[0];
-        let f = r.push(Instant::ZERO, (), &mut c).unwrap().unwrap();
+        let f = r.push(Duration::ZERO, (), &mut c).unwrap().unwrap();
         assert_eq!(f.vc_header(), Some(h));
         assert_eq!(f.cells, 1);
 
@@ -365,7 +365,7 @@ mod tests {
             p.push_frame(&vcframe::Repr::data(0, vci), &[1; 100])
                 .unwrap();
             let mut first = cells_of(&p)[0];
-            let got = r.push(Instant::ZERO, (), &mut first);
+            let got = r.push(Duration::ZERO, (), &mut first);
             if vci == 42 {
                 assert_eq!(got, Err(SarError::TooManyVcs(2)));
             } else {
@@ -374,7 +374,7 @@ mod tests {
         }
         assert_eq!(r.counters().vc_limit, 1);
         // A partial frame past the timeout is dropped when its VC's next cell arrives.
-        let late = Instant::from_nanos(11_000_000_000);
+        let late = Duration::from_secs(11);
         assert_eq!(r.expire(late), 2);
         assert_eq!(r.counters().timeouts, 2);
         assert_eq!(r.buffered_cells(), 0);

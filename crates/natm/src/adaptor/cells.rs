@@ -19,8 +19,8 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::sync::OnceLock;
+use std::time::Duration;
 
-use natm_proto::time::Instant;
 use natm_proto::wire::cell::{HeaderFormat, CELL_LEN};
 use natm_proto::wire::sar::{CellReassembly, ReassemblyLimits, SarCounters, SarError};
 use natm_proto::wire::train::{self, TrainPacker};
@@ -67,11 +67,11 @@ pub struct CellCodec {
     rx: OrderedMutex<Rx>,
 }
 
-/// Now on the process's monotonic clock, for the reassembly timeout.
-fn now() -> Instant {
+/// Time on the process's monotonic clock since its first use, for the reassembly
+/// timeout.
+fn now() -> Duration {
     static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
-    let e = *EPOCH.get_or_init(std::time::Instant::now);
-    Instant::from_nanos(u64::try_from(e.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    EPOCH.get_or_init(std::time::Instant::now).elapsed()
 }
 
 impl CellCodec {
