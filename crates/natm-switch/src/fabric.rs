@@ -613,13 +613,16 @@ impl Switch {
         if vc.to_cells {
             let header = vcframe::Repr { clp, ..header };
             let vci = vc.out_vci.unwrap_or(header.vci);
-            let queue = &mut vc.queue;
+            let (queue, sched, weight) = (&mut vc.queue, &mut out.sched, vc.weight);
+            let mut first = was_empty;
             sar::segment(&header, &sdu, out.cfg.format, vc.out_vpi, vci, |c| {
                 queue.push(Transmit::Cell(c), 1);
+                // Each cell is a unit to the scheduler (fifo keeps one entry per unit).
+                sched.enqueued(slot, first, weight);
+                first = false;
             });
             out.queue_cells += out_cells;
             out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
-            out.sched.enqueued(slot, was_empty, vc.weight);
             return Ok(verdict);
         }
         let header = vcframe::Repr {

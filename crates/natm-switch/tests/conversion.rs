@@ -15,8 +15,8 @@ use natm_proto::wire::aal5::{segment, Segmenter};
 use natm_proto::wire::cell::{HeaderRepr, Pti, CELL_LEN};
 use natm_proto::wire::vcframe::{self, FrameKind};
 use natm_switch::{
-    Contract, CrossConnect, PortConfig, PortId, PortUnit, Switch, SwitchError, Transmit, VcAddr,
-    VpAddr,
+    Contract, CrossConnect, PortConfig, PortId, PortUnit, SchedulerKind, Switch, SwitchError,
+    Transmit, VcAddr, VpAddr,
 };
 
 const LINE: u64 = 155_520_000;
@@ -318,4 +318,49 @@ fn vp_cross_connects_do_not_convert() {
             VpAddr::new(f, 3)
         )))
     );
+}
+
+#[test]
+fn every_scheduler_sends_all_the_cells_of_a_segmented_frame() {
+    for kind in [
+        SchedulerKind::Fifo,
+        SchedulerKind::RoundRobin,
+        SchedulerKind::WeightedRoundRobin,
+    ] {
+        let mut sw = Switch::new();
+        let f = sw
+            .add_port(PortConfig::new(LINE).unit(PortUnit::Frames))
+            .unwrap();
+        let c = sw
+            .add_port(PortConfig::new(LINE).unit(PortUnit::Cells).scheduler(kind))
+            .unwrap();
+        for vc in 0..2u16 {
+            sw.connect(
+                CrossConnect::vc(VcAddr::new(f, 0, 40 + vc), VcAddr::new(c, 1, 50 + vc)),
+                Contract::best_effort(),
+            )
+            .unwrap();
+        }
+        let mut h = Harness::new(sw);
+        for vc in 0..2u16 {
+            h.feed(frames(
+                f,
+                0,
+                40 + vc,
+                Instant::ZERO,
+                Duration::from_micros(50),
+                3,
+                1000,
+            ));
+        }
+        h.drain();
+        let per_vc = reassemble(&h.cells(c), 1000);
+        assert_eq!(per_vc.get(&50), Some(&(3, 0)), "{kind:?}");
+        assert_eq!(per_vc.get(&51), Some(&(3, 0)), "{kind:?}");
+        assert_eq!(
+            h.sw.queue_cells(c),
+            Some(0),
+            "{kind:?}: nothing left behind"
+        );
+    }
 }
