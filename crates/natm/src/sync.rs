@@ -27,7 +27,7 @@
 //! | `Sources` | `Engine::sources`, other descriptors the driver watches (sigd's stream) | — |
 //! | `DriverTid` | `Engine::driver_tid` | — |
 //! | `Buffers` | `Engine::buffers`, pooled receive batches | — |
-//! | `CellTx` | a cell-mode link's train packer | the port's peer (a send) |
+//! | `CellTx` | a cell-mode link's spare train packer (taken, not held, for a send) | — |
 //! | `CellRx` | a cell-mode link's reassembly | the port's peer (a receive) |
 //! | `MemPorts` | `MemNetwork`'s address map | `MemNextPort` |
 //! | `MemNextPort` | `MemNetwork`'s next ephemeral port | — |

@@ -18,6 +18,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -63,7 +64,12 @@ struct Rx {
 /// receives.
 #[derive(Debug)]
 pub struct CellCodec {
-    tx: OrderedMutex<(TrainPacker, u64)>,
+    /// An empty packer of this link's train size, cloned when no spare is free.
+    template: TrainPacker,
+    /// A packer to reuse: a send takes it and puts it back, so that concurrent
+    /// senders (a connection's data and its ACKs) never wait for each other.
+    spare: OrderedMutex<Option<TrainPacker>>,
+    unsendable: AtomicU64,
     rx: OrderedMutex<Rx>,
 }
 
@@ -78,7 +84,9 @@ impl CellCodec {
     /// A codec sending trains of at most `train` cells (1..=1,235).
     pub fn new(train: usize) -> Result<CellCodec, SarError> {
         Ok(CellCodec {
-            tx: OrderedMutex::new(Level::CellTx, (TrainPacker::new(train)?, 0)),
+            template: TrainPacker::new(train)?,
+            spare: OrderedMutex::new(Level::CellTx, None),
+            unsendable: AtomicU64::new(0),
             rx: OrderedMutex::new(
                 Level::CellRx,
                 Rx {
@@ -102,22 +110,25 @@ impl CellCodec {
         batch: &SendBatch,
         send: impl FnOnce(&[u8], usize, usize) -> io::Result<usize>,
     ) -> io::Result<usize> {
-        let mut tx = self.tx.lock();
-        let (packer, unsendable) = &mut *tx;
+        let taken = self.spare.lock().take();
+        let mut packer = taken.unwrap_or_else(|| self.template.clone());
         packer.clear();
         for frame in batch.frames() {
             let packed = vcframe::Repr::parse_bytes(frame)
                 .map_err(|_| ())
                 .and_then(|(h, sdu)| packer.push_frame(&h, sdu).map_err(|_| ()));
             if packed.is_err() {
-                *unsendable += 1;
+                self.unsendable.fetch_add(1, Ordering::Relaxed);
             }
         }
-        if packer.is_empty() {
-            return Ok(batch.len());
-        }
         let trains = packer.trains();
-        let sent = send(packer.as_bytes(), packer.train_len(), trains)?;
+        let sent = if packer.is_empty() {
+            Ok(0)
+        } else {
+            send(packer.as_bytes(), packer.train_len(), trains)
+        };
+        *self.spare.lock() = Some(packer);
+        let sent = sent?;
         Ok(if sent >= trains {
             batch.len()
         } else {
@@ -192,7 +203,7 @@ impl CellCodec {
 
     /// The counters so far.
     pub fn stats(&self) -> CellStats {
-        let unsendable = self.tx.lock().1;
+        let unsendable = self.unsendable.load(Ordering::Relaxed);
         let rx = self.rx.lock();
         CellStats {
             trains_in: rx.trains_in,
