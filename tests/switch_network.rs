@@ -89,9 +89,24 @@ struct Net {
 }
 
 fn port(name: &str, bind: SocketAddr, peer: SocketAddr, role: &str) -> String {
+    port_in("frame", name, bind, peer, role)
+}
+
+fn port_in(mode: &str, name: &str, bind: SocketAddr, peer: SocketAddr, role: &str) -> String {
     format!(
-        "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"{role}\"\n"
+        "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"{mode}\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"{role}\"\n"
     )
+}
+
+/// An application host on `sigd` whose UDP links carry `link` (frame or cell mode).
+fn app(sigd: &Sigd, link: &str) -> natm::ulib::Host {
+    let mut cfg = natm::ulib::HostConfig {
+        sigd_socket: Some(sigd.socket.clone()),
+        connect_timeout: Duration::from_secs(5),
+        ..natm::ulib::HostConfig::default()
+    };
+    cfg.engine.link_mode = link.parse().unwrap();
+    natm::ulib::Host::open(cfg).unwrap()
 }
 
 fn route(prefix: &str, port: &str) -> String {
@@ -108,13 +123,19 @@ fn host(n: u8, sig: SocketAddr, switch: SocketAddr) -> Sigd {
 }
 
 fn net() -> Net {
+    net_with("frame")
+}
+
+/// The network with h3's port on S2 (and h3's applications) in `h3_mode`, and the
+/// trunk in cell mode when h3 is.
+fn net_with(h3_mode: &str) -> Net {
     let [h1, h2, h3, s1h1, s1h2, s1t, s2h3, s2t] = std::array::from_fn(|_| free_port());
     let s1 = SwitchProc::start(
         "s1",
         &[
             port("h1", s1h1, h1, "host"),
             port("h2", s1h2, h2, "host"),
-            port("trunk", s1t, s2t, "switch"),
+            port_in(h3_mode, "trunk", s1t, s2t, "switch"),
             route("+4420001", "h1"),
             route("+4420002", "h2"),
             route("*", "trunk"),
@@ -124,8 +145,8 @@ fn net() -> Net {
     let s2 = SwitchProc::start(
         "s2",
         &[
-            port("h3", s2h3, h3, "host"),
-            port("trunk", s2t, s1t, "switch"),
+            port_in(h3_mode, "h3", s2h3, h3, "host"),
+            port_in(h3_mode, "trunk", s2t, s1t, "switch"),
             route("+4420003", "h3"),
             route("*", "trunk"),
         ]
@@ -371,5 +392,56 @@ fn a_killed_switch_releases_every_call_through_it_within_a_second() {
     }
     for t in held {
         t.join().unwrap();
+    }
+}
+
+#[test]
+fn a_cell_mode_host_calls_through_a_cell_trunk_and_a_frame_host_answers() {
+    // h3's applications send AAL5 cells in trains to S2, the trunk carries cells, and
+    // S1 reassembles them into frames for h1's frame-mode port; and back.
+    let n = net_with("cell");
+    let hb = app(&n.h[0], "frame");
+    let l = hb.bind("echo", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let c = l
+            .next_call(Some(Duration::from_secs(10)))
+            .unwrap()
+            .accept()
+            .unwrap();
+        while let Ok(Some(m)) = c.recv_timeout(Duration::from_secs(10)) {
+            c.send(&m).unwrap();
+        }
+    });
+    let ha = app(&n.h[2], "cell");
+    let c = ha.connect("+4420001:echo", "reliable").unwrap();
+    for i in 0..10u32 {
+        let msg: Vec<u8> = (0..30_000 + i as usize)
+            .map(|k| (k as u32 ^ i) as u8)
+            .collect();
+        c.send(&msg).unwrap();
+        let got = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        assert!(got == msg, "message {i} differs");
+    }
+    assert!(c.stats().cells.is_some_and(|s| s.trains_in > 0));
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    drop(c);
+    t.join().unwrap();
+    // S2's h3 port and the trunk carried cells; S1's h1 port frames (the stat files
+    // are rewritten every 50 ms: wait for the snapshots that show it).
+    let until = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (st, st1) = (n.s2.stat(), n.s1.stat());
+        let cells = st["ports"].as_array().is_some_and(|ps| {
+            ps.iter().all(|p| {
+                p["mode"] == "cell" && p["stats"]["counters"]["cells_in"].as_u64() > Some(1000)
+            })
+        });
+        let frames = st1["ports"][0]["stats"]["counters"]["frames_out"].as_u64() > Some(10);
+        if cells && frames {
+            break;
+        }
+        assert!(Instant::now() < until, "{st}\n{st1}");
+        std::thread::sleep(Duration::from_millis(50));
     }
 }

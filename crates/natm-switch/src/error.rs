@@ -36,6 +36,10 @@ pub enum SwitchError {
     /// VCI 0 marks unassigned and idle cells (I.361); it cannot carry a VC.
     #[error("VCI 0 is unassigned and cannot be switched ({0})")]
     UnassignedVci(Endpoint),
+    /// A VP cross-connect between a cell port and a frame port: the cells of a VP's
+    /// VCs interleave and carry no frame of their own to convert.
+    #[error("{0}: a VP cross-connect cannot join a cell port and a frame port")]
+    VpConversion(Endpoint),
     /// No cross-connect has this id (never made, or already disconnected).
     #[error("no connection {0}")]
     UnknownConnection(ConnId),

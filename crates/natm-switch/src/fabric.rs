@@ -23,8 +23,9 @@ use natm_proto::wire::vcframe;
 use crate::discard::{FrameDiscard, FrameDrop};
 use crate::error::SwitchError;
 use crate::oam::{self, LOCATION_ID_LEN};
-use crate::port::{Port, PortConfig};
+use crate::port::{Port, PortConfig, PortUnit};
 use crate::queue::{frame_cells, Transmit, VcQueue};
+use crate::sar::{self, Assembled, FrameAssembly};
 use crate::sched::wrr;
 use crate::stats::{Counters, DropCause, PortStats, SwitchStats, VcStats};
 use crate::table::{ConnId, CrossConnect, Endpoint, PortId, Slot, Table, VcAddr};
@@ -67,6 +68,10 @@ struct Vc {
     /// Whether EPD/PPD apply: an AAL5 VC, VC-switched (the cells of a VP's VCs
     /// interleave, so a VP connection has no frame boundaries of its own).
     frames: bool,
+    /// Cells bound for a frame port: reassembled here into frames (`sar`).
+    assembly: Option<Box<FrameAssembly>>,
+    /// Frames bound for a cell port: segmented into cells when queued.
+    to_cells: bool,
     counters: Counters,
     oam_looped: u64,
 }
@@ -212,6 +217,22 @@ impl Switch {
         contract.validate()?;
         self.table.check(&xc)?;
         let out = self.port(xc.to().port())?.cfg;
+        let inp = self.port(xc.from().port())?.cfg.unit;
+        let converts = matches!(
+            (inp, out.unit),
+            (PortUnit::Cells, PortUnit::Frames) | (PortUnit::Frames, PortUnit::Cells)
+        );
+        if converts && matches!(xc, CrossConnect::Vp { .. }) {
+            return Err(SwitchError::VpConversion(xc.from()));
+        }
+        // A frame's VC header has an 8-bit VPI.
+        if out.unit == PortUnit::Frames && xc.to().vpi() > u16::from(u8::MAX) {
+            return Err(SwitchError::VpiOutOfRange {
+                port: xc.to().port(),
+                vpi: xc.to().vpi(),
+                format: HeaderFormat::Uni,
+            });
+        }
         let epd_cells = match out.epd_threshold {
             Some(t) => {
                 let scaled =
@@ -239,6 +260,9 @@ impl Switch {
             weight: wrr::weight(contract.reserved, out.cells_per_sec()),
             epd_cells,
             frames,
+            assembly: (out.unit == PortUnit::Frames && out_vci.is_some())
+                .then(|| Box::new(FrameAssembly::new(out.reassembly_timeout))),
+            to_cells: out.unit == PortUnit::Cells,
             counters: Counters::default(),
             oam_looped: 0,
         };
@@ -382,8 +406,12 @@ impl Switch {
                 vc.counters.tagged += 1;
                 verdict = Verdict::Tagged;
             } else {
-                inp.counters.dropped.add(DropCause::Policing, 1);
-                vc.counters.dropped.add(DropCause::Policing, 1);
+                let mut n = 1;
+                if let Some(a) = vc.assembly.as_deref_mut() {
+                    n += u64::from(a.abandon(eof));
+                }
+                inp.counters.dropped.add(DropCause::Policing, n);
+                vc.counters.dropped.add(DropCause::Policing, n);
                 if frames {
                     let ppd = self
                         .ports
@@ -413,10 +441,67 @@ impl Switch {
                     FrameDrop::Epd => DropCause::Epd,
                     FrameDrop::Ppd => DropCause::Ppd,
                 };
+                // A frame in assembly never meets this: EPD refuses a frame at its
+                // first cell, and PPD follows a drop that abandoned the assembly.
                 out.counters.dropped.add(cause, 1);
                 vc.counters.dropped.add(cause, 1);
                 return Ok(Verdict::Dropped(cause));
             }
+        }
+        if let Some(a) = vc.assembly.as_deref_mut() {
+            // Bound for a frame port: the cell joins its frame, which is queued
+            // whole at its last cell.
+            let unit = if f.pti.is_user_data() {
+                let stale = u64::from(a.expire(now));
+                out.counters
+                    .dropped
+                    .add(DropCause::ReassemblyTimeout, stale);
+                vc.counters.dropped.add(DropCause::ReassemblyTimeout, stale);
+                // `connect` refused a VPI over 8 bits towards a frame port.
+                let vpi = u8::try_from(vc.out_vpi).unwrap_or(u8::MAX);
+                let vci = vc.out_vci.unwrap_or(f.vci);
+                match a.push(now, &cell, vpi, vci, f.pti, f.clp) {
+                    Assembled::Partial => {
+                        if frames {
+                            vc.discard.admitted(eof);
+                        }
+                        return Ok(verdict);
+                    }
+                    Assembled::Dropped(cause, n) => {
+                        out.counters.dropped.add(cause, u64::from(n));
+                        vc.counters.dropped.add(cause, u64::from(n));
+                        if frames {
+                            vc.discard.admitted(eof);
+                        }
+                        return Ok(Verdict::Dropped(cause));
+                    }
+                    Assembled::Frame { header, sdu } => Transmit::Frame { header, sdu },
+                }
+            } else if f.pti.is_oam_f5() {
+                let vpi = u8::try_from(vc.out_vpi).unwrap_or(u8::MAX);
+                let vci = vc.out_vci.unwrap_or(f.vci);
+                sar::oam_frame(&cell, vpi, vci, f.clp)
+            } else {
+                out.counters.dropped.add(DropCause::Unconvertible, 1);
+                vc.counters.dropped.add(DropCause::Unconvertible, 1);
+                return Ok(Verdict::Dropped(DropCause::Unconvertible));
+            };
+            // A frame takes its AAL5 cells on the frame line and in the buffer.
+            let cells = unit.cells();
+            if frames {
+                vc.discard.admitted(eof);
+            }
+            if let Some(cause) = admission(out, vc, cells, f.clp) {
+                out.counters.dropped.add(cause, u64::from(cells));
+                vc.counters.dropped.add(cause, u64::from(cells));
+                return Ok(Verdict::Dropped(cause));
+            }
+            let was_empty = vc.queue.is_empty();
+            vc.queue.push(unit, cells);
+            out.queue_cells += cells;
+            out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
+            out.sched.enqueued(slot, was_empty, vc.weight);
+            return Ok(verdict);
         }
         if let Some(cause) = admission(out, vc, 1, f.clp) {
             out.counters.dropped.add(cause, 1);
@@ -479,12 +564,27 @@ impl Switch {
         };
         vc.counters.cells_in += n;
         vc.counters.frames_in += 1;
+        // Bound for a cell port: the cells it will be, or no cell form at all.
+        let out_cells = if vc.to_cells {
+            let Some(c) = sar::cell_form_len(header.kind, sdu.len()) else {
+                inp.counters.dropped.add(DropCause::Unconvertible, n);
+                vc.counters.dropped.add(DropCause::Unconvertible, n);
+                return Ok(Verdict::Dropped(DropCause::Unconvertible));
+            };
+            c
+        } else {
+            cells
+        };
         // A frame-mode datagram carries a VPI of 8 bits; an NNI VPI above 255 cannot
         // leave as a frame.
-        let Ok(out_vpi) = u8::try_from(vc.out_vpi) else {
-            inp.counters.dropped.add(DropCause::UnknownVc, n);
-            vc.counters.dropped.add(DropCause::UnknownVc, n);
-            return Ok(Verdict::Dropped(DropCause::UnknownVc));
+        let out_vpi = match u8::try_from(vc.out_vpi) {
+            Ok(v) => v,
+            Err(_) if vc.to_cells => 0,
+            Err(_) => {
+                inp.counters.dropped.add(DropCause::UnknownVc, n);
+                vc.counters.dropped.add(DropCause::UnknownVc, n);
+                return Ok(Verdict::Dropped(DropCause::UnknownVc));
+            }
         };
         let mut clp = header.clp;
         let mut verdict = Verdict::Queued;
@@ -504,10 +604,26 @@ impl Switch {
             .ports
             .get_mut(vc.out_port.index())
             .expect("a connection's output port exists: ports are never removed");
-        if let Some(cause) = admission(out, vc, cells, clp) {
+        if let Some(cause) = admission(out, vc, out_cells, clp) {
             out.counters.dropped.add(cause, n);
             vc.counters.dropped.add(cause, n);
             return Ok(Verdict::Dropped(cause));
+        }
+        let was_empty = vc.queue.is_empty();
+        if vc.to_cells {
+            let header = vcframe::Repr { clp, ..header };
+            let vci = vc.out_vci.unwrap_or(header.vci);
+            let (queue, sched, weight) = (&mut vc.queue, &mut out.sched, vc.weight);
+            let mut first = was_empty;
+            sar::segment(&header, &sdu, out.cfg.format, vc.out_vpi, vci, |c| {
+                queue.push(Transmit::Cell(c), 1);
+                // Each cell is a unit to the scheduler (fifo keeps one entry per unit).
+                sched.enqueued(slot, first, weight);
+                first = false;
+            });
+            out.queue_cells += out_cells;
+            out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
+            return Ok(verdict);
         }
         let header = vcframe::Repr {
             clp,
@@ -515,7 +631,6 @@ impl Switch {
             vci: vc.out_vci.unwrap_or(header.vci),
             ..header
         };
-        let was_empty = vc.queue.is_empty();
         vc.queue.push(Transmit::Frame { header, sdu }, cells);
         out.queue_cells += cells;
         out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);

@@ -15,8 +15,10 @@
 //! * [`control`]: the control plane — the network side of UNI signalling on each
 //!   port, routing by address prefix, admission, VCIs, cross-connects per call.
 //!
-//! Not here: sockets and the `natm switch` process; a cell of the cell mode is
-//! forwarded as a cell and a frame of the frame mode as a frame.
+//! Not here: sockets and the `natm switch` process. A port's [`PortUnit`] says what
+//! its line carries: a VC from a frame port to a cell port has its frames segmented
+//! into AAL5 cells, one from a cell port to a frame port has its cells reassembled
+//! into frames (`sar`); a port of [`PortUnit::Any`] sends each unit as it came.
 //!
 //! ```
 //! use natm_proto::time::Instant;
@@ -49,6 +51,7 @@ mod fabric;
 pub mod oam;
 mod port;
 mod queue;
+mod sar;
 pub mod sched;
 pub mod stats;
 pub mod table;
@@ -56,7 +59,7 @@ pub mod upc;
 
 pub use error::SwitchError;
 pub use fabric::{Switch, Verdict};
-pub use port::{PortConfig, CELL_BITS, DEFAULT_BUFFER_CELLS};
+pub use port::{PortConfig, PortUnit, CELL_BITS, DEFAULT_BUFFER_CELLS, DEFAULT_REASSEMBLY_TIMEOUT};
 pub use queue::Transmit;
 pub use sched::SchedulerKind;
 pub use stats::{Counters, DropCause, Drops, PortStats, SwitchStats, VcStats};

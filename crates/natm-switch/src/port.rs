@@ -23,6 +23,24 @@ pub const DEFAULT_BUFFER_CELLS: u32 = 4096;
 /// holds before it refuses more; they go out ahead of the VCs.
 const CONTROL_QUEUE_UNITS: usize = 1024;
 
+/// What a port's line carries, for conversion between the two UDP link modes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub enum PortUnit {
+    /// Whatever arrives: a cell leaves as a cell and a frame as a frame (no
+    /// conversion).
+    #[default]
+    Any,
+    /// Cells: frames bound here are segmented into AAL5 cells (cell mode).
+    Cells,
+    /// Frames: cells bound here are reassembled per VC into AAL5 frames (frame mode).
+    Frames,
+}
+
+/// How long a frame port waits for the rest of a frame being reassembled when the
+/// configuration does not say.
+pub const DEFAULT_REASSEMBLY_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// A port's configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PortConfig {
@@ -46,6 +64,11 @@ pub struct PortConfig {
     /// Partial packet discard: after a cell of a frame is dropped, drop the rest of it
     /// but its last cell.
     pub ppd: bool,
+    /// What the line carries: a VC bound here converts to it.
+    pub unit: PortUnit,
+    /// A frame port drops a partial frame this much older than its first cell when
+    /// the next cell of its VC arrives.
+    pub reassembly_timeout: Duration,
 }
 
 impl PortConfig {
@@ -60,6 +83,23 @@ impl PortConfig {
             clp_threshold: DEFAULT_BUFFER_CELLS / 4 * 3,
             epd_threshold: Some(DEFAULT_BUFFER_CELLS / 4 * 3),
             ppd: true,
+            unit: PortUnit::Any,
+            reassembly_timeout: DEFAULT_REASSEMBLY_TIMEOUT,
+        }
+    }
+
+    /// The same port carrying `unit`.
+    #[must_use]
+    pub const fn unit(self, unit: PortUnit) -> PortConfig {
+        PortConfig { unit, ..self }
+    }
+
+    /// The same port with reassembly timeout `t`.
+    #[must_use]
+    pub const fn reassembly_timeout(self, t: Duration) -> PortConfig {
+        PortConfig {
+            reassembly_timeout: t,
+            ..self
         }
     }
 

@@ -30,6 +30,14 @@ pub enum DropCause {
     Ppd,
     /// Still queued when its VC was disconnected.
     Flushed,
+    /// Its frame failed AAL5 reassembly for a frame port (CRC-32, Length, or more
+    /// cells than the largest SDU).
+    Reassembly,
+    /// Its frame was still incomplete at the output port's reassembly timeout.
+    ReassemblyTimeout,
+    /// It has no form on its output port (an empty frame or a malformed OAM frame
+    /// bound for cells, a non-AAL5 cell bound for frames).
+    Unconvertible,
 }
 
 /// Cells dropped, by cause.
@@ -52,6 +60,12 @@ pub struct Drops {
     pub ppd: u64,
     /// [`DropCause::Flushed`].
     pub flushed: u64,
+    /// [`DropCause::Reassembly`].
+    pub reassembly: u64,
+    /// [`DropCause::ReassemblyTimeout`].
+    pub reassembly_timeout: u64,
+    /// [`DropCause::Unconvertible`].
+    pub unconvertible: u64,
 }
 
 impl Drops {
@@ -67,6 +81,9 @@ impl Drops {
             DropCause::Epd => &mut self.epd,
             DropCause::Ppd => &mut self.ppd,
             DropCause::Flushed => &mut self.flushed,
+            DropCause::Reassembly => &mut self.reassembly,
+            DropCause::ReassemblyTimeout => &mut self.reassembly_timeout,
+            DropCause::Unconvertible => &mut self.unconvertible,
         };
         *c += cells;
     }
@@ -81,6 +98,9 @@ impl Drops {
             + self.epd
             + self.ppd
             + self.flushed
+            + self.reassembly
+            + self.reassembly_timeout
+            + self.unconvertible
     }
 }
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use natm_proto::wire::addr::{HostsFile, Prefix};
-use natm_switch::{Contract, PortConfig, SchedulerKind, Violation};
+use natm_switch::{Contract, PortConfig, PortUnit, SchedulerKind, Violation};
 use serde::Deserialize;
 
 use crate::train::MAX_TRAIN_CELLS;
@@ -268,10 +268,16 @@ impl PortSection {
                 )))
             }
         };
+        // What the line carries: a PVC from a port of the other mode converts to it.
+        let unit = match self.mode {
+            LinkMode::Cell => PortUnit::Cells,
+            LinkMode::Frame => PortUnit::Frames,
+        };
         let mut cfg = PortConfig::new(self.line_rate)
             .scheduler(kind)
             .epd(self.epd)
-            .ppd(self.ppd);
+            .ppd(self.ppd)
+            .unit(unit);
         if let Some(b) = self.buffer {
             cfg = cfg.buffer(b);
         }
@@ -363,8 +369,9 @@ impl Config {
         self.ports.iter().position(|p| p.name == name)
     }
 
-    /// Checks what serde cannot: names, ranges, and that each PVC joins two ports
-    /// of one link mode (the switch does not convert between cells and frames).
+    /// Checks what serde cannot: names, ranges, and that each PVC's ends are both VCs
+    /// or both VPs. A VC PVC may join a cell port and a frame port (the data plane
+    /// segments and reassembles); a VP PVC may not, as the data plane refuses it.
     pub fn check(&self) -> Result<(), ConfigError> {
         if self.ports.is_empty() {
             return Err(invalid("no [[port]]: a switch needs at least one"));
@@ -403,9 +410,10 @@ impl Config {
                     v.from, v.to
                 )));
             }
-            if self.ports[ia].mode != self.ports[ib].mode {
+            if a.vci.is_none() && self.ports[ia].mode != self.ports[ib].mode {
                 return Err(invalid(format!(
-                    "pvc {} -> {}: ports in different link modes (no cell/frame conversion)",
+                    "pvc {} -> {}: a VP joins ports of one link mode (cell/frame \
+                     conversion is per VC)",
                     v.from, v.to
                 )));
             }
@@ -499,9 +507,11 @@ mod tests {
     }
 
     #[test]
-    fn refuses_mixed_modes_and_unknown_ports() {
+    fn converts_mixed_modes_and_refuses_unknown_ports() {
         let mixed = TWO.replacen("mode = \"cell\"", "mode = \"frame\"", 1);
-        assert!(Config::from_toml(&mixed).is_err());
+        let cfg = Config::from_toml(&mixed).expect("a VC PVC may join a frame and a cell port");
+        assert_eq!(cfg.ports[0].port_config().unwrap().unit, PortUnit::Frames);
+        assert_eq!(cfg.ports[1].port_config().unwrap().unit, PortUnit::Cells);
         let unknown = TWO.replace("to = \"b:2.40\"", "to = \"c:2.40\"");
         assert!(Config::from_toml(&unknown).is_err());
     }

@@ -1,7 +1,7 @@
 //! `natm switch`: one switch process (issue 13). A thin mio loop ([`SwitchDaemon`])
 //! around the sans-IO data plane of `natm_switch::Switch`: each port is a UDP
 //! endpoint joined to one peer, in *cell mode* (datagrams carry trains of 53-octet
-//! cells, [`train`]) or *frame mode* (one AAL5 frame per datagram behind the VC
+//! cells, `natm_proto::wire::train`) or *frame mode* (one AAL5 frame per datagram behind the VC
 //! header of `natm_proto::wire::vcframe`). Cross-connects are permanent (PVCs and
 //! PVPs from the [`config`]); signalling through the switch is not here yet.
 
@@ -11,7 +11,8 @@ pub mod config;
 mod daemon;
 mod link;
 pub mod stat;
-pub mod train;
+/// The cell-train codec, now in `natm_proto::wire::train` (the host engine speaks it too).
+pub use natm_proto::wire::train;
 
 pub use config::{Config, ConfigError, LinkMode};
 pub use daemon::{Stop, SwitchDaemon};

@@ -27,6 +27,8 @@
 //! | `Sources` | `Engine::sources`, other descriptors the driver watches (sigd's stream) | — |
 //! | `DriverTid` | `Engine::driver_tid` | — |
 //! | `Buffers` | `Engine::buffers`, pooled receive batches | — |
+//! | `CellTx` | a cell-mode link's spare train packer (taken, not held, for a send) | — |
+//! | `CellRx` | a cell-mode link's reassembly | the port's peer (a receive) |
 //! | `MemPorts` | `MemNetwork`'s address map | `MemNextPort` |
 //! | `MemNextPort` | `MemNetwork`'s next ephemeral port | — |
 //! | `PortPeer` | a UDP or mem port's connected peer | — |
@@ -69,6 +71,8 @@ pub(crate) enum Level {
     Sources,
     DriverTid,
     Buffers,
+    CellTx,
+    CellRx,
     MemPorts,
     MemNextPort,
     PortPeer,

@@ -6,7 +6,7 @@ use std::io;
 use serde_json::{json, Value};
 
 use super::stack::{Endpoint, Entry, Pair, Stack, StackOptions};
-use natm::ulib::{Connection, Error, Host, HostConfig};
+use natm::ulib::{Connection, Error, Host, HostConfig, LinkMode};
 
 /// This file's lines of the stack registry (`perf::STACKS`).
 pub(crate) const ENTRIES: &[Entry] = &[
@@ -24,6 +24,16 @@ pub(crate) const ENTRIES: &[Entry] = &[
         name: "natm-reliable-32k",
         about: "natm reliable with 32 KiB TPDUs",
         make: reliable_32k,
+    },
+    Entry {
+        name: "natm-reliable-cell",
+        about: "natm reliable, 4 KiB TPDUs, in cell mode: AAL5 cells in trains of 32",
+        make: reliable_cell,
+    },
+    Entry {
+        name: "natm-reliable-cell-max",
+        about: "natm reliable, 4 KiB TPDUs, in cell mode with the largest trains (1,235 cells)",
+        make: reliable_cell_max,
     },
     Entry {
         name: "natm-be-busy",
@@ -47,6 +57,7 @@ struct Natm {
     qos: String,
     busy: bool,
     inline: bool,
+    link: LinkMode,
     opts: StackOptions,
 }
 
@@ -62,8 +73,48 @@ fn stack(
         qos: qos.to_string(),
         busy,
         inline,
+        link: LinkMode::Frame,
         opts: opts.clone(),
     })
+}
+
+/// A natm stack whose links are in cell mode with trains of `train` cells.
+fn cell_stack(name: &'static str, qos: &str, train: u16, o: &StackOptions) -> Box<dyn Stack> {
+    Box::new(Natm {
+        name,
+        qos: qos.to_string(),
+        busy: false,
+        inline: true,
+        link: LinkMode::Cell { train },
+        opts: o.clone(),
+    })
+}
+
+/// `natm-reliable-cell`: `natm-reliable` with both ends in cell mode (issue 13):
+/// every 4 KiB TPDU is cut into 86 AAL5 cells, sent in trains of 32 and reassembled.
+pub(crate) fn reliable_cell(
+    name: &'static str,
+    o: &StackOptions,
+) -> anyhow::Result<Box<dyn Stack>> {
+    Ok(cell_stack(
+        name,
+        "reliable",
+        natm::ulib::DEFAULT_TRAIN_CELLS,
+        o,
+    ))
+}
+
+/// `natm-reliable-cell-max`: cell mode with trains as large as a UDP datagram takes.
+pub(crate) fn reliable_cell_max(
+    name: &'static str,
+    o: &StackOptions,
+) -> anyhow::Result<Box<dyn Stack>> {
+    Ok(cell_stack(
+        name,
+        "reliable",
+        u16::try_from(natm_proto::wire::train::MAX_TRAIN_CELLS).unwrap_or(u16::MAX),
+        o,
+    ))
 }
 
 /// `natm-be`: best effort (no error or flow control).
@@ -150,6 +201,7 @@ impl Stack for Natm {
         let mut cfg = HostConfig::default();
         cfg.engine.busy_poll = self.busy;
         cfg.engine.inline_send = self.inline;
+        cfg.engine.link_mode = self.link;
         if let Some(b) = self.opts.sockbuf {
             cfg.engine.socket_rcvbuf = b;
             cfg.engine.socket_sndbuf = b;
@@ -171,6 +223,7 @@ impl Stack for Natm {
         params.insert("qos".into(), Value::String(self.qos.clone()));
         params.insert("busy_poll".into(), json!(self.busy));
         params.insert("inline_send".into(), json!(self.inline));
+        params.insert("link".into(), json!(self.link.to_string()));
         Ok(Pair {
             client: Box::new(End {
                 conn: client,

@@ -57,6 +57,11 @@ pub(crate) struct CallArgs {
     /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
     #[arg(long)]
     sigd: Option<PathBuf>,
+    /// How the UDP link carries frames: `frame` (one per datagram) or `cell[:N]`
+    /// (AAL5 cells in trains of N, default 32) [default: $NATM_LINK, else frame]. Both
+    /// ends, or the switch port each attaches to, must use the same mode.
+    #[arg(long, value_name = "cell[:N]|frame")]
+    link: Option<natm::ulib::LinkMode>,
 }
 
 const CALL_HELP: &str = "\
@@ -106,7 +111,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     };
     let load = matches!(source, Source::Load(_));
     let discard = a.discard || load;
-    let host = open_host(a.sigd)?;
+    let host = open_host(a.sigd, a.link)?;
     let t0 = Instant::now();
     let conn = host
         .connect(a.target.as_str(), &a.qos)

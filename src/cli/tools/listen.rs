@@ -51,6 +51,11 @@ pub(crate) struct ListenArgs {
     /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
     #[arg(long)]
     sigd: Option<PathBuf>,
+    /// How the UDP link carries frames: `frame` (one per datagram) or `cell[:N]`
+    /// (AAL5 cells in trains of N, default 32) [default: $NATM_LINK, else frame]. Both
+    /// ends, or the switch port each attaches to, must use the same mode.
+    #[arg(long, value_name = "cell[:N]|frame")]
+    link: Option<natm::ulib::LinkMode>,
 }
 
 const LISTEN_HELP: &str = "\
@@ -96,7 +101,7 @@ fn listen(a: ListenArgs) -> anyhow::Result<()> {
         Sink::Stdout
     };
     let data_on_stdout = matches!(sink, Sink::Stdout);
-    let host = open_host(a.sigd.clone())?;
+    let host = open_host(a.sigd.clone(), a.link)?;
     // Without --qos the listener still names one to sigd; it matters only to
     // pre-authorised listeners, which this is not.
     let bind_qos = a.qos.clone().unwrap_or_else(|| "ubr".to_owned());

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use natm::transport::PsbStats;
-use natm::ulib::{ConnStats, Error, Granted, Host, HostConfig, Release};
+use natm::ulib::{ConnStats, Error, Granted, Host, HostConfig, LinkMode, Release};
 use natm::wire::q2931::CauseValue;
 use serde::Serialize;
 
@@ -43,11 +43,20 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 /// A host whose calls go through the sigd at `sigd` (default: the library's,
 /// `$NATM_SIGD` else /run/natm/sigd.sock).
-fn open_host(sigd: Option<PathBuf>) -> anyhow::Result<Host> {
+/// `link` is how its UDP links carry frames: `--link`, else `$NATM_LINK`, else frame
+/// mode (both ends of a connection must agree).
+fn open_host(sigd: Option<PathBuf>, link: Option<LinkMode>) -> anyhow::Result<Host> {
     let mut cfg = HostConfig::default();
     if let Some(p) = sigd {
         cfg.sigd_socket = Some(p);
     }
+    cfg.engine.link_mode = match link {
+        Some(m) => m,
+        None => match std::env::var("NATM_LINK") {
+            Ok(v) => v.parse().map_err(|e| anyhow!("$NATM_LINK: {e}"))?,
+            Err(_) => LinkMode::Frame,
+        },
+    };
     Host::open(cfg).map_err(|e| anyhow!("cannot start natm's engine: {e}"))
 }
 

@@ -39,6 +39,11 @@ pub(crate) struct PingArgs {
     /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
     #[arg(long)]
     sigd: Option<PathBuf>,
+    /// How the UDP link carries frames: `frame` (one per datagram) or `cell[:N]`
+    /// (AAL5 cells in trains of N, default 32) [default: $NATM_LINK, else frame]. Both
+    /// ends, or the switch port each attaches to, must use the same mode.
+    #[arg(long, value_name = "cell[:N]|frame")]
+    link: Option<natm::ulib::LinkMode>,
 }
 
 const PING_HELP: &str = "\
@@ -86,7 +91,7 @@ fn ping(a: PingArgs) -> anyhow::Result<()> {
         Target::Atm(t) if !t.contains(':') => format!("{t}:echo"),
         _ => a.target.clone(),
     };
-    let host = open_host(a.sigd.clone())?;
+    let host = open_host(a.sigd.clone(), a.link)?;
     let t0 = Instant::now();
     let conn = host
         .connect(target.as_str(), &a.qos)

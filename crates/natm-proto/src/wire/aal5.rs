@@ -15,7 +15,7 @@ use core::iter::FusedIterator;
 use thiserror::Error;
 
 use super::cell::{CellError, HeaderRepr, Pti, CELL_LEN, HEADER_LEN, PAYLOAD_LEN};
-use super::crc::{crc32_aal5, Crc32Aal5};
+use super::crc::{crc32_aal5, hec, Crc32Aal5};
 
 /// Octets in the CPCS-PDU trailer (UU, CPI, Length, CRC-32).
 pub const TRAILER_LEN: usize = 8;
@@ -396,6 +396,18 @@ impl<'a> Segmenter<'a> {
             next: 0,
             cells: cell_count(sdu.len()),
         })
+    }
+
+    /// The same segmenter with EFCI set on every cell (congestion experienced,
+    /// I.361): a switch carrying the frame mode's `C` flag over into cells.
+    #[must_use]
+    pub fn congested(mut self) -> Segmenter<'a> {
+        for h in [&mut self.header, &mut self.last_header] {
+            // Octet 4 is VCI 3-0 | PTI | CLP; for user data the PTI's middle bit is EFCI.
+            h[3] |= 0b0100;
+            h[4] = hec(&[h[0], h[1], h[2], h[3]]);
+        }
+        self
     }
 
     /// Cells this SDU takes in all.

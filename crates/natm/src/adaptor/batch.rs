@@ -157,7 +157,8 @@ impl fmt::Debug for SendBatch {
 #[derive(Debug, Clone, Copy)]
 struct Filled<A> {
     addr: A,
-    slot: usize,
+    /// Offset of its first octet in the buffer area.
+    start: usize,
     len: usize,
     stride: usize,
 }
@@ -186,6 +187,11 @@ pub struct RecvBatch<A = std::net::SocketAddr> {
     filled: Vec<Filled<A>>,
     next_slot: usize,
     datagrams: usize,
+    /// Where the next packed datagram goes ([`RecvBatch::push_packed`]).
+    packed_end: usize,
+    /// The port read something it has not handed over whole (the cell adaptor's
+    /// partial frames, or frames left for the next call): read again.
+    more: bool,
 }
 
 impl<A: Copy> RecvBatch<A> {
@@ -198,6 +204,8 @@ impl<A: Copy> RecvBatch<A> {
             filled: Vec::with_capacity(slots),
             next_slot: 0,
             datagrams: 0,
+            packed_end: 0,
+            more: false,
         }
     }
 
@@ -231,6 +239,51 @@ impl<A: Copy> RecvBatch<A> {
         self.filled.clear();
         self.next_slot = 0;
         self.datagrams = 0;
+        self.packed_end = 0;
+        self.more = false;
+    }
+
+    /// Whether the port may hold more to read: every buffer was used, or the port
+    /// said so ([`RecvBatch::set_more`]). A batch short of that emptied the port.
+    pub fn may_have_more(&self) -> bool {
+        self.more || self.filled.len() >= self.slots()
+    }
+
+    /// Marks the batch as not the last of what the port holds.
+    pub fn set_more(&mut self) {
+        self.more = true;
+    }
+
+    /// Whether the port marked the batch with [`RecvBatch::set_more`].
+    pub fn marked_more(&self) -> bool {
+        self.more
+    }
+
+    /// Copy one datagram gathered from `parts` right after the previous packed one,
+    /// whatever the slots (the cell adaptor's reassembled frames, of any sizes, share
+    /// the area). Returns `false`, copying nothing, when it does not fit. Do not mix
+    /// with slot-wise filling in one batch.
+    pub fn push_packed(&mut self, addr: A, parts: &[&[u8]]) -> bool {
+        let len: usize = parts.iter().map(|p| p.len()).sum();
+        let start = self.packed_end;
+        if start + len > self.buf.len() {
+            return false;
+        }
+        let mut at = start;
+        for p in parts {
+            self.buf[at..at + p.len()].copy_from_slice(p);
+            at += p.len();
+        }
+        self.filled.push(Filled {
+            addr,
+            start,
+            len,
+            stride: len,
+        });
+        self.packed_end = at;
+        self.next_slot = self.slots();
+        self.datagrams += 1;
+        true
     }
 
     /// The datagrams received, in order, with their source.
@@ -266,7 +319,7 @@ impl<A: Copy> RecvBatch<A> {
     pub(crate) fn record(&mut self, addr: A, len: usize, stride: usize) -> usize {
         let f = Filled {
             addr,
-            slot: self.next_slot,
+            start: self.next_slot * self.slot_len,
             len,
             stride,
         };
@@ -306,7 +359,7 @@ impl<'a, A: Copy> Iterator for Datagrams<'a, A> {
 
     fn next(&mut self) -> Option<(A, &'a [u8])> {
         let f = self.batch.filled.get(self.filled)?;
-        let base = f.slot * self.batch.slot_len;
+        let base = f.start;
         // An empty datagram (len 0) is yielded once; stride 0 means "not coalesced".
         let step = if f.stride == 0 { f.len } else { f.stride };
         let end = (self.offset + step).min(f.len);
@@ -356,6 +409,21 @@ mod tests {
             b.check(MAX_DATAGRAM + 1),
             Err(PushError::BadLength(MAX_DATAGRAM + 1))
         );
+    }
+
+    #[test]
+    fn packed_datagrams_share_the_area() {
+        let mut b: RecvBatch<u8> = RecvBatch::new(1, 16);
+        assert!(b.push_packed(1, &[b"ab", b"c"]));
+        assert!(b.push_packed(2, &[b"defgh"]));
+        assert!(!b.push_packed(3, &[&[0; 9]]));
+        let got: Vec<(u8, &[u8])> = b.iter().collect();
+        assert_eq!(got, [(1, &b"abc"[..]), (2, &b"defgh"[..])]);
+        assert!(b.may_have_more());
+        b.clear();
+        assert!(!b.may_have_more());
+        b.set_more();
+        assert!(b.may_have_more() && b.is_empty());
     }
 
     #[test]

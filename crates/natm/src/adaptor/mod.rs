@@ -7,6 +7,10 @@
 //! "drops incomplete or incorrect frames" is the kernel's), and the VC socket does the
 //! per-VCI queueing of step 5.
 //!
+//! In *cell mode* ([`cells`]) the same port carries cell trains instead: the
+//! [`CellCodec`] segments each frame into AAL5 cells on the way out and reassembles
+//! them per VC on the way in, so the engine above still sees frames.
+//!
 //! # One socket per VC end
 //! The engine gives every simplex VC end its own connected UDP socket, so that:
 //! - the kernel demultiplexes by VC (the connected 4-tuple) and drops datagrams from
@@ -29,11 +33,13 @@
 //! GRO run of datagrams. Both are reusable: nothing is allocated per frame.
 
 pub mod batch;
+pub mod cells;
 pub mod mem;
 mod proc_net;
 pub(crate) use proc_net::UdpDrops;
 pub mod udp;
 
 pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, MAX_DATAGRAM};
+pub use cells::{CellCodec, CellStats};
 pub use mem::{MemNetwork, MemPort, MemPortStats};
 pub use udp::{PortOptions, PortStats, UdpPort};

@@ -78,21 +78,22 @@ pub(crate) struct StatsParts {
 }
 
 impl Conn {
-    /// Call `addr` directly on a socket of its own and wait up to `timeout` for both
-    /// VCs (seed 000 §5.3's handshake on each). The connection is scheduled at
-    /// `(level, weight)`; `(cookie, isn)` come from the OS's randomness.
+    /// Call `addr` directly on a socket of its own (bound at `local`, else an
+    /// ephemeral port) and wait up to `timeout` for both VCs (seed 000 §5.3's
+    /// handshake on each). The connection is scheduled at `(level, weight)`;
+    /// `(cookie, isn)` come from the OS's randomness.
     pub(crate) fn connect(
         eng: &Arc<Engine>,
-        addr: std::net::SocketAddr,
+        (local, addr): (Option<std::net::SocketAddr>, std::net::SocketAddr),
         cfg: TransportConfig,
         (level, weight): (Level, u32),
         (cookie, isn): (u32, u32),
         timeout: Duration,
     ) -> Result<Arc<Conn>, Error> {
-        let local: std::net::SocketAddr = if addr.is_ipv4() {
-            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
-        } else {
-            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        let local: std::net::SocketAddr = match local {
+            Some(l) => l,
+            None if addr.is_ipv4() => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
+            None => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
         let link = Link::bind(&eng.cfg, local).map_err(Error::Io)?;
         let now = eng.clock.now();

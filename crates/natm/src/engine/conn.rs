@@ -350,7 +350,7 @@ impl Conn {
                 Ok(_) => {
                     // A batch that did not fill every buffer emptied the socket: a
                     // datagram arriving later is a new readiness edge for the driver.
-                    let more = batch.buffers_filled() == batch.slots();
+                    let more = batch.may_have_more();
                     self.take_batch(eng, batch, touched);
                     if !more {
                         return;
@@ -453,8 +453,9 @@ impl Conn {
                 // a last empty `recvmmsg` on the latency path; anything that arrived
                 // with it raised its own readiness edge, so the driver reads it, or
                 // finds this thread holding the role and leaves it `pending` for the
-                // release below. A GRO run means a burst: read on.
-                let burst = batch.len() > 1;
+                // release below. A GRO run means a burst: read on, as does a cell
+                // link that read trains it has not handed over whole.
+                let burst = batch.len() > 1 || batch.marked_more();
                 self.take_batch(eng, batch, &mut touched);
                 if burst {
                     self.drain_into(eng, batch, &mut touched);

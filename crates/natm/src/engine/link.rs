@@ -12,7 +12,7 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use crate::adaptor::udp::GRO_SLOT_LEN;
-use crate::adaptor::{MemNetwork, MemPort, PortOptions, RecvBatch, SendBatch, UdpPort};
+use crate::adaptor::{CellCodec, MemNetwork, MemPort, PortOptions, RecvBatch, SendBatch, UdpPort};
 
 use crate::wire::vcframe;
 
@@ -44,6 +44,61 @@ pub(crate) fn vc_of(datagram: &[u8]) -> Option<u16> {
 #[derive(Debug)]
 pub(crate) struct UdpLink {
     pub(crate) port: UdpPort,
+    /// Cell mode's codec; `None` in frame mode (one frame per datagram). Boxed: a
+    /// frame-mode link pays one pointer for it.
+    cells: Option<Box<CellCodec>>,
+}
+
+/// How a UDP link carries frames (issue 13). Both ends of a link must use the same
+/// mode: a frame-mode datagram is not a cell train and the other way round, so a
+/// mismatched end drops what it receives as malformed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum LinkMode {
+    /// One AAL5 frame per datagram behind the 4-octet VC header (`wire::vcframe`).
+    #[default]
+    Frame,
+    /// AAL5 cells, several per datagram: each frame is segmented into 53-octet cells
+    /// sent in trains of at most `train` cells (`wire::train`), and cells received
+    /// are reassembled per VC (`wire::sar`, HEC checked and corrected).
+    Cell {
+        /// Most cells per train (1..=1,235).
+        train: u16,
+    },
+}
+
+/// Cells per train when `cell` is given without a number: a 4 KiB TPDU's 86 cells
+/// fit three trains, and a train is well under a 9,000-octet MTU.
+pub const DEFAULT_TRAIN_CELLS: u16 = 32;
+
+impl std::fmt::Display for LinkMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LinkMode::Frame => f.write_str("frame"),
+            LinkMode::Cell { train } => write!(f, "cell:{train}"),
+        }
+    }
+}
+
+impl std::str::FromStr for LinkMode {
+    type Err = String;
+
+    /// `frame`, `cell` (trains of [`DEFAULT_TRAIN_CELLS`]) or `cell:N`.
+    fn from_str(s: &str) -> Result<LinkMode, String> {
+        let max = natm_proto::wire::train::MAX_TRAIN_CELLS;
+        match s.split_once(':') {
+            None if s == "frame" => Ok(LinkMode::Frame),
+            None if s == "cell" => Ok(LinkMode::Cell {
+                train: DEFAULT_TRAIN_CELLS,
+            }),
+            Some(("cell", n)) => match n.parse::<u16>() {
+                Ok(train) if (1..=max).contains(&usize::from(train)) => {
+                    Ok(LinkMode::Cell { train })
+                }
+                _ => Err(format!("cell:{n}: a train is 1..={max} cells")),
+            },
+            _ => Err(format!("link mode {s:?}: frame, cell or cell:N")),
+        }
+    }
 }
 
 /// How long a blocked application read waits before it looks at the VC again (an
@@ -64,7 +119,19 @@ pub(crate) const RECV_SLOTS: usize = 1;
 const SEND_WAIT: Duration = Duration::from_millis(200);
 
 impl UdpLink {
-    pub(crate) fn bind(addr: SocketAddr, rcvbuf: usize, sndbuf: usize) -> io::Result<UdpLink> {
+    pub(crate) fn bind(
+        addr: SocketAddr,
+        rcvbuf: usize,
+        sndbuf: usize,
+        mode: LinkMode,
+    ) -> io::Result<UdpLink> {
+        let cells = match mode {
+            LinkMode::Frame => None,
+            LinkMode::Cell { train } => Some(Box::new(
+                CellCodec::new(usize::from(train))
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+            )),
+        };
         // quinn-udp turns GRO on, and with it IP_PMTUDISC_PROBE, which makes the kernel
         // refuse datagrams over the interface MTU (4 KiB TPDUs over 1500-octet
         // Ethernet). Put path-MTU discovery back to what a fresh socket has, so that
@@ -83,7 +150,7 @@ impl UdpLink {
         let _ = port.set_recv_buffer(rcvbuf);
         let _ = port.set_send_buffer(sndbuf);
         port.set_read_timeout(Some(READ_SLICE))?;
-        Ok(UdpLink { port })
+        Ok(UdpLink { port, cells })
     }
 
     pub(crate) fn connect(&self, peer: SocketAddr) -> io::Result<()> {
@@ -111,13 +178,28 @@ impl UdpLink {
         batch: &SendBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
+        if let Some(cells) = &self.cells {
+            return cells.send(batch, |bytes, seg, n| self.send_run(bytes, seg, n, to));
+        }
         let Some(seg) = batch.segment_size() else {
             return Ok(0);
         };
-        let bytes = batch.as_bytes();
+        self.send_run(batch.as_bytes(), seg, batch.len(), to)
+    }
+
+    /// Send `count` datagrams of `seg` octets (the last may be shorter) laid back to
+    /// back in `bytes`; returns how many went out.
+    #[inline]
+    fn send_run(
+        &self,
+        bytes: &[u8],
+        seg: usize,
+        count: usize,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
         let mut sent = 0;
         let mut waited = false;
-        while sent < batch.len() {
+        while sent < count {
             match self.port.send(to, &bytes[sent * seg..], seg) {
                 Ok(n) if n > 0 => {
                     sent += n;
@@ -142,15 +224,34 @@ impl UdpLink {
     /// Wait up to the read slice ([`READ_SLICE`], the socket's receive timeout) for a
     /// datagram or GRO run and receive it into `batch`; `WouldBlock` if none came.
     pub(crate) fn recv_wait(&self, batch: &mut RecvBatch) -> io::Result<usize> {
-        self.port.recv(batch)
+        match &self.cells {
+            None => self.port.recv(batch),
+            Some(cells) => cells.recv(batch, |scratch| self.port.recv(scratch)),
+        }
     }
 
     /// Receive what is queued now into `batch`; `WouldBlock` if nothing is.
     pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
-        if !self.wait(PollFlags::IN, Duration::ZERO)? {
-            return Err(io::ErrorKind::WouldBlock.into());
+        match &self.cells {
+            None => {
+                if !self.wait(PollFlags::IN, Duration::ZERO)? {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                self.port.recv(batch)
+            }
+            // Frames completed by the last call come first, without a poll.
+            Some(cells) => cells.recv(batch, |scratch| {
+                if !self.wait(PollFlags::IN, Duration::ZERO)? {
+                    return Err(io::ErrorKind::WouldBlock.into());
+                }
+                self.port.recv(scratch)
+            }),
         }
-        self.port.recv(batch)
+    }
+
+    /// The cell mode's counters, if the link is in cell mode.
+    pub(crate) fn cell_stats(&self) -> Option<crate::adaptor::CellStats> {
+        self.cells.as_deref().map(CellCodec::stats)
     }
 
     /// Whether the socket became ready for `flags` within `timeout`.
@@ -181,6 +282,10 @@ pub enum Network {
 }
 
 /// One port of the engine on whichever adaptor the host uses.
+// A link lives once per connection (in its `Arc<Conn>`) or in a host's spare slot, so
+// the UDP variant's size costs nothing; boxing it would cost a pointer chase on every
+// send and receive.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Link {
     Udp(UdpLink),
@@ -193,7 +298,8 @@ impl Link {
     pub(crate) fn bind(cfg: &super::EngineConfig, addr: SocketAddr) -> io::Result<Link> {
         match &cfg.network {
             Network::Udp => {
-                UdpLink::bind(addr, cfg.socket_rcvbuf, cfg.socket_sndbuf).map(Link::Udp)
+                UdpLink::bind(addr, cfg.socket_rcvbuf, cfg.socket_sndbuf, cfg.link_mode)
+                    .map(Link::Udp)
             }
             Network::Mem(m) => m.bind(addr, cfg.socket_rcvbuf).map(Link::Mem),
         }
@@ -257,6 +363,14 @@ impl Link {
         match self {
             Link::Udp(l) => l.recv_now(batch),
             Link::Mem(m) => m.recv_now(batch),
+        }
+    }
+
+    /// The cell mode's counters; `None` in frame mode and on mem links.
+    pub(crate) fn cell_stats(&self) -> Option<crate::adaptor::CellStats> {
+        match self {
+            Link::Udp(l) => l.cell_stats(),
+            Link::Mem(_) => None,
         }
     }
 

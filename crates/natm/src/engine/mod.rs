@@ -23,8 +23,8 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 pub(crate) use conn::{Conn, OnGone, Which};
-pub use link::Network;
 pub(crate) use link::{Link, UdpLink};
+pub use link::{LinkMode, Network, DEFAULT_TRAIN_CELLS};
 pub(crate) use listener::ListenerShared;
 
 use crate::adaptor::RecvBatch;
@@ -89,6 +89,10 @@ pub struct EngineConfig {
     /// machine has (receive livelock on one CPU); [`pin_current_thread`] pins an
     /// application thread the same way.
     pub driver_cpus: Option<Vec<usize>>,
+    /// How UDP links carry frames: one per datagram (`Frame`, the default) or as AAL5
+    /// cells in trains (`Cell`). Both ends of a connection must agree; the mem
+    /// adaptor always carries frames.
+    pub link_mode: LinkMode,
 }
 
 /// Pin the calling thread to `cpus` (Linux `sched_setaffinity`). `InvalidInput` for an
@@ -132,6 +136,7 @@ impl Default for EngineConfig {
             network: Network::Udp,
             driver_nice: Some(-10),
             driver_cpus: None,
+            link_mode: LinkMode::Frame,
         }
     }
 }

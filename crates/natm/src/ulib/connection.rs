@@ -416,6 +416,9 @@ pub struct ConnStats {
     pub send_queued: u64,
     /// Bytes held on the receiving VC: out of order, or not yet read.
     pub recv_queued: u64,
+    /// The cell mode's counters (trains, cells, HEC corrections, reassembly drops,
+    /// datagrams that were not trains); `None` in frame mode.
+    pub cells: Option<crate::adaptor::CellStats>,
 }
 
 /// Why sigd ended a call: the UNI cause and sigd's sentence.
@@ -448,6 +451,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         },
         send_queued: p.send_queued,
         recv_queued: p.recv_queued,
+        cells: conn.link.cell_stats(),
     }
 }
 
@@ -507,13 +511,13 @@ impl Connection {
 
     pub(super) fn connect(
         eng: Arc<Engine>,
-        addr: SocketAddr,
+        (local, addr): (Option<SocketAddr>, SocketAddr),
         r: Resolved,
         timeout: Duration,
     ) -> Result<Connection, Error> {
         let conn = Conn::connect(
             &eng,
-            addr,
+            (local, addr),
             r.cfg,
             (r.level, r.weight),
             (random_cookie(), random_cookie()),

@@ -48,7 +48,9 @@ use crate::transport::TransportConfig;
 use crate::wire::qos::{Qos, Service};
 
 pub use crate::adaptor::MemNetwork;
-pub use crate::engine::{current_cpus, pin_current_thread, Network, Watermarks};
+pub use crate::engine::{
+    current_cpus, pin_current_thread, LinkMode, Network, Watermarks, DEFAULT_TRAIN_CELLS,
+};
 
 /// How a host runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -280,9 +282,30 @@ impl Host {
     pub fn connect(&self, addr: impl IntoTarget, qos: &str) -> Result<Connection, Error> {
         let r = self.resolve_qos(qos)?;
         match addr.into_target() {
-            Target::Ip(a) => Connection::connect(self.eng.clone(), a, r, self.cfg.connect_timeout),
+            Target::Ip(a) => {
+                Connection::connect(self.eng.clone(), (None, a), r, self.cfg.connect_timeout)
+            }
             Target::Atm(called) => self.connect_signalled(&called, qos),
         }
+    }
+
+    /// Connect directly to `addr` from the local UDP address `local`, as
+    /// [`Host::connect`] does from an ephemeral one: for a path whose far end
+    /// admits only a known address, e.g. a `natm switch` port whose `peer` is this
+    /// host's end of the link.
+    pub fn connect_from(
+        &self,
+        local: SocketAddr,
+        addr: SocketAddr,
+        qos: &str,
+    ) -> Result<Connection, Error> {
+        let r = self.resolve_qos(qos)?;
+        Connection::connect(
+            self.eng.clone(),
+            (Some(local), addr),
+            r,
+            self.cfg.connect_timeout,
+        )
     }
 
     /// The data socket for a call through sigd: the one opened ahead if there is one.

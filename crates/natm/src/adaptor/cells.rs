@@ -1,0 +1,274 @@
+//! The cell adaptor: a UDP port in *cell mode* (issue 13), beside the frame mode of
+//! [`super::udp`].
+//!
+//! The engine above still hands over and takes whole frames (the VC header of
+//! `wire::vcframe` and a TPDU); this codec sits between it and the socket. Sending,
+//! each frame is cut into the 53-octet cells of its AAL5 CPCS-PDU (I.363.5) and the
+//! cells are packed into cell trains of at most N cells (`wire::train`: every train
+//! but the last full, so one UDP GSO send carries them). Receiving, every train's
+//! cells go through the I.432.1 header check (single-bit errors corrected) and per-VC
+//! reassembly (`wire::sar`: CRC-32 and Length checked, bounded memory), and each
+//! frame completed is laid out as a frame-mode datagram for the engine.
+//!
+//! Only data and signalling frames have a cell form; OAM probes are refused
+//! (counted in [`CellStats::unsendable`]). A datagram that is not a cell train — a
+//! frame-mode peer, since both ends of a link must use the same mode — is counted in
+//! [`CellStats::malformed`] and dropped.
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use natm_proto::wire::cell::{HeaderFormat, CELL_LEN};
+use natm_proto::wire::sar::{CellReassembly, ReassemblyLimits, SarCounters, SarError};
+use natm_proto::wire::train::{self, TrainPacker};
+use natm_proto::wire::vcframe;
+
+use super::batch::{RecvBatch, SendBatch};
+use super::udp::GRO_SLOT_LEN;
+use crate::sync::{Level, OrderedMutex};
+
+/// Frames reassembled but not yet handed over, past which more are dropped (a
+/// receive call's batch is full and the caller has not come back).
+const MAX_PENDING: usize = 256;
+
+/// What a cell link did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CellStats {
+    /// Cell trains received.
+    pub trains_in: u64,
+    /// Datagrams that were not cell trains (e.g. from a frame-mode peer).
+    pub malformed: u64,
+    /// Frames that have no cell form (OAM probes, empty or unreadable frames).
+    pub unsendable: u64,
+    /// Frames dropped because the caller left too many waiting.
+    pub pending_dropped: u64,
+    /// The reassembly's counters: cells, frames, HEC, bad frames, timeouts.
+    pub sar: SarCounters,
+}
+
+#[derive(Debug)]
+struct Rx {
+    scratch: RecvBatch,
+    reassembly: CellReassembly<SocketAddr>,
+    pending: VecDeque<(SocketAddr, Vec<u8>)>,
+    trains_in: u64,
+    malformed: u64,
+    pending_dropped: u64,
+}
+
+/// The cell mode's codec for one port: a train packer for sends, a reassembly for
+/// receives.
+#[derive(Debug)]
+pub struct CellCodec {
+    /// An empty packer of this link's train size, cloned when no spare is free.
+    template: TrainPacker,
+    /// A packer to reuse: a send takes it and puts it back, so that concurrent
+    /// senders (a connection's data and its ACKs) never wait for each other.
+    spare: OrderedMutex<Option<TrainPacker>>,
+    unsendable: AtomicU64,
+    rx: OrderedMutex<Rx>,
+}
+
+/// Time on the process's monotonic clock since its first use, for the reassembly
+/// timeout.
+fn now() -> Duration {
+    static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+    EPOCH.get_or_init(std::time::Instant::now).elapsed()
+}
+
+impl CellCodec {
+    /// A codec sending trains of at most `train` cells (1..=1,235).
+    pub fn new(train: usize) -> Result<CellCodec, SarError> {
+        Ok(CellCodec {
+            template: TrainPacker::new(train)?,
+            spare: OrderedMutex::new(Level::CellTx, None),
+            unsendable: AtomicU64::new(0),
+            rx: OrderedMutex::new(
+                Level::CellRx,
+                Rx {
+                    scratch: RecvBatch::new(1, GRO_SLOT_LEN),
+                    reassembly: CellReassembly::new(HeaderFormat::Uni, ReassemblyLimits::default()),
+                    pending: VecDeque::new(),
+                    trains_in: 0,
+                    malformed: 0,
+                    pending_dropped: 0,
+                },
+            ),
+        })
+    }
+
+    /// Cuts every frame of `batch` into cells, packs them into trains and hands the
+    /// trains to `send` (the bytes and the train size, as `UdpPort::send` takes them;
+    /// it returns the trains sent). Returns the frames sent: all of them if every
+    /// train went, else the share that did.
+    pub fn send(
+        &self,
+        batch: &SendBatch,
+        send: impl FnOnce(&[u8], usize, usize) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let taken = self.spare.lock().take();
+        let mut packer = taken.unwrap_or_else(|| self.template.clone());
+        packer.clear();
+        for frame in batch.frames() {
+            let packed = vcframe::Repr::parse_bytes(frame)
+                .map_err(|_| ())
+                .and_then(|(h, sdu)| packer.push_frame(&h, sdu).map_err(|_| ()));
+            if packed.is_err() {
+                self.unsendable.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let trains = packer.trains();
+        let sent = if packer.is_empty() {
+            Ok(0)
+        } else {
+            send(packer.as_bytes(), packer.train_len(), trains)
+        };
+        *self.spare.lock() = Some(packer);
+        let sent = sent?;
+        Ok(if sent >= trains {
+            batch.len()
+        } else {
+            batch.len() * sent / trains
+        })
+    }
+
+    /// Fills `batch` (cleared first) with the frames the link has completed: those
+    /// left from the last call first, else what `read` (the port's receive into the
+    /// scratch batch) brings. Errors are `read`'s. The batch is marked
+    /// ([`RecvBatch::set_more`]) whenever the port may hold more: cells of a frame
+    /// not yet complete are often still in the socket.
+    pub fn recv(
+        &self,
+        batch: &mut RecvBatch,
+        read: impl FnOnce(&mut RecvBatch) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        batch.clear();
+        let mut rx = self.rx.lock();
+        let Rx {
+            scratch,
+            reassembly,
+            pending,
+            trains_in,
+            malformed,
+            pending_dropped,
+        } = &mut *rx;
+        while let Some((from, frame)) = pending.front() {
+            if !batch.push_packed(*from, &[frame]) {
+                if !batch.is_empty() {
+                    break;
+                }
+                // Larger than a whole batch: it can never be handed over.
+                *pending_dropped += 1;
+            }
+            pending.pop_front();
+        }
+        if !batch.is_empty() {
+            batch.set_more();
+            return Ok(batch.len());
+        }
+        read(scratch)?;
+        batch.set_more();
+        let now = now();
+        for (from, datagram) in scratch.iter() {
+            let Ok(cells) = train::parse(datagram) else {
+                *malformed += 1;
+                continue;
+            };
+            *trains_in += 1;
+            for c in cells {
+                let Ok(mut cell) = <[u8; CELL_LEN]>::try_from(c) else {
+                    continue;
+                };
+                // Errors are counted by the reassembly; the frame is gone.
+                let Ok(Some(f)) = reassembly.push(now, from, &mut cell) else {
+                    continue;
+                };
+                let Some(h) = f.vc_header() else { continue };
+                let h = h.to_bytes();
+                if !batch.push_packed(from, &[&h, f.sdu]) {
+                    if pending.len() < MAX_PENDING {
+                        pending.push_back((from, [&h[..], f.sdu].concat()));
+                    } else {
+                        *pending_dropped += 1;
+                    }
+                }
+            }
+        }
+        Ok(batch.len())
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> CellStats {
+        let unsendable = self.unsendable.load(Ordering::Relaxed);
+        let rx = self.rx.lock();
+        CellStats {
+            trains_in: rx.trains_in,
+            malformed: rx.malformed,
+            unsendable,
+            pending_dropped: rx.pending_dropped,
+            sar: rx.reassembly.counters(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_go_through_trains_and_back() {
+        let codec = CellCodec::new(4).unwrap();
+        let mut batch = SendBatch::new();
+        let tpdu = vec![7u8; 500];
+        for vci in [40u16, 41] {
+            let h = vcframe::Repr::data(0, vci).to_bytes();
+            batch.push(&[&h, &tpdu]).unwrap();
+        }
+        let mut wire: Vec<(Vec<u8>, usize)> = Vec::new();
+        let sent = codec
+            .send(&batch, |bytes, seg, trains| {
+                wire.push((bytes.to_vec(), seg));
+                Ok(trains)
+            })
+            .unwrap();
+        assert_eq!(sent, 2);
+        // 500 octets take 11 cells; 22 cells in trains of 4: 6 datagrams.
+        let (bytes, seg) = &wire[0];
+        assert_eq!(*seg, train::train_len(4));
+        assert_eq!(bytes.chunks(*seg).count(), 6);
+
+        let from: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let mut out = RecvBatch::new(1, GRO_SLOT_LEN);
+        codec
+            .recv(&mut out, |scratch| {
+                scratch.clear();
+                for t in bytes.chunks(*seg) {
+                    assert!(scratch.push_packed(from, &[t]));
+                }
+                Ok(scratch.len())
+            })
+            .unwrap();
+        let frames: Vec<&[u8]> = out.iter().map(|(_, d)| d).collect();
+        assert_eq!(frames.len(), 2);
+        for (f, vci) in frames.iter().zip([40u16, 41]) {
+            let (h, sdu) = vcframe::Repr::parse_bytes(f).unwrap();
+            assert_eq!((h.vci, sdu), (vci, &tpdu[..]));
+        }
+        assert!(out.marked_more());
+        // A frame-mode datagram is not a train: counted, dropped.
+        codec
+            .recv(&mut out, |scratch| {
+                scratch.clear();
+                scratch.push(from, &vcframe::Repr::data(0, 40).to_bytes());
+                Ok(1)
+            })
+            .unwrap();
+        assert!(out.is_empty());
+        let s = codec.stats();
+        assert_eq!((s.trains_in, s.malformed, s.sar.frames), (6, 1, 2));
+    }
+}
