@@ -86,6 +86,8 @@ struct Net {
     s1: SwitchProc,
     s2: SwitchProc,
     h: [Sigd; 3],
+    /// S1's end of the trunk.
+    trunk: SocketAddr,
 }
 
 fn port(name: &str, bind: SocketAddr, peer: SocketAddr, role: &str) -> String {
@@ -153,7 +155,12 @@ fn net_with(h3_mode: &str) -> Net {
         .concat(),
     );
     let h = [host(1, h1, s1h1), host(2, h2, s1h2), host(3, h3, s2h3)];
-    let n = Net { s1, s2, h };
+    let n = Net {
+        s1,
+        s2,
+        h,
+        trunk: s1t,
+    };
     // Every signalling link up: each sigd's to its switch, and the trunk.
     let until = Instant::now() + Duration::from_secs(20);
     loop {
@@ -181,7 +188,17 @@ fn net_with(h3_mode: &str) -> Net {
 
 /// Calls `to:SAP` from `from`, echoes 20 messages through it, closes.
 fn echo_call(from: &Sigd, to: &Sigd, to_addr: &str, qos: &str, diag: &dyn Fn() -> String) {
-    let hb = to.host();
+    echo_hosts(from.host(), to.host(), to_addr, qos, diag);
+}
+
+/// [`echo_call`] between two application hosts.
+fn echo_hosts(
+    ha: natm::ulib::Host,
+    hb: natm::ulib::Host,
+    to_addr: &str,
+    qos: &str,
+    diag: &dyn Fn() -> String,
+) {
     let l = hb.bind("echo", qos).unwrap();
     let q = qos.to_owned();
     let t = std::thread::spawn(move || {
@@ -196,7 +213,6 @@ fn echo_call(from: &Sigd, to: &Sigd, to_addr: &str, qos: &str, diag: &dyn Fn() -
             }
         }
     });
-    let ha = from.host();
     let c = ha
         .connect(format!("{to_addr}:echo").as_str(), qos)
         .unwrap_or_else(|e| panic!("{to_addr} ({qos}): {e}"));
@@ -444,4 +460,74 @@ fn a_cell_mode_host_calls_through_a_cell_trunk_and_a_frame_host_answers() {
         assert!(Instant::now() < until, "{st}\n{st1}");
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+#[test]
+fn a_capture_of_the_trunk_shows_the_calls_signalling_and_cells_decoded() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: natm capture needs root for a raw packet socket");
+        return;
+    }
+    assert!(
+        Command::new("tshark").arg("--version").output().is_ok(),
+        "tshark is not installed: scripts/test.sh installs it"
+    );
+    let n = net_with("cell");
+    let pcap = n.s1.dir.join("trunk.pcap");
+    let cap = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["capture", "-i", "lo", "--seconds", "4", "--port"])
+        .arg(n.trunk.port().to_string())
+        .arg("-w")
+        .arg(&pcap)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let diag = || String::new();
+    echo_hosts(
+        app(&n.h[0], "frame"),
+        app(&n.h[2], "cell"),
+        "+4420003",
+        "reliable",
+        &diag,
+    );
+    let out = cap.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = |args: &[&str]| {
+        let o = Command::new("tshark")
+            .arg("-r")
+            .arg(&pcap)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let list = run(&[]);
+    // The switches' SETUP/CONNECT/RELEASE on the trunk, and the call's cells,
+    // reassembled into AAL5 frames on the trunk's VCIs.
+    for m in ["SETUP", "CONNECT", "RELEASE"] {
+        assert!(list.contains(m), "no {m} in:\n{list}");
+    }
+    let phs = run(&["-q", "-z", "io,phs"]);
+    eprintln!("{phs}");
+    assert!(phs.contains("q2931") && phs.contains("sscop"), "{phs}");
+    let data = run(&[
+        "-Y",
+        "atm.vci != 5 && atm.vci >= 32",
+        "-T",
+        "fields",
+        "-e",
+        "atm.vci",
+    ]);
+    assert!(
+        data.lines().count() > 20,
+        "the call's frames:\n{data}\n{list}"
+    );
+    assert_eq!(run(&["-V"]).matches("Malformed").count(), 0, "{list}");
 }
