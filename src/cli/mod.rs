@@ -4,14 +4,17 @@
 pub(crate) mod aal5;
 pub(crate) mod cell;
 pub(crate) mod demo;
+pub(crate) mod loopnet;
 pub(crate) mod perf;
 pub(crate) mod plot;
 pub(crate) mod qos;
 pub(crate) mod sigd;
 pub(crate) mod sim;
 pub(crate) mod switch;
+pub(crate) mod switch_demo;
 pub(crate) mod table;
 pub(crate) mod tools;
+pub(crate) mod traffic;
 pub(crate) mod units;
 
 /// `println!` for command output: a closed pipe (`natm sim | head`) ends the program
