@@ -162,6 +162,8 @@ pub(crate) struct VcResult {
     pub(crate) goodput_min_bps: f64,
     pub(crate) label: String,
     pub(crate) qos: String,
+    /// TPDUs the sender retransmitted, median over runs.
+    pub(crate) retransmissions: f64,
     /// Goodput over its reference: the fair share (rr, fifo) or the reservation (wrr's
     /// guaranteed VC); `None` for best effort.
     pub(crate) ratio: Option<f64>,
@@ -435,6 +437,10 @@ fn summarize(a: &NetworkArgs, case: Case, runs: Vec<Vec<VcRun>>) -> CaseResult {
                 })
                 .collect();
             let (goodput_bps, goodput_min_bps, goodput_max_bps) = spread(&g);
+            let retx: Vec<f64> = runs
+                .iter()
+                .filter_map(|r| Some(r.get(i)?.retransmissions as f64))
+                .collect();
             VcResult {
                 flow: flow_of(qos),
                 from: from.clone(),
@@ -443,6 +449,7 @@ fn summarize(a: &NetworkArgs, case: Case, runs: Vec<Vec<VcRun>>) -> CaseResult {
                 goodput_min_bps,
                 label: label.clone(),
                 qos: qos.clone(),
+                retransmissions: median(&retx).unwrap_or(f64::NAN),
                 ratio: median(&ratios),
             }
         })
@@ -540,7 +547,16 @@ impl Experiment for NetworkArgs {
         );
         for c in &r.cases {
             let mut t = table::new(
-                ["VC", "from", "QoS", "flow", "Mbit/s", "[min–max]", "× ref"],
+                [
+                    "VC",
+                    "from",
+                    "QoS",
+                    "flow",
+                    "Mbit/s",
+                    "[min–max]",
+                    "× ref",
+                    "retx",
+                ],
                 4,
             );
             for v in &c.vcs {
@@ -552,6 +568,7 @@ impl Experiment for NetworkArgs {
                     mbps(v.goodput_bps),
                     format!("{}–{}", mbps(v.goodput_min_bps), mbps(v.goodput_max_bps)),
                     v.ratio.map_or("-".into(), |x| format!("{x:.3}")),
+                    format!("{:.0}", v.retransmissions),
                 ]);
             }
             let head = match c.case {
