@@ -57,7 +57,8 @@ pub(crate) struct NetworkArgs {
     /// Runs of each case (cases interleaved); the table gives medians and ranges.
     #[arg(long, default_value_t = 1)]
     runs: usize,
-    /// Cases, comma-separated: rr, fifo, wrr.
+    /// Cases, comma-separated: rr, fifo, wrr, and rr-window (the window through the
+    /// rr port, a reference for packet-pair).
     #[arg(long, value_delimiter = ',', default_value = "rr,fifo,wrr")]
     cases: Vec<Case>,
     /// Peak cell rate reserved by the guaranteed VC of the wrr case (payload bits).
@@ -73,12 +74,15 @@ pub(crate) struct NetworkArgs {
 
 /// A bottleneck scheduler and the traffic through it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub(crate) enum Case {
     /// Reliable VCs, packet-pair, round-robin port.
     Rr,
     /// Reliable VCs, dynamic window, FIFO port.
     Fifo,
+    /// Reliable VCs, dynamic window, round-robin port: the `rr` case's flow control
+    /// swapped, to tell what the port does from what packet-pair does.
+    RrWindow,
     /// A guaranteed VC and best-effort floods, weighted round-robin port.
     Wrr,
 }
@@ -86,9 +90,16 @@ pub(crate) enum Case {
 impl Case {
     fn scheduler(self) -> &'static str {
         match self {
-            Case::Rr => "rr",
+            Case::Rr | Case::RrWindow => "rr",
             Case::Fifo => "fifo",
             Case::Wrr => "wrr",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Case::RrWindow => "rr-window",
+            other => other.scheduler(),
         }
     }
 
@@ -97,6 +108,7 @@ impl Case {
         match self {
             Case::Rr => "max deviation from the fair share ≤ 5 %",
             Case::Fifo => "max deviation from the fair share ≤ 20 %",
+            Case::RrWindow => "none (a reference for rr)",
             Case::Wrr => "guaranteed delivered within 1 % of its reservation",
         }
     }
@@ -357,7 +369,7 @@ fn reliable_qos(case: Case) -> &'static str {
 /// One run of one case: the VCs' runs (for wrr, the guaranteed VC alone first).
 fn run_case(a: &NetworkArgs, case: Case, pb: &ProgressBar) -> anyhow::Result<Vec<VcRun>> {
     match case {
-        Case::Rr | Case::Fifo => run_vcs(
+        Case::Rr | Case::Fifo | Case::RrWindow => run_vcs(
             a,
             case.scheduler(),
             &reliable_vcs(reliable_qos(case), a.size as usize),
@@ -380,7 +392,7 @@ fn flow_of(qos: &str) -> String {
 /// The headline of one run and each VC's reference.
 fn references(a: &NetworkArgs, case: Case, run: &[VcRun]) -> (f64, Vec<Option<f64>>) {
     match case {
-        Case::Rr | Case::Fifo => {
+        Case::Rr | Case::Fifo | Case::RrWindow => {
             let fair = run.iter().map(|v| v.goodput_bps).sum::<f64>() / run.len().max(1) as f64;
             let dev = run
                 .iter()
@@ -409,7 +421,7 @@ fn spread(values: &[f64]) -> (f64, f64, f64) {
 
 fn summarize(a: &NetworkArgs, case: Case, runs: Vec<Vec<VcRun>>) -> CaseResult {
     let specs: Vec<(String, String, String)> = match case {
-        Case::Rr | Case::Fifo => reliable_vcs(reliable_qos(case), 0),
+        Case::Rr | Case::Fifo | Case::RrWindow => reliable_vcs(reliable_qos(case), 0),
         Case::Wrr => {
             let mut v = wrr_vcs(a, false);
             v.extend(wrr_vcs(a, true));
@@ -498,8 +510,7 @@ fn measure(a: &NetworkArgs, pb: &ProgressBar) -> anyhow::Result<NetworkResult> {
     let mut per_case: Vec<Vec<Vec<VcRun>>> = vec![Vec::new(); a.cases.len()];
     for _ in 0..a.runs {
         for (i, &case) in a.cases.iter().enumerate() {
-            let run =
-                run_case(a, case, pb).with_context(|| format!("case {}", case.scheduler()))?;
+            let run = run_case(a, case, pb).with_context(|| format!("case {}", case.name()))?;
             per_case[i].push(run);
         }
     }
@@ -572,7 +583,7 @@ impl Experiment for NetworkArgs {
                 ]);
             }
             let head = match c.case {
-                Case::Rr | Case::Fifo => format!(
+                Case::Rr | Case::Fifo | Case::RrWindow => format!(
                     "max deviation from the fair share {:.1} % [{:.1}–{:.1}]",
                     c.headline * 100.0,
                     c.headline_min * 100.0,
@@ -584,11 +595,12 @@ impl Experiment for NetworkArgs {
                 ),
             };
             out.push_str(&format!(
-                "{} port ({}; × ref: fair share, or reservation)\n{}{head}; the loaded VCs use {:.1} % of the line's payload rate\nGoal: {}\n\n",
+                "{}: {} port ({}; × ref: fair share, or reservation)\n{}{head}; the loaded VCs use {:.1} % of the line's payload rate\nGoal: {}\n\n",
+                c.case.name(),
                 c.scheduler,
                 match c.case {
                     Case::Rr => "three reliable VCs, packet-pair",
-                    Case::Fifo => "three reliable VCs, dynamic window",
+                    Case::Fifo | Case::RrWindow => "three reliable VCs, dynamic window",
                     Case::Wrr => "a guaranteed VC alone, then beside two best-effort floods",
                 },
                 table::render(&t),
@@ -611,7 +623,7 @@ impl Experiment for NetworkArgs {
             .flat_map(|c| {
                 c.vcs.iter().map(|v| {
                     (
-                        format!("{}: {}", c.scheduler, v.label),
+                        format!("{}: {}", c.case.name(), v.label),
                         vec![v.goodput_bps / 1e6],
                     )
                 })
