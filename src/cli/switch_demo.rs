@@ -81,10 +81,13 @@ pub(crate) fn run(time: Duration, guaranteed: u64) -> CliResult {
             .map_or(text, |q| q.to_string())
     };
     let vcs = [
+        // The dynamic window, ulib's default: through `natm switch` it is fairer and
+        // retransmits far less than packet-pair (docs/PERFORMANCE.md, "Through the
+        // switch processes").
         Vc {
             class: "reliable",
             from: 0,
-            qos: "reliable:flow=packet-pair".into(),
+            qos: "reliable".into(),
             offered: None,
         },
         Vc {
