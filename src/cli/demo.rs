@@ -3,7 +3,8 @@
 //! guaranteed, a reliable and a best-effort connection at once; each VC gets its own
 //! QoS, error control, flow control and scheduler priority. A live table shows each
 //! VC's delivered rate, RTT and losses, then a summary. `--sim` runs the same three
-//! services through the simulator's round-robin bottleneck instead.
+//! services through the simulator's round-robin bottleneck instead, `--switch` through
+//! a real `natm switch` process (`switch_demo`).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -22,9 +23,9 @@ pub(crate) struct DemoArgs {
     /// Rate reserved by the guaranteed VC.
     #[arg(long, default_value = "20Mbps", value_parser = units::rate)]
     guaranteed: u64,
-    /// How long to run.
-    #[arg(long, default_value = "4s", value_parser = units::duration)]
-    time: Duration,
+    /// How long to run [default: 4 s, 10 s with --switch].
+    #[arg(long, visible_alias = "seconds", value_parser = units::duration)]
+    time: Option<Duration>,
     /// Run on the deterministic simulator (100 Mbit/s round-robin bottleneck, 1% loss)
     /// instead of real sockets.
     #[arg(long)]
@@ -32,6 +33,18 @@ pub(crate) struct DemoArgs {
     /// Link the two hosts with the in-process mem adaptor instead of UDP loopback.
     #[arg(long, conflicts_with = "sim")]
     mem: bool,
+    /// Run a network of real processes on loopback instead: a `natm switch` and three
+    /// hosts' sigds, a reliable, a guaranteed and a best-effort VC through one
+    /// congested wrr switch port.
+    #[arg(long, conflicts_with_all = ["sim", "mem"])]
+    switch: bool,
+}
+
+impl DemoArgs {
+    fn time(&self) -> Duration {
+        self.time
+            .unwrap_or(Duration::from_secs(if self.switch { 10 } else { 4 }))
+    }
 }
 
 struct Vc {
@@ -43,6 +56,9 @@ struct Vc {
 }
 
 pub(crate) fn run(a: DemoArgs) -> CliResult {
+    if a.switch {
+        return super::switch_demo::run(a.time(), a.guaranteed);
+    }
     if a.sim {
         return run_sim(a);
     }
@@ -114,7 +130,7 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
     let mut last = [0u64; 3];
     let tick = Duration::from_millis(500);
     let mut last_at = start;
-    while start.elapsed() < a.time {
+    while start.elapsed() < a.time() {
         std::thread::sleep(tick);
         // Over the time that really passed: a late wake-up would inflate the rate.
         let now = Instant::now();
@@ -245,7 +261,7 @@ fn run_sim(a: DemoArgs) -> CliResult {
         loss: 0.01,
         rtt: Duration::from_millis(2),
         vcs,
-        time_limit: a.time,
+        time_limit: a.time(),
         series_interval: Some(Duration::from_millis(250)),
         ..Scenario::default()
     };

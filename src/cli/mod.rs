@@ -5,6 +5,7 @@ pub(crate) mod aal5;
 pub(crate) mod cell;
 pub(crate) mod demo;
 pub(crate) mod ipc;
+pub(crate) mod loopnet;
 pub(crate) mod perf;
 pub(crate) mod plot;
 pub(crate) mod qos;
@@ -13,8 +14,10 @@ pub(crate) mod sigd;
 pub(crate) mod sim;
 pub(crate) mod stat;
 pub(crate) mod switch;
+pub(crate) mod switch_demo;
 pub(crate) mod table;
 pub(crate) mod tools;
+pub(crate) mod traffic;
 pub(crate) mod units;
 
 /// `println!` for command output: a closed pipe (`natm sim | head`) ends the program

@@ -23,6 +23,7 @@ mod loss;
 mod natm;
 #[cfg(feature = "quic")]
 mod netlab;
+mod network;
 #[cfg(feature = "quic")]
 mod quic;
 mod report;
@@ -100,6 +101,9 @@ pub(crate) enum PerfCmd {
     /// Forwarding speed of a `natm switch` process beside a minimal UDP relay, cell
     /// and frame mode, on loopback.
     Switch(switch::SwitchArgs),
+    /// Issue 13 through real processes: fair shares through rr and fifo switch ports,
+    /// a guaranteed VC through a flooded wrr port.
+    Network(network::NetworkArgs),
     /// The reference relay of `natm perf switch`, run as its own process.
     #[command(hide = true)]
     Relay(switch::RelayArgs),
@@ -274,6 +278,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::LossPeer(a) => loss::peer(&a),
         PerfCmd::Calls(a) => drive(&a),
         PerfCmd::Switch(a) => drive(&a),
+        PerfCmd::Network(a) => drive(&a),
         PerfCmd::Relay(a) => switch::relay(&a),
         PerfCmd::Stacks => {
             let mut t = crate::cli::table::new(["stack", "what it is"], 2);

@@ -1,0 +1,97 @@
+//! `natm perf network` and `natm demo --switch` end to end: real `natm switch` and
+//! `natm sigd` processes on loopback, spawned by the binary itself. Only the shape of
+//! the results is checked — every VC moved data — never their size: performance is
+//! measured with `natm perf`, not asserted in tests.
+
+use std::process::Command;
+
+use serde_json::Value;
+
+fn natm(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(args)
+        .output()
+        .expect("run natm")
+}
+
+#[test]
+fn perf_network_reports_every_case_and_every_vc_moved_data() {
+    let out = natm(&[
+        "perf",
+        "network",
+        "--seconds",
+        "1",
+        "--warmup",
+        "300ms",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["experiment"], "network");
+    assert!(doc["machine"]["loadavg"].is_string(), "{doc}");
+    let cases = doc["cases"].as_array().expect("cases");
+    let names: Vec<&str> = cases.iter().filter_map(|c| c["case"].as_str()).collect();
+    assert_eq!(names, ["rr", "fifo", "wrr"]);
+    for c in cases {
+        assert!(c["headline"].as_f64().is_some_and(f64::is_finite), "{c}");
+        let vcs = c["vcs"].as_array().expect("vcs");
+        assert!(vcs.len() >= 3, "{c}");
+        for v in vcs {
+            let g = v["goodput_bps"].as_f64().expect("goodput");
+            assert!(g.is_finite() && g > 0.0, "no data on {v}");
+        }
+    }
+    // The round-robin case's reliable VCs use packet-pair, the FIFO case's the window.
+    let flows = |i: usize| -> Vec<&str> {
+        cases[i]["vcs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|v| v["flow"].as_str())
+            .collect()
+    };
+    assert!(
+        flows(0).iter().all(|f| *f == "packet-pair"),
+        "{:?}",
+        flows(0)
+    );
+    assert!(flows(1).iter().all(|f| *f == "window"), "{:?}", flows(1));
+    // Packet-pair really ran: its controller set a rate on every VC.
+    for run in cases[0]["per_run"].as_array().unwrap() {
+        for v in run.as_array().unwrap() {
+            assert!(v["fc_rate_bps"].as_u64().is_some_and(|r| r > 0), "{v}");
+        }
+    }
+}
+
+#[test]
+fn demo_switch_shows_three_classes_moving_data_and_cleans_up() {
+    let out = natm(&["demo", "--switch", "--seconds", "2"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The summary: one row per class with a non-zero mean rate.
+    let summary = stdout
+        .rsplit_once("mean Mbit/s")
+        .map(|x| x.1)
+        .expect("a summary table");
+    for class in ["reliable", "guaranteed", "best-effort"] {
+        let row = summary
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("{class} ")))
+            .unwrap_or_else(|| panic!("no {class} row in\n{stdout}"));
+        let rate: f64 = row
+            .split_whitespace()
+            .nth(2)
+            .and_then(|r| r.parse().ok())
+            .unwrap_or_else(|| panic!("no rate in {row:?}"));
+        assert!(rate > 0.0, "{row}");
+    }
+}
