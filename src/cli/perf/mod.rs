@@ -32,6 +32,7 @@ mod stack;
 mod stages;
 mod stats;
 mod switch;
+mod switchlab;
 mod tcp;
 mod throughput;
 mod udp;
@@ -100,6 +101,9 @@ pub(crate) enum PerfCmd {
     /// Forwarding speed of a `natm switch` process beside a minimal UDP relay, cell
     /// and frame mode, on loopback.
     Switch(switch::SwitchArgs),
+    /// What `natm switch` processes do to traffic: policing, EPD/PPD goodput, and
+    /// queues under cell-level against packet-level smoothing.
+    Switchlab(switchlab::SwitchlabArgs),
     /// The reference relay of `natm perf switch`, run as its own process.
     #[command(hide = true)]
     Relay(switch::RelayArgs),
@@ -274,6 +278,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::LossPeer(a) => loss::peer(&a),
         PerfCmd::Calls(a) => drive(&a),
         PerfCmd::Switch(a) => drive(&a),
+        PerfCmd::Switchlab(a) => drive(&a),
         PerfCmd::Relay(a) => switch::relay(&a),
         PerfCmd::Stacks => {
             let mut t = crate::cli::table::new(["stack", "what it is"], 2);

@@ -1,0 +1,173 @@
+//! `natm perf switchlab`'s tables and figure, from the result alone.
+
+use std::path::Path;
+
+use super::{Spread, SwitchlabResult, Violation};
+use crate::cli::table;
+
+/// `median (min–max)` with `d` decimals, or the median alone for one run.
+fn s(x: &Spread, d: usize) -> String {
+    if x.min == x.max || x.min.is_nan() {
+        format!("{:.d$}", x.median)
+    } else {
+        format!("{:.d$} ({:.d$}–{:.d$})", x.median, x.min, x.max)
+    }
+}
+
+fn policing(r: &SwitchlabResult) -> String {
+    let p = &r.policing_setup;
+    let mut t = table::new(
+        [
+            "violation",
+            "VC",
+            "offered cells/s",
+            "delivered cells/s",
+            "of them CLP=0",
+            "policing drops",
+            "tagged",
+        ],
+        2,
+    );
+    for c in &r.policing {
+        let mode = match c.violation {
+            Violation::Discard => "discard",
+            Violation::Tag => "tag",
+        };
+        for (who, v) in [("conforming", &c.conforming), ("violating", &c.violating)] {
+            t.add_row(vec![
+                mode.to_string(),
+                who.to_string(),
+                s(&v.offered_cells_per_s, 0),
+                s(&v.delivered_cells_per_s, 0),
+                s(&v.delivered_clp0_cells_per_s, 0),
+                s(&v.policing_drops, 0),
+                s(&v.tagged, 0),
+            ]);
+        }
+    }
+    format!(
+        "1. Policing: two CBR VCs, each contracted at {} cells/s (CDVT {} ms); one shaped to it, one sending {}× it. The output line carries 100,000 cells/s.\n{}",
+        p.contract_cells_per_s,
+        p.cdvt_us / 1000,
+        p.violator_times_contract,
+        table::render(&t)
+    )
+}
+
+fn discard(r: &SwitchlabResult) -> String {
+    let p = &r.discard_setup;
+    let mut t = table::new(
+        [
+            "discard",
+            "offered cells/s",
+            "whole frames/s",
+            "goodput of line",
+            "broken frames/s",
+            "cells out/s",
+            "queue-full drops",
+            "PPD drops",
+            "EPD drops",
+        ],
+        1,
+    );
+    for c in &r.discard {
+        t.add_row(vec![
+            c.discard.label().to_string(),
+            s(&c.offered_cells_per_s, 0),
+            s(&c.frames_per_s, 1),
+            s(&c.goodput, 3),
+            s(&c.broken_frames_per_s, 1),
+            s(&c.cells_out_per_s, 0),
+            s(&c.dropped_queue_full, 0),
+            s(&c.dropped_ppd, 0),
+            s(&c.dropped_epd, 0),
+        ]);
+    }
+    format!(
+        "2. Frame discard: {} AAL5 VCs of {}-cell frames, cells interleaved, {}× a line of {} cells/s ({:.0} whole frames/s at most); fifo, 200-cell buffers, EPD at 150. Drops are cells per run.\n{}",
+        p.vcs,
+        p.frame_cells,
+        p.load,
+        p.line_cells_per_s,
+        p.line_cells_per_s as f64 / p.frame_cells as f64,
+        table::render(&t)
+    )
+}
+
+fn smoothing(r: &SwitchlabResult) -> String {
+    let p = &r.smoothing_setup;
+    let mut t = table::new(
+        [
+            "smoothing",
+            "offered cells/s",
+            "delivered cells/s",
+            "cells/dgram sent (max)",
+            "max queue",
+            "mean queue",
+            "delay p50 µs",
+            "delay p99 µs",
+        ],
+        1,
+    );
+    for c in &r.smoothing {
+        t.add_row(vec![
+            format!("{:?}-level", c.smoothing).to_lowercase(),
+            s(&c.offered_cells_per_s, 0),
+            s(&c.delivered_cells_per_s, 0),
+            format!(
+                "{:.1} ({:.0})",
+                c.mean_cells_per_datagram.median, c.max_cells_per_datagram.median
+            ),
+            s(&c.max_queue_cells, 0),
+            s(&c.mean_queue_cells, 1),
+            s(&c.delay_p50_us, 0),
+            s(&c.delay_p99_us, 0),
+        ]);
+    }
+    format!(
+        "3. Smoothing: {} VCs, together {}× a line of {} cells/s, as evenly spaced cells or as {}-cell frames back to back; queue in cells at the output port.\n{}",
+        p.vcs,
+        p.load,
+        p.line_cells_per_s,
+        p.frame_cells,
+        table::render(&t)
+    )
+}
+
+/// The three tables and the run's conditions.
+pub(super) fn table(r: &SwitchlabResult) -> String {
+    format!(
+        "{}\n{}\n{}\n{} s per measurement, medians (and ranges) over {} runs; {} CPUs; load average {} at the start, {} at the end.\n",
+        policing(r),
+        discard(r),
+        smoothing(r),
+        r.seconds,
+        r.runs,
+        r.machine.cpus,
+        r.loadavg_start.as_deref().unwrap_or("?"),
+        r.machine.loadavg.as_deref().unwrap_or("?"),
+    )
+}
+
+/// Whole frames delivered under each discard mode, against the line's capacity.
+pub(super) fn figure(r: &SwitchlabResult, path: &Path) -> anyhow::Result<()> {
+    let rows: Vec<(String, Vec<f64>)> = r
+        .discard
+        .iter()
+        .map(|c| {
+            (
+                c.discard.label().to_string(),
+                vec![c.goodput.median * 100.0],
+            )
+        })
+        .collect();
+    crate::cli::plot::both(path, |p| {
+        crate::cli::plot::stacked_bars(
+            p,
+            "Whole AAL5 frames through a port overloaded 2× (natm switch)",
+            "goodput, % of the line's cells",
+            &["whole frames"],
+            &rows,
+        )
+    })
+}
