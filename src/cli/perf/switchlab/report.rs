@@ -5,13 +5,14 @@ use std::path::Path;
 use super::{Spread, SwitchlabResult, Violation};
 use crate::cli::table;
 
-/// `median (min–max)` with `d` decimals, or the median alone for one run.
+/// The median with `d` decimals.
 fn s(x: &Spread, d: usize) -> String {
-    if x.min == x.max || x.min.is_nan() {
-        format!("{:.d$}", x.median)
-    } else {
-        format!("{:.d$} ({:.d$}–{:.d$})", x.median, x.min, x.max)
-    }
+    format!("{:.d$}", x.median)
+}
+
+/// `min–max` with `d` decimals.
+fn range(x: &Spread, d: usize) -> String {
+    format!("{:.d$}–{:.d$}", x.min, x.max)
 }
 
 fn policing(r: &SwitchlabResult) -> String {
@@ -45,12 +46,28 @@ fn policing(r: &SwitchlabResult) -> String {
             ]);
         }
     }
+    let ranges: Vec<String> = r
+        .policing
+        .iter()
+        .map(|c| {
+            format!(
+                "{}: violator delivered {} cells/s, conforming VC's policing drops {}",
+                match c.violation {
+                    Violation::Discard => "discard",
+                    Violation::Tag => "tag",
+                },
+                range(&c.violating.delivered_cells_per_s, 0),
+                range(&c.conforming.policing_drops, 0)
+            )
+        })
+        .collect();
     format!(
-        "1. Policing: two CBR VCs, each contracted at {} cells/s (CDVT {} ms); one shaped to it, one sending {}× it. The output line carries 100,000 cells/s.\n{}",
+        "1. Policing: two CBR VCs, each contracted at {} cells/s (CDVT {} ms); one shaped to it, one sending {}× it. The output line carries 100,000 cells/s.\n{}Ranges over runs: {}.\n",
         p.contract_cells_per_s,
         p.cdvt_us / 1000,
         p.violator_times_contract,
-        table::render(&t)
+        table::render(&t),
+        ranges.join("; ")
     )
 }
 
@@ -83,14 +100,20 @@ fn discard(r: &SwitchlabResult) -> String {
             s(&c.dropped_epd, 0),
         ]);
     }
+    let ranges: Vec<String> = r
+        .discard
+        .iter()
+        .map(|c| format!("{} {}", c.discard.label(), range(&c.goodput, 3)))
+        .collect();
     format!(
-        "2. Frame discard: {} AAL5 VCs of {}-cell frames, cells interleaved, {}× a line of {} cells/s ({:.0} whole frames/s at most); fifo, 200-cell buffers, EPD at 150. Drops are cells per run.\n{}",
+        "2. Frame discard: {} AAL5 VCs of {}-cell frames, cells interleaved, {}× a line of {} cells/s ({:.0} whole frames/s at most); fifo, 200-cell buffers, EPD at 150. Drops are cells per run.\n{}Goodput ranges over runs: {}.\n",
         p.vcs,
         p.frame_cells,
         p.load,
         p.line_cells_per_s,
         p.line_cells_per_s as f64 / p.frame_cells as f64,
-        table::render(&t)
+        table::render(&t),
+        ranges.join(", ")
     )
 }
 
@@ -111,7 +134,7 @@ fn smoothing(r: &SwitchlabResult) -> String {
     );
     for c in &r.smoothing {
         t.add_row(vec![
-            format!("{:?}-level", c.smoothing).to_lowercase(),
+            format!("{:?}", c.smoothing).to_lowercase(),
             s(&c.offered_cells_per_s, 0),
             s(&c.delivered_cells_per_s, 0),
             format!(
@@ -124,13 +147,28 @@ fn smoothing(r: &SwitchlabResult) -> String {
             s(&c.delay_p99_us, 0),
         ]);
     }
+    let ranges: Vec<String> = r
+        .smoothing
+        .iter()
+        .map(|c| {
+            format!(
+                "{:?}: max queue {}, mean queue {}, delay p99 {} µs",
+                c.smoothing,
+                range(&c.max_queue_cells, 0),
+                range(&c.mean_queue_cells, 1),
+                range(&c.delay_p99_us, 0)
+            )
+            .to_lowercase()
+        })
+        .collect();
     format!(
-        "3. Smoothing: {} VCs, together {}× a line of {} cells/s, as evenly spaced cells or as {}-cell frames back to back; queue in cells at the output port.\n{}",
+        "3. Smoothing (cell-level against packet-level): {} VCs, together {}× a line of {} cells/s, as evenly spaced cells or as {}-cell frames back to back; queue in cells at the output port.\n{}Ranges over runs: {}.\n",
         p.vcs,
         p.load,
         p.line_cells_per_s,
         p.frame_cells,
-        table::render(&t)
+        table::render(&t),
+        ranges.join("; ")
     )
 }
 
