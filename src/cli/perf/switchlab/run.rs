@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use super::lab::{counter, Lab, Port};
 use super::traffic::{self, Pacing, Received, SendPlan, Sent, Source};
+use crate::cli::perf::results::nan;
 
 /// The input line: far above any load sent, so that the switch stamps cells with
 /// their real arrival times (a slower input line would space them out itself).
@@ -154,11 +155,15 @@ fn sample_queue(lab: &Lab, stop: &AtomicBool, every: Duration) -> Vec<u64> {
     out
 }
 
-/// The median and range of one figure over runs.
+/// The median and range of one figure over runs (`null` in JSON where a run had
+/// nothing to measure, read back as NaN).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub(crate) struct Spread {
+    #[serde(deserialize_with = "nan")]
     pub(crate) median: f64,
+    #[serde(deserialize_with = "nan")]
     pub(crate) min: f64,
+    #[serde(deserialize_with = "nan")]
     pub(crate) max: f64,
 }
 
