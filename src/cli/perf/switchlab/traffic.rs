@@ -264,3 +264,49 @@ pub(super) fn receive(
         Ok(got)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds cells to a receiving VC as the receiver does.
+    fn feed(rx: &mut VcReceived, cells: &[[u8; CELL_LEN]], sdu: usize) {
+        for c in cells {
+            let h = HeaderRepr::parse(&Packet::new_unchecked(&c[..]), HeaderFormat::Uni).unwrap();
+            rx.take(&h, &c[5..], 0, Some(sdu));
+        }
+    }
+
+    #[test]
+    fn frames_reassemble_whole_and_a_lost_cell_breaks_one() {
+        let mut src = Source::frames(32, 952);
+        let cells: Vec<_> = (0..40).map(|_| src.next_cell(0)).collect();
+        let ends = cells
+            .iter()
+            .filter(|c| Pti::from_bits(c[3] >> 1).is_end_of_sdu())
+            .count();
+        assert_eq!(ends, 2, "two 20-cell frames");
+        let mut rx = VcReceived::default();
+        feed(&mut rx, &cells, 952);
+        assert_eq!((rx.good_frames, rx.bad_frames), (2, 0));
+        // The first frame loses a middle cell, the second its end (merged with the next).
+        let mut lossy = cells.clone();
+        lossy.remove(7);
+        lossy.remove(38);
+        lossy.extend_from_slice(&cells[..20]);
+        let mut rx = VcReceived::default();
+        feed(&mut rx, &lossy, 952);
+        assert_eq!((rx.good_frames, rx.bad_frames), (0, 2));
+        assert_eq!(rx.cells, 58);
+    }
+
+    #[test]
+    fn stamped_cells_give_their_delay() {
+        let mut src = Source::stamped(40);
+        let c = src.next_cell(1_000);
+        let h = HeaderRepr::parse(&Packet::new_unchecked(&c[..]), HeaderFormat::Uni).unwrap();
+        let mut rx = VcReceived::default();
+        rx.take(&h, &c[5..], 4_500, None);
+        assert_eq!(rx.delays_ns, [3_500]);
+    }
+}
