@@ -1,7 +1,8 @@
 //! `natm perf switchlab`: one short run of every measurement, its JSON checked for
 //! shape and for what the data plane must do whatever the machine's load — the
 //! policer takes cells from the violator only, EPD+PPD delivers more whole frames
-//! than tail drop, a frame sent back to back queues at the slower output port.
+//! than tail drop, a frame sent back to back queues at the slower output port and
+//! overflows a VC buffer shorter than itself.
 //! Rates and the cell-level queue depend on scheduling and are not asserted.
 
 use std::process::{Command, Stdio};
@@ -87,6 +88,11 @@ fn switchlab_polices_discards_frames_and_queues_bursts() {
         median(&smo[1]["max_queue_cells"]) >= frame_cells - 1.0,
         "{v}"
     );
+    // With VC buffers shorter than a frame, every back-to-back frame overflows its
+    // buffer: at least (20 - 10 - 1) of its 20 cells are lost, whatever the timing.
+    assert_eq!(smo[3]["smoothing"], "packet");
+    assert_eq!(smo[3]["vc_buffer_cells"], 10);
+    assert!(median(&smo[3]["lost_fraction"]) > 0.3, "{v}");
     for c in smo {
         for k in ["delivered_cells_per_s", "delay_p50_us", "delay_p99_us"] {
             assert!(median(&c[k]) > 0.0, "{k}: {c}");

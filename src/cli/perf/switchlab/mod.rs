@@ -30,7 +30,7 @@ pub(crate) use smoothing::{Smoothing, SmoothingCase};
 /// `natm perf switchlab`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SwitchlabArgs {
-    /// Seconds each host sends in each measurement (seven measurements per run).
+    /// Seconds each host sends in each measurement (nine measurements per run).
     #[arg(long, default_value_t = 2.0)]
     seconds: f64,
     /// Runs of every measurement, interleaved; figures are medians over runs.
@@ -77,13 +77,20 @@ pub(crate) struct SwitchlabResult {
     /// Tail drop, PPD, EPD+PPD.
     pub(crate) discard: Vec<DiscardCase>,
     pub(crate) smoothing_setup: PortSetup,
-    /// Cell-level, then packet-level.
+    /// Cell-level, then packet-level, with deep VC buffers; then both with short.
     pub(crate) smoothing: Vec<SmoothingCase>,
 }
 
 const VIOLATIONS: [Violation; 2] = [Violation::Discard, Violation::Tag];
 const DISCARDS: [Discard; 3] = [Discard::TailDrop, Discard::Ppd, Discard::EpdPpd];
-const SMOOTHINGS: [Smoothing; 2] = [Smoothing::Cell, Smoothing::Packet];
+const SMOOTHINGS: [(Smoothing, u32); 4] = [
+    (Smoothing::Cell, smoothing::DEEP_BUFFER),
+    (Smoothing::Packet, smoothing::DEEP_BUFFER),
+    (Smoothing::Cell, smoothing::SHORT_BUFFER),
+    (Smoothing::Packet, smoothing::SHORT_BUFFER),
+];
+/// Measurements per run.
+const PER_RUN: usize = VIOLATIONS.len() + DISCARDS.len() + SMOOTHINGS.len();
 
 fn measure(a: &SwitchlabArgs, pb: &ProgressBar) -> anyhow::Result<SwitchlabResult> {
     anyhow::ensure!(
@@ -92,7 +99,7 @@ fn measure(a: &SwitchlabArgs, pb: &ProgressBar) -> anyhow::Result<SwitchlabResul
     );
     anyhow::ensure!((1..=20).contains(&a.runs), "--runs must be 1 to 20");
     let loadavg_start = Machine::now().loadavg;
-    pb.set_length((a.runs * 7) as u64);
+    pb.set_length((a.runs * PER_RUN) as u64);
     let (mut pol, mut dis, mut smo) = (
         vec![Vec::new(); VIOLATIONS.len()],
         vec![Vec::new(); DISCARDS.len()],
@@ -109,9 +116,12 @@ fn measure(a: &SwitchlabArgs, pb: &ProgressBar) -> anyhow::Result<SwitchlabResul
             dis[i].push(discard::run(d, a.seconds)?);
             pb.inc(1);
         }
-        for (i, &s) in SMOOTHINGS.iter().enumerate() {
-            pb.set_message(format!("run {} {s:?}-level smoothing", run + 1));
-            smo[i].push(smoothing::run(s, a.seconds)?);
+        for (i, &(s, buffer)) in SMOOTHINGS.iter().enumerate() {
+            pb.set_message(format!(
+                "run {} {s:?}-level smoothing, {buffer} cells",
+                run + 1
+            ));
+            smo[i].push(smoothing::run(s, buffer, a.seconds)?);
             pb.inc(1);
         }
     }
@@ -151,7 +161,7 @@ fn measure(a: &SwitchlabArgs, pb: &ProgressBar) -> anyhow::Result<SwitchlabResul
         smoothing: SMOOTHINGS
             .iter()
             .zip(&smo)
-            .map(|(&s, r)| smoothing::summarize(s, r))
+            .map(|(&(s, buffer), r)| smoothing::summarize(s, buffer, r))
             .collect(),
     })
 }

@@ -122,21 +122,22 @@ fn smoothing(r: &SwitchlabResult) -> String {
     let mut t = table::new(
         [
             "smoothing",
+            "VC buffer",
             "offered cells/s",
-            "delivered cells/s",
             "cells/dgram sent (max)",
             "max queue",
             "mean queue",
             "delay p50 µs",
             "delay p99 µs",
+            "cells lost",
         ],
         1,
     );
     for c in &r.smoothing {
         t.add_row(vec![
             format!("{:?}", c.smoothing).to_lowercase(),
+            c.vc_buffer_cells.to_string(),
             s(&c.offered_cells_per_s, 0),
-            s(&c.delivered_cells_per_s, 0),
             format!(
                 "{:.1} ({:.0})",
                 c.mean_cells_per_datagram.median, c.max_cells_per_datagram.median
@@ -145,6 +146,7 @@ fn smoothing(r: &SwitchlabResult) -> String {
             s(&c.mean_queue_cells, 1),
             s(&c.delay_p50_us, 0),
             s(&c.delay_p99_us, 0),
+            format!("{:.1}%", c.lost_fraction.median * 100.0),
         ]);
     }
     let ranges: Vec<String> = r
@@ -152,8 +154,9 @@ fn smoothing(r: &SwitchlabResult) -> String {
         .iter()
         .map(|c| {
             format!(
-                "{:?}: max queue {}, mean queue {}, delay p99 {} µs",
+                "{:?} ({}): max queue {}, mean queue {}, delay p99 {} µs",
                 c.smoothing,
+                c.vc_buffer_cells,
                 range(&c.max_queue_cells, 0),
                 range(&c.mean_queue_cells, 1),
                 range(&c.delay_p99_us, 0)
@@ -162,7 +165,7 @@ fn smoothing(r: &SwitchlabResult) -> String {
         })
         .collect();
     format!(
-        "3. Smoothing (cell-level against packet-level): {} VCs, together {}× a line of {} cells/s, as evenly spaced cells or as {}-cell frames back to back; queue in cells at the output port.\n{}Ranges over runs: {}.\n",
+        "3. Smoothing (cell-level against packet-level): {} VCs, together {}× a line of {} cells/s, as evenly spaced cells or as {}-cell frames back to back; queue in cells at the output port (its buffer 4096), each VC's buffer deep or shorter than a frame.\n{}Ranges over runs: {}.\n",
         p.vcs,
         p.load,
         p.line_cells_per_s,
@@ -175,7 +178,7 @@ fn smoothing(r: &SwitchlabResult) -> String {
 /// The three tables and the run's conditions.
 pub(super) fn table(r: &SwitchlabResult) -> String {
     format!(
-        "{}\n{}\n{}\n{} s per measurement, medians (and ranges) over {} runs; {} CPUs; load average {} at the start, {} at the end.\n",
+        "{}\n{}\n{}\n{} s per measurement, medians over {} runs (ranges as noted); {} CPUs; load average {} at the start, {} at the end.\n",
         policing(r),
         discard(r),
         smoothing(r),

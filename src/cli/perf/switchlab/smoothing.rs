@@ -2,7 +2,8 @@
 //! load from four VCs through one output port, sent either as cells spaced evenly or
 //! as each frame's cells back to back at the input line's speed; the port's queue
 //! (its peak, and its mean from the stat file sampled every few ms) and each cell's
-//! delay through the switch measured at the receiver.
+//! delay through the switch measured at the receiver; then the same with VC buffers
+//! shorter than a frame, where the seed expects bursts to lose cells.
 
 use std::time::Duration;
 
@@ -19,6 +20,9 @@ pub(crate) const LOAD: f64 = 0.8;
 pub(crate) const VCS: u16 = 4;
 /// Cells per frame in packet-level smoothing.
 pub(crate) const FRAME_CELLS: usize = 20;
+/// Each VC's buffer, cells: deep enough for any burst, and shorter than a frame.
+pub(crate) const DEEP_BUFFER: u32 = 4096;
+pub(crate) const SHORT_BUFFER: u32 = 10;
 /// How often the switch writes its counters and the queue is sampled, ms.
 const SAMPLE_MS: u64 = 5;
 
@@ -43,12 +47,15 @@ pub(super) struct SmoothingRun {
     mean_queue: f64,
     delay_p50_us: f64,
     delay_p99_us: f64,
+    lost: f64,
 }
 
 /// One smoothing over runs.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct SmoothingCase {
     pub(crate) smoothing: Smoothing,
+    /// Each VC's buffer at the output port, cells.
+    pub(crate) vc_buffer_cells: u32,
     pub(crate) offered_cells_per_s: Spread,
     pub(crate) delivered_cells_per_s: Spread,
     /// Cells per datagram the sender sent, on average and at most (a late wake-up
@@ -63,6 +70,8 @@ pub(crate) struct SmoothingCase {
     /// percentile, µs; their difference is the jitter.
     pub(crate) delay_p50_us: Spread,
     pub(crate) delay_p99_us: Spread,
+    /// Fraction of the cells sent that did not arrive.
+    pub(crate) lost_fraction: Spread,
 }
 
 /// A fixed pseudo-random phase in [0, 1) for VC `i` (SplitMix64), so that runs
@@ -75,7 +84,7 @@ fn phase(i: u16) -> f64 {
 }
 
 /// Runs one smoothing once.
-pub(super) fn run(smoothing: Smoothing, secs: f64) -> anyhow::Result<SmoothingRun> {
+pub(super) fn run(smoothing: Smoothing, buffer: u32, secs: f64) -> anyhow::Result<SmoothingRun> {
     let per_vc = LINE as f64 * LOAD / f64::from(VCS);
     let total = per_vc * f64::from(VCS);
     let vcs = (0..VCS)
@@ -95,14 +104,14 @@ pub(super) fn run(smoothing: Smoothing, secs: f64) -> anyhow::Result<SmoothingRu
             Vc {
                 source: Source::stamped(32 + i),
                 pacing,
-                pvc: "buffer = 4096\nframe_discard = false\n".into(),
+                pvc: format!("buffer = {buffer}\nframe_discard = false\n"),
             }
         })
         .collect();
     let o = measure(Setup {
         line: LINE,
         // One cell per datagram out, so that cells leave at their own line slots.
-        out: "scheduler = \"fifo\"\nbuffer = 4096\ntrain = 1\n".into(),
+        out: format!("scheduler = \"fifo\"\nbuffer = {DEEP_BUFFER}\ntrain = 1\n"),
         vcs,
         plan: SendPlan {
             secs,
@@ -126,9 +135,11 @@ fn smoothing_run(o: &Outcome) -> SmoothingRun {
     } else {
         o.queue.iter().sum::<u64>() as f64 / o.queue.len() as f64
     };
+    let delivered: u64 = o.got.iter().map(|g| g.cells).sum();
     SmoothingRun {
         offered: sent as f64 / t,
-        delivered: o.got.iter().map(|g| g.cells).sum::<u64>() as f64 / t,
+        delivered: delivered as f64 / t,
+        lost: sent.saturating_sub(delivered) as f64 / sent.max(1) as f64,
         mean_train: sent as f64 / o.sent.datagrams.max(1) as f64,
         max_train: o.sent.max_train as f64,
         max_queue: o.out_port(&["max_queue_cells"]) as f64,
@@ -139,9 +150,10 @@ fn smoothing_run(o: &Outcome) -> SmoothingRun {
 }
 
 /// Medians over runs.
-pub(super) fn summarize(smoothing: Smoothing, r: &[SmoothingRun]) -> SmoothingCase {
+pub(super) fn summarize(smoothing: Smoothing, buffer: u32, r: &[SmoothingRun]) -> SmoothingCase {
     SmoothingCase {
         smoothing,
+        vc_buffer_cells: buffer,
         offered_cells_per_s: Spread::over(r, |x| x.offered),
         delivered_cells_per_s: Spread::over(r, |x| x.delivered),
         mean_cells_per_datagram: Spread::over(r, |x| x.mean_train),
@@ -150,5 +162,6 @@ pub(super) fn summarize(smoothing: Smoothing, r: &[SmoothingRun]) -> SmoothingCa
         mean_queue_cells: Spread::over(r, |x| x.mean_queue),
         delay_p50_us: Spread::over(r, |x| x.delay_p50_us),
         delay_p99_us: Spread::over(r, |x| x.delay_p99_us),
+        lost_fraction: Spread::over(r, |x| x.lost),
     }
 }
