@@ -33,6 +33,7 @@ mod stack;
 mod stages;
 mod stats;
 mod switch;
+mod switchlab;
 mod tcp;
 mod throughput;
 mod udp;
@@ -104,6 +105,9 @@ pub(crate) enum PerfCmd {
     /// Issue 13 through real processes: fair shares through rr and fifo switch ports,
     /// a guaranteed VC through a flooded wrr port.
     Network(network::NetworkArgs),
+    /// What `natm switch` processes do to traffic: policing, EPD/PPD goodput, and
+    /// queues under cell-level against packet-level smoothing.
+    Switchlab(switchlab::SwitchlabArgs),
     /// The reference relay of `natm perf switch`, run as its own process.
     #[command(hide = true)]
     Relay(switch::RelayArgs),
@@ -279,6 +283,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Calls(a) => drive(&a),
         PerfCmd::Switch(a) => drive(&a),
         PerfCmd::Network(a) => drive(&a),
+        PerfCmd::Switchlab(a) => drive(&a),
         PerfCmd::Relay(a) => switch::relay(&a),
         PerfCmd::Stacks => {
             let mut t = crate::cli::table::new(["stack", "what it is"], 2);

@@ -578,5 +578,6 @@ mod tests {
         round_trip::<Isolation>("isolation");
         round_trip::<Loss>("loss");
         round_trip::<Calls>("calls");
+        round_trip::<super::super::switchlab::SwitchlabResult>("switchlab");
     }
 }
