@@ -350,12 +350,12 @@ impl Core {
                     let called = self
                         .calls
                         .get(&id)
-                        .map(|c| (c.sap.clone(), c.remote_addr.clone()));
+                        .map(|c| (c.sap.clone(), c.remote_addr.clone(), c.outgoing));
                     let detail = match (by, called) {
                         // The callee's sigd refuses a SAP nobody listens on with 88, whose
                         // standard text ("incompatible destination") would send the
                         // caller looking at its QoS; say what the callee's sigd saw.
-                        (ClearedBy::Remote, Some((sap, addr)))
+                        (ClearedBy::Remote, Some((sap, addr, _)))
                             if c == cause::INCOMPATIBLE_DESTINATION =>
                         {
                             format!(
@@ -363,8 +363,14 @@ impl Core {
                                 cause_text(c)
                             )
                         }
-                        (ClearedBy::Remote, _) => format!(
-                            "released by the called side at {link} (cause {c}: {})",
+                        (ClearedBy::Remote, called) => format!(
+                            "released by the {} side, via {link} (cause {c}: {})",
+                            // Whoever placed the call hears from the called side.
+                            if called.is_some_and(|(_, _, outgoing)| !outgoing) {
+                                "calling"
+                            } else {
+                                "called"
+                            },
                             cause_text(c)
                         ),
                         (ClearedBy::Timer, _) => format!(
