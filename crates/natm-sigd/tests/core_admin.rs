@@ -52,7 +52,11 @@ fn the_owners_latest_report_shows_in_stat_and_one_entry_is_kept_per_call() {
     }
     assert!(p.take(Side::A, a_app).is_empty(), "req 0 hears nothing");
     assert_eq!(p.node(Side::A).core.traffic_entries(), 1);
-    let t = p.stat(Side::A).calls[0].traffic.clone().expect("reported");
+    let t = p.stat(Side::A).calls[0]
+        .traffic
+        .clone()
+        .expect("reported")
+        .counters;
     assert_eq!((t.tx_bytes, t.sampled_ms), (1_000_000, 1_000_000));
     assert_eq!(t.srtt_us, Some(120));
     assert_eq!(t.queue_drops, None);

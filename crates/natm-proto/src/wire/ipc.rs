@@ -276,6 +276,7 @@ pub const COUNTERS_LAYOUT: u8 = 1;
 /// a reader of this one refuses (as the version octet, ulib and sigd come from one
 /// release): decoding and encoding stay exact inverses.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct VcCounters {
     /// When the engine took the sample, ms on its own monotonic clock: rates come
     /// from two samples and the time between them.

@@ -43,84 +43,17 @@ pub struct Counters {
     pub admin_refusals: u64,
 }
 
-/// One call's traffic, as its application's engine last reported it (tx: the VC this
-/// side sends on; rx: the one it receives on).
+/// One call's traffic, as its application's engine last reported it: the report's
+/// counters (tx: the VC this side sends on; rx: the one it receives on), flattened
+/// beside its age.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TrafficRow {
     /// How long ago sigd got the report, ms.
     pub age_ms: u64,
-    /// When the engine took the sample, ms on the application's own clock: a rate is
-    /// the difference of two samples over the difference of their `sampled_ms`.
-    pub sampled_ms: u64,
-    /// Payload bytes sent (first transmissions).
-    pub tx_bytes: u64,
-    /// Data TPDUs sent (first transmissions).
-    pub tx_tpdus: u64,
-    /// Payload bytes delivered to the application.
-    pub rx_bytes: u64,
-    /// Data TPDUs received.
-    pub rx_tpdus: u64,
-    /// Retransmissions SMART's fast path asked for.
-    pub retx_fast: u64,
-    /// Retransmissions after a timeout.
-    pub retx_timeout: u64,
-    /// Retransmissions of the window head by the two-RTT check.
-    pub retx_head: u64,
-    /// Payload bytes retransmitted.
-    pub retx_bytes: u64,
-    /// Frames dropped for a wrong cookie.
-    pub drop_bad_cookie: u64,
-    /// TPDUs dropped beyond the window.
-    pub drop_out_of_window: u64,
-    /// TPDUs dropped for want of receive buffer.
-    pub drop_rcv_buf: u64,
-    /// Duplicate TPDUs dropped.
-    pub drop_duplicate: u64,
-    /// TPDUs dropped for arriving late.
-    pub drop_late: u64,
-    /// Oversize, headless and malformed frames dropped.
-    pub drop_other: u64,
-    /// Datagrams the data socket's queue dropped (the kernel's count), if known.
-    pub queue_drops: Option<u64>,
-    /// Smoothed RTT of the sending VC, µs, once it has a sample.
-    pub srtt_us: Option<u64>,
-    /// The sending VC's flow-controlled rate, bit/s, if its controller sets one.
-    pub rate_bps: Option<u64>,
-    /// Bytes waiting in the sending VC.
-    pub send_queued: u64,
-    /// Bytes received and not yet read.
-    pub recv_queued: u64,
-    /// Gaps in the received sequence.
-    pub gaps: u64,
-}
-
-impl TrafficRow {
-    fn new(age_ms: u64, c: &VcCounters) -> TrafficRow {
-        TrafficRow {
-            age_ms,
-            sampled_ms: c.sampled_ms,
-            tx_bytes: c.tx_bytes,
-            tx_tpdus: c.tx_tpdus,
-            rx_bytes: c.rx_bytes,
-            rx_tpdus: c.rx_tpdus,
-            retx_fast: c.retx_fast,
-            retx_timeout: c.retx_timeout,
-            retx_head: c.retx_head,
-            retx_bytes: c.retx_bytes,
-            drop_bad_cookie: c.drop_bad_cookie,
-            drop_out_of_window: c.drop_out_of_window,
-            drop_rcv_buf: c.drop_rcv_buf,
-            drop_duplicate: c.drop_duplicate,
-            drop_late: c.drop_late,
-            drop_other: c.drop_other,
-            queue_drops: c.queue_drops,
-            srtt_us: c.srtt_us,
-            rate_bps: c.rate_bps,
-            send_queued: c.send_queued,
-            recv_queued: c.recv_queued,
-            gaps: c.gaps,
-        }
-    }
+    /// The report; a rate is the difference of two reports' counters over the
+    /// difference of their `sampled_ms` (the application's own clock).
+    #[serde(flatten)]
+    pub counters: VcCounters,
 }
 
 /// One call.
@@ -250,7 +183,10 @@ impl Core {
                 uid: c.owner.and_then(creds).map(|c| c.uid),
                 traffic: self.traffic.get(c.id).map(|(at, t)| {
                     let age = self.now.saturating_duration_since(*at).as_millis();
-                    TrafficRow::new(u64::try_from(age).unwrap_or(u64::MAX), t)
+                    TrafficRow {
+                        age_ms: u64::try_from(age).unwrap_or(u64::MAX),
+                        counters: *t,
+                    }
                 }),
             })
             .collect();
