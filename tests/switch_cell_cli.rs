@@ -4,97 +4,15 @@
 //! reliable connection moves 4 MB byte-exact across, and the switch's counters show
 //! cells on the cell ports and frames on the frame ports.
 
-use std::io::{BufRead, BufReader};
+mod switch_support;
+
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use natm::ulib::{Host, HostConfig, LinkMode};
+use switch_support::{free_addr, SwitchProc, DEADLINE};
 
-const DEADLINE: Duration = Duration::from_secs(20);
 const TOTAL: usize = 4_000_000;
-
-/// A switch process, killed if the test ends without stopping it.
-struct SwitchProc {
-    child: Child,
-    stat: PathBuf,
-}
-
-impl Drop for SwitchProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A free loopback UDP port (bound and released; good enough on loopback).
-fn free_addr() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-}
-
-/// Starts `natm switch` on `toml` and waits until it has bound its two ports.
-fn start(name: &str, toml: &str) -> SwitchProc {
-    let dir = std::env::temp_dir().join(format!(
-        "natm-switch-cell-cli-{}-{name}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let cfg = dir.join("switch.toml");
-    let stat = dir.join("stat.json");
-    let _ = std::fs::remove_file(&stat);
-    let toml = format!(
-        "stat_json = {:?}\nstat_interval_ms = 50\n{toml}",
-        stat.display().to_string()
-    );
-    std::fs::write(&cfg, toml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
-        .args(["switch", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let end = Instant::now() + DEADLINE;
-    let mut ports = 0;
-    while ports < 2 {
-        let line = rx
-            .recv_timeout(end.saturating_duration_since(Instant::now()))
-            .expect("the switch prints its ports in time");
-        ports += usize::from(line.starts_with("port "));
-    }
-    SwitchProc { child, stat }
-}
-
-/// The stat file once `f` holds of it, or a failure at the deadline.
-fn stat_until(sw: &SwitchProc, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        if let Ok(t) = std::fs::read_to_string(&sw.stat) {
-            if let Ok(v) = serde_json::from_str::<serde_json::Value>(&t) {
-                if f(&v) {
-                    return v;
-                }
-                assert!(Instant::now() < end, "stat never matched: {v}");
-            }
-        }
-        assert!(Instant::now() < end, "no stat file");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
 
 fn host(mode: &str) -> Host {
     let mut cfg = HostConfig::default();
@@ -180,7 +98,7 @@ fn transfer(name: &str, a: &str, b: &str) -> serde_json::Value {
         port("a", pa, a_addr, a),
         port("b", pb, shim.addr, b),
     );
-    let sw = start(name, &toml);
+    let sw = SwitchProc::start(name, &toml);
     let hb = host(b);
     let listener = hb.bind(b_addr, "reliable").unwrap();
     let rx = std::thread::spawn(move || {
@@ -224,7 +142,7 @@ fn transfer(name: &str, a: &str, b: &str) -> serde_json::Value {
     // ... and, to a frame port, every TPDU left it (the stat file is rewritten every
     // few ms, so wait for the snapshot that has them).
     let min_frames = (TOTAL / 4096) as u64;
-    stat_until(&sw, |v| {
+    sw.stat_until(|v| {
         v["ports"][0]["stats"]["counters"]["cells_in"]
             .as_u64()
             .is_some_and(|n| n >= min_cells)

@@ -1,100 +1,23 @@
 //! `natm switch` as a process: raw UDP "hosts" in the test on both sides of one
 //! switch (or two in a chain) with permanent VCs.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader};
+mod switch_support;
+
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use natm_proto::wire::cell::{HeaderFormat, HeaderRepr, Packet, Pti, CELL_LEN};
 use natm_proto::wire::vcframe;
+use switch_support::{free_addr, SwitchProc, DEADLINE};
 
 const TRAIN_MAGIC: u8 = 0xD1;
-const DEADLINE: Duration = Duration::from_secs(10);
-
-/// A switch process, killed if the test ends without stopping it.
-struct SwitchProc {
-    child: Child,
-    ports: HashMap<String, SocketAddr>,
-    stat: PathBuf,
-}
-
-impl Drop for SwitchProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("natm-switch-cli-{}-{name}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
-
-/// Starts `natm switch` on `toml` (its ports' `bind` may be port 0) and waits for it
-/// to print each port's bound endpoint.
-fn start(name: &str, toml: &str, nports: usize) -> SwitchProc {
-    let dir = scratch(name);
-    let cfg = dir.join("switch.toml");
-    let stat = dir.join("stat.json");
-    let _ = std::fs::remove_file(&stat);
-    let toml = format!(
-        "stat_json = {:?}\nstat_interval_ms = 50\n{toml}",
-        stat.display().to_string()
-    );
-    std::fs::write(&cfg, toml).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
-        .args(["switch", "--config"])
-        .arg(&cfg)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = child.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
-    let mut proc = SwitchProc {
-        child,
-        ports: HashMap::new(),
-        stat,
-    };
-    let end = Instant::now() + DEADLINE;
-    while proc.ports.len() < nports {
-        let line = rx
-            .recv_timeout(end.saturating_duration_since(Instant::now()))
-            .expect("the switch prints its ports in time");
-        let mut w = line.split_whitespace();
-        if w.next() == Some("port") {
-            let name = w.next().unwrap().to_string();
-            proc.ports.insert(name, w.next().unwrap().parse().unwrap());
-        }
-    }
-    proc
-}
 
 fn host() -> UdpSocket {
     let s = UdpSocket::bind("127.0.0.1:0").unwrap();
     s.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     s
-}
-
-/// A free loopback UDP port (bound and released; good enough on loopback).
-fn free_addr() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
 }
 
 fn port(name: &str, bind: SocketAddr, peer: SocketAddr, mode: &str) -> String {
@@ -139,38 +62,12 @@ fn header(c: &[u8; CELL_LEN]) -> HeaderRepr {
     HeaderRepr::parse(&Packet::new_checked(&c[..]).unwrap(), HeaderFormat::Uni).expect("HEC right")
 }
 
-fn stat(sw: &SwitchProc) -> serde_json::Value {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        if let Ok(t) = std::fs::read_to_string(&sw.stat) {
-            if let Ok(v) = serde_json::from_str(&t) {
-                return v;
-            }
-        }
-        assert!(Instant::now() < end, "no stat file");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Waits until stat `f` holds, or fails at the deadline.
-fn stat_until(sw: &SwitchProc, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-    let end = Instant::now() + DEADLINE;
-    loop {
-        let v = stat(sw);
-        if f(&v) {
-            return v;
-        }
-        assert!(Instant::now() < end, "stat never matched: {v}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 fn two_hosts(name: &str, mode: &str, pvc: &str) -> (UdpSocket, UdpSocket, SwitchProc) {
     let (a, b) = (host(), host());
     let toml = port("a", free_addr(), a.local_addr().unwrap(), mode)
         + &port("b", free_addr(), b.local_addr().unwrap(), mode)
         + pvc;
-    let sw = start(name, &toml, 2);
+    let sw = SwitchProc::start(name, &toml);
     (a, b, sw)
 }
 
@@ -265,7 +162,7 @@ fn a_vc_above_its_pcr_is_cut_to_its_contract() {
         got <= allowed * 1.05 + 25.0 && got >= allowed * 0.8,
         "received {got} cells in {elapsed:.3} s at PCR {pcr}: expected about {allowed:.0}"
     );
-    let v = stat_until(&sw, |v| {
+    let v = sw.stat_until(|v| {
         v["vcs"][0]["counters"]["dropped"]["policing"]
             .as_u64()
             .unwrap_or(0)
@@ -290,7 +187,7 @@ fn unknown_vc_is_counted_and_sigterm_stops_cleanly() {
         sw.ports["a"],
         &[cell(0, 99, 1), cell(0, 99, 2), cell(3, 7, 3)],
     );
-    stat_until(&sw, |v| {
+    sw.stat_until(|v| {
         v["ports"][0]["stats"]["counters"]["dropped"]["unknown_vc"].as_u64() == Some(3)
     });
     // `natm stat --switch` prints the drop by its cause.
@@ -302,36 +199,25 @@ fn unknown_vc_is_counted_and_sigterm_stops_cleanly() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("unknown_vc 3"), "{text}");
-    let pid = rustix::process::Pid::from_child(&sw.child);
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
-    let end = Instant::now() + DEADLINE;
-    loop {
-        if let Some(st) = sw.child.try_wait().unwrap() {
-            assert!(st.success(), "exit status {st}");
-            break;
-        }
-        assert!(Instant::now() < end, "the switch did not stop on SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let st = sw.terminate();
+    assert!(st.success(), "exit status {st}");
 }
 
 #[test]
 fn two_switches_in_a_chain_carry_a_pvc_end_to_end() {
     let (a, b) = (host(), host());
     let (s1_trunk, s2_trunk) = (free_addr(), free_addr());
-    let s1 = start(
+    let s1 = SwitchProc::start(
         "chain1",
         &(port("a", free_addr(), a.local_addr().unwrap(), "cell")
             + &port("trunk", s1_trunk, s2_trunk, "cell")
             + "[[pvc]]\nfrom = \"a:0.32\"\nto = \"trunk:5.77\"\nduplex = true\n"),
-        2,
     );
-    let s2 = start(
+    let s2 = SwitchProc::start(
         "chain2",
         &(port("trunk", s2_trunk, s1_trunk, "cell")
             + &port("b", free_addr(), b.local_addr().unwrap(), "cell")
             + "[[pvc]]\nfrom = \"trunk:5.77\"\nto = \"b:1.40\"\nduplex = true\n"),
-        2,
     );
     let cells: Vec<_> = (1..=50).map(|i| cell(0, 32, i)).collect();
     send_train(&a, s1.ports["a"], &cells[..25]);
@@ -359,7 +245,7 @@ fn a_port_delays_and_loses_what_it_sends() {
         + "loss = 1.0\n"
         + "[[pvc]]\nfrom = \"a:0.32\"\nto = \"b:0.33\"\n"
         + "[[pvc]]\nfrom = \"a:0.34\"\nto = \"c:0.35\"\n";
-    let sw = start("delayloss", &toml, 3);
+    let sw = SwitchProc::start("delayloss", &toml);
     let sent = Instant::now();
     send_train(&a, sw.ports["a"], &[cell(0, 32, 1)]);
     b.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
@@ -369,7 +255,7 @@ fn a_port_delays_and_loses_what_it_sends() {
     assert!(took >= Duration::from_millis(100), "arrived after {took:?}");
     // Port c loses every datagram: nothing arrives, and stat says why.
     send_train(&a, sw.ports["a"], &[cell(0, 34, 2), cell(0, 34, 3)]);
-    stat_until(&sw, |v| v["ports"][2]["link"]["lost"].as_u64() == Some(1));
+    sw.stat_until(|v| v["ports"][2]["link"]["lost"].as_u64() == Some(1));
     b.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     assert!(b.recv(&mut buf).is_err(), "a lost train arrived");

@@ -12,75 +12,15 @@
 //! every end within a second.
 
 mod sigd_support;
+mod switch_support;
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use sigd_support::{free_port, Sigd, LINK};
-
-/// A switch process, killed on drop.
-struct SwitchProc {
-    child: Option<Child>,
-    dir: PathBuf,
-}
-
-impl SwitchProc {
-    fn start(name: &str, toml: &str) -> SwitchProc {
-        static N: AtomicUsize = AtomicUsize::new(0);
-        let n = N.fetch_add(1, Ordering::SeqCst);
-        let dir =
-            std::env::temp_dir().join(format!("natm-swnet-{}-{n}-{name}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let cfg = dir.join("switch.toml");
-        let stat = dir.join("stat.json");
-        std::fs::write(
-            &cfg,
-            format!("stat_json = {stat:?}\nstat_interval_ms = 50\n{toml}"),
-        )
-        .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_natm"))
-            .args(["switch", "--config"])
-            .arg(&cfg)
-            .env("RUST_LOG", "natm=debug")
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(
-                std::fs::File::create(dir.join("switch.log")).unwrap(),
-            ))
-            .spawn()
-            .unwrap();
-        SwitchProc {
-            child: Some(child),
-            dir,
-        }
-    }
-
-    fn stat(&self) -> serde_json::Value {
-        let s = std::fs::read_to_string(self.dir.join("stat.json")).unwrap_or_default();
-        serde_json::from_str(&s).unwrap_or(serde_json::Value::Null)
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("switch.log")).unwrap_or_default()
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for SwitchProc {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
+use switch_support::SwitchProc;
 
 struct Net {
     s1: SwitchProc,
@@ -261,25 +201,18 @@ fn calls_between_every_pair_cross_one_or_two_switches_byte_exact() {
         s.wait_no_calls();
     }
     // Both switches forwarded frames and hold no call or cross-connect afterwards.
-    let until = Instant::now() + Duration::from_secs(5);
     for s in [&n.s1, &n.s2] {
-        loop {
-            let st = s.stat();
-            if st["calls"].as_array().is_some_and(|c| c.is_empty())
+        let st = s.stat_until(|st| {
+            st["calls"].as_array().is_some_and(|c| c.is_empty())
                 && st["vcs"].as_array().is_some_and(|v| v.is_empty())
-            {
-                let frames: u64 = st["ports"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .map(|p| p["stats"]["counters"]["frames_out"].as_u64().unwrap_or(0))
-                    .sum();
-                assert!(frames > 40, "{st}");
-                break;
-            }
-            assert!(Instant::now() < until, "calls left: {st}");
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        });
+        let frames: u64 = st["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["stats"]["counters"]["frames_out"].as_u64().unwrap_or(0))
+            .sum();
+        assert!(frames > 40, "{st}");
     }
 }
 
@@ -303,15 +236,9 @@ fn a_call_through_two_switches_is_relabelled_on_every_link() {
     assert_eq!(m.as_deref(), Some(&b"through two switches"[..]));
     // Each switch holds the call with a VCI of its own on each side; the hosts'
     // labels are the ones their switch gave them.
-    let until = Instant::now() + Duration::from_secs(5);
-    let (r1, r2) = loop {
-        let (a, b) = (n.s1.stat(), n.s2.stat());
-        if a["calls"][0]["active"] == true && b["calls"][0]["active"] == true {
-            break (a["calls"][0].clone(), b["calls"][0].clone());
-        }
-        assert!(Instant::now() < until, "{a} {b}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let active = |st: &serde_json::Value| st["calls"][0]["active"] == true;
+    let r1 = n.s1.stat_until(active)["calls"][0].clone();
+    let r2 = n.s2.stat_until(active)["calls"][0].clone();
     let caller = &n.h[0].stat()["calls"][0];
     let callee = &n.h[2].stat()["calls"][0];
     // Caller → S1: the caller sends with the VCI S1 receives on (r1.a.1) and receives
@@ -397,15 +324,7 @@ fn a_killed_switch_releases_every_call_through_it_within_a_second() {
     }
     // The surviving switch cleared the calls it carried for the dead one.
     // (Its stat file is rewritten every 50 ms.)
-    let until = Instant::now() + Duration::from_secs(2);
-    loop {
-        let st = n.s2.stat();
-        if st["calls"].as_array().is_some_and(|c| c.is_empty()) {
-            break;
-        }
-        assert!(Instant::now() < until, "{st}\n{}", n.s2.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    n.s2.stat_until(|st| st["calls"].as_array().is_some_and(|c| c.is_empty()));
     for t in held {
         t.join().unwrap();
     }
@@ -445,21 +364,14 @@ fn a_cell_mode_host_calls_through_a_cell_trunk_and_a_frame_host_answers() {
     t.join().unwrap();
     // S2's h3 port and the trunk carried cells; S1's h1 port frames (the stat files
     // are rewritten every 50 ms: wait for the snapshots that show it).
-    let until = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (st, st1) = (n.s2.stat(), n.s1.stat());
-        let cells = st["ports"].as_array().is_some_and(|ps| {
+    n.s2.stat_until(|st| {
+        st["ports"].as_array().is_some_and(|ps| {
             ps.iter().all(|p| {
                 p["mode"] == "cell" && p["stats"]["counters"]["cells_in"].as_u64() > Some(1000)
             })
-        });
-        let frames = st1["ports"][0]["stats"]["counters"]["frames_out"].as_u64() > Some(10);
-        if cells && frames {
-            break;
-        }
-        assert!(Instant::now() < until, "{st}\n{st1}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        })
+    });
+    n.s1.stat_until(|st| st["ports"][0]["stats"]["counters"]["frames_out"].as_u64() > Some(10));
 }
 
 #[test]

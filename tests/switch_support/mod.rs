@@ -1,0 +1,155 @@
+//! Helpers for the tests that run `natm switch` processes: start one on a TOML text in
+//! a scratch directory, wait until it has bound every port, read its stat file, stop
+//! or kill it; killed and its directory removed on drop.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, UdpSocket};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a switch may take to start, and a stat file to show what a test waits for.
+pub(crate) const DEADLINE: Duration = Duration::from_secs(20);
+
+static N: AtomicUsize = AtomicUsize::new(0);
+
+/// A running `natm switch`.
+pub(crate) struct SwitchProc {
+    child: Option<Child>,
+    pub(crate) dir: PathBuf,
+    /// The stat file (rewritten every 50 ms).
+    pub(crate) stat: PathBuf,
+    /// Each port's bound endpoint, by name.
+    pub(crate) ports: HashMap<String, SocketAddr>,
+}
+
+/// A loopback UDP port free a moment ago (bound and released; good enough on loopback).
+pub(crate) fn free_addr() -> SocketAddr {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+impl SwitchProc {
+    /// Starts `natm switch` on `toml` (plus `stat_json` and a 50 ms stat interval) and
+    /// waits until it has printed the endpoint of each of its `[[port]]`s.
+    pub(crate) fn start(name: &str, toml: &str) -> SwitchProc {
+        let n = N.fetch_add(1, Ordering::SeqCst);
+        let dir = std::env::temp_dir().join(format!(
+            "natm-switch-test-{}-{n}-{name}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cfg = dir.join("switch.toml");
+        let stat = dir.join("stat.json");
+        std::fs::write(
+            &cfg,
+            format!("stat_json = {stat:?}\nstat_interval_ms = 50\n{toml}"),
+        )
+        .unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
+            .args(["switch", "--config"])
+            .arg(&cfg)
+            .env("RUST_LOG", "natm=debug")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::from(
+                std::fs::File::create(dir.join("switch.log")).unwrap(),
+            ))
+            .spawn()
+            .unwrap();
+        let out = child.stdout.take().unwrap();
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut sw = SwitchProc {
+            child: Some(child),
+            dir,
+            stat,
+            ports: HashMap::new(),
+        };
+        let want = toml.matches("[[port]]").count();
+        let end = Instant::now() + DEADLINE;
+        while sw.ports.len() < want {
+            let line = rx
+                .recv_timeout(end.saturating_duration_since(Instant::now()))
+                .unwrap_or_else(|_| panic!("the switch did not print its ports: {}", sw.log()));
+            let mut w = line.split_whitespace();
+            if w.next() == Some("port") {
+                let name = w.next().unwrap().to_string();
+                sw.ports.insert(name, w.next().unwrap().parse().unwrap());
+            }
+        }
+        sw
+    }
+
+    /// The stat file as last written (`Null` before the first).
+    pub(crate) fn stat(&self) -> serde_json::Value {
+        let s = std::fs::read_to_string(&self.stat).unwrap_or_default();
+        serde_json::from_str(&s).unwrap_or(serde_json::Value::Null)
+    }
+
+    /// The stat file once `f` holds of it; fails at [`DEADLINE`].
+    pub(crate) fn stat_until(&self, f: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
+        let end = Instant::now() + DEADLINE;
+        loop {
+            let v = self.stat();
+            if !v.is_null() && f(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < end,
+                "stat never matched: {v}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Its log so far.
+    pub(crate) fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("switch.log")).unwrap_or_default()
+    }
+
+    /// SIGTERM, and the exit status; fails if it does not stop in time.
+    pub(crate) fn terminate(&mut self) -> ExitStatus {
+        let mut c = self.child.take().expect("running");
+        let pid = rustix::process::Pid::from_child(&c);
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+        let end = Instant::now() + DEADLINE;
+        loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                return st;
+            }
+            if Instant::now() > end {
+                let _ = c.kill();
+                panic!("the switch did not stop on SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGKILL.
+    pub(crate) fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for SwitchProc {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
