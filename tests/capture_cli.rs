@@ -7,13 +7,13 @@
 mod sigd_support;
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
-use sigd_support::{pair, Sigd, LINK};
+use sigd_support::{pair, tool, Sigd, LINK};
 
 const NATM: &str = env!("CARGO_BIN_EXE_natm");
 /// Bound on every process the tests start.
@@ -124,52 +124,14 @@ fn wait(mut child: Child, what: &str) -> Output {
     }
 }
 
-/// A `natm` tool run through `sigd`.
-fn tool(sigd: &Sigd, args: &[&str], stdin: Option<Vec<u8>>) -> Child {
-    let mut child = Command::new(NATM)
-        .args(args)
-        .arg("--sigd")
-        .arg(&sigd.socket)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    if let Some(data) = stdin {
-        let mut w = child.stdin.take().unwrap();
-        std::thread::spawn(move || {
-            let _ = w.write_all(&data);
-        });
-    }
-    child
-}
-
 /// One call from A to B that moves `bytes` and is released, both sigds idle after.
 fn call(a: &Sigd, b: &Sigd, bytes: usize) {
     let body: Vec<u8> = (0..bytes).map(|i| (i * 7 + i / 251) as u8).collect();
-    let listener = tool(b, &["listen", "cap", "--discard"], None);
-    let until = Instant::now() + Duration::from_secs(10);
-    while b.stat()["listeners"].as_array().unwrap().is_empty() {
-        assert!(Instant::now() < until, "the listener never bound");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let caller = tool(a, &["call", "+4420002:cap", "--size", "4000"], Some(body));
-    let c = wait(caller, "natm call");
-    assert!(
-        c.status.success(),
-        "call: {}",
-        String::from_utf8_lossy(&c.stderr)
-    );
-    let l = wait(listener, "natm listen");
-    assert!(
-        l.status.success(),
-        "listen: {}",
-        String::from_utf8_lossy(&l.stderr)
-    );
+    let listener = tool::listen(b, &["cap", "--discard"]);
+    let c = tool::natm(a, &["call", "+4420002:cap", "--size", "4000"], Some(body)).wait(LIMIT);
+    assert!(c.status.success(), "call: {}", c.stderr);
+    let l = listener.wait(LIMIT);
+    assert!(l.status.success(), "listen: {}", l.stderr);
     for s in [a, b] {
         s.wait_no_calls();
     }

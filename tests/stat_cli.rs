@@ -5,14 +5,12 @@
 
 mod sigd_support;
 
-use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Output, Stdio};
-use std::thread::JoinHandle;
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use sigd_support::{pair, Sigd, LINK};
+use sigd_support::{pair, tool, Sigd, LINK};
 
 fn natm(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_natm"))
@@ -135,84 +133,23 @@ fn stat_shows_the_bytes_a_live_call_moved_at_both_ends() {
     }
 }
 
-/// A `natm` tool in the background, its stderr collected.
-struct Tool {
-    child: Option<Child>,
-    err: Option<JoinHandle<String>>,
-}
-
-impl Tool {
-    fn start(args: &[&str]) -> Tool {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut e = child.stderr.take().unwrap();
-        let err = std::thread::spawn(move || {
-            let mut s = String::new();
-            let _ = e.read_to_string(&mut s);
-            s
-        });
-        Tool {
-            child: Some(child),
-            err: Some(err),
-        }
-    }
-
-    /// Exit status and stderr, waiting up to 10 s (else the test fails).
-    fn wait(mut self) -> (bool, String) {
-        let mut c = self.child.take().unwrap();
-        let until = Instant::now() + Duration::from_secs(10);
-        let st = loop {
-            if let Some(st) = c.try_wait().unwrap() {
-                break st;
-            }
-            if Instant::now() > until {
-                let _ = c.kill();
-                let _ = c.wait();
-                panic!(
-                    "still running: {}",
-                    self.err.take().unwrap().join().unwrap()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        (st.success(), self.err.take().unwrap().join().unwrap())
-    }
-}
-
-impl Drop for Tool {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[test]
 fn release_ends_a_live_call_pair_with_its_cause_and_refuses_strangers() {
     let (a, b) = pair(LINK, LINK);
-    let listen = Tool::start(&["listen", "sink", "--discard", "--quiet", "--sigd", sock(&b)]);
-    let until = Instant::now() + Duration::from_secs(10);
-    while b.stat()["listeners"].as_array().unwrap().is_empty() {
-        assert!(Instant::now() < until, "the listener never bound");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let call = Tool::start(&[
-        "call",
-        "+4420002:sink",
-        "--bytes",
-        "10GB",
-        "--rate",
-        "2Mbps",
-        "--quiet",
-        "--sigd",
-        sock(&a),
-    ]);
+    let listen = tool::listen(&b, &["sink", "--discard", "--quiet"]);
+    let call = tool::natm(
+        &a,
+        &[
+            "call",
+            "+4420002:sink",
+            "--bytes",
+            "10GB",
+            "--rate",
+            "2Mbps",
+            "--quiet",
+        ],
+        None,
+    );
     let row = traffic_when(&a, |t| t["tx_bytes"].as_u64().unwrap_or(0) > 0);
     let id = row["id"].as_str().unwrap().to_owned();
 
@@ -252,12 +189,14 @@ fn release_ends_a_live_call_pair_with_its_cause_and_refuses_strangers() {
         said.contains(&format!("released call {id} (cause 31")),
         "{said}"
     );
-    let (ok, e) = call.wait();
+    let c = call.wait(Duration::from_secs(10));
+    let (ok, e) = (c.status.success(), c.stderr);
     assert!(!ok, "the caller must fail: {e}");
     assert!(e.contains("the call was released while sending"), "{e}");
     assert!(e.contains("released by an administrator (uid"), "{e}");
     assert!(e.contains("cause 31"), "{e}");
-    let (ok, e) = listen.wait();
+    let l = listen.wait(Duration::from_secs(10));
+    let (ok, e) = (l.status.success(), l.stderr);
     assert!(!ok, "the listener must fail: {e}");
     assert!(e.contains("the call was released while receiving"), "{e}");
     assert!(e.contains("cause 31"), "{e}");

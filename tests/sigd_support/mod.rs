@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 
 use natm::ulib::{Host, HostConfig};
 
+pub(crate) mod tool;
+
 static N: AtomicUsize = AtomicUsize::new(0);
 
 /// A running `natm sigd`.

@@ -1,0 +1,122 @@
+//! `natm` tools run against a test's sigd: each a child process killed on drop, its
+//! output collected by threads so that no pipe fills, waited for under a deadline.
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::Sigd;
+
+/// A `natm` child: killed on drop; its output collected by threads so that no pipe
+/// fills up.
+pub(crate) struct Proc {
+    child: Option<Child>,
+    out: Option<JoinHandle<Vec<u8>>>,
+    err: Option<JoinHandle<Vec<u8>>>,
+    what: String,
+}
+
+/// How a tool ended.
+pub(crate) struct Done {
+    pub(crate) status: ExitStatus,
+    pub(crate) stdout: Vec<u8>,
+    pub(crate) stderr: String,
+}
+
+/// `natm ARGS --sigd SOCKET`, fed `stdin` if given.
+pub(crate) fn natm(sigd: &Sigd, args: &[&str], stdin: Option<Vec<u8>>) -> Proc {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(args)
+        .arg("--sigd")
+        .arg(&sigd.socket)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(data) = stdin {
+        let mut w = child.stdin.take().unwrap();
+        std::thread::spawn(move || {
+            let _ = w.write_all(&data);
+        });
+    }
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut v = Vec::new();
+            let _ = r.read_to_end(&mut v);
+            v
+        })
+    };
+    let out = drain(Box::new(child.stdout.take().unwrap()));
+    let err = drain(Box::new(child.stderr.take().unwrap()));
+    Proc {
+        child: Some(child),
+        out: Some(out),
+        err: Some(err),
+        what: format!("natm {}", args.join(" ")),
+    }
+}
+
+impl Proc {
+    /// Wait up to `limit` for the exit; a process still running is killed and the
+    /// test fails.
+    pub(crate) fn wait(mut self, limit: Duration) -> Done {
+        let mut c = self.child.take().unwrap();
+        let until = Instant::now() + limit;
+        let status = loop {
+            if let Some(st) = c.try_wait().unwrap() {
+                break st;
+            }
+            if Instant::now() > until {
+                let _ = c.kill();
+                let _ = c.wait();
+                let err =
+                    String::from_utf8_lossy(&self.err.take().unwrap().join().unwrap()).into_owned();
+                panic!("`{}` still ran after {limit:?}: {err}", self.what);
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        Done {
+            status,
+            stdout: self.out.take().unwrap().join().unwrap(),
+            stderr: String::from_utf8_lossy(&self.err.take().unwrap().join().unwrap()).into_owned(),
+        }
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Start `natm listen` on host B and wait until its sigd holds the listener.
+pub(crate) fn listen(b: &Sigd, args: &[&str]) -> Proc {
+    let sap = args[0];
+    let before = listeners(b, sap);
+    let p = natm(b, &[&["listen"], args].concat(), None);
+    let until = Instant::now() + Duration::from_secs(10);
+    while listeners(b, sap) == before {
+        assert!(Instant::now() < until, "the listener never bound");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    p
+}
+
+/// Listeners `s` holds on `sap`.
+pub(crate) fn listeners(s: &Sigd, sap: &str) -> usize {
+    s.stat()["listeners"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|l| l["sap"] == sap)
+        .count()
+}
