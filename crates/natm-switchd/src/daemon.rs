@@ -195,13 +195,7 @@ impl SwitchDaemon {
             match o {
                 control::Output::Signal(p, pdu) => {
                     if let Some(l) = self.links.get_mut(p.index()) {
-                        let mut d = Vec::with_capacity(vcframe::HEADER_LEN + pdu.len());
-                        d.extend_from_slice(
-                            &vcframe::Repr::new(vcframe::FrameKind::Signalling, 0, SIGNALLING_VCI)
-                                .to_bytes(),
-                        );
-                        d.extend_from_slice(&pdu);
-                        l.send(&d, wall);
+                        l.send(&vcframe::signalling_frame(&pdu), wall);
                     }
                 }
                 control::Output::Source(vc, addr) => {
@@ -396,7 +390,8 @@ impl SwitchDaemon {
             let now = self.at(Instant::now());
             let link = &mut self.links[i];
             let data = &self.buf[..n];
-            if let (Some(ctl), Some(pdu)) = (self.control.as_mut(), signalling_pdu(data)) {
+            // A port's signalling travels as frames in either link mode (sigds speak so).
+            if let (Some(ctl), Some(pdu)) = (self.control.as_mut(), vcframe::signalling_pdu(data)) {
                 if from == link.peer {
                     link.counters.datagrams_in += 1;
                     ctl.handle_signal(now, port, pdu);
@@ -507,27 +502,6 @@ impl SwitchDaemon {
         if train::cells(&self.out) > 0 {
             link.send_to(&self.out, to, wall);
         }
-    }
-}
-
-/// The signalling VC (I.361: VPI 0/VCI 5).
-const SIGNALLING_VCI: u16 = 5;
-
-/// The SSCOP PDU in a datagram, if it is a signalling frame on VPI 0/VCI 5. A port's
-/// signalling travels as frames in either link mode: the hosts' sigds speak it so.
-fn signalling_pdu(d: &[u8]) -> Option<&[u8]> {
-    if d.first()? & 0xF0 != 0xC0 {
-        return None;
-    }
-    match vcframe::Repr::parse_bytes(d) {
-        Ok((r, pdu))
-            if r.kind == vcframe::FrameKind::Signalling
-                && r.vpi == 0
-                && r.vci == SIGNALLING_VCI =>
-        {
-            Some(pdu)
-        }
-        _ => None,
     }
 }
 

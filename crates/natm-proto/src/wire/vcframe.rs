@@ -45,6 +45,30 @@ pub const MAX_UDP_PAYLOAD_V4: usize = 65_507;
 /// are larger cannot run over the UDP adaptor.
 pub const MAX_SDU_OVER_UDP_V4: usize = MAX_UDP_PAYLOAD_V4 - HEADER_LEN;
 
+/// The signalling VC's VCI (ITU-T I.361: VPI 0/VCI 5).
+pub const SIGNALLING_VCI: u16 = 5;
+
+/// A datagram carrying one SSCOP PDU as a signalling frame on VPI 0/VCI 5 (how sigds
+/// and switches exchange UNI signalling, in either link mode).
+pub fn signalling_frame(pdu: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HEADER_LEN + pdu.len());
+    v.extend_from_slice(&Repr::new(FrameKind::Signalling, 0, SIGNALLING_VCI).to_bytes());
+    v.extend_from_slice(pdu);
+    v
+}
+
+/// The SSCOP PDU in a datagram, if it is a signalling frame on VPI 0/VCI 5.
+pub fn signalling_pdu(d: &[u8]) -> Option<&[u8]> {
+    match Repr::parse_bytes(d) {
+        Ok((r, pdu))
+            if r.kind == FrameKind::Signalling && r.vpi == 0 && r.vci == SIGNALLING_VCI =>
+        {
+            Some(pdu)
+        }
+        _ => None,
+    }
+}
+
 mod field {
     pub(super) const MAGIC_KIND_FLAGS: usize = 0;
     pub(super) const VPI: usize = 1;
@@ -313,6 +337,19 @@ impl fmt::Display for Repr {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn signalling_frames_round_trip_and_data_frames_are_not_signalling() {
+        let d = signalling_frame(b"\x00\x00\x00\x00\x10\x00\x00\x00");
+        assert_eq!(
+            signalling_pdu(&d),
+            Some(&b"\x00\x00\x00\x00\x10\x00\x00\x00"[..])
+        );
+        let mut data = Repr::data(0, SIGNALLING_VCI).to_bytes().to_vec();
+        data.extend_from_slice(b"x");
+        assert_eq!(signalling_pdu(&data), None);
+        assert_eq!(signalling_pdu(b"junk"), None);
+    }
 
     // A data frame on 0/32 carrying "hi"; a signalling frame on 0/5; an OAM probe on
     // 255/65535 with CI and CLP set.

@@ -22,7 +22,7 @@ use super::{Format, Natm, Seen};
 use crate::cli::outln;
 
 /// The signalling VC of the UNI (Q.2931 over SSCOP on VPI 0/VCI 5).
-const SIGNALLING_VCI: u16 = 5;
+use natm::wire::vcframe::SIGNALLING_VCI;
 /// Frames in reassembly at once before all are dropped (a bound on memory).
 const MAX_REASSEMBLIES: usize = 4_096;
 
