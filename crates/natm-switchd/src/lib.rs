@@ -7,6 +7,8 @@
 
 #![forbid(unsafe_code)]
 
+pub mod atmtcp;
+mod atmtcp_link;
 pub mod config;
 mod daemon;
 mod link;
@@ -14,5 +16,6 @@ pub mod stat;
 /// The cell-train codec, now in `natm_proto::wire::train` (the host engine speaks it too).
 pub use natm_proto::wire::train;
 
+pub use atmtcp_link::{AtmtcpCounters, AtmtcpSnapshot, Role as AtmtcpRole};
 pub use config::{Config, ConfigError, LinkMode};
 pub use daemon::{Stop, SwitchDaemon};
