@@ -772,6 +772,51 @@ mod tests {
     }
 
     #[test]
+    fn a_peer_that_does_not_read_costs_a_bounded_queue_and_counted_drops() {
+        let mut poll = mio::Poll::new().unwrap();
+        let tokens = (mio::Token(1), mio::Token(2));
+        let mut link = super::AtmtcpLink::listen(
+            "slow",
+            "127.0.0.1:0".parse().unwrap(),
+            poll.registry(),
+            tokens,
+        )
+        .unwrap();
+        let peer = connect(link.addr());
+        let mut events = mio::Events::with_capacity(8);
+        let t0 = std::time::Instant::now();
+        while link.snapshot().connected.is_none() {
+            assert!(t0.elapsed() < WAIT, "never accepted");
+            poll.poll(&mut events, Some(Duration::from_millis(50)))
+                .unwrap();
+            for ev in events.iter() {
+                link.handle_event(ev.token(), poll.registry(), std::time::Instant::now());
+            }
+        }
+        // Far more than the kernel's buffers on both ends hold: the send queue fills,
+        // never blocks, and stays within its bound.
+        let sdu = vec![0x42u8; crate::atmtcp::MAX_LEN];
+        let n = 400;
+        for _ in 0..n {
+            link.send(0, 100, &sdu, poll.registry(), std::time::Instant::now())
+                .unwrap();
+            let queued = link.snapshot().queued;
+            assert!(
+                queued <= super::TX_QUEUE + crate::atmtcp::HEADER_LEN + sdu.len(),
+                "{queued}"
+            );
+        }
+        let c = link.snapshot().counters;
+        assert!(c.dropped_full > 0, "{c:?}");
+        assert_eq!(c.frames_out + c.dropped_full, n);
+        // What was queued is whole frames: the peer reads them intact.
+        let mut peer = peer;
+        for _ in 0..3 {
+            assert_eq!(read_msg(&mut peer), (0, 100, sdu.clone()));
+        }
+    }
+
+    #[test]
     fn a_connecting_port_retries_and_reconnects() {
         // A port nobody listens on yet (bound and released).
         let addr = StdListener::bind("127.0.0.1:0")
