@@ -34,6 +34,11 @@ const AAL5_TRAILER: usize = 8;
 /// SDUs held by the shaper.
 pub const DEFAULT_BARE_QUEUE: usize = 256 * 1024;
 
+/// How long a bare receiver still takes SDUs after the call's release: the RELEASE
+/// crosses the signalling path, the last SDUs the data path, and neither waits for the
+/// other (a bare VC has no close of its own), so the last SDUs can come second.
+pub const RELEASE_GRACE: Duration = Duration::from_millis(50);
+
 /// How one simplex bare VC runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BareConfig {
@@ -293,6 +298,8 @@ pub struct BareRx {
     cfg: BareConfig,
     ready: VecDeque<Bytes>,
     readable: usize,
+    /// The release came: SDUs are still taken until then.
+    ending_at: Option<Instant>,
     peer_closed: bool,
     aborted: Option<AbortReason>,
     counters: VcCounters,
@@ -305,6 +312,7 @@ impl BareRx {
             cfg,
             ready: VecDeque::new(),
             readable: 0,
+            ending_at: None,
             peer_closed: false,
             aborted: None,
             counters: VcCounters::default(),
@@ -380,9 +388,25 @@ impl BareRx {
         self.cfg.limit()
     }
 
-    /// The call was released: no more SDUs come; what is queued is still read.
-    pub fn peer_released(&mut self) {
-        self.peer_closed = true;
+    /// The call was released at `now`: SDUs are still taken for [`RELEASE_GRACE`]
+    /// (the last ones may come after the RELEASE), then the data ends; what is queued
+    /// is still read.
+    pub fn peer_released(&mut self, now: Instant) {
+        if self.ending_at.is_none() {
+            self.ending_at = Some(now + RELEASE_GRACE);
+        }
+    }
+
+    /// When the data ends after a release ([`BareRx::handle_timeout`] then).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.ending_at.filter(|_| !self.peer_closed)
+    }
+
+    /// Timers: the release's grace is over, the data has ended.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.ending_at.is_some_and(|t| t <= now) {
+            self.peer_closed = true;
+        }
     }
 
     /// Whether the peer is done (the call released).
@@ -642,11 +666,24 @@ mod tests {
         a.send(b"last", true).unwrap();
         pump(now, &mut a, &mut b, A);
         let (_, _, _, mut rx) = b.into_parts();
-        rx.peer_released();
+        rx.peer_released(now);
+        // An SDU the release overtook is still taken during the grace.
+        a.send(b"late", true).unwrap();
+        let mut buf = Vec::new();
+        a.poll_transmit(now, &mut buf).unwrap();
+        rx.handle_frame(now, Bytes::from(buf).slice(vcframe::HEADER_LEN..));
+        assert!(!rx.status().peer_closed);
+        let end = rx.poll_timeout().expect("the grace's end");
+        assert_eq!(end, now + RELEASE_GRACE);
+        rx.handle_timeout(end);
         assert!(rx.status().peer_closed);
         assert!(rx.is_finished());
         assert_eq!(&rx.recv().unwrap().unwrap().data[..], b"last");
+        assert_eq!(&rx.recv().unwrap().unwrap().data[..], b"late");
         assert_eq!(rx.recv(), Ok(None));
+        // After the grace nothing more is taken.
+        rx.handle_frame(end, Bytes::from_static(b"too late"));
+        assert_eq!(rx.bare_counters().unwrap().dropped_other, 1);
         a.close();
         assert_eq!(a.send(b"x", true), Err(SendError::Closed));
         assert!(a.tx().is_finished());

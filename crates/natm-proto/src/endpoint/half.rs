@@ -145,10 +145,12 @@ impl Core {
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        if let Machine::Natm(psb) = &mut self.machine {
-            psb.handle_timeout(now);
+        match &mut self.machine {
+            Machine::Natm(psb) => psb.handle_timeout(now),
+            Machine::BareRx(rx) => rx.handle_timeout(now),
+            // A bare sender's shaper is looked at by `poll_sdu` itself.
+            Machine::BareTx(_) => {}
         }
-        // A bare sender's shaper is looked at by `poll_sdu` itself.
         self.absorb();
     }
 
@@ -156,7 +158,7 @@ impl Core {
         match &self.machine {
             Machine::Natm(psb) => psb.poll_timeout(),
             Machine::BareTx(tx) => tx.poll_timeout(),
-            Machine::BareRx(_) => None,
+            Machine::BareRx(rx) => rx.poll_timeout(),
         }
     }
 
@@ -618,12 +620,13 @@ impl RxHalf {
         }
     }
 
-    /// The call was released normally by the peer: the stream ends after what was
-    /// received ([`Psb::peer_released`]). On a bare VC this is the only end of data.
-    pub fn peer_released(&mut self) {
+    /// The call was released normally by the peer at `now`: the stream ends after
+    /// what was received ([`Psb::peer_released`]). On a bare VC this is the only end
+    /// of data, after [`super::bare::RELEASE_GRACE`] for the SDUs still on their way.
+    pub fn peer_released(&mut self, now: Instant) {
         match &mut self.core.machine {
             Machine::Natm(psb) => psb.peer_released(),
-            Machine::BareRx(rx) => rx.peer_released(),
+            Machine::BareRx(rx) => rx.peer_released(now),
             Machine::BareTx(_) => {}
         }
         self.core.absorb();
