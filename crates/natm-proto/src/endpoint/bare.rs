@@ -34,6 +34,11 @@ const AAL5_TRAILER: usize = 8;
 /// SDUs held by the shaper.
 pub const DEFAULT_BARE_QUEUE: usize = 256 * 1024;
 
+/// Receive buffer of a bare VC when the configuration does not say: 1 MiB, a natm
+/// VC's default, so that the engine's watermarks (half the buffer) hold the socket
+/// as late for a bare VC as for natm's transport.
+pub const DEFAULT_BARE_RCV_BUF: usize = 1024 * 1024;
+
 /// How long a bare receiver still takes SDUs after the call's release: the RELEASE
 /// crosses the signalling path, the last SDUs the data path, and neither waits for the
 /// other (a bare VC has no close of its own), so the last SDUs can come second.
@@ -70,7 +75,10 @@ impl BareConfig {
         BareConfig {
             max_sdu: qos.max_sdu(dir),
             pcr_bps,
-            queue_bytes: DEFAULT_BARE_QUEUE,
+            queue_bytes: match dir {
+                Direction::Tx => DEFAULT_BARE_QUEUE,
+                Direction::Rx => DEFAULT_BARE_RCV_BUF,
+            },
         }
     }
 

@@ -30,7 +30,9 @@ use bytes::Bytes;
 use thiserror::Error;
 
 pub use crate::transport::{AbortReason, Chunk, PsbStats, RecvError, SendError};
-pub use bare::{BareConfig, BareRx, BareTx, VcCounters, DEFAULT_BARE_QUEUE, RELEASE_GRACE};
+pub use bare::{
+    BareConfig, BareRx, BareTx, VcCounters, DEFAULT_BARE_QUEUE, DEFAULT_BARE_RCV_BUF, RELEASE_GRACE,
+};
 pub use connection::{Connection, ConnectionStats, Event, Side, State};
 pub use half::{Half, HalfStatus, RxHalf, Simplex, TxHalf};
 
