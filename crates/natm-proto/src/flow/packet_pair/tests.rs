@@ -99,7 +99,7 @@ impl Bottleneck {
         if second {
             self.pairs += 1;
             if let (Some(n), Some(p)) = (self.compress_every, prev) {
-                if self.pairs % n == 0 {
+                if self.pairs.is_multiple_of(n) {
                     t = p + Duration::from_micros(3);
                 }
             }
