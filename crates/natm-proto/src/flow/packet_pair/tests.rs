@@ -383,3 +383,31 @@ fn compressed_and_bunched_ack_pairs_do_not_derail_the_estimate() {
         "without the bunch test μ̂ / μ only reached {worst}"
     );
 }
+
+/// The bunch test measures ACK spacing against μ̂, so a μ̂ far below the truth must
+/// not lock itself in (every pair rejected as bunched): a bottleneck that gets 8×
+/// faster is followed, with or without the ACK path's bunching.
+#[test]
+fn a_bottleneck_eight_times_faster_is_followed() {
+    let t = |ms: u64| Instant::from_nanos(1_000_000 + ms * 1_000_000);
+    for bunched in [false, true] {
+        let mut b = Bottleneck::new(PacketPairConfig::for_tpdu(1000), 2.5e6);
+        if bunched {
+            b.compress_every = Some(4);
+            b.stall = Some((Duration::from_millis(50), Duration::from_millis(3)));
+        }
+        b.run_until(t(1000));
+        let mu = b.pp.bottleneck_bps().unwrap() / 8.0;
+        assert!((mu - 2.5e6).abs() / 2.5e6 < 0.02, "μ̂ {mu} before");
+        b.mu = 20e6;
+        b.run_until(t(2000));
+        let mu = b.pp.bottleneck_bps().unwrap() / 8.0;
+        assert!(
+            (mu - 20e6).abs() / 20e6 < 0.02,
+            "μ̂ {mu} after (bunched: {bunched})"
+        );
+        // Work-conserving again soon after the change.
+        let n = b.delivered(t(1500), t(2000));
+        assert!(n >= 9_900, "{n} TPDUs in 0.5 s (bunched: {bunched})");
+    }
+}
