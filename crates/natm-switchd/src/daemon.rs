@@ -116,6 +116,7 @@ impl SwitchDaemon {
                 train: p.train,
                 cell_time: pc.cell_time(),
                 next_arrival: natm_proto::time::Instant::ZERO,
+                line_idle: true,
                 loss: p.loss,
                 burst: p.gilbert.map(|g| (g.model(), false)),
                 delay: p.delay(),
@@ -503,15 +504,25 @@ impl SwitchDaemon {
 
     /// Drains port `i`: units whose line slot is at most `train` cell times ahead of
     /// `now` (and at most [`CATCH_UP`] behind it) leave, cells batched into trains.
+    /// Catch-up is for slots a late wake-up missed while the port had work: a port
+    /// that was empty when last drained has nothing it could have sent before now,
+    /// so its line starts now. (Without this, units reaching an idle port left back
+    /// to back up to `CATCH_UP` of line time at once: a packet pair's two TPDUs left
+    /// microseconds apart instead of one service interval, and packet-pair read the
+    /// bottleneck as 10–100× faster than it is.)
     fn transmit(&mut self, i: usize, now: natm_proto::time::Instant, wall: Instant) {
         let port = PortId(u16::try_from(i).expect("port ids fit u16: add_port checks"));
         let link = &mut self.links[i];
         let horizon = now + link.cell_time * u32::try_from(link.train).unwrap_or(u32::MAX);
-        let earliest = natm_proto::time::Instant::from_nanos(
-            now.as_nanos()
-                .saturating_sub(CATCH_UP.as_nanos() as u64)
-                .max(1),
-        );
+        let earliest = if link.line_idle {
+            now
+        } else {
+            natm_proto::time::Instant::from_nanos(
+                now.as_nanos()
+                    .saturating_sub(CATCH_UP.as_nanos() as u64)
+                    .max(1),
+            )
+        };
         if link.mode == LinkMode::Atmtcp {
             let registry = self.poll.registry();
             self.atmtcp
@@ -559,6 +570,7 @@ impl SwitchDaemon {
         if train::cells(&self.out) > 0 {
             link.send_to(&self.out, to, wall);
         }
+        link.line_idle = self.sw.port_timeout(port).is_none();
     }
 }
 

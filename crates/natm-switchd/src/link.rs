@@ -45,6 +45,9 @@ pub(crate) struct Link {
     /// When the next cell of this link may arrive: cells of a train are stamped one
     /// cell time apart, and a train never overlaps the one before.
     pub(crate) next_arrival: natm_proto::time::Instant,
+    /// The port had nothing queued when it was last drained: whatever it holds now
+    /// arrived since, so no line slot before now was missed (no catch-up credit).
+    pub(crate) line_idle: bool,
     pub(crate) loss: f64,
     /// Burst loss, and whether its channel is in the bad state.
     pub(crate) burst: Option<(natm_sim::GilbertElliott, bool)>,
@@ -159,6 +162,7 @@ mod tests {
             train: 1,
             cell_time: Duration::from_nanos(2726),
             next_arrival: natm_proto::time::Instant::ZERO,
+            line_idle: true,
             loss,
             burst: burst.map(|g| (g, false)),
             delay: Duration::ZERO,

@@ -23,7 +23,7 @@ pub mod leaky_bucket;
 pub mod packet_pair;
 pub mod window;
 
-pub use estimator::FuzzyEstimator;
+pub use estimator::{FuzzyEstimator, MedianFilter};
 pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};
 pub use leaky_bucket::LeakyBucket;
 pub use packet_pair::{PacketPair, PacketPairConfig};

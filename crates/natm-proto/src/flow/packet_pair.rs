@@ -16,7 +16,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use super::estimator::FuzzyEstimator;
+use super::estimator::{FuzzyEstimator, MedianFilter};
 use super::{AckSample, FlowController, Permit};
 use crate::time::Instant;
 
@@ -49,6 +49,14 @@ pub struct PacketPairConfig {
     pub reprobe_after: u32,
     /// Smoothing β of the estimator's relative error (specs §8.3). Default 0.75.
     pub beta: f64,
+    /// The estimator is fed the median of the last this many pair samples, not each
+    /// sample ([`MedianFilter`]: compressed ACK pairs through a real switch; 1: every
+    /// sample, as specs §8.3). Default 9.
+    pub median_of: usize,
+    /// A pair whose first ACK arrived less than this fraction of one TPDU's service
+    /// time at μ̂ after the ACK before it came in a bunch and is not a sample (0:
+    /// keep every pair, as specs §8.1). Default 0.25.
+    pub bunch_fraction: f64,
 }
 
 impl PacketPairConfig {
@@ -65,6 +73,8 @@ impl PacketPairConfig {
             min_gap: Duration::from_nanos(1),
             reprobe_after: 3,
             beta: 0.75,
+            median_of: 9,
+            bunch_fraction: 0.25,
         }
     }
 }
@@ -93,6 +103,8 @@ pub fn control_law(mu: f64, nb_pred: f64, setpoint: f64, r: f64, alpha: f64) -> 
 #[derive(Debug, Clone)]
 pub struct PacketPair {
     cfg: PacketPairConfig,
+    /// The pair samples' running median, which feeds `est`.
+    filter: MedianFilter,
     est: FuzzyEstimator,
     /// No clean pair sample yet (start-up, or after a silent path): send a pair and
     /// wait for its ACKs (specs §8.4).
@@ -114,8 +126,11 @@ pub struct PacketPair {
     sent_log: VecDeque<(Instant, u64)>,
     /// How far back `sent_log` reaches.
     horizon: Duration,
-    /// The ACK of a pair's first TPDU: (sequence number, arrival, RTT, bytes).
-    first_ack: Option<(u64, Instant, Duration, u32)>,
+    /// The ACK of a pair's first TPDU: (sequence number, arrival, RTT, bytes, and
+    /// how long after the ACK before it, if any, it arrived).
+    first_ack: Option<(u64, Instant, Duration, u32, Option<Duration>)>,
+    /// When the last ACK of any TPDU arrived.
+    last_ack: Option<Instant>,
     /// n̂_b, bytes, as of `backlog_at` when `total_sent` was `backlog_sent`.
     backlog: f64,
     backlog_at: Instant,
@@ -134,6 +149,7 @@ impl PacketPair {
     pub fn new(cfg: PacketPairConfig) -> Self {
         PacketPair {
             est: FuzzyEstimator::new(cfg.beta),
+            filter: MedianFilter::new(cfg.median_of),
             cfg,
             probing: true,
             rate: None,
@@ -145,6 +161,7 @@ impl PacketPair {
             sent_log: VecDeque::new(),
             horizon: Duration::from_secs(1),
             first_ack: None,
+            last_ack: None,
             backlog: 0.0,
             backlog_at: Instant::ZERO,
             backlog_sent: 0,
@@ -239,15 +256,39 @@ impl PacketPair {
         self.epoch_start = now;
     }
 
-    /// A clean pair: both ACKs, consecutive, neither a retransmission.
-    fn pair_sample(&mut self, s: &AckSample, t1: Instant, rtt1: Duration, bytes1: u32) {
+    /// A clean pair: both ACKs, consecutive, neither a retransmission; `lead` is how
+    /// long after the ACK before it the pair's first ACK arrived.
+    fn pair_sample(
+        &mut self,
+        s: &AckSample,
+        t1: Instant,
+        rtt1: Duration,
+        bytes1: u32,
+        lead: Option<Duration>,
+    ) {
         let gap = s.now.saturating_duration_since(t1);
         if gap.is_zero() || gap < self.cfg.min_gap {
             return;
         }
+        // specs §8.1 takes "immediate, unbunched acks" for granted; through real
+        // processes they are not. At a round-robin bottleneck this VC's TPDUs leave at
+        // least one service interval 1/μ apart while it is backlogged, and further
+        // apart while it is not, so ACKs arriving much closer together than 1/μ̂
+        // were bunched after the bottleneck: a process that was not running (the
+        // sender, the receiver, or the switch catching up line slots) handled them
+        // in one go. A pair whose first ACK came in such a bunch says nothing about
+        // the bottleneck; the median filter takes care of lone compressed pairs.
+        if let (Some(mu), Some(lead)) = (self.est.estimate(), lead) {
+            if lead.as_secs_f64() * mu < f64::from(bytes1) * self.cfg.bunch_fraction {
+                return;
+            }
+        }
         // specs §8.1: "bytes: size_of_2nd_packet / (t_ack2 − t_ack1)".
         let sample = f64::from(s.bytes) / gap.as_secs_f64();
-        let mu = self.est.update(sample);
+        let Some(median) = self.filter.push(sample) else {
+            return;
+        };
+        let mu = self.est.update(median);
         if !self.probing {
             // Departure from "once per R": λ follows μ̂ at every sample, and only the
             // set-point correction α(B − n̂_b)/R waits for the epoch. When the
@@ -337,15 +378,17 @@ impl FlowController for PacketPair {
             self.horizon = self.horizon.max(s.rtt.saturating_mul(4));
         }
         let first = self.first_ack.take();
+        let lead = self.last_ack.map(|t| s.now.saturating_duration_since(t));
+        self.last_ack = Some(s.now);
         // specs §8.1: discard samples from retransmissions, broken pairs and ACKs
         // that were not consecutive.
         if !s.retransmission {
             if s.pair_first {
-                self.first_ack = Some((s.seq, s.now, s.rtt, s.bytes));
+                self.first_ack = Some((s.seq, s.now, s.rtt, s.bytes, lead));
             } else if s.pair_second {
-                if let Some((seq1, t1, rtt1, bytes1)) = first {
+                if let Some((seq1, t1, rtt1, bytes1, lead)) = first {
                     if seq1 + 1 == s.seq {
-                        self.pair_sample(s, t1, rtt1, bytes1);
+                        self.pair_sample(s, t1, rtt1, bytes1, lead);
                     }
                 }
             }
@@ -363,6 +406,7 @@ impl FlowController for PacketPair {
         if self.timeouts >= self.cfg.reprobe_after.max(1) {
             self.probing = true;
             self.est.reset();
+            self.filter.clear();
             self.first_ack = None;
             self.backlog = 0.0;
             self.correction = 0.0;
