@@ -35,7 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use connection::{
-    Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Release, Sender,
+    Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, OamStats, Receiver, Release,
+    Sender,
 };
 
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
