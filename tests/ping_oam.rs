@@ -33,12 +33,17 @@ fn route(prefix: &str, port: &str) -> String {
 
 /// One switch with frame-mode host ports h1 and h2, and both sigds attached to it.
 fn net() -> (SwitchProc, Sigd, Sigd) {
+    net_with("frame")
+}
+
+/// [`net`] with h2's port in `h2_mode` (`frame` or `cell`).
+fn net_with(h2_mode: &str) -> (SwitchProc, Sigd, Sigd) {
     let [h1, h2, s1, s2] = std::array::from_fn(|_| free_port());
     let sw = SwitchProc::start(
         "oam",
         &[
             port("h1", s1, h1, "frame"),
-            port("h2", s2, h2, "frame"),
+            port("h2", s2, h2, h2_mode),
             route("+4420001", "h1"),
             route("+4420002", "h2"),
         ]
@@ -119,8 +124,26 @@ fn natm_ping_oam_is_answered_by_the_switch_or_the_far_end() {
 
 #[test]
 fn the_switch_counts_oam_per_vc_while_the_call_lives() {
-    let (sw, a, b) = net();
-    let hb = b.host();
+    counts_oam_per_vc("frame");
+}
+
+/// The callee's host in cell mode: an end-to-end probe crosses the switch's
+/// conversion as one OAM cell each way.
+#[test]
+fn end_to_end_probes_cross_a_frame_to_cell_conversion() {
+    counts_oam_per_vc("cell");
+}
+
+fn counts_oam_per_vc(h2_mode: &str) {
+    let (sw, a, b) = net_with(h2_mode);
+    let hb = {
+        let mut cfg = natm::ulib::HostConfig {
+            sigd_socket: Some(b.socket.clone()),
+            ..natm::ulib::HostConfig::default()
+        };
+        cfg.engine.link_mode = h2_mode.parse().unwrap();
+        natm::ulib::Host::open(cfg).unwrap()
+    };
     let lis = hb.bind("probe", "ubr").unwrap();
     let callee = std::thread::spawn(move || {
         let c = lis.next_call(Some(LIMIT)).unwrap().accept().unwrap();

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use natm::ulib::{Connection, Host, HostConfig, MemNetwork, Network};
+use natm::ulib::{Connection, Host, HostConfig, LinkMode, MemNetwork, Network};
 use natm::wire::oam::Scope;
 
 fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) {
@@ -58,5 +58,16 @@ fn end_to_end_probes_are_answered_over_udp() {
     let a = Host::open(HostConfig::default()).unwrap();
     let b = Host::open(HostConfig::default()).unwrap();
     let (c, s) = connect(&a, &b, "127.0.0.1:0", "reliable");
+    check_pair(&c, &s);
+}
+
+#[test]
+fn end_to_end_probes_are_answered_in_cell_mode() {
+    // Each OAM frame travels as one OAM cell in a train, and comes back as one.
+    let mut cfg = HostConfig::default();
+    cfg.engine.link_mode = LinkMode::Cell { train: 8 };
+    let a = Host::open(cfg.clone()).unwrap();
+    let b = Host::open(cfg).unwrap();
+    let (c, s) = connect(&a, &b, "127.0.0.1:0", "best-effort");
     check_pair(&c, &s);
 }
