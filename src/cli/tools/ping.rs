@@ -363,7 +363,14 @@ fn summarise(rtts: &[f64]) -> Option<(f64, f64, f64, f64)> {
 
 #[cfg(test)]
 mod tests {
-    use super::summarise;
+    use super::{median, summarise};
+
+    #[test]
+    fn median_of_odd_and_even_counts() {
+        assert_eq!(median(&[]), None);
+        assert_eq!(median(&[5.0, 1.0, 3.0]), Some(3.0));
+        assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
+    }
 
     #[test]
     fn ping_statistics() {
