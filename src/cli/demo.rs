@@ -193,7 +193,7 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
             st.srtt
                 .map_or("-".into(), |d| format!("{}µs", d.as_micros())),
             st.tx.retransmissions().to_string(),
-            (st.rx.partial_messages_dropped + vc.lost.load(Ordering::Relaxed)).to_string(),
+            (st.rx.messages_lost + vc.lost.load(Ordering::Relaxed)).to_string(),
         ]);
     }
     outln!("{}", crate::cli::table::render(&t).trim_end());

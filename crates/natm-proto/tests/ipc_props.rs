@@ -143,6 +143,8 @@ fn counters() -> impl Strategy<Value = VcCounters> {
             send_queued: q[0],
             recv_queued: q[1],
             gaps: f[15],
+            lost_tpdus: q[0] ^ f[0],
+            lost_messages: q[1] ^ f[1],
         })
 }
 

@@ -115,7 +115,9 @@ pub struct VcReport {
     pub bytes_delivered: u64,
     /// Whole messages delivered.
     pub messages_delivered: u64,
-    /// Messages never delivered, before the last one that was: lost whole or in part.
+    /// Messages never delivered, as the receiving PSB counts them (`messages_lost`):
+    /// lost whole or in part, each once, tail losses included once a later message or
+    /// the CLOSE reveals them (0 on a VC with error control).
     pub messages_lost: u64,
     /// Every delivered byte matched what was sent.
     pub intact: bool,
@@ -413,7 +415,7 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             bytes_sent: sent,
             bytes_delivered: sink.delivered(),
             messages_delivered: sink.messages(),
-            messages_lost: sink.messages_missing(),
+            messages_lost: rx.psb.stats().messages_lost,
             intact: sink.intact(),
             bad_messages: sink.bad_messages(),
             goodput_bps,

@@ -22,7 +22,7 @@ use natm_proto::wire::vcframe;
 
 use crate::discard::{FrameDiscard, FrameDrop};
 use crate::error::SwitchError;
-use crate::oam::{self, LOCATION_ID_LEN};
+use crate::oam::{self, Scope, LOCATION_ID_LEN};
 use crate::port::{Port, PortConfig, PortUnit};
 use crate::queue::{frame_cells, Transmit, VcQueue};
 use crate::sar::{self, Assembled, FrameAssembly};
@@ -74,6 +74,8 @@ struct Vc {
     to_cells: bool,
     counters: Counters,
     oam_looped: u64,
+    /// OAM cells and frames switched along it (not answered here).
+    oam_forwarded: u64,
 }
 
 impl Vc {
@@ -84,6 +86,7 @@ impl Vc {
             contract: self.contract,
             counters: self.counters,
             oam_looped: self.oam_looped,
+            oam_forwarded: self.oam_forwarded,
             queue_cells: self.queue.cells(),
             max_queue_cells: self.queue.max_cells(),
         }
@@ -265,6 +268,7 @@ impl Switch {
             to_cells: out.unit == PortUnit::Cells,
             counters: Counters::default(),
             oam_looped: 0,
+            oam_forwarded: 0,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -496,6 +500,7 @@ impl Switch {
                 vc.counters.dropped.add(cause, u64::from(cells));
                 return Ok(Verdict::Dropped(cause));
             }
+            vc.oam_forwarded += u64::from(f.pti.is_oam_f5());
             let was_empty = vc.queue.is_empty();
             vc.queue.push(unit, cells);
             out.queue_cells += cells;
@@ -519,6 +524,7 @@ impl Switch {
             f.vci = vci;
         }
         cell[..HEADER_LEN].copy_from_slice(&f.emit(out.cfg.format));
+        vc.oam_forwarded += u64::from(f.pti.is_oam_f5());
         let was_empty = vc.queue.is_empty();
         vc.queue.push(Transmit::Cell(cell), 1);
         out.queue_cells += 1;
@@ -541,7 +547,7 @@ impl Switch {
             .ports
             .get_mut(port.index())
             .ok_or(SwitchError::UnknownPort(port))?;
-        let cells = frame_cells(sdu.len());
+        let cells = frame_cells(header.kind, sdu.len());
         let n = u64::from(cells);
         inp.counters.cells_in += n;
         inp.counters.frames_in += 1;
@@ -564,6 +570,26 @@ impl Switch {
         };
         vc.counters.cells_in += n;
         vc.counters.frames_in += 1;
+        let oam = header.kind == vcframe::FrameKind::Oam;
+        // The same OAM loopback as `handle_cell` (`oam`'s module doc): a segment
+        // request is answered at the first switch, on the same VC out of this port.
+        if oam && vc.out_vci.is_some() {
+            if let Some(a) = oam::loopback_answer(Scope::of_frame(&header), &sdu, &self.location) {
+                let reply = Transmit::Frame {
+                    header,
+                    sdu: Bytes::copy_from_slice(&a),
+                };
+                return Ok(if inp.push_control(reply) {
+                    inp.oam_looped += 1;
+                    vc.oam_looped += 1;
+                    Verdict::LoopedBack
+                } else {
+                    inp.counters.dropped.add(DropCause::QueueFull, n);
+                    vc.counters.dropped.add(DropCause::QueueFull, n);
+                    Verdict::Dropped(DropCause::QueueFull)
+                });
+            }
+        }
         // Bound for a cell port: the cells it will be, or no cell form at all.
         let out_cells = if vc.to_cells {
             let Some(c) = sar::cell_form_len(header.kind, sdu.len()) else {
@@ -623,6 +649,7 @@ impl Switch {
             });
             out.queue_cells += out_cells;
             out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
+            vc.oam_forwarded += u64::from(oam);
             return Ok(verdict);
         }
         let header = vcframe::Repr {
@@ -632,6 +659,7 @@ impl Switch {
             ..header
         };
         vc.queue.push(Transmit::Frame { header, sdu }, cells);
+        vc.oam_forwarded += u64::from(oam);
         out.queue_cells += cells;
         out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
         out.sched.enqueued(slot, was_empty, vc.weight);

@@ -24,17 +24,21 @@ pub enum Transmit {
 
 impl Transmit {
     /// Cells this unit occupies on the line and in a buffer: 1 for a cell, the AAL5
-    /// cell count of the SDU for a frame.
+    /// cell count of the SDU for a frame (1 for an OAM frame, the payload of one cell).
     pub fn cells(&self) -> u32 {
         match self {
             Transmit::Cell(_) => 1,
-            Transmit::Frame { sdu, .. } => frame_cells(sdu.len()),
+            Transmit::Frame { header, sdu } => frame_cells(header.kind, sdu.len()),
         }
     }
 }
 
-/// Cells an SDU of `len` octets takes once segmented (at least 1).
-pub(crate) fn frame_cells(len: usize) -> u32 {
+/// Cells a frame of `kind` with an SDU of `len` octets takes: its AAL5 cells (at
+/// least 1), or 1 for an OAM frame of one cell payload.
+pub(crate) fn frame_cells(kind: vcframe::FrameKind, len: usize) -> u32 {
+    if kind == vcframe::FrameKind::Oam && len == natm_proto::wire::cell::PAYLOAD_LEN {
+        return 1;
+    }
     u32::try_from(cell_count(len).max(1)).unwrap_or(u32::MAX)
 }
 

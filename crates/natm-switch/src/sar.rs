@@ -13,7 +13,8 @@
 //! (65,535 octets); a frame that would pass it is dropped.
 //!
 //! OAM F5 cells that are not answered by the switch travel as a frame of kind OAM
-//! whose SDU is the 48-octet cell payload, and back; other units with no form on the
+//! whose SDU is the 48-octet cell payload and whose `C` bit says segment (0) or
+//! end-to-end (1), and back (`wire::oam`); other units with no form on the
 //! output port are dropped ([`DropCause::Unconvertible`]).
 
 use std::time::Duration;
@@ -24,6 +25,7 @@ use natm_proto::wire::aal5::{Reassembler, Segmenter};
 use natm_proto::wire::cell::{
     HeaderFormat, HeaderRepr, Pti, CELL_LEN, HEADER_LEN, PAYLOAD_LEN, VCI_SIGNALLING,
 };
+use natm_proto::wire::oam::Scope;
 use natm_proto::wire::vcframe::{self, FrameKind};
 
 use crate::queue::Transmit;
@@ -143,12 +145,14 @@ impl FrameAssembly {
 }
 
 /// An OAM F5 cell as a frame-mode OAM frame on `vpi`/`vci` (already translated):
-/// its 48-octet payload is the SDU.
+/// its 48-octet payload is the SDU, its flow (PTI 100/101) the `C` bit
+/// (`wire::oam::Scope::frame_header`).
 pub(crate) fn oam_frame(cell: &[u8; CELL_LEN], vpi: u8, vci: u16, clp: bool) -> Transmit {
+    let scope = Scope::of_pti(Pti::from_bits(cell[3] >> 1)).unwrap_or(Scope::EndToEnd);
     Transmit::Frame {
         header: vcframe::Repr {
             clp,
-            ..vcframe::Repr::new(FrameKind::Oam, vpi, vci)
+            ..scope.frame_header(vpi, vci)
         },
         sdu: Bytes::copy_from_slice(&cell[HEADER_LEN..]),
     }
@@ -186,7 +190,8 @@ pub(crate) fn segment(
     };
     if header.kind == FrameKind::Oam {
         let mut cell = [0u8; CELL_LEN];
-        cell[..HEADER_LEN].copy_from_slice(&cell_header(Pti::EndToEndOamF5).to_bytes());
+        let pti = Scope::of_frame(header).pti();
+        cell[..HEADER_LEN].copy_from_slice(&cell_header(pti).to_bytes());
         cell[HEADER_LEN..].copy_from_slice(sdu);
         out(cell);
         return;

@@ -164,8 +164,11 @@ pub struct VcStats {
     pub contract: Contract,
     /// Traffic counters.
     pub counters: Counters,
-    /// OAM F5 loopback cells answered on it.
+    /// OAM F5 loopback cells and frames answered on it.
     pub oam_looped: u64,
+    /// OAM F5 cells and frames switched along it (not answered here: end-to-end
+    /// loopbacks and their answers, other OAM functions).
+    pub oam_forwarded: u64,
     /// Cells waiting in its output queue now.
     pub queue_cells: u32,
     /// The most cells that ever waited.

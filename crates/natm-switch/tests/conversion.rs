@@ -13,6 +13,7 @@ use common::*;
 use natm_proto::time::Instant;
 use natm_proto::wire::aal5::{segment, Segmenter};
 use natm_proto::wire::cell::{HeaderRepr, Pti, CELL_LEN};
+use natm_proto::wire::oam::Scope;
 use natm_proto::wire::vcframe::{self, FrameKind};
 use natm_switch::{
     Contract, CrossConnect, PortConfig, PortId, PortUnit, SchedulerKind, Switch, SwitchError,
@@ -131,10 +132,14 @@ fn a_lost_cell_drops_exactly_one_reassembled_frame() {
 fn oam_and_signalling_kinds_map_both_ways() {
     let (sw, f, c) = frame_and_cell();
     let mut h = Harness::new(sw);
+    // Not loopback requests: switched along the VC, whatever their flow.
     let probe = Bytes::from(vec![0x6A; 48]);
-    let oam = vcframe::Repr::new(FrameKind::Oam, 0, 40);
+    let oam = Scope::EndToEnd.frame_header(0, 40);
+    let segment = Scope::Segment.frame_header(0, 40);
+    assert_eq!(oam.kind, FrameKind::Oam);
     h.feed([
         (Instant::ZERO, f, Input::Frame(oam, probe.clone())),
+        (at_us(3), f, Input::Frame(segment, probe.clone())),
         // No cell form: an empty frame and an OAM frame that is not one payload.
         (
             at_us(1),
@@ -145,10 +150,15 @@ fn oam_and_signalling_kinds_map_both_ways() {
     ]);
     h.drain();
     let cells = h.cells(c);
-    assert_eq!(cells.len(), 1);
+    assert_eq!(cells.len(), 2, "one OAM frame is one OAM cell");
     assert_eq!(
         &cells[0][..5],
         &HeaderRepr::uni(1, 50, Pti::EndToEndOamF5).to_bytes()
+    );
+    assert_eq!(
+        &cells[1][..5],
+        &HeaderRepr::uni(1, 50, Pti::SegmentOamF5).to_bytes(),
+        "the C bit of an OAM frame is the PTI's last bit"
     );
     assert_eq!(&cells[0][5..], &probe[..]);
     assert_eq!(
@@ -157,13 +167,23 @@ fn oam_and_signalling_kinds_map_both_ways() {
     );
     // And back: an F5 cell that is not a loopback for the switch becomes an OAM frame.
     let mut h2 = Harness::new(frame_and_cell().0);
-    h2.feed([(Instant::ZERO, c, Input::Cell(cells[0]))]);
+    h2.feed([
+        (Instant::ZERO, c, Input::Cell(cells[0])),
+        (at_us(1), c, Input::Cell(cells[1])),
+    ]);
     h2.drain();
     assert_eq!(
         frames_out(&h2, f),
-        vec![(oam, probe)],
-        "the 48-octet payload is the SDU"
+        vec![(oam, probe.clone()), (segment, probe)],
+        "the 48-octet payload is the SDU, the flow the C bit"
     );
+    let vc = h2
+        .sw
+        .stat()
+        .vcs
+        .into_iter()
+        .find(|v| v.counters.cells_in > 0);
+    assert_eq!(vc.map(|v| (v.oam_forwarded, v.oam_looped)), Some((2, 0)));
 }
 
 #[test]

@@ -1,11 +1,15 @@
-//! OAM F5 loopback (I.610) through the switch, and the counter snapshot.
+//! OAM F5 loopback (I.610) through the switch, on cell and frame ports alike, and the
+//! counter snapshot.
 
 mod common;
 
+use bytes::Bytes;
 use common::*;
 use natm_proto::time::Instant;
 use natm_proto::wire::cell::{HeaderRepr, Pti, CELL_LEN};
-use natm_switch::oam::{crc10, crc10_field, loopback_payload, END_POINT};
+use natm_proto::wire::crc::{crc10_field, crc10_oam as crc10};
+use natm_proto::wire::oam::Loopback;
+use natm_switch::oam::{loopback_payload, Scope, END_POINT};
 use natm_switch::{
     Contract, CrossConnect, DropCause, PortConfig, PortId, Switch, Transmit, VcAddr, Verdict,
 };
@@ -32,8 +36,9 @@ fn switch() -> (Switch, PortId, PortId) {
 }
 
 #[test]
-fn loopback_is_answered_on_the_same_vc_out_of_the_input_port() {
-    for pti in [Pti::SegmentOamF5, Pti::EndToEndOamF5] {
+fn segment_loopback_is_answered_on_the_same_vc_out_of_the_input_port() {
+    {
+        let pti = Pti::SegmentOamF5;
         let (mut sw, a, b) = switch();
         let ping = oam_cell(1, 32, pti, &END_POINT);
         assert_eq!(
@@ -59,6 +64,86 @@ fn loopback_is_answered_on_the_same_vc_out_of_the_input_port() {
 }
 
 #[test]
+fn end_to_end_loopback_travels_along_the_vc_for_the_far_end() {
+    let (mut sw, a, b) = switch();
+    let ping = oam_cell(1, 32, Pti::EndToEndOamF5, &END_POINT);
+    assert_eq!(sw.handle_cell(Instant::ZERO, a, ping), Ok(Verdict::Queued));
+    assert_eq!(
+        sw.poll_transmit(Instant::ZERO, a),
+        None,
+        "not answered here"
+    );
+    let Some(Transmit::Cell(c)) = sw.poll_transmit(Instant::ZERO, b) else {
+        panic!("switched on towards the far end")
+    };
+    assert_eq!((vpi_of(&c), vci_of(&c)), (2, 40));
+    assert_eq!(&c[5..], &ping[5..], "payload untouched");
+    let v = &sw.stat().vcs[0];
+    assert_eq!((v.oam_looped, v.oam_forwarded), (0, 1));
+}
+
+/// A switch with two frame-mode ports and a PVC 0/32 ↔ 0/40 both ways.
+fn frame_switch() -> (Switch, PortId, PortId) {
+    let mut sw = Switch::new();
+    let a = sw.add_port(PortConfig::new(OC3)).unwrap();
+    let b = sw.add_port(PortConfig::new(OC3)).unwrap();
+    let (x, y) = (VcAddr::new(a, 0, 32), VcAddr::new(b, 0, 40));
+    for xc in [CrossConnect::vc(x, y), CrossConnect::vc(y, x)] {
+        sw.connect(xc, Contract::best_effort()).unwrap();
+    }
+    (sw, a, b)
+}
+
+#[test]
+fn oam_frames_are_looped_and_switched_as_cells_are() {
+    let (mut sw, a, b) = frame_switch();
+    let t = Instant::ZERO;
+    let probe = Bytes::copy_from_slice(&Loopback::request(7).to_bytes());
+    // Segment: answered by this switch, out of the port it came in on, same VC.
+    let seg = Scope::Segment.frame_header(0, 32);
+    assert_eq!(
+        sw.handle_frame(t, a, seg, probe.clone()),
+        Ok(Verdict::LoopedBack)
+    );
+    assert_eq!(sw.poll_transmit(t, b), None);
+    let Some(Transmit::Frame { header, sdu }) = sw.poll_transmit(t, a) else {
+        panic!("the answer leaves the input port")
+    };
+    assert_eq!(header, seg);
+    let answer = Loopback::parse(&sdu).unwrap();
+    assert_eq!((answer.request, answer.tag), (false, 7));
+    // End to end: switched on, translated; the far end's answer comes back the same way.
+    let e2e = Scope::EndToEnd.frame_header(0, 32);
+    let t = t + std::time::Duration::from_millis(1);
+    assert_eq!(
+        sw.handle_frame(t, a, e2e, probe.clone()),
+        Ok(Verdict::Queued)
+    );
+    let Some(Transmit::Frame { header, sdu }) = sw.poll_transmit(t, b) else {
+        panic!("switched on")
+    };
+    assert_eq!(header, Scope::EndToEnd.frame_header(0, 40));
+    assert_eq!(sdu, probe);
+    let back = Bytes::copy_from_slice(&natm_proto::wire::oam::answer(
+        probe[..].try_into().unwrap(),
+    ));
+    assert_eq!(
+        sw.handle_frame(t, b, header, back.clone()),
+        Ok(Verdict::Queued)
+    );
+    let t = t + std::time::Duration::from_millis(1);
+    let Some(Transmit::Frame { header, sdu }) = sw.poll_transmit(t, a) else {
+        panic!("the answer comes back along the VC")
+    };
+    assert_eq!((header, sdu), (e2e, back));
+    // One cell each on the line, and the per-VC counts say what happened.
+    let s = sw.stat();
+    let fwd = s.vcs.iter().map(|v| (v.oam_looped, v.oam_forwarded));
+    assert_eq!(fwd.collect::<Vec<_>>(), vec![(1, 1), (0, 1)]);
+    assert_eq!(s.ports[a.index()].counters.cells_in, 2);
+}
+
+#[test]
 fn the_answer_goes_ahead_of_queued_cells() {
     let mut sw = Switch::new();
     let a = sw.add_port(PortConfig::new(OC3)).unwrap();
@@ -81,14 +166,14 @@ fn the_answer_goes_ahead_of_queued_cells() {
     sw.handle_cell(
         Instant::ZERO,
         a,
-        oam_cell(1, 32, Pti::EndToEndOamF5, &END_POINT),
+        oam_cell(1, 32, Pti::SegmentOamF5, &END_POINT),
     )
     .unwrap();
     let mut h = Harness::new(sw);
     h.drain();
     let cells = h.cells(a);
     assert_eq!(cells.len(), 6);
-    assert_eq!(Pti::from_bits(cells[0][3] >> 1), Pti::EndToEndOamF5);
+    assert_eq!(Pti::from_bits(cells[0][3] >> 1), Pti::SegmentOamF5);
 }
 
 #[test]

@@ -33,6 +33,7 @@
 //! | `MemNextPort` | `MemNetwork`'s next ephemeral port | — |
 //! | `PortPeer` | a UDP or mem port's connected peer | — |
 //! | `MemQueue` | a mem port's receive queue | — |
+//! | `OamProbes` | a connection's OAM loopback probes waiting for answers | — |
 //! | `ConnGone` | `Conn::on_gone`, the task run when a connection is forgotten | — |
 //!
 //! Hence: the driver takes the scheduler and then an end, so an application thread
@@ -77,6 +78,8 @@ pub(crate) enum Level {
     MemNextPort,
     PortPeer,
     MemQueue,
+    /// A connection's outstanding OAM loopback probes (`engine::oam`): taken alone.
+    OamProbes,
     /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
     ConnGone,
 }

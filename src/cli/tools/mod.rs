@@ -255,8 +255,15 @@ struct Summary {
     /// TPDUs the sender inferred lost (SMART's fast path or a timeout).
     tpdus_marked_lost: u64,
     /// Gaps in the received sequence on a VC without error control: runs of one or
-    /// more missing TPDUs (the library counts runs, not TPDUs).
+    /// more missing TPDUs.
     gaps: u64,
+    /// Data TPDUs that arrived on the receiving VC.
+    tpdus_received: u64,
+    /// TPDUs that never arrived on a VC without error control, each counted once.
+    tpdus_lost: u64,
+    /// Messages not delivered on a VC without error control, each counted once (a
+    /// TPDU of theirs lost, lost whole, or dropped for want of buffer).
+    messages_lost: u64,
     /// TPDUs the receiving VC dropped (late, headless, out of window, no buffer…).
     dropped_tpdus: u64,
     /// Messages the receiving VC discarded because a TPDU of theirs was lost.
@@ -326,6 +333,9 @@ impl Summary {
                 .is_ok_and(|q| q.resolved_transport(false).error_control),
             tpdus_marked_lost: s.tx.fast_marked + s.tx.timeout_marked,
             gaps: s.rx.gaps,
+            tpdus_received: s.rx.tpdus_received,
+            tpdus_lost: s.rx.tpdus_lost,
+            messages_lost: s.rx.messages_lost,
             dropped_tpdus: rx_drops(&s.rx),
             messages_dropped: s.rx.partial_messages_dropped,
             queue_drops: s.queue_drops,
@@ -409,7 +419,9 @@ impl Summary {
         }
         if self.messages_received > 0 || self.role == "listen" {
             eprintln!(
-                "receiving: {} gaps (runs of missing TPDUs), {} TPDUs dropped, {} partial messages dropped{}",
+                "receiving: {} messages lost, {} TPDUs lost ({} gaps), {} TPDUs dropped, {} partial messages dropped{}",
+                self.messages_lost,
+                self.tpdus_lost,
                 self.gaps,
                 self.dropped_tpdus,
                 self.messages_dropped,

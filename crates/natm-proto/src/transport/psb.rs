@@ -421,7 +421,7 @@ impl Psb {
             }
             TpduType::Close => {
                 if let Some(recv) = self.recv.as_mut() {
-                    recv.set_close(h.seq);
+                    recv.set_close(h.seq, h.msg, &mut self.stats);
                 }
                 if self.state == State::Closed {
                     let ack = self.header(TpduType::CloseAck);
@@ -563,8 +563,11 @@ impl Psb {
             return;
         }
         let seq = super::seq::to_wire(send.end_seq());
+        // The CLOSE's msg: messages started, so that a receiver without error
+        // control can count whole messages lost at the tail.
         let h = Header {
             seq,
+            msg: send.messages_started(),
             ..self.header(TpduType::Close)
         };
         self.queue_ctrl(h, Bytes::new(), TransmitKind::Control);
@@ -629,12 +632,12 @@ impl Psb {
                     return;
                 }
                 self.rtt.on_timeout();
-                let seq = self
-                    .send
-                    .as_ref()
-                    .map_or(0, |s| super::seq::to_wire(s.end_seq()));
+                let (seq, msg) = self.send.as_ref().map_or((0, 0), |s| {
+                    (super::seq::to_wire(s.end_seq()), s.messages_started())
+                });
                 let h = Header {
                     seq,
+                    msg,
                     ..self.header(TpduType::Close)
                 };
                 self.queue_ctrl(h, Bytes::new(), TransmitKind::Control);

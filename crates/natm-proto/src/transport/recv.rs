@@ -57,6 +57,10 @@ pub(crate) struct RecvHalf {
     asm: Vec<Chunk>,
     asm_bytes: u64,
     asm_msg: Option<u32>,
+    /// Unreliable message VCs: the newest message number seen, and whether that
+    /// message is settled (delivered, or counted lost) — the exact loss count.
+    msg_cur: Option<u32>,
+    msg_settled: bool,
     close_seq: Option<u64>,
     window_was_shut: bool,
 }
@@ -73,6 +77,8 @@ impl RecvHalf {
             asm: Vec::new(),
             asm_bytes: 0,
             asm_msg: None,
+            msg_cur: None,
+            msg_settled: false,
             close_seq: None,
             window_was_shut: false,
         }
@@ -121,9 +127,53 @@ impl RecvHalf {
         }
     }
 
-    pub(crate) fn set_close(&mut self, wire_seq: u32) {
+    /// The peer's CLOSE: its sequence number, and (its `msg` field) how many messages
+    /// the peer started. On a VC without error control the VC ends here, so what has
+    /// not arrived is lost: the TPDUs before the CLOSE and the messages up to its
+    /// count are counted once, at the first CLOSE (a repeated one changes nothing).
+    pub(crate) fn set_close(&mut self, wire_seq: u32, messages: u32, stats: &mut PsbStats) {
         let c = seq::expand(wire_seq, self.nxt);
+        if self.close_seq.is_none() && !self.lim.error_control {
+            if c > self.nxt {
+                stats.gaps += 1;
+                stats.tpdus_lost += c - self.nxt;
+            }
+            if self.lim.semantics == Semantics::Message {
+                self.settle_up_to(messages, stats);
+            }
+        }
         self.close_seq = Some(c);
+    }
+
+    /// Counts as lost the message in progress if unsettled and every message before
+    /// number `m` not yet seen; `m` becomes the message in progress. Message numbers
+    /// start at 0 and count up by one per message (`send`), so the numbers skipped
+    /// are messages of which no TPDU arrived. A number older than the current one
+    /// changes nothing (it cannot follow the sequence check; a CLOSE from an older
+    /// sender that sends 0 is ignored this way).
+    fn settle_up_to(&mut self, m: u32, stats: &mut PsbStats) {
+        let skipped = match self.msg_cur {
+            None => u64::from(m),
+            Some(c) => {
+                let d = m.wrapping_sub(c);
+                if d == 0 || d >= 1 << 31 {
+                    return;
+                }
+                self.lose_message(stats);
+                u64::from(d - 1)
+            }
+        };
+        stats.messages_lost += skipped;
+        self.msg_cur = Some(m);
+        self.msg_settled = false;
+    }
+
+    /// The message in progress will not be delivered: counted lost, once.
+    fn lose_message(&mut self, stats: &mut PsbStats) {
+        if !self.msg_settled && self.msg_cur.is_some() {
+            stats.messages_lost += 1;
+        }
+        self.msg_settled = true;
     }
 
     /// Throw away everything (abort).
@@ -279,13 +329,26 @@ impl RecvHalf {
             stats.drop_oversize += 1;
             return Taken::Dropped;
         }
-        if s > self.nxt {
+        let gap = s > self.nxt;
+        if gap {
+            // Every missing TPDU counted once: a later one reveals them, tail losses
+            // of a message included (`set_close` counts those before a CLOSE).
             stats.gaps += 1;
+            stats.tpdus_lost += s - self.nxt;
             self.drop_assembly(stats);
         }
         self.nxt = s + 1;
         let first = h.flags.contains(Flags::FIRST);
         let last = h.flags.contains(Flags::LAST);
+        if self.lim.semantics == Semantics::Message {
+            // Exact message loss: messages skipped whole, and the one in progress if
+            // a TPDU of it is missing (a gap inside it, or its head).
+            let newer = self.msg_cur != Some(h.msg);
+            self.settle_up_to(h.msg, stats);
+            if gap && !(newer && first) {
+                self.lose_message(stats);
+            }
+        }
         if self.lim.semantics == Semantics::Stream {
             if self.used() + payload.len() > self.lim.rcv_buf {
                 stats.drop_rcv_buf += 1;
@@ -307,12 +370,14 @@ impl RecvHalf {
         } else if self.asm_msg != Some(h.msg) {
             self.drop_assembly(stats);
             stats.drop_headless += 1;
+            self.lose_message(stats);
             return Taken::Dropped;
         }
         self.asm_bytes += payload.len() as u64;
         if self.asm_bytes > self.lim.max_msg || self.used() > self.lim.rcv_buf {
             self.drop_assembly(stats);
             stats.drop_rcv_buf += 1;
+            self.lose_message(stats);
             return Taken::Dropped;
         }
         self.asm.push(Chunk {
@@ -328,6 +393,7 @@ impl RecvHalf {
         let bytes = self.asm_bytes as usize;
         self.asm_bytes = 0;
         self.asm_msg = None;
+        self.msg_settled = true;
         for c in self.asm.drain(..) {
             self.ready.push_back(c);
         }

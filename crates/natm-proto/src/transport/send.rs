@@ -199,6 +199,11 @@ impl SendHalf {
         self.slots.is_empty()
     }
 
+    /// Messages started so far: the next message's number (the CLOSE carries it).
+    pub(crate) fn messages_started(&self) -> u32 {
+        self.next_msg
+    }
+
     /// Sequence number after the last TPDU ever queued (the CLOSE carries it).
     pub(crate) fn end_seq(&self) -> u64 {
         self.una + self.slots.len() as u64

@@ -57,8 +57,16 @@ pub struct PsbStats {
     pub drop_headless: u64,
     /// Unreliable message VCs: messages discarded because a TPDU was missing.
     pub partial_messages_dropped: u64,
-    /// Unreliable VCs: gaps in the sequence (lost TPDUs).
+    /// Unreliable VCs: gaps in the sequence (runs of lost TPDUs).
     pub gaps: u64,
+    /// Unreliable VCs: TPDUs that never arrived, each counted once — revealed by a
+    /// later TPDU or by the CLOSE's sequence number.
+    pub tpdus_lost: u64,
+    /// Unreliable message VCs: messages not delivered because a TPDU of theirs never
+    /// arrived (lost whole or in part) or the receiver had to drop them (buffer,
+    /// size), each counted once; whole messages lost at the tail are counted from the
+    /// CLOSE's message count.
+    pub messages_lost: u64,
     /// Frames with a cookie other than this VC's, dropped.
     pub drop_bad_cookie: u64,
     /// Frames that are not TPDUs, or not valid in this state, dropped.

@@ -360,6 +360,65 @@ fn best_effort_never_retransmits_and_delivers_only_whole_messages() {
     assert!(p.rx.stats().partial_messages_dropped + p.rx.stats().drop_headless > 0);
 }
 
+/// Loses exactly the data TPDUs at the given indices (0-based, in the order the
+/// sender first sends them); every other frame passes.
+fn lose_data(lost: &'static [u32]) -> Fate {
+    let mut n = 0u32;
+    Box::new(move |t, fwd| {
+        if !fwd || t.header.ty != TpduType::Data {
+            return 1;
+        }
+        n += 1;
+        u8::from(!lost.contains(&(n - 1)))
+    })
+}
+
+#[test]
+fn unreliable_loss_is_counted_exactly_once_per_tpdu_and_message() {
+    // 20 messages of 3 TPDUs (1,024-octet TPDUs): message k is TPDUs 3k..3k+2.
+    // Lost: the middle of message 0; all of 1; the tail of 2 and the head of 3 (one
+    // run); all of 4 and 5 (one run); the tail of 6; and at the end either all of
+    // message 19 or only its last TPDU — nothing after it reveals those but the CLOSE.
+    const WHOLE_LAST: &[u32] = &[1, 3, 4, 5, 8, 9, 12, 13, 14, 15, 16, 17, 20, 57, 58, 59];
+    const TAIL_LAST: &[u32] = &[1, 3, 4, 5, 8, 9, 12, 13, 14, 15, 16, 17, 20, 59];
+    for (lost, runs) in [(WHOLE_LAST, 6), (TAIL_LAST, 6)] {
+        let mut p = Pair::new(
+            small(TransportConfig::best_effort()),
+            small(TransportConfig::best_effort()),
+        );
+        p.fate = lose_data(lost);
+        // A line of ~80 Mbit/s: TPDUs arrive one by one and are read as they come, so
+        // the receive buffer never drops (what it drops counts as lost too).
+        p.per_byte = Duration::from_nanos(100);
+        let m = msgs(&[3000; 20]);
+        p.transfer(&m, Duration::from_secs(5));
+        assert!(p.rx.is_finished(), "the CLOSE arrived");
+        let got = p.messages();
+        let which: Vec<Option<usize>> = got.iter().map(|g| m.iter().position(|x| x == g)).collect();
+        let want: Vec<Option<usize>> = (7..19).map(Some).collect();
+        assert_eq!(which, want, "exactly the untouched messages arrive");
+        let s = p.rx.stats();
+        assert_eq!(s.tpdus_lost, lost.len() as u64, "{lost:?}");
+        assert_eq!(s.messages_lost, 8, "messages 0-6 and 19: {lost:?}");
+        assert_eq!(s.messages_lost + got.len() as u64, m.len() as u64);
+        assert_eq!(s.drop_rcv_buf, 0);
+        assert_eq!(s.gaps, runs, "runs of lost TPDUs, the old count");
+        assert_eq!(s.tpdus_received + s.tpdus_lost, p.tx.stats().tpdus_sent);
+    }
+}
+
+#[test]
+fn unreliable_stream_loss_counts_tpdus_and_no_messages() {
+    let mut cfg = small(TransportConfig::best_effort());
+    cfg.semantics = crate::wire::qos::Semantics::Stream;
+    let mut p = Pair::new(cfg.clone(), cfg);
+    p.fate = lose_data(&[0, 5, 6, 9]);
+    p.transfer(&msgs(&[10 * 1024]), Duration::from_secs(5));
+    let s = p.rx.stats();
+    assert_eq!((s.tpdus_lost, s.messages_lost), (4, 0));
+    assert_eq!(s.tpdus_received, 6);
+}
+
 #[test]
 fn stream_semantics_coalesce_small_writes() {
     let mut cfg = small(TransportConfig::reliable());

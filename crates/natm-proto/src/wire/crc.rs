@@ -1,11 +1,14 @@
-//! The two CRCs of the cell layer: the header error control (HEC) octet and the AAL5
-//! CRC-32.
+//! The CRCs of the cell layer: the header error control (HEC) octet, the AAL5 CRC-32
+//! and the OAM cell's CRC-10.
 //!
 //! * HEC: CRC-8/I-432-1 — generator x^8+x^2+x+1 (0x07), init 0, MSB first, remainder
 //!   XORed with the coset 0x55 (specs.md §1.2, ITU-T I.432.1).
 //! * AAL5: CRC-32/BZIP2 — generator 0x04C11DB7, init 0xFFFFFFFF, MSB first, no
 //!   reflection, final complement (specs.md §2.2, ITU-T I.363.5). Not zlib's CRC-32,
 //!   which is the reflected variant.
+//! * OAM: CRC-10 — generator x^10+x^9+x^5+x^4+x+1 (0x633), init 0, MSB first, over the
+//!   48-octet cell payload with its own ten CRC bits taken as 0 (ITU-T I.610 §10.1;
+//!   specs.md §1.4's vector gives 0x22A). Bit by bit: an OAM cell is rare.
 //!
 //! The CRC-32 runs on two engines chosen by measurement (`docs/PERFORMANCE.md`): the
 //! `crc` crate's slice-by-16 table for short inputs, where a call's set-up dominates, and
@@ -170,6 +173,42 @@ impl Default for Crc32Aal5 {
     }
 }
 
+/// The CRC-10 generator of OAM cells (x^10+x^9+x^5+x^4+x+1) with its x^10 term.
+const CRC10_POLY: u16 = 0x633;
+
+/// CRC-10 of a 48-octet OAM cell payload: the remainder of its 384 bits, the last ten
+/// (the CRC field) taken as 0, divided by x^10+x^9+x^5+x^4+x+1 (ITU-T I.610 §10.1).
+pub fn crc10_oam(payload: &[u8; 48]) -> u16 {
+    let mut reg: u16 = 0;
+    for (i, &byte) in payload.iter().enumerate() {
+        let byte = match i {
+            46 => byte & 0xFC,
+            47 => 0,
+            _ => byte,
+        };
+        for bit in (0..8).rev() {
+            reg = (reg << 1) | u16::from((byte >> bit) & 1);
+            if reg & 0x400 != 0 {
+                reg ^= CRC10_POLY;
+            }
+        }
+    }
+    reg
+}
+
+/// The CRC-10 field of an OAM payload (the low two bits of octet 47 and octet 48).
+pub fn crc10_field(payload: &[u8; 48]) -> u16 {
+    (u16::from(payload[46] & 0x03) << 8) | u16::from(payload[47])
+}
+
+/// Writes the CRC-10 of `payload` into its last ten bits (the six reserved bits
+/// before them are kept).
+pub fn fill_crc10(payload: &mut [u8; 48]) {
+    let crc = crc10_oam(payload);
+    payload[46] = (payload[46] & 0xFC) | (crc >> 8) as u8;
+    payload[47] = crc as u8;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -308,5 +347,25 @@ mod tests {
             d.update(&want.to_be_bytes());
             assert_eq!(d.register(), CRC32_AAL5_RESIDUE);
         }
+    }
+
+    #[test]
+    fn crc10_of_the_specs_1_4_loopback_cell() {
+        // specs.md §1.4: 18 01 12 34 56 78, 32 × FF, 8 × 6A, then 02 2A.
+        let mut p = [0u8; 48];
+        p[..6].copy_from_slice(&[0x18, 0x01, 0x12, 0x34, 0x56, 0x78]);
+        p[6..38].fill(0xFF);
+        p[38..46].fill(0x6A);
+        p[46..].copy_from_slice(&[0x02, 0x2A]);
+        assert_eq!(crc10_oam(&p), 0x22A);
+        assert_eq!(crc10_field(&p), 0x22A);
+        // The field does not enter its own CRC; a flipped payload bit changes it.
+        let mut q = p;
+        q[46..].fill(0);
+        assert_eq!(crc10_oam(&q), 0x22A);
+        fill_crc10(&mut q);
+        assert_eq!(q, p);
+        q[10] ^= 0x10;
+        assert_ne!(crc10_oam(&q), crc10_field(&q));
     }
 }

@@ -265,13 +265,13 @@ impl DataPath {
 }
 
 /// The layout of [`VcCounters`] on the wire this codec writes.
-pub const COUNTERS_LAYOUT: u8 = 1;
+pub const COUNTERS_LAYOUT: u8 = 2;
 
 /// One call's traffic counters as its application's engine counts them, both VCs
 /// (tx: the VC this side sends on; rx: the one it receives on).
 ///
-/// On the wire: `layout u8` ([`COUNTERS_LAYOUT`]), `n u8` (the field count, 21 in
-/// layout 1), then `n` u64s in the order of the fields below; an unknown value
+/// On the wire: `layout u8` ([`COUNTERS_LAYOUT`]), `n u8` (the field count, 23 in
+/// layout 2), then `n` u64s in the order of the fields below; an unknown value
 /// (`None`) is `u64::MAX`. Fields are added only with a new layout number, which
 /// a reader of this one refuses (as the version octet, ulib and sigd come from one
 /// release): decoding and encoding stay exact inverses.
@@ -319,12 +319,17 @@ pub struct VcCounters {
     pub send_queued: u64,
     /// Bytes received and not yet read by the application.
     pub recv_queued: u64,
-    /// Gaps in the received sequence (VCs without error control).
+    /// Gaps in the received sequence (VCs without error control): runs of lost TPDUs.
     pub gaps: u64,
+    /// TPDUs lost on the receiving VC, each counted once (VCs without error control).
+    pub lost_tpdus: u64,
+    /// Messages not delivered on the receiving VC, each counted once (VCs without
+    /// error control).
+    pub lost_messages: u64,
 }
 
-/// Fields of layout 1.
-const COUNTER_FIELDS: usize = 21;
+/// Fields of layout 2 (layout 1 had 21: no lost_tpdus, lost_messages).
+const COUNTER_FIELDS: usize = 23;
 
 fn opt(v: Option<u64>) -> u64 {
     v.unwrap_or(u64::MAX)
@@ -358,6 +363,8 @@ impl VcCounters {
             self.send_queued,
             self.recv_queued,
             self.gaps,
+            self.lost_tpdus,
+            self.lost_messages,
         ]
     }
 
@@ -384,6 +391,8 @@ impl VcCounters {
             send_queued: f[18],
             recv_queued: f[19],
             gaps: f[20],
+            lost_tpdus: f[21],
+            lost_messages: f[22],
         }
     }
 
@@ -1100,12 +1109,12 @@ mod tests {
             counters: Box::new(counters),
         }
         .to_bytes();
-        // Body: version, type, req, call, layout, count, 21 u64s.
-        assert_eq!(b.len(), LEN_PREFIX + 2 + 16 + 2 + 8 * 21);
-        assert_eq!(&b[22..24], &[COUNTERS_LAYOUT, 21]);
+        // Body: version, type, req, call, layout, count, 23 u64s.
+        assert_eq!(b.len(), LEN_PREFIX + 2 + 16 + 2 + 8 * 23);
+        assert_eq!(&b[22..24], &[COUNTERS_LAYOUT, 23]);
         // Another field count or layout is refused (decoding stays the exact inverse
         // of encoding, which the fuzz target checks).
-        for (at, v) in [(23, 20u8), (23, 22), (22, 2)] {
+        for (at, v) in [(23, 22u8), (23, 24), (22, 1)] {
             let mut bad = b.clone();
             bad[at] = v;
             assert!(

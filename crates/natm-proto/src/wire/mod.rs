@@ -15,6 +15,7 @@ pub mod addr;
 pub mod cell;
 pub mod crc;
 pub mod ipc;
+pub mod oam;
 pub mod pcap;
 pub mod q2931;
 pub mod qos;

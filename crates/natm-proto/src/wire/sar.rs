@@ -25,14 +25,18 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::aal5::{Aal5Error, Reassembler, MAX_SDU_LEN};
-use super::cell::{HeaderFormat, HecReceiver, HecVerdict, Packet, CELL_LEN, VCI_SIGNALLING};
+use super::cell::{
+    HeaderFormat, HecReceiver, HecVerdict, Packet, CELL_LEN, PAYLOAD_LEN, VCI_SIGNALLING,
+};
+use super::oam::Scope;
 use super::vcframe::{self, FrameKind};
 
 /// Why a cell or a frame did not make it through segmentation or reassembly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum SarError {
-    /// An OAM frame of the frame mode is a probe, not an AAL5 SDU: it has no cells.
-    #[error("an OAM frame is not an AAL5 SDU and cannot be segmented")]
+    /// An OAM frame of the frame mode is one OAM cell's payload (48 octets), not an
+    /// AAL5 SDU: one of another length has no cell form.
+    #[error("an OAM frame is one 48-octet OAM cell payload, not an AAL5 SDU")]
     OamFrame,
     /// A train size outside 1..=1,235 cells (`wire::train::MAX_TRAIN_CELLS`).
     #[error("a train of {0} cells: 1..=1235 allowed")]
@@ -84,8 +88,10 @@ pub struct SarCounters {
     pub hec_discarded: u64,
     /// Idle or unassigned cells (VPI 0, VCI 0), skipped.
     pub idle: u64,
-    /// Cells that are not AAL5 user data (OAM, RM), refused.
+    /// Cells that are neither AAL5 user data nor F5 OAM (RM, reserved PTI), refused.
     pub not_user_data: u64,
+    /// F5 OAM cells, each delivered as an OAM frame of its own (`wire::oam`).
+    pub oam: u64,
     /// Frames dropped by the AAL5 checks (CRC-32, Length, pad, abort, oversize).
     pub bad_frames: u64,
     /// Partial frames dropped by the reassembly timeout.
@@ -108,14 +114,23 @@ pub struct CellFrame<'a> {
     pub efci: bool,
     /// Cells it took.
     pub cells: usize,
-    /// The CPCS-SDU.
+    /// The CPCS-SDU; for an OAM cell, its 48-octet payload.
     pub sdu: &'a [u8],
+    /// An F5 OAM cell (PTI 100 or 101), not an AAL5 frame: its flow.
+    pub oam: Option<Scope>,
 }
 
 impl CellFrame<'_> {
-    /// Its frame-mode VC header (`wire::vcframe`): signalling on VCI 5, data
-    /// elsewhere; `None` if the VPI does not fit the header's 8 bits (NNI).
+    /// Its frame-mode VC header (`wire::vcframe`): OAM for an OAM cell (the flow in
+    /// the `C` bit, `wire::oam`), signalling on VCI 5, data elsewhere; `None` if the
+    /// VPI does not fit the header's 8 bits (NNI).
     pub fn vc_header(&self) -> Option<vcframe::Repr> {
+        if let Some(scope) = self.oam {
+            return Some(vcframe::Repr {
+                clp: self.clp,
+                ..scope.frame_header(u8::try_from(self.vpi).ok()?, self.vci)
+            });
+        }
         let kind = if self.vci == VCI_SIGNALLING {
             FrameKind::Signalling
         } else {
@@ -148,6 +163,8 @@ pub struct CellReassembly<L = ()> {
     format: HeaderFormat,
     limits: ReassemblyLimits,
     counters: SarCounters,
+    /// The payload of the last OAM cell, which [`CellFrame::sdu`] borrows.
+    oam: [u8; PAYLOAD_LEN],
 }
 
 impl<L: Copy + Eq + Hash> CellReassembly<L> {
@@ -163,6 +180,7 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
                 ..limits
             },
             counters: SarCounters::default(),
+            oam: [0; PAYLOAD_LEN],
         }
     }
 
@@ -209,6 +227,21 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
         if vpi == 0 && vci == 0 {
             self.counters.idle += 1;
             return Ok(None);
+        }
+        if let Some(scope) = Scope::of_pti(pti) {
+            // One cell, one OAM frame: no reassembly, and the VC's partial frame (OAM
+            // cells may come between its cells) is left as it is.
+            self.counters.oam += 1;
+            self.oam.copy_from_slice(&cell[5..]);
+            return Ok(Some(CellFrame {
+                vpi,
+                vci,
+                clp,
+                efci: false,
+                cells: 1,
+                sdu: &self.oam,
+                oam: Some(scope),
+            }));
         }
         if !pti.is_user_data() {
             self.counters.not_user_data += 1;
@@ -260,6 +293,7 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
                     efci,
                     cells,
                     sdu,
+                    oam: None,
                 }))
             }
             Err(e) => {
@@ -335,6 +369,58 @@ mod tests {
         let mut r = rx();
         assert_eq!(reassemble(&mut r, cells_of(&p)), vec![Ok((40, sdu))]);
         assert_eq!(r.buffered_cells(), 0);
+    }
+
+    #[test]
+    fn an_oam_frame_is_one_oam_cell_and_back_even_inside_a_frame() {
+        use crate::wire::oam::Loopback;
+        let probe = Loopback::request(42).to_bytes();
+        let data: Vec<u8> = (0..200u8).collect();
+        let mut p = TrainPacker::new(32).unwrap();
+        // A data frame's first cells, an end-to-end and a segment OAM frame, the rest.
+        let mut whole = TrainPacker::new(32).unwrap();
+        assert_eq!(whole.push_frame(&vcframe::Repr::data(0, 40), &data), Ok(5));
+        let cells = cells_of(&whole);
+        for c in &cells[..2] {
+            p.push_cell(c);
+        }
+        for scope in [Scope::EndToEnd, Scope::Segment] {
+            assert_eq!(p.push_frame(&scope.frame_header(0, 40), &probe), Ok(1));
+        }
+        for c in &cells[2..] {
+            p.push_cell(c);
+        }
+        let all = cells_of(&p);
+        assert_eq!(
+            Packet::new_unchecked(&all[2][..]).pti(),
+            Scope::EndToEnd.pti()
+        );
+        assert_eq!(
+            Packet::new_unchecked(&all[3][..]).pti(),
+            Scope::Segment.pti()
+        );
+        let mut r = rx();
+        let mut heads = Vec::new();
+        for mut c in all {
+            if let Ok(Some(f)) = r.push(Duration::ZERO, (), &mut c) {
+                heads.push((f.vc_header().unwrap(), f.sdu.to_vec()));
+            }
+        }
+        assert_eq!(
+            heads,
+            vec![
+                (Scope::EndToEnd.frame_header(0, 40), probe.to_vec()),
+                (Scope::Segment.frame_header(0, 40), probe.to_vec()),
+                (vcframe::Repr::data(0, 40), data),
+            ],
+            "each OAM cell is its own frame; the data frame around them is whole"
+        );
+        assert_eq!((r.counters().oam, r.counters().not_user_data), (2, 0));
+        // An OAM frame that is not one cell payload has no cell form.
+        assert_eq!(
+            p.push_frame(&Scope::EndToEnd.frame_header(0, 40), &probe[..47]),
+            Err(SarError::OamFrame)
+        );
     }
 
     #[test]

@@ -18,7 +18,8 @@
 //! [`super::sar`].
 
 use super::aal5::Segmenter;
-use super::cell::{HeaderRepr, Pti, CELL_LEN};
+use super::cell::{HeaderRepr, Pti, CELL_LEN, HEADER_LEN, PAYLOAD_LEN};
+use super::oam::Scope;
 use super::sar::SarError;
 use super::vcframe::{self, FrameKind};
 
@@ -159,11 +160,23 @@ impl TrainPacker {
     /// Segments one VC frame into the cells of its AAL5 CPCS-PDU (I.363.5: SDU, pad,
     /// UU 0, CPI 0, Length, CRC-32) on UNI VPI/VCI of `header`, CLP from its `L` flag
     /// and EFCI from its `C` flag, and appends them. Data and signalling frames are
-    /// AAL5; an OAM frame is not ([`SarError::OamFrame`]), nor is an empty SDU.
+    /// AAL5; an OAM frame is one OAM cell (PTI 100 or 101 from its `C` bit,
+    /// `wire::oam`) whose payload is the 48-octet SDU — another length has no cell
+    /// form ([`SarError::OamFrame`]) — and an empty SDU is refused too.
     /// Returns the cells appended.
     pub fn push_frame(&mut self, header: &vcframe::Repr, sdu: &[u8]) -> Result<usize, SarError> {
         if header.kind == FrameKind::Oam {
-            return Err(SarError::OamFrame);
+            let payload: &[u8; PAYLOAD_LEN] = sdu.try_into().map_err(|_| SarError::OamFrame)?;
+            let mut cell = [0u8; CELL_LEN];
+            let pti = Scope::of_frame(header).pti();
+            let h = HeaderRepr {
+                clp: header.clp,
+                ..HeaderRepr::uni(header.vpi, header.vci, pti)
+            };
+            cell[..HEADER_LEN].copy_from_slice(&h.to_bytes());
+            cell[HEADER_LEN..].copy_from_slice(payload);
+            self.push_cell(&cell);
+            return Ok(1);
         }
         let cell_header = HeaderRepr {
             clp: header.clp,

@@ -19,6 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use super::link::{vc_header_on, vc_of_on, Link, VC_HEADER_LEN};
+use super::oam::{self, Action, Probes, TooManyProbes};
 use super::Engine;
 use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
@@ -26,7 +27,9 @@ use crate::stages::{self, Stage};
 use crate::sync::{self, Condvar, MutexGuard, OrderedMutex as Mutex};
 use crate::time::Instant;
 use crate::transport::AbortReason;
+use crate::wire::oam::Scope;
 use crate::wire::tpdu::Header;
+use crate::wire::vcframe;
 use natm_proto::endpoint::{Connection, Half, HalfStatus, Route, RxHalf, Side, Simplex, TxHalf};
 
 /// Datagrams processed before the touched ends are flushed in the middle of a burst.
@@ -83,6 +86,24 @@ pub(crate) struct LinkCounters {
     /// Frames: not built (no room in the batch) or not taken by the adaptor.
     pub(crate) send_errors: AtomicU64,
     pub(crate) held_by_watermark: AtomicU64,
+    pub(crate) oam: OamCounters,
+}
+
+/// What the connection's OAM F5 end point did (`engine::oam`).
+#[derive(Debug, Default)]
+pub(crate) struct OamCounters {
+    /// Probes sent by this end.
+    pub(crate) probes_sent: AtomicU64,
+    /// Answers to this end's probes that came back in time.
+    pub(crate) answers: AtomicU64,
+    /// End-to-end loopback requests of the peer (or of a switch) answered here.
+    pub(crate) looped: AtomicU64,
+    /// Answers no probe waited for (late, duplicated, foreign).
+    pub(crate) unmatched: AtomicU64,
+    /// Requests this end point does not answer (segment flow, another location).
+    pub(crate) ignored: AtomicU64,
+    /// OAM frames that were not loopback cells natm reads: dropped.
+    pub(crate) malformed: AtomicU64,
 }
 
 /// A duplex connection.
@@ -127,6 +148,9 @@ pub(crate) struct Conn {
     /// sigd released the call this connection carries: its cause and sentence
     /// (`ulib::sigd`), what the application is told when the VCs end.
     pub(crate) released: OnceLock<(u8, String)>,
+    /// OAM loopback probes of this end waiting for their answers, and their waiters.
+    oam: Mutex<Probes>,
+    oam_cv: Condvar,
 }
 
 /// A task run when a connection is forgotten (see `Conn::on_gone`).
@@ -197,6 +221,11 @@ impl Conn {
             weight,
             counters: LinkCounters::default(),
             released: OnceLock::new(),
+            oam: Mutex::new(
+                sync::Level::OamProbes,
+                Probes::new(route.cookie.rotate_left(16)),
+            ),
+            oam_cv: Condvar::new(),
         });
         eng.add_conn(conn.clone())?;
         conn.flush_both(eng);
@@ -497,7 +526,9 @@ impl Conn {
     fn take_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Which> {
         stages::record(Stage::RxRead, self.stage_key());
         let Some(vci) = vc_of_on(d, self.vpi) else {
-            self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
+            if !self.take_oam(eng, d, from) {
+                self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
+            }
             return None;
         };
         let Some(half) = self.route.half_of(vci) else {
@@ -537,6 +568,96 @@ impl Conn {
             Half::Tx => Which::Tx,
             Half::Rx => Which::Rx,
         })
+    }
+
+    /// An OAM frame on one of the connection's VCs (`engine::oam`): answered, handed
+    /// to the probe waiting for it, or counted and dropped. False if `d` is not an OAM
+    /// frame on VPI 0.
+    fn take_oam(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> bool {
+        let Ok((h, sdu)) = vcframe::Repr::parse_bytes(d) else {
+            return false;
+        };
+        if h.kind != vcframe::FrameKind::Oam || h.vpi != 0 {
+            return false;
+        }
+        if self.route.half_of(h.vci).is_none() {
+            self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        let c = &self.counters.oam;
+        match oam::on_frame(Scope::of_frame(&h), sdu) {
+            Action::Answer(payload) => {
+                // Back on the same VC, the way it came (`h` keeps VCI and flow).
+                let mut batch = SendBatch::with_capacity(VC_HEADER_LEN + payload.len());
+                let header = vcframe::Repr { clp: false, ..h }.to_bytes();
+                if batch.push(&[&header, &payload]).is_ok() {
+                    let peer = if self.sock_connected.load(Ordering::Acquire) {
+                        None
+                    } else {
+                        from.or(self.handshake_to)
+                    };
+                    self.send_batch(&batch, peer);
+                    c.looped.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Action::Answered(tag) => {
+                let now = eng.clock.now();
+                if self.oam.lock().answered(tag, now) {
+                    c.answers.fetch_add(1, Ordering::Relaxed);
+                    self.oam_cv.notify_all();
+                } else {
+                    c.unmatched.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            Action::Ignored => {
+                c.ignored.fetch_add(1, Ordering::Relaxed);
+            }
+            Action::Malformed => {
+                c.malformed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        true
+    }
+
+    /// Send one OAM F5 loopback request of flow `scope` on the sending VC and wait up
+    /// to `timeout` for its answer: the round trip, or `None` if none came (the probe
+    /// is then given up on, and a late answer counts as unmatched). Who reads the
+    /// socket meanwhile is the read role's holder, as for any frame.
+    pub(crate) fn oam_loopback(
+        &self,
+        eng: &Engine,
+        scope: Scope,
+        timeout: Duration,
+    ) -> Result<Option<Duration>, TooManyProbes> {
+        let tag = self.oam.lock().start(eng.clock.now())?;
+        let payload = crate::wire::oam::Loopback::request(tag).to_bytes();
+        let header = scope.frame_header(0, self.route.tx_vci).to_bytes();
+        let mut batch = SendBatch::with_capacity(VC_HEADER_LEN + payload.len());
+        if batch.push(&[&header, &payload]).is_ok() {
+            let peer = if self.sock_connected.load(Ordering::Acquire) {
+                None
+            } else {
+                self.handshake_to
+            };
+            self.send_batch(&batch, peer);
+            self.counters
+                .oam
+                .probes_sent
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        let deadline = std::time::Instant::now() + timeout;
+        let mut probes = self.oam.lock();
+        loop {
+            if let Some(rtt) = probes.take_answer(tag) {
+                return Ok(Some(rtt));
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                probes.forget(tag);
+                return Ok(None);
+            }
+            self.oam_cv.wait_for(&mut probes, left);
+        }
     }
 
     /// After any input to an end: send what it has (up to `max` TPDUs), re-arm its

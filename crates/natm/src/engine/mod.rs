@@ -14,6 +14,7 @@ mod conn;
 mod driver;
 mod link;
 mod listener;
+mod oam;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -26,6 +27,7 @@ pub(crate) use conn::{Conn, OnGone, Which};
 pub(crate) use link::{Link, UdpLink};
 pub use link::{LinkMode, Network, DEFAULT_TRAIN_CELLS};
 pub(crate) use listener::ListenerShared;
+pub(crate) use oam::MAX_OUTSTANDING as MAX_OAM_PROBES;
 
 use crate::adaptor::RecvBatch;
 use crate::sched::Scheduler;

@@ -421,6 +421,8 @@ pub struct ConnStats {
     pub cells: Option<crate::adaptor::CellStats>,
     /// A bare AAL5 VC pair's own counters (`transport=none`); `None` otherwise.
     pub bare: Option<BareStats>,
+    /// The connection's OAM F5 loopback end point.
+    pub oam: OamStats,
 }
 
 /// Counters of a bare AAL5 VC pair (`transport=none`): SDUs and bytes each way, and
@@ -431,6 +433,23 @@ pub struct BareStats {
     pub tx: natm_proto::endpoint::VcCounters,
     /// The receiving VC.
     pub rx: natm_proto::endpoint::VcCounters,
+}
+
+/// What a connection's OAM F5 loopback end point counted ([`Connection::oam_loopback`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct OamStats {
+    /// Loopback probes this end sent.
+    pub probes_sent: u64,
+    /// Answers to them that came back in time.
+    pub answers: u64,
+    /// End-to-end loopback requests this end answered.
+    pub looped: u64,
+    /// Answers no probe waited for (late, duplicated, foreign): dropped.
+    pub unmatched: u64,
+    /// Requests not for this end point (a segment flow, another location): dropped.
+    pub ignored: u64,
+    /// OAM frames that were not loopback cells: dropped.
+    pub malformed: u64,
 }
 
 /// Why sigd ended a call: the UNI cause and sigd's sentence.
@@ -465,6 +484,18 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         recv_queued: p.recv_queued,
         cells: conn.link.cell_stats(),
         bare: p.bare.map(|(tx, rx)| BareStats { tx, rx }),
+        oam: {
+            let o = &c.oam;
+            let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            OamStats {
+                probes_sent: n(&o.probes_sent),
+                answers: n(&o.answers),
+                looped: n(&o.looped),
+                unmatched: n(&o.unmatched),
+                ignored: n(&o.ignored),
+                malformed: n(&o.malformed),
+            }
+        },
     }
 }
 
@@ -617,6 +648,22 @@ impl Connection {
     /// Counters of both VCs.
     pub fn stats(&self) -> ConnStats {
         conn_stats(&self.conn, None)
+    }
+
+    /// Send one OAM F5 loopback probe (ITU-T I.610) of flow `scope` on the sending VC
+    /// and wait up to `timeout` for its answer: the round trip, or `None` if no answer
+    /// came — a [`Scope::Segment`](crate::wire::oam::Scope) probe is answered by the
+    /// first switch on the path, an end-to-end one by the far end's engine (every
+    /// natm end answers them). At most 16 probes of a connection wait at once
+    /// ([`Error::TooManyProbes`]).
+    pub fn oam_loopback(
+        &self,
+        scope: crate::wire::oam::Scope,
+        timeout: Duration,
+    ) -> Result<Option<Duration>, Error> {
+        self.conn
+            .oam_loopback(&self.eng, scope, timeout)
+            .map_err(|_| Error::TooManyProbes(crate::engine::MAX_OAM_PROBES))
     }
 
     /// Whether sigd ended the call (the peer released it, an administrator did, or

@@ -86,6 +86,10 @@ pub enum Error {
     /// A pre-authorised listener's backlog outside what sigd takes.
     #[error("backlog {0} outside 1..=1024: a pre-authorised listener holds room for 1 to 1,024 accepted calls")]
     BadBacklog(u16),
+    /// An OAM loopback probe while this many already wait for answers on the
+    /// connection (the bound on its probe table).
+    #[error("{0} OAM loopback probes already wait for answers on this connection")]
+    TooManyProbes(usize),
     /// A rate outside what was agreed.
     #[error(transparent)]
     QosBounds(#[from] crate::transport::QosBoundsError),

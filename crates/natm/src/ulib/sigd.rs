@@ -258,6 +258,8 @@ fn vc_counters(s: &ConnStats, sampled_ms: u64) -> VcCounters {
         send_queued: s.send_queued,
         recv_queued: s.recv_queued,
         gaps: rx.gaps,
+        lost_tpdus: rx.tpdus_lost,
+        lost_messages: rx.messages_lost,
     }
 }
 

@@ -1,0 +1,199 @@
+//! OAM F5 loopback at a connection's end point (ITU-T I.610 §10.2.4, the subset of
+//! `wire::oam`): what the engine does with an OAM frame on one of a connection's
+//! VCs, and the probes an application has outstanding. Sans-IO: the connection
+//! (`conn.rs`) reads the frames, sends the answers and keeps the clock.
+//!
+//! An end point of a connection
+//! * answers an **end-to-end** loopback request addressed to the end point (location
+//!   all ones) on the same VC, back where it came from, indication cleared;
+//! * does not answer a **segment** request: a host is not configured as a segment end
+//!   point, and the first switch answers those (through a switch, none reaches the
+//!   host; in direct mode nobody answers, which `natm ping --oam segment` says);
+//! * hands an answer (indication clear) whose correlation tag it sent to the probe
+//!   that waits for it; any other answer is counted and dropped;
+//! * counts a malformed OAM frame (not 48 octets, not a loopback, a bad CRC-10) and
+//!   drops it — never an error for the connection.
+//!
+//! Departure from I.610: the request names no source ID (all ones) and the end point
+//! has no location ID of its own, so only "the end point" (all ones) is answered.
+
+use std::time::Duration;
+
+use crate::time::Instant;
+use crate::wire::cell::PAYLOAD_LEN;
+use crate::wire::oam::{self, Loopback, Scope, END_POINT};
+
+/// Probes a connection keeps waiting for an answer at once: a prober that loses
+/// answers cannot grow the table (`OamError::TooManyProbes` past it).
+pub(crate) const MAX_OUTSTANDING: usize = 16;
+
+/// What to do with an OAM frame received on one of a connection's VCs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Send this payload back on the same VC, in an OAM frame of the same flow.
+    Answer([u8; PAYLOAD_LEN]),
+    /// An answer to one of our probes (or to one given up on): its tag.
+    Answered(u32),
+    /// A request this end point does not answer (a segment flow, another location).
+    Ignored,
+    /// Not a loopback cell natm reads.
+    Malformed,
+}
+
+/// The end point's answer to an OAM payload of flow `scope`.
+pub(crate) fn on_frame(scope: Scope, payload: &[u8]) -> Action {
+    let Ok(l) = Loopback::parse(payload) else {
+        return Action::Malformed;
+    };
+    if !l.request {
+        return Action::Answered(l.tag);
+    }
+    match (scope, <&[u8; PAYLOAD_LEN]>::try_from(payload)) {
+        (Scope::EndToEnd, Ok(p)) if l.location == END_POINT => Action::Answer(oam::answer(p)),
+        _ => Action::Ignored,
+    }
+}
+
+/// Why a probe could not be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct TooManyProbes;
+
+/// One probe waiting for its answer.
+#[derive(Debug, Clone, Copy)]
+struct Probe {
+    tag: u32,
+    sent: Instant,
+    answered: Option<Instant>,
+}
+
+/// The probes of one connection waiting for answers, at most [`MAX_OUTSTANDING`].
+#[derive(Debug)]
+pub(crate) struct Probes {
+    next_tag: u32,
+    pending: Vec<Probe>,
+}
+
+impl Probes {
+    /// No probe yet; tags start at `first` (random per connection, so an answer to an
+    /// earlier connection's probe on a reused VC is not taken for ours).
+    pub(crate) fn new(first: u32) -> Probes {
+        Probes {
+            next_tag: first,
+            pending: Vec::new(),
+        }
+    }
+
+    /// A new probe sent at `now`: its correlation tag.
+    pub(crate) fn start(&mut self, now: Instant) -> Result<u32, TooManyProbes> {
+        if self.pending.len() >= MAX_OUTSTANDING {
+            return Err(TooManyProbes);
+        }
+        let tag = self.next_tag;
+        self.next_tag = self.next_tag.wrapping_add(1);
+        self.pending.push(Probe {
+            tag,
+            sent: now,
+            answered: None,
+        });
+        Ok(tag)
+    }
+
+    /// The answer to `tag` arrived at `now`; false if no probe waits for it (unknown,
+    /// given up on, or answered already).
+    pub(crate) fn answered(&mut self, tag: u32, now: Instant) -> bool {
+        match self
+            .pending
+            .iter_mut()
+            .find(|p| p.tag == tag && p.answered.is_none())
+        {
+            Some(p) => {
+                p.answered = Some(now);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The round trip of `tag` if its answer came (the probe is then forgotten).
+    pub(crate) fn take_answer(&mut self, tag: u32) -> Option<Duration> {
+        let i = self.pending.iter().position(|p| p.tag == tag)?;
+        let at = self.pending[i].answered?;
+        let p = self.pending.swap_remove(i);
+        Some(at.saturating_duration_since(p.sent))
+    }
+
+    /// Give up on `tag` (its wait timed out): a late answer is then unmatched.
+    pub(crate) fn forget(&mut self, tag: u32) {
+        self.pending.retain(|p| p.tag != tag);
+    }
+
+    /// Probes waiting now.
+    #[cfg(test)]
+    pub(crate) fn outstanding(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(n: u64) -> Instant {
+        Instant::from_nanos(n * 1_000_000)
+    }
+
+    #[test]
+    fn an_end_point_answers_end_to_end_requests_only() {
+        let req = Loopback::request(9).to_bytes();
+        let Action::Answer(a) = on_frame(Scope::EndToEnd, &req) else {
+            panic!("an end-to-end request to the end point is answered")
+        };
+        let back = Loopback::parse(&a).unwrap();
+        assert_eq!((back.request, back.tag), (false, 9));
+        assert_eq!(on_frame(Scope::Segment, &req), Action::Ignored);
+        let elsewhere = Loopback {
+            location: [7; 16],
+            ..Loopback::request(9)
+        };
+        assert_eq!(
+            on_frame(Scope::EndToEnd, &elsewhere.to_bytes()),
+            Action::Ignored
+        );
+        // The answer itself is delivered, not answered again.
+        assert_eq!(on_frame(Scope::EndToEnd, &a), Action::Answered(9));
+        assert_eq!(on_frame(Scope::Segment, &a), Action::Answered(9));
+        let mut bad = req;
+        bad[9] ^= 4;
+        assert_eq!(on_frame(Scope::EndToEnd, &bad), Action::Malformed);
+        assert_eq!(on_frame(Scope::EndToEnd, &req[..40]), Action::Malformed);
+    }
+
+    #[test]
+    fn probes_match_answers_by_tag_in_virtual_time() {
+        let mut p = Probes::new(u32::MAX);
+        let a = p.start(ms(10)).unwrap();
+        let b = p.start(ms(11)).unwrap();
+        assert_eq!((a, b), (u32::MAX, 0), "tags wrap");
+        assert_eq!(p.take_answer(a), None, "not answered yet");
+        assert!(p.answered(b, ms(14)));
+        assert!(!p.answered(b, ms(15)), "a duplicate answer is not matched");
+        assert!(!p.answered(77, ms(15)), "nor a foreign one");
+        assert_eq!(p.take_answer(b), Some(Duration::from_millis(3)));
+        assert_eq!(p.take_answer(b), None, "taken once");
+        p.forget(a);
+        assert!(!p.answered(a, ms(40)), "late: given up on");
+        assert_eq!(p.outstanding(), 0);
+    }
+
+    #[test]
+    fn outstanding_probes_are_bounded() {
+        let mut p = Probes::new(1);
+        for i in 0..MAX_OUTSTANDING as u64 {
+            p.start(ms(i)).unwrap();
+        }
+        assert_eq!(p.start(ms(99)), Err(TooManyProbes));
+        p.forget(1);
+        assert!(p.start(ms(99)).is_ok());
+        assert_eq!(p.outstanding(), MAX_OUTSTANDING);
+    }
+}

@@ -1,0 +1,73 @@
+//! OAM F5 loopback between two natm end points (no switch): an end-to-end probe is
+//! answered by the far end's engine on the same VC, in either direction and over
+//! either adaptor; a segment probe has nobody to answer it (the first switch would);
+//! the data path is not disturbed.
+
+use std::time::Duration;
+
+use natm::ulib::{Connection, Host, HostConfig, LinkMode, MemNetwork, Network};
+use natm::wire::oam::Scope;
+
+fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) {
+    let l = b.bind(at, qos).unwrap();
+    let addr = l.local_addr().unwrap();
+    let (a, q) = (a.clone(), qos.to_string());
+    let t = std::thread::spawn(move || a.connect(addr, &q).unwrap());
+    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    (t.join().unwrap(), server)
+}
+
+fn check_pair(c: &Connection, s: &Connection) {
+    let wait = Duration::from_secs(2);
+    for i in 0..5 {
+        let rtt = c.oam_loopback(Scope::EndToEnd, wait).unwrap();
+        assert!(rtt.is_some_and(|r| r < wait), "probe {i}: {rtt:?}");
+    }
+    // The other way round: the callee probes the caller.
+    assert!(s.oam_loopback(Scope::EndToEnd, wait).unwrap().is_some());
+    // Segment: an end point does not answer it, so the probe times out.
+    let t = std::time::Instant::now();
+    let short = Duration::from_millis(150);
+    assert_eq!(c.oam_loopback(Scope::Segment, short).unwrap(), None);
+    assert!(t.elapsed() >= short);
+    // Data still flows, and OAM frames never reached the transport.
+    c.send(b"after the probes").unwrap();
+    assert_eq!(
+        s.recv_timeout(wait).unwrap().as_deref(),
+        Some(&b"after the probes"[..])
+    );
+    let (co, so) = (c.stats().oam, s.stats().oam);
+    assert_eq!((co.probes_sent, co.answers, co.looped), (6, 5, 1));
+    assert_eq!((so.probes_sent, so.answers, so.looped), (1, 1, 5));
+    assert_eq!((so.ignored, so.unmatched, so.malformed), (1, 0, 0));
+    assert_eq!(c.stats().refused_frames + s.stats().refused_frames, 0);
+}
+
+#[test]
+fn end_to_end_probes_are_answered_by_the_far_end_over_mem_links() {
+    let net = MemNetwork::new();
+    let mut cfg = HostConfig::default();
+    cfg.engine.network = Network::Mem(net.clone());
+    let (a, b) = (Host::open(cfg.clone()).unwrap(), Host::open(cfg).unwrap());
+    let (c, s) = connect(&a, &b, "10.0.0.2:7000", "best-effort");
+    check_pair(&c, &s);
+}
+
+#[test]
+fn end_to_end_probes_are_answered_over_udp() {
+    let a = Host::open(HostConfig::default()).unwrap();
+    let b = Host::open(HostConfig::default()).unwrap();
+    let (c, s) = connect(&a, &b, "127.0.0.1:0", "reliable");
+    check_pair(&c, &s);
+}
+
+#[test]
+fn end_to_end_probes_are_answered_in_cell_mode() {
+    // Each OAM frame travels as one OAM cell in a train, and comes back as one.
+    let mut cfg = HostConfig::default();
+    cfg.engine.link_mode = LinkMode::Cell { train: 8 };
+    let a = Host::open(cfg.clone()).unwrap();
+    let b = Host::open(cfg).unwrap();
+    let (c, s) = connect(&a, &b, "127.0.0.1:0", "best-effort");
+    check_pair(&c, &s);
+}
