@@ -264,7 +264,17 @@ fn a_port_delays_and_loses_what_it_sends() {
 #[test]
 fn perf_switch_measures_both_forwarders() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
-        .args(["perf", "switch", "--seconds", "0.2", "--json"])
+        .args([
+            "perf",
+            "switch",
+            "--seconds",
+            "0.2",
+            "--runs",
+            "1",
+            "--train",
+            "32",
+            "--json",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -280,7 +290,27 @@ fn perf_switch_measures_both_forwarders() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for k in ["switch_cell", "relay_cell", "switch_frame", "relay_frame"] {
-        assert!(v[k]["datagrams_per_s"].as_f64().unwrap() > 0.0, "{k}: {v}");
+    // Switch and relay, cell mode and frame mode, each forwarded something.
+    let rows = v["rows"].as_array().unwrap();
+    let seen: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["mode"].as_str().unwrap(),
+                r["forwarder"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("cell", "switch"),
+            ("cell", "relay"),
+            ("frame", "switch"),
+            ("frame", "relay")
+        ]
+    );
+    for r in rows {
+        assert!(r["runs"][0]["cells_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
