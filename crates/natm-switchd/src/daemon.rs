@@ -449,13 +449,7 @@ impl SwitchDaemon {
         // to its own data endpoint, so a train holds the cells of one destination.
         let mut open: Option<std::net::SocketAddr> = None;
         let mut cells = 0;
-        while let Some(slot) = self.sw.port_timeout(port) {
-            if slot > horizon {
-                break;
-            }
-            let Some(unit) = self.sw.poll_transmit(slot.max(earliest), port) else {
-                break;
-            };
+        while let Some(unit) = self.sw.poll_transmit_by(earliest, horizon, port) {
             match (link.mode, unit) {
                 (crate::config::LinkMode::Cell, Transmit::Cell(c)) => {
                     let dest = if link.dests.is_empty() {

@@ -63,7 +63,10 @@ impl Drr {
                 continue;
             };
             let t = self.turn(slot);
-            if !t.credited {
+            // Only the VC at the front when `pick` is called can be in the middle of
+            // its turn; every other one starts a turn when it comes to the front.
+            let fresh = !t.credited;
+            if fresh {
                 t.deficit += u64::from(t.quantum);
                 t.credited = true;
             }
@@ -73,10 +76,16 @@ impl Drr {
             }
             t.credited = false;
             self.ring.rotate_left(1);
-            visits_without_send += 1;
-            if visits_without_send >= self.ring.len() {
-                self.skip_empty_rounds(&head);
-                visits_without_send = 0;
+            // A turn that ended is not a visit without a send: counting it would
+            // make a lone VC with a quantum of one cell skip rounds on every other
+            // cell. Fresh visits are consecutive ring entries, so n of them are the
+            // whole ring.
+            if fresh {
+                visits_without_send += 1;
+                if visits_without_send >= self.ring.len() {
+                    self.skip_empty_rounds(&head);
+                    visits_without_send = 0;
+                }
             }
         }
     }
@@ -114,6 +123,12 @@ impl Drr {
                 self.ring.retain(|&s| s != slot);
             }
             *self.turn(slot) = VcTurn::default();
+        } else if self.ring.front() == Some(&slot) && self.turn(slot).deficit == 0 {
+            // No unit costs less than a cell: the turn is over, and the next `pick`
+            // starts the next VC's at once (with `rr`'s quantum of one cell, every
+            // cell ends a turn).
+            self.turn(slot).credited = false;
+            self.ring.rotate_left(1);
         }
     }
 
