@@ -54,6 +54,12 @@ impl Drr {
     /// The VC whose head goes next (it stays at the front of the ring until its turn
     /// ends).
     pub(crate) fn pick(&mut self, head: impl Fn(Slot) -> Option<u32>) -> Option<Slot> {
+        // A lone backlogged VC has the port to itself, whatever its deficit: it is
+        // served without the bookkeeping of turns (the state it leaves is one DRR
+        // can be in, so a VC that joins later finds the round as it would).
+        if self.ring.len() == 1 && head(self.ring[0]).is_some() {
+            return Some(self.ring[0]);
+        }
         let mut visits_without_send = 0usize;
         loop {
             let &slot = self.ring.front()?;
@@ -123,7 +129,10 @@ impl Drr {
                 self.ring.retain(|&s| s != slot);
             }
             *self.turn(slot) = VcTurn::default();
-        } else if self.ring.front() == Some(&slot) && self.turn(slot).deficit == 0 {
+        } else if self.ring.len() > 1
+            && self.ring.front() == Some(&slot)
+            && self.turn(slot).deficit == 0
+        {
             // No unit costs less than a cell: the turn is over, and the next `pick`
             // starts the next VC's at once (with `rr`'s quantum of one cell, every
             // cell ends a turn).
