@@ -504,8 +504,8 @@ impl Experiment for SwitchArgs {
 
 /// `natm perf relay` (hidden): the reference forwarder — every datagram from `--from`
 /// goes to `--to`, and back, one thread, batched as the switch is: a poll wait,
-/// `recvmmsg` + GRO until the socket is empty or 256 datagrams are in, each datagram
-/// copied into a send buffer, which leaves as UDP GSO runs.
+/// `recvmmsg` (4 buffers) + GRO until the socket is empty or about 64 KiB are in,
+/// each datagram copied into a send buffer, which leaves as UDP GSO runs.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RelayArgs {
     /// The sending host's endpoint.
@@ -561,7 +561,9 @@ pub(crate) fn relay(a: &RelayArgs) -> crate::cli::CliResult {
     let s = UdpPort::bind("127.0.0.1:0".parse()?)?;
     s.set_nonblocking(true)?;
     crate::cli::outln!("relay {}", s.local_addr()?);
-    let mut batch: RecvBatch = s.recv_batch(32);
+    // The switch's batching: 4 buffers per `recvmmsg`, about 64 KiB read before
+    // sending.
+    let mut batch: RecvBatch = s.recv_batch(4);
     let mut run = Run {
         buf: Vec::with_capacity(65_536),
         to: None,
@@ -578,7 +580,7 @@ pub(crate) fn relay(a: &RelayArgs) -> crate::cli::CliResult {
         let mut empty = false;
         while !empty {
             let mut read = 0;
-            while read < 256 {
+            while read < 64 * 1024 {
                 match s.recv(&mut batch) {
                     Ok(_) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -597,7 +599,7 @@ pub(crate) fn relay(a: &RelayArgs) -> crate::cli::CliResult {
                     };
                     run.push(&s, d, out);
                 }
-                read += batch.len().max(1);
+                read += batch.iter().map(|(_, d)| d.len()).sum::<usize>().max(1);
                 if !batch.may_have_more() {
                     empty = true;
                     break;
