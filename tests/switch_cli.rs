@@ -314,3 +314,39 @@ fn perf_switch_measures_both_forwarders() {
         assert!(r["runs"][0]["cells_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
 }
+
+#[test]
+fn a_gso_run_of_trains_crosses_whole_and_in_order_in_few_system_calls() {
+    // The sending host is batched as the engine is: 20 trains in one GSO send.
+    let a = natm::adaptor::UdpPort::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let b = host();
+    let toml = port("a", free_addr(), a.local_addr().unwrap(), "cell")
+        + &port("b", free_addr(), b.local_addr().unwrap(), "cell")
+        + "[[pvc]]\nfrom = \"a:0.32\"\nto = \"b:1.40\"\nbuffer = 1000\n";
+    let sw = SwitchProc::start("gso", &toml);
+    let (trains, per) = (20u32, 32u32);
+    let mut run = Vec::new();
+    for t in 0..trains {
+        run.push(TRAIN_MAGIC);
+        for k in 0..per {
+            run.extend_from_slice(&cell(0, 32, t * per + k));
+        }
+    }
+    let len = 1 + per as usize * CELL_LEN;
+    assert_eq!(
+        a.send(Some(sw.ports["a"]), &run, len).unwrap(),
+        trains as usize
+    );
+    let cells = recv_cells(&b);
+    assert_eq!(cells.len(), (trains * per) as usize);
+    for (i, c) in cells.iter().enumerate() {
+        assert_eq!(header(c).vci, 40);
+        assert_eq!(u32::from_be_bytes(c[5..9].try_into().unwrap()), i as u32);
+    }
+    // The switch read the run with GRO and sent its trains as GSO runs.
+    let v = sw.stat_until(|v| v["ports"][1]["link"]["datagrams_out"].as_u64() == Some(20));
+    let (inp, out) = (&v["ports"][0]["link"], &v["ports"][1]["link"]);
+    assert_eq!(inp["datagrams_in"].as_u64(), Some(20));
+    assert!(inp["recv_calls"].as_u64().unwrap() < 20, "{inp}");
+    assert!(out["send_calls"].as_u64().unwrap() < 20, "{out}");
+}

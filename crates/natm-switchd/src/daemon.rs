@@ -393,10 +393,13 @@ impl SwitchDaemon {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // ICMP port unreachable from a peer not yet up: not fatal.
+                    // ICMP port unreachable from a peer not yet up: not fatal. Counted
+                    // against the burst, so that an error that repeats cannot hold
+                    // the loop.
                     if e.kind() != io::ErrorKind::ConnectionRefused {
                         warn!(port = %link.name, "receive error: {e}");
                     }
+                    read += READ_BURST / 4;
                     continue;
                 }
             }
