@@ -264,7 +264,17 @@ fn a_port_delays_and_loses_what_it_sends() {
 #[test]
 fn perf_switch_measures_both_forwarders() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
-        .args(["perf", "switch", "--seconds", "0.2", "--json"])
+        .args([
+            "perf",
+            "switch",
+            "--seconds",
+            "0.2",
+            "--runs",
+            "1",
+            "--train",
+            "32",
+            "--json",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -280,7 +290,63 @@ fn perf_switch_measures_both_forwarders() {
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    for k in ["switch_cell", "relay_cell", "switch_frame", "relay_frame"] {
-        assert!(v[k]["datagrams_per_s"].as_f64().unwrap() > 0.0, "{k}: {v}");
+    // Switch and relay, cell mode and frame mode, each forwarded something.
+    let rows = v["rows"].as_array().unwrap();
+    let seen: Vec<(&str, &str)> = rows
+        .iter()
+        .map(|r| {
+            (
+                r["mode"].as_str().unwrap(),
+                r["forwarder"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("cell", "switch"),
+            ("cell", "relay"),
+            ("frame", "switch"),
+            ("frame", "relay")
+        ]
+    );
+    for r in rows {
+        assert!(r["runs"][0]["cells_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
+}
+
+#[test]
+fn a_gso_run_of_trains_crosses_whole_and_in_order_in_few_system_calls() {
+    // The sending host is batched as the engine is: 20 trains in one GSO send.
+    let a = natm::adaptor::UdpPort::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let b = host();
+    let toml = port("a", free_addr(), a.local_addr().unwrap(), "cell")
+        + &port("b", free_addr(), b.local_addr().unwrap(), "cell")
+        + "[[pvc]]\nfrom = \"a:0.32\"\nto = \"b:1.40\"\nbuffer = 1000\n";
+    let sw = SwitchProc::start("gso", &toml);
+    let (trains, per) = (20u32, 32u32);
+    let mut run = Vec::new();
+    for t in 0..trains {
+        run.push(TRAIN_MAGIC);
+        for k in 0..per {
+            run.extend_from_slice(&cell(0, 32, t * per + k));
+        }
+    }
+    let len = 1 + per as usize * CELL_LEN;
+    assert_eq!(
+        a.send(Some(sw.ports["a"]), &run, len).unwrap(),
+        trains as usize
+    );
+    let cells = recv_cells(&b);
+    assert_eq!(cells.len(), (trains * per) as usize);
+    for (i, c) in cells.iter().enumerate() {
+        assert_eq!(header(c).vci, 40);
+        assert_eq!(u32::from_be_bytes(c[5..9].try_into().unwrap()), i as u32);
+    }
+    // The switch read the run with GRO and sent its trains as GSO runs.
+    let v = sw.stat_until(|v| v["ports"][1]["link"]["datagrams_out"].as_u64() == Some(20));
+    let (inp, out) = (&v["ports"][0]["link"], &v["ports"][1]["link"]);
+    assert_eq!(inp["datagrams_in"].as_u64(), Some(20));
+    assert!(inp["recv_calls"].as_u64().unwrap() < 20, "{inp}");
+    assert!(out["send_calls"].as_u64().unwrap() < 20, "{out}");
 }

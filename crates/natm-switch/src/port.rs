@@ -5,13 +5,13 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use natm_proto::time::Instant;
-use natm_proto::wire::cell::{HeaderFormat, HecReceiver, CELL_LEN};
+use natm_proto::wire::cell::{HeaderFormat, HecReceiver, CELL_LEN, HEADER_LEN};
 
 use crate::error::SwitchError;
 use crate::queue::Transmit;
 use crate::sched::{Scheduler, SchedulerKind};
 use crate::stats::{Counters, PortStats};
-use crate::table::PortId;
+use crate::table::{PortId, Slot};
 
 /// Bits a cell takes on the line, header included.
 pub const CELL_BITS: u64 = CELL_LEN as u64 * 8;
@@ -194,6 +194,11 @@ pub(crate) struct Port {
     pub(crate) cfg: PortConfig,
     cell_ps: u64,
     pub(crate) hec: HecReceiver,
+    /// The last header `hec` found valid, while it has found nothing else since.
+    pub(crate) hec_memo: Option<[u8; HEADER_LEN]>,
+    /// The last VPI/VCI looked up for a cell of this port and its table entry
+    /// (cleared by every change of the table).
+    pub(crate) lookup_memo: Option<(u16, u16, Slot)>,
     pub(crate) sched: Scheduler,
     /// OAM answers and the control plane's units, sent before any VC's.
     pub(crate) control: VecDeque<Transmit>,
@@ -217,6 +222,8 @@ impl Port {
             cfg,
             cell_ps: cell_time_ps(cfg.line_rate),
             hec: HecReceiver::new(),
+            hec_memo: None,
+            lookup_memo: None,
             sched: Scheduler::new(cfg.scheduler),
             control: VecDeque::new(),
             local_in: 0,

@@ -225,6 +225,49 @@ fn hec_single_bit_errors_are_corrected_multi_bit_errors_dropped() {
 }
 
 #[test]
+fn a_header_seen_before_an_error_still_puts_the_receiver_back_in_correction_mode() {
+    let (mut sw, a, b) = two_ports();
+    sw.connect(
+        CrossConnect::vc(VcAddr::new(a, 1, 32), VcAddr::new(b, 2, 40)),
+        Contract::best_effort(),
+    )
+    .unwrap();
+    let good = cell(1, 32, Pti::UserData, 9);
+    let flip = |bits: &[u8]| {
+        let mut c = good;
+        for &bit in bits {
+            c[usize::from(bit / 8)] ^= 0x80 >> (bit % 8);
+        }
+        c
+    };
+    let t = Instant::ZERO;
+    // The same header again and again, then a two-bit error (detection mode)...
+    for _ in 0..3 {
+        assert_eq!(sw.handle_cell(t, a, good), Ok(Verdict::Queued));
+    }
+    assert_eq!(
+        sw.handle_cell(t, a, flip(&[0, 1])),
+        Ok(Verdict::Dropped(DropCause::Hec))
+    );
+    // ...then that header once more: valid, so a single-bit error after it is
+    // corrected, not dropped.
+    assert_eq!(sw.handle_cell(t, a, good), Ok(Verdict::Queued));
+    assert_eq!(sw.handle_cell(t, a, flip(&[21])), Ok(Verdict::Queued));
+    // A corrected header leaves detection mode even if the next one repeats it.
+    assert_eq!(
+        sw.handle_cell(t, a, flip(&[21])),
+        Ok(Verdict::Dropped(DropCause::Hec))
+    );
+    let s = sw.port_stats(a).unwrap();
+    assert_eq!((s.hec_corrected, s.counters.dropped.hec), (1, 2));
+    // Every cell that passed left with the output header.
+    for _ in 0..5 {
+        assert_eq!(vci_of(&sent_cell(&mut sw, b)), 40);
+    }
+    assert_eq!(sw.queue_cells(b), Some(0));
+}
+
+#[test]
 fn unknown_vcs_and_idle_cells_are_counted_not_forwarded() {
     let (mut sw, a, b) = two_ports();
     sw.connect(
@@ -393,4 +436,41 @@ fn disconnect_flushes_the_queue_and_returns_the_final_counters() {
     assert_eq!(stat.vcs[0].conn, other);
     assert_eq!(stat.ports[b.index()].counters.dropped.flushed, 10);
     assert_eq!(stat.ports[a.index()].counters.cells_in, 20);
+}
+
+#[test]
+fn a_batched_drain_sends_what_the_line_frees_for_by_the_horizon() {
+    // 424,000 bit/s: one cell per millisecond on the output line.
+    let mut sw = Switch::new();
+    let a = sw.add_port(PortConfig::new(OC3)).unwrap();
+    let b = sw.add_port(PortConfig::new(424_000)).unwrap();
+    sw.connect(
+        CrossConnect::vc(VcAddr::new(a, 1, 32), VcAddr::new(b, 2, 40)),
+        Contract::best_effort(),
+    )
+    .unwrap();
+    for k in 0..5 {
+        let t = Instant::from_nanos(1 + k);
+        assert_eq!(
+            sw.handle_cell(t, a, cell(1, 32, Pti::UserData, k as u8)),
+            Ok(Verdict::Queued)
+        );
+    }
+    let ms = |m: u64| Instant::from_nanos(m * 1_000_000);
+    // Slots at 0, 1 and 2 ms start by 2.5 ms; the one at 3 ms does not.
+    let mut sent = 0;
+    while sw
+        .poll_transmit_by(ms(0), ms(2) + Duration::from_micros(500), b)
+        .is_some()
+    {
+        sent += 1;
+    }
+    assert_eq!(sent, 3);
+    assert_eq!(sw.port_timeout(b), Some(ms(3)));
+    // Slots before `earliest` are lost: the next cell takes the line at 10 ms, and
+    // the one after it is due at 11 ms, past a horizon of 10 ms.
+    assert!(sw.poll_transmit_by(ms(10), ms(10), b).is_some());
+    assert!(sw.poll_transmit_by(ms(10), ms(10), b).is_none());
+    assert_eq!(sw.port_timeout(b), Some(ms(11)));
+    assert_eq!(sw.queue_cells(b), Some(1));
 }

@@ -1,15 +1,39 @@
-//! A port's UDP link: the socket, the peer, the train being built, and the
-//! experiment knobs (random loss, one-way delay as a timed queue).
+//! A port's UDP link: the socket, the peer, the datagrams being batched for one send,
+//! and the experiment knobs (random loss, one-way delay as a timed queue).
+//!
+//! Socket I/O is batched: the socket is natm's own UDP adaptor port
+//! (`natm::adaptor::UdpPort`, quinn-udp underneath), which receives with `recvmmsg`
+//! and UDP GRO, and the datagrams a port sends in one pass of the loop are laid back
+//! to back in one buffer and leave as UDP GSO runs (one `sendmsg` per run of
+//! datagrams of one size to one destination), as the host engine sends its trains.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use mio::net::UdpSocket;
+use natm::adaptor::{PortOptions, UdpPort, MAX_DATAGRAM};
+use rustix::net::sockopt;
 
 use crate::config::LinkMode;
 use crate::stat::LinkCounters;
+
+/// Opens a port's socket: non-blocking, GRO on (quinn-udp's setup), but with the
+/// kernel's default path-MTU behaviour put back, so that a datagram larger than a
+/// link's MTU (a train of 32 cells is 1,697 octets) is still fragmented as a plain
+/// socket would, instead of refused: quinn-udp sets `IP_PMTUDISC_PROBE`. A GSO run of
+/// segments over the MTU is refused by the kernel; the port then sends that size one
+/// datagram per call (`UdpPort::send`'s fallback).
+pub(crate) fn open_socket(bind: SocketAddr) -> io::Result<UdpPort> {
+    let port = UdpPort::bind_with(bind, &PortOptions::default())?;
+    port.set_nonblocking(true)?;
+    if bind.is_ipv4() {
+        sockopt::set_ip_mtu_discover(&port, sockopt::Ipv4PathMtuDiscovery::WANT)?;
+    } else {
+        sockopt::set_ipv6_mtu_discover(&port, sockopt::Ipv6PathMtuDiscovery::WANT)?;
+    }
+    Ok(port)
+}
 
 /// SplitMix64: a seeded generator for the loss experiment (not for anything secret).
 #[derive(Debug, Clone)]
@@ -36,7 +60,7 @@ impl Rng {
 pub(crate) struct Link {
     pub(crate) name: String,
     /// `None` on an atmtcp port, whose link is TCP (`crate::atmtcp_link`).
-    pub(crate) socket: Option<UdpSocket>,
+    pub(crate) socket: Option<UdpPort>,
     pub(crate) bind: SocketAddr,
     pub(crate) peer: SocketAddr,
     pub(crate) mode: LinkMode,
@@ -60,6 +84,37 @@ pub(crate) struct Link {
     pub(crate) sources: HashSet<(SocketAddr, u16, u16)>,
     /// ...and where each output label's units go (the peer if not here).
     pub(crate) dests: HashMap<(u16, u16), SocketAddr>,
+    /// Datagrams to send, back to back; see [`Link::open`].
+    pub(crate) tx: TxBatch,
+}
+
+/// The datagrams a link sends in one pass, back to back in one buffer, all of one size
+/// but the last and all to one destination: what one UDP GSO `sendmsg` takes.
+#[derive(Debug, Default)]
+pub(crate) struct TxBatch {
+    buf: Vec<u8>,
+    /// Where the datagram being written starts (`buf.len()` when none is open).
+    open_at: usize,
+    to: Option<SocketAddr>,
+    /// The size of every datagram but the last.
+    segment: usize,
+    datagrams: usize,
+    /// The last datagram is shorter than `segment`: nothing may follow it.
+    sealed: bool,
+}
+
+impl TxBatch {
+    /// The datagram being written (after [`Link::open`]).
+    #[inline]
+    pub(crate) fn datagram(&mut self) -> &mut Vec<u8> {
+        &mut self.buf
+    }
+
+    /// Octets of the datagram being written.
+    #[inline]
+    pub(crate) fn open_len(&self) -> usize {
+        self.buf.len() - self.open_at
+    }
 }
 
 /// The VPI and VCI of a UNI cell header (I.361: GFC 4 bits, VPI 8, VCI 16); the data
@@ -72,11 +127,6 @@ pub(crate) fn uni_label(cell: &[u8]) -> (u16, u16) {
 }
 
 impl Link {
-    /// Sends `datagram` to the peer now, or after the configured delay; or loses it.
-    pub(crate) fn send(&mut self, datagram: &[u8], wall: Instant) {
-        self.send_to(datagram, self.peer, wall);
-    }
-
     /// Whether the next datagram sent is lost: random loss, then the burst channel
     /// (which steps on every datagram, lost or not).
     fn lost(&mut self) -> bool {
@@ -105,30 +155,118 @@ impl Link {
         from == self.peer || self.sources.contains(&(from, vpi, vci))
     }
 
-    /// Sends `datagram` to `to` now, or after the configured delay; or loses it.
-    pub(crate) fn send_to(&mut self, datagram: &[u8], to: SocketAddr, wall: Instant) {
-        if self.lost() {
-            self.counters.lost += 1;
-            return;
-        }
-        if self.delay.is_zero() {
-            self.send_now(datagram, to);
-        } else {
-            self.delayed
-                .push_back((wall + self.delay, to, datagram.to_vec()));
-        }
+    /// Whether a datagram sent now would meet an experiment (loss or delay) and so
+    /// cannot simply join the batch.
+    #[inline]
+    fn experiments(&self) -> bool {
+        self.loss > 0.0 || self.burst.is_some() || !self.delay.is_zero()
     }
 
-    fn send_now(&mut self, datagram: &[u8], to: SocketAddr) {
+    /// Starts a datagram of at most `max_len` octets to `to` at the end of the batch
+    /// (sending the batch first if the datagram cannot join it); write it through
+    /// `self.tx.datagram()` (appending only), then [`Link::close`] it.
+    #[inline]
+    pub(crate) fn open(&mut self, to: SocketAddr, max_len: usize) {
+        let tx = &self.tx;
+        if tx.datagrams > 0
+            && (tx.to != Some(to)
+                || tx.sealed
+                || max_len > tx.segment
+                || tx.datagrams
+                    >= self.socket.as_ref().map_or(1, |s| s.max_gso_segments())
+                || tx.buf.len() + max_len > MAX_DATAGRAM)
+        {
+            self.flush();
+        }
+        self.tx.to = Some(to);
+        self.tx.open_at = self.tx.buf.len();
+    }
+
+    /// Ends the datagram being written: it joins the batch, or is lost or delayed by
+    /// the experiments. An empty one is dropped.
+    pub(crate) fn close(&mut self, wall: Instant) {
+        let len = self.tx.open_len();
+        if len == 0 {
+            return;
+        }
+        if self.experiments() {
+            let at = self.tx.open_at;
+            if self.lost() {
+                self.counters.lost += 1;
+            } else if !self.delay.is_zero() {
+                let to = self.tx.to.unwrap_or(self.peer);
+                let d = self.tx.buf[at..].to_vec();
+                self.delayed.push_back((wall + self.delay, to, d));
+            } else {
+                let to = self.tx.to.unwrap_or(self.peer);
+                let d = std::mem::take(&mut self.tx.buf);
+                self.send_now(&d[at..], to, len);
+                self.tx.buf = d;
+            }
+            self.tx.buf.truncate(at);
+            return;
+        }
+        let tx = &mut self.tx;
+        debug_assert!(
+            tx.datagrams == 0 || len <= tx.segment,
+            "open() checked the size"
+        );
+        if tx.datagrams == 0 {
+            tx.segment = len;
+        } else if len < tx.segment {
+            tx.sealed = true;
+        }
+        tx.datagrams += 1;
+        tx.open_at = tx.buf.len();
+    }
+
+    /// Sends what the batch holds.
+    pub(crate) fn flush(&mut self) {
+        let tx = &mut self.tx;
+        if tx.datagrams == 0 {
+            return;
+        }
+        let to = tx.to.unwrap_or(self.peer);
+        let buf = std::mem::take(&mut tx.buf);
+        let segment = tx.segment;
+        self.send_now(&buf, to, segment);
+        let tx = &mut self.tx;
+        tx.buf = buf;
+        tx.buf.clear();
+        tx.open_at = 0;
+        tx.datagrams = 0;
+        tx.sealed = false;
+    }
+
+    /// Sends `datagram` to the peer (see [`Link::send_to`]).
+    pub(crate) fn send(&mut self, datagram: &[u8], wall: Instant) {
+        self.send_to(datagram, self.peer, wall);
+    }
+
+    /// Sends `datagram` to `to` with the batch, or after the configured delay; or
+    /// loses it.
+    pub(crate) fn send_to(&mut self, datagram: &[u8], to: SocketAddr, wall: Instant) {
+        self.open(to, datagram.len());
+        self.tx.datagram().extend_from_slice(datagram);
+        self.close(wall);
+    }
+
+    /// Sends `contents`, datagrams of `segment` octets (the last may be shorter), to
+    /// `to` now.
+    fn send_now(&mut self, contents: &[u8], to: SocketAddr, segment: usize) {
+        let datagrams = contents.len().div_ceil(segment) as u64;
         let Some(socket) = self.socket.as_ref() else {
-            self.counters.send_errors += 1;
+            self.counters.send_errors += datagrams;
             return;
         };
-        match socket.send_to(datagram, to) {
-            Ok(_) => self.counters.datagrams_out += 1,
-            // A full socket buffer is loss on the link, as a full line would be.
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.counters.send_errors += 1,
-            Err(_) => self.counters.send_errors += 1,
+        self.counters.send_calls += 1;
+        match socket.send(Some(to), contents, segment) {
+            Ok(n) => {
+                self.counters.datagrams_out += n as u64;
+                // A full socket buffer is loss on the link, as a full line would be.
+                self.counters.send_errors += datagrams - n as u64;
+            }
+            Err(_) => self.counters.send_errors += datagrams,
         }
     }
 
@@ -139,7 +277,7 @@ impl Link {
                 return Some(*due);
             }
             if let Some((_, to, d)) = self.delayed.pop_front() {
-                self.send_now(&d, to);
+                self.send_now(&d, to, d.len().max(1));
             }
         }
         None
@@ -151,7 +289,7 @@ mod tests {
     use super::*;
 
     fn link(loss: f64, burst: Option<natm_sim::GilbertElliott>) -> Link {
-        let socket = UdpSocket::bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let socket = open_socket("127.0.0.1:0".parse().unwrap()).unwrap();
         let bind = socket.local_addr().unwrap();
         Link {
             name: "t".into(),
@@ -171,6 +309,7 @@ mod tests {
             counters: LinkCounters::default(),
             sources: HashSet::new(),
             dests: HashMap::new(),
+            tx: TxBatch::default(),
         }
     }
 

@@ -45,6 +45,11 @@ pub struct LinkCounters {
     pub mode_mismatch: u64,
     /// Datagrams the socket refused to send (buffer full).
     pub send_errors: u64,
+    /// Receive system calls that brought datagrams (each `recvmmsg` may bring many,
+    /// and each of its buffers several by GRO).
+    pub recv_calls: u64,
+    /// Send system calls (each a UDP GSO run of datagrams, or one datagram).
+    pub send_calls: u64,
 }
 
 /// Everything `stat_json` holds.

@@ -54,6 +54,12 @@ impl Drr {
     /// The VC whose head goes next (it stays at the front of the ring until its turn
     /// ends).
     pub(crate) fn pick(&mut self, head: impl Fn(Slot) -> Option<u32>) -> Option<Slot> {
+        // A lone backlogged VC has the port to itself, whatever its deficit: it is
+        // served without the bookkeeping of turns (the state it leaves is one DRR
+        // can be in, so a VC that joins later finds the round as it would).
+        if self.ring.len() == 1 && head(self.ring[0]).is_some() {
+            return Some(self.ring[0]);
+        }
         let mut visits_without_send = 0usize;
         loop {
             let &slot = self.ring.front()?;
@@ -63,7 +69,10 @@ impl Drr {
                 continue;
             };
             let t = self.turn(slot);
-            if !t.credited {
+            // Only the VC at the front when `pick` is called can be in the middle of
+            // its turn; every other one starts a turn when it comes to the front.
+            let fresh = !t.credited;
+            if fresh {
                 t.deficit += u64::from(t.quantum);
                 t.credited = true;
             }
@@ -73,10 +82,16 @@ impl Drr {
             }
             t.credited = false;
             self.ring.rotate_left(1);
-            visits_without_send += 1;
-            if visits_without_send >= self.ring.len() {
-                self.skip_empty_rounds(&head);
-                visits_without_send = 0;
+            // A turn that ended is not a visit without a send: counting it would
+            // make a lone VC with a quantum of one cell skip rounds on every other
+            // cell. Fresh visits are consecutive ring entries, so n of them are the
+            // whole ring.
+            if fresh {
+                visits_without_send += 1;
+                if visits_without_send >= self.ring.len() {
+                    self.skip_empty_rounds(&head);
+                    visits_without_send = 0;
+                }
             }
         }
     }
@@ -114,6 +129,15 @@ impl Drr {
                 self.ring.retain(|&s| s != slot);
             }
             *self.turn(slot) = VcTurn::default();
+        } else if self.ring.len() > 1
+            && self.ring.front() == Some(&slot)
+            && self.turn(slot).deficit == 0
+        {
+            // No unit costs less than a cell: the turn is over, and the next `pick`
+            // starts the next VC's at once (with `rr`'s quantum of one cell, every
+            // cell ends a turn).
+            self.turn(slot).credited = false;
+            self.ring.rotate_left(1);
         }
     }
 
