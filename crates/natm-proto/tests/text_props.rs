@@ -6,7 +6,7 @@
 use natm_proto::wire::addr::{Aesa, AtmAddr, HostsFile, Pvc, PvcPart, E164};
 use natm_proto::wire::qos::{
     Aal, FlowKind, Qos, QosParseError, Rate, Semantics, Service, TrafficClass, TrafficParams,
-    TransportParams,
+    TransportKind, TransportParams,
 };
 use proptest::option;
 use proptest::prelude::*;
@@ -97,6 +97,7 @@ fn transport() -> impl Strategy<Value = TransportParams> {
             |((service, error_control, flow, semantics, tpdu_size), rest)| {
                 let (window, max_msg, outstanding, priority, bucket) = rest;
                 TransportParams {
+                    kind: TransportKind::Natm,
                     service,
                     error_control,
                     flow,
@@ -127,10 +128,18 @@ fn any_qos() -> impl Strategy<Value = Qos> {
         prop_oneof![4 => Just(Aal::Aal5), 1 => Just(Aal::Aal0)],
     )
         .prop_flat_map(|(class, shape, aal)| {
+            // One in five is a bare AAL5 VC, which takes no other transport setting.
+            let transport = prop_oneof![
+                4 => transport(),
+                1 => Just(TransportParams {
+                    kind: TransportKind::Bare,
+                    ..TransportParams::default()
+                }),
+            ];
             (
                 traffic(class),
                 traffic(class),
-                transport(),
+                transport,
                 Just((shape, aal)),
             )
         })
@@ -172,6 +181,7 @@ fn qos_param() -> impl Strategy<Value = String> {
         (Just("flow"), "none|leaky-bucket|packet-pair|window"),
         (Just("ec"), "on|off"),
         (Just("mode"), "message|stream"),
+        (Just("transport"), "natm|none"),
     ]
     .prop_map(|(k, v)| format!("{k}={v}"));
     let junk = (

@@ -42,7 +42,8 @@
 //!            | "mbs" "=" integer                       (* cells *)
 //!            | "max_cdv" "=" number [ "us" | "ms" | "s" ]  (* default µs *)
 //!            | ( "max_sdu" | "sdu" ) "=" bytes ;
-//! transport  = "flow" "=" ( "none" | "leaky-bucket" | "packet-pair" | "window" )
+//! transport  = "transport" "=" ( "natm" | "none" )     (* none: bare AAL5 SDUs *)
+//!            | "flow" "=" ( "none" | "leaky-bucket" | "packet-pair" | "window" )
 //!            | "ec" "=" ( "on" | "off" )
 //!            | "mode" "=" ( "message" | "stream" )
 //!            | ( "tpdu" | "msg" | "bucket" ) "=" bytes
@@ -56,10 +57,20 @@
 //! override them for its direction; `tx:none`/`rx:none` mark a direction unused.
 //! Transport parameters apply to the connection and may only appear before the groups.
 //!
+//! # Bare AAL5 VCs
+//! `transport=none` says the VC carries bare AAL5 SDUs, as a Linux-ATM socket sends
+//! them: no natm TPDU header, handshake, acknowledgement or retransmission; one message
+//! is one SDU, bounded per direction by `max_sdu` (default [`DEFAULT_MAX_SDU`]). It
+//! excludes every other transport parameter and the named services (which are natm
+//! transport services): `cbr:pcr=10Mbps,transport=none` is a bare CBR VC, and
+//! `reliable:transport=none` is a [`QosConflict::ServiceOnBare`]. It needs AAL5.
+//! `transport=natm` is the default and is never printed.
+//!
 //! # Where this departs from Linux, and why
 //! - Extensions: the `vbr` class with `scr` and `mbs` (Linux parses `vbr` but rejects it);
 //!   `max_cdv`; the class `any` (Linux's `ATM_ANYCLASS`, which its text form lacks); the
-//!   presets `guaranteed`, `reliable`, `best-effort`; the transport parameters; byte
+//!   presets `guaranteed`, `reliable`, `best-effort`; the transport parameters (among
+//!   them `transport=none`, which asks for what Linux always does); byte
 //!   units; `tx` and `rx` groups in either order.
 //! - Stricter: Linux matches keywords by prefix (`ubrfoo` is `ubr` followed by junk) and
 //!   lets a repeated class, AAL or parameter silently override the earlier one; natm
@@ -84,6 +95,11 @@ pub use parse::{QosErrorKind, QosParseError};
 
 /// Payload bits carried by one cell: 48 bytes (the project's rate convention).
 pub const BITS_PER_CELL: u64 = 48 * 8;
+
+/// AAL5 SDU size when the QoS does not set `max_sdu`: 9188 bytes, the value natm's
+/// signalling puts in the AAL parameters IE (RFC 1626's default IP-over-ATM MTU plus the
+/// 8-byte LLC/SNAP header).
+pub const DEFAULT_MAX_SDU: u32 = 9188;
 
 /// TPDU size when the QoS does not set one: 4 KiB (DESIGN §3, item 4).
 pub const DEFAULT_TPDU_SIZE: u32 = 4096;
@@ -232,10 +248,25 @@ pub enum Semantics {
     Stream,
 }
 
+/// What runs on the VC above AAL5 (`transport=`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum TransportKind {
+    /// natm's transport (`transport=natm`, the default, never printed): TPDU headers,
+    /// the connection handshake, error and flow control.
+    #[default]
+    Natm,
+    /// Bare AAL5 SDUs (`transport=none`), as Linux-ATM sockets send them: one message
+    /// is one SDU of at most `max_sdu` bytes; no header, handshake, ACK or
+    /// retransmission. None of the other transport parameters applies.
+    Bare,
+}
+
 /// The transport services asked for; `None` fields take the service's default (see
 /// [`Qos::resolved_transport`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct TransportParams {
+    /// natm's transport or bare AAL5 SDUs (`transport=natm|none`).
+    pub kind: TransportKind,
     /// The named service; set by the class names `guaranteed`, `reliable`, `best-effort`.
     pub service: Option<Service>,
     /// SMART error control on or off (`ec=on|off`).
@@ -313,6 +344,7 @@ pub enum QosKey {
     Outstanding,
     Prio,
     Bucket,
+    Transport,
 }
 
 impl QosKey {
@@ -328,7 +360,8 @@ impl QosKey {
     ];
 
     /// Transport parameters in canonical print order.
-    pub const TRANSPORT: [QosKey; 9] = [
+    pub const TRANSPORT: [QosKey; 10] = [
+        QosKey::Transport,
         QosKey::Flow,
         QosKey::Ec,
         QosKey::Mode,
@@ -359,6 +392,7 @@ impl QosKey {
             QosKey::Outstanding => "outstanding",
             QosKey::Prio => "prio",
             QosKey::Bucket => "bucket",
+            QosKey::Transport => "transport",
         }
     }
 
@@ -535,6 +569,24 @@ pub enum QosConflict {
         /// The first transport parameter set (or `flow` for a named service).
         key: QosKey,
     },
+    /// A setting of natm's transport on a VC that carries bare AAL5 SDUs.
+    #[error(
+        "{key} is a setting of natm's transport, and transport=none carries bare AAL5 SDUs \
+         without it: leave {key} out, or drop transport=none"
+    )]
+    TransportOnBare {
+        /// The first transport parameter set.
+        key: QosKey,
+    },
+    /// A named transport service on a VC that carries bare AAL5 SDUs.
+    #[error(
+        "{service} names a service of natm's transport, and transport=none carries bare \
+         AAL5 SDUs without it: use the class {} instead", preset_class(*service)
+    )]
+    ServiceOnBare {
+        /// The service.
+        service: Service,
+    },
 }
 
 fn preset_class(service: Service) -> TrafficClass {
@@ -642,6 +694,22 @@ impl Qos {
         &self.transport
     }
 
+    /// Whether the VC carries bare AAL5 SDUs (`transport=none`) rather than natm's
+    /// transport.
+    pub fn is_bare(&self) -> bool {
+        self.transport.kind == TransportKind::Bare
+    }
+
+    /// The largest AAL5 SDU of direction `dir`: its `max_sdu`, else
+    /// [`DEFAULT_MAX_SDU`]. On a bare VC this bounds a message.
+    pub fn max_sdu(&self, dir: Direction) -> u32 {
+        let tp = match dir {
+            Direction::Tx => &self.tx,
+            Direction::Rx => &self.rx,
+        };
+        tp.max_sdu.unwrap_or(DEFAULT_MAX_SDU)
+    }
+
     /// The traffic class of the connection (that of every direction in use).
     pub fn class(&self) -> TrafficClass {
         if self.tx.is_used() {
@@ -733,6 +801,14 @@ impl Qos {
                 return Err(QosConflict::TransportOnAal0 { key });
             }
         }
+        if t.kind == TransportKind::Bare {
+            if let Some(service) = t.service {
+                return Err(QosConflict::ServiceOnBare { service });
+            }
+            if let Some(key) = first_natm_transport_key(t) {
+                return Err(QosConflict::TransportOnBare { key });
+            }
+        }
         if let Some(bucket) = t.bucket {
             let leaky = match t.flow {
                 Some(flow) => flow == FlowKind::LeakyBucket,
@@ -803,6 +879,15 @@ fn default_flow(service: Service, round_robin_network: bool) -> FlowKind {
 /// The first transport setting that is present, in print order; a named service counts
 /// as `flow` (it chooses the flow control).
 fn first_transport_key(t: &TransportParams) -> Option<QosKey> {
+    if t.kind == TransportKind::Bare {
+        return Some(QosKey::Transport);
+    }
+    first_natm_transport_key(t)
+}
+
+/// The first setting of natm's own transport that is present, in print order; a named
+/// service counts as `flow`.
+fn first_natm_transport_key(t: &TransportParams) -> Option<QosKey> {
     let set = [
         (QosKey::Flow, t.flow.is_some() || t.service.is_some()),
         (QosKey::Ec, t.error_control.is_some()),

@@ -10,14 +10,14 @@ use std::str::FromStr;
 
 use super::{
     Aal, Direction, FlowKind, Qos, QosConflict, QosKey, Rate, Semantics, Service, TrafficClass,
-    TrafficParams, TransportParams, BITS_PER_CELL,
+    TrafficParams, TransportKind, TransportParams, BITS_PER_CELL,
 };
 use crate::wire::text;
 
 const CLASSES: &str = "ubr, cbr, vbr, abr, any, guaranteed, reliable or best-effort";
 const TRAFFIC_KEYS: &str = "max_pcr, pcr, min_pcr, scr, mbs, max_cdv or max_sdu (alias sdu)";
 const ALL_KEYS: &str = "max_pcr, pcr, min_pcr, scr, mbs, max_cdv, max_sdu (alias sdu), \
-     flow, ec, mode, tpdu, window, msg, outstanding, prio, bucket, or a tx:/rx: group";
+     transport, flow, ec, mode, tpdu, window, msg, outstanding, prio, bucket, or a tx:/rx: group";
 const RATE_FORM: &str = "a rate is max or a number with an optional unit: 10Mbps (bits/s), \
      3000cps or a bare 3000 (cells/s)";
 
@@ -594,6 +594,17 @@ impl<'a> Parser<'a> {
             QosKey::Outstanding => t.outstanding = Some(small(num(parse_integer(v))?)),
             QosKey::Prio => t.priority = Some(u8::try_from(num(parse_integer(v))?).unwrap_or(0)),
             QosKey::Bucket => t.bucket = Some(small(num(parse_bytes(v))?)),
+            QosKey::Transport => {
+                let id = word(
+                    &[("natm", 0), ("none", 1)],
+                    "natm (the default) or none (bare AAL5 SDUs)",
+                )?;
+                t.kind = if id == 0 {
+                    TransportKind::Natm
+                } else {
+                    TransportKind::Bare
+                };
+            }
         }
         Ok(())
     }
@@ -623,6 +634,8 @@ impl<'a> Parser<'a> {
             QosConflict::BucketWithoutLeakyBucket => in_dir(None, &[QosKey::Bucket]),
             QosConflict::BucketBelowTpdu { .. } => in_dir(None, &[QosKey::Bucket, QosKey::Tpdu]),
             QosConflict::TransportOnAal0 { key } => in_dir(None, &[*key]).max(self.marks.aal),
+            QosConflict::TransportOnBare { key } => in_dir(None, &[*key, QosKey::Transport]),
+            QosConflict::ServiceOnBare { .. } => in_dir(None, &[QosKey::Transport]),
             QosConflict::ClassMismatch { .. }
             | QosConflict::UnusedDirectionHasParams { .. }
             | QosConflict::GuaranteedWithoutRate { .. }

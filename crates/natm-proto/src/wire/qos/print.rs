@@ -11,7 +11,7 @@ use std::fmt;
 
 use super::{
     Aal, Direction, FlowKind, Qos, QosKey, Rate, Semantics, Service, TrafficClass, TrafficParams,
-    TransportParams,
+    TransportKind, TransportParams,
 };
 
 impl fmt::Display for Rate {
@@ -91,6 +91,8 @@ fn transport_value(t: &TransportParams, key: QosKey) -> Option<String> {
         QosKey::Outstanding => t.outstanding.map(|n| n.to_string()),
         QosKey::Prio => t.priority.map(|n| n.to_string()),
         QosKey::Bucket => t.bucket.map(|n| bytes(u64::from(n))),
+        // The default, natm's transport, is never printed.
+        QosKey::Transport => (t.kind == TransportKind::Bare).then(|| t.kind.to_string()),
         _ => None,
     }
 }
@@ -182,6 +184,15 @@ impl fmt::Display for FlowKind {
             FlowKind::LeakyBucket => "leaky-bucket",
             FlowKind::PacketPair => "packet-pair",
             FlowKind::Window => "window",
+        })
+    }
+}
+
+impl fmt::Display for TransportKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TransportKind::Natm => "natm",
+            TransportKind::Bare => "none",
         })
     }
 }

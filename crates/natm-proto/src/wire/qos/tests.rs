@@ -590,3 +590,124 @@ fn caret_rendering() {
     assert_eq!((e.pos, e.column), (9, 10));
     assert_eq!(e.caret_line(s), "         ^");
 }
+
+#[test]
+fn bare_transport_parses_prints_and_round_trips() {
+    let q = canonical("ubr:transport=none", "ubr:transport=none");
+    assert!(q.is_bare());
+    assert_eq!(q.transport().kind, TransportKind::Bare);
+    assert_eq!(q.max_sdu(Direction::Tx), DEFAULT_MAX_SDU);
+    assert_eq!(q.max_sdu(Direction::Rx), 9188);
+    // The default is natm's transport and is not printed; naming it changes nothing.
+    let natm = canonical("ubr:transport=natm", "ubr");
+    assert!(!natm.is_bare());
+    assert_eq!(natm, qos("ubr"));
+    // max_sdu bounds each direction's message; traffic parameters go with it.
+    let q = canonical(
+        "cbr:pcr=10Mbps,transport=NONE,tx:max_sdu=1000,rx:max_sdu=64k",
+        "cbr:pcr=10Mbps,transport=none,tx:max_sdu=1000,rx:max_sdu=64000",
+    );
+    assert!(q.is_bare());
+    assert_eq!(q.max_sdu(Direction::Tx), 1000);
+    assert_eq!(q.max_sdu(Direction::Rx), 64_000);
+    assert_eq!(q.tx().pcr, Some(Rate::Bps(10 * MBPS)));
+    let q = canonical(
+        "vbr:pcr=2Mbps,scr=1Mbps,mbs=100,transport=none,rx:none",
+        "vbr:pcr=2Mbps,scr=1Mbps,mbs=100,transport=none,rx:none",
+    );
+    assert!(q.is_bare());
+}
+
+#[test]
+fn bare_transport_conflicts_with_every_natm_transport_setting() {
+    for (param, key) in [
+        ("ec=off", QosKey::Ec),
+        ("flow=none", QosKey::Flow),
+        ("mode=message", QosKey::Mode),
+        ("tpdu=4096", QosKey::Tpdu),
+        ("msg=1k", QosKey::Msg),
+        ("window=8", QosKey::Window),
+        ("outstanding=2", QosKey::Outstanding),
+        ("prio=1", QosKey::Prio),
+    ] {
+        // The caret marks whichever of the two was written last.
+        let s = format!("ubr:transport=none,{param}");
+        assert_eq!(
+            assert_conflict(&s, 19, param),
+            QosConflict::TransportOnBare { key },
+            "{s}"
+        );
+        let s = format!("ubr:{param},transport=none");
+        let at = 5 + param.len();
+        assert_eq!(
+            assert_conflict(&s, at, "transport=none"),
+            QosConflict::TransportOnBare { key },
+            "{s}"
+        );
+    }
+    // On its own, bucket would be BucketWithoutLeakyBucket; transport=none is told first.
+    assert_eq!(
+        assert_conflict("cbr:pcr=1Mbps,transport=none,bucket=8k", 29, "bucket=8k"),
+        QosConflict::TransportOnBare {
+            key: QosKey::Bucket
+        }
+    );
+    let e = assert_conflict("reliable:transport=none", 9, "transport=none");
+    assert_eq!(
+        e,
+        QosConflict::ServiceOnBare {
+            service: Service::Reliable
+        }
+    );
+    assert!(e.to_string().contains("use the class ubr"), "{e}");
+    assert_eq!(
+        assert_conflict("guaranteed:pcr=1Mbps,transport=none", 21, "transport=none"),
+        QosConflict::ServiceOnBare {
+            service: Service::Guaranteed
+        }
+    );
+    assert_eq!(
+        assert_conflict("ubr,aal0:transport=none", 9, "transport=none"),
+        QosConflict::TransportOnAal0 {
+            key: QosKey::Transport
+        }
+    );
+    assert_err(
+        "ubr:transport=linux",
+        QosErrorKind::UnknownValue,
+        14,
+        "linux",
+    );
+    assert_err(
+        "ubr:tx:transport=none",
+        QosErrorKind::Misplaced,
+        7,
+        "transport",
+    );
+    assert_err(
+        "ubr:transport=none,transport=natm",
+        QosErrorKind::DuplicateParam,
+        19,
+        "transport=natm",
+    );
+    let t = TransportParams {
+        kind: TransportKind::Bare,
+        ..TransportParams::default()
+    };
+    let ubr = TrafficParams::new(TrafficClass::Ubr);
+    assert_eq!(
+        Qos::new(
+            Aal::Aal5,
+            ubr,
+            ubr,
+            TransportParams {
+                window: Some(4),
+                ..t
+            }
+        ),
+        Err(QosConflict::TransportOnBare {
+            key: QosKey::Window
+        })
+    );
+    assert!(Qos::new(Aal::Aal5, ubr, ubr, t).unwrap().is_bare());
+}
