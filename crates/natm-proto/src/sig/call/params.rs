@@ -20,7 +20,9 @@ use crate::wire::q2931::{
     ConnectionId, Ie, IeAction, Message, NatmParams, PartyAddress, QosParams, TrafficDescriptor,
     TrafficType, TypeOfNumber,
 };
-use crate::wire::qos::{Qos, Rate, TrafficClass, TrafficParams};
+use crate::wire::qos::{
+    Aal, Qos, Rate, TrafficClass, TrafficParams, TransportKind, TransportParams,
+};
 
 /// AAL5 CPCS-SDU size signalled when the QoS does not set `max_sdu` (specs.md §4.5).
 pub const DEFAULT_AAL5_SDU: u16 = 9188;
@@ -149,8 +151,11 @@ fn sdu(v: Option<u32>) -> u16 {
     v.map_or(DEFAULT_AAL5_SDU, |s| u16::try_from(s).unwrap_or(u16::MAX))
 }
 
+/// The AAL 5 parameters: each direction's largest SDU, 0 for a direction not used
+/// (as Linux signals `rx:none`).
 fn aal(qos: &Qos) -> AalParams {
-    AalParams::aal5(sdu(qos.tx().max_sdu), sdu(qos.rx().max_sdu))
+    let dir = |tp: &TrafficParams| if tp.is_used() { sdu(tp.max_sdu) } else { 0 };
+    AalParams::aal5(dir(qos.tx()), dir(qos.rx()))
 }
 
 fn natm_ie(natm: &NatmParams, qos: Option<&Qos>) -> Ie {
@@ -163,8 +168,9 @@ fn natm_ie(natm: &NatmParams, qos: Option<&Qos>) -> Ie {
 }
 
 impl CallParams {
-    /// The IEs of a SETUP, in UNI 3.1 order (specs.md §4.5), natm's IE last.
-    pub(crate) fn setup_ies(&self, msg: &mut Message, link_cells: u32) {
+    /// The IEs of a SETUP, in UNI 3.1 order (specs.md §4.5), natm's IE last (if
+    /// `private_ie`).
+    pub(crate) fn setup_ies(&self, msg: &mut Message, link_cells: u32, private_ie: bool) {
         msg.push(aal(&self.qos));
         msg.push(traffic_descriptor(&self.qos, link_cells));
         msg.push(bearer(&self.qos));
@@ -186,14 +192,27 @@ impl CallParams {
             msg.push(c);
         }
         msg.push(QosParams::default());
-        msg.push(natm_ie(&self.natm, Some(&self.qos)));
+        if private_ie {
+            msg.push(natm_ie(&self.natm, Some(&self.qos)));
+        }
     }
 
     /// The parameters of a received SETUP whose mandatory IEs were checked.
     pub(crate) fn from_setup(msg: &Message) -> Option<CallParams> {
         let called = msg.find::<CalledNumber>()?.address.clone();
-        let mut natm = msg.find::<NatmParams>().cloned().unwrap_or_default();
-        let qos = qos_of(&mut natm, msg.find::<TrafficDescriptor>())?;
+        let td = msg.find::<TrafficDescriptor>();
+        let (qos, natm) = match msg.find::<NatmParams>() {
+            Some(n) => {
+                let mut natm = n.clone();
+                (qos_of(&mut natm, td)?, natm)
+            }
+            // No private IE: a standard UNI user (Linux's atmsigd), whose VC carries
+            // bare AAL5 SDUs.
+            None => (
+                bare_qos(td?, msg.find::<AalParams>())?,
+                NatmParams::default(),
+            ),
+        };
         Some(CallParams {
             called,
             calling: msg.find::<CallingNumber>().map(|c| c.address.clone()),
@@ -221,16 +240,60 @@ fn qos_of(natm: &mut NatmParams, td: Option<&TrafficDescriptor>) -> Option<Qos> 
     Rate::from_cells_per_sec(u64::from(pcr)).map(Qos::guaranteed)
 }
 
+/// The QoS of a SETUP from a standard UNI user, seen from the caller: bare AAL5
+/// (`transport=none`); UBR when the best-effort indicator is set (its peak rates are
+/// the line's, not a contract, and are not kept), else CBR at each direction's peak
+/// cell rate (CLP=0+1, else CLP=0), VBR with a sustainable rate; a direction with a
+/// zero peak rate is unused (`svc_send`'s receive side); the AAL parameters' maximum
+/// SDU sizes bound each direction's messages.
+fn bare_qos(td: &TrafficDescriptor, aal: Option<&AalParams>) -> Option<Qos> {
+    let sdus = match aal {
+        Some(AalParams::Aal5(a)) => (a.fwd_max_sdu, a.bwd_max_sdu),
+        Some(AalParams::Other { .. }) => return None,
+        None => (None, None),
+    };
+    let direction = |r: &CellRates, sdu: Option<u16>| -> Option<TrafficParams> {
+        let pcr = r.pcr01.or(r.pcr0);
+        if pcr == Some(0) {
+            return Some(TrafficParams::UNUSED);
+        }
+        let mut tp = if td.best_effort {
+            TrafficParams::new(TrafficClass::Ubr)
+        } else if let Some(scr) = r.scr01.or(r.scr0) {
+            let mut tp = TrafficParams::new(TrafficClass::Vbr);
+            tp.scr = Some(Rate::from_cells_per_sec(u64::from(scr))?);
+            tp.mbs = r.mbs01.or(r.mbs0);
+            tp
+        } else {
+            TrafficParams::new(TrafficClass::Cbr)
+        };
+        if !td.best_effort {
+            tp.pcr = Some(Rate::from_cells_per_sec(u64::from(pcr?))?);
+        }
+        tp.max_sdu = sdu.map(u32::from);
+        Some(tp)
+    };
+    let tx = direction(&td.fwd, sdus.0)?;
+    let rx = direction(&td.bwd, sdus.1)?;
+    let bare = TransportParams {
+        kind: TransportKind::Bare,
+        ..TransportParams::default()
+    };
+    Qos::new(Aal::Aal5, tx, rx, bare).ok()
+}
+
 impl CallAccept {
     /// The IEs of a CONNECT (specs.md §4.5: AAL, connection identifier) plus natm's.
-    pub(crate) fn connect_ies(&self, msg: &mut Message, offered: &Qos) {
+    pub(crate) fn connect_ies(&self, msg: &mut Message, offered: &Qos, private_ie: bool) {
         let q = self.qos.as_ref().unwrap_or(offered);
         // The called side's tx is the caller's rx: the AAL IE speaks for the call.
         msg.push(aal(offered));
         if let Some(c) = self.conn_id {
             msg.push(c);
         }
-        msg.push(natm_ie(&self.natm, Some(q)));
+        if private_ie {
+            msg.push(natm_ie(&self.natm, Some(q)));
+        }
     }
 
     /// The answer a received CONNECT carries.
