@@ -893,7 +893,17 @@ impl CallControl {
         let reply = msg.call_ref.reply();
         match msg.kind {
             MessageType::Setup if !msg.call_ref.flag => self.on_setup(now, msg, errors),
-            MessageType::Setup | MessageType::ReleaseComplete => self.stats.unexpected += 1,
+            MessageType::ReleaseComplete => {
+                self.stats.unexpected += 1;
+                if let Some(id) = self.misread_setup_ref(msg.call_ref) {
+                    let cause = msg
+                        .cause()
+                        .cloned()
+                        .unwrap_or_else(|| self.cause(CauseValue::ProtocolError));
+                    self.clear(id, cause, ClearedBy::Remote);
+                }
+            }
+            MessageType::Setup => self.stats.unexpected += 1,
             MessageType::StatusEnquiry => {
                 self.stats.unexpected += 1;
                 let cause = self.cause(CauseValue::ResponseToStatusEnquiry);
@@ -909,6 +919,26 @@ impl CallControl {
                 self.send(Message::new(MessageType::ReleaseComplete, reply).with(cause));
             }
         }
+    }
+
+    /// The call whose SETUP a peer refused under a misread call reference. Linux's
+    /// atmsigd (atm-tools 2.5.1) answers a SETUP it cannot parse with RELEASE COMPLETE
+    /// whose 3-octet call reference is the SETUP's shifted by one octet: its last two
+    /// octets followed by the message type (0x05), e.g. `80 01 05` for `00 00 01`.
+    /// Q.2931 §5.6.3.2 says to ignore a RELEASE COMPLETE for an unknown call, which
+    /// left the caller waiting two T303 expiries for a refusal already sent; a call
+    /// still waiting for its first answer whose reference matches is cleared instead.
+    /// A departure for one known peer's defect: the match is exact and only for a
+    /// call in state 1 (call initiated), so no other call can be hit.
+    fn misread_setup_ref(&self, cr: CallRef) -> Option<CallId> {
+        if !cr.flag {
+            return None;
+        }
+        self.calls
+            .iter()
+            .filter(|(_, c)| c.ours && c.state == CallState::CALL_INITIATED)
+            .find(|(_, c)| ((c.cref << 8) | 0x05) & CallRef::MAX == cr.value)
+            .map(|(id, _)| *id)
     }
 
     fn on_setup(&mut self, now: Instant, msg: Message, errors: &[IeError]) {

@@ -429,6 +429,45 @@ fn unknown_call_reference_gets_release_complete_81() {
     assert!(msgs(&mut b).is_empty());
 }
 
+/// atmsigd's refusal of a SETUP it cannot parse carries the call reference shifted by
+/// one octet; the caller hears the refusal at once instead of after two T303s.
+#[test]
+fn a_refusal_under_atmsigds_misread_call_reference_clears_the_setup() {
+    let mut a = up(CallConfig::default());
+    let call = a.setup(t(0), params()).unwrap();
+    let setup = msgs(&mut a).remove(0);
+    let cref = setup.call_ref.value;
+    // Another call's reference, and a wrong shift, change nothing.
+    let other = Message::new(
+        MessageType::ReleaseComplete,
+        CallRef {
+            value: ((cref + 1) << 8) | 0x05,
+            flag: true,
+        },
+    );
+    a.handle_message(t(1), &other.to_bytes().unwrap());
+    assert!(events(&mut a).is_empty());
+    let cause = Cause::new(Location::User, CauseValue::from_raw(111));
+    let rc = Message::new(
+        MessageType::ReleaseComplete,
+        CallRef {
+            value: ((cref << 8) | 0x05) & CallRef::MAX,
+            flag: true,
+        },
+    )
+    .with(cause.clone());
+    a.handle_message(t(2), &rc.to_bytes().unwrap());
+    assert_eq!(
+        events(&mut a),
+        vec![CallEvent::Released {
+            call,
+            cause,
+            by: ClearedBy::Remote
+        }]
+    );
+    assert_eq!(a.call_count(), 0);
+}
+
 #[test]
 fn message_out_of_state_gets_status_101() {
     let mut a = up(CallConfig::default());
