@@ -1,8 +1,8 @@
-//! The switch's configuration: ports (UDP endpoints in cell or frame mode) and
-//! permanent cross-connects with their traffic contracts, read from TOML
+//! The switch's configuration: ports (UDP endpoints in cell or frame mode, or atmtcp
+//! links over TCP) and permanent cross-connects with their traffic contracts, read from TOML
 //! (`docs/switch.example.toml` shows every key).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -20,6 +20,9 @@ pub enum LinkMode {
     Cell,
     /// One AAL5 frame per datagram behind the VC header (`wire::vcframe`).
     Frame,
+    /// AAL5 SDUs over a TCP connection in Linux's atmtcp format (`crate::atmtcp`),
+    /// to or from `atmtcp virtual` on a Linux host.
+    Atmtcp,
 }
 
 /// Why a configuration is refused.
@@ -137,12 +140,19 @@ fn default_seed() -> u64 {
 pub struct PortSection {
     /// Its name in cross-connects and `natm stat`.
     pub name: String,
-    /// The local UDP endpoint.
-    pub bind: SocketAddr,
-    /// The peer's UDP endpoint: datagrams go there, and only its are accepted.
-    pub peer: SocketAddr,
-    /// `cell` or `frame`.
+    /// The local UDP endpoint (cell and frame mode).
+    pub bind: Option<SocketAddr>,
+    /// The peer's UDP endpoint: datagrams go there, and only its are accepted (cell
+    /// and frame mode).
+    pub peer: Option<SocketAddr>,
+    /// `cell`, `frame` or `atmtcp`.
     pub mode: LinkMode,
+    /// atmtcp mode: listen on this TCP address (`IP:PORT`, or `IP` for port 2812)
+    /// and accept one connection at a time, like `atmtcp virtual listen`.
+    pub listen: Option<String>,
+    /// atmtcp mode: connect to this TCP address (`IP:PORT` or `IP`), and again
+    /// with backoff whenever the connection fails or ends, like `atmtcp virtual connect`.
+    pub connect: Option<String>,
     /// Line rate, bits per second [default 155,520,000].
     #[serde(default = "default_line_rate")]
     pub line_rate: u64,
@@ -272,10 +282,7 @@ impl PortSection {
             }
         };
         // What the line carries: a PVC from a port of the other mode converts to it.
-        let unit = match self.mode {
-            LinkMode::Cell => PortUnit::Cells,
-            LinkMode::Frame => PortUnit::Frames,
-        };
+        let unit = self.unit();
         let mut cfg = PortConfig::new(self.line_rate)
             .scheduler(kind)
             .epd(self.epd)
@@ -290,6 +297,86 @@ impl PortSection {
     /// The one-way delay.
     pub fn delay(&self) -> Duration {
         Duration::from_micros(self.delay_us)
+    }
+
+    /// What the port's line carries: an atmtcp link carries AAL5 SDUs, as a frame
+    /// port does.
+    pub fn unit(&self) -> PortUnit {
+        match self.mode {
+            LinkMode::Cell => PortUnit::Cells,
+            LinkMode::Frame | LinkMode::Atmtcp => PortUnit::Frames,
+        }
+    }
+
+    /// A cell or frame port's UDP endpoints (`bind`, `peer`).
+    pub fn udp_endpoints(&self) -> Result<(SocketAddr, SocketAddr), ConfigError> {
+        match (self.mode, self.bind, self.peer) {
+            (LinkMode::Atmtcp, ..) => Err(invalid(format!(
+                "port {}: an atmtcp port has listen or connect, not bind and peer",
+                self.name
+            ))),
+            (_, Some(b), Some(p)) => Ok((b, p)),
+            _ => Err(invalid(format!(
+                "port {}: a {:?} port needs bind and peer",
+                self.name, self.mode
+            ))),
+        }
+    }
+
+    /// An atmtcp port's end of the TCP connection: whether it listens or connects,
+    /// and the address.
+    pub fn atmtcp_endpoint(&self) -> Result<(crate::AtmtcpRole, SocketAddr), ConfigError> {
+        let addr = |s: &str| {
+            s.parse::<SocketAddr>()
+                .or_else(|_| {
+                    s.parse::<IpAddr>()
+                        .map(|ip| SocketAddr::new(ip, crate::atmtcp::DEFAULT_PORT))
+                })
+                .map_err(|_| {
+                    invalid(format!(
+                        "port {}: `{s}` is not IP:PORT or IP (port {})",
+                        self.name,
+                        crate::atmtcp::DEFAULT_PORT
+                    ))
+                })
+        };
+        match (
+            self.mode,
+            self.listen.as_deref(),
+            self.connect.as_deref(),
+            self.bind.or(self.peer),
+        ) {
+            (LinkMode::Atmtcp, Some(l), None, None) => Ok((crate::AtmtcpRole::Listen, addr(l)?)),
+            (LinkMode::Atmtcp, None, Some(c), None) => Ok((crate::AtmtcpRole::Connect, addr(c)?)),
+            (LinkMode::Atmtcp, ..) => Err(invalid(format!(
+                "port {}: an atmtcp port has either listen or connect (and no bind/peer)",
+                self.name
+            ))),
+            _ => Err(invalid(format!(
+                "port {}: listen and connect are for mode = \"atmtcp\"",
+                self.name
+            ))),
+        }
+    }
+
+    /// Checks the keys that depend on the link mode.
+    fn check_link(&self) -> Result<(), ConfigError> {
+        if self.mode != LinkMode::Atmtcp {
+            if self.listen.is_some() || self.connect.is_some() {
+                self.atmtcp_endpoint()?;
+            }
+            self.udp_endpoints()?;
+            return Ok(());
+        }
+        self.atmtcp_endpoint()?;
+        // The loss and delay experiments act on datagrams; TCP would hide them.
+        if self.loss != 0.0 || self.gilbert.is_some() || self.delay_us != 0 {
+            return Err(invalid(format!(
+                "port {}: loss, gilbert and delay_us are for UDP ports, not atmtcp",
+                self.name
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -397,6 +484,7 @@ impl Config {
                     p.name
                 )));
             }
+            p.check_link()?;
             p.port_config()?;
         }
         for v in &self.pvcs {
@@ -413,7 +501,15 @@ impl Config {
                     v.from, v.to
                 )));
             }
-            if a.vci.is_none() && self.ports[ia].mode != self.ports[ib].mode {
+            for (e, i) in [(&a, ia), (&b, ib)] {
+                if self.ports[i].mode == LinkMode::Atmtcp && e.vpi == 0 && e.vci == Some(0) {
+                    return Err(invalid(format!(
+                        "pvc {} -> {}: VC 0.0 of an atmtcp port carries its control text, not data",
+                        v.from, v.to
+                    )));
+                }
+            }
+            if a.vci.is_none() && self.ports[ia].unit() != self.ports[ib].unit() {
                 return Err(invalid(format!(
                     "pvc {} -> {}: a VP joins ports of one link mode (cell/frame \
                      conversion is per VC)",
@@ -494,6 +590,69 @@ mod tests {
             .any(|p| p.signalling == Some(SignallingRole::Host)));
         assert_eq!(c.routes.len(), 1);
         assert!(c.route_prefix(&c.routes[0]).is_ok());
+        let linux = c.ports.iter().find(|p| p.mode == LinkMode::Atmtcp);
+        let linux = linux.expect("an atmtcp port");
+        assert_eq!(linux.unit(), PortUnit::Frames);
+        assert_eq!(
+            linux.atmtcp_endpoint().expect("valid"),
+            (crate::AtmtcpRole::Listen, "127.0.0.1:2812".parse().unwrap())
+        );
+    }
+
+    #[test]
+    fn an_atmtcp_port_listens_or_connects_and_nothing_else() {
+        let port = |keys: &str| {
+            format!(
+                "[[port]]\nname = \"l\"\nmode = \"atmtcp\"\n{keys}\n\
+                 [[port]]\nname = \"u\"\nmode = \"frame\"\nbind = \"127.0.0.1:0\"\npeer = \"127.0.0.1:9\"\n"
+            )
+        };
+        let c = Config::from_toml(&port("connect = \"10.0.0.1\"")).expect("valid");
+        assert_eq!(
+            c.ports[0].atmtcp_endpoint().unwrap(),
+            (crate::AtmtcpRole::Connect, "10.0.0.1:2812".parse().unwrap()),
+            "the default port is atmtcp's 2812"
+        );
+        for (keys, why) in [
+            ("", "either listen or connect"),
+            (
+                "listen = \"127.0.0.1:1\"\nconnect = \"127.0.0.1:2\"",
+                "either listen or connect",
+            ),
+            (
+                "listen = \"127.0.0.1:1\"\nbind = \"127.0.0.1:3\"",
+                "no bind/peer",
+            ),
+            ("listen = \"localhost:1\"", "not IP:PORT"),
+            ("listen = \"127.0.0.1:1\"\nloss = 0.1", "for UDP ports"),
+            ("listen = \"127.0.0.1:1\"\ndelay_us = 5", "for UDP ports"),
+        ] {
+            let e = Config::from_toml(&port(keys)).expect_err(keys);
+            assert!(e.to_string().contains(why), "{keys}: {e}");
+        }
+        let udp_with_listen = port("listen = \"127.0.0.1:1\"").replace(
+            "mode = \"frame\"",
+            "mode = \"frame\"\nlisten = \"127.0.0.1:4\"",
+        );
+        let e = Config::from_toml(&udp_with_listen).expect_err("listen on a UDP port");
+        assert!(e.to_string().contains("for mode = \"atmtcp\""), "{e}");
+        let no_peer = port("listen = \"127.0.0.1:1\"").replace("peer = \"127.0.0.1:9\"\n", "");
+        let e = Config::from_toml(&no_peer).expect_err("a frame port without a peer");
+        assert!(e.to_string().contains("needs bind and peer"), "{e}");
+        // VC 0.0 of an atmtcp link is its control channel, never a PVC's end.
+        let pvc = format!(
+            "{}[[pvc]]\nfrom = \"l:0.0\"\nto = \"u:0.40\"\n",
+            port("listen = \"127.0.0.1:1\"")
+        );
+        let e = Config::from_toml(&pvc).expect_err("VC 0.0");
+        assert!(e.to_string().contains("control text"), "{e}");
+        Config::from_toml(&pvc.replace("l:0.0", "l:0.32")).expect("any other VC");
+        // A VP may join an atmtcp port and a frame port: both carry frames.
+        let vp = format!(
+            "{}[[pvc]]\nfrom = \"l:1\"\nto = \"u:2\"\n",
+            port("listen = \"127.0.0.1:1\"")
+        );
+        Config::from_toml(&vp).expect("a VP between frame-unit ports");
     }
 
     #[test]

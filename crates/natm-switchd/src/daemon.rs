@@ -16,7 +16,8 @@ use natm_switch::control::{self, Control, ControlConfig, ControlPort, PortRole};
 use natm_switch::{CrossConnect, PortId, Switch, Transmit, VcAddr, VpAddr};
 use tracing::{info, warn};
 
-use crate::config::{Config, ConfigError, PvcEnd, SignallingRole};
+use crate::atmtcp_link::AtmtcpPorts;
+use crate::config::{Config, ConfigError, LinkMode, PvcEnd, SignallingRole};
 use crate::link::{uni_label, Link, Rng};
 use crate::stat::{PortSnapshot, Snapshot};
 use crate::train;
@@ -49,6 +50,9 @@ pub struct SwitchDaemon {
     epoch: Instant,
     buf: Vec<u8>,
     out: Vec<u8>,
+    /// The ports whose link is an atmtcp TCP connection (their `links` entry has no
+    /// UDP socket).
+    atmtcp: AtmtcpPorts,
 }
 
 fn endpoint_of(end: &PvcEnd, port: PortId) -> (Option<VcAddr>, VpAddr) {
@@ -67,25 +71,47 @@ impl SwitchDaemon {
         let poll = Poll::new().map_err(io_err("cannot create the poll".into()))?;
         let mut sw = Switch::new();
         let mut links = Vec::new();
+        let mut atmtcp = AtmtcpPorts::default();
         for (i, p) in cfg.ports.iter().enumerate() {
             let pc = p.port_config()?;
             let id = sw
                 .add_port(pc)
                 .map_err(|e| ConfigError::Invalid(format!("port {}: {e}", p.name)))?;
-            let mut socket = UdpSocket::bind(p.bind)
-                .map_err(io_err(format!("port {}: cannot bind {}", p.name, p.bind)))?;
-            poll.registry()
-                .register(&mut socket, Token(FIRST_PORT + i), Interest::READABLE)
-                .map_err(io_err(format!("port {}: cannot register", p.name)))?;
-            let bind = socket
-                .local_addr()
-                .map_err(io_err(format!("port {}: no local address", p.name)))?;
+            let (socket, bind, peer) = if p.mode == LinkMode::Atmtcp {
+                let (role, addr) = p.atmtcp_endpoint()?;
+                let addr = atmtcp
+                    .add(
+                        i,
+                        id,
+                        &p.name,
+                        (role, addr),
+                        p.signalling.is_some(),
+                        poll.registry(),
+                    )
+                    .map_err(io_err(format!("port {}: cannot listen on {addr}", p.name)))?;
+                let none = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
+                match role {
+                    crate::AtmtcpRole::Listen => (None, addr, none),
+                    crate::AtmtcpRole::Connect => (None, none, addr),
+                }
+            } else {
+                let (bind, peer) = p.udp_endpoints()?;
+                let mut socket = UdpSocket::bind(bind)
+                    .map_err(io_err(format!("port {}: cannot bind {bind}", p.name)))?;
+                poll.registry()
+                    .register(&mut socket, Token(FIRST_PORT + i), Interest::READABLE)
+                    .map_err(io_err(format!("port {}: cannot register", p.name)))?;
+                let bind = socket
+                    .local_addr()
+                    .map_err(io_err(format!("port {}: no local address", p.name)))?;
+                (Some(socket), bind, peer)
+            };
             debug_assert_eq!(id.index(), i);
             links.push(Link {
                 name: p.name.clone(),
                 socket,
                 bind,
-                peer: p.peer,
+                peer,
                 mode: p.mode,
                 train: p.train,
                 cell_time: pc.cell_time(),
@@ -141,6 +167,7 @@ impl SwitchDaemon {
             epoch: now,
             buf: vec![0u8; MAX_DATAGRAM],
             out: Vec::with_capacity(MAX_DATAGRAM),
+            atmtcp,
         })
     }
 
@@ -196,6 +223,12 @@ impl SwitchDaemon {
         while let Some(o) = ctl.poll_output(&mut self.sw) {
             match o {
                 control::Output::Signal(p, pdu) => {
+                    if self
+                        .atmtcp
+                        .send_signal(p.index(), &pdu, self.poll.registry(), wall)
+                    {
+                        continue;
+                    }
                     if let Some(l) = self.links.get_mut(p.index()) {
                         l.send(&vcframe::signalling_frame(&pdu), wall);
                     }
@@ -231,7 +264,8 @@ impl SwitchDaemon {
         self.stop.clone()
     }
 
-    /// Each port's name and bound UDP endpoint.
+    /// Each port's name and bound UDP endpoint (an atmtcp port's listening address,
+    /// or 0.0.0.0:0 if it connects).
     pub fn endpoints(&self) -> Vec<(String, std::net::SocketAddr)> {
         self.links
             .iter()
@@ -261,13 +295,18 @@ impl SwitchDaemon {
                 .links
                 .iter()
                 .zip(st.ports)
-                .map(|(l, stats)| PortSnapshot {
-                    name: l.name.clone(),
-                    bind: l.bind,
-                    peer: l.peer,
-                    mode: l.mode,
-                    link: l.counters,
-                    stats,
+                .enumerate()
+                .map(|(i, (l, stats))| {
+                    let atmtcp = self.atmtcp.snapshot(i);
+                    PortSnapshot {
+                        name: l.name.clone(),
+                        bind: l.bind,
+                        peer: atmtcp.as_ref().and_then(|a| a.connected).unwrap_or(l.peer),
+                        mode: l.mode,
+                        link: l.counters,
+                        stats,
+                        atmtcp,
+                    }
                 })
                 .collect(),
             vcs: st.vcs,
@@ -313,6 +352,9 @@ impl SwitchDaemon {
                     wake = wake.min(*due);
                 }
             }
+            if let Some(t) = self.atmtcp.poll_timeout() {
+                wake = wake.min(t);
+            }
             let timeout = wake.saturating_duration_since(wall);
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -321,15 +363,18 @@ impl SwitchDaemon {
                 return Err(e);
             }
             let mut readable = Vec::new();
+            let mut atmtcp_ready = Vec::new();
             for ev in events.iter() {
                 match ev.token() {
                     SIGNALS => {
                         info!("signal received, stopping");
                         self.stop.stop();
                     }
+                    t if AtmtcpPorts::owns(t) => atmtcp_ready.push(t),
                     Token(t) => readable.push(t - FIRST_PORT),
                 }
             }
+            self.atmtcp_events(atmtcp_ready);
             // Edge-triggered: read each ready socket until it would block, a burst
             // at a time, sending between bursts so queues drain as they fill.
             while !readable.is_empty() {
@@ -345,6 +390,7 @@ impl SwitchDaemon {
                 }
             }
             self.drain_control(wall);
+            self.atmtcp.handle_timeout(wall, self.poll.registry());
             self.transmit_all();
             let wall = Instant::now();
             for l in &mut self.links {
@@ -373,7 +419,10 @@ impl SwitchDaemon {
             let Some(link) = self.links.get_mut(i) else {
                 return false;
             };
-            let (n, from) = match link.socket.recv_from(&mut self.buf) {
+            let Some(socket) = link.socket.as_ref() else {
+                return false;
+            };
+            let (n, from) = match socket.recv_from(&mut self.buf) {
                 Ok(r) => r,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -426,6 +475,8 @@ impl SwitchDaemon {
                     }
                     link.next_arrival = t;
                 }
+                // An atmtcp port has no UDP socket, so no datagram.
+                crate::config::LinkMode::Atmtcp => link.counters.bad_datagrams += 1,
                 crate::config::LinkMode::Frame => {
                     let Ok((header, sdu)) = vcframe::Repr::parse_bytes(data) else {
                         link.counters.bad_datagrams += 1;
@@ -463,6 +514,12 @@ impl SwitchDaemon {
                 .saturating_sub(CATCH_UP.as_nanos() as u64)
                 .max(1),
         );
+        if link.mode == LinkMode::Atmtcp {
+            let registry = self.poll.registry();
+            self.atmtcp
+                .transmit(i, &mut self.sw, horizon, earliest, registry, wall, link);
+            return;
+        }
         train::start(&mut self.out);
         // The train's destination: a signalled VC on a host port goes to its own
         // data endpoint, so a train holds the cells of one destination.
@@ -503,6 +560,30 @@ impl SwitchDaemon {
         }
         if train::cells(&self.out) > 0 {
             link.send_to(&self.out, to, wall);
+        }
+    }
+}
+
+impl SwitchDaemon {
+    /// The atmtcp links' events: each ready connection is read a bounded amount at a
+    /// time, with the ports drained between reads, as the UDP sockets are.
+    fn atmtcp_events(&mut self, mut ready: Vec<Token>) {
+        while !ready.is_empty() {
+            ready.retain(|&t| {
+                let wall = Instant::now();
+                let now = self.at(wall);
+                self.atmtcp.handle_event(
+                    t,
+                    self.poll.registry(),
+                    wall,
+                    now,
+                    &mut self.sw,
+                    self.control.as_mut(),
+                    &mut self.links,
+                )
+            });
+            self.drain_control(Instant::now());
+            self.transmit_all();
         }
     }
 }

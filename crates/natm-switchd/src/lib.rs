@@ -2,11 +2,15 @@
 //! around the sans-IO data plane of `natm_switch::Switch`: each port is a UDP
 //! endpoint joined to one peer, in *cell mode* (datagrams carry trains of 53-octet
 //! cells, `natm_proto::wire::train`) or *frame mode* (one AAL5 frame per datagram behind the VC
-//! header of `natm_proto::wire::vcframe`). Cross-connects are permanent (PVCs and
-//! PVPs from the [`config`]); signalling through the switch is not here yet.
+//! header of `natm_proto::wire::vcframe`); or a port is an [`atmtcp`] link, a TCP
+//! connection to a Linux host's ATM interface carrying AAL5 SDUs in Linux's format.
+//! Cross-connects are permanent (PVCs and PVPs from the [`config`]) or set up by the
+//! control plane on signalling ports.
 
 #![forbid(unsafe_code)]
 
+pub mod atmtcp;
+mod atmtcp_link;
 pub mod config;
 mod daemon;
 mod link;
@@ -14,5 +18,6 @@ pub mod stat;
 /// The cell-train codec, now in `natm_proto::wire::train` (the host engine speaks it too).
 pub use natm_proto::wire::train;
 
+pub use atmtcp_link::{AtmtcpCounters, AtmtcpSnapshot, Role as AtmtcpRole};
 pub use config::{Config, ConfigError, LinkMode};
 pub use daemon::{Stop, SwitchDaemon};

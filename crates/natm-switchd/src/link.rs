@@ -35,7 +35,8 @@ impl Rng {
 #[derive(Debug)]
 pub(crate) struct Link {
     pub(crate) name: String,
-    pub(crate) socket: UdpSocket,
+    /// `None` on an atmtcp port, whose link is TCP (`crate::atmtcp_link`).
+    pub(crate) socket: Option<UdpSocket>,
     pub(crate) bind: SocketAddr,
     pub(crate) peer: SocketAddr,
     pub(crate) mode: LinkMode,
@@ -116,7 +117,11 @@ impl Link {
     }
 
     fn send_now(&mut self, datagram: &[u8], to: SocketAddr) {
-        match self.socket.send_to(datagram, to) {
+        let Some(socket) = self.socket.as_ref() else {
+            self.counters.send_errors += 1;
+            return;
+        };
+        match socket.send_to(datagram, to) {
             Ok(_) => self.counters.datagrams_out += 1,
             // A full socket buffer is loss on the link, as a full line would be.
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => self.counters.send_errors += 1,
@@ -147,7 +152,7 @@ mod tests {
         let bind = socket.local_addr().unwrap();
         Link {
             name: "t".into(),
-            socket,
+            socket: Some(socket),
             bind,
             peer: bind,
             mode: LinkMode::Frame,

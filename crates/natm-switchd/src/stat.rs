@@ -23,6 +23,9 @@ pub struct PortSnapshot {
     pub link: LinkCounters,
     /// The data plane's counters.
     pub stats: PortStats,
+    /// An atmtcp port's TCP link (its `link` counts frames as datagrams).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atmtcp: Option<crate::AtmtcpSnapshot>,
 }
 
 /// What the UDP link of a port counts, beside the data plane.
