@@ -1,0 +1,65 @@
+# SVCs between Linux's ATM stack and natm (tests/linuxatm.rs): the guest's atmtcp
+# interface connects to the natm switch's atmtcp port, atmsigd runs the user side of
+# UNI ($natm_uni: uni30, uni31 or uni40) over it as $natm_addr, then one Linux-ATM
+# program runs ($natm_mode). Markers: "NATM-GUEST sigd up", "NATM-GUEST <mode> rc=N",
+# and atmsigd's log between "NATM-GUEST sigd-log begin/end" at the end.
+: "${natm_port:?}" "${natm_addr:?}" "${natm_mode:?}"
+uni="${natm_uni:-uni31}"
+atmtcp virtual connect 10.0.2.2 "$natm_port" bg >/dev/null 2>&1 ||
+  { echo "NATM-GUEST fail atmtcp connect 10.0.2.2:$natm_port"; exit 1; }
+atmaddr -a 0 "$natm_addr" || echo "NATM-GUEST fail atmaddr"
+atmsigd -d -l /tmp/sigd.log -m user -u "$uni" 0.0.5 &
+sigd=$!
+# SSCF state 4 is "link up" (atmsigd -d logs it).
+i=0
+until grep -q "entering state 4" /tmp/sigd.log 2>/dev/null || [ $i -ge 100 ]; do
+  sleep 0.1; i=$((i + 1))
+done
+grep -q "entering state 4" /tmp/sigd.log && echo "NATM-GUEST sigd up" ||
+  echo "NATM-GUEST fail sigd link"
+case "$natm_mode" in
+  send)
+    # svc_send: 50,000 PDUs of max_sdu octets on a UBR (or $natm_qos) SVC.
+    if [ -n "${natm_qos:-}" ]; then
+      timeout "${natm_limit:-20}" svc_send "$natm_to" "$natm_qos"
+    else
+      timeout "${natm_limit:-20}" svc_send "$natm_to"
+    fi
+    echo "NATM-GUEST send rc=$?"
+    ;;
+  recv)
+    # svc_recv: accepts one call on B-HLI "FORE_ATM", reads until the sender ends.
+    svc_recv &
+    r=$!
+    sleep 0.5
+    echo "NATM-GUEST recv listening"
+    wait $r
+    echo "NATM-GUEST recv rc=$?"
+    ;;
+  ttcp-r)
+    # ttcp_atm receives one call and writes what it reads to a file: its digest.
+    ttcp_atm -r -a -l "${natm_len:-8192}" > /tmp/ttcp.out &
+    r=$!
+    sleep 0.5
+    echo "NATM-GUEST ttcp-r listening"
+    wait $r
+    echo "NATM-GUEST ttcp-r rc=$? bytes=$(wc -c < /tmp/ttcp.out) md5=$(md5sum < /tmp/ttcp.out | cut -d' ' -f1)"
+    ;;
+  ttcp-t)
+    # ttcp_atm sends its pattern ($natm_n buffers of $natm_len) on a $natm_qos SVC.
+    ttcp_atm -t -s -a -n "${natm_n:-64}" -l "${natm_len:-8192}" -P "${natm_qos:-cbr:pcr=2000}" "$natm_to"
+    echo "NATM-GUEST ttcp-t rc=$?"
+    ;;
+  kill)
+    # A call up, then atmsigd killed: natm must release its side.
+    svc_send "$natm_to" "${natm_qos:-ubr,aal5:max_sdu=64}" &
+    sleep "${natm_hold:-3}"
+    kill -9 $sigd
+    echo "NATM-GUEST sigd killed"
+    ;;
+esac
+sleep 0.3
+echo "NATM-GUEST sigd-log begin"
+cat /tmp/sigd.log
+echo "NATM-GUEST sigd-log end"
+sleep "${natm_linger:-0}"
