@@ -161,7 +161,7 @@ impl Core {
             sap: if sap.is_empty() {
                 None
             } else {
-                Sap::new(sap.as_bytes()).ok()
+                Sap::parse(sap).ok()
             },
             qos,
             natm: NatmParams {
@@ -417,11 +417,7 @@ impl Core {
                 return refuse(self, cause::CALL_REJECTED, "rejected by policy");
             }
         }
-        let sap = params
-            .sap
-            .as_ref()
-            .map(|s| String::from_utf8_lossy(s.as_bytes()).into_owned())
-            .unwrap_or_default();
+        let sap = params.sap.as_ref().map(Sap::to_string).unwrap_or_default();
         let Some(listener) = self.find_listener(&called, &sap) else {
             let why = format!("nobody listens on SAP \"{sap}\" at {called}");
             return refuse(self, cause::INCOMPATIBLE_DESTINATION, &why);

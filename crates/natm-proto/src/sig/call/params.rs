@@ -27,45 +27,107 @@ use crate::wire::qos::{
 /// AAL5 CPCS-SDU size signalled when the QoS does not set `max_sdu` (specs.md §4.5).
 pub const DEFAULT_AAL5_SDU: u16 = 9188;
 
-/// A service access point: which service at the called host (B-HLI user-specific
-/// information, 1 to 8 octets).
+/// A service access point: which service at the called host, carried in the B-HLI IE.
+///
+/// natm's own SAPs are B-HLI *user-specific* information (1 to 8 octets, written as
+/// text: `echo`). A *vendor-specific application identifier* (an OUI and a 32-bit
+/// application id) is what some foreign programs use instead — Linux's `ttcp_atm`
+/// sends FORE's `00-60-d7` with 0x01000003 — written `@0060d7.01000003`, so a natm
+/// program can answer or call them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Sap(Vec<u8>);
+pub struct Sap {
+    kind: BhliType,
+    info: Vec<u8>,
+}
 
 /// A SAP that does not fit the B-HLI IE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-#[error("SAP of {len} octets: a SAP has 1 to {max} octets (B-HLI user information)", max = Bhli::MAX_INFO)]
+#[error(
+    "SAP of {len} octets: a SAP has 1 to {max} octets (B-HLI user information), \
+     or is @OUI.APPID in hex (a vendor-specific application, e.g. @0060d7.01000003)",
+    max = Bhli::MAX_INFO
+)]
 pub struct SapError {
     /// Octets given.
     pub len: usize,
 }
 
 impl Sap {
-    /// A SAP of 1 to 8 octets.
+    /// A user-specific SAP of 1 to 8 octets.
     pub fn new(bytes: &[u8]) -> Result<Sap, SapError> {
         if bytes.is_empty() || bytes.len() > Bhli::MAX_INFO {
             Err(SapError { len: bytes.len() })
         } else {
-            Ok(Sap(bytes.to_vec()))
+            Ok(Sap {
+                kind: BhliType::UserSpecific,
+                info: bytes.to_vec(),
+            })
         }
     }
 
-    /// The octets.
+    /// A vendor-specific application: `oui` and its application id.
+    pub fn vendor(oui: [u8; 3], app: u32) -> Sap {
+        let mut info = oui.to_vec();
+        info.extend_from_slice(&app.to_be_bytes());
+        Sap {
+            kind: BhliType::VendorSpecific,
+            info,
+        }
+    }
+
+    /// A SAP from its text: `@OUI.APPID` (6 and 8 hex digits) for a vendor-specific
+    /// application, anything else the octets of a user-specific one.
+    pub fn parse(text: &str) -> Result<Sap, SapError> {
+        let err = SapError { len: text.len() };
+        let Some(v) = text.strip_prefix('@') else {
+            return Sap::new(text.as_bytes());
+        };
+        let (oui, app) = v.split_once('.').ok_or(err)?;
+        let hex = |s: &str, n: usize| {
+            (s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| u32::from_str_radix(s, 16).ok())
+                .flatten()
+        };
+        let (oui, app) = (hex(oui, 6).ok_or(err)?, hex(app, 8).ok_or(err)?);
+        let o = oui.to_be_bytes();
+        Ok(Sap::vendor([o[1], o[2], o[3]], app))
+    }
+
+    /// The B-HLI information octets.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        &self.info
     }
 
-    fn to_bhli(&self) -> Bhli {
+    pub(crate) fn to_bhli(&self) -> Bhli {
         Bhli {
-            kind: BhliType::UserSpecific,
-            info: self.0.clone(),
+            kind: self.kind,
+            info: self.info.clone(),
         }
     }
 
-    fn from_bhli(b: &Bhli) -> Option<Sap> {
-        (b.kind == BhliType::UserSpecific)
-            .then(|| Sap::new(&b.info).ok())
-            .flatten()
+    pub(crate) fn from_bhli(b: &Bhli) -> Option<Sap> {
+        match b.kind {
+            BhliType::UserSpecific => Sap::new(&b.info).ok(),
+            BhliType::VendorSpecific if b.info.len() == 7 => Some(Sap {
+                kind: b.kind,
+                info: b.info.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The text form [`Sap::parse`] reads: a user-specific SAP's octets (lossy UTF-8),
+/// `@OUI.APPID` for a vendor-specific one.
+impl std::fmt::Display for Sap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.kind == BhliType::VendorSpecific {
+            let i = &self.info;
+            write!(f, "@{:02x}{:02x}{:02x}.", i[0], i[1], i[2])?;
+            i[3..].iter().try_for_each(|b| write!(f, "{b:02x}"))
+        } else {
+            f.write_str(&String::from_utf8_lossy(&self.info))
+        }
     }
 }
 

@@ -4,7 +4,9 @@
 use super::*;
 use crate::sig::testing::aesa;
 use crate::wire::addr::E164;
-use crate::wire::q2931::{CalledNumber, ConnectionId, NatmParams, PartyAddress, TrafficDescriptor};
+use crate::wire::q2931::{
+    BhliType, CalledNumber, ConnectionId, NatmParams, PartyAddress, TrafficDescriptor,
+};
 use crate::wire::qos::Qos;
 
 fn t(ms: u64) -> Instant {
@@ -642,6 +644,18 @@ fn sap_is_bounded() {
     assert!(Sap::new(b"").is_err());
     assert!(Sap::new(b"123456789").is_err());
     assert_eq!(Sap::new(b"12345678").unwrap().as_bytes(), b"12345678");
+    // ttcp_atm's vendor-specific application (FORE's OUI), text both ways.
+    let v = Sap::parse("@0060d7.01000003").unwrap();
+    assert_eq!(v, Sap::vendor([0x00, 0x60, 0xd7], 0x0100_0003));
+    assert_eq!(v.to_string(), "@0060d7.01000003");
+    assert_eq!(v.as_bytes(), [0x00, 0x60, 0xd7, 0x01, 0x00, 0x00, 0x03]);
+    assert_eq!(Sap::parse("echo").unwrap().to_string(), "echo");
+    for bad in ["@0060d7", "@0060d7.0100000", "@0060dz.01000003", "@"] {
+        assert!(Sap::parse(bad).is_err(), "{bad}");
+    }
+    let b = v.to_bhli();
+    assert_eq!(b.kind, BhliType::VendorSpecific);
+    assert_eq!(Sap::from_bhli(&b), Some(v));
 }
 
 #[test]
