@@ -11,7 +11,8 @@ need_pkgs=()
 # tests/capture_tshark.rs check that Wireshark dissects natm's captures (the test
 # skips without it). nftables, iproute2 and ethtool let tests/perf_cli.rs run
 # `natm perf loss` between network namespaces (it skips without them or root).
-# NATM_TEST_PKGS=" " installs nothing.
+# NATM_TEST_PKGS=" " installs nothing. tests/linuxatm.rs installs what its QEMU guest
+# needs itself (scripts/linuxatm/prepare.sh, cached under target/linuxatm).
 for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool}; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done

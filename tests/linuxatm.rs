@@ -1,6 +1,7 @@
 //! Linux's own ATM stack against natm (issue 15): a QEMU guest running Debian's
-//! kernel and atm-tools connects its atmtcp interface to a `natm switch` atmtcp
-//! port, and frames cross PVCs byte-exact both ways. The guest is prepared once and
+//! kernel and atm-tools joins its atmtcp interfaces to `natm switch` atmtcp ports —
+//! one the guest connects to, one that connects to the guest — and frames cross PVCs
+//! byte-exact both ways. The guest is prepared once and
 //! cached (scripts/linuxatm/prepare.sh); the test skips only where that cannot be
 //! done (no qemu or packages and no root to install them, not x86-64 Linux).
 //!
@@ -12,7 +13,7 @@
 mod guest;
 mod switch_support;
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::time::Duration;
 
 use natm_proto::wire::vcframe;
@@ -36,7 +37,8 @@ impl NatmEnd {
         NatmEnd { sock, switch: None }
     }
 
-    /// Its port and the PVCs in the switch's TOML.
+    /// Its port and the PVCs to the same VCIs of the switch's port `linux`, in the
+    /// switch's TOML.
     fn toml(&self, vcis: &[u16]) -> String {
         let mut t = format!(
             "[[port]]\nname = \"u\"\nmode = \"frame\"\nbind = \"127.0.0.1:0\"\npeer = \"{}\"\n",
@@ -72,6 +74,17 @@ impl NatmEnd {
     }
 }
 
+fn unique(what: &str) -> String {
+    format!(
+        "{what}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    )
+}
+
 /// Prepares the guest, or prints why this machine skips the test.
 fn ready() -> bool {
     match guest::prepare() {
@@ -99,14 +112,14 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
     natm.attach(&sw);
     let port = sw.ports["linux"].port();
     // Unique per run, so a stale frame cannot pass for this one.
-    let payload = format!(
-        "linux-awrite-to-natm-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    );
+    let payload = unique("linux-awrite-to-natm");
+    let payload2 = unique("linux-listen-awrite-to-natm");
+    // The host end of slirp's forward to the guest's atmtcp listener.
+    let fwd = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     let mut g = guest::Guest::boot(
         "pvc",
         &[
@@ -114,8 +127,13 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
             ("payload", payload.clone()),
             ("rx_vci", "200".into()),
             ("tx_vci", "100".into()),
-            ("stray_vci", "300".into()),
+            ("stray_vci", "400".into()),
+            ("listen", "1".into()),
+            ("payload2", payload2.clone()),
+            ("rx2_vci", "300".into()),
+            ("tx2_vci", "301".into()),
         ],
+        Some(fwd),
     );
     g.marker("ready", GUEST);
     eprintln!(
@@ -157,6 +175,32 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
     assert_eq!(c["frames_in"], 2, "{c}");
     assert_eq!(c["frames_out"], 3, "{c}");
     assert_eq!(c["dropped_full"], 0, "{c}");
+
+    // The other role: a switch port that connects to `atmtcp virtual listen` in the
+    // guest. Started once the guest listens: slirp accepts the host's connection at
+    // once and keeps it half-open while nothing listens in the guest.
+    g.marker("listening", GUEST);
+    let mut natm2 = NatmEnd::new();
+    let sw2 = SwitchProc::start(
+        "linuxatm-connect",
+        &format!(
+            "[[port]]\nname = \"linux\"\nmode = \"atmtcp\"\nconnect = \"127.0.0.1:{fwd}\"\n{}",
+            natm2.toml(&[300, 301])
+        ),
+    );
+    natm2.attach(&sw2);
+    g.marker("connected2", GUEST);
+    assert_eq!(g.marker("awrite2 rc=", FRAME), "0");
+    assert_eq!(natm2.recv(), (301, payload2.into_bytes()));
+    // The switch's end is up once it has carried a frame; this one goes back.
+    let back: Vec<u8> = (0..700u32).map(|i| (i * 13 + 1) as u8).collect();
+    natm2.send(300, &back);
+    assert_eq!(g.aread_frame(FRAME), back, "aread on 1.0.300");
+    let stat2 = sw2.stat_until(|s| s["ports"][0]["atmtcp"]["counters"]["frames_out"] == 1);
+    let c2 = &stat2["ports"][0]["atmtcp"];
+    assert_eq!(c2["role"], "connect", "{c2}");
+    assert_eq!(c2["counters"]["frames_in"], 1, "{c2}");
+    drop(sw2);
     drop(g);
     // The guest gone, its connection ends and the switch says so.
     sw.stat_until(|s| s["ports"][0]["atmtcp"]["counters"]["disconnects"] == 1);

@@ -33,10 +33,16 @@ fi
 for kv in "$@"; do
   case "$kv" in natm_*=*) ;; *) echo "not a natm_key=value: $kv" >&2; exit 2 ;; esac
 done
+# NATM_LINUXATM_FWD=P forwards the host's 127.0.0.1:P to the guest's port 2812 (for
+# `atmtcp virtual listen` in the guest); loopback only.
+fwd=""
+if [ -n "${NATM_LINUXATM_FWD:-}" ]; then
+  fwd=",hostfwd=tcp:127.0.0.1:${NATM_LINUXATM_FWD}-:2812"
+fi
 accel="tcg"
 [ "${NATM_LINUXATM_ACCEL:-}" = kvm ] && accel="kvm"
 exec qemu-system-x86_64 -accel "$accel" -smp 1 -m 256 -display none -no-reboot \
   -serial stdio -monitor none -nodefaults \
   -kernel "$OUT/vmlinuz" -initrd "$initrd" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 natm_test=$T $*" \
-  -netdev user,id=n0 -device e1000,netdev=n0 </dev/null
+  -netdev "user,id=n0$fwd" -device e1000,netdev=n0 </dev/null

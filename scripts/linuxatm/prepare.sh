@@ -13,7 +13,16 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 OUT="${NATM_LINUXATM_DIR:-$repo/target/linuxatm}"
+# The kernel this was checked with. When Debian's mirror no longer has it (its ABI
+# moves on with security updates), the one linux-image-amd64 depends on now is used;
+# the patch's context is one function of atmtcp.c, stable across 6.1.y.
 KV="${NATM_LINUXATM_KV:-6.1.0-56-amd64}"
+if [ -z "${NATM_LINUXATM_KV:-}" ] && ! ls "$OUT"/ready-"$KV"-* >/dev/null 2>&1 &&
+  ! apt-cache show "linux-image-$KV" >/dev/null 2>&1; then
+  now="$(apt-cache depends linux-image-amd64 2>/dev/null |
+    sed -n 's/^ *Depends: linux-image-\([0-9].*-amd64\)$/\1/p' | head -1)"
+  [ -n "$now" ] && KV="$now"
+fi
 mkdir -p "$OUT"
 cd "$OUT"
 log() { echo "[linuxatm prepare] $*" >&2; }

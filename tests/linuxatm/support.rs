@@ -81,10 +81,14 @@ pub(crate) struct Guest {
 
 impl Guest {
     /// Boots tests/linuxatm/guest/`test`.sh with `natm_KEY=VALUE` arguments (values
-    /// without spaces: they travel on the kernel command line).
-    pub(crate) fn boot(test: &str, args: &[(&str, String)]) -> Guest {
+    /// without spaces: they travel on the kernel command line); `fwd` forwards the
+    /// host's 127.0.0.1:`fwd` to the guest's TCP port 2812.
+    pub(crate) fn boot(test: &str, args: &[(&str, String)], fwd: Option<u16>) -> Guest {
         let mut cmd = Command::new("bash");
         cmd.arg(repo().join("scripts/linuxatm/boot.sh")).arg(test);
+        if let Some(p) = fwd {
+            cmd.env("NATM_LINUXATM_FWD", p.to_string());
+        }
         for (k, v) in args {
             assert!(
                 !v.contains(char::is_whitespace),

@@ -410,6 +410,39 @@ mod tests {
         assert!(d.handle(&s[n..]).is_err());
     }
 
+    /// The fuzz target's invariants (fuzz/fuzz_targets/atmtcp_stream.rs): the first
+    /// octet is a cut point, the rest a stream.
+    fn fuzz_invariants(data: &[u8]) {
+        let Some((&cut, stream)) = data.split_first() else {
+            return;
+        };
+        let whole = Decoder::new().handle_all(stream);
+        let cut = usize::from(cut).min(stream.len());
+        let mut d = Decoder::new();
+        let split = d.handle_all(&stream[..cut]).and_then(|mut first| {
+            first.extend(d.handle_all(&stream[cut..])?);
+            Ok(first)
+        });
+        assert_eq!(whole, split);
+        assert!(d.buffered() <= HEADER_LEN + MAX_LEN);
+    }
+
+    #[test]
+    fn the_fuzz_corpus_replays() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../fuzz/corpus/atmtcp_stream");
+        let mut n = 0;
+        for e in std::fs::read_dir(&dir).expect("the corpus is in the repository") {
+            let data = std::fs::read(e.unwrap().path()).unwrap();
+            fuzz_invariants(&data);
+            n += 1;
+        }
+        assert!(n >= 2, "seeds in {}", dir.display());
+        // The Linux seed decodes to its three messages.
+        let linux = std::fs::read(dir.join("seed-awrite-linux61")).unwrap();
+        assert_eq!(Decoder::new().handle_all(&linux[1..]).unwrap().len(), 3);
+    }
+
     #[test]
     fn control_text_is_informational() {
         assert_eq!(
