@@ -12,6 +12,7 @@ mod switch_support;
 
 use std::time::Duration;
 
+use sigd_support::tool::{listen, natm};
 use sigd_support::{free_port, Sigd, LINK};
 use switch_support::SwitchProc;
 
@@ -119,4 +120,130 @@ fn refusals_reach_linux_with_their_cause() {
             "the no-route refusal is the switch's: {stat}"
         );
     }
+}
+
+/// svc_send's SAP (B-HLI user information "FORE_ATM"), and ttcp_atm's (FORE's OUI,
+/// a vendor-specific application).
+const SVC_SAP: &str = "FORE_ATM";
+const TTCP_SAP: &str = "@0060d7.01000003";
+/// A bare AAL5 QoS: what a Linux-ATM socket sends and receives.
+const BARE: &str = "ubr:transport=none";
+
+/// The MD5 digest as busybox's `md5sum` prints it.
+fn md5_hex(data: &[u8]) -> String {
+    use md5::{Digest, Md5};
+    Md5::digest(data)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The natm summary's JSON line (`--json`).
+fn summary(stdout: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON summary in {text}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// Linux calls natm: `svc_send` (UBR, 50,000 SDUs of 100 octets) reaches a `natm
+/// listen` on its SAP through the switch, and every SDU arrives whole; `ttcp_atm`
+/// (CBR) sends a file that natm writes out byte-exact. UNI 3.1.
+#[test]
+fn linux_calls_natm() {
+    if !ready() {
+        return;
+    }
+    let net = Net::new("linuxatm-svc-in");
+    let l = listen(&net.host, &[SVC_SAP, "--qos", BARE, "--discard", "--json", "--quiet"]);
+    let mut g = net.boot(
+        "uni31",
+        "send",
+        &[
+            ("to", NATM.to_string()),
+            ("qos", "ubr,aal5:max_sdu=100".to_string()),
+            ("limit", "120".to_string()),
+        ],
+    );
+    let rc = g.marker("send rc=", Duration::from_secs(150));
+    let done = l.wait(STEP);
+    let console = g.console();
+    assert_eq!(rc, "0", "svc_send\n{console}");
+    assert!(done.status.success(), "{}", done.stderr);
+    let s = summary(&done.stdout);
+    eprintln!("svc_send -> natm listen: {s}");
+    assert_eq!(s["bare"]["sdus_received"], 50_000, "{s}\n{}", done.stderr);
+    assert_eq!(s["bytes_received"], 5_000_000, "{s}");
+    drop(g);
+
+    // ttcp_atm sends what it reads from stdin: a pseudo-random file the guest makes.
+    let out = std::env::temp_dir().join(format!("natm-linuxatm-ttcp-{}", std::process::id()));
+    let l = listen(
+        &net.host,
+        &[TTCP_SAP, "--qos", "cbr:pcr=2000,transport=none", "--out", out.to_str().unwrap(), "--json", "--quiet"],
+    );
+    let mut g = net.boot(
+        "uni31",
+        "ttcp-t",
+        &[
+            ("to", NATM.to_string()),
+            ("qos", "cbr:pcr=2000".to_string()),
+            ("n", "32".to_string()),
+            ("len", "4096".to_string()),
+            ("stdin", "1".to_string()),
+        ],
+    );
+    let sent = g.marker("ttcp-t rc=", Duration::from_secs(120));
+    let done = l.wait(STEP);
+    let console = g.console();
+    assert!(sent.starts_with("0 "), "ttcp_atm -t: {sent}\n{console}");
+    assert!(done.status.success(), "{}", done.stderr);
+    let data = std::fs::read(&out).unwrap();
+    let _ = std::fs::remove_file(&out);
+    let md5 = sent.split("md5=").nth(1).unwrap_or_default().trim();
+    assert_eq!(data.len(), 32 * 4096, "{console}");
+    assert_eq!(md5_hex(&data), md5, "byte-exact");
+}
+
+/// natm calls Linux: `natm call` to `svc_recv` (which counts what it reads) and to
+/// `ttcp_atm -r` (which writes it out: its digest must match). UNI 3.1.
+#[test]
+fn natm_calls_linux() {
+    if !ready() {
+        return;
+    }
+    let net = Net::new("linuxatm-svc-out");
+    let mut g = net.boot("uni31", "recv", &[]);
+    g.marker("recv listening", STEP);
+    let to = format!("{LINUX}:{SVC_SAP}");
+    let done = natm(
+        &net.host,
+        &["call", &to, "--qos", "ubr:transport=none,rx:none", "--bytes", "100000", "--size", "1000", "--json", "--quiet"],
+        None,
+    )
+    .wait(STEP);
+    assert!(done.status.success(), "{}\n{}", done.stderr, g.console());
+    let rc = g.marker("recv rc=", STEP);
+    let console = g.console();
+    assert_eq!(rc, "0", "{console}");
+    assert!(console.contains("received 100 PDUs"), "{console}");
+
+    let mut g = net.boot("uni31", "ttcp-r", &[("len", "8192".to_string())]);
+    g.marker("ttcp-r listening", STEP);
+    let data: Vec<u8> = (0..200_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8).collect();
+    let to = format!("{LINUX}:{TTCP_SAP}");
+    let done = natm(
+        &net.host,
+        &["call", &to, "--qos", "ubr:transport=none,max_sdu=8192,rx:none", "--json", "--quiet"],
+        Some(data.clone()),
+    )
+    .wait(STEP);
+    assert!(done.status.success(), "{}\n{}", done.stderr, g.console());
+    let got = g.marker("ttcp-r rc=", STEP);
+    assert!(got.starts_with("0 "), "{got}\n{}", g.console());
+    assert!(got.contains(&format!("bytes={}", data.len())), "{got}");
+    assert!(got.ends_with(&format!("md5={}", md5_hex(&data))), "{got}");
 }

@@ -29,7 +29,7 @@ case "$natm_mode" in
     ;;
   recv)
     # svc_recv: accepts one call on B-HLI "FORE_ATM", reads until the sender ends.
-    svc_recv &
+    timeout 100 svc_recv &
     r=$!
     sleep 0.5
     echo "NATM-GUEST recv listening"
@@ -38,7 +38,7 @@ case "$natm_mode" in
     ;;
   ttcp-r)
     # ttcp_atm receives one call and writes what it reads to a file: its digest.
-    ttcp_atm -r -a -l "${natm_len:-8192}" > /tmp/ttcp.out &
+    timeout 100 ttcp_atm -r -a -l "${natm_len:-8192}" > /tmp/ttcp.out &
     r=$!
     sleep 0.5
     echo "NATM-GUEST ttcp-r listening"
@@ -46,9 +46,17 @@ case "$natm_mode" in
     echo "NATM-GUEST ttcp-r rc=$? bytes=$(wc -c < /tmp/ttcp.out) md5=$(md5sum < /tmp/ttcp.out | cut -d' ' -f1)"
     ;;
   ttcp-t)
-    # ttcp_atm sends its pattern ($natm_n buffers of $natm_len) on a $natm_qos SVC.
-    ttcp_atm -t -s -a -n "${natm_n:-64}" -l "${natm_len:-8192}" -P "${natm_qos:-cbr:pcr=2000}" "$natm_to"
-    echo "NATM-GUEST ttcp-t rc=$?"
+    # ttcp_atm sends $natm_n buffers of $natm_len on a $natm_qos SVC: read from a
+    # random file (its digest printed) with natm_stdin=1, else its own pattern.
+    n="${natm_n:-64}"; len="${natm_len:-8192}"; qos="${natm_qos:-cbr:pcr=2000}"
+    if [ -n "${natm_stdin:-}" ]; then
+      dd if=/dev/urandom of=/tmp/in bs="$len" count="$n" 2>/dev/null
+      timeout 100 ttcp_atm -t -a -n "$n" -l "$len" -P "$qos" "$natm_to" < /tmp/in
+      echo "NATM-GUEST ttcp-t rc=$? md5=$(md5sum < /tmp/in | cut -d' ' -f1)"
+    else
+      timeout 100 ttcp_atm -t -s -a -n "$n" -l "$len" -P "$qos" "$natm_to"
+      echo "NATM-GUEST ttcp-t rc=$?"
+    fi
     ;;
   kill)
     # A call up, then atmsigd killed: natm must release its side.
