@@ -13,8 +13,8 @@ use clap::Args;
 use natm::ulib::{Error, Receiver, Release};
 
 use super::{
-    describe_grant, ended, explain, open_host, parse_bytes, parse_duration, parse_rate, Pacer,
-    Progress, Summary,
+    describe_grant, ended, explain, open_host, parse_bytes, parse_duration, parse_pvc, parse_rate,
+    Pacer, Progress, Summary, PVC_QOS,
 };
 
 /// `natm call`: netcat/ttcp-style caller.
@@ -22,12 +22,27 @@ use super::{
 #[command(after_long_help = CALL_HELP)]
 pub(crate) struct CallArgs {
     /// Who to call: an ATM address or name with its SAP (`+4420002:ttcp`), or an IP
-    /// socket address (direct mode, without sigd).
-    target: String,
+    /// socket address (direct mode, without sigd). Not with --pvc.
+    #[arg(required_unless_present = "pvc", conflicts_with = "pvc")]
+    target: Option<String>,
     /// QoS in Linux-ATM text: `reliable`, `ubr` (best effort), `cbr:pcr=10Mbps`,
-    /// `vbr:pcr=…,scr=…,mbs=…` (`natm qos parse` explains one).
-    #[arg(long, short = 'q', default_value = "reliable")]
-    qos: String,
+    /// `vbr:pcr=…,scr=…,mbs=…`; `…:transport=none` for bare AAL5 SDUs, as Linux-ATM
+    /// applications send them (`natm qos parse` explains one).
+    /// [default: reliable; with --pvc, ubr:transport=none]
+    #[arg(long, short = 'q')]
+    qos: Option<String>,
+    /// Send on a bare AAL5 PVC, VPI.VCI (e.g. 0.100), instead of placing a call: no
+    /// signalling; frames go to --via. The QoS must say transport=none.
+    #[arg(long, value_name = "VPI.VCI", value_parser = parse_pvc, requires = "via")]
+    pvc: Option<(u8, u16)>,
+    /// With --pvc: where the PVC's frames go, a UDP address — a `natm switch` port with
+    /// a [[pvc]] on that VC, or the far host's `natm listen --pvc … --bind`.
+    #[arg(long, value_name = "ADDR", requires = "pvc")]
+    via: Option<std::net::SocketAddr>,
+    /// With --pvc: the local UDP address to send from (a switch port admits only its
+    /// configured peer) [default: an ephemeral port].
+    #[arg(long, value_name = "ADDR", requires = "pvc")]
+    bind: Option<std::net::SocketAddr>,
     /// Send this file instead of stdin.
     #[arg(long, short = 'f', conflicts_with = "bytes")]
     file: Option<PathBuf>,
@@ -36,8 +51,9 @@ pub(crate) struct CallArgs {
     #[arg(long, short = 'n', value_parser = parse_bytes)]
     bytes: Option<u64>,
     /// Message size: each send is one message of at most this many bytes.
-    #[arg(long, short = 's', default_value = "64KiB", value_parser = parse_bytes)]
-    size: u64,
+    /// [default: 64KiB; with transport=none, the VC's max_sdu if that is smaller]
+    #[arg(long, short = 's', value_parser = parse_bytes)]
+    size: Option<u64>,
     /// Pace the sending at this payload rate, e.g. 50Mbps (a guaranteed VC is shaped
     /// to its grant anyway).
     #[arg(long, short = 'r', value_parser = parse_rate)]
@@ -48,6 +64,11 @@ pub(crate) struct CallArgs {
     /// How long to wait for the peer's end once everything is sent.
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     linger: Duration,
+    /// With transport=none, which has no end of data of its own: once everything is
+    /// sent, stop waiting for the peer's messages after this long without one (within
+    /// --linger).
+    #[arg(long, default_value = "1s", value_parser = parse_duration)]
+    idle: Duration,
     /// The summary as one JSON line (on stdout unless stdout carries the peer's data).
     #[arg(long)]
     json: bool,
@@ -81,10 +102,19 @@ A refusal prints its UNI cause and what to do, and the exit status is 1, e.g.
   natm: nobody listens on SAP \"nobody\" at +4420002 (cause 88, incompatible
   destination) — start `natm listen nobody` on that host, or check the SAP
 
+With `transport=none` in the QoS the VC carries bare AAL5 SDUs, as Linux-ATM
+applications (aread/awrite, svc_send, ttcp_atm) send them: each message is one SDU of
+at most the QoS's max_sdu (9188 unless set; a larger --size is refused with nothing
+sent), with no header, no acknowledgements and no retransmission, shaped to the PCR
+on cbr/vbr. The summary then shows SDUs and bytes each way and what was dropped.
+`--pvc VPI.VCI --via ADDR` sends on such a VC with no call at all.
+
 Examples:
   natm call +4420002:ttcp --file big.iso                 # reliable (the default)
   natm call +4420002:ttcp --qos cbr:pcr=20Mbps --bytes 100MB --json
-  echo hello | natm call +4420002:echo --qos ubr         # with `natm listen echo --echo`";
+  echo hello | natm call +4420002:echo --qos ubr         # with `natm listen echo --echo`
+  natm call +4420002:ttcp --qos cbr:pcr=10Mbps,transport=none --bytes 10MB --size 8KiB
+  natm call --pvc 0.100 --via 127.0.0.1:9101 --bind 127.0.0.1:9100 --file f.bin";
 
 /// Where the bytes come from.
 enum Source {
@@ -97,7 +127,21 @@ pub(crate) fn run(a: CallArgs) -> super::super::CliResult {
 }
 
 fn call(a: CallArgs) -> anyhow::Result<()> {
-    let size = usize::try_from(a.size)
+    let qos = a
+        .qos
+        .clone()
+        .unwrap_or_else(|| if a.pvc.is_some() { PVC_QOS } else { "reliable" }.to_owned());
+    let q: natm::wire::qos::Qos = qos
+        .parse()
+        .map_err(|e: natm::wire::qos::QosParseError| anyhow!("bad --qos: {}", e.render(&qos)))?;
+    let bare = q.is_bare();
+    let size = match a.size {
+        Some(s) => s,
+        // One message is one SDU on a bare VC: the default fits it.
+        None if bare => (64 * 1024).min(u64::from(q.max_sdu(natm::wire::qos::Direction::Tx))),
+        None => 64 * 1024,
+    };
+    let size = usize::try_from(size)
         .ok()
         .filter(|s| *s > 0)
         .ok_or_else(|| anyhow!("--size must be at least 1 byte"))?;
@@ -111,26 +155,51 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     };
     let load = matches!(source, Source::Load(_));
     let discard = a.discard || load;
-    let host = open_host(a.sigd, a.link)?;
+    let host = open_host(a.sigd.clone(), a.link)?;
     let t0 = Instant::now();
-    let conn = host
-        .connect(a.target.as_str(), &a.qos)
-        .map_err(|e| explain(e, &a.target))?;
+    let (target, conn) = match (a.pvc, a.via, &a.target) {
+        (Some((vpi, vci)), Some(via), _) => {
+            let target = format!("pvc {vpi}.{vci} via {via}");
+            let local = a.bind.unwrap_or_else(|| {
+                if via.is_ipv4() {
+                    (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+                } else {
+                    (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+                }
+            });
+            let conn = host
+                .open_pvc_from(local, vpi, vci, via, &qos)
+                .map_err(|e| anyhow!("opening {target}: {e}"))?;
+            (target, conn)
+        }
+        (_, _, Some(t)) => {
+            let conn = host.connect(t.as_str(), &qos).map_err(|e| explain(e, t))?;
+            (t.clone(), conn)
+        }
+        _ => {
+            return Err(anyhow!(
+                "give a target to call, or --pvc VPI.VCI --via ADDR"
+            ))
+        }
+    };
     let setup = t0.elapsed();
     let (qos, reserved) = conn
         .granted()
-        .map_or((a.qos.clone(), 0), |g| (g.qos.clone(), g.tx_bps));
+        .map_or((qos.clone(), 0), |g| (g.qos.clone(), g.tx_bps));
     if !a.quiet {
+        let how = if a.pvc.is_some() {
+            format!("{qos} (no signalling, nothing reserved)")
+        } else {
+            describe_grant(conn.granted(), &qos)
+        };
         eprintln!(
-            "natm call: connected to {} in {:.2} ms; {}",
-            a.target,
+            "natm call: connected to {target} in {:.2} ms; {how}",
             setup.as_secs_f64() * 1e3,
-            describe_grant(conn.granted(), &a.qos)
         );
     }
     let (tx, rx) = conn.split();
 
-    let back = Back::start(rx, discard);
+    let back = Back::start(rx, discard, bare.then_some(a.idle));
     // Bytes the VC has put on the wire, not taken into its buffer: a shaped VC's
     // progress shows its rate from the start.
     let wire = tx.clone();
@@ -179,8 +248,9 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     })();
     let duration = start.elapsed();
     progress.stop();
-    let stats = tx.stats();
     let (received, messages_back) = back.finish(a.linger);
+    // After what came back: its counters are the receiving VC's.
+    let stats = tx.stats();
     drop(tx);
     // The call's close finishes on the data path before its release.
     host.linger(Duration::from_secs(5));
@@ -189,7 +259,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     let moved = sent;
     Summary::new(
         "call",
-        a.target.clone(),
+        target,
         qos,
         reserved,
         Some(setup),
@@ -216,22 +286,27 @@ fn sending(e: Error, released: impl Fn() -> Option<Release>) -> anyhow::Error {
 
 /// The thread that takes what the peer sends back: to stdout, or counted only.
 struct Back {
-    stop_at: Arc<Mutex<Option<Instant>>>,
+    /// When stopping was asked for, and the latest it stops.
+    stop: Arc<Mutex<Option<(Instant, Instant)>>>,
     messages: Arc<AtomicU64>,
     thread: std::thread::JoinHandle<anyhow::Result<u64>>,
 }
 
 impl Back {
-    fn start(rx: Receiver, discard: bool) -> Back {
-        let stop_at: Arc<Mutex<Option<Instant>>> = Arc::new(Mutex::new(None));
+    /// `idle`: for a bare VC, which has no end of data of its own — once stopping is
+    /// asked for, stop after this long without a message.
+    fn start(rx: Receiver, discard: bool, idle: Option<Duration>) -> Back {
+        let stop: Arc<Mutex<Option<(Instant, Instant)>>> = Arc::new(Mutex::new(None));
         let messages = Arc::new(AtomicU64::new(0));
-        let (s, m) = (stop_at.clone(), messages.clone());
+        let (s, m) = (stop.clone(), messages.clone());
         let thread = std::thread::spawn(move || -> anyhow::Result<u64> {
             let mut bytes = 0u64;
             let mut out = std::io::stdout();
+            let mut last = Instant::now();
             loop {
-                match rx.recv_timeout(Duration::from_millis(100)) {
+                match rx.recv_timeout(Duration::from_millis(50)) {
                     Ok(Some(msg)) => {
+                        last = Instant::now();
                         bytes += msg.len() as u64;
                         m.fetch_add(1, Ordering::Relaxed);
                         if !discard {
@@ -242,8 +317,13 @@ impl Back {
                     }
                     Ok(None) => return Ok(bytes),
                     Err(Error::TimedOut) => {
-                        let until = *s.lock().unwrap_or_else(|p| p.into_inner());
-                        if until.is_some_and(|u| Instant::now() >= u) {
+                        let Some((asked, until)) = *s.lock().unwrap_or_else(|p| p.into_inner())
+                        else {
+                            continue;
+                        };
+                        let now = Instant::now();
+                        let quiet = idle.is_some_and(|i| now >= last.max(asked) + i);
+                        if now >= until || quiet {
                             return Ok(bytes);
                         }
                     }
@@ -255,7 +335,7 @@ impl Back {
             }
         });
         Back {
-            stop_at,
+            stop,
             messages,
             thread,
         }
@@ -263,7 +343,8 @@ impl Back {
 
     /// Wait up to `linger` for the peer's end of data; the bytes and messages received.
     fn finish(self, linger: Duration) -> (anyhow::Result<u64>, u64) {
-        *self.stop_at.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now() + linger);
+        let now = Instant::now();
+        *self.stop.lock().unwrap_or_else(|p| p.into_inner()) = Some((now, now + linger));
         let r = self
             .thread
             .join()

@@ -13,18 +13,36 @@ use clap::Args;
 use natm::ulib::{Connection, Error, IntoTarget, Listener, Target};
 use natm::wire::qos::{Qos, Rate, Service, TrafficParams};
 
-use super::{describe_grant, ended, open_host, parse_duration, Progress, Summary};
+use super::{
+    describe_grant, ended, open_host, parse_duration, parse_pvc, Progress, Summary, PVC_QOS,
+};
 
 /// `natm listen`: netcat/ttcp-style listener.
 #[derive(Debug, Args)]
 #[command(after_long_help = LISTEN_HELP)]
 pub(crate) struct ListenArgs {
     /// The SAP to listen on (`ttcp`), optionally at one of this host's addresses
-    /// (`+4420002:ttcp`), or an IP socket address (direct mode, without sigd).
-    sap: String,
-    /// Take only calls with this QoS: the same service, and for guaranteed service no
-    /// direction's rate above this one's. Others are rejected with cause 73.
-    /// [default: take any QoS]
+    /// (`+4420002:ttcp`), or an IP socket address (direct mode, without sigd). Not
+    /// with --pvc.
+    #[arg(required_unless_present = "pvc", conflicts_with = "pvc")]
+    sap: Option<String>,
+    /// Receive on a bare AAL5 PVC, VPI.VCI (e.g. 0.100), instead of answering calls: no
+    /// signalling; frames come to --bind (and echoes go to --via). The data ends after
+    /// --idle without an SDU, counted from the first one.
+    #[arg(long, value_name = "VPI.VCI", value_parser = parse_pvc, requires_all = ["bind", "via"])]
+    pvc: Option<(u8, u16)>,
+    /// With --pvc: the local UDP address the PVC's frames come to (a `natm switch`
+    /// port's `peer`, or what the far `natm call --pvc` sends --via).
+    #[arg(long, value_name = "ADDR", requires = "pvc")]
+    bind: Option<std::net::SocketAddr>,
+    /// With --pvc: where this end's frames go (a `natm switch` port, or the far host's
+    /// --bind).
+    #[arg(long, value_name = "ADDR", requires = "pvc")]
+    via: Option<std::net::SocketAddr>,
+    /// Take only calls with this QoS: the same service and transport (`transport=none`:
+    /// bare AAL5 SDUs), and for guaranteed service no direction's rate above this
+    /// one's. Others are rejected with cause 73. With --pvc, the PVC's QoS.
+    /// [default: take any QoS; with --pvc, ubr:transport=none]
     #[arg(long, short = 'q')]
     qos: Option<String>,
     /// Write what arrives to this file instead of stdout (every call's data, in turn).
@@ -39,7 +57,8 @@ pub(crate) struct ListenArgs {
     /// Take calls one after another until killed, instead of exiting after the first.
     #[arg(long, short = 'k')]
     keep: bool,
-    /// End a call that carries nothing for this long (0: wait for ever).
+    /// End a call that carries nothing for this long (0: wait for ever); on a PVC,
+    /// which has no end of its own, the end of its data (counted from the first SDU).
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     idle: Duration,
     /// Each call's summary as one JSON line (on stdout unless stdout carries data).
@@ -67,7 +86,13 @@ Examples:
   natm listen ttcp --out copy.iso                 # one call, written to a file
   natm listen ttcp --discard --keep --json        # a load sink, call after call
   natm listen ttcp --qos cbr:pcr=50Mbps --discard # guaranteed calls up to 50 Mbit/s
-  natm listen echo --echo --keep                  # what `natm ping` talks to";
+  natm listen echo --echo --keep                  # what `natm ping` talks to
+  natm listen --pvc 0.100 --bind 127.0.0.1:9100 --via 127.0.0.1:9101 --idle 2s --out f.bin
+
+A call with `transport=none` in its QoS carries bare AAL5 SDUs (as Linux-ATM
+applications send them): each SDU arrives as one message, the caller's release ends
+the data, and the summary counts SDUs each way and what was dropped. `--pvc` receives
+on such a VC with no call at all.";
 
 pub(crate) fn run(a: ListenArgs) -> super::super::CliResult {
     listen(a)
@@ -102,17 +127,32 @@ fn listen(a: ListenArgs) -> anyhow::Result<()> {
     };
     let data_on_stdout = matches!(sink, Sink::Stdout);
     let host = open_host(a.sigd.clone(), a.link)?;
+    if let (Some((vpi, vci)), Some(bind), Some(via)) = (a.pvc, a.bind, a.via) {
+        let qos = a.qos.clone().unwrap_or_else(|| PVC_QOS.to_owned());
+        let what = format!("pvc {vpi}.{vci}");
+        let conn = host
+            .open_pvc_from(bind, vpi, vci, via, &qos)
+            .map_err(|e| anyhow!("opening {what} on {bind}: {e}"))?;
+        if !a.quiet {
+            eprintln!("natm listen: receiving on {what} at {bind} ({qos}); echoes go to {via}");
+        }
+        let served = serve(&a, Answered { conn, caller: what }, &mut sink, Some(qos))?;
+        served.print(a.json, data_on_stdout)?;
+        host.linger(LINGER);
+        return Ok(());
+    }
+    let sap = a.sap.clone().unwrap_or_default();
     // Without --qos the listener still names one to sigd; it matters only to
     // pre-authorised listeners, which this is not.
     let bind_qos = a.qos.clone().unwrap_or_else(|| "ubr".to_owned());
-    let direct = matches!(a.sap.as_str().into_target(), Target::Ip(_));
+    let direct = matches!(sap.as_str().into_target(), Target::Ip(_));
     let listener = host
-        .bind(a.sap.as_str(), &bind_qos)
-        .with_context(|| format!("cannot listen on {}", a.sap))?;
+        .bind(sap.as_str(), &bind_qos)
+        .with_context(|| format!("cannot listen on {sap}"))?;
     if !a.quiet {
         eprintln!(
             "natm listen: listening on {} ({}); {}",
-            a.sap,
+            sap,
             a.qos
                 .as_deref()
                 .map_or("any QoS".to_owned(), |q| format!("QoS {q}")),
@@ -124,8 +164,8 @@ fn listen(a: ListenArgs) -> anyhow::Result<()> {
         );
     }
     loop {
-        let served =
-            answer(&a, &listener, direct, want.as_ref()).and_then(|c| serve(&a, c, &mut sink));
+        let served = answer(&a, &listener, direct, want.as_ref())
+            .and_then(|c| serve(&a, c, &mut sink, None));
         match served {
             Ok(s) => s.print(a.json, data_on_stdout)?,
             Err(e) if a.keep => eprintln!("natm listen: {e:#}"),
@@ -207,6 +247,20 @@ fn fits(offered: &str, want: &Qos) -> Result<(), String> {
     let q: Qos = offered
         .parse()
         .map_err(|e: natm::wire::qos::QosParseError| e.render(offered))?;
+    if q.is_bare() != want.is_bare() {
+        let name = |bare| {
+            if bare {
+                "bare AAL5 SDUs (transport=none)"
+            } else {
+                "natm's transport"
+            }
+        };
+        return Err(format!(
+            "{} asked, this listener takes {}",
+            name(q.is_bare()),
+            name(want.is_bare())
+        ));
+    }
     if q.service() != want.service() {
         return Err(format!(
             "{:?} service asked, this listener takes {:?}",
@@ -235,29 +289,47 @@ fn fits(offered: &str, want: &Qos) -> Result<(), String> {
     Ok(())
 }
 
-/// Carry one call's data until the caller closes (or it is idle for `--idle`).
-fn serve(a: &ListenArgs, ans: Answered, sink: &mut Sink) -> anyhow::Result<Summary> {
+/// Carry one call's data until the caller closes (or it is idle for `--idle`). `pvc`:
+/// the QoS of a PVC, whose data ends when it has been idle for `--idle` after its
+/// first SDU (a PVC has no end of its own), and which waits for that first SDU as
+/// long as it takes.
+fn serve(
+    a: &ListenArgs,
+    ans: Answered,
+    sink: &mut Sink,
+    pvc: Option<String>,
+) -> anyhow::Result<Summary> {
     let Answered { conn, caller } = ans;
+    let is_pvc = pvc.is_some();
     let (qos, reserved) = conn.granted().map_or(
-        (a.qos.clone().unwrap_or_else(|| "direct mode".into()), 0),
+        (
+            pvc.or_else(|| a.qos.clone())
+                .unwrap_or_else(|| "direct mode".into()),
+            0,
+        ),
         |g| (g.qos.clone(), g.tx_bps),
     );
     let received = Arc::new(AtomicU64::new(0));
     let counted = received.clone();
     let progress = Progress::start("received", move || counted.load(Ordering::Relaxed), a.quiet);
-    let start = Instant::now();
+    let mut start = Instant::now();
     let mut last = start;
     let (mut msgs_in, mut msgs_out, mut sent) = (0u64, 0u64, 0u64);
     let mut stdout = std::io::stdout();
     let idle = (!a.idle.is_zero()).then_some(a.idle);
     let result = loop {
         let m = match idle {
+            Some(_) if is_pvc && msgs_in == 0 => conn.recv(),
             Some(t) => conn.recv_timeout(t),
             None => conn.recv(),
         };
         match m {
             Ok(Some(m)) => {
                 last = Instant::now();
+                if is_pvc && msgs_in == 0 {
+                    // A PVC's transfer starts with its first SDU, not when it was opened.
+                    start = last;
+                }
                 msgs_in += 1;
                 received.fetch_add(m.len() as u64, Ordering::Relaxed);
                 let w = match sink {
@@ -278,6 +350,7 @@ fn serve(a: &ListenArgs, ans: Answered, sink: &mut Sink) -> anyhow::Result<Summa
                 }
             }
             Ok(None) => break Ok(()),
+            Err(Error::TimedOut) if is_pvc => break Ok(()),
             Err(Error::TimedOut) => {
                 break Err(anyhow!(
                     "nothing from {caller} for {:?} (--idle): giving the call up",
@@ -330,5 +403,15 @@ mod tests {
         let r: Qos = "reliable".parse().unwrap();
         assert!(fits("reliable:flow=window", &r).is_ok());
         assert!(fits("ubr", &r).is_err());
+        // Bare AAL5 SDUs and natm's transport do not mix, whatever the class.
+        let bare: Qos = "ubr:transport=none".parse().unwrap();
+        assert!(fits("ubr:transport=none", &bare).is_ok());
+        assert!(fits("ubr", &bare).is_err());
+        let ubr: Qos = "ubr".parse().unwrap();
+        let e = fits("ubr:transport=none", &ubr).unwrap_err();
+        assert!(e.contains("bare AAL5 SDUs"), "{e}");
+        let cbr: Qos = "cbr:pcr=50Mbps,transport=none".parse().unwrap();
+        assert!(fits("cbr:pcr=20Mbps,transport=none", &cbr).is_ok());
+        assert!(fits("cbr:pcr=80Mbps,transport=none", &cbr).is_err());
     }
 }

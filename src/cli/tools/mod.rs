@@ -36,6 +36,29 @@ fn parse_rate(s: &str) -> Result<u64, String> {
     units::rate(s).map_err(|e| e.to_string())
 }
 
+/// A PVC's `VPI.VCI` for clap (`0.100`, `2.200`): VPI 0..=255, VCI 32..=65535 (0..=31
+/// are reserved for signalling, OAM and ILMI).
+fn parse_pvc(s: &str) -> Result<(u8, u16), String> {
+    let (vpi, vci) = s
+        .split_once('.')
+        .ok_or_else(|| format!("\"{s}\": expected VPI.VCI, e.g. 0.100"))?;
+    let vpi: u8 = vpi
+        .parse()
+        .map_err(|_| format!("\"{vpi}\": a VPI is 0..=255"))?;
+    let vci: u16 = vci
+        .parse()
+        .map_err(|_| format!("\"{vci}\": a VCI is 32..=65535"))?;
+    if natm::wire::cell::is_reserved_vci(vci) {
+        return Err(format!(
+            "VCI {vci} is reserved (0..=31: signalling, OAM, ILMI); a PVC takes 32..=65535"
+        ));
+    }
+    Ok((vpi, vci))
+}
+
+/// The QoS of a PVC when `--qos` is not given: bare AAL5 SDUs, best effort.
+const PVC_QOS: &str = "ubr:transport=none";
+
 /// Durations for clap (`200ms`, `2s`).
 fn parse_duration(s: &str) -> Result<Duration, String> {
     units::duration(s).map_err(|e| e.to_string())
@@ -240,6 +263,27 @@ struct Summary {
     messages_dropped: u64,
     /// Datagrams the kernel dropped from the data socket's full queue.
     queue_drops: Option<u64>,
+    /// A bare AAL5 VC's (`transport=none`) counters; absent on natm's transport.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    bare: Option<BareSummary>,
+}
+
+/// What a bare AAL5 VC (`transport=none`) counted: SDUs each way and what was
+/// refused or dropped (there are no ACKs, so no RTT and no retransmissions).
+#[derive(Debug, Serialize)]
+struct BareSummary {
+    sdus_sent: u64,
+    sdus_received: u64,
+    /// Messages refused because they were over the VC's `max_sdu` (nothing sent).
+    refused_too_big: u64,
+    /// SDUs the shaper held back to the contract's PCR.
+    shaped: u64,
+    /// Received SDUs dropped: over `max_sdu`.
+    dropped_too_big: u64,
+    /// Received SDUs dropped: the receive buffer was full.
+    dropped_queue_full: u64,
+    /// Received SDUs dropped otherwise (empty, or after the release).
+    dropped_other: u64,
 }
 
 impl Summary {
@@ -285,6 +329,15 @@ impl Summary {
             dropped_tpdus: rx_drops(&s.rx),
             messages_dropped: s.rx.partial_messages_dropped,
             queue_drops: s.queue_drops,
+            bare: s.bare.map(|b| BareSummary {
+                sdus_sent: b.tx.sdus_sent,
+                sdus_received: b.rx.sdus_received,
+                refused_too_big: b.tx.refused_too_big,
+                shaped: b.tx.shaped,
+                dropped_too_big: b.rx.dropped_too_big,
+                dropped_queue_full: b.rx.dropped_queue_full,
+                dropped_other: b.rx.dropped_other + b.tx.dropped_other,
+            }),
             qos,
         }
     }
@@ -323,6 +376,22 @@ impl Summary {
             self.duration_s,
             self.mbit_per_s
         );
+        if let Some(b) = &self.bare {
+            eprintln!(
+                "bare AAL5 VC (transport=none): SDUs {} sent, {} received; bytes {} sent, {} received",
+                b.sdus_sent, b.sdus_received, self.bytes_sent, self.bytes_received
+            );
+            eprintln!(
+                "drops: {} messages refused over max_sdu, {} SDUs dropped over max_sdu, {} with the receive buffer full, {} otherwise{}; no ACKs, so no RTT or retransmissions",
+                b.refused_too_big,
+                b.dropped_too_big,
+                b.dropped_queue_full,
+                b.dropped_other,
+                self.queue_drops
+                    .map_or(String::new(), |q| format!(", {q} datagrams dropped by the socket queue"))
+            );
+            return Ok(());
+        }
         eprintln!(
             "messages {} sent, {} received; bytes {} sent, {} received",
             self.messages_sent, self.messages_received, self.bytes_sent, self.bytes_received

@@ -150,6 +150,22 @@ impl Connection {
     /// with a socket of its own receives it: VCI and cookie are checked here. Returns
     /// false (and counts nothing else) if it was not for this connection.
     pub fn handle_frame(&mut self, now: Instant, from: SocketAddr, datagram: Bytes) -> bool {
+        if self.rx.is_bare() {
+            // A bare VC's frames carry no cookie: VPI and VCI are all there is.
+            let Some(half) = self.bare_half_of(&datagram) else {
+                return false;
+            };
+            let sdu = datagram.slice(vcframe::HEADER_LEN..);
+            self.handle_event(
+                now,
+                ConnectionEvent {
+                    half,
+                    from,
+                    tpdu: sdu,
+                },
+            );
+            return true;
+        }
         match self.route.classify(&datagram) {
             Ok(half) => {
                 let tpdu = datagram.slice(vcframe::HEADER_LEN..);
@@ -158,6 +174,14 @@ impl Connection {
             }
             Err(_) => false,
         }
+    }
+
+    fn bare_half_of(&self, datagram: &[u8]) -> Option<Half> {
+        let (vc, _) = vcframe::Repr::parse_bytes(datagram).ok()?;
+        if vc.kind != vcframe::FrameKind::Data || vc.vpi != self.rx.vpi() {
+            return None;
+        }
+        self.route.half_of(vc.vci)
     }
 
     /// Timers fired: both VCs' and the handshake's.
@@ -227,6 +251,21 @@ impl Connection {
     /// The next datagram to send, appended to `buf` (VC header + TPDU): the receiving
     /// VC's ACKs and answers first, then the sending VC's frames.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.tx.is_bare() {
+            let sdu = self.tx.poll_sdu(now)?;
+            let start = buf.len();
+            buf.extend_from_slice(
+                &vcframe::Repr::data(self.tx.vpi(), self.route.tx_vci).to_bytes(),
+            );
+            buf.extend_from_slice(&sdu);
+            self.update();
+            return Some(Transmit {
+                destination: self.remote,
+                size: buf.len() - start,
+                half: Half::Tx,
+                kind: TransmitKind::Data,
+            });
+        }
         let (half, t) = match self.rx.poll_transmit(now) {
             Some(t) => (Half::Rx, t),
             None => (Half::Tx, self.tx.poll_transmit(now)?),
@@ -401,11 +440,15 @@ impl Connection {
 
     /// Counters of both VCs.
     pub fn stats(&self) -> ConnectionStats {
-        let rtt = self.tx.psb().rtt();
         ConnectionStats {
-            tx: self.tx.stats().clone(),
-            rx: self.rx.stats().clone(),
-            srtt: rtt.has_sample().then(|| rtt.srtt()),
+            tx: self.tx.stats(),
+            rx: self.rx.stats(),
+            srtt: self
+                .tx
+                .psb()
+                .map(|p| p.rtt())
+                .filter(|rtt| rtt.has_sample())
+                .map(|rtt| rtt.srtt()),
         }
     }
 

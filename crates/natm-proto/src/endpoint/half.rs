@@ -13,6 +13,7 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::bare::{BareRx, BareTx, VcCounters};
 use crate::flow::FlowController;
 use crate::time::Instant;
 use crate::transport::{
@@ -45,70 +46,153 @@ pub struct HalfStatus {
     pub aborted: Option<AbortReason>,
 }
 
-/// State and plumbing both halves share: the PSB and the events it produced.
+/// What runs a half: natm's transport (a PSB) or a bare AAL5 VC (`transport=none`).
+#[derive(Debug)]
+// The transport's PSB is the common case and the hot path: it stays inline.
+#[allow(clippy::large_enum_variant)]
+enum Machine {
+    Natm(Psb),
+    BareTx(BareTx),
+    BareRx(BareRx),
+}
+
+/// State and plumbing both halves share: the machine and the events it produced.
 #[derive(Debug)]
 struct Core {
-    psb: Psb,
+    machine: Machine,
+    vpi: u8,
     vci: u16,
     status: HalfStatus,
     events: VecDeque<Event>,
 }
 
 impl Core {
-    fn new(psb: Psb, vci: u16) -> Core {
+    fn new(machine: Machine, vpi: u8, vci: u16) -> Core {
         let mut c = Core {
-            psb,
+            machine,
+            vpi,
             vci,
             status: HalfStatus::default(),
             events: VecDeque::new(),
         };
+        if c.is_bare() {
+            // A bare VC exists because signalling or a PVC made it: up at once.
+            c.status.connected = true;
+            c.events.push_back(Event::Connected);
+        }
         c.absorb();
         c
     }
 
-    /// Move the PSB's events into this half's queue, recording what they mean, so the
-    /// flags are right whether or not anybody polls the events.
+    fn is_bare(&self) -> bool {
+        !matches!(self.machine, Machine::Natm(_))
+    }
+
+    /// Move the machine's events into this half's queue, recording what they mean, so
+    /// the flags are right whether or not anybody polls the events.
     fn absorb(&mut self) {
-        while let Some(e) = self.psb.poll_event() {
-            match e {
-                Event::Connected => self.status.connected = true,
-                Event::ConnectFailed => self.status.connect_failed = true,
-                Event::PeerClosed => self.status.peer_closed = true,
-                Event::Closed => self.status.closed = true,
-                Event::Aborted(r) => self.status.aborted = Some(r),
-                Event::Writable | Event::Readable => {}
+        match &mut self.machine {
+            Machine::Natm(psb) => {
+                while let Some(e) = psb.poll_event() {
+                    match e {
+                        Event::Connected => self.status.connected = true,
+                        Event::ConnectFailed => self.status.connect_failed = true,
+                        Event::PeerClosed => self.status.peer_closed = true,
+                        Event::Closed => self.status.closed = true,
+                        Event::Aborted(r) => self.status.aborted = Some(r),
+                        Event::Writable | Event::Readable => {}
+                    }
+                    self.events.push_back(e);
+                }
             }
-            self.events.push_back(e);
+            Machine::BareTx(tx) => {
+                if tx.is_closed() && !self.status.closed && self.status.aborted.is_none() {
+                    self.status.closed = true;
+                    self.events.push_back(Event::Closed);
+                }
+            }
+            Machine::BareRx(rx) => {
+                if rx.peer_closed() && !self.status.peer_closed && self.status.aborted.is_none() {
+                    self.status.peer_closed = true;
+                    self.events.push_back(Event::PeerClosed);
+                }
+            }
         }
     }
 
     fn handle_frame(&mut self, now: Instant, tpdu: Bytes) {
-        self.psb.handle_frame(now, tpdu);
+        match &mut self.machine {
+            Machine::Natm(psb) => psb.handle_frame(now, tpdu),
+            // On a bare VC the frame is the SDU.
+            Machine::BareRx(rx) => {
+                if rx.handle_sdu(tpdu) {
+                    self.events.push_back(Event::Readable);
+                }
+            }
+            Machine::BareTx(tx) => tx.handle_stray(),
+        }
         self.absorb();
     }
 
     fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes) {
-        self.psb.handle_tpdu(now, header, payload);
+        match &mut self.machine {
+            Machine::Natm(psb) => psb.handle_tpdu(now, header, payload),
+            // Only the transport parses TPDU headers: an I/O layer hands a bare VC's
+            // frames to `handle_frame`. One that did not is counted, not misread.
+            Machine::BareRx(_) | Machine::BareTx(_) => self.handle_frame(now, Bytes::new()),
+        }
         self.absorb();
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        self.psb.handle_timeout(now);
+        match &mut self.machine {
+            Machine::Natm(psb) => psb.handle_timeout(now),
+            Machine::BareRx(rx) => rx.handle_timeout(now),
+            // A bare sender's shaper is looked at by `poll_sdu` itself.
+            Machine::BareTx(_) => {}
+        }
         self.absorb();
     }
 
+    fn poll_timeout(&self) -> Option<Instant> {
+        match &self.machine {
+            Machine::Natm(psb) => psb.poll_timeout(),
+            Machine::BareTx(tx) => tx.poll_timeout(),
+            Machine::BareRx(rx) => rx.poll_timeout(),
+        }
+    }
+
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
-        let t = self.psb.poll_transmit(now);
+        let Machine::Natm(psb) = &mut self.machine else {
+            return None;
+        };
+        let t = psb.poll_transmit(now);
         // Sending may finish a close or free the buffer (Writable without ACKs).
         self.absorb();
         t
+    }
+
+    fn poll_sdu(&mut self, now: Instant) -> Option<Bytes> {
+        let Machine::BareTx(tx) = &mut self.machine else {
+            return None;
+        };
+        let sdu = tx.poll_transmit(now);
+        if sdu.is_some() {
+            self.events.push_back(Event::Writable);
+        }
+        self.absorb();
+        sdu
     }
 
     fn abort(&mut self, reason: AbortReason) {
         if self.finished() {
             return;
         }
-        self.psb.abort();
+        match &mut self.machine {
+            Machine::Natm(psb) => psb.abort(),
+            Machine::BareTx(tx) => tx.abort(reason),
+            Machine::BareRx(rx) => rx.abort(reason),
+        }
         self.absorb();
         if self.status.aborted.is_none() {
             // The PSB reports no event for a local abort; the half records who ended it
@@ -119,7 +203,54 @@ impl Core {
     }
 
     fn finished(&self) -> bool {
-        self.status.aborted.is_some() || self.status.connect_failed || self.psb.is_finished()
+        if self.status.aborted.is_some() || self.status.connect_failed {
+            return true;
+        }
+        match &self.machine {
+            Machine::Natm(psb) => psb.is_finished(),
+            Machine::BareTx(tx) => tx.is_closed(),
+            Machine::BareRx(rx) => rx.peer_closed(),
+        }
+    }
+
+    fn psb(&self) -> Option<&Psb> {
+        match &self.machine {
+            Machine::Natm(psb) => Some(psb),
+            _ => None,
+        }
+    }
+
+    fn stats(&self) -> PsbStats {
+        match &self.machine {
+            Machine::Natm(psb) => psb.stats().clone(),
+            // A bare VC's counters in the transport's terms (an SDU is a TPDU and a
+            // message); the rest stays 0: nothing is acknowledged or retransmitted.
+            Machine::BareTx(tx) => {
+                let c = tx.counters();
+                PsbStats {
+                    tpdus_sent: c.sdus_sent,
+                    bytes_sent: c.bytes_sent,
+                    ..PsbStats::default()
+                }
+            }
+            Machine::BareRx(rx) => {
+                let c = rx.counters();
+                PsbStats {
+                    tpdus_received: c.sdus_received,
+                    bytes_delivered: c.bytes_received,
+                    messages_delivered: c.sdus_received,
+                    ..PsbStats::default()
+                }
+            }
+        }
+    }
+
+    fn bare_counters(&self) -> Option<VcCounters> {
+        match &self.machine {
+            Machine::Natm(_) => None,
+            Machine::BareTx(tx) => Some(*tx.counters()),
+            Machine::BareRx(rx) => Some(*rx.counters()),
+        }
     }
 }
 
@@ -144,12 +275,19 @@ macro_rules! common_half_api {
 
         /// When [`Self::handle_timeout`] should next be called.
         pub fn poll_timeout(&self) -> Option<Instant> {
-            self.core.psb.poll_timeout()
+            self.core.poll_timeout()
         }
 
-        /// The next TPDU of this half to put on the wire, if one may go now.
+        /// The next TPDU of this half to put on the wire, if one may go now (never on
+        /// a bare VC: see [`Self::poll_sdu`]).
         pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
             self.core.poll_transmit(now)
+        }
+
+        /// A bare VC's next SDU to put on the wire (behind a VC header), if its
+        /// shaper lets it go now; never on natm's transport.
+        pub fn poll_sdu(&mut self, now: Instant) -> Option<Bytes> {
+            self.core.poll_sdu(now)
         }
 
         /// The next event of this half (the PSB's events, already reflected in
@@ -178,21 +316,39 @@ macro_rules! common_half_api {
             self.core.abort(reason)
         }
 
-        /// The half's protocol status block (read-only: counters, RTT, parameters).
-        pub fn psb(&self) -> &Psb {
-            &self.core.psb
+        /// The half's protocol status block (read-only: counters, RTT, parameters);
+        /// `None` on a bare VC, which has none.
+        pub fn psb(&self) -> Option<&Psb> {
+            self.core.psb()
         }
 
-        /// The half's counters.
-        pub fn stats(&self) -> &PsbStats {
-            self.core.psb.stats()
+        /// The half's counters (a bare VC's in the transport's terms: SDUs as TPDUs
+        /// and messages).
+        pub fn stats(&self) -> PsbStats {
+            self.core.stats()
+        }
+
+        /// A bare VC's own counters (`None` for natm's transport).
+        pub fn bare_counters(&self) -> Option<VcCounters> {
+            self.core.bare_counters()
+        }
+
+        /// Whether this is a bare AAL5 VC (`transport=none`): its frames are SDUs
+        /// without a TPDU header (use [`Self::poll_sdu`] and [`Self::handle_frame`]).
+        pub fn is_bare(&self) -> bool {
+            self.core.is_bare()
+        }
+
+        /// The VPI this half's frames carry (0 but on a PVC).
+        pub fn vpi(&self) -> u8 {
+            self.core.vpi
         }
 
         /// Whether the VC carries a byte stream (agreed at setup).
         pub fn is_stream(&self) -> bool {
             self.core
-                .psb
-                .params()
+                .psb()
+                .and_then(|p| p.params())
                 .is_some_and(|p| p.options & crate::wire::tpdu::ConnParams::OPT_STREAM != 0)
         }
     };
@@ -210,6 +366,12 @@ pub trait Simplex {
     fn poll_timeout(&self) -> Option<Instant>;
     /// See [`TxHalf::poll_transmit`].
     fn poll_transmit(&mut self, now: Instant) -> Option<Transmit>;
+    /// See [`TxHalf::poll_sdu`].
+    fn poll_sdu(&mut self, now: Instant) -> Option<Bytes>;
+    /// See [`TxHalf::is_bare`].
+    fn is_bare(&self) -> bool;
+    /// See [`TxHalf::vpi`].
+    fn vpi(&self) -> u8;
     /// See [`TxHalf::poll_event`].
     fn poll_event(&mut self) -> Option<Event>;
     /// See [`TxHalf::status`].
@@ -221,7 +383,7 @@ pub trait Simplex {
     /// See [`TxHalf::abort`].
     fn abort(&mut self, reason: AbortReason);
     /// See [`TxHalf::psb`].
-    fn psb(&self) -> &Psb;
+    fn psb(&self) -> Option<&Psb>;
 }
 
 macro_rules! simplex_impl {
@@ -242,6 +404,15 @@ macro_rules! simplex_impl {
             fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
                 <$t>::poll_transmit(self, now)
             }
+            fn poll_sdu(&mut self, now: Instant) -> Option<Bytes> {
+                <$t>::poll_sdu(self, now)
+            }
+            fn is_bare(&self) -> bool {
+                <$t>::is_bare(self)
+            }
+            fn vpi(&self) -> u8 {
+                <$t>::vpi(self)
+            }
             fn poll_event(&mut self) -> Option<Event> {
                 <$t>::poll_event(self)
             }
@@ -257,7 +428,7 @@ macro_rules! simplex_impl {
             fn abort(&mut self, reason: AbortReason) {
                 <$t>::abort(self, reason)
             }
-            fn psb(&self) -> &Psb {
+            fn psb(&self) -> Option<&Psb> {
                 <$t>::psb(self)
             }
         }
@@ -277,52 +448,97 @@ impl TxHalf {
     /// A sending VC that opens with the transport handshake (CONN-REQ queued).
     pub(crate) fn connect(psb: Psb, vci: u16) -> TxHalf {
         TxHalf {
-            core: Core::new(psb, vci),
+            core: Core::new(Machine::Natm(psb), 0, vci),
+        }
+    }
+
+    /// A bare AAL5 VC this end sends on, up at once.
+    pub(crate) fn bare(tx: BareTx, vpi: u8, vci: u16) -> TxHalf {
+        TxHalf {
+            core: Core::new(Machine::BareTx(tx), vpi, vci),
         }
     }
 
     common_half_api!();
 
     /// Queue message bytes; `end` closes the message. Returns the bytes taken (all, or
-    /// a prefix when the buffer filled) — the one copy seed 000 §5.5.1 also makes.
+    /// a prefix when the buffer filled) — the one copy seed 000 §5.5.1 also makes. On
+    /// a bare VC every call is one whole message (one SDU), taken all or not at all.
     pub fn send(&mut self, data: &[u8], end: bool) -> Result<usize, SendError> {
-        self.core.psb.send(data, end)
+        match &mut self.core.machine {
+            Machine::Natm(psb) => psb.send(data, end),
+            Machine::BareTx(tx) => tx.send(data),
+            Machine::BareRx(_) => Err(SendError::NotSender),
+        }
     }
 
     /// As [`TxHalf::send`], taking a `Bytes` without copying it.
     pub fn send_bytes(&mut self, data: &Bytes, end: bool) -> Result<usize, SendError> {
-        self.core.psb.send_bytes(data, end)
+        match &mut self.core.machine {
+            Machine::Natm(psb) => psb.send_bytes(data, end),
+            Machine::BareTx(tx) => tx.send_bytes(data.clone()),
+            Machine::BareRx(_) => Err(SendError::NotSender),
+        }
     }
 
     /// Close the sending direction in order: everything queued is still delivered.
     pub fn close(&mut self) {
-        self.core.psb.close();
+        match &mut self.core.machine {
+            Machine::Natm(psb) => psb.close(),
+            Machine::BareTx(tx) => tx.close(),
+            Machine::BareRx(_) => {}
+        }
         self.core.absorb();
     }
 
     /// Free bytes in the send buffer.
     pub fn capacity(&self) -> usize {
-        self.core.psb.send_capacity()
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.send_capacity(),
+            Machine::BareTx(tx) => tx.capacity(),
+            Machine::BareRx(_) => 0,
+        }
     }
 
-    /// Bytes queued and not yet acknowledged.
+    /// Bytes queued and not yet acknowledged (on a bare VC: not yet sent).
     pub fn buffered(&self) -> usize {
-        self.core.psb.send_buffered()
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.send_buffered(),
+            Machine::BareTx(tx) => tx.buffered(),
+            Machine::BareRx(_) => 0,
+        }
     }
 
-    /// The sender is ahead of its leaky bucket (seed 003 "over rate").
+    /// The sender is ahead of its leaky bucket (seed 003 "over rate"), or a bare VC's
+    /// shaper holds SDUs back.
     pub fn over_rate(&self) -> bool {
-        self.core.psb.flow().over_rate()
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.flow().over_rate(),
+            Machine::BareTx(tx) => tx.over_rate(),
+            Machine::BareRx(_) => false,
+        }
     }
 
-    /// The flow controller (rate, window).
-    pub fn flow(&self) -> &dyn FlowController {
-        self.core.psb.flow()
+    /// The flow controller (rate, window); `None` on a bare VC.
+    pub fn flow(&self) -> Option<&dyn FlowController> {
+        self.core.psb().map(Psb::flow)
     }
 
-    /// Change the sending rate within the agreed bounds (seed 003 `set_qos`).
+    /// Change the sending rate within the agreed bounds (seed 003 `set_qos`); on a
+    /// bare VC, its shaping rate.
     pub fn set_rate(&mut self, bps: u64) -> Result<(), QosBoundsError> {
-        self.core.psb.set_rate(bps)
+        match &mut self.core.machine {
+            Machine::Natm(psb) => psb.set_rate(bps),
+            Machine::BareTx(tx) => {
+                tx.set_rate(bps);
+                Ok(())
+            }
+            Machine::BareRx(_) => Err(QosBoundsError {
+                requested: bps,
+                min: 0,
+                max: 0,
+            }),
+        }
     }
 }
 
@@ -336,16 +552,40 @@ impl RxHalf {
     /// A receiving VC that waits for the peer's CONN-REQ (or starts established).
     pub(crate) fn listen(psb: Psb, vci: u16) -> RxHalf {
         RxHalf {
-            core: Core::new(psb, vci),
+            core: Core::new(Machine::Natm(psb), 0, vci),
+        }
+    }
+
+    /// A bare AAL5 VC this end receives on, up at once.
+    pub(crate) fn bare(rx: BareRx, vpi: u8, vci: u16) -> RxHalf {
+        RxHalf {
+            core: Core::new(Machine::BareRx(rx), vpi, vci),
         }
     }
 
     common_half_api!();
 
     /// The next chunk of received data, handed out as the `Bytes` slice of the frame
-    /// it arrived in (no copy); `Ok(None)` if none is ready.
+    /// it arrived in (no copy); `Ok(None)` if none is ready. On a bare VC a chunk is
+    /// one whole SDU.
     pub fn recv(&mut self) -> Result<Option<Chunk>, RecvError> {
-        let c = self.core.psb.recv_chunk();
+        let c = match &mut self.core.machine {
+            Machine::Natm(psb) => psb.recv_chunk(),
+            Machine::BareRx(rx) => match rx.recv() {
+                Some(data) => Ok(Some(Chunk {
+                    data,
+                    msg: 0,
+                    offset: 0,
+                    start: true,
+                    end: true,
+                })),
+                None => match rx.aborted() {
+                    Some(r) => Err(RecvError::Aborted(r)),
+                    None => Ok(None),
+                },
+            },
+            Machine::BareTx(_) => Err(RecvError::NotReceiver),
+        };
         // Reading may reopen a shut window (a window update to send).
         self.core.absorb();
         c
@@ -353,25 +593,42 @@ impl RxHalf {
 
     /// Copy stream bytes into `buf` (for `io::Read`-style callers).
     pub fn read(&mut self, buf: &mut [u8]) -> Result<usize, RecvError> {
-        let n = self.core.psb.read(buf);
+        let n = match &mut self.core.machine {
+            Machine::Natm(psb) => psb.read(buf),
+            Machine::BareRx(rx) => Ok(rx.read(buf)),
+            Machine::BareTx(_) => Err(RecvError::NotReceiver),
+        };
         self.core.absorb();
         n
     }
 
     /// Bytes ready for the application.
     pub fn readable(&self) -> usize {
-        self.core.psb.readable()
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.readable(),
+            Machine::BareRx(rx) => rx.readable(),
+            Machine::BareTx(_) => 0,
+        }
     }
 
     /// The receive buffer's size in bytes.
     pub fn rcv_buf(&self) -> usize {
-        self.core.psb.rcv_buf()
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.rcv_buf(),
+            Machine::BareRx(rx) => rx.rcv_buf(),
+            Machine::BareTx(_) => 0,
+        }
     }
 
-    /// The call was released normally by the peer: the stream ends after what was
-    /// received ([`Psb::peer_released`]).
-    pub fn peer_released(&mut self) {
-        self.core.psb.peer_released();
+    /// The call was released normally by the peer at `now`: the stream ends after
+    /// what was received ([`Psb::peer_released`]). On a bare VC this is the only end
+    /// of data, after [`super::bare::RELEASE_GRACE`] for the SDUs still on their way.
+    pub fn peer_released(&mut self, now: Instant) {
+        match &mut self.core.machine {
+            Machine::Natm(psb) => psb.peer_released(),
+            Machine::BareRx(rx) => rx.peer_released(now),
+            Machine::BareTx(_) => {}
+        }
         self.core.absorb();
     }
 

@@ -16,6 +16,7 @@
 //! Frames are datagrams of the UDP adaptor's format (docs/wire.md): a 4-octet VC
 //! header, then one TPDU.
 
+mod bare;
 mod connection;
 mod half;
 #[cfg(test)]
@@ -29,6 +30,7 @@ use bytes::Bytes;
 use thiserror::Error;
 
 pub use crate::transport::{AbortReason, Chunk, PsbStats, RecvError, SendError};
+pub use bare::{BareConfig, BareRx, BareTx, VcCounters, DEFAULT_BARE_QUEUE, RELEASE_GRACE};
 pub use connection::{Connection, ConnectionStats, Event, Side, State};
 pub use half::{Half, HalfStatus, RxHalf, Simplex, TxHalf};
 
@@ -222,6 +224,25 @@ pub struct SignalledParams {
     pub tx: TransportConfig,
     /// Our receiving VC's configuration.
     pub rx: TransportConfig,
+}
+
+/// A bare AAL5 VC pair (`transport=none`): what signalling agreed for a call, or
+/// what an administrator configured for a PVC. No cookie: the VCs are told apart by
+/// VPI/VCI and by the socket, which is connected to `peer`.
+#[derive(Debug, Clone)]
+pub struct BareParams {
+    /// The peer's data endpoint (a host, or a switch port).
+    pub peer: SocketAddr,
+    /// VPI of both VCs (0 for a call; a PVC's own).
+    pub vpi: u8,
+    /// VCI we send on.
+    pub tx_vci: u16,
+    /// VCI we receive on (a PVC uses one VCI both ways).
+    pub rx_vci: u16,
+    /// Our sending VC.
+    pub tx: BareConfig,
+    /// Our receiving VC.
+    pub rx: BareConfig,
 }
 
 /// How an endpoint runs.
@@ -625,6 +646,21 @@ impl Connection {
             p.peer,
             None,
         ))
+    }
+}
+
+impl Connection {
+    /// A bare AAL5 VC pair, up at once (no handshake: signalling or the PVC's
+    /// configuration made it). Frames are demultiplexed by VPI/VCI alone.
+    pub fn bare(p: BareParams) -> Connection {
+        let route = Route {
+            tx_vci: p.tx_vci,
+            rx_vci: p.rx_vci,
+            cookie: 0,
+        };
+        let tx = TxHalf::bare(BareTx::new(p.tx), p.vpi, p.tx_vci);
+        let rx = RxHalf::bare(BareRx::new(p.rx), p.vpi, p.rx_vci);
+        Connection::new(route, Side::Signalled, tx, rx, p.peer, None)
     }
 }
 

@@ -197,6 +197,10 @@ pub enum SendError {
     /// This end of the VC receives; it cannot send.
     #[error("this end of the simplex VC only receives")]
     NotSender,
+    /// An empty message on a bare AAL5 VC, which cannot carry one (an AAL5 Length of
+    /// 0 means abort).
+    #[error("a bare AAL5 VC cannot carry an empty message (AAL5 Length 0 means abort)")]
+    Empty,
 }
 
 /// Why `recv` returned no data.

@@ -16,8 +16,8 @@ use crate::stages::{self, Stage};
 use crate::transport::{AbortReason, TransportConfig};
 use crate::ulib::{Chunk, Error, WouldBlock};
 use natm_proto::endpoint::{
-    ClientConfig, ConnectError, Connection, PsbStats, RecvError, RxHalf, SendError,
-    SignalledParams, TxHalf,
+    BareParams, ClientConfig, ConnectError, Connection, PsbStats, RecvError, RxHalf, SendError,
+    SignalledParams, TxHalf, VcCounters,
 };
 
 /// How long both VCs of a direct connection may take to come up, at the protocol
@@ -30,6 +30,7 @@ fn map_send(e: SendError) -> Error {
         SendError::OverRate => Error::WouldBlock(WouldBlock::OverRate),
         SendError::MessageTooLarge { size, max } => Error::MessageTooLarge { size, max },
         SendError::Closed | SendError::NotSender => Error::Closed,
+        SendError::Empty => Error::EmptyMessage,
         SendError::Aborted(r) => Error::Aborted(r),
     }
 }
@@ -75,6 +76,8 @@ pub(crate) struct StatsParts {
     pub(crate) send_queued: u64,
     /// Bytes held on the receiving VC (out of order or not yet read).
     pub(crate) recv_queued: u64,
+    /// A bare VC pair's own counters (sending VC, receiving VC).
+    pub(crate) bare: Option<(VcCounters, VcCounters)>,
 }
 
 impl Conn {
@@ -152,6 +155,17 @@ impl Conn {
         )
         .map_err(connect_error)?;
         Conn::open(eng, link, proto, level, weight).map_err(Error::Io)
+    }
+
+    /// Open a bare AAL5 VC pair (`transport=none`) on `link`, from a call's data path
+    /// or a PVC's configuration: up at once, no handshake, no cookie.
+    pub(crate) fn open_bare(
+        eng: &Engine,
+        link: Link,
+        params: BareParams,
+        (level, weight): (Level, u32),
+    ) -> Result<Arc<Conn>, Error> {
+        Conn::open(eng, link, Connection::bare(params), level, weight).map_err(Error::Io)
     }
 
     /// Wait until both VCs of a connection are up (or failed).
@@ -534,20 +548,23 @@ impl Conn {
     /// Counters of both VCs.
     pub(crate) fn stats_parts(&self) -> StatsParts {
         let (tx, _) = self.tx();
-        let rtt = tx.half.psb().rtt();
-        let (txs, srtt, rate_bps, window, send_queued) = (
-            tx.half.stats().clone(),
-            rtt.has_sample().then(|| rtt.srtt()),
-            tx.half.flow().rate_bps().map(|r| r as u64),
-            tx.half.flow().window().map(|w| w as u64),
-            tx.half.psb().send_buffered() as u64,
+        let rtt = tx.half.psb().map(|p| p.rtt());
+        let flow = tx.half.flow();
+        let (txs, srtt, rate_bps, window, send_queued, tx_bare) = (
+            tx.half.stats(),
+            rtt.filter(|r| r.has_sample()).map(|r| r.srtt()),
+            flow.and_then(|f| f.rate_bps()).map(|r| r as u64),
+            flow.and_then(|f| f.window()).map(|w| w as u64),
+            tx.half.buffered() as u64,
+            tx.half.bare_counters(),
         );
         drop(tx);
         let (rx, _) = self.rx();
-        let (rxs, recv_queued) = (
-            rx.half.stats().clone(),
-            rx.half.psb().recv_buffered() as u64,
-        );
+        let recv_queued = match rx.half.psb() {
+            Some(p) => p.recv_buffered(),
+            None => rx.half.readable(),
+        } as u64;
+        let (rxs, rx_bare) = (rx.half.stats(), rx.half.bare_counters());
         drop(rx);
         StatsParts {
             tx: txs,
@@ -557,6 +574,7 @@ impl Conn {
             window,
             send_queued,
             recv_queued,
+            bare: tx_bare.zip(rx_bare),
         }
     }
 

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::link::{vc_header, vc_of, Link, VC_HEADER_LEN};
+use super::link::{vc_header_on, vc_of_on, Link, VC_HEADER_LEN};
 use super::Engine;
 use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
@@ -92,6 +92,10 @@ pub(crate) struct Conn {
     pub(crate) link: Link,
     /// VCIs and cookie of the connection's frames (demultiplexing is natm-proto's).
     route: Route,
+    /// VPI of the connection's frames: 0, but for a PVC.
+    vpi: u8,
+    /// The VCs carry bare AAL5 SDUs (`transport=none`): no TPDU header to parse.
+    bare: bool,
     /// Where to send until the socket is connected (the client handshake calls the
     /// listener); from then on the link's connected peer is the one address.
     handshake_to: Option<SocketAddr>,
@@ -161,6 +165,7 @@ impl Conn {
     ) -> std::io::Result<std::sync::Arc<Conn>> {
         let side = conn.side();
         let (route, remote, tx, rx) = conn.into_parts();
+        let (vpi, bare) = (tx.vpi(), tx.is_bare());
         let peer = if side == Side::Client {
             Some(remote)
         } else {
@@ -171,6 +176,8 @@ impl Conn {
             token: eng.token(),
             link,
             route,
+            vpi,
+            bare,
             sock_connected: AtomicBool::new(peer.is_none()),
             handshake_to: peer,
             tx: Mutex::new(sync::Level::TxEnd, End::new(tx)),
@@ -489,7 +496,7 @@ impl Conn {
     /// cookie (and counts a wrong one).
     fn take_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Which> {
         stages::record(Stage::RxRead, self.stage_key());
-        let Some(vci) = vc_of(d) else {
+        let Some(vci) = vc_of_on(d, self.vpi) else {
             self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
             return None;
         };
@@ -499,15 +506,16 @@ impl Conn {
         };
         let now = eng.clock.now();
         let tpdu = &d[VC_HEADER_LEN..];
+        let bare = self.bare;
         let connected = match half {
             Half::Tx => {
                 let (mut end, _) = self.tx();
-                feed(&mut end.half, now, tpdu);
+                feed(&mut end.half, now, tpdu, bare);
                 end.status().connected
             }
             Half::Rx => {
                 let (mut end, _) = self.rx();
-                feed(&mut end.half, now, tpdu);
+                feed(&mut end.half, now, tpdu, bare);
                 if stages::COMPILED && end.half.readable() > 0 {
                     stages::record(Stage::Deliver, self.stage_key());
                 }
@@ -553,7 +561,26 @@ impl Conn {
         // burst of ACKs, or the full TPDUs of a message).
         let mut batch = std::mem::take(&mut end.out_batch);
         batch.clear();
-        let vci = end.half.vci();
+        let header = vc_header_on(end.half.vpi(), end.half.vci());
+        // A bare VC's frames are the VC header and the SDU itself (docs/wire.md).
+        while self.bare && sent < max {
+            let Some(sdu) = end.half.poll_sdu(now) else {
+                break;
+            };
+            let len = VC_HEADER_LEN + sdu.len();
+            if batch.check(len).is_err() {
+                self.send_batch(&batch, peer);
+                batch.clear();
+            }
+            let pushed = batch.push_with(len, |out| {
+                out[..VC_HEADER_LEN].copy_from_slice(&header);
+                out[VC_HEADER_LEN..].copy_from_slice(&sdu);
+            });
+            if pushed.is_err() {
+                self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            sent += 1;
+        }
         while sent < max {
             let Some(t) = end.half.poll_transmit(now) else {
                 break;
@@ -564,7 +591,7 @@ impl Conn {
                 batch.clear();
             }
             let pushed = batch.push_with(len, |out| {
-                out[..VC_HEADER_LEN].copy_from_slice(&vc_header(vci));
+                out[..VC_HEADER_LEN].copy_from_slice(&header);
                 t.header.emit_into(&mut out[VC_HEADER_LEN..]);
                 out[VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN..].copy_from_slice(&t.payload);
             });
@@ -729,7 +756,7 @@ impl Conn {
         let now = eng.clock.now();
         let (mut e, cv) = self.rx();
         if !e.finished() {
-            e.half.peer_released();
+            e.half.peer_released(now);
             self.after(eng, Which::Rx, &mut e, cv, now, usize::MAX);
             cv.notify_all();
             if let Some(wk) = e.waker.take() {
@@ -777,8 +804,13 @@ impl Conn {
 
 /// Hand one TPDU to a half. The payload is copied out of the receive batch once, on
 /// its own (offset 0 of a fresh allocation), so `recv` can hand a message of one TPDU
-/// to the application as that allocation without a second copy.
-fn feed<H: Simplex>(half: &mut H, now: Instant, tpdu: &[u8]) {
+/// to the application as that allocation without a second copy. On a bare VC (`bare`)
+/// the frame is the SDU, copied likewise.
+fn feed<H: Simplex>(half: &mut H, now: Instant, tpdu: &[u8], bare: bool) {
+    if bare {
+        half.handle_frame(now, Bytes::copy_from_slice(tpdu));
+        return;
+    }
     match Header::parse_bytes(tpdu) {
         Ok((h, payload)) => half.handle_tpdu(now, h, Bytes::copy_from_slice(payload)),
         // Malformed: the PSB counts it.

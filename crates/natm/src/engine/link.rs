@@ -20,14 +20,27 @@ use crate::wire::vcframe;
 pub(crate) const VC_HEADER_LEN: usize = vcframe::HEADER_LEN;
 
 /// The VC header of a data frame on VPI 0 / `vci`.
+#[cfg(test)]
 pub(crate) fn vc_header(vci: u16) -> [u8; VC_HEADER_LEN] {
-    vcframe::Repr::data(0, vci).to_bytes()
+    vc_header_on(0, vci)
 }
 
-/// The VCI of a data datagram, or `None` if it is not a natm UDP data frame.
+/// The VC header of a data frame on `vpi`/`vci` (a PVC may use any VPI).
+pub(crate) fn vc_header_on(vpi: u8, vci: u16) -> [u8; VC_HEADER_LEN] {
+    vcframe::Repr::data(vpi, vci).to_bytes()
+}
+
+/// The VCI of a data datagram on VPI 0, or `None` if it is not a natm UDP data frame.
+#[cfg(test)]
 pub(crate) fn vc_of(datagram: &[u8]) -> Option<u16> {
+    vc_of_on(datagram, 0)
+}
+
+/// The VCI of a data datagram on `vpi`, or `None` if it is not a natm UDP data frame
+/// on that VPI.
+pub(crate) fn vc_of_on(datagram: &[u8], vpi: u8) -> Option<u16> {
     match vcframe::Repr::parse_bytes(datagram) {
-        Ok((r, _)) if r.kind == vcframe::FrameKind::Data && r.vpi == 0 => Some(r.vci),
+        Ok((r, _)) if r.kind == vcframe::FrameKind::Data && r.vpi == vpi => Some(r.vci),
         _ => None,
     }
 }

@@ -419,6 +419,18 @@ pub struct ConnStats {
     /// The cell mode's counters (trains, cells, HEC corrections, reassembly drops,
     /// datagrams that were not trains); `None` in frame mode.
     pub cells: Option<crate::adaptor::CellStats>,
+    /// A bare AAL5 VC pair's own counters (`transport=none`); `None` otherwise.
+    pub bare: Option<BareStats>,
+}
+
+/// Counters of a bare AAL5 VC pair (`transport=none`): SDUs and bytes each way, and
+/// what was refused or dropped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BareStats {
+    /// The sending VC.
+    pub tx: natm_proto::endpoint::VcCounters,
+    /// The receiving VC.
+    pub rx: natm_proto::endpoint::VcCounters,
 }
 
 /// Why sigd ended a call: the UNI cause and sigd's sentence.
@@ -452,6 +464,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         send_queued: p.send_queued,
         recv_queued: p.recv_queued,
         cells: conn.link.cell_stats(),
+        bare: p.bare.map(|(tx, rx)| BareStats { tx, rx }),
     }
 }
 

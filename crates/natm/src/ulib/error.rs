@@ -77,6 +77,9 @@ pub enum Error {
         /// Largest allowed.
         max: u64,
     },
+    /// An empty message on a bare AAL5 VC (`transport=none`), which cannot carry one.
+    #[error("a bare AAL5 VC (transport=none) cannot carry an empty message: AAL5's Length 0 means abort")]
+    EmptyMessage,
     /// A timed call ran out of time.
     #[error("timed out")]
     TimedOut,
@@ -99,9 +102,10 @@ impl From<Error> for io::Error {
             Error::Aborted(_) => io::ErrorKind::ConnectionAborted,
             Error::Closed => io::ErrorKind::BrokenPipe,
             Error::TimedOut => io::ErrorKind::TimedOut,
-            Error::MessageTooLarge { .. } | Error::Qos(_) | Error::Config(_) => {
-                io::ErrorKind::InvalidInput
-            }
+            Error::MessageTooLarge { .. }
+            | Error::EmptyMessage
+            | Error::Qos(_)
+            | Error::Config(_) => io::ErrorKind::InvalidInput,
             _ => io::ErrorKind::Other,
         };
         io::Error::new(kind, e)

@@ -35,8 +35,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use connection::{
-    Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Release, Sender,
+    BareStats, Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, Receiver, Release,
+    Sender,
 };
+pub use natm_proto::endpoint::VcCounters;
 
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
 pub use bytes::Bytes;
@@ -45,7 +47,8 @@ pub use error::{Error, WouldBlock};
 use crate::engine::{Conn, Engine, EngineConfig, Link};
 use crate::sched::{guaranteed_weight, Level};
 use crate::transport::TransportConfig;
-use crate::wire::qos::{Qos, Service};
+use crate::wire::qos::{Direction, Qos, Service, TrafficClass};
+use natm_proto::endpoint::{BareConfig, BareParams};
 
 pub use crate::adaptor::MemNetwork;
 pub use crate::engine::{
@@ -173,6 +176,24 @@ pub(crate) struct Resolved {
     pub(crate) cfg: TransportConfig,
     pub(crate) level: Level,
     pub(crate) weight: u32,
+    /// A bare AAL5 VC pair (`transport=none`): the sending and receiving VCs' setup.
+    pub(crate) bare: Option<(BareConfig, BareConfig)>,
+}
+
+impl Resolved {
+    /// Refuse a bare QoS where a bare VC cannot be set up (direct mode: there is no
+    /// handshake to agree its VCIs).
+    fn not_bare(self) -> Result<Resolved, Error> {
+        if self.bare.is_some() {
+            return Err(Error::Qos(
+                "transport=none (bare AAL5 SDUs) has no handshake of its own: call an ATM \
+                 address through sigd, or open a PVC (Host::open_pvc), instead of a direct \
+                 IP address"
+                    .into(),
+            ));
+        }
+        Ok(self)
+    }
 }
 
 impl Host {
@@ -204,12 +225,35 @@ impl Host {
         cfg.reorder_threshold = self.cfg.reorder_threshold;
         cfg.rtt.min_rto = self.cfg.min_rto;
         cfg.rtt.initial_rto = self.cfg.min_rto.max(Duration::from_millis(200));
+        if q.is_bare() {
+            // A bare VC has no transport service: it is scheduled by its class, a
+            // shaped CBR/VBR sender with the guaranteed VCs.
+            let tx = BareConfig::from_qos(&q, Direction::Tx);
+            let rx = BareConfig::from_qos(&q, Direction::Rx);
+            let (level, weight) = match (q.class(), tx.pcr_bps) {
+                (TrafficClass::Cbr | TrafficClass::Vbr, Some(bps)) => {
+                    (Level::Guaranteed, guaranteed_weight(bps))
+                }
+                _ => (Level::BestEffort, 1),
+            };
+            return Ok(Resolved {
+                cfg,
+                level,
+                weight,
+                bare: Some((tx, rx)),
+            });
+        }
         let (level, weight) = match q.service() {
             Service::Guaranteed => (Level::Guaranteed, guaranteed_weight(cfg.rate)),
             Service::Reliable => (Level::Reliable, 1),
             Service::BestEffort => (Level::BestEffort, 1),
         };
-        Ok(Resolved { cfg, level, weight })
+        Ok(Resolved {
+            cfg,
+            level,
+            weight,
+            bare: None,
+        })
     }
 
     fn session(&self) -> Result<Arc<sigd::Session>, Error> {
@@ -227,7 +271,7 @@ impl Host {
     pub fn bind(&self, addr: impl IntoTarget, qos: &str) -> Result<Listener, Error> {
         let r = self.resolve_qos(qos)?;
         match addr.into_target() {
-            Target::Ip(a) => Listener::bind(self.eng.clone(), a, r),
+            Target::Ip(a) => Listener::bind(self.eng.clone(), a, r.not_bare()?),
             Target::Atm(sap) => {
                 let session = self.session()?;
                 let id = session.request(|req| crate::wire::ipc::Message::Bind {
@@ -257,7 +301,7 @@ impl Host {
         }
         let r = self.resolve_qos(qos)?;
         match addr.into_target() {
-            Target::Ip(a) => Listener::bind(self.eng.clone(), a, r),
+            Target::Ip(a) => Listener::bind(self.eng.clone(), a, r.not_bare()?),
             Target::Atm(sap) => {
                 let session = self.session()?;
                 let links = (0..backlog)
@@ -282,9 +326,12 @@ impl Host {
     pub fn connect(&self, addr: impl IntoTarget, qos: &str) -> Result<Connection, Error> {
         let r = self.resolve_qos(qos)?;
         match addr.into_target() {
-            Target::Ip(a) => {
-                Connection::connect(self.eng.clone(), (None, a), r, self.cfg.connect_timeout)
-            }
+            Target::Ip(a) => Connection::connect(
+                self.eng.clone(),
+                (None, a),
+                r.not_bare()?,
+                self.cfg.connect_timeout,
+            ),
             Target::Atm(called) => self.connect_signalled(&called, qos),
         }
     }
@@ -303,9 +350,66 @@ impl Host {
         Connection::connect(
             self.eng.clone(),
             (Some(local), addr),
-            r,
+            r.not_bare()?,
             self.cfg.connect_timeout,
         )
+    }
+
+    /// Open a bare AAL5 PVC (`qos` must say `transport=none`): VPI `vpi`, VCI `vci`
+    /// both ways, towards the UDP data endpoint `peer` — a `natm switch` port with a
+    /// `[[pvc]]` on that VC, or another host's PVC — with no signalling, as Linux's
+    /// `aread`/`awrite` open `itf.vpi.vci`. Messages are AAL5 SDUs of at most the QoS's
+    /// `max_sdu`; nothing tells the other end when this one is done (a PVC has no
+    /// release), so a receiver decides by itself when to stop.
+    pub fn open_pvc(
+        &self,
+        vpi: u8,
+        vci: u16,
+        peer: SocketAddr,
+        qos: &str,
+    ) -> Result<Connection, Error> {
+        let any: SocketAddr = if peer.is_ipv4() {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        };
+        self.open_pvc_from(any, vpi, vci, peer, qos)
+    }
+
+    /// As [`Host::open_pvc`], from the local UDP address `local` (a switch port admits
+    /// only its configured `peer`).
+    pub fn open_pvc_from(
+        &self,
+        local: SocketAddr,
+        vpi: u8,
+        vci: u16,
+        peer: SocketAddr,
+        qos: &str,
+    ) -> Result<Connection, Error> {
+        let r = self.resolve_qos(qos)?;
+        let Some((tx, rx)) = r.bare else {
+            return Err(Error::Qos(format!(
+                "a PVC carries bare AAL5 SDUs: its QoS needs transport=none (e.g. {}:transport=none)",
+                qos.split(':').next().unwrap_or("ubr")
+            )));
+        };
+        if crate::wire::cell::is_reserved_vci(vci) {
+            return Err(Error::Qos(format!(
+                "VCI {vci} is reserved (0..=31: signalling, OAM, ILMI); a PVC takes {}..=65535",
+                crate::wire::cell::VCI_FIRST_USER
+            )));
+        }
+        let link = Link::bind(&self.eng.cfg, local).map_err(Error::Io)?;
+        let params = BareParams {
+            peer,
+            vpi,
+            tx_vci: vci,
+            rx_vci: vci,
+            tx,
+            rx,
+        };
+        let conn = Conn::open_bare(&self.eng, link, params, (r.level, r.weight))?;
+        Ok(Connection::from_conn(self.eng.clone(), conn))
     }
 
     /// The data socket for a call through sigd: the one opened ahead if there is one.
@@ -420,14 +524,31 @@ impl Host {
         };
         // Both VCs start established from what signalling agreed (no TPDU
         // handshake): each end derives the VC's ISN from the call's cookie and the
-        // VC's direction, so sender and receiver agree without a round trip.
-        let conn = Conn::open_signalled(
-            &self.eng,
-            link,
-            (peer, cookie, tx_vci, rx_vci, caller),
-            r.cfg,
-            (r.level, r.weight),
-        )?;
+        // VC's direction, so sender and receiver agree without a round trip. A bare
+        // call (`transport=none`) opens bare VCs on the same data path instead: no
+        // cookie, no ISN, no transport at all.
+        let conn = match r.bare {
+            Some((tx, rx)) => Conn::open_bare(
+                &self.eng,
+                link,
+                BareParams {
+                    peer,
+                    vpi: 0,
+                    tx_vci,
+                    rx_vci,
+                    tx,
+                    rx,
+                },
+                (r.level, r.weight),
+            )?,
+            None => Conn::open_signalled(
+                &self.eng,
+                link,
+                (peer, cookie, tx_vci, rx_vci, caller),
+                r.cfg,
+                (r.level, r.weight),
+            )?,
+        };
         session.established(call, &conn);
         let granted = Granted {
             tx_bps: granted_bps,

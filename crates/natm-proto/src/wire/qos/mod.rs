@@ -742,7 +742,8 @@ impl Qos {
         }
     }
 
-    /// The transport settings with defaults filled in: TPDU 4096 bytes, message
+    /// The transport settings with defaults filled in (for a bare VC, which has no
+    /// transport, the TPDU size is its largest SDU sent): TPDU 4096 bytes, message
     /// semantics, error control only for reliable, and flow control by service —
     /// leaky bucket for guaranteed, none for best-effort, and for reliable packet-pair
     /// when `round_robin_network` (every switch on the path serves VCs round-robin),
@@ -757,7 +758,12 @@ impl Qos {
                 .flow
                 .unwrap_or_else(|| default_flow(service, round_robin_network)),
             semantics: t.semantics.unwrap_or(Semantics::Message),
-            tpdu_size: t.tpdu_size.unwrap_or(DEFAULT_TPDU_SIZE),
+            // A bare VC's frame is its SDU: what sizes a reservation's cell overhead
+            // is the largest one it sends.
+            tpdu_size: match t.kind {
+                TransportKind::Bare => self.max_sdu(Direction::Tx),
+                TransportKind::Natm => t.tpdu_size.unwrap_or(DEFAULT_TPDU_SIZE),
+            },
             window: t.window,
             max_msg: t.max_msg,
             outstanding: t.outstanding,
