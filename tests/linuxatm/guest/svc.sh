@@ -43,7 +43,12 @@ case "$natm_mode" in
     sleep 0.5
     echo "NATM-GUEST ttcp-r listening"
     wait $r
-    echo "NATM-GUEST ttcp-r rc=$? bytes=$(wc -c < /tmp/ttcp.out) md5=$(md5sum < /tmp/ttcp.out | cut -d' ' -f1)"
+    rc=$?
+    # ttcp writes what it reads to stdout, and then its own report lines too: the
+    # first $natm_bytes octets are the data.
+    n="${natm_bytes:-0}"
+    echo "NATM-GUEST ttcp-r tail: $(tail -c +$((n + 1)) /tmp/ttcp.out | tr '\n' ' ')"
+    echo "NATM-GUEST ttcp-r rc=$rc bytes=$(wc -c < /tmp/ttcp.out) md5=$(head -c "$n" /tmp/ttcp.out | md5sum | cut -d' ' -f1)"
     ;;
   ttcp-t)
     # ttcp_atm sends $natm_n buffers of $natm_len on a $natm_qos SVC: read from a
