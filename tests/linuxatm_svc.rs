@@ -17,6 +17,8 @@ use sigd_support::{free_port, Sigd, LINK};
 use switch_support::SwitchProc;
 
 const GUEST: Duration = Duration::from_secs(90);
+/// One guest at a time: each is a whole emulated machine on a 2-CPU host.
+static ONE_GUEST: std::sync::Mutex<()> = std::sync::Mutex::new(());
 const STEP: Duration = Duration::from_secs(30);
 
 /// The guest's address and the natm host's.
@@ -81,47 +83,6 @@ impl Net {
     }
 }
 
-/// atmsigd's SETUP through the switch is refused with the cause the refusing side
-/// gave — natm's sigd when nobody listens, the switch when it has no route — and
-/// `svc_send` sees the refusal at once; in every UNI variant.
-#[test]
-fn refusals_reach_linux_with_their_cause() {
-    if !ready() {
-        return;
-    }
-    for uni in ["uni30", "uni31", "uni40"] {
-        let net = Net::new(&format!("linuxatm-svc-refuse-{uni}"));
-        for (to, what) in [(NATM, "nobody listens"), (NOWHERE, "no route")] {
-            let mut g = net.boot(
-                uni,
-                "send",
-                &[("to", to.to_string()), ("limit", "10".to_string())],
-            );
-            let rc = g.marker("send rc=", STEP);
-            g.marker("sigd-log end", STEP);
-            let console = g.console();
-            assert_eq!(rc, "1", "{uni}, {what}: svc_send fails\n{console}");
-            assert!(
-                console.contains("connect:"),
-                "{uni}, {what}: the failure is the call's\n{console}"
-            );
-            eprintln!(
-                "{uni}, {what}: {}",
-                console
-                    .lines()
-                    .find(|l| l.contains("connect:"))
-                    .unwrap_or_default()
-            );
-        }
-        let stat = net.sw.stat();
-        assert_eq!(stat["calls"].as_array().map(Vec::len), Some(0), "{stat}");
-        assert!(
-            stat["calls_refused"].as_u64() >= Some(1),
-            "the no-route refusal is the switch's: {stat}"
-        );
-    }
-}
-
 /// svc_send's SAP (B-HLI user information "FORE_ATM"), and ttcp_atm's (FORE's OUI,
 /// a vendor-specific application).
 const SVC_SAP: &str = "FORE_ATM";
@@ -149,52 +110,131 @@ fn summary(stdout: &[u8]) -> serde_json::Value {
     serde_json::from_str(line).unwrap()
 }
 
-/// Linux calls natm: `svc_send` (UBR, 50,000 SDUs of 100 octets) reaches a `natm
-/// listen` on its SAP through the switch, and every SDU it sent arrives whole;
-/// `ttcp_atm` (UBR, a vendor-specific B-HLI) sends a file that natm writes out
-/// byte-exact. UNI 3.1.
+/// The words `svc_send` printed for a refusal, and its exit status.
+fn refusal(line: &str) -> (String, String) {
+    let (rc, words) = line.split_once(':').unwrap_or((line, ""));
+    (rc.trim().to_string(), words.trim().to_string())
+}
+
+/// Per UNI variant atmsigd offers (3.0, 3.1, 4.0), one guest: its SETUPs refused with
+/// the refusing side's cause (the switch's admission control, cause 37; no route,
+/// cause 3; natm's sigd when nobody listens, cause 88), each seen by `svc_send` as the
+/// matching error at once; `natm call` reaching `svc_recv` (all 100 SDUs); and
+/// `svc_send` reaching `natm listen` (every SDU it sent arrives whole).
 #[test]
-fn linux_calls_natm() {
+fn calls_both_ways_in_every_uni_variant() {
     if !ready() {
         return;
     }
-    let net = Net::new("linuxatm-svc-in");
-    let l = listen(
-        &net.host,
-        &[SVC_SAP, "--qos", BARE, "--discard", "--json", "--quiet"],
-    );
-    let mut g = net.boot(
-        "uni31",
-        "send",
-        &[
-            ("to", NATM.to_string()),
-            ("qos", "ubr,aal5:max_sdu=100".to_string()),
-            ("limit", "120".to_string()),
-        ],
-    );
-    let rc = g.marker("send rc=", Duration::from_secs(150));
-    let done = l.wait(STEP);
-    let console = g.console();
-    assert_eq!(rc, "0", "svc_send\n{console}");
-    assert!(done.status.success(), "{}", done.stderr);
-    let s = summary(&done.stdout);
-    eprintln!("svc_send -> natm listen: {s}");
-    // A Linux UBR socket does not block: a write that finds the interface's queue
-    // full fails with ENOBUFS and svc_send counts it. Every SDU it did send arrives.
-    let failed: u64 = console
-        .lines()
-        .find_map(|l| l.strip_prefix("write() failed "))
-        .and_then(|r| r.split_whitespace().next())
-        .map_or(0, |n| n.parse().unwrap());
-    let sent = 50_000 - failed;
-    let stat = net.sw.stat();
-    let forwarded = &stat["ports"][1]["stats"]["counters"]["frames_out"];
-    assert!(sent > 0, "{console}");
-    assert_eq!(s["bare"]["sdus_received"], sent, "{s}\n{}", done.stderr);
-    assert_eq!(s["bytes_received"], sent * 100, "{s}");
-    drop(g);
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    for uni in ["uni30", "uni31", "uni40"] {
+        let net = Net::new(&format!("linuxatm-svc-{uni}"));
+        let refuse = [
+            format!("{NATM}/cbr:pcr=300000"),
+            NOWHERE.to_string(),
+            NATM.to_string(),
+        ];
+        let mut g = net.boot(
+            uni,
+            "suite",
+            &[("to", NATM.to_string()), ("refuse", refuse.join(";"))],
+        );
+        let expect = ["admission", "no route", "nobody listens"];
+        for (i, what) in expect.iter().enumerate() {
+            let (rc, words) = refusal(&g.marker(&format!("refuse {i} rc="), STEP));
+            eprintln!("{uni}, {what}: svc_send rc={rc}: {words}");
+            assert_eq!(rc, "1", "{uni}, {what}: {words}\n{}", g.console());
+            assert!(words.starts_with("connect:"), "{uni}, {what}: {words}");
+        }
 
-    // ttcp_atm sends what it reads from stdin: a pseudo-random file the guest makes.
+        g.marker("recv listening", STEP);
+        let to = format!("{LINUX}:{SVC_SAP}");
+        let done = natm(
+            &net.host,
+            &[
+                "call",
+                &to,
+                "--qos",
+                "ubr:transport=none,rx:none",
+                "--bytes",
+                "100000",
+                "--size",
+                "1000",
+                "--rate",
+                "2Mbps",
+                "--json",
+                "--quiet",
+            ],
+            None,
+        )
+        .wait(STEP);
+        assert!(
+            done.status.success(),
+            "{uni}: {}\n{}",
+            done.stderr,
+            g.console()
+        );
+        assert_eq!(g.marker("recv rc=", STEP), "0", "{uni}\n{}", g.console());
+        assert!(
+            g.console().contains("received 100 PDUs"),
+            "{uni}\n{}",
+            g.console()
+        );
+
+        let l = listen(
+            &net.host,
+            &[SVC_SAP, "--qos", BARE, "--discard", "--json", "--quiet"],
+        );
+        let rc = g.marker("send rc=", Duration::from_secs(90));
+        let done = l.wait(STEP);
+        let console = g.console();
+        assert_eq!(rc, "0", "{uni}: svc_send\n{console}");
+        assert!(done.status.success(), "{}", done.stderr);
+        let s = summary(&done.stdout);
+        // A Linux UBR socket does not block: a write that finds the interface's queue
+        // full fails with ENOBUFS and svc_send counts it. What it did send arrives.
+        let failed: u64 = console
+            .lines()
+            .find_map(|l| l.strip_prefix("write() failed "))
+            .and_then(|r| r.split_whitespace().next())
+            .map_or(0, |n| n.parse().unwrap());
+        let sent = 50_000 - failed;
+        eprintln!(
+            "{uni}: svc_send wrote {sent} SDUs, natm listen got {}",
+            s["bare"]["sdus_received"]
+        );
+        assert!(sent > 0, "{console}");
+        assert_eq!(s["bare"]["sdus_received"], sent, "{uni}: {s}");
+        assert_eq!(s["bytes_received"], sent * 100, "{s}");
+        // The causes atmsigd received, in order (its log, printed at the end).
+        g.marker("sigd-log end", STEP);
+        let console = g.console();
+        let causes: Vec<&str> = console
+            .lines()
+            .filter_map(|l| l.split("UNI: Cause ").nth(1))
+            .filter_map(|c| c.split_whitespace().next())
+            .collect();
+        assert_eq!(
+            causes.get(..3),
+            Some(&["37", "3", "88"][..]),
+            "{uni}: admission, no route, nobody listening\n{console}"
+        );
+        let stat = net.sw.stat();
+        assert_eq!(stat["calls"].as_array().map(Vec::len), Some(0), "{stat}");
+        assert_eq!(stat["calls_refused"], 2, "admission and no route: {stat}");
+    }
+}
+
+/// `ttcp_atm` both ways over UBR SVCs with a vendor-specific B-HLI (FORE's OUI): a
+/// file from the guest written out by `natm listen` byte-exact, and `natm call`'s
+/// data written out by `ttcp_atm -r` with the same digest. UNI 3.1.
+#[test]
+fn ttcp_atm_both_ways_byte_exact() {
+    if !ready() {
+        return;
+    }
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let net = Net::new("linuxatm-svc-ttcp");
     let out = std::env::temp_dir().join(format!("natm-linuxatm-ttcp-{}", std::process::id()));
     let l = listen(
         &net.host,
@@ -224,6 +264,15 @@ fn linux_calls_natm() {
     let console = g.console();
     assert!(sent.starts_with("0 "), "ttcp_atm -t: {sent}\n{console}");
     assert!(done.status.success(), "{}", done.stderr);
+    let report = console
+        .lines()
+        .find(|l| l.starts_with("ttcp-t: ") && l.contains("Mb/sec"))
+        .unwrap_or_default()
+        .to_string();
+    eprintln!(
+        "ttcp_atm -t -> natm listen: {report}; natm: {}",
+        summary(&done.stdout)["mbit_per_s"]
+    );
     let data = std::fs::read(&out).unwrap();
     let _ = std::fs::remove_file(&out);
     let md5 = sent.split("md5=").nth(1).unwrap_or_default().trim();
@@ -232,7 +281,9 @@ fn linux_calls_natm() {
     // between them is the file, byte-exact.
     let payload = 32 * 4096;
     assert!(
-        data.len() >= payload && (data.len() - payload) % 4 == 0 && data.len() - payload <= 40,
+        data.len() >= payload
+            && (data.len() - payload).is_multiple_of(4)
+            && data.len() - payload <= 40,
         "{} octets\n{console}",
         data.len()
     );
@@ -241,45 +292,7 @@ fn linux_calls_natm() {
         (0..=marks).any(|k| md5_hex(&data[4 * k..4 * k + payload]) == md5),
         "the file is not among what natm received ({marks} sentinels)"
     );
-}
-
-/// natm calls Linux: `natm call` to `svc_recv` (which counts what it reads) and to
-/// `ttcp_atm -r` (which writes it out: its digest must match). UNI 3.1. The sender
-/// is paced to what the emulated guest reads: UBR has no flow control, and a Linux
-/// socket's full receive queue drops.
-#[test]
-fn natm_calls_linux() {
-    if !ready() {
-        return;
-    }
-    let net = Net::new("linuxatm-svc-out");
-    let mut g = net.boot("uni31", "recv", &[]);
-    g.marker("recv listening", STEP);
-    let to = format!("{LINUX}:{SVC_SAP}");
-    let done = natm(
-        &net.host,
-        &[
-            "call",
-            &to,
-            "--qos",
-            "ubr:transport=none,rx:none",
-            "--bytes",
-            "100000",
-            "--size",
-            "1000",
-            "--rate",
-            "2Mbps",
-            "--json",
-            "--quiet",
-        ],
-        None,
-    )
-    .wait(STEP);
-    assert!(done.status.success(), "{}\n{}", done.stderr, g.console());
-    let rc = g.marker("recv rc=", STEP);
-    let console = g.console();
-    assert_eq!(rc, "0", "{console}");
-    assert!(console.contains("received 100 PDUs"), "{console}");
+    drop(g);
 
     let data: Vec<u8> = (0..200_000u32)
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 24) as u8)
@@ -318,4 +331,54 @@ fn natm_calls_linux() {
         "after the data only ttcp's report: {tail}"
     );
     assert!(got.ends_with(&format!("md5={}", md5_hex(&data))), "{got}");
+}
+
+/// The guest's atmsigd is killed under a call natm placed: the switch sees the UNI
+/// link go silent and releases the natm side with a cause; `natm call` ends at once
+/// instead of sending into a dead VC.
+#[test]
+fn a_killed_atmsigd_releases_natms_side() {
+    if !ready() {
+        return;
+    }
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let net = Net::new("linuxatm-svc-kill");
+    let mut g = net.boot("uni31", "kill", &[("hold", "3".to_string())]);
+    g.marker("recv listening", STEP);
+    let to = format!("{LINUX}:{SVC_SAP}");
+    let call = natm(
+        &net.host,
+        &[
+            "call",
+            &to,
+            "--qos",
+            "ubr:transport=none,rx:none",
+            "--bytes",
+            "100MB",
+            "--size",
+            "1000",
+            "--rate",
+            "1Mbps",
+            "--json",
+            "--quiet",
+        ],
+        None,
+    );
+    g.marker("sigd killed", STEP);
+    let killed = std::time::Instant::now();
+    let done = call.wait(Duration::from_secs(15));
+    let after = killed.elapsed();
+    eprintln!(
+        "natm call ended {:.2} s after atmsigd was killed: {}",
+        after.as_secs_f64(),
+        done.stderr.trim()
+    );
+    assert!(
+        !done.status.success(),
+        "the call was cut short: {}",
+        done.stderr
+    );
+    assert!(done.stderr.contains("cause"), "{}", done.stderr);
+    net.sw
+        .stat_until(|s| s["calls"].as_array().is_some_and(Vec::is_empty));
 }

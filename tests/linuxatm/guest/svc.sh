@@ -63,12 +63,38 @@ case "$natm_mode" in
       echo "NATM-GUEST ttcp-t rc=$?"
     fi
     ;;
+  suite)
+    # One boot per UNI variant: refusals, then natm calls svc_recv, then svc_send
+    # calls natm. $natm_refuse: ";"-separated NSAP[/QOS] targets svc_send must fail
+    # to reach; each prints "refuse I rc=N: <svc_send's words>".
+    i=0
+    for t in $(echo "${natm_refuse:-}" | tr ';' ' '); do
+      to="${t%%/*}"; q="${t#*/}"; [ "$q" = "$t" ] && q=""
+      if [ -n "$q" ]; then out="$(timeout 20 svc_send "$to" "$q" 2>&1)"; else out="$(timeout 20 svc_send "$to" 2>&1)"; fi
+      echo "NATM-GUEST refuse $i rc=$?: $(echo "$out" | grep -v '^sending' | tr '\n' ' ')"
+      i=$((i + 1))
+    done
+    timeout 60 svc_recv &
+    r=$!
+    sleep 0.5
+    echo "NATM-GUEST recv listening"
+    wait $r
+    echo "NATM-GUEST recv rc=$?"
+    # The host starts its listener when it sees the line above.
+    sleep "${natm_gap:-3}"
+    timeout 60 svc_send "$natm_to" "${natm_qos:-ubr,aal5:max_sdu=100}"
+    echo "NATM-GUEST send rc=$?"
+    ;;
   kill)
-    # A call up, then atmsigd killed: natm must release its side.
-    svc_send "$natm_to" "${natm_qos:-ubr,aal5:max_sdu=64}" &
+    # natm calls svc_recv and keeps sending; atmsigd is killed under the call:
+    # natm must release its side.
+    svc_recv &
+    sleep 0.5
+    echo "NATM-GUEST recv listening"
     sleep "${natm_hold:-3}"
     kill -9 $sigd
     echo "NATM-GUEST sigd killed"
+    sleep 5
     ;;
 esac
 sleep 0.3
