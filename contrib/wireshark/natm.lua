@@ -189,16 +189,17 @@ DissectorTable.get("udp.port"):add_for_decode_as(natm)
 -- atmtcp ports and Linux's atmtcp driver exchange. Each message is an 8-octet header
 -- (VPI, VCI, length; network order) and then `length` octets: an AAL5 SDU, or on
 -- VPI/VCI 0/0 a line of ASCII control text ("O ..." opened, "C ..." closed). SDUs on
--- VPI 0/VCI 5 are signalling (SSCOP, then Q.2931), the rest data. Port 2812 (Linux's
--- default) is claimed; use "Decode As... atmtcp" (tshark: -d tcp.port==P,atmtcp)
--- for another.
-local atmtcp = Proto("atmtcp", "Linux atmtcp link")
+-- VPI 0/VCI 5 are signalling (SSCOP, then Q.2931), the rest data. Wireshark's own
+-- "atmtcp" dissector shows every SDU as data; this one, "natm_atmtcp", hands the
+-- signalling on. Port 2812 (Linux's default) is claimed; use "Decode As...
+-- natm_atmtcp" (tshark: -d tcp.port==P,natm_atmtcp) for another.
+local atmtcp = Proto("natm_atmtcp", "Linux atmtcp link (signalling decoded)")
 local af = atmtcp.fields
-af.vpi = ProtoField.uint16("atmtcp.vpi", "VPI", base.DEC)
-af.vci = ProtoField.uint16("atmtcp.vci", "VCI", base.DEC)
-af.len = ProtoField.uint32("atmtcp.length", "Length", base.DEC)
-af.control = ProtoField.string("atmtcp.control", "Control")
-af.sdu = ProtoField.bytes("atmtcp.sdu", "AAL5 SDU")
+af.vpi = ProtoField.uint16("natm_atmtcp.vpi", "VPI", base.DEC)
+af.vci = ProtoField.uint16("natm_atmtcp.vci", "VCI", base.DEC)
+af.len = ProtoField.uint32("natm_atmtcp.length", "Length", base.DEC)
+af.control = ProtoField.string("natm_atmtcp.control", "Control")
+af.sdu = ProtoField.bytes("natm_atmtcp.sdu", "AAL5 SDU")
 
 local ATMTCP_HEADER = 8
 
