@@ -1,4 +1,4 @@
--- natm over UDP: a Wireshark dissector (docs/wire.md).
+-- natm over UDP, and Linux's atmtcp link over TCP: Wireshark dissectors (docs/wire.md).
 --
 -- Load it for one run:    tshark -X lua_script:contrib/wireshark/natm.lua -r FILE
 -- or for good: copy it into Wireshark's personal Lua plugins folder
@@ -184,3 +184,56 @@ end
 
 natm:register_heuristic("udp", heuristic)
 DissectorTable.get("udp.port"):add_for_decode_as(natm)
+
+-- Linux's atmtcp link over TCP (docs/wire.md "atmtcp link"): what `natm switch`'s
+-- atmtcp ports and Linux's atmtcp driver exchange. Each message is an 8-octet header
+-- (VPI, VCI, length; network order) and then `length` octets: an AAL5 SDU, or on
+-- VPI/VCI 0/0 a line of ASCII control text ("O ..." opened, "C ..." closed). SDUs on
+-- VPI 0/VCI 5 are signalling (SSCOP, then Q.2931), the rest data. Wireshark's own
+-- "atmtcp" dissector shows every SDU as data; this one, "natm_atmtcp", hands the
+-- signalling on. Port 2812 (Linux's default) is claimed; use "Decode As...
+-- natm_atmtcp" (tshark: -d tcp.port==P,natm_atmtcp) for another.
+local atmtcp = Proto("natm_atmtcp", "Linux atmtcp link (signalling decoded)")
+local af = atmtcp.fields
+af.vpi = ProtoField.uint16("natm_atmtcp.vpi", "VPI", base.DEC)
+af.vci = ProtoField.uint16("natm_atmtcp.vci", "VCI", base.DEC)
+af.len = ProtoField.uint32("natm_atmtcp.length", "Length", base.DEC)
+af.control = ProtoField.string("natm_atmtcp.control", "Control")
+af.sdu = ProtoField.bytes("natm_atmtcp.sdu", "AAL5 SDU")
+
+local ATMTCP_HEADER = 8
+
+local function atmtcp_pdu_len(tvb, pinfo, offset)
+    return ATMTCP_HEADER + tvb(offset + 4, 4):uint()
+end
+
+local function atmtcp_pdu(tvb, pinfo, tree)
+    local vpi, vci, len = tvb(0, 2):uint(), tvb(2, 2):uint(), tvb(4, 4):uint()
+    pinfo.cols.protocol = "atmtcp"
+    local t = tree:add(atmtcp, tvb(0, ATMTCP_HEADER))
+    t:add(af.vpi, tvb(0, 2))
+    t:add(af.vci, tvb(2, 2))
+    t:add(af.len, tvb(4, 4))
+    if len == 0 then
+        pinfo.cols.info = string.format("VPI/VCI %u/%u, empty", vpi, vci)
+        return
+    end
+    local body = tvb(ATMTCP_HEADER, len)
+    if vpi == 0 and vci == 0 then
+        pinfo.cols.info = "control: " .. body:string()
+        t:add(af.control, body)
+    elseif vpi == 0 and vci == 5 then
+        pinfo.cols.info = "signalling"
+        sscop:call(body:tvb(), pinfo, tree)
+    else
+        pinfo.cols.info = string.format("VPI/VCI %u/%u, %u octets", vpi, vci, len)
+        t:add(af.sdu, body)
+    end
+end
+
+function atmtcp.dissector(tvb, pinfo, tree)
+    dissect_tcp_pdus(tvb, tree, ATMTCP_HEADER, atmtcp_pdu_len, atmtcp_pdu)
+    return tvb:len()
+end
+
+DissectorTable.get("tcp.port"):add(2812, atmtcp)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepares everything a Linux-ATM guest needs, once: Debian's kernel with its ATM
-# modules, atm-tools, an atmtcp.ko rebuilt with a three-line patch (see
-# atmtcp-allow-ctrl.patch and docs/ARCHITECTURE.md "Linux-ATM guest harness"), and a
+# modules, atm-tools, atmtcp.ko and atm.ko rebuilt with small patches (see
+# atmtcp-allow-ctrl.patch, atm-sigd-trust-vcc.patch and docs/ARCHITECTURE.md
+# "Linux-ATM guest harness"), and a
 # busybox initramfs. Everything is cached under $NATM_LINUXATM_DIR (default
 # target/linuxatm); a second run only checks the stamps and returns.
 #
@@ -29,7 +30,8 @@ cannot() { log "cannot prepare: $*"; exit 3; }
 
 # The inputs of the cached artefacts: when any changes, the initramfs is rebuilt.
 inputs_hash() {
-  cat "$here/prepare.sh" "$here/init" "$here/atmtcp-allow-ctrl.patch" | sha256sum | cut -c1-16
+  cat "$here/prepare.sh" "$here/init" "$here/atmtcp-allow-ctrl.patch" \
+    "$here/atm-sigd-trust-vcc.patch" | sha256sum | cut -c1-16
 }
 stamp="ready-$KV-$(inputs_hash)"
 if [ -f "$stamp" ] && [ -f initrd-base.cpio.gz ] && [ -f vmlinuz ]; then
@@ -81,16 +83,31 @@ for f in debs/atm-tools_*.deb debs/libatm1_*.deb debs/libfl2_*.deb; do dpkg -x "
 #    every control reply of the atmtcp daemon, so no VC can be opened (the opener
 #    hangs). The patch lets a complete struct atmtcp_control through again. For a
 #    throw-away test guest only.
-rm -rf ksrc atmtcp-mod
-mkdir -p ksrc atmtcp-mod
+rm -rf ksrc atmtcp-mod atm-mod
+mkdir -p ksrc atmtcp-mod atm-mod
 dpkg-deb --fsys-tarfile debs/linux-source-6.1_*.deb |
   tar -x -C ksrc --wildcards '*/linux-source-6.1.tar.xz'
 tar -xJf ksrc/usr/src/linux-source-6.1.tar.xz -C atmtcp-mod --strip-components=3 \
   linux-source-6.1/drivers/atm/atmtcp.c
+tar -xJf ksrc/usr/src/linux-source-6.1.tar.xz -C atm-mod --strip-components=3 \
+  --wildcards 'linux-source-6.1/net/atm/*'
 rm -rf ksrc
 patch -s -p1 -d atmtcp-mod <"$here/atmtcp-allow-ctrl.patch"
 echo 'obj-m := atmtcp.o' >atmtcp-mod/Kbuild
 make -s -C "/usr/src/linux-headers-$KV" M="$OUT/atmtcp-mod" modules >&2
+
+# 4b. atm.ko rebuilt likewise: the same kernel carries the 2025 fix that validates the
+#     vcc pointer of atmsigd's answers against vcc_hash (find_get_vcc), but a socket
+#     being bound, connected or set listening is not in vcc_hash yet, so every SVC
+#     operation fails ("kernel write: Invalid argument" in atmsigd) and the program
+#     sleeps uninterruptibly. atm-sigd-trust-vcc.patch restores the old trust. The
+#     module is built from the same source with the objects of net/atm/Makefile.
+patch -s -p1 -d atm-mod <"$here/atm-sigd-trust-vcc.patch"
+printf '%s\n' 'obj-m := atm.o' \
+  'atm-y := addr.o pvc.o signaling.o svc.o ioctl.o common.o atm_misc.o raw.o resources.o atm_sysfs.o proc.o' \
+  >atm-mod/Kbuild
+rm -f atm-mod/Makefile
+make -s -C "/usr/src/linux-headers-$KV" M="$OUT/atm-mod" modules >&2
 
 # 5. The initramfs without tests (boot.sh appends the tests as a second archive).
 R="$OUT/initrd-root"
@@ -107,13 +124,14 @@ cp -L atm/usr/lib/x86_64-linux-gnu/libatm.so.1 atm/usr/lib/x86_64-linux-gnu/libf
 cp -L /lib/x86_64-linux-gnu/libc.so.6 "$R/lib/x86_64-linux-gnu/"
 cp -L /lib64/ld-linux-x86-64.so.2 "$R/lib64/"
 M="kpkg/lib/modules/$KV"
-for m in kernel/drivers/net/ethernet/intel/e1000/e1000.ko kernel/net/atm/atm.ko \
+for m in kernel/drivers/net/ethernet/intel/e1000/e1000.ko \
   kernel/net/atm/clip.ko kernel/net/atm/br2684.ko; do
   mkdir -p "$R/lib/modules/$KV/$(dirname "$m")"
   cp "$M/$m" "$R/lib/modules/$KV/$m"
 done
 mkdir -p "$R/lib/modules/$KV/kernel/drivers/atm"
 cp atmtcp-mod/atmtcp.ko "$R/lib/modules/$KV/kernel/drivers/atm/atmtcp.ko"
+cp atm-mod/atm.ko "$R/lib/modules/$KV/kernel/net/atm/atm.ko"
 cp "$M/modules.builtin" "$M/modules.order" "$R/lib/modules/$KV/"
 /sbin/depmod -b "$R" "$KV"
 echo "127.0.0.1 localhost" >"$R/etc/hosts"

@@ -122,6 +122,9 @@ pub enum SignallingRole {
     Host,
     /// Another switch: every VC's data is exchanged with the peer.
     Switch,
+    /// A standard UNI user that is not natm, such as Linux's `atmsigd` over an atmtcp
+    /// port: plain UNI 3.1 signalling, one bidirectional VCC per call, bare AAL5.
+    Uni,
 }
 
 fn default_stat_interval() -> u64 {

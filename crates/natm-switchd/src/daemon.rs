@@ -212,7 +212,9 @@ impl SwitchDaemon {
                     role: match role {
                         SignallingRole::Host => PortRole::Host,
                         SignallingRole::Switch => PortRole::Switch,
+                        SignallingRole::Uni => PortRole::Uni,
                     },
+                    link_cells: link_cells(role, p.line_rate),
                     data: links[i].bind,
                     // Towards a host, and on a trunk for the switch with the higher
                     // endpoint, the network's half; the lower takes the user's.
@@ -661,4 +663,18 @@ fn at(epoch: Instant, t: Instant) -> natm_proto::time::Instant {
 
 fn port_id(i: usize) -> PortId {
     PortId(u16::try_from(i).expect("port ids fit u16: add_port checks"))
+}
+
+/// Linux's atmtcp interface reports an OC-3 line (`ATM_OC3_PCR`, 353,207 cells/s) and
+/// its `atmsigd` refuses a SETUP whose peak cell rate exceeds it (cause 88).
+const OC3_PAYLOAD_CELLS: u32 = 353_207;
+
+/// The cell rate a best-effort call's peak rate stands for on a signalling port: the
+/// port's line, and towards a standard UNI user at most OC-3.
+fn link_cells(role: SignallingRole, line_bps: u64) -> u32 {
+    let cells = u32::try_from(line_bps / (53 * 8)).unwrap_or(u32::MAX);
+    match role {
+        SignallingRole::Uni => cells.min(OC3_PAYLOAD_CELLS),
+        SignallingRole::Host | SignallingRole::Switch => cells,
+    }
 }

@@ -70,8 +70,8 @@ use thiserror::Error;
 
 use crate::time::Instant;
 use crate::wire::q2931::{
-    CallRef, CallState, Cause, CauseValue, IeAction, IeBody, IeError, IeId, Location, Message,
-    MessageType, Packet, Q2931Error, RestartIndicator, HEADER_LEN,
+    CallRef, CallState, Cause, CauseValue, ConnectionId, IeAction, IeBody, IeError, IeId, Location,
+    Message, MessageType, Packet, Q2931Error, RestartIndicator, HEADER_LEN,
 };
 
 mod params;
@@ -105,6 +105,11 @@ pub struct CallConfig {
     pub link_cell_rate: u32,
     /// Most messages waiting in `poll_message`; more are dropped and counted.
     pub max_out_queue: usize,
+    /// Whether SETUP and CONNECT carry natm's private IE (transport parameters, data
+    /// endpoint, QoS text). Off towards a peer that is not natm (a switch port to
+    /// Linux's atmsigd): the messages are then plain UNI 3.1, which such a peer may
+    /// refuse whole when it meets an IE it does not know, whatever its action bits.
+    pub private_ie: bool,
 }
 
 impl Default for CallConfig {
@@ -121,6 +126,7 @@ impl Default for CallConfig {
             location: Location::User,
             link_cell_rate: 353_207,
             max_out_queue: 8192,
+            private_ie: true,
         }
     }
 }
@@ -371,7 +377,7 @@ impl CallControl {
         }
         let cref = self.alloc_cref();
         let mut msg = Message::new(MessageType::Setup, CallRef::new(cref));
-        params.setup_ies(&mut msg, self.cfg.link_cell_rate);
+        params.setup_ies(&mut msg, self.cfg.link_cell_rate, self.cfg.private_ie);
         let bytes = Bytes::from(msg.to_bytes()?);
         let id = self.insert(cref, true, CallState::CALL_INITIATED);
         if let Some(c) = self.calls.get_mut(&id) {
@@ -384,6 +390,17 @@ impl CallControl {
 
     /// Answers an incoming call with CALL PROCEEDING (state 6 → 9).
     pub fn proceeding(&mut self, call: CallId) -> Result<(), CallError> {
+        self.proceeding_with(call, None)
+    }
+
+    /// CALL PROCEEDING carrying the VPCI/VCI the network assigns: UNI 3.1 §5.1.2 puts
+    /// the connection identifier in the network's first answer to a user's SETUP that
+    /// named none (what a switch tells a standard UNI user such as Linux's atmsigd).
+    pub fn proceeding_with(
+        &mut self,
+        call: CallId,
+        conn_id: Option<ConnectionId>,
+    ) -> Result<(), CallError> {
         let c = self.get(call)?;
         if c.state != CallState::CALL_PRESENT {
             return Err(wrong(call, c.state, "proceeding"));
@@ -392,7 +409,11 @@ impl CallControl {
         if let Some(c) = self.calls.get_mut(&call) {
             c.state = CallState::INCOMING_CALL_PROCEEDING;
         }
-        self.send(Message::new(MessageType::CallProceeding, cref));
+        let mut msg = Message::new(MessageType::CallProceeding, cref);
+        if let Some(c) = conn_id {
+            msg.push(c);
+        }
+        self.send(msg);
         Ok(())
     }
 
@@ -412,7 +433,7 @@ impl CallControl {
         }
         let offered = c.offered.unwrap_or_else(crate::wire::qos::Qos::best_effort);
         let mut msg = Message::new(MessageType::Connect, c.call_ref());
-        answer.connect_ies(&mut msg, &offered);
+        answer.connect_ies(&mut msg, &offered, self.cfg.private_ie);
         let bytes = Bytes::from(msg.to_bytes()?);
         let t313 = now + self.cfg.t313;
         if let Some(c) = self.calls.get_mut(&call) {
@@ -872,7 +893,17 @@ impl CallControl {
         let reply = msg.call_ref.reply();
         match msg.kind {
             MessageType::Setup if !msg.call_ref.flag => self.on_setup(now, msg, errors),
-            MessageType::Setup | MessageType::ReleaseComplete => self.stats.unexpected += 1,
+            MessageType::ReleaseComplete => {
+                self.stats.unexpected += 1;
+                if let Some(id) = self.misread_setup_ref(msg.call_ref) {
+                    let cause = msg
+                        .cause()
+                        .cloned()
+                        .unwrap_or_else(|| self.cause(CauseValue::ProtocolError));
+                    self.clear(id, cause, ClearedBy::Remote);
+                }
+            }
+            MessageType::Setup => self.stats.unexpected += 1,
             MessageType::StatusEnquiry => {
                 self.stats.unexpected += 1;
                 let cause = self.cause(CauseValue::ResponseToStatusEnquiry);
@@ -888,6 +919,26 @@ impl CallControl {
                 self.send(Message::new(MessageType::ReleaseComplete, reply).with(cause));
             }
         }
+    }
+
+    /// The call whose SETUP a peer refused under a misread call reference. Linux's
+    /// atmsigd (atm-tools 2.5.1) answers a SETUP it cannot parse with RELEASE COMPLETE
+    /// whose 3-octet call reference is the SETUP's shifted by one octet: its last two
+    /// octets followed by the message type (0x05), e.g. `80 01 05` for `00 00 01`.
+    /// Q.2931 §5.6.3.2 says to ignore a RELEASE COMPLETE for an unknown call, which
+    /// left the caller waiting two T303 expiries for a refusal already sent; a call
+    /// still waiting for its first answer whose reference matches is cleared instead.
+    /// A departure for one known peer's defect: the match is exact and only for a
+    /// call in state 1 (call initiated), so no other call can be hit.
+    fn misread_setup_ref(&self, cr: CallRef) -> Option<CallId> {
+        if !cr.flag {
+            return None;
+        }
+        self.calls
+            .iter()
+            .filter(|(_, c)| c.ours && c.state == CallState::CALL_INITIATED)
+            .find(|(_, c)| ((c.cref << 8) | 0x05) & CallRef::MAX == cr.value)
+            .map(|(id, _)| *id)
     }
 
     fn on_setup(&mut self, now: Instant, msg: Message, errors: &[IeError]) {

@@ -23,7 +23,7 @@ use std::time::Duration;
 use bytes::Bytes;
 
 use crate::time::Instant;
-use crate::wire::q2931::Cause;
+use crate::wire::q2931::{Cause, ConnectionId};
 
 pub mod call;
 pub mod sscop;
@@ -217,7 +217,18 @@ impl Saal {
 
     /// Answers CALL PROCEEDING (see [`CallControl::proceeding`]).
     pub fn proceeding(&mut self, now: Instant, call: CallId) -> Result<(), CallError> {
-        let r = self.calls.proceeding(call);
+        self.proceeding_with(now, call, None)
+    }
+
+    /// Answers CALL PROCEEDING with a connection identifier (see
+    /// [`CallControl::proceeding_with`]).
+    pub fn proceeding_with(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        conn_id: Option<ConnectionId>,
+    ) -> Result<(), CallError> {
+        let r = self.calls.proceeding_with(call, conn_id);
         self.pump(now);
         r
     }

@@ -176,7 +176,8 @@ pub enum ConfigError {
         "aal0 (raw cells) is not supported: natm's transport runs over AAL5 frames; drop aal0 from the QoS"
     )]
     Aal0,
-    /// A direction marked unused: natm's connections carry data both ways.
+    /// A direction marked unused: natm's connections carry data both ways (bare
+    /// AAL5 VCs excepted).
     #[error(
         "{0}:none (a one-way VC) is not supported: natm's connections carry data both ways; \
          drop {0}:none, or give that direction its own traffic, e.g. {0}:pcr=1Mbps"
@@ -195,10 +196,11 @@ impl TransportConfig {
         if q.aal() == Aal::Aal0 {
             return Err(ConfigError::Aal0);
         }
-        if !q.rx().is_used() {
+        // A bare AAL5 VC may well be one way (Linux's svc_recv sends nothing back).
+        if !q.rx().is_used() && !q.is_bare() {
             return Err(ConfigError::OneWay("rx"));
         }
-        if !q.tx().is_used() {
+        if !q.tx().is_used() && !q.is_bare() {
             return Err(ConfigError::OneWay("tx"));
         }
         let t = q.resolved_transport(round_robin_network);

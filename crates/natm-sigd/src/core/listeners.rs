@@ -66,7 +66,7 @@ impl Core {
                 t,
                 req,
                 cause::INVALID_IE,
-                format!("SAP \"{sap}\": use 1 to 8 letters, digits, - or _"),
+                format!("SAP \"{sap}\": use 1 to 8 letters, digits, - or _, or @OUI.APPID in hex"),
             );
         }
         let addr = if addr_text.is_empty() {

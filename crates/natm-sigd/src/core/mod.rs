@@ -461,8 +461,12 @@ impl Core {
 }
 
 /// A SAP: 1–8 characters of letters, digits, `-` and `_` (carried in the BHLI
-/// user-specific information, 8 octets at most).
+/// user-specific information, 8 octets at most), or `@OUI.APPID` in hex for a
+/// vendor-specific application (`Sap::parse`; what Linux's `ttcp_atm` uses).
 fn valid_sap(s: &str) -> bool {
+    if s.starts_with('@') {
+        return natm_proto::sig::Sap::parse(s).is_ok();
+    }
     (1..=8).contains(&s.len())
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
@@ -483,6 +487,10 @@ mod tests {
     #[test]
     fn sap_splits_only_at_a_valid_sap() {
         assert_eq!(split_sap("bob:echo"), ("bob", "echo"));
+        assert_eq!(
+            split_sap("bob:@0060d7.01000003"),
+            ("bob", "@0060d7.01000003")
+        );
         assert_eq!(split_sap("+4420"), ("+4420", ""));
         assert_eq!(split_sap("a:way-too-long-sap"), ("a:way-too-long-sap", ""));
     }

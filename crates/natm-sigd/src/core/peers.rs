@@ -161,7 +161,7 @@ impl Core {
             sap: if sap.is_empty() {
                 None
             } else {
-                Sap::new(sap.as_bytes()).ok()
+                Sap::parse(sap).ok()
             },
             qos,
             natm: NatmParams {
@@ -417,18 +417,26 @@ impl Core {
                 return refuse(self, cause::CALL_REJECTED, "rejected by policy");
             }
         }
-        let sap = params
-            .sap
-            .as_ref()
-            .map(|s| String::from_utf8_lossy(s.as_bytes()).into_owned())
-            .unwrap_or_default();
+        let sap = params.sap.as_ref().map(Sap::to_string).unwrap_or_default();
         let Some(listener) = self.find_listener(&called, &sap) else {
             let why = format!("nobody listens on SAP \"{sap}\" at {called}");
             return refuse(self, cause::INCOMPATIBLE_DESTINATION, &why);
         };
+        let qos = params
+            .natm
+            .qos
+            .as_deref()
+            .and_then(|t| t.parse::<Qos>().ok())
+            .unwrap_or(params.qos);
+        // A bare AAL5 call has no handshake for a cookie to bind, and one from a
+        // standard UNI user (through a switch) carries none: a local one stands in.
+        let cookie = params
+            .natm
+            .cookie
+            .or_else(|| qos.is_bare().then(|| self.new_cookie()));
         let (Some(peer_data), Some(cookie), Some(tx_vci)) = (
             params.natm.data_endpoint,
-            params.natm.cookie,
+            cookie,
             params.conn_id.map(|c| c.vci),
         ) else {
             return refuse(
@@ -437,12 +445,6 @@ impl Core {
                 "the SETUP lacks natm's data endpoint, cookie or connection identifier",
             );
         };
-        let qos = params
-            .natm
-            .qos
-            .as_deref()
-            .and_then(|t| t.parse::<Qos>().ok())
-            .unwrap_or(params.qos);
         // This side's view: what the caller receives, this side sends.
         let view = reverse(&qos);
         let (grant, view) = match self.admit_qos(&view) {

@@ -67,6 +67,7 @@ pub use stat::{CallRow, LinkRow};
 /// Causes the switch clears calls with (Q.2931 table 4-10).
 mod cause {
     pub(super) const NO_ROUTE: u8 = 3;
+    pub(super) const INCOMPATIBLE_DESTINATION: u8 = 88;
     pub(super) const DESTINATION_OUT_OF_ORDER: u8 = 27;
     pub(super) const USER_CELL_RATE: u8 = 37;
     pub(super) const TEMPORARY_FAILURE: u8 = 41;
@@ -86,6 +87,21 @@ pub enum PortRole {
     Host,
     /// Another switch: every VC's data goes to the port's peer.
     Switch,
+    /// A standard UNI user that is not natm — Linux's `atmsigd` over an atmtcp link
+    /// (issue 15). The switch speaks plain UNI 3.1 Q.2931 to it: no private IE, one
+    /// bidirectional VCC per call whose VCI the network assigns (in the SETUP it
+    /// sends, in the CALL PROCEEDING it answers the user's SETUP with), best-effort
+    /// peak rates capped at the port's line; the VCC carries bare AAL5 SDUs, so the
+    /// natm end of such a call must use `transport=none` (others are refused with
+    /// cause 88, incompatible destination).
+    Uni,
+}
+
+impl PortRole {
+    /// Whether the peer is natm (reads natm's private IE, labels each direction).
+    pub fn is_natm(self) -> bool {
+        self != PortRole::Uni
+    }
 }
 
 /// A port as the control plane sees it.
@@ -100,6 +116,10 @@ pub struct ControlPort {
     /// The VCIs the switch hands out on this port: `vci::NETWORK_HALF` towards a
     /// host; on a trunk, the half the other switch does not use.
     pub vcis: RangeInclusive<u16>,
+    /// The cell rate a best-effort SETUP's peak rate stands for on this port (the
+    /// port's line, at most what the peer's interface takes: Linux's atmtcp
+    /// interface refuses a PCR above OC-3's 353,207 cells/s with cause 88).
+    pub link_cells: u32,
 }
 
 /// Routes, timers and ports.
@@ -171,6 +191,9 @@ struct Transit {
     bwd_cells: u64,
     fwd: Contract,
     bwd: Contract,
+    /// Whether the QoS uses each direction.
+    fwd_used: bool,
+    bwd_used: bool,
     conns: Vec<crate::ConnId>,
     active: bool,
     called: String,
@@ -222,7 +245,12 @@ impl Control {
     /// may start it; SSCOP resolves the crossing BGNs).
     pub fn add_port(&mut self, now: Instant, port: ControlPort) {
         self.tick(now);
-        let mut saal = Saal::new(self.cfg.saal.clone());
+        let mut cfg = self.cfg.saal.clone();
+        if !port.role.is_natm() {
+            cfg.calls.private_ie = false;
+            cfg.calls.link_cell_rate = port.link_cells;
+        }
+        let mut saal = Saal::new(cfg);
         saal.start(self.now);
         let id = port.port;
         self.links.insert(
@@ -426,10 +454,15 @@ impl Control {
         if !out.saal.is_up() {
             return self.refuse(a, call, cause::DESTINATION_OUT_OF_ORDER);
         }
-        let role_a = self.links.get(&a).map(|l| l.cfg.role);
+        let (Some(role_a), role_b) = (self.role(a), out.cfg.role) else {
+            return;
+        };
         let a_data = params.natm.data_endpoint;
-        let a_out = params.conn_id.map(|c| c.vci);
-        if a_out.is_none() || (role_a == Some(PortRole::Host) && a_data.is_none()) {
+        // A natm caller names the label it receives on; a standard UNI user leaves
+        // the connection identifier to the network (UNI 3.1 §5.1.2).
+        let a_named = params.conn_id.map(|c| c.vci);
+        if (role_a.is_natm() && a_named.is_none()) || (role_a == PortRole::Host && a_data.is_none())
+        {
             return self.refuse(a, call, cause::INVALID_IE);
         }
         let qos = params
@@ -438,6 +471,11 @@ impl Control {
             .as_deref()
             .and_then(|t| t.parse::<Qos>().ok())
             .unwrap_or(params.qos);
+        // A standard user's VCC carries bare AAL5 SDUs: natm's transport cannot run
+        // end to end across it.
+        if (!role_a.is_natm() || !role_b.is_natm()) && !qos.is_bare() {
+            return self.refuse(a, call, cause::INCOMPATIBLE_DESTINATION);
+        }
         let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
         let fwd = self.contract(&qos, cells(a), true);
         let bwd = self.contract(&qos, cells(b), false);
@@ -447,11 +485,24 @@ impl Control {
         if fwd.reserved > free(self, b) || bwd.reserved > free(self, a) {
             return self.refuse(a, call, cause::USER_CELL_RATE);
         }
+        // The label of the standard user's VCC, both directions.
+        let a_vcc = if role_a.is_natm() {
+            None
+        } else {
+            match self.allocate_vci(sw, a, None) {
+                Some(v) => Some(v),
+                None => return self.refuse(a, call, cause::NO_VCI),
+            }
+        };
         let Some(b_in) = self.allocate_vci(sw, b, None) else {
+            if let (Some(v), Some(l)) = (a_vcc, self.links.get_mut(&a)) {
+                l.vcis.free(v);
+            }
             return self.refuse(a, call, cause::NO_VCI);
         };
         let mut setup = params.clone();
         setup.conn_id = Some(ConnectionId::exclusive(0, b_in));
+        setup.qos = qos;
         let b_link = self.links.get_mut(&b).expect("routed to a signalling port");
         setup.natm.data_endpoint = Some(b_link.cfg.data);
         let now = self.now;
@@ -459,6 +510,9 @@ impl Control {
             Ok(c) => c,
             Err(_) => {
                 b_link.vcis.free(b_in);
+                if let (Some(v), Some(l)) = (a_vcc, self.links.get_mut(&a)) {
+                    l.vcis.free(v);
+                }
                 return self.refuse(a, call, cause::TEMPORARY_FAILURE);
             }
         };
@@ -470,8 +524,12 @@ impl Control {
         let a_link = self.links.get_mut(&a).expect("the SETUP came in on it");
         a_link.calls.insert(call, (id, true));
         a_link.reserved_cells += bwd.reserved;
-        // The network answers a SETUP it forwards with CALL PROCEEDING (§5.1.2).
-        let _ = a_link.saal.proceeding(now, call);
+        // The network answers a SETUP it forwards with CALL PROCEEDING (§5.1.2), with
+        // the VCC's label if it chose one.
+        let _ =
+            a_link
+                .saal
+                .proceeding_with(now, call, a_vcc.map(|v| ConnectionId::exclusive(0, v)));
         self.dirty.push(a);
         self.calls.insert(
             id,
@@ -479,8 +537,8 @@ impl Control {
                 a: Leg {
                     port: a,
                     call: Some(call),
-                    vci_in: None,
-                    vci_out: a_out,
+                    vci_in: a_vcc,
+                    vci_out: a_named.or(a_vcc),
                     data: a_data,
                 },
                 b: Leg {
@@ -494,6 +552,8 @@ impl Control {
                 bwd_cells: bwd.reserved,
                 fwd,
                 bwd,
+                fwd_used: qos.tx().is_used(),
+                bwd_used: qos.rx().is_used(),
                 conns: Vec::new(),
                 active: false,
                 called: from_party(&params.called).map_or_else(String::new, |c| c.to_string()),
@@ -508,16 +568,26 @@ impl Control {
             return;
         };
         let Some(t) = self.calls.get(&id) else { return };
-        let (a, a_out) = (t.a.port, t.a.vci_out);
-        let b_role = self.links.get(&b).map(|l| l.cfg.role);
-        let b_out = params.conn_id.map(|c| c.vci);
+        let (a, a_out, a_vcc, b_in) = (t.a.port, t.a.vci_out, t.a.vci_in, t.b.vci_in);
+        let (Some(role_a), Some(role_b)) = (self.role(a), self.role(b)) else {
+            return;
+        };
         let b_data = params.natm.data_endpoint;
-        let Some(b_out) = b_out.filter(|_| b_role != Some(PortRole::Host) || b_data.is_some())
-        else {
+        // A standard user's VCC is the label the switch gave it in the SETUP.
+        let b_out = if role_b.is_natm() {
+            params.conn_id.map(|c| c.vci)
+        } else {
+            b_in
+        };
+        let Some(b_out) = b_out.filter(|_| role_b != PortRole::Host || b_data.is_some()) else {
             return self.clear(sw, id, net_cause(cause::INVALID_IE));
         };
-        let Some(a_in) = self.allocate_vci(sw, a, a_out) else {
-            return self.clear(sw, id, net_cause(cause::NO_VCI));
+        let a_in = match a_vcc {
+            Some(v) => v,
+            None => match self.allocate_vci(sw, a, a_out) {
+                Some(v) => v,
+                None => return self.clear(sw, id, net_cause(cause::NO_VCI)),
+            },
         };
         let t = self.calls.get_mut(&id).expect("looked up above");
         t.a.vci_in = Some(a_in);
@@ -529,15 +599,24 @@ impl Control {
         };
         let (fa, fb) = (VcAddr::new(a, 0, a_in), VcAddr::new(b, 0, b_out));
         let (ba, bb) = (VcAddr::new(a, 0, a_out), VcAddr::new(b, 0, b_in));
-        // Data each way under its direction's contract; each VC's acknowledgements
-        // back on its own labels, best effort.
+        // Data each way under its direction's contract; between natm ends each VC's
+        // acknowledgements back on its own labels, best effort. A standard user's
+        // VCC is one label both ways and its bare SDUs are never acknowledged.
+        let mut plan = Vec::new();
+        let natm_ends = role_a.is_natm() && role_b.is_natm();
+        // A bare call's unused direction (`svc_send` receives nothing) carries nothing.
+        if natm_ends || t.fwd_used {
+            plan.push((CrossConnect::vc(fa, fb), t.fwd));
+        }
+        if natm_ends || t.bwd_used {
+            plan.push((CrossConnect::vc(bb, ba), t.bwd));
+        }
+        if natm_ends {
+            plan.push((CrossConnect::vc(fb, fa), Contract::best_effort()));
+            plan.push((CrossConnect::vc(ba, bb), Contract::best_effort()));
+        }
         let mut conns = Vec::new();
-        for (xc, c) in [
-            (CrossConnect::vc(fa, fb), t.fwd),
-            (CrossConnect::vc(bb, ba), t.bwd),
-            (CrossConnect::vc(fb, fa), Contract::best_effort()),
-            (CrossConnect::vc(ba, bb), Contract::best_effort()),
-        ] {
+        for (xc, c) in plan {
             match sw.connect(xc, c) {
                 Ok(cid) => conns.push(cid),
                 Err(_) => {
@@ -559,7 +638,9 @@ impl Control {
             }
         }
         let mut accept = params;
-        accept.conn_id = Some(ConnectionId::exclusive(0, a_in));
+        // A standard user learnt its label from CALL PROCEEDING; a natm caller learns
+        // the one it sends on here.
+        accept.conn_id = role_a.is_natm().then(|| ConnectionId::exclusive(0, a_in));
         let a_link = self.links.get_mut(&a).expect("the call came in on it");
         accept.natm.data_endpoint = Some(a_link.cfg.data);
         let now = self.now;
@@ -634,3 +715,5 @@ impl Control {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod uni_tests;

@@ -50,6 +50,7 @@ impl Control {
                 role: match l.cfg.role {
                     PortRole::Host => "host".into(),
                     PortRole::Switch => "switch".into(),
+                    PortRole::Uni => "uni".into(),
                 },
                 up: l.saal.is_up(),
                 calls: l.calls.len(),

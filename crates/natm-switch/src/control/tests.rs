@@ -67,6 +67,7 @@ impl Net {
                     role: PortRole::Host,
                     data,
                     vcis: natm_proto::sig::vci::NETWORK_HALF,
+                    link_cells: 353_207,
                 },
             );
         }

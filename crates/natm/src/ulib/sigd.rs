@@ -268,7 +268,9 @@ fn vc_counters(s: &ConnStats, sampled_ms: u64) -> VcCounters {
 /// closed first finishes its close), at once for any other cause.
 fn end_released(conn: &Conn, eng: &Engine, cause: u8, detail: String) {
     let _ = conn.released.set((cause, detail));
-    if cause == 16 {
+    // Q.2931's normal class: 16 normal clearing, and 31 normal, unspecified, which is
+    // what Linux's atmsigd clears an ordinary close with in UNI 3.0 mode.
+    if cause == 16 || cause == 31 {
         // Orderly: what arrived is read, then the end (a switch on the path has torn
         // the VCs down with the RELEASE, so a close still in flight may never come),
         // and this side's sending VC closes in order.

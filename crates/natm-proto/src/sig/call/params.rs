@@ -20,50 +20,114 @@ use crate::wire::q2931::{
     ConnectionId, Ie, IeAction, Message, NatmParams, PartyAddress, QosParams, TrafficDescriptor,
     TrafficType, TypeOfNumber,
 };
-use crate::wire::qos::{Qos, Rate, TrafficClass, TrafficParams};
+use crate::wire::qos::{
+    Aal, Qos, Rate, TrafficClass, TrafficParams, TransportKind, TransportParams,
+};
 
 /// AAL5 CPCS-SDU size signalled when the QoS does not set `max_sdu` (specs.md §4.5).
 pub const DEFAULT_AAL5_SDU: u16 = 9188;
 
-/// A service access point: which service at the called host (B-HLI user-specific
-/// information, 1 to 8 octets).
+/// A service access point: which service at the called host, carried in the B-HLI IE.
+///
+/// natm's own SAPs are B-HLI *user-specific* information (1 to 8 octets, written as
+/// text: `echo`). A *vendor-specific application identifier* (an OUI and a 32-bit
+/// application id) is what some foreign programs use instead — Linux's `ttcp_atm`
+/// sends FORE's `00-60-d7` with 0x01000003 — written `@0060d7.01000003`, so a natm
+/// program can answer or call them.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Sap(Vec<u8>);
+pub struct Sap {
+    kind: BhliType,
+    info: Vec<u8>,
+}
 
 /// A SAP that does not fit the B-HLI IE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-#[error("SAP of {len} octets: a SAP has 1 to {max} octets (B-HLI user information)", max = Bhli::MAX_INFO)]
+#[error(
+    "SAP of {len} octets: a SAP has 1 to {max} octets (B-HLI user information), \
+     or is @OUI.APPID in hex (a vendor-specific application, e.g. @0060d7.01000003)",
+    max = Bhli::MAX_INFO
+)]
 pub struct SapError {
     /// Octets given.
     pub len: usize,
 }
 
 impl Sap {
-    /// A SAP of 1 to 8 octets.
+    /// A user-specific SAP of 1 to 8 octets.
     pub fn new(bytes: &[u8]) -> Result<Sap, SapError> {
         if bytes.is_empty() || bytes.len() > Bhli::MAX_INFO {
             Err(SapError { len: bytes.len() })
         } else {
-            Ok(Sap(bytes.to_vec()))
+            Ok(Sap {
+                kind: BhliType::UserSpecific,
+                info: bytes.to_vec(),
+            })
         }
     }
 
-    /// The octets.
+    /// A vendor-specific application: `oui` and its application id.
+    pub fn vendor(oui: [u8; 3], app: u32) -> Sap {
+        let mut info = oui.to_vec();
+        info.extend_from_slice(&app.to_be_bytes());
+        Sap {
+            kind: BhliType::VendorSpecific,
+            info,
+        }
+    }
+
+    /// A SAP from its text: `@OUI.APPID` (6 and 8 hex digits) for a vendor-specific
+    /// application, anything else the octets of a user-specific one.
+    pub fn parse(text: &str) -> Result<Sap, SapError> {
+        let err = SapError { len: text.len() };
+        let Some(v) = text.strip_prefix('@') else {
+            return Sap::new(text.as_bytes());
+        };
+        let (oui, app) = v.split_once('.').ok_or(err)?;
+        let hex = |s: &str, n: usize| {
+            (s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit()))
+                .then(|| u32::from_str_radix(s, 16).ok())
+                .flatten()
+        };
+        let (oui, app) = (hex(oui, 6).ok_or(err)?, hex(app, 8).ok_or(err)?);
+        let o = oui.to_be_bytes();
+        Ok(Sap::vendor([o[1], o[2], o[3]], app))
+    }
+
+    /// The B-HLI information octets.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.0
+        &self.info
     }
 
-    fn to_bhli(&self) -> Bhli {
+    pub(crate) fn to_bhli(&self) -> Bhli {
         Bhli {
-            kind: BhliType::UserSpecific,
-            info: self.0.clone(),
+            kind: self.kind,
+            info: self.info.clone(),
         }
     }
 
-    fn from_bhli(b: &Bhli) -> Option<Sap> {
-        (b.kind == BhliType::UserSpecific)
-            .then(|| Sap::new(&b.info).ok())
-            .flatten()
+    pub(crate) fn from_bhli(b: &Bhli) -> Option<Sap> {
+        match b.kind {
+            BhliType::UserSpecific => Sap::new(&b.info).ok(),
+            BhliType::VendorSpecific if b.info.len() == 7 => Some(Sap {
+                kind: b.kind,
+                info: b.info.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The text form [`Sap::parse`] reads: a user-specific SAP's octets (lossy UTF-8),
+/// `@OUI.APPID` for a vendor-specific one.
+impl std::fmt::Display for Sap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.kind == BhliType::VendorSpecific {
+            let i = &self.info;
+            write!(f, "@{:02x}{:02x}{:02x}.", i[0], i[1], i[2])?;
+            i[3..].iter().try_for_each(|b| write!(f, "{b:02x}"))
+        } else {
+            f.write_str(&String::from_utf8_lossy(&self.info))
+        }
     }
 }
 
@@ -149,8 +213,11 @@ fn sdu(v: Option<u32>) -> u16 {
     v.map_or(DEFAULT_AAL5_SDU, |s| u16::try_from(s).unwrap_or(u16::MAX))
 }
 
+/// The AAL 5 parameters: each direction's largest SDU, 0 for a direction not used
+/// (as Linux signals `rx:none`).
 fn aal(qos: &Qos) -> AalParams {
-    AalParams::aal5(sdu(qos.tx().max_sdu), sdu(qos.rx().max_sdu))
+    let dir = |tp: &TrafficParams| if tp.is_used() { sdu(tp.max_sdu) } else { 0 };
+    AalParams::aal5(dir(qos.tx()), dir(qos.rx()))
 }
 
 fn natm_ie(natm: &NatmParams, qos: Option<&Qos>) -> Ie {
@@ -163,8 +230,9 @@ fn natm_ie(natm: &NatmParams, qos: Option<&Qos>) -> Ie {
 }
 
 impl CallParams {
-    /// The IEs of a SETUP, in UNI 3.1 order (specs.md §4.5), natm's IE last.
-    pub(crate) fn setup_ies(&self, msg: &mut Message, link_cells: u32) {
+    /// The IEs of a SETUP, in UNI 3.1 order (specs.md §4.5), natm's IE last (if
+    /// `private_ie`).
+    pub(crate) fn setup_ies(&self, msg: &mut Message, link_cells: u32, private_ie: bool) {
         msg.push(aal(&self.qos));
         msg.push(traffic_descriptor(&self.qos, link_cells));
         msg.push(bearer(&self.qos));
@@ -186,14 +254,27 @@ impl CallParams {
             msg.push(c);
         }
         msg.push(QosParams::default());
-        msg.push(natm_ie(&self.natm, Some(&self.qos)));
+        if private_ie {
+            msg.push(natm_ie(&self.natm, Some(&self.qos)));
+        }
     }
 
     /// The parameters of a received SETUP whose mandatory IEs were checked.
     pub(crate) fn from_setup(msg: &Message) -> Option<CallParams> {
         let called = msg.find::<CalledNumber>()?.address.clone();
-        let mut natm = msg.find::<NatmParams>().cloned().unwrap_or_default();
-        let qos = qos_of(&mut natm, msg.find::<TrafficDescriptor>())?;
+        let td = msg.find::<TrafficDescriptor>();
+        let (qos, natm) = match msg.find::<NatmParams>() {
+            Some(n) => {
+                let mut natm = n.clone();
+                (qos_of(&mut natm, td)?, natm)
+            }
+            // No private IE: a standard UNI user (Linux's atmsigd), whose VC carries
+            // bare AAL5 SDUs.
+            None => (
+                bare_qos(td?, msg.find::<AalParams>())?,
+                NatmParams::default(),
+            ),
+        };
         Some(CallParams {
             called,
             calling: msg.find::<CallingNumber>().map(|c| c.address.clone()),
@@ -221,16 +302,60 @@ fn qos_of(natm: &mut NatmParams, td: Option<&TrafficDescriptor>) -> Option<Qos> 
     Rate::from_cells_per_sec(u64::from(pcr)).map(Qos::guaranteed)
 }
 
+/// The QoS of a SETUP from a standard UNI user, seen from the caller: bare AAL5
+/// (`transport=none`); UBR when the best-effort indicator is set (its peak rates are
+/// the line's, not a contract, and are not kept), else CBR at each direction's peak
+/// cell rate (CLP=0+1, else CLP=0), VBR with a sustainable rate; a direction with a
+/// zero peak rate is unused (`svc_send`'s receive side); the AAL parameters' maximum
+/// SDU sizes bound each direction's messages.
+fn bare_qos(td: &TrafficDescriptor, aal: Option<&AalParams>) -> Option<Qos> {
+    let sdus = match aal {
+        Some(AalParams::Aal5(a)) => (a.fwd_max_sdu, a.bwd_max_sdu),
+        Some(AalParams::Other { .. }) => return None,
+        None => (None, None),
+    };
+    let direction = |r: &CellRates, sdu: Option<u16>| -> Option<TrafficParams> {
+        let pcr = r.pcr01.or(r.pcr0);
+        if pcr == Some(0) {
+            return Some(TrafficParams::UNUSED);
+        }
+        let mut tp = if td.best_effort {
+            TrafficParams::new(TrafficClass::Ubr)
+        } else if let Some(scr) = r.scr01.or(r.scr0) {
+            let mut tp = TrafficParams::new(TrafficClass::Vbr);
+            tp.scr = Some(Rate::from_cells_per_sec(u64::from(scr))?);
+            tp.mbs = r.mbs01.or(r.mbs0);
+            tp
+        } else {
+            TrafficParams::new(TrafficClass::Cbr)
+        };
+        if !td.best_effort {
+            tp.pcr = Some(Rate::from_cells_per_sec(u64::from(pcr?))?);
+        }
+        tp.max_sdu = sdu.map(u32::from);
+        Some(tp)
+    };
+    let tx = direction(&td.fwd, sdus.0)?;
+    let rx = direction(&td.bwd, sdus.1)?;
+    let bare = TransportParams {
+        kind: TransportKind::Bare,
+        ..TransportParams::default()
+    };
+    Qos::new(Aal::Aal5, tx, rx, bare).ok()
+}
+
 impl CallAccept {
     /// The IEs of a CONNECT (specs.md §4.5: AAL, connection identifier) plus natm's.
-    pub(crate) fn connect_ies(&self, msg: &mut Message, offered: &Qos) {
+    pub(crate) fn connect_ies(&self, msg: &mut Message, offered: &Qos, private_ie: bool) {
         let q = self.qos.as_ref().unwrap_or(offered);
         // The called side's tx is the caller's rx: the AAL IE speaks for the call.
         msg.push(aal(offered));
         if let Some(c) = self.conn_id {
             msg.push(c);
         }
-        msg.push(natm_ie(&self.natm, Some(q)));
+        if private_ie {
+            msg.push(natm_ie(&self.natm, Some(q)));
+        }
     }
 
     /// The answer a received CONNECT carries.

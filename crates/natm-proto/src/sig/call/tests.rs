@@ -4,7 +4,9 @@
 use super::*;
 use crate::sig::testing::aesa;
 use crate::wire::addr::E164;
-use crate::wire::q2931::{CalledNumber, ConnectionId, NatmParams, PartyAddress, TrafficDescriptor};
+use crate::wire::q2931::{
+    BhliType, CalledNumber, ConnectionId, NatmParams, PartyAddress, TrafficDescriptor,
+};
 use crate::wire::qos::Qos;
 
 fn t(ms: u64) -> Instant {
@@ -429,6 +431,45 @@ fn unknown_call_reference_gets_release_complete_81() {
     assert!(msgs(&mut b).is_empty());
 }
 
+/// atmsigd's refusal of a SETUP it cannot parse carries the call reference shifted by
+/// one octet; the caller hears the refusal at once instead of after two T303s.
+#[test]
+fn a_refusal_under_atmsigds_misread_call_reference_clears_the_setup() {
+    let mut a = up(CallConfig::default());
+    let call = a.setup(t(0), params()).unwrap();
+    let setup = msgs(&mut a).remove(0);
+    let cref = setup.call_ref.value;
+    // Another call's reference, and a wrong shift, change nothing.
+    let other = Message::new(
+        MessageType::ReleaseComplete,
+        CallRef {
+            value: ((cref + 1) << 8) | 0x05,
+            flag: true,
+        },
+    );
+    a.handle_message(t(1), &other.to_bytes().unwrap());
+    assert!(events(&mut a).is_empty());
+    let cause = Cause::new(Location::User, CauseValue::from_raw(111));
+    let rc = Message::new(
+        MessageType::ReleaseComplete,
+        CallRef {
+            value: ((cref << 8) | 0x05) & CallRef::MAX,
+            flag: true,
+        },
+    )
+    .with(cause.clone());
+    a.handle_message(t(2), &rc.to_bytes().unwrap());
+    assert_eq!(
+        events(&mut a),
+        vec![CallEvent::Released {
+            call,
+            cause,
+            by: ClearedBy::Remote
+        }]
+    );
+    assert_eq!(a.call_count(), 0);
+}
+
 #[test]
 fn message_out_of_state_gets_status_101() {
     let mut a = up(CallConfig::default());
@@ -603,6 +644,18 @@ fn sap_is_bounded() {
     assert!(Sap::new(b"").is_err());
     assert!(Sap::new(b"123456789").is_err());
     assert_eq!(Sap::new(b"12345678").unwrap().as_bytes(), b"12345678");
+    // ttcp_atm's vendor-specific application (FORE's OUI), text both ways.
+    let v = Sap::parse("@0060d7.01000003").unwrap();
+    assert_eq!(v, Sap::vendor([0x00, 0x60, 0xd7], 0x0100_0003));
+    assert_eq!(v.to_string(), "@0060d7.01000003");
+    assert_eq!(v.as_bytes(), [0x00, 0x60, 0xd7, 0x01, 0x00, 0x00, 0x03]);
+    assert_eq!(Sap::parse("echo").unwrap().to_string(), "echo");
+    for bad in ["@0060d7", "@0060d7.0100000", "@0060dz.01000003", "@"] {
+        assert!(Sap::parse(bad).is_err(), "{bad}");
+    }
+    let b = v.to_bhli();
+    assert_eq!(b.kind, BhliType::VendorSpecific);
+    assert_eq!(Sap::from_bhli(&b), Some(v));
 }
 
 #[test]
