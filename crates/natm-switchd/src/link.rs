@@ -172,8 +172,7 @@ impl Link {
             && (tx.to != Some(to)
                 || tx.sealed
                 || max_len > tx.segment
-                || tx.datagrams
-                    >= self.socket.as_ref().map_or(1, |s| s.max_gso_segments())
+                || tx.datagrams >= self.socket.as_ref().map_or(1, |s| s.max_gso_segments())
                 || tx.buf.len() + max_len > MAX_DATAGRAM)
         {
             self.flush();

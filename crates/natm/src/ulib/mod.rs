@@ -35,8 +35,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use connection::{
-    BareStats, Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, OamStats, Receiver, Release,
-    Sender,
+    BareStats, Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, OamStats, Receiver,
+    Release, Sender,
 };
 pub use natm_proto::endpoint::VcCounters;
 
