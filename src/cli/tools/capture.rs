@@ -100,20 +100,14 @@ pub(crate) fn run(a: CaptureArgs) -> super::super::CliResult {
     let mut stats = Stats::default();
     // The largest frame: a 64 KiB loopback MTU and its link header.
     let mut buf = vec![0u8; 1 << 17];
-    while !stop.load(Ordering::Relaxed)
-        && deadline.is_none_or(|d| Instant::now() < d)
-        && a.count.is_none_or(|c| stats.datagrams < c)
-    {
-        let Some(n) = sock.recv(&mut buf).context("reading the packet socket")? else {
-            continue;
-        };
+    let take = |frame: &[u8], stats: &mut Stats, out: &mut Output| -> anyhow::Result<()> {
         let ts = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .unwrap_or_default();
         stats.packets += 1;
-        let Ok(d) = udp_datagram(sock.framing(), &buf[..n]) else {
+        let Ok(d) = udp_datagram(sock.framing(), frame) else {
             stats.skipped += 1;
-            continue;
+            return Ok(());
         };
         let wanted = a.ports.is_empty()
             || a.ports.contains(&d.src.port())
@@ -126,9 +120,31 @@ pub(crate) fn run(a: CaptureArgs) -> super::super::CliResult {
                     src: d.src,
                     dst: d.dst,
                 };
-                out.datagram(&seen, &natm, &mut stats)?;
+                out.datagram(&seen, &natm, stats)?;
             }
             None => stats.skipped += 1,
+        }
+        Ok(())
+    };
+    let more = |stats: &Stats| a.count.is_none_or(|c| stats.datagrams < c);
+    while !stop.load(Ordering::Relaxed)
+        && deadline.is_none_or(|d| Instant::now() < d)
+        && more(&stats)
+    {
+        let Some(n) = sock.recv(&mut buf).context("reading the packet socket")? else {
+            continue;
+        };
+        take(&buf[..n], &mut stats, &mut out)?;
+    }
+    // Stopped by a signal: what the kernel already queued was seen before the stop,
+    // so it is kept (bounded: the socket's buffer, read without waiting).
+    if stop.load(Ordering::Relaxed) {
+        sock.stop_waiting()?;
+        while more(&stats) {
+            let Some(n) = sock.recv(&mut buf).context("reading the packet socket")? else {
+                break;
+            };
+            take(&buf[..n], &mut stats, &mut out)?;
         }
     }
     out.finish()?;

@@ -88,6 +88,12 @@ impl RawSocket {
         self.framing
     }
 
+    /// From now on [`RawSocket::recv`] returns at once (`None` when nothing is
+    /// queued): to drain what arrived before a stop.
+    pub(crate) fn stop_waiting(&self) -> io::Result<()> {
+        self.sock.set_nonblocking(true)
+    }
+
     /// The next frame into `buf` (cut to its length): its length, or `None` when no
     /// frame came within the poll interval or a signal interrupted the wait.
     pub(crate) fn recv(&self, buf: &mut [u8]) -> io::Result<Option<usize>> {
