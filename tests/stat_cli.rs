@@ -182,11 +182,11 @@ fn release_ends_a_live_call_pair_with_its_cause_and_refuses_strangers() {
     }
 
     // Root (this test's user, or the owner): both ends end, each naming the cause.
-    let r = natm(&["release", &id, "--cause", "31", "--socket", sock(&a)]);
+    let r = natm(&["release", &id, "--cause", "41", "--socket", sock(&a)]);
     assert!(r.status.success(), "{}", String::from_utf8_lossy(&r.stderr));
     let said = String::from_utf8_lossy(&r.stdout);
     assert!(
-        said.contains(&format!("released call {id} (cause 31")),
+        said.contains(&format!("released call {id} (cause 41")),
         "{said}"
     );
     let c = call.wait(Duration::from_secs(10));
@@ -194,12 +194,12 @@ fn release_ends_a_live_call_pair_with_its_cause_and_refuses_strangers() {
     assert!(!ok, "the caller must fail: {e}");
     assert!(e.contains("the call was released while sending"), "{e}");
     assert!(e.contains("released by an administrator (uid"), "{e}");
-    assert!(e.contains("cause 31"), "{e}");
+    assert!(e.contains("cause 41"), "{e}");
     let l = listen.wait(Duration::from_secs(10));
     let (ok, e) = (l.status.success(), l.stderr);
     assert!(!ok, "the listener must fail: {e}");
     assert!(e.contains("the call was released while receiving"), "{e}");
-    assert!(e.contains("cause 31"), "{e}");
+    assert!(e.contains("cause 41"), "{e}");
     for s in [&a, &b] {
         s.wait_no_calls();
     }

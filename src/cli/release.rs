@@ -28,8 +28,8 @@ const RELEASE_HELP: &str = "\
 Who may: root, or the user whose application holds the call; anyone else is refused
 (\"permission denied: call … belongs to uid 1000\"), exit status 1. sigd sends RELEASE
 with the cause to the peer and tells the local application, whose connection then
-ends: closed in order for cause 16 (data already sent still arrives), aborted for any
-other cause.
+ends: closed in order for causes 16 and 31 (Q.2931's normal clearing; data already
+sent still arrives), aborted for any other cause.
 
 Examples:
   natm stat                                   # find the call's id

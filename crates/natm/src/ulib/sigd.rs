@@ -20,7 +20,7 @@
 //! Whoever reads also watches established calls: a `Released` from sigd (the peer
 //! application died or released, an administrator released the call, sigd stopped)
 //! is recorded on the connection (`Connection::released`) and ends its VCs at once —
-//! aborted, or for cause 16 (normal clearing) closed in order from this side — so the
+//! aborted, or for causes 16 and 31 (normal clearing) closed in order from this side — so the
 //! application learns of it without waiting for a transport timeout.
 //!
 //! The session also reports each established call's counters to sigd (`natm stat`):
