@@ -343,10 +343,14 @@ fn a_gso_run_of_trains_crosses_whole_and_in_order_in_few_system_calls() {
         assert_eq!(header(c).vci, 40);
         assert_eq!(u32::from_be_bytes(c[5..9].try_into().unwrap()), i as u32);
     }
-    // The switch read the run with GRO and sent its trains as GSO runs.
-    let v = sw.stat_until(|v| v["ports"][1]["link"]["datagrams_out"].as_u64() == Some(20));
+    // The switch read the run with GRO and sent its trains as GSO runs. How the cells
+    // regroup into trains follows the output line's pacing (an idle line starts at
+    // its first cell's arrival), so at least 20 trains leave, in fewer send calls.
+    let v = sw.stat_until(|v| v["ports"][1]["stats"]["counters"]["cells_out"] == 640);
     let (inp, out) = (&v["ports"][0]["link"], &v["ports"][1]["link"]);
     assert_eq!(inp["datagrams_in"].as_u64(), Some(20));
     assert!(inp["recv_calls"].as_u64().unwrap() < 20, "{inp}");
-    assert!(out["send_calls"].as_u64().unwrap() < 20, "{out}");
+    let sent = out["datagrams_out"].as_u64().unwrap();
+    assert!(sent >= 20, "{out}");
+    assert!(out["send_calls"].as_u64().unwrap() < sent, "{out}");
 }
