@@ -9,33 +9,11 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use sigd_support::tool::{listen, natm};
+use sigd_support::tool::{data, json_line, listen, natm};
 use sigd_support::{pair, LINK};
 use switch_support::{free_addr, SwitchProc};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-fn data(n: usize) -> Vec<u8> {
-    let mut x = 0x0bad_cafe_1234_5678u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
-
-fn json_line(b: &[u8]) -> serde_json::Value {
-    let text = String::from_utf8_lossy(b);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON line in {text}"));
-    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
-}
 
 fn scratch(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("bare-cli-{}-{name}", std::process::id()));

@@ -85,20 +85,9 @@ fn unique(what: &str) -> String {
     )
 }
 
-/// Prepares the guest, or prints why this machine skips the test.
-fn ready() -> bool {
-    match guest::prepare() {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("SKIPPED: this machine cannot run the Linux-ATM guest: {why}");
-            false
-        }
-    }
-}
-
 #[test]
 fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
-    if !ready() {
+    if !guest::ready() {
         return;
     }
     let mut natm = NatmEnd::new();

@@ -12,7 +12,7 @@ mod switch_support;
 
 use std::time::Duration;
 
-use sigd_support::tool::{listen, natm};
+use sigd_support::tool::{json_line as summary, listen, natm};
 use sigd_support::{free_port, Sigd, LINK};
 use switch_support::SwitchProc;
 
@@ -26,16 +26,6 @@ const LINUX: &str = "47.0005.80ffe1000000f21a26d8.0020ea000ee0.00";
 const NATM: &str = "47.0005.80ffe1000000f21a26d8.0020ea000ee1.00";
 /// An address the switch has no route for.
 const NOWHERE: &str = "47.0005.80ffe1000000f21a26d8.0020ea0000ff.00";
-
-fn ready() -> bool {
-    match guest::prepare() {
-        Ok(()) => true,
-        Err(why) => {
-            eprintln!("SKIPPED: this machine cannot run the Linux-ATM guest: {why}");
-            false
-        }
-    }
-}
 
 /// One switch with the guest's atmtcp port and a natm host's port, and the host's
 /// sigd attached to it.
@@ -99,17 +89,6 @@ fn md5_hex(data: &[u8]) -> String {
         .collect()
 }
 
-/// The natm summary's JSON line (`--json`).
-fn summary(stdout: &[u8]) -> serde_json::Value {
-    let text = String::from_utf8_lossy(stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.starts_with('{'))
-        .unwrap_or_else(|| panic!("no JSON summary in {text}"));
-    serde_json::from_str(line).unwrap()
-}
-
 /// The words `svc_send` printed for a refusal, and its exit status.
 fn refusal(line: &str) -> (String, String) {
     let (rc, words) = line.split_once(':').unwrap_or((line, ""));
@@ -123,7 +102,7 @@ fn refusal(line: &str) -> (String, String) {
 /// `svc_send` reaching `natm listen` (every SDU it sent arrives whole).
 #[test]
 fn calls_both_ways_in_every_uni_variant() {
-    if !ready() {
+    if !guest::ready() {
         return;
     }
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
@@ -230,7 +209,7 @@ fn calls_both_ways_in_every_uni_variant() {
 /// data written out by `ttcp_atm -r` with the same digest. UNI 3.1.
 #[test]
 fn ttcp_atm_both_ways_byte_exact() {
-    if !ready() {
+    if !guest::ready() {
         return;
     }
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
@@ -338,7 +317,7 @@ fn ttcp_atm_both_ways_byte_exact() {
 /// instead of sending into a dead VC.
 #[test]
 fn a_killed_atmsigd_releases_natms_side() {
-    if !ready() {
+    if !guest::ready() {
         return;
     }
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());

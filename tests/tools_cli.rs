@@ -8,24 +8,10 @@ mod sigd_support;
 use std::path::Path;
 use std::time::Duration;
 
-use sigd_support::tool::{listen, natm};
+use sigd_support::tool::{data, listen, natm};
 use sigd_support::{pair, LINK};
 
 const LIMIT: Duration = Duration::from_secs(30);
-
-/// Bytes no two offsets of which repeat for a long way (a lost or reordered message
-/// shows up).
-fn data(n: usize) -> Vec<u8> {
-    let mut x = 0x1234_5678_9abc_def0u64;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
-}
 
 fn json(b: &[u8]) -> serde_json::Value {
     serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(b)))

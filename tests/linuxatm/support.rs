@@ -68,6 +68,17 @@ pub(crate) fn prepare() -> Result<(), String> {
     }
 }
 
+/// Prepares the guest, or prints why this machine skips the test (then false).
+pub(crate) fn ready() -> bool {
+    match prepare() {
+        Ok(()) => true,
+        Err(why) => {
+            eprintln!("SKIPPED: this machine cannot run the Linux-ATM guest: {why}");
+            false
+        }
+    }
+}
+
 /// A booted guest running one test script; killed on drop.
 pub(crate) struct Guest {
     child: Option<Child>,

@@ -120,3 +120,30 @@ pub(crate) fn listeners(s: &Sigd, sap: &str) -> usize {
         .filter(|l| l["sap"] == sap)
         .count()
 }
+
+/// `n` bytes no two offsets of which repeat for a long way (a lost or reordered
+/// message shows up), from a fixed xorshift seed.
+#[allow(dead_code)]
+pub(crate) fn data(n: usize) -> Vec<u8> {
+    let mut x = 0x1234_5678_9abc_def0u64;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// The last JSON line a tool printed (`--json`: its summary).
+#[allow(dead_code)]
+pub(crate) fn json_line(b: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(b);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line in {text}"));
+    serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"))
+}

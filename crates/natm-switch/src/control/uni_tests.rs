@@ -271,6 +271,23 @@ impl Net {
     }
 }
 
+/// The natm host's call to the Linux user with `q`, receiving on VCI 40 at
+/// 127.0.0.1:5001.
+fn host_call(q: Qos) -> CallParams {
+    CallParams {
+        called: party(&linux_addr()).unwrap(),
+        calling: party(&host_addr()),
+        sap: None,
+        qos: q,
+        natm: NatmParams {
+            qos: Some(q.to_string()),
+            data_endpoint: Some(sock(5001)),
+            ..NatmParams::default()
+        },
+        conn_id: Some(ConnectionId::exclusive(0, 40)),
+    }
+}
+
 fn incoming(evs: Vec<CallEvent>) -> Option<(CallId, CallParams)> {
     evs.into_iter().find_map(|e| match e {
         CallEvent::Incoming { call, params } => Some((call, params)),
@@ -364,19 +381,7 @@ fn linux_setups_reach_a_natm_host_as_bare_calls() {
 #[test]
 fn a_natm_host_calls_a_standard_user() {
     let mut net = Net::new(User::Saal(user_saal(), Vec::new()));
-    let q: Qos = "ubr:transport=none".parse().unwrap();
-    let params = CallParams {
-        called: party(&linux_addr()).unwrap(),
-        calling: party(&host_addr()),
-        sap: None,
-        qos: q,
-        natm: NatmParams {
-            qos: Some(q.to_string()),
-            data_endpoint: Some(sock(5001)),
-            ..NatmParams::default()
-        },
-        conn_id: Some(ConnectionId::exclusive(0, 40)),
-    };
+    let params = host_call("ubr:transport=none".parse().unwrap());
     let a = net.host.setup(net.now, params).unwrap();
     net.run(5 * MS);
     let (b, offered) = incoming(net.user_calls()).expect("the user is offered the call");
@@ -421,19 +426,7 @@ fn a_natm_host_calls_a_standard_user() {
 #[test]
 fn natm_transport_towards_a_standard_user_is_refused_with_88() {
     let mut net = Net::new(User::Saal(user_saal(), Vec::new()));
-    let q = Qos::reliable();
-    let params = CallParams {
-        called: party(&linux_addr()).unwrap(),
-        calling: party(&host_addr()),
-        sap: None,
-        qos: q,
-        natm: NatmParams {
-            qos: Some(q.to_string()),
-            data_endpoint: Some(sock(5001)),
-            ..NatmParams::default()
-        },
-        conn_id: Some(ConnectionId::exclusive(0, 40)),
-    };
+    let params = host_call(Qos::reliable());
     let a = net.host.setup(net.now, params).unwrap();
     net.run(5 * MS);
     assert!(net.host_calls().iter().any(|e| matches!(
@@ -451,19 +444,7 @@ fn natm_transport_towards_a_standard_user_is_refused_with_88() {
 #[test]
 fn best_effort_peak_rate_towards_a_standard_user_fits_oc3() {
     let mut net = Net::raw();
-    let q: Qos = "ubr:transport=none".parse().unwrap();
-    let params = CallParams {
-        called: party(&linux_addr()).unwrap(),
-        calling: party(&host_addr()),
-        sap: None,
-        qos: q,
-        natm: NatmParams {
-            qos: Some(q.to_string()),
-            data_endpoint: Some(sock(5001)),
-            ..NatmParams::default()
-        },
-        conn_id: Some(ConnectionId::exclusive(0, 40)),
-    };
+    let params = host_call("ubr:transport=none".parse().unwrap());
     net.host.setup(net.now, params).unwrap();
     net.run(5 * MS);
     let msgs = net.user_messages();
