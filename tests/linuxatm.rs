@@ -5,9 +5,9 @@
 //! cached (scripts/linuxatm/prepare.sh); the test skips only where that cannot be
 //! done (no qemu or packages and no root to install them, not x86-64 Linux).
 //!
-//! The natm side of each PVC is [`NatmEnd`]: for now a UDP socket speaking the
-//! frame-mode VC header to a frame port of the switch; a `natm listen`/`natm call`
-//! on a bare AAL5 VC can stand in for it without touching the scenarios.
+//! The natm side of each PVC is [`NatmEnd`]: a UDP socket speaking the frame-mode VC
+//! header to a frame port of the switch, so the test sees each frame's exact octets
+//! (`natm call/listen --pvc` carry the same bare PVCs; tests/bare_cli.rs runs them).
 
 #[path = "linuxatm/support.rs"]
 mod guest;
