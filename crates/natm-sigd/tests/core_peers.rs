@@ -43,12 +43,12 @@ fn spoofed(i: u32) -> SocketAddr {
     SocketAddr::from(([10, 9, (i >> 8) as u8, i as u8], 40_000 + (i % 20_000) as u16))
 }
 
-/// B routes A's number to A; A has no route to B's signalling endpoint is not needed
-/// (A calls B by its route). Then a call A→B, accepted, released.
+/// A call A→B to a listener on "echo", accepted, released; both applications leave.
 fn call_and_release(p: &mut Pair) {
-    let (_, _, (a_app, a_call, _, _)) = p.call_ab();
+    let (_, _, (a_app, a_call, b_app, _)) = p.call_ab();
     p.send(Side::A, a_app, Message::Release { req: 0, call: a_call, cause: 16 });
-    p.take(Side::A, a_app);
+    p.close(Side::A, a_app);
+    p.close(Side::B, b_app);
 }
 
 #[test]
