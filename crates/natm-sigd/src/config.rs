@@ -73,9 +73,13 @@ pub struct PeersSection {
     /// Most calls one peer's link may hold [default three quarters of
     /// `[limits] calls`; switch links may hold all].
     pub calls_per_peer: Option<usize>,
-    /// Guaranteed bandwidth one peer's calls may hold while they wait for the called
-    /// application's answer, e.g. "50Mbps" [default a quarter of `[link] capacity`].
+    /// Guaranteed bandwidth one configured peer's calls may hold while they wait
+    /// for the called application's answer, e.g. "50Mbps" [default `[link]
+    /// capacity`].
     pub half_open: Option<String>,
+    /// The same for a peer nobody configured [default a quarter of `[link]
+    /// capacity`].
+    pub half_open_unknown: Option<String>,
     /// Log lines about remote events, per second and kind [default 10].
     pub log_per_s: Option<u32>,
 }
@@ -272,8 +276,10 @@ pub struct PeerRules {
     pub max_unknown_per_ip: usize,
     /// Most calls on one (non-switch) link.
     pub calls_per_peer: usize,
-    /// Guaranteed bit/s one peer's unanswered calls may hold, each way.
+    /// Guaranteed bit/s one configured peer's unanswered calls may hold.
     pub half_open_bps: u64,
+    /// The same for an unconfigured peer.
+    pub half_open_unknown_bps: u64,
     /// Remote-event log lines per second and kind.
     pub log_per_s: u32,
     /// `[[peer]]` entries.
@@ -588,16 +594,19 @@ impl ConfigFile {
                 "idle_ms = 60000",
             ));
         }
-        let half_open_bps = match &p.half_open {
+        let rate = |v: &Option<String>, key: &str, def: u64| match v {
             Some(t) => parse_rate(t).ok_or_else(|| {
                 bad(
-                    "peers.half_open",
+                    format!("peers.{key}"),
                     format!("\"{t}\" is not a rate"),
                     "half_open = \"25Mbps\"",
                 )
-            })?,
-            None => capacity_bps / 4,
+            }),
+            None => Ok(def),
         };
+        let half_open_bps = rate(&p.half_open, "half_open", capacity_bps)?;
+        let half_open_unknown_bps =
+            rate(&p.half_open_unknown, "half_open_unknown", capacity_bps / 4)?;
         let calls_per_peer = p.calls_per_peer.unwrap_or((max_calls * 3 / 4).max(1));
         if calls_per_peer == 0 || p.max_unknown_per_ip == Some(0) || p.log_per_s == Some(0) {
             return Err(bad(
@@ -654,6 +663,7 @@ impl ConfigFile {
             max_unknown_per_ip: p.max_unknown_per_ip.unwrap_or(8),
             calls_per_peer,
             half_open_bps,
+            half_open_unknown_bps,
             log_per_s: p.log_per_s.unwrap_or(10),
             list,
         })

@@ -247,8 +247,8 @@ fn an_unanswered_guaranteed_call_holds_its_reservation_only_for_reserve_ms() {
 
 #[test]
 fn one_peer_cannot_hold_more_than_its_half_open_share() {
-    // The default share is a quarter of the link, 25 Mbit/s.
-    let mut p = Pair::default();
+    // A configured peer's share is the link by default; here 25 Mbit/s.
+    let mut p = Pair::new("", "[peers]\nhalf_open = \"25Mbps\"");
     let b_app = p.app(Side::B);
     p.bind(Side::B, b_app, "video", "cbr:pcr=20Mbps");
     let a_app = p.app(Side::A);

@@ -698,12 +698,12 @@ impl Core {
             }
             this.dirty.push(link);
         };
-        let (switch, held) = match self.peers.get_mut(&link) {
+        let (switch, configured, held) = match self.peers.get_mut(&link) {
             Some(l) => {
                 l.last_used = self.now;
-                (l.switch, l.calls.len())
+                (l.switch, l.configured, l.calls.len())
             }
-            None => (false, 0),
+            None => (false, false, 0),
         };
         // Incoming calls count in `[limits] calls` like outgoing ones, and one peer
         // (a switch carries everyone's calls) holds at most its share.
@@ -790,14 +790,18 @@ impl Core {
         // A guaranteed reservation held while the called application decides is
         // charged to the caller's link, up to `[peers] half_open`.
         let half_open = grant.out_bps.max(grant.in_bps);
+        let share = if configured {
+            self.cfg.peers.half_open_bps
+        } else {
+            self.cfg.peers.half_open_unknown_bps
+        };
         if half_open > 0 && !switch {
             let held = self.peers.get(&link).map_or(0, |l| l.half_open_bps);
-            if held + half_open > self.cfg.peers.half_open_bps {
+            if held + half_open > share {
                 self.res.release(&grant);
                 self.counters.peer_limit_refusals += 1;
                 let why = format!(
-                    "the peer's unanswered calls hold {held} of their {} bit/s of guaranteed bandwidth ([peers] half_open)",
-                    self.cfg.peers.half_open_bps
+                    "the peer's unanswered calls hold {held} of their {share} bit/s of guaranteed bandwidth ([peers] half_open)"
                 );
                 return refuse(self, cause::RESOURCES, &why);
             }
