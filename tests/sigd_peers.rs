@@ -314,6 +314,17 @@ fn a_slow_callee_still_gets_call_proceeding_before_t303() {
 #[test]
 fn a_flood_from_1100_source_ports_does_not_lock_the_real_peer_out() {
     let (a, b) = pair(LINK, LINK);
+    let rss = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
+            })
+            .unwrap_or_default()
+    };
+    let rss_before = rss(b.pid());
     // A signalling frame on VPI 0/VCI 5 with an SSCOP BGN (N(SQ) 1, N(MR) 128).
     let bgn = [0xC4, 0, 0, 5, 0, 0, 0, 1, 0x01, 0, 0, 128];
     let t0 = Instant::now();
@@ -358,8 +369,10 @@ fn a_flood_from_1100_source_ports_does_not_lock_the_real_peer_out() {
     );
     let s = b.stat();
     eprintln!(
-        "after the flood: links {}, counters {}",
+        "after the flood: links {}, echoes {challenged}, RSS {rss_before} -> {} kB, {:?}, counters {}",
         s["peers"].as_array().unwrap().len(),
+        rss(b.pid()),
+        t0.elapsed(),
         s["counters"]
     );
 }

@@ -69,6 +69,12 @@ fn a_flood_of_spoofed_sources_holds_nothing_and_the_real_peer_still_calls() {
         s.counters.peer_challenges + s.counters.peer_refusals - before.counters.peer_refusals,
         1_100
     );
+    eprintln!(
+        "1,100 forged BGNs: links {}, challenges {}, dropped {}",
+        s.peers.len(),
+        s.counters.peer_challenges,
+        s.counters.peer_refusals
+    );
     call_and_release(&mut p);
     assert_eq!(p.stat(Side::B).peers.len(), 1);
 }
