@@ -40,13 +40,24 @@ fn bgn() -> Vec<u8> {
 }
 
 fn spoofed(i: u32) -> SocketAddr {
-    SocketAddr::from(([10, 9, (i >> 8) as u8, i as u8], 40_000 + (i % 20_000) as u16))
+    SocketAddr::from((
+        [10, 9, (i >> 8) as u8, i as u8],
+        40_000 + (i % 20_000) as u16,
+    ))
 }
 
 /// A call A→B to a listener on "echo", accepted, released; both applications leave.
 fn call_and_release(p: &mut Pair) {
     let (_, _, (a_app, a_call, b_app, _)) = p.call_ab();
-    p.send(Side::A, a_app, Message::Release { req: 0, call: a_call, cause: 16 });
+    p.send(
+        Side::A,
+        a_app,
+        Message::Release {
+            req: 0,
+            call: a_call,
+            cause: 16,
+        },
+    );
     p.close(Side::A, a_app);
     p.close(Side::B, b_app);
 }
@@ -62,7 +73,11 @@ fn a_flood_of_spoofed_sources_holds_nothing_and_the_real_peer_still_calls() {
     }
     p.drive();
     let s = p.stat(Side::B);
-    assert!(s.peers.is_empty(), "links for forged sources: {}", s.peers.len());
+    assert!(
+        s.peers.is_empty(),
+        "links for forged sources: {}",
+        s.peers.len()
+    );
     // Answers to forged sources are bounded (a reflection budget), the rest counted.
     assert!(s.counters.peer_challenges <= 256, "{:?}", s.counters);
     assert_eq!(
@@ -238,7 +253,10 @@ fn an_unanswered_guaranteed_call_holds_its_reservation_only_for_reserve_ms() {
     p.bind(Side::B, b_app, "video", "cbr:pcr=20Mbps");
     let a_app = p.app(Side::A);
     let call = p.connect(Side::A, a_app, "+4420002:video", "cbr:pcr=20Mbps");
-    assert!(matches!(p.take(Side::B, b_app).as_slice(), [Message::Incoming { .. }]));
+    assert!(matches!(
+        p.take(Side::B, b_app).as_slice(),
+        [Message::Incoming { .. }]
+    ));
     let held = p.stat(Side::B);
     assert_eq!(held.free_in_bps, 80_000_000);
     // [timers] reserve_ms is 2 s by default (accept_ms, 10 s, for best effort).
@@ -351,7 +369,15 @@ fn a_spoofed_end_does_not_drop_an_authenticated_link() {
     assert_eq!(s.counters.auth_failures, 2);
     assert!(p.take(Side::B, b_app).is_empty(), "the call was released");
     // The call is still there and releases normally.
-    p.send(Side::A, a_app, Message::Release { req: 0, call: a_call, cause: 16 });
+    p.send(
+        Side::A,
+        a_app,
+        Message::Release {
+            req: 0,
+            call: a_call,
+            cause: 16,
+        },
+    );
     assert!(matches!(
         p.take(Side::B, b_app).as_slice(),
         [Message::Released { call, cause: 16, .. }] if *call == b_call
@@ -361,8 +387,14 @@ fn a_spoofed_end_does_not_drop_an_authenticated_link() {
 #[test]
 fn a_peer_with_the_wrong_key_gets_no_link() {
     let mut p = Pair::new(
-        &format!("[[peer]]\naddress = \"{B_SIG}\"\nkey = \"{}\"", "11".repeat(32)),
-        &format!("[[peer]]\naddress = \"{A_SIG}\"\nkey = \"{}\"", "22".repeat(32)),
+        &format!(
+            "[[peer]]\naddress = \"{B_SIG}\"\nkey = \"{}\"",
+            "11".repeat(32)
+        ),
+        &format!(
+            "[[peer]]\naddress = \"{A_SIG}\"\nkey = \"{}\"",
+            "22".repeat(32)
+        ),
     );
     let b_app = p.app(Side::B);
     p.bind(Side::B, b_app, "echo", "reliable");

@@ -259,9 +259,15 @@ pub fn mint_cookie(secret: &[u8; 32], peer: &[u8], now: Instant) -> [u8; COOKIE_
 
 /// Whether `cookie` was minted by this secret for `peer` no more than
 /// [`COOKIE_LIFETIME_S`] ago.
-pub fn check_cookie(secret: &[u8; 32], peer: &[u8], cookie: &[u8; COOKIE_LEN], now: Instant) -> bool {
+pub fn check_cookie(
+    secret: &[u8; 32],
+    peer: &[u8],
+    cookie: &[u8; COOKIE_LEN],
+    now: Instant,
+) -> bool {
     let t: [u8; 4] = cookie[..4].try_into().expect("4 octets");
-    fresh(u32::from_be_bytes(t), now) && same(&mac16(secret, &[b"natm cookie", &t, peer]), &cookie[4..])
+    fresh(u32::from_be_bytes(t), now)
+        && same(&mac16(secret, &[b"natm cookie", &t, peer]), &cookie[4..])
 }
 
 /// A responder's nonce for `ns` from `peer` at `now`: a time and a MAC, so it can be
@@ -275,7 +281,13 @@ fn responder_nonce(secret: &[u8; 32], peer: &[u8], ns: &Nonce, now: Instant) -> 
     n
 }
 
-fn check_responder_nonce(secret: &[u8; 32], peer: &[u8], ns: &Nonce, nr: &Nonce, now: Instant) -> bool {
+fn check_responder_nonce(
+    secret: &[u8; 32],
+    peer: &[u8],
+    ns: &Nonce,
+    nr: &Nonce,
+    now: Instant,
+) -> bool {
     let t: [u8; 4] = nr[..4].try_into().expect("4 octets");
     let m = mac(secret, &[b"natm nr", &t, peer, ns]);
     fresh(u32::from_be_bytes(t), now) && same(&m[..NONCE_LEN - 4], &nr[4..])
@@ -437,7 +449,12 @@ impl PeerAuth {
 
     /// The datagrams that carry `pdu` now: it sealed, or (no keys yet) a HELLO while
     /// it is held. `nonce` is called for a fresh nonce when a HELLO is due.
-    pub fn seal(&mut self, now: Instant, pdu: &[u8], nonce: impl FnOnce() -> Nonce) -> Vec<Vec<u8>> {
+    pub fn seal(
+        &mut self,
+        now: Instant,
+        pdu: &[u8],
+        nonce: impl FnOnce() -> Nonce,
+    ) -> Vec<Vec<u8>> {
         if let Some(s) = self.sessions.back_mut() {
             return vec![Self::seal_with(s, pdu)];
         }
@@ -474,7 +491,12 @@ impl PeerAuth {
     }
 
     /// A datagram from the peer's address. `secret` is this end's local secret.
-    pub fn receive(&mut self, now: Instant, secret: &[u8; 32], datagram: &[u8]) -> Result<Received, AuthError> {
+    pub fn receive(
+        &mut self,
+        now: Instant,
+        secret: &[u8; 32],
+        datagram: &[u8],
+    ) -> Result<Received, AuthError> {
         match Control::parse(datagram)? {
             Control::Hello { ns } => {
                 // Stateless: the nonce is rederived when the first SEALED names it.
@@ -564,10 +586,20 @@ mod tests {
         let n = [1; NONCE_LEN];
         let tag = [9; TAG_LEN];
         for f in [
-            Control::Challenge { cookie: &c, pdu: b"bgn." },
-            Control::Echo { cookie: &c, pdu: b"" },
+            Control::Challenge {
+                cookie: &c,
+                pdu: b"bgn.",
+            },
+            Control::Echo {
+                cookie: &c,
+                pdu: b"",
+            },
             Control::Hello { ns: &n },
-            Control::HelloAck { ns: &n, nr: &n, proof: &tag },
+            Control::HelloAck {
+                ns: &n,
+                nr: &n,
+                proof: &tag,
+            },
             Control::Sealed {
                 from_initiator: true,
                 ns: &n,
@@ -581,7 +613,10 @@ mod tests {
             assert_eq!(Control::parse(&b), Ok(f));
         }
         let hello = Control::Hello { ns: &n }.to_bytes();
-        assert_eq!(Control::parse(&hello[..hello.len() - 1]), Err(ControlError::BadLength(HELLO)));
+        assert_eq!(
+            Control::parse(&hello[..hello.len() - 1]),
+            Err(ControlError::BadLength(HELLO))
+        );
         let mut odd = hello.clone();
         odd[HEADER_LEN] = 9;
         assert_eq!(Control::parse(&odd), Err(ControlError::UnknownType(9)));
@@ -598,15 +633,28 @@ mod tests {
         assert!(check_cookie(&s, b"10.0.0.9:1", &c, t(105)));
         assert!(!check_cookie(&s, b"10.0.0.9:2", &c, t(105)));
         assert!(!check_cookie(&[4; 32], b"10.0.0.9:1", &c, t(105)));
-        assert!(!check_cookie(&s, b"10.0.0.9:1", &c, t(100 + COOKIE_LIFETIME_S + 1)));
+        assert!(!check_cookie(
+            &s,
+            b"10.0.0.9:1",
+            &c,
+            t(100 + COOKIE_LIFETIME_S + 1)
+        ));
     }
 
     /// Two ends, A initiating; returns A's and B's PDU inboxes after `pdus` from A.
     fn pair() -> (PeerAuth, PeerAuth) {
-        (PeerAuth::new(b"shared", b"B"), PeerAuth::new(b"shared", b"A"))
+        (
+            PeerAuth::new(b"shared", b"B"),
+            PeerAuth::new(b"shared", b"A"),
+        )
     }
 
-    fn carry(from: Vec<Vec<u8>>, to: &mut PeerAuth, secret: &[u8; 32], now: Instant) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    fn carry(
+        from: Vec<Vec<u8>>,
+        to: &mut PeerAuth,
+        secret: &[u8; 32],
+        now: Instant,
+    ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
         let (mut pdus, mut back) = (Vec::new(), Vec::new());
         for d in from {
             match to.receive(now, secret, &d) {

@@ -13,8 +13,8 @@ use natm_proto::sig::peer::{self, Control, PeerAuth, Received, MAX_ECHOED_PDU};
 use natm_proto::wire::sscop::Pdu as SscopPdu;
 
 use super::link::{self, PeerLink};
-use super::ratelog::Event;
 use super::qos::{demand, reverse};
+use super::ratelog::Event;
 use super::*;
 use crate::admission::{Demand, Refusal};
 use crate::config::CallDirection;
@@ -104,9 +104,9 @@ impl Core {
                     self.drop_frame(peer, "an admission challenge for no link being opened");
                 }
             }
-            Ok(Control::Hello { .. }) | Ok(Control::HelloAck { .. }) | Ok(Control::Sealed { .. }) => {
-                self.sealed_frame(now, peer, datagram)
-            }
+            Ok(Control::Hello { .. })
+            | Ok(Control::HelloAck { .. })
+            | Ok(Control::Sealed { .. }) => self.sealed_frame(now, peer, datagram),
             Err(_) => {
                 self.counters.malformed_signalling += 1;
                 debug!(%peer, len = datagram.len(), "not a signalling frame on VPI 0/VCI 5: dropped");
@@ -159,13 +159,17 @@ impl Core {
             // seed 000 §4 leaves who may signal to the network; over UDP anyone can,
             // so an unknown source first proves it receives at its address.
             if !self.cfg.peers.accept_unknown {
-                return self.drop_frame(peer, "not a configured peer ([peers] accept_unknown = false)");
+                return self.drop_frame(
+                    peer,
+                    "not a configured peer ([peers] accept_unknown = false)",
+                );
             }
             // Only a BGN opens a link; the rest of SSCOP needs one.
             match SscopPdu::parse(pdu) {
                 Ok(SscopPdu::Bgn { .. }) => {}
                 Ok(_) => {
-                    return self.drop_frame(peer, "an SSCOP PDU other than BGN from an unknown source")
+                    return self
+                        .drop_frame(peer, "an SSCOP PDU other than BGN from an unknown source")
                 }
                 Err(_) => {
                     self.counters.malformed_signalling += 1;
@@ -181,7 +185,8 @@ impl Core {
                 cookie: &cookie,
                 pdu,
             };
-            self.out.push_back(Output::ToPeer(peer, Bytes::from(ch.to_bytes())));
+            self.out
+                .push_back(Output::ToPeer(peer, Bytes::from(ch.to_bytes())));
             return;
         }
         if !self.peers.contains_key(&peer) {
@@ -224,7 +229,10 @@ impl Core {
         let now = self.now;
         if !self.peers.contains_key(&peer) {
             if self.is_configured(&peer) || !self.cfg.peers.accept_unknown {
-                return self.drop_frame(peer, "an admission echo from a configured or refused source");
+                return self.drop_frame(
+                    peer,
+                    "an admission echo from a configured or refused source",
+                );
             }
             if !peer::check_cookie(&self.secret, peer.to_string().as_bytes(), cookie, now) {
                 return self.drop_frame(peer, "an admission echo with a bad or stale cookie");
@@ -284,7 +292,10 @@ impl Core {
         let Some(l) = self.link(peer, false) else {
             return self.drop_frame(peer, "no link could be made");
         };
-        let auth = l.auth.as_mut().expect("a keyed peer's link has authentication");
+        let auth = l
+            .auth
+            .as_mut()
+            .expect("a keyed peer's link has authentication");
         match auth.receive(now, &secret, datagram) {
             Ok(Received::Pdu(pdu)) => {
                 l.saal.handle_frame(now, &pdu);
@@ -1022,7 +1033,12 @@ enum Standing {
 }
 
 impl Core {
-    fn caller_standing(&self, link: SocketAddr, switch: bool, caller: Option<&AtmAddr>) -> Standing {
+    fn caller_standing(
+        &self,
+        link: SocketAddr,
+        switch: bool,
+        caller: Option<&AtmAddr>,
+    ) -> Standing {
         if switch {
             return Standing::Verified;
         }
