@@ -614,12 +614,18 @@ impl Core {
 
     pub(super) fn on_sig_event(&mut self, link: SocketAddr, ev: SigEvent) {
         match ev {
-            SigEvent::LinkUp => info!(%link, "signalling link up"),
+            SigEvent::LinkUp => {
+                if let Some(suppressed) = self.remote_log(Event::Link) {
+                    info!(%link, suppressed, "signalling link up");
+                }
+            }
             SigEvent::LinkDown { reason, failure } => {
                 // Q.2931 §5.6.9 as UNI 3.1 applies it: call control clears the calls
                 // that are not active (their `Released` follows) and keeps active ones
                 // for T309; calls that never got their SETUP out fail here.
-                warn!(%link, ?reason, failure, "signalling link down");
+                if let Some(suppressed) = self.remote_log(Event::Link) {
+                    warn!(%link, ?reason, failure, suppressed, "signalling link down");
+                }
                 self.fail_pending(link);
             }
             SigEvent::Call(CallEvent::Incoming { call, params }) => {
