@@ -748,6 +748,26 @@ mod tests {
     }
 
     #[test]
+    fn peers_and_their_keys_are_checked() {
+        let c = check("[[peer]]\naddress = \"127.0.0.1:9\"\ncallers = [\"+44\"]\nkey = \"00112233445566778899aabbccddeeff\"").unwrap();
+        let e = c.peers.entry(&"127.0.0.1:9".parse().unwrap()).unwrap();
+        assert_eq!(e.key.as_ref().map(|k| k.0.len()), Some(16));
+        assert!(!format!("{c:?}").contains("00112233"), "Debug shows no key");
+        assert!(c.peers.accept_unknown);
+        assert_eq!(c.peers.calls_per_peer, 12_288);
+        let e = check("[[peer]]\naddress = \"127.0.0.1:9\"\nkey = \"abcd\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("peer[0].key") && e.contains("16 octets"), "{e}");
+        let e = check("[peers]\nhalf_open = \"lots\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("peers.half_open"), "{e}");
+        let e = check("[timers]\nreserve_ms = 0").unwrap_err().to_string();
+        assert!(e.contains("timers.reserve_ms"), "{e}");
+    }
+
+    #[test]
     fn mistakes_name_the_key_and_the_fix() {
         let e = check("[link]\ncapacity = \"fast\"")
             .unwrap_err()
