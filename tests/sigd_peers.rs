@@ -305,3 +305,74 @@ fn a_slow_callee_still_gets_call_proceeding_before_t303() {
         Some(&b"late but connected"[..])
     );
 }
+
+/// Issue 16: 1,100 BGNs from 1,100 real source ports of this host — each of which
+/// echoes the admission challenge it gets — used to create 1,100 links (capped at
+/// 1,024) and lock the real peer out for the sigd's life. Now the real peer (a
+/// configured one) still calls, and the flood holds at most `max_unknown_per_ip`
+/// links.
+#[test]
+fn a_flood_from_1100_source_ports_does_not_lock_the_real_peer_out() {
+    let (a, b) = pair(LINK, LINK);
+    let rss = |pid: u32| {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|t| {
+                t.lines()
+                    .find(|l| l.starts_with("VmRSS:"))
+                    .map(|l| l.split_whitespace().nth(1).unwrap_or("?").to_owned())
+            })
+            .unwrap_or_default()
+    };
+    let rss_before = rss(b.pid());
+    // A signalling frame on VPI 0/VCI 5 with an SSCOP BGN (N(SQ) 1, N(MR) 128).
+    let bgn = [0xC4, 0, 0, 5, 0, 0, 0, 1, 0x01, 0, 0, 128];
+    let t0 = Instant::now();
+    let mut challenged = 0;
+    for _ in 0..11 {
+        let socks: Vec<UdpSocket> = (0..100)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for s in &socks {
+            s.send_to(&bgn, b.signalling).unwrap();
+        }
+        std::thread::sleep(Duration::from_millis(30));
+        for s in &socks {
+            s.set_nonblocking(true).unwrap();
+            let mut buf = [0u8; 256];
+            if let Ok((n, _)) = s.recv_from(&mut buf) {
+                // A CHALLENGE (type 1 on VCI 31) goes back as an ECHO (type 2).
+                if n > 5 && buf[..4] == [0xC4, 0, 0, 31] && buf[4] == 1 {
+                    challenged += 1;
+                    buf[4] = 2;
+                    s.send_to(&buf[..n], b.signalling).unwrap();
+                }
+            }
+        }
+        std::thread::sleep(Duration::from_millis(30));
+    }
+    assert!(t0.elapsed() < Duration::from_secs(30));
+    let s = b.stat();
+    let links = s["peers"].as_array().unwrap().len();
+    assert!(links <= 8, "{links} links after the flood: {s}");
+    assert!(challenged > 0, "no challenge came back: {s}");
+    // The real peer calls as before.
+    let hb = b.host();
+    let l = hb.bind("ok", "reliable").unwrap();
+    let t = std::thread::spawn(move || l.accept().unwrap());
+    let c = a.host().connect("+4420002:ok", "reliable").unwrap();
+    let p = t.join().unwrap();
+    c.send(b"after the flood").unwrap();
+    assert_eq!(
+        p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"after the flood"
+    );
+    let s = b.stat();
+    eprintln!(
+        "after the flood: links {}, echoes {challenged}, RSS {rss_before} -> {} kB, {:?}, counters {}",
+        s["peers"].as_array().unwrap().len(),
+        rss(b.pid()),
+        t0.elapsed(),
+        s["counters"]
+    );
+}

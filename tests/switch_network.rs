@@ -443,3 +443,54 @@ fn a_capture_of_the_trunk_shows_the_calls_signalling_and_cells_decoded() {
     );
     assert_eq!(run(&["-V"]).matches("Malformed").count(), 0, "{list}");
 }
+
+/// Issue 16: host ports keyed with a pre-shared key (`[[port]] key` at the switch,
+/// `[[peer]] key` at the sigd): the links come up with every signalling frame sealed,
+/// and calls cross the switch as before; a sigd with the wrong key gets no link.
+#[test]
+fn keyed_host_ports_authenticate_signalling_and_carry_calls() {
+    let [h1, h2, s1h1, s1h2] = std::array::from_fn(|_| free_port());
+    let (k1, k2) = ("a1".repeat(32), "b2".repeat(16));
+    let keyed = |name: &str, bind: SocketAddr, peer: SocketAddr, key: &str| {
+        format!("{}key = \"{key}\"\n", port(name, bind, peer, "host"))
+    };
+    let s1 = SwitchProc::start(
+        "s1",
+        &[
+            keyed("h1", s1h1, h1, &k1),
+            keyed("h2", s1h2, h2, &k2),
+            route("+4420001", "h1"),
+            route("+4420002", "h2"),
+        ]
+        .concat(),
+    );
+    let keyed_host = |n: u8, sig: SocketAddr, switch: SocketAddr, key: &str| {
+        Sigd::start_at(
+            &format!(
+                "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{switch}\"\nswitch = true\n\
+                 [[peer]]\naddress = \"{switch}\"\nkey = \"{key}\"\n"
+            ),
+            sig,
+        )
+    };
+    let a = keyed_host(1, h1, s1h1, &k1);
+    // h2 first with the wrong key: its link never comes up.
+    let wrong = keyed_host(2, h2, s1h2, &k1);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(wrong.stat()["peers"][0]["up"], false, "{}", wrong.stat());
+    drop(wrong);
+    let b = keyed_host(2, h2, s1h2, &k2);
+    let until = Instant::now() + Duration::from_secs(20);
+    while !(a.stat()["peers"][0]["up"] == true && b.stat()["peers"][0]["up"] == true) {
+        assert!(
+            Instant::now() < until,
+            "keyed links not up: {} {}\n{}",
+            a.stat(),
+            b.stat(),
+            s1.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    echo_call(&a, &b, "+4420002", "reliable", &|| s1.log());
+    assert_eq!(a.stat()["counters"]["auth_failures"], 0, "{}", a.stat());
+}

@@ -124,6 +124,11 @@ impl Sigd {
     }
 
     /// A host whose calls go through this sigd.
+    /// The sigd's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub(crate) fn host(&self) -> Host {
         Host::open(HostConfig {
             sigd_socket: Some(self.socket.clone()),

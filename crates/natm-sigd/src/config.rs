@@ -47,6 +47,56 @@ pub struct ConfigFile {
     /// Allow/reject rules by address prefix, first match wins (atmsigd's policy).
     #[serde(default)]
     pub policy: Vec<PolicySection>,
+    /// Who may open a signalling link, and what one peer may hold.
+    #[serde(default)]
+    pub peers: PeersSection,
+    /// Peers by signalling endpoint: the callers each may claim, its key.
+    #[serde(default)]
+    pub peer: Vec<PeerSection>,
+}
+
+/// `[peers]`: admission of signalling peers (docs/SECURITY.md "Signalling peers").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeersSection {
+    /// Admit a peer that no `[[directory]]` route or `[[peer]]` names, once it has
+    /// echoed a cookie [default true].
+    pub accept_unknown: Option<bool>,
+    /// A link that has held no call for this long is released and forgotten, ms
+    /// [default 60000; switch links are kept].
+    pub idle_ms: Option<u64>,
+    /// Most links to peers nobody configured [default 64]; beyond it the longest-idle
+    /// one without calls is released.
+    pub max_unknown: Option<usize>,
+    /// Most links to unconfigured peers from one IP address [default 8].
+    pub max_unknown_per_ip: Option<usize>,
+    /// Most calls one peer's link may hold [default three quarters of
+    /// `[limits] calls`; switch links may hold all].
+    pub calls_per_peer: Option<usize>,
+    /// Guaranteed bandwidth one configured peer's calls may hold while they wait
+    /// for the called application's answer, e.g. "50Mbps" [default `[link]
+    /// capacity`].
+    pub half_open: Option<String>,
+    /// The same for a peer nobody configured [default a quarter of `[link]
+    /// capacity`].
+    pub half_open_unknown: Option<String>,
+    /// Log lines about remote events, per second and kind [default 10].
+    pub log_per_s: Option<u32>,
+}
+
+/// One `[[peer]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerSection {
+    /// The peer's signalling endpoint.
+    pub address: String,
+    /// Calling-number prefixes it may claim, besides the `[[directory]]` prefixes
+    /// routed to it.
+    #[serde(default)]
+    pub callers: Vec<String>,
+    /// Pre-shared key (hex, at least 16 octets): every signalling frame to and from
+    /// the peer is authenticated (docs/wire.md "Peer control frames").
+    pub key: Option<String>,
 }
 
 /// `[link]`.
@@ -85,6 +135,8 @@ pub struct TimersSection {
     pub t313_ms: Option<u64>,
     /// How long a listening application has to accept or reject a call.
     pub accept_ms: Option<u64>,
+    /// How long an unanswered incoming call may hold a guaranteed reservation.
+    pub reserve_ms: Option<u64>,
 }
 
 /// One `[[directory]]` entry.
@@ -158,6 +210,8 @@ pub struct Timers {
     pub t313: Duration,
     /// How long an `Incoming` waits for `Accept`/`Reject`.
     pub accept: Duration,
+    /// How long an `Incoming` holding a guaranteed reservation waits.
+    pub reserve: Duration,
 }
 
 impl Default for Timers {
@@ -169,6 +223,7 @@ impl Default for Timers {
             t310: Duration::from_secs(10),
             t313: Duration::from_secs(4),
             accept: Duration::from_secs(10),
+            reserve: Duration::from_secs(2),
         }
     }
 }
@@ -204,6 +259,59 @@ pub struct Config {
     pub switches: Vec<SocketAddr>,
     /// Policy, first match wins; no match allows.
     pub policy: Vec<PolicyRule>,
+    /// Signalling peers: admission, limits, keys.
+    pub peers: PeerRules,
+}
+
+/// `[peers]` and `[[peer]]`, checked.
+#[derive(Debug, Clone)]
+pub struct PeerRules {
+    /// Admit unconfigured peers after a cookie echo.
+    pub accept_unknown: bool,
+    /// Idle links are released after this.
+    pub idle: Duration,
+    /// Most links to unconfigured peers.
+    pub max_unknown: usize,
+    /// Most links to unconfigured peers from one IP.
+    pub max_unknown_per_ip: usize,
+    /// Most calls on one (non-switch) link.
+    pub calls_per_peer: usize,
+    /// Guaranteed bit/s one configured peer's unanswered calls may hold.
+    pub half_open_bps: u64,
+    /// The same for an unconfigured peer.
+    pub half_open_unknown_bps: u64,
+    /// Remote-event log lines per second and kind.
+    pub log_per_s: u32,
+    /// `[[peer]]` entries.
+    pub list: Vec<PeerEntry>,
+}
+
+/// One `[[peer]]`, checked.
+#[derive(Debug, Clone)]
+pub struct PeerEntry {
+    /// Its signalling endpoint.
+    pub addr: SocketAddr,
+    /// Calling-number prefixes it may claim.
+    pub callers: Vec<Prefix>,
+    /// Its pre-shared key.
+    pub key: Option<Key>,
+}
+
+/// A pre-shared key; `Debug` does not show it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Key(pub Vec<u8>);
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Key({} octets)", self.0.len())
+    }
+}
+
+impl PeerRules {
+    /// The `[[peer]]` entry for `addr`.
+    pub fn entry(&self, addr: &SocketAddr) -> Option<&PeerEntry> {
+        self.list.iter().find(|p| p.addr == *addr)
+    }
 }
 
 /// A configuration mistake.
@@ -389,6 +497,7 @@ impl ConfigFile {
             t310: ms(self.timers.t310_ms, "t310_ms", d.t310)?,
             t313: ms(self.timers.t313_ms, "t313_ms", d.t313)?,
             accept: ms(self.timers.accept_ms, "accept_ms", d.accept)?,
+            reserve: ms(self.timers.reserve_ms, "reserve_ms", d.reserve)?,
         };
         let mut routes = Vec::new();
         let mut switches = Vec::new();
@@ -450,6 +559,7 @@ impl ConfigFile {
                 direction,
             });
         }
+        let peers = self.check_peers(&hosts, capacity_bps, max_calls)?;
         Ok(Config {
             addresses,
             socket: self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET)),
@@ -465,11 +575,121 @@ impl ConfigFile {
             routes,
             switches,
             policy,
+            peers,
+        })
+    }
+
+    fn check_peers(
+        &self,
+        hosts: &HostsFile,
+        capacity_bps: u64,
+        max_calls: usize,
+    ) -> Result<PeerRules, ConfigError> {
+        let p = &self.peers;
+        let idle_ms = p.idle_ms.unwrap_or(60_000);
+        if idle_ms == 0 {
+            return Err(bad(
+                "peers.idle_ms",
+                "links would be released as soon as they come up",
+                "idle_ms = 60000",
+            ));
+        }
+        let rate = |v: &Option<String>, key: &str, def: u64| match v {
+            Some(t) => parse_rate(t).ok_or_else(|| {
+                bad(
+                    format!("peers.{key}"),
+                    format!("\"{t}\" is not a rate"),
+                    "half_open = \"25Mbps\"",
+                )
+            }),
+            None => Ok(def),
+        };
+        let half_open_bps = rate(&p.half_open, "half_open", capacity_bps)?;
+        let half_open_unknown_bps =
+            rate(&p.half_open_unknown, "half_open_unknown", capacity_bps / 4)?;
+        let calls_per_peer = p.calls_per_peer.unwrap_or((max_calls * 3 / 4).max(1));
+        if calls_per_peer == 0 || p.max_unknown_per_ip == Some(0) || p.log_per_s == Some(0) {
+            return Err(bad(
+                "peers",
+                "calls_per_peer, max_unknown_per_ip and log_per_s must be at least 1",
+                "[peers] calls_per_peer = 12288",
+            ));
+        }
+        let mut list: Vec<PeerEntry> = Vec::new();
+        for (i, e) in self.peer.iter().enumerate() {
+            let addr: SocketAddr = e.address.parse().map_err(|_| {
+                bad(
+                    format!("peer[{i}].address"),
+                    format!("\"{}\" is not an IP address and UDP port", e.address),
+                    "address = \"192.0.2.7:2905\"",
+                )
+            })?;
+            if list.iter().any(|o| o.addr == addr) {
+                return Err(bad(
+                    format!("peer[{i}].address"),
+                    format!("{addr} has an earlier [[peer]] entry"),
+                    "one [[peer]] per address",
+                ));
+            }
+            let mut callers = Vec::new();
+            for (j, c) in e.callers.iter().enumerate() {
+                callers.push(Prefix::parse(c, hosts).map_err(|m| {
+                    bad(
+                        format!("peer[{i}].callers[{j}]"),
+                        m,
+                        "callers = [\"+4420\", \"47.0005.80\"]",
+                    )
+                })?);
+            }
+            let key = match &e.key {
+                Some(k) => {
+                    let v = hex::decode(k.trim()).ok().filter(|v| v.len() >= 16);
+                    Some(Key(v.ok_or_else(|| {
+                        bad(
+                            format!("peer[{i}].key"),
+                            "not hex for at least 16 octets",
+                            "key = \"<32 random octets in hex: openssl rand -hex 32>\"",
+                        )
+                    })?))
+                }
+                None => None,
+            };
+            list.push(PeerEntry { addr, callers, key });
+        }
+        Ok(PeerRules {
+            accept_unknown: p.accept_unknown.unwrap_or(true),
+            idle: Duration::from_millis(idle_ms),
+            max_unknown: p.max_unknown.unwrap_or(64),
+            max_unknown_per_ip: p.max_unknown_per_ip.unwrap_or(8),
+            calls_per_peer,
+            half_open_bps,
+            half_open_unknown_bps,
+            log_per_s: p.log_per_s.unwrap_or(10),
+            list,
         })
     }
 }
 
 impl Config {
+    /// The policy's verdict on an incoming call whose calling number nobody vouches
+    /// for (or that has none): only rules for every address ("*") can allow it; a
+    /// reject rule matching the number it claims still rejects it.
+    pub fn policy_allows_unverified(&self, remote: Option<&AtmAddr>, dir: CallDirection) -> bool {
+        for r in &self.policy {
+            let applies = r.direction == CallDirection::Both || r.direction == dir;
+            if !applies {
+                continue;
+            }
+            if r.prefix.is_empty() {
+                return r.action == Action::Allow;
+            }
+            if r.action == Action::Reject && remote.is_some_and(|a| r.prefix.matches(a)) {
+                return false;
+            }
+        }
+        true
+    }
+
     /// The policy's verdict on a call with a party at `remote`.
     pub fn policy_allows(&self, remote: &AtmAddr, dir: CallDirection) -> bool {
         for r in &self.policy {
@@ -525,6 +745,26 @@ mod tests {
         assert_eq!(c.routes.len(), 2);
         assert_eq!(c.policy.len(), 2);
         assert_eq!(c.capacity_bps, 100_000_000);
+    }
+
+    #[test]
+    fn peers_and_their_keys_are_checked() {
+        let c = check("[[peer]]\naddress = \"127.0.0.1:9\"\ncallers = [\"+44\"]\nkey = \"00112233445566778899aabbccddeeff\"").unwrap();
+        let e = c.peers.entry(&"127.0.0.1:9".parse().unwrap()).unwrap();
+        assert_eq!(e.key.as_ref().map(|k| k.0.len()), Some(16));
+        assert!(!format!("{c:?}").contains("00112233"), "Debug shows no key");
+        assert!(c.peers.accept_unknown);
+        assert_eq!(c.peers.calls_per_peer, 12_288);
+        let e = check("[[peer]]\naddress = \"127.0.0.1:9\"\nkey = \"abcd\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("peer[0].key") && e.contains("16 octets"), "{e}");
+        let e = check("[peers]\nhalf_open = \"lots\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("peers.half_open"), "{e}");
+        let e = check("[timers]\nreserve_ms = 0").unwrap_err().to_string();
+        assert!(e.contains("timers.reserve_ms"), "{e}");
     }
 
     #[test]

@@ -183,6 +183,10 @@ pub struct PortSection {
     /// Run UNI signalling with the peer, a `host` (its sigd) or a `switch`; absent:
     /// the port carries permanent VCs only.
     pub signalling: Option<SignallingRole>,
+    /// Pre-shared key (hex, at least 16 octets) authenticating every signalling
+    /// frame with the peer (the same key as its sigd's `[[peer]] key`;
+    /// docs/wire.md "Peer control frames"). Cell and frame ports only.
+    pub key: Option<String>,
 }
 
 fn default_line_rate() -> u64 {
@@ -292,6 +296,27 @@ impl PortSection {
             cfg = cfg.buffer(b);
         }
         Ok(cfg)
+    }
+
+    /// The signalling key, checked: none, or at least 16 octets on a cell or frame
+    /// port that runs signalling.
+    pub fn signalling_key(&self) -> Result<Option<Vec<u8>>, ConfigError> {
+        let Some(k) = &self.key else {
+            return Ok(None);
+        };
+        if self.signalling.is_none() || self.mode == LinkMode::Atmtcp {
+            return Err(invalid(format!(
+                "port {}: a key needs a cell or frame port with signalling",
+                self.name
+            )));
+        }
+        match hex::decode(k.trim()) {
+            Ok(v) if v.len() >= 16 => Ok(Some(v)),
+            _ => Err(invalid(format!(
+                "port {}: key: not hex for at least 16 octets (e.g. `openssl rand -hex 32`)",
+                self.name
+            ))),
+        }
     }
 
     /// The one-way delay.

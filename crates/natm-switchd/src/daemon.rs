@@ -13,6 +13,7 @@ use bytes::Bytes;
 use mio::net::UnixStream;
 use mio::{Events, Interest, Poll, Token};
 use natm::adaptor::RecvBatch;
+use natm_proto::sig::peer::{Control as PeerControl, PeerAuth, Received};
 use natm_proto::wire::cell::CELL_LEN;
 use natm_proto::wire::vcframe;
 use natm_switch::control::{self, Control, ControlConfig, ControlPort, PortRole};
@@ -134,6 +135,10 @@ impl SwitchDaemon {
                 rng: Rng::new(cfg.seed.wrapping_add(i as u64)),
                 counters: Default::default(),
                 sources: Default::default(),
+                auth: match p.signalling_key()? {
+                    Some(k) => Some((PeerAuth::new(&k, peer.to_string().as_bytes()), random()?)),
+                    None => None,
+                },
                 dests: Default::default(),
                 tx: Default::default(),
             });
@@ -232,6 +237,7 @@ impl SwitchDaemon {
     /// Carries out what the control plane asks: signalling PDUs to peers, and each
     /// signalled VC's data endpoint on host ports.
     fn drain_control(&mut self, wall: Instant) {
+        let now = self.at(wall);
         let Some(ctl) = self.control.as_mut() else {
             return;
         };
@@ -245,7 +251,14 @@ impl SwitchDaemon {
                         continue;
                     }
                     if let Some(l) = self.links.get_mut(p.index()) {
-                        l.send(&vcframe::signalling_frame(&pdu), wall);
+                        match l.auth.as_mut() {
+                            Some((auth, _)) => {
+                                for d in auth.seal(now, &pdu, || random().unwrap_or_default()) {
+                                    l.send(&d, wall);
+                                }
+                            }
+                            None => l.send(&vcframe::signalling_frame(&pdu), wall),
+                        }
                     }
                 }
                 control::Output::Source(vc, addr) => {
@@ -594,7 +607,7 @@ impl SwitchDaemon {
 /// the control plane, cells and frames to the data plane.
 fn receive(
     sw: &mut Switch,
-    control: Option<&mut Control>,
+    mut control: Option<&mut Control>,
     link: &mut Link,
     port: PortId,
     now: natm_proto::time::Instant,
@@ -603,6 +616,32 @@ fn receive(
 ) {
     if from != link.peer && link.sources.is_empty() {
         link.counters.bad_datagrams += 1;
+        return;
+    }
+    // A keyed port's signalling is sealed: anything else on the signalling VCs is
+    // dropped (a forged END or RS from the peer's address included).
+    let signalling = vcframe::signalling_pdu(data).is_some() || PeerControl::parse(data).is_ok();
+    if let (Some(ctl), Some((auth, secret)), true) =
+        (control.as_deref_mut(), link.auth.as_mut(), signalling)
+    {
+        if from != link.peer {
+            link.counters.bad_datagrams += 1;
+            return;
+        }
+        match auth.receive(now, secret, data) {
+            Ok(Received::Pdu(pdu)) => {
+                link.counters.datagrams_in += 1;
+                ctl.handle_signal(now, port, &pdu);
+            }
+            Ok(Received::Send(frames)) => {
+                link.counters.datagrams_in += 1;
+                for d in frames {
+                    link.send(&d, Instant::now());
+                }
+            }
+            // Counted, not logged: a flood of forgeries must not become one of log.
+            Err(_) => link.counters.bad_datagrams += 1,
+        }
         return;
     }
     // A port's signalling travels as frames in either link mode (sigds speak so).
@@ -653,6 +692,17 @@ fn receive(
         // An atmtcp port has no UDP socket, so no datagram.
         crate::config::LinkMode::Atmtcp => link.counters.bad_datagrams += 1,
     }
+}
+
+/// 32 random octets from the OS (a secret, a nonce).
+fn random<const N: usize>() -> Result<[u8; N], ConfigError> {
+    let mut b = [0u8; N];
+    let mut got = 0;
+    while got < N {
+        got += rustix::rand::getrandom(&mut b[got..], rustix::rand::GetRandomFlags::empty())
+            .map_err(|e| ConfigError::Invalid(format!("no randomness from the OS: {e}")))?;
+    }
+    Ok(b)
 }
 
 /// The data plane's clock for wall time `t`, counted from `epoch` (never zero).

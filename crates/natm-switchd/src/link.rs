@@ -82,6 +82,9 @@ pub(crate) struct Link {
     /// Signalled VCs of a host port, each with its own data endpoint: the labels
     /// each endpoint may send on (anything else from it is refused)...
     pub(crate) sources: HashSet<(SocketAddr, u16, u16)>,
+    /// A keyed signalling port: its authentication and this end's secret
+    /// (`natm_proto::sig::peer`).
+    pub(crate) auth: Option<(natm_proto::sig::peer::PeerAuth, [u8; 32])>,
     /// ...and where each output label's units go (the peer if not here).
     pub(crate) dests: HashMap<(u16, u16), SocketAddr>,
     /// Datagrams to send, back to back; see [`Link::open`].
@@ -307,6 +310,7 @@ mod tests {
             rng: Rng::new(7),
             counters: LinkCounters::default(),
             sources: HashSet::new(),
+            auth: None,
             dests: HashMap::new(),
             tx: TxBatch::default(),
         }

@@ -551,6 +551,12 @@ impl Sscop {
         }
     }
 
+    /// Whether `nsq` is the N(SQ) of the peer's next BGN/RS/ER: one above the last
+    /// one taken.
+    fn is_next_sq(&self, nsq: u8) -> bool {
+        self.vr_sq.is_none_or(|v| v.wrapping_add(1) == nsq)
+    }
+
     fn accept_bgn(&mut self, now: Instant, nsq: u8, nmr: SeqNum) {
         self.reset_data();
         self.vr_sq = Some(nsq);
@@ -676,7 +682,14 @@ impl Sscop {
                 }
             }
             Pdu::Rs { nsq, nmr, .. } => {
-                if self.vr_sq == Some(nsq) {
+                if !self.is_next_sq(nsq) {
+                    // A retransmission (N(SQ) = VR(SQ)) — or, any other value, not
+                    // the peer's next (its VT(SQ) counts up by one per BGN/RS/ER,
+                    // Q.2110 §7.4): answered, nothing reset, so a blind forgery
+                    // cannot flush the link.
+                    if self.vr_sq != Some(nsq) {
+                        self.stats.unexpected_pdus += 1;
+                    }
                     let own = self.vr_mr;
                     self.push_out(Pdu::Rsak { nmr: own });
                 } else {
@@ -689,8 +702,11 @@ impl Sscop {
                 }
             }
             Pdu::Er { nsq, nmr } => {
-                // Departure (module docs): ER handled as a resynchronisation.
-                if self.vr_sq != Some(nsq) {
+                // Departure (module docs): ER handled as a resynchronisation — only
+                // for the peer's next N(SQ), as RS above.
+                if self.vr_sq != Some(nsq) && !self.is_next_sq(nsq) {
+                    self.stats.unexpected_pdus += 1;
+                } else if self.vr_sq != Some(nsq) {
                     self.reset_data();
                     self.vr_sq = Some(nsq);
                     self.enter_ready(now, nmr);

@@ -116,6 +116,7 @@ impl Core {
                         grant,
                         deadline: None,
                         announce: None,
+                        half_open: 0,
                     },
                 );
                 self.tell(t, Message::Ack { req, id });
@@ -141,6 +142,7 @@ impl Core {
                         grant: Grant::default(),
                         deadline: None,
                         announce: None,
+                        half_open: 0,
                     },
                 );
                 self.offer(peer_id, listener);
@@ -170,7 +172,15 @@ impl Core {
         if fits {
             return self.pre_accept(call, listener, owner);
         }
-        let deadline = self.now + self.cfg.timers.accept;
+        // An offer holding a guaranteed reservation for a peer's call waits only
+        // `[timers] reserve_ms` (docs/SECURITY.md "Signalling peers").
+        let reserved = self.calls.get(&call).is_some_and(|c| c.half_open > 0);
+        let wait = if reserved {
+            self.cfg.timers.accept.min(self.cfg.timers.reserve)
+        } else {
+            self.cfg.timers.accept
+        };
+        let deadline = self.now + wait;
         let Some(c) = self.calls.get_mut(&call) else {
             return;
         };
@@ -378,6 +388,7 @@ impl Core {
     //= lies with the manager. It can unilaterally decide to terminate a connection
     //= at any time."
     pub(super) fn end_call(&mut self, id: u64, cause: u8, detail: &str, tell_self: bool) {
+        self.settle_half_open(id);
         let Some(mut c) = self.calls.remove(&id) else {
             return;
         };
@@ -401,6 +412,7 @@ impl Core {
             Remote::Peer { link, call } => {
                 let now = self.now;
                 if let Some(l) = self.peers.get_mut(&link) {
+                    l.last_used = now;
                     match call {
                         // Call control still has it: RELEASE (or RELEASE COMPLETE for a
                         // call never answered).

@@ -4,11 +4,9 @@
 
 use std::collections::HashMap;
 
+use natm_proto::sig::peer::PeerAuth;
 use natm_proto::sig::{CallId, CallParams, Saal, SaalConfig};
-
-/// Most peers sigd keeps links with (each costs a few KiB; a flood of forged sources
-/// must not grow memory without bound).
-pub(super) const MAX_PEERS: usize = 1024;
+use natm_proto::time::Instant;
 
 /// One peer's link.
 #[derive(Debug)]
@@ -18,15 +16,38 @@ pub(super) struct PeerLink {
     pub(super) calls: HashMap<CallId, u64>,
     /// Calls waiting for the link to come up: sigd call id and SETUP contents.
     pub(super) pending: Vec<(u64, CallParams)>,
+    /// The peer is in the configuration (a route, a switch, a `[[peer]]`); else it
+    /// was admitted by a cookie echo.
+    pub(super) configured: bool,
+    /// The peer is a switch: trusted for any caller, never expired.
+    pub(super) switch: bool,
+    /// Pre-shared-key authentication of every frame (`[[peer]] key`).
+    pub(super) auth: Option<PeerAuth>,
+    /// When a call last started or ended on the link (or the link was made): an idle
+    /// link expires `[peers] idle_ms` after it.
+    pub(super) last_used: Instant,
+    /// Guaranteed bit/s (the larger direction) held by this peer's calls that wait
+    /// for the called application's answer.
+    pub(super) half_open_bps: u64,
 }
 
 impl PeerLink {
-    pub(super) fn new(cfg: SaalConfig) -> PeerLink {
+    pub(super) fn new(cfg: SaalConfig, now: Instant) -> PeerLink {
         PeerLink {
             saal: Saal::new(cfg),
             calls: HashMap::new(),
             pending: Vec::new(),
+            configured: false,
+            switch: false,
+            auth: None,
+            last_used: now,
+            half_open_bps: 0,
         }
+    }
+
+    /// Holds no call and waits for none.
+    pub(super) fn is_idle(&self) -> bool {
+        self.calls.is_empty() && self.pending.is_empty()
     }
 
     /// Malformed input seen on this link (SSCOP PDUs and Q.2931 messages).

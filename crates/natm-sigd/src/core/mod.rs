@@ -52,12 +52,17 @@ mod link;
 mod listeners;
 mod peers;
 mod qos;
+mod ratelog;
 mod stat;
 mod traffic;
 
 pub use stat::{CallRow, Counters, ListenerRow, PeerRow, Stat, TrafficRow};
 
 use link::PeerLink;
+
+/// Most stateless answers (admission challenges, authentication ACKs) sent per
+/// second: a flood of spoofed first frames reflects at most this many datagrams.
+const ANSWERS_PER_S: u32 = 256;
 
 /// UNI causes sigd uses (Q.2931 §4.5.15, table 4-10).
 pub(crate) mod cause {
@@ -192,6 +197,9 @@ struct Call {
     /// ACKNOWLEDGE (or the call's end): the listener's work on it then does not take a
     /// CPU from the caller's side of the setup.
     announce: Option<Message>,
+    /// Guaranteed bit/s charged to the caller's link while the call waits for the
+    /// called application (`[peers] half_open`); 0 once answered.
+    half_open: u64,
 }
 
 #[derive(Debug)]
@@ -253,6 +261,13 @@ impl Ids {
     fn cookie(&mut self) -> u32 {
         self.rng.next_u32()
     }
+
+    /// Random octets: a secret, a nonce.
+    fn bytes<const N: usize>(&mut self) -> [u8; N] {
+        let mut b = [0; N];
+        self.rng.fill_bytes(&mut b);
+        b
+    }
 }
 
 /// sigd's state and decisions; see the module documentation for the call order.
@@ -284,6 +299,13 @@ pub struct Core {
     /// The request being handled wants no answer (see `apps::handle_app`).
     quiet: bool,
     out: VecDeque<Output>,
+    /// This sigd's secret for admission cookies and responder nonces
+    /// (`natm_proto::sig::peer`); never leaves the process.
+    secret: [u8; 32],
+    /// Log lines about remote events, limited per kind.
+    ratelog: ratelog::RateLog,
+    /// Stateless answers to unadmitted sources (challenges, authentication ACKs).
+    answers: ratelog::Window,
 }
 
 impl Core {
@@ -298,7 +320,12 @@ impl Core {
             facts.cores,
         );
         let dir = Directory::new(cfg.routes.clone(), cfg.addresses.clone());
+        let mut ids = Ids::new(seed);
+        let secret = ids.bytes();
         Core {
+            secret,
+            ratelog: ratelog::RateLog::new(cfg.peers.log_per_s),
+            answers: ratelog::Window::new(ANSWERS_PER_S),
             saal_cfg: peers::saal_config(&cfg),
             cfg,
             facts,
@@ -308,7 +335,7 @@ impl Core {
             dir,
             res,
             vcis: HashMap::new(),
-            ids: Ids::new(seed),
+            ids,
             counters: Counters::default(),
             traffic: traffic::Traffic::default(),
             peers: BTreeMap::new(),
@@ -359,6 +386,9 @@ impl Core {
                 }
             }
         }
+        if self.next_expiry().is_some_and(|d| d <= now) {
+            self.expire_idle();
+        }
         for (link, l) in self.peers.iter_mut() {
             if l.saal.poll_timeout().is_some_and(|d| d <= now) {
                 l.saal.handle_timeout(now);
@@ -373,6 +403,20 @@ impl Core {
             .collect();
         due.sort_unstable();
         for id in due {
+            let reserved = self.calls.get(&id).is_some_and(|c| c.half_open > 0);
+            if reserved && self.cfg.timers.reserve < self.cfg.timers.accept {
+                self.counters.reserve_expiries += 1;
+                let secs = self.cfg.timers.reserve.as_secs_f64();
+                self.end_call(
+                    id,
+                    cause::NO_USER_RESPONDING,
+                    &format!(
+                        "the called application did not answer within {secs} s, as long as an unanswered call may hold a guaranteed reservation ([timers] reserve_ms)"
+                    ),
+                    true,
+                );
+                continue;
+            }
             let secs = self.cfg.timers.accept.as_secs_f64();
             // The network side's duty in Q.2931 falls to the callee's sigd here: an
             // offer nobody answers is cleared (cause 18), docs/ARCHITECTURE.md
@@ -395,7 +439,12 @@ impl Core {
             .filter_map(|l| l.saal.poll_timeout())
             .min();
         let proceeding = self.proceeding_due.iter().map(|d| d.0).min();
-        calls.into_iter().chain(links).chain(proceeding).min()
+        calls
+            .into_iter()
+            .chain(links)
+            .chain(proceeding)
+            .chain(self.next_expiry())
+            .min()
     }
 
     /// The next thing to do. Links with input are serviced here, so that several

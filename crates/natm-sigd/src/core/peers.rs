@@ -9,8 +9,12 @@ use natm_proto::wire::ipc::DataPath;
 use natm_proto::wire::q2931::{ConnectionId, NatmParams};
 use tracing::warn;
 
+use natm_proto::sig::peer::{self, Control, PeerAuth, Received, MAX_ECHOED_PDU};
+use natm_proto::wire::sscop::Pdu as SscopPdu;
+
 use super::link::{self, PeerLink};
 use super::qos::{demand, reverse};
+use super::ratelog::Event;
 use super::*;
 use crate::admission::{Demand, Refusal};
 use crate::config::CallDirection;
@@ -73,42 +77,270 @@ impl Core {
         })
     }
 
-    /// A datagram from the signalling socket: an SSCOP PDU for `peer`'s link (created,
-    /// passive, on its first valid frame). Anything else is counted and dropped.
+    /// A datagram from the signalling socket: an SSCOP PDU for `peer`'s link, or a
+    /// peer-control frame (`natm_proto::sig::peer`: admission cookie, authentication).
+    /// A link is created only for a configured peer, or for an unknown one that
+    /// echoed a cookie (`[peers] accept_unknown`); a keyed peer's frames must be
+    /// sealed. Anything else is counted and dropped, holding nothing.
     pub fn handle_peer(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
         self.tick(now);
         let now = self.now;
-        let Some(pdu) = link::unframe(datagram) else {
-            self.counters.malformed_signalling += 1;
-            debug!(%peer, len = datagram.len(), "not a signalling frame on VPI 0/VCI 5: dropped");
-            return;
-        };
-        match self.link(peer, false) {
-            Some(l) => l.saal.handle_frame(now, pdu),
-            None => {
+        if let Some(pdu) = link::unframe(datagram) {
+            return self.plain_pdu(peer, pdu);
+        }
+        match Control::parse(datagram) {
+            Ok(Control::Echo { cookie, pdu }) => self.on_echo(peer, cookie, pdu),
+            Ok(Control::Challenge { cookie, pdu }) => {
+                // Only for a link this side is opening, unauthenticated: echo at once
+                // (the peer holds nothing until then).
+                let opening = self
+                    .peers
+                    .get(&peer)
+                    .is_some_and(|l| l.auth.is_none() && !l.saal.is_up());
+                if opening {
+                    let echo = Control::Echo { cookie, pdu }.to_bytes();
+                    self.out.push_back(Output::ToPeer(peer, Bytes::from(echo)));
+                } else {
+                    self.drop_frame(peer, "an admission challenge for no link being opened");
+                }
+            }
+            Ok(Control::Hello { .. })
+            | Ok(Control::HelloAck { .. })
+            | Ok(Control::Sealed { .. }) => self.sealed_frame(now, peer, datagram),
+            Err(_) => {
                 self.counters.malformed_signalling += 1;
-                return;
+                debug!(%peer, len = datagram.len(), "not a signalling frame on VPI 0/VCI 5: dropped");
             }
         }
+    }
+
+    /// Whether `peer` is named by the configuration (a route, a switch, a `[[peer]]`).
+    pub(super) fn is_configured(&self, peer: &SocketAddr) -> bool {
+        self.cfg.routes.iter().any(|(_, p)| p == peer)
+            || self.cfg.switches.contains(peer)
+            || self.cfg.peers.entry(peer).is_some()
+    }
+
+    fn peer_key(&self, peer: &SocketAddr) -> Option<&[u8]> {
+        self.cfg
+            .peers
+            .entry(peer)
+            .and_then(|e| e.key.as_ref())
+            .map(|k| k.0.as_slice())
+    }
+
+    /// A remote event's log line may be written (see `ratelog`): `Some(suppressed)`.
+    pub(super) fn remote_log(&mut self, e: Event) -> Option<u64> {
+        let r = self.ratelog.allow(e, self.now);
+        if r.is_none() {
+            self.counters.log_suppressed += 1;
+        }
+        r
+    }
+
+    fn drop_frame(&mut self, peer: SocketAddr, why: &str) {
+        self.counters.peer_refusals += 1;
+        if let Some(suppressed) = self.remote_log(Event::Dropped) {
+            info!(%peer, suppressed, why, "signalling datagram dropped");
+        }
+    }
+
+    /// A plain SSCOP PDU (VPI 0/VCI 5).
+    fn plain_pdu(&mut self, peer: SocketAddr, pdu: &[u8]) {
+        let now = self.now;
+        if self.peer_key(&peer).is_some() {
+            self.counters.auth_failures += 1;
+            if let Some(suppressed) = self.remote_log(Event::Dropped) {
+                warn!(%peer, suppressed, "unauthenticated SSCOP PDU from a peer with a key: dropped");
+            }
+            return;
+        }
+        if !self.peers.contains_key(&peer) && !self.is_configured(&peer) {
+            // seed 000 §4 leaves who may signal to the network; over UDP anyone can,
+            // so an unknown source first proves it receives at its address.
+            if !self.cfg.peers.accept_unknown {
+                return self.drop_frame(
+                    peer,
+                    "not a configured peer ([peers] accept_unknown = false)",
+                );
+            }
+            // Only a BGN opens a link; the rest of SSCOP needs one.
+            match SscopPdu::parse(pdu) {
+                Ok(SscopPdu::Bgn { .. }) => {}
+                Ok(_) => {
+                    return self
+                        .drop_frame(peer, "an SSCOP PDU other than BGN from an unknown source")
+                }
+                Err(_) => {
+                    self.counters.malformed_signalling += 1;
+                    return;
+                }
+            }
+            if pdu.len() > MAX_ECHOED_PDU || self.answers.allow(now).is_none() {
+                return self.drop_frame(peer, "over the limit of admission challenges");
+            }
+            self.counters.peer_challenges += 1;
+            let cookie = peer::mint_cookie(&self.secret, peer.to_string().as_bytes(), now);
+            let ch = Control::Challenge {
+                cookie: &cookie,
+                pdu,
+            };
+            self.out
+                .push_back(Output::ToPeer(peer, Bytes::from(ch.to_bytes())));
+            return;
+        }
+        if !self.peers.contains_key(&peer) {
+            // A configured peer: only a BGN makes a link. Anything else means the
+            // peer thinks a link exists (this end forgot it, `[peers] idle_ms`): say
+            // it does not, as SSCOP's idle state would (Q.2110 state 1: END S=1),
+            // holding nothing.
+            match SscopPdu::parse(pdu) {
+                Ok(SscopPdu::Bgn { .. }) => {}
+                Ok(SscopPdu::End { .. } | SscopPdu::Endak | SscopPdu::Bgrej { .. }) => {
+                    return self.drop_frame(peer, "no link, and not a BGN");
+                }
+                Err(_) => {
+                    self.counters.malformed_signalling += 1;
+                    return;
+                }
+                Ok(_) => {
+                    if self.answers.allow(now).is_some() {
+                        let end = SscopPdu::End {
+                            source_sscop: true,
+                            uu: Vec::new(),
+                        };
+                        let d = link::frame(&end.to_bytes());
+                        self.out.push_back(Output::ToPeer(peer, Bytes::from(d)));
+                    }
+                    return;
+                }
+            }
+        }
+        let Some(l) = self.link(peer, false) else {
+            return self.drop_frame(peer, "no link could be made");
+        };
+        l.saal.handle_frame(now, pdu);
         self.dirty.push(peer);
     }
 
-    /// The link to `peer`, created (and started when `start`) if there is none.
+    /// An unknown peer's ECHO: a valid cookie admits it (within the unknown-peer
+    /// limits), and its PDU is taken.
+    fn on_echo(&mut self, peer: SocketAddr, cookie: &[u8; peer::COOKIE_LEN], pdu: &[u8]) {
+        let now = self.now;
+        if !self.peers.contains_key(&peer) {
+            if self.is_configured(&peer) || !self.cfg.peers.accept_unknown {
+                return self.drop_frame(
+                    peer,
+                    "an admission echo from a configured or refused source",
+                );
+            }
+            if !peer::check_cookie(&self.secret, peer.to_string().as_bytes(), cookie, now) {
+                return self.drop_frame(peer, "an admission echo with a bad or stale cookie");
+            }
+            if !self.make_room_for_unknown(peer) {
+                return self.drop_frame(peer, "over the limits of links to unknown peers");
+            }
+            let mut l = PeerLink::new(self.saal_cfg.clone(), now);
+            l.configured = false;
+            self.peers.insert(peer, l);
+            self.counters.peers_admitted += 1;
+            if let Some(suppressed) = self.remote_log(Event::Link) {
+                info!(%peer, suppressed, "signalling link created for an unknown peer that echoed its cookie");
+            }
+        }
+        if let Some(l) = self.peers.get_mut(&peer) {
+            l.saal.handle_frame(now, pdu);
+            self.dirty.push(peer);
+        }
+    }
+
+    /// Whether another unknown peer's link may be made: within `[peers]
+    /// max_unknown_per_ip`, and within `max_unknown` once the longest-idle unknown
+    /// link without calls is released.
+    fn make_room_for_unknown(&mut self, peer: SocketAddr) -> bool {
+        let unknown = || self.peers.iter().filter(|(_, l)| !l.configured);
+        let same_ip = unknown().filter(|(a, _)| a.ip() == peer.ip()).count();
+        if same_ip >= self.cfg.peers.max_unknown_per_ip {
+            return false;
+        }
+        if unknown().count() < self.cfg.peers.max_unknown {
+            return true;
+        }
+        let victim = unknown()
+            .filter(|(_, l)| l.is_idle())
+            .min_by_key(|(_, l)| l.last_used)
+            .map(|(a, _)| *a);
+        match victim {
+            Some(v) => {
+                self.expire_link(v);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A frame for a keyed peer's authentication.
+    fn sealed_frame(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
+        if self.peer_key(&peer).is_none() {
+            return self.drop_frame(peer, "an authentication frame from a peer without a key");
+        }
+        let is_hello = matches!(Control::parse(datagram), Ok(Control::Hello { .. }));
+        if is_hello && self.answers.allow(now).is_none() {
+            return self.drop_frame(peer, "over the limit of authentication answers");
+        }
+        let secret = self.secret;
+        let Some(l) = self.link(peer, false) else {
+            return self.drop_frame(peer, "no link could be made");
+        };
+        let auth = l
+            .auth
+            .as_mut()
+            .expect("a keyed peer's link has authentication");
+        match auth.receive(now, &secret, datagram) {
+            Ok(Received::Pdu(pdu)) => {
+                l.saal.handle_frame(now, &pdu);
+                self.dirty.push(peer);
+            }
+            Ok(Received::Send(frames)) => {
+                for f in frames {
+                    self.out.push_back(Output::ToPeer(peer, Bytes::from(f)));
+                }
+            }
+            Err(e) => {
+                self.counters.auth_failures += 1;
+                if let Some(suppressed) = self.remote_log(Event::Dropped) {
+                    warn!(%peer, suppressed, error = %e, "signalling frame failed authentication: dropped");
+                }
+            }
+        }
+    }
+
+    /// The link to `peer`, created (and started when `start`) if there is none. Only
+    /// for configured peers (and existing links): unknown ones are admitted by
+    /// `on_echo`.
     pub(super) fn link(&mut self, peer: SocketAddr, start: bool) -> Option<&mut PeerLink> {
         if !self.peers.contains_key(&peer) {
-            if self.peers.len() >= link::MAX_PEERS {
+            if !self.is_configured(&peer) {
                 return None;
             }
-            let cfg = if self.cfg.switches.contains(&peer) {
+            let switch = self.cfg.switches.contains(&peer);
+            let cfg = if switch {
                 switch_saal_config(&self.saal_cfg)
             } else {
                 self.saal_cfg.clone()
             };
-            let mut l = PeerLink::new(cfg);
+            let mut l = PeerLink::new(cfg, self.now);
+            l.configured = true;
+            l.switch = switch;
+            l.auth = self
+                .peer_key(&peer)
+                .map(|k| PeerAuth::new(k, peer.to_string().as_bytes()));
             if start {
                 l.saal.start(self.now);
             }
-            info!(%peer, "signalling link created");
+            if let Some(suppressed) = self.remote_log(Event::Link) {
+                info!(%peer, suppressed, "signalling link created");
+            }
             self.peers.insert(peer, l);
         } else if start {
             let now = self.now;
@@ -118,6 +350,67 @@ impl Core {
             }
         }
         self.peers.get_mut(&peer)
+    }
+
+    /// When the next idle link expires (`[peers] idle_ms`; switch links never do).
+    pub(super) fn next_expiry(&self) -> Option<Instant> {
+        let idle = self.cfg.peers.idle;
+        self.peers
+            .values()
+            .filter(|l| !l.switch && l.is_idle())
+            .map(|l| l.last_used + idle)
+            .min()
+    }
+
+    /// Release (SSCOP END) and forget every link idle for `[peers] idle_ms`.
+    pub(super) fn expire_idle(&mut self) {
+        let idle = self.cfg.peers.idle;
+        let now = self.now;
+        let due: Vec<SocketAddr> = self
+            .peers
+            .iter()
+            .filter(|(_, l)| !l.switch && l.is_idle() && l.last_used + idle <= now)
+            .map(|(a, _)| *a)
+            .collect();
+        for link in due {
+            self.expire_link(link);
+        }
+    }
+
+    /// Release and forget `link`, which holds no calls: its END goes out, and its
+    /// memory (SSCOP buffers, VCI pool, keys) returns.
+    fn expire_link(&mut self, link: SocketAddr) {
+        let now = self.now;
+        let Some(mut l) = self.peers.remove(&link) else {
+            return;
+        };
+        l.saal.stop(now);
+        while let Some(p) = l.saal.poll_transmit() {
+            for d in self.seal(&mut l, &p) {
+                self.out.push_back(Output::ToPeer(link, Bytes::from(d)));
+            }
+        }
+        self.vcis.remove(&Some(link));
+        self.proceeding_due.retain(|(_, l, _)| *l != link);
+        self.dirty.retain(|l| *l != link);
+        self.counters.links_expired += 1;
+        if let Some(suppressed) = self.remote_log(Event::Link) {
+            info!(%link, suppressed, "idle signalling link released and forgotten");
+        }
+    }
+
+    /// The datagrams that carry SSCOP PDU `p` on `l`: one signalling frame, or sealed
+    /// frames (and a HELLO) for a keyed peer. A BGN starts a link lifetime, so it
+    /// starts new keys too.
+    fn seal(&mut self, l: &mut PeerLink, p: &[u8]) -> Vec<Vec<u8>> {
+        let Some(auth) = l.auth.as_mut() else {
+            return vec![link::frame(p)];
+        };
+        if matches!(SscopPdu::parse(p), Ok(SscopPdu::Bgn { .. })) && auth.has_keys() {
+            auth.reset();
+        }
+        let ids = &mut self.ids;
+        auth.seal(self.now, p, || ids.bytes())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -195,8 +488,10 @@ impl Core {
                 grant,
                 deadline: None,
                 announce: None,
+                half_open: 0,
             },
         );
+        let now = self.now;
         let Some(l) = self.link(link, true) else {
             self.calls.remove(&id);
             self.res.release(&grant);
@@ -204,10 +499,11 @@ impl Core {
                 t,
                 req,
                 cause::RESOURCES,
-                format!("sigd keeps links to at most {} peers", link::MAX_PEERS),
+                format!("{link} is not a configured peer"),
             );
         };
         l.pending.push((id, params));
+        l.last_used = now;
         self.tell(t, Message::Ack { req, id });
         info!(call = id, to = %addr, sap, via = %link, "call to a peer");
         self.dirty.push(link);
@@ -233,16 +529,24 @@ impl Core {
                     }
                 }
             }
-            let mut out = Vec::new();
+            let mut pdus = Vec::new();
             while let Some(p) = l.saal.poll_transmit() {
-                out.push(link::frame(&p));
+                pdus.push(p);
             }
             let mut evs = Vec::new();
             while let Some(e) = l.saal.poll_event() {
                 evs.push(e);
             }
-            if started.is_empty() && failed.is_empty() && out.is_empty() && evs.is_empty() {
+            if started.is_empty() && failed.is_empty() && pdus.is_empty() && evs.is_empty() {
                 return;
+            }
+            let mut out = Vec::new();
+            if !pdus.is_empty() {
+                let mut l = self.peers.remove(&link).expect("looked up above");
+                for p in &pdus {
+                    out.extend(self.seal(&mut l, p));
+                }
+                self.peers.insert(link, l);
             }
             for (id, cid) in started {
                 if let Some(c) = self.calls.get_mut(&id) {
@@ -310,12 +614,18 @@ impl Core {
 
     pub(super) fn on_sig_event(&mut self, link: SocketAddr, ev: SigEvent) {
         match ev {
-            SigEvent::LinkUp => info!(%link, "signalling link up"),
+            SigEvent::LinkUp => {
+                if let Some(suppressed) = self.remote_log(Event::Link) {
+                    info!(%link, suppressed, "signalling link up");
+                }
+            }
             SigEvent::LinkDown { reason, failure } => {
                 // Q.2931 §5.6.9 as UNI 3.1 applies it: call control clears the calls
                 // that are not active (their `Released` follows) and keeps active ones
                 // for T309; calls that never got their SETUP out fail here.
-                warn!(%link, ?reason, failure, "signalling link down");
+                if let Some(suppressed) = self.remote_log(Event::Link) {
+                    warn!(%link, ?reason, failure, suppressed, "signalling link down");
+                }
                 self.fail_pending(link);
             }
             SigEvent::Call(CallEvent::Incoming { call, params }) => {
@@ -395,7 +705,9 @@ impl Core {
     /// offered (or pre-accepted) with a VCI of this side's choosing.
     pub(super) fn on_incoming(&mut self, link: SocketAddr, cid: CallId, params: CallParams) {
         let refuse = |this: &mut Core, c: u8, why: &str| {
-            info!(%link, %cid, cause = c, why, "incoming call refused");
+            if let Some(suppressed) = this.remote_log(Event::Refused) {
+                info!(%link, %cid, cause = c, why, suppressed, "incoming call refused");
+            }
             this.counters.calls_refused += 1;
             let now = this.now;
             if let Some(l) = this.peers.get_mut(&link) {
@@ -403,6 +715,28 @@ impl Core {
             }
             this.dirty.push(link);
         };
+        let (switch, configured, held) = match self.peers.get_mut(&link) {
+            Some(l) => {
+                l.last_used = self.now;
+                (l.switch, l.configured, l.calls.len())
+            }
+            None => (false, false, 0),
+        };
+        // Incoming calls count in `[limits] calls` like outgoing ones, and one peer
+        // (a switch carries everyone's calls) holds at most its share.
+        if self.calls.len() >= self.cfg.max_calls {
+            self.counters.peer_limit_refusals += 1;
+            let why = format!("sigd holds its limit of {} calls", self.cfg.max_calls);
+            return refuse(self, cause::RESOURCES, &why);
+        }
+        if !switch && held >= self.cfg.peers.calls_per_peer {
+            self.counters.peer_limit_refusals += 1;
+            let why = format!(
+                "the peer holds its share of {} calls ([peers] calls_per_peer)",
+                self.cfg.peers.calls_per_peer
+            );
+            return refuse(self, cause::RESOURCES, &why);
+        }
         let Some(called) = link::atm(&params.called).filter(|a| self.dir.is_local(a)) else {
             return refuse(
                 self,
@@ -411,11 +745,30 @@ impl Core {
             );
         };
         let caller = params.calling.as_ref().and_then(link::atm);
-        if let Some(a) = &caller {
-            if !self.cfg.policy_allows(a, CallDirection::Incoming) {
-                self.counters.policy_rejections += 1;
-                return refuse(self, cause::CALL_REJECTED, "rejected by policy");
+        // Caller identity: what the peer may claim (docs/SECURITY.md "Signalling
+        // peers"). A number another peer (or this host) owns is refused with cause
+        // 21, call rejected — the called side refuses the call, the number is not
+        // malformed; one nobody owns is unverified, and policy gives it only what a
+        // call without a number gets.
+        let allowed = match self.caller_standing(link, switch, caller.as_ref()) {
+            Standing::Spoofed => {
+                self.counters.caller_refusals += 1;
+                return refuse(
+                    self,
+                    cause::CALL_REJECTED,
+                    "the peer may not claim the calling number",
+                );
             }
+            Standing::Verified => caller
+                .as_ref()
+                .is_none_or(|a| self.cfg.policy_allows(a, CallDirection::Incoming)),
+            Standing::Unverified => self
+                .cfg
+                .policy_allows_unverified(caller.as_ref(), CallDirection::Incoming),
+        };
+        if !allowed {
+            self.counters.policy_rejections += 1;
+            return refuse(self, cause::CALL_REJECTED, "rejected by policy");
         }
         let sap = params.sap.as_ref().map(Sap::to_string).unwrap_or_default();
         let Some(listener) = self.find_listener(&called, &sap) else {
@@ -451,6 +804,25 @@ impl Core {
             Ok(g) => g,
             Err(r) => return refuse(self, r.cause, &r.detail),
         };
+        // A guaranteed reservation held while the called application decides is
+        // charged to the caller's link, up to `[peers] half_open`.
+        let half_open = grant.out_bps.max(grant.in_bps);
+        let share = if configured {
+            self.cfg.peers.half_open_bps
+        } else {
+            self.cfg.peers.half_open_unknown_bps
+        };
+        if half_open > 0 && !switch {
+            let held = self.peers.get(&link).map_or(0, |l| l.half_open_bps);
+            if held + half_open > share {
+                self.res.release(&grant);
+                self.counters.peer_limit_refusals += 1;
+                let why = format!(
+                    "the peer's unanswered calls hold {held} of their {share} bit/s of guaranteed bandwidth ([peers] half_open)"
+                );
+                return refuse(self, cause::RESOURCES, &why);
+            }
+        }
         // Each side labels the VC it receives on (downstream allocation, from 32 up
         // per link); the two simplex VCs of a connection share one data socket, so
         // this side avoids the caller's label.
@@ -492,13 +864,19 @@ impl Core {
                 grant,
                 deadline: None,
                 announce: None,
+                half_open: if switch { 0 } else { half_open },
             },
         );
         if let Some(l) = self.peers.get_mut(&link) {
             l.calls.insert(cid, id);
+            if !switch {
+                l.half_open_bps += half_open;
+            }
         }
         self.dirty.push(link);
-        info!(call = id, %link, "incoming call offered");
+        if let Some(suppressed) = self.remote_log(Event::Offered) {
+            info!(call = id, %link, suppressed, "incoming call offered");
+        }
         self.offer(id, listener);
         // CALL PROCEEDING only if the application has not answered soon: most answer
         // within a millisecond, and their CONNECT stops the caller's T303 as well, so
@@ -618,6 +996,7 @@ impl Core {
             self.proceeding_due
                 .retain(|(_, l, c)| !(*l == link && *c == cid));
         }
+        self.settle_half_open(call);
         let c = self
             .calls
             .get_mut(&call)
@@ -644,6 +1023,71 @@ impl Core {
                 qos: c.qos.to_string(),
             },
         })
+    }
+}
+
+/// What a peer's claim of a calling number is worth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Standing {
+    /// The number is the peer's (a route or `[[peer]] callers`), or the link is a
+    /// switch's (the network vouches).
+    Verified,
+    /// Nobody owns it, or there is none.
+    Unverified,
+    /// Another peer or this host owns it.
+    Spoofed,
+}
+
+impl Core {
+    fn caller_standing(
+        &self,
+        link: SocketAddr,
+        switch: bool,
+        caller: Option<&AtmAddr>,
+    ) -> Standing {
+        if switch {
+            return Standing::Verified;
+        }
+        let Some(a) = caller else {
+            return Standing::Unverified;
+        };
+        if self.dir.is_local(a) {
+            return Standing::Spoofed;
+        }
+        let listed = self
+            .cfg
+            .peers
+            .entry(&link)
+            .is_some_and(|e| e.callers.iter().any(|p| p.matches(a)));
+        if listed {
+            return Standing::Verified;
+        }
+        // The longest non-default route owns the number; "*" claims nothing.
+        let owner = self
+            .dir
+            .routes()
+            .iter()
+            .filter(|(p, _)| !p.is_empty() && p.matches(a))
+            .max_by_key(|(p, _)| p.len())
+            .map(|(_, peer)| *peer);
+        match owner {
+            Some(p) if p == link => Standing::Verified,
+            Some(_) => Standing::Spoofed,
+            None => Standing::Unverified,
+        }
+    }
+
+    /// The call no longer holds a half-open reservation on its link's account.
+    pub(super) fn settle_half_open(&mut self, call: u64) {
+        let Some(c) = self.calls.get_mut(&call) else {
+            return;
+        };
+        let bps = std::mem::take(&mut c.half_open);
+        if let (Remote::Peer { link, .. }, true) = (c.remote, bps > 0) {
+            if let Some(l) = self.peers.get_mut(&link) {
+                l.half_open_bps = l.half_open_bps.saturating_sub(bps);
+            }
+        }
     }
 }
 

@@ -41,6 +41,36 @@ pub struct Counters {
     /// `natm release` requests refused for want of permission.
     #[serde(default)]
     pub admin_refusals: u64,
+    /// Signalling datagrams dropped because their source may not open a link (not
+    /// configured and no valid cookie, over the unknown-peer limits).
+    #[serde(default)]
+    pub peer_refusals: u64,
+    /// Admission challenges sent to unknown sources.
+    #[serde(default)]
+    pub peer_challenges: u64,
+    /// Unknown peers admitted after echoing a cookie.
+    #[serde(default)]
+    pub peers_admitted: u64,
+    /// Idle links released and forgotten.
+    #[serde(default)]
+    pub links_expired: u64,
+    /// Frames from a keyed peer that were not authenticated, failed their tag or
+    /// were replays.
+    #[serde(default)]
+    pub auth_failures: u64,
+    /// Incoming calls refused because the peer may not claim the calling number.
+    #[serde(default)]
+    pub caller_refusals: u64,
+    /// Incoming calls refused by the call limits (all calls, or one peer's share).
+    #[serde(default)]
+    pub peer_limit_refusals: u64,
+    /// Offers cleared because they held a guaranteed reservation past
+    /// `[timers] reserve_ms`.
+    #[serde(default)]
+    pub reserve_expiries: u64,
+    /// Log lines about remote events not written (over `[peers] log_per_s`).
+    #[serde(default)]
+    pub log_suppressed: u64,
 }
 
 /// One call's traffic, as its application's engine last reported it: the report's

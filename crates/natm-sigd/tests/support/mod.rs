@@ -66,7 +66,11 @@ pub struct Node {
 
 impl Node {
     pub fn new(side: Side, extra: &str, seed: u8) -> Node {
-        let cfg = config(side, extra);
+        Node::with_config(config(side, extra), seed)
+    }
+
+    /// A host with a configuration of the test's own.
+    pub fn with_config(cfg: Config, seed: u8) -> Node {
         let sig = cfg.signalling;
         let facts = HostFacts {
             signalling: sig,
@@ -163,11 +167,13 @@ impl Pair {
         }
     }
 
-    fn side_of(&self, sig: SocketAddr) -> Side {
+    fn side_of(&self, sig: SocketAddr) -> Option<Side> {
         if sig == self.a.sig {
-            Side::A
+            Some(Side::A)
+        } else if sig == self.b.sig {
+            Some(Side::B)
         } else {
-            Side::B
+            None
         }
     }
 
@@ -222,8 +228,10 @@ impl Pair {
             .partition(|d| d.deliver_at <= now);
         self.in_flight = later;
         for d in &due {
-            let to = self.side_of(d.to);
-            self.node(to).core.handle_peer(now, d.from, &d.bytes);
+            // Datagrams to anyone else (a spoofed source) leave the test's network.
+            if let Some(to) = self.side_of(d.to) {
+                self.node(to).core.handle_peer(now, d.from, &d.bytes);
+            }
         }
         !due.is_empty()
     }

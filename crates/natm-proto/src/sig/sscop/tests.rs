@@ -670,3 +670,35 @@ fn max_pd_polls_keep_a_busy_window_open() {
     }
     assert_eq!(got, 1000, "far more than one window without Timer_POLL");
 }
+
+#[test]
+fn an_rs_or_er_that_is_not_the_peers_next_resets_nothing() {
+    // Issue 16: a blind forgery of RS or ER must not flush an established link. The
+    // peer's next N(SQ) is 2 (its BGN had 1).
+    let (mut a, mut b) = established();
+    a.send(t(3), Bytes::from_static(b"kept")).unwrap();
+    let sd = drain(&mut a);
+    for forged in [
+        Pdu::Rs {
+            nsq: 77,
+            nmr: SeqNum::new(128).unwrap(),
+            uu: Vec::new(),
+        },
+        Pdu::Er {
+            nsq: 78,
+            nmr: SeqNum::new(128).unwrap(),
+        },
+    ] {
+        b.handle_pdu(t(4), &forged.to_bytes());
+    }
+    assert!(events(&mut b).is_empty());
+    assert_eq!(b.stats().unexpected_pdus, 2);
+    // The SD sent before the forgeries is still taken in order.
+    b.handle_pdu(t(5), &sd[0].to_bytes());
+    assert_eq!(data(&events(&mut b)), [Bytes::from_static(b"kept")]);
+    // The real next RS still resynchronises.
+    a.resync(t(6));
+    let rs = drain(&mut a);
+    b.handle_pdu(t(7), &rs[0].to_bytes());
+    assert_eq!(events(&mut b), [SscopEvent::Resynchronised]);
+}
