@@ -41,6 +41,12 @@ pub struct Counters {
     /// `natm release` requests refused for want of permission.
     #[serde(default)]
     pub admin_refusals: u64,
+    /// Calls applications reclaimed after a sigd restart.
+    #[serde(default)]
+    pub calls_reclaimed: u64,
+    /// Reclaims refused.
+    #[serde(default)]
+    pub reclaims_refused: u64,
 }
 
 /// One call's traffic, as its application's engine last reported it: the report's

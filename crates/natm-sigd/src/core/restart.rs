@@ -1,0 +1,354 @@
+//! Calls across a sigd crash and restart (docs/ARCHITECTURE.md "sigd restart").
+//!
+//! seed 004 §4: the daemon's death must not break connections that are up — their
+//! data path never touches sigd. Two halves:
+//!
+//! - The surviving side keeps an active call while its signalling link is down for
+//!   `[restart] preserve_ms` (T309 on links to peer sigds, Q.2931 §5.6.9), and
+//!   re-establishes the link itself meanwhile; when it is back, call control asks the
+//!   peer about every such call with STATUS ENQUIRY (§5.6.11) and clears the ones
+//!   the peer does not know.
+//! - The restarted side rebuilds its call table from the applications that reconnect
+//!   and reclaim their calls (`Message::Reclaim`, with the resume ticket sigd gave
+//!   them in the call's data path). A reclaimed call is checked with the peer the
+//!   same way. For `[restart] reclaim_window_ms` after start, a peer's enquiry
+//!   about a call nobody has reclaimed yet is left unanswered (the peer repeats it
+//!   on T322) instead of answered "no such call".
+//!
+//! The outcome is the same at both ends: a call that both sides still hold is kept;
+//! one that either side lost (its application died or closed during the outage, or
+//! never reclaimed) is released at both.
+
+use natm_proto::wire::ipc::DataPath;
+
+use super::*;
+
+/// What a restarted sigd needs to take a call to a peer sigd over, carried in the
+/// call's data path as text (`DataPath::resume`, docs/wire.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    /// The peer sigd's signalling endpoint.
+    pub(crate) link: SocketAddr,
+    /// The Q.2931 call reference value.
+    pub(crate) cref: u32,
+    /// Whether this side allocated the call reference.
+    pub(crate) ours: bool,
+    /// Whether this side placed the call.
+    pub(crate) outgoing: bool,
+    /// This side's ATM address.
+    pub(crate) local: String,
+    /// The other side's.
+    pub(crate) remote: String,
+    /// The SAP called.
+    pub(crate) sap: String,
+}
+
+const MAGIC: &str = "natm-resume/1";
+
+/// A ticket's text field: no spaces or `=`, printable, and short.
+fn field_ok(s: &str) -> bool {
+    s.len() <= 64 && s.chars().all(|c| c.is_ascii_graphic() && c != '=')
+}
+
+impl Ticket {
+    /// The ticket's text (docs/wire.md); `None` if a field cannot be written in it.
+    pub(crate) fn encode(&self) -> Option<String> {
+        let sap = if self.sap.is_empty() { "-" } else { &self.sap };
+        if ![self.local.as_str(), self.remote.as_str(), sap]
+            .iter()
+            .all(|f| field_ok(f))
+        {
+            return None;
+        }
+        Some(format!(
+            "{MAGIC} link={} cref={} ours={} out={} local={} remote={} sap={sap}",
+            self.link, self.cref, self.ours as u8, self.outgoing as u8, self.local, self.remote
+        ))
+    }
+
+    /// Read a ticket; what is wrong with it otherwise.
+    pub(crate) fn parse(text: &str) -> Result<Ticket, String> {
+        let mut words = text.split(' ');
+        if words.next() != Some(MAGIC) {
+            return Err(format!("the resume ticket does not start with \"{MAGIC}\""));
+        }
+        let (mut link, mut cref, mut ours, mut out) = (None, None, None, None);
+        let (mut local, mut remote, mut sap) = (None, None, None);
+        for w in words {
+            let Some((k, v)) = w.split_once('=') else {
+                return Err(format!("resume ticket field \"{w}\" is not key=value"));
+            };
+            if !field_ok(v) {
+                return Err(format!("resume ticket field {k} has an unusable value"));
+            }
+            let flag = |v: &str| match v {
+                "0" => Ok(false),
+                "1" => Ok(true),
+                _ => Err(format!("resume ticket field {k} is not 0 or 1")),
+            };
+            let slot_taken = match k {
+                "link" => link
+                    .replace(
+                        v.parse::<SocketAddr>()
+                            .map_err(|_| "resume ticket link is not an IP endpoint".to_string())?,
+                    )
+                    .is_some(),
+                "cref" => cref
+                    .replace(
+                        v.parse::<u32>()
+                            .map_err(|_| "resume ticket cref is not a number".to_string())?,
+                    )
+                    .is_some(),
+                "ours" => ours.replace(flag(v)?).is_some(),
+                "out" => out.replace(flag(v)?).is_some(),
+                "local" => local.replace(v.to_owned()).is_some(),
+                "remote" => remote.replace(v.to_owned()).is_some(),
+                "sap" => sap
+                    .replace(if v == "-" { String::new() } else { v.to_owned() })
+                    .is_some(),
+                _ => return Err(format!("resume ticket field \"{k}\" is unknown")),
+            };
+            if slot_taken {
+                return Err(format!("resume ticket field {k} given twice"));
+            }
+        }
+        match (link, cref, ours, out, local, remote, sap) {
+            (Some(link), Some(cref), Some(ours), Some(outgoing), Some(local), Some(remote), Some(sap)) => {
+                Ok(Ticket {
+                    link,
+                    cref,
+                    ours,
+                    outgoing,
+                    local,
+                    remote,
+                    sap,
+                })
+            }
+            _ => Err("the resume ticket lacks a field".into()),
+        }
+    }
+}
+
+impl Core {
+    /// The resume ticket of a call to a peer sigd as call control knows it now
+    /// (empty for a call inside this host, or one call control does not have).
+    pub(super) fn resume_ticket(&self, id: u64) -> String {
+        let Some(c) = self.calls.get(&id) else {
+            return String::new();
+        };
+        let Remote::Peer {
+            link,
+            call: Some(cid),
+        } = c.remote
+        else {
+            return String::new();
+        };
+        let Some(cr) = self
+            .peers
+            .get(&link)
+            .and_then(|l| l.saal.calls().call_ref(cid))
+        else {
+            return String::new();
+        };
+        Ticket {
+            link,
+            cref: cr.value,
+            // The flag is set on messages to the side that allocated the value.
+            ours: !cr.flag,
+            outgoing: c.outgoing,
+            local: c.local_addr.clone(),
+            remote: c.remote_addr.clone(),
+            sap: c.sap.clone(),
+        }
+        .encode()
+        .unwrap_or_default()
+    }
+
+    /// An application's `Reclaim`: take over an established call it held through this
+    /// host's previous sigd (module docs). The call keeps its id, VCIs, cookie and
+    /// reservation; call control adopts its call reference and checks it with the
+    /// peer, and a peer that no longer has it releases it here too.
+    pub(super) fn reclaim(
+        &mut self,
+        t: AppId,
+        req: u64,
+        call: u64,
+        data: SocketAddr,
+        path: DataPath,
+    ) {
+        let refused = |this: &mut Core, cause: u8, why: String| {
+            this.counters.reclaims_refused += 1;
+            this.refuse(t, req, cause, why);
+        };
+        if path.resume.is_empty() {
+            return refused(
+                self,
+                cause::TEMPORARY_FAILURE,
+                "a call between two applications of this host does not outlive its sigd".into(),
+            );
+        }
+        let tk = match Ticket::parse(&path.resume) {
+            Ok(tk) => tk,
+            Err(e) => return refused(self, cause::INVALID_IE, e),
+        };
+        if self.cfg.switches.contains(&tk.link) {
+            return refused(
+                self,
+                cause::TEMPORARY_FAILURE,
+                format!(
+                    "the call runs through the switch at {}, which does not keep a host's calls across a sigd restart",
+                    tk.link
+                ),
+            );
+        }
+        if call == 0 || self.calls.contains_key(&call) {
+            return refused(
+                self,
+                cause::INVALID_CALL_REF,
+                "this sigd already has a call with that id".into(),
+            );
+        }
+        let qos = match self.parse_qos(&path.qos) {
+            Ok(q) => q,
+            Err(e) => return refused(self, cause::INVALID_IE, e),
+        };
+        if !self.vci_pool(tk.link).reserve(path.rx_vci) {
+            return refused(
+                self,
+                cause::NO_VCI,
+                format!(
+                    "VCI {} on the link to {} is taken (or out of range)",
+                    path.rx_vci, tk.link
+                ),
+            );
+        }
+        let free_vci = |this: &mut Core| {
+            if let Some(p) = this.vcis.get_mut(&Some(tk.link)) {
+                p.free(path.rx_vci);
+            }
+        };
+        // The reservation is charged again, as the previous sigd had it.
+        let (grant, qos) = match self.admit_qos(&qos) {
+            Ok(g) => g,
+            Err(r) => {
+                free_vci(self);
+                return refused(self, r.cause, r.detail);
+            }
+        };
+        let now = self.now;
+        let adopted = match self.link(tk.link, true) {
+            Some(l) => l
+                .saal
+                .adopt(now, tk.cref, tk.ours)
+                .map_err(|e| (cause::INVALID_CALL_REF, e.to_string())),
+            None => Err((
+                cause::RESOURCES,
+                format!("sigd keeps links to at most {} peers", link::MAX_PEERS),
+            )),
+        };
+        let cid = match adopted {
+            Ok(cid) => cid,
+            Err((c, why)) => {
+                self.res.release(&grant);
+                free_vci(self);
+                return refused(self, c, why);
+            }
+        };
+        if let Some(l) = self.peers.get_mut(&tk.link) {
+            l.calls.insert(cid, call);
+        }
+        let data = self.data_endpoint(data);
+        self.calls.insert(
+            call,
+            Call {
+                id: call,
+                owner: Some(t),
+                state: CallState::Active,
+                remote: Remote::Peer {
+                    link: tk.link,
+                    call: Some(cid),
+                },
+                outgoing: tk.outgoing,
+                local_addr: tk.local,
+                remote_addr: tk.remote,
+                sap: tk.sap,
+                qos,
+                data: Some(data),
+                peer_data: Some(path.peer),
+                listener: None,
+                cookie: path.cookie,
+                tx_vci: path.tx_vci,
+                rx_vci: path.rx_vci,
+                grant,
+                deadline: None,
+                announce: None,
+            },
+        );
+        self.counters.calls_reclaimed += 1;
+        self.dirty.push(tk.link);
+        info!(call, link = %tk.link, cref = tk.cref, "call reclaimed after a sigd restart");
+        self.tell(t, Message::Ack { req, id: call });
+    }
+
+    /// The signalling link to `link` went down: if call control keeps active calls
+    /// on it (T309, `[restart] preserve_ms`), this side re-establishes the link
+    /// itself, so that a restarted peer is found and the calls reconciled — even if
+    /// the peer brought the link up before and nobody there calls out.
+    pub(super) fn preserve_calls(&mut self, link: SocketAddr) {
+        let preserved = self.peers.get(&link).is_some_and(|l| {
+            l.saal
+                .calls()
+                .calls()
+                .any(|(_, s)| s == natm_proto::wire::q2931::CallState::ACTIVE)
+        });
+        if preserved && !self.cfg.switches.contains(&link) {
+            let n = self.peers.get(&link).map_or(0, |l| l.calls.len());
+            info!(%link, calls = n, "signalling link lost: active calls kept while it is re-established");
+            self.link(link, true);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ticket() -> Ticket {
+        Ticket {
+            link: "127.0.0.1:2905".parse().unwrap(),
+            cref: 12,
+            ours: true,
+            outgoing: false,
+            local: "+4420001".into(),
+            remote: "47.0005.80ffe1000000f21a26d8.0020481a26d8.00".into(),
+            sap: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_ticket_reads_back_as_written() {
+        let t = ticket();
+        let text = t.encode().unwrap();
+        assert_eq!(Ticket::parse(&text), Ok(t));
+    }
+
+    #[test]
+    fn a_bad_ticket_is_refused_with_a_reason() {
+        let good = ticket().encode().unwrap();
+        for bad in [
+            String::new(),
+            "natm-resume/2 link=1.2.3.4:5".to_string(),
+            good.replace("cref=12", "cref=x"),
+            good.replace("ours=1", "ours=2"),
+            good.replace(" sap=-", ""),
+            format!("{good} cref=13"),
+            format!("{good} extra=1"),
+            good.replace("link=127.0.0.1:2905", "link=nowhere"),
+        ] {
+            assert!(Ticket::parse(&bad).is_err(), "{bad}");
+        }
+        let mut spaced = ticket();
+        spaced.remote = "a b".into();
+        assert_eq!(spaced.encode(), None);
+    }
+}
