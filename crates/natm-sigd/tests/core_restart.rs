@@ -60,21 +60,36 @@ fn reclaim(p: &mut Pair, s: Side, call: u64, path: DataPath) -> (AppId, Message)
 fn a_reclaimed_call_survives_the_callee_sigds_restart_at_both_ends() {
     let mut p = Pair::default();
     let (a_path, b_path, (a_app, a_call, b_app, b_call)) = p.call_ab();
-    assert!(a_path.resume.starts_with("natm-resume/1 "), "{}", a_path.resume);
-    assert!(b_path.resume.contains("link=10.0.0.1:2905"), "{}", b_path.resume);
+    assert!(
+        a_path.resume.starts_with("natm-resume/1 "),
+        "{}",
+        a_path.resume
+    );
+    assert!(
+        b_path.resume.contains("link=10.0.0.1:2905"),
+        "{}",
+        b_path.resume
+    );
     // B's sigd dies and a new one starts; B's application reconnects at once.
     let old_b_app = b_app;
     p.b = Node::new(Side::B, "", 9);
     p.advance(secs(0.5));
     let (b_app, answer) = reclaim(&mut p, Side::B, b_call, b_path.clone());
-    assert!(matches!(answer, Message::Ack { id, .. } if id == b_call), "{answer:?}");
+    assert!(
+        matches!(answer, Message::Ack { id, .. } if id == b_call),
+        "{answer:?}"
+    );
     // Well past the 10 s T309 of before, well inside the preservation time.
     p.advance(secs(60.0));
     assert_eq!(released(&p, Side::A, a_app, a_call), None);
     assert_eq!(released(&p, Side::B, b_app, b_call), None);
     assert_eq!(released(&p, Side::B, old_b_app, b_call), None);
     // Each side asked the other about the call and heard it is active there.
-    assert!(p.sent_by(Side::A).contains(&Q::StatusEnquiry), "{:?}", p.trace);
+    assert!(
+        p.sent_by(Side::A).contains(&Q::StatusEnquiry),
+        "{:?}",
+        p.trace
+    );
     assert!(p.sent_by(Side::B).contains(&Q::Status), "{:?}", p.trace);
     for s in [Side::A, Side::B] {
         let st = p.stat(s);
@@ -116,7 +131,10 @@ fn a_reclaimed_call_survives_the_caller_sigds_restart() {
     p.a = Node::new(Side::A, "", 7);
     p.advance(secs(0.2));
     let (a_app2, answer) = reclaim(&mut p, Side::A, a_call, a_path);
-    assert!(matches!(answer, Message::Ack { id, .. } if id == a_call), "{answer:?}");
+    assert!(
+        matches!(answer, Message::Ack { id, .. } if id == a_call),
+        "{answer:?}"
+    );
     p.advance(secs(60.0));
     assert_eq!(released(&p, Side::B, b_app, b_call), None);
     assert_eq!(released(&p, Side::A, a_app2, a_call), None);
@@ -267,7 +285,9 @@ fn an_enquiry_that_comes_before_the_reclaim_waits_for_it() {
         assert!(waited < 60.0, "A never asked: {:?}", p.trace);
     }
     assert!(
-        !p.trace[before..].iter().any(|t| t.0 == Side::B && t.1 == Q::Status),
+        !p.trace[before..]
+            .iter()
+            .any(|t| t.0 == Side::B && t.1 == Q::Status),
         "B did not answer \"no such call\" at once"
     );
     p.advance(secs(1.0));

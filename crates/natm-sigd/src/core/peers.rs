@@ -571,8 +571,13 @@ impl Core {
         c.peer_data = Some(peer_data);
         c.tx_vci = tx_vci;
         self.counters.calls_setup += 1;
-        let (owner, rx_vci, cookie, granted_bps, qos) =
-            (c.owner, c.rx_vci, c.cookie, c.grant.out_bps, c.qos.to_string());
+        let (owner, rx_vci, cookie, granted_bps, qos) = (
+            c.owner,
+            c.rx_vci,
+            c.cookie,
+            c.grant.out_bps,
+            c.qos.to_string(),
+        );
         let m = Message::Connected {
             call: id,
             path: DataPath {
