@@ -118,7 +118,8 @@ impl Transfer {
         let got = std::fs::read(self.dir.0.join("out.bin")).unwrap();
         assert_eq!(got.len(), self.data.len(), "every byte arrived");
         assert!(got == self.data, "byte-exact");
-        let summary = tool::json_line(&c.stdout);
+        // The caller's data-back goes to stdout, its summary to stderr.
+        let summary = tool::json_line(c.stderr.as_bytes());
         assert_eq!(summary["bytes"].as_u64(), Some(BYTES as u64), "{summary}");
     }
 }
@@ -161,7 +162,8 @@ fn the_callees_sigd_killed_mid_transfer_loses_no_byte() {
 
 #[test]
 fn a_call_whose_application_died_with_its_sigd_is_released_at_both_ends() {
-    let (mut a, b) = pair(LINK, "[restart]\nreclaim_window_ms = 1000\n");
+    // The restarted sigd (A) waits 1 s, not 3, for reclaims.
+    let (mut a, b) = pair("[restart]\nreclaim_window_ms = 1000\n", LINK);
     let t = start(&a, &b);
     // The caller's sigd dies, then the caller itself, before sigd is back.
     a.kill();

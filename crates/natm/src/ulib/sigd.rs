@@ -780,6 +780,11 @@ impl Session {
             let (Some(conn), Some((path, data))) = (weak.upgrade(), path) else {
                 continue;
             };
+            // A call inside this host has no ticket: no sigd can take it over, and
+            // its data path goes on unheld, as before restarts were handled.
+            if path.resume.is_empty() {
+                continue;
+            }
             {
                 // Filed first, so a `Released` right after the `Ack` finds it.
                 let mut st = self.state.lock();
