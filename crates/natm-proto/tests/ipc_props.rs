@@ -21,15 +21,17 @@ fn data_path() -> impl Strategy<Value = DataPath> {
         any::<u16>(),
         any::<u64>(),
         text(),
+        text(),
     )
         .prop_map(
-            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos)| DataPath {
+            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos, resume)| DataPath {
                 peer,
                 cookie,
                 tx_vci,
                 rx_vci,
                 granted_bps,
                 qos,
+                resume,
             },
         )
 }
@@ -103,6 +105,14 @@ fn message() -> impl Strategy<Value = Message> {
             req,
             call,
             counters: Box::new(c)
+        }),
+        (u(), u(), endpoint(), data_path()).prop_map(|(req, call, data, path)| {
+            Message::Reclaim {
+                req,
+                call,
+                data,
+                path,
+            }
         }),
         (u(), u(), any::<u8>()).prop_map(|(req, call, cause)| Message::AdminRelease {
             req,

@@ -53,6 +53,9 @@ pub struct ConfigFile {
     /// Peers by signalling endpoint: the callers each may claim, its key.
     #[serde(default)]
     pub peer: Vec<PeerSection>,
+    /// Calls across a sigd crash and restart.
+    #[serde(default)]
+    pub restart: RestartSection,
 }
 
 /// `[peers]`: admission of signalling peers (docs/SECURITY.md "Signalling peers").
@@ -97,6 +100,19 @@ pub struct PeerSection {
     /// Pre-shared key (hex, at least 16 octets): every signalling frame to and from
     /// the peer is authenticated (docs/wire.md "Peer control frames").
     pub key: Option<String>,
+}
+
+/// `[restart]`, in milliseconds (docs/ARCHITECTURE.md "sigd restart").
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartSection {
+    /// How long an active call to a peer sigd is kept after the signalling link to
+    /// it is lost (T309 on links to peer sigds) [default 300000].
+    pub preserve_ms: Option<u64>,
+    /// How long after start sigd leaves a peer's STATUS ENQUIRY about a call it
+    /// does not know unanswered, while its applications reclaim their calls
+    /// [default 3000; at most 7000, under the peer's 3 × T322].
+    pub reclaim_window_ms: Option<u64>,
 }
 
 /// `[link]`.
@@ -261,6 +277,8 @@ pub struct Config {
     pub policy: Vec<PolicyRule>,
     /// Signalling peers: admission, limits, keys.
     pub peers: PeerRules,
+    /// Calls across a sigd restart.
+    pub restart: Restart,
 }
 
 /// `[peers]` and `[[peer]]`, checked.
@@ -311,6 +329,24 @@ impl PeerRules {
     /// The `[[peer]]` entry for `addr`.
     pub fn entry(&self, addr: &SocketAddr) -> Option<&PeerEntry> {
         self.list.iter().find(|p| p.addr == *addr)
+    }
+}
+
+/// What `[restart]` sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Restart {
+    /// T309 on links to peer sigds: how long an active call outlives its link.
+    pub preserve: Duration,
+    /// How long after start a STATUS ENQUIRY for an unknown call waits for a reclaim.
+    pub reclaim_window: Duration,
+}
+
+impl Default for Restart {
+    fn default() -> Self {
+        Restart {
+            preserve: Duration::from_secs(300),
+            reclaim_window: Duration::from_secs(3),
+        }
     }
 }
 
@@ -499,6 +535,22 @@ impl ConfigFile {
             accept: ms(self.timers.accept_ms, "accept_ms", d.accept)?,
             reserve: ms(self.timers.reserve_ms, "reserve_ms", d.reserve)?,
         };
+        let dr = Restart::default();
+        let restart = Restart {
+            preserve: ms(self.restart.preserve_ms, "preserve_ms", dr.preserve)
+                .map_err(|_| bad("restart.preserve_ms", "0 ms would keep no call across a lost link", "preserve_ms = 300000"))?,
+            reclaim_window: match self.restart.reclaim_window_ms {
+                None => dr.reclaim_window,
+                Some(v) if v <= 7000 => Duration::from_millis(v),
+                Some(v) => {
+                    return Err(bad(
+                        "restart.reclaim_window_ms",
+                        format!("{v} ms is longer than a peer asks before it gives a call up (3 STATUS ENQUIRYs, 4 s apart)"),
+                        "reclaim_window_ms = 3000",
+                    ))
+                }
+            },
+        };
         let mut routes = Vec::new();
         let mut switches = Vec::new();
         for (i, r) in self.directory.iter().enumerate() {
@@ -576,6 +628,7 @@ impl ConfigFile {
             switches,
             policy,
             peers,
+            restart,
         })
     }
 

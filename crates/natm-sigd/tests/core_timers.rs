@@ -96,7 +96,9 @@ fn an_offer_left_unanswered_is_cleared_with_cause_18() {
 
 #[test]
 fn a_lost_link_keeps_active_calls_for_t309_then_clears_them_with_cause_27() {
-    let mut p = Pair::default();
+    // T309 is `[restart] preserve_ms` on links to peer sigds.
+    let t309 = "[restart]\npreserve_ms = 10000\n";
+    let mut p = Pair::new(t309, t309);
     let (_, _, (a_app, a_call, b_app, b_call)) = p.call_ab();
     p.lose = Box::new(|_| true);
     // SSCOP notices within Timer_IDLE + Timer_NO_RESPONSE; the active call then waits

@@ -226,6 +226,10 @@ pub enum CallError {
     /// The signalling link is down: wait for it to come up.
     #[error("signalling link is down; retry when it is up")]
     LinkDown,
+    /// [`CallControl::adopt`]: the call reference is in use here, or not a valid
+    /// value.
+    #[error("call reference {0} is in use on this link or not a valid value")]
+    CallRefInUse(u32),
     /// The message could not be built from the parameters given.
     #[error("cannot encode the message: {0}")]
     Encode(#[from] Q2931Error),
@@ -248,6 +252,11 @@ pub struct CallStats {
     pub out_dropped: u64,
     /// Calls that reached the active state.
     pub calls_active: u64,
+    /// STATUS ENQUIRYs for unknown call references left unanswered while
+    /// [`CallControl::hold_unknown_enquiries`] held them.
+    pub enquiries_held: u64,
+    /// Active calls taken over with [`CallControl::adopt`].
+    pub adopted: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -302,6 +311,9 @@ pub struct CallControl {
     out: VecDeque<Bytes>,
     events: VecDeque<CallEvent>,
     stats: CallStats,
+    /// Until when a STATUS ENQUIRY for an unknown call reference goes unanswered
+    /// ([`CallControl::hold_unknown_enquiries`]).
+    hold_unknown: Option<Instant>,
 }
 
 /// What the IE error procedures (Q.2931 §5.6.8) decide about a message.
@@ -325,6 +337,7 @@ impl CallControl {
             out: VecDeque::new(),
             events: VecDeque::new(),
             stats: CallStats::default(),
+            hold_unknown: None,
         }
     }
 
@@ -485,6 +498,42 @@ impl CallControl {
         }
         self.send(Message::new(MessageType::StatusEnquiry, cref));
         Ok(())
+    }
+
+    /// Takes over an active call that another instance of this side's call control
+    /// held (a restarted daemon rebuilding its calls; docs/ARCHITECTURE.md "sigd
+    /// restart"): call reference `cref`, allocated by this side if `ours`. The call
+    /// is checked with the peer as a call that survived a link loss is: STATUS
+    /// ENQUIRY at once if the link is up, else when it comes up — T309 runs
+    /// meanwhile. A STATUS with state 0 clears it ([`CallEvent::Released`]).
+    ///
+    /// Refused if the reference is in use or not a valid value, or at `max_calls`.
+    pub fn adopt(&mut self, now: Instant, cref: u32, ours: bool) -> Result<CallId, CallError> {
+        if cref == 0 || cref >= CallRef::MAX || self.by_cref.contains_key(&(cref, ours)) {
+            return Err(CallError::CallRefInUse(cref));
+        }
+        if self.calls.len() >= self.cfg.max_calls {
+            return Err(CallError::TooManyCalls {
+                limit: self.cfg.max_calls,
+            });
+        }
+        let id = self.insert(cref, ours, CallState::ACTIVE);
+        self.stats.adopted += 1;
+        if self.link_up {
+            let _ = self.status_enquiry(now, id);
+        } else if let Some(c) = self.calls.get_mut(&id) {
+            c.t309 = Some(now + self.cfg.t309);
+        }
+        Ok(id)
+    }
+
+    /// Leaves STATUS ENQUIRYs for call references this side does not know
+    /// unanswered until `until`, instead of answering state 0 at once (Q.2931
+    /// §5.6.11). A restarted daemon does this while its applications reclaim their
+    /// calls: the peer repeats its enquiry on T322 (three tries, 4 s apart), and an
+    /// answer of state 0 before the reclaim would clear a call both ends still use.
+    pub fn hold_unknown_enquiries(&mut self, until: Instant) {
+        self.hold_unknown = Some(until);
     }
 
     // ----- link -------------------------------------------------------------------
@@ -904,6 +953,10 @@ impl CallControl {
                 }
             }
             MessageType::Setup => self.stats.unexpected += 1,
+            MessageType::StatusEnquiry if self.hold_unknown.is_some_and(|t| now < t) => {
+                // Its call may still be reclaimed (`hold_unknown_enquiries`).
+                self.stats.enquiries_held += 1;
+            }
             MessageType::StatusEnquiry => {
                 self.stats.unexpected += 1;
                 let cause = self.cause(CauseValue::ResponseToStatusEnquiry);

@@ -260,6 +260,24 @@ impl Saal {
         r
     }
 
+    /// Takes over an active call (see [`CallControl::adopt`]).
+    pub fn adopt(&mut self, now: Instant, cref: u32, ours: bool) -> Result<CallId, CallError> {
+        let r = self.calls.adopt(now, cref, ours);
+        self.pump(now);
+        r
+    }
+
+    /// Holds STATUS ENQUIRYs for unknown calls (see
+    /// [`CallControl::hold_unknown_enquiries`]).
+    pub fn hold_unknown_enquiries(&mut self, until: Instant) {
+        self.calls.hold_unknown_enquiries(until);
+    }
+
+    /// Seeds SSCOP's connection sequence value (see [`Sscop::seed_sq`]).
+    pub fn seed_sq(&mut self, sq: u8) {
+        self.sscop.seed_sq(sq);
+    }
+
     /// Sends STATUS ENQUIRY for a call (see [`CallControl::status_enquiry`]).
     pub fn status_enquiry(&mut self, now: Instant, call: CallId) -> Result<(), CallError> {
         let r = self.calls.status_enquiry(now, call);

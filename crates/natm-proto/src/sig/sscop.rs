@@ -310,6 +310,17 @@ impl Sscop {
         self.tx_queue.len() + self.tx_buf.len()
     }
 
+    /// Sets the connection sequence value the next BGN counts from (Q.2110 N(SQ)),
+    /// before the first [`Sscop::establish`]. A peer compares a BGN's N(SQ) with the
+    /// last one it accepted to tell a retransmitted BGN from a new connection; a
+    /// restarted daemon whose SSCOP started from the same value as its previous
+    /// instance would have its first BGN taken for a retransmission of the old one
+    /// (answered by BGAK, with the old connection's sequence numbers kept at the
+    /// peer). Seeding from a random value makes that a 1-in-256 chance.
+    pub fn seed_sq(&mut self, sq: u8) {
+        self.vt_sq = sq;
+    }
+
     /// AA-ESTABLISH request (Q.2110 §7.2): sends BGN and retries on Timer_CC. Does
     /// nothing if the connection is established or being established.
     pub fn establish(&mut self, now: Instant) {

@@ -73,6 +73,12 @@ impl VciPool {
         Some(v)
     }
 
+    /// Take a particular VCI (a call a restarted daemon takes over): `false` if it
+    /// is in use or outside the pool's range.
+    pub fn reserve(&mut self, vci: u16) -> bool {
+        (self.first..=self.last).contains(&vci) && self.used.insert(vci)
+    }
+
     /// Give a VCI back.
     pub fn free(&mut self, vci: u16) {
         self.used.remove(&vci);

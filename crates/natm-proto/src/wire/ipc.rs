@@ -19,7 +19,7 @@ use thiserror::Error;
 pub const DEFAULT_SOCKET: &str = "/run/natm/sigd.sock";
 
 /// The version this codec writes and reads.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Bytes of the length prefix.
 pub const LEN_PREFIX: usize = 4;
 /// Largest frame (after the length prefix) either side accepts.
@@ -151,6 +151,22 @@ pub enum Message {
         /// UNI cause value given to both ends.
         cause: u8,
     },
+    /// App → sigd: take over an established call this application held through a
+    /// sigd that has since died (docs/ARCHITECTURE.md "sigd restart"): `call` is
+    /// the call's id at that sigd, `data` this side's data endpoint and `path` the
+    /// data path it was given (its `resume` ticket says which signalling link and
+    /// call reference carry the call). Answered with `Ack` (`id` = `call`, and the
+    /// call is this connection's again) or `Refused`.
+    Reclaim {
+        /// The request tag.
+        req: u64,
+        /// The call's id.
+        call: u64,
+        /// This side's data endpoint.
+        data: Endpoint,
+        /// The data path as `Connected` or `Accepted` gave it.
+        path: DataPath,
+    },
     /// sigd → app: the request `req` was taken; `id` names the call or listener.
     Ack {
         /// The request tag.
@@ -240,6 +256,10 @@ pub struct DataPath {
     pub granted_bps: u64,
     /// The QoS as granted, from this side (text).
     pub qos: String,
+    /// What a restarted sigd needs to take the call over from this end's
+    /// [`Message::Reclaim`]: sigd's own text, kept and returned as is by the
+    /// application (empty: the call does not survive its sigd).
+    pub resume: String,
 }
 
 impl DataPath {
@@ -250,6 +270,7 @@ impl DataPath {
         out.extend_from_slice(&self.rx_vci.to_be_bytes());
         out.extend_from_slice(&self.granted_bps.to_be_bytes());
         put_string(out, &self.qos);
+        put_string(out, &self.resume);
     }
 
     fn take(r: &mut Reader<'_>) -> Result<DataPath, IpcError> {
@@ -260,6 +281,7 @@ impl DataPath {
             rx_vci: r.u16("rx vci")?,
             granted_bps: r.u64("granted rate")?,
             qos: r.short_string("qos")?,
+            resume: r.short_string("resume ticket")?,
         })
     }
 }
@@ -502,6 +524,7 @@ mod ty {
     pub(super) const ENDPOINTS: u8 = 0x0A;
     pub(super) const COUNTERS: u8 = 0x0B;
     pub(super) const ADMIN_RELEASE: u8 = 0x0C;
+    pub(super) const RECLAIM: u8 = 0x0D;
     pub(super) const ACK: u8 = 0x81;
     pub(super) const REFUSED: u8 = 0x82;
     pub(super) const CONNECTED: u8 = 0x83;
@@ -640,6 +663,7 @@ impl Message {
             Message::Endpoints { .. } => ty::ENDPOINTS,
             Message::Counters { .. } => ty::COUNTERS,
             Message::AdminRelease { .. } => ty::ADMIN_RELEASE,
+            Message::Reclaim { .. } => ty::RECLAIM,
             Message::Accepted { .. } => ty::ACCEPTED,
             Message::Ack { .. } => ty::ACK,
             Message::Refused { .. } => ty::REFUSED,
@@ -721,6 +745,17 @@ impl Message {
                 out.extend_from_slice(&req.to_be_bytes());
                 out.extend_from_slice(&call.to_be_bytes());
                 put_endpoint(out, data);
+            }
+            Message::Reclaim {
+                req,
+                call,
+                data,
+                path,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                put_endpoint(out, data);
+                path.put(out);
             }
             Message::Reject { req, call, cause }
             | Message::Release { req, call, cause }
@@ -849,6 +884,12 @@ impl Message {
                 req: r.u64("req")?,
                 call: r.u64("call")?,
                 cause: r.u8("cause")?,
+            },
+            ty::RECLAIM => Message::Reclaim {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                data: r.endpoint("data endpoint")?,
+                path: DataPath::take(&mut r)?,
             },
             ty::BIND_AUTO => Message::BindAuto {
                 req: r.u64("req")?,
@@ -983,7 +1024,7 @@ mod tests {
         };
         let b = m.to_bytes();
         let expect: Vec<u8> = [
-            &[0, 0, 0, 36, 1, 1][..],
+            &[0, 0, 0, 36, 2, 1][..],
             &7u64.to_be_bytes(),
             &[0, 0, 0, 8],
             b"bob:echo",
@@ -1009,11 +1050,12 @@ mod tests {
                 rx_vci: 33,
                 granted_bps: 1_000_000,
                 qos: "cbr".into(),
+                resume: "t".into(),
             },
         };
         let b = m.to_bytes();
         let expect: Vec<u8> = [
-            &[0, 0, 0, 40, 1, 0x83][..],
+            &[0, 0, 0, 45, 2, 0x83][..],
             &5u64.to_be_bytes(),
             &[4, 127, 0, 0, 1, 0x0f, 0xa0],
             &[1, 2, 3, 4],
@@ -1021,6 +1063,8 @@ mod tests {
             &1_000_000u64.to_be_bytes(),
             &[0, 0, 0, 3],
             b"cbr",
+            &[0, 0, 0, 1],
+            b"t",
         ]
         .concat();
         assert_eq!(b, expect);
@@ -1053,6 +1097,21 @@ mod tests {
                     rx_vci: 32,
                     granted_bps: 0,
                     qos: "reliable".into(),
+                    resume: String::new(),
+                },
+            },
+            Message::Reclaim {
+                req: 5,
+                call: 10,
+                data: ep("0.0.0.0:4000"),
+                path: DataPath {
+                    peer: ep("127.0.0.1:5000"),
+                    cookie: 7,
+                    tx_vci: 33,
+                    rx_vci: 32,
+                    granted_bps: 0,
+                    qos: "reliable".into(),
+                    resume: "natm-resume/1 link=127.0.0.1:2905".into(),
                 },
             },
         ];

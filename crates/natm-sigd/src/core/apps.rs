@@ -234,6 +234,12 @@ impl Core {
                 call,
                 cause: c,
             } => self.admin_release(t, req, call, c),
+            Message::Reclaim {
+                req,
+                call,
+                data,
+                path,
+            } => self.reclaim(t, req, call, data, path),
             other => {
                 // An answer-type message sent to sigd is a protocol error.
                 self.counters.malformed_ipc += 1;

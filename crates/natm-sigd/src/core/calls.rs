@@ -354,6 +354,7 @@ impl Core {
                 rx_vci: v_fwd,
                 granted_bps: self.calls[&other].grant.in_bps,
                 qos: qos.to_string(),
+                resume: String::new(),
             },
         };
         let o = &self.calls[&other];
@@ -366,6 +367,7 @@ impl Core {
                 rx_vci: v_back,
                 granted_bps: o.grant.out_bps,
                 qos: o.qos.to_string(),
+                resume: String::new(),
             },
         };
         if let Some(o) = caller_owner {

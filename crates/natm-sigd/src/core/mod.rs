@@ -53,6 +53,7 @@ mod listeners;
 mod peers;
 mod qos;
 mod ratelog;
+mod restart;
 mod stat;
 mod traffic;
 
@@ -298,6 +299,10 @@ pub struct Core {
     now: Instant,
     /// The request being handled wants no answer (see `apps::handle_app`).
     quiet: bool,
+    /// Until when peers' STATUS ENQUIRYs about unknown calls wait for applications
+    /// to reclaim them (`restart`; `[restart] reclaim_window_ms` after the first
+    /// input, i.e. after start).
+    reclaim_until: Option<Instant>,
     out: VecDeque<Output>,
     /// This sigd's secret for admission cookies and responder nonces
     /// (`natm_proto::sig::peer`); never leaves the process.
@@ -343,6 +348,7 @@ impl Core {
             proceeding_due: Vec::new(),
             now: Instant::ZERO,
             quiet: false,
+            reclaim_until: None,
             out: VecDeque::new(),
         }
     }
@@ -364,6 +370,9 @@ impl Core {
 
     fn tick(&mut self, now: Instant) {
         self.now = self.now.max(now);
+        if self.reclaim_until.is_none() {
+            self.reclaim_until = Some(self.now + self.cfg.restart.reclaim_window);
+        }
     }
 
     /// Timers that expired by `now`: deferred CALL PROCEEDINGs, every link's SSCOP
@@ -500,8 +509,15 @@ impl Core {
         }
     }
 
+    /// A fresh call or listener id, never one in use (a reclaimed call keeps the id
+    /// the previous sigd gave it).
     fn new_id(&mut self) -> u64 {
-        self.ids.id()
+        loop {
+            let id = self.ids.id();
+            if !self.calls.contains_key(&id) && !self.listeners.contains_key(&id) {
+                return id;
+            }
+        }
     }
 
     fn new_cookie(&mut self) -> u32 {

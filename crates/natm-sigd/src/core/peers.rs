@@ -31,6 +31,9 @@ pub(super) fn saal_config(cfg: &Config) -> SaalConfig {
     s.calls.t308 = cfg.timers.t308;
     s.calls.t310 = cfg.timers.t310;
     s.calls.t313 = cfg.timers.t313;
+    // Active calls outlive a lost link to a peer sigd this long (`restart`); links to
+    // a switch keep the network's T309 of 0 (`switch_saal_config`).
+    s.calls.t309 = cfg.restart.preserve;
     s.calls.max_calls = cfg.max_calls;
     s.calls.link_cell_rate =
         u32::try_from(cfg.capacity_bps / natm_proto::wire::qos::BITS_PER_CELL).unwrap_or(u32::MAX);
@@ -66,7 +69,7 @@ impl Core {
     /// The VCIs this side receives on from `link`: on a link to a switch, the user
     /// half only (`vci::USER_HALF`: through a switch every label is bidirectional, and
     /// the switch hands out the other half).
-    fn vci_pool(&mut self, link: SocketAddr) -> &mut VciPool {
+    pub(super) fn vci_pool(&mut self, link: SocketAddr) -> &mut VciPool {
         let switch = self.cfg.switches.contains(&link);
         self.vcis.entry(Some(link)).or_insert_with(|| {
             if switch {
@@ -242,6 +245,7 @@ impl Core {
             }
             let mut l = PeerLink::new(self.saal_cfg.clone(), now);
             l.configured = false;
+            self.prepare_restarted(&mut l);
             self.peers.insert(peer, l);
             self.counters.peers_admitted += 1;
             if let Some(suppressed) = self.remote_log(Event::Link) {
@@ -315,6 +319,16 @@ impl Core {
         }
     }
 
+    /// Readies a new link for a sigd that may have restarted: its first BGN must not
+    /// look like its previous instance's (`Sscop::seed_sq`), and a peer's enquiries
+    /// about calls not yet reclaimed wait (`restart`).
+    fn prepare_restarted(&mut self, l: &mut PeerLink) {
+        l.saal.seed_sq(self.ids.rng.next_u32() as u8);
+        if let Some(until) = self.reclaim_until {
+            l.saal.hold_unknown_enquiries(until);
+        }
+    }
+
     /// The link to `peer`, created (and started when `start`) if there is none. Only
     /// for configured peers (and existing links): unknown ones are admitted by
     /// `on_echo`.
@@ -335,6 +349,7 @@ impl Core {
             l.auth = self
                 .peer_key(&peer)
                 .map(|k| PeerAuth::new(k, peer.to_string().as_bytes()));
+            self.prepare_restarted(&mut l);
             if start {
                 l.saal.start(self.now);
             }
@@ -627,6 +642,7 @@ impl Core {
                     warn!(%link, ?reason, failure, suppressed, "signalling link down");
                 }
                 self.fail_pending(link);
+                self.preserve_calls(link);
             }
             SigEvent::Call(CallEvent::Incoming { call, params }) => {
                 self.on_incoming(link, call, params)
@@ -938,18 +954,25 @@ impl Core {
         c.peer_data = Some(peer_data);
         c.tx_vci = tx_vci;
         self.counters.calls_setup += 1;
+        let (owner, rx_vci, cookie, granted_bps, qos) = (
+            c.owner,
+            c.rx_vci,
+            c.cookie,
+            c.grant.out_bps,
+            c.qos.to_string(),
+        );
         let m = Message::Connected {
             call: id,
             path: DataPath {
                 peer: peer_data,
-                cookie: c.cookie,
+                cookie,
                 tx_vci,
-                rx_vci: c.rx_vci,
-                granted_bps: c.grant.out_bps,
-                qos: c.qos.to_string(),
+                rx_vci,
+                granted_bps,
+                qos,
+                resume: self.resume_ticket(id),
             },
         };
-        let (owner, rx_vci) = (c.owner, c.rx_vci);
         info!(call = id, %link, tx_vci, rx_vci, "call active");
         // Before the CONNECT ACKNOWLEDGE: the caller is waiting for this.
         if let Some(owner) = owner {
@@ -1012,16 +1035,19 @@ impl Core {
             ));
         };
         info!(call, %link, "incoming call accepted");
+        let path = DataPath {
+            peer,
+            cookie: c.cookie,
+            tx_vci: c.tx_vci,
+            rx_vci: c.rx_vci,
+            granted_bps: c.grant.out_bps,
+            qos: c.qos.to_string(),
+            resume: String::new(),
+        };
+        let resume = self.resume_ticket(call);
         Ok(Message::Connected {
             call,
-            path: DataPath {
-                peer,
-                cookie: c.cookie,
-                tx_vci: c.tx_vci,
-                rx_vci: c.rx_vci,
-                granted_bps: c.grant.out_bps,
-                qos: c.qos.to_string(),
-            },
+            path: DataPath { resume, ..path },
         })
     }
 }

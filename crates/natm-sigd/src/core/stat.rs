@@ -71,6 +71,12 @@ pub struct Counters {
     /// Log lines about remote events not written (over `[peers] log_per_s`).
     #[serde(default)]
     pub log_suppressed: u64,
+    /// Calls applications reclaimed after a sigd restart.
+    #[serde(default)]
+    pub calls_reclaimed: u64,
+    /// Reclaims refused.
+    #[serde(default)]
+    pub reclaims_refused: u64,
 }
 
 /// One call's traffic, as its application's engine last reported it: the report's

@@ -700,11 +700,15 @@ impl Drop for Connection {
             s.session.forget(call);
             let session = s.session.clone();
             *self.conn.on_gone.lock() = Some(crate::engine::OnGone(Box::new(move || {
-                session.notify(|req| crate::wire::ipc::Message::Release {
-                    req,
-                    call,
-                    cause: 16,
-                });
+                // To whichever sigd holds the call by then (one that restarted
+                // took it over: `Session::current`).
+                session
+                    .current()
+                    .notify(|req| crate::wire::ipc::Message::Release {
+                        req,
+                        call,
+                        cause: 16,
+                    });
             })));
         }
         self.conn.mark_dropped(&self.eng);

@@ -203,7 +203,7 @@ impl Host {
         let sigd = cfg
             .sigd_socket
             .clone()
-            .map(|p| Arc::new(sigd::SigdClient::new(p, Arc::downgrade(&eng))));
+            .map(|p| sigd::SigdClient::new(p, Arc::downgrade(&eng)));
         Ok(Host {
             eng,
             cfg,
@@ -499,17 +499,21 @@ impl Host {
         caller: bool,
     ) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
-        let sigd::CallEvent::Connected(crate::wire::ipc::DataPath {
+        let sigd::CallEvent::Connected(path) = ev else {
+            return Err(Error::SigdGone);
+        };
+        // Kept for a restarted sigd (`Reclaim`), with this side's data endpoint.
+        let kept = path.clone();
+        let data = link.local_addr().map_err(Error::Io)?;
+        let crate::wire::ipc::DataPath {
             peer,
             cookie,
             tx_vci,
             rx_vci,
             granted_bps,
             qos,
-        }) = ev
-        else {
-            return Err(Error::SigdGone);
-        };
+            ..
+        } = path;
         let r = match self.resolve_qos(&qos) {
             Ok(r) => r,
             Err(e) => {
@@ -549,7 +553,7 @@ impl Host {
                 (r.level, r.weight),
             )?,
         };
-        session.established(call, &conn);
+        session.established(call, &conn, kept, data);
         let granted = Granted {
             tx_bps: granted_bps,
             qos,

@@ -23,6 +23,15 @@
 //! aborted, or for causes 16 and 31 (normal clearing) closed in order from this side — so the
 //! application learns of it without waiting for a transport timeout.
 //!
+//! If sigd dies, established calls go on: their data path never touches sigd (seed
+//! 004 §4). The session that lost sigd hands its established calls to a background
+//! thread, which reconnects with a bounded backoff and reclaims each call that is
+//! still open from the new sigd (`Message::Reclaim` with the data path sigd gave,
+//! docs/ARCHITECTURE.md "sigd restart"); the new session then carries the calls, and
+//! a connection's release goes to it. A call the new sigd refuses to take over ends
+//! as a released one does. New calls while sigd is down fail at once
+//! ([`Error::NoSigd`]).
+//!
 //! The session also reports each established call's counters to sigd (`natm stat`):
 //! the engine's driver runs [`Source::report`] once per
 //! [`REPORT_INTERVAL`](crate::engine::REPORT_INTERVAL) while the session holds
@@ -49,6 +58,15 @@ use crate::wire::ipc::{DataPath, Decoder, Message, VcCounters};
 
 /// How long sigd has to answer a request (it answers at once unless it is hung).
 pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// After sigd dies, the first wait before connecting again, doubled after each
+/// failure up to [`RECONNECT_MAX`].
+const RECONNECT_FIRST: Duration = Duration::from_millis(50);
+/// The longest wait between two attempts to reach a restarted sigd.
+const RECONNECT_MAX: Duration = Duration::from_secs(1);
+/// How long established calls wait for a sigd to come back before the session
+/// stops trying (the peer's sigd keeps them `[restart] preserve_ms`, 300 s).
+const RECONNECT_FOR: Duration = Duration::from_secs(600);
 
 /// What sigd said about a call after the immediate answer.
 #[derive(Debug, Clone)]
@@ -118,6 +136,9 @@ struct State {
     slots: HashMap<u64, Slot>,
     /// Established calls: the engine connection to abort on `Released`.
     live: HashMap<u64, Weak<Conn>>,
+    /// Each established call's data path and this side's data endpoint, as a
+    /// restarted sigd is asked to take the call over with them (`Reclaim`).
+    paths: HashMap<u64, (DataPath, SocketAddr)>,
     /// Each established call's counters as last reported to sigd (`sampled_ms` 0):
     /// unchanged counters are not sent again.
     reported: HashMap<u64, VcCounters>,
@@ -149,6 +170,12 @@ pub(crate) struct Session {
     /// the other alive (a dropped host's driver ends; a dropped session's stream
     /// closes, and sigd releases what it held).
     eng: Weak<Engine>,
+    /// The host's client, which opens the session that follows this one.
+    client: Weak<SigdClient>,
+    /// The session that took over this one's calls after sigd died (module doc).
+    successor: std::sync::OnceLock<Arc<Session>>,
+    /// This session's own `Arc`, for the reclaim thread.
+    me: Weak<Session>,
 }
 
 impl Drop for Session {
@@ -296,7 +323,11 @@ impl Session {
         woken.into_values().flatten().for_each(|t| t.unpark());
     }
 
-    fn open(path: &Path, eng: Weak<Engine>) -> Result<Arc<Session>, Error> {
+    fn open(
+        path: &Path,
+        eng: Weak<Engine>,
+        client: Weak<SigdClient>,
+    ) -> Result<Arc<Session>, Error> {
         let s = UnixStream::connect(path).map_err(|e| Error::NoSigd {
             path: path.to_owned(),
             source: e,
@@ -307,7 +338,7 @@ impl Session {
             .ok_or_else(|| Error::Io(std::io::Error::other("the host's engine is gone")))?;
         let fd = reader.as_raw_fd();
         let token = engine.token();
-        let session = Arc::new(Session {
+        let session = Arc::new_cyclic(|me| Session {
             writer: Mutex::new(Level::SigdWriter, s),
             // 0 is the tag of requests nobody waits for (`notify`).
             next_req: AtomicU64::new(1),
@@ -323,6 +354,9 @@ impl Session {
             fd,
             token,
             eng,
+            client,
+            successor: std::sync::OnceLock::new(),
+            me: me.clone(),
         });
         let weak: Weak<Session> = Arc::downgrade(&session);
         engine.watch(fd, token, weak).map_err(Error::Io)?;
@@ -580,17 +614,41 @@ impl Session {
         self.state.lock().slots.entry(call).or_default();
     }
 
-    /// Forget an id (a call that ended, a listener that closed).
+    /// Forget an id (a call that ended, a listener that closed), here and in the
+    /// sessions that took over from this one.
     pub(crate) fn forget(&self, id: u64) {
-        let mut st = self.state.lock();
-        st.slots.remove(&id);
-        st.live.remove(&id);
-        st.reported.remove(&id);
+        {
+            let mut st = self.state.lock();
+            st.slots.remove(&id);
+            st.live.remove(&id);
+            st.paths.remove(&id);
+            st.reported.remove(&id);
+        }
+        if let Some(next) = self.successor.get() {
+            next.forget(id);
+        }
+    }
+
+    /// The session that carries this one's calls now: this one, or the last that
+    /// took over from it after sigd restarted.
+    pub(crate) fn current(self: &Arc<Self>) -> Arc<Session> {
+        let mut s = self.clone();
+        while let Some(next) = s.successor.get().cloned() {
+            s = next;
+        }
+        s
     }
 
     /// From now on, a `Released` for `call` ends `conn` (`end_released`), and sigd
-    /// hears its counters.
-    pub(crate) fn established(&self, call: u64, conn: &Arc<Conn>) {
+    /// hears its counters; `path` and this side's data endpoint `data` are kept for
+    /// a restarted sigd.
+    pub(crate) fn established(
+        &self,
+        call: u64,
+        conn: &Arc<Conn>,
+        path: DataPath,
+        data: SocketAddr,
+    ) {
         let mut st = self.state.lock();
         // A release that raced with the setup is applied at once.
         let released = st.slots.remove(&call).and_then(|q| {
@@ -607,6 +665,7 @@ impl Session {
             return;
         }
         st.live.insert(call, Arc::downgrade(conn));
+        st.paths.insert(call, (path, data));
         drop(st);
         // sigd hears the call's counters from now on (`natm stat`).
         if let Some(eng) = self.eng.upgrade() {
@@ -670,10 +729,101 @@ impl Session {
 
     fn mark_gone(&self, why: String) {
         let mut st = self.state.lock();
-        if st.gone.is_none() {
+        let first = st.gone.is_none();
+        if first {
             st.gone = Some(why);
         }
+        let calls = !st.live.is_empty();
         Self::wake_all(st);
+        if first && calls {
+            self.spawn_reclaim();
+        }
+    }
+
+    /// Start the thread that finds a restarted sigd for this session's established
+    /// calls (module doc).
+    fn spawn_reclaim(&self) {
+        let Some(me) = self.me.upgrade() else {
+            return;
+        };
+        let weak = self.client.clone();
+        // No thread (out of resources): the calls keep their data path, and the
+        // peer's sigd releases them when no one reclaims them.
+        let _ = std::thread::Builder::new()
+            .name("natm-reclaim".into())
+            .spawn(move || reclaim_after_restart(me, weak));
+    }
+
+    /// Established calls whose connection is still open.
+    fn open_calls(&self) -> usize {
+        let st = self.state.lock();
+        st.live.values().filter(|w| w.strong_count() > 0).count()
+    }
+
+    /// Ask this (new) session's sigd to take over `old`'s established calls; a call
+    /// it refuses ends as a released one does.
+    fn take_over(self: &Arc<Self>, old: &Arc<Session>) {
+        use crate::wire::ipc::Message;
+        let calls: Vec<(u64, Weak<Conn>, Option<(DataPath, SocketAddr)>)> = {
+            let mut st = old.state.lock();
+            let live = std::mem::take(&mut st.live);
+            st.reported.clear();
+            live.into_iter()
+                .map(|(call, w)| (call, w, st.paths.remove(&call)))
+                .collect()
+        };
+        let Some(eng) = self.eng.upgrade() else {
+            return;
+        };
+        let mut reclaimed = false;
+        for (call, weak, path) in calls {
+            let (Some(conn), Some((path, data))) = (weak.upgrade(), path) else {
+                continue;
+            };
+            // A call inside this host has no ticket: no sigd can take it over, and
+            // its data path goes on unheld, as before restarts were handled.
+            if path.resume.is_empty() {
+                continue;
+            }
+            {
+                // Filed first, so a `Released` right after the `Ack` finds it.
+                let mut st = self.state.lock();
+                st.live.insert(call, weak.clone());
+                st.paths.insert(call, (path.clone(), data));
+            }
+            let r = self.request(|req| Message::Reclaim {
+                req,
+                call,
+                data,
+                path,
+            });
+            match r {
+                Ok(_) => {
+                    reclaimed = true;
+                    // Closed while the request was out: release it now.
+                    if !self.state.lock().live.contains_key(&call) {
+                        self.notify(|req| Message::Release {
+                            req,
+                            call,
+                            cause: 16,
+                        });
+                    }
+                }
+                Err(Error::Refused { cause, detail }) => {
+                    self.forget(call);
+                    let why = format!("sigd restarted and did not take the call over: {detail}");
+                    end_released(&conn, &eng, cause, why);
+                }
+                // This session died too: its own reclaim thread carries on.
+                Err(_) => {}
+            }
+        }
+        if reclaimed {
+            eng.want_reports();
+        }
+        if self.is_gone() && self.open_calls() > 0 {
+            self.spawn_reclaim();
+        }
     }
 
     fn deliver(&self, m: Message) {
@@ -776,6 +926,34 @@ impl Session {
     }
 }
 
+/// A session whose sigd died with established calls: reconnect with a bounded
+/// backoff while any of them is open, and have the new session reclaim them.
+fn reclaim_after_restart(old: Arc<Session>, client: Weak<SigdClient>) {
+    let started = Instant::now();
+    let mut wait = RECONNECT_FIRST;
+    loop {
+        if old.open_calls() == 0 {
+            return;
+        }
+        let Some(c) = client.upgrade() else {
+            return;
+        };
+        if let Ok(new) = c.session() {
+            drop(c);
+            new.take_over(&old);
+            return;
+        }
+        drop(c);
+        if started.elapsed() >= RECONNECT_FOR {
+            // The calls keep their data path; the peer's sigd has released them
+            // (`[restart] preserve_ms`), and its application has seen that.
+            return;
+        }
+        std::thread::sleep(wait);
+        wait = (wait * 2).min(RECONNECT_MAX);
+    }
+}
+
 /// The host's link to sigd: a session opened on first use and opened again after
 /// sigd restarts.
 #[derive(Debug)]
@@ -783,18 +961,22 @@ pub(crate) struct SigdClient {
     path: PathBuf,
     session: Mutex<Option<Arc<Session>>>,
     eng: Weak<Engine>,
+    /// The client's own `Arc`, which its sessions point back to.
+    me: Weak<SigdClient>,
 }
 
 impl SigdClient {
-    pub(crate) fn new(path: PathBuf, eng: Weak<Engine>) -> SigdClient {
-        SigdClient {
+    pub(crate) fn new(path: PathBuf, eng: Weak<Engine>) -> Arc<SigdClient> {
+        Arc::new_cyclic(|me| SigdClient {
             path,
             session: Mutex::new(Level::SigdClient, None),
             eng,
-        }
+            me: me.clone(),
+        })
     }
 
-    /// A live session, opening one if there is none or the last one died.
+    /// A live session, opening one if there is none or the last one died (which
+    /// then forwards to the new one: `Session::current`).
     pub(crate) fn session(&self) -> Result<Arc<Session>, Error> {
         let mut s = self.session.lock();
         if let Some(cur) = s.as_ref() {
@@ -802,7 +984,10 @@ impl SigdClient {
                 return Ok(cur.clone());
             }
         }
-        let new = Session::open(&self.path, self.eng.clone())?;
+        let new = Session::open(&self.path, self.eng.clone(), self.me.clone())?;
+        if let Some(old) = s.as_ref() {
+            let _ = old.successor.set(new.clone());
+        }
         *s = Some(new.clone());
         Ok(new)
     }
