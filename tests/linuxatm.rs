@@ -84,7 +84,6 @@ impl NatmEnd {
             "--idle",
             "1s",
             "--json",
-            "--quiet",
             "--out",
             out.to_str().unwrap(),
         ]);
@@ -95,7 +94,9 @@ impl NatmEnd {
                 let _ = tx.send(line);
             }
         });
-        let first = rx.recv_timeout(FRAME).expect("natm listen says it is receiving");
+        let first = rx
+            .recv_timeout(FRAME)
+            .expect("natm listen says it is receiving");
         assert!(first.contains("receiving on pvc"), "{first}");
         c
     }
@@ -115,11 +116,19 @@ impl NatmEnd {
             f.to_str().unwrap(),
             "--size",
             &sdu.len().to_string(),
+            // Nothing comes back on the PVC: stop waiting for it soon.
+            "--discard",
+            "--idle",
+            "200ms",
             "--json",
             "--quiet",
         ]);
         let out = finish(c, "natm call --pvc");
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let j = json(&out.stdout);
         assert_eq!(j["bare"]["sdus_sent"], 1, "{j}");
     }
@@ -155,7 +164,11 @@ fn json(out: &[u8]) -> serde_json::Value {
 /// What `natm listen` received: one SDU of exactly `want`.
 fn received_one(l: Child, out: &Path, want: &[u8]) {
     let done = finish(l, "natm listen --pvc");
-    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
     let j = json(&done.stdout);
     assert_eq!(j["bare"]["sdus_received"], 1, "{j}");
     assert_eq!(std::fs::read(out).unwrap(), want);

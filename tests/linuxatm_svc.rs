@@ -216,9 +216,10 @@ fn calls_both_ways_in_every_uni_variant() {
         );
         assert!(sent > 0, "{console}");
         // UBR through the switch, whose natm port is the slower line: what is still
-        // queued there when Linux's RELEASE removes the VC is flushed and counted, in
-        // cells (3 per 100-octet SDU: ⌈(100 + 8) / 48⌉). Every SDU sent arrives or is
-        // one of those.
+        // queued there when Linux's RELEASE comes leaves first (the switch drains the
+        // VC, and the RELEASE to natm waits for it), so nothing is flushed. Every SDU
+        // sent arrives, or was dropped whole by a full queue and counted, in cells (3
+        // per 100-octet SDU: ⌈(100 + 8) / 48⌉).
         let dropped_cells = |v: &serde_json::Value| -> u64 {
             v["ports"]
                 .as_array()
@@ -235,6 +236,13 @@ fn calls_both_ways_in_every_uni_variant() {
         let cells = dropped_cells(&stat);
         assert_eq!(cells % 3, 0, "whole SDUs: {stat}");
         assert_eq!(got + cells / 3, sent, "{uni}: {s}\n{stat}");
+        let flushed: u64 = stat["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|p| p["stats"]["counters"]["dropped"]["flushed"].as_u64())
+            .sum();
+        assert_eq!(flushed, 0, "{uni}: drained, not flushed: {stat}");
         assert_eq!(s["bytes_received"], got * 100, "{s}");
         // The causes atmsigd received, in order (its log, printed at the end).
         g.marker("sigd-log end", STEP);
@@ -472,7 +480,11 @@ fn a_cbr_call_from_linux_is_policed_to_its_contract() {
     let within = net
         .sw
         .stat_until(|v| v["calls"].as_array().is_some_and(Vec::is_empty));
-    assert_eq!(policed(&within), (0, 0), "a conforming sender is not policed");
+    assert_eq!(
+        policed(&within),
+        (0, 0),
+        "a conforming sender is not policed"
+    );
     // ttcp's 4-octet start and end marks arrive as SDUs too.
     let got = s["bytes_received"].as_u64().unwrap();
     assert!(
@@ -493,9 +505,9 @@ fn a_cbr_call_from_linux_is_policed_to_its_contract() {
         .nth(1)
         .unwrap_or_default()
         .to_string();
-    let stat = net.sw.stat_until(|v| {
-        v["calls"].as_array().is_some_and(Vec::is_empty) && policed(v).0 > 0
-    });
+    let stat = net
+        .sw
+        .stat_until(|v| v["calls"].as_array().is_some_and(Vec::is_empty) && policed(v).0 > 0);
     let (dropped, tagged) = policed(&stat);
     let got = s["bytes_received"].as_u64().unwrap();
     eprintln!(
@@ -543,7 +555,10 @@ fn ttcp_reports_parse() {
              (2363.445879 Mb/sec)";
     assert_eq!(ttcp_report(l), Some((16_777_216, 0.056789, 2363.445879)));
     assert_eq!(ttcp_report("ttcp-r: buflen=8192, nbuf=2048"), None);
-    assert_eq!(ttcp_report("ttcp-t: 5 bytes in 1 real seconds = 1 KB/sec"), None);
+    assert_eq!(
+        ttcp_report("ttcp-t: 5 bytes in 1 real seconds = 1 KB/sec"),
+        None
+    );
 }
 
 /// `ttcp_atm` for the host (the same atm-tools build as the guest's), unpacked from
@@ -599,8 +614,8 @@ fn report_in(text: &str, role: &str) -> Option<(u64, f64, f64)> {
 
 fn host_ttcp_done(c: std::process::Child, role: &str) -> (u64, f64, f64) {
     let out = c.wait_with_output().unwrap();
-    let text = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     report_in(&text, role).unwrap_or_else(|| panic!("no {role} report: {text}"))
 }
 
@@ -632,7 +647,10 @@ fn spread(v: &[f64]) -> (f64, f64, f64) {
 }
 
 fn env_or<T: std::str::FromStr>(k: &str, d: T) -> T {
-    std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+    std::env::var(k)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(d)
 }
 
 /// Throughput of Linux's ATM stack against natm's over the same switch, beside
