@@ -5,36 +5,44 @@
 //! cached (scripts/linuxatm/prepare.sh); the test skips only where that cannot be
 //! done (no qemu or packages and no root to install them, not x86-64 Linux).
 //!
-//! The natm side of each PVC is [`NatmEnd`]: a UDP socket speaking the frame-mode VC
-//! header to a frame port of the switch, so the test sees each frame's exact octets
-//! (`natm call/listen --pvc` carry the same bare PVCs; tests/bare_cli.rs runs them).
+//! The natm side of each PVC is what a user runs: `natm listen --pvc` and `natm call
+//! --pvc` (bare AAL5 VCs, docs/tools.md) at the peer address of a frame port of the
+//! switch; `--json` says how many SDUs and octets crossed, `--out` what they were.
 
 #[path = "linuxatm/support.rs"]
 mod guest;
 mod switch_support;
 
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use natm_proto::wire::vcframe;
-use switch_support::SwitchProc;
+use switch_support::{free_addr, SwitchProc};
 
 /// Boot to the test script takes ~3 s of guest time under TCG, ~6 s of wall time.
 const GUEST: Duration = Duration::from_secs(90);
 const FRAME: Duration = Duration::from_secs(20);
 
-/// natm's end of the PVCs: the peer of a frame port `u` of the switch. `[[pvc]]`
-/// lines join its VCs to the atmtcp port's VCs of the same numbers.
+/// natm's end of the PVCs: the peer of a frame port `u` of the switch, where the
+/// natm tools bind. `[[pvc]]` lines join its VCs to the atmtcp port's VCs of the
+/// same numbers.
 struct NatmEnd {
-    sock: UdpSocket,
+    host: SocketAddr,
     switch: Option<SocketAddr>,
+    dir: PathBuf,
 }
 
 impl NatmEnd {
-    fn new() -> NatmEnd {
-        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sock.set_read_timeout(Some(FRAME)).unwrap();
-        NatmEnd { sock, switch: None }
+    fn new(name: &str) -> NatmEnd {
+        let dir = std::env::temp_dir().join(unique(name));
+        std::fs::create_dir_all(&dir).unwrap();
+        NatmEnd {
+            host: free_addr(),
+            switch: None,
+            dir,
+        }
     }
 
     /// Its port and the PVCs to the same VCIs of the switch's port `linux`, in the
@@ -42,7 +50,7 @@ impl NatmEnd {
     fn toml(&self, vcis: &[u16]) -> String {
         let mut t = format!(
             "[[port]]\nname = \"u\"\nmode = \"frame\"\nbind = \"127.0.0.1:0\"\npeer = \"{}\"\n",
-            self.sock.local_addr().unwrap()
+            self.host
         );
         for v in vcis {
             t += &format!("[[pvc]]\nfrom = \"linux:0.{v}\"\nto = \"u:0.{v}\"\nduplex = true\n");
@@ -54,24 +62,116 @@ impl NatmEnd {
         self.switch = Some(sw.ports["u"]);
     }
 
-    fn send(&self, vci: u16, sdu: &[u8]) {
-        let mut d = vcframe::Repr::data(0, vci).to_bytes().to_vec();
-        d.extend_from_slice(sdu);
-        self.sock
-            .send_to(&d, self.switch.expect("attached"))
-            .unwrap();
+    fn natm(&self, args: &[&str]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_natm"))
+            .args(args)
+            .args(["--bind", &self.host.to_string()])
+            .args(["--via", &self.switch.expect("attached").to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
     }
 
-    /// The next frame: its VCI and SDU.
-    fn recv(&self) -> (u16, Vec<u8>) {
-        let mut b = vec![0; 70_000];
-        let n = self
-            .sock
-            .recv(&mut b)
-            .expect("a frame from the Linux guest");
-        let (h, sdu) = vcframe::Repr::parse_bytes(&b[..n]).unwrap();
-        (h.vci, sdu.to_vec())
+    /// `natm listen --pvc 0.VCI`, returned once it has opened its VC (its first line
+    /// on stderr); it writes what arrives to `out` and stops 1 s after the first SDU.
+    fn listen(&self, vci: u16, out: &Path) -> Child {
+        let mut c = self.natm(&[
+            "listen",
+            "--pvc",
+            &format!("0.{vci}"),
+            "--idle",
+            "1s",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ]);
+        let err = c.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let first = rx
+            .recv_timeout(FRAME)
+            .expect("natm listen says it is receiving");
+        assert!(first.contains("receiving on pvc"), "{first}");
+        c
     }
+
+    /// `natm call --pvc 0.VCI` sending `sdu` as one SDU: the whole file, in one
+    /// message of its size.
+    fn send(&self, vci: u16, sdu: &[u8]) {
+        let f = self.dir.join(format!("sdu-{vci}-{}", sdu.len()));
+        std::fs::write(&f, sdu).unwrap();
+        let c = self.natm(&[
+            "call",
+            "--pvc",
+            &format!("0.{vci}"),
+            "--qos",
+            "ubr:transport=none",
+            "--file",
+            f.to_str().unwrap(),
+            "--size",
+            &sdu.len().to_string(),
+            // Nothing comes back on the PVC: stop waiting for it soon.
+            "--discard",
+            "--idle",
+            "200ms",
+            "--json",
+            "--quiet",
+        ]);
+        let out = finish(c, "natm call --pvc");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let j = json(&out.stdout);
+        assert_eq!(j["bare"]["sdus_sent"], 1, "{j}");
+    }
+}
+
+/// Waits for a tool, killed (and the test failed) after [`FRAME`].
+fn finish(child: Child, what: &str) -> std::process::Output {
+    let id = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(FRAME) {
+        Ok(out) => out.unwrap(),
+        Err(_) => {
+            let _ = Command::new("kill").arg(id.to_string()).status();
+            panic!("{what} still ran after {FRAME:?}");
+        }
+    }
+}
+
+/// The JSON summary line a tool printed.
+fn json(out: &[u8]) -> serde_json::Value {
+    let text = String::from_utf8_lossy(out);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.starts_with('{'))
+        .unwrap_or_else(|| panic!("no JSON line in {text}"));
+    serde_json::from_str(line).unwrap()
+}
+
+/// What `natm listen` received: one SDU of exactly `want`.
+fn received_one(l: Child, out: &Path, want: &[u8]) {
+    let done = finish(l, "natm listen --pvc");
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let j = json(&done.stdout);
+    assert_eq!(j["bare"]["sdus_received"], 1, "{j}");
+    assert_eq!(std::fs::read(out).unwrap(), want);
 }
 
 fn unique(what: &str) -> String {
@@ -90,7 +190,7 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
     if !guest::ready() {
         return;
     }
-    let mut natm = NatmEnd::new();
+    let mut natm = NatmEnd::new("natm-linuxatm-pvc");
     let mut sw = SwitchProc::start(
         "linuxatm-pvc",
         &format!(
@@ -99,6 +199,9 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
         ),
     );
     natm.attach(&sw);
+    // Listening before the guest writes.
+    let out100 = natm.dir.join("vc100.out");
+    let l100 = natm.listen(100, &out100);
     let port = sw.ports["linux"].port();
     // Unique per run, so a stale frame cannot pass for this one.
     let payload = unique("linux-awrite-to-natm");
@@ -132,7 +235,7 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
 
     // Linux -> natm: awrite's string, as one SDU on the PVC.
     assert_eq!(g.marker("awrite rc=", FRAME), "0");
-    assert_eq!(natm.recv(), (100, payload.into_bytes()));
+    received_one(l100, &out100, payload.as_bytes());
 
     // natm -> Linux: every octet value, a one-octet SDU, and aread's largest (its
     // VC's max_sdu is 1024), in order.
@@ -143,8 +246,6 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
     ];
     for f in &frames {
         natm.send(200, f);
-    }
-    for f in &frames {
         assert_eq!(&g.aread_frame(FRAME), f, "aread on 0.0.200");
     }
 
@@ -169,7 +270,7 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
     // guest. Started once the guest listens: slirp accepts the host's connection at
     // once and keeps it half-open while nothing listens in the guest.
     g.marker("listening", GUEST);
-    let mut natm2 = NatmEnd::new();
+    let mut natm2 = NatmEnd::new("natm-linuxatm-pvc2");
     let sw2 = SwitchProc::start(
         "linuxatm-connect",
         &format!(
@@ -178,9 +279,11 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
         ),
     );
     natm2.attach(&sw2);
+    let out301 = natm2.dir.join("vc301.out");
+    let l301 = natm2.listen(301, &out301);
     g.marker("connected2", GUEST);
     assert_eq!(g.marker("awrite2 rc=", FRAME), "0");
-    assert_eq!(natm2.recv(), (301, payload2.into_bytes()));
+    received_one(l301, &out301, payload2.as_bytes());
     // The switch's end is up once it has carried a frame; this one goes back.
     let back: Vec<u8> = (0..700u32).map(|i| (i * 13 + 1) as u8).collect();
     natm2.send(300, &back);
@@ -191,6 +294,8 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
     assert_eq!(c2["counters"]["frames_in"], 1, "{c2}");
     drop(sw2);
     drop(g);
+    let _ = std::fs::remove_dir_all(&natm.dir);
+    let _ = std::fs::remove_dir_all(&natm2.dir);
     // The guest gone, its connection ends and the switch says so.
     sw.stat_until(|s| s["ports"][0]["atmtcp"]["counters"]["disconnects"] == 1);
     assert!(sw.terminate().success());

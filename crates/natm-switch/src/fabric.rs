@@ -3,8 +3,8 @@
 //!
 //! Call order: [`Switch::add_port`] and [`Switch::connect`] (the control plane), then
 //! for every cell or frame received [`Switch::handle_cell`] / [`Switch::handle_frame`];
-//! whenever [`Switch::poll_timeout`] comes (or after new input), for each port
-//! [`Switch::poll_transmit`] until it returns `None`. A port sends one unit per line
+//! whenever [`Switch::poll_timeout`] comes (or after new input), [`Switch::handle_timeout`]
+//! and for each port [`Switch::poll_transmit`] until it returns `None`. A port sends one unit per line
 //! time: `poll_transmit` returns `None` while the line is busy.
 //!
 //! The control plane terminates its own VCs in the switch (signalling on VPI 0/VCI 5
@@ -13,6 +13,7 @@
 //! port's VCs and is paced by the same line.
 
 use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use bytes::Bytes;
 use natm_proto::time::Instant;
@@ -78,6 +79,9 @@ struct Vc {
     oam_forwarded: u64,
     /// The last output header made, with its [`Fields::key`].
     header_memo: (u32, [u8; HEADER_LEN]),
+    /// Released ([`Switch::release`]): its input is gone, and it is removed when its
+    /// queue empties or at this time, whichever comes first.
+    drain_until: Option<Instant>,
 }
 
 impl Vc {
@@ -107,6 +111,8 @@ pub struct Switch {
     location: [u8; LOCATION_ID_LEN],
     /// Cells and frames of locally terminated VCs, for the control plane.
     local: VecDeque<(PortId, Transmit)>,
+    /// Released connections still sending what was queued: their deadlines.
+    draining: Vec<(Instant, Slot)>,
 }
 
 /// Units of locally terminated VCs held for [`Switch::poll_local`] before more are
@@ -282,6 +288,7 @@ impl Switch {
             oam_looped: 0,
             oam_forwarded: 0,
             header_memo: (NO_KEY, [0; HEADER_LEN]),
+            drain_until: None,
         };
         let slot = match self.free.pop() {
             Some(s) => {
@@ -303,20 +310,108 @@ impl Switch {
         Ok(id)
     }
 
-    /// Removes a cross-connect; cells still queued for it are dropped (counted as
-    /// flushed). Returns its final counters.
+    /// Removes a cross-connect at once; cells still queued for it are dropped
+    /// (counted as flushed). Returns its final counters.
     pub fn disconnect(&mut self, id: ConnId) -> Result<VcStats, SwitchError> {
-        let slot = self
+        let slot = *self
             .slots
-            .remove(&id)
+            .get(&id)
             .ok_or(SwitchError::UnknownConnection(id))?;
+        let vc = self
+            .vcs
+            .get(slot.index())
+            .and_then(Option::as_ref)
+            .ok_or(SwitchError::UnknownConnection(id))?;
+        // A draining connection's input label is gone already (and may be in use by
+        // a newer connection).
+        if vc.drain_until.is_none() {
+            let xc = vc.xc;
+            self.table.remove(&xc);
+            self.table_changed();
+        }
+        Ok(self.remove_slot(slot))
+    }
+
+    /// Releases a cross-connect the way a call ends: its input label is removed at
+    /// once (cells arriving on it are unknown from now on, and the label may be given
+    /// to another connection), while the cells and frames already queued for it still
+    /// leave at its output port's pace, in order, under its scheduler share. It is
+    /// removed when its queue is empty, or at `now + within` with what is still
+    /// queued flushed (counted as [`DropCause::Flushed`]): a stalled or starved
+    /// output port cannot hold it for ever. [`Switch::poll_timeout`] includes the
+    /// deadline; call [`Switch::handle_timeout`] when it comes. Releasing a
+    /// connection already draining changes nothing.
+    pub fn release(
+        &mut self,
+        now: Instant,
+        id: ConnId,
+        within: Duration,
+    ) -> Result<(), SwitchError> {
+        let slot = *self
+            .slots
+            .get(&id)
+            .ok_or(SwitchError::UnknownConnection(id))?;
+        let vc = self
+            .vcs
+            .get_mut(slot.index())
+            .and_then(Option::as_mut)
+            .ok_or(SwitchError::UnknownConnection(id))?;
+        if vc.drain_until.is_some() {
+            return Ok(());
+        }
+        let (xc, empty) = (vc.xc, vc.queue.is_empty());
+        if empty || within.is_zero() {
+            self.table.remove(&xc);
+            self.table_changed();
+            self.remove_slot(slot);
+            return Ok(());
+        }
+        let until = now + within;
+        vc.drain_until = Some(until);
+        self.table.remove(&xc);
+        self.table_changed();
+        self.draining.push((until, slot));
+        Ok(())
+    }
+
+    /// Whether a released connection is still sending on output VC `a` (its label
+    /// should not be given to a new connection yet: the cells would mix).
+    pub fn is_draining_to(&self, a: VcAddr) -> bool {
+        self.draining.iter().any(|(_, s)| {
+            self.vc(*s)
+                .is_some_and(|vc| vc.xc.to() == crate::table::Endpoint::Vc(a))
+        })
+    }
+
+    /// Released connections still draining.
+    pub fn draining(&self) -> usize {
+        self.draining.len()
+    }
+
+    /// Removes draining connections whose deadline has come by `now`, flushing what
+    /// they still hold.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut i = 0;
+        while i < self.draining.len() {
+            let (until, slot) = self.draining[i];
+            if until <= now {
+                self.remove_slot(slot);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Takes connection `slot` out of the switch (its table entry is already gone
+    /// or removed by the caller): what it still queues is flushed and counted.
+    fn remove_slot(&mut self, slot: Slot) -> VcStats {
         let mut vc = self
             .vcs
             .get_mut(slot.index())
             .and_then(Option::take)
-            .ok_or(SwitchError::UnknownConnection(id))?;
-        self.table.remove(&vc.xc);
-        self.table_changed();
+            .expect("a connection's slot holds it");
+        self.slots.remove(&vc.id);
+        self.draining.retain(|(_, s)| *s != slot);
         let (cells, _) = vc.queue.flush();
         vc.discard.reset();
         vc.counters
@@ -330,7 +425,7 @@ impl Switch {
                 .add(DropCause::Flushed, u64::from(cells));
         }
         self.free.push(slot);
-        Ok(vc.stats())
+        vc.stats()
     }
 
     /// Forgets every port's last lookup: the table changed.
@@ -776,6 +871,10 @@ impl Switch {
             c.cells_out += u64::from(cells);
             c.frames_out += u64::from(eof);
         }
+        // A released connection goes with the last of what it held.
+        if vc.drain_until.is_some() && vc.queue.is_empty() {
+            self.remove_slot(slot);
+        }
         Some(unit)
     }
 
@@ -828,12 +927,15 @@ impl Switch {
     }
 
     /// The earliest time any port can send something that waits (quinn's
-    /// `poll_timeout`): `None` if every queue is empty.
+    /// `poll_timeout`), or a released connection's drain deadline
+    /// ([`Switch::handle_timeout`]); `None` if every queue is empty.
     pub fn poll_timeout(&self) -> Option<Instant> {
+        let drain = self.draining.iter().map(|(t, _)| *t).min();
         self.ports
             .iter()
             .filter(|p| p.backlogged())
             .map(Port::next_free)
+            .chain(drain)
             .min()
     }
 

@@ -70,6 +70,10 @@ pub struct Config {
     /// Cell delay variation tolerated by each call's policer beyond its host's leaky
     /// bucket, µs [default 20,000: user-space hosts and switches on a loaded machine].
     pub svc_cdvt_us: Option<u64>,
+    /// How long a released call's VCs go on sending what is queued for them before
+    /// the rest is flushed, ms [default 1,000; 0 flushes at once]. The RELEASE to
+    /// the side they go to waits for them.
+    pub svc_drain_ms: Option<u64>,
     /// Routes for calls: ATM address prefix → port (the longest match wins).
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteSection>,

@@ -206,6 +206,9 @@ impl SwitchDaemon {
             cdvt: cfg
                 .svc_cdvt_us
                 .map_or(natm_switch::control::DEFAULT_CDVT, Duration::from_micros),
+            drain: cfg
+                .svc_drain_ms
+                .map_or(natm_switch::control::DEFAULT_DRAIN, Duration::from_millis),
             ..ControlConfig::default()
         });
         for (i, p) in cfg.ports.iter().enumerate() {
@@ -410,6 +413,8 @@ impl SwitchDaemon {
             }
             let wall = Instant::now();
             let now = self.at(wall);
+            // Released calls' VCs whose drain time is up.
+            self.sw.handle_timeout(now);
             if let Some(c) = self.control.as_mut() {
                 if c.poll_timeout().is_some_and(|t| t <= now) {
                     c.handle_timeout(now);
@@ -418,6 +423,8 @@ impl SwitchDaemon {
             self.drain_control(wall);
             self.atmtcp.handle_timeout(wall, self.poll.registry());
             self.transmit_all();
+            // A released call's side is released once its VCs have drained.
+            self.drain_control(Instant::now());
             let wall = Instant::now();
             for l in &mut self.links {
                 l.release_delayed(wall);

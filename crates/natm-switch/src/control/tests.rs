@@ -128,6 +128,7 @@ impl Net {
                 }
             }
             self.now += MS;
+            self.sw.handle_timeout(self.now);
             for h in &mut self.hosts {
                 if h.poll_timeout().is_some_and(|t| t <= self.now) {
                     h.handle_timeout(self.now);
@@ -395,4 +396,76 @@ fn a_dead_caller_side_releases_the_callee() {
     assert_eq!(n.ctl.call_count(), 0);
     // The dead side's link keeps trying to come back, and nothing spins.
     n.run(2000 * MS);
+}
+
+/// Queues `n` one-cell frames from host a towards host b on the call's forward VC.
+fn backlog_to_b(n: &mut Net, a_in: u16, frames: usize) {
+    let now = n.now;
+    for _ in 0..frames {
+        assert_eq!(frame_on(&mut n.sw, now, 0, a_in), Verdict::Queued);
+    }
+}
+
+fn released_b(n: &mut Net) -> bool {
+    n.take_call_events(1)
+        .iter()
+        .any(|e| matches!(e, CallEvent::Released { cause, .. } if cause.value.raw() == 16))
+}
+
+/// The caller hangs up while its frames still wait for the callee's slow line: they
+/// all still leave, and the callee's RELEASE (and the end of its data endpoint)
+/// follows the last of them instead of overtaking and flushing them.
+#[test]
+fn a_release_waits_for_the_vcs_towards_the_far_side_to_drain() {
+    let mut n = Net::new(2_000_000);
+    let (a, _b, connected) = n.connect("ubr");
+    let a_in = connected.conn_id.unwrap().vci;
+    backlog_to_b(&mut n, a_in, 200);
+    n.hosts[0].release(n.now, a, net_cause(16)).unwrap();
+    // 10 ms of signalling with the data line stalled (200 cells take 42 ms at
+    // 2 Mbit/s): the caller's side is done, the callee's waits.
+    n.run(10 * MS);
+    assert_eq!(n.ctl.call_count(), 0);
+    assert_eq!(n.ctl.draining(), 1);
+    assert!(!released_b(&mut n), "b's RELEASE waits for the data");
+    let b_gone = Output::Dest(VcAddr::new(PortId(1), 0, 50), None);
+    assert!(!n.outputs.contains(&b_gone), "b's data endpoint still used");
+    // Cells on the released input label are not taken any more.
+    assert_eq!(
+        frame_on(&mut n.sw, n.now, 0, a_in),
+        Verdict::Dropped(crate::DropCause::UnknownVc)
+    );
+    let mut sent = 0;
+    while let Some(vci) = sent_vci(&mut n.sw, n.now, 1) {
+        assert_eq!(vci, 50);
+        sent += 1;
+    }
+    assert_eq!(sent, 200, "everything queued before the RELEASE");
+    n.run(5 * MS);
+    assert!(released_b(&mut n), "then b is released");
+    assert!(n.outputs.contains(&b_gone));
+    assert_eq!(n.ctl.draining(), 0);
+    let stat = n.sw.stat();
+    assert!(stat.vcs.is_empty());
+    assert_eq!(stat.ports[1].counters.dropped.flushed, 0);
+}
+
+/// A far side that never takes its data (a stalled line) holds its RELEASE for at
+/// most `ControlConfig::drain`; what is left then is flushed and counted.
+#[test]
+fn a_stalled_drain_ends_at_its_bound() {
+    let mut n = Net::new(2_000_000);
+    let (a, _b, connected) = n.connect("ubr");
+    let a_in = connected.conn_id.unwrap().vci;
+    backlog_to_b(&mut n, a_in, 200);
+    let released_at = n.now;
+    n.hosts[0].release(n.now, a, net_cause(16)).unwrap();
+    n.run(DEFAULT_DRAIN - 20 * MS);
+    assert!(!released_b(&mut n));
+    n.run(40 * MS);
+    assert!(released_b(&mut n), "released by the bound");
+    assert!(n.now.saturating_duration_since(released_at) <= DEFAULT_DRAIN + 30 * MS);
+    let stat = n.sw.stat();
+    assert!(stat.vcs.is_empty());
+    assert_eq!(stat.ports[1].counters.dropped.flushed, 200);
 }

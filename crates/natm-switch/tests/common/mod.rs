@@ -82,6 +82,7 @@ impl Harness {
                 .expect("the harness feeds known ports only");
                 self.verdicts.push(v);
             }
+            self.sw.handle_timeout(self.now);
             for &p in &ports {
                 if let Some(unit) = self.sw.poll_transmit(self.now, p) {
                     self.out[p.index()].push((self.now, unit));
