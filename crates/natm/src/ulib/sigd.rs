@@ -125,6 +125,9 @@ enum Key {
     Id(u64),
 }
 
+/// An established call's data path and this side's data endpoint.
+type KeptPath = (DataPath, SocketAddr);
+
 #[derive(Debug, Default)]
 struct State {
     /// Application threads parked (not reading), by what they wait for.
@@ -138,7 +141,7 @@ struct State {
     live: HashMap<u64, Weak<Conn>>,
     /// Each established call's data path and this side's data endpoint, as a
     /// restarted sigd is asked to take the call over with them (`Reclaim`).
-    paths: HashMap<u64, (DataPath, SocketAddr)>,
+    paths: HashMap<u64, KeptPath>,
     /// Each established call's counters as last reported to sigd (`sampled_ms` 0):
     /// unchanged counters are not sent again.
     reported: HashMap<u64, VcCounters>,
@@ -764,7 +767,7 @@ impl Session {
     /// it refuses ends as a released one does.
     fn take_over(self: &Arc<Self>, old: &Arc<Session>) {
         use crate::wire::ipc::Message;
-        let calls: Vec<(u64, Weak<Conn>, Option<(DataPath, SocketAddr)>)> = {
+        let calls: Vec<(u64, Weak<Conn>, Option<KeptPath>)> = {
             let mut st = old.state.lock();
             let live = std::mem::take(&mut st.live);
             st.reported.clear();
