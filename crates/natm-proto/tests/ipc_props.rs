@@ -21,15 +21,17 @@ fn data_path() -> impl Strategy<Value = DataPath> {
         any::<u16>(),
         any::<u64>(),
         text(),
+        proptest::option::of(any::<([u8; 32], [u8; 32])>()),
     )
         .prop_map(
-            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos)| DataPath {
+            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos, keys)| DataPath {
                 peer,
                 cookie,
                 tx_vci,
                 rx_vci,
                 granted_bps,
                 qos,
+                keys: keys.map(|(tx, rx)| natm_proto::wire::seal::PathKeys { tx, rx }),
             },
         )
 }
@@ -145,6 +147,8 @@ fn counters() -> impl Strategy<Value = VcCounters> {
             gaps: f[15],
             lost_tpdus: q[0] ^ f[0],
             lost_messages: q[1] ^ f[1],
+            drop_bad_tag: q[0] ^ f[2],
+            drop_replayed: q[1] ^ f[3],
         })
 }
 

@@ -114,6 +114,7 @@ impl FakeSigd {
                                     rx_vci: 33,
                                     granted_bps: 0,
                                     qos: "reliable".into(),
+                                    keys: None,
                                 },
                             },
                         ],

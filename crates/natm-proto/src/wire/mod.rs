@@ -20,6 +20,7 @@ pub mod pcap;
 pub mod q2931;
 pub mod qos;
 pub mod sar;
+pub mod seal;
 pub mod sscop;
 mod text;
 pub mod tpdu;

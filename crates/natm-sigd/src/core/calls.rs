@@ -4,6 +4,7 @@
 
 use natm_proto::wire::ipc::{clip, DataPath};
 
+use super::keys;
 use super::qos::{qos_fits, reverse};
 use super::*;
 use crate::admission::Refusal;
@@ -116,6 +117,7 @@ impl Core {
                         grant,
                         deadline: None,
                         announce: None,
+                        keys: Default::default(),
                     },
                 );
                 self.tell(t, Message::Ack { req, id });
@@ -141,6 +143,7 @@ impl Core {
                         grant: Grant::default(),
                         deadline: None,
                         announce: None,
+                        keys: Default::default(),
                     },
                 );
                 self.offer(peer_id, listener);
@@ -334,6 +337,30 @@ impl Core {
                 "the caller has no data endpoint",
             ));
         };
+        // Two applications of this host: keys only if the QoS asks (`keys`).
+        let agreed = if keys::required(&qos) {
+            let Some(k) = keys::local() else {
+                self.end_call(
+                    call,
+                    cause::TEMPORARY_FAILURE,
+                    "no randomness for the call's keys",
+                    false,
+                );
+                return Err(Refusal::new(
+                    cause::TEMPORARY_FAILURE,
+                    "no randomness for the call's keys",
+                ));
+            };
+            Some(k)
+        } else {
+            None
+        };
+        if let Some(c) = self.calls.get_mut(&call) {
+            c.keys.agreed = agreed.clone();
+        }
+        if let Some(o) = self.calls.get_mut(&other) {
+            o.keys.agreed = agreed.as_ref().map(|k| k.reversed());
+        }
         self.counters.calls_setup += 1;
         let callee_msg = Message::Connected {
             call,
@@ -344,6 +371,7 @@ impl Core {
                 rx_vci: v_fwd,
                 granted_bps: self.calls[&other].grant.in_bps,
                 qos: qos.to_string(),
+                keys: agreed.clone(),
             },
         };
         let o = &self.calls[&other];
@@ -356,6 +384,7 @@ impl Core {
                 rx_vci: v_back,
                 granted_bps: o.grant.out_bps,
                 qos: o.qos.to_string(),
+                keys: agreed.map(|k| k.reversed()),
             },
         };
         if let Some(o) = caller_owner {

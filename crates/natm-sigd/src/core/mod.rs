@@ -48,6 +48,7 @@ use crate::vci::VciPool;
 mod admin;
 mod apps;
 mod calls;
+mod keys;
 mod link;
 mod listeners;
 mod peers;
@@ -75,6 +76,7 @@ pub(crate) mod cause {
     pub(crate) const RESOURCES: u8 = 47;
     pub(crate) const UNSUPPORTED_TRAFFIC: u8 = 73;
     pub(crate) const INVALID_CALL_REF: u8 = 81;
+    pub(crate) const SERVICE_UNAVAILABLE: u8 = 63;
     pub(crate) const INCOMPATIBLE_DESTINATION: u8 = 88;
     pub(crate) const INVALID_IE: u8 = 100;
     pub(crate) const WRONG_STATE: u8 = 101;
@@ -192,6 +194,8 @@ struct Call {
     /// ACKNOWLEDGE (or the call's end): the listener's work on it then does not take a
     /// CPU from the caller's side of the setup.
     announce: Option<Message>,
+    /// The call's TPDU key exchange (`keys`).
+    keys: keys::CallKeys,
 }
 
 #[derive(Debug)]

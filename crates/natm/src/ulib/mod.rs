@@ -36,7 +36,7 @@ use std::time::Duration;
 
 pub use connection::{
     BareStats, Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, OamStats, Receiver,
-    Release, Sender,
+    Release, SealStats, Sender,
 };
 pub use natm_proto::endpoint::VcCounters;
 
@@ -506,6 +506,7 @@ impl Host {
             rx_vci,
             granted_bps,
             qos,
+            keys,
         }) = ev
         else {
             return Err(Error::SigdGone);
@@ -547,6 +548,7 @@ impl Host {
                 (peer, cookie, tx_vci, rx_vci, caller),
                 r.cfg,
                 (r.level, r.weight),
+                keys.as_ref(),
             )?,
         };
         session.established(call, &conn);
