@@ -9,7 +9,6 @@
 mod sigd_support;
 
 use std::io::Read;
-use std::mem::MaybeUninit;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
 

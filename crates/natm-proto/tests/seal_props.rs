@@ -101,7 +101,10 @@ fn packet_numbers_never_repeat_across_threads() {
             })
         })
         .collect();
-    let mut all: Vec<u64> = threads.into_iter().flat_map(|t| t.join().unwrap()).collect();
+    let mut all: Vec<u64> = threads
+        .into_iter()
+        .flat_map(|t| t.join().unwrap())
+        .collect();
     all.sort_unstable();
     all.dedup();
     assert_eq!(all.len(), 8000);

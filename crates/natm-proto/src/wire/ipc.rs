@@ -1051,7 +1051,7 @@ mod tests {
     #[test]
     fn golden_connected_frame() {
         // The layout docs/wire.md gives: call, peer endpoint, cookie, tx VCI, rx VCI,
-        // granted rate, QoS text.
+        // granted rate, QoS text, keys (0: none).
         let m = Message::Connected {
             call: 5,
             path: DataPath {
@@ -1066,7 +1066,7 @@ mod tests {
         };
         let b = m.to_bytes();
         let expect: Vec<u8> = [
-            &[0, 0, 0, 40, 1, 0x83][..],
+            &[0, 0, 0, 41, 1, 0x83][..],
             &5u64.to_be_bytes(),
             &[4, 127, 0, 0, 1, 0x0f, 0xa0],
             &[1, 2, 3, 4],
@@ -1074,6 +1074,7 @@ mod tests {
             &1_000_000u64.to_be_bytes(),
             &[0, 0, 0, 3],
             b"cbr",
+            &[0],
         ]
         .concat();
         assert_eq!(b, expect);

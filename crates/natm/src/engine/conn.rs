@@ -589,10 +589,7 @@ impl Conn {
         let bare = self.bare;
         let frame = match &self.crypt {
             None => Frame::Clear(tpdu),
-            Some(c) => match self.open_sealed(c, tpdu) {
-                Some(f) => f,
-                None => return None,
-            },
+            Some(c) => self.open_sealed(c, tpdu)?,
         };
         let connected = match half {
             Half::Tx => {
