@@ -258,7 +258,7 @@ fn calls_table(v: &Value) -> comfy_table::Table {
     let mut calls = table::new(
         [
             "call", "state", "dir", "txvci", "rxvci", "res out", "res in", "pid", "remote", "sap",
-            "qos",
+            "qos", "enc",
         ],
         3,
     );
@@ -277,10 +277,16 @@ fn calls_table(v: &Value) -> comfy_table::Table {
             text(&c["remote"]),
             text(&c["sap"]),
             text(&c["qos"]),
+            // Every TPDU sealed with the call's keys (issue 16), or clear.
+            if c["encrypted"].as_bool().unwrap_or(false) {
+                "aead".into()
+            } else {
+                "-".into()
+            },
         ]);
     }
-    // Only the numeric columns are right-aligned; remote, sap and qos are text.
-    for i in [8, 9, 10] {
+    // Only the numeric columns are right-aligned; remote, sap, qos and enc are text.
+    for i in [8, 9, 10, 11] {
         if let Some(col) = calls.column_mut(i) {
             col.set_cell_alignment(comfy_table::CellAlignment::Left);
         }
@@ -335,6 +341,7 @@ fn health_table(calls: &[&Value]) -> comfy_table::Table {
             "call",
             "retx f/t/h",
             "drops c/w/b/d/l/o/q",
+            "forged tag/replay",
             "lost tpdu/msg",
             "flow rate",
             "send q",
@@ -367,6 +374,7 @@ fn health_table(calls: &[&Value]) -> comfy_table::Table {
                 n("drop_late"),
                 n("drop_other"),
             ),
+            format!("{}/{}", n("drop_bad_tag"), n("drop_replayed")),
             format!("{}/{}", n("lost_tpdus"), n("lost_messages")),
             tr["rate_bps"].as_u64().map_or("-".into(), rate),
             bytes(n("send_queued")),

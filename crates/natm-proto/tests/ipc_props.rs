@@ -22,9 +22,10 @@ fn data_path() -> impl Strategy<Value = DataPath> {
         any::<u64>(),
         text(),
         text(),
+        proptest::option::of(any::<([u8; 32], [u8; 32])>()),
     )
         .prop_map(
-            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos, resume)| DataPath {
+            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos, resume, keys)| DataPath {
                 peer,
                 cookie,
                 tx_vci,
@@ -32,6 +33,7 @@ fn data_path() -> impl Strategy<Value = DataPath> {
                 granted_bps,
                 qos,
                 resume,
+                keys: keys.map(|(tx, rx)| natm_proto::wire::seal::PathKeys { tx, rx }),
             },
         )
 }
@@ -155,6 +157,8 @@ fn counters() -> impl Strategy<Value = VcCounters> {
             gaps: f[15],
             lost_tpdus: q[0] ^ f[0],
             lost_messages: q[1] ^ f[1],
+            drop_bad_tag: q[0] ^ f[2],
+            drop_replayed: q[1] ^ f[3],
         })
 }
 

@@ -91,11 +91,12 @@ fn transport() -> impl Strategy<Value = TransportParams> {
             option::weighted(0.2, 1u32..1_000),
             option::weighted(0.2, any::<u8>()),
             option::weighted(0.2, prop_oneof![65_000u32..1 << 24, Just(64 * 1024)]),
+            option::weighted(0.3, any::<bool>()),
         ),
     )
         .prop_map(
             |((service, error_control, flow, semantics, tpdu_size), rest)| {
-                let (window, max_msg, outstanding, priority, bucket) = rest;
+                let (window, max_msg, outstanding, priority, bucket, encrypt) = rest;
                 TransportParams {
                     kind: TransportKind::Natm,
                     service,
@@ -108,6 +109,7 @@ fn transport() -> impl Strategy<Value = TransportParams> {
                     outstanding,
                     priority,
                     bucket,
+                    encrypt,
                 }
             },
         )

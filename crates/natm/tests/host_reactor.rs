@@ -42,7 +42,7 @@ fn no_natm_threads(within: Duration) {
 /// What the scripted sigd is told to do.
 enum Do {
     /// Send this message to the application.
-    Send(Message),
+    Send(Box<Message>),
     /// Close the session and stop serving (sigd died).
     Die,
 }
@@ -115,6 +115,7 @@ impl FakeSigd {
                                     granted_bps: 0,
                                     qos: "reliable".into(),
                                     resume: String::new(),
+                                    keys: None,
                                 },
                             },
                         ],
@@ -170,12 +171,12 @@ fn a_host_with_a_sigd_session_runs_one_thread_and_its_drop_ends_both() {
     // finds it filed without reading the stream itself.
     let l = host.bind("echo", "reliable").unwrap();
     sigd.to
-        .send(Do::Send(Message::Incoming {
+        .send(Do::Send(Box::new(Message::Incoming {
             listener: 7,
             call: 9,
             caller: "+4420002".into(),
             qos: "reliable".into(),
-        }))
+        })))
         .unwrap();
     let until = Instant::now() + Duration::from_secs(5);
     let offer = loop {
@@ -252,11 +253,11 @@ fn a_released_call_read_by_the_driver_aborts_its_connection_at_once() {
     std::thread::sleep(Duration::from_millis(50));
     let sent = Instant::now();
     sigd.to
-        .send(Do::Send(Message::Released {
+        .send(Do::Send(Box::new(Message::Released {
             call: 11,
             cause: 41,
             detail: "the peer application went away".into(),
-        }))
+        })))
         .unwrap();
     let (r, at) = receiver.join().unwrap();
     assert!(matches!(r, Err(Error::Aborted(AbortReason::Peer))), "{r:?}");

@@ -55,9 +55,31 @@ pub(crate) struct CallsArgs {
 }
 
 /// The two sigd processes, killed on drop.
-struct Daemons {
+pub(super) struct Daemons {
     children: Vec<Child>,
     dir: PathBuf,
+}
+
+/// Two `natm sigd` processes on loopback, hosts A (+4420001) and B (+4420002)
+/// routing to each other, their sockets in a fresh directory named for `tag`; up and
+/// serving when this returns. The daemons and the directory go on drop.
+pub(super) fn two_sigds(tag: &str) -> anyhow::Result<(Daemons, PathBuf, PathBuf)> {
+    let exe = std::env::current_exe()?;
+    let dir = std::env::temp_dir().join(format!("natm-perf-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    let (pa, pb) = (free_port()?, free_port()?);
+    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
+    let mut d = Daemons {
+        children: Vec::new(),
+        dir,
+    };
+    d.children
+        .push(spawn_sigd(&exe, &sa, pa, "+4420001", pb, "+4420002")?);
+    d.children
+        .push(spawn_sigd(&exe, &sb, pb, "+4420002", pa, "+4420001")?);
+    wait_for(&sa)?;
+    wait_for(&sb)?;
+    Ok((d, sa, sb))
 }
 
 impl Drop for Daemons {

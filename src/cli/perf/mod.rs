@@ -21,6 +21,7 @@ mod livelock;
 #[cfg(feature = "quic")]
 mod loss;
 mod natm;
+mod natm_sig;
 #[cfg(feature = "quic")]
 mod netlab;
 mod network;
@@ -57,6 +58,7 @@ use throughput::ThroughputConfig;
 /// here so that the stack files depend on `stack` and `stack` on none of them.
 const STACKS: Registry = Registry(&[
     natm::ENTRIES,
+    natm_sig::ENTRIES,
     udp::ENTRIES,
     tcp::ENTRIES,
     #[cfg(feature = "quic")]

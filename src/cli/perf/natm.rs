@@ -240,8 +240,8 @@ impl Stack for Natm {
     }
 }
 
-/// A natm connection as an [`Endpoint`] (the loss experiment's peers).
-#[cfg(feature = "quic")]
+/// A natm connection as an [`Endpoint`] (the loss experiment's peers, the stacks
+/// through sigd).
 pub(crate) fn endpoint(conn: Connection, poll: std::time::Duration) -> Box<dyn Endpoint> {
     Box::new(End {
         conn,

@@ -15,6 +15,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use thiserror::Error;
 
+use super::seal::{PathKeys, KEY_LEN};
+
 /// Where sigd listens for applications unless told otherwise.
 pub const DEFAULT_SOCKET: &str = "/run/natm/sigd.sock";
 
@@ -260,6 +262,11 @@ pub struct DataPath {
     /// [`Message::Reclaim`]: sigd's own text, kept and returned as is by the
     /// application (empty: the call does not survive its sigd).
     pub resume: String,
+    /// The call's TPDU keys (issue 16), as this side uses them; `None`: the VCs carry
+    /// clear TPDUs. On the wire one octet, 0 or 1, and with 1 the sending key then the
+    /// receiving key (32 octets each). Only sigd sends them, over the host's own
+    /// stream socket; they never leave the host.
+    pub keys: Option<PathKeys>,
 }
 
 impl DataPath {
@@ -271,6 +278,14 @@ impl DataPath {
         out.extend_from_slice(&self.granted_bps.to_be_bytes());
         put_string(out, &self.qos);
         put_string(out, &self.resume);
+        match &self.keys {
+            None => out.push(0),
+            Some(k) => {
+                out.push(1);
+                out.extend_from_slice(&k.tx);
+                out.extend_from_slice(&k.rx);
+            }
+        }
     }
 
     fn take(r: &mut Reader<'_>) -> Result<DataPath, IpcError> {
@@ -282,18 +297,36 @@ impl DataPath {
             granted_bps: r.u64("granted rate")?,
             qos: r.short_string("qos")?,
             resume: r.short_string("resume ticket")?,
+            keys: match r.u8("keys present")? {
+                0 => None,
+                1 => {
+                    let mut k = PathKeys {
+                        tx: [0; KEY_LEN],
+                        rx: [0; KEY_LEN],
+                    };
+                    k.tx.copy_from_slice(r.take(KEY_LEN, "sending key")?);
+                    k.rx.copy_from_slice(r.take(KEY_LEN, "receiving key")?);
+                    Some(k)
+                }
+                value => {
+                    return Err(IpcError::BadFlag {
+                        field: "keys present",
+                        value,
+                    })
+                }
+            },
         })
     }
 }
 
 /// The layout of [`VcCounters`] on the wire this codec writes.
-pub const COUNTERS_LAYOUT: u8 = 2;
+pub const COUNTERS_LAYOUT: u8 = 3;
 
 /// One call's traffic counters as its application's engine counts them, both VCs
 /// (tx: the VC this side sends on; rx: the one it receives on).
 ///
-/// On the wire: `layout u8` ([`COUNTERS_LAYOUT`]), `n u8` (the field count, 23 in
-/// layout 2), then `n` u64s in the order of the fields below; an unknown value
+/// On the wire: `layout u8` ([`COUNTERS_LAYOUT`]), `n u8` (the field count, 25 in
+/// layout 3), then `n` u64s in the order of the fields below; an unknown value
 /// (`None`) is `u64::MAX`. Fields are added only with a new layout number, which
 /// a reader of this one refuses (as the version octet, ulib and sigd come from one
 /// release): decoding and encoding stay exact inverses.
@@ -348,10 +381,17 @@ pub struct VcCounters {
     /// Messages not delivered on the receiving VC, each counted once (VCs without
     /// error control).
     pub lost_messages: u64,
+    /// Sealed TPDUs dropped because their tag did not verify: forged, modified, or
+    /// sealed under another key (encrypted calls only, issue 16).
+    pub drop_bad_tag: u64,
+    /// Sealed TPDUs dropped because their packet number was seen before or is below
+    /// the replay window, and clear TPDUs on an encrypted VC.
+    pub drop_replayed: u64,
 }
 
-/// Fields of layout 2 (layout 1 had 21: no lost_tpdus, lost_messages).
-const COUNTER_FIELDS: usize = 23;
+/// Fields of layout 3 (layout 2 had 23: no drop_bad_tag, drop_replayed; layout 1 had
+/// 21: no lost_tpdus, lost_messages).
+const COUNTER_FIELDS: usize = 25;
 
 fn opt(v: Option<u64>) -> u64 {
     v.unwrap_or(u64::MAX)
@@ -387,6 +427,8 @@ impl VcCounters {
             self.gaps,
             self.lost_tpdus,
             self.lost_messages,
+            self.drop_bad_tag,
+            self.drop_replayed,
         ]
     }
 
@@ -415,6 +457,8 @@ impl VcCounters {
             gaps: f[20],
             lost_tpdus: f[21],
             lost_messages: f[22],
+            drop_bad_tag: f[23],
+            drop_replayed: f[24],
         }
     }
 
@@ -462,6 +506,14 @@ pub enum IpcError {
     BadVersion {
         /// Version found.
         got: u8,
+    },
+    /// A yes/no octet that is neither 0 nor 1.
+    #[error("IPC field {field} is {value}, expected 0 or 1")]
+    BadFlag {
+        /// The field.
+        field: &'static str,
+        /// The octet found.
+        value: u8,
     },
     /// A message type this version does not know.
     #[error("unknown IPC message type {0:#04x}")]
@@ -1040,7 +1092,7 @@ mod tests {
     #[test]
     fn golden_connected_frame() {
         // The layout docs/wire.md gives: call, peer endpoint, cookie, tx VCI, rx VCI,
-        // granted rate, QoS text.
+        // granted rate, QoS text, keys (0: none).
         let m = Message::Connected {
             call: 5,
             path: DataPath {
@@ -1051,11 +1103,12 @@ mod tests {
                 granted_bps: 1_000_000,
                 qos: "cbr".into(),
                 resume: "t".into(),
+                keys: None,
             },
         };
         let b = m.to_bytes();
         let expect: Vec<u8> = [
-            &[0, 0, 0, 45, 2, 0x83][..],
+            &[0, 0, 0, 46, 2, 0x83][..],
             &5u64.to_be_bytes(),
             &[4, 127, 0, 0, 1, 0x0f, 0xa0],
             &[1, 2, 3, 4],
@@ -1065,6 +1118,7 @@ mod tests {
             b"cbr",
             &[0, 0, 0, 1],
             b"t",
+            &[0],
         ]
         .concat();
         assert_eq!(b, expect);
@@ -1098,6 +1152,7 @@ mod tests {
                     granted_bps: 0,
                     qos: "reliable".into(),
                     resume: String::new(),
+                    keys: None,
                 },
             },
             Message::Reclaim {
@@ -1112,6 +1167,10 @@ mod tests {
                     granted_bps: 0,
                     qos: "reliable".into(),
                     resume: "natm-resume/1 link=127.0.0.1:2905".into(),
+                    keys: Some(crate::wire::seal::PathKeys {
+                        tx: [1; 32],
+                        rx: [2; 32],
+                    }),
                 },
             },
         ];
@@ -1168,12 +1227,12 @@ mod tests {
             counters: Box::new(counters),
         }
         .to_bytes();
-        // Body: version, type, req, call, layout, count, 23 u64s.
-        assert_eq!(b.len(), LEN_PREFIX + 2 + 16 + 2 + 8 * 23);
-        assert_eq!(&b[22..24], &[COUNTERS_LAYOUT, 23]);
+        // Body: version, type, req, call, layout, count, 25 u64s.
+        assert_eq!(b.len(), LEN_PREFIX + 2 + 16 + 2 + 8 * 25);
+        assert_eq!(&b[22..24], &[COUNTERS_LAYOUT, 25]);
         // Another field count or layout is refused (decoding stays the exact inverse
         // of encoding, which the fuzz target checks).
-        for (at, v) in [(23, 22u8), (23, 24), (22, 1)] {
+        for (at, v) in [(23, 24u8), (23, 26), (22, 2)] {
             let mut bad = b.clone();
             bad[at] = v;
             assert!(

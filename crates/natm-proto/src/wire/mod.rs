@@ -21,6 +21,7 @@ pub mod q2931;
 pub mod qos;
 pub mod resume;
 pub mod sar;
+pub mod seal;
 pub mod sscop;
 mod text;
 pub mod tpdu;

@@ -95,6 +95,12 @@ impl TpduType {
         })
     }
 
+    /// Whether TPDUs of this type may carry a payload (DATA and the handshake's
+    /// parameters); every other type must carry none.
+    pub const fn carries_payload(self) -> bool {
+        matches!(self, Self::Data | Self::ConnRequest | Self::ConnAccept)
+    }
+
     fn nibble(self) -> u8 {
         match self {
             Self::Data => 0,

@@ -4,6 +4,7 @@
 
 use natm_proto::wire::ipc::{clip, DataPath};
 
+use super::keys;
 use super::qos::{qos_fits, reverse};
 use super::*;
 use crate::admission::Refusal;
@@ -117,6 +118,7 @@ impl Core {
                         deadline: None,
                         announce: None,
                         half_open: 0,
+                        keys: Default::default(),
                     },
                 );
                 self.tell(t, Message::Ack { req, id });
@@ -143,6 +145,7 @@ impl Core {
                         deadline: None,
                         announce: None,
                         half_open: 0,
+                        keys: Default::default(),
                     },
                 );
                 self.offer(peer_id, listener);
@@ -344,6 +347,30 @@ impl Core {
                 "the caller has no data endpoint",
             ));
         };
+        // Two applications of this host: keys only if the QoS asks (`keys`).
+        let agreed = if keys::required(&qos) {
+            let Some(k) = keys::local() else {
+                self.end_call(
+                    call,
+                    cause::TEMPORARY_FAILURE,
+                    "no randomness for the call's keys",
+                    false,
+                );
+                return Err(Refusal::new(
+                    cause::TEMPORARY_FAILURE,
+                    "no randomness for the call's keys",
+                ));
+            };
+            Some(k)
+        } else {
+            None
+        };
+        if let Some(c) = self.calls.get_mut(&call) {
+            c.keys.agreed = agreed.clone();
+        }
+        if let Some(o) = self.calls.get_mut(&other) {
+            o.keys.agreed = agreed.as_ref().map(|k| k.reversed());
+        }
         self.counters.calls_setup += 1;
         let callee_msg = Message::Connected {
             call,
@@ -355,6 +382,7 @@ impl Core {
                 granted_bps: self.calls[&other].grant.in_bps,
                 qos: qos.to_string(),
                 resume: String::new(),
+                keys: agreed.clone(),
             },
         };
         let o = &self.calls[&other];
@@ -368,6 +396,7 @@ impl Core {
                 granted_bps: o.grant.out_bps,
                 qos: o.qos.to_string(),
                 resume: String::new(),
+                keys: agreed.map(|k| k.reversed()),
             },
         };
         if let Some(o) = caller_owner {

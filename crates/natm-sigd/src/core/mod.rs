@@ -48,6 +48,7 @@ use crate::vci::VciPool;
 mod admin;
 mod apps;
 mod calls;
+mod keys;
 mod link;
 mod listeners;
 mod peers;
@@ -81,6 +82,7 @@ pub(crate) mod cause {
     pub(crate) const RESOURCES: u8 = 47;
     pub(crate) const UNSUPPORTED_TRAFFIC: u8 = 73;
     pub(crate) const INVALID_CALL_REF: u8 = 81;
+    pub(crate) const SERVICE_UNAVAILABLE: u8 = 63;
     pub(crate) const INCOMPATIBLE_DESTINATION: u8 = 88;
     pub(crate) const INVALID_IE: u8 = 100;
     pub(crate) const WRONG_STATE: u8 = 101;
@@ -201,6 +203,8 @@ struct Call {
     /// Guaranteed bit/s charged to the caller's link while the call waits for the
     /// called application (`[peers] half_open`); 0 once answered.
     half_open: u64,
+    /// The call's TPDU key exchange (`keys`).
+    keys: keys::CallKeys,
 }
 
 #[derive(Debug)]

@@ -7,11 +7,13 @@ use std::time::Duration;
 use natm_proto::sig::{CallAccept, CallEvent, CallParams, ClearedBy, Sap, SigEvent};
 use natm_proto::wire::ipc::DataPath;
 use natm_proto::wire::q2931::{ConnectionId, NatmParams};
+use natm_proto::wire::seal::Role;
 use tracing::warn;
 
 use natm_proto::sig::peer::{self, Control, PeerAuth, Received, MAX_ECHOED_PDU};
 use natm_proto::wire::sscop::Pdu as SscopPdu;
 
+use super::keys;
 use super::link::{self, PeerLink};
 use super::qos::{demand, reverse};
 use super::ratelog::Event;
@@ -448,6 +450,22 @@ impl Core {
                 format!("{addr} is a PVC; call an NSAP or E.164 address"),
             );
         };
+        let data = self.data_endpoint(data);
+        // The caller's share of the call's TPDU keys (`keys`), before anything is
+        // reserved.
+        let share = if keys::wanted(&qos, link.ip(), data) {
+            let Some(s) = keys::share() else {
+                return self.refuse(
+                    t,
+                    req,
+                    cause::TEMPORARY_FAILURE,
+                    "no randomness for the call's key share".into(),
+                );
+            };
+            Some(s)
+        } else {
+            None
+        };
         let (grant, qos) = match self.admit_qos(&qos) {
             Ok(g) => g,
             Err(r) => return self.refuse(t, req, r.cause, r.detail),
@@ -461,9 +479,8 @@ impl Core {
                 format!("every VCI on the link to {link} is in use"),
             );
         };
-        let data = self.data_endpoint(data);
         let cookie = self.new_cookie();
-        let params = CallParams {
+        let mut params = CallParams {
             called,
             calling: self.dir.primary().and_then(link::party),
             sap: if sap.is_empty() {
@@ -481,6 +498,9 @@ impl Core {
             // The VCI this side receives on (the backward VC).
             conn_id: Some(ConnectionId::exclusive(0, rx_vci)),
         };
+        if let Some(sh) = &share {
+            params.natm.set_key_share(sh.public());
+        }
         let id = self.new_id();
         self.calls.insert(
             id,
@@ -504,6 +524,10 @@ impl Core {
                 deadline: None,
                 announce: None,
                 half_open: 0,
+                keys: keys::CallKeys {
+                    mine: share,
+                    ..Default::default()
+                },
             },
         );
         let now = self.now;
@@ -881,6 +905,10 @@ impl Core {
                 deadline: None,
                 announce: None,
                 half_open: if switch { 0 } else { half_open },
+                keys: keys::CallKeys {
+                    offered: params.natm.key_share(),
+                    ..Default::default()
+                },
             },
         );
         if let Some(l) = self.peers.get_mut(&link) {
@@ -924,6 +952,36 @@ impl Core {
             );
             return;
         };
+        // The call's TPDU keys: the callee's share completes the exchange.
+        let (mine, cookie, required) = match self.calls.get_mut(&id) {
+            Some(c) => (c.keys.mine.take(), c.cookie, keys::required(&c.qos)),
+            None => return,
+        };
+        let agreed = match (mine, params.natm.key_share()) {
+            (None, _) => None,
+            (Some(mine), Some(theirs)) => match mine.agree(Role::Caller, &theirs, cookie) {
+                Ok(k) => Some(k),
+                Err(e) => {
+                    self.end_call(
+                        id,
+                        cause::INVALID_IE,
+                        &format!("the peer's CONNECT: {e}"),
+                        true,
+                    );
+                    return;
+                }
+            },
+            (Some(_), None) if required => {
+                self.end_call(
+                    id,
+                    cause::SERVICE_UNAVAILABLE,
+                    "the QoS asks for encrypt=on, but the peer answered without a key share: it cannot encrypt (a Linux-ATM host, or natm before issue 16)",
+                    true,
+                );
+                return;
+            }
+            (Some(_), None) => None,
+        };
         let capacity = self.res.capacity_bps();
         let granted = params
             .natm
@@ -953,6 +1011,7 @@ impl Core {
         c.state = CallState::Active;
         c.peer_data = Some(peer_data);
         c.tx_vci = tx_vci;
+        c.keys.agreed = agreed.clone();
         self.counters.calls_setup += 1;
         let (owner, rx_vci, cookie, granted_bps, qos) = (
             c.owner,
@@ -971,6 +1030,7 @@ impl Core {
                 granted_bps,
                 qos,
                 resume: self.resume_ticket(id),
+                keys: agreed,
             },
         };
         info!(call = id, %link, tx_vci, rx_vci, "call active");
@@ -994,7 +1054,33 @@ impl Core {
             .get_mut(&call)
             .expect("answer_call found the call and nothing since removed it");
         let caller_view = reverse(&c.qos);
-        let answer = CallAccept {
+        // Answer the caller's key share with this side's (`keys`).
+        let exchange = match c.keys.offered.take() {
+            Some(theirs) if !keys::refused(&c.qos) => Some(
+                keys::share()
+                    .ok_or_else(|| "no randomness for the call's key share".to_owned())
+                    .and_then(|mine| {
+                        let public = mine.public();
+                        mine.agree(Role::Callee, &theirs, c.cookie)
+                            .map(|k| (public, k))
+                            .map_err(|e| format!("the caller's SETUP: {e}"))
+                    }),
+            ),
+            _ => None,
+        };
+        let (share, agreed) = match exchange {
+            None => (None, None),
+            Some(Ok((public, k))) => (Some(public), Some(k)),
+            Some(Err(e)) => {
+                self.end_call(call, cause::INVALID_IE, &e, true);
+                return Err(Refusal::new(cause::INVALID_IE, e));
+            }
+        };
+        let c = self
+            .calls
+            .get_mut(&call)
+            .expect("answer_call found the call and nothing since removed it");
+        let mut answer = CallAccept {
             qos: Some(caller_view),
             natm: NatmParams {
                 qos: Some(caller_view.to_string()),
@@ -1005,6 +1091,9 @@ impl Core {
             // The VCI this side receives on (the forward VC).
             conn_id: Some(ConnectionId::exclusive(0, c.rx_vci)),
         };
+        if let Some(public) = share {
+            answer.natm.set_key_share(public);
+        }
         let r = match (cid, self.peers.get_mut(&link)) {
             (Some(cid), Some(l)) => l.saal.accept(now, cid, answer).map_err(|e| e.to_string()),
             _ => Err("the call is no longer known to the signalling link".into()),
@@ -1027,6 +1116,7 @@ impl Core {
         c.state = CallState::Active;
         c.deadline = None;
         c.data = Some(data);
+        c.keys.agreed = agreed.clone();
         self.counters.calls_setup += 1;
         let Some(peer) = c.peer_data else {
             return Err(Refusal::new(
@@ -1043,6 +1133,7 @@ impl Core {
             granted_bps: c.grant.out_bps,
             qos: c.qos.to_string(),
             resume: String::new(),
+            keys: agreed,
         };
         let resume = self.resume_ticket(call);
         Ok(Message::Connected {

@@ -181,6 +181,12 @@ impl Core {
                 deadline: None,
                 announce: None,
                 half_open: 0,
+                // The application keeps using the keys it had; sigd holds them
+                // again only to hand them on (the peer is never asked again).
+                keys: super::keys::CallKeys {
+                    agreed: path.keys.clone(),
+                    ..Default::default()
+                },
             },
         );
         self.counters.calls_reclaimed += 1;

@@ -127,6 +127,9 @@ pub struct CallRow {
     /// The call's traffic as its application last reported it (none yet: no report).
     #[serde(default)]
     pub traffic: Option<TrafficRow>,
+    /// Its TPDUs are sealed (authenticated encryption, issue 16).
+    #[serde(default)]
+    pub encrypted: bool,
 }
 
 /// One listener.
@@ -217,6 +220,7 @@ impl Core {
                 reserved_in_bps: c.grant.in_bps,
                 pid: c.owner.and_then(pid),
                 uid: c.owner.and_then(creds).map(|c| c.uid),
+                encrypted: c.keys.agreed.is_some(),
                 traffic: self.traffic.get(c.id).map(|(at, t)| {
                     let age = self.now.saturating_duration_since(*at).as_millis();
                     TrafficRow {

@@ -132,6 +132,8 @@ pub struct Pair {
     pub delay: Duration,
     /// Datagrams for which this returns true are lost.
     pub lose: Box<dyn FnMut(&Datagram) -> bool>,
+    /// Applied to every datagram as it is sent (a peer of another kind, a tamperer).
+    pub rewrite: Box<dyn FnMut(&mut Datagram)>,
     /// Every Q.2931 message sent (lost or not).
     pub trace: Trace,
     seen: HashSet<(Side, u32, Vec<u8>)>,
@@ -154,6 +156,7 @@ impl Pair {
             in_flight: Vec::new(),
             delay: Duration::from_micros(100),
             lose: Box::new(|_| false),
+            rewrite: Box::new(|_| {}),
             trace: Vec::new(),
             seen: HashSet::new(),
             next_req: 1,
@@ -195,7 +198,7 @@ impl Pair {
                     Output::Flush(_) => {}
                     Output::CloseApp(app) => n.closed.push(app),
                     Output::ToPeer(to, bytes) => {
-                        let d = Datagram {
+                        let mut d = Datagram {
                             deliver_at: now + delay,
                             from: n.sig,
                             to,
@@ -210,6 +213,7 @@ impl Pair {
                                 }
                             }
                         }
+                        (self.rewrite)(&mut d);
                         if !(self.lose)(&d) {
                             self.in_flight.push(d);
                         }

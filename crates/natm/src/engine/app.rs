@@ -109,7 +109,7 @@ impl Conn {
             HANDSHAKE_TIMEOUT.max(timeout),
         )
         .map_err(connect_error)?;
-        let conn = Conn::open(eng, link, proto, level, weight).map_err(Error::Io)?;
+        let conn = Conn::open(eng, link, proto, level, weight, None).map_err(Error::Io)?;
         // Both VCs up: ours (the accept) and the one the peer opens back.
         let up = conn.wait_tx(eng, Some(timeout), |e| {
             let s = e.status();
@@ -140,6 +140,7 @@ impl Conn {
         (peer, cookie, tx_vci, rx_vci, caller): (std::net::SocketAddr, u32, u16, u16, bool),
         cfg: TransportConfig,
         (level, weight): (Level, u32),
+        keys: Option<&crate::wire::seal::PathKeys>,
     ) -> Result<Arc<Conn>, Error> {
         let proto = Connection::signalled(
             eng.clock.now(),
@@ -154,7 +155,7 @@ impl Conn {
             },
         )
         .map_err(connect_error)?;
-        Conn::open(eng, link, proto, level, weight).map_err(Error::Io)
+        Conn::open(eng, link, proto, level, weight, keys).map_err(Error::Io)
     }
 
     /// Open a bare AAL5 VC pair (`transport=none`) on `link`, from a call's data path
@@ -165,7 +166,7 @@ impl Conn {
         params: BareParams,
         (level, weight): (Level, u32),
     ) -> Result<Arc<Conn>, Error> {
-        Conn::open(eng, link, Connection::bare(params), level, weight).map_err(Error::Io)
+        Conn::open(eng, link, Connection::bare(params), level, weight, None).map_err(Error::Io)
     }
 
     /// Wait until both VCs of a connection are up (or failed).

@@ -28,6 +28,7 @@ use crate::sync::{self, Condvar, MutexGuard, OrderedMutex as Mutex};
 use crate::time::Instant;
 use crate::transport::AbortReason;
 use crate::wire::oam::Scope;
+use crate::wire::seal::{self, OpenError, Opener, PathKeys, Sealer};
 use crate::wire::tpdu::Header;
 use crate::wire::vcframe;
 use natm_proto::endpoint::{Connection, Half, HalfStatus, Route, RxHalf, Side, Simplex, TxHalf};
@@ -87,6 +88,43 @@ pub(crate) struct LinkCounters {
     pub(crate) send_errors: AtomicU64,
     pub(crate) held_by_watermark: AtomicU64,
     pub(crate) oam: OamCounters,
+    pub(crate) seal: SealCounters,
+}
+
+/// What the sealing of an encrypted connection's TPDUs did (`Conn::crypt`; issue 16).
+/// Every drop is made before the frame reaches a PSB: no state of the VC changes.
+#[derive(Debug, Default)]
+pub(crate) struct SealCounters {
+    /// Frames sealed and sent.
+    pub(crate) sealed: AtomicU64,
+    /// Frames whose tag verified and that went on to their VC.
+    pub(crate) opened: AtomicU64,
+    /// Frames with another call's cookie: dropped before any decryption.
+    pub(crate) bad_cookie: AtomicU64,
+    /// Frames whose tag did not verify (forged, modified, another key), or too short
+    /// to carry one.
+    pub(crate) bad_tag: AtomicU64,
+    /// Frames whose packet number was accepted before or is below the replay window,
+    /// and clear TPDUs: dropped before any decryption.
+    pub(crate) replayed: AtomicU64,
+}
+
+/// The keys of an encrypted connection: the sealer of this end's direction (shared
+/// by both ends' sends, which draw packet numbers from it) and the opener of the
+/// peer's (used by the read role's holder).
+#[derive(Debug)]
+pub(crate) struct Crypt {
+    sealer: Sealer,
+    opener: parking_lot::Mutex<Opener>,
+}
+
+impl Crypt {
+    pub(crate) fn new(keys: &PathKeys) -> Crypt {
+        Crypt {
+            sealer: Sealer::new(&keys.tx),
+            opener: parking_lot::Mutex::new(Opener::new(&keys.rx)),
+        }
+    }
 }
 
 /// What the connection's OAM F5 end point did (`engine::oam`).
@@ -151,6 +189,9 @@ pub(crate) struct Conn {
     /// OAM loopback probes of this end waiting for their answers, and their waiters.
     oam: Mutex<Probes>,
     oam_cv: Condvar,
+    /// The call's TPDU keys: every TPDU either way is sealed (`wire::seal`); `None`:
+    /// clear TPDUs, checked by the cookie alone.
+    crypt: Option<Crypt>,
 }
 
 /// A task run when a connection is forgotten (see `Conn::on_gone`).
@@ -186,6 +227,7 @@ impl Conn {
         conn: Connection,
         level: Level,
         weight: u32,
+        keys: Option<&PathKeys>,
     ) -> std::io::Result<std::sync::Arc<Conn>> {
         let side = conn.side();
         let (route, remote, tx, rx) = conn.into_parts();
@@ -226,6 +268,8 @@ impl Conn {
                 Probes::new(route.cookie.rotate_left(16)),
             ),
             oam_cv: Condvar::new(),
+            // A bare VC has no TPDU to seal (sigd never gives it keys).
+            crypt: keys.filter(|_| !bare).map(Crypt::new),
         });
         eng.add_conn(conn.clone())?;
         conn.flush_both(eng);
@@ -250,6 +294,11 @@ impl Conn {
     /// The receiving end, locked, and its condition variable.
     pub(crate) fn rx(&self) -> (MutexGuard<'_, End<RxHalf>>, &Condvar) {
         (lock(&self.rx), &self.rx_cv)
+    }
+
+    /// Whether the connection's TPDUs are sealed.
+    pub(crate) fn encrypted(&self) -> bool {
+        self.crypt.is_some()
     }
 
     /// The status of one end.
@@ -538,15 +587,19 @@ impl Conn {
         let now = eng.clock.now();
         let tpdu = &d[VC_HEADER_LEN..];
         let bare = self.bare;
+        let frame = match &self.crypt {
+            None => Frame::Clear(tpdu),
+            Some(c) => self.open_sealed(c, tpdu)?,
+        };
         let connected = match half {
             Half::Tx => {
                 let (mut end, _) = self.tx();
-                feed(&mut end.half, now, tpdu, bare);
+                feed(&mut end.half, now, frame, bare);
                 end.status().connected
             }
             Half::Rx => {
                 let (mut end, _) = self.rx();
-                feed(&mut end.half, now, tpdu, bare);
+                feed(&mut end.half, now, frame, bare);
                 if stages::COMPILED && end.half.readable() > 0 {
                     stages::record(Stage::Deliver, self.stage_key());
                 }
@@ -568,6 +621,33 @@ impl Conn {
             Half::Tx => Which::Tx,
             Half::Rx => Which::Rx,
         })
+    }
+
+    /// Open a sealed TPDU of an encrypted connection, cheapest checks first (issue 16):
+    /// the cookie (a compare), then the packet number against the replay window (a
+    /// bitmap), and only then the tag (AES-GCM over the frame). Whatever fails is
+    /// counted and dropped here, before any PSB sees it. The clear TPDU, or `None`.
+    fn open_sealed<'a>(&self, c: &Crypt, tpdu: &'a [u8]) -> Option<Frame<'a>> {
+        let n = &self.counters.seal;
+        if tpdu.get(4..8) != Some(&self.route.cookie.to_be_bytes()[..]) {
+            n.bad_cookie.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        let mut opener = c.opener.lock();
+        match opener.open_detached(tpdu) {
+            Ok((head, payload)) => {
+                n.opened.fetch_add(1, Ordering::Relaxed);
+                Some(Frame::Opened(head, payload))
+            }
+            Err(OpenError::BadTag | OpenError::Truncated(_)) => {
+                n.bad_tag.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(OpenError::Replayed(_) | OpenError::NotSealed) => {
+                n.replayed.fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
     /// An OAM frame on one of the connection's VCs (`engine::oam`): answered, handed
@@ -702,22 +782,37 @@ impl Conn {
             }
             sent += 1;
         }
+        // An encrypted connection seals each TPDU in place in the batch, after its
+        // header and payload are written: no copy beyond the one into the batch, and
+        // every frame — a SMART retransmission too — takes a new packet number.
+        let overhead = if self.crypt.is_some() {
+            seal::OVERHEAD
+        } else {
+            0
+        };
         while sent < max {
             let Some(t) = end.half.poll_transmit(now) else {
                 break;
             };
-            let len = VC_HEADER_LEN + t.len();
+            let len = VC_HEADER_LEN + t.len() + overhead;
             if batch.check(len).is_err() {
                 self.send_batch(&batch, peer);
                 batch.clear();
             }
+            let mut sealed = true;
             let pushed = batch.push_with(len, |out| {
                 out[..VC_HEADER_LEN].copy_from_slice(&header);
                 t.header.emit_into(&mut out[VC_HEADER_LEN..]);
-                out[VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN..].copy_from_slice(&t.payload);
+                let body = VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN;
+                out[body..body + t.payload.len()].copy_from_slice(&t.payload);
+                if let Some(c) = &self.crypt {
+                    sealed = c.sealer.seal(&mut out[VC_HEADER_LEN..]).is_ok();
+                }
             });
-            if pushed.is_err() {
+            if pushed.is_err() || !sealed {
                 self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+            } else if overhead > 0 {
+                self.counters.seal.sealed.fetch_add(1, Ordering::Relaxed);
             }
             sent += 1;
         }
@@ -923,19 +1018,37 @@ impl Conn {
     }
 }
 
+/// A frame for a half: clear, in the receive batch, or opened from a sealed one (its
+/// clear header, and its payload decrypted into an allocation of its own).
+enum Frame<'a> {
+    Clear(&'a [u8]),
+    Opened([u8; crate::wire::tpdu::HEADER_LEN], Vec<u8>),
+}
+
 /// Hand one TPDU to a half. The payload is copied out of the receive batch once, on
 /// its own (offset 0 of a fresh allocation), so `recv` can hand a message of one TPDU
-/// to the application as that allocation without a second copy. On a bare VC (`bare`)
-/// the frame is the SDU, copied likewise.
-fn feed<H: Simplex>(half: &mut H, now: Instant, tpdu: &[u8], bare: bool) {
-    if bare {
-        half.handle_frame(now, Bytes::copy_from_slice(tpdu));
-        return;
-    }
-    match Header::parse_bytes(tpdu) {
-        Ok((h, payload)) => half.handle_tpdu(now, h, Bytes::copy_from_slice(payload)),
-        // Malformed: the PSB counts it.
-        Err(_) => half.handle_frame(now, Bytes::copy_from_slice(tpdu)),
+/// to the application as that allocation without a second copy; an opened frame's
+/// payload is that allocation already. On a bare VC (`bare`) the frame is the SDU,
+/// copied likewise.
+fn feed<H: Simplex>(half: &mut H, now: Instant, frame: Frame<'_>, bare: bool) {
+    match frame {
+        Frame::Clear(tpdu) if bare => half.handle_frame(now, Bytes::copy_from_slice(tpdu)),
+        Frame::Clear(tpdu) => match Header::parse_bytes(tpdu) {
+            Ok((h, payload)) => half.handle_tpdu(now, h, Bytes::copy_from_slice(payload)),
+            // Malformed: the PSB counts it.
+            Err(_) => half.handle_frame(now, Bytes::copy_from_slice(tpdu)),
+        },
+        Frame::Opened(head, payload) => match Header::parse_bytes(&head) {
+            Ok((h, _)) if payload.is_empty() || h.ty.carries_payload() => {
+                half.handle_tpdu(now, h, Bytes::from(payload))
+            }
+            // Authentic but malformed (a peer's bug): the PSB counts it.
+            _ => {
+                let mut v = head.to_vec();
+                v.extend_from_slice(&payload);
+                half.handle_frame(now, Bytes::from(v))
+            }
+        },
     }
 }
 

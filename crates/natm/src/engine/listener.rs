@@ -210,7 +210,7 @@ impl ListenerShared {
         let mut local = self.link.local_addr()?;
         local.set_port(0);
         let link = Link::bind(&eng.cfg, local)?;
-        Conn::open(eng, link, conn, self.level, self.weight)
+        Conn::open(eng, link, conn, self.level, self.weight, None)
     }
 
     /// Send the endpoint's answer (an ABORT) from the listening socket.

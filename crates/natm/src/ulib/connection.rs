@@ -423,6 +423,26 @@ pub struct ConnStats {
     pub bare: Option<BareStats>,
     /// The connection's OAM F5 loopback end point.
     pub oam: OamStats,
+    /// What sealing did, for a connection whose TPDUs are encrypted (issue 16);
+    /// `None`: clear TPDUs.
+    pub seal: Option<SealStats>,
+}
+
+/// Counters of an encrypted connection's sealing ([`ConnStats::seal`]). The drops
+/// happen before any VC sees the frame: none changes the connection's state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SealStats {
+    /// TPDUs sealed and sent.
+    pub sealed: u64,
+    /// TPDUs received whose tag verified.
+    pub opened: u64,
+    /// Frames with another cookie: dropped before any decryption.
+    pub bad_cookie: u64,
+    /// Frames whose tag did not verify (forged, modified, another key): dropped.
+    pub bad_tag: u64,
+    /// Frames replayed, too old for the replay window, or sent in clear: dropped
+    /// before any decryption.
+    pub replayed: u64,
 }
 
 /// Counters of a bare AAL5 VC pair (`transport=none`): SDUs and bytes each way, and
@@ -496,6 +516,17 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
                 malformed: n(&o.malformed),
             }
         },
+        seal: conn.encrypted().then(|| {
+            let c = &c.seal;
+            let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            SealStats {
+                sealed: n(&c.sealed),
+                opened: n(&c.opened),
+                bad_cookie: n(&c.bad_cookie),
+                bad_tag: n(&c.bad_tag),
+                replayed: n(&c.replayed),
+            }
+        }),
     }
 }
 

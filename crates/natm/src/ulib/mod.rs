@@ -36,7 +36,7 @@ use std::time::Duration;
 
 pub use connection::{
     BareStats, Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, OamStats, Receiver,
-    Release, Sender,
+    Release, SealStats, Sender,
 };
 pub use natm_proto::endpoint::VcCounters;
 
@@ -512,6 +512,7 @@ impl Host {
             rx_vci,
             granted_bps,
             qos,
+            keys,
             ..
         } = path;
         let r = match self.resolve_qos(&qos) {
@@ -551,6 +552,7 @@ impl Host {
                 (peer, cookie, tx_vci, rx_vci, caller),
                 r.cfg,
                 (r.level, r.weight),
+                keys.as_ref(),
             )?,
         };
         session.established(call, &conn, kept, data);

@@ -276,7 +276,9 @@ fn vc_counters(s: &ConnStats, sampled_ms: u64) -> VcCounters {
         retx_head: tx.retx_head,
         retx_bytes: tx.bytes_retransmitted,
         // The sending VC receives ACKs: its drops count too.
-        drop_bad_cookie: tx.drop_bad_cookie + rx.drop_bad_cookie,
+        drop_bad_cookie: tx.drop_bad_cookie
+            + rx.drop_bad_cookie
+            + s.seal.map_or(0, |x| x.bad_cookie),
         drop_out_of_window: rx.drop_out_of_window,
         drop_rcv_buf: rx.drop_rcv_buf,
         drop_duplicate: rx.dup_tpdus,
@@ -290,6 +292,8 @@ fn vc_counters(s: &ConnStats, sampled_ms: u64) -> VcCounters {
         gaps: rx.gaps,
         lost_tpdus: rx.tpdus_lost,
         lost_messages: rx.messages_lost,
+        drop_bad_tag: s.seal.map_or(0, |x| x.bad_tag),
+        drop_replayed: s.seal.map_or(0, |x| x.replayed),
     }
 }
 

@@ -382,6 +382,27 @@ impl NatmParams {
     /// Tag of the cookie.
     pub const TAG_COOKIE: u8 = 4;
 
+    /// Tag of the sender's ephemeral X25519 key share (32 octets, issue 16): in SETUP
+    /// the caller's, in CONNECT the callee's. Kept in [`NatmParams::extra`], read and
+    /// written with [`NatmParams::key_share`] and [`NatmParams::set_key_share`]: a
+    /// peer that does not know the tag carries it on as any other.
+    pub const TAG_KEY_SHARE: u8 = 5;
+
+    /// The sender's X25519 key share, if it sent exactly one of 32 octets.
+    pub fn key_share(&self) -> Option<[u8; crate::wire::seal::SHARE_LEN]> {
+        let mut shares = self.extra.iter().filter(|(t, _)| *t == Self::TAG_KEY_SHARE);
+        match (shares.next(), shares.next()) {
+            (Some((_, v)), None) => v.as_slice().try_into().ok(),
+            _ => None,
+        }
+    }
+
+    /// Put this side's key share in the IE (replacing any).
+    pub fn set_key_share(&mut self, share: [u8; crate::wire::seal::SHARE_LEN]) {
+        self.extra.retain(|(t, _)| *t != Self::TAG_KEY_SHARE);
+        self.extra.push((Self::TAG_KEY_SHARE, share.to_vec()));
+    }
+
     fn is_typed_tag(tag: u8) -> bool {
         matches!(
             tag,

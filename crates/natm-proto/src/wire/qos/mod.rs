@@ -44,7 +44,7 @@
 //!            | ( "max_sdu" | "sdu" ) "=" bytes ;
 //! transport  = "transport" "=" ( "natm" | "none" )     (* none: bare AAL5 SDUs *)
 //!            | "flow" "=" ( "none" | "leaky-bucket" | "packet-pair" | "window" )
-//!            | "ec" "=" ( "on" | "off" )
+//!            | ( "ec" | "encrypt" ) "=" ( "on" | "off" )
 //!            | "mode" "=" ( "message" | "stream" )
 //!            | ( "tpdu" | "msg" | "bucket" ) "=" bytes
 //!            | ( "window" | "outstanding" | "prio" ) "=" integer ;
@@ -288,6 +288,10 @@ pub struct TransportParams {
     pub priority: Option<u8>,
     /// Leaky-bucket depth in bytes (`bucket=`).
     pub bucket: Option<u32>,
+    /// Authenticated encryption of every TPDU (`encrypt=on|off`, issue 16); unset:
+    /// on where the peer is on another host (docs/ARCHITECTURE.md, "Data-path
+    /// integrity").
+    pub encrypt: Option<bool>,
 }
 
 /// Transport settings with every default filled in: what the transport runs with.
@@ -345,6 +349,7 @@ pub enum QosKey {
     Prio,
     Bucket,
     Transport,
+    Encrypt,
 }
 
 impl QosKey {
@@ -360,7 +365,7 @@ impl QosKey {
     ];
 
     /// Transport parameters in canonical print order.
-    pub const TRANSPORT: [QosKey; 10] = [
+    pub const TRANSPORT: [QosKey; 11] = [
         QosKey::Transport,
         QosKey::Flow,
         QosKey::Ec,
@@ -371,6 +376,7 @@ impl QosKey {
         QosKey::Outstanding,
         QosKey::Prio,
         QosKey::Bucket,
+        QosKey::Encrypt,
     ];
 
     /// The name as written in the text form.
@@ -393,6 +399,7 @@ impl QosKey {
             QosKey::Prio => "prio",
             QosKey::Bucket => "bucket",
             QosKey::Transport => "transport",
+            QosKey::Encrypt => "encrypt",
         }
     }
 
@@ -904,6 +911,7 @@ fn first_natm_transport_key(t: &TransportParams) -> Option<QosKey> {
         (QosKey::Outstanding, t.outstanding.is_some()),
         (QosKey::Prio, t.priority.is_some()),
         (QosKey::Bucket, t.bucket.is_some()),
+        (QosKey::Encrypt, t.encrypt.is_some()),
     ];
     set.into_iter().find(|&(_, on)| on).map(|(key, _)| key)
 }

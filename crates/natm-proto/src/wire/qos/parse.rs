@@ -580,6 +580,7 @@ impl<'a> Parser<'a> {
                 );
             }
             QosKey::Ec => t.error_control = Some(word(&[("on", 1), ("off", 0)], "on or off")? == 1),
+            QosKey::Encrypt => t.encrypt = Some(word(&[("on", 1), ("off", 0)], "on or off")? == 1),
             QosKey::Mode => {
                 let id = word(&[("message", 0), ("stream", 1)], "message or stream")?;
                 t.semantics = Some(if id == 0 {

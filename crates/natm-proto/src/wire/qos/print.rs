@@ -84,6 +84,9 @@ fn transport_value(t: &TransportParams, key: QosKey) -> Option<String> {
         QosKey::Ec => t
             .error_control
             .map(|on| if on { "on" } else { "off" }.to_string()),
+        QosKey::Encrypt => t
+            .encrypt
+            .map(|on| if on { "on" } else { "off" }.to_string()),
         QosKey::Mode => t.semantics.map(|v| v.to_string()),
         QosKey::Tpdu => t.tpdu_size.map(|n| n.to_string()),
         QosKey::Window => t.window.map(|n| n.to_string()),

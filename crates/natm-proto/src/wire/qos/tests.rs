@@ -711,3 +711,20 @@ fn bare_transport_conflicts_with_every_natm_transport_setting() {
     );
     assert!(Qos::new(Aal::Aal5, ubr, ubr, t).unwrap().is_bare());
 }
+
+#[test]
+fn encrypt_is_a_transport_setting_that_round_trips_and_bare_vcs_refuse() {
+    for text in [
+        "reliable:encrypt=on",
+        "best-effort:encrypt=off",
+        "cbr:pcr=1Mbps,encrypt=on",
+    ] {
+        let q: Qos = text.parse().unwrap();
+        assert_eq!(q.to_string(), text);
+    }
+    let q: Qos = "reliable:encrypt=on".parse().unwrap();
+    assert_eq!(q.transport().encrypt, Some(true));
+    assert_eq!(Qos::reliable().transport().encrypt, None);
+    assert!("ubr:transport=none,encrypt=on".parse::<Qos>().is_err());
+    assert!("reliable:encrypt=maybe".parse::<Qos>().is_err());
+}
