@@ -158,10 +158,9 @@ mod tests {
             Some(area) => spans
                 .iter()
                 .flat_map(|(_, r)| {
-                    let area = area.clone();
                     area[r.clone()]
                         .chunks(stride)
-                        .map(move |c| area.slice_ref(c))
+                        .map(|c| area.slice_ref(c))
                         .collect::<Vec<_>>()
                 })
                 .collect(),

@@ -61,7 +61,7 @@ pub(crate) struct Rate {
     /// Datagrams the sending host offered per second.
     pub(crate) offered_per_s: f64,
     /// CPU seconds the forwarder process used per second of the run (user + system,
-    /// from /proc; 1.0 is one core busy).
+    /// from /proc's schedstat; 1.0 is one core busy).
     pub(crate) cpu_per_s: f64,
     /// Distinct VCIs the receiving host saw (one unit of each datagram looked at).
     #[serde(default)]
@@ -137,9 +137,32 @@ impl Drop for Proc {
     }
 }
 
-/// User + system CPU seconds process `pid` has used, from /proc/PID/stat (clock
-/// ticks of 1/100 s, Linux's USER_HZ).
+/// CPU seconds process `pid` has used: the run time of each of its threads from
+/// /proc/PID/task/TID/schedstat (nanoseconds, user and system together), summed.
+/// Precise where /proc/PID/stat's utime + stime count whole clock ticks of 10 ms: a
+/// forwarder with a few per cent of a shared CPU uses only a few ticks in a run.
+/// Falls back to the ticks where schedstat is missing.
 fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let mut ns = 0u64;
+    let mut any = false;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let Ok(st) = std::fs::read_to_string(t.path().join("schedstat")) else {
+                continue;
+            };
+            if let Some(v) = st
+                .split_whitespace()
+                .next()
+                .and_then(|f| f.parse::<u64>().ok())
+            {
+                ns += v;
+                any = true;
+            }
+        }
+    }
+    if any {
+        return Ok(ns as f64 / 1e9);
+    }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').context("odd /proc stat")?.1;
