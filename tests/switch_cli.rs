@@ -261,8 +261,8 @@ fn a_port_delays_and_loses_what_it_sends() {
     assert!(b.recv(&mut buf).is_err(), "a lost train arrived");
 }
 
-#[test]
-fn perf_switch_measures_both_forwarders() {
+/// `natm perf switch` with `extra` arguments, its JSON result.
+fn perf_switch(extra: &[&str]) -> serde_json::Value {
     let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
         .args([
             "perf",
@@ -275,6 +275,7 @@ fn perf_switch_measures_both_forwarders() {
             "32",
             "--json",
         ])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -289,7 +290,12 @@ fn perf_switch_measures_both_forwarders() {
     }
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success());
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn perf_switch_measures_both_forwarders() {
+    let v = perf_switch(&[]);
     // Switch and relay, cell mode and frame mode, each forwarded something.
     let rows = v["rows"].as_array().unwrap();
     let seen: Vec<(&str, &str)> = rows
@@ -312,6 +318,18 @@ fn perf_switch_measures_both_forwarders() {
     );
     for r in rows {
         assert!(r["runs"][0]["cells_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        assert_eq!(r["runs"][0]["vcis_seen"], 1, "{r}");
+    }
+}
+
+#[test]
+fn perf_switch_spreads_the_load_over_several_vcs() {
+    let v = perf_switch(&["--vcs", "3"]);
+    assert_eq!(v["vcs"], 3);
+    // Every VC has its PVC through the switch: all three reach the receiver, in
+    // both link modes (the relay passes them as they are).
+    for r in v["rows"].as_array().unwrap() {
+        assert_eq!(r["runs"][0]["vcis_seen"], 3, "{r}");
     }
 }
 

@@ -23,6 +23,7 @@ use tracing::{info, warn};
 use crate::atmtcp_link::AtmtcpPorts;
 use crate::config::{Config, ConfigError, LinkMode, PvcEnd, SignallingRole};
 use crate::link::{open_socket, uni_label, Link, Rng};
+use crate::rx_areas::RxAreas;
 use crate::stat::{PortSnapshot, Snapshot};
 use crate::train;
 
@@ -38,6 +39,9 @@ const CATCH_UP: Duration = Duration::from_millis(2);
 const READ_BURST: usize = 64 * 1024;
 /// Buffers one `recvmmsg` fills, each up to 64 KiB of GRO run.
 const RECV_SLOTS: usize = 4;
+/// Receive areas (of `RECV_SLOTS` × 64 KiB) that queued frames may hold at once
+/// before frame-mode ports copy SDUs instead (`rx_areas`): 4 MiB.
+const MAX_RX_AREAS: usize = 16;
 
 pub use natm_sigd::Stop;
 
@@ -57,6 +61,8 @@ pub struct SwitchDaemon {
     epoch: Instant,
     /// What one `recvmmsg` fills, shared by the ports (read one at a time).
     rx: RecvBatch,
+    /// Areas `rx` lends to the data plane with a frame-mode port's SDUs.
+    rx_areas: RxAreas,
     /// The ports whose link is an atmtcp TCP connection (their `links` entry has no
     /// UDP socket).
     atmtcp: AtmtcpPorts,
@@ -187,6 +193,7 @@ impl SwitchDaemon {
             next_stat: now,
             epoch: now,
             rx,
+            rx_areas: RxAreas::new(MAX_RX_AREAS),
             atmtcp,
         })
     }
@@ -444,7 +451,7 @@ impl SwitchDaemon {
             }
         }
         self.write_stat();
-        info!("switch stopped");
+        info!(copied_receives = self.rx_areas.declined(), "switch stopped");
         Ok(())
     }
 
@@ -479,18 +486,41 @@ impl SwitchDaemon {
             link.counters.recv_calls += 1;
             // Every datagram of the batch had arrived by now.
             let now = at(epoch, Instant::now());
-            for (from, data) in self.rx.iter() {
-                receive(
-                    &mut self.sw,
-                    self.control.as_mut(),
-                    link,
-                    port,
-                    now,
-                    from,
-                    data,
-                );
+            // A frame port's SDUs go to the queues as slices of the area received
+            // into, not copies, while areas are free.
+            let area = if link.mode == LinkMode::Frame {
+                self.rx_areas.lend(&mut self.rx)
+            } else {
+                None
+            };
+            let mut octets = 0;
+            match &area {
+                Some(area) => {
+                    for (from, span) in self.rx.spans() {
+                        octets += span.len();
+                        let data = &area[span];
+                        let sw = &mut self.sw;
+                        receive(
+                            sw,
+                            self.control.as_mut(),
+                            link,
+                            port,
+                            now,
+                            from,
+                            data,
+                            Some(area),
+                        );
+                    }
+                }
+                None => {
+                    for (from, data) in self.rx.iter() {
+                        octets += data.len();
+                        let sw = &mut self.sw;
+                        receive(sw, self.control.as_mut(), link, port, now, from, data, None);
+                    }
+                }
             }
-            read += self.rx.iter().map(|(_, d)| d.len()).sum::<usize>().max(1);
+            read += octets.max(1);
             if !self.rx.may_have_more() {
                 return false;
             }
@@ -611,7 +641,9 @@ impl SwitchDaemon {
 }
 
 /// One datagram received on `link` (port `port`) from `from` at `now`: signalling to
-/// the control plane, cells and frames to the data plane.
+/// the control plane, cells and frames to the data plane. `data` lies in `area` if
+/// given: a frame's SDU is then queued as a slice of it instead of a copy.
+#[allow(clippy::too_many_arguments)]
 fn receive(
     sw: &mut Switch,
     mut control: Option<&mut Control>,
@@ -620,6 +652,7 @@ fn receive(
     now: natm_proto::time::Instant,
     from: std::net::SocketAddr,
     data: &[u8],
+    area: Option<&Bytes>,
 ) {
     if from != link.peer && link.sources.is_empty() {
         link.counters.bad_datagrams += 1;
@@ -693,7 +726,10 @@ fn receive(
                 link.counters.bad_datagrams += 1;
                 return;
             }
-            let sdu = Bytes::copy_from_slice(sdu);
+            let sdu = match area {
+                Some(a) => a.slice_ref(sdu),
+                None => Bytes::copy_from_slice(sdu),
+            };
             let _ = sw.handle_frame(now, port, header, sdu);
         }
         // An atmtcp port has no UDP socket, so no datagram.

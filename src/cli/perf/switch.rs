@@ -39,6 +39,11 @@ pub(crate) struct SwitchArgs {
     /// SDU octets of each frame in frame mode.
     #[arg(long, default_value_t = 1500)]
     frame: usize,
+    /// VCs the load is spread over, one PVC each: cells (cell mode) or frames (frame
+    /// mode) take the VCs in turn, so the output port's scheduler serves several
+    /// backlogged VCs instead of one (1..=1024).
+    #[arg(long, default_value_t = 1)]
+    vcs: usize,
     /// Interleaved runs of every measurement; the figures are medians over them.
     #[arg(long, default_value_t = 3)]
     runs: usize,
@@ -56,8 +61,11 @@ pub(crate) struct Rate {
     /// Datagrams the sending host offered per second.
     pub(crate) offered_per_s: f64,
     /// CPU seconds the forwarder process used per second of the run (user + system,
-    /// from /proc; 1.0 is one core busy).
+    /// from /proc's schedstat; 1.0 is one core busy).
     pub(crate) cpu_per_s: f64,
+    /// Distinct VCIs the receiving host saw (one unit of each datagram looked at).
+    #[serde(default)]
+    pub(crate) vcis_seen: usize,
 }
 
 impl Rate {
@@ -103,6 +111,9 @@ pub(crate) struct SwitchResult {
     pub(crate) frame: usize,
     /// Runs of each measurement.
     pub(crate) runs: usize,
+    /// VCs the load was spread over.
+    #[serde(default = "one")]
+    pub(crate) vcs: usize,
     /// The machine before the first run.
     pub(crate) machine_start: Machine,
     /// The machine after the last run (its load average covers the runs).
@@ -110,6 +121,10 @@ pub(crate) struct SwitchResult {
     /// Switch and relay of each configuration: cell mode at each train size, then
     /// frame mode.
     pub(crate) rows: Vec<Row>,
+}
+
+fn one() -> usize {
+    1
 }
 
 /// A child process killed when dropped.
@@ -122,9 +137,32 @@ impl Drop for Proc {
     }
 }
 
-/// User + system CPU seconds process `pid` has used, from /proc/PID/stat (clock
-/// ticks of 1/100 s, Linux's USER_HZ).
+/// CPU seconds process `pid` has used: the run time of each of its threads from
+/// /proc/PID/task/TID/schedstat (nanoseconds, user and system together), summed.
+/// Precise where /proc/PID/stat's utime + stime count whole clock ticks of 10 ms: a
+/// forwarder with a few per cent of a shared CPU uses only a few ticks in a run.
+/// Falls back to the ticks where schedstat is missing.
 fn cpu_seconds(pid: u32) -> anyhow::Result<f64> {
+    let mut ns = 0u64;
+    let mut any = false;
+    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
+        for t in tasks.flatten() {
+            let Ok(st) = std::fs::read_to_string(t.path().join("schedstat")) else {
+                continue;
+            };
+            if let Some(v) = st
+                .split_whitespace()
+                .next()
+                .and_then(|f| f.parse::<u64>().ok())
+            {
+                ns += v;
+                any = true;
+            }
+        }
+    }
+    if any {
+        return Ok(ns as f64 / 1e9);
+    }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
     // Fields after the command name, which is in parentheses and may hold spaces.
     let rest = stat.rsplit_once(')').context("odd /proc stat")?.1;
@@ -164,13 +202,17 @@ fn addr_of(line: &str) -> anyhow::Result<SocketAddr> {
         .context("bad address")
 }
 
-/// Starts a switch with two ports, `a` from `src` and `b` to `dst`, and one PVC; the
-/// address to send to.
+/// The first input VCI of the load (VPI 0); VC `i` of `--vcs` is `FIRST_VCI + i`.
+const FIRST_VCI: u16 = 32;
+
+/// Starts a switch with two ports, `a` from `src` and `b` to `dst`, and `vcs` PVCs
+/// (a:0.32 → b:1.40, a:0.33 → b:1.41, ...); the address to send to.
 fn start_switch(
     mode: &str,
     src: SocketAddr,
     dst: SocketAddr,
     train: usize,
+    vcs: usize,
 ) -> anyhow::Result<(Proc, SocketAddr)> {
     let dir = std::env::temp_dir().join(format!("natm-perf-switch-{}", std::process::id()));
     std::fs::create_dir_all(&dir)?;
@@ -182,9 +224,14 @@ fn start_switch(
             "[[port]]\nname = \"{name}\"\nbind = \"127.0.0.1:0\"\npeer = \"{peer}\"\nmode = \"{mode}\"\nline_rate = 1000000000000\nbuffer = 1000000\ntrain = {train}\n"
         )
     };
-    let toml = port("a", src)
-        + &port("b", dst)
-        + "[[pvc]]\nfrom = \"a:0.32\"\nto = \"b:1.40\"\nbuffer = 1000000\nframe_discard = false\n";
+    let mut toml = port("a", src) + &port("b", dst);
+    for i in 0..vcs {
+        let vci = usize::from(FIRST_VCI) + i;
+        toml += &format!(
+            "[[pvc]]\nfrom = \"a:0.{vci}\"\nto = \"b:1.{}\"\nbuffer = 1000000\nframe_discard = false\n",
+            vci + 8
+        );
+    }
     std::fs::write(&cfg, toml)?;
     let child = Command::new(std::env::current_exe()?)
         .args(["switch", "--config"])
@@ -218,7 +265,9 @@ fn start_relay(src: SocketAddr, dst: SocketAddr) -> anyhow::Result<(Proc, Socket
 
 /// What one measurement sends.
 struct Load<'a> {
-    datagram: &'a [u8],
+    /// A GSO run of datagrams of `len` octets, sent again and again.
+    run: &'a [u8],
+    len: usize,
     /// Cells per frame (frame mode).
     cells_per: f64,
     cell_mode: bool,
@@ -230,8 +279,8 @@ fn host_port() -> anyhow::Result<UdpPort> {
     Ok(UdpPort::bind("127.0.0.1:0".parse()?)?)
 }
 
-/// Sends `datagram` through the forwarder at `to` for `secs` as fast as the socket
-/// takes it, as GSO runs of up to 64 datagrams, and counts what reaches `rx`.
+/// Sends `run` through the forwarder at `to` for `secs` as fast as the socket takes
+/// it, as GSO runs of datagrams of `len` octets, and counts what reaches `rx`.
 fn blast(
     pid: u32,
     tx: &UdpPort,
@@ -240,7 +289,8 @@ fn blast(
     load: &Load<'_>,
 ) -> anyhow::Result<Rate> {
     let Load {
-        datagram,
+        run,
+        len,
         cells_per,
         cell_mode,
         secs,
@@ -251,10 +301,14 @@ fn blast(
     let counter = std::thread::spawn(move || {
         let mut batch = rx.recv_batch(8);
         let (mut datagrams, mut cells) = (0u64, 0f64);
+        let mut seen = vec![false; usize::from(u16::MAX) + 1];
         loop {
             match rx.recv(&mut batch) {
                 Ok(_) => {
                     for (_, d) in batch.iter() {
+                        if let Some(vci) = vci_in(d, cell_mode, datagrams) {
+                            seen[usize::from(vci)] = true;
+                        }
                         datagrams += 1;
                         cells += if cell_mode {
                             ((d.len() - 1) / 53) as f64
@@ -267,23 +321,22 @@ fn blast(
                 Err(_) => {}
             }
         }
-        (datagrams, cells)
+        (datagrams, cells, seen.iter().filter(|&&s| s).count())
     });
-    let run: Vec<u8> = datagram.repeat(64);
     let cpu0 = cpu_seconds(pid)?;
     let start = Instant::now();
     let dur = Duration::from_secs_f64(secs);
     let mut sent = 0u64;
     while start.elapsed() < dur {
         // A full socket buffer sends part of a run, or none: the rest is not counted.
-        if let Ok(n) = tx.send(Some(to), &run, datagram.len()) {
+        if let Ok(n) = tx.send(Some(to), run, len) {
             sent += n as u64;
         }
     }
     let elapsed = start.elapsed().as_secs_f64();
     let cpu = cpu_seconds(pid)? - cpu0;
     stop.store(true, Ordering::Relaxed);
-    let (datagrams, cells) = counter
+    let (datagrams, cells, vcis_seen) = counter
         .join()
         .map_err(|_| anyhow::anyhow!("counter thread panicked"))?;
     Ok(Rate {
@@ -291,15 +344,43 @@ fn blast(
         cells_per_s: cells / elapsed,
         offered_per_s: sent as f64 / elapsed,
         cpu_per_s: cpu / elapsed,
+        vcis_seen,
     })
 }
 
-/// One configuration measured: a link mode and its datagram.
+/// The VCI of one unit of received datagram number `k`: in a train, cell `k` modulo
+/// the train's length (over many datagrams every position is looked at, at the cost
+/// of one cell per datagram), or the frame's.
+fn vci_in(d: &[u8], cell_mode: bool, k: u64) -> Option<u16> {
+    use natm::wire::cell::CELL_LEN;
+    if cell_mode {
+        let n = d.len().saturating_sub(1) / CELL_LEN;
+        let i = usize::try_from(k).ok()? % n.max(1);
+        let c = d.get(1 + i * CELL_LEN..1 + (i + 1) * CELL_LEN)?;
+        Some((u16::from(c[1] & 0x0F) << 12) | (u16::from(c[2]) << 4) | u16::from(c[3] >> 4))
+    } else {
+        natm::wire::vcframe::Repr::parse_bytes(d)
+            .ok()
+            .map(|(r, _)| r.vci)
+    }
+}
+
+/// Datagrams in one GSO run of the sending host.
+const RUN_DATAGRAMS: usize = 64;
+
+/// One configuration measured: a link mode and what its sender sends.
 struct Config {
     mode: &'static str,
     train: usize,
-    datagram: Vec<u8>,
+    /// [`RUN_DATAGRAMS`] datagrams of `len` octets.
+    run: Vec<u8>,
+    len: usize,
     cells_per: f64,
+}
+
+/// The input VCI of unit `k` of a run: the VCs in turn.
+fn vci_of(k: usize, vcs: usize) -> u16 {
+    FIRST_VCI + u16::try_from(k % vcs).expect("--vcs is at most 1024")
 }
 
 fn measure(a: &SwitchArgs, pb: &ProgressBar) -> anyhow::Result<SwitchResult> {
@@ -312,31 +393,47 @@ fn measure(a: &SwitchArgs, pb: &ProgressBar) -> anyhow::Result<SwitchResult> {
     }
     anyhow::ensure!(a.frame <= 65_000, "--frame must be at most 65,000 octets");
     anyhow::ensure!(a.runs >= 1, "--runs must be at least 1");
-    let hdr =
-        natm::wire::cell::HeaderRepr::uni(0, 32, natm::wire::cell::Pti::UserDataEnd).to_bytes();
+    anyhow::ensure!((1..=1024).contains(&a.vcs), "--vcs must be 1..=1024");
+    let vcs = a.vcs;
     let mut configs: Vec<Config> = a
         .train
         .iter()
         .map(|&t| {
-            let mut cells = vec![natm_switchd::train::TRAIN_MAGIC];
-            for _ in 0..t {
-                cells.extend_from_slice(&hdr);
-                cells.extend_from_slice(&[0x5A; 48]);
+            let mut run = Vec::new();
+            for d in 0..RUN_DATAGRAMS {
+                run.push(natm_switchd::train::TRAIN_MAGIC);
+                for c in 0..t {
+                    let vci = vci_of(d * t + c, vcs);
+                    let hdr = natm::wire::cell::HeaderRepr::uni(
+                        0,
+                        vci,
+                        natm::wire::cell::Pti::UserDataEnd,
+                    );
+                    run.extend_from_slice(&hdr.to_bytes());
+                    run.extend_from_slice(&[0x5A; 48]);
+                }
             }
             Config {
                 mode: "cell",
                 train: t,
-                datagram: cells,
+                len: 1 + t * natm::wire::cell::CELL_LEN,
+                run,
                 cells_per: t as f64,
             }
         })
         .collect();
-    let mut frame = natm::wire::vcframe::Repr::data(0, 32).to_bytes().to_vec();
-    frame.resize(natm::wire::vcframe::HEADER_LEN + a.frame, 0x5A);
+    let len = natm::wire::vcframe::HEADER_LEN + a.frame;
+    let mut run = Vec::new();
+    for d in 0..RUN_DATAGRAMS {
+        let start = run.len();
+        run.extend_from_slice(&natm::wire::vcframe::Repr::data(0, vci_of(d, vcs)).to_bytes());
+        run.resize(start + len, 0x5A);
+    }
     configs.push(Config {
         mode: "frame",
         train: 0,
-        datagram: frame,
+        run,
+        len,
         cells_per: (a.frame + 8).div_ceil(48) as f64,
     });
     let mut rows: Vec<Row> = configs
@@ -367,12 +464,13 @@ fn measure(a: &SwitchArgs, pb: &ProgressBar) -> anyhow::Result<SwitchResult> {
             }
         ));
         let (p, to) = if switch {
-            start_switch(c.mode, src, dst, c.train.max(1))?
+            start_switch(c.mode, src, dst, c.train.max(1), vcs)?
         } else {
             start_relay(src, dst)?
         };
         let load = Load {
-            datagram: &c.datagram,
+            run: &c.run,
+            len: c.len,
             cells_per: c.cells_per,
             cell_mode: c.mode == "cell",
             secs: a.seconds,
@@ -391,6 +489,7 @@ fn measure(a: &SwitchArgs, pb: &ProgressBar) -> anyhow::Result<SwitchResult> {
         seconds: a.seconds,
         frame: a.frame,
         runs: a.runs,
+        vcs,
         machine_start,
         machine: Machine::now(),
         rows,
@@ -466,11 +565,16 @@ impl Experiment for SwitchArgs {
             }
         }
         format!(
-            "{}\nMedians of {} interleaved runs of {} s each on loopback (± half their range), {}-octet frames, {} CPUs, load average {} before and {} after; one sending and one receiving host thread beside the forwarder, all batched alike (GSO runs, recvmmsg + GRO). CPU: the forwarder process's user + system time per second of the run; × relay: the switch's median cells/s against the relay's; × relay/CPU: the same for cells per CPU-second.\n",
+            "{}\nMedians of {} interleaved runs of {} s each on loopback (± half their range), {}-octet frames, {} through the switch, {} CPUs, load average {} before and {} after; one sending and one receiving host thread beside the forwarder, all batched alike (GSO runs, recvmmsg + GRO). CPU: the forwarder process's user + system time per second of the run; × relay: the switch's median cells/s against the relay's; × relay/CPU: the same for cells per CPU-second.\n",
             table::render(&t).trim_end(),
             r.runs,
             r.seconds,
             r.frame,
+            if r.vcs == 1 {
+                "one PVC".to_string()
+            } else {
+                format!("{} PVCs taken in turn", r.vcs)
+            },
             r.machine.cpus,
             r.machine_start.loadavg.as_deref().unwrap_or("?"),
             r.machine.loadavg.as_deref().unwrap_or("?"),

@@ -192,6 +192,9 @@ pub struct RecvBatch<A = std::net::SocketAddr> {
     /// The port read something it has not handed over whole (the cell adaptor's
     /// partial frames, or frames left for the next call): read again.
     more: bool,
+    /// The area was exchanged since the last receive ([`RecvBatch::swap_area`]): the
+    /// records describe the area given away.
+    swapped: bool,
 }
 
 impl<A: Copy> RecvBatch<A> {
@@ -206,6 +209,7 @@ impl<A: Copy> RecvBatch<A> {
             datagrams: 0,
             packed_end: 0,
             more: false,
+            swapped: false,
         }
     }
 
@@ -241,6 +245,7 @@ impl<A: Copy> RecvBatch<A> {
         self.datagrams = 0;
         self.packed_end = 0;
         self.more = false;
+        self.swapped = false;
     }
 
     /// Whether the port may hold more to read: every buffer was used, or the port
@@ -266,7 +271,7 @@ impl<A: Copy> RecvBatch<A> {
     pub fn push_packed(&mut self, addr: A, parts: &[&[u8]]) -> bool {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let start = self.packed_end;
-        if start + len > self.buf.len() {
+        if self.swapped || start + len > self.buf.len() {
             return false;
         }
         let mut at = start;
@@ -288,11 +293,45 @@ impl<A: Copy> RecvBatch<A> {
 
     /// The datagrams received, in order, with their source.
     pub fn iter(&self) -> Datagrams<'_, A> {
+        let mut spans = self.spans();
+        if self.swapped {
+            spans.filled = &[];
+        }
         Datagrams {
-            batch: self,
-            filled: 0,
+            spans,
+            area: &self.buf,
+        }
+    }
+
+    /// Where each datagram received lies in the buffer area, in order, with its
+    /// source: what [`RecvBatch::iter`] yields, as ranges. With
+    /// [`RecvBatch::swap_area`] they locate the datagrams in the area given back.
+    pub fn spans(&self) -> Spans<'_, A> {
+        Spans {
+            filled: &self.filled,
+            next: 0,
             offset: 0,
         }
+    }
+
+    /// Length of the buffer area (every slot).
+    pub fn area_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Exchanges the buffer area for `area`, which must be as long (else it comes
+    /// back as the error and nothing changes), and returns the area received into:
+    /// so a caller can keep what arrived without copying it (e.g. as `Bytes` sliced
+    /// per datagram at [`RecvBatch::spans`]) and the next receive fills `area`.
+    /// The record of what was received stays; [`RecvBatch::iter`] yields nothing
+    /// until the batch is cleared or receives again (its octets are in the area
+    /// returned), and nothing may be pushed before that.
+    pub fn swap_area(&mut self, area: Vec<u8>) -> Result<Vec<u8>, Vec<u8>> {
+        if area.len() != self.buf.len() {
+            return Err(area);
+        }
+        self.swapped = true;
+        Ok(std::mem::replace(&mut self.buf, area))
     }
 
     /// Copy one datagram into the next free buffer (for in-memory ports and tests).
@@ -300,7 +339,7 @@ impl<A: Copy> RecvBatch<A> {
     /// with the one octet of headroom that tells a full buffer from a truncated one.
     pub fn push(&mut self, addr: A, datagram: &[u8]) -> bool {
         let slot = self.next_slot;
-        if slot == self.slots() || datagram.len() >= self.slot_len {
+        if self.swapped || slot == self.slots() || datagram.len() >= self.slot_len {
             return false;
         }
         let start = slot * self.slot_len;
@@ -349,28 +388,46 @@ impl<A> fmt::Debug for RecvBatch<A> {
 /// The datagrams of a [`RecvBatch`], with their source.
 #[derive(Debug)]
 pub struct Datagrams<'a, A> {
-    batch: &'a RecvBatch<A>,
-    filled: usize,
-    offset: usize,
+    spans: Spans<'a, A>,
+    area: &'a [u8],
 }
 
 impl<'a, A: Copy> Iterator for Datagrams<'a, A> {
     type Item = (A, &'a [u8]);
 
+    #[inline]
     fn next(&mut self) -> Option<(A, &'a [u8])> {
-        let f = self.batch.filled.get(self.filled)?;
+        let (addr, r) = self.spans.next()?;
+        Some((addr, &self.area[r]))
+    }
+}
+
+/// Where the datagrams of a [`RecvBatch`] lie in its buffer area, with their source.
+#[derive(Debug)]
+pub struct Spans<'a, A> {
+    filled: &'a [Filled<A>],
+    next: usize,
+    offset: usize,
+}
+
+impl<A: Copy> Iterator for Spans<'_, A> {
+    type Item = (A, core::ops::Range<usize>);
+
+    #[inline]
+    fn next(&mut self) -> Option<(A, core::ops::Range<usize>)> {
+        let f = self.filled.get(self.next)?;
         let base = f.start;
         // An empty datagram (len 0) is yielded once; stride 0 means "not coalesced".
         let step = if f.stride == 0 { f.len } else { f.stride };
         let end = (self.offset + step).min(f.len);
-        let d = &self.batch.buf[base + self.offset..base + end];
+        let r = base + self.offset..base + end;
         if end == f.len {
-            self.filled += 1;
+            self.next += 1;
             self.offset = 0;
         } else {
             self.offset = end;
         }
-        Some((f.addr, d))
+        Some((f.addr, r))
     }
 }
 
@@ -446,5 +503,26 @@ mod tests {
             "no headroom left to detect truncation"
         );
         assert_eq!(r.iter().collect::<Vec<_>>(), [(1, &b"hello"[..])]);
+    }
+
+    #[test]
+    fn swapped_area_keeps_the_datagrams_where_spans_say() {
+        let mut r: RecvBatch<u8> = RecvBatch::new(2, 16);
+        r.area_mut()[..10].copy_from_slice(b"aaaabbbbcc");
+        r.record(7, 10, 4);
+        r.area_mut()[16..19].copy_from_slice(b"xyz");
+        r.record(8, 3, 3);
+        assert_eq!(r.swap_area(vec![0; 5]), Err(vec![0; 5]), "wrong length");
+        let old = r.swap_area(vec![0; 32]).unwrap();
+        assert!(r.iter().next().is_none(), "the octets went with the area");
+        let got: Vec<(u8, &[u8])> = r.spans().map(|(a, s)| (a, &old[s])).collect();
+        assert_eq!(
+            got,
+            [(7, &b"aaaa"[..]), (7, b"bbbb"), (7, b"cc"), (8, b"xyz")]
+        );
+        assert!(!r.push(1, b"no"), "nothing is pushed into a swapped batch");
+        r.clear();
+        assert!(r.push(1, b"ok"));
+        assert_eq!(r.iter().collect::<Vec<_>>(), [(1, &b"ok"[..])]);
     }
 }

@@ -39,7 +39,7 @@ mod proc_net;
 pub(crate) use proc_net::UdpDrops;
 pub mod udp;
 
-pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, MAX_DATAGRAM};
+pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, Spans, MAX_DATAGRAM};
 pub use cells::{CellCodec, CellStats};
 pub use mem::{MemNetwork, MemPort, MemPortStats};
 pub use udp::{PortOptions, PortStats, UdpPort};
