@@ -54,8 +54,10 @@ mod peers;
 mod qos;
 mod stat;
 mod traffic;
+mod users;
 
 pub use stat::{CallRow, Counters, ListenerRow, PeerRow, Stat, TrafficRow};
+pub(crate) use users::cause_resources;
 
 use link::PeerLink;
 
@@ -106,6 +108,8 @@ pub struct Creds {
     pub pid: i32,
     /// User id.
     pub uid: u32,
+    /// Group id (the process's primary group).
+    pub gid: u32,
 }
 
 /// What the core asks its driver to do, in order.
@@ -221,6 +225,10 @@ struct AutoAccept {
 #[derive(Debug)]
 struct App {
     creds: Option<Creds>,
+    /// When it last sent a request (or connected): idle connections are closed.
+    last_active: Instant,
+    /// Listeners it holds.
+    listeners: usize,
 }
 
 /// Ids and cookies: a ChaCha stream, seeded from the OS by the daemon and from a
@@ -372,6 +380,7 @@ impl Core {
             .map(|c| c.id)
             .collect();
         due.sort_unstable();
+        self.close_idle(now);
         for id in due {
             let secs = self.cfg.timers.accept.as_secs_f64();
             // The network side's duty in Q.2931 falls to the callee's sigd here: an
@@ -395,7 +404,12 @@ impl Core {
             .filter_map(|l| l.saal.poll_timeout())
             .min();
         let proceeding = self.proceeding_due.iter().map(|d| d.0).min();
-        calls.into_iter().chain(links).chain(proceeding).min()
+        calls
+            .into_iter()
+            .chain(links)
+            .chain(proceeding)
+            .chain(self.idle_deadline())
+            .min()
     }
 
     /// The next thing to do. Links with input are serviced here, so that several
