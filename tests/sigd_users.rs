@@ -153,6 +153,7 @@ fn a_non_root_user_listens_and_calls_against_a_root_sigd() {
     let mut child = listen.0.take().unwrap();
     let mut err = String::new();
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    let _ = child.wait();
     let call_err = String::from_utf8_lossy(&call.stderr);
     // Both ends, run as nobody, got their call through the root sigd.
     assert!(
@@ -210,7 +211,7 @@ fn out_of_descriptors_sigd_answers_with_an_error_and_keeps_serving() {
         maximum: rustix::process::getrlimit(rustix::process::Resource::Nofile).maximum,
     };
     let p = rustix::process::Pid::from_raw(pid as i32).unwrap();
-    let old = rustix::process::prlimit(Some(p), rustix::process::Resource::Nofile, lim.clone());
+    let old = rustix::process::prlimit(Some(p), rustix::process::Resource::Nofile, lim);
     if old.is_err() {
         eprintln!("skipped: cannot lower sigd's descriptor limit: {old:?}");
         return;
