@@ -56,11 +56,50 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     units::duration(s).map_err(|e| e.to_string())
 }
 
+/// Most pages one `natm stat` reads: sigd's calls and listeners are bounded by its
+/// limits, so this is only a guard against a sigd whose `next` never ends.
+const MAX_PAGES: u64 = 100_000;
+
+/// sigd's document: the first page, with the calls and listeners of every later
+/// page (`StatPage` from each reply's `next`) added to it. sigd pages its reply so
+/// that no frame exceeds the IPC limit however many calls it holds.
 fn ask_stat(path: &std::path::Path) -> anyhow::Result<String> {
-    match ipc::ask(path, &Message::Stat { req: 1 })? {
-        Message::StatReply { json, .. } => Ok(json),
-        other => Err(anyhow::anyhow!("sigd answered {other:?}")),
+    let page = |offset: u64| -> anyhow::Result<Value> {
+        let m = if offset == 0 {
+            Message::Stat { req: 1 }
+        } else {
+            Message::StatPage { req: 1, offset }
+        };
+        match ipc::ask(path, &m)? {
+            Message::StatReply { json, .. } => Ok(serde_json::from_str(&json)?),
+            other => Err(anyhow::anyhow!("sigd answered {other:?}")),
+        }
+    };
+    let mut doc = page(0)?;
+    for _ in 0..MAX_PAGES {
+        let Some(next) = doc.get("next").and_then(Value::as_u64) else {
+            break;
+        };
+        let more = page(next)?;
+        for key in ["calls", "listeners"] {
+            if let (Some(all), Some(rows)) = (
+                doc.get_mut(key).and_then(Value::as_array_mut),
+                more.get(key).and_then(Value::as_array),
+            ) {
+                all.extend(rows.iter().cloned());
+            }
+        }
+        match more.get("next") {
+            // Each page must move on, or the loop would never end.
+            Some(n) if n.as_u64().is_some_and(|n| n > next) => doc["next"] = n.clone(),
+            _ => {
+                if let Some(o) = doc.as_object_mut() {
+                    o.remove("next");
+                }
+            }
+        }
     }
+    Ok(serde_json::to_string(&doc)?)
 }
 
 fn rate(bps: u64) -> String {

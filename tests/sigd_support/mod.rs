@@ -86,6 +86,11 @@ impl Sigd {
         }
     }
 
+    /// The sigd process's id.
+    pub(crate) fn process_id(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// Its log so far.
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("sigd.log")).unwrap_or_default()

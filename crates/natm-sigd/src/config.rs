@@ -9,6 +9,7 @@ use serde::Deserialize;
 use thiserror::Error;
 
 use super::directory::Prefix;
+use crate::access::{self, Access, AccessRule, Accounts, Who};
 use natm_proto::wire::addr::{AtmAddr, HostsFile};
 
 /// Where sigd listens for applications unless told otherwise.
@@ -56,6 +57,13 @@ pub struct ConfigFile {
     /// Calls across a sigd crash and restart.
     #[serde(default)]
     pub restart: RestartSection,
+    /// The application socket's permission bits, octal text [default "0666"].
+    pub socket_mode: Option<String>,
+    /// The group the application socket is given (a name or gid) [default: sigd's].
+    pub socket_group: Option<String>,
+    /// What each local user may do through the socket, first match wins.
+    #[serde(default)]
+    pub access: Vec<AccessSection>,
 }
 
 /// `[peers]`: admission of signalling peers (docs/SECURITY.md "Signalling peers").
@@ -115,6 +123,26 @@ pub struct RestartSection {
     pub reclaim_window_ms: Option<u64>,
 }
 
+/// One `[[access]]` rule: exactly one of `user`, `group` or `anyone = true`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccessSection {
+    /// A user name or uid.
+    pub user: Option<String>,
+    /// A group name or gid (a process's primary group, or a listed member).
+    pub group: Option<String>,
+    /// Every user no earlier rule matched.
+    #[serde(default)]
+    pub anyone: bool,
+    /// Address prefixes the user may register [default: none beyond the host's].
+    #[serde(default)]
+    pub register: Vec<String>,
+    /// SAPs the user may bind ("*": any) [default: any no other user holds].
+    pub bind: Option<Vec<String>>,
+    /// The highest guaranteed rate per call and direction, e.g. "10Mbps".
+    pub max_rate: Option<String>,
+}
+
 /// `[link]`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -135,6 +163,19 @@ pub struct LimitsSection {
     pub connections: Option<usize>,
     /// Most calls at once.
     pub calls: Option<usize>,
+    /// Most application connections one non-root user holds at once.
+    pub connections_per_user: Option<usize>,
+    /// Most calls one non-root user's applications hold at once.
+    pub calls_per_user: Option<usize>,
+    /// Most listeners one connection holds.
+    pub listeners_per_connection: Option<usize>,
+    /// Most listeners one non-root user holds.
+    pub listeners_per_user: Option<usize>,
+    /// Most addresses one connection registers.
+    pub registrations_per_connection: Option<usize>,
+    /// A connection holding no call, listener or registration, and silent this
+    /// long, is closed (ms; 0: never).
+    pub idle_close_ms: Option<u64>,
 }
 
 /// `[timers]`, in milliseconds.
@@ -279,6 +320,14 @@ pub struct Config {
     pub peers: PeerRules,
     /// Calls across a sigd restart.
     pub restart: Restart,
+    /// The application socket's permission bits.
+    pub socket_mode: u32,
+    /// The group given the application socket (`None`: left as created).
+    pub socket_group: Option<u32>,
+    /// What each local user may do.
+    pub access: Access,
+    /// Per-user and per-connection bounds.
+    pub user_limits: UserLimits,
 }
 
 /// `[peers]` and `[[peer]]`, checked.
@@ -346,6 +395,39 @@ impl Default for Restart {
         Restart {
             preserve: Duration::from_secs(300),
             reclaim_window: Duration::from_secs(3),
+        }
+    }
+}
+
+/// Bounds on what one user, or one connection, may hold (root and sigd's own user
+/// are bound only by the per-connection ones and the totals).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserLimits {
+    /// Connections per user.
+    pub connections_per_user: usize,
+    /// Calls per user.
+    pub calls_per_user: usize,
+    /// Listeners per connection.
+    pub listeners_per_connection: usize,
+    /// Listeners per user.
+    pub listeners_per_user: usize,
+    /// Registered addresses per connection.
+    pub registrations_per_connection: usize,
+    /// Idle connections are closed after this (`None`: never).
+    pub idle_close: Option<Duration>,
+}
+
+impl UserLimits {
+    /// The defaults for `connections` and `calls` in total: a quarter of each per
+    /// user, so no one user can lock the others out.
+    pub fn defaults(connections: usize, calls: usize) -> UserLimits {
+        UserLimits {
+            connections_per_user: (connections / 4).max(1),
+            calls_per_user: (calls / 4).max(1),
+            listeners_per_connection: 1024,
+            listeners_per_user: 4096,
+            registrations_per_connection: 16,
+            idle_close: Some(Duration::from_secs(60)),
         }
     }
 }
@@ -612,6 +694,146 @@ impl ConfigFile {
             });
         }
         let peers = self.check_peers(&hosts, capacity_bps, max_calls)?;
+        let d = UserLimits::defaults(max_connections, max_calls);
+        let l = &self.limits;
+        let nonzero = |v: Option<usize>, key: &str, def: usize| -> Result<usize, ConfigError> {
+            match v {
+                Some(0) => Err(bad(
+                    format!("limits.{key}"),
+                    "a limit of 0 would refuse everyone",
+                    "[limits] listeners_per_connection = 1024",
+                )),
+                Some(v) => Ok(v),
+                None => Ok(def),
+            }
+        };
+        let user_limits = UserLimits {
+            connections_per_user: nonzero(
+                l.connections_per_user,
+                "connections_per_user",
+                d.connections_per_user,
+            )?,
+            calls_per_user: nonzero(l.calls_per_user, "calls_per_user", d.calls_per_user)?,
+            listeners_per_connection: nonzero(
+                l.listeners_per_connection,
+                "listeners_per_connection",
+                d.listeners_per_connection,
+            )?,
+            listeners_per_user: nonzero(
+                l.listeners_per_user,
+                "listeners_per_user",
+                d.listeners_per_user,
+            )?,
+            registrations_per_connection: nonzero(
+                l.registrations_per_connection,
+                "registrations_per_connection",
+                d.registrations_per_connection,
+            )?,
+            idle_close: match l.idle_close_ms {
+                Some(0) => None,
+                Some(ms) => Some(Duration::from_millis(ms)),
+                None => d.idle_close,
+            },
+        };
+        let socket_mode = match &self.socket_mode {
+            Some(t) => u32::from_str_radix(t.trim_start_matches("0o"), 8)
+                .ok()
+                .filter(|m| *m <= 0o777)
+                .ok_or_else(|| {
+                    bad(
+                        "socket_mode",
+                        format!("\"{t}\" is not octal permission bits"),
+                        "socket_mode = \"0660\"",
+                    )
+                })?,
+            None => 0o666,
+        };
+        let accounts = Accounts::system();
+        let socket_group = match &self.socket_group {
+            Some(g) => Some(
+                accounts
+                    .group(g)
+                    .ok_or_else(|| {
+                        bad(
+                            "socket_group",
+                            format!("no group \"{g}\" in /etc/group"),
+                            "socket_group = \"natm\" (create it with `groupadd natm`)",
+                        )
+                    })?
+                    .0,
+            ),
+            None => None,
+        };
+        let mut rules = Vec::new();
+        for (i, a) in self.access.iter().enumerate() {
+            let key = |k: &str| format!("access[{i}].{k}");
+            let who = match (&a.user, &a.group, a.anyone) {
+                (Some(u), None, false) => Who::Uid(accounts.uid(u).ok_or_else(|| {
+                    bad(
+                        key("user"),
+                        format!("no user \"{u}\" in /etc/passwd"),
+                        "user = \"alice\" or user = \"1000\"",
+                    )
+                })?),
+                (None, Some(g), false) => {
+                    let (gid, members) = accounts.group(g).ok_or_else(|| {
+                        bad(
+                            key("group"),
+                            format!("no group \"{g}\" in /etc/group"),
+                            "group = \"natm\" or group = \"120\"",
+                        )
+                    })?;
+                    Who::Group { gid, members }
+                }
+                (None, None, true) => Who::Anyone,
+                _ => {
+                    return Err(bad(
+                        format!("access[{i}]"),
+                        "give exactly one of user, group or anyone = true",
+                        "user = \"alice\"",
+                    ))
+                }
+            };
+            let mut register = Vec::new();
+            for (j, p) in a.register.iter().enumerate() {
+                register.push(access::prefix(p, &hosts).map_err(|e| {
+                    bad(
+                        format!("access[{i}].register[{j}]"),
+                        e,
+                        "register = [\"+4420001\", \"47.0005.80ffe1\"]",
+                    )
+                })?);
+            }
+            if let Some(b) = &a.bind {
+                if let Some(s) = b.iter().find(|s| s.is_empty()) {
+                    return Err(bad(
+                        key("bind"),
+                        format!("\"{s}\" is not a SAP"),
+                        "bind = [\"echo\", \"ttcp\"] or [\"*\"]",
+                    ));
+                }
+            }
+            let max_rate_bps = match &a.max_rate {
+                Some(t) => Some(parse_rate(t).ok_or_else(|| {
+                    bad(
+                        key("max_rate"),
+                        format!("\"{t}\" is not a rate"),
+                        "max_rate = \"10Mbps\"",
+                    )
+                })?),
+                None => None,
+            };
+            rules.push(AccessRule {
+                who,
+                register,
+                bind: a.bind.clone(),
+                max_rate_bps,
+            });
+        }
+        let access = Access {
+            rules,
+            admin_uid: rustix::process::geteuid().as_raw(),
+        };
         Ok(Config {
             addresses,
             socket: self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET)),
@@ -629,6 +851,10 @@ impl ConfigFile {
             policy,
             peers,
             restart,
+            socket_mode,
+            socket_group,
+            access,
+            user_limits,
         })
     }
 
@@ -798,6 +1024,38 @@ mod tests {
         assert_eq!(c.routes.len(), 2);
         assert_eq!(c.policy.len(), 2);
         assert_eq!(c.capacity_bps, 100_000_000);
+        assert_eq!(c.access.rules.len(), 2);
+        assert_eq!(c.access.rules[1].who, Who::Anyone);
+        assert_eq!(c.access.rules[1].max_rate_bps, Some(10_000_000));
+        assert_eq!(c.socket_mode, 0o666);
+        assert_eq!(c.user_limits, UserLimits::defaults(1024, 16384));
+    }
+
+    #[test]
+    fn local_user_keys_are_checked() {
+        let c = check("socket_mode = \"0660\"\n[limits]\nidle_close_ms = 0\n").unwrap();
+        assert_eq!(c.socket_mode, 0o660);
+        assert_eq!(c.user_limits.idle_close, None);
+        let e = check("socket_mode = \"rw\"").unwrap_err().to_string();
+        assert!(e.contains("socket_mode") && e.contains("0660"), "{e}");
+        let e = check("socket_group = \"no-such-group-here\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("socket_group") && e.contains("groupadd"), "{e}");
+        let e = check("[[access]]\nuser = \"0\"\ngroup = \"0\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("access[0]") && e.contains("exactly one"), "{e}");
+        let e = check("[[access]]\nanyone = true\nmax_rate = \"lots\"")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("access[0].max_rate"), "{e}");
+        let e = check("[limits]\nlisteners_per_user = 0")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("limits.listeners_per_user"), "{e}");
+        let c = check("[[access]]\nuser = \"1000\"\nregister = [\"+44\"]").unwrap();
+        assert_eq!(c.access.rules[0].who, Who::Uid(1000));
     }
 
     #[test]

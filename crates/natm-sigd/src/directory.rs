@@ -70,6 +70,19 @@ impl Directory {
         }
     }
 
+    /// The connection that registered `a`, if one did.
+    pub fn registered_by(&self, a: &AtmAddr) -> Option<u64> {
+        self.registered
+            .iter()
+            .find(|(r, _)| r == a)
+            .map(|(_, o)| *o)
+    }
+
+    /// How many addresses `owner` registered.
+    pub fn registered_count(&self, owner: u64) -> usize {
+        self.registered.iter().filter(|(_, o)| *o == owner).count()
+    }
+
     /// Forget what `owner` registered.
     pub fn unregister_owner(&mut self, owner: u64) {
         self.registered.retain(|(_, o)| *o != owner);

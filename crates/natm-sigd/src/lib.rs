@@ -15,6 +15,7 @@
 //! call handling can run in a switch or in a test in virtual time; [`Daemon`] is the
 //! thin mio loop that feeds it from the sockets and the clock.
 
+pub mod access;
 pub mod admission;
 pub mod config;
 pub mod core;

@@ -169,6 +169,16 @@ pub enum Message {
         /// The data path as `Connected` or `Accepted` gave it.
         path: DataPath,
     },
+    /// App → sigd: one page of `natm stat`: the document with the calls and
+    /// listeners from row `offset` on (calls first, then listeners, each by id), as
+    /// many as fit one frame; the reply's `next` names the following page's offset.
+    /// `Stat` is the page at offset 0.
+    StatPage {
+        /// The request tag.
+        req: u64,
+        /// The first row wanted.
+        offset: u64,
+    },
     /// sigd → app: the request `req` was taken; `id` names the call or listener.
     Ack {
         /// The request tag.
@@ -577,6 +587,7 @@ mod ty {
     pub(super) const COUNTERS: u8 = 0x0B;
     pub(super) const ADMIN_RELEASE: u8 = 0x0C;
     pub(super) const RECLAIM: u8 = 0x0D;
+    pub(super) const STAT_PAGE: u8 = 0x10;
     pub(super) const ACK: u8 = 0x81;
     pub(super) const REFUSED: u8 = 0x82;
     pub(super) const CONNECTED: u8 = 0x83;
@@ -716,6 +727,7 @@ impl Message {
             Message::Counters { .. } => ty::COUNTERS,
             Message::AdminRelease { .. } => ty::ADMIN_RELEASE,
             Message::Reclaim { .. } => ty::RECLAIM,
+            Message::StatPage { .. } => ty::STAT_PAGE,
             Message::Accepted { .. } => ty::ACCEPTED,
             Message::Ack { .. } => ty::ACK,
             Message::Refused { .. } => ty::REFUSED,
@@ -821,6 +833,10 @@ impl Message {
                 put_string(out, address);
             }
             Message::Stat { req } => out.extend_from_slice(&req.to_be_bytes()),
+            Message::StatPage { req, offset } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&offset.to_be_bytes());
+            }
             Message::Counters {
                 req,
                 call,
@@ -927,6 +943,10 @@ impl Message {
                 address: r.short_string("address")?,
             },
             ty::STAT => Message::Stat { req: r.u64("req")? },
+            ty::STAT_PAGE => Message::StatPage {
+                req: r.u64("req")?,
+                offset: r.u64("offset")?,
+            },
             ty::COUNTERS => Message::Counters {
                 req: r.u64("req")?,
                 call: r.u64("call")?,
@@ -1215,6 +1235,10 @@ mod tests {
                 req: 3,
                 call: 9,
                 cause: 16,
+            },
+            Message::StatPage {
+                req: 4,
+                offset: 3_000,
             },
         ];
         for m in ms {

@@ -66,7 +66,11 @@ mod tests {
     use super::*;
 
     fn c(uid: u32) -> Option<Creds> {
-        Some(Creds { pid: 1, uid })
+        Some(Creds {
+            pid: 1,
+            uid,
+            gid: uid,
+        })
     }
 
     #[test]

@@ -11,20 +11,16 @@ impl Core {
     /// over `[limits] connections` is told why and closed.
     pub fn app_connected(&mut self, now: Instant, app: AppId, creds: Option<Creds>) {
         self.tick(now);
-        if self.apps.len() >= self.cfg.max_connections {
-            warn!(
-                limit = self.cfg.max_connections,
-                "application connection refused: limit reached"
-            );
+        if let Some(why) = self.connection_refusal(creds) {
+            // Counted, logged at debug only: a local flood must not fill the log.
+            self.counters.connections_refused += 1;
+            debug!(conn = %app, ?creds, %why, "application connection refused");
             // Not recorded: the Error and the close go to it directly.
             self.out.push_back(Output::ToApp(
                 app,
                 Message::Error {
                     cause: cause::RESOURCES,
-                    detail: format!(
-                        "sigd serves at most {} applications at once ([limits] connections)",
-                        self.cfg.max_connections
-                    ),
+                    detail: why,
                 },
             ));
             self.out.push_back(Output::CloseApp(app));
@@ -32,15 +28,23 @@ impl Core {
         }
         debug!(conn = %app, ?creds, "application connected");
         self.counters.app_connections += 1;
-        self.apps.insert(app, App { creds });
+        self.apps.insert(
+            app,
+            App {
+                creds,
+                last_active: self.now,
+                listeners: 0,
+            },
+        );
     }
 
     /// An IPC message from an application.
     pub fn handle_app(&mut self, now: Instant, app: AppId, m: Message) {
         self.tick(now);
-        if !self.apps.contains_key(&app) {
+        let Some(a) = self.apps.get_mut(&app) else {
             return;
-        }
+        };
+        a.last_active = now;
         // A release-type request with tag 0 wants no answer (ulib's releases from
         // `Drop`, where nobody waits): its `Ack` or `Refused` would only wake the
         // application for nothing, once per call at each end.
@@ -204,24 +208,13 @@ impl Core {
                 };
                 self.end_call(call, c, why, false);
             }
-            Message::Register { req, address } => {
-                match AtmAddr::parse_with_hosts(&address, &self.cfg.hosts) {
-                    Ok(a) if !matches!(a, AtmAddr::Pvc(_)) => {
-                        self.dir.register(a, t.0);
-                        info!(address = %a, conn = %t, "address registered");
-                        self.tell(t, Message::Ack { req, id: 0 });
-                    }
-                    Ok(_) => self.refuse(
-                        t,
-                        req,
-                        cause::INVALID_NUMBER,
-                        format!("\"{address}\" is a PVC; register an NSAP or E.164 address"),
-                    ),
-                    Err(e) => self.refuse(t, req, cause::INVALID_NUMBER, e.render(&address)),
-                }
-            }
+            Message::Register { req, address } => self.register_address(t, req, &address),
             Message::Stat { req } => {
-                let json = self.stat_json();
+                let json = self.stat_page(t, 0);
+                self.tell(t, Message::StatReply { req, json });
+            }
+            Message::StatPage { req, offset } => {
+                let json = self.stat_page(t, offset);
                 self.tell(t, Message::StatReply { req, json });
             }
             Message::Counters {

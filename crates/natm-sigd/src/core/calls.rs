@@ -43,6 +43,14 @@ impl Core {
             Ok(q) => q,
             Err(e) => return self.refuse(t, req, cause::UNSUPPORTED_TRAFFIC, e),
         };
+        if let Some(why) = self.call_limit(t) {
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::RESOURCES, why);
+        }
+        if let Some(why) = self.rate_refusal(t, &qos) {
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
+        }
         if !self.cfg.policy_allows(&addr, CallDirection::Outgoing) {
             self.counters.policy_rejections += 1;
             return self.refuse(
@@ -274,6 +282,11 @@ impl Core {
                 cause::INVALID_CALL_REF,
                 "no call waiting for an answer with that id on this connection".into(),
             );
+        }
+        if let Some(why) = self.rate_refusal(t, &self.calls[&call].qos) {
+            self.counters.access_refusals += 1;
+            self.refuse(t, req, cause::NOT_AUTHORIZED, why.clone());
+            return self.end_call(call, cause::NOT_AUTHORIZED, &why, false);
         }
         let data = self.data_endpoint(data);
         match self.answer_call(call, data) {

@@ -89,8 +89,19 @@ impl Core {
             Ok(q) => q,
             Err(e) => return self.refuse(t, req, cause::UNSUPPORTED_TRAFFIC, e),
         };
+        if let Some((c, why)) = self.bind_refusal(t, sap) {
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, c, why);
+        }
+        if let Some(why) = self.rate_refusal(t, &parsed) {
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
+        }
         let auto = auto.map(|pool| AutoAccept { qos: parsed, pool });
         let id = self.new_id();
+        if let Some(a) = self.apps.get_mut(&t) {
+            a.listeners += 1;
+        }
         self.listeners.insert(
             id,
             Listening {
@@ -110,6 +121,13 @@ impl Core {
         let Some(l) = self.listeners.remove(&id) else {
             return;
         };
+        if let Some(a) = self.apps.get_mut(&l.owner) {
+            a.listeners = a.listeners.saturating_sub(1);
+        }
+        // Memory a flood of binds took goes back once they are gone.
+        if self.listeners.capacity() > 64 && self.listeners.len() < self.listeners.capacity() / 4 {
+            self.listeners.shrink_to_fit();
+        }
         // Calls offered to it go to another listener on the same SAP, or are refused.
         let mut waiting: Vec<u64> = self
             .calls

@@ -57,8 +57,10 @@ mod ratelog;
 mod restart;
 mod stat;
 mod traffic;
+mod users;
 
 pub use stat::{CallRow, Counters, ListenerRow, PeerRow, Stat, TrafficRow};
+pub(crate) use users::cause_resources;
 
 use link::PeerLink;
 
@@ -114,6 +116,8 @@ pub struct Creds {
     pub pid: i32,
     /// User id.
     pub uid: u32,
+    /// Group id (the process's primary group).
+    pub gid: u32,
 }
 
 /// What the core asks its driver to do, in order.
@@ -234,6 +238,10 @@ struct AutoAccept {
 #[derive(Debug)]
 struct App {
     creds: Option<Creds>,
+    /// When it last sent a request (or connected): idle connections are closed.
+    last_active: Instant,
+    /// Listeners it holds.
+    listeners: usize,
 }
 
 /// Ids and cookies: a ChaCha stream, seeded from the OS by the daemon and from a
@@ -415,6 +423,7 @@ impl Core {
             .map(|c| c.id)
             .collect();
         due.sort_unstable();
+        self.close_idle(now);
         for id in due {
             let reserved = self.calls.get(&id).is_some_and(|c| c.half_open > 0);
             if reserved && self.cfg.timers.reserve < self.cfg.timers.accept {
@@ -457,6 +466,7 @@ impl Core {
             .chain(links)
             .chain(proceeding)
             .chain(self.next_expiry())
+            .chain(self.idle_deadline())
             .min()
     }
 

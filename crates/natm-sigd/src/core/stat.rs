@@ -3,7 +3,7 @@
 use natm_proto::wire::ipc::VcCounters;
 use serde::{Deserialize, Serialize};
 
-use super::{CallState, Core};
+use super::{AppId, CallState, Core};
 use crate::admission::Way;
 
 /// Counters shown by `natm stat`.
@@ -77,6 +77,16 @@ pub struct Counters {
     /// Reclaims refused.
     #[serde(default)]
     pub reclaims_refused: u64,
+    /// Application connections refused (the total or the user's share was reached).
+    #[serde(default)]
+    pub connections_refused: u64,
+    /// Idle connections closed (`[limits] idle_close_ms`).
+    #[serde(default)]
+    pub idle_closed: u64,
+    /// Requests refused by the local-user policy (`[[access]]`, SAPs held by another
+    /// user, per-user and per-connection limits).
+    #[serde(default)]
+    pub access_refusals: u64,
 }
 
 /// One call's traffic, as its application's engine last reported it: the report's
@@ -147,6 +157,9 @@ pub struct ListenerRow {
     pub pre_authorised_free: Option<usize>,
     /// The owning application's process.
     pub pid: Option<i32>,
+    /// The owning application's user.
+    #[serde(default)]
+    pub uid: Option<u32>,
 }
 
 /// One signalling link.
@@ -193,57 +206,63 @@ pub struct Stat {
     pub counters: Counters,
     /// The signalling links.
     pub peers: Vec<PeerRow>,
+    /// More rows follow: ask for the page at this offset (`StatPage`); absent on
+    /// the last page. A user other than root is shown only its own calls and
+    /// listeners, and the offset counts only those.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
 }
 
+/// How much of a frame a stat page may fill: the frame limit less the reply's
+/// header and a margin.
+const PAGE_BUDGET: usize = natm_proto::wire::ipc::MAX_FRAME - 4096;
+
 impl Core {
-    /// What `natm stat` shows.
-    pub fn stat(&self) -> Stat {
+    fn call_row(&self, c: &super::Call) -> CallRow {
+        let creds = |t| self.apps.get(&t).and_then(|a| a.creds);
+        CallRow {
+            id: format!("{:016x}", c.id),
+            state: c.state,
+            direction: if c.outgoing { "out" } else { "in" }.to_owned(),
+            local: c.local_addr.clone(),
+            remote: c.remote_addr.clone(),
+            sap: c.sap.clone(),
+            qos: c.qos.to_string(),
+            tx_vci: c.tx_vci,
+            rx_vci: c.rx_vci,
+            data: c.data.map(|d| d.to_string()),
+            reserved_out_bps: c.grant.out_bps,
+            reserved_in_bps: c.grant.in_bps,
+            pid: c.owner.and_then(creds).map(|c: super::Creds| c.pid),
+            uid: c.owner.and_then(creds).map(|c| c.uid),
+            encrypted: c.keys.agreed.is_some(),
+            traffic: self.traffic.get(c.id).map(|(at, t)| {
+                let age = self.now.saturating_duration_since(*at).as_millis();
+                TrafficRow {
+                    age_ms: u64::try_from(age).unwrap_or(u64::MAX),
+                    counters: *t,
+                }
+            }),
+        }
+    }
+
+    fn listener_row(&self, l: &super::Listening) -> ListenerRow {
+        let creds = self.apps.get(&l.owner).and_then(|a| a.creds);
+        ListenerRow {
+            id: format!("{:016x}", l.id),
+            sap: l.sap.clone(),
+            address: l.addr.map(|a| a.to_string()),
+            qos: l.qos.clone(),
+            pre_authorised_free: l.auto.as_ref().map(|a| a.pool.len()),
+            pid: creds.map(|c| c.pid),
+            uid: creds.map(|c| c.uid),
+        }
+    }
+
+    /// The document without rows.
+    fn stat_head(&self) -> Stat {
         let mut counters = self.counters.clone();
         counters.malformed_signalling += self.peers.values().map(|l| l.malformed()).sum::<u64>();
-        let creds = |t| self.apps.get(&t).and_then(|a| a.creds);
-        let pid = |t| creds(t).map(|c: super::Creds| c.pid);
-        let mut calls: Vec<CallRow> = self
-            .calls
-            .values()
-            .map(|c| CallRow {
-                id: format!("{:016x}", c.id),
-                state: c.state,
-                direction: if c.outgoing { "out" } else { "in" }.to_owned(),
-                local: c.local_addr.clone(),
-                remote: c.remote_addr.clone(),
-                sap: c.sap.clone(),
-                qos: c.qos.to_string(),
-                tx_vci: c.tx_vci,
-                rx_vci: c.rx_vci,
-                data: c.data.map(|d| d.to_string()),
-                reserved_out_bps: c.grant.out_bps,
-                reserved_in_bps: c.grant.in_bps,
-                pid: c.owner.and_then(pid),
-                uid: c.owner.and_then(creds).map(|c| c.uid),
-                encrypted: c.keys.agreed.is_some(),
-                traffic: self.traffic.get(c.id).map(|(at, t)| {
-                    let age = self.now.saturating_duration_since(*at).as_millis();
-                    TrafficRow {
-                        age_ms: u64::try_from(age).unwrap_or(u64::MAX),
-                        counters: *t,
-                    }
-                }),
-            })
-            .collect();
-        calls.sort_by(|a, b| a.id.cmp(&b.id));
-        let mut listeners: Vec<ListenerRow> = self
-            .listeners
-            .values()
-            .map(|l| ListenerRow {
-                id: format!("{:016x}", l.id),
-                sap: l.sap.clone(),
-                address: l.addr.map(|a| a.to_string()),
-                qos: l.qos.clone(),
-                pre_authorised_free: l.auto.as_ref().map(|a| a.pool.len()),
-                pid: pid(l.owner),
-            })
-            .collect();
-        listeners.sort_by(|a, b| a.id.cmp(&b.id));
         Stat {
             addresses: self
                 .dir
@@ -260,8 +279,8 @@ impl Core {
             cpu_free_ns_per_s: self.res.free_cpu(),
             applications: self.apps.len(),
             vcis_in_use: self.vcis.values().map(|p| p.in_use()).sum(),
-            calls,
-            listeners,
+            calls: Vec::new(),
+            listeners: Vec::new(),
             counters,
             peers: self
                 .peers
@@ -273,10 +292,89 @@ impl Core {
                     malformed: l.malformed(),
                 })
                 .collect(),
+            next: None,
         }
     }
 
-    pub(super) fn stat_json(&self) -> String {
-        serde_json::to_string(&self.stat()).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    /// Ids of the calls and listeners `viewer` may see (`None`: all), each by id.
+    fn visible(&self, viewer: Option<u32>) -> (Vec<u64>, Vec<u64>) {
+        let sees = |owner: Option<AppId>| {
+            viewer.is_none_or(|v| {
+                owner.is_some_and(|o| {
+                    self.apps
+                        .get(&o)
+                        .and_then(|a| a.creds)
+                        .is_some_and(|c| c.uid == v)
+                })
+            })
+        };
+        let mut calls: Vec<u64> = self
+            .calls
+            .values()
+            .filter(|c| sees(c.owner))
+            .map(|c| c.id)
+            .collect();
+        calls.sort_unstable();
+        let mut ls: Vec<u64> = self
+            .listeners
+            .values()
+            .filter(|l| sees(Some(l.owner)))
+            .map(|l| l.id)
+            .collect();
+        ls.sort_unstable();
+        (calls, ls)
+    }
+
+    /// What `natm stat` shows, every row (what root sees, in one document however
+    /// large; the IPC reply is paged by [`Core::stat_page`]).
+    pub fn stat(&self) -> Stat {
+        let (calls, ls) = self.visible(None);
+        let mut s = self.stat_head();
+        s.calls = calls
+            .iter()
+            .map(|id| self.call_row(&self.calls[id]))
+            .collect();
+        s.listeners = ls
+            .iter()
+            .map(|id| self.listener_row(&self.listeners[id]))
+            .collect();
+        s
+    }
+
+    /// One page of `natm stat` for connection `t`, as JSON: the rows from `offset`
+    /// on that fit one IPC frame (a user other than root sees only its own).
+    pub(super) fn stat_page(&self, t: AppId, offset: u64) -> String {
+        let viewer = (!self.privileged(t)).then(|| self.uid_of(t));
+        let (calls, ls) = self.visible(viewer);
+        let mut s = self.stat_head();
+        let head = serde_json::to_string(&s).map_or(0, |j| j.len());
+        // Room for `"next":` and an offset.
+        let mut used = head + 32;
+        let start = usize::try_from(offset).unwrap_or(usize::MAX);
+        let total = calls.len() + ls.len();
+        let mut at = start.min(total);
+        while at < total {
+            let len = if at < calls.len() {
+                let r = self.call_row(&self.calls[&calls[at]]);
+                let len = serde_json::to_string(&r).map_or(0, |j| j.len()) + 1;
+                if used + len > PAGE_BUDGET && at > start {
+                    break;
+                }
+                s.calls.push(r);
+                len
+            } else {
+                let r = self.listener_row(&self.listeners[&ls[at - calls.len()]]);
+                let len = serde_json::to_string(&r).map_or(0, |j| j.len()) + 1;
+                if used + len > PAGE_BUDGET && at > start {
+                    break;
+                }
+                s.listeners.push(r);
+                len
+            };
+            used += len;
+            at += 1;
+        }
+        s.next = (at < total).then_some(at as u64);
+        serde_json::to_string(&s).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 }

@@ -44,6 +44,7 @@ impl AppConn {
             .map(|c| Creds {
                 pid: c.pid.as_raw_nonzero().get(),
                 uid: c.uid.as_raw(),
+                gid: c.gid.as_raw(),
             });
         AppConn {
             stream,

@@ -22,6 +22,12 @@ use app::{AppConn, ReadOutcome};
 mod app;
 mod measure;
 
+/// The errno values the accept loop tells apart.
+mod libc_errno {
+    pub(super) const EMFILE: i32 = rustix::io::Errno::MFILE.raw_os_error();
+    pub(super) const ENFILE: i32 = rustix::io::Errno::NFILE.raw_os_error();
+}
+
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
 const SIGNALLING: Token = Token(2);
@@ -69,6 +75,9 @@ pub struct Daemon {
     socket_path: PathBuf,
     /// The core's time zero.
     epoch: Instant,
+    spare: SpareFd,
+    /// When accept last failed for want of descriptors (logged once a second).
+    fd_exhausted_logged: Option<Instant>,
 }
 
 /// 32 bytes from the OS for the core's ids and cookies.
@@ -94,6 +103,33 @@ fn with_path(e: io::Error, what: &str, path: &std::path::Path) -> io::Error {
         ""
     };
     io::Error::new(e.kind(), format!("{what} {}: {e}{fix}", path.display()))
+}
+
+/// Give the application socket its configured permission bits and group
+/// (`socket_mode`, `socket_group`): who may connect at all. What each user may do
+/// once connected is the core's `[[access]]` policy.
+fn set_socket_access(path: &std::path::Path, mode: u32, group: Option<u32>) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if let Some(gid) = group {
+        std::os::unix::fs::chown(path, None, Some(gid))
+            .map_err(|e| with_path(e, &format!("cannot give group {gid} to"), path))?;
+    }
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+        .map_err(|e| with_path(e, &format!("cannot set mode {mode:o} on"), path))
+}
+
+/// A descriptor held in reserve: when accept fails for want of descriptors (EMFILE,
+/// ENFILE) it is closed for a moment so that the waiting connection can be
+/// accepted, told why and closed, instead of staying in the backlog with its
+/// application blocked (the listening socket is edge-triggered: a connection left
+/// there would never be reported again).
+#[derive(Debug)]
+struct SpareFd(Option<std::fs::File>);
+
+impl SpareFd {
+    fn new() -> SpareFd {
+        SpareFd(std::fs::File::open("/dev/null").ok())
+    }
 }
 
 impl Daemon {
@@ -124,6 +160,7 @@ impl Daemon {
         }
         let mut listener =
             UnixListener::bind(&path).map_err(|e| with_path(e, "cannot listen on", &path))?;
+        set_socket_access(&path, cfg.socket_mode, cfg.socket_group)?;
         let mut signalling = mio::net::UdpSocket::bind(cfg.signalling).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -164,6 +201,8 @@ impl Daemon {
             stop: Stop::default(),
             socket_path: path,
             epoch: Instant::now(),
+            spare: SpareFd::new(),
+            fd_exhausted_logged: None,
         })
     }
 
@@ -301,12 +340,59 @@ impl Daemon {
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc_errno::EMFILE) | Some(libc_errno::ENFILE)
+                    ) =>
+                {
+                    if !self.refuse_for_want_of_fds(&e) {
+                        return;
+                    }
+                }
                 Err(e) => {
                     warn!(error = %e, "accept on the application socket failed");
                     return;
                 }
             }
         }
+    }
+
+    /// Out of descriptors: free the spare one, accept the waiting connection, tell
+    /// it why, close it, and take the spare back. False if nothing could be done
+    /// (then the loop stops accepting until the next event; nothing spins).
+    fn refuse_for_want_of_fds(&mut self, e: &io::Error) -> bool {
+        let now = Instant::now();
+        if self
+            .fd_exhausted_logged
+            .is_none_or(|t| now.duration_since(t) >= std::time::Duration::from_secs(1))
+        {
+            warn!(error = %e, "out of file descriptors: refusing applications until some close");
+            self.fd_exhausted_logged = Some(now);
+        }
+        if self.spare.0.take().is_none() {
+            return false;
+        }
+        let accepted = self.listener.accept();
+        let ok = accepted.is_ok();
+        if let Ok((stream, _)) = accepted {
+            let refusal = natm_proto::wire::ipc::Message::Error {
+                cause: crate::core::cause_resources(),
+                detail: format!(
+                    "sigd is out of file descriptors ({e}); try again when applications have                      closed, or raise its limit (ulimit -n / LimitNOFILE)"
+                ),
+            };
+            let mut s: StdUnixStream = stream.into();
+            let _ = std::io::Write::write_all(&mut s, &refusal.to_bytes());
+            let _ = s.shutdown(std::net::Shutdown::Both);
+            self.core_count_refused();
+        }
+        self.spare = SpareFd::new();
+        ok
+    }
+
+    fn core_count_refused(&mut self) {
+        self.core.count_refused_connection();
     }
 
     fn read_app(&mut self, t: usize) {

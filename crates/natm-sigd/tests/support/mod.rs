@@ -304,6 +304,7 @@ impl Pair {
         let creds = Creds {
             pid: 1000 + app.0 as i32,
             uid,
+            gid: uid,
         };
         n.core.app_connected(now, app, Some(creds));
         self.collect();

@@ -60,6 +60,16 @@ pub enum Error {
     /// sigd went away (stopped or crashed) while a request was pending.
     #[error("sigd went away: pending calls and listeners are gone; established connections keep running; retry once sigd is back")]
     SigdGone,
+    /// sigd closed this application's session itself and said why: a limit it holds
+    /// the application's user to, an idle session, or a protocol error. A new
+    /// request opens a new session.
+    #[error("sigd closed the session (cause {cause}): {detail}")]
+    SigdClosed {
+        /// UNI cause value (47: resources unavailable, 16: idle).
+        cause: u8,
+        /// sigd's reason.
+        detail: String,
+    },
     /// The call needs sigd (an ATM address, or showing a call before it connects).
     #[error("{0}")]
     NeedsSigd(&'static str),
@@ -102,7 +112,9 @@ impl From<Error> for io::Error {
             Error::Io(e) => e.kind(),
             Error::Unreachable(_) => io::ErrorKind::TimedOut,
             Error::Refused { .. } => io::ErrorKind::ConnectionRefused,
-            Error::NoSigd { .. } | Error::SigdGone => io::ErrorKind::NotConnected,
+            Error::NoSigd { .. } | Error::SigdGone | Error::SigdClosed { .. } => {
+                io::ErrorKind::NotConnected
+            }
             Error::Aborted(_) => io::ErrorKind::ConnectionAborted,
             Error::Closed => io::ErrorKind::BrokenPipe,
             Error::TimedOut => io::ErrorKind::TimedOut,

@@ -587,9 +587,18 @@ impl Host {
         }
     }
 
-    /// Ask sigd for its state (the JSON of `natm stat --json`).
+    /// Ask sigd for its state (the JSON of `natm stat --json`): the first page. sigd
+    /// pages the document so that no reply exceeds an IPC frame; when more calls or
+    /// listeners follow, the document's `next` is the offset to give
+    /// [`Host::sigd_stat_page`]. A user other than root sees only its own calls and
+    /// listeners.
     pub fn sigd_stat(&self) -> Result<String, Error> {
-        self.session()?.stat()
+        self.session()?.stat(0)
+    }
+
+    /// The page of sigd's state from row `offset` (a previous page's `next`).
+    pub fn sigd_stat_page(&self, offset: u64) -> Result<String, Error> {
+        self.session()?.stat(offset)
     }
 
     /// Add an ATM address to this host's directory while this host's sigd session

@@ -146,6 +146,22 @@ struct State {
     /// unchanged counters are not sent again.
     reported: HashMap<u64, VcCounters>,
     gone: Option<String>,
+    /// sigd closed the session itself, with this cause and reason (a limit, an idle
+    /// close, a protocol error): what waiters are told instead of `SigdGone`.
+    closed_by_sigd: Option<(u8, String)>,
+}
+
+impl State {
+    /// The error a waiter gets once the session is gone.
+    fn gone_error(&self) -> Error {
+        match &self.closed_by_sigd {
+            Some((cause, detail)) => Error::SigdClosed {
+                cause: *cause,
+                detail: detail.clone(),
+            },
+            None => Error::SigdGone,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -386,7 +402,7 @@ impl Session {
                     return r;
                 }
                 if st.gone.is_some() {
-                    return Err(Error::SigdGone);
+                    return Err(st.gone_error());
                 }
                 match until {
                     Some(u) => {
@@ -427,7 +443,7 @@ impl Session {
                 return r;
             }
             if st.gone.is_some() {
-                return Err(Error::SigdGone);
+                return Err(st.gone_error());
             }
             let me = std::thread::current();
             st.parked.entry(key).or_default().push(me.clone());
@@ -516,7 +532,7 @@ impl Session {
         {
             let mut st = self.state.lock();
             if st.gone.is_some() {
-                return Err(Error::SigdGone);
+                return Err(st.gone_error());
             }
             if wait {
                 st.waiting.insert(req);
@@ -526,8 +542,13 @@ impl Session {
         let mut w = self.writer.lock();
         if w.write_all(&bytes).is_err() {
             drop(w);
+            // sigd may have closed the session after saying why (a limit it
+            // refused this connection under): what it said is still readable.
+            if let Some(mut rd) = self.reader.try_lock() {
+                self.read_some(&mut rd, None);
+            }
             self.mark_gone("writing to sigd failed".into());
-            return Err(Error::SigdGone);
+            return Err(self.state.lock().gone_error());
         }
         Ok(req)
     }
@@ -547,9 +568,9 @@ impl Session {
         }
     }
 
-    /// sigd's state as JSON (`natm stat --json`).
-    pub(crate) fn stat(&self) -> Result<String, Error> {
-        let req = self.send(|req| Message::Stat { req }, true)?;
+    /// One page of sigd's state as JSON (`natm stat --json`), from row `offset`.
+    pub(crate) fn stat(&self, offset: u64) -> Result<String, Error> {
+        let req = self.send(|req| Message::StatPage { req, offset }, true)?;
         match self.answer_raw(req)? {
             Message::StatReply { json, .. } => Ok(json),
             _ => Err(Error::SigdGone),
@@ -924,6 +945,7 @@ impl Session {
             },
             Message::Error { cause, detail } => {
                 st.gone = Some(format!("sigd closed the session: {detail} (cause {cause})"));
+                st.closed_by_sigd = Some((cause, detail));
                 return Self::wake_all(st);
             }
             // Nobody waits for it.
