@@ -131,8 +131,8 @@ fn a_non_root_user_listens_and_calls_against_a_root_sigd() {
             "+4420001:ttcp",
             "--qos",
             "reliable",
-            "--size",
-            "300000",
+            "--file",
+            input.to_str().unwrap(),
         ],
     )
     .output()
@@ -163,6 +163,13 @@ fn a_non_root_user_listens_and_calls_against_a_root_sigd() {
     assert!(
         call_err.contains("natm call: connected to +4420001:ttcp"),
         "natm call: {call_err}"
+    );
+    // And the data crossed whole.
+    let got = std::fs::read(&out).unwrap_or_default();
+    assert!(
+        got == std::fs::read(&input).unwrap(),
+        "natm listen as nobody wrote {} of 300,000 bytes; natm call: {call_err}; natm listen: {err}",
+        got.len()
     );
 }
 

@@ -331,6 +331,10 @@ fn calls_table(v: &Value) -> comfy_table::Table {
         }
     }
     whole_ids(&mut calls);
+    // Nor the remote address: a user copies it whole too.
+    if let Some(col) = calls.column_mut(8) {
+        col.set_constraint(comfy_table::ColumnConstraint::ContentWidth);
+    }
     calls
 }
 
