@@ -494,3 +494,45 @@ fn keyed_host_ports_authenticate_signalling_and_carry_calls() {
     echo_call(&a, &b, "+4420002", "reliable", &|| s1.log());
     assert_eq!(a.stat()["counters"]["auth_failures"], 0, "{}", a.stat());
 }
+
+/// Bare one-way AAL5 calls (`transport=none`, `rx:none`) cross a switch one after
+/// another: each is set up (the labels of the one before may still be draining), its
+/// SDUs arrive, and it is released.
+#[test]
+fn bare_one_way_calls_cross_the_switch_back_to_back() {
+    const ROUNDS: usize = 3;
+    let n = net();
+    let (ha, hb) = (n.h[0].host(), n.h[1].host());
+    let l = hb.bind("bare", "ubr:transport=none").unwrap();
+    let callee = std::thread::spawn(move || {
+        let mut counts = Vec::new();
+        for _ in 0..ROUNDS {
+            let Ok(call) = l.next_call(Some(Duration::from_secs(10))) else {
+                break;
+            };
+            let c = call.accept().unwrap();
+            let mut got = 0usize;
+            while let Ok(Some(m)) = c.recv_timeout(Duration::from_secs(5)) {
+                assert_eq!(m.len(), 4000);
+                got += 1;
+            }
+            counts.push(got);
+        }
+        counts
+    });
+    for round in 0..ROUNDS {
+        let c = ha
+            .connect("+4420002:bare", "ubr:transport=none,max_sdu=8192,rx:none")
+            .unwrap_or_else(|e| panic!("round {round}: {e}\n{}\n{}", n.s1.stat(), n.s1.log()));
+        for _ in 0..50 {
+            c.send(&[7u8; 4000]).unwrap();
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        c.close();
+        let _ = c.flush(Duration::from_secs(5));
+        drop(c);
+    }
+    let counts = callee.join().unwrap();
+    assert_eq!(counts.len(), ROUNDS, "{counts:?}\n{}", n.s1.stat());
+    assert!(counts.iter().all(|&g| g > 0), "{counts:?}\n{}", n.s1.stat());
+}

@@ -641,11 +641,15 @@ impl Control {
         let mut plan = Vec::new();
         let natm_ends = role_a.is_natm() && role_b.is_natm();
         // A bare call's unused direction (`svc_send` receives nothing) carries nothing.
+        // Between natm ends an unused direction keeps its labels (its VC's control
+        // TPDUs may cross) under a best-effort contract: its own one asks for nothing
+        // (a PCR of 0), which the data plane refuses.
+        let used = |used: bool, c: Contract| if used { c } else { Contract::best_effort() };
         if natm_ends || t.fwd_used {
-            plan.push((CrossConnect::vc(fa, fb), t.fwd));
+            plan.push((CrossConnect::vc(fa, fb), used(t.fwd_used, t.fwd)));
         }
         if natm_ends || t.bwd_used {
-            plan.push((CrossConnect::vc(bb, ba), t.bwd));
+            plan.push((CrossConnect::vc(bb, ba), used(t.bwd_used, t.bwd)));
         }
         if natm_ends {
             plan.push((CrossConnect::vc(fb, fa), Contract::best_effort()));
