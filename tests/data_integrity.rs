@@ -163,6 +163,21 @@ fn with_pn(frame: &[u8], pn: u64) -> Vec<u8> {
     f
 }
 
+/// Accepts one call on `l` and collects what arrives until its end, with the
+/// connection's final counters.
+fn receive_all(
+    l: natm::ulib::Listener,
+) -> std::thread::JoinHandle<(Vec<u8>, natm::ulib::ConnStats)> {
+    std::thread::spawn(move || {
+        let c = l.accept_timeout(Some(LIMIT)).unwrap();
+        let mut got = Vec::new();
+        while let Some(m) = c.recv_timeout(LIMIT).unwrap() {
+            got.extend_from_slice(&m);
+        }
+        (got, c.stats())
+    })
+}
+
 #[test]
 fn forged_replayed_and_modified_tpdus_are_dropped_and_the_stream_stays_exact() {
     let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -172,14 +187,7 @@ fn forged_replayed_and_modified_tpdus_are_dropped_and_the_stream_stays_exact() {
     let (a, b) = pair(LINK, LINK);
     let (ha, hb) = (a.host(), b.host());
     let l = hb.bind("sealed", QOS).unwrap();
-    let receiver = std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(LIMIT)).unwrap();
-        let mut got = Vec::new();
-        while let Some(m) = c.recv_timeout(LIMIT).unwrap() {
-            got.extend_from_slice(&m);
-        }
-        (got, c.stats())
-    });
+    let receiver = receive_all(l);
     let mut sniff = Sniffer::open();
     let c = ha.connect("+4420002:sealed", QOS).unwrap();
     assert!(c.stats().seal.is_some(), "the call is not encrypted");
@@ -284,14 +292,7 @@ fn a_bad_tag_flood_is_counted_and_dropped_and_the_transfer_stays_exact() {
     let (a, b) = pair(LINK, LINK);
     let (ha, hb) = (a.host(), b.host());
     let l = hb.bind("flood", QOS).unwrap();
-    let receiver = std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(LIMIT)).unwrap();
-        let mut got = Vec::new();
-        while let Some(m) = c.recv_timeout(LIMIT).unwrap() {
-            got.extend_from_slice(&m);
-        }
-        (got, c.stats())
-    });
+    let receiver = receive_all(l);
     let mut sniff = Sniffer::open();
     let c = ha.connect("+4420002:flood", QOS).unwrap();
     let (a_data, b_data) = (data_of(&a), data_of(&b));
