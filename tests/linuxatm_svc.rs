@@ -664,15 +664,17 @@ fn env_or<T: std::str::FromStr>(k: &str, d: T) -> T {
 /// bare and with natm's transport. natm's calls towards the guest are paced at
 /// NATM_LINUXATM_BENCH_RATE (default 40Mbps): unpaced, a bare call overruns the
 /// switch's queue towards the slower guest, and bare AAL5 has no flow control.
+///
+/// In the suite it runs one round of 1 MiB (about 25 s) and checks that every path
+/// carried data; `scripts/linuxatm/bench.sh` runs it at benchmark size.
 #[test]
-#[ignore = "a benchmark: scripts/linuxatm/bench.sh"]
 fn bench_ttcp_atm_beside_natm_and_kernel_tcp() {
     if !guest::ready() {
         return;
     }
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let runs: usize = env_or("NATM_LINUXATM_BENCH_RUNS", 3);
-    let mib: u64 = env_or("NATM_LINUXATM_BENCH_MIB", 16);
+    let runs: usize = env_or("NATM_LINUXATM_BENCH_RUNS", 1);
+    let mib: u64 = env_or("NATM_LINUXATM_BENCH_MIB", 1);
     let rate: String = env_or("NATM_LINUXATM_BENCH_RATE", "40Mbps".to_string());
     let len = 8192u64;
     let n = mib * 1024 * 1024 / len;
@@ -874,5 +876,11 @@ fn bench_ttcp_atm_beside_natm_and_kernel_tcp() {
             hi,
             100.0 * f
         );
+    }
+    // Figures are never asserted; that every path moved data in every round is.
+    assert_eq!(rows.len(), 6, "a path failed in every round (see above)");
+    for (path, v) in &rows {
+        assert_eq!(v.len(), runs, "{path}: failed in some round (see above)");
+        assert!(v.iter().all(|x| x.1 > 0.0), "{path}: nothing delivered");
     }
 }

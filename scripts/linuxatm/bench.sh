@@ -13,7 +13,7 @@ export NATM_LINUXATM_BENCH_RUNS="${1:-3}"
 export NATM_LINUXATM_BENCH_MIB="${2:-16}"
 export NATM_LINUXATM_BENCH_RATE="${3:-40Mbps}"
 echo "uptime: $(uptime)"
-cargo test --release --workspace --test linuxatm_svc -- --ignored --nocapture --exact \
+cargo test --release --workspace --test linuxatm_svc -- --nocapture --exact \
   bench_ttcp_atm_beside_natm_and_kernel_tcp 2>&1 |
   grep -v -e '^running ' -e '^test result' -e '^$' -e '^test bench'
 echo "uptime: $(uptime)"

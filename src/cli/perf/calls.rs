@@ -307,21 +307,7 @@ fn measure(a: &CallsArgs) -> anyhow::Result<results::Calls> {
     if a.runs == 0 || a.calls == 0 {
         anyhow::bail!("--runs and --calls must be at least 1");
     }
-    let exe = std::env::current_exe()?;
-    let dir = std::env::temp_dir().join(format!("natm-perf-calls-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let (pa, pb) = (free_port()?, free_port()?);
-    let (sa, sb) = (dir.join("a.sock"), dir.join("b.sock"));
-    let mut d = Daemons {
-        children: Vec::new(),
-        dir,
-    };
-    d.children
-        .push(spawn_sigd(&exe, &sa, pa, "+4420001", pb, "+4420002")?);
-    d.children
-        .push(spawn_sigd(&exe, &sb, pb, "+4420002", pa, "+4420001")?);
-    wait_for(&sa)?;
-    wait_for(&sb)?;
+    let (d, sa, sb) = two_sigds("calls")?;
     let (ha, hb) = (host(&sa)?, host(&sb)?);
     let stop = Arc::new(AtomicBool::new(false));
     let via_sigd = hb.bind("perf", &a.qos)?;
