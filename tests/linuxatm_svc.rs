@@ -864,9 +864,21 @@ fn bench_ttcp_atm_beside_natm_and_kernel_tcp() {
         let rx_drop = z[4] - a[4];
         let missing = n - b / len;
         let dropped = since(&before, drops_now());
+        // An SDU of 8,192 octets is 171 cells (⌈(8192 + 8) / 48⌉).
+        let in_switch: u64 = dropped
+            .iter()
+            .map(|(k, v)| {
+                if k.ends_with("(cells)") {
+                    v.div_ceil((len + 8).div_ceil(48))
+                } else {
+                    *v
+                }
+            })
+            .sum();
         println!(
             "round {r}, natm call → ttcp_atm -r: {missing} of {n} SDUs missing; the guest's \
-             kernel dropped {rx_drop} SDUs (AAL5 rx_drop: socket receive buffer full)"
+             kernel dropped {rx_drop} SDUs (AAL5 rx_drop: socket receive buffer full), the \
+             switch {in_switch}"
         );
         if dropped.is_empty() {
             // Nothing lost in the switch: every SDU missing is one the guest's kernel
@@ -931,7 +943,15 @@ fn bench_ttcp_atm_beside_natm_and_kernel_tcp() {
                 continue;
             }
             let s = summary(&got.stdout);
-            if !paced {
+            if paced {
+                println!(
+                    "round {r}, {what}: natm listen got {} of {n} SDUs, dropped {} (its \
+                     queue full), {} (other)",
+                    s["bare"]["sdus_received"],
+                    s["bare"]["dropped_queue_full"],
+                    s["bare"]["dropped_other"]
+                );
+            } else {
                 let c = summary(&done.stdout);
                 println!(
                     "round {r}, {what}: {} retransmissions ({} octets), {} timeouts",
