@@ -105,7 +105,10 @@ case "$natm_mode" in
       echo "NATM-GUEST bench $r atm-t soon"
       sleep "$gap"
       timeout 120 ttcp_atm -t -s -a -f m -n "$n" -l "$len" -P ubr "$natm_to"
-      echo "NATM-GUEST bench $r atm-t rc=$?"
+      rc=$?
+      # A failed run: atmsigd's last words say who released the call and why.
+      [ "$rc" -ne 0 ] && tail -30 /tmp/sigd.log | sed "s/^/NATM-GUEST bench $r sigd: /"
+      echo "NATM-GUEST bench $r atm-t rc=$rc"
       # ATM natm call -> guest, UBR SVC. The interface's AAL5 counters around it
       # ("5 ( tx tx_err rx rx_err rx_drop )"): rx_drop counts SDUs the kernel
       # dropped because the socket's receive buffer was full.
