@@ -192,6 +192,82 @@ fn an_oversize_message_and_a_mismatched_listener_are_refused() {
     drop(l);
 }
 
+/// `--ttcp-marks` frames a run as ttcp does on a datagram socket (what `ttcp_atm -r
+/// -a` times and ends on): one 4-octet SDU before the data and four after, each its
+/// own SDU; on natm's own transport it is refused before any call.
+#[test]
+fn ttcp_marks_frame_a_bare_run_and_need_a_bare_call() {
+    let (a, b) = pair(LINK, LINK);
+    let dir = scratch("marks");
+    let dst = dir.join("out.bin");
+    let qos = "cbr:pcr=40Mbps,transport=none";
+    let l = listen(
+        &b,
+        &[
+            "marks",
+            "--qos",
+            qos,
+            "--json",
+            "--out",
+            dst.to_str().unwrap(),
+        ],
+    );
+    let c = natm(
+        &a,
+        &[
+            "call",
+            "+4420002:marks",
+            "--qos",
+            qos,
+            "--bytes",
+            "20000",
+            "--size",
+            "8192",
+            "--ttcp-marks",
+            "--json",
+        ],
+        None,
+    )
+    .wait(LIMIT);
+    assert!(c.status.success(), "{}", c.stderr);
+    let l = l.wait(LIMIT);
+    assert!(l.status.success(), "{}", l.stderr);
+    let cj = json_line(&c.stdout);
+    let lj = json_line(&l.stdout);
+    // 3 data SDUs (8192, 8192, 3616) between 1 + 4 marks.
+    assert_eq!(lj["bare"]["sdus_received"], 8u64, "{lj}");
+    assert_eq!(cj["bare"]["sdus_sent"], 8u64, "{cj}");
+    let got = std::fs::read(&dst).unwrap();
+    let mut want = b"ttcp".to_vec();
+    for n in [8192, 8192, 3616] {
+        want.extend((0..n).map(|i| (i % 251) as u8));
+    }
+    want.extend(b"ttcpttcpttcpttcp");
+    assert!(got == want, "{} octets, not the marked run", got.len());
+    let _ = std::fs::remove_dir_all(&dir);
+
+    let c = natm(
+        &a,
+        &[
+            "call",
+            "+4420002:marks",
+            "--qos",
+            "ubr",
+            "--ttcp-marks",
+            "--bytes",
+            "10",
+        ],
+        None,
+    )
+    .wait(LIMIT);
+    assert!(!c.status.success());
+    assert!(
+        c.stderr.contains("--ttcp-marks frames bare SDUs"),
+        "{}",
+        c.stderr
+    );
+}
+
 /// `natm ARGS` with no sigd (a PVC needs none).
 fn tool(args: &[&str], stdin: Option<Vec<u8>>) -> std::process::Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))

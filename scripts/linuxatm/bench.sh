@@ -5,7 +5,9 @@
 # load average. Nothing is asserted about speed.
 #   scripts/linuxatm/bench.sh [RUNS [MIB [RATE]]]
 # RUNS rounds (default 3) of MIB MiB each way (default 16); natm's bare calls are
-# paced at RATE (default 40Mbps). Prepares the guest first if needed.
+# paced at RATE (default 40Mbps). NATM_LINUXATM_BENCH_RMEM=OCTETS sets the guest's
+# default socket receive buffer (unset: the kernel's). Prepares the guest first if
+# needed.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cd "$here/../.."
@@ -13,7 +15,7 @@ export NATM_LINUXATM_BENCH_RUNS="${1:-3}"
 export NATM_LINUXATM_BENCH_MIB="${2:-16}"
 export NATM_LINUXATM_BENCH_RATE="${3:-40Mbps}"
 echo "uptime: $(uptime)"
-cargo test --release --workspace --test linuxatm_svc -- --nocapture --exact \
+cargo test --release --test linuxatm_svc -- --nocapture --exact \
   bench_ttcp_atm_beside_natm_and_kernel_tcp 2>&1 |
   grep -v -e '^running ' -e '^test result' -e '^$' -e '^test bench'
 echo "uptime: $(uptime)"

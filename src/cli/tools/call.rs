@@ -69,6 +69,11 @@ pub(crate) struct CallArgs {
     /// --linger).
     #[arg(long, default_value = "1s", value_parser = parse_duration)]
     idle: Duration,
+    /// With transport=none: mark the run as `ttcp` does on a datagram socket, with a
+    /// 4-octet SDU before the data and four after it, so that a `ttcp_atm -r -a`
+    /// receiver starts its clock at the first mark and ends its run at the next.
+    #[arg(long)]
+    ttcp_marks: bool,
     /// The summary as one JSON line (on stdout unless stdout carries the peer's data).
     #[arg(long)]
     json: bool,
@@ -135,6 +140,11 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
         .parse()
         .map_err(|e: natm::wire::qos::QosParseError| anyhow!("bad --qos: {}", e.render(&qos)))?;
     let bare = q.is_bare();
+    if a.ttcp_marks && !bare {
+        return Err(anyhow!(
+            "--ttcp-marks frames bare SDUs: give a QoS with transport=none"
+        ));
+    }
     let size = match a.size {
         Some(s) => s,
         // One message is one SDU on a bare VC: the default fits it.
@@ -207,7 +217,16 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     let start = Instant::now();
     let mut pacer = Pacer::new(a.rate);
     let (mut messages, mut sent) = (0u64, 0u64);
+    // ttcp's marks: a receiver counts an SDU of at most 4 octets as one, never as data.
+    let mark = |n: usize| -> anyhow::Result<()> {
+        for _ in 0..n {
+            tx.send(b"ttcp").map_err(|e| sending(e, || tx.released()))?;
+        }
+        Ok(())
+    };
+    let marks = if a.ttcp_marks { (1, 4) } else { (0, 0) };
     let result = (|| -> anyhow::Result<()> {
+        mark(marks.0)?;
         match source {
             Source::Reader(mut r) => {
                 let mut buf = vec![0u8; size];
@@ -240,6 +259,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
                 }
             }
         }
+        mark(marks.1)?;
         tx.close();
         // Everything sent reaches the peer (acknowledged, on a VC with error control)
         // before the clock stops.

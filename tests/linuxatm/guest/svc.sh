@@ -82,7 +82,11 @@ case "$natm_mode" in
     # kernel TCP over slirp and ATM SVCs through the switch, each step after the
     # host said it is ready (it starts its end when it sees the marker; $natm_gap
     # gives it the time): ttcp_atm prints "ttcp-r:/ttcp-t: ... (X Mb/sec)".
+    # $natm_rmem sets the default socket receive buffer (an accepted ATM socket
+    # gets the default, not its listener's SO_RCVBUF).
     n="${natm_n:-2048}"; len="${natm_len:-8192}"; gap="${natm_gap:-2}"
+    [ -n "${natm_rmem:-}" ] && echo "$natm_rmem" > /proc/sys/net/core/rmem_default
+    echo "NATM-GUEST bench rmem_default=$(cat /proc/sys/net/core/rmem_default)"
     r=1
     while [ "$r" -le "${natm_runs:-3}" ]; do
       # TCP host -> guest: the host's ttcp_atm -t connects to the forwarded 2812.
@@ -101,14 +105,21 @@ case "$natm_mode" in
       echo "NATM-GUEST bench $r atm-t soon"
       sleep "$gap"
       timeout 120 ttcp_atm -t -s -a -f m -n "$n" -l "$len" -P ubr "$natm_to"
-      echo "NATM-GUEST bench $r atm-t rc=$?"
-      # ATM natm call -> guest, UBR SVC.
+      rc=$?
+      # A failed run: atmsigd's last words say who released the call and why.
+      [ "$rc" -ne 0 ] && tail -30 /tmp/sigd.log | sed "s/^/NATM-GUEST bench $r sigd: /"
+      echo "NATM-GUEST bench $r atm-t rc=$rc"
+      # ATM natm call -> guest, UBR SVC. The interface's AAL5 counters around it
+      # ("5 ( tx tx_err rx rx_err rx_drop )"): rx_drop counts SDUs the kernel
+      # dropped because the socket's receive buffer was full.
+      echo "NATM-GUEST bench $r atm-r before: $(grep atmtcp /proc/net/atm/devices)"
       timeout 120 ttcp_atm -r -s -a -f m -l "$len" &
       t=$!
       sleep 0.5
       echo "NATM-GUEST bench $r atm-r listening"
       wait $t
       echo "NATM-GUEST bench $r atm-r rc=$?"
+      echo "NATM-GUEST bench $r atm-r after: $(grep atmtcp /proc/net/atm/devices)"
       r=$((r + 1))
     done
     ;;
