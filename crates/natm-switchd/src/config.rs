@@ -701,6 +701,25 @@ mod tests {
     }
 
     #[test]
+    fn preserve_ms_needs_a_signalling_port() {
+        let e = Config::from_toml(&TWO.replacen(
+            "mode = \"cell\"",
+            "mode = \"cell\"\npreserve_ms = 1000",
+            1,
+        ))
+        .expect_err("port a runs no signalling");
+        assert!(e.to_string().contains("preserve_ms"), "{e}");
+        let ok = TWO.replacen(
+            "mode = \"cell\"",
+            "mode = \"cell\"\nsignalling = \"host\"\npreserve_ms = 0",
+            1,
+        );
+        let c = Config::from_toml(&format!("svc_preserve_ms = 60000\n{ok}")).expect("valid");
+        assert_eq!(c.svc_preserve_ms, Some(60_000));
+        assert_eq!(c.ports[0].preserve_ms, Some(0));
+    }
+
+    #[test]
     fn a_route_needs_a_signalling_port() {
         let r = format!("{TWO}\n[[route]]\nprefix = \"+44\"\nport = \"a\"\n");
         let e = Config::from_toml(&r).expect_err("port a runs no signalling");
