@@ -388,3 +388,28 @@ fn a_listener_its_restarted_sigd_will_not_bind_reports_why() {
     assert!(l.is_unbound());
     assert_eq!(tool::listeners(&b, "keep"), 0);
 }
+
+#[test]
+fn natm_listen_keep_takes_calls_after_its_sigd_restarts() {
+    let (a, mut b) = pair(LINK, LINK);
+    let listen = tool::listen(&b, &["echo", "--echo", "--keep", "--qos", "reliable"]);
+    b.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    b.restart();
+    wait_listeners(&b, "echo", 1);
+    let data = tool::data(10_000);
+    let c = tool::natm(
+        &a,
+        &["call", "+4420002:echo", "--qos", "reliable"],
+        Some(data.clone()),
+    )
+    .wait(Duration::from_secs(30));
+    assert!(c.status.success(), "natm call failed: {}", c.stderr);
+    assert!(
+        c.stdout == data,
+        "echoed byte-exact through the listener bound again"
+    );
+    // Still listening.
+    assert_eq!(tool::listeners(&b, "echo"), 1);
+    drop(listen);
+}
