@@ -20,7 +20,9 @@
 //!    forward VC, both directions are cross-connected in the data plane, each policed
 //!    against its direction of the traffic descriptor, and CONNECT goes to A with
 //!    the switch's VCI and data endpoint on A.
-//! 4. RELEASE on either side (or its link's loss) releases the other side with the
+//! 4. RELEASE on either side (or its link's loss: at once on a trunk or a standard
+//!    UNI port, after [`ControlConfig::preserve`] on a host port whose sigd may be
+//!    restarting) releases the other side with the
 //!    same cause and removes the cross-connects' input labels at once. What is still
 //!    queued towards a side leaves first ([`Switch::release`]): that side's RELEASE
 //!    (and, on a host port, the end of its data endpoint) waits until the VCs towards
