@@ -4,11 +4,13 @@
 //! restart", docs/SECURITY.md "sigd restart").
 
 mod sigd_support;
+mod switch_support;
 
 use std::time::{Duration, Instant};
 
 use sigd_support::tool::{self, Proc};
-use sigd_support::{pair, Sigd, LINK};
+use sigd_support::{free_port, pair, Sigd, LINK};
+use switch_support::SwitchProc;
 
 /// Long enough for a kill and a restart in the middle: 3 MB at 4 Mbit/s, 6 s.
 const BYTES: usize = 3_000_000;
@@ -186,4 +188,228 @@ fn a_call_whose_application_died_with_its_sigd_is_released_at_both_ends() {
     b.wait_no_calls();
     assert!(calls(&a).is_empty());
     drop(dir);
+}
+
+/// Host A (+4420001) and host B (+4420002) attached to one `natm switch` (frame
+/// ports, signalling = "host", the default preservation time), every link up.
+fn switched_pair() -> (SwitchProc, Sigd, Sigd) {
+    let [ha, hb, sa, sb] = std::array::from_fn(|_| free_port());
+    let port = |name: &str, bind, peer| {
+        format!(
+            "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\n\
+             line_rate = 1000000000\nbuffer = 16384\nsignalling = \"host\"\n"
+        )
+    };
+    let sw = SwitchProc::start(
+        "restart",
+        &[
+            port("a", sa, ha),
+            port("b", sb, hb),
+            "[[route]]\nprefix = \"+4420001\"\nport = \"a\"\n".into(),
+            "[[route]]\nprefix = \"+4420002\"\nport = \"b\"\n".into(),
+        ]
+        .concat(),
+    );
+    let host = |n: u8, sig, switch| {
+        Sigd::start_at(
+            &format!(
+                "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{switch}\"\nswitch = true\n"
+            ),
+            sig,
+        )
+    };
+    let (a, b) = (host(1, ha, sa), host(2, hb, sb));
+    let until = Instant::now() + Duration::from_secs(20);
+    while !(a.stat()["peers"][0]["up"] == true && b.stat()["peers"][0]["up"] == true) {
+        assert!(Instant::now() < until, "links not up: {}", sw.stat());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    (sw, a, b)
+}
+
+/// The calls through the switch, as its stat file shows them.
+fn switch_calls(sw: &SwitchProc) -> usize {
+    sw.stat()["calls"].as_array().map_or(0, Vec::len)
+}
+
+/// Wait (up to 5 s, else fail) until the switch holds no call.
+fn wait_switch_empty(sw: &SwitchProc) {
+    let until = Instant::now() + Duration::from_secs(5);
+    while switch_calls(sw) != 0 {
+        assert!(Instant::now() < until, "{}", sw.stat());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_callers_sigd_killed_mid_transfer_through_a_switch_loses_no_byte() {
+    let (sw, mut a, b) = switched_pair();
+    let t = start(&a, &b);
+    assert_eq!(switch_calls(&sw), 1, "{}", sw.stat());
+    a.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    a.restart();
+    let restarted = Instant::now();
+    let took = wait_calls(&a, 1, Duration::from_secs(10));
+    let row = calls(&a).remove(0);
+    assert_eq!(row["state"], "active", "{row}");
+    assert_eq!(a.stat()["counters"]["calls_reclaimed"], 1);
+    eprintln!(
+        "restarted sigd holds the call through the switch again {:?} after its start",
+        restarted.elapsed().max(took)
+    );
+    // The switch kept the call (and B's side of it) all along.
+    assert_eq!(switch_calls(&sw), 1, "{}", sw.stat());
+    assert_eq!(calls(&b).len(), 1);
+    t.finish();
+    // The caller's close releases the call at both ends and in the switch.
+    a.wait_no_calls();
+    b.wait_no_calls();
+    wait_switch_empty(&sw);
+    assert_eq!(a.stat()["counters"]["reclaims_refused"], 0);
+}
+
+#[test]
+fn a_call_through_a_switch_whose_application_died_with_its_sigd_is_released_at_both_ends() {
+    let (sw, mut a, b) = switched_pair();
+    let t = start(&a, &b);
+    a.kill();
+    let Transfer {
+        call, listen, dir, ..
+    } = t;
+    drop(call);
+    std::thread::sleep(Duration::from_millis(500));
+    a.restart();
+    let restarted = Instant::now();
+    // Nobody reclaims: the switch asks the restarted sigd about the call, hears "no
+    // such call" after its reclaim window, and releases B's side.
+    let l = listen.wait(Duration::from_secs(45));
+    eprintln!(
+        "released at the far end through the switch {:?} after the restart",
+        restarted.elapsed()
+    );
+    assert!(!l.status.success(), "the listener sees the call cut short");
+    assert!(l.stderr.contains("cause"), "{}", l.stderr);
+    b.wait_no_calls();
+    assert!(calls(&a).is_empty());
+    wait_switch_empty(&sw);
+    drop(dir);
+}
+
+/// Wait (up to 10 s, else fail) until `s` holds `n` listeners on `sap`: how long.
+fn wait_listeners(s: &Sigd, sap: &str, n: usize) -> Duration {
+    let t0 = Instant::now();
+    while tool::listeners(s, sap) != n {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{} listeners on {sap}, expected {n}: {}",
+            tool::listeners(s, sap),
+            s.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    t0.elapsed()
+}
+
+#[test]
+fn a_listener_is_bound_again_when_its_sigd_restarts_and_takes_new_calls() {
+    use natm::ulib::Error;
+    let (a, mut b) = pair(LINK, LINK);
+    let server = b.host();
+    let l = server.bind("keep", "reliable").unwrap();
+    // A thread waiting in accept when sigd dies learns it at once.
+    let waiter = std::thread::spawn(move || {
+        let r = l.accept_timeout(Some(Duration::from_secs(30)));
+        (l, r.map(|_| ()))
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    b.kill();
+    let (l, r) = waiter.join().unwrap();
+    assert!(matches!(r, Err(Error::SigdGone)), "{r:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    b.restart();
+    let restarted = Instant::now();
+    wait_listeners(&b, "keep", 1);
+    eprintln!(
+        "the listener is bound again {:?} after sigd's restart",
+        restarted.elapsed()
+    );
+    // A new call to it succeeds and carries data.
+    let client = a.host();
+    let caller = std::thread::spawn(move || {
+        let c = client
+            .connect("+4420002:keep", "reliable")
+            .expect("the call after the restart");
+        c.send(b"after the restart").unwrap();
+        let echo = c.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+        (client, echo)
+    });
+    let conn = l
+        .accept_timeout(Some(Duration::from_secs(20)))
+        .expect("accepted after the restart");
+    let got = conn.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    assert_eq!(&got[..], b"after the restart");
+    conn.send(&got).unwrap();
+    let (_client, echo) = caller.join().unwrap();
+    assert_eq!(&echo[..], b"after the restart");
+    assert!(!l.is_unbound());
+}
+
+#[test]
+fn a_listener_its_restarted_sigd_will_not_bind_reports_why() {
+    use natm::ulib::Error;
+    let (_a, mut b) = pair(LINK, LINK);
+    let server = b.host();
+    let l = server.bind("+4420002:keep", "reliable").unwrap();
+    b.kill();
+    // The restarted sigd no longer has the address the listener was bound on.
+    let cfg = std::fs::read_to_string(&b.config).unwrap();
+    std::fs::write(
+        &b.config,
+        cfg.replace("addresses = [\"+4420002\"]", "addresses = [\"+4420009\"]"),
+    )
+    .unwrap();
+    b.restart();
+    // An accept that was already reading when the session ended fails with
+    // `SigdGone` (at most once); the next one waits for the new binding.
+    let mut r = l.accept_timeout(Some(Duration::from_secs(20)));
+    if matches!(r, Err(Error::SigdGone)) {
+        r = l.accept_timeout(Some(Duration::from_secs(20)));
+    }
+    match r {
+        Err(Error::Refused {
+            cause: 1,
+            ref detail,
+        }) => {
+            assert!(detail.contains("did not bind"), "{detail}")
+        }
+        other => panic!("{:?}", other.map(|_| ())),
+    }
+    assert!(l.is_unbound());
+    assert_eq!(tool::listeners(&b, "keep"), 0);
+}
+
+#[test]
+fn natm_listen_keep_takes_calls_after_its_sigd_restarts() {
+    let (a, mut b) = pair(LINK, LINK);
+    let listen = tool::listen(&b, &["echo", "--echo", "--keep", "--qos", "reliable"]);
+    b.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    b.restart();
+    wait_listeners(&b, "echo", 1);
+    let data = tool::data(10_000);
+    let c = tool::natm(
+        &a,
+        &["call", "+4420002:echo", "--qos", "reliable"],
+        Some(data.clone()),
+    )
+    .wait(Duration::from_secs(30));
+    assert!(c.status.success(), "natm call failed: {}", c.stderr);
+    assert!(
+        c.stdout == data,
+        "echoed byte-exact through the listener bound again"
+    );
+    // Still listening.
+    assert_eq!(tool::listeners(&b, "echo"), 1);
+    drop(listen);
 }

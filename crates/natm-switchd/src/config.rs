@@ -74,6 +74,13 @@ pub struct Config {
     /// the rest is flushed, ms [default 1,000; 0 flushes at once]. The RELEASE to
     /// the side they go to waits for them.
     pub svc_drain_ms: Option<u64>,
+    /// How long the active calls of a `signalling = "host"` port outlive the loss of
+    /// its signalling link, ms [default 300,000, as sigd's `[restart] preserve_ms`;
+    /// 0 clears them at once]: the host's sigd may be restarting, and its
+    /// applications reclaim their calls from the new one (docs/ARCHITECTURE.md "sigd
+    /// restart"). Trunks and `uni` ports clear at once unless the port sets
+    /// `preserve_ms`.
+    pub svc_preserve_ms: Option<u64>,
     /// Routes for calls: ATM address prefix → port (the longest match wins).
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteSection>,
@@ -191,6 +198,9 @@ pub struct PortSection {
     /// frame with the peer (the same key as its sigd's `[[peer]] key`;
     /// docs/wire.md "Peer control frames"). Cell and frame ports only.
     pub key: Option<String>,
+    /// This signalling port's own `svc_preserve_ms` (any role) [default: the global
+    /// one on a host port, 0 on a trunk or `uni` port].
+    pub preserve_ms: Option<u64>,
 }
 
 fn default_line_rate() -> u64 {
@@ -515,6 +525,12 @@ impl Config {
             }
             p.check_link()?;
             p.port_config()?;
+            if p.preserve_ms.is_some() && p.signalling.is_none() {
+                return Err(invalid(format!(
+                    "port {}: preserve_ms keeps calls across a lost signalling link: the port runs no signalling",
+                    p.name
+                )));
+            }
         }
         for v in &self.pvcs {
             let (a, b) = (PvcEnd::parse(&v.from)?, PvcEnd::parse(&v.to)?);
@@ -682,6 +698,25 @@ mod tests {
             port("listen = \"127.0.0.1:1\"")
         );
         Config::from_toml(&vp).expect("a VP between frame-unit ports");
+    }
+
+    #[test]
+    fn preserve_ms_needs_a_signalling_port() {
+        let e = Config::from_toml(&TWO.replacen(
+            "mode = \"cell\"",
+            "mode = \"cell\"\npreserve_ms = 1000",
+            1,
+        ))
+        .expect_err("port a runs no signalling");
+        assert!(e.to_string().contains("preserve_ms"), "{e}");
+        let ok = TWO.replacen(
+            "mode = \"cell\"",
+            "mode = \"cell\"\nsignalling = \"host\"\npreserve_ms = 0",
+            1,
+        );
+        let c = Config::from_toml(&format!("svc_preserve_ms = 60000\n{ok}")).expect("valid");
+        assert_eq!(c.svc_preserve_ms, Some(60_000));
+        assert_eq!(c.ports[0].preserve_ms, Some(0));
     }
 
     #[test]

@@ -216,6 +216,10 @@ impl SwitchDaemon {
             drain: cfg
                 .svc_drain_ms
                 .map_or(natm_switch::control::DEFAULT_DRAIN, Duration::from_millis),
+            preserve: cfg.svc_preserve_ms.map_or(
+                natm_switch::control::DEFAULT_PRESERVE,
+                Duration::from_millis,
+            ),
             ..ControlConfig::default()
         });
         for (i, p) in cfg.ports.iter().enumerate() {
@@ -230,6 +234,7 @@ impl SwitchDaemon {
                         SignallingRole::Uni => PortRole::Uni,
                     },
                     link_cells: link_cells(role, p.line_rate),
+                    preserve: p.preserve_ms.map(Duration::from_millis),
                     data: links[i].bind,
                     // Towards a host, and on a trunk for the switch with the higher
                     // endpoint, the network's half; the lower takes the user's.

@@ -9,6 +9,7 @@
 //!
 //! | Level | Lock | Taken under it |
 //! |---|---|---|
+//! | `ListenerBinding` | a listener's binding through sigd, the session and id it is bound under | the session's state (`is_gone`) |
 //! | `SigdClient` | `SigdClient::session`, the host's session slot | the session's state (`is_gone`); opening a session (its watch: `Sources`) and dropping the old one (`SigdWriter`, `Sources`) |
 //! | `SigdReader` | `Session::reader`, the IPC read role (`try_lock`; by an application thread waiting for sigd, else by the engine's driver) | sigd state, writer; a `Released` ends a connection (aborts it, or closes its sending VC: its ends) |
 //! | `SigdState` | `Session::state`: answers, slots, live calls | — |
@@ -54,6 +55,7 @@ use std::time::Duration;
 /// A lock class's place in the hierarchy (see the module doc); lower is taken first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Level {
+    ListenerBinding,
     SigdClient,
     SigdReader,
     SigdState,

@@ -168,7 +168,8 @@ fn listen(a: ListenArgs) -> anyhow::Result<()> {
             .and_then(|c| serve(&a, c, &mut sink, None));
         match served {
             Ok(s) => s.print(a.json, data_on_stdout)?,
-            Err(e) if a.keep => eprintln!("natm listen: {e:#}"),
+            // A listener its restarted sigd would not bind again takes no more calls.
+            Err(e) if a.keep && !listener.is_unbound() => eprintln!("natm listen: {e:#}"),
             Err(e) => return Err(e),
         }
         if !a.keep {

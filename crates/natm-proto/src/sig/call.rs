@@ -505,10 +505,18 @@ impl CallControl {
     /// restart"): call reference `cref`, allocated by this side if `ours`. The call
     /// is checked with the peer as a call that survived a link loss is: STATUS
     /// ENQUIRY at once if the link is up, else when it comes up — T309 runs
-    /// meanwhile. A STATUS with state 0 clears it ([`CallEvent::Released`]).
+    /// meanwhile, for `wait` (a link whose calls are cleared at once when it drops,
+    /// T309 = 0, still gives a call adopted before it first comes up that long). A
+    /// STATUS with state 0 clears it ([`CallEvent::Released`]).
     ///
     /// Refused if the reference is in use or not a valid value, or at `max_calls`.
-    pub fn adopt(&mut self, now: Instant, cref: u32, ours: bool) -> Result<CallId, CallError> {
+    pub fn adopt(
+        &mut self,
+        now: Instant,
+        cref: u32,
+        ours: bool,
+        wait: Duration,
+    ) -> Result<CallId, CallError> {
         if cref == 0 || cref >= CallRef::MAX || self.by_cref.contains_key(&(cref, ours)) {
             return Err(CallError::CallRefInUse(cref));
         }
@@ -522,7 +530,7 @@ impl CallControl {
         if self.link_up {
             let _ = self.status_enquiry(now, id);
         } else if let Some(c) = self.calls.get_mut(&id) {
-            c.t309 = Some(now + self.cfg.t309);
+            c.t309 = Some(now + wait);
         }
         Ok(id)
     }

@@ -261,8 +261,14 @@ impl Saal {
     }
 
     /// Takes over an active call (see [`CallControl::adopt`]).
-    pub fn adopt(&mut self, now: Instant, cref: u32, ours: bool) -> Result<CallId, CallError> {
-        let r = self.calls.adopt(now, cref, ours);
+    pub fn adopt(
+        &mut self,
+        now: Instant,
+        cref: u32,
+        ours: bool,
+        wait: Duration,
+    ) -> Result<CallId, CallError> {
+        let r = self.calls.adopt(now, cref, ours, wait);
         self.pump(now);
         r
     }

@@ -86,16 +86,6 @@ impl Core {
             Ok(tk) => tk,
             Err(e) => return refused(self, cause::INVALID_IE, e),
         };
-        if self.cfg.switches.contains(&tk.link) {
-            return refused(
-                self,
-                cause::TEMPORARY_FAILURE,
-                format!(
-                    "the call runs through the switch at {}, which does not keep a host's calls across a sigd restart",
-                    tk.link
-                ),
-            );
-        }
         if call == 0 || self.calls.contains_key(&call) {
             return refused(
                 self,
@@ -131,10 +121,15 @@ impl Core {
             }
         };
         let now = self.now;
+        // A reclaim may come before the link is (re-)established: the call waits for
+        // it as a kept call does, also on a link to a switch (whose T309 is 0 once
+        // the link has been up; the switch keeps the call meanwhile, its own
+        // `preserve_ms`).
+        let wait = self.cfg.restart.preserve;
         let adopted = match self.link(tk.link, true) {
             Some(l) => l
                 .saal
-                .adopt(now, tk.cref, tk.ours)
+                .adopt(now, tk.cref, tk.ours, wait)
                 .map_err(|e| (cause::INVALID_CALL_REF, e.to_string())),
             // Only configured peers get a link on demand; an unknown peer's link
             // comes back only when it echoes a cookie (docs/SECURITY.md), so its

@@ -20,6 +20,8 @@ use natm_proto::wire::vcframe::{self, FrameKind};
 use natm_sigd::config::ConfigFile;
 use natm_sigd::core::{AppId, Core, Creds, HostFacts, Output, Stat};
 use natm_sigd::Config;
+use natm_switch::control::{Control, ControlConfig, ControlPort, Output as SwitchOutput, PortRole};
+use natm_switch::{PortConfig, PortId, Switch};
 
 pub const A_ADDR: &str = "+4420001";
 pub const B_ADDR: &str = "+4420002";
@@ -138,6 +140,37 @@ pub struct Pair {
     pub trace: Trace,
     seen: HashSet<(Side, u32, Vec<u8>)>,
     next_req: u64,
+    /// A natm switch between the hosts ([`Pair::switched`]), else they are linked
+    /// directly.
+    pub switch: Option<Hop>,
+}
+
+/// A natm switch's control and data planes between A (its port 0) and B (port 1),
+/// each port's signalling endpoint in `ports`.
+pub struct Hop {
+    pub ctl: Control,
+    pub sw: Switch,
+    pub ports: [SocketAddr; 2],
+}
+
+/// The switch's signalling endpoint on A's port and on B's.
+pub const SWITCH_PORTS: [&str; 2] = ["10.0.0.9:5000", "10.0.0.9:5001"];
+
+/// A host attached to the switch (`natm sigd --switch`): every address through it.
+pub fn switched_config(side: Side, extra: &str) -> Config {
+    let (me, sig, port) = match side {
+        Side::A => (A_ADDR, A_SIG, SWITCH_PORTS[0]),
+        Side::B => (B_ADDR, B_SIG, SWITCH_PORTS[1]),
+    };
+    let text = format!(
+        "addresses = [\"{me}\"]\nsocket = \"/nonexistent/sigd.sock\"\nsignalling = \"{sig}\"\n\
+         [link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000\ncpu_share = 1.0\n\
+         [[directory]]\nprefix = \"*\"\npeer = \"{port}\"\nswitch = true\n{extra}"
+    );
+    ConfigFile::parse(&text, Path::new("test.toml"))
+        .expect("the test configuration parses")
+        .check()
+        .expect("the test configuration is valid")
 }
 
 impl Default for Pair {
@@ -160,7 +193,37 @@ impl Pair {
             trace: Vec::new(),
             seen: HashSet::new(),
             next_req: 1,
+            switch: None,
         }
+    }
+
+    /// Hosts A and B attached to one natm switch (host ports, `preserve` their kept
+    /// calls' time; `None`: the switch's default), all links up.
+    pub fn switched(preserve: Option<Duration>) -> Pair {
+        let mut p = Pair::new("", "");
+        p.a = Node::with_config(switched_config(Side::A, ""), 1);
+        p.b = Node::with_config(switched_config(Side::B, ""), 2);
+        p.switch = Some(Hop::new(p.now, preserve));
+        let now = p.now;
+        p.a.core.start(now);
+        p.b.core.start(now);
+        p.advance(Duration::from_millis(100));
+        assert!(p.switch.as_ref().unwrap().ctl.is_up(PortId(0)));
+        assert!(p.switch.as_ref().unwrap().ctl.is_up(PortId(1)));
+        p
+    }
+
+    /// Host `s`'s sigd dies and a new one with the same configuration starts (and
+    /// brings up its switch link, if any): what a SIGKILL and a restart do.
+    pub fn restart(&mut self, s: Side, seed: u8) {
+        let cfg = match (s, self.switch.is_some()) {
+            (Side::A, true) => switched_config(Side::A, ""),
+            (Side::B, true) => switched_config(Side::B, ""),
+            (side, false) => config(side, ""),
+        };
+        *self.node(s) = Node::with_config(cfg, seed);
+        let now = self.now;
+        self.node(s).core.start(now);
     }
 
     pub fn node(&mut self, s: Side) -> &mut Node {
@@ -221,6 +284,23 @@ impl Pair {
                 }
             }
         }
+        if let Some(h) = self.switch.as_mut() {
+            while let Some(o) = h.ctl.poll_output(&mut h.sw) {
+                any = true;
+                if let SwitchOutput::Signal(port, pdu) = o {
+                    let i = usize::from(port.0);
+                    let d = Datagram {
+                        deliver_at: self.now + self.delay,
+                        from: h.ports[i],
+                        to: [self.a.sig, self.b.sig][i],
+                        bytes: Bytes::from(vcframe::signalling_frame(&pdu)),
+                    };
+                    if !(self.lose)(&d) {
+                        self.in_flight.push(d);
+                    }
+                }
+            }
+        }
         any
     }
 
@@ -235,6 +315,11 @@ impl Pair {
             // Datagrams to anyone else (a spoofed source) leave the test's network.
             if let Some(to) = self.side_of(d.to) {
                 self.node(to).core.handle_peer(now, d.from, &d.bytes);
+            } else if let Some(h) = self.switch.as_mut() {
+                let port = h.ports.iter().position(|p| *p == d.to);
+                if let (Some(i), Some(pdu)) = (port, vcframe::signalling_pdu(&d.bytes)) {
+                    h.ctl.handle_signal(now, PortId(i as u16), pdu);
+                }
             }
         }
         !due.is_empty()
@@ -243,10 +328,16 @@ impl Pair {
     /// The next instant anything happens: a delivery or a timer.
     fn next_event(&self) -> Option<Instant> {
         let wire = self.in_flight.iter().map(|d| d.deliver_at).min();
-        [wire, self.a.core.poll_timeout(), self.b.core.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        let switch = self.switch.as_ref().and_then(|h| h.ctl.poll_timeout());
+        [
+            wire,
+            self.a.core.poll_timeout(),
+            self.b.core.poll_timeout(),
+            switch,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
     }
 
     /// Run the clock to `until`, through every delivery and timer on the way.
@@ -263,6 +354,10 @@ impl Pair {
             let now = self.now;
             self.a.core.handle_timeout(now);
             self.b.core.handle_timeout(now);
+            if let Some(h) = self.switch.as_mut() {
+                h.sw.handle_timeout(now);
+                h.ctl.handle_timeout(now);
+            }
         }
         self.now = self.now.max(until);
         self.collect();
@@ -510,4 +605,34 @@ pub fn released_of(msgs: &[Message], call: u64) -> (u8, String) {
             _ => None,
         })
         .unwrap_or_else(|| panic!("no Released for {call:016x} in {msgs:?}"))
+}
+
+impl Hop {
+    /// Routes +4420001 to port 0 and +4420002 to port 1.
+    fn new(now: Instant, preserve: Option<Duration>) -> Hop {
+        let mut sw = Switch::new();
+        let p0 = sw.add_port(PortConfig::new(1_000_000_000)).unwrap();
+        let p1 = sw.add_port(PortConfig::new(1_000_000_000)).unwrap();
+        let h = natm_proto::wire::addr::HostsFile::default();
+        let prefix = |a: &str| natm_proto::wire::addr::Prefix::parse(a, &h).unwrap();
+        let mut ctl = Control::new(ControlConfig {
+            routes: vec![(prefix(A_ADDR), p0), (prefix(B_ADDR), p1)],
+            ..ControlConfig::default()
+        });
+        let ports: [SocketAddr; 2] = SWITCH_PORTS.map(|p| p.parse().unwrap());
+        for (port, data) in [(p0, ports[0]), (p1, ports[1])] {
+            ctl.add_port(
+                now,
+                ControlPort {
+                    port,
+                    role: PortRole::Host,
+                    data,
+                    vcis: natm_proto::sig::vci::NETWORK_HALF,
+                    link_cells: 2_000_000,
+                    preserve,
+                },
+            );
+        }
+        Hop { ctl, sw, ports }
+    }
 }

@@ -20,7 +20,9 @@
 //!    forward VC, both directions are cross-connected in the data plane, each policed
 //!    against its direction of the traffic descriptor, and CONNECT goes to A with
 //!    the switch's VCI and data endpoint on A.
-//! 4. RELEASE on either side (or its link's loss) releases the other side with the
+//! 4. RELEASE on either side (or its link's loss: at once on a trunk or a standard
+//!    UNI port, after [`ControlConfig::preserve`] on a host port whose sigd may be
+//!    restarting) releases the other side with the
 //!    same cause and removes the cross-connects' input labels at once. What is still
 //!    queued towards a side leaves first ([`Switch::release`]): that side's RELEASE
 //!    (and, on a host port, the end of its data endpoint) waits until the VCs towards
@@ -130,6 +132,10 @@ pub struct ControlPort {
     /// port's line, at most what the peer's interface takes: Linux's atmtcp
     /// interface refuses a PCR above OC-3's 353,207 cells/s with cause 88).
     pub link_cells: u32,
+    /// How long this port's active calls outlive its lost signalling link (T309);
+    /// `None`: [`ControlConfig::preserve`] on a host port, zero (cleared at once) on a
+    /// trunk or a standard UNI port. See [`ControlConfig::preserve`].
+    pub preserve: Option<Duration>,
 }
 
 /// Routes, timers and ports.
@@ -145,7 +151,21 @@ pub struct ControlConfig {
     /// How long a released call's VCs go on sending what they hold before the rest
     /// is flushed; zero flushes at once.
     pub drain: Duration,
+    /// How long a host port's active calls outlive the loss of its signalling link
+    /// (Q.2931 T309; default [`DEFAULT_PRESERVE`], as a sigd's `[restart]
+    /// preserve_ms`): the host's sigd may have died and be restarting, while the
+    /// calls' data goes on between the applications and the switch's cross-connects
+    /// (seed 004 §4). Meanwhile the far end is not released; when the link is back,
+    /// each kept call is checked with STATUS ENQUIRY (Q.2931 §5.6.11) and the host's
+    /// restarted sigd, once its applications have reclaimed their calls, keeps or
+    /// clears each at both ends. Trunks and standard UNI ports (Linux's atmsigd,
+    /// which runs T309 itself) keep T309 = 0 unless a port says otherwise.
+    pub preserve: Duration,
 }
+
+/// How long a host port's active calls outlive its lost signalling link by default
+/// ([`ControlConfig::preserve`]): 300 s, as sigd's `[restart] preserve_ms`.
+pub const DEFAULT_PRESERVE: Duration = Duration::from_secs(300);
 
 impl ControlConfig {
     /// [`SaalConfig::network`] with the switch's window and location.
@@ -165,6 +185,7 @@ impl Default for ControlConfig {
             saal: ControlConfig::network_saal(),
             cdvt: DEFAULT_CDVT,
             drain: DEFAULT_DRAIN,
+            preserve: DEFAULT_PRESERVE,
         }
     }
 }
@@ -282,6 +303,12 @@ impl Control {
             cfg.calls.private_ie = false;
             cfg.calls.link_cell_rate = port.link_cells;
         }
+        // seed 004 §4: a host's calls outlive its sigd; the network's T309 of 0 stays
+        // on trunks and standard UNI ports unless the port says otherwise.
+        cfg.calls.t309 = port.preserve.unwrap_or(match port.role {
+            PortRole::Host => self.cfg.preserve,
+            PortRole::Switch | PortRole::Uni => Duration::ZERO,
+        });
         let mut saal = Saal::new(cfg);
         saal.start(self.now);
         let id = port.port;

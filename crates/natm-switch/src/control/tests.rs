@@ -40,6 +40,11 @@ struct Net {
 
 impl Net {
     fn new(line_bps: u64) -> Net {
+        Net::with_preserve(line_bps, None)
+    }
+
+    /// Host ports with their own preservation time (`None`: the default).
+    fn with_preserve(line_bps: u64, preserve: Option<Duration>) -> Net {
         let mut sw = Switch::new();
         let p0 = sw.add_port(PortConfig::new(line_bps)).unwrap();
         let p1 = sw.add_port(PortConfig::new(line_bps)).unwrap();
@@ -68,6 +73,7 @@ impl Net {
                     data,
                     vcis: natm_proto::sig::vci::NETWORK_HALF,
                     link_cells: 353_207,
+                    preserve,
                 },
             );
         }
@@ -352,8 +358,8 @@ fn no_route_is_cause_3() {
 }
 
 #[test]
-fn a_dead_host_releases_its_calls_at_the_other_end_within_a_second() {
-    let mut n = Net::new(155_520_000);
+fn a_dead_host_on_a_port_that_keeps_no_calls_is_released_at_the_other_end_within_a_second() {
+    let mut n = Net::with_preserve(155_520_000, Some(Duration::ZERO));
     n.connect("cbr:pcr=1Mbps");
     n.run(300 * MS);
     let before = n.now;
@@ -376,8 +382,8 @@ fn a_dead_host_releases_its_calls_at_the_other_end_within_a_second() {
 }
 
 #[test]
-fn a_dead_caller_side_releases_the_callee() {
-    let mut n = Net::new(155_520_000);
+fn a_dead_caller_side_releases_the_callee_on_a_port_that_keeps_no_calls() {
+    let mut n = Net::with_preserve(155_520_000, Some(Duration::ZERO));
     n.connect("ubr");
     n.run(300 * MS);
     n.alive[0] = false;
@@ -468,4 +474,221 @@ fn a_stalled_drain_ends_at_its_bound() {
     let stat = n.sw.stat();
     assert!(stat.vcs.is_empty());
     assert_eq!(stat.ports[1].counters.dropped.flushed, 200);
+}
+
+// ----- a host's sigd restarts (issue 16; docs/ARCHITECTURE.md "sigd restart") -------
+
+const S: Duration = Duration::from_secs(1);
+
+/// What a reclaiming host does (a restarted sigd with an application that reclaims
+/// its call): `Some(after)` adopts the call `after` the new sigd starts.
+struct Restart {
+    down: Duration,
+    reclaim_after: Option<Duration>,
+}
+
+/// Host `i`'s sigd dies (its link goes silent both ways) for `r.down`; a new one
+/// starts with fresh SSCOP and call control, holding unknown enquiries for its 3 s
+/// reclaim window as sigd does, and adopts `call` if `r` says so: the adopted id.
+fn restart_host(n: &mut Net, i: usize, call: CallId, r: Restart) -> Option<CallId> {
+    let cr = n.hosts[i]
+        .calls()
+        .call_ref(call)
+        .expect("the host has the call");
+    n.alive[i] = false;
+    n.run(r.down);
+    let mut h = Saal::new(ControlConfig::network_saal());
+    h.seed_sq(0x5a);
+    h.hold_unknown_enquiries(n.now + 3 * S);
+    h.start(n.now);
+    n.hosts[i] = h;
+    n.events[i].clear();
+    n.alive[i] = true;
+    let after = r.reclaim_after?;
+    n.run(after);
+    let now = n.now;
+    Some(
+        n.hosts[i]
+            .adopt(now, cr.value, !cr.flag, 300 * S)
+            .expect("the call reference is free on the new sigd"),
+    )
+}
+
+fn released_with(evs: &[CallEvent]) -> Option<u8> {
+    evs.iter().find_map(|e| match e {
+        CallEvent::Released { cause, .. } => Some(cause.value.raw()),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_host_port_keeps_its_calls_and_their_cross_connects_while_its_link_is_down() {
+    let mut n = Net::new(155_520_000);
+    let (a, _b, connected) = n.connect("ubr");
+    let a_in = connected.conn_id.unwrap().vci;
+    n.run(300 * MS);
+    let cr = n.hosts[0].calls().call_ref(a).unwrap();
+    n.alive[0] = false;
+    n.run(20 * S);
+    assert!(!n.ctl.is_up(PortId(0)), "the link is down");
+    assert_eq!(n.ctl.call_count(), 1, "the call is kept");
+    assert_eq!(n.ctl.links()[0].calls, 1);
+    assert_eq!(
+        released_with(&n.take_call_events(1)),
+        None,
+        "b keeps it too"
+    );
+    // The data path goes on through the cross-connects.
+    let now = n.now;
+    assert_eq!(frame_on(&mut n.sw, now, 0, a_in), Verdict::Queued);
+    assert_eq!(sent_vci(&mut n.sw, now, 1), Some(50));
+    assert!(n.ctl.calls()[0].active);
+    assert!(cr.value > 0);
+}
+
+#[test]
+fn a_restarted_host_that_reclaims_its_call_keeps_it_at_both_ends() {
+    for reclaim_after in [Duration::ZERO, 1500 * MS] {
+        let mut n = Net::new(155_520_000);
+        let (a, _b, connected) = n.connect("cbr:pcr=1Mbps");
+        let a_in = connected.conn_id.unwrap().vci;
+        n.run(300 * MS);
+        let reserved = n.ctl.links()[0].reserved_cells;
+        let adopted = restart_host(
+            &mut n,
+            0,
+            a,
+            Restart {
+                down: 2 * S,
+                reclaim_after: Some(reclaim_after),
+            },
+        )
+        .unwrap();
+        // Both sides ask (the switch on the link's return, the host on adopting);
+        // the switch's enquiry before the reclaim waits for T322's next try. Well
+        // past three T322 periods, nothing is released.
+        n.run(15 * S);
+        assert!(n.ctl.is_up(PortId(0)));
+        assert_eq!(
+            released_with(&n.take_call_events(0)),
+            None,
+            "{reclaim_after:?}"
+        );
+        assert_eq!(
+            released_with(&n.take_call_events(1)),
+            None,
+            "{reclaim_after:?}"
+        );
+        assert_eq!(
+            n.hosts[0].calls().state(adopted),
+            Some(natm_proto::wire::q2931::CallState::ACTIVE)
+        );
+        assert_eq!(n.ctl.call_count(), 1);
+        assert_eq!(n.ctl.links()[0].reserved_cells, reserved);
+        let now = n.now;
+        assert_eq!(frame_on(&mut n.sw, now, 0, a_in), Verdict::Queued);
+        // The restarted host hangs up: released at both ends and in the switch.
+        n.hosts[0].release(n.now, adopted, net_cause(16)).unwrap();
+        n.run(2 * S);
+        assert_eq!(released_with(&n.take_call_events(1)), Some(16));
+        assert_eq!(n.ctl.call_count(), 0);
+        assert_eq!(n.sw.stat().vcs.len(), 0);
+        assert!(n.ctl.links().iter().all(|l| l.reserved_cells == 0));
+    }
+}
+
+#[test]
+fn a_call_nobody_reclaims_is_released_at_the_far_end_with_cause_30() {
+    let mut n = Net::new(155_520_000);
+    let (a, _b, _) = n.connect("ubr");
+    n.run(300 * MS);
+    restart_host(
+        &mut n,
+        0,
+        a,
+        Restart {
+            down: S,
+            reclaim_after: None,
+        },
+    );
+    let back = n.now;
+    let mut at = None;
+    for _ in 0..200 {
+        n.run(100 * MS);
+        if let Some(c) = released_with(&n.take_call_events(1)) {
+            at = Some((n.now.saturating_duration_since(back), c));
+            break;
+        }
+    }
+    let (after, cause) = at.expect("b is released");
+    assert_eq!(cause, 30, "STATUS answered with state 0");
+    // Not within the restarted host's reclaim window (3 s).
+    assert!(after >= 3 * S, "{after:?}");
+    n.run(2 * S);
+    assert_eq!(n.ctl.call_count(), 0);
+    assert_eq!(n.sw.stat().vcs.len(), 0);
+    assert!(n.ctl.links().iter().all(|l| l.reserved_cells == 0));
+}
+
+#[test]
+fn a_kept_call_is_released_at_the_far_end_when_the_preservation_time_ends() {
+    let mut n = Net::with_preserve(155_520_000, Some(2 * S));
+    n.connect("ubr");
+    n.run(300 * MS);
+    let dead = n.now;
+    n.alive[0] = false;
+    let mut at = None;
+    for _ in 0..100 {
+        n.run(100 * MS);
+        if let Some(c) = released_with(&n.take_call_events(1)) {
+            at = Some((n.now.saturating_duration_since(dead), c));
+            break;
+        }
+    }
+    let (after, cause) = at.expect("b is released");
+    assert_eq!(cause, 27, "destination out of order");
+    // The loss is noticed within 0.5 s, then T309 = 2 s runs.
+    assert!(after >= 2 * S && after < 3 * S, "{after:?}");
+    n.run(2 * S);
+    assert_eq!(n.ctl.call_count(), 0);
+    assert_eq!(n.sw.stat().vcs.len(), 0);
+}
+
+#[test]
+fn a_call_the_far_end_released_meanwhile_is_released_on_reclaim() {
+    let mut n = Net::new(155_520_000);
+    let (a, b, _) = n.connect("ubr");
+    n.run(300 * MS);
+    let cr = n.hosts[0].calls().call_ref(a).unwrap();
+    n.alive[0] = false;
+    n.run(S);
+    // b hangs up while a's sigd is down: b is done at once, the switch drops the
+    // cross-connects and keeps the RELEASE for a.
+    n.hosts[1].release(n.now, b, net_cause(16)).unwrap();
+    n.run(2 * S);
+    assert_eq!(n.ctl.call_count(), 0);
+    assert_eq!(n.sw.stat().vcs.len(), 0);
+    // a's new sigd reclaims the call: it learns it is gone and clears it.
+    let mut h = Saal::new(ControlConfig::network_saal());
+    h.seed_sq(0x5a);
+    h.start(n.now);
+    n.hosts[0] = h;
+    n.events[0].clear();
+    n.alive[0] = true;
+    let adopted = n.hosts[0]
+        .adopt(n.now, cr.value, !cr.flag, 300 * S)
+        .unwrap();
+    n.run(10 * S);
+    let evs = n.take_call_events(0);
+    assert!(
+        evs.iter()
+            .any(|e| matches!(e, CallEvent::Released { call, .. } if *call == adopted)),
+        "{evs:?}"
+    );
+    assert_eq!(n.hosts[0].calls().state(adopted), None);
+    assert!(n
+        .ctl
+        .links()
+        .iter()
+        .all(|l| l.calls == 0 && l.reserved_cells == 0));
 }

@@ -120,6 +120,7 @@ impl Net {
                     data,
                     vcis: natm_proto::sig::vci::NETWORK_HALF,
                     link_cells: 353_207,
+                    preserve: None,
                 },
             );
         }

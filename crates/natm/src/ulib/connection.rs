@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use super::sigd::Session;
+use super::sigd::{Binding, Session};
 use super::{Error, Resolved, WouldBlock};
 use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, Engine, Link, ListenerShared};
@@ -26,13 +26,11 @@ pub struct Listener {
 enum ListenerKind {
     /// Direct mode: a UDP socket of our own.
     Direct(Arc<ListenerShared>),
-    /// Through sigd: calls are offered over the IPC session.
+    /// Through sigd: calls are offered over the IPC session the binding is under
+    /// (bound again on a restarted sigd: `sigd::Binding`).
     Signalled {
         host: super::Host,
-        session: Arc<Session>,
-        id: u64,
-        /// A pre-authorised listener's data sockets (`None`: explicit accept).
-        auto: Option<Arc<AutoLinks>>,
+        binding: Arc<Binding>,
     },
 }
 
@@ -186,32 +184,10 @@ impl Listener {
         })
     }
 
-    pub(super) fn signalled(host: super::Host, session: Arc<Session>, id: u64) -> Listener {
+    pub(super) fn signalled(host: super::Host, binding: Arc<Binding>) -> Listener {
         Listener {
             eng: host.eng.clone(),
-            kind: ListenerKind::Signalled {
-                host,
-                session,
-                id,
-                auto: None,
-            },
-        }
-    }
-
-    pub(super) fn signalled_auto(
-        host: super::Host,
-        session: Arc<Session>,
-        id: u64,
-        links: Arc<AutoLinks>,
-    ) -> Listener {
-        Listener {
-            eng: host.eng.clone(),
-            kind: ListenerKind::Signalled {
-                host,
-                session,
-                id,
-                auto: Some(links),
-            },
+            kind: ListenerKind::Signalled { host, binding },
         }
     }
 
@@ -236,17 +212,18 @@ impl Listener {
             ListenerKind::Direct(_) => Err(Error::NeedsSigd(
                 "direct mode cannot show a call before it connects: bind a SAP through sigd",
             )),
-            ListenerKind::Signalled {
-                host, session, id, ..
-            } => {
-                let o = session.next_offer(*id, timeout)?;
+            ListenerKind::Signalled { host, binding } => {
+                let deadline = timeout.map(|t| std::time::Instant::now() + t);
+                let (session, id) = binding.current(deadline)?;
+                let left = deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                let o = session.next_offer(id, left)?;
                 session.watch_call(o.call);
                 Ok(IncomingCall {
                     caller: o.caller,
                     qos: o.qos,
                     call: o.call,
                     host: host.clone(),
-                    session: session.clone(),
+                    session,
                     answered: false,
                 })
             }
@@ -262,13 +239,16 @@ impl Listener {
     pub fn accept_timeout(&self, timeout: Option<Duration>) -> Result<Connection, Error> {
         let shared = match &self.kind {
             ListenerKind::Direct(s) => s,
-            ListenerKind::Signalled { auto: None, .. } => return self.next_call(timeout)?.accept(),
-            ListenerKind::Signalled {
-                host,
-                session,
-                id,
-                auto: Some(links),
-            } => return Self::accept_auto(host, session, *id, links, timeout),
+            ListenerKind::Signalled { host, binding } => match &binding.auto {
+                None => return self.next_call(timeout)?.accept(),
+                Some(links) => {
+                    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+                    let (session, id) = binding.current(deadline)?;
+                    let left =
+                        deadline.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                    return Self::accept_auto(host, &session, id, links, left);
+                }
+            },
         };
         let until = timeout.map(|t| std::time::Instant::now() + t);
         let mut q = shared.queue.lock();
@@ -344,6 +324,17 @@ impl Listener {
             ListenerKind::Signalled { .. } => 0,
         }
     }
+
+    /// Whether this listener takes no more calls for good: its sigd restarted and
+    /// refused to bind it again (someone else bound the SAP meanwhile), or no sigd
+    /// came back within 10 minutes. `accept` then fails with that error every time.
+    /// A listener through sigd is otherwise bound again by itself after a restart.
+    pub fn is_unbound(&self) -> bool {
+        match &self.kind {
+            ListenerKind::Direct(_) => false,
+            ListenerKind::Signalled { binding, .. } => binding.is_lost(),
+        }
+    }
 }
 
 impl Drop for Listener {
@@ -353,8 +344,8 @@ impl Drop for Listener {
                 self.eng.deregister(shared.link.raw_fd());
                 self.eng.listeners.lock().remove(&shared.token);
             }
-            ListenerKind::Signalled { session, id, .. } => {
-                let listener = *id;
+            ListenerKind::Signalled { binding, .. } => {
+                let (session, listener) = binding.bound();
                 // Calls sigd answered for a pre-authorised listener and nobody took
                 // end now (cause 41), as a TCP listen queue's do when it closes.
                 for call in session.close_listener(listener) {

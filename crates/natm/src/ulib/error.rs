@@ -58,7 +58,7 @@ pub enum Error {
         source: io::Error,
     },
     /// sigd went away (stopped or crashed) while a request was pending.
-    #[error("sigd went away: pending calls and listeners are gone; established connections keep running; retry once sigd is back")]
+    #[error("sigd went away: pending calls are gone; established connections keep running, and listeners are bound again once sigd is back")]
     SigdGone,
     /// sigd closed this application's session itself and said why: a limit it holds
     /// the application's user to, an idle session, or a protocol error. A new

@@ -279,7 +279,8 @@ impl Host {
                     sap: sap.clone(),
                     qos: qos.to_owned(),
                 })?;
-                Ok(Listener::signalled(self.clone(), session, id))
+                let b = sigd::Binding::new(session, id, sap, qos.to_owned(), None);
+                Ok(Listener::signalled(self.clone(), b))
             }
         }
     }
@@ -315,7 +316,8 @@ impl Host {
                     qos: qos.to_owned(),
                     data,
                 })?;
-                Ok(Listener::signalled_auto(self.clone(), session, id, pool))
+                let b = sigd::Binding::new(session, id, sap, qos.to_owned(), Some(pool));
+                Ok(Listener::signalled(self.clone(), b))
             }
         }
     }

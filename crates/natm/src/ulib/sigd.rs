@@ -32,6 +32,15 @@
 //! as a released one does. New calls while sigd is down fail at once
 //! ([`Error::NoSigd`]).
 //!
+//! Listeners come back too: each listener bound through sigd keeps what bound it
+//! ([`Binding`]: the SAP, the QoS, a pre-authorised listener's data sockets), and the
+//! same background thread binds it again on the new session, as the same user with a
+//! plain `Bind`, so a server goes on taking calls after the restart. A thread waiting
+//! in `accept` when sigd dies still fails at once ([`Error::SigdGone`]); a later
+//! `accept` waits for the new binding. If the restarted sigd refuses it (someone
+//! else bound the SAP meanwhile), or no sigd comes back, the listener reports that
+//! from then on.
+//!
 //! The session also reports each established call's counters to sigd (`natm stat`):
 //! the engine's driver runs [`Source::report`] once per
 //! [`REPORT_INTERVAL`](crate::engine::REPORT_INTERVAL) while the session holds
@@ -49,10 +58,11 @@ use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use super::connection::conn_stats;
+use super::connection::AutoLinks;
 use super::{ConnStats, Error};
 use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, Engine, Source};
-use crate::sync::{Level, MutexGuard, OrderedMutex as Mutex};
+use crate::sync::{Condvar, Level, MutexGuard, OrderedMutex as Mutex};
 use crate::transport::AbortReason;
 use crate::wire::ipc::{DataPath, Decoder, Message, VcCounters};
 
@@ -145,6 +155,8 @@ struct State {
     /// Each established call's counters as last reported to sigd (`sampled_ms` 0):
     /// unchanged counters are not sent again.
     reported: HashMap<u64, VcCounters>,
+    /// Listeners bound on this session, to bind again on a restarted sigd.
+    listeners: HashMap<u64, Weak<Binding>>,
     gone: Option<String>,
     /// sigd closed the session itself, with this cause and reason (a limit, an idle
     /// close, a protocol error): what waiters are told instead of `SigdGone`.
@@ -761,11 +773,35 @@ impl Session {
         if first {
             st.gone = Some(why);
         }
-        let calls = !st.live.is_empty();
+        let calls = !st.live.is_empty() || st.listeners.values().any(|l| l.strong_count() > 0);
         Self::wake_all(st);
         if first && calls {
             self.spawn_reclaim();
         }
+    }
+
+    /// From now on, `binding`'s listener (id `listener` here) is bound again on a
+    /// restarted sigd.
+    fn add_listener(&self, listener: u64, binding: &Arc<Binding>) {
+        self.state
+            .lock()
+            .listeners
+            .insert(listener, Arc::downgrade(binding));
+    }
+
+    /// Why sigd closed this session itself, if it did (no restart follows).
+    fn closed_by_sigd(&self) -> Option<Error> {
+        let st = self.state.lock();
+        st.closed_by_sigd.as_ref().map(|_| st.gone_error())
+    }
+
+    /// Listeners still open.
+    fn open_listeners(&self) -> usize {
+        let st = self.state.lock();
+        st.listeners
+            .values()
+            .filter(|w| w.strong_count() > 0)
+            .count()
     }
 
     /// Start the thread that finds a restarted sigd for this session's established
@@ -786,6 +822,12 @@ impl Session {
     fn open_calls(&self) -> usize {
         let st = self.state.lock();
         st.live.values().filter(|w| w.strong_count() > 0).count()
+    }
+
+    /// What the reclaim thread waits for a restarted sigd for: open calls, open
+    /// listeners.
+    fn holds_anything(&self) -> bool {
+        self.open_calls() > 0 || self.open_listeners() > 0
     }
 
     /// Ask this (new) session's sigd to take over `old`'s established calls; a call
@@ -849,7 +891,17 @@ impl Session {
         if reclaimed {
             eng.want_reports();
         }
-        if self.is_gone() && self.open_calls() > 0 {
+        let listeners: Vec<Arc<Binding>> = {
+            let mut st = old.state.lock();
+            std::mem::take(&mut st.listeners)
+                .into_values()
+                .filter_map(|w| w.upgrade())
+                .collect()
+        };
+        for b in listeners {
+            b.bind_again(self);
+        }
+        if self.is_gone() && self.holds_anything() {
             self.spawn_reclaim();
         }
     }
@@ -961,7 +1013,7 @@ fn reclaim_after_restart(old: Arc<Session>, client: Weak<SigdClient>) {
     let started = Instant::now();
     let mut wait = RECONNECT_FIRST;
     loop {
-        if old.open_calls() == 0 {
+        if !old.holds_anything() {
             return;
         }
         let Some(c) = client.upgrade() else {
@@ -975,7 +1027,18 @@ fn reclaim_after_restart(old: Arc<Session>, client: Weak<SigdClient>) {
         drop(c);
         if started.elapsed() >= RECONNECT_FOR {
             // The calls keep their data path; the peer's sigd has released them
-            // (`[restart] preserve_ms`), and its application has seen that.
+            // (`[restart] preserve_ms`), and its application has seen that. The
+            // listeners are bound no more.
+            let listeners: Vec<Arc<Binding>> = {
+                let mut st = old.state.lock();
+                std::mem::take(&mut st.listeners)
+                    .into_values()
+                    .filter_map(|w| w.upgrade())
+                    .collect()
+            };
+            for b in listeners {
+                b.lose(None, "no sigd came back to bind the listener again".into());
+            }
             return;
         }
         std::thread::sleep(wait);
@@ -1019,5 +1082,147 @@ impl SigdClient {
         }
         *s = Some(new.clone());
         Ok(new)
+    }
+}
+
+/// A listener bound through sigd (module doc): what bound it, sent again to a
+/// restarted sigd, and the session and id it is bound under now.
+#[derive(Debug)]
+pub(crate) struct Binding {
+    sap: String,
+    qos: String,
+    /// A pre-authorised listener's data sockets (`None`: explicit accept).
+    pub(crate) auto: Option<Arc<AutoLinks>>,
+    now: Mutex<Bound>,
+    changed: Condvar,
+}
+
+#[derive(Debug)]
+struct Bound {
+    session: Arc<Session>,
+    id: u64,
+    /// Bound no more: the restarted sigd's cause and reason, or why nobody bound it
+    /// (no cause).
+    lost: Option<(Option<u8>, String)>,
+}
+
+impl Binding {
+    /// A listener sigd bound as `id` on `session`, for `Bind { sap, qos }` (or
+    /// `BindAuto` with `auto`'s sockets).
+    pub(crate) fn new(
+        session: Arc<Session>,
+        id: u64,
+        sap: String,
+        qos: String,
+        auto: Option<Arc<AutoLinks>>,
+    ) -> Arc<Binding> {
+        let b = Arc::new(Binding {
+            sap,
+            qos,
+            auto,
+            now: Mutex::new(
+                Level::ListenerBinding,
+                Bound {
+                    session: session.clone(),
+                    id,
+                    lost: None,
+                },
+            ),
+            changed: Condvar::new(),
+        });
+        session.add_listener(id, &b);
+        b
+    }
+
+    /// The session and id the listener is bound under. If its sigd died, waits (up
+    /// to `deadline`) for the background thread to bind it again; fails if that was
+    /// refused or gave up, or if sigd closed the session itself.
+    pub(crate) fn current(&self, deadline: Option<Instant>) -> Result<(Arc<Session>, u64), Error> {
+        let mut g = self.now.lock();
+        loop {
+            if let Some((cause, why)) = &g.lost {
+                return Err(match cause {
+                    Some(c) => Error::Refused {
+                        cause: *c,
+                        detail: why.clone(),
+                    },
+                    None => Error::SigdGone,
+                });
+            }
+            if !g.session.is_gone() {
+                return Ok((g.session.clone(), g.id));
+            }
+            if let Some(e) = g.session.closed_by_sigd() {
+                return Err(e);
+            }
+            let slice = Duration::from_secs(1);
+            let left = match deadline {
+                Some(d) => {
+                    let left = d.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(Error::TimedOut);
+                    }
+                    left.min(slice)
+                }
+                None => slice,
+            };
+            self.changed.wait_for(&mut g, left);
+        }
+    }
+
+    /// The listener's session and id as they are (for closing it).
+    pub(crate) fn bound(&self) -> (Arc<Session>, u64) {
+        let g = self.now.lock();
+        (g.session.clone(), g.id)
+    }
+
+    /// Whether sigd binds the listener no more (module doc).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.now.lock().lost.is_some()
+    }
+
+    /// Bind the listener again on `new`, a restarted sigd's session: a normal
+    /// `Bind` (or `BindAuto`) by the same user, subject to the same access rules.
+    fn bind_again(self: &Arc<Self>, new: &Arc<Session>) {
+        let (sap, qos) = (self.sap.clone(), self.qos.clone());
+        let r = match &self.auto {
+            None => new.request(|req| Message::Bind { req, sap, qos }),
+            Some(links) => {
+                let data = links.endpoints();
+                new.request(|req| Message::BindAuto {
+                    req,
+                    sap,
+                    qos,
+                    data,
+                })
+            }
+        };
+        match r {
+            Ok(id) => {
+                new.add_listener(id, self);
+                let mut g = self.now.lock();
+                g.session = new.clone();
+                g.id = id;
+                drop(g);
+                self.changed.notify_all();
+            }
+            Err(Error::Refused { cause, detail }) => self.lose(
+                Some(cause),
+                format!(
+                    "sigd restarted and did not bind {} again: {detail}",
+                    self.sap
+                ),
+            ),
+            // The new session died too: its own thread binds the listener later.
+            Err(_) => {
+                let old_id = self.now.lock().id;
+                new.add_listener(old_id, self);
+            }
+        }
+    }
+
+    fn lose(&self, cause: Option<u8>, why: String) {
+        self.now.lock().lost = Some((cause, why));
+        self.changed.notify_all();
     }
 }
