@@ -38,13 +38,20 @@ struct Net {
 
 /// The second natm host's address (the benchmark's).
 const NATM2: &str = "47.0005.80ffe1000000f21a26d8.0020ea000ee2.00";
+/// The guest's port's SSCOP Timer_NO_RESPONSE, ms. Under software emulation on a
+/// loaded host the guest is starved for seconds at a time, and while an application
+/// floods its atmtcp interface the kernel refuses atmsigd's own replies (ENOBUFS):
+/// with Q.2110's 7 s the switch declared the link failed mid-transfer and released
+/// the call (cause 27). A switch port towards such a peer is configured so.
+const GUEST_NO_RESPONSE_MS: u64 = 20_000;
 
 impl Net {
     fn new(name: &str) -> Net {
-        Net::build(name, false)
+        Net::build(name, false, GUEST_NO_RESPONSE_MS)
     }
 
-    fn build(name: &str, second: bool) -> Net {
+    /// `no_response_ms`: the guest's port's SSCOP Timer_NO_RESPONSE.
+    fn build(name: &str, second: bool, no_response_ms: u64) -> Net {
         let (sig, sw_port) = (free_port(), free_port());
         let (sig2, sw_port2) = (free_port(), free_port());
         let h2 = if second {
@@ -60,7 +67,7 @@ impl Net {
             name,
             &format!(
                 "[[port]]\nname = \"linux\"\nmode = \"atmtcp\"\nlisten = \"127.0.0.1:0\"\n\
-                 signalling = \"uni\"\n\
+                 signalling = \"uni\"\nsscop_no_response_ms = {no_response_ms}\n\
                  [[port]]\nname = \"h\"\nmode = \"frame\"\nbind = \"{sw_port}\"\npeer = \"{sig}\"\n\
                  line_rate = 100000000\nsignalling = \"host\"\n\
                  [[route]]\nprefix = \"47.0005.80ffe1000000f21a26d8.0020ea000ee0\"\nport = \"linux\"\n\
@@ -381,7 +388,9 @@ fn a_killed_atmsigd_releases_natms_side() {
         return;
     }
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
-    let net = Net::new("linuxatm-svc-kill");
+    // The default Timer_NO_RESPONSE (7 s): how soon a dead atmsigd is noticed is
+    // what this test is about.
+    let net = Net::build("linuxatm-svc-kill", false, 7_000);
     let mut g = net.boot("uni31", "kill", &[("hold", "3".to_string())]);
     g.marker("recv listening", STEP);
     let to = format!("{LINUX}:{SVC_SAP}");
@@ -685,7 +694,7 @@ fn bench_ttcp_atm_beside_natm_and_kernel_tcp() {
     let len = 8192u64;
     let n = mib * 1024 * 1024 / len;
     let bytes = n * len;
-    let net = Net::build("linuxatm-bench", true);
+    let net = Net::build("linuxatm-bench", true, GUEST_NO_RESPONSE_MS);
     let host2 = net.host2.as_ref().expect("two hosts");
     let tcp_port = free_port().port();
     let fwd = std::net::TcpListener::bind("127.0.0.1:0")

@@ -201,6 +201,13 @@ pub struct PortSection {
     /// This signalling port's own `svc_preserve_ms` (any role) [default: the global
     /// one on a host port, 0 on a trunk or `uni` port].
     pub preserve_ms: Option<u64>,
+    /// This signalling port's SSCOP Timer_NO_RESPONSE, ms: how long the link may go
+    /// without a STAT answering its POLLs before it is declared failed and its calls
+    /// released (cause 27) [default 400 on `host` and `switch` ports, natm's network
+    /// timers; 7,000 on `uni` ports, Q.2110's]. Longer for a peer that is starved of
+    /// CPU at times (an emulated guest on a loaded host); shorter detects a dead peer
+    /// sooner. At least 200 (a natm link polls every 100 ms).
+    pub sscop_no_response_ms: Option<u64>,
 }
 
 fn default_line_rate() -> u64 {
@@ -525,6 +532,18 @@ impl Config {
             }
             p.check_link()?;
             p.port_config()?;
+            if p.sscop_no_response_ms.is_some() && p.signalling.is_none() {
+                return Err(invalid(format!(
+                    "port {}: sscop_no_response_ms times the signalling link: the port runs no signalling",
+                    p.name
+                )));
+            }
+            if p.sscop_no_response_ms.is_some_and(|ms| ms < 200) {
+                return Err(invalid(format!(
+                    "port {}: sscop_no_response_ms must be at least 200 (SSCOP polls every 100 ms)",
+                    p.name
+                )));
+            }
             if p.preserve_ms.is_some() && p.signalling.is_none() {
                 return Err(invalid(format!(
                     "port {}: preserve_ms keeps calls across a lost signalling link: the port runs no signalling",
@@ -698,6 +717,22 @@ mod tests {
             port("listen = \"127.0.0.1:1\"")
         );
         Config::from_toml(&vp).expect("a VP between frame-unit ports");
+    }
+
+    #[test]
+    fn sscop_no_response_ms_is_checked() {
+        let port =
+            |extra: &str| TWO.replacen("mode = \"cell\"", &format!("mode = \"cell\"\n{extra}"), 1);
+        for bad in [
+            "sscop_no_response_ms = 20000",
+            "signalling = \"host\"\nsscop_no_response_ms = 199",
+        ] {
+            let e = Config::from_toml(&port(bad)).expect_err(bad);
+            assert!(e.to_string().contains("sscop_no_response_ms"), "{e}");
+        }
+        let c = Config::from_toml(&port("signalling = \"host\"\nsscop_no_response_ms = 20000"))
+            .expect("valid");
+        assert_eq!(c.ports[0].sscop_no_response_ms, Some(20_000));
     }
 
     #[test]

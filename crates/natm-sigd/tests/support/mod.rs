@@ -630,6 +630,7 @@ impl Hop {
                     vcis: natm_proto::sig::vci::NETWORK_HALF,
                     link_cells: 2_000_000,
                     preserve,
+                    no_response: None,
                 },
             );
         }

@@ -136,6 +136,10 @@ pub struct ControlPort {
     /// `None`: [`ControlConfig::preserve`] on a host port, zero (cleared at once) on a
     /// trunk or a standard UNI port. See [`ControlConfig::preserve`].
     pub preserve: Option<Duration>,
+    /// This port's SSCOP Timer_NO_RESPONSE; `None`: the one of
+    /// [`ControlConfig::saal`] on natm ports (400 ms), Q.2110's 7 s on a standard
+    /// UNI port.
+    pub no_response: Option<Duration>,
 }
 
 /// Routes, timers and ports.
@@ -302,6 +306,16 @@ impl Control {
         if !port.role.is_natm() {
             cfg.calls.private_ie = false;
             cfg.calls.link_cell_rate = port.link_cells;
+            // A standard peer (Linux's atmsigd, often a guest on an emulated CPU) gets
+            // Q.2110's timers, not natm's fast network ones: polled every 100 ms and
+            // dropped after 400 ms without a STAT, a guest starved for half a second
+            // lost its link and every call on it (cause 27).
+            let q2110 = natm_proto::sig::sscop::SscopConfig::default();
+            cfg.sscop.timer_cc = q2110.timer_cc;
+            cfg.sscop.timer_poll = q2110.timer_poll;
+            cfg.sscop.timer_keepalive = q2110.timer_keepalive;
+            cfg.sscop.timer_idle = q2110.timer_idle;
+            cfg.sscop.timer_no_response = q2110.timer_no_response;
         }
         // seed 004 §4: a host's calls outlive its sigd; the network's T309 of 0 stays
         // on trunks and standard UNI ports unless the port says otherwise.
@@ -309,6 +323,9 @@ impl Control {
             PortRole::Host => self.cfg.preserve,
             PortRole::Switch | PortRole::Uni => Duration::ZERO,
         });
+        if let Some(t) = port.no_response {
+            cfg.sscop.timer_no_response = t;
+        }
         let mut saal = Saal::new(cfg);
         saal.start(self.now);
         let id = port.port;

@@ -74,6 +74,7 @@ impl Net {
                     vcis: natm_proto::sig::vci::NETWORK_HALF,
                     link_cells: 353_207,
                     preserve,
+                    no_response: None,
                 },
             );
         }

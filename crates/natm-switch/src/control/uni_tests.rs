@@ -89,6 +89,11 @@ fn user_saal() -> Saal {
 
 impl Net {
     fn new(user: User) -> Net {
+        Net::with_no_response(user, None)
+    }
+
+    /// With the standard user's port's own SSCOP Timer_NO_RESPONSE.
+    fn with_no_response(user: User, no_response: Option<Duration>) -> Net {
         let mut sw = Switch::new();
         let p0 = sw.add_port(PortConfig::new(100_000_000)).unwrap();
         let p1 = sw.add_port(PortConfig::new(155_520_000)).unwrap();
@@ -112,6 +117,11 @@ impl Net {
             (p0, PortRole::Host, sock(9100)),
             (p1, PortRole::Uni, sock(9101)),
         ] {
+            let no_response = if role == PortRole::Uni {
+                no_response
+            } else {
+                None
+            };
             ctl.add_port(
                 now,
                 ControlPort {
@@ -121,6 +131,7 @@ impl Net {
                     vcis: natm_proto::sig::vci::NETWORK_HALF,
                     link_cells: 353_207,
                     preserve: None,
+                    no_response,
                 },
             );
         }
@@ -145,11 +156,15 @@ impl Net {
     }
 
     fn raw() -> Net {
+        Net::raw_with(None)
+    }
+
+    fn raw_with(no_response: Option<Duration>) -> Net {
         let cfg = SscopConfig {
             window: 30,
             ..SscopConfig::default()
         };
-        Net::new(User::Raw(Sscop::new(cfg), Vec::new()))
+        Net::with_no_response(User::Raw(Sscop::new(cfg), Vec::new()), no_response)
     }
 
     fn run(&mut self, d: Duration) {
@@ -480,10 +495,52 @@ fn a_dead_standard_user_releases_the_host_side() {
     net.host_accepts(call, 40);
     assert_eq!(net.ctl.call_count(), 1);
     net.alive = false;
-    net.run(Duration::from_millis(1500));
+    // Q.2110's Timer_NO_RESPONSE (7 s) on a standard UNI port.
+    net.run(Duration::from_millis(9000));
     assert!(net.host_calls().iter().any(|e| matches!(
         e,
         CallEvent::Released { call: c, .. } if *c == call
     )));
     assert_eq!(net.ctl.call_count(), 0);
+}
+
+/// A port's own Timer_NO_RESPONSE (`sscop_no_response_ms`): a standard user that
+/// stops answering (here: every PDU lost both ways while data is outstanding) keeps
+/// its call until that time has passed without a STAT, then the host side is
+/// released — later than the default link's would be, not never.
+#[test]
+fn a_ports_own_no_response_time_decides_when_a_silent_user_is_dropped() {
+    let released_after = |no_response: Option<Duration>| {
+        let mut net = Net::raw_with(no_response);
+        let setup = sd_payload(&hex(CAPTURES[1].1.lines().next().unwrap().trim()));
+        let now = net.now;
+        if let User::Raw(s, _) = &mut net.user {
+            s.send(now, setup).unwrap();
+        }
+        net.run(5 * MS);
+        let (call, _) = incoming(net.host_calls()).expect("offered");
+        net.host_accepts(call, 40);
+        assert_eq!(net.ctl.call_count(), 1);
+        net.alive = false;
+        let dead = net.now;
+        while net.ctl.call_count() == 1 && net.now < dead + Duration::from_secs(60) {
+            net.run(100 * MS);
+        }
+        assert!(net.host_calls().iter().any(|e| matches!(
+            e,
+            CallEvent::Released { call: c, .. } if *c == call
+        )));
+        net.now - dead
+    };
+    let default = released_after(None);
+    let long = released_after(Some(Duration::from_secs(20)));
+    // Q.2110's 7 s towards a standard user (not the 400 ms of natm's links).
+    assert!(
+        default >= Duration::from_secs(6) && default < Duration::from_secs(9),
+        "{default:?}"
+    );
+    assert!(
+        long >= Duration::from_secs(19) && long < Duration::from_secs(22),
+        "{long:?} (default {default:?})"
+    );
 }
