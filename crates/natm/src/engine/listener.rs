@@ -6,7 +6,7 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Weak};
 
 use bytes::Bytes;
@@ -60,6 +60,8 @@ pub(crate) struct ListenerShared {
     pub(crate) queue: Mutex<VecDeque<Arc<Conn>>>,
     pub(crate) queue_cv: Condvar,
     pub(crate) counters: ListenerCounters,
+    /// The application closed the listener: nothing is queued any more.
+    closed: AtomicBool,
 }
 
 impl ListenerShared {
@@ -96,6 +98,7 @@ impl ListenerShared {
             queue: Mutex::new(sync::Level::AcceptQueue, VecDeque::new()),
             queue_cv: Condvar::new(),
             counters: ListenerCounters::default(),
+            closed: AtomicBool::new(false),
         }
     }
 
@@ -179,7 +182,16 @@ impl ListenerShared {
                     },
                 );
                 drop(demux);
-                self.queue.lock().push_back(c);
+                let mut q = self.queue.lock();
+                if self.closed.load(Ordering::Acquire) {
+                    // The application closed the listener while this call was being
+                    // answered: nobody will ever take it.
+                    drop(q);
+                    Self::end_unaccepted(eng, vec![c]);
+                    return;
+                }
+                q.push_back(c);
+                drop(q);
                 self.queue_cv.notify_all();
             }
             Some(DatagramEvent::Response {
@@ -198,6 +210,30 @@ impl ListenerShared {
             None => {
                 self.counters.not_requests.fetch_add(1, Ordering::Relaxed);
             }
+        }
+    }
+
+    /// The application closed the listener: end the connections the endpoint
+    /// answered and nobody accepted, now and any whose answer is under way (each is
+    /// queued under the queue's lock, which `closed` is set under).
+    pub(crate) fn close(&self, eng: &Arc<Engine>) {
+        let queued: Vec<_> = {
+            let mut q = self.queue.lock();
+            self.closed.store(true, Ordering::Release);
+            q.drain(..).collect()
+        };
+        Self::end_unaccepted(eng, queued);
+        // Any still sending its ABORT keeps the engine until it has.
+        Engine::linger(eng);
+    }
+
+    /// Abort connections nobody will accept (a TCP listen queue's are reset), and let
+    /// the engine forget them once the ABORT is out. Never dropped by an application,
+    /// they would otherwise never be collected, and each would keep its socket open.
+    fn end_unaccepted(eng: &Engine, conns: Vec<Arc<Conn>>) {
+        for c in conns {
+            c.abort_both(eng, crate::transport::AbortReason::Local);
+            c.mark_dropped(eng);
         }
     }
 

@@ -352,6 +352,7 @@ impl Drop for Listener {
             ListenerKind::Direct(shared) => {
                 self.eng.deregister(shared.link.raw_fd());
                 self.eng.listeners.lock().remove(&shared.token);
+                shared.close(&self.eng);
             }
             ListenerKind::Signalled { session, id, .. } => {
                 let listener = *id;
