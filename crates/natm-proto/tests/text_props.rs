@@ -92,11 +92,12 @@ fn transport() -> impl Strategy<Value = TransportParams> {
             option::weighted(0.2, any::<u8>()),
             option::weighted(0.2, prop_oneof![65_000u32..1 << 24, Just(64 * 1024)]),
             option::weighted(0.3, any::<bool>()),
+            option::weighted(0.2, prop_oneof![1u32..=10_000_000, Just(20_000)]),
         ),
     )
         .prop_map(
             |((service, error_control, flow, semantics, tpdu_size), rest)| {
-                let (window, max_msg, outstanding, priority, bucket, encrypt) = rest;
+                let (window, max_msg, outstanding, priority, bucket, encrypt, delay) = rest;
                 TransportParams {
                     kind: TransportKind::Natm,
                     service,
@@ -109,6 +110,7 @@ fn transport() -> impl Strategy<Value = TransportParams> {
                     outstanding,
                     priority,
                     bucket,
+                    delay,
                     encrypt,
                 }
             },

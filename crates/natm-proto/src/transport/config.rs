@@ -1,5 +1,7 @@
 //! What configures one simplex VC's transport, and how a QoS maps onto it.
 
+use std::time::Duration;
+
 use thiserror::Error;
 
 use super::{FlowKind, RttConfig, Semantics};
@@ -53,6 +55,29 @@ pub struct TransportConfig {
     pub max_timeouts: u32,
 }
 
+/// How long a leaky-bucket VC's send queue holds beyond its bucket, at the VC's rate,
+/// unless the QoS says otherwise (`delay=`): what a blocking sender on a guaranteed VC
+/// waits behind its own queue, at any rate.
+pub const DEFAULT_SEND_DELAY: Duration = Duration::from_millis(20);
+
+/// The send buffer of a leaky-bucket VC of `rate_bps` payload bit/s, bucket depth
+/// `bucket` bytes and TPDUs of `tpdu_size` bytes: the bucket plus `delay` at the rate,
+/// and at least one TPDU. A queue bounded in bytes alone would be bounded in time only
+/// at one rate (seed 000 §2's guaranteed service promises a delay, not a buffer).
+///
+/// Departure from seed 001 §6, which sizes every VC's send buffer the same: a
+/// guaranteed VC's queue drains at its reservation and no faster, so a fixed size
+/// (2 × window × TPDU, 2 MiB) held 842 ms at 20 Mbit/s and 16.8 s at 1 Mbit/s. A
+/// sender over its rate finds the queue full at once and blocks (or `try_send` says
+/// so) instead of queueing seconds of data.
+pub fn shaped_send_buffer(rate_bps: u64, bucket: u64, delay: Duration, tpdu_size: u32) -> usize {
+    let in_flight = u128::from(rate_bps) * delay.as_nanos() / (8 * 1_000_000_000);
+    let bytes = u128::from(bucket)
+        .saturating_add(in_flight)
+        .max(u128::from(tpdu_size));
+    usize::try_from(bytes).unwrap_or(usize::MAX)
+}
+
 impl Default for TransportConfig {
     fn default() -> Self {
         TransportConfig::reliable()
@@ -100,13 +125,17 @@ impl TransportConfig {
     }
 
     /// Guaranteed service: leaky-bucket shaping at `rate` payload bit/s, no
-    /// retransmission.
+    /// retransmission; the send queue holds the default bucket plus
+    /// [`DEFAULT_SEND_DELAY`] at the rate ([`shaped_send_buffer`]).
     pub fn guaranteed(rate: u64) -> Self {
+        let base = Self::base();
+        let bucket = crate::flow::LeakyBucket::default_depth(rate, base.tpdu_size);
         TransportConfig {
             flow: FlowKind::LeakyBucket,
             rate,
             min_rate: rate,
-            ..Self::base()
+            snd_buf: shaped_send_buffer(rate, bucket, DEFAULT_SEND_DELAY, base.tpdu_size),
+            ..base
         }
     }
 
@@ -214,18 +243,32 @@ impl TransportConfig {
         let base = TransportConfig::best_effort();
         let window = t.window.unwrap_or(base.window);
         let buf = window as usize * t.tpdu_size as usize;
+        let bucket = t.bucket.or(mbs_bytes);
+        // A shaped VC's queue is bounded in time at its rate; any other VC's in bytes.
+        let snd_buf = if t.flow == FlowKind::LeakyBucket && rate > 0 {
+            let depth = bucket.map_or_else(
+                || crate::flow::LeakyBucket::default_depth(rate, t.tpdu_size),
+                u64::from,
+            );
+            let delay = t.delay.map_or(DEFAULT_SEND_DELAY, |us| {
+                Duration::from_micros(u64::from(us))
+            });
+            shaped_send_buffer(rate, depth, delay, t.tpdu_size)
+        } else {
+            2 * buf
+        };
         let cfg = TransportConfig {
             error_control: t.error_control,
             flow: t.flow,
             semantics: t.semantics,
             tpdu_size: t.tpdu_size,
             window,
-            snd_buf: 2 * buf,
+            snd_buf,
             rcv_buf: buf,
             max_msg: t.max_msg.unwrap_or(u64::MAX),
             outstanding: t.outstanding.unwrap_or(u32::MAX),
             rate,
-            bucket: t.bucket.or(mbs_bytes),
+            bucket,
             min_rate: bps(tx.min_pcr).unwrap_or(if t.flow == FlowKind::LeakyBucket {
                 rate
             } else {
@@ -267,6 +310,48 @@ mod tests {
         assert!(e.contains("aal0") && e.contains("AAL5"), "{e}");
         assert!(cfg("cbr:tx:pcr=10Mbps,rx:pcr=1Mbps").is_ok());
         assert!(cfg("reliable").is_ok());
+    }
+
+    /// A guaranteed VC's send queue is its bucket plus the delay at its rate: the same
+    /// time at every rate, not the same bytes (issue 17: 2 MiB held 16.8 s at 1 Mbit/s).
+    #[test]
+    fn a_shaped_send_queue_is_bounded_in_time_at_any_rate() {
+        let cfg = |t: &str| TransportConfig::from_qos(&t.parse::<Qos>().unwrap(), true).unwrap();
+        let drain = |c: &TransportConfig| c.snd_buf as f64 * 8.0 / c.rate as f64;
+        // The default 20 ms beyond a bucket given in the QoS, at 1, 20 and 500 Mbit/s.
+        for (rate, mbps) in [(1_000_000u64, 1), (20_000_000, 20), (500_000_000, 500)] {
+            let c = cfg(&format!("cbr:pcr={mbps}Mbps,bucket=8Ki"));
+            assert_eq!(
+                c.snd_buf as u64,
+                8192 + rate / 8 * 20 / 1000,
+                "{mbps} Mbit/s"
+            );
+            let beyond_bucket = drain(&c) - 8192.0 * 8.0 / rate as f64;
+            assert!(
+                (beyond_bucket - 0.020).abs() < 1e-6,
+                "{mbps}: {beyond_bucket}"
+            );
+        }
+        // delay= sets it; the default bucket (4 TPDUs, or 2 ms of the rate) counts.
+        let c = cfg("cbr:pcr=20Mbps,delay=5ms");
+        assert_eq!(c.snd_buf, 4 * 4096 + 12_500);
+        let c = cfg("cbr:pcr=1Gbps,delay=1ms");
+        assert_eq!(c.snd_buf, 250_000 + 125_000);
+        // VBR: the bucket is MBS cells, the rate the SCR.
+        let c = cfg("vbr:pcr=20Mbps,scr=5Mbps,mbs=100,delay=10ms");
+        assert_eq!(c.snd_buf, 4800 + 6250);
+        // Never less than one TPDU, however slow the VC.
+        let c = cfg("cbr:pcr=1kbps,tpdu=1024,bucket=1024,delay=1us");
+        assert_eq!(c.snd_buf, 1024);
+        c.validate().unwrap();
+        // Other VCs keep a buffer in bytes.
+        assert_eq!(cfg("reliable").snd_buf, 2 * 256 * 4096);
+        assert_eq!(cfg("ubr").snd_buf, 2 * 256 * 4096);
+        // The preset constructor agrees with the QoS text.
+        assert_eq!(
+            TransportConfig::guaranteed(20_000_000).snd_buf,
+            cfg("cbr:pcr=20Mbps").snd_buf
+        );
     }
 
     #[test]

@@ -24,7 +24,7 @@ mod tests;
 use bytes::Bytes;
 use thiserror::Error;
 
-pub use config::{ConfigError, TransportConfig};
+pub use config::{shaped_send_buffer, ConfigError, TransportConfig, DEFAULT_SEND_DELAY};
 pub use psb::Psb;
 pub use rtt::{RttConfig, RttEstimator};
 pub use stats::PsbStats;

@@ -32,6 +32,9 @@ pub const GRO_SLOT_LEN: usize = 65_536;
 // errno values with which a kernel or device that cannot do GSO refuses it (the same
 // on every Linux architecture); quinn-udp turns GSO off on the same two.
 const EIO: i32 = 5;
+/// Asynchronous errors one receive reads past before it gives up and reports the
+/// error (each was cleared by being reported; a new one needs a new ICMP message).
+const MAX_ASYNC_ERRORS: u32 = 8;
 const EINVAL: i32 = 22;
 
 /// How to open a [`UdpPort`].
@@ -84,7 +87,9 @@ pub struct PortStats {
     pub recv_calls: u64,
     /// Receive buffers that carried more than one datagram (GRO).
     pub gro_coalesced: u64,
-    /// Receives that failed with an error other than `WouldBlock`/`TimedOut`.
+    /// Receives that failed with an error other than `WouldBlock`/`TimedOut`: mostly
+    /// asynchronous errors (ECONNREFUSED from an ICMP port unreachable), after which
+    /// the receive is tried again.
     pub recv_errors: u64,
     /// Receive buffers dropped because they came back full, so perhaps truncated.
     pub truncated: u64,
@@ -454,26 +459,45 @@ impl UdpPort {
             1
         };
         let mut meta = [RecvMeta::default(); BATCH_SIZE];
-        let filled = {
-            let mut slots = batch.area_mut().chunks_mut(slot_len);
-            let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
-                core::array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
-            self.state.recv(
-                (&self.socket).into(),
-                &mut bufs[..wanted],
-                &mut meta[..wanted],
-            )
-        };
-        let filled = match filled {
-            Ok(n) => n,
-            Err(e) => {
-                if !matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) {
-                    add(&self.counters.recv_errors, 1);
+        let mut errors = 0;
+        let filled = loop {
+            let r = {
+                let mut slots = batch.area_mut().chunks_mut(slot_len);
+                let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
+                    core::array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
+                self.state.recv(
+                    (&self.socket).into(),
+                    &mut bufs[..wanted],
+                    &mut meta[..wanted],
+                )
+            };
+            match r {
+                Ok(n) => break n,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Err(e)
                 }
-                return Err(e);
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    add(&self.counters.recv_errors, 1);
+                    // An asynchronous error the kernel reports ahead of the queued
+                    // datagrams: on a connected socket, an ICMP port unreachable for
+                    // an earlier send (the peer's socket has closed) comes back as
+                    // ECONNREFUSED from the next receive, however many datagrams wait
+                    // behind it. Reporting it cleared it, so receive again: a caller
+                    // that stopped here would leave those datagrams unread with the
+                    // readiness edge spent (found with parallel direct-mode calls: an
+                    // ABORT left unread kept a finished call's socket open for the
+                    // whole of its CLOSE retries).
+                    errors += 1;
+                    if errors >= MAX_ASYNC_ERRORS {
+                        return Err(e);
+                    }
+                }
             }
         };
         add(&self.counters.recv_calls, 1);

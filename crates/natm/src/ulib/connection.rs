@@ -343,6 +343,7 @@ impl Drop for Listener {
             ListenerKind::Direct(shared) => {
                 self.eng.deregister(shared.link.raw_fd());
                 self.eng.listeners.lock().remove(&shared.token);
+                shared.close(&self.eng);
             }
             ListenerKind::Signalled { binding, .. } => {
                 let (session, listener) = binding.bound();

@@ -47,7 +47,8 @@
 //!            | ( "ec" | "encrypt" ) "=" ( "on" | "off" )
 //!            | "mode" "=" ( "message" | "stream" )
 //!            | ( "tpdu" | "msg" | "bucket" ) "=" bytes
-//!            | ( "window" | "outstanding" | "prio" ) "=" integer ;
+//!            | ( "window" | "outstanding" | "prio" ) "=" integer
+//!            | "delay" "=" number [ "us" | "ms" | "s" ] ;    (* default µs *)
 //! rate       = "max" | number [ [ multiplier ] ( "bps" | "cps" ) ] ;  (* bare: cells/s *)
 //! bytes      = number [ multiplier [ "i" ] ] [ "B" ] ;  (* k = 1000, ki = 1024 *)
 //! multiplier = "k" | "K" | "m" | "M" | "g" | "G" ;    (* 10^3, 10^6, 10^9; m is mega *)
@@ -288,6 +289,10 @@ pub struct TransportParams {
     pub priority: Option<u8>,
     /// Leaky-bucket depth in bytes (`bucket=`).
     pub bucket: Option<u32>,
+    /// A leaky-bucket VC's send queue beyond the bucket, as time at the VC's rate,
+    /// in microseconds (`delay=`): the queue holds `bucket + rate × delay` bytes, so a
+    /// sender waits at most that long behind it. Unset: the transport's default.
+    pub delay: Option<u32>,
     /// Authenticated encryption of every TPDU (`encrypt=on|off`, issue 16); unset:
     /// on where the peer is on another host (docs/ARCHITECTURE.md, "Data-path
     /// integrity").
@@ -317,6 +322,8 @@ pub struct ResolvedTransport {
     pub priority: u8,
     /// Leaky-bucket depth in bytes; `None` lets the transport choose.
     pub bucket: Option<u32>,
+    /// Send-queue delay beyond the bucket, µs; `None` lets the transport choose.
+    pub delay: Option<u32>,
 }
 
 /// A direction of a duplex connection.
@@ -348,6 +355,7 @@ pub enum QosKey {
     Outstanding,
     Prio,
     Bucket,
+    Delay,
     Transport,
     Encrypt,
 }
@@ -365,7 +373,7 @@ impl QosKey {
     ];
 
     /// Transport parameters in canonical print order.
-    pub const TRANSPORT: [QosKey; 11] = [
+    pub const TRANSPORT: [QosKey; 12] = [
         QosKey::Transport,
         QosKey::Flow,
         QosKey::Ec,
@@ -376,6 +384,7 @@ impl QosKey {
         QosKey::Outstanding,
         QosKey::Prio,
         QosKey::Bucket,
+        QosKey::Delay,
         QosKey::Encrypt,
     ];
 
@@ -398,6 +407,7 @@ impl QosKey {
             QosKey::Outstanding => "outstanding",
             QosKey::Prio => "prio",
             QosKey::Bucket => "bucket",
+            QosKey::Delay => "delay",
             QosKey::Transport => "transport",
             QosKey::Encrypt => "encrypt",
         }
@@ -420,6 +430,7 @@ impl QosKey {
             QosKey::Prio => (0, 255, ""),
             QosKey::Bucket => (1, u64::from(u32::MAX), "bytes"),
             QosKey::MaxCdv => (0, u64::from(u32::MAX), "µs"),
+            QosKey::Delay => (1, 10_000_000, "µs (at most 10 s)"),
             _ => return None,
         })
     }
@@ -558,6 +569,10 @@ pub enum QosConflict {
     /// `bucket` on a VC whose flow control is not the leaky bucket.
     #[error("bucket sets the leaky-bucket depth, but this VC's flow control is not leaky-bucket: add flow=leaky-bucket")]
     BucketWithoutLeakyBucket,
+    /// `delay` on a VC whose flow control is not the leaky bucket (only a shaped VC's
+    /// send queue drains at a known rate).
+    #[error("delay bounds a leaky-bucket VC's send queue in time, but this VC's flow control is not leaky-bucket: add flow=leaky-bucket or drop delay")]
+    DelayWithoutLeakyBucket,
     /// A leaky bucket too shallow to ever let a TPDU through.
     #[error(
         "bucket={bucket} is smaller than one TPDU ({tpdu} bytes), so nothing could ever be sent"
@@ -776,6 +791,7 @@ impl Qos {
             outstanding: t.outstanding,
             priority: t.priority.unwrap_or(0),
             bucket: t.bucket,
+            delay: t.delay,
         }
     }
 
@@ -809,6 +825,7 @@ impl Qos {
         QosKey::Msg.check(None, t.max_msg)?;
         QosKey::Outstanding.check(None, t.outstanding.map(u64::from))?;
         QosKey::Bucket.check(None, t.bucket.map(u64::from))?;
+        QosKey::Delay.check(None, t.delay.map(u64::from))?;
         if self.aal == Aal::Aal0 {
             if let Some(key) = first_transport_key(t) {
                 return Err(QosConflict::TransportOnAal0 { key });
@@ -822,11 +839,14 @@ impl Qos {
                 return Err(QosConflict::TransportOnBare { key });
             }
         }
+        let leaky = match t.flow {
+            Some(flow) => flow == FlowKind::LeakyBucket,
+            None => self.service() == Service::Guaranteed,
+        };
+        if t.delay.is_some() && !leaky {
+            return Err(QosConflict::DelayWithoutLeakyBucket);
+        }
         if let Some(bucket) = t.bucket {
-            let leaky = match t.flow {
-                Some(flow) => flow == FlowKind::LeakyBucket,
-                None => self.service() == Service::Guaranteed,
-            };
             if !leaky {
                 return Err(QosConflict::BucketWithoutLeakyBucket);
             }
@@ -911,6 +931,7 @@ fn first_natm_transport_key(t: &TransportParams) -> Option<QosKey> {
         (QosKey::Outstanding, t.outstanding.is_some()),
         (QosKey::Prio, t.priority.is_some()),
         (QosKey::Bucket, t.bucket.is_some()),
+        (QosKey::Delay, t.delay.is_some()),
         (QosKey::Encrypt, t.encrypt.is_some()),
     ];
     set.into_iter().find(|&(_, on)| on).map(|(key, _)| key)

@@ -17,7 +17,7 @@ use crate::wire::text;
 const CLASSES: &str = "ubr, cbr, vbr, abr, any, guaranteed, reliable or best-effort";
 const TRAFFIC_KEYS: &str = "max_pcr, pcr, min_pcr, scr, mbs, max_cdv or max_sdu (alias sdu)";
 const ALL_KEYS: &str = "max_pcr, pcr, min_pcr, scr, mbs, max_cdv, max_sdu (alias sdu), \
-     transport, flow, ec, mode, tpdu, window, msg, outstanding, prio, bucket, or a tx:/rx: group";
+     transport, flow, ec, mode, tpdu, window, msg, outstanding, prio, bucket, delay, or a tx:/rx: group";
 const RATE_FORM: &str = "a rate is max or a number with an optional unit: 10Mbps (bits/s), \
      3000cps or a bare 3000 (cells/s)";
 
@@ -595,6 +595,7 @@ impl<'a> Parser<'a> {
             QosKey::Outstanding => t.outstanding = Some(small(num(parse_integer(v))?)),
             QosKey::Prio => t.priority = Some(u8::try_from(num(parse_integer(v))?).unwrap_or(0)),
             QosKey::Bucket => t.bucket = Some(small(num(parse_bytes(v))?)),
+            QosKey::Delay => t.delay = Some(small(num(parse_micros(v))?)),
             QosKey::Transport => {
                 let id = word(
                     &[("natm", 0), ("none", 1)],
@@ -633,6 +634,7 @@ impl<'a> Parser<'a> {
             QosConflict::RateOrder { dir, low, high, .. } => in_dir(Some(*dir), &[*low, *high]),
             QosConflict::PresetOverride { key, .. } => in_dir(None, &[*key]),
             QosConflict::BucketWithoutLeakyBucket => in_dir(None, &[QosKey::Bucket]),
+            QosConflict::DelayWithoutLeakyBucket => in_dir(None, &[QosKey::Delay]),
             QosConflict::BucketBelowTpdu { .. } => in_dir(None, &[QosKey::Bucket, QosKey::Tpdu]),
             QosConflict::TransportOnAal0 { key } => in_dir(None, &[*key]).max(self.marks.aal),
             QosConflict::TransportOnBare { key } => in_dir(None, &[*key, QosKey::Transport]),

@@ -94,6 +94,7 @@ fn transport_value(t: &TransportParams, key: QosKey) -> Option<String> {
         QosKey::Outstanding => t.outstanding.map(|n| n.to_string()),
         QosKey::Prio => t.priority.map(|n| n.to_string()),
         QosKey::Bucket => t.bucket.map(|n| bytes(u64::from(n))),
+        QosKey::Delay => t.delay.map(micros),
         // The default, natm's transport, is never printed.
         QosKey::Transport => (t.kind == TransportKind::Bare).then(|| t.kind.to_string()),
         _ => None,

@@ -514,6 +514,33 @@ fn error_conflicts() {
         .transport()
         .bucket
         .is_some());
+    // delay= bounds a shaped VC's send queue in time: only a leaky-bucket VC has one.
+    assert_eq!(
+        assert_conflict("reliable:delay=5ms", 9, "delay=5ms"),
+        QosConflict::DelayWithoutLeakyBucket
+    );
+    assert_eq!(
+        assert_conflict("cbr:pcr=1Mbps,flow=window,delay=5ms", 26, "delay=5ms"),
+        QosConflict::DelayWithoutLeakyBucket
+    );
+    canonical("cbr:pcr=1Mbps,delay=20000", "cbr:pcr=1Mbps,delay=20ms");
+    canonical(
+        "guaranteed:pcr=2Mbps,delay=1500us",
+        "guaranteed:pcr=2Mbps,delay=1500us",
+    );
+    canonical(
+        "vbr:pcr=2Mbps,scr=1Mbps,mbs=10,delay=1s,bucket=8Ki",
+        "vbr:pcr=2Mbps,scr=1Mbps,mbs=10,bucket=8Ki,delay=1s",
+    );
+    assert_eq!(qos("cbr:pcr=1Mbps,delay=5ms").transport().delay, Some(5000));
+    assert!(matches!(
+        err("cbr:pcr=1Mbps,delay=11s").kind,
+        QosErrorKind::OutOfRange
+    ));
+    assert!(matches!(
+        err("cbr:pcr=1Mbps,delay=0").kind,
+        QosErrorKind::OutOfRange
+    ));
     assert!(matches!(
         assert_conflict("ubr,aal0:ec=on", 9, "ec=on"),
         QosConflict::TransportOnAal0 { key: QosKey::Ec }
