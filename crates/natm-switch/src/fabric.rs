@@ -970,7 +970,10 @@ impl Switch {
                     frame => return Some(frame),
                 }
             }
-            let k = left.min(allowed).min(run).min(p.cells_by(earliest, horizon));
+            let k = left
+                .min(allowed)
+                .min(run)
+                .min(p.cells_by(earliest, horizon));
             // `k` is at most `run`, a u32.
             let k = u32::try_from(k).unwrap_or(u32::MAX);
             let at = out.len();

@@ -327,8 +327,14 @@ mod tests {
         assert!(!p.free_at(Instant::from_nanos(3009)));
         // From 3010 on, one cell per µs: 3010, 4010, 5010 start by 5500.
         assert_eq!(p.cells_by(Instant::ZERO, Instant::from_nanos(5500)), 3);
-        assert_eq!(p.cells_by(Instant::from_nanos(5000), Instant::from_nanos(5500)), 1);
-        assert_eq!(p.cells_by(Instant::from_nanos(9000), Instant::from_nanos(5500)), 1);
+        assert_eq!(
+            p.cells_by(Instant::from_nanos(5000), Instant::from_nanos(5500)),
+            1
+        );
+        assert_eq!(
+            p.cells_by(Instant::from_nanos(9000), Instant::from_nanos(5500)),
+            1
+        );
         assert!(PortConfig::new(100).validate().is_err());
         assert_eq!(PortConfig::new(1).buffer(100).epd_threshold, Some(75));
         assert_eq!(PortConfig::new(1).epd(None).buffer(100).epd_threshold, None);

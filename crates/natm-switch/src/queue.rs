@@ -49,10 +49,7 @@ enum Unit {
     /// This many cells, the next ones of the cell ring.
     Cells(u32),
     /// A frame of the frame mode.
-    Frame {
-        header: vcframe::Repr,
-        sdu: Bytes,
-    },
+    Frame { header: vcframe::Repr, sdu: Bytes },
 }
 
 /// The queue of one VC at its output port.

@@ -148,11 +148,7 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
         match *s {
             Step::Cell { vc, eof, clp } => {
                 seq = seq.wrapping_add(1);
-                let pti = if eof {
-                    Pti::UserDataEnd
-                } else {
-                    Pti::UserData
-                };
+                let pti = if eof { Pti::UserDataEnd } else { Pti::UserData };
                 let mut cell = cell(0, 32 + vc as u16, pti, seq);
                 if clp {
                     cell[3] |= 1;
@@ -281,7 +277,8 @@ fn runs_follow_the_line_and_the_round() {
     let (mut sw, inp, out, _) = build(&c);
     let t = Instant::from_nanos(1);
     for i in 0..10u8 {
-        sw.handle_cell(t, inp, cell(0, 32, Pti::UserData, i)).unwrap();
+        sw.handle_cell(t, inp, cell(0, 32, Pti::UserData, i))
+            .unwrap();
     }
     // Line free at t, a cell every 10 µs: 5 start by t + 45 µs.
     let mut got = Vec::new();
