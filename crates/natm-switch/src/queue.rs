@@ -116,7 +116,7 @@ impl VcQueue {
     }
 
     /// Appends one cell (the caller has checked the limits).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_cell(&mut self, cell: [u8; CELL_LEN]) {
         self.cell_ring.push_back(cell);
         match self.units.back_mut() {
@@ -141,6 +141,10 @@ impl VcQueue {
                     .cell_ring
                     .pop_front()
                     .expect("a run of cells is in the cell ring");
+                if self.cell_ring.is_empty() {
+                    // As in `pop_cells`: start again at the front of the ring.
+                    self.cell_ring.clear();
+                }
                 Some(Transmit::Cell(c))
             }
             Unit::Frame { .. } => match self.units.pop_front()? {
@@ -174,7 +178,15 @@ impl VcQueue {
         let from_a = k_us.min(a.len());
         out.extend_from_slice(a[..from_a].as_flattened());
         out.extend_from_slice(b[..k_us - from_a].as_flattened());
-        self.cell_ring.drain(..k_us);
+        if k_us == self.cell_ring.len() {
+            // Emptied: the next cells are written from the start of the ring again
+            // (`clear` resets its head), so a queue that fills and empties by the
+            // burst keeps reusing the same memory, still in the CPU's caches,
+            // instead of wrapping around all the capacity it ever grew to.
+            self.cell_ring.clear();
+        } else {
+            self.cell_ring.drain(..k_us);
+        }
         k
     }
 
