@@ -226,6 +226,12 @@ impl Policer {
         }
     }
 
+    /// Whether the VC is unpoliced (every cell conforms, and nothing changes).
+    #[inline]
+    pub(crate) fn is_off(&self) -> bool {
+        matches!(self, Policer::Off)
+    }
+
     /// ITU-T I.371 GCRA: the verdict on one cell arriving at `t`; only a conforming
     /// cell moves the state on.
     #[inline]

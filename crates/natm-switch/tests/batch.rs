@@ -59,8 +59,10 @@ fn step(vcs: usize) -> impl Strategy<Value = Step> {
 #[derive(Debug, Clone)]
 struct Case {
     kind: SchedulerKind,
-    /// Per VC: its buffer (cells) and reserved rate (cells/s, for `wrr`).
-    vcs: Vec<(u32, u64)>,
+    /// Per VC: its buffer (cells), reserved rate (cells/s, for `wrr`) and contract
+    /// (0: best effort; 1: best effort with EPD/PPD; 2: policed at 50,000 cells/s,
+    /// tagging; 3: the same, discarding).
+    vcs: Vec<(u32, u64, u8)>,
     port_buffer: u32,
     steps: Vec<Step>,
 }
@@ -72,7 +74,7 @@ fn case() -> impl Strategy<Value = Case> {
             Just(SchedulerKind::RoundRobin),
             Just(SchedulerKind::WeightedRoundRobin)
         ],
-        proptest::collection::vec((1u32..60, 0u64..60_000), 1..5),
+        proptest::collection::vec((1u32..60, 0u64..60_000, 0u8..4), 1..5),
         20u32..200,
     )
         .prop_flat_map(|(kind, vcs, port_buffer)| {
@@ -101,14 +103,19 @@ fn build(c: &Case) -> (Switch, PortId, PortId, Vec<ConnId>) {
         .vcs
         .iter()
         .enumerate()
-        .map(|(i, &(buffer, reserved))| {
+        .map(|(i, &(buffer, reserved, kind))| {
             let i = i as u16;
+            let contract = match kind {
+                0 | 1 => Contract::best_effort(),
+                2 => Contract::cbr(50_000).tagging(),
+                _ => Contract::cbr(50_000),
+            };
             sw.connect(
                 CrossConnect::vc(VcAddr::new(inp, 0, 32 + i), VcAddr::new(out, 1, 40 + i)),
-                Contract::best_effort()
+                contract
                     .with_buffer(buffer)
                     .with_reserved(reserved)
-                    .with_frame_discard(false),
+                    .with_frame_discard(kind == 1),
             )
             .unwrap()
         })
@@ -163,7 +170,8 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
                 let cells: Vec<[u8; CELL_LEN]> = (0..n)
                     .map(|i| {
                         seq = seq.wrapping_add(1);
-                        let v = 32 + ((vc + i) % c.vcs.len()) as u16;
+                        // Runs of four cells of a VC, the VCs in turn.
+                        let v = 32 + ((vc + i / 4) % c.vcs.len()) as u16;
                         let pti = if seq % 5 == 0 {
                             Pti::UserDataEnd
                         } else {
@@ -270,7 +278,7 @@ proptest! {
 fn runs_follow_the_line_and_the_round() {
     let c = Case {
         kind: SchedulerKind::RoundRobin,
-        vcs: vec![(100, 0), (100, 0)],
+        vcs: vec![(100, 0, 0), (100, 0, 0)],
         port_buffer: 200,
         steps: Vec::new(),
     };
