@@ -172,7 +172,7 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
                         seq = seq.wrapping_add(1);
                         // Runs of four cells of a VC, the VCs in turn.
                         let v = 32 + ((vc + i / 4) % c.vcs.len()) as u16;
-                        let pti = if seq % 5 == 0 {
+                        let pti = if seq.is_multiple_of(5) {
                             Pti::UserDataEnd
                         } else {
                             Pti::UserData
