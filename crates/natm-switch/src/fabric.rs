@@ -159,6 +159,16 @@ impl Fields {
     }
 }
 
+/// A cell header that takes the plain path of [`Switch::handle_cell`] on its port
+/// ([`Switch::plain`]), with what that path needs of it.
+#[derive(Debug, Clone, Copy)]
+struct Plain {
+    header: [u8; HEADER_LEN],
+    slot: Slot,
+    eof: bool,
+    clp: bool,
+}
+
 /// A [`Fields::key`] no header has (its 24 bits never reach the top octet).
 const NO_KEY: u32 = u32::MAX;
 
@@ -453,6 +463,107 @@ impl Switch {
         &mut self,
         now: Instant,
         port: PortId,
+        cell: [u8; CELL_LEN],
+    ) -> Result<Verdict, SwitchError> {
+        self.cell_in(now, port, cell)
+    }
+
+    /// Cells received back to back on `port`, the first at `start` and each next one
+    /// `spacing` later: each is handled as by [`Switch::handle_cell`] at its time, in
+    /// one call (the loop a train of cells takes). Returns the time after the last
+    /// (`start` plus `spacing` per cell).
+    pub fn handle_cells<'a>(
+        &mut self,
+        start: Instant,
+        spacing: Duration,
+        port: PortId,
+        cells: impl IntoIterator<Item = &'a [u8; CELL_LEN]>,
+    ) -> Result<Instant, SwitchError> {
+        self.port(port)?;
+        let mut t = start;
+        let mut plain: Option<Plain> = None;
+        for c in cells {
+            if let Some(p) = plain.filter(|p| c[..HEADER_LEN] == p.header) {
+                self.plain_cell(port, &p, c);
+            } else {
+                // Only an unknown port fails, and this one exists.
+                let _ = self.cell_in(t, port, *c);
+                plain = self.plain(port, c);
+            }
+            t += spacing;
+        }
+        Ok(t)
+    }
+
+    /// Whether the next cell of `port` with the header of `cell` takes the plain path
+    /// of [`Switch::handle_cell`] whatever its time: its header known valid (the HEC
+    /// receiver's memo), its label the port's last looked up, its VC unpoliced,
+    /// without frame discard or reassembly, its output header made — so that
+    /// [`Switch::plain_cell`] does all `handle_cell` would.
+    #[inline]
+    fn plain(&self, port: PortId, cell: &[u8; CELL_LEN]) -> Option<Plain> {
+        let inp = self.ports.get(port.index())?;
+        let header = *cell.first_chunk::<HEADER_LEN>()?;
+        if inp.hec_memo != Some(header) {
+            return None;
+        }
+        let f = Fields::parse(&header, inp.cfg.format);
+        let (vpi, vci, slot) = inp.lookup_memo?;
+        if (vpi, vci) != (f.vpi, f.vci) || (f.vpi == 0 && f.vci == 0) || slot == Slot::LOCAL {
+            return None;
+        }
+        let vc = self.vc(slot)?;
+        let plain = vc.assembly.is_none()
+            && vc.policer.is_off()
+            && !(vc.frames && f.pti.is_user_data())
+            && !f.pti.is_oam_f5()
+            && vc.header_memo.0 == f.key();
+        plain.then_some(Plain {
+            header,
+            slot,
+            eof: f.pti.is_end_of_sdu(),
+            clp: f.clp,
+        })
+    }
+
+    /// [`Switch::handle_cell`] of a cell that [`Switch::plain`] found takes the plain
+    /// path (nothing it reads has changed since): counted, admitted or dropped by the
+    /// buffers, its header translated, queued.
+    #[inline(always)]
+    fn plain_cell(&mut self, port: PortId, p: &Plain, cell: &[u8; CELL_LEN]) {
+        let Some(vc) = self.vcs.get_mut(p.slot.index()).and_then(Option::as_mut) else {
+            return;
+        };
+        if let Some(inp) = self.ports.get_mut(port.index()) {
+            inp.counters.cells_in += 1;
+            inp.counters.frames_in += u64::from(p.eof);
+        }
+        vc.counters.cells_in += 1;
+        vc.counters.frames_in += u64::from(p.eof);
+        let Some(out) = self.ports.get_mut(vc.out_port.index()) else {
+            return;
+        };
+        if let Some(cause) = admission(out, vc, 1, p.clp) {
+            out.counters.dropped.add(cause, 1);
+            vc.counters.dropped.add(cause, 1);
+            return;
+        }
+        let mut c = *cell;
+        c[..HEADER_LEN].copy_from_slice(&vc.header_memo.1);
+        let was_empty = vc.queue.is_empty();
+        vc.queue.push_cell(c);
+        out.queue_cells += 1;
+        out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
+        out.sched.enqueued(p.slot, was_empty, vc.weight);
+    }
+
+    /// The body of [`Switch::handle_cell`], inlined into the loop of
+    /// [`Switch::handle_cells`].
+    #[inline(always)]
+    fn cell_in(
+        &mut self,
+        now: Instant,
+        port: PortId,
         mut cell: [u8; CELL_LEN],
     ) -> Result<Verdict, SwitchError> {
         let inp = self
@@ -668,7 +779,7 @@ impl Switch {
         cell[..HEADER_LEN].copy_from_slice(&vc.header_memo.1);
         vc.oam_forwarded += u64::from(f.pti.is_oam_f5());
         let was_empty = vc.queue.is_empty();
-        vc.queue.push(Transmit::Cell(cell), 1);
+        vc.queue.push_cell(cell);
         out.queue_cells += 1;
         out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
         out.sched.enqueued(slot, was_empty, vc.weight);
@@ -784,7 +895,7 @@ impl Switch {
             let (queue, sched, weight) = (&mut vc.queue, &mut out.sched, vc.weight);
             let mut first = was_empty;
             sar::segment(&header, &sdu, out.cfg.format, vc.out_vpi, vci, |c| {
-                queue.push(Transmit::Cell(c), 1);
+                queue.push_cell(c);
                 // Each cell is a unit to the scheduler (fifo keeps one entry per unit).
                 sched.enqueued(slot, first, weight);
                 first = false;
@@ -851,13 +962,21 @@ impl Switch {
             p.counters.cells_out += u64::from(cells);
             return Some(unit);
         }
-        let vcs = &mut self.vcs;
+        let vcs = &self.vcs;
         let slot = p.sched.pick(|s| {
             vcs.get(s.index())
                 .and_then(Option::as_ref)
                 .and_then(|vc| vc.queue.head_cells())
         })?;
-        let vc = vcs.get_mut(slot.index()).and_then(Option::as_mut)?;
+        self.take_head(now, port, slot)
+    }
+
+    /// Sends the head unit of `slot`, which `port`'s scheduler picked, its line taken
+    /// from `now` or from when it frees.
+    #[inline]
+    fn take_head(&mut self, now: Instant, port: PortId, slot: Slot) -> Option<Transmit> {
+        let p = self.ports.get_mut(port.index())?;
+        let vc = self.vcs.get_mut(slot.index()).and_then(Option::as_mut)?;
         let unit = vc.queue.pop()?;
         p.sched.sent(slot, vc.queue.is_empty());
         let cells = unit.cells();
@@ -876,6 +995,85 @@ impl Switch {
             self.remove_slot(slot);
         }
         Some(unit)
+    }
+
+    /// Up to `max` cells `port` sends if its line is free by `horizon`, appended to
+    /// `out` back to back (53 octets each), the line taken from `earliest` or from
+    /// when it frees: the same cells in the same order, with the same effect on the
+    /// queues, the scheduler, the line and the counters, as calling
+    /// [`Switch::poll_transmit_by`] until it returns `None`, a frame, or `max` cells —
+    /// but a run of one VC's cells that the scheduler would send back to back is
+    /// taken in one step and one copy. A frame met before `max` cells is returned
+    /// (it is taken, as `poll_transmit_by` takes it); `None` once nothing more may go.
+    pub fn poll_cells_by(
+        &mut self,
+        earliest: Instant,
+        horizon: Instant,
+        port: PortId,
+        max: usize,
+        out: &mut Vec<u8>,
+    ) -> Option<Transmit> {
+        let mut left = u64::try_from(max).unwrap_or(u64::MAX);
+        while left > 0 {
+            let p = self.ports.get_mut(port.index())?;
+            if !p.free_at(horizon) || !p.backlogged() {
+                return None;
+            }
+            if !p.control.is_empty() {
+                match self.transmit_next(earliest, port)? {
+                    Transmit::Cell(c) => {
+                        out.extend_from_slice(&c);
+                        left -= 1;
+                        continue;
+                    }
+                    frame => return Some(frame),
+                }
+            }
+            let vcs = &self.vcs;
+            let (slot, allowed) = p.sched.pick_run(|s| {
+                vcs.get(s.index())
+                    .and_then(Option::as_ref)
+                    .and_then(|vc| vc.queue.head_cells())
+            })?;
+            let vc = self.vcs.get_mut(slot.index()).and_then(Option::as_mut)?;
+            let run = u64::from(vc.queue.head_run());
+            if run == 0 {
+                // A frame at the head: one unit, as `transmit_next` sends it.
+                match self.take_head(earliest, port, slot)? {
+                    Transmit::Cell(c) => {
+                        out.extend_from_slice(&c);
+                        left -= 1;
+                        continue;
+                    }
+                    frame => return Some(frame),
+                }
+            }
+            let k = left
+                .min(allowed)
+                .min(run)
+                .min(p.cells_by(earliest, horizon));
+            // `k` is at most `run`, a u32.
+            let k = u32::try_from(k).unwrap_or(u32::MAX);
+            let at = out.len();
+            vc.queue.pop_cells(k, out);
+            let eofs = out[at..]
+                .chunks_exact(CELL_LEN)
+                .filter(|c| Pti::from_bits(c[3] >> 1).is_end_of_sdu())
+                .count() as u64;
+            p.sched.sent_run(slot, k, vc.queue.is_empty());
+            p.queue_cells -= k;
+            p.occupy(earliest, k);
+            for c in [&mut p.counters, &mut vc.counters] {
+                c.cells_out += u64::from(k);
+                c.frames_out += eofs;
+            }
+            left -= u64::from(k);
+            // A released connection goes with the last of what it held.
+            if vc.drain_until.is_some() && vc.queue.is_empty() {
+                self.remove_slot(slot);
+            }
+        }
+        None
     }
 
     /// Terminates input VC `a` in the switch instead of cross-connecting it: its

@@ -255,6 +255,23 @@ impl Port {
         self.next_free_ps <= now.as_nanos().saturating_mul(1000)
     }
 
+    /// How many cells in a row the line can start by `horizon` when the first takes
+    /// it from `earliest` or from when it frees (the line free by `horizon`, so at
+    /// least 1): what [`Port::free_at`] then [`Port::occupy`] of one cell, repeated,
+    /// would allow.
+    #[inline]
+    pub(crate) fn cells_by(&self, earliest: Instant, horizon: Instant) -> u64 {
+        let start = self
+            .next_free_ps
+            .max(earliest.as_nanos().saturating_mul(1000));
+        let h = horizon.as_nanos().saturating_mul(1000);
+        match (h.checked_sub(start), self.cell_ps) {
+            (None, _) => 1,
+            (Some(_), 0) => u64::MAX,
+            (Some(d), ps) => 1 + d / ps,
+        }
+    }
+
     /// When the line is next free (rounded up to the nanosecond).
     pub(crate) fn next_free(&self) -> Instant {
         Instant::from_nanos(self.next_free_ps.div_ceil(1000))
@@ -308,6 +325,16 @@ mod tests {
         p.occupy(Instant::from_nanos(10), 3);
         assert_eq!(p.next_free(), Instant::from_nanos(3010));
         assert!(!p.free_at(Instant::from_nanos(3009)));
+        // From 3010 on, one cell per µs: 3010, 4010, 5010 start by 5500.
+        assert_eq!(p.cells_by(Instant::ZERO, Instant::from_nanos(5500)), 3);
+        assert_eq!(
+            p.cells_by(Instant::from_nanos(5000), Instant::from_nanos(5500)),
+            1
+        );
+        assert_eq!(
+            p.cells_by(Instant::from_nanos(9000), Instant::from_nanos(5500)),
+            1
+        );
         assert!(PortConfig::new(100).validate().is_err());
         assert_eq!(PortConfig::new(1).buffer(100).epd_threshold, Some(75));
         assert_eq!(PortConfig::new(1).epd(None).buffer(100).epd_threshold, None);

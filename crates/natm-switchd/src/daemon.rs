@@ -575,6 +575,37 @@ impl SwitchDaemon {
             return;
         }
         let train_len = train::train_len(link.train);
+        if link.mode == LinkMode::Cell && link.dests.is_empty() {
+            // Every train goes to the peer: the data plane writes runs of cells
+            // straight into it.
+            loop {
+                link.open(link.peer, train_len);
+                link.tx.datagram().push(train::TRAIN_MAGIC);
+                let mut cells = 0;
+                let full = loop {
+                    let d = link.tx.datagram();
+                    let at = d.len();
+                    let other =
+                        self.sw
+                            .poll_cells_by(earliest, horizon, port, link.train - cells, d);
+                    cells += (d.len() - at) / CELL_LEN;
+                    match other {
+                        Some(_) => link.counters.mode_mismatch += 1,
+                        None => break cells >= link.train,
+                    }
+                };
+                if cells == 0 {
+                    link.discard_open();
+                } else {
+                    link.close(wall);
+                }
+                if !full {
+                    break;
+                }
+            }
+            link.line_idle = self.sw.port_timeout(port).is_none();
+            return;
+        }
         // The open train's destination and cells: a signalled VC on a host port goes
         // to its own data endpoint, so a train holds the cells of one destination.
         let mut open: Option<std::net::SocketAddr> = None;
@@ -707,15 +738,25 @@ fn receive(
                 link.counters.bad_datagrams += 1;
                 return;
             };
-            let mut t = link.next_arrival.max(now);
+            let t = link.next_arrival.max(now);
+            fn whole(c: &[u8]) -> &[u8; CELL_LEN] {
+                c.try_into().expect("chunks_exact yields whole cells")
+            }
+            if from == link.peer {
+                // Only an unknown port fails, and this one exists.
+                if let Ok(next) = sw.handle_cells(t, link.cell_time, port, cells.map(whole)) {
+                    link.next_arrival = next;
+                }
+                return;
+            }
+            let mut t = t;
             for c in cells {
-                let cell: [u8; CELL_LEN] = c.try_into().expect("chunks_exact yields whole cells");
-                if from != link.peer {
-                    let (vpi, vci) = uni_label(&cell);
-                    if !link.may_send(from, vpi, vci) {
-                        link.counters.bad_datagrams += 1;
-                        break;
-                    }
+                // A VC's own data endpoint may send only its VC's cells.
+                let cell: [u8; CELL_LEN] = *whole(c);
+                let (vpi, vci) = uni_label(&cell);
+                if !link.may_send(from, vpi, vci) {
+                    link.counters.bad_datagrams += 1;
+                    break;
                 }
                 // Only an unknown port fails, and this one exists.
                 let _ = sw.handle_cell(t, port, cell);

@@ -184,6 +184,13 @@ impl Link {
         self.tx.open_at = self.tx.buf.len();
     }
 
+    /// Drops the datagram being written (nothing went into it worth sending).
+    #[inline]
+    pub(crate) fn discard_open(&mut self) {
+        let at = self.tx.open_at;
+        self.tx.buf.truncate(at);
+    }
+
     /// Ends the datagram being written: it joins the batch, or is lost or delayed by
     /// the experiments. An empty one is dropped.
     pub(crate) fn close(&mut self, wall: Instant) {

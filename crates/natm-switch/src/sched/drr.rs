@@ -96,6 +96,31 @@ impl Drr {
         }
     }
 
+    /// The VC whose head goes next, as [`Drr::pick`], and how many cells it may send
+    /// in a row if its head is a run of cells: what as many `pick`s, each followed by
+    /// [`Drr::sent`] of one cell, would give — its whole backlog while it is alone,
+    /// else this cell and the rest of its deficit. Report what went with
+    /// [`Drr::sent_run`].
+    pub(crate) fn pick_run(&mut self, head: impl Fn(Slot) -> Option<u32>) -> Option<(Slot, u64)> {
+        let slot = self.pick(head)?;
+        if self.ring.len() == 1 {
+            return Some((slot, u64::MAX));
+        }
+        let deficit = self.turns.get(slot.index()).map_or(0, |t| t.deficit);
+        Some((slot, 1 + deficit))
+    }
+
+    /// `n` single cells of the VC [`Drr::pick_run`] named were sent (at most what it
+    /// allowed); its queue is now empty if `empty`.
+    pub(crate) fn sent_run(&mut self, slot: Slot, n: u64, empty: bool) {
+        // `pick_run` took the first cell from the deficit; a lone VC's is untouched.
+        if n > 1 && self.ring.len() > 1 {
+            let t = self.turn(slot);
+            t.deficit = t.deficit.saturating_sub(n - 1);
+        }
+        self.sent(slot, empty);
+    }
+
     /// Every VC in the ring was visited and none could send (large frames, small
     /// quanta): credit at once the whole rounds that would pass before the first of
     /// them can, less the one the next visit adds, instead of looping through them.

@@ -7,31 +7,51 @@ use std::collections::VecDeque;
 
 use crate::table::Slot;
 
-/// The arrival order of the units waiting at a port, by VC.
+/// The arrival order of the units waiting at a port, by VC, as runs of units of
+/// one VC (a train of one VC's cells is one entry).
 #[derive(Debug, Default)]
 pub(crate) struct Fifo {
-    order: VecDeque<Slot>,
+    order: VecDeque<(Slot, u32)>,
 }
 
 impl Fifo {
     pub(crate) fn enqueued(&mut self, slot: Slot) {
-        self.order.push_back(slot);
+        match self.order.back_mut() {
+            Some((s, n)) if *s == slot => *n += 1,
+            _ => self.order.push_back((slot, 1)),
+        }
     }
 
     /// Each VC's queue is itself in arrival order, so the oldest unit of the port is
     /// the head of the VC at the front.
     pub(crate) fn pick(&self) -> Option<Slot> {
-        self.order.front().copied()
+        self.order.front().map(|&(s, _)| s)
+    }
+
+    /// The VC at the front and how many of the oldest units are its, in a row: what
+    /// that many [`Fifo::pick`]s, each followed by [`Fifo::sent`], would give.
+    pub(crate) fn pick_run(&self) -> Option<(Slot, u64)> {
+        self.order.front().map(|&(s, n)| (s, u64::from(n)))
     }
 
     pub(crate) fn sent(&mut self, slot: Slot) {
-        if self.order.front() == Some(&slot) {
-            self.order.pop_front();
+        self.sent_run(slot, 1);
+    }
+
+    /// `n` units of the VC at the front were sent.
+    pub(crate) fn sent_run(&mut self, slot: Slot, n: u32) {
+        if let Some((s, m)) = self.order.front_mut() {
+            if *s == slot {
+                *m = m.saturating_sub(n);
+                if *m == 0 {
+                    self.order.pop_front();
+                }
+            }
         }
     }
 
     pub(crate) fn remove(&mut self, slot: Slot) {
-        self.order.retain(|&s| s != slot);
+        self.order.retain(|&(s, _)| s != slot);
     }
 }
 
@@ -55,5 +75,20 @@ mod tests {
         f.enqueued(Slot(5));
         f.remove(Slot(4));
         assert_eq!(f.pick(), Some(Slot(5)));
+    }
+
+    #[test]
+    fn a_run_of_one_vc_is_one_pick() {
+        let mut f = Fifo::default();
+        for s in [1, 1, 1, 2, 1] {
+            f.enqueued(Slot(s));
+        }
+        assert_eq!(f.pick_run(), Some((Slot(1), 3)));
+        f.sent_run(Slot(1), 2);
+        assert_eq!(f.pick_run(), Some((Slot(1), 1)));
+        f.sent(Slot(1));
+        assert_eq!(f.pick_run(), Some((Slot(2), 1)));
+        f.remove(Slot(2));
+        assert_eq!(f.pick_run(), Some((Slot(1), 1)));
     }
 }

@@ -90,6 +90,30 @@ impl Scheduler {
         }
     }
 
+    /// The VC whose head unit is sent next, and how many units of one cell each it
+    /// may send in a row if its head is a run of cells: the same as that many
+    /// [`Scheduler::pick`]s, each followed by [`Scheduler::sent`] (`u64::MAX`: all it
+    /// has). Report what went with [`Scheduler::sent_run`].
+    #[inline]
+    pub(crate) fn pick_run(&mut self, head: impl Fn(Slot) -> Option<u32>) -> Option<(Slot, u64)> {
+        match self {
+            Scheduler::Fifo(s) => s.pick_run(),
+            Scheduler::Rr(s) => s.pick_run(head),
+            Scheduler::Wrr(s) => s.pick_run(head),
+        }
+    }
+
+    /// `n` cells of the VC [`Scheduler::pick_run`] named were sent; its queue is now
+    /// empty if `empty`.
+    #[inline]
+    pub(crate) fn sent_run(&mut self, slot: Slot, n: u32, empty: bool) {
+        match self {
+            Scheduler::Fifo(s) => s.sent_run(slot, n),
+            Scheduler::Rr(s) => s.sent_run(slot, u64::from(n), empty),
+            Scheduler::Wrr(s) => s.sent_run(slot, u64::from(n), empty),
+        }
+    }
+
     /// Forgets `slot` (its queue was flushed).
     pub(crate) fn remove(&mut self, slot: Slot) {
         match self {

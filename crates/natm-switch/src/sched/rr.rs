@@ -30,6 +30,14 @@ impl RoundRobin {
         self.drr.sent(slot, empty);
     }
 
+    pub(crate) fn pick_run(&mut self, head: impl Fn(Slot) -> Option<u32>) -> Option<(Slot, u64)> {
+        self.drr.pick_run(head)
+    }
+
+    pub(crate) fn sent_run(&mut self, slot: Slot, n: u64, empty: bool) {
+        self.drr.sent_run(slot, n, empty);
+    }
+
     pub(crate) fn remove(&mut self, slot: Slot) {
         self.drr.remove(slot);
     }
