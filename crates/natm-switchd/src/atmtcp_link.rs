@@ -446,6 +446,8 @@ struct Port {
     id: PortId,
     signalling: bool,
     link: AtmtcpLink,
+    /// The link's `disconnects` already reported by [`AtmtcpPorts::lost`].
+    disconnects_seen: u64,
 }
 
 /// A switch's atmtcp ports: the daemon's narrow hook. Each call takes the parts of
@@ -480,8 +482,25 @@ impl AtmtcpPorts {
             id,
             signalling,
             link,
+            disconnects_seen: 0,
         });
         Ok(addr)
+    }
+
+    /// The signalling ports whose connection ended since the last call: their
+    /// signalling link is gone with it (see `Control::port_lost`).
+    pub(crate) fn lost(&mut self) -> Vec<PortId> {
+        let mut lost = Vec::new();
+        for p in &mut self.ports {
+            let d = p.link.counters.disconnects;
+            if d != p.disconnects_seen {
+                p.disconnects_seen = d;
+                if p.signalling {
+                    lost.push(p.id);
+                }
+            }
+        }
+        lost
     }
 
     /// Whether `t` is an atmtcp link's token.

@@ -435,6 +435,13 @@ impl SwitchDaemon {
             }
             self.drain_control(wall);
             self.atmtcp.handle_timeout(wall, self.poll.registry());
+            // A closed atmtcp connection takes its signalling link with it now, not
+            // after SSCOP's Timer_NO_RESPONSE.
+            if let Some(c) = self.control.as_mut() {
+                for port in self.atmtcp.lost() {
+                    c.port_lost(now, port);
+                }
+            }
             self.transmit_all();
             // A released call's side is released once its VCs have drained.
             self.drain_control(Instant::now());

@@ -135,6 +135,14 @@ impl Saal {
         self.pump(now);
     }
 
+    /// The layer below the link is gone (see [`Sscop::lower_layer_failed`]): the
+    /// link is lost now, its calls handled as on any link failure, and an active end
+    /// re-establishes it as usual.
+    pub fn lower_layer_failed(&mut self, now: Instant) {
+        self.sscop.lower_layer_failed();
+        self.pump(now);
+    }
+
     /// Releases the link (END) and stops re-establishing it. Calls that are not
     /// active are cleared; active ones wait T309.
     pub fn stop(&mut self, now: Instant) {

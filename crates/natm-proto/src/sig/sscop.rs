@@ -451,6 +451,22 @@ impl Sscop {
         }
     }
 
+    /// The layer below is gone (the TCP connection of an atmtcp link closed): the
+    /// connection fails now, as on Timer_NO_RESPONSE but with nothing sent (Q.2110
+    /// §7.5's MAA-ERROR and AA-RELEASE indication), rather than after the timer.
+    /// Nothing happens if the connection is idle.
+    pub fn lower_layer_failed(&mut self) {
+        if self.state == State::Idle {
+            return;
+        }
+        self.stats.link_failures += 1;
+        self.timer_poll = None;
+        self.timer_no_response = None;
+        self.phase = Phase::Idle;
+        self.go_idle();
+        self.events.push_back(SscopEvent::LinkFailure);
+    }
+
     /// Moves both directions' numbering to `start` (tests of the 24-bit wrap).
     #[cfg(test)]
     pub(crate) fn jump_seq(&mut self, start: u32) {

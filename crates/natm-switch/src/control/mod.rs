@@ -307,15 +307,12 @@ impl Control {
             cfg.calls.private_ie = false;
             cfg.calls.link_cell_rate = port.link_cells;
             // A standard peer (Linux's atmsigd, often a guest on an emulated CPU) gets
-            // Q.2110's timers, not natm's fast network ones: polled every 100 ms and
-            // dropped after 400 ms without a STAT, a guest starved for half a second
-            // lost its link and every call on it (cause 27).
-            let q2110 = natm_proto::sig::sscop::SscopConfig::default();
-            cfg.sscop.timer_cc = q2110.timer_cc;
-            cfg.sscop.timer_poll = q2110.timer_poll;
-            cfg.sscop.timer_keepalive = q2110.timer_keepalive;
-            cfg.sscop.timer_idle = q2110.timer_idle;
-            cfg.sscop.timer_no_response = q2110.timer_no_response;
+            // Q.2110's Timer_NO_RESPONSE (7 s), not natm's 400 ms: a guest starved
+            // for half a second lost its link and every call on it (cause 27). The
+            // polling cadence stays natm's, so a dead peer is still noticed in ~7 s
+            // (with Q.2110's idle timer of 15 s it could take 22 s).
+            cfg.sscop.timer_no_response =
+                natm_proto::sig::sscop::SscopConfig::default().timer_no_response;
         }
         // seed 004 §4: a host's calls outlive its sigd; the network's T309 of 0 stays
         // on trunks and standard UNI ports unless the port says otherwise.
@@ -351,6 +348,19 @@ impl Control {
         self.tick(now);
         if let Some(l) = self.links.get_mut(&port) {
             l.saal.handle_frame(self.now, pdu);
+            self.dirty.push(port);
+        }
+    }
+
+    /// `port`'s transport to its peer is gone (an atmtcp link's TCP connection
+    /// closed): its signalling link fails now instead of after Timer_NO_RESPONSE,
+    /// and its calls are handled as on any link failure — at once on a trunk or a
+    /// standard UNI port, so a peer that comes back (a rebooted Linux host) finds
+    /// its old calls' VCIs free.
+    pub fn port_lost(&mut self, now: Instant, port: PortId) {
+        self.tick(now);
+        if let Some(l) = self.links.get_mut(&port) {
+            l.saal.lower_layer_failed(self.now);
             self.dirty.push(port);
         }
     }

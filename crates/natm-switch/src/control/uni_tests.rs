@@ -544,3 +544,30 @@ fn a_ports_own_no_response_time_decides_when_a_silent_user_is_dropped() {
         "{long:?} (default {default:?})"
     );
 }
+
+/// The standard user's transport is gone (its atmtcp connection closed): the link
+/// fails at once, not after Timer_NO_RESPONSE, and the host side of its call is
+/// released — so a Linux host that reconnects finds its old calls gone.
+#[test]
+fn a_lost_transport_fails_the_link_and_releases_at_once() {
+    let mut net = Net::raw();
+    let setup = sd_payload(&hex(CAPTURES[1].1.lines().next().unwrap().trim()));
+    let now = net.now;
+    if let User::Raw(s, _) = &mut net.user {
+        s.send(now, setup).unwrap();
+    }
+    net.run(5 * MS);
+    let (call, _) = incoming(net.host_calls()).expect("offered");
+    net.host_accepts(call, 40);
+    assert_eq!(net.ctl.call_count(), 1);
+    net.alive = false;
+    let now = net.now;
+    net.ctl.port_lost(now, PortId(1));
+    net.run(50 * MS);
+    assert!(!net.ctl.is_up(PortId(1)));
+    assert_eq!(net.ctl.call_count(), 0);
+    assert!(net.host_calls().iter().any(|e| matches!(
+        e,
+        CallEvent::Released { call: c, .. } if *c == call
+    )));
+}
