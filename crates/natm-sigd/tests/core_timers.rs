@@ -10,10 +10,6 @@ use natm_proto::wire::ipc::Message;
 use natm_proto::wire::q2931::MessageType as Q;
 use support::*;
 
-fn secs(s: f64) -> Duration {
-    Duration::from_secs_f64(s)
-}
-
 /// Whether `app` on `s` has been told that `call` was released (without taking it).
 fn is_released(p: &Pair, s: Side, app: natm_sigd::core::AppId, call: u64) -> bool {
     let n = match s {

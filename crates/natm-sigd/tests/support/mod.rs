@@ -637,3 +637,48 @@ impl Hop {
         Hop { ctl, sw, ports }
     }
 }
+
+// Restart tests (core_restart.rs, core_switch_restart.rs).
+
+pub fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+pub fn released(p: &Pair, s: Side, app: AppId, call: u64) -> Option<u8> {
+    let n = match s {
+        Side::A => &p.a,
+        Side::B => &p.b,
+    };
+    n.inbox.get(&app).and_then(|q| {
+        q.iter().find_map(|m| match m {
+            Message::Released { call: c, cause, .. } if *c == call => Some(*cause),
+            _ => None,
+        })
+    })
+}
+
+/// A new application on `s` reclaims `call` with `path`: its id and the answer.
+pub fn reclaim(p: &mut Pair, s: Side, call: u64, path: DataPath) -> (AppId, Message) {
+    let app = p.app(s);
+    let req = p.req();
+    p.send(
+        s,
+        app,
+        Message::Reclaim {
+            req,
+            call,
+            data: data(51_000),
+            path,
+        },
+    );
+    let msgs = p.take(s, app);
+    let at = msgs
+        .iter()
+        .position(|m| matches!(m, Message::Ack { req: r, .. } | Message::Refused { req: r, .. } if *r == req))
+        .expect("an answer to Reclaim");
+    // What came after the answer stays for the test to look at.
+    let mut rest: std::collections::VecDeque<Message> = msgs.into();
+    let answer = rest.remove(at).expect("found above");
+    p.node(s).inbox.insert(app, rest);
+    (app, answer)
+}

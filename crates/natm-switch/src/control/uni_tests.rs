@@ -480,11 +480,8 @@ fn best_effort_peak_rate_towards_a_standard_user_fits_oc3() {
     );
 }
 
-/// The user's signalling link dies: the host's call through it is released (T309 is
-/// zero in the switch) with a cause, nothing hangs.
-#[test]
-fn a_dead_standard_user_releases_the_host_side() {
-    let mut net = Net::raw();
+/// A raw standard user's captured SETUP, accepted by the host: the host's call.
+fn linux_call_accepted(net: &mut Net) -> CallId {
     let setup = sd_payload(&hex(CAPTURES[1].1.lines().next().unwrap().trim()));
     let now = net.now;
     if let User::Raw(s, _) = &mut net.user {
@@ -494,6 +491,15 @@ fn a_dead_standard_user_releases_the_host_side() {
     let (call, _) = incoming(net.host_calls()).expect("offered");
     net.host_accepts(call, 40);
     assert_eq!(net.ctl.call_count(), 1);
+    call
+}
+
+/// The user's signalling link dies: the host's call through it is released (T309 is
+/// zero in the switch) with a cause, nothing hangs.
+#[test]
+fn a_dead_standard_user_releases_the_host_side() {
+    let mut net = Net::raw();
+    let call = linux_call_accepted(&mut net);
     net.alive = false;
     // Q.2110's Timer_NO_RESPONSE (7 s) on a standard UNI port.
     net.run(Duration::from_millis(9000));
@@ -512,15 +518,7 @@ fn a_dead_standard_user_releases_the_host_side() {
 fn a_ports_own_no_response_time_decides_when_a_silent_user_is_dropped() {
     let released_after = |no_response: Option<Duration>| {
         let mut net = Net::raw_with(no_response);
-        let setup = sd_payload(&hex(CAPTURES[1].1.lines().next().unwrap().trim()));
-        let now = net.now;
-        if let User::Raw(s, _) = &mut net.user {
-            s.send(now, setup).unwrap();
-        }
-        net.run(5 * MS);
-        let (call, _) = incoming(net.host_calls()).expect("offered");
-        net.host_accepts(call, 40);
-        assert_eq!(net.ctl.call_count(), 1);
+        let call = linux_call_accepted(&mut net);
         net.alive = false;
         let dead = net.now;
         while net.ctl.call_count() == 1 && net.now < dead + Duration::from_secs(60) {
@@ -551,15 +549,7 @@ fn a_ports_own_no_response_time_decides_when_a_silent_user_is_dropped() {
 #[test]
 fn a_lost_transport_fails_the_link_and_releases_at_once() {
     let mut net = Net::raw();
-    let setup = sd_payload(&hex(CAPTURES[1].1.lines().next().unwrap().trim()));
-    let now = net.now;
-    if let User::Raw(s, _) = &mut net.user {
-        s.send(now, setup).unwrap();
-    }
-    net.run(5 * MS);
-    let (call, _) = incoming(net.host_calls()).expect("offered");
-    net.host_accepts(call, 40);
-    assert_eq!(net.ctl.call_count(), 1);
+    let call = linux_call_accepted(&mut net);
     net.alive = false;
     let now = net.now;
     net.ctl.port_lost(now, PortId(1));
