@@ -166,8 +166,17 @@ fn the_callees_sigd_killed_mid_transfer_loses_no_byte() {
 fn a_call_whose_application_died_with_its_sigd_is_released_at_both_ends() {
     // The restarted sigd (A) waits 1 s, not 3, for reclaims.
     let (mut a, b) = pair("[restart]\nreclaim_window_ms = 1000\n", LINK);
-    let t = start(&a, &b);
-    // The caller's sigd dies, then the caller itself, before sigd is back.
+    // Nobody reclaims the call: B's sigd finds A's again, asks about the call, hears
+    // "no such call" and releases it; its listener learns the call is gone.
+    let dir = orphan_is_released(&mut a, &b, "at the survivor");
+    drop(dir);
+}
+
+/// A transfer from A to B; A's sigd dies, then the caller itself, before A's sigd
+/// is back (0.5 s later). Nobody reclaims the call: B's listener ends with a cause
+/// and neither sigd holds a call. Returns the transfer's directory.
+fn orphan_is_released(a: &mut Sigd, b: &Sigd, where_: &str) -> Dir {
+    let t = start(a, b);
     a.kill();
     let Transfer {
         call, listen, dir, ..
@@ -176,18 +185,16 @@ fn a_call_whose_application_died_with_its_sigd_is_released_at_both_ends() {
     std::thread::sleep(Duration::from_millis(500));
     a.restart();
     let restarted = Instant::now();
-    // Nobody reclaims the call: B's sigd finds A's again, asks about the call, hears
-    // "no such call" and releases it; its listener learns the call is gone.
     let l = listen.wait(Duration::from_secs(45));
     eprintln!(
-        "released at the survivor {:?} after the restart",
+        "released {where_} {:?} after the restart",
         restarted.elapsed()
     );
     assert!(!l.status.success(), "the listener sees the call cut short");
     assert!(l.stderr.contains("cause"), "{}", l.stderr);
     b.wait_no_calls();
-    assert!(calls(&a).is_empty());
-    drop(dir);
+    assert!(calls(a).is_empty());
+    dir
 }
 
 /// Host A (+4420001) and host B (+4420002) attached to one `natm switch` (frame
@@ -272,26 +279,9 @@ fn the_callers_sigd_killed_mid_transfer_through_a_switch_loses_no_byte() {
 #[test]
 fn a_call_through_a_switch_whose_application_died_with_its_sigd_is_released_at_both_ends() {
     let (sw, mut a, b) = switched_pair();
-    let t = start(&a, &b);
-    a.kill();
-    let Transfer {
-        call, listen, dir, ..
-    } = t;
-    drop(call);
-    std::thread::sleep(Duration::from_millis(500));
-    a.restart();
-    let restarted = Instant::now();
     // Nobody reclaims: the switch asks the restarted sigd about the call, hears "no
     // such call" after its reclaim window, and releases B's side.
-    let l = listen.wait(Duration::from_secs(45));
-    eprintln!(
-        "released at the far end through the switch {:?} after the restart",
-        restarted.elapsed()
-    );
-    assert!(!l.status.success(), "the listener sees the call cut short");
-    assert!(l.stderr.contains("cause"), "{}", l.stderr);
-    b.wait_no_calls();
-    assert!(calls(&a).is_empty());
+    let dir = orphan_is_released(&mut a, &b, "at the far end through the switch");
     wait_switch_empty(&sw);
     drop(dir);
 }
