@@ -310,7 +310,7 @@ fn a_call_inside_one_host_is_held_again_when_its_sigd_restarts_and_loses_no_byte
     let before: Vec<_> = calls(&a);
     // sigd made its ticket key on first start, readable by its own user only...
     let key_file = a.socket.with_extension("ticket-key");
-    let key = std::fs::read(&key_file).expect("the ticket key file next to the socket");
+    let ticket_key = std::fs::read(&key_file).expect("the ticket key file next to the socket");
     use std::os::unix::fs::PermissionsExt;
     let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600);
@@ -341,7 +341,7 @@ fn a_call_inside_one_host_is_held_again_when_its_sigd_restarts_and_loses_no_byte
     now.sort();
     assert_eq!(now, was);
     // ...and the restarted sigd used the same key.
-    assert_eq!(std::fs::read(&key_file).unwrap(), key);
+    assert_eq!(std::fs::read(&key_file).unwrap(), ticket_key);
     eprintln!(
         "restarted sigd holds the call inside one host again (both ends) {held:?} after its start"
     );
