@@ -68,6 +68,12 @@ struct Transfer {
 /// A reliable `natm call` from A to `natm listen` on B, writing to a file, paced to
 /// last several seconds; returns once B's sigd holds the call.
 fn start(a: &Sigd, b: &Sigd) -> Transfer {
+    start_to(a, b, "+4420002:sink", 1)
+}
+
+/// `start` calling `called` on B, once B's sigd holds `rows` calls (2 when A and B
+/// are one sigd: a call inside one host is a row per end).
+fn start_to(a: &Sigd, b: &Sigd, called: &str, rows: usize) -> Transfer {
     let dir = Dir::new();
     let data = tool::data(BYTES);
     let input = dir.0.join("in.bin");
@@ -88,7 +94,7 @@ fn start(a: &Sigd, b: &Sigd) -> Transfer {
         a,
         &[
             "call",
-            "+4420002:sink",
+            called,
             "--qos",
             "reliable",
             "--file",
@@ -99,7 +105,7 @@ fn start(a: &Sigd, b: &Sigd) -> Transfer {
         ],
         None,
     );
-    wait_calls(b, 1, Duration::from_secs(10));
+    wait_calls(b, rows, Duration::from_secs(10));
     // Data is moving before anything is killed.
     std::thread::sleep(Duration::from_millis(700));
     Transfer {
@@ -248,32 +254,130 @@ fn wait_switch_empty(sw: &SwitchProc) {
     }
 }
 
-#[test]
-fn the_callers_sigd_killed_mid_transfer_through_a_switch_loses_no_byte() {
-    let (sw, mut a, b) = switched_pair();
+/// Kill one host's sigd (A's: the caller's; else B's: the listener's) mid-transfer
+/// through the switch, restart it, and check the restarted sigd holds the call
+/// again while the switch kept it and the transfer goes on to the end.
+fn kill_and_restart_through_a_switch(kill_a: bool) {
+    let (sw, mut a, mut b) = switched_pair();
     let t = start(&a, &b);
     assert_eq!(switch_calls(&sw), 1, "{}", sw.stat());
-    a.kill();
+    let (victim, other) = if kill_a { (&mut a, &b) } else { (&mut b, &a) };
+    victim.kill();
     std::thread::sleep(Duration::from_millis(500));
-    a.restart();
+    victim.restart();
     let restarted = Instant::now();
-    let took = wait_calls(&a, 1, Duration::from_secs(10));
-    let row = calls(&a).remove(0);
+    let took = wait_calls(victim, 1, Duration::from_secs(10));
+    let row = calls(victim).remove(0);
     assert_eq!(row["state"], "active", "{row}");
-    assert_eq!(a.stat()["counters"]["calls_reclaimed"], 1);
+    assert_eq!(victim.stat()["counters"]["calls_reclaimed"], 1);
     eprintln!(
-        "restarted sigd holds the call through the switch again {:?} after its start",
+        "restarted sigd ({}) holds the call through the switch again {:?} after its start",
+        if kill_a { "caller's" } else { "callee's" },
         restarted.elapsed().max(took)
     );
-    // The switch kept the call (and B's side of it) all along.
+    // The switch kept the call (and the other host's side of it) all along.
     assert_eq!(switch_calls(&sw), 1, "{}", sw.stat());
-    assert_eq!(calls(&b).len(), 1);
+    assert_eq!(calls(other).len(), 1);
     t.finish();
     // The caller's close releases the call at both ends and in the switch.
     a.wait_no_calls();
     b.wait_no_calls();
     wait_switch_empty(&sw);
-    assert_eq!(a.stat()["counters"]["reclaims_refused"], 0);
+    for s in [&a, &b] {
+        assert_eq!(s.stat()["counters"]["reclaims_refused"], 0);
+    }
+}
+
+#[test]
+fn the_callers_sigd_killed_mid_transfer_through_a_switch_loses_no_byte() {
+    kill_and_restart_through_a_switch(true);
+}
+
+#[test]
+fn the_callees_sigd_killed_mid_transfer_through_a_switch_loses_no_byte() {
+    kill_and_restart_through_a_switch(false);
+}
+
+/// One host (+4420001): `natm listen` and `natm call` both on its one sigd.
+fn one_host(extra: &str) -> Sigd {
+    Sigd::start(&format!("addresses = [\"+4420001\"]\n{LINK}\n{extra}"))
+}
+
+#[test]
+fn a_call_inside_one_host_is_held_again_when_its_sigd_restarts_and_loses_no_byte() {
+    let mut a = one_host("");
+    let t = start_to(&a, &a, "+4420001:sink", 2);
+    let before: Vec<_> = calls(&a);
+    // sigd made its ticket key on first start, readable by its own user only...
+    let key_file = a.socket.with_extension("ticket-key");
+    let ticket_key = std::fs::read(&key_file).expect("the ticket key file next to the socket");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(&key_file).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    a.kill();
+    std::thread::sleep(Duration::from_millis(500));
+    a.restart();
+    let restarted = Instant::now();
+    // Both applications reconnect and reclaim their halves; sigd pairs them.
+    let took = wait_calls(&a, 2, Duration::from_secs(10));
+    let held = restarted.elapsed().max(took);
+    let rows = calls(&a);
+    assert!(rows.iter().all(|r| r["state"] == "active"), "{rows:?}");
+    let st = a.stat();
+    assert_eq!(st["counters"]["calls_reclaimed"], 2, "one per end");
+    assert_eq!(st["counters"]["reclaims_refused"], 0);
+    // The same call as before: ids, ends and VCIs.
+    let key = |r: &serde_json::Value| {
+        (
+            r["id"].to_string(),
+            r["direction"].to_string(),
+            r["tx_vci"].to_string(),
+            r["rx_vci"].to_string(),
+        )
+    };
+    let mut was: Vec<_> = before.iter().map(key).collect();
+    let mut now: Vec<_> = rows.iter().map(key).collect();
+    was.sort();
+    now.sort();
+    assert_eq!(now, was);
+    // ...and the restarted sigd used the same key.
+    assert_eq!(std::fs::read(&key_file).unwrap(), ticket_key);
+    eprintln!(
+        "restarted sigd holds the call inside one host again (both ends) {held:?} after its start"
+    );
+    t.finish();
+    a.wait_no_calls();
+}
+
+#[test]
+fn a_call_inside_one_host_whose_caller_died_with_its_sigd_is_released_after_the_window() {
+    // The restarted sigd waits 1 s, not 3, for the other half.
+    let mut a = one_host("[restart]\nreclaim_window_ms = 1000\n");
+    let t = start_to(&a, &a, "+4420001:sink", 2);
+    a.kill();
+    let Transfer {
+        call, listen, dir, ..
+    } = t;
+    drop(call);
+    std::thread::sleep(Duration::from_millis(500));
+    a.restart();
+    let restarted = Instant::now();
+    let l = listen.wait(Duration::from_secs(45));
+    eprintln!(
+        "the listener's half released inside one host {:?} after the restart",
+        restarted.elapsed()
+    );
+    assert!(!l.status.success(), "the listener sees the call cut short");
+    assert!(l.stderr.contains("cause 41"), "{}", l.stderr);
+    assert!(l.stderr.contains("did not reclaim"), "{}", l.stderr);
+    a.wait_no_calls();
+    let st = a.stat();
+    assert_eq!(
+        st["counters"]["calls_reclaimed"], 1,
+        "the listener's half only"
+    );
+    assert_eq!(st["vcis_in_use"], 0);
+    drop(dir);
 }
 
 #[test]

@@ -121,6 +121,10 @@ pub struct RestartSection {
     /// does not know unanswered, while its applications reclaim their calls
     /// [default 3000; at most 7000, under the peer's 3 × T322].
     pub reclaim_window_ms: Option<u64>,
+    /// The file holding the key resume tickets are sealed with, created 0600 on
+    /// first start [default: the socket's path with the extension `ticket-key`,
+    /// `/run/natm/sigd.ticket-key`].
+    pub ticket_key_file: Option<PathBuf>,
 }
 
 /// One `[[access]]` rule: exactly one of `user`, `group` or `anyone = true`.
@@ -320,6 +324,8 @@ pub struct Config {
     pub peers: PeerRules,
     /// Calls across a sigd restart.
     pub restart: Restart,
+    /// The host's resume-ticket key file (`[restart] ticket_key_file`).
+    pub ticket_key_file: PathBuf,
     /// The application socket's permission bits.
     pub socket_mode: u32,
     /// The group given the application socket (`None`: left as created).
@@ -834,9 +840,16 @@ impl ConfigFile {
             rules,
             admin_uid: rustix::process::geteuid().as_raw(),
         };
+        let socket = self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
+        let ticket_key_file = self
+            .restart
+            .ticket_key_file
+            .clone()
+            .unwrap_or_else(|| socket.with_extension("ticket-key"));
         Ok(Config {
             addresses,
-            socket: self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET)),
+            socket,
+            ticket_key_file,
             signalling,
             data_ip,
             hosts,

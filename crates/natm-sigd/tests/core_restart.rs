@@ -6,8 +6,9 @@
 
 mod support;
 
-use natm_proto::wire::ipc::Message;
+use natm_proto::wire::ipc::{DataPath, Message};
 use natm_proto::wire::q2931::MessageType as Q;
+use natm_sigd::core::AppId;
 use natm_sigd::core::CallState;
 use support::*;
 
@@ -16,7 +17,7 @@ fn a_reclaimed_call_survives_the_callee_sigds_restart_at_both_ends() {
     let mut p = Pair::default();
     let (a_path, b_path, (a_app, a_call, b_app, b_call)) = p.call_ab();
     assert!(
-        a_path.resume.starts_with("natm-resume/1 "),
+        a_path.resume.starts_with("natm-resume/2 "),
         "{}",
         a_path.resume
     );
@@ -205,10 +206,10 @@ fn bad_or_duplicate_reclaims_are_refused_with_a_reason() {
     bad.resume = "natm-resume/1 link=10.0.0.1:2905".into();
     let (_, m) = reclaim(&mut p, Side::B, b_call, bad);
     assert_eq!(refused(&m).0, 100, "{m:?}");
-    // A call inside one host has no ticket and does not outlive its sigd.
-    let mut local = b_path.clone();
-    local.resume = String::new();
-    let (_, m) = reclaim(&mut p, Side::B, b_call, local);
+    // A call with no ticket does not outlive its sigd.
+    let mut none = b_path.clone();
+    none.resume = String::new();
+    let (_, m) = reclaim(&mut p, Side::B, b_call, none);
     assert_eq!(refused(&m).0, 41, "{m:?}");
     // The first reclaim wins; the same call again is refused.
     let (_, m) = reclaim(&mut p, Side::B, b_call, b_path.clone());
@@ -253,4 +254,253 @@ fn an_enquiry_that_comes_before_the_reclaim_waits_for_it() {
     assert_eq!(released(&p, Side::B, b_app, b_call), None);
     assert_eq!(p.stat(Side::A).calls.len(), 1);
     assert_eq!(p.stat(Side::B).calls.len(), 1);
+}
+
+/// On host A: `uid_callee` listens on "echo", `uid_caller` calls it at A's own
+/// address, the callee accepts. `(caller app, caller call, caller path, callee app,
+/// callee call, callee path)`.
+fn local_call(
+    p: &mut Pair,
+    qos: &str,
+    uid_caller: u32,
+    uid_callee: u32,
+) -> (AppId, u64, DataPath, AppId, u64, DataPath) {
+    let l_app = p.app_as(Side::A, uid_callee);
+    let listener = p.bind(Side::A, l_app, "echo", qos);
+    let c_app = p.app_as(Side::A, uid_caller);
+    let c_call = p.connect(Side::A, c_app, "+4420001:echo", qos);
+    let l_call = match p.take(Side::A, l_app).as_slice() {
+        [Message::Incoming {
+            listener: l, call, ..
+        }] if *l == listener => *call,
+        other => panic!("expected one Incoming, got {other:?}"),
+    };
+    let l_path = support::connected_of(&p.accept(Side::A, l_app, l_call), l_call);
+    let c_path = match p.take(Side::A, c_app).as_slice() {
+        [Message::Connected { call, path }] if *call == c_call => path.clone(),
+        other => panic!("expected the caller's Connected, got {other:?}"),
+    };
+    (c_app, c_call, c_path, l_app, l_call, l_path)
+}
+
+#[test]
+fn a_call_inside_one_host_is_held_again_when_both_halves_reclaim_it() {
+    let mut p = Pair::default();
+    let (_, c_call, c_path, _, l_call, l_path) = local_call(&mut p, "cbr:pcr=20Mbps", 0, 0);
+    // Each half has its own ticket, naming the other half.
+    assert!(
+        c_path.resume.contains(&format!("pair={l_call:016x}")),
+        "{}",
+        c_path.resume
+    );
+    assert!(
+        l_path.resume.contains(&format!("pair={c_call:016x}")),
+        "{}",
+        l_path.resume
+    );
+    let before = p.stat(Side::A);
+    assert_eq!(before.calls.len(), 2);
+    assert!(
+        before.free_out_bps < before.capacity_bps,
+        "charged: {before:?}"
+    );
+    // A's sigd dies; a new one starts. The callee comes back first, the caller
+    // 1 s later (inside the 3 s reclaim window).
+    p.a = Node::new(Side::A, "", 7);
+    p.advance(secs(0.3));
+    let (l_app, m) = reclaim(&mut p, Side::A, l_call, l_path.clone());
+    assert!(
+        matches!(m, Message::Ack { id, .. } if id == l_call),
+        "{m:?}"
+    );
+    p.advance(secs(1.0));
+    let (c_app, m) = reclaim(&mut p, Side::A, c_call, c_path.clone());
+    assert!(
+        matches!(m, Message::Ack { id, .. } if id == c_call),
+        "{m:?}"
+    );
+    // Well past the window: both halves are held, nobody was released.
+    p.advance(secs(30.0));
+    assert_eq!(released(&p, Side::A, l_app, l_call), None);
+    assert_eq!(released(&p, Side::A, c_app, c_call), None);
+    let st = p.stat(Side::A);
+    assert_eq!(st.counters.calls_reclaimed, 2, "one per half");
+    assert_eq!(st.calls.len(), 2);
+    assert!(st.calls.iter().all(|c| c.state == CallState::Active));
+    // The reservation, the VCIs and the rows are as before the restart.
+    assert_eq!(
+        (st.free_out_bps, st.free_in_bps, st.vcis_in_use),
+        (before.free_out_bps, before.free_in_bps, before.vcis_in_use)
+    );
+    let row = |st: &natm_sigd::core::Stat, id: u64| {
+        let r = st
+            .calls
+            .iter()
+            .find(|c| c.id == format!("{id:016x}"))
+            .unwrap_or_else(|| panic!("{id:016x} in {st:?}"))
+            .clone();
+        (r.direction, r.local, r.remote, r.sap, r.tx_vci, r.rx_vci)
+    };
+    assert_eq!(row(&st, c_call), row(&before, c_call));
+    assert_eq!(row(&st, l_call), row(&before, l_call));
+    // A release by either application still ends both halves.
+    let req = p.req();
+    p.send(
+        Side::A,
+        c_app,
+        Message::Release {
+            req,
+            call: c_call,
+            cause: 16,
+        },
+    );
+    assert_eq!(released(&p, Side::A, l_app, l_call), Some(16));
+    let st = p.stat(Side::A);
+    assert!(st.calls.is_empty(), "{st:?}");
+    assert_eq!(st.vcis_in_use, 0);
+    assert_eq!(st.free_out_bps, st.capacity_bps);
+}
+
+#[test]
+fn a_call_inside_one_host_only_one_half_reclaims_is_released_after_the_window() {
+    for caller_comes_back in [true, false] {
+        let mut p = Pair::default();
+        let (_, c_call, c_path, _, l_call, l_path) = local_call(&mut p, "cbr:pcr=20Mbps", 0, 0);
+        p.a = Node::new(Side::A, "", 7);
+        p.advance(secs(0.5));
+        let (call, path) = if caller_comes_back {
+            (c_call, c_path)
+        } else {
+            (l_call, l_path)
+        };
+        let (app, m) = reclaim(&mut p, Side::A, call, path);
+        assert!(matches!(m, Message::Ack { .. }), "{m:?}");
+        // Held while the window lasts (3 s from the restarted sigd's start)...
+        p.advance(secs(2.0));
+        assert_eq!(released(&p, Side::A, app, call), None);
+        assert_eq!(p.stat(Side::A).calls.len(), 1);
+        // ...then released with cause 41 and a reason; nothing is left held.
+        p.advance(secs(1.0));
+        let (cause, detail) = support::released_of(&p.take(Side::A, app), call);
+        assert_eq!(cause, 41, "{detail}");
+        assert!(detail.contains("did not reclaim"), "{detail}");
+        let st = p.stat(Side::A);
+        assert!(st.calls.is_empty(), "{st:?}");
+        assert_eq!(st.vcis_in_use, 0);
+        assert_eq!(
+            (st.free_out_bps, st.free_in_bps),
+            (st.capacity_bps, st.capacity_bps)
+        );
+        assert_eq!(st.counters.calls_released, 1);
+    }
+}
+
+#[test]
+fn halves_that_do_not_match_are_not_paired() {
+    let mut p = Pair::default();
+    let (_, c_call, c_path, _, l_call, l_path) = local_call(&mut p, "reliable", 0, 0);
+    p.a = Node::new(Side::A, "", 7);
+    p.advance(secs(0.2));
+    let (_, m) = reclaim(&mut p, Side::A, c_call, c_path);
+    assert!(matches!(m, Message::Ack { .. }), "{m:?}");
+    // The callee's half with another cookie (or VCIs) is not the caller's other half.
+    let mut wrong = l_path.clone();
+    wrong.cookie ^= 1;
+    let (_, m) = reclaim(&mut p, Side::A, l_call, wrong);
+    assert!(matches!(m, Message::Refused { cause: 81, .. }), "{m:?}");
+    let mut wrong = l_path.clone();
+    std::mem::swap(&mut wrong.tx_vci, &mut wrong.rx_vci);
+    let (_, m) = reclaim(&mut p, Side::A, l_call, wrong);
+    assert!(matches!(m, Message::Refused { cause: 81, .. }), "{m:?}");
+    let (_, m) = reclaim(&mut p, Side::A, l_call, l_path);
+    assert!(matches!(m, Message::Ack { .. }), "{m:?}");
+    let st = p.stat(Side::A);
+    assert_eq!(
+        (st.counters.calls_reclaimed, st.counters.reclaims_refused),
+        (2, 2)
+    );
+}
+
+#[test]
+fn a_reclaim_is_bound_to_the_uid_the_call_was_given_to() {
+    let mut p = Pair::default();
+    let (_, b_path, (_, _, _, b_call)) = p.call_ab_as(0, 1000);
+    assert!(b_path.resume.contains(" uid=1000 "), "{}", b_path.resume);
+    p.b = Node::new(Side::B, "", 9);
+    p.advance(secs(0.2));
+    let refused = |m: &Message| match m {
+        Message::Refused { cause, detail, .. } => (*cause, detail.clone()),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    // Another user who learned the whole ticket (call id, reference, VCIs, MAC).
+    let (_, m) = reclaim_as(&mut p, Side::B, 1001, b_call, b_path.clone());
+    let (c, why) = refused(&m);
+    assert_eq!(c, 57, "{why}");
+    assert!(
+        why.contains("uid 1001 may not reclaim a call of uid 1000"),
+        "{why}"
+    );
+    // ...who rewrites the owner in it: the MAC no longer verifies.
+    let mut tampered = b_path.clone();
+    tampered.resume = tampered.resume.replace(" uid=1000 ", " uid=1001 ");
+    let (_, m) = reclaim_as(&mut p, Side::B, 1001, b_call, tampered);
+    let (c, why) = refused(&m);
+    assert_eq!(c, 57, "{why}");
+    assert!(why.contains("MAC does not verify"), "{why}");
+    // A ticket written by another host's sigd (another key) is forged here too.
+    let mut elsewhere = b_path.clone();
+    elsewhere.resume = natm_proto::wire::resume::ResumeTicket::open(
+        &b_path.resume,
+        &support::ticket_key(B_SIG.parse().unwrap()),
+    )
+    .unwrap()
+    .seal(&[0x11; 32])
+    .unwrap();
+    let (_, m) = reclaim_as(&mut p, Side::B, 1001, b_call, elsewhere);
+    assert_eq!(refused(&m).0, 57, "{m:?}");
+    // Another call's id with this ticket.
+    let (_, m) = reclaim_as(&mut p, Side::B, 1000, b_call ^ 4, b_path.clone());
+    assert_eq!(refused(&m).0, 81, "{m:?}");
+    assert!(p.stat(Side::B).calls.is_empty(), "nothing held");
+    // The owner's reclaim is taken.
+    let (_, m) = reclaim_as(&mut p, Side::B, 1000, b_call, b_path);
+    assert!(
+        matches!(m, Message::Ack { id, .. } if id == b_call),
+        "{m:?}"
+    );
+    let st = p.stat(Side::B);
+    assert_eq!(
+        (st.counters.calls_reclaimed, st.counters.reclaims_refused),
+        (1, 4)
+    );
+    assert_eq!(st.calls[0].uid, Some(1000));
+}
+
+#[test]
+fn root_may_reclaim_another_users_call() {
+    let mut p = Pair::default();
+    let (_, b_path, (_, _, _, b_call)) = p.call_ab_as(0, 1000);
+    p.b = Node::new(Side::B, "", 9);
+    p.advance(secs(0.2));
+    let (_, m) = reclaim_as(&mut p, Side::B, 0, b_call, b_path);
+    assert!(matches!(m, Message::Ack { .. }), "{m:?}");
+}
+
+#[test]
+fn a_reclaim_counts_against_the_users_call_limit() {
+    let conf = "[limits]\ncalls_per_user = 1\n";
+    let mut p = Pair::new("", conf);
+    let (_, b_path, (_, _, _, b_call)) = p.call_ab_as(0, 1000);
+    p.b = Node::new(Side::B, conf, 9);
+    p.advance(secs(0.2));
+    // uid 1000 already holds a call on the restarted sigd (one inside host B).
+    let l_app = p.app(Side::B);
+    p.bind(Side::B, l_app, "other", "reliable");
+    let b_app = p.app_as(Side::B, 1000);
+    p.connect(Side::B, b_app, "+4420002:other", "reliable");
+    let (_, m) = reclaim_as(&mut p, Side::B, 1000, b_call, b_path);
+    assert!(
+        matches!(m, Message::Refused { cause: 47, ref detail, .. } if detail.contains("calls_per_user")),
+        "{m:?}"
+    );
 }

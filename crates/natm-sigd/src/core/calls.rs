@@ -394,7 +394,7 @@ impl Core {
                 rx_vci: v_fwd,
                 granted_bps: self.calls[&other].grant.in_bps,
                 qos: qos.to_string(),
-                resume: String::new(),
+                resume: self.resume_ticket(call),
                 keys: agreed.clone(),
             },
         };
@@ -408,7 +408,7 @@ impl Core {
                 rx_vci: v_back,
                 granted_bps: o.grant.out_bps,
                 qos: o.qos.to_string(),
-                resume: String::new(),
+                resume: self.resume_ticket(other),
                 keys: agreed.map(|k| k.reversed()),
             },
         };
@@ -503,10 +503,18 @@ impl Core {
 
     pub(super) fn free_call(&mut self, c: &Call) {
         self.res.release(&c.grant);
+        let unpaired = self.unpaired.remove(&c.id).is_some();
         if c.rx_vci == 0 {
             return;
         }
         match c.remote {
+            // A reclaimed half whose other half never came back holds both.
+            Remote::Local(_) if unpaired => {
+                if let Some(p) = self.vcis.get_mut(&None) {
+                    p.free(c.rx_vci);
+                    p.free(c.tx_vci);
+                }
+            }
             // Both VCIs of a local call come from one pool; the callee frees them.
             Remote::Local(_) if !c.outgoing => {
                 if let Some(p) = self.vcis.get_mut(&None) {

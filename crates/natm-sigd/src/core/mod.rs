@@ -319,6 +319,13 @@ pub struct Core {
     /// This sigd's secret for admission cookies and responder nonces
     /// (`natm_proto::sig::peer`); never leaves the process.
     secret: [u8; 32],
+    /// The key resume tickets are sealed with (`restart`): the host's, from the
+    /// ticket key file, so that a restarted sigd opens its predecessor's tickets.
+    ticket_key: [u8; 32],
+    /// Halves of calls between two applications of this host reclaimed after a
+    /// restart whose other half has not been reclaimed yet, and when each is
+    /// released if it still has not (`restart`).
+    unpaired: HashMap<u64, Instant>,
     /// Log lines about remote events, limited per kind.
     ratelog: ratelog::RateLog,
     /// Stateless answers to unadmitted sources (challenges, authentication ACKs).
@@ -339,8 +346,11 @@ impl Core {
         let dir = Directory::new(cfg.routes.clone(), cfg.addresses.clone());
         let mut ids = Ids::new(seed);
         let secret = ids.bytes();
+        let ticket_key = ids.bytes();
         Core {
             secret,
+            ticket_key,
+            unpaired: HashMap::new(),
             ratelog: ratelog::RateLog::new(cfg.peers.log_per_s),
             answers: ratelog::Window::new(ANSWERS_PER_S),
             saal_cfg: peers::saal_config(&cfg),
@@ -363,6 +373,14 @@ impl Core {
             reclaim_until: None,
             out: VecDeque::new(),
         }
+    }
+
+    /// Seal and open resume tickets with `key` (the host's ticket key file,
+    /// docs/ARCHITECTURE.md "sigd restart"): a restarted sigd given the same key
+    /// takes over the calls its predecessor's applications reclaim. Without it the
+    /// key is random, and no ticket outlives this core.
+    pub fn set_ticket_key(&mut self, key: [u8; 32]) {
+        self.ticket_key = key;
     }
 
     /// The configuration it runs with.
@@ -416,6 +434,7 @@ impl Core {
                 self.dirty.push(*link);
             }
         }
+        self.release_unpaired(now);
         let mut due: Vec<u64> = self
             .calls
             .values()
@@ -461,10 +480,12 @@ impl Core {
             .filter_map(|l| l.saal.poll_timeout())
             .min();
         let proceeding = self.proceeding_due.iter().map(|d| d.0).min();
+        let unpaired = self.unpaired.values().copied().min();
         calls
             .into_iter()
             .chain(links)
             .chain(proceeding)
+            .chain(unpaired)
             .chain(self.next_expiry())
             .chain(self.idle_deadline())
             .min()

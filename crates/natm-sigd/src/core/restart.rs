@@ -20,49 +20,61 @@
 //! never reclaimed) is released at both.
 
 use natm_proto::wire::ipc::DataPath;
-use natm_proto::wire::resume::ResumeTicket;
+use natm_proto::wire::resume::{ResumeTicket, TicketError, Via};
 
 use super::*;
+use crate::admission::Refusal;
 
 impl Core {
-    /// The resume ticket of a call to a peer sigd as call control knows it now
-    /// (empty for a call inside this host, or one call control does not have).
+    /// The resume ticket of an active call as this sigd knows it now, sealed under
+    /// the host's ticket key and bound to its application's uid (empty for a call
+    /// call control does not have, or whose fields cannot be written in a ticket).
     pub(super) fn resume_ticket(&self, id: u64) -> String {
         let Some(c) = self.calls.get(&id) else {
             return String::new();
         };
-        let Remote::Peer {
-            link,
-            call: Some(cid),
-        } = c.remote
-        else {
-            return String::new();
+        let via = match c.remote {
+            Remote::Local(pair) => Via::Local { pair },
+            Remote::Peer {
+                link,
+                call: Some(cid),
+            } => {
+                let Some(cr) = self
+                    .peers
+                    .get(&link)
+                    .and_then(|l| l.saal.calls().call_ref(cid))
+                else {
+                    return String::new();
+                };
+                Via::Peer {
+                    link,
+                    cref: cr.value,
+                    // The flag is set on messages to the side that allocated the value.
+                    ours: !cr.flag,
+                }
+            }
+            Remote::Peer { call: None, .. } => return String::new(),
         };
-        let Some(cr) = self
-            .peers
-            .get(&link)
-            .and_then(|l| l.saal.calls().call_ref(cid))
-        else {
+        let Some(owner) = c.owner else {
             return String::new();
         };
         ResumeTicket {
-            link,
-            cref: cr.value,
-            // The flag is set on messages to the side that allocated the value.
-            ours: !cr.flag,
+            call: id,
+            via,
             outgoing: c.outgoing,
             local: c.local_addr.clone(),
             remote: c.remote_addr.clone(),
             sap: c.sap.clone(),
+            uid: self.uid_of(owner),
         }
-        .encode()
+        .seal(&self.ticket_key)
         .unwrap_or_default()
     }
 
     /// An application's `Reclaim`: take over an established call it held through this
-    /// host's previous sigd (module docs). The call keeps its id, VCIs, cookie and
-    /// reservation; call control adopts its call reference and checks it with the
-    /// peer, and a peer that no longer has it releases it here too.
+    /// host's previous sigd (module docs). The ticket must carry this host's MAC and
+    /// name the call and the requester's uid (root and sigd's own user may reclaim
+    /// any); the call keeps its id, VCIs, cookie and reservation.
     pub(super) fn reclaim(
         &mut self,
         t: AppId,
@@ -71,44 +83,123 @@ impl Core {
         data: SocketAddr,
         path: DataPath,
     ) {
-        let refused = |this: &mut Core, cause: u8, why: String| {
-            this.counters.reclaims_refused += 1;
-            this.refuse(t, req, cause, why);
-        };
-        if path.resume.is_empty() {
-            return refused(
-                self,
-                cause::TEMPORARY_FAILURE,
-                "a call between two applications of this host does not outlive its sigd".into(),
-            );
-        }
-        let tk = match ResumeTicket::parse(&path.resume) {
+        let tk = match self.reclaim_check(t, call, &path) {
             Ok(tk) => tk,
-            Err(e) => return refused(self, cause::INVALID_IE, e),
+            Err(r) => {
+                self.counters.reclaims_refused += 1;
+                return self.refuse(t, req, r.cause, r.detail);
+            }
         };
-        if call == 0 || self.calls.contains_key(&call) {
-            return refused(
-                self,
-                cause::INVALID_CALL_REF,
-                "this sigd already has a call with that id".into(),
-            );
-        }
         let qos = match self.parse_qos(&path.qos) {
             Ok(q) => q,
-            Err(e) => return refused(self, cause::INVALID_IE, e),
+            Err(e) => {
+                self.counters.reclaims_refused += 1;
+                return self.refuse(t, req, cause::INVALID_IE, e);
+            }
         };
-        if !self.vci_pool(tk.link).reserve(path.rx_vci) {
-            return refused(
-                self,
+        let done = match tk.via {
+            Via::Peer { link, cref, ours } => {
+                self.reclaim_peer(t, call, link, cref, ours, &tk, data, &path, qos)
+            }
+            Via::Local { pair } => self.reclaim_local(t, call, pair, &tk, data, &path, qos),
+        };
+        match done {
+            Ok(()) => {
+                self.counters.calls_reclaimed += 1;
+                self.tell(t, Message::Ack { req, id: call });
+            }
+            Err(r) => {
+                self.counters.reclaims_refused += 1;
+                self.refuse(t, req, r.cause, r.detail);
+            }
+        }
+    }
+
+    /// What every reclaim must pass before anything is held: a ticket this host's
+    /// sigd wrote (MAC), for this call id, owned by the requester's uid; a free id;
+    /// the call limits (`[limits]`).
+    fn reclaim_check(&self, t: AppId, call: u64, path: &DataPath) -> Result<ResumeTicket, Refusal> {
+        if path.resume.is_empty() {
+            return Err(Refusal::new(
+                cause::TEMPORARY_FAILURE,
+                "the call has no resume ticket: it does not outlive its sigd",
+            ));
+        }
+        let tk = match ResumeTicket::open(&path.resume, &self.ticket_key) {
+            Ok(tk) => tk,
+            Err(e @ TicketError::Unreadable(_)) => {
+                return Err(Refusal::new(cause::INVALID_IE, e.to_string()))
+            }
+            Err(e @ TicketError::Forged) => {
+                return Err(Refusal::new(cause::NOT_AUTHORIZED, e.to_string()))
+            }
+        };
+        if tk.call != call {
+            return Err(Refusal::new(
+                cause::INVALID_CALL_REF,
+                format!(
+                    "the resume ticket is for call {:016x}, not {call:016x}",
+                    tk.call
+                ),
+            ));
+        }
+        let uid = self.uid_of(t);
+        if tk.uid != uid && !self.privileged(t) {
+            return Err(Refusal::new(
+                cause::NOT_AUTHORIZED,
+                format!(
+                    "permission denied: uid {uid} may not reclaim a call of uid {}",
+                    tk.uid
+                ),
+            ));
+        }
+        if call == 0 || self.calls.contains_key(&call) {
+            return Err(Refusal::new(
+                cause::INVALID_CALL_REF,
+                "this sigd already has a call with that id",
+            ));
+        }
+        if self.calls.len() >= self.cfg.max_calls {
+            return Err(Refusal::new(
+                cause::RESOURCES,
+                format!(
+                    "sigd holds its limit of {} calls ([limits] calls)",
+                    self.cfg.max_calls
+                ),
+            ));
+        }
+        if let Some(why) = self.call_limit(t) {
+            return Err(Refusal::new(cause::RESOURCES, why));
+        }
+        Ok(tk)
+    }
+
+    /// Take over a call to a peer sigd: call control adopts its call reference and
+    /// checks it with the peer, and a peer that no longer has it releases it here too.
+    #[allow(clippy::too_many_arguments)]
+    fn reclaim_peer(
+        &mut self,
+        t: AppId,
+        call: u64,
+        link: SocketAddr,
+        cref: u32,
+        ours: bool,
+        tk: &ResumeTicket,
+        data: SocketAddr,
+        path: &DataPath,
+        qos: Qos,
+    ) -> Result<(), Refusal> {
+        if !self.vci_pool(link).reserve(path.rx_vci) {
+            return Err(Refusal::new(
                 cause::NO_VCI,
                 format!(
-                    "VCI {} on the link to {} is taken (or out of range)",
-                    path.rx_vci, tk.link
+                    "VCI {} on the link to {link} is taken (or out of range)",
+                    path.rx_vci
                 ),
-            );
+            ));
         }
         let free_vci = |this: &mut Core| {
-            if let Some(p) = this.vcis.get_mut(&Some(tk.link)) {
+            if let Some(p) = this.vcis.get_mut(&Some(link)) {
                 p.free(path.rx_vci);
             }
         };
@@ -117,7 +208,7 @@ impl Core {
             Ok(g) => g,
             Err(r) => {
                 free_vci(self);
-                return refused(self, r.cause, r.detail);
+                return Err(r);
             }
         };
         let now = self.now;
@@ -126,30 +217,150 @@ impl Core {
         // the link has been up; the switch keeps the call meanwhile, its own
         // `preserve_ms`).
         let wait = self.cfg.restart.preserve;
-        let adopted = match self.link(tk.link, true) {
+        let adopted = match self.link(link, true) {
             Some(l) => l
                 .saal
-                .adopt(now, tk.cref, tk.ours, wait)
-                .map_err(|e| (cause::INVALID_CALL_REF, e.to_string())),
+                .adopt(now, cref, ours, wait)
+                .map_err(|e| Refusal::new(cause::INVALID_CALL_REF, e.to_string())),
             // Only configured peers get a link on demand; an unknown peer's link
             // comes back only when it echoes a cookie (docs/SECURITY.md), so its
             // calls are not reclaimed and are cleared at both ends.
-            None => Err((
+            None => Err(Refusal::new(
                 cause::DESTINATION_OUT_OF_ORDER,
-                "the peer is not a configured one: its calls do not outlive a restart".to_string(),
+                "the peer is not a configured one: its calls do not outlive a restart",
             )),
         };
         let cid = match adopted {
             Ok(cid) => cid,
-            Err((c, why)) => {
+            Err(r) => {
                 self.res.release(&grant);
                 free_vci(self);
-                return refused(self, c, why);
+                return Err(r);
             }
         };
-        if let Some(l) = self.peers.get_mut(&tk.link) {
+        if let Some(l) = self.peers.get_mut(&link) {
             l.calls.insert(cid, call);
         }
+        let remote = Remote::Peer {
+            link,
+            call: Some(cid),
+        };
+        self.adopt_call(t, call, remote, tk, data, path, qos, grant);
+        self.dirty.push(link);
+        info!(call, %link, cref, "call reclaimed after a sigd restart");
+        Ok(())
+    }
+
+    /// Take over one half of a call between two applications of this host. The first
+    /// half to come holds both VCIs (from the host's own pool) and waits for the
+    /// other until the reclaim window ends (or one window after it came, if later):
+    /// the two halves must name each other and agree on cookie and VCIs. A half left
+    /// alone is released then (`release_unpaired`). The reservation is charged to
+    /// the caller's half, as at setup.
+    #[allow(clippy::too_many_arguments)]
+    fn reclaim_local(
+        &mut self,
+        t: AppId,
+        call: u64,
+        pair: u64,
+        tk: &ResumeTicket,
+        data: SocketAddr,
+        path: &DataPath,
+        qos: Qos,
+    ) -> Result<(), Refusal> {
+        let first = match self.calls.get(&pair) {
+            None => true,
+            Some(p) if self.unpaired.contains_key(&pair) && p.remote == Remote::Local(call) => {
+                if p.outgoing == tk.outgoing
+                    || p.cookie != path.cookie
+                    || (p.tx_vci, p.rx_vci) != (path.rx_vci, path.tx_vci)
+                {
+                    return Err(Refusal::new(
+                        cause::INVALID_CALL_REF,
+                        format!(
+                            "the call does not match its other half {pair:016x} (direction, cookie or VCIs)"
+                        ),
+                    ));
+                }
+                false
+            }
+            Some(_) => {
+                return Err(Refusal::new(
+                    cause::INVALID_CALL_REF,
+                    format!("call {pair:016x} of this sigd is not this call's other half"),
+                ))
+            }
+        };
+        if first {
+            let pool = self.vcis.entry(None).or_default();
+            let (rx, tx) = (path.rx_vci, path.tx_vci);
+            if rx == tx || !pool.reserve(rx) {
+                return Err(Refusal::new(
+                    cause::NO_VCI,
+                    format!("VCI {rx} inside this host is taken (or out of range)"),
+                ));
+            }
+            if !pool.reserve(tx) {
+                pool.free(rx);
+                return Err(Refusal::new(
+                    cause::NO_VCI,
+                    format!("VCI {tx} inside this host is taken (or out of range)"),
+                ));
+            }
+        }
+        let free_vcis = |this: &mut Core| {
+            if let (true, Some(p)) = (first, this.vcis.get_mut(&None)) {
+                p.free(path.rx_vci);
+                p.free(path.tx_vci);
+            }
+        };
+        // Charged once, at the caller's half, as `connect` did.
+        let (grant, qos) = if tk.outgoing {
+            match self.admit_qos(&qos) {
+                Ok(g) => g,
+                Err(r) => {
+                    free_vcis(self);
+                    return Err(r);
+                }
+            }
+        } else {
+            (Grant::default(), qos)
+        };
+        self.adopt_call(t, call, Remote::Local(pair), tk, data, path, qos, grant);
+        if first {
+            let window = self.cfg.restart.reclaim_window;
+            let until = match self.reclaim_until {
+                Some(u) if u > self.now => u,
+                _ => self.now + window,
+            };
+            self.unpaired.insert(call, until);
+            info!(
+                call,
+                pair, "half of a call inside this host reclaimed; waiting for the other"
+            );
+        } else {
+            self.unpaired.remove(&pair);
+            info!(
+                call,
+                pair, "call inside this host reclaimed at both ends after a sigd restart"
+            );
+        }
+        Ok(())
+    }
+
+    /// File a reclaimed call as an active one of application `t`.
+    #[allow(clippy::too_many_arguments)]
+    fn adopt_call(
+        &mut self,
+        t: AppId,
+        call: u64,
+        remote: Remote,
+        tk: &ResumeTicket,
+        data: SocketAddr,
+        path: &DataPath,
+        qos: Qos,
+        grant: Grant,
+    ) {
         let data = self.data_endpoint(data);
         self.calls.insert(
             call,
@@ -157,14 +368,11 @@ impl Core {
                 id: call,
                 owner: Some(t),
                 state: CallState::Active,
-                remote: Remote::Peer {
-                    link: tk.link,
-                    call: Some(cid),
-                },
+                remote,
                 outgoing: tk.outgoing,
-                local_addr: tk.local,
-                remote_addr: tk.remote,
-                sap: tk.sap,
+                local_addr: tk.local.clone(),
+                remote_addr: tk.remote.clone(),
+                sap: tk.sap.clone(),
                 qos,
                 data: Some(data),
                 peer_data: Some(path.peer),
@@ -184,10 +392,33 @@ impl Core {
                 },
             },
         );
-        self.counters.calls_reclaimed += 1;
-        self.dirty.push(tk.link);
-        info!(call, link = %tk.link, cref = tk.cref, "call reclaimed after a sigd restart");
-        self.tell(t, Message::Ack { req, id: call });
+    }
+
+    /// Release the reclaimed halves of calls inside this host whose other half did
+    /// not come back in time (cause 41): nothing is left half-held.
+    pub(super) fn release_unpaired(&mut self, now: Instant) {
+        let mut due: Vec<u64> = self
+            .unpaired
+            .iter()
+            .filter(|(_, d)| **d <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        due.sort_unstable();
+        let secs = self.cfg.restart.reclaim_window.as_secs_f64();
+        for id in due {
+            info!(
+                call = id,
+                "the other half of a call inside this host was not reclaimed: released"
+            );
+            self.end_call(
+                id,
+                cause::TEMPORARY_FAILURE,
+                &format!(
+                    "sigd restarted and the other application of this call did not reclaim it within {secs} s ([restart] reclaim_window_ms)"
+                ),
+                true,
+            );
+        }
     }
 
     /// The signalling link to `link` went down: if call control keeps active calls

@@ -21,6 +21,7 @@ use app::{AppConn, ReadOutcome};
 
 mod app;
 mod measure;
+mod ticket_key;
 
 /// The errno values the accept loop tells apart.
 mod libc_errno {
@@ -190,8 +191,11 @@ impl Daemon {
             tpdu_cost_ns: cost,
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
+        let key = ticket_key::load_or_create(&cfg.ticket_key_file)?;
+        let mut core = Core::new(cfg, facts, os_seed());
+        core.set_ticket_key(key);
         Ok(Daemon {
-            core: Core::new(cfg, facts, os_seed()),
+            core,
             poll,
             listener,
             signalling,

@@ -79,14 +79,28 @@ impl Node {
             tpdu_cost_ns: 1000,
             cores: 1,
         };
+        let mut core = Core::new(cfg, facts, [seed; 32]);
+        // The host's ticket key outlives its sigd (a file, in the daemon): a
+        // restarted node of the same host has the same one.
+        core.set_ticket_key(ticket_key(sig));
         Node {
-            core: Core::new(cfg, facts, [seed; 32]),
+            core,
             sig,
             inbox: HashMap::new(),
             closed: Vec::new(),
             next_app: 16,
         }
     }
+}
+
+/// The ticket key of the host whose signalling endpoint is `sig`.
+pub fn ticket_key(sig: SocketAddr) -> [u8; 32] {
+    let mut k = [0x4b; 32];
+    k[..2].copy_from_slice(&sig.port().to_be_bytes());
+    if let std::net::IpAddr::V4(ip) = sig.ip() {
+        k[2..6].copy_from_slice(&ip.octets());
+    }
+    k
 }
 
 /// A datagram on the wire between the two hosts.
@@ -548,9 +562,18 @@ impl Pair {
     /// caller's `Connected` path, the callee's, and the apps and call ids
     /// `(a_app, a_call, b_app, b_call)`.
     pub fn call_ab(&mut self) -> (DataPath, DataPath, (AppId, u64, AppId, u64)) {
-        let b_app = self.app(Side::B);
+        self.call_ab_as(0, 0)
+    }
+
+    /// `call_ab` with A's application run by `a_uid` and B's by `b_uid`.
+    pub fn call_ab_as(
+        &mut self,
+        a_uid: u32,
+        b_uid: u32,
+    ) -> (DataPath, DataPath, (AppId, u64, AppId, u64)) {
+        let b_app = self.app_as(Side::B, b_uid);
         let listener = self.bind(Side::B, b_app, "echo", "reliable");
-        let a_app = self.app(Side::A);
+        let a_app = self.app_as(Side::A, a_uid);
         let a_call = self.connect(Side::A, a_app, "+4420002:echo", "reliable");
         let b_call = match self.take(Side::B, b_app).as_slice() {
             [Message::Incoming {
@@ -659,7 +682,12 @@ pub fn released(p: &Pair, s: Side, app: AppId, call: u64) -> Option<u8> {
 
 /// A new application on `s` reclaims `call` with `path`: its id and the answer.
 pub fn reclaim(p: &mut Pair, s: Side, call: u64, path: DataPath) -> (AppId, Message) {
-    let app = p.app(s);
+    reclaim_as(p, s, 0, call, path)
+}
+
+/// `reclaim` by an application run by `uid`.
+pub fn reclaim_as(p: &mut Pair, s: Side, uid: u32, call: u64, path: DataPath) -> (AppId, Message) {
+    let app = p.app_as(s, uid);
     let req = p.req();
     p.send(
         s,

@@ -850,8 +850,8 @@ impl Session {
             let (Some(conn), Some((path, data))) = (weak.upgrade(), path) else {
                 continue;
             };
-            // A call inside this host has no ticket: no sigd can take it over, and
-            // its data path goes on unheld, as before restarts were handled.
+            // A call sigd gave no ticket (one it could not describe) cannot be taken
+            // over: its data path goes on, unheld by the restarted sigd.
             if path.resume.is_empty() {
                 continue;
             }
