@@ -183,6 +183,17 @@ fn a_call_whose_application_died_with_its_sigd_is_released_at_both_ends() {
 /// and neither sigd holds a call. Returns the transfer's directory.
 fn orphan_is_released(a: &mut Sigd, b: &Sigd, where_: &str) -> Dir {
     let t = start(a, b);
+    let (l, dir) = caller_dies_with_its_sigd(a, t, where_);
+    assert!(l.stderr.contains("cause"), "{}", l.stderr);
+    b.wait_no_calls();
+    assert!(calls(a).is_empty());
+    dir
+}
+
+/// Kills `a`'s sigd under the running transfer `t`, then the caller itself; restarts
+/// the sigd 0.5 s later and waits for the listener to end, which it must with an
+/// error (the call cut short). Returns the listener's outcome and the directory.
+fn caller_dies_with_its_sigd(a: &mut Sigd, t: Transfer, where_: &str) -> (tool::Done, Dir) {
     a.kill();
     let Transfer {
         call, listen, dir, ..
@@ -197,10 +208,7 @@ fn orphan_is_released(a: &mut Sigd, b: &Sigd, where_: &str) -> Dir {
         restarted.elapsed()
     );
     assert!(!l.status.success(), "the listener sees the call cut short");
-    assert!(l.stderr.contains("cause"), "{}", l.stderr);
-    b.wait_no_calls();
-    assert!(calls(a).is_empty());
-    dir
+    (l, dir)
 }
 
 /// Host A (+4420001) and host B (+4420002) attached to one `natm switch` (frame
@@ -354,20 +362,7 @@ fn a_call_inside_one_host_whose_caller_died_with_its_sigd_is_released_after_the_
     // The restarted sigd waits 1 s, not 3, for the other half.
     let mut a = one_host("[restart]\nreclaim_window_ms = 1000\n");
     let t = start_to(&a, &a, "+4420001:sink", 2);
-    a.kill();
-    let Transfer {
-        call, listen, dir, ..
-    } = t;
-    drop(call);
-    std::thread::sleep(Duration::from_millis(500));
-    a.restart();
-    let restarted = Instant::now();
-    let l = listen.wait(Duration::from_secs(45));
-    eprintln!(
-        "the listener's half released inside one host {:?} after the restart",
-        restarted.elapsed()
-    );
-    assert!(!l.status.success(), "the listener sees the call cut short");
+    let (l, dir) = caller_dies_with_its_sigd(&mut a, t, "the listener's half inside one host");
     assert!(l.stderr.contains("cause 41"), "{}", l.stderr);
     assert!(l.stderr.contains("did not reclaim"), "{}", l.stderr);
     a.wait_no_calls();
