@@ -56,7 +56,7 @@ static size_t echo_one(natm_conn *srv, unsigned char *msg)
     while (!eom) {
         n = natm_recv(srv, msg + have, MAXMSG - have, NATM_NONBLOCK, &eom);
         if (n == NATM_EAGAIN) {
-            wait_fd(natm_conn_fd(srv));
+            wait_fd(natm_conn_fd(srv, NATM_FD_RECV));
             continue;
         }
         if (n < 0)
@@ -66,7 +66,7 @@ static size_t echo_one(natm_conn *srv, unsigned char *msg)
         have += (size_t)n;
     }
     while ((n = natm_send(srv, msg, have, NATM_NONBLOCK)) == NATM_EAGAIN)
-        wait_fd(natm_conn_fd(srv));
+        wait_fd(natm_conn_fd(srv, NATM_FD_SEND));
     if (n < 0)
         die("server send", n);
     return have;

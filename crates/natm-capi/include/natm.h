@@ -47,6 +47,10 @@ extern "C" {
 /* Flag of natm_send, natm_recv and natm_accept: return NATM_EAGAIN, not wait. */
 #define NATM_NONBLOCK 1
 
+/* natm_conn_fd's which: the descriptor for natm_recv, or for natm_send. */
+#define NATM_FD_RECV 0
+#define NATM_FD_SEND 1
+
 typedef struct NatmHost natm_host;
 typedef struct NatmListener natm_listener;
 typedef struct NatmConn natm_conn;
@@ -93,7 +97,7 @@ void natm_listener_close(natm_listener *l);
 int natm_connect(const natm_host *host, const char *addr, const char *qos, natm_conn **out);
 ssize_t natm_send(const natm_conn *c, const void *buf, size_t len, int flags);
 ssize_t natm_recv(const natm_conn *c, void *buf, size_t len, int flags, int *end_of_message);
-int natm_conn_fd(const natm_conn *c);
+int natm_conn_fd(const natm_conn *c, int which);
 int natm_shutdown(const natm_conn *c);
 int natm_flush(const natm_conn *c, uint32_t timeout_ms);
 int natm_abort(const natm_conn *c);

@@ -21,7 +21,7 @@ use std::time::Duration;
 use natm_rs::ulib::{Bytes, Chunk, Connection, Error, Host, HostConfig, Listener};
 
 use error::{guard, Code, Failure};
-use ready::{Dir, Readiness};
+use ready::Readiness;
 
 /// `natm_send`/`natm_recv`/`natm_accept` flag: return `NATM_EAGAIN` instead of
 /// waiting.
@@ -65,7 +65,9 @@ struct Accepted {
 pub struct NatmConn {
     conn: Connection,
     rest: Mutex<Option<Chunk>>,
-    ready: Arc<Readiness>,
+    /// Readiness to receive and to send.
+    rx: Arc<Readiness>,
+    tx: Arc<Readiness>,
     rx_waker: Waker,
     tx_waker: Waker,
 }
@@ -284,8 +286,7 @@ pub unsafe extern "C" fn natm_listen(
         let listener = h.host.bind(addr, qos).map_err(Failure::from)?;
         let ready = Readiness::new().map_err(|e| fail(Code::Io, format!("eventfd: {e}")))?;
         // No call has come yet: the descriptor waits for the first.
-        ready.clear(Dir::In);
-        ready.clear(Dir::Out);
+        ready.clear();
         let shared = Arc::new(Backlog {
             queue: Mutex::new(Accepted::default()),
             cv: Condvar::new(),
@@ -334,14 +335,14 @@ fn accept_loop(listener: Listener, b: &Backlog) {
                 let mut q = b.queue.lock().unwrap_or_else(|p| p.into_inner());
                 q.conns.push_back(c);
                 b.cv.notify_all();
-                b.ready.set(Dir::In);
+                b.ready.set();
             }
             Err(Error::TimedOut | Error::WouldBlock(_)) => {}
             Err(e) if listener.is_unbound() => {
                 let mut q = b.queue.lock().unwrap_or_else(|p| p.into_inner());
                 q.fatal = Some(e.to_string());
                 b.cv.notify_all();
-                b.ready.set(Dir::In);
+                b.ready.set();
                 return;
             }
             // One call failing (its caller gave up, sigd restarting) ends nothing
@@ -371,7 +372,7 @@ pub unsafe extern "C" fn natm_accept(
         let b = &l.shared;
         let nonblock = flags & NATM_NONBLOCK != 0;
         if nonblock {
-            b.ready.clear(Dir::In);
+            b.ready.clear();
         }
         let mut q = b.queue.lock().unwrap_or_else(|p| p.into_inner());
         let conn = loop {
@@ -379,7 +380,7 @@ pub unsafe extern "C" fn natm_accept(
                 break c;
             }
             if let Some(why) = &q.fatal {
-                b.ready.set(Dir::In);
+                b.ready.set();
                 return Err(fail(Code::Unbound, why.clone()));
             }
             if nonblock {
@@ -388,7 +389,7 @@ pub unsafe extern "C" fn natm_accept(
             q = b.cv.wait(q).unwrap_or_else(|p| p.into_inner());
         };
         if !q.conns.is_empty() || q.fatal.is_some() {
-            b.ready.set(Dir::In);
+            b.ready.set();
         }
         b.cv.notify_all();
         drop(q);
@@ -462,13 +463,15 @@ pub unsafe extern "C" fn natm_listener_close(l: *mut NatmListener) {
 // Connections
 
 fn wrap(conn: Connection) -> Result<NatmConn, Failure> {
-    let ready = Readiness::new().map_err(|e| fail(Code::Io, format!("eventfd: {e}")))?;
+    let fd = || Readiness::new().map_err(|e| fail(Code::Io, format!("eventfd: {e}")));
+    let (rx, tx) = (fd()?, fd()?);
     Ok(NatmConn {
         conn,
         rest: Mutex::new(None),
-        rx_waker: ready.waker(Dir::In),
-        tx_waker: ready.waker(Dir::Out),
-        ready,
+        rx_waker: rx.waker(),
+        tx_waker: tx.waker(),
+        rx,
+        tx,
     })
 }
 
@@ -535,7 +538,7 @@ pub unsafe extern "C" fn natm_send(
             c.conn.send(msg).map_err(Failure::from)?;
             return Ok(len as isize);
         }
-        c.ready.clear(Dir::Out);
+        c.tx.clear();
         let mut cx = Context::from_waker(&c.tx_waker);
         match c.conn.poll_send(&mut cx, msg) {
             Poll::Pending => Err(fail(
@@ -543,7 +546,7 @@ pub unsafe extern "C" fn natm_send(
                 "the send window is full or the reserved rate holds the data",
             )),
             Poll::Ready(r) => {
-                c.ready.set(Dir::Out);
+                c.tx.set();
                 r.map_err(Failure::from)?;
                 Ok(len as isize)
             }
@@ -583,12 +586,12 @@ pub unsafe extern "C" fn natm_recv(
                 Err(e) => return Err(e.into()),
             },
             None => {
-                c.ready.clear(Dir::In);
+                c.rx.clear();
                 let mut cx = Context::from_waker(&c.rx_waker);
                 match c.conn.poll_recv_chunk(&mut cx) {
                     Poll::Pending => return Err(fail(Code::Again, "no message has arrived")),
                     Poll::Ready(r) => {
-                        c.ready.set(Dir::In);
+                        c.rx.set();
                         match r {
                             Ok(Some(ch)) => ch,
                             Ok(None) => return Ok(eom(end_of_message, false, 0)),
@@ -622,17 +625,30 @@ fn eom(p: *mut c_int, end: bool, n: usize) -> isize {
     n as isize
 }
 
-/// The descriptor to poll (POLLIN) for `c`: readable while a non-blocking
-/// `natm_send` or `natm_recv` may succeed. Owned by the connection.
+/// `natm_conn_fd`'s `which`: the descriptor for `natm_recv`.
+pub const NATM_FD_RECV: c_int = 0;
+/// `natm_conn_fd`'s `which`: the descriptor for `natm_send`.
+pub const NATM_FD_SEND: c_int = 1;
+
+/// A descriptor to poll (POLLIN) for `c`: with `NATM_FD_RECV`, readable while a
+/// non-blocking `natm_recv` may succeed; with `NATM_FD_SEND`, while a non-blocking
+/// `natm_send` may. Owned by the connection.
 ///
 /// # Safety
 /// `c` is a live connection.
 #[no_mangle]
-pub unsafe extern "C" fn natm_conn_fd(c: *const NatmConn) -> c_int {
+pub unsafe extern "C" fn natm_conn_fd(c: *const NatmConn, which: c_int) -> c_int {
     to_int(guard(|| {
         // SAFETY: the caller promises a live connection.
         let c = unsafe { handle(c, "conn") }?;
-        Ok(c.ready.raw_fd() as isize)
+        match which {
+            NATM_FD_RECV => Ok(c.rx.raw_fd() as isize),
+            NATM_FD_SEND => Ok(c.tx.raw_fd() as isize),
+            _ => Err(fail(
+                Code::Inval,
+                format!("which is {which}: NATM_FD_RECV (0) or NATM_FD_SEND (1)"),
+            )),
+        }
     }))
 }
 

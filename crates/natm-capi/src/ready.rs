@@ -1,47 +1,35 @@
-//! The descriptor a C program polls: an eventfd that is readable while a
-//! non-blocking call on the handle may succeed.
+//! The descriptors a C program polls: one eventfd per direction of a handle
+//! (receive or accept; send), readable while a non-blocking call in that direction
+//! may succeed.
 //!
-//! Each handle has one eventfd and a readiness flag per direction (receive/accept,
-//! send). The flags start set and the eventfd readable. A non-blocking call clears
-//! its direction's flag before it tries (draining the eventfd when no direction is
-//! ready), then tries with a waker for that direction registered by the engine
-//! under the same lock as the attempt (`Connection::poll_send`/`poll_recv_chunk`). If
-//! the call succeeds it sets the flag again, so that the next `poll()` returns at once
-//! and the program calls again until it gets `NATM_EAGAIN`; if not, the engine's wake
-//! sets the flag and makes the eventfd readable. So `poll()` never sleeps while a
-//! non-blocking call could succeed, the level-triggered contract of a socket, at the
-//! cost of one spurious wake-up after the last message.
+//! A descriptor starts readable. A non-blocking call drains it before it tries, then
+//! tries with a waker for its direction that the engine registers under the same lock
+//! as the attempt (`Connection::poll_send`/`poll_recv_chunk`): a wake-up either comes
+//! before the attempt (which then sees the progress) or after the registration (which
+//! then makes the descriptor readable). A call that succeeds makes it readable again,
+//! so that the next `poll()` returns at once and the program calls until it gets
+//! `NATM_EAGAIN`. So `poll()` never sleeps while a non-blocking call could succeed, and
+//! never spins while none can: a socket's level-triggered contract, at the cost of
+//! one spurious wake-up after the last message. One descriptor per direction, so a
+//! program that only receives is not woken by room to send.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Wake, Waker};
 
 use rustix::event::{eventfd, EventfdFlags};
 
-/// Which calls a readiness flag is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Dir {
-    /// `natm_recv`, `natm_accept`.
-    In = 0,
-    /// `natm_send`.
-    Out = 1,
-}
-
-/// A handle's eventfd and its per-direction readiness.
+/// One direction's eventfd.
 #[derive(Debug)]
 pub(crate) struct Readiness {
     fd: OwnedFd,
-    ready: Mutex<[bool; 2]>,
 }
 
 impl Readiness {
-    /// A readable eventfd with both directions ready.
+    /// A readable eventfd.
     pub(crate) fn new() -> std::io::Result<Arc<Readiness>> {
         let fd = eventfd(1, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?;
-        Ok(Arc::new(Readiness {
-            fd,
-            ready: Mutex::new([true, true]),
-        }))
+        Ok(Arc::new(Readiness { fd }))
     }
 
     /// The descriptor to poll for readability.
@@ -49,48 +37,35 @@ impl Readiness {
         self.fd.as_raw_fd()
     }
 
-    /// A call in `dir` may succeed: make the eventfd readable.
-    pub(crate) fn set(&self, dir: Dir) {
-        let mut r = self.ready.lock().unwrap_or_else(|p| p.into_inner());
-        r[dir as usize] = true;
+    /// A call may succeed: make the eventfd readable.
+    pub(crate) fn set(&self) {
         // A full counter (2^64 - 2 wake-ups unread) still reads as readable.
         let _ = rustix::io::write(&self.fd, &1u64.to_ne_bytes());
     }
 
-    /// A call in `dir` is about to try: clear its flag, and the eventfd if no
-    /// direction is ready any more.
-    pub(crate) fn clear(&self, dir: Dir) {
-        let mut r = self.ready.lock().unwrap_or_else(|p| p.into_inner());
-        r[dir as usize] = false;
-        if !r.iter().any(|&x| x) {
-            let mut b = [0u8; 8];
-            // Non-blocking: EAGAIN when already clear.
-            let _ = rustix::io::read(&self.fd, &mut b);
-        }
+    /// A call is about to try: make the eventfd unreadable.
+    pub(crate) fn clear(&self) {
+        let mut b = [0u8; 8];
+        // Non-blocking: EAGAIN when already clear.
+        let _ = rustix::io::read(&self.fd, &mut b);
     }
 
-    /// The waker the engine calls when `dir` can make progress.
-    pub(crate) fn waker(self: &Arc<Self>, dir: Dir) -> Waker {
-        Waker::from(Arc::new(DirWaker {
-            r: self.clone(),
-            dir,
-        }))
+    /// The waker the engine calls when this direction can make progress.
+    pub(crate) fn waker(self: &Arc<Self>) -> Waker {
+        Waker::from(Arc::new(Wakes(self.clone())))
     }
 }
 
 #[derive(Debug)]
-struct DirWaker {
-    r: Arc<Readiness>,
-    dir: Dir,
-}
+struct Wakes(Arc<Readiness>);
 
-impl Wake for DirWaker {
+impl Wake for Wakes {
     fn wake(self: Arc<Self>) {
-        self.r.set(self.dir);
+        self.0.set();
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.r.set(self.dir);
+        self.0.set();
     }
 }
 
@@ -108,18 +83,20 @@ mod tests {
     }
 
     #[test]
-    fn starts_readable_and_clears_only_when_no_direction_is_ready() {
+    fn starts_readable_clears_and_is_set_by_its_waker() {
         let r = Readiness::new().unwrap();
         assert!(readable(&r));
-        r.clear(Dir::In);
-        assert!(readable(&r), "send readiness still pending");
-        r.clear(Dir::Out);
+        r.clear();
         assert!(!readable(&r));
-        r.waker(Dir::In).wake();
+        r.clear();
+        assert!(!readable(&r), "clearing twice must not block or set it");
+        let w = r.waker();
+        w.wake_by_ref();
+        w.wake_by_ref();
         assert!(readable(&r));
-        r.clear(Dir::Out);
-        assert!(readable(&r), "receive readiness must survive a send's clear");
-        r.clear(Dir::In);
-        assert!(!readable(&r));
+        r.clear();
+        assert!(!readable(&r), "one clear drains several wake-ups");
+        w.wake();
+        assert!(readable(&r));
     }
 }
