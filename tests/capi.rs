@@ -67,8 +67,15 @@ fn cc(src: &Path, link: Link, out_dir: &Path) -> PathBuf {
     match link {
         // The static library's own dependencies (`rustc --print native-static-libs`).
         Link::Static => {
-            cmd.arg(lib.join("libnatm.a"))
-                .args(["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-lm", "-ldl", "-lc"]);
+            cmd.arg(lib.join("libnatm.a")).args([
+                "-lgcc_s",
+                "-lutil",
+                "-lrt",
+                "-lpthread",
+                "-lm",
+                "-ldl",
+                "-lc",
+            ]);
         }
         Link::Shared => {
             cmd.arg("-L")
@@ -146,7 +153,11 @@ fn ok(o: &Output, what: &str) -> String {
 fn the_header_is_strict_c99_and_cpp() {
     let dir = scratch("header");
     let src = dir.join("h.c");
-    std::fs::write(&src, "#include \"natm.h\"\nint main(void) { return NATM_OK; }\n").unwrap();
+    std::fs::write(
+        &src,
+        "#include \"natm.h\"\nint main(void) { return NATM_OK; }\n",
+    )
+    .unwrap();
     let o = Command::new("gcc")
         .args([
             "-std=c99",
@@ -164,9 +175,20 @@ fn the_header_is_strict_c99_and_cpp() {
     ok(&o, "gcc -std=c99 -pedantic on natm.h");
     if Command::new("g++").arg("--version").output().is_ok() {
         let cpp = dir.join("h.cc");
-        std::fs::write(&cpp, "#include \"natm.h\"\nint main() { return NATM_OK; }\n").unwrap();
+        std::fs::write(
+            &cpp,
+            "#include \"natm.h\"\nint main() { return NATM_OK; }\n",
+        )
+        .unwrap();
         let o = Command::new("g++")
-            .args(["-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only", "-I"])
+            .args([
+                "-Wall",
+                "-Wextra",
+                "-Werror",
+                "-pedantic",
+                "-fsyntax-only",
+                "-I",
+            ])
             .arg(header_dir())
             .arg(&cpp)
             .output()
@@ -234,7 +256,10 @@ fn the_readiness_contract_holds_in_c_static_and_shared() {
     let dir = scratch("readiness");
     for link in [Link::Static, Link::Shared] {
         let exe = cc(&root().join("tests/capi/readiness.c"), link, &dir);
-        let o = run(Command::new(&exe).env_remove("NATM_SIGD"), Duration::from_secs(60));
+        let o = run(
+            Command::new(&exe).env_remove("NATM_SIGD"),
+            Duration::from_secs(60),
+        );
         let text = ok(&o, &format!("readiness ({link:?})"));
         assert!(text.contains("all checks passed"), "{text}");
     }
@@ -458,7 +483,10 @@ fn the_port_diff_in_the_docs_is_current() {
         "docs/capi.md's diff is stale: regenerate it with diff -u --label examples/c/ttcp.c --label examples/c/ttcp_natm.c"
     );
     let (added, removed) = diff.lines().fold((0, 0), |(a, r), l| {
-        match (l.starts_with('+') && !l.starts_with("+++"), l.starts_with('-') && !l.starts_with("---")) {
+        match (
+            l.starts_with('+') && !l.starts_with("+++"),
+            l.starts_with('-') && !l.starts_with("---"),
+        ) {
             (true, _) => (a + 1, r),
             (_, true) => (a, r + 1),
             _ => (a, r),
@@ -468,4 +496,24 @@ fn the_port_diff_in_the_docs_is_current() {
         doc.contains(&format!("adds {added} lines and removes {removed}")),
         "docs/capi.md's line counts are stale: {added} added, {removed} removed"
     );
+}
+
+/// The Python binding (`python/natm.py`, ctypes over libnatm.so): messages both
+/// ways, a `select()` on the receive descriptor, the end of data and typed errors, in
+/// direct mode and through sigd.
+#[test]
+fn the_python_binding_works_in_direct_mode_and_through_sigd() {
+    let so = lib_dir().join("libnatm.so");
+    let sigd = Sigd::start(CONF);
+    for call in [None, Some("+4420001:pyecho")] {
+        let mut cmd = Command::new("python3");
+        cmd.arg("check_natm.py")
+            .args(call)
+            .current_dir(root().join("python"))
+            .env("NATM_LIB", &so)
+            .env("NATM_SIGD", &sigd.socket);
+        let o = run(&mut cmd, Duration::from_secs(60));
+        let text = ok(&o, &format!("python3 check_natm.py {call:?}"));
+        assert!(text.contains("all checks passed"), "{text}");
+    }
 }

@@ -74,7 +74,10 @@ mod tests {
     use super::*;
 
     fn readable(r: &Readiness) -> bool {
-        let mut fds = [rustix::event::PollFd::new(&r.fd, rustix::event::PollFlags::IN)];
+        let mut fds = [rustix::event::PollFd::new(
+            &r.fd,
+            rustix::event::PollFlags::IN,
+        )];
         let zero = rustix::event::Timespec {
             tv_sec: 0,
             tv_nsec: 0,
