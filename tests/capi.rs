@@ -21,30 +21,78 @@ fn header_dir() -> PathBuf {
     root().join("crates/natm-capi/include")
 }
 
-/// The directory holding libnatm.a and libnatm.so, built now in this test's profile
-/// (a no-op when they are fresh): the test package does not depend on the C library.
+/// The directory holding libnatm.a and libnatm.so, this test's profile's. A workspace
+/// build (CI's) has built them; when they are missing or older than the C API's or the
+/// library's sources (a narrow `cargo test --test capi` after a change), cargo builds
+/// them now, in an environment of its own: the variables cargo gives a test process
+/// would otherwise make it see the workspace's builds as stale.
 fn lib_dir() -> PathBuf {
     static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
     BUILT
         .get_or_init(|| {
             let bin = PathBuf::from(env!("CARGO_BIN_EXE_natm"));
             let dir = bin.parent().unwrap().to_path_buf();
-            let target = dir.parent().unwrap();
-            let mut cmd = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-            cmd.args(["build", "-q", "-p", "natm-capi", "--target-dir"])
-                .arg(target)
-                .current_dir(root());
-            if dir.file_name().unwrap() == "release" {
-                cmd.arg("--release");
+            let libs = ["libnatm.a", "libnatm.so"].map(|f| dir.join(f));
+            let built = libs
+                .iter()
+                .map(|l| std::fs::metadata(l).and_then(|m| m.modified()).ok())
+                .min()
+                .flatten();
+            let newest_source = [
+                "crates/natm-capi",
+                "crates/natm/src",
+                "crates/natm-proto/src",
+            ]
+            .iter()
+            .filter_map(|d| newest(&root().join(d)))
+            .max();
+            if built.is_none() || newest_source > built {
+                let target = dir.parent().unwrap();
+                let mut cmd =
+                    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+                cmd.env_clear();
+                for k in [
+                    "PATH",
+                    "HOME",
+                    "CARGO_HOME",
+                    "RUSTUP_HOME",
+                    "RUSTUP_TOOLCHAIN",
+                    "TMPDIR",
+                ] {
+                    if let Some(v) = std::env::var_os(k) {
+                        cmd.env(k, v);
+                    }
+                }
+                cmd.args(["build", "-q", "-p", "natm-capi", "--target-dir"])
+                    .arg(target)
+                    .current_dir(root());
+                if dir.file_name().unwrap() == "release" {
+                    cmd.arg("--release");
+                }
+                let st = cmd.status().expect("cargo runs");
+                assert!(st.success(), "building natm-capi failed");
             }
-            let st = cmd.status().expect("cargo runs");
-            assert!(st.success(), "building natm-capi failed");
-            for f in ["libnatm.a", "libnatm.so"] {
-                assert!(dir.join(f).exists(), "{f} missing in {}", dir.display());
+            for l in &libs {
+                assert!(l.exists(), "{} missing", l.display());
             }
             dir
         })
         .clone()
+}
+
+/// The newest modification time of a file under `dir`.
+fn newest(dir: &Path) -> Option<std::time::SystemTime> {
+    let mut best = None;
+    for e in std::fs::read_dir(dir).ok()?.flatten() {
+        let p = e.path();
+        let t = if p.is_dir() {
+            newest(&p)
+        } else {
+            e.metadata().and_then(|m| m.modified()).ok()
+        };
+        best = best.max(t);
+    }
+    best
 }
 
 #[derive(Clone, Copy, Debug)]
