@@ -7,7 +7,8 @@ cd "$(dirname "$0")/.."
 runs=${1:-5}
 nbuf=${2:-16384}
 buflen=${3:-8192}
-cargo build -q --release -p natm-capi -p natm-cli
+# Needs target/release/natm and libnatm.so: cargo build --release -p natm-cli -p natm-capi
+[ -x target/release/natm ] && [ -f target/release/libnatm.so ] || { echo "build first: cargo build --release -p natm-cli -p natm-capi" >&2; exit 1; }
 dir=$(mktemp -d /tmp/natm-capi-ttcp.XXXXXX)
 lib=$PWD/target/release
 gcc -std=c99 -O2 -o "$dir/ttcp" examples/c/ttcp.c
@@ -27,12 +28,12 @@ for i in $(seq "$runs"); do
   "$dir/ttcp" -r -s -l "$buflen" -p "$port" 2>"$dir/r.txt" &
   r=$!
   for _ in $(seq 100); do "$dir/ttcp" -t -s -l "$buflen" -n "$nbuf" -p "$port" 127.0.0.1 2>/dev/null && break; sleep 0.05; done
-  wait $r
+  wait $r || echo "run $i: a receiver failed: $(cat "$dir/r.txt")" >&2
   tcp+=("$(rate "$dir/r.txt")")
   "$dir/ttcp_natm" -r -s -l "$buflen" -p "ttcp$i" 2>"$dir/r.txt" &
   r=$!
   for _ in $(seq 100); do "$dir/ttcp_natm" -t -s -l "$buflen" -n "$nbuf" -p "ttcp$i" +4420001 2>/dev/null && break; sleep 0.05; done
-  wait $r
+  wait $r || echo "run $i: a receiver failed: $(cat "$dir/r.txt")" >&2
   natm+=("$(rate "$dir/r.txt")")
   echo "run $i: tcp ${tcp[-1]} KB/s, natm ${natm[-1]} KB/s"
 done

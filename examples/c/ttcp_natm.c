@@ -120,10 +120,14 @@ static void open_connection(void)
     }
 }
 
-/* Close in order, and wait (up to 30 s) until the peer has every byte. */
+/* Close in order; the transmitter waits for the receiver's end of data, sent once
+ * it has read every byte, before its process (and its calls) may end. */
 static void close_connection(void)
 {
     natm_shutdown(conn);
+    if (trans)
+        while (natm_recv(conn, buf, buflen, 0, NULL) > 0)
+            ;
     natm_conn_close(conn);
     natm_host_close(nh, 30000);
 }
