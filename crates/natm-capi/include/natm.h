@@ -1,7 +1,8 @@
 /*
  * natm.h: the C API of natm, a user-space native-mode ATM protocol stack.
  *
- * Link with -lnatm (libnatm.so, or libnatm.a plus -lpthread -ldl -lm).
+ * Link with -lnatm (libnatm.so), or libnatm.a followed by
+ * -lgcc_s -lutil -lrt -lpthread -lm -ldl -lc.
  * Reference: docs/capi.md. Kept by hand beside crates/natm-capi/src/lib.rs;
  * tests/capi.rs checks that every symbol libnatm.so exports is declared here.
  *
