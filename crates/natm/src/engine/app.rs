@@ -244,8 +244,15 @@ impl Conn {
         }
     }
 
-    /// Send one message if it fits now, else `WouldBlock` with nothing taken.
-    pub(crate) fn try_send_message(&self, eng: &Engine, msg: &[u8]) -> Result<(), Error> {
+    /// Send one message if it fits now, else `WouldBlock` with nothing taken; then
+    /// `waker`, if given, is registered under the same lock as the attempt, so the
+    /// driver cannot make room in between without seeing it.
+    pub(crate) fn try_send_message(
+        &self,
+        eng: &Engine,
+        msg: &[u8],
+        waker: Option<&std::task::Waker>,
+    ) -> Result<(), Error> {
         let (mut tx, cv) = self.tx();
         if let Some(e) = end_error(&tx) {
             return Err(e);
@@ -256,6 +263,9 @@ impl Conn {
             } else {
                 WouldBlock::WindowFull
             };
+            if let Some(w) = waker {
+                tx.waker = Some(w.clone());
+            }
             return Err(Error::WouldBlock(why));
         }
         tx.half.send(msg, true).map_err(map_send)?;

@@ -601,7 +601,36 @@ impl Connection {
     /// Send one message if it fits now, else [`Error::WouldBlock`] (window full or
     /// over rate) with nothing taken.
     pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
-        self.conn.try_send_message(&self.eng, msg)
+        self.conn.try_send_message(&self.eng, msg, None)
+    }
+
+    /// Send one message if it fits now, as [`Connection::try_send`]; if it does not,
+    /// nothing is taken and `cx`'s waker is woken once the sending VC has made room
+    /// (or ended). For event loops outside Rust's async, e.g. the C API's descriptor
+    /// to `poll()`: the waker is registered under the same lock as the attempt, so no
+    /// wake-up falls between them.
+    pub fn poll_send(
+        &self,
+        cx: &mut std::task::Context<'_>,
+        msg: &[u8],
+    ) -> std::task::Poll<Result<(), Error>> {
+        match self.conn.try_send_message(&self.eng, msg, Some(cx.waker())) {
+            Err(Error::WouldBlock(_)) => std::task::Poll::Pending,
+            r => std::task::Poll::Ready(r),
+        }
+    }
+
+    /// The next chunk of a message ([`Connection::recv_chunk`]) if one has arrived;
+    /// else `cx`'s waker is woken when one does (or the connection ends). Checked and
+    /// registered under the same lock, as [`Connection::poll_send`].
+    pub fn poll_recv_chunk(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<Option<Chunk>, Error>> {
+        match self.conn.poll_recv_chunk(&self.eng, cx.waker()) {
+            Some(r) => std::task::Poll::Ready(r),
+            None => std::task::Poll::Pending,
+        }
     }
 
     /// Receive the next whole message, blocking; `None` once the peer has closed and
