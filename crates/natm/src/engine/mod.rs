@@ -192,6 +192,10 @@ pub(crate) struct Engine {
     /// The engine's hold on itself while connections the application dropped are still
     /// finishing (see [`Engine::linger`]); taken back with the last connection.
     keep: Mutex<Option<Arc<Engine>>>,
+    /// Connections taken out of `conns` whose last task (`Conn::on_gone`: the
+    /// release to sigd) has not run yet; `Host::linger` waits for these too, or a
+    /// process that exits right after it would end such a call as a crash does.
+    forgetting: AtomicUsize,
     pub(crate) listeners: Mutex<HashMap<usize, Arc<ListenerShared>>>,
     /// Other descriptors the driver watches, by token ([`Engine::watch`]).
     sources: Mutex<HashMap<usize, Weak<dyn Source>>>,
@@ -236,6 +240,7 @@ impl Engine {
             waker,
             conns: Mutex::new(Level::Conns, HashMap::new()),
             keep: Mutex::new(Level::Linger, None),
+            forgetting: AtomicUsize::new(0),
             listeners: Mutex::new(Level::Listeners, HashMap::new()),
             sources: Mutex::new(Level::Sources, HashMap::new()),
             timers: Mutex::new(Level::Timers, BinaryHeap::new()),
@@ -468,10 +473,21 @@ impl Engine {
         }
     }
 
+    /// No connection is open or still being forgotten (its release to sigd sent).
+    pub(crate) fn is_idle(&self) -> bool {
+        let conns = self.conns.lock();
+        conns.is_empty() && self.forgetting.load(Ordering::Acquire) == 0
+    }
+
     pub(crate) fn remove_conn(&self, token: usize) {
         let (c, keep) = {
             let mut conns = self.conns.lock();
             let c = conns.remove(&token);
+            if c.is_some() {
+                // Under the map's lock: `is_idle` never sees the map empty while
+                // this connection's release is still to be sent.
+                self.forgetting.fetch_add(1, Ordering::AcqRel);
+            }
             let keep = if conns.is_empty() {
                 self.keep.lock().take()
             } else {
@@ -490,6 +506,7 @@ impl Engine {
             if let Some(f) = gone {
                 (f.0)();
             }
+            self.forgetting.fetch_sub(1, Ordering::AcqRel);
         }
         // The last connection is gone: let the engine go with the last handle (this
         // may be the engine's last reference only if the caller holds another).

@@ -579,7 +579,7 @@ impl Host {
     pub fn linger(&self, timeout: Duration) -> bool {
         let until = std::time::Instant::now() + timeout;
         loop {
-            if self.eng.conns.lock().is_empty() {
+            if self.eng.is_idle() {
                 return true;
             }
             if std::time::Instant::now() >= until {
