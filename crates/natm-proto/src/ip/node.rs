@@ -175,6 +175,9 @@ pub struct Counters {
     pub drop_setup: u64,
     /// Packets or frames dropped as malformed (bad IP header, LLC/SNAP or ATMARP).
     pub drop_malformed: u64,
+    /// Multicast and broadcast packets dropped: RFC 2225 resolves unicast only
+    /// (multicast over ATM is MARS, RFC 2022, which natm does not run).
+    pub drop_multicast: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -313,6 +316,14 @@ impl Node {
                 return;
             }
         };
+        let multicast = match flow.dst {
+            IpAddr::V4(a) => a.is_multicast() || a.is_broadcast() || a.is_unspecified(),
+            IpAddr::V6(a) => a.is_multicast() || a.is_unspecified(),
+        };
+        if multicast {
+            self.counters.drop_multicast += 1;
+            return;
+        }
         let class = self.policy.classify(&flow);
         self.route(now, flow.dst, class, packet);
     }

@@ -251,6 +251,17 @@ fn an_unanswered_resolution_is_retried_then_given_up() {
 }
 
 #[test]
+fn multicast_is_dropped_without_asking_the_server() {
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    let mut p = udp4(100, 9, true);
+    p[16..20].copy_from_slice(&[224, 0, 0, 251]);
+    a.handle_outbound(t0, p);
+    assert!(drain(&mut a).is_empty());
+    assert_eq!((a.counters().drop_multicast, a.waiting()), (1, 0));
+}
+
+#[test]
 fn unsolicited_replies_leave_no_state() {
     let t0 = Instant::ZERO;
     let mut a = node_a(t0);
