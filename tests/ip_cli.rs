@@ -94,7 +94,16 @@ impl Net {
         ]);
         for (i, v) in [&va, &vb].into_iter().enumerate() {
             let n = &net.ns[i];
-            ok(&["ip", "-n", n, "addr", "add", &format!("10.231.0.{}/24", i + 1), "dev", v]);
+            ok(&[
+                "ip",
+                "-n",
+                n,
+                "addr",
+                "add",
+                &format!("10.231.0.{}/24", i + 1),
+                "dev",
+                v,
+            ]);
             ok(&["ip", "-n", n, "link", "set", v, "up"]);
             ok(&["ip", "-n", n, "link", "set", "lo", "up"]);
         }
@@ -117,7 +126,9 @@ impl Net {
             .cmd(i, args)
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
-            .stdout(Stdio::from(std::fs::File::create(self.dir.join(log)).expect("log")))
+            .stdout(Stdio::from(
+                std::fs::File::create(self.dir.join(log)).expect("log"),
+            ))
             .stderr(Stdio::from(
                 std::fs::File::create(self.dir.join(format!("{log}.err"))).expect("log"),
             ))
@@ -135,8 +146,21 @@ impl Net {
     }
 
     fn stat(&self, i: usize) -> Value {
-        let o = self.run(i, &[NATM, "stat", "--json", "--socket", self.sock(i).to_str().expect("utf-8")]);
-        assert!(o.status.success(), "natm stat: {}", String::from_utf8_lossy(&o.stderr));
+        let o = self.run(
+            i,
+            &[
+                NATM,
+                "stat",
+                "--json",
+                "--socket",
+                self.sock(i).to_str().expect("utf-8"),
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "natm stat: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         serde_json::from_slice(&o.stdout).expect("JSON")
     }
 
@@ -186,7 +210,11 @@ fn start(net: &mut Net) {
             ),
         )
         .expect("config");
-        net.spawn(i, &[NATM, "sigd", "--config", cfg.to_str().expect("utf-8")], &format!("sigd{i}"));
+        net.spawn(
+            i,
+            &[NATM, "sigd", "--config", cfg.to_str().expect("utf-8")],
+            &format!("sigd{i}"),
+        );
     }
     for i in 0..2 {
         let sock = net.sock(i);
@@ -197,8 +225,20 @@ fn start(net: &mut Net) {
         let v6 = format!("{}/64", V6[i]);
         let sock = net.sock(i).to_str().expect("utf-8").to_owned();
         let mut args = vec![
-            NATM, "ip", "--address", ADDR[i], "--ipv4", &v4, "--ipv6", &v6, "--sigd", &sock,
-            "--idle", "4s", "--policy", "udp dport 5004 -> cbr:pcr=20Mbps",
+            NATM,
+            "ip",
+            "--address",
+            ADDR[i],
+            "--ipv4",
+            &v4,
+            "--ipv6",
+            &v6,
+            "--sigd",
+            &sock,
+            "--idle",
+            "4s",
+            "--policy",
+            "udp dport 5004 -> cbr:pcr=20Mbps",
         ];
         if i == 0 {
             args.push("--arp-server");
@@ -209,7 +249,9 @@ fn start(net: &mut Net) {
     }
     for i in 0..2 {
         net.wait_for("natm0 up", 20, || {
-            net.run(i, &["ip", "link", "show", "natm0"]).status.success()
+            net.run(i, &["ip", "link", "show", "natm0"])
+                .status
+                .success()
         });
     }
 }
@@ -280,40 +322,81 @@ fn ip_over_natm_between_two_namespaces() {
     );
 
     // TCP, byte-exact, 4 MB of data that is not all one byte.
-    let data: Vec<u8> = (0..4_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8).collect();
+    let data: Vec<u8> = (0..4_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
     let src = net.dir.join("data.bin");
     std::fs::write(&src, &data).expect("data");
     let got = net.dir.join("tcp.out");
-    let mut sink = python(&net, 1, TCP_SINK, &[V4[1], "7001", got.to_str().expect("utf-8")])
-        .spawn()
-        .expect("sink");
-    let o = python(&net, 0, TCP_SOURCE, &[V4[1], "7001", src.to_str().expect("utf-8")])
-        .output()
-        .expect("source");
-    assert!(o.status.success(), "tcp source: {}", String::from_utf8_lossy(&o.stderr));
+    let mut sink = python(
+        &net,
+        1,
+        TCP_SINK,
+        &[V4[1], "7001", got.to_str().expect("utf-8")],
+    )
+    .spawn()
+    .expect("sink");
+    let o = python(
+        &net,
+        0,
+        TCP_SOURCE,
+        &[V4[1], "7001", src.to_str().expect("utf-8")],
+    )
+    .output()
+    .expect("source");
+    assert!(
+        o.status.success(),
+        "tcp source: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert!(sink.wait().expect("sink").success());
-    assert!(std::fs::read(&got).expect("received") == data, "TCP data differs");
+    assert!(
+        std::fs::read(&got).expect("received") == data,
+        "TCP data differs"
+    );
 
     // UDP, byte-exact: every datagram as sent (a paced, light load).
     let got = net.dir.join("udp.out");
-    let sink = python(&net, 1, UDP_SINK, &[V4[1], "7002", got.to_str().expect("utf-8"), "2"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("sink");
+    let sink = python(
+        &net,
+        1,
+        UDP_SINK,
+        &[V4[1], "7002", got.to_str().expect("utf-8"), "2"],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("sink");
     std::thread::sleep(Duration::from_millis(300));
-    let o = python(&net, 0, UDP_SOURCE, &[V4[1], "7002", "1200", "1000000", "1"])
-        .output()
-        .expect("source");
-    let sent: usize = String::from_utf8_lossy(&o.stdout).trim().parse().expect("bytes sent");
+    let o = python(
+        &net,
+        0,
+        UDP_SOURCE,
+        &[V4[1], "7002", "1200", "1000000", "1"],
+    )
+    .output()
+    .expect("source");
+    let sent: usize = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .expect("bytes sent");
     let out = sink.wait_with_output().expect("sink");
     let recvd = std::fs::read(&got).expect("received");
     assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim().parse::<usize>().ok(),
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<usize>()
+            .ok(),
         Some(sent),
         "every UDP byte arrived"
     );
     for (i, d) in recvd.chunks(1200).enumerate() {
-        let want: Vec<u8> = (i as u32).to_be_bytes().iter().copied().cycle().take(1200).collect();
+        let want: Vec<u8> = (i as u32)
+            .to_be_bytes()
+            .iter()
+            .copied()
+            .cycle()
+            .take(1200)
+            .collect();
         assert_eq!(d, &want[..], "datagram {i} as sent, in order");
     }
 
@@ -322,7 +405,19 @@ fn ip_over_natm_between_two_namespaces() {
     std::fs::create_dir_all(&www).expect("www");
     std::fs::write(www.join("file.bin"), &data).expect("file");
     let server = net
-        .cmd(1, &["python3", "-m", "http.server", "8080", "--bind", V4[1], "--directory", www.to_str().expect("utf-8")])
+        .cmd(
+            1,
+            &[
+                "python3",
+                "-m",
+                "http.server",
+                "8080",
+                "--bind",
+                V4[1],
+                "--directory",
+                www.to_str().expect("utf-8"),
+            ],
+        )
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
@@ -331,11 +426,28 @@ fn ip_over_natm_between_two_namespaces() {
     let dl = net.dir.join("dl.bin");
     let o = net.run(
         0,
-        &["curl", "-sS", "--retry", "20", "--retry-connrefused", "--retry-delay", "0", "-o",
-          dl.to_str().expect("utf-8"), "http://10.77.0.2:8080/file.bin"],
+        &[
+            "curl",
+            "-sS",
+            "--retry",
+            "20",
+            "--retry-connrefused",
+            "--retry-delay",
+            "0",
+            "-o",
+            dl.to_str().expect("utf-8"),
+            "http://10.77.0.2:8080/file.bin",
+        ],
     );
-    assert!(o.status.success(), "curl: {}", String::from_utf8_lossy(&o.stderr));
-    assert!(std::fs::read(&dl).expect("download") == data, "HTTP download differs");
+    assert!(
+        o.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        std::fs::read(&dl).expect("download") == data,
+        "HTTP download differs"
+    );
 
     // iperf3, and beside it a 8 Mbit/s UDP flow on port 5004, which the policy puts on
     // its own CBR VC: the VC exists with its QoS and the flow's packets arrive.
@@ -349,41 +461,66 @@ fn ip_over_natm_between_two_namespaces() {
         net.children.push(server);
         std::thread::sleep(Duration::from_millis(500));
         let got = net.dir.join("cbr.out");
-        let sink = python(&net, 1, UDP_SINK, &[V4[1], "5004", got.to_str().expect("utf-8"), "3"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("sink");
-        let source = python(&net, 0, UDP_SOURCE, &[V4[1], "5004", "1000", "1000000", "4"])
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("source");
+        let sink = python(
+            &net,
+            1,
+            UDP_SINK,
+            &[V4[1], "5004", got.to_str().expect("utf-8"), "3"],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sink");
+        let source = python(
+            &net,
+            0,
+            UDP_SOURCE,
+            &[V4[1], "5004", "1000", "1000000", "4"],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("source");
         let o = net.run(0, &["iperf3", "-c", V4[1], "-t", "3", "-J"]);
-        assert!(o.status.success(), "iperf3: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            o.status.success(),
+            "iperf3: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
         let v: Value = serde_json::from_slice(&o.stdout).expect("iperf3 JSON");
-        let bps = v["end"]["sum_received"]["bits_per_second"].as_f64().unwrap_or(0.0);
+        let bps = v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0);
         assert!(bps > 0.0, "iperf3 moved data: {v}");
         let calls = net.ip_calls(0);
         assert!(
             calls.iter().any(|q| q.starts_with("cbr:pcr=20Mbps")),
             "the CBR flow has its own VC: {calls:?}"
         );
-        let sent: usize = String::from_utf8_lossy(&source.wait_with_output().expect("source").stdout)
-            .trim()
-            .parse()
-            .expect("bytes sent");
+        let sent: usize =
+            String::from_utf8_lossy(&source.wait_with_output().expect("source").stdout)
+                .trim()
+                .parse()
+                .expect("bytes sent");
         let recvd: usize = String::from_utf8_lossy(&sink.wait_with_output().expect("sink").stdout)
             .trim()
             .parse()
             .expect("bytes received");
-        eprintln!("iperf3 {:.1} Mbit/s; CBR flow {sent} bytes sent, {recvd} received", bps / 1e6);
-        assert!(recvd * 2 >= sent, "the CBR flow's packets arrive beside bulk TCP: {recvd} of {sent}");
+        eprintln!(
+            "iperf3 {:.1} Mbit/s; CBR flow {sent} bytes sent, {recvd} received",
+            bps / 1e6
+        );
+        assert!(
+            recvd * 2 >= sent,
+            "the CBR flow's packets arrive beside bulk TCP: {recvd} of {sent}"
+        );
     } else {
         eprintln!("iperf3 missing: its run and the CBR-beside-bulk check are skipped");
     }
 
     // Idle release: with nothing sent, the VCs go after --idle (4 s) and natm stat
     // shows no call on SAP ip at either host.
-    net.wait_for("idle VCs released", 30, || net.ip_calls(0).is_empty() && net.ip_calls(1).is_empty());
+    net.wait_for("idle VCs released", 30, || {
+        net.ip_calls(0).is_empty() && net.ip_calls(1).is_empty()
+    });
     // And the next packet sets one up again.
     ping(&net, 0, V4[1]);
     assert!(!net.ip_calls(0).is_empty());

@@ -82,7 +82,8 @@ impl Shared {
                 let vcs = lock(&self.vcs);
                 if let Some(h) = vcs.get(&vc) {
                     if let Err(TrySendError::Full(_)) = h.tx.try_send(frame) {
-                        self.tun_drops.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        self.tun_drops
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     }
                 }
             }
@@ -94,7 +95,12 @@ impl Shared {
             Action::Deliver(packet) => {
                 let _ = self.tun.send(&packet);
             }
-            Action::Setup { vc, peer, class, mtu } => {
+            Action::Setup {
+                vc,
+                peer,
+                class,
+                mtu,
+            } => {
                 let me = self.clone();
                 thread::spawn(move || me.setup(vc, peer, class, mtu));
             }
@@ -115,7 +121,11 @@ impl Shared {
         };
         let result = qos
             .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
-            .and_then(|q| self.host.connect(format!("{peer}:{IP_SAP}").as_str(), &q).map(|c| (c, q)));
+            .and_then(|q| {
+                self.host
+                    .connect(format!("{peer}:{IP_SAP}").as_str(), &q)
+                    .map(|c| (c, q))
+            });
         match result {
             Ok((conn, q)) => {
                 tracing::info!(vc, %peer, qos = %q, "VC up");
@@ -137,7 +147,13 @@ impl Shared {
     fn start_vc(self: &Arc<Self>, vc: VcId, conn: Connection) {
         let conn = Arc::new(conn);
         let (tx, rx) = sync_channel::<Vec<u8>>(VC_QUEUE);
-        lock(&self.vcs).insert(vc, VcHandle { conn: conn.clone(), tx });
+        lock(&self.vcs).insert(
+            vc,
+            VcHandle {
+                conn: conn.clone(),
+                tx,
+            },
+        );
         let sender = conn.clone();
         thread::spawn(move || {
             // Ends when the handle (and so the channel) is dropped, or the VC fails.
@@ -152,7 +168,9 @@ impl Shared {
             loop {
                 match conn.recv() {
                     Ok(Some(chunk)) => {
-                        let packet = me.with_node(|n, now| n.handle_frame(now, vc, &chunk).map(<[u8]>::to_vec));
+                        let packet = me.with_node(|n, now| {
+                            n.handle_frame(now, vc, &chunk).map(<[u8]>::to_vec)
+                        });
                         if let Some(p) = packet {
                             let _ = me.tun.send(&p);
                         }
@@ -206,7 +224,10 @@ impl Shared {
     /// Keeps a VC to the ATMARP server, feeding its answers to the node.
     fn arp_client(self: Arc<Self>, server: AtmAddr) {
         loop {
-            match self.host.connect(format!("{server}:{ARP_SAP}").as_str(), "reliable") {
+            match self
+                .host
+                .connect(format!("{server}:{ARP_SAP}").as_str(), "reliable")
+            {
                 Ok(conn) => {
                     let conn = Arc::new(conn);
                     let (tx, rx) = sync_channel::<Vec<u8>>(VC_QUEUE);
@@ -260,12 +281,17 @@ impl Shared {
 }
 
 /// The ATMARP server: answers every client VC on SAP `atmarp`.
-fn serve_arp(host: Host, own: Vec<(IpAddr, AtmAddr)>, epoch: std::time::Instant) -> anyhow::Result<()> {
-    let listener = host
-        .bind(ARP_SAP, "reliable")
-        .with_context(|| format!("cannot listen on SAP {ARP_SAP} (is another ATMARP server running on this host?)"))?;
+fn serve_arp(
+    host: Host,
+    own: Vec<(IpAddr, AtmAddr)>,
+    epoch: std::time::Instant,
+) -> anyhow::Result<()> {
+    let listener = host.bind(ARP_SAP, "reliable").with_context(|| {
+        format!("cannot listen on SAP {ARP_SAP} (is another ATMARP server running on this host?)")
+    })?;
     let server = Arc::new(Mutex::new(ArpServer::new(ARP_SERVER_ENTRIES, SERVER_AGE)));
-    let now = move || Instant::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    let now =
+        move || Instant::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
     for (ip, atm) in own {
         lock(&server).add_permanent(now(), ip, atm);
     }
@@ -336,17 +362,24 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     let host = Host::open(hc).map_err(|e| anyhow!("cannot start natm's engine: {e}"))?;
     let epoch = std::time::Instant::now();
     if cfg.arp_server {
-        let own = [cfg.ipv4.map(|x| IpAddr::V4(x.0)), cfg.ipv6.map(|x| IpAddr::V6(x.0))]
-            .into_iter()
-            .flatten()
-            .map(|ip| (ip, cfg.node.atm))
-            .collect();
+        let own = [
+            cfg.ipv4.map(|x| IpAddr::V4(x.0)),
+            cfg.ipv6.map(|x| IpAddr::V6(x.0)),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|ip| (ip, cfg.node.atm))
+        .collect();
         serve_arp(host.clone(), own, epoch)?;
     }
-    let listener = host
-        .bind(IP_SAP, "ubr")
-        .with_context(|| format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)"))?;
-    let node = Node::new(cfg.node.clone(), cfg.policy.clone(), natm::time::Instant::ZERO);
+    let listener = host.bind(IP_SAP, "ubr").with_context(|| {
+        format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
+    })?;
+    let node = Node::new(
+        cfg.node.clone(),
+        cfg.policy.clone(),
+        natm::time::Instant::ZERO,
+    );
     let shared = Arc::new(Shared {
         node: Mutex::new(node),
         wake: Condvar::new(),
@@ -361,11 +394,19 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         let AtmAddr::Pvc(p) = pvc else {
             return Err(anyhow!("--pvc is not a PVC"));
         };
-        let (natm::wire::addr::PvcPart::Num(vpi), natm::wire::addr::PvcPart::Num(vci)) = (p.vpi(), p.vci()) else {
+        let (natm::wire::addr::PvcPart::Num(vpi), natm::wire::addr::PvcPart::Num(vci)) =
+            (p.vpi(), p.vci())
+        else {
             return Err(anyhow!("--pvc needs a number for VPI and VCI"));
         };
         let conn = host
-            .open_pvc_from(bind, u8::try_from(vpi).unwrap_or(0), u16::try_from(vci).unwrap_or(0), via, "ubr:transport=none")
+            .open_pvc_from(
+                bind,
+                u8::try_from(vpi).unwrap_or(0),
+                u16::try_from(vci).unwrap_or(0),
+                via,
+                "ubr:transport=none",
+            )
             .map_err(|e| anyhow!("opening PVC {vpi}.{vci}: {e}"))?;
         let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.mtu));
         // The InARP request went before the VC's threads existed: ask again now.
@@ -391,25 +432,37 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             let vcs: Vec<String> = node
                 .vcs()
                 .map(|(id, peer, class, mtu)| {
-                    format!("vc {id} to {peer} class {} mtu {mtu}", class.map_or("-".to_owned(), |c| c.to_string()))
+                    format!(
+                        "vc {id} to {peer} class {} mtu {mtu}",
+                        class.map_or("-".to_owned(), |c| c.to_string())
+                    )
                 })
                 .collect();
-            eprintln!("natm ip: {c:?}; tun drops {}; {}", s.tun_drops.load(std::sync::atomic::Ordering::Relaxed), vcs.join(", "));
+            eprintln!(
+                "natm ip: {c:?}; tun drops {}; {}",
+                s.tun_drops.load(std::sync::atomic::Ordering::Relaxed),
+                vcs.join(", ")
+            );
         });
     }
     eprintln!(
         "natm ip: {} up (mtu {}{}{}), ATM address {}, ATMARP server {}{}",
         cfg.name,
         cfg.node.mtu,
-        cfg.ipv4.map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
-        cfg.ipv6.map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
+        cfg.ipv4
+            .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
+        cfg.ipv6
+            .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
         cfg.node.atm,
         cfg.arp,
         if cfg.arp_server { " (this host)" } else { "" },
     );
     let mut buf = vec![0u8; 65_536];
     loop {
-        let n = shared.tun.recv(&mut buf).context("reading the TUN interface")?;
+        let n = shared
+            .tun
+            .recv(&mut buf)
+            .context("reading the TUN interface")?;
         let packet = buf[..n].to_vec();
         shared.with_node(|node, now| node.handle_outbound(now, packet));
     }

@@ -144,22 +144,24 @@ pub(crate) struct IpConfig {
 fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
     let file: FileConfig = match &a.config {
         Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
             toml::from_str(&text).with_context(|| format!("{}", p.display()))?
         }
         None => FileConfig::default(),
     };
-    let dur = |flag: Option<Duration>, key: &Option<String>, name: &str, default: Duration| {
-        match (flag, key) {
-            (Some(d), _) => Ok(d),
-            (None, Some(s)) => units::duration(s).with_context(|| format!("bad {name} in the config file")),
-            (None, None) => Ok(default),
+    let dur = |flag: Option<Duration>, key: &Option<String>, name: &str, default: Duration| match (
+        flag, key,
+    ) {
+        (Some(d), _) => Ok(d),
+        (None, Some(s)) => {
+            units::duration(s).with_context(|| format!("bad {name} in the config file"))
         }
+        (None, None) => Ok(default),
     };
-    let address = a
-        .address
-        .or(file.address)
-        .ok_or_else(|| anyhow!("give this host's ATM address (--address or `address` in the config)"))?;
+    let address = a.address.or(file.address).ok_or_else(|| {
+        anyhow!("give this host's ATM address (--address or `address` in the config)")
+    })?;
     let atm: AtmAddr = address
         .parse()
         .map_err(|e| anyhow!("bad --address {address}: {e}"))?;
@@ -167,11 +169,15 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
     let arp = match a.arp.or(file.arp) {
         Some(s) => s.parse().map_err(|e| anyhow!("bad --arp {s}: {e}"))?,
         None if arp_server => atm,
-        None => bail!("give the ATMARP server's ATM address (--arp), or serve it here (--arp-server)"),
+        None => {
+            bail!("give the ATMARP server's ATM address (--arp), or serve it here (--arp-server)")
+        }
     };
     let prefix4 = |s: String| -> anyhow::Result<(Ipv4Addr, u8)> {
         match parse_prefix(&s) {
-            Some((IpAddr::V4(a), l)) if !s.contains('/') || l < 32 || s.ends_with("/32") => Ok((a, l)),
+            Some((IpAddr::V4(a), l)) if !s.contains('/') || l < 32 || s.ends_with("/32") => {
+                Ok((a, l))
+            }
             _ => bail!("bad --ipv4 {s}: want ADDRESS/PREFIX, e.g. 10.77.1.1/24"),
         }
     };
@@ -199,9 +205,11 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
         .default_qos
         .or(file.default_qos)
         .unwrap_or_else(|| "best-effort".to_owned());
-    let policy = Policy::parse(&rules.join("\n"), &default_qos).map_err(|e| anyhow!("bad --policy: {e}"))?;
+    let policy =
+        Policy::parse(&rules.join("\n"), &default_qos).map_err(|e| anyhow!("bad --policy: {e}"))?;
     for class in 0..policy.classes() {
-        qos::with_mtu(policy.qos(class), mtu).with_context(|| format!("bad QoS in the policy: {}", policy.qos(class)))?;
+        qos::with_mtu(policy.qos(class), mtu)
+            .with_context(|| format!("bad QoS in the policy: {}", policy.qos(class)))?;
     }
     let mut node = NodeConfig::new(atm);
     node.ipv4 = ipv4.map(|x| x.0);
@@ -213,7 +221,9 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
     node.register_every = node.arp_age;
     let pvc = match (a.pvc, a.pvc_bind, a.pvc_via) {
         (Some(p), Some(b), Some(v)) => {
-            let addr: AtmAddr = format!("0.{p}").parse().map_err(|e| anyhow!("bad --pvc {p}: {e}"))?;
+            let addr: AtmAddr = format!("0.{p}")
+                .parse()
+                .map_err(|e| anyhow!("bad --pvc {p}: {e}"))?;
             Some((addr, b, v))
         }
         _ => None,

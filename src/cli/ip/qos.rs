@@ -10,7 +10,9 @@ use natm_proto::ip::policy::Policy;
 /// (`max_sdu=`, bare AAL5) is the MTU and the LLC/SNAP header, as RFC 2225 §5.1 puts
 /// the MTU in the AAL5 maximum SDU size of the SETUP.
 pub(crate) fn with_mtu(qos: &str, mtu: u32) -> anyhow::Result<String> {
-    let q: Qos = qos.parse().map_err(|e: natm::wire::qos::QosParseError| anyhow!("{}", e.render(qos)))?;
+    let q: Qos = qos
+        .parse()
+        .map_err(|e: natm::wire::qos::QosParseError| anyhow!("{}", e.render(qos)))?;
     let sdu = mtu + HEADER_LEN as u32;
     let (aal, mut tx, mut rx, mut tp) = q.into_parts();
     if tp.kind == natm::wire::qos::TransportKind::Bare {
@@ -40,8 +42,7 @@ pub(crate) fn classify_call(policy: &Policy, qos: &str) -> (Option<usize>, Optio
     rx.max_sdu = None;
     tp.max_msg = None;
     let bare = Qos::new(aal, tx, rx, tp).ok().map(|q| q.to_string());
-    let class = (0..policy.classes()).find(|&c| {
-        policy.qos(c).parse::<Qos>().ok().map(|q| q.to_string()) == bare
-    });
+    let class = (0..policy.classes())
+        .find(|&c| policy.qos(c).parse::<Qos>().ok().map(|q| q.to_string()) == bare);
     (class, offered)
 }

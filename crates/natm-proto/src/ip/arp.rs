@@ -49,7 +49,13 @@ impl ArpTable {
 
     /// Adds or refreshes `ip → atm` for `age` (`None`: for ever). `false` if the table
     /// is full and `ip` is not in it.
-    pub fn insert(&mut self, now: Instant, ip: IpAddr, atm: AtmAddr, age: Option<Duration>) -> bool {
+    pub fn insert(
+        &mut self,
+        now: Instant,
+        ip: IpAddr,
+        atm: AtmAddr,
+        age: Option<Duration>,
+    ) -> bool {
         if !self.entries.contains_key(&ip) && self.entries.len() >= self.max {
             self.expire(now);
             if self.entries.len() >= self.max {
@@ -74,7 +80,8 @@ impl ArpTable {
     /// Drops every entry past its time; returns how many went.
     pub fn expire(&mut self, now: Instant) -> usize {
         let before = self.entries.len();
-        self.entries.retain(|_, e| e.expires.is_none_or(|t| t > now));
+        self.entries
+            .retain(|_, e| e.expires.is_none_or(|t| t > now));
         before - self.entries.len()
     }
 
@@ -152,11 +159,19 @@ impl ArpServer {
     /// IP address for another host; and a live entry is never moved to another ATM
     /// address (RFC 2225 §8.4.1's duplicate-address rule: the requester is answered
     /// with the entry that holds the address).
-    pub fn handle(&mut self, now: Instant, caller: AtmAddr, req: &Repr) -> (ServerOutcome, Option<Repr>) {
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        caller: AtmAddr,
+        req: &Repr,
+    ) -> (ServerOutcome, Option<Repr>) {
         if req.op != Op::Request {
             return (ServerOutcome::Ignored, None);
         }
-        let nak = Repr { op: Op::Nak, ..*req };
+        let nak = Repr {
+            op: Op::Nak,
+            ..*req
+        };
         let mut outcome = None;
         if let (Some(sip), Some(satm)) = (req.source_ip, req.source_atm) {
             if satm != caller {
@@ -230,11 +245,17 @@ mod tests {
         assert!(t.insert(t0, ip("10.0.0.1"), atm("+1"), Some(Duration::from_secs(10))));
         assert!(t.insert(t0, ip("10.0.0.2"), atm("+2"), None));
         assert!(!t.insert(t0, ip("10.0.0.3"), atm("+3"), None), "full");
-        assert_eq!(t.lookup(t0 + Duration::from_secs(9), ip("10.0.0.1")), Some(atm("+1")));
+        assert_eq!(
+            t.lookup(t0 + Duration::from_secs(9), ip("10.0.0.1")),
+            Some(atm("+1"))
+        );
         let later = t0 + Duration::from_secs(10);
         assert_eq!(t.lookup(later, ip("10.0.0.1")), None, "aged out");
         assert_eq!(t.next_expiry(), Some(later));
-        assert!(t.insert(later, ip("10.0.0.3"), atm("+3"), None), "room after ageing");
+        assert!(
+            t.insert(later, ip("10.0.0.3"), atm("+3"), None),
+            "room after ageing"
+        );
         assert_eq!(t.len(), 2);
     }
 
@@ -244,11 +265,17 @@ mod tests {
         let t0 = Instant::ZERO;
         let (o, r) = s.handle(t0, atm("+1"), &request("+1", "10.0.0.1", "10.0.0.1"));
         assert_eq!(o, ServerOutcome::Registered);
-        assert_eq!(r.map(|r| (r.op, r.source_atm)), Some((Op::Reply, Some(atm("+1")))));
+        assert_eq!(
+            r.map(|r| (r.op, r.source_atm)),
+            Some((Op::Reply, Some(atm("+1"))))
+        );
         let (o, r) = s.handle(t0, atm("+2"), &request("+2", "10.0.0.2", "10.0.0.1"));
         assert_eq!(o, ServerOutcome::Resolved);
         let r = r.expect("a reply");
-        assert_eq!((r.op, r.source_ip, r.source_atm), (Op::Reply, Some(ip("10.0.0.1")), Some(atm("+1"))));
+        assert_eq!(
+            (r.op, r.source_ip, r.source_atm),
+            (Op::Reply, Some(ip("10.0.0.1")), Some(atm("+1")))
+        );
         assert_eq!(r.target_ip, Some(ip("10.0.0.2")));
         let (o, r) = s.handle(t0, atm("+2"), &request("+2", "10.0.0.2", "10.0.0.9"));
         assert_eq!((o, r.map(|r| r.op)), (ServerOutcome::Nak, Some(Op::Nak)));
@@ -263,12 +290,20 @@ mod tests {
         let mut s = ArpServer::new(16, SERVER_AGE);
         let t0 = Instant::ZERO;
         let (o, _) = s.handle(t0, atm("+9"), &request("+1", "10.0.0.1", "10.0.0.1"));
-        assert_eq!(o, ServerOutcome::Refused, "source ATM address is not the caller's");
+        assert_eq!(
+            o,
+            ServerOutcome::Refused,
+            "source ATM address is not the caller's"
+        );
         assert!(s.table().is_empty());
         s.handle(t0, atm("+1"), &request("+1", "10.0.0.1", "10.0.0.1"));
         let (o, r) = s.handle(t0, atm("+9"), &request("+9", "10.0.0.1", "10.0.0.1"));
         assert_eq!(o, ServerOutcome::Refused);
-        assert_eq!(r.and_then(|r| r.source_atm), Some(atm("+1")), "told who holds it");
+        assert_eq!(
+            r.and_then(|r| r.source_atm),
+            Some(atm("+1")),
+            "told who holds it"
+        );
         assert_eq!(s.table().lookup(t0, ip("10.0.0.1")), Some(atm("+1")));
     }
 
@@ -278,7 +313,10 @@ mod tests {
         let t0 = Instant::ZERO;
         s.handle(t0, atm("+1"), &request("+1", "10.0.0.1", "10.0.0.1"));
         let (o, r) = s.handle(t0, atm("+2"), &request("+2", "10.0.0.2", "10.0.0.2"));
-        assert_eq!((o, r.map(|r| r.op)), (ServerOutcome::Refused, Some(Op::Nak)));
+        assert_eq!(
+            (o, r.map(|r| r.op)),
+            (ServerOutcome::Refused, Some(Op::Nak))
+        );
         assert_eq!(s.table().len(), 1);
     }
 }

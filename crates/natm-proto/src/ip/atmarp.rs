@@ -220,7 +220,14 @@ impl Repr {
                 return Err(ArpError::AtmAddress(t));
             }
         }
-        let lens = [shtl & TL_LEN, sstl & TL_LEN, spln, thtl & TL_LEN, tstl & TL_LEN, tpln];
+        let lens = [
+            shtl & TL_LEN,
+            sstl & TL_LEN,
+            spln,
+            thtl & TL_LEN,
+            tstl & TL_LEN,
+            tpln,
+        ];
         let need = FIXED_LEN + lens.iter().map(|&l| usize::from(l)).sum::<usize>();
         if b.len() < need {
             return Err(ArpError::Truncated { got: b.len(), need });
@@ -273,7 +280,9 @@ fn atm_addr(ntl: u8, number: &[u8], stl: u8, sub: &[u8]) -> Result<Option<AtmAdd
         // An AESA has no subaddress in natm's model of addresses.
         Err(ArpError::AtmAddress(stl))
     } else {
-        Ok(Some(AtmAddr::Aesa(aesa(number).ok_or(ArpError::AtmAddress(ntl))?)))
+        Ok(Some(AtmAddr::Aesa(
+            aesa(number).ok_or(ArpError::AtmAddress(ntl))?,
+        )))
     }
 }
 

@@ -417,7 +417,8 @@ impl Node {
 
     fn enqueue(&mut self, now: Instant, dst: IpAddr, class: usize, packet: Vec<u8>) {
         if self.waiting_bytes + packet.len() > self.cfg.queue_bytes
-            || (!self.waiting.contains_key(&(dst, class)) && self.waiting.len() >= self.cfg.max_entries)
+            || (!self.waiting.contains_key(&(dst, class))
+                && self.waiting.len() >= self.cfg.max_entries)
         {
             self.counters.drop_queue += 1;
             return;
@@ -463,7 +464,12 @@ impl Node {
 
     /// Sends every waiting packet that can go now (after a resolution or a setup).
     fn flush(&mut self, now: Instant, matches: impl Fn(&(IpAddr, usize)) -> bool) {
-        let keys: Vec<_> = self.waiting.keys().filter(|k| matches(k)).copied().collect();
+        let keys: Vec<_> = self
+            .waiting
+            .keys()
+            .filter(|k| matches(k))
+            .copied()
+            .collect();
         for key in keys {
             if let Some(q) = self.waiting.remove(&key) {
                 for w in q {
@@ -540,7 +546,12 @@ impl Node {
     /// A frame from a data VC: the IP packet to write to the interface, if it is one.
     /// InATMARP requests are answered on the VC; InATMARP replies on a PVC fill the
     /// table (RFC 2225 §8.3).
-    pub fn handle_frame<'a>(&mut self, now: Instant, vc: VcId, frame: &'a [u8]) -> Option<&'a [u8]> {
+    pub fn handle_frame<'a>(
+        &mut self,
+        now: Instant,
+        vc: VcId,
+        frame: &'a [u8],
+    ) -> Option<&'a [u8]> {
         let Some(v) = self.vcs.get_mut(&vc) else {
             return None;
         };
@@ -561,7 +572,8 @@ impl Node {
                         let reply = Repr {
                             op: Op::InReply,
                             ipv6: r.ipv6,
-                            source_atm: Some(self.cfg.atm).filter(|a| !matches!(a, AtmAddr::Pvc(_))),
+                            source_atm: Some(self.cfg.atm)
+                                .filter(|a| !matches!(a, AtmAddr::Pvc(_))),
                             source_ip,
                             target_atm: r.source_atm,
                             target_ip: r.source_ip,
@@ -790,7 +802,8 @@ impl Node {
             .collect();
         for (ip, tries) in due {
             if tries < self.cfg.arp_tries {
-                self.resolving.insert(ip, (now + self.cfg.arp_retry, tries + 1));
+                self.resolving
+                    .insert(ip, (now + self.cfg.arp_retry, tries + 1));
                 self.ask(ip, ip);
             } else {
                 self.resolving.remove(&ip);

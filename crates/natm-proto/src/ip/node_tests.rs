@@ -63,7 +63,12 @@ fn setups(actions: &[Action]) -> Vec<(VcId, AtmAddr, usize, u32)> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Setup { vc, peer, class, mtu } => Some((*vc, *peer, *class, *mtu)),
+            Action::Setup {
+                vc,
+                peer,
+                class,
+                mtu,
+            } => Some((*vc, *peer, *class, *mtu)),
             _ => None,
         })
         .collect()
@@ -116,7 +121,11 @@ fn the_first_packet_resolves_sets_up_and_then_goes() {
     let set = setups(&acts);
     assert_eq!(set.len(), 1);
     let (vc, peer, class, mtu) = set[0];
-    assert_eq!((peer, class, mtu), (atm(B), 1, DEFAULT_MTU), "best-effort class, RFC 2225 MTU");
+    assert_eq!(
+        (peer, class, mtu),
+        (atm(B), 1, DEFAULT_MTU),
+        "best-effort class, RFC 2225 MTU"
+    );
     assert_eq!(a.waiting(), 1, "waits while its VC is set up");
     let t1 = t0 + secs(0.002);
     a.handle_setup_done(t1, vc);
@@ -149,7 +158,10 @@ fn each_policy_class_gets_its_own_vc_to_the_same_peer() {
     for (vc, f) in tx {
         let dport = u16::from_be_bytes([f[8 + 22], f[8 + 23]]);
         let want = if dport == 5004 { set[0].0 } else { set[1].0 };
-        assert_eq!(vc, want, "the video packet on the CBR VC, the other on best effort");
+        assert_eq!(
+            vc, want,
+            "the video packet on the CBR VC, the other on best effort"
+        );
     }
 }
 
@@ -166,7 +178,9 @@ fn idle_vcs_are_released_and_busy_ones_kept() {
         let t = t0 + secs(6.0 * f64::from(i));
         a.handle_timeout(t);
         a.handle_outbound(t, udp4(100, 9, true));
-        assert!(!drain(&mut a).iter().any(|x| matches!(x, Action::Release { .. })));
+        assert!(!drain(&mut a)
+            .iter()
+            .any(|x| matches!(x, Action::Release { .. })));
     }
     let last = t0 + secs(18.0);
     let due = a.poll_timeout().expect("an idle timer");
@@ -222,7 +236,10 @@ fn a_nak_drops_the_waiting_packets_and_holds_the_address() {
     p[19] = 99; // 10.0.0.99: unknown to the server
     a.handle_outbound(t0, p.clone());
     via_server(&mut a, &mut s, t0);
-    assert_eq!((a.counters().arp_naks, a.counters().drop_unresolved), (1, 1));
+    assert_eq!(
+        (a.counters().arp_naks, a.counters().drop_unresolved),
+        (1, 1)
+    );
     a.handle_outbound(t0 + secs(1.0), p.clone());
     assert!(drain(&mut a).is_empty(), "not asked again while held");
     assert_eq!(a.counters().drop_unresolved, 2);
@@ -308,7 +325,10 @@ fn the_mtu_is_agreed_per_vc() {
     // IPv6 to the same host and class rides the same VC, once fd00::2 is resolved.
     a.handle_outbound(t0, tcp6(30000, 80));
     let acts = via_server(&mut a, &mut s, t0);
-    assert!(matches!(&acts[..], [Action::Deliver(p)] if p[40] == 2), "{acts:?}");
+    assert!(
+        matches!(&acts[..], [Action::Deliver(p)] if p[40] == 2),
+        "{acts:?}"
+    );
     assert_eq!(a.counters().icmp_too_big, 2);
     assert_eq!(a.counters().fragmented, 1);
 }
@@ -318,10 +338,22 @@ fn a_callee_takes_the_default_mtu_and_offers_up_to_its_own() {
     let t0 = Instant::ZERO;
     let mut b = node_a(t0);
     b.cfg.mtu = 1500;
-    assert_eq!(b.handle_incoming(t0, atm(A), Some(1), Some(65000)), Err(CAUSE_MTU));
-    assert!(matches!(b.handle_incoming(t0, atm(A), Some(1), Some(DEFAULT_MTU)), Ok((_, 9180))));
-    assert!(matches!(b.handle_incoming(t0, atm(A), Some(1), Some(1400)), Ok((_, 1400))));
-    assert!(matches!(b.handle_incoming(t0, atm(A), None, None), Ok((_, 9180))));
+    assert_eq!(
+        b.handle_incoming(t0, atm(A), Some(1), Some(65000)),
+        Err(CAUSE_MTU)
+    );
+    assert!(matches!(
+        b.handle_incoming(t0, atm(A), Some(1), Some(DEFAULT_MTU)),
+        Ok((_, 9180))
+    ));
+    assert!(matches!(
+        b.handle_incoming(t0, atm(A), Some(1), Some(1400)),
+        Ok((_, 1400))
+    ));
+    assert!(matches!(
+        b.handle_incoming(t0, atm(A), None, None),
+        Ok((_, 9180))
+    ));
 }
 
 #[test]
@@ -329,7 +361,9 @@ fn a_vc_the_peer_set_up_carries_the_replies_of_its_class() {
     let t0 = Instant::ZERO;
     let (mut b, mut s) = (node_a(t0), server(t0));
     // B's view: a call from +4420002 (whom the server knows as 10.0.0.2), class 1.
-    let (vc, _) = b.handle_incoming(t0, atm(B), Some(1), None).expect("accepted");
+    let (vc, _) = b
+        .handle_incoming(t0, atm(B), Some(1), None)
+        .expect("accepted");
     let inbound = frame(&udp4(100, 9, true));
     assert_eq!(b.handle_frame(t0, vc, &inbound), Some(&inbound[8..]));
     b.handle_outbound(t0, udp4(100, 7, true));
@@ -367,13 +401,21 @@ fn inatmarp_finds_the_peer_on_a_pvc() {
             assert_eq!(a.handle_frame(t0, va, &f), None);
         }
     }
-    assert_eq!(a.table().lookup(t0, "10.0.0.2".parse().expect("ip")), Some(pvc));
-    assert_eq!(b.table().lookup(t0, "10.0.0.1".parse().expect("ip")), Some(pvc));
+    assert_eq!(
+        a.table().lookup(t0, "10.0.0.2".parse().expect("ip")),
+        Some(pvc)
+    );
+    assert_eq!(
+        b.table().lookup(t0, "10.0.0.1".parse().expect("ip")),
+        Some(pvc)
+    );
     a.handle_outbound(t0, udp4(100, 5004, true));
     let acts = drain(&mut a);
     assert!(setups(&acts).is_empty());
     assert_eq!(transmits(&acts)[0].0, va, "every class rides the PVC");
     // A PVC is never released for idleness.
     a.handle_timeout(t0 + secs(3600.0));
-    assert!(!drain(&mut a).iter().any(|x| matches!(x, Action::Release { .. })));
+    assert!(!drain(&mut a)
+        .iter()
+        .any(|x| matches!(x, Action::Release { .. })));
 }

@@ -134,7 +134,10 @@ fn ports(proto: u8, l4: &[u8]) -> Option<(u16, u16)> {
         return None;
     }
     let h = l4.get(..4)?;
-    Some((u16::from_be_bytes([h[0], h[1]]), u16::from_be_bytes([h[2], h[3]])))
+    Some((
+        u16::from_be_bytes([h[0], h[1]]),
+        u16::from_be_bytes([h[2], h[3]]),
+    ))
 }
 
 /// The Internet checksum (RFC 1071) of `data`, starting from `sum`.
@@ -163,7 +166,9 @@ fn may_answer(src: IpAddr) -> bool {
 
 /// Whether an IPv4 packet is itself an ICMP error (never answered with another).
 fn is_icmp_error_v4(p: &[u8], ihl: usize) -> bool {
-    p[9] == PROTO_ICMP && p.get(ihl).is_some_and(|&t| matches!(t, 3 | 4 | 5 | 11 | 12))
+    p[9] == PROTO_ICMP
+        && p.get(ihl)
+            .is_some_and(|&t| matches!(t, 3 | 4 | 5 | 11 | 12))
 }
 
 /// The ICMP error telling the sender of `packet` that it is over `mtu`: IPv4
@@ -178,7 +183,9 @@ pub fn too_big(packet: &[u8], mtu: u32, from: IpAddr) -> Option<Vec<u8>> {
     match (flow.src, from) {
         (IpAddr::V4(dst), IpAddr::V4(src)) => {
             let ihl = usize::from(packet[0] & 0x0F) * 4;
-            if is_icmp_error_v4(packet, ihl) || u16::from_be_bytes([packet[6], packet[7]]) & 0x1FFF != 0 {
+            if is_icmp_error_v4(packet, ihl)
+                || u16::from_be_bytes([packet[6], packet[7]]) & 0x1FFF != 0
+            {
                 return None;
             }
             // RFC 792: the original header and its first 8 data bytes.
@@ -316,7 +323,10 @@ pub(crate) mod tests {
     #[test]
     fn flows_of_v4_and_v6() {
         let f = Flow::parse(&udp4(100, 5004, true)).expect("v4");
-        assert_eq!((f.proto, f.sport, f.dport, f.len, f.dont_fragment), (17, Some(40000), Some(5004), 100, true));
+        assert_eq!(
+            (f.proto, f.sport, f.dport, f.len, f.dont_fragment),
+            (17, Some(40000), Some(5004), 100, true)
+        );
         let f = Flow::parse(&tcp6(60, 80)).expect("v6");
         assert_eq!((f.proto, f.dport, f.len), (6, Some(80), 100));
         assert_eq!(f.dst, "fd00::2".parse::<IpAddr>().expect("ip"));

@@ -131,19 +131,29 @@ impl Rule {
         (self.protos.is_empty() || self.protos.contains(&flow.proto))
             && in_range(flow.dport, self.dport)
             && in_range(flow.sport, self.sport)
-            && self.to.is_none_or(|(net, len)| prefix_contains(net, len, flow.dst))
+            && self
+                .to
+                .is_none_or(|(net, len)| prefix_contains(net, len, flow.dst))
     }
 }
 
 /// Whether `addr` lies in `net/len` (never across address families).
 pub fn prefix_contains(net: IpAddr, len: u8, addr: IpAddr) -> bool {
     let (a, b, bits) = match (net, addr) {
-        (IpAddr::V4(n), IpAddr::V4(a)) => (u128::from(u32::from(n)) << 96, u128::from(u32::from(a)) << 96, 32),
+        (IpAddr::V4(n), IpAddr::V4(a)) => (
+            u128::from(u32::from(n)) << 96,
+            u128::from(u32::from(a)) << 96,
+            32,
+        ),
         (IpAddr::V6(n), IpAddr::V6(a)) => (u128::from(n), u128::from(a), 128),
         _ => return false,
     };
     let len = u32::from(len).min(bits);
-    let mask = if len == 0 { 0 } else { u128::MAX << (128 - len) };
+    let mask = if len == 0 {
+        0
+    } else {
+        u128::MAX << (128 - len)
+    };
     a & mask == b & mask
 }
 
@@ -253,13 +263,20 @@ mod tests {
         let (net, len) = parse_prefix("fd00::/64").expect("prefix");
         assert!(prefix_contains(net, len, "fd00::9".parse().expect("ip")));
         assert!(!prefix_contains(net, len, "10.0.0.1".parse().expect("ip")));
-        assert!(prefix_contains("0.0.0.0".parse().expect("ip"), 0, "1.2.3.4".parse().expect("ip")));
+        assert!(prefix_contains(
+            "0.0.0.0".parse().expect("ip"),
+            0,
+            "1.2.3.4".parse().expect("ip")
+        ));
         assert_eq!(parse_prefix("10.0.0.0/33"), None);
     }
 
     #[test]
     fn bad_rules_say_what_is_wrong() {
-        assert_eq!(Policy::parse("udp dport 5004", "ubr"), Err(PolicyError::NoArrow(1)));
+        assert_eq!(
+            Policy::parse("udp dport 5004", "ubr"),
+            Err(PolicyError::NoArrow(1))
+        );
         assert_eq!(
             Policy::parse("udp; dport 70000 -> ubr", "ubr"),
             Err(PolicyError::NoArrow(1))
