@@ -175,9 +175,7 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
     };
     let prefix4 = |s: String| -> anyhow::Result<(Ipv4Addr, u8)> {
         match parse_prefix(&s) {
-            Some((IpAddr::V4(a), l)) if !s.contains('/') || l < 32 || s.ends_with("/32") => {
-                Ok((a, l))
-            }
+            Some((IpAddr::V4(a), l)) => Ok((a, l)),
             _ => bail!("bad --ipv4 {s}: want ADDRESS/PREFIX, e.g. 10.77.1.1/24"),
         }
     };
