@@ -24,7 +24,10 @@ fn tools_states_the_defaults_natm_ip_runs_with() {
         ("mtu", format!("(default {DEFAULT_MTU}, RFC 2225's)")),
         ("idle", format!("(default {}s)", cfg.idle.as_secs())),
         ("wait", format!("(default {}s)", cfg.wait.as_secs())),
-        ("arp_age", format!("(default {}m, RFC 2225 §8.5)", cfg.arp_age.as_secs() / 60)),
+        (
+            "arp_age",
+            format!("(default {}m, RFC 2225 §8.5)", cfg.arp_age.as_secs() / 60),
+        ),
         (
             "queue",
             format!(
@@ -34,6 +37,9 @@ fn tools_states_the_defaults_natm_ip_runs_with() {
             ),
         ),
     ] {
-        assert!(doc.contains(&stated), "docs/tools.md should say {stated:?} for {what}");
+        assert!(
+            doc.contains(&stated),
+            "docs/tools.md should say {stated:?} for {what}"
+        );
     }
 }

@@ -165,17 +165,12 @@ impl Shared {
         });
         let me = self.clone();
         thread::spawn(move || {
-            loop {
-                match conn.recv() {
-                    Ok(Some(chunk)) => {
-                        let packet = me.with_node(|n, now| {
-                            n.handle_frame(now, vc, &chunk).map(<[u8]>::to_vec)
-                        });
-                        if let Some(p) = packet {
-                            let _ = me.tun.send(&p);
-                        }
-                    }
-                    Ok(None) | Err(_) => break,
+            // Ends when the peer closes, the VC fails, or this end releases it.
+            while let Ok(Some(chunk)) = conn.recv() {
+                let packet =
+                    me.with_node(|n, now| n.handle_frame(now, vc, &chunk).map(<[u8]>::to_vec));
+                if let Some(p) = packet {
+                    let _ = me.tun.send(&p);
                 }
             }
             lock(&me.vcs).remove(&vc);
@@ -399,14 +394,9 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         else {
             return Err(anyhow!("--pvc needs a number for VPI and VCI"));
         };
+        let vpi = u8::try_from(vpi).map_err(|_| anyhow!("--pvc: VPI {vpi} is over 255"))?;
         let conn = host
-            .open_pvc_from(
-                bind,
-                u8::try_from(vpi).unwrap_or(0),
-                u16::try_from(vci).unwrap_or(0),
-                via,
-                "ubr:transport=none",
-            )
+            .open_pvc_from(bind, vpi, vci, via, "ubr:transport=none")
             .map_err(|e| anyhow!("opening PVC {vpi}.{vci}: {e}"))?;
         let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.mtu));
         // The InARP request went before the VC's threads existed: ask again now.

@@ -127,8 +127,11 @@ pub struct Repr {
     pub target_ip: Option<IpAddr>,
 }
 
+/// An ATM number field: its type bit and its octets.
+type NumberField<'a> = Option<(u8, &'a [u8])>;
+
 /// An ATM address as the (number, subaddress) fields carry it.
-fn atm_fields(a: Option<&AtmAddr>) -> Result<(Option<(u8, &[u8])>, Option<&[u8]>), ArpError> {
+fn atm_fields(a: Option<&AtmAddr>) -> Result<(NumberField<'_>, Option<&[u8]>), ArpError> {
     match a {
         None => Ok((None, None)),
         Some(AtmAddr::Aesa(aesa)) => Ok((Some((0, aesa.as_bytes())), None)),
@@ -140,7 +143,7 @@ fn atm_fields(a: Option<&AtmAddr>) -> Result<(Option<(u8, &[u8])>, Option<&[u8]>
     }
 }
 
-fn tl(f: Option<(u8, &[u8])>) -> u8 {
+fn tl(f: NumberField<'_>) -> u8 {
     // Lengths are at most 20: an AESA, or 15 E.164 digits.
     f.map_or(0, |(ty, b)| ty | (b.len() as u8 & TL_LEN))
 }

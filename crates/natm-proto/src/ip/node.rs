@@ -552,9 +552,7 @@ impl Node {
         vc: VcId,
         frame: &'a [u8],
     ) -> Option<&'a [u8]> {
-        let Some(v) = self.vcs.get_mut(&vc) else {
-            return None;
-        };
+        let v = self.vcs.get_mut(&vc)?;
         v.last = now;
         let (pvc, peer) = (v.pvc, v.peer);
         match llc::parse(frame) {
