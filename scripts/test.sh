@@ -10,10 +10,12 @@ need_pkgs=()
 # System packages used by tests; each is installed only when missing. tshark lets
 # tests/capture_tshark.rs check that Wireshark dissects natm's captures (the test
 # skips without it). nftables, iproute2 and ethtool let tests/perf_cli.rs run
-# `natm perf loss` between network namespaces (it skips without them or root).
+# `natm perf loss` between network namespaces (it skips without them or root);
+# iputils-ping, iperf3 and curl let tests/ip_cli.rs run `natm ip` between two
+# namespaces (ping, an iperf3 run, an HTTP download; it skips without them).
 # NATM_TEST_PKGS=" " installs nothing. tests/linuxatm.rs installs what its QEMU guest
 # needs itself (scripts/linuxatm/prepare.sh, cached under target/linuxatm).
-for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool}; do
+for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool iputils-ping iperf3 curl}; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then

@@ -58,6 +58,9 @@ enum Command {
     Ping(cli::tools::ping::PingArgs),
     /// Capture natm's UDP traffic on an interface as ATM, for Wireshark (root).
     Capture(cli::tools::capture::CaptureArgs),
+    /// IP over natm: a TUN interface (natm0) whose packets ride VCs set up on demand,
+    /// with ATMARP (RFC 2225) and a QoS policy per flow.
+    Ip(cli::ip::IpArgs),
     /// A child process for the multi-process tests.
     #[command(hide = true)]
     TestHelper(cli::sigd::HelperArgs),
@@ -80,6 +83,7 @@ fn main() -> ExitCode {
         Command::Listen(a) => cli::tools::listen::run(a),
         Command::Ping(a) => cli::tools::ping::run(a),
         Command::Capture(a) => cli::tools::capture::run(a),
+        Command::Ip(a) => cli::ip::run(a),
         Command::TestHelper(a) => cli::sigd::helper(a),
     };
     match result {

@@ -14,3 +14,32 @@ fn architecture_states_the_rto_floor_applications_get() {
         "ARCHITECTURE.md says {line:?}, ulib uses {floor} ms"
     );
 }
+
+#[test]
+fn tools_states_the_defaults_natm_ip_runs_with() {
+    use natm_proto::ip::node::{NodeConfig, DEFAULT_MTU};
+    let doc = include_str!("../docs/tools.md");
+    let cfg = NodeConfig::new("+4420001".parse().expect("address"));
+    for (what, stated) in [
+        ("mtu", format!("(default {DEFAULT_MTU}, RFC 2225's)")),
+        ("idle", format!("(default {}s)", cfg.idle.as_secs())),
+        ("wait", format!("(default {}s)", cfg.wait.as_secs())),
+        (
+            "arp_age",
+            format!("(default {}m, RFC 2225 §8.5)", cfg.arp_age.as_secs() / 60),
+        ),
+        (
+            "queue",
+            format!(
+                "at most {} packets per destination and class, {} MiB in all",
+                cfg.queue_packets,
+                cfg.queue_bytes >> 20
+            ),
+        ),
+    ] {
+        assert!(
+            doc.contains(&stated),
+            "docs/tools.md should say {stated:?} for {what}"
+        );
+    }
+}

@@ -4,6 +4,7 @@
 pub(crate) mod aal5;
 pub(crate) mod cell;
 pub(crate) mod demo;
+pub(crate) mod ip;
 pub(crate) mod ipc;
 pub(crate) mod loopnet;
 pub(crate) mod perf;

@@ -9,6 +9,7 @@
 
 pub mod endpoint;
 pub mod flow;
+pub mod ip;
 pub mod sched;
 pub mod sig;
 pub mod time;

@@ -1,0 +1,867 @@
+//! IP over natm's sans-IO core: ATMARP client, VCs on demand, the policy, the MTU.
+//!
+//! seed 004 §6: the Cambridge stack's logical interface "resolves IP to ATM
+//! addresses, opens VCs on demand" and closes them when idle. [`Node`] is that
+//! logic without I/O, in quinn-proto's call order: feed it packets from the interface
+//! ([`Node::handle_outbound`]), frames from VCs ([`Node::handle_frame`],
+//! [`Node::handle_server_frame`]), the outcome of VC setups
+//! ([`Node::handle_setup_done`], [`Node::handle_setup_failed`]), incoming calls
+//! ([`Node::handle_incoming`]), closed VCs ([`Node::handle_closed`]) and the time
+//! ([`Node::handle_timeout`] at [`Node::poll_timeout`]); then drain
+//! [`Node::poll_action`] for what to send, set up, release or deliver.
+//!
+//! A packet to a destination whose ATM address is unknown waits (bounded in packets
+//! per destination and class, in bytes overall, and in time) while the ATMARP server
+//! is asked; a packet whose VC is not yet up waits the same way while it is set up.
+//! VCs are keyed by (peer ATM address, policy class): each class to a peer has its
+//! own VC, and a VC the peer set up serves this host's packets of the same class.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::time::Duration;
+
+use super::arp::{ArpTable, CLIENT_AGE};
+use super::atmarp::{Op, Repr};
+use super::llc::{self, Payload};
+use super::packet::{fragment_v4, too_big, Flow};
+use super::policy::Policy;
+use crate::time::Instant;
+use crate::wire::addr::AtmAddr;
+
+/// RFC 2225 §5: the default MTU of IP over ATM, which every member of a logical IP
+/// subnet supports (an AAL5 SDU of 9188 bytes with the LLC/SNAP header).
+pub const DEFAULT_MTU: u32 = 9180;
+/// The UNI cause a callee answers an MTU it cannot take with: 73, "unsupported
+/// combination of traffic parameters" (the caller then tries [`DEFAULT_MTU`]).
+pub const CAUSE_MTU: u8 = 73;
+/// The UNI cause for "no VC left": 47, "resources unavailable, unspecified".
+pub const CAUSE_NO_VC: u8 = 47;
+
+/// A VC's id, chosen by the node.
+pub type VcId = u64;
+
+/// How a node runs.
+#[derive(Debug, Clone)]
+pub struct NodeConfig {
+    /// This host's ATM address (registered with the ATMARP server).
+    pub atm: AtmAddr,
+    /// This interface's IPv4 address.
+    pub ipv4: Option<Ipv4Addr>,
+    /// This interface's IPv6 address.
+    pub ipv6: Option<Ipv6Addr>,
+    /// The interface MTU; a VC's is this or less (negotiated at setup).
+    pub mtu: u32,
+    /// A VC that carries nothing either way for this long is released.
+    pub idle: Duration,
+    /// Packets waiting per destination and class (the oldest goes first).
+    pub queue_packets: usize,
+    /// Bytes waiting over all destinations (a packet past it is dropped).
+    pub queue_bytes: usize,
+    /// Longest a packet waits for resolution and setup.
+    pub wait: Duration,
+    /// Life of a resolved entry (RFC 2225 §8.5: 15 minutes).
+    pub arp_age: Duration,
+    /// Time between ATMARP requests for one address.
+    pub arp_retry: Duration,
+    /// ATMARP requests for one address before giving up.
+    pub arp_tries: u32,
+    /// How long an address the server NAKed (or never answered) is not asked again.
+    pub nak_hold: Duration,
+    /// How often this host registers again with the server (RFC 2225 §8.5: at most
+    /// 15 minutes apart, as the server ages entries in 20).
+    pub register_every: Duration,
+    /// Most ATMARP entries, addresses being resolved, and VCs.
+    pub max_entries: usize,
+}
+
+impl NodeConfig {
+    /// A configuration with RFC 2225's timers and natm's defaults for the rest.
+    pub fn new(atm: AtmAddr) -> NodeConfig {
+        NodeConfig {
+            atm,
+            ipv4: None,
+            ipv6: None,
+            mtu: DEFAULT_MTU,
+            idle: Duration::from_secs(60),
+            queue_packets: 64,
+            queue_bytes: 1 << 20,
+            wait: Duration::from_secs(3),
+            arp_age: CLIENT_AGE,
+            arp_retry: Duration::from_millis(500),
+            arp_tries: 4,
+            nak_hold: Duration::from_secs(3),
+            register_every: CLIENT_AGE,
+            max_entries: 4096,
+        }
+    }
+}
+
+/// Why a VC is released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseReason {
+    /// Nothing carried for the idle time.
+    Idle,
+}
+
+/// What the node asks its driver to do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// Send `frame` (LLC/SNAP header and packet) on `vc`.
+    Transmit {
+        /// The VC.
+        vc: VcId,
+        /// The AAL5 SDU.
+        frame: Vec<u8>,
+    },
+    /// Send an ATMARP frame (with its LLC/SNAP header) to the ATMARP server.
+    ToServer(Vec<u8>),
+    /// Write this packet to the interface (an ICMP error the node made).
+    Deliver(Vec<u8>),
+    /// Call `peer` with class `class`'s QoS, offering `mtu`; answer with
+    /// [`Node::handle_setup_done`] or [`Node::handle_setup_failed`].
+    Setup {
+        /// The VC's id.
+        vc: VcId,
+        /// Who to call.
+        peer: AtmAddr,
+        /// The policy class (its QoS is [`Policy::qos`]).
+        class: usize,
+        /// The MTU to offer.
+        mtu: u32,
+    },
+    /// Release `vc`.
+    Release {
+        /// The VC.
+        vc: VcId,
+        /// Why.
+        reason: ReleaseReason,
+    },
+}
+
+/// What the node counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Packets sent on VCs (fragments count one each).
+    pub tx_packets: u64,
+    /// Packets received from VCs for the interface.
+    pub rx_packets: u64,
+    /// VCs set up by this host.
+    pub setups: u64,
+    /// Setups that failed.
+    pub setup_failures: u64,
+    /// Calls from peers taken.
+    pub incoming: u64,
+    /// VCs released for idleness.
+    pub idle_releases: u64,
+    /// Setup time of the last VC this host set up, µs.
+    pub last_setup_us: u64,
+    /// ATMARP requests sent (resolutions and registrations).
+    pub arp_requests: u64,
+    /// ATMARP replies taken.
+    pub arp_replies: u64,
+    /// ATMARP NAKs received.
+    pub arp_naks: u64,
+    /// IPv4 packets fragmented for a VC's smaller MTU.
+    pub fragmented: u64,
+    /// ICMP "fragmentation needed" / "packet too big" sent back.
+    pub icmp_too_big: u64,
+    /// Packets dropped: no ATM address (NAK or no answer).
+    pub drop_unresolved: u64,
+    /// Packets dropped: the wait queue was full.
+    pub drop_queue: u64,
+    /// Packets dropped: waited too long.
+    pub drop_expired: u64,
+    /// Packets dropped: their VC's setup failed.
+    pub drop_setup: u64,
+    /// Packets or frames dropped as malformed (bad IP header, LLC/SNAP or ATMARP).
+    pub drop_malformed: u64,
+    /// Multicast and broadcast packets dropped: RFC 2225 resolves unicast only
+    /// (multicast over ATM is MARS, RFC 2022, which natm does not run).
+    pub drop_multicast: u64,
+}
+
+#[derive(Debug, Clone)]
+struct Vc {
+    peer: AtmAddr,
+    /// `None`: a PVC (every class) or an incoming VC of a class this host lacks
+    /// (receive only).
+    class: Option<usize>,
+    mtu: u32,
+    open: bool,
+    pvc: bool,
+    started: Instant,
+    last: Instant,
+    retried: bool,
+}
+
+#[derive(Debug)]
+struct Waiting {
+    since: Instant,
+    packet: Vec<u8>,
+}
+
+/// The on-demand VC machine and ATMARP client (module docs).
+#[derive(Debug)]
+pub struct Node {
+    cfg: NodeConfig,
+    policy: Policy,
+    table: ArpTable,
+    vcs: HashMap<VcId, Vc>,
+    routes: HashMap<(AtmAddr, usize), VcId>,
+    pvcs: HashMap<AtmAddr, VcId>,
+    waiting: HashMap<(IpAddr, usize), VecDeque<Waiting>>,
+    waiting_bytes: usize,
+    resolving: HashMap<IpAddr, (Instant, u32)>,
+    negative: HashMap<IpAddr, Instant>,
+    next_register: Option<Instant>,
+    next_id: VcId,
+    actions: VecDeque<Action>,
+    counters: Counters,
+}
+
+impl Node {
+    /// A node; it registers with the ATMARP server at the first [`Node::handle_timeout`].
+    pub fn new(cfg: NodeConfig, policy: Policy, now: Instant) -> Node {
+        let max = cfg.max_entries;
+        Node {
+            cfg,
+            policy,
+            table: ArpTable::new(max),
+            vcs: HashMap::new(),
+            routes: HashMap::new(),
+            pvcs: HashMap::new(),
+            waiting: HashMap::new(),
+            waiting_bytes: 0,
+            resolving: HashMap::new(),
+            negative: HashMap::new(),
+            next_register: Some(now),
+            next_id: 1,
+            actions: VecDeque::new(),
+            counters: Counters::default(),
+        }
+    }
+
+    /// The policy.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NodeConfig {
+        &self.cfg
+    }
+
+    /// The counters.
+    pub fn counters(&self) -> Counters {
+        self.counters
+    }
+
+    /// The ATMARP cache.
+    pub fn table(&self) -> &ArpTable {
+        &self.table
+    }
+
+    /// Open VCs: (id, peer, class, MTU).
+    pub fn vcs(&self) -> impl Iterator<Item = (VcId, AtmAddr, Option<usize>, u32)> + '_ {
+        self.vcs
+            .iter()
+            .filter(|(_, v)| v.open)
+            .map(|(&id, v)| (id, v.peer, v.class, v.mtu))
+    }
+
+    /// Packets waiting for resolution or setup.
+    pub fn waiting(&self) -> usize {
+        self.waiting.values().map(VecDeque::len).sum()
+    }
+
+    /// The next thing the driver must do.
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.actions.pop_front()
+    }
+
+    /// When [`Node::handle_timeout`] is next due.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let resolve = self.resolving.values().map(|&(t, _)| t);
+        let waits = self
+            .waiting
+            .values()
+            .filter_map(|q| q.front().map(|w| w.since + self.cfg.wait));
+        let idle = self
+            .vcs
+            .values()
+            .filter(|v| v.open && !v.pvc)
+            .map(|v| v.last + self.cfg.idle);
+        let negative = self.negative.values().copied();
+        resolve
+            .chain(waits)
+            .chain(idle)
+            .chain(negative)
+            .chain(self.next_register)
+            .chain(self.table.next_expiry())
+            .min()
+    }
+
+    /// The ATMARP server VC is (again) up: register at once (RFC 2225 §8.4.1).
+    pub fn handle_server_up(&mut self, now: Instant) {
+        self.next_register = Some(now);
+        self.handle_timeout(now);
+    }
+
+    /// A packet from the interface.
+    pub fn handle_outbound(&mut self, now: Instant, packet: Vec<u8>) {
+        let flow = match Flow::parse(&packet) {
+            Ok(f) => f,
+            Err(_) => {
+                self.counters.drop_malformed += 1;
+                return;
+            }
+        };
+        let multicast = match flow.dst {
+            IpAddr::V4(a) => a.is_multicast() || a.is_broadcast() || a.is_unspecified(),
+            IpAddr::V6(a) => a.is_multicast() || a.is_unspecified(),
+        };
+        if multicast {
+            self.counters.drop_multicast += 1;
+            return;
+        }
+        let class = self.policy.classify(&flow);
+        self.route(now, flow.dst, class, packet);
+    }
+
+    fn route(&mut self, now: Instant, dst: IpAddr, class: usize, packet: Vec<u8>) {
+        if self.negative.get(&dst).is_some_and(|&t| t > now) {
+            self.counters.drop_unresolved += 1;
+            return;
+        }
+        let Some(peer) = self.table.lookup(now, dst) else {
+            self.enqueue(now, dst, class, packet);
+            self.resolve(now, dst);
+            return;
+        };
+        let vc = self
+            .pvcs
+            .get(&peer)
+            .or_else(|| self.routes.get(&(peer, class)))
+            .copied();
+        match vc {
+            Some(id) if self.vcs.get(&id).is_some_and(|v| v.open) => self.send_on(now, id, packet),
+            Some(_) => self.enqueue(now, dst, class, packet),
+            None => {
+                if self.vcs.len() >= self.cfg.max_entries {
+                    self.counters.drop_setup += 1;
+                    return;
+                }
+                self.enqueue(now, dst, class, packet);
+                let id = self.next_id;
+                self.next_id += 1;
+                self.vcs.insert(
+                    id,
+                    Vc {
+                        peer,
+                        class: Some(class),
+                        mtu: self.cfg.mtu,
+                        open: false,
+                        pvc: false,
+                        started: now,
+                        last: now,
+                        retried: false,
+                    },
+                );
+                self.routes.insert((peer, class), id);
+                self.actions.push_back(Action::Setup {
+                    vc: id,
+                    peer,
+                    class,
+                    mtu: self.cfg.mtu,
+                });
+            }
+        }
+    }
+
+    fn send_on(&mut self, now: Instant, id: VcId, packet: Vec<u8>) {
+        let Some(vc) = self.vcs.get_mut(&id) else {
+            return;
+        };
+        vc.last = now;
+        let mtu = vc.mtu;
+        if packet.len() <= mtu as usize {
+            self.counters.tx_packets += 1;
+            self.actions.push_back(Action::Transmit {
+                vc: id,
+                frame: frame(&packet),
+            });
+            return;
+        }
+        // Larger than the VC's MTU (the peer agreed a smaller one than ours).
+        if let Some(frags) = fragment_v4(&packet, mtu as usize) {
+            self.counters.fragmented += 1;
+            for f in frags {
+                self.counters.tx_packets += 1;
+                self.actions.push_back(Action::Transmit {
+                    vc: id,
+                    frame: frame(&f),
+                });
+            }
+            return;
+        }
+        let own = match Flow::parse(&packet).map(|f| f.src) {
+            Ok(IpAddr::V4(_)) => self.cfg.ipv4.map(IpAddr::V4),
+            Ok(IpAddr::V6(_)) => self.cfg.ipv6.map(IpAddr::V6),
+            Err(_) => None,
+        };
+        if let Some(err) = own.and_then(|from| too_big(&packet, mtu, from)) {
+            self.counters.icmp_too_big += 1;
+            self.actions.push_back(Action::Deliver(err));
+        }
+    }
+
+    fn enqueue(&mut self, now: Instant, dst: IpAddr, class: usize, packet: Vec<u8>) {
+        if self.waiting_bytes + packet.len() > self.cfg.queue_bytes
+            || (!self.waiting.contains_key(&(dst, class))
+                && self.waiting.len() >= self.cfg.max_entries)
+        {
+            self.counters.drop_queue += 1;
+            return;
+        }
+        let q = self.waiting.entry((dst, class)).or_default();
+        if q.len() >= self.cfg.queue_packets {
+            if let Some(old) = q.pop_front() {
+                self.waiting_bytes -= old.packet.len();
+                self.counters.drop_queue += 1;
+            }
+        }
+        self.waiting_bytes += packet.len();
+        q.push_back(Waiting { since: now, packet });
+    }
+
+    fn resolve(&mut self, now: Instant, dst: IpAddr) {
+        if self.resolving.contains_key(&dst) || self.resolving.len() >= self.cfg.max_entries {
+            return;
+        }
+        self.resolving.insert(dst, (now + self.cfg.arp_retry, 1));
+        self.ask(dst, dst);
+    }
+
+    /// Sends an ARP_REQUEST for `target` (for itself: a registration).
+    fn ask(&mut self, source_of_family: IpAddr, target: IpAddr) {
+        let source_ip = match source_of_family {
+            IpAddr::V4(_) => self.cfg.ipv4.map(IpAddr::V4),
+            IpAddr::V6(_) => self.cfg.ipv6.map(IpAddr::V6),
+        };
+        let req = Repr {
+            op: Op::Request,
+            ipv6: target.is_ipv6(),
+            source_atm: Some(self.cfg.atm),
+            source_ip,
+            target_atm: None,
+            target_ip: Some(target),
+        };
+        if let Ok(bytes) = req.to_bytes() {
+            self.counters.arp_requests += 1;
+            self.actions.push_back(Action::ToServer(arp_frame(&bytes)));
+        }
+    }
+
+    /// Sends every waiting packet that can go now (after a resolution or a setup).
+    fn flush(&mut self, now: Instant, matches: impl Fn(&(IpAddr, usize)) -> bool) {
+        let keys: Vec<_> = self
+            .waiting
+            .keys()
+            .filter(|k| matches(k))
+            .copied()
+            .collect();
+        for key in keys {
+            if let Some(q) = self.waiting.remove(&key) {
+                for w in q {
+                    self.waiting_bytes -= w.packet.len();
+                    self.route(now, key.0, key.1, w.packet);
+                }
+            }
+        }
+    }
+
+    fn drop_waiting(&mut self, matches: impl Fn(&(IpAddr, usize)) -> bool) -> u64 {
+        let mut n = 0;
+        let bytes = &mut self.waiting_bytes;
+        self.waiting.retain(|k, q| {
+            if matches(k) {
+                for w in q.iter() {
+                    *bytes -= w.packet.len();
+                }
+                n += q.len() as u64;
+                false
+            } else {
+                true
+            }
+        });
+        n
+    }
+
+    /// A frame from the ATMARP server's VC.
+    pub fn handle_server_frame(&mut self, now: Instant, frame: &[u8]) {
+        let repr = match llc::parse(frame) {
+            Ok((Payload::Arp, body)) => Repr::parse(body),
+            _ => {
+                self.counters.drop_malformed += 1;
+                return;
+            }
+        };
+        let Ok(r) = repr else {
+            self.counters.drop_malformed += 1;
+            return;
+        };
+        match r.op {
+            Op::Reply => {
+                self.counters.arp_replies += 1;
+                let (Some(ip), Some(atm)) = (r.source_ip, r.source_atm) else {
+                    return;
+                };
+                if self.is_own(ip) {
+                    return; // our registration, acknowledged
+                }
+                if !self.resolving.contains_key(&ip) && self.table.lookup(now, ip).is_none() {
+                    return; // nobody asked: no state for an unsolicited reply
+                }
+                self.resolving.remove(&ip);
+                self.negative.remove(&ip);
+                self.table.insert(now, ip, atm, Some(self.cfg.arp_age));
+                self.flush(now, |k| k.0 == ip);
+            }
+            Op::Nak => {
+                self.counters.arp_naks += 1;
+                let Some(ip) = r.target_ip else { return };
+                if self.resolving.remove(&ip).is_some() {
+                    self.negative.insert(ip, now + self.cfg.nak_hold);
+                    self.counters.drop_unresolved += self.drop_waiting(|k| k.0 == ip);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn is_own(&self, ip: IpAddr) -> bool {
+        Some(ip) == self.cfg.ipv4.map(IpAddr::V4) || Some(ip) == self.cfg.ipv6.map(IpAddr::V6)
+    }
+
+    /// A frame from a data VC: the IP packet to write to the interface, if it is one.
+    /// InATMARP requests are answered on the VC; InATMARP replies on a PVC fill the
+    /// table (RFC 2225 §8.3).
+    pub fn handle_frame<'a>(
+        &mut self,
+        now: Instant,
+        vc: VcId,
+        frame: &'a [u8],
+    ) -> Option<&'a [u8]> {
+        let v = self.vcs.get_mut(&vc)?;
+        v.last = now;
+        let (pvc, peer) = (v.pvc, v.peer);
+        match llc::parse(frame) {
+            Ok((Payload::Ipv4 | Payload::Ipv6, packet)) => {
+                self.counters.rx_packets += 1;
+                Some(packet)
+            }
+            Ok((Payload::Arp, body)) => {
+                match Repr::parse(body) {
+                    Ok(r) if r.op == Op::InRequest => {
+                        let source_ip = match r.ipv6 {
+                            false => self.cfg.ipv4.map(IpAddr::V4),
+                            true => self.cfg.ipv6.map(IpAddr::V6),
+                        };
+                        let reply = Repr {
+                            op: Op::InReply,
+                            ipv6: r.ipv6,
+                            source_atm: Some(self.cfg.atm)
+                                .filter(|a| !matches!(a, AtmAddr::Pvc(_))),
+                            source_ip,
+                            target_atm: r.source_atm,
+                            target_ip: r.source_ip,
+                        };
+                        if let (Some(_), Ok(bytes)) = (source_ip, reply.to_bytes()) {
+                            self.actions.push_back(Action::Transmit {
+                                vc,
+                                frame: arp_frame(&bytes),
+                            });
+                        }
+                    }
+                    Ok(r) if r.op == Op::InReply && pvc => {
+                        if let Some(ip) = r.source_ip {
+                            self.table.insert(now, ip, peer, Some(self.cfg.arp_age));
+                            self.flush(now, |k| k.0 == ip);
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(_) => self.counters.drop_malformed += 1,
+                }
+                None
+            }
+            Err(_) => {
+                self.counters.drop_malformed += 1;
+                None
+            }
+        }
+    }
+
+    /// A VC this host asked for is up.
+    pub fn handle_setup_done(&mut self, now: Instant, vc: VcId) {
+        let Some(v) = self.vcs.get_mut(&vc) else {
+            return;
+        };
+        v.open = true;
+        v.last = now;
+        self.counters.setups += 1;
+        self.counters.last_setup_us =
+            u64::try_from(now.saturating_duration_since(v.started).as_micros()).unwrap_or(u64::MAX);
+        let (peer, class) = (v.peer, v.class);
+        self.flush_for(now, peer, class);
+    }
+
+    fn flush_for(&mut self, now: Instant, peer: AtmAddr, class: Option<usize>) {
+        let table = &self.table;
+        let keys: Vec<_> = self
+            .waiting
+            .keys()
+            .filter(|k| class.is_none_or(|c| c == k.1) && table.lookup(now, k.0) == Some(peer))
+            .copied()
+            .collect();
+        self.flush(now, |k| keys.contains(k));
+    }
+
+    /// A VC this host asked for was refused with UNI cause `cause` (or failed without
+    /// one). A callee that cannot take the offered MTU refuses with [`CAUSE_MTU`];
+    /// the node then offers RFC 2225's default once.
+    pub fn handle_setup_failed(&mut self, now: Instant, vc: VcId, cause: Option<u8>) {
+        let Some(v) = self.vcs.get_mut(&vc) else {
+            return;
+        };
+        if cause == Some(CAUSE_MTU) && v.mtu > DEFAULT_MTU && !v.retried {
+            v.retried = true;
+            v.mtu = DEFAULT_MTU;
+            if let Some(class) = v.class {
+                self.actions.push_back(Action::Setup {
+                    vc,
+                    peer: v.peer,
+                    class,
+                    mtu: DEFAULT_MTU,
+                });
+                return;
+            }
+        }
+        let (peer, class) = (v.peer, v.class);
+        self.forget(vc);
+        self.counters.setup_failures += 1;
+        let table = &self.table;
+        let n = {
+            let doomed: Vec<_> = self
+                .waiting
+                .keys()
+                .filter(|k| Some(k.1) == class && table.lookup(now, k.0) == Some(peer))
+                .copied()
+                .collect();
+            self.drop_waiting(|k| doomed.contains(k))
+        };
+        self.counters.drop_setup += n;
+    }
+
+    /// A call from `caller` (the address sigd authenticated) of policy class `class`
+    /// (`None`: a QoS none of this host's classes has: the VC only receives),
+    /// offering `offered_mtu` (none: RFC 2225's default). `Ok` with the VC's id and
+    /// MTU to accept it, `Err` with the UNI cause to reject it.
+    ///
+    /// The MTU rule ("9180 default; larger where both ends agree"): an offer up to
+    /// this interface's MTU is taken as it is, and so is the default, which every
+    /// host takes; a larger offer is refused with [`CAUSE_MTU`].
+    pub fn handle_incoming(
+        &mut self,
+        now: Instant,
+        caller: AtmAddr,
+        class: Option<usize>,
+        offered_mtu: Option<u32>,
+    ) -> Result<(VcId, u32), u8> {
+        let mtu = offered_mtu.unwrap_or(DEFAULT_MTU);
+        if mtu > self.cfg.mtu && mtu != DEFAULT_MTU {
+            return Err(CAUSE_MTU);
+        }
+        if self.vcs.len() >= self.cfg.max_entries {
+            return Err(CAUSE_NO_VC);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        self.vcs.insert(
+            id,
+            Vc {
+                peer: caller,
+                class,
+                mtu,
+                open: true,
+                pvc: false,
+                started: now,
+                last: now,
+                retried: false,
+            },
+        );
+        self.counters.incoming += 1;
+        if let Some(c) = class {
+            let key = (caller, c);
+            let taken = self
+                .routes
+                .get(&key)
+                .is_some_and(|old| self.vcs.get(old).is_some_and(|v| v.open));
+            if !taken {
+                // Ours may be still in setup: this one serves meanwhile; ours, once
+                // up, idles out.
+                self.routes.insert(key, id);
+                self.flush_for(now, caller, class);
+            }
+        }
+        Ok((id, mtu))
+    }
+
+    /// A PVC to a peer whose IP address InATMARP finds (RFC 2225 §8.3): it carries
+    /// every class and is never released for idleness. Returns its id.
+    pub fn add_pvc(&mut self, now: Instant, pvc: AtmAddr, mtu: u32) -> VcId {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.vcs.insert(
+            id,
+            Vc {
+                peer: pvc,
+                class: None,
+                mtu: mtu.min(self.cfg.mtu),
+                open: true,
+                pvc: true,
+                started: now,
+                last: now,
+                retried: false,
+            },
+        );
+        self.pvcs.insert(pvc, id);
+        self.inarp(id);
+        id
+    }
+
+    /// Asks who is at the other end of PVC `vc`.
+    fn inarp(&mut self, vc: VcId) {
+        let own: Vec<IpAddr> = [self.cfg.ipv4.map(IpAddr::V4), self.cfg.ipv6.map(IpAddr::V6)]
+            .into_iter()
+            .flatten()
+            .collect();
+        for ip in own {
+            let req = Repr {
+                op: Op::InRequest,
+                ipv6: ip.is_ipv6(),
+                source_atm: Some(self.cfg.atm).filter(|a| !matches!(a, AtmAddr::Pvc(_))),
+                source_ip: Some(ip),
+                target_atm: None,
+                target_ip: None,
+            };
+            if let Ok(bytes) = req.to_bytes() {
+                self.actions.push_back(Action::Transmit {
+                    vc,
+                    frame: arp_frame(&bytes),
+                });
+            }
+        }
+    }
+
+    /// `vc` is gone (released by the peer or the network, or after this node's
+    /// [`Action::Release`]).
+    pub fn handle_closed(&mut self, _now: Instant, vc: VcId) {
+        self.forget(vc);
+    }
+
+    fn forget(&mut self, vc: VcId) {
+        if self.vcs.remove(&vc).is_some() {
+            self.routes.retain(|_, id| *id != vc);
+            self.pvcs.retain(|_, id| *id != vc);
+        }
+    }
+
+    /// Timers: registration, ATMARP retries, waiting packets, idle VCs, ageing.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.next_register.is_some_and(|t| t <= now) {
+            for ip in [self.cfg.ipv4.map(IpAddr::V4), self.cfg.ipv6.map(IpAddr::V6)]
+                .into_iter()
+                .flatten()
+            {
+                self.ask(ip, ip);
+            }
+            self.next_register = Some(now + self.cfg.register_every);
+            // PVCs' peers are asked again as often.
+            let pvcs: Vec<_> = self.pvcs.values().copied().collect();
+            for vc in pvcs {
+                self.inarp(vc);
+            }
+        }
+        let due: Vec<_> = self
+            .resolving
+            .iter()
+            .filter(|(_, &(t, _))| t <= now)
+            .map(|(&ip, &(_, n))| (ip, n))
+            .collect();
+        for (ip, tries) in due {
+            if tries < self.cfg.arp_tries {
+                self.resolving
+                    .insert(ip, (now + self.cfg.arp_retry, tries + 1));
+                self.ask(ip, ip);
+            } else {
+                self.resolving.remove(&ip);
+                self.negative.insert(ip, now + self.cfg.nak_hold);
+                self.counters.drop_unresolved += self.drop_waiting(|k| k.0 == ip);
+            }
+        }
+        let wait = self.cfg.wait;
+        let mut expired = 0;
+        let bytes = &mut self.waiting_bytes;
+        self.waiting.retain(|_, q| {
+            while q.front().is_some_and(|w| w.since + wait <= now) {
+                if let Some(w) = q.pop_front() {
+                    *bytes -= w.packet.len();
+                    expired += 1;
+                }
+            }
+            !q.is_empty()
+        });
+        self.counters.drop_expired += expired;
+        let idle: Vec<_> = self
+            .vcs
+            .iter()
+            .filter(|(_, v)| v.open && !v.pvc && v.last + self.cfg.idle <= now)
+            .map(|(&id, _)| id)
+            .collect();
+        for vc in idle {
+            self.forget(vc);
+            self.counters.idle_releases += 1;
+            self.actions.push_back(Action::Release {
+                vc,
+                reason: ReleaseReason::Idle,
+            });
+        }
+        self.negative.retain(|_, t| *t > now);
+        self.table.expire(now);
+    }
+}
+
+/// `packet` with its LLC/SNAP header.
+pub fn frame(packet: &[u8]) -> Vec<u8> {
+    let payload = if packet.first().is_some_and(|b| b >> 4 == 6) {
+        Payload::Ipv6
+    } else {
+        Payload::Ipv4
+    };
+    let mut f = Vec::with_capacity(llc::HEADER_LEN + packet.len());
+    f.extend_from_slice(&payload.header());
+    f.extend_from_slice(packet);
+    f
+}
+
+/// An ATMARP packet with its LLC/SNAP header.
+pub fn arp_frame(body: &[u8]) -> Vec<u8> {
+    let mut f = Vec::with_capacity(llc::HEADER_LEN + body.len());
+    f.extend_from_slice(&Payload::Arp.header());
+    f.extend_from_slice(body);
+    f
+}
+
+#[cfg(test)]
+#[path = "node_tests.rs"]
+mod tests;

@@ -1,0 +1,421 @@
+//! The on-demand VC machine in virtual time: nodes, an ATMARP server and the calls
+//! between them driven by hand, asserting on the actions that come out.
+
+use super::*;
+use crate::ip::arp::{ArpServer, SERVER_AGE};
+use crate::ip::packet::tests::{tcp6, udp4};
+
+const A: &str = "+4420001";
+const B: &str = "+4420002";
+
+fn atm(s: &str) -> AtmAddr {
+    s.parse().expect("address")
+}
+
+fn secs(s: f64) -> Duration {
+    Duration::from_secs_f64(s)
+}
+
+fn policy() -> Policy {
+    Policy::parse("udp dport 5004 -> cbr:pcr=20Mbps", "best-effort").expect("policy")
+}
+
+/// Host A at 10.0.0.1 / fd00::1 (the test packets' source).
+fn node_a(t: Instant) -> Node {
+    let mut cfg = NodeConfig::new(atm(A));
+    cfg.ipv4 = Some("10.0.0.1".parse().expect("ip"));
+    cfg.ipv6 = Some("fd00::1".parse().expect("ip"));
+    cfg.idle = secs(10.0);
+    Node::new(cfg, policy(), t)
+}
+
+/// A server that knows B at 10.0.0.2 and fd00::2.
+fn server(t: Instant) -> ArpServer {
+    let mut s = ArpServer::new(64, SERVER_AGE);
+    s.add_permanent(t, "10.0.0.2".parse().expect("ip"), atm(B));
+    s.add_permanent(t, "fd00::2".parse().expect("ip"), atm(B));
+    s
+}
+
+fn drain(n: &mut Node) -> Vec<Action> {
+    std::iter::from_fn(|| n.poll_action()).collect()
+}
+
+/// Hands A's ATMARP frames to the server and the answers back; returns the rest.
+fn via_server(n: &mut Node, s: &mut ArpServer, t: Instant) -> Vec<Action> {
+    let mut rest = Vec::new();
+    while let Some(a) = n.poll_action() {
+        match a {
+            Action::ToServer(f) => {
+                let (_, body) = llc::parse(&f).expect("LLC/SNAP");
+                let req = Repr::parse(body).expect("ATMARP");
+                if let (_, Some(reply)) = s.handle(t, atm(A), &req) {
+                    n.handle_server_frame(t, &arp_frame(&reply.to_bytes().expect("encodable")));
+                }
+            }
+            other => rest.push(other),
+        }
+    }
+    rest
+}
+
+fn setups(actions: &[Action]) -> Vec<(VcId, AtmAddr, usize, u32)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Setup {
+                vc,
+                peer,
+                class,
+                mtu,
+            } => Some((*vc, *peer, *class, *mtu)),
+            _ => None,
+        })
+        .collect()
+}
+
+fn transmits(actions: &[Action]) -> Vec<(VcId, Vec<u8>)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Transmit { vc, frame } => Some((*vc, frame.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn registers_at_start_and_again_before_the_server_forgets() {
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    a.handle_timeout(t0);
+    let regs: Vec<_> = drain(&mut a)
+        .into_iter()
+        .filter_map(|x| match x {
+            Action::ToServer(f) => Repr::parse(&f[8..]).ok(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(regs.len(), 2, "IPv4 and IPv6");
+    for r in &regs {
+        assert_eq!(r.op, Op::Request);
+        assert_eq!(r.source_ip, r.target_ip, "a registration resolves itself");
+        assert_eq!(r.source_atm, Some(atm(A)));
+    }
+    let t1 = t0 + CLIENT_AGE;
+    assert!(a.poll_timeout().is_some_and(|t| t <= t1));
+    a.handle_timeout(t1);
+    assert_eq!(drain(&mut a).len(), 2, "registered again");
+}
+
+#[test]
+fn the_first_packet_resolves_sets_up_and_then_goes() {
+    let t0 = Instant::ZERO;
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    a.handle_timeout(t0);
+    via_server(&mut a, &mut s, t0);
+    let p = udp4(200, 80, true);
+    a.handle_outbound(t0, p.clone());
+    assert_eq!(a.waiting(), 1, "waits while its address is resolved");
+    let acts = via_server(&mut a, &mut s, t0);
+    let set = setups(&acts);
+    assert_eq!(set.len(), 1);
+    let (vc, peer, class, mtu) = set[0];
+    assert_eq!(
+        (peer, class, mtu),
+        (atm(B), 1, DEFAULT_MTU),
+        "best-effort class, RFC 2225 MTU"
+    );
+    assert_eq!(a.waiting(), 1, "waits while its VC is set up");
+    let t1 = t0 + secs(0.002);
+    a.handle_setup_done(t1, vc);
+    let tx = transmits(&drain(&mut a));
+    assert_eq!(tx, vec![(vc, frame(&p))]);
+    assert_eq!(&tx[0].1[..8], &[0xAA, 0xAA, 0x03, 0, 0, 0, 0x08, 0x00]);
+    assert_eq!(a.counters().last_setup_us, 2000);
+    // The next packet goes at once, without resolution or setup.
+    a.handle_outbound(t1, p.clone());
+    assert_eq!(transmits(&drain(&mut a)), vec![(vc, frame(&p))]);
+}
+
+#[test]
+fn each_policy_class_gets_its_own_vc_to_the_same_peer() {
+    let t0 = Instant::ZERO;
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    a.handle_outbound(t0, udp4(1000, 5004, true));
+    a.handle_outbound(t0, udp4(1000, 9, true));
+    let mut set = setups(&via_server(&mut a, &mut s, t0));
+    set.sort_by_key(|s| s.2);
+    assert_eq!(set.len(), 2);
+    assert_eq!(set.iter().map(|s| s.2).collect::<Vec<_>>(), vec![0, 1]);
+    assert_eq!(a.policy().qos(set[0].2), "cbr:pcr=20Mbps");
+    assert_ne!(set[0].0, set[1].0);
+    for (vc, ..) in &set {
+        a.handle_setup_done(t0, *vc);
+    }
+    let tx = transmits(&drain(&mut a));
+    assert_eq!(tx.len(), 2);
+    for (vc, f) in tx {
+        let dport = u16::from_be_bytes([f[8 + 22], f[8 + 23]]);
+        let want = if dport == 5004 { set[0].0 } else { set[1].0 };
+        assert_eq!(
+            vc, want,
+            "the video packet on the CBR VC, the other on best effort"
+        );
+    }
+}
+
+#[test]
+fn idle_vcs_are_released_and_busy_ones_kept() {
+    let t0 = Instant::ZERO;
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    a.handle_outbound(t0, udp4(100, 9, true));
+    let vc = setups(&via_server(&mut a, &mut s, t0))[0].0;
+    a.handle_setup_done(t0, vc);
+    drain(&mut a);
+    // Traffic every 6 s keeps a 10 s idle timer from firing.
+    for i in 1..=3 {
+        let t = t0 + secs(6.0 * f64::from(i));
+        a.handle_timeout(t);
+        a.handle_outbound(t, udp4(100, 9, true));
+        assert!(!drain(&mut a)
+            .iter()
+            .any(|x| matches!(x, Action::Release { .. })));
+    }
+    let last = t0 + secs(18.0);
+    let due = a.poll_timeout().expect("an idle timer");
+    assert_eq!(due, last + secs(10.0));
+    a.handle_timeout(due);
+    assert_eq!(
+        drain(&mut a),
+        vec![Action::Release {
+            vc,
+            reason: ReleaseReason::Idle
+        }]
+    );
+    assert_eq!(a.counters().idle_releases, 1);
+    assert_eq!(a.vcs().count(), 0);
+    // The next packet sets up a new VC (the address is still cached).
+    a.handle_outbound(due, udp4(100, 9, true));
+    assert_eq!(setups(&drain(&mut a)).len(), 1);
+}
+
+#[test]
+fn waiting_packets_are_bounded_in_number_bytes_and_time() {
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    for _ in 0..100 {
+        a.handle_outbound(t0, udp4(1000, 9, true));
+    }
+    assert_eq!(a.waiting(), 64);
+    assert_eq!(a.counters().drop_queue, 36);
+    let asks = drain(&mut a)
+        .iter()
+        .filter(|x| matches!(x, Action::ToServer(_)))
+        .count();
+    assert_eq!(asks, 1, "one resolution");
+    // Bytes: 1 MiB over all destinations.
+    for i in 0..2000u32 {
+        let mut p = udp4(1000, 9, true);
+        p[19] = (i % 250) as u8 + 3;
+        p[18] = (i / 250) as u8 + 1;
+        a.handle_outbound(t0, p);
+    }
+    assert!(a.waiting() * 1000 <= 1 << 20);
+    // Nothing answers: after the wait every packet is dropped.
+    a.handle_timeout(t0 + a.config().wait);
+    assert_eq!(a.waiting(), 0);
+    assert!(a.counters().drop_expired > 0);
+}
+
+#[test]
+fn a_nak_drops_the_waiting_packets_and_holds_the_address() {
+    let t0 = Instant::ZERO;
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    let mut p = udp4(100, 9, true);
+    p[19] = 99; // 10.0.0.99: unknown to the server
+    a.handle_outbound(t0, p.clone());
+    via_server(&mut a, &mut s, t0);
+    assert_eq!(
+        (a.counters().arp_naks, a.counters().drop_unresolved),
+        (1, 1)
+    );
+    a.handle_outbound(t0 + secs(1.0), p.clone());
+    assert!(drain(&mut a).is_empty(), "not asked again while held");
+    assert_eq!(a.counters().drop_unresolved, 2);
+    a.handle_timeout(t0 + secs(3.0));
+    a.handle_outbound(t0 + secs(3.0), p);
+    assert!(!drain(&mut a).is_empty(), "asked again after the hold");
+}
+
+#[test]
+fn an_unanswered_resolution_is_retried_then_given_up() {
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    a.handle_timeout(t0);
+    drain(&mut a);
+    a.handle_outbound(t0, udp4(100, 9, true));
+    let mut asked = drain(&mut a).len();
+    let mut t = t0;
+    while let Some(due) = a.poll_timeout().filter(|&d| d < t0 + secs(2.5)) {
+        t = due;
+        a.handle_timeout(t);
+        asked += drain(&mut a).len();
+    }
+    assert_eq!(asked, 4, "arp_tries requests");
+    assert_eq!(a.counters().drop_unresolved, 1);
+    assert!(t < t0 + secs(2.5));
+}
+
+#[test]
+fn multicast_is_dropped_without_asking_the_server() {
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    let mut p = udp4(100, 9, true);
+    p[16..20].copy_from_slice(&[224, 0, 0, 251]);
+    a.handle_outbound(t0, p);
+    assert!(drain(&mut a).is_empty());
+    assert_eq!((a.counters().drop_multicast, a.waiting()), (1, 0));
+}
+
+#[test]
+fn unsolicited_replies_leave_no_state() {
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    let reply = Repr {
+        op: Op::Reply,
+        ipv6: false,
+        source_atm: Some(atm("+666")),
+        source_ip: Some("10.0.0.7".parse().expect("ip")),
+        target_atm: Some(atm(A)),
+        target_ip: Some("10.0.0.1".parse().expect("ip")),
+    };
+    a.handle_server_frame(t0, &arp_frame(&reply.to_bytes().expect("encodable")));
+    assert!(a.table().is_empty());
+    a.handle_server_frame(t0, b"\xAA\xAA\x03\0\0\0\x08\x06garbage");
+    assert_eq!(a.counters().drop_malformed, 1);
+}
+
+#[test]
+fn the_mtu_is_agreed_per_vc() {
+    let t0 = Instant::ZERO;
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    a.cfg.mtu = 65000;
+    a.handle_outbound(t0, udp4(100, 9, true));
+    let (vc, _, _, mtu) = setups(&via_server(&mut a, &mut s, t0))[0];
+    assert_eq!(mtu, 65000, "offers its own");
+    // The callee's MTU is smaller: it refuses with cause 73, and the default follows.
+    a.handle_setup_failed(t0, vc, Some(CAUSE_MTU));
+    assert_eq!(setups(&drain(&mut a)), vec![(vc, atm(B), 1, DEFAULT_MTU)]);
+    a.handle_setup_done(t0, vc);
+    drain(&mut a);
+    // Over the VC's MTU: DF set → ICMP fragmentation needed back to the sender ...
+    a.handle_outbound(t0, udp4(20000, 9, true));
+    let acts = drain(&mut a);
+    let Some(Action::Deliver(icmp)) = acts.first() else {
+        panic!("an ICMP error, got {acts:?}");
+    };
+    assert_eq!((icmp[20], icmp[21]), (3, 4));
+    assert_eq!(u16::from_be_bytes([icmp[26], icmp[27]]), 9180);
+    // ... DF clear → fragments; IPv6 → packet too big.
+    a.handle_outbound(t0, udp4(20000, 9, false));
+    let tx = transmits(&drain(&mut a));
+    assert_eq!(tx.len(), 3);
+    assert!(tx.iter().all(|(v, f)| *v == vc && f.len() <= 9180 + 8));
+    // IPv6 to the same host and class rides the same VC, once fd00::2 is resolved.
+    a.handle_outbound(t0, tcp6(30000, 80));
+    let acts = via_server(&mut a, &mut s, t0);
+    assert!(
+        matches!(&acts[..], [Action::Deliver(p)] if p[40] == 2),
+        "{acts:?}"
+    );
+    assert_eq!(a.counters().icmp_too_big, 2);
+    assert_eq!(a.counters().fragmented, 1);
+}
+
+#[test]
+fn a_callee_takes_the_default_mtu_and_offers_up_to_its_own() {
+    let t0 = Instant::ZERO;
+    let mut b = node_a(t0);
+    b.cfg.mtu = 1500;
+    assert_eq!(
+        b.handle_incoming(t0, atm(A), Some(1), Some(65000)),
+        Err(CAUSE_MTU)
+    );
+    assert!(matches!(
+        b.handle_incoming(t0, atm(A), Some(1), Some(DEFAULT_MTU)),
+        Ok((_, 9180))
+    ));
+    assert!(matches!(
+        b.handle_incoming(t0, atm(A), Some(1), Some(1400)),
+        Ok((_, 1400))
+    ));
+    assert!(matches!(
+        b.handle_incoming(t0, atm(A), None, None),
+        Ok((_, 9180))
+    ));
+}
+
+#[test]
+fn a_vc_the_peer_set_up_carries_the_replies_of_its_class() {
+    let t0 = Instant::ZERO;
+    let (mut b, mut s) = (node_a(t0), server(t0));
+    // B's view: a call from +4420002 (whom the server knows as 10.0.0.2), class 1.
+    let (vc, _) = b
+        .handle_incoming(t0, atm(B), Some(1), None)
+        .expect("accepted");
+    let inbound = frame(&udp4(100, 9, true));
+    assert_eq!(b.handle_frame(t0, vc, &inbound), Some(&inbound[8..]));
+    b.handle_outbound(t0, udp4(100, 7, true));
+    let acts = via_server(&mut b, &mut s, t0);
+    assert!(setups(&acts).is_empty(), "no second VC");
+    assert_eq!(transmits(&acts).len(), 1);
+    assert_eq!(transmits(&acts)[0].0, vc);
+    // A packet of another class still gets its own VC.
+    b.handle_outbound(t0, udp4(100, 5004, true));
+    assert_eq!(setups(&drain(&mut b)).len(), 1);
+    // The peer releases: the route goes with it.
+    b.handle_closed(t0, vc);
+    b.handle_outbound(t0, udp4(100, 7, true));
+    assert_eq!(setups(&drain(&mut b)).len(), 1);
+}
+
+#[test]
+fn inatmarp_finds_the_peer_on_a_pvc() {
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    let mut bcfg = NodeConfig::new(atm(B));
+    bcfg.ipv4 = Some("10.0.0.2".parse().expect("ip"));
+    let mut b = Node::new(bcfg, policy(), t0);
+    let pvc: AtmAddr = "0.0.100".parse().expect("pvc");
+    let va = a.add_pvc(t0, pvc, DEFAULT_MTU);
+    let vb = b.add_pvc(t0, pvc, DEFAULT_MTU);
+    // A's InARP requests reach B, B's replies reach A (and the other way round).
+    for _ in 0..2 {
+        for (vc, f) in transmits(&drain(&mut a)) {
+            assert_eq!(vc, va);
+            assert_eq!(b.handle_frame(t0, vb, &f), None);
+        }
+        for (vc, f) in transmits(&drain(&mut b)) {
+            assert_eq!(vc, vb);
+            assert_eq!(a.handle_frame(t0, va, &f), None);
+        }
+    }
+    assert_eq!(
+        a.table().lookup(t0, "10.0.0.2".parse().expect("ip")),
+        Some(pvc)
+    );
+    assert_eq!(
+        b.table().lookup(t0, "10.0.0.1".parse().expect("ip")),
+        Some(pvc)
+    );
+    a.handle_outbound(t0, udp4(100, 5004, true));
+    let acts = drain(&mut a);
+    assert!(setups(&acts).is_empty());
+    assert_eq!(transmits(&acts)[0].0, va, "every class rides the PVC");
+    // A PVC is never released for idleness.
+    a.handle_timeout(t0 + secs(3600.0));
+    assert!(!drain(&mut a)
+        .iter()
+        .any(|x| matches!(x, Action::Release { .. })));
+}

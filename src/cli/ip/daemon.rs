@@ -1,0 +1,459 @@
+//! The threads of `natm ip`: the TUN reader, one sender and one receiver per VC, the
+//! call setups, the listener for calls on SAP `ip`, the ATMARP client (and server),
+//! and the timer. All protocol decisions are the sans-IO [`Node`]'s; this file moves
+//! bytes and time in and out of it.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::Duration;
+
+use anyhow::{anyhow, Context};
+use natm::time::Instant;
+use natm::ulib::{Connection, Error, Host, HostConfig, Listener};
+use natm::wire::addr::AtmAddr;
+use natm_proto::ip::arp::{ArpServer, ServerOutcome, SERVER_AGE};
+use natm_proto::ip::atmarp::Repr;
+use natm_proto::ip::llc::{self, Payload};
+use natm_proto::ip::node::{arp_frame, Action, Node, VcId};
+use tun_rs::{DeviceBuilder, SyncDevice};
+
+use super::{qos, IpConfig, ARP_SAP, IP_SAP};
+
+/// Packets queued for one VC's sender thread; past it the interface drops, as a
+/// full device queue does (TCP sees a loss, nothing blocks the other VCs).
+const VC_QUEUE: usize = 512;
+/// The longest the timer thread sleeps (it is woken earlier when the node's next
+/// deadline moves closer).
+const TICK: Duration = Duration::from_millis(200);
+/// Time between attempts to reach the ATMARP server.
+const ARP_RECONNECT: Duration = Duration::from_secs(1);
+/// Most ATMARP server entries.
+const ARP_SERVER_ENTRIES: usize = 4096;
+
+/// One open VC as the threads see it.
+struct VcHandle {
+    conn: Arc<Connection>,
+    tx: SyncSender<Vec<u8>>,
+}
+
+/// State every thread shares.
+struct Shared {
+    node: Mutex<Node>,
+    wake: Condvar,
+    vcs: Mutex<HashMap<VcId, VcHandle>>,
+    server: Mutex<Option<SyncSender<Vec<u8>>>>,
+    tun: SyncDevice,
+    host: Host,
+    epoch: std::time::Instant,
+    tun_drops: std::sync::atomic::AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Shared {
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// Runs `f` on the node, then carries out what it asks (outside the lock).
+    fn with_node<R>(self: &Arc<Self>, f: impl FnOnce(&mut Node, Instant) -> R) -> R {
+        let (r, actions) = {
+            let mut node = lock(&self.node);
+            let now = self.now();
+            let r = f(&mut node, now);
+            let actions: Vec<_> = std::iter::from_fn(|| node.poll_action()).collect();
+            (r, actions)
+        };
+        self.wake.notify_one();
+        for a in actions {
+            self.act(a);
+        }
+        r
+    }
+
+    fn act(self: &Arc<Self>, a: Action) {
+        match a {
+            Action::Transmit { vc, frame } => {
+                let vcs = lock(&self.vcs);
+                if let Some(h) = vcs.get(&vc) {
+                    if let Err(TrySendError::Full(_)) = h.tx.try_send(frame) {
+                        self.tun_drops
+                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            }
+            Action::ToServer(frame) => {
+                if let Some(tx) = lock(&self.server).as_ref() {
+                    let _ = tx.try_send(frame);
+                }
+            }
+            Action::Deliver(packet) => {
+                let _ = self.tun.send(&packet);
+            }
+            Action::Setup {
+                vc,
+                peer,
+                class,
+                mtu,
+            } => {
+                let me = self.clone();
+                thread::spawn(move || me.setup(vc, peer, class, mtu));
+            }
+            Action::Release { vc, .. } => {
+                if let Some(h) = lock(&self.vcs).remove(&vc) {
+                    tracing::info!(vc, "releasing idle VC");
+                    h.conn.abort();
+                }
+            }
+        }
+    }
+
+    /// Calls `peer` for VC `vc`; on success the VC's threads start.
+    fn setup(self: Arc<Self>, vc: VcId, peer: AtmAddr, class: usize, mtu: u32) {
+        let qos = {
+            let node = lock(&self.node);
+            qos::with_mtu(node.policy().qos(class), mtu)
+        };
+        let result = qos
+            .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
+            .and_then(|q| {
+                self.host
+                    .connect(format!("{peer}:{IP_SAP}").as_str(), &q)
+                    .map(|c| (c, q))
+            });
+        match result {
+            Ok((conn, q)) => {
+                tracing::info!(vc, %peer, qos = %q, "VC up");
+                self.start_vc(vc, conn);
+                self.with_node(|n, now| n.handle_setup_done(now, vc));
+            }
+            Err(e) => {
+                let cause = match &e {
+                    Error::Refused { cause, .. } => Some(*cause),
+                    _ => None,
+                };
+                tracing::warn!(vc, %peer, "VC setup failed: {e}");
+                self.with_node(|n, now| n.handle_setup_failed(now, vc, cause));
+            }
+        }
+    }
+
+    /// Starts the sender and receiver threads of an open VC.
+    fn start_vc(self: &Arc<Self>, vc: VcId, conn: Connection) {
+        let conn = Arc::new(conn);
+        let (tx, rx) = sync_channel::<Vec<u8>>(VC_QUEUE);
+        lock(&self.vcs).insert(
+            vc,
+            VcHandle {
+                conn: conn.clone(),
+                tx,
+            },
+        );
+        let sender = conn.clone();
+        thread::spawn(move || {
+            // Ends when the handle (and so the channel) is dropped, or the VC fails.
+            while let Ok(frame) = rx.recv() {
+                if sender.send(&frame).is_err() {
+                    break;
+                }
+            }
+        });
+        let me = self.clone();
+        thread::spawn(move || {
+            // Ends when the peer closes, the VC fails, or this end releases it.
+            while let Ok(Some(chunk)) = conn.recv() {
+                let packet =
+                    me.with_node(|n, now| n.handle_frame(now, vc, &chunk).map(<[u8]>::to_vec));
+                if let Some(p) = packet {
+                    let _ = me.tun.send(&p);
+                }
+            }
+            lock(&me.vcs).remove(&vc);
+            me.with_node(|n, now| n.handle_closed(now, vc));
+        });
+    }
+
+    /// Takes calls on SAP `ip`.
+    fn listen(self: Arc<Self>, listener: Listener) {
+        loop {
+            let call = match listener.next_call(None) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!("listener on SAP {IP_SAP} failed: {e}");
+                    std::process::exit(1);
+                }
+            };
+            let Ok(caller) = call.caller.parse::<AtmAddr>() else {
+                let _ = call.reject(21);
+                continue;
+            };
+            let (class, offered) = {
+                let node = lock(&self.node);
+                qos::classify_call(node.policy(), &call.qos)
+            };
+            let decided = self.with_node(|n, now| n.handle_incoming(now, caller, class, offered));
+            match decided {
+                Ok((vc, mtu)) => match call.accept() {
+                    Ok(conn) => {
+                        tracing::info!(vc, %caller, mtu, ?class, "call taken");
+                        self.start_vc(vc, conn);
+                    }
+                    Err(e) => {
+                        tracing::warn!(%caller, "accepting failed: {e}");
+                        self.with_node(|n, now| n.handle_closed(now, vc));
+                    }
+                },
+                Err(cause) => {
+                    tracing::info!(%caller, cause, "call refused");
+                    let _ = call.reject(cause);
+                }
+            }
+        }
+    }
+
+    /// Keeps a VC to the ATMARP server, feeding its answers to the node.
+    fn arp_client(self: Arc<Self>, server: AtmAddr) {
+        loop {
+            match self
+                .host
+                .connect(format!("{server}:{ARP_SAP}").as_str(), "reliable")
+            {
+                Ok(conn) => {
+                    let conn = Arc::new(conn);
+                    let (tx, rx) = sync_channel::<Vec<u8>>(VC_QUEUE);
+                    *lock(&self.server) = Some(tx);
+                    let sender = conn.clone();
+                    thread::spawn(move || {
+                        while let Ok(f) = rx.recv() {
+                            if sender.send(&f).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                    self.with_node(|n, now| n.handle_server_up(now));
+                    while let Ok(Some(chunk)) = conn.recv() {
+                        self.with_node(|n, now| n.handle_server_frame(now, &chunk));
+                    }
+                    *lock(&self.server) = None;
+                    tracing::warn!(%server, "ATMARP server VC closed; calling again");
+                }
+                Err(e) => tracing::warn!(%server, "cannot reach the ATMARP server: {e}"),
+            }
+            thread::sleep(ARP_RECONNECT);
+        }
+    }
+
+    /// Runs the node's timers.
+    fn timers(self: Arc<Self>) {
+        let mut node = lock(&self.node);
+        loop {
+            let now = self.now();
+            let sleep = node
+                .poll_timeout()
+                .map_or(TICK, |t| t.saturating_duration_since(now).min(TICK));
+            node = self
+                .wake
+                .wait_timeout(node, sleep)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+            let now = self.now();
+            if node.poll_timeout().is_some_and(|t| t <= now) {
+                node.handle_timeout(now);
+                let actions: Vec<_> = std::iter::from_fn(|| node.poll_action()).collect();
+                drop(node);
+                for a in actions {
+                    self.act(a);
+                }
+                node = lock(&self.node);
+            }
+        }
+    }
+}
+
+/// The ATMARP server: answers every client VC on SAP `atmarp`.
+fn serve_arp(
+    host: Host,
+    own: Vec<(IpAddr, AtmAddr)>,
+    epoch: std::time::Instant,
+) -> anyhow::Result<()> {
+    let listener = host.bind(ARP_SAP, "reliable").with_context(|| {
+        format!("cannot listen on SAP {ARP_SAP} (is another ATMARP server running on this host?)")
+    })?;
+    let server = Arc::new(Mutex::new(ArpServer::new(ARP_SERVER_ENTRIES, SERVER_AGE)));
+    let now =
+        move || Instant::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
+    for (ip, atm) in own {
+        lock(&server).add_permanent(now(), ip, atm);
+    }
+    thread::spawn(move || loop {
+        let call = match listener.next_call(None) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!("ATMARP listener failed: {e}");
+                std::process::exit(1);
+            }
+        };
+        let Ok(caller) = call.caller.parse::<AtmAddr>() else {
+            let _ = call.reject(21);
+            continue;
+        };
+        let Ok(conn) = call.accept() else { continue };
+        let server = server.clone();
+        thread::spawn(move || {
+            while let Ok(Some(chunk)) = conn.recv() {
+                let Ok((Payload::Arp, body)) = llc::parse(&chunk) else {
+                    continue;
+                };
+                let Ok(req) = Repr::parse(body) else { continue };
+                let (outcome, reply) = {
+                    let mut s = lock(&server);
+                    let t = now();
+                    s.expire(t);
+                    s.handle(t, caller, &req)
+                };
+                if outcome == ServerOutcome::Refused {
+                    tracing::warn!(%caller, ?req, "ATMARP request refused");
+                }
+                if let Some(bytes) = reply.and_then(|r| r.to_bytes().ok()) {
+                    if conn.send(&arp_frame(&bytes)).is_err() {
+                        break;
+                    }
+                }
+            }
+        });
+    });
+    Ok(())
+}
+
+fn open_tun(cfg: &IpConfig) -> anyhow::Result<SyncDevice> {
+    let mut b = DeviceBuilder::new()
+        .name(cfg.name.clone())
+        .mtu(u16::try_from(cfg.node.mtu).unwrap_or(u16::MAX));
+    if let Some((a, p)) = cfg.ipv4 {
+        b = b.ipv4(a, p, None);
+    }
+    if let Some((a, p)) = cfg.ipv6 {
+        b = b.ipv6(a, p);
+    }
+    b.build_sync().with_context(|| {
+        format!(
+            "cannot create TUN interface {} (needs root or CAP_NET_ADMIN, and /dev/net/tun)",
+            cfg.name
+        )
+    })
+}
+
+pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
+    let tun = open_tun(&cfg)?;
+    let mut hc = HostConfig::default();
+    if let Some(p) = &cfg.sigd {
+        hc.sigd_socket = Some(p.clone());
+    }
+    let host = Host::open(hc).map_err(|e| anyhow!("cannot start natm's engine: {e}"))?;
+    let epoch = std::time::Instant::now();
+    if cfg.arp_server {
+        let own = [
+            cfg.ipv4.map(|x| IpAddr::V4(x.0)),
+            cfg.ipv6.map(|x| IpAddr::V6(x.0)),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|ip| (ip, cfg.node.atm))
+        .collect();
+        serve_arp(host.clone(), own, epoch)?;
+    }
+    let listener = host.bind(IP_SAP, "ubr").with_context(|| {
+        format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
+    })?;
+    let node = Node::new(
+        cfg.node.clone(),
+        cfg.policy.clone(),
+        natm::time::Instant::ZERO,
+    );
+    let shared = Arc::new(Shared {
+        node: Mutex::new(node),
+        wake: Condvar::new(),
+        vcs: Mutex::new(HashMap::new()),
+        server: Mutex::new(None),
+        tun,
+        host: host.clone(),
+        epoch,
+        tun_drops: std::sync::atomic::AtomicU64::new(0),
+    });
+    if let Some((pvc, bind, via)) = cfg.pvc {
+        let AtmAddr::Pvc(p) = pvc else {
+            return Err(anyhow!("--pvc is not a PVC"));
+        };
+        let (natm::wire::addr::PvcPart::Num(vpi), natm::wire::addr::PvcPart::Num(vci)) =
+            (p.vpi(), p.vci())
+        else {
+            return Err(anyhow!("--pvc needs a number for VPI and VCI"));
+        };
+        let vpi = u8::try_from(vpi).map_err(|_| anyhow!("--pvc: VPI {vpi} is over 255"))?;
+        let conn = host
+            .open_pvc_from(bind, vpi, vci, via, "ubr:transport=none")
+            .map_err(|e| anyhow!("opening PVC {vpi}.{vci}: {e}"))?;
+        let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.mtu));
+        // The InARP request went before the VC's threads existed: ask again now.
+        shared.start_vc(vc, conn);
+        shared.with_node(|n, now| n.handle_server_up(now));
+    }
+    {
+        let s = shared.clone();
+        thread::spawn(move || s.timers());
+        let s = shared.clone();
+        thread::spawn(move || s.listen(listener));
+        let s = shared.clone();
+        let server = cfg.arp;
+        thread::spawn(move || s.arp_client(server));
+    }
+    if !cfg.report.is_zero() {
+        let s = shared.clone();
+        let every = cfg.report;
+        thread::spawn(move || loop {
+            thread::sleep(every);
+            let node = lock(&s.node);
+            let c = node.counters();
+            let vcs: Vec<String> = node
+                .vcs()
+                .map(|(id, peer, class, mtu)| {
+                    format!(
+                        "vc {id} to {peer} class {} mtu {mtu}",
+                        class.map_or("-".to_owned(), |c| c.to_string())
+                    )
+                })
+                .collect();
+            eprintln!(
+                "natm ip: {c:?}; tun drops {}; {}",
+                s.tun_drops.load(std::sync::atomic::Ordering::Relaxed),
+                vcs.join(", ")
+            );
+        });
+    }
+    eprintln!(
+        "natm ip: {} up (mtu {}{}{}), ATM address {}, ATMARP server {}{}",
+        cfg.name,
+        cfg.node.mtu,
+        cfg.ipv4
+            .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
+        cfg.ipv6
+            .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
+        cfg.node.atm,
+        cfg.arp,
+        if cfg.arp_server { " (this host)" } else { "" },
+    );
+    let mut buf = vec![0u8; 65_536];
+    loop {
+        let n = shared
+            .tun
+            .recv(&mut buf)
+            .context("reading the TUN interface")?;
+        let packet = buf[..n].to_vec();
+        shared.with_node(|node, now| node.handle_outbound(now, packet));
+    }
+}

@@ -1,0 +1,527 @@
+//! `natm ip` between two network namespaces joined by a veth (issue 18): a sigd and a
+//! `natm ip` in each (A also the ATMARP server), then ping both ways over IPv4 and
+//! IPv6, TCP and UDP byte-exact, an HTTP download, an iperf3 run, the on-demand VC
+//! and its idle release in `natm stat`, and a policy CBR flow beside bulk TCP.
+//! Needs root and /dev/net/tun; skips with a message otherwise.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const NATM: &str = env!("CARGO_BIN_EXE_natm");
+
+/// Why the test cannot run here, if it cannot.
+fn unavailable() -> Option<String> {
+    if !rustix::process::geteuid().is_root() {
+        return Some("not root".into());
+    }
+    if !Path::new("/dev/net/tun").exists() {
+        return Some("no /dev/net/tun".into());
+    }
+    for tool in ["ip", "ping", "python3", "curl"] {
+        let found = Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Some(format!("{tool} missing"));
+        }
+    }
+    None
+}
+
+fn have(tool: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {tool}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Two namespaces and what runs in them; everything goes on drop, on every exit path.
+struct Net {
+    ns: [String; 2],
+    dir: PathBuf,
+    children: Vec<Child>,
+}
+
+impl Drop for Net {
+    fn drop(&mut self) {
+        for c in &mut self.children {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        for ns in &self.ns {
+            let _ = Command::new("ip").args(["netns", "del", ns]).status();
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn sh(cmd: &[&str]) -> Output {
+    Command::new(cmd[0]).args(&cmd[1..]).output().expect("runs")
+}
+
+fn ok(cmd: &[&str]) {
+    let o = sh(cmd);
+    assert!(
+        o.status.success(),
+        "{cmd:?}: {}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+impl Net {
+    fn new() -> Net {
+        let tag = format!("{:x}", std::process::id() & 0xfffff);
+        let ns = [format!("natmip{tag}a"), format!("natmip{tag}b")];
+        let dir = std::env::temp_dir().join(format!("natm-ip-test-{tag}"));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let net = Net {
+            ns,
+            dir,
+            children: Vec::new(),
+        };
+        for n in &net.ns {
+            ok(&["ip", "netns", "add", n]);
+        }
+        let (va, vb) = (format!("nipa{tag}"), format!("nipb{tag}"));
+        ok(&[
+            "ip", "link", "add", &va, "netns", &net.ns[0], "type", "veth", "peer", "name", &vb,
+            "netns", &net.ns[1],
+        ]);
+        for (i, v) in [&va, &vb].into_iter().enumerate() {
+            let n = &net.ns[i];
+            ok(&[
+                "ip",
+                "-n",
+                n,
+                "addr",
+                "add",
+                &format!("10.231.0.{}/24", i + 1),
+                "dev",
+                v,
+            ]);
+            ok(&["ip", "-n", n, "link", "set", v, "up"]);
+            ok(&["ip", "-n", n, "link", "set", "lo", "up"]);
+        }
+        net
+    }
+
+    /// A command in namespace `i`.
+    fn cmd(&self, i: usize, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns[i]]).args(args);
+        c
+    }
+
+    fn run(&self, i: usize, args: &[&str]) -> Output {
+        self.cmd(i, args).output().expect("runs")
+    }
+
+    fn spawn(&mut self, i: usize, args: &[&str], log: &str) {
+        let child = self
+            .cmd(i, args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::from(
+                std::fs::File::create(self.dir.join(log)).expect("log"),
+            ))
+            .stderr(Stdio::from(
+                std::fs::File::create(self.dir.join(format!("{log}.err"))).expect("log"),
+            ))
+            .spawn()
+            .expect("spawns");
+        self.children.push(child);
+    }
+
+    fn log(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
+    }
+
+    fn sock(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("sigd{i}.sock"))
+    }
+
+    fn stat(&self, i: usize) -> Value {
+        let o = self.run(
+            i,
+            &[
+                NATM,
+                "stat",
+                "--json",
+                "--socket",
+                self.sock(i).to_str().expect("utf-8"),
+            ],
+        );
+        assert!(
+            o.status.success(),
+            "natm stat: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        serde_json::from_slice(&o.stdout).expect("JSON")
+    }
+
+    /// The QoS of each call on SAP `ip` host `i`'s sigd holds.
+    fn ip_calls(&self, i: usize) -> Vec<String> {
+        self.stat(i)["calls"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["sap"] == "ip")
+            .map(|c| c["qos"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    }
+
+    fn wait_for(&self, what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+        let until = Instant::now() + Duration::from_secs(secs);
+        while !f() {
+            assert!(
+                Instant::now() < until,
+                "{what}\nip a: {}\nip b: {}",
+                self.log("ip0.err"),
+                self.log("ip1.err")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+const ADDR: [&str; 2] = ["+4420001", "+4420002"];
+const V4: [&str; 2] = ["10.77.0.1", "10.77.0.2"];
+const V6: [&str; 2] = ["fd77::1", "fd77::2"];
+
+fn start(net: &mut Net) {
+    for i in 0..2 {
+        let cfg = net.dir.join(format!("sigd{i}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "addresses = [\"{}\"]\nsocket = \"{}\"\nsignalling = \"10.231.0.{}:2905\"\n\
+                 [link]\ncapacity = \"1Gbps\"\ntpdu_cost_ns = 1000\n\
+                 [[directory]]\nprefix = \"{}\"\npeer = \"10.231.0.{}:2905\"\n",
+                ADDR[i],
+                net.sock(i).display(),
+                i + 1,
+                ADDR[1 - i],
+                2 - i
+            ),
+        )
+        .expect("config");
+        net.spawn(
+            i,
+            &[NATM, "sigd", "--config", cfg.to_str().expect("utf-8")],
+            &format!("sigd{i}"),
+        );
+    }
+    for i in 0..2 {
+        let sock = net.sock(i);
+        net.wait_for("sigd up", 20, || sock.exists());
+    }
+    for i in 0..2 {
+        let v4 = format!("{}/24", V4[i]);
+        let v6 = format!("{}/64", V6[i]);
+        let sock = net.sock(i).to_str().expect("utf-8").to_owned();
+        let mut args = vec![
+            NATM,
+            "ip",
+            "--address",
+            ADDR[i],
+            "--ipv4",
+            &v4,
+            "--ipv6",
+            &v6,
+            "--sigd",
+            &sock,
+            "--idle",
+            "4s",
+            "--policy",
+            "udp dport 5004 -> cbr:pcr=20Mbps",
+        ];
+        if i == 0 {
+            args.push("--arp-server");
+        } else {
+            args.extend(["--arp", ADDR[0]]);
+        }
+        net.spawn(i, &args, &format!("ip{i}"));
+    }
+    for i in 0..2 {
+        net.wait_for("natm0 up", 20, || {
+            net.run(i, &["ip", "link", "show", "natm0"])
+                .status
+                .success()
+        });
+    }
+}
+
+fn ping(net: &Net, from: usize, to: &str) {
+    let o = net.run(from, &["ping", "-c", "3", "-i", "0.2", "-w", "15", to]);
+    assert!(
+        o.status.success(),
+        "ping {to}: {}\n{}\nip a: {}\nip b: {}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+        net.log("ip0.err"),
+        net.log("ip1.err")
+    );
+}
+
+/// A TCP or UDP receiver in namespace `i` writing what it gets to `out`.
+const TCP_SINK: &str = "import socket,sys\n\
+s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); s.settimeout(30)\n\
+c,_=s.accept(); f=open(sys.argv[3],'wb')\n\
+while True:\n  b=c.recv(65536)\n  if not b: break\n  f.write(b)\nf.close()\n";
+
+const TCP_SOURCE: &str = "import socket,sys,time\n\
+d=open(sys.argv[3],'rb').read()\n\
+for i in range(100):\n  try:\n    c=socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10); break\n  except OSError: time.sleep(0.1)\n\
+c.sendall(d); c.close()\n";
+
+const UDP_SINK: &str = "import socket,sys\n\
+s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2]))); s.settimeout(float(sys.argv[4]))\n\
+f=open(sys.argv[3],'wb'); n=0\n\
+try:\n  while True:\n    b,_=s.recvfrom(65536); f.write(b); n+=len(b)\nexcept socket.timeout: pass\nf.close(); print(n)\n";
+
+/// Sends datagrams of `size` to HOST PORT at `rate` bytes/s for `secs`; prints bytes sent.
+const UDP_SOURCE: &str = "import socket,sys,time\n\
+s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n\
+size=int(sys.argv[3]); rate=float(sys.argv[4]); secs=float(sys.argv[5]); n=0; i=0; t0=time.time()\n\
+while time.time()-t0 < secs:\n  \
+b=(i.to_bytes(4,'big')*(size//4+1))[:size]; s.sendto(b,(sys.argv[1], int(sys.argv[2]))); n+=size; i+=1\n  \
+d=t0+n/rate-time.time()\n  \
+if d>0: time.sleep(d)\n\
+print(n)\n";
+
+fn python(net: &Net, i: usize, script: &str, args: &[&str]) -> Command {
+    let mut c = net.cmd(i, &["python3", "-c", script]);
+    c.args(args);
+    c
+}
+
+#[test]
+fn ip_over_natm_between_two_namespaces() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipping ip_over_natm_between_two_namespaces: {why}");
+        return;
+    }
+    let mut net = Net::new();
+    start(&mut net);
+
+    // Ping both ways, IPv4 and IPv6: the first packet resolves and sets up a VC.
+    ping(&net, 0, V4[1]);
+    ping(&net, 1, V4[0]);
+    ping(&net, 0, V6[1]);
+    ping(&net, 1, V6[0]);
+    let calls = net.ip_calls(0);
+    assert!(
+        calls.iter().any(|q| q.starts_with("best-effort")),
+        "the on-demand VC is in natm stat: {calls:?}"
+    );
+
+    // TCP, byte-exact, 4 MB of data that is not all one byte.
+    let data: Vec<u8> = (0..4_000_000u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let src = net.dir.join("data.bin");
+    std::fs::write(&src, &data).expect("data");
+    let got = net.dir.join("tcp.out");
+    let mut sink = python(
+        &net,
+        1,
+        TCP_SINK,
+        &[V4[1], "7001", got.to_str().expect("utf-8")],
+    )
+    .spawn()
+    .expect("sink");
+    let o = python(
+        &net,
+        0,
+        TCP_SOURCE,
+        &[V4[1], "7001", src.to_str().expect("utf-8")],
+    )
+    .output()
+    .expect("source");
+    assert!(
+        o.status.success(),
+        "tcp source: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(sink.wait().expect("sink").success());
+    assert!(
+        std::fs::read(&got).expect("received") == data,
+        "TCP data differs"
+    );
+
+    // UDP, byte-exact: every datagram as sent (a paced, light load).
+    let got = net.dir.join("udp.out");
+    let sink = python(
+        &net,
+        1,
+        UDP_SINK,
+        &[V4[1], "7002", got.to_str().expect("utf-8"), "2"],
+    )
+    .stdout(Stdio::piped())
+    .spawn()
+    .expect("sink");
+    std::thread::sleep(Duration::from_millis(300));
+    let o = python(
+        &net,
+        0,
+        UDP_SOURCE,
+        &[V4[1], "7002", "1200", "1000000", "1"],
+    )
+    .output()
+    .expect("source");
+    let sent: usize = String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .expect("bytes sent");
+    let out = sink.wait_with_output().expect("sink");
+    let recvd = std::fs::read(&got).expect("received");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse::<usize>()
+            .ok(),
+        Some(sent),
+        "every UDP byte arrived"
+    );
+    for (i, d) in recvd.chunks(1200).enumerate() {
+        let want: Vec<u8> = (i as u32)
+            .to_be_bytes()
+            .iter()
+            .copied()
+            .cycle()
+            .take(1200)
+            .collect();
+        assert_eq!(d, &want[..], "datagram {i} as sent, in order");
+    }
+
+    // An HTTP download from python3's http.server, with curl.
+    let www = net.dir.join("www");
+    std::fs::create_dir_all(&www).expect("www");
+    std::fs::write(www.join("file.bin"), &data).expect("file");
+    let server = net
+        .cmd(
+            1,
+            &[
+                "python3",
+                "-m",
+                "http.server",
+                "8080",
+                "--bind",
+                V4[1],
+                "--directory",
+                www.to_str().expect("utf-8"),
+            ],
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("http server");
+    net.children.push(server);
+    let dl = net.dir.join("dl.bin");
+    let o = net.run(
+        0,
+        &[
+            "curl",
+            "-sS",
+            "--retry",
+            "20",
+            "--retry-connrefused",
+            "--retry-delay",
+            "0",
+            "-o",
+            dl.to_str().expect("utf-8"),
+            "http://10.77.0.2:8080/file.bin",
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "curl: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(
+        std::fs::read(&dl).expect("download") == data,
+        "HTTP download differs"
+    );
+
+    // iperf3, and beside it a 8 Mbit/s UDP flow on port 5004, which the policy puts on
+    // its own CBR VC: the VC exists with its QoS and the flow's packets arrive.
+    if have("iperf3") {
+        let server = net
+            .cmd(1, &["iperf3", "-s", "-1", "-B", V4[1]])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("iperf3 -s");
+        net.children.push(server);
+        std::thread::sleep(Duration::from_millis(500));
+        let got = net.dir.join("cbr.out");
+        let sink = python(
+            &net,
+            1,
+            UDP_SINK,
+            &[V4[1], "5004", got.to_str().expect("utf-8"), "3"],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("sink");
+        let source = python(
+            &net,
+            0,
+            UDP_SOURCE,
+            &[V4[1], "5004", "1000", "1000000", "4"],
+        )
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("source");
+        let o = net.run(0, &["iperf3", "-c", V4[1], "-t", "3", "-J"]);
+        assert!(
+            o.status.success(),
+            "iperf3: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
+        let v: Value = serde_json::from_slice(&o.stdout).expect("iperf3 JSON");
+        let bps = v["end"]["sum_received"]["bits_per_second"]
+            .as_f64()
+            .unwrap_or(0.0);
+        assert!(bps > 0.0, "iperf3 moved data: {v}");
+        let calls = net.ip_calls(0);
+        assert!(
+            calls.iter().any(|q| q.starts_with("cbr:pcr=20Mbps")),
+            "the CBR flow has its own VC: {calls:?}"
+        );
+        let sent: usize =
+            String::from_utf8_lossy(&source.wait_with_output().expect("source").stdout)
+                .trim()
+                .parse()
+                .expect("bytes sent");
+        let recvd: usize = String::from_utf8_lossy(&sink.wait_with_output().expect("sink").stdout)
+            .trim()
+            .parse()
+            .expect("bytes received");
+        eprintln!(
+            "iperf3 {:.1} Mbit/s; CBR flow {sent} bytes sent, {recvd} received",
+            bps / 1e6
+        );
+        assert!(
+            recvd * 2 >= sent,
+            "the CBR flow's packets arrive beside bulk TCP: {recvd} of {sent}"
+        );
+    } else {
+        eprintln!("iperf3 missing: its run and the CBR-beside-bulk check are skipped");
+    }
+
+    // Idle release: with nothing sent, the VCs go after --idle (4 s) and natm stat
+    // shows no call on SAP ip at either host.
+    net.wait_for("idle VCs released", 30, || {
+        net.ip_calls(0).is_empty() && net.ip_calls(1).is_empty()
+    });
+    // And the next packet sets one up again.
+    ping(&net, 0, V4[1]);
+    assert!(!net.ip_calls(0).is_empty());
+}
