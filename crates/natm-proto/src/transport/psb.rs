@@ -393,7 +393,7 @@ impl Psb {
                 // Only the echo of the probe outstanding is a sample (at most one per
                 // interval, whatever arrives).
                 if !self.sync.on_echo(h.seq) {
-                    self.stats.drop_malformed += 1;
+                    self.stats.sync_unmatched += 1;
                     return;
                 }
                 self.stats.sync_echoes += 1;

@@ -79,6 +79,8 @@ pub struct PsbStats {
     pub syncs_sent: u64,
     /// SYNC-ECHOs that answered the outstanding probe (RTT samples taken).
     pub sync_echoes: u64,
+    /// SYNC-ECHOs of no outstanding probe (late, repeated or forged): no sample.
+    pub sync_unmatched: u64,
     /// SYNCs left unanswered: more than one per 10 ms arrived.
     pub syncs_unanswered: u64,
 }

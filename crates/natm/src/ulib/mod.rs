@@ -35,9 +35,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use connection::{
-    BareStats, Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, OamStats, Receiver,
-    Release, SealStats, Sender,
+    BareStats, Chunk, ConnStats, ConnStatus, Connection, Granted, IncomingCall, Listener,
+    OamStats, QosChange, Receiver, Release, SealStats, Sender,
 };
+pub use natm_proto::transport::QosOutcome;
 pub use natm_proto::endpoint::VcCounters;
 
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
