@@ -129,9 +129,19 @@ fn change_rates(c: &Connection) {
 }
 
 fn check(seen: &Seen) {
-    let (r, two_r, half_r) = (seen.rate(4 * MBPS), seen.rate(8 * MBPS), seen.rate(2 * MBPS));
-    assert!(two_r > 1.3 * r, "2R measured {two_r:.0} bit/s after R {r:.0}");
-    assert!(half_r < 0.75 * r, "R/2 measured {half_r:.0} bit/s after R {r:.0}");
+    let (r, two_r, half_r) = (
+        seen.rate(4 * MBPS),
+        seen.rate(8 * MBPS),
+        seen.rate(2 * MBPS),
+    );
+    assert!(
+        two_r > 1.3 * r,
+        "2R measured {two_r:.0} bit/s after R {r:.0}"
+    );
+    assert!(
+        half_r < 0.75 * r,
+        "R/2 measured {half_r:.0} bit/s after R {r:.0}"
+    );
     assert!(seen.every_message_whole);
     assert!(seen.ended_closed);
     assert_eq!(

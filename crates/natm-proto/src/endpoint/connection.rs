@@ -372,8 +372,12 @@ impl Connection {
             }
             PsbEvent::Readable => self.events.push_back(Event::Readable),
             PsbEvent::Writable => self.events.push_back(Event::Writable),
-            PsbEvent::QosChanged { rate } => self.events.push_back(Event::QosChanged { half, rate }),
-            PsbEvent::QosRefused { rate } => self.events.push_back(Event::QosRefused { half, rate }),
+            PsbEvent::QosChanged { rate } => {
+                self.events.push_back(Event::QosChanged { half, rate })
+            }
+            PsbEvent::QosRefused { rate } => {
+                self.events.push_back(Event::QosRefused { half, rate })
+            }
             PsbEvent::PeerClosed => {
                 if self.state == State::Established {
                     self.state = State::PeerClosed;

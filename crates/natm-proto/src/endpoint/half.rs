@@ -104,8 +104,12 @@ impl Core {
                         Event::PeerClosed => self.status.peer_closed = true,
                         Event::Closed => self.status.closed = true,
                         Event::Aborted(r) => self.status.aborted = Some(r),
-                        Event::QosChanged { rate } => self.status.qos = Some(QosOutcome::Changed { rate }),
-                        Event::QosRefused { rate } => self.status.qos = Some(QosOutcome::Refused { rate }),
+                        Event::QosChanged { rate } => {
+                            self.status.qos = Some(QosOutcome::Changed { rate })
+                        }
+                        Event::QosRefused { rate } => {
+                            self.status.qos = Some(QosOutcome::Refused { rate })
+                        }
                         Event::Writable | Event::Readable => {}
                     }
                     self.events.push_back(e);

@@ -487,9 +487,9 @@ impl Psb {
             }
             TpduType::Qos if matches!(self.state, State::Established | State::Closed) => {
                 let rate = qos_rate_of(&h);
-                let within = self
-                    .params
-                    .is_some_and(|p| rate > 0 && rate >= p.min_rate && (p.rate == 0 || rate <= p.rate));
+                let within = self.params.is_some_and(|p| {
+                    rate > 0 && rate >= p.min_rate && (p.rate == 0 || rate <= p.rate)
+                });
                 let (accepted, new) = self.qos_rx.answer(h.seq, rate, within);
                 if new {
                     if accepted {

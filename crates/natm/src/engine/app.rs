@@ -16,9 +16,20 @@ use crate::stages::{self, Stage};
 use crate::transport::{AbortReason, QosChangeError, QosOutcome, Status, TransportConfig};
 use crate::ulib::{Chunk, Error, WouldBlock};
 use natm_proto::endpoint::{
-    BareParams, ClientConfig, ConnectError, Connection, PsbStats, RecvError, RxHalf, SendError,
-    SignalledParams, TxHalf, VcCounters,
+    BareParams, ClientConfig, ConnectError, Connection, HalfStatus, PsbStats, RecvError, RxHalf,
+    SendError, SignalledParams, Simplex, TxHalf, VcCounters,
 };
+
+/// One VC's status flags ([`Conn::status_parts`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VcStatus {
+    /// The PSB's flags (all clear on a bare VC).
+    pub(crate) psb: Status,
+    /// What the half has come to.
+    pub(crate) half: HalfStatus,
+    /// The rate in force, payload bit/s.
+    pub(crate) rate_bps: u64,
+}
 
 /// How long both VCs of a direct connection may take to come up, at the protocol
 /// level; the application's own connect timeout is usually shorter.
@@ -599,22 +610,21 @@ impl Conn {
         }
     }
 
-    /// seed 003's status flags of both VCs, as they are now.
-    pub(crate) fn status_parts(&self) -> (Status, HalfStatus, u64, Status, HalfStatus, u64) {
-        let (tx, _) = self.tx();
-        let t = (
-            tx.half.psb().map(|p| p.status()).unwrap_or_default(),
-            tx.status(),
-            tx.half.psb().map_or(0, |p| p.qos_rate()),
-        );
-        drop(tx);
+    /// seed 003's status flags of both VCs, as they are now: (sending, receiving).
+    pub(crate) fn status_parts(&self) -> (VcStatus, VcStatus) {
+        fn of<H: Simplex>(e: &End<H>, psb: Option<&natm_proto::transport::Psb>) -> VcStatus {
+            VcStatus {
+                psb: psb.map(|p| p.status()).unwrap_or_default(),
+                half: e.status(),
+                rate_bps: psb.map_or(0, |p| p.qos_rate()),
+            }
+        }
+        let t = {
+            let (tx, _) = self.tx();
+            of(&tx, tx.half.psb())
+        };
         let (rx, _) = self.rx();
-        let r = (
-            rx.half.psb().map(|p| p.status()).unwrap_or_default(),
-            rx.status(),
-            rx.half.psb().map_or(0, |p| p.qos_rate()),
-        );
-        (t.0, t.1, t.2, r.0, r.1, r.2)
+        (t, of(&rx, rx.half.psb()))
     }
 
     /// Counters of both VCs.

@@ -507,7 +507,8 @@ pub struct ConnStatus {
 
 /// The status flags of `conn`; `edge` is the message start/end of data just taken.
 fn conn_status(conn: &Conn, edge: Option<(bool, bool)>) -> ConnStatus {
-    let (ts, th, trate, rs, rh, rrate) = conn.status_parts();
+    let (t, r) = conn.status_parts();
+    let (ts, th, trate, rs, rh, rrate) = (t.psb, t.half, t.rate_bps, r.psb, r.half, r.rate_bps);
     let (message_start, message_end) = edge.unwrap_or_default();
     let mut s = ConnStatus {
         message_start,

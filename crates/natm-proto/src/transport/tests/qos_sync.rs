@@ -64,7 +64,11 @@ fn sync_probes_once_per_interval() {
     let s = p.tx.stats();
     assert!((10..=12).contains(&s.syncs_sent), "{} SYNCs", s.syncs_sent);
     // Every probe answered but the last, whose echo may still be on its way.
-    assert!(s.sync_echoes + 1 >= s.syncs_sent, "{} echoes", s.sync_echoes);
+    assert!(
+        s.sync_echoes + 1 >= s.syncs_sent,
+        "{} echoes",
+        s.sync_echoes
+    );
 }
 
 #[test]
@@ -157,7 +161,10 @@ fn sealed_types_round_trip_through_the_header_parser() {
         assert_eq!((back, payload.len()), (h, 0));
         let mut with_payload = b.to_vec();
         with_payload.push(0);
-        assert!(Header::parse_bytes(&with_payload).is_err(), "{ty} took a payload");
+        assert!(
+            Header::parse_bytes(&with_payload).is_err(),
+            "{ty} took a payload"
+        );
     }
 }
 
@@ -207,10 +214,7 @@ fn a_change_beyond_the_agreed_bounds_is_refused_and_the_rate_stays() {
     assert!(p.tx.set_qos(now, 500_000).is_err());
     assert!(!p.tx.status().qos_pending);
     assert_eq!(p.tx.flow().rate_bps(), Some(8e6));
-    assert_eq!(
-        p.rx.set_qos(now, 2_000_000),
-        Err(QosChangeError::NotSender)
-    );
+    assert_eq!(p.rx.set_qos(now, 2_000_000), Err(QosChangeError::NotSender));
 }
 
 #[test]
@@ -228,7 +232,10 @@ fn the_receiver_refuses_a_rate_outside_what_it_agreed() {
     };
     p.rx.handle_frame(p.now, frame(h));
     let t = p.rx.poll_transmit(p.now).expect("an answer");
-    assert_eq!((t.header.ty, t.header.seq, t.header.window), (TpduType::QosAck, 7, 0));
+    assert_eq!(
+        (t.header.ty, t.header.seq, t.header.window),
+        (TpduType::QosAck, 7, 0)
+    );
     assert_eq!(p.rx.qos_rate(), 8_000_000);
     assert!(p.rx.status().qos_refused);
     // The sender had asked for nothing: the answer changes nothing there.
