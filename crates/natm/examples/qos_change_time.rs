@@ -120,7 +120,7 @@ fn main() {
         }
         let q = |p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
         println!(
-            "{name}: median {:.3} ms, p10 {:.3}, p90 {:.3}, min {:.3}, max {:.3} ({} changes)",
+            "{name}: median {:.3} ms, p10 {:.3}, p90 {:.3}, min {:.3}, max {:.3} ({} samples)",
             q(0.5),
             q(0.1),
             q(0.9),
