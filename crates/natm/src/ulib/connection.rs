@@ -523,7 +523,6 @@ fn conn_status(conn: &Conn, edge: Option<(bool, bool)>) -> ConnStatus {
         tx_rate_bps: trate,
         peer_qos: rh.qos,
         rx_rate_bps: rrate,
-        ..ConnStatus::default()
     };
     s.peer_closed |= rs.peer_closed;
     s
