@@ -159,7 +159,7 @@ fn qos_changes_between(a: &Sigd, b: &Sigd, to: &str) {
         receive(&c)
     });
     let ha = host(a);
-    let c = ha.connect(&format!("{to}:qos"), QOS).unwrap();
+    let c = ha.connect(format!("{to}:qos"), QOS).unwrap();
     change_rates(&c);
     drop(c);
     check(&t.join().unwrap());
