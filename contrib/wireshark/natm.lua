@@ -19,6 +19,7 @@ local kinds = { [0] = "data", [1] = "signalling", [2] = "oam", [3] = "reserved" 
 local tpdu_types = {
     [0] = "DATA", [1] = "ACK", [2] = "CONN-REQ", [3] = "CONN-ACCEPT",
     [4] = "CONN-CONFIRM", [5] = "CLOSE", [6] = "CLOSE-ACK", [7] = "ABORT",
+    [8] = "SYNC", [9] = "SYNC-ECHO", [10] = "QOS", [11] = "QOS-ACK",
 }
 
 local f = natm.fields

@@ -282,3 +282,46 @@ fn abort_wakes_a_thread_blocked_in_recv_with_aborted() {
         Err(Error::Aborted(_))
     ));
 }
+
+/// seed 003 `setqos` in direct mode: the bounds come from the handshake, the peer
+/// confirms, the receiver learns the rate, a change outside is refused at once.
+#[test]
+fn a_direct_guaranteed_vc_changes_its_rate_with_the_peers_consent() {
+    let (_h, c, s) = pair2("cbr:pcr=8Mbps,min_pcr=1Mbps");
+    let ch = c.set_qos("cbr:pcr=2Mbps", Duration::from_secs(5)).unwrap();
+    assert_eq!(ch.rate_bps, 2_000_000);
+    assert_eq!(c.stats().rate_bps, Some(2_000_000));
+    c.send(b"after").unwrap();
+    let (m, st) = s.recv_with_status(Duration::from_secs(5)).unwrap();
+    assert_eq!(m.as_deref(), Some(&b"after"[..]));
+    assert!(st.message_start && st.message_end);
+    assert_eq!(st.rx_rate_bps, 2_000_000);
+    assert_eq!(
+        st.peer_qos,
+        Some(natm::ulib::QosOutcome::Changed { rate: 2_000_000 })
+    );
+    assert!(matches!(
+        c.set_qos("cbr:pcr=9Mbps", Duration::from_secs(5)),
+        Err(Error::QosBounds(_))
+    ));
+    assert_eq!(c.status().tx_rate_bps, 2_000_000);
+    // The other direction is its own VC, changed by its own sender.
+    s.set_qos("cbr:pcr=4Mbps", Duration::from_secs(5)).unwrap();
+    s.send(b"back").unwrap();
+    let (_, st) = c.recv_with_status(Duration::from_secs(5)).unwrap();
+    assert_eq!((st.rx_rate_bps, st.tx_rate_bps), (4_000_000, 2_000_000));
+}
+
+/// A best-effort VC has no ACKs: its RTT comes from SYNC probes.
+#[test]
+fn a_best_effort_vc_gets_an_rtt_from_sync_probes() {
+    let (_h, c, _s) = pair2("ubr");
+    let until = std::time::Instant::now() + Duration::from_secs(5);
+    while c.stats().srtt.is_none() {
+        assert!(std::time::Instant::now() < until, "{:?}", c.stats());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let st = c.stats();
+    assert_eq!(st.tx.acks_received, 0);
+    assert!(st.tx.sync_echoes >= 1);
+}

@@ -10,7 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 use clap::Args;
-use natm::ulib::{Error, Receiver, Release};
+use std::sync::mpsc::RecvTimeoutError;
+
+use natm::ulib::{Error, Receiver, Release, Sender};
 
 use super::{
     describe_grant, ended, explain, open_host, parse_bytes, parse_duration, parse_pvc, parse_rate,
@@ -58,6 +60,11 @@ pub(crate) struct CallArgs {
     /// to its grant anyway).
     #[arg(long, short = 'r', value_parser = parse_rate)]
     rate: Option<u64>,
+    /// Change the sending VC's QoS AFTER the transfer starts, within the bounds agreed
+    /// at setup (e.g. `2s:cbr:pcr=5Mbps`); the peer is told and must accept before the
+    /// new rate applies. Repeat for several changes; each result goes to stderr.
+    #[arg(long, value_name = "AFTER:QOS", value_parser = parse_qos_change)]
+    set_qos: Vec<(Duration, String)>,
     /// Count and discard what the peer sends back instead of writing it to stdout.
     #[arg(long, short = 'd')]
     discard: bool,
@@ -117,6 +124,8 @@ on cbr/vbr. The summary then shows SDUs and bytes each way and what was dropped.
 Examples:
   natm call +4420002:ttcp --file big.iso                 # reliable (the default)
   natm call +4420002:ttcp --qos cbr:pcr=20Mbps --bytes 100MB --json
+  natm call +4420002:ttcp --qos cbr:pcr=20Mbps,min_pcr=5Mbps --bytes 50MB \
+      --set-qos 2s:cbr:pcr=5Mbps --set-qos 6s:cbr:pcr=20Mbps  # slower, then back
   echo hello | natm call +4420002:echo --qos ubr         # with `natm listen echo --echo`
   natm call +4420002:ttcp --qos cbr:pcr=10Mbps,transport=none --bytes 10MB --size 8KiB
   natm call --pvc 0.100 --via 127.0.0.1:9101 --bind 127.0.0.1:9100 --file f.bin";
@@ -215,6 +224,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     let wire = tx.clone();
     let progress = Progress::start("sent", move || wire.stats().tx.bytes_sent, a.quiet);
     let start = Instant::now();
+    let changes = QosChanges::start(tx.clone(), a.set_qos.clone(), start);
     let mut pacer = Pacer::new(a.rate);
     let (mut messages, mut sent) = (0u64, 0u64);
     // ttcp's marks: a receiver counts an SDU of at most 4 octets as one, never as data.
@@ -267,6 +277,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
             .map_err(|e| sending(e, || tx.released()))
     })();
     let duration = start.elapsed();
+    changes.stop();
     progress.stop();
     let (received, messages_back) = back.finish(a.linger);
     // After what came back: its counters are the receiving VC's.
@@ -290,6 +301,63 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
         &stats,
     )
     .print(a.json, !discard)
+}
+
+/// `--set-qos AFTER:QOS`.
+fn parse_qos_change(s: &str) -> Result<(Duration, String), String> {
+    let (after, qos) = s
+        .split_once(':')
+        .filter(|(_, q)| !q.is_empty())
+        .ok_or_else(|| format!("{s:?}: give AFTER:QOS, e.g. 2s:cbr:pcr=5Mbps"))?;
+    Ok((parse_duration(after)?, qos.to_owned()))
+}
+
+/// The thread that makes the `--set-qos` changes at their times and reports each.
+struct QosChanges {
+    stop: Option<std::sync::mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl QosChanges {
+    fn start(tx: Sender, mut plan: Vec<(Duration, String)>, start: Instant) -> QosChanges {
+        if plan.is_empty() {
+            return QosChanges {
+                stop: None,
+                thread: None,
+            };
+        }
+        plan.sort_by_key(|(at, _)| *at);
+        let (stop, stopped) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            for (at, qos) in plan {
+                let wait = (start + at).saturating_duration_since(Instant::now());
+                // Woken early (or the sender gone): the transfer ended first.
+                if stopped.recv_timeout(wait) != Err(RecvTimeoutError::Timeout) {
+                    return;
+                }
+                let t = at.as_secs_f64();
+                match tx.set_qos(&qos, Duration::from_secs(10)) {
+                    Ok(c) => eprintln!(
+                        "natm call: at {t:.1} s QoS {qos}: confirmed by the peer in {:.2} ms; sending at {:.1} Mbit/s",
+                        c.took.as_secs_f64() * 1e3,
+                        c.rate_bps as f64 / 1e6,
+                    ),
+                    Err(e) => eprintln!("natm call: at {t:.1} s QoS {qos}: not changed: {e}"),
+                }
+            }
+        });
+        QosChanges {
+            stop: Some(stop),
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(mut self) {
+        drop(self.stop.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 fn sending(e: Error, released: impl Fn() -> Option<Release>) -> anyhow::Error {

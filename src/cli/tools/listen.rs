@@ -318,6 +318,10 @@ fn serve(
     let (mut msgs_in, mut msgs_out, mut sent) = (0u64, 0u64, 0u64);
     let mut stdout = std::io::stdout();
     let idle = (!a.idle.is_zero()).then_some(a.idle);
+    // seed 003's "QoS changed" status: the caller changed its rate (`natm call
+    // --set-qos`); looked at no more than every 100 ms.
+    let mut peer_rate = conn.status().rx_rate_bps;
+    let mut looked = start;
     let result = loop {
         let m = match idle {
             Some(_) if is_pvc && msgs_in == 0 => conn.recv(),
@@ -333,6 +337,17 @@ fn serve(
                 }
                 msgs_in += 1;
                 received.fetch_add(m.len() as u64, Ordering::Relaxed);
+                if last >= looked + Duration::from_millis(100) {
+                    looked = last;
+                    let st = conn.status();
+                    if st.rx_rate_bps != peer_rate && !a.quiet {
+                        eprintln!(
+                            "natm listen: {caller} changed its QoS: now sending at {:.1} Mbit/s",
+                            st.rx_rate_bps as f64 / 1e6
+                        );
+                    }
+                    peer_rate = st.rx_rate_bps;
+                }
                 let w = match sink {
                     Sink::Stdout => stdout
                         .write_all(&m)

@@ -47,6 +47,21 @@ pub enum Event {
     Closed,
     /// The connection was aborted after it came up.
     Aborted(AbortReason),
+    /// A QoS change took effect: on the sending VC once the peer accepted it, on the
+    /// receiving VC when the peer announced it (seed 003 "QoS changed").
+    QosChanged {
+        /// Which VC: [`Half::Tx`] for this end's sending rate, [`Half::Rx`] the peer's.
+        half: Half,
+        /// The rate now in force, payload bit/s.
+        rate: u64,
+    },
+    /// A QoS change was refused (or never answered); the rate stays.
+    QosRefused {
+        /// Which VC.
+        half: Half,
+        /// The rate asked for, payload bit/s.
+        rate: u64,
+    },
 }
 
 /// Which end of the setup this connection is.
@@ -357,6 +372,12 @@ impl Connection {
             }
             PsbEvent::Readable => self.events.push_back(Event::Readable),
             PsbEvent::Writable => self.events.push_back(Event::Writable),
+            PsbEvent::QosChanged { rate } => {
+                self.events.push_back(Event::QosChanged { half, rate })
+            }
+            PsbEvent::QosRefused { rate } => {
+                self.events.push_back(Event::QosRefused { half, rate })
+            }
             PsbEvent::PeerClosed => {
                 if self.state == State::Established {
                     self.state = State::PeerClosed;

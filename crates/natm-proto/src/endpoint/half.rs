@@ -17,7 +17,8 @@ use super::bare::{BareRx, BareTx, VcCounters};
 use crate::flow::FlowController;
 use crate::time::Instant;
 use crate::transport::{
-    AbortReason, Chunk, Event, Psb, PsbStats, QosBoundsError, RecvError, SendError, Transmit,
+    AbortReason, Chunk, Event, Psb, PsbStats, QosBoundsError, QosChangeError, QosOutcome,
+    RecvError, SendError, Transmit,
 };
 use crate::wire::tpdu::Header;
 
@@ -44,6 +45,9 @@ pub struct HalfStatus {
     pub closed: bool,
     /// The VC was aborted, and why.
     pub aborted: Option<AbortReason>,
+    /// How the last QoS change of this VC ended (seed 003 "QoS changed"): the
+    /// sender's once the peer answered, the receiver's when the peer announced it.
+    pub qos: Option<QosOutcome>,
 }
 
 /// What runs a half: natm's transport (a PSB) or a bare AAL5 VC (`transport=none`).
@@ -100,6 +104,12 @@ impl Core {
                         Event::PeerClosed => self.status.peer_closed = true,
                         Event::Closed => self.status.closed = true,
                         Event::Aborted(r) => self.status.aborted = Some(r),
+                        Event::QosChanged { rate } => {
+                            self.status.qos = Some(QosOutcome::Changed { rate })
+                        }
+                        Event::QosRefused { rate } => {
+                            self.status.qos = Some(QosOutcome::Refused { rate })
+                        }
                         Event::Writable | Event::Readable => {}
                     }
                     self.events.push_back(e);
@@ -524,7 +534,27 @@ impl TxHalf {
         self.core.psb().map(Psb::flow)
     }
 
-    /// Change the sending rate within the agreed bounds (seed 003 `set_qos`); on a
+    /// Ask the peer for a new sending rate within the agreed bounds (seed 003
+    /// `setqos`, [`Psb::set_qos`]); the change is pending until the peer answers.
+    /// A bare AAL5 VC has no peer transport to ask: refused.
+    pub fn set_qos(&mut self, now: Instant, bps: u64) -> Result<u32, QosChangeError> {
+        let r = match &mut self.core.machine {
+            Machine::Natm(psb) => psb.set_qos(now, bps),
+            Machine::BareTx(_) | Machine::BareRx(_) => Err(QosChangeError::NotEstablished),
+        };
+        if r.is_ok() {
+            self.core.status.qos = None;
+        }
+        r
+    }
+
+    /// Whether a QoS change waits for the peer's answer.
+    pub fn qos_pending(&self) -> bool {
+        self.core.psb().is_some_and(|p| p.status().qos_pending)
+    }
+
+    /// Change the sending rate at once, within the agreed bounds, without telling the
+    /// peer (a local adjustment; [`TxHalf::set_qos`] is the confirmed change); on a
     /// bare VC, its shaping rate.
     pub fn set_rate(&mut self, bps: u64) -> Result<(), QosBoundsError> {
         match &mut self.core.machine {

@@ -53,6 +53,10 @@ pub struct TransportConfig {
     pub close_attempts: u32,
     /// Consecutive retransmission timeouts before the VC is aborted (peer dead).
     pub max_timeouts: u32,
+    /// How often the sender of a VC that carries no ACKs (guaranteed, best effort)
+    /// probes the round trip with a SYNC (seed 003); `None`: never. At least
+    /// [`TransportConfig::MIN_SYNC_INTERVAL`].
+    pub sync_interval: Option<Duration>,
 }
 
 /// How long a leaky-bucket VC's send queue holds beyond its bucket, at the VC's rate,
@@ -86,6 +90,11 @@ impl Default for TransportConfig {
 
 impl TransportConfig {
     const DEFAULT_TPDU: u32 = 4096;
+    /// The SYNC probe interval of a VC without ACKs unless configured otherwise.
+    pub const DEFAULT_SYNC_INTERVAL: Duration = Duration::from_secs(1);
+    /// The shortest SYNC interval: a probe costs one TPDU each way, so at most 100
+    /// round trips a second per VC (the receiver answers no faster either).
+    pub const MIN_SYNC_INTERVAL: Duration = Duration::from_millis(10);
     const DEFAULT_WINDOW: u32 = 256;
 
     fn base() -> Self {
@@ -112,6 +121,7 @@ impl TransportConfig {
             connect_attempts: 6,
             close_attempts: 6,
             max_timeouts: 10,
+            sync_interval: Some(Self::DEFAULT_SYNC_INTERVAL),
         }
     }
 
@@ -167,6 +177,11 @@ impl TransportConfig {
         if self.outstanding == 0 {
             return Err(ConfigError::Outstanding);
         }
+        if let Some(i) = self.sync_interval {
+            if i < Self::MIN_SYNC_INTERVAL {
+                return Err(ConfigError::SyncInterval(i));
+            }
+        }
         Ok(())
     }
 
@@ -191,6 +206,9 @@ pub enum ConfigError {
     /// Send buffer smaller than a TPDU.
     #[error("send buffer of {0} bytes cannot hold one {1}-byte TPDU: raise snd_buf")]
     SndBuf(usize, u32),
+    /// SYNC probes more often than the receiver answers.
+    #[error("SYNC interval {0:?} is below the 10 ms minimum")]
+    SyncInterval(Duration),
     /// Leaky bucket without a rate.
     #[error("leaky-bucket flow control needs a rate: give a pcr in the QoS")]
     NoRate,

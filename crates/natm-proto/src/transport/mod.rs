@@ -13,11 +13,13 @@
 
 mod config;
 mod psb;
+mod qos;
 mod recv;
 pub mod rtt;
 mod send;
 pub(crate) mod seq;
 mod stats;
+mod sync;
 #[cfg(test)]
 mod tests;
 
@@ -26,6 +28,7 @@ use thiserror::Error;
 
 pub use config::{shaped_send_buffer, ConfigError, TransportConfig, DEFAULT_SEND_DELAY};
 pub use psb::Psb;
+pub use qos::QosOutcome;
 pub use rtt::{RttConfig, RttEstimator};
 pub use stats::PsbStats;
 
@@ -169,6 +172,17 @@ pub enum Event {
     Closed,
     /// The connection was aborted.
     Aborted(AbortReason),
+    /// A QoS change took effect (seed 003's "QoS changed" indicator): on the sender
+    /// once the peer accepted it, on the receiver when the sender's request arrived.
+    QosChanged {
+        /// The rate now in force, payload bit/s.
+        rate: u64,
+    },
+    /// A QoS change was refused by the peer or not answered; the rate stays.
+    QosRefused {
+        /// The rate that was asked for, payload bit/s.
+        rate: u64,
+    },
 }
 
 /// Why `send` took nothing.
@@ -229,10 +243,30 @@ pub struct Status {
     pub window_full: bool,
     /// The application is over its rate.
     pub over_rate: bool,
-    /// A QoS change is waiting to take effect.
+    /// A QoS change is waiting for the peer's answer (sender), or was announced by
+    /// the peer (receiver: until the application reads the status).
     pub qos_pending: bool,
     /// The last QoS change took effect.
     pub qos_done: bool,
+    /// The last QoS change was refused (or never answered); the rate stayed.
+    pub qos_refused: bool,
+}
+
+/// Why [`Psb::set_qos`] started no change.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum QosChangeError {
+    /// The rate is outside what was agreed at setup.
+    #[error(transparent)]
+    OutOfBounds(#[from] QosBoundsError),
+    /// Another change is still waiting for the peer's answer.
+    #[error("a QoS change to {0} bit/s is still pending; wait for its answer")]
+    Pending(u64),
+    /// The VC is not (or no longer) established.
+    #[error("the VC is not established; a QoS change needs an open VC")]
+    NotEstablished,
+    /// This end receives; the sender changes the QoS.
+    #[error("this end of the simplex VC only receives; the sender changes the QoS")]
+    NotSender,
 }
 
 /// A `set_rate` outside what was agreed.

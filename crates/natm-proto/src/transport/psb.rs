@@ -5,11 +5,13 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
+use super::qos::{QosOutcome, QosReceiver, QosSender};
 use super::recv::{RecvHalf, RecvLimits, Taken};
 use super::send::{Full, SendHalf, SendLimits};
+use super::sync::{EchoLimiter, SyncProbe};
 use super::{
-    AbortReason, Chunk, Event, FlowKind, PsbStats, QosBoundsError, RecvError, RttEstimator,
-    Semantics, SendError, Status, Transmit, TransmitKind, TransportConfig,
+    AbortReason, Chunk, Event, FlowKind, PsbStats, QosBoundsError, QosChangeError, RecvError,
+    RttEstimator, Semantics, SendError, Status, Transmit, TransmitKind, TransportConfig,
 };
 use crate::flow::FlowController;
 use crate::time::Instant;
@@ -66,6 +68,13 @@ pub struct Psb {
     window_full: bool,
     consecutive_timeouts: u32,
     qos_done: bool,
+    qos_refused: bool,
+    /// The rate in force (sender: its shaper's; receiver: the last one accepted).
+    qos_rate: u64,
+    qos_tx: QosSender,
+    qos_rx: QosReceiver,
+    sync: SyncProbe,
+    echo: EchoLimiter,
 }
 
 impl Psb {
@@ -135,6 +144,7 @@ impl Psb {
         }
         psb.params = Some(p);
         psb.state = State::Established;
+        psb.sync.start(now);
         psb.events.push_back(Event::Connected);
         psb
     }
@@ -154,7 +164,19 @@ impl Psb {
     }
 
     fn new(role: Role, cfg: TransportConfig, flow: Box<dyn FlowController>) -> Psb {
+        // seed 003: SYNCs for the VCs that have no ACKs to time.
+        let sync_interval = if role == Role::Sender && !cfg.acks() {
+            cfg.sync_interval
+        } else {
+            None
+        };
         Psb {
+            qos_refused: false,
+            qos_rate: cfg.rate,
+            qos_tx: QosSender::default(),
+            qos_rx: QosReceiver::default(),
+            sync: SyncProbe::new(sync_interval),
+            echo: EchoLimiter::default(),
             role,
             state: State::Listening,
             cookie: cfg.cookie.unwrap_or(0),
@@ -299,7 +321,7 @@ impl Psb {
         }
         match self.role {
             Role::Sender => self.sender_frame(now, header, payload),
-            Role::Receiver => self.receiver_frame(header, payload),
+            Role::Receiver => self.receiver_frame(now, header, payload),
         }
     }
 
@@ -324,6 +346,7 @@ impl Psb {
                     }
                     self.params = Some(p);
                     self.state = State::Established;
+                    self.sync.start(now);
                     let confirm = self.header(TpduType::ConnConfirm);
                     self.queue_ctrl(confirm, Bytes::new(), TransmitKind::Control);
                     self.events.push_back(Event::Connected);
@@ -366,11 +389,41 @@ impl Psb {
                     self.events.push_back(Event::Closed);
                 }
             }
+            TpduType::SyncEcho => {
+                // Only the echo of the probe outstanding is a sample (at most one per
+                // interval, whatever arrives).
+                if !self.sync.on_echo(h.seq) {
+                    self.stats.sync_unmatched += 1;
+                    return;
+                }
+                self.stats.sync_echoes += 1;
+                if let Some(r) = rtt_from_echo(now, h.tsecr) {
+                    self.rtt.on_sample(r);
+                }
+            }
+            TpduType::QosAck => {
+                let rate = qos_rate_of(&h);
+                match self.qos_tx.on_ack(h.seq, rate, h.window == 1) {
+                    Some(QosOutcome::Changed { rate }) => {
+                        // Only now does the shaper take the new rate (seed 003).
+                        self.flow.set_rate(rate);
+                        self.pace_at = None;
+                        self.qos_rate = rate;
+                        self.qos_done = true;
+                        self.events.push_back(Event::QosChanged { rate });
+                    }
+                    Some(QosOutcome::Refused { rate }) => {
+                        self.qos_refused = true;
+                        self.events.push_back(Event::QosRefused { rate });
+                    }
+                    None => self.stats.drop_malformed += 1,
+                }
+            }
             _ => self.stats.drop_malformed += 1,
         }
     }
 
-    fn receiver_frame(&mut self, h: Header, payload: Bytes) {
+    fn receiver_frame(&mut self, now: Instant, h: Header, payload: Bytes) {
         match h.ty {
             TpduType::ConnRequest => {
                 let Ok(offer) = ConnParams::parse(&payload) else {
@@ -418,6 +471,45 @@ impl Psb {
                     self.events.push_back(Event::Readable);
                 }
                 self.check_close_complete();
+            }
+            TpduType::Sync if matches!(self.state, State::Established | State::Closed) => {
+                if !self.echo.allow(now, TransportConfig::MIN_SYNC_INTERVAL) {
+                    self.stats.syncs_unanswered += 1;
+                    return;
+                }
+                let echo = Header {
+                    seq: h.seq,
+                    tsval: now.micros_u32(),
+                    tsecr: h.tsval,
+                    ..self.header(TpduType::SyncEcho)
+                };
+                self.queue_ctrl(echo, Bytes::new(), TransmitKind::Control);
+            }
+            TpduType::Qos if matches!(self.state, State::Established | State::Closed) => {
+                let rate = qos_rate_of(&h);
+                let within = self.params.is_some_and(|p| {
+                    rate > 0 && rate >= p.min_rate && (p.rate == 0 || rate <= p.rate)
+                });
+                let (accepted, new) = self.qos_rx.answer(h.seq, rate, within);
+                if new {
+                    if accepted {
+                        self.qos_rate = rate;
+                        self.qos_done = true;
+                        self.qos_refused = false;
+                        self.events.push_back(Event::QosChanged { rate });
+                    } else {
+                        self.qos_refused = true;
+                        self.events.push_back(Event::QosRefused { rate });
+                    }
+                }
+                let ack = Header {
+                    seq: h.seq,
+                    ack: h.ack,
+                    aux: h.aux,
+                    window: u16::from(accepted),
+                    ..self.header(TpduType::QosAck)
+                };
+                self.queue_ctrl(ack, Bytes::new(), TransmitKind::Control);
             }
             TpduType::Close => {
                 if let Some(recv) = self.recv.as_mut() {
@@ -512,6 +604,7 @@ impl Psb {
     /// first, then retransmissions, then new data (seed 003: ACKs and retransmissions
     /// ahead of new data).
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Transmit> {
+        self.probe(now);
         if let Some(t) = self.ctrl.pop_front() {
             return Some(t);
         }
@@ -550,6 +643,33 @@ impl Psb {
         }
         self.maybe_send_close(now);
         self.ctrl.pop_front()
+    }
+
+    /// Queue a SYNC if one is due (only while established: a closing VC's CLOSE and
+    /// CLOSE-ACK time it).
+    fn probe(&mut self, now: Instant) {
+        if self.state != State::Established {
+            return;
+        }
+        if let Some(seq) = self.sync.due(now) {
+            let h = Header {
+                seq,
+                tsval: now.micros_u32(),
+                ..self.header(TpduType::Sync)
+            };
+            self.stats.syncs_sent += 1;
+            self.queue_ctrl(h, Bytes::new(), TransmitKind::Control);
+        }
+    }
+
+    fn queue_qos(&mut self, seq: u32, rate: u64) {
+        let h = Header {
+            seq,
+            ack: (rate >> 32) as u32,
+            aux: rate as u32,
+            ..self.header(TpduType::Qos)
+        };
+        self.queue_ctrl(h, Bytes::new(), TransmitKind::Control);
     }
 
     fn maybe_send_close(&mut self, now: Instant) {
@@ -600,6 +720,10 @@ impl Psb {
             if let Some(s) = self.send.as_ref() {
                 take(s.poll_timeout(self.rtt.srtt(), self.rtt.has_sample()));
             }
+            take(self.qos_tx.pending.map(|p| p.deadline));
+        }
+        if self.state == State::Established {
+            take(self.sync.deadline());
         }
         t
     }
@@ -650,6 +774,22 @@ impl Psb {
         }
         if !matches!(self.state, State::Established | State::CloseSent { .. }) {
             return;
+        }
+        self.probe(now);
+        if let Some(p) = self.qos_tx.pending.filter(|p| now >= p.deadline) {
+            if p.attempts >= self.cfg.close_attempts {
+                if let Some(QosOutcome::Refused { rate }) = self.qos_tx.give_up() {
+                    self.qos_refused = true;
+                    self.events.push_back(Event::QosRefused { rate });
+                }
+            } else {
+                self.qos_tx.pending = Some(super::qos::Pending {
+                    attempts: p.attempts + 1,
+                    deadline: now + self.rtt.rto(),
+                    ..p
+                });
+                self.queue_qos(p.seq, p.rate);
+            }
         }
         let rto = self.rtt.rto();
         let srtt = self.rtt.srtt();
@@ -828,8 +968,7 @@ impl Psb {
         self.enter_aborted(AbortReason::Local, true);
     }
 
-    /// Change the sending rate within the bounds agreed at setup (seed 003 `set_qos`).
-    pub fn set_rate(&mut self, bps: u64) -> Result<(), QosBoundsError> {
+    fn check_bounds(&self, bps: u64) -> Result<(), QosBoundsError> {
         let (min, max) = (self.cfg.min_rate, self.cfg.rate);
         if bps < min || (max != 0 && bps > max) {
             return Err(QosBoundsError {
@@ -838,12 +977,54 @@ impl Psb {
                 max,
             });
         }
+        Ok(())
+    }
+
+    /// Change this end's sending rate at once, within the bounds agreed at setup,
+    /// without telling the peer (a local adjustment of the shaper; the peer-confirmed
+    /// change is [`Psb::set_qos`]).
+    pub fn set_rate(&mut self, bps: u64) -> Result<(), QosBoundsError> {
+        self.check_bounds(bps)?;
+        self.qos_rate = bps;
         self.flow.set_rate(bps);
         // A pacing timer armed at the old rate would hold the first TPDU at the new
         // rate too long; let the next poll ask the controller again.
         self.pace_at = None;
         self.qos_done = true;
         Ok(())
+    }
+
+    /// Ask the peer for a new sending rate within the bounds agreed at setup (seed
+    /// 003 `setqos`): a QOS TPDU goes out and the change is pending; the shaper takes
+    /// the rate only once the peer accepts ([`Event::QosChanged`]), else
+    /// [`Event::QosRefused`] and the rate stays. Returns the change's number.
+    pub fn set_qos(&mut self, now: Instant, bps: u64) -> Result<u32, QosChangeError> {
+        if self.role != Role::Sender {
+            return Err(QosChangeError::NotSender);
+        }
+        if self.state != State::Established || self.close_requested {
+            return Err(QosChangeError::NotEstablished);
+        }
+        if let Some(p) = self.qos_tx.pending {
+            return Err(QosChangeError::Pending(p.rate));
+        }
+        self.check_bounds(bps)?;
+        let seq = self.qos_tx.begin(bps, now + self.rtt.rto());
+        self.qos_done = false;
+        self.qos_refused = false;
+        self.queue_qos(seq, bps);
+        Ok(seq)
+    }
+
+    /// The rate in force, payload bit/s: the sender's shaper's, or on the receiver
+    /// the last one the sender changed to (0: none agreed).
+    pub fn qos_rate(&self) -> u64 {
+        self.qos_rate
+    }
+
+    /// How the sender's last QoS change ended, if one did.
+    pub fn qos_outcome(&self) -> Option<QosOutcome> {
+        self.qos_tx.last
     }
 
     // ---- observation --------------------------------------------------------------
@@ -857,8 +1038,9 @@ impl Psb {
             aborted: matches!(self.state, State::Aborted(_)),
             window_full: self.window_full,
             over_rate: self.flow.over_rate(),
-            qos_pending: false,
+            qos_pending: self.qos_tx.pending.is_some(),
             qos_done: self.qos_done,
+            qos_refused: self.qos_refused,
         }
     }
 
@@ -906,6 +1088,11 @@ impl Psb {
     pub fn recv_buffered(&self) -> usize {
         self.recv.as_ref().map_or(0, |r| r.buffered())
     }
+}
+
+/// The rate a QOS or QOS-ACK carries: `ack` the high 32 bits, `aux` the low.
+fn qos_rate_of(h: &Header) -> u64 {
+    u64::from(h.ack) << 32 | u64::from(h.aux)
 }
 
 /// RTT from an echoed 32-bit microsecond timestamp; `None` if it is implausible.

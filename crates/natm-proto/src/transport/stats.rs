@@ -75,6 +75,14 @@ pub struct PsbStats {
     pub max_ooo_bytes: u64,
     /// Largest number of bytes buffered on the receive side.
     pub max_rcv_buffered: u64,
+    /// SYNC probes sent (a VC without ACKs, seed 003).
+    pub syncs_sent: u64,
+    /// SYNC-ECHOs that answered the outstanding probe (RTT samples taken).
+    pub sync_echoes: u64,
+    /// SYNC-ECHOs of no outstanding probe (late, repeated or forged): no sample.
+    pub sync_unmatched: u64,
+    /// SYNCs left unanswered: more than one per 10 ms arrived.
+    pub syncs_unanswered: u64,
 }
 
 impl PsbStats {

@@ -12,6 +12,8 @@ use crate::flow::NoFlow;
 
 /// The flow controllers driven through real PSBs.
 mod flow;
+/// SYNC probes and in-band QoS changes.
+mod qos_sync;
 use crate::time::Instant;
 use crate::wire::tpdu::TpduType;
 

@@ -78,6 +78,18 @@ pub enum TpduType {
     CloseAck,
     /// The connection is aborted; nothing more will be delivered.
     Abort,
+    /// An RTT probe from the sender of a VC that carries no ACKs (seed 003's SYNC):
+    /// `seq` is the probe's number, `tsval` the sender's clock.
+    Sync,
+    /// The receiver's answer to a SYNC: `seq` and `tsecr` echo the probe's.
+    SyncEcho,
+    /// A QoS change the sender asks for within the bounds agreed at setup (seed 003
+    /// `setqos`): `seq` is the change's number, `ack` and `aux` the new rate in
+    /// payload bit/s (high and low 32 bits).
+    Qos,
+    /// The receiver's answer to a QOS: `seq` and the rate echoed, `window` 1 if the
+    /// change is accepted, 0 if refused.
+    QosAck,
 }
 
 impl TpduType {
@@ -91,6 +103,10 @@ impl TpduType {
             5 => Self::Close,
             6 => Self::CloseAck,
             7 => Self::Abort,
+            8 => Self::Sync,
+            9 => Self::SyncEcho,
+            10 => Self::Qos,
+            11 => Self::QosAck,
             _ => return None,
         })
     }
@@ -111,6 +127,10 @@ impl TpduType {
             Self::Close => 5,
             Self::CloseAck => 6,
             Self::Abort => 7,
+            Self::Sync => 8,
+            Self::SyncEcho => 9,
+            Self::Qos => 10,
+            Self::QosAck => 11,
         }
     }
 }
@@ -126,6 +146,10 @@ impl fmt::Display for TpduType {
             Self::Close => "CLOSE",
             Self::CloseAck => "CLOSE-ACK",
             Self::Abort => "ABORT",
+            Self::Sync => "SYNC",
+            Self::SyncEcho => "SYNC-ECHO",
+            Self::Qos => "QOS",
+            Self::QosAck => "QOS-ACK",
         })
     }
 }

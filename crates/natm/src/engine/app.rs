@@ -13,12 +13,23 @@ use super::link::Link;
 use super::Engine;
 use crate::sched::Level;
 use crate::stages::{self, Stage};
-use crate::transport::{AbortReason, TransportConfig};
+use crate::transport::{AbortReason, QosChangeError, QosOutcome, Status, TransportConfig};
 use crate::ulib::{Chunk, Error, WouldBlock};
 use natm_proto::endpoint::{
-    BareParams, ClientConfig, ConnectError, Connection, PsbStats, RecvError, RxHalf, SendError,
-    SignalledParams, TxHalf, VcCounters,
+    BareParams, ClientConfig, ConnectError, Connection, HalfStatus, PsbStats, RecvError, RxHalf,
+    SendError, SignalledParams, Simplex, TxHalf, VcCounters,
 };
+
+/// One VC's status flags ([`Conn::status_parts`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct VcStatus {
+    /// The PSB's flags (all clear on a bare VC).
+    pub(crate) psb: Status,
+    /// What the half has come to.
+    pub(crate) half: HalfStatus,
+    /// The rate in force, payload bit/s.
+    pub(crate) rate_bps: u64,
+}
 
 /// How long both VCs of a direct connection may take to come up, at the protocol
 /// level; the application's own connect timeout is usually shorter.
@@ -338,20 +349,31 @@ impl Conn {
     /// TPDU payload it arrived in (no copy). A message `recv` began gathering is
     /// handed out first, as it was gathered.
     fn take_chunk(e: &mut End<RxHalf>) -> Result<Option<Chunk>, Error> {
+        Ok(Self::take_chunk_edge(e)?.map(|(c, _)| c))
+    }
+
+    /// As `take_chunk`, with whether the chunk starts its message (seed 003's
+    /// "start of message" status flag).
+    fn take_chunk_edge(e: &mut End<RxHalf>) -> Result<Option<(Chunk, bool)>, Error> {
         if !e.partial.is_empty() {
+            // What `recv` gathered begins at its message's start.
             let data = bytes::Bytes::from(std::mem::take(&mut e.partial));
-            return Ok(Some(Chunk {
+            let c = Chunk {
                 data,
                 end_of_message: false,
-            }));
+            };
+            return Ok(Some((c, true)));
         }
         let stream = e.half.is_stream();
         match e.half.recv() {
-            Ok(Some(c)) => Ok(Some(Chunk {
-                data: c.data,
-                // A stream has no boundaries: each chunk stands alone, as in `recv`.
-                end_of_message: c.end || stream,
-            })),
+            Ok(Some(c)) => Ok(Some((
+                Chunk {
+                    data: c.data,
+                    // A stream has no boundaries: each chunk stands alone, as in `recv`.
+                    end_of_message: c.end || stream,
+                },
+                c.start || stream,
+            ))),
             Ok(None) => Ok(None),
             Err(RecvError::Aborted(r)) => Err(Error::Aborted(e.status().aborted.unwrap_or(r))),
             Err(RecvError::NotReceiver) => Err(Error::Closed),
@@ -405,6 +427,15 @@ impl Conn {
         timeout: Option<Duration>,
     ) -> Result<Option<Chunk>, Error> {
         self.recv_with(eng, timeout, Self::take_chunk)
+    }
+
+    /// As [`Conn::recv_chunk`], with whether the chunk starts its message.
+    pub(crate) fn recv_chunk_edge(
+        &self,
+        eng: &Engine,
+        timeout: Option<Duration>,
+    ) -> Result<Option<(Chunk, bool)>, Error> {
+        self.recv_with(eng, timeout, Self::take_chunk_edge)
     }
 
     /// What `take` takes if it is there now (after reading what is queued).
@@ -550,10 +581,60 @@ impl Conn {
         }
     }
 
-    /// Change the sending rate within the agreed bounds (seed 003 `set_qos`).
+    /// Change the sending rate at once within the agreed bounds, without telling the
+    /// peer (local only; [`Conn::start_qos`] is the confirmed change).
     pub(crate) fn set_rate(&self, bps: u64) -> Result<(), Error> {
         self.tx().0.half.set_rate(bps)?;
         Ok(())
+    }
+
+    /// Ask the peer for a new sending rate within the agreed bounds (seed 003
+    /// `setqos`): the QOS TPDU goes out now; the rate changes when the peer accepts.
+    pub(crate) fn start_qos(&self, eng: &Engine, bps: u64) -> Result<(), Error> {
+        let now = eng.clock.now();
+        let (mut tx, cv) = self.tx();
+        if let Some(e) = end_error(&tx) {
+            return Err(e);
+        }
+        tx.half.set_qos(now, bps).map_err(|e| match e {
+            QosChangeError::OutOfBounds(b) => Error::QosBounds(b),
+            QosChangeError::Pending(rate) => Error::QosPending(rate),
+            QosChangeError::NotEstablished | QosChangeError::NotSender => Error::Closed,
+        })?;
+        self.after(eng, Which::Tx, &mut tx, cv, now, usize::MAX);
+        Ok(())
+    }
+
+    /// Wait (up to `timeout`) for the pending QoS change's answer: the new rate, or
+    /// why not.
+    pub(crate) fn wait_qos(&self, eng: &Engine, timeout: Option<Duration>) -> Result<u64, Error> {
+        let r = self.wait_tx(eng, timeout, |e| {
+            (!e.half.qos_pending() || e.finished()).then(|| (e.status().qos, end_error(e)))
+        });
+        match r {
+            None => Err(Error::TimedOut),
+            Some((_, Some(e))) => Err(e),
+            Some((Some(QosOutcome::Changed { rate }), None)) => Ok(rate),
+            Some((Some(QosOutcome::Refused { rate }), None)) => Err(Error::QosRefused { rate }),
+            Some((None, None)) => Err(Error::Closed),
+        }
+    }
+
+    /// seed 003's status flags of both VCs, as they are now: (sending, receiving).
+    pub(crate) fn status_parts(&self) -> (VcStatus, VcStatus) {
+        fn of<H: Simplex>(e: &End<H>, psb: Option<&natm_proto::transport::Psb>) -> VcStatus {
+            VcStatus {
+                psb: psb.map(|p| p.status()).unwrap_or_default(),
+                half: e.status(),
+                rate_bps: psb.map_or(0, |p| p.qos_rate()),
+            }
+        }
+        let t = {
+            let (tx, _) = self.tx();
+            of(&tx, tx.half.psb())
+        };
+        let (rx, _) = self.rx();
+        (t, of(&rx, rx.half.psb()))
     }
 
     /// Counters of both VCs.

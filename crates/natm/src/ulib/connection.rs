@@ -14,6 +14,7 @@ use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, Engine, Link, ListenerShared};
 use crate::sync::{Level, OrderedMutex};
 use natm_proto::endpoint::PsbStats;
+use natm_proto::transport::{AbortReason, QosOutcome};
 
 /// A listening endpoint: callers' connections queue here until accepted.
 #[derive(Debug)]
@@ -464,6 +465,83 @@ pub struct OamStats {
     pub malformed: u64,
 }
 
+/// A QoS change the peer accepted ([`Connection::set_qos`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QosChange {
+    /// The sending rate now in force, payload bit/s.
+    pub rate_bps: u64,
+    /// From the request to the peer's acceptance (the new rate applies from then).
+    pub took: Duration,
+}
+
+/// seed 003's status flags of a connection ([`Connection::status`],
+/// [`Connection::recv_with_status`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ConnStatus {
+    /// The data returned with this status starts a message (receive calls only).
+    pub message_start: bool,
+    /// The data returned with this status ends a message (receive calls only).
+    pub message_end: bool,
+    /// The peer closed its sending VC and everything it sent was delivered.
+    pub peer_closed: bool,
+    /// This end's close completed: the peer has everything.
+    pub closed: bool,
+    /// The connection was aborted (by the peer, a timeout or the network), and why.
+    pub aborted: Option<AbortReason>,
+    /// The last send found the window full.
+    pub window_full: bool,
+    /// The application is sending faster than its agreed rate.
+    pub over_rate: bool,
+    /// A QoS change of this end's sending VC waits for the peer's answer.
+    pub qos_pending: bool,
+    /// How this end's last QoS change ended.
+    pub qos: Option<QosOutcome>,
+    /// The sending VC's rate in force, payload bit/s (0: none).
+    pub tx_rate_bps: u64,
+    /// How the peer's last QoS change of the receiving VC ended (the receiver
+    /// learns the new rate as the peer asks for it).
+    pub peer_qos: Option<QosOutcome>,
+    /// The receiving VC's rate as the peer last set it, payload bit/s (0: none).
+    pub rx_rate_bps: u64,
+}
+
+/// The status flags of `conn`; `edge` is the message start/end of data just taken.
+fn conn_status(conn: &Conn, edge: Option<(bool, bool)>) -> ConnStatus {
+    let (t, r) = conn.status_parts();
+    let (ts, th, trate, rs, rh, rrate) = (t.psb, t.half, t.rate_bps, r.psb, r.half, r.rate_bps);
+    let (message_start, message_end) = edge.unwrap_or_default();
+    let mut s = ConnStatus {
+        message_start,
+        message_end,
+        peer_closed: rh.peer_closed,
+        closed: th.closed,
+        aborted: th.aborted.or(rh.aborted),
+        window_full: ts.window_full,
+        over_rate: ts.over_rate,
+        qos_pending: ts.qos_pending,
+        qos: th.qos,
+        tx_rate_bps: trate,
+        peer_qos: rh.qos,
+        rx_rate_bps: rrate,
+    };
+    s.peer_closed |= rs.peer_closed;
+    s
+}
+
+/// The new sending rate a `set_qos` text asks for.
+fn qos_rate(text: &str) -> Result<u64, Error> {
+    let q: crate::wire::qos::Qos = text
+        .parse()
+        .map_err(|e: crate::wire::qos::QosParseError| Error::Qos(e.render(text)))?;
+    let cfg = crate::transport::TransportConfig::from_qos(&q, false).map_err(Error::Config)?;
+    if cfg.rate == 0 {
+        return Err(Error::QosNotNegotiable(format!(
+            "{text:?} gives no transmit rate: a QoS change names the new rate (pcr, or scr for VBR)"
+        )));
+    }
+    Ok(cfg.rate)
+}
+
 /// Why sigd ended a call: the UNI cause and sigd's sentence.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
@@ -692,9 +770,74 @@ impl Connection {
         self.conn.flush_tx_wait(&self.eng, timeout)
     }
 
-    /// Change the sending rate within the bounds agreed at setup (seed 003 `set_qos`).
+    /// Change this end's sending rate at once, within the bounds agreed at setup,
+    /// *without telling the peer*: a local adjustment of the shaper. The peer learns
+    /// nothing and nothing waits for its answer; [`Connection::set_qos`] is the
+    /// change the peer is told of and confirms (seed 003 `setqos`).
     pub fn set_rate(&self, bps: u64) -> Result<(), Error> {
         self.conn.set_rate(bps)
+    }
+
+    /// Change the QoS of the sending VC within the bounds agreed at setup (seed 003
+    /// `setqos`) and wait up to `timeout` for the peer's answer. `qos` is QoS text as
+    /// at connect (`cbr:pcr=4Mbps`); its transmit rate (`scr`, else `pcr`, else
+    /// `max_pcr`) is the new rate, which must lie between the agreed minimum
+    /// (`min_pcr`) and the rate agreed at setup (sigd's grant through sigd). The peer
+    /// is told with a QOS TPDU; while its answer is awaited [`ConnStatus::qos_pending`]
+    /// is set and the old rate holds; once it accepts, the shaper takes the new rate
+    /// and this returns it. A refusal (or no answer after the close attempts) is
+    /// [`Error::QosRefused`] and the rate stays. Only the rate is renegotiated: the
+    /// text's other parameters need a new call.
+    pub fn set_qos(&self, qos: &str, timeout: Duration) -> Result<QosChange, Error> {
+        let started = std::time::Instant::now();
+        self.try_set_qos(qos)?;
+        let rate_bps = self.conn.wait_qos(&self.eng, Some(timeout))?;
+        Ok(QosChange {
+            rate_bps,
+            took: started.elapsed(),
+        })
+    }
+
+    /// As [`Connection::set_qos`] without waiting: the request goes out and the change
+    /// is pending; [`Connection::status`] (or [`Connection::wait_qos`]) tells how it
+    /// ended.
+    pub fn try_set_qos(&self, qos: &str) -> Result<(), Error> {
+        let bps = qos_rate(qos)?;
+        self.conn.start_qos(&self.eng, bps)
+    }
+
+    /// Wait up to `timeout` for the pending QoS change's answer: the new rate, or
+    /// [`Error::QosRefused`].
+    pub fn wait_qos(&self, timeout: Duration) -> Result<u64, Error> {
+        self.conn.wait_qos(&self.eng, Some(timeout))
+    }
+
+    /// seed 003's status flags of the connection, as they are now.
+    pub fn status(&self) -> ConnStatus {
+        conn_status(&self.conn, None)
+    }
+
+    /// As [`Connection::recv_timeout`], with the status flags as they were just after
+    /// the message was taken (seed 003: "most user interface calls have a 32-bit
+    /// status field"): a whole message both starts and ends it.
+    pub fn recv_with_status(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Option<Vec<u8>>, ConnStatus), Error> {
+        let m = self.conn.recv_message(&self.eng, Some(timeout))?;
+        let edge = m.as_ref().map(|_| (true, true));
+        Ok((m, conn_status(&self.conn, edge)))
+    }
+
+    /// As [`Connection::recv_chunk_timeout`], with the status flags: whether the
+    /// chunk starts or ends its message, and the connection's flags.
+    pub fn recv_chunk_with_status(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Option<Chunk>, ConnStatus), Error> {
+        let c = self.conn.recv_chunk_edge(&self.eng, Some(timeout))?;
+        let edge = c.as_ref().map(|(c, start)| (*start, c.end_of_message));
+        Ok((c.map(|(c, _)| c), conn_status(&self.conn, edge)))
     }
 
     /// Counters of both VCs.
@@ -931,6 +1074,18 @@ impl Connection {
 }
 
 impl Sender {
+    /// See [`Connection::set_qos`].
+    pub fn set_qos(&self, qos: &str, timeout: Duration) -> Result<QosChange, Error> {
+        self.0.set_qos(qos, timeout)
+    }
+    /// See [`Connection::try_set_qos`].
+    pub fn try_set_qos(&self, qos: &str) -> Result<(), Error> {
+        self.0.try_set_qos(qos)
+    }
+    /// See [`Connection::status`].
+    pub fn status(&self) -> ConnStatus {
+        self.0.status()
+    }
     /// See [`Connection::send`].
     pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
         self.0.send(msg)
@@ -962,6 +1117,17 @@ impl Sender {
 }
 
 impl Receiver {
+    /// See [`Connection::recv_with_status`].
+    pub fn recv_with_status(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Option<Vec<u8>>, ConnStatus), Error> {
+        self.0.recv_with_status(timeout)
+    }
+    /// See [`Connection::status`].
+    pub fn status(&self) -> ConnStatus {
+        self.0.status()
+    }
     /// See [`Connection::recv`].
     pub fn recv(&self) -> Result<Option<Vec<u8>>, Error> {
         self.0.recv()

@@ -103,6 +103,19 @@ pub enum Error {
     /// A rate outside what was agreed.
     #[error(transparent)]
     QosBounds(#[from] crate::transport::QosBoundsError),
+    /// Another QoS change of the connection still waits for the peer's answer.
+    #[error("a QoS change to {0} bit/s is still pending; wait for its answer")]
+    QosPending(u64),
+    /// The peer refused the QoS change, or never answered it; the rate stayed.
+    #[error("the peer refused the QoS change to {rate} bit/s (or never answered); the rate is unchanged")]
+    QosRefused {
+        /// The rate that was asked for, payload bit/s.
+        rate: u64,
+    },
+    /// The QoS text changes something only a new call can (only the rate is
+    /// renegotiated on an open connection).
+    #[error("{0}")]
+    QosNotNegotiable(String),
 }
 
 impl From<Error> for io::Error {
@@ -121,6 +134,8 @@ impl From<Error> for io::Error {
             Error::MessageTooLarge { .. }
             | Error::EmptyMessage
             | Error::Qos(_)
+            | Error::QosBounds(_)
+            | Error::QosNotNegotiable(_)
             | Error::Config(_) => io::ErrorKind::InvalidInput,
             _ => io::ErrorKind::Other,
         };

@@ -35,10 +35,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub use connection::{
-    BareStats, Chunk, ConnStats, Connection, Granted, IncomingCall, Listener, OamStats, Receiver,
-    Release, SealStats, Sender,
+    BareStats, Chunk, ConnStats, ConnStatus, Connection, Granted, IncomingCall, Listener, OamStats,
+    QosChange, Receiver, Release, SealStats, Sender,
 };
 pub use natm_proto::endpoint::VcCounters;
+pub use natm_proto::transport::QosOutcome;
 
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
 pub use bytes::Bytes;

@@ -1,0 +1,240 @@
+//! QoS changes on an open call (seed 003 `setqos`, issue 19), SYNC round-trip probes
+//! and the status flags, between two sigds on loopback and through a `natm switch`.
+//!
+//! A guaranteed VC reserved at 8 Mbit/s with a floor of 1 Mbit/s sends at R = 4
+//! Mbit/s, then 2R, then R/2: the receiver's measured rate follows each change in
+//! direction (no timing asserted); a change beyond the agreed bounds is refused and
+//! the rate stays. The receiver sees the status flags with every message. A
+//! best-effort VC, which has no ACKs, gets its RTT from SYNC probes.
+
+mod sigd_support;
+mod switch_support;
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use natm::ulib::{Connection, Error, Host, HostConfig, QosOutcome};
+use sigd_support::{free_port, pair, Sigd, LINK};
+use switch_support::SwitchProc;
+
+const MBPS: u64 = 1_000_000;
+/// Reserved at 8 Mbit/s; may go down to 1 Mbit/s.
+const QOS: &str = "cbr:pcr=8Mbps,min_pcr=1Mbps";
+/// How long each rate is held.
+const PHASE: Duration = Duration::from_millis(1500);
+
+fn host(sigd: &Sigd) -> Host {
+    Host::open(HostConfig {
+        sigd_socket: Some(sigd.socket.clone()),
+        connect_timeout: Duration::from_secs(5),
+        ..HostConfig::default()
+    })
+    .unwrap()
+}
+
+/// What the receiver saw: per rate it was told of, the bytes and the time span they
+/// arrived in; and whether every message carried start and end.
+#[derive(Default)]
+struct Seen {
+    phases: Vec<(u64, usize, Instant, Instant)>,
+    every_message_whole: bool,
+    peer_changes: Vec<QosOutcome>,
+    ended_closed: bool,
+}
+
+impl Seen {
+    fn rate(&self, bps: u64) -> f64 {
+        let (_, bytes, first, last) = self
+            .phases
+            .iter()
+            .find(|p| p.0 == bps)
+            .unwrap_or_else(|| panic!("no data while at {bps} bit/s"));
+        *bytes as f64 * 8.0 / last.duration_since(*first).as_secs_f64().max(1e-3)
+    }
+}
+
+/// Receive until the end of data, splitting what arrived by the rate the peer was
+/// at (the receiver learns each change from the peer's QOS TPDU).
+fn receive(c: &Connection) -> Seen {
+    let mut seen = Seen {
+        every_message_whole: true,
+        ..Seen::default()
+    };
+    loop {
+        let (m, st) = c.recv_with_status(Duration::from_secs(10)).unwrap();
+        let Some(m) = m else {
+            seen.ended_closed = st.peer_closed;
+            return seen;
+        };
+        seen.every_message_whole &= st.message_start && st.message_end;
+        if let Some(q) = st.peer_qos {
+            if seen.peer_changes.last() != Some(&q) {
+                seen.peer_changes.push(q);
+            }
+        }
+        let now = Instant::now();
+        match seen.phases.last_mut() {
+            Some(p) if p.0 == st.rx_rate_bps => {
+                p.1 += m.len();
+                p.3 = now;
+            }
+            _ => seen.phases.push((st.rx_rate_bps, m.len(), now, now)),
+        }
+    }
+}
+
+/// Send at whatever rate the shaper allows for `d`.
+fn send_for(c: &Connection, d: Duration) {
+    let msg = vec![0x5a; 4000];
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        c.send(&msg).unwrap();
+    }
+}
+
+/// The caller's side of the test: R, 2R, R/2, then a refused change.
+fn change_rates(c: &Connection) {
+    let granted = c.granted().expect("a call through sigd").tx_bps;
+    assert_eq!(granted, 8 * MBPS);
+    for (qos, bps) in [
+        ("cbr:pcr=4Mbps", 4 * MBPS),
+        ("cbr:pcr=8Mbps", 8 * MBPS),
+        ("cbr:pcr=2Mbps", 2 * MBPS),
+    ] {
+        let ch = c.set_qos(qos, Duration::from_secs(5)).unwrap();
+        assert_eq!(ch.rate_bps, bps);
+        let st = c.status();
+        assert!(!st.qos_pending);
+        assert_eq!(st.qos, Some(QosOutcome::Changed { rate: bps }));
+        assert_eq!(st.tx_rate_bps, bps);
+        assert_eq!(c.stats().rate_bps, Some(bps));
+        send_for(c, PHASE);
+    }
+    // Beyond what was reserved: refused at once, nothing asked, the rate stays.
+    match c.set_qos("cbr:pcr=16Mbps", Duration::from_secs(5)) {
+        Err(Error::QosBounds(b)) => assert_eq!((b.min, b.max), (MBPS, 8 * MBPS)),
+        other => panic!("a change beyond the grant: {other:?}"),
+    }
+    assert_eq!(c.stats().rate_bps, Some(2 * MBPS));
+    assert_eq!(c.status().tx_rate_bps, 2 * MBPS);
+    // A text without a rate changes nothing either.
+    assert!(matches!(
+        c.set_qos("ubr", Duration::from_secs(1)),
+        Err(Error::QosNotNegotiable(_))
+    ));
+    c.close();
+    c.flush(Duration::from_secs(10)).unwrap();
+}
+
+fn check(seen: &Seen) {
+    let (r, two_r, half_r) = (
+        seen.rate(4 * MBPS),
+        seen.rate(8 * MBPS),
+        seen.rate(2 * MBPS),
+    );
+    assert!(
+        two_r > 1.3 * r,
+        "2R measured {two_r:.0} bit/s after R {r:.0}"
+    );
+    assert!(
+        half_r < 0.75 * r,
+        "R/2 measured {half_r:.0} bit/s after R {r:.0}"
+    );
+    assert!(seen.every_message_whole);
+    assert!(seen.ended_closed);
+    assert_eq!(
+        seen.peer_changes,
+        [4, 8, 2].map(|m| QosOutcome::Changed { rate: m * MBPS })
+    );
+}
+
+/// `a` calls `b` (addresses `to`), the QoS changes on the way; the receiver checks.
+fn qos_changes_between(a: &Sigd, b: &Sigd, to: &str) {
+    let hb = host(b);
+    let l = hb.bind("qos", QOS).unwrap();
+    let t = std::thread::spawn(move || {
+        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        receive(&c)
+    });
+    let ha = host(a);
+    let c = ha.connect(format!("{to}:qos"), QOS).unwrap();
+    change_rates(&c);
+    drop(c);
+    check(&t.join().unwrap());
+}
+
+#[test]
+fn rate_changes_between_two_hosts_are_confirmed_and_followed() {
+    let (a, b) = pair(LINK, LINK);
+    qos_changes_between(&a, &b, "+4420002");
+}
+
+#[test]
+fn rate_changes_cross_a_switch() {
+    let [h1, h2, s1h1, s1h2] = std::array::from_fn(|_| free_port());
+    let port = |name: &str, bind: SocketAddr, peer: SocketAddr| {
+        format!(
+            "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"host\"\n"
+        )
+    };
+    let route = |p: &str, port: &str| format!("[[route]]\nprefix = \"{p}\"\nport = \"{port}\"\n");
+    let s = SwitchProc::start(
+        "s1",
+        &[
+            port("h1", s1h1, h1),
+            port("h2", s1h2, h2),
+            route("+4420001", "h1"),
+            route("+4420002", "h2"),
+        ]
+        .concat(),
+    );
+    let start = |n: u8, sig: SocketAddr, sw: SocketAddr| {
+        Sigd::start_at(
+            &format!(
+                "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{sw}\"\nswitch = true\n"
+            ),
+            sig,
+        )
+    };
+    let (a, b) = (start(1, h1, s1h1), start(2, h2, s1h2));
+    let until = Instant::now() + Duration::from_secs(20);
+    while [&a, &b].iter().any(|h| h.stat()["peers"][0]["up"] != true) {
+        assert!(Instant::now() < until, "links not up: {}", s.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    qos_changes_between(&a, &b, "+4420002");
+}
+
+#[test]
+fn a_best_effort_call_gets_an_rtt_from_sync() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = host(&b);
+    let l = hb.bind("be", "ubr").unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let d = done.clone();
+    let t = std::thread::spawn(move || {
+        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        while !d.load(Ordering::Relaxed) {
+            let _ = c.recv_timeout(Duration::from_millis(100));
+        }
+        c.stats()
+    });
+    let ha = host(&a);
+    let c = ha.connect("+4420002:be", "ubr").unwrap();
+    // No data: the SYNC at the start and the next, a second later, time the path.
+    let until = Instant::now() + Duration::from_secs(10);
+    while c.stats().srtt.is_none() {
+        assert!(Instant::now() < until, "no RTT: {:?}", c.stats());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let s = c.stats();
+    assert!(s.srtt.unwrap() < Duration::from_secs(1), "{s:?}");
+    assert!(s.tx.sync_echoes >= 1 && s.tx.acks_received == 0, "{s:?}");
+    done.store(true, Ordering::Relaxed);
+    let theirs = t.join().unwrap();
+    // The callee's VC was probed too: its own SYNCs got answers.
+    assert_eq!(theirs.rx.acks_sent, 0);
+    drop(c);
+}
