@@ -27,6 +27,7 @@
 
 mod connection;
 mod error;
+mod multipoint;
 mod sigd;
 
 use std::net::SocketAddr;
@@ -43,6 +44,7 @@ pub use natm_proto::endpoint::VcCounters;
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
 pub use bytes::Bytes;
 pub use error::{Error, WouldBlock};
+pub use multipoint::{LeafEvent, LeafId, Multipoint};
 
 use crate::engine::{Conn, Engine, EngineConfig, Link};
 use crate::sched::{guaranteed_weight, Level};
