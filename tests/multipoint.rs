@@ -55,7 +55,12 @@ fn message(n: u32, len: usize) -> Vec<u8> {
 
 /// A leaf in this process: binds `mc`, accepts one call, and reports every message
 /// and the time from the first to the last.
-fn leaf(host: Host) -> (mpsc::Receiver<()>, std::thread::JoinHandle<(Vec<Vec<u8>>, Duration)>) {
+fn leaf(
+    host: Host,
+) -> (
+    mpsc::Receiver<()>,
+    std::thread::JoinHandle<(Vec<Vec<u8>>, Duration)>,
+) {
     let (ready_tx, ready) = mpsc::channel();
     let t = std::thread::spawn(move || {
         let l = host.bind("mc", "best-effort").unwrap();
@@ -78,7 +83,7 @@ fn leaf(host: Host) -> (mpsc::Receiver<()>, std::thread::JoinHandle<(Vec<Vec<u8>
 /// `natm listen` on `mc` through `sigd`, discarding: a leaf process to kill.
 fn leaf_process(sigd: &Sigd) -> ChildGuard {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
-        .args(["listen", "mc", "--discard", "--quiet", "--socket"])
+        .args(["listen", "mc", "--discard", "--quiet", "--sigd"])
         .arg(&sigd.socket)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
@@ -120,6 +125,17 @@ fn mbps(bytes: usize, span: Duration) -> f64 {
 
 #[test]
 fn guaranteed_to_three_leaves_survives_a_leaf_killed_mid_stream() {
+    guaranteed_to_three_leaves(true);
+}
+
+#[test]
+fn guaranteed_to_three_leaves_at_the_reserved_rate() {
+    guaranteed_to_three_leaves(false);
+}
+
+/// A guaranteed 4 Mbit/s VC to two leaves in this process and one leaf process,
+/// killed a third of the way through the stream if `kill`.
+fn guaranteed_to_three_leaves(kill: bool) {
     const RATE: &str = "guaranteed:pcr=4Mbps";
     const MSGS: u32 = 400;
     const LEN: usize = 4000;
@@ -137,51 +153,74 @@ fn guaranteed_to_three_leaves_survives_a_leaf_killed_mid_stream() {
     assert_eq!(m.leaves().len(), 3);
     assert_eq!(m.qos(), "guaranteed:pcr=4Mbps,rx:pcr=64kbps");
     // Each branch is its own call, admitted on the root's link: three reservations.
-    assert_eq!(root.stat()["calls"].as_array().unwrap().len(), 3, "{}", root.stat());
+    assert_eq!(
+        root.stat()["calls"].as_array().unwrap().len(),
+        3,
+        "{}",
+        root.stat()
+    );
 
     let start = Instant::now();
     for n in 0..MSGS {
-        if n == MSGS / 3 {
+        if kill && n == MSGS / 3 {
             killed.kill9();
         }
         m.send(&message(n, LEN)).unwrap();
     }
     let root_span = start.elapsed();
-    // The root learns which leaf left (its sigd released the branch).
-    let until = Instant::now() + Duration::from_secs(15);
-    let left = loop {
-        m.poll();
-        if let Some(ev) = m
-            .events()
-            .into_iter()
-            .find(|e| matches!(e, LeafEvent::Left { .. }))
-        {
-            break ev;
-        }
-        assert!(Instant::now() < until, "the killed leaf was never reported");
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    assert!(matches!(left, LeafEvent::Left { leaf, .. } if leaf == l2), "{left:?}");
-    assert_eq!(
-        m.leaves().iter().map(|(l, _)| *l).collect::<Vec<_>>(),
-        vec![LeafId(0), l1]
-    );
+    if kill {
+        // The root learns which leaf left (its sigd released the branch).
+        let until = Instant::now() + Duration::from_secs(15);
+        let left = loop {
+            m.poll();
+            if let Some(ev) = m
+                .events()
+                .into_iter()
+                .find(|e| matches!(e, LeafEvent::Left { .. }))
+            {
+                break ev;
+            }
+            assert!(Instant::now() < until, "the killed leaf was never reported");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(
+            matches!(left, LeafEvent::Left { leaf, .. } if leaf == l2),
+            "{left:?}"
+        );
+        assert_eq!(
+            m.leaves().iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+            vec![LeafId(0), l1]
+        );
+    } else {
+        assert_eq!(m.poll(), 3);
+        assert_eq!(
+            m.events(),
+            vec![
+                LeafEvent::Added(LeafId(0)),
+                LeafEvent::Added(l1),
+                LeafEvent::Added(l2)
+            ]
+        );
+    }
     m.close(Duration::from_secs(10)).unwrap();
 
     let expect: Vec<Vec<u8>> = (0..MSGS).map(|n| message(n, LEN)).collect();
     for (i, t) in [t0, t1].into_iter().enumerate() {
         let (got, span) = t.join().unwrap();
         assert_eq!(got.len(), expect.len(), "leaf {i}");
-        assert!(got == expect, "leaf {i} received other bytes than were sent");
+        assert!(
+            got == expect,
+            "leaf {i} received other bytes than were sent"
+        );
         eprintln!(
-            "leaf {i}: {} bytes in {:.3} s = {:.3} Mbit/s (reserved 4 Mbit/s)",
+            "kill={kill} leaf {i}: {} bytes in {:.3} s = {:.3} Mbit/s (reserved 4 Mbit/s)",
             got.len() * LEN,
             span.as_secs_f64(),
             mbps(got.len() * LEN, span)
         );
     }
     eprintln!(
-        "root: {} bytes per leaf in {:.3} s = {:.3} Mbit/s",
+        "kill={kill} root: {} bytes per leaf in {:.3} s = {:.3} Mbit/s",
         MSGS as usize * LEN,
         root_span.as_secs_f64(),
         mbps(MSGS as usize * LEN, root_span)
@@ -211,7 +250,9 @@ fn a_branch_without_bandwidth_is_refused_and_the_others_go_on() {
     let (got, _) = t0.join().unwrap();
     assert_eq!(got, (0..20).map(|n| message(n, 1000)).collect::<Vec<_>>());
     // Reliable multipoint is refused before any call is placed.
-    let e = host.connect_multipoint(leaf_addr(0).as_str(), "reliable").unwrap_err();
+    let e = host
+        .connect_multipoint(leaf_addr(0).as_str(), "reliable")
+        .unwrap_err();
     assert!(matches!(e, Error::Qos(_)), "{e}");
     root.wait_no_calls();
 }
@@ -255,6 +296,9 @@ fn best_effort_drop_sink_ends_one_leaf_and_the_other_keeps_receiving() {
             prev = Some(n);
         }
     }
-    assert!(g1.iter().any(|m| num(m) >= 50), "the kept leaf got nothing after the drop");
+    assert!(
+        g1.iter().any(|m| num(m) >= 50),
+        "the kept leaf got nothing after the drop"
+    );
     root.wait_no_calls();
 }
