@@ -53,14 +53,12 @@ fn message(n: u32, len: usize) -> Vec<u8> {
     m
 }
 
+/// What a leaf thread hands back: every message, and the time first to last.
+type Received = std::thread::JoinHandle<(Vec<Vec<u8>>, Duration)>;
+
 /// A leaf in this process: binds `mc`, accepts one call, and reports every message
 /// and the time from the first to the last.
-fn leaf(
-    host: Host,
-) -> (
-    mpsc::Receiver<()>,
-    std::thread::JoinHandle<(Vec<Vec<u8>>, Duration)>,
-) {
+fn leaf(host: Host) -> (mpsc::Receiver<()>, Received) {
     let (ready_tx, ready) = mpsc::channel();
     let t = std::thread::spawn(move || {
         let l = host.bind("mc", "best-effort").unwrap();
