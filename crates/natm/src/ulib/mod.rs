@@ -27,6 +27,7 @@
 
 mod connection;
 mod error;
+mod multipoint;
 mod sigd;
 
 use std::net::SocketAddr;
@@ -44,6 +45,7 @@ pub use natm_proto::transport::QosOutcome;
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
 pub use bytes::Bytes;
 pub use error::{Error, WouldBlock};
+pub use multipoint::{LeafEvent, LeafId, Multipoint};
 
 use crate::engine::{Conn, Engine, EngineConfig, Link};
 use crate::sched::{guaranteed_weight, Level};
