@@ -51,6 +51,33 @@
 //! A resynchronised link ([`CallControl::link_reset`]) may have lost messages: calls
 //! being set up are cleared with RELEASE cause 41, active ones send STATUS ENQUIRY.
 //!
+//! # Modification of an active call (Q.2963.1)
+//! An active call's traffic descriptor may change while the call stays up:
+//! [`CallControl::modify`] sends MODIFY REQUEST with the new ATM traffic descriptor
+//! and starts T360 (30 s); the peer's call control reports
+//! [`CallEvent::ModifyRequested`] and its daemon answers with
+//! [`CallControl::modify_accept`] (MODIFY ACKNOWLEDGE) once its admission control has
+//! reserved the new rate, or [`CallControl::modify_reject`] (MODIFY REJECT with the
+//! cause, the old descriptor stays). The requester then sees [`CallEvent::Modified`]
+//! or [`CallEvent::ModifyRefused`]. The call stays in state 10 throughout; the
+//! modification is a sub-state of it ([`ModifyState`]): "modify request" at the side
+//! that asked, "modify received" at the side that must answer.
+//!
+//! - One modification at a time per call: [`CallControl::modify`] while one is
+//!   pending is refused ([`CallError::ModifyPending`]); a MODIFY REQUEST that arrives
+//!   while one is pending (ours or theirs) gets MODIFY REJECT cause 101 (message not
+//!   compatible with call state). Two that cross are thus both refused: each side
+//!   keeps the old descriptor and may ask again (decision; Q.2963.1 leaves a collision
+//!   to the users).
+//! - A MODIFY REQUEST without a usable traffic descriptor gets MODIFY REJECT cause 96
+//!   or 100 naming IE 0x59 (Q.2931 §5.6.7 applied to the request's mandatory IE).
+//! - A peer without Q.2963.1 answers STATUS cause 97 (message type non-existent) or
+//!   101 naming MODIFY REQUEST: the pending request is refused with that cause.
+//! - T360 expiry: the peer's answer is lost and the two ends may now disagree on the
+//!   reservation, so the call is released with cause 102 ("360"), as Q.2963.1 does.
+//! - The Broadband report type IE (a request for CONNECTION AVAILABLE) is not sent;
+//!   CONNECTION AVAILABLE is known to the codec only.
+//!
 //! # Errors (Q.2931 §5.6)
 //! Undecodable headers are ignored; framing errors answer with the cause of
 //! [`Q2931Error::cause`] (STATUS for a known call, RELEASE COMPLETE for a SETUP). A
@@ -71,7 +98,7 @@ use thiserror::Error;
 use crate::time::Instant;
 use crate::wire::q2931::{
     CallRef, CallState, Cause, CauseValue, ConnectionId, IeAction, IeBody, IeError, IeId, Location,
-    Message, MessageType, Packet, Q2931Error, RestartIndicator, HEADER_LEN,
+    Message, MessageType, Packet, Q2931Error, RestartIndicator, TrafficDescriptor, HEADER_LEN,
 };
 
 mod params;
@@ -93,6 +120,9 @@ pub struct CallConfig {
     pub t309: Duration,
     /// T322: STATUS ENQUIRY → STATUS (4 s; sent three times).
     pub t322: Duration,
+    /// T360 (Q.2963.1): MODIFY REQUEST → MODIFY ACKNOWLEDGE or REJECT (30 s); on
+    /// expiry the call is released with cause 102.
+    pub t360: Duration,
     /// How long an incoming call may wait for `proceeding`/`accept`/`reject` before it
     /// is cleared with cause 18 (no user responding): 18 s = 2 × T303 + T310, the
     /// longest the caller can still be waiting (module docs).
@@ -121,6 +151,7 @@ impl Default for CallConfig {
             t308: Duration::from_secs(30),
             t309: Duration::from_secs(10),
             t322: Duration::from_secs(4),
+            t360: Duration::from_secs(30),
             t_answer: Duration::from_secs(18),
             max_calls: 1024,
             location: Location::User,
@@ -190,6 +221,30 @@ pub enum CallEvent {
         /// The call.
         call: CallId,
     },
+    /// The peer asks to change the active call's traffic descriptor (MODIFY
+    /// REQUEST, Q.2963.1): answer with [`CallControl::modify_accept`] or
+    /// [`CallControl::modify_reject`].
+    ModifyRequested {
+        /// The call.
+        call: CallId,
+        /// The traffic descriptor asked for.
+        traffic: TrafficDescriptor,
+    },
+    /// The peer acknowledged our MODIFY REQUEST: `traffic` is now in force.
+    Modified {
+        /// The call.
+        call: CallId,
+        /// The traffic descriptor now in force (the one [`CallControl::modify`] sent).
+        traffic: TrafficDescriptor,
+    },
+    /// The peer refused our MODIFY REQUEST (MODIFY REJECT, or STATUS from a peer
+    /// without Q.2963.1): the old traffic descriptor stays.
+    ModifyRefused {
+        /// The call.
+        call: CallId,
+        /// The peer's cause.
+        cause: Cause,
+    },
     /// The call is over and its id is dead; sent exactly once per call.
     Released {
         /// The call.
@@ -230,6 +285,9 @@ pub enum CallError {
     /// value.
     #[error("call reference {0} is in use on this link or not a valid value")]
     CallRefInUse(u32),
+    /// [`CallControl::modify`]: a modification of the call is already pending.
+    #[error("{0} already has a modification pending; wait for its answer")]
+    ModifyPending(CallId),
     /// The message could not be built from the parameters given.
     #[error("cannot encode the message: {0}")]
     Encode(#[from] Q2931Error),
@@ -267,6 +325,20 @@ enum Timer {
     T310,
     T313,
     T308,
+    /// Q.2963.1: MODIFY REQUEST sent, answer awaited.
+    T360,
+}
+
+/// Where an active call stands in a Q.2963.1 modification (module docs).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ModifyState {
+    /// None pending.
+    #[default]
+    Idle,
+    /// This side sent MODIFY REQUEST for this traffic descriptor (T360 runs).
+    Requested(TrafficDescriptor),
+    /// The peer asked for this traffic descriptor; this side has not answered.
+    Received(TrafficDescriptor),
 }
 
 #[derive(Debug)]
@@ -287,6 +359,8 @@ struct Call {
     cleared_by: ClearedBy,
     t309: Option<Instant>,
     t322: Option<(Instant, u32)>,
+    /// Q.2963.1 modification sub-state (state 10 only).
+    modify: ModifyState,
 }
 
 impl Call {
@@ -487,6 +561,77 @@ impl CallControl {
                 Ok(())
             }
         }
+    }
+
+    /// The call's Q.2963.1 modification sub-state.
+    pub fn modify_state(&self, call: CallId) -> Option<&ModifyState> {
+        self.calls.get(&call).map(|c| &c.modify)
+    }
+
+    /// Asks the peer to change an active call's traffic descriptor: MODIFY REQUEST,
+    /// T360 (Q.2963.1). The answer comes as [`CallEvent::Modified`] or
+    /// [`CallEvent::ModifyRefused`].
+    pub fn modify(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        traffic: TrafficDescriptor,
+    ) -> Result<(), CallError> {
+        if !self.link_up {
+            return Err(CallError::LinkDown);
+        }
+        let c = self.get(call)?;
+        if c.state != CallState::ACTIVE {
+            return Err(wrong(call, c.state, "modify"));
+        }
+        if c.modify != ModifyState::Idle {
+            return Err(CallError::ModifyPending(call));
+        }
+        let msg = Message::new(MessageType::ModifyRequest, c.call_ref()).with(traffic.clone());
+        let bytes = Bytes::from(msg.to_bytes()?);
+        let t360 = now + self.cfg.t360;
+        if let Some(c) = self.calls.get_mut(&call) {
+            c.modify = ModifyState::Requested(traffic);
+            c.timer = Some((Timer::T360, t360));
+            c.expiries = 0;
+        }
+        self.push_out(bytes);
+        Ok(())
+    }
+
+    /// Grants the peer's MODIFY REQUEST: MODIFY ACKNOWLEDGE. The caller has reserved
+    /// the new traffic descriptor (returned) before calling this.
+    pub fn modify_accept(&mut self, call: CallId) -> Result<TrafficDescriptor, CallError> {
+        let (cref, traffic) = self.take_received(call, "modify_accept")?;
+        self.send(Message::new(MessageType::ModifyAck, cref));
+        Ok(traffic)
+    }
+
+    /// Refuses the peer's MODIFY REQUEST: MODIFY REJECT with `cause`; the old traffic
+    /// descriptor stays.
+    pub fn modify_reject(&mut self, call: CallId, cause: Cause) -> Result<(), CallError> {
+        let (cref, _) = self.take_received(call, "modify_reject")?;
+        self.send(Message::new(MessageType::ModifyReject, cref).with(cause));
+        Ok(())
+    }
+
+    fn take_received(
+        &mut self,
+        call: CallId,
+        op: &'static str,
+    ) -> Result<(CallRef, TrafficDescriptor), CallError> {
+        if !self.link_up {
+            return Err(CallError::LinkDown);
+        }
+        let c = self.get(call)?;
+        let ModifyState::Received(traffic) = &c.modify else {
+            return Err(wrong(call, c.state, op));
+        };
+        let out = (c.call_ref(), traffic.clone());
+        if let Some(c) = self.calls.get_mut(&call) {
+            c.modify = ModifyState::Idle;
+        }
+        Ok(out)
     }
 
     /// Asks the peer for its view of a call (STATUS ENQUIRY, T322; Q.2931 §5.6.11).
@@ -718,6 +863,7 @@ impl CallControl {
                 cleared_by: ClearedBy::Remote,
                 t309: None,
                 t322: None,
+                modify: ModifyState::Idle,
             },
         );
         id
@@ -777,6 +923,8 @@ impl CallControl {
             return;
         };
         c.state = CallState::RELEASE_REQUEST;
+        // A pending modification ends with the call (T308 replaces T360).
+        c.modify = ModifyState::Idle;
         c.timer = Some((Timer::T308, t308));
         c.expiries = 0;
         c.t322 = None;
@@ -848,6 +996,12 @@ impl CallControl {
             }
             Timer::T308 => {
                 self.clear(id, Cause::timer_expiry(loc, 308), ClearedBy::Timer);
+            }
+            Timer::T360 => {
+                // Q.2963.1: the answer is lost; the ends may disagree on the
+                // reservation, so the call goes.
+                c.modify = ModifyState::Idle;
+                self.start_release(now, id, Cause::timer_expiry(loc, 360), ClearedBy::Timer)
             }
             Timer::Answer => {
                 let cref = c.call_ref();
@@ -1092,6 +1246,7 @@ impl CallControl {
                 if let Some(c) = self.calls.get_mut(&id) {
                     c.t322 = None;
                 }
+                self.on_status_for_modify(id, &msg);
                 // §5.6.11: the peer has no such call → clear ours without a message.
                 if msg.find::<CallState>() == Some(&CallState::NULL) {
                     let cause = msg
@@ -1178,6 +1333,28 @@ impl CallControl {
                 self.events.push_back(CallEvent::Established { call: id });
                 true
             }
+            (MessageType::ModifyRequest, CallState::ACTIVE) => {
+                self.on_modify_request(id, cref, &msg, errors);
+                true
+            }
+            (MessageType::ModifyAck | MessageType::ModifyReject, CallState::ACTIVE)
+                if matches!(
+                    self.calls.get(&id).map(|c| &c.modify),
+                    Some(ModifyState::Requested(_))
+                ) =>
+            {
+                let traffic = self.finish_request(id);
+                let event = if msg.kind == MessageType::ModifyAck {
+                    CallEvent::Modified { call: id, traffic }
+                } else {
+                    CallEvent::ModifyRefused {
+                        call: id,
+                        cause: their_cause(),
+                    }
+                };
+                self.events.push_back(event);
+                true
+            }
             // A repeated SETUP (our answer is on its way) and the optional
             // progress messages of UNI 3.1 are ignored.
             (MessageType::Setup, _) => true,
@@ -1206,6 +1383,84 @@ impl CallControl {
         if let Some(cause) = verdict.report {
             let state = self.calls.get(&id).map_or(CallState::NULL, |c| c.state);
             self.status(cref, state, cause);
+        }
+    }
+}
+
+impl CallControl {
+    /// A MODIFY REQUEST in state 10 (Q.2963.1; module docs).
+    fn on_modify_request(&mut self, id: CallId, cref: CallRef, msg: &Message, errors: &[IeError]) {
+        let traffic_id = IeId::Traffic.raw();
+        let refuse = if errors.iter().any(|e| e.id.raw() == traffic_id) {
+            Some(self.cause_diag(CauseValue::InvalidIeContents, vec![traffic_id]))
+        } else if msg.find::<TrafficDescriptor>().is_none() {
+            Some(self.cause_diag(CauseValue::MandatoryIeMissing, vec![traffic_id]))
+        } else if self
+            .calls
+            .get(&id)
+            .is_some_and(|c| c.modify != ModifyState::Idle)
+        {
+            Some(self.cause_diag(
+                CauseValue::MessageIncompatibleWithState,
+                vec![MessageType::ModifyRequest.raw()],
+            ))
+        } else {
+            None
+        };
+        if let Some(cause) = refuse {
+            self.stats.unexpected += 1;
+            self.send(Message::new(MessageType::ModifyReject, cref).with(cause));
+            return;
+        }
+        let Some(traffic) = msg.find::<TrafficDescriptor>().cloned() else {
+            return;
+        };
+        if let Some(c) = self.calls.get_mut(&id) {
+            c.modify = ModifyState::Received(traffic.clone());
+        }
+        self.events
+            .push_back(CallEvent::ModifyRequested { call: id, traffic });
+    }
+
+    /// Ends this side's pending request (T360 stops); its traffic descriptor.
+    fn finish_request(&mut self, id: CallId) -> TrafficDescriptor {
+        let Some(c) = self.calls.get_mut(&id) else {
+            return TrafficDescriptor::default();
+        };
+        if matches!(c.timer, Some((Timer::T360, _))) {
+            c.timer = None;
+        }
+        match std::mem::take(&mut c.modify) {
+            ModifyState::Requested(t) => t,
+            other => {
+                c.modify = other;
+                TrafficDescriptor::default()
+            }
+        }
+    }
+
+    /// A STATUS saying the peer does not know MODIFY REQUEST (cause 97, or 101
+    /// naming it) refuses our pending request with that cause.
+    fn on_status_for_modify(&mut self, id: CallId, msg: &Message) {
+        let pending = matches!(
+            self.calls.get(&id).map(|c| &c.modify),
+            Some(ModifyState::Requested(_))
+        );
+        let Some(cause) = msg.cause().filter(|_| pending) else {
+            return;
+        };
+        let unknown = match cause.value {
+            CauseValue::MessageTypeNonExistent => true,
+            CauseValue::MessageIncompatibleWithState => {
+                cause.diagnostics.first() == Some(&MessageType::ModifyRequest.raw())
+            }
+            _ => false,
+        };
+        if unknown {
+            let cause = cause.clone();
+            self.finish_request(id);
+            self.events
+                .push_back(CallEvent::ModifyRefused { call: id, cause });
         }
     }
 }

@@ -34,7 +34,8 @@ pub(crate) mod testing;
 pub mod vci;
 
 pub use call::{
-    CallAccept, CallConfig, CallControl, CallError, CallEvent, CallId, CallParams, ClearedBy, Sap,
+    CallAccept, CallConfig, CallControl, CallError, CallEvent, CallId, CallParams, ClearedBy,
+    ModifyState, Sap,
 };
 pub use sscop::{ReleaseReason, Sscop, SscopConfig, SscopError, SscopEvent, SscopStats};
 
@@ -258,6 +259,42 @@ impl Saal {
     /// Rejects a call (see [`CallControl::reject`]).
     pub fn reject(&mut self, now: Instant, call: CallId, cause: Cause) -> Result<(), CallError> {
         let r = self.calls.reject(call, cause);
+        self.pump(now);
+        r
+    }
+
+    /// Asks to change an active call's traffic descriptor (see
+    /// [`CallControl::modify`]).
+    pub fn modify(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        traffic: crate::wire::q2931::TrafficDescriptor,
+    ) -> Result<(), CallError> {
+        let r = self.calls.modify(now, call, traffic);
+        self.pump(now);
+        r
+    }
+
+    /// Grants the peer's modification (see [`CallControl::modify_accept`]).
+    pub fn modify_accept(
+        &mut self,
+        now: Instant,
+        call: CallId,
+    ) -> Result<crate::wire::q2931::TrafficDescriptor, CallError> {
+        let r = self.calls.modify_accept(call);
+        self.pump(now);
+        r
+    }
+
+    /// Refuses the peer's modification (see [`CallControl::modify_reject`]).
+    pub fn modify_reject(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        cause: Cause,
+    ) -> Result<(), CallError> {
+        let r = self.calls.modify_reject(call, cause);
         self.pump(now);
         r
     }

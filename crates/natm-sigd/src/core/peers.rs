@@ -675,6 +675,25 @@ impl Core {
                 self.on_connected(link, call, params)
             }
             SigEvent::Call(CallEvent::Proceeding { call }) => debug!(%call, "call proceeding"),
+            SigEvent::Call(CallEvent::ModifyRequested { call, traffic }) => {
+                // Q.2963.1 MODIFY REQUEST: this daemon does not re-run admission for
+                // a changed reservation, so it refuses with cause 63 (service or
+                // option not available) and the old reservation stays.
+                debug!(%call, ?traffic, "modification refused");
+                let now = self.now;
+                if let Some(l) = self.peers.get_mut(&link) {
+                    let _ = l
+                        .saal
+                        .modify_reject(now, call, uni_cause(cause::SERVICE_UNAVAILABLE));
+                }
+                self.dirty.push(link);
+            }
+            SigEvent::Call(
+                CallEvent::Modified { call, .. } | CallEvent::ModifyRefused { call, .. },
+            ) => {
+                // Never asked for by this daemon.
+                debug!(%call, "unexpected modification answer");
+            }
             SigEvent::Call(CallEvent::Established { call }) => {
                 debug!(%call, "call established");
                 let id = self

@@ -435,6 +435,19 @@ impl Control {
                 self.on_connect(sw, port, call, params)
             }
             SigEvent::Call(CallEvent::Proceeding { .. }) => {}
+            SigEvent::Call(CallEvent::ModifyRequested { call, .. }) => {
+                // Q.2963.1 MODIFY REQUEST: this switch does not re-run port
+                // admission or change a VC's policing for a changed reservation, so
+                // it refuses with cause 63 (service or option not available); the
+                // old reservation and UPC stay.
+                let now = self.now;
+                if let Some(l) = self.links.get_mut(&port) {
+                    let _ = l.saal.modify_reject(now, call, net_cause(63));
+                }
+                self.dirty.push(port);
+            }
+            // Never asked for by the switch.
+            SigEvent::Call(CallEvent::Modified { .. } | CallEvent::ModifyRefused { .. }) => {}
             SigEvent::Call(CallEvent::Established { call }) => {
                 if let Some(&(id, _)) = self.links.get(&port).and_then(|l| l.calls.get(&call)) {
                     if let Some(t) = self.calls.get_mut(&id) {

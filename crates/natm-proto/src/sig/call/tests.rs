@@ -722,3 +722,208 @@ fn release_during_link_loss_goes_out_when_the_link_is_back() {
     let se: Vec<MessageType> = msgs(&mut b).iter().map(|m| m.kind).collect();
     assert_eq!(se, [MessageType::StatusEnquiry], "b checks its active call");
 }
+
+// ----- Q.2963.1 modification -------------------------------------------------------
+
+fn pcr_td(pcr: u32) -> TrafficDescriptor {
+    let dir = crate::wire::q2931::CellRates {
+        pcr01: Some(pcr),
+        ..Default::default()
+    };
+    TrafficDescriptor {
+        fwd: dir,
+        bwd: dir,
+        ..TrafficDescriptor::default()
+    }
+}
+
+fn modify_requested(evs: &[CallEvent]) -> (CallId, TrafficDescriptor) {
+    match evs {
+        [CallEvent::ModifyRequested { call, traffic }] => (*call, traffic.clone()),
+        other => panic!("expected one ModifyRequested, got {other:?}"),
+    }
+}
+
+#[test]
+fn modify_acknowledged_end_to_end() {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let (ca, cb) = accepted_call(&mut a, &mut b);
+    events(&mut a);
+    events(&mut b);
+    a.modify(t(10), ca, pcr_td(52_084)).unwrap();
+    assert_eq!(
+        a.modify_state(ca),
+        Some(&ModifyState::Requested(pcr_td(52_084)))
+    );
+    assert_eq!(
+        a.poll_timeout(),
+        Some(t(10) + Duration::from_secs(30)),
+        "T360"
+    );
+    // A second request while one is pending is refused locally.
+    assert_eq!(
+        a.modify(t(10), ca, pcr_td(1)),
+        Err(CallError::ModifyPending(ca))
+    );
+    exchange(t(11), &mut a, &mut b);
+    let (call, traffic) = modify_requested(&events(&mut b));
+    assert_eq!((call, &traffic), (cb, &pcr_td(52_084)));
+    assert_eq!(b.modify_state(cb), Some(&ModifyState::Received(traffic)));
+    assert_eq!(b.modify_accept(cb).unwrap(), pcr_td(52_084));
+    exchange(t(12), &mut a, &mut b);
+    assert_eq!(
+        events(&mut a),
+        vec![CallEvent::Modified {
+            call: ca,
+            traffic: pcr_td(52_084)
+        }]
+    );
+    assert_eq!(a.modify_state(ca), Some(&ModifyState::Idle));
+    assert_eq!(b.modify_state(cb), Some(&ModifyState::Idle));
+    assert_eq!(a.poll_timeout(), None, "T360 stopped");
+    assert_eq!(a.state(ca), Some(CallState::ACTIVE));
+    // The callee may modify too, and answering twice is an error.
+    assert!(matches!(
+        b.modify_accept(cb),
+        Err(CallError::WrongState { .. })
+    ));
+    b.modify(t(13), cb, pcr_td(100)).unwrap();
+    exchange(t(13), &mut a, &mut b);
+    let (call, _) = modify_requested(&events(&mut a));
+    assert_eq!(call, ca);
+}
+
+#[test]
+fn modify_rejected_keeps_the_call_and_reports_the_cause() {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let (ca, cb) = accepted_call(&mut a, &mut b);
+    events(&mut a);
+    events(&mut b);
+    a.modify(t(10), ca, pcr_td(1_000_000)).unwrap();
+    exchange(t(10), &mut a, &mut b);
+    modify_requested(&events(&mut b));
+    let cause = Cause::new(Location::PrivateLocal, CauseValue::UserCellRateUnavailable);
+    b.modify_reject(cb, cause.clone()).unwrap();
+    let m = msgs(&mut b);
+    assert_eq!(m[0].kind, MessageType::ModifyReject);
+    a.handle_message(t(11), &m[0].to_bytes().unwrap());
+    assert_eq!(
+        events(&mut a),
+        vec![CallEvent::ModifyRefused { call: ca, cause }]
+    );
+    assert_eq!(a.state(ca), Some(CallState::ACTIVE));
+    assert_eq!(a.modify_state(ca), Some(&ModifyState::Idle));
+    assert!(msgs(&mut a).is_empty(), "nothing answers a MODIFY REJECT");
+}
+
+#[test]
+fn t360_expiry_releases_the_call_with_cause_102() {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let (ca, _) = accepted_call(&mut a, &mut b);
+    events(&mut a);
+    a.modify(t(0), ca, pcr_td(5)).unwrap();
+    msgs(&mut a); // lost
+    a.handle_timeout(t(29_999));
+    assert!(msgs(&mut a).is_empty());
+    a.handle_timeout(t(30_000));
+    let m = msgs(&mut a);
+    assert_eq!(m[0].kind, MessageType::Release);
+    assert_eq!(
+        m[0].cause(),
+        Some(&Cause::timer_expiry(Location::User, 360))
+    );
+    assert_eq!(a.state(ca), Some(CallState::RELEASE_REQUEST));
+}
+
+#[test]
+fn crossing_requests_are_both_refused_with_101() {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let (ca, cb) = accepted_call(&mut a, &mut b);
+    events(&mut a);
+    events(&mut b);
+    a.modify(t(1), ca, pcr_td(10)).unwrap();
+    b.modify(t(1), cb, pcr_td(20)).unwrap();
+    exchange(t(1), &mut a, &mut b);
+    for (c, id) in [(&mut a, ca), (&mut b, cb)] {
+        let ev = events(c);
+        let [CallEvent::ModifyRefused { call, cause }] = &ev[..] else {
+            panic!("expected one refusal, got {ev:?}");
+        };
+        assert_eq!(*call, id);
+        assert_eq!(cause.value, CauseValue::MessageIncompatibleWithState);
+        assert_eq!(c.modify_state(id), Some(&ModifyState::Idle));
+        assert_eq!(c.state(id), Some(CallState::ACTIVE));
+    }
+}
+
+#[test]
+fn bad_modify_messages_are_answered_not_obeyed() {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let (ca, cb) = accepted_call(&mut a, &mut b);
+    events(&mut b);
+    let cref = a.call_ref(ca).unwrap();
+    // MODIFY REQUEST without its traffic descriptor: MODIFY REJECT cause 96 (0x59).
+    let bare = Message::new(MessageType::ModifyRequest, cref);
+    b.handle_message(t(1), &bare.to_bytes().unwrap());
+    let m = msgs(&mut b);
+    assert_eq!(m[0].kind, MessageType::ModifyReject);
+    let cause = m[0].cause().unwrap();
+    assert_eq!(cause.value, CauseValue::MandatoryIeMissing);
+    assert_eq!(cause.diagnostics, vec![0x59]);
+    assert!(events(&mut b).is_empty());
+    assert_eq!(b.modify_state(cb), Some(&ModifyState::Idle));
+    // A MODIFY ACKNOWLEDGE nobody asked for: STATUS 101, nothing changes.
+    let ack = Message::new(MessageType::ModifyAck, cref);
+    b.handle_message(t(1), &ack.to_bytes().unwrap());
+    let m = msgs(&mut b);
+    assert_eq!(m[0].kind, MessageType::Status);
+    assert_eq!(
+        m[0].cause().map(|c| c.value),
+        Some(CauseValue::MessageIncompatibleWithState)
+    );
+    assert!(events(&mut b).is_empty());
+    // MODIFY REQUEST before the call is active: STATUS 101, and `modify` is refused.
+    let mut c = up(CallConfig::default());
+    let mut d = up(CallConfig::default());
+    let cc = c.setup(t(0), params()).unwrap();
+    exchange(t(0), &mut c, &mut d);
+    assert!(matches!(
+        c.modify(t(0), cc, pcr_td(1)),
+        Err(CallError::WrongState { .. })
+    ));
+    let early = Message::new(MessageType::ModifyRequest, CallRef::new(1)).with(pcr_td(1));
+    d.handle_message(t(1), &early.to_bytes().unwrap());
+    assert_eq!(msgs(&mut d)[0].kind, MessageType::Status);
+}
+
+#[test]
+fn a_peer_without_q2963_refuses_with_its_status_cause() {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let (ca, _) = accepted_call(&mut a, &mut b);
+    events(&mut a);
+    a.modify(t(1), ca, pcr_td(7)).unwrap();
+    msgs(&mut a);
+    // What a UNI 3.1 peer answers an unknown message type with.
+    let cref = a.call_ref(ca).unwrap().reply();
+    let status = Message::new(MessageType::Status, cref)
+        .with(Cause::new(
+            Location::User,
+            CauseValue::MessageTypeNonExistent,
+        ))
+        .with(CallState::ACTIVE);
+    a.handle_message(t(2), &status.to_bytes().unwrap());
+    let ev = events(&mut a);
+    assert!(
+        matches!(&ev[..], [CallEvent::ModifyRefused { call, cause }]
+            if *call == ca && cause.value == CauseValue::MessageTypeNonExistent),
+        "{ev:?}"
+    );
+    assert_eq!(a.poll_timeout(), None, "T360 stopped");
+    assert_eq!(a.state(ca), Some(CallState::ACTIVE));
+}

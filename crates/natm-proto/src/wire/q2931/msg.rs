@@ -112,6 +112,15 @@ open_enum! {
         DropPartyAck = 0x84 => "DROP PARTY ACKNOWLEDGE",
         /// 0x85 (UNI 4.0).
         PartyAlerting = 0x85 => "PARTY ALERTING",
+        /// 0x88 (Q.2963.1): ask to change an active call's traffic descriptor.
+        ModifyRequest = 0x88 => "MODIFY REQUEST",
+        /// 0x89 (Q.2963.1): the change is made.
+        ModifyAck = 0x89 => "MODIFY ACKNOWLEDGE",
+        /// 0x8A (Q.2963.1): the change is refused; the old traffic descriptor stays.
+        ModifyReject = 0x8A => "MODIFY REJECT",
+        /// 0x8B (Q.2963.1): the new traffic descriptor is in force at the other end
+        /// (sent only when MODIFY ACKNOWLEDGE asked for it; natm does not ask).
+        ConnectionAvailable = 0x8B => "CONNECTION AVAILABLE",
     }
 }
 

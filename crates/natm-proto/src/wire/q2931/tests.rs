@@ -604,3 +604,41 @@ fn natm_endpoint_and_cookie_tags() {
     };
     assert!(sneaky.emit_content(&mut Vec::new()).is_err());
 }
+
+/// Q.2963.1 MODIFY REQUEST / ACKNOWLEDGE / REJECT: message types 0x88-0x8A, the new
+/// ATM traffic descriptor in the request, the cause (and the descriptor still in
+/// force) in the reject.
+#[test]
+fn modify_request_ack_and_reject() {
+    let td = TrafficDescriptor {
+        fwd: CellRates {
+            pcr01: Some(0x0000_4E20),
+            ..CellRates::default()
+        },
+        bwd: CellRates {
+            pcr01: Some(0x0000_4E20),
+            ..CellRates::default()
+        },
+        ..TrafficDescriptor::default()
+    };
+    check(
+        &Message::new(MessageType::ModifyRequest, CallRef::new(7)).with(td.clone()),
+        "09 03 00 00 07 88 80 00 0C 59 80 00 08 84 00 4E 20 85 00 4E 20",
+    );
+    check(
+        &Message::new(MessageType::ModifyAck, CallRef::new(7).reply()),
+        "09 03 80 00 07 89 80 00 00",
+    );
+    let cause = Cause::new(Location::PrivateLocal, CauseValue::UserCellRateUnavailable);
+    check(
+        &Message::new(MessageType::ModifyReject, CallRef::new(7).reply())
+            .with(cause)
+            .with(td),
+        "09 03 80 00 07 8A 80 00 12 08 80 00 02 81 A5 59 80 00 08 84 00 4E 20 85 00 4E 20",
+    );
+    assert_eq!(
+        MessageType::from_raw(0x8B),
+        MessageType::ConnectionAvailable
+    );
+    assert_eq!(MessageType::ModifyReject.to_string(), "MODIFY REJECT");
+}
