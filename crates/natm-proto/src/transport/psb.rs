@@ -406,10 +406,7 @@ impl Psb {
                 match self.qos_tx.on_ack(h.seq, rate, h.window == 1) {
                     Some(QosOutcome::Changed { rate }) => {
                         // Only now does the shaper take the new rate (seed 003).
-                        self.flow.set_rate(rate);
-                        self.pace_at = None;
-                        self.qos_rate = rate;
-                        self.qos_done = true;
+                        self.apply_send_rate(rate);
                         self.events.push_back(Event::QosChanged { rate });
                     }
                     Some(QosOutcome::Refused { rate }) => {
@@ -985,13 +982,30 @@ impl Psb {
     /// change is [`Psb::set_qos`]).
     pub fn set_rate(&mut self, bps: u64) -> Result<(), QosBoundsError> {
         self.check_bounds(bps)?;
+        self.apply_send_rate(bps);
+        Ok(())
+    }
+
+    /// The shaper takes `bps`, and a shaped VC's send queue keeps the bound in time
+    /// it was given at setup (`shaped_send_buffer`: bucket plus `delay` at the rate):
+    /// its size in bytes follows the rate, never below one TPDU, so a lowered rate
+    /// does not leave a blocking sender seconds of queue to wait behind.
+    fn apply_send_rate(&mut self, bps: u64) {
         self.qos_rate = bps;
         self.flow.set_rate(bps);
         // A pacing timer armed at the old rate would hold the first TPDU at the new
         // rate too long; let the next poll ask the controller again.
         self.pace_at = None;
         self.qos_done = true;
-        Ok(())
+        if self.cfg.flow == FlowKind::LeakyBucket && self.cfg.rate > 0 && bps > 0 {
+            let scaled = u128::from(bps) * self.cfg.snd_buf as u128 / u128::from(self.cfg.rate);
+            let bytes = usize::try_from(scaled)
+                .unwrap_or(usize::MAX)
+                .max(self.cfg.tpdu_size as usize);
+            if let Some(send) = self.send.as_mut() {
+                send.set_snd_buf(bytes);
+            }
+        }
     }
 
     /// Ask the peer for a new sending rate within the bounds agreed at setup (seed

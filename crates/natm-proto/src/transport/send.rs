@@ -173,6 +173,12 @@ impl SendHalf {
         &self.lim
     }
 
+    /// Resize the send buffer (a shaped VC whose rate changed); bytes already queued
+    /// beyond the new size stay and drain, and no more are taken until they have.
+    pub(crate) fn set_snd_buf(&mut self, bytes: usize) {
+        self.lim.snd_buf = bytes;
+    }
+
     /// Free bytes in the send buffer.
     pub(crate) fn capacity(&self) -> usize {
         self.lim.snd_buf.saturating_sub(self.bytes)

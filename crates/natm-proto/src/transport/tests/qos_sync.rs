@@ -297,3 +297,28 @@ fn the_receiver_measures_the_rate_follow_each_change() {
     assert!(low < full * 0.5, "{low} after lowering from {full}");
     assert!(high > low * 2.0, "{high} after raising from {low}");
 }
+
+#[test]
+fn a_shaped_vcs_queue_keeps_its_bound_in_time_when_its_rate_changes() {
+    // 256 KiB at 8 Mbit/s is 262 ms of queue; at 2 Mbit/s the same bytes would be
+    // over a second, so the queue shrinks with the rate (and grows back with it).
+    let mut p = guaranteed_pair(8_000_000, 1_000_000);
+    p.delay = Duration::from_millis(5);
+    p.drive(Duration::from_millis(20));
+    let at = |p: &Pair| p.tx.send_capacity() + p.tx.send_buffered();
+    assert_eq!(at(&p), 256 * 1024);
+    let now = p.now;
+    p.tx.set_qos(now, 2_000_000).unwrap();
+    p.pump();
+    assert_eq!(at(&p), 256 * 1024, "unchanged until the peer accepts");
+    p.drive(Duration::from_millis(20));
+    assert_eq!(p.tx.qos_rate(), 2_000_000);
+    assert_eq!(at(&p), 64 * 1024);
+    // A full queue at the lower rate holds what it held in time before.
+    while p.tx.send(&[1u8; 1024], true).is_ok() {}
+    let held = p.tx.send_buffered() as f64 * 8.0 / 2e6;
+    assert!(held <= 0.27, "{held} s of queue at 2 Mbit/s");
+    // The local form follows the same rule.
+    p.tx.set_rate(4_000_000).unwrap();
+    assert_eq!(at(&p), 128 * 1024);
+}
