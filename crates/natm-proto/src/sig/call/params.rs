@@ -169,6 +169,10 @@ fn cells(rate: Option<Rate>, link_cells: u32) -> Option<u32> {
 }
 
 fn direction(tp: &TrafficParams, link_cells: u32) -> CellRates {
+    // A link faster than the 24-bit field (0xFF_FFFF cells/s, ~7.1 Gbit/s) offers
+    // the largest rate the field holds; unclamped, a 10 Gbit/s link's default PCR
+    // could not be encoded and every SETUP without a rate failed to go out.
+    let link_cells = link_cells.min(TrafficDescriptor::MAX_VALUE);
     if !tp.is_used() {
         return CellRates {
             pcr01: Some(0),
@@ -374,4 +378,25 @@ fn take_qos(natm: &mut NatmParams) -> Option<Qos> {
     let q = natm.qos.as_deref().and_then(|t| t.parse::<Qos>().ok())?;
     natm.qos = None;
     Some(q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::q2931::IeContent;
+
+    #[test]
+    fn a_link_faster_than_the_24_bit_field_still_encodes_a_default_rate() {
+        // 10 Gbit/s in cells of 424 bits.
+        let link = 23_584_905;
+        for text in ["ubr", "reliable", "cbr:pcr=20Mbps"] {
+            let qos: Qos = text.parse().unwrap();
+            let td = traffic_descriptor(&qos, link);
+            let mut out = Vec::new();
+            td.emit_content(&mut out)
+                .unwrap_or_else(|e| panic!("{text}: {e:?}"));
+            let pcr = td.fwd.pcr01.unwrap();
+            assert!(pcr <= TrafficDescriptor::MAX_VALUE, "{text}: {pcr}");
+        }
+    }
 }
