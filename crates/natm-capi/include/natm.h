@@ -13,6 +13,7 @@
  *  - Calls return a non-negative result or a negative NATM_E* code; the full
  *    sentence (sigd's cause and reason for a refused or released call) is in
  *    natm_last_error(), the UNI cause in natm_last_cause(), both per thread.
+ *    A call that succeeds leaves errno as it found it.
  *  - QoS is Linux-ATM text: "reliable", "ubr", "cbr:pcr=10Mbps", ...
  *  - Addresses: an ATM address or name with an optional ":SAP" goes through
  *    the host's sigd; an IP socket address ("127.0.0.1:7000") is direct mode.

@@ -129,8 +129,16 @@ pub(crate) fn guard<F>(f: F) -> isize
 where
     F: FnOnce() -> Result<isize, Failure>,
 {
+    // A call that succeeds leaves errno as it found it, as the socket calls it stands
+    // in for do: the library's own system calls (a send that would block, then a
+    // wait) may set it on the way, and C programs test errno after a loop of
+    // successful calls (ttcp's `if (errno) err("IO")`).
+    let saved = errno::errno();
     match catch_unwind(AssertUnwindSafe(f)) {
-        Ok(Ok(n)) => n,
+        Ok(Ok(n)) => {
+            errno::set_errno(saved);
+            n
+        }
         Ok(Err(fail)) => {
             record(&fail);
             fail.code as isize
