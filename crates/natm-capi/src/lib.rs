@@ -174,6 +174,20 @@ fn to_int(r: isize) -> c_int {
     c_int::try_from(r).unwrap_or(c_int::MAX)
 }
 
+/// Run `f` on a connection for a call that returns 0 on success (the shape of
+/// shutdown, flush, abort and set_rate).
+///
+/// # Safety
+/// `c` is null or a live connection.
+unsafe fn on_conn(c: *const NatmConn, f: impl FnOnce(&NatmConn) -> Result<(), Failure>) -> c_int {
+    to_int(guard(|| {
+        // SAFETY: the caller promises a live connection (null is refused).
+        let c = unsafe { handle(c, "conn") }?;
+        f(c)?;
+        Ok(0)
+    }))
+}
+
 // ---------------------------------------------------------------------------------
 // Errors
 
@@ -659,12 +673,13 @@ pub unsafe extern "C" fn natm_conn_fd(c: *const NatmConn, which: c_int) -> c_int
 /// `c` is a live connection.
 #[no_mangle]
 pub unsafe extern "C" fn natm_shutdown(c: *const NatmConn) -> c_int {
-    to_int(guard(|| {
-        // SAFETY: the caller promises a live connection.
-        let c = unsafe { handle(c, "conn") }?;
-        c.conn.close();
-        Ok(0)
-    }))
+    // SAFETY: the caller promises a live connection.
+    unsafe {
+        on_conn(c, |c| {
+            c.conn.close();
+            Ok(())
+        })
+    }
 }
 
 /// Wait up to `timeout_ms` until the peer has everything sent before
@@ -674,14 +689,14 @@ pub unsafe extern "C" fn natm_shutdown(c: *const NatmConn) -> c_int {
 /// `c` is a live connection.
 #[no_mangle]
 pub unsafe extern "C" fn natm_flush(c: *const NatmConn, timeout_ms: u32) -> c_int {
-    to_int(guard(|| {
-        // SAFETY: the caller promises a live connection.
-        let c = unsafe { handle(c, "conn") }?;
-        c.conn
-            .flush(Duration::from_millis(u64::from(timeout_ms)))
-            .map_err(Failure::from)?;
-        Ok(0)
-    }))
+    // SAFETY: the caller promises a live connection.
+    unsafe {
+        on_conn(c, |c| {
+            c.conn
+                .flush(Duration::from_millis(u64::from(timeout_ms)))
+                .map_err(Failure::from)
+        })
+    }
 }
 
 /// Abort both directions at once: undelivered data is lost, the peer sees
@@ -691,12 +706,13 @@ pub unsafe extern "C" fn natm_flush(c: *const NatmConn, timeout_ms: u32) -> c_in
 /// `c` is a live connection.
 #[no_mangle]
 pub unsafe extern "C" fn natm_abort(c: *const NatmConn) -> c_int {
-    to_int(guard(|| {
-        // SAFETY: the caller promises a live connection.
-        let c = unsafe { handle(c, "conn") }?;
-        c.conn.abort();
-        Ok(0)
-    }))
+    // SAFETY: the caller promises a live connection.
+    unsafe {
+        on_conn(c, |c| {
+            c.conn.abort();
+            Ok(())
+        })
+    }
 }
 
 /// Change the sending rate, bit/s, within the bounds agreed at setup (the
@@ -706,12 +722,8 @@ pub unsafe extern "C" fn natm_abort(c: *const NatmConn) -> c_int {
 /// `c` is a live connection.
 #[no_mangle]
 pub unsafe extern "C" fn natm_set_rate(c: *const NatmConn, bps: u64) -> c_int {
-    to_int(guard(|| {
-        // SAFETY: the caller promises a live connection.
-        let c = unsafe { handle(c, "conn") }?;
-        c.conn.set_rate(bps).map_err(Failure::from)?;
-        Ok(0)
-    }))
+    // SAFETY: the caller promises a live connection.
+    unsafe { on_conn(c, |c| c.conn.set_rate(bps).map_err(Failure::from)) }
 }
 
 /// Fill `*out` with the connection's counters and call state.
