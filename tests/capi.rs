@@ -149,41 +149,11 @@ fn scratch(name: &str) -> PathBuf {
 
 /// Run to completion within `limit` (killed after), output collected.
 fn run(cmd: &mut Command, limit: Duration) -> Output {
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let until = Instant::now() + limit;
-    let out_h = child.stdout.take().map(|mut s| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            std::io::Read::read_to_end(&mut s, &mut v).ok();
-            v
-        })
-    });
-    let err_h = child.stderr.take().map(|mut s| {
-        std::thread::spawn(move || {
-            let mut v = Vec::new();
-            std::io::Read::read_to_end(&mut s, &mut v).ok();
-            v
-        })
-    });
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > until {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{cmd:?} ran over {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let d = sigd_support::tool::spawn(cmd, None, format!("{cmd:?}")).wait(limit);
     Output {
-        status,
-        stdout: out_h.unwrap().join().unwrap(),
-        stderr: err_h.unwrap().join().unwrap(),
+        status: d.status,
+        stdout: d.stdout,
+        stderr: d.stderr.into_bytes(),
     }
 }
 

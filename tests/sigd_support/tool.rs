@@ -26,19 +26,26 @@ pub(crate) struct Done {
 
 /// `natm ARGS --sigd SOCKET`, fed `stdin` if given.
 pub(crate) fn natm(sigd: &Sigd, args: &[&str], stdin: Option<Vec<u8>>) -> Proc {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
-        .args(args)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_natm"));
+    cmd.args(args)
         .arg("--sigd")
         .arg(&sigd.socket)
         .stdin(if stdin.is_some() {
             Stdio::piped()
         } else {
             Stdio::null()
-        })
+        });
+    spawn(&mut cmd, stdin, format!("natm {}", args.join(" ")))
+}
+
+/// Start `cmd` (its stdin as the caller set it up, piped if `stdin` is given, which
+/// is then written to it), its output collected.
+pub(crate) fn spawn(cmd: &mut Command, stdin: Option<Vec<u8>>, what: String) -> Proc {
+    let mut child = cmd
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap_or_else(|e| panic!("cannot start `{what}`: {e}"));
     if let Some(data) = stdin {
         let mut w = child.stdin.take().unwrap();
         std::thread::spawn(move || {
@@ -58,7 +65,7 @@ pub(crate) fn natm(sigd: &Sigd, args: &[&str], stdin: Option<Vec<u8>>) -> Proc {
         child: Some(child),
         out: Some(out),
         err: Some(err),
-        what: format!("natm {}", args.join(" ")),
+        what,
     }
 }
 
