@@ -737,6 +737,17 @@ fn pcr_td(pcr: u32) -> TrafficDescriptor {
     }
 }
 
+/// Two linked call controls with an accepted call between them, their events so
+/// far taken.
+fn active_call() -> (CallControl, CallControl, CallId, CallId) {
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let (ca, cb) = accepted_call(&mut a, &mut b);
+    events(&mut a);
+    events(&mut b);
+    (a, b, ca, cb)
+}
+
 fn modify_requested(evs: &[CallEvent]) -> (CallId, TrafficDescriptor) {
     match evs {
         [CallEvent::ModifyRequested { call, traffic }] => (*call, traffic.clone()),
@@ -746,11 +757,7 @@ fn modify_requested(evs: &[CallEvent]) -> (CallId, TrafficDescriptor) {
 
 #[test]
 fn modify_acknowledged_end_to_end() {
-    let mut a = up(CallConfig::default());
-    let mut b = up(CallConfig::default());
-    let (ca, cb) = accepted_call(&mut a, &mut b);
-    events(&mut a);
-    events(&mut b);
+    let (mut a, mut b, ca, cb) = active_call();
     a.modify(t(10), ca, pcr_td(52_084)).unwrap();
     assert_eq!(
         a.modify_state(ca),
@@ -796,11 +803,7 @@ fn modify_acknowledged_end_to_end() {
 
 #[test]
 fn modify_rejected_keeps_the_call_and_reports_the_cause() {
-    let mut a = up(CallConfig::default());
-    let mut b = up(CallConfig::default());
-    let (ca, cb) = accepted_call(&mut a, &mut b);
-    events(&mut a);
-    events(&mut b);
+    let (mut a, mut b, ca, cb) = active_call();
     a.modify(t(10), ca, pcr_td(1_000_000)).unwrap();
     exchange(t(10), &mut a, &mut b);
     modify_requested(&events(&mut b));
@@ -820,10 +823,7 @@ fn modify_rejected_keeps_the_call_and_reports_the_cause() {
 
 #[test]
 fn t360_expiry_releases_the_call_with_cause_102() {
-    let mut a = up(CallConfig::default());
-    let mut b = up(CallConfig::default());
-    let (ca, _) = accepted_call(&mut a, &mut b);
-    events(&mut a);
+    let (mut a, _b, ca, _) = active_call();
     a.modify(t(0), ca, pcr_td(5)).unwrap();
     msgs(&mut a); // lost
     a.handle_timeout(t(29_999));
@@ -840,11 +840,7 @@ fn t360_expiry_releases_the_call_with_cause_102() {
 
 #[test]
 fn crossing_requests_are_both_refused_with_101() {
-    let mut a = up(CallConfig::default());
-    let mut b = up(CallConfig::default());
-    let (ca, cb) = accepted_call(&mut a, &mut b);
-    events(&mut a);
-    events(&mut b);
+    let (mut a, mut b, ca, cb) = active_call();
     a.modify(t(1), ca, pcr_td(10)).unwrap();
     b.modify(t(1), cb, pcr_td(20)).unwrap();
     exchange(t(1), &mut a, &mut b);
@@ -862,10 +858,7 @@ fn crossing_requests_are_both_refused_with_101() {
 
 #[test]
 fn bad_modify_messages_are_answered_not_obeyed() {
-    let mut a = up(CallConfig::default());
-    let mut b = up(CallConfig::default());
-    let (ca, cb) = accepted_call(&mut a, &mut b);
-    events(&mut b);
+    let (a, mut b, ca, cb) = active_call();
     let cref = a.call_ref(ca).unwrap();
     // MODIFY REQUEST without its traffic descriptor: MODIFY REJECT cause 96 (0x59).
     let bare = Message::new(MessageType::ModifyRequest, cref);
@@ -903,10 +896,7 @@ fn bad_modify_messages_are_answered_not_obeyed() {
 
 #[test]
 fn a_peer_without_q2963_refuses_with_its_status_cause() {
-    let mut a = up(CallConfig::default());
-    let mut b = up(CallConfig::default());
-    let (ca, _) = accepted_call(&mut a, &mut b);
-    events(&mut a);
+    let (mut a, _b, ca, _) = active_call();
     a.modify(t(1), ca, pcr_td(7)).unwrap();
     msgs(&mut a);
     // What a UNI 3.1 peer answers an unknown message type with.
