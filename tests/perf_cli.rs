@@ -451,10 +451,100 @@ fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
 }
 
 #[test]
+fn loss_with_an_rtt_goes_through_a_delay_line_or_skips() {
+    if let Some(why) = loss_unavailable() {
+        eprintln!("skipping loss --rtt test: {why}");
+        return;
+    }
+    if Command::new("sh")
+        .args(["-c", "command -v ethtool || test -x /usr/sbin/ethtool"])
+        .output()
+        .is_ok_and(|o| !o.status.success())
+    {
+        // Without ethtool the checksum offload cannot be turned off: a clear refusal.
+        let out = natm("perf loss --losses 0 --rtt 20ms --time 100ms --runs 1");
+        assert!(!out.status.success());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("ethtool"));
+        return;
+    }
+    let doc = json_of(
+        "perf loss --stacks natm-pp,tcp-cubic --losses 0,5 --rtt 0,20ms --time 400ms \
+         --warmup 200ms --runs 1 --json",
+    );
+    let rows: Vec<(f64, &str, f64)> = doc["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            positive(r, "bps");
+            (
+                r["rtt_ms"].as_f64().unwrap_or(0.0),
+                r["stack"].as_str().unwrap(),
+                r["loss_percent"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (0.0, "natm-pp", 0.0),
+            (0.0, "tcp-cubic", 0.0),
+            (0.0, "natm-pp", 5.0),
+            (0.0, "tcp-cubic", 5.0),
+            (20.0, "natm-pp", 0.0),
+            (20.0, "tcp-cubic", 0.0),
+            (20.0, "natm-pp", 5.0),
+            (20.0, "tcp-cubic", 5.0),
+        ]
+    );
+    // ping through the path sees the delay line's RTT: at least the 20 ms added, and
+    // the short path well under it.
+    let rtts = doc["path_rtts"].as_array().expect("path_rtts");
+    let ping = |added: f64| {
+        rtts.iter()
+            .find(|r| r["added_ms"].as_f64() == Some(added))
+            .and_then(|r| r["ping_ms"].as_f64())
+            .unwrap_or_else(|| panic!("no ping at +{added} ms: {doc}"))
+    };
+    assert!(ping(20.0) >= 20.0, "{doc}");
+    assert!(ping(0.0) < 20.0, "{doc}");
+    let ns = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    assert!(
+        !String::from_utf8_lossy(&ns.stdout).contains("natm-loss-"),
+        "namespaces left behind"
+    );
+}
+
+#[test]
+fn scale_carries_data_on_every_connection_and_gives_back_its_descriptors() {
+    let doc = json_of("perf scale --counts 20,200 --time 300ms --warmup 100ms --json");
+    assert_eq!(doc["experiment"], "scale");
+    assert!(doc["nofile_limit"].as_u64().unwrap() >= 400, "{doc}");
+    let steps = doc["steps"].as_array().expect("steps");
+    assert_eq!(steps.len(), 2);
+    for (s, n) in steps.iter().zip([20u64, 200]) {
+        assert_eq!(s["connections"].as_u64(), Some(n), "{s}");
+        // Every connection delivered data while all of them were sending.
+        assert_eq!(s["connections_with_data"].as_u64(), Some(n), "{s}");
+        positive(s, "per_connection_bps_min");
+        positive(s, "aggregate_bps");
+        positive(s, "setups_per_s");
+        assert_eq!(s["send_errors"].as_u64(), Some(0), "{s}");
+        // Each connection holds descriptors while open (a socket per VC end), and the
+        // process is back where it started once they are closed.
+        assert!(s["fds_per_connection"].as_f64().unwrap() >= 1.0, "{s}");
+        assert!(
+            s["fds_after"].as_u64().unwrap() <= s["fds_before"].as_u64().unwrap(),
+            "descriptors left behind: {s}"
+        );
+    }
+}
+
+#[test]
 fn all_writes_a_report_with_json_and_figures() {
     let dir = std::env::temp_dir().join(format!("natm-all-{}", std::process::id()));
     let out = natm(&format!(
-        "perf all --quick --skip latency,stages,throughput,guaranteed,livelock,calls,isolation,loss --out {}",
+        "perf all --quick --skip latency,stages,throughput,guaranteed,livelock,calls,isolation,loss,scale --out {}",
         dir.display()
     ));
     assert!(

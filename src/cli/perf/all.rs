@@ -28,7 +28,7 @@ pub(crate) struct AllArgs {
     #[arg(long)]
     quick: bool,
     /// Experiments to leave out, comma-separated (latency, stages, throughput, guaranteed,
-    /// cost, livelock, calls, isolation, loss).
+    /// cost, livelock, calls, isolation, loss, scale).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
 }
@@ -172,15 +172,33 @@ VC's rate depends on the scheduler's priority as much as on the bucket. Delays a
         title: "Goodput against random loss between two namespaces",
         paper: "seed 000 §5.3.3 (packet-pair and SMART keep a transfer going under loss)",
         args: (
-            "--time 1s --warmup 300ms --runs 1",
-            "--time 3s --warmup 500ms --runs 2",
+            "--losses 0,1,5,10 --rtt 0,20ms --time 1s --warmup 300ms --runs 1",
+            "--losses 0,1,5,10 --rtt 0,20ms --time 3s --warmup 500ms --runs 2",
         ),
-        limits: "A 100 Mbit/s tbf link with no added delay (the RTT is a fraction of a \
-millisecond), so loss-based congestion control recovers quickly; with a longer RTT CUBIC falls \
-much further (shared/NETLAB.md: 6 Mbit/s at 1 % loss and 20 ms). The nftables rule drops IP \
+        limits: "A 100 Mbit/s tbf link through a delay line in a third namespace: every frame \
+is copied by a user-space program (AF_PACKET sockets), at once for the short path and after \
+10 ms each way for the 20 ms one, so the short RTT is that program's forwarding time (ping's \
+figure is in the table). Loss-based congestion control recovers quickly on the short path and \
+collapses at 20 ms (CUBIC); BBR and natm's packet-pair do not back off on random loss. \
+pp/(1-p)C is natm-pp's goodput over the loss-free share of the link. The nftables rule drops IP \
 datagrams after reassembly: a natm 4 KiB TPDU is one datagram (three link packets), so natm \
 sees the nominal loss per TPDU, as TCP does per segment. Only the data direction loses \
 packets; acknowledgements are never dropped.",
+    },
+    Planned {
+        name: "scale",
+        title: "Many connections in one process",
+        paper: "issue 17: 10,000 concurrent VCs in one process, the per-VC cost flat",
+        args: (
+            "--counts 100,1000 --time 500ms --warmup 200ms",
+            "--counts 100,1000,10000 --time 2s --warmup 500ms",
+        ),
+        limits: "Both ends of every connection are in the one process (two hosts, direct \
+mode on loopback), so the memory and descriptors per connection are those of both ends, and \
+one thread sends round robin while one receives for all of them, each through its host's one \
+driver thread: the aggregate is bound by those threads, not by the count. Each VC end has its \
+own UDP socket, so a connection costs two descriptors and two kernel sockets; setups per \
+second are the direct-mode handshake's with several callers.",
     },
 ];
 
@@ -390,6 +408,7 @@ fn check_document(out: &Path, name: &str) -> anyhow::Result<()> {
         "isolation" => parse::<results::Isolation>(&path),
         "loss" => parse::<results::Loss>(&path),
         "calls" => parse::<results::Calls>(&path),
+        "scale" => parse::<results::Scale>(&path),
         other => anyhow::bail!("no document type for experiment {other}"),
     }
 }
@@ -419,6 +438,7 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<Headline> {
     h.extend(throughput_headlines(read(out, ran, "throughput")));
     h.extend(loss_headlines(read(out, ran, "loss")));
     h.extend(calls_headlines(read(out, ran, "calls")));
+    h.extend(scale_headlines(read(out, ran, "scale")));
     h.extend(livelock_headlines(read(out, ran, "livelock")));
     h
 }
@@ -480,28 +500,75 @@ fn throughput_headlines(doc: Option<results::Throughput>) -> Vec<Headline> {
 }
 
 fn loss_headlines(doc: Option<results::Loss>) -> Vec<Headline> {
-    let good = |stack: &str, loss: f64| {
+    let good = |stack: &str, loss: f64, rtt: f64| {
         doc.as_ref()?
             .results
             .iter()
-            .find(|r| r.stack == stack && r.loss_percent == loss)
+            .find(|r| r.stack == stack && r.loss_percent == loss && r.rtt_ms == rtt)
             .map(|r| r.bps)
     };
+    let rtts: Vec<f64> = doc.as_ref().map_or(vec![0.0], |d| {
+        let mut v: Vec<f64> = Vec::new();
+        for r in &d.results {
+            if !v.contains(&r.rtt_ms) {
+                v.push(r.rtt_ms);
+            }
+        }
+        v
+    });
     let mut h = Vec::new();
-    for l in [1.0, 5.0] {
-        for tcp in ["tcp-cubic", "tcp-bbr"] {
-            h.push((
-                format!("natm-pp / {tcp} goodput at {l} % loss"),
-                ratio(good("natm-pp", l), good(tcp, l)),
-                format!(
-                    "{:.1} / {:.1} Mbit/s",
-                    or_nan(good("natm-pp", l)) / 1e6,
-                    or_nan(good(tcp, l)) / 1e6
-                ),
-            ));
+    for &rtt in &rtts {
+        let at = if rtt > 0.0 {
+            format!(", RTT + {rtt} ms")
+        } else {
+            String::new()
+        };
+        for l in [1.0, 5.0] {
+            for tcp in ["tcp-cubic", "tcp-bbr"] {
+                h.push((
+                    format!("natm-pp / {tcp} goodput at {l} % loss{at}"),
+                    ratio(good("natm-pp", l, rtt), good(tcp, l, rtt)),
+                    format!(
+                        "{:.1} / {:.1} Mbit/s",
+                        or_nan(good("natm-pp", l, rtt)) / 1e6,
+                        or_nan(good(tcp, l, rtt)) / 1e6
+                    ),
+                ));
+            }
         }
     }
     h
+}
+
+fn scale_headlines(doc: Option<results::Scale>) -> Vec<Headline> {
+    let Some(d) = doc else { return Vec::new() };
+    let (Some(lo), Some(hi)) = (d.steps.first(), d.steps.last()) else {
+        return Vec::new();
+    };
+    if lo.connections == hi.connections {
+        return Vec::new();
+    }
+    vec![
+        (
+            format!(
+                "memory per connection, {} / {} connections (idle)",
+                hi.connections, lo.connections
+            ),
+            Some(hi.rss_kib_per_connection_idle / lo.rss_kib_per_connection_idle),
+            format!(
+                "{:.1} / {:.1} KiB",
+                hi.rss_kib_per_connection_idle, lo.rss_kib_per_connection_idle
+            ),
+        ),
+        (
+            format!(
+                "CPU per byte, {} / {} connections",
+                hi.connections, lo.connections
+            ),
+            Some(hi.cpu_ms_per_mb / lo.cpu_ms_per_mb),
+            format!("{:.2} / {:.2} ms/MB", hi.cpu_ms_per_mb, lo.cpu_ms_per_mb),
+        ),
+    ]
 }
 
 fn calls_headlines(doc: Option<results::Calls>) -> Vec<Headline> {

@@ -14,6 +14,12 @@
 //! saw after a warm-up. The namespaces go when the experiment ends, fails, or is
 //! interrupted (Ctrl-C), and every child is killed by its process id.
 //!
+//! With `--rtt`, the path gets a round-trip time: a third namespace sits between a
+//! and b, and a delay line there ([`super::delayline`]) holds every frame for half
+//! the RTT each way (netem is not available). Every point of such a run goes through
+//! the line, the zero RTT included (then it forwards at once), so the rows differ
+//! only in the delay; the path's RTT as `ping` sees it is reported beside each.
+//!
 //! The drop rule sees IP datagrams after reassembly, so a natm TPDU of 4 KiB (three
 //! link packets) is lost as a whole with the same probability as one TCP segment.
 
@@ -422,6 +428,8 @@ pub(crate) struct LossConfig {
     pub(crate) stacks: Vec<String>,
     /// Loss rates, percent.
     pub(crate) losses: Vec<f64>,
+    /// Round-trip times the delay line adds; `[0]` alone: no delay line.
+    pub(crate) rtts: Vec<Duration>,
     pub(crate) rate_bps: u64,
     pub(crate) size: usize,
     pub(crate) warmup: Duration,
@@ -429,9 +437,10 @@ pub(crate) struct LossConfig {
     pub(crate) runs: usize,
 }
 
-/// One (stack, loss) point: each run's goodput, bit/s.
+/// One (RTT, stack, loss) point: each run's goodput, bit/s.
 #[derive(Debug, Clone)]
 pub(crate) struct Point {
+    pub(crate) rtt: Duration,
     pub(crate) stack: String,
     pub(crate) loss: f64,
     pub(crate) bps: Vec<f64>,
@@ -448,6 +457,27 @@ impl Point {
 pub(crate) struct NetInfo {
     pub(crate) offloads_off: bool,
     pub(crate) bbr: bool,
+    pub(crate) delay_line: bool,
+    /// Per added RTT, the median RTT `ping` measured from a to b (ms), if it could.
+    pub(crate) ping_ms: Vec<(Duration, Option<f64>)>,
+}
+
+/// The median of five pings from a to b through the path as it is now, ms.
+fn ping(net: &Net) -> Option<f64> {
+    let out = std::process::Command::new(netlab::which("ip")?)
+        .args([
+            "netns", "exec", &net.a, "ping", "-n", "-c", "5", "-i", "0.2", "-W", "2",
+        ])
+        .arg(net.addr_b.to_string())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let times: Vec<f64> = text
+        .split_whitespace()
+        .filter_map(|w| w.strip_prefix("time=")?.parse().ok())
+        .collect();
+    median(&times)
 }
 
 /// Run the experiment: build the network, measure every point, remove the network.
@@ -475,19 +505,30 @@ pub(crate) fn run(
     let result = written
         .with_context(|| format!("cannot write the QUIC identity into {}", certs.display()))
         .and_then(|()| {
-            let net = Net::create("loss", cfg.rate_bps)?;
-            let info = NetInfo {
+            let delay_line = cfg.rtts.iter().any(|r| !r.is_zero());
+            let net = Net::create("loss", cfg.rate_bps, delay_line)?;
+            let mut info = NetInfo {
                 offloads_off: net.offloads_off,
                 bbr,
+                delay_line,
+                ping_ms: Vec::new(),
             };
+            for &rtt in &cfg.rtts {
+                net.set_delay(rtt / 2)?;
+                info.ping_ms.push((rtt, ping(&net)));
+            }
             let mut points: Vec<Point> = cfg
-                .losses
+                .rtts
                 .iter()
-                .flat_map(|&loss| {
-                    stacks.iter().map(move |s| Point {
-                        stack: (*s).clone(),
-                        loss,
-                        bps: Vec::new(),
+                .flat_map(|&rtt| {
+                    let stacks = &stacks;
+                    cfg.losses.iter().flat_map(move |&loss| {
+                        stacks.iter().map(move |s| Point {
+                            rtt,
+                            stack: (*s).clone(),
+                            loss,
+                            bps: Vec::new(),
+                        })
                     })
                 })
                 .collect();
@@ -498,6 +539,7 @@ pub(crate) fn run(
                     if stop.load(Ordering::Relaxed) {
                         anyhow::bail!("interrupted; network namespaces removed");
                     }
+                    net.set_delay(p.rtt / 2)?;
                     let per_mille = (p.loss * 10.0).round() as u32;
                     if current != Some(per_mille) {
                         net.set_loss(per_mille)?;
@@ -508,11 +550,21 @@ pub(crate) fn run(
                         if stop.load(Ordering::Relaxed) {
                             anyhow::anyhow!("interrupted; network namespaces removed")
                         } else {
-                            e.context(format!("{} at {} % loss", p.stack, p.loss))
+                            e.context(format!(
+                                "{} at {} % loss, RTT + {} ms",
+                                p.stack,
+                                p.loss,
+                                p.rtt.as_millis()
+                            ))
                         }
                     })?;
                     p.bps.push(bps);
-                    tick(&format!("loss {} {} %", p.stack, p.loss));
+                    tick(&format!(
+                        "loss {} {} % +{} ms",
+                        p.stack,
+                        p.loss,
+                        p.rtt.as_millis()
+                    ));
                 }
             }
             Ok((points, info))
@@ -521,9 +573,12 @@ pub(crate) fn run(
     result
 }
 
-/// The results as a table: goodput in Mbit/s, one row per loss rate.
+/// The results as a table: goodput in Mbit/s, one row per loss rate, one block per
+/// RTT; with tcp-bbr and natm-pp both there, natm-pp's ratio to BBR and to the ideal
+/// (1 − p) · C.
 fn table(r: &results::Loss) -> String {
-    let (mut stacks, mut losses): (Vec<&str>, Vec<f64>) = (Vec::new(), Vec::new());
+    let (mut stacks, mut losses, mut rtts): (Vec<&str>, Vec<f64>, Vec<f64>) =
+        (Vec::new(), Vec::new(), Vec::new());
     for p in &r.results {
         if !stacks.contains(&p.stack.as_str()) {
             stacks.push(&p.stack);
@@ -531,24 +586,59 @@ fn table(r: &results::Loss) -> String {
         if !losses.contains(&p.loss_percent) {
             losses.push(p.loss_percent);
         }
-    }
-    let mut t = table::new(std::iter::once("loss").chain(stacks.iter().copied()), 0);
-    for &loss in &losses {
-        let mut row = vec![format!("{loss}%")];
-        for s in &stacks {
-            row.push(
-                r.results
-                    .iter()
-                    .find(|p| p.loss_percent == loss && p.stack == *s)
-                    .map_or("-".into(), |p| format!("{:.2}", p.bps / 1e6)),
-            );
+        if !rtts.contains(&p.rtt_ms) {
+            rtts.push(p.rtt_ms);
         }
-        t.add_row(row);
     }
+    let find = |rtt: f64, loss: f64, s: &str| {
+        r.results
+            .iter()
+            .find(|p| p.rtt_ms == rtt && p.loss_percent == loss && p.stack == s)
+    };
+    let ratios = stacks.contains(&"natm-pp") && stacks.contains(&"tcp-bbr");
+    let mut header: Vec<String> = vec!["loss".into()];
+    if !r.path_rtts.is_empty() {
+        header.insert(0, "RTT".into());
+    }
+    header.extend(stacks.iter().map(|s| (*s).to_string()));
+    if ratios {
+        header.extend(["pp/bbr".into(), "pp/(1-p)C".into()]);
+    }
+    let mut t = table::new(header.iter().map(String::as_str), 0);
+    for &rtt in &rtts {
+        for &loss in &losses {
+            let mut row = vec![format!("{loss}%")];
+            if let Some(pr) = r.path_rtts.iter().find(|x| x.added_ms == rtt) {
+                row.insert(
+                    0,
+                    match pr.ping_ms {
+                        Some(ms) => format!("+{rtt} ms ({ms:.1})"),
+                        None => format!("+{rtt} ms"),
+                    },
+                );
+            }
+            for s in &stacks {
+                row.push(find(rtt, loss, s).map_or("-".into(), |p| format!("{:.2}", p.bps / 1e6)));
+            }
+            if ratios {
+                let pp = find(rtt, loss, "natm-pp").map_or(f64::NAN, |p| p.bps);
+                let bbr = find(rtt, loss, "tcp-bbr").map_or(f64::NAN, |p| p.bps);
+                let ideal = (1.0 - loss / 100.0) * r.link_bps as f64;
+                row.push(format!("{:.2}", pp / bbr));
+                row.push(format!("{:.2}", pp / ideal));
+            }
+            t.add_row(row);
+        }
+    }
+    let path = if r.path_rtts.is_empty() {
+        String::new()
+    } else {
+        "; RTT: added by the delay line (ping's median through the path, ms)".into()
+    };
     let mut out = format!(
         "goodput of one transfer ({} B messages) through a {} Mbit/s tbf link between two \
          namespaces, random loss on the data direction; {} run(s) of {} s after {} s; medians, \
-         Mbit/s\n{}",
+         Mbit/s{path}\n{}",
         r.size,
         r.link_bps as f64 / 1e6,
         r.runs,
@@ -573,6 +663,17 @@ fn result(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> results::Loss {
         link_bps: cfg.rate_bps,
         machine: results::Machine::now(),
         offloads_off: info.offloads_off,
+        path_rtts: if info.delay_line {
+            info.ping_ms
+                .iter()
+                .map(|&(rtt, ping_ms)| results::PathRtt {
+                    added_ms: rtt.as_secs_f64() * 1e3,
+                    ping_ms,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
         results: points
             .iter()
             .map(|p| results::LossRow {
@@ -580,6 +681,7 @@ fn result(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> results::Loss {
                 loss_percent: p.loss,
                 of_link: p.goodput() / cfg.rate_bps as f64,
                 per_run_bps: p.bps.clone(),
+                rtt_ms: p.rtt.as_secs_f64() * 1e3,
                 stack: p.stack.clone(),
             })
             .collect(),
@@ -592,20 +694,25 @@ fn result(cfg: &LossConfig, info: &NetInfo, points: &[Point]) -> results::Loss {
 
 /// Goodput against loss, one line per stack.
 fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> anyhow::Result<()> {
-    let mut names: Vec<&str> = Vec::new();
+    let mut names: Vec<(&str, Duration)> = Vec::new();
     for p in points {
-        if !names.contains(&p.stack.as_str()) {
-            names.push(&p.stack);
+        if !names.contains(&(p.stack.as_str(), p.rtt)) {
+            names.push((&p.stack, p.rtt));
         }
     }
+    let several = cfg.rtts.len() > 1 || cfg.rtts.iter().any(|r| !r.is_zero());
     let mut lines: Vec<Line> = names
         .iter()
         .enumerate()
-        .map(|(i, s)| Line {
-            label: (*s).to_string(),
+        .map(|(i, (s, rtt))| Line {
+            label: if several {
+                format!("{s}, +{} ms", rtt.as_millis())
+            } else {
+                (*s).to_string()
+            },
             points: points
                 .iter()
-                .filter(|p| p.stack == *s)
+                .filter(|p| p.stack == *s && p.rtt == *rtt)
                 .map(|p| (p.loss, p.goodput() / 1e6))
                 .collect(),
             colour: i,
@@ -660,6 +767,12 @@ pub(crate) struct LossArgs {
     /// Random loss rates in percent, comma-separated (resolution 0.1 %).
     #[arg(long, value_delimiter = ',', default_value = "0,1,2,5,10")]
     losses: Vec<f64>,
+    /// Round-trip times to add between the namespaces, comma-separated (e.g.
+    /// `0,20ms`): a third namespace between them holds every frame for half of it each
+    /// way (a delay line; no netem). With any non-zero RTT every point goes through
+    /// the line, the zero one included. Default: no delay line.
+    #[arg(long, value_delimiter = ',', default_value = "0", value_parser = crate::cli::units::duration)]
+    rtt: Vec<Duration>,
     /// Link rate (tbf).
     #[arg(long, default_value = "100Mbps", value_parser = crate::cli::units::rate)]
     rate: u64,
@@ -689,13 +802,21 @@ impl Experiment for LossArgs {
         let cfg = LossConfig {
             stacks: self.stacks.iter().map(|s| s.trim().to_string()).collect(),
             losses: self.losses.clone(),
+            rtts: {
+                let mut r = self.rtt.clone();
+                r.dedup();
+                r
+            },
             rate_bps: self.rate,
             size: super::check_size(self.size)?,
             warmup: o.warmup,
             time: o.time,
             runs: o.runs,
         };
-        pb.set_length((cfg.runs * cfg.losses.len() * cfg.stacks.len()) as u64);
+        if self.rtt.is_empty() || self.rtt.iter().any(|r| *r > Duration::from_secs(1)) {
+            anyhow::bail!("--rtt takes round-trip times from 0 to 1s");
+        }
+        pb.set_length((cfg.runs * cfg.rtts.len() * cfg.losses.len() * cfg.stacks.len()) as u64);
         let (points, info) = run(&cfg, |m| {
             pb.set_message(m.to_string());
             pb.inc(1);

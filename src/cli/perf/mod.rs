@@ -11,6 +11,8 @@
 mod all;
 mod calls;
 mod cost;
+#[cfg(feature = "quic")]
+mod delayline;
 mod experiment;
 mod fit;
 mod framing;
@@ -29,6 +31,7 @@ mod network;
 mod quic;
 mod report;
 mod results;
+mod scale;
 mod sizes;
 mod stack;
 mod stages;
@@ -97,10 +100,20 @@ pub(crate) enum PerfCmd {
     #[cfg(feature = "quic")]
     #[command(hide = true)]
     LossPeer(loss::PeerArgs),
+    /// The delay line of `natm perf loss --rtt`, run in the middle namespace.
+    #[cfg(feature = "quic")]
+    #[command(hide = true)]
+    DelayLine(delayline::DelayLineArgs),
     /// The whole suite within a bounded time: report.md, JSON and figures in --out.
     All(all::AllArgs),
     /// Call setup and release through two sigds on loopback, direct mode as reference.
     Calls(calls::CallsArgs),
+    /// Many concurrent connections in one process: setup rate, memory and descriptors
+    /// per connection, aggregate and per-connection goodput as the count grows.
+    Scale(scale::ScaleArgs),
+    /// The accepting, receiving end of `natm perf scale`, run as its own process.
+    #[command(hide = true)]
+    ScalePeer(scale::PeerArgs),
     /// Forwarding speed of a `natm switch` process beside a minimal UDP relay, cell
     /// and frame mode, on loopback.
     Switch(switch::SwitchArgs),
@@ -282,7 +295,11 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Loss(a) => drive(&a),
         #[cfg(feature = "quic")]
         PerfCmd::LossPeer(a) => loss::peer(&a),
+        #[cfg(feature = "quic")]
+        PerfCmd::DelayLine(a) => delayline::run(&a),
         PerfCmd::Calls(a) => drive(&a),
+        PerfCmd::Scale(a) => drive(&a),
+        PerfCmd::ScalePeer(a) => scale::peer(&a),
         PerfCmd::Switch(a) => drive(&a),
         PerfCmd::Network(a) => drive(&a),
         PerfCmd::Switchlab(a) => drive(&a),

@@ -1,15 +1,17 @@
 //! The network lab of `natm perf loss` (shared/NETLAB.md): two network namespaces
 //! joined by a veth pair, a `tbf` rate limit on one end, an nftables rule that drops
-//! a fraction of what arrives at the other, and processes started inside them. What
-//! it builds is removed when the [`Net`] drops — on success, on error, and after
+//! a fraction of what arrives at the other, and processes started inside them; with
+//! `delay_line`, a third namespace between them whose delay line
+//! ([`super::delayline`]) gives the path its RTT. What it builds is removed when the [`Net`] drops — on success, on error, and after
 //! Ctrl-C or SIGTERM, which only set the flag of [`interrupt_flag`] so that waiting
 //! loops can return and let it drop. It measures nothing.
 
-use std::io::Read as _;
+use std::io::{BufRead as _, BufReader, Read as _};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context as _;
 
@@ -89,12 +91,18 @@ pub(crate) struct Net {
     pub(crate) addr_b: std::net::Ipv4Addr,
     /// Whether segmentation offloads could be turned off.
     pub(crate) offloads_off: bool,
+    /// The middle namespace (`dla` towards a, `dlb` towards b), if the path has one.
+    pub(crate) m: Option<String>,
+    /// The delay line running in `m`, and its one-way delay.
+    line: Mutex<Option<(Child, Duration)>>,
 }
 
 impl Net {
     /// Create the namespaces `natm-<name>-<pid>-a` and `-b`, the link, the rate limit
-    /// and an empty loss table.
-    pub(crate) fn create(name: &str, rate_bps: u64) -> anyhow::Result<Self> {
+    /// and an empty loss table; with `delay_line`, also `-m` between them (a's `va`
+    /// joined to m's `dla`, b's `vb` to m's `dlb`), where [`Net::set_delay`] runs the
+    /// delay line. Without it, `va` and `vb` are one veth pair.
+    pub(crate) fn create(name: &str, rate_bps: u64, delay_line: bool) -> anyhow::Result<Self> {
         let pid = std::process::id();
         let (a, b) = (
             format!("natm-{name}-{pid}-a"),
@@ -108,28 +116,64 @@ impl Net {
             b: b.clone(),
             addr_b: std::net::Ipv4Addr::new(10, 213, sub, 2),
             offloads_off: false,
+            m: None,
+            line: Mutex::new(None),
         };
         let (a, b) = (a.as_str(), b.as_str());
         sh(&["ip", "netns", "add", b])?;
         let addr_a = format!("10.213.{sub}.1/24");
         let addr_b = format!("10.213.{sub}.2/24");
-        sh(&[
-            "ip", "link", "add", "va", "netns", a, "type", "veth", "peer", "name", "vb", "netns", b,
-        ])?;
+        let ethtool = which("ethtool").is_some();
+        if delay_line {
+            let m = format!("natm-{name}-{pid}-m");
+            sh(&["ip", "netns", "add", &m])?;
+            net.m = Some(m.clone());
+            for (ns, end, mid) in [(a, "va", "dla"), (b, "vb", "dlb")] {
+                sh(&[
+                    "ip", "link", "add", end, "netns", ns, "type", "veth", "peer", "name", mid,
+                    "netns", &m,
+                ])?;
+                sh(&[
+                    "ip", "-n", &m, "link", "set", "dev", mid, "up", "promisc", "on",
+                ])?;
+                if ethtool {
+                    // Frames the line copies are not coalesced on the way in.
+                    let _ = sh(&[
+                        "ip", "netns", "exec", &m, "ethtool", "-K", mid, "tso", "off", "gso",
+                        "off", "gro", "off",
+                    ]);
+                }
+            }
+        } else {
+            sh(&[
+                "ip", "link", "add", "va", "netns", a, "type", "veth", "peer", "name", "vb",
+                "netns", b,
+            ])?;
+        }
         sh(&["ip", "-n", a, "addr", "add", &addr_a, "dev", "va"])?;
         sh(&["ip", "-n", b, "addr", "add", &addr_b, "dev", "vb"])?;
         for (ns, dev) in [(a, "va"), (b, "vb")] {
             sh(&["ip", "-n", ns, "link", "set", dev, "up"])?;
             sh(&["ip", "-n", ns, "link", "set", "lo", "up"])?;
         }
-        net.offloads_off = which("ethtool").is_some()
+        // Through the delay line, checksum offload goes too: a frame it copies must
+        // carry a complete checksum (shared/NETLAB.md).
+        let tx: &[&str] = if delay_line { &["tx", "off"] } else { &[] };
+        net.offloads_off = ethtool
             && [(a, "va"), (b, "vb")].iter().all(|(ns, dev)| {
-                sh(&[
+                let mut args = vec![
                     "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
                     "gro", "off",
-                ])
-                .is_ok()
+                ];
+                args.extend_from_slice(tx);
+                sh(&args).is_ok()
             });
+        if delay_line && !net.offloads_off {
+            anyhow::bail!(
+                "a delay line needs checksum and segmentation offloads off on the veth ends \
+                 (Debian: apt-get install ethtool)"
+            );
+        }
         // With offloads on, the qdisc sees packets of up to 64 KiB; tbf drops any packet
         // larger than its bucket.
         let burst = if net.offloads_off { "32kbit" } else { "80kb" };
@@ -201,6 +245,61 @@ impl Net {
         ])
     }
 
+    /// Run the delay line in the middle namespace with this one-way delay (each way),
+    /// replacing the one running; returns once it forwards. Without a middle
+    /// namespace only a zero delay is possible, and it does nothing.
+    pub(crate) fn set_delay(&self, one_way: Duration) -> anyhow::Result<()> {
+        let mut line = self
+            .line
+            .lock()
+            .map_err(|_| anyhow::anyhow!("delay line lock"))?;
+        if line.as_ref().is_some_and(|(_, d)| *d == one_way) {
+            return Ok(());
+        }
+        let Some(m) = &self.m else {
+            if one_way.is_zero() {
+                return Ok(());
+            }
+            anyhow::bail!("this network has no middle namespace for a delay line");
+        };
+        if let Some((old, _)) = line.take() {
+            reap(old);
+        }
+        let mut child = self.spawn(
+            m,
+            &[
+                "perf".into(),
+                "delay-line".into(),
+                "--between".into(),
+                "dla,dlb".into(),
+                "--delay".into(),
+                format!("{}us", one_way.as_micros()),
+                "--time".into(),
+                "10800s".into(),
+            ],
+        )?;
+        let out = child
+            .stdout
+            .take()
+            .context("the delay line has no stdout")?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut first = String::new();
+            let _ = BufReader::new(out).read_line(&mut first);
+            let _ = tx.send(first);
+        });
+        match rx.recv_timeout(Duration::from_secs(10)) {
+            Ok(l) if l.trim() == "ready" => {
+                *line = Some((child, one_way));
+                Ok(())
+            }
+            _ => Err(anyhow::anyhow!(
+                "the delay line did not start: {}",
+                reap(child)
+            )),
+        }
+    }
+
     /// Start this binary with `args` inside namespace `ns`, stdout and stderr piped.
     pub(crate) fn spawn(&self, ns: &str, args: &[String]) -> anyhow::Result<Child> {
         let exe = std::env::current_exe().context("own executable")?;
@@ -218,7 +317,13 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
+        if let Some((line, _)) = self.line.get_mut().ok().and_then(Option::take) {
+            reap(line);
+        }
+        for ns in [Some(&self.a), Some(&self.b), self.m.as_ref()]
+            .into_iter()
+            .flatten()
+        {
             let _ = sh(&["ip", "netns", "del", ns]);
         }
     }

@@ -486,6 +486,10 @@ pub(crate) struct Loss {
     pub(crate) machine: Machine,
     /// Whether the veth's segmentation offloads could be turned off.
     pub(crate) offloads_off: bool,
+    /// Per RTT the delay line added (`--rtt`), the RTT `ping` measured through the path;
+    /// absent without a delay line.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) path_rtts: Vec<PathRtt>,
     pub(crate) results: Vec<LossRow>,
     pub(crate) runs: usize,
     pub(crate) size: usize,
@@ -504,7 +508,80 @@ pub(crate) struct LossRow {
     pub(crate) of_link: f64,
     #[serde(deserialize_with = "nans")]
     pub(crate) per_run_bps: Vec<f64>,
+    /// The RTT the delay line added, ms (absent: no delay line, a sub-millisecond path).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub(crate) rtt_ms: f64,
     pub(crate) stack: String,
+}
+
+/// One RTT of `natm perf loss --rtt`: what was asked and what `ping` saw.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct PathRtt {
+    /// The RTT the delay line added (half each way), ms.
+    pub(crate) added_ms: f64,
+    /// Median of five pings from a to b, ms; `None` if ping failed.
+    pub(crate) ping_ms: Option<f64>,
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
+}
+
+// ---------------------------------------------------------------------------------
+// scale
+
+/// `natm perf scale --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Scale {
+    /// `"scale"`.
+    pub(crate) experiment: String,
+    pub(crate) machine: Machine,
+    /// RLIMIT_NOFILE (soft) in force for the run.
+    pub(crate) nofile_limit: u64,
+    /// Callers setting up connections at once.
+    pub(crate) parallel: usize,
+    pub(crate) qos: String,
+    pub(crate) size: usize,
+    pub(crate) steps: Vec<ScaleStep>,
+    pub(crate) time_s: f64,
+    pub(crate) warmup_s: f64,
+}
+
+/// One connection count.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ScaleStep {
+    /// Goodput of all connections together, bit/s.
+    pub(crate) aggregate_bps: f64,
+    /// Connects refused because the listener's backlog was full, and tried again.
+    pub(crate) busy_refusals: u64,
+    pub(crate) connections: usize,
+    /// Connections that delivered at least one byte during the measurement.
+    pub(crate) connections_with_data: usize,
+    /// CPU time of the whole process per megabyte delivered (10⁶ B), ms.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) cpu_ms_per_mb: f64,
+    /// Open descriptors after every connection was closed and both hosts dropped.
+    pub(crate) fds_after: u64,
+    /// Open descriptors before the step's hosts were opened.
+    pub(crate) fds_before: u64,
+    /// Descriptors the process held per connection (both ends) once all were up.
+    pub(crate) fds_per_connection: f64,
+    pub(crate) per_connection_bps_max: f64,
+    pub(crate) per_connection_bps_median: f64,
+    pub(crate) per_connection_bps_min: f64,
+    /// First percentile of the connections' goodputs.
+    pub(crate) per_connection_bps_p1: f64,
+    /// Resident memory per connection (both ends) once all were up, KiB.
+    pub(crate) rss_kib_per_connection_idle: f64,
+    /// Resident memory per connection at the end of the sending phase, KiB.
+    pub(crate) rss_kib_per_connection_loaded: f64,
+    /// Sends that failed with an error other than "would block".
+    pub(crate) send_errors: u64,
+    /// Time to set up every connection, s.
+    pub(crate) setup_s: f64,
+    pub(crate) setups_per_s: f64,
+    /// Threads of the process once all were up.
+    pub(crate) threads: u64,
 }
 
 // ---------------------------------------------------------------------------------
