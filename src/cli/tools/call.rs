@@ -525,13 +525,11 @@ fn multipoint_root(
             mp.qos()
         );
     }
-    let report = |mp: &mut natm::ulib::Multipoint, names: &std::collections::HashMap<u16, String>| {
+    let report = |mp: &mut natm::ulib::Multipoint,
+                  names: &std::collections::HashMap<u16, String>| {
         let name = |l: u16| names.get(&l).cloned().unwrap_or_default();
         for ev in mp.events() {
-            eprintln!(
-                "natm call: {}",
-                super::events::describe_leaf(&ev, &name)
-            );
+            eprintln!("natm call: {}", super::events::describe_leaf(&ev, &name));
         }
     };
     report(&mut mp, &names);
@@ -553,10 +551,7 @@ fn multipoint_root(
         _ => u64::MAX,
     };
     let result = loop {
-        while plan
-            .front()
-            .is_some_and(|(at, _)| start.elapsed() >= *at)
-        {
+        while plan.front().is_some_and(|(at, _)| start.elapsed() >= *at) {
             let (_, change) = plan.pop_front().expect("looked at");
             match change {
                 LeafChange::Add(addr) => match mp.add_sink(addr.as_str()) {

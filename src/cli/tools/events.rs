@@ -11,7 +11,10 @@ pub(crate) fn describe(e: &ConnEvent) -> String {
     let mbps = |r: &u64| *r as f64 / 1e6;
     match e {
         ConnEvent::QosPending { rate } => {
-            format!("QoS change to {:.1} Mbit/s asked for; waiting for the peer", mbps(rate))
+            format!(
+                "QoS change to {:.1} Mbit/s asked for; waiting for the peer",
+                mbps(rate)
+            )
         }
         ConnEvent::QosChanged { rate } => {
             format!("QoS changed: sending at {:.1} Mbit/s", mbps(rate))
@@ -21,7 +24,10 @@ pub(crate) fn describe(e: &ConnEvent) -> String {
             mbps(rate)
         ),
         ConnEvent::PeerQosChanged { rate } => {
-            format!("the peer changed its QoS: now sending at {:.1} Mbit/s", mbps(rate))
+            format!(
+                "the peer changed its QoS: now sending at {:.1} Mbit/s",
+                mbps(rate)
+            )
         }
         ConnEvent::PeerQosRefused { rate } => format!(
             "the peer asked for {:.1} Mbit/s, outside the agreed bounds: refused",
