@@ -327,6 +327,38 @@ fn the_c_example_echoes_through_sigd_and_in_direct_mode() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The QoS and multipoint example: a guaranteed root sends to three leaves and
+/// drops one half way (the others still receive everything), a VC's rate goes
+/// 8 -> 4 -> 2 Mbit/s by set_qos and try_set_qos and the receiver's flags and events
+/// follow, a raise beyond the bounds is NATM_EQOSBOUNDS; in direct mode (statically
+/// linked) and through sigd (shared).
+#[test]
+fn the_qos_and_multipoint_example_runs_in_direct_mode_and_through_sigd() {
+    let sigd = Sigd::start(CONF);
+    let dir = scratch("mpqos");
+    let src = root().join("examples/c/mpqos.c");
+    for (link, mode) in [(Link::Static, "direct"), (Link::Shared, "+4420001")] {
+        let exe = cc(&src, link, &dir);
+        let o = run(
+            Command::new(&exe).arg(mode).env("NATM_SIGD", &sigd.socket),
+            Duration::from_secs(90),
+        );
+        let text = ok(&o, &format!("mpqos {mode} ({link:?})"));
+        for want in [
+            "leaf event: dropped leaf 1",
+            "leaf 1 received 30 messages, the last #29",
+            "leaf 2 received 60 messages, the last #59",
+            "set_qos: now sending at 4000000 bit/s",
+            "set_qos 16 Mbit/s: -15",
+            "the peer now sends at 2000000 bit/s",
+            "all checks passed",
+        ] {
+            assert!(text.contains(want), "mpqos {mode}: no {want:?} in\n{text}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// Wait until `sigd` holds a listener on `sap` (the receiver `rx` put it there), or
 /// fail with the receiver's own words if it exited.
 fn wait_listening(sigd: &Sigd, sap: &str, rx: &mut std::process::Child) {

@@ -245,3 +245,101 @@ fn an_echo_listener_sends_the_callers_stdin_back_and_keep_takes_call_after_call(
         s.wait_no_calls();
     }
 }
+
+/// `natm call` as a multipoint root: three leaves (`natm listen` on three SAPs), leaf 1
+/// dropped during the transfer; the root prints each leaf event and the other two
+/// leaves receive everything. The dropped leaf's listener sees the end of its data.
+#[test]
+fn a_multipoint_root_drops_a_leaf_and_the_others_receive_everything() {
+    let (a, b) = pair(LINK, LINK);
+    let leaves: Vec<_> = (0..3)
+        .map(|i| listen(&b, &[&format!("mc{i}"), "--discard", "--json", "--events"]))
+        .collect();
+    let c = natm(
+        &a,
+        &[
+            "call",
+            "+4420002:mc0",
+            "--leaf",
+            "+4420002:mc1",
+            "--leaf",
+            "+4420002:mc2",
+            "--qos",
+            "guaranteed:pcr=8Mbps",
+            "--bytes",
+            "1MB",
+            "--size",
+            "8KiB",
+            "--drop-leaf",
+            "0.3s:1",
+        ],
+        None,
+    )
+    .wait(LIMIT);
+    assert!(c.status.success(), "{}", c.stderr);
+    for want in [
+        "multipoint root to 3 leaves",
+        "leaf 0 added (+4420002:mc0)",
+        "leaf 2 added (+4420002:mc2)",
+        "leaf 1 dropped (+4420002:mc1)",
+        "sent 1000000 bytes in 123 messages to 2 leaves",
+    ] {
+        assert!(c.stderr.contains(want), "no {want:?} in {}", c.stderr);
+    }
+    let got: Vec<_> = leaves.into_iter().map(|l| l.wait(LIMIT)).collect();
+    for (i, l) in got.iter().enumerate() {
+        assert!(l.status.success(), "leaf {i}: {}", l.stderr);
+        assert!(
+            l.stderr.contains("event: the peer closed"),
+            "leaf {i}: {}",
+            l.stderr
+        );
+        let bytes = json(&l.stdout)["bytes_received"].as_u64().unwrap();
+        if i == 1 {
+            assert!(bytes < 1_000_000, "the dropped leaf got {bytes} bytes");
+        } else {
+            assert_eq!(bytes, 1_000_000, "leaf {i}");
+        }
+    }
+}
+
+/// `--events` on both ends of a call whose rate is changed during the transfer: the
+/// caller prints the change asked for and confirmed, the listener the peer's change
+/// and close.
+#[test]
+fn events_show_a_qos_change_on_both_ends() {
+    let (a, b) = pair(LINK, LINK);
+    let qos = "cbr:pcr=8Mbps,min_pcr=1Mbps";
+    let l = listen(&b, &["q", "--discard", "--events"]);
+    let c = natm(
+        &a,
+        &[
+            "call",
+            "+4420002:q",
+            "--qos",
+            qos,
+            "--bytes",
+            "1MB",
+            "--set-qos",
+            "0.2s:cbr:pcr=4Mbps",
+            "--events",
+        ],
+        None,
+    )
+    .wait(LIMIT);
+    assert!(c.status.success(), "{}", c.stderr);
+    for want in [
+        "natm call: event: QoS change to 4.0 Mbit/s asked for",
+        "natm call: event: QoS changed: sending at 4.0 Mbit/s",
+    ] {
+        assert!(c.stderr.contains(want), "no {want:?} in {}", c.stderr);
+    }
+    let l = l.wait(LIMIT);
+    assert!(l.status.success(), "{}", l.stderr);
+    for want in [
+        "natm listen: event: the peer changed its QoS: now sending at 4.0 Mbit/s",
+        "natm listen: event: the peer closed",
+    ] {
+        assert!(l.stderr.contains(want), "no {want:?} in {}", l.stderr);
+    }
+}

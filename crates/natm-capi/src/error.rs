@@ -27,6 +27,9 @@ pub(crate) enum Code {
     Io = -12,
     Unbound = -13,
     Internal = -14,
+    QosBounds = -15,
+    QosRefused = -16,
+    QosPending = -17,
 }
 
 /// The text of each code (`natm_strerror`), NUL-terminated for C.
@@ -47,6 +50,9 @@ pub(crate) fn describe(code: c_int) -> &'static [u8] {
         -12 => b"I/O error\0",
         -13 => b"listener unbound\0",
         -14 => b"internal error\0",
+        -15 => b"rate outside the agreed QoS bounds\0",
+        -16 => b"QoS change refused by the peer\0",
+        -17 => b"a QoS change is still pending\0",
         _ => b"unknown error code\0",
     }
 }
@@ -78,7 +84,10 @@ impl From<Error> for Failure {
             Error::WouldBlock(_) => (Code::Again, 0),
             Error::Io(_) => (Code::Io, 0),
             Error::NoAddress => (Code::Inval, 0),
-            Error::Qos(_) | Error::Config(_) | Error::QosBounds(_) => (Code::Qos, 0),
+            Error::Qos(_) | Error::Config(_) | Error::QosNotNegotiable(_) => (Code::Qos, 0),
+            Error::QosBounds(_) => (Code::QosBounds, 0),
+            Error::QosRefused { .. } => (Code::QosRefused, 0),
+            Error::QosPending(_) => (Code::QosPending, 0),
             Error::Unreachable(_) => (Code::Unreachable, 0),
             Error::Refused { cause, .. } => (Code::Refused, *cause),
             Error::NoSigd { .. } | Error::NeedsSigd(_) => (Code::NoSigd, 0),

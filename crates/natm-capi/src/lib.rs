@@ -8,6 +8,8 @@
 //! the reference.
 
 mod error;
+pub mod events;
+pub mod multipoint;
 mod ready;
 
 use std::collections::VecDeque;
@@ -70,6 +72,11 @@ pub struct NatmConn {
     tx: Arc<Readiness>,
     rx_waker: Waker,
     tx_waker: Waker,
+    /// Readiness of `natm_next_event` (a status event queued).
+    ev: Arc<Readiness>,
+    ev_waker: Waker,
+    /// The next bytes `natm_recv` returns start a message.
+    at_start: AtomicBool,
 }
 
 /// What `natm_status` reports (natm.h's `struct natm_status`, field for field).
@@ -108,6 +115,11 @@ pub struct NatmStatus {
     pub release_cause: c_int,
     /// 1: the sending VC carries a byte stream; 0: messages.
     pub is_stream: c_int,
+    /// seed 003's status flags as they are now (`natm_recv_status` gives them with
+    /// each piece of a message).
+    pub flags: events::NatmFlags,
+    /// Status events dropped because they were not taken (`natm_next_event`).
+    pub events_dropped: u64,
 }
 
 fn fail(code: Code, msg: impl Into<String>) -> Failure {
@@ -478,14 +490,17 @@ pub unsafe extern "C" fn natm_listener_close(l: *mut NatmListener) {
 
 fn wrap(conn: Connection) -> Result<NatmConn, Failure> {
     let fd = || Readiness::new().map_err(|e| fail(Code::Io, format!("eventfd: {e}")));
-    let (rx, tx) = (fd()?, fd()?);
+    let (rx, tx, ev) = (fd()?, fd()?, fd()?);
     Ok(NatmConn {
         conn,
         rest: Mutex::new(None),
         rx_waker: rx.waker(),
         tx_waker: tx.waker(),
+        ev_waker: ev.waker(),
         rx,
         tx,
+        ev,
+        at_start: AtomicBool::new(true),
     })
 }
 
@@ -588,46 +603,66 @@ pub unsafe extern "C" fn natm_recv(
     guard(|| {
         // SAFETY: the caller promises a live connection.
         let c = unsafe { handle(c, "conn") }?;
-        if buf.is_null() || len == 0 {
-            return Err(fail(Code::Inval, "buf is NULL or len is 0"));
-        }
-        let mut rest = c.rest.lock().unwrap_or_else(|p| p.into_inner());
-        let chunk = match rest.take() {
-            Some(ch) => ch,
-            None if flags & NATM_NONBLOCK == 0 => match c.conn.recv_chunk() {
-                Ok(Some(ch)) => ch,
-                Ok(None) => return Ok(eom(end_of_message, false, 0)),
-                Err(e) => return Err(e.into()),
-            },
-            None => {
-                c.rx.clear();
-                let mut cx = Context::from_waker(&c.rx_waker);
-                match c.conn.poll_recv_chunk(&mut cx) {
-                    Poll::Pending => return Err(fail(Code::Again, "no message has arrived")),
-                    Poll::Ready(r) => {
-                        c.rx.set();
-                        match r {
-                            Ok(Some(ch)) => ch,
-                            Ok(None) => return Ok(eom(end_of_message, false, 0)),
-                            Err(e) => return Err(e.into()),
-                        }
+        // SAFETY: the caller promises buf is writable for len bytes.
+        let (n, _, end) = unsafe { recv_into(c, buf, len, flags) }?;
+        Ok(eom(end_of_message, end, n))
+    })
+}
+
+/// `natm_recv`'s work: copy the next bytes of the current message into `buf`.
+/// Returns how many, whether they start their message and whether they end it (0,
+/// false, false: the end of data).
+///
+/// # Safety
+/// `buf` is null or valid for `len` bytes of writes.
+unsafe fn recv_into(
+    c: &NatmConn,
+    buf: *mut c_void,
+    len: usize,
+    flags: c_int,
+) -> Result<(usize, bool, bool), Failure> {
+    if buf.is_null() || len == 0 {
+        return Err(fail(Code::Inval, "buf is NULL or len is 0"));
+    }
+    let mut rest = c.rest.lock().unwrap_or_else(|p| p.into_inner());
+    let chunk = match rest.take() {
+        Some(ch) => ch,
+        None if flags & NATM_NONBLOCK == 0 => match c.conn.recv_chunk() {
+            Ok(Some(ch)) => ch,
+            Ok(None) => return Ok((0, false, false)),
+            Err(e) => return Err(e.into()),
+        },
+        None => {
+            c.rx.clear();
+            let mut cx = Context::from_waker(&c.rx_waker);
+            match c.conn.poll_recv_chunk(&mut cx) {
+                Poll::Pending => return Err(fail(Code::Again, "no message has arrived")),
+                Poll::Ready(r) => {
+                    c.rx.set();
+                    match r {
+                        Ok(Some(ch)) => ch,
+                        Ok(None) => return Ok((0, false, false)),
+                        Err(e) => return Err(e.into()),
                     }
                 }
             }
-        };
-        let n = chunk.data.len().min(len);
-        // SAFETY: buf is writable for len >= n bytes (the caller's promise) and
-        // cannot overlap the chunk, which this library owns.
-        unsafe { std::ptr::copy_nonoverlapping(chunk.data.as_ptr(), buf.cast::<u8>(), n) };
-        let whole = n == chunk.data.len();
-        if !whole {
-            *rest = Some(Chunk {
-                data: Bytes::slice(&chunk.data, n..),
-                end_of_message: chunk.end_of_message,
-            });
         }
-        Ok(eom(end_of_message, whole && chunk.end_of_message, n))
-    })
+    };
+    let n = chunk.data.len().min(len);
+    // SAFETY: buf is writable for len >= n bytes (the caller's promise) and
+    // cannot overlap the chunk, which this library owns.
+    unsafe { std::ptr::copy_nonoverlapping(chunk.data.as_ptr(), buf.cast::<u8>(), n) };
+    let whole = n == chunk.data.len();
+    if !whole {
+        *rest = Some(Chunk {
+            data: Bytes::slice(&chunk.data, n..),
+            end_of_message: chunk.end_of_message,
+        });
+    }
+    let end = whole && chunk.end_of_message;
+    // Under the `rest` lock: the pieces of one message are taken in order.
+    let start = c.at_start.swap(end, Ordering::AcqRel);
+    Ok((n, start, end))
 }
 
 /// Write the end-of-message flag if asked for; `n` passes through.
@@ -643,10 +678,13 @@ fn eom(p: *mut c_int, end: bool, n: usize) -> isize {
 pub const NATM_FD_RECV: c_int = 0;
 /// `natm_conn_fd`'s `which`: the descriptor for `natm_send`.
 pub const NATM_FD_SEND: c_int = 1;
+/// `natm_conn_fd`'s `which`: the descriptor for `natm_next_event`.
+pub const NATM_FD_EVENT: c_int = 2;
 
 /// A descriptor to poll (POLLIN) for `c`: with `NATM_FD_RECV`, readable while a
 /// non-blocking `natm_recv` may succeed; with `NATM_FD_SEND`, while a non-blocking
-/// `natm_send` may. Owned by the connection.
+/// `natm_send` may; with `NATM_FD_EVENT`, while a non-blocking `natm_next_event`
+/// may. Owned by the connection.
 ///
 /// # Safety
 /// `c` is a live connection.
@@ -658,9 +696,12 @@ pub unsafe extern "C" fn natm_conn_fd(c: *const NatmConn, which: c_int) -> c_int
         match which {
             NATM_FD_RECV => Ok(c.rx.raw_fd() as isize),
             NATM_FD_SEND => Ok(c.tx.raw_fd() as isize),
+            NATM_FD_EVENT => Ok(c.ev.raw_fd() as isize),
             _ => Err(fail(
                 Code::Inval,
-                format!("which is {which}: NATM_FD_RECV (0) or NATM_FD_SEND (1)"),
+                format!(
+                    "which is {which}: NATM_FD_RECV (0), NATM_FD_SEND (1) or NATM_FD_EVENT (2)"
+                ),
             )),
         }
     }))
@@ -716,7 +757,8 @@ pub unsafe extern "C" fn natm_abort(c: *const NatmConn) -> c_int {
 }
 
 /// Change the sending rate, bit/s, within the bounds agreed at setup (the
-/// reserved rate of a guaranteed VC; `NATM_EQOS` outside them).
+/// reserved rate of a guaranteed VC; `NATM_EQOSBOUNDS` outside them), without
+/// telling the peer: a local adjustment (`natm_set_qos` is the confirmed change).
 ///
 /// # Safety
 /// `c` is a live connection.
@@ -758,6 +800,8 @@ pub unsafe extern "C" fn natm_status(c: *const NatmConn, out: *mut NatmStatus) -
             released: c_int::from(rel.is_some()),
             release_cause: rel.as_ref().map_or(0, |r| c_int::from(r.cause)),
             is_stream: c_int::from(c.conn.is_stream()),
+            flags: events::flags(&c.conn.status(), rel.is_some()),
+            events_dropped: c.conn.events_dropped(),
         };
         // SAFETY: non-null and writable by the caller's promise.
         unsafe { out.write(st) };

@@ -68,6 +68,8 @@ pub(crate) enum Level {
     Linger,
     TxEnd,
     RxEnd,
+    /// A connection's status events (`engine::events`): taken under an end's lock.
+    ConnEvents,
     Timers,
     AcceptQueue,
     Listeners,

@@ -87,6 +87,25 @@ pub(crate) struct CallArgs {
     /// No progress line and no "connected" line.
     #[arg(long)]
     quiet: bool,
+    /// Print the connection's status events as they happen (seed 003's flags as they
+    /// change: QoS changes asked for, confirmed or refused, sends held by the window
+    /// or the rate, the peer's close, an abort, sigd's release).
+    #[arg(long)]
+    events: bool,
+    /// Make this call the root of a point-to-multipoint VC (best-effort or
+    /// guaranteed): TARGET is its first leaf and each --leaf another, every message
+    /// goes to all of them. Repeat for several leaves.
+    #[arg(long, value_name = "ADDR", conflicts_with = "pvc")]
+    leaf: Vec<String>,
+    /// A multipoint root: add a leaf AFTER the transfer starts (e.g. `2s:+4420003:mc`),
+    /// between two messages. Repeat for several.
+    #[arg(long, value_name = "AFTER:ADDR", value_parser = parse_timed, conflicts_with = "pvc")]
+    add_leaf: Vec<(Duration, String)>,
+    /// A multipoint root: drop leaf N (0 is TARGET, then each leaf in the order
+    /// added) AFTER the transfer starts (e.g. `3s:1`); what was sent before still
+    /// reaches it. Repeat for several.
+    #[arg(long, value_name = "AFTER:N", value_parser = parse_timed, conflicts_with = "pvc")]
+    drop_leaf: Vec<(Duration, String)>,
     /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
     #[arg(long)]
     sigd: Option<PathBuf>,
@@ -131,7 +150,7 @@ Examples:
   natm call --pvc 0.100 --via 127.0.0.1:9101 --bind 127.0.0.1:9100 --file f.bin";
 
 /// Where the bytes come from.
-enum Source {
+pub(super) enum Source {
     Reader(Box<dyn Read + Send>),
     Load(u64),
 }
@@ -175,6 +194,9 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     let load = matches!(source, Source::Load(_));
     let discard = a.discard || load;
     let host = open_host(a.sigd.clone(), a.link)?;
+    if !a.leaf.is_empty() || !a.add_leaf.is_empty() || !a.drop_leaf.is_empty() {
+        return multipoint_root(&a, &host, &qos, size, source);
+    }
     let t0 = Instant::now();
     let (target, conn) = match (a.pvc, a.via, &a.target) {
         (Some((vpi, vci)), Some(via), _) => {
@@ -218,6 +240,8 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     }
     let (tx, rx) = conn.split();
 
+    let ev = rx.clone();
+    let events = super::events::Printer::start(a.events, "call", move |t| ev.next_event(Some(t)));
     let back = Back::start(rx, discard, bare.then_some(a.idle));
     // Bytes the VC has put on the wire, not taken into its buffer: a shaped VC's
     // progress shows its rate from the start.
@@ -280,6 +304,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     changes.stop();
     progress.stop();
     let (received, messages_back) = back.finish(a.linger);
+    events.stop();
     // After what came back: its counters are the receiving VC's.
     let stats = tx.stats();
     drop(tx);
@@ -301,6 +326,15 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
         &stats,
     )
     .print(a.json, !discard)
+}
+
+/// `--add-leaf AFTER:ADDR`, `--drop-leaf AFTER:N`.
+fn parse_timed(s: &str) -> Result<(Duration, String), String> {
+    let (after, what) = s
+        .split_once(':')
+        .filter(|(_, w)| !w.is_empty())
+        .ok_or_else(|| format!("{s:?}: give AFTER:WHAT, e.g. 2s:+4420003:mc or 3s:1"))?;
+    Ok((parse_duration(after)?, what.to_owned()))
 }
 
 /// `--set-qos AFTER:QOS`.
@@ -360,7 +394,7 @@ impl QosChanges {
     }
 }
 
-fn sending(e: Error, released: impl Fn() -> Option<Release>) -> anyhow::Error {
+pub(super) fn sending(e: Error, released: impl Fn() -> Option<Release>) -> anyhow::Error {
     if let Some(why) = ended(&e, released, "sending") {
         return why;
     }
@@ -439,4 +473,145 @@ impl Back {
             .unwrap_or_else(|_| Err(anyhow!("the receiving thread panicked")));
         (r, self.messages.load(Ordering::Relaxed))
     }
+}
+
+/// A change of a multipoint root's leaves while it sends (`--add-leaf`, `--drop-leaf`).
+enum LeafChange {
+    Add(String),
+    Drop(u16),
+}
+
+/// `natm call TARGET --leaf ADDR…`: the root of a point-to-multipoint VC. Every
+/// message goes to every leaf; leaves are added and dropped between messages at their
+/// times, and what happens to each (added, dropped, left by itself) is printed.
+fn multipoint_root(
+    a: &CallArgs,
+    host: &natm::ulib::Host,
+    qos: &str,
+    size: usize,
+    source: Source,
+) -> anyhow::Result<()> {
+    use natm::ulib::LeafId;
+    let first = a
+        .target
+        .as_deref()
+        .ok_or_else(|| anyhow!("a multipoint root calls TARGET as its first leaf: give one"))?;
+    let mut plan = Vec::new();
+    for (at, addr) in &a.add_leaf {
+        plan.push((*at, LeafChange::Add(addr.clone())));
+    }
+    for (at, n) in &a.drop_leaf {
+        let n = n
+            .parse::<u16>()
+            .map_err(|_| anyhow!("--drop-leaf {n:?}: give the leaf's number (0 is TARGET)"))?;
+        plan.push((*at, LeafChange::Drop(n)));
+    }
+    plan.sort_by_key(|(at, _)| *at);
+    let mut plan = std::collections::VecDeque::from(plan);
+    let t0 = Instant::now();
+    let mut mp = host
+        .connect_multipoint(first, qos)
+        .map_err(|e| explain(e, first))?;
+    let mut names = std::collections::HashMap::from([(0u16, first.to_owned())]);
+    for l in &a.leaf {
+        let id = mp.add_sink(l.as_str()).map_err(|e| explain(e, l))?;
+        names.insert(id.0, l.clone());
+    }
+    if !a.quiet {
+        eprintln!(
+            "natm call: multipoint root to {} leaves in {:.2} ms; each branch {}",
+            mp.leaves().len(),
+            t0.elapsed().as_secs_f64() * 1e3,
+            mp.qos()
+        );
+    }
+    let report = |mp: &mut natm::ulib::Multipoint,
+                  names: &std::collections::HashMap<u16, String>| {
+        let name = |l: u16| names.get(&l).cloned().unwrap_or_default();
+        for ev in mp.events() {
+            eprintln!("natm call: {}", super::events::describe_leaf(&ev, &name));
+        }
+    };
+    report(&mut mp, &names);
+    let start = Instant::now();
+    let mut pacer = Pacer::new(a.rate);
+    let (mut messages, mut sent) = (0u64, 0u64);
+    let mut buf = vec![0u8; size];
+    let mut reader = match source {
+        Source::Reader(r) => Some(r),
+        Source::Load(_) => {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = (i % 251) as u8;
+            }
+            None
+        }
+    };
+    let mut left = match a.bytes {
+        Some(n) if reader.is_none() => n,
+        _ => u64::MAX,
+    };
+    let result = loop {
+        while plan.front().is_some_and(|(at, _)| start.elapsed() >= *at) {
+            let (_, change) = plan.pop_front().expect("looked at");
+            match change {
+                LeafChange::Add(addr) => match mp.add_sink(addr.as_str()) {
+                    Ok(id) => {
+                        names.insert(id.0, addr);
+                    }
+                    Err(e) => eprintln!("natm call: adding leaf {addr}: {}", explain(e, &addr)),
+                },
+                LeafChange::Drop(n) => {
+                    if let Err(e) = mp.drop_sink(LeafId(n), a.linger) {
+                        eprintln!("natm call: dropping leaf {n}: {e}");
+                    }
+                }
+            }
+            report(&mut mp, &names);
+        }
+        let n = match &mut reader {
+            Some(r) => match r.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => break Err(anyhow::Error::from(e).context("reading the data to send")),
+            },
+            None if left == 0 => break Ok(()),
+            None => usize::try_from(left).map_or(size, |l| l.min(size)),
+        };
+        pacer.wait(n);
+        match mp.send(&buf[..n]) {
+            Ok(_) => {}
+            Err(Error::Closed) => {
+                report(&mut mp, &names);
+                break Err(anyhow!("every leaf has left: nothing more to send to"));
+            }
+            Err(e) => break Err(anyhow!("sending: {e}")),
+        }
+        messages += 1;
+        sent += n as u64;
+        if reader.is_none() {
+            left -= n as u64;
+        }
+        report(&mut mp, &names);
+    };
+    let duration = start.elapsed();
+    for (at, _) in plan {
+        eprintln!(
+            "natm call: the transfer ended before {:.1} s: that leaf change was not made",
+            at.as_secs_f64()
+        );
+    }
+    mp.poll();
+    report(&mut mp, &names);
+    let leaves = mp.leaves().len();
+    let closed = mp.close(a.linger);
+    host.linger(Duration::from_secs(5));
+    result?;
+    closed.map_err(|e| anyhow!("closing the branches: {e}"))?;
+    eprintln!(
+        "natm call: sent {sent} bytes in {messages} messages to {leaves} leaves in {:.2} s ({:.2} Mbit/s to each)",
+        duration.as_secs_f64(),
+        sent as f64 * 8.0 / duration.as_secs_f64().max(1e-6) / 1e6
+    );
+    Ok(())
 }

@@ -67,6 +67,10 @@ pub(crate) struct ListenArgs {
     /// No progress line and no "call from" lines.
     #[arg(long)]
     quiet: bool,
+    /// Print each call's status events as they happen (seed 003's flags as they
+    /// change: the caller's QoS changes, its close, an abort, sigd's release).
+    #[arg(long)]
+    events: bool,
     /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
     #[arg(long)]
     sigd: Option<PathBuf>,
@@ -322,7 +326,8 @@ fn serve(
     // --set-qos`); looked at no more than every 100 ms.
     let mut peer_rate = conn.status().rx_rate_bps;
     let mut looked = start;
-    let result = loop {
+    let next = |t| conn.next_event(Some(t));
+    let result = super::events::printing(a.events, "listen", next, || loop {
         let m = match idle {
             Some(_) if is_pvc && msgs_in == 0 => conn.recv(),
             Some(t) => conn.recv_timeout(t),
@@ -379,7 +384,7 @@ fn serve(
                     .unwrap_or_else(|| anyhow!("{doing}: {e}")));
             }
         }
-    };
+    });
     progress.stop();
     if let Sink::File(f) = sink {
         f.flush().context("writing the --out file")?;

@@ -7,6 +7,7 @@
 
 pub(crate) mod call;
 pub(crate) mod capture;
+pub(crate) mod events;
 pub(crate) mod listen;
 pub(crate) mod ping;
 mod rawsock;

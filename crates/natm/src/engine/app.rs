@@ -277,11 +277,17 @@ impl Conn {
             if let Some(w) = waker {
                 tx.waker = Some(w.clone());
             }
+            drop(tx);
+            self.events.send_held(match why {
+                WouldBlock::OverRate => super::events::ConnEvent::OverRate,
+                _ => super::events::ConnEvent::WindowFull,
+            });
             return Err(Error::WouldBlock(why));
         }
         tx.half.send(msg, true).map_err(map_send)?;
         let deferred = self.flush_tx(eng, &mut tx, cv);
         drop(tx);
+        self.events.send_went();
         self.defer_if(eng, deferred);
         Ok(())
     }
@@ -602,6 +608,9 @@ impl Conn {
             QosChangeError::NotEstablished | QosChangeError::NotSender => Error::Closed,
         })?;
         self.after(eng, Which::Tx, &mut tx, cv, now, usize::MAX);
+        drop(tx);
+        self.events
+            .push(super::events::ConnEvent::QosPending { rate: bps });
         Ok(())
     }
 

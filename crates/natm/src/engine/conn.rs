@@ -186,6 +186,8 @@ pub(crate) struct Conn {
     /// sigd released the call this connection carries: its cause and sentence
     /// (`ulib::sigd`), what the application is told when the VCs end.
     pub(crate) released: OnceLock<(u8, String)>,
+    /// Status changes for the application (`engine::events`).
+    pub(crate) events: super::events::EventQueue,
     /// OAM loopback probes of this end waiting for their answers, and their waiters.
     oam: Mutex<Probes>,
     oam_cv: Condvar,
@@ -263,6 +265,7 @@ impl Conn {
             weight,
             counters: LinkCounters::default(),
             released: OnceLock::new(),
+            events: super::events::EventQueue::new(),
             oam: Mutex::new(
                 sync::Level::OamProbes,
                 Probes::new(route.cookie.rotate_left(16)),
@@ -821,8 +824,11 @@ impl Conn {
         }
         end.out_batch = batch;
         let mut woke = false;
-        while end.half.poll_event().is_some() {
+        while let Some(ev) = end.half.poll_event() {
             woke = true;
+            if let Some(ev) = super::events::ConnEvent::of(which == Which::Tx, ev) {
+                self.events.push(ev);
+            }
         }
         let deadline = end.half.poll_timeout().map_or(u64::MAX, |t| t.as_nanos());
         match which {

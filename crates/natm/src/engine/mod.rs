@@ -12,6 +12,7 @@
 mod app;
 mod conn;
 mod driver;
+mod events;
 mod link;
 mod listener;
 mod oam;
@@ -24,6 +25,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 pub(crate) use conn::{Conn, OnGone, Which};
+pub use events::{ConnEvent, EVENT_QUEUE};
 pub(crate) use link::{Link, UdpLink};
 pub use link::{LinkMode, Network, DEFAULT_TRAIN_CELLS};
 pub(crate) use listener::ListenerShared;

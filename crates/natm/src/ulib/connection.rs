@@ -11,7 +11,7 @@ use bytes::Bytes;
 use super::sigd::{Binding, Session};
 use super::{Error, Resolved, WouldBlock};
 use crate::adaptor::UdpDrops;
-use crate::engine::{Conn, Engine, Link, ListenerShared};
+use crate::engine::{Conn, ConnEvent, Engine, Link, ListenerShared};
 use crate::sync::{Level, OrderedMutex};
 use natm_proto::endpoint::PsbStats;
 use natm_proto::transport::{AbortReason, QosOutcome};
@@ -812,6 +812,38 @@ impl Connection {
         self.conn.wait_qos(&self.eng, Some(timeout))
     }
 
+    /// The next change of the connection's status, oldest first, waiting up to
+    /// `timeout` (`None`: until one comes) — `None` if none came. seed 003's status
+    /// flags as events: a QoS change asked for, accepted or refused (this end's, and
+    /// the peer's of the receiving VC), the peer's close, this end's close completing,
+    /// an abort, sigd's release, and a non-blocking send held by the window or the
+    /// rate. At most [`EVENT_QUEUE`](crate::ulib::EVENT_QUEUE) wait: beyond that the
+    /// oldest are dropped ([`Connection::events_dropped`]). One consumer at a time.
+    pub fn next_event(&self, timeout: Option<Duration>) -> Option<ConnEvent> {
+        self.conn.events.next(timeout)
+    }
+
+    /// The next status event if one is queued, else `None` at once.
+    pub fn try_next_event(&self) -> Option<ConnEvent> {
+        self.conn.events.next(Some(Duration::ZERO))
+    }
+
+    /// The next status event if one is queued; else `cx`'s waker is woken when one
+    /// is (checked and registered under the same lock, as [`Connection::poll_send`];
+    /// the C API's event descriptor).
+    pub fn poll_next_event(&self, cx: &mut std::task::Context<'_>) -> std::task::Poll<ConnEvent> {
+        match self.conn.events.poll(cx.waker()) {
+            Some(ev) => std::task::Poll::Ready(ev),
+            None => std::task::Poll::Pending,
+        }
+    }
+
+    /// Status events dropped because the application left
+    /// [`EVENT_QUEUE`](crate::ulib::EVENT_QUEUE) of them untaken.
+    pub fn events_dropped(&self) -> u64 {
+        self.conn.events.dropped()
+    }
+
     /// seed 003's status flags of the connection, as they are now.
     pub fn status(&self) -> ConnStatus {
         conn_status(&self.conn, None)
@@ -1117,6 +1149,10 @@ impl Sender {
 }
 
 impl Receiver {
+    /// See [`Connection::next_event`].
+    pub fn next_event(&self, timeout: Option<Duration>) -> Option<ConnEvent> {
+        self.0.next_event(timeout)
+    }
     /// See [`Connection::recv_with_status`].
     pub fn recv_with_status(
         &self,
@@ -1201,6 +1237,107 @@ mod tests {
         assert_eq!((vc.vci, h.ty, h.cookie), (77, TpduType::Abort, 0x5EED));
         // Nobody was accepted for it.
         assert!(matches!(l.try_accept(), Err(Error::WouldBlock(_))));
+    }
+
+    /// Both ends of a direct-mode connection over a memory network.
+    fn mem_pair(qos: &str) -> (Connection, Connection) {
+        let net = MemNetwork::new();
+        let mut cfg = HostConfig::default();
+        cfg.engine.network = Network::Mem(net.clone());
+        let (a, b) = (Host::open(cfg.clone()).unwrap(), Host::open(cfg).unwrap());
+        let l = b.bind("10.0.0.2:7000", qos).unwrap();
+        let addr = l.local_addr().unwrap();
+        let q = qos.to_owned();
+        let t = std::thread::spawn(move || a.connect(addr, &q).unwrap());
+        let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+        (t.join().unwrap(), server)
+    }
+
+    fn events_until(c: &Connection, last: impl Fn(&ConnEvent) -> bool) -> Vec<ConnEvent> {
+        let mut got = Vec::new();
+        while let Some(e) = c.next_event(Some(Duration::from_secs(10))) {
+            let done = last(&e);
+            got.push(e);
+            if done {
+                return got;
+            }
+        }
+        panic!("no more events after {got:?}");
+    }
+
+    #[test]
+    fn qos_changes_and_closes_come_as_events_on_both_ends() {
+        let (client, server) = mem_pair("cbr:pcr=8Mbps,min_pcr=1Mbps");
+        assert_eq!(client.try_next_event(), None);
+        let ch = client
+            .set_qos("cbr:pcr=4Mbps", Duration::from_secs(5))
+            .unwrap();
+        assert_eq!(ch.rate_bps, 4_000_000);
+        assert_eq!(
+            events_until(&client, |e| matches!(e, ConnEvent::QosChanged { .. })),
+            [
+                ConnEvent::QosPending { rate: 4_000_000 },
+                ConnEvent::QosChanged { rate: 4_000_000 }
+            ]
+        );
+        assert_eq!(
+            events_until(&server, |_| true),
+            [ConnEvent::PeerQosChanged { rate: 4_000_000 }]
+        );
+        // Beyond the bounds: refused at once, nothing sent, no event.
+        assert!(matches!(
+            client.set_qos("cbr:pcr=16Mbps", Duration::from_secs(5)),
+            Err(Error::QosBounds(_))
+        ));
+        assert_eq!(client.try_next_event(), None);
+        client.close();
+        assert_eq!(
+            events_until(&server, |e| *e == ConnEvent::PeerClosed),
+            [ConnEvent::PeerClosed]
+        );
+        assert_eq!(
+            events_until(&client, |e| *e == ConnEvent::Closed),
+            [ConnEvent::Closed]
+        );
+        // This end's own abort is an event too (a thread waiting on events learns it).
+        server.abort();
+        assert_eq!(
+            server.next_event(Some(Duration::from_secs(1))),
+            Some(ConnEvent::Aborted(AbortReason::Local))
+        );
+        assert_eq!(client.events_dropped() + server.events_dropped(), 0);
+    }
+
+    #[test]
+    fn an_abort_is_an_event_on_both_ends_and_a_held_send_on_the_sender() {
+        let (client, server) = mem_pair("cbr:pcr=1Mbps");
+        let big = vec![1u8; 64 << 10];
+        let mut held = false;
+        for _ in 0..1000 {
+            if matches!(client.try_send(&big), Err(Error::WouldBlock(_))) {
+                held = true;
+                break;
+            }
+        }
+        assert!(held, "the 1 Mbit/s VC never held a send");
+        let ev = client.try_next_event().unwrap();
+        assert!(
+            matches!(ev, ConnEvent::OverRate | ConnEvent::WindowFull),
+            "{ev:?}"
+        );
+        // Further held sends are the same run: no new event.
+        let _ = client.try_send(&big);
+        assert_eq!(client.try_next_event(), None);
+        client.abort();
+        assert_eq!(
+            events_until(&client, |_| true),
+            [ConnEvent::Aborted(AbortReason::Local)]
+        );
+        assert_eq!(
+            events_until(&server, |e| matches!(e, ConnEvent::Aborted(_))),
+            [ConnEvent::Aborted(AbortReason::Peer)]
+        );
+        assert_eq!(server.next_event(Some(Duration::from_millis(200))), None);
     }
 
     #[test]

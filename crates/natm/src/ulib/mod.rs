@@ -40,7 +40,7 @@ pub use connection::{
     QosChange, Receiver, Release, SealStats, Sender,
 };
 pub use natm_proto::endpoint::VcCounters;
-pub use natm_proto::transport::QosOutcome;
+pub use natm_proto::transport::{AbortReason, QosOutcome};
 
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
 pub use bytes::Bytes;
@@ -55,7 +55,8 @@ use natm_proto::endpoint::{BareConfig, BareParams};
 
 pub use crate::adaptor::MemNetwork;
 pub use crate::engine::{
-    current_cpus, pin_current_thread, LinkMode, Network, Watermarks, DEFAULT_TRAIN_CELLS,
+    current_cpus, pin_current_thread, ConnEvent, LinkMode, Network, Watermarks,
+    DEFAULT_TRAIN_CELLS, EVENT_QUEUE,
 };
 
 /// How a host runs.

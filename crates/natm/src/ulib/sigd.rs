@@ -329,7 +329,10 @@ fn vc_counters(s: &ConnStats, sampled_ms: u64) -> VcCounters {
 /// this side for normal clearing (the peer's data still arrives, and a peer that
 /// closed first finishes its close), at once for any other cause.
 fn end_released(conn: &Conn, eng: &Engine, cause: u8, detail: String) {
-    let _ = conn.released.set((cause, detail));
+    if conn.released.set((cause, detail.clone())).is_ok() {
+        conn.events
+            .push(crate::engine::ConnEvent::Released { cause, detail });
+    }
     // Q.2931's normal class: 16 normal clearing, and 31 normal, unspecified, which is
     // what Linux's atmsigd clears an ordinary close with in UNI 3.0 mode.
     if cause == 16 || cause == 31 {
