@@ -72,6 +72,9 @@ pub struct NodeConfig {
     pub register_every: Duration,
     /// Most ATMARP entries, addresses being resolved, and VCs.
     pub max_entries: usize,
+    /// Whether there is an ATMARP server to register with and ask. Without one
+    /// (PVCs only) addresses are learnt by InATMARP alone.
+    pub server: bool,
 }
 
 impl NodeConfig {
@@ -92,6 +95,7 @@ impl NodeConfig {
             nak_hold: Duration::from_secs(3),
             register_every: CLIENT_AGE,
             max_entries: 4096,
+            server: true,
         }
     }
 }
@@ -161,6 +165,12 @@ pub struct Counters {
     pub arp_replies: u64,
     /// ATMARP NAKs received.
     pub arp_naks: u64,
+    /// InATMARP requests sent on PVCs (RFC 2225 §8.3).
+    pub inarp_requests: u64,
+    /// InATMARP replies taken: a PVC's peer learnt.
+    pub inarp_replies: u64,
+    /// InATMARP requests from peers answered.
+    pub inarp_answered: u64,
     /// IPv4 packets fragmented for a VC's smaller MTU.
     pub fragmented: u64,
     /// ICMP "fragmentation needed" / "packet too big" sent back.
@@ -444,6 +454,9 @@ impl Node {
 
     /// Sends an ARP_REQUEST for `target` (for itself: a registration).
     fn ask(&mut self, source_of_family: IpAddr, target: IpAddr) {
+        if !self.cfg.server {
+            return;
+        }
         let source_ip = match source_of_family {
             IpAddr::V4(_) => self.cfg.ipv4.map(IpAddr::V4),
             IpAddr::V6(_) => self.cfg.ipv6.map(IpAddr::V6),
@@ -577,6 +590,7 @@ impl Node {
                             target_ip: r.source_ip,
                         };
                         if let (Some(_), Ok(bytes)) = (source_ip, reply.to_bytes()) {
+                            self.counters.inarp_answered += 1;
                             self.actions.push_back(Action::Transmit {
                                 vc,
                                 frame: arp_frame(&bytes),
@@ -585,6 +599,7 @@ impl Node {
                     }
                     Ok(r) if r.op == Op::InReply && pvc => {
                         if let Some(ip) = r.source_ip {
+                            self.counters.inarp_replies += 1;
                             self.table.insert(now, ip, peer, Some(self.cfg.arp_age));
                             self.flush(now, |k| k.0 == ip);
                         }
@@ -755,6 +770,7 @@ impl Node {
                 target_ip: None,
             };
             if let Ok(bytes) = req.to_bytes() {
+                self.counters.inarp_requests += 1;
                 self.actions.push_back(Action::Transmit {
                     vc,
                     frame: arp_frame(&bytes),

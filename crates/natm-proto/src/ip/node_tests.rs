@@ -419,3 +419,45 @@ fn inatmarp_finds_the_peer_on_a_pvc() {
         .iter()
         .any(|x| matches!(x, Action::Release { .. })));
 }
+
+#[test]
+fn without_a_server_pvc_peers_learn_each_other_by_inatmarp_alone() {
+    let t0 = Instant::ZERO;
+    let pvc: AtmAddr = "0.0.100".parse().expect("pvc");
+    let mk = |ip: &str| {
+        let mut cfg = NodeConfig::new(pvc);
+        cfg.ipv4 = Some(ip.parse().expect("ip"));
+        cfg.server = false;
+        Node::new(cfg, policy(), t0)
+    };
+    let (mut a, mut b) = (mk("10.0.0.1"), mk("10.0.0.2"));
+    let va = a.add_pvc(t0, pvc, DEFAULT_MTU);
+    let vb = b.add_pvc(t0, pvc, DEFAULT_MTU);
+    // The registration timer asks nothing of a server that is not there, and asks
+    // the PVC's peer again.
+    a.handle_timeout(t0);
+    let acts = drain(&mut a);
+    assert!(!acts.iter().any(|x| matches!(x, Action::ToServer(_))));
+    assert_eq!(a.counters().arp_requests, 0);
+    for (vc, f) in transmits(&acts) {
+        assert_eq!(vc, va);
+        assert_eq!(b.handle_frame(t0, vb, &f), None);
+    }
+    for (vc, f) in transmits(&drain(&mut b)) {
+        assert_eq!(vc, vb);
+        assert_eq!(a.handle_frame(t0, va, &f), None);
+    }
+    // A asked twice (at start and at the timer), B answered both; A learnt B.
+    assert_eq!(a.counters().inarp_requests, 2);
+    assert_eq!(b.counters().inarp_answered, 2);
+    assert_eq!(a.counters().inarp_replies, 2);
+    assert_eq!(
+        a.table().lookup(t0, "10.0.0.2".parse().expect("ip")),
+        Some(pvc)
+    );
+    // A packet to B goes on the PVC at once, with no call.
+    a.handle_outbound(t0, udp4(100, 7, true));
+    let acts = drain(&mut a);
+    assert!(setups(&acts).is_empty());
+    assert_eq!(transmits(&acts).len(), 1);
+}
