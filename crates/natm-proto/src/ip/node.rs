@@ -414,12 +414,12 @@ impl Node {
             }
             return;
         }
-        let own = match Flow::parse(&packet).map(|f| f.src) {
-            Ok(IpAddr::V4(_)) => self.cfg.ipv4.map(IpAddr::V4),
-            Ok(IpAddr::V6(_)) => self.cfg.ipv6.map(IpAddr::V6),
-            Err(_) => None,
-        };
-        if let Some(err) = own.and_then(|from| too_big(&packet, mtu, from)) {
+        // From the destination, as if the hop that cannot take it answered: the
+        // sender's kernel drops an ICMP error whose source is one of its own
+        // addresses (a "martian" arriving on natm0). Departure from natm ip's earlier
+        // choice of this interface's address.
+        let from = Flow::parse(&packet).ok().map(|f| f.dst);
+        if let Some(err) = from.and_then(|from| too_big(&packet, mtu, from)) {
             self.counters.icmp_too_big += 1;
             self.actions.push_back(Action::Deliver(err));
         }
@@ -449,7 +449,20 @@ impl Node {
             return;
         }
         self.resolving.insert(dst, (now + self.cfg.arp_retry, 1));
-        self.ask(dst, dst);
+        self.query(dst);
+    }
+
+    /// Asks where `dst` is: the ATMARP server, or without one every PVC's peer by
+    /// InATMARP (RFC 2225 §8.3: a PVC's peer is learnt from its reply).
+    fn query(&mut self, dst: IpAddr) {
+        if self.cfg.server {
+            self.ask(dst, dst);
+        } else {
+            let pvcs: Vec<_> = self.pvcs.values().copied().collect();
+            for vc in pvcs {
+                self.inarp(vc);
+            }
+        }
     }
 
     /// Sends an ARP_REQUEST for `target` (for itself: a registration).
@@ -576,6 +589,11 @@ impl Node {
             Ok((Payload::Arp, body)) => {
                 match Repr::parse(body) {
                     Ok(r) if r.op == Op::InRequest => {
+                        // The asker says who it is: on a PVC that is the peer
+                        // (RFC 2390 §7: the responder may cache the requester).
+                        if let (true, Some(ip)) = (pvc, r.source_ip) {
+                            self.learn_pvc_peer(now, ip, peer);
+                        }
                         let source_ip = match r.ipv6 {
                             false => self.cfg.ipv4.map(IpAddr::V4),
                             true => self.cfg.ipv6.map(IpAddr::V6),
@@ -600,8 +618,7 @@ impl Node {
                     Ok(r) if r.op == Op::InReply && pvc => {
                         if let Some(ip) = r.source_ip {
                             self.counters.inarp_replies += 1;
-                            self.table.insert(now, ip, peer, Some(self.cfg.arp_age));
-                            self.flush(now, |k| k.0 == ip);
+                            self.learn_pvc_peer(now, ip, peer);
                         }
                     }
                     Ok(_) => {}
@@ -614,6 +631,17 @@ impl Node {
                 None
             }
         }
+    }
+
+    /// `ip` is at the far end of PVC `peer`: cache it and send what waits for it.
+    fn learn_pvc_peer(&mut self, now: Instant, ip: IpAddr, peer: AtmAddr) {
+        if self.is_own(ip) {
+            return;
+        }
+        self.resolving.remove(&ip);
+        self.negative.remove(&ip);
+        self.table.insert(now, ip, peer, Some(self.cfg.arp_age));
+        self.flush(now, |k| k.0 == ip);
     }
 
     /// A VC this host asked for is up.
@@ -818,7 +846,7 @@ impl Node {
             if tries < self.cfg.arp_tries {
                 self.resolving
                     .insert(ip, (now + self.cfg.arp_retry, tries + 1));
-                self.ask(ip, ip);
+                self.query(ip);
             } else {
                 self.resolving.remove(&ip);
                 self.negative.insert(ip, now + self.cfg.nak_hold);

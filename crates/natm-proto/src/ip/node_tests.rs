@@ -456,8 +456,42 @@ fn without_a_server_pvc_peers_learn_each_other_by_inatmarp_alone() {
         Some(pvc)
     );
     // A packet to B goes on the PVC at once, with no call.
+    drain(&mut a); // A's answer to B's request
     a.handle_outbound(t0, udp4(100, 7, true));
     let acts = drain(&mut a);
     assert!(setups(&acts).is_empty());
     assert_eq!(transmits(&acts).len(), 1);
+}
+
+#[test]
+fn without_a_server_an_unknown_address_is_asked_of_the_pvcs_peers() {
+    let t0 = Instant::ZERO;
+    let pvc: AtmAddr = "0.0.100".parse().expect("pvc");
+    let mut cfg = NodeConfig::new(pvc);
+    cfg.ipv4 = Some("10.0.0.1".parse().expect("ip"));
+    cfg.server = false;
+    let mut a = Node::new(cfg, policy(), t0);
+    let va = a.add_pvc(t0, pvc, DEFAULT_MTU);
+    drain(&mut a); // the first request, lost: the peer was not up yet
+    a.handle_outbound(t0, udp4(100, 7, true));
+    let acts = drain(&mut a);
+    let tx = transmits(&acts);
+    assert_eq!(tx.len(), 1, "{acts:?}");
+    let (_, body) = llc::parse(&tx[0].1).expect("LLC/SNAP");
+    assert_eq!(Repr::parse(body).expect("InATMARP").op, Op::InRequest);
+    assert_eq!(tx[0].0, va);
+    // The peer's request names it: the packet that waited goes.
+    let mut bcfg = NodeConfig::new(pvc);
+    bcfg.ipv4 = Some("10.0.0.2".parse().expect("ip"));
+    bcfg.server = false;
+    let mut b = Node::new(bcfg, policy(), t0);
+    b.add_pvc(t0, pvc, DEFAULT_MTU);
+    let (_, req) = transmits(&drain(&mut b)).remove(0);
+    assert_eq!(a.handle_frame(t0, va, &req), None);
+    let tx = transmits(&drain(&mut a));
+    assert!(
+        tx.iter()
+            .any(|(_, f)| llc::parse(f).is_ok_and(|(p, _)| p == Payload::Ipv4)),
+        "the waiting packet went on the PVC: {tx:?}"
+    );
 }
