@@ -11,6 +11,7 @@
 //! - two hosts on a PVC with no sigd, finding each other by InATMARP.
 //!
 //! Needs root and /dev/net/tun; skips with a message otherwise.
+#![allow(clippy::needless_range_loop)] // hosts are numbered: namespace i runs host i
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -404,6 +405,7 @@ fn python(lab: &Lab, i: usize, script: &str, args: &[&str]) -> Command {
 
 /// Sends `size`-byte datagrams at `rate` bytes/s for `secs` from namespace `from` to
 /// `to`:`port` in namespace `at`: (bytes sent, the sink's report).
+#[allow(clippy::too_many_arguments)]
 fn udp_flow(
     lab: &Lab,
     from: usize,
