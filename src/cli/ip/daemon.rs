@@ -367,9 +367,13 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         .collect();
         serve_arp(host.clone(), own, epoch)?;
     }
-    let listener = host.bind(IP_SAP, "ubr").with_context(|| {
-        format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
-    })?;
+    // Calls (and so sigd) only with an ATMARP server; a PVC alone has neither.
+    let listener = match cfg.arp {
+        Some(_) => Some(host.bind(IP_SAP, "ubr").with_context(|| {
+            format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
+        })?),
+        None => None,
+    };
     let node = Node::new(
         cfg.node.clone(),
         cfg.policy.clone(),
@@ -395,8 +399,11 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             return Err(anyhow!("--pvc needs a number for VPI and VCI"));
         };
         let vpi = u8::try_from(vpi).map_err(|_| anyhow!("--pvc: VPI {vpi} is over 255"))?;
+        // The PVC's largest SDU is the interface MTU and the LLC/SNAP header (both
+        // ends are configured alike: a PVC has no setup to agree it in).
+        let qos = qos::with_mtu("ubr:transport=none", cfg.node.mtu)?;
         let conn = host
-            .open_pvc_from(bind, vpi, vci, via, "ubr:transport=none")
+            .open_pvc_from(bind, vpi, vci, via, &qos)
             .map_err(|e| anyhow!("opening PVC {vpi}.{vci}: {e}"))?;
         let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.mtu));
         // The InARP request went before the VC's threads existed: ask again now.
@@ -406,11 +413,12 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     {
         let s = shared.clone();
         thread::spawn(move || s.timers());
-        let s = shared.clone();
-        thread::spawn(move || s.listen(listener));
-        let s = shared.clone();
-        let server = cfg.arp;
-        thread::spawn(move || s.arp_client(server));
+        if let (Some(listener), Some(server)) = (listener, cfg.arp) {
+            let s = shared.clone();
+            thread::spawn(move || s.listen(listener));
+            let s = shared.clone();
+            thread::spawn(move || s.arp_client(server));
+        }
     }
     if !cfg.report.is_zero() {
         let s = shared.clone();
@@ -428,15 +436,21 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
                     )
                 })
                 .collect();
+            let arp: Vec<String> = node
+                .table()
+                .iter()
+                .map(|(ip, e)| format!("{ip} at {}", e.atm))
+                .collect();
             eprintln!(
-                "natm ip: {c:?}; tun drops {}; {}",
+                "natm ip: {c:?}; tun drops {}; {}; arp {}",
                 s.tun_drops.load(std::sync::atomic::Ordering::Relaxed),
-                vcs.join(", ")
+                vcs.join(", "),
+                arp.join(", ")
             );
         });
     }
     eprintln!(
-        "natm ip: {} up (mtu {}{}{}), ATM address {}, ATMARP server {}{}",
+        "natm ip: {} up (mtu {}{}{}), ATM address {}, {}{}",
         cfg.name,
         cfg.node.mtu,
         cfg.ipv4
@@ -444,7 +458,10 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         cfg.ipv6
             .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
         cfg.node.atm,
-        cfg.arp,
+        cfg.arp
+            .map_or("no ATMARP server (PVC only, InATMARP)".to_owned(), |a| {
+                format!("ATMARP server {a}")
+            }),
         if cfg.arp_server { " (this host)" } else { "" },
     );
     let mut buf = vec![0u8; 65_536];

@@ -134,7 +134,8 @@ pub(crate) struct IpConfig {
     pub(crate) name: String,
     pub(crate) ipv4: Option<(Ipv4Addr, u8)>,
     pub(crate) ipv6: Option<(Ipv6Addr, u8)>,
-    pub(crate) arp: AtmAddr,
+    /// The ATMARP server; `None` with `--pvc` alone (no sigd, InATMARP only).
+    pub(crate) arp: Option<AtmAddr>,
     pub(crate) arp_server: bool,
     pub(crate) pvc: Option<(AtmAddr, std::net::SocketAddr, std::net::SocketAddr)>,
     pub(crate) sigd: Option<PathBuf>,
@@ -159,16 +160,23 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
         }
         (None, None) => Ok(default),
     };
-    let address = a.address.or(file.address).ok_or_else(|| {
-        anyhow!("give this host's ATM address (--address or `address` in the config)")
-    })?;
+    // A PVC alone needs no ATM address of its own: the PVC names the peer.
+    let address = match (a.address.or(file.address), &a.pvc) {
+        (Some(s), _) => s,
+        (None, Some(p)) => format!("0.{p}"),
+        (None, None) => {
+            bail!("give this host's ATM address (--address or `address` in the config)")
+        }
+    };
     let atm: AtmAddr = address
         .parse()
         .map_err(|e| anyhow!("bad --address {address}: {e}"))?;
     let arp_server = a.arp_server || file.arp_server.unwrap_or(false);
     let arp = match a.arp.or(file.arp) {
-        Some(s) => s.parse().map_err(|e| anyhow!("bad --arp {s}: {e}"))?,
-        None if arp_server => atm,
+        Some(s) => Some(s.parse().map_err(|e| anyhow!("bad --arp {s}: {e}"))?),
+        None if arp_server => Some(atm),
+        // A PVC alone needs neither sigd nor a server: InATMARP finds its peer.
+        None if a.pvc.is_some() => None,
         None => {
             bail!("give the ATMARP server's ATM address (--arp), or serve it here (--arp-server)")
         }
@@ -217,6 +225,7 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
     node.wait = dur(a.wait, &file.wait, "wait", node.wait)?;
     node.arp_age = dur(a.arp_age, &file.arp_age, "arp_age", node.arp_age)?;
     node.register_every = node.arp_age;
+    node.server = arp.is_some();
     let pvc = match (a.pvc, a.pvc_bind, a.pvc_via) {
         (Some(p), Some(b), Some(v)) => {
             let addr: AtmAddr = format!("0.{p}")

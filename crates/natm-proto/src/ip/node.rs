@@ -72,6 +72,9 @@ pub struct NodeConfig {
     pub register_every: Duration,
     /// Most ATMARP entries, addresses being resolved, and VCs.
     pub max_entries: usize,
+    /// Whether there is an ATMARP server to register with and ask. Without one
+    /// (PVCs only) addresses are learnt by InATMARP alone.
+    pub server: bool,
 }
 
 impl NodeConfig {
@@ -92,6 +95,7 @@ impl NodeConfig {
             nak_hold: Duration::from_secs(3),
             register_every: CLIENT_AGE,
             max_entries: 4096,
+            server: true,
         }
     }
 }
@@ -161,6 +165,12 @@ pub struct Counters {
     pub arp_replies: u64,
     /// ATMARP NAKs received.
     pub arp_naks: u64,
+    /// InATMARP requests sent on PVCs (RFC 2225 §8.3).
+    pub inarp_requests: u64,
+    /// InATMARP replies taken: a PVC's peer learnt.
+    pub inarp_replies: u64,
+    /// InATMARP requests from peers answered.
+    pub inarp_answered: u64,
     /// IPv4 packets fragmented for a VC's smaller MTU.
     pub fragmented: u64,
     /// ICMP "fragmentation needed" / "packet too big" sent back.
@@ -404,12 +414,12 @@ impl Node {
             }
             return;
         }
-        let own = match Flow::parse(&packet).map(|f| f.src) {
-            Ok(IpAddr::V4(_)) => self.cfg.ipv4.map(IpAddr::V4),
-            Ok(IpAddr::V6(_)) => self.cfg.ipv6.map(IpAddr::V6),
-            Err(_) => None,
-        };
-        if let Some(err) = own.and_then(|from| too_big(&packet, mtu, from)) {
+        // From the destination, as if the hop that cannot take it answered: the
+        // sender's kernel drops an ICMP error whose source is one of its own
+        // addresses (a "martian" arriving on natm0). Departure from natm ip's earlier
+        // choice of this interface's address.
+        let from = Flow::parse(&packet).ok().map(|f| f.dst);
+        if let Some(err) = from.and_then(|from| too_big(&packet, mtu, from)) {
             self.counters.icmp_too_big += 1;
             self.actions.push_back(Action::Deliver(err));
         }
@@ -439,11 +449,27 @@ impl Node {
             return;
         }
         self.resolving.insert(dst, (now + self.cfg.arp_retry, 1));
-        self.ask(dst, dst);
+        self.query(dst);
+    }
+
+    /// Asks where `dst` is: the ATMARP server, or without one every PVC's peer by
+    /// InATMARP (RFC 2225 §8.3: a PVC's peer is learnt from its reply).
+    fn query(&mut self, dst: IpAddr) {
+        if self.cfg.server {
+            self.ask(dst, dst);
+        } else {
+            let pvcs: Vec<_> = self.pvcs.values().copied().collect();
+            for vc in pvcs {
+                self.inarp(vc);
+            }
+        }
     }
 
     /// Sends an ARP_REQUEST for `target` (for itself: a registration).
     fn ask(&mut self, source_of_family: IpAddr, target: IpAddr) {
+        if !self.cfg.server {
+            return;
+        }
         let source_ip = match source_of_family {
             IpAddr::V4(_) => self.cfg.ipv4.map(IpAddr::V4),
             IpAddr::V6(_) => self.cfg.ipv6.map(IpAddr::V6),
@@ -563,6 +589,11 @@ impl Node {
             Ok((Payload::Arp, body)) => {
                 match Repr::parse(body) {
                     Ok(r) if r.op == Op::InRequest => {
+                        // The asker says who it is: on a PVC that is the peer
+                        // (RFC 2390 §7: the responder may cache the requester).
+                        if let (true, Some(ip)) = (pvc, r.source_ip) {
+                            self.learn_pvc_peer(now, ip, peer);
+                        }
                         let source_ip = match r.ipv6 {
                             false => self.cfg.ipv4.map(IpAddr::V4),
                             true => self.cfg.ipv6.map(IpAddr::V6),
@@ -577,6 +608,7 @@ impl Node {
                             target_ip: r.source_ip,
                         };
                         if let (Some(_), Ok(bytes)) = (source_ip, reply.to_bytes()) {
+                            self.counters.inarp_answered += 1;
                             self.actions.push_back(Action::Transmit {
                                 vc,
                                 frame: arp_frame(&bytes),
@@ -585,8 +617,8 @@ impl Node {
                     }
                     Ok(r) if r.op == Op::InReply && pvc => {
                         if let Some(ip) = r.source_ip {
-                            self.table.insert(now, ip, peer, Some(self.cfg.arp_age));
-                            self.flush(now, |k| k.0 == ip);
+                            self.counters.inarp_replies += 1;
+                            self.learn_pvc_peer(now, ip, peer);
                         }
                     }
                     Ok(_) => {}
@@ -599,6 +631,17 @@ impl Node {
                 None
             }
         }
+    }
+
+    /// `ip` is at the far end of PVC `peer`: cache it and send what waits for it.
+    fn learn_pvc_peer(&mut self, now: Instant, ip: IpAddr, peer: AtmAddr) {
+        if self.is_own(ip) {
+            return;
+        }
+        self.resolving.remove(&ip);
+        self.negative.remove(&ip);
+        self.table.insert(now, ip, peer, Some(self.cfg.arp_age));
+        self.flush(now, |k| k.0 == ip);
     }
 
     /// A VC this host asked for is up.
@@ -755,6 +798,7 @@ impl Node {
                 target_ip: None,
             };
             if let Ok(bytes) = req.to_bytes() {
+                self.counters.inarp_requests += 1;
                 self.actions.push_back(Action::Transmit {
                     vc,
                     frame: arp_frame(&bytes),
@@ -802,7 +846,7 @@ impl Node {
             if tries < self.cfg.arp_tries {
                 self.resolving
                     .insert(ip, (now + self.cfg.arp_retry, tries + 1));
-                self.ask(ip, ip);
+                self.query(ip);
             } else {
                 self.resolving.remove(&ip);
                 self.negative.insert(ip, now + self.cfg.nak_hold);

@@ -419,3 +419,79 @@ fn inatmarp_finds_the_peer_on_a_pvc() {
         .iter()
         .any(|x| matches!(x, Action::Release { .. })));
 }
+
+#[test]
+fn without_a_server_pvc_peers_learn_each_other_by_inatmarp_alone() {
+    let t0 = Instant::ZERO;
+    let pvc: AtmAddr = "0.0.100".parse().expect("pvc");
+    let mk = |ip: &str| {
+        let mut cfg = NodeConfig::new(pvc);
+        cfg.ipv4 = Some(ip.parse().expect("ip"));
+        cfg.server = false;
+        Node::new(cfg, policy(), t0)
+    };
+    let (mut a, mut b) = (mk("10.0.0.1"), mk("10.0.0.2"));
+    let va = a.add_pvc(t0, pvc, DEFAULT_MTU);
+    let vb = b.add_pvc(t0, pvc, DEFAULT_MTU);
+    // The registration timer asks nothing of a server that is not there, and asks
+    // the PVC's peer again.
+    a.handle_timeout(t0);
+    let acts = drain(&mut a);
+    assert!(!acts.iter().any(|x| matches!(x, Action::ToServer(_))));
+    assert_eq!(a.counters().arp_requests, 0);
+    for (vc, f) in transmits(&acts) {
+        assert_eq!(vc, va);
+        assert_eq!(b.handle_frame(t0, vb, &f), None);
+    }
+    for (vc, f) in transmits(&drain(&mut b)) {
+        assert_eq!(vc, vb);
+        assert_eq!(a.handle_frame(t0, va, &f), None);
+    }
+    // A asked twice (at start and at the timer), B answered both; A learnt B.
+    assert_eq!(a.counters().inarp_requests, 2);
+    assert_eq!(b.counters().inarp_answered, 2);
+    assert_eq!(a.counters().inarp_replies, 2);
+    assert_eq!(
+        a.table().lookup(t0, "10.0.0.2".parse().expect("ip")),
+        Some(pvc)
+    );
+    // A packet to B goes on the PVC at once, with no call.
+    drain(&mut a); // A's answer to B's request
+    a.handle_outbound(t0, udp4(100, 7, true));
+    let acts = drain(&mut a);
+    assert!(setups(&acts).is_empty());
+    assert_eq!(transmits(&acts).len(), 1);
+}
+
+#[test]
+fn without_a_server_an_unknown_address_is_asked_of_the_pvcs_peers() {
+    let t0 = Instant::ZERO;
+    let pvc: AtmAddr = "0.0.100".parse().expect("pvc");
+    let mut cfg = NodeConfig::new(pvc);
+    cfg.ipv4 = Some("10.0.0.1".parse().expect("ip"));
+    cfg.server = false;
+    let mut a = Node::new(cfg, policy(), t0);
+    let va = a.add_pvc(t0, pvc, DEFAULT_MTU);
+    drain(&mut a); // the first request, lost: the peer was not up yet
+    a.handle_outbound(t0, udp4(100, 7, true));
+    let acts = drain(&mut a);
+    let tx = transmits(&acts);
+    assert_eq!(tx.len(), 1, "{acts:?}");
+    let (_, body) = llc::parse(&tx[0].1).expect("LLC/SNAP");
+    assert_eq!(Repr::parse(body).expect("InATMARP").op, Op::InRequest);
+    assert_eq!(tx[0].0, va);
+    // The peer's request names it: the packet that waited goes.
+    let mut bcfg = NodeConfig::new(pvc);
+    bcfg.ipv4 = Some("10.0.0.2".parse().expect("ip"));
+    bcfg.server = false;
+    let mut b = Node::new(bcfg, policy(), t0);
+    b.add_pvc(t0, pvc, DEFAULT_MTU);
+    let (_, req) = transmits(&drain(&mut b)).remove(0);
+    assert_eq!(a.handle_frame(t0, va, &req), None);
+    let tx = transmits(&drain(&mut a));
+    assert!(
+        tx.iter()
+            .any(|(_, f)| llc::parse(f).is_ok_and(|(p, _)| p == Payload::Ipv4)),
+        "the waiting packet went on the PVC: {tx:?}"
+    );
+}
