@@ -354,6 +354,10 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     if let Some(p) = &cfg.sigd {
         hc.sigd_socket = Some(p.clone());
     }
+    if !cfg.signalled {
+        // A PVC-only interface never talks to sigd.
+        hc.sigd_socket = None;
+    }
     let host = Host::open(hc).map_err(|e| anyhow!("cannot start natm's engine: {e}"))?;
     let epoch = std::time::Instant::now();
     if cfg.arp_server {
@@ -367,9 +371,13 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         .collect();
         serve_arp(host.clone(), own, epoch)?;
     }
-    let listener = host.bind(IP_SAP, "ubr").with_context(|| {
-        format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
-    })?;
+    let listener = if cfg.signalled {
+        Some(host.bind(IP_SAP, "ubr").with_context(|| {
+            format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
+        })?)
+    } else {
+        None
+    };
     let node = Node::new(
         cfg.node.clone(),
         cfg.policy.clone(),
@@ -395,8 +403,11 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             return Err(anyhow!("--pvc needs a number for VPI and VCI"));
         };
         let vpi = u8::try_from(vpi).map_err(|_| anyhow!("--pvc: VPI {vpi} is over 255"))?;
+        // The PVC's AAL5 SDUs are as large as the interface MTU and the LLC/SNAP
+        // header (9188 by default, Linux CLIP's PVCs take the same).
+        let pvc_qos = qos::with_mtu("ubr:transport=none", cfg.node.mtu)?;
         let conn = host
-            .open_pvc_from(bind, vpi, vci, via, "ubr:transport=none")
+            .open_pvc_from(bind, vpi, vci, via, &pvc_qos)
             .map_err(|e| anyhow!("opening PVC {vpi}.{vci}: {e}"))?;
         let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.mtu));
         // The InARP request went before the VC's threads existed: ask again now.
@@ -406,11 +417,14 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     {
         let s = shared.clone();
         thread::spawn(move || s.timers());
-        let s = shared.clone();
-        thread::spawn(move || s.listen(listener));
-        let s = shared.clone();
-        let server = cfg.arp;
-        thread::spawn(move || s.arp_client(server));
+        if let Some(listener) = listener {
+            let s = shared.clone();
+            thread::spawn(move || s.listen(listener));
+        }
+        if let Some(server) = cfg.arp {
+            let s = shared.clone();
+            thread::spawn(move || s.arp_client(server));
+        }
     }
     if !cfg.report.is_zero() {
         let s = shared.clone();
@@ -435,17 +449,27 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             );
         });
     }
+    let resolution = match (cfg.arp, cfg.signalled) {
+        (Some(arp), _) => format!(
+            "ATM address {}, ATMARP server {arp}{}",
+            cfg.node.atm,
+            if cfg.arp_server { " (this host)" } else { "" }
+        ),
+        (None, true) => format!("ATM address {}, no ATMARP server", cfg.node.atm),
+        (None, false) => "PVC only, no sigd".to_owned(),
+    };
     eprintln!(
-        "natm ip: {} up (mtu {}{}{}), ATM address {}, ATMARP server {}{}",
+        "natm ip: {} up (mtu {}{}{}), {resolution}{}",
         cfg.name,
         cfg.node.mtu,
         cfg.ipv4
             .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
         cfg.ipv6
             .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
-        cfg.node.atm,
-        cfg.arp,
-        if cfg.arp_server { " (this host)" } else { "" },
+        cfg.pvc
+            .map_or(String::new(), |(p, b, v)| format!(
+                ", PVC {p} at {b} via {v}"
+            )),
     );
     let mut buf = vec![0u8; 65_536];
     loop {

@@ -34,7 +34,8 @@ pub(crate) struct IpArgs {
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// This host's ATM address (as its sigd knows it), registered with the ATMARP
-    /// server.
+    /// server. Optional with --pvc: without it `natm ip` needs no sigd and takes
+    /// no calls.
     #[arg(long)]
     address: Option<String>,
     /// The interface's name [default: natm0].
@@ -72,8 +73,8 @@ pub(crate) struct IpArgs {
     /// [default: 15m, RFC 2225's].
     #[arg(long, value_parser = parse_duration)]
     arp_age: Option<Duration>,
-    /// A PVC to a peer instead of calls (VPI.VCI; its IP address is found by
-    /// InATMARP): frames go --via, come to --bind.
+    /// A PVC to a peer (VPI.VCI; its IP address is found by InATMARP, as Linux
+    /// CLIP's `atmarp -s` PVCs answer): frames go --pvc-via, come to --pvc-bind.
     #[arg(long, value_name = "VPI.VCI", requires_all = ["pvc_bind", "pvc_via"])]
     pvc: Option<String>,
     /// With --pvc: the local UDP address the PVC's frames come to.
@@ -134,8 +135,12 @@ pub(crate) struct IpConfig {
     pub(crate) name: String,
     pub(crate) ipv4: Option<(Ipv4Addr, u8)>,
     pub(crate) ipv6: Option<(Ipv6Addr, u8)>,
-    pub(crate) arp: AtmAddr,
+    /// The ATMARP server to keep a VC to (none on a PVC-only interface).
+    pub(crate) arp: Option<AtmAddr>,
     pub(crate) arp_server: bool,
+    /// Whether this interface uses sigd (calls, ATMARP); false with --pvc and no
+    /// --address.
+    pub(crate) signalled: bool,
     pub(crate) pvc: Option<(AtmAddr, std::net::SocketAddr, std::net::SocketAddr)>,
     pub(crate) sigd: Option<PathBuf>,
     pub(crate) report: Duration,
@@ -159,16 +164,37 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
         }
         (None, None) => Ok(default),
     };
-    let address = a.address.or(file.address).ok_or_else(|| {
-        anyhow!("give this host's ATM address (--address or `address` in the config)")
-    })?;
-    let atm: AtmAddr = address
-        .parse()
-        .map_err(|e| anyhow!("bad --address {address}: {e}"))?;
+    let pvc = match (a.pvc, a.pvc_bind, a.pvc_via) {
+        (Some(p), Some(b), Some(v)) => {
+            let addr: AtmAddr = format!("0.{p}")
+                .parse()
+                .map_err(|e| anyhow!("bad --pvc {p}: {e}"))?;
+            Some((addr, b, v))
+        }
+        _ => None,
+    };
+    let address = a.address.or(file.address);
+    let signalled = address.is_some();
+    let atm: AtmAddr = match (&address, &pvc) {
+        (Some(address), _) => address
+            .parse()
+            .map_err(|e| anyhow!("bad --address {address}: {e}"))?,
+        // A PVC-only interface: the PVC stands for this end (InATMARP then carries
+        // no ATM address, as RFC 2225 §8.7 allows with a zero length).
+        (None, Some((p, _, _))) => *p,
+        (None, None) => bail!(
+            "give this host's ATM address (--address or `address` in the config), or a --pvc"
+        ),
+    };
     let arp_server = a.arp_server || file.arp_server.unwrap_or(false);
+    if arp_server && !signalled {
+        bail!("--arp-server needs this host's ATM address (--address)");
+    }
     let arp = match a.arp.or(file.arp) {
-        Some(s) => s.parse().map_err(|e| anyhow!("bad --arp {s}: {e}"))?,
-        None if arp_server => atm,
+        Some(_) if !signalled => bail!("--arp needs this host's ATM address (--address)"),
+        Some(s) => Some(s.parse().map_err(|e| anyhow!("bad --arp {s}: {e}"))?),
+        None if arp_server => Some(atm),
+        None if pvc.is_some() => None,
         None => {
             bail!("give the ATMARP server's ATM address (--arp), or serve it here (--arp-server)")
         }
@@ -217,15 +243,6 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
     node.wait = dur(a.wait, &file.wait, "wait", node.wait)?;
     node.arp_age = dur(a.arp_age, &file.arp_age, "arp_age", node.arp_age)?;
     node.register_every = node.arp_age;
-    let pvc = match (a.pvc, a.pvc_bind, a.pvc_via) {
-        (Some(p), Some(b), Some(v)) => {
-            let addr: AtmAddr = format!("0.{p}")
-                .parse()
-                .map_err(|e| anyhow!("bad --pvc {p}: {e}"))?;
-            Some((addr, b, v))
-        }
-        _ => None,
-    };
     Ok(IpConfig {
         node,
         policy,
@@ -234,6 +251,7 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
         ipv6,
         arp,
         arp_server,
+        signalled,
         pvc,
         sigd: a.sigd.or(file.sigd),
         report: a.report,

@@ -37,6 +37,12 @@ pub const CAUSE_MTU: u8 = 73;
 /// The UNI cause for "no VC left": 47, "resources unavailable, unspecified".
 pub const CAUSE_NO_VC: u8 = 47;
 
+/// The first wait before an InATMARP request on a PVC is sent again when the peer
+/// has not answered; it doubles up to [`PVC_INARP_MAX`].
+pub const PVC_INARP_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between InATMARP requests to a PVC peer that has not answered.
+pub const PVC_INARP_MAX: Duration = Duration::from_secs(30);
+
 /// A VC's id, chosen by the node.
 pub type VcId = u64;
 
@@ -214,6 +220,9 @@ pub struct Node {
     resolving: HashMap<IpAddr, (Instant, u32)>,
     negative: HashMap<IpAddr, Instant>,
     next_register: Option<Instant>,
+    /// PVCs whose peer has not answered InATMARP yet: when to ask again, and the
+    /// wait after that.
+    inarp_due: HashMap<VcId, (Instant, Duration)>,
     next_id: VcId,
     actions: VecDeque<Action>,
     counters: Counters,
@@ -235,6 +244,7 @@ impl Node {
             resolving: HashMap::new(),
             negative: HashMap::new(),
             next_register: Some(now),
+            inarp_due: HashMap::new(),
             next_id: 1,
             actions: VecDeque::new(),
             counters: Counters::default(),
@@ -297,6 +307,7 @@ impl Node {
             .chain(idle)
             .chain(negative)
             .chain(self.next_register)
+            .chain(self.inarp_due.values().map(|&(t, _)| t))
             .chain(self.table.next_expiry())
             .min()
     }
@@ -440,6 +451,13 @@ impl Node {
         }
         self.resolving.insert(dst, (now + self.cfg.arp_retry, 1));
         self.ask(dst, dst);
+        // The destination may be the peer of a PVC that has not answered InATMARP
+        // (its end was not open when this one first asked): ask it now rather than at
+        // its next retry.
+        let silent: Vec<_> = self.inarp_due.keys().copied().collect();
+        for vc in silent {
+            self.inarp(vc);
+        }
     }
 
     /// Sends an ARP_REQUEST for `target` (for itself: a registration).
@@ -585,6 +603,9 @@ impl Node {
                     }
                     Ok(r) if r.op == Op::InReply && pvc => {
                         if let Some(ip) = r.source_ip {
+                            self.inarp_due.remove(&vc);
+                            self.resolving.remove(&ip);
+                            self.negative.remove(&ip);
                             self.table.insert(now, ip, peer, Some(self.cfg.arp_age));
                             self.flush(now, |k| k.0 == ip);
                         }
@@ -736,6 +757,11 @@ impl Node {
         );
         self.pvcs.insert(pvc, id);
         self.inarp(id);
+        // RFC 2225 §8.3 leaves retries open. A request sent before the far end has
+        // opened its side of the PVC is lost (Linux drops frames on a VC no socket
+        // has open), so it is repeated, backing off, until the peer answers.
+        self.inarp_due
+            .insert(id, (now + PVC_INARP_FIRST, PVC_INARP_FIRST));
         id
     }
 
@@ -773,6 +799,7 @@ impl Node {
         if self.vcs.remove(&vc).is_some() {
             self.routes.retain(|_, id| *id != vc);
             self.pvcs.retain(|_, id| *id != vc);
+            self.inarp_due.remove(&vc);
         }
     }
 
@@ -791,6 +818,17 @@ impl Node {
             for vc in pvcs {
                 self.inarp(vc);
             }
+        }
+        let silent: Vec<_> = self
+            .inarp_due
+            .iter()
+            .filter(|(_, &(t, _))| t <= now)
+            .map(|(&vc, &(_, wait))| (vc, wait))
+            .collect();
+        for (vc, wait) in silent {
+            self.inarp(vc);
+            let next = (wait * 2).min(PVC_INARP_MAX);
+            self.inarp_due.insert(vc, (now + next, next));
         }
         let due: Vec<_> = self
             .resolving
