@@ -466,10 +466,9 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
         cfg.ipv6
             .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
-        cfg.pvc
-            .map_or(String::new(), |(p, b, v)| format!(
-                ", PVC {p} at {b} via {v}"
-            )),
+        cfg.pvc.map_or(String::new(), |(p, b, v)| format!(
+            ", PVC {p} at {b} via {v}"
+        )),
     );
     let mut buf = vec![0u8; 65_536];
     loop {

@@ -182,9 +182,9 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
         // A PVC-only interface: the PVC stands for this end (InATMARP then carries
         // no ATM address, as RFC 2225 §8.7 allows with a zero length).
         (None, Some((p, _, _))) => *p,
-        (None, None) => bail!(
-            "give this host's ATM address (--address or `address` in the config), or a --pvc"
-        ),
+        (None, None) => {
+            bail!("give this host's ATM address (--address or `address` in the config), or a --pvc")
+        }
     };
     let arp_server = a.arp_server || file.arp_server.unwrap_or(false);
     if arp_server && !signalled {

@@ -5,10 +5,11 @@
 # `atmarp -s $natm_peer 0.0.$natm_vci` the LLC/SNAP PVC to natm. httpd serves
 # /seq.txt (`seq 1 $natm_seq`) and /cgi-bin/go, which the host fetches when it has
 # pinged this guest; then this guest pings natm over CLIP and (for comparison) slirp's
-# gateway over its e1000, and fetches http://$natm_peer:$natm_http/blob.
-# Markers: clip-up, go, ping-clip rc=N, ping-eth rc=N, wget rc=N md5=HEX len=N, arp ...,
-# atmarpd ..., done.
-: "${natm_port:?}" "${natm_vci:?}" "${natm_ip:?}" "${natm_peer:?}" "${natm_http:?}"
+# gateway over its e1000, and takes what the host sends to its TCP port 7001 (busybox
+# nc; its static wget died with SIGSEGV in this guest).
+# Markers: clip-up, go, ping-clip rc=N, ping-eth rc=N, blob rc=N md5=HEX len=N,
+# arp ..., atmarpd ..., done.
+: "${natm_port:?}" "${natm_vci:?}" "${natm_ip:?}" "${natm_peer:?}"
 count="${natm_count:-20}"
 modprobe clip || { echo "NATM-GUEST fail modprobe clip"; exit 1; }
 atmtcp virtual connect 10.0.2.2 "$natm_port" bg >/dev/null 2>&1 ||
@@ -29,6 +30,8 @@ printf '#!/bin/sh\ntouch /tmp/go\nprintf "Content-Type: text/plain\\r\\n\\r\\ngo
   >/www/cgi-bin/go
 chmod 755 /www/cgi-bin/go
 httpd -p "$natm_ip:8080" -h /www || { echo "NATM-GUEST fail httpd"; exit 1; }
+timeout 300 nc -l -p 7001 </dev/null >/tmp/blob &
+nc_pid=$!
 echo "NATM-GUEST clip-up mtu=$(cat /sys/class/net/atm0/mtu)"
 
 # The host pings this guest and fetches seq.txt, then /cgi-bin/go.
@@ -46,9 +49,9 @@ pings() {
 pings ping-clip "$natm_peer"
 pings ping-eth 10.0.2.2
 
-wget -q -T 20 -O /tmp/blob "http://$natm_peer:$natm_http/blob"
+wait "$nc_pid"
 rc=$?
-echo "NATM-GUEST wget rc=$rc md5=$(md5sum </tmp/blob | cut -d' ' -f1) len=$(wc -c </tmp/blob)"
+echo "NATM-GUEST blob rc=$rc md5=$(md5sum </tmp/blob | cut -d' ' -f1) len=$(wc -c </tmp/blob)"
 
 atmarp -a 2>&1 | sed 's/^/NATM-GUEST arp /'
 cat /proc/net/atm/vc | sed 's/^/NATM-GUEST vc /'
