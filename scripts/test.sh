@@ -13,8 +13,10 @@ need_pkgs=()
 # `natm perf loss` between network namespaces (it skips without them or root);
 # iputils-ping, iperf3 and curl let tests/ip_cli.rs run `natm ip` between two
 # namespaces (ping, an iperf3 run, an HTTP download; it skips without them).
-# NATM_TEST_PKGS=" " installs nothing. tests/linuxatm.rs installs what its QEMU guest
-# needs itself (scripts/linuxatm/prepare.sh, cached under target/linuxatm).
+# tests/linuxatm_clip.rs needs ip and ping as well (iproute2, iputils-ping).
+# NATM_TEST_PKGS=" " installs nothing. tests/linuxatm.rs, linuxatm_svc.rs and
+# linuxatm_clip.rs install what their QEMU guest needs themselves
+# (scripts/linuxatm/prepare.sh, cached under target/linuxatm).
 for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool iputils-ping iperf3 curl}; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done

@@ -354,6 +354,10 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     if let Some(p) = &cfg.sigd {
         hc.sigd_socket = Some(p.clone());
     }
+    if !cfg.signalled {
+        // A PVC-only interface never talks to sigd.
+        hc.sigd_socket = None;
+    }
     let host = Host::open(hc).map_err(|e| anyhow!("cannot start natm's engine: {e}"))?;
     let epoch = std::time::Instant::now();
     if cfg.arp_server {
@@ -367,12 +371,12 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         .collect();
         serve_arp(host.clone(), own, epoch)?;
     }
-    // Calls (and so sigd) only with an ATMARP server; a PVC alone has neither.
-    let listener = match cfg.arp {
-        Some(_) => Some(host.bind(IP_SAP, "ubr").with_context(|| {
+    let listener = if cfg.signalled {
+        Some(host.bind(IP_SAP, "ubr").with_context(|| {
             format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
-        })?),
-        None => None,
+        })?)
+    } else {
+        None
     };
     let node = Node::new(
         cfg.node.clone(),
@@ -399,11 +403,11 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             return Err(anyhow!("--pvc needs a number for VPI and VCI"));
         };
         let vpi = u8::try_from(vpi).map_err(|_| anyhow!("--pvc: VPI {vpi} is over 255"))?;
-        // The PVC's largest SDU is the interface MTU and the LLC/SNAP header (both
-        // ends are configured alike: a PVC has no setup to agree it in).
-        let qos = qos::with_mtu("ubr:transport=none", cfg.node.mtu)?;
+        // The PVC's AAL5 SDUs are as large as the interface MTU and the LLC/SNAP
+        // header (9188 by default, Linux CLIP's PVCs take the same).
+        let pvc_qos = qos::with_mtu("ubr:transport=none", cfg.node.mtu)?;
         let conn = host
-            .open_pvc_from(bind, vpi, vci, via, &qos)
+            .open_pvc_from(bind, vpi, vci, via, &pvc_qos)
             .map_err(|e| anyhow!("opening PVC {vpi}.{vci}: {e}"))?;
         let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.mtu));
         // The InARP request went before the VC's threads existed: ask again now.
@@ -413,9 +417,11 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     {
         let s = shared.clone();
         thread::spawn(move || s.timers());
-        if let (Some(listener), Some(server)) = (listener, cfg.arp) {
+        if let Some(listener) = listener {
             let s = shared.clone();
             thread::spawn(move || s.listen(listener));
+        }
+        if let Some(server) = cfg.arp {
             let s = shared.clone();
             thread::spawn(move || s.arp_client(server));
         }
@@ -449,20 +455,26 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             );
         });
     }
+    let resolution = match (cfg.arp, cfg.signalled) {
+        (Some(arp), _) => format!(
+            "ATM address {}, ATMARP server {arp}{}",
+            cfg.node.atm,
+            if cfg.arp_server { " (this host)" } else { "" }
+        ),
+        (None, true) => format!("ATM address {}, no ATMARP server", cfg.node.atm),
+        (None, false) => "PVC only, no sigd".to_owned(),
+    };
     eprintln!(
-        "natm ip: {} up (mtu {}{}{}), ATM address {}, {}{}",
+        "natm ip: {} up (mtu {}{}{}), {resolution}{}",
         cfg.name,
         cfg.node.mtu,
         cfg.ipv4
             .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
         cfg.ipv6
             .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
-        cfg.node.atm,
-        cfg.arp
-            .map_or("no ATMARP server (PVC only, InATMARP)".to_owned(), |a| {
-                format!("ATMARP server {a}")
-            }),
-        if cfg.arp_server { " (this host)" } else { "" },
+        cfg.pvc.map_or(String::new(), |(p, b, v)| format!(
+            ", PVC {p} at {b} via {v}"
+        )),
     );
     let mut buf = vec![0u8; 65_536];
     loop {

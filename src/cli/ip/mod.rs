@@ -34,7 +34,8 @@ pub(crate) struct IpArgs {
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// This host's ATM address (as its sigd knows it), registered with the ATMARP
-    /// server.
+    /// server. Optional with --pvc: without it `natm ip` needs no sigd and takes
+    /// no calls.
     #[arg(long)]
     address: Option<String>,
     /// The interface's name [default: natm0].
@@ -72,8 +73,8 @@ pub(crate) struct IpArgs {
     /// [default: 15m, RFC 2225's].
     #[arg(long, value_parser = parse_duration)]
     arp_age: Option<Duration>,
-    /// A PVC to a peer instead of calls (VPI.VCI; its IP address is found by
-    /// InATMARP): frames go --via, come to --bind.
+    /// A PVC to a peer (VPI.VCI; its IP address is found by InATMARP, as Linux
+    /// CLIP's `atmarp -s` PVCs answer): frames go --pvc-via, come to --pvc-bind.
     #[arg(long, value_name = "VPI.VCI", requires_all = ["pvc_bind", "pvc_via"])]
     pvc: Option<String>,
     /// With --pvc: the local UDP address the PVC's frames come to.
@@ -134,9 +135,12 @@ pub(crate) struct IpConfig {
     pub(crate) name: String,
     pub(crate) ipv4: Option<(Ipv4Addr, u8)>,
     pub(crate) ipv6: Option<(Ipv6Addr, u8)>,
-    /// The ATMARP server; `None` with `--pvc` alone (no sigd, InATMARP only).
+    /// The ATMARP server to keep a VC to (none on a PVC-only interface).
     pub(crate) arp: Option<AtmAddr>,
     pub(crate) arp_server: bool,
+    /// Whether this interface uses sigd (calls, ATMARP); false with --pvc and no
+    /// --address.
+    pub(crate) signalled: bool,
     pub(crate) pvc: Option<(AtmAddr, std::net::SocketAddr, std::net::SocketAddr)>,
     pub(crate) sigd: Option<PathBuf>,
     pub(crate) report: Duration,
@@ -160,23 +164,37 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
         }
         (None, None) => Ok(default),
     };
-    // A PVC alone needs no ATM address of its own: the PVC names the peer.
-    let address = match (a.address.or(file.address), &a.pvc) {
-        (Some(s), _) => s,
-        (None, Some(p)) => format!("0.{p}"),
+    let pvc = match (a.pvc, a.pvc_bind, a.pvc_via) {
+        (Some(p), Some(b), Some(v)) => {
+            let addr: AtmAddr = format!("0.{p}")
+                .parse()
+                .map_err(|e| anyhow!("bad --pvc {p}: {e}"))?;
+            Some((addr, b, v))
+        }
+        _ => None,
+    };
+    let address = a.address.or(file.address);
+    let signalled = address.is_some();
+    let atm: AtmAddr = match (&address, &pvc) {
+        (Some(address), _) => address
+            .parse()
+            .map_err(|e| anyhow!("bad --address {address}: {e}"))?,
+        // A PVC-only interface: the PVC stands for this end (InATMARP then carries
+        // no ATM address, as RFC 2225 §8.7 allows with a zero length).
+        (None, Some((p, _, _))) => *p,
         (None, None) => {
-            bail!("give this host's ATM address (--address or `address` in the config)")
+            bail!("give this host's ATM address (--address or `address` in the config), or a --pvc")
         }
     };
-    let atm: AtmAddr = address
-        .parse()
-        .map_err(|e| anyhow!("bad --address {address}: {e}"))?;
     let arp_server = a.arp_server || file.arp_server.unwrap_or(false);
+    if arp_server && !signalled {
+        bail!("--arp-server needs this host's ATM address (--address)");
+    }
     let arp = match a.arp.or(file.arp) {
+        Some(_) if !signalled => bail!("--arp needs this host's ATM address (--address)"),
         Some(s) => Some(s.parse().map_err(|e| anyhow!("bad --arp {s}: {e}"))?),
         None if arp_server => Some(atm),
-        // A PVC alone needs neither sigd nor a server: InATMARP finds its peer.
-        None if a.pvc.is_some() => None,
+        None if pvc.is_some() => None,
         None => {
             bail!("give the ATMARP server's ATM address (--arp), or serve it here (--arp-server)")
         }
@@ -226,15 +244,6 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
     node.arp_age = dur(a.arp_age, &file.arp_age, "arp_age", node.arp_age)?;
     node.register_every = node.arp_age;
     node.server = arp.is_some();
-    let pvc = match (a.pvc, a.pvc_bind, a.pvc_via) {
-        (Some(p), Some(b), Some(v)) => {
-            let addr: AtmAddr = format!("0.{p}")
-                .parse()
-                .map_err(|e| anyhow!("bad --pvc {p}: {e}"))?;
-            Some((addr, b, v))
-        }
-        _ => None,
-    };
     Ok(IpConfig {
         node,
         policy,
@@ -243,6 +252,7 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
         ipv6,
         arp,
         arp_server,
+        signalled,
         pvc,
         sigd: a.sigd.or(file.sigd),
         report: a.report,

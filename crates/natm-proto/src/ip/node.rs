@@ -37,6 +37,12 @@ pub const CAUSE_MTU: u8 = 73;
 /// The UNI cause for "no VC left": 47, "resources unavailable, unspecified".
 pub const CAUSE_NO_VC: u8 = 47;
 
+/// The first wait before an InATMARP request on a PVC is sent again when the peer
+/// has not answered; it doubles up to [`PVC_INARP_MAX`].
+pub const PVC_INARP_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait between InATMARP requests to a PVC peer that has not answered.
+pub const PVC_INARP_MAX: Duration = Duration::from_secs(30);
+
 /// A VC's id, chosen by the node.
 pub type VcId = u64;
 
@@ -224,6 +230,9 @@ pub struct Node {
     resolving: HashMap<IpAddr, (Instant, u32)>,
     negative: HashMap<IpAddr, Instant>,
     next_register: Option<Instant>,
+    /// PVCs whose peer has not answered InATMARP yet: when to ask again, and the
+    /// wait after that.
+    inarp_due: HashMap<VcId, (Instant, Duration)>,
     next_id: VcId,
     actions: VecDeque<Action>,
     counters: Counters,
@@ -245,6 +254,7 @@ impl Node {
             resolving: HashMap::new(),
             negative: HashMap::new(),
             next_register: Some(now),
+            inarp_due: HashMap::new(),
             next_id: 1,
             actions: VecDeque::new(),
             counters: Counters::default(),
@@ -307,6 +317,7 @@ impl Node {
             .chain(idle)
             .chain(negative)
             .chain(self.next_register)
+            .chain(self.inarp_due.values().map(|&(t, _)| t))
             .chain(self.table.next_expiry())
             .min()
     }
@@ -457,6 +468,13 @@ impl Node {
     fn query(&mut self, dst: IpAddr) {
         if self.cfg.server {
             self.ask(dst, dst);
+            // The destination may be the peer of a PVC that has not answered
+            // InATMARP (its end was not open when this one first asked): ask it now
+            // rather than at its next retry.
+            let silent: Vec<_> = self.inarp_due.keys().copied().collect();
+            for vc in silent {
+                self.inarp(vc);
+            }
         } else {
             let pvcs: Vec<_> = self.pvcs.values().copied().collect();
             for vc in pvcs {
@@ -592,7 +610,7 @@ impl Node {
                         // The asker says who it is: on a PVC that is the peer
                         // (RFC 2390 §7: the responder may cache the requester).
                         if let (true, Some(ip)) = (pvc, r.source_ip) {
-                            self.learn_pvc_peer(now, ip, peer);
+                            self.learn_pvc_peer(now, vc, ip, peer);
                         }
                         let source_ip = match r.ipv6 {
                             false => self.cfg.ipv4.map(IpAddr::V4),
@@ -618,7 +636,7 @@ impl Node {
                     Ok(r) if r.op == Op::InReply && pvc => {
                         if let Some(ip) = r.source_ip {
                             self.counters.inarp_replies += 1;
-                            self.learn_pvc_peer(now, ip, peer);
+                            self.learn_pvc_peer(now, vc, ip, peer);
                         }
                     }
                     Ok(_) => {}
@@ -633,11 +651,13 @@ impl Node {
         }
     }
 
-    /// `ip` is at the far end of PVC `peer`: cache it and send what waits for it.
-    fn learn_pvc_peer(&mut self, now: Instant, ip: IpAddr, peer: AtmAddr) {
+    /// `ip` is at the far end of PVC `vc` (to `peer`): cache it, stop asking, and
+    /// send what waits for it.
+    fn learn_pvc_peer(&mut self, now: Instant, vc: VcId, ip: IpAddr, peer: AtmAddr) {
         if self.is_own(ip) {
             return;
         }
+        self.inarp_due.remove(&vc);
         self.resolving.remove(&ip);
         self.negative.remove(&ip);
         self.table.insert(now, ip, peer, Some(self.cfg.arp_age));
@@ -779,6 +799,11 @@ impl Node {
         );
         self.pvcs.insert(pvc, id);
         self.inarp(id);
+        // RFC 2225 §8.3 leaves retries open. A request sent before the far end has
+        // opened its side of the PVC is lost (Linux drops frames on a VC no socket
+        // has open), so it is repeated, backing off, until the peer answers.
+        self.inarp_due
+            .insert(id, (now + PVC_INARP_FIRST, PVC_INARP_FIRST));
         id
     }
 
@@ -817,6 +842,7 @@ impl Node {
         if self.vcs.remove(&vc).is_some() {
             self.routes.retain(|_, id| *id != vc);
             self.pvcs.retain(|_, id| *id != vc);
+            self.inarp_due.remove(&vc);
         }
     }
 
@@ -835,6 +861,17 @@ impl Node {
             for vc in pvcs {
                 self.inarp(vc);
             }
+        }
+        let silent: Vec<_> = self
+            .inarp_due
+            .iter()
+            .filter(|(_, &(t, _))| t <= now)
+            .map(|(&vc, &(_, wait))| (vc, wait))
+            .collect();
+        for (vc, wait) in silent {
+            self.inarp(vc);
+            let next = (wait * 2).min(PVC_INARP_MAX);
+            self.inarp_due.insert(vc, (now + next, next));
         }
         let due: Vec<_> = self
             .resolving

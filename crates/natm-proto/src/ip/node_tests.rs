@@ -495,3 +495,66 @@ fn without_a_server_an_unknown_address_is_asked_of_the_pvcs_peers() {
         "the waiting packet went on the PVC: {tx:?}"
     );
 }
+
+/// InARP requests on a PVC, in order.
+fn inarp_requests(acts: &[Action]) -> Vec<Vec<u8>> {
+    transmits(acts)
+        .into_iter()
+        .filter(|(_, f)| {
+            matches!(llc::parse(f), Ok((Payload::Arp, body))
+                if Repr::parse(body).is_ok_and(|r| r.op == Op::InRequest))
+        })
+        .map(|(_, f)| f)
+        .collect()
+}
+
+#[test]
+fn inatmarp_on_a_pvc_is_repeated_until_the_peer_answers() {
+    // The far end opens its side of the PVC late (Linux's atmarpd after natm ip): the
+    // first request is lost, so A asks again at 1, 3, 7 s ... (doubling, at most 30 s
+    // apart) until B answers, and a packet for B asks at once.
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    let pvc: AtmAddr = "0.0.100".parse().expect("pvc");
+    let va = a.add_pvc(t0, pvc, DEFAULT_MTU);
+    assert_eq!(inarp_requests(&drain(&mut a)).len(), 2, "IPv4 and IPv6");
+    // The registration at start asks every PVC too.
+    a.handle_timeout(t0);
+    drain(&mut a);
+    let mut asked_at = Vec::new();
+    let mut t = t0;
+    while t < t0 + secs(200.0) {
+        t += secs(0.25);
+        if a.poll_timeout().is_some_and(|d| d <= t) {
+            a.handle_timeout(t);
+            if !inarp_requests(&drain(&mut a)).is_empty() {
+                asked_at.push(t.saturating_duration_since(t0).as_secs_f64());
+            }
+        }
+    }
+    assert_eq!(asked_at[..5], [1.0, 3.0, 7.0, 15.0, 31.0]);
+    assert!(asked_at.windows(2).all(|w| w[1] - w[0] <= 30.0));
+    // A packet for B waits, and the silent PVC is asked at once.
+    a.handle_outbound(t, udp4(100, 9, false));
+    let acts = drain(&mut a);
+    assert!(!inarp_requests(&acts).is_empty());
+    assert_eq!(a.waiting(), 1);
+    // B answers; the packet goes on the PVC and the retries stop.
+    let mut bcfg = NodeConfig::new(atm(B));
+    bcfg.ipv4 = Some("10.0.0.2".parse().expect("ip"));
+    let mut b = Node::new(bcfg, policy(), t);
+    let vb = b.add_pvc(t, pvc, DEFAULT_MTU);
+    drain(&mut b);
+    for f in inarp_requests(&acts) {
+        b.handle_frame(t, vb, &f);
+    }
+    for (_, f) in transmits(&drain(&mut b)) {
+        a.handle_frame(t, va, &f);
+    }
+    let sent = transmits(&drain(&mut a));
+    assert_eq!(sent.len(), 1, "the waiting packet");
+    assert_eq!(a.waiting(), 0);
+    let later = t + secs(120.0);
+    a.handle_timeout(later);
+    assert!(inarp_requests(&drain(&mut a)).is_empty());
+}
