@@ -295,3 +295,34 @@ fn a_call_between_two_applications_of_one_host_changes_at_once() {
     assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");
     assert_eq!(reserved(&mut p, Side::A, call), (35_000_000, 2_000_000));
 }
+
+#[test]
+fn through_a_switch_every_hop_reserves_the_new_rate() {
+    let mut p = Pair::switched(None);
+    let (a_app, a_call, b_app, b_call) = guaranteed_call(&mut p);
+    let cells = |p: &Pair| p.switch.as_ref().unwrap().ctl.calls()[0].reserved_cells;
+    let (fwd0, bwd0) = cells(&p);
+    let (answer, _) = modify(&mut p, Side::A, a_app, a_call, "guaranteed:pcr=30Mbps");
+    assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");
+    let (fwd, bwd) = cells(&p);
+    assert!(
+        fwd > fwd0 * 29 / 10 && fwd < fwd0 * 31 / 10,
+        "{fwd0} -> {fwd}"
+    );
+    assert_eq!(bwd, bwd0);
+    assert_eq!(reserved(&mut p, Side::A, a_call).0, 30_000_000);
+    assert!(reserved(&mut p, Side::B, b_call).1 >= 30_000_000);
+    assert!(qos_changed(&p.take(Side::B, b_app), b_call).is_some());
+    // Refused by B's admission, behind the switch: the switch gives its raise back.
+    let l = p.app(Side::B);
+    p.bind(Side::B, l, "hog", "guaranteed:pcr=65Mbps");
+    let hog = p.app(Side::B);
+    p.connect(Side::B, hog, "+4420002:hog", "guaranteed:pcr=65Mbps");
+    let (answer, _) = modify(&mut p, Side::A, a_app, a_call, "guaranteed:pcr=40Mbps");
+    assert!(
+        matches!(answer, Message::Refused { cause: 37, .. }),
+        "{answer:?}"
+    );
+    assert_eq!(cells(&p), (fwd, bwd));
+    assert_eq!(reserved(&mut p, Side::A, a_call).0, 30_000_000);
+}
