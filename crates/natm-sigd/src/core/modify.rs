@@ -50,10 +50,17 @@ fn with_target(p: &mut TrafficParams, bps: u64) {
     }
 }
 
-/// `q` with this side's transmit (`tx`) or receive target rate set to `bps`.
-fn retarget(q: &Qos, tx: bool, bps: u64) -> Option<Qos> {
+/// `q` with this side's transmit (`tx`) or receive target rate set to `bps`. A
+/// direction without `max_pcr` gets its current target as `max_pcr`: the rate
+/// granted at setup stays its bound after a decrease.
+fn retarget(q: &Qos, tx: bool, bps: u64, capacity: u64) -> Option<Qos> {
+    let target = demand(q, tx, capacity).target_bps;
     let (aal, mut t, mut r, tp) = q.into_parts();
-    with_target(if tx { &mut t } else { &mut r }, bps);
+    let p = if tx { &mut t } else { &mut r };
+    if p.max_pcr.is_none() && target > 0 {
+        p.max_pcr = Some(Rate::Bps(target));
+    }
+    with_target(p, bps);
     Qos::new(aal, t, r, tp).ok()
 }
 
@@ -195,7 +202,7 @@ impl Core {
                 ),
             );
         }
-        let Some(qos) = retarget(&current, true, new) else {
+        let Some(qos) = retarget(&current, true, new, capacity) else {
             return self.refuse(
                 t,
                 req,
@@ -448,7 +455,7 @@ impl Core {
                 );
                 return reject(self, cause::UNSUPPORTED_TRAFFIC, &why);
             }
-            let Some(q) = retarget(&qos, tx, bps) else {
+            let Some(q) = retarget(&qos, tx, bps, capacity) else {
                 return reject(
                     self,
                     cause::UNSUPPORTED_TRAFFIC,
@@ -499,7 +506,9 @@ mod tests {
         assert_eq!(bounds(&q, true, 100_000_000), (2_000_000, 40_000_000));
         let q: Qos = "guaranteed:pcr=10Mbps".parse().unwrap();
         assert_eq!(bounds(&q, true, 100_000_000), (0, 10_000_000));
-        let r = retarget(&q, true, 5_000_000).unwrap();
+        let r = retarget(&q, true, 5_000_000, 100_000_000).unwrap();
         assert_eq!(demand(&r, true, 100_000_000).target_bps, 5_000_000);
+        // The setup rate stays the bound after a decrease.
+        assert_eq!(bounds(&r, true, 100_000_000), (0, 10_000_000));
     }
 }
