@@ -238,3 +238,211 @@ fn a_best_effort_call_gets_an_rtt_from_sync() {
     assert_eq!(theirs.rx.acks_sent, 0);
     drop(c);
 }
+
+/// Reserved at R = 4 Mbit/s each way, renegotiable from 1 up to 4R through the
+/// network (Q.2963.1 modification, every hop re-running admission).
+const NET_QOS: &str = "cbr:pcr=4Mbps,max_pcr=16Mbps,min_pcr=1Mbps";
+
+/// The reservation sigd `s` holds for the call with [`NET_QOS`]'s bound, out and in.
+fn reservation(s: &Sigd) -> (u64, u64) {
+    let st = s.stat();
+    let row = st["calls"]
+        .as_array()
+        .and_then(|c| {
+            c.iter().find(|r| {
+                r["qos"]
+                    .as_str()
+                    .is_some_and(|q| q.contains("max_pcr=16Mbps"))
+            })
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("no call with max_pcr in {st}"));
+    (
+        row["reserved_out_bps"].as_u64().unwrap(),
+        row["reserved_in_bps"].as_u64().unwrap(),
+    )
+}
+
+/// `a` calls `b` with [`NET_QOS`]; the caller goes to 2R (the network confirms it at
+/// every hop, the receiver's rate rises), back to R/2 (the bandwidth is freed: a
+/// second call that needs it is set up), then asks for 2R again while that call
+/// holds the bandwidth (refused with cause 37, the rate stays) and for more than 4R
+/// (refused at once). `on_raise` checks the switch, if any. The times of the
+/// changes through the network and of in-band ones, for docs/PERFORMANCE.md.
+fn network_changes_between(
+    a: &Sigd,
+    b: &Sigd,
+    to: &str,
+    on_raise: &dyn Fn(),
+) -> (Vec<Duration>, Vec<Duration>) {
+    let hb = host(b);
+    let l = hb.bind("net", NET_QOS).unwrap();
+    let t = std::thread::spawn(move || {
+        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        receive(&c)
+    });
+    let ha = host(a);
+    let c = ha.connect(format!("{to}:net"), NET_QOS).unwrap();
+    assert_eq!(c.granted().unwrap().tx_bps, 4 * MBPS);
+    send_for(&c, PHASE);
+
+    let up = c.set_qos("cbr:pcr=8Mbps", Duration::from_secs(10)).unwrap();
+    assert_eq!(up.rate_bps, 8 * MBPS);
+    assert_eq!(c.status().tx_rate_bps, 8 * MBPS);
+    assert_eq!(reservation(a), (8 * MBPS, 4 * MBPS));
+    let (out, inn) = reservation(b);
+    assert_eq!(out, 4 * MBPS);
+    assert!((8 * MBPS..8 * MBPS + 384).contains(&inn), "{inn}");
+    on_raise();
+    send_for(&c, PHASE);
+
+    // Timing: raises and decreases through the network, and in-band changes to the
+    // rate already reserved (the QOS/QOS-ACK round trip alone).
+    let (mut net, mut inband) = (vec![up.took], Vec::new());
+    for _ in 0..5 {
+        net.push(
+            c.set_qos("cbr:pcr=6Mbps", Duration::from_secs(10))
+                .unwrap()
+                .took,
+        );
+        inband.push(
+            c.set_qos("cbr:pcr=6Mbps", Duration::from_secs(10))
+                .unwrap()
+                .took,
+        );
+        net.push(
+            c.set_qos("cbr:pcr=8Mbps", Duration::from_secs(10))
+                .unwrap()
+                .took,
+        );
+        inband.push(
+            c.set_qos("cbr:pcr=8Mbps", Duration::from_secs(10))
+                .unwrap()
+                .took,
+        );
+    }
+
+    let down = c.set_qos("cbr:pcr=2Mbps", Duration::from_secs(10)).unwrap();
+    assert_eq!(down.rate_bps, 2 * MBPS);
+    assert_eq!(reservation(a), (2 * MBPS, 4 * MBPS));
+    // 94 Mbit/s each way fits the 100 Mbit/s links only because 6 were given back.
+    let hog = hb.bind("hog", "cbr:pcr=94Mbps").unwrap();
+    let ht = std::thread::spawn(move || hog.accept_timeout(Some(Duration::from_secs(10))));
+    let h = ha.connect(format!("{to}:hog"), "cbr:pcr=94Mbps").unwrap();
+    let held = ht.join().unwrap().unwrap();
+    match c.set_qos("cbr:pcr=8Mbps", Duration::from_secs(10)) {
+        Err(Error::Refused { cause, detail }) => assert_eq!(cause, 37, "{detail}"),
+        other => panic!("a raise with the bandwidth taken: {other:?}"),
+    }
+    assert_eq!(c.status().tx_rate_bps, 2 * MBPS);
+    assert_eq!(reservation(a), (2 * MBPS, 4 * MBPS));
+    // Beyond 4R: refused at once, nothing asked.
+    match c.set_qos("cbr:pcr=20Mbps", Duration::from_secs(5)) {
+        Err(Error::QosBounds(b)) => assert_eq!((b.min, b.max), (MBPS, 16 * MBPS)),
+        other => panic!("a change beyond max_pcr: {other:?}"),
+    }
+    send_for(&c, PHASE);
+    drop((h, held));
+    c.close();
+    c.flush(Duration::from_secs(10)).unwrap();
+    drop(c);
+    let seen = t.join().unwrap();
+    let (r, two_r, half_r) = (
+        seen.rate(4 * MBPS),
+        seen.rate(8 * MBPS),
+        seen.rate(2 * MBPS),
+    );
+    assert!(
+        two_r > 1.3 * r,
+        "2R measured {two_r:.0} bit/s after R {r:.0}"
+    );
+    assert!(
+        half_r < 0.75 * r,
+        "R/2 measured {half_r:.0} bit/s after R {r:.0}"
+    );
+    (net, inband)
+}
+
+fn median_ms(mut v: Vec<Duration>) -> String {
+    v.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    format!(
+        "median {:.2} ms (min {:.2}, max {:.2}, n={})",
+        ms(v[v.len() / 2]),
+        ms(v[0]),
+        ms(v[v.len() - 1]),
+        v.len()
+    )
+}
+
+#[test]
+fn a_change_beyond_the_reservation_goes_through_both_sigds() {
+    let (a, b) = pair(LINK, LINK);
+    let (net, inband) = network_changes_between(&a, &b, "+4420002", &|| {});
+    eprintln!(
+        "direct: through the network {}; in band {}",
+        median_ms(net),
+        median_ms(inband)
+    );
+}
+
+#[test]
+fn a_change_beyond_the_reservation_goes_through_a_switch() {
+    let [h1, h2, s1h1, s1h2] = std::array::from_fn(|_| free_port());
+    let port = |name: &str, bind: SocketAddr, peer: SocketAddr| {
+        format!(
+            "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"host\"\n"
+        )
+    };
+    let route = |p: &str, port: &str| format!("[[route]]\nprefix = \"{p}\"\nport = \"{port}\"\n");
+    let s = SwitchProc::start(
+        "s1",
+        &[
+            port("h1", s1h1, h1),
+            port("h2", s1h2, h2),
+            route("+4420001", "h1"),
+            route("+4420002", "h2"),
+        ]
+        .concat(),
+    );
+    let start = |n: u8, sig: SocketAddr, sw: SocketAddr| {
+        Sigd::start_at(
+            &format!(
+                "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{sw}\"\nswitch = true\n"
+            ),
+            sig,
+        )
+    };
+    let (a, b) = (start(1, h1, s1h1), start(2, h2, s1h2));
+    let until = Instant::now() + Duration::from_secs(20);
+    while [&a, &b].iter().any(|h| h.stat()["peers"][0]["up"] != true) {
+        assert!(Instant::now() < until, "links not up: {}", s.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (net, inband) = network_changes_between(&a, &b, "+4420002", &|| {
+        // The switch's forward reservation follows the raise: 8 Mbit/s of payload
+        // and the TPDUs' overhead, in cells per second, above what 4 would need.
+        let st = s.stat_until(|st| {
+            st["calls"].as_array().is_some_and(|c| {
+                c.iter()
+                    .any(|r| r["reserved_cells"][0].as_u64() > Some(8_000_000 / 384))
+            })
+        });
+        let row = st["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["qos"].as_str().is_some_and(|q| q.contains("max_pcr")))
+            .cloned()
+            .unwrap();
+        assert!(
+            row["reserved_cells"][1].as_u64() < Some(8_000_000 / 384),
+            "{row}"
+        );
+    });
+    eprintln!(
+        "through a switch: through the network {}; in band {}",
+        median_ms(net),
+        median_ms(inband)
+    );
+}

@@ -63,6 +63,8 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         (u(), text()).prop_map(|(req, address)| Message::Register { req, address }),
         u().prop_map(|req| Message::Stat { req }),
+        (u(), u(), text()).prop_map(|(req, call, qos)| Message::Modify { req, call, qos }),
+        (u(), text()).prop_map(|(call, qos)| Message::QosChanged { call, qos }),
         (u(), u()).prop_map(|(req, id)| Message::Ack { req, id }),
         (u(), any::<u8>(), text()).prop_map(|(req, cause, detail)| Message::Refused {
             req,

@@ -320,6 +320,41 @@ impl Switch {
         Ok(id)
     }
 
+    /// Gives a connection a new traffic contract in place (a call's modification,
+    /// Q.2963.1): its policer starts afresh at the new rates (a fresh GCRA holds no
+    /// debt from the old ones), its scheduler weight follows the new reservation, and
+    /// its queue, counters and cells in flight stay. The queue's size and the frame
+    /// discard setting stay those of the original contract.
+    pub fn renegotiate(&mut self, id: ConnId, contract: Contract) -> Result<(), SwitchError> {
+        contract.validate()?;
+        let slot = *self
+            .slots
+            .get(&id)
+            .ok_or(SwitchError::UnknownConnection(id))?;
+        let out_cells = {
+            let vc = self
+                .vcs
+                .get(slot.index())
+                .and_then(Option::as_ref)
+                .ok_or(SwitchError::UnknownConnection(id))?;
+            self.port(vc.out_port)?.cfg.cells_per_sec()
+        };
+        let vc = self
+            .vcs
+            .get_mut(slot.index())
+            .and_then(Option::as_mut)
+            .ok_or(SwitchError::UnknownConnection(id))?;
+        let contract = Contract {
+            buffer_cells: vc.contract.buffer_cells,
+            frame_discard: vc.contract.frame_discard,
+            ..contract
+        };
+        vc.contract = contract;
+        vc.policer = Policer::new(&contract);
+        vc.weight = wrr::weight(contract.reserved, out_cells);
+        Ok(())
+    }
+
     /// Removes a cross-connect at once; cells still queued for it are dropped
     /// (counted as flushed). Returns its final counters.
     pub fn disconnect(&mut self, id: ConnId) -> Result<VcStats, SwitchError> {

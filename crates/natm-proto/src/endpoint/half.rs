@@ -548,6 +548,14 @@ impl TxHalf {
         r
     }
 
+    /// The network reserved a new rate for this VC: the bound of
+    /// [`TxHalf::set_qos`] follows ([`Psb::set_rate_bound`]); nothing on a bare VC.
+    pub fn set_rate_bound(&mut self, max: u64) {
+        if let Machine::Natm(psb) = &mut self.core.machine {
+            psb.set_rate_bound(max);
+        }
+    }
+
     /// Whether a QoS change waits for the peer's answer.
     pub fn qos_pending(&self) -> bool {
         self.core.psb().is_some_and(|p| p.status().qos_pending)
@@ -579,6 +587,14 @@ pub struct RxHalf {
 }
 
 impl RxHalf {
+    /// The network reserved a new rate for this VC: the bound of the sender's QOS
+    /// requests this side accepts follows ([`Psb::set_rate_bound`]).
+    pub fn set_rate_bound(&mut self, max: u64) {
+        if let Machine::Natm(psb) = &mut self.core.machine {
+            psb.set_rate_bound(max);
+        }
+    }
+
     /// A receiving VC that waits for the peer's CONN-REQ (or starts established).
     pub(crate) fn listen(psb: Psb, vci: u16) -> RxHalf {
         RxHalf {

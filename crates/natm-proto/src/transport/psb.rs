@@ -977,6 +977,28 @@ impl Psb {
         Ok(())
     }
 
+    /// The upper bound of the VC's rate moves to `max` bit/s: the network reserved a
+    /// new rate for it (a Q.2963.1 modification through sigd, docs/ARCHITECTURE.md
+    /// "QoS renegotiation through the network"). On the sender it bounds
+    /// [`Psb::set_qos`] and [`Psb::set_rate`], and a shaped VC's send queue keeps its
+    /// bound in time; on the receiver it bounds the QOS requests accepted. The rate in
+    /// force does not change here (the sender's QOS does that). 0 is ignored.
+    pub fn set_rate_bound(&mut self, max: u64) {
+        if max == 0 {
+            return;
+        }
+        if self.cfg.rate > 0 {
+            let scaled = u128::from(max) * self.cfg.snd_buf as u128 / u128::from(self.cfg.rate);
+            self.cfg.snd_buf = usize::try_from(scaled)
+                .unwrap_or(usize::MAX)
+                .max(self.cfg.tpdu_size as usize);
+        }
+        self.cfg.rate = max;
+        if let Some(p) = self.params.as_mut() {
+            p.rate = max;
+        }
+    }
+
     /// Change this end's sending rate at once, within the bounds agreed at setup,
     /// without telling the peer (a local adjustment of the shaper; the peer-confirmed
     /// change is [`Psb::set_qos`]).

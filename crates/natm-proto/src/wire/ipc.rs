@@ -179,6 +179,21 @@ pub enum Message {
         /// The first row wanted.
         offset: u64,
     },
+    /// App → sigd: change the sending rate of one of its active calls through the
+    /// network (Q.2963.1 modification, docs/ARCHITECTURE.md "QoS renegotiation
+    /// through the network"): `qos` is QoS text whose transmit rate (`scr`, else
+    /// `pcr`, else `max_pcr`) is the new rate, within the bounds agreed at setup
+    /// (`min_pcr` up to `max_pcr`). Answered, once every hop has agreed, with `Ack`
+    /// (`id` = `call`: the new rate is reserved), or `Refused` with the cause (the
+    /// old rate stays).
+    Modify {
+        /// The request tag.
+        req: u64,
+        /// The call.
+        call: u64,
+        /// QoS text naming the new transmit rate.
+        qos: String,
+    },
     /// sigd → app: the request `req` was taken; `id` names the call or listener.
     Ack {
         /// The request tag.
@@ -235,6 +250,15 @@ pub enum Message {
         cause: u8,
         /// What happened, for a person.
         detail: String,
+    },
+    /// sigd → app: the peer changed the call's reservation through the network
+    /// (it asked with `Modify` on its side); `qos` is the call's QoS now, seen from
+    /// this side. The engine's bounds for the peer's in-band QOS follow it.
+    QosChanged {
+        /// The call.
+        call: u64,
+        /// The call's QoS text, this side's view.
+        qos: String,
     },
     /// sigd → app: the answer to `Stat`, as JSON text.
     StatReply {
@@ -587,6 +611,7 @@ mod ty {
     pub(super) const COUNTERS: u8 = 0x0B;
     pub(super) const ADMIN_RELEASE: u8 = 0x0C;
     pub(super) const RECLAIM: u8 = 0x0D;
+    pub(super) const MODIFY: u8 = 0x0E;
     pub(super) const STAT_PAGE: u8 = 0x10;
     pub(super) const ACK: u8 = 0x81;
     pub(super) const REFUSED: u8 = 0x82;
@@ -596,6 +621,7 @@ mod ty {
     pub(super) const STAT_REPLY: u8 = 0x86;
     pub(super) const ERROR: u8 = 0x87;
     pub(super) const ACCEPTED: u8 = 0x88;
+    pub(super) const QOS_CHANGED: u8 = 0x89;
 }
 
 struct Reader<'a> {
@@ -728,6 +754,8 @@ impl Message {
             Message::AdminRelease { .. } => ty::ADMIN_RELEASE,
             Message::Reclaim { .. } => ty::RECLAIM,
             Message::StatPage { .. } => ty::STAT_PAGE,
+            Message::Modify { .. } => ty::MODIFY,
+            Message::QosChanged { .. } => ty::QOS_CHANGED,
             Message::Accepted { .. } => ty::ACCEPTED,
             Message::Ack { .. } => ty::ACK,
             Message::Refused { .. } => ty::REFUSED,
@@ -831,6 +859,15 @@ impl Message {
             Message::Register { req, address } => {
                 out.extend_from_slice(&req.to_be_bytes());
                 put_string(out, address);
+            }
+            Message::Modify { req, call, qos } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                put_string(out, qos);
+            }
+            Message::QosChanged { call, qos } => {
+                out.extend_from_slice(&call.to_be_bytes());
+                put_string(out, qos);
             }
             Message::Stat { req } => out.extend_from_slice(&req.to_be_bytes()),
             Message::StatPage { req, offset } => {
@@ -943,6 +980,15 @@ impl Message {
                 address: r.short_string("address")?,
             },
             ty::STAT => Message::Stat { req: r.u64("req")? },
+            ty::MODIFY => Message::Modify {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                qos: r.short_string("qos")?,
+            },
+            ty::QOS_CHANGED => Message::QosChanged {
+                call: r.u64("call")?,
+                qos: r.short_string("qos")?,
+            },
             ty::STAT_PAGE => Message::StatPage {
                 req: r.u64("req")?,
                 offset: r.u64("offset")?,

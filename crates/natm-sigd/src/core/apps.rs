@@ -209,6 +209,7 @@ impl Core {
                 self.end_call(call, c, why, false);
             }
             Message::Register { req, address } => self.register_address(t, req, &address),
+            Message::Modify { req, call, qos } => self.modify_request(t, req, call, &qos),
             Message::Stat { req } => {
                 let json = self.stat_page(t, 0);
                 self.tell(t, Message::StatReply { req, json });

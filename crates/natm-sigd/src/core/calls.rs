@@ -433,6 +433,7 @@ impl Core {
     //= at any time."
     pub(super) fn end_call(&mut self, id: u64, cause: u8, detail: &str, tell_self: bool) {
         self.settle_half_open(id);
+        self.end_modify(id, cause);
         let Some(mut c) = self.calls.remove(&id) else {
             return;
         };

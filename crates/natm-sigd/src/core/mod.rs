@@ -51,6 +51,7 @@ mod calls;
 mod keys;
 mod link;
 mod listeners;
+mod modify;
 mod peers;
 mod qos;
 mod ratelog;
@@ -330,6 +331,8 @@ pub struct Core {
     ratelog: ratelog::RateLog,
     /// Stateless answers to unadmitted sources (challenges, authentication ACKs).
     answers: ratelog::Window,
+    /// Calls whose QoS change this sigd asked the network for (`modify`).
+    modifies: HashMap<u64, modify::Pending>,
 }
 
 impl Core {
@@ -353,6 +356,7 @@ impl Core {
             unpaired: HashMap::new(),
             ratelog: ratelog::RateLog::new(cfg.peers.log_per_s),
             answers: ratelog::Window::new(ANSWERS_PER_S),
+            modifies: HashMap::new(),
             saal_cfg: peers::saal_config(&cfg),
             cfg,
             facts,

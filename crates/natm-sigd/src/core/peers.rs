@@ -676,23 +676,11 @@ impl Core {
             }
             SigEvent::Call(CallEvent::Proceeding { call }) => debug!(%call, "call proceeding"),
             SigEvent::Call(CallEvent::ModifyRequested { call, traffic }) => {
-                // Q.2963.1 MODIFY REQUEST: this daemon does not re-run admission for
-                // a changed reservation, so it refuses with cause 63 (service or
-                // option not available) and the old reservation stays.
-                debug!(%call, ?traffic, "modification refused");
-                let now = self.now;
-                if let Some(l) = self.peers.get_mut(&link) {
-                    let _ = l
-                        .saal
-                        .modify_reject(now, call, uni_cause(cause::SERVICE_UNAVAILABLE));
-                }
-                self.dirty.push(link);
+                self.on_modify_requested(link, call, traffic)
             }
-            SigEvent::Call(
-                CallEvent::Modified { call, .. } | CallEvent::ModifyRefused { call, .. },
-            ) => {
-                // Never asked for by this daemon.
-                debug!(%call, "unexpected modification answer");
+            SigEvent::Call(CallEvent::Modified { call, .. }) => self.on_modified(link, call),
+            SigEvent::Call(CallEvent::ModifyRefused { call, cause }) => {
+                self.on_modify_refused(link, call, cause.value.raw())
             }
             SigEvent::Call(CallEvent::Established { call }) => {
                 debug!(%call, "call established");

@@ -54,6 +54,7 @@ use natm_proto::wire::qos::Qos;
 
 use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
 
+mod modify;
 mod stat;
 
 /// What a TPDU adds to its payload on the wire: its 32-octet header and the AAL5
@@ -280,6 +281,8 @@ pub struct Control {
     refused: u64,
     /// Released calls' sides waiting for their VCs to drain.
     drains: Vec<Drain>,
+    /// Transit calls with a modification forwarded and not yet answered.
+    modifies: HashMap<u64, modify::Pending>,
 }
 
 impl Control {
@@ -295,6 +298,7 @@ impl Control {
             now: Instant::ZERO,
             refused: 0,
             drains: Vec::new(),
+            modifies: HashMap::new(),
         }
     }
 
@@ -435,19 +439,13 @@ impl Control {
                 self.on_connect(sw, port, call, params)
             }
             SigEvent::Call(CallEvent::Proceeding { .. }) => {}
-            SigEvent::Call(CallEvent::ModifyRequested { call, .. }) => {
-                // Q.2963.1 MODIFY REQUEST: this switch does not re-run port
-                // admission or change a VC's policing for a changed reservation, so
-                // it refuses with cause 63 (service or option not available); the
-                // old reservation and UPC stay.
-                let now = self.now;
-                if let Some(l) = self.links.get_mut(&port) {
-                    let _ = l.saal.modify_reject(now, call, net_cause(63));
-                }
-                self.dirty.push(port);
+            SigEvent::Call(CallEvent::ModifyRequested { call, traffic }) => {
+                self.on_modify_requested(sw, port, call, traffic)
             }
-            // Never asked for by the switch.
-            SigEvent::Call(CallEvent::Modified { .. } | CallEvent::ModifyRefused { .. }) => {}
+            SigEvent::Call(CallEvent::Modified { call, .. }) => self.on_modified(sw, port, call),
+            SigEvent::Call(CallEvent::ModifyRefused { call, cause }) => {
+                self.on_modify_refused(port, call, cause)
+            }
             SigEvent::Call(CallEvent::Established { call }) => {
                 if let Some(&(id, _)) = self.links.get(&port).and_then(|l| l.calls.get(&call)) {
                     if let Some(t) = self.calls.get_mut(&id) {
@@ -503,8 +501,18 @@ impl Control {
     /// VC's window of 32 TPDUs of 4 KiB is 2,784).
     fn contract(&self, qos: &Qos, link_cells: u64, forward: bool) -> Contract {
         let td = traffic_descriptor(qos, u32::try_from(link_cells).unwrap_or(u32::MAX));
-        let mut c = Contract::from_descriptor(&td, forward);
-        let tpdu = u64::from(qos.resolved_transport(false).tpdu_size).max(1);
+        self.contract_of(&td, qos.resolved_transport(false).tpdu_size, forward)
+    }
+
+    /// [`Control::contract`] from a traffic descriptor and the call's TPDU size.
+    fn contract_of(
+        &self,
+        td: &natm_proto::wire::q2931::TrafficDescriptor,
+        tpdu_size: u32,
+        forward: bool,
+    ) -> Contract {
+        let mut c = Contract::from_descriptor(td, forward);
+        let tpdu = u64::from(tpdu_size).max(1);
         let tpdu_cells = (tpdu + TPDU_OVERHEAD).div_ceil(48);
         let inflate = |r: u64| (r.saturating_mul(tpdu_cells * 48)).div_ceil(tpdu);
         c.pcr = c.pcr.map(inflate);
@@ -773,6 +781,9 @@ impl Control {
         let Some(t) = self.calls.remove(&id) else {
             return;
         };
+        // A pending modification ends with the call; what it held is in the
+        // transit's reservation, returned below.
+        self.modifies.remove(&id);
         let now = self.now;
         let within = if drain {
             self.cfg.drain

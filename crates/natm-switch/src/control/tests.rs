@@ -693,3 +693,133 @@ fn a_call_the_far_end_released_meanwhile_is_released_on_reclaim() {
         .iter()
         .all(|l| l.calls == 0 && l.reserved_cells == 0));
 }
+
+// Q.2963.1 modification through the switch (issue 19, `control::modify`).
+
+/// The traffic descriptor of `qos` as a host's sigd sends it in MODIFY REQUEST.
+fn td(qos: &str) -> natm_proto::wire::q2931::TrafficDescriptor {
+    traffic_descriptor(&qos.parse().unwrap(), 353_207)
+}
+
+/// The policed peak rate of the cross-connect carrying a's data (port 0 in).
+fn forward_pcr(n: &Net) -> Option<u64> {
+    let a_in = n.ctl.calls()[0].a.1?;
+    n.sw.stat()
+        .vcs
+        .iter()
+        .find(|v| v.xc.from() == crate::Endpoint::Vc(VcAddr::new(PortId(0), 0, a_in)))
+        .and_then(|v| v.contract.pcr)
+}
+
+/// Host a asks for `qos`; b answers with `answer` (None: accept, Some(cause):
+/// refuse) if it is asked at all: a's answer, and whether b was asked.
+fn modify_through(n: &mut Net, a: CallId, qos: &str, answer: Option<u8>) -> (CallEvent, bool) {
+    n.hosts[0].modify(n.now, a, td(qos)).unwrap();
+    n.run(5 * MS);
+    let asked = n.take_call_events(1).into_iter().find_map(|e| match e {
+        CallEvent::ModifyRequested { call, .. } => Some(call),
+        _ => None,
+    });
+    if let Some(b) = asked {
+        match answer {
+            None => drop(n.hosts[1].modify_accept(n.now, b).unwrap()),
+            Some(c) => n.hosts[1].modify_reject(n.now, b, net_cause(c)).unwrap(),
+        }
+        n.run(5 * MS);
+    }
+    let ev = n
+        .take_call_events(0)
+        .into_iter()
+        .find(|e| {
+            matches!(
+                e,
+                CallEvent::Modified { .. } | CallEvent::ModifyRefused { .. }
+            )
+        })
+        .expect("a hears an answer");
+    (ev, asked.is_some())
+}
+
+#[test]
+fn a_modification_is_admitted_forwarded_and_changes_the_policer_once_acknowledged() {
+    let mut n = Net::new(155_520_000);
+    let (a, _b, _) = n.connect("cbr:pcr=10Mbps");
+    let (fwd0, bwd0) = n.ctl.calls()[0].reserved_cells;
+    let pcr0 = forward_pcr(&n).unwrap();
+    let (ev, asked) = modify_through(&mut n, a, "cbr:tx:pcr=20Mbps,rx:pcr=10Mbps", None);
+    assert!(asked, "forwarded to b");
+    assert!(matches!(ev, CallEvent::Modified { .. }), "{ev:?}");
+    let (fwd, bwd) = n.ctl.calls()[0].reserved_cells;
+    assert!(
+        fwd > fwd0 * 19 / 10 && fwd < fwd0 * 21 / 10,
+        "{fwd0} -> {fwd}"
+    );
+    assert_eq!(bwd, bwd0, "the backward direction did not change");
+    let pcr = forward_pcr(&n).unwrap();
+    assert!(pcr > pcr0 * 19 / 10, "policer {pcr0} -> {pcr}");
+    let links = n.ctl.links();
+    assert_eq!(
+        links[1].reserved_cells, fwd,
+        "b's output holds the forward rate"
+    );
+    // Down to 2: the policer and the reservation follow.
+    let (ev, _) = modify_through(&mut n, a, "cbr:tx:pcr=2Mbps,rx:pcr=10Mbps", None);
+    assert!(matches!(ev, CallEvent::Modified { .. }), "{ev:?}");
+    assert!(n.ctl.calls()[0].reserved_cells.0 < fwd0 / 4);
+    assert_eq!(n.ctl.calls()[0].reserved_cells.1, bwd0);
+    assert!(forward_pcr(&n).unwrap() < pcr0 / 4);
+}
+
+#[test]
+fn a_refusal_by_the_far_side_reaches_the_requester_and_restores_the_reservation() {
+    let mut n = Net::new(155_520_000);
+    let (a, _b, _) = n.connect("cbr:pcr=10Mbps");
+    let before = n.ctl.calls()[0].reserved_cells;
+    let pcr0 = forward_pcr(&n);
+    let (ev, asked) = modify_through(&mut n, a, "cbr:pcr=40Mbps", Some(37));
+    assert!(asked);
+    assert!(
+        matches!(&ev, CallEvent::ModifyRefused { cause, .. } if cause.value.raw() == 37),
+        "{ev:?}"
+    );
+    assert_eq!(n.ctl.calls()[0].reserved_cells, before);
+    assert_eq!(n.ctl.links()[1].reserved_cells, before.0);
+    assert_eq!(forward_pcr(&n), pcr0, "the policer stays");
+}
+
+#[test]
+fn a_raise_the_output_port_cannot_carry_is_refused_at_the_switch_with_cause_37() {
+    // A 30 Mbit/s line: 10 + 15 reserved; raising the first to 20 does not fit.
+    let mut n = Net::new(30_000_000);
+    let (a, _, _) = n.connect("cbr:pcr=10Mbps");
+    n.connect("cbr:pcr=15Mbps");
+    let held = n.ctl.links()[1].reserved_cells;
+    let (ev, asked) = modify_through(&mut n, a, "cbr:pcr=20Mbps", None);
+    assert!(!asked, "never forwarded");
+    assert!(
+        matches!(&ev, CallEvent::ModifyRefused { cause, .. } if cause.value.raw() == 37),
+        "{ev:?}"
+    );
+    assert_eq!(n.ctl.links()[1].reserved_cells, held);
+    // A decrease frees what a new call then takes.
+    let (ev, _) = modify_through(&mut n, a, "cbr:pcr=2Mbps", None);
+    assert!(matches!(ev, CallEvent::Modified { .. }), "{ev:?}");
+    n.connect("cbr:pcr=9Mbps");
+    assert_eq!(n.ctl.call_count(), 3);
+}
+
+#[test]
+fn a_release_while_a_modification_is_pending_returns_everything() {
+    let mut n = Net::new(155_520_000);
+    let (a, _b, _) = n.connect("cbr:pcr=10Mbps");
+    n.hosts[0].modify(n.now, a, td("cbr:pcr=50Mbps")).unwrap();
+    n.run(5 * MS);
+    // b has not answered: the raise is held on b's output meanwhile.
+    let (fwd, _) = n.ctl.calls()[0].reserved_cells;
+    assert!(fwd > 100_000, "{fwd}");
+    n.hosts[0].release(n.now, a, net_cause(16)).unwrap();
+    n.run(10 * MS);
+    assert_eq!(n.ctl.call_count(), 0);
+    assert!(n.ctl.links().iter().all(|l| l.reserved_cells == 0));
+    assert!(n.ctl.modifies.is_empty());
+}

@@ -594,6 +594,18 @@ impl Conn {
         Ok(())
     }
 
+    /// The network reserved new rates for the call (sigd's `QosChanged`): each VC's
+    /// bound follows, `tx` for the one this side sends on, `rx` for the other (0:
+    /// unchanged).
+    pub(crate) fn set_rate_bounds(&self, tx: u64, rx: u64) {
+        if tx > 0 {
+            self.tx().0.half.set_rate_bound(tx);
+        }
+        if rx > 0 {
+            self.rx().0.half.set_rate_bound(rx);
+        }
+    }
+
     /// Ask the peer for a new sending rate within the agreed bounds (seed 003
     /// `setqos`): the QOS TPDU goes out now; the rate changes when the peer accepts.
     pub(crate) fn start_qos(&self, eng: &Engine, bps: u64) -> Result<(), Error> {

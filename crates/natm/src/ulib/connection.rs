@@ -380,6 +380,11 @@ struct SigCall {
     session: Arc<Session>,
     call: u64,
     granted: Granted,
+    /// The sending rate the network holds for the call now, payload bit/s (the
+    /// grant, then each confirmed change through the network).
+    reserved: std::sync::atomic::AtomicU64,
+    /// A change through the network is under way.
+    modifying: std::sync::atomic::AtomicBool,
 }
 
 /// Counters of both VCs of a connection.
@@ -529,6 +534,22 @@ fn conn_status(conn: &Conn, edge: Option<(bool, bool)>) -> ConnStatus {
 }
 
 /// The new sending rate a `set_qos` text asks for.
+/// The bounds a guaranteed call's sending rate may be renegotiated within, from the
+/// QoS granted at setup (this side's view): `min_pcr` (0 without) up to `max_pcr`
+/// (without it, the rate granted).
+fn setup_bounds(granted_qos: &str, granted_bps: u64) -> (u64, u64) {
+    let Ok(q) = granted_qos.parse::<crate::wire::qos::Qos>() else {
+        return (0, granted_bps);
+    };
+    let p = q.tx();
+    let min = p.min_pcr.and_then(|r| r.bits_per_sec()).unwrap_or(0);
+    let max = match p.max_pcr {
+        Some(r) => r.bits_per_sec().unwrap_or(u64::MAX),
+        None => granted_bps,
+    };
+    (min, max.max(granted_bps))
+}
+
 fn qos_rate(text: &str) -> Result<u64, Error> {
     let q: crate::wire::qos::Qos = text
         .parse()
@@ -644,6 +665,8 @@ impl Connection {
             sig: Some(SigCall {
                 session,
                 call,
+                reserved: std::sync::atomic::AtomicU64::new(granted.tx_bps),
+                modifying: std::sync::atomic::AtomicBool::new(false),
                 granted,
             }),
         })
@@ -788,14 +811,85 @@ impl Connection {
     /// and this returns it. A refusal (or no answer after the close attempts) is
     /// [`Error::QosRefused`] and the rate stays. Only the rate is renegotiated: the
     /// text's other parameters need a new call.
+    ///
+    /// A guaranteed call set up through sigd may go beyond its reservation, up to
+    /// the `max_pcr` agreed at setup: the network is asked first (sigd's `Modify`, a
+    /// Q.2963.1 MODIFY REQUEST through every switch to the peer's sigd, each
+    /// re-running admission), and the peer is asked in band once every hop has
+    /// reserved the rate. A decrease is made in band first, then given back to the
+    /// network, so the policers never see the old rate above the new reservation.
+    /// A refusal by the network is [`Error::Refused`] with its cause (37: the
+    /// bandwidth is not there), and the rate stays; beyond `min_pcr`..`max_pcr`
+    /// is [`Error::QosBounds`] at once, nothing asked.
     pub fn set_qos(&self, qos: &str, timeout: Duration) -> Result<QosChange, Error> {
         let started = std::time::Instant::now();
-        self.try_set_qos(qos)?;
-        let rate_bps = self.conn.wait_qos(&self.eng, Some(timeout))?;
-        Ok(QosChange {
+        let bps = qos_rate(qos)?;
+        let Some(sig) = self.sig.as_ref().filter(|s| s.granted.tx_bps > 0) else {
+            self.try_set_qos(qos)?;
+            let rate_bps = self.conn.wait_qos(&self.eng, Some(timeout))?;
+            return Ok(QosChange {
+                rate_bps,
+                took: started.elapsed(),
+            });
+        };
+        use std::sync::atomic::Ordering;
+        if sig.modifying.swap(true, Ordering::AcqRel) {
+            return Err(Error::QosPending(bps));
+        }
+        let r = self.set_qos_through(sig, qos, bps, started, timeout);
+        sig.modifying.store(false, Ordering::Release);
+        r.map(|rate_bps| QosChange {
             rate_bps,
             took: started.elapsed(),
         })
+    }
+
+    /// [`Connection::set_qos`] of a guaranteed call through sigd.
+    fn set_qos_through(
+        &self,
+        sig: &SigCall,
+        qos: &str,
+        bps: u64,
+        started: std::time::Instant,
+        timeout: Duration,
+    ) -> Result<u64, Error> {
+        use std::sync::atomic::Ordering;
+        let (min, max) = setup_bounds(&sig.granted.qos, sig.granted.tx_bps);
+        if bps < min || bps > max {
+            return Err(Error::QosBounds(crate::transport::QosBoundsError {
+                requested: bps,
+                min,
+                max,
+            }));
+        }
+        let left = || timeout.saturating_sub(started.elapsed());
+        let reserved = sig.reserved.load(Ordering::Acquire);
+        if bps > reserved {
+            sig.session.modify(sig.call, qos, left())?;
+            sig.reserved.store(bps, Ordering::Release);
+            // The peer's sigd told its application before it acknowledged; its
+            // bound is normally raised long before this QOS arrives. If not, the
+            // refusal is repeated a few times while the bound catches up.
+            let mut tries = 0;
+            loop {
+                self.conn.start_qos(&self.eng, bps)?;
+                match self.conn.wait_qos(&self.eng, Some(left())) {
+                    Err(Error::QosRefused { .. }) if tries < 3 => {
+                        tries += 1;
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    r => return r,
+                }
+            }
+        }
+        self.conn.start_qos(&self.eng, bps)?;
+        let rate = self.conn.wait_qos(&self.eng, Some(left()))?;
+        if bps < reserved {
+            // The rate is in force; give back what it no longer needs.
+            sig.session.modify(sig.call, qos, left())?;
+            sig.reserved.store(bps, Ordering::Release);
+        }
+        Ok(rate)
     }
 
     /// As [`Connection::set_qos`] without waiting: the request goes out and the change

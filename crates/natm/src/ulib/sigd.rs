@@ -600,6 +600,30 @@ impl Session {
         r
     }
 
+    /// Ask sigd to change `call`'s sending rate through the network to `qos`'s
+    /// (`Modify`) and wait up to `timeout` for the network's answer: `Ok` once every
+    /// hop reserved it (the VCs' bounds have followed, `QosChanged`), or sigd's
+    /// refusal with its cause.
+    pub(crate) fn modify(&self, call: u64, qos: &str, timeout: Duration) -> Result<(), Error> {
+        let req = self.send(
+            |req| Message::Modify {
+                req,
+                call,
+                qos: qos.to_owned(),
+            },
+            true,
+        )?;
+        let r = self.wait_for(Key::Req(req), Some(Instant::now() + timeout), |st| {
+            st.answers.remove(&req).map(Ok)
+        });
+        self.state.lock().waiting.remove(&req);
+        match r? {
+            Message::Ack { .. } => Ok(()),
+            Message::Refused { cause, detail, .. } => Err(Error::Refused { cause, detail }),
+            _ => Err(Error::SigdGone),
+        }
+    }
+
     /// Send a request and wait for its immediate answer.
     pub(crate) fn request(&self, build: impl FnOnce(u64) -> Message) -> Result<u64, Error> {
         let req = self.send(build, true)?;
@@ -949,6 +973,25 @@ impl Session {
                 }
                 Key::Id(call)
             }
+            Message::QosChanged { call, qos } => {
+                // The network reserved new rates for the call: the VCs' bounds follow
+                // (the peer's QOS up to its new rate is accepted, this side's
+                // `set_qos` may go up to its own), and a reclaim after a sigd
+                // restart presents the QoS now in force.
+                let (tx, rx) = qos_targets(&qos);
+                if let Some((path, _)) = st.paths.get_mut(&call) {
+                    path.qos = qos;
+                    if tx > 0 {
+                        path.granted_bps = tx;
+                    }
+                }
+                let conn = st.live.get(&call).and_then(Weak::upgrade);
+                drop(st);
+                if let Some(c) = conn {
+                    c.set_rate_bounds(tx, rx);
+                }
+                return;
+            }
             Message::Incoming {
                 listener,
                 call,
@@ -1228,4 +1271,20 @@ impl Binding {
         self.now.lock().lost = Some((cause, why));
         self.changed.notify_all();
     }
+}
+
+/// The target rate of each direction of a QoS text (tx = this side sends): `scr`,
+/// else `pcr`, else `max_pcr`, bit/s (0: none, or not a number).
+fn qos_targets(text: &str) -> (u64, u64) {
+    let Ok(q) = text.parse::<crate::wire::qos::Qos>() else {
+        return (0, 0);
+    };
+    let of = |p: &crate::wire::qos::TrafficParams| {
+        p.scr
+            .or(p.pcr)
+            .or(p.max_pcr)
+            .and_then(|r| r.bits_per_sec())
+            .unwrap_or(0)
+    };
+    (of(q.tx()), of(q.rx()))
 }
