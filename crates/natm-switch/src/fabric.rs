@@ -418,7 +418,7 @@ impl Switch {
         } else {
             let mut rest = core::mem::take(&mut vc.fanout);
             let heir = rest.remove(0);
-            let policer = vc.policer.clone();
+            let (policer, input) = (vc.policer.clone(), vc.contract);
             self.table.remove_output(xc.to());
             self.table.move_input(xc.from(), heir);
             for s in &rest {
@@ -429,7 +429,12 @@ impl Switch {
             if let Some(h) = self.vcs.get_mut(heir.index()).and_then(Option::as_mut) {
                 h.owner = None;
                 h.fanout = rest;
+                // The input is policed as before: the root's contract and state.
                 h.policer = policer;
+                h.contract.pcr = input.pcr;
+                h.contract.cdvt = input.cdvt;
+                h.contract.scr = input.scr;
+                h.contract.violation = input.violation;
             }
         }
         self.table_changed();

@@ -340,3 +340,29 @@ fn what_a_branch_cannot_be() {
     assert_eq!(sw.stat().vcs.len(), 1);
     let _ = vcframe::Repr::data(0, 32);
 }
+
+#[test]
+fn the_branch_taking_the_input_over_polices_it_as_the_root_did() {
+    let mut sw = Switch::new();
+    let inp = sw.add_port(PortConfig::new(622_080_000)).unwrap();
+    let a = sw.add_port(PortConfig::new(LINE)).unwrap();
+    let b = sw.add_port(PortConfig::new(LINE)).unwrap();
+    let root = sw
+        .connect(
+            CrossConnect::vc(vc(inp, 0, 32), vc(a, 0, 40)),
+            Contract::cbr(10_000),
+        )
+        .unwrap();
+    let br = sw
+        .add_branch(root, vc(b, 0, 50), Contract::best_effort())
+        .unwrap();
+    sw.release(Instant::ZERO, root, Duration::ZERO).unwrap();
+    assert_eq!(sw.vc_stats(br).unwrap().contract.pcr, Some(10_000));
+    let mut h = Harness::new(sw);
+    // Twice the contract's rate: about half passes, on the remaining branch.
+    h.feed(cbr(inp, 0, 32, at_us(0), Duration::from_micros(50), 200));
+    h.drain();
+    let n = h.cells(b).len();
+    assert!((95..=105).contains(&n), "{n}");
+    assert!(h.cells(a).is_empty());
+}
