@@ -50,6 +50,10 @@ pub enum SwitchError {
     /// line).
     #[error("the control queue of port {0} is full")]
     ControlQueueFull(PortId),
+    /// A branch asked of a connection that cannot have one: a VP cross-connect, or a
+    /// connection released and draining.
+    #[error("connection {0} cannot take a point-to-multipoint branch")]
+    NotReplicable(ConnId),
     /// A traffic contract whose numbers make no sense.
     #[error("bad traffic contract: {0}")]
     BadContract(&'static str),

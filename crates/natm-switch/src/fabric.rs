@@ -82,6 +82,11 @@ struct Vc {
     /// Released ([`Switch::release`]): its input is gone, and it is removed when its
     /// queue empties or at this time, whichever comes first.
     drain_until: Option<Instant>,
+    /// Point-to-multipoint, on the connection that owns the input label: the other
+    /// branches every cell and frame of the input is copied to ([`Switch::add_branch`]).
+    fanout: Vec<Slot>,
+    /// On a branch, the connection that owns the input label.
+    owner: Option<Slot>,
 }
 
 impl Vc {
@@ -247,6 +252,79 @@ impl Switch {
         self.check_endpoint(xc.to())?;
         contract.validate()?;
         self.table.check(&xc)?;
+        let vc = self.make_vc(xc, contract)?;
+        let id = vc.id;
+        let slot = self.place(vc)?;
+        self.table.insert(&xc, slot);
+        self.table_changed();
+        self.slots.insert(id, slot);
+        Ok(id)
+    }
+
+    /// Adds a branch to a point-to-multipoint VC (ITU-T I.311 and Q.2971: a switch
+    /// copies each cell of a multipoint connection to every branch): every cell and
+    /// frame arriving on the input of `root` (a VC cross-connect, or a branch of one)
+    /// is also sent on output VC `to`, under `contract`'s share of `to`'s port and
+    /// buffer. The input is policed once, under the root's contract; each branch has
+    /// its own queue, frame discard, conversion and counters, so that a full or slow
+    /// branch drops only its own copies. The branch is a connection of its own:
+    /// [`Switch::release`] or [`Switch::disconnect`] it to end that branch alone. When
+    /// the connection owning the input ends while branches remain, the oldest branch
+    /// takes the input over (and its policer state); the input goes when the last
+    /// branch does.
+    pub fn add_branch(
+        &mut self,
+        root: ConnId,
+        to: VcAddr,
+        contract: Contract,
+    ) -> Result<ConnId, SwitchError> {
+        let slot = *self
+            .slots
+            .get(&root)
+            .ok_or(SwitchError::UnknownConnection(root))?;
+        let vc = self.vc(slot).ok_or(SwitchError::UnknownConnection(root))?;
+        let owner = vc.owner.unwrap_or(slot);
+        let from = match self.vc(owner).map(|v| (v.xc, v.drain_until)) {
+            Some((CrossConnect::Vc { from, .. }, None)) => from,
+            _ => return Err(SwitchError::NotReplicable(root)),
+        };
+        let xc = CrossConnect::vc(from, to);
+        self.check_endpoint(xc.to())?;
+        contract.validate()?;
+        self.table.check_output(xc.to())?;
+        let mut vc = self.make_vc(xc, contract)?;
+        vc.owner = Some(owner);
+        let id = vc.id;
+        let branch = self.place(vc)?;
+        self.table.insert_output(xc.to(), branch);
+        if let Some(o) = self.vcs.get_mut(owner.index()).and_then(Option::as_mut) {
+            o.fanout.push(branch);
+        }
+        self.table_changed();
+        self.slots.insert(id, branch);
+        Ok(id)
+    }
+
+    /// Every branch of the point-to-multipoint VC `id` belongs to, the one owning the
+    /// input first; just `id` for a point-to-point connection; empty if unknown.
+    pub fn branches(&self, id: ConnId) -> Vec<ConnId> {
+        let Some(vc) = self.slots.get(&id).and_then(|s| self.vc(*s)) else {
+            return Vec::new();
+        };
+        let owner = vc.owner.map_or(vc, |o| self.vc(o).unwrap_or(vc));
+        core::iter::once(owner.id)
+            .chain(
+                owner
+                    .fanout
+                    .iter()
+                    .filter_map(|s| self.vc(*s))
+                    .map(|v| v.id),
+            )
+            .collect()
+    }
+
+    /// A connection's state, not yet placed in the table.
+    fn make_vc(&mut self, xc: CrossConnect, contract: Contract) -> Result<Vc, SwitchError> {
         let out = self.port(xc.to().port())?.cfg;
         let inp = self.port(xc.from().port())?.cfg.unit;
         let converts = matches!(
@@ -278,7 +356,7 @@ impl Switch {
         };
         let id = ConnId(self.next_id);
         self.next_id += 1;
-        let vc = Vc {
+        Ok(Vc {
             id,
             xc,
             contract,
@@ -299,8 +377,14 @@ impl Switch {
             oam_forwarded: 0,
             header_memo: (NO_KEY, [0; HEADER_LEN]),
             drain_until: None,
-        };
-        let slot = match self.free.pop() {
+            fanout: Vec::new(),
+            owner: None,
+        })
+    }
+
+    /// Puts `vc` in a free slot of the slab.
+    fn place(&mut self, vc: Vc) -> Result<Slot, SwitchError> {
+        Ok(match self.free.pop() {
             Some(s) => {
                 self.vcs[s.index()] = Some(vc);
                 s
@@ -313,11 +397,47 @@ impl Switch {
                 self.vcs.push(Some(vc));
                 s
             }
+        })
+    }
+
+    /// Takes connection `slot`'s labels out of the table: its input and output, or
+    /// a branch's output alone; a point-to-multipoint input whose owner goes while
+    /// branches remain passes to the oldest branch, with the policer's state.
+    fn unlink(&mut self, slot: Slot) {
+        let Some(vc) = self.vcs.get_mut(slot.index()).and_then(Option::as_mut) else {
+            return;
         };
-        self.table.insert(&xc, slot);
+        let xc = vc.xc;
+        if let Some(owner) = vc.owner.take() {
+            self.table.remove_output(xc.to());
+            if let Some(o) = self.vcs.get_mut(owner.index()).and_then(Option::as_mut) {
+                o.fanout.retain(|s| *s != slot);
+            }
+        } else if vc.fanout.is_empty() {
+            self.table.remove(&xc);
+        } else {
+            let mut rest = core::mem::take(&mut vc.fanout);
+            let heir = rest.remove(0);
+            let (policer, input) = (vc.policer.clone(), vc.contract);
+            self.table.remove_output(xc.to());
+            self.table.move_input(xc.from(), heir);
+            for s in &rest {
+                if let Some(b) = self.vcs.get_mut(s.index()).and_then(Option::as_mut) {
+                    b.owner = Some(heir);
+                }
+            }
+            if let Some(h) = self.vcs.get_mut(heir.index()).and_then(Option::as_mut) {
+                h.owner = None;
+                h.fanout = rest;
+                // The input is policed as before: the root's contract and state.
+                h.policer = policer;
+                h.contract.pcr = input.pcr;
+                h.contract.cdvt = input.cdvt;
+                h.contract.scr = input.scr;
+                h.contract.violation = input.violation;
+            }
+        }
         self.table_changed();
-        self.slots.insert(id, slot);
-        Ok(id)
     }
 
     /// Gives a connection a new traffic contract in place (a call's modification,
@@ -370,9 +490,7 @@ impl Switch {
         // A draining connection's input label is gone already (and may be in use by
         // a newer connection).
         if vc.drain_until.is_none() {
-            let xc = vc.xc;
-            self.table.remove(&xc);
-            self.table_changed();
+            self.unlink(slot);
         }
         Ok(self.remove_slot(slot))
     }
@@ -404,17 +522,15 @@ impl Switch {
         if vc.drain_until.is_some() {
             return Ok(());
         }
-        let (xc, empty) = (vc.xc, vc.queue.is_empty());
+        let empty = vc.queue.is_empty();
         if empty || within.is_zero() {
-            self.table.remove(&xc);
-            self.table_changed();
+            self.unlink(slot);
             self.remove_slot(slot);
             return Ok(());
         }
         let until = now + within;
         vc.drain_until = Some(until);
-        self.table.remove(&xc);
-        self.table_changed();
+        self.unlink(slot);
         self.draining.push((until, slot));
         Ok(())
     }
@@ -549,6 +665,7 @@ impl Switch {
         }
         let vc = self.vc(slot)?;
         let plain = vc.assembly.is_none()
+            && vc.fanout.is_empty()
             && vc.policer.is_off()
             && !(vc.frames && f.pti.is_user_data())
             && !f.pti.is_oam_f5()
@@ -660,6 +777,9 @@ impl Switch {
             inp.counters.dropped.add(DropCause::UnknownVc, 1);
             return Ok(Verdict::Dropped(DropCause::UnknownVc));
         };
+        if !vc.fanout.is_empty() {
+            return Ok(self.replicate_cell(now, port, slot, cell, f));
+        }
         vc.counters.cells_in += 1;
 
         if f.pti.is_oam_f5() && vc.out_vci.is_some() {
@@ -708,7 +828,114 @@ impl Switch {
                 return Ok(Verdict::Dropped(DropCause::Policing));
             }
         }
+        Ok(self.cell_out(now, slot, cell, f, verdict))
+    }
 
+    /// A cell of a point-to-multipoint VC (its input owned by `owner`, which has
+    /// branches): answered if an OAM loopback for this switch, policed once under
+    /// the owner's contract, then queued on every branch as [`Switch::cell_out`]
+    /// queues it, each branch admitting or dropping its own copy. The verdict is the
+    /// first branch's that queued it, else the first branch's drop.
+    #[inline(never)]
+    fn replicate_cell(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        owner: Slot,
+        cell: [u8; CELL_LEN],
+        mut f: Fields,
+    ) -> Verdict {
+        let (Some(inp), Some(vc)) = (
+            self.ports.get_mut(port.index()),
+            self.vcs.get_mut(owner.index()).and_then(Option::as_mut),
+        ) else {
+            return Verdict::Dropped(DropCause::UnknownVc);
+        };
+        if f.pti.is_oam_f5() {
+            if let Some(reply) = oam::loopback_reply(&cell, &self.location) {
+                vc.counters.cells_in += 1;
+                return if inp.push_control(Transmit::Cell(reply)) {
+                    inp.oam_looped += 1;
+                    vc.oam_looped += 1;
+                    Verdict::LoopedBack
+                } else {
+                    inp.counters.dropped.add(DropCause::QueueFull, 1);
+                    vc.counters.dropped.add(DropCause::QueueFull, 1);
+                    Verdict::Dropped(DropCause::QueueFull)
+                };
+            }
+        }
+        let eof = f.pti.is_end_of_sdu();
+        inp.counters.frames_in += u64::from(eof);
+        let mut verdict = Verdict::Queued;
+        let mut policed = false;
+        if !vc.policer.police(now) {
+            if vc.contract.violation == Violation::Tag && !f.clp {
+                f.clp = true;
+                inp.counters.tagged += 1;
+                verdict = Verdict::Tagged;
+            } else {
+                inp.counters.dropped.add(DropCause::Policing, 1);
+                policed = true;
+            }
+        }
+        let branches: Vec<Slot> = core::iter::once(owner)
+            .chain(vc.fanout.iter().copied())
+            .collect();
+        let mut result: Option<Verdict> = None;
+        for b in branches {
+            let Some(vc) = self.vcs.get_mut(b.index()).and_then(Option::as_mut) else {
+                continue;
+            };
+            vc.counters.cells_in += 1;
+            vc.counters.frames_in += u64::from(eof);
+            if policed {
+                let frames = vc.frames && f.pti.is_user_data();
+                let mut n = 1;
+                if let Some(a) = vc.assembly.as_deref_mut() {
+                    n += u64::from(a.abandon(eof));
+                }
+                vc.counters.dropped.add(DropCause::Policing, n);
+                if frames {
+                    let ppd = self
+                        .ports
+                        .get(vc.out_port.index())
+                        .is_some_and(|p| p.cfg.ppd);
+                    vc.discard.dropped(eof, ppd);
+                }
+                continue;
+            }
+            vc.counters.tagged += u64::from(verdict == Verdict::Tagged);
+            let v = self.cell_out(now, b, cell, f, verdict);
+            result = match (result, v) {
+                (None, v)
+                | (Some(Verdict::Dropped(_)), v @ (Verdict::Queued | Verdict::Tagged)) => Some(v),
+                (r, _) => r,
+            };
+        }
+        if policed {
+            return Verdict::Dropped(DropCause::Policing);
+        }
+        result.unwrap_or(Verdict::Dropped(DropCause::UnknownVc))
+    }
+
+    /// The output half of [`Switch::handle_cell`] for connection `slot`, after
+    /// policing: frame discard, reassembly for a frame port, buffer admission, the
+    /// header translated, queued.
+    #[inline(always)]
+    fn cell_out(
+        &mut self,
+        now: Instant,
+        slot: Slot,
+        mut cell: [u8; CELL_LEN],
+        mut f: Fields,
+        verdict: Verdict,
+    ) -> Verdict {
+        let Some(vc) = self.vcs.get_mut(slot.index()).and_then(Option::as_mut) else {
+            return Verdict::Dropped(DropCause::UnknownVc);
+        };
+        let eof = f.pti.is_end_of_sdu();
+        let frames = vc.frames && f.pti.is_user_data();
         let out = self
             .ports
             .get_mut(vc.out_port.index())
@@ -731,7 +958,7 @@ impl Switch {
                 // first cell, and PPD follows a drop that abandoned the assembly.
                 out.counters.dropped.add(cause, 1);
                 vc.counters.dropped.add(cause, 1);
-                return Ok(Verdict::Dropped(cause));
+                return Verdict::Dropped(cause);
             }
         }
         if let Some(a) = vc.assembly.as_deref_mut() {
@@ -751,7 +978,7 @@ impl Switch {
                         if frames {
                             vc.discard.admitted(eof);
                         }
-                        return Ok(verdict);
+                        return verdict;
                     }
                     Assembled::Dropped(cause, n) => {
                         out.counters.dropped.add(cause, u64::from(n));
@@ -759,7 +986,7 @@ impl Switch {
                         if frames {
                             vc.discard.admitted(eof);
                         }
-                        return Ok(Verdict::Dropped(cause));
+                        return Verdict::Dropped(cause);
                     }
                     Assembled::Frame { header, sdu } => Transmit::Frame { header, sdu },
                 }
@@ -770,7 +997,7 @@ impl Switch {
             } else {
                 out.counters.dropped.add(DropCause::Unconvertible, 1);
                 vc.counters.dropped.add(DropCause::Unconvertible, 1);
-                return Ok(Verdict::Dropped(DropCause::Unconvertible));
+                return Verdict::Dropped(DropCause::Unconvertible);
             };
             // A frame takes its AAL5 cells on the frame line and in the buffer.
             let cells = unit.cells();
@@ -780,7 +1007,7 @@ impl Switch {
             if let Some(cause) = admission(out, vc, cells, f.clp) {
                 out.counters.dropped.add(cause, u64::from(cells));
                 vc.counters.dropped.add(cause, u64::from(cells));
-                return Ok(Verdict::Dropped(cause));
+                return Verdict::Dropped(cause);
             }
             vc.oam_forwarded += u64::from(f.pti.is_oam_f5());
             let was_empty = vc.queue.is_empty();
@@ -788,7 +1015,7 @@ impl Switch {
             out.queue_cells += cells;
             out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
             out.sched.enqueued(slot, was_empty, vc.weight);
-            return Ok(verdict);
+            return verdict;
         }
         if let Some(cause) = admission(out, vc, 1, f.clp) {
             out.counters.dropped.add(cause, 1);
@@ -796,7 +1023,7 @@ impl Switch {
             if frames {
                 vc.discard.dropped(eof, out.cfg.ppd);
             }
-            return Ok(Verdict::Dropped(cause));
+            return Verdict::Dropped(cause);
         }
         if frames {
             vc.discard.admitted(eof);
@@ -818,7 +1045,7 @@ impl Switch {
         out.queue_cells += 1;
         out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
         out.sched.enqueued(slot, was_empty, vc.weight);
-        Ok(verdict)
+        verdict
     }
 
     /// One AAL5 frame of the frame mode received on `port` at `now`: the VC header
@@ -856,6 +1083,9 @@ impl Switch {
             inp.counters.dropped.add(DropCause::UnknownVc, n);
             return Ok(Verdict::Dropped(DropCause::UnknownVc));
         };
+        if !vc.fanout.is_empty() {
+            return Ok(self.replicate_frame(now, port, slot, header, sdu));
+        }
         vc.counters.cells_in += n;
         vc.counters.frames_in += 1;
         let oam = header.kind == vcframe::FrameKind::Oam;
@@ -878,28 +1108,19 @@ impl Switch {
                 });
             }
         }
-        // Bound for a cell port: the cells it will be, or no cell form at all.
-        let out_cells = if vc.to_cells {
-            let Some(c) = sar::cell_form_len(header.kind, sdu.len()) else {
-                inp.counters.dropped.add(DropCause::Unconvertible, n);
-                vc.counters.dropped.add(DropCause::Unconvertible, n);
-                return Ok(Verdict::Dropped(DropCause::Unconvertible));
-            };
-            c
-        } else {
-            cells
-        };
+        // Bound for a cell port: no cell form at all is refused before policing.
+        if vc.to_cells && sar::cell_form_len(header.kind, sdu.len()).is_none() {
+            inp.counters.dropped.add(DropCause::Unconvertible, n);
+            vc.counters.dropped.add(DropCause::Unconvertible, n);
+            return Ok(Verdict::Dropped(DropCause::Unconvertible));
+        }
         // A frame-mode datagram carries a VPI of 8 bits; an NNI VPI above 255 cannot
         // leave as a frame.
-        let out_vpi = match u8::try_from(vc.out_vpi) {
-            Ok(v) => v,
-            Err(_) if vc.to_cells => 0,
-            Err(_) => {
-                inp.counters.dropped.add(DropCause::UnknownVc, n);
-                vc.counters.dropped.add(DropCause::UnknownVc, n);
-                return Ok(Verdict::Dropped(DropCause::UnknownVc));
-            }
-        };
+        if !vc.to_cells && u8::try_from(vc.out_vpi).is_err() {
+            inp.counters.dropped.add(DropCause::UnknownVc, n);
+            vc.counters.dropped.add(DropCause::UnknownVc, n);
+            return Ok(Verdict::Dropped(DropCause::UnknownVc));
+        }
         let mut clp = header.clp;
         let mut verdict = Verdict::Queued;
         if !vc.policer.police_frame(now, cells, inp.cell_spacing()) {
@@ -914,14 +1135,136 @@ impl Switch {
                 return Ok(Verdict::Dropped(DropCause::Policing));
             }
         }
+        Ok(self.frame_out(slot, header, sdu, clp, verdict))
+    }
+
+    /// A frame of a point-to-multipoint VC (its input owned by `owner`, which has
+    /// branches), as [`Switch::replicate_cell`] treats a cell: an OAM loopback for
+    /// this switch answered, policed once, then each branch converts, admits and
+    /// queues its own copy (the SDU's octets are shared, not copied).
+    #[inline(never)]
+    fn replicate_frame(
+        &mut self,
+        now: Instant,
+        port: PortId,
+        owner: Slot,
+        header: vcframe::Repr,
+        sdu: Bytes,
+    ) -> Verdict {
+        let (Some(inp), Some(vc)) = (
+            self.ports.get_mut(port.index()),
+            self.vcs.get_mut(owner.index()).and_then(Option::as_mut),
+        ) else {
+            return Verdict::Dropped(DropCause::UnknownVc);
+        };
+        let cells = frame_cells(header.kind, sdu.len());
+        let n = u64::from(cells);
+        if header.kind == vcframe::FrameKind::Oam {
+            if let Some(a) = oam::loopback_answer(Scope::of_frame(&header), &sdu, &self.location) {
+                vc.counters.cells_in += n;
+                vc.counters.frames_in += 1;
+                let reply = Transmit::Frame {
+                    header,
+                    sdu: Bytes::copy_from_slice(&a),
+                };
+                return if inp.push_control(reply) {
+                    inp.oam_looped += 1;
+                    vc.oam_looped += 1;
+                    Verdict::LoopedBack
+                } else {
+                    inp.counters.dropped.add(DropCause::QueueFull, n);
+                    vc.counters.dropped.add(DropCause::QueueFull, n);
+                    Verdict::Dropped(DropCause::QueueFull)
+                };
+            }
+        }
+        let mut clp = header.clp;
+        let mut verdict = Verdict::Queued;
+        let mut policed = false;
+        if !vc.policer.police_frame(now, cells, inp.cell_spacing()) {
+            if vc.contract.violation == Violation::Tag && !clp {
+                clp = true;
+                inp.counters.tagged += n;
+                verdict = Verdict::Tagged;
+            } else {
+                inp.counters.dropped.add(DropCause::Policing, n);
+                policed = true;
+            }
+        }
+        let branches: Vec<Slot> = core::iter::once(owner)
+            .chain(vc.fanout.iter().copied())
+            .collect();
+        let mut result: Option<Verdict> = None;
+        for b in branches {
+            let Some(vc) = self.vcs.get_mut(b.index()).and_then(Option::as_mut) else {
+                continue;
+            };
+            vc.counters.cells_in += n;
+            vc.counters.frames_in += 1;
+            if policed {
+                vc.counters.dropped.add(DropCause::Policing, n);
+                continue;
+            }
+            vc.counters.tagged += if verdict == Verdict::Tagged { n } else { 0 };
+            let v = self.frame_out(b, header, sdu.clone(), clp, verdict);
+            result = match (result, v) {
+                (None, v)
+                | (Some(Verdict::Dropped(_)), v @ (Verdict::Queued | Verdict::Tagged)) => Some(v),
+                (r, _) => r,
+            };
+        }
+        if policed {
+            return Verdict::Dropped(DropCause::Policing);
+        }
+        result.unwrap_or(Verdict::Dropped(DropCause::UnknownVc))
+    }
+
+    /// The output half of [`Switch::handle_frame`] for connection `slot`, after
+    /// policing: converted to the output port's unit (segmented into cells, or
+    /// dropped if it has no form there), admitted by the buffers, its header
+    /// translated, queued.
+    #[inline(always)]
+    fn frame_out(
+        &mut self,
+        slot: Slot,
+        header: vcframe::Repr,
+        sdu: Bytes,
+        clp: bool,
+        verdict: Verdict,
+    ) -> Verdict {
+        let Some(vc) = self.vcs.get_mut(slot.index()).and_then(Option::as_mut) else {
+            return Verdict::Dropped(DropCause::UnknownVc);
+        };
+        let cells = frame_cells(header.kind, sdu.len());
+        let n = u64::from(cells);
+        let oam = header.kind == vcframe::FrameKind::Oam;
         let out = self
             .ports
             .get_mut(vc.out_port.index())
             .expect("a connection's output port exists: ports are never removed");
+        let out_cells = if vc.to_cells {
+            let Some(c) = sar::cell_form_len(header.kind, sdu.len()) else {
+                out.counters.dropped.add(DropCause::Unconvertible, n);
+                vc.counters.dropped.add(DropCause::Unconvertible, n);
+                return Verdict::Dropped(DropCause::Unconvertible);
+            };
+            c
+        } else {
+            cells
+        };
+        let out_vpi = match u8::try_from(vc.out_vpi) {
+            Ok(v) => v,
+            Err(_) if vc.to_cells => 0,
+            Err(_) => {
+                out.counters.dropped.add(DropCause::UnknownVc, n);
+                vc.counters.dropped.add(DropCause::UnknownVc, n);
+                return Verdict::Dropped(DropCause::UnknownVc);
+            }
+        };
         if let Some(cause) = admission(out, vc, out_cells, clp) {
             out.counters.dropped.add(cause, n);
             vc.counters.dropped.add(cause, n);
-            return Ok(Verdict::Dropped(cause));
+            return Verdict::Dropped(cause);
         }
         let was_empty = vc.queue.is_empty();
         if vc.to_cells {
@@ -938,7 +1281,7 @@ impl Switch {
             out.queue_cells += out_cells;
             out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
             vc.oam_forwarded += u64::from(oam);
-            return Ok(verdict);
+            return verdict;
         }
         let header = vcframe::Repr {
             clp,
@@ -951,7 +1294,7 @@ impl Switch {
         out.queue_cells += cells;
         out.max_queue_cells = out.max_queue_cells.max(out.queue_cells);
         out.sched.enqueued(slot, was_empty, vc.weight);
-        Ok(verdict)
+        verdict
     }
 
     /// The next cell or frame `port` sends at `now`, as its scheduler picks it; `None`

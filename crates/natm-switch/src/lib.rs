@@ -11,6 +11,8 @@
 //! * [`stats`]: counters per port and per VC;
 //! * [`Switch`] (`fabric`) ties them together, and terminates the control plane's own
 //!   VCs (signalling on VPI 0/VCI 5): `terminate`, `poll_local`, `send`.
+//!   A VC may have several branches (`add_branch`): point-to-multipoint, each cell
+//!   or frame of its input copied to every branch.
 //!
 //! * [`control`]: the control plane — the network side of UNI signalling on each
 //!   port, routing by address prefix, admission, VCIs, cross-connects per call.

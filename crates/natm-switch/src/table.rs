@@ -328,6 +328,39 @@ impl Table {
         self.outputs.remove(xc.to());
     }
 
+    /// Checks that output `e` is free, for a branch of a point-to-multipoint VC (its
+    /// input is its root's).
+    pub(crate) fn check_output(&self, e: Endpoint) -> Result<(), SwitchError> {
+        self.outputs.check_free(e, SwitchError::OutputInUse)
+    }
+
+    /// Adds the output of a branch (after [`Table::check_output`]).
+    pub(crate) fn insert_output(&mut self, e: Endpoint, slot: Slot) {
+        self.outputs.insert(e, slot);
+    }
+
+    /// Removes the output of a branch.
+    pub(crate) fn remove_output(&mut self, e: Endpoint) {
+        self.outputs.remove(e);
+    }
+
+    /// Hands input `e`, already in the table, to connection `slot` (a branch that
+    /// takes over the input of a point-to-multipoint VC whose root branch leaves).
+    pub(crate) fn move_input(&mut self, e: Endpoint, slot: Slot) {
+        match e {
+            Endpoint::Vc(a) => {
+                if let Some(s) = self.inputs.vc.get_mut(&vc_key(a)) {
+                    *s = slot;
+                }
+            }
+            Endpoint::Vp(a) => {
+                if let Some(s) = self.inputs.vp.get_mut(&vp_key(a.port, a.vpi)) {
+                    *s = slot;
+                }
+            }
+        }
+    }
+
     /// The connection cells of `vpi`/`vci` arriving on `port` belong to: a VP entry
     /// for the VPI if there is one, else the VC entry.
     #[inline]

@@ -2,7 +2,8 @@
 //! cell by cell, and `Switch::poll_cells_by`, which takes a run of one VC's cells in
 //! one step, must give exactly what `Switch::poll_transmit_by` gives unit by unit — the same cells in the same order, the same frames, and the same
 //! queues, scheduler state, line time and counters afterwards — under every
-//! scheduler, with frames, control units, drops and released VCs mixed in.
+//! scheduler, with frames, control units, drops and released VCs mixed in, and
+//! point-to-multipoint VCs whose branches share the output port.
 
 mod common;
 
@@ -38,8 +39,12 @@ enum Step {
     /// The output port is drained: up to `max` cells, the line free by `ahead` µs from
     /// now, missed slots taken back as far as `behind` µs.
     Drain { max: usize, ahead: u64, behind: u64 },
-    /// VC `vc` is released, given `within` µs to drain.
+    /// Connection `vc` (modulo those made so far, branches included) is released,
+    /// given `within` µs to drain.
     Release { vc: usize, within: u64 },
+    /// A point-to-multipoint branch is added to connection `vc` (modulo those made
+    /// so far), on the next free label of the output port.
+    Branch { vc: usize, buffer: u32 },
 }
 
 fn step(vcs: usize) -> impl Strategy<Value = Step> {
@@ -52,7 +57,8 @@ fn step(vcs: usize) -> impl Strategy<Value = Step> {
         2 => (0u64..400).prop_map(|us| Step::Wait { us }),
         3 => (1usize..80, 0u64..400, 0u64..100)
             .prop_map(|(max, ahead, behind)| Step::Drain { max, ahead, behind }),
-        1 => (0..vcs, 0u64..300).prop_map(|(vc, within)| Step::Release { vc, within }),
+        1 => (0..2 * vcs, 0u64..300).prop_map(|(vc, within)| Step::Release { vc, within }),
+        1 => (0..2 * vcs, 1u32..60).prop_map(|(vc, buffer)| Step::Branch { vc, buffer }),
     ]
 }
 
@@ -147,7 +153,8 @@ fn drain_units(
 }
 
 fn run(c: &Case) -> Result<(), TestCaseError> {
-    let (mut a, inp, out, ids) = build(c);
+    let (mut a, inp, out, mut ids) = build(c);
+    let mut next_branch = 0u16;
     let (mut b, ..) = build(c);
     let mut now = Instant::from_nanos(1);
     let mut seq = 0u8;
@@ -238,9 +245,22 @@ fn run(c: &Case) -> Result<(), TestCaseError> {
                 prop_assert_eq!(&frame, &want.1);
             }
             Step::Release { vc, within } => {
-                let ra = a.release(now, ids[vc], Duration::from_micros(within));
-                let rb = b.release(now, ids[vc], Duration::from_micros(within));
+                let id = ids[vc % ids.len()];
+                let ra = a.release(now, id, Duration::from_micros(within));
+                let rb = b.release(now, id, Duration::from_micros(within));
                 prop_assert_eq!(ra.is_ok(), rb.is_ok());
+            }
+            Step::Branch { vc, buffer } => {
+                let id = ids[vc % ids.len()];
+                let to = VcAddr::new(out, 2, 100 + next_branch);
+                next_branch += 1;
+                let contract = Contract::best_effort().with_buffer(buffer);
+                let ra = a.add_branch(id, to, contract);
+                let rb = b.add_branch(id, to, contract);
+                prop_assert_eq!(ra, rb);
+                if let Ok(branch) = ra {
+                    ids.push(branch);
+                }
             }
         }
         prop_assert_eq!(a.stat(), b.stat());

@@ -102,8 +102,10 @@ use crate::wire::q2931::{
 };
 
 mod params;
+mod parties;
 
 pub use params::{traffic_descriptor, CallAccept, CallParams, Sap, SapError, DEFAULT_AAL5_SDU};
+pub use parties::{PartyRef, PartyState, MAX_PARTIES};
 
 /// Call control timers and limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -245,6 +247,47 @@ pub enum CallEvent {
         /// The peer's cause.
         cause: Cause,
     },
+    /// The peer asks to add a party to this point-to-multipoint call (ADD PARTY,
+    /// Q.2971): answer with [`CallControl::add_party_ack`] or
+    /// [`CallControl::add_party_reject`].
+    PartyAddRequested {
+        /// The call.
+        call: CallId,
+        /// The party.
+        party: PartyRef,
+        /// The leaf asked for, as a SETUP would ask for it.
+        params: CallParams,
+    },
+    /// The peer accepted our ADD PARTY (ADD PARTY ACKNOWLEDGE): the party is active.
+    PartyAdded {
+        /// The call.
+        call: CallId,
+        /// The party.
+        party: PartyRef,
+        /// What the leaf granted.
+        params: CallAccept,
+    },
+    /// The peer refused our ADD PARTY (ADD PARTY REJECT): the party is gone.
+    PartyRejected {
+        /// The call.
+        call: CallId,
+        /// The party.
+        party: PartyRef,
+        /// The peer's cause.
+        cause: Cause,
+    },
+    /// A party is gone: the peer dropped it (DROP PARTY, acknowledged here), or
+    /// acknowledged our DROP PARTY.
+    PartyDropped {
+        /// The call.
+        call: CallId,
+        /// The party.
+        party: PartyRef,
+        /// The DROP PARTY's cause.
+        cause: Cause,
+        /// Whether the peer dropped it.
+        by_peer: bool,
+    },
     /// The call is over and its id is dead; sent exactly once per call.
     Released {
         /// The call.
@@ -361,6 +404,8 @@ struct Call {
     t322: Option<(Instant, u32)>,
     /// Q.2963.1 modification sub-state (state 10 only).
     modify: ModifyState,
+    /// Q.2971 parties besides the first (`parties`).
+    parties: parties::Parties,
 }
 
 impl Call {
@@ -864,6 +909,7 @@ impl CallControl {
                 t309: None,
                 t322: None,
                 modify: ModifyState::Idle,
+                parties: parties::Parties::default(),
             },
         );
         id
@@ -1331,6 +1377,10 @@ impl CallControl {
                 }
                 self.stats.calls_active += 1;
                 self.events.push_back(CallEvent::Established { call: id });
+                true
+            }
+            (kind, CallState::ACTIVE) if parties::is_party_message(kind) => {
+                self.on_party_message(id, cref, &msg, errors);
                 true
             }
             (MessageType::ModifyRequest, CallState::ACTIVE) => {

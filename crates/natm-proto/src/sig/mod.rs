@@ -35,7 +35,7 @@ pub mod vci;
 
 pub use call::{
     CallAccept, CallConfig, CallControl, CallError, CallEvent, CallId, CallParams, ClearedBy,
-    ModifyState, Sap,
+    ModifyState, PartyRef, PartyState, Sap,
 };
 pub use sscop::{ReleaseReason, Sscop, SscopConfig, SscopError, SscopEvent, SscopStats};
 
@@ -295,6 +295,59 @@ impl Saal {
         cause: Cause,
     ) -> Result<(), CallError> {
         let r = self.calls.modify_reject(call, cause);
+        self.pump(now);
+        r
+    }
+
+    /// Adds a party to an active point-to-multipoint call (see
+    /// [`CallControl::add_party`]).
+    pub fn add_party(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        eref: u16,
+        params: &CallParams,
+    ) -> Result<(), CallError> {
+        let r = self.calls.add_party(call, eref, params);
+        self.pump(now);
+        r
+    }
+
+    /// Accepts the peer's ADD PARTY (see [`CallControl::add_party_ack`]).
+    pub fn add_party_ack(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        party: PartyRef,
+        answer: &CallAccept,
+    ) -> Result<(), CallError> {
+        let r = self.calls.add_party_ack(call, party, answer);
+        self.pump(now);
+        r
+    }
+
+    /// Refuses the peer's ADD PARTY (see [`CallControl::add_party_reject`]).
+    pub fn add_party_reject(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        party: PartyRef,
+        cause: Cause,
+    ) -> Result<(), CallError> {
+        let r = self.calls.add_party_reject(call, party, cause);
+        self.pump(now);
+        r
+    }
+
+    /// Drops a party of a call (see [`CallControl::drop_party`]).
+    pub fn drop_party(
+        &mut self,
+        now: Instant,
+        call: CallId,
+        party: PartyRef,
+        cause: Cause,
+    ) -> Result<(), CallError> {
+        let r = self.calls.drop_party(call, party, cause);
         self.pump(now);
         r
     }

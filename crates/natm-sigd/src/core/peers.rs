@@ -682,6 +682,30 @@ impl Core {
             SigEvent::Call(CallEvent::ModifyRefused { call, cause }) => {
                 self.on_modify_refused(link, call, cause.value.raw())
             }
+            SigEvent::Call(CallEvent::PartyAddRequested { call, party, .. }) => {
+                // Q.2971 ADD PARTY towards a leaf: this daemon's leaves take each
+                // branch as a call of its own, so a further party on an existing call
+                // is refused with cause 63 (service or option not available).
+                debug!(%call, ?party, "add party refused");
+                let now = self.now;
+                if let Some(l) = self.peers.get_mut(&link) {
+                    let _ = l.saal.add_party_reject(
+                        now,
+                        call,
+                        party,
+                        uni_cause(cause::SERVICE_UNAVAILABLE),
+                    );
+                }
+                self.dirty.push(link);
+            }
+            SigEvent::Call(
+                CallEvent::PartyAdded { call, .. }
+                | CallEvent::PartyRejected { call, .. }
+                | CallEvent::PartyDropped { call, .. },
+            ) => {
+                // Never asked for by this daemon.
+                debug!(%call, "unexpected party message");
+            }
             SigEvent::Call(CallEvent::Established { call }) => {
                 debug!(%call, "call established");
                 let id = self

@@ -446,6 +446,22 @@ impl Control {
             SigEvent::Call(CallEvent::ModifyRefused { call, cause }) => {
                 self.on_modify_refused(port, call, cause)
             }
+            SigEvent::Call(CallEvent::PartyAddRequested { call, party, .. }) => {
+                // Q.2971 ADD PARTY: the control plane sets up each leaf as a call of
+                // its own, so it refuses a further party on a call with cause 63
+                // (service or option not available); the data plane's branches
+                // (`Switch::add_branch`) are not driven by signalling yet.
+                let now = self.now;
+                if let Some(l) = self.links.get_mut(&port) {
+                    let _ = l.saal.add_party_reject(now, call, party, net_cause(63));
+                }
+                self.dirty.push(port);
+            }
+            SigEvent::Call(
+                CallEvent::PartyAdded { .. }
+                | CallEvent::PartyRejected { .. }
+                | CallEvent::PartyDropped { .. },
+            ) => {}
             SigEvent::Call(CallEvent::Established { call }) => {
                 if let Some(&(id, _)) = self.links.get(&port).and_then(|l| l.calls.get(&call)) {
                     if let Some(t) = self.calls.get_mut(&id) {

@@ -823,3 +823,42 @@ fn a_release_while_a_modification_is_pending_returns_everything() {
     assert!(n.ctl.links().iter().all(|l| l.reserved_cells == 0));
     assert!(n.ctl.modifies.is_empty());
 }
+
+/// Q.2971 ADD PARTY on an active call through the switch: refused with cause 63
+/// (each leaf is a call of its own), and the call and its VCs carry on.
+#[test]
+fn add_party_on_a_call_is_refused_and_the_call_goes_on() {
+    let mut n = Net::new(155_520_000);
+    let (a, _b, connected) = n.connect("ubr");
+    let a_in = connected.conn_id.unwrap().vci;
+    let leaf = CallParams {
+        called: party(&addr(2)).unwrap(),
+        calling: party(&addr(1)),
+        sap: None,
+        qos: "ubr".parse().unwrap(),
+        natm: NatmParams {
+            data_endpoint: Some(sock(5003)),
+            ..NatmParams::default()
+        },
+        conn_id: Some(ConnectionId::exclusive(0, 70)),
+    };
+    n.hosts[0].add_party(n.now, a, 1, &leaf).unwrap();
+    n.run(5 * MS);
+    let evs = n.take_call_events(0);
+    assert!(
+        evs.iter().any(|e| matches!(e,
+            CallEvent::PartyRejected { call, party, cause }
+                if *call == a && party.value == 1 && cause.value.raw() == 63)),
+        "{evs:?}"
+    );
+    assert!(
+        !n.take_call_events(1).iter().any(|e| matches!(
+            e,
+            CallEvent::PartyAddRequested { .. } | CallEvent::Released { .. }
+        )),
+        "nothing reaches the callee"
+    );
+    assert_eq!(n.ctl.call_count(), 1);
+    assert_eq!(frame_on(&mut n.sw, n.now, 0, a_in), Verdict::Queued);
+    assert_eq!(sent_vci(&mut n.sw, n.now, 1), Some(50));
+}
