@@ -4,33 +4,13 @@
 //! and its idle release in `natm stat`, and a policy CBR flow beside bulk TCP.
 //! Needs root and /dev/net/tun; skips with a message otherwise.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+mod ip_support;
 
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use ip_support::{python, unavailable, Lab, NATM, TCP_SINK, TCP_SOURCE};
 use serde_json::Value;
-
-const NATM: &str = env!("CARGO_BIN_EXE_natm");
-
-/// Why the test cannot run here, if it cannot.
-fn unavailable() -> Option<String> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("not root".into());
-    }
-    if !Path::new("/dev/net/tun").exists() {
-        return Some("no /dev/net/tun".into());
-    }
-    for tool in ["ip", "ping", "python3", "curl"] {
-        let found = Command::new("sh")
-            .args(["-c", &format!("command -v {tool}")])
-            .output()
-            .is_ok_and(|o| o.status.success());
-        if !found {
-            return Some(format!("{tool} missing"));
-        }
-    }
-    None
-}
 
 fn have(tool: &str) -> bool {
     Command::new("sh")
@@ -39,161 +19,18 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Two namespaces and what runs in them; everything goes on drop, on every exit path.
-struct Net {
-    ns: [String; 2],
-    dir: PathBuf,
-    children: Vec<Child>,
-}
-
-impl Drop for Net {
-    fn drop(&mut self) {
-        for c in &mut self.children {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-        for ns in &self.ns {
-            let _ = Command::new("ip").args(["netns", "del", ns]).status();
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-fn sh(cmd: &[&str]) -> Output {
-    Command::new(cmd[0]).args(&cmd[1..]).output().expect("runs")
-}
-
-fn ok(cmd: &[&str]) {
-    let o = sh(cmd);
-    assert!(
-        o.status.success(),
-        "{cmd:?}: {}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-impl Net {
-    fn new() -> Net {
-        let tag = format!("{:x}", std::process::id() & 0xfffff);
-        let ns = [format!("natmip{tag}a"), format!("natmip{tag}b")];
-        let dir = std::env::temp_dir().join(format!("natm-ip-test-{tag}"));
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let net = Net {
-            ns,
-            dir,
-            children: Vec::new(),
-        };
-        for n in &net.ns {
-            ok(&["ip", "netns", "add", n]);
-        }
-        let (va, vb) = (format!("nipa{tag}"), format!("nipb{tag}"));
-        ok(&[
-            "ip", "link", "add", &va, "netns", &net.ns[0], "type", "veth", "peer", "name", &vb,
-            "netns", &net.ns[1],
-        ]);
-        for (i, v) in [&va, &vb].into_iter().enumerate() {
-            let n = &net.ns[i];
-            ok(&[
-                "ip",
-                "-n",
-                n,
-                "addr",
-                "add",
-                &format!("10.231.0.{}/24", i + 1),
-                "dev",
-                v,
-            ]);
-            ok(&["ip", "-n", n, "link", "set", v, "up"]);
-            ok(&["ip", "-n", n, "link", "set", "lo", "up"]);
-        }
-        net
-    }
-
-    /// A command in namespace `i`.
-    fn cmd(&self, i: usize, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &self.ns[i]]).args(args);
-        c
-    }
-
-    fn run(&self, i: usize, args: &[&str]) -> Output {
-        self.cmd(i, args).output().expect("runs")
-    }
-
-    fn spawn(&mut self, i: usize, args: &[&str], log: &str) {
-        let child = self
-            .cmd(i, args)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::from(
-                std::fs::File::create(self.dir.join(log)).expect("log"),
-            ))
-            .stderr(Stdio::from(
-                std::fs::File::create(self.dir.join(format!("{log}.err"))).expect("log"),
-            ))
-            .spawn()
-            .expect("spawns");
-        self.children.push(child);
-    }
-
-    fn log(&self, name: &str) -> String {
-        std::fs::read_to_string(self.dir.join(name)).unwrap_or_default()
-    }
-
-    fn sock(&self, i: usize) -> PathBuf {
-        self.dir.join(format!("sigd{i}.sock"))
-    }
-
-    fn stat(&self, i: usize) -> Value {
-        let o = self.run(
-            i,
-            &[
-                NATM,
-                "stat",
-                "--json",
-                "--socket",
-                self.sock(i).to_str().expect("utf-8"),
-            ],
-        );
-        assert!(
-            o.status.success(),
-            "natm stat: {}",
-            String::from_utf8_lossy(&o.stderr)
-        );
-        serde_json::from_slice(&o.stdout).expect("JSON")
-    }
-
-    /// The QoS of each call on SAP `ip` host `i`'s sigd holds.
-    fn ip_calls(&self, i: usize) -> Vec<String> {
-        self.stat(i)["calls"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["sap"] == "ip")
-            .map(|c| c["qos"].as_str().unwrap_or_default().to_owned())
-            .collect()
-    }
-
-    fn wait_for(&self, what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-        let until = Instant::now() + Duration::from_secs(secs);
-        while !f() {
-            assert!(
-                Instant::now() < until,
-                "{what}\nip a: {}\nip b: {}",
-                self.log("ip0.err"),
-                self.log("ip1.err")
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
+/// Two namespaces joined by a veth (10.231.0.1 and .2).
+fn net() -> Lab {
+    let lab = Lab::new("cli", 2);
+    lab.veth(0, "10.231.0.1", 1, "10.231.0.2");
+    lab
 }
 
 const ADDR: [&str; 2] = ["+4420001", "+4420002"];
 const V4: [&str; 2] = ["10.77.0.1", "10.77.0.2"];
 const V6: [&str; 2] = ["fd77::1", "fd77::2"];
 
-fn start(net: &mut Net) {
+fn start(net: &mut Lab) {
     for i in 0..2 {
         let cfg = net.dir.join(format!("sigd{i}.toml"));
         std::fs::write(
@@ -256,7 +93,7 @@ fn start(net: &mut Net) {
     }
 }
 
-fn ping(net: &Net, from: usize, to: &str) {
+fn ping(net: &Lab, from: usize, to: &str) {
     let o = net.run(from, &["ping", "-c", "3", "-i", "0.2", "-w", "15", to]);
     assert!(
         o.status.success(),
@@ -267,18 +104,6 @@ fn ping(net: &Net, from: usize, to: &str) {
         net.log("ip1.err")
     );
 }
-
-/// A TCP or UDP receiver in namespace `i` writing what it gets to `out`.
-const TCP_SINK: &str = "import socket,sys\n\
-s=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n\
-s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1); s.settimeout(30)\n\
-c,_=s.accept(); f=open(sys.argv[3],'wb')\n\
-while True:\n  b=c.recv(65536)\n  if not b: break\n  f.write(b)\nf.close()\n";
-
-const TCP_SOURCE: &str = "import socket,sys,time\n\
-d=open(sys.argv[3],'rb').read()\n\
-for i in range(100):\n  try:\n    c=socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=10); break\n  except OSError: time.sleep(0.1)\n\
-c.sendall(d); c.close()\n";
 
 const UDP_SINK: &str = "import socket,sys\n\
 s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2]))); s.settimeout(float(sys.argv[4]))\n\
@@ -295,19 +120,13 @@ d=t0+n/rate-time.time()\n  \
 if d>0: time.sleep(d)\n\
 print(n)\n";
 
-fn python(net: &Net, i: usize, script: &str, args: &[&str]) -> Command {
-    let mut c = net.cmd(i, &["python3", "-c", script]);
-    c.args(args);
-    c
-}
-
 #[test]
 fn ip_over_natm_between_two_namespaces() {
-    if let Some(why) = unavailable() {
+    if let Some(why) = unavailable().or_else(|| (!have("curl")).then(|| "curl missing".into())) {
         eprintln!("skipping ip_over_natm_between_two_namespaces: {why}");
         return;
     }
-    let mut net = Net::new();
+    let mut net = net();
     start(&mut net);
 
     // Ping both ways, IPv4 and IPv6: the first packet resolves and sets up a VC.

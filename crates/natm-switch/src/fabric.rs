@@ -907,11 +907,7 @@ impl Switch {
             }
             vc.counters.tagged += u64::from(verdict == Verdict::Tagged);
             let v = self.cell_out(now, b, cell, f, verdict);
-            result = match (result, v) {
-                (None, v)
-                | (Some(Verdict::Dropped(_)), v @ (Verdict::Queued | Verdict::Tagged)) => Some(v),
-                (r, _) => r,
-            };
+            result = Some(best_branch_verdict(result, v));
         }
         if policed {
             return Verdict::Dropped(DropCause::Policing);
@@ -1207,11 +1203,7 @@ impl Switch {
             }
             vc.counters.tagged += if verdict == Verdict::Tagged { n } else { 0 };
             let v = self.frame_out(b, header, sdu.clone(), clp, verdict);
-            result = match (result, v) {
-                (None, v)
-                | (Some(Verdict::Dropped(_)), v @ (Verdict::Queued | Verdict::Tagged)) => Some(v),
-                (r, _) => r,
-            };
+            result = Some(best_branch_verdict(result, v));
         }
         if policed {
             return Verdict::Dropped(DropCause::Policing);
@@ -1545,5 +1537,14 @@ impl Switch {
             ports: self.ports.iter().map(Port::stats).collect(),
             vcs,
         }
+    }
+}
+
+/// What a replicated unit's sender is told: queued (or tagged) if any branch took
+/// it, else the first branch's drop.
+fn best_branch_verdict(so_far: Option<Verdict>, v: Verdict) -> Verdict {
+    match (so_far, v) {
+        (None, v) | (Some(Verdict::Dropped(_)), v @ (Verdict::Queued | Verdict::Tagged)) => v,
+        (Some(r), _) => r,
     }
 }
