@@ -701,9 +701,9 @@ mod tests {
         let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf"));
         let all: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
         let h = headlines(docs, &all);
-        assert_eq!(h.len(), 14);
+        assert_eq!(h.len(), 16);
         let measured = h.iter().filter(|(_, v, _)| v.is_some_and(f64::is_finite));
-        assert_eq!(measured.count(), 14, "{h:#?}");
+        assert_eq!(measured.count(), 16, "{h:#?}");
         for e in SUITE {
             check_document(docs, e.name).expect("each committed document is its type");
         }

@@ -557,21 +557,21 @@ pub(crate) struct ScaleStep {
     pub(crate) connections: usize,
     /// Connections that delivered at least one byte during the measurement.
     pub(crate) connections_with_data: usize,
-    /// CPU time of the whole process per megabyte delivered (10⁶ B), ms.
+    /// CPU time of both processes per megabyte delivered (10⁶ B), ms.
     #[serde(deserialize_with = "nan")]
     pub(crate) cpu_ms_per_mb: f64,
     /// Open descriptors after every connection was closed and both hosts dropped.
     pub(crate) fds_after: u64,
     /// Open descriptors before the step's hosts were opened.
     pub(crate) fds_before: u64,
-    /// Descriptors the process held per connection (both ends) once all were up.
+    /// Descriptors both processes gained per connection (one end each) once all were up.
     pub(crate) fds_per_connection: f64,
     pub(crate) per_connection_bps_max: f64,
     pub(crate) per_connection_bps_median: f64,
     pub(crate) per_connection_bps_min: f64,
     /// First percentile of the connections' goodputs.
     pub(crate) per_connection_bps_p1: f64,
-    /// Resident memory per connection (both ends) once all were up, KiB.
+    /// Resident memory both processes gained per connection once all were up, KiB.
     pub(crate) rss_kib_per_connection_idle: f64,
     /// Resident memory per connection at the end of the sending phase, KiB.
     pub(crate) rss_kib_per_connection_loaded: f64,
@@ -580,7 +580,7 @@ pub(crate) struct ScaleStep {
     /// Time to set up every connection, s.
     pub(crate) setup_s: f64,
     pub(crate) setups_per_s: f64,
-    /// Threads of the process once all were up.
+    /// Threads of both processes once all were up.
     pub(crate) threads: u64,
 }
 
