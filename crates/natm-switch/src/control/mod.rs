@@ -450,7 +450,7 @@ impl Control {
                 // Q.2971 ADD PARTY: the control plane sets up each leaf as a call of
                 // its own, so it refuses a further party on a call with cause 63
                 // (service or option not available); the data plane's branches
-                // (`Switch::add_branch`) are not driven by signalling yet.
+                // (`Switch::add_branch`) are not driven by signalling.
                 let now = self.now;
                 if let Some(l) = self.links.get_mut(&port) {
                     let _ = l.saal.add_party_reject(now, call, party, net_cause(63));
