@@ -372,7 +372,7 @@ impl QosChanges {
                 let t = at.as_secs_f64();
                 match tx.set_qos(&qos, Duration::from_secs(10)) {
                     Ok(c) => eprintln!(
-                        "natm call: at {t:.1} s QoS {qos}: confirmed by the peer in {:.2} ms; sending at {:.1} Mbit/s",
+                        "natm call: at {t:.1} s QoS {qos}: confirmed in {:.2} ms; sending at {:.1} Mbit/s",
                         c.took.as_secs_f64() * 1e3,
                         c.rate_bps as f64 / 1e6,
                     ),
