@@ -393,8 +393,18 @@ fn loss_unavailable() -> Option<String> {
     None
 }
 
+/// The loss tests run one at a time: each checks that no `natm-loss-` namespace is
+/// left when it ends, which another's namespaces would fail, and two measurements at
+/// once would share the CPUs.
+fn one_loss_run() -> std::sync::MutexGuard<'static, ()> {
+    static LOSS: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOSS.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 #[test]
 fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
+    let _one = one_loss_run();
     if let Some(why) = loss_unavailable() {
         eprintln!("skipping loss test: {why}");
         // Without root the command itself must say so clearly.
@@ -452,6 +462,7 @@ fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
 
 #[test]
 fn loss_with_an_rtt_goes_through_a_delay_line_or_skips() {
+    let _one = one_loss_run();
     if let Some(why) = loss_unavailable() {
         eprintln!("skipping loss --rtt test: {why}");
         return;
