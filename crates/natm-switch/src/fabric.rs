@@ -607,6 +607,16 @@ impl Switch {
         self.vcs.get(slot.index()).and_then(Option::as_ref)
     }
 
+    /// Branch `k` of the replicated VC whose input `owner` holds: the owner itself
+    /// first, then its fanout in order (indexed, so a unit is copied to every
+    /// branch without collecting them first).
+    fn branch(&self, owner: Slot, k: usize) -> Option<Slot> {
+        match k {
+            0 => Some(owner),
+            _ => self.vc(owner)?.fanout.get(k - 1).copied(),
+        }
+    }
+
     /// One cell received on `port` at `now`: HEC checked and single-bit corrected,
     /// looked up, OAM loopback answered, policed, frame-discarded, queued at its
     /// output port with its header translated.
@@ -879,11 +889,10 @@ impl Switch {
                 policed = true;
             }
         }
-        let branches: Vec<Slot> = core::iter::once(owner)
-            .chain(vc.fanout.iter().copied())
-            .collect();
         let mut result: Option<Verdict> = None;
-        for b in branches {
+        let mut k = 0;
+        while let Some(b) = self.branch(owner, k) {
+            k += 1;
             let Some(vc) = self.vcs.get_mut(b.index()).and_then(Option::as_mut) else {
                 continue;
             };
@@ -1187,11 +1196,10 @@ impl Switch {
                 policed = true;
             }
         }
-        let branches: Vec<Slot> = core::iter::once(owner)
-            .chain(vc.fanout.iter().copied())
-            .collect();
         let mut result: Option<Verdict> = None;
-        for b in branches {
+        let mut k = 0;
+        while let Some(b) = self.branch(owner, k) {
+            k += 1;
             let Some(vc) = self.vcs.get_mut(b.index()).and_then(Option::as_mut) else {
                 continue;
             };
