@@ -171,8 +171,9 @@ fn rate_changes_between_two_hosts_are_confirmed_and_followed() {
     qos_changes_between(&a, &b, "+4420002");
 }
 
-#[test]
-fn rate_changes_cross_a_switch() {
+/// Two hosts' sigds (+4420001, +4420002) whose only link is one `natm switch`,
+/// with both links up.
+fn two_hosts_through_a_switch() -> (SwitchProc, Sigd, Sigd) {
     let [h1, h2, s1h1, s1h2] = std::array::from_fn(|_| free_port());
     let port = |name: &str, bind: SocketAddr, peer: SocketAddr| {
         format!(
@@ -204,6 +205,12 @@ fn rate_changes_cross_a_switch() {
         assert!(Instant::now() < until, "links not up: {}", s.log());
         std::thread::sleep(Duration::from_millis(50));
     }
+    (s, a, b)
+}
+
+#[test]
+fn rate_changes_cross_a_switch() {
+    let (_switch, a, b) = two_hosts_through_a_switch();
     qos_changes_between(&a, &b, "+4420002");
 }
 
@@ -388,37 +395,7 @@ fn a_change_beyond_the_reservation_goes_through_both_sigds() {
 
 #[test]
 fn a_change_beyond_the_reservation_goes_through_a_switch() {
-    let [h1, h2, s1h1, s1h2] = std::array::from_fn(|_| free_port());
-    let port = |name: &str, bind: SocketAddr, peer: SocketAddr| {
-        format!(
-            "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"host\"\n"
-        )
-    };
-    let route = |p: &str, port: &str| format!("[[route]]\nprefix = \"{p}\"\nport = \"{port}\"\n");
-    let s = SwitchProc::start(
-        "s1",
-        &[
-            port("h1", s1h1, h1),
-            port("h2", s1h2, h2),
-            route("+4420001", "h1"),
-            route("+4420002", "h2"),
-        ]
-        .concat(),
-    );
-    let start = |n: u8, sig: SocketAddr, sw: SocketAddr| {
-        Sigd::start_at(
-            &format!(
-                "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{sw}\"\nswitch = true\n"
-            ),
-            sig,
-        )
-    };
-    let (a, b) = (start(1, h1, s1h1), start(2, h2, s1h2));
-    let until = Instant::now() + Duration::from_secs(20);
-    while [&a, &b].iter().any(|h| h.stat()["peers"][0]["up"] != true) {
-        assert!(Instant::now() < until, "links not up: {}", s.log());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let (s, a, b) = two_hosts_through_a_switch();
     let (net, inband) = network_changes_between(&a, &b, "+4420002", &|| {
         // The switch's forward reservation follows the raise: 8 Mbit/s of payload
         // and the TPDUs' overhead, in cells per second, above what 4 would need.
