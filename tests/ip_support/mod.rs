@@ -94,34 +94,9 @@ impl Lab {
             format!("v{}{i}{j}", self.tag),
             format!("v{}{j}{i}", self.tag),
         );
-        ok(&[
-            "ip",
-            "link",
-            "add",
-            &va,
-            "netns",
-            &self.ns[i],
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &vb,
-            "netns",
-            &self.ns[j],
-        ]);
-        for (n, v, addr) in [(i, &va, a), (j, &vb, b)] {
-            ok(&[
-                "ip",
-                "-n",
-                &self.ns[n],
-                "addr",
-                "add",
-                &format!("{addr}/24"),
-                "dev",
-                v,
-            ]);
-            ok(&["ip", "-n", &self.ns[n], "link", "set", v, "up"]);
-        }
+        self.veth_pair(i, &va, j, &vb);
+        self.up(i, &va, Some(a));
+        self.up(j, &vb, Some(b));
     }
 
     /// A bridge in namespace `at` with a veth to each namespace `i` before it,
@@ -138,38 +113,42 @@ impl Lab {
             "type",
             "bridge",
         ]);
-        ok(&["ip", "-n", &self.ns[at], "link", "set", &br, "up"]);
+        self.up(at, &br, None);
         for (i, addr) in addrs.iter().enumerate() {
             let (va, vb) = (format!("v{}{i}", self.tag), format!("v{}{i}b", self.tag));
-            ok(&[
-                "ip",
-                "link",
-                "add",
-                &va,
-                "netns",
-                &self.ns[i],
-                "type",
-                "veth",
-                "peer",
-                "name",
-                &vb,
-                "netns",
-                &self.ns[at],
-            ]);
-            ok(&[
-                "ip",
-                "-n",
-                &self.ns[i],
-                "addr",
-                "add",
-                &format!("{addr}/24"),
-                "dev",
-                &va,
-            ]);
-            ok(&["ip", "-n", &self.ns[i], "link", "set", &va, "up"]);
+            self.veth_pair(i, &va, at, &vb);
+            self.up(i, &va, Some(addr));
             ok(&["ip", "-n", &self.ns[at], "link", "set", &vb, "master", &br]);
-            ok(&["ip", "-n", &self.ns[at], "link", "set", &vb, "up"]);
+            self.up(at, &vb, None);
         }
+    }
+
+    /// A veth pair: `va` in namespace `i`, its peer `vb` in namespace `j`.
+    fn veth_pair(&self, i: usize, va: &str, j: usize, vb: &str) {
+        ok(&[
+            "ip",
+            "link",
+            "add",
+            va,
+            "netns",
+            &self.ns[i],
+            "type",
+            "veth",
+            "peer",
+            "name",
+            vb,
+            "netns",
+            &self.ns[j],
+        ]);
+    }
+
+    /// Link `dev` of namespace `n` up, with `addr/24` first if given.
+    fn up(&self, n: usize, dev: &str, addr: Option<&str>) {
+        if let Some(addr) = addr {
+            let cidr = format!("{addr}/24");
+            ok(&["ip", "-n", &self.ns[n], "addr", "add", &cidr, "dev", dev]);
+        }
+        ok(&["ip", "-n", &self.ns[n], "link", "set", dev, "up"]);
     }
 
     pub(crate) fn cmd(&self, i: usize, args: &[&str]) -> Command {
