@@ -49,6 +49,7 @@ fuzz_target!(|data: &[u8]| {
                     qos: Qos::best_effort(),
                     natm: NatmParams::default(),
                     conn_id: None,
+                    multipoint: false,
                 };
                 if let Ok(id) = c.setup(now, p) {
                     calls.push(id);
@@ -83,6 +84,7 @@ fuzz_target!(|data: &[u8]| {
                         qos: Qos::best_effort(),
                         natm: NatmParams::default(),
                         conn_id: None,
+                        multipoint: false,
                     };
                     let eref = u16::from(*len) | (u16::from(body.first().copied().unwrap_or(0)) << 8);
                     if c.add_party(id, eref, &p).is_ok() {

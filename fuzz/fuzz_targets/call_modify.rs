@@ -55,6 +55,7 @@ fuzz_target!(|data: &[u8]| {
         qos: Qos::best_effort(),
         natm: NatmParams::default(),
         conn_id: None,
+        multipoint: false,
     };
     let Ok(ca) = a.setup(now, p) else { return };
     pump(now, &mut a, &mut b);

@@ -45,6 +45,7 @@ fn params() -> CallParams {
             ..NatmParams::default()
         },
         conn_id: Some(ConnectionId::exclusive(0, 32)),
+        multipoint: false,
     }
 }
 

@@ -353,6 +353,7 @@ fn tshark_dissects_a_call_made_by_the_signalling_core() {
             ..NatmParams::default()
         },
         conn_id: None,
+        multipoint: false,
     };
     let ca = a.setup(now, params).unwrap();
     shuttle(now, &mut a, &mut b, &mut log);

@@ -404,8 +404,11 @@ struct Call {
     t322: Option<(Instant, u32)>,
     /// Q.2963.1 modification sub-state (state 10 only).
     modify: ModifyState,
-    /// Q.2971 parties besides the first (`parties`).
+    /// Q.2971 parties (`parties`); a point-to-multipoint call's first party (the
+    /// SETUP's, endpoint reference 0) is among them once the call is active.
     parties: parties::Parties,
+    /// The SETUP said point-to-multipoint.
+    multipoint: bool,
 }
 
 impl Call {
@@ -509,10 +512,15 @@ impl CallControl {
         }
         let cref = self.alloc_cref();
         let mut msg = Message::new(MessageType::Setup, CallRef::new(cref));
+        if params.multipoint {
+            // Q.2971 §9.1: a point-to-multipoint SETUP names its first party.
+            msg.push(parties::FIRST_PARTY);
+        }
         params.setup_ies(&mut msg, self.cfg.link_cell_rate, self.cfg.private_ie);
         let bytes = Bytes::from(msg.to_bytes()?);
         let id = self.insert(cref, true, CallState::CALL_INITIATED);
         if let Some(c) = self.calls.get_mut(&id) {
+            c.multipoint = params.multipoint;
             c.setup = Some(bytes.clone());
             c.timer = Some((Timer::T303, now + self.cfg.t303));
         }
@@ -910,6 +918,7 @@ impl CallControl {
                 t322: None,
                 modify: ModifyState::Idle,
                 parties: parties::Parties::default(),
+                multipoint: false,
             },
         );
         id
@@ -1250,6 +1259,7 @@ impl CallControl {
         let guard = now + self.cfg.t_answer;
         if let Some(c) = self.calls.get_mut(&id) {
             c.offered = Some(params.qos);
+            c.multipoint = params.multipoint;
             c.timer = Some((Timer::Answer, guard));
         }
         self.events
@@ -1361,6 +1371,7 @@ impl CallControl {
                     c.state = CallState::ACTIVE;
                     c.timer = None;
                     c.setup = None;
+                    c.first_party_active();
                 }
                 self.stats.calls_active += 1;
                 self.send(Message::new(MessageType::ConnectAck, cref));
@@ -1374,6 +1385,7 @@ impl CallControl {
                 if let Some(c) = self.calls.get_mut(&id) {
                     c.state = CallState::ACTIVE;
                     c.timer = None;
+                    c.first_party_active();
                 }
                 self.stats.calls_active += 1;
                 self.events.push_back(CallEvent::Established { call: id });

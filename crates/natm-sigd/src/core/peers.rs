@@ -497,6 +497,7 @@ impl Core {
             },
             // The VCI this side receives on (the backward VC).
             conn_id: Some(ConnectionId::exclusive(0, rx_vci)),
+            multipoint: false,
         };
         if let Some(sh) = &share {
             params.natm.set_key_share(sh.public());

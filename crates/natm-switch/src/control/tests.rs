@@ -172,6 +172,7 @@ impl Net {
                 ..NatmParams::default()
             },
             conn_id: Some(ConnectionId::exclusive(0, self.label)),
+            multipoint: false,
         };
         let a = self.hosts[0].setup(self.now, params).unwrap();
         self.run(5 * MS);
@@ -347,6 +348,7 @@ fn no_route_is_cause_3() {
             ..NatmParams::default()
         },
         conn_id: Some(ConnectionId::exclusive(0, 40)),
+        multipoint: false,
     };
     n.hosts[0].setup(n.now, params).unwrap();
     n.run(5 * MS);
@@ -841,6 +843,7 @@ fn add_party_on_a_call_is_refused_and_the_call_goes_on() {
             ..NatmParams::default()
         },
         conn_id: Some(ConnectionId::exclusive(0, 70)),
+        multipoint: false,
     };
     n.hosts[0].add_party(n.now, a, 1, &leaf).unwrap();
     n.run(5 * MS);

@@ -301,6 +301,7 @@ fn host_call(q: Qos) -> CallParams {
             ..NatmParams::default()
         },
         conn_id: Some(ConnectionId::exclusive(0, 40)),
+        multipoint: false,
     }
 }
 

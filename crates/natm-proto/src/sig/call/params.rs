@@ -18,7 +18,7 @@ use thiserror::Error;
 use crate::wire::q2931::{
     AalParams, BearerCapability, Bhli, BhliType, CalledNumber, CallingNumber, CellRates,
     ConnectionId, Ie, IeAction, Message, NatmParams, PartyAddress, QosParams, TrafficDescriptor,
-    TrafficType, TypeOfNumber,
+    TrafficType, TypeOfNumber, UserPlane,
 };
 use crate::wire::qos::{
     Aal, Qos, Rate, TrafficClass, TrafficParams, TransportKind, TransportParams,
@@ -147,6 +147,10 @@ pub struct CallParams {
     pub natm: NatmParams,
     /// The VPCI/VCI, when the caller assigns it.
     pub conn_id: Option<ConnectionId>,
+    /// A point-to-multipoint call (Q.2971): the bearer's user-plane connection
+    /// configuration says so, and the SETUP names its first party (endpoint
+    /// reference 0); further parties come with ADD PARTY on the call.
+    pub multipoint: bool,
 }
 
 /// What the called side grants in CONNECT; also what the caller learns.
@@ -205,12 +209,16 @@ pub fn traffic_descriptor(qos: &Qos, link_cells: u32) -> TrafficDescriptor {
     }
 }
 
-fn bearer(qos: &Qos) -> BearerCapability {
-    BearerCapability::bcob_x(match qos.class() {
+fn bearer(qos: &Qos, multipoint: bool) -> BearerCapability {
+    let mut b = BearerCapability::bcob_x(match qos.class() {
         TrafficClass::Cbr => TrafficType::Cbr,
         TrafficClass::Vbr => TrafficType::Vbr,
         _ => TrafficType::NoIndication,
-    })
+    });
+    if multipoint {
+        b.user_plane = UserPlane::PointToMultipoint;
+    }
+    b
 }
 
 fn sdu(v: Option<u32>) -> u16 {
@@ -239,7 +247,7 @@ impl CallParams {
     pub(crate) fn setup_ies(&self, msg: &mut Message, link_cells: u32, private_ie: bool) {
         msg.push(aal(&self.qos));
         msg.push(traffic_descriptor(&self.qos, link_cells));
-        msg.push(bearer(&self.qos));
+        msg.push(bearer(&self.qos, self.multipoint));
         if let Some(sap) = &self.sap {
             msg.push(sap.to_bhli());
         }
@@ -286,6 +294,9 @@ impl CallParams {
             qos,
             natm,
             conn_id: msg.find::<ConnectionId>().copied(),
+            multipoint: msg
+                .find::<BearerCapability>()
+                .is_some_and(|b| b.user_plane == UserPlane::PointToMultipoint),
         })
     }
 }

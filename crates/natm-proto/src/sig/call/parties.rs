@@ -7,8 +7,11 @@
 //! add party initiated, P6 add party received, P7 active, P11 drop party
 //! initiated) so that it answers what it can at once and reports the rest:
 //!
-//! - the first party is the one the SETUP placed (endpoint reference 0, kept
-//!   implicit): it is dropped by releasing the call;
+//! - the first party is the one the SETUP placed: a point-to-multipoint SETUP
+//!   ([`CallParams::multipoint`], the bearer's user-plane configuration) carries
+//!   endpoint reference 0, and once the call is active party 0 is active and can be
+//!   dropped with DROP PARTY like any other (the last party goes by releasing the
+//!   call, which is the owner's decision); a point-to-point call has no parties;
 //! - [`CallControl::add_party`] sends ADD PARTY (P1); the answer comes as
 //!   [`CallEvent::PartyAdded`] (P7) or [`CallEvent::PartyRejected`] (P0);
 //! - an ADD PARTY that arrives is [`CallEvent::PartyAddRequested`] (P6), answered
@@ -84,7 +87,30 @@ impl PartyRef {
     }
 }
 
-/// The parties of one call besides its first.
+/// The endpoint reference IE of a point-to-multipoint SETUP: its first party, 0, as
+/// the caller allocates it.
+pub(super) const FIRST_PARTY: EndpointRef = EndpointRef {
+    flag: false,
+    value: 0,
+};
+
+impl super::Call {
+    /// A point-to-multipoint call just became active: its first party (the SETUP's,
+    /// endpoint reference 0, allocated by whoever sent the SETUP) is active too, so
+    /// either side can drop it with DROP PARTY while other parties remain.
+    pub(super) fn first_party_active(&mut self) {
+        if self.multipoint {
+            let first = PartyRef {
+                value: 0,
+                ours: self.ours,
+            };
+            self.parties.map.insert(first, PartyState::Active);
+        }
+    }
+}
+
+/// The parties of one call: a point-to-multipoint call's first once it is active,
+/// and those added since.
 #[derive(Debug, Default)]
 pub(super) struct Parties {
     map: BTreeMap<PartyRef, PartyState>,
@@ -417,6 +443,7 @@ mod tests {
                 ..NatmParams::default()
             },
             conn_id: Some(ConnectionId::exclusive(0, 100 + u16::from(n))),
+            multipoint: false,
         }
     }
 
@@ -525,6 +552,66 @@ mod tests {
         assert_eq!(b.party_state(cb, theirs), None);
         assert_eq!(a.state(ca), Some(CallState::ACTIVE));
         assert_eq!(b.state(cb), Some(CallState::ACTIVE));
+    }
+
+    #[test]
+    fn a_multipoint_setup_names_party_zero_which_either_side_can_drop() {
+        let (mut a, mut b) = (up(), up());
+        let mut p = leaf(2);
+        p.multipoint = true;
+        let ca = a.setup(t0(), p).unwrap();
+        let [setup] = &msgs(&mut a)[..] else {
+            panic!("one SETUP");
+        };
+        assert_eq!(setup.find::<EndpointRef>(), Some(&FIRST_PARTY));
+        assert_eq!(
+            setup
+                .find::<crate::wire::q2931::BearerCapability>()
+                .map(|b| b.user_plane),
+            Some(crate::wire::q2931::UserPlane::PointToMultipoint)
+        );
+        b.handle_message(t0(), &setup.to_bytes().unwrap());
+        let Some(CallEvent::Incoming { call: cb, params }) = b.poll_event() else {
+            panic!("SETUP arrives");
+        };
+        assert!(params.multipoint);
+        b.accept(t0(), cb, CallAccept::default()).unwrap();
+        exchange(&mut a, &mut b);
+        events(&mut a);
+        events(&mut b);
+        let (zero_a, zero_b) = (
+            PartyRef {
+                value: 0,
+                ours: true,
+            },
+            PartyRef {
+                value: 0,
+                ours: false,
+            },
+        );
+        assert_eq!(a.party_state(ca, zero_a), Some(PartyState::Active));
+        assert_eq!(b.party_state(cb, zero_b), Some(PartyState::Active));
+        // A second party, then the leaf's side drops the first: the call stays.
+        a.add_party(ca, 1, &leaf(3)).unwrap();
+        exchange(&mut a, &mut b);
+        let [CallEvent::PartyAddRequested { party, .. }] = &events(&mut b)[..] else {
+            panic!("ADD PARTY arrives");
+        };
+        b.add_party_ack(cb, *party, &CallAccept::default()).unwrap();
+        exchange(&mut a, &mut b);
+        events(&mut a);
+        b.drop_party(cb, zero_b, cause(31)).unwrap();
+        exchange(&mut a, &mut b);
+        assert!(matches!(
+            &events(&mut a)[..],
+            [CallEvent::PartyDropped { party, by_peer: true, .. }] if *party == zero_a
+        ));
+        assert_eq!(a.party_state(ca, zero_a), None);
+        assert_eq!(a.state(ca), Some(CallState::ACTIVE));
+        // A point-to-point call has no party to drop.
+        let (mut c, mut d, cc, _) = active();
+        assert!(c.drop_party(cc, zero_a, cause(16)).is_err());
+        exchange(&mut c, &mut d);
     }
 
     #[test]

@@ -25,6 +25,7 @@ fn params() -> CallParams {
             ..NatmParams::default()
         },
         conn_id: Some(ConnectionId::exclusive(0, 100)),
+        multipoint: false,
     }
 }
 
@@ -630,6 +631,7 @@ fn e164_called_party_and_no_sap() {
         qos: Qos::best_effort(),
         natm: NatmParams::default(),
         conn_id: None,
+        multipoint: false,
     };
     a.setup(t(0), p.clone()).unwrap();
     exchange(t(0), &mut a, &mut b);
