@@ -59,7 +59,8 @@ struct Net {
     events: Vec<Vec<CallEvent>>,
     /// (switch, port) ↔ the other end.
     links: Vec<((usize, PortId), End)>,
-    /// Leaves that refuse with this cause instead of answering.
+    /// Leaves that refuse with this cause instead of answering (0: a SETUP is left
+    /// unanswered, an ADD PARTY answered).
     refuse: Vec<Option<u8>>,
     /// SETUPs each host was offered: its n-th call receives on label 100n + 100 + h.
     offers: Vec<u16>,
@@ -256,13 +257,14 @@ impl Net {
         };
         let now = self.now;
         match (ev, self.refuse[h]) {
+            (CallEvent::Incoming { .. }, Some(0)) => {}
             (CallEvent::Incoming { call, .. }, None) => {
                 self.hosts[h].accept(now, *call, accept).unwrap()
             }
             (CallEvent::Incoming { call, .. }, Some(c)) => {
                 self.hosts[h].reject(now, *call, net_cause(c)).unwrap()
             }
-            (CallEvent::PartyAddRequested { call, party, .. }, None) => self.hosts[h]
+            (CallEvent::PartyAddRequested { call, party, .. }, None | Some(0)) => self.hosts[h]
                 .add_party_ack(now, *call, *party, &accept)
                 .unwrap(),
             (CallEvent::PartyAddRequested { call, party, .. }, Some(c)) => self.hosts[h]
@@ -578,7 +580,6 @@ fn a_branch_its_port_cannot_carry_is_refused_with_37_and_the_others_stay() {
     );
     assert_eq!(n.nodes[0].ctl.links()[2].reserved_cells, 0);
     // A leaf that refuses the branch itself: its cause upstream, the others stay.
-    n.refuse[2] = Some(21);
     let mut m = Net::star(&[GBPS; 4]);
     m.refuse[2] = Some(21);
     let (mcall, mroot) = m.open(1);
@@ -718,6 +719,8 @@ fn hostile_party_messages_change_nothing_else() {
 
     let (call, root_in) = n.open(1);
     n.add(call, 1, 2);
+    // A party routed back to the root's own port: no route (cause 3).
+    assert_eq!(rejected(&n.add(call, 9, 0), 9), Some(3));
     let before = n.nodes[0].ctl.calls();
     // DROP PARTY or ADD PARTY answers naming references the switch never used are
     // call control's to refuse (cause 89, counted): the control plane never sees them.
@@ -752,7 +755,10 @@ fn hostile_party_messages_change_nothing_else() {
     let rows = n.nodes[0].ctl.calls();
     let row = rows.iter().find(|r| !r.branches.is_empty()).unwrap();
     let parties: usize = row.branches.iter().map(|b| b.parties.len()).sum();
-    assert!(parties <= MAX_PARTIES + 1, "{parties}");
+    assert!(
+        parties > MAX_PARTIES / 2 && parties <= MAX_PARTIES + 1,
+        "{parties}"
+    );
     assert_eq!(row.branches.len(), 2, "ridden, not a branch per party");
     assert_eq!(push(&mut n, 0, PortId(0), root_in), Verdict::Queued);
     assert_eq!(sent(&mut n, 0, PortId(1)), vec![201]);
@@ -773,4 +779,60 @@ fn a_multipoint_call_refuses_modification_with_63() {
         "{evs:?}"
     );
     assert_eq!(n.nodes[0].ctl.call_count(), 1);
+}
+
+#[test]
+fn a_party_for_a_branch_still_being_set_up_waits_for_its_connect() {
+    let mut n = Net::star(&[GBPS; 4]);
+    // Host 2 holds its SETUP: the branch to port 2 is being set up.
+    n.refuse[2] = Some(0);
+    let (call, root_in) = n.open(1);
+    assert!(n.add(call, 1, 2).is_empty());
+    // A second leaf on host 2 waits for that branch instead of opening another.
+    assert!(n.add(call, 2, 2).is_empty());
+    let row = &n.nodes[0].ctl.calls()[0];
+    assert_eq!(row.branches.len(), 2);
+    assert!(!row.branches[1].connected);
+    assert_eq!(row.branches[1].parties, vec![1, 2]);
+    assert_eq!(n.nodes[0].ctl.links()[2].calls, 1, "one SETUP on port 2");
+    // The root drops the party whose SETUP it was; the branch stays for party 2.
+    n.hosts[0]
+        .drop_party(n.now, call, ours(1), net_cause(16))
+        .unwrap();
+    n.run(10 * MS);
+    assert_eq!(dropped(&n.take(0), 1, true), Some(16));
+    // Host 2 answers now: party 2 rides the branch, and the branch's first party,
+    // which no root party has any more, is dropped at host 2.
+    let leaf = n
+        .take(2)
+        .iter()
+        .find_map(|e| match e {
+            CallEvent::Incoming { call, .. } => Some(*call),
+            _ => None,
+        })
+        .unwrap();
+    let accept = CallAccept {
+        qos: None,
+        natm: NatmParams {
+            data_endpoint: Some(sock(6002)),
+            ..NatmParams::default()
+        },
+        conn_id: Some(ConnectionId::exclusive(0, 102)),
+    };
+    n.hosts[2].accept(n.now, leaf, accept).unwrap();
+    n.run(10 * MS);
+    assert!(added(&n.take(0), 2));
+    let evs = n.take(2);
+    assert!(
+        evs.iter()
+            .any(|e| matches!(e, CallEvent::PartyAddRequested { .. })),
+        "{evs:?}"
+    );
+    assert!(dropped(&evs, 0, false).is_some(), "{evs:?}");
+    let row = &n.nodes[0].ctl.calls()[0];
+    assert_eq!(row.branches[1].parties, vec![2]);
+    assert!(row.branches[1].connected);
+    assert_eq!(push(&mut n, 0, PortId(0), root_in), Verdict::Queued);
+    assert_eq!(sent(&mut n, 0, PortId(1)), vec![101]);
+    assert_eq!(sent(&mut n, 0, PortId(2)), vec![102]);
 }
