@@ -30,6 +30,9 @@
 //!    delivers what the network accepted before the caller hung up, instead of
 //!    flushing it under the RELEASE that overtakes it on the signalling VC.
 //!
+//! A point-to-multipoint SETUP (Q.2971) is a one-way multicast instead, whose
+//! branches ADD PARTY and DROP PARTY open, ride and end (`party`).
+//!
 //! Labels: as natm's hosts do, each receiver labels the simplex VC it receives on
 //! (the SETUP's connection identifier is the VCI the caller receives on, the
 //! CONNECT's the VCI the callee receives on); the switch labels what it receives.
