@@ -913,7 +913,7 @@ impl Control {
         let mut ids: Vec<u64> = self.multicasts.keys().copied().collect();
         ids.sort_unstable();
         for id in ids {
-            self.end_multicast(sw, id, net_cause(cause::TEMPORARY_FAILURE));
+            self.end_multicast_within(sw, id, net_cause(cause::TEMPORARY_FAILURE), false);
         }
         for d in std::mem::take(&mut self.drains) {
             self.end_side(d);

@@ -740,7 +740,7 @@ impl Control {
         }
         let last = m.branches.is_empty();
         let (root_port, root_call) = (m.root.port, m.root.call);
-        self.end_branch(sw, b, c.clone(), release, fwd_cells);
+        self.end_branch(sw, b, c.clone(), release, fwd_cells, true);
         if last {
             return self.end_multicast(sw, id, c);
         }
@@ -755,9 +755,21 @@ impl Control {
 
     /// Returns branch `b`'s resources and releases its call (`release`; otherwise it
     /// is already gone), after what is queued towards it drained.
-    fn end_branch(&mut self, sw: &mut Switch, b: Branch, c: Cause, release: bool, cells: u64) {
+    fn end_branch(
+        &mut self,
+        sw: &mut Switch,
+        b: Branch,
+        c: Cause,
+        release: bool,
+        cells: u64,
+        drain: bool,
+    ) {
         let now = self.now;
-        let within = self.cfg.drain;
+        let within = if drain {
+            self.cfg.drain
+        } else {
+            Duration::ZERO
+        };
         if let Some(conn) = b.conn {
             let _ = sw.release(now, conn, within);
         }
@@ -793,14 +805,18 @@ impl Control {
         }
     }
 
-    /// Ends multicast `id`: every branch released, the root released (or refused)
-    /// with `c`.
+    /// Ends multicast `id`: every branch released (after draining, unless `drain`
+    /// is false: the switch is stopping), the root released (or refused) with `c`.
     pub(super) fn end_multicast(&mut self, sw: &mut Switch, id: u64, c: Cause) {
+        self.end_multicast_within(sw, id, c, true);
+    }
+
+    pub(super) fn end_multicast_within(&mut self, sw: &mut Switch, id: u64, c: Cause, drain: bool) {
         let Some(m) = self.multicasts.remove(&id) else {
             return;
         };
         for (_, b) in m.branches {
-            self.end_branch(sw, b, c.clone(), true, m.fwd_cells);
+            self.end_branch(sw, b, c.clone(), true, m.fwd_cells, drain);
         }
         let Some(l) = self.links.get_mut(&m.root.port) else {
             return;

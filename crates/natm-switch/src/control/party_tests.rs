@@ -836,3 +836,21 @@ fn a_party_for_a_branch_still_being_set_up_waits_for_its_connect() {
     assert_eq!(sent(&mut n, 0, PortId(1)), vec![101]);
     assert_eq!(sent(&mut n, 0, PortId(2)), vec![102]);
 }
+
+#[test]
+fn a_stopping_switch_releases_every_branch_at_once_with_what_they_hold_flushed() {
+    let mut n = Net::star(&[GBPS; 4]);
+    let (call, root_in) = n.open(1);
+    n.add(call, 1, 2);
+    assert_eq!(push(&mut n, 0, PortId(0), root_in), Verdict::Queued);
+    let now = n.now;
+    let node = &mut n.nodes[0];
+    node.ctl.shutdown(now, &mut node.sw);
+    assert_eq!(node.ctl.draining(), 0, "nothing waits to drain");
+    assert_eq!(node.ctl.call_count(), 0);
+    assert_eq!(node.sw.stat().vcs.len(), 0);
+    n.run(10 * MS);
+    for h in 0..3 {
+        assert_eq!(released(&n.take(h)), Some(41), "host {h}");
+    }
+}
