@@ -260,7 +260,8 @@ fn recv_into_reuses_the_callers_buffer_and_keeps_every_message_exact() {
     let mine = buf.as_ptr();
     for (k, want) in msgs.iter().enumerate() {
         assert!(
-            s.recv_into(&mut buf, Some(Duration::from_secs(30))).unwrap(),
+            s.recv_into(&mut buf, Some(Duration::from_secs(30)))
+                .unwrap(),
             "message {k}"
         );
         assert!(buf == *want, "message {k} ({} octets) exact", want.len());
@@ -270,7 +271,8 @@ fn recv_into_reuses_the_callers_buffer_and_keeps_every_message_exact() {
         }
     }
     assert!(
-        !s.recv_into(&mut buf, Some(Duration::from_secs(30))).unwrap(),
+        !s.recv_into(&mut buf, Some(Duration::from_secs(30)))
+            .unwrap(),
         "the peer closed"
     );
     sender.join().unwrap();
