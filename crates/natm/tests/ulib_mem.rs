@@ -230,3 +230,50 @@ fn chunks_arrive_through_the_async_variant_too() {
     });
     assert!(got == big, "byte-exact");
 }
+
+#[test]
+fn recv_into_reuses_the_callers_buffer_and_keeps_every_message_exact() {
+    let net = MemNetwork::new();
+    let (a, b) = hosts(&net, |_| {});
+    let (c, s) = connect(&a, &b, "127.0.0.1:0", "reliable");
+    // Messages of several 4 KiB TPDUs (up to 64 KiB), then one of one TPDU, an empty
+    // one, and a last large one.
+    let sizes: Vec<usize> = (0..30)
+        .map(|i| 65_536 - (i * 4097) % 50_000)
+        .chain([100, 0, 64 << 10])
+        .collect();
+    let msgs: Vec<Vec<u8>> = sizes
+        .iter()
+        .enumerate()
+        .map(|(k, &n)| (0..n).map(|i| pattern(i + k)).collect())
+        .collect();
+    let to_send = msgs.clone();
+    let sender = std::thread::spawn(move || {
+        for m in &to_send {
+            c.send(m).unwrap();
+        }
+        c.close();
+        c.flush(Duration::from_secs(30)).unwrap();
+        c
+    });
+    let mut buf = Vec::with_capacity(64 << 10);
+    let mine = buf.as_ptr();
+    for (k, want) in msgs.iter().enumerate() {
+        assert!(
+            s.recv_into(&mut buf, Some(Duration::from_secs(30)))
+                .unwrap(),
+            "message {k}"
+        );
+        assert!(buf == *want, "message {k} ({} octets) exact", want.len());
+        if k < 30 {
+            // Gathered into the caller's own allocation: not a new one, not grown.
+            assert_eq!(buf.as_ptr(), mine, "message {k} is in the caller's buffer");
+        }
+    }
+    assert!(
+        !s.recv_into(&mut buf, Some(Duration::from_secs(30)))
+            .unwrap(),
+        "the peer closed"
+    );
+    sender.join().unwrap();
+}

@@ -180,12 +180,10 @@ impl Endpoint for End {
     }
 
     fn recv(&mut self) -> io::Result<Option<&[u8]>> {
-        match self.conn.recv_timeout(self.poll) {
-            Ok(Some(m)) => {
-                self.last = m;
-                Ok(Some(&self.last))
-            }
-            Ok(None) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed")),
+        // Into the same buffer each time, as the TCP endpoint reads into its own.
+        match self.conn.recv_into(&mut self.last, Some(self.poll)) {
+            Ok(true) => Ok(Some(&self.last)),
+            Ok(false) => Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed")),
             Err(Error::TimedOut) => Ok(None),
             Err(e) => Err(io_err(e)),
         }

@@ -218,8 +218,16 @@ impl SendHalf {
     /// Take application bytes into the queue, segmenting into TPDUs. Returns the bytes
     /// accepted (all or a prefix), or why none could be.
     pub(crate) fn push(&mut self, data: &[u8], end: bool) -> Result<usize, Full> {
+        // One allocation for what fits now, sliced into TPDU payloads, rather than one
+        // per TPDU (sixteen per 64 KiB message at 4 KiB). The slices share it, so it
+        // is freed when the last of them is acknowledged: at most one push's worth more
+        // than the send buffer stays allocated.
+        // Copied on first use, so a push refused as full copies nothing.
+        let fits = data.len().min(self.capacity());
+        let mut copy: Option<Bytes> = None;
         self.push_with(data.len(), end, |from, to| {
-            Bytes::copy_from_slice(&data[from..to])
+            copy.get_or_insert_with(|| Bytes::copy_from_slice(&data[..fits]))
+                .slice(from..to)
         })
     }
 

@@ -37,7 +37,11 @@ pub enum PushError {
 /// be shorter (the GSO rule). Reuse it: [`SendBatch::clear`] keeps the buffer.
 #[derive(Clone, Default)]
 pub struct SendBatch {
+    /// The frames are `buf[..used]`. `buf` only grows: octets past `used` are left
+    /// from earlier batches, so a reused batch writes each frame once instead of
+    /// zeroing its room first (a second pass over every octet sent).
     buf: Vec<u8>,
+    used: usize,
     segment_size: usize,
     frames: usize,
     sealed: bool,
@@ -59,7 +63,7 @@ impl SendBatch {
 
     /// Forget the frames, keep the memory.
     pub fn clear(&mut self) {
-        self.buf.clear();
+        self.used = 0;
         self.segment_size = 0;
         self.frames = 0;
         self.sealed = false;
@@ -82,13 +86,13 @@ impl SendBatch {
 
     /// The frames, back to back.
     pub fn as_bytes(&self) -> &[u8] {
-        &self.buf
+        &self.buf[..self.used]
     }
 
     /// The frames one by one.
     pub fn frames(&self) -> core::slice::Chunks<'_, u8> {
         // A zero chunk size would panic; an empty batch has an empty buffer anyway.
-        self.buf.chunks(self.segment_size.max(1))
+        self.as_bytes().chunks(self.segment_size.max(1))
     }
 
     /// Whether a frame of `len` octets may join the batch now.
@@ -110,16 +114,22 @@ impl SendBatch {
     }
 
     /// Append one frame of `len` octets and let `write` fill it in place (e.g. emit the
-    /// VC and TPDU headers and copy the payload straight into the batch).
+    /// VC and TPDU headers and copy the payload straight into the batch). `write` must
+    /// write every octet it is given: the room is not zeroed first, and on a reused
+    /// batch it holds octets of earlier frames.
     pub fn push_with(
         &mut self,
         len: usize,
         write: impl FnOnce(&mut [u8]),
     ) -> Result<(), PushError> {
         self.check(len)?;
-        let start = self.buf.len();
-        self.buf.resize(start + len, 0);
-        write(&mut self.buf[start..]);
+        let start = self.used;
+        let end = start + len;
+        if self.buf.len() < end {
+            self.buf.resize(end, 0);
+        }
+        write(&mut self.buf[start..end]);
+        self.used = end;
         if self.frames == 0 {
             self.segment_size = len;
         } else if len < self.segment_size {
@@ -147,7 +157,7 @@ impl fmt::Debug for SendBatch {
         f.debug_struct("SendBatch")
             .field("frames", &self.frames)
             .field("segment_size", &self.segment_size)
-            .field("bytes", &self.buf.len())
+            .field("bytes", &self.used)
             .finish()
     }
 }
@@ -461,7 +471,10 @@ mod tests {
         b.clear();
         assert!(b.is_empty());
         b.push_with(3, |o| o.copy_from_slice(b"xyz")).unwrap();
+        // The reused room held "abcdefghij": only what was written since is the batch.
         assert_eq!(b.as_bytes(), b"xyz");
+        assert_eq!(b.frames().collect::<Vec<_>>(), [&b"xyz"[..]]);
+        assert_eq!(b.len(), 1);
         assert_eq!(
             b.check(MAX_DATAGRAM + 1),
             Err(PushError::BadLength(MAX_DATAGRAM + 1))

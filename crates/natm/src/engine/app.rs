@@ -425,6 +425,34 @@ impl Conn {
         r
     }
 
+    /// As [`Conn::recv_message`], gathering a message of several TPDUs into `buf`'s
+    /// memory: a caller that passes the same `Vec` each time gathers without
+    /// allocating or growing it once it is as large as its messages. `buf` holds the
+    /// message on `Ok(Some(()))`; otherwise its contents are unspecified.
+    pub(crate) fn recv_message_into(
+        &self,
+        eng: &Engine,
+        timeout: Option<Duration>,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<()>, Error> {
+        {
+            // Lend the caller's memory to the gathering buffer, unless a message is
+            // half gathered there already (a `recv` that timed out part way).
+            let (mut rx, _) = self.rx();
+            if rx.partial.is_empty() && rx.partial.capacity() < buf.capacity() {
+                buf.clear();
+                std::mem::swap(&mut rx.partial, buf);
+            }
+        }
+        match self.recv_message(eng, timeout)? {
+            Some(m) => {
+                *buf = m;
+                Ok(Some(()))
+            }
+            None => Ok(None),
+        }
+    }
+
     /// Receive the next chunk, waiting up to `timeout` (`None`: forever); `Ok(None)` at
     /// the end of data.
     pub(crate) fn recv_chunk(

@@ -750,6 +750,20 @@ impl Connection {
         self.conn.try_recv_message(&self.eng)
     }
 
+    /// As [`Connection::recv_timeout`] (`None`: no limit), receiving the message into
+    /// `buf`, whose memory it reuses: a message of several TPDUs is gathered into
+    /// `buf`'s allocation, so a loop passing the same `Vec` neither allocates nor grows
+    /// it once it has held the largest message (as a `read` into one buffer would).
+    /// `Ok(true)`: `buf` is the message; `Ok(false)`: the peer has closed and
+    /// everything it sent has been delivered. On an error `buf`'s contents are
+    /// unspecified.
+    pub fn recv_into(&self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<bool, Error> {
+        Ok(self
+            .conn
+            .recv_message_into(&self.eng, timeout, buf)?
+            .is_some())
+    }
+
     /// Receive the next piece of a message without copying it, blocking; `None` once
     /// the peer has closed and everything it sent has been delivered.
     ///
