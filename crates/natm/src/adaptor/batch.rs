@@ -122,13 +122,31 @@ impl SendBatch {
         len: usize,
         write: impl FnOnce(&mut [u8]),
     ) -> Result<(), PushError> {
+        self.try_push_with(len, |out| {
+            write(out);
+            true
+        })
+        .map(|_| ())
+    }
+
+    /// As [`SendBatch::push_with`], for a writer that can fail (sealing the frame in
+    /// place): when `write` returns `false` the frame is not added and the batch is as
+    /// it was, so half-written octets (a TPDU whose seal failed, its payload still
+    /// clear) never leave. Returns what `write` returned.
+    pub fn try_push_with(
+        &mut self,
+        len: usize,
+        write: impl FnOnce(&mut [u8]) -> bool,
+    ) -> Result<bool, PushError> {
         self.check(len)?;
         let start = self.used;
         let end = start + len;
         if self.buf.len() < end {
             self.buf.resize(end, 0);
         }
-        write(&mut self.buf[start..end]);
+        if !write(&mut self.buf[start..end]) {
+            return Ok(false);
+        }
         self.used = end;
         if self.frames == 0 {
             self.segment_size = len;
@@ -136,7 +154,7 @@ impl SendBatch {
             self.sealed = true;
         }
         self.frames += 1;
-        Ok(())
+        Ok(true)
     }
 
     /// Append one frame gathered from `parts` (e.g. VC header, TPDU header, payload).

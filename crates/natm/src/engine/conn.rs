@@ -802,17 +802,19 @@ impl Conn {
                 self.send_batch(&batch, peer);
                 batch.clear();
             }
-            let mut sealed = true;
-            let pushed = batch.push_with(len, |out| {
+            // A TPDU whose seal fails (its packet numbers spent) is not added to the
+            // batch: its payload, still clear, must not leave.
+            let pushed = batch.try_push_with(len, |out| {
                 out[..VC_HEADER_LEN].copy_from_slice(&header);
                 t.header.emit_into(&mut out[VC_HEADER_LEN..]);
                 let body = VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN;
                 out[body..body + t.payload.len()].copy_from_slice(&t.payload);
-                if let Some(c) = &self.crypt {
-                    sealed = c.sealer.seal(&mut out[VC_HEADER_LEN..]).is_ok();
+                match &self.crypt {
+                    Some(c) => c.sealer.seal(&mut out[VC_HEADER_LEN..]).is_ok(),
+                    None => true,
                 }
             });
-            if pushed.is_err() || !sealed {
+            if pushed != Ok(true) {
                 self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
             } else if overhead > 0 {
                 self.counters.seal.sealed.fetch_add(1, Ordering::Relaxed);
