@@ -11,7 +11,8 @@
 //! layer read from the counters of the code that produced it — the PSBs' TPDU, ACK and
 //! retransmission counts, the cell reassembly's cell and frame counts, the UDP
 //! sockets' datagram and octet counts, and the kernel's `lo` packet and octet counts
-//! (`/proc/thread-self/net/dev`). UDP segmentation offload is turned off on that `lo`,
+//! (`/proc/thread-self/net/dev`; `lo` counts each packet from its IP header on, after
+//! taking off the Ethernet header it framed it with). UDP segmentation offload is turned off on that `lo`,
 //! so each datagram is its own packet with its own headers, as on a wire; natm still
 //! hands its datagrams to the kernel in GSO batches. Differences between adjacent
 //! layers are what each layer added.
@@ -48,10 +49,6 @@ use super::experiment::{Experiment, OutputArgs};
 use super::results::{self, Machine, OverheadRow};
 use super::stats::median;
 use crate::cli::{table, units};
-
-/// The 14-octet Ethernet header the kernel's loopback device puts on every packet and
-/// counts in its octets.
-const LO_LINK_HEADER: u64 = 14;
 
 /// `natm perf overhead`.
 #[derive(Debug, Args)]
@@ -549,9 +546,8 @@ impl Experiment for OverheadArgs {
                     data_tpdus: c.data_tpdus,
                     datagrams: c.datagrams,
                     frames: c.frames,
-                    ip_bytes: c.lo.map(|l| l.bytes - LO_LINK_HEADER * l.packets),
-                    link_bytes: c.lo.map(|l| l.bytes),
-                    link_packets: c.lo.map(|l| l.packets),
+                    ip_bytes: c.lo.map(|l| l.bytes),
+                    ip_packets: c.lo.map(|l| l.packets),
                     messages: c.messages,
                     mode: mode.name().to_string(),
                     payload_bytes: c.payload_bytes,
@@ -632,7 +628,7 @@ struct Layer {
 }
 
 /// The layers, top to bottom.
-const LAYERS: [Layer; 7] = [
+const LAYERS: [Layer; 6] = [
     Layer {
         name: "application",
         adds: "the messages",
@@ -654,18 +650,14 @@ const LAYERS: [Layer; 7] = [
         adds: "4 B VC header per frame / 1 B per cell train",
     },
     Layer {
-        name: "IP",
+        name: "IP (kernel)",
         adds: "8 B UDP + 20 B IPv4 header per datagram",
-    },
-    Layer {
-        name: "lo link",
-        adds: "loopback's 14 B Ethernet header",
     },
 ];
 
 /// Bytes counted at each of [`LAYERS`] (`None` where the layer is not on the path or
 /// was not counted).
-fn layers(r: &OverheadRow) -> [Option<u64>; 7] {
+fn layers(r: &OverheadRow) -> [Option<u64>; 6] {
     [
         Some(r.app_bytes),
         Some(r.tpdu_bytes),
@@ -673,12 +665,11 @@ fn layers(r: &OverheadRow) -> [Option<u64>; 7] {
         r.cells.map(|c| c * CELL_LEN as u64),
         Some(r.udp_bytes),
         r.ip_bytes,
-        r.link_bytes,
     ]
 }
 
 /// CPU µs per message of the microbenchmark that covers each of [`LAYERS`].
-fn layer_cpu(r: &OverheadRow) -> [Option<f64>; 7] {
+fn layer_cpu(r: &OverheadRow) -> [Option<f64>; 6] {
     [
         None,
         Some(r.cpu_tpdu_us),
@@ -686,7 +677,6 @@ fn layer_cpu(r: &OverheadRow) -> [Option<f64>; 7] {
         None,
         None,
         Some(r.cpu_udp_us),
-        None,
     ]
 }
 

@@ -680,12 +680,11 @@ pub(crate) struct OverheadRow {
     pub(crate) datagrams: u64,
     /// AAL5 frames reassembled at both ends; `None` in frame mode.
     pub(crate) frames: Option<u64>,
-    /// IP octets: the link's octets less its 14-octet header per packet.
+    /// IP octets the private `lo` sent (headers included); `None` without the
+    /// namespace.
     pub(crate) ip_bytes: Option<u64>,
-    /// Octets the private `lo` sent (its Ethernet header included).
-    pub(crate) link_bytes: Option<u64>,
-    /// Packets the private `lo` sent.
-    pub(crate) link_packets: Option<u64>,
+    /// IP packets the private `lo` sent.
+    pub(crate) ip_packets: Option<u64>,
     /// Messages received.
     pub(crate) messages: u64,
     /// `frame` or `cell`.
