@@ -88,6 +88,10 @@ pub(crate) struct OverheadArgs {
     /// kernel's counters then see other traffic and are left out).
     #[arg(long)]
     no_netns: bool,
+    /// Measure nothing: print (and draw, with --figure) a document saved before with
+    /// --save.
+    #[arg(long)]
+    from: Option<std::path::PathBuf>,
     #[command(flatten)]
     out: OutputArgs,
 }
@@ -473,6 +477,13 @@ impl Experiment for OverheadArgs {
     }
 
     fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, ())> {
+        if let Some(path) = &self.from {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            let doc = serde_json::from_str(&text)
+                .with_context(|| format!("{} is not an overhead document", path.display()))?;
+            return Ok((doc, ()));
+        }
         if self.runs == 0 {
             anyhow::bail!("--runs must be at least 1");
         }
@@ -591,7 +602,8 @@ impl Experiment for OverheadArgs {
             .results
             .iter()
             .map(|row| {
-                let per_msg = |b: u64| b as f64 / row.messages.max(1) as f64;
+                // Per application byte, so that every size shows on one axis.
+                let per_msg = |b: u64| b as f64 / row.app_bytes.max(1) as f64;
                 let layers = layers(row);
                 let mut above = 0u64;
                 let v = layers
@@ -612,11 +624,17 @@ impl Experiment for OverheadArgs {
             })
             .collect();
         let title = format!(
-            "Bytes on the wire per message by layer, {} (TPDU {} B)",
+            "Bytes each layer carries per application byte, {} (TPDU {} B)",
             r.qos, r.tpdu
         );
         crate::cli::plot::both(path, |p| {
-            crate::cli::plot::stacked_bars(p, &title, "bytes per message", &segments, &rows)
+            crate::cli::plot::stacked_bars(
+                p,
+                &title,
+                "bytes per application byte (application = 1)",
+                &segments,
+                &rows,
+            )
         })
     }
 }
