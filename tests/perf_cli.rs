@@ -771,4 +771,13 @@ fn overhead_layers_add_up_from_the_application_to_the_link() {
         text.contains("AAL5") && text.contains("ATM cells"),
         "{text}"
     );
+    // A saved document prints again without measuring.
+    let doc = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf/overhead.json");
+    let out = natm(&format!("perf overhead --from {doc}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cell mode, 1048576 B messages"));
 }
