@@ -764,7 +764,7 @@ fn overhead_layers_add_up_from_the_application_to_the_link() {
     let text = String::from_utf8_lossy(&out.stdout);
     let at = |w: &str| text.find(w).unwrap_or_else(|| panic!("no {w} in {text}"));
     assert!(
-        at("application") < at("TPDU") && at("TPDU") < at("UDP payload"),
+        at("\n application") < at("\n TPDU ") && at("\n TPDU ") < at("\n UDP payload"),
         "{text}"
     );
     assert!(
