@@ -555,7 +555,7 @@ fn scale_carries_data_on_every_connection_and_gives_back_its_descriptors() {
 fn all_writes_a_report_with_json_and_figures() {
     let dir = std::env::temp_dir().join(format!("natm-all-{}", std::process::id()));
     let out = natm(&format!(
-        "perf all --quick --skip latency,stages,throughput,guaranteed,livelock,calls,isolation,loss,scale --out {}",
+        "perf all --quick --skip latency,stages,throughput,guaranteed,overhead,livelock,calls,isolation,loss,scale --out {}",
         dir.display()
     ));
     assert!(
@@ -651,4 +651,133 @@ fn calls_json_has_explicit_pre_authorised_and_direct_modes() {
     assert_eq!(doc["sigd_preauthorised"]["backlog"], 4);
     assert!(doc["sigd_preauthorised"]["busy_refusals"].is_u64(), "{doc}");
     positive(&doc, "ratio_median_setup_preauthorised");
+}
+
+/// Whether `natm perf overhead` can make its namespaces here (root, ip and ethtool).
+fn overhead_netns_available() -> bool {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    root && Command::new("sh")
+        .args(["-c", "command -v ip && command -v ethtool"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn count(v: &Value, key: &str) -> u64 {
+    v[key]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{key} is not a count in {v}"))
+}
+
+/// The per-layer table adds up: every layer carries at least the bytes of the layer
+/// above plus its own header per unit; AAL5 pads each frame to whole 48-octet cells;
+/// a cell train adds one octet per datagram; the kernel sees every datagram as its
+/// own packet with UDP and IPv4 headers.
+#[test]
+fn overhead_layers_add_up_from_the_application_to_the_link() {
+    let netns = overhead_netns_available();
+    let svg = std::env::temp_dir().join(format!("natm-overhead-{}.svg", std::process::id()));
+    let doc = json_of(&format!(
+        "perf overhead --sizes 100,5000 --bytes 40KiB --min-count 8 --runs 1 \
+         --bench-time 2ms --json --figure {}{}",
+        svg.display(),
+        if netns { "" } else { " --no-netns" }
+    ));
+    assert_eq!(doc["experiment"], "overhead");
+    assert_eq!(count(&doc, "tpdu"), 4096);
+    let rows = doc["results"].as_array().expect("results");
+    assert_eq!(rows.len(), 4, "two modes × two sizes");
+    for r in rows {
+        let size = count(r, "size");
+        let msgs = count(r, "messages");
+        assert_eq!(msgs, (40 * 1024 / size).max(8), "{r}");
+        assert_eq!(count(r, "app_bytes"), msgs * size, "{r}");
+        // Every message's TPDUs went out at least once; no loss on loopback is
+        // assumed, so retransmissions may add more.
+        let data = count(r, "data_tpdus");
+        assert!(data >= msgs * size.div_ceil(4096), "{r}");
+        let (acks, tpdu) = (count(r, "acks"), count(r, "tpdu_bytes"));
+        assert!(acks >= 1, "a reliable VC acknowledges: {r}");
+        assert_eq!(tpdu, count(r, "payload_bytes") + 32 * (data + acks), "{r}");
+        assert!(count(r, "payload_bytes") >= count(r, "app_bytes"), "{r}");
+        let (udp, dgrams) = (count(r, "udp_bytes"), count(r, "datagrams"));
+        assert!(
+            count(r, "send_calls") <= dgrams,
+            "a call sends one or more: {r}"
+        );
+        match r["mode"].as_str().unwrap() {
+            "frame" => {
+                // One TPDU per datagram behind its 4-octet VC header.
+                assert_eq!(dgrams, data + acks, "{r}");
+                assert_eq!(udp, tpdu + 4 * dgrams, "{r}");
+                assert!(r["cells"].is_null() && r["cpu_sar_us"].is_null(), "{r}");
+            }
+            "cell" => {
+                let (cells, frames) = (count(r, "cells"), count(r, "frames"));
+                let aal5 = count(r, "aal5_bytes");
+                assert_eq!(frames, data + acks, "one AAL5 frame per TPDU: {r}");
+                assert_eq!(aal5, 48 * cells, "{r}");
+                // Each frame: its TPDU, an 8-octet trailer, and less than a cell of pad.
+                assert!(aal5 >= tpdu + 8 * frames, "{r}");
+                assert!(aal5 < tpdu + 8 * frames + 48 * frames, "{r}");
+                // Trains: 53 octets a cell and one octet a datagram.
+                assert_eq!(udp, 53 * cells + dgrams, "{r}");
+                positive(r, "cpu_sar_us");
+            }
+            m => panic!("mode {m}"),
+        }
+        if netns {
+            let (pkts, ip) = (count(r, "ip_packets"), count(r, "ip_bytes"));
+            // The private loopback carries this transfer only: each datagram one
+            // packet, 28 octets of UDP and IPv4 headers each.
+            assert_eq!(pkts, dgrams, "{r}");
+            assert_eq!(ip, udp + 28 * dgrams, "{r}");
+        } else {
+            assert!(r["ip_bytes"].is_null(), "{r}");
+        }
+        for key in ["cpu_tpdu_us", "cpu_udp_us", "cpu_total_us", "wall_us"] {
+            positive(r, key);
+        }
+    }
+    let ns = Command::new("ip").args(["netns", "list"]).output();
+    if let Ok(ns) = ns {
+        assert!(
+            !String::from_utf8_lossy(&ns.stdout).contains("natm-ovh-"),
+            "a namespace was left behind"
+        );
+    }
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("<svg"));
+    std::fs::remove_file(&svg).unwrap();
+    assert_png(&svg.with_extension("png"));
+    // The table on stdout: one block per mode and size, the layers in order.
+    let out = natm(&format!(
+        "perf overhead --sizes 64 --bytes 4KiB --min-count 4 --runs 1 --bench-time 1ms{}",
+        if netns { "" } else { " --no-netns" }
+    ));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let at = |w: &str| text.find(w).unwrap_or_else(|| panic!("no {w} in {text}"));
+    assert!(
+        at("\n application") < at("\n TPDU ") && at("\n TPDU ") < at("\n UDP payload"),
+        "{text}"
+    );
+    assert!(
+        text.contains("AAL5") && text.contains("ATM cells"),
+        "{text}"
+    );
+    // A saved document prints again without measuring.
+    let doc = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf/overhead.json");
+    let out = natm(&format!("perf overhead --from {doc}"));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("cell mode, 1048576 B messages"));
 }

@@ -28,7 +28,7 @@ pub(crate) struct AllArgs {
     #[arg(long)]
     quick: bool,
     /// Experiments to leave out, comma-separated (latency, stages, throughput, guaranteed,
-    /// cost, livelock, calls, isolation, loss, scale).
+    /// cost, overhead, livelock, calls, isolation, loss, scale).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
 }
@@ -120,6 +120,23 @@ cost includes a system call or a GSO segment; through the scheduler (`natm-be-sc
 only the interface routine (copy into the PSB, queue, wake the driver), the paper's `t_send`. \
 The fit is by least squares with relative weights; on a noisy shared machine single points \
 can be off by 20 %.",
+    },
+    Planned {
+        name: "overhead",
+        title: "Per-layer overhead: bytes and CPU each layer adds",
+        paper: "seed 002 Table 1 (bandwidth left after each layer, 140 Mbit/s TAXI)",
+        args: (
+            "--runs 1 --bytes 2MiB --bench-time 10ms",
+            "--runs 3 --bytes 4MiB --bench-time 30ms",
+        ),
+        limits: "Bytes are counts, not estimates: the PSBs' TPDUs and ACKs, the cell \
+reassembly's cells, the UDP sockets' datagrams and octets, and the loopback device of a network \
+namespace made for each transfer (UDP segmentation offload off there, so every datagram is a \
+packet with its own headers, as on a wire). They are exact and do not vary with load. The CPU \
+columns do: each layer's figure is a microbenchmark of the codec the engine uses (the sending \
+thread's CPU clock), the UDP/IP one `send(2)` per datagram where the engine batches up to 64 \
+with GSO, and the whole-stack figure is the transfer's process CPU at both ends, which also \
+holds the engine, the PSBs, receives and wake-ups the layer rows leave out.",
     },
     Planned {
         name: "livelock",
@@ -404,6 +421,7 @@ fn check_document(out: &Path, name: &str) -> anyhow::Result<()> {
         "throughput" => parse::<results::Throughput>(&path),
         "guaranteed" => parse::<results::Guaranteed>(&path),
         "cost" => parse::<results::Cost>(&path),
+        "overhead" => parse::<results::Overhead>(&path),
         "livelock" => parse::<results::Livelock>(&path),
         "isolation" => parse::<results::Isolation>(&path),
         "loss" => parse::<results::Loss>(&path),

@@ -27,6 +27,7 @@ mod natm_sig;
 #[cfg(feature = "quic")]
 mod netlab;
 mod network;
+mod overhead;
 #[cfg(feature = "quic")]
 mod quic;
 mod report;
@@ -126,6 +127,10 @@ pub(crate) enum PerfCmd {
     /// The reference relay of `natm perf switch`, run as its own process.
     #[command(hide = true)]
     Relay(switch::RelayArgs),
+    /// Seed 002's per-layer overhead table for natm: the bytes each layer adds (TPDU,
+    /// AAL5, cells, VC header or train, UDP/IP, link), counted, and each layer's CPU
+    /// time per message, for each message size, in frame and cell mode.
+    Overhead(overhead::OverheadArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -303,6 +308,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Switch(a) => drive(&a),
         PerfCmd::Network(a) => drive(&a),
         PerfCmd::Switchlab(a) => drive(&a),
+        PerfCmd::Overhead(a) => drive(&a),
         PerfCmd::Relay(a) => switch::relay(&a),
         PerfCmd::Stacks => {
             let mut t = crate::cli::table::new(["stack", "what it is"], 2);
@@ -587,5 +593,6 @@ mod tests {
         #[cfg(feature = "quic")]
         same_table::<loss::LossArgs>("loss");
         same_table::<calls::CallsArgs>("calls");
+        same_table::<overhead::OverheadArgs>("overhead");
     }
 }

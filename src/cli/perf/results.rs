@@ -628,6 +628,86 @@ pub(crate) struct CallMode {
     pub(crate) sigd_cpu_us_per_call: Option<f64>,
 }
 
+// ---------------------------------------------------------------------------------
+// overhead
+
+/// `natm perf overhead --json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Overhead {
+    /// Length of each microbenchmark loop.
+    pub(crate) bench_time_s: f64,
+    /// `"overhead"`.
+    pub(crate) experiment: String,
+    /// Where the kernel's counts come from, or why there are none.
+    pub(crate) kernel_counters: String,
+    pub(crate) machine: Machine,
+    pub(crate) qos: String,
+    /// One row per link mode and message size.
+    pub(crate) results: Vec<OverheadRow>,
+    pub(crate) runs: usize,
+    /// TPDU payload size of the VC.
+    pub(crate) tpdu: usize,
+    /// Cells per train in cell mode.
+    pub(crate) train: usize,
+}
+
+/// One transfer's bytes at each layer (counted over the whole transfer, both
+/// directions) and the CPU per message of each layer's microbenchmark.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct OverheadRow {
+    /// ACK TPDUs sent.
+    pub(crate) acks: u64,
+    /// AAL5 CPCS-PDU octets (cells × 48); `None` in frame mode.
+    pub(crate) aal5_bytes: Option<u64>,
+    /// Message bytes the receiving application got.
+    pub(crate) app_bytes: u64,
+    /// Cells reassembled at both ends; `None` in frame mode.
+    pub(crate) cells: Option<u64>,
+    /// AAL5 segmentation and reassembly, µs per message; `None` in frame mode.
+    pub(crate) cpu_sar_us: Option<f64>,
+    /// The whole transfer's process CPU per message, µs (median of runs).
+    #[serde(deserialize_with = "nan")]
+    pub(crate) cpu_total_us: f64,
+    /// Building the message's TPDUs (header and payload copy), µs per message.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) cpu_tpdu_us: f64,
+    /// `send(2)` of the message's datagrams on loopback, µs per message.
+    #[serde(deserialize_with = "nan")]
+    pub(crate) cpu_udp_us: f64,
+    /// DATA TPDUs sent, retransmissions included.
+    pub(crate) data_tpdus: u64,
+    /// UDP datagrams both ends handed to the kernel.
+    pub(crate) datagrams: u64,
+    /// AAL5 frames reassembled at both ends; `None` in frame mode.
+    pub(crate) frames: Option<u64>,
+    /// IP octets the private `lo` sent (headers included); `None` without the
+    /// namespace.
+    pub(crate) ip_bytes: Option<u64>,
+    /// IP packets the private `lo` sent.
+    pub(crate) ip_packets: Option<u64>,
+    /// Messages received.
+    pub(crate) messages: u64,
+    /// `frame` or `cell`.
+    pub(crate) mode: String,
+    /// TPDU payload octets sent, retransmissions included.
+    pub(crate) payload_bytes: u64,
+    #[serde(deserialize_with = "nans")]
+    pub(crate) per_run_cpu_total_us: Vec<f64>,
+    /// Payload octets retransmitted.
+    pub(crate) retx_bytes: u64,
+    /// Send system calls both ends made.
+    pub(crate) send_calls: u64,
+    /// Message size.
+    pub(crate) size: usize,
+    /// TPDU octets: payload and 32-octet headers of DATA and ACK TPDUs.
+    pub(crate) tpdu_bytes: u64,
+    /// UDP payload octets both ends sent (VC headers or cell trains included).
+    pub(crate) udp_bytes: u64,
+    /// Wall time of the transfer per message, µs (median of runs).
+    #[serde(deserialize_with = "nan")]
+    pub(crate) wall_us: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

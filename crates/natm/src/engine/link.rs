@@ -387,6 +387,15 @@ impl Link {
         }
     }
 
+    /// The UDP socket's own counters (datagrams, octets, system calls); `None` on mem
+    /// links.
+    pub(crate) fn port_stats(&self) -> Option<crate::adaptor::PortStats> {
+        match self {
+            Link::Udp(l) => Some(l.port.stats()),
+            Link::Mem(_) => None,
+        }
+    }
+
     /// Frames the port's receive queue dropped because it was full (UDP: the kernel's
     /// count from `/proc/net/udp`, a file read; `None` where unknown).
     pub(crate) fn queue_drops(&self) -> Option<u64> {

@@ -417,6 +417,10 @@ pub struct ConnStats {
     /// The cell mode's counters (trains, cells, HEC corrections, reassembly drops,
     /// datagrams that were not trains); `None` in frame mode.
     pub cells: Option<crate::adaptor::CellStats>,
+    /// The connection's UDP socket: datagrams and octets it handed to the kernel and
+    /// took from it (VC headers or cell trains included), and the system calls that
+    /// did it; `None` on an in-memory link.
+    pub port: Option<crate::adaptor::PortStats>,
     /// A bare AAL5 VC pair's own counters (`transport=none`); `None` otherwise.
     pub bare: Option<BareStats>,
     /// The connection's OAM F5 loopback end point.
@@ -594,6 +598,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         send_queued: p.send_queued,
         recv_queued: p.recv_queued,
         cells: conn.link.cell_stats(),
+        port: conn.link.port_stats(),
         bare: p.bare.map(|(tx, rx)| BareStats { tx, rx }),
         oam: {
             let o = &c.oam;
