@@ -267,19 +267,31 @@ pub fn run(s: &NetScenario) -> Result<NetReport, SimError> {
         edges_per_agg: t.edges_per_agg,
     };
     for h in 0..t.hosts {
-        fabric
-            .access
-            .push(add_pair(&mut sim, t, &t.access, s.overhead, &format!("host{h}"))?);
+        fabric.access.push(add_pair(
+            &mut sim,
+            t,
+            &t.access,
+            s.overhead,
+            &format!("host{h}"),
+        )?);
     }
     for e in 0..edges {
-        fabric
-            .edge
-            .push(add_pair(&mut sim, t, &t.edge_uplink, s.overhead, &format!("edge{e}"))?);
+        fabric.edge.push(add_pair(
+            &mut sim,
+            t,
+            &t.edge_uplink,
+            s.overhead,
+            &format!("edge{e}"),
+        )?);
     }
     for g in 0..aggs {
-        fabric
-            .agg
-            .push(add_pair(&mut sim, t, &t.agg_uplink, s.overhead, &format!("agg{g}"))?);
+        fabric.agg.push(add_pair(
+            &mut sim,
+            t,
+            &t.agg_uplink,
+            s.overhead,
+            &format!("agg{g}"),
+        )?);
     }
 
     // Place every VC: a random sender, a random other receiver, a random start.
@@ -457,8 +469,9 @@ mod tests {
                 .push(add_pair(&mut sim, &t, &t.access, s.overhead, &format!("h{h}")).unwrap());
         }
         for e in 0..4 {
-            f.edge
-                .push(add_pair(&mut sim, &t, &t.edge_uplink, s.overhead, &format!("e{e}")).unwrap());
+            f.edge.push(
+                add_pair(&mut sim, &t, &t.edge_uplink, s.overhead, &format!("e{e}")).unwrap(),
+            );
         }
         for g in 0..2 {
             f.agg
@@ -523,7 +536,11 @@ mod tests {
             let r = run(&mixed(levels, 0.01)).unwrap();
             assert_eq!(r.vcs, 60);
             for g in &r.groups {
-                assert_eq!((g.finished, g.started, g.damaged), (g.vcs, g.vcs, 0), "{g:?}");
+                assert_eq!(
+                    (g.finished, g.started, g.damaged),
+                    (g.vcs, g.vcs, 0),
+                    "{g:?}"
+                );
                 assert_eq!(g.bytes_sent, g.bytes_offered, "{g:?}");
                 if g.label == "web" {
                     assert_eq!((g.bytes_delivered, g.messages_lost), (g.bytes_offered, 0));
@@ -536,7 +553,10 @@ mod tests {
                     );
                 }
             }
-            assert!(r.link_drops > 0 && r.sim_time < Duration::from_secs(2), "{r:?}");
+            assert!(
+                r.link_drops > 0 && r.sim_time < Duration::from_secs(2),
+                "{r:?}"
+            );
         }
     }
 
@@ -550,4 +570,3 @@ mod tests {
         assert_ne!(format!("{a:?}"), format!("{:?}", run(&other).unwrap()));
     }
 }
-
