@@ -95,3 +95,49 @@ fn demo_sim_summary_shows_no_fake_srtt_and_counts_lost_messages() {
         "{text}"
     );
 }
+
+/// `natm sim --scenario`: a small cut of the internet-scale scenario file (the same
+/// 1,000 hosts on the same tree, 0.2 % of its VCs) runs to the end with every VC's
+/// data across, and reports what the run cost.
+#[test]
+fn network_scenario_delivers_every_vc_and_reports_its_cost() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/internet.toml");
+    let doc = sim_json(&format!("--scenario {file} --scale 0.002"));
+    assert_eq!(doc["hosts"], 1000, "{doc}");
+    assert_eq!(doc["vcs"], 200, "{doc}");
+    for g in doc["groups"].as_array().unwrap() {
+        let n = |k: &str| g[k].as_u64().unwrap();
+        assert_eq!(n("finished"), n("vcs"), "{g}");
+        assert_eq!(n("damaged"), 0, "{g}");
+        assert_eq!(n("bytes_sent"), n("bytes_offered"), "{g}");
+        if g["label"] == "web" || g["label"] == "bulk" {
+            assert_eq!(n("bytes_delivered"), n("bytes_offered"), "{g}");
+        } else {
+            // 1 KiB messages, each lost whole or delivered whole.
+            assert_eq!(
+                n("bytes_delivered") + 1024 * n("messages_lost"),
+                n("bytes_sent"),
+                "{g}"
+            );
+        }
+    }
+    assert!(doc["memory_per_vc_kib"].as_f64().is_some(), "{doc}");
+    assert!(doc["wall_per_sim_s"].as_f64().unwrap() > 0.0, "{doc}");
+}
+
+#[test]
+fn network_scenario_file_errors_are_clear() {
+    let dir = std::env::temp_dir().join(format!("natm-sim-scn-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f = dir.join("bad.toml");
+    std::fs::write(&f, "duration = \"1s\"\n[tree]\nhosts = 1\nhosts_per_edge = 1\naccess = { rate = \"1Gbps\", delay = \"1us\" }\nedge_uplink = { rate = \"1Gbps\", delay = \"1us\" }\n[[flows]]\nlabel = \"x\"\nqos = \"reliable\"\ncount = 1\nbytes = \"1KiB\"\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["sim", "--scenario"])
+        .arg(&f)
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("at least 2 hosts"), "{err}");
+}

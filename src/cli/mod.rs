@@ -13,6 +13,7 @@ pub(crate) mod qos;
 pub(crate) mod release;
 pub(crate) mod sigd;
 pub(crate) mod sim;
+pub(crate) mod sim_net;
 pub(crate) mod stat;
 pub(crate) mod switch;
 pub(crate) mod switch_demo;

@@ -130,6 +130,15 @@ pub(crate) struct SimArgs {
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
+    /// Run a whole network from a TOML scenario file instead (hosts on a tree of
+    /// switches, groups of VCs between random hosts; see docs/tools.md and
+    /// scenarios/internet.toml); prints each group's results, wall time per simulated
+    /// second, events per second and memory per VC. Only --json and --scale apply.
+    #[arg(long)]
+    scenario: Option<std::path::PathBuf>,
+    /// With --scenario: multiply every group's VC count (0.01 runs 1 % of them).
+    #[arg(long, default_value_t = 1.0, requires = "scenario")]
+    scale: f64,
 }
 
 fn flow_kind(f: FlowArg) -> FlowKind {
@@ -236,6 +245,9 @@ fn parse_rate_change(s: &str) -> anyhow::Result<(Duration, u64)> {
 }
 
 pub(crate) fn run(a: SimArgs) -> CliResult {
+    if let Some(path) = &a.scenario {
+        return super::sim_net::run(path, a.scale, a.json);
+    }
     let vcs = specs(&a)?;
     let scenario = Scenario {
         rate_bps: a.rate,

@@ -66,8 +66,8 @@ impl Outlet for Connection {
     fn capacity(&self) -> usize {
         self.send_capacity()
     }
-    fn send(&mut self, data: &[u8], end: bool) -> Result<usize, SendError> {
-        Connection::send(self, data, end)
+    fn send_bytes(&mut self, data: &Bytes, end: bool) -> Result<usize, SendError> {
+        Connection::send_bytes(self, data, end)
     }
     fn close(&mut self) {
         Connection::close(self)

@@ -50,4 +50,7 @@ pub enum SimError {
         /// The VC.
         vc: VcId,
     },
+    /// A network scenario that cannot be built as given.
+    #[error("scenario: {0}")]
+    Scenario(String),
 }

@@ -50,6 +50,7 @@ mod event;
 mod frame;
 mod link;
 mod loss;
+pub mod network;
 mod observe;
 pub mod psb_host;
 mod queue;
@@ -57,6 +58,7 @@ pub mod scenario;
 mod simulator;
 mod stats;
 pub mod testing;
+mod timers;
 mod topology;
 
 pub use endpoint::{Endpoint, VcId};

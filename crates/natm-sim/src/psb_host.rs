@@ -1,31 +1,60 @@
 //! Simulated hosts that run natm PSBs, with the application models that feed and
 //! drain them: the same transport code the engine runs, on the virtual clock.
 
+use std::collections::{BTreeSet, HashMap};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use bytes::Bytes;
 
 use super::endpoint::{Endpoint, VcId};
+use super::timers::TimerHeap;
 use natm_proto::time::Instant;
 use natm_proto::transport::{Event, Psb, Transmit};
 
+/// Period of the test pattern, bytes: a power of two, so stream offsets (which wrap
+/// at 2^32) stay in step with it, and far longer than any TPDU.
+const PATTERN_PERIOD: u32 = 1 << 20;
+/// Most bytes a [`Source`] hands its PSB in one write.
+const WRITE_MAX: usize = 64 * 1024;
+/// Where in the period each tag's pattern starts, per tag: odd, so no two tags' data
+/// line up on a TPDU boundary.
+const TAG_STRIDE: u32 = 4099;
+
 /// The byte at `offset` of the test pattern of VC `tag`: cheap, not periodic within a
 /// TPDU, and different per VC, so misplaced, mixed or corrupted data never matches.
+///
+/// Every tag reads the same 1 MiB sequence from its own starting point, so a source
+/// hands its PSB slices of one shared buffer instead of a copy per VC: a VC's queued
+/// data costs its TPDU slots, not its bytes, and 100,000 VCs fit in memory.
 pub fn pattern_byte(tag: u8, offset: u32) -> u8 {
-    let x = offset.wrapping_mul(0x9E37_79B1).rotate_left(11) ^ offset;
-    (x >> 24) as u8 ^ tag
+    let x = offset.wrapping_add(u32::from(tag) * TAG_STRIDE) % PATTERN_PERIOD;
+    let y = x.wrapping_mul(0x9E37_79B1).rotate_left(11) ^ x;
+    (y >> 24) as u8
 }
 
-fn fill_pattern(tag: u8, offset: u64, out: &mut [u8]) {
-    for (i, b) in out.iter_mut().enumerate() {
-        *b = pattern_byte(tag, (offset + i as u64) as u32);
-    }
+/// `len` (at most [`WRITE_MAX`]) bytes of tag `tag`'s pattern from `offset`: a slice
+/// of the one shared pattern buffer, never a copy.
+fn pattern_slice(tag: u8, offset: u32, len: usize) -> Bytes {
+    static PATTERN: OnceLock<Bytes> = OnceLock::new();
+    let all = PATTERN.get_or_init(|| {
+        (0..PATTERN_PERIOD as usize + WRITE_MAX)
+            .map(|i| pattern_byte(0, i as u32))
+            .collect::<Vec<u8>>()
+            .into()
+    });
+    let start = (offset.wrapping_add(u32::from(tag) * TAG_STRIDE) % PATTERN_PERIOD) as usize;
+    all.slice(start..start + len.min(WRITE_MAX))
 }
 
 /// Where a [`Source`] writes: a PSB, or a duplex connection's sending half.
 pub(crate) trait Outlet {
     fn capacity(&self) -> usize;
-    fn send(&mut self, data: &[u8], end: bool) -> Result<usize, natm_proto::transport::SendError>;
+    fn send_bytes(
+        &mut self,
+        data: &Bytes,
+        end: bool,
+    ) -> Result<usize, natm_proto::transport::SendError>;
     fn close(&mut self);
 }
 
@@ -40,8 +69,12 @@ impl Outlet for Psb {
     fn capacity(&self) -> usize {
         self.send_capacity()
     }
-    fn send(&mut self, data: &[u8], end: bool) -> Result<usize, natm_proto::transport::SendError> {
-        Psb::send(self, data, end)
+    fn send_bytes(
+        &mut self,
+        data: &Bytes,
+        end: bool,
+    ) -> Result<usize, natm_proto::transport::SendError> {
+        Psb::send_bytes(self, data, end)
     }
     fn close(&mut self) {
         Psb::close(self)
@@ -69,7 +102,6 @@ pub struct Source {
     started: bool,
     close_when_done: bool,
     closed: bool,
-    buf: Vec<u8>,
 }
 
 impl Source {
@@ -86,7 +118,6 @@ impl Source {
             started: false,
             close_when_done: true,
             closed: false,
-            buf: vec![0; 64 * 1024],
         }
     }
 
@@ -131,7 +162,7 @@ impl Source {
             let in_msg = self.msg_size - self.msg_off;
             let n = in_msg
                 .min(self.total - self.queued)
-                .min(self.buf.len() as u64)
+                .min(WRITE_MAX as u64)
                 .min(psb.capacity() as u64) as usize;
             if n == 0 && in_msg > 0 {
                 break;
@@ -143,10 +174,10 @@ impl Source {
             } else {
                 self.msg_off
             };
-            fill_pattern(self.tag, base, &mut self.buf[..n]);
+            let data = pattern_slice(self.tag, base as u32, n);
             let end =
                 self.msg_off + n as u64 == self.msg_size || self.queued + n as u64 == self.total;
-            match psb.send(&self.buf[..n], end) {
+            match psb.send_bytes(&data, end) {
                 Ok(k) => {
                     self.queued += k as u64;
                     self.msg_off += k as u64;
@@ -331,15 +362,35 @@ pub struct HostVc {
     pub psb: Psb,
     /// The application model.
     pub app: App,
-    /// Events the PSB raised, with their times.
+    /// Events the PSB raised, with their times (`Readable` and `Writable`, which
+    /// follow nearly every frame, are not kept: a long transfer would grow this
+    /// without bound).
     pub events: Vec<(Instant, Event)>,
+    /// When this end first finished (closed or aborted, nothing left to send).
+    pub finished_at: Option<Instant>,
 }
 
 /// A host running PSBs: polls its VCs round robin for frames to send.
+///
+/// It scales with the VCs it holds: a frame finds its VC through an index, the
+/// earliest timer is the top of a heap, and a poll for frames visits only the VCs that
+/// may have one (those touched by a frame, a timer or the application since they last
+/// had nothing, and those whose deadline has come), in the same round-robin order a
+/// scan of every VC would take, so the results are the same as that scan's.
 #[derive(Debug, Default)]
 pub struct PsbHost {
     vcs: Vec<HostVc>,
+    index: HashMap<VcId, usize>,
     next: usize,
+    /// VC ends that may have a frame to send.
+    ready: BTreeSet<usize>,
+    /// Each VC end's next deadline (its PSB's, or its source's start).
+    timers: TimerHeap,
+    /// Whether each VC end is finished now.
+    done: Vec<bool>,
+    /// VC ends not finished now.
+    unfinished: usize,
+    due: Vec<usize>,
 }
 
 impl PsbHost {
@@ -348,14 +399,25 @@ impl PsbHost {
         PsbHost::default()
     }
 
-    /// Add a VC end.
+    /// Add a VC end. A second end with the same id on one host is ignored (the
+    /// simulator routes a VC id to one end per host).
     pub fn add(&mut self, id: VcId, psb: Psb, app: App) {
+        if self.index.contains_key(&id) {
+            return;
+        }
+        let i = self.vcs.len();
         self.vcs.push(HostVc {
             id,
             psb,
             app,
             events: Vec::new(),
+            finished_at: None,
         });
+        self.index.insert(id, i);
+        self.done.push(false);
+        self.unfinished += 1;
+        self.ready.insert(i);
+        self.touch(i, None);
     }
 
     /// The VC ends on this host.
@@ -365,7 +427,7 @@ impl PsbHost {
 
     /// One VC end.
     pub fn vc(&self, id: VcId) -> Option<&HostVc> {
-        self.vcs.iter().find(|v| v.id == id)
+        self.index.get(&id).map(|&i| &self.vcs[i])
     }
 
     fn service(now: Instant, vc: &mut HostVc) {
@@ -374,59 +436,109 @@ impl PsbHost {
             App::Sink(s) => s.drain(now, &mut vc.psb),
         }
         while let Some(e) = vc.psb.poll_event() {
-            vc.events.push((now, e));
+            if !matches!(e, Event::Readable | Event::Writable) {
+                vc.events.push((now, e));
+            }
+        }
+    }
+
+    /// After anything happened to VC end `i`: file its next deadline and note when it
+    /// finished.
+    fn touch(&mut self, i: usize, now: Option<Instant>) {
+        let v = &mut self.vcs[i];
+        let own = match &v.app {
+            App::Source(s) if !s.started => Some(s.start),
+            _ => None,
+        };
+        let at = [v.psb.poll_timeout(), own].into_iter().flatten().min();
+        self.timers.set(i, at);
+        if let Some(now) = now {
+            let done = v.psb.is_finished();
+            if done && v.finished_at.is_none() {
+                v.finished_at = Some(now);
+            }
+            if done != self.done[i] {
+                self.done[i] = done;
+                if done {
+                    self.unfinished -= 1;
+                } else {
+                    self.unfinished += 1;
+                }
+            }
         }
     }
 
     /// Whether every VC has finished (closed or aborted) with nothing left to send.
     pub fn finished(&self) -> bool {
-        self.vcs.iter().all(|v| v.psb.is_finished())
+        self.unfinished == 0
+    }
+
+    /// Offers VC end `i` a chance to send; `true` with the frame if it had one.
+    fn try_send(&mut self, now: Instant, i: usize) -> Option<(VcId, Vec<u8>)> {
+        let v = &mut self.vcs[i];
+        Self::service(now, v);
+        let out = v.psb.poll_transmit(now).map(|t| (v.id, to_frame(&t)));
+        if out.is_none() {
+            self.ready.remove(&i);
+        }
+        self.touch(i, Some(now));
+        out
     }
 }
 
 impl Endpoint for PsbHost {
     fn handle_frame(&mut self, now: Instant, vc: VcId, frame: &[u8]) {
-        if let Some(v) = self.vcs.iter_mut().find(|v| v.id == vc) {
+        if let Some(&i) = self.index.get(&vc) {
+            let v = &mut self.vcs[i];
             v.psb.handle_frame(now, Bytes::copy_from_slice(frame));
             Self::service(now, v);
+            self.ready.insert(i);
+            self.touch(i, Some(now));
         }
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(VcId, Vec<u8>)> {
         let n = self.vcs.len();
-        for k in 0..n {
-            let i = (self.next + k) % n;
-            let v = &mut self.vcs[i];
-            Self::service(now, v);
-            if let Some(t) = v.psb.poll_transmit(now) {
-                self.next = (i + 1) % n;
-                return Some((v.id, to_frame(&t)));
+        if n == 0 {
+            return None;
+        }
+        // A VC whose deadline has come may send before its timer is handled.
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.due(now, &mut due);
+        self.ready.extend(due.iter().copied());
+        self.due = due;
+        // Round robin from `next`, as a scan of every VC would go.
+        let start = self.next.min(n);
+        for range in [start..n, 0..start] {
+            let mut cursor = range.start;
+            while let Some(&i) = self.ready.range(cursor..range.end).next() {
+                if let Some(f) = self.try_send(now, i) {
+                    self.next = (i + 1) % n;
+                    return Some(f);
+                }
+                cursor = i + 1;
             }
         }
         None
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let mut t: Option<Instant> = None;
-        for v in &self.vcs {
-            let own = match &v.app {
-                App::Source(s) if !s.started => Some(s.start),
-                _ => None,
-            };
-            for x in [v.psb.poll_timeout(), own].into_iter().flatten() {
-                t = Some(t.map_or(x, |y| y.min(x)));
-            }
-        }
-        t
+        self.timers.earliest()
     }
 
     fn handle_timeout(&mut self, now: Instant) {
-        for v in &mut self.vcs {
+        let mut due = std::mem::take(&mut self.due);
+        self.timers.due(now, &mut due);
+        for &i in &due {
+            let v = &mut self.vcs[i];
             if v.psb.poll_timeout().is_some_and(|t| t <= now) {
                 v.psb.handle_timeout(now);
             }
             Self::service(now, v);
+            self.ready.insert(i);
+            self.touch(i, Some(now));
         }
+        self.due = due;
     }
 }
 

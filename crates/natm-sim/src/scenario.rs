@@ -307,6 +307,42 @@ fn rr_weights(s: &Scenario) -> Vec<u32> {
         .collect()
 }
 
+/// Which hosts have finished every VC end, kept up to date one step at a time (a
+/// step changes at most one host), so that asking whether the run is over costs O(1)
+/// however many hosts there are.
+pub(crate) struct HostsDone {
+    done: Vec<bool>,
+    remaining: usize,
+}
+
+impl HostsDone {
+    pub(crate) fn new(sim: &Sim<PsbHost>) -> Self {
+        let done: Vec<bool> = sim.host_ids().map(|h| sim.host(h).finished()).collect();
+        let remaining = done.iter().filter(|d| !**d).count();
+        HostsDone { done, remaining }
+    }
+
+    pub(crate) fn after_step(&mut self, sim: &Sim<PsbHost>) {
+        let Some(h) = sim.last_host() else {
+            return;
+        };
+        let now = sim.host(h).finished();
+        let was = &mut self.done[h.index()];
+        if now != *was {
+            *was = now;
+            if now {
+                self.remaining -= 1;
+            } else {
+                self.remaining += 1;
+            }
+        }
+    }
+
+    pub(crate) fn all_done(&self) -> bool {
+        self.remaining == 0
+    }
+}
+
 /// Run a scenario to completion (every VC closed) or its time limit.
 pub fn run(s: &Scenario) -> Result<Report, SimError> {
     run_observed(s, |_| {})
@@ -321,32 +357,16 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
         bottleneck,
     } = build(s)?;
     let deadline = Instant::ZERO + s.time_limit;
-    let all_done = |sim: &Sim<PsbHost>| {
-        sim.host(receiver).finished() && senders.iter().all(|&h| sim.host(h).finished())
-    };
-    // When each VC finished (both ends closed), to the event: its goodput's time.
-    let mut done_at: Vec<Option<Instant>> = vec![None; s.vcs.len()];
-    let note_done = |sim: &Sim<PsbHost>, done_at: &mut [Option<Instant>]| {
-        for (i, (&h, at)) in senders.iter().zip(done_at.iter_mut()).enumerate() {
-            if at.is_none() {
-                let id = VcId(32 + i as u32);
-                let finished =
-                    |host: HostId| sim.host(host).vc(id).is_some_and(|v| v.psb.is_finished());
-                if finished(h) && finished(receiver) {
-                    *at = Some(sim.now());
-                }
-            }
-        }
-    };
+    let mut hosts = HostsDone::new(&sim);
     let mut series = Vec::new();
     if let Some(iv) = s.series_interval {
         let n = s.vcs.len();
         let mut last = vec![0u64; n];
         let mut t = Instant::ZERO;
-        while t <= deadline && !all_done(&sim) {
+        while t <= deadline && !hosts.all_done() {
             while sim.next_event_time().is_some_and(|at| at <= t) {
                 sim.step();
-                note_done(&sim, &mut done_at);
+                hosts.after_step(&sim);
             }
             sim.run_until(t);
             let rx = sim.host(receiver);
@@ -383,8 +403,8 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
             t += iv;
         }
     } else {
-        while sim.now() < deadline && !all_done(&sim) && sim.step() {
-            note_done(&sim, &mut done_at);
+        while sim.now() < deadline && !hosts.all_done() && sim.step() {
+            hosts.after_step(&sim);
         }
     }
     let sim_time = sim.now() - Instant::ZERO;
@@ -402,9 +422,11 @@ pub fn run_observed(s: &Scenario, mut observe: impl FnMut(&SeriesRow)) -> Result
         // Goodput is what arrived over the time the VC ran: to when both ends finished,
         // or to the end of the run. Not to its last delivery: a best-effort VC that
         // lost 98 % of its bytes would then show its early deliveries' rate.
-        let end = done_at[i].unwrap_or(sim.now());
+        // Both ends finished: when the later of them did.
+        let done_at = tx.finished_at.zip(rx.finished_at).map(|(a, b)| a.max(b));
+        let end = done_at.unwrap_or(sim.now());
         let goodput_bps = goodput(sink.delivered(), end.saturating_duration_since(start));
-        let finished_at = done_at[i]
+        let finished_at = done_at
             .and(sink.span())
             .map(|(_, last)| last - Instant::ZERO);
         vcs.push(VcReport {

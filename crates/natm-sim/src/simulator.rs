@@ -36,6 +36,7 @@ pub struct Sim<E: Endpoint = Box<dyn Endpoint>> {
     routes: Vec<Route>,
     spare: Vec<Vec<u8>>,
     events_processed: u64,
+    last_host: Option<HostId>,
 }
 
 impl<E: Endpoint> fmt::Debug for Sim<E> {
@@ -64,6 +65,7 @@ impl<E: Endpoint> Sim<E> {
             routes: Vec::new(),
             spare: Vec::new(),
             events_processed: 0,
+            last_host: None,
         }
     }
 
@@ -246,8 +248,16 @@ impl<E: Endpoint> Sim<E> {
         self.events_processed
     }
 
+    /// The host the last [`Sim::step`] delivered to, polled or timed out, if any: the
+    /// only endpoint that step can have changed (a step runs at most one host), so a
+    /// driver watching thousands of hosts need look at one after each step.
+    pub fn last_host(&self) -> Option<HostId> {
+        self.last_host
+    }
+
     /// Advances the clock to the next event and runs it; `false` if there was none.
     pub fn step(&mut self) -> bool {
+        self.last_host = None;
         let Some((at, event)) = self.events.pop() else {
             return false;
         };
@@ -297,6 +307,7 @@ impl<E: Endpoint> Sim<E> {
         }
         host.timer = None;
         host.stats.timeouts += 1;
+        self.last_host = Some(h);
         host.endpoint.handle_timeout(self.now);
         self.service_host(h);
     }
@@ -304,6 +315,7 @@ impl<E: Endpoint> Sim<E> {
     /// Polls a host for frames while its transmit ring has room, then re-arms its timer.
     fn service_host(&mut self, h: HostId) {
         let now = self.now;
+        self.last_host = Some(h);
         loop {
             let host = &mut self.hosts[h.index()];
             if host.ring_used >= host.cfg.tx_ring {
@@ -431,6 +443,7 @@ impl<E: Endpoint> Sim<E> {
             return;
         }
         let now = self.now;
+        self.last_host = Some(dst);
         let host = &mut self.hosts[dst.index()];
         host.stats.frames_received += 1;
         host.stats.bytes_received += pkt.bytes.len() as u64;
