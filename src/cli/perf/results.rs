@@ -582,6 +582,16 @@ pub(crate) struct ScaleStep {
     pub(crate) setups_per_s: f64,
     /// Threads of both processes once all were up.
     pub(crate) threads: u64,
+    /// Of the bytes the sending ends put on the wire from setup to the end of the
+    /// measurement, the share that were retransmissions.
+    #[serde(default)]
+    pub(crate) retransmitted_share: f64,
+    /// Retransmission timeouts of the sending ends, all connections together.
+    #[serde(default)]
+    pub(crate) retransmission_timeouts: u64,
+    /// Median smoothed round trip of the sending ends at the end of the measurement, ms.
+    #[serde(default)]
+    pub(crate) median_srtt_ms: f64,
 }
 
 // ---------------------------------------------------------------------------------

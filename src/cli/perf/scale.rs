@@ -244,6 +244,9 @@ struct Step {
     cpu_ns: u64,
     send_errors: u64,
     busy: u64,
+    /// The sending ends' bytes sent the first time, bytes retransmitted, retransmission timeouts and
+    /// median smoothed round trip (ms), read at the end of the measurement.
+    retx: (u64, u64, u64, f64),
 }
 
 /// Set up `count` connections from `client` to `addr` with `parallel` callers; the
@@ -539,6 +542,20 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
         .split_whitespace()
         .map(|n| n.parse().unwrap_or(0))
         .collect();
+    let retx = {
+        let stats: Vec<_> = tx_ends.iter().map(Connection::stats).collect();
+        let mut rtts: Vec<f64> = stats
+            .iter()
+            .filter_map(|s| s.srtt.map(|d| d.as_secs_f64() * 1e3))
+            .collect();
+        rtts.sort_by(f64::total_cmp);
+        (
+            stats.iter().map(|s| s.tx.bytes_sent).sum(),
+            stats.iter().map(|s| s.tx.bytes_retransmitted).sum(),
+            stats.iter().map(|s| s.tx.timeouts).sum(),
+            median(&rtts).unwrap_or(0.0),
+        )
+    };
     for c in &tx_ends {
         c.abort();
     }
@@ -566,6 +583,7 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
         cpu_ns,
         send_errors,
         busy,
+        retx,
     })
 }
 
@@ -601,6 +619,13 @@ fn row(s: &Step) -> results::ScaleStep {
         setup_s: s.setup.as_secs_f64(),
         setups_per_s: n / s.setup.as_secs_f64().max(1e-9),
         threads: s.threads,
+        retransmitted_share: if s.retx.0 + s.retx.1 > 0 {
+            s.retx.1 as f64 / (s.retx.0 + s.retx.1) as f64
+        } else {
+            0.0
+        },
+        retransmission_timeouts: s.retx.2,
+        median_srtt_ms: s.retx.3,
     }
 }
 
@@ -736,6 +761,14 @@ impl Experiment for ScaleArgs {
                     s.connections, s.send_errors
                 );
             }
+            out += &format!(
+                "{} connections: {:.1} % of the bytes sent were retransmissions, {} \
+                 retransmission timeouts, median smoothed RTT {:.1} ms\n",
+                s.connections,
+                s.retransmitted_share * 100.0,
+                s.retransmission_timeouts,
+                s.median_srtt_ms
+            );
         }
         out
     }

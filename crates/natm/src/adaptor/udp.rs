@@ -15,6 +15,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 use std::time::Duration;
 
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
@@ -115,7 +116,9 @@ fn add(c: &AtomicU64, n: usize) {
     c.fetch_add(n as u64, Relaxed);
 }
 
-/// Keep one socket with UDP GRO on for the life of the process, per address family.
+/// Keep one socket with UDP GRO on for the life of the process, per address family,
+/// and the quinn-udp state made on it; the state, shared, drives every VC's socket
+/// ([`UdpPort::bind_vc`]).
 ///
 /// Turning GRO on for a UDP socket takes a reference on a kernel static key
 /// (`udp_encap_needed_key`, and the IPv6 one), and closing the socket drops it; when
@@ -125,26 +128,32 @@ fn add(c: &AtomicU64, n: usize) {
 /// of all CPU in `static_key_slow_inc`/`_dec` under `setsockopt(UDP_GRO)` and
 /// `close`. Held here, the count never reaches 0 and the per-socket cost is one
 /// atomic increment. Best effort: if the socket cannot be made, nothing changes.
-fn hold_gro_key(v6: bool) {
-    static HELD: [std::sync::OnceLock<Option<std::net::UdpSocket>>; 2] =
+fn hold_gro_key(v6: bool) -> Option<Arc<UdpSocketState>> {
+    type Held = Option<(std::net::UdpSocket, Arc<UdpSocketState>)>;
+    static HELD: [std::sync::OnceLock<Held>; 2] =
         [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
-    HELD[usize::from(v6)].get_or_init(|| {
-        let any = if v6 {
-            SocketAddr::from((Ipv6Addr::LOCALHOST, 0))
-        } else {
-            SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
-        };
-        let s = std::net::UdpSocket::bind(any).ok()?;
-        UdpSocketState::new((&s).into()).ok()?;
-        Some(s)
-    });
+    HELD[usize::from(v6)]
+        .get_or_init(|| {
+            let any = if v6 {
+                SocketAddr::from((Ipv6Addr::LOCALHOST, 0))
+            } else {
+                SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
+            };
+            let s = std::net::UdpSocket::bind(any).ok()?;
+            let state = UdpSocketState::new((&s).into()).ok()?;
+            Some((s, Arc::new(state)))
+        })
+        .as_ref()
+        .map(|(_, state)| state.clone())
 }
 
 /// One UDP socket of the UDP adaptor (DESIGN §2: each AAL5 frame is one datagram).
 #[derive(Debug)]
 pub struct UdpPort {
     socket: Socket,
-    state: UdpSocketState,
+    /// quinn-udp's: what the kernel can do (GSO segments) and its error history,
+    /// nothing of this socket; shared by the VC sockets of a process.
+    state: Arc<UdpSocketState>,
     /// Our GSO switch: the option, cleared for good when the kernel or device cannot
     /// do GSO at all (EIO, EINVAL).
     gso: AtomicBool,
@@ -168,7 +177,7 @@ impl UdpPort {
 
     /// Open a socket bound to `addr` with `options`, in blocking mode.
     pub fn bind_with(addr: SocketAddr, options: &PortOptions) -> io::Result<UdpPort> {
-        hold_gro_key(addr.is_ipv6());
+        let _ = hold_gro_key(addr.is_ipv6());
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
         if options.reuse_address {
             socket.set_reuse_address(true)?;
@@ -190,12 +199,70 @@ impl UdpPort {
         };
         // quinn-udp made the socket non-blocking; a port starts blocking, like std's.
         socket.set_nonblocking(false)?;
+        Ok(UdpPort::with_state(
+            socket,
+            Arc::new(state),
+            options.gso,
+            options.gro,
+        ))
+    }
+
+    /// A VC's data socket bound to `addr`: GSO, UDP GRO, the kernel's default path-MTU
+    /// discovery (large frames fragment, as on a fresh socket), blocking, with receive
+    /// and send buffers of `rcvbuf` and `sndbuf` bytes (best effort: the kernel caps
+    /// them at `net.core.{r,w}mem_max`) and reads bounded by `read_timeout`.
+    ///
+    /// Six system calls (socket, bind, four options) where [`UdpPort::bind_with`]
+    /// takes about twenty: quinn-udp's per-socket set-up turns on receive options natm
+    /// never reads (TOS, packet info, timestamps), probes GSO, makes the socket
+    /// non-blocking and sets `IP_PMTUDISC_PROBE`, which the VC's link then had to
+    /// undo, and each buffer size was read back. A call through sigd opens two such
+    /// sockets (`natm perf calls`: `strace -f` counted 21 system calls per socket;
+    /// docs/PERFORMANCE.md, issue 17 round three). The quinn-udp state is the
+    /// process's shared one ([`hold_gro_key`]); if it cannot be made, the socket
+    /// is [`UdpPort::bind_with`]'s without GRO.
+    pub(crate) fn bind_vc(
+        addr: SocketAddr,
+        rcvbuf: usize,
+        sndbuf: usize,
+        read_timeout: Duration,
+    ) -> io::Result<UdpPort> {
+        let Some(state) = hold_gro_key(addr.is_ipv6()) else {
+            // No GRO then, and the socket keeps the kernel's defaults.
+            let options = PortOptions {
+                gro: false,
+                ..PortOptions::default()
+            };
+            let port = UdpPort::bind_with(addr, &options)?;
+            let _ = port.socket.set_recv_buffer_size(rcvbuf);
+            let _ = port.socket.set_send_buffer_size(sndbuf);
+            port.set_read_timeout(Some(read_timeout))?;
+            return Ok(port);
+        };
+        let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+        socket.bind(&addr.into())?;
+        // Without GRO (an old kernel) the port reads one datagram per buffer.
+        let gro =
+            nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::UdpGroSegment, &true)
+                .is_ok();
+        let _ = socket.set_recv_buffer_size(rcvbuf);
+        let _ = socket.set_send_buffer_size(sndbuf);
+        socket.set_read_timeout(Some(read_timeout))?;
+        Ok(UdpPort::with_state(socket, state, true, gro))
+    }
+
+    fn with_state(socket: Socket, state: Arc<UdpSocketState>, gso: bool, gro: bool) -> UdpPort {
+        let options = PortOptions {
+            gso,
+            gro,
+            reuse_address: false,
+        };
         let max_segments = if options.gso {
             state.max_gso_segments()
         } else {
             1
         };
-        Ok(UdpPort {
+        UdpPort {
             socket,
             gso: AtomicBool::new(options.gso && max_segments > 1),
             gso_size_limit: AtomicUsize::new(usize::MAX),
@@ -205,7 +272,7 @@ impl UdpPort {
             peer: OrderedRwLock::new(Level::PortPeer, None),
             max_segments,
             counters: Counters::default(),
-        })
+        }
     }
 
     /// Connect to `peer`: sends without a destination go there, and the kernel drops

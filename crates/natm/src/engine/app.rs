@@ -121,23 +121,34 @@ impl Conn {
         )
         .map_err(connect_error)?;
         let conn = Conn::open(eng, link, proto, level, weight, None).map_err(Error::Io)?;
+        // A connection that did not come up is the engine's to forget at once: no
+        // application handle will ever drop it, and an end refused or aborted by the
+        // peer arms no timer, so it (and its socket) would stay for the life of the
+        // process — `natm perf scale` found one socket left per connect refused busy.
+        let fail = |e: Error| {
+            conn.abort_local(eng);
+            conn.mark_dropped(eng);
+            Err(e)
+        };
         // Both VCs up: ours (the accept) and the one the peer opens back.
         let up = conn.wait_tx(eng, Some(timeout), |e| {
             let s = e.status();
             (s.connected || s.connect_failed || s.aborted.is_some()).then_some(())
         });
         if up.is_none() {
-            return Err(Error::Unreachable(addr));
+            return fail(Error::Unreachable(addr));
         }
-        if let Some(e) = end_error(&conn.tx().0) {
-            return Err(e);
+        // The end's lock is let go before `fail` takes it again.
+        let refused = end_error(&conn.tx().0);
+        if let Some(e) = refused {
+            return fail(e);
         }
         let back = conn.wait_rx(eng, Some(timeout), |e| {
             let s = e.status();
             (s.connected || s.aborted.is_some()).then_some(())
         });
         if back.is_none() {
-            return Err(Error::Unreachable(addr));
+            return fail(Error::Unreachable(addr));
         }
         Ok(conn)
     }

@@ -12,7 +12,7 @@ use std::time::Duration;
 use rustix::event::{PollFd, PollFlags, Timespec};
 
 use crate::adaptor::udp::GRO_SLOT_LEN;
-use crate::adaptor::{CellCodec, MemNetwork, MemPort, PortOptions, RecvBatch, SendBatch, UdpPort};
+use crate::adaptor::{CellCodec, MemNetwork, MemPort, RecvBatch, SendBatch, UdpPort};
 
 use crate::wire::vcframe;
 
@@ -145,24 +145,10 @@ impl UdpLink {
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
             )),
         };
-        // quinn-udp turns GRO on, and with it IP_PMTUDISC_PROBE, which makes the kernel
-        // refuse datagrams over the interface MTU (4 KiB TPDUs over 1500-octet
-        // Ethernet). Put path-MTU discovery back to what a fresh socket has, so that
-        // large frames are fragmented as before; GSO sends still fall back by
-        // themselves on EMSGSIZE (`UdpPort::send`).
-        let port = UdpPort::bind_with(
-            addr,
-            &PortOptions {
-                gso: true,
-                gro: true,
-                reuse_address: false,
-            },
-        )?;
-        restore_pmtu_discovery(&port, addr.is_ipv4());
-        // Best effort: the kernel caps these at net.core.{r,w}mem_max.
-        let _ = port.set_recv_buffer(rcvbuf);
-        let _ = port.set_send_buffer(sndbuf);
-        port.set_read_timeout(Some(READ_SLICE))?;
+        // GRO on, path-MTU discovery as a fresh socket has it (large frames are
+        // fragmented; GSO sends still fall back by themselves on EMSGSIZE,
+        // `UdpPort::send`), buffers best effort (capped at net.core.{r,w}mem_max).
+        let port = UdpPort::bind_vc(addr, rcvbuf, sndbuf, READ_SLICE)?;
         Ok(UdpLink { port, cells })
     }
 
@@ -412,47 +398,6 @@ impl Link {
             Link::Mem(m) => Some(m.stats().dropped_queue_full),
         }
     }
-}
-
-/// Give `port` the path-MTU discovery mode of the fresh socket `like`.
-fn restore_pmtu_discovery(port: &UdpPort, v4: bool) {
-    use rustix::net::sockopt;
-    let fresh = fresh_pmtu_modes();
-    let m = if v4 { fresh.0 } else { fresh.1 };
-    if let Some(m) = m {
-        let _ = sockopt::set_ip_mtu_discover(port, m);
-    }
-    if !v4 {
-        if let Some(m) = fresh.2 {
-            let _ = sockopt::set_ipv6_mtu_discover(port, m);
-        }
-    }
-}
-
-/// What a fresh UDP socket of each family has for path-MTU discovery (IPv4 socket,
-/// IPv6 socket's IPv4 option, IPv6 socket's IPv6 option), read once per process from
-/// scratch sockets: a scratch socket per data socket cost a socket, bind and close on
-/// every call set up through sigd (see "Call setup fast path" in ARCHITECTURE.md).
-fn fresh_pmtu_modes() -> (
-    Option<rustix::net::sockopt::Ipv4PathMtuDiscovery>,
-    Option<rustix::net::sockopt::Ipv4PathMtuDiscovery>,
-    Option<rustix::net::sockopt::Ipv6PathMtuDiscovery>,
-) {
-    use rustix::net::sockopt;
-    static MODES: std::sync::OnceLock<(
-        Option<sockopt::Ipv4PathMtuDiscovery>,
-        Option<sockopt::Ipv4PathMtuDiscovery>,
-        Option<sockopt::Ipv6PathMtuDiscovery>,
-    )> = std::sync::OnceLock::new();
-    *MODES.get_or_init(|| {
-        let v4 = std::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0)).ok();
-        let v6 = std::net::UdpSocket::bind((std::net::Ipv6Addr::LOCALHOST, 0)).ok();
-        (
-            v4.as_ref().and_then(|s| sockopt::ip_mtu_discover(s).ok()),
-            v6.as_ref().and_then(|s| sockopt::ip_mtu_discover(s).ok()),
-            v6.as_ref().and_then(|s| sockopt::ipv6_mtu_discover(s).ok()),
-        )
-    })
 }
 
 #[cfg(test)]
