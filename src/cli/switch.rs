@@ -97,6 +97,18 @@ struct CallRow {
     a: (u16, Option<u16>, Option<u16>),
     b: (u16, Option<u16>, Option<u16>),
     active: bool,
+    /// A point-to-multipoint call's branches (empty: point-to-point).
+    #[serde(default)]
+    branches: Vec<BranchRow>,
+}
+
+#[derive(Debug, Deserialize)]
+struct BranchRow {
+    port: u16,
+    vci_in: u16,
+    vci_out: Option<u16>,
+    connected: bool,
+    parties: Vec<u16>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -323,19 +335,51 @@ fn signalling(s: &Snapshot) {
         1,
     );
     for c in &s.calls {
+        let state = if c.active { "active" } else { "setting up" }.to_string();
+        if c.branches.is_empty() {
+            calls.add_row(vec![
+                c.id.to_string(),
+                c.called.clone(),
+                c.qos.clone(),
+                format!("{} in {} out {}", name(c.a.0), label(c.a.1), label(c.a.2)),
+                format!("{} in {} out {}", name(c.b.0), label(c.b.1), label(c.b.2)),
+                state,
+            ]);
+            continue;
+        }
+        // Point-to-multipoint: the root's side, then a row per branch with the
+        // root's parties it carries.
         calls.add_row(vec![
             c.id.to_string(),
             c.called.clone(),
             c.qos.clone(),
-            format!("{} in {} out {}", name(c.a.0), label(c.a.1), label(c.a.2)),
-            format!("{} in {} out {}", name(c.b.0), label(c.b.1), label(c.b.2)),
-            if c.active { "active" } else { "setting up" }.to_string(),
+            format!("{} in {} (root)", name(c.a.0), label(c.a.1)),
+            format!("{} branches", c.branches.len()),
+            state,
         ]);
+        for b in &c.branches {
+            let parties: Vec<String> = b.parties.iter().map(u16::to_string).collect();
+            calls.add_row(vec![
+                String::new(),
+                String::new(),
+                String::new(),
+                String::new(),
+                format!(
+                    "{} in {} out {} parties {}",
+                    name(b.port),
+                    b.vci_in,
+                    label(b.vci_out),
+                    parties.join(",")
+                ),
+                if b.connected { "branch" } else { "setting up" }.to_string(),
+            ]);
+        }
     }
     outln!("{}", crate::cli::table::render(&calls).trim_end());
     outln!("");
     outln!(
-        "(in/out: the VCI the switch receives on / sends with on that port; {} calls refused)",
+        "(in/out: the VCI the switch receives on / sends with on that port; a multicast's \
+         parties are the root's endpoint references; {} calls refused)",
         s.calls_refused
     );
 }

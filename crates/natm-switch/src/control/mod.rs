@@ -30,6 +30,9 @@
 //!    delivers what the network accepted before the caller hung up, instead of
 //!    flushing it under the RELEASE that overtakes it on the signalling VC.
 //!
+//! A point-to-multipoint SETUP (Q.2971) is a one-way multicast instead, whose
+//! branches ADD PARTY and DROP PARTY open, ride and end (`party`).
+//!
 //! Labels: as natm's hosts do, each receiver labels the simplex VC it receives on
 //! (the SETUP's connection identifier is the VCI the caller receives on, the
 //! CONNECT's the VCI the callee receives on); the switch labels what it receives.
@@ -55,6 +58,7 @@ use natm_proto::wire::qos::Qos;
 use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
 
 mod modify;
+mod party;
 mod stat;
 
 /// What a TPDU adds to its payload on the wire: its 32-octet header and the AAL5
@@ -75,7 +79,7 @@ pub const DEFAULT_DRAIN: Duration = Duration::from_secs(1);
 /// Each signalled VC's output queue, cells.
 const SVC_QUEUE_CELLS: u32 = 4096;
 
-pub use stat::{CallRow, LinkRow};
+pub use stat::{BranchRow, CallRow, LinkRow};
 
 /// Causes the switch clears calls with (Q.2931 table 4-10).
 mod cause {
@@ -283,6 +287,8 @@ pub struct Control {
     drains: Vec<Drain>,
     /// Transit calls with a modification forwarded and not yet answered.
     modifies: HashMap<u64, modify::Pending>,
+    /// Point-to-multipoint transit calls (`party`), by the same ids as `calls`.
+    multicasts: HashMap<u64, party::Multicast>,
 }
 
 impl Control {
@@ -299,6 +305,7 @@ impl Control {
             refused: 0,
             drains: Vec::new(),
             modifies: HashMap::new(),
+            multicasts: HashMap::new(),
         }
     }
 
@@ -404,9 +411,9 @@ impl Control {
         self.links.get(&port).is_some_and(|l| l.saal.is_up())
     }
 
-    /// Calls through the switch.
+    /// Calls through the switch (point-to-point and point-to-multipoint).
     pub fn call_count(&self) -> usize {
-        self.calls.len()
+        self.calls.len() + self.multicasts.len()
     }
 
     fn service(&mut self, sw: &mut Switch, port: PortId) {
@@ -430,7 +437,15 @@ impl Control {
     }
 
     fn on_event(&mut self, sw: &mut Switch, port: PortId, ev: SigEvent) {
+        let mp = match &ev {
+            SigEvent::Call(ce) => event_call(ce).and_then(|c| self.multicast_of(port, c)),
+            _ => None,
+        };
         match ev {
+            SigEvent::Call(ce) if mp.is_some() => {
+                let (id, root) = mp.expect("matched");
+                self.on_multicast_event(sw, port, id, root, ce)
+            }
             SigEvent::LinkUp | SigEvent::LinkDown { .. } => {}
             SigEvent::Call(CallEvent::Incoming { call, params }) => {
                 self.on_setup(sw, port, call, params)
@@ -447,10 +462,8 @@ impl Control {
                 self.on_modify_refused(port, call, cause)
             }
             SigEvent::Call(CallEvent::PartyAddRequested { call, party, .. }) => {
-                // Q.2971 ADD PARTY: the control plane sets up each leaf as a call of
-                // its own, so it refuses a further party on a call with cause 63
-                // (service or option not available); the data plane's branches
-                // (`Switch::add_branch`) are not driven by signalling.
+                // Q.2971 ADD PARTY on a point-to-point call (multicasts are `party`'s):
+                // cause 63, service or option not available.
                 let now = self.now;
                 if let Some(l) = self.links.get_mut(&port) {
                     let _ = l.saal.add_party_reject(now, call, party, net_cause(63));
@@ -572,6 +585,9 @@ impl Control {
     }
 
     fn on_setup(&mut self, sw: &mut Switch, a: PortId, call: CallId, params: CallParams) {
+        if params.multipoint {
+            return self.on_multipoint_setup(sw, a, call, params);
+        }
         let Some(b) = self.route(&params).filter(|&b| b != a) else {
             return self.refuse(a, call, cause::NO_ROUTE);
         };
@@ -894,6 +910,11 @@ impl Control {
         for id in ids {
             self.end_call(sw, id, net_cause(cause::TEMPORARY_FAILURE), false);
         }
+        let mut ids: Vec<u64> = self.multicasts.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.end_multicast_within(sw, id, net_cause(cause::TEMPORARY_FAILURE), false);
+        }
         for d in std::mem::take(&mut self.drains) {
             self.end_side(d);
         }
@@ -908,6 +929,26 @@ impl Control {
     }
 }
 
+/// The call an event of call control is about (`None`: a new call's SETUP).
+fn event_call(ev: &CallEvent) -> Option<CallId> {
+    match ev {
+        CallEvent::Incoming { .. } => None,
+        CallEvent::Proceeding { call }
+        | CallEvent::Connected { call, .. }
+        | CallEvent::Established { call }
+        | CallEvent::ModifyRequested { call, .. }
+        | CallEvent::Modified { call, .. }
+        | CallEvent::ModifyRefused { call, .. }
+        | CallEvent::PartyAddRequested { call, .. }
+        | CallEvent::PartyAdded { call, .. }
+        | CallEvent::PartyRejected { call, .. }
+        | CallEvent::PartyDropped { call, .. }
+        | CallEvent::Released { call, .. } => Some(*call),
+    }
+}
+
+#[cfg(test)]
+mod party_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! What `natm stat --switch` shows of the control plane: signalling links and the
 //! calls through the switch.
 
+use natm_proto::time::Instant;
+
 use super::{Control, PortRole};
 use crate::PortId;
 
@@ -36,8 +38,34 @@ pub struct CallRow {
     pub b: (u16, Option<u16>, Option<u16>),
     /// Connected (CONNECT ACKNOWLEDGE seen from the caller).
     pub active: bool,
-    /// Cells/s reserved forward (on b's output) and backward (on a's).
+    /// Cells/s reserved forward (on b's output; a point-to-multipoint call's, summed
+    /// over its branches) and backward (on a's).
     pub reserved_cells: (u64, u64),
+    /// A point-to-multipoint call's branches, oldest first (`b` is the oldest); empty
+    /// for a point-to-point call.
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub branches: Vec<BranchRow>,
+}
+
+/// One branch of a point-to-multipoint call: an output port's leg.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+pub struct BranchRow {
+    /// The output port.
+    pub port: u16,
+    /// The label the switch named in the branch's SETUP (held; nothing comes back
+    /// on it).
+    pub vci_in: u16,
+    /// The label the branch's far end receives on, which the data plane sends with
+    /// (`None` until connected).
+    pub vci_out: Option<u16>,
+    /// Whether the branch's call is connected and replicated to.
+    pub connected: bool,
+    /// The root's parties the branch carries (the root's endpoint references; 0 is
+    /// the SETUP's).
+    pub parties: Vec<u16>,
+    /// Cells/s reserved on the port's output.
+    pub reserved_cells: u64,
 }
 
 impl Control {
@@ -61,19 +89,26 @@ impl Control {
 
     /// The calls, oldest first.
     pub fn calls(&self) -> Vec<CallRow> {
-        let mut v: Vec<_> = self.calls.iter().collect();
-        v.sort_by_key(|(id, t)| (t.since, **id));
-        v.into_iter()
-            .map(|(id, t)| CallRow {
-                id: *id,
-                called: t.called.clone(),
-                qos: t.qos.clone(),
-                a: (t.a.port.0, t.a.vci_in, t.a.vci_out),
-                b: (t.b.port.0, t.b.vci_in, t.b.vci_out),
-                active: t.active,
-                reserved_cells: (t.fwd_cells, t.bwd_cells),
+        let mut v: Vec<(Instant, CallRow)> = self
+            .calls
+            .iter()
+            .map(|(id, t)| {
+                let row = CallRow {
+                    id: *id,
+                    called: t.called.clone(),
+                    qos: t.qos.clone(),
+                    a: (t.a.port.0, t.a.vci_in, t.a.vci_out),
+                    b: (t.b.port.0, t.b.vci_in, t.b.vci_out),
+                    active: t.active,
+                    reserved_cells: (t.fwd_cells, t.bwd_cells),
+                    branches: Vec::new(),
+                };
+                (t.since, row)
             })
-            .collect()
+            .chain(self.multicasts.iter().map(|(id, m)| (m.since, m.row(*id))))
+            .collect();
+        v.sort_by_key(|(since, row)| (*since, row.id));
+        v.into_iter().map(|(_, row)| row).collect()
     }
 
     /// Calls refused by this switch (no route, admission, VCIs, bad SETUP).
