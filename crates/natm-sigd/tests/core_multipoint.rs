@@ -538,3 +538,74 @@ fn a_leaf_sigd_offers_the_multipoint_setup_as_a_one_way_call() {
     let a = p.stat(Side::A);
     assert_eq!(a.free_out_bps, a.capacity_bps);
 }
+
+#[test]
+fn through_a_natm_switch_the_leaf_is_a_branch_and_its_departure_ends_the_call() {
+    let mut p = Pair::switched(None);
+    let b_app = p.app(Side::B);
+    p.bind(Side::B, b_app, "tv", QOS);
+    let a_app = p.app(Side::A);
+    let req = p.req();
+    p.send(
+        Side::A,
+        a_app,
+        Message::ConnectMultipoint {
+            req,
+            called: format!("{B_ADDR}:tv"),
+            qos: QOS.into(),
+            data: data(40_000),
+        },
+    );
+    let a_call = ack_of(&p.take(Side::A, a_app), req);
+    let b_call = match p.take(Side::B, b_app).as_slice() {
+        [Message::Incoming { call, .. }] => *call,
+        other => panic!("expected the branch's SETUP offered at B, got {other:?}"),
+    };
+    connected_of(&p.accept(Side::B, b_app, b_call), b_call);
+    let a_path = connected_of(&p.take(Side::A, a_app), a_call);
+    assert_eq!(a_path.keys, None);
+    let (a, b) = (p.stat(Side::A), p.stat(Side::B));
+    assert_eq!(a.capacity_bps - a.free_out_bps, 10_000_000);
+    assert_eq!(a.capacity_bps - a.free_in_bps, 0);
+    assert_eq!(b.capacity_bps - b.free_out_bps, 0);
+    // A second leaf on B rides the branch to B's port: the switch forwards the ADD
+    // PARTY, B's sigd refuses a second party on its call (63), and the root hears
+    // it; the call goes on.
+    let req = p.req();
+    p.send(
+        Side::A,
+        a_app,
+        Message::AddParty {
+            req,
+            call: a_call,
+            called: format!("{B_ADDR}:tv"),
+        },
+    );
+    let msgs = p.take(Side::A, a_app);
+    assert_eq!(ack_of(&msgs, req), 1);
+    assert!(
+        msgs.iter().any(|m| matches!(
+            m,
+            Message::PartyRejected {
+                party: 1,
+                cause: 63,
+                ..
+            }
+        )),
+        "{msgs:?}"
+    );
+    assert_eq!(released(&p, Side::A, a_app, a_call), None);
+    // The only leaf's application goes: its branch's release reaches the root as
+    // the call's end (no party is left), and the reservation comes back.
+    p.close(Side::B, b_app);
+    p.advance(Duration::from_millis(50));
+    let msgs = p.take(Side::A, a_app);
+    assert!(
+        msgs.iter()
+            .all(|m| !matches!(m, Message::PartyDropped { left: false, .. })),
+        "{msgs:?}"
+    );
+    released_of(&msgs, a_call);
+    let a = p.stat(Side::A);
+    assert_eq!(a.free_out_bps, a.capacity_bps);
+}
