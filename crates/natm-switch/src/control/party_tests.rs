@@ -854,3 +854,124 @@ fn a_stopping_switch_releases_every_branch_at_once_with_what_they_hold_flushed()
         assert_eq!(released(&n.take(h)), Some(41), "host {h}");
     }
 }
+
+/// A small deterministic generator for the random walk below (no new dependency).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+#[test]
+fn random_adds_drops_refusals_and_hang_ups_keep_reservations_and_branches_consistent() {
+    // What the walk reached, so that it is known to exercise the paths.
+    let (mut most_branches, mut most_parties, mut reopened) = (0, 0, 0);
+    for seed in 1..=12u64 {
+        let mut rng = Lcg(seed);
+        // Port 3's line takes one of this call's 10 Mbit/s branches, not two.
+        let mut n = Net::star(&[GBPS, GBPS, GBPS, 15_000_000]);
+        let (mut call, _) = n.open(1);
+        let mut open = true;
+        for step in 0..60 {
+            match rng.below(6) {
+                0 | 1 if open => {
+                    let eref = 1 + rng.below(12) as u16;
+                    let leaf = 1 + rng.below(3) as usize;
+                    let p = n.leaf(leaf);
+                    let _ = n.hosts[0].add_party(n.now, call, eref, &p);
+                }
+                2 if open => {
+                    let party = PartyRef {
+                        value: rng.below(13) as u16,
+                        ours: true,
+                    };
+                    let _ = n.hosts[0].drop_party(n.now, call, party, net_cause(16));
+                }
+                3 => {
+                    // A leaf hangs up one of its calls.
+                    let h = 1 + rng.below(3) as usize;
+                    let calls: Vec<CallId> = n.hosts[h].calls().calls().map(|(c, _)| c).collect();
+                    if let Some(c) = calls.first() {
+                        let _ = n.hosts[h].release(n.now, *c, net_cause(31));
+                    }
+                }
+                4 => {
+                    let h = 1 + rng.below(3) as usize;
+                    n.refuse[h] = [None, None, Some(21)][rng.below(3) as usize];
+                }
+                _ => {}
+            }
+            n.run(5 * MS);
+            if released(&n.take(0)).is_some() {
+                open = false;
+            }
+            let ctl = &n.nodes[0].ctl;
+            let rows = ctl.calls();
+            let links = ctl.links();
+            assert!(rows.len() <= 1, "seed {seed} step {step}");
+            for p in 1..4u16 {
+                let want: u64 = rows
+                    .iter()
+                    .flat_map(|r| r.branches.iter())
+                    .filter(|b| b.port == p)
+                    .map(|b| b.reserved_cells)
+                    .sum();
+                assert_eq!(
+                    links[usize::from(p)].reserved_cells,
+                    want,
+                    "seed {seed} step {step} port {p}: {rows:?}"
+                );
+                let line = n.nodes[0]
+                    .sw
+                    .port_config(PortId(p))
+                    .unwrap()
+                    .cells_per_sec();
+                assert!(links[usize::from(p)].reserved_cells <= line, "admitted");
+            }
+            assert_eq!(links[0].reserved_cells, 0);
+            let connected = rows
+                .iter()
+                .flat_map(|r| r.branches.iter())
+                .filter(|b| b.connected)
+                .count();
+            assert_eq!(
+                n.nodes[0].sw.stat().vcs.len(),
+                connected,
+                "seed {seed} step {step}"
+            );
+            for r in &rows {
+                most_branches = most_branches.max(r.branches.len());
+                most_parties = most_parties.max(r.branches.iter().map(|b| b.parties.len()).sum());
+                assert!(!r.branches.is_empty());
+                assert!(r.branches.iter().all(|b| !b.parties.is_empty()), "{r:?}");
+            }
+            if !open {
+                assert!(rows.is_empty(), "seed {seed} step {step}: {rows:?}");
+                n.refuse[1] = None;
+                reopened += 1;
+                let (c, _) = n.open(1);
+                call = c;
+                open = true;
+            }
+        }
+        n.hosts[0].release(n.now, call, net_cause(16)).unwrap();
+        n.run(10 * MS);
+        let ctl = &n.nodes[0].ctl;
+        assert_eq!(ctl.call_count(), 0, "seed {seed}");
+        assert!(ctl
+            .links()
+            .iter()
+            .all(|l| l.reserved_cells == 0 && l.calls == 0));
+        assert_eq!(n.nodes[0].sw.stat().vcs.len(), 0);
+    }
+    assert!(
+        most_branches == 3 && most_parties >= 5 && reopened >= 3,
+        "{most_branches} {most_parties} {reopened}"
+    );
+}
