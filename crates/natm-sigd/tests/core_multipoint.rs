@@ -109,7 +109,7 @@ impl Uni {
         let until = self.now + d;
         while self.now < until {
             self.settle();
-            self.now = self.now + Duration::from_millis(1);
+            self.now += Duration::from_millis(1);
             let now = self.now;
             self.root.core.handle_timeout(now);
             self.net.handle_timeout(now);
