@@ -65,6 +65,41 @@ fn message() -> impl Strategy<Value = Message> {
         u().prop_map(|req| Message::Stat { req }),
         (u(), u(), text()).prop_map(|(req, call, qos)| Message::Modify { req, call, qos }),
         (u(), text()).prop_map(|(call, qos)| Message::QosChanged { call, qos }),
+        (u(), text(), text(), endpoint()).prop_map(|(req, called, qos, data)| {
+            Message::ConnectMultipoint {
+                req,
+                called,
+                qos,
+                data,
+            }
+        }),
+        (u(), u(), text()).prop_map(|(req, call, called)| Message::AddParty { req, call, called }),
+        (u(), u(), any::<u16>(), any::<u8>()).prop_map(|(req, call, party, cause)| {
+            Message::DropParty {
+                req,
+                call,
+                party,
+                cause,
+            }
+        }),
+        (u(), any::<u16>()).prop_map(|(call, party)| Message::PartyAdded { call, party }),
+        (u(), any::<u16>(), any::<u8>(), text()).prop_map(|(call, party, cause, detail)| {
+            Message::PartyRejected {
+                call,
+                party,
+                cause,
+                detail,
+            }
+        }),
+        (u(), any::<u16>(), any::<u8>(), any::<bool>(), text()).prop_map(
+            |(call, party, cause, left, detail)| Message::PartyDropped {
+                call,
+                party,
+                cause,
+                left,
+                detail,
+            }
+        ),
         (u(), u()).prop_map(|(req, id)| Message::Ack { req, id }),
         (u(), any::<u8>(), text()).prop_map(|(req, cause, detail)| Message::Refused {
             req,

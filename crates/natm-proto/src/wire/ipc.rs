@@ -194,6 +194,48 @@ pub enum Message {
         /// QoS text naming the new transmit rate.
         qos: String,
     },
+    /// App → sigd: open a point-to-multipoint call (Q.2971) to its first leaf
+    /// `called`, sending with `qos`: as `Connect`, but the SETUP says
+    /// point-to-multipoint, only the forward direction is reserved, and further
+    /// leaves join with `AddParty`. Refused with cause 63 when the network cannot
+    /// replicate the call (a leaf of this host, or a call that would be sealed): the
+    /// application then reaches each leaf with a call of its own.
+    ConnectMultipoint {
+        /// The request tag.
+        req: u64,
+        /// The first leaf ("ATM address or name[:SAP]").
+        called: String,
+        /// QoS text (the sending direction is the forward one).
+        qos: String,
+        /// The root's data endpoint.
+        data: Endpoint,
+    },
+    /// App → sigd: add the leaf `called` to the application's active multipoint
+    /// call `call` (ADD PARTY). Answered with `Ack` (`id` = the party's endpoint
+    /// reference) then `PartyAdded` or `PartyRejected`; `Refused` with cause 63 when
+    /// the leaf is not reached through the call's first hop (open another
+    /// multipoint call for it).
+    AddParty {
+        /// The request tag.
+        req: u64,
+        /// The call.
+        call: u64,
+        /// The leaf ("ATM address or name[:SAP]").
+        called: String,
+    },
+    /// App → sigd: drop party `party` of the multipoint call `call` (DROP PARTY;
+    /// the last party releases the call). Answered with `Ack` (`id` = `party`) then
+    /// `PartyDropped`.
+    DropParty {
+        /// The request tag.
+        req: u64,
+        /// The call.
+        call: u64,
+        /// The party's endpoint reference.
+        party: u16,
+        /// UNI cause value; 16 for an orderly drop.
+        cause: u8,
+    },
     /// sigd → app: the request `req` was taken; `id` names the call or listener.
     Ack {
         /// The request tag.
@@ -259,6 +301,42 @@ pub enum Message {
         call: u64,
         /// The call's QoS text, this side's view.
         qos: String,
+    },
+    /// sigd → app: a leaf accepted its `AddParty` (ADD PARTY ACKNOWLEDGE): the
+    /// network sends it the call's data from now on.
+    PartyAdded {
+        /// The call.
+        call: u64,
+        /// The party's endpoint reference.
+        party: u16,
+    },
+    /// sigd → app: a leaf's `AddParty` failed (ADD PARTY REJECT, or no answer in
+    /// T399): the party is gone, the call and its other parties go on.
+    PartyRejected {
+        /// The call.
+        call: u64,
+        /// The party's endpoint reference.
+        party: u16,
+        /// UNI cause value.
+        cause: u8,
+        /// What happened, for a person.
+        detail: String,
+    },
+    /// sigd → app: a party is gone: dropped as the application asked (`left`
+    /// false), or it left by itself (`left` true: the leaf's application closed or
+    /// died, its host did, or the network dropped it). The call goes on while
+    /// parties remain.
+    PartyDropped {
+        /// The call.
+        call: u64,
+        /// The party's endpoint reference.
+        party: u16,
+        /// UNI cause value.
+        cause: u8,
+        /// Whether the leaf's side dropped it (on the wire one octet, 0 or 1).
+        left: bool,
+        /// What happened, for a person.
+        detail: String,
     },
     /// sigd → app: the answer to `Stat`, as JSON text.
     StatReply {
@@ -613,6 +691,9 @@ mod ty {
     pub(super) const RECLAIM: u8 = 0x0D;
     pub(super) const MODIFY: u8 = 0x0E;
     pub(super) const STAT_PAGE: u8 = 0x10;
+    pub(super) const CONNECT_MULTIPOINT: u8 = 0x11;
+    pub(super) const ADD_PARTY: u8 = 0x12;
+    pub(super) const DROP_PARTY: u8 = 0x13;
     pub(super) const ACK: u8 = 0x81;
     pub(super) const REFUSED: u8 = 0x82;
     pub(super) const CONNECTED: u8 = 0x83;
@@ -622,6 +703,9 @@ mod ty {
     pub(super) const ERROR: u8 = 0x87;
     pub(super) const ACCEPTED: u8 = 0x88;
     pub(super) const QOS_CHANGED: u8 = 0x89;
+    pub(super) const PARTY_ADDED: u8 = 0x8A;
+    pub(super) const PARTY_REJECTED: u8 = 0x8B;
+    pub(super) const PARTY_DROPPED: u8 = 0x8C;
 }
 
 struct Reader<'a> {
@@ -756,6 +840,12 @@ impl Message {
             Message::StatPage { .. } => ty::STAT_PAGE,
             Message::Modify { .. } => ty::MODIFY,
             Message::QosChanged { .. } => ty::QOS_CHANGED,
+            Message::ConnectMultipoint { .. } => ty::CONNECT_MULTIPOINT,
+            Message::AddParty { .. } => ty::ADD_PARTY,
+            Message::DropParty { .. } => ty::DROP_PARTY,
+            Message::PartyAdded { .. } => ty::PARTY_ADDED,
+            Message::PartyRejected { .. } => ty::PARTY_REJECTED,
+            Message::PartyDropped { .. } => ty::PARTY_DROPPED,
             Message::Accepted { .. } => ty::ACCEPTED,
             Message::Ack { .. } => ty::ACK,
             Message::Refused { .. } => ty::REFUSED,
@@ -781,6 +871,12 @@ impl Message {
         out.push(self.type_octet());
         match self {
             Message::Connect {
+                req,
+                called,
+                qos,
+                data,
+            }
+            | Message::ConnectMultipoint {
                 req,
                 called,
                 qos,
@@ -868,6 +964,50 @@ impl Message {
             Message::QosChanged { call, qos } => {
                 out.extend_from_slice(&call.to_be_bytes());
                 put_string(out, qos);
+            }
+            Message::AddParty { req, call, called } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                put_string(out, called);
+            }
+            Message::DropParty {
+                req,
+                call,
+                party,
+                cause,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                out.extend_from_slice(&party.to_be_bytes());
+                out.push(*cause);
+            }
+            Message::PartyAdded { call, party } => {
+                out.extend_from_slice(&call.to_be_bytes());
+                out.extend_from_slice(&party.to_be_bytes());
+            }
+            Message::PartyRejected {
+                call,
+                party,
+                cause,
+                detail,
+            } => {
+                out.extend_from_slice(&call.to_be_bytes());
+                out.extend_from_slice(&party.to_be_bytes());
+                out.push(*cause);
+                put_string(out, detail);
+            }
+            Message::PartyDropped {
+                call,
+                party,
+                cause,
+                left,
+                detail,
+            } => {
+                out.extend_from_slice(&call.to_be_bytes());
+                out.extend_from_slice(&party.to_be_bytes());
+                out.push(*cause);
+                out.push(u8::from(*left));
+                put_string(out, detail);
             }
             Message::Stat { req } => out.extend_from_slice(&req.to_be_bytes()),
             Message::StatPage { req, offset } => {
@@ -988,6 +1128,49 @@ impl Message {
             ty::QOS_CHANGED => Message::QosChanged {
                 call: r.u64("call")?,
                 qos: r.short_string("qos")?,
+            },
+            ty::CONNECT_MULTIPOINT => Message::ConnectMultipoint {
+                req: r.u64("req")?,
+                called: r.short_string("called")?,
+                qos: r.short_string("qos")?,
+                data: r.endpoint("data endpoint")?,
+            },
+            ty::ADD_PARTY => Message::AddParty {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                called: r.short_string("called")?,
+            },
+            ty::DROP_PARTY => Message::DropParty {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                party: r.u16("party")?,
+                cause: r.u8("cause")?,
+            },
+            ty::PARTY_ADDED => Message::PartyAdded {
+                call: r.u64("call")?,
+                party: r.u16("party")?,
+            },
+            ty::PARTY_REJECTED => Message::PartyRejected {
+                call: r.u64("call")?,
+                party: r.u16("party")?,
+                cause: r.u8("cause")?,
+                detail: r.short_string("detail")?,
+            },
+            ty::PARTY_DROPPED => Message::PartyDropped {
+                call: r.u64("call")?,
+                party: r.u16("party")?,
+                cause: r.u8("cause")?,
+                left: match r.u8("left")? {
+                    0 => false,
+                    1 => true,
+                    value => {
+                        return Err(IpcError::BadFlag {
+                            field: "left",
+                            value,
+                        })
+                    }
+                },
+                detail: r.short_string("detail")?,
             },
             ty::STAT_PAGE => Message::StatPage {
                 req: r.u64("req")?,
@@ -1310,6 +1493,74 @@ mod tests {
                 "{at}={v}"
             );
         }
+    }
+
+    #[test]
+    fn multipoint_messages_round_trip_and_a_bad_left_flag_is_refused() {
+        let ms = [
+            Message::ConnectMultipoint {
+                req: 1,
+                called: "+4420002:tv".into(),
+                qos: "guaranteed:pcr=4Mbps".into(),
+                data: ep("0.0.0.0:4000"),
+            },
+            Message::AddParty {
+                req: 2,
+                call: 7,
+                called: "+4420003:tv".into(),
+            },
+            Message::DropParty {
+                req: 3,
+                call: 7,
+                party: 0x7fff,
+                cause: 16,
+            },
+            Message::PartyAdded { call: 7, party: 1 },
+            Message::PartyRejected {
+                call: 7,
+                party: 2,
+                cause: 37,
+                detail: "no bandwidth".into(),
+            },
+            Message::PartyDropped {
+                call: 7,
+                party: 1,
+                cause: 31,
+                left: true,
+                detail: "the leaf left".into(),
+            },
+        ];
+        for m in ms {
+            let b = m.to_bytes();
+            assert_eq!(Message::decode(&b).unwrap(), Some((m.clone(), b.len())));
+            assert_eq!(m.is_request(), m.type_octet() < 0x80);
+        }
+        // DropParty: req, call, party (2 octets), cause.
+        let b = Message::DropParty {
+            req: 3,
+            call: 7,
+            party: 0x0102,
+            cause: 16,
+        }
+        .to_bytes();
+        assert_eq!(&b[4..6], &[2, 0x13]);
+        assert_eq!(&b[22..], &[1, 2, 16]);
+        let mut b = Message::PartyDropped {
+            call: 7,
+            party: 1,
+            cause: 16,
+            left: false,
+            detail: String::new(),
+        }
+        .to_bytes();
+        b[LEN_PREFIX + 2 + 8 + 2 + 1] = 2;
+        assert_eq!(
+            Message::decode(&b),
+            Err(IpcError::BadFlag {
+                field: "left",
+                value: 2
+            })
+        );
     }
 
     #[test]

@@ -145,7 +145,20 @@ impl Core {
                 called,
                 qos,
                 data,
-            } => self.connect(t, req, &called, &qos, data),
+            } => self.connect(t, req, &called, &qos, data, false),
+            Message::ConnectMultipoint {
+                req,
+                called,
+                qos,
+                data,
+            } => self.connect(t, req, &called, &qos, data, true),
+            Message::AddParty { req, call, called } => self.add_party(t, req, call, &called),
+            Message::DropParty {
+                req,
+                call,
+                party,
+                cause,
+            } => self.drop_party(t, req, call, party, cause),
             Message::Bind { req, sap, qos } => self.bind_sap(t, req, &sap, &qos, None),
             Message::BindAuto {
                 req,

@@ -15,6 +15,8 @@ impl Core {
     /// An application's Connect: limits, the called party, QoS, policy (cause 21),
     /// route (cause 3), then a local call (listener first, admission once at the
     /// caller) or a call to a peer sigd (admission here, again at the callee).
+    /// `multipoint`: the root of a point-to-multipoint call (`multipoint`), to a peer
+    /// only.
     pub(super) fn connect(
         &mut self,
         t: AppId,
@@ -22,6 +24,7 @@ impl Core {
         called: &str,
         qos_text: &str,
         data: SocketAddr,
+        multipoint: bool,
     ) {
         if self.calls.len() >= self.cfg.max_calls {
             return self.refuse(
@@ -78,6 +81,14 @@ impl Core {
             .primary()
             .map_or_else(|| "local".to_owned(), |a| a.to_string());
         match route {
+            Route::Local if multipoint => self.refuse(
+                t,
+                req,
+                cause::SERVICE_UNAVAILABLE,
+                format!(
+                    "{addr} is on this host: no network replicates a point-to-multipoint call to it; call the leaf on its own"
+                ),
+            ),
             Route::Local => {
                 //= seed 004 §2: "In the case where the connection is local, no
                 //= association record is required and each of the two sockets
@@ -158,7 +169,10 @@ impl Core {
                 );
                 self.offer(peer_id, listener);
             }
-            Route::Peer(link) => self.connect_peer(t, req, link, addr, sap, qos, local_addr, data),
+            Route::Peer(link) => {
+                let to = super::peers::Called { addr, sap };
+                self.connect_peer(t, req, link, to, qos, local_addr, data, multipoint)
+            }
         }
     }
 
@@ -437,6 +451,7 @@ impl Core {
         let Some(mut c) = self.calls.remove(&id) else {
             return;
         };
+        self.multipoint.remove(&id);
         self.free_call(&c);
         // A pre-authorised call the application has not heard of yet: it learns of
         // the call (and which socket it took) before it learns of its end.

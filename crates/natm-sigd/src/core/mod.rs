@@ -52,6 +52,7 @@ mod keys;
 mod link;
 mod listeners;
 mod modify;
+mod multipoint;
 mod peers;
 mod qos;
 mod ratelog;
@@ -85,6 +86,7 @@ pub(crate) mod cause {
     pub(crate) const RESOURCES: u8 = 47;
     pub(crate) const UNSUPPORTED_TRAFFIC: u8 = 73;
     pub(crate) const INVALID_CALL_REF: u8 = 81;
+    pub(crate) const INVALID_ENDPOINT_REF: u8 = 89;
     pub(crate) const SERVICE_UNAVAILABLE: u8 = 63;
     pub(crate) const INCOMPATIBLE_DESTINATION: u8 = 88;
     pub(crate) const INVALID_IE: u8 = 100;
@@ -333,6 +335,8 @@ pub struct Core {
     answers: ratelog::Window,
     /// Calls whose QoS change this sigd asked the network for (`modify`).
     modifies: HashMap<u64, modify::Pending>,
+    /// The point-to-multipoint calls this host is the root of, by call id.
+    multipoint: HashMap<u64, multipoint::MpCall>,
 }
 
 impl Core {
@@ -357,6 +361,7 @@ impl Core {
             ratelog: ratelog::RateLog::new(cfg.peers.log_per_s),
             answers: ratelog::Window::new(ANSWERS_PER_S),
             modifies: HashMap::new(),
+            multipoint: HashMap::new(),
             saal_cfg: peers::saal_config(&cfg),
             cfg,
             facts,
@@ -439,6 +444,7 @@ impl Core {
             }
         }
         self.release_unpaired(now);
+        self.party_timeouts(now);
         let mut due: Vec<u64> = self
             .calls
             .values()
@@ -490,6 +496,7 @@ impl Core {
             .chain(links)
             .chain(proceeding)
             .chain(unpaired)
+            .chain(self.party_deadline())
             .chain(self.next_expiry())
             .chain(self.idle_deadline())
             .min()

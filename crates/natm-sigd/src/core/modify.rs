@@ -395,7 +395,7 @@ impl Core {
         }
     }
 
-    fn call_on(&self, link: SocketAddr, cid: CallId) -> Option<u64> {
+    pub(super) fn call_on(&self, link: SocketAddr, cid: CallId) -> Option<u64> {
         self.peers.get(&link)?.calls.get(&cid).copied()
     }
 

@@ -436,12 +436,13 @@ impl Core {
         t: AppId,
         req: u64,
         link: SocketAddr,
-        addr: AtmAddr,
-        sap: &str,
+        to: Called<'_>,
         qos: Qos,
         local_addr: String,
         data: SocketAddr,
+        multipoint: bool,
     ) {
+        let Called { addr, sap } = to;
         let Some(called) = link::party(&addr) else {
             return self.refuse(
                 t,
@@ -453,7 +454,18 @@ impl Core {
         let data = self.data_endpoint(data);
         // The caller's share of the call's TPDU keys (`keys`), before anything is
         // reserved.
-        let share = if keys::wanted(&qos, link.ip(), data) {
+        let sealed = keys::wanted(&qos, link.ip(), data);
+        if multipoint && sealed {
+            // One copy replicated by the network would need one key for every leaf;
+            // a sealed call has a key per pair of sigds (docs/SECURITY.md).
+            return self.refuse(
+                t,
+                req,
+                cause::SERVICE_UNAVAILABLE,
+                "the call would be sealed (encrypt=on, or the default across hosts) and the network cannot replicate a sealed call: call each leaf on its own, or ask for encrypt=off".into(),
+            );
+        }
+        let share = if sealed {
             let Some(s) = keys::share() else {
                 return self.refuse(
                     t,
@@ -466,7 +478,14 @@ impl Core {
         } else {
             None
         };
-        let (grant, qos) = match self.admit_qos(&qos) {
+        // A point-to-multipoint call is one-way: the forward direction alone is
+        // reserved, once for every leaf (the network replicates).
+        let admitted = if multipoint {
+            self.admit_one_way(&qos, true)
+        } else {
+            self.admit_qos(&qos)
+        };
+        let (grant, qos) = match admitted {
             Ok(g) => g,
             Err(r) => return self.refuse(t, req, r.cause, r.detail),
         };
@@ -497,7 +516,7 @@ impl Core {
             },
             // The VCI this side receives on (the backward VC).
             conn_id: Some(ConnectionId::exclusive(0, rx_vci)),
-            multipoint: false,
+            multipoint,
         };
         if let Some(sh) = &share {
             params.natm.set_key_share(sh.public());
@@ -532,7 +551,7 @@ impl Core {
             },
         );
         let now = self.now;
-        let Some(l) = self.link(link, true) else {
+        if self.link(link, true).is_none() {
             self.calls.remove(&id);
             self.res.release(&grant);
             return self.refuse(
@@ -541,6 +560,13 @@ impl Core {
                 cause::RESOURCES,
                 format!("{link} is not a configured peer"),
             );
+        }
+        if multipoint {
+            self.multipoint
+                .insert(id, super::multipoint::MpCall::new(now, &addr, sap, &params));
+        }
+        let Some(l) = self.peers.get_mut(&link) else {
+            return;
         };
         l.pending.push((id, params));
         l.last_used = now;
@@ -684,9 +710,11 @@ impl Core {
                 self.on_modify_refused(link, call, cause.value.raw())
             }
             SigEvent::Call(CallEvent::PartyAddRequested { call, party, .. }) => {
-                // Q.2971 ADD PARTY towards a leaf: this daemon's leaves take each
-                // branch as a call of its own, so a further party on an existing call
-                // is refused with cause 63 (service or option not available).
+                // Q.2971 ADD PARTY towards a leaf host: the call's data reaches one
+                // data endpoint here (its first party's application), so a second
+                // party on the same call — a second leaf on this host — is refused
+                // with cause 63 (service or option not available); the root calls
+                // it on its own (docs/ARCHITECTURE.md "Point-to-multipoint VCs").
                 debug!(%call, ?party, "add party refused");
                 let now = self.now;
                 if let Some(l) = self.peers.get_mut(&link) {
@@ -699,14 +727,18 @@ impl Core {
                 }
                 self.dirty.push(link);
             }
-            SigEvent::Call(
-                CallEvent::PartyAdded { call, .. }
-                | CallEvent::PartyRejected { call, .. }
-                | CallEvent::PartyDropped { call, .. },
-            ) => {
-                // Never asked for by this daemon.
-                debug!(%call, "unexpected party message");
+            SigEvent::Call(CallEvent::PartyAdded { call, party, .. }) => {
+                self.on_party_added(link, call, party)
             }
+            SigEvent::Call(CallEvent::PartyRejected { call, party, cause }) => {
+                self.on_party_rejected(link, call, party, cause.value.raw())
+            }
+            SigEvent::Call(CallEvent::PartyDropped {
+                call,
+                party,
+                cause,
+                by_peer,
+            }) => self.on_party_dropped(link, call, party, cause.value.raw(), by_peer),
             SigEvent::Call(CallEvent::Established { call }) => {
                 debug!(%call, "call established");
                 let id = self
@@ -872,7 +904,14 @@ impl Core {
         };
         // This side's view: what the caller receives, this side sends.
         let view = reverse(&qos);
-        let (grant, view) = match self.admit_qos(&view) {
+        // A leaf of a point-to-multipoint call only receives: its forward direction
+        // alone is reserved here.
+        let admitted = if params.multipoint {
+            self.admit_one_way(&view, false)
+        } else {
+            self.admit_qos(&view)
+        };
+        let (grant, view) = match admitted {
             Ok(g) => g,
             Err(r) => return refuse(self, r.cause, &r.detail),
         };
@@ -1043,6 +1082,9 @@ impl Core {
         c.state = CallState::Active;
         c.peer_data = Some(peer_data);
         c.tx_vci = tx_vci;
+        if let Some(mp) = self.multipoint.get_mut(&id) {
+            mp.first_connected();
+        }
         c.keys.agreed = agreed.clone();
         self.counters.calls_setup += 1;
         let (owner, rx_vci, cookie, granted_bps, qos) = (
@@ -1173,6 +1215,12 @@ impl Core {
             path: DataPath { resume, ..path },
         })
     }
+}
+
+/// Whom an application's call goes to: the address and the SAP.
+pub(super) struct Called<'a> {
+    pub(super) addr: AtmAddr,
+    pub(super) sap: &'a str,
 }
 
 /// What a peer's claim of a calling number is worth.

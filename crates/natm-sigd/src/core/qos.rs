@@ -85,6 +85,29 @@ impl Core {
         let granted = granted_qos(q, grant.out_bps, grant.in_bps, capacity);
         Ok((grant, granted))
     }
+
+    /// Reserve one direction of `q` only (`tx`: the one this side sends): a
+    /// point-to-multipoint call's forward direction, at its root or at a leaf. The
+    /// other direction's QoS text stays as asked, unreserved.
+    pub(super) fn admit_one_way(&mut self, q: &Qos, tx: bool) -> Result<(Grant, Qos), Refusal> {
+        let capacity = self.res.capacity_bps();
+        let d = demand(q, tx, capacity);
+        let none = Demand {
+            tpdu_size: d.tpdu_size,
+            ..Demand::default()
+        };
+        let (out, inn) = if tx { (d, none) } else { (none, d) };
+        let grant = self
+            .res
+            .admit(&out, &inn)
+            .inspect_err(|_| self.counters.admission_refusals += 1)?;
+        let (out_bps, in_bps) = if tx {
+            (grant.out_bps, demand(q, false, capacity).target_bps)
+        } else {
+            (demand(q, true, capacity).target_bps, grant.in_bps)
+        };
+        Ok((grant, granted_qos(q, out_bps, in_bps, capacity)))
+    }
 }
 
 #[cfg(test)]
