@@ -12,6 +12,22 @@ use crate::config::CallDirection;
 use crate::directory::Route;
 
 impl Core {
+    /// Whether this host's policy refuses outgoing calls to `addr`; if so the
+    /// application's request `req` is refused with cause 21 (call rejected).
+    pub(super) fn refused_by_policy(&mut self, t: AppId, req: u64, addr: &AtmAddr) -> bool {
+        if self.cfg.policy_allows(addr, CallDirection::Outgoing) {
+            return false;
+        }
+        self.counters.policy_rejections += 1;
+        self.refuse(
+            t,
+            req,
+            cause::CALL_REJECTED,
+            format!("calls to {addr} are rejected by this host's sigd policy"),
+        );
+        true
+    }
+
     /// An application's Connect: limits, the called party, QoS, policy (cause 21),
     /// route (cause 3), then a local call (listener first, admission once at the
     /// caller) or a call to a peer sigd (admission here, again at the callee).
@@ -54,14 +70,8 @@ impl Core {
             self.counters.access_refusals += 1;
             return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
         }
-        if !self.cfg.policy_allows(&addr, CallDirection::Outgoing) {
-            self.counters.policy_rejections += 1;
-            return self.refuse(
-                t,
-                req,
-                cause::CALL_REJECTED,
-                format!("calls to {addr} are rejected by this host's sigd policy"),
-            );
+        if self.refused_by_policy(t, req, &addr) {
+            return;
         }
         let route = match self.dir.route(&addr) {
             Some(r) => r,

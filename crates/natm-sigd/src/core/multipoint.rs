@@ -18,7 +18,6 @@ use natm_proto::wire::ipc::clip;
 
 use super::link;
 use super::*;
-use crate::config::CallDirection;
 use crate::directory::Route;
 
 /// The root's record of one point-to-multipoint call.
@@ -108,14 +107,8 @@ impl Core {
                 format!("\"{sap}\" is not a SAP"),
             );
         }
-        if !self.cfg.policy_allows(&addr, CallDirection::Outgoing) {
-            self.counters.policy_rejections += 1;
-            return self.refuse(
-                t,
-                req,
-                cause::CALL_REJECTED,
-                format!("calls to {addr} are rejected by this host's sigd policy"),
-            );
+        if self.refused_by_policy(t, req, &addr) {
+            return;
         }
         match self.dir.route(&addr) {
             Some(Route::Peer(l)) if l == link => {}

@@ -879,12 +879,7 @@ impl Core {
             let why = format!("nobody listens on SAP \"{sap}\" at {called}");
             return refuse(self, cause::INCOMPATIBLE_DESTINATION, &why);
         };
-        let qos = params
-            .natm
-            .qos
-            .as_deref()
-            .and_then(|t| t.parse::<Qos>().ok())
-            .unwrap_or(params.qos);
+        let qos = params.offered_qos();
         // A bare AAL5 call has no handshake for a cookie to bind, and one from a
         // standard UNI user (through a switch) carries none: a local one stands in.
         let cookie = params

@@ -608,12 +608,7 @@ impl Control {
         {
             return self.refuse(a, call, cause::INVALID_IE);
         }
-        let qos = params
-            .natm
-            .qos
-            .as_deref()
-            .and_then(|t| t.parse::<Qos>().ok())
-            .unwrap_or(params.qos);
+        let qos = params.offered_qos();
         // A standard user's VCC carries bare AAL5 SDUs: natm's transport cannot run
         // end to end across it.
         if (!role_a.is_natm() || !role_b.is_natm()) && !qos.is_bare() {

@@ -254,12 +254,7 @@ impl Control {
         if role_a == PortRole::Host && a_data.is_none() {
             return self.refuse(a, call, cause::INVALID_IE);
         }
-        let qos = params
-            .natm
-            .qos
-            .as_deref()
-            .and_then(|t| t.parse::<Qos>().ok())
-            .unwrap_or(params.qos);
+        let qos = params.offered_qos();
         let cells = sw.port_config(a).map_or(0, |c| c.cells_per_sec());
         let fwd = self.contract(&qos, cells, true);
         let id = self.next_id;

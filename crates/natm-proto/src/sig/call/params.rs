@@ -242,6 +242,17 @@ fn natm_ie(natm: &NatmParams, qos: Option<&Qos>) -> Ie {
 }
 
 impl CallParams {
+    /// The QoS the call offers: the text in natm's private IE when it parses, else
+    /// [`CallParams::qos`] (a received SETUP's text has already moved there; a
+    /// standard UNI user's QoS comes from its traffic descriptor).
+    pub fn offered_qos(&self) -> Qos {
+        self.natm
+            .qos
+            .as_deref()
+            .and_then(|t| t.parse::<Qos>().ok())
+            .unwrap_or(self.qos)
+    }
+
     /// The IEs of a SETUP, in UNI 3.1 order (specs.md §4.5), natm's IE last (if
     /// `private_ie`).
     pub(crate) fn setup_ies(&self, msg: &mut Message, link_cells: u32, private_ie: bool) {
