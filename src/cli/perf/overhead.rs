@@ -460,7 +460,7 @@ fn message_datagrams(mode: Mode, size: usize, tpdu: usize, train: usize) -> Vec<
                 .map(|l| (HEADER_LEN + l + 8).div_ceil(48))
                 .sum();
             let mut out = vec![1 + train * CELL_LEN; cells / train];
-            if cells % train > 0 {
+            if !cells.is_multiple_of(train) {
                 out.push(1 + (cells % train) * CELL_LEN);
             }
             out
