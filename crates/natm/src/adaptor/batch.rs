@@ -464,6 +464,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_frame_whose_writer_fails_never_joins_the_batch() {
+        let mut b = SendBatch::new();
+        b.push(&[b"sealed!!"]).unwrap();
+        // A writer that gets halfway (a TPDU whose seal failed) and gives up.
+        let got = b.try_push_with(8, |out| {
+            out.copy_from_slice(b"CLEARTXT");
+            false
+        });
+        assert_eq!(got, Ok(false));
+        assert_eq!((b.len(), b.as_bytes()), (1, &b"sealed!!"[..]));
+        // The next frame takes the room the failed one was written into.
+        assert_eq!(
+            b.try_push_with(8, |out| {
+                out.copy_from_slice(b"sealed#2");
+                true
+            }),
+            Ok(true)
+        );
+        assert_eq!(b.as_bytes(), b"sealed!!sealed#2");
+        assert!(b.frames().all(|f| !f.starts_with(b"CLEAR")));
+    }
+
+    #[test]
     fn send_batch_keeps_the_gso_rule() {
         let mut b = SendBatch::new();
         assert_eq!(b.segment_size(), None);
