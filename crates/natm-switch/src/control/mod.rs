@@ -854,11 +854,17 @@ impl Control {
                 until: now + within,
                 outputs,
             };
-            if side.conns.is_empty() {
-                self.end_side(side);
-            } else {
-                self.drains.push(side);
-            }
+            self.drain_side(side);
+        }
+    }
+
+    /// Ends one side of an ended call once the VCs towards it have drained: at
+    /// once if none is left to drain.
+    fn drain_side(&mut self, side: Drain) {
+        if side.conns.is_empty() {
+            self.end_side(side);
+        } else {
+            self.drains.push(side);
         }
     }
 

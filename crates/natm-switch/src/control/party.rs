@@ -793,11 +793,7 @@ impl Control {
             until: now + within,
             outputs,
         };
-        if side.conns.is_empty() {
-            self.end_side(side);
-        } else {
-            self.drains.push(side);
-        }
+        self.drain_side(side);
     }
 
     /// Ends multicast `id`: every branch released (after draining, unless `drain`
