@@ -1,15 +1,26 @@
-//! Point-to-multipoint VCs (issue 19): a root adds leaves through sigd, each leaf on
-//! its own host (its own sigd on loopback); the root's engine replicates every
-//! message to every branch. A guaranteed VC to 3 leaves with one leaf killed
-//! mid-stream, a branch refused by admission, drop_sink, and best effort.
+//! Point-to-multipoint VCs (issue 19), each leaf on its own host (its own sigd on
+//! loopback).
+//!
+//! Through a `natm switch`: one point-to-multipoint call whose one VC the switch
+//! replicates to every leaf (ADD PARTY per leaf, a branch per port) — a guaranteed
+//! VC to 3 leaves with one leaf killed mid-stream, and a leaf added mid-stream that
+//! joins at a whole message.
+//!
+//! Between sigds peered directly (no switch): the first leaf's call is the
+//! point-to-multipoint call, the others are reached through other links, so each gets
+//! a call of its own and the root's engine replicates to it — a guaranteed VC to 3
+//! leaves with one killed, a branch refused by admission, drop_sink, best effort.
 
 mod sigd_support;
+mod switch_support;
 
+use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use natm::ulib::{Error, Host, LeafEvent, LeafId, Multipoint};
 use sigd_support::{free_port, ChildGuard, Sigd, LINK};
+use switch_support::SwitchProc;
 
 /// A root (+4420001) and one sigd per leaf (+44200(02+i)), the root routing each
 /// leaf's number to its sigd and each leaf routing the root's back. `links[i]` is
@@ -149,8 +160,13 @@ fn guaranteed_to_three_leaves(kill: bool) {
     let l1 = add(&mut m, &leaf_addr(1));
     let l2 = add(&mut m, &leaf_addr(2));
     assert_eq!(m.leaves().len(), 3);
-    assert_eq!(m.qos(), "guaranteed:pcr=4Mbps,rx:pcr=64kbps");
-    // Each branch is its own call, admitted on the root's link: three reservations.
+    assert_eq!(m.branch_qos(), "guaranteed:pcr=4Mbps,rx:pcr=64kbps");
+    // The first leaf is the point-to-multipoint call's party 0; the others are
+    // reached through other links (no switch joins them), each on a call of its own.
+    assert_eq!(m.replicated_by_network(LeafId(0)), Some(true));
+    assert_eq!(m.replicated_by_network(l1), Some(false));
+    assert_eq!(m.replicated_by_network(l2), Some(false));
+    // Three calls, each admitted on the root's link: three reservations.
     assert_eq!(
         root.stat()["calls"].as_array().unwrap().len(),
         3,
@@ -299,4 +315,211 @@ fn best_effort_drop_sink_ends_one_leaf_and_the_other_keeps_receiving() {
         "the kept leaf got nothing after the drop"
     );
     root.wait_no_calls();
+}
+
+/// One `natm switch` with a host port per host: the root h1 (+4420001) and leaves h2,
+/// h3, ... (+4420002, ...), every sigd routing everything to the switch.
+struct Switched {
+    sw: SwitchProc,
+    root: Sigd,
+    leaves: Vec<Sigd>,
+}
+
+fn switched(leaves: usize) -> Switched {
+    let hosts: Vec<SocketAddr> = (0..=leaves).map(|_| free_port()).collect();
+    let ports: Vec<SocketAddr> = (0..=leaves).map(|_| free_port()).collect();
+    let mut toml = String::new();
+    for (i, (h, p)) in hosts.iter().zip(&ports).enumerate() {
+        toml.push_str(&format!(
+            "[[port]]\nname = \"h{n}\"\nbind = \"{p}\"\npeer = \"{h}\"\nmode = \"frame\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"host\"\n[[route]]\nprefix = \"+44200{n:02}\"\nport = \"h{n}\"\n",
+            n = i + 1
+        ));
+    }
+    let sw = SwitchProc::start("multipoint", &toml);
+    let mut sigds: Vec<Sigd> = hosts
+        .iter()
+        .zip(&ports)
+        .enumerate()
+        .map(|(i, (h, p))| {
+            Sigd::start_at(
+                &format!(
+                    "addresses = [\"+44200{:02}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{p}\"\nswitch = true\n",
+                    i + 1
+                ),
+                *h,
+            )
+        })
+        .collect();
+    let root = sigds.remove(0);
+    let n = Switched {
+        sw,
+        root,
+        leaves: sigds,
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    loop {
+        let hosts_up = std::iter::once(&n.root)
+            .chain(&n.leaves)
+            .all(|s| s.stat()["peers"][0]["up"] == true);
+        let sw_up = n.sw.stat()["signalling"]
+            .as_array()
+            .is_some_and(|l| l.len() == leaves + 1 && l.iter().all(|r| r["up"] == true));
+        if hosts_up && sw_up {
+            return n;
+        }
+        assert!(
+            Instant::now() < until,
+            "links not up: {}\n{}",
+            n.sw.stat(),
+            n.sw.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the switch's stat file (rewritten every 50 ms) shows `n` branches of
+/// point-to-multipoint calls through it.
+fn await_branches(sw: &SwitchProc, n: usize) {
+    sw.stat_until(|s| {
+        s["calls"].as_array().map_or(0, |c| {
+            c.iter()
+                .map(|c| c["branches"].as_array().map_or(0, Vec::len))
+                .sum()
+        }) == n
+    });
+}
+
+/// A guaranteed 4 Mbit/s VC through a switch to two leaves in this process and one
+/// leaf process, killed a third of the way through the stream: the root sends each
+/// message once, the switch copies it to each leaf's port, and the leaves that stay
+/// get every message at the reserved rate.
+#[test]
+fn guaranteed_through_a_switch_to_three_leaves_one_killed_mid_stream() {
+    const QOS: &str = "guaranteed:pcr=4Mbps,encrypt=off";
+    const MSGS: u32 = 400;
+    const LEN: usize = 4000;
+    let n = switched(3);
+    let (r0, t0) = leaf(n.leaves[0].host());
+    let (r1, t1) = leaf(n.leaves[1].host());
+    r0.recv().unwrap();
+    r1.recv().unwrap();
+    let mut killed = leaf_process(&n.leaves[2]);
+
+    let host = n.root.host();
+    let mut m = connect(&host, "+4420002:mc", QOS);
+    let l1 = add(&mut m, "+4420003:mc");
+    let l2 = add(&mut m, "+4420004:mc");
+    for l in [LeafId(0), l1, l2] {
+        assert_eq!(m.replicated_by_network(l), Some(true), "{l}");
+    }
+    // One call at the root, reserved once; three branches in the switch.
+    assert_eq!(n.root.stat()["calls"].as_array().unwrap().len(), 1);
+    await_branches(&n.sw, 3);
+
+    let start = Instant::now();
+    for k in 0..MSGS {
+        if k == MSGS / 3 {
+            killed.kill9();
+        }
+        assert!(m.send(&message(k, LEN)).unwrap() >= 2);
+    }
+    let root_span = start.elapsed();
+    let until = Instant::now() + Duration::from_secs(15);
+    let left = loop {
+        if let Some(ev) = m
+            .events()
+            .into_iter()
+            .find(|e| matches!(e, LeafEvent::Left { .. }))
+        {
+            break ev;
+        }
+        assert!(
+            Instant::now() < until,
+            "the killed leaf was never reported: {}",
+            n.sw.stat()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(
+        matches!(left, LeafEvent::Left { leaf, .. } if leaf == l2),
+        "{left:?}"
+    );
+    assert_eq!(
+        m.leaves().iter().map(|(l, _)| *l).collect::<Vec<_>>(),
+        vec![LeafId(0), l1]
+    );
+    await_branches(&n.sw, 2);
+    // The root sent one copy of the stream, whatever the number of leaves.
+    let vc = m.branch(LeafId(0)).unwrap();
+    vc.flush(Duration::from_secs(10)).unwrap();
+    let sent = vc.stats().tx;
+    assert_eq!(sent.bytes_sent, u64::from(MSGS) * LEN as u64, "{sent:?}");
+    m.close(Duration::from_secs(10)).unwrap();
+
+    let expect: Vec<Vec<u8>> = (0..MSGS).map(|k| message(k, LEN)).collect();
+    for (i, t) in [t0, t1].into_iter().enumerate() {
+        let (got, span) = t.join().unwrap();
+        assert_eq!(got.len(), expect.len(), "leaf {i}: {}", n.sw.stat());
+        assert!(
+            got == expect,
+            "leaf {i} received other bytes than were sent"
+        );
+        eprintln!(
+            "switch: leaf {i}: {} bytes in {:.3} s = {:.3} Mbit/s (reserved 4 Mbit/s)",
+            got.len() * LEN,
+            span.as_secs_f64(),
+            mbps(got.len() * LEN, span)
+        );
+    }
+    eprintln!(
+        "switch: root: {} bytes of messages in {:.3} s = {:.3} Mbit/s; its one VC sent {} bytes in {} TPDUs for 3 leaves",
+        MSGS as usize * LEN,
+        root_span.as_secs_f64(),
+        mbps(MSGS as usize * LEN, root_span),
+        sent.bytes_sent,
+        sent.tpdus_sent
+    );
+    n.root.wait_no_calls();
+    for l in &n.leaves[..2] {
+        l.wait_no_calls();
+    }
+}
+
+/// A leaf added while the root sends takes the stream from the next whole message on,
+/// in order, to the end; the first leaf is not disturbed.
+#[test]
+fn a_leaf_added_through_a_switch_mid_stream_joins_at_a_whole_message() {
+    const QOS: &str = "guaranteed:pcr=2Mbps,encrypt=off";
+    const MSGS: u32 = 200;
+    const LEN: usize = 6000;
+    let n = switched(2);
+    let (r0, t0) = leaf(n.leaves[0].host());
+    let (r1, t1) = leaf(n.leaves[1].host());
+    r0.recv().unwrap();
+    r1.recv().unwrap();
+    let host = n.root.host();
+    let mut m = connect(&host, "+4420002:mc", QOS);
+    let mut l1 = None;
+    for k in 0..MSGS {
+        if k == MSGS / 2 {
+            l1 = Some(add(&mut m, "+4420003:mc"));
+        }
+        m.send(&message(k, LEN)).unwrap();
+    }
+    assert_eq!(m.replicated_by_network(l1.unwrap()), Some(true));
+    m.close(Duration::from_secs(10)).unwrap();
+    let (g0, _) = t0.join().unwrap();
+    assert_eq!(g0, (0..MSGS).map(|k| message(k, LEN)).collect::<Vec<_>>());
+    let (g1, _) = t1.join().unwrap();
+    let num = |m: &Vec<u8>| u32::from_be_bytes(m[..4].try_into().unwrap());
+    let first = num(g1.first().expect("the late leaf got nothing"));
+    // What the root's VC still held when the branch was added reaches the new leaf
+    // too; message 0 went long before.
+    assert!(first > 0, "the late leaf got the stream's first message");
+    assert_eq!(
+        g1,
+        (first..MSGS).map(|k| message(k, LEN)).collect::<Vec<_>>(),
+        "the late leaf's stream, from its first message to the end"
+    );
+    n.root.wait_no_calls();
 }

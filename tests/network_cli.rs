@@ -95,3 +95,45 @@ fn demo_switch_shows_three_classes_moving_data_and_cleans_up() {
         assert!(rate > 0.0, "{row}");
     }
 }
+
+#[test]
+fn perf_multipoint_sends_one_copy_when_the_switch_replicates_and_one_per_leaf_otherwise() {
+    let out = natm(&[
+        "perf",
+        "multipoint",
+        "--leaves",
+        "2",
+        "--rate",
+        "4Mbps",
+        "--seconds",
+        "1",
+        "--warmup",
+        "300ms",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["experiment"], "multipoint");
+    let cases = doc["cases"].as_array().expect("cases");
+    let names: Vec<&str> = cases.iter().filter_map(|c| c["case"].as_str()).collect();
+    assert_eq!(names, ["network", "own-calls", "point-to-point"]);
+    let run = |c: &Value| c["runs"][0].clone();
+    // Every leaf of every case got data.
+    for c in cases {
+        let r = run(c);
+        let rates = r["leaf_bps"].as_array().expect("leaf rates");
+        assert!(rates.iter().all(|b| b.as_f64().unwrap() > 0.0), "{c}");
+    }
+    // The switch replicated the network case's one VC to both leaves; the sealed
+    // calls were each a leaf's own; the root's bytes show it (one copy per byte a
+    // leaf got, against one per leaf).
+    let (net, own) = (run(&cases[0]), run(&cases[1]));
+    assert_eq!(net["replicated"], 2, "{net}");
+    assert_eq!(own["replicated"], 0, "{own}");
+    let per = |r: &Value| r["root_bytes_per_leaf_byte"].as_f64().unwrap();
+    assert!(per(&net) < 0.75 && per(&own) > 1.5, "{net} {own}");
+}

@@ -23,9 +23,10 @@ fn data_path() -> impl Strategy<Value = DataPath> {
         text(),
         text(),
         proptest::option::of(any::<([u8; 32], [u8; 32])>()),
+        any::<bool>(),
     )
         .prop_map(
-            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos, resume, keys)| DataPath {
+            |(peer, cookie, tx_vci, rx_vci, granted_bps, qos, resume, keys, multipoint)| DataPath {
                 peer,
                 cookie,
                 tx_vci,
@@ -34,6 +35,7 @@ fn data_path() -> impl Strategy<Value = DataPath> {
                 qos,
                 resume,
                 keys: keys.map(|(tx, rx)| natm_proto::wire::seal::PathKeys { tx, rx }),
+                multipoint,
             },
         )
 }

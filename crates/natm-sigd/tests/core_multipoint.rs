@@ -497,8 +497,11 @@ fn a_leaf_sigd_offers_the_multipoint_setup_as_a_one_way_call() {
         other => panic!("expected one Incoming, got {other:?}"),
     };
     let b_path = connected_of(&p.accept(Side::B, b_app, b_call), b_call);
-    connected_of(&p.take(Side::A, a_app), a_call);
+    let a_path = connected_of(&p.take(Side::A, a_app), a_call);
     assert_eq!(b_path.keys, None, "a multipoint call is in the clear");
+    // Both applications are told the call is point-to-multipoint: their VC is
+    // one-way.
+    assert!(a_path.multipoint && b_path.multipoint);
     // Each end reserves the forward direction only: the root sends, the leaf
     // receives.
     let (a, b) = (p.stat(Side::A), p.stat(Side::B));

@@ -116,6 +116,7 @@ impl FakeSigd {
                                     qos: "reliable".into(),
                                     resume: String::new(),
                                     keys: None,
+                                    multipoint: false,
                                 },
                             },
                         ],

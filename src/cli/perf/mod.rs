@@ -22,6 +22,7 @@ mod latency;
 mod livelock;
 #[cfg(feature = "quic")]
 mod loss;
+mod multipoint;
 mod natm;
 mod natm_sig;
 #[cfg(feature = "quic")]
@@ -121,6 +122,10 @@ pub(crate) enum PerfCmd {
     /// Issue 13 through real processes: fair shares through rr and fifo switch ports,
     /// a guaranteed VC through a flooded wrr port.
     Network(network::NetworkArgs),
+    /// A guaranteed point-to-multipoint VC through a switch process: each leaf's rate
+    /// with the switch replicating one VC, with a call per leaf, and beside a
+    /// point-to-point VC at the same rate.
+    Multipoint(multipoint::MultipointArgs),
     /// What `natm switch` processes do to traffic: policing, EPD/PPD goodput, and
     /// queues under cell-level against packet-level smoothing.
     Switchlab(switchlab::SwitchlabArgs),
@@ -307,6 +312,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::ScalePeer(a) => scale::peer(&a),
         PerfCmd::Switch(a) => drive(&a),
         PerfCmd::Network(a) => drive(&a),
+        PerfCmd::Multipoint(a) => drive(&a),
         PerfCmd::Switchlab(a) => drive(&a),
         PerfCmd::Overhead(a) => drive(&a),
         PerfCmd::Relay(a) => switch::relay(&a),

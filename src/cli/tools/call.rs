@@ -518,11 +518,18 @@ fn multipoint_root(
         names.insert(id.0, l.clone());
     }
     if !a.quiet {
+        let leaves = mp.leaves();
+        let by_network = leaves
+            .iter()
+            .filter(|(l, _)| mp.replicated_by_network(*l) == Some(true))
+            .count();
         eprintln!(
-            "natm call: multipoint root to {} leaves in {:.2} ms; each branch {}",
-            mp.leaves().len(),
+            "natm call: multipoint root to {} leaves in {:.2} ms: {by_network} on one VC the network replicates ({}), {} on calls of their own ({})",
+            leaves.len(),
             t0.elapsed().as_secs_f64() * 1e3,
-            mp.qos()
+            mp.qos(),
+            leaves.len() - by_network,
+            mp.branch_qos()
         );
     }
     let report = |mp: &mut natm::ulib::Multipoint,

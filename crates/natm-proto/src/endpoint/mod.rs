@@ -638,8 +638,19 @@ impl Connection {
             ..p.rx
         };
         let flow = flow::build(tx_cfg.flow, &tx_cfg);
-        let tx = TxHalf::connect(Psb::established_sender(tx_cfg, flow, now), p.tx_vci);
-        let rx = RxHalf::listen(Psb::established_receiver(rx_cfg), p.rx_vci);
+        let mut tx_psb = Psb::established_sender(tx_cfg, flow, now);
+        let mut rx_psb = Psb::established_receiver(rx_cfg);
+        // A point-to-multipoint call is one-way (Q.2971): its root (the caller)
+        // only sends, its leaves only receive.
+        if p.tx.one_way && p.rx.one_way {
+            if p.caller {
+                rx_psb.shut();
+            } else {
+                tx_psb.shut();
+            }
+        }
+        let tx = TxHalf::connect(tx_psb, p.tx_vci);
+        let rx = RxHalf::listen(rx_psb, p.rx_vci);
         Ok(Connection::new(
             route,
             Side::Signalled,

@@ -57,6 +57,15 @@ pub struct TransportConfig {
     /// probes the round trip with a SYNC (seed 003); `None`: never. At least
     /// [`TransportConfig::MIN_SYNC_INTERVAL`].
     pub sync_interval: Option<Duration>,
+    /// A point-to-multipoint VC (seed 000's multicast VCs, Q.2971): nothing travels
+    /// back from its receivers, so neither end waits for an answer. The sender sends
+    /// no SYNC, completes its close once the CLOSE is sent (no CLOSE-ACK can come) and
+    /// refuses in-band QoS changes; a receiver sends nothing (no SYNC-ECHO, CLOSE-ACK,
+    /// QOS-ACK or ABORT) and joins the stream where it finds it — a leaf added while
+    /// the root sends takes the first TPDU it sees as the start, and the first whole
+    /// message as its first. Only for VCs without acknowledgements (best effort,
+    /// guaranteed).
+    pub one_way: bool,
 }
 
 /// How long a leaky-bucket VC's send queue holds beyond its bucket, at the VC's rate,
@@ -122,6 +131,7 @@ impl TransportConfig {
             close_attempts: 6,
             max_timeouts: 10,
             sync_interval: Some(Self::DEFAULT_SYNC_INTERVAL),
+            one_way: false,
         }
     }
 
@@ -182,6 +192,9 @@ impl TransportConfig {
                 return Err(ConfigError::SyncInterval(i));
             }
         }
+        if self.one_way && self.acks() {
+            return Err(ConfigError::OneWayAcks);
+        }
         Ok(())
     }
 
@@ -230,6 +243,14 @@ pub enum ConfigError {
          drop {0}:none, or give that direction its own traffic, e.g. {0}:pcr=1Mbps"
     )]
     OneWay(&'static str),
+    /// A point-to-multipoint VC with acknowledgements: nothing comes back from its
+    /// receivers.
+    #[error(
+        "a point-to-multipoint VC carries no acknowledgements back: reliable service \
+         (error control) and feedback flow control cannot run on it; use best-effort or \
+         guaranteed"
+    )]
+    OneWayAcks,
 }
 
 impl TransportConfig {

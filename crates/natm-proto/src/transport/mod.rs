@@ -267,6 +267,12 @@ pub enum QosChangeError {
     /// This end receives; the sender changes the QoS.
     #[error("this end of the simplex VC only receives; the sender changes the QoS")]
     NotSender,
+    /// A point-to-multipoint VC: no receiver can answer a QOS TPDU.
+    #[error(
+        "a point-to-multipoint VC has no way back for its leaves' answers: its rate is \
+         the one reserved at setup"
+    )]
+    OneWay,
 }
 
 /// A `set_rate` outside what was agreed.

@@ -113,6 +113,7 @@ impl Psb {
             window: cfg.window,
             rcv_buf: cfg.rcv_buf,
             max_msg: cfg.max_msg,
+            join: cfg.one_way,
         };
         let mut psb = Psb::new(Role::Receiver, cfg, Box::new(crate::flow::NoFlow));
         psb.recv = Some(RecvHalf::new(lim, psb.cfg.isn));
@@ -165,7 +166,8 @@ impl Psb {
 
     fn new(role: Role, cfg: TransportConfig, flow: Box<dyn FlowController>) -> Psb {
         // seed 003: SYNCs for the VCs that have no ACKs to time.
-        let sync_interval = if role == Role::Sender && !cfg.acks() {
+        // A one-way VC's receivers cannot echo.
+        let sync_interval = if role == Role::Sender && !cfg.acks() && !cfg.one_way {
             cfg.sync_interval
         } else {
             None
@@ -231,6 +233,11 @@ impl Psb {
     }
 
     fn queue_ctrl(&mut self, header: Header, payload: Bytes, kind: TransmitKind) {
+        if self.cfg.one_way && self.role == Role::Receiver {
+            // A leaf of a point-to-multipoint VC has no way back to its root: what
+            // it would answer (SYNC-ECHO, CLOSE-ACK, QOS-ACK, ABORT) is not sent.
+            return;
+        }
         // Bounded: if the host stops polling, old ACKs go first (later ones repeat C).
         let cap = 2 * self.cfg.window as usize + 16;
         if self.ctrl.len() >= cap {
@@ -574,6 +581,7 @@ impl Psb {
             window: p.window,
             rcv_buf: self.cfg.rcv_buf.max(p.tpdu_size as usize),
             max_msg: p.max_msg,
+            join: self.cfg.one_way,
         };
         if let Some(r) = self.recv.as_mut() {
             if r.readable() == 0 && r.buffered() == 0 {
@@ -688,6 +696,13 @@ impl Psb {
             ..self.header(TpduType::Close)
         };
         self.queue_ctrl(h, Bytes::new(), TransmitKind::Control);
+        if self.cfg.one_way {
+            // No CLOSE-ACK can come back: the close is complete once the CLOSE goes
+            // (the network's RELEASE, which follows it, ends the leaves' VCs anyway).
+            self.state = State::Closed;
+            self.events.push_back(Event::Closed);
+            return;
+        }
         self.state = State::CloseSent {
             attempts: 1,
             deadline: now + self.rtt.rto(),
@@ -942,6 +957,19 @@ impl Psb {
         }
     }
 
+    /// The direction a point-to-multipoint VC does not carry (`TransportConfig::
+    /// one_way`): a leaf's sending VC and its root's receiving VC, which no switch
+    /// cross-connects. Finished from the start and silently — nothing is ever sent
+    /// on it; the sender's `send` finds it closed, the receiver's reader the end.
+    pub fn shut(&mut self) {
+        self.ctrl.clear();
+        self.state = State::Closed;
+        self.close_requested = true;
+        if self.role == Role::Receiver {
+            self.peer_closed = true;
+        }
+    }
+
     /// Signalling released the call normally (cause 16) from the peer's side, whose
     /// application releases only after every byte it sent was acknowledged: a
     /// receiver ends its stream here as if the peer's close had arrived (through a
@@ -1037,6 +1065,9 @@ impl Psb {
     pub fn set_qos(&mut self, now: Instant, bps: u64) -> Result<u32, QosChangeError> {
         if self.role != Role::Sender {
             return Err(QosChangeError::NotSender);
+        }
+        if self.cfg.one_way {
+            return Err(QosChangeError::OneWay);
         }
         if self.state != State::Established || self.close_requested {
             return Err(QosChangeError::NotEstablished);

@@ -20,6 +20,11 @@ pub(crate) struct RecvLimits {
     pub(crate) window: u32,
     pub(crate) rcv_buf: usize,
     pub(crate) max_msg: u64,
+    /// A leaf of a point-to-multipoint VC (`TransportConfig::one_way`), which may
+    /// be added while the root sends: the stream starts at the first TPDU that
+    /// arrives (the first whole message's head, with message semantics), not at the
+    /// initial sequence number. Only without error control.
+    pub(crate) join: bool,
 }
 
 #[derive(Debug)]
@@ -63,6 +68,8 @@ pub(crate) struct RecvHalf {
     msg_settled: bool,
     close_seq: Option<u64>,
     window_was_shut: bool,
+    /// Whether the stream's start was found (always, unless `RecvLimits::join`).
+    joined: bool,
 }
 
 impl RecvHalf {
@@ -81,12 +88,14 @@ impl RecvHalf {
             msg_settled: false,
             close_seq: None,
             window_was_shut: false,
+            joined: !lim.join || lim.error_control,
         }
     }
 
     pub(crate) fn set_limits(&mut self, lim: RecvLimits, isn: u32) {
         self.lim = lim;
         self.nxt = u64::from(isn);
+        self.joined = !lim.join || lim.error_control;
     }
 
     pub(crate) fn limits(&self) -> &RecvLimits {
@@ -133,7 +142,9 @@ impl RecvHalf {
     /// count are counted once, at the first CLOSE (a repeated one changes nothing).
     pub(crate) fn set_close(&mut self, wire_seq: u32, messages: u32, stats: &mut PsbStats) {
         let c = seq::expand(wire_seq, self.nxt);
-        if self.close_seq.is_none() && !self.lim.error_control {
+        // A leaf that joined nothing yet lost nothing: what went before it was
+        // never its stream.
+        if self.close_seq.is_none() && !self.lim.error_control && self.joined {
             if c > self.nxt {
                 stats.gaps += 1;
                 stats.tpdus_lost += c - self.nxt;
@@ -229,6 +240,11 @@ impl RecvHalf {
     pub(crate) fn on_data(&mut self, h: &Header, payload: Bytes, stats: &mut PsbStats) -> Taken {
         stats.tpdus_received += 1;
         let s = seq::expand(h.seq, self.nxt);
+        if !self.joined {
+            if let Some(dropped) = self.join_at(s, h, stats) {
+                return dropped;
+            }
+        }
         let taken = if self.lim.error_control {
             self.on_reliable(s, h, payload, stats)
         } else {
@@ -238,6 +254,22 @@ impl RecvHalf {
             self.window_was_shut = true;
         }
         taken
+    }
+
+    /// A leaf's first TPDUs (`RecvLimits::join`): the stream starts at `s`, and
+    /// with message semantics at the first message whose head arrives — the TPDUs of
+    /// a message already under way are dropped (`drop_headless`), not counted lost.
+    fn join_at(&mut self, s: u64, h: &Header, stats: &mut PsbStats) -> Option<Taken> {
+        self.nxt = s;
+        if self.lim.semantics == Semantics::Message && !h.flags.contains(Flags::FIRST) {
+            self.nxt = s + 1;
+            stats.drop_headless += 1;
+            return Some(Taken::Dropped);
+        }
+        self.joined = true;
+        self.msg_cur = Some(h.msg);
+        self.msg_settled = false;
+        None
     }
 
     fn on_reliable(&mut self, s: u64, h: &Header, payload: Bytes, stats: &mut PsbStats) -> Taken {

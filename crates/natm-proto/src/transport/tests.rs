@@ -12,6 +12,8 @@ use crate::flow::NoFlow;
 
 /// The flow controllers driven through real PSBs.
 mod flow;
+/// Point-to-multipoint (one-way) VCs.
+mod one_way;
 /// SYNC probes and in-band QoS changes.
 mod qos_sync;
 use crate::time::Instant;

@@ -375,11 +375,20 @@ pub struct DataPath {
     /// application (empty: the call does not survive its sigd).
     pub resume: String,
     /// The call's TPDU keys (issue 16), as this side uses them; `None`: the VCs carry
-    /// clear TPDUs. On the wire one octet, 0 or 1, and with 1 the sending key then the
-    /// receiving key (32 octets each). Only sigd sends them, over the host's own
-    /// stream socket; they never leave the host.
+    /// clear TPDUs. On the wire bit 0 of the flags octet, and when set the sending key
+    /// then the receiving key (32 octets each). Only sigd sends them, over the host's
+    /// own stream socket; they never leave the host.
     pub keys: Option<PathKeys>,
+    /// The call is point-to-multipoint (Q.2971, issue 19): this side is its root or a
+    /// leaf, and its VC is one-way — nothing the leaf sends reaches the root. On the
+    /// wire bit 1 of the flags octet.
+    pub multipoint: bool,
 }
+
+/// The flags octet of a [`DataPath`]: keys follow.
+const PATH_KEYS: u8 = 0x01;
+/// The flags octet of a [`DataPath`]: a point-to-multipoint call.
+const PATH_MULTIPOINT: u8 = 0x02;
 
 impl DataPath {
     fn put(&self, out: &mut Vec<u8>) {
@@ -390,43 +399,56 @@ impl DataPath {
         out.extend_from_slice(&self.granted_bps.to_be_bytes());
         put_string(out, &self.qos);
         put_string(out, &self.resume);
-        match &self.keys {
-            None => out.push(0),
-            Some(k) => {
-                out.push(1);
-                out.extend_from_slice(&k.tx);
-                out.extend_from_slice(&k.rx);
-            }
+        let mut flags = 0;
+        if self.keys.is_some() {
+            flags |= PATH_KEYS;
+        }
+        if self.multipoint {
+            flags |= PATH_MULTIPOINT;
+        }
+        out.push(flags);
+        if let Some(k) = &self.keys {
+            out.extend_from_slice(&k.tx);
+            out.extend_from_slice(&k.rx);
         }
     }
 
     fn take(r: &mut Reader<'_>) -> Result<DataPath, IpcError> {
+        let peer = r.endpoint("peer endpoint")?;
+        let cookie = r.u32("cookie")?;
+        let tx_vci = r.u16("tx vci")?;
+        let rx_vci = r.u16("rx vci")?;
+        let granted_bps = r.u64("granted rate")?;
+        let qos = r.short_string("qos")?;
+        let resume = r.short_string("resume ticket")?;
+        let flags = r.u8("path flags")?;
+        if flags & !(PATH_KEYS | PATH_MULTIPOINT) != 0 {
+            return Err(IpcError::BadFlag {
+                field: "path flags",
+                value: flags,
+            });
+        }
+        let keys = if flags & PATH_KEYS != 0 {
+            let mut k = PathKeys {
+                tx: [0; KEY_LEN],
+                rx: [0; KEY_LEN],
+            };
+            k.tx.copy_from_slice(r.take(KEY_LEN, "sending key")?);
+            k.rx.copy_from_slice(r.take(KEY_LEN, "receiving key")?);
+            Some(k)
+        } else {
+            None
+        };
         Ok(DataPath {
-            peer: r.endpoint("peer endpoint")?,
-            cookie: r.u32("cookie")?,
-            tx_vci: r.u16("tx vci")?,
-            rx_vci: r.u16("rx vci")?,
-            granted_bps: r.u64("granted rate")?,
-            qos: r.short_string("qos")?,
-            resume: r.short_string("resume ticket")?,
-            keys: match r.u8("keys present")? {
-                0 => None,
-                1 => {
-                    let mut k = PathKeys {
-                        tx: [0; KEY_LEN],
-                        rx: [0; KEY_LEN],
-                    };
-                    k.tx.copy_from_slice(r.take(KEY_LEN, "sending key")?);
-                    k.rx.copy_from_slice(r.take(KEY_LEN, "receiving key")?);
-                    Some(k)
-                }
-                value => {
-                    return Err(IpcError::BadFlag {
-                        field: "keys present",
-                        value,
-                    })
-                }
-            },
+            peer,
+            cookie,
+            tx_vci,
+            rx_vci,
+            granted_bps,
+            qos,
+            resume,
+            keys,
+            multipoint: flags & PATH_MULTIPOINT != 0,
         })
     }
 }
@@ -1353,6 +1375,7 @@ mod tests {
                 qos: "cbr".into(),
                 resume: "t".into(),
                 keys: None,
+                multipoint: false,
             },
         };
         let b = m.to_bytes();
@@ -1402,6 +1425,7 @@ mod tests {
                     qos: "reliable".into(),
                     resume: String::new(),
                     keys: None,
+                    multipoint: true,
                 },
             },
             Message::Reclaim {
@@ -1420,6 +1444,7 @@ mod tests {
                         tx: [1; 32],
                         rx: [2; 32],
                     }),
+                    multipoint: true,
                 },
             },
         ];

@@ -148,6 +148,7 @@ impl Core {
                         announce: None,
                         half_open: 0,
                         keys: Default::default(),
+                        multipoint: false,
                     },
                 );
                 self.tell(t, Message::Ack { req, id });
@@ -175,6 +176,7 @@ impl Core {
                         announce: None,
                         half_open: 0,
                         keys: Default::default(),
+                        multipoint: false,
                     },
                 );
                 self.offer(peer_id, listener);
@@ -420,6 +422,7 @@ impl Core {
                 qos: qos.to_string(),
                 resume: self.resume_ticket(call),
                 keys: agreed.clone(),
+                multipoint: false,
             },
         };
         let o = &self.calls[&other];
@@ -434,6 +437,7 @@ impl Core {
                 qos: o.qos.to_string(),
                 resume: self.resume_ticket(other),
                 keys: agreed.map(|k| k.reversed()),
+                multipoint: false,
             },
         };
         if let Some(o) = caller_owner {

@@ -212,6 +212,9 @@ struct Call {
     half_open: u64,
     /// The call's TPDU key exchange (`keys`).
     keys: keys::CallKeys,
+    /// A point-to-multipoint call (Q.2971): this host is its root or a leaf, and its
+    /// VC is one-way (`DataPath::multipoint`).
+    multipoint: bool,
 }
 
 #[derive(Debug)]

@@ -548,6 +548,7 @@ impl Core {
                     mine: share,
                     ..Default::default()
                 },
+                multipoint,
             },
         );
         let now = self.now;
@@ -975,6 +976,7 @@ impl Core {
                     offered: params.natm.key_share(),
                     ..Default::default()
                 },
+                multipoint: params.multipoint,
             },
         );
         if let Some(l) = self.peers.get_mut(&link) {
@@ -1082,12 +1084,13 @@ impl Core {
         }
         c.keys.agreed = agreed.clone();
         self.counters.calls_setup += 1;
-        let (owner, rx_vci, cookie, granted_bps, qos) = (
+        let (owner, rx_vci, cookie, granted_bps, qos, multipoint) = (
             c.owner,
             c.rx_vci,
             c.cookie,
             c.grant.out_bps,
             c.qos.to_string(),
+            c.multipoint,
         );
         let m = Message::Connected {
             call: id,
@@ -1100,6 +1103,7 @@ impl Core {
                 qos,
                 resume: self.resume_ticket(id),
                 keys: agreed,
+                multipoint,
             },
         };
         info!(call = id, %link, tx_vci, rx_vci, "call active");
@@ -1203,6 +1207,7 @@ impl Core {
             qos: c.qos.to_string(),
             resume: String::new(),
             keys: agreed,
+            multipoint: c.multipoint,
         };
         let resume = self.resume_ticket(call);
         Ok(Message::Connected {

@@ -390,6 +390,7 @@ impl Core {
                     agreed: path.keys.clone(),
                     ..Default::default()
                 },
+                multipoint: path.multipoint,
             },
         );
     }

@@ -657,6 +657,7 @@ impl Conn {
             QosChangeError::OutOfBounds(b) => Error::QosBounds(b),
             QosChangeError::Pending(rate) => Error::QosPending(rate),
             QosChangeError::NotEstablished | QosChangeError::NotSender => Error::Closed,
+            e @ QosChangeError::OneWay => Error::QosNotNegotiable(e.to_string()),
         })?;
         self.after(eng, Which::Tx, &mut tx, cv, now, usize::MAX);
         drop(tx);

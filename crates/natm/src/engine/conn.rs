@@ -976,7 +976,15 @@ impl Conn {
     /// administrator's, or a peer that does not wait) must not leave the reader
     /// waiting for a close a switch on the path can no longer carry. The sending VC
     /// finishes, or times out, by itself.
+    ///
+    /// What already waits on the data socket is read first: the RELEASE comes by
+    /// sigd's stream and the data by the socket, and nothing orders the two. A
+    /// point-to-multipoint leaf depends on it — no CLOSE-ACK holds its root's release
+    /// back, so the switch's last copies and its RELEASE reach this host together.
     pub(crate) fn peer_released(&self, eng: &Engine) {
+        let mut buf = eng.take_buffer();
+        self.read_now(eng, &mut buf);
+        eng.give_buffer(buf);
         let now = eng.clock.now();
         let (mut e, cv) = self.rx();
         if !e.finished() {

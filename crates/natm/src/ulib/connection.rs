@@ -646,6 +646,11 @@ pub struct Connection {
 }
 
 impl Connection {
+    /// The sigd session and call id behind a connection set up through sigd.
+    pub(super) fn sig_call(&self) -> Option<(Arc<Session>, u64)> {
+        self.sig.as_ref().map(|s| (s.session.clone(), s.call))
+    }
+
     pub(super) fn from_conn(eng: Arc<Engine>, conn: Arc<Conn>) -> Connection {
         Connection {
             eng,

@@ -446,6 +446,31 @@ impl Host {
         }
     }
 
+    /// Open a point-to-multipoint call through sigd (`ConnectMultipoint`) to its first
+    /// leaf `called`: the network replicates its one VC to every leaf. Returns the
+    /// connection (its VC, sending only) and the call's id for `AddParty`.
+    pub(crate) fn connect_multipoint_signalled(
+        &self,
+        called: &str,
+        qos: &str,
+    ) -> Result<(Connection, u64), Error> {
+        use crate::wire::ipc::Message;
+        let session = self.session()?;
+        let link = self.data_link()?;
+        let data = link.local_addr().map_err(Error::Io)?;
+        let req = session.send_request(|req| Message::ConnectMultipoint {
+            req,
+            called: called.to_owned(),
+            qos: qos.to_owned(),
+            data,
+        })?;
+        let call = session.answer(req)?;
+        // Before any party can be added: nothing said about one is lost.
+        session.watch_parties(call);
+        let conn = self.await_connected(&session, call, link, true)?;
+        Ok((conn, call))
+    }
+
     fn connect_signalled(&self, called: &str, qos: &str) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
         let session = self.session()?;
@@ -519,10 +544,17 @@ impl Host {
             granted_bps,
             qos,
             keys,
+            multipoint,
             ..
         } = path;
         let r = match self.resolve_qos(&qos) {
-            Ok(r) => r,
+            // A point-to-multipoint call's VC is one-way (Q.2971): its root only
+            // sends, its leaves only receive, and a leaf joins the stream where it
+            // finds it (`TransportConfig::one_way`).
+            Ok(mut r) => {
+                r.cfg.one_way = multipoint;
+                r
+            }
             Err(e) => {
                 session.notify(|req| Message::Release {
                     req,

@@ -85,6 +85,32 @@ pub(crate) enum CallEvent {
     Released { cause: u8, detail: String },
 }
 
+/// What sigd said about a party of a point-to-multipoint call this application is
+/// the root of (`AddParty`, `DropParty`, and leaves that left by themselves).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PartyNote {
+    /// ADD PARTY ACKNOWLEDGE: the network sends the leaf the call's data.
+    Added(u16),
+    /// ADD PARTY REJECT (or no answer in T399), with the cause and what happened.
+    Rejected(u16, u8, String),
+    /// The party is gone: dropped as asked (`left` false) or by its side.
+    Dropped {
+        party: u16,
+        cause: u8,
+        left: bool,
+        detail: String,
+    },
+}
+
+impl PartyNote {
+    fn party(&self) -> u16 {
+        match self {
+            PartyNote::Added(p) | PartyNote::Rejected(p, ..) => *p,
+            PartyNote::Dropped { party, .. } => *party,
+        }
+    }
+}
+
 /// An incoming call as sigd offered it.
 #[derive(Debug, Clone)]
 pub(crate) struct Offer {
@@ -143,7 +169,13 @@ struct State {
     /// Application threads parked (not reading), by what they wait for.
     parked: HashMap<Key, Vec<Thread>>,
     waiting: HashSet<u64>,
+    /// Requests whose `Ack` names no call or listener of this session (a party's
+    /// endpoint reference, a modified call): no slot is made for its id.
+    slotless: HashSet<u64>,
     answers: HashMap<u64, Message>,
+    /// What sigd said about the parties of each point-to-multipoint call this session
+    /// roots, oldest first, until the application reads it.
+    parties: HashMap<u64, VecDeque<PartyNote>>,
     /// Ids sigd assigned to this session (calls and listeners), each with what came
     /// for it; created when the `Ack` arrives, so nothing that follows it is lost.
     slots: HashMap<u64, Slot>,
@@ -537,6 +569,17 @@ impl Session {
     /// Send a request built around a fresh `req` tag; with `wait`, the caller will
     /// collect the answer with [`Session::answer`].
     fn send(&self, build: impl FnOnce(u64) -> Message, wait: bool) -> Result<u64, Error> {
+        self.send_as(build, wait, false)
+    }
+
+    /// [`Session::send`]; `slotless`: the answer's id names nothing to collect
+    /// events for (`State::slotless`).
+    fn send_as(
+        &self,
+        build: impl FnOnce(u64) -> Message,
+        wait: bool,
+        slotless: bool,
+    ) -> Result<u64, Error> {
         // Tag 0: nobody waits for the answer, and for releases sigd sends none.
         let req = if wait {
             self.next_req.fetch_add(1, Ordering::Relaxed)
@@ -551,6 +594,9 @@ impl Session {
             }
             if wait {
                 st.waiting.insert(req);
+                if slotless {
+                    st.slotless.insert(req);
+                }
             }
         }
         let bytes = m.to_bytes();
@@ -596,8 +642,73 @@ impl Session {
         let r = self.wait_for(Key::Req(req), Some(Instant::now() + ANSWER_TIMEOUT), |st| {
             st.answers.remove(&req).map(Ok)
         });
-        self.state.lock().waiting.remove(&req);
+        let mut st = self.state.lock();
+        st.waiting.remove(&req);
+        st.slotless.remove(&req);
         r
+    }
+
+    /// Collect what sigd says about the parties of `call`, a point-to-multipoint
+    /// call this session roots (before any party is added).
+    pub(crate) fn watch_parties(&self, call: u64) {
+        self.state.lock().parties.entry(call).or_default();
+    }
+
+    /// Ask sigd to add the leaf `called` to `call` (ADD PARTY): the party's endpoint
+    /// reference, or sigd's refusal (63: the network cannot reach that leaf on this
+    /// call).
+    pub(crate) fn add_party(&self, call: u64, called: &str) -> Result<u16, Error> {
+        let req = self.send_as(
+            |req| Message::AddParty {
+                req,
+                call,
+                called: called.to_owned(),
+            },
+            true,
+            true,
+        )?;
+        let id = self.answer(req)?;
+        u16::try_from(id).map_err(|_| Error::SigdGone)
+    }
+
+    /// Ask sigd to drop `party` of `call` (DROP PARTY, `cause`).
+    pub(crate) fn drop_party(&self, call: u64, party: u16, cause: u8) -> Result<(), Error> {
+        let req = self.send_as(
+            |req| Message::DropParty {
+                req,
+                call,
+                party,
+                cause,
+            },
+            true,
+            true,
+        )?;
+        self.answer(req).map(|_| ())
+    }
+
+    /// Wait up to `timeout` for what sigd says of `party` of `call` next.
+    pub(crate) fn party_note(
+        &self,
+        call: u64,
+        party: u16,
+        timeout: Duration,
+    ) -> Result<PartyNote, Error> {
+        self.wait_for(Key::Id(call), Some(Instant::now() + timeout), |st| {
+            let q = st.parties.get_mut(&call)?;
+            let i = q.iter().position(|n| n.party() == party)?;
+            q.remove(i).map(Ok)
+        })
+    }
+
+    /// What sigd said about the parties of `call` since the last call, without
+    /// waiting (a leaf that left by itself).
+    pub(crate) fn party_notes(&self, call: u64) -> Vec<PartyNote> {
+        self.state
+            .lock()
+            .parties
+            .get_mut(&call)
+            .map(|q| q.drain(..).collect())
+            .unwrap_or_default()
     }
 
     /// Ask sigd to change `call`'s sending rate through the network to `qos`'s
@@ -605,18 +716,23 @@ impl Session {
     /// hop reserved it (the VCs' bounds have followed, `QosChanged`), or sigd's
     /// refusal with its cause.
     pub(crate) fn modify(&self, call: u64, qos: &str, timeout: Duration) -> Result<(), Error> {
-        let req = self.send(
+        let req = self.send_as(
             |req| Message::Modify {
                 req,
                 call,
                 qos: qos.to_owned(),
             },
             true,
+            true,
         )?;
         let r = self.wait_for(Key::Req(req), Some(Instant::now() + timeout), |st| {
             st.answers.remove(&req).map(Ok)
         });
-        self.state.lock().waiting.remove(&req);
+        {
+            let mut st = self.state.lock();
+            st.waiting.remove(&req);
+            st.slotless.remove(&req);
+        }
         match r? {
             Message::Ack { .. } => Ok(()),
             Message::Refused { cause, detail, .. } => Err(Error::Refused { cause, detail }),
@@ -687,6 +803,7 @@ impl Session {
         {
             let mut st = self.state.lock();
             st.slots.remove(&id);
+            st.parties.remove(&id);
             st.live.remove(&id);
             st.paths.remove(&id);
             st.reported.remove(&id);
@@ -937,7 +1054,7 @@ impl Session {
         let mut st = self.state.lock();
         let key = match m {
             Message::Ack { req, id } if st.waiting.contains(&req) => {
-                if id != 0 {
+                if id != 0 && !st.slotless.remove(&req) {
                     st.slots.entry(id).or_default();
                 }
                 st.answers.insert(req, m);
@@ -946,6 +1063,7 @@ impl Session {
             Message::Refused { req, .. } | Message::StatReply { req, .. }
                 if st.waiting.contains(&req) =>
             {
+                st.slotless.remove(&req);
                 st.answers.insert(req, m);
                 Key::Req(req)
             }
@@ -1041,6 +1159,43 @@ impl Session {
                     return;
                 }
             },
+            Message::PartyAdded { call, party } => {
+                let Some(q) = st.parties.get_mut(&call) else {
+                    return;
+                };
+                q.push_back(PartyNote::Added(party));
+                Key::Id(call)
+            }
+            Message::PartyRejected {
+                call,
+                party,
+                cause,
+                detail,
+            } => {
+                let Some(q) = st.parties.get_mut(&call) else {
+                    return;
+                };
+                q.push_back(PartyNote::Rejected(party, cause, detail));
+                Key::Id(call)
+            }
+            Message::PartyDropped {
+                call,
+                party,
+                cause,
+                left,
+                detail,
+            } => {
+                let Some(q) = st.parties.get_mut(&call) else {
+                    return;
+                };
+                q.push_back(PartyNote::Dropped {
+                    party,
+                    cause,
+                    left,
+                    detail,
+                });
+                Key::Id(call)
+            }
             Message::Error { cause, detail } => {
                 st.gone = Some(format!("sigd closed the session: {detail} (cause {cause})"));
                 st.closed_by_sigd = Some((cause, detail));
