@@ -668,3 +668,28 @@ impl Experiment for super::LivelockArgs {
         crate::cli::plot::both(path, |p| figure(p, r))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_pinned_to_the_receiving_cpu_is_counted_in_its_run_time() {
+        let all = current_cpus().expect("sched_getaffinity");
+        let cpu = vec![all[0]];
+        let _pin = Pinned::to(&Some(cpu.clone())).expect("pin to one CPU");
+        let before = cpu_time_on(&cpu).expect("/proc/self/task is readable");
+        // CPU time, so however busy the machine is, these 20 ms were run on `cpu`. The
+        // kernel adds a running thread's time to schedstat at its ticks (every 4–10 ms),
+        // so the count may miss the last tick's worth, never the rest.
+        burn(Duration::from_millis(20));
+        let after = cpu_time_on(&cpu).expect("/proc/self/task is readable");
+        let counted = after.saturating_sub(before);
+        assert!(
+            counted >= 10_000_000,
+            "counted {counted} ns of a 20 ms burn on the pinned CPU"
+        );
+        // A CPU set no thread is pinned to exactly counts nothing.
+        assert_eq!(cpu_time_on(&[usize::MAX - 1]), Some(0));
+    }
+}
