@@ -129,6 +129,10 @@ pub(crate) struct Sample {
     /// Datagrams the kernel dropped at the receiving socket (`/proc/net/udp`), over
     /// the measured interval; `None` where that is not readable.
     pub(crate) kernel_drops: Option<u64>,
+    /// Share of the receiving host's CPUs its threads (driver and application) ran
+    /// over the measured interval, 0–1; `None` where the host is not pinned or
+    /// `/proc/self/task` is not readable.
+    pub(crate) rx_cpu: Option<f64>,
 }
 
 /// Spend `d` of this thread's CPU time (the application's processing of one message).
@@ -155,6 +159,44 @@ fn kernel_drops(port: u16) -> Option<u64> {
             .then(|| f.last()?.parse().ok())
             .flatten()
     })
+}
+
+/// CPU time, ns, that this process's threads allowed on exactly `cpus` (the
+/// receiving host's driver and application thread) have run, from
+/// `/proc/self/task/*/schedstat`. On a machine other processes load, the receiving
+/// host gets only part of its CPU, and a different part in each run: delivered per
+/// CPU-second it got is the shape Figure 8 is about, however busy the machine.
+fn cpu_time_on(cpus: &[usize]) -> Option<u64> {
+    use rustix::thread::CpuSet;
+    let mut total = 0u64;
+    for entry in std::fs::read_dir("/proc/self/task").ok()? {
+        let Ok(entry) = entry else { continue };
+        let Some(tid) = entry.file_name().to_str().and_then(|s| s.parse().ok()) else {
+            continue;
+        };
+        let Some(pid) = rustix::process::Pid::from_raw(tid) else {
+            continue;
+        };
+        // A thread that ended since the directory was read is simply not counted.
+        let Ok(set) = rustix::thread::sched_getaffinity(Some(pid)) else {
+            continue;
+        };
+        if !(0..CpuSet::MAX_CPU)
+            .filter(|&c| set.is_set(c))
+            .eq(cpus.iter().copied())
+        {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(entry.path().join("schedstat")) else {
+            continue;
+        };
+        total += text
+            .split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(total)
 }
 
 fn err(e: Error) -> anyhow::Error {
@@ -234,13 +276,13 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> anyhow::
             Ok(in_window)
         });
 
-        let measured =
-            Pinned::to(&place.rx).and_then(|_pin| receive(&server, cfg, from, until, port));
+        let measured = Pinned::to(&place.rx)
+            .and_then(|_pin| receive(&server, cfg, from, until, port, place.rx.as_deref()));
         stop.store(true, Ordering::Relaxed);
         let sent = sender
             .join()
             .unwrap_or_else(|_| Err(anyhow::anyhow!("sender thread panicked")));
-        let (bytes, before, after, kd) = measured?;
+        let (bytes, before, after, kd, rx_cpu) = measured?;
         let secs = cfg.time.as_secs_f64();
         Ok(Sample {
             offered_bps,
@@ -253,25 +295,31 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> anyhow::
             gaps: after.rx.gaps - before.rx.gaps,
             watermark_holds: after.watermark_holds - before.watermark_holds,
             kernel_drops: kd,
+            rx_cpu,
         })
     })
 }
 
+type Received = (u64, ConnStats, ConnStats, Option<u64>, Option<f64>);
+
 /// The receiving application: take messages, burn `work` on each, count the bytes
-/// delivered in [from, until); the counters at both ends of that interval.
+/// delivered in [from, until); the counters at both ends of that interval, and the
+/// share of `rx_cpus` (if pinned) the receiving host's threads ran meanwhile.
 fn receive(
     server: &Connection,
     cfg: &LivelockConfig,
     from: Instant,
     until: Instant,
     port: u16,
-) -> anyhow::Result<(u64, ConnStats, ConnStats, Option<u64>)> {
+    rx_cpus: Option<&[usize]>,
+) -> anyhow::Result<Received> {
     let mut bytes = 0u64;
-    let mut before: Option<(ConnStats, Option<u64>)> = None;
+    let mut before: Option<(ConnStats, Option<u64>, Option<u64>, Instant)> = None;
     loop {
         let now = Instant::now();
         if before.is_none() && now >= from {
-            before = Some((server.stats(), kernel_drops(port)));
+            let cpu = rx_cpus.and_then(cpu_time_on);
+            before = Some((server.stats(), kernel_drops(port), cpu, Instant::now()));
         }
         if now >= until {
             break;
@@ -290,9 +338,17 @@ fn receive(
     }
     let after = server.stats();
     let kd_after = kernel_drops(port);
-    let (before, kd_before) = before.unwrap_or_else(|| (after.clone(), kd_after));
+    let cpu_after = rx_cpus.and_then(cpu_time_on);
+    let end = Instant::now();
+    let (before, kd_before, cpu_before, start) =
+        before.unwrap_or_else(|| (after.clone(), kd_after, cpu_after, end));
     let kd = kd_after.zip(kd_before).map(|(a, b)| a.saturating_sub(b));
-    Ok((bytes, before, after, kd))
+    let wall = (end - start).as_nanos() as f64 * rx_cpus.map_or(1, <[usize]>::len) as f64;
+    let rx_cpu = cpu_after
+        .zip(cpu_before)
+        .filter(|_| wall > 0.0)
+        .map(|(a, b)| a.saturating_sub(b) as f64 / wall);
+    Ok((bytes, before, after, kd, rx_cpu))
 }
 
 /// Per-load, per-setting medians of the runs.
@@ -308,11 +364,19 @@ impl Row {
         super::stats::median(&v).unwrap_or(f64::NAN)
     }
 
+    /// Median of `f` over the runs where it is known; `None` if in none.
+    fn med_known(&self, f: impl Fn(&Sample) -> Option<f64>) -> Option<f64> {
+        let v: Vec<f64> = self.runs.iter().filter_map(f).collect();
+        super::stats::median(&v)
+    }
+
     /// The row as its document; `peak` is the highest delivered rate of its setting.
     fn result(&self, peak: f64) -> results::LivelockRow {
         let delivered = self.med(|s| s.delivered_bps);
         results::LivelockRow {
             delivered_bps: delivered,
+            delivered_per_cpu_bps: self
+                .med_known(|s| s.rx_cpu.filter(|&c| c > 0.0).map(|c| s.delivered_bps / c)),
             drop_rcv_buf: self.med(|s| s.drop_rcv_buf as f64),
             gaps: self.med(|s| s.gaps as f64),
             kernel_drops: self
@@ -337,8 +401,10 @@ impl Row {
                     sent_bps: s.sent_bps,
                     tpdus_received: s.tpdus_received,
                     watermark_holds: s.watermark_holds,
+                    rx_cpu: s.rx_cpu,
                 })
                 .collect(),
+            rx_cpu: self.med_known(|s| s.rx_cpu),
             samples: self.runs.len(),
             sent_bps: self.med(|s| s.sent_bps),
             tpdus_received: self.med(|s| s.tpdus_received as f64),
@@ -416,13 +482,23 @@ fn table(r: &results::Livelock) -> String {
             r.peak_bps.no_watermarks
         };
         let dropped = if on { "holds" } else { "rcv_buf" };
+        // Delivered per CPU-second the receiving host ran: its highest over loads.
+        let cpu_peak = r
+            .results
+            .iter()
+            .filter(|x| x.watermarks == on)
+            .filter_map(|x| x.delivered_per_cpu_bps)
+            .fold(0.0, f64::max);
         let mut t = table::new(
             [
                 "load ×C",
                 "offered",
                 "sent",
                 "delivered",
-                "% of peak",
+                "%peak",
+                "rx CPU",
+                "per CPU-s",
+                "%peak",
                 dropped,
                 "partial",
                 "kern.drop",
@@ -437,6 +513,12 @@ fn table(r: &results::Livelock) -> String {
                 mbps(x.sent_bps),
                 mbps(x.delivered_bps),
                 format!("{:.0}%", 100.0 * x.delivered_bps / peak),
+                x.rx_cpu
+                    .map_or("-".into(), |c| format!("{:.0}%", 100.0 * c)),
+                x.delivered_per_cpu_bps.map_or("-".into(), mbps),
+                x.delivered_per_cpu_bps
+                    .filter(|_| cpu_peak > 0.0)
+                    .map_or("-".into(), |v| format!("{:.0}%", 100.0 * v / cpu_peak)),
                 format!(
                     "{:.0}",
                     if on {
@@ -453,6 +535,9 @@ fn table(r: &results::Livelock) -> String {
     };
     format!(
         "{head}\nwatermarks ON, Mbit/s:\n{}watermarks OFF, Mbit/s:\n{}\
+         rx CPU: share of the receiving host's CPU(s) its driver and application ran; per \
+         CPU-s: delivered per second of that CPU, Mbit/s (and its % of peak): the shape \
+         whatever share other processes left. \
          holds: watermark holds; partial: messages discarded for a missing TPDU; rcv_buf: \
          TPDUs dropped after reading for want of receive buffer; kern.drop: datagrams the \
          kernel dropped at the receiving socket (never read). Counts are over the measured \
@@ -581,5 +666,30 @@ impl Experiment for super::LivelockArgs {
 
     fn figure(r: &Self::Result, (): &(), path: &std::path::Path) -> anyhow::Result<()> {
         crate::cli::plot::both(path, |p| figure(p, r))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_thread_pinned_to_the_receiving_cpu_is_counted_in_its_run_time() {
+        let all = current_cpus().expect("sched_getaffinity");
+        let cpu = vec![all[0]];
+        let _pin = Pinned::to(&Some(cpu.clone())).expect("pin to one CPU");
+        let before = cpu_time_on(&cpu).expect("/proc/self/task is readable");
+        // CPU time, so however busy the machine is, these 20 ms were run on `cpu`. The
+        // kernel adds a running thread's time to schedstat at its ticks (every 4–10 ms),
+        // so the count may miss the last tick's worth, never the rest.
+        burn(Duration::from_millis(20));
+        let after = cpu_time_on(&cpu).expect("/proc/self/task is readable");
+        let counted = after.saturating_sub(before);
+        assert!(
+            counted >= 10_000_000,
+            "counted {counted} ns of a 20 ms burn on the pinned CPU"
+        );
+        // A CPU set no thread is pinned to exactly counts nothing.
+        assert_eq!(cpu_time_on(&[usize::MAX - 1]), Some(0));
     }
 }

@@ -380,6 +380,10 @@ pub(crate) struct WatermarksOn {
 pub(crate) struct LivelockRow {
     #[serde(deserialize_with = "nan")]
     pub(crate) delivered_bps: f64,
+    /// Delivered per CPU-second the receiving host ran (delivered / `rx_cpu`), median
+    /// over runs; `None` where the receiving host was not pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) delivered_per_cpu_bps: Option<f64>,
     #[serde(deserialize_with = "nan")]
     pub(crate) drop_rcv_buf: f64,
     #[serde(deserialize_with = "nan")]
@@ -396,6 +400,9 @@ pub(crate) struct LivelockRow {
     #[serde(deserialize_with = "nan")]
     pub(crate) partial_messages_dropped: f64,
     pub(crate) per_run: Vec<LivelockRun>,
+    /// Share of the receiving host's CPUs its threads ran, 0–1, median over runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rx_cpu: Option<f64>,
     pub(crate) samples: usize,
     #[serde(deserialize_with = "nan")]
     pub(crate) sent_bps: f64,
@@ -418,6 +425,9 @@ pub(crate) struct LivelockRun {
     pub(crate) sent_bps: f64,
     pub(crate) tpdus_received: u64,
     pub(crate) watermark_holds: u64,
+    /// Share of the receiving host's CPUs its threads ran over the run, 0–1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) rx_cpu: Option<f64>,
 }
 
 // ---------------------------------------------------------------------------------
