@@ -11,10 +11,10 @@
 //!   reference.
 //!
 //! For each case: every leaf's delivered rate over the measured interval, against the
-//! reservation and against the point-to-point VC in the same run; what the root put
-//! on its link per byte a leaf received (1/leaves when the network replicates, 1 with
-//! calls of their own); and how long adding a leaf took. Measurements, not
-//! assertions.
+//! reservation and against the point-to-point VC in the same run; how many copies of
+//! the stream the root put on its link (its VCs' payload bytes over what a leaf
+//! received: 1 when the network replicates, one per leaf with calls of their own);
+//! and how long adding a leaf took. Measurements, not assertions.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -92,9 +92,9 @@ impl Case {
 pub(crate) struct RunResult {
     /// Each leaf's delivered payload rate, bit/s (one for point-to-point).
     pub(crate) leaf_bps: Vec<f64>,
-    /// Payload bytes the root sent on its VCs over the interval, per payload byte a
-    /// leaf received (the leaves' mean).
-    pub(crate) root_bytes_per_leaf_byte: f64,
+    /// Copies of the stream the root sent: payload bytes on its VCs over the whole
+    /// transfer, over the payload bytes a leaf received (the leaves' mean).
+    pub(crate) root_copies: f64,
     /// Milliseconds each leaf took to add (the first: the call's setup).
     pub(crate) add_ms: Vec<f64>,
     /// Leaves the network replicated to.
@@ -115,8 +115,8 @@ pub(crate) struct CaseResult {
     pub(crate) of_reserved: f64,
     /// `leaf_bps` over the point-to-point VC's, same runs.
     pub(crate) of_p2p: Option<f64>,
-    /// Median root bytes sent per byte a leaf got.
-    pub(crate) root_bytes_per_leaf_byte: f64,
+    /// Median copies of the stream the root sent.
+    pub(crate) root_copies: f64,
     /// Median time to add a leaf after the first, ms (the first's is the call's
     /// setup, reported apart).
     pub(crate) add_ms: Option<f64>,
@@ -291,7 +291,7 @@ fn run_case(a: &MultipointArgs, case: Case) -> anyhow::Result<RunResult> {
     let mean_leaf = total_leaf as f64 / wanted as f64;
     Ok(RunResult {
         leaf_bps,
-        root_bytes_per_leaf_byte: if mean_leaf > 0.0 {
+        root_copies: if mean_leaf > 0.0 {
             root_bytes / mean_leaf
         } else {
             f64::NAN
@@ -332,7 +332,7 @@ fn measure(a: &MultipointArgs, pb: &ProgressBar) -> anyhow::Result<MultipointRes
                 .iter()
                 .filter_map(|r| r.add_ms.first().copied())
                 .collect();
-            let ratio: Vec<f64> = runs.iter().map(|r| r.root_bytes_per_leaf_byte).collect();
+            let copies: Vec<f64> = runs.iter().map(|r| r.root_copies).collect();
             CaseResult {
                 case,
                 qos: case.qos(a.rate),
@@ -341,7 +341,7 @@ fn measure(a: &MultipointArgs, pb: &ProgressBar) -> anyhow::Result<MultipointRes
                 leaf_max_bps: all.iter().copied().fold(0.0, f64::max),
                 of_reserved: leaf / a.rate as f64,
                 of_p2p: p2p.map(|p| leaf / p),
-                root_bytes_per_leaf_byte: median(&ratio).unwrap_or(f64::NAN),
+                root_copies: median(&copies).unwrap_or(f64::NAN),
                 add_ms: median(&adds),
                 setup_ms: median(&setups).unwrap_or(f64::NAN),
                 runs,
@@ -380,12 +380,13 @@ impl Experiment for MultipointArgs {
         let mut t = table::new(
             [
                 "case",
-                "leaves (by network)",
-                "per leaf Mbit/s",
-                "[min–max]",
-                "× reserved",
+                "leaves",
+                "by net",
+                "Mbit/s/leaf",
+                "min–max",
+                "× resv",
                 "× p2p",
-                "root B / leaf B",
+                "root copies",
                 "setup ms",
                 "add ms",
             ],
@@ -396,12 +397,13 @@ impl Experiment for MultipointArgs {
             let by_net = c.runs.first().map_or(0, |x| x.replicated);
             t.add_row(vec![
                 c.case.name().to_owned(),
-                format!("{leaves} ({by_net})"),
+                leaves.to_string(),
+                by_net.to_string(),
                 mbps(c.leaf_bps),
                 format!("{}–{}", mbps(c.leaf_min_bps), mbps(c.leaf_max_bps)),
                 format!("{:.3}", c.of_reserved),
                 c.of_p2p.map_or("-".into(), |x| format!("{x:.3}")),
-                format!("{:.2}", c.root_bytes_per_leaf_byte),
+                format!("{:.2}", c.root_copies),
                 format!("{:.1}", c.setup_ms),
                 c.add_ms.map_or("-".into(), |x| format!("{x:.1}")),
             ]);
