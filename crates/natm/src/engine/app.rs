@@ -849,7 +849,13 @@ mod tests {
                 Some(area) => {
                     for (_, r) in batch.spans() {
                         let d = &area[r];
-                        feed(&mut end.half, now, Frame::Clear(&d[VC..]), false, Some(&area));
+                        feed(
+                            &mut end.half,
+                            now,
+                            Frame::Clear(&d[VC..]),
+                            false,
+                            Some(&area),
+                        );
                     }
                 }
                 None => {
@@ -872,7 +878,11 @@ mod tests {
         let (lends, declined) = areas.counts();
         assert_eq!(areas.lent(), budget, "every area is pinned by a held TPDU");
         assert_eq!(lends as usize, budget);
-        assert_eq!(declined as usize, frames.len() - 1 - budget, "the rest were copied");
+        assert_eq!(
+            declined as usize,
+            frames.len() - 1 - budget,
+            "the rest were copied"
+        );
 
         // The gap fills: every message arrives, in order, intact.
         take(&mut end, &frames[0]);
@@ -882,7 +892,11 @@ mod tests {
             got.push(c.data.to_vec());
         }
         assert_eq!(got, msgs[..frames.len()].to_vec());
-        assert_eq!(areas.lent(), 0, "every area came home once its TPDUs were read");
+        assert_eq!(
+            areas.lent(),
+            0,
+            "every area came home once its TPDUs were read"
+        );
         assert_eq!(home.len(), budget.min(MAX_FREE_AREAS));
     }
 }

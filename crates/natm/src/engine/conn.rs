@@ -52,6 +52,8 @@ pub(crate) struct End<H> {
     /// so a flush with nobody waiting costs no futex wake-up).
     waiters: u32,
     out_batch: SendBatch,
+    /// The frames of one send when the link gathers (`engine::gather`).
+    out_gather: super::gather::GatherBatch,
 }
 
 impl<H: Simplex> End<H> {
@@ -62,6 +64,7 @@ impl<H: Simplex> End<H> {
             waker: None,
             waiters: 0,
             out_batch: SendBatch::with_capacity(MAX_DATAGRAM),
+            out_gather: Default::default(),
         }
     }
 
@@ -459,7 +462,9 @@ impl Conn {
         // A clear receive of some size is lent, not copied (`engine::rx_areas`): its
         // payloads go on as slices of the area. A sealed TPDU is opened into an
         // allocation of its own anyway.
-        let area = if self.crypt.is_none() && super::rx_areas::received(batch) >= super::rx_areas::LEND_MIN {
+        let area = if self.crypt.is_none()
+            && super::rx_areas::received(batch) >= super::rx_areas::LEND_MIN
+        {
             let budget = lock(&self.rx).half.rcv_buf();
             self.areas.lend(&eng.rx_areas, batch, budget)
         } else {
@@ -825,6 +830,28 @@ impl Conn {
         } else {
             0
         };
+        // A clear TPDU on a frame-mode UDP link is gathered: its headers written,
+        // its payload sent from where the send queue holds it (`engine::gather`).
+        if !self.bare && self.crypt.is_none() && self.link.gathers() {
+            let mut run = std::mem::take(&mut end.out_gather);
+            while sent < max {
+                let Some(t) = end.half.poll_transmit(now) else {
+                    break;
+                };
+                let len = VC_HEADER_LEN + t.len();
+                if !run.fits(len) {
+                    self.send_gathered(&run, peer);
+                    run.clear();
+                }
+                run.push(&header, &t.header, t.payload);
+                sent += 1;
+            }
+            if !run.is_empty() {
+                self.send_gathered(&run, peer);
+                run.clear();
+            }
+            end.out_gather = run;
+        }
         while sent < max {
             let Some(t) = end.half.poll_transmit(now) else {
                 break;
@@ -882,6 +909,18 @@ impl Conn {
             }
         }
         sent
+    }
+
+    fn send_gathered(&self, run: &super::gather::GatherBatch, peer: Option<SocketAddr>) {
+        stages::record(Stage::TxStart, self.stage_key());
+        let r = self.link.send_gathered(run, peer);
+        stages::record(Stage::TxDone, self.stage_key());
+        let unsent = run.len() - r.map_or(0, |n| n.min(run.len()));
+        if unsent > 0 {
+            self.counters
+                .send_errors
+                .fetch_add(unsent as u64, Ordering::Relaxed);
+        }
     }
 
     fn send_batch(&self, batch: &SendBatch, peer: Option<SocketAddr>) {
@@ -1071,7 +1110,13 @@ pub(super) enum Frame<'a> {
 /// `recv` can hand a message of one TPDU to the application without a second copy
 /// either way; an opened frame's payload is that allocation already. On a bare VC
 /// (`bare`) the frame is the SDU, sliced or copied likewise.
-pub(super) fn feed<H: Simplex>(half: &mut H, now: Instant, frame: Frame<'_>, bare: bool, area: Option<&Bytes>) {
+pub(super) fn feed<H: Simplex>(
+    half: &mut H,
+    now: Instant,
+    frame: Frame<'_>,
+    bare: bool,
+    area: Option<&Bytes>,
+) {
     let own = |s: &[u8]| match area {
         Some(a) => a.slice_ref(s),
         None => Bytes::copy_from_slice(s),

@@ -13,6 +13,7 @@ mod app;
 mod conn;
 mod driver;
 mod events;
+mod gather;
 mod link;
 mod listener;
 mod oam;
