@@ -474,7 +474,7 @@ impl Conn {
             if let Some(w) = self.take_datagram(eng, d, Some(from), area) {
                 touched[w as usize] = true;
             }
-            if (n + 1) % FLUSH_EVERY == 0 {
+            if (n + 1).is_multiple_of(FLUSH_EVERY) {
                 self.flush_touched(eng, std::mem::take(touched));
             }
         };
