@@ -36,6 +36,7 @@
 //! | `MemQueue` | a mem port's receive queue | — |
 //! | `OamProbes` | a connection's OAM loopback probes waiting for answers | — |
 //! | `ConnGone` | `Conn::on_gone`, the task run when a connection is forgotten | — |
+//! | `RxAreas` | `Engine::rx_areas`, receive areas come home (a payload's last slice dropped, under whatever lock) | — |
 //!
 //! Hence: the driver takes the scheduler and then an end, so an application thread
 //! hands work to the scheduler ([`Engine::defer`](crate::engine)) only after dropping
@@ -86,6 +87,9 @@ pub(crate) enum Level {
     OamProbes,
     /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
     ConnGone,
+    /// The engine's free receive areas (`engine::rx_areas`): taken alone, under any
+    /// other lock (a payload slice's last reference may drop anywhere).
+    RxAreas,
 }
 
 #[cfg(debug_assertions)]

@@ -452,6 +452,87 @@ impl UdpPort {
         }
     }
 
+    /// Send `frames` datagrams, each gathered from its parts (e.g. the VC and TPDU
+    /// headers, then the payload where it lies), as GSO runs of `segment_size`
+    /// octets (every frame that long but the last, which may be shorter) with one
+    /// vectored `sendmsg` per run: the frames are never copied together in user
+    /// space; the kernel copies each once, as it copies a contiguous run. Same
+    /// fallbacks and return as [`UdpPort::send`].
+    pub fn send_gathered(
+        &self,
+        dst: Option<SocketAddr>,
+        frames: &[[&[u8]; 2]],
+        segment_size: usize,
+    ) -> io::Result<usize> {
+        use nix::sys::socket::{sendmsg, ControlMessage, MsgFlags, SockaddrStorage};
+        if segment_size == 0 || segment_size > usize::from(u16::MAX) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "segment size must be 1 to 65,535 octets",
+            ));
+        }
+        let addr = dst.map(SockaddrStorage::from);
+        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(2 * frames.len().min(64));
+        let mut sent = 0;
+        while sent < frames.len() {
+            let max = if segment_size <= self.gso_size_limit.load(Relaxed) {
+                self.max_gso_segments()
+                    .min(MAX_DATAGRAM / segment_size)
+                    .max(1)
+            } else {
+                1
+            };
+            let chunk = &frames[sent..frames.len().min(sent + max)];
+            iov.clear();
+            let mut bytes = 0;
+            for f in chunk {
+                for part in f.iter().filter(|p| !p.is_empty()) {
+                    bytes += part.len();
+                    iov.push(IoSlice::new(part));
+                }
+            }
+            let segments = chunk.len();
+            let gso = u16::try_from(segment_size).expect("checked above");
+            let cmsgs = [ControlMessage::UdpGsoSegments(&gso)];
+            let cmsgs: &[ControlMessage<'_>] = if segments > 1 { &cmsgs } else { &[] };
+            let result = sendmsg(
+                self.socket.as_raw_fd(),
+                &iov,
+                cmsgs,
+                MsgFlags::empty(),
+                addr.as_ref(),
+            )
+            .map_err(io::Error::from);
+            match result {
+                Ok(_) => {
+                    add(&self.counters.send_calls, 1);
+                    add(&self.counters.datagrams_sent, segments);
+                    add(&self.counters.bytes_sent, bytes);
+                    if segments > 1 {
+                        add(&self.counters.gso_batches, 1);
+                    }
+                    sent += segments;
+                }
+                Err(e) if segments > 1 && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
+                    // The same frames go again, one datagram at a time.
+                    self.gso.store(false, Relaxed);
+                    add(&self.counters.gso_fallbacks, 1);
+                }
+                Err(e) if segments > 1 && quinn_udp::is_msg_size_err(&e) => {
+                    self.gso_size_limit.fetch_min(segment_size - 1, Relaxed);
+                    add(&self.counters.gso_fallbacks, 1);
+                }
+                Err(e) => {
+                    if e.kind() != io::ErrorKind::WouldBlock {
+                        add(&self.counters.send_errors, 1);
+                    }
+                    return if sent > 0 { Ok(sent) } else { Err(e) };
+                }
+            }
+        }
+        Ok(sent)
+    }
+
     /// Send one datagram gathered from `parts` (VC header, TPDU header, payload) with
     /// one vectored `sendmsg`, without copying them together first. No GSO: quinn-udp
     /// takes one contiguous buffer per send.

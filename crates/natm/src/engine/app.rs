@@ -787,4 +787,117 @@ mod tests {
         );
         assert!(Conn::take_chunk(&mut end).expect("fine").is_none());
     }
+
+    /// A hostile (or merely lossy) peer sends a flood of small TPDUs out of order, each
+    /// in a receive of its own, so that the PSB holds one small payload from every
+    /// receive area: the areas lent to the connection never exceed its receive
+    /// buffer's worth, the rest are copied, every message still arrives intact once
+    /// the gap is filled, and every area comes home when the messages are consumed.
+    #[test]
+    fn a_flood_of_small_out_of_order_tpdus_pins_no_more_than_the_receive_buffer() {
+        use super::super::conn::{feed, Frame};
+        use super::super::rx_areas::{FreeAreas, RxAreas, MAX_FREE_AREAS};
+        use crate::adaptor::RecvBatch;
+        use natm_proto::wire::vcframe::HEADER_LEN as VC;
+
+        let now = Instant::ZERO;
+        let mut a = Connection::signalled(now, params(60, 61)).expect("valid");
+        let b = Connection::signalled(now, params(61, 60)).expect("valid");
+        let (_, _, _, rx) = b.into_parts();
+        let rcv_buf = rx.rcv_buf();
+        let mut end = End::new(rx);
+        // A first message from the real sender, as the template of a flood of small
+        // one-TPDU messages that follow it (a peer may send any of them; the PSB
+        // accepts what lies inside its window).
+        let first = vec![0xa5u8; 64];
+        a.send(&first, true).expect("room");
+        let mut tmpl = Vec::new();
+        a.poll_transmit(now, &mut tmpl).expect("the data");
+        let (h0, _) = Header::parse_bytes(&tmpl[VC..]).expect("a TPDU from the sender");
+        let mut msgs = vec![first];
+        let mut frames = vec![tmpl.clone()];
+        for i in 1..255u32 {
+            let m = vec![i as u8; 64 + (i % 7) as usize];
+            let h = Header {
+                seq: h0.seq.wrapping_add(i),
+                msg: h0.msg.wrapping_add(i),
+                ..h0
+            };
+            let mut f = tmpl[..VC].to_vec();
+            f.extend_from_slice(&h.to_bytes());
+            f.extend_from_slice(&m);
+            frames.push(f);
+            msgs.push(m);
+        }
+        let area_len = 65_536;
+        let budget = rcv_buf / area_len;
+        assert!(
+            frames.len() > budget + 16,
+            "the flood must outnumber the areas: {} frames, {budget} areas",
+            frames.len()
+        );
+
+        let home = FreeAreas::new();
+        let areas = RxAreas::default();
+        let mut batch: RecvBatch = RecvBatch::new(1, area_len);
+        let from: std::net::SocketAddr = ([127, 0, 0, 1], 7000).into();
+        // What `Conn::take_batch` does with each receive: lend its area if the budget
+        // allows, else copy.
+        let mut take = |end: &mut End<RxHalf>, frame: &[u8]| {
+            batch.clear();
+            assert!(batch.push(from, frame));
+            match areas.lend(&home, &mut batch, rcv_buf) {
+                Some(area) => {
+                    for (_, r) in batch.spans() {
+                        let d = &area[r];
+                        feed(
+                            &mut end.half,
+                            now,
+                            Frame::Clear(&d[VC..]),
+                            false,
+                            Some(&area),
+                        );
+                    }
+                }
+                None => {
+                    for (_, d) in batch.iter() {
+                        feed(&mut end.half, now, Frame::Clear(&d[VC..]), false, None);
+                    }
+                }
+            }
+        };
+        // Everything but the first TPDU: a gap the PSB must hold the rest behind.
+        for f in &frames[1..] {
+            take(&mut end, f);
+            assert!(
+                areas.lent() <= budget,
+                "{} areas of {area_len} octets pinned by a receive buffer of {rcv_buf}",
+                areas.lent()
+            );
+        }
+        assert_eq!(end.half.readable(), 0, "nothing deliverable behind the gap");
+        let (lends, declined) = areas.counts();
+        assert_eq!(areas.lent(), budget, "every area is pinned by a held TPDU");
+        assert_eq!(lends as usize, budget);
+        assert_eq!(
+            declined as usize,
+            frames.len() - 1 - budget,
+            "the rest were copied"
+        );
+
+        // The gap fills: every message arrives, in order, intact.
+        take(&mut end, &frames[0]);
+        let mut got = Vec::new();
+        while let Some(c) = Conn::take_chunk(&mut end).expect("fine") {
+            assert!(c.end_of_message);
+            got.push(c.data.to_vec());
+        }
+        assert_eq!(got, msgs[..frames.len()].to_vec());
+        assert_eq!(
+            areas.lent(),
+            0,
+            "every area came home once its TPDUs were read"
+        );
+        assert_eq!(home.len(), budget.min(MAX_FREE_AREAS));
+    }
 }

@@ -52,6 +52,8 @@ pub(crate) struct End<H> {
     /// so a flush with nobody waiting costs no futex wake-up).
     waiters: u32,
     out_batch: SendBatch,
+    /// The frames of one send when the link gathers (`engine::gather`).
+    out_gather: super::gather::GatherBatch,
 }
 
 impl<H: Simplex> End<H> {
@@ -62,6 +64,7 @@ impl<H: Simplex> End<H> {
             waker: None,
             waiters: 0,
             out_batch: SendBatch::with_capacity(MAX_DATAGRAM),
+            out_gather: Default::default(),
         }
     }
 
@@ -194,6 +197,8 @@ pub(crate) struct Conn {
     /// The call's TPDU keys: every TPDU either way is sealed (`wire::seal`); `None`:
     /// clear TPDUs, checked by the cookie alone.
     crypt: Option<Crypt>,
+    /// The receive areas lent to this connection (`engine::rx_areas`).
+    pub(crate) areas: super::rx_areas::RxAreas,
 }
 
 /// A task run when a connection is forgotten (see `Conn::on_gone`).
@@ -264,6 +269,7 @@ impl Conn {
             level,
             weight,
             counters: LinkCounters::default(),
+            areas: Default::default(),
             released: OnceLock::new(),
             events: super::events::EventQueue::new(),
             oam: Mutex::new(
@@ -452,13 +458,36 @@ impl Conn {
     /// Hand every datagram of a received batch to its PSB, flushing the touched ends
     /// every [`FLUSH_EVERY`] datagrams so that the first ACKs of a long burst are not
     /// held back.
-    fn take_batch(&self, eng: &Engine, batch: &RecvBatch, touched: &mut [bool; 2]) {
-        for (n, (from, d)) in batch.iter().enumerate() {
-            if let Some(w) = self.take_datagram(eng, d, Some(from)) {
+    fn take_batch(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
+        // A clear receive of some size is lent, not copied (`engine::rx_areas`): its
+        // payloads go on as slices of the area. A sealed TPDU is opened into an
+        // allocation of its own anyway.
+        let area = if self.crypt.is_none()
+            && super::rx_areas::received(batch) >= super::rx_areas::LEND_MIN
+        {
+            let budget = lock(&self.rx).half.rcv_buf();
+            self.areas.lend(&eng.rx_areas, batch, budget)
+        } else {
+            None
+        };
+        let mut take = |n: usize, from, d: &[u8], area: Option<&Bytes>| {
+            if let Some(w) = self.take_datagram(eng, d, Some(from), area) {
                 touched[w as usize] = true;
             }
-            if (n + 1) % FLUSH_EVERY == 0 {
+            if (n + 1).is_multiple_of(FLUSH_EVERY) {
                 self.flush_touched(eng, std::mem::take(touched));
+            }
+        };
+        match &area {
+            Some(a) => {
+                for (n, (from, r)) in batch.spans().enumerate() {
+                    take(n, from, &a[r], area.as_ref());
+                }
+            }
+            None => {
+                for (n, (from, d)) in batch.iter().enumerate() {
+                    take(n, from, d, None);
+                }
             }
         }
     }
@@ -575,7 +604,15 @@ impl Conn {
     /// Hand a datagram to its VC's half without sending anything yet; returns the end
     /// it touched. The VC is found by natm-proto's [`Route`]; the half checks the
     /// cookie (and counts a wrong one).
-    fn take_datagram(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Which> {
+    /// `d` is a slice of `area` when the receive was lent (its payload is sliced, not
+    /// copied).
+    fn take_datagram(
+        &self,
+        eng: &Engine,
+        d: &[u8],
+        from: Option<SocketAddr>,
+        area: Option<&Bytes>,
+    ) -> Option<Which> {
         stages::record(Stage::RxRead, self.stage_key());
         let Some(vci) = vc_of_on(d, self.vpi) else {
             if !self.take_oam(eng, d, from) {
@@ -597,12 +634,12 @@ impl Conn {
         let connected = match half {
             Half::Tx => {
                 let (mut end, _) = self.tx();
-                feed(&mut end.half, now, frame, bare);
+                feed(&mut end.half, now, frame, bare, area);
                 end.status().connected
             }
             Half::Rx => {
                 let (mut end, _) = self.rx();
-                feed(&mut end.half, now, frame, bare);
+                feed(&mut end.half, now, frame, bare, area);
                 if stages::COMPILED && end.half.readable() > 0 {
                     stages::record(Stage::Deliver, self.stage_key());
                 }
@@ -793,6 +830,28 @@ impl Conn {
         } else {
             0
         };
+        // A clear TPDU on a frame-mode UDP link is gathered: its headers written,
+        // its payload sent from where the send queue holds it (`engine::gather`).
+        if !self.bare && self.crypt.is_none() && self.link.gathers() {
+            let mut run = std::mem::take(&mut end.out_gather);
+            while sent < max {
+                let Some(t) = end.half.poll_transmit(now) else {
+                    break;
+                };
+                let len = VC_HEADER_LEN + t.len();
+                if !run.fits(len) {
+                    self.send_gathered(&run, peer);
+                    run.clear();
+                }
+                run.push(&header, &t.header, t.payload);
+                sent += 1;
+            }
+            if !run.is_empty() {
+                self.send_gathered(&run, peer);
+                run.clear();
+            }
+            end.out_gather = run;
+        }
         while sent < max {
             let Some(t) = end.half.poll_transmit(now) else {
                 break;
@@ -850,6 +909,18 @@ impl Conn {
             }
         }
         sent
+    }
+
+    fn send_gathered(&self, run: &super::gather::GatherBatch, peer: Option<SocketAddr>) {
+        stages::record(Stage::TxStart, self.stage_key());
+        let r = self.link.send_gathered(run, peer);
+        stages::record(Stage::TxDone, self.stage_key());
+        let unsent = run.len() - r.map_or(0, |n| n.min(run.len()));
+        if unsent > 0 {
+            self.counters
+                .send_errors
+                .fetch_add(unsent as u64, Ordering::Relaxed);
+        }
     }
 
     fn send_batch(&self, batch: &SendBatch, peer: Option<SocketAddr>) {
@@ -1036,23 +1107,34 @@ impl Conn {
 
 /// A frame for a half: clear, in the receive batch, or opened from a sealed one (its
 /// clear header, and its payload decrypted into an allocation of its own).
-enum Frame<'a> {
+pub(super) enum Frame<'a> {
     Clear(&'a [u8]),
     Opened([u8; crate::wire::tpdu::HEADER_LEN], Vec<u8>),
 }
 
-/// Hand one TPDU to a half. The payload is copied out of the receive batch once, on
-/// its own (offset 0 of a fresh allocation), so `recv` can hand a message of one TPDU
-/// to the application as that allocation without a second copy; an opened frame's
-/// payload is that allocation already. On a bare VC (`bare`) the frame is the SDU,
-/// copied likewise.
-fn feed<H: Simplex>(half: &mut H, now: Instant, frame: Frame<'_>, bare: bool) {
+/// Hand one TPDU to a half. The payload is a slice of the receive area when the
+/// receive was lent (`area`, which `frame` lies in; `engine::rx_areas`), else it is
+/// copied out of the receive batch on its own (offset 0 of a fresh allocation), so
+/// `recv` can hand a message of one TPDU to the application without a second copy
+/// either way; an opened frame's payload is that allocation already. On a bare VC
+/// (`bare`) the frame is the SDU, sliced or copied likewise.
+pub(super) fn feed<H: Simplex>(
+    half: &mut H,
+    now: Instant,
+    frame: Frame<'_>,
+    bare: bool,
+    area: Option<&Bytes>,
+) {
+    let own = |s: &[u8]| match area {
+        Some(a) => a.slice_ref(s),
+        None => Bytes::copy_from_slice(s),
+    };
     match frame {
-        Frame::Clear(tpdu) if bare => half.handle_frame(now, Bytes::copy_from_slice(tpdu)),
+        Frame::Clear(tpdu) if bare => half.handle_frame(now, own(tpdu)),
         Frame::Clear(tpdu) => match Header::parse_bytes(tpdu) {
-            Ok((h, payload)) => half.handle_tpdu(now, h, Bytes::copy_from_slice(payload)),
+            Ok((h, payload)) => half.handle_tpdu(now, h, own(payload)),
             // Malformed: the PSB counts it.
-            Err(_) => half.handle_frame(now, Bytes::copy_from_slice(tpdu)),
+            Err(_) => half.handle_frame(now, own(tpdu)),
         },
         Frame::Opened(head, payload) => match Header::parse_bytes(&head) {
             Ok((h, _)) if payload.is_empty() || h.ty.carries_payload() => {

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, Timespec};
 
+use super::gather::GatherBatch;
 use crate::adaptor::udp::GRO_SLOT_LEN;
 use crate::adaptor::{CellCodec, MemNetwork, MemPort, RecvBatch, SendBatch, UdpPort};
 
@@ -186,6 +187,38 @@ impl UdpLink {
         self.send_run(batch.as_bytes(), seg, batch.len(), to)
     }
 
+    /// Send a gathered run (one vectored GSO `sendmsg` per run, no copy into a
+    /// batch; frame mode only, see [`Link::gathers`]); returns how many went out,
+    /// waiting for room as [`UdpLink::send_batch`] does.
+    pub(crate) fn send_gathered(
+        &self,
+        batch: &GatherBatch,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        let frames: Vec<[&[u8]; 2]> = batch.frames().collect();
+        let seg = batch.segment_size();
+        let mut sent = 0;
+        let mut waited = false;
+        while sent < frames.len() {
+            match self.port.send_gathered(to, &frames[sent..], seg) {
+                Ok(n) if n > 0 => {
+                    sent += n;
+                    waited = false;
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if sent == 0 => return Err(e),
+                Err(_) => return Ok(sent),
+            }
+            if waited || !self.wait(PollFlags::OUT, SEND_WAIT)? {
+                break;
+            }
+            waited = true;
+        }
+        Ok(sent)
+    }
+
     /// Send `count` datagrams of `seg` octets (the last may be shorter) laid back to
     /// back in `bytes`; returns how many went out.
     #[inline]
@@ -337,6 +370,32 @@ impl Link {
         match self {
             Link::Udp(l) => l.send_batch(batch, to),
             Link::Mem(m) => m.send_batch(to, batch),
+        }
+    }
+
+    /// Whether the link sends gathered frames ([`Link::send_gathered`]): a UDP link in
+    /// frame mode. A cell link cuts frames into cells and a mem link copies them.
+    pub(crate) fn gathers(&self) -> bool {
+        matches!(self, Link::Udp(l) if l.cells.is_none())
+    }
+
+    /// Send a gathered run; on a link that cannot gather, the frames are copied
+    /// together and sent as a batch.
+    pub(crate) fn send_gathered(
+        &self,
+        batch: &GatherBatch,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        match self {
+            Link::Udp(l) if l.cells.is_none() => l.send_gathered(batch, to),
+            _ => {
+                let mut b = SendBatch::with_capacity(batch.len() * batch.segment_size());
+                for f in batch.frames() {
+                    b.push(&f)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+                }
+                self.send_batch(&b, to)
+            }
         }
     }
 

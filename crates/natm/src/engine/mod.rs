@@ -13,9 +13,11 @@ mod app;
 mod conn;
 mod driver;
 mod events;
+mod gather;
 mod link;
 mod listener;
 mod oam;
+mod rx_areas;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -218,6 +220,8 @@ pub(crate) struct Engine {
     driver_raised: AtomicBool,
     /// Receive batches of threads that read no longer (64 KiB each).
     buffers: Mutex<Vec<RecvBatch>>,
+    /// Receive areas that came home from the connections they were lent to.
+    pub(crate) rx_areas: Arc<rx_areas::FreeAreas>,
 }
 
 /// Receive batches kept for reuse; more concurrent readers allocate their own.
@@ -255,6 +259,7 @@ impl Engine {
             driver_tid: Mutex::new(Level::DriverTid, None),
             driver_raised: AtomicBool::new(false),
             buffers: Mutex::new(Level::Buffers, Vec::new()),
+            rx_areas: rx_areas::FreeAreas::new(),
         });
         let weak = Arc::downgrade(&eng);
         let cpus = eng.cfg.driver_cpus.clone();
