@@ -25,6 +25,9 @@ pub(crate) struct ThroughputConfig {
     pub(crate) warmup: Duration,
     /// Length of the measured interval, as the receiver sees it.
     pub(crate) time: Duration,
+    /// Messages the sender hands over per call ([`Endpoint::send_batch`]); 1: one
+    /// `send` per message.
+    pub(crate) batch: usize,
 }
 
 /// What one run measured.
@@ -67,8 +70,13 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<R
                 if stop.load(Ordering::Relaxed) || Instant::now() >= sender_deadline {
                     break Ok(sent);
                 }
-                match client.send(&msg) {
-                    Ok(()) => sent += msg.len() as u64,
+                let took = if cfg.batch > 1 {
+                    client.send_batch(&msg, cfg.batch)
+                } else {
+                    client.send(&msg).map(|()| 1)
+                };
+                match took {
+                    Ok(n) => sent += (n * msg.len()) as u64,
                     Err(e) if is_timeout(&e) => {}
                     // The receiver may close first once it has measured.
                     Err(_) if stop.load(Ordering::Relaxed) => break Ok(sent),
@@ -90,6 +98,9 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<R
         rate.recv_bytes += drained;
         rate.sent_bytes = sent?;
         rate.params = pair.params;
+        if cfg.batch > 1 {
+            rate.params.insert("batch".into(), cfg.batch.into());
+        }
         Ok(rate)
     })
 }
