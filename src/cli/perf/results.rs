@@ -163,6 +163,10 @@ pub(crate) struct ThroughputRun {
     pub(crate) recv_bytes: u64,
     pub(crate) seconds: f64,
     pub(crate) sent_bytes: u64,
+    /// CPU time of the sending thread over the whole run (0 in files written before
+    /// it was measured).
+    #[serde(default)]
+    pub(crate) sender_cpu_s: f64,
 }
 
 /// Seed 001's two-part fit of time per message against size, for one stack.
