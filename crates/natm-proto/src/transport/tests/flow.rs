@@ -125,7 +125,10 @@ fn a_burst_queued_at_once_leaves_within_the_bucket() {
     }
     let (t1, sent1) = at[at.len() - 1];
     let rate = (sent1 - first.1) as f64 / (t1 - t0).as_secs_f64();
-    assert!((rate - RATE).abs() / RATE < 0.01, "after the bucketful: {rate} B/s");
+    assert!(
+        (rate - RATE).abs() / RATE < 0.01,
+        "after the bucketful: {rate} B/s"
+    );
 }
 
 /// Reliable transfer over a 1 MB/s bottleneck (1056-byte frames, 1024 of payload):
