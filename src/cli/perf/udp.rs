@@ -260,6 +260,18 @@ impl Endpoint for UdpEnd {
     }
 }
 
+/// [`Endpoint::send_batch`]'s default: one `send` per message.
+fn one_by_one(end: &mut UdpEnd, msg: &[u8], count: usize) -> io::Result<usize> {
+    for k in 0..count {
+        match end.send(msg) {
+            Ok(()) => {}
+            Err(e) if k == 0 => return Err(e),
+            Err(_) => return Ok(k),
+        }
+    }
+    Ok(count)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,16 +295,4 @@ mod tests {
             assert_eq!(sizes, [MAX_DATAGRAM, 100_000 - MAX_DATAGRAM]);
         }
     }
-}
-
-/// [`Endpoint::send_batch`]'s default: one `send` per message.
-fn one_by_one(end: &mut UdpEnd, msg: &[u8], count: usize) -> io::Result<usize> {
-    for k in 0..count {
-        match end.send(msg) {
-            Ok(()) => {}
-            Err(e) if k == 0 => return Err(e),
-            Err(_) => return Ok(k),
-        }
-    }
-    Ok(count)
 }
