@@ -83,6 +83,72 @@ fn latency_json_has_a_positive_median_per_stack() {
 }
 
 #[test]
+fn throughput_batch_hands_the_stacks_bursts_and_reports_the_senders_cpu() {
+    let doc = json_of(concat!(
+        "perf throughput --stacks udp,natm-be,natm-guaranteed --size 64 --batch 16 ",
+        "--time 200ms --warmup 20ms --runs 1 --reference udp --json"
+    ));
+    let results = doc["results"].as_array().expect("results array");
+    let stacks: Vec<&str> = results
+        .iter()
+        .map(|r| r["stack"].as_str().unwrap())
+        .collect();
+    assert_eq!(stacks, ["udp", "natm-be", "natm-guaranteed"]);
+    for r in results {
+        assert_eq!(r["params"]["batch"], 16, "{r}");
+        positive(r, "msgs_per_s");
+        let run = &r["per_run"][0];
+        positive(run, "sender_cpu_s");
+        // Whole bursts: the bytes the sender's stack took are a multiple of 16 messages
+        // unless the last burst was cut short by the end of the run.
+        positive(run, "sent_bytes");
+    }
+    assert_eq!(
+        results[2]["params"]["qos"], "cbr:pcr=1000Mbps",
+        "natm-guaranteed is a CBR VC"
+    );
+    let out = natm("perf throughput --stacks udp --size 64 --batch 0");
+    assert!(!out.status.success(), "--batch 0 is refused");
+}
+
+#[test]
+fn latency_pin_places_client_server_and_driver_and_says_where() {
+    let doc = json_of(concat!(
+        "perf latency --stacks udp,natm-be --pin same --time 100ms --warmup 10ms ",
+        "--runs 1 --json"
+    ));
+    for r in doc["results"].as_array().expect("results array") {
+        let p = &r["params"];
+        assert_eq!(p["client_cpu"], p["server_cpu"], "{r}");
+        assert!(p["client_cpu"].is_u64(), "{r}");
+        if r["stack"] == "natm-be" {
+            assert_eq!(p["driver_cpus"][0], p["server_cpu"], "{r}");
+        }
+    }
+    let two = std::thread::available_parallelism().is_ok_and(|n| n.get() >= 2);
+    let out = natm("perf latency --stacks udp,natm-be --pin different --time 100ms --warmup 10ms --runs 1 --json");
+    if two {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        for r in doc["results"].as_array().expect("results array") {
+            let p = &r["params"];
+            assert_ne!(p["client_cpu"], p["server_cpu"], "{r}");
+        }
+    } else {
+        assert!(
+            !out.status.success(),
+            "--pin different on one CPU is refused"
+        );
+    }
+    let out = natm("perf latency --stacks udp --pin sideways");
+    assert!(!out.status.success());
+}
+
+#[test]
 fn throughput_json_has_a_positive_rate_per_stack_and_size() {
     // 100 KiB is over the largest UDP datagram: udp sends it in two.
     let doc = json_of(concat!(

@@ -91,6 +91,7 @@ pub(crate) fn run(
                 size: p.size,
                 warmup: cfg.warmup.max(2 * interval),
                 time: cfg.time.max(4 * interval),
+                batch: 1,
             };
             let r = throughput::run(stack.as_ref(), &tcfg)
                 .with_context(|| format!("{q} at {} B", p.size))?;

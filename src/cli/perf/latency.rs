@@ -25,6 +25,60 @@ pub(crate) struct LatencyConfig {
     pub(crate) count: usize,
     /// Record the stage timestamps (`natm::stages`) of the measured round trips.
     pub(crate) stages: bool,
+    /// Where the client and server threads run (`--pin`); `None`: where the kernel
+    /// puts them.
+    pub(crate) placement: Option<Placement>,
+}
+
+/// `natm perf latency --pin`: where the client and echo-server threads (and a natm
+/// host's engine driver thread) run, the same for every stack in the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub(crate) enum Pin {
+    /// Not pinned: the kernel places every thread.
+    #[default]
+    None,
+    /// Every thread on one core (the first this process may use).
+    Same,
+    /// The client on one core; the server and natm's driver on another.
+    Different,
+}
+
+/// CPUs for each side of a round trip.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// The client's thread.
+    pub(crate) client: usize,
+    /// The echo server's thread and a natm host's driver thread.
+    pub(crate) server: usize,
+}
+
+impl Pin {
+    /// The CPUs for this placement among those the process may use; an error if
+    /// `different` is asked for with one CPU.
+    pub(crate) fn placement(self) -> anyhow::Result<Option<Placement>> {
+        if self == Pin::None {
+            return Ok(None);
+        }
+        let cpus = natm::ulib::current_cpus().context("sched_getaffinity")?;
+        let (client, server) = match (self, cpus.as_slice()) {
+            (_, []) => anyhow::bail!("this process may run on no CPU"),
+            (Pin::Same, [c, ..]) => (*c, *c),
+            (_, [c, s, ..]) => (*c, *s),
+            (_, [_]) => anyhow::bail!(
+                "--pin different needs two CPUs; this process may only use CPU {}",
+                cpus[0]
+            ),
+        };
+        Ok(Some(Placement { client, server }))
+    }
+}
+
+/// Pin the calling thread to `cpu` when a placement is given.
+fn pin(cpu: Option<usize>) -> anyhow::Result<()> {
+    if let Some(c) = cpu {
+        natm::ulib::pin_current_thread(&[c]).with_context(|| format!("pin a thread to CPU {c}"))?;
+    }
+    Ok(())
 }
 
 /// What one run measured.
@@ -61,7 +115,10 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> anyhow::Result<Samp
     let server_deadline = Instant::now() + cfg.warmup + cfg.time + 2 * LOSS_TIMEOUT;
 
     thread::scope(|s| {
+        let server_cpu = cfg.placement.as_ref().map(|p| p.server);
+        let client_cpu = cfg.placement.as_ref().map(|p| p.client);
         let echo = s.spawn(move || -> anyhow::Result<()> {
+            pin(server_cpu)?;
             let mut copy = Vec::with_capacity(cfg.size);
             while !stop.load(Ordering::Relaxed) && Instant::now() < server_deadline {
                 match server.recv() {
@@ -91,7 +148,16 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> anyhow::Result<Samp
         if cfg.stages {
             natm::stages::start();
         }
-        let result = client_loop(&mut *client, cfg);
+        // The client on a thread of its own, so pinning it leaves the caller's
+        // placement alone for the next stack.
+        let client = &mut *client;
+        let result = s
+            .spawn(move || {
+                pin(client_cpu)?;
+                client_loop(client, cfg)
+            })
+            .join()
+            .unwrap_or_else(|_| Err(anyhow::anyhow!("client thread panicked")));
         stop.store(true, Ordering::Relaxed);
         let served = echo
             .join()
@@ -108,10 +174,15 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> anyhow::Result<Samp
                 "no round trip completed after the warm-up ({lost} lost)"
             ));
         }
+        let mut params = pair.params;
+        if let Some(p) = &cfg.placement {
+            params.insert("client_cpu".into(), p.client.into());
+            params.insert("server_cpu".into(), p.server.into());
+        }
         Ok(Samples {
             rtt_ns,
             lost,
-            params: pair.params,
+            params,
             stages,
         })
     })

@@ -232,6 +232,12 @@ pub(crate) struct LatencyArgs {
     /// (natm stacks only; `--figure` draws stacked bars).
     #[arg(long)]
     stages: bool,
+    /// Where the threads run, the same for every stack: `same` pins the client, the
+    /// echo server and natm's engine driver to one CPU; `different` the client to
+    /// one CPU and the server and the driver to another; `none` leaves them to the
+    /// kernel. (QUIC's runtime threads are not pinned.)
+    #[arg(long, value_enum, default_value_t = latency::Pin::None)]
+    pin: latency::Pin,
     #[command(flatten)]
     common: Common,
 }
@@ -257,6 +263,12 @@ pub(crate) struct ThroughputArgs {
     /// Stacks to measure, comma-separated (see `natm perf stacks`).
     #[arg(long, value_delimiter = ',', default_value = "tcp,udp")]
     stacks: Vec<String>,
+    /// Hand the sender's messages to the stack this many at a time: natm stacks take
+    /// them in one `send_many` call (each still its own message), raw UDP sends them
+    /// as one GSO call of equal datagrams, other stacks one by one. 1: one send per
+    /// message.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    batch: u16,
     #[command(flatten)]
     common: Common,
 }
@@ -328,7 +340,12 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
 }
 
 /// The stacks asked for, built, and the index of the reference among them.
-fn setup(names: &[String], common: &Common) -> anyhow::Result<(Vec<Box<dyn Stack>>, usize)> {
+/// `driver_cpus` pins natm hosts' driver threads (`latency --pin`).
+fn setup(
+    names: &[String],
+    common: &Common,
+    driver_cpus: Option<Vec<usize>>,
+) -> anyhow::Result<(Vec<Box<dyn Stack>>, usize)> {
     if common.runs == 0 {
         anyhow::bail!("--runs must be at least 1");
     }
@@ -337,6 +354,7 @@ fn setup(names: &[String], common: &Common) -> anyhow::Result<(Vec<Box<dyn Stack
             0 => None,
             n => Some(usize::try_from(n).context("--sockbuf too large")?),
         },
+        driver_cpus,
         ..StackOptions::default()
     };
     let stacks = STACKS.resolve(names, &opts)?;
@@ -401,7 +419,9 @@ fn round_trips(a: &LatencyArgs, pb: &ProgressBar) -> anyhow::Result<RoundTrips> 
             .map(String::from)
             .to_vec(),
     };
-    let (stacks, reference) = setup(&names, &a.common)?;
+    let placement = a.pin.placement()?;
+    let driver_cpus = placement.as_ref().map(|p| vec![p.server]);
+    let (stacks, reference) = setup(&names, &a.common, driver_cpus)?;
     let size = check_size(a.size)?;
     for s in &stacks {
         if let Some(max) = s.max_message().filter(|&m| size > m) {
@@ -418,6 +438,7 @@ fn round_trips(a: &LatencyArgs, pb: &ProgressBar) -> anyhow::Result<RoundTrips> 
         time: a.time,
         count: a.count.max(1),
         stages: a.stages,
+        placement,
     };
     let runs = a.common.runs;
     pb.set_length((runs * stacks.len()) as u64);
@@ -506,7 +527,7 @@ impl Experiment for ThroughputArgs {
     }
 
     fn run(&self, pb: &ProgressBar) -> anyhow::Result<(Self::Result, Self::Figure)> {
-        let (stacks, reference) = setup(&self.stacks, &self.common)?;
+        let (stacks, reference) = setup(&self.stacks, &self.common, None)?;
         let sizes = match self.size {
             Some(s) => vec![check_size(s)?],
             None => self
@@ -523,6 +544,7 @@ impl Experiment for ThroughputArgs {
                 size,
                 warmup: self.common.warmup,
                 time: self.time,
+                batch: usize::from(self.batch),
             };
             let mut results: Vec<Vec<throughput::Rate>> =
                 stacks.iter().map(|_| Vec::new()).collect();

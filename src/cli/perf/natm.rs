@@ -36,6 +36,11 @@ pub(crate) const ENTRIES: &[Entry] = &[
         make: reliable_cell_max,
     },
     Entry {
+        name: "natm-guaranteed",
+        about: "natm guaranteed: a 1 Gbit/s CBR VC paced by its leaky bucket",
+        make: guaranteed,
+    },
+    Entry {
         name: "natm-be-busy",
         about: "natm best effort, engine busy-polling (a core for microseconds)",
         make: best_effort_busy,
@@ -133,6 +138,12 @@ pub(crate) fn reliable_32k(name: &'static str, o: &StackOptions) -> anyhow::Resu
     Ok(stack(name, "reliable:tpdu=32768", false, true, o))
 }
 
+/// `natm-guaranteed`: a constant-bit-rate VC of 1 Gbit/s of payload (direct mode: no
+/// admission), paced by its leaky bucket of the default depth.
+pub(crate) fn guaranteed(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
+    Ok(stack(name, "cbr:pcr=1000Mbps", false, true, o))
+}
+
 /// A natm stack with any QoS text (the guaranteed and loss experiments).
 pub(crate) fn with_qos(name: &'static str, qos: &str, o: &StackOptions) -> Box<dyn Stack> {
     stack(name, qos, false, true, o)
@@ -179,6 +190,13 @@ impl Endpoint for End {
         self.conn.send(msg).map_err(io_err)
     }
 
+    fn send_batch(&mut self, msg: &[u8], count: usize) -> io::Result<usize> {
+        // One call for the burst: the TPDUs leave in GSO batches (Connection::send_many).
+        let burst = vec![msg; count];
+        self.conn.send_many(&burst).map_err(io_err)?;
+        Ok(count)
+    }
+
     fn recv(&mut self) -> io::Result<Option<&[u8]>> {
         // Into the same buffer each time, as the TCP endpoint reads into its own.
         match self.conn.recv_into(&mut self.last, Some(self.poll)) {
@@ -200,6 +218,7 @@ impl Stack for Natm {
         cfg.engine.busy_poll = self.busy;
         cfg.engine.inline_send = self.inline;
         cfg.engine.link_mode = self.link;
+        cfg.engine.driver_cpus.clone_from(&self.opts.driver_cpus);
         if let Some(b) = self.opts.sockbuf {
             cfg.engine.socket_rcvbuf = b;
             cfg.engine.socket_sndbuf = b;
@@ -222,6 +241,9 @@ impl Stack for Natm {
         params.insert("busy_poll".into(), json!(self.busy));
         params.insert("inline_send".into(), json!(self.inline));
         params.insert("link".into(), json!(self.link.to_string()));
+        if let Some(c) = &self.opts.driver_cpus {
+            params.insert("driver_cpus".into(), json!(c));
+        }
         Ok(Pair {
             client: Box::new(End {
                 conn: client,

@@ -304,6 +304,7 @@ pub(crate) fn throughput_result(
                             recv_bytes: x.recv_bytes,
                             seconds: x.seconds,
                             sent_bytes: x.sent_bytes,
+                            sender_cpu_s: x.sender_cpu_s,
                         })
                         .collect(),
                     ratio: r.ratio(rows, reference),
@@ -329,6 +330,7 @@ pub(crate) fn throughput_table(r: &results::Throughput) -> String {
             "msgs/s".into(),
             "delivered".into(),
             format!("x {}", r.reference),
+            "sent/CPU-s".into(),
         ],
         1,
     );
@@ -340,6 +342,7 @@ pub(crate) fn throughput_table(r: &results::Throughput) -> String {
             si(x.msgs_per_s),
             format!("{:.1}%", x.delivered * 100.0),
             format!("{:.2}", x.ratio),
+            sent_per_cpu(x).map_or_else(|| "-".into(), si),
         ]);
     }
     let mut out = format!(
@@ -362,10 +365,28 @@ pub(crate) fn throughput_table(r: &results::Throughput) -> String {
     let _ = writeln!(
         out,
         "msgs/s = delivered bytes / size (UDP delivers messages over {} B as datagrams); \
-         delivered = bytes received / bytes sent, whole runs",
+         delivered = bytes received / bytes sent, whole runs; sent/CPU-s = messages the \
+         sender's stack took per second of the sending thread's CPU time (one core), \
+         median of runs",
         super::udp::MAX_DATAGRAM
     );
     out + &super::sizes::table(&r.fits)
+}
+
+/// Messages the sender's stack took per CPU-second of the sending thread, median of
+/// runs; `None` where no run measured the sender's CPU.
+fn sent_per_cpu(x: &results::ThroughputRow) -> Option<f64> {
+    let mut v: Vec<f64> = x
+        .per_run
+        .iter()
+        .filter(|r| r.sender_cpu_s > 0.0 && x.size > 0)
+        .map(|r| r.sent_bytes as f64 / x.size as f64 / r.sender_cpu_s)
+        .collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    Some(v[v.len() / 2])
 }
 
 /// One line per stack with the settings it got.

@@ -163,6 +163,16 @@ pub(crate) struct ThroughputRun {
     pub(crate) recv_bytes: u64,
     pub(crate) seconds: f64,
     pub(crate) sent_bytes: u64,
+    /// CPU time of the sending thread over the whole run (absent, read as 0, in
+    /// documents written before it was measured; left out again when 0, so they
+    /// read back as written).
+    #[serde(default, skip_serializing_if = "not_measured")]
+    pub(crate) sender_cpu_s: f64,
+}
+
+/// A CPU time of 0: not measured.
+fn not_measured(s: &f64) -> bool {
+    *s <= 0.0
 }
 
 /// Seed 001's two-part fit of time per message against size, for one stack.

@@ -23,6 +23,9 @@ pub(crate) struct StackOptions {
     /// Longest a blocking `send` or `recv` waits before it gives control back, so that
     /// every loop can check its deadline and stop flag.
     pub(crate) poll: Duration,
+    /// Pin a natm host's engine driver thread to these CPUs (`natm perf latency
+    /// --pin`); `None` leaves it to the kernel.
+    pub(crate) driver_cpus: Option<Vec<usize>>,
 }
 
 impl Default for StackOptions {
@@ -30,6 +33,7 @@ impl Default for StackOptions {
         Self {
             sockbuf: Some(4 << 20),
             poll: Duration::from_millis(20),
+            driver_cpus: None,
         }
     }
 }
@@ -63,6 +67,21 @@ pub(crate) trait Endpoint: Send {
     /// none of it within the poll interval (try again or give up); any other error is
     /// final.
     fn send(&mut self, msg: &[u8]) -> io::Result<()>;
+
+    /// Send `count` copies of `msg`, each its own message, in as few calls into the
+    /// stack as it allows (`natm perf throughput --batch`); how many were taken. The
+    /// default sends them one by one. `Err` as [`Endpoint::send`], only when none was
+    /// taken.
+    fn send_batch(&mut self, msg: &[u8], count: usize) -> io::Result<usize> {
+        for k in 0..count {
+            match self.send(msg) {
+                Ok(()) => {}
+                Err(e) if k == 0 => return Err(e),
+                Err(_) => return Ok(k),
+            }
+        }
+        Ok(count)
+    }
 
     /// Wait up to the poll interval for the next delivery: `Ok(Some(bytes))`, borrowed
     /// until the next call, or `Ok(None)` if nothing arrived in time. A delivery is a

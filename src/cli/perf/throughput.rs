@@ -25,6 +25,9 @@ pub(crate) struct ThroughputConfig {
     pub(crate) warmup: Duration,
     /// Length of the measured interval, as the receiver sees it.
     pub(crate) time: Duration,
+    /// Messages the sender hands over per call ([`Endpoint::send_batch`]); 1: one
+    /// `send` per message.
+    pub(crate) batch: usize,
 }
 
 /// What one run measured.
@@ -40,6 +43,9 @@ pub(crate) struct Rate {
     pub(crate) seconds: f64,
     /// Bytes the sender's stack accepted over the whole run.
     pub(crate) sent_bytes: u64,
+    /// CPU time of the sending thread over the whole run, seconds (its system calls
+    /// included, and on loopback the kernel's delivery into the receiving socket).
+    pub(crate) sender_cpu_s: f64,
     /// Bytes delivered over the whole run (warm-up and drain included).
     pub(crate) recv_bytes: u64,
     /// The connection's settings as granted.
@@ -60,15 +66,21 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<R
     let sender_deadline = start + FIRST_DATA_TIMEOUT + cfg.warmup + cfg.time + 2 * DRAIN_TIMEOUT;
 
     thread::scope(|s| {
-        let sender = s.spawn(move || -> anyhow::Result<u64> {
+        let sender = s.spawn(move || -> anyhow::Result<(u64, f64)> {
+            let cpu0 = thread_cpu_s();
             let msg = vec![0xa5_u8; cfg.size];
             let mut sent: u64 = 0;
             let result = loop {
                 if stop.load(Ordering::Relaxed) || Instant::now() >= sender_deadline {
                     break Ok(sent);
                 }
-                match client.send(&msg) {
-                    Ok(()) => sent += msg.len() as u64,
+                let took = if cfg.batch > 1 {
+                    client.send_batch(&msg, cfg.batch)
+                } else {
+                    client.send(&msg).map(|()| 1)
+                };
+                match took {
+                    Ok(n) => sent += (n * msg.len()) as u64,
                     Err(e) if is_timeout(&e) => {}
                     // The receiver may close first once it has measured.
                     Err(_) if stop.load(Ordering::Relaxed) => break Ok(sent),
@@ -76,7 +88,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<R
                 }
             };
             done.store(true, Ordering::Relaxed);
-            result
+            result.map(|sent| (sent, thread_cpu_s() - cpu0))
         });
 
         let measured = receive(&mut *server, cfg, start, done);
@@ -88,8 +100,11 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<R
             .unwrap_or_else(|_| Err(anyhow::anyhow!("sender thread panicked")));
         let mut rate = measured?;
         rate.recv_bytes += drained;
-        rate.sent_bytes = sent?;
+        (rate.sent_bytes, rate.sender_cpu_s) = sent?;
         rate.params = pair.params;
+        if cfg.batch > 1 {
+            rate.params.insert("batch".into(), cfg.batch.into());
+        }
         Ok(rate)
     })
 }
@@ -150,6 +165,7 @@ fn receive(
         deliveries: deliveries - deliveries0,
         seconds,
         sent_bytes: 0,
+        sender_cpu_s: 0.0,
         recv_bytes: total,
         params: Params::new(),
     })
@@ -170,4 +186,10 @@ fn drain(server: &mut dyn Endpoint, sender_done: &AtomicBool) -> u64 {
         }
     }
     bytes
+}
+
+/// CPU time the calling thread has used, seconds.
+fn thread_cpu_s() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }

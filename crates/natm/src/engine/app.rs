@@ -266,6 +266,101 @@ impl Conn {
         }
     }
 
+    /// Send several messages, blocking while the window is full or the rate is
+    /// exceeded. Each message is still its own message (its own TPDU or TPDUs, its own
+    /// loss accounting); what batching changes is when they leave: all that fit are
+    /// queued under one lock and the end is flushed once, so their TPDUs go out in as
+    /// few system calls as the link allows (one GSO `sendmsg` per run of equal sizes,
+    /// [`Conn::after`]) instead of one `sendmsg` per message. The flow controller
+    /// still decides what leaves: a guaranteed VC's leaky bucket releases at most its
+    /// depth at once and paces the rest from the driver's timer.
+    pub(crate) fn send_messages<M: AsRef<[u8]>>(
+        &self,
+        eng: &Engine,
+        msgs: &[M],
+    ) -> Result<(), Error> {
+        let (mut i, mut off) = (0, 0);
+        let mut failed = None;
+        loop {
+            let deferred = {
+                let (mut tx, cv) = self.tx();
+                if let Some(e) = end_error(&tx) {
+                    return Err(e);
+                }
+                while let Some(m) = msgs.get(i).map(AsRef::as_ref) {
+                    if off == 0 {
+                        stages::record_msg(Stage::SendCall, self.stage_key(), m);
+                    }
+                    match tx.half.send(&m[off..], true) {
+                        Ok(n) if off + n == m.len() => (i, off) = (i + 1, 0),
+                        Ok(n) => {
+                            off += n;
+                            break;
+                        }
+                        Err(SendError::WindowFull | SendError::OverRate) => break,
+                        // Those queued before it still leave now.
+                        Err(e) => {
+                            failed = Some(map_send(e));
+                            break;
+                        }
+                    }
+                }
+                self.flush_tx(eng, &mut tx, cv)
+            };
+            self.defer_if(eng, deferred);
+            if let Some(e) = failed.take() {
+                return Err(e);
+            }
+            if i == msgs.len() {
+                return Ok(());
+            }
+            self.wait_tx(eng, None, |e| {
+                (e.half.capacity() > 0 || e.finished()).then_some(())
+            });
+        }
+    }
+
+    /// Send as many of `msgs`, from the first, as fit whole now, with one flush for
+    /// all of them ([`Conn::send_messages`]); how many were taken. None fitting is
+    /// `WouldBlock`, as [`Conn::try_send_message`], with nothing taken.
+    pub(crate) fn try_send_messages<M: AsRef<[u8]>>(
+        &self,
+        eng: &Engine,
+        msgs: &[M],
+    ) -> Result<usize, Error> {
+        let Some(first) = msgs.first() else {
+            return Ok(0);
+        };
+        let (mut tx, cv) = self.tx();
+        if let Some(e) = end_error(&tx) {
+            return Err(e);
+        }
+        let mut taken = 0;
+        for m in msgs.iter().map(AsRef::as_ref) {
+            if tx.half.capacity() < m.len() {
+                break;
+            }
+            stages::record_msg(Stage::SendCall, self.stage_key(), m);
+            match tx.half.send(m, true) {
+                Ok(_) => taken += 1,
+                Err(e) if taken == 0 => return Err(map_send(e)),
+                // The next call hears of it; those taken leave now.
+                Err(_) => break,
+            }
+        }
+        if taken == 0 {
+            drop(tx);
+            // Nothing taken: the single-message path reports why, and counts the
+            // event, the same way.
+            return self.try_send_message(eng, first.as_ref(), None).map(|()| 1);
+        }
+        let deferred = self.flush_tx(eng, &mut tx, cv);
+        drop(tx);
+        self.events.send_went();
+        self.defer_if(eng, deferred);
+        Ok(taken)
+    }
+
     /// Send one message if it fits now, else `WouldBlock` with nothing taken; then
     /// `waker`, if given, is registered under the same lock as the attempt, so the
     /// driver cannot make room in between without seeing it.

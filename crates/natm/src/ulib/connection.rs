@@ -715,6 +715,25 @@ impl Connection {
         self.conn.try_send_message(&self.eng, msg, None)
     }
 
+    /// Send several messages in one call, blocking while the window is full or the
+    /// rate is exceeded. Each is its own message, delivered whole and in order (its
+    /// own TPDU or TPDUs; a lost one is counted as one message lost); what the batch
+    /// saves is system calls: the messages that fit are queued together and their
+    /// TPDUs leave in one GSO `sendmsg` per run of equal sizes (up to the kernel's
+    /// GSO segment limit), where [`Connection::send`] makes one per message. A
+    /// guaranteed VC's leaky bucket still paces them: a burst within the bucket's
+    /// depth leaves at once, the rest at the reserved rate.
+    pub fn send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<(), Error> {
+        self.conn.send_messages(&self.eng, msgs)
+    }
+
+    /// As [`Connection::send_many`] without blocking: takes the messages, from the
+    /// first, that fit whole now and returns how many; [`Error::WouldBlock`] if not
+    /// even the first fits (nothing taken).
+    pub fn try_send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<usize, Error> {
+        self.conn.try_send_messages(&self.eng, msgs)
+    }
+
     /// Send one message if it fits now, as [`Connection::try_send`]; if it does not,
     /// nothing is taken and `cx`'s waker is woken once the sending VC has made room
     /// (or ended). For event loops outside Rust's async, e.g. the C API's descriptor
@@ -1243,6 +1262,14 @@ impl Sender {
     /// See [`Connection::try_send`].
     pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
         self.0.try_send(msg)
+    }
+    /// See [`Connection::send_many`].
+    pub fn send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<(), Error> {
+        self.0.send_many(msgs)
+    }
+    /// See [`Connection::try_send_many`].
+    pub fn try_send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<usize, Error> {
+        self.0.try_send_many(msgs)
     }
     /// See [`Connection::send_async`].
     pub async fn send_async(&self, msg: &[u8]) -> Result<(), Error> {

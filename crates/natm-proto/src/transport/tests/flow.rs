@@ -67,6 +67,70 @@ fn guaranteed_vc_delivers_at_the_bucket_rate() {
     assert!((got - 1e6).abs() / 1e6 < 0.005, "delivered {got} B/s");
 }
 
+/// A burst of small messages queued at once — what `Connection::send_many` hands a
+/// guaranteed VC in one call, for the engine to send in one GSO batch — leaves within
+/// the leaky bucket, in virtual time: the first instant releases several TPDUs but no
+/// more than the bucket's depth, at no instant has more than `depth + rate·t` left,
+/// the rest goes at the rate, and every message arrives whole and in order.
+#[test]
+fn a_burst_queued_at_once_leaves_within_the_bucket() {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    const RATE: f64 = 1e6; // B/s of payload
+    const DEPTH: usize = 8 * 1024;
+    let mut cfg = small(TransportConfig::guaranteed(8_000_000));
+    cfg.flow = FlowKind::LeakyBucket;
+    cfg.bucket = Some(DEPTH as u32);
+    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
+    let released = Rc::new(RefCell::new(Vec::<usize>::new()));
+    let log = released.clone();
+    p.fate = Box::new(move |t, forward| {
+        if forward && !t.payload.is_empty() {
+            log.borrow_mut().push(t.payload.len());
+        }
+        1
+    });
+    p.drive(Duration::from_millis(20)); // the handshake
+    let m = msgs(&[64; 400]);
+    for (i, msg) in m.iter().enumerate() {
+        assert_eq!(p.tx.send(msg, true), Ok(64), "message {i} of the burst");
+    }
+    let t0 = p.now;
+    // (instant, payload released up to and including it)
+    let mut at: Vec<(Instant, usize)> = Vec::new();
+    let mut total = 0;
+    while p.messages().len() < m.len() && p.now < t0 + Duration::from_secs(2) {
+        let (now, before) = (p.now, released.borrow().len());
+        if !p.step() {
+            break;
+        }
+        let got: usize = released.borrow()[before..].iter().sum();
+        if got > 0 {
+            total += got;
+            at.push((now, total));
+        }
+    }
+    p.pump();
+    assert_eq!(p.messages(), m);
+    let first = at[0];
+    assert_eq!(first.0, t0, "the burst starts at once");
+    assert!(
+        (2 * 64..=DEPTH).contains(&first.1),
+        "first instant released {} B",
+        first.1
+    );
+    for &(t, sent) in &at {
+        let allowed = DEPTH as f64 + RATE * (t - t0).as_secs_f64() + 64.0;
+        assert!(sent as f64 <= allowed, "{sent} B by {:?}", t - t0);
+    }
+    let (t1, sent1) = at[at.len() - 1];
+    let rate = (sent1 - first.1) as f64 / (t1 - t0).as_secs_f64();
+    assert!(
+        (rate - RATE).abs() / RATE < 0.01,
+        "after the bucketful: {rate} B/s"
+    );
+}
+
 /// Reliable transfer over a 1 MB/s bottleneck (1056-byte frames, 1024 of payload):
 /// packet-pair finds the bottleneck's payload rate, keeps the queue at the link near
 /// its set-point where NoFlow fills it with the whole window, and loses no time.

@@ -1,0 +1,144 @@
+//! `Connection::send_many` (issue 17): a burst of messages handed over in one call is
+//! still that many messages — each whole, in order, each its own TPDU(s) and counted
+//! once if lost — while its TPDUs leave in a few GSO system calls instead of one each.
+
+use std::time::Duration;
+
+use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network};
+
+fn pair_on(host: &Host, qos: &str) -> (Connection, Connection) {
+    let l = host.bind("127.0.0.1:0", qos).unwrap();
+    let addr = l.local_addr().unwrap();
+    let h2 = host.clone();
+    let q = qos.to_string();
+    let t = std::thread::spawn(move || h2.connect(addr, &q).unwrap());
+    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    (t.join().unwrap(), server)
+}
+
+fn pair(qos: &str) -> (Host, Connection, Connection) {
+    let host = Host::open(HostConfig::default()).unwrap();
+    let (c, s) = pair_on(&host, qos);
+    (host, c, s)
+}
+
+/// Message `i` of a burst: `len` octets, its number first, then a pattern of it.
+fn message(i: usize, len: usize) -> Vec<u8> {
+    let mut m: Vec<u8> = (0..len).map(|k| (i * 31 + k * 7) as u8).collect();
+    m[..4].copy_from_slice(&(i as u32).to_le_bytes());
+    m
+}
+
+fn send_calls(c: &Connection) -> u64 {
+    c.stats().port.map_or(0, |p| p.send_calls)
+}
+
+#[test]
+fn a_best_effort_burst_arrives_as_that_many_messages_in_order_in_few_system_calls() {
+    let (_h, c, s) = pair("best-effort");
+    const N: usize = 256;
+    let burst: Vec<Vec<u8>> = (0..N).map(|i| message(i, 64)).collect();
+    let calls0 = send_calls(&c);
+    let tpdus0 = c.stats().tx.tpdus_sent;
+    c.send_many(&burst).unwrap();
+    let calls = send_calls(&c) - calls0;
+    for (i, want) in burst.iter().enumerate() {
+        let got = s.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(got.as_ref(), Some(want), "message {i}");
+    }
+    // Each message its own TPDU, none merged or split.
+    assert_eq!(c.stats().tx.tpdus_sent - tpdus0, N as u64);
+    assert_eq!(s.stats().rx.messages_delivered, N as u64);
+    assert_eq!(s.stats().rx.messages_lost, 0);
+    // One send per message would be 256 calls; GSO takes up to 64 equal datagrams each.
+    assert!(
+        calls <= (N / 16) as u64,
+        "{N} messages took {calls} send system calls"
+    );
+}
+
+#[test]
+fn messages_of_several_tpdus_in_one_batch_stay_whole_and_in_order() {
+    let (_h, c, s) = pair("reliable");
+    // 10,000 octets: three 4 KiB TPDUs, the last one short, per message; sizes vary.
+    let burst: Vec<Vec<u8>> = (0..40).map(|i| message(i, 10_000 + i * 13)).collect();
+    let sender = std::thread::spawn(move || {
+        c.send_many(&burst).unwrap();
+        c.flush(Duration::from_secs(10)).unwrap();
+        (c, burst)
+    });
+    let mut got = Vec::new();
+    while got.len() < 40 {
+        match s.recv_timeout(Duration::from_secs(10)).unwrap() {
+            Some(m) => got.push(m),
+            None => break,
+        }
+    }
+    let (_c, burst) = sender.join().unwrap();
+    assert_eq!(got, burst);
+}
+
+#[test]
+fn try_send_many_takes_what_fits_of_a_guaranteed_queue_and_then_says_so() {
+    // The queue of `cbr:pcr=1Mbps,bucket=8Ki,delay=50ms` holds 8 KiB + 6,250 B: far
+    // fewer than the 100 KiB offered.
+    let (_h, c, s) = pair("cbr:pcr=1Mbps,bucket=8Ki,delay=50ms");
+    let burst: Vec<Vec<u8>> = (0..100).map(|i| message(i, 1024)).collect();
+    let taken = c.try_send_many(&burst).unwrap();
+    assert!(
+        (1..100).contains(&taken),
+        "took {taken} of 100 KiB into a 14 KiB queue"
+    );
+    match c.try_send_many(&burst[taken..]) {
+        Err(Error::WouldBlock(_)) => {}
+        Ok(n) => assert!(n < 100 - taken, "a full queue took {n} more"),
+        Err(e) => panic!("try_send_many: {e}"),
+    }
+    // What was taken arrives whole and in order, paced by the bucket.
+    for (i, want) in burst.iter().take(taken).enumerate() {
+        let got = s.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert_eq!(got.as_ref(), Some(want), "message {i}");
+    }
+}
+
+#[test]
+fn a_burst_over_a_full_receive_queue_loses_whole_messages_and_counts_each_once() {
+    // The mem adaptor's queue holds what the receive buffer says: 16 KiB here, while
+    // the burst is 200 messages of 512 octets (~110 KiB of frames) sent at once.
+    let net = MemNetwork::new();
+    let mut cfg = HostConfig::default();
+    cfg.engine.network = Network::Mem(net.clone());
+    cfg.engine.socket_rcvbuf = 16 << 10;
+    let host = Host::open(cfg).unwrap();
+    let (c, s) = pair_on(&host, "best-effort");
+    const N: usize = 200;
+    let burst: Vec<Vec<u8>> = (0..N).map(|i| message(i, 512)).collect();
+    c.send_many(&burst).unwrap();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    while let Ok(Some(m)) = s.recv_timeout(Duration::from_millis(300)) {
+        got.push(m);
+    }
+    // A last message after the burst shows the receiver any loss at its tail.
+    let last = message(N, 512);
+    c.send(&last).unwrap();
+    loop {
+        match s.recv_timeout(Duration::from_secs(5)) {
+            Ok(Some(m)) if m == last => break,
+            Ok(Some(m)) => got.push(m),
+            r => panic!("the last message did not come: {r:?}"),
+        }
+    }
+    assert!(got.len() < N, "a 16 KiB queue took all of a 110 KiB burst");
+    assert!(!got.is_empty());
+    // Whole messages of the burst, in order, none twice.
+    let mut prev = None;
+    for m in &got {
+        let i = u32::from_le_bytes(m[..4].try_into().unwrap()) as usize;
+        assert_eq!(m, &burst[i], "message {i} arrived altered");
+        assert!(prev.is_none_or(|p| i > p), "message {i} after {prev:?}");
+        prev = Some(i);
+    }
+    let rx = s.stats().rx;
+    assert_eq!(rx.messages_delivered, got.len() as u64 + 1);
+    assert_eq!(rx.messages_lost, (N - got.len()) as u64, "each lost once");
+}
