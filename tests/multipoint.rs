@@ -132,6 +132,25 @@ fn mbps(bytes: usize, span: Duration) -> f64 {
     bytes as f64 * 8.0 / span.as_secs_f64().max(1e-9) / 1e6
 }
 
+/// Joins the leaf threads and checks each received exactly `expect`, in order;
+/// prints each leaf's rate (`label`: which run; `diag`: what to show on failure).
+fn check_leaves(label: &str, leaves: [Received; 2], expect: &[Vec<u8>], diag: impl Fn() -> String) {
+    for (i, t) in leaves.into_iter().enumerate() {
+        let (got, span) = t.join().unwrap();
+        assert_eq!(got.len(), expect.len(), "leaf {i}: {}", diag());
+        assert!(
+            got == expect,
+            "leaf {i} received other bytes than were sent"
+        );
+        let bytes: usize = got.iter().map(Vec::len).sum();
+        eprintln!(
+            "{label} leaf {i}: {bytes} bytes in {:.3} s = {:.3} Mbit/s (reserved 4 Mbit/s)",
+            span.as_secs_f64(),
+            mbps(bytes, span)
+        );
+    }
+}
+
 #[test]
 fn guaranteed_to_three_leaves_survives_a_leaf_killed_mid_stream() {
     guaranteed_to_three_leaves(true);
@@ -219,20 +238,7 @@ fn guaranteed_to_three_leaves(kill: bool) {
     m.close(Duration::from_secs(10)).unwrap();
 
     let expect: Vec<Vec<u8>> = (0..MSGS).map(|n| message(n, LEN)).collect();
-    for (i, t) in [t0, t1].into_iter().enumerate() {
-        let (got, span) = t.join().unwrap();
-        assert_eq!(got.len(), expect.len(), "leaf {i}");
-        assert!(
-            got == expect,
-            "leaf {i} received other bytes than were sent"
-        );
-        eprintln!(
-            "kill={kill} leaf {i}: {} bytes in {:.3} s = {:.3} Mbit/s (reserved 4 Mbit/s)",
-            got.len() * LEN,
-            span.as_secs_f64(),
-            mbps(got.len() * LEN, span)
-        );
-    }
+    check_leaves(&format!("kill={kill}"), [t0, t1], &expect, String::new);
     eprintln!(
         "kill={kill} root: {} bytes per leaf in {:.3} s = {:.3} Mbit/s",
         MSGS as usize * LEN,
@@ -457,20 +463,7 @@ fn guaranteed_through_a_switch_to_three_leaves_one_killed_mid_stream() {
     m.close(Duration::from_secs(10)).unwrap();
 
     let expect: Vec<Vec<u8>> = (0..MSGS).map(|k| message(k, LEN)).collect();
-    for (i, t) in [t0, t1].into_iter().enumerate() {
-        let (got, span) = t.join().unwrap();
-        assert_eq!(got.len(), expect.len(), "leaf {i}: {}", n.sw.stat());
-        assert!(
-            got == expect,
-            "leaf {i} received other bytes than were sent"
-        );
-        eprintln!(
-            "switch: leaf {i}: {} bytes in {:.3} s = {:.3} Mbit/s (reserved 4 Mbit/s)",
-            got.len() * LEN,
-            span.as_secs_f64(),
-            mbps(got.len() * LEN, span)
-        );
-    }
+    check_leaves("switch", [t0, t1], &expect, || n.sw.stat().to_string());
     eprintln!(
         "switch: root: {} bytes of messages in {:.3} s = {:.3} Mbit/s; its one VC sent {} bytes in {} TPDUs for 3 leaves",
         MSGS as usize * LEN,

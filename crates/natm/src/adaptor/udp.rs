@@ -398,13 +398,7 @@ impl UdpPort {
         let mut sent = 0;
         let mut rest = contents;
         while !rest.is_empty() {
-            let max = if segment_size <= self.gso_size_limit.load(Relaxed) {
-                self.max_gso_segments()
-                    .min(MAX_DATAGRAM / segment_size)
-                    .max(1)
-            } else {
-                1
-            };
+            let max = self.run_limit(segment_size);
             let take = rest.len().min(max * segment_size);
             let (chunk, tail) = rest.split_at(take);
             let segments = chunk.len().div_ceil(segment_size);
@@ -413,35 +407,68 @@ impl UdpPort {
             } else {
                 self.send_one(dst, chunk)
             };
-            match result {
-                Ok(()) => {
-                    add(&self.counters.send_calls, 1);
-                    add(&self.counters.datagrams_sent, segments);
-                    add(&self.counters.bytes_sent, chunk.len());
-                    if segments > 1 {
-                        add(&self.counters.gso_batches, 1);
-                    }
-                    sent += segments;
+            match self.account(result, segments, chunk.len(), segment_size) {
+                Ok(0) => {}
+                Ok(n) => {
+                    sent += n;
                     rest = tail;
                 }
-                Err(e) if segments > 1 && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
-                    // The same chunk goes again, one datagram at a time.
-                    self.gso.store(false, Relaxed);
-                    add(&self.counters.gso_fallbacks, 1);
-                }
-                Err(e) if segments > 1 && quinn_udp::is_msg_size_err(&e) => {
-                    self.gso_size_limit.fetch_min(segment_size - 1, Relaxed);
-                    add(&self.counters.gso_fallbacks, 1);
-                }
-                Err(e) => {
-                    if e.kind() != io::ErrorKind::WouldBlock {
-                        add(&self.counters.send_errors, 1);
-                    }
-                    return if sent > 0 { Ok(sent) } else { Err(e) };
-                }
+                Err(e) => return if sent > 0 { Ok(sent) } else { Err(e) },
             }
         }
         Ok(sent)
+    }
+
+    /// Most datagrams of `segment_size` octets one send may carry now (GSO's limits,
+    /// and what the kernel refused before).
+    fn run_limit(&self, segment_size: usize) -> usize {
+        if segment_size <= self.gso_size_limit.load(Relaxed) {
+            self.max_gso_segments()
+                .min(MAX_DATAGRAM / segment_size)
+                .max(1)
+        } else {
+            1
+        }
+    }
+
+    /// Count what one send of `segments` datagrams (`bytes` octets, GSO if more than
+    /// one) came to: how many went out — 0 when a GSO send was refused and the same
+    /// datagrams are to go again one at a time (the fallbacks of [`UdpPort::send`]) —
+    /// or the error that ends the send.
+    fn account(
+        &self,
+        result: io::Result<()>,
+        segments: usize,
+        bytes: usize,
+        segment_size: usize,
+    ) -> io::Result<usize> {
+        match result {
+            Ok(()) => {
+                add(&self.counters.send_calls, 1);
+                add(&self.counters.datagrams_sent, segments);
+                add(&self.counters.bytes_sent, bytes);
+                if segments > 1 {
+                    add(&self.counters.gso_batches, 1);
+                }
+                Ok(segments)
+            }
+            Err(e) if segments > 1 && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
+                self.gso.store(false, Relaxed);
+                add(&self.counters.gso_fallbacks, 1);
+                Ok(0)
+            }
+            Err(e) if segments > 1 && quinn_udp::is_msg_size_err(&e) => {
+                self.gso_size_limit.fetch_min(segment_size - 1, Relaxed);
+                add(&self.counters.gso_fallbacks, 1);
+                Ok(0)
+            }
+            Err(e) => {
+                if e.kind() != io::ErrorKind::WouldBlock {
+                    add(&self.counters.send_errors, 1);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Send every frame of `batch` (see [`UdpPort::send`]); returns how many went out.
@@ -475,13 +502,7 @@ impl UdpPort {
         let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(2 * frames.len().min(64));
         let mut sent = 0;
         while sent < frames.len() {
-            let max = if segment_size <= self.gso_size_limit.load(Relaxed) {
-                self.max_gso_segments()
-                    .min(MAX_DATAGRAM / segment_size)
-                    .max(1)
-            } else {
-                1
-            };
+            let max = self.run_limit(segment_size);
             let chunk = &frames[sent..frames.len().min(sent + max)];
             iov.clear();
             let mut bytes = 0;
@@ -502,32 +523,11 @@ impl UdpPort {
                 MsgFlags::empty(),
                 addr.as_ref(),
             )
+            .map(drop)
             .map_err(io::Error::from);
-            match result {
-                Ok(_) => {
-                    add(&self.counters.send_calls, 1);
-                    add(&self.counters.datagrams_sent, segments);
-                    add(&self.counters.bytes_sent, bytes);
-                    if segments > 1 {
-                        add(&self.counters.gso_batches, 1);
-                    }
-                    sent += segments;
-                }
-                Err(e) if segments > 1 && matches!(e.raw_os_error(), Some(EIO | EINVAL)) => {
-                    // The same frames go again, one datagram at a time.
-                    self.gso.store(false, Relaxed);
-                    add(&self.counters.gso_fallbacks, 1);
-                }
-                Err(e) if segments > 1 && quinn_udp::is_msg_size_err(&e) => {
-                    self.gso_size_limit.fetch_min(segment_size - 1, Relaxed);
-                    add(&self.counters.gso_fallbacks, 1);
-                }
-                Err(e) => {
-                    if e.kind() != io::ErrorKind::WouldBlock {
-                        add(&self.counters.send_errors, 1);
-                    }
-                    return if sent > 0 { Ok(sent) } else { Err(e) };
-                }
+            match self.account(result, segments, bytes, segment_size) {
+                Ok(n) => sent += n,
+                Err(e) => return if sent > 0 { Ok(sent) } else { Err(e) },
             }
         }
         Ok(sent)

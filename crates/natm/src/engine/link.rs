@@ -197,26 +197,9 @@ impl UdpLink {
     ) -> io::Result<usize> {
         let frames: Vec<[&[u8]; 2]> = batch.frames().collect();
         let seg = batch.segment_size();
-        let mut sent = 0;
-        let mut waited = false;
-        while sent < frames.len() {
-            match self.port.send_gathered(to, &frames[sent..], seg) {
-                Ok(n) if n > 0 => {
-                    sent += n;
-                    waited = false;
-                    continue;
-                }
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if sent == 0 => return Err(e),
-                Err(_) => return Ok(sent),
-            }
-            if waited || !self.wait(PollFlags::OUT, SEND_WAIT)? {
-                break;
-            }
-            waited = true;
-        }
-        Ok(sent)
+        self.send_waiting(frames.len(), |sent| {
+            self.port.send_gathered(to, &frames[sent..], seg)
+        })
     }
 
     /// Send `count` datagrams of `seg` octets (the last may be shorter) laid back to
@@ -229,10 +212,21 @@ impl UdpLink {
         count: usize,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
+        self.send_waiting(count, |sent| self.port.send(to, &bytes[sent * seg..], seg))
+    }
+
+    /// Send `count` datagrams, `send(from)` sending as many as it can from the
+    /// `from`-th on; waits for room (at most [`SEND_WAIT`], once in a row) when none
+    /// went out. Returns how many went out.
+    fn send_waiting(
+        &self,
+        count: usize,
+        send: impl Fn(usize) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         let mut sent = 0;
         let mut waited = false;
         while sent < count {
-            match self.port.send(to, &bytes[sent * seg..], seg) {
+            match send(sent) {
                 Ok(n) if n > 0 => {
                     sent += n;
                     waited = false;
