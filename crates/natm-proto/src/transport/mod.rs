@@ -20,6 +20,7 @@ mod send;
 pub(crate) mod seq;
 mod stats;
 mod sync;
+pub mod tpdu_size;
 #[cfg(test)]
 mod tests;
 
