@@ -27,7 +27,9 @@ mod tests;
 use bytes::Bytes;
 use thiserror::Error;
 
-pub use config::{shaped_send_buffer, ConfigError, TransportConfig, DEFAULT_SEND_DELAY};
+pub use config::{
+    shaped_send_buffer, ConfigError, TransportConfig, AUTO_TPDU_FLOOR, DEFAULT_SEND_DELAY,
+};
 pub use psb::Psb;
 pub use qos::QosOutcome;
 pub use rtt::{RttConfig, RttEstimator};

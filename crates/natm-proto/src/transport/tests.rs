@@ -14,6 +14,8 @@ use crate::flow::NoFlow;
 mod flow;
 /// SYNC probes and in-band QoS changes.
 mod qos_sync;
+/// Adaptive TPDU size.
+mod tpdu_size;
 use crate::time::Instant;
 use crate::wire::tpdu::TpduType;
 
