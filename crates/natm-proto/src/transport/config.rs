@@ -323,7 +323,9 @@ impl From<&TransportConfig> for crate::flow::FlowParams {
             bucket: c.bucket,
             // An adaptive VC starts at its floor: the flow controller's setpoints in
             // TPDUs are sized for the TPDUs it starts with, not the ceiling.
-            tpdu_size: c.tpdu_adapt.map_or(c.tpdu_size, |a| a.floor.min(c.tpdu_size)),
+            tpdu_size: c
+                .tpdu_adapt
+                .map_or(c.tpdu_size, |a| a.floor.min(c.tpdu_size)),
             window: c.window,
             error_control: c.error_control,
         }

@@ -20,9 +20,9 @@ mod send;
 pub(crate) mod seq;
 mod stats;
 mod sync;
-pub mod tpdu_size;
 #[cfg(test)]
 mod tests;
+pub mod tpdu_size;
 
 use bytes::Bytes;
 use thiserror::Error;

@@ -256,7 +256,10 @@ mod tests {
         // 1 % of link packets lost: a 32 KiB TPDU (23 fragments) is lost one time in
         // five; smaller TPDUs pay off.
         let sizes = r.at(0.01, 40, None);
-        assert!(sizes.windows(2).all(|w| w[1] <= w[0]), "only shrinks: {sizes:?}");
+        assert!(
+            sizes.windows(2).all(|w| w[1] <= w[0]),
+            "only shrinks: {sizes:?}"
+        );
         assert!(r.s.size() < 32768, "{sizes:?}");
         let under_loss = r.s.size();
         // 5 %: smaller still, down to the floor.
@@ -265,7 +268,10 @@ mod tests {
         assert_eq!(r.s.size(), 4096, "never below the floor");
         // Loss gone: back up.
         let sizes = r.at(0.0, 60, None);
-        assert!(sizes.windows(2).all(|w| w[1] >= w[0]), "only grows: {sizes:?}");
+        assert!(
+            sizes.windows(2).all(|w| w[1] >= w[0]),
+            "only grows: {sizes:?}"
+        );
         assert_eq!(r.s.size(), 32768);
     }
 

@@ -133,7 +133,11 @@ fn tpdu_size_follows_loss_and_every_byte_arrives() {
     assert_eq!(p.messages(), all);
     assert_eq!(p.rx.stats().drop_oversize, 0);
     let s = seen.borrow();
-    assert!(s.retx > 50, "loss was exercised: {} retransmissions", s.retx);
+    assert!(
+        s.retx > 50,
+        "loss was exercised: {} retransmissions",
+        s.retx
+    );
     assert_eq!(s.retx_resized, 0);
     assert!(p.tx.tpdu_sizer().is_some_and(|z| z.changes() >= 6));
 }
@@ -178,6 +182,10 @@ fn shrinking_splits_queued_unsent_tpdus() {
     let sizes = &s.new_sizes;
     // The 4 MiB message was cut at 32 KiB when queued; the sizes seen on the wire
     // fall below that before it is done, and its bytes are intact.
-    assert!(sizes[sizes.len() - 1] < 32 * 1024, "{:?}", &sizes[sizes.len() - 20..]);
+    assert!(
+        sizes[sizes.len() - 1] < 32 * 1024,
+        "{:?}",
+        &sizes[sizes.len() - 20..]
+    );
     assert_eq!(p.messages().last(), big.last());
 }
