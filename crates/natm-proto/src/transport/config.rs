@@ -321,8 +321,9 @@ impl From<&TransportConfig> for crate::flow::FlowParams {
             rate: c.rate,
             min_rate: c.min_rate,
             bucket: c.bucket,
-            // An adaptive VC starts at its floor: the flow controller's setpoints in
-            // TPDUs are sized for the TPDUs it starts with, not the ceiling.
+            // An adaptive VC's flow controller is sized for its floor: packet-pair's
+            // queue setpoint is in TPDUs, and the smallest keeps the bottleneck queue
+            // that of a fixed 4 KiB VC whatever the size.
             tpdu_size: c
                 .tpdu_adapt
                 .map_or(c.tpdu_size, |a| a.floor.min(c.tpdu_size)),

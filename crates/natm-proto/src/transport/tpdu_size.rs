@@ -12,7 +12,9 @@
 //! [`TpduSizeConfig::loss_unit`] bytes over UDP, 48-byte cells on an ATM path), so a
 //! TPDU of `s` bytes spans `k(s) = ⌈s / unit⌉` of them and is lost with
 //! `p(s) = 1 − (1 − q)^k(s)`, where `q`, the per-unit loss, is what the measured `p_T`
-//! at the current size implies (smoothed, 1/4 new). Each TPDU also costs a fixed
+//! at the current size implies (smoothed, 1/4 new). A VC starts at the ceiling (its
+//! data is cut into TPDUs when queued: a shrink can split queued TPDUs, a growth
+//! cannot merge them). Each TPDU also costs a fixed
 //! overhead `h` ([`TpduSizeConfig::per_tpdu_overhead`], bytes worth of CPU, header
 //! and ACK — the "per-fragment overhead"). The useful fraction of work at size `s` is
 //!
@@ -22,9 +24,10 @@
 //!
 //! which grows with `s` while loss is low (fewer TPDUs per byte) and falls once a
 //! lost TPDU's retransmission costs more than the per-TPDU overhead saves (a lost
-//! 32 KiB TPDU costs eight 4 KiB ones). At each decision the size moves one step
-//! (×2 or ÷2) towards the larger `E`, only when that neighbour's `E` is better by
-//! [`HYSTERESIS`], so a loss rate near a boundary does not make it flap.
+//! 32 KiB TPDU costs eight 4 KiB ones). At each decision the size moves to the size
+//! with the largest `E` among floor·2^k and the ceiling, only when its `E` beats the
+//! current one's by [`HYSTERESIS`], so a loss rate near a boundary does not make it
+//! flap.
 //!
 //! Bounds: never below the floor, never above the ceiling, which is the smaller of
 //! the size the receiver agreed to (it accepts any TPDU up to that) and what the
@@ -45,7 +48,7 @@ const GAIN: f64 = 0.25;
 /// What the adaptive sizer works with; the ceiling comes from the handshake.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TpduSizeConfig {
-    /// Smallest TPDU payload, bytes (and the size a VC starts at).
+    /// Smallest TPDU payload, bytes (a VC starts at the ceiling).
     pub floor: u32,
     /// Bytes per loss unit: the link packet losses strike. 1472 for UDP over
     /// Ethernet (a TPDU is a datagram sent as IP fragments), 48 for cells.
@@ -100,7 +103,9 @@ impl TpduSizer {
         TpduSizer {
             cfg: TpduSizeConfig { floor, ..cfg },
             ceiling,
-            size: floor,
+            // Start large: data is cut into TPDUs as it is queued and a shrink splits
+            // what is queued, but a growth cannot merge it.
+            size: ceiling,
             unit_loss: None,
             sent_mark: 0,
             lost_mark: 0,
@@ -131,6 +136,16 @@ impl TpduSizer {
     /// The smoothed per-loss-unit loss, once measured.
     pub fn unit_loss(&self) -> Option<f64> {
         self.unit_loss
+    }
+
+    /// The sizes it chooses among: floor, 2·floor, 4·floor, ... and the ceiling.
+    fn ladder(&self) -> impl Iterator<Item = u32> + '_ {
+        let mut s = Some(self.cfg.floor);
+        std::iter::from_fn(move || {
+            let cur = s?;
+            s = (cur < self.ceiling).then(|| cur.saturating_mul(2).min(self.ceiling));
+            Some(cur)
+        })
     }
 
     fn units(&self, s: u32) -> f64 {
@@ -169,12 +184,17 @@ impl TpduSizer {
         self.unit_loss = Some(q);
         let cur = self.useful(q, self.size);
         let up = (self.size.saturating_mul(2)).min(self.ceiling);
-        let down = (self.size / 2).max(self.cfg.floor);
+        // The best size on the ladder floor·2^k (and the ceiling), taken only if it
+        // beats the current one by the hysteresis: a loss rate that jumps is met in
+        // one decision, one near a boundary moves nothing.
         let mut next = self.size;
-        if up > self.size && self.useful(q, up) > cur * (1.0 + HYSTERESIS) {
-            next = up;
-        } else if down < self.size && self.useful(q, down) > cur * (1.0 + HYSTERESIS) {
-            next = down;
+        let mut best = cur * (1.0 + HYSTERESIS);
+        for cand in self.ladder() {
+            let e = self.useful(q, cand);
+            if e > best {
+                best = e;
+                next = cand;
+            }
         }
         // The timer bound: a TPDU lasts at least one timer tick at the VC's rate.
         let by_timer = rate_bps.map_or(0.0, |r| r * self.cfg.timer_granularity.as_secs_f64() / 8.0);
@@ -239,13 +259,12 @@ mod tests {
     }
 
     #[test]
-    fn no_loss_grows_to_the_agreed_size_and_no_further() {
+    fn no_loss_keeps_the_agreed_size_and_goes_no_further() {
         let mut r = Run::new(cfg(), 32768);
-        assert_eq!(r.s.size(), 4096, "starts at the floor");
+        assert_eq!(r.s.size(), 32768, "starts at the ceiling");
         let sizes = r.at(0.0, 20, None);
-        assert_eq!(sizes[..3], [8192, 16384, 32768]);
-        assert!(sizes.iter().all(|&s| s <= 32768));
-        assert_eq!(r.s.size(), 32768);
+        assert!(sizes.iter().all(|&s| s == 32768), "{sizes:?}");
+        assert_eq!(r.s.changes(), 0);
     }
 
     #[test]
@@ -297,8 +316,13 @@ mod tests {
         let mut r = Run::new(c, 32768);
         assert_eq!(r.s.ceiling(), 9000);
         let sizes = r.at(0.0, 20, None);
+        assert!(sizes.iter().all(|&s| s == 9000), "{sizes:?}");
+        // After loss, back up: 9000 would gain only 1 % over 8192, within the
+        // hysteresis, so it stays at 8192.
+        r.at(0.05, 20, None);
+        assert_eq!(r.s.size(), 4096);
+        let sizes = r.at(0.0, 60, None);
         assert!(sizes.iter().all(|&s| s <= 9000), "{sizes:?}");
-        // 9000 would gain 1 % over 8192, within the hysteresis: it stays.
         assert_eq!(r.s.size(), 8192);
         let c = TpduSizeConfig {
             max_frame: Some(6000),
@@ -355,8 +379,9 @@ mod tests {
     #[test]
     fn a_decision_waits_for_enough_tpdus() {
         let mut s = TpduSizer::new(cfg(), 32768);
-        assert_eq!(s.on_progress(63, 0, None), 4096);
-        assert_eq!(s.on_progress(64, 0, None), 8192);
-        assert_eq!(s.on_progress(100, 0, None), 8192);
+        assert_eq!(s.on_progress(63, 30, None), 32768);
+        let shrunk = s.on_progress(64, 30, None);
+        assert!(shrunk < 32768);
+        assert_eq!(s.on_progress(100, 60, None), shrunk);
     }
 }

@@ -99,9 +99,13 @@ fn tpdu_size_follows_loss_and_every_byte_arrives() {
     p.fate = fragment_loss(q.clone(), seen.clone());
     p.drive(Duration::from_millis(10));
     assert_eq!(p.tx.params().map(|a| a.tpdu_size), Some(32 * 1024));
-    assert_eq!(p.tx.tpdu_size(), 4096, "an adaptive VC starts at its floor");
+    assert_eq!(
+        p.tx.tpdu_size(),
+        32 * 1024,
+        "an adaptive VC starts at the ceiling"
+    );
 
-    // No loss: grows to the agreed 32 KiB.
+    // No loss: stays at the agreed 32 KiB.
     let clean = msgs(&[64 * 1024; 80]);
     send_phase(&mut p, &clean);
     assert_eq!(p.tx.tpdu_size(), 32 * 1024);
@@ -139,7 +143,7 @@ fn tpdu_size_follows_loss_and_every_byte_arrives() {
         s.retx
     );
     assert_eq!(s.retx_resized, 0);
-    assert!(p.tx.tpdu_sizer().is_some_and(|z| z.changes() >= 6));
+    assert!(p.tx.tpdu_sizer().is_some_and(|z| z.changes() >= 2));
 }
 
 #[test]
