@@ -99,13 +99,9 @@ fn tpdu_size_follows_loss_and_every_byte_arrives() {
     p.fate = fragment_loss(q.clone(), seen.clone());
     p.drive(Duration::from_millis(10));
     assert_eq!(p.tx.params().map(|a| a.tpdu_size), Some(32 * 1024));
-    assert_eq!(
-        p.tx.tpdu_size(),
-        32 * 1024,
-        "an adaptive VC starts at the ceiling"
-    );
+    assert_eq!(p.tx.tpdu_size(), 4096, "an adaptive VC starts at its floor");
 
-    // No loss: stays at the agreed 32 KiB.
+    // No loss: grows to the agreed 32 KiB.
     let clean = msgs(&[64 * 1024; 80]);
     send_phase(&mut p, &clean);
     assert_eq!(p.tx.tpdu_size(), 32 * 1024);
