@@ -42,7 +42,10 @@ pub(crate) fn run(cmd: QosCmd) -> CliResult {
                 if t.error_control { "on" } else { "off" },
                 t.flow,
                 t.semantics,
-                t.tpdu_size,
+                match t.tpdu_adapt {
+                    Some(a) => format!("auto({}..={})", a.floor, t.tpdu_size),
+                    None => t.tpdu_size.to_string(),
+                },
                 t.window,
                 t.rate
             );

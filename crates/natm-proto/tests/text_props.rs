@@ -104,6 +104,7 @@ fn transport() -> impl Strategy<Value = TransportParams> {
                     error_control,
                     flow,
                     semantics,
+                    tpdu_auto: tpdu_size.is_none() && priority.is_some_and(|p| p % 2 == 1),
                     tpdu_size,
                     window,
                     max_msg,

@@ -22,6 +22,9 @@
 //!
 //! The drop rule sees IP datagrams after reassembly, so a natm TPDU of 4 KiB (three
 //! link packets) is lost as a whole with the same probability as one TCP segment.
+//! With `--loss-unit packet` it sits before reassembly instead and drops link packets
+//! (IP fragments), so a TPDU is lost if any of its fragments is: the loss a bigger
+//! TPDU pays for (issue 17's adaptive TPDU size).
 
 use anyhow::Context as _;
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
@@ -58,6 +61,20 @@ pub(crate) enum Kind {
 pub(crate) const STACKS: &[(&str, Kind)] = &[
     ("natm-pp", Kind::Natm("reliable:flow=packet-pair")),
     ("natm-window", Kind::Natm("reliable:flow=window")),
+    // Issue 17: the TPDU size, fixed at seed 000's 4 KiB, fixed at 32 KiB, or adapted
+    // to the loss the sender sees (between 4 and 32 KiB).
+    (
+        "natm-pp-4k",
+        Kind::Natm("reliable:flow=packet-pair,tpdu=4096"),
+    ),
+    (
+        "natm-pp-32k",
+        Kind::Natm("reliable:flow=packet-pair,tpdu=32768"),
+    ),
+    (
+        "natm-pp-auto",
+        Kind::Natm("reliable:flow=packet-pair,tpdu=auto"),
+    ),
     ("tcp-cubic", Kind::Tcp("cubic")),
     ("tcp-bbr", Kind::Tcp("bbr")),
     ("quic", Kind::Quic),
@@ -432,6 +449,8 @@ pub(crate) struct LossConfig {
     pub(crate) rtts: Vec<Duration>,
     pub(crate) rate_bps: u64,
     pub(crate) size: usize,
+    /// Loss strikes link packets (IP fragments) rather than whole datagrams.
+    pub(crate) per_packet: bool,
     pub(crate) warmup: Duration,
     pub(crate) time: Duration,
     pub(crate) runs: usize,
@@ -542,7 +561,7 @@ pub(crate) fn run(
                     net.set_delay(p.rtt / 2)?;
                     let per_mille = (p.loss * 10.0).round() as u32;
                     if current != Some(per_mille) {
-                        net.set_loss(per_mille)?;
+                        net.set_loss(per_mille, cfg.per_packet)?;
                         current = Some(per_mille);
                     }
                     port = port.wrapping_add(1).max(20_000);
@@ -757,7 +776,9 @@ fn figure(path: &Path, cfg: &LossConfig, points: &[Point]) -> anyhow::Result<()>
 /// `natm perf loss`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct LossArgs {
-    /// Stacks, comma-separated: natm-pp, natm-window, tcp-cubic, tcp-bbr, quic.
+    /// Stacks, comma-separated: natm-pp, natm-window, tcp-cubic, tcp-bbr, quic; and
+    /// natm-pp-4k, natm-pp-32k, natm-pp-auto (packet-pair with the TPDU size fixed at
+    /// 4 or 32 KiB, or adaptive).
     #[arg(
         long,
         value_delimiter = ',',
@@ -779,6 +800,11 @@ pub(crate) struct LossArgs {
     /// Message size the sender writes.
     #[arg(long, default_value = "64KiB", value_parser = crate::cli::units::bytes)]
     size: u64,
+    /// What the loss strikes: `datagram` (whole IP datagrams after reassembly: a natm
+    /// TPDU of any size is one loss) or `packet` (each link packet, so a 32 KiB TPDU
+    /// sent as 23 IP fragments is lost if any of them is).
+    #[arg(long, default_value = "datagram", value_parser = ["datagram", "packet"])]
+    loss_unit: String,
     #[command(flatten)]
     out: super::Output,
 }
@@ -809,6 +835,7 @@ impl Experiment for LossArgs {
             },
             rate_bps: self.rate,
             size: super::check_size(self.size)?,
+            per_packet: self.loss_unit == "packet",
             warmup: o.warmup,
             time: o.time,
             runs: o.runs,

@@ -199,8 +199,11 @@ impl Net {
         Ok(net)
     }
 
-    /// Drop `per_mille` of the datagrams arriving in b (0 removes the rule).
-    pub(crate) fn set_loss(&self, per_mille: u32) -> anyhow::Result<()> {
+    /// Drop `per_mille` of the datagrams arriving in b (0 removes the rule); with
+    /// `per_packet`, of the link packets instead: the rule sits before IP reassembly
+    /// (prerouting, priority -500, ahead of defragmentation at -400), so each IP
+    /// fragment of a large datagram is lost on its own, as on a lossy link.
+    pub(crate) fn set_loss(&self, per_mille: u32, per_packet: bool) -> anyhow::Result<()> {
         let b = self.b.as_str();
         let _ = sh(&[
             "ip", "netns", "exec", b, "nft", "delete", "table", "inet", "natm",
@@ -222,7 +225,11 @@ impl Net {
             "inet",
             "natm",
             "in",
-            "{ type filter hook input priority 0; }",
+            if per_packet {
+                "{ type filter hook prerouting priority -500; }"
+            } else {
+                "{ type filter hook input priority 0; }"
+            },
         ])?;
         sh(&[
             "ip",

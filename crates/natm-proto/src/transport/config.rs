@@ -17,8 +17,14 @@ pub struct TransportConfig {
     pub flow: FlowKind,
     /// Message or stream semantics.
     pub semantics: Semantics,
-    /// Payload bytes per TPDU (seed 000 §5.3.1: 4 KiB default).
+    /// Payload bytes per TPDU (seed 000 §5.3.1: 4 KiB default); with
+    /// [`TransportConfig::tpdu_adapt`], the largest the sender may choose (what the
+    /// handshake offers and the receiver accepts).
     pub tpdu_size: u32,
+    /// Adaptive TPDU size (issue 17): the sender picks each new TPDU's size between
+    /// the floor and `tpdu_size` from the loss it measures ([`super::tpdu_size`]).
+    /// `None`: every TPDU is `tpdu_size`. Only a VC with error control adapts.
+    pub tpdu_adapt: Option<super::tpdu_size::TpduSizeConfig>,
     /// Error-control window in TPDUs; the receiver buffers at least this many.
     pub window: u32,
     /// Send buffer, bytes (seed 001 §6: the page pool writers sleep on).
@@ -114,6 +120,7 @@ impl TransportConfig {
             flow: FlowKind::None,
             semantics: Semantics::Message,
             tpdu_size: Self::DEFAULT_TPDU,
+            tpdu_adapt: None,
             window,
             snd_buf: 2 * buf,
             rcv_buf: buf,
@@ -301,6 +308,12 @@ impl TransportConfig {
             flow: t.flow,
             semantics: t.semantics,
             tpdu_size: t.tpdu_size,
+            tpdu_adapt: (t.tpdu_adaptive && t.error_control).then(|| {
+                super::tpdu_size::TpduSizeConfig {
+                    floor: AUTO_TPDU_FLOOR.min(t.tpdu_size),
+                    ..Default::default()
+                }
+            }),
             window,
             snd_buf,
             rcv_buf: buf,
@@ -320,13 +333,21 @@ impl TransportConfig {
     }
 }
 
+/// The smallest TPDU an adaptive VC sends (`tpdu=auto`): seed 000 §5.3.1's 4 KiB.
+pub const AUTO_TPDU_FLOOR: u32 = 4096;
+
 impl From<&TransportConfig> for crate::flow::FlowParams {
     fn from(c: &TransportConfig) -> Self {
         crate::flow::FlowParams {
             rate: c.rate,
             min_rate: c.min_rate,
             bucket: c.bucket,
-            tpdu_size: c.tpdu_size,
+            // An adaptive VC's flow controller is sized for its floor: packet-pair's
+            // queue setpoint is in TPDUs, and the smallest keeps the bottleneck queue
+            // that of a fixed 4 KiB VC whatever the size.
+            tpdu_size: c
+                .tpdu_adapt
+                .map_or(c.tpdu_size, |a| a.floor.min(c.tpdu_size)),
             window: c.window,
             error_control: c.error_control,
         }

@@ -22,11 +22,14 @@ mod stats;
 mod sync;
 #[cfg(test)]
 mod tests;
+pub mod tpdu_size;
 
 use bytes::Bytes;
 use thiserror::Error;
 
-pub use config::{shaped_send_buffer, ConfigError, TransportConfig, DEFAULT_SEND_DELAY};
+pub use config::{
+    shaped_send_buffer, ConfigError, TransportConfig, AUTO_TPDU_FLOOR, DEFAULT_SEND_DELAY,
+};
 pub use psb::Psb;
 pub use qos::QosOutcome;
 pub use rtt::{RttConfig, RttEstimator};

@@ -9,6 +9,7 @@ use super::qos::{QosOutcome, QosReceiver, QosSender};
 use super::recv::{RecvHalf, RecvLimits, Taken};
 use super::send::{Full, SendHalf, SendLimits};
 use super::sync::{EchoLimiter, SyncProbe};
+use super::tpdu_size::TpduSizer;
 use super::{
     AbortReason, Chunk, Event, FlowKind, PsbStats, QosBoundsError, QosChangeError, RecvError,
     RttEstimator, Semantics, SendError, Status, Transmit, TransmitKind, TransportConfig,
@@ -75,6 +76,8 @@ pub struct Psb {
     qos_rx: QosReceiver,
     sync: SyncProbe,
     echo: EchoLimiter,
+    /// The adaptive TPDU sizer of a sender with `tpdu=auto`, once the size is agreed.
+    sizer: Option<TpduSizer>,
 }
 
 impl Psb {
@@ -140,9 +143,7 @@ impl Psb {
         psb.ctrl.clear();
         // What a receiver opened from the same configuration agrees to.
         let p = psb.agree(&psb.offer());
-        if let Some(s) = psb.send.as_mut() {
-            s.renegotiate(p.window, p.tpdu_size as usize, p.max_msg);
-        }
+        psb.apply_agreed(&p);
         psb.params = Some(p);
         psb.state = State::Established;
         psb.sync.start(now);
@@ -179,6 +180,7 @@ impl Psb {
             qos_rx: QosReceiver::default(),
             sync: SyncProbe::new(sync_interval),
             echo: EchoLimiter::default(),
+            sizer: None,
             role,
             state: State::Listening,
             cookie: cfg.cookie.unwrap_or(0),
@@ -200,6 +202,41 @@ impl Psb {
             consecutive_timeouts: 0,
             qos_done: false,
         }
+    }
+
+    /// The sender takes what the handshake (or signalling) agreed; an adaptive VC's
+    /// sizer starts with the agreed size as its ceiling.
+    fn apply_agreed(&mut self, p: &ConnParams) {
+        let Some(s) = self.send.as_mut() else { return };
+        s.renegotiate(p.window, p.tpdu_size as usize, p.max_msg);
+        if let Some(a) = self.cfg.tpdu_adapt.filter(|_| self.cfg.error_control) {
+            let sizer = TpduSizer::new(a, p.tpdu_size);
+            s.set_tpdu_size(sizer.size() as usize);
+            self.sizer = Some(sizer);
+        }
+    }
+
+    /// After an ACK: let the sizer see the loss so far and cut new TPDUs to its size.
+    fn adapt_tpdu_size(&mut self) {
+        let (Some(z), Some(send)) = (self.sizer.as_mut(), self.send.as_mut()) else {
+            return;
+        };
+        let lost = self.stats.fast_marked + self.stats.timeout_marked;
+        let size = z.on_progress(self.stats.tpdus_sent, lost, self.flow.rate_bps());
+        send.set_tpdu_size(size as usize);
+        self.stats.tpdu_size = size;
+    }
+
+    /// The adaptive TPDU sizer, on a sender with `tpdu=auto` once established.
+    pub fn tpdu_sizer(&self) -> Option<&TpduSizer> {
+        self.sizer.as_ref()
+    }
+
+    /// The size new TPDUs are cut to (sender), or the agreed size.
+    pub fn tpdu_size(&self) -> u32 {
+        self.send.as_ref().map_or(self.cfg.tpdu_size, |s| {
+            u32::try_from(s.tpdu_size()).unwrap_or(u32::MAX)
+        })
     }
 
     fn offer(&self) -> ConnParams {
@@ -348,9 +385,7 @@ impl Psb {
                         self.stats.drop_malformed += 1;
                         return;
                     }
-                    if let Some(s) = self.send.as_mut() {
-                        s.renegotiate(p.window, p.tpdu_size as usize, p.max_msg);
-                    }
+                    self.apply_agreed(&p);
                     self.params = Some(p);
                     self.state = State::Established;
                     self.sync.start(now);
@@ -381,6 +416,10 @@ impl Psb {
                 if send.on_ack(now, &h, rtt, min_rtt, rto, &mut self.stats, &mut *self.flow) {
                     self.consecutive_timeouts = 0;
                 }
+                self.adapt_tpdu_size();
+                let Some(send) = self.send.as_mut() else {
+                    return;
+                };
                 // The ACK may have raised the controller's rate: ask it again rather
                 // than wait out a pacing timer armed at the old one.
                 self.pace_at = None;

@@ -132,6 +132,9 @@ pub(crate) struct SendHalf {
     pair_second_due: bool,
     probe_at: Option<Instant>,
     probe_armed: bool,
+    /// The size new TPDUs are cut to: `lim.tpdu_size` (the agreed ceiling) unless an
+    /// adaptive sizer chose less (issue 17).
+    cut: usize,
 }
 
 impl SendHalf {
@@ -158,6 +161,7 @@ impl SendHalf {
             pair_second_due: false,
             probe_at: None,
             probe_armed: false,
+            cut: lim.tpdu_size,
         }
     }
 
@@ -165,12 +169,66 @@ impl SendHalf {
     pub(crate) fn renegotiate(&mut self, window: u32, tpdu_size: usize, max_msg: u64) {
         self.lim.window = window;
         self.lim.tpdu_size = tpdu_size;
+        self.cut = self.cut.min(tpdu_size);
         self.lim.max_msg = max_msg;
         self.peer_edge = self.peer_cum + u64::from(window);
     }
 
     pub(crate) fn limits(&self) -> &SendLimits {
         &self.lim
+    }
+
+    /// The size new TPDUs are cut to.
+    pub(crate) fn tpdu_size(&self) -> usize {
+        self.cut
+    }
+
+    /// Cut new TPDUs to `size` bytes (at most the agreed size). TPDUs already sent
+    /// keep their size, so a retransmission is the TPDU as first sent and sequence
+    /// numbers stay per TPDU; queued TPDUs not yet sent that are larger are split
+    /// (slices, no copy), so a shrink takes effect at once rather than after the
+    /// send buffer drains. A growth applies to data queued from now on.
+    pub(crate) fn set_tpdu_size(&mut self, size: usize) {
+        let size = size.clamp(1, self.lim.tpdu_size.max(1));
+        if size == self.cut {
+            return;
+        }
+        let shrink = size < self.cut;
+        self.cut = size;
+        if shrink {
+            self.split_unsent();
+        }
+    }
+
+    /// Split every unsent TPDU larger than the cut size.
+    fn split_unsent(&mut self) {
+        let sent = usize::try_from(self.nxt - self.una).unwrap_or(usize::MAX);
+        if !self.slots.iter().skip(sent).any(|s| s.len() > self.cut) {
+            return;
+        }
+        let unsent: Vec<Slot> = self.slots.drain(sent.min(self.slots.len())..).collect();
+        for mut slot in unsent {
+            if slot.len() <= self.cut {
+                self.slots.push_back(slot);
+                continue;
+            }
+            slot.freeze();
+            let n = slot.payload.len();
+            let mut from = 0;
+            while from < n {
+                let to = (from + self.cut).min(n);
+                let mut piece = Slot::new(
+                    slot.payload.slice(from..to),
+                    slot.msg,
+                    slot.msg_off + from as u32,
+                    slot.first && from == 0,
+                    slot.last && to == n,
+                );
+                piece.kind = slot.kind;
+                self.slots.push_back(piece);
+                from = to;
+            }
+        }
     }
 
     /// Resize the send buffer (a shaped VC whose rate changed); bytes already queued
@@ -270,7 +328,7 @@ impl SendHalf {
             let end_seq = self.end_seq();
             if end_seq > self.nxt {
                 if let Some(last) = self.slots.back_mut() {
-                    let space = self.lim.tpdu_size - last.len();
+                    let space = self.cut.saturating_sub(last.len());
                     if space > 0 {
                         let k = space.min(n);
                         let tail = last.tail.get_or_insert_with(BytesMut::new);
@@ -282,7 +340,7 @@ impl SendHalf {
             }
         }
         while done < n {
-            let k = (n - done).min(self.lim.tpdu_size);
+            let k = (n - done).min(self.cut);
             let payload = take(done, done + k);
             self.slots
                 .push_back(Slot::new(payload, msg, off as u32, off == 0, false));
@@ -645,7 +703,7 @@ impl SendHalf {
         // full buffer does not send runts. A stream's partial TPDU goes at once (no
         // Nagle: interactive streams keep their latency).
         if idx + 1 == self.slots.len()
-            && len < self.lim.tpdu_size
+            && len < self.cut
             && self.open_msg.is_some()
             && self.lim.semantics == Semantics::Message
         {

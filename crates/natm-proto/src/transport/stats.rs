@@ -21,6 +21,8 @@ pub struct PsbStats {
     pub fast_marked: u64,
     /// TPDUs the timeout marked for retransmission.
     pub timeout_marked: u64,
+    /// Adaptive senders (`tpdu=auto`): the size new TPDUs are cut to now (0: fixed).
+    pub tpdu_size: u32,
     /// Retransmission timeouts that fired.
     pub timeouts: u64,
     /// Two-RTT head checks that found the cumulative ack stalled.

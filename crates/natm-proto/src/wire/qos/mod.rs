@@ -46,7 +46,8 @@
 //!            | "flow" "=" ( "none" | "leaky-bucket" | "packet-pair" | "window" )
 //!            | ( "ec" | "encrypt" ) "=" ( "on" | "off" )
 //!            | "mode" "=" ( "message" | "stream" )
-//!            | ( "tpdu" | "msg" | "bucket" ) "=" bytes
+//!            | "tpdu" "=" ( bytes | "auto" )              (* auto: adaptive *)
+//!            | ( "msg" | "bucket" ) "=" bytes
 //!            | ( "window" | "outstanding" | "prio" ) "=" integer
 //!            | "delay" "=" number [ "us" | "ms" | "s" ] ;    (* default µs *)
 //! rate       = "max" | number [ [ multiplier ] ( "bps" | "cps" ) ] ;  (* bare: cells/s *)
@@ -104,6 +105,9 @@ pub const DEFAULT_MAX_SDU: u32 = 9188;
 
 /// TPDU size when the QoS does not set one: 4 KiB (DESIGN §3, item 4).
 pub const DEFAULT_TPDU_SIZE: u32 = 4096;
+
+/// The largest TPDU a `tpdu=auto` VC sends, and the size its handshake offers: 32 KiB.
+pub const AUTO_TPDU_CEILING: u32 = 32 * 1024;
 
 /// The ATM adaptation layer of a VC.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -278,6 +282,9 @@ pub struct TransportParams {
     pub semantics: Option<Semantics>,
     /// TPDU payload size in bytes, 64..=65000 (`tpdu=`).
     pub tpdu_size: Option<u32>,
+    /// `tpdu=auto`: the sender picks each TPDU's size from the loss it measures, up
+    /// to [`AUTO_TPDU_CEILING`] (issue 17); `tpdu_size` is then unset.
+    pub tpdu_auto: bool,
     /// Error-control window in TPDUs (`window=`).
     pub window: Option<u32>,
     /// Largest message in bytes (`msg=`); unset means unlimited.
@@ -310,8 +317,10 @@ pub struct ResolvedTransport {
     pub flow: FlowKind,
     /// Message or stream.
     pub semantics: Semantics,
-    /// TPDU payload size in bytes.
+    /// TPDU payload size in bytes; for an adaptive VC the largest it sends.
     pub tpdu_size: u32,
+    /// The sender adapts its TPDU size below `tpdu_size` (`tpdu=auto`).
+    pub tpdu_adaptive: bool,
     /// Error-control window in TPDUs; `None` lets the transport size it.
     pub window: Option<u32>,
     /// Largest message in bytes; `None` is unlimited.
@@ -784,8 +793,10 @@ impl Qos {
             // is the largest one it sends.
             tpdu_size: match t.kind {
                 TransportKind::Bare => self.max_sdu(Direction::Tx),
+                TransportKind::Natm if t.tpdu_auto => AUTO_TPDU_CEILING,
                 TransportKind::Natm => t.tpdu_size.unwrap_or(DEFAULT_TPDU_SIZE),
             },
+            tpdu_adaptive: t.kind == TransportKind::Natm && t.tpdu_auto,
             window: t.window,
             max_msg: t.max_msg,
             outstanding: t.outstanding,
@@ -925,7 +936,7 @@ fn first_natm_transport_key(t: &TransportParams) -> Option<QosKey> {
         (QosKey::Flow, t.flow.is_some() || t.service.is_some()),
         (QosKey::Ec, t.error_control.is_some()),
         (QosKey::Mode, t.semantics.is_some()),
-        (QosKey::Tpdu, t.tpdu_size.is_some()),
+        (QosKey::Tpdu, t.tpdu_size.is_some() || t.tpdu_auto),
         (QosKey::Window, t.window.is_some()),
         (QosKey::Msg, t.max_msg.is_some()),
         (QosKey::Outstanding, t.outstanding.is_some()),

@@ -589,7 +589,14 @@ impl<'a> Parser<'a> {
                     Semantics::Stream
                 });
             }
-            QosKey::Tpdu => t.tpdu_size = Some(small(num(parse_bytes(v))?)),
+            QosKey::Tpdu if v.eq_ignore_ascii_case("auto") => {
+                t.tpdu_size = None;
+                t.tpdu_auto = true;
+            }
+            QosKey::Tpdu => {
+                t.tpdu_size = Some(small(num(parse_bytes(v))?));
+                t.tpdu_auto = false;
+            }
             QosKey::Window => t.window = Some(small(num(parse_integer(v))?)),
             QosKey::Msg => t.max_msg = Some(num(parse_bytes(v))?),
             QosKey::Outstanding => t.outstanding = Some(small(num(parse_integer(v))?)),

@@ -88,6 +88,7 @@ fn transport_value(t: &TransportParams, key: QosKey) -> Option<String> {
             .encrypt
             .map(|on| if on { "on" } else { "off" }.to_string()),
         QosKey::Mode => t.semantics.map(|v| v.to_string()),
+        QosKey::Tpdu if t.tpdu_auto => Some("auto".to_string()),
         QosKey::Tpdu => t.tpdu_size.map(|n| n.to_string()),
         QosKey::Window => t.window.map(|n| n.to_string()),
         QosKey::Msg => t.max_msg.map(bytes),

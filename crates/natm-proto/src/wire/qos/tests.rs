@@ -755,3 +755,26 @@ fn encrypt_is_a_transport_setting_that_round_trips_and_bare_vcs_refuse() {
     assert!("ubr:transport=none,encrypt=on".parse::<Qos>().is_err());
     assert!("reliable:encrypt=maybe".parse::<Qos>().is_err());
 }
+
+/// `tpdu=auto` (issue 17): the sender adapts below a 32 KiB ceiling; it prints back
+/// as written.
+#[test]
+fn tpdu_auto_parses_prints_and_resolves() {
+    let q = qos("reliable:tpdu=auto");
+    assert!(q.transport().tpdu_auto);
+    assert_eq!(q.transport().tpdu_size, None);
+    assert_eq!(q.to_string(), "reliable:tpdu=auto");
+    let r = q.resolved_transport(false);
+    assert!(r.tpdu_adaptive);
+    assert_eq!(r.tpdu_size, AUTO_TPDU_CEILING);
+    let fixed = qos("reliable:tpdu=8192").resolved_transport(false);
+    assert!(!fixed.tpdu_adaptive);
+    assert_eq!(fixed.tpdu_size, 8192);
+    assert!(!qos("reliable").resolved_transport(false).tpdu_adaptive);
+    let cfg = crate::transport::TransportConfig::from_qos(&q, false).unwrap();
+    assert_eq!(cfg.tpdu_size, AUTO_TPDU_CEILING);
+    assert_eq!(cfg.tpdu_adapt.map(|a| a.floor), Some(4096));
+    // Without error control nothing is retransmitted: nothing to adapt to.
+    let ubr = crate::transport::TransportConfig::from_qos(&qos("ubr:tpdu=auto"), false).unwrap();
+    assert_eq!(ubr.tpdu_adapt, None);
+}
