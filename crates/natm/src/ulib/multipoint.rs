@@ -242,8 +242,15 @@ impl Multipoint {
         const NOT_REPLICATED: u8 = 63;
         if let Target::Atm(addr) = &target {
             match &self.net {
-                Some(net) => match net.session.add_party(net.call, addr) {
-                    Ok(party) => return self.await_party(party),
+                // sigd refuses with 63 what it cannot send on the call; the leaf's
+                // host does too when the call already reaches an application there
+                // (ADD PARTY REJECT): either way the leaf gets a call of its own.
+                Some(net) => match net
+                    .session
+                    .add_party(net.call, addr)
+                    .and_then(|party| self.await_party(party))
+                {
+                    Ok(r) => return Ok(r),
                     Err(Error::Refused {
                         cause: NOT_REPLICATED,
                         ..
