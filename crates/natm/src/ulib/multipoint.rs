@@ -18,8 +18,9 @@
 //!   next whole message.
 //! - **A call of its own, replicated by the root's engine.** A leaf the network
 //!   cannot put on the call — in direct mode (an IP address), on the root's own host,
-//!   through another first hop than the call's, or any leaf of a call that would be
-//!   sealed (network replication has no group key) — gets a call of its own, and
+//!   through another first hop than the call's, a second leaf on a host the call
+//!   already reaches, or any leaf of a call that would be sealed (network replication
+//!   has no group key) — gets a call of its own, and
 //!   `send` hands the message to that branch too. Each such branch is admitted,
 //!   shaped, sealed and counted on its own.
 //!
