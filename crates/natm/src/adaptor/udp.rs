@@ -168,6 +168,9 @@ pub struct UdpPort {
     counters: Counters,
 }
 
+/// Most frames one gathered `sendmsg` carries: Linux's GSO limit (`UDP_MAX_SEGMENTS`).
+const MAX_GATHERED: usize = 64;
+
 impl UdpPort {
     /// Open a socket bound to `addr` with the default [`PortOptions`] (GSO and GRO
     /// on), in blocking mode.
@@ -499,26 +502,28 @@ impl UdpPort {
             ));
         }
         let addr = dst.map(SockaddrStorage::from);
-        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(2 * frames.len().min(64));
+        // Two parts per frame, at most a GSO run of frames per call: on the stack, no
+        // allocation per send.
+        let mut iov = [IoSlice::new(&[]); 2 * MAX_GATHERED];
         let mut sent = 0;
         while sent < frames.len() {
-            let max = self.run_limit(segment_size);
+            let max = self.run_limit(segment_size).min(MAX_GATHERED);
             let chunk = &frames[sent..frames.len().min(sent + max)];
-            iov.clear();
+            let mut parts = 0;
             let mut bytes = 0;
-            for f in chunk {
-                for part in f.iter().filter(|p| !p.is_empty()) {
-                    bytes += part.len();
-                    iov.push(IoSlice::new(part));
-                }
+            for part in chunk.iter().flatten().filter(|p| !p.is_empty()) {
+                bytes += part.len();
+                iov[parts] = IoSlice::new(part);
+                parts += 1;
             }
+            let iov = &iov[..parts];
             let segments = chunk.len();
             let gso = u16::try_from(segment_size).expect("checked above");
             let cmsgs = [ControlMessage::UdpGsoSegments(&gso)];
             let cmsgs: &[ControlMessage<'_>] = if segments > 1 { &cmsgs } else { &[] };
             let result = sendmsg(
                 self.socket.as_raw_fd(),
-                &iov,
+                iov,
                 cmsgs,
                 MsgFlags::empty(),
                 addr.as_ref(),

@@ -195,7 +195,14 @@ impl UdpLink {
         batch: &GatherBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
-        let frames: Vec<[&[u8]; 2]> = batch.frames().collect();
+        // A run holds at most `gather::MAX_FRAMES`: on the stack, no allocation per send.
+        let mut frames = [[&[][..]; 2]; super::gather::MAX_FRAMES];
+        let mut n = 0;
+        for f in batch.frames() {
+            frames[n] = f;
+            n += 1;
+        }
+        let frames = &frames[..n];
         let seg = batch.segment_size();
         self.send_waiting(frames.len(), |sent| {
             self.port.send_gathered(to, &frames[sent..], seg)

@@ -368,33 +368,29 @@ impl Multipoint {
     /// others still get the message. Returns how many leaves it went to;
     /// [`Error::Closed`] once no leaf is left.
     pub fn send(&mut self, msg: &[u8]) -> Result<usize, Error> {
-        self.poll_network();
+        // Leaves gone since the last call are removed first; a branch that fails now
+        // is a leaf that left too.
+        self.poll();
         let mut sent = 0;
+        let mut net_failed = false;
         if let Some(net) = &self.net {
-            let failed = match net.conn.send(msg) {
-                Ok(()) => {
-                    sent += self.network_leaves().count();
-                    false
-                }
+            match net.conn.send(msg) {
+                Ok(()) => sent += self.network_leaves().count(),
                 Err(e @ (Error::MessageTooLarge { .. } | Error::EmptyMessage)) => return Err(e),
-                Err(_) => true,
-            };
-            if failed || net.conn.released().is_some() {
-                self.network_call_gone();
+                Err(_) => net_failed = true,
             }
         }
         let mut gone = Vec::new();
         for (&eref, r) in &self.leaves {
             let Reach::Own(c) = r else { continue };
-            if c.released().is_some() {
-                gone.push(eref);
-                continue;
-            }
             match c.send(msg) {
                 Ok(()) => sent += 1,
                 Err(e @ (Error::MessageTooLarge { .. } | Error::EmptyMessage)) => return Err(e),
                 Err(_) => gone.push(eref),
             }
+        }
+        if net_failed {
+            self.network_call_gone();
         }
         self.remove_own(gone);
         if self.leaves.is_empty() {
