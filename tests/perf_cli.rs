@@ -312,8 +312,15 @@ fn throughput_over_sizes_has_a_two_part_fit_and_half_power() {
     assert_eq!(stacks, ["tcp", "quic", "natm-be"]);
     for f in fits {
         positive(f, "peak_bps");
-        positive(f, "half_power_bytes");
         let parts = f["parts"].as_array().unwrap();
+        // A fit with no per-message cost (throughput the same at every size, as a
+        // short run on a loaded machine can measure) has no half-power size; any
+        // other has one.
+        if f["half_power_bytes"].is_null() {
+            assert_eq!(parts[0]["per_message_us"].as_f64(), Some(0.0), "{f}");
+        } else {
+            positive(f, "half_power_bytes");
+        }
         assert!((1..=2).contains(&parts.len()), "{f}");
         for p in parts {
             finite(p, "per_message_us");

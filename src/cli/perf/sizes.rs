@@ -113,7 +113,7 @@ pub(crate) fn table(fits: &[results::Fit]) -> String {
     }
     format!(
         "two-part least-squares fit (seed 001 §8), time per message = a + b·size in each part:\n\
-         {}half-power = message size reaching half the peak fitted throughput (seed 001: ~2200 B)\n",
+         {}half-power = message size reaching half the peak fitted throughput (seed 001: ~2200 B; - when the fit has no per-message cost)\n",
         table::render(&t)
     )
 }
