@@ -28,13 +28,16 @@ pub(crate) struct AllArgs {
     #[arg(long)]
     quick: bool,
     /// Experiments to leave out, comma-separated (latency, stages, throughput, guaranteed,
-    /// cost, overhead, livelock, calls, isolation, loss, scale).
+    /// cost, overhead, livelock, calls, calls-16, calls-256, isolation, loss, scale).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
 }
 
 /// One experiment of the suite, as `perf all` runs it.
 struct Planned {
+    /// The experiment's `natm perf` subcommand, or the subcommand and a variant after a
+    /// dash (`calls-16`: `natm perf calls` with other arguments). It names the files the
+    /// run writes and is what `--skip` takes.
     name: &'static str,
     title: &'static str,
     /// The paper's figure or claim it reproduces.
@@ -43,6 +46,18 @@ struct Planned {
     args: (&'static str, &'static str),
     /// What limits its numbers on this machine.
     limits: &'static str,
+}
+
+impl Planned {
+    /// The `natm perf` subcommand that runs it.
+    fn command(&self) -> &'static str {
+        experiment_of(self.name)
+    }
+}
+
+/// The subcommand of a suite entry's name (`calls-16` → `calls`).
+fn experiment_of(name: &str) -> &str {
+    name.split_once('-').map_or(name, |(c, _)| c)
 }
 
 const SUITE: &[Planned] = &[
@@ -172,6 +187,31 @@ four when the listener pre-authorised its calls, two in direct mode (the transpo
 alone, no sigd). The per-call CPU columns come from /proc and include both hosts' engines.",
     },
     Planned {
+        name: "calls-16",
+        title: "Call setup and release through two sigds, 16 callers",
+        paper: "issue 17: setups/s does not fall as callers grow from 1 to 256; ≥ 20,000 \
+setups/s with 16 callers",
+        args: (
+            "--calls 1000 --runs 1 --parallel 16 --preauthorised",
+            "--calls 4000 --runs 3 --parallel 16 --preauthorised",
+        ),
+        limits: "As `calls`, with 16 application threads calling and releasing in a loop at \
+once. All of them, both sigds and both hosts' engines share the machine's two vCPUs, so \
+setups per second are bound by the CPU a call costs (the CPU/call columns) divided into two \
+CPUs, less whatever else runs.",
+    },
+    Planned {
+        name: "calls-256",
+        title: "Call setup and release through two sigds, 256 callers",
+        paper: "issue 17: setups/s does not fall as callers grow from 1 to 256",
+        args: (
+            "--calls 1024 --runs 1 --parallel 256 --preauthorised --backlog 256",
+            "--calls 4096 --runs 3 --parallel 256 --preauthorised --backlog 256",
+        ),
+        limits: "As `calls-16`, with 256 calling threads: each waits for its own answer, so \
+what grows with the callers is the scheduler's work and the sigds' tables, not the wake-ups.",
+    },
+    Planned {
         name: "isolation",
         title: "Isolation of a guaranteed VC",
         paper: "seed 000 §2, §5.1",
@@ -252,7 +292,7 @@ fn run_one(exe: &Path, out: &Path, e: &Planned, quick: bool) -> Outcome {
     let args = if quick { e.args.0 } else { e.args.1 };
     let json = out.join(format!("{}.json", e.name));
     let svg = out.join(format!("{}.svg", e.name));
-    let mut argv: Vec<String> = vec!["perf".into(), e.name.into()];
+    let mut argv: Vec<String> = vec!["perf".into(), e.command().into()];
     argv.extend(args.split_whitespace().map(String::from));
     argv.extend([
         "--save".into(),
@@ -415,7 +455,7 @@ fn check_document(out: &Path, name: &str) -> anyhow::Result<()> {
             .with_context(|| format!("{} is not the experiment's document", path.display()))
     }
     let path = out.join(format!("{name}.json"));
-    match name {
+    match experiment_of(name) {
         "latency" => parse::<results::Latency>(&path),
         "stages" => parse::<results::Stages>(&path),
         "throughput" => parse::<results::Throughput>(&path),
@@ -456,6 +496,13 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<Headline> {
     h.extend(throughput_headlines(read(out, ran, "throughput")));
     h.extend(loss_headlines(read(out, ran, "loss")));
     h.extend(calls_headlines(read(out, ran, "calls")));
+    h.extend(callers_headlines(
+        read(out, ran, "calls"),
+        &[
+            (16, read(out, ran, "calls-16")),
+            (256, read(out, ran, "calls-256")),
+        ],
+    ));
     h.extend(scale_headlines(read(out, ran, "scale")));
     h.extend(livelock_headlines(read(out, ran, "livelock")));
     h
@@ -615,6 +662,37 @@ fn calls_headlines(doc: Option<results::Calls>) -> Vec<Headline> {
         .collect()
 }
 
+/// The goal for call setup with 16 callers through two sigds, setups per second.
+const SETUPS_GOAL_16: f64 = 20_000.0;
+
+/// Setups per second through two sigds (explicit accept) with many callers, against one
+/// caller's in the same suite, and with 16 callers against the issue's goal.
+fn callers_headlines(
+    one: Option<results::Calls>,
+    many: &[(usize, Option<results::Calls>)],
+) -> Vec<Headline> {
+    let rate = |d: &Option<results::Calls>| d.as_ref().map(|d| d.sigd.setups_per_s);
+    let base = rate(&one);
+    let mut h: Vec<Headline> = many
+        .iter()
+        .map(|(n, d)| {
+            (
+                format!("setups/s through two sigds, {n} callers / 1 caller"),
+                ratio(rate(d), base),
+                format!("{:.0} / {:.0} per s", or_nan(rate(d)), or_nan(base)),
+            )
+        })
+        .collect();
+    if let Some((_, d)) = many.iter().find(|(n, _)| *n == 16) {
+        h.push((
+            format!("setups/s through two sigds, 16 callers / the goal ({SETUPS_GOAL_16:.0})"),
+            rate(d).map(|r| r / SETUPS_GOAL_16),
+            format!("{:.0} / {SETUPS_GOAL_16:.0} per s", or_nan(rate(d))),
+        ));
+    }
+    h
+}
+
 fn livelock_headlines(doc: Option<results::Livelock>) -> Vec<Headline> {
     let at_10 = |on: bool| {
         doc.as_ref()?
@@ -719,9 +797,9 @@ mod tests {
         let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf"));
         let all: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
         let h = headlines(docs, &all);
-        assert_eq!(h.len(), 16);
+        assert_eq!(h.len(), 19);
         let measured = h.iter().filter(|(_, v, _)| v.is_some_and(f64::is_finite));
-        assert_eq!(measured.count(), 16, "{h:#?}");
+        assert_eq!(measured.count(), 19, "{h:#?}");
         for e in SUITE {
             check_document(docs, e.name).expect("each committed document is its type");
         }
