@@ -109,7 +109,10 @@ fn the_caller_keeps_its_buffer_and_may_send_it_again() {
     for _ in 0..3 {
         let mut m = Vec::new();
         loop {
-            let ch = s.recv_chunk_timeout(Duration::from_secs(10)).unwrap().unwrap();
+            let ch = s
+                .recv_chunk_timeout(Duration::from_secs(10))
+                .unwrap()
+                .unwrap();
             m.extend_from_slice(&ch.data);
             if ch.end_of_message {
                 break;
@@ -147,7 +150,10 @@ impl LossyRelay {
         // (server address, the front socket the client talks to it through)
         let mut fronts = vec![(server, bind())];
         let addr = fronts[0].1.local_addr().unwrap();
-        let (dropped, stop) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicBool::new(false)));
+        let (dropped, stop) = (
+            Arc::new(AtomicU64::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
         let (d, st) = (dropped.clone(), stop.clone());
         let thread = thread::spawn(move || {
             let until = Instant::now() + limit;

@@ -85,9 +85,10 @@ fn a_lost_tpdu_of_an_owned_message_is_resent_from_the_same_slice() {
         small(TransportConfig::reliable()),
     );
     // Every transmission of each sequence number: where its payload lay.
-    let sent = Rc::new(RefCell::new(
-        std::collections::HashMap::<u32, Vec<(usize, usize)>>::new(),
-    ));
+    let sent = Rc::new(RefCell::new(std::collections::HashMap::<
+        u32,
+        Vec<(usize, usize)>,
+    >::new()));
     let first_seq = Rc::new(RefCell::new(None::<u32>));
     let (log, first) = (sent.clone(), first_seq.clone());
     p.fate = Box::new(move |t, fwd| {
@@ -104,7 +105,10 @@ fn a_lost_tpdu_of_an_owned_message_is_resent_from_the_same_slice() {
         u8::from(!(matches!(k, 2 | 8) && tries.len() == 1))
     });
     p.transfer_owned(&m, Duration::from_secs(5));
-    assert_eq!(p.messages(), m.iter().map(|b| b.to_vec()).collect::<Vec<_>>());
+    assert_eq!(
+        p.messages(),
+        m.iter().map(|b| b.to_vec()).collect::<Vec<_>>()
+    );
     assert!(p.tx.stats().retransmissions() >= 2);
     let sent = sent.borrow();
     let s0 = first_seq.borrow().expect("data was sent");
@@ -145,7 +149,10 @@ fn owned_sends_are_bounded_by_the_send_buffer_like_copied_ones() {
         owned_pair.tx.send_bytes(&big.slice(a..), true),
         Err(SendError::WindowFull)
     ));
-    assert_eq!(owned_pair.tx.send_capacity(), copied_pair.tx.send_capacity());
+    assert_eq!(
+        owned_pair.tx.send_capacity(),
+        copied_pair.tx.send_capacity()
+    );
 }
 
 #[test]
@@ -158,7 +165,10 @@ fn owned_messages_arrive_exact_under_random_loss_both_ways() {
     let mut rng = Rng(0x5eed_0017);
     p.fate = Box::new(move |_, _| u8::from(!rng.chance(0.05)));
     p.transfer_owned(&m, Duration::from_secs(60));
-    assert_eq!(p.messages(), m.iter().map(|b| b.to_vec()).collect::<Vec<_>>());
+    assert_eq!(
+        p.messages(),
+        m.iter().map(|b| b.to_vec()).collect::<Vec<_>>()
+    );
     assert!(p.tx.stats().retransmissions() > 0, "the loss was recovered");
     assert!(p.tx.status().closed && p.rx.status().peer_closed);
 }
