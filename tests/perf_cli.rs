@@ -179,6 +179,32 @@ fn throughput_json_has_a_positive_rate_per_stack_and_size() {
 }
 
 #[test]
+fn owned_buffer_stacks_count_whole_messages_and_lose_nothing() {
+    let doc = json_of(concat!(
+        "perf throughput --stacks natm-reliable-zc,natm-reliable-32k-zc --sizes 64KiB,1MiB ",
+        "--time 200ms --warmup 20ms --runs 1 --json"
+    ));
+    let results = doc["results"].as_array().expect("results array");
+    assert_eq!(results.len(), 4);
+    for r in results {
+        assert_eq!(r["params"]["zero_copy"], true, "{r}");
+        positive(r, "bps");
+        // Reliable: what the sender's stack took arrives (after the drain).
+        let delivered = r["delivered"].as_f64().unwrap();
+        assert!(delivered > 0.99 && delivered <= 1.0, "{r}");
+        // Chunks are counted as the messages they make up, never half of one.
+        let size = r["size"].as_u64().unwrap();
+        let run = &r["per_run"][0];
+        let (bytes, deliveries) = (
+            run["bytes"].as_u64().unwrap(),
+            run["deliveries"].as_u64().unwrap(),
+        );
+        assert!(deliveries > 0, "{r}");
+        assert_eq!(bytes, deliveries * size, "{r}");
+    }
+}
+
+#[test]
 fn single_size_table_on_stdout_and_json_saved() {
     let path = std::env::temp_dir().join(format!("natm-perf-{}.json", std::process::id()));
     let out = natm(&format!(

@@ -26,6 +26,16 @@ pub(crate) const ENTRIES: &[Entry] = &[
         make: reliable_32k,
     },
     Entry {
+        name: "natm-reliable-zc",
+        about: "natm-reliable with owned buffers: send_bytes and recv_chunk, no user-space copy",
+        make: reliable_zc,
+    },
+    Entry {
+        name: "natm-reliable-32k-zc",
+        about: "natm-reliable-zc with 32 KiB TPDUs",
+        make: reliable_32k_zc,
+    },
+    Entry {
         name: "natm-reliable-cell",
         about: "natm reliable, 4 KiB TPDUs, in cell mode: AAL5 cells in trains of 32",
         make: reliable_cell,
@@ -63,6 +73,9 @@ struct Natm {
     busy: bool,
     inline: bool,
     link: LinkMode,
+    /// The application side uses the owned-buffer calls: `send_bytes` on send and
+    /// `recv_chunk` (no gather) where the receiver only counts.
+    zero_copy: bool,
     opts: StackOptions,
 }
 
@@ -79,6 +92,7 @@ fn stack(
         busy,
         inline,
         link: LinkMode::Frame,
+        zero_copy: false,
         opts: opts.clone(),
     })
 }
@@ -91,6 +105,7 @@ fn cell_stack(name: &'static str, qos: &str, train: u16, o: &StackOptions) -> Bo
         busy: false,
         inline: true,
         link: LinkMode::Cell { train },
+        zero_copy: false,
         opts: o.clone(),
     })
 }
@@ -138,6 +153,34 @@ pub(crate) fn reliable_32k(name: &'static str, o: &StackOptions) -> anyhow::Resu
     Ok(stack(name, "reliable:tpdu=32768", false, true, o))
 }
 
+/// `natm-reliable-zc`: `natm-reliable` whose application hands each message over as
+/// a `Bytes` (`Connection::send_bytes`: the PSB queue holds slices of it) and counts
+/// what arrives chunk by chunk (`Connection::recv_chunk`: slices of the receive
+/// areas), so no octet is copied in user space on either side.
+pub(crate) fn reliable_zc(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
+    Ok(zero_copy(name, "reliable", o))
+}
+
+/// `natm-reliable-32k-zc`: `natm-reliable-zc` with 32 KiB TPDUs.
+pub(crate) fn reliable_32k_zc(
+    name: &'static str,
+    o: &StackOptions,
+) -> anyhow::Result<Box<dyn Stack>> {
+    Ok(zero_copy(name, "reliable:tpdu=32768", o))
+}
+
+fn zero_copy(name: &'static str, qos: &str, o: &StackOptions) -> Box<dyn Stack> {
+    Box::new(Natm {
+        name,
+        qos: qos.to_string(),
+        busy: false,
+        inline: true,
+        link: LinkMode::Frame,
+        zero_copy: true,
+        opts: o.clone(),
+    })
+}
+
 /// `natm-guaranteed`: a constant-bit-rate VC of 1 Gbit/s of payload (direct mode: no
 /// admission), paced by its leaky bucket of the default depth.
 pub(crate) fn guaranteed(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
@@ -179,6 +222,10 @@ struct End {
     conn: Connection,
     last: Vec<u8>,
     poll: std::time::Duration,
+    /// Send with `send_bytes` and count with `recv_chunk` (`natm-reliable-zc`).
+    zero_copy: bool,
+    /// Octets of the message being received chunk by chunk so far.
+    partial: usize,
 }
 
 fn io_err(e: Error) -> io::Error {
@@ -195,6 +242,37 @@ impl Endpoint for End {
         let burst = vec![msg; count];
         self.conn.send_many(&burst).map_err(io_err)?;
         Ok(count)
+    }
+
+    fn send_owned(&mut self, msg: &bytes::Bytes) -> io::Result<()> {
+        if self.zero_copy {
+            self.conn.send_bytes(msg.clone()).map_err(io_err)
+        } else {
+            self.send(msg)
+        }
+    }
+
+    fn recv_len(&mut self) -> io::Result<Option<usize>> {
+        if !self.zero_copy {
+            return Ok(self.recv()?.map(<[u8]>::len));
+        }
+        // A message is its chunks up to the one that ends it; each is a slice of a
+        // receive area, dropped at once (the area goes back to the free list).
+        loop {
+            match self.conn.recv_chunk_timeout(self.poll) {
+                Ok(Some(c)) => {
+                    self.partial += c.data.len();
+                    if c.end_of_message {
+                        return Ok(Some(std::mem::take(&mut self.partial)));
+                    }
+                }
+                Ok(None) => {
+                    return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "peer closed"))
+                }
+                Err(Error::TimedOut) => return Ok(None),
+                Err(e) => return Err(io_err(e)),
+            }
+        }
     }
 
     fn recv(&mut self) -> io::Result<Option<&[u8]>> {
@@ -241,6 +319,7 @@ impl Stack for Natm {
         params.insert("busy_poll".into(), json!(self.busy));
         params.insert("inline_send".into(), json!(self.inline));
         params.insert("link".into(), json!(self.link.to_string()));
+        params.insert("zero_copy".into(), json!(self.zero_copy));
         if let Some(c) = &self.opts.driver_cpus {
             params.insert("driver_cpus".into(), json!(c));
         }
@@ -249,11 +328,15 @@ impl Stack for Natm {
                 conn: client,
                 last: Vec::new(),
                 poll: self.opts.poll,
+                zero_copy: self.zero_copy,
+                partial: 0,
             }),
             server: Box::new(End {
                 conn: server,
                 last: Vec::new(),
                 poll: self.opts.poll,
+                zero_copy: self.zero_copy,
+                partial: 0,
             }),
             params,
         })
@@ -267,5 +350,7 @@ pub(crate) fn endpoint(conn: Connection, poll: std::time::Duration) -> Box<dyn E
         conn,
         last: Vec::new(),
         poll,
+        zero_copy: false,
+        partial: 0,
     })
 }

@@ -83,6 +83,22 @@ pub(crate) trait Endpoint: Send {
         Ok(count)
     }
 
+    /// Send one message the caller owns as a `Bytes` (`natm perf throughput`'s
+    /// sender): a stack whose API takes the buffer without copying it uses that
+    /// (`natm-reliable-zc`); the default sends a borrowed view with
+    /// [`Endpoint::send`], copying as that does.
+    fn send_owned(&mut self, msg: &bytes::Bytes) -> io::Result<()> {
+        self.send(msg)
+    }
+
+    /// As [`Endpoint::recv`], for a receiver that only counts what arrives
+    /// (`natm perf throughput`): the length of the next delivery. A stack that can
+    /// hand over a message's pieces without gathering them overrides it; the default
+    /// is [`Endpoint::recv`]'s length.
+    fn recv_len(&mut self) -> io::Result<Option<usize>> {
+        Ok(self.recv()?.map(<[u8]>::len))
+    }
+
     /// Wait up to the poll interval for the next delivery: `Ok(Some(bytes))`, borrowed
     /// until the next call, or `Ok(None)` if nothing arrived in time. A delivery is a
     /// whole message, except on stacks whose [`Stack::max_message`] is smaller than

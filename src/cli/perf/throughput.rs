@@ -68,7 +68,9 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<R
     thread::scope(|s| {
         let sender = s.spawn(move || -> anyhow::Result<(u64, f64)> {
             let cpu0 = thread_cpu_s();
-            let msg = vec![0xa5_u8; cfg.size];
+            // One buffer for every message, as each stack's own; an owned-buffer
+            // stack is handed a reference-counted view of it (`send_owned`).
+            let msg = bytes::Bytes::from(vec![0xa5_u8; cfg.size]);
             let mut sent: u64 = 0;
             let result = loop {
                 if stop.load(Ordering::Relaxed) || Instant::now() >= sender_deadline {
@@ -77,7 +79,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<R
                 let took = if cfg.batch > 1 {
                     client.send_batch(&msg, cfg.batch)
                 } else {
-                    client.send(&msg).map(|()| 1)
+                    client.send_owned(&msg).map(|()| 1)
                 };
                 match took {
                     Ok(n) => sent += (n * msg.len()) as u64,
@@ -125,10 +127,10 @@ fn receive(
     // The last delivery seen, to close the interval if the data stops early.
     let mut last = start;
     loop {
-        let got = server.recv().context("recv")?;
+        let got = server.recv_len().context("recv")?;
         let now = Instant::now();
-        if let Some(m) = got {
-            total += m.len() as u64;
+        if let Some(len) = got {
+            total += len as u64;
             deliveries += 1;
             last = now;
             match (warm_end, from) {
@@ -178,8 +180,8 @@ fn drain(server: &mut dyn Endpoint, sender_done: &AtomicBool) -> u64 {
     let until = Instant::now() + DRAIN_TIMEOUT;
     let mut bytes = 0;
     while Instant::now() < until {
-        match server.recv() {
-            Ok(Some(m)) => bytes += m.len() as u64,
+        match server.recv_len() {
+            Ok(Some(len)) => bytes += len as u64,
             Ok(None) if sender_done.load(Ordering::Relaxed) => break,
             Ok(None) => {}
             Err(_) => break,

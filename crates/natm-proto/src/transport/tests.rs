@@ -14,6 +14,8 @@ use crate::flow::NoFlow;
 mod flow;
 /// Point-to-multipoint (one-way) VCs.
 mod one_way;
+/// Sends that take the application's buffer.
+mod owned;
 /// SYNC probes and in-band QoS changes.
 mod qos_sync;
 /// Adaptive TPDU size.

@@ -8,6 +8,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::conn::{Conn, End, Which};
 use super::link::Link;
 use super::Engine;
@@ -241,6 +243,27 @@ impl Conn {
 
     /// Send one message, blocking while the window is full or the rate is exceeded.
     pub(crate) fn send_message(&self, eng: &Engine, msg: &[u8]) -> Result<(), Error> {
+        self.send_message_with(eng, msg, |half, off| half.send(&msg[off..], true))
+    }
+
+    /// As [`Conn::send_message`], taking the application's buffer: the PSB's send
+    /// queue holds slices of `msg` as its TPDU payloads, so no octet is copied in user
+    /// space (seed 000 §5.4's one copy is the kernel's, from the gathered `sendmsg`).
+    /// The send buffer bound counts the slices' octets as it counts copied ones.
+    pub(crate) fn send_message_bytes(&self, eng: &Engine, msg: &Bytes) -> Result<(), Error> {
+        self.send_message_with(eng, msg, |half, off| {
+            half.send_bytes(&msg.slice(off..), true)
+        })
+    }
+
+    /// The blocking send loop: `push(half, off)` queues what fits of the message from
+    /// octet `off` and says how much it took.
+    fn send_message_with(
+        &self,
+        eng: &Engine,
+        msg: &[u8],
+        mut push: impl FnMut(&mut TxHalf, usize) -> Result<usize, SendError>,
+    ) -> Result<(), Error> {
         stages::record_msg(Stage::SendCall, self.stage_key(), msg);
         let mut off = 0;
         loop {
@@ -249,7 +272,7 @@ impl Conn {
                 if let Some(e) = end_error(&tx) {
                     return Err(e);
                 }
-                match tx.half.send(&msg[off..], true) {
+                match push(&mut tx.half, off) {
                     Ok(n) => off += n,
                     Err(SendError::WindowFull | SendError::OverRate) => {}
                     Err(e) => return Err(map_send(e)),
@@ -370,6 +393,27 @@ impl Conn {
         msg: &[u8],
         waker: Option<&std::task::Waker>,
     ) -> Result<(), Error> {
+        self.try_send_message_with(eng, msg, waker, |half| half.send(msg, true))
+    }
+
+    /// As [`Conn::try_send_message`], taking the application's buffer without a copy
+    /// ([`Conn::send_message_bytes`]).
+    pub(crate) fn try_send_message_bytes(
+        &self,
+        eng: &Engine,
+        msg: &Bytes,
+        waker: Option<&std::task::Waker>,
+    ) -> Result<(), Error> {
+        self.try_send_message_with(eng, msg, waker, |half| half.send_bytes(msg, true))
+    }
+
+    fn try_send_message_with(
+        &self,
+        eng: &Engine,
+        msg: &[u8],
+        waker: Option<&std::task::Waker>,
+        push: impl FnOnce(&mut TxHalf) -> Result<usize, SendError>,
+    ) -> Result<(), Error> {
         let (mut tx, cv) = self.tx();
         if let Some(e) = end_error(&tx) {
             return Err(e);
@@ -390,7 +434,7 @@ impl Conn {
             });
             return Err(Error::WouldBlock(why));
         }
-        tx.half.send(msg, true).map_err(map_send)?;
+        push(&mut tx.half).map_err(map_send)?;
         let deferred = self.flush_tx(eng, &mut tx, cv);
         drop(tx);
         self.events.send_went();

@@ -470,12 +470,17 @@ impl Conn {
         } else {
             None
         };
+        // One clock read for the datagrams one receive call brought (they arrived
+        // together), not one each; read again after a flush, so the PSBs never see
+        // time go back.
+        let mut now = eng.clock.now();
         let mut take = |n: usize, from, d: &[u8], area: Option<&Bytes>| {
-            if let Some(w) = self.take_datagram(eng, d, Some(from), area) {
+            if let Some(w) = self.take_datagram(eng, now, d, Some(from), area) {
                 touched[w as usize] = true;
             }
             if (n + 1).is_multiple_of(FLUSH_EVERY) {
                 self.flush_touched(eng, std::mem::take(touched));
+                now = eng.clock.now();
             }
         };
         match &area {
@@ -609,6 +614,7 @@ impl Conn {
     fn take_datagram(
         &self,
         eng: &Engine,
+        now: Instant,
         d: &[u8],
         from: Option<SocketAddr>,
         area: Option<&Bytes>,
@@ -624,7 +630,6 @@ impl Conn {
             self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
             return None;
         };
-        let now = eng.clock.now();
         let tpdu = &d[VC_HEADER_LEN..];
         let bare = self.bare;
         let frame = match &self.crypt {
@@ -1009,7 +1014,7 @@ impl Conn {
         mut cond: impl FnMut(&mut End<H>) -> Option<R>,
         paced: impl Fn(&End<H>) -> bool,
     ) -> Option<R> {
-        let until = timeout.map(|t| std::time::Instant::now() + t);
+        let mut until = None;
         let mut batch = eng.take_buffer();
         let out = loop {
             let paced = {
@@ -1019,6 +1024,10 @@ impl Conn {
                 }
                 paced(&end)
             };
+            // The deadline is set at the first miss: what is ready already costs no
+            // clock read (a chunk at a time, that was one read per TPDU).
+            let until =
+                *until.get_or_insert_with(|| timeout.map(|t| std::time::Instant::now() + t));
             if until.is_some_and(|u| std::time::Instant::now() >= u) {
                 break None;
             }

@@ -715,6 +715,24 @@ impl Connection {
         self.conn.try_send_message(&self.eng, msg, None)
     }
 
+    /// Send one message, blocking as [`Connection::send`], taking ownership of its
+    /// buffer instead of copying it: the sending VC's queue holds slices of `msg` as
+    /// its TPDU payloads (retransmissions re-send the same slices), and the only copy
+    /// of its octets is the kernel's into the socket (seed 000 §5.4). The buffer is
+    /// released when the last of its TPDUs is acknowledged. The send buffer's bound
+    /// counts these octets as it counts copied ones. For large messages the
+    /// application has in a `Bytes` already (or fills one per message); cloning a
+    /// `Bytes` to keep it is free.
+    pub fn send_bytes(&self, msg: Bytes) -> Result<(), Error> {
+        self.conn.send_message_bytes(&self.eng, &msg)
+    }
+
+    /// As [`Connection::send_bytes`] if the message fits now, else
+    /// [`Error::WouldBlock`] with nothing taken (as [`Connection::try_send`]).
+    pub fn try_send_bytes(&self, msg: Bytes) -> Result<(), Error> {
+        self.conn.try_send_message_bytes(&self.eng, &msg, None)
+    }
+
     /// Send several messages in one call, blocking while the window is full or the
     /// rate is exceeded. Each is its own message, delivered whole and in order (its
     /// own TPDU or TPDUs; a lost one is counted as one message lost); what the batch
@@ -1262,6 +1280,14 @@ impl Sender {
     /// See [`Connection::try_send`].
     pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
         self.0.try_send(msg)
+    }
+    /// See [`Connection::send_bytes`].
+    pub fn send_bytes(&self, msg: Bytes) -> Result<(), Error> {
+        self.0.send_bytes(msg)
+    }
+    /// See [`Connection::try_send_bytes`].
+    pub fn try_send_bytes(&self, msg: Bytes) -> Result<(), Error> {
+        self.0.try_send_bytes(msg)
     }
     /// See [`Connection::send_many`].
     pub fn send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<(), Error> {
