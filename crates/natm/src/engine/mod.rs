@@ -295,6 +295,34 @@ impl Engine {
         )
     }
 
+    /// Keep a watched socket in the driver's epoll set but stop it reporting that the
+    /// socket is readable, while an application thread holding its connection's read
+    /// role waits on the socket itself ([`Conn`]'s read role): otherwise each datagram
+    /// wakes two threads, the application's and the driver, which finds the role taken
+    /// and goes back to sleep (issue 17's profile: two context switches and an
+    /// `epoll_wait` per round trip). The interest left is `EPOLLPRI`, which a UDP
+    /// socket never raises (without `SO_SELECT_ERR_QUEUE`, which natm does not set);
+    /// epoll reports errors and hang-ups whatever the interest, as it always did.
+    pub(crate) fn quiet(&self, fd: std::os::fd::RawFd, token: usize) -> io::Result<()> {
+        self.registry.reregister(
+            &mut mio::unix::SourceFd(&fd),
+            mio::Token(token),
+            mio::Interest::PRIORITY,
+        )
+    }
+
+    /// Undo [`Engine::quiet`]: the socket reports readable to the driver again. epoll
+    /// checks the socket as the interest changes, so a datagram queued while it was
+    /// quiet (one the waiting thread left unread) raises an event at once: nothing
+    /// that arrived meanwhile waits for a later datagram to be noticed.
+    pub(crate) fn rewatch(&self, fd: std::os::fd::RawFd, token: usize) -> io::Result<()> {
+        self.registry.reregister(
+            &mut mio::unix::SourceFd(&fd),
+            mio::Token(token),
+            mio::Interest::READABLE,
+        )
+    }
+
     /// Stop watching a socket.
     pub(crate) fn deregister(&self, fd: std::os::fd::RawFd) {
         let _ = self.registry.deregister(&mut mio::unix::SourceFd(&fd));
