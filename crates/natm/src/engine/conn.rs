@@ -12,9 +12,9 @@
 //! are processed by whoever read them.
 //!
 //! While an application thread holds the read role and waits on the socket, the
-//! driver's epoll is told not to report the socket ([`Engine::quiet`]), and told again
-//! before the role is let go ([`Engine::rewatch`]): one datagram then wakes one
-//! thread, as on raw UDP, instead of the application's and the driver's (issue 17).
+//! socket is out of the driver's epoll set ([`Engine::quiet`]), and back in it before
+//! the role is let go ([`Engine::rewatch`]): one datagram then wakes one thread, as on
+//! raw UDP, instead of the application's and the driver's (issue 17).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -180,8 +180,8 @@ pub(crate) struct Conn {
     read_shut: AtomicBool,
     /// Reading is held off by the watermarks.
     held: AtomicBool,
-    /// The driver's epoll does not report the socket readable: an application thread
-    /// holding the read role waits on it. Changed only by the read role's holder.
+    /// The socket is out of the driver's epoll set: an application thread holding the
+    /// read role waits on it. Changed only by the read role's holder.
     quiet: AtomicBool,
     tx_deadline: AtomicU64,
     rx_deadline: AtomicU64,
@@ -338,11 +338,11 @@ impl Conn {
         (waiters, self.reading.load(Ordering::SeqCst))
     }
 
-    /// Hold the read role as a waiting application thread does — the driver's epoll
-    /// quiet for the socket — while `during` runs, then let it go the way such a
-    /// thread does, without having read anything (the read slice ran out, or the
-    /// thread was woken for another reason as a datagram came). Returns whether the
-    /// driver was quiet meanwhile; false, and `during` not run, if the role was taken.
+    /// Hold the read role as a waiting application thread does — the socket out of the
+    /// driver's epoll set — while `during` runs, then let it go the way such a thread
+    /// does, without having read anything (the read slice ran out, or the thread was
+    /// woken for another reason as a datagram came). Returns whether the socket was
+    /// out of the set meanwhile; false, and `during` not run, if the role was taken.
     #[cfg(test)]
     pub(crate) fn hold_read_role_unread(&self, eng: &Engine, during: impl FnOnce()) -> bool {
         if !self.try_read_role() {
@@ -358,7 +358,8 @@ impl Conn {
         quiet
     }
 
-    /// Whether the driver's epoll reports the socket readable now.
+    /// Whether the socket is in the driver's epoll set now (as far as the read role
+    /// goes: a watermark hold takes it out too).
     #[cfg(test)]
     pub(crate) fn driver_watches(&self) -> bool {
         !self.quiet.load(Ordering::Relaxed)
@@ -411,13 +412,13 @@ impl Conn {
         if self.held.load(Ordering::Acquire) || self.quiet.load(Ordering::Relaxed) {
             return;
         }
-        if eng.quiet(self.link.raw_fd(), self.token).is_ok() {
+        if eng.quiet(self.link.raw_fd()).is_ok() {
             self.quiet.store(true, Ordering::Relaxed);
         }
     }
 
-    /// After the wait, still holding the read role: the driver watches the socket
-    /// again. Whatever arrived meanwhile and was not read raises an event as the
+    /// After the wait, still holding the read role: the socket goes back into the
+    /// driver's epoll set. Whatever arrived meanwhile and was not read raises an event as the
     /// interest changes; the driver, finding the role still held, leaves it `pending`
     /// for [`Conn::release_read_role`]'s drain, or reads it itself once the role is
     /// free, so no datagram waits for a later one to be noticed. A hold the
@@ -427,8 +428,8 @@ impl Conn {
         if !self.quiet.swap(false, Ordering::Relaxed) || self.held.load(Ordering::Acquire) {
             return;
         }
-        // An error means the socket is out of the set: the engine forgot the
-        // connection meanwhile, which must stay so.
+        // An error means the socket is in the set already: a watermark hold began and
+        // ended during the wait, and its end put it back.
         let _ = eng.rewatch(self.link.raw_fd(), self.token);
     }
 

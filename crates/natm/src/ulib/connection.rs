@@ -1550,7 +1550,10 @@ mod tests {
         // Round trips while the server's application thread waits on the socket.
         for i in 0..20u8 {
             client.send(&[i; 32]).unwrap();
-            assert_eq!(server.recv_timeout(Duration::from_secs(5)).unwrap(), Some(vec![i; 32]));
+            assert_eq!(
+                server.recv_timeout(Duration::from_secs(5)).unwrap(),
+                Some(vec![i; 32])
+            );
             assert!(server.conn.driver_watches(), "watched again after the wait");
         }
         // A reader that gives up (its wait ends with nothing read) leaves the socket
@@ -1562,7 +1565,10 @@ mod tests {
         assert!(server.conn.driver_watches());
         let before = server.stats().rx.tpdus_received;
         client.send(b"after the wait").unwrap();
-        assert!(driver_delivers(&server, before + 1), "nobody read the socket");
+        assert!(
+            driver_delivers(&server, before + 1),
+            "nobody read the socket"
+        );
         assert_eq!(server.try_recv().unwrap(), Some(b"after the wait".to_vec()));
     }
 
@@ -1571,7 +1577,7 @@ mod tests {
         let (_a, _b, client, server) = udp_pair();
         let before = server.stats().rx.tpdus_received;
         // The datagram arrives while an application thread holds the read role (the
-        // driver's epoll quiet for the socket), and that thread lets the role go
+        // socket out of the driver's epoll set), and that thread lets the role go
         // without reading it: the driver must be told, though no datagram follows.
         let quiet = server.conn.hold_read_role_unread(&server.eng, || {
             client.send(b"while held").unwrap();
@@ -1580,8 +1586,14 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
             assert_eq!(server.stats().rx.tpdus_received, before, "read while held");
         });
-        assert!(quiet, "the driver's epoll was not quiet during the hold");
-        assert!(driver_delivers(&server, before + 1), "the datagram was lost");
+        assert!(
+            quiet,
+            "the socket stayed in the driver's epoll set during the hold"
+        );
+        assert!(
+            driver_delivers(&server, before + 1),
+            "the datagram was lost"
+        );
         assert_eq!(server.try_recv().unwrap(), Some(b"while held".to_vec()));
         // And the socket is watched as before: the next datagram needs no reader.
         client.send(b"next").unwrap();
