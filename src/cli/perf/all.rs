@@ -27,8 +27,9 @@ pub(crate) struct AllArgs {
     /// instead of about twenty-five.
     #[arg(long)]
     quick: bool,
-    /// Experiments to leave out, comma-separated (latency, stages, throughput, guaranteed,
-    /// cost, overhead, livelock, calls, calls-16, calls-256, isolation, loss, scale).
+    /// Experiments to leave out, comma-separated (latency, latency-same, latency-split,
+    /// stages, throughput, guaranteed, cost, overhead, livelock, calls, calls-16,
+    /// calls-256, isolation, loss, scale).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
 }
@@ -36,28 +37,16 @@ pub(crate) struct AllArgs {
 /// One experiment of the suite, as `perf all` runs it.
 struct Planned {
     /// The experiment's `natm perf` subcommand, or the subcommand and a variant after a
-    /// dash (`calls-16`: `natm perf calls` with other arguments). It names the files the
-    /// run writes and is what `--skip` takes.
+    /// dash ([`Planned::command`]). It names the files the run writes and is what
+    /// `--skip` takes.
     name: &'static str,
     title: &'static str,
     /// The paper's figure or claim it reproduces.
     paper: &'static str,
-    /// Arguments after `natm perf <name>`: quick, full.
+    /// Arguments after `natm perf <command>` ([`Planned::command`]): quick, full.
     args: (&'static str, &'static str),
     /// What limits its numbers on this machine.
     limits: &'static str,
-}
-
-impl Planned {
-    /// The `natm perf` subcommand that runs it.
-    fn command(&self) -> &'static str {
-        experiment_of(self.name)
-    }
-}
-
-/// The subcommand of a suite entry's name (`calls-16` → `calls`).
-fn experiment_of(name: &str) -> &str {
-    name.split_once('-').map_or(name, |(c, _)| c)
 }
 
 const SUITE: &[Planned] = &[
@@ -77,6 +66,32 @@ UDP's path (inline sends: no scheduler hop); natm reliable adds SMART's acknowle
 pays a hop from the calling thread into quinn's tokio driver task on each side, and TLS \
 encryption of every packet. p99 and p99.9 are dominated by scheduling noise of the shared \
 2-vCPU machine (other builds run at the same time); only medians are comparable across runs.",
+    },
+    Planned {
+        name: "latency-same",
+        title: "Round-trip latency, 32-byte messages, every thread on one CPU",
+        paper: "issue 17 (natm best effort within 1.2× raw UDP in the same wait mode and placement)",
+        args: (
+            "--stacks udp,natm-be --pin same --time 1s --runs 2",
+            "--stacks udp,natm-be --pin same --time 3s --runs 3",
+        ),
+        limits: "`--pin same`: the client, the echo server and natm's engine driver share one \
+CPU, so each wake-up is a context switch on that CPU rather than an inter-processor interrupt; \
+what is left is system calls and the scheduler. Busy-polling stacks are left out: two spinning \
+threads on one CPU measure the scheduler's time slice, not the stack.",
+    },
+    Planned {
+        name: "latency-split",
+        title: "Round-trip latency, 32-byte messages, client and server on different CPUs",
+        paper: "issue 17 (natm best effort within 1.2× raw UDP in the same wait mode and placement)",
+        args: (
+            "--stacks udp,natm-be,udp-busy,natm-be-busy --pin different --time 1s --runs 2",
+            "--stacks udp,natm-be,udp-busy,natm-be-busy --pin different --time 3s --runs 3",
+        ),
+        limits: "`--pin different`: the client on one CPU, the echo server and natm's engine \
+driver on the other, the same for every stack. Each blocking round trip pays two cross-CPU \
+wake-ups; the busy-polling pair pays none, and shows the stacks' own cost. The machine's two \
+vCPUs are shared with other work, which a spinning thread competes with.",
     },
     Planned {
         name: "stages",
@@ -290,6 +305,15 @@ struct Outcome {
     seconds: f64,
 }
 
+impl Planned {
+    /// The `natm perf` subcommand: the name before any `-` (`latency-same` is
+    /// `natm perf latency`, `calls-16` is `natm perf calls`, with their own arguments
+    /// and their own documents).
+    fn command(&self) -> &'static str {
+        self.name.split('-').next().unwrap_or(self.name)
+    }
+}
+
 fn run_one(exe: &Path, out: &Path, e: &Planned, quick: bool) -> Outcome {
     let args = if quick { e.args.0 } else { e.args.1 };
     let json = out.join(format!("{}.json", e.name));
@@ -400,7 +424,7 @@ pub(crate) fn cmd(a: &AllArgs) -> crate::cli::CliResult {
         pb.set_message(format!("{} ({})", e.name, e.title));
         let mut o = run_one(&exe, &a.out, e, a.quick);
         if o.error.is_none() {
-            if let Err(err) = check_document(&a.out, e.name) {
+            if let Err(err) = check_document(&a.out, e.name, e.command()) {
                 o.error = Some(format!("{err:#}"));
             }
         }
@@ -446,9 +470,9 @@ fn load<T: serde::de::DeserializeOwned>(out: &Path, name: &str) -> Option<T> {
     serde_json::from_str(&text).ok()
 }
 
-/// Whether `name`'s document in `out` is its experiment's result type: a child that
+/// Whether `name`'s document in `out` is the result type of its `command`: a child that
 /// succeeded but wrote something else is reported as failed, not read as missing.
-fn check_document(out: &Path, name: &str) -> anyhow::Result<()> {
+fn check_document(out: &Path, name: &str, command: &str) -> anyhow::Result<()> {
     fn parse<T: serde::de::DeserializeOwned>(path: &Path) -> anyhow::Result<()> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("cannot read {}", path.display()))?;
@@ -457,7 +481,7 @@ fn check_document(out: &Path, name: &str) -> anyhow::Result<()> {
             .with_context(|| format!("{} is not the experiment's document", path.display()))
     }
     let path = out.join(format!("{name}.json"));
-    match experiment_of(name) {
+    match command {
         "latency" => parse::<results::Latency>(&path),
         "stages" => parse::<results::Stages>(&path),
         "throughput" => parse::<results::Throughput>(&path),
@@ -494,7 +518,11 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<Headline> {
         ran.contains(&name).then(|| load(out, name)).flatten()
     }
     let mut h = Vec::new();
-    h.extend(latency_headlines(read(out, ran, "latency")));
+    h.extend(latency_headlines(
+        read(out, ran, "latency"),
+        read(out, ran, "latency-same"),
+        read(out, ran, "latency-split"),
+    ));
     h.extend(throughput_headlines(read(out, ran, "throughput")));
     h.extend(loss_headlines(read(out, ran, "loss")));
     h.extend(calls_headlines(read(out, ran, "calls")));
@@ -510,32 +538,40 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<Headline> {
     h
 }
 
-fn latency_headlines(doc: Option<results::Latency>) -> Vec<Headline> {
-    let rtt = |stack: &str| {
+/// natm best effort against raw UDP in the same wait mode, at each placement measured:
+/// unpinned (`latency`), every thread on one CPU (`latency-same`), client and server on
+/// different CPUs (`latency-split`). Each ratio's two figures come from one run.
+fn latency_headlines(
+    unpinned: Option<results::Latency>,
+    same: Option<results::Latency>,
+    split: Option<results::Latency>,
+) -> Vec<Headline> {
+    let rtt = |doc: &Option<results::Latency>, stack: &str| {
         doc.as_ref()?
             .results
             .iter()
             .find(|r| r.stack == stack)
             .map(|r| r.median_us)
     };
+    let blocking = ("natm-be", "udp", "blocking");
+    let busy = ("natm-be-busy", "udp-busy", "busy-polling");
     [
-        (
-            "natm best effort / raw UDP, 32 B round trip (median)",
-            "natm-be",
-            "udp",
-        ),
-        (
-            "natm best effort busy-polling / raw UDP busy-polling, round trip",
-            "natm-be-busy",
-            "udp-busy",
-        ),
+        (&unpinned, "threads unpinned", blocking),
+        (&unpinned, "threads unpinned", busy),
+        (&same, "every thread on one CPU", blocking),
+        (&split, "client and server on different CPUs", blocking),
+        (&split, "client and server on different CPUs", busy),
     ]
     .into_iter()
-    .map(|(what, natm, udp)| {
+    .map(|(doc, placement, (natm, udp, wait))| {
         (
-            what.to_string(),
-            ratio(rtt(natm), rtt(udp)),
-            format!("{:.1} µs / {:.1} µs", or_nan(rtt(natm)), or_nan(rtt(udp))),
+            format!("natm best effort / raw UDP, 32 B round trip (median), {wait}, {placement}"),
+            ratio(rtt(doc, natm), rtt(doc, udp)),
+            format!(
+                "{:.1} µs / {:.1} µs",
+                or_nan(rtt(doc, natm)),
+                or_nan(rtt(doc, udp))
+            ),
         )
     })
     .collect()
@@ -808,7 +844,7 @@ mod tests {
         let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/perf"));
         let all: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
         let h = headlines(docs, &all);
-        assert_eq!(h.len(), 31);
+        assert_eq!(h.len(), 34);
         // The committed throughput document predates `tcp-cubic` in that experiment
         // and the owned-buffer stacks: their headlines are unmeasured there, every
         // other one is measured.
@@ -823,7 +859,7 @@ mod tests {
             }
         }
         for e in SUITE {
-            check_document(docs, e.name).expect("each committed document is its type");
+            check_document(docs, e.name, e.command()).expect("each committed document is its type");
         }
         // Nothing ran: nothing is read, even though the files are there.
         assert!(headlines(docs, &[]).iter().all(|(_, v, _)| v.is_none()));

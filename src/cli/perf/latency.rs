@@ -39,7 +39,8 @@ pub(crate) enum Pin {
     None,
     /// Every thread on one core (the first this process may use).
     Same,
-    /// The client on one core; the server and natm's driver on another.
+    /// The client on one core; the server and natm's driver on another (`split`).
+    #[value(alias = "split")]
     Different,
 }
 

@@ -10,6 +10,11 @@
 //! thread hand-offs than raw UDP: the kernel wakes the application itself), or the
 //! engine's driver thread when no application thread is reading. Frames for either VC
 //! are processed by whoever read them.
+//!
+//! While an application thread holds the read role and waits on the socket, the
+//! socket is out of the driver's epoll set ([`Engine::quiet`]), and back in it before
+//! the role is let go ([`Engine::rewatch`]): one datagram then wakes one thread, as on
+//! raw UDP, instead of the application's and the driver's (issue 17).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -175,6 +180,9 @@ pub(crate) struct Conn {
     read_shut: AtomicBool,
     /// Reading is held off by the watermarks.
     held: AtomicBool,
+    /// The socket is out of the driver's epoll set: an application thread holding the
+    /// read role waits on it. Changed only by the read role's holder.
+    quiet: AtomicBool,
     tx_deadline: AtomicU64,
     rx_deadline: AtomicU64,
     /// The deadline the driver's timer heap holds an entry for (u64::MAX: none).
@@ -263,6 +271,7 @@ impl Conn {
             on_gone: Mutex::new(sync::Level::ConnGone, None),
             read_shut: AtomicBool::new(false),
             held: AtomicBool::new(false),
+            quiet: AtomicBool::new(false),
             tx_deadline: AtomicU64::new(u64::MAX),
             rx_deadline: AtomicU64::new(u64::MAX),
             armed: AtomicU64::new(u64::MAX),
@@ -329,6 +338,33 @@ impl Conn {
         (waiters, self.reading.load(Ordering::SeqCst))
     }
 
+    /// Hold the read role as a waiting application thread does — the socket out of the
+    /// driver's epoll set — while `during` runs, then let it go the way such a thread
+    /// does, without having read anything (the read slice ran out, or the thread was
+    /// woken for another reason as a datagram came). Returns whether the socket was
+    /// out of the set meanwhile; false, and `during` not run, if the role was taken.
+    #[cfg(test)]
+    pub(crate) fn hold_read_role_unread(&self, eng: &Engine, during: impl FnOnce()) -> bool {
+        if !self.try_read_role() {
+            return false;
+        }
+        self.quiet_for_wait(eng);
+        let quiet = self.quiet.load(Ordering::Relaxed);
+        during();
+        self.rewatch_after_wait(eng);
+        let mut batch = eng.take_buffer();
+        self.release_read_role(eng, &mut batch);
+        eng.give_buffer(batch);
+        quiet
+    }
+
+    /// Whether the socket is in the driver's epoll set now (as far as the read role
+    /// goes: a watermark hold takes it out too).
+    #[cfg(test)]
+    pub(crate) fn driver_watches(&self) -> bool {
+        !self.quiet.load(Ordering::Relaxed)
+    }
+
     /// The earliest timer of either end, nanoseconds of engine time.
     pub(crate) fn deadline(&self) -> u64 {
         self.tx_deadline
@@ -366,6 +402,35 @@ impl Conn {
             }
             self.drain(eng, buf);
         }
+    }
+
+    /// Before the read role's holder waits on the socket itself: stop the driver being
+    /// woken by it. Not while the watermarks hold reading off (the socket is out of the
+    /// driver's epoll set then, and goes back only when the hold ends). A failure
+    /// leaves the socket watched, which costs a wake-up and loses nothing.
+    fn quiet_for_wait(&self, eng: &Engine) {
+        if self.held.load(Ordering::Acquire) || self.quiet.load(Ordering::Relaxed) {
+            return;
+        }
+        if eng.quiet(self.link.raw_fd()).is_ok() {
+            self.quiet.store(true, Ordering::Relaxed);
+        }
+    }
+
+    /// After the wait, still holding the read role: the socket goes back into the
+    /// driver's epoll set. Whatever arrived meanwhile and was not read raises an event as the
+    /// interest changes; the driver, finding the role still held, leaves it `pending`
+    /// for [`Conn::release_read_role`]'s drain, or reads it itself once the role is
+    /// free, so no datagram waits for a later one to be noticed. A hold the
+    /// watermarks began meanwhile took the socket out of the set altogether: the
+    /// hold's end puts it back with the full interest.
+    fn rewatch_after_wait(&self, eng: &Engine) {
+        if !self.quiet.swap(false, Ordering::Relaxed) || self.held.load(Ordering::Acquire) {
+            return;
+        }
+        // An error means the socket is in the set already: a watermark hold began and
+        // ended during the wait, and its end put it back.
+        let _ = eng.rewatch(self.link.raw_fd(), self.token);
     }
 
     /// The driver saw the socket readable.
@@ -555,6 +620,7 @@ impl Conn {
         }
         if !self.over_watermark(eng) {
             let mut touched = [false; 2];
+            self.quiet_for_wait(eng);
             let first = if eng.cfg.busy_poll {
                 let until = std::time::Instant::now() + super::link::READ_SLICE;
                 loop {
@@ -583,6 +649,7 @@ impl Conn {
                     self.drain_into(eng, batch, &mut touched);
                 }
             }
+            self.rewatch_after_wait(eng);
             self.flush_touched(eng, touched);
         }
         self.release_read_role(eng, batch);

@@ -1543,4 +1543,87 @@ mod tests {
         assert!(sender.join().unwrap().is_err());
         drop(server);
     }
+
+    /// A pair of best-effort connections between two hosts on loopback UDP.
+    fn udp_pair() -> (Host, Host, Connection, Connection) {
+        let (a, b) = (
+            Host::open(HostConfig::default()).unwrap(),
+            Host::open(HostConfig::default()).unwrap(),
+        );
+        let l = b.bind("127.0.0.1:0", "best-effort").unwrap();
+        let addr = l.local_addr().unwrap();
+        let client = a.connect(addr, "best-effort").unwrap();
+        let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+        (a, b, client, server)
+    }
+
+    /// Wait up to 5 s, without any application thread reading, for the engine's driver
+    /// to have delivered `n` TPDUs to `c`'s receiving VC.
+    fn driver_delivers(c: &Connection, n: u64) -> bool {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while std::time::Instant::now() < until {
+            if c.stats().rx.tpdus_received >= n {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        false
+    }
+
+    #[test]
+    fn a_datagram_after_a_reader_gave_up_is_read_by_the_driver() {
+        let (_a, _b, client, server) = udp_pair();
+        // Round trips while the server's application thread waits on the socket.
+        for i in 0..20u8 {
+            client.send(&[i; 32]).unwrap();
+            assert_eq!(
+                server.recv_timeout(Duration::from_secs(5)).unwrap(),
+                Some(vec![i; 32])
+            );
+            assert!(server.conn.driver_watches(), "watched again after the wait");
+        }
+        // A reader that gives up (its wait ends with nothing read) leaves the socket
+        // to the driver again: a datagram after it is read without any `recv`.
+        assert!(matches!(
+            server.recv_timeout(Duration::from_millis(1)),
+            Err(Error::TimedOut)
+        ));
+        assert!(server.conn.driver_watches());
+        let before = server.stats().rx.tpdus_received;
+        client.send(b"after the wait").unwrap();
+        assert!(
+            driver_delivers(&server, before + 1),
+            "nobody read the socket"
+        );
+        assert_eq!(server.try_recv().unwrap(), Some(b"after the wait".to_vec()));
+    }
+
+    #[test]
+    fn a_datagram_the_waiting_reader_left_unread_is_not_lost() {
+        let (_a, _b, client, server) = udp_pair();
+        let before = server.stats().rx.tpdus_received;
+        // The datagram arrives while an application thread holds the read role (the
+        // socket out of the driver's epoll set), and that thread lets the role go
+        // without reading it: the driver must be told, though no datagram follows.
+        let quiet = server.conn.hold_read_role_unread(&server.eng, || {
+            client.send(b"while held").unwrap();
+            // On loopback the datagram is queued once `send` returns; let the
+            // driver's (absent) wake-up have every chance to happen first.
+            std::thread::sleep(Duration::from_millis(50));
+            assert_eq!(server.stats().rx.tpdus_received, before, "read while held");
+        });
+        assert!(
+            quiet,
+            "the socket stayed in the driver's epoll set during the hold"
+        );
+        assert!(
+            driver_delivers(&server, before + 1),
+            "the datagram was lost"
+        );
+        assert_eq!(server.try_recv().unwrap(), Some(b"while held".to_vec()));
+        // And the socket is watched as before: the next datagram needs no reader.
+        client.send(b"next").unwrap();
+        assert!(driver_delivers(&server, before + 2));
+        assert_eq!(server.try_recv().unwrap(), Some(b"next".to_vec()));
+    }
 }
