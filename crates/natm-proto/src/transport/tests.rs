@@ -16,6 +16,8 @@ mod flow;
 mod one_way;
 /// SYNC probes and in-band QoS changes.
 mod qos_sync;
+/// Retransmission timers count from transmission.
+mod timers;
 /// Adaptive TPDU size.
 mod tpdu_size;
 use crate::time::Instant;
