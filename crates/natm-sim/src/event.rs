@@ -23,16 +23,11 @@ pub(crate) enum Event {
     Arrive(LinkId, Packet),
 }
 
-/// The heap holds only the ordering key and where the event waits: 24 bytes an entry
-/// instead of the event itself (a frame in flight is ~60), so the sift of each push
-/// and pop moves a third of the memory. At 100,000 VCs the heap holds hundreds of
-/// thousands of events and `pop` was the simulator's top entry in a profile
-/// (docs/PERFORMANCE.md, issue 17, round five).
 #[derive(Debug)]
 struct Entry {
     at: Instant,
     seq: u64,
-    slot: u32,
+    event: Event,
 }
 
 impl PartialEq for Entry {
@@ -48,7 +43,6 @@ impl PartialOrd for Entry {
 }
 impl Ord for Entry {
     // Reversed: `BinaryHeap` is a max-heap and we want the earliest event first.
-    // `seq` is unique, so the order never depends on `slot`.
     fn cmp(&self, other: &Self) -> Ordering {
         (other.at, other.seq).cmp(&(self.at, self.seq))
     }
@@ -58,9 +52,6 @@ impl Ord for Entry {
 #[derive(Debug, Default)]
 pub(crate) struct EventQueue {
     heap: BinaryHeap<Entry>,
-    /// The events themselves, by slot; a popped event's slot is reused.
-    slab: Vec<Option<Event>>,
-    free: Vec<u32>,
     seq: u64,
 }
 
@@ -68,17 +59,7 @@ impl EventQueue {
     pub(crate) fn push(&mut self, at: Instant, event: Event) {
         let seq = self.seq;
         self.seq += 1;
-        let slot = match self.free.pop() {
-            Some(s) => {
-                self.slab[s as usize] = Some(event);
-                s
-            }
-            None => {
-                self.slab.push(Some(event));
-                (self.slab.len() - 1) as u32
-            }
-        };
-        self.heap.push(Entry { at, seq, slot });
+        self.heap.push(Entry { at, seq, event });
     }
 
     pub(crate) fn peek_time(&self) -> Option<Instant> {
@@ -86,12 +67,7 @@ impl EventQueue {
     }
 
     pub(crate) fn pop(&mut self) -> Option<(Instant, Event)> {
-        let e = self.heap.pop()?;
-        let event = self.slab[e.slot as usize]
-            .take()
-            .expect("a queued event's slot holds it");
-        self.free.push(e.slot);
-        Some((e.at, event))
+        self.heap.pop().map(|e| (e.at, e.event))
     }
 
     pub(crate) fn len(&self) -> usize {
