@@ -34,6 +34,15 @@ pub trait Endpoint {
     fn handle_frame(&mut self, now: Instant, vc: VcId, frame: &[u8]);
     /// Next frame to put on the wire, if any is ready now: (vc, bytes).
     fn poll_transmit(&mut self, now: Instant) -> Option<(VcId, Vec<u8>)>;
+    /// As [`Endpoint::poll_transmit`], writing the frame into `buf` (empty; a buffer the
+    /// simulator recycled from a frame it finished with) so that an endpoint need not
+    /// allocate a buffer per frame. Returns the frame's VC; on `None`, `buf` is left
+    /// empty. By default it takes the buffer `poll_transmit` allocates.
+    fn poll_transmit_into(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<VcId> {
+        let (vc, frame) = self.poll_transmit(now)?;
+        *buf = frame;
+        Some(vc)
+    }
     /// Earliest time this endpoint wants `handle_timeout`.
     fn poll_timeout(&self) -> Option<Instant>;
     /// Called at or after the time `poll_timeout` gave.
@@ -47,6 +56,9 @@ impl<T: Endpoint + ?Sized> Endpoint for Box<T> {
     }
     fn poll_transmit(&mut self, now: Instant) -> Option<(VcId, Vec<u8>)> {
         (**self).poll_transmit(now)
+    }
+    fn poll_transmit_into(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<VcId> {
+        (**self).poll_transmit_into(now, buf)
     }
     fn poll_timeout(&self) -> Option<Instant> {
         (**self).poll_timeout()

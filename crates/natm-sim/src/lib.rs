@@ -54,6 +54,7 @@ pub mod network;
 mod observe;
 pub mod psb_host;
 mod queue;
+mod ready;
 pub mod scenario;
 mod simulator;
 mod stats;

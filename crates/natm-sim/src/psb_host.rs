@@ -1,7 +1,9 @@
 //! Simulated hosts that run natm PSBs, with the application models that feed and
 //! drain them: the same transport code the engine runs, on the virtual clock.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
+
+use super::ready::ReadySet;
 use std::sync::OnceLock;
 use std::time::Duration;
 
@@ -10,7 +12,7 @@ use bytes::Bytes;
 use super::endpoint::{Endpoint, VcId};
 use super::timers::TimerHeap;
 use natm_proto::time::Instant;
-use natm_proto::transport::{Event, Psb, Transmit};
+use natm_proto::transport::{Event, Psb};
 
 /// Period of the test pattern, bytes: a power of two, so stream offsets (which wrap
 /// at 2^32) stay in step with it, and far longer than any TPDU.
@@ -383,7 +385,7 @@ pub struct PsbHost {
     index: HashMap<VcId, usize>,
     next: usize,
     /// VC ends that may have a frame to send.
-    ready: BTreeSet<usize>,
+    ready: ReadySet,
     /// Each VC end's next deadline (its PSB's, or its source's start).
     timers: TimerHeap,
     /// Whether each VC end is finished now.
@@ -473,13 +475,16 @@ impl PsbHost {
         self.unfinished == 0
     }
 
-    /// Offers VC end `i` a chance to send; `true` with the frame if it had one.
-    fn try_send(&mut self, now: Instant, i: usize) -> Option<(VcId, Vec<u8>)> {
+    /// Offers VC end `i` a chance to send; its VC if it wrote a frame into `buf`.
+    fn try_send(&mut self, now: Instant, i: usize, buf: &mut Vec<u8>) -> Option<VcId> {
         let v = &mut self.vcs[i];
         Self::service(now, v);
-        let out = v.psb.poll_transmit(now).map(|t| (v.id, to_frame(&t)));
+        let out = v.psb.poll_transmit(now).map(|t| {
+            t.write_to(buf);
+            v.id
+        });
         if out.is_none() {
-            self.ready.remove(&i);
+            self.ready.remove(i);
         }
         self.touch(i, Some(now));
         out
@@ -498,6 +503,13 @@ impl Endpoint for PsbHost {
     }
 
     fn poll_transmit(&mut self, now: Instant) -> Option<(VcId, Vec<u8>)> {
+        let mut buf = Vec::new();
+        let vc = self.poll_transmit_into(now, &mut buf)?;
+        Some((vc, buf))
+    }
+
+    fn poll_transmit_into(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<VcId> {
+        buf.clear();
         let n = self.vcs.len();
         if n == 0 {
             return None;
@@ -505,16 +517,18 @@ impl Endpoint for PsbHost {
         // A VC whose deadline has come may send before its timer is handled.
         let mut due = std::mem::take(&mut self.due);
         self.timers.due(now, &mut due);
-        self.ready.extend(due.iter().copied());
+        for &i in &due {
+            self.ready.insert(i);
+        }
         self.due = due;
         // Round robin from `next`, as a scan of every VC would go.
         let start = self.next.min(n);
         for range in [start..n, 0..start] {
             let mut cursor = range.start;
-            while let Some(&i) = self.ready.range(cursor..range.end).next() {
-                if let Some(f) = self.try_send(now, i) {
+            while let Some(i) = self.ready.first_in(cursor, range.end) {
+                if let Some(vc) = self.try_send(now, i, buf) {
                     self.next = (i + 1) % n;
-                    return Some(f);
+                    return Some(vc);
                 }
                 cursor = i + 1;
             }
@@ -540,10 +554,6 @@ impl Endpoint for PsbHost {
         }
         self.due = due;
     }
-}
-
-fn to_frame(t: &Transmit) -> Vec<u8> {
-    t.to_vec()
 }
 
 /// Goodput in bit/s for `bytes` delivered over `d`.

@@ -66,21 +66,24 @@ impl TimerHeap {
     /// Their deadlines stay set.
     pub(crate) fn due(&self, now: Instant, out: &mut Vec<usize>) {
         out.clear();
-        let mut stack = Vec::new();
-        if !self.heap.is_empty() {
-            stack.push(0usize);
+        // A child is never earlier than its parent: walk only the subtrees that are due,
+        // breadth first, with `out` itself as the work list of heap positions (no
+        // allocation per call: this runs on every poll of a host).
+        if self.heap.first().is_some_and(|e| e.0 <= now) {
+            out.push(0);
         }
-        // A child is never earlier than its parent: walk only the subtrees that are due.
-        while let Some(p) = stack.pop() {
-            if self.heap[p].0 > now {
-                continue;
-            }
-            out.push(self.heap[p].1 as usize);
+        let mut i = 0;
+        while i < out.len() {
+            let p = out[i];
             for c in [2 * p + 1, 2 * p + 2] {
-                if c < self.heap.len() {
-                    stack.push(c);
+                if c < self.heap.len() && self.heap[c].0 <= now {
+                    out.push(c);
                 }
             }
+            i += 1;
+        }
+        for p in out.iter_mut() {
+            *p = self.heap[*p].1 as usize;
         }
         out.sort_unstable();
     }

@@ -612,6 +612,14 @@ pub(crate) struct ScaleStep {
     /// Median smoothed round trip of the sending ends at the end of the measurement, ms.
     #[serde(default)]
     pub(crate) median_srtt_ms: f64,
+    /// TPDUs the sending ends retransmitted, by what queued them: a hole an ACK
+    /// revealed (fast), the two-RTT head check, a retransmission timeout.
+    #[serde(default)]
+    pub(crate) retransmitted_tpdus_fast: u64,
+    #[serde(default)]
+    pub(crate) retransmitted_tpdus_head: u64,
+    #[serde(default)]
+    pub(crate) retransmitted_tpdus_timeout: u64,
 }
 
 // ---------------------------------------------------------------------------------

@@ -247,6 +247,8 @@ struct Step {
     /// The sending ends' bytes sent the first time, bytes retransmitted, retransmission timeouts and
     /// median smoothed round trip (ms), read at the end of the measurement.
     retx: (u64, u64, u64, f64),
+    /// TPDUs retransmitted by a fast retransmission, the head check, a timeout.
+    retx_kinds: [u64; 3],
 }
 
 /// Set up `count` connections from `client` to `addr` with `parallel` callers; the
@@ -542,8 +544,10 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
         .split_whitespace()
         .map(|n| n.parse().unwrap_or(0))
         .collect();
+    // One read of the socket table for all (`stats()` on each read it once per
+    // connection: O(n²), minutes at 10,000, after the measurement).
+    let stats = Connection::stats_of(&tx_ends);
     let retx = {
-        let stats: Vec<_> = tx_ends.iter().map(Connection::stats).collect();
         let mut rtts: Vec<f64> = stats
             .iter()
             .filter_map(|s| s.srtt.map(|d| d.as_secs_f64() * 1e3))
@@ -556,6 +560,13 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
             median(&rtts).unwrap_or(0.0),
         )
     };
+    let retx_kinds = stats.iter().fold([0; 3], |k, s| {
+        [
+            k[0] + s.tx.retx_fast,
+            k[1] + s.tx.retx_head,
+            k[2] + s.tx.retx_timeout,
+        ]
+    });
     for c in &tx_ends {
         c.abort();
     }
@@ -584,6 +595,7 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
         send_errors,
         busy,
         retx,
+        retx_kinds,
     })
 }
 
@@ -626,6 +638,9 @@ fn row(s: &Step) -> results::ScaleStep {
         },
         retransmission_timeouts: s.retx.2,
         median_srtt_ms: s.retx.3,
+        retransmitted_tpdus_fast: s.retx_kinds[0],
+        retransmitted_tpdus_head: s.retx_kinds[1],
+        retransmitted_tpdus_timeout: s.retx_kinds[2],
     }
 }
 
@@ -763,11 +778,15 @@ impl Experiment for ScaleArgs {
             }
             out += &format!(
                 "{} connections: {:.1} % of the bytes sent were retransmissions, {} \
-                 retransmission timeouts, median smoothed RTT {:.1} ms\n",
+                 retransmission timeouts, median smoothed RTT {:.1} ms; TPDUs retransmitted: \
+                 {} fast, {} by the head check, {} by a timeout\n",
                 s.connections,
                 s.retransmitted_share * 100.0,
                 s.retransmission_timeouts,
-                s.median_srtt_ms
+                s.median_srtt_ms,
+                s.retransmitted_tpdus_fast,
+                s.retransmitted_tpdus_head,
+                s.retransmitted_tpdus_timeout
             );
         }
         out

@@ -842,11 +842,10 @@ impl Psb {
                 self.queue_qos(p.seq, p.rate);
             }
         }
-        let rto = self.rtt.rto();
         let srtt = self.rtt.srtt();
         let has = self.rtt.has_sample();
         if let Some(send) = self.send.as_mut() {
-            if send.handle_timeout(now, rto, srtt, has, &mut self.stats, &mut *self.flow) {
+            if send.handle_timeout(now, srtt, has, &mut self.stats, &mut *self.flow) {
                 self.rtt.on_timeout();
                 self.consecutive_timeouts += 1;
                 if self.consecutive_timeouts >= self.cfg.max_timeouts {

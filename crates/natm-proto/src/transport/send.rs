@@ -128,7 +128,13 @@ pub(crate) struct SendHalf {
     msgs_queued: u32,
     last_advance: Instant,
     head_backoff: u32,
+    /// The retransmission timer: armed when a TPDU leaves and none is armed,
+    /// re-armed when the cumulative ACK advances, and left unarmed by a firing until
+    /// its first retransmission leaves (seed 000 §5.3.2, RFC 6298 §5.1–5.6).
     rto_deadline: Option<Instant>,
+    /// A timer queued the head for retransmission: `last_advance` is set again when
+    /// it leaves.
+    head_at_tx: bool,
     pair_second_due: bool,
     probe_at: Option<Instant>,
     probe_armed: bool,
@@ -158,6 +164,7 @@ impl SendHalf {
             last_advance: Instant::ZERO,
             head_backoff: 1,
             rto_deadline: None,
+            head_at_tx: false,
             pair_second_due: false,
             probe_at: None,
             probe_armed: false,
@@ -397,7 +404,9 @@ impl SendHalf {
     /// The earliest time the send half wants to be woken.
     pub(crate) fn poll_timeout(&self, srtt: Duration, has_rtt: bool) -> Option<Instant> {
         let mut t = self.rto_deadline;
-        if self.lim.error_control && self.nxt > self.una && has_rtt {
+        // While a head retransmission waits to leave, the head check is off: its two
+        // RTTs count from that transmission.
+        if self.lim.error_control && self.nxt > self.una && has_rtt && !self.head_at_tx {
             let head = self.last_advance + srtt.saturating_mul(2 * self.head_backoff);
             t = Some(t.map_or(head, |x| x.min(head)));
         }
@@ -412,7 +421,6 @@ impl SendHalf {
     pub(crate) fn handle_timeout(
         &mut self,
         now: Instant,
-        rto: Duration,
         srtt: Duration,
         has_rtt: bool,
         stats: &mut PsbStats,
@@ -443,6 +451,7 @@ impl SendHalf {
         }
         if self.nxt == self.una {
             self.rto_deadline = None;
+            self.head_at_tx = false;
             return false;
         }
         if self.rto_deadline.is_some_and(|d| now >= d) {
@@ -462,11 +471,19 @@ impl SendHalf {
             stats.timeouts += 1;
             stats.timeout_marked += n;
             flow.on_timeout(now, self.in_flight());
-            self.rto_deadline = Some(now + rto);
+            // The timer restarts when the first of these retransmissions leaves
+            // (`poll_data`), with the RTO the caller has backed off by then (RFC 6298
+            // §5.5–5.6: back off, then start the timer with the new value). Armed
+            // here, at the firing, it would count the time the retransmissions wait
+            // in this VC's retransmission queue, behind pacing and behind the host's
+            // scheduler, and with the RTO from before the backoff (the doubling then
+            // took effect only from the second firing on).
+            self.rto_deadline = None;
+            self.head_at_tx = true;
             self.last_advance = now;
             timed_out = true;
         }
-        if has_rtt {
+        if has_rtt && !self.head_at_tx {
             let head = self.last_advance + srtt.saturating_mul(2 * self.head_backoff);
             if now >= head && self.nxt > self.una {
                 // "We check every two round trip times if the cumulative ack has
@@ -482,6 +499,9 @@ impl SendHalf {
                     }
                 }
                 stats.head_checks += 1;
+                // The next 2·RTT check counts from when this head retransmission
+                // leaves, not from now (`poll_data`).
+                self.head_at_tx = true;
                 // specs.md §7.2 [REC]: back off, and clear the flags so the next ACK
                 // re-triggers fast retransmission of the other holes.
                 self.head_backoff = (self.head_backoff * 2).min(64);
@@ -573,6 +593,7 @@ impl SendHalf {
                 newly += 1;
             }
             self.last_advance = now;
+            self.head_at_tx = false;
             self.head_backoff = 1;
             self.rto_deadline = (self.nxt > self.una).then_some(now + rto);
             self.scan_from = self.scan_from.max(self.una);
@@ -678,6 +699,16 @@ impl SendHalf {
             let kind = self.retx_kind(seq);
             stats.count_retx(kind, len);
             flow.on_sent(now, len, true);
+            // Timers count from transmission, not from when a timer queued the
+            // retransmission: the RTO a firing left unarmed starts now, and the
+            // head check's two RTTs start when the head leaves again.
+            if self.lim.acks_expected && self.rto_deadline.is_none() {
+                self.rto_deadline = Some(now + rto);
+            }
+            if self.head_at_tx && seq == self.una {
+                self.head_at_tx = false;
+                self.last_advance = now;
+            }
             return Some(self.emit(seq, now, cookie, Some(kind), false, false));
         }
         // New data.

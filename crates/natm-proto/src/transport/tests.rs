@@ -18,6 +18,8 @@ mod one_way;
 mod owned;
 /// SYNC probes and in-band QoS changes.
 mod qos_sync;
+/// Retransmission timers count from transmission.
+mod timers;
 /// Adaptive TPDU size.
 mod tpdu_size;
 use crate::time::Instant;

@@ -1,0 +1,89 @@
+//! The retransmission timers count from transmission (issue 17): a retransmission
+//! that waits in the sender's queue — behind pacing or the host's scheduler — runs no
+//! timer of its own, and the backed-off RTO applies from the first retransmission.
+
+use super::*;
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Poll every frame the sender has for the wire now, and drop them (a dead path).
+fn drain(p: &mut Pair) -> usize {
+    let mut n = 0;
+    while p.tx.poll_transmit(p.now).is_some() {
+        n += 1;
+    }
+    n
+}
+
+fn at(p: &mut Pair, t: Instant) {
+    p.now = t;
+    if p.tx.poll_timeout().is_some_and(|d| d <= t) {
+        p.tx.handle_timeout(t);
+    }
+}
+
+#[test]
+fn a_retransmission_waiting_in_the_queue_runs_no_timer_and_the_backoff_applies_at_once() {
+    // No RTT sample yet: RTO = the initial 50 ms, no head check.
+    let mut p = signalled_pair(small(TransportConfig::reliable()));
+    let t0 = p.now;
+    p.tx.send(&[1u8; 2048], true).unwrap();
+    assert_eq!(drain(&mut p), 2);
+    assert_eq!(p.tx.poll_timeout(), Some(t0 + ms(50)));
+    let t1 = t0 + ms(50);
+    at(&mut p, t1);
+    assert_eq!(p.tx.stats().timeouts, 1);
+    // The host does not get round to this VC for 90 ms (more than the RTO before the
+    // backoff): its retransmissions wait, and no timer runs on them meanwhile.
+    at(&mut p, t1 + ms(90));
+    assert_eq!(p.tx.stats().timeouts, 1, "a timeout counted queueing time");
+    let t2 = t1 + ms(90);
+    assert_eq!(drain(&mut p), 2);
+    assert_eq!(p.tx.stats().retx_timeout, 2);
+    // RFC 6298 §5.5–5.6: the timer restarts with the doubled RTO, from the time the
+    // retransmission left.
+    assert_eq!(p.tx.poll_timeout(), Some(t2 + ms(100)));
+    at(&mut p, t2 + ms(99));
+    assert_eq!(p.tx.stats().timeouts, 1);
+    at(&mut p, t2 + ms(100));
+    assert_eq!(p.tx.stats().timeouts, 2);
+    let t3 = t2 + ms(100);
+    assert_eq!(drain(&mut p), 2);
+    assert_eq!(p.tx.poll_timeout(), Some(t3 + ms(200)));
+}
+
+#[test]
+fn the_head_check_counts_two_rtts_from_the_head_retransmission_leaving() {
+    let mut p = signalled_pair(small(TransportConfig::reliable()));
+    // One message through a clean path: RTT samples (1 ms), so the head check is on.
+    p.tx.send(&[2u8; 1024], true).unwrap();
+    p.drive(ms(20));
+    assert_eq!(p.messages().len(), 1);
+    let srtt = p.tx.rtt().srtt();
+    assert!(srtt < ms(5), "srtt {srtt:?}");
+    // Now the path is dead. One TPDU leaves at t0.
+    p.now += ms(100);
+    let t0 = p.now;
+    p.tx.send(&[3u8; 1024], true).unwrap();
+    assert_eq!(drain(&mut p), 1);
+    let head = t0 + srtt * 2;
+    assert!(p.tx.poll_timeout().is_some_and(|t| t <= head));
+    at(&mut p, head);
+    assert_eq!(p.tx.stats().head_checks, 1);
+    // The head retransmission waits 5 · srtt in the sender's queue: the next check
+    // (backed off to 4 · srtt) would have fired meanwhile if it counted from the first.
+    let t1 = head + srtt * 5;
+    at(&mut p, t1);
+    assert_eq!(
+        p.tx.stats().head_checks,
+        1,
+        "a head check counted queueing time"
+    );
+    assert_eq!(drain(&mut p), 1);
+    assert_eq!(p.tx.stats().retx_head, 1);
+    assert_eq!(p.tx.poll_timeout(), Some(t1 + srtt * 4));
+    at(&mut p, t1 + srtt * 4);
+    assert_eq!(p.tx.stats().head_checks, 2);
+}
