@@ -447,7 +447,7 @@ mod tests {
         assert_eq!((r.window, r.rcv_buf), (1024, 4 << 20));
         assert_eq!(r, TransportConfig { cookie: None, ..TransportConfig::reliable() });
         assert_eq!(cfg("reliable:tpdu=1024").window, 4096);
-        assert_eq!(cfg("reliable:tpdu=65536").window, 256);
+        assert_eq!(cfg("reliable:tpdu=65000").window, 256);
         assert_eq!(cfg("reliable:window=64").window, 64);
         assert_eq!(cfg("ubr").window, 256);
         // The preset constructor agrees with the QoS text.
