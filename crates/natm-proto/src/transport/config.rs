@@ -445,7 +445,13 @@ mod tests {
         // QoS names one; the preset constructor agrees.
         let r = cfg("reliable");
         assert_eq!((r.window, r.rcv_buf), (1024, 4 << 20));
-        assert_eq!(r, TransportConfig { cookie: None, ..TransportConfig::reliable() });
+        assert_eq!(
+            r,
+            TransportConfig {
+                cookie: None,
+                ..TransportConfig::reliable()
+            }
+        );
         assert_eq!(cfg("reliable:tpdu=1024").window, 4096);
         assert_eq!(cfg("reliable:tpdu=65000").window, 256);
         assert_eq!(cfg("reliable:window=64").window, 64);
