@@ -102,8 +102,8 @@ pub(crate) struct SimArgs {
     /// TPDU payload size.
     #[arg(long, default_value = "4096", value_parser = units::bytes)]
     tpdu: u64,
-    /// Error-control window, TPDUs. Default: as the engine's (reliable VCs 4 MiB of
-    /// TPDUs, at least 256: 1024 at 4 KiB; other VCs 256; a --qos text's own).
+    /// Error-control window, TPDUs. Default: as the engine's (256, or a --qos
+    /// text's own).
     #[arg(long)]
     window: Option<u32>,
     /// Detect lost retransmissions from ACK order (specs.md §7.2), as the engine
@@ -198,14 +198,9 @@ fn specs(a: &SimArgs) -> anyhow::Result<Vec<VcSpec>> {
         }
     }
     let mut specs = Vec::new();
-    let from_qos = !a.qos.is_empty();
     for (label, mut cfg) in out {
         cfg.tpdu_size = u32::try_from(a.tpdu).context("--tpdu too large")?;
-        cfg.window = a.window.unwrap_or(if from_qos || !cfg.error_control {
-            cfg.window
-        } else {
-            TransportConfig::reliable_window(cfg.tpdu_size)
-        });
+        cfg.window = a.window.unwrap_or(cfg.window);
         cfg.rcv_buf = cfg.rcv_buf.max(cfg.window as usize * a.tpdu as usize);
         cfg.snd_buf = cfg.snd_buf.max(2 * cfg.rcv_buf);
         cfg.detect_lost_retx = a.refine;

@@ -111,31 +111,16 @@ impl TransportConfig {
     /// The shortest SYNC interval: a probe costs one TPDU each way, so at most 100
     /// round trips a second per VC (the receiver answers no faster either).
     pub const MIN_SYNC_INTERVAL: Duration = Duration::from_millis(10);
-    const DEFAULT_WINDOW: u32 = 256;
-    /// The error-control window of a reliable VC of 4 KiB TPDUs unless its QoS says
-    /// otherwise (`window=`): 1024 TPDUs, 4 MiB ([`TransportConfig::reliable_window`]
-    /// for other sizes).
-    ///
-    /// A reliable VC's window is counted from the oldest TPDU not yet received
-    /// (SMART's cumulative ACK), so a hole at the head holds it for as long as its
-    /// recovery takes: a round trip to find the hole, one more for the
-    /// retransmission, and more when that is lost too. At 20 ms RTT and 100 Mbit/s
-    /// that is about 130 TPDUs per recovered hole, and 256 left the sender stalled
-    /// (the simulator at 10 % loss: 0.61 of (1 − p)·C, 2,371 window stalls in 5 s;
-    /// with 1024: 0.95, none). 4 MiB is below Linux's default TCP receive-buffer
-    /// ceiling (`tcp_rmem`, 6 MiB), and only the receive buffer's bound: memory is
-    /// taken as TPDUs arrive out of order.
-    pub const RELIABLE_WINDOW: u32 = 1024;
-
-    /// A reliable VC's default window for TPDUs of `tpdu_size` bytes: 4 MiB of them
-    /// ([`TransportConfig::RELIABLE_WINDOW`] at 4 KiB), never fewer than the 256 TPDUs
-    /// of other VCs (larger TPDUs already hold 4 MiB or more) nor more than the wire's
-    /// 65,535.
-    pub fn reliable_window(tpdu_size: u32) -> u32 {
-        let bytes = u64::from(Self::RELIABLE_WINDOW) * u64::from(Self::DEFAULT_TPDU);
-        let n = bytes / u64::from(tpdu_size.max(1));
-        n.clamp(u64::from(Self::DEFAULT_WINDOW), u64::from(u16::MAX)) as u32
-    }
+    /// Every VC's window, reliable ones included, unless its QoS names one
+    /// (`window=`). A larger default for reliable VCs (4 MiB, 1024 TPDUs of 4 KiB)
+    /// keeps a 20 ms path at 0.95 of (1 − p)·C in the simulator, but on a path of
+    /// 1,500-byte links each 4 KiB TPDU is three IP fragments, and the receiving
+    /// kernel's reassembly memory (`net.ipv4.ipfrag_high_thresh`, 4 MiB) holds the
+    /// fragments of every datagram a queue cut short for `ipfrag_time` (30 s): a
+    /// window's worth of such datagrams fills it, and then every fragmented datagram
+    /// is dropped for up to 30 s (issue 17, docs/PERFORMANCE.md "Loss and livelock:
+    /// what bounds them"). 256 TPDUs (1 MiB) stays well below that bound.
+    pub const DEFAULT_WINDOW: u32 = 256;
 
     fn base() -> Self {
         let window = Self::DEFAULT_WINDOW;
@@ -169,14 +154,9 @@ impl TransportConfig {
 
     /// Reliable service: SMART and feedback flow control (seed 000 §2).
     pub fn reliable() -> Self {
-        let window = Self::RELIABLE_WINDOW;
-        let buf = (window * Self::DEFAULT_TPDU) as usize;
         TransportConfig {
             error_control: true,
             flow: FlowKind::PacketPair,
-            window,
-            snd_buf: 2 * buf,
-            rcv_buf: buf,
             ..Self::base()
         }
     }
@@ -317,11 +297,7 @@ impl TransportConfig {
             .mbs
             .map(|cells| cells.saturating_mul(crate::wire::cell::PAYLOAD_LEN as u32));
         let base = TransportConfig::best_effort();
-        let window = t.window.unwrap_or(if t.error_control {
-            TransportConfig::reliable_window(t.tpdu_size)
-        } else {
-            base.window
-        });
+        let window = t.window.unwrap_or(base.window);
         let buf = window as usize * t.tpdu_size as usize;
         let bucket = t.bucket.or(mbs_bytes);
         // A shaped VC's queue is bounded in time at its rate; any other VC's in bytes.
@@ -439,12 +415,13 @@ mod tests {
         assert_eq!(c.snd_buf, 1024);
         c.validate().unwrap();
         // Other VCs keep a buffer in bytes.
-        assert_eq!(cfg("reliable").snd_buf, 2 * 1024 * 4096);
+        assert_eq!(cfg("reliable").snd_buf, 2 * 256 * 4096);
         assert_eq!(cfg("ubr").snd_buf, 2 * 256 * 4096);
-        // A reliable VC's window is 4 MiB of TPDUs (at least 256 of them) unless its
-        // QoS names one; the preset constructor agrees.
+        // A reliable VC's window is 256 TPDUs unless its QoS names one (a larger one
+        // fills the receiving kernel's fragment reassembly memory on a lossy path);
+        // the preset constructor agrees.
         let r = cfg("reliable");
-        assert_eq!((r.window, r.rcv_buf), (1024, 4 << 20));
+        assert_eq!((r.window, r.rcv_buf), (256, 1 << 20));
         assert_eq!(
             r,
             TransportConfig {
@@ -452,8 +429,8 @@ mod tests {
                 ..TransportConfig::reliable()
             }
         );
-        assert_eq!(cfg("reliable:tpdu=1024").window, 4096);
-        assert_eq!(cfg("reliable:tpdu=65000").window, 256);
+        assert_eq!(cfg("reliable:tpdu=1024").window, 256);
+        assert_eq!(cfg("reliable:window=1024").rcv_buf, 4 << 20);
         assert_eq!(cfg("reliable:window=64").window, 64);
         assert_eq!(cfg("ubr").window, 256);
         // The preset constructor agrees with the QoS text.
