@@ -102,11 +102,14 @@ pub(crate) struct SimArgs {
     /// TPDU payload size.
     #[arg(long, default_value = "4096", value_parser = units::bytes)]
     tpdu: u64,
-    /// Error-control window, TPDUs.
-    #[arg(long, default_value_t = 256)]
-    window: u32,
-    /// Detect lost retransmissions from ACK order (specs.md §7.2; off = the paper).
+    /// Error-control window, TPDUs. Default: as the engine's (256, or a --qos
+    /// text's own).
     #[arg(long)]
+    window: Option<u32>,
+    /// Detect lost retransmissions from ACK order (specs.md §7.2), as the engine
+    /// does; `--refine false` is the paper's rule exactly.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1,
+          default_missing_value = "true")]
     refine: bool,
     /// Carry frames as 53-byte cells (the cell tax) instead of AAL5 frames.
     #[arg(long)]
@@ -197,8 +200,8 @@ fn specs(a: &SimArgs) -> anyhow::Result<Vec<VcSpec>> {
     let mut specs = Vec::new();
     for (label, mut cfg) in out {
         cfg.tpdu_size = u32::try_from(a.tpdu).context("--tpdu too large")?;
-        cfg.window = a.window;
-        cfg.rcv_buf = cfg.rcv_buf.max(a.window as usize * a.tpdu as usize);
+        cfg.window = a.window.unwrap_or(cfg.window);
+        cfg.rcv_buf = cfg.rcv_buf.max(cfg.window as usize * a.tpdu as usize);
         cfg.snd_buf = cfg.snd_buf.max(2 * cfg.rcv_buf);
         cfg.detect_lost_retx = a.refine;
         if a.stream {

@@ -96,6 +96,8 @@ fn kind(name: &str) -> anyhow::Result<Kind> {
 
 /// Longest a receiver waits for its connection and first data.
 const FIRST_DATA: Duration = Duration::from_secs(10);
+/// How often a sending peer writes its stack's counters to stderr.
+const COUNTERS_EVERY: Duration = Duration::from_secs(2);
 /// Poll interval of the peers' receive loops.
 const POLL: Duration = Duration::from_millis(50);
 
@@ -163,6 +165,9 @@ impl Endpoint for WithHost {
     }
     fn recv(&mut self) -> io::Result<Option<&[u8]>> {
         self.ep.recv()
+    }
+    fn counters(&self) -> Option<String> {
+        self.ep.counters()
     }
 }
 
@@ -288,13 +293,30 @@ pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
         let mut ep = dial(a, k).map_err(fail)?;
         let msg = vec![0x42u8; a.size];
         let until = Instant::now() + a.time;
+        // The counters every few seconds on stderr: shown only if the transfer fails
+        // (a receiver with no data), to tell a sender that stopped from one whose
+        // data never arrived.
+        let mut report_at = Instant::now() + COUNTERS_EVERY;
         while Instant::now() < until {
+            if Instant::now() >= report_at {
+                report_at += COUNTERS_EVERY;
+                if let Some(c) = ep.counters() {
+                    eprintln!("sender's counters: {c}");
+                }
+            }
             match ep.send(&msg) {
                 Ok(()) => {}
                 Err(e) if is_timeout(&e) => {}
-                // The receiver leaves once it has measured.
-                Err(_) => break,
+                // The receiver leaves once it has measured; any other end is reported
+                // (on stderr, which the experiment shows if the transfer failed).
+                Err(e) => {
+                    eprintln!("send ended: {e}");
+                    break;
+                }
             }
+        }
+        if let Some(c) = ep.counters() {
+            eprintln!("sender's counters: {c}");
         }
         return Ok(());
     }
@@ -314,7 +336,11 @@ pub(crate) fn peer(a: &PeerArgs) -> crate::cli::CliResult {
                 }
             }
             None if first.is_none() && now - start > FIRST_DATA => {
-                return Err(anyhow::anyhow!("loss-peer recv {}: no data", a.stack));
+                let counters = ep.counters().map(|c| format!(" ({c})")).unwrap_or_default();
+                return Err(anyhow::anyhow!(
+                    "loss-peer recv {}: no data{counters}",
+                    a.stack
+                ));
             }
             None => {}
         }

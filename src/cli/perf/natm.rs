@@ -284,6 +284,38 @@ impl Endpoint for End {
             Err(e) => Err(io_err(e)),
         }
     }
+
+    fn counters(&self) -> Option<String> {
+        let s = self.conn.stats();
+        let (t, r) = (&s.tx, &s.rx);
+        Some(format!(
+            "tx: sent {} retx fast/head/timeout {}/{}/{} timeouts {} acks {} (invalid {}) \
+             window stalls {} tpdu {}; srtt {:?} rate {:?} bit/s; \
+             rx: tpdus {} delivered {} B in {} msgs, out of order {} dup {} \
+             dropped window/buffer {}/{}; queued send {} recv {} B; socket drops {:?}",
+            t.tpdus_sent,
+            t.retx_fast,
+            t.retx_head,
+            t.retx_timeout,
+            t.timeouts,
+            t.acks_received,
+            t.acks_invalid,
+            t.window_stalls,
+            t.tpdu_size,
+            s.srtt,
+            s.rate_bps,
+            r.tpdus_received,
+            r.bytes_delivered,
+            r.messages_delivered,
+            r.ooo_tpdus,
+            r.dup_tpdus,
+            r.drop_out_of_window,
+            r.drop_rcv_buf,
+            s.send_queued,
+            s.recv_queued,
+            s.queue_drops,
+        ))
+    }
 }
 
 impl Stack for Natm {

@@ -104,6 +104,12 @@ pub(crate) trait Endpoint: Send {
     /// whole message, except on stacks whose [`Stack::max_message`] is smaller than
     /// the message sent (UDP delivers such a message as several datagrams).
     fn recv(&mut self) -> io::Result<Option<&[u8]>>;
+
+    /// The stack's own counters for this connection, one line, if it keeps any (what a
+    /// failed transfer reports beside its error).
+    fn counters(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A connection opened by [`Stack::connect`]: the client and server ends, in the same

@@ -51,7 +51,8 @@ pub struct TransportConfig {
     /// reorders; 3 over UDP/IP (specs.md §7.2).
     pub reorder_threshold: u32,
     /// Detect lost retransmissions from ACK order (specs.md §7.2 refinement; off =
-    /// the paper's rule exactly).
+    /// the paper's rule exactly, which leaves a lost retransmission to the two-RTT
+    /// head check). On by default.
     pub detect_lost_retx: bool,
     /// CONN-REQ attempts before the connection fails.
     pub connect_attempts: u32,
@@ -110,7 +111,16 @@ impl TransportConfig {
     /// The shortest SYNC interval: a probe costs one TPDU each way, so at most 100
     /// round trips a second per VC (the receiver answers no faster either).
     pub const MIN_SYNC_INTERVAL: Duration = Duration::from_millis(10);
-    const DEFAULT_WINDOW: u32 = 256;
+    /// Every VC's window, reliable ones included, unless its QoS names one
+    /// (`window=`). A larger default for reliable VCs (4 MiB, 1024 TPDUs of 4 KiB)
+    /// keeps a 20 ms path at 0.95 of (1 − p)·C in the simulator, but on a path of
+    /// 1,500-byte links each 4 KiB TPDU is three IP fragments, and the receiving
+    /// kernel's reassembly memory (`net.ipv4.ipfrag_high_thresh`, 4 MiB) holds the
+    /// fragments of every datagram a queue cut short for `ipfrag_time` (30 s): a
+    /// window's worth of such datagrams fills it, and then every fragmented datagram
+    /// is dropped for up to 30 s (issue 17, docs/PERFORMANCE.md "Loss and livelock:
+    /// what bounds them"). 256 TPDUs (1 MiB) stays well below that bound.
+    pub const DEFAULT_WINDOW: u32 = 256;
 
     fn base() -> Self {
         let window = Self::DEFAULT_WINDOW;
@@ -133,7 +143,7 @@ impl TransportConfig {
             isn: 0,
             rtt: RttConfig::default(),
             reorder_threshold: 1,
-            detect_lost_retx: false,
+            detect_lost_retx: true,
             connect_attempts: 6,
             close_attempts: 6,
             max_timeouts: 10,
@@ -407,6 +417,22 @@ mod tests {
         // Other VCs keep a buffer in bytes.
         assert_eq!(cfg("reliable").snd_buf, 2 * 256 * 4096);
         assert_eq!(cfg("ubr").snd_buf, 2 * 256 * 4096);
+        // A reliable VC's window is 256 TPDUs unless its QoS names one (a larger one
+        // fills the receiving kernel's fragment reassembly memory on a lossy path);
+        // the preset constructor agrees.
+        let r = cfg("reliable");
+        assert_eq!((r.window, r.rcv_buf), (256, 1 << 20));
+        assert_eq!(
+            r,
+            TransportConfig {
+                cookie: None,
+                ..TransportConfig::reliable()
+            }
+        );
+        assert_eq!(cfg("reliable:tpdu=1024").window, 256);
+        assert_eq!(cfg("reliable:window=1024").rcv_buf, 4 << 20);
+        assert_eq!(cfg("reliable:window=64").window, 64);
+        assert_eq!(cfg("ubr").window, 256);
         // The preset constructor agrees with the QoS text.
         assert_eq!(
             TransportConfig::guaranteed(20_000_000).snd_buf,

@@ -290,11 +290,10 @@ fn reliable_transfer_without_loss_is_exact_and_closes() {
 #[test]
 fn smart_recovers_the_worked_trace() {
     // specs.md §7.4: first transmissions of 2 and 5 lost, and the first
-    // retransmission of 5 as well.
-    let mut p = Pair::new(
-        small(TransportConfig::reliable()),
-        small(TransportConfig::reliable()),
-    );
+    // retransmission of 5 as well; SMART exactly as the paper (no refinement).
+    let mut cfg = small(TransportConfig::reliable());
+    cfg.detect_lost_retx = false;
+    let mut p = Pair::new(cfg.clone(), cfg);
     let mut seen = std::collections::HashMap::<u32, u32>::new();
     p.fate = Box::new(move |t, fwd| {
         if !fwd || t.header.ty != TpduType::Data {
@@ -322,8 +321,9 @@ fn smart_recovers_the_worked_trace() {
 
 #[test]
 fn lost_retransmission_refinement_avoids_the_stall() {
-    let mut cfg = small(TransportConfig::reliable());
-    cfg.detect_lost_retx = true;
+    // On by default (issue 17): the trace above with the default configuration.
+    let cfg = small(TransportConfig::reliable());
+    assert!(cfg.detect_lost_retx);
     let mut p = Pair::new(cfg.clone(), cfg);
     let mut seen = std::collections::HashMap::<u32, u32>::new();
     p.fate = Box::new(move |t, fwd| {
