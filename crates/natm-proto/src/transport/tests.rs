@@ -160,16 +160,23 @@ impl Pair {
 
     /// Send `msgs` fully (feeding as the buffer drains), close, and run to the end.
     fn transfer(&mut self, msgs: &[Vec<u8>], limit: Duration) {
+        self.transfer_with(msgs, limit, |tx, m, off| tx.send(&m[off..], true));
+    }
+
+    /// [`Pair::transfer`] with the send call given: `push(tx, msg, off)` queues what
+    /// fits of `msg` from octet `off` and says how much it took.
+    fn transfer_with<M: AsRef<[u8]>>(
+        &mut self,
+        msgs: &[M],
+        limit: Duration,
+        mut push: impl FnMut(&mut Psb, &M, usize) -> Result<usize, SendError>,
+    ) {
         let end = self.now + limit;
-        let mut i = 0;
-        let mut off = 0;
+        let (mut i, mut off) = (0, 0);
         while self.now < end {
             while i < msgs.len() {
-                match self.tx.send(&msgs[i][off..], true) {
-                    Ok(n) if off + n == msgs[i].len() => {
-                        i += 1;
-                        off = 0;
-                    }
+                match push(&mut self.tx, &msgs[i], off) {
+                    Ok(n) if off + n == msgs[i].as_ref().len() => (i, off) = (i + 1, 0),
                     Ok(n) => {
                         off += n;
                         break;
@@ -181,10 +188,7 @@ impl Pair {
             if i == msgs.len() {
                 self.tx.close();
             }
-            if !self.step() {
-                break;
-            }
-            if self.tx.is_finished() && self.rx.is_finished() {
+            if !self.step() || (self.tx.is_finished() && self.rx.is_finished()) {
                 break;
             }
         }

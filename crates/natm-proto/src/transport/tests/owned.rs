@@ -24,28 +24,9 @@ impl Pair {
     /// As `Pair::transfer`, handing each message over as a `Bytes` with
     /// `Psb::send_bytes` (the rest of a message cut by a full buffer as a slice).
     fn transfer_owned(&mut self, msgs: &[Bytes], limit: Duration) {
-        let end = self.now + limit;
-        let (mut i, mut off) = (0, 0);
-        while self.now < end {
-            while i < msgs.len() {
-                match self.tx.send_bytes(&msgs[i].slice(off..), true) {
-                    Ok(n) if off + n == msgs[i].len() => (i, off) = (i + 1, 0),
-                    Ok(n) => {
-                        off += n;
-                        break;
-                    }
-                    Err(SendError::WindowFull | SendError::OverRate) => break,
-                    Err(e) => panic!("send: {e}"),
-                }
-            }
-            if i == msgs.len() {
-                self.tx.close();
-            }
-            if !self.step() || (self.tx.is_finished() && self.rx.is_finished()) {
-                break;
-            }
-        }
-        self.pump();
+        self.transfer_with(msgs, limit, |tx, m, off| {
+            tx.send_bytes(&m.slice(off..), true)
+        });
     }
 }
 
