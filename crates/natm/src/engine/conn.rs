@@ -12,9 +12,9 @@
 //! are processed by whoever read them.
 //!
 //! While an application thread holds the read role and waits on the socket, the
-//! socket is out of the driver's epoll set ([`Engine::quiet`]), and back in it before
-//! the role is let go ([`Engine::rewatch`]): one datagram then wakes one thread, as on
-//! raw UDP, instead of the application's and the driver's (issue 17).
+//! socket is out of the driver's epoll set ([`Conn::quiet_for_wait`]), and back in it
+//! before the role is let go ([`Conn::rewatch_after_wait`]): one datagram then wakes
+//! one thread, as on raw UDP, instead of the application's and the driver's (issue 17).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -408,18 +408,24 @@ impl Conn {
     /// woken by it. Not while the watermarks hold reading off (the socket is out of the
     /// driver's epoll set then, and goes back only when the hold ends). A failure
     /// leaves the socket watched, which costs a wake-up and loses nothing.
+    ///
+    /// Out of the set, not only with another interest: a UDP socket's arrival wakes its
+    /// wait queue with `EPOLLIN | EPOLLPRI | EPOLLRDNORM | EPOLLRDBAND`, so an
+    /// `EPOLLPRI`-only registration still woke the driver inside `epoll_wait` once per
+    /// datagram (no return, the same context switches; `perf record -e
+    /// sched:sched_switch`).
     fn quiet_for_wait(&self, eng: &Engine) {
         if self.held.load(Ordering::Acquire) || self.quiet.load(Ordering::Relaxed) {
             return;
         }
-        if eng.quiet(self.link.raw_fd()).is_ok() {
+        if eng.deregister(self.link.raw_fd()).is_ok() {
             self.quiet.store(true, Ordering::Relaxed);
         }
     }
 
     /// After the wait, still holding the read role: the socket goes back into the
-    /// driver's epoll set. Whatever arrived meanwhile and was not read raises an event as the
-    /// interest changes; the driver, finding the role still held, leaves it `pending`
+    /// driver's epoll set. epoll checks a socket as it is added, so whatever arrived
+    /// meanwhile and was not read raises an event at once; the driver, finding the role still held, leaves it `pending`
     /// for [`Conn::release_read_role`]'s drain, or reads it itself once the role is
     /// free, so no datagram waits for a later one to be noticed. A hold the
     /// watermarks began meanwhile took the socket out of the set altogether: the
@@ -430,7 +436,7 @@ impl Conn {
         }
         // An error means the socket is in the set already: a watermark hold began and
         // ended during the wait, and its end put it back.
-        let _ = eng.rewatch(self.link.raw_fd(), self.token);
+        let _ = eng.register(self.link.raw_fd(), self.token);
     }
 
     /// The driver saw the socket readable.
@@ -475,7 +481,7 @@ impl Conn {
             // Stop watching the socket too, not only reading it: every arrival would
             // otherwise still wake the driver (seed 000 §6.2.2's interrupt per packet),
             // and on a host with one CPU those wake-ups are the work that livelocks it.
-            eng.deregister(self.link.raw_fd());
+            let _ = eng.deregister(self.link.raw_fd());
             true
         } else {
             false
@@ -1175,7 +1181,7 @@ impl Conn {
         // read slice ran out (50 ms, most of issue 6's 100 ms budget for "peer
         // aborted"): shut the socket's read side to wake it at once. Nothing more is
         // read from this connection, so the driver stops watching it first.
-        eng.deregister(self.link.raw_fd());
+        let _ = eng.deregister(self.link.raw_fd());
         self.read_shut.store(true, Ordering::Release);
         self.link.interrupt_reader();
     }

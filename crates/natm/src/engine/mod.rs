@@ -295,31 +295,9 @@ impl Engine {
         )
     }
 
-    /// Take a watched socket out of the driver's epoll set while an application thread
-    /// holding its connection's read role waits on the socket itself ([`Conn`]'s read
-    /// role): otherwise each datagram wakes two threads, the application's and the
-    /// driver, which finds the role taken and goes back to sleep (issue 17's profile:
-    /// two context switches per round trip). Out of the set, not only with another
-    /// interest: a UDP socket's arrival wakes its wait queue with `EPOLLIN | EPOLLPRI |
-    /// EPOLLRDNORM | EPOLLRDBAND`, so an `EPOLLPRI`-only registration still woke the
-    /// driver's `epoll_wait` once per datagram inside the kernel (it reported nothing
-    /// and slept again: no `epoll_wait` return, but the same context switches —
-    /// measured with `perf record -e sched:sched_switch`).
-    pub(crate) fn quiet(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
+    /// Stop watching a socket. An error means it was not watched.
+    pub(crate) fn deregister(&self, fd: std::os::fd::RawFd) -> io::Result<()> {
         self.registry.deregister(&mut mio::unix::SourceFd(&fd))
-    }
-
-    /// Undo [`Engine::quiet`]: the socket is in the driver's epoll set again. epoll
-    /// checks the socket as it is added, so a datagram queued while it was out (one
-    /// the waiting thread left unread) raises an event at once: nothing that arrived
-    /// meanwhile waits for a later datagram to be noticed.
-    pub(crate) fn rewatch(&self, fd: std::os::fd::RawFd, token: usize) -> io::Result<()> {
-        self.register(fd, token)
-    }
-
-    /// Stop watching a socket.
-    pub(crate) fn deregister(&self, fd: std::os::fd::RawFd) {
-        let _ = self.registry.deregister(&mut mio::unix::SourceFd(&fd));
     }
 
     /// Watch `fd` under `token` (from [`Engine::token`]) for `source`: the driver calls
@@ -340,7 +318,7 @@ impl Engine {
 
     /// Stop watching a source's descriptor for good.
     pub(crate) fn unwatch(&self, fd: std::os::fd::RawFd, token: usize) {
-        self.deregister(fd);
+        let _ = self.deregister(fd);
         self.sources.lock().remove(&token);
     }
 
@@ -525,7 +503,7 @@ impl Engine {
             (c, keep)
         };
         if let Some(c) = c {
-            self.deregister(c.link.raw_fd());
+            let _ = self.deregister(c.link.raw_fd());
             {
                 let mut sched = self.sched.lock();
                 sched.remove(token);

@@ -342,7 +342,7 @@ impl Drop for Listener {
     fn drop(&mut self) {
         match &self.kind {
             ListenerKind::Direct(shared) => {
-                self.eng.deregister(shared.link.raw_fd());
+                let _ = self.eng.deregister(shared.link.raw_fd());
                 self.eng.listeners.lock().remove(&shared.token);
                 shared.close(&self.eng);
             }

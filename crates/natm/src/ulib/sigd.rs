@@ -467,7 +467,7 @@ impl Session {
                 // wakes no one else.
                 let eng = self.eng.upgrade();
                 if let Some(e) = &eng {
-                    e.deregister(self.fd);
+                    let _ = e.deregister(self.fd);
                 }
                 self.read_some(&mut rd, Some(left));
                 // Back in the driver's set: if anything came after the last read, the
