@@ -86,7 +86,18 @@ fn stack(
     inline: bool,
     opts: &StackOptions,
 ) -> Box<dyn Stack> {
-    Box::new(Natm {
+    Box::new(frame_stack(name, qos, busy, inline, opts))
+}
+
+/// A natm stack on frame-mode links, its application copying on both sides.
+fn frame_stack(
+    name: &'static str,
+    qos: &str,
+    busy: bool,
+    inline: bool,
+    opts: &StackOptions,
+) -> Natm {
+    Natm {
         name,
         qos: qos.to_string(),
         busy,
@@ -94,7 +105,7 @@ fn stack(
         link: LinkMode::Frame,
         zero_copy: false,
         opts: opts.clone(),
-    })
+    }
 }
 
 /// A natm stack whose links are in cell mode with trains of `train` cells.
@@ -171,13 +182,8 @@ pub(crate) fn reliable_32k_zc(
 
 fn zero_copy(name: &'static str, qos: &str, o: &StackOptions) -> Box<dyn Stack> {
     Box::new(Natm {
-        name,
-        qos: qos.to_string(),
-        busy: false,
-        inline: true,
-        link: LinkMode::Frame,
         zero_copy: true,
-        opts: o.clone(),
+        ..frame_stack(name, qos, false, true, o)
     })
 }
 
