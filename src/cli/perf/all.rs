@@ -246,18 +246,18 @@ VC's rate depends on the scheduler's priority as much as on the bucket. Delays a
         title: "Goodput against random loss between two namespaces",
         paper: "seed 000 §5.3.3 (packet-pair and SMART keep a transfer going under loss)",
         args: (
-            "--losses 0,1,5,10 --rtt 0,20ms --time 1s --warmup 300ms --runs 1",
-            "--losses 0,1,5,10 --rtt 0,20ms --time 3s --warmup 500ms --runs 2",
+            "--losses 0,1,5,10 --rtt 0,20ms --loss-unit packet --time 1s --warmup 300ms --runs 1",
+            "--losses 0,1,5,10 --rtt 0,20ms --loss-unit packet --time 3s --warmup 500ms --runs 2",
         ),
         limits: "A 100 Mbit/s tbf link through a delay line in a third namespace: every frame \
 is copied by a user-space program (AF_PACKET sockets), at once for the short path and after \
 10 ms each way for the 20 ms one, so the short RTT is that program's forwarding time (ping's \
 figure is in the table). Loss-based congestion control recovers quickly on the short path and \
 collapses at 20 ms (CUBIC); BBR and natm's packet-pair do not back off on random loss. \
-pp/(1-p)C is natm-pp's goodput over the loss-free share of the link. The nftables rule drops IP \
-datagrams after reassembly: a natm 4 KiB TPDU is one datagram (three link packets), so natm \
-sees the nominal loss per TPDU, as TCP does per segment. Only the data direction loses \
-packets; acknowledgements are never dropped.",
+pp/(1-p)C is natm-pp's goodput over the loss-free share of the link. The nftables rule drops \
+link packets, as a real link loses them (`--loss-unit packet`): natm cuts its TPDUs to the \
+path MTU, so a TPDU is one link packet and sees the nominal loss, as a TCP segment does. Only \
+the data direction loses packets; acknowledgements are never dropped.",
     },
     Planned {
         name: "scale",

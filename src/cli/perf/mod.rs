@@ -41,6 +41,8 @@ mod stats;
 mod switch;
 mod switchlab;
 mod tcp;
+#[cfg(feature = "quic")]
+mod tcp_tls;
 mod throughput;
 mod udp;
 
@@ -68,6 +70,8 @@ const STACKS: Registry = Registry(&[
     tcp::ENTRIES,
     #[cfg(feature = "quic")]
     quic::ENTRIES,
+    #[cfg(feature = "quic")]
+    tcp_tls::ENTRIES,
 ]);
 
 /// Largest message size accepted (buffers of this size are allocated per end).

@@ -34,7 +34,7 @@ const MAX_STALLS: u32 = 50;
 /// Longest wait for the handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// The server name in the certificate and the one the client asks for.
-const SERVER_NAME: &str = "localhost";
+pub(crate) const SERVER_NAME: &str = "localhost";
 
 /// This file's lines of the stack registry (`perf::STACKS`).
 pub(crate) const ENTRIES: &[Entry] = &[Entry {

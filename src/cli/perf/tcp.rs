@@ -13,15 +13,15 @@ use serde_json::json;
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
 use super::framing::{check_max_msg, FrameBuf, HEADER};
-use super::stack::{is_timeout, Endpoint, Entry, Pair, Stack, StackOptions};
+use super::stack::{is_timeout, Endpoint, Entry, Pair, Params, Stack, StackOptions};
 
 /// Reads when no large message is in progress take at most this much, so a read never
 /// runs far into the next large message (which would then have to be moved).
-const READ_CHUNK: usize = 256 << 10;
+pub(crate) const READ_CHUNK: usize = 256 << 10;
 /// A message at least this long is read to its end and no further.
-const LARGE: usize = 64 << 10;
+pub(crate) const LARGE: usize = 64 << 10;
 /// How many poll intervals a half-written message may stall before `send` gives up.
-const MAX_STALLS: u32 = 50;
+pub(crate) const MAX_STALLS: u32 = 50;
 
 /// This file's lines of the stack registry (`perf::STACKS`).
 pub(crate) const ENTRIES: &[Entry] = &[
@@ -88,13 +88,10 @@ impl Tcp {
     }
 }
 
-impl Stack for Tcp {
-    fn name(&self) -> &str {
-        self.name
-    }
-
-    fn connect(&self, max_msg: usize) -> io::Result<Pair> {
-        check_max_msg(max_msg)?;
+impl Tcp {
+    /// A connected pair of TCP sockets on loopback with `TCP_NODELAY`, the poll
+    /// interval as read and write timeouts, and the settings they got.
+    fn pair(&self) -> io::Result<(Socket, Socket, Params)> {
         let listener = self.socket()?;
         listener.bind(&SockAddr::from(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))))?;
         listener.listen(1)?;
@@ -119,6 +116,29 @@ impl Stack for Tcp {
         );
         params.insert("nodelay".into(), json!(true));
         params.insert("framing".into(), json!("4-byte length"));
+        Ok((client, server, params))
+    }
+}
+
+/// A connected pair of kernel TCP sockets on loopback with CUBIC, as the `tcp-cubic`
+/// stack opens them (the transport under `tcp-tls`).
+pub(crate) fn cubic_pair(opts: &StackOptions) -> io::Result<(Socket, Socket, Params)> {
+    Tcp {
+        name: "tcp-cubic",
+        opts: opts.clone(),
+        congestion: Some("cubic"),
+    }
+    .pair()
+}
+
+impl Stack for Tcp {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn connect(&self, max_msg: usize) -> io::Result<Pair> {
+        check_max_msg(max_msg)?;
+        let (client, server, params) = self.pair()?;
         let end = |s: Socket| -> Box<dyn Endpoint> {
             Box::new(TcpEnd {
                 stream: s.into(),

@@ -271,6 +271,13 @@ struct Summary {
     messages_dropped: u64,
     /// Datagrams the kernel dropped from the data socket's full queue.
     queue_drops: Option<u64>,
+    /// The path MTU the data socket's peer is reached with (octets, IP header
+    /// included): new TPDUs are cut to fit it unfragmented.
+    path_mtu: Option<u32>,
+    /// TPDUs that went out in IP fragments after the path MTU fell under them.
+    fragmented: u64,
+    /// Datagrams the data socket failed to send (each one a loss for SMART to mend).
+    send_errors: u64,
     /// A bare AAL5 VC's (`transport=none`) counters; absent on natm's transport.
     #[serde(skip_serializing_if = "Option::is_none")]
     bare: Option<BareSummary>,
@@ -340,6 +347,9 @@ impl Summary {
             dropped_tpdus: rx_drops(&s.rx),
             messages_dropped: s.rx.partial_messages_dropped,
             queue_drops: s.queue_drops,
+            path_mtu: s.path_mtu,
+            fragmented: s.fragmented,
+            send_errors: s.send_errors,
             bare: s.bare.map(|b| BareSummary {
                 sdus_sent: b.tx.sdus_sent,
                 sdus_received: b.rx.sdus_received,
@@ -416,6 +426,12 @@ impl Summary {
                 );
             } else {
                 eprintln!("sending: no error control, so no loss is seen here: the receiver's summary counts it");
+            }
+            if let Some(mtu) = self.path_mtu {
+                eprintln!(
+                    "path MTU {mtu}: TPDUs cut to fit; {} sent in IP fragments after the path shrank",
+                    self.fragmented
+                );
             }
         }
         if self.messages_received > 0 || self.role == "listen" {

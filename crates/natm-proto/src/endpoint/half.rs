@@ -556,6 +556,15 @@ impl TxHalf {
         }
     }
 
+    /// The path carries at most `cap` payload octets per TPDU unfragmented
+    /// ([`Psb::set_path_cap`]). A bare VC's SDUs are the application's messages and
+    /// cannot be cut: nothing changes there.
+    pub fn set_path_cap(&mut self, cap: usize) {
+        if let Machine::Natm(psb) = &mut self.core.machine {
+            psb.set_path_cap(cap);
+        }
+    }
+
     /// Whether a QoS change waits for the peer's answer.
     pub fn qos_pending(&self) -> bool {
         self.core.psb().is_some_and(|p| p.status().qos_pending)

@@ -224,7 +224,31 @@ impl Psb {
         let lost = self.stats.fast_marked + self.stats.timeout_marked;
         let size = z.on_progress(self.stats.tpdus_sent, lost, self.flow.rate_bps());
         send.set_tpdu_size(size as usize);
-        self.stats.tpdu_size = size;
+        self.stats.tpdu_size = u32::try_from(send.tpdu_size()).unwrap_or(u32::MAX);
+    }
+
+    /// The path carries at most `cap` payload octets per TPDU without IP
+    /// fragmentation (issue 30; the engine learns it from the adaptor's path MTU):
+    /// new TPDUs are cut to fit, queued unsent ones are split, and a larger cap lets
+    /// them grow back to the agreed (or adaptive) size. TPDUs already sent keep their
+    /// size. A departure from seed 000, whose TPDU size is fixed per VC at setup: an
+    /// ATM adaptor had no path MTU below it, a UDP one has.
+    pub fn set_path_cap(&mut self, cap: usize) {
+        if let Some(send) = self.send.as_mut() {
+            send.set_path_cap(cap);
+            if self.sizer.is_some() {
+                self.stats.tpdu_size = u32::try_from(send.tpdu_size()).unwrap_or(u32::MAX);
+            }
+        }
+    }
+
+    /// The path's cap on a TPDU's payload, as last given ([`Psb::set_path_cap`]);
+    /// `None` while none was given, or on a receiver.
+    pub fn path_cap(&self) -> Option<usize> {
+        self.send
+            .as_ref()
+            .map(|s| s.path_cap())
+            .filter(|&c| c != usize::MAX)
     }
 
     /// The adaptive TPDU sizer, on a sender with `tpdu=auto` once established.

@@ -138,9 +138,14 @@ pub(crate) struct SendHalf {
     pair_second_due: bool,
     probe_at: Option<Instant>,
     probe_armed: bool,
-    /// The size new TPDUs are cut to: `lim.tpdu_size` (the agreed ceiling) unless an
-    /// adaptive sizer chose less (issue 17).
+    /// The size new TPDUs are cut to: the least of `lim.tpdu_size` (the agreed
+    /// ceiling), `want` and `path_cap`.
     cut: usize,
+    /// The size the VC asks for: the agreed one, or what an adaptive sizer chose.
+    want: usize,
+    /// The most payload one TPDU may carry on the path without IP fragmentation
+    /// (the adaptor's path MTU less the headers; `usize::MAX` until it is known).
+    path_cap: usize,
 }
 
 impl SendHalf {
@@ -169,6 +174,8 @@ impl SendHalf {
             probe_at: None,
             probe_armed: false,
             cut: lim.tpdu_size,
+            want: lim.tpdu_size,
+            path_cap: usize::MAX,
         }
     }
 
@@ -176,6 +183,7 @@ impl SendHalf {
     pub(crate) fn renegotiate(&mut self, window: u32, tpdu_size: usize, max_msg: u64) {
         self.lim.window = window;
         self.lim.tpdu_size = tpdu_size;
+        self.want = self.want.min(tpdu_size);
         self.cut = self.cut.min(tpdu_size);
         self.lim.max_msg = max_msg;
         self.peer_edge = self.peer_cum + u64::from(window);
@@ -190,13 +198,36 @@ impl SendHalf {
         self.cut
     }
 
-    /// Cut new TPDUs to `size` bytes (at most the agreed size). TPDUs already sent
-    /// keep their size, so a retransmission is the TPDU as first sent and sequence
-    /// numbers stay per TPDU; queued TPDUs not yet sent that are larger are split
-    /// (slices, no copy), so a shrink takes effect at once rather than after the
-    /// send buffer drains. A growth applies to data queued from now on.
+    /// Cut new TPDUs to `size` bytes (at most the agreed size, and at most what the
+    /// path carries unfragmented). TPDUs already sent keep their size, so a
+    /// retransmission is the TPDU as first sent and sequence numbers stay per TPDU;
+    /// queued TPDUs not yet sent that are larger are split (slices, no copy), so a
+    /// shrink takes effect at once rather than after the send buffer drains. A growth
+    /// applies to data queued from now on.
     pub(crate) fn set_tpdu_size(&mut self, size: usize) {
-        let size = size.clamp(1, self.lim.tpdu_size.max(1));
+        self.want = size.clamp(1, self.lim.tpdu_size.max(1));
+        self.apply_cut();
+    }
+
+    /// The path carries at most `cap` payload octets per TPDU without IP
+    /// fragmentation (issue 30: the adaptor's path MTU less the UDP/IP, VC and TPDU
+    /// headers). New TPDUs are cut to fit and queued unsent ones split; a larger cap
+    /// lets new TPDUs grow back to the size the VC asks for.
+    pub(crate) fn set_path_cap(&mut self, cap: usize) {
+        self.path_cap = cap.max(1);
+        self.apply_cut();
+    }
+
+    /// The path's cap on a TPDU's payload (`usize::MAX` until the adaptor knows it).
+    pub(crate) fn path_cap(&self) -> usize {
+        self.path_cap
+    }
+
+    fn apply_cut(&mut self) {
+        let size = self
+            .want
+            .min(self.path_cap)
+            .clamp(1, self.lim.tpdu_size.max(1));
         if size == self.cut {
             return;
         }

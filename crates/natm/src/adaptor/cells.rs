@@ -105,13 +105,28 @@ impl CellCodec {
     /// trains to `send` (the bytes and the train size, as `UdpPort::send` takes them;
     /// it returns the trains sent). Returns the frames sent: all of them if every
     /// train went, else the share that did.
+    ///
+    /// `fit`, the largest datagram the path carries unfragmented, shortens the trains
+    /// below the link's train size where they would not fit (issue 30: a 32-cell
+    /// train is 1,697 octets, over a 1,500-octet Ethernet MTU).
     pub fn send(
         &self,
         batch: &SendBatch,
+        fit: Option<usize>,
         send: impl FnOnce(&[u8], usize, usize) -> io::Result<usize>,
     ) -> io::Result<usize> {
+        let cells = match fit {
+            Some(n) => (n.saturating_sub(train::train_len(0)) / natm_proto::wire::cell::CELL_LEN)
+                .clamp(1, self.template.max_cells()),
+            None => self.template.max_cells(),
+        };
         let taken = self.spare.lock().take();
-        let mut packer = taken.unwrap_or_else(|| self.template.clone());
+        let mut packer = match taken {
+            Some(p) if p.max_cells() == cells => p,
+            _ if cells == self.template.max_cells() => self.template.clone(),
+            _ => TrainPacker::new(cells)
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+        };
         packer.clear();
         for frame in batch.frames() {
             let packed = vcframe::Repr::parse_bytes(frame)
@@ -230,7 +245,7 @@ mod tests {
         }
         let mut wire: Vec<(Vec<u8>, usize)> = Vec::new();
         let sent = codec
-            .send(&batch, |bytes, seg, trains| {
+            .send(&batch, None, |bytes, seg, trains| {
                 wire.push((bytes.to_vec(), seg));
                 Ok(trains)
             })

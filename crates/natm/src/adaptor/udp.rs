@@ -344,6 +344,60 @@ impl UdpPort {
         self.nonblocking.load(Relaxed)
     }
 
+    /// Set (`true`) or clear the IP "don't fragment" bit on what the port sends
+    /// (`IP_PMTUDISC_DO` or `IP_PMTUDISC_DONT`, and the IPv6 equivalents). With it
+    /// set, the kernel refuses a datagram larger than the path MTU it knows (EMSGSIZE)
+    /// instead of cutting it into IP fragments, and learns a smaller path MTU from
+    /// ICMP "fragmentation needed" / "packet too big" (RFC 1191, RFC 8201).
+    pub fn set_dont_fragment(&self, on: bool) -> io::Result<()> {
+        use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
+        let v6 = self.socket.local_addr()?.is_ipv6();
+        if v6 {
+            let mode = if on {
+                Ipv6PathMtuDiscovery::DO
+            } else {
+                Ipv6PathMtuDiscovery::DONT
+            };
+            sockopt::set_ipv6_mtu_discover(&self.socket, mode)?;
+            // A dual-stack socket sends IPv4 too.
+        }
+        let mode = if on {
+            Ipv4PathMtuDiscovery::DO
+        } else {
+            Ipv4PathMtuDiscovery::DONT
+        };
+        match sockopt::set_ip_mtu_discover(&self.socket, mode) {
+            Err(_) if v6 => Ok(()),
+            r => r.map_err(io::Error::from),
+        }
+    }
+
+    /// The path MTU the kernel holds for the connected peer (`IP_MTU`/`IPV6_MTU`):
+    /// the route's or interface's MTU, lowered by what ICMP reported. `NotConnected`
+    /// on a socket with no peer.
+    pub fn path_mtu(&self) -> io::Result<usize> {
+        use rustix::net::sockopt;
+        let mtu = match self.peer.read().ok_or(io::ErrorKind::NotConnected)? {
+            SocketAddr::V4(_) => sockopt::ip_mtu(&self.socket)?,
+            SocketAddr::V6(_) => sockopt::ipv6_mtu(&self.socket)?,
+        };
+        Ok(mtu as usize)
+    }
+
+    /// Octets of IP and UDP header in front of each datagram's payload to the
+    /// connected peer (or on the local address's family when unconnected).
+    pub fn ip_udp_overhead(&self) -> usize {
+        let v6 = match *self.peer.read() {
+            Some(p) => p.is_ipv6() && p.ip().to_canonical().is_ipv6(),
+            None => self.socket.local_addr().is_ok_and(|a| a.is_ipv6()),
+        };
+        if v6 {
+            40 + 8
+        } else {
+            20 + 8
+        }
+    }
+
     /// Most datagrams one send system call carries now: 1 without GSO or after the
     /// kernel refused it.
     pub fn max_gso_segments(&self) -> usize {

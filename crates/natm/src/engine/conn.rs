@@ -59,6 +59,8 @@ pub(crate) struct End<H> {
     out_batch: SendBatch,
     /// The frames of one send when the link gathers (`engine::gather`).
     out_gather: super::gather::GatherBatch,
+    /// The path's cap on a TPDU's payload last handed to the half (`Link::tpdu_cap`).
+    path_cap: usize,
 }
 
 impl<H: Simplex> End<H> {
@@ -70,6 +72,7 @@ impl<H: Simplex> End<H> {
             waiters: 0,
             out_batch: SendBatch::with_capacity(MAX_DATAGRAM),
             out_gather: Default::default(),
+            path_cap: usize::MAX,
         }
     }
 
@@ -908,6 +911,15 @@ impl Conn {
         } else {
             0
         };
+        // Issue 30: TPDUs cut to the path MTU (one relaxed load; the half is told
+        // only when the link learnt a new MTU).
+        if which == Which::Tx {
+            let cap = self.link.tpdu_cap(overhead > 0);
+            if cap != end.path_cap {
+                end.path_cap = cap;
+                end.half.set_path_cap(cap);
+            }
+        }
         // A clear TPDU on a frame-mode UDP link is gathered: its headers written,
         // its payload sent from where the send queue holds it (`engine::gather`).
         if !self.bare && self.crypt.is_none() && self.link.gathers() {
@@ -1236,11 +1248,17 @@ pub(super) fn feed<H: Simplex>(
 /// write).
 pub(crate) trait Progress {
     fn has_progress(&self) -> bool;
+    /// The path carries at most `cap` payload octets per TPDU unfragmented (a
+    /// sender cuts its TPDUs to it; a receiver has nothing to cut).
+    fn set_path_cap(&mut self, cap: usize);
 }
 
 impl Progress for TxHalf {
     fn has_progress(&self) -> bool {
         self.capacity() > 0
+    }
+    fn set_path_cap(&mut self, cap: usize) {
+        TxHalf::set_path_cap(self, cap);
     }
 }
 
@@ -1248,4 +1266,5 @@ impl Progress for RxHalf {
     fn has_progress(&self) -> bool {
         self.readable() > 0
     }
+    fn set_path_cap(&mut self, _cap: usize) {}
 }

@@ -7,6 +7,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, Timespec};
@@ -61,6 +62,13 @@ pub(crate) struct UdpLink {
     /// Cell mode's codec; `None` in frame mode (one frame per datagram). Boxed: a
     /// frame-mode link pays one pointer for it.
     cells: Option<Box<CellCodec>>,
+    /// The largest datagram payload the path carries unfragmented, as the kernel last
+    /// said (path MTU less the IP and UDP headers); 0 until the socket is connected.
+    /// Read with one relaxed load per flush ([`UdpLink::path_payload`]).
+    path_payload: AtomicUsize,
+    /// Datagrams the kernel refused as larger than the path MTU and that went out
+    /// again with fragmentation allowed: TPDUs sent before the path shrank.
+    oversize_fallbacks: AtomicU64,
 }
 
 /// How a UDP link carries frames (issue 13). Both ends of a link must use the same
@@ -150,11 +158,46 @@ impl UdpLink {
         // fragmented; GSO sends still fall back by themselves on EMSGSIZE,
         // `UdpPort::send`), buffers best effort (capped at net.core.{r,w}mem_max).
         let port = UdpPort::bind_vc(addr, rcvbuf, sndbuf, READ_SLICE)?;
-        Ok(UdpLink { port, cells })
+        // Issue 30: no datagram natm sends is fragmented by IP. With DF set the kernel
+        // refuses what exceeds the path MTU, and the VC cuts its TPDUs to fit
+        // (`Conn::after`, `TxHalf::set_path_cap`).
+        port.set_dont_fragment(true)?;
+        Ok(UdpLink {
+            port,
+            cells,
+            path_payload: AtomicUsize::new(0),
+            oversize_fallbacks: AtomicU64::new(0),
+        })
     }
 
     pub(crate) fn connect(&self, peer: SocketAddr) -> io::Result<()> {
-        self.port.connect(peer)
+        self.port.connect(peer)?;
+        self.learn_path_mtu();
+        Ok(())
+    }
+
+    /// Read the path MTU the kernel holds for the peer again (after connecting, and
+    /// when a send was refused as too large).
+    fn learn_path_mtu(&self) {
+        if let Ok(mtu) = self.port.path_mtu() {
+            let payload = mtu.saturating_sub(self.port.ip_udp_overhead());
+            self.path_payload.store(payload, Ordering::Relaxed);
+        }
+    }
+
+    /// The largest datagram payload the path carries unfragmented; `None` while the
+    /// socket has no peer.
+    pub(crate) fn path_payload(&self) -> Option<usize> {
+        match self.path_payload.load(Ordering::Relaxed) {
+            0 => None,
+            n => Some(n),
+        }
+    }
+
+    /// Datagrams that went out fragmented after the kernel refused them as larger
+    /// than the path MTU (they were cut before the path shrank).
+    pub(crate) fn oversize_fallbacks(&self) -> u64 {
+        self.oversize_fallbacks.load(Ordering::Relaxed)
     }
 
     pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
@@ -179,7 +222,8 @@ impl UdpLink {
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
         if let Some(cells) = &self.cells {
-            return cells.send(batch, |bytes, seg, n| self.send_run(bytes, seg, n, to));
+            let fit = self.path_payload();
+            return cells.send(batch, fit, |bytes, seg, n| self.send_run(bytes, seg, n, to));
         }
         let Some(seg) = batch.segment_size() else {
             return Ok(0);
@@ -232,7 +276,12 @@ impl UdpLink {
     ) -> io::Result<usize> {
         let mut sent = 0;
         let mut waited = false;
-        while sent < count {
+        let mut fragmenting = false;
+        let mut fragmented_from = 0;
+        let result = loop {
+            if sent >= count {
+                break Ok(sent);
+            }
             match send(sent) {
                 Ok(n) if n > 0 => {
                     sent += n;
@@ -241,17 +290,41 @@ impl UdpLink {
                 }
                 Ok(_) => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if sent == 0 => return Err(e),
-                Err(_) => return Ok(sent),
+                // Larger than the path MTU with DF set: a TPDU cut before the path
+                // shrank (a retransmission keeps its size). Learn the new MTU, so
+                // that the VC cuts new TPDUs to it, and let this run go out in IP
+                // fragments rather than never.
+                Err(e) if !fragmenting && quinn_udp::is_msg_size_err(&e) => {
+                    self.learn_path_mtu();
+                    if self.port.set_dont_fragment(false).is_err() {
+                        break if sent == 0 { Err(e) } else { Ok(sent) };
+                    }
+                    fragmenting = true;
+                    fragmented_from = sent;
+                    continue;
+                }
+                Err(e) if sent == 0 => break Err(e),
+                Err(_) => break Ok(sent),
             }
             // Nothing went out: the send buffer is full (or the kernel refused the
             // next datagram, which a second try tells apart).
-            if waited || !self.wait(PollFlags::OUT, SEND_WAIT)? {
-                break;
+            if waited {
+                break Ok(sent);
             }
-            waited = true;
+            match self.wait(PollFlags::OUT, SEND_WAIT) {
+                Ok(true) => waited = true,
+                Ok(false) => break Ok(sent),
+                Err(e) => break Err(e),
+            }
+        };
+        if fragmenting {
+            let _ = self.port.set_dont_fragment(true);
+            if let Ok(n) = result {
+                self.oversize_fallbacks
+                    .fetch_add((n - fragmented_from) as u64, Ordering::Relaxed);
+            }
         }
-        Ok(sent)
+        result
     }
 
     /// Wait up to the read slice ([`READ_SLICE`], the socket's receive timeout) for a
@@ -371,6 +444,46 @@ impl Link {
         match self {
             Link::Udp(l) => l.send_batch(batch, to),
             Link::Mem(m) => m.send_batch(to, batch),
+        }
+    }
+
+    /// The most payload one TPDU may carry on this link without IP fragmentation,
+    /// `sealed` or not: on a frame-mode UDP link, the path MTU less the IP, UDP, VC
+    /// and TPDU headers (and the seal); `usize::MAX` where the link sets no bound (a
+    /// cell link cuts frames into trains that fit, a mem link has no IP) or while the
+    /// path MTU is unknown.
+    pub(crate) fn tpdu_cap(&self, sealed: bool) -> usize {
+        match self {
+            Link::Udp(l) if l.cells.is_none() => l.path_payload().map_or(usize::MAX, |p| {
+                let seal = if sealed {
+                    crate::wire::seal::OVERHEAD
+                } else {
+                    0
+                };
+                p.saturating_sub(VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN + seal)
+                    .max(1)
+            }),
+            _ => usize::MAX,
+        }
+    }
+
+    /// The path MTU the kernel holds for the peer, IP header included (`None` on a
+    /// mem link or with no peer yet).
+    pub(crate) fn path_mtu(&self) -> Option<u32> {
+        match self {
+            Link::Udp(l) => l
+                .path_payload()
+                .map(|p| (p + l.port.ip_udp_overhead()) as u32),
+            Link::Mem(_) => None,
+        }
+    }
+
+    /// Datagrams sent in IP fragments because the path shrank under them (see
+    /// [`UdpLink::oversize_fallbacks`]); 0 on a mem link.
+    pub(crate) fn oversize_fallbacks(&self) -> u64 {
+        match self {
+            Link::Udp(l) => l.oversize_fallbacks(),
+            Link::Mem(_) => 0,
         }
     }
 

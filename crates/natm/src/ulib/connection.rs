@@ -428,6 +428,14 @@ pub struct ConnStats {
     /// What sealing did, for a connection whose TPDUs are encrypted (issue 16);
     /// `None`: clear TPDUs.
     pub seal: Option<SealStats>,
+    /// The path MTU the kernel holds for the peer (octets, IP header included), which
+    /// the sending VC's TPDUs are cut to fit (issue 30); `None` on a mem link or
+    /// before the socket has a peer.
+    pub path_mtu: Option<u32>,
+    /// Datagrams the kernel refused as larger than the path MTU and that went out in
+    /// IP fragments after all: TPDUs cut before the path shrank (their
+    /// retransmissions keep their size). 0 while the path MTU holds.
+    pub fragmented: u64,
 }
 
 /// Counters of an encrypted connection's sealing ([`ConnStats::seal`]). The drops
@@ -612,6 +620,8 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
                 malformed: n(&o.malformed),
             }
         },
+        path_mtu: conn.link.path_mtu(),
+        fragmented: conn.link.oversize_fallbacks(),
         seal: conn.encrypted().then(|| {
             let c = &c.seal;
             let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);

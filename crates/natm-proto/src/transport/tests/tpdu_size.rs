@@ -189,3 +189,82 @@ fn shrinking_splits_queued_unsent_tpdus() {
     );
     assert_eq!(p.messages().last(), big.last());
 }
+
+#[test]
+fn the_path_cap_cuts_new_tpdus_and_lifts_again() {
+    // Issue 30: the adaptor learns the path MTU after the VC is up, and again when it
+    // drops mid-transfer (EMSGSIZE). New TPDUs fit it, queued unsent ones are split,
+    // retransmissions keep the size they were sent at, and a larger cap lets the VC
+    // go back to its agreed size.
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let q = Rc::new(Cell::new(0.02));
+    let cfg = TransportConfig {
+        tpdu_adapt: None,
+        window: 16,
+        ..adaptive(TransportConfig::reliable())
+    };
+    let mut p = Pair::new(cfg.clone(), cfg);
+    p.fate = fragment_loss(q, seen.clone());
+    p.drive(Duration::from_millis(10));
+    assert_eq!(p.tx.path_cap(), None);
+    p.tx.set_path_cap(1436);
+    assert_eq!(p.tx.path_cap(), Some(1436));
+    assert_eq!(p.tx.tpdu_size(), 1436);
+    let first = msgs(&[100_000; 10]);
+    send_phase(&mut p, &first);
+    assert!(seen.borrow().new_sizes.iter().all(|&n| n <= 1436));
+    // Queue a large message at a 9,000-octet path, then drop the cap while most of
+    // it waits unsent.
+    p.tx.set_path_cap(8936);
+    assert_eq!(p.tx.tpdu_size(), 8936);
+    let big = msgs(&[2 << 20]);
+    let before = seen.borrow().new_sizes.len();
+    // The send buffer (4 MiB) takes the whole message at once, cut at 8,936.
+    assert_eq!(p.tx.send(&big[0], true), Ok(big[0].len()));
+    assert!(p.step());
+    p.tx.set_path_cap(1436);
+    p.drive(Duration::from_secs(5));
+    let s = seen.borrow();
+    let after = &s.new_sizes[before..];
+    let large = after.iter().filter(|&&n| n > 1436).count();
+    // At most what was sent before the cap fell went out large (the window).
+    assert!(large <= 16, "{large} TPDUs over the cap after it fell");
+    assert!(after.iter().rev().take(10).all(|&n| n <= 1436));
+    assert_eq!(s.retx_resized, 0, "a retransmission changed size");
+    drop(s);
+    // Lifted: new TPDUs grow back to the agreed size.
+    p.tx.set_path_cap(usize::MAX);
+    assert_eq!(p.tx.tpdu_size(), 32 * 1024);
+    let last = msgs(&[64 * 1024; 4]);
+    send_phase(&mut p, &last);
+    assert!(seen
+        .borrow()
+        .new_sizes
+        .iter()
+        .rev()
+        .take(4)
+        .all(|&n| n == 32 * 1024));
+    let got = p.messages();
+    assert_eq!(got.len(), first.len() + 1 + last.len());
+    assert_eq!(got[first.len()], big[0]);
+}
+
+#[test]
+fn the_path_cap_and_the_adaptive_size_take_the_smaller() {
+    let q = Rc::new(Cell::new(0.0));
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let mut p = Pair::new(
+        adaptive(TransportConfig::reliable()),
+        adaptive(TransportConfig::reliable()),
+    );
+    p.fate = fragment_loss(q, seen.clone());
+    p.drive(Duration::from_millis(10));
+    let start = p.tx.tpdu_size();
+    assert!(start > 1436);
+    p.tx.set_path_cap(1436);
+    assert_eq!(p.tx.tpdu_size(), 1436);
+    send_phase(&mut p, &msgs(&[64 * 1024; 20]));
+    assert!(seen.borrow().new_sizes.iter().all(|&n| n <= 1436));
+    p.tx.set_path_cap(usize::MAX);
+    assert!(p.tx.tpdu_size() > 1436);
+}
