@@ -166,6 +166,16 @@ impl Psb {
     }
 
     fn new(role: Role, cfg: TransportConfig, flow: Box<dyn FlowController>) -> Psb {
+        // A sender with a reservation keeps its contract whatever flow control it
+        // was given (issue 34: `flow=none` means no feedback, not no contract).
+        let flow = match role {
+            Role::Sender => crate::flow::contract::enforce(
+                cfg.contract,
+                crate::flow::FlowParams::from(&cfg).tpdu_size,
+                flow,
+            ),
+            Role::Receiver => flow,
+        };
         // seed 003: SYNCs for the VCs that have no ACKs to time.
         // A one-way VC's receivers cannot echo.
         let sync_interval = if role == Role::Sender && !cfg.acks() && !cfg.one_way {

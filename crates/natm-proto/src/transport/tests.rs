@@ -10,6 +10,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::flow::NoFlow;
 
+/// Guaranteed VCs keep their traffic contract whatever their flow control.
+mod contract;
 /// The flow controllers driven through real PSBs.
 mod flow;
 /// Point-to-multipoint (one-way) VCs.
@@ -43,6 +45,9 @@ struct Pair {
     delivered: Vec<Chunk>,
     events_tx: Vec<Event>,
     events_rx: Vec<Event>,
+    /// Every data TPDU the sender emitted (new or retransmitted): when, and its
+    /// payload bytes.
+    sent: Vec<(Instant, usize)>,
 }
 
 impl Pair {
@@ -69,6 +74,7 @@ impl Pair {
             delivered: Vec::new(),
             events_tx: Vec::new(),
             events_rx: Vec::new(),
+            sent: Vec::new(),
         }
     }
 
@@ -77,6 +83,9 @@ impl Pair {
             let mut any = false;
             while let Some(t) = self.tx.poll_transmit(self.now) {
                 any = true;
+                if matches!(t.kind, TransmitKind::Data | TransmitKind::Retransmission(_)) {
+                    self.sent.push((self.now, t.payload.len()));
+                }
                 let copies = (self.fate)(&t, true);
                 let start = self.fwd_free_at.max(self.now);
                 let done = start + self.per_byte * t.len() as u32;
