@@ -7,12 +7,14 @@
 //! with the contract's shaper, and a TPDU may go at the *later* of the two permits:
 //! `flow=none` means no feedback, not no contract.
 //!
-//! seed 000 §5.4: "the leaky bucket … shapes the traffic of a VC so that it conforms
-//! to its traffic descriptor", and §5.3.4 puts the leaky bucket at the sender of every
-//! guaranteed VC. Departure: seed 000 makes the leaky bucket the flow control of a
-//! guaranteed VC, one choice among several; natm lets the application pick feedback
-//! flow control on a guaranteed VC too (`cbr:pcr=…,flow=window`), so the contract's
-//! shaper is a layer of its own under whatever was picked, not one of the choices.
+//! seed 000 §2: "Guaranteed-performance service ensures that an application conforms
+//! to pre-specified leaky-bucket parameters"; §5.3.4: "The transport layer shapes
+//! guaranteed-performance traffic with a leaky bucket"; §5.4, step 2: the send task
+//! "attaches a transport header to TPDU's marked as eligible by the flow control
+//! protocol". Departure: in seed 000 the leaky bucket *is* a guaranteed VC's flow
+//! control, so a TPDU is eligible when that one controller says so; natm lets the application pick feedback flow control on a
+//! guaranteed VC too (`cbr:pcr=…,flow=window`), so the contract's shaper is a layer of
+//! its own under whatever was picked, and a TPDU is eligible only when both agree.
 //!
 //! The shaper is a dual token bucket in payload bytes, the byte form of the dual GCRA
 //! of specs §3.1 (the switch's policer, `natm_switch::upc`): a peak bucket at the PCR
@@ -139,7 +141,9 @@ impl FlowController for Contracted {
             bytes
         };
         for b in self.buckets() {
-            // seed 000 §5.4: a TPDU leaves only when its tokens have arrived.
+            // seed 000 §5.3.4: the shaper works out "the earliest time that the next
+            // TPDU can be sent" from the tokens that arrived since the last; §5.4: a
+            // TPDU goes only once "marked as eligible" — here by the contract too.
             if let Permit::At(t) = b.poll_send(now, in_flight, need) {
                 at = at.max(t);
             }
