@@ -779,7 +779,7 @@ impl Psb {
         }
         if matches!(self.state, State::Established | State::CloseSent { .. }) {
             if let Some(s) = self.send.as_ref() {
-                take(s.poll_timeout(self.rtt.srtt(), self.rtt.has_sample()));
+                take(s.poll_timeout(self.rtt.head_check(), self.rtt.has_sample()));
             }
             take(self.qos_tx.pending.map(|p| p.deadline));
         }
@@ -852,10 +852,10 @@ impl Psb {
                 self.queue_qos(p.seq, p.rate);
             }
         }
-        let srtt = self.rtt.srtt();
+        let head_check = self.rtt.head_check();
         let has = self.rtt.has_sample();
         if let Some(send) = self.send.as_mut() {
-            if send.handle_timeout(now, srtt, has, &mut self.stats, &mut *self.flow) {
+            if send.handle_timeout(now, head_check, has, &mut self.stats, &mut *self.flow) {
                 self.rtt.on_timeout();
                 self.consecutive_timeouts += 1;
                 if self.consecutive_timeouts >= self.cfg.max_timeouts {

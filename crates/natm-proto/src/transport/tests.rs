@@ -20,6 +20,8 @@ mod one_way;
 mod owned;
 /// SYNC probes and in-band QoS changes.
 mod qos_sync;
+/// No retransmission on a loss-free path whose ACKs come late now and then.
+mod spurious;
 /// Retransmission timers count from transmission.
 mod timers;
 /// Adaptive TPDU size.
@@ -48,6 +50,9 @@ struct Pair {
     /// Every data TPDU the sender emitted (new or retransmitted): when, and its
     /// payload bytes.
     sent: Vec<(Instant, usize)>,
+    /// Extra delay of each frame towards the sender (a receiver that runs late now
+    /// and then); frames still arrive in order.
+    back_extra: Box<dyn FnMut() -> Duration>,
 }
 
 impl Pair {
@@ -75,6 +80,7 @@ impl Pair {
             events_tx: Vec::new(),
             events_rx: Vec::new(),
             sent: Vec::new(),
+            back_extra: Box::new(|| Duration::ZERO),
         }
     }
 
@@ -98,9 +104,11 @@ impl Pair {
             while let Some(t) = self.rx.poll_transmit(self.now) {
                 any = true;
                 let copies = (self.fate)(&t, false);
+                let extra = (self.back_extra)();
+                let last = self.back.back().map_or(Instant::ZERO, |b| b.0);
+                let at = (self.now + self.delay + extra).max(last);
                 for _ in 0..copies {
-                    self.back
-                        .push_back((self.now + self.delay, Bytes::from(t.to_vec())));
+                    self.back.push_back((at, Bytes::from(t.to_vec())));
                 }
             }
             while let Some(e) = self.tx.poll_event() {
