@@ -3,8 +3,9 @@
 //! cookie, acknowledgement or retransmission.
 //!
 //! A message is one SDU. The sender refuses a message over the VC's `max_sdu` (a
-//! typed error, nothing sent) and may shape its SDUs at the contract's peak cell rate
-//! (GCRA, `flow::gcra`); the receiver delivers each SDU as one message, dropping (and
+//! typed error, nothing sent) and shapes a CBR or VBR VC's SDUs to its traffic
+//! contract — the PCR, and a VBR VC's SCR and MBS too (GCRA and dual GCRA,
+//! `flow::gcra`); the receiver delivers each SDU as one message, dropping (and
 //! counting) what is over its `max_sdu` or what does not fit its receive buffer. The
 //! VC exists only because signalling or a configured PVC made it: there is no state
 //! for an unknown sender.
@@ -21,7 +22,7 @@ use std::time::Duration;
 
 use bytes::{Buf, Bytes};
 
-use crate::flow::gcra::{cell_interval, Gcra};
+use crate::flow::gcra::{cell_interval, DualGcra, Gcra};
 use crate::time::Instant;
 use crate::transport::{AbortReason, SendError};
 use crate::wire::qos::{Direction, Qos, Rate, TrafficClass, BITS_PER_CELL};
@@ -52,6 +53,10 @@ pub struct BareConfig {
     pub max_sdu: u32,
     /// Shape the SDUs sent at this peak rate, payload bit/s (`None`: send at once).
     pub pcr_bps: Option<u64>,
+    /// A VBR contract's sustainable rate (payload bit/s) and maximum burst size
+    /// (cells): the SDUs are shaped to the dual GCRA of PCR and SCR/MBS, which a
+    /// policing switch applies to them (`None`: the PCR alone).
+    pub scr: Option<(u64, u32)>,
     /// Bytes the VC may hold: SDUs queued for the shaper (sending) or not yet read
     /// (receiving). At least one `max_sdu` is always allowed.
     pub queue_bytes: usize,
@@ -60,7 +65,9 @@ pub struct BareConfig {
 impl BareConfig {
     /// A direction of `qos` (which must be a bare QoS, though nothing here needs it):
     /// its `max_sdu`, and for a sending CBR or VBR direction with a numeric `pcr` (or
-    /// else `max_pcr`), shaping at that rate.
+    /// else `max_pcr`), shaping at that rate; a VBR direction with an `scr` is shaped
+    /// to it too, with its `mbs` (1 cell if not given, as the switch's policer takes
+    /// it).
     pub fn from_qos(qos: &Qos, dir: Direction) -> BareConfig {
         let tp = match dir {
             Direction::Tx => qos.tx(),
@@ -72,9 +79,15 @@ impl BareConfig {
             .then(|| tp.pcr.or(tp.max_pcr).and_then(Rate::bits_per_sec))
             .flatten()
             .filter(|&bps| bps > 0);
+        let scr = pcr_bps
+            .and(tp.scr)
+            .and_then(Rate::bits_per_sec)
+            .filter(|&bps| bps > 0)
+            .map(|bps| (bps, tp.mbs.unwrap_or(1).max(1)));
         BareConfig {
             max_sdu: qos.max_sdu(dir),
             pcr_bps,
+            scr,
             queue_bytes: match dir {
                 Direction::Tx => DEFAULT_BARE_QUEUE,
                 Direction::Rx => DEFAULT_BARE_RCV_BUF,
@@ -122,11 +135,100 @@ struct Flags {
     aborted: Option<AbortReason>,
 }
 
+/// The cell rate of `bps` payload bit/s, rounded up (at least 1 cell/s).
+fn cells_per_sec(bps: u64) -> u64 {
+    bps.div_ceil(BITS_PER_CELL).max(1)
+}
+
+/// A bare sender's shaper: GCRA(1/PCR, 0) for CBR, the dual GCRA for VBR.
+#[derive(Debug, Clone)]
+enum Shaper {
+    Peak(Gcra),
+    Dual(DualGcra),
+}
+
+impl Shaper {
+    /// seed 000 §5.3.4's leaky bucket in its ATM form (specs §3.4's frame-at-a-time
+    /// shaper): virtual scheduling with a limit of 0 on the PCR, and for VBR also the
+    /// SCR's test with its burst tolerance BT = (MBS − 1)(T_s − T) (specs §3.1), so
+    /// up to MBS cells go at the PCR and the rest at the SCR. Departure from seed 000:
+    /// no leaky-bucket depth at the PCR, since a Linux peer behind a policing switch
+    /// must see PCR-conforming frames.
+    fn new(cfg: &BareConfig) -> Option<Shaper> {
+        let pcr = cell_interval(cells_per_sec(cfg.pcr_bps?));
+        Some(match cfg.scr {
+            None => Shaper::Peak(Gcra::new(pcr, Duration::ZERO)),
+            Some((scr_bps, mbs)) => Shaper::Dual(DualGcra::new(
+                pcr,
+                Duration::ZERO,
+                cell_interval(cells_per_sec(scr_bps)),
+                mbs,
+                None,
+            )),
+        })
+    }
+
+    /// The earliest departure at or after `now` of a frame of `cells` cells.
+    ///
+    /// A frame's cells reach the switch back to back, so the SCR test sees the whole
+    /// frame at once: the frame waits until its *last* cell would conform,
+    /// `TAT_s + (cells − 1)·T_s − BT ≤ t`, not only its first (specs §3.4's rule for
+    /// one cell). With only the first cell's test the frame's other cells need
+    /// `(cells − 1)·T_s` of CDVT at the policer; with this rule the SCR test needs
+    /// none, and the policer's CDVT has only the PCR test's `(cells − 1)·T` to cover,
+    /// which every frame-at-a-time sender needs. A frame longer than the MBS can never
+    /// conform so; it goes by its first cell's test.
+    fn earliest(&self, now: Instant, cells: u32) -> Instant {
+        match self {
+            Shaper::Peak(g) => g.earliest(now),
+            Shaper::Dual(g) => {
+                let s = g.sustained();
+                let rest = s.increment().saturating_mul(cells.saturating_sub(1));
+                let last = match s.tat() {
+                    Some(tat) if rest <= s.limit() => {
+                        Instant::from_nanos((tat + rest).as_nanos().saturating_sub(
+                            u64::try_from(s.limit().as_nanos()).unwrap_or(u64::MAX),
+                        ))
+                    }
+                    _ => now,
+                };
+                g.earliest(now).max(last)
+            }
+        }
+    }
+
+    /// Send a frame of `cells` cells at `at` (no earlier than [`Shaper::earliest`]).
+    fn charge(&mut self, at: Instant, cells: u32) {
+        match self {
+            Shaper::Peak(g) => {
+                g.shape_n(at, cells);
+            }
+            Shaper::Dual(g) => {
+                g.shape_n(at, cells);
+            }
+        }
+    }
+
+    /// When a frame of `cells` may go, once a frame has gone (before: at once).
+    fn next_at(&self, cells: u32) -> Option<Instant> {
+        let sent = match self {
+            Shaper::Peak(g) => g.tat().is_some(),
+            Shaper::Dual(g) => g.peak().tat().is_some(),
+        };
+        sent.then(|| self.earliest(Instant::ZERO, cells))
+    }
+}
+
+/// Cells of an SDU of `len` octets with its AAL5 trailer.
+fn sdu_cells(len: usize) -> u32 {
+    u32::try_from((len + AAL5_TRAILER).div_ceil(48)).unwrap_or(u32::MAX)
+}
+
 /// The sending half of a bare VC.
 #[derive(Debug)]
 pub struct BareTx {
     cfg: BareConfig,
-    shaper: Option<Gcra>,
+    shaper: Option<Shaper>,
     queue: VecDeque<Bytes>,
     queued: usize,
     flags: Flags,
@@ -136,13 +238,8 @@ pub struct BareTx {
 impl BareTx {
     /// A sending VC, up at once.
     pub fn new(cfg: BareConfig) -> BareTx {
-        // seed 000 §5.3.4's leaky bucket, here in its ATM form: GCRA(1/PCR, 0) in
-        // virtual-scheduling form, charging each SDU its cells (specs §3.4's
-        // frame-at-a-time shaper).
-        let shaper = cfg.pcr_bps.map(|bps| {
-            let cells = bps.div_ceil(BITS_PER_CELL).max(1);
-            Gcra::new(cell_interval(cells), Duration::ZERO)
-        });
+        // Each SDU is charged its cells (specs §3.4's frame-at-a-time shaper).
+        let shaper = Shaper::new(&cfg);
         BareTx {
             cfg,
             shaper,
@@ -208,18 +305,18 @@ impl BareTx {
     pub fn poll_transmit(&mut self, now: Instant) -> Option<Bytes> {
         let len = self.queue.front()?.len();
         if let Some(g) = &mut self.shaper {
-            if g.earliest(now) > now {
+            let cells = sdu_cells(len);
+            if g.earliest(now, cells) > now {
                 return None;
             }
-            let cells = (len + AAL5_TRAILER).div_ceil(48);
-            g.shape_n(now, u32::try_from(cells).unwrap_or(u32::MAX));
+            g.charge(now, cells);
         }
         let sdu = self.queue.pop_front()?;
         self.queued -= len;
         self.counters.sdus_sent += 1;
         self.counters.bytes_sent += len as u64;
-        if let (Some(g), false) = (&self.shaper, self.queue.is_empty()) {
-            if g.earliest(now) > now {
+        if let (Some(g), Some(next)) = (&self.shaper, self.queue.front()) {
+            if g.earliest(now, sdu_cells(next.len())) > now {
                 self.counters.shaped += 1;
             }
         }
@@ -229,10 +326,8 @@ impl BareTx {
     /// When the shaper lets the next queued SDU go (`None`: nothing waits for it).
     /// With a limit of 0 that is the shaper's theoretical arrival time.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        if self.queue.is_empty() {
-            return None;
-        }
-        self.shaper.as_ref()?.tat()
+        let next = self.queue.front()?;
+        self.shaper.as_ref()?.next_at(sdu_cells(next.len()))
     }
 
     /// Free bytes in the queue, reported as 0 until a largest SDU fits, so that a
@@ -256,11 +351,15 @@ impl BareTx {
         !self.queue.is_empty() && self.shaper.is_some()
     }
 
-    /// Change the shaping rate (payload bit/s); a VC without a shaper gets one.
+    /// Change the shaping rate (payload bit/s); a VC without a shaper gets one. The
+    /// rate is the one a change of QoS moves: a VBR contract's SCR (within its PCR),
+    /// any other's PCR.
     pub fn set_rate(&mut self, bps: u64) {
-        let cells = bps.div_ceil(BITS_PER_CELL).max(1);
-        self.shaper = Some(Gcra::new(cell_interval(cells), Duration::ZERO));
-        self.cfg.pcr_bps = Some(bps);
+        match (self.cfg.scr.as_mut(), self.cfg.pcr_bps) {
+            (Some(scr), Some(pcr)) => scr.0 = bps.min(pcr),
+            _ => self.cfg.pcr_bps = Some(bps),
+        }
+        self.shaper = Shaper::new(&self.cfg);
     }
 
     /// No more messages: the VC is closed once the queue has drained (there is
@@ -448,6 +547,7 @@ mod tests {
 
     use super::*;
     use crate::endpoint::{BareParams, Connection, Event, State};
+    use crate::flow::DualGcra;
     use crate::wire::vcframe;
 
     const A: &str = "127.0.0.1:7001";
@@ -461,6 +561,7 @@ mod tests {
         BareConfig {
             max_sdu,
             pcr_bps,
+            scr: None,
             queue_bytes: DEFAULT_BARE_QUEUE,
         }
     }
@@ -576,6 +677,7 @@ mod tests {
         let small = BareConfig {
             max_sdu: 1000,
             pcr_bps: None,
+            scr: None,
             queue_bytes: 2500,
         };
         // A sends SDUs of up to 9000 bytes; B takes at most 1000 and holds 2500.
@@ -646,11 +748,88 @@ mod tests {
         assert_eq!(b.rx().bare_counters().unwrap().sdus_received, 10);
     }
 
+    /// Queue `n` SDUs of `len` bytes on a sender of `tx` and drive it in virtual time:
+    /// the departure of each.
+    fn departures(tx: BareConfig, n: usize, len: usize) -> Vec<Instant> {
+        let (mut a, mut b) = pair(tx, cfg(9188, None));
+        for _ in 0..n {
+            a.send(&vec![5u8; len], true).unwrap();
+        }
+        let mut now = Instant::ZERO;
+        let mut out = Vec::new();
+        loop {
+            let k = pump(now, &mut a, &mut b, A);
+            out.extend(std::iter::repeat_n(now, k));
+            if out.len() == n {
+                return out;
+            }
+            let t = a.poll_timeout().expect("the shaper holds the rest");
+            assert!(t > now, "a timer in the past at {now:?}");
+            now = t;
+            a.handle_timeout(now);
+        }
+    }
+
+    /// Police every cell of frames of `cells` cells departing at `at`, arriving back
+    /// to back 1 µs apart; the number of non-conforming cells.
+    fn non_conforming(police: &mut DualGcra, at: &[Instant], cells: u32) -> usize {
+        use crate::flow::Conformance;
+        let mut bad = 0;
+        for &t in at {
+            for k in 0..cells {
+                if !police.conforms(t + Duration::from_micros(u64::from(k))) {
+                    bad += 1;
+                }
+            }
+        }
+        bad
+    }
+
+    /// `vbr:pcr=2000 cells/s,scr=500 cells/s,mbs=100`, 1000-byte SDUs (21 cells): the
+    /// first MBS worth of frames leaves at the PCR, the rest at the SCR, and every cell
+    /// conforms to the dual GCRA with the SCR test's burst tolerance exactly BT and a
+    /// CDVT of one frame at the PCR — where a sender shaped at the PCR alone (issue
+    /// 34: 3.92 Mbit/s against a 2 Mbit/s SCR) breaks the SCR test.
+    #[test]
+    fn a_vbr_sender_bursts_its_mbs_at_the_pcr_then_keeps_its_scr() {
+        let ms = |x: f64| Duration::from_nanos((x * 1e6) as u64);
+        let pcr = cfg(9188, Some(2000 * BITS_PER_CELL));
+        let vbr = BareConfig {
+            scr: Some((500 * BITS_PER_CELL, 100)),
+            ..pcr
+        };
+        let at = departures(vbr, 40, 1000);
+        let gap = |i: usize| at[i + 1] - at[i];
+        for i in 0..3 {
+            assert_eq!(gap(i), ms(10.5), "frame {i} of the burst, at the PCR");
+        }
+        // BT = 99 × 1.5 ms: the fifth frame's last cell conforms at 4 × 42 + 20 × 2
+        // − 148.5 ms.
+        assert_eq!(at[4] - at[0], ms(59.5));
+        for i in 4..39 {
+            assert_eq!(gap(i), ms(42.0), "frame {i}, at the SCR");
+        }
+        let policer = || DualGcra::new(ms(0.5), ms(0.5) * 20, ms(2.0), 100, Some(Duration::ZERO));
+        assert_eq!(non_conforming(&mut policer(), &at, 21), 0);
+        let at_pcr = departures(pcr, 40, 1000);
+        assert!(non_conforming(&mut policer(), &at_pcr, 21) > 100);
+        // The QoS text carries the SCR and MBS to the sender.
+        let q: Qos = "vbr:pcr=2Mbps,scr=1Mbps,mbs=300,transport=none"
+            .parse()
+            .unwrap();
+        let tx = BareConfig::from_qos(&q, Direction::Tx);
+        assert_eq!(
+            (tx.pcr_bps, tx.scr),
+            (Some(2_000_000), Some((1_000_000, 300)))
+        );
+    }
+
     #[test]
     fn the_shaping_queue_fills_and_refuses_whole_messages() {
         let tx = BareConfig {
             max_sdu: 1000,
             pcr_bps: Some(BITS_PER_CELL),
+            scr: None,
             queue_bytes: 3000,
         };
         let (mut a, _) = pair(tx, cfg(1000, None));

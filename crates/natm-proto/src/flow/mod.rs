@@ -10,19 +10,22 @@
 //! §5.3.4), [`packet_pair`] with its [`estimator`] (feedback on round-robin networks,
 //! §5.3.3), [`window`] (feedback on FIFO networks), and [`gcra`], the cell-rate
 //! policing and shaping arithmetic a switch uses too. [`build`] makes the one a
-//! [`FlowKind`] names.
+//! [`FlowKind`] names; [`contract`] holds any of them to a guaranteed VC's traffic
+//! contract (the PSB wraps every sender's controller in it).
 
 use std::time::Duration;
 
 use crate::time::Instant;
 pub use crate::wire::qos::FlowKind;
 
+pub mod contract;
 pub mod estimator;
 pub mod gcra;
 pub mod leaky_bucket;
 pub mod packet_pair;
 pub mod window;
 
+pub use contract::{Contract, Contracted};
 pub use estimator::{FuzzyEstimator, MedianFilter};
 pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};
 pub use leaky_bucket::LeakyBucket;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 use super::{FlowKind, RttConfig, Semantics};
-use crate::wire::qos::{Aal, Qos, Rate};
+use crate::wire::qos::{Aal, Qos, Rate, TrafficClass};
 use crate::wire::tpdu::MAX_PAYLOAD;
 
 /// Everything that configures one simplex VC's transport.
@@ -39,6 +39,10 @@ pub struct TransportConfig {
     pub rate: u64,
     /// Leaky-bucket depth in bytes (`None`: a few TPDUs).
     pub bucket: Option<u32>,
+    /// The traffic contract the VC was admitted with (CBR, VBR), which the sender
+    /// keeps whatever `flow` is ([`crate::flow::contract`], issue 34); `None`: no
+    /// reservation.
+    pub contract: Option<crate::flow::Contract>,
     /// Minimum acceptable rate, payload bit/s.
     pub min_rate: u64,
     /// The capability both ends hold; `None` on a listener adopts the caller's.
@@ -138,6 +142,7 @@ impl TransportConfig {
             outstanding: u32::MAX,
             rate: 0,
             bucket: None,
+            contract: None,
             min_rate: 0,
             cookie: None,
             isn: 0,
@@ -162,13 +167,15 @@ impl TransportConfig {
     }
 
     /// Guaranteed service: leaky-bucket shaping at `rate` payload bit/s, no
-    /// retransmission; the send queue holds the default bucket plus
+    /// retransmission, and a CBR contract at `rate` that holds whatever `flow` is
+    /// later set to; the send queue holds the default bucket plus
     /// [`DEFAULT_SEND_DELAY`] at the rate ([`shaped_send_buffer`]).
     pub fn guaranteed(rate: u64) -> Self {
         let base = Self::base();
         let bucket = crate::flow::LeakyBucket::default_depth(rate, base.tpdu_size);
         TransportConfig {
             flow: FlowKind::LeakyBucket,
+            contract: Some(crate::flow::Contract::cbr(rate)),
             rate,
             min_rate: rate,
             snd_buf: shaped_send_buffer(rate, bucket, DEFAULT_SEND_DELAY, base.tpdu_size),
@@ -296,6 +303,22 @@ impl TransportConfig {
         let mbs_bytes = tx
             .mbs
             .map(|cells| cells.saturating_mul(crate::wire::cell::PAYLOAD_LEN as u32));
+        // What sigd reserves (CBR, VBR) is a contract the sender keeps whatever its
+        // flow control (issue 34); a rate of `max` is the link's and is not shaped.
+        let pcr = bps(tx.pcr).or(bps(tx.max_pcr));
+        let contract = match tx.class {
+            TrafficClass::Cbr => pcr.map(|pcr| crate::flow::Contract {
+                burst: t.bucket.map(u64::from),
+                ..crate::flow::Contract::cbr(pcr)
+            }),
+            TrafficClass::Vbr => Some(crate::flow::Contract {
+                pcr,
+                scr: bps(tx.scr),
+                burst: mbs_bytes.or(t.bucket).map(u64::from),
+            })
+            .filter(|c| c.reserved().is_some()),
+            _ => None,
+        };
         let base = TransportConfig::best_effort();
         let window = t.window.unwrap_or(base.window);
         let buf = window as usize * t.tpdu_size as usize;
@@ -331,6 +354,7 @@ impl TransportConfig {
             outstanding: t.outstanding.unwrap_or(u32::MAX),
             rate,
             bucket,
+            contract,
             min_rate: bps(tx.min_pcr).unwrap_or(if t.flow == FlowKind::LeakyBucket {
                 rate
             } else {

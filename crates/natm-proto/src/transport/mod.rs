@@ -32,7 +32,7 @@ pub use config::{
 };
 pub use psb::Psb;
 pub use qos::QosOutcome;
-pub use rtt::{RttConfig, RttEstimator};
+pub use rtt::{RttConfig, RttEstimator, DEFAULT_MIN_HEAD_CHECK};
 pub use stats::PsbStats;
 
 use crate::wire::tpdu::{Header, HEADER_LEN};

@@ -166,6 +166,16 @@ impl Psb {
     }
 
     fn new(role: Role, cfg: TransportConfig, flow: Box<dyn FlowController>) -> Psb {
+        // A sender with a reservation keeps its contract whatever flow control it
+        // was given (issue 34: `flow=none` means no feedback, not no contract).
+        let flow = match role {
+            Role::Sender => crate::flow::contract::enforce(
+                cfg.contract,
+                crate::flow::FlowParams::from(&cfg).tpdu_size,
+                flow,
+            ),
+            Role::Receiver => flow,
+        };
         // seed 003: SYNCs for the VCs that have no ACKs to time.
         // A one-way VC's receivers cannot echo.
         let sync_interval = if role == Role::Sender && !cfg.acks() && !cfg.one_way {
@@ -793,7 +803,7 @@ impl Psb {
         }
         if matches!(self.state, State::Established | State::CloseSent { .. }) {
             if let Some(s) = self.send.as_ref() {
-                take(s.poll_timeout(self.rtt.srtt(), self.rtt.has_sample()));
+                take(s.poll_timeout(self.rtt.head_check(), self.rtt.has_sample()));
             }
             take(self.qos_tx.pending.map(|p| p.deadline));
         }
@@ -866,10 +876,10 @@ impl Psb {
                 self.queue_qos(p.seq, p.rate);
             }
         }
-        let srtt = self.rtt.srtt();
+        let head_check = self.rtt.head_check();
         let has = self.rtt.has_sample();
         if let Some(send) = self.send.as_mut() {
-            if send.handle_timeout(now, srtt, has, &mut self.stats, &mut *self.flow) {
+            if send.handle_timeout(now, head_check, has, &mut self.stats, &mut *self.flow) {
                 self.rtt.on_timeout();
                 self.consecutive_timeouts += 1;
                 if self.consecutive_timeouts >= self.cfg.max_timeouts {

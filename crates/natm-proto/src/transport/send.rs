@@ -433,12 +433,14 @@ impl SendHalf {
     }
 
     /// The earliest time the send half wants to be woken.
-    pub(crate) fn poll_timeout(&self, srtt: Duration, has_rtt: bool) -> Option<Instant> {
+    /// `head_check` is the head check's interval before backoff
+    /// ([`super::RttEstimator::head_check`]).
+    pub(crate) fn poll_timeout(&self, head_check: Duration, has_rtt: bool) -> Option<Instant> {
         let mut t = self.rto_deadline;
         // While a head retransmission waits to leave, the head check is off: its two
         // RTTs count from that transmission.
         if self.lim.error_control && self.nxt > self.una && has_rtt && !self.head_at_tx {
-            let head = self.last_advance + srtt.saturating_mul(2 * self.head_backoff);
+            let head = self.last_advance + head_check.saturating_mul(self.head_backoff);
             t = Some(t.map_or(head, |x| x.min(head)));
         }
         if let Some(p) = self.probe_at {
@@ -452,7 +454,7 @@ impl SendHalf {
     pub(crate) fn handle_timeout(
         &mut self,
         now: Instant,
-        srtt: Duration,
+        head_check: Duration,
         has_rtt: bool,
         stats: &mut PsbStats,
         flow: &mut dyn FlowController,
@@ -515,7 +517,7 @@ impl SendHalf {
             timed_out = true;
         }
         if has_rtt && !self.head_at_tx {
-            let head = self.last_advance + srtt.saturating_mul(2 * self.head_backoff);
+            let head = self.last_advance + head_check.saturating_mul(self.head_backoff);
             if now >= head && self.nxt > self.una {
                 // "We check every two round trip times if the cumulative ack has
                 // increased. If not, ... retransmit the packet at the head."

@@ -10,6 +10,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::flow::NoFlow;
 
+/// Guaranteed VCs keep their traffic contract whatever their flow control.
+mod contract;
 /// The flow controllers driven through real PSBs.
 mod flow;
 /// Point-to-multipoint (one-way) VCs.
@@ -18,6 +20,8 @@ mod one_way;
 mod owned;
 /// SYNC probes and in-band QoS changes.
 mod qos_sync;
+/// No retransmission on a loss-free path whose ACKs come late now and then.
+mod spurious;
 /// Retransmission timers count from transmission.
 mod timers;
 /// Adaptive TPDU size.
@@ -43,6 +47,12 @@ struct Pair {
     delivered: Vec<Chunk>,
     events_tx: Vec<Event>,
     events_rx: Vec<Event>,
+    /// Every data TPDU the sender emitted (new or retransmitted): when, and its
+    /// payload bytes.
+    sent: Vec<(Instant, usize)>,
+    /// Extra delay of each frame towards the sender (a receiver that runs late now
+    /// and then); frames still arrive in order.
+    back_extra: Box<dyn FnMut() -> Duration>,
 }
 
 impl Pair {
@@ -69,6 +79,8 @@ impl Pair {
             delivered: Vec::new(),
             events_tx: Vec::new(),
             events_rx: Vec::new(),
+            sent: Vec::new(),
+            back_extra: Box::new(|| Duration::ZERO),
         }
     }
 
@@ -77,6 +89,9 @@ impl Pair {
             let mut any = false;
             while let Some(t) = self.tx.poll_transmit(self.now) {
                 any = true;
+                if matches!(t.kind, TransmitKind::Data | TransmitKind::Retransmission(_)) {
+                    self.sent.push((self.now, t.payload.len()));
+                }
                 let copies = (self.fate)(&t, true);
                 let start = self.fwd_free_at.max(self.now);
                 let done = start + self.per_byte * t.len() as u32;
@@ -89,9 +104,11 @@ impl Pair {
             while let Some(t) = self.rx.poll_transmit(self.now) {
                 any = true;
                 let copies = (self.fate)(&t, false);
+                let extra = (self.back_extra)();
+                let last = self.back.back().map_or(Instant::ZERO, |b| b.0);
+                let at = (self.now + self.delay + extra).max(last);
                 for _ in 0..copies {
-                    self.back
-                        .push_back((self.now + self.delay, Bytes::from(t.to_vec())));
+                    self.back.push_back((at, Bytes::from(t.to_vec())));
                 }
             }
             while let Some(e) = self.tx.poll_event() {

@@ -71,6 +71,35 @@ const TPDU_OVERHEAD: u64 = 32 + 8;
 /// 2 ms tolerance policed conforming guaranteed VCs at load average 6 on 2 CPUs).
 pub const DEFAULT_CDVT: Duration = Duration::from_millis(20);
 
+/// The policer's contract for one direction of a signalled call, as the switch sets
+/// it up ([`Control::contract`]): the traffic descriptor's rates raised by the TPDU
+/// header and AAL5 trailer of a `tpdu_size`-byte TPDU (a bare VC's largest SDU), and a
+/// tolerance of the host's leaky bucket plus one TPDU plus `cdvt`
+/// ([`ControlConfig::cdvt`], [`DEFAULT_CDVT`]). Public so that what a host sends can
+/// be checked against exactly what the switch polices.
+pub fn call_contract(
+    td: &natm_proto::wire::q2931::TrafficDescriptor,
+    tpdu_size: u32,
+    forward: bool,
+    cdvt: Duration,
+) -> Contract {
+    let mut c = Contract::from_descriptor(td, forward);
+    let tpdu = u64::from(tpdu_size).max(1);
+    let tpdu_cells = (tpdu + TPDU_OVERHEAD).div_ceil(48);
+    let inflate = |r: u64| (r.saturating_mul(tpdu_cells * 48)).div_ceil(tpdu);
+    c.pcr = c.pcr.map(inflate);
+    c.scr = c.scr.map(|(r, mbs)| (inflate(r), mbs));
+    c.reserved = inflate(c.reserved);
+    let tolerance = match c.pcr {
+        Some(pcr) if pcr > 0 => {
+            let depth = (4 * tpdu_cells).max(pcr * 2 / 1000);
+            Duration::from_nanos((depth + tpdu_cells).saturating_mul(1_000_000_000) / pcr)
+        }
+        _ => Duration::ZERO,
+    };
+    c.with_cdvt(tolerance + cdvt).with_buffer(SVC_QUEUE_CELLS)
+}
+
 /// How long a released call's VCs may go on draining their queues
 /// ([`ControlConfig::drain`]): a signalled VC's queue ([`SVC_QUEUE_CELLS`]) leaves a
 /// 2 Mbit/s line in 0.9 s.
@@ -540,22 +569,7 @@ impl Control {
         tpdu_size: u32,
         forward: bool,
     ) -> Contract {
-        let mut c = Contract::from_descriptor(td, forward);
-        let tpdu = u64::from(tpdu_size).max(1);
-        let tpdu_cells = (tpdu + TPDU_OVERHEAD).div_ceil(48);
-        let inflate = |r: u64| (r.saturating_mul(tpdu_cells * 48)).div_ceil(tpdu);
-        c.pcr = c.pcr.map(inflate);
-        c.scr = c.scr.map(|(r, mbs)| (inflate(r), mbs));
-        c.reserved = inflate(c.reserved);
-        let tolerance = match c.pcr {
-            Some(pcr) if pcr > 0 => {
-                let depth = (4 * tpdu_cells).max(pcr * 2 / 1000);
-                Duration::from_nanos((depth + tpdu_cells).saturating_mul(1_000_000_000) / pcr)
-            }
-            _ => Duration::ZERO,
-        };
-        c.with_cdvt(tolerance + self.cfg.cdvt)
-            .with_buffer(SVC_QUEUE_CELLS)
+        call_contract(td, tpdu_size, forward, self.cfg.cdvt)
     }
 
     /// A free label on `port`: from the switch's half, not used by a permanent VC in

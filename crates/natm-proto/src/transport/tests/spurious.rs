@@ -1,0 +1,80 @@
+//! No spurious retransmission on a loss-free path (issue 34): a VC paced well below
+//! its path's rate sees a round trip of tens of microseconds on loopback, and a
+//! receiver that runs a little late now and then (a shared CPU) must not make the
+//! sender resend what arrived.
+
+use super::*;
+use crate::flow::build;
+use crate::wire::qos::Qos;
+
+/// 4 MB on `qos` over a loopback-like path (25 µs each way, no loss, no reordering)
+/// whose every 40th ACK comes 400 µs late: the sender's stats and whether every
+/// message arrived.
+fn late_acks(qos: &str) -> (PsbStats, bool) {
+    let q: Qos = qos.parse().unwrap();
+    let cfg = TransportConfig::from_qos(&q, false).unwrap();
+    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
+    p.delay = Duration::from_micros(25);
+    let mut n = 0u32;
+    p.back_extra = Box::new(move || {
+        n += 1;
+        if n.is_multiple_of(40) {
+            Duration::from_micros(400)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let m = msgs(&[64 * 1024; 64]);
+    p.transfer(&m, Duration::from_secs(60));
+    let whole = p.messages() == m;
+    (p.tx.stats().clone(), whole)
+}
+
+#[test]
+fn a_paced_vc_does_not_retransmit_on_a_loss_free_path_with_late_acks() {
+    for qos in [
+        "cbr:pcr=40Mbps,ec=on",
+        "reliable:flow=packet-pair,pcr=40Mbps",
+    ] {
+        let (s, whole) = late_acks(qos);
+        assert!(whole, "{qos}: messages lost");
+        assert_eq!(
+            (s.retx_head, s.retx_fast, s.retx_timeout),
+            (0, 0, 0),
+            "{qos}: {} TPDUs, {} head checks",
+            s.tpdus_sent,
+            s.head_checks
+        );
+    }
+}
+
+/// The floor does not turn the head check off: on the same path, a lost last TPDU
+/// (nothing after it to reveal the hole) is resent by the head check within a few
+/// milliseconds, long before the 200 ms RTO.
+#[test]
+fn the_head_check_still_resends_a_lost_tail_within_milliseconds() {
+    let q: Qos = "reliable:flow=packet-pair,pcr=40Mbps".parse().unwrap();
+    let cfg = TransportConfig::from_qos(&q, false).unwrap();
+    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
+    p.delay = Duration::from_micros(25);
+    let mut data = 0;
+    p.fate = Box::new(move |t, fwd| {
+        if fwd && t.kind == TransmitKind::Data {
+            data += 1;
+            // The 16th and last TPDU of the message, first transmission only.
+            return u8::from(data != 16);
+        }
+        1
+    });
+    let m = msgs(&[64 * 1024]);
+    let start = p.now;
+    for c in &m {
+        assert_eq!(p.tx.send(c, true), Ok(c.len()));
+    }
+    while p.messages().len() < m.len() && p.step() {}
+    assert_eq!(p.messages(), m);
+    let took = p.now - start;
+    let s = p.tx.stats();
+    assert_eq!((s.retx_head, s.timeouts), (1, 0), "{s:?}");
+    assert!(took < Duration::from_millis(30), "recovered after {took:?}");
+}
