@@ -152,7 +152,10 @@ impl Core {
                     },
                 );
                 self.tell(t, Message::Ack { req, id });
-                info!(call = id, to = %addr, sap, "local call");
+                if let Some(suppressed) = self.app_log() {
+                    let sap = super::ratelog::untrusted(sap);
+                    info!(call = id, to = %addr, %sap, suppressed, "local call");
+                }
                 self.calls.insert(
                     peer_id,
                     Call {
@@ -443,13 +446,16 @@ impl Core {
         if let Some(o) = caller_owner {
             self.tell(o, caller_msg);
         }
-        info!(
-            call = other,
-            callee = call,
-            vci_fwd = v_fwd,
-            vci_back = v_back,
-            "call active"
-        );
+        if let Some(suppressed) = self.app_log() {
+            info!(
+                call = other,
+                callee = call,
+                vci_fwd = v_fwd,
+                vci_back = v_back,
+                suppressed,
+                "call active"
+            );
+        }
         Ok(callee_msg)
     }
 

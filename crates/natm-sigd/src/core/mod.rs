@@ -61,6 +61,7 @@ mod stat;
 mod traffic;
 mod users;
 
+pub use ratelog::{untrusted, Bucket, UNTRUSTED_CHARS};
 pub use stat::{CallRow, Counters, ListenerRow, PeerRow, Stat, TrafficRow};
 pub(crate) use users::cause_resources;
 

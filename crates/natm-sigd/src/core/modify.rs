@@ -254,7 +254,9 @@ impl Core {
             o.qos = theirs;
             o.owner
         });
-        info!(call, rate = new, "local call's rate changed");
+        if let Some(suppressed) = self.app_log() {
+            info!(call, rate = new, suppressed, "local call's rate changed");
+        }
         self.tell(
             t,
             Message::QosChanged {
@@ -315,7 +317,9 @@ impl Core {
             );
         }
         self.dirty.push(link);
-        info!(call, rate = new, %link, "modification requested");
+        if let Some(suppressed) = self.app_log() {
+            info!(call, rate = new, %link, suppressed, "modification requested");
+        }
         self.modifies.insert(
             call,
             Pending {

@@ -247,7 +247,9 @@ impl Core {
         };
         self.adopt_call(t, call, remote, tk, data, path, qos, grant);
         self.dirty.push(link);
-        info!(call, %link, cref, "call reclaimed after a sigd restart");
+        if let Some(suppressed) = self.app_log() {
+            info!(call, %link, cref, suppressed, "call reclaimed after a sigd restart");
+        }
         Ok(())
     }
 
@@ -334,16 +336,24 @@ impl Core {
                 _ => self.now + window,
             };
             self.unpaired.insert(call, until);
-            info!(
-                call,
-                pair, "half of a call inside this host reclaimed; waiting for the other"
-            );
+            if let Some(suppressed) = self.app_log() {
+                info!(
+                    call,
+                    pair,
+                    suppressed,
+                    "half of a call inside this host reclaimed; waiting for the other"
+                );
+            }
         } else {
             self.unpaired.remove(&pair);
-            info!(
-                call,
-                pair, "call inside this host reclaimed at both ends after a sigd restart"
-            );
+            if let Some(suppressed) = self.app_log() {
+                info!(
+                    call,
+                    pair,
+                    suppressed,
+                    "call inside this host reclaimed at both ends after a sigd restart"
+                );
+            }
         }
         Ok(())
     }

@@ -179,7 +179,9 @@ impl Core {
             .may_register(self.creds_of(t), &a, &self.cfg.addresses)
         {
             self.counters.access_refusals += 1;
-            info!(address = %a, conn = %t, uid = self.uid_of(t), "registration refused");
+            if let Some(suppressed) = self.app_log() {
+                info!(address = %a, conn = %t, uid = self.uid_of(t), suppressed, "registration refused");
+            }
             return self.refuse(t, req, cause::NOT_AUTHORIZED, e);
         }
         if let Some(holder) = self.dir.registered_by(&a) {
@@ -211,7 +213,9 @@ impl Core {
             );
         }
         self.dir.register(a, t.0);
-        info!(address = %a, conn = %t, "address registered");
+        if let Some(suppressed) = self.app_log() {
+            info!(address = %a, conn = %t, suppressed, "address registered");
+        }
         self.tell(t, Message::Ack { req, id: 0 });
     }
 
@@ -254,7 +258,9 @@ impl Core {
                 continue;
             }
             self.counters.idle_closed += 1;
-            debug!(conn = %t, "closing an idle connection");
+            if let Some(suppressed) = self.app_log() {
+                debug!(conn = %t, suppressed, "closing an idle connection");
+            }
             self.tell(
                 t,
                 Message::Error {
