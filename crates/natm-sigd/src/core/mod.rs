@@ -48,6 +48,7 @@ use crate::vci::VciPool;
 mod admin;
 mod apps;
 mod calls;
+pub mod fair;
 mod keys;
 mod link;
 mod listeners;
