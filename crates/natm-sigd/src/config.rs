@@ -64,6 +64,9 @@ pub struct ConfigFile {
     /// What each local user may do through the socket, first match wins.
     #[serde(default)]
     pub access: Vec<AccessSection>,
+    /// SAPs of root services, which only root (or sigd's own user) may bind
+    /// [default `["ip", "atmarp"]`, `natm ip`'s].
+    pub root_saps: Option<Vec<String>>,
 }
 
 /// `[peers]`: admission of signalling peers (docs/SECURITY.md "Signalling peers").
@@ -169,6 +172,9 @@ pub struct LimitsSection {
     pub calls: Option<usize>,
     /// Most application connections one non-root user holds at once.
     pub connections_per_user: Option<usize>,
+    /// Connections only root (and sigd's own user) may take: other users are
+    /// refused once `connections - root_reserve` are open.
+    pub root_reserve: Option<usize>,
     /// Most calls one non-root user's applications hold at once.
     pub calls_per_user: Option<usize>,
     /// Most listeners one connection holds.
@@ -411,6 +417,8 @@ impl Default for Restart {
 pub struct UserLimits {
     /// Connections per user.
     pub connections_per_user: usize,
+    /// Connections kept for root and sigd's own user.
+    pub root_reserve: usize,
     /// Calls per user.
     pub calls_per_user: usize,
     /// Listeners per connection.
@@ -424,11 +432,14 @@ pub struct UserLimits {
 }
 
 impl UserLimits {
-    /// The defaults for `connections` and `calls` in total: a quarter of each per
-    /// user, so no one user can lock the others out.
+    /// The defaults for `connections` and `calls` in total: an eighth of the
+    /// connections and a quarter of the calls per user, and a sixteenth of the
+    /// connections kept for root, so no set of users can lock root out
+    /// (docs/decisions/0031-ipc-slots.md).
     pub fn defaults(connections: usize, calls: usize) -> UserLimits {
         UserLimits {
-            connections_per_user: (connections / 4).max(1),
+            connections_per_user: (connections / 8).max(1),
+            root_reserve: (connections / 16).max(1).min(connections.saturating_sub(1)),
             calls_per_user: (calls / 4).max(1),
             listeners_per_connection: 1024,
             listeners_per_user: 4096,
@@ -719,6 +730,17 @@ impl ConfigFile {
                 "connections_per_user",
                 d.connections_per_user,
             )?,
+            root_reserve: match l.root_reserve {
+                Some(r) if r >= max_connections => return Err(bad(
+                    "limits.root_reserve",
+                    format!(
+                        "{r} would leave none of the {max_connections} connections to other users"
+                    ),
+                    "[limits] root_reserve = 64",
+                )),
+                Some(r) => r,
+                None => d.root_reserve,
+            },
             calls_per_user: nonzero(l.calls_per_user, "calls_per_user", d.calls_per_user)?,
             listeners_per_connection: nonzero(
                 l.listeners_per_connection,
@@ -836,9 +858,21 @@ impl ConfigFile {
                 max_rate_bps,
             });
         }
+        let root_saps = self
+            .root_saps
+            .clone()
+            .unwrap_or_else(|| vec!["ip".to_owned(), "atmarp".to_owned()]);
+        if let Some(s) = root_saps.iter().find(|s| s.is_empty() || s.as_str() == "*") {
+            return Err(bad(
+                "root_saps",
+                format!("\"{s}\" is not a SAP"),
+                "root_saps = [\"ip\", \"atmarp\"]",
+            ));
+        }
         let access = Access {
             rules,
             admin_uid: rustix::process::geteuid().as_raw(),
+            root_saps,
         };
         let socket = self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
         let ticket_key_file = self
@@ -1042,6 +1076,24 @@ mod tests {
         assert_eq!(c.access.rules[1].max_rate_bps, Some(10_000_000));
         assert_eq!(c.socket_mode, 0o666);
         assert_eq!(c.user_limits, UserLimits::defaults(1024, 16384));
+        assert_eq!(c.access.root_saps, ["ip", "atmarp"]);
+    }
+
+    #[test]
+    fn the_root_reserve_and_root_saps_are_checked() {
+        let d = check("").unwrap();
+        assert_eq!(d.user_limits.connections_per_user, 128);
+        assert_eq!(d.user_limits.root_reserve, 64);
+        assert_eq!(d.access.root_saps, ["ip", "atmarp"]);
+        let c = check("root_saps = [\"ip\", \"bgp\"]\n[limits]\nroot_reserve = 8\n").unwrap();
+        assert_eq!(c.user_limits.root_reserve, 8);
+        assert_eq!(c.access.root_saps, ["ip", "bgp"]);
+        let e = check("[limits]\nconnections = 8\nroot_reserve = 8\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("root_reserve"), "{e}");
+        let e = check("root_saps = [\"\"]").unwrap_err().to_string();
+        assert!(e.contains("root_saps"), "{e}");
     }
 
     #[test]

@@ -57,6 +57,13 @@ impl Core {
         if self.cfg.access.privileged(creds) {
             return None;
         }
+        let reserve = self.cfg.user_limits.root_reserve;
+        if self.apps.len() + reserve >= self.cfg.max_connections {
+            return Some(format!(
+                "sigd keeps its last {reserve} of {} connections for root ([limits] root_reserve)",
+                self.cfg.max_connections
+            ));
+        }
         let uid = creds.map_or(UNKNOWN_UID, |c| c.uid);
         let max = self.cfg.user_limits.connections_per_user;
         (self.connections_of_user(uid) >= max).then(|| {
@@ -109,23 +116,23 @@ impl Core {
         }
         let uid = self.uid_of(t);
         let privileged = self.privileged(t);
-        if !privileged {
-            // seed 004 §5.3 names a listener by its SAP alone: whoever holds a SAP
-            // gets its calls, so a SAP held by one user is closed to the others.
-            if let Some(l) = self
-                .listeners
-                .values()
-                .find(|l| l.sap == sap && self.uid_of(l.owner) != uid)
-            {
-                return Some((
-                    cause::NOT_AUTHORIZED,
-                    format!(
-                        "permission denied: SAP \"{sap}\" is held by uid {}; only that user \
-                         (or root) may listen on it while it does",
-                        self.uid_of(l.owner)
-                    ),
-                ));
-            }
+        // seed 004 §5.3 names a listener by its SAP alone: whoever holds a SAP gets
+        // its calls, so a SAP held by one user is closed to the others — root
+        // included: a root service that binds after a user got there first must hear
+        // so, not be acknowledged and never see a call.
+        if let Some(l) = self
+            .listeners
+            .values()
+            .find(|l| l.sap == sap && self.uid_of(l.owner) != uid)
+        {
+            return Some((
+                cause::NOT_AUTHORIZED,
+                format!(
+                    "permission denied: SAP \"{sap}\" is held by uid {}; only that user may \
+                     listen on it while it does",
+                    self.uid_of(l.owner)
+                ),
+            ));
         }
         let lim = self.cfg.user_limits;
         let mine = self.apps.get(&t).map_or(0, |a| a.listeners);
