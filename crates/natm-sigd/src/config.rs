@@ -124,6 +124,9 @@ pub struct RestartSection {
     /// does not know unanswered, while its applications reclaim their calls
     /// [default 3000; at most 7000, under the peer's 3 × T322].
     pub reclaim_window_ms: Option<u64>,
+    /// How long after start sigd takes resume tickets at all [default
+    /// `reclaim_window_ms` + 2000: the window, and a peer's next enquiry after it].
+    pub ticket_expiry_ms: Option<u64>,
     /// The file holding the key resume tickets are sealed with, created 0600 on
     /// first start [default: the socket's path with the extension `ticket-key`,
     /// `/run/natm/sigd.ticket-key`].
@@ -400,6 +403,8 @@ pub struct Restart {
     pub preserve: Duration,
     /// How long after start a STATUS ENQUIRY for an unknown call waits for a reclaim.
     pub reclaim_window: Duration,
+    /// How long after start a resume ticket is taken (then refused as expired).
+    pub ticket_expiry: Duration,
 }
 
 impl Default for Restart {
@@ -407,6 +412,7 @@ impl Default for Restart {
         Restart {
             preserve: Duration::from_secs(300),
             reclaim_window: Duration::from_secs(3),
+            ticket_expiry: Duration::from_secs(5),
         }
     }
 }
@@ -635,7 +641,7 @@ impl ConfigFile {
             reserve: ms(self.timers.reserve_ms, "reserve_ms", d.reserve)?,
         };
         let dr = Restart::default();
-        let restart = Restart {
+        let mut restart = Restart {
             preserve: ms(self.restart.preserve_ms, "preserve_ms", dr.preserve)
                 .map_err(|_| bad("restart.preserve_ms", "0 ms would keep no call across a lost link", "preserve_ms = 300000"))?,
             reclaim_window: match self.restart.reclaim_window_ms {
@@ -649,6 +655,24 @@ impl ConfigFile {
                     ))
                 }
             },
+            ticket_expiry: dr.ticket_expiry,
+        };
+        restart.ticket_expiry = match self.restart.ticket_expiry_ms {
+            None => restart.reclaim_window + Duration::from_secs(2),
+            Some(v) if Duration::from_millis(v) >= restart.reclaim_window => {
+                Duration::from_millis(v)
+            }
+            Some(v) => {
+                return Err(bad(
+                    "restart.ticket_expiry_ms",
+                    format!(
+                        "{v} ms is shorter than reclaim_window_ms ({} ms): tickets would expire \
+                         while sigd still waits for them",
+                        restart.reclaim_window.as_millis()
+                    ),
+                    "ticket_expiry_ms = 5000",
+                ))
+            }
         };
         let mut routes = Vec::new();
         let mut switches = Vec::new();
@@ -731,13 +755,15 @@ impl ConfigFile {
                 d.connections_per_user,
             )?,
             root_reserve: match l.root_reserve {
-                Some(r) if r >= max_connections => return Err(bad(
-                    "limits.root_reserve",
-                    format!(
+                Some(r) if r >= max_connections => {
+                    return Err(bad(
+                        "limits.root_reserve",
+                        format!(
                         "{r} would leave none of the {max_connections} connections to other users"
                     ),
-                    "[limits] root_reserve = 64",
-                )),
+                        "[limits] root_reserve = 64",
+                    ))
+                }
                 Some(r) => r,
                 None => d.root_reserve,
             },
@@ -1077,6 +1103,20 @@ mod tests {
         assert_eq!(c.socket_mode, 0o666);
         assert_eq!(c.user_limits, UserLimits::defaults(1024, 16384));
         assert_eq!(c.access.root_saps, ["ip", "atmarp"]);
+    }
+
+    #[test]
+    fn resume_tickets_expire_after_the_reclaim_window() {
+        let d = check("").unwrap();
+        assert_eq!(d.restart.ticket_expiry, Duration::from_secs(5));
+        let c = check("[restart]\nreclaim_window_ms = 1000\n").unwrap();
+        assert_eq!(c.restart.ticket_expiry, Duration::from_secs(3));
+        let c = check("[restart]\nticket_expiry_ms = 9000\n").unwrap();
+        assert_eq!(c.restart.ticket_expiry, Duration::from_secs(9));
+        let e = check("[restart]\nticket_expiry_ms = 2000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ticket_expiry_ms"), "{e}");
     }
 
     #[test]

@@ -64,7 +64,7 @@ fn reserved(p: &mut Pair, s: Side, call: u64) -> (u64, u64) {
 
 fn qos_changed(msgs: &[Message], call: u64) -> Option<String> {
     msgs.iter().find_map(|m| match m {
-        Message::QosChanged { call: c, qos } if *c == call => Some(qos.clone()),
+        Message::QosChanged { call: c, qos, .. } if *c == call => Some(qos.clone()),
         _ => None,
     })
 }

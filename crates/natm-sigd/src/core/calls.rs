@@ -416,32 +416,38 @@ impl Core {
         self.counters.calls_setup += 1;
         let callee_msg = Message::Connected {
             call,
-            path: DataPath {
-                peer: caller_data,
-                cookie,
-                tx_vci: v_back,
-                rx_vci: v_fwd,
-                granted_bps: self.calls[&other].grant.in_bps,
-                qos: qos.to_string(),
-                resume: self.resume_ticket(call),
-                keys: agreed.clone(),
-                multipoint: false,
-            },
+            path: self.with_ticket(
+                call,
+                DataPath {
+                    peer: caller_data,
+                    cookie,
+                    tx_vci: v_back,
+                    rx_vci: v_fwd,
+                    granted_bps: self.calls[&other].grant.in_bps,
+                    qos: qos.to_string(),
+                    resume: String::new(),
+                    keys: agreed.clone(),
+                    multipoint: false,
+                },
+            ),
         };
         let o = &self.calls[&other];
         let caller_msg = Message::Connected {
             call: other,
-            path: DataPath {
-                peer: data,
-                cookie,
-                tx_vci: v_fwd,
-                rx_vci: v_back,
-                granted_bps: o.grant.out_bps,
-                qos: o.qos.to_string(),
-                resume: self.resume_ticket(other),
-                keys: agreed.map(|k| k.reversed()),
-                multipoint: false,
-            },
+            path: self.with_ticket(
+                other,
+                DataPath {
+                    peer: data,
+                    cookie,
+                    tx_vci: v_fwd,
+                    rx_vci: v_back,
+                    granted_bps: o.grant.out_bps,
+                    qos: o.qos.to_string(),
+                    resume: String::new(),
+                    keys: agreed.map(|k| k.reversed()),
+                    multipoint: false,
+                },
+            ),
         };
         if let Some(o) = caller_owner {
             self.tell(o, caller_msg);

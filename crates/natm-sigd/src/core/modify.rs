@@ -262,6 +262,7 @@ impl Core {
             Message::QosChanged {
                 call,
                 qos: qos.to_string(),
+                resume: self.current_ticket(call),
             },
         );
         self.tell(t, Message::Ack { req, id: call });
@@ -271,6 +272,7 @@ impl Core {
                 Message::QosChanged {
                     call: other,
                     qos: theirs.to_string(),
+                    resume: self.current_ticket(other),
                 },
             );
         }
@@ -355,6 +357,7 @@ impl Core {
             Message::QosChanged {
                 call: id,
                 qos: p.qos.to_string(),
+                resume: self.current_ticket(id),
             },
         );
         self.tell(p.app, Message::Ack { req: p.req, id });
@@ -485,13 +488,16 @@ impl Core {
             return;
         };
         c.qos = qos;
+        let owner = c.owner;
         info!(call = id, %link, out = rates[0], inn = rates[1], "modification acknowledged");
-        if let Some(o) = c.owner {
+        if let Some(o) = owner {
+            let resume = self.current_ticket(id);
             self.tell(
                 o,
                 Message::QosChanged {
                     call: id,
                     qos: qos.to_string(),
+                    resume,
                 },
             );
         }

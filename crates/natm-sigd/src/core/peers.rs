@@ -1094,17 +1094,20 @@ impl Core {
         );
         let m = Message::Connected {
             call: id,
-            path: DataPath {
-                peer: peer_data,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos,
-                resume: self.resume_ticket(id),
-                keys: agreed,
-                multipoint,
-            },
+            path: self.with_ticket(
+                id,
+                DataPath {
+                    peer: peer_data,
+                    cookie,
+                    tx_vci,
+                    rx_vci,
+                    granted_bps,
+                    qos,
+                    resume: String::new(),
+                    keys: agreed,
+                    multipoint,
+                },
+            ),
         };
         info!(call = id, %link, tx_vci, rx_vci, "call active");
         // Before the CONNECT ACKNOWLEDGE: the caller is waiting for this.
@@ -1209,10 +1212,9 @@ impl Core {
             keys: agreed,
             multipoint: c.multipoint,
         };
-        let resume = self.resume_ticket(call);
         Ok(Message::Connected {
             call,
-            path: DataPath { resume, ..path },
+            path: self.with_ticket(call, path),
         })
     }
 }
