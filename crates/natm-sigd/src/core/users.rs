@@ -57,8 +57,15 @@ impl Core {
         if self.cfg.access.privileged(creds) {
             return None;
         }
+        // Users together hold at most `connections - root_reserve`, whatever root
+        // holds itself: root always has the reserve to come in with.
         let reserve = self.cfg.user_limits.root_reserve;
-        if self.apps.len() + reserve >= self.cfg.max_connections {
+        let users = self
+            .apps
+            .values()
+            .filter(|a| !self.cfg.access.privileged(a.creds))
+            .count();
+        if users + reserve >= self.cfg.max_connections {
             return Some(format!(
                 "sigd keeps its last {reserve} of {} connections for root ([limits] root_reserve)",
                 self.cfg.max_connections
