@@ -5,7 +5,7 @@
 
 mod support;
 
-use natm_proto::wire::ipc::Message;
+use natm_proto::wire::ipc::{DataPath, Message};
 use natm_proto::wire::q2931::MessageType;
 use natm_sigd::core::AppId;
 use support::*;
@@ -325,4 +325,67 @@ fn through_a_switch_every_hop_reserves_the_new_rate() {
     );
     assert_eq!(cells(&p), (fwd, bwd));
     assert_eq!(reserved(&mut p, Side::A, a_call).0, 30_000_000);
+}
+
+#[test]
+fn a_changed_call_is_reclaimed_with_the_ticket_its_change_brought() {
+    // A resume ticket binds the QoS it resumes: after a change, the application
+    // holds a new QoS, and the QosChanged that told it so carries the ticket for it.
+    let mut p = Pair::default();
+    let b_app = p.app(Side::B);
+    p.bind(Side::B, b_app, "echo", QOS);
+    let a_app = p.app(Side::A);
+    let a_call = p.connect(Side::A, a_app, "+4420002:echo", QOS);
+    let b_call = match p.take(Side::B, b_app).as_slice() {
+        [Message::Incoming { call, .. }] => *call,
+        other => panic!("expected one Incoming, got {other:?}"),
+    };
+    connected_of(&p.accept(Side::B, b_app, b_call), b_call);
+    let a_path = match p.take(Side::A, a_app).as_slice() {
+        [Message::Connected { call, path }] if *call == a_call => path.clone(),
+        other => panic!("expected the caller's Connected, got {other:?}"),
+    };
+    let (answer, told) = modify(&mut p, Side::A, a_app, a_call, "guaranteed:pcr=20Mbps");
+    assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");
+    let (qos, resume) = told
+        .iter()
+        .find_map(|m| match m {
+            Message::QosChanged { call, qos, resume } if *call == a_call => {
+                Some((qos.clone(), resume.clone()))
+            }
+            _ => None,
+        })
+        .expect("the requester hears its new QoS");
+    assert!(
+        !resume.is_empty() && resume != a_path.resume,
+        "a new ticket: {resume}"
+    );
+    // ulib keeps the new QoS; with the old ticket it would resume nothing.
+    let stale = DataPath {
+        qos: qos.clone(),
+        ..a_path.clone()
+    };
+    let current = DataPath {
+        qos,
+        resume,
+        ..a_path
+    };
+    p.restart(Side::A, 7);
+    p.advance(secs(0.2));
+    let (_, m) = reclaim(&mut p, Side::A, a_call, stale);
+    assert!(
+        matches!(&m, Message::Refused { cause: 57, detail, .. } if detail.contains("QoS")),
+        "{m:?}"
+    );
+    let (_, m) = reclaim(&mut p, Side::A, a_call, current);
+    assert!(
+        matches!(m, Message::Ack { id, .. } if id == a_call),
+        "{m:?}"
+    );
+    let st = p.stat(Side::A);
+    assert_eq!(st.calls.len(), 1);
+    assert_eq!(
+        st.free_out_bps, 80_000_000,
+        "reserved again at the new rate"
+    );
 }
