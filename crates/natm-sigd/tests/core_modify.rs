@@ -283,13 +283,26 @@ fn a_call_between_two_applications_of_one_host_changes_at_once() {
         [Message::Incoming { call, .. }] => *call,
         other => panic!("{other:?}"),
     };
-    p.accept(Side::A, l, callee);
-    p.take(Side::A, a);
-    let (answer, _) = modify(&mut p, Side::A, a, call, "guaranteed:pcr=35Mbps");
+    let l_path = connected_of(&p.accept(Side::A, l, callee), callee);
+    let a_path = connected_of(&p.take(Side::A, a), call);
+    let (answer, told) = modify(&mut p, Side::A, a, call, "guaranteed:pcr=35Mbps");
     assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");
     assert_eq!(reserved(&mut p, Side::A, call), (35_000_000, 10_000_000));
-    let theirs = qos_changed(&p.take(Side::A, l), callee).expect("the callee is told");
+    let told_l = p.take(Side::A, l);
+    let theirs = qos_changed(&told_l, callee).expect("the callee is told");
     assert!(theirs.contains("rx:"), "{theirs}");
+    // Each half gets the ticket for its new QoS (a ticket binds the QoS).
+    for (msgs, id, old) in [(&told, call, &a_path), (&told_l, callee, &l_path)] {
+        let resume = msgs
+            .iter()
+            .find_map(|m| match m {
+                Message::QosChanged { call, resume, .. } if *call == id => Some(resume.clone()),
+                _ => None,
+            })
+            .expect("told");
+        assert!(resume.starts_with("natm-resume/3 "), "{resume:?}");
+        assert_ne!(&resume, &old.resume);
+    }
     // The callee lowers its own direction, charged to the caller's half.
     let (answer, _) = modify(&mut p, Side::A, l, callee, "guaranteed:pcr=2Mbps");
     assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");

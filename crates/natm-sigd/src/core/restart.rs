@@ -38,7 +38,12 @@ impl Core {
         let Some(c) = self.calls.get(&id) else {
             return String::new();
         };
-        let Some(peer) = c.peer_data else {
+        // Inside one host the other end's data endpoint is the other half's own.
+        let peer = c.peer_data.or_else(|| match c.remote {
+            Remote::Local(pair) => self.calls.get(&pair).and_then(|o| o.data),
+            Remote::Peer { .. } => None,
+        });
+        let Some(peer) = peer else {
             return String::new();
         };
         let path = DataPath {
