@@ -180,6 +180,9 @@ pub struct LimitsSection {
     pub root_reserve: Option<usize>,
     /// Most calls one non-root user's applications hold at once.
     pub calls_per_user: Option<usize>,
+    /// Most guaranteed bandwidth one non-root user's calls hold together, each
+    /// way, e.g. "25Mbps" [default a quarter of `[link] capacity`].
+    pub bandwidth_per_user: Option<String>,
     /// Most listeners one connection holds.
     pub listeners_per_connection: Option<usize>,
     /// Most listeners one non-root user holds.
@@ -343,6 +346,9 @@ pub struct Config {
     pub access: Access,
     /// Per-user and per-connection bounds.
     pub user_limits: UserLimits,
+    /// The guaranteed bit/s one non-root user's calls may hold together
+    /// (`[limits] bandwidth_per_user`).
+    pub bandwidth_per_user_bps: u64,
 }
 
 /// `[peers]` and `[[peer]]`, checked.
@@ -735,6 +741,16 @@ impl ConfigFile {
             });
         }
         let peers = self.check_peers(&hosts, capacity_bps, max_calls)?;
+        let bandwidth_per_user_bps = match &self.limits.bandwidth_per_user {
+            None => capacity_bps / 4,
+            Some(t) => parse_rate(t).filter(|r| *r > 0).ok_or_else(|| {
+                bad(
+                    "limits.bandwidth_per_user",
+                    format!("\"{t}\" is not a rate above 0"),
+                    "bandwidth_per_user = \"25Mbps\"",
+                )
+            })?,
+        };
         let d = UserLimits::defaults(max_connections, max_calls);
         let l = &self.limits;
         let nonzero = |v: Option<usize>, key: &str, def: usize| -> Result<usize, ConfigError> {
@@ -928,6 +944,7 @@ impl ConfigFile {
             socket_group,
             access,
             user_limits,
+            bandwidth_per_user_bps,
         })
     }
 
@@ -1103,6 +1120,7 @@ mod tests {
         assert_eq!(c.socket_mode, 0o666);
         assert_eq!(c.user_limits, UserLimits::defaults(1024, 16384));
         assert_eq!(c.access.root_saps, ["ip", "atmarp"]);
+        assert_eq!(c.bandwidth_per_user_bps, c.capacity_bps / 4);
     }
 
     #[test]
@@ -1134,6 +1152,12 @@ mod tests {
         assert!(e.contains("root_reserve"), "{e}");
         let e = check("root_saps = [\"\"]").unwrap_err().to_string();
         assert!(e.contains("root_saps"), "{e}");
+        let c = check("[limits]\nbandwidth_per_user = \"40Mbps\"\n").unwrap();
+        assert_eq!(c.bandwidth_per_user_bps, 40_000_000);
+        let e = check("[limits]\nbandwidth_per_user = \"lots\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bandwidth_per_user"), "{e}");
     }
 
     #[test]

@@ -432,3 +432,109 @@ fn stat_pages_thousands_of_rows_and_shows_a_user_only_its_own() {
     assert!(none.calls.is_empty() && none.listeners.is_empty());
     assert_eq!(pages, 1);
 }
+
+#[test]
+fn one_users_calls_together_keep_to_its_bandwidth_share() {
+    // The audit: max_rate bounds one call, so a user's ten 10 Mbit/s calls took the
+    // whole 100 Mbit/s link. Its calls now hold at most a quarter of it together.
+    let mut p = Pair::default();
+    let b_app = p.app(Side::B);
+    p.bind(Side::B, b_app, "echo", "ubr");
+    let user = p.app_as(Side::A, USER);
+    let mut calls = Vec::new();
+    let mut refusals = Vec::new();
+    for _ in 0..10 {
+        let req = p.req();
+        p.send(
+            Side::A,
+            user,
+            Message::Connect {
+                req,
+                called: format!("{B_ADDR}:echo"),
+                qos: "guaranteed:pcr=10Mbps,max_pcr=40Mbps".into(),
+                data: data(40_001),
+            },
+        );
+        let msgs = p.take(Side::A, user);
+        match msgs.iter().find_map(|m| match m {
+            Message::Ack { req: r, id } if *r == req => Some(Ok(*id)),
+            Message::Refused {
+                req: r,
+                cause,
+                detail,
+            } if *r == req => Some(Err((*cause, detail.clone()))),
+            _ => None,
+        }) {
+            Some(Ok(id)) => {
+                let b_call = match p.take(Side::B, b_app).as_slice() {
+                    [Message::Incoming { call, .. }] => *call,
+                    other => panic!("expected one Incoming, got {other:?}"),
+                };
+                p.accept(Side::B, b_app, b_call);
+                calls.push(id);
+            }
+            Some(Err(r)) => refusals.push(r),
+            None => panic!("no answer: {msgs:?}"),
+        }
+    }
+    assert_eq!(calls.len(), 2, "25 Mbit/s hold two 10 Mbit/s calls");
+    assert_eq!(refusals.len(), 8);
+    let (cause, detail) = &refusals[0];
+    assert_eq!(*cause, 47, "{detail}");
+    assert!(detail.contains("bandwidth_per_user"), "{detail}");
+    let st = p.stat(Side::A);
+    assert_eq!(st.free_out_bps, 80_000_000, "the rest of the link is free");
+    // Root is not bound by it: it takes 60 of the 80 left.
+    let root = p.app(Side::A);
+    p.connect(Side::A, root, &format!("{B_ADDR}:echo"), "cbr:pcr=60Mbps");
+    // Another user has a share of its own.
+    let other = p.app_as(Side::A, OTHER);
+    p.connect(Side::A, other, &format!("{B_ADDR}:echo"), "cbr:pcr=10Mbps");
+    // Raising one of its calls counts the same: 10 + 20 is over, 10 + 15 is not.
+    for (qos, ok) in [
+        ("guaranteed:pcr=20Mbps", false),
+        ("guaranteed:pcr=15Mbps", true),
+    ] {
+        let req = p.req();
+        p.send(
+            Side::A,
+            user,
+            Message::Modify {
+                req,
+                call: calls[1],
+                qos: qos.into(),
+            },
+        );
+        p.drive();
+        let msgs = p.take(Side::A, user);
+        let answer = msgs
+            .iter()
+            .find(|m| matches!(m, Message::Ack { req: r, .. } | Message::Refused { req: r, .. } if *r == req))
+            .unwrap_or_else(|| panic!("no answer to Modify: {msgs:?}"));
+        match (answer, ok) {
+            (Message::Ack { .. }, true) => {}
+            (
+                Message::Refused {
+                    cause: 47, detail, ..
+                },
+                false,
+            ) => {
+                assert!(detail.contains("bandwidth_per_user"), "{detail}")
+            }
+            other => panic!("{qos}: {other:?}"),
+        }
+    }
+    // A call the user ends gives its share back.
+    let req = p.req();
+    p.send(
+        Side::A,
+        user,
+        Message::Release {
+            req,
+            call: calls[0],
+            cause: 16,
+        },
+    );
+    p.drive();
+    p.connect(Side::A, user, &format!("{B_ADDR}:echo"), "cbr:pcr=10Mbps");
+}

@@ -115,6 +115,10 @@ impl Core {
                         format!("nobody listens on SAP \"{sap}\" at {addr}"),
                     );
                 };
+                if let Some(why) = self.share_refusal(t, self.share_demand(&qos), None) {
+                    self.counters.access_refusals += 1;
+                    return self.refuse(t, req, cause::RESOURCES, why);
+                }
                 // A call between two applications of this host is charged once, at the
                 // caller's end: it crosses the host's link neither way.
                 let (grant, qos) = match self.admit_qos(&qos) {
@@ -316,6 +320,14 @@ impl Core {
             self.counters.access_refusals += 1;
             self.refuse(t, req, cause::NOT_AUTHORIZED, why.clone());
             return self.end_call(call, cause::NOT_AUTHORIZED, &why, false);
+        }
+        // What this side reserved for the call (nothing for the callee's half of a
+        // call inside the host: the caller's half holds it) joins the user's share.
+        let held = self.calls[&call].grant;
+        if let Some(why) = self.share_refusal(t, held.out_bps.max(held.in_bps), Some(call)) {
+            self.counters.access_refusals += 1;
+            self.refuse(t, req, cause::RESOURCES, why.clone());
+            return self.end_call(call, cause::RESOURCES, &why, false);
         }
         let data = self.data_endpoint(data);
         match self.answer_call(call, data) {

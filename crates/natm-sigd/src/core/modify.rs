@@ -214,6 +214,13 @@ impl Core {
             self.counters.access_refusals += 1;
             return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
         }
+        // A call inside the host is charged to its caller's half only.
+        let charged = c.outgoing || !matches!(c.remote, Remote::Local(_));
+        let want = if charged { self.share_demand(&qos) } else { 0 };
+        if let Some(why) = self.share_refusal(t, want, Some(call)) {
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::RESOURCES, why);
+        }
         match c.remote {
             Remote::Local(other) => self.modify_local(t, req, call, other, qos, new),
             Remote::Peer {

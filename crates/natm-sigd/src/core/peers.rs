@@ -478,6 +478,11 @@ impl Core {
         } else {
             None
         };
+        // The user's calls together keep to its share (`[limits] bandwidth_per_user`).
+        if let Some(why) = self.share_refusal(t, self.share_demand(&qos), None) {
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::RESOURCES, why);
+        }
         // A point-to-multipoint call is one-way: the forward direction alone is
         // reserved, once for every leaf (the network replicates).
         let admitted = if multipoint {

@@ -145,6 +145,14 @@ impl Core {
             self.counters.access_refusals += 1;
             return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
         }
+        // A call inside the host is charged to its caller's half only.
+        let charged = !matches!(tk.via, Via::Local { .. }) || tk.outgoing;
+        let want = if charged { self.share_demand(&qos) } else { 0 };
+        if let Some(why) = self.share_refusal(t, want, None) {
+            self.counters.reclaims_refused += 1;
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::RESOURCES, why);
+        }
         let done = match tk.via {
             Via::Peer { link, cref, ours } => {
                 self.reclaim_peer(t, call, link, cref, ours, &tk, data, &path, qos)

@@ -114,6 +114,39 @@ impl Core {
         })
     }
 
+    /// The guaranteed bit/s `q` asks for, the larger direction's target (what
+    /// counts against a user's share).
+    pub(super) fn share_demand(&self, q: &Qos) -> u64 {
+        let cap = self.res.capacity_bps();
+        qos::demand(q, true, cap)
+            .target_bps
+            .max(qos::demand(q, false, cap).target_bps)
+    }
+
+    /// Why `t`'s user may not hold `want` guaranteed bit/s more, if it may not: its
+    /// calls (but `except`) already hold the rest of `[limits] bandwidth_per_user`.
+    /// `max_rate` bounds one call; this bounds them all, so that one user's many
+    /// calls cannot take the whole link.
+    pub(super) fn share_refusal(&self, t: AppId, want: u64, except: Option<u64>) -> Option<String> {
+        if want == 0 || self.privileged(t) {
+            return None;
+        }
+        let uid = self.uid_of(t);
+        let held: u64 = self
+            .calls
+            .values()
+            .filter(|c| Some(c.id) != except && c.owner.is_some_and(|o| self.uid_of(o) == uid))
+            .map(|c| c.grant.out_bps.max(c.grant.in_bps))
+            .sum();
+        let max = self.cfg.bandwidth_per_user_bps;
+        (held.saturating_add(want) > max).then(|| {
+            format!(
+                "uid {uid}'s calls hold {held} bit/s of guaranteed bandwidth and may hold at most \
+                 {max} ([limits] bandwidth_per_user); this asks {want} bit/s more"
+            )
+        })
+    }
+
     /// Why `t` may not bind `sap` (on `addr`), if it may not: the policy, another
     /// user's hold on the SAP (squatting), or the limits.
     pub(super) fn bind_refusal(&self, t: AppId, sap: &str) -> Option<(u8, Denied)> {
