@@ -3,7 +3,8 @@
 //! root sigd and sees only its own calls in `natm stat`; a sigd out of file
 //! descriptors answers with an error instead of leaving applications hanging; a
 //! flood of binds is refused with sigd's memory bounded; `natm stat` pages
-//! thousands of rows.
+//! thousands of rows; several users together cannot take the connections kept
+//! for root (issue 31).
 
 mod sigd_support;
 
@@ -376,4 +377,76 @@ fn stat_pages_three_thousand_listeners_and_fifteen_hundred_calls() {
     assert_eq!(st["listeners"].as_array().unwrap().len(), 3_000);
     assert!(st.get("next").is_none());
     drop((s, c));
+}
+
+#[test]
+fn users_together_cannot_take_the_connections_kept_for_root() {
+    if !is_root() || !have_setpriv() {
+        eprintln!("skipped: needs root and setpriv to run `natm listen` as three users");
+        return;
+    }
+    // 12 connections, 4 per user, the last 2 kept for root.
+    let sigd = Sigd::start(&format!(
+        "{CONF}[limits]\nconnections = 12\nconnections_per_user = 4\nroot_reserve = 2\n"
+    ));
+    let uids = [NOBODY - 3, NOBODY - 2, NOBODY - 1];
+    let mut held = Vec::new();
+    let mut refused = Vec::new();
+    // Each user tries for its whole share, one listener (one connection) at a
+    // time, the users taking turns; each try ends bound or refused before the next.
+    for round in 0..4 {
+        for (u, uid) in uids.iter().enumerate() {
+            let sap = format!("s{round}{u}");
+            let mut child = sigd_support::ChildGuard(Some(
+                natm_as(*uid, &sigd, &["listen", &sap, "--qos", "ubr", "--discard"])
+                    .spawn()
+                    .unwrap(),
+            ));
+            let until = Instant::now() + Duration::from_secs(10);
+            loop {
+                let st = sigd.stat();
+                let ls = st["listeners"].as_array().unwrap();
+                if ls.iter().any(|l| l["sap"] == sap.as_str()) {
+                    held.push(child);
+                    break;
+                }
+                if let Some(status) = child.0.as_mut().unwrap().try_wait().unwrap() {
+                    let mut err = String::new();
+                    let mut c = child.0.take().unwrap();
+                    let _ = c.stderr.take().unwrap().read_to_string(&mut err);
+                    let _ = c.wait();
+                    refused.push((*uid, status, err));
+                    break;
+                }
+                assert!(Instant::now() < until, "neither bound nor refused: {st}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+    // 10 user connections (12 - 2) were taken; the last two users' last tries were
+    // refused, each told why.
+    assert_eq!(held.len(), 10, "refused: {refused:?}");
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    for (uid, status, err) in &refused {
+        assert!(!status.success(), "uid {uid}");
+        assert!(err.contains("root_reserve"), "uid {uid}: {err}");
+    }
+    // Root still gets in, beside them, and sees every user's listener.
+    let st = sigd.stat();
+    assert_eq!(st["listeners"].as_array().unwrap().len(), 10, "{st}");
+    let mut root = UnixStream::connect(&sigd.socket).unwrap();
+    let mut dec = Decoder::new();
+    root.write_all(
+        &Message::Bind {
+            req: 1,
+            sap: "admin".into(),
+            qos: "ubr".into(),
+        }
+        .to_bytes(),
+    )
+    .unwrap();
+    assert!(matches!(
+        read_message(&mut root, &mut dec, Duration::from_secs(5)),
+        Some(Message::Ack { .. })
+    ));
 }

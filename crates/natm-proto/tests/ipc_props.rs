@@ -66,7 +66,11 @@ fn message() -> impl Strategy<Value = Message> {
         (u(), text()).prop_map(|(req, address)| Message::Register { req, address }),
         u().prop_map(|req| Message::Stat { req }),
         (u(), u(), text()).prop_map(|(req, call, qos)| Message::Modify { req, call, qos }),
-        (u(), text()).prop_map(|(call, qos)| Message::QosChanged { call, qos }),
+        (u(), text(), text()).prop_map(|(call, qos, resume)| Message::QosChanged {
+            call,
+            qos,
+            resume
+        }),
         (u(), text(), text(), endpoint()).prop_map(|(req, called, qos, data)| {
             Message::ConnectMultipoint {
                 req,

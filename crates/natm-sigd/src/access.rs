@@ -69,6 +69,8 @@ pub struct Access {
     pub rules: Vec<AccessRule>,
     /// The uid sigd runs as: it may do anything, as root may.
     pub admin_uid: u32,
+    /// SAPs of root services (`root_saps`): only root and sigd's own user bind them.
+    pub root_saps: Vec<String>,
 }
 
 /// A refusal's words.
@@ -114,6 +116,12 @@ impl Access {
     pub fn may_bind(&self, c: Option<Creds>, sap: &str) -> Result<(), Denied> {
         if self.privileged(c) {
             return Ok(());
+        }
+        if self.root_saps.iter().any(|s| s == sap) {
+            return Err(format!(
+                "permission denied: SAP \"{sap}\" belongs to a root service (root_saps); \
+                 only root may bind it, so no user can take the calls meant for it"
+            ));
         }
         let Some(list) = c
             .as_ref()
@@ -250,6 +258,7 @@ mod tests {
                 max_rate_bps: Some(10_000_000),
             }],
             admin_uid: 0,
+            root_saps: vec!["ip".into()],
         };
         let mine: AtmAddr = "+4420001".parse().unwrap();
         let remote: AtmAddr = "+4420002".parse().unwrap();
@@ -265,6 +274,10 @@ mod tests {
         assert!(acc.may_bind(c(1000, 120), "echo").is_ok());
         assert!(acc.may_bind(c(1000, 120), "ftp").is_err());
         assert!(acc.may_bind(c(1000, 1000), "ftp").is_ok());
+        // A root service's SAP: root only, whatever a rule says.
+        assert!(acc.may_bind(c(0, 0), "ip").is_ok());
+        let e = acc.may_bind(c(1000, 1000), "ip").unwrap_err();
+        assert!(e.contains("root service"), "{e}");
         assert_eq!(acc.max_rate(c(1000, 120)), Some(10_000_000));
         assert_eq!(acc.max_rate(c(0, 120)), None);
     }

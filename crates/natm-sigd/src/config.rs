@@ -64,6 +64,9 @@ pub struct ConfigFile {
     /// What each local user may do through the socket, first match wins.
     #[serde(default)]
     pub access: Vec<AccessSection>,
+    /// SAPs of root services, which only root (or sigd's own user) may bind
+    /// [default `["ip", "atmarp"]`, `natm ip`'s].
+    pub root_saps: Option<Vec<String>>,
 }
 
 /// `[peers]`: admission of signalling peers (docs/SECURITY.md "Signalling peers").
@@ -121,6 +124,9 @@ pub struct RestartSection {
     /// does not know unanswered, while its applications reclaim their calls
     /// [default 3000; at most 7000, under the peer's 3 × T322].
     pub reclaim_window_ms: Option<u64>,
+    /// How long after start sigd takes resume tickets at all [default
+    /// `reclaim_window_ms` + 2000: the window, and a peer's next enquiry after it].
+    pub ticket_expiry_ms: Option<u64>,
     /// The file holding the key resume tickets are sealed with, created 0600 on
     /// first start [default: the socket's path with the extension `ticket-key`,
     /// `/run/natm/sigd.ticket-key`].
@@ -169,8 +175,14 @@ pub struct LimitsSection {
     pub calls: Option<usize>,
     /// Most application connections one non-root user holds at once.
     pub connections_per_user: Option<usize>,
+    /// Connections only root (and sigd's own user) may take: other users are
+    /// refused once `connections - root_reserve` are open.
+    pub root_reserve: Option<usize>,
     /// Most calls one non-root user's applications hold at once.
     pub calls_per_user: Option<usize>,
+    /// Most guaranteed bandwidth one non-root user's calls hold together, each
+    /// way, e.g. "25Mbps" [default a quarter of `[link] capacity`].
+    pub bandwidth_per_user: Option<String>,
     /// Most listeners one connection holds.
     pub listeners_per_connection: Option<usize>,
     /// Most listeners one non-root user holds.
@@ -334,6 +346,9 @@ pub struct Config {
     pub access: Access,
     /// Per-user and per-connection bounds.
     pub user_limits: UserLimits,
+    /// The guaranteed bit/s one non-root user's calls may hold together
+    /// (`[limits] bandwidth_per_user`).
+    pub bandwidth_per_user_bps: u64,
 }
 
 /// `[peers]` and `[[peer]]`, checked.
@@ -394,6 +409,8 @@ pub struct Restart {
     pub preserve: Duration,
     /// How long after start a STATUS ENQUIRY for an unknown call waits for a reclaim.
     pub reclaim_window: Duration,
+    /// How long after start a resume ticket is taken (then refused as expired).
+    pub ticket_expiry: Duration,
 }
 
 impl Default for Restart {
@@ -401,6 +418,7 @@ impl Default for Restart {
         Restart {
             preserve: Duration::from_secs(300),
             reclaim_window: Duration::from_secs(3),
+            ticket_expiry: Duration::from_secs(5),
         }
     }
 }
@@ -411,6 +429,8 @@ impl Default for Restart {
 pub struct UserLimits {
     /// Connections per user.
     pub connections_per_user: usize,
+    /// Connections kept for root and sigd's own user.
+    pub root_reserve: usize,
     /// Calls per user.
     pub calls_per_user: usize,
     /// Listeners per connection.
@@ -424,11 +444,14 @@ pub struct UserLimits {
 }
 
 impl UserLimits {
-    /// The defaults for `connections` and `calls` in total: a quarter of each per
-    /// user, so no one user can lock the others out.
+    /// The defaults for `connections` and `calls` in total: an eighth of the
+    /// connections and a quarter of the calls per user, and a sixteenth of the
+    /// connections kept for root, so no set of users can lock root out
+    /// (docs/decisions/0031-ipc-slots.md).
     pub fn defaults(connections: usize, calls: usize) -> UserLimits {
         UserLimits {
-            connections_per_user: (connections / 4).max(1),
+            connections_per_user: (connections / 8).max(1),
+            root_reserve: (connections / 16).max(1).min(connections.saturating_sub(1)),
             calls_per_user: (calls / 4).max(1),
             listeners_per_connection: 1024,
             listeners_per_user: 4096,
@@ -624,7 +647,7 @@ impl ConfigFile {
             reserve: ms(self.timers.reserve_ms, "reserve_ms", d.reserve)?,
         };
         let dr = Restart::default();
-        let restart = Restart {
+        let mut restart = Restart {
             preserve: ms(self.restart.preserve_ms, "preserve_ms", dr.preserve)
                 .map_err(|_| bad("restart.preserve_ms", "0 ms would keep no call across a lost link", "preserve_ms = 300000"))?,
             reclaim_window: match self.restart.reclaim_window_ms {
@@ -638,6 +661,24 @@ impl ConfigFile {
                     ))
                 }
             },
+            ticket_expiry: dr.ticket_expiry,
+        };
+        restart.ticket_expiry = match self.restart.ticket_expiry_ms {
+            None => restart.reclaim_window + Duration::from_secs(2),
+            Some(v) if Duration::from_millis(v) >= restart.reclaim_window => {
+                Duration::from_millis(v)
+            }
+            Some(v) => {
+                return Err(bad(
+                    "restart.ticket_expiry_ms",
+                    format!(
+                        "{v} ms is shorter than reclaim_window_ms ({} ms): tickets would expire \
+                         while sigd still waits for them",
+                        restart.reclaim_window.as_millis()
+                    ),
+                    "ticket_expiry_ms = 5000",
+                ))
+            }
         };
         let mut routes = Vec::new();
         let mut switches = Vec::new();
@@ -700,6 +741,16 @@ impl ConfigFile {
             });
         }
         let peers = self.check_peers(&hosts, capacity_bps, max_calls)?;
+        let bandwidth_per_user_bps = match &self.limits.bandwidth_per_user {
+            None => capacity_bps / 4,
+            Some(t) => parse_rate(t).filter(|r| *r > 0).ok_or_else(|| {
+                bad(
+                    "limits.bandwidth_per_user",
+                    format!("\"{t}\" is not a rate above 0"),
+                    "bandwidth_per_user = \"25Mbps\"",
+                )
+            })?,
+        };
         let d = UserLimits::defaults(max_connections, max_calls);
         let l = &self.limits;
         let nonzero = |v: Option<usize>, key: &str, def: usize| -> Result<usize, ConfigError> {
@@ -719,6 +770,19 @@ impl ConfigFile {
                 "connections_per_user",
                 d.connections_per_user,
             )?,
+            root_reserve: match l.root_reserve {
+                Some(r) if r >= max_connections => {
+                    return Err(bad(
+                        "limits.root_reserve",
+                        format!(
+                        "{r} would leave none of the {max_connections} connections to other users"
+                    ),
+                        "[limits] root_reserve = 64",
+                    ))
+                }
+                Some(r) => r,
+                None => d.root_reserve,
+            },
             calls_per_user: nonzero(l.calls_per_user, "calls_per_user", d.calls_per_user)?,
             listeners_per_connection: nonzero(
                 l.listeners_per_connection,
@@ -836,9 +900,21 @@ impl ConfigFile {
                 max_rate_bps,
             });
         }
+        let root_saps = self
+            .root_saps
+            .clone()
+            .unwrap_or_else(|| vec!["ip".to_owned(), "atmarp".to_owned()]);
+        if let Some(s) = root_saps.iter().find(|s| s.is_empty() || s.as_str() == "*") {
+            return Err(bad(
+                "root_saps",
+                format!("\"{s}\" is not a SAP"),
+                "root_saps = [\"ip\", \"atmarp\"]",
+            ));
+        }
         let access = Access {
             rules,
             admin_uid: rustix::process::geteuid().as_raw(),
+            root_saps,
         };
         let socket = self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
         let ticket_key_file = self
@@ -868,6 +944,7 @@ impl ConfigFile {
             socket_group,
             access,
             user_limits,
+            bandwidth_per_user_bps,
         })
     }
 
@@ -1042,6 +1119,45 @@ mod tests {
         assert_eq!(c.access.rules[1].max_rate_bps, Some(10_000_000));
         assert_eq!(c.socket_mode, 0o666);
         assert_eq!(c.user_limits, UserLimits::defaults(1024, 16384));
+        assert_eq!(c.access.root_saps, ["ip", "atmarp"]);
+        assert_eq!(c.bandwidth_per_user_bps, c.capacity_bps / 4);
+    }
+
+    #[test]
+    fn resume_tickets_expire_after_the_reclaim_window() {
+        let d = check("").unwrap();
+        assert_eq!(d.restart.ticket_expiry, Duration::from_secs(5));
+        let c = check("[restart]\nreclaim_window_ms = 1000\n").unwrap();
+        assert_eq!(c.restart.ticket_expiry, Duration::from_secs(3));
+        let c = check("[restart]\nticket_expiry_ms = 9000\n").unwrap();
+        assert_eq!(c.restart.ticket_expiry, Duration::from_secs(9));
+        let e = check("[restart]\nticket_expiry_ms = 2000\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ticket_expiry_ms"), "{e}");
+    }
+
+    #[test]
+    fn the_root_reserve_and_root_saps_are_checked() {
+        let d = check("").unwrap();
+        assert_eq!(d.user_limits.connections_per_user, 128);
+        assert_eq!(d.user_limits.root_reserve, 64);
+        assert_eq!(d.access.root_saps, ["ip", "atmarp"]);
+        let c = check("root_saps = [\"ip\", \"bgp\"]\n[limits]\nroot_reserve = 8\n").unwrap();
+        assert_eq!(c.user_limits.root_reserve, 8);
+        assert_eq!(c.access.root_saps, ["ip", "bgp"]);
+        let e = check("[limits]\nconnections = 8\nroot_reserve = 8\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("root_reserve"), "{e}");
+        let e = check("root_saps = [\"\"]").unwrap_err().to_string();
+        assert!(e.contains("root_saps"), "{e}");
+        let c = check("[limits]\nbandwidth_per_user = \"40Mbps\"\n").unwrap();
+        assert_eq!(c.bandwidth_per_user_bps, 40_000_000);
+        let e = check("[limits]\nbandwidth_per_user = \"lots\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("bandwidth_per_user"), "{e}");
     }
 
     #[test]

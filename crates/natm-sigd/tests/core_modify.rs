@@ -5,7 +5,7 @@
 
 mod support;
 
-use natm_proto::wire::ipc::Message;
+use natm_proto::wire::ipc::{DataPath, Message};
 use natm_proto::wire::q2931::MessageType;
 use natm_sigd::core::AppId;
 use support::*;
@@ -64,7 +64,7 @@ fn reserved(p: &mut Pair, s: Side, call: u64) -> (u64, u64) {
 
 fn qos_changed(msgs: &[Message], call: u64) -> Option<String> {
     msgs.iter().find_map(|m| match m {
-        Message::QosChanged { call: c, qos } if *c == call => Some(qos.clone()),
+        Message::QosChanged { call: c, qos, .. } if *c == call => Some(qos.clone()),
         _ => None,
     })
 }
@@ -283,13 +283,26 @@ fn a_call_between_two_applications_of_one_host_changes_at_once() {
         [Message::Incoming { call, .. }] => *call,
         other => panic!("{other:?}"),
     };
-    p.accept(Side::A, l, callee);
-    p.take(Side::A, a);
-    let (answer, _) = modify(&mut p, Side::A, a, call, "guaranteed:pcr=35Mbps");
+    let l_path = connected_of(&p.accept(Side::A, l, callee), callee);
+    let a_path = connected_of(&p.take(Side::A, a), call);
+    let (answer, told) = modify(&mut p, Side::A, a, call, "guaranteed:pcr=35Mbps");
     assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");
     assert_eq!(reserved(&mut p, Side::A, call), (35_000_000, 10_000_000));
-    let theirs = qos_changed(&p.take(Side::A, l), callee).expect("the callee is told");
+    let told_l = p.take(Side::A, l);
+    let theirs = qos_changed(&told_l, callee).expect("the callee is told");
     assert!(theirs.contains("rx:"), "{theirs}");
+    // Each half gets the ticket for its new QoS (a ticket binds the QoS).
+    for (msgs, id, old) in [(&told, call, &a_path), (&told_l, callee, &l_path)] {
+        let resume = msgs
+            .iter()
+            .find_map(|m| match m {
+                Message::QosChanged { call, resume, .. } if *call == id => Some(resume.clone()),
+                _ => None,
+            })
+            .expect("told");
+        assert!(resume.starts_with("natm-resume/3 "), "{resume:?}");
+        assert_ne!(&resume, &old.resume);
+    }
     // The callee lowers its own direction, charged to the caller's half.
     let (answer, _) = modify(&mut p, Side::A, l, callee, "guaranteed:pcr=2Mbps");
     assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");
@@ -325,4 +338,67 @@ fn through_a_switch_every_hop_reserves_the_new_rate() {
     );
     assert_eq!(cells(&p), (fwd, bwd));
     assert_eq!(reserved(&mut p, Side::A, a_call).0, 30_000_000);
+}
+
+#[test]
+fn a_changed_call_is_reclaimed_with_the_ticket_its_change_brought() {
+    // A resume ticket binds the QoS it resumes: after a change, the application
+    // holds a new QoS, and the QosChanged that told it so carries the ticket for it.
+    let mut p = Pair::default();
+    let b_app = p.app(Side::B);
+    p.bind(Side::B, b_app, "echo", QOS);
+    let a_app = p.app(Side::A);
+    let a_call = p.connect(Side::A, a_app, "+4420002:echo", QOS);
+    let b_call = match p.take(Side::B, b_app).as_slice() {
+        [Message::Incoming { call, .. }] => *call,
+        other => panic!("expected one Incoming, got {other:?}"),
+    };
+    connected_of(&p.accept(Side::B, b_app, b_call), b_call);
+    let a_path = match p.take(Side::A, a_app).as_slice() {
+        [Message::Connected { call, path }] if *call == a_call => path.clone(),
+        other => panic!("expected the caller's Connected, got {other:?}"),
+    };
+    let (answer, told) = modify(&mut p, Side::A, a_app, a_call, "guaranteed:pcr=20Mbps");
+    assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");
+    let (qos, resume) = told
+        .iter()
+        .find_map(|m| match m {
+            Message::QosChanged { call, qos, resume } if *call == a_call => {
+                Some((qos.clone(), resume.clone()))
+            }
+            _ => None,
+        })
+        .expect("the requester hears its new QoS");
+    assert!(
+        !resume.is_empty() && resume != a_path.resume,
+        "a new ticket: {resume}"
+    );
+    // ulib keeps the new QoS; with the old ticket it would resume nothing.
+    let stale = DataPath {
+        qos: qos.clone(),
+        ..a_path.clone()
+    };
+    let current = DataPath {
+        qos,
+        resume,
+        ..a_path
+    };
+    p.restart(Side::A, 7);
+    p.advance(secs(0.2));
+    let (_, m) = reclaim(&mut p, Side::A, a_call, stale);
+    assert!(
+        matches!(&m, Message::Refused { cause: 57, detail, .. } if detail.contains("QoS")),
+        "{m:?}"
+    );
+    let (_, m) = reclaim(&mut p, Side::A, a_call, current);
+    assert!(
+        matches!(m, Message::Ack { id, .. } if id == a_call),
+        "{m:?}"
+    );
+    let st = p.stat(Side::A);
+    assert_eq!(st.calls.len(), 1);
+    assert_eq!(
+        st.free_out_bps, 80_000_000,
+        "reserved again at the new rate"
+    );
 }

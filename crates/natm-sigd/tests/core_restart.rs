@@ -17,7 +17,7 @@ fn a_reclaimed_call_survives_the_callee_sigds_restart_at_both_ends() {
     let mut p = Pair::default();
     let (a_path, b_path, (a_app, a_call, b_app, b_call)) = p.call_ab();
     assert!(
-        a_path.resume.starts_with("natm-resume/2 "),
+        a_path.resume.starts_with("natm-resume/3 "),
         "{}",
         a_path.resume
     );
@@ -180,9 +180,9 @@ fn a_call_its_peer_released_during_the_outage_is_released_on_reclaim() {
             cause: 16,
         },
     );
-    p.advance(secs(40.0));
-    // B's application comes back late and reclaims: taken, then cleared by the
-    // STATUS that says A has no such call.
+    p.advance(secs(1.0));
+    // B's application comes back and reclaims: taken, then cleared by the STATUS
+    // that says A has no such call.
     let (b_app, answer) = reclaim(&mut p, Side::B, b_call, b_path);
     assert!(matches!(answer, Message::Ack { .. }), "{answer:?}");
     p.advance(secs(10.0));
@@ -403,15 +403,22 @@ fn halves_that_do_not_match_are_not_paired() {
     p.advance(secs(0.2));
     let (_, m) = reclaim(&mut p, Side::A, c_call, c_path);
     assert!(matches!(m, Message::Ack { .. }), "{m:?}");
-    // The callee's half with another cookie (or VCIs) is not the caller's other half.
+    // The callee's half with another cookie (or VCIs) is not the caller's other
+    // half: its own ticket already says so.
     let mut wrong = l_path.clone();
     wrong.cookie ^= 1;
     let (_, m) = reclaim(&mut p, Side::A, l_call, wrong);
-    assert!(matches!(m, Message::Refused { cause: 81, .. }), "{m:?}");
+    assert!(
+        matches!(&m, Message::Refused { cause: 57, detail, .. } if detail.contains("cookie")),
+        "{m:?}"
+    );
     let mut wrong = l_path.clone();
     std::mem::swap(&mut wrong.tx_vci, &mut wrong.rx_vci);
     let (_, m) = reclaim(&mut p, Side::A, l_call, wrong);
-    assert!(matches!(m, Message::Refused { cause: 81, .. }), "{m:?}");
+    assert!(
+        matches!(&m, Message::Refused { cause: 57, detail, .. } if detail.contains("VCIs")),
+        "{m:?}"
+    );
     let (_, m) = reclaim(&mut p, Side::A, l_call, l_path);
     assert!(matches!(m, Message::Ack { .. }), "{m:?}");
     let st = p.stat(Side::A);
@@ -502,5 +509,124 @@ fn a_reclaim_counts_against_the_users_call_limit() {
     assert!(
         matches!(m, Message::Refused { cause: 47, ref detail, .. } if detail.contains("calls_per_user")),
         "{m:?}"
+    );
+}
+
+/// The `Refused` cause and detail of a reclaim's answer.
+fn refusal(m: &Message) -> (u8, String) {
+    match m {
+        Message::Refused { cause, detail, .. } => (*cause, detail.clone()),
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_ticket_replayed_without_a_restart_resumes_nothing() {
+    // The audit's replay: the call is released, and its ticket presented to the
+    // same sigd (no restart), with a QoS nine times the one granted.
+    let mut p = Pair::default();
+    let (_, b_path, (_, _, b_app, b_call)) = p.call_ab();
+    let req = p.req();
+    p.send(
+        Side::B,
+        b_app,
+        Message::Release {
+            req,
+            call: b_call,
+            cause: 16,
+        },
+    );
+    p.advance(secs(1.0));
+    for path in [
+        b_path.clone(),
+        DataPath {
+            qos: "cbr:pcr=90Mbps".into(),
+            ..b_path.clone()
+        },
+    ] {
+        let (_, m) = reclaim(&mut p, Side::B, b_call, path);
+        let (cause, detail) = refusal(&m);
+        assert_eq!(cause, 57, "{detail}");
+        assert!(detail.contains("issued by this sigd"), "{detail}");
+    }
+    let st = p.stat(Side::B);
+    assert!(st.calls.is_empty(), "{st:?}");
+    assert_eq!(st.counters.reclaims_refused, 2);
+}
+
+#[test]
+fn a_ticket_reclaims_its_call_once() {
+    let mut p = Pair::default();
+    let (_, b_path, (_, _, _, b_call)) = p.call_ab();
+    p.b = Node::new(Side::B, "", 9);
+    p.advance(secs(0.2));
+    let (b_app, m) = reclaim(&mut p, Side::B, b_call, b_path.clone());
+    assert!(matches!(m, Message::Ack { .. }), "{m:?}");
+    // The application ends the call; its ticket is spent with it.
+    let req = p.req();
+    p.send(
+        Side::B,
+        b_app,
+        Message::Release {
+            req,
+            call: b_call,
+            cause: 16,
+        },
+    );
+    p.advance(secs(0.5));
+    assert!(p.stat(Side::B).calls.is_empty());
+    let (_, m) = reclaim(&mut p, Side::B, b_call, b_path);
+    let (cause, detail) = refusal(&m);
+    assert_eq!(cause, 81, "{detail}");
+    assert!(detail.contains("used already"), "{detail}");
+    assert!(p.stat(Side::B).calls.is_empty());
+}
+
+#[test]
+fn a_ticket_expires_a_few_seconds_after_the_restart() {
+    let mut p = Pair::default();
+    let (_, b_path, (a_app, a_call, _, b_call)) = p.call_ab();
+    // B's sigd restarts (the daemon starts its core at once).
+    p.restart(Side::B, 9);
+    // Default: the 3 s reclaim window and 2 s more.
+    p.advance(secs(5.5));
+    let (_, m) = reclaim(&mut p, Side::B, b_call, b_path);
+    let (cause, detail) = refusal(&m);
+    assert_eq!(cause, 57, "{detail}");
+    assert!(detail.contains("ticket_expiry_ms"), "{detail}");
+    // The call nobody reclaimed in time is released at both ends.
+    p.advance(secs(60.0));
+    assert_eq!(released(&p, Side::A, a_app, a_call), Some(30));
+    assert!(p.stat(Side::B).calls.is_empty());
+}
+
+#[test]
+fn a_reclaim_keeps_to_the_tickets_qos_and_the_users_max_rate() {
+    let mut p = Pair::default();
+    let (_, c_call, c_path, _, _, _) = local_call(&mut p, "cbr:pcr=20Mbps", 1000, 1000);
+    // sigd restarts with uid 1000 capped at 10 Mbit/s.
+    let cap = "[[access]]\nuser = \"1000\"\nmax_rate = \"10Mbps\"\n";
+    p.a = Node::new(Side::A, cap, 7);
+    p.advance(secs(0.2));
+    // Asking for more than the ticket was issued for: not this call's ticket.
+    let faster = DataPath {
+        qos: "cbr:pcr=90Mbps".into(),
+        ..c_path.clone()
+    };
+    let (_, m) = reclaim_as(&mut p, Side::A, 1000, c_call, faster);
+    let (cause, detail) = refusal(&m);
+    assert_eq!(cause, 57, "{detail}");
+    assert!(detail.contains("QoS"), "{detail}");
+    // The call as granted: above the user's cap now, refused naming it.
+    let (_, m) = reclaim_as(&mut p, Side::A, 1000, c_call, c_path);
+    let (cause, detail) = refusal(&m);
+    assert_eq!(cause, 57, "{detail}");
+    assert!(detail.contains("max_rate"), "{detail}");
+    let st = p.stat(Side::A);
+    assert!(st.calls.is_empty(), "{st:?}");
+    assert_eq!(
+        (st.free_out_bps, st.free_in_bps),
+        (st.capacity_bps, st.capacity_bps),
+        "nothing reserved"
     );
 }

@@ -151,13 +151,13 @@ fn one_users_connections_do_not_lock_another_out() {
     for _ in 0..8 {
         held.push(p.app_as(Side::A, USER));
     }
-    // Its share is a quarter: the rest were told why and closed.
+    // Its share is an eighth: the rest were told why and closed.
     let refused: Vec<_> = held
         .iter()
         .filter(|a| p.a.closed.contains(a))
         .copied()
         .collect();
-    assert_eq!(refused.len(), 6, "user 1000 keeps 2 of 8");
+    assert_eq!(refused.len(), 7, "user 1000 keeps 1 of 8");
     let why = p.take(Side::A, refused[0]);
     assert!(
         matches!(&why[..], [Message::Error { cause: 47, detail }] if detail.contains("connections_per_user")),
@@ -169,7 +169,94 @@ fn one_users_connections_do_not_lock_another_out() {
     p.bind(Side::A, other, "echo", "ubr");
     let root = p.app(Side::A);
     assert!(!p.a.closed.contains(&root));
-    assert_eq!(p.stat(Side::A).counters.connections_refused, 6);
+    assert_eq!(p.stat(Side::A).counters.connections_refused, 7);
+}
+
+#[test]
+fn many_users_together_cannot_take_the_connections_kept_for_root() {
+    // 64 connections: 8 per user, the last 4 kept for root (the defaults' shares).
+    let mut p = Pair::new("[limits]\nconnections = 64\n", "");
+    let mut admitted = std::collections::HashMap::<u32, usize>::new();
+    let mut reasons = Vec::new();
+    // Ten users, each trying for twice its share, interleaved as a race would.
+    for _round in 0..16 {
+        for uid in 2000..2010u32 {
+            let app = p.app_as(Side::A, uid);
+            if p.a.closed.contains(&app) {
+                match p.take(Side::A, app).as_slice() {
+                    [Message::Error { cause: 47, detail }] => reasons.push(detail.clone()),
+                    other => panic!("refused without its reason: {other:?}"),
+                }
+            } else {
+                *admitted.entry(uid).or_default() += 1;
+            }
+        }
+    }
+    let total: usize = admitted.values().sum();
+    assert_eq!(total, 60, "every slot but root's 4 taken: {admitted:?}");
+    assert!(admitted.values().all(|&n| n <= 8), "{admitted:?}");
+    assert!(
+        reasons.iter().any(|r| r.contains("root_reserve")),
+        "{reasons:?}"
+    );
+    // Root still gets in, four times, and can work.
+    let roots: Vec<_> = (0..4).map(|_| p.app(Side::A)).collect();
+    assert!(roots.iter().all(|r| !p.a.closed.contains(r)));
+    p.bind(Side::A, roots[0], "echo", "ubr");
+    // The total still binds root.
+    let over = p.app(Side::A);
+    assert!(p.a.closed.contains(&over));
+    // A user is still refused: the total is reached.
+    let some_user = p.app_as(Side::A, 2000);
+    assert!(p.a.closed.contains(&some_user));
+}
+
+#[test]
+fn root_services_saps_are_roots_only() {
+    let mut cfg = config(Side::B, "");
+    cfg.access.root_saps.push("dns".into());
+    let mut p = Pair::default();
+    p.b = Node::with_config(cfg, 2);
+    let user = p.app_as(Side::B, USER);
+    for sap in ["ip", "atmarp", "dns"] {
+        let (req, msgs) = bind_msgs(&mut p, Side::B, user, sap, "ubr");
+        let (cause, detail) = refused(&msgs, req);
+        assert_eq!(cause, 57, "{detail}");
+        assert!(detail.contains("root service"), "{detail}");
+        let (req, msgs) = bind_msgs(&mut p, Side::B, user, &format!("{B_ADDR}:{sap}"), "ubr");
+        assert_eq!(refused(&msgs, req).0, 57, "{sap} on an address");
+    }
+    // Root's `natm ip` binds them and gets the calls for them.
+    let root = p.app(Side::B);
+    p.bind(Side::B, root, "ip", "ubr");
+    let caller = p.app(Side::A);
+    p.connect(Side::A, caller, &format!("{B_ADDR}:ip"), "ubr");
+    assert!(matches!(
+        p.take(Side::B, root).as_slice(),
+        [Message::Incoming { .. }]
+    ));
+    assert!(p.take(Side::B, user).is_empty());
+}
+
+#[test]
+fn a_sap_another_user_holds_is_refused_to_root_too() {
+    let mut p = Pair::default();
+    let user = p.app_as(Side::B, USER);
+    p.bind(Side::B, user, "echo", "ubr");
+    // Root's later Bind is refused with the holder named, not acknowledged in silence.
+    let root = p.app(Side::B);
+    let (req, msgs) = bind_msgs(&mut p, Side::B, root, "echo", "ubr");
+    let (cause, detail) = refused(&msgs, req);
+    assert_eq!(cause, 57, "{detail}");
+    assert!(detail.contains("held by uid 1000"), "{detail}");
+    assert_eq!(msgs.len(), 1, "only the refusal: {msgs:?}");
+    // Once the user is gone, root binds it.
+    p.close(Side::B, user);
+    p.bind(Side::B, root, "echo", "ubr");
+    // And a user cannot take it from root either.
+    let other = p.app_as(Side::B, OTHER);
+    let (req, msgs) = bind_msgs(&mut p, Side::B, other, "echo", "ubr");
+    assert!(refused(&msgs, req).1.contains("held by uid 0"));
 }
 
 #[test]
@@ -344,4 +431,110 @@ fn stat_pages_thousands_of_rows_and_shows_a_user_only_its_own() {
     let (none, pages) = stat_pages(&mut p, Side::B, stranger);
     assert!(none.calls.is_empty() && none.listeners.is_empty());
     assert_eq!(pages, 1);
+}
+
+#[test]
+fn one_users_calls_together_keep_to_its_bandwidth_share() {
+    // The audit: max_rate bounds one call, so a user's ten 10 Mbit/s calls took the
+    // whole 100 Mbit/s link. Its calls now hold at most a quarter of it together.
+    let mut p = Pair::default();
+    let b_app = p.app(Side::B);
+    p.bind(Side::B, b_app, "echo", "ubr");
+    let user = p.app_as(Side::A, USER);
+    let mut calls = Vec::new();
+    let mut refusals = Vec::new();
+    for _ in 0..10 {
+        let req = p.req();
+        p.send(
+            Side::A,
+            user,
+            Message::Connect {
+                req,
+                called: format!("{B_ADDR}:echo"),
+                qos: "guaranteed:pcr=10Mbps,max_pcr=40Mbps".into(),
+                data: data(40_001),
+            },
+        );
+        let msgs = p.take(Side::A, user);
+        match msgs.iter().find_map(|m| match m {
+            Message::Ack { req: r, id } if *r == req => Some(Ok(*id)),
+            Message::Refused {
+                req: r,
+                cause,
+                detail,
+            } if *r == req => Some(Err((*cause, detail.clone()))),
+            _ => None,
+        }) {
+            Some(Ok(id)) => {
+                let b_call = match p.take(Side::B, b_app).as_slice() {
+                    [Message::Incoming { call, .. }] => *call,
+                    other => panic!("expected one Incoming, got {other:?}"),
+                };
+                p.accept(Side::B, b_app, b_call);
+                calls.push(id);
+            }
+            Some(Err(r)) => refusals.push(r),
+            None => panic!("no answer: {msgs:?}"),
+        }
+    }
+    assert_eq!(calls.len(), 2, "25 Mbit/s hold two 10 Mbit/s calls");
+    assert_eq!(refusals.len(), 8);
+    let (cause, detail) = &refusals[0];
+    assert_eq!(*cause, 47, "{detail}");
+    assert!(detail.contains("bandwidth_per_user"), "{detail}");
+    let st = p.stat(Side::A);
+    assert_eq!(st.free_out_bps, 80_000_000, "the rest of the link is free");
+    // Root is not bound by it: it takes 60 of the 80 left.
+    let root = p.app(Side::A);
+    p.connect(Side::A, root, &format!("{B_ADDR}:echo"), "cbr:pcr=60Mbps");
+    // Another user has a share of its own.
+    let other = p.app_as(Side::A, OTHER);
+    p.connect(Side::A, other, &format!("{B_ADDR}:echo"), "cbr:pcr=10Mbps");
+    // Raising one of its calls counts the same: 10 + 20 is over, 10 + 15 is not.
+    for (qos, ok) in [
+        ("guaranteed:pcr=20Mbps", false),
+        ("guaranteed:pcr=15Mbps", true),
+    ] {
+        let req = p.req();
+        p.send(
+            Side::A,
+            user,
+            Message::Modify {
+                req,
+                call: calls[1],
+                qos: qos.into(),
+            },
+        );
+        p.drive();
+        let msgs = p.take(Side::A, user);
+        let answer = msgs
+            .iter()
+            .find(|m| matches!(m, Message::Ack { req: r, .. } | Message::Refused { req: r, .. } if *r == req))
+            .unwrap_or_else(|| panic!("no answer to Modify: {msgs:?}"));
+        match (answer, ok) {
+            (Message::Ack { .. }, true) => {}
+            (
+                Message::Refused {
+                    cause: 47, detail, ..
+                },
+                false,
+            ) => {
+                assert!(detail.contains("bandwidth_per_user"), "{detail}")
+            }
+            other => panic!("{qos}: {other:?}"),
+        }
+    }
+    // A call the user ends gives its share back.
+    let req = p.req();
+    p.send(
+        Side::A,
+        user,
+        Message::Release {
+            req,
+            call: calls[0],
+            cause: 16,
+        },
+    );
+    p.drive();
+    p.connect(Side::A, user, &format!("{B_ADDR}:echo"), "cbr:pcr=10Mbps");
 }

@@ -301,6 +301,9 @@ pub enum Message {
         call: u64,
         /// The call's QoS text, this side's view.
         qos: String,
+        /// The call's resume ticket for the new QoS (a ticket binds the QoS it
+        /// resumes), to keep in place of the one in its data path; empty: keep that.
+        resume: String,
     },
     /// sigd → app: a leaf accepted its `AddParty` (ADD PARTY ACKNOWLEDGE): the
     /// network sends it the call's data from now on.
@@ -983,9 +986,10 @@ impl Message {
                 out.extend_from_slice(&call.to_be_bytes());
                 put_string(out, qos);
             }
-            Message::QosChanged { call, qos } => {
+            Message::QosChanged { call, qos, resume } => {
                 out.extend_from_slice(&call.to_be_bytes());
                 put_string(out, qos);
+                put_string(out, resume);
             }
             Message::AddParty { req, call, called } => {
                 out.extend_from_slice(&req.to_be_bytes());
@@ -1150,6 +1154,7 @@ impl Message {
             ty::QOS_CHANGED => Message::QosChanged {
                 call: r.u64("call")?,
                 qos: r.short_string("qos")?,
+                resume: r.short_string("resume ticket")?,
             },
             ty::CONNECT_MULTIPOINT => Message::ConnectMultipoint {
                 req: r.u64("req")?,

@@ -44,7 +44,9 @@ impl Core {
         let own = owner == Some(t);
         if let (false, Err(why)) = (own, permission(requester, owner_creds, call)) {
             self.counters.admin_refusals += 1;
-            info!(conn = %t, uid = requester.map(|r| r.uid), call, "administrative release refused");
+            if let Some(suppressed) = self.app_log() {
+                info!(conn = %t, uid = requester.map(|r| r.uid), call, suppressed, "administrative release refused");
+            }
             return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
         }
         self.tell(t, Message::Ack { req, id: call });
@@ -55,7 +57,9 @@ impl Core {
             ),
             None => "released by an administrator".to_owned(),
         };
-        info!(call, cause = c, %by, "administrative release");
+        if let Some(suppressed) = self.app_log() {
+            info!(call, cause = c, %by, suppressed, "administrative release");
+        }
         self.counters.admin_releases += 1;
         self.end_call(call, c, &by, true);
     }

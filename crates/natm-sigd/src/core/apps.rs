@@ -14,7 +14,9 @@ impl Core {
         if let Some(why) = self.connection_refusal(creds) {
             // Counted, logged at debug only: a local flood must not fill the log.
             self.counters.connections_refused += 1;
-            debug!(conn = %app, ?creds, %why, "application connection refused");
+            if let Some(suppressed) = self.remote_log(super::ratelog::Event::AppRefused) {
+                debug!(conn = %app, ?creds, %why, suppressed, "application connection refused");
+            }
             // Not recorded: the Error and the close go to it directly.
             self.out.push_back(Output::ToApp(
                 app,
@@ -26,7 +28,9 @@ impl Core {
             self.out.push_back(Output::CloseApp(app));
             return;
         }
-        debug!(conn = %app, ?creds, "application connected");
+        if let Some(suppressed) = self.app_log() {
+            debug!(conn = %app, ?creds, suppressed, "application connected");
+        }
         self.counters.app_connections += 1;
         self.apps.insert(
             app,
@@ -65,7 +69,9 @@ impl Core {
     pub fn app_malformed(&mut self, now: Instant, app: AppId, e: &IpcError) {
         self.tick(now);
         self.counters.malformed_ipc += 1;
-        warn!(conn = %app, error = %e, "malformed IPC: closing that connection");
+        if let Some(suppressed) = self.remote_log(super::ratelog::Event::Malformed) {
+            warn!(conn = %app, error = %e, suppressed, "malformed IPC: closing that connection");
+        }
         self.tell(
             app,
             Message::Error {
@@ -104,13 +110,16 @@ impl Core {
         ls.sort_unstable();
         if !calls.is_empty() || !ls.is_empty() {
             self.counters.app_deaths_cleaned += 1;
-            info!(
-                conn = %app,
-                pid = a.creds.map(|c| c.pid),
-                calls = calls.len(),
-                listeners = ls.len(),
-                "application gone: releasing its calls"
-            );
+            if let Some(suppressed) = self.app_log() {
+                info!(
+                    conn = %app,
+                    pid = a.creds.map(|c| c.pid),
+                    calls = calls.len(),
+                    listeners = ls.len(),
+                    suppressed,
+                    "application gone: releasing its calls"
+                );
+            }
         }
         for id in calls {
             self.end_call(
@@ -126,8 +135,17 @@ impl Core {
         self.dir.unregister_owner(app.0);
     }
 
+    /// A line about something a local application did may be written (one token
+    /// bucket per kind, `ratelog`): `Some(suppressed)`.
+    pub(super) fn app_log(&mut self) -> Option<u64> {
+        self.remote_log(super::ratelog::Event::App)
+    }
+
     pub(super) fn refuse(&mut self, t: AppId, req: u64, cause: u8, detail: String) {
-        debug!(conn = %t, req, cause, %detail, "request refused");
+        if let Some(suppressed) = self.remote_log(super::ratelog::Event::AppRefused) {
+            let detail = super::ratelog::untrusted(&detail);
+            debug!(conn = %t, req, cause, %detail, suppressed, "request refused");
+        }
         self.tell(
             t,
             Message::Refused {

@@ -115,6 +115,10 @@ impl Core {
                         format!("nobody listens on SAP \"{sap}\" at {addr}"),
                     );
                 };
+                if let Some(why) = self.share_refusal(t, self.share_demand(&qos), None) {
+                    self.counters.access_refusals += 1;
+                    return self.refuse(t, req, cause::RESOURCES, why);
+                }
                 // A call between two applications of this host is charged once, at the
                 // caller's end: it crosses the host's link neither way.
                 let (grant, qos) = match self.admit_qos(&qos) {
@@ -152,7 +156,10 @@ impl Core {
                     },
                 );
                 self.tell(t, Message::Ack { req, id });
-                info!(call = id, to = %addr, sap, "local call");
+                if let Some(suppressed) = self.app_log() {
+                    let sap = super::ratelog::untrusted(sap);
+                    info!(call = id, to = %addr, %sap, suppressed, "local call");
+                }
                 self.calls.insert(
                     peer_id,
                     Call {
@@ -314,6 +321,14 @@ impl Core {
             self.refuse(t, req, cause::NOT_AUTHORIZED, why.clone());
             return self.end_call(call, cause::NOT_AUTHORIZED, &why, false);
         }
+        // What this side reserved for the call (nothing for the callee's half of a
+        // call inside the host: the caller's half holds it) joins the user's share.
+        let held = self.calls[&call].grant;
+        if let Some(why) = self.share_refusal(t, held.out_bps.max(held.in_bps), Some(call)) {
+            self.counters.access_refusals += 1;
+            self.refuse(t, req, cause::RESOURCES, why.clone());
+            return self.end_call(call, cause::RESOURCES, &why, false);
+        }
         let data = self.data_endpoint(data);
         match self.answer_call(call, data) {
             Ok(m) => {
@@ -413,43 +428,52 @@ impl Core {
         self.counters.calls_setup += 1;
         let callee_msg = Message::Connected {
             call,
-            path: DataPath {
-                peer: caller_data,
-                cookie,
-                tx_vci: v_back,
-                rx_vci: v_fwd,
-                granted_bps: self.calls[&other].grant.in_bps,
-                qos: qos.to_string(),
-                resume: self.resume_ticket(call),
-                keys: agreed.clone(),
-                multipoint: false,
-            },
+            path: self.with_ticket(
+                call,
+                DataPath {
+                    peer: caller_data,
+                    cookie,
+                    tx_vci: v_back,
+                    rx_vci: v_fwd,
+                    granted_bps: self.calls[&other].grant.in_bps,
+                    qos: qos.to_string(),
+                    resume: String::new(),
+                    keys: agreed.clone(),
+                    multipoint: false,
+                },
+            ),
         };
         let o = &self.calls[&other];
         let caller_msg = Message::Connected {
             call: other,
-            path: DataPath {
-                peer: data,
-                cookie,
-                tx_vci: v_fwd,
-                rx_vci: v_back,
-                granted_bps: o.grant.out_bps,
-                qos: o.qos.to_string(),
-                resume: self.resume_ticket(other),
-                keys: agreed.map(|k| k.reversed()),
-                multipoint: false,
-            },
+            path: self.with_ticket(
+                other,
+                DataPath {
+                    peer: data,
+                    cookie,
+                    tx_vci: v_fwd,
+                    rx_vci: v_back,
+                    granted_bps: o.grant.out_bps,
+                    qos: o.qos.to_string(),
+                    resume: String::new(),
+                    keys: agreed.map(|k| k.reversed()),
+                    multipoint: false,
+                },
+            ),
         };
         if let Some(o) = caller_owner {
             self.tell(o, caller_msg);
         }
-        info!(
-            call = other,
-            callee = call,
-            vci_fwd = v_fwd,
-            vci_back = v_back,
-            "call active"
-        );
+        if let Some(suppressed) = self.app_log() {
+            info!(
+                call = other,
+                callee = call,
+                vci_fwd = v_fwd,
+                vci_back = v_back,
+                suppressed,
+                "call active"
+            );
+        }
         Ok(callee_msg)
     }
 

@@ -113,7 +113,10 @@ impl Core {
                 auto,
             },
         );
-        info!(listener = id, sap, conn = %t, "listening");
+        if let Some(suppressed) = self.app_log() {
+            let sap = super::ratelog::untrusted(sap);
+            info!(listener = id, %sap, conn = %t, suppressed, "listening");
+        }
         self.tell(t, Message::Ack { req, id });
     }
 
@@ -153,7 +156,9 @@ impl Core {
                 });
             match next {
                 Some(n) => {
-                    info!(call, listener = n, "offered call moved to another listener");
+                    if let Some(suppressed) = self.app_log() {
+                        info!(call, listener = n, suppressed, "offered call moved to another listener");
+                    }
                     self.offer(call, n);
                 }
                 None => self.end_call(

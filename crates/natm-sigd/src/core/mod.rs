@@ -48,6 +48,7 @@ use crate::vci::VciPool;
 mod admin;
 mod apps;
 mod calls;
+pub mod fair;
 mod keys;
 mod link;
 mod listeners;
@@ -61,6 +62,7 @@ mod stat;
 mod traffic;
 mod users;
 
+pub use ratelog::{untrusted, Bucket, UNTRUSTED_CHARS};
 pub use stat::{CallRow, Counters, ListenerRow, PeerRow, Stat, TrafficRow};
 pub(crate) use users::cause_resources;
 
@@ -328,6 +330,15 @@ pub struct Core {
     /// The key resume tickets are sealed with (`restart`): the host's, from the
     /// ticket key file, so that a restarted sigd opens its predecessor's tickets.
     ticket_key: [u8; 32],
+    /// This sigd instance's id, in every resume ticket it issues (random per start:
+    /// from `secret`).
+    instance: u64,
+    /// When this core first saw the clock: its start.
+    started: Option<Instant>,
+    /// Resume tickets already used, by issuing instance and call: each reclaims
+    /// once. Only tickets of the first `[restart] ticket_expiry_ms` are taken, so
+    /// this holds at most the calls reclaimed then.
+    tickets_used: std::collections::HashSet<(u64, u64)>,
     /// Halves of calls between two applications of this host reclaimed after a
     /// restart whose other half has not been reclaimed yet, and when each is
     /// released if it still has not (`restart`).
@@ -357,7 +368,19 @@ impl Core {
         let mut ids = Ids::new(seed);
         let secret = ids.bytes();
         let ticket_key = ids.bytes();
+        let instance = {
+            let d = ring::digest::digest(
+                &ring::digest::SHA256,
+                &[b"natm sigd instance".as_slice(), &secret].concat(),
+            );
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&d.as_ref()[..8]);
+            u64::from_be_bytes(b)
+        };
         Core {
+            instance,
+            started: None,
+            tickets_used: std::collections::HashSet::new(),
             secret,
             ticket_key,
             unpaired: HashMap::new(),
@@ -412,6 +435,9 @@ impl Core {
 
     fn tick(&mut self, now: Instant) {
         self.now = self.now.max(now);
+        if self.started.is_none() {
+            self.started = Some(self.now);
+        }
         if self.reclaim_until.is_none() {
             self.reclaim_until = Some(self.now + self.cfg.restart.reclaim_window);
         }

@@ -214,6 +214,13 @@ impl Core {
             self.counters.access_refusals += 1;
             return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
         }
+        // A call inside the host is charged to its caller's half only.
+        let charged = c.outgoing || !matches!(c.remote, Remote::Local(_));
+        let want = if charged { self.share_demand(&qos) } else { 0 };
+        if let Some(why) = self.share_refusal(t, want, Some(call)) {
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::RESOURCES, why);
+        }
         match c.remote {
             Remote::Local(other) => self.modify_local(t, req, call, other, qos, new),
             Remote::Peer {
@@ -254,12 +261,15 @@ impl Core {
             o.qos = theirs;
             o.owner
         });
-        info!(call, rate = new, "local call's rate changed");
+        if let Some(suppressed) = self.app_log() {
+            info!(call, rate = new, suppressed, "local call's rate changed");
+        }
         self.tell(
             t,
             Message::QosChanged {
                 call,
                 qos: qos.to_string(),
+                resume: self.current_ticket(call),
             },
         );
         self.tell(t, Message::Ack { req, id: call });
@@ -269,6 +279,7 @@ impl Core {
                 Message::QosChanged {
                     call: other,
                     qos: theirs.to_string(),
+                    resume: self.current_ticket(other),
                 },
             );
         }
@@ -315,7 +326,9 @@ impl Core {
             );
         }
         self.dirty.push(link);
-        info!(call, rate = new, %link, "modification requested");
+        if let Some(suppressed) = self.app_log() {
+            info!(call, rate = new, %link, suppressed, "modification requested");
+        }
         self.modifies.insert(
             call,
             Pending {
@@ -351,6 +364,7 @@ impl Core {
             Message::QosChanged {
                 call: id,
                 qos: p.qos.to_string(),
+                resume: self.current_ticket(id),
             },
         );
         self.tell(p.app, Message::Ack { req: p.req, id });
@@ -481,13 +495,16 @@ impl Core {
             return;
         };
         c.qos = qos;
+        let owner = c.owner;
         info!(call = id, %link, out = rates[0], inn = rates[1], "modification acknowledged");
-        if let Some(o) = c.owner {
+        if let Some(o) = owner {
+            let resume = self.current_ticket(id);
             self.tell(
                 o,
                 Message::QosChanged {
                     call: id,
                     qos: qos.to_string(),
+                    resume,
                 },
             );
         }

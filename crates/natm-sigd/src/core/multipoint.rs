@@ -167,7 +167,10 @@ impl Core {
             return self.refuse(t, req, cause::TEMPORARY_FAILURE, why);
         }
         self.dirty.push(link);
-        info!(call, party = eref, to = %addr, sap, via = %link, "add party");
+        if let Some(suppressed) = self.app_log() {
+            let sap = super::ratelog::untrusted(sap);
+            info!(call, party = eref, to = %addr, %sap, via = %link, suppressed, "add party");
+        }
         self.tell(
             t,
             Message::Ack {

@@ -478,6 +478,11 @@ impl Core {
         } else {
             None
         };
+        // The user's calls together keep to its share (`[limits] bandwidth_per_user`).
+        if let Some(why) = self.share_refusal(t, self.share_demand(&qos), None) {
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::RESOURCES, why);
+        }
         // A point-to-multipoint call is one-way: the forward direction alone is
         // reserved, once for every leaf (the network replicates).
         let admitted = if multipoint {
@@ -1094,17 +1099,20 @@ impl Core {
         );
         let m = Message::Connected {
             call: id,
-            path: DataPath {
-                peer: peer_data,
-                cookie,
-                tx_vci,
-                rx_vci,
-                granted_bps,
-                qos,
-                resume: self.resume_ticket(id),
-                keys: agreed,
-                multipoint,
-            },
+            path: self.with_ticket(
+                id,
+                DataPath {
+                    peer: peer_data,
+                    cookie,
+                    tx_vci,
+                    rx_vci,
+                    granted_bps,
+                    qos,
+                    resume: String::new(),
+                    keys: agreed,
+                    multipoint,
+                },
+            ),
         };
         info!(call = id, %link, tx_vci, rx_vci, "call active");
         // Before the CONNECT ACKNOWLEDGE: the caller is waiting for this.
@@ -1209,10 +1217,9 @@ impl Core {
             keys: agreed,
             multipoint: c.multipoint,
         };
-        let resume = self.resume_ticket(call);
         Ok(Message::Connected {
             call,
-            path: DataPath { resume, ..path },
+            path: self.with_ticket(call, path),
         })
     }
 }

@@ -20,16 +20,52 @@
 //! never reclaimed) is released at both.
 
 use natm_proto::wire::ipc::DataPath;
-use natm_proto::wire::resume::{ResumeTicket, TicketError, Via};
+use natm_proto::wire::resume::{qos_digest, ResumeTicket, TicketError, Via};
 
 use super::*;
 use crate::admission::Refusal;
 
 impl Core {
-    /// The resume ticket of an active call as this sigd knows it now, sealed under
-    /// the host's ticket key and bound to its application's uid (empty for a call
-    /// call control does not have, or whose fields cannot be written in a ticket).
-    pub(super) fn resume_ticket(&self, id: u64) -> String {
+    /// `path` with the resume ticket of call `id` for it.
+    pub(super) fn with_ticket(&self, id: u64, mut path: DataPath) -> DataPath {
+        path.resume = self.resume_ticket(id, &path);
+        path
+    }
+
+    /// The resume ticket of call `id` for the data path it has now (after a QoS
+    /// change: a ticket binds the QoS), empty if it has no peer data endpoint yet.
+    pub(super) fn current_ticket(&self, id: u64) -> String {
+        let Some(c) = self.calls.get(&id) else {
+            return String::new();
+        };
+        // Inside one host the other end's data endpoint is the other half's own.
+        let peer = c.peer_data.or_else(|| match c.remote {
+            Remote::Local(pair) => self.calls.get(&pair).and_then(|o| o.data),
+            Remote::Peer { .. } => None,
+        });
+        let Some(peer) = peer else {
+            return String::new();
+        };
+        let path = DataPath {
+            peer,
+            cookie: c.cookie,
+            tx_vci: c.tx_vci,
+            rx_vci: c.rx_vci,
+            granted_bps: c.grant.out_bps,
+            qos: c.qos.to_string(),
+            resume: String::new(),
+            keys: None,
+            multipoint: c.multipoint,
+        };
+        self.resume_ticket(id, &path)
+    }
+
+    /// The resume ticket of an active call as this sigd knows it now, for the data
+    /// path `path` its application is given: sealed under the host's ticket key,
+    /// naming this sigd instance, bound to the application's uid and to the path's
+    /// peer, cookie, VCIs and QoS (empty for a call call control does not have, or
+    /// whose fields cannot be written in a ticket).
+    pub(super) fn resume_ticket(&self, id: u64, path: &DataPath) -> String {
         let Some(c) = self.calls.get(&id) else {
             return String::new();
         };
@@ -66,6 +102,12 @@ impl Core {
             remote: c.remote_addr.clone(),
             sap: c.sap.clone(),
             uid: self.uid_of(owner),
+            instance: self.instance,
+            peer: path.peer,
+            cookie: path.cookie,
+            tx_vci: path.tx_vci,
+            rx_vci: path.rx_vci,
+            qos: qos_digest(&path.qos),
         }
         .seal(&self.ticket_key)
         .unwrap_or_default()
@@ -97,6 +139,20 @@ impl Core {
                 return self.refuse(t, req, cause::INVALID_IE, e);
             }
         };
+        // The user's [[access]] bounds hold for a reclaimed call as for a new one.
+        if let Some(why) = self.rate_refusal(t, &qos) {
+            self.counters.reclaims_refused += 1;
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
+        }
+        // A call inside the host is charged to its caller's half only.
+        let charged = !matches!(tk.via, Via::Local { .. }) || tk.outgoing;
+        let want = if charged { self.share_demand(&qos) } else { 0 };
+        if let Some(why) = self.share_refusal(t, want, None) {
+            self.counters.reclaims_refused += 1;
+            self.counters.access_refusals += 1;
+            return self.refuse(t, req, cause::RESOURCES, why);
+        }
         let done = match tk.via {
             Via::Peer { link, cref, ours } => {
                 self.reclaim_peer(t, call, link, cref, ours, &tk, data, &path, qos)
@@ -105,6 +161,8 @@ impl Core {
         };
         match done {
             Ok(()) => {
+                // Single use: this ticket reclaims nothing more from this sigd.
+                self.tickets_used.insert((tk.instance, tk.call));
                 self.counters.calls_reclaimed += 1;
                 self.tell(t, Message::Ack { req, id: call });
             }
@@ -134,6 +192,39 @@ impl Core {
                 return Err(Refusal::new(cause::NOT_AUTHORIZED, e.to_string()))
             }
         };
+        // Only a restart: a ticket this sigd issued itself resumes nothing (the call
+        // is its own, or was released), and only in the first seconds after this
+        // sigd started, while its applications come back.
+        if tk.instance == self.instance {
+            return Err(Refusal::new(
+                cause::NOT_AUTHORIZED,
+                "permission denied: the resume ticket was issued by this sigd, which has not \
+                 restarted since; a call is reclaimed only from a sigd that died",
+            ));
+        }
+        let expiry = self.cfg.restart.ticket_expiry;
+        if self.started.is_some_and(|s| self.now > s + expiry) {
+            return Err(Refusal::new(
+                cause::NOT_AUTHORIZED,
+                format!(
+                    "permission denied: resume tickets expire {} ms after sigd starts \
+                     ([restart] ticket_expiry_ms); this one came too late",
+                    expiry.as_millis()
+                ),
+            ));
+        }
+        if self.tickets_used.contains(&(tk.instance, tk.call)) {
+            return Err(Refusal::new(
+                cause::INVALID_CALL_REF,
+                "the resume ticket was used already: a ticket reclaims its call once",
+            ));
+        }
+        if let Err(why) = tk.check_path(path) {
+            return Err(Refusal::new(
+                cause::NOT_AUTHORIZED,
+                format!("permission denied: {why}"),
+            ));
+        }
         if tk.call != call {
             return Err(Refusal::new(
                 cause::INVALID_CALL_REF,
@@ -247,7 +338,9 @@ impl Core {
         };
         self.adopt_call(t, call, remote, tk, data, path, qos, grant);
         self.dirty.push(link);
-        info!(call, %link, cref, "call reclaimed after a sigd restart");
+        if let Some(suppressed) = self.app_log() {
+            info!(call, %link, cref, suppressed, "call reclaimed after a sigd restart");
+        }
         Ok(())
     }
 
@@ -334,16 +427,24 @@ impl Core {
                 _ => self.now + window,
             };
             self.unpaired.insert(call, until);
-            info!(
-                call,
-                pair, "half of a call inside this host reclaimed; waiting for the other"
-            );
+            if let Some(suppressed) = self.app_log() {
+                info!(
+                    call,
+                    pair,
+                    suppressed,
+                    "half of a call inside this host reclaimed; waiting for the other"
+                );
+            }
         } else {
             self.unpaired.remove(&pair);
-            info!(
-                call,
-                pair, "call inside this host reclaimed at both ends after a sigd restart"
-            );
+            if let Some(suppressed) = self.app_log() {
+                info!(
+                    call,
+                    pair,
+                    suppressed,
+                    "call inside this host reclaimed at both ends after a sigd restart"
+                );
+            }
         }
         Ok(())
     }

@@ -57,6 +57,20 @@ impl Core {
         if self.cfg.access.privileged(creds) {
             return None;
         }
+        // Users together hold at most `connections - root_reserve`, whatever root
+        // holds itself: root always has the reserve to come in with.
+        let reserve = self.cfg.user_limits.root_reserve;
+        let users = self
+            .apps
+            .values()
+            .filter(|a| !self.cfg.access.privileged(a.creds))
+            .count();
+        if users + reserve >= self.cfg.max_connections {
+            return Some(format!(
+                "sigd keeps its last {reserve} of {} connections for root ([limits] root_reserve)",
+                self.cfg.max_connections
+            ));
+        }
         let uid = creds.map_or(UNKNOWN_UID, |c| c.uid);
         let max = self.cfg.user_limits.connections_per_user;
         (self.connections_of_user(uid) >= max).then(|| {
@@ -100,6 +114,39 @@ impl Core {
         })
     }
 
+    /// The guaranteed bit/s `q` asks for, the larger direction's target (what
+    /// counts against a user's share).
+    pub(super) fn share_demand(&self, q: &Qos) -> u64 {
+        let cap = self.res.capacity_bps();
+        qos::demand(q, true, cap)
+            .target_bps
+            .max(qos::demand(q, false, cap).target_bps)
+    }
+
+    /// Why `t`'s user may not hold `want` guaranteed bit/s more, if it may not: its
+    /// calls (but `except`) already hold the rest of `[limits] bandwidth_per_user`.
+    /// `max_rate` bounds one call; this bounds them all, so that one user's many
+    /// calls cannot take the whole link.
+    pub(super) fn share_refusal(&self, t: AppId, want: u64, except: Option<u64>) -> Option<String> {
+        if want == 0 || self.privileged(t) {
+            return None;
+        }
+        let uid = self.uid_of(t);
+        let held: u64 = self
+            .calls
+            .values()
+            .filter(|c| Some(c.id) != except && c.owner.is_some_and(|o| self.uid_of(o) == uid))
+            .map(|c| c.grant.out_bps.max(c.grant.in_bps))
+            .sum();
+        let max = self.cfg.bandwidth_per_user_bps;
+        (held.saturating_add(want) > max).then(|| {
+            format!(
+                "uid {uid}'s calls hold {held} bit/s of guaranteed bandwidth and may hold at most \
+                 {max} ([limits] bandwidth_per_user); this asks {want} bit/s more"
+            )
+        })
+    }
+
     /// Why `t` may not bind `sap` (on `addr`), if it may not: the policy, another
     /// user's hold on the SAP (squatting), or the limits.
     pub(super) fn bind_refusal(&self, t: AppId, sap: &str) -> Option<(u8, Denied)> {
@@ -109,23 +156,23 @@ impl Core {
         }
         let uid = self.uid_of(t);
         let privileged = self.privileged(t);
-        if !privileged {
-            // seed 004 §5.3 names a listener by its SAP alone: whoever holds a SAP
-            // gets its calls, so a SAP held by one user is closed to the others.
-            if let Some(l) = self
-                .listeners
-                .values()
-                .find(|l| l.sap == sap && self.uid_of(l.owner) != uid)
-            {
-                return Some((
-                    cause::NOT_AUTHORIZED,
-                    format!(
-                        "permission denied: SAP \"{sap}\" is held by uid {}; only that user \
-                         (or root) may listen on it while it does",
-                        self.uid_of(l.owner)
-                    ),
-                ));
-            }
+        // seed 004 §5.3 names a listener by its SAP alone: whoever holds a SAP gets
+        // its calls, so a SAP held by one user is closed to the others — root
+        // included: a root service that binds after a user got there first must hear
+        // so, not be acknowledged and never see a call.
+        if let Some(l) = self
+            .listeners
+            .values()
+            .find(|l| l.sap == sap && self.uid_of(l.owner) != uid)
+        {
+            return Some((
+                cause::NOT_AUTHORIZED,
+                format!(
+                    "permission denied: SAP \"{sap}\" is held by uid {}; only that user may \
+                     listen on it while it does",
+                    self.uid_of(l.owner)
+                ),
+            ));
         }
         let lim = self.cfg.user_limits;
         let mine = self.apps.get(&t).map_or(0, |a| a.listeners);
@@ -179,7 +226,9 @@ impl Core {
             .may_register(self.creds_of(t), &a, &self.cfg.addresses)
         {
             self.counters.access_refusals += 1;
-            info!(address = %a, conn = %t, uid = self.uid_of(t), "registration refused");
+            if let Some(suppressed) = self.app_log() {
+                info!(address = %a, conn = %t, uid = self.uid_of(t), suppressed, "registration refused");
+            }
             return self.refuse(t, req, cause::NOT_AUTHORIZED, e);
         }
         if let Some(holder) = self.dir.registered_by(&a) {
@@ -211,7 +260,9 @@ impl Core {
             );
         }
         self.dir.register(a, t.0);
-        info!(address = %a, conn = %t, "address registered");
+        if let Some(suppressed) = self.app_log() {
+            info!(address = %a, conn = %t, suppressed, "address registered");
+        }
         self.tell(t, Message::Ack { req, id: 0 });
     }
 
@@ -254,7 +305,9 @@ impl Core {
                 continue;
             }
             self.counters.idle_closed += 1;
-            debug!(conn = %t, "closing an idle connection");
+            if let Some(suppressed) = self.app_log() {
+                debug!(conn = %t, suppressed, "closing an idle connection");
+            }
             self.tell(
                 t,
                 Message::Error {

@@ -1,12 +1,13 @@
 //! One application's IPC connection to sigd: a non-blocking Unix stream with bounded
 //! buffers both ways and the peer's credentials (SO_PEERCRED) read at accept.
 
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 
 use mio::net::UnixStream;
 
-use natm_proto::wire::ipc::{Decoder, IpcError, Message, MAX_FRAME};
+use natm_proto::wire::ipc::{Message, MAX_FRAME};
 
+use crate::core::fair::Inbox;
 use crate::core::Creds;
 
 /// Most bytes queued towards an application that does not read; past it the
@@ -17,7 +18,8 @@ pub(super) const MAX_OUT: usize = 4 * MAX_FRAME;
 #[derive(Debug)]
 pub(super) struct AppConn {
     pub(super) stream: UnixStream,
-    dec: Decoder,
+    /// Input not yet handled (read a budget at a time: `core::fair`).
+    pub(super) inbox: Inbox,
     out: Vec<u8>,
     out_off: usize,
     pub(super) creds: Option<Creds>,
@@ -25,16 +27,6 @@ pub(super) struct AppConn {
     pub(super) closing: bool,
     /// The write side wants WRITABLE interest.
     pub(super) want_write: bool,
-}
-
-/// What reading produced.
-pub(super) enum ReadOutcome {
-    /// Messages decoded (maybe none).
-    Messages(Vec<Message>),
-    /// Messages decoded before a protocol error.
-    Garbage(Vec<Message>, IpcError),
-    /// The application closed (or the socket failed) after these messages.
-    Closed(Vec<Message>),
 }
 
 impl AppConn {
@@ -48,7 +40,7 @@ impl AppConn {
             });
         AppConn {
             stream,
-            dec: Decoder::new(),
+            inbox: Inbox::new(),
             out: Vec::new(),
             out_off: 0,
             creds,
@@ -57,37 +49,15 @@ impl AppConn {
         }
     }
 
-    /// Read everything available.
-    pub(super) fn read(&mut self) -> ReadOutcome {
-        let mut msgs = Vec::new();
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match self.stream.read(&mut buf) {
-                Ok(0) => return ReadOutcome::Closed(msgs),
-                Ok(n) => {
-                    self.dec.push(&buf[..n]);
-                    // Decode as we go so the buffer never holds more than one frame.
-                    loop {
-                        match self.dec.next_message() {
-                            Ok(Some(m)) => msgs.push(m),
-                            Ok(None) => break,
-                            Err(e) => return ReadOutcome::Garbage(msgs, e),
-                        }
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    return ReadOutcome::Messages(msgs)
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => return ReadOutcome::Closed(msgs),
-            }
-        }
-    }
-
     /// Queue a message; false if the application is too far behind (drop it).
     pub(super) fn send(&mut self, m: &Message) -> bool {
         m.encode(&mut self.out);
-        self.out.len() - self.out_off <= MAX_OUT
+        self.queued() <= MAX_OUT
+    }
+
+    /// Bytes queued towards the application and not yet written.
+    pub(super) fn queued(&self) -> usize {
+        self.out.len() - self.out_off
     }
 
     /// Write what is queued; false if the socket failed.
@@ -98,6 +68,12 @@ impl AppConn {
                 Ok(n) => self.out_off += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.want_write = true;
+                    // What was written is not kept: a reader that takes a little at
+                    // a time must not grow the buffer by what it already took.
+                    if self.out_off >= self.out.len() / 2 {
+                        self.out.drain(..self.out_off);
+                        self.out_off = 0;
+                    }
                     return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -16,8 +16,9 @@ use mio::{Events, Interest, Poll, Token};
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
-use crate::core::{AppId, Core, HostFacts, Output};
-use app::{AppConn, ReadOutcome};
+use crate::core::fair::{self, Conns, Inbox, Ready, BUDGET, OUT_HIGH};
+use crate::core::{AppId, Bucket, Core, HostFacts, Output};
+use app::AppConn;
 
 mod app;
 mod measure;
@@ -79,6 +80,10 @@ pub struct Daemon {
     spare: SpareFd,
     /// When accept last failed for want of descriptors (logged once a second).
     fd_exhausted_logged: Option<Instant>,
+    /// Application connections with input to serve, round-robin (`core::fair`).
+    ready: Ready,
+    /// Lines about applications dropped for not reading.
+    drop_log: Bucket,
 }
 
 /// 32 bytes from the OS for the core's ids and cookies.
@@ -207,6 +212,8 @@ impl Daemon {
             epoch: Instant::now(),
             spare: SpareFd::new(),
             fd_exhausted_logged: None,
+            ready: Ready::new(),
+            drop_log: Bucket::new(10),
         })
     }
 
@@ -246,10 +253,14 @@ impl Daemon {
         self.drain();
         let mut events = Events::with_capacity(256);
         while !self.stop.stopped() {
-            let timeout = self
-                .core
-                .poll_timeout()
-                .map(|t| t.saturating_duration_since(self.now()));
+            // Connections with input left from their last turn: poll without sleeping.
+            let timeout = if self.ready.is_empty() {
+                self.core
+                    .poll_timeout()
+                    .map(|t| t.saturating_duration_since(self.now()))
+            } else {
+                Some(std::time::Duration::ZERO)
+            };
             if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == io::ErrorKind::Interrupted {
                     continue;
@@ -266,7 +277,10 @@ impl Daemon {
                     SIGNALLING => self.read_signalling(),
                     Token(t) => {
                         if ev.is_readable() || ev.is_read_closed() {
-                            self.read_app(t);
+                            if let Some(c) = self.apps.get_mut(&t) {
+                                c.inbox.wake();
+                                self.ready.push(t as u64);
+                            }
                         }
                         if ev.is_writable() {
                             self.flush_app(t);
@@ -274,6 +288,10 @@ impl Daemon {
                     }
                 }
             }
+            // Every ready connection's turn, a budget each (`core::fair`).
+            let mut ready = std::mem::take(&mut self.ready);
+            fair::serve_round(&mut ready, &mut self, BUDGET);
+            self.ready = ready;
             let now = self.now();
             self.core.handle_timeout(now);
             self.drain();
@@ -399,31 +417,6 @@ impl Daemon {
         self.core.count_refused_connection();
     }
 
-    fn read_app(&mut self, t: usize) {
-        let Some(c) = self.apps.get_mut(&t) else {
-            return;
-        };
-        if c.closing {
-            return;
-        }
-        let outcome = c.read();
-        let now = self.now();
-        let app = AppId(t as u64);
-        let (ms, end) = match outcome {
-            ReadOutcome::Messages(ms) => (ms, None),
-            ReadOutcome::Garbage(ms, e) => (ms, Some(Err(e))),
-            ReadOutcome::Closed(ms) => (ms, Some(Ok(()))),
-        };
-        for m in ms {
-            self.core.handle_app(now, app, m);
-        }
-        match end {
-            None => {}
-            Some(Err(e)) => self.core.app_malformed(now, app, &e),
-            Some(Ok(())) => self.drop_app(t),
-        }
-    }
-
     /// Read every signalling datagram queued and hand each to the core.
     fn read_signalling(&mut self) {
         let mut buf = [0u8; 9216];
@@ -449,10 +442,13 @@ impl Daemon {
             None => return,
         };
         if over {
-            warn!(
-                conn = t,
-                "application does not read its sigd socket: dropping it"
-            );
+            let now = self.now();
+            if let Some(suppressed) = self.drop_log.allow(now) {
+                warn!(
+                    conn = t,
+                    suppressed, "application does not read its sigd socket: dropping it"
+                );
+            }
             self.drop_app(t);
         }
     }
@@ -466,6 +462,10 @@ impl Daemon {
         if !ok || (c.closing && c.drained()) {
             self.drop_app(t);
             return;
+        }
+        // Back-pressure released: its input is served again.
+        if c.queued() <= OUT_HIGH && c.inbox.take_blocked() {
+            self.ready.push(t as u64);
         }
         if c.want_write != had {
             let interest = if c.want_write {
@@ -494,8 +494,41 @@ impl Daemon {
             return;
         };
         let _ = c.flush();
+        self.ready.remove(t as u64);
         let _ = self.poll.registry().deregister(&mut c.stream);
         let now = self.now();
         self.core.app_closed(now, AppId(t as u64));
+    }
+}
+
+/// The loop's side of `core::fair`: the application connections, and the core.
+impl Conns for Daemon {
+    type Stream = UnixStream;
+
+    fn conn(&mut self, t: u64) -> Option<(&mut Inbox, &mut UnixStream, usize)> {
+        let c = self.apps.get_mut(&usize::try_from(t).ok()?)?;
+        if c.closing {
+            return None;
+        }
+        let queued = c.queued();
+        Some((&mut c.inbox, &mut c.stream, queued))
+    }
+
+    fn deliver(&mut self, t: u64, m: natm_proto::wire::ipc::Message) {
+        let now = self.now();
+        self.core.handle_app(now, AppId(t), m);
+        self.drain();
+    }
+
+    fn closed(&mut self, t: u64) {
+        if let Ok(t) = usize::try_from(t) {
+            self.drop_app(t);
+        }
+    }
+
+    fn garbage(&mut self, t: u64, e: natm_proto::wire::ipc::IpcError) {
+        let now = self.now();
+        self.core.app_malformed(now, AppId(t), &e);
+        self.drain();
     }
 }

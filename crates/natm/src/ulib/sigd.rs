@@ -1091,7 +1091,7 @@ impl Session {
                 }
                 Key::Id(call)
             }
-            Message::QosChanged { call, qos } => {
+            Message::QosChanged { call, qos, resume } => {
                 // The network reserved new rates for the call: the VCs' bounds follow
                 // (the peer's QOS up to its new rate is accepted, this side's
                 // `set_qos` may go up to its own), and a reclaim after a sigd
@@ -1099,6 +1099,10 @@ impl Session {
                 let (tx, rx) = qos_targets(&qos);
                 if let Some((path, _)) = st.paths.get_mut(&call) {
                     path.qos = qos;
+                    // A ticket binds the QoS it resumes: the new one goes with it.
+                    if !resume.is_empty() {
+                        path.resume = resume;
+                    }
                     if tx > 0 {
                         path.granted_bps = tx;
                     }
