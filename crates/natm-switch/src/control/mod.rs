@@ -53,7 +53,7 @@ use natm_proto::sig::{CallAccept, CallEvent, CallId, CallParams, Saal, SaalConfi
 use natm_proto::time::Instant;
 use natm_proto::wire::addr::{from_party, Prefix};
 use natm_proto::wire::q2931::{Cause, CauseValue, ConnectionId, Location};
-use natm_proto::wire::qos::Qos;
+use natm_proto::wire::qos::{grant, Direction, Qos, BITS_PER_CELL};
 
 use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
 
@@ -64,6 +64,31 @@ mod stat;
 /// What a TPDU adds to its payload on the wire: its 32-octet header and the AAL5
 /// trailer (8 octets).
 const TPDU_OVERHEAD: u64 = 32 + 8;
+
+/// The cells one TPDU of `tpdu_size` payload octets takes on the wire.
+fn tpdu_cells(tpdu_size: u32) -> u64 {
+    (u64::from(tpdu_size).max(1) + TPDU_OVERHEAD).div_ceil(48)
+}
+
+/// The cells/s on the wire of `payload_cells` cells/s of payload (48 octets each)
+/// sent in TPDUs of `tpdu_size` octets: raised by the TPDU header and the AAL5
+/// trailer and pad, rounded up.
+fn inflate(payload_cells: u64, tpdu_size: u32) -> u64 {
+    let tpdu = u64::from(tpdu_size).max(1);
+    payload_cells
+        .saturating_mul(tpdu_cells(tpdu_size) * 48)
+        .div_ceil(tpdu)
+}
+
+/// The most payload, bits/s, whose reservation ([`inflate`] of its payload cells)
+/// fits `cells` cells/s: what an admission of `cells` free can grant.
+fn payload_bps(cells: u64, tpdu_size: u32) -> u64 {
+    let tpdu = u64::from(tpdu_size).max(1);
+    (u128::from(cells) * u128::from(tpdu) / u128::from(tpdu_cells(tpdu_size) * 48))
+        .try_into()
+        .unwrap_or(u64::MAX)
+        .saturating_mul(BITS_PER_CELL)
+}
 
 /// The cell delay variation a call's policer tolerates beyond its host's bucket: the
 /// scheduling jitter of user-space hosts and switches on a loaded machine (measured:
@@ -241,7 +266,8 @@ struct Transit {
     conns: Vec<crate::ConnId>,
     active: bool,
     called: String,
-    qos: String,
+    /// The QoS as granted here, the caller's view (what the SETUP went on with).
+    qos: Qos,
     since: Instant,
 }
 
@@ -534,6 +560,7 @@ impl Control {
     }
 
     /// [`Control::contract`] from a traffic descriptor and the call's TPDU size.
+    /// Its reservation is [`inflate`]d from the descriptor's payload cells.
     fn contract_of(
         &self,
         td: &natm_proto::wire::q2931::TrafficDescriptor,
@@ -541,9 +568,8 @@ impl Control {
         forward: bool,
     ) -> Contract {
         let mut c = Contract::from_descriptor(td, forward);
-        let tpdu = u64::from(tpdu_size).max(1);
-        let tpdu_cells = (tpdu + TPDU_OVERHEAD).div_ceil(48);
-        let inflate = |r: u64| (r.saturating_mul(tpdu_cells * 48)).div_ceil(tpdu);
+        let tpdu_cells = tpdu_cells(tpdu_size);
+        let inflate = |r: u64| inflate(r, tpdu_size);
         c.pcr = c.pcr.map(inflate);
         c.scr = c.scr.map(|(r, mbs)| (inflate(r), mbs));
         c.reserved = inflate(c.reserved);
@@ -615,11 +641,28 @@ impl Control {
             return self.refuse(a, call, cause::INCOMPATIBLE_DESTINATION);
         }
         let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
-        let fwd = self.contract(&qos, cells(a), true);
-        let bwd = self.contract(&qos, cells(b), false);
         let free = |this: &Control, p: PortId| {
             cells(p).saturating_sub(this.links.get(&p).map_or(0, |l| l.reserved_cells))
         };
+        // Each direction gets the most between its minimum and its target that its
+        // outgoing port has free (the rule sigd applies, `wire::qos::grant`); the
+        // SETUP goes on with the grant, so later hops and the callee see it.
+        let tpdu = qos.resolved_transport(false).tpdu_size;
+        let mut granted_bps = [0; 2];
+        for (i, dir, out, line) in [(0, Direction::Tx, b, a), (1, Direction::Rx, a, b)] {
+            let w = qos.want(dir, payload_bps(cells(line), tpdu));
+            match grant(w.target_bps, w.min_bps, payload_bps(free(self, out), tpdu)) {
+                Some(g) => granted_bps[i] = g,
+                None => return self.refuse(a, call, cause::USER_CELL_RATE),
+            }
+        }
+        // A grant at or above a direction's target leaves it as asked (`u64::MAX`: the
+        // other direction, lowered on its own line's terms).
+        let qos = qos
+            .with_grant(granted_bps[0], u64::MAX, payload_bps(cells(a), tpdu))
+            .with_grant(u64::MAX, granted_bps[1], payload_bps(cells(b), tpdu));
+        let fwd = self.contract(&qos, cells(a), true);
+        let bwd = self.contract(&qos, cells(b), false);
         if fwd.reserved > free(self, b) || bwd.reserved > free(self, a) {
             return self.refuse(a, call, cause::USER_CELL_RATE);
         }
@@ -641,6 +684,7 @@ impl Control {
         let mut setup = params.clone();
         setup.conn_id = Some(ConnectionId::exclusive(0, b_in));
         setup.qos = qos;
+        setup.natm.qos = None;
         let b_link = self.links.get_mut(&b).expect("routed to a signalling port");
         setup.natm.data_endpoint = Some(b_link.cfg.data);
         let now = self.now;
@@ -695,7 +739,7 @@ impl Control {
                 conns: Vec::new(),
                 active: false,
                 called: from_party(&params.called).map_or_else(String::new, |c| c.to_string()),
-                qos: qos.to_string(),
+                qos,
                 since: now,
             },
         );
@@ -727,6 +771,7 @@ impl Control {
                 None => return self.clear(sw, id, net_cause(cause::NO_VCI)),
             },
         };
+        let granted = self.settle(sw, id, params.qos);
         let t = self.calls.get_mut(&id).expect("looked up above");
         t.a.vci_in = Some(a_in);
         t.b.vci_out = Some(b_out);
@@ -780,6 +825,9 @@ impl Control {
             }
         }
         let mut accept = params;
+        // The caller learns what the call got through the network, not only what the
+        // callee said (a standard user says nothing).
+        accept.qos = granted;
         // A standard user learnt its label from CALL PROCEEDING; a natm caller learns
         // the one it sends on here.
         accept.conn_id = role_a.is_natm().then(|| ConnectionId::exclusive(0, a_in));
@@ -791,6 +839,50 @@ impl Control {
             return self.clear(sw, id, net_cause(cause::TEMPORARY_FAILURE));
         }
         self.dirty.push(a);
+    }
+
+    /// The QoS transit call `id` ends up with when its callee answers with
+    /// `answer`: the answer if it is within what the switch granted each way (the
+    /// reservations then shrink to it, as the caller's sigd's do), else the grant.
+    fn settle(&mut self, sw: &Switch, id: u64, answer: Option<Qos>) -> Option<Qos> {
+        let t = self.calls.get(&id)?;
+        let Some(answer) = answer else {
+            return Some(t.qos);
+        };
+        let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
+        let (a, b) = (t.a.port, t.b.port);
+        let tpdu = t.qos.resolved_transport(false).tpdu_size;
+        let within = [(Direction::Tx, a), (Direction::Rx, b)]
+            .iter()
+            .all(|&(d, p)| {
+                let cap = payload_bps(cells(p), tpdu);
+                answer.want(d, cap).target_bps <= t.qos.want(d, cap).target_bps
+            });
+        let fwd = self.contract(&answer, cells(a), true);
+        let bwd = self.contract(&answer, cells(b), false);
+        if !within || fwd.reserved > t.fwd_cells || bwd.reserved > t.bwd_cells {
+            return Some(t.qos);
+        }
+        let (fwd_used, bwd_used) = (t.fwd_used, t.bwd_used);
+        let t = self.calls.get_mut(&id)?;
+        for (port, old, new) in [
+            (b, t.fwd_cells, fwd.reserved),
+            (a, t.bwd_cells, bwd.reserved),
+        ] {
+            if let Some(l) = self.links.get_mut(&port) {
+                l.reserved_cells = l.reserved_cells.saturating_sub(old - new);
+            }
+        }
+        t.fwd_cells = fwd.reserved;
+        t.bwd_cells = bwd.reserved;
+        if fwd_used {
+            t.fwd = fwd;
+        }
+        if bwd_used {
+            t.bwd = bwd;
+        }
+        t.qos = answer;
+        Some(answer)
     }
 
     fn role(&self, port: PortId) -> Option<PortRole> {
@@ -948,6 +1040,8 @@ fn event_call(ev: &CallEvent) -> Option<CallId> {
     }
 }
 
+#[cfg(test)]
+mod grant_tests;
 #[cfg(test)]
 mod party_tests;
 #[cfg(test)]

@@ -30,7 +30,7 @@ pub struct CallRow {
     pub id: u64,
     /// The called address.
     pub called: String,
-    /// The QoS asked for.
+    /// The QoS asked for, lowered to what the switch granted.
     pub qos: String,
     /// Caller's port, and the VCIs the switch receives on and sends with there.
     pub a: (u16, Option<u16>, Option<u16>),
@@ -96,7 +96,7 @@ impl Control {
                 let row = CallRow {
                     id: *id,
                     called: t.called.clone(),
-                    qos: t.qos.clone(),
+                    qos: t.qos.to_string(),
                     a: (t.a.port.0, t.a.vci_in, t.a.vci_out),
                     b: (t.b.port.0, t.b.vci_in, t.b.vci_out),
                     active: t.active,
