@@ -52,6 +52,9 @@ fn invalid(msg: impl Into<String>) -> ConfigError {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The switch's name in the refusals it sends and logs [default: "switch at"
+    /// its first port's address].
+    pub name: Option<String>,
     /// A JSON snapshot of every counter, rewritten every `stat_interval_ms` and at exit
     /// (what `natm stat --switch` reads).
     pub stat_json: Option<PathBuf>,

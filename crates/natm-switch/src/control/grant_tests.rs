@@ -2,10 +2,12 @@
 //! hosts and switches; every host but 0 answers a SETUP at once): a call gets the
 //! most each outgoing port has free between its minimum and its target, the SETUP
 //! goes on with that grant, the CONNECT brings it back, and a release returns it.
+//! A refusal says which switch, which link and the figures, and is counted and
+//! logged there.
 
 use natm_proto::sig::{CallEvent, CallParams};
 use natm_proto::wire::addr::party;
-use natm_proto::wire::q2931::{ConnectionId, NatmParams};
+use natm_proto::wire::q2931::{ConnectionId, NatmParams, NetworkRefusal};
 use natm_proto::wire::qos::Rate;
 
 use super::party_tests::{addr, released, sock, Net};
@@ -155,4 +157,90 @@ fn two_hops_each_lower_the_grant_and_a_release_returns_exactly_it() {
     for s in 0..2 {
         assert!(n.nodes[s].ctl.links().iter().all(|l| l.reserved_cells == 0));
     }
+}
+
+/// The network's refusal in host 0's `Released`, with its cause value.
+fn refusal(n: &mut Net) -> (u8, NetworkRefusal) {
+    let evs = n.take(0);
+    evs.iter()
+        .find_map(|e| match e {
+            CallEvent::Released { cause, .. } => Some((cause.value.raw(), cause.refusal()?)),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("a refusal by the network: {evs:?}"))
+}
+
+#[test]
+fn a_refusal_for_capacity_names_the_switch_the_link_and_the_figures() {
+    let mut n = Net::star(&[1_000_000_000, line_carrying(100 * MBPS)]);
+    call(&mut n, 1, "cbr:pcr=200Mbps,min_pcr=150Mbps");
+    let (c, r) = refusal(&mut n);
+    assert_eq!(c, 37);
+    assert_eq!((r.switch.as_str(), r.link.as_str()), ("sw0", "p1"));
+    assert_eq!(
+        r.reason,
+        "forward 200 Mbit/s asked (at least 150 Mbit/s), 100 Mbit/s free of 100 Mbit/s"
+    );
+    // Counted on the link it could not take, and logged once.
+    let ctl = &mut n.nodes[0].ctl;
+    assert_eq!(ctl.refused(), 1);
+    let links = ctl.links();
+    assert_eq!((links[0].refused, links[1].refused), (0, 1));
+    let logged = ctl.poll_refused().expect("the refusal is logged");
+    assert_eq!(
+        (logged.cause, logged.refusal, logged.suppressed),
+        (37, r, 0)
+    );
+    assert_eq!(ctl.poll_refused(), None, "once");
+}
+
+#[test]
+fn a_refusal_two_hops_away_reaches_the_caller_naming_the_far_switch() {
+    let mut n = Net::chain_with(155_520_000, line_carrying(70 * MBPS));
+    call(&mut n, 2, "cbr:pcr=80Mbps");
+    let (c, r) = refusal(&mut n);
+    assert_eq!(c, 37);
+    assert_eq!((r.switch.as_str(), r.link.as_str()), ("sw1", "p1"));
+    assert!(
+        r.reason
+            .starts_with("forward 80 Mbit/s asked (at least 80 Mbit/s), 70 Mbit/s free"),
+        "{}",
+        r.reason
+    );
+    // Switch 0 relayed it: neither counted nor logged there, and nothing is held.
+    assert_eq!(n.nodes[0].ctl.refused(), 0);
+    assert_eq!(n.nodes[0].ctl.poll_refused(), None);
+    assert_eq!(n.nodes[1].ctl.refused(), 1);
+    for s in 0..2 {
+        assert!(n.nodes[s].ctl.links().iter().all(|l| l.reserved_cells == 0));
+    }
+    // No route: the link is the one the call came in on.
+    call(&mut n, 7, "ubr");
+    let (c, r) = refusal(&mut n);
+    assert_eq!(c, 3);
+    assert_eq!((r.switch.as_str(), r.link.as_str()), ("sw0", "p0"));
+    assert!(r.reason.starts_with("no route to "), "{}", r.reason);
+}
+
+#[test]
+fn a_flood_of_refusals_is_logged_at_most_ten_a_second_and_all_counted() {
+    let mut n = Net::star(&[1_000_000_000, line_carrying(10 * MBPS)]);
+    for _ in 0..15 {
+        call(&mut n, 1, "cbr:pcr=20Mbps");
+    }
+    // 15 calls 10 ms apart: ten logged in the first second, five counted.
+    let ctl = &mut n.nodes[0].ctl;
+    assert_eq!(ctl.refused(), 15);
+    let mut logged = 0;
+    while ctl.poll_refused().is_some() {
+        logged += 1;
+    }
+    assert_eq!(logged, REFUSALS_LOGGED_PER_S);
+    n.run(Duration::from_secs(1));
+    call(&mut n, 1, "cbr:pcr=20Mbps");
+    let next = n.nodes[0]
+        .ctl
+        .poll_refused()
+        .expect("logged again a second later");
+    assert_eq!(next.suppressed, 5);
 }

@@ -52,7 +52,7 @@ use natm_proto::sig::vci::VciPool;
 use natm_proto::sig::{CallAccept, CallEvent, CallId, CallParams, Saal, SaalConfig, SigEvent};
 use natm_proto::time::Instant;
 use natm_proto::wire::addr::{from_party, Prefix};
-use natm_proto::wire::q2931::{Cause, CauseValue, ConnectionId, Location};
+use natm_proto::wire::q2931::{Cause, CauseValue, ConnectionId, Location, NetworkRefusal};
 use natm_proto::wire::qos::{grant, Direction, Qos, BITS_PER_CELL};
 
 use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
@@ -88,6 +88,35 @@ fn payload_bps(cells: u64, tpdu_size: u32) -> u64 {
         .try_into()
         .unwrap_or(u64::MAX)
         .saturating_mul(BITS_PER_CELL)
+}
+
+/// A rate for a refusal's reason: "100 Mbit/s", "2.50 Mbit/s".
+fn mbit(bps: u64) -> String {
+    let m = bps as f64 / 1e6;
+    if m >= 10.0 || m == m.round() {
+        format!("{m:.0} Mbit/s")
+    } else {
+        format!("{m:.2} Mbit/s")
+    }
+}
+
+/// The called address of a SETUP, as text.
+fn called_text(params: &CallParams) -> String {
+    from_party(&params.called).map_or_else(|| "the called party".into(), |c| c.to_string())
+}
+
+/// At most this many refusals a second come out of [`Control::poll_refused`].
+pub const REFUSALS_LOGGED_PER_S: u32 = 10;
+
+/// A call the switch refused, for its log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The Q.2931 cause value.
+    pub cause: u8,
+    /// Where and why, as the caller is told.
+    pub refusal: NetworkRefusal,
+    /// Refusals not logged since the previous one (over the rate).
+    pub suppressed: u64,
 }
 
 /// The cell delay variation a call's policer tolerates beyond its host's bucket: the
@@ -151,6 +180,8 @@ impl PortRole {
 pub struct ControlPort {
     /// The data plane's port.
     pub port: PortId,
+    /// Its name in refusals (empty: its number).
+    pub name: String,
     /// Host or switch.
     pub role: PortRole,
     /// The switch's own UDP endpoint on this port: where hosts send their VCs' data.
@@ -175,6 +206,8 @@ pub struct ControlPort {
 /// Routes, timers and ports.
 #[derive(Debug, Clone)]
 pub struct ControlConfig {
+    /// The switch's name in the refusals it sends and logs.
+    pub name: String,
     /// Address prefix → outgoing port; the longest match wins.
     pub routes: Vec<(Prefix, PortId)>,
     /// SSCOP and call control on every signalling link.
@@ -215,6 +248,7 @@ impl ControlConfig {
 impl Default for ControlConfig {
     fn default() -> Self {
         ControlConfig {
+            name: "switch".into(),
             routes: Vec::new(),
             saal: ControlConfig::network_saal(),
             cdvt: DEFAULT_CDVT,
@@ -296,6 +330,8 @@ struct Link {
     vcis: VciPool,
     /// Cells/s reserved on this port's output.
     reserved_cells: u64,
+    /// Calls refused because of this link.
+    refused: u64,
 }
 
 /// The control plane of one switch.
@@ -309,6 +345,11 @@ pub struct Control {
     out: VecDeque<Output>,
     now: Instant,
     refused: u64,
+    /// Refusals for the driver's log, and the rate limit on them: the current
+    /// second's start and how many it logged, and how many went unlogged since.
+    refusal_log: VecDeque<Refused>,
+    log_window: (Instant, u32),
+    log_suppressed: u64,
     /// Released calls' sides waiting for their VCs to drain.
     drains: Vec<Drain>,
     /// Transit calls with a modification forwarded and not yet answered.
@@ -329,6 +370,9 @@ impl Control {
             out: VecDeque::new(),
             now: Instant::ZERO,
             refused: 0,
+            refusal_log: VecDeque::new(),
+            log_window: (Instant::ZERO, 0),
+            log_suppressed: 0,
             drains: Vec::new(),
             modifies: HashMap::new(),
             multicasts: HashMap::new(),
@@ -371,6 +415,7 @@ impl Control {
                 saal,
                 calls: HashMap::new(),
                 reserved_cells: 0,
+                refused: 0,
             },
         );
         self.dirty.push(id);
@@ -521,13 +566,72 @@ impl Control {
         }
     }
 
-    fn refuse(&mut self, port: PortId, call: CallId, c: u8) {
-        self.refused += 1;
+    /// Refuses the SETUP `call` that came in on `port` with cause `c`, because of
+    /// link `at` (`reason` with the figures): counted on `at`, logged (at most
+    /// [`REFUSALS_LOGGED_PER_S`] a second) and, towards a natm peer, carried in the
+    /// cause's diagnostics ([`NetworkRefusal`]) so that the caller can say where and
+    /// why.
+    fn refuse(&mut self, port: PortId, call: CallId, c: u8, at: PortId, reason: String) {
+        let natm = self.role(port).is_some_and(PortRole::is_natm);
+        let cause = self.refusal(c, at, reason, natm);
         let now = self.now;
         if let Some(l) = self.links.get_mut(&port) {
-            let _ = l.saal.reject(now, call, net_cause(c));
+            let _ = l.saal.reject(now, call, cause);
         }
         self.dirty.push(port);
+    }
+
+    /// The cause of a refusal by this switch with cause value `c` because of link
+    /// `at`: counted (on `at` too), logged, and with the [`NetworkRefusal`] in its
+    /// diagnostics if it goes to a natm peer (`natm`).
+    fn refusal(&mut self, c: u8, at: PortId, reason: String, natm: bool) -> Cause {
+        self.refused += 1;
+        let refusal = NetworkRefusal {
+            switch: self.cfg.name.clone(),
+            link: self.port_name(at),
+            reason,
+        };
+        if let Some(l) = self.links.get_mut(&at) {
+            l.refused += 1;
+        }
+        let mut cause = net_cause(c);
+        if natm {
+            cause = cause.with_refusal(&refusal);
+        }
+        self.log_refusal(c, refusal);
+        cause
+    }
+
+    /// A port's name for refusals (its number if it has none).
+    fn port_name(&self, port: PortId) -> String {
+        self.links
+            .get(&port)
+            .map(|l| l.cfg.name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| format!("port {}", port.0))
+    }
+
+    fn log_refusal(&mut self, cause: u8, refusal: NetworkRefusal) {
+        if self.now.saturating_duration_since(self.log_window.0) >= Duration::from_secs(1) {
+            self.log_window = (self.now, 0);
+        }
+        if self.log_window.1 >= REFUSALS_LOGGED_PER_S {
+            self.log_suppressed += 1;
+            return;
+        }
+        self.log_window.1 += 1;
+        self.refusal_log.push_back(Refused {
+            cause,
+            refusal,
+            suppressed: std::mem::take(&mut self.log_suppressed),
+        });
+    }
+
+    /// The next refusal to log (the driver logs each once); at most
+    /// [`REFUSALS_LOGGED_PER_S`] a second come out, the rest are counted in the next
+    /// one's `suppressed` (and all in [`Control::refused`]).
+    pub fn poll_refused(&mut self) -> Option<Refused> {
+        self.refusal_log.pop_front()
     }
 
     /// The outgoing port for `params`'s called address.
@@ -614,14 +718,18 @@ impl Control {
         if params.multipoint {
             return self.on_multipoint_setup(sw, a, call, params);
         }
+        let called = called_text(&params);
         let Some(b) = self.route(&params).filter(|&b| b != a) else {
-            return self.refuse(a, call, cause::NO_ROUTE);
+            let why = format!("no route to {called}");
+            return self.refuse(a, call, cause::NO_ROUTE, a, why);
         };
         let Some(out) = self.links.get(&b) else {
-            return self.refuse(a, call, cause::NO_ROUTE);
+            let why = format!("no route to {called}: its port runs no signalling");
+            return self.refuse(a, call, cause::NO_ROUTE, b, why);
         };
         if !out.saal.is_up() {
-            return self.refuse(a, call, cause::DESTINATION_OUT_OF_ORDER);
+            let why = format!("the signalling link towards {called} is down");
+            return self.refuse(a, call, cause::DESTINATION_OUT_OF_ORDER, b, why);
         }
         let (Some(role_a), role_b) = (self.role(a), out.cfg.role) else {
             return;
@@ -632,13 +740,25 @@ impl Control {
         let a_named = params.conn_id.map(|c| c.vci);
         if (role_a.is_natm() && a_named.is_none()) || (role_a == PortRole::Host && a_data.is_none())
         {
-            return self.refuse(a, call, cause::INVALID_IE);
+            let why = "the SETUP lacks natm's connection identifier or data endpoint".into();
+            return self.refuse(a, call, cause::INVALID_IE, a, why);
         }
         let qos = params.offered_qos();
         // A standard user's VCC carries bare AAL5 SDUs: natm's transport cannot run
         // end to end across it.
         if (!role_a.is_natm() || !role_b.is_natm()) && !qos.is_bare() {
-            return self.refuse(a, call, cause::INCOMPATIBLE_DESTINATION);
+            let (at, why) = if role_b.is_natm() {
+                (
+                    a,
+                    "the caller is a standard UNI user, whose VCC carries bare AAL5",
+                )
+            } else {
+                (
+                    b,
+                    "the callee is a standard UNI user: ask for transport=none",
+                )
+            };
+            return self.refuse(a, call, cause::INCOMPATIBLE_DESTINATION, at, why.into());
         }
         let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
         let free = |this: &Control, p: PortId| {
@@ -651,9 +771,20 @@ impl Control {
         let mut granted_bps = [0; 2];
         for (i, dir, out, line) in [(0, Direction::Tx, b, a), (1, Direction::Rx, a, b)] {
             let w = qos.want(dir, payload_bps(cells(line), tpdu));
-            match grant(w.target_bps, w.min_bps, payload_bps(free(self, out), tpdu)) {
+            let free_bps = payload_bps(free(self, out), tpdu);
+            match grant(w.target_bps, w.min_bps, free_bps) {
                 Some(g) => granted_bps[i] = g,
-                None => return self.refuse(a, call, cause::USER_CELL_RATE),
+                None => {
+                    let why = format!(
+                        "{} {} asked (at least {}), {} free of {}",
+                        ["forward", "backward"][i],
+                        mbit(w.target_bps),
+                        mbit(w.min_bps),
+                        mbit(free_bps),
+                        mbit(payload_bps(cells(out), tpdu)),
+                    );
+                    return self.refuse(a, call, cause::USER_CELL_RATE, out, why);
+                }
             }
         }
         // A grant at or above a direction's target leaves it as asked (`u64::MAX`: the
@@ -663,8 +794,12 @@ impl Control {
             .with_grant(u64::MAX, granted_bps[1], payload_bps(cells(b), tpdu));
         let fwd = self.contract(&qos, cells(a), true);
         let bwd = self.contract(&qos, cells(b), false);
-        if fwd.reserved > free(self, b) || bwd.reserved > free(self, a) {
-            return self.refuse(a, call, cause::USER_CELL_RATE);
+        for (name, need, out) in [("forward", fwd.reserved, b), ("backward", bwd.reserved, a)] {
+            let has = free(self, out);
+            if need > has {
+                let why = format!("{name} {need} cells/s needed, {has} free");
+                return self.refuse(a, call, cause::USER_CELL_RATE, out, why);
+            }
         }
         // The label of the standard user's VCC, both directions.
         let a_vcc = if role_a.is_natm() {
@@ -672,14 +807,14 @@ impl Control {
         } else {
             match self.allocate_vci(sw, a, None) {
                 Some(v) => Some(v),
-                None => return self.refuse(a, call, cause::NO_VCI),
+                None => return self.refuse(a, call, cause::NO_VCI, a, "no free VCI".into()),
             }
         };
         let Some(b_in) = self.allocate_vci(sw, b, None) else {
             if let (Some(v), Some(l)) = (a_vcc, self.links.get_mut(&a)) {
                 l.vcis.free(v);
             }
-            return self.refuse(a, call, cause::NO_VCI);
+            return self.refuse(a, call, cause::NO_VCI, b, "no free VCI".into());
         };
         let mut setup = params.clone();
         setup.conn_id = Some(ConnectionId::exclusive(0, b_in));
@@ -695,7 +830,8 @@ impl Control {
                 if let (Some(v), Some(l)) = (a_vcc, self.links.get_mut(&a)) {
                     l.vcis.free(v);
                 }
-                return self.refuse(a, call, cause::TEMPORARY_FAILURE);
+                let why = "the SETUP could not go out (call control refused it)".into();
+                return self.refuse(a, call, cause::TEMPORARY_FAILURE, b, why);
             }
         };
         let id = self.next_id;
@@ -964,10 +1100,16 @@ impl Control {
     fn end_side(&mut self, side: Drain) {
         let now = self.now;
         if let (Some(call), Some(l)) = (side.call, self.links.get_mut(&side.port)) {
+            // A standard peer gets only Q.2931's diagnostics, not natm's refusal.
+            let cause = if l.cfg.role.is_natm() {
+                side.cause
+            } else {
+                side.cause.plain()
+            };
             // Refused if still being set up, released if connected; an error means
             // call control already ended it.
-            if l.saal.reject(now, call, side.cause.clone()).is_err() {
-                let _ = l.saal.release(now, call, side.cause.clone());
+            if l.saal.reject(now, call, cause.clone()).is_err() {
+                let _ = l.saal.release(now, call, cause);
             }
         }
         self.dirty.push(side.port);

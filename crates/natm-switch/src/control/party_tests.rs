@@ -181,16 +181,18 @@ impl Net {
         routes: Vec<(Prefix, PortId)>,
         ports: &[(PortId, PortRole)],
     ) {
+        let s = self.nodes.len() as u16;
         let mut ctl = Control::new(ControlConfig {
+            name: format!("sw{s}"),
             routes,
             ..ControlConfig::default()
         });
-        let s = self.nodes.len() as u16;
         for (p, role) in ports {
             ctl.add_port(
                 self.now,
                 ControlPort {
                     port: *p,
+                    name: format!("p{}", p.0),
                     role: *role,
                     data: sock(9000 + 100 * s + p.0),
                     // The lower switch takes the user's half on a trunk.

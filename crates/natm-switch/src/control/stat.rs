@@ -20,6 +20,10 @@ pub struct LinkRow {
     pub calls: usize,
     /// Cells/s reserved on the port's output by calls.
     pub reserved_cells: u64,
+    /// Calls this switch refused because of this link (its capacity, its state, no
+    /// route from it).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub refused: u64,
 }
 
 /// One call through the switch.
@@ -83,6 +87,7 @@ impl Control {
                 up: l.saal.is_up(),
                 calls: l.calls.len(),
                 reserved_cells: l.reserved_cells,
+                refused: l.refused,
             })
             .collect()
     }

@@ -126,6 +126,7 @@ impl Net {
                 now,
                 ControlPort {
                     port: p,
+                    name: format!("p{}", p.0),
                     role,
                     data,
                     vcis: natm_proto::sig::vci::NETWORK_HALF,
@@ -561,4 +562,41 @@ fn a_lost_transport_fails_the_link_and_releases_at_once() {
         e,
         CallEvent::Released { call: c, .. } if *c == call
     )));
+}
+
+/// A refusal towards a standard user carries only what Q.2931 defines: natm's
+/// account of where and why ([`NetworkRefusal`]) goes to natm peers only, and the
+/// refusal is still counted.
+#[test]
+fn a_standard_user_is_refused_with_plain_q2931_diagnostics() {
+    let mut net = Net::new(User::Saal(user_saal(), Vec::new()));
+    let nowhere: AtmAddr = "47.0005.80ffe1000000f21a26d8.0020ea000e77.00"
+        .parse()
+        .unwrap();
+    let params = CallParams {
+        called: party(&nowhere).unwrap(),
+        calling: party(&linux_addr()),
+        sap: None,
+        qos: "cbr:pcr=1Mbps,transport=none".parse().unwrap(),
+        natm: NatmParams::default(),
+        conn_id: None,
+        multipoint: false,
+    };
+    let now = net.now;
+    if let User::Saal(s, _) = &mut net.user {
+        s.setup(now, params).unwrap();
+    }
+    net.run(5 * MS);
+    let cause = net
+        .user_calls()
+        .into_iter()
+        .find_map(|e| match e {
+            CallEvent::Released { cause, .. } => Some(cause),
+            _ => None,
+        })
+        .expect("the user's call is refused");
+    assert_eq!(cause.value.raw(), 3);
+    assert!(cause.diagnostics.is_empty(), "{cause}");
+    assert_eq!(net.ctl.refused(), 1);
+    assert_eq!(net.ctl.links()[1].refused, 1, "counted on the user's link");
 }
