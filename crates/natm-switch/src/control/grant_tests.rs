@@ -244,3 +244,24 @@ fn a_flood_of_refusals_is_logged_at_most_ten_a_second_and_all_counted() {
         .expect("logged again a second later");
     assert_eq!(next.suppressed, 5);
 }
+
+#[test]
+fn a_callee_granting_less_is_what_the_caller_learns_and_what_the_switch_keeps() {
+    let mut n = Net::star(&[1_000_000_000, 1_000_000_000]);
+    n.answers[1] = Some("cbr:pcr=30Mbps,min_pcr=10Mbps".parse().unwrap());
+    call(&mut n, 1, "cbr:pcr=80Mbps,min_pcr=10Mbps");
+    let got = connected(&mut n).expect("connected");
+    assert_eq!(got.to_string(), "cbr:pcr=30Mbps,min_pcr=10Mbps");
+    let held = n.nodes[0].ctl.calls()[0].reserved_cells;
+    // As much as a call asking for 30 outright holds.
+    let mut m = Net::star(&[1_000_000_000, 1_000_000_000]);
+    call(&mut m, 1, "cbr:pcr=30Mbps,min_pcr=10Mbps");
+    assert_eq!(held, m.nodes[0].ctl.calls()[0].reserved_cells);
+    // An answer of another service is no answer: the caller learns the grant and the
+    // switch keeps its reservation.
+    let mut n = Net::star(&[1_000_000_000, 1_000_000_000]);
+    n.answers[1] = Some("ubr".parse().unwrap());
+    call(&mut n, 1, "cbr:pcr=80Mbps");
+    assert_eq!(connected(&mut n).unwrap().to_string(), "cbr:pcr=80Mbps");
+    assert!(n.nodes[0].ctl.calls()[0].reserved_cells.0 > 200_000);
+}

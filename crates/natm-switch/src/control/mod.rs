@@ -988,12 +988,15 @@ impl Control {
         let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
         let (a, b) = (t.a.port, t.b.port);
         let tpdu = t.qos.resolved_transport(false).tpdu_size;
-        let within = [(Direction::Tx, a), (Direction::Rx, b)]
-            .iter()
-            .all(|&(d, p)| {
-                let cap = payload_bps(cells(p), tpdu);
-                answer.want(d, cap).target_bps <= t.qos.want(d, cap).target_bps
-            });
+        // Another service than the one granted is no answer to it (a guaranteed call
+        // answered as best effort would give its reservation away).
+        let within = answer.service() == t.qos.service()
+            && [(Direction::Tx, a), (Direction::Rx, b)]
+                .iter()
+                .all(|&(d, p)| {
+                    let cap = payload_bps(cells(p), tpdu);
+                    answer.want(d, cap).target_bps <= t.qos.want(d, cap).target_bps
+                });
         let fwd = self.contract(&answer, cells(a), true);
         let bwd = self.contract(&answer, cells(b), false);
         if !within || fwd.reserved > t.fwd_cells || bwd.reserved > t.bwd_cells {

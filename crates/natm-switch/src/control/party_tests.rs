@@ -64,6 +64,8 @@ pub(super) struct Net {
     refuse: Vec<Option<u8>>,
     /// SETUPs each host was offered: its n-th call receives on label 100n + 100 + h.
     offers: Vec<u16>,
+    /// The QoS each host answers a SETUP with (`None`: none, as offered).
+    pub(super) answers: Vec<Option<Qos>>,
 }
 
 impl Net {
@@ -172,6 +174,7 @@ impl Net {
             links: Vec::new(),
             refuse: vec![None; hosts],
             offers: vec![0; hosts],
+            answers: vec![None; hosts],
         }
     }
 
@@ -258,7 +261,7 @@ impl Net {
             self.offers[h] += 1;
         }
         let accept = CallAccept {
-            qos: None,
+            qos: self.answers[h],
             natm: NatmParams {
                 data_endpoint: Some(sock(6000 + h as u16)),
                 ..NatmParams::default()
