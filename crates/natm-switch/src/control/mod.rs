@@ -53,7 +53,7 @@ use natm_proto::sig::{CallAccept, CallEvent, CallId, CallParams, Saal, SaalConfi
 use natm_proto::time::Instant;
 use natm_proto::wire::addr::{from_party, Prefix};
 use natm_proto::wire::q2931::{Cause, CauseValue, ConnectionId, Location, NetworkRefusal};
-use natm_proto::wire::qos::{grant, Direction, Qos, BITS_PER_CELL};
+use natm_proto::wire::qos::{frame_cells, grant, Direction, Qos, BITS_PER_CELL};
 
 use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
 
@@ -61,33 +61,11 @@ mod modify;
 mod party;
 mod stat;
 
-/// What a TPDU adds to its payload on the wire: its 32-octet header and the AAL5
-/// trailer (8 octets).
-const TPDU_OVERHEAD: u64 = 32 + 8;
-
-/// The cells one TPDU of `tpdu_size` payload octets takes on the wire.
-fn tpdu_cells(tpdu_size: u32) -> u64 {
-    (u64::from(tpdu_size).max(1) + TPDU_OVERHEAD).div_ceil(48)
-}
-
-/// The cells/s on the wire of `payload_cells` cells/s of payload (48 octets each)
-/// sent in TPDUs of `tpdu_size` octets: raised by the TPDU header and the AAL5
-/// trailer and pad, rounded up.
-fn inflate(payload_cells: u64, tpdu_size: u32) -> u64 {
-    let tpdu = u64::from(tpdu_size).max(1);
-    payload_cells
-        .saturating_mul(tpdu_cells(tpdu_size) * 48)
-        .div_ceil(tpdu)
-}
-
-/// The most payload, bits/s, whose reservation ([`inflate`] of its payload cells)
-/// fits `cells` cells/s: what an admission of `cells` free can grant.
-fn payload_bps(cells: u64, tpdu_size: u32) -> u64 {
-    let tpdu = u64::from(tpdu_size).max(1);
-    (u128::from(cells) * u128::from(tpdu) / u128::from(tpdu_cells(tpdu_size) * 48))
-        .try_into()
-        .unwrap_or(u64::MAX)
-        .saturating_mul(BITS_PER_CELL)
+/// The most payload, bits/s, whose cells on the wire ([`Qos::wire_cells`], what the
+/// SETUP signals and the switch reserves and polices) fit `cells` cells/s: what an
+/// admission of `cells` free can grant a call of `qos`.
+fn payload_bps(qos: &Qos, cells: u64) -> u64 {
+    qos.payload_cells(cells).saturating_mul(BITS_PER_CELL)
 }
 
 /// A rate for a refusal's reason: "100 Mbit/s", "2.50 Mbit/s".
@@ -645,11 +623,12 @@ impl Control {
             .map(|(_, port)| *port)
     }
 
-    /// The policer of one direction of a call, from its traffic descriptor (TM 4.0
-    /// GCRA on CLP=0+1), adjusted to what a conforming natm host sends:
-    /// - rates in cells of *payload* (the QoS's bit rates over 48 octets) are raised by
-    ///   the TPDU header and AAL5 trailer and pad a host adds to each TPDU, so a host
-    ///   sending exactly its rate conforms;
+    /// The policer of one direction of a call, from the traffic descriptor its SETUP
+    /// signals (TM 4.0 GCRA on CLP=0+1), whose rates are cells on the wire: the QoS's
+    /// payload raised by the TPDU header and AAL5 trailer and pad a host adds to each
+    /// TPDU ([`Qos::wire_cells`]), so a host sending exactly its rate conforms and the
+    /// switch polices exactly what it signals. Adjusted to what a conforming natm
+    /// host sends:
     /// - the tolerance covers the host's leaky bucket (`flow::leaky_bucket`: a depth
     ///   of 4 TPDUs or 2 ms of the rate) plus one TPDU arriving whole (a frame's cells
     ///   reach the switch back to back), plus `cfg.cdvt` for the jitter of the hosts'
@@ -663,20 +642,16 @@ impl Control {
         self.contract_of(&td, qos.resolved_transport(false).tpdu_size, forward)
     }
 
-    /// [`Control::contract`] from a traffic descriptor and the call's TPDU size.
-    /// Its reservation is [`inflate`]d from the descriptor's payload cells.
+    /// [`Control::contract`] from a traffic descriptor (cells on the wire) and the
+    /// call's TPDU size.
     fn contract_of(
         &self,
         td: &natm_proto::wire::q2931::TrafficDescriptor,
         tpdu_size: u32,
         forward: bool,
     ) -> Contract {
-        let mut c = Contract::from_descriptor(td, forward);
-        let tpdu_cells = tpdu_cells(tpdu_size);
-        let inflate = |r: u64| inflate(r, tpdu_size);
-        c.pcr = c.pcr.map(inflate);
-        c.scr = c.scr.map(|(r, mbs)| (inflate(r), mbs));
-        c.reserved = inflate(c.reserved);
+        let c = Contract::from_descriptor(td, forward);
+        let tpdu_cells = frame_cells(tpdu_size);
         let tolerance = match c.pcr {
             Some(pcr) if pcr > 0 => {
                 let depth = (4 * tpdu_cells).max(pcr * 2 / 1000);
@@ -767,11 +742,10 @@ impl Control {
         // Each direction gets the most between its minimum and its target that its
         // outgoing port has free (the rule sigd applies, `wire::qos::grant`); the
         // SETUP goes on with the grant, so later hops and the callee see it.
-        let tpdu = qos.resolved_transport(false).tpdu_size;
         let mut granted_bps = [0; 2];
         for (i, dir, out, line) in [(0, Direction::Tx, b, a), (1, Direction::Rx, a, b)] {
-            let w = qos.want(dir, payload_bps(cells(line), tpdu));
-            let free_bps = payload_bps(free(self, out), tpdu);
+            let w = qos.want(dir, payload_bps(&qos, cells(line)));
+            let free_bps = payload_bps(&qos, free(self, out));
             match grant(w.target_bps, w.min_bps, free_bps) {
                 Some(g) => granted_bps[i] = g,
                 None => {
@@ -781,7 +755,7 @@ impl Control {
                         mbit(w.target_bps),
                         mbit(w.min_bps),
                         mbit(free_bps),
-                        mbit(payload_bps(cells(out), tpdu)),
+                        mbit(payload_bps(&qos, cells(out))),
                     );
                     return self.refuse(a, call, cause::USER_CELL_RATE, out, why);
                 }
@@ -790,8 +764,8 @@ impl Control {
         // A grant at or above a direction's target leaves it as asked (`u64::MAX`: the
         // other direction, lowered on its own line's terms).
         let qos = qos
-            .with_grant(granted_bps[0], u64::MAX, payload_bps(cells(a), tpdu))
-            .with_grant(u64::MAX, granted_bps[1], payload_bps(cells(b), tpdu));
+            .with_grant(granted_bps[0], u64::MAX, payload_bps(&qos, cells(a)))
+            .with_grant(u64::MAX, granted_bps[1], payload_bps(&qos, cells(b)));
         let fwd = self.contract(&qos, cells(a), true);
         let bwd = self.contract(&qos, cells(b), false);
         for (name, need, out) in [("forward", fwd.reserved, b), ("backward", bwd.reserved, a)] {
@@ -987,14 +961,13 @@ impl Control {
         };
         let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
         let (a, b) = (t.a.port, t.b.port);
-        let tpdu = t.qos.resolved_transport(false).tpdu_size;
         // Another service than the one granted is no answer to it (a guaranteed call
         // answered as best effort would give its reservation away).
         let within = answer.service() == t.qos.service()
             && [(Direction::Tx, a), (Direction::Rx, b)]
                 .iter()
                 .all(|&(d, p)| {
-                    let cap = payload_bps(cells(p), tpdu);
+                    let cap = payload_bps(&t.qos, cells(p));
                     answer.want(d, cap).target_bps <= t.qos.want(d, cap).target_bps
                 });
         let fwd = self.contract(&answer, cells(a), true);

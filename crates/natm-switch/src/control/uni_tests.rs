@@ -16,6 +16,7 @@ use natm_proto::wire::q2931::{
 
 use super::*;
 use crate::PortConfig;
+use natm_proto::wire::qos::Rate;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -599,4 +600,44 @@ fn a_standard_user_is_refused_with_plain_q2931_diagnostics() {
     assert!(cause.diagnostics.is_empty(), "{cause}");
     assert_eq!(net.ctl.refused(), 1);
     assert_eq!(net.ctl.links()[1].refused, 1, "counted on the user's link");
+}
+
+/// The switch polices a call at exactly the traffic descriptor its SETUP gives the
+/// standard user (issue 33: 10,621/5,311 cells/s policed against 10,417/5,209
+/// signalled): both are the QoS's payload in cells on the wire, each SDU's overhead
+/// and pad included (`Qos::wire_cells`).
+#[test]
+fn the_switch_polices_the_contract_it_signals_to_a_standard_user() {
+    let mut net = Net::new(User::Saal(user_saal(), Vec::new()));
+    let q: Qos = "vbr:pcr=4Mbps,scr=2Mbps,mbs=100,sdu=4096,transport=none"
+        .parse()
+        .unwrap();
+    let a = net.host.setup(net.now, host_call(q)).unwrap();
+    net.run(5 * MS);
+    let (b, offered) = incoming(net.user_calls()).expect("the user is offered the call");
+    let signalled = offered.qos.tx();
+    let cells = |r: Option<Rate>| r.and_then(|r| r.cells_per_sec());
+    assert_eq!(
+        (cells(signalled.pcr), cells(signalled.scr)),
+        (Some(10_621), Some(5_311))
+    );
+    if let User::Saal(s, _) = &mut net.user {
+        s.accept(net.now, b, CallAccept::default()).unwrap();
+    }
+    net.run(5 * MS);
+    assert!(net.host_calls().iter().any(|e| matches!(
+        e,
+        CallEvent::Connected { call, .. } if *call == a
+    )));
+    // The VC from the host (port 0) towards the user (port 1).
+    let policed = net
+        .sw
+        .stat()
+        .vcs
+        .into_iter()
+        .find(|v| v.xc.to().port() == PortId(1))
+        .expect("the forward VC")
+        .contract;
+    assert_eq!(policed.pcr, Some(10_621));
+    assert_eq!(policed.scr.map(|(scr, _)| scr), Some(5_311));
 }
