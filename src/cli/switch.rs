@@ -87,6 +87,8 @@ struct SigLinkRow {
     up: bool,
     calls: usize,
     reserved_cells: u64,
+    #[serde(default)]
+    refused: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -309,8 +311,17 @@ fn signalling(s: &Snapshot) {
             .map_or_else(|| p.to_string(), |r| r.name.clone())
     };
     outln!("");
-    let mut links =
-        crate::cli::table::new(["port", "peer is", "link", "calls", "reserved cells/s"], 1);
+    let mut links = crate::cli::table::new(
+        [
+            "port",
+            "peer is",
+            "link",
+            "calls",
+            "reserved cells/s",
+            "refused",
+        ],
+        1,
+    );
     for l in &s.signalling {
         links.add_row(vec![
             name(l.port),
@@ -318,6 +329,7 @@ fn signalling(s: &Snapshot) {
             if l.up { "up" } else { "down" }.to_string(),
             l.calls.to_string(),
             l.reserved_cells.to_string(),
+            l.refused.to_string(),
         ]);
     }
     outln!("{}", crate::cli::table::render(&links).trim_end());

@@ -12,6 +12,8 @@
 //! rate unavailable, the link) or 47 (resources unavailable, the CPU), with a sentence
 //! that says how much is free. Reservations return on release.
 
+use natm_proto::wire::qos::grant;
+
 /// A direction of the host's link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Way {
@@ -161,7 +163,9 @@ impl Resources {
                 ),
             });
         }
-        let rate = d.target_bps.min(free).min(cpu_bps);
+        // The most between the minimum and the target that both fit: the rule a
+        // switch applies too (`natm_proto::wire::qos::grant`).
+        let rate = grant(d.target_bps, min, free.min(cpu_bps)).unwrap_or(min);
         Ok((rate, self.cpu_of(rate, d.tpdu_size)))
     }
 

@@ -52,6 +52,9 @@ fn invalid(msg: impl Into<String>) -> ConfigError {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Config {
+    /// The switch's name in the refusals it sends and logs [default: "switch at"
+    /// its first port's address].
+    pub name: Option<String>,
     /// A JSON snapshot of every counter, rewritten every `stat_interval_ms` and at exit
     /// (what `natm stat --switch` reads).
     pub stat_json: Option<PathBuf>,
@@ -428,7 +431,9 @@ impl PortSection {
 
 impl PvcSection {
     /// The contract this PVC is policed against; `link_cells` is the input port's
-    /// line in cells/s (what `qos` rates in bits/s are converted against).
+    /// line in cells/s (what a `qos` rate of `max` stands for). A `qos` text's rates
+    /// are payload, policed in cells on the wire with each frame's overhead, as a
+    /// call's (`Qos::wire_cells`); `pcr`/`scr` are cells on the wire as given.
     pub fn contract(&self, link_cells: u64) -> Result<Contract, ConfigError> {
         let mut c = match (&self.qos, self.pcr, self.scr, self.mbs) {
             (Some(text), None, None, None) => {
@@ -632,8 +637,9 @@ mod tests {
         assert_eq!(c.pvcs[0].contract(1).expect("valid").pcr, Some(1000));
         let q = TWO.replace("pcr = 1000", "qos = \"cbr:pcr=384kbps\"");
         let c = Config::from_toml(&q).expect("valid");
-        // Rates in bit/s count cell payload: 384 kbit/s is 1,000 cells/s of 48 octets.
-        assert_eq!(c.pvcs[0].contract(366_792).expect("valid").pcr, Some(1000));
+        // Rates in bit/s count cell payload: 384 kbit/s is 1,000 cells/s of 48 octets,
+        // policed as a call's are, in cells on the wire: 4 KiB TPDUs of 87 cells.
+        assert_eq!(c.pvcs[0].contract(366_792).expect("valid").pcr, Some(1020));
         assert_eq!(
             PvcEnd::parse("a:1.32").expect("valid"),
             PvcEnd {

@@ -209,6 +209,13 @@ impl SwitchDaemon {
             routes.push((cfg.route_prefix(r)?, port_id(i)));
         }
         let mut ctl = Control::new(ControlConfig {
+            // Named in the refusals it sends: its own name, else where its first
+            // port listens (unique on a machine).
+            name: cfg.name.clone().unwrap_or_else(|| {
+                links
+                    .first()
+                    .map_or_else(|| "switch".into(), |l| format!("switch at {}", l.bind))
+            }),
             routes,
             cdvt: cfg
                 .svc_cdvt_us
@@ -228,6 +235,7 @@ impl SwitchDaemon {
                 natm_proto::time::Instant::from_nanos(1),
                 ControlPort {
                     port: port_id(i),
+                    name: p.name.clone(),
                     role: match role {
                         SignallingRole::Host => PortRole::Host,
                         SignallingRole::Switch => PortRole::Switch,
@@ -300,6 +308,18 @@ impl SwitchDaemon {
                     }
                 }
             }
+        }
+        // Each refusal once, at most `REFUSALS_LOGGED_PER_S` a second (the rest are
+        // counted in `suppressed` and in the stat file's `calls_refused`).
+        while let Some(r) = ctl.poll_refused() {
+            warn!(
+                cause = r.cause,
+                switch = %r.refusal.switch,
+                link = %r.refusal.link,
+                suppressed = r.suppressed,
+                "call refused: {}",
+                r.refusal.reason
+            );
         }
     }
 

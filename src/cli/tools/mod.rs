@@ -106,6 +106,17 @@ fn explain(e: Error, target: &str) -> anyhow::Error {
         Some(i) => detail[..i].to_owned(),
         None => detail,
     };
+    // A switch on the way refused the call (issue 33): sigd's sentence names the
+    // switch, the link and the figures, and the cause's usual reading here (the
+    // callee's SAP, the peer sigd, this host's admission) would mislead.
+    if detail.starts_with("refused by the network") {
+        let todo = match cause {
+            37 => "lower pcr in --qos, or add min_pcr=… to take what the network has",
+            88 => "the callee is not natm: ask for transport=none in --qos",
+            _ => "see that switch's log and `natm stat --switch` there",
+        };
+        return anyhow!("{detail} (cause {cause}, {meaning}) — {todo}");
+    }
     let (addr, sap) = target.rsplit_once(':').unwrap_or((target, ""));
     let (what, todo): (String, String) = match cause {
         88 => (
@@ -572,6 +583,24 @@ mod tests {
         assert!(e.contains("admission refused: 80 Mbit/s"), "{e}");
         assert!(e.contains("35 Mbit/s free"), "{e}");
         assert!(e.contains("lower pcr"), "{e}");
+        // A switch's refusal is the network's, whatever the cause usually means.
+        let e = explain(
+            Error::Refused {
+                cause: 88,
+                detail: "refused by the network at switch sw1, link atm0: the callee is a \
+                         standard UNI user: ask for transport=none (cause 88: incompatible \
+                         destination)"
+                    .into(),
+            },
+            "+4420002:atmarp",
+        )
+        .to_string();
+        assert_eq!(
+            e,
+            "refused by the network at switch sw1, link atm0: the callee is a standard UNI \
+             user: ask for transport=none (cause 88, incompatible destination) — the callee \
+             is not natm: ask for transport=none in --qos"
+        );
     }
 
     #[test]

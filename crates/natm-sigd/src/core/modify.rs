@@ -79,7 +79,7 @@ fn bounds(q: &Qos, tx: bool, capacity: u64) -> (u64, u64) {
     (min, max)
 }
 
-/// A direction's rate in a traffic descriptor, cells/s: the SCR of a VBR
+/// A direction's rate in a traffic descriptor, cells/s on the wire: the SCR of a VBR
 /// direction, else the PCR.
 fn cells_of(td: &TrafficDescriptor, forward: bool, class: TrafficClass) -> Option<u64> {
     let r = if forward { &td.fwd } else { &td.bwd };
@@ -452,6 +452,14 @@ impl Core {
             let Some(cells) = cells_of(&td, tx == outgoing, p.class) else {
                 continue;
             };
+            // The descriptor counts cells on the wire (`Qos::wire_cells`, each frame's
+            // overhead included, in the caller's frames); the rates here are payload.
+            let caller_view = if outgoing {
+                qos
+            } else {
+                super::qos::reverse(&qos)
+            };
+            let cells = caller_view.payload_cells(cells);
             let target = demand(&qos, tx, capacity).target_bps;
             if cells == target.div_ceil(BITS_PER_CELL) {
                 continue;

@@ -772,6 +772,13 @@ impl Core {
                         .get(&id)
                         .map(|c| (c.sap.clone(), c.remote_addr.clone(), c.outgoing));
                     let detail = match (by, called) {
+                        // A switch on the way refused the call and said where and why
+                        // (issue 33): the network, not the callee, refused it.
+                        (ClearedBy::Remote, _) if cause.refusal().is_some() => format!(
+                            "{} (cause {c}: {})",
+                            cause.refusal().map(|r| r.to_string()).unwrap_or_default(),
+                            cause_text(c)
+                        ),
                         // The callee's sigd refuses a SAP nobody listens on with 88, whose
                         // standard text ("incompatible destination") would send the
                         // caller looking at its QoS; say what the callee's sigd saw.

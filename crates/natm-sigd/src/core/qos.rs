@@ -2,7 +2,7 @@
 //! "Admission"), the grant written back into the QoS, and the fit of a call to a
 //! pre-authorised listener.
 
-use natm_proto::wire::qos::{Qos, Rate, Service};
+use natm_proto::wire::qos::{Direction, Qos, Service};
 
 use super::Core;
 use crate::admission::{Demand, Grant, Refusal};
@@ -13,49 +13,25 @@ pub(super) fn reverse(q: &Qos) -> Qos {
     Qos::new(aal, rx, tx, t).unwrap_or(*q)
 }
 
-/// What a QoS asks of the resource manager, one direction (`tx`: this side sends).
-/// Only guaranteed VCs reserve: their target rate (SCR for VBR, else PCR, else max
-/// PCR; `max` is the whole link) and the minimum (`min_pcr`, else the target).
+/// What a QoS asks of the resource manager, one direction (`tx`: this side sends):
+/// [`Qos::want`], the rule a switch's admission applies too, with the TPDU size that
+/// sets its CPU cost.
 pub(super) fn demand(q: &Qos, tx: bool, capacity: u64) -> Demand {
-    if q.service() != Service::Guaranteed {
+    let w = q.want(if tx { Direction::Tx } else { Direction::Rx }, capacity);
+    if w.target_bps == 0 {
         return Demand::default();
     }
-    let p = if tx { q.tx() } else { q.rx() };
-    if !p.is_used() {
-        return Demand::default();
-    }
-    let bps = |r: Option<Rate>| r.map(|r| r.bits_per_sec().unwrap_or(capacity));
-    let target = bps(p.scr).or(bps(p.pcr)).or(bps(p.max_pcr)).unwrap_or(0);
-    let min = bps(p.min_pcr).unwrap_or(target).min(target);
     Demand {
-        target_bps: target,
-        min_bps: min,
+        target_bps: w.target_bps,
+        min_bps: w.min_bps,
         tpdu_size: q.resolved_transport(false).tpdu_size,
     }
 }
 
-/// The QoS with each direction's target rate lowered to what was granted.
+/// The QoS with each direction's target rate lowered to what was granted
+/// ([`Qos::with_grant`]).
 pub(super) fn granted_qos(q: &Qos, out_bps: u64, in_bps: u64, capacity: u64) -> Qos {
-    if q.service() != Service::Guaranteed {
-        return *q;
-    }
-    let (aal, mut tx, mut rx, t) = q.into_parts();
-    for (p, g, d) in [
-        (&mut tx, out_bps, demand(q, true, capacity)),
-        (&mut rx, in_bps, demand(q, false, capacity)),
-    ] {
-        if d.target_bps == 0 || g >= d.target_bps {
-            continue;
-        }
-        if p.scr.is_some() {
-            p.scr = Some(Rate::Bps(g));
-        } else if p.pcr.is_some() {
-            p.pcr = Some(Rate::Bps(g));
-        } else {
-            p.max_pcr = Some(Rate::Bps(g));
-        }
-    }
-    Qos::new(aal, tx, rx, t).unwrap_or(*q)
+    q.with_grant(out_bps, in_bps, capacity)
 }
 
 /// Whether a call asking for `call` (the callee's view) fits a listener bound with

@@ -214,10 +214,15 @@ impl Pair {
     /// Hosts A and B attached to one natm switch (host ports, `preserve` their kept
     /// calls' time; `None`: the switch's default), all links up.
     pub fn switched(preserve: Option<Duration>) -> Pair {
+        Pair::switched_line(preserve, 1_000_000_000)
+    }
+
+    /// [`Pair::switched`] with the switch's ports `line` bit/s each.
+    pub fn switched_line(preserve: Option<Duration>, line: u64) -> Pair {
         let mut p = Pair::new("", "");
         p.a = Node::with_config(switched_config(Side::A, ""), 1);
         p.b = Node::with_config(switched_config(Side::B, ""), 2);
-        p.switch = Some(Hop::new(p.now, preserve));
+        p.switch = Some(Hop::new(p.now, preserve, line));
         let now = p.now;
         p.a.core.start(now);
         p.b.core.start(now);
@@ -631,11 +636,11 @@ pub fn released_of(msgs: &[Message], call: u64) -> (u8, String) {
 }
 
 impl Hop {
-    /// Routes +4420001 to port 0 and +4420002 to port 1.
-    fn new(now: Instant, preserve: Option<Duration>) -> Hop {
+    /// Routes +4420001 to port 0 and +4420002 to port 1, each a line of `line` bit/s.
+    fn new(now: Instant, preserve: Option<Duration>, line: u64) -> Hop {
         let mut sw = Switch::new();
-        let p0 = sw.add_port(PortConfig::new(1_000_000_000)).unwrap();
-        let p1 = sw.add_port(PortConfig::new(1_000_000_000)).unwrap();
+        let p0 = sw.add_port(PortConfig::new(line)).unwrap();
+        let p1 = sw.add_port(PortConfig::new(line)).unwrap();
         let h = natm_proto::wire::addr::HostsFile::default();
         let prefix = |a: &str| natm_proto::wire::addr::Prefix::parse(a, &h).unwrap();
         let mut ctl = Control::new(ControlConfig {
@@ -648,6 +653,7 @@ impl Hop {
                 now,
                 ControlPort {
                     port,
+                    name: format!("p{}", port.0),
                     role: PortRole::Host,
                     data,
                     vcis: natm_proto::sig::vci::NETWORK_HALF,

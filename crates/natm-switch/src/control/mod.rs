@@ -52,8 +52,8 @@ use natm_proto::sig::vci::VciPool;
 use natm_proto::sig::{CallAccept, CallEvent, CallId, CallParams, Saal, SaalConfig, SigEvent};
 use natm_proto::time::Instant;
 use natm_proto::wire::addr::{from_party, Prefix};
-use natm_proto::wire::q2931::{Cause, CauseValue, ConnectionId, Location};
-use natm_proto::wire::qos::Qos;
+use natm_proto::wire::q2931::{Cause, CauseValue, ConnectionId, Location, NetworkRefusal};
+use natm_proto::wire::qos::{frame_cells, grant, Direction, Qos, BITS_PER_CELL};
 
 use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
 
@@ -61,9 +61,41 @@ mod modify;
 mod party;
 mod stat;
 
-/// What a TPDU adds to its payload on the wire: its 32-octet header and the AAL5
-/// trailer (8 octets).
-const TPDU_OVERHEAD: u64 = 32 + 8;
+/// The most payload, bits/s, whose cells on the wire ([`Qos::wire_cells`], what the
+/// SETUP signals and the switch reserves and polices) fit `cells` cells/s: what an
+/// admission of `cells` free can grant a call of `qos`.
+fn payload_bps(qos: &Qos, cells: u64) -> u64 {
+    qos.payload_cells(cells).saturating_mul(BITS_PER_CELL)
+}
+
+/// A rate for a refusal's reason: "100 Mbit/s", "2.50 Mbit/s".
+fn mbit(bps: u64) -> String {
+    let m = bps as f64 / 1e6;
+    if m >= 10.0 || m == m.round() {
+        format!("{m:.0} Mbit/s")
+    } else {
+        format!("{m:.2} Mbit/s")
+    }
+}
+
+/// The called address of a SETUP, as text.
+fn called_text(params: &CallParams) -> String {
+    from_party(&params.called).map_or_else(|| "the called party".into(), |c| c.to_string())
+}
+
+/// At most this many refusals a second come out of [`Control::poll_refused`].
+pub const REFUSALS_LOGGED_PER_S: u32 = 10;
+
+/// A call the switch refused, for its log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// The Q.2931 cause value.
+    pub cause: u8,
+    /// Where and why, as the caller is told.
+    pub refusal: NetworkRefusal,
+    /// Refusals not logged since the previous one (over the rate).
+    pub suppressed: u64,
+}
 
 /// The cell delay variation a call's policer tolerates beyond its host's bucket: the
 /// scheduling jitter of user-space hosts and switches on a loaded machine (measured:
@@ -72,9 +104,9 @@ const TPDU_OVERHEAD: u64 = 32 + 8;
 pub const DEFAULT_CDVT: Duration = Duration::from_millis(20);
 
 /// The policer's contract for one direction of a signalled call, as the switch sets
-/// it up ([`Control::contract`]): the traffic descriptor's rates raised by the TPDU
-/// header and AAL5 trailer of a `tpdu_size`-byte TPDU (a bare VC's largest SDU), and a
-/// tolerance of the host's leaky bucket plus one TPDU plus `cdvt`
+/// it up ([`Control::contract`]): the traffic descriptor's rates as signalled (cells
+/// on the wire, [`Qos::wire_cells`]), and a tolerance of the host's leaky bucket plus
+/// one `tpdu_size`-byte TPDU (a bare VC's largest SDU) plus `cdvt`
 /// ([`ControlConfig::cdvt`], [`DEFAULT_CDVT`]). Public so that what a host sends can
 /// be checked against exactly what the switch polices.
 pub fn call_contract(
@@ -83,13 +115,10 @@ pub fn call_contract(
     forward: bool,
     cdvt: Duration,
 ) -> Contract {
-    let mut c = Contract::from_descriptor(td, forward);
-    let tpdu = u64::from(tpdu_size).max(1);
-    let tpdu_cells = (tpdu + TPDU_OVERHEAD).div_ceil(48);
-    let inflate = |r: u64| (r.saturating_mul(tpdu_cells * 48)).div_ceil(tpdu);
-    c.pcr = c.pcr.map(inflate);
-    c.scr = c.scr.map(|(r, mbs)| (inflate(r), mbs));
-    c.reserved = inflate(c.reserved);
+    // The descriptor's rates are cells on the wire already (`Qos::wire_cells`): the
+    // switch polices exactly what it signals, with a tolerance for the host's bucket.
+    let c = Contract::from_descriptor(td, forward);
+    let tpdu_cells = frame_cells(tpdu_size);
     let tolerance = match c.pcr {
         Some(pcr) if pcr > 0 => {
             let depth = (4 * tpdu_cells).max(pcr * 2 / 1000);
@@ -155,6 +184,8 @@ impl PortRole {
 pub struct ControlPort {
     /// The data plane's port.
     pub port: PortId,
+    /// Its name in refusals (empty: its number).
+    pub name: String,
     /// Host or switch.
     pub role: PortRole,
     /// The switch's own UDP endpoint on this port: where hosts send their VCs' data.
@@ -179,6 +210,8 @@ pub struct ControlPort {
 /// Routes, timers and ports.
 #[derive(Debug, Clone)]
 pub struct ControlConfig {
+    /// The switch's name in the refusals it sends and logs.
+    pub name: String,
     /// Address prefix → outgoing port; the longest match wins.
     pub routes: Vec<(Prefix, PortId)>,
     /// SSCOP and call control on every signalling link.
@@ -219,6 +252,7 @@ impl ControlConfig {
 impl Default for ControlConfig {
     fn default() -> Self {
         ControlConfig {
+            name: "switch".into(),
             routes: Vec::new(),
             saal: ControlConfig::network_saal(),
             cdvt: DEFAULT_CDVT,
@@ -270,7 +304,8 @@ struct Transit {
     conns: Vec<crate::ConnId>,
     active: bool,
     called: String,
-    qos: String,
+    /// The QoS as granted here, the caller's view (what the SETUP went on with).
+    qos: Qos,
     since: Instant,
 }
 
@@ -299,6 +334,8 @@ struct Link {
     vcis: VciPool,
     /// Cells/s reserved on this port's output.
     reserved_cells: u64,
+    /// Calls refused because of this link.
+    refused: u64,
 }
 
 /// The control plane of one switch.
@@ -312,6 +349,11 @@ pub struct Control {
     out: VecDeque<Output>,
     now: Instant,
     refused: u64,
+    /// Refusals for the driver's log, and the rate limit on them: the current
+    /// second's start and how many it logged, and how many went unlogged since.
+    refusal_log: VecDeque<Refused>,
+    log_window: (Instant, u32),
+    log_suppressed: u64,
     /// Released calls' sides waiting for their VCs to drain.
     drains: Vec<Drain>,
     /// Transit calls with a modification forwarded and not yet answered.
@@ -332,6 +374,9 @@ impl Control {
             out: VecDeque::new(),
             now: Instant::ZERO,
             refused: 0,
+            refusal_log: VecDeque::new(),
+            log_window: (Instant::ZERO, 0),
+            log_suppressed: 0,
             drains: Vec::new(),
             modifies: HashMap::new(),
             multicasts: HashMap::new(),
@@ -374,6 +419,7 @@ impl Control {
                 saal,
                 calls: HashMap::new(),
                 reserved_cells: 0,
+                refused: 0,
             },
         );
         self.dirty.push(id);
@@ -524,13 +570,72 @@ impl Control {
         }
     }
 
-    fn refuse(&mut self, port: PortId, call: CallId, c: u8) {
-        self.refused += 1;
+    /// Refuses the SETUP `call` that came in on `port` with cause `c`, because of
+    /// link `at` (`reason` with the figures): counted on `at`, logged (at most
+    /// [`REFUSALS_LOGGED_PER_S`] a second) and, towards a natm peer, carried in the
+    /// cause's diagnostics ([`NetworkRefusal`]) so that the caller can say where and
+    /// why.
+    fn refuse(&mut self, port: PortId, call: CallId, c: u8, at: PortId, reason: String) {
+        let natm = self.role(port).is_some_and(PortRole::is_natm);
+        let cause = self.refusal(c, at, reason, natm);
         let now = self.now;
         if let Some(l) = self.links.get_mut(&port) {
-            let _ = l.saal.reject(now, call, net_cause(c));
+            let _ = l.saal.reject(now, call, cause);
         }
         self.dirty.push(port);
+    }
+
+    /// The cause of a refusal by this switch with cause value `c` because of link
+    /// `at`: counted (on `at` too), logged, and with the [`NetworkRefusal`] in its
+    /// diagnostics if it goes to a natm peer (`natm`).
+    fn refusal(&mut self, c: u8, at: PortId, reason: String, natm: bool) -> Cause {
+        self.refused += 1;
+        let refusal = NetworkRefusal {
+            switch: self.cfg.name.clone(),
+            link: self.port_name(at),
+            reason,
+        };
+        if let Some(l) = self.links.get_mut(&at) {
+            l.refused += 1;
+        }
+        let mut cause = net_cause(c);
+        if natm {
+            cause = cause.with_refusal(&refusal);
+        }
+        self.log_refusal(c, refusal);
+        cause
+    }
+
+    /// A port's name for refusals (its number if it has none).
+    fn port_name(&self, port: PortId) -> String {
+        self.links
+            .get(&port)
+            .map(|l| l.cfg.name.clone())
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| format!("port {}", port.0))
+    }
+
+    fn log_refusal(&mut self, cause: u8, refusal: NetworkRefusal) {
+        if self.now.saturating_duration_since(self.log_window.0) >= Duration::from_secs(1) {
+            self.log_window = (self.now, 0);
+        }
+        if self.log_window.1 >= REFUSALS_LOGGED_PER_S {
+            self.log_suppressed += 1;
+            return;
+        }
+        self.log_window.1 += 1;
+        self.refusal_log.push_back(Refused {
+            cause,
+            refusal,
+            suppressed: std::mem::take(&mut self.log_suppressed),
+        });
+    }
+
+    /// The next refusal to log (the driver logs each once); at most
+    /// [`REFUSALS_LOGGED_PER_S`] a second come out, the rest are counted in the next
+    /// one's `suppressed` (and all in [`Control::refused`]).
+    pub fn poll_refused(&mut self) -> Option<Refused> {
+        self.refusal_log.pop_front()
     }
 
     /// The outgoing port for `params`'s called address.
@@ -544,11 +649,12 @@ impl Control {
             .map(|(_, port)| *port)
     }
 
-    /// The policer of one direction of a call, from its traffic descriptor (TM 4.0
-    /// GCRA on CLP=0+1), adjusted to what a conforming natm host sends:
-    /// - rates in cells of *payload* (the QoS's bit rates over 48 octets) are raised by
-    ///   the TPDU header and AAL5 trailer and pad a host adds to each TPDU, so a host
-    ///   sending exactly its rate conforms;
+    /// The policer of one direction of a call, from the traffic descriptor its SETUP
+    /// signals (TM 4.0 GCRA on CLP=0+1), whose rates are cells on the wire: the QoS's
+    /// payload raised by the TPDU header and AAL5 trailer and pad a host adds to each
+    /// TPDU ([`Qos::wire_cells`]), so a host sending exactly its rate conforms and the
+    /// switch polices exactly what it signals. Adjusted to what a conforming natm
+    /// host sends:
     /// - the tolerance covers the host's leaky bucket (`flow::leaky_bucket`: a depth
     ///   of 4 TPDUs or 2 ms of the rate) plus one TPDU arriving whole (a frame's cells
     ///   reach the switch back to back), plus `cfg.cdvt` for the jitter of the hosts'
@@ -562,7 +668,8 @@ impl Control {
         self.contract_of(&td, qos.resolved_transport(false).tpdu_size, forward)
     }
 
-    /// [`Control::contract`] from a traffic descriptor and the call's TPDU size.
+    /// [`Control::contract`] from a traffic descriptor (cells on the wire) and the
+    /// call's TPDU size.
     fn contract_of(
         &self,
         td: &natm_proto::wire::q2931::TrafficDescriptor,
@@ -602,14 +709,18 @@ impl Control {
         if params.multipoint {
             return self.on_multipoint_setup(sw, a, call, params);
         }
+        let called = called_text(&params);
         let Some(b) = self.route(&params).filter(|&b| b != a) else {
-            return self.refuse(a, call, cause::NO_ROUTE);
+            let why = format!("no route to {called}");
+            return self.refuse(a, call, cause::NO_ROUTE, a, why);
         };
         let Some(out) = self.links.get(&b) else {
-            return self.refuse(a, call, cause::NO_ROUTE);
+            let why = format!("no route to {called}: its port runs no signalling");
+            return self.refuse(a, call, cause::NO_ROUTE, b, why);
         };
         if !out.saal.is_up() {
-            return self.refuse(a, call, cause::DESTINATION_OUT_OF_ORDER);
+            let why = format!("the signalling link towards {called} is down");
+            return self.refuse(a, call, cause::DESTINATION_OUT_OF_ORDER, b, why);
         }
         let (Some(role_a), role_b) = (self.role(a), out.cfg.role) else {
             return;
@@ -620,22 +731,65 @@ impl Control {
         let a_named = params.conn_id.map(|c| c.vci);
         if (role_a.is_natm() && a_named.is_none()) || (role_a == PortRole::Host && a_data.is_none())
         {
-            return self.refuse(a, call, cause::INVALID_IE);
+            let why = "the SETUP lacks natm's connection identifier or data endpoint".into();
+            return self.refuse(a, call, cause::INVALID_IE, a, why);
         }
         let qos = params.offered_qos();
         // A standard user's VCC carries bare AAL5 SDUs: natm's transport cannot run
         // end to end across it.
         if (!role_a.is_natm() || !role_b.is_natm()) && !qos.is_bare() {
-            return self.refuse(a, call, cause::INCOMPATIBLE_DESTINATION);
+            let (at, why) = if role_b.is_natm() {
+                (
+                    a,
+                    "the caller is a standard UNI user, whose VCC carries bare AAL5",
+                )
+            } else {
+                (
+                    b,
+                    "the callee is a standard UNI user: ask for transport=none",
+                )
+            };
+            return self.refuse(a, call, cause::INCOMPATIBLE_DESTINATION, at, why.into());
         }
         let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
-        let fwd = self.contract(&qos, cells(a), true);
-        let bwd = self.contract(&qos, cells(b), false);
         let free = |this: &Control, p: PortId| {
             cells(p).saturating_sub(this.links.get(&p).map_or(0, |l| l.reserved_cells))
         };
-        if fwd.reserved > free(self, b) || bwd.reserved > free(self, a) {
-            return self.refuse(a, call, cause::USER_CELL_RATE);
+        // Each direction gets the most between its minimum and its target that its
+        // outgoing port has free (the rule sigd applies, `wire::qos::grant`); the
+        // SETUP goes on with the grant, so later hops and the callee see it.
+        let mut granted_bps = [0; 2];
+        for (i, dir, out, line) in [(0, Direction::Tx, b, a), (1, Direction::Rx, a, b)] {
+            let w = qos.want(dir, payload_bps(&qos, cells(line)));
+            let free_bps = payload_bps(&qos, free(self, out));
+            match grant(w.target_bps, w.min_bps, free_bps) {
+                Some(g) => granted_bps[i] = g,
+                None => {
+                    let why = format!(
+                        "{} {} asked (at least {}), {} free of {}",
+                        ["forward", "backward"][i],
+                        mbit(w.target_bps),
+                        mbit(w.min_bps),
+                        mbit(free_bps),
+                        mbit(payload_bps(&qos, cells(out))),
+                    );
+                    return self.refuse(a, call, cause::USER_CELL_RATE, out, why);
+                }
+            }
+        }
+        // A grant at or above a direction's target leaves it as asked (`u64::MAX`: the
+        // other direction, lowered on its own line's terms).
+        let qos = qos
+            .with_grant(granted_bps[0], u64::MAX, payload_bps(&qos, cells(a)))
+            .with_grant(u64::MAX, granted_bps[1], payload_bps(&qos, cells(b)));
+        let fwd = self.contract(&qos, cells(a), true);
+        let bwd = self.contract(&qos, cells(b), false);
+        for (name, need, out) in [("forward", fwd.reserved, b), ("backward", bwd.reserved, a)] {
+            let has = free(self, out);
+            if need > has {
+                let why = format!("{name} {need} cells/s needed, {has} free");
+                return self.refuse(a, call, cause::USER_CELL_RATE, out, why);
+            }
         }
         // The label of the standard user's VCC, both directions.
         let a_vcc = if role_a.is_natm() {
@@ -643,18 +797,19 @@ impl Control {
         } else {
             match self.allocate_vci(sw, a, None) {
                 Some(v) => Some(v),
-                None => return self.refuse(a, call, cause::NO_VCI),
+                None => return self.refuse(a, call, cause::NO_VCI, a, "no free VCI".into()),
             }
         };
         let Some(b_in) = self.allocate_vci(sw, b, None) else {
             if let (Some(v), Some(l)) = (a_vcc, self.links.get_mut(&a)) {
                 l.vcis.free(v);
             }
-            return self.refuse(a, call, cause::NO_VCI);
+            return self.refuse(a, call, cause::NO_VCI, b, "no free VCI".into());
         };
         let mut setup = params.clone();
         setup.conn_id = Some(ConnectionId::exclusive(0, b_in));
         setup.qos = qos;
+        setup.natm.qos = None;
         let b_link = self.links.get_mut(&b).expect("routed to a signalling port");
         setup.natm.data_endpoint = Some(b_link.cfg.data);
         let now = self.now;
@@ -665,7 +820,8 @@ impl Control {
                 if let (Some(v), Some(l)) = (a_vcc, self.links.get_mut(&a)) {
                     l.vcis.free(v);
                 }
-                return self.refuse(a, call, cause::TEMPORARY_FAILURE);
+                let why = "the SETUP could not go out (call control refused it)".into();
+                return self.refuse(a, call, cause::TEMPORARY_FAILURE, b, why);
             }
         };
         let id = self.next_id;
@@ -709,7 +865,7 @@ impl Control {
                 conns: Vec::new(),
                 active: false,
                 called: from_party(&params.called).map_or_else(String::new, |c| c.to_string()),
-                qos: qos.to_string(),
+                qos,
                 since: now,
             },
         );
@@ -741,6 +897,7 @@ impl Control {
                 None => return self.clear(sw, id, net_cause(cause::NO_VCI)),
             },
         };
+        let granted = self.settle(sw, id, params.qos);
         let t = self.calls.get_mut(&id).expect("looked up above");
         t.a.vci_in = Some(a_in);
         t.b.vci_out = Some(b_out);
@@ -794,6 +951,9 @@ impl Control {
             }
         }
         let mut accept = params;
+        // The caller learns what the call got through the network, not only what the
+        // callee said (a standard user says nothing).
+        accept.qos = granted;
         // A standard user learnt its label from CALL PROCEEDING; a natm caller learns
         // the one it sends on here.
         accept.conn_id = role_a.is_natm().then(|| ConnectionId::exclusive(0, a_in));
@@ -805,6 +965,52 @@ impl Control {
             return self.clear(sw, id, net_cause(cause::TEMPORARY_FAILURE));
         }
         self.dirty.push(a);
+    }
+
+    /// The QoS transit call `id` ends up with when its callee answers with
+    /// `answer`: the answer if it is within what the switch granted each way (the
+    /// reservations then shrink to it, as the caller's sigd's do), else the grant.
+    fn settle(&mut self, sw: &Switch, id: u64, answer: Option<Qos>) -> Option<Qos> {
+        let t = self.calls.get(&id)?;
+        let Some(answer) = answer else {
+            return Some(t.qos);
+        };
+        let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
+        let (a, b) = (t.a.port, t.b.port);
+        // Another service than the one granted is no answer to it (a guaranteed call
+        // answered as best effort would give its reservation away).
+        let within = answer.service() == t.qos.service()
+            && [(Direction::Tx, a), (Direction::Rx, b)]
+                .iter()
+                .all(|&(d, p)| {
+                    let cap = payload_bps(&t.qos, cells(p));
+                    answer.want(d, cap).target_bps <= t.qos.want(d, cap).target_bps
+                });
+        let fwd = self.contract(&answer, cells(a), true);
+        let bwd = self.contract(&answer, cells(b), false);
+        if !within || fwd.reserved > t.fwd_cells || bwd.reserved > t.bwd_cells {
+            return Some(t.qos);
+        }
+        let (fwd_used, bwd_used) = (t.fwd_used, t.bwd_used);
+        let t = self.calls.get_mut(&id)?;
+        for (port, old, new) in [
+            (b, t.fwd_cells, fwd.reserved),
+            (a, t.bwd_cells, bwd.reserved),
+        ] {
+            if let Some(l) = self.links.get_mut(&port) {
+                l.reserved_cells = l.reserved_cells.saturating_sub(old - new);
+            }
+        }
+        t.fwd_cells = fwd.reserved;
+        t.bwd_cells = bwd.reserved;
+        if fwd_used {
+            t.fwd = fwd;
+        }
+        if bwd_used {
+            t.bwd = bwd;
+        }
+        t.qos = answer;
+        Some(answer)
     }
 
     fn role(&self, port: PortId) -> Option<PortRole> {
@@ -886,10 +1092,16 @@ impl Control {
     fn end_side(&mut self, side: Drain) {
         let now = self.now;
         if let (Some(call), Some(l)) = (side.call, self.links.get_mut(&side.port)) {
+            // A standard peer gets only Q.2931's diagnostics, not natm's refusal.
+            let cause = if l.cfg.role.is_natm() {
+                side.cause
+            } else {
+                side.cause.plain()
+            };
             // Refused if still being set up, released if connected; an error means
             // call control already ended it.
-            if l.saal.reject(now, call, side.cause.clone()).is_err() {
-                let _ = l.saal.release(now, call, side.cause.clone());
+            if l.saal.reject(now, call, cause.clone()).is_err() {
+                let _ = l.saal.release(now, call, cause);
             }
         }
         self.dirty.push(side.port);
@@ -962,6 +1174,8 @@ fn event_call(ev: &CallEvent) -> Option<CallId> {
     }
 }
 
+#[cfg(test)]
+mod grant_tests;
 #[cfg(test)]
 mod party_tests;
 #[cfg(test)]

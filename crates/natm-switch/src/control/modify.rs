@@ -82,12 +82,7 @@ impl Control {
         ) else {
             return self.modify_reject(port, call, net_cause(WRONG_STATE));
         };
-        let tpdu = t
-            .qos
-            .parse::<Qos>()
-            .map_or(natm_proto::wire::qos::DEFAULT_TPDU_SIZE, |q| {
-                q.resolved_transport(false).tpdu_size
-            });
+        let tpdu = t.qos.resolved_transport(false).tpdu_size;
         let new_fwd = if t.fwd_used {
             self.contract_of(&td, tpdu, true)
         } else {

@@ -181,7 +181,8 @@ impl Control {
 
     /// Opens a branch of multicast `id` (or of the one being set up, `id` not yet in
     /// the map) on `port` for a leaf asked for with `params`: admission of the
-    /// forward rate, a label, a multipoint SETUP. Err: the cause to refuse with.
+    /// forward rate, a label, a multipoint SETUP. Err: the cause to refuse with and
+    /// why.
     fn open_branch(
         &mut self,
         sw: &Switch,
@@ -190,20 +191,30 @@ impl Control {
         params: &CallParams,
         qos: &Qos,
         fwd_cells: u64,
-    ) -> Result<Branch, u8> {
-        let l = self.links.get(&port).ok_or(cause::NO_ROUTE)?;
+    ) -> Result<Branch, (u8, String)> {
+        let called = super::called_text(params);
+        let l = self.links.get(&port).ok_or_else(|| {
+            let why = format!("no route to {called}: its port runs no signalling");
+            (cause::NO_ROUTE, why)
+        })?;
         if !l.saal.is_up() {
-            return Err(cause::DESTINATION_OUT_OF_ORDER);
+            let why = format!("the signalling link towards {called} is down");
+            return Err((cause::DESTINATION_OUT_OF_ORDER, why));
         }
         if !l.cfg.role.is_natm() {
-            return Err(SERVICE_UNAVAILABLE);
+            let why = "a standard UNI user cannot be a leaf of a multipoint call".into();
+            return Err((SERVICE_UNAVAILABLE, why));
         }
         // Admission per branch: the forward rate on this branch's port.
         let line = sw.port_config(port).map_or(0, |c| c.cells_per_sec());
-        if fwd_cells > line.saturating_sub(l.reserved_cells) {
-            return Err(cause::USER_CELL_RATE);
+        let free = line.saturating_sub(l.reserved_cells);
+        if fwd_cells > free {
+            let why = format!("forward {fwd_cells} cells/s needed, {free} free");
+            return Err((cause::USER_CELL_RATE, why));
         }
-        let vci = self.allocate_vci(sw, port, None).ok_or(cause::NO_VCI)?;
+        let vci = self
+            .allocate_vci(sw, port, None)
+            .ok_or_else(|| (cause::NO_VCI, "no free VCI".to_string()))?;
         let mut setup = params.clone();
         setup.multipoint = true;
         setup.conn_id = Some(ConnectionId::exclusive(0, vci));
@@ -215,7 +226,8 @@ impl Control {
             Ok(c) => c,
             Err(_) => {
                 l.vcis.free(vci);
-                return Err(cause::TEMPORARY_FAILURE);
+                let why = "the SETUP could not go out (call control refused it)".into();
+                return Err((cause::TEMPORARY_FAILURE, why));
             }
         };
         l.calls.insert(call, (id, false));
@@ -244,15 +256,18 @@ impl Control {
         params: CallParams,
     ) {
         let Some(b) = self.route(&params).filter(|&b| b != a) else {
-            return self.refuse(a, call, cause::NO_ROUTE);
+            let why = format!("no route to {}", super::called_text(&params));
+            return self.refuse(a, call, cause::NO_ROUTE, a, why);
         };
         let Some(role_a) = self.role(a) else { return };
         if !role_a.is_natm() {
-            return self.refuse(a, call, SERVICE_UNAVAILABLE);
+            let why = "a standard UNI user cannot be the root of a multipoint call".into();
+            return self.refuse(a, call, SERVICE_UNAVAILABLE, a, why);
         }
         let a_data = params.natm.data_endpoint;
         if role_a == PortRole::Host && a_data.is_none() {
-            return self.refuse(a, call, cause::INVALID_IE);
+            let why = "the SETUP lacks natm's data endpoint".into();
+            return self.refuse(a, call, cause::INVALID_IE, a, why);
         }
         let qos = params.offered_qos();
         let cells = sw.port_config(a).map_or(0, |c| c.cells_per_sec());
@@ -260,7 +275,7 @@ impl Control {
         let id = self.next_id;
         let first = match self.open_branch(sw, id, b, &params, &qos, fwd.reserved) {
             Ok(br) => br,
-            Err(c) => return self.refuse(a, call, c),
+            Err((c, why)) => return self.refuse(a, call, c, b, why),
         };
         self.next_id += 1;
         let now = self.now;
@@ -396,7 +411,9 @@ impl Control {
         };
         let root_port = m.root.port;
         let Some(port) = self.route(&params).filter(|&p| p != root_port) else {
-            return self.party_reject(root_port, root_call, party, net_cause(cause::NO_ROUTE));
+            let why = format!("no route to {}", super::called_text(&params));
+            let c = self.refusal(cause::NO_ROUTE, root_port, why, true);
+            return self.party_reject(root_port, root_call, party, c);
         };
         // The oldest branch on the port: connected, or waiting for its CONNECT.
         let existing = m
@@ -423,7 +440,10 @@ impl Control {
             None => {
                 let (qos, fwd_cells) = (m.qos, m.fwd_cells);
                 match self.open_branch(sw, id, port, &params, &qos, fwd_cells) {
-                    Err(c) => self.party_reject(root_port, root_call, party, net_cause(c)),
+                    Err((c, why)) => {
+                        let c = self.refusal(c, port, why, true);
+                        self.party_reject(root_port, root_call, party, c)
+                    }
                     Ok(br) => {
                         let m = self.multicasts.get_mut(&id).expect("looked up above");
                         let k = m.next_branch;

@@ -18,7 +18,7 @@ const MS: Duration = Duration::from_millis(1);
 const PRESERVE: Duration = Duration::from_millis(100);
 
 /// Host `h`'s address.
-fn addr(h: usize) -> AtmAddr {
+pub(super) fn addr(h: usize) -> AtmAddr {
     format!("47.0005.80ffe1000000f21a26d8.0020ea000e{:02x}.00", h + 1)
         .parse()
         .unwrap()
@@ -32,7 +32,7 @@ fn prefix(h: usize) -> Prefix {
     .unwrap()
 }
 
-fn sock(port: u16) -> SocketAddr {
+pub(super) fn sock(port: u16) -> SocketAddr {
     SocketAddr::from(([127, 0, 0, 1], port))
 }
 
@@ -43,20 +43,20 @@ enum End {
     Switch(usize, PortId),
 }
 
-struct Node {
-    sw: Switch,
-    ctl: Control,
+pub(super) struct Node {
+    pub(super) sw: Switch,
+    pub(super) ctl: Control,
     outputs: Vec<Output>,
 }
 
 /// Hosts and switches joined by signalling links. Host 0 is the root; every other
 /// host answers a SETUP or ADD PARTY at once (unless `refuse` says otherwise).
-struct Net {
-    now: Instant,
-    nodes: Vec<Node>,
-    hosts: Vec<Saal>,
+pub(super) struct Net {
+    pub(super) now: Instant,
+    pub(super) nodes: Vec<Node>,
+    pub(super) hosts: Vec<Saal>,
     alive: Vec<bool>,
-    events: Vec<Vec<CallEvent>>,
+    pub(super) events: Vec<Vec<CallEvent>>,
     /// (switch, port) ↔ the other end.
     links: Vec<((usize, PortId), End)>,
     /// Leaves that refuse with this cause instead of answering (0: a SETUP is left
@@ -64,11 +64,13 @@ struct Net {
     refuse: Vec<Option<u8>>,
     /// SETUPs each host was offered: its n-th call receives on label 100n + 100 + h.
     offers: Vec<u16>,
+    /// The QoS each host answers a SETUP with (`None`: none, as offered).
+    pub(super) answers: Vec<Option<Qos>>,
 }
 
 impl Net {
     /// One switch; host `h` on port `h`, each port's line `lines[h]` bit/s.
-    fn star(lines: &[u64]) -> Net {
+    pub(super) fn star(lines: &[u64]) -> Net {
         let mut sw = Switch::new();
         let ports: Vec<PortId> = lines
             .iter()
@@ -98,11 +100,18 @@ impl Net {
     /// trunk on port 2 to switch 1's port 0; hosts 2 and 3 are on switch 1's ports 1
     /// and 2.
     fn chain() -> Net {
+        Net::chain_with(155_520_000, 155_520_000)
+    }
+
+    /// [`Net::chain`] with the trunk's line `trunk` bit/s and the lines of switch 1's
+    /// host ports `far`; the others are 155.52 Mbit/s.
+    pub(super) fn chain_with(trunk: u64, far: u64) -> Net {
         let mut n = Net::empty(4);
         let line = 155_520_000;
         let mut s0 = Switch::new();
-        let p: Vec<PortId> = (0..3)
-            .map(|_| s0.add_port(PortConfig::new(line)).unwrap())
+        let p: Vec<PortId> = [line, line, trunk]
+            .iter()
+            .map(|&l| s0.add_port(PortConfig::new(l)).unwrap())
             .collect();
         let routes0 = vec![
             (prefix(0), p[0]),
@@ -120,8 +129,9 @@ impl Net {
             ],
         );
         let mut s1 = Switch::new();
-        let q: Vec<PortId> = (0..3)
-            .map(|_| s1.add_port(PortConfig::new(line)).unwrap())
+        let q: Vec<PortId> = [trunk, far, far]
+            .iter()
+            .map(|&l| s1.add_port(PortConfig::new(l)).unwrap())
             .collect();
         let routes1 = vec![
             (prefix(0), q[0]),
@@ -164,6 +174,7 @@ impl Net {
             links: Vec::new(),
             refuse: vec![None; hosts],
             offers: vec![0; hosts],
+            answers: vec![None; hosts],
         }
     }
 
@@ -173,16 +184,18 @@ impl Net {
         routes: Vec<(Prefix, PortId)>,
         ports: &[(PortId, PortRole)],
     ) {
+        let s = self.nodes.len() as u16;
         let mut ctl = Control::new(ControlConfig {
+            name: format!("sw{s}"),
             routes,
             ..ControlConfig::default()
         });
-        let s = self.nodes.len() as u16;
         for (p, role) in ports {
             ctl.add_port(
                 self.now,
                 ControlPort {
                     port: *p,
+                    name: format!("p{}", p.0),
                     role: *role,
                     data: sock(9000 + 100 * s + p.0),
                     // The lower switch takes the user's half on a trunk.
@@ -248,7 +261,7 @@ impl Net {
             self.offers[h] += 1;
         }
         let accept = CallAccept {
-            qos: None,
+            qos: self.answers[h],
             natm: NatmParams {
                 data_endpoint: Some(sock(6000 + h as u16)),
                 ..NatmParams::default()
@@ -275,7 +288,7 @@ impl Net {
     }
 
     /// Moves every PDU (no delay) and fires timers for `d` of virtual time, 1 ms steps.
-    fn run(&mut self, d: Duration) {
+    pub(super) fn run(&mut self, d: Duration) {
         let end = self.now + d;
         while self.now <= end {
             for _ in 0..200 {
@@ -328,7 +341,7 @@ impl Net {
         }
     }
 
-    fn take(&mut self, h: usize) -> Vec<CallEvent> {
+    pub(super) fn take(&mut self, h: usize) -> Vec<CallEvent> {
         std::mem::take(&mut self.events[h])
     }
 
@@ -401,7 +414,7 @@ fn dropped(evs: &[CallEvent], value: u16, ours: bool) -> Option<u8> {
     })
 }
 
-fn released(evs: &[CallEvent]) -> Option<u8> {
+pub(super) fn released(evs: &[CallEvent]) -> Option<u8> {
     evs.iter().find_map(|e| match e {
         CallEvent::Released { cause, .. } => Some(cause.value.raw()),
         _ => None,

@@ -20,6 +20,10 @@ pub struct LinkRow {
     pub calls: usize,
     /// Cells/s reserved on the port's output by calls.
     pub reserved_cells: u64,
+    /// Calls this switch refused because of this link (its capacity, its state, no
+    /// route from it).
+    #[cfg_attr(feature = "serde", serde(default))]
+    pub refused: u64,
 }
 
 /// One call through the switch.
@@ -30,7 +34,7 @@ pub struct CallRow {
     pub id: u64,
     /// The called address.
     pub called: String,
-    /// The QoS asked for.
+    /// The QoS asked for, lowered to what the switch granted.
     pub qos: String,
     /// Caller's port, and the VCIs the switch receives on and sends with there.
     pub a: (u16, Option<u16>, Option<u16>),
@@ -83,6 +87,7 @@ impl Control {
                 up: l.saal.is_up(),
                 calls: l.calls.len(),
                 reserved_cells: l.reserved_cells,
+                refused: l.refused,
             })
             .collect()
     }
@@ -96,7 +101,7 @@ impl Control {
                 let row = CallRow {
                     id: *id,
                     called: t.called.clone(),
-                    qos: t.qos.clone(),
+                    qos: t.qos.to_string(),
                     a: (t.a.port.0, t.a.vci_in, t.a.vci_out),
                     b: (t.b.port.0, t.b.vci_in, t.b.vci_out),
                     active: t.active,

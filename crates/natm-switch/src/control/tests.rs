@@ -69,6 +69,7 @@ impl Net {
                 now,
                 ControlPort {
                     port: p,
+                    name: format!("p{}", p.0),
                     role: PortRole::Host,
                     data,
                     vcis: natm_proto::sig::vci::NETWORK_HALF,

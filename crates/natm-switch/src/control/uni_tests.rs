@@ -16,6 +16,7 @@ use natm_proto::wire::q2931::{
 
 use super::*;
 use crate::PortConfig;
+use natm_proto::wire::qos::Rate;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -126,6 +127,7 @@ impl Net {
                 now,
                 ControlPort {
                     port: p,
+                    name: format!("p{}", p.0),
                     role,
                     data,
                     vcis: natm_proto::sig::vci::NETWORK_HALF,
@@ -561,4 +563,81 @@ fn a_lost_transport_fails_the_link_and_releases_at_once() {
         e,
         CallEvent::Released { call: c, .. } if *c == call
     )));
+}
+
+/// A refusal towards a standard user carries only what Q.2931 defines: natm's
+/// account of where and why ([`NetworkRefusal`]) goes to natm peers only, and the
+/// refusal is still counted.
+#[test]
+fn a_standard_user_is_refused_with_plain_q2931_diagnostics() {
+    let mut net = Net::new(User::Saal(user_saal(), Vec::new()));
+    let nowhere: AtmAddr = "47.0005.80ffe1000000f21a26d8.0020ea000e77.00"
+        .parse()
+        .unwrap();
+    let params = CallParams {
+        called: party(&nowhere).unwrap(),
+        calling: party(&linux_addr()),
+        sap: None,
+        qos: "cbr:pcr=1Mbps,transport=none".parse().unwrap(),
+        natm: NatmParams::default(),
+        conn_id: None,
+        multipoint: false,
+    };
+    let now = net.now;
+    if let User::Saal(s, _) = &mut net.user {
+        s.setup(now, params).unwrap();
+    }
+    net.run(5 * MS);
+    let cause = net
+        .user_calls()
+        .into_iter()
+        .find_map(|e| match e {
+            CallEvent::Released { cause, .. } => Some(cause),
+            _ => None,
+        })
+        .expect("the user's call is refused");
+    assert_eq!(cause.value.raw(), 3);
+    assert!(cause.diagnostics.is_empty(), "{cause}");
+    assert_eq!(net.ctl.refused(), 1);
+    assert_eq!(net.ctl.links()[1].refused, 1, "counted on the user's link");
+}
+
+/// The switch polices a call at exactly the traffic descriptor its SETUP gives the
+/// standard user (issue 33: 10,621/5,311 cells/s policed against 10,417/5,209
+/// signalled): both are the QoS's payload in cells on the wire, each SDU's overhead
+/// and pad included (`Qos::wire_cells`).
+#[test]
+fn the_switch_polices_the_contract_it_signals_to_a_standard_user() {
+    let mut net = Net::new(User::Saal(user_saal(), Vec::new()));
+    let q: Qos = "vbr:pcr=4Mbps,scr=2Mbps,mbs=100,sdu=4096,transport=none"
+        .parse()
+        .unwrap();
+    let a = net.host.setup(net.now, host_call(q)).unwrap();
+    net.run(5 * MS);
+    let (b, offered) = incoming(net.user_calls()).expect("the user is offered the call");
+    let signalled = offered.qos.tx();
+    let cells = |r: Option<Rate>| r.and_then(|r| r.cells_per_sec());
+    assert_eq!(
+        (cells(signalled.pcr), cells(signalled.scr)),
+        (Some(10_621), Some(5_311))
+    );
+    if let User::Saal(s, _) = &mut net.user {
+        s.accept(net.now, b, CallAccept::default()).unwrap();
+    }
+    net.run(5 * MS);
+    assert!(net.host_calls().iter().any(|e| matches!(
+        e,
+        CallEvent::Connected { call, .. } if *call == a
+    )));
+    // The VC from the host (port 0) towards the user (port 1).
+    let policed = net
+        .sw
+        .stat()
+        .vcs
+        .into_iter()
+        .find(|v| v.xc.to().port() == PortId(1))
+        .expect("the forward VC")
+        .contract;
+    assert_eq!(policed.pcr, Some(10_621));
+    assert_eq!(policed.scr.map(|(scr, _)| scr), Some(5_311));
 }

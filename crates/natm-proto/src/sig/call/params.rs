@@ -7,7 +7,9 @@
 //!   the called party number stays the host's address alone.
 //! - The QoS maps onto the ATM traffic descriptor as the *target*: forward = the
 //!   caller's `tx`, backward = its `rx`; the peak cell rate CLP=0+1 is `pcr`, else
-//!   `max_pcr`, else `min_pcr` (`max` becomes the link cell rate); VBR adds SCR and
+//!   `max_pcr`, else `min_pcr`, in cells on the wire with each frame's overhead
+//!   (`Qos::wire_cells`, what a natm switch polices; `max` becomes the link cell
+//!   rate); VBR adds SCR and
 //!   MBS; UBR, ABR and `any` set the best-effort indicator. UNI 3.1 has no IE for the
 //!   *minimum* (UNI 4.0's minimum acceptable traffic descriptor is not in the subset),
 //!   so the whole QoS, minimum included, also travels as text in `NatmParams.qos`,
@@ -21,7 +23,7 @@ use crate::wire::q2931::{
     TrafficType, TypeOfNumber, UserPlane,
 };
 use crate::wire::qos::{
-    Aal, Qos, Rate, TrafficClass, TrafficParams, TransportKind, TransportParams,
+    wire_cells, Aal, Qos, Rate, TrafficClass, TrafficParams, TransportKind, TransportParams,
 };
 
 /// AAL5 CPCS-SDU size signalled when the QoS does not set `max_sdu` (specs.md §4.5).
@@ -164,15 +166,19 @@ pub struct CallAccept {
     pub conn_id: Option<ConnectionId>,
 }
 
-fn cells(rate: Option<Rate>, link_cells: u32) -> Option<u32> {
+/// A rate in cells/s on the wire, in frames of `frame` octets ([`wire_cells`]: what a
+/// natm switch polices, issue 33); `max` is the link's.
+fn cells(rate: Option<Rate>, link_cells: u32, frame: u32) -> Option<u32> {
     rate.map(|r| {
         r.cells_per_sec()
-            .map_or(link_cells, |c| u32::try_from(c).unwrap_or(u32::MAX))
+            .map_or(link_cells, |c| {
+                u32::try_from(wire_cells(c, frame)).unwrap_or(u32::MAX)
+            })
             .min(TrafficDescriptor::MAX_VALUE)
     })
 }
 
-fn direction(tp: &TrafficParams, link_cells: u32) -> CellRates {
+fn direction(tp: &TrafficParams, link_cells: u32, frame: u32) -> CellRates {
     // A link faster than the 24-bit field (0xFF_FFFF cells/s, ~7.1 Gbit/s) offers
     // the largest rate the field holds; unclamped, a 10 Gbit/s link's default PCR
     // could not be encoded and every SETUP without a rate failed to go out.
@@ -183,27 +189,29 @@ fn direction(tp: &TrafficParams, link_cells: u32) -> CellRates {
             ..CellRates::default()
         };
     }
-    let pcr = cells(tp.pcr.or(tp.max_pcr).or(tp.min_pcr), link_cells).unwrap_or(link_cells);
+    let pcr = cells(tp.pcr.or(tp.max_pcr).or(tp.min_pcr), link_cells, frame).unwrap_or(link_cells);
     let mut r = CellRates {
         pcr01: Some(pcr),
         ..CellRates::default()
     };
     if tp.class == TrafficClass::Vbr {
-        r.scr01 = cells(tp.scr, link_cells).or(Some(pcr));
+        r.scr01 = cells(tp.scr, link_cells, frame).or(Some(pcr));
         r.mbs01 = Some(tp.mbs.unwrap_or(1).min(TrafficDescriptor::MAX_VALUE));
     }
     r
 }
 
-/// The traffic descriptor for a QoS seen from the caller (forward = `tx`).
+/// The traffic descriptor for a QoS seen from the caller (forward = `tx`): its rates
+/// in cells on the wire, each frame's overhead and pad included ([`Qos::wire_cells`]),
+/// which is what a natm switch polices.
 pub fn traffic_descriptor(qos: &Qos, link_cells: u32) -> TrafficDescriptor {
     let best_effort = matches!(
         qos.class(),
         TrafficClass::Ubr | TrafficClass::Abr | TrafficClass::Any | TrafficClass::None
     );
     TrafficDescriptor {
-        fwd: direction(qos.tx(), link_cells),
-        bwd: direction(qos.rx(), link_cells),
+        fwd: direction(qos.tx(), link_cells, qos.frame_payload()),
+        bwd: direction(qos.rx(), link_cells, qos.frame_payload()),
         best_effort,
         ..TrafficDescriptor::default()
     }

@@ -99,9 +99,10 @@ fn setup_message_carries_the_typed_params() {
     let td = setup.find::<TrafficDescriptor>().unwrap();
     assert_eq!(
         td.fwd.pcr01,
-        Some(10_000_000u32.div_ceil(384)),
-        "target PCR"
+        Some(crate::wire::qos::wire_cells(10_000_000u64.div_ceil(384), 4096) as u32),
+        "target PCR, in cells on the wire with each TPDU's overhead"
     );
+    assert_eq!(td.fwd.pcr01, Some(26_551));
     assert!(!td.best_effort);
     let natm = setup.find::<NatmParams>().unwrap();
     assert_eq!(natm.cookie, Some(0xC0FF_EE01));

@@ -165,6 +165,99 @@ impl Cause {
     }
 }
 
+/// Where and why the network refused a call (issue 33): natm's switches put it in the
+/// cause IE's diagnostics, after the octets Q.2931 defines for the cause value (for
+/// cause 37, the traffic descriptor subfields), as the IA5 marker `natm:` and three
+/// fields separated by 0x1F (unit separator): the switch, the link and the reason.
+/// Q.2610's subfield identifiers are all 0x80 and above, so the marker cannot be one
+/// of them. A natm switch sends it only towards natm peers (see [`Cause::plain`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct NetworkRefusal {
+    /// The switch that refused (its configured name).
+    pub switch: String,
+    /// The link (port) the call could not take, by name.
+    pub link: String,
+    /// What did not fit, with the figures: "200 Mbit/s asked (at least 150), 100 free".
+    pub reason: String,
+}
+
+impl NetworkRefusal {
+    const MARKER: &'static [u8] = b"natm:";
+    const SEPARATOR: u8 = 0x1F;
+    /// The most octets the three fields take together; longer reasons are cut.
+    pub const MAX_LEN: usize = 240;
+}
+
+impl fmt::Display for NetworkRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "refused by the network at switch {}, link {}: {}",
+            self.switch, self.link, self.reason
+        )
+    }
+}
+
+impl Cause {
+    /// This cause with `r` after its standard diagnostics (replacing any earlier
+    /// one). Fields are cut to [`NetworkRefusal::MAX_LEN`] octets together, at a
+    /// character boundary, and lose any separator octet.
+    pub fn with_refusal(mut self, r: &NetworkRefusal) -> Cause {
+        self = self.plain();
+        self.diagnostics.extend_from_slice(NetworkRefusal::MARKER);
+        let mut left = NetworkRefusal::MAX_LEN;
+        for (i, field) in [&r.switch, &r.link, &r.reason].into_iter().enumerate() {
+            if i > 0 {
+                self.diagnostics.push(NetworkRefusal::SEPARATOR);
+            }
+            for ch in field
+                .chars()
+                .filter(|&c| c != char::from(NetworkRefusal::SEPARATOR))
+            {
+                if ch.len_utf8() > left {
+                    break;
+                }
+                left -= ch.len_utf8();
+                let mut buf = [0; 4];
+                self.diagnostics
+                    .extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+        self
+    }
+
+    /// The network's refusal this cause carries, if a natm switch put one in.
+    pub fn refusal(&self) -> Option<NetworkRefusal> {
+        let at = self
+            .diagnostics
+            .windows(NetworkRefusal::MARKER.len())
+            .position(|w| w == NetworkRefusal::MARKER)?;
+        let rest = &self.diagnostics[at + NetworkRefusal::MARKER.len()..];
+        let mut fields = rest
+            .split(|&b| b == NetworkRefusal::SEPARATOR)
+            .map(|f| String::from_utf8_lossy(f).into_owned());
+        let (switch, link, reason) = (fields.next()?, fields.next()?, fields.next()?);
+        Some(NetworkRefusal {
+            switch,
+            link,
+            reason,
+        })
+    }
+
+    /// This cause with only what Q.2931 defines: no [`NetworkRefusal`] (for a peer
+    /// that is not natm, such as Linux's atmsigd).
+    pub fn plain(mut self) -> Cause {
+        if let Some(at) = self
+            .diagnostics
+            .windows(NetworkRefusal::MARKER.len())
+            .position(|w| w == NetworkRefusal::MARKER)
+        {
+            self.diagnostics.truncate(at);
+        }
+        self
+    }
+}
+
 impl fmt::Display for Cause {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
@@ -174,11 +267,15 @@ impl fmt::Display for Cause {
             self.value,
             self.location
         )?;
-        if !self.diagnostics.is_empty() {
+        let plain = self.clone().plain();
+        if !plain.diagnostics.is_empty() {
             f.write_str(", diagnostics")?;
-            for b in &self.diagnostics {
+            for b in &plain.diagnostics {
                 write!(f, " {b:02X}")?;
             }
+        }
+        if let Some(r) = self.refusal() {
+            write!(f, ", {r}")?;
         }
         Ok(())
     }

@@ -45,7 +45,7 @@ mod party;
 #[cfg(test)]
 pub(crate) mod tests;
 
-pub use cause::{Cause, CauseValue, Location};
+pub use cause::{Cause, CauseValue, Location, NetworkRefusal};
 pub use conn::{
     Aal5Params, AalParams, BearerCapability, BearerClass, BearerTraffic, Blli, CellRates, Clipping,
     ConnectionId, PrefExcl, SscsType, Timing, TrafficDescriptor, TrafficType, UserPlane, VpAssoc,

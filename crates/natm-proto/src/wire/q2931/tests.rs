@@ -253,6 +253,43 @@ fn every_release_and_release_complete() {
 }
 
 #[test]
+fn a_network_refusal_rides_after_the_standard_diagnostics_and_comes_back() {
+    let r = NetworkRefusal {
+        switch: "sw1".into(),
+        link: "trunk2".into(),
+        reason: "200 Mbit/s asked (at least 150 Mbit/s), 100 Mbit/s free".into(),
+    };
+    let cause = Cause::cell_rate_unavailable(Location::PrivateLocal, &[0x84]).with_refusal(&r);
+    assert_eq!(cause.diagnostics[0], 0x84, "Q.2931's subfield first");
+    let msg = Message::new(MessageType::ReleaseComplete, CallRef::new(5)).with(cause.clone());
+    let back = Message::parse(&msg.to_bytes().unwrap()).unwrap();
+    let got = back.cause().unwrap();
+    assert_eq!(got.refusal(), Some(r.clone()));
+    assert_eq!(
+        got.to_string(),
+        "cause 37 (user cell rate not available), private network serving the local user, \
+         diagnostics 84, refused by the network at switch sw1, link trunk2: 200 Mbit/s asked \
+         (at least 150 Mbit/s), 100 Mbit/s free"
+    );
+    // Towards a peer that is not natm only Q.2931's part goes.
+    assert_eq!(got.clone().plain().diagnostics, [0x84]);
+    assert_eq!(got.clone().plain().refusal(), None);
+    // A long reason is cut, not the message.
+    let long = NetworkRefusal {
+        reason: "é".repeat(400),
+        ..r
+    };
+    let c =
+        Cause::new(Location::PrivateLocal, CauseValue::NoRouteToDestination).with_refusal(&long);
+    assert!(
+        c.diagnostics.len() <= NetworkRefusal::MAX_LEN + 7,
+        "{}",
+        c.diagnostics.len()
+    );
+    assert!(c.refusal().unwrap().reason.starts_with("éé"));
+}
+
+#[test]
 fn header_errors_are_named() {
     let good = bytes("09 03 00 00 01 4D 80 00 06 08 80 00 02 80 90");
     assert_eq!(

@@ -88,11 +88,15 @@
 //!   where `qos2text` prints bare cells per second; the AAL is printed only when it is
 //!   `aal0`, since natm's default is AAL5; `max_sdu` rather than `sdu`.
 
+mod cells;
+mod grant;
 mod parse;
 mod print;
 #[cfg(test)]
 mod tests;
 
+pub use cells::{frame_cells, payload_cells, wire_cells, FRAME_OVERHEAD};
+pub use grant::{grant, Want};
 pub use parse::{QosErrorKind, QosParseError};
 
 /// Payload bits carried by one cell: 48 bytes (the project's rate convention).
