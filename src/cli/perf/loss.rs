@@ -61,6 +61,16 @@ pub(crate) enum Kind {
 pub(crate) const STACKS: &[(&str, Kind)] = &[
     ("natm-pp", Kind::Natm("reliable:flow=packet-pair")),
     ("natm-window", Kind::Natm("reliable:flow=window")),
+    // Issue 30: the window in TPDUs, now that TPDUs are cut to the path MTU (a
+    // 1,500-octet path carries 1,436 octets a TPDU, so 256 TPDUs are 0.37 MB).
+    (
+        "natm-pp-w1024",
+        Kind::Natm("reliable:flow=packet-pair,window=1024"),
+    ),
+    (
+        "natm-pp-w4096",
+        Kind::Natm("reliable:flow=packet-pair,window=4096"),
+    ),
     // Issue 17: the TPDU size, fixed at seed 000's 4 KiB, fixed at 32 KiB, or adapted
     // to the loss the sender sees (between 4 and 32 KiB).
     (
