@@ -383,9 +383,15 @@ impl Daemon {
             let refusal = natm_proto::wire::ipc::Message::Error {
                 cause: crate::core::cause_resources(),
                 detail: format!(
-                    "sigd is out of file descriptors ({e}); try again when applications have                      closed, or raise its limit (ulimit -n / LimitNOFILE)"
+                    "sigd is out of file descriptors ({e}); try again when applications have \
+                     closed, or raise its limit (ulimit -n / LimitNOFILE)"
                 ),
             };
+            // Written, then closed at once: no lingering, since this descriptor is
+            // the spare and the next refusal needs it. A Unix stream keeps what was
+            // written before a close readable to the peer (even when its own write
+            // then fails with EPIPE), so the application still reads why
+            // (`Message::Error`; docs/decisions/0032-operator-basics.md).
             let mut s: StdUnixStream = stream.into();
             let _ = std::io::Write::write_all(&mut s, &refusal.to_bytes());
             let _ = s.shutdown(std::net::Shutdown::Both);
