@@ -94,3 +94,21 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn release_cause_is_a_q2931_cause() {
+        let parse =
+            |c: &str| Args::try_parse_from(["natm", "release", "0123456789abcdef", "--cause", c]);
+        for good in ["1", "16", "127"] {
+            assert!(parse(good).is_ok(), "{good}");
+        }
+        for bad in ["0", "128", "255", "256"] {
+            let e = parse(bad).expect_err(bad).to_string();
+            assert!(e.contains("1..=127"), "{bad}: {e}");
+        }
+    }
+}
