@@ -8,7 +8,12 @@ mod cli;
 
 /// natm — a native-mode ATM protocol stack in user space.
 #[derive(Debug, Parser)]
-#[command(name = "natm", version, about, long_about = None)]
+#[command(
+    name = "natm",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("NATM_GIT_COMMIT"), ")"),
+    about,
+    long_about = None
+)]
 struct Args {
     #[command(subcommand)]
     command: Command,
@@ -98,6 +103,29 @@ fn main() -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn version_names_the_commit_built() {
+        let v = Args::command().render_version();
+        let commit = env!("NATM_GIT_COMMIT");
+        assert_eq!(
+            v.trim(),
+            format!("natm {} (commit {commit})", env!("CARGO_PKG_VERSION"))
+        );
+        // Built from a repository: the commit checked out now (the build script
+        // reruns when HEAD moves).
+        let now = std::process::Command::new("git")
+            .args(["rev-parse", "--short", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        match now {
+            Some(now) => assert_eq!(commit, now),
+            None => assert_eq!(commit, "unknown"),
+        }
+    }
 
     #[test]
     fn release_cause_is_a_q2931_cause() {
