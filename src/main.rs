@@ -94,7 +94,9 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("natm: {e:#}");
+            // Not eprintln!, which panics when stderr is closed.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "natm: {e:#}");
             ExitCode::from(1)
         }
     }
