@@ -145,7 +145,20 @@ impl Daemon {
                     .map_err(|e| with_path(e, "cannot create the socket's directory", dir))?;
             }
         }
-        if path.exists() {
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            // Only a socket is sigd's to replace: anything else at the path (a file
+            // given as --socket by mistake, a directory, a symlink) is left alone.
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_socket() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a socket: sigd will not remove it; give \
+                         --socket another path",
+                        path.display()
+                    ),
+                ));
+            }
             // A live sigd answers on it; a dead one left a file behind.
             if StdUnixStream::connect(&path).is_ok() {
                 return Err(io::Error::new(
@@ -159,8 +172,22 @@ impl Daemon {
             std::fs::remove_file(&path)
                 .map_err(|e| with_path(e, "cannot remove the stale socket", &path))?;
         }
-        let mut listener =
+        let listener =
             UnixListener::bind(&path).map_err(|e| with_path(e, "cannot listen on", &path))?;
+        // From here, a failure (the signalling port busy, the ticket key unreadable)
+        // removes the socket just made: no stale socket is left for the next start.
+        Self::bind_rest(cfg, poll, listener, path.clone()).inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })
+    }
+
+    /// [`Daemon::bind`] once the application socket is bound.
+    fn bind_rest(
+        cfg: Config,
+        poll: Poll,
+        mut listener: UnixListener,
+        path: PathBuf,
+    ) -> io::Result<Daemon> {
         set_socket_access(&path, cfg.socket_mode, cfg.socket_group)?;
         let mut signalling = mio::net::UdpSocket::bind(cfg.signalling).map_err(|e| {
             io::Error::new(
