@@ -8,7 +8,12 @@ mod cli;
 
 /// natm — a native-mode ATM protocol stack in user space.
 #[derive(Debug, Parser)]
-#[command(name = "natm", version, about, long_about = None)]
+#[command(
+    name = "natm",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("NATM_GIT_COMMIT"), ")"),
+    about,
+    long_about = None
+)]
 struct Args {
     #[command(subcommand)]
     command: Command,
@@ -89,8 +94,51 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("natm: {e:#}");
+            // Not eprintln!, which panics when stderr is closed.
+            use std::io::Write as _;
+            let _ = writeln!(std::io::stderr(), "natm: {e:#}");
             ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory as _;
+
+    #[test]
+    fn version_names_the_commit_built() {
+        let v = Args::command().render_version();
+        let commit = env!("NATM_GIT_COMMIT");
+        assert_eq!(
+            v.trim(),
+            format!("natm {} (commit {commit})", env!("CARGO_PKG_VERSION"))
+        );
+        // Built from a repository: the commit checked out now (the build script
+        // reruns when HEAD moves).
+        let now = std::process::Command::new("git")
+            .args(["rev-parse", "--short", "HEAD"])
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned());
+        match now {
+            Some(now) => assert_eq!(commit, now),
+            None => assert_eq!(commit, "unknown"),
+        }
+    }
+
+    #[test]
+    fn release_cause_is_a_q2931_cause() {
+        let parse =
+            |c: &str| Args::try_parse_from(["natm", "release", "0123456789abcdef", "--cause", c]);
+        for good in ["1", "16", "127"] {
+            assert!(parse(good).is_ok(), "{good}");
+        }
+        for bad in ["0", "128", "255", "256"] {
+            let e = parse(bad).expect_err(bad).to_string();
+            assert!(e.contains("1..=127"), "{bad}: {e}");
         }
     }
 }

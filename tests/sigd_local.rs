@@ -402,3 +402,69 @@ fn permission_denied_names_the_path_and_what_to_do() {
     assert!(err.contains(&*dir.join("natm").to_string_lossy()), "{err}");
     assert!(err.contains("--socket"), "{err}");
 }
+
+/// `natm sigd` with its stderr on a pipe: plain text (no ANSI colours) in its log, and
+/// when whoever read the pipe goes away, sigd keeps serving and stops cleanly on
+/// SIGTERM (issue 32: it died when a log line hit the closed pipe).
+#[test]
+fn sigd_logs_plain_text_and_outlives_its_closed_stderr() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let dir = std::env::temp_dir().join(format!("natm-sigd-stderr-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("sigd.sock");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["sigd", "--address", "+4420001", "--tpdu-cost-ns", "1000"])
+        .args(["--signalling", "127.0.0.1:0", "--socket"])
+        .arg(&socket)
+        .env("RUST_LOG", "natm=debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut seen = String::new();
+    while !seen.contains("sigd serving") {
+        let mut line = String::new();
+        if err.read_line(&mut line).unwrap() == 0 {
+            panic!("sigd ended before serving: {seen}");
+        }
+        seen.push_str(&line);
+    }
+    assert!(
+        !seen.contains('\u{1b}'),
+        "ANSI escapes in a piped log: {seen:?}"
+    );
+    // Nobody reads sigd's stderr any more; what it logs next meets EPIPE.
+    drop(err);
+    // An application comes and goes (debug lines), and sigd still answers.
+    let mut s = UnixStream::connect(&socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&Message::Stat { req: 1 }.to_bytes()).unwrap();
+    assert!(
+        matches!(read_message(&mut s), Some(Message::StatReply { .. })),
+        "sigd stopped answering once its stderr closed"
+    );
+    drop(s);
+    let pid = rustix::process::Pid::from_raw(child.id() as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let until = Instant::now() + Duration::from_secs(10);
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("sigd did not stop on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(st.success(), "sigd ended with {st}");
+    assert!(
+        !socket.exists(),
+        "sigd did not remove its socket: it did not stop cleanly"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -69,6 +69,21 @@ fn read_message(s: &mut UnixStream, dec: &mut Decoder, limit: Duration) -> Optio
     }
 }
 
+/// Wait until the peer has shut the connection down (POLLHUP), at most `limit`.
+fn wait_for_hangup(s: &UnixStream, limit: Duration) {
+    use rustix::event::{poll, PollFd, PollFlags, Timespec};
+    let until = Instant::now() + limit;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        assert!(!left.is_zero(), "sigd never closed the refused connection");
+        let mut fds = [PollFd::new(s, PollFlags::RDHUP)];
+        let ts = Timespec::try_from(left).unwrap();
+        if poll(&mut fds, Some(&ts)).unwrap() > 0 && fds[0].revents().contains(PollFlags::HUP) {
+            return;
+        }
+    }
+}
+
 #[test]
 fn a_non_root_user_listens_and_calls_against_a_root_sigd() {
     if !is_root() || !have_setpriv() {
@@ -229,7 +244,11 @@ fn out_of_descriptors_sigd_answers_with_an_error_and_keeps_serving() {
     for _ in 0..40 {
         let mut s = UnixStream::connect(&sigd.socket).unwrap();
         let mut dec = Decoder::new();
-        s.write_all(&Message::Stat { req: 1 }.to_bytes()).unwrap();
+        // sigd may refuse the connection (write its Error and close) before the
+        // request is written: the write fails then, and the Error is still readable.
+        if let Err(e) = s.write_all(&Message::Stat { req: 1 }.to_bytes()) {
+            assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+        }
         // Never a hang: an answer or an error, within the time.
         match read_message(&mut s, &mut dec, Duration::from_secs(5)) {
             Some(Message::StatReply { .. }) => held.push(s),
@@ -242,7 +261,22 @@ fn out_of_descriptors_sigd_answers_with_an_error_and_keeps_serving() {
     }
     let detail = refused.expect("sigd ran out of descriptors");
     assert!(detail.contains("out of file descriptors"), "{detail}");
-    // ulib says so too.
+    // An application that writes only after sigd closed its refused connection
+    // (the race above, forced: wait until the close is seen) gets EPIPE, and then
+    // reads why.
+    let mut s = UnixStream::connect(&sigd.socket).unwrap();
+    wait_for_hangup(&s, Duration::from_secs(5));
+    let e = s
+        .write_all(&Message::Stat { req: 1 }.to_bytes())
+        .expect_err("sigd closed the refused connection");
+    assert_eq!(e.kind(), std::io::ErrorKind::BrokenPipe, "{e}");
+    match read_message(&mut s, &mut Decoder::new(), Duration::from_secs(5)) {
+        Some(Message::Error { detail, .. }) => {
+            assert!(detail.contains("out of file descriptors"), "{detail}")
+        }
+        other => panic!("the refusal was not readable after EPIPE: {other:?}"),
+    }
+    // ulib says so too, not "broken pipe", whichever side of the race it is on.
     let host = sigd.host();
     let e = host.bind("x", "ubr").unwrap_err().to_string();
     assert!(e.contains("out of file descriptors"), "{e}");

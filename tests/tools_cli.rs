@@ -167,6 +167,21 @@ fn refusals_say_their_cause_and_what_to_do() {
         c.stderr
     );
     assert!(c.stderr.contains("natm listen nobody"), "{}", c.stderr);
+    // A SAP that cannot be one is refused before any call is made: no UNI cause.
+    for (tool, target) in [("call", "+4420002:my sap"), ("listen", "")] {
+        let c = natm(&a, &[tool, target], Some(Vec::new())).wait(LIMIT);
+        assert!(!c.status.success());
+        assert!(
+            c.stderr.contains("bad SAP"),
+            "{tool} {target:?}: {}",
+            c.stderr
+        );
+        assert!(
+            !c.stderr.contains("cause"),
+            "{tool} {target:?}: {}",
+            c.stderr
+        );
+    }
     // QoS that parses but natm cannot carry is refused at connect, saying what to drop.
     for (qos, want) in [
         ("ubr,aal0", "drop aal0"),

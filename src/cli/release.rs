@@ -15,9 +15,9 @@ use super::{ipc, outln, CliResult};
 pub(crate) struct ReleaseArgs {
     /// The call's id as `natm stat` shows it (16 hex digits; a leading 0x is allowed).
     call: String,
-    /// UNI cause both ends are given (Q.2931 Table 4-3): 16 normal clearing, 31
-    /// normal unspecified, 41 temporary failure...
-    #[arg(long, default_value_t = 16)]
+    /// UNI cause both ends are given (Q.2931 Table 4-3, 1 to 127): 16 normal
+    /// clearing, 31 normal unspecified, 41 temporary failure...
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u8).range(1..=127))]
     cause: u8,
     /// sigd's socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
     #[arg(long)]

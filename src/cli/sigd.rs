@@ -80,9 +80,16 @@ pub(super) fn init_logs(verbose: u8) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    // Colours only for a person at a terminal: a log file or journald gets plain text.
+    // A log line stderr cannot take (its pipe closed) is dropped: by default the
+    // subscriber reports that with eprintln!, which panics on the same closed pipe
+    // and would take the daemon down with it.
+    use std::io::IsTerminal as _;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .log_internal_errors(false)
         .try_init();
 }
 

@@ -20,23 +20,42 @@ fn split_number(s: &str) -> anyhow::Result<(f64, &str)> {
 }
 
 /// Bytes: plain, or with B, kB/KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).
+/// Exact (no floating point): at most 2^64 − 1 bytes; a fraction of a byte rounds.
 pub(crate) fn bytes(s: &str) -> anyhow::Result<u64> {
-    let (n, unit) = split_number(s)?;
-    let mult: f64 = match unit {
-        "" | "B" => 1.0,
-        "k" | "kB" | "KB" => 1e3,
-        "M" | "MB" => 1e6,
-        "G" | "GB" => 1e9,
-        "KiB" | "K" => 1024.0,
-        "MiB" => 1024.0 * 1024.0,
-        "GiB" => 1024.0 * 1024.0 * 1024.0,
-        _ => {
+    let t = s.trim();
+    let end = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(end);
+    let mult: u128 = match unit.trim() {
+        "" | "B" => 1,
+        "k" | "kB" | "KB" => 1_000,
+        "M" | "MB" => 1_000_000,
+        "G" | "GB" => 1_000_000_000,
+        "KiB" | "K" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        unit => {
             return Err(anyhow::anyhow!(
                 "unknown size unit \"{unit}\" in \"{s}\": use B, kB, MB, GB, KiB, MiB or GiB"
             ))
         }
     };
-    Ok((n * mult).round() as u64)
+    let num = num.replace('_', "");
+    let (int, frac) = num.split_once('.').unwrap_or((&num, ""));
+    if (int.is_empty() && frac.is_empty()) || frac.contains('.') {
+        return Err(anyhow::anyhow!("\"{s}\" does not start with a number"));
+    }
+    let too_large = || {
+        anyhow::anyhow!("size \"{s}\" is too large: at most 18446744073709551615 bytes (2^64 - 1)")
+    };
+    // Digits past the 30th of a fraction are far below a byte.
+    let frac = &frac.trim_end_matches('0')[..frac.trim_end_matches('0').len().min(30)];
+    let digits = format!("{int}{frac}");
+    let mantissa: u128 = digits.parse().map_err(|_| too_large())?;
+    let scale = 10u128.pow(u32::try_from(frac.len()).unwrap_or(30));
+    let product = mantissa.checked_mul(mult).ok_or_else(too_large)?;
+    u64::try_from((product + scale / 2) / scale).map_err(|_| too_large())
 }
 
 /// A duration: with ns, us/µs, ms or s.
@@ -53,7 +72,7 @@ pub(crate) fn duration(s: &str) -> anyhow::Result<Duration> {
             ))
         }
     };
-    Ok(Duration::from_secs_f64(secs))
+    Duration::try_from_secs_f64(secs).map_err(|_| anyhow::anyhow!("duration \"{s}\" is too long"))
 }
 
 /// A rate in bit/s: with bps, kbps, Mbps, Gbps (k/M/G are powers of 1000).
@@ -70,7 +89,14 @@ pub(crate) fn rate(s: &str) -> anyhow::Result<u64> {
             ))
         }
     };
-    Ok((n * mult).round() as u64)
+    let bps = (n * mult).round();
+    // 2^64 as a float: every rate below it fits a u64.
+    if bps >= 18_446_744_073_709_551_616.0 {
+        return Err(anyhow::anyhow!(
+            "rate \"{s}\" is too large: at most 2^64 - 1 bit/s"
+        ));
+    }
+    Ok(bps as u64)
 }
 
 /// A probability: `0.05` or `5%`.
@@ -112,5 +138,30 @@ mod tests {
         assert!(rate("fast").is_err());
         assert!(probability("2").is_err());
         assert!(duration("-1ms").is_err());
+    }
+
+    #[test]
+    fn sizes_are_exact_up_to_two_to_the_64_and_refused_above() {
+        assert_eq!(bytes("1.5KiB").ok(), Some(1536));
+        assert_eq!(bytes("0.5").ok(), Some(1));
+        assert_eq!(
+            bytes("2.000000000000000000000000000000000001kB").ok(),
+            Some(2000)
+        );
+        assert_eq!(bytes("18446744073709551615").ok(), Some(u64::MAX));
+        for big in [
+            "18446744073709551616",
+            "18446744073709551616B",
+            "20000000000GB",
+            "99999999999999999999999999999999999999999GiB",
+        ] {
+            let e = bytes(big).expect_err(big).to_string();
+            assert!(e.contains("too large") && e.contains("2^64"), "{big}: {e}");
+        }
+        assert!(bytes(".").is_err());
+        assert!(bytes("1.2.3").is_err());
+        let e = rate("20000000000Gbps").unwrap_err().to_string();
+        assert!(e.contains("too large"), "{e}");
+        assert!(duration("99999999999999999999999s").is_err());
     }
 }

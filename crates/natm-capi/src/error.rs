@@ -83,7 +83,7 @@ impl From<Error> for Failure {
         let (code, cause) = match &e {
             Error::WouldBlock(_) => (Code::Again, 0),
             Error::Io(_) => (Code::Io, 0),
-            Error::NoAddress => (Code::Inval, 0),
+            Error::NoAddress | Error::Sap(_) => (Code::Inval, 0),
             Error::Qos(_) | Error::Config(_) | Error::QosNotNegotiable(_) => (Code::Qos, 0),
             Error::QosBounds(_) => (Code::QosBounds, 0),
             Error::QosRefused { .. } => (Code::QosRefused, 0),

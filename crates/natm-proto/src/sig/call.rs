@@ -104,7 +104,9 @@ use crate::wire::q2931::{
 mod params;
 mod parties;
 
-pub use params::{traffic_descriptor, CallAccept, CallParams, Sap, SapError, DEFAULT_AAL5_SDU};
+pub use params::{
+    traffic_descriptor, CallAccept, CallParams, Sap, SapError, SapTextError, DEFAULT_AAL5_SDU,
+};
 pub use parties::{PartyRef, PartyState, MAX_PARTIES};
 
 /// Call control timers and limits.

@@ -35,7 +35,7 @@ pub mod vci;
 
 pub use call::{
     CallAccept, CallConfig, CallControl, CallError, CallEvent, CallId, CallParams, ClearedBy,
-    ModifyState, PartyRef, PartyState, Sap,
+    ModifyState, PartyRef, PartyState, Sap, SapTextError,
 };
 pub use sscop::{ReleaseReason, Sscop, SscopConfig, SscopError, SscopEvent, SscopStats};
 

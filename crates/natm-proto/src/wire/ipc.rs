@@ -348,7 +348,11 @@ pub enum Message {
         /// JSON document (see `natm stat --json`).
         json: String,
     },
-    /// sigd → app: the connection broke the protocol; sigd closes it after this.
+    /// sigd → app: sigd closes the session after this, and says why: the
+    /// application broke the protocol, or sigd refuses the session (out of
+    /// descriptors, a per-user limit, idle). It is written before the close, so it
+    /// stays readable however the application learns of the close: a write that
+    /// fails (`EPIPE`, `ECONNRESET`) must be followed by reading what is queued.
     Error {
         /// UNI cause value (100: invalid IE contents, 97: message type unknown, ...).
         cause: u8,

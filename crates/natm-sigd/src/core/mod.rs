@@ -604,12 +604,7 @@ impl Core {
 /// user-specific information, 8 octets at most), or `@OUI.APPID` in hex for a
 /// vendor-specific application (`Sap::parse`; what Linux's `ttcp_atm` uses).
 fn valid_sap(s: &str) -> bool {
-    if s.starts_with('@') {
-        return natm_proto::sig::Sap::parse(s).is_ok();
-    }
-    (1..=8).contains(&s.len())
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+    natm_proto::sig::Sap::from_text(s).is_ok()
 }
 
 /// Split "address[:SAP]" at the last colon when what follows is a SAP.

@@ -150,7 +150,20 @@ impl Daemon {
                     .map_err(|e| with_path(e, "cannot create the socket's directory", dir))?;
             }
         }
-        if path.exists() {
+        if let Ok(meta) = std::fs::symlink_metadata(&path) {
+            // Only a socket is sigd's to replace: anything else at the path (a file
+            // given as --socket by mistake, a directory, a symlink) is left alone.
+            use std::os::unix::fs::FileTypeExt;
+            if !meta.file_type().is_socket() {
+                return Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!(
+                        "{} exists and is not a socket: sigd will not remove it; give \
+                         --socket another path",
+                        path.display()
+                    ),
+                ));
+            }
             // A live sigd answers on it; a dead one left a file behind.
             if StdUnixStream::connect(&path).is_ok() {
                 return Err(io::Error::new(
@@ -164,8 +177,22 @@ impl Daemon {
             std::fs::remove_file(&path)
                 .map_err(|e| with_path(e, "cannot remove the stale socket", &path))?;
         }
-        let mut listener =
+        let listener =
             UnixListener::bind(&path).map_err(|e| with_path(e, "cannot listen on", &path))?;
+        // From here, a failure (the signalling port busy, the ticket key unreadable)
+        // removes the socket just made: no stale socket is left for the next start.
+        Self::bind_rest(cfg, poll, listener, path.clone()).inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })
+    }
+
+    /// [`Daemon::bind`] once the application socket is bound.
+    fn bind_rest(
+        cfg: Config,
+        poll: Poll,
+        mut listener: UnixListener,
+        path: PathBuf,
+    ) -> io::Result<Daemon> {
         set_socket_access(&path, cfg.socket_mode, cfg.socket_group)?;
         let mut signalling = mio::net::UdpSocket::bind(cfg.signalling).map_err(|e| {
             io::Error::new(
@@ -401,9 +428,15 @@ impl Daemon {
             let refusal = natm_proto::wire::ipc::Message::Error {
                 cause: crate::core::cause_resources(),
                 detail: format!(
-                    "sigd is out of file descriptors ({e}); try again when applications have                      closed, or raise its limit (ulimit -n / LimitNOFILE)"
+                    "sigd is out of file descriptors ({e}); try again when applications have \
+                     closed, or raise its limit (ulimit -n / LimitNOFILE)"
                 ),
             };
+            // Written, then closed at once: no lingering, since this descriptor is
+            // the spare and the next refusal needs it. A Unix stream keeps what was
+            // written before a close readable to the peer (even when its own write
+            // then fails with EPIPE), so the application still reads why
+            // (`Message::Error`; docs/decisions/0032-operator-basics.md).
             let mut s: StdUnixStream = stream.into();
             let _ = std::io::Write::write_all(&mut s, &refusal.to_bytes());
             let _ = s.shutdown(std::net::Shutdown::Both);

@@ -29,6 +29,10 @@ pub enum Error {
     /// The address resolved to nothing.
     #[error("the address resolved to no socket address; give host:port")]
     NoAddress,
+    /// The SAP is not one (1 to 8 ASCII letters, digits, `-` or `_`, or
+    /// `@OUI.APPID`): refused before anything is sent.
+    #[error("bad SAP: {0}")]
+    Sap(#[from] crate::sig::SapTextError),
     /// The QoS text is not valid (the message points at the offending token).
     #[error("bad QoS: {0}")]
     Qos(String),
@@ -134,6 +138,7 @@ impl From<Error> for io::Error {
             Error::MessageTooLarge { .. }
             | Error::EmptyMessage
             | Error::Qos(_)
+            | Error::Sap(_)
             | Error::QosBounds(_)
             | Error::QosNotNegotiable(_)
             | Error::Config(_) => io::ErrorKind::InvalidInput,

@@ -200,6 +200,15 @@ impl Resolved {
     }
 }
 
+/// Refuse a called party's bad SAP ("bob:my sap", "bob:") before anything is sent,
+/// rather than have sigd or the network refuse the address. What follows the last
+/// colon is not a SAP when the whole text is an ATM address written with a colon
+/// (`e164:hex`, a subaddress); names from sigd's hosts file hold no colon.
+pub(crate) fn check_called_sap(called: &str) -> Result<(), Error> {
+    crate::sig::Sap::of_called(called, |t| t.parse::<crate::wire::addr::AtmAddr>().is_ok())?;
+    Ok(())
+}
+
 impl Host {
     /// Start a host's engine.
     pub fn open(cfg: HostConfig) -> Result<Host, Error> {
@@ -277,6 +286,7 @@ impl Host {
         match addr.into_target() {
             Target::Ip(a) => Listener::bind(self.eng.clone(), a, r.not_bare()?),
             Target::Atm(sap) => {
+                crate::sig::Sap::of_listener(&sap)?;
                 let session = self.session()?;
                 let id = session.request(|req| crate::wire::ipc::Message::Bind {
                     req,
@@ -308,6 +318,7 @@ impl Host {
         match addr.into_target() {
             Target::Ip(a) => Listener::bind(self.eng.clone(), a, r.not_bare()?),
             Target::Atm(sap) => {
+                crate::sig::Sap::of_listener(&sap)?;
                 let session = self.session()?;
                 let links = (0..backlog)
                     .map(|_| self.new_data_link())
@@ -455,6 +466,7 @@ impl Host {
         qos: &str,
     ) -> Result<(Connection, u64), Error> {
         use crate::wire::ipc::Message;
+        check_called_sap(called)?;
         let session = self.session()?;
         let link = self.data_link()?;
         let data = link.local_addr().map_err(Error::Io)?;
@@ -473,6 +485,7 @@ impl Host {
 
     fn connect_signalled(&self, called: &str, qos: &str) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
+        check_called_sap(called)?;
         let session = self.session()?;
         let link = self.data_link()?;
         let data = link.local_addr().map_err(Error::Io)?;

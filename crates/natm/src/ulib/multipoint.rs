@@ -242,6 +242,7 @@ impl Multipoint {
         /// cannot replicate the call to this leaf.
         const NOT_REPLICATED: u8 = 63;
         if let Target::Atm(addr) = &target {
+            super::check_called_sap(addr)?;
             match &self.net {
                 // sigd refuses with 63 what it cannot send on the call; the leaf's
                 // host does too when the call already reaches an application there

@@ -603,9 +603,20 @@ impl Session {
         let mut w = self.writer.lock();
         if w.write_all(&bytes).is_err() {
             drop(w);
-            // sigd may have closed the session after saying why (a limit it
-            // refused this connection under): what it said is still readable.
-            if let Some(mut rd) = self.reader.try_lock() {
+            // sigd closes a session only after saying why (`Message::Error`: out of
+            // descriptors, a limit), and that stays queued on the stream: read it
+            // before reporting, so the caller hears sigd's reason, not a broken pipe.
+            // A request (`wait`) comes from an application thread, which never holds
+            // the read role: wait for whoever holds it (the driver, another waiter —
+            // the stream is readable, so not for long) to file what it read, then
+            // read the rest. A notification may be sent while this thread reads
+            // (`deliver`), and nobody reads its error: only if the role is free.
+            let rd = if wait {
+                Some(self.reader.lock())
+            } else {
+                self.reader.try_lock()
+            };
+            if let Some(mut rd) = rd {
                 self.read_some(&mut rd, None);
             }
             self.mark_gone("writing to sigd failed".into());

@@ -119,6 +119,95 @@ impl Sap {
     }
 }
 
+/// Why text is not a SAP as natm's API and tools write one: 1 to 8 ASCII letters,
+/// digits, `-` or `_`, or `@OUI.APPID` in hex ([`Sap::from_text`]).
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SapTextError {
+    /// Nothing after the colon (or nothing at all).
+    #[error("empty SAP: a SAP is 1 to 8 letters, digits, - or _ (e.g. echo)")]
+    Empty,
+    /// More than 8 characters.
+    #[error(
+        "SAP of {0} characters: a SAP is 1 to 8 letters, digits, - or _ \
+         (B-HLI user information carries 8 octets)"
+    )]
+    TooLong(usize),
+    /// A character outside ASCII letters, digits, `-` and `_`.
+    #[error("SAP {sap:?}: {ch:?} is not allowed; a SAP is 1 to 8 ASCII letters, digits, - or _")]
+    BadCharacter {
+        /// The SAP given.
+        sap: String,
+        /// The first character not allowed.
+        ch: char,
+    },
+    /// `@` not followed by 6 and 8 hex digits.
+    #[error(
+        "SAP {0:?}: a vendor application is @OUI.APPID, 6 and 8 hex digits (e.g. @0060d7.01000003)"
+    )]
+    BadVendor(String),
+}
+
+impl Sap {
+    /// A SAP as natm's API and tools take one: 1 to 8 ASCII letters, digits, `-` or
+    /// `_` (`echo`), or `@OUI.APPID` in hex. Stricter than [`Sap::parse`], which takes
+    /// any octets a foreign SETUP may carry.
+    pub fn from_text(text: &str) -> Result<Sap, SapTextError> {
+        if text.starts_with('@') {
+            return Sap::parse(text).map_err(|_| SapTextError::BadVendor(text.to_owned()));
+        }
+        if text.is_empty() {
+            return Err(SapTextError::Empty);
+        }
+        let chars = text.chars().count();
+        if chars > Bhli::MAX_INFO {
+            return Err(SapTextError::TooLong(chars));
+        }
+        if let Some(ch) = text
+            .chars()
+            .find(|&c| !(c.is_ascii_alphanumeric() || c == '-' || c == '_'))
+        {
+            return Err(SapTextError::BadCharacter {
+                sap: text.to_owned(),
+                ch,
+            });
+        }
+        // ASCII from here: as many octets as characters, 1 to 8.
+        Sap::new(text.as_bytes()).map_err(|_| SapTextError::TooLong(chars))
+    }
+
+    /// The SAP of a listener's text, `SAP` or `address:SAP` (the SAP after the last
+    /// colon), checked with [`Sap::from_text`].
+    pub fn of_listener(text: &str) -> Result<Sap, SapTextError> {
+        Sap::from_text(text.rsplit_once(':').map_or(text, |(_, sap)| sap))
+    }
+
+    /// Check the SAP of a called party's text, `address[:SAP]`. An address may hold
+    /// colons itself (an AESA written `e164:hex`, an E.164 number with a
+    /// subaddress), so what follows the last colon is a SAP unless the whole text is
+    /// an address `is_address` accepts; then there is no SAP (`Ok(None)`).
+    pub fn of_called(
+        text: &str,
+        is_address: impl FnOnce(&str) -> bool,
+    ) -> Result<Option<Sap>, SapTextError> {
+        match text.rsplit_once(':') {
+            None => Ok(None),
+            Some((_, sap)) => match Sap::from_text(sap) {
+                Ok(s) => Ok(Some(s)),
+                Err(_) if is_address(text) => Ok(None),
+                Err(e) => Err(e),
+            },
+        }
+    }
+}
+
+impl std::str::FromStr for Sap {
+    type Err = SapTextError;
+    /// [`Sap::from_text`].
+    fn from_str(text: &str) -> Result<Sap, SapTextError> {
+        Sap::from_text(text)
+    }
+}
+
 /// The text form [`Sap::parse`] reads: a user-specific SAP's octets (lossy UTF-8),
 /// `@OUI.APPID` for a vendor-specific one.
 impl std::fmt::Display for Sap {

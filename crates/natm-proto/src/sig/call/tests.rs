@@ -662,6 +662,72 @@ fn sap_is_bounded() {
 }
 
 #[test]
+fn sap_text_is_checked_with_a_reason() {
+    assert_eq!("echo".parse::<Sap>().unwrap().as_bytes(), b"echo");
+    assert_eq!("a-b_12CD".parse::<Sap>().unwrap().as_bytes(), b"a-b_12CD");
+    assert_eq!(
+        "@0060d7.01000003".parse::<Sap>().unwrap(),
+        Sap::vendor([0x00, 0x60, 0xd7], 0x0100_0003)
+    );
+    assert_eq!("".parse::<Sap>(), Err(SapTextError::Empty));
+    assert_eq!("123456789".parse::<Sap>(), Err(SapTextError::TooLong(9)));
+    assert_eq!(
+        "x".repeat(300).parse::<Sap>(),
+        Err(SapTextError::TooLong(300))
+    );
+    let space = "my sap".parse::<Sap>().unwrap_err();
+    assert_eq!(
+        space,
+        SapTextError::BadCharacter {
+            sap: "my sap".into(),
+            ch: ' '
+        }
+    );
+    assert!(space.to_string().contains("' ' is not allowed"), "{space}");
+    // Non-ASCII: refused as a character, though "écho" fits in 8 octets.
+    assert!(matches!(
+        "écho".parse::<Sap>(),
+        Err(SapTextError::BadCharacter { ch: 'é', .. })
+    ));
+    assert!(matches!(
+        "@0060d7".parse::<Sap>(),
+        Err(SapTextError::BadVendor(_))
+    ));
+    // Sap::parse, for what foreign SETUPs carry, stays permissive.
+    assert!(Sap::parse("my sap").is_ok());
+}
+
+#[test]
+fn a_listener_s_and_a_called_party_s_sap_are_found_and_checked() {
+    assert_eq!(Sap::of_listener("echo").unwrap().as_bytes(), b"echo");
+    assert_eq!(
+        Sap::of_listener("+4420001:echo").unwrap().as_bytes(),
+        b"echo"
+    );
+    assert_eq!(Sap::of_listener(""), Err(SapTextError::Empty));
+    assert_eq!(Sap::of_listener("+4420001:"), Err(SapTextError::Empty));
+    assert!(Sap::of_listener("bad sap").is_err());
+    let no_address = |_: &str| false;
+    assert_eq!(Sap::of_called("+4420001", no_address), Ok(None));
+    assert_eq!(
+        Sap::of_called("bob:echo", no_address)
+            .unwrap()
+            .unwrap()
+            .as_bytes(),
+        b"echo"
+    );
+    assert_eq!(Sap::of_called("bob:", no_address), Err(SapTextError::Empty));
+    assert!(matches!(
+        Sap::of_called("bob:my sap", no_address),
+        Err(SapTextError::BadCharacter { ch: ' ', .. })
+    ));
+    // An address with a colon of its own (an AESA written e164-digits:hex) has no SAP.
+    let sub = "123456789012345:0000000000000000000000";
+    assert!(Sap::of_called(sub, |_| false).is_err());
+    assert_eq!(Sap::of_called(sub, |t| t == sub), Ok(None));
+}
+
+#[test]
 fn call_ids_are_never_reused() {
     let mut a = up(CallConfig::default());
     let mut seen = std::collections::HashSet::new();

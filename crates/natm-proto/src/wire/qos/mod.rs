@@ -437,7 +437,7 @@ impl QosKey {
             QosKey::MaxSdu => (1, 65_535, "bytes (the AAL5 SDU limit)"),
             QosKey::Mbs => (1, 0xFF_FFFF, "cells (24 bits in UNI signalling)"),
             QosKey::Tpdu => (64, 65_000, "bytes (an AAL5 SDU less header room)"),
-            QosKey::Window => (1, u64::from(u32::MAX), "TPDUs"),
+            QosKey::Window => (1, 65_535, "TPDUs (16 bits in the TPDU header)"),
             QosKey::Msg => (1, u64::MAX, "bytes"),
             QosKey::Outstanding => (1, u64::from(u32::MAX), "messages"),
             QosKey::Prio => (0, 255, ""),

@@ -372,6 +372,26 @@ fn error_out_of_range() {
     assert_err("ubr:sdu=0", QosErrorKind::OutOfRange, 8, "0");
     assert_err("ubr:prio=256", QosErrorKind::OutOfRange, 9, "256");
     assert_err("ubr:window=0", QosErrorKind::OutOfRange, 11, "0");
+    // The TPDU header carries the window in 16 bits: refused here, not at connect.
+    assert_eq!(
+        qos("reliable:window=65535").to_string(),
+        "reliable:window=65535"
+    );
+    assert_err(
+        "reliable:window=65536",
+        QosErrorKind::OutOfRange,
+        16,
+        "65536",
+    );
+    assert_err(
+        "reliable:window=4294967295",
+        QosErrorKind::OutOfRange,
+        16,
+        "4294967295",
+    );
+    assert!(err("reliable:window=65536")
+        .detail()
+        .contains("window takes 1..=65535 TPDUs"));
     assert_err("cbr:pcr=0", QosErrorKind::OutOfRange, 8, "0");
     assert_err("cbr:max_pcr=0bps", QosErrorKind::OutOfRange, 12, "0bps");
     assert_err("vbr:scr=0.0Mbps", QosErrorKind::OutOfRange, 8, "0.0Mbps");
