@@ -113,15 +113,15 @@ fn listeners(lab: &Lab, sap: &str) -> usize {
         .map_or(0, |a| a.iter().filter(|l| l["sap"] == sap).count())
 }
 
-/// One call of `src` from namespace 0 to a listener in 1 writing `out`; `during`
-/// runs once the listener has received `mid` bytes. Returns both summaries.
+/// One call of `src` from namespace 0 (`natm call … call_args`) to a listener in 1
+/// writing `out`; `during` runs once the listener has received `mid` bytes. Returns
+/// both summaries.
 fn transfer(
     lab: &mut Lab,
     sap: &str,
     src: &str,
     out: &str,
-    qos: &str,
-    extra: &[&str],
+    call_args: &[&str],
     mid: u64,
     during: impl FnOnce(&Lab),
 ) -> (Value, Value) {
@@ -203,7 +203,7 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
         set_mtu(&lab, mtu);
         let (tx0, rx0) = (ip_counters(&lab, 0), ip_counters(&lab, 1));
         let out = lab.path(&format!("{sap}.out"));
-        let (sent, got) = transfer(&mut lab, sap, &src, &out, "reliable", &[], 0, |_| {});
+        let (sent, got) = transfer(&mut lab, sap, &src, &out, &["--qos", "reliable"], 0, |_| {});
         let (tx1, rx1) = (ip_counters(&lab, 0), ip_counters(&lab, 1));
         assert_eq!(md5_of(&out), want, "MTU {mtu}: not byte-exact");
         assert_eq!(got["bytes"], 100u64 << 20, "{got}");
@@ -239,8 +239,7 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
         "mdrop",
         &src,
         &out,
-        "reliable:tpdu=8192",
-        &["--rate", "400Mbps"],
+        &["--qos", "reliable:tpdu=8192", "--rate", "400Mbps"],
         10 << 20,
         |lab| set_mtu(lab, 1500),
     );

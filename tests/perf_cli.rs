@@ -559,6 +559,31 @@ fn loss_json_has_goodput_per_stack_and_loss_or_skips() {
     );
 }
 
+/// Issue 30: reliable VCs always start under per-packet loss, one transfer after
+/// another through the same namespaces. With 4 KiB TPDUs cut into three IP fragments,
+/// the fragments of every TPDU a loss cut short filled the receiver's reassembly
+/// memory within seconds, and a later VC then never delivered a byte ("no data": this
+/// very command failed so at natm-pp-4k before TPDUs were cut to the path MTU).
+#[test]
+fn reliable_vcs_always_start_under_per_packet_loss_or_skips() {
+    let _one = one_loss_run();
+    if let Some(why) = loss_unavailable() {
+        eprintln!("skipping per-packet loss test: {why}");
+        return;
+    }
+    let doc = json_of(
+        "perf loss --stacks natm-pp,natm-window,natm-pp-4k,natm-pp-32k --losses 5 \
+         --loss-unit packet --time 1s --warmup 200ms --runs 2 --json",
+    );
+    let results = doc["results"].as_array().expect("results");
+    assert_eq!(results.len(), 4, "{doc}");
+    for r in results {
+        for run in r["per_run_bps"].as_array().expect("per_run_bps") {
+            assert!(run.as_f64().is_some_and(|b| b > 1e6), "{r}");
+        }
+    }
+}
+
 #[test]
 fn loss_with_an_rtt_goes_through_a_delay_line_or_skips() {
     let _one = one_loss_run();

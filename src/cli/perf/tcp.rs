@@ -222,44 +222,16 @@ impl Endpoint for TcpEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
 
     /// Messages of mixed sizes, small and over [`LARGE`], arrive whole, in order and
     /// intact, with the receive buffer compacted and grown along the way.
     #[test]
     fn framing_delivers_every_message_whole() {
         let stack = new("tcp", &StackOptions::default()).unwrap();
-        let sizes = [1usize, 64, 70_000, 3, 200_000, 5, 0, 65_536, 4];
-        let max = *sizes.iter().max().unwrap();
+        let max = *crate::cli::perf::framing::TEST_SIZES.iter().max().unwrap();
         let pair = stack.connect(max).unwrap();
         let (mut tx, mut rx) = (pair.client, pair.server);
-        let msgs: Vec<Vec<u8>> = sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
-            .collect();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                for _ in 0..3 {
-                    for m in &msgs {
-                        tx.send(m).unwrap();
-                    }
-                }
-            });
-            let deadline = Instant::now() + Duration::from_secs(10);
-            for _ in 0..3 {
-                for m in &msgs {
-                    let got = loop {
-                        assert!(Instant::now() < deadline, "timed out");
-                        if let Some(g) = rx.recv().unwrap() {
-                            break g.to_vec();
-                        }
-                    };
-                    assert_eq!(got.len(), m.len());
-                    assert!(got == *m, "content of a {} B message differs", m.len());
-                }
-            }
-        });
+        crate::cli::perf::framing::check_messages_cross_whole(&mut tx, &mut rx);
         assert!(matches!(
             stack.connect(usize::MAX).map(|_| ()),
             Err(e) if e.kind() == io::ErrorKind::InvalidInput

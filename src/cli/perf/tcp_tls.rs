@@ -248,43 +248,16 @@ impl Endpoint for TlsEnd {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
+    use crate::cli::perf::framing::{check_messages_cross_whole, TEST_SIZES};
 
     /// Messages of mixed sizes arrive whole, in order and intact through TLS, and the
     /// connection really negotiated TLS 1.3 with AES-256-GCM.
     #[test]
     fn messages_cross_tls_whole() {
         let stack = new("tcp-tls", &StackOptions::default()).unwrap();
-        let sizes = [1usize, 64, 70_000, 3, 200_000, 5, 0, 65_536, 4];
-        let max = *sizes.iter().max().unwrap();
-        let pair = stack.connect(max).unwrap();
+        let pair = stack.connect(*TEST_SIZES.iter().max().unwrap()).unwrap();
         assert_eq!(pair.params["cipher_suite"], "TLS13_AES_256_GCM_SHA384");
         let (mut tx, mut rx) = (pair.client, pair.server);
-        let msgs: Vec<Vec<u8>> = sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
-            .collect();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                for _ in 0..3 {
-                    for m in &msgs {
-                        tx.send(m).unwrap();
-                    }
-                }
-            });
-            let deadline = Instant::now() + Duration::from_secs(10);
-            for _ in 0..3 {
-                for m in &msgs {
-                    let got = loop {
-                        assert!(Instant::now() < deadline, "timed out");
-                        if let Some(g) = rx.recv().unwrap() {
-                            break g.to_vec();
-                        }
-                    };
-                    assert!(got == *m, "content of a {} B message differs", m.len());
-                }
-            }
-        });
+        check_messages_cross_whole(&mut tx, &mut rx);
     }
 }
