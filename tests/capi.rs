@@ -173,7 +173,7 @@ fn the_header_is_strict_c99_and_cpp() {
     let src = dir.join("h.c");
     std::fs::write(
         &src,
-        "#include \"natm.h\"\nint main(void) { return NATM_OK; }\n",
+        "#include \"natm.h\"\n#include \"natm_fore.h\"\nint main(void) { return NATM_OK + ATM_EBADF - 1; }\n",
     )
     .unwrap();
     let o = Command::new("gcc")
@@ -190,12 +190,12 @@ fn the_header_is_strict_c99_and_cpp() {
         .arg(&src)
         .output()
         .expect("gcc runs");
-    ok(&o, "gcc -std=c99 -pedantic on natm.h");
+    ok(&o, "gcc -std=c99 -pedantic on natm.h and natm_fore.h");
     if Command::new("g++").arg("--version").output().is_ok() {
         let cpp = dir.join("h.cc");
         std::fs::write(
             &cpp,
-            "#include \"natm.h\"\nint main() { return NATM_OK; }\n",
+            "#include \"natm.h\"\n#include \"natm_fore.h\"\nint main() { return NATM_OK + ATM_EBADF - 1; }\n",
         )
         .unwrap();
         let o = Command::new("g++")
@@ -211,13 +211,51 @@ fn the_header_is_strict_c99_and_cpp() {
             .arg(&cpp)
             .output()
             .unwrap();
-        ok(&o, "g++ on natm.h");
+        ok(&o, "g++ on natm.h and natm_fore.h");
     }
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// The functions libnatm.so exports whose names start with `prefix`.
+fn exported(syms: &str, prefix: &str) -> Vec<String> {
+    let mut v: Vec<String> = syms
+        .lines()
+        .filter_map(|l| {
+            let mut f = l.split_whitespace();
+            let (_, kind, name) = (f.next()?, f.next()?, f.next()?);
+            (kind == "T" && name.starts_with(prefix)).then(|| name.to_owned())
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// The functions a header declares (`prefix…(` outside preprocessor lines and
+/// comment lines).
+fn declared(header: &str, prefix: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(header_dir().join(header)).unwrap();
+    let mut v: Vec<String> = text
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#') && !l.trim_start().starts_with('*'))
+        .filter(|l| !l.trim_start().starts_with("/*"))
+        .filter_map(|l| {
+            let at = l.find(prefix)?;
+            let rest = &l[at..];
+            let end = rest.find('(')?;
+            let name = &rest[..end];
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_')
+                .then(|| name.to_owned())
+        })
+        .collect();
+    v.sort();
+    v.dedup();
+    v
+}
+
 /// What natm.h declares (`name(` after a type) and what libnatm.so exports are the
-/// same set of functions: neither can drift from the other.
+/// same set of functions, and so are natm_fore.h's `atm_` functions: neither can
+/// drift from the other.
 #[test]
 fn the_header_declares_exactly_what_the_library_exports() {
     let so = lib_dir().join("libnatm.so");
@@ -227,37 +265,21 @@ fn the_header_declares_exactly_what_the_library_exports() {
         .output()
         .expect("nm runs");
     let syms = ok(&o, "nm");
-    let mut exported: Vec<String> = syms
-        .lines()
-        .filter_map(|l| {
-            let mut f = l.split_whitespace();
-            let (_, kind, name) = (f.next()?, f.next()?, f.next()?);
-            (kind == "T" && name.starts_with("natm_")).then(|| name.to_owned())
-        })
-        .collect();
-    exported.sort();
-    let header = std::fs::read_to_string(header_dir().join("natm.h")).unwrap();
-    let mut declared: Vec<String> = header
-        .lines()
-        .filter(|l| !l.trim_start().starts_with('#') && !l.trim_start().starts_with('*'))
-        .filter_map(|l| {
-            let at = l.find("natm_")?;
-            let rest = &l[at..];
-            let end = rest.find('(')?;
-            let name = &rest[..end];
-            name.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_')
-                .then(|| name.to_owned())
-        })
-        .collect();
-    declared.sort();
-    declared.dedup();
-    assert!(exported.len() >= 20, "too few symbols found: {exported:?}");
+    let natm = exported(&syms, "natm_");
+    assert!(natm.len() >= 20, "too few symbols found: {natm:?}");
     assert_eq!(
-        exported, declared,
+        natm,
+        declared("natm.h", "natm_"),
         "libnatm.so exports (left) and natm.h declares (right) different functions"
     );
-    // The library exports nothing of natm's own outside the natm_ prefix.
+    let fore = exported(&syms, "atm_");
+    assert!(fore.len() >= 15, "too few atm_ symbols found: {fore:?}");
+    assert_eq!(
+        fore,
+        declared("natm_fore.h", "atm_"),
+        "libnatm.so exports (left) and natm_fore.h declares (right) different atm_ functions"
+    );
+    // The library exports nothing of natm's own outside the natm_ and atm_ prefixes.
     let stray: Vec<&str> = syms
         .lines()
         .filter_map(|l| {
@@ -566,4 +588,84 @@ fn the_python_binding_works_in_direct_mode_and_through_sigd() {
         let text = ok(&o, &format!("python3 check_natm.py {call:?}"));
         assert!(text.contains("all checks passed"), "{text}");
     }
+}
+
+/// A program written to seed 002's FORE API (tests/capi/fore_echo.c), compiled
+/// against natm_fore.h: its server (statically linked) binds a SAP, listens,
+/// accepts and echoes; its client (shared) sends 32 PDUs of 1 to 9,188 bytes and
+/// checks each comes back intact, then meets the refusals a FORE program handles (a
+/// SAP nobody is bound to, a call the server rejects, AAL 3/4, simplex, a PDU over
+/// the MTU) by their codes, and runs a multicast call with a party dropped half way.
+#[test]
+fn a_fore_api_program_echoes_pdus_and_sees_refusals_through_sigd() {
+    let sigd = Sigd::start(CONF);
+    let dir = scratch("fore");
+    let src = root().join("tests/capi/fore_echo.c");
+    let srv = cc(&src, Link::Static, &dir);
+    let cli = cc(&src, Link::Shared, &dir);
+    let dev = sigd.socket.to_str().unwrap().to_owned();
+    let mut server = Command::new(&srv)
+        .args(["server", &dev, "5001"])
+        .env_remove("NATM_SIGD")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The server binds 5001, 5002 and 5003 in that order.
+    wait_listening(&sigd, "5003", &mut server);
+    let o = run(
+        Command::new(&cli)
+            .args(["client", &dev, "+4420001", "5001"])
+            .env_remove("NATM_SIGD"),
+        Duration::from_secs(90),
+    );
+    let text = ok(&o, "fore_echo client");
+    for want in [
+        "ok: atm_send on a bad descriptor: ATM_EBADF",
+        "ok: atm_open of a device with no sigd: ATM_ENODEV",
+        "ok: the granted peak is the 20,000 kbit/s asked for",
+        "ok: 32 PDUs of 1 to 9188 bytes echoed intact (98004 bytes)",
+        "ok: a 9,189-byte PDU: ATM_EMSGSIZE",
+        "ok: the same PDU whole into a larger buffer",
+        "ok: a call to a SAP nobody is bound to: ATM_ENOSAP, UNI cause 88",
+        "ok: a call the server rejects with cause 21: ATM_EREFUSED, cause 21",
+        "ok: AAL 3/4: ATM_ENOTSUP",
+        "ok: a simplex connection: ATM_ENOTSUP",
+        "all checks passed",
+    ] {
+        assert!(
+            text.contains(want),
+            "fore_echo client: no {want:?} in\n{text}"
+        );
+    }
+    let until = Instant::now() + Duration::from_secs(30);
+    let st = loop {
+        if let Some(st) = server.try_wait().unwrap() {
+            break st;
+        }
+        if Instant::now() > until {
+            let _ = server.kill();
+            panic!("the FORE server did not finish");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut s_out = String::new();
+    std::io::Read::read_to_string(&mut server.stdout.take().unwrap(), &mut s_out).unwrap();
+    std::io::Read::read_to_string(&mut server.stderr.take().unwrap(), &mut s_out).unwrap();
+    assert!(st.success(), "fore_echo server failed:\n{s_out}");
+    for want in [
+        "server: call 1 from +4420001, peak 20000 kbit/s, aal 5",
+        // The 32 PDUs and the one the client took into a larger buffer.
+        "server: echoed 33 PDUs",
+        "server: rejected call 1 with cause 21",
+        "server: party 0 received 10 PDUs",
+        "server: party 1 received 5 PDUs",
+        "server: done",
+    ] {
+        assert!(
+            s_out.contains(want),
+            "fore_echo server: no {want:?} in\n{s_out}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
 }

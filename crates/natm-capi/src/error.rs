@@ -116,7 +116,7 @@ thread_local! {
     static LAST: RefCell<(CString, u8)> = RefCell::new((CString::default(), 0));
 }
 
-fn record(f: &Failure) {
+pub(crate) fn record(f: &Failure) {
     // A NUL inside the message would end it early in C: drop any.
     let text = CString::new(f.message.replace('\0', "")).unwrap_or_default();
     LAST.with(|l| *l.borrow_mut() = (text, f.cause));

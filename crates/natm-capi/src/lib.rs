@@ -9,6 +9,7 @@
 
 mod error;
 pub mod events;
+pub mod fore;
 pub mod multipoint;
 mod ready;
 

@@ -24,6 +24,12 @@
 //! beside them, the whole transfer's process CPU time per message (both ends, every
 //! thread), so what the layers leave out (the engine, the PSBs, wake-ups, receives)
 //! shows as the difference.
+//!
+//! Under a cell-mode transfer the table adds the physical layers seed 002 puts under
+//! the cells, as rows labelled "(derived)": computed from the counted cells and the
+//! line codes' standards (SONET STS-3c's 155.52 Mbit/s carrying 149.76 of cells, 27/26;
+//! TAXI's start-of-cell and idle codes, 55 byte times per 53-byte cell, then 4b/5b's 5
+//! bits per 4), not counted by a kernel: natm's own wire is UDP.
 
 use std::io::Read as _;
 use std::net::UdpSocket;
@@ -698,6 +704,49 @@ fn layer_cpu(r: &OverheadRow) -> [Option<f64>; 6] {
     ]
 }
 
+/// A physical layer under the cells, derived from its line code (seed 002 §4.3 and
+/// Table 1, after Cavanaugh): no kernel counts these bytes, natm's wire being UDP.
+struct Physical {
+    name: &'static str,
+    adds: &'static str,
+    /// Line bytes per 53-byte cell, as a fraction (numerator, denominator).
+    per_cell: (u64, u64),
+    /// It codes the row above it (TAXI's framing), not the cells.
+    on_previous: bool,
+}
+
+/// The physical layers, each as bytes on the line per cell sent.
+const PHYSICAL: [Physical; 3] = [
+    // 155.52 Mbit/s line rate carries 149.76 Mbit/s of cells: 90 columns of 3 section
+    // and line overhead plus 1 of path overhead per 270 in STS-3c (9 + 1 of 270).
+    Physical {
+        name: "SONET STS-3c (derived)",
+        adds: "on the cells: STS-3c overhead, 27/26 (149.76 of 155.52 Mbit/s)",
+        per_cell: (53 * 27, 26),
+        on_previous: false,
+    },
+    // A start-of-cell code (TT) before each cell and an idle code (JK) between cells:
+    // 2 byte times per 53-byte cell, in symbols of the 4b/5b code.
+    Physical {
+        name: "TAXI framing (derived)",
+        adds: "on the cells: start-of-cell and idle codes, 2 B per cell",
+        per_cell: (55, 1),
+        on_previous: false,
+    },
+    Physical {
+        name: "TAXI line 4b/5b (derived)",
+        adds: "on the TAXI framing: 5 line bits per 4 data bits",
+        per_cell: (55 * 5, 4),
+        on_previous: true,
+    },
+];
+
+/// Line bytes `p` puts on the wire for `cells` cells, rounded to the nearest byte.
+fn physical_bytes(p: &Physical, cells: u64) -> u64 {
+    let (n, d) = p.per_cell;
+    (cells * n + d / 2) / d
+}
+
 /// The results as one table per mode and size.
 fn table(r: &results::Overhead) -> String {
     let mut out = format!(
@@ -762,6 +811,24 @@ ends), median of {} run(s); load {}\n",
             ]);
             above = Some(b);
         }
+        // Where cells were counted, what a real ATM link would carry under them.
+        if let Some(cells) = row.cells {
+            let cell_bytes = cells * CELL_LEN as u64;
+            let mut previous = cell_bytes;
+            for p in &PHYSICAL {
+                let b = physical_bytes(p, cells);
+                let under = if p.on_previous { previous } else { cell_bytes };
+                previous = b;
+                t.add_row(vec![
+                    p.name.to_string(),
+                    p.adds.to_string(),
+                    format!("{:.1}", b as f64 / n),
+                    format!("{:.1}", b.saturating_sub(under) as f64 / n),
+                    format!("{:.4}", row.app_bytes as f64 / b as f64),
+                    String::new(),
+                ]);
+            }
+        }
         t.add_row(vec![
             "whole stack".into(),
             "process CPU of the transfer, both ends".into(),
@@ -778,6 +845,75 @@ ends), median of {} run(s); load {}\n",
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The derived physical rows give seed 002's Table 1 (multi-mode fiber, TAXI at
+    /// 140 Mbit/s, after Cavanaugh) and §4.3's figures, and SONET's 149.76 of 155.52.
+    #[test]
+    fn physical_rows_give_seed_002s_rates() {
+        // A multiple of 26 and of 4: every row comes out in whole bytes.
+        let cells = 26_000_000u64;
+        let cell_bytes = cells * CELL_LEN as u64;
+        let [sonet, framed, line] = &PHYSICAL;
+        // Rate at a layer = line rate × (layer bytes / line bytes), Mbit/s.
+        let at = |line_rate: f64, layer: u64, wire: u64| line_rate * layer as f64 / wire as f64;
+        let taxi = physical_bytes(framed, cells);
+        // "Line rate 140.000 / To ATM 134.909 / To AAL 122.182" (Table 1).
+        assert!((at(140.0, cell_bytes, taxi) - 134.909).abs() < 5e-4);
+        assert!((at(140.0, cells * 48, taxi) - 122.182).abs() < 5e-4);
+        // "At 100 Mbps, this overhead amounts to 3.636 Mbps, leaving 96.364" (§4.3).
+        assert!((100.0 - at(100.0, cell_bytes, taxi) - 3.636).abs() < 5e-4);
+        // 4b/5b: "a 125 or 175 Mbps line rate ... yielding rates of 100 or 140 Mbps".
+        assert!((at(175.0, taxi, physical_bytes(line, cells)) - 140.0).abs() < 1e-9);
+        assert!((at(125.0, taxi, physical_bytes(line, cells)) - 100.0).abs() < 1e-9);
+        // STS-3c: 155.52 Mbit/s on the line, 149.76 of cells.
+        assert!((at(155.52, cell_bytes, physical_bytes(sonet, cells)) - 149.76).abs() < 1e-6);
+        // One cell rounds to whole bytes: 55.04 -> 55, 55, 68.75 -> 69.
+        assert_eq!(PHYSICAL.map(|p| physical_bytes(&p, 1)), [55, 55, 69]);
+    }
+
+    /// The table shows the derived rows under a cell-mode transfer only, labelled as
+    /// derived, with the bytes the line code gives.
+    #[test]
+    fn the_table_shows_derived_physical_rows_in_cell_mode() {
+        let text = std::fs::read_to_string(format!(
+            "{}/docs/perf/overhead.json",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .unwrap();
+        let doc: results::Overhead = serde_json::from_str(&text).unwrap();
+        let cell = doc
+            .results
+            .iter()
+            .find(|r| r.cells.is_some())
+            .expect("a cell-mode row in the committed document");
+        let one = results::Overhead {
+            results: vec![cell.clone()],
+            ..doc.clone()
+        };
+        let out = table(&one);
+        let cells = cell.cells.unwrap();
+        let per_msg = |b: u64| format!("{:.1}", b as f64 / cell.messages.max(1) as f64);
+        for p in &PHYSICAL {
+            let line = out
+                .lines()
+                .find(|l| l.contains(p.name))
+                .unwrap_or_else(|| panic!("no {} row in\n{out}", p.name));
+            assert!(line.contains(&per_msg(physical_bytes(p, cells))), "{line}");
+        }
+        let frames: Vec<_> = doc
+            .results
+            .iter()
+            .filter(|r| r.cells.is_none())
+            .cloned()
+            .collect();
+        if !frames.is_empty() {
+            let out = table(&results::Overhead {
+                results: frames,
+                ..doc.clone()
+            });
+            assert!(!out.contains("(derived)"), "{out}");
+        }
+    }
 
     #[test]
     fn lo_counters_come_from_the_transmit_columns() {
