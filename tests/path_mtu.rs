@@ -141,8 +141,6 @@ fn transfer(
         NATM,
         "call",
         &target,
-        "--qos",
-        qos,
         "--file",
         src,
         "--discard",
@@ -151,7 +149,7 @@ fn transfer(
         "--sigd",
         &sock0,
     ];
-    args.extend_from_slice(extra);
+    args.extend_from_slice(call_args);
     let mut call = lab.cmd(0, &args);
     let call = call
         .stdout(std::process::Stdio::piped())

@@ -103,6 +103,48 @@ impl FrameBuf {
     }
 }
 
+/// For the framed stacks' tests: messages of mixed sizes, small and over 64 KiB, sent
+/// three times over by `tx` arrive at `rx` whole, in order and intact (the receive
+/// buffer compacted and grown along the way).
+#[cfg(test)]
+pub(crate) fn check_messages_cross_whole(
+    tx: &mut Box<dyn super::stack::Endpoint>,
+    rx: &mut Box<dyn super::stack::Endpoint>,
+) {
+    use std::time::{Duration, Instant};
+    let msgs: Vec<Vec<u8>> = TEST_SIZES
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
+        .collect();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..3 {
+                for m in &msgs {
+                    tx.send(m).unwrap();
+                }
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for _ in 0..3 {
+            for m in &msgs {
+                let got = loop {
+                    assert!(Instant::now() < deadline, "timed out");
+                    if let Some(g) = rx.recv().unwrap() {
+                        break g.to_vec();
+                    }
+                };
+                assert_eq!(got.len(), m.len());
+                assert!(got == *m, "content of a {} B message differs", m.len());
+            }
+        }
+    });
+}
+
+/// The message sizes of [`check_messages_cross_whole`].
+#[cfg(test)]
+pub(crate) const TEST_SIZES: [usize; 9] = [1, 64, 70_000, 3, 200_000, 5, 0, 65_536, 4];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,45 +187,3 @@ mod tests {
         assert_eq!(f.next().unwrap_err().kind(), io::ErrorKind::InvalidData);
     }
 }
-
-/// For the framed stacks' tests: messages of mixed sizes, small and over 64 KiB, sent
-/// three times over by `tx` arrive at `rx` whole, in order and intact (the receive
-/// buffer compacted and grown along the way).
-#[cfg(test)]
-pub(crate) fn check_messages_cross_whole(
-    tx: &mut Box<dyn super::stack::Endpoint>,
-    rx: &mut Box<dyn super::stack::Endpoint>,
-) {
-    use std::time::{Duration, Instant};
-    let msgs: Vec<Vec<u8>> = TEST_SIZES
-        .iter()
-        .enumerate()
-        .map(|(i, &n)| (0..n).map(|j| (i * 31 + j) as u8).collect())
-        .collect();
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            for _ in 0..3 {
-                for m in &msgs {
-                    tx.send(m).unwrap();
-                }
-            }
-        });
-        let deadline = Instant::now() + Duration::from_secs(10);
-        for _ in 0..3 {
-            for m in &msgs {
-                let got = loop {
-                    assert!(Instant::now() < deadline, "timed out");
-                    if let Some(g) = rx.recv().unwrap() {
-                        break g.to_vec();
-                    }
-                };
-                assert_eq!(got.len(), m.len());
-                assert!(got == *m, "content of a {} B message differs", m.len());
-            }
-        }
-    });
-}
-
-/// The message sizes of [`check_messages_cross_whole`].
-#[cfg(test)]
-pub(crate) const TEST_SIZES: [usize; 9] = [1, 64, 70_000, 3, 200_000, 5, 0, 65_536, 4];
