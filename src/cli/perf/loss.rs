@@ -25,6 +25,10 @@
 //! With `--loss-unit packet` it sits before reassembly instead and drops link packets
 //! (IP fragments), so a TPDU is lost if any of its fragments is: the loss a bigger
 //! TPDU pays for (issue 17's adaptive TPDU size).
+//!
+//! With `NATM_LOSS_COUNTERS` set in the environment, every natm sender's counters
+//! (retransmissions by cause, timeouts, window stalls, its rate estimate) go to
+//! stderr after each transfer: what explains a figure.
 
 use anyhow::Context as _;
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
@@ -464,6 +468,9 @@ fn transfer(
     let report = wait_line("report");
     let send_err = reap(send);
     let recv_err = reap(recv);
+    if std::env::var_os("NATM_LOSS_COUNTERS").is_some() {
+        eprintln!("{send_err}");
+    }
     let line = report.map_err(|e| anyhow::anyhow!("{e:#}: {recv_err} {send_err}"))?;
     let report: PeerReport =
         serde_json::from_str(&line).with_context(|| format!("receiver report {line:?}"))?;

@@ -205,6 +205,10 @@ impl FlowController for Contracted {
         self.inner.set_rate(bps);
     }
 
+    fn set_window_limit(&mut self, tpdus: u32) {
+        self.inner.set_window_limit(tpdus);
+    }
+
     fn name(&self) -> &'static str {
         self.inner.name()
     }

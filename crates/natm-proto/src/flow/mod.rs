@@ -180,6 +180,10 @@ pub trait FlowController: std::fmt::Debug + Send {
     }
     /// Change the rate within the bounds agreed at setup (seed 003 `set_qos`).
     fn set_rate(&mut self, _bps: u64) {}
+    /// The error-control window is now `tpdus` TPDUs (the path cut TPDUs smaller and
+    /// the window keeps its bytes, `transport::ec_window`): an algorithm that caps
+    /// its own window by it takes the new cap.
+    fn set_window_limit(&mut self, _tpdus: u32) {}
     /// A short name for reports.
     fn name(&self) -> &'static str;
 }

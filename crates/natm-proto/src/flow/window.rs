@@ -147,6 +147,13 @@ impl FlowController for DynamicWindow {
         Some(self.cwnd)
     }
 
+    /// The cap follows the error-control window in TPDUs of the current size; a
+    /// smaller cap trims the window at once.
+    fn set_window_limit(&mut self, tpdus: u32) {
+        self.cfg.max_window = f64::from(tpdus.max(1));
+        self.cwnd = self.cwnd.min(self.cfg.max_window);
+    }
+
     fn name(&self) -> &'static str {
         "window"
     }
@@ -154,6 +161,23 @@ impl FlowController for DynamicWindow {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_cap_follows_the_error_control_window() {
+        let mut w = DynamicWindow::new(WindowConfig::for_window(256));
+        for _ in 0..200_000 {
+            w.on_ack(&ack(1, 0));
+        }
+        assert_eq!(w.allowed(), 256);
+        // The path cut TPDUs to 1,436 octets: 730 of them are the window's bytes.
+        w.set_window_limit(730);
+        for _ in 0..200_000 {
+            w.on_ack(&ack(1, 0));
+        }
+        assert!(w.allowed() > 256 && w.allowed() <= 730, "{}", w.allowed());
+        w.set_window_limit(100);
+        assert_eq!(w.allowed(), 100);
+    }
+
     use super::*;
     use std::time::Duration;
 

@@ -12,6 +12,7 @@
 //! runs in the engine over UDP and in the deterministic simulator.
 
 mod config;
+pub mod ec_window;
 mod psb;
 mod qos;
 mod recv;

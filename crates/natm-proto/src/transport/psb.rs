@@ -235,6 +235,7 @@ impl Psb {
         let size = z.on_progress(self.stats.tpdus_sent, lost, self.flow.rate_bps());
         send.set_tpdu_size(size as usize);
         self.stats.tpdu_size = u32::try_from(send.tpdu_size()).unwrap_or(u32::MAX);
+        self.flow.set_window_limit(send.ec_window());
     }
 
     /// The path carries at most `cap` payload octets per TPDU without IP
@@ -249,6 +250,7 @@ impl Psb {
             if self.sizer.is_some() {
                 self.stats.tpdu_size = u32::try_from(send.tpdu_size()).unwrap_or(u32::MAX);
             }
+            self.flow.set_window_limit(send.ec_window());
         }
     }
 

@@ -5,8 +5,8 @@ use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::seq;
 use super::stats::PsbStats;
+use super::{ec_window, seq};
 use super::{Chunk, Semantics};
 use crate::wire::tpdu::{Flags, Header, TpduType};
 
@@ -70,6 +70,13 @@ pub(crate) struct RecvHalf {
     window_was_shut: bool,
     /// Whether the stream's start was found (always, unless `RecvLimits::join`).
     joined: bool,
+    /// The sender's error-control window in the TPDUs it sends now, from the newest
+    /// data TPDU's window field (`ec_window`): the agreed window unless the path cuts
+    /// its TPDUs smaller.
+    sender_window: u32,
+    /// The largest window the sender ever said: TPDUs it sent under it may still
+    /// arrive after it shrank, and are in the window it had.
+    accept_window: u32,
 }
 
 impl RecvHalf {
@@ -89,6 +96,8 @@ impl RecvHalf {
             close_seq: None,
             window_was_shut: false,
             joined: !lim.join || lim.error_control,
+            sender_window: lim.window,
+            accept_window: lim.window,
         }
     }
 
@@ -96,6 +105,19 @@ impl RecvHalf {
         self.lim = lim;
         self.nxt = u64::from(isn);
         self.joined = !lim.join || lim.error_control;
+        self.sender_window = lim.window;
+        self.accept_window = lim.window;
+    }
+
+    /// Take a data TPDU's window field: the sender's window in its current TPDUs,
+    /// bounded by what the agreed bytes allow at [`ec_window::MIN_SCALED_TPDU`]
+    /// (whatever a sender writes there, the reorder range stays bounded). A field
+    /// below the agreed window (an older sender, or none) means the agreed window.
+    fn note_sender_window(&mut self, field: u16) {
+        let cap = ec_window::window_tpdus_cap(self.lim.window, self.lim.tpdu_size);
+        let w = u32::from(field).max(self.lim.window).min(cap);
+        self.sender_window = w;
+        self.accept_window = self.accept_window.max(w);
     }
 
     pub(crate) fn limits(&self) -> &RecvLimits {
@@ -111,10 +133,13 @@ impl RecvHalf {
         self.lim.rcv_buf.saturating_sub(self.used())
     }
 
-    /// The window to advertise, in TPDUs beyond the cumulative ack.
+    /// The window to advertise, in TPDUs beyond the cumulative ack: the free buffer
+    /// in TPDUs of the size the sender is cutting to, at most the sender's window in
+    /// those TPDUs (issue 30: the window is kept in bytes).
     pub(crate) fn window(&self) -> u16 {
-        let by_bytes = self.free_bytes() / self.lim.tpdu_size.max(1);
-        let w = by_bytes.min(self.lim.window as usize);
+        let cut = ec_window::implied_cut(self.lim.window, self.lim.tpdu_size, self.sender_window);
+        let by_bytes = self.free_bytes() / cut.max(1);
+        let w = by_bytes.min(self.sender_window as usize);
         w.min(u16::MAX as usize) as u16
     }
 
@@ -240,6 +265,9 @@ impl RecvHalf {
     pub(crate) fn on_data(&mut self, h: &Header, payload: Bytes, stats: &mut PsbStats) -> Taken {
         stats.tpdus_received += 1;
         let s = seq::expand(h.seq, self.nxt);
+        if self.lim.error_control && s >= self.nxt {
+            self.note_sender_window(h.window);
+        }
         if !self.joined {
             if let Some(dropped) = self.join_at(s, h, stats) {
                 return dropped;
@@ -278,7 +306,7 @@ impl RecvHalf {
             return Taken::Dropped;
         }
         let idx = (s - self.nxt) as usize;
-        if idx >= self.lim.window as usize {
+        if idx >= self.accept_window as usize {
             stats.drop_out_of_window += 1;
             return Taken::Dropped;
         }

@@ -12,6 +12,8 @@ use crate::flow::NoFlow;
 
 /// Guaranteed VCs keep their traffic contract whatever their flow control.
 mod contract;
+/// The error-control window kept in bytes when the path cuts TPDUs.
+mod ec_window;
 /// The flow controllers driven through real PSBs.
 mod flow;
 /// Point-to-multipoint (one-way) VCs.
