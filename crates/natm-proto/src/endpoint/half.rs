@@ -145,8 +145,12 @@ impl Core {
     }
 
     fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes) {
+        self.handle_tpdu_at(now, now, header, payload)
+    }
+
+    fn handle_tpdu_at(&mut self, now: Instant, arrived: Instant, header: Header, payload: Bytes) {
         match &mut self.machine {
-            Machine::Natm(psb) => psb.handle_tpdu(now, header, payload),
+            Machine::Natm(psb) => psb.handle_tpdu_at(now, arrived, header, payload),
             // Only the transport parses TPDU headers: an I/O layer hands a bare VC's
             // frames to `handle_frame`. One that did not is counted, not misread.
             Machine::BareRx(_) | Machine::BareTx(_) => self.handle_frame(now, Bytes::new()),
@@ -278,6 +282,18 @@ macro_rules! common_half_api {
             self.core.handle_tpdu(now, header, payload)
         }
 
+        /// [`Self::handle_tpdu`] of a TPDU that reached the host at `arrived` (see
+        /// [`Psb::handle_tpdu_at`]).
+        pub fn handle_tpdu_at(
+            &mut self,
+            now: Instant,
+            arrived: Instant,
+            header: Header,
+            payload: Bytes,
+        ) {
+            self.core.handle_tpdu_at(now, arrived, header, payload)
+        }
+
         /// Timers of this half fired (call at or after [`Self::poll_timeout`]).
         pub fn handle_timeout(&mut self, now: Instant) {
             self.core.handle_timeout(now)
@@ -370,6 +386,8 @@ pub trait Simplex {
     fn handle_frame(&mut self, now: Instant, tpdu: Bytes);
     /// See [`TxHalf::handle_tpdu`].
     fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes);
+    /// See [`TxHalf::handle_tpdu_at`].
+    fn handle_tpdu_at(&mut self, now: Instant, arrived: Instant, header: Header, payload: Bytes);
     /// See [`TxHalf::handle_timeout`].
     fn handle_timeout(&mut self, now: Instant);
     /// See [`TxHalf::poll_timeout`].
@@ -404,6 +422,15 @@ macro_rules! simplex_impl {
             }
             fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes) {
                 <$t>::handle_tpdu(self, now, header, payload)
+            }
+            fn handle_tpdu_at(
+                &mut self,
+                now: Instant,
+                arrived: Instant,
+                header: Header,
+                payload: Bytes,
+            ) {
+                <$t>::handle_tpdu_at(self, now, arrived, header, payload)
             }
             fn handle_timeout(&mut self, now: Instant) {
                 <$t>::handle_timeout(self, now)

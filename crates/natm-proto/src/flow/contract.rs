@@ -133,13 +133,9 @@ impl FlowController for Contracted {
             Permit::Now => now,
             Permit::At(t) => t,
         };
-        // A packet pair's second TPDU goes without asking (the PSB sends it back to
-        // back with the first), so the first waits for tokens for both.
-        let need = if self.inner.wants_pair() {
-            bytes.saturating_mul(2)
-        } else {
-            bytes
-        };
+        // A packet train's later TPDUs go without asking (the PSB sends them back to
+        // back with the first), so the first waits for tokens for all of them.
+        let need = bytes.saturating_mul(self.inner.train_len().max(1) as usize);
         for b in self.buckets() {
             // seed 000 §5.3.4: the shaper works out "the earliest time that the next
             // TPDU can be sent" from the tokens that arrived since the last; §5.4: a
@@ -176,6 +172,10 @@ impl FlowController for Contracted {
 
     fn wants_pair(&self) -> bool {
         self.inner.wants_pair()
+    }
+
+    fn train_len(&self) -> u32 {
+        self.inner.train_len()
     }
 
     fn window(&self) -> Option<f64> {

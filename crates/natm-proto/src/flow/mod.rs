@@ -145,6 +145,10 @@ pub struct AckSample {
     pub in_flight: u32,
     /// Payload bytes of the TPDU that caused the ACK.
     pub bytes: u32,
+    /// When that TPDU reached the receiver, in nanoseconds of the receiver's clock
+    /// modulo 2³² (the ACK's `tsval`); `None` from a receiver that does not say. Only
+    /// differences between two stamps mean anything.
+    pub arrived: Option<u32>,
 }
 
 /// A flow-control algorithm for one VC (sans-IO: time is an argument).
@@ -165,6 +169,15 @@ pub trait FlowController: std::fmt::Debug + Send {
     /// Whether the next two new TPDUs should go back to back as a packet pair.
     fn wants_pair(&self) -> bool {
         false
+    }
+    /// How many new TPDUs go back to back as one packet train, its first and last
+    /// marked (a pair is a train of two); 1: no trains.
+    fn train_len(&self) -> u32 {
+        if self.wants_pair() {
+            2
+        } else {
+            1
+        }
     }
     /// Congestion window in TPDUs, if the algorithm keeps one.
     fn window(&self) -> Option<f64> {

@@ -126,11 +126,10 @@ pub struct PacketPair {
     sent_log: VecDeque<(Instant, u64)>,
     /// How far back `sent_log` reaches.
     horizon: Duration,
-    /// The ACK of a pair's first TPDU: (sequence number, arrival, RTT, bytes, and
-    /// how long after the ACK before it, if any, it arrived).
-    first_ack: Option<(u64, Instant, Duration, u32, Option<Duration>)>,
-    /// When the last ACK of any TPDU arrived.
-    last_ack: Option<Instant>,
+    /// The ACK of a pair's first TPDU.
+    first_ack: Option<FirstAck>,
+    /// When the last ACK of any TPDU arrived, and the receiver's stamp in it.
+    last_ack: Option<(Instant, Option<u32>)>,
     /// n̂_b, bytes, as of `backlog_at` when `total_sent` was `backlog_sent`.
     backlog: f64,
     backlog_at: Instant,
@@ -139,6 +138,38 @@ pub struct PacketPair {
     correction: f64,
     epoch_start: Instant,
     timeouts: u32,
+    /// TPDUs per train: 2 (a pair), doubled while trains come back unspread.
+    train: u32,
+    /// Trains in a row that came back unspread.
+    compressed: u32,
+}
+
+/// The longest train ([`PacketPair::train_len`]): 32 TPDUs of 1,436 octets outlast a
+/// token bucket's burst of 45 KB.
+pub const MAX_TRAIN: u32 = 32;
+
+/// The ACK of a pair's first TPDU, kept until the second's.
+#[derive(Debug, Clone, Copy)]
+struct FirstAck {
+    seq: u64,
+    /// The train's members acknowledged so far, in order, end at this one.
+    upto: u64,
+    /// When the ACK reached the sender.
+    at: Instant,
+    /// When the TPDU reached the receiver (its stamp), if the ACK said.
+    arrived: Option<u32>,
+    rtt: Duration,
+    bytes: u32,
+    /// How long after the ACK before it this one came (by the receiver's stamps when
+    /// both have one), if there was one.
+    lead: Option<Duration>,
+}
+
+/// The time from stamp `a` to stamp `b` (receiver nanoseconds modulo 2³²), or `None`
+/// if `b` is not after `a` within half the range.
+fn stamp_gap(a: u32, b: u32) -> Option<Duration> {
+    let d = b.wrapping_sub(a);
+    (d < 1 << 31).then(|| Duration::from_nanos(u64::from(d)))
 }
 
 /// Longest send history kept (entries), whatever the horizon.
@@ -168,6 +199,8 @@ impl PacketPair {
             correction: 0.0,
             epoch_start: Instant::ZERO,
             timeouts: 0,
+            train: 2,
+            compressed: 0,
         }
     }
 
@@ -258,18 +291,42 @@ impl PacketPair {
 
     /// A clean pair: both ACKs, consecutive, neither a retransmission; `lead` is how
     /// long after the ACK before it the pair's first ACK arrived.
-    fn pair_sample(
-        &mut self,
-        s: &AckSample,
-        t1: Instant,
-        rtt1: Duration,
-        bytes1: u32,
-        lead: Option<Duration>,
-    ) {
-        let gap = s.now.saturating_duration_since(t1);
+    fn pair_sample(&mut self, s: &AckSample, first: FirstAck) {
+        let FirstAck {
+            at: t1,
+            rtt: rtt1,
+            bytes: bytes1,
+            lead,
+            ..
+        } = first;
+        // The spacing the path gave the pair, from the receiver's arrival stamps when
+        // both ACKs carry one: the ACKs themselves may come back bunched (read in one
+        // receive batch, or queued behind the receiver's own batch). Departure from
+        // seed 000 §5.3.3, which times the ACKs at the sender; the two are the same
+        // only when nothing after the bottleneck bunches them.
+        let gap = match (first.arrived, s.arrived) {
+            (Some(a1), Some(a2)) => match stamp_gap(a1, a2) {
+                Some(g) => g,
+                None => return,
+            },
+            _ => s.now.saturating_duration_since(t1),
+        };
         if gap.is_zero() || gap < self.cfg.min_gap {
+            // Arrived together: nothing after the sender spaced the train, as a
+            // token-bucket shaper with a burst of tokens does (tbf lets a whole burst
+            // through at line rate while it has tokens; a round-robin ATM switch,
+            // seed 000's network, spaces every VC's cells). Departure from seed 000
+            // §5.3.3: after two such trains the next is twice as long, so that it
+            // outlasts the shaper's burst and its dispersion is the rate (packet
+            // trains, Jain and Routhier 1986).
+            self.compressed += 1;
+            if self.compressed >= 2 {
+                self.compressed = 0;
+                self.train = (self.train * 2).min(MAX_TRAIN);
+            }
             return;
         }
+        self.compressed = 0;
         // specs §8.1 takes "immediate, unbunched acks" for granted; through real
         // processes they are not. At a round-robin bottleneck this VC's TPDUs leave at
         // least one service interval 1/μ apart while it is backlogged, and further
@@ -283,8 +340,11 @@ impl PacketPair {
                 return;
             }
         }
-        // specs §8.1: "bytes: size_of_2nd_packet / (t_ack2 − t_ack1)".
-        let sample = f64::from(s.bytes) / gap.as_secs_f64();
+        // specs §8.1: "bytes: size_of_2nd_packet / (t_ack2 − t_ack1)"; a longer
+        // train's dispersion carries every member after the first (of the last's
+        // size: a train's members are full TPDUs but for a message's end).
+        let members = s.seq.saturating_sub(first.seq).max(1) as f64;
+        let sample = members * f64::from(s.bytes) / gap.as_secs_f64();
         let Some(median) = self.filter.push(sample) else {
             return;
         };
@@ -377,21 +437,39 @@ impl FlowController for PacketPair {
             self.base_rtt = Some(self.base_rtt.map_or(s.rtt, |b| b.min(s.rtt)));
             self.horizon = self.horizon.max(s.rtt.saturating_mul(4));
         }
-        let first = self.first_ack.take();
-        let lead = self.last_ack.map(|t| s.now.saturating_duration_since(t));
-        self.last_ack = Some(s.now);
-        // specs §8.1: discard samples from retransmissions, broken pairs and ACKs
-        // that were not consecutive.
-        if !s.retransmission {
-            if s.pair_first {
-                self.first_ack = Some((s.seq, s.now, s.rtt, s.bytes, lead));
-            } else if s.pair_second {
-                if let Some((seq1, t1, rtt1, bytes1, lead)) = first {
-                    if seq1 + 1 == s.seq {
-                        self.pair_sample(s, t1, rtt1, bytes1, lead);
-                    }
-                }
+        let first = self.first_ack;
+        let lead = self
+            .last_ack
+            .and_then(|(t, stamp)| match (stamp, s.arrived) {
+                (Some(a), Some(b)) => stamp_gap(a, b),
+                _ => Some(s.now.saturating_duration_since(t)),
+            });
+        self.last_ack = Some((s.now, s.arrived));
+        // specs §8.1: discard samples from retransmissions, broken trains and ACKs
+        // that were not consecutive. A train's middle members are acknowledged
+        // between its first and its last.
+        // Each member's ACK must follow the one before (seq + 1): a lost or
+        // reordered member breaks the train.
+        let next = |f: &FirstAck| s.seq == f.upto + 1 && s.seq - f.seq < u64::from(MAX_TRAIN);
+        if s.retransmission {
+            self.first_ack = None;
+        } else if s.pair_first {
+            self.first_ack = Some(FirstAck {
+                seq: s.seq,
+                upto: s.seq,
+                at: s.now,
+                arrived: s.arrived,
+                rtt: s.rtt,
+                bytes: s.bytes,
+                lead,
+            });
+        } else if s.pair_second {
+            self.first_ack = None;
+            if let Some(f) = first.filter(next) {
+                self.pair_sample(s, f);
             }
+        } else {
+            self.first_ack = first.filter(next).map(|f| FirstAck { upto: s.seq, ..f });
         }
         self.control(s.now);
     }
@@ -418,6 +496,10 @@ impl FlowController for PacketPair {
 
     fn wants_pair(&self) -> bool {
         true
+    }
+
+    fn train_len(&self) -> u32 {
+        self.train
     }
 
     fn rate_bps(&self) -> Option<f64> {

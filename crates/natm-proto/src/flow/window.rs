@@ -195,6 +195,7 @@ mod tests {
             retransmission: false,
             in_flight: 0,
             bytes: 1000,
+            arrived: None,
         }
     }
 

@@ -78,6 +78,8 @@ pub struct Psb {
     echo: EchoLimiter,
     /// The adaptive TPDU sizer of a sender with `tpdu=auto`, once the size is agreed.
     sizer: Option<TpduSizer>,
+    /// When the TPDU being handled reached the host ([`Psb::handle_tpdu_at`]).
+    arrived: Instant,
 }
 
 impl Psb {
@@ -191,6 +193,7 @@ impl Psb {
             sync: SyncProbe::new(sync_interval),
             echo: EchoLimiter::default(),
             sizer: None,
+            arrived: Instant::ZERO,
             role,
             state: State::Listening,
             cookie: cfg.cookie.unwrap_or(0),
@@ -378,6 +381,22 @@ impl Psb {
     /// at offset 0 of its allocation, so the application can later take a whole-TPDU
     /// message as that very allocation (no second copy).
     pub fn handle_tpdu(&mut self, now: Instant, header: Header, payload: Bytes) {
+        self.handle_tpdu_at(now, now, header, payload)
+    }
+
+    /// [`Psb::handle_tpdu`] of a TPDU that reached the host at `arrived` (the kernel's
+    /// receive time, before `now` by however long it queued). A receiver stamps the
+    /// ACK of a data TPDU with it, so the sender times packet pairs by when they
+    /// arrived rather than by when their ACKs were read (`wire::tpdu`: an ACK's
+    /// `tsval`).
+    pub fn handle_tpdu_at(
+        &mut self,
+        now: Instant,
+        arrived: Instant,
+        header: Header,
+        payload: Bytes,
+    ) {
+        self.arrived = arrived.min(now);
         if self.state == State::Listening
             && header.ty == TpduType::ConnRequest
             && self.cfg.cookie.is_none()
@@ -541,7 +560,7 @@ impl Psb {
                 let before = recv.readable();
                 let taken = recv.on_data(&h, payload, &mut self.stats);
                 if recv.limits().send_acks {
-                    let ack = recv.ack_for(&h, cookie);
+                    let ack = recv.ack_for(&h, cookie, self.arrived);
                     self.stats.acks_sent += 1;
                     self.queue_ctrl(ack, Bytes::new(), TransmitKind::Ack);
                 }

@@ -8,6 +8,7 @@ use bytes::Bytes;
 use super::stats::PsbStats;
 use super::{ec_window, seq};
 use super::{Chunk, Semantics};
+use crate::time::Instant;
 use crate::wire::tpdu::{Flags, Header, TpduType};
 
 /// Limits the receive half works within.
@@ -25,6 +26,11 @@ pub(crate) struct RecvLimits {
     /// arrives (the first whole message's head, with message semantics), not at the
     /// initial sequence number. Only without error control.
     pub(crate) join: bool,
+}
+
+/// An ACK's arrival stamp for a TPDU that arrived at `t` ([`RecvHalf::ack_for`]).
+pub(crate) fn arrival_stamp(t: Instant) -> u32 {
+    (t.as_nanos() as u32).max(1)
 }
 
 #[derive(Debug)]
@@ -223,8 +229,13 @@ impl RecvHalf {
         self.asm_msg = None;
     }
 
-    /// The ACK for data TPDU `h` (C = next expected, S = its sequence number).
-    pub(crate) fn ack_for(&self, h: &Header, cookie: u32) -> Header {
+    /// The ACK for data TPDU `h` (C = next expected, S = its sequence number), which
+    /// reached the host at `arrived`: the ACK's `tsval` says when, in nanoseconds of
+    /// this host's clock modulo 2³² (never 0, which says "not stamped"), so the sender
+    /// can time a packet pair by the spacing the path gave it, not by when its ACKs
+    /// were read (seed 000 §5.3.3 measures "the inter-acknowledgment spacing"; behind
+    /// batched receives and a busy return path ACKs come bunched).
+    pub(crate) fn ack_for(&self, h: &Header, cookie: u32, arrived: Instant) -> Header {
         let window = self.window();
         let mut flags = Flags::empty();
         flags.set(Flags::WINDOW_FULL, window == 0);
@@ -236,7 +247,7 @@ impl RecvHalf {
             seq: h.seq,
             ack: seq::to_wire(self.nxt),
             msg: h.msg,
-            tsval: 0,
+            tsval: arrival_stamp(arrived),
             tsecr: h.tsval,
             aux: u32::try_from(self.free_bytes()).unwrap_or(u32::MAX),
             ..Header::new(TpduType::Ack)

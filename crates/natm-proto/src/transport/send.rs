@@ -135,7 +135,9 @@ pub(crate) struct SendHalf {
     /// A timer queued the head for retransmission: `last_advance` is set again when
     /// it leaves.
     head_at_tx: bool,
-    pair_second_due: bool,
+    /// Members of the current packet train (a pair, or longer) still to go back to
+    /// back after its first ([`FlowController::train_len`]).
+    train_left: u32,
     probe_at: Option<Instant>,
     probe_armed: bool,
     /// The size new TPDUs are cut to: the least of `lim.tpdu_size` (the agreed
@@ -170,7 +172,7 @@ impl SendHalf {
             head_backoff: 1,
             rto_deadline: None,
             head_at_tx: false,
-            pair_second_due: false,
+            train_left: 0,
             probe_at: None,
             probe_armed: false,
             cut: lim.tpdu_size,
@@ -606,6 +608,7 @@ impl SendHalf {
             retransmission: false,
             in_flight: 0,
             bytes: 0,
+            arrived: (h.tsval != 0).then_some(h.tsval),
         };
         if let Some(slot) = self.slot(s) {
             sample.pair_first = slot.pair_first;
@@ -784,8 +787,8 @@ impl SendHalf {
         {
             return None;
         }
-        let pair_second = self.pair_second_due;
-        if !pair_second {
+        let in_train = self.train_left > 0;
+        if !in_train {
             match flow.poll_send(now, self.in_flight(), len) {
                 Permit::Now => {}
                 Permit::At(t) => {
@@ -795,11 +798,19 @@ impl SendHalf {
                 Permit::Blocked => return None,
             }
         }
-        let pair_first = !pair_second
-            && flow.wants_pair()
-            && self.nxt + 1 < self.end_seq()
-            && (!self.lim.acks_expected || self.nxt + 1 < self.peer_edge);
-        self.pair_second_due = pair_first;
+        // A train's members go back to back, its first and last marked (seed 000
+        // §5.3.3's pair is a train of two); one starts only when all of it may go.
+        let train = if in_train { 0 } else { flow.train_len() };
+        let rest = u64::from(train.saturating_sub(1));
+        let pair_first = train >= 2
+            && self.nxt + rest < self.end_seq()
+            && (!self.lim.acks_expected || self.nxt + rest < self.peer_edge);
+        let pair_second = self.train_left == 1;
+        self.train_left = if pair_first {
+            train - 1
+        } else {
+            self.train_left.saturating_sub(1)
+        };
         self.probe_armed = false;
         if self.nxt == self.una || self.in_flight() == 0 {
             self.last_advance = now;

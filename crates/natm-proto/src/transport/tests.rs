@@ -55,6 +55,13 @@ struct Pair {
     /// Extra delay of each frame towards the sender (a receiver that runs late now
     /// and then); frames still arrive in order.
     back_extra: Box<dyn FnMut() -> Duration>,
+    /// Clear the receiver's arrival stamp (`tsval`) from every ACK on the way back,
+    /// as a receiver that does not stamp would send it.
+    strip_stamps: bool,
+    /// With a depth in bytes, the forward link is a token-bucket shaper (Linux
+    /// `tbf`) at `per_byte` instead of a serialising line: a frame leaves at once
+    /// while the bucket holds tokens for it, so a burst passes at line rate.
+    fwd_burst: usize,
 }
 
 impl Pair {
@@ -83,6 +90,8 @@ impl Pair {
             events_rx: Vec::new(),
             sent: Vec::new(),
             back_extra: Box::new(|| Duration::ZERO),
+            strip_stamps: false,
+            fwd_burst: 0,
         }
     }
 
@@ -95,9 +104,19 @@ impl Pair {
                     self.sent.push((self.now, t.payload.len()));
                 }
                 let copies = (self.fate)(&t, true);
-                let start = self.fwd_free_at.max(self.now);
-                let done = start + self.per_byte * t.len() as u32;
-                self.fwd_free_at = done;
+                let cost = self.per_byte * t.len() as u32;
+                let done = if self.fwd_burst > 0 {
+                    // GCRA: `fwd_free_at` is the theoretical arrival time; a frame
+                    // conforms once it is less than the bucket's depth ahead.
+                    let tau = self.per_byte * self.fwd_burst as u32;
+                    let leave = self.now.max(self.fwd_free_at - tau);
+                    self.fwd_free_at = self.fwd_free_at.max(leave) + cost;
+                    leave
+                } else {
+                    let start = self.fwd_free_at.max(self.now);
+                    self.fwd_free_at = start + cost;
+                    start + cost
+                };
                 for _ in 0..copies {
                     self.fwd
                         .push_back((done + self.delay, Bytes::from(t.to_vec())));
@@ -109,8 +128,12 @@ impl Pair {
                 let extra = (self.back_extra)();
                 let last = self.back.back().map_or(Instant::ZERO, |b| b.0);
                 let at = (self.now + self.delay + extra).max(last);
+                let mut frame = t.to_vec();
+                if self.strip_stamps && t.header.ty == TpduType::Ack {
+                    frame[20..24].fill(0);
+                }
                 for _ in 0..copies {
-                    self.back.push_back((at, Bytes::from(t.to_vec())));
+                    self.back.push_back((at, Bytes::from(frame.clone())));
                 }
             }
             while let Some(e) = self.tx.poll_event() {

@@ -7,6 +7,7 @@
 //! nothing is allocated per frame.
 
 use core::fmt;
+use std::time::Duration;
 
 use thiserror::Error;
 
@@ -189,6 +190,9 @@ struct Filled<A> {
     start: usize,
     len: usize,
     stride: usize,
+    /// When the kernel received it (`SO_TIMESTAMPNS`: the realtime clock since the
+    /// Unix epoch), if the socket stamps; every datagram of a GRO run has its stamp.
+    stamp: Option<Duration>,
 }
 
 impl<A> Filled<A> {
@@ -312,6 +316,7 @@ impl<A: Copy> RecvBatch<A> {
             start,
             len,
             stride: len,
+            stamp: None,
         });
         self.packed_end = at;
         self.next_slot = self.slots();
@@ -340,6 +345,12 @@ impl<A: Copy> RecvBatch<A> {
             next: 0,
             offset: 0,
         }
+    }
+
+    /// [`RecvBatch::spans`] with each datagram's kernel receive stamp (the realtime
+    /// clock since the Unix epoch), where the port had one.
+    pub fn stamped_spans(&self) -> StampedSpans<'_, A> {
+        StampedSpans(self.spans())
     }
 
     /// Length of the buffer area (every slot).
@@ -376,6 +387,12 @@ impl<A: Copy> RecvBatch<A> {
         true
     }
 
+    /// The buffer area, where [`RecvBatch::spans`] locate the datagrams (unless the
+    /// area was swapped away).
+    pub fn area(&self) -> &[u8] {
+        &self.buf
+    }
+
     /// The whole buffer area, for a port to receive into slot by slot.
     pub(crate) fn area_mut(&mut self) -> &mut [u8] {
         &mut self.buf
@@ -384,11 +401,23 @@ impl<A: Copy> RecvBatch<A> {
     /// Note that the next free buffer now holds `len` octets from `addr`, split every
     /// `stride` octets. Returns the number of datagrams it carries.
     pub(crate) fn record(&mut self, addr: A, len: usize, stride: usize) -> usize {
+        self.record_stamped(addr, len, stride, None)
+    }
+
+    /// [`RecvBatch::record`] with the kernel's receive stamp.
+    pub(crate) fn record_stamped(
+        &mut self,
+        addr: A,
+        len: usize,
+        stride: usize,
+        stamp: Option<Duration>,
+    ) -> usize {
         let f = Filled {
             addr,
             start: self.next_slot * self.slot_len,
             len,
             stride,
+            stamp,
         };
         let n = f.datagrams();
         self.filled.push(f);
@@ -443,6 +472,26 @@ impl<A: Copy> Iterator for Spans<'_, A> {
 
     #[inline]
     fn next(&mut self) -> Option<(A, core::ops::Range<usize>)> {
+        self.next_stamped().map(|(a, r, _)| (a, r))
+    }
+}
+
+/// [`Spans`] with each datagram's kernel receive stamp ([`RecvBatch::stamped_spans`]).
+#[derive(Debug)]
+pub struct StampedSpans<'a, A>(Spans<'a, A>);
+
+impl<A: Copy> Iterator for StampedSpans<'_, A> {
+    type Item = (A, core::ops::Range<usize>, Option<Duration>);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        self.0.next_stamped()
+    }
+}
+
+impl<A: Copy> Spans<'_, A> {
+    #[inline]
+    fn next_stamped(&mut self) -> Option<(A, core::ops::Range<usize>, Option<Duration>)> {
         let f = self.filled.get(self.next)?;
         let base = f.start;
         // An empty datagram (len 0) is yielded once; stride 0 means "not coalesced".
@@ -455,7 +504,7 @@ impl<A: Copy> Iterator for Spans<'_, A> {
         } else {
             self.offset = end;
         }
-        Some((f.addr, r))
+        Some((f.addr, r, f.stamp))
     }
 }
 

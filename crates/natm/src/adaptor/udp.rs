@@ -215,9 +215,9 @@ impl UdpPort {
     /// and send buffers of `rcvbuf` and `sndbuf` bytes (best effort: the kernel caps
     /// them at `net.core.{r,w}mem_max`) and reads bounded by `read_timeout`.
     ///
-    /// Six system calls (socket, bind, four options) where [`UdpPort::bind_with`]
+    /// Seven system calls (socket, bind, five options) where [`UdpPort::bind_with`]
     /// takes about twenty: quinn-udp's per-socket set-up turns on receive options natm
-    /// never reads (TOS, packet info, timestamps), probes GSO, makes the socket
+    /// never reads (TOS, packet info), probes GSO, makes the socket
     /// non-blocking and sets `IP_PMTUDISC_PROBE`, which the VC's link then had to
     /// undo, and each buffer size was read back. A call through sigd opens two such
     /// sockets (`natm perf calls`: `strace -f` counted 21 system calls per socket;
@@ -248,6 +248,17 @@ impl UdpPort {
         let gro =
             nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::UdpGroSegment, &true)
                 .is_ok();
+        // Kernel receive stamps: a receiver stamps each ACK with when its TPDU
+        // arrived, so packet-pair times pairs by the spacing the path gave them, not
+        // by when a batched read got to them (`transport::recv`). The kernel's stamp
+        // switch is held on by the process's shared quinn-udp socket
+        // ([`hold_gro_key`]), which turns stamps on, so this costs no key flip.
+        // Without it the ACKs carry the read time.
+        let _ = nix::sys::socket::setsockopt(
+            &socket,
+            nix::sys::socket::sockopt::ReceiveTimestampns,
+            &true,
+        );
         let _ = socket.set_recv_buffer_size(rcvbuf);
         let _ = socket.set_send_buffer_size(sndbuf);
         socket.set_read_timeout(Some(read_timeout))?;
@@ -714,7 +725,7 @@ impl UdpPort {
                 batch.skip();
                 continue;
             }
-            let n = batch.record(m.addr, m.len, m.stride);
+            let n = batch.record_stamped(m.addr, m.len, m.stride, m.timestamp);
             add(&self.counters.datagrams_received, n);
             add(&self.counters.bytes_received, m.len);
             if n > 1 {
@@ -772,5 +783,43 @@ impl AsFd for UdpPort {
 impl AsRawFd for UdpPort {
     fn as_raw_fd(&self) -> RawFd {
         self.socket.as_raw_fd()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A VC's socket hands each datagram over with the kernel's receive stamp (the
+    /// receiver's ACKs carry it, `transport::recv`), and the stamps of datagrams sent
+    /// apart are apart.
+    #[test]
+    fn vc_sockets_stamp_what_they_receive() {
+        let local: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let patience = Duration::from_secs(10);
+        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
+        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        let mut batch = b.recv_batch(8);
+        // The kernel turns stamping on a moment after the first socket asks (deferred
+        // work); until then it stamps at the read. One datagram through first.
+        a.send_one(None, b"warm-up").unwrap();
+        b.recv(&mut batch).unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        a.send_one(None, b"first").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        a.send_one(None, b"second").unwrap();
+        let mut stamps = Vec::new();
+        while stamps.len() < 2 {
+            b.recv(&mut batch).unwrap();
+            stamps.extend(batch.stamped_spans().map(|(_, _, s)| s));
+        }
+        let (s1, s2) = (stamps[0].expect("stamped"), stamps[1].expect("stamped"));
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap();
+        assert!(s1 <= s2 && s2 <= now, "{s1:?} {s2:?} {now:?}");
+        assert!(s2 - s1 >= Duration::from_millis(10), "{:?}", s2 - s1);
     }
 }

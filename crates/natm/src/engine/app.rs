@@ -992,6 +992,7 @@ mod tests {
                         feed(
                             &mut end.half,
                             now,
+                            now,
                             Frame::Clear(&d[VC..]),
                             false,
                             Some(&area),
@@ -1000,7 +1001,7 @@ mod tests {
                 }
                 None => {
                     for (_, d) in batch.iter() {
-                        feed(&mut end.half, now, Frame::Clear(&d[VC..]), false, None);
+                        feed(&mut end.half, now, now, Frame::Clear(&d[VC..]), false, None);
                     }
                 }
             }

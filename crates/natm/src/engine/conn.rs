@@ -548,8 +548,14 @@ impl Conn {
         // together), not one each; read again after a flush, so the PSBs never see
         // time go back.
         let mut now = eng.clock.now();
-        let mut take = |n: usize, from, d: &[u8], area: Option<&Bytes>| {
-            if let Some(w) = self.take_datagram(eng, now, d, Some(from), area) {
+        // The kernel stamps datagrams with the realtime clock; one read of it per
+        // batch turns each stamp into the engine's clock.
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut take = |n: usize, from, d: &[u8], stamp, area: Option<&Bytes>| {
+            let arrived = arrival(now, wall, stamp);
+            if let Some(w) = self.take_datagram(eng, now, arrived, d, Some(from), area) {
                 touched[w as usize] = true;
             }
             if (n + 1).is_multiple_of(FLUSH_EVERY) {
@@ -559,13 +565,13 @@ impl Conn {
         };
         match &area {
             Some(a) => {
-                for (n, (from, r)) in batch.spans().enumerate() {
-                    take(n, from, &a[r], area.as_ref());
+                for (n, (from, r, stamp)) in batch.stamped_spans().enumerate() {
+                    take(n, from, &a[r], stamp, area.as_ref());
                 }
             }
             None => {
-                for (n, (from, d)) in batch.iter().enumerate() {
-                    take(n, from, d, None);
+                for (n, (from, r, stamp)) in batch.stamped_spans().enumerate() {
+                    take(n, from, &batch.area()[r], stamp, None);
                 }
             }
         }
@@ -691,6 +697,7 @@ impl Conn {
         &self,
         eng: &Engine,
         now: Instant,
+        arrived: Instant,
         d: &[u8],
         from: Option<SocketAddr>,
         area: Option<&Bytes>,
@@ -715,12 +722,12 @@ impl Conn {
         let connected = match half {
             Half::Tx => {
                 let (mut end, _) = self.tx();
-                feed(&mut end.half, now, frame, bare, area);
+                feed(&mut end.half, now, arrived, frame, bare, area);
                 end.status().connected
             }
             Half::Rx => {
                 let (mut end, _) = self.rx();
-                feed(&mut end.half, now, frame, bare, area);
+                feed(&mut end.half, now, arrived, frame, bare, area);
                 if stages::COMPILED && end.half.readable() > 0 {
                     stages::record(Stage::Deliver, self.stage_key());
                 }
@@ -1199,6 +1206,19 @@ impl Conn {
     }
 }
 
+/// When a datagram the kernel stamped `stamp` (realtime since the epoch) reached the
+/// host, on the engine's clock, given `now` and the realtime clock `wall` read
+/// together: `now` less the time it waited, or `now` itself for an unstamped
+/// datagram or a stamp that makes no sense (ahead of `wall`, or a second old).
+fn arrival(now: Instant, wall: Duration, stamp: Option<std::time::Duration>) -> Instant {
+    match stamp.and_then(|s| wall.checked_sub(s)) {
+        Some(waited) if waited < Duration::from_secs(1) => {
+            Instant::from_nanos(now.as_nanos().saturating_sub(waited.as_nanos() as u64))
+        }
+        _ => now,
+    }
+}
+
 /// A frame for a half: clear, in the receive batch, or opened from a sealed one (its
 /// clear header, and its payload decrypted into an allocation of its own).
 pub(super) enum Frame<'a> {
@@ -1212,9 +1232,13 @@ pub(super) enum Frame<'a> {
 /// `recv` can hand a message of one TPDU to the application without a second copy
 /// either way; an opened frame's payload is that allocation already. On a bare VC
 /// (`bare`) the frame is the SDU, sliced or copied likewise.
+///
+/// `arrived` is when the datagram reached the host (the kernel's stamp, else `now`):
+/// a receiver stamps its ACKs with it (`Psb::handle_tpdu_at`).
 pub(super) fn feed<H: Simplex>(
     half: &mut H,
     now: Instant,
+    arrived: Instant,
     frame: Frame<'_>,
     bare: bool,
     area: Option<&Bytes>,
@@ -1226,13 +1250,13 @@ pub(super) fn feed<H: Simplex>(
     match frame {
         Frame::Clear(tpdu) if bare => half.handle_frame(now, own(tpdu)),
         Frame::Clear(tpdu) => match Header::parse_bytes(tpdu) {
-            Ok((h, payload)) => half.handle_tpdu(now, h, own(payload)),
+            Ok((h, payload)) => half.handle_tpdu_at(now, arrived, h, own(payload)),
             // Malformed: the PSB counts it.
             Err(_) => half.handle_frame(now, own(tpdu)),
         },
         Frame::Opened(head, payload) => match Header::parse_bytes(&head) {
             Ok((h, _)) if payload.is_empty() || h.ty.carries_payload() => {
-                half.handle_tpdu(now, h, Bytes::from(payload))
+                half.handle_tpdu_at(now, arrived, h, Bytes::from(payload))
             }
             // Authentic but malformed (a peer's bug): the PSB counts it.
             _ => {

@@ -177,6 +177,7 @@ impl Bottleneck {
                     retransmission: false,
                     in_flight: self.acks.len() as u32,
                     bytes: 1000,
+                    arrived: None,
                 });
                 if second {
                     let mu = self.pp.bottleneck_bps().unwrap_or(0.0) / 8.0;
@@ -255,6 +256,7 @@ fn sample(now_us: u64, seq: u64, first: bool, second: bool, retx: bool) -> AckSa
         retransmission: retx,
         in_flight: 0,
         bytes: 1000,
+        arrived: None,
     }
 }
 

@@ -191,6 +191,91 @@ fn packet_pair_fills_the_bottleneck_with_a_short_queue() {
     assert!(secs < ideal * 1.1, "{secs} s with loss, ideal {ideal} s");
 }
 
+/// A return path that bunches ACKs (a receiver read in batches, a busy host on the
+/// way back): the receiver's arrival stamps keep the pair spacing the bottleneck
+/// gave, so packet-pair still finds the bottleneck's rate and keeps its queue short.
+#[test]
+fn packet_pair_times_pairs_by_arrival_when_acks_come_back_bunched() {
+    let link_payload = 1024.0 / 1056e-6; // B/s
+    let go = |stamped: bool| {
+        let mut cfg = small(TransportConfig::reliable());
+        cfg.flow = FlowKind::PacketPair;
+        let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
+        p.per_byte = Duration::from_micros(1);
+        p.strip_stamps = !stamped;
+        // Each ACK waits up to 3 ms more, in order: ACKs come back in bunches of
+        // several TPDU times.
+        let mut rng = Rng(0x5851_f42d_4c95_7f2d);
+        p.back_extra = Box::new(move || Duration::from_micros(rng.next() % 3000));
+        let m = msgs(&[100_000; 6]);
+        let start = p.now;
+        let mut queue = Duration::ZERO;
+        let mut rates = Vec::new();
+        run(&mut p, &m, Duration::from_secs(30), |p| {
+            let t = p.now - start;
+            if t > Duration::from_millis(100) {
+                queue = queue.max(p.fwd_free_at.saturating_duration_since(p.now));
+            }
+            if t > Duration::from_millis(100) && t < Duration::from_millis(500) {
+                rates.extend(p.tx.flow().rate_bps().map(|r| r / 8.0));
+            }
+        });
+        assert_eq!(p.messages(), m);
+        let rate = (!rates.is_empty()).then(|| rates.iter().sum::<f64>() / rates.len() as f64);
+        (rate, queue)
+    };
+    let (rate, queue) = go(true);
+    let rate = rate.expect("packet-pair sets a rate");
+    assert!(
+        (rate - link_payload).abs() / link_payload < 0.1,
+        "λ {rate} against {link_payload}"
+    );
+    // The set-point plus what the bunching holds back (3 ms of ACKs).
+    assert!(queue <= Duration::from_millis(8), "queue {queue:?}");
+    // Timed by when the ACKs came back instead, the same path misleads the estimator.
+    let (rate, queue) = go(false);
+    let off = rate.is_none_or(|r| (r - link_payload).abs() / link_payload > 0.1);
+    assert!(
+        off || queue > Duration::from_millis(8),
+        "{rate:?} {queue:?}"
+    );
+}
+
+/// A token-bucket shaper as the bottleneck (Linux `tbf`, the lab's rate limit):
+/// while it holds tokens a pair passes at line rate and arrives unspread, so
+/// packet-pair lengthens its trains until one outlasts the burst, and then finds the
+/// shaper's rate.
+#[test]
+fn packet_trains_find_the_rate_of_a_token_bucket_shaper() {
+    let rate = 1024.0 / 1056e-6; // B/s of payload at the shaper's byte rate
+    let mut cfg = small(TransportConfig::reliable());
+    cfg.flow = FlowKind::PacketPair;
+    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
+    p.per_byte = Duration::from_micros(1);
+    // A bucket of three frames, as the lab's `tbf ... burst 32kbit` is at 1,500 octets.
+    p.fwd_burst = 3 * 1056;
+    p.delay = Duration::from_millis(5);
+    let m = msgs(&[100_000; 20]);
+    let start = p.now;
+    let mut rates = Vec::new();
+    run(&mut p, &m, Duration::from_secs(60), |p| {
+        let t = p.now - start;
+        if t > Duration::from_millis(500) && t < Duration::from_millis(1500) {
+            rates.extend(p.tx.flow().rate_bps().map(|r| r / 8.0));
+        }
+    });
+    assert_eq!(p.messages(), m);
+    assert!(
+        !rates.is_empty(),
+        "still probing: every train came back unspread"
+    );
+    let mean = rates.iter().sum::<f64>() / rates.len() as f64;
+    assert!((mean - rate).abs() / rate < 0.15, "λ {mean} against {rate}");
+    let secs = (p.now - start).as_secs_f64();
+    let ideal = 2_000_000.0 / rate;
+    assert!(secs < ideal * 1.3, "{secs} s, ideal {ideal} s");
+}
+
 /// The dynamic window over a lossy bottleneck: everything arrives, the window grows
 /// and is cut by losses.
 #[test]
