@@ -15,6 +15,7 @@ fn t(ms: u64) -> Instant {
 
 fn params() -> CallParams {
     CallParams {
+        dtl: None,
         called: aesa(1),
         calling: Some(aesa(2)),
         sap: Some(Sap::new(b"echo").unwrap()),
@@ -633,6 +634,7 @@ fn e164_called_party_and_no_sap() {
         natm: NatmParams::default(),
         conn_id: None,
         multipoint: false,
+        dtl: None,
     };
     a.setup(t(0), p.clone()).unwrap();
     exchange(t(0), &mut a, &mut b);
