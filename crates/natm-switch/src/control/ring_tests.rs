@@ -45,11 +45,13 @@ impl Ring {
         let mut ctl = Vec::new();
         for i in 0..n {
             let mut s = Switch::new();
-            let host = s.add_port(PortConfig::new(155_520_000)).unwrap();
+            // As a switchd numbers them: trunks first (port 0 east, 1 west), so
+            // that port 0 is a trunk in DTLs too.
             let p1 = s.add_port(PortConfig::new(trunk_bps[i])).unwrap();
             let p2 = s
                 .add_port(PortConfig::new(trunk_bps[(i + n - 1) % n]))
                 .unwrap();
+            let host = s.add_port(PortConfig::new(155_520_000)).unwrap();
             let cfg = ControlConfig {
                 name: format!("s{}", i + 1),
                 routes: vec![(Prefix::parse(&format!("+44{}0", i + 1), &h).unwrap(), host)],
@@ -58,9 +60,9 @@ impl Ring {
             };
             let mut c = Control::new(cfg);
             for (p, role, vcis) in [
-                (host, PortRole::Host, natm_proto::sig::vci::NETWORK_HALF),
                 (p1, PortRole::Switch, natm_proto::sig::vci::USER_HALF),
                 (p2, PortRole::Switch, natm_proto::sig::vci::NETWORK_HALF),
+                (host, PortRole::Host, natm_proto::sig::vci::NETWORK_HALF),
             ] {
                 c.add_port(
                     now,
@@ -99,7 +101,7 @@ impl Ring {
         r
     }
 
-    /// Where (switch, port) leads: (switch, port, trunk).
+    /// Where (switch, port label) leads: (switch, port label, trunk).
     fn peer(&self, i: usize, p: u16) -> Option<(usize, u16, usize)> {
         match p {
             1 => Some(((i + 1) % 4, 2, i)),
@@ -116,7 +118,7 @@ impl Ring {
                 for i in 0..4 {
                     while let Some(pdu) = self.hosts[i].poll_transmit() {
                         moved = true;
-                        self.ctl[i].handle_signal(self.now, PortId(0), &pdu);
+                        self.ctl[i].handle_signal(self.now, pid(0), &pdu);
                     }
                     while let Some(e) = self.hosts[i].poll_event() {
                         if let SigEvent::Call(c) = e {
@@ -131,20 +133,20 @@ impl Ring {
                             Output::Routing(p, f) => (p, f, true),
                             _ => continue,
                         };
-                        if p.0 == 0 {
+                        if p == pid(0) {
                             self.hosts[i].handle_frame(self.now, &pdu);
                             continue;
                         }
-                        let Some((j, q, k)) = self.peer(i, p.0) else {
+                        let Some((j, q, k)) = self.peer(i, label(p)) else {
                             continue;
                         };
                         if self.cut[k] {
                             continue;
                         }
                         if routing {
-                            self.ctl[j].handle_routing(self.now, PortId(q), &pdu);
+                            self.ctl[j].handle_routing(self.now, pid(q), &pdu);
                         } else {
-                            self.ctl[j].handle_signal(self.now, PortId(q), &pdu);
+                            self.ctl[j].handle_signal(self.now, pid(q), &pdu);
                         }
                     }
                 }
@@ -219,11 +221,20 @@ impl Ring {
     /// The switches a call from host `from` crosses, by the trunks carrying calls
     /// (this ring's calls are one at a time or all alike).
     fn calls_on(&self, i: usize, port: u16) -> usize {
-        self.ctl[i].calls_on(PortId(port))
+        self.ctl[i].calls_on(pid(port))
     }
 }
 
 const MBIT_100: u64 = 100_000_000;
+
+/// The tests name ports by label: 0 the host, 1 east (to switch i+1), 2 west.
+fn pid(label: u16) -> PortId {
+    PortId([2, 0, 1][usize::from(label)])
+}
+
+fn label(p: PortId) -> u16 {
+    [1, 2, 0][usize::from(p.0)]
+}
 
 #[test]
 fn a_call_is_source_routed_over_the_ring() {

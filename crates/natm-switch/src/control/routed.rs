@@ -22,7 +22,7 @@ use natm_proto::wire::q2931::{Blocked, Cause, Crankback, Dtl};
 use natm_proto::wire::qos::Direction;
 
 use super::{called_text, cause, payload_bps, Control, Output, PortRole};
-use crate::routing::{LocalLink, NoPath, RouterEvent};
+use crate::routing::{port_of, LocalLink, NoPath, RouterEvent};
 use crate::{PortId, Switch};
 
 /// The most times the ingress routes one call again after crankbacks.
@@ -255,7 +255,7 @@ impl Control {
                 port: h.port,
                 to: next,
             };
-            let b = PortId(u16::try_from(h.port).unwrap_or(u16::MAX));
+            let b = port_of(h.port).unwrap_or(PortId(u16::MAX));
             if !is_trunk(b) {
                 let why = format!("the DTL names port {}, which is no trunk", h.port);
                 let cb = Crankback::new(link, cause::NO_ROUTE);
@@ -287,7 +287,7 @@ impl Control {
                 };
                 dtl.current = 1;
                 Ok(NextHop {
-                    b: PortId(u16::try_from(h.port).unwrap_or(u16::MAX)),
+                    b: port_of(h.port).unwrap_or(PortId(u16::MAX)),
                     dtl: Some(dtl),
                     originated: true,
                     link: Some(link),

@@ -32,6 +32,21 @@ pub mod frame;
 
 pub use frame::{Frame, FrameError, Hello, LinkAd, Ptse};
 
+/// A port's logical port identifier in hellos, PTSEs, DTLs and crankbacks: its
+/// number plus one, since a DTL entry's port 0 means "the destination" (PNNI: any
+/// port) and a switch's ports are numbered from 0.
+pub fn logical_port(p: PortId) -> u32 {
+    u32::from(p.0) + 1
+}
+
+/// The port a logical port identifier names, if any.
+pub fn port_of(logical: u32) -> Option<PortId> {
+    logical
+        .checked_sub(1)
+        .and_then(|p| u16::try_from(p).ok())
+        .map(PortId)
+}
+
 /// PNNI's default administrative weight of a link.
 pub const DEFAULT_WEIGHT: u32 = 5040;
 
@@ -267,7 +282,7 @@ impl Router {
                 let (to, to_port) = n.peer?;
                 let l = self.local.get(p).copied().unwrap_or_default();
                 Some(LinkAd {
-                    port: u32::from(p.0),
+                    port: logical_port(*p),
                     to,
                     to_port,
                     max_cells: l.max_cells,
@@ -344,7 +359,7 @@ impl Router {
         n.next_hello = self.now + self.cfg.hello;
         let h = Frame::Hello(Hello {
             node: self.cfg.node,
-            port: u32::from(port.0),
+            port: logical_port(port),
             remote_node: rn,
             remote_port: rp,
         });
@@ -387,7 +402,7 @@ impl Router {
         let old = n.peer;
         n.peer = Some((h.node, h.port));
         n.last_heard = now;
-        let two_way = h.remote_node == me && h.remote_port == u32::from(port.0);
+        let two_way = h.remote_node == me && h.remote_port == logical_port(port);
         let was = n.two_way;
         let changed_peer = old.is_some_and(|o| o != (h.node, h.port));
         let answer_now = old != n.peer || (two_way != was);

@@ -153,7 +153,7 @@ fn a_ring_of_four_finds_its_neighbours_and_floods_the_database() {
     // Node 1 to node 3's hosts: two equal paths; the tie goes to node 2.
     let d = m.r[0].path(&addr("+4430123"), 1000, 1000, &[]).unwrap();
     assert_eq!(nodes(&d), [1, 2, 3]);
-    assert_eq!(d.hops[0].port, 1);
+    assert_eq!(d.hops[0].port, logical_port(PortId(1)));
     assert_eq!(d.hops[2].port, 0);
     // Next door: one hop.
     assert_eq!(
@@ -173,7 +173,7 @@ fn a_blocked_link_or_node_takes_the_other_way_round() {
     m.run(300 * MS);
     let via2 = Blocked::Link {
         from: NodeId(1),
-        port: 1,
+        port: logical_port(PortId(1)),
         to: NodeId(2),
     };
     let d = m.r[0].path(&addr("+4430"), 0, 0, &[via2]).unwrap();
