@@ -1319,6 +1319,8 @@ fn event_call(ev: &CallEvent) -> Option<CallId> {
 #[cfg(test)]
 mod grant_tests;
 #[cfg(test)]
+mod mesh_tests;
+#[cfg(test)]
 mod party_tests;
 #[cfg(test)]
 mod ring_tests;
