@@ -390,3 +390,22 @@ fn every_host_reaches_every_other() {
         assert_eq!(r.outcome(from, c), (true, None), "from host {}", from + 1);
     }
 }
+
+#[test]
+fn a_trunk_that_dies_under_a_setup_is_cranked_back() {
+    let mut r = Ring::new([MBIT_100; 4], true);
+    // Switch 2 → switch 3 goes dead just as the call leaves switch 1 on it: switch 2's
+    // SETUP is lost, its trunk is declared dead (hellos, 400 ms), and it cranks the
+    // call back naming its own link.
+    r.cut[1] = true;
+    let a = r.call(0, 2, "cbr:pcr=10Mbps");
+    r.run(5 * MS);
+    assert_eq!(r.calls_on(1, 1), 1, "the SETUP went on towards switch 3");
+    r.run(1000 * MS);
+    assert_eq!(r.outcome(0, a), (true, None), "{:?}", r.events[0]);
+    assert_eq!(r.ctl[0].crankbacks(), 1);
+    assert_eq!(
+        (r.calls_on(0, 1), r.calls_on(0, 2), r.calls_on(3, 2)),
+        (0, 1, 1)
+    );
+}
