@@ -186,6 +186,11 @@ impl Ring {
 
     /// Host `from` calls host `to` with `qos`.
     fn call(&mut self, from: usize, to: usize, qos: &str) -> CallId {
+        self.call_with(from, to, qos, false)
+    }
+
+    /// [`Ring::call`], point-to-multipoint if `multipoint`.
+    fn call_with(&mut self, from: usize, to: usize, qos: &str, multipoint: bool) -> CallId {
         let q: Qos = qos.parse().unwrap();
         let params = CallParams {
             called: party(&host_addr(to)).unwrap(),
@@ -199,7 +204,7 @@ impl Ring {
                 ..NatmParams::default()
             },
             conn_id: Some(ConnectionId::exclusive(0, self.label)),
-            multipoint: false,
+            multipoint,
             dtl: None,
         };
         self.label += 1;
@@ -407,5 +412,17 @@ fn a_trunk_that_dies_under_a_setup_is_cranked_back() {
     assert_eq!(
         (r.calls_on(0, 1), r.calls_on(0, 2), r.calls_on(3, 2)),
         (0, 1, 1)
+    );
+}
+
+#[test]
+fn a_multipoint_call_is_routed_hop_by_hop_on_the_topology() {
+    let mut r = Ring::new([MBIT_100; 4], true);
+    let a = r.call_with(0, 2, "cbr:pcr=10Mbps", true);
+    r.run(30 * MS);
+    assert_eq!(r.outcome(0, a), (true, None), "{:?}", r.events[0]);
+    assert_eq!(
+        (r.calls_on(0, 1), r.calls_on(1, 1), r.calls_on(2, 0)),
+        (1, 1, 1)
     );
 }
