@@ -791,7 +791,16 @@ impl Control {
             let Err(r) = self.forward(sw, a, call, &params, &hop, &blocked, first) else {
                 return;
             };
-            match hop.link {
+            // What blocked: the link out (its line, labels or signalling), or on a
+            // transit the link in, whose backward direction this switch reserves.
+            let blocking = if r.at == hop.b {
+                hop.link
+            } else if r.at == a {
+                hop.back_link
+            } else {
+                None
+            };
+            match blocking {
                 Some(link)
                     if hop.originated
                         && blocked.len() < routed::MAX_CRANKBACKS

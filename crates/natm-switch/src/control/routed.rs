@@ -56,6 +56,8 @@ pub(super) struct NextHop {
     pub(super) originated: bool,
     /// The link taken, on a DTL.
     pub(super) link: Option<Blocked>,
+    /// On a transit, the link the call came in by (the previous node's).
+    pub(super) back_link: Option<Blocked>,
 }
 
 impl NextHop {
@@ -65,6 +67,7 @@ impl NextHop {
             dtl: None,
             originated: false,
             link: None,
+            back_link: None,
         }
     }
 }
@@ -243,10 +246,24 @@ impl Control {
                 let why = "the DTL does not name this switch next".into();
                 return Err(HopRefusal::new(cause::INVALID_IE, a, why));
             };
+            let back_link = dtl
+                .current
+                .checked_sub(1)
+                .and_then(|i| dtl.hops.get(i))
+                .map(|p| Blocked::Link {
+                    from: p.node,
+                    port: p.port,
+                    to: me,
+                });
             if h.port == 0 {
+                // The destination: its own host routes; a refusal for want of room
+                // back on the trunk in can still be cranked back.
                 return static_route
                     .filter(|b| !is_trunk(*b))
-                    .map(NextHop::plain)
+                    .map(|b| NextHop {
+                        back_link,
+                        ..NextHop::plain(b)
+                    })
                     .ok_or_else(no_route);
             }
             let next = dtl.next_hop().map(|n| n.node).unwrap_or_default();
@@ -268,6 +285,7 @@ impl Control {
                 dtl: Some(d),
                 originated: false,
                 link: Some(link),
+                back_link,
             });
         }
         if let Some(b) = static_route.filter(|b| self.role(*b).is_some_and(|_| !is_trunk(*b))) {
@@ -291,6 +309,7 @@ impl Control {
                     dtl: Some(dtl),
                     originated: true,
                     link: Some(link),
+                    back_link: None,
                 })
             }
             Ok(_) | Err(NoPath::Unreachable) => {
