@@ -426,3 +426,20 @@ fn a_multipoint_call_is_routed_hop_by_hop_on_the_topology() {
         (1, 1, 1)
     );
 }
+
+#[test]
+fn no_room_backward_on_the_link_in_cranks_back_that_link() {
+    // Slow trunk 1 (switch 2 ↔ 3); calls that want little forward and much backward:
+    // the destination, switch 3, reserves the backward direction on its link in and
+    // refuses the second call there, naming that link.
+    let mut r = Ring::new([MBIT_100, 10_000_000, MBIT_100, MBIT_100], true);
+    let q = "cbr:pcr=1Mbps,rx:pcr=6Mbps";
+    let a = r.call(0, 2, q);
+    let b = r.call(0, 2, q);
+    r.run(30 * MS);
+    assert_eq!(r.outcome(0, a), (true, None));
+    assert_eq!(r.outcome(0, b), (true, None), "{:?}", r.events[0]);
+    assert_eq!(r.ctl[2].refused(), 1, "switch 3 refused one");
+    assert_eq!(r.ctl[0].crankbacks(), 1);
+    assert_eq!((r.calls_on(0, 1), r.calls_on(0, 2)), (1, 1));
+}
