@@ -380,6 +380,9 @@ pub struct Control {
     /// Calls this switch routed again after a crankback (its own refusal on the
     /// first hop, or one that came back).
     crankbacks: u64,
+    /// A signalling link was serviced since the router last heard the switch's own
+    /// state (reservations and links may have changed).
+    routing_stale: bool,
 }
 
 impl Control {
@@ -403,6 +406,7 @@ impl Control {
             multicasts: HashMap::new(),
             router: cfg_router,
             crankbacks: 0,
+            routing_stale: true,
         }
     }
 
@@ -537,6 +541,7 @@ impl Control {
     }
 
     fn service(&mut self, sw: &mut Switch, port: PortId) {
+        self.routing_stale = true;
         loop {
             let Some(l) = self.links.get_mut(&port) else {
                 return;

@@ -141,7 +141,9 @@ impl Control {
         if self.router.is_none() {
             return false;
         }
-        self.update_routing(sw);
+        if std::mem::take(&mut self.routing_stale) {
+            self.update_routing(sw);
+        }
         let now = self.now;
         let r = self.router.as_mut().expect("checked");
         let mut down = Vec::new();
