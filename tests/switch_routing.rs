@@ -178,4 +178,10 @@ fn a_call_is_routed_round_a_killed_switch() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("routing: node 1"), "{text}");
     assert!(text.contains("+443003"), "{text}");
+    let via = if transit == 1 {
+        "node 3 via 1→4→3"
+    } else {
+        "node 3 via 1→2→3"
+    };
+    assert!(text.contains(via), "{text}");
 }

@@ -88,6 +88,8 @@ struct RoutingView {
     node: u32,
     neighbours: Vec<(u16, u32)>,
     database: Vec<DbView>,
+    #[serde(default)]
+    routes: Vec<(u32, Vec<u32>)>,
     crankbacks: u64,
     counters: serde_json::Value,
 }
@@ -376,6 +378,19 @@ fn routing(s: &Snapshot, r: &RoutingView) {
         ]);
     }
     outln!("{}", crate::cli::table::render(&db).trim_end());
+    let routes: Vec<String> = r
+        .routes
+        .iter()
+        .map(|(n, path)| {
+            if path.is_empty() {
+                format!("node {n} unreachable")
+            } else {
+                let p: Vec<String> = path.iter().map(u32::to_string).collect();
+                format!("node {n} via {}", p.join("→"))
+            }
+        })
+        .collect();
+    outln!("routes now (best effort): {}", routes.join("; "));
     outln!("(routing counters: {})", r.counters);
 }
 

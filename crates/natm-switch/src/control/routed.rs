@@ -107,6 +107,9 @@ pub struct RoutingRow {
     pub neighbours: Vec<(u16, u32)>,
     /// The topology database.
     pub database: Vec<crate::routing::DbRow>,
+    /// The route a best-effort call would take now to each node that reaches
+    /// prefixes: (node, the nodes on the way; empty: unreachable).
+    pub routes: Vec<(u32, Vec<u32>)>,
     /// The routing's counters.
     pub counters: crate::routing::RoutingCounters,
     /// Calls routed again after a crankback.
@@ -130,6 +133,11 @@ impl Control {
                 .filter_map(|p| r.neighbour(*p).map(|n| (p.0, n.0)))
                 .collect(),
             database: r.database(),
+            routes: r
+                .routes()
+                .into_iter()
+                .map(|(n, p)| (n.0, p.into_iter().map(|x| x.0).collect()))
+                .collect(),
             counters: r.counters(),
             crankbacks: self.crankbacks,
         })

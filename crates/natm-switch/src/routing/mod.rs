@@ -652,9 +652,28 @@ impl Router {
         if dests.is_empty() {
             return Err(NoPath::Unreachable);
         }
+        let dist = self.shortest(fwd, bwd, blocked);
+        let Some(dest) = dests
+            .iter()
+            .filter_map(|n| dist.get(n).map(|&(d, _)| (d, *n)))
+            .min()
+            .map(|(_, n)| n)
+        else {
+            return Err(NoPath::NoCapacity);
+        };
+        Ok(Dtl {
+            current: 0,
+            hops: hops_to(&dist, dest),
+        })
+    }
+
+    /// Least-weight paths from this switch over links both ends advertise with `fwd`
+    /// and `bwd` cells/s free, avoiding `blocked`: each reached node's distance and
+    /// the (node, port) it is reached from.
+    fn shortest(&self, fwd: u64, bwd: u64, blocked: &[Blocked]) -> Tree {
         let me = self.cfg.node;
         // Dijkstra; ties go to the lower node number, so paths are deterministic.
-        let mut dist: BTreeMap<NodeId, (u64, Option<(NodeId, u32)>)> = BTreeMap::new();
+        let mut dist: Tree = BTreeMap::new();
         let mut heap = BinaryHeap::new();
         dist.insert(me, (0, None));
         heap.push(std::cmp::Reverse((0u64, me)));
@@ -691,26 +710,45 @@ impl Router {
                 }
             }
         }
-        let Some(dest) = dests
-            .iter()
-            .filter_map(|n| dist.get(n).map(|&(d, _)| (d, *n)))
-            .min()
-            .map(|(_, n)| n)
-        else {
-            return Err(NoPath::NoCapacity);
-        };
-        let mut hops = vec![DtlHop {
-            node: dest,
-            port: 0,
-        }];
-        let mut at = dest;
-        while let Some(&(_, Some((prev, port)))) = dist.get(&at) {
-            hops.push(DtlHop { node: prev, port });
-            at = prev;
-        }
-        hops.reverse();
-        Ok(Dtl { current: 0, hops })
+        dist
     }
+
+    /// The route to every other node in the database that reaches a prefix, for
+    /// best effort (no capacity asked): (node, the nodes on the way, ingress first),
+    /// empty if it is unreachable now.
+    pub fn routes(&self) -> Vec<(NodeId, Vec<NodeId>)> {
+        let dist = self.shortest(0, 0, &[]);
+        self.db
+            .iter()
+            .filter(|(o, s)| **o != self.cfg.node && !s.ptse.prefixes.is_empty())
+            .map(|(o, _)| {
+                let path = if dist.contains_key(o) {
+                    hops_to(&dist, *o).iter().map(|h| h.node).collect()
+                } else {
+                    Vec::new()
+                };
+                (*o, path)
+            })
+            .collect()
+    }
+}
+
+/// Each reached node's distance and the (node, port) it is reached from.
+type Tree = BTreeMap<NodeId, (u64, Option<(NodeId, u32)>)>;
+
+/// The DTL entries from the root of `dist` to `dest` (port 0 on `dest`).
+fn hops_to(dist: &Tree, dest: NodeId) -> Vec<DtlHop> {
+    let mut hops = vec![DtlHop {
+        node: dest,
+        port: 0,
+    }];
+    let mut at = dest;
+    while let Some(&(_, Some((prev, port)))) = dist.get(&at) {
+        hops.push(DtlHop { node: prev, port });
+        at = prev;
+    }
+    hops.reverse();
+    hops
 }
 
 fn ms(d: Duration) -> u32 {

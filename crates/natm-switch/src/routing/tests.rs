@@ -150,6 +150,15 @@ fn a_ring_of_four_finds_its_neighbours_and_floods_the_database() {
         assert_eq!(r.database().len(), 4);
         assert!(r.neighbour(PortId(1)).is_some() && r.neighbour(PortId(2)).is_some());
     }
+    let routes: Vec<(u32, Vec<u32>)> = m.r[0]
+        .routes()
+        .into_iter()
+        .map(|(n, p)| (n.0, p.into_iter().map(|x| x.0).collect()))
+        .collect();
+    assert_eq!(
+        routes,
+        [(2, vec![1, 2]), (3, vec![1, 2, 3]), (4, vec![1, 4])]
+    );
     // Node 1 to node 3's hosts: two equal paths; the tie goes to node 2.
     let d = m.r[0].path(&addr("+4430123"), 1000, 1000, &[]).unwrap();
     assert_eq!(nodes(&d), [1, 2, 3]);
