@@ -10,7 +10,8 @@
 --     0, and an SDU that fits its kind: a whole number of 4-octet words for
 --     signalling (SSCOP), a 32-octet TPDU header of version 1 for data; or
 --   * a cell train: 0xD1, then N >= 1 whole 53-octet cells.
--- Signalling SDUs go to Wireshark's SSCOP dissector (and from there to Q.2931);
+-- Signalling SDUs go to Wireshark's SSCOP dissector (and from there to Q.2931),
+-- except switches' routing frames on VPI 0/VCI 18 (hello, PTSE, ack; issue 33);
 -- data SDUs are shown as TPDUs (docs/wire.md "The TPDU header"); OAM probes as bytes.
 
 local natm = Proto("natm", "natm over UDP")
@@ -21,6 +22,9 @@ local tpdu_types = {
     [4] = "CONN-CONFIRM", [5] = "CLOSE", [6] = "CLOSE-ACK", [7] = "ABORT",
     [8] = "SYNC", [9] = "SYNC-ECHO", [10] = "QOS", [11] = "QOS-ACK",
 }
+
+local routing_types = { [1] = "hello", [2] = "PTSE", [3] = "ack" }
+local ROUTING_VCI = 18
 
 local f = natm.fields
 -- The VC header (docs/wire.md "The UDP adaptor's VC header").
@@ -52,6 +56,13 @@ f.tpdu_tsval = ProtoField.uint32("natm.tpdu.tsval", "tsval (us)", base.DEC)
 f.tpdu_tsecr = ProtoField.uint32("natm.tpdu.tsecr", "tsecr (us)", base.DEC)
 f.tpdu_aux = ProtoField.uint32("natm.tpdu.aux", "Message offset / free receive bytes", base.DEC)
 f.tpdu_payload = ProtoField.bytes("natm.tpdu.payload", "Payload")
+-- Routing frames between switches (docs/wire.md "Routing frames").
+f.routing = ProtoField.none("natm.routing", "natm routing frame")
+f.routing_ver = ProtoField.uint8("natm.routing.version", "Version", base.DEC)
+f.routing_type = ProtoField.uint8("natm.routing.type", "Type", base.DEC, routing_types)
+f.routing_node = ProtoField.uint32("natm.routing.node", "Node (hello) / origin (PTSE)", base.DEC)
+f.routing_port = ProtoField.uint32("natm.routing.port", "Logical port (hello) / sequence (PTSE)", base.DEC)
+f.routing_body = ProtoField.bytes("natm.routing.body", "Rest")
 -- The cell train (docs/wire.md "The cell mode's cell train"); UNI cell headers.
 f.train_cells = ProtoField.uint16("natm.train.cells", "Cells", base.DEC)
 f.cell = ProtoField.bytes("natm.cell", "Cell")
@@ -72,7 +83,9 @@ local sscop = Dissector.get("sscop")
 
 -- Whether a VC frame's SDU looks like what its kind says it carries.
 local function sdu_fits(kind, sdu_len, tvb)
-    if kind == 1 then
+    if kind == 1 and tvb(1, 1):uint() == 0 and tvb(2, 2):uint() == ROUTING_VCI then
+        return sdu_len >= 2 and tvb(VC_HEADER, 1):uint() == 1
+    elseif kind == 1 then
         return sdu_len >= 4 and sdu_len % 4 == 0
     elseif kind == 0 then
         return sdu_len >= TPDU_HEADER and bit.rshift(tvb(VC_HEADER, 1):uint(), 4) == 1
@@ -104,6 +117,24 @@ local function dissect_tpdu(tvb, pinfo, tree)
     pinfo.cols.info:append(string.format(" %s seq=%u", ty, tvb(8, 4):uint()))
 end
 
+local function dissect_routing(tvb, pinfo, tree)
+    local t = tree:add(f.routing, tvb())
+    t:add(f.routing_ver, tvb(0, 1))
+    t:add(f.routing_type, tvb(1, 1))
+    local ty = tvb(1, 1):uint()
+    pinfo.cols.info:append(" routing " .. (routing_types[ty] or "?"))
+    if (ty == 1 or ty == 2) and tvb:len() >= 10 then
+        t:add(f.routing_node, tvb(2, 4))
+        t:add(f.routing_port, tvb(6, 4))
+        pinfo.cols.info:append(string.format(" node %u", tvb(2, 4):uint()))
+        if tvb:len() > 10 then
+            t:add(f.routing_body, tvb(10))
+        end
+    elseif tvb:len() > 2 then
+        t:add(f.routing_body, tvb(2))
+    end
+end
+
 local function dissect_frame(tvb, pinfo, tree)
     local b0 = tvb(0, 1):uint()
     local kind = bit.rshift(bit.band(b0, 0x0C), 2)
@@ -119,7 +150,9 @@ local function dissect_frame(tvb, pinfo, tree)
     t:add(f.vpi, tvb(1, 1))
     t:add(f.vci, tvb(2, 2))
     local sdu = tvb(VC_HEADER):tvb()
-    if kind == 1 then
+    if kind == 1 and vpi == 0 and vci == ROUTING_VCI then
+        dissect_routing(sdu, pinfo, tree)
+    elseif kind == 1 then
         sscop:call(sdu, pinfo, tree)
     elseif kind == 0 then
         dissect_tpdu(sdu, pinfo, tree)

@@ -78,6 +78,29 @@ struct Snapshot {
     calls: Vec<CallRow>,
     #[serde(default)]
     calls_refused: u64,
+    #[serde(default)]
+    routing: Option<RoutingView>,
+}
+
+/// The routing's part of the stat file (issue 33).
+#[derive(Debug, Deserialize)]
+struct RoutingView {
+    node: u32,
+    neighbours: Vec<(u16, u32)>,
+    database: Vec<DbView>,
+    #[serde(default)]
+    routes: Vec<(u32, Vec<u32>)>,
+    crankbacks: u64,
+    counters: serde_json::Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct DbView {
+    origin: u32,
+    seq: u32,
+    expires_in_ms: u64,
+    links: Vec<String>,
+    prefixes: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -300,7 +323,75 @@ pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
     if !s.signalling.is_empty() {
         signalling(&s);
     }
+    if let Some(r) = &s.routing {
+        routing(&s, r);
+    }
     Ok(())
+}
+
+/// Routing between switches: neighbours and the topology database, from which calls
+/// entering here are routed.
+fn routing(s: &Snapshot, r: &RoutingView) {
+    let name = |p: u16| {
+        s.ports
+            .get(usize::from(p))
+            .map_or_else(|| p.to_string(), |r| r.name.clone())
+    };
+    outln!("");
+    let neighbours: Vec<String> = r
+        .neighbours
+        .iter()
+        .map(|(p, n)| format!("{} → node {n}", name(*p)))
+        .collect();
+    outln!(
+        "routing: node {}, neighbours: {}; {} crankbacks",
+        r.node,
+        if neighbours.is_empty() {
+            "none".to_string()
+        } else {
+            neighbours.join(", ")
+        },
+        r.crankbacks
+    );
+    let mut db = crate::cli::table::new(
+        [
+            "node",
+            "seq",
+            "expires",
+            "links (port→node:port free/line)",
+            "reaches",
+        ],
+        5,
+    );
+    for d in &r.database {
+        let links = if d.links.is_empty() {
+            "-".to_string()
+        } else {
+            d.links.join("; ")
+        };
+        db.add_row(vec![
+            d.origin.to_string(),
+            d.seq.to_string(),
+            format!("{:.1} s", d.expires_in_ms as f64 / 1e3),
+            links,
+            d.prefixes.join(" "),
+        ]);
+    }
+    outln!("{}", crate::cli::table::render(&db).trim_end());
+    let routes: Vec<String> = r
+        .routes
+        .iter()
+        .map(|(n, path)| {
+            if path.is_empty() {
+                format!("node {n} unreachable")
+            } else {
+                let p: Vec<String> = path.iter().map(u32::to_string).collect();
+                format!("node {n} via {}", p.join("→"))
+            }
+        })
+        .collect();
+    outln!("routes now (best effort): {}", routes.join("; "));
+    outln!("(routing counters: {})", r.counters);
 }
 
 /// The control plane's part: signalling links and the calls through the switch.

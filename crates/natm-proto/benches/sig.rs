@@ -35,6 +35,7 @@ fn params() -> CallParams {
     a[0] = 0x47;
     a[19] = 1;
     CallParams {
+        dtl: None,
         called: PartyAddress::Aesa(Aesa::new(a).unwrap()),
         calling: None,
         sap: Some(Sap::new(b"bench").unwrap()),

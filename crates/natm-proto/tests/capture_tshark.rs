@@ -341,6 +341,7 @@ fn tshark_dissects_a_call_made_by_the_signalling_core() {
     shuttle(now, &mut a, &mut b, &mut log);
     tick(&mut now);
     let params = CallParams {
+        dtl: None,
         called: PartyAddress::Aesa(aesa("47000580FFE1000000F21A26D80020481A26D800")),
         calling: Some(PartyAddress::Aesa(aesa(
             "47000580FFE1000000F21A26D80020480A0B0C00",

@@ -179,12 +179,47 @@ fn natm() -> impl Strategy<Value = NatmParams> {
         )
 }
 
+fn node() -> impl Strategy<Value = NodeId> {
+    any::<u32>().prop_map(NodeId)
+}
+
+/// PNNI's designated transit list (issue 33): 1 to 8 hops, the pointer on one.
+fn dtl() -> impl Strategy<Value = Dtl> {
+    vec((node(), any::<u32>()), 1..8).prop_flat_map(|hops| {
+        let n = hops.len();
+        (0..n).prop_map(move |current| Dtl {
+            current,
+            hops: hops
+                .iter()
+                .map(|&(node, port)| DtlHop { node, port })
+                .collect(),
+        })
+    })
+}
+
+fn crankback() -> impl Strategy<Value = Crankback> {
+    let blocked = prop_oneof![
+        node().prop_map(Blocked::Node),
+        (node(), any::<u32>(), node()).prop_map(|(from, port, to)| Blocked::Link {
+            from,
+            port,
+            to
+        }),
+    ];
+    (any::<u8>(), blocked, bits(127)).prop_map(|(level, blocked, cause)| Crankback {
+        level,
+        blocked,
+        cause,
+    })
+}
+
 fn body() -> impl Strategy<Value = IeBody> {
     prop_oneof![
         (bits(15), bits(127), blob(8)).prop_map(|(l, v, diagnostics)| IeBody::Cause(Cause {
             location: Location::from_raw(l),
             value: CauseValue::from_raw(v),
-            diagnostics
+            diagnostics,
+            crankback: None,
         })),
         bits(63).prop_map(|s| IeBody::CallState(CallState(s))),
         (any::<bool>(), 0u16..=0x7FFF)
@@ -258,6 +293,8 @@ fn body() -> impl Strategy<Value = IeBody> {
         }),
         bits(7).prop_map(|c| IeBody::Restart(RestartIndicator(RestartClass::from_raw(c)))),
         natm().prop_map(IeBody::Natm),
+        dtl().prop_map(IeBody::Dtl),
+        crankback().prop_map(IeBody::Crankback),
         (
             any::<u8>().prop_filter("unknown id", |&id| matches!(
                 IeId::from_raw(id),

@@ -14,6 +14,7 @@
 //!   A VC may have several branches (`add_branch`): point-to-multipoint, each cell
 //!   or frame of its input copied to every branch.
 //!
+//! * [`routing`]: PNNI-like routing between switches (hellos, flooded topology, paths).
 //! * [`control`]: the control plane — the network side of UNI signalling on each
 //!   port, routing by address prefix, admission, VCIs, cross-connects per call.
 //!
@@ -53,6 +54,7 @@ mod fabric;
 pub mod oam;
 mod port;
 mod queue;
+pub mod routing;
 mod sar;
 pub mod sched;
 pub mod stats;

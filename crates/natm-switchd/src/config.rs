@@ -87,6 +87,52 @@ pub struct Config {
     /// Routes for calls: ATM address prefix → port (the longest match wins).
     #[serde(default, rename = "route")]
     pub routes: Vec<RouteSection>,
+    /// Routing between switches (issue 33): hellos on every `signalling = "switch"`
+    /// port, the flooded topology, calls source-routed with crankback. Absent: static
+    /// routes only.
+    pub routing: Option<RoutingSection>,
+}
+
+/// `[routing]`: this switch's node number and the protocol's timers (PNNI's, scaled
+/// down for a lab).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoutingSection {
+    /// This switch's node number, unique in the network, not 0.
+    pub node: u32,
+    /// Hello interval on each trunk, ms [default 100].
+    pub hello_ms: Option<u64>,
+    /// A neighbour not heard for this long is down, ms [default 400].
+    pub dead_ms: Option<u64>,
+    /// The own topology element is re-originated at least this often, ms [default
+    /// 1,000]; its lifetime is four times this.
+    pub refresh_ms: Option<u64>,
+    /// An unacknowledged topology element is sent again after this long, ms
+    /// [default 50].
+    pub retransmit_ms: Option<u64>,
+}
+
+impl RoutingSection {
+    /// The router's configuration.
+    pub fn config(&self) -> natm_switch::routing::RoutingConfig {
+        let mut c =
+            natm_switch::routing::RoutingConfig::lab(natm_proto::wire::q2931::NodeId(self.node));
+        let ms = std::time::Duration::from_millis;
+        if let Some(v) = self.hello_ms {
+            c.hello = ms(v);
+        }
+        if let Some(v) = self.dead_ms {
+            c.dead = ms(v);
+        }
+        if let Some(v) = self.refresh_ms {
+            c.refresh = ms(v);
+            c.lifetime = ms(v.saturating_mul(4));
+        }
+        if let Some(v) = self.retransmit_ms {
+            c.retransmit = ms(v);
+        }
+        c
+    }
 }
 
 /// A port's `gilbert = { ... }`: the two-state burst-loss channel, stepped once per
@@ -517,6 +563,16 @@ impl Config {
         if self.ports.is_empty() {
             return Err(invalid("no [[port]]: a switch needs at least one"));
         }
+        if let Some(r) = &self.routing {
+            if r.node == 0 {
+                return Err(invalid("[routing] node must not be 0"));
+            }
+            if r.hello_ms == Some(0) || r.dead_ms.zip(r.hello_ms).is_some_and(|(d, h)| d <= h) {
+                return Err(invalid(
+                    "[routing] hello_ms must be above 0 and dead_ms above hello_ms",
+                ));
+            }
+        }
         for (i, p) in self.ports.iter().enumerate() {
             if self.ports[..i].iter().any(|q| q.name == p.name) {
                 return Err(invalid(format!("port name `{}` given twice", p.name)));
@@ -723,6 +779,20 @@ mod tests {
             port("listen = \"127.0.0.1:1\"")
         );
         Config::from_toml(&vp).expect("a VP between frame-unit ports");
+    }
+
+    #[test]
+    fn a_routing_section_configures_the_router() {
+        let c = Config::from_toml(&format!("[routing]\nnode = 7\nhello_ms = 50\n{TWO}"))
+            .expect("valid");
+        let r = c.routing.as_ref().unwrap().config();
+        assert_eq!(r.node.0, 7);
+        assert_eq!(r.hello, Duration::from_millis(50));
+        assert_eq!(r.dead, Duration::from_millis(400), "the default");
+        for bad in ["node = 0", "node = 1\nhello_ms = 100\ndead_ms = 100"] {
+            let e = Config::from_toml(&format!("[routing]\n{bad}\n{TWO}")).expect_err(bad);
+            assert!(e.to_string().contains("[routing]"), "{e}");
+        }
     }
 
     #[test]

@@ -227,6 +227,10 @@ impl SwitchDaemon {
                 natm_switch::control::DEFAULT_PRESERVE,
                 Duration::from_millis,
             ),
+            routing: cfg
+                .routing
+                .as_ref()
+                .map(crate::config::RoutingSection::config),
             ..ControlConfig::default()
         });
         for (i, p) in cfg.ports.iter().enumerate() {
@@ -283,6 +287,12 @@ impl SwitchDaemon {
                             }
                             None => l.send(&vcframe::signalling_frame(&pdu), wall),
                         }
+                    }
+                }
+                control::Output::Routing(p, frame) => {
+                    // Routing runs on UDP trunks (an atmtcp port is never a trunk).
+                    if let Some(l) = self.links.get_mut(p.index()) {
+                        l.send(&vcframe::routing_frame(&frame), wall);
                     }
                 }
                 control::Output::Source(vc, addr) => {
@@ -375,6 +385,7 @@ impl SwitchDaemon {
             signalling: self.control.as_ref().map(|c| c.links()).unwrap_or_default(),
             calls: self.control.as_ref().map(|c| c.calls()).unwrap_or_default(),
             calls_refused: self.control.as_ref().map_or(0, |c| c.refused()),
+            routing: self.control.as_ref().and_then(Control::routing),
         }
     }
 
@@ -745,6 +756,16 @@ fn receive(
             }
             // Counted, not logged: a flood of forgeries must not become one of log.
             Err(_) => link.counters.bad_datagrams += 1,
+        }
+        return;
+    }
+    // Routing frames (VPI 0/VCI 18) too, unsealed even on a keyed port (issue 33).
+    if let (Some(ctl), Some(frame)) = (control.as_deref_mut(), vcframe::routing_pdu(data)) {
+        if from == link.peer {
+            link.counters.datagrams_in += 1;
+            ctl.handle_routing(now, port, frame);
+        } else {
+            link.counters.bad_datagrams += 1;
         }
         return;
     }

@@ -2,7 +2,7 @@
 
 use std::net::SocketAddr;
 
-use natm_switch::control::{CallRow, LinkRow};
+use natm_switch::control::{CallRow, LinkRow, RoutingRow};
 use natm_switch::{PortStats, VcStats};
 use serde::Serialize;
 
@@ -67,4 +67,8 @@ pub struct Snapshot {
     pub calls: Vec<CallRow>,
     /// Calls the switch refused.
     pub calls_refused: u64,
+    /// Routing between switches: node, neighbours, topology database, crankbacks
+    /// (absent without `[routing]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub routing: Option<RoutingRow>,
 }

@@ -597,7 +597,7 @@ impl CallControl {
             return Err(wrong(call, c.state, "reject"));
         }
         let cref = c.call_ref();
-        self.send(Message::new(MessageType::ReleaseComplete, cref).with(cause.clone()));
+        self.send(Message::new(MessageType::ReleaseComplete, cref).with_cause(cause.clone()));
         self.clear(call, cause, ClearedBy::Local);
         Ok(())
     }
@@ -963,6 +963,7 @@ impl CallControl {
             location: self.cfg.location,
             value,
             diagnostics,
+            crankback: None,
         }
     }
 
@@ -988,7 +989,7 @@ impl CallControl {
         c.release_cause = Some(cause.clone());
         c.cleared_by = by;
         let cref = c.call_ref();
-        self.send(Message::new(MessageType::Release, cref).with(cause));
+        self.send(Message::new(MessageType::Release, cref).with_cause(cause));
     }
 
     fn expire(&mut self, now: Instant, id: CallId) {
@@ -1032,7 +1033,9 @@ impl CallControl {
             Timer::T303 => {
                 let cref = c.call_ref();
                 let cause = Cause::timer_expiry(loc, 303);
-                self.send(Message::new(MessageType::ReleaseComplete, cref).with(cause.clone()));
+                self.send(
+                    Message::new(MessageType::ReleaseComplete, cref).with_cause(cause.clone()),
+                );
                 self.clear(id, cause, ClearedBy::Timer);
             }
             Timer::T310 => {
@@ -1049,7 +1052,7 @@ impl CallControl {
                     .release_cause
                     .clone()
                     .unwrap_or_else(|| Cause::new(loc, CauseValue::NormalCallClearing));
-                self.send(Message::new(MessageType::Release, cref).with(cause));
+                self.send(Message::new(MessageType::Release, cref).with_cause(cause));
             }
             Timer::T308 => {
                 self.clear(id, Cause::timer_expiry(loc, 308), ClearedBy::Timer);
@@ -1063,7 +1066,9 @@ impl CallControl {
             Timer::Answer => {
                 let cref = c.call_ref();
                 let cause = Cause::new(loc, CauseValue::NoUserResponding);
-                self.send(Message::new(MessageType::ReleaseComplete, cref).with(cause.clone()));
+                self.send(
+                    Message::new(MessageType::ReleaseComplete, cref).with_cause(cause.clone()),
+                );
                 self.clear(id, cause, ClearedBy::Timer);
             }
         }
@@ -1093,7 +1098,7 @@ impl CallControl {
                 }
             }
             None if p.message_type() == MessageType::Setup && !cr.flag => {
-                self.send(Message::new(MessageType::ReleaseComplete, cr.reply()).with(cause));
+                self.send(Message::new(MessageType::ReleaseComplete, cr.reply()).with_cause(cause));
             }
             None => {}
         }
@@ -1188,7 +1193,7 @@ impl CallControl {
                 // §5.6.3.2: unknown call reference → RELEASE COMPLETE cause 81.
                 self.stats.unexpected += 1;
                 let cause = self.cause(CauseValue::InvalidCallRef);
-                self.send(Message::new(MessageType::ReleaseComplete, reply).with(cause));
+                self.send(Message::new(MessageType::ReleaseComplete, reply).with_cause(cause));
             }
         }
     }
@@ -1248,13 +1253,13 @@ impl CallControl {
             let cause = refuse.unwrap_or_else(|| {
                 self.cause_diag(CauseValue::InvalidIeContents, vec![IeId::Traffic.raw()])
             });
-            self.send(Message::new(MessageType::ReleaseComplete, reply).with(cause));
+            self.send(Message::new(MessageType::ReleaseComplete, reply).with_cause(cause));
             return;
         };
         if self.calls.len() >= self.cfg.max_calls {
             self.stats.refused_full += 1;
             let cause = self.cause(CauseValue::ResourcesUnavailable);
-            self.send(Message::new(MessageType::ReleaseComplete, reply).with(cause));
+            self.send(Message::new(MessageType::ReleaseComplete, reply).with_cause(cause));
             return;
         }
         let id = self.insert(msg.call_ref.value, false, CallState::CALL_PRESENT);
@@ -1290,8 +1295,7 @@ impl CallControl {
             }
         }
         let their_cause = || {
-            msg.cause()
-                .cloned()
+            msg.cause_with_crankback()
                 .unwrap_or_else(|| Cause::new(Location::User, CauseValue::NormalUnspecified))
         };
         match msg.kind {

@@ -15,6 +15,7 @@ use crate::wire::sscop::Pdu;
 
 fn params() -> CallParams {
     CallParams {
+        dtl: None,
         called: aesa(1),
         calling: Some(aesa(2)),
         sap: Some(Sap::new(b"echo").unwrap()),

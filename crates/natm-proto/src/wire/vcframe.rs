@@ -69,6 +69,29 @@ pub fn signalling_pdu(d: &[u8]) -> Option<&[u8]> {
     }
 }
 
+/// The routing channel's VCI on a trunk between natm switches (issue 33): PNNI's
+/// routing control channel, VPI 0/VCI 18.
+pub const ROUTING_VCI: u16 = 18;
+
+/// A datagram carrying one routing frame (hello, PTSE, ack) on VPI 0/VCI 18, framed as
+/// signalling frames are.
+pub fn routing_frame(pdu: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HEADER_LEN + pdu.len());
+    v.extend_from_slice(&Repr::new(FrameKind::Signalling, 0, ROUTING_VCI).to_bytes());
+    v.extend_from_slice(pdu);
+    v
+}
+
+/// The routing frame in a datagram, if it is one on VPI 0/VCI 18.
+pub fn routing_pdu(d: &[u8]) -> Option<&[u8]> {
+    match Repr::parse_bytes(d) {
+        Ok((r, pdu)) if r.kind == FrameKind::Signalling && r.vpi == 0 && r.vci == ROUTING_VCI => {
+            Some(pdu)
+        }
+        _ => None,
+    }
+}
+
 mod field {
     pub(super) const MAGIC_KIND_FLAGS: usize = 0;
     pub(super) const VPI: usize = 1;

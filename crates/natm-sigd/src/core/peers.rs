@@ -505,6 +505,7 @@ impl Core {
         };
         let cookie = self.new_cookie();
         let mut params = CallParams {
+            dtl: None,
             called,
             calling: self.dir.primary().and_then(link::party),
             sap: if sap.is_empty() {

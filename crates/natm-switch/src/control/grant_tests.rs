@@ -26,6 +26,7 @@ fn line_carrying(payload: u64) -> u64 {
 fn call(n: &mut Net, h: usize, qos: &str) -> CallId {
     let q: Qos = qos.parse().unwrap();
     let params = CallParams {
+        dtl: None,
         called: party(&addr(h)).unwrap(),
         calling: party(&addr(0)),
         sap: None,

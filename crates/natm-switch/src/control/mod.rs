@@ -52,14 +52,20 @@ use natm_proto::sig::vci::VciPool;
 use natm_proto::sig::{CallAccept, CallEvent, CallId, CallParams, Saal, SaalConfig, SigEvent};
 use natm_proto::time::Instant;
 use natm_proto::wire::addr::{from_party, Prefix};
-use natm_proto::wire::q2931::{Cause, CauseValue, ConnectionId, Location, NetworkRefusal};
+use natm_proto::wire::q2931::{
+    Blocked, Cause, CauseValue, ConnectionId, Crankback, Location, NetworkRefusal,
+};
 use natm_proto::wire::qos::{frame_cells, grant, Direction, Qos, BITS_PER_CELL};
 
+use crate::routing::{Router, RoutingConfig};
 use crate::{Contract, CrossConnect, PortId, Switch, VcAddr};
 
 mod modify;
 mod party;
+mod routed;
 mod stat;
+
+use routed::{HopRefusal, NextHop, RouteState};
 
 /// The most payload, bits/s, whose cells on the wire ([`Qos::wire_cells`], what the
 /// SETUP signals and the switch reserves and polices) fit `cells` cells/s: what an
@@ -137,6 +143,7 @@ pub const DEFAULT_DRAIN: Duration = Duration::from_secs(1);
 /// Each signalled VC's output queue, cells.
 const SVC_QUEUE_CELLS: u32 = 4096;
 
+pub use routed::{RoutingRow, MAX_CRANKBACKS};
 pub use stat::{BranchRow, CallRow, LinkRow};
 
 /// Causes the switch clears calls with (Q.2931 table 4-10).
@@ -232,6 +239,9 @@ pub struct ControlConfig {
     /// clears each at both ends. Trunks and standard UNI ports (Linux's atmsigd,
     /// which runs T309 itself) keep T309 = 0 unless a port says otherwise.
     pub preserve: Duration,
+    /// Routing between switches (issue 33: hellos, flooded topology, DTLs,
+    /// crankback); `None`: static routes only, as before.
+    pub routing: Option<RoutingConfig>,
 }
 
 /// How long a host port's active calls outlive its lost signalling link by default
@@ -258,6 +268,7 @@ impl Default for ControlConfig {
             cdvt: DEFAULT_CDVT,
             drain: DEFAULT_DRAIN,
             preserve: DEFAULT_PRESERVE,
+            routing: None,
         }
     }
 }
@@ -271,6 +282,8 @@ pub enum Output {
     Source(VcAddr, Option<SocketAddr>),
     /// Send what leaves on VC (port, VPI, VCI) to `addr` (`None`: to the peer).
     Dest(VcAddr, Option<SocketAddr>),
+    /// Send this routing frame to the trunk's peer on VPI 0/VCI 18 (issue 33).
+    Routing(PortId, Bytes),
 }
 
 /// One side of a transit call.
@@ -303,6 +316,8 @@ struct Transit {
     bwd_used: bool,
     conns: Vec<crate::ConnId>,
     active: bool,
+    /// How the call was routed, if on a DTL (issue 33).
+    route: Option<Box<RouteState>>,
     called: String,
     /// The QoS as granted here, the caller's view (what the SETUP went on with).
     qos: Qos,
@@ -360,11 +375,20 @@ pub struct Control {
     modifies: HashMap<u64, modify::Pending>,
     /// Point-to-multipoint transit calls (`party`), by the same ids as `calls`.
     multicasts: HashMap<u64, party::Multicast>,
+    /// Routing between switches, if configured.
+    router: Option<Router>,
+    /// Calls this switch routed again after a crankback (its own refusal on the
+    /// first hop, or one that came back).
+    crankbacks: u64,
+    /// A signalling link was serviced since the router last heard the switch's own
+    /// state (reservations and links may have changed).
+    routing_stale: bool,
 }
 
 impl Control {
     /// A control plane with no signalling ports.
     pub fn new(cfg: ControlConfig) -> Control {
+        let cfg_router = cfg.routing.clone().map(Router::new);
         Control {
             cfg,
             links: BTreeMap::new(),
@@ -380,6 +404,9 @@ impl Control {
             drains: Vec::new(),
             modifies: HashMap::new(),
             multicasts: HashMap::new(),
+            router: cfg_router,
+            crankbacks: 0,
+            routing_stale: true,
         }
     }
 
@@ -411,6 +438,9 @@ impl Control {
         let mut saal = Saal::new(cfg);
         saal.start(self.now);
         let id = port.port;
+        if let (Some(r), PortRole::Switch) = (self.router.as_mut(), port.role) {
+            r.add_trunk(self.now, id);
+        }
         self.links.insert(
             id,
             Link {
@@ -438,6 +468,14 @@ impl Control {
         }
     }
 
+    /// A frame that arrived on `port`'s routing channel (VPI 0/VCI 18, issue 33).
+    pub fn handle_routing(&mut self, now: Instant, port: PortId, frame: &[u8]) {
+        self.tick(now);
+        if let Some(r) = self.router.as_mut() {
+            r.handle_frame(self.now, port, frame);
+        }
+    }
+
     /// `port`'s transport to its peer is gone (an atmtcp link's TCP connection
     /// closed): its signalling link fails now instead of after Timer_NO_RESPONSE,
     /// and its calls are handled as on any link failure — at once on a trunk or a
@@ -460,6 +498,11 @@ impl Control {
                 self.dirty.push(*p);
             }
         }
+        if let Some(r) = self.router.as_mut() {
+            if r.poll_timeout().is_some_and(|d| d <= self.now) {
+                r.handle_timeout(self.now);
+            }
+        }
     }
 
     /// The earliest instant [`Control::handle_timeout`] has work at.
@@ -467,6 +510,7 @@ impl Control {
         self.links
             .values()
             .filter_map(|l| l.saal.poll_timeout())
+            .chain(self.router.as_ref().and_then(Router::poll_timeout))
             .min()
     }
 
@@ -475,8 +519,13 @@ impl Control {
     pub fn poll_output(&mut self, sw: &mut Switch) -> Option<Output> {
         self.finish_drains(sw);
         while self.out.is_empty() {
-            let port = self.dirty.pop()?;
-            self.service(sw, port);
+            if let Some(port) = self.dirty.pop() {
+                self.service(sw, port);
+                continue;
+            }
+            if !self.service_routing(sw) {
+                return None;
+            }
         }
         self.out.pop_front()
     }
@@ -492,6 +541,7 @@ impl Control {
     }
 
     fn service(&mut self, sw: &mut Switch, port: PortId) {
+        self.routing_stale = true;
         loop {
             let Some(l) = self.links.get_mut(&port) else {
                 return;
@@ -558,14 +608,23 @@ impl Control {
                 }
             }
             SigEvent::Call(CallEvent::Released { call, cause, .. }) => {
-                let Some((id, _)) = self
+                let Some((id, caller_side)) = self
                     .links
                     .get_mut(&port)
                     .and_then(|l| l.calls.remove(&call))
                 else {
                     return;
                 };
-                self.clear(sw, id, cause);
+                // A callee side refused before it connected may be cranked back
+                // (issue 33): routed again around what blocked it.
+                let cause = if caller_side {
+                    Some(cause)
+                } else {
+                    self.crank_back(sw, port, id, cause)
+                };
+                if let Some(cause) = cause {
+                    self.clear(sw, id, cause);
+                }
             }
         }
     }
@@ -709,21 +768,95 @@ impl Control {
         if params.multipoint {
             return self.on_multipoint_setup(sw, a, call, params);
         }
-        let called = called_text(&params);
-        let Some(b) = self.route(&params).filter(|&b| b != a) else {
-            let why = format!("no route to {called}");
-            return self.refuse(a, call, cause::NO_ROUTE, a, why);
-        };
+        self.route_setup(sw, a, call, params, Vec::new(), true, None);
+    }
+
+    /// Forwards the SETUP `call` from `a` to the hop routing picks: a static route,
+    /// the next entry of its DTL, or a path this switch computes (issue 33). A hop
+    /// of a path this switch computed that refuses at once (link down, no room, no
+    /// VCI) is excluded and the next path tried, up to [`routed::MAX_CRANKBACKS`];
+    /// `first`: CALL PROCEEDING has not gone back yet; `last`: the cause of the
+    /// latest crankback, for the caller if no path is left.
+    #[allow(clippy::too_many_arguments)]
+    fn route_setup(
+        &mut self,
+        sw: &mut Switch,
+        a: PortId,
+        call: CallId,
+        params: CallParams,
+        mut blocked: Vec<Blocked>,
+        first: bool,
+        mut last: Option<u8>,
+    ) {
+        loop {
+            let hop = match self.next_hop(sw, a, &params, &blocked, last) {
+                Ok(h) => h,
+                Err(r) => return self.refuse_hop(a, call, r),
+            };
+            let Err(r) = self.forward(sw, a, call, &params, &hop, &blocked, first) else {
+                return;
+            };
+            // What blocked: the link out (its line, labels or signalling), or on a
+            // transit the link in, whose backward direction this switch reserves.
+            let blocking = if r.at == hop.b {
+                hop.link
+            } else if r.at == a {
+                hop.back_link
+            } else {
+                None
+            };
+            match blocking {
+                Some(link)
+                    if hop.originated
+                        && blocked.len() < routed::MAX_CRANKBACKS
+                        && routed::crankable(r.cause) =>
+                {
+                    self.crankbacks += 1;
+                    blocked.push(link);
+                    last = Some(r.cause);
+                }
+                Some(link) if !hop.originated && routed::crankable(r.cause) => {
+                    let cb = Crankback::new(link, r.cause);
+                    return self.refuse_hop(a, call, r.with_crankback(cb));
+                }
+                _ => return self.refuse_hop(a, call, r),
+            }
+        }
+    }
+
+    /// Forwards the SETUP on `hop`: admission on both directions' outgoing links,
+    /// a VCI, the SETUP out and CALL PROCEEDING back (if `first`); a refusal is
+    /// returned for the caller to send (or to crank back from).
+    #[allow(clippy::too_many_arguments)]
+    fn forward(
+        &mut self,
+        sw: &mut Switch,
+        a: PortId,
+        call: CallId,
+        params: &CallParams,
+        hop: &NextHop,
+        blocked: &[Blocked],
+        first: bool,
+    ) -> Result<(), HopRefusal> {
+        let called = called_text(params);
+        let b = hop.b;
+        if b == a {
+            return Err(HopRefusal::new(
+                cause::NO_ROUTE,
+                a,
+                format!("no route to {called}"),
+            ));
+        }
         let Some(out) = self.links.get(&b) else {
             let why = format!("no route to {called}: its port runs no signalling");
-            return self.refuse(a, call, cause::NO_ROUTE, b, why);
+            return Err(HopRefusal::new(cause::NO_ROUTE, b, why));
         };
         if !out.saal.is_up() {
             let why = format!("the signalling link towards {called} is down");
-            return self.refuse(a, call, cause::DESTINATION_OUT_OF_ORDER, b, why);
+            return Err(HopRefusal::new(cause::DESTINATION_OUT_OF_ORDER, b, why));
         }
         let (Some(role_a), role_b) = (self.role(a), out.cfg.role) else {
-            return;
+            return Ok(());
         };
         let a_data = params.natm.data_endpoint;
         // A natm caller names the label it receives on; a standard UNI user leaves
@@ -732,7 +865,7 @@ impl Control {
         if (role_a.is_natm() && a_named.is_none()) || (role_a == PortRole::Host && a_data.is_none())
         {
             let why = "the SETUP lacks natm's connection identifier or data endpoint".into();
-            return self.refuse(a, call, cause::INVALID_IE, a, why);
+            return Err(HopRefusal::new(cause::INVALID_IE, a, why));
         }
         let qos = params.offered_qos();
         // A standard user's VCC carries bare AAL5 SDUs: natm's transport cannot run
@@ -749,7 +882,11 @@ impl Control {
                     "the callee is a standard UNI user: ask for transport=none",
                 )
             };
-            return self.refuse(a, call, cause::INCOMPATIBLE_DESTINATION, at, why.into());
+            return Err(HopRefusal::new(
+                cause::INCOMPATIBLE_DESTINATION,
+                at,
+                why.into(),
+            ));
         }
         let cells = |p: PortId| sw.port_config(p).map_or(0, |c| c.cells_per_sec());
         let free = |this: &Control, p: PortId| {
@@ -773,7 +910,7 @@ impl Control {
                         mbit(free_bps),
                         mbit(payload_bps(&qos, cells(out))),
                     );
-                    return self.refuse(a, call, cause::USER_CELL_RATE, out, why);
+                    return Err(HopRefusal::new(cause::USER_CELL_RATE, out, why));
                 }
             }
         }
@@ -788,7 +925,7 @@ impl Control {
             let has = free(self, out);
             if need > has {
                 let why = format!("{name} {need} cells/s needed, {has} free");
-                return self.refuse(a, call, cause::USER_CELL_RATE, out, why);
+                return Err(HopRefusal::new(cause::USER_CELL_RATE, out, why));
             }
         }
         // The label of the standard user's VCC, both directions.
@@ -797,16 +934,19 @@ impl Control {
         } else {
             match self.allocate_vci(sw, a, None) {
                 Some(v) => Some(v),
-                None => return self.refuse(a, call, cause::NO_VCI, a, "no free VCI".into()),
+                None => {
+                    return Err(HopRefusal::new(cause::NO_VCI, a, "no free VCI".into()));
+                }
             }
         };
         let Some(b_in) = self.allocate_vci(sw, b, None) else {
             if let (Some(v), Some(l)) = (a_vcc, self.links.get_mut(&a)) {
                 l.vcis.free(v);
             }
-            return self.refuse(a, call, cause::NO_VCI, b, "no free VCI".into());
+            return Err(HopRefusal::new(cause::NO_VCI, b, "no free VCI".into()));
         };
         let mut setup = params.clone();
+        setup.dtl = hop.dtl.clone();
         setup.conn_id = Some(ConnectionId::exclusive(0, b_in));
         setup.qos = qos;
         setup.natm.qos = None;
@@ -821,7 +961,7 @@ impl Control {
                     l.vcis.free(v);
                 }
                 let why = "the SETUP could not go out (call control refused it)".into();
-                return self.refuse(a, call, cause::TEMPORARY_FAILURE, b, why);
+                return Err(HopRefusal::new(cause::TEMPORARY_FAILURE, b, why));
             }
         };
         let id = self.next_id;
@@ -834,11 +974,21 @@ impl Control {
         a_link.reserved_cells += bwd.reserved;
         // The network answers a SETUP it forwards with CALL PROCEEDING (§5.1.2), with
         // the VCC's label if it chose one.
-        let _ =
-            a_link
-                .saal
-                .proceeding_with(now, call, a_vcc.map(|v| ConnectionId::exclusive(0, v)));
+        if first {
+            let _ = a_link.saal.proceeding_with(
+                now,
+                call,
+                a_vcc.map(|v| ConnectionId::exclusive(0, v)),
+            );
+        }
         self.dirty.push(a);
+        let route = hop.link.map(|link| {
+            Box::new(RouteState {
+                params: hop.originated.then(|| params.clone()),
+                blocked: blocked.to_vec(),
+                link,
+            })
+        });
         self.calls.insert(
             id,
             Transit {
@@ -864,11 +1014,13 @@ impl Control {
                 bwd_used: qos.rx().is_used(),
                 conns: Vec::new(),
                 active: false,
+                route,
                 called: from_party(&params.called).map_or_else(String::new, |c| c.to_string()),
                 qos,
                 since: now,
             },
         );
+        Ok(())
     }
 
     fn on_connect(&mut self, sw: &mut Switch, b: PortId, call: CallId, params: CallAccept) {
@@ -1093,11 +1245,15 @@ impl Control {
         let now = self.now;
         if let (Some(call), Some(l)) = (side.call, self.links.get_mut(&side.port)) {
             // A standard peer gets only Q.2931's diagnostics, not natm's refusal.
-            let cause = if l.cfg.role.is_natm() {
+            let mut cause = if l.cfg.role.is_natm() {
                 side.cause
             } else {
                 side.cause.plain()
             };
+            // Crankback is for the switch that built the DTL, not for hosts.
+            if l.cfg.role != PortRole::Switch {
+                cause.crankback = None;
+            }
             // Refused if still being set up, released if connected; an error means
             // call control already ended it.
             if l.saal.reject(now, call, cause.clone()).is_err() {
@@ -1177,7 +1333,11 @@ fn event_call(ev: &CallEvent) -> Option<CallId> {
 #[cfg(test)]
 mod grant_tests;
 #[cfg(test)]
+mod mesh_tests;
+#[cfg(test)]
 mod party_tests;
+#[cfg(test)]
+mod ring_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -255,7 +255,7 @@ impl Control {
         call: CallId,
         params: CallParams,
     ) {
-        let Some(b) = self.route(&params).filter(|&b| b != a) else {
+        let Some(b) = self.hop_route(sw, a, &params) else {
             let why = format!("no route to {}", super::called_text(&params));
             return self.refuse(a, call, cause::NO_ROUTE, a, why);
         };
@@ -410,7 +410,7 @@ impl Control {
             return;
         };
         let root_port = m.root.port;
-        let Some(port) = self.route(&params).filter(|&p| p != root_port) else {
+        let Some(port) = self.hop_route(sw, root_port, &params) else {
             let why = format!("no route to {}", super::called_text(&params));
             let c = self.refusal(cause::NO_ROUTE, root_port, why, true);
             return self.party_reject(root_port, root_call, party, c);

@@ -348,6 +348,7 @@ impl Net {
     fn leaf(&self, h: usize) -> CallParams {
         let q: Qos = "cbr:pcr=10Mbps".parse().unwrap();
         CallParams {
+            dtl: None,
             called: party(&addr(h)).unwrap(),
             calling: party(&addr(0)),
             sap: None,

@@ -162,6 +162,7 @@ impl Net {
     fn setup(&mut self, qos: &str) -> (CallId, Option<(CallId, CallParams)>) {
         let q: Qos = qos.parse().unwrap();
         let params = CallParams {
+            dtl: None,
             called: party(&addr(2)).unwrap(),
             calling: party(&addr(1)),
             sap: None,
@@ -340,6 +341,7 @@ fn no_route_is_cause_3() {
     let mut n = Net::new(155_520_000);
     let q: Qos = "ubr".parse().unwrap();
     let params = CallParams {
+        dtl: None,
         called: party(&addr(9)).unwrap(),
         calling: None,
         sap: None,
@@ -835,6 +837,7 @@ fn add_party_on_a_call_is_refused_and_the_call_goes_on() {
     let (a, _b, connected) = n.connect("ubr");
     let a_in = connected.conn_id.unwrap().vci;
     let leaf = CallParams {
+        dtl: None,
         called: party(&addr(2)).unwrap(),
         calling: party(&addr(1)),
         sap: None,

@@ -293,6 +293,7 @@ impl Net {
 /// 127.0.0.1:5001.
 fn host_call(q: Qos) -> CallParams {
     CallParams {
+        dtl: None,
         called: party(&linux_addr()).unwrap(),
         calling: party(&host_addr()),
         sap: None,
@@ -582,6 +583,7 @@ fn a_standard_user_is_refused_with_plain_q2931_diagnostics() {
         natm: NatmParams::default(),
         conn_id: None,
         multipoint: false,
+        dtl: None,
     };
     let now = net.now;
     if let User::Saal(s, _) = &mut net.user {

@@ -19,8 +19,8 @@ use thiserror::Error;
 
 use crate::wire::q2931::{
     AalParams, BearerCapability, Bhli, BhliType, CalledNumber, CallingNumber, CellRates,
-    ConnectionId, Ie, IeAction, Message, NatmParams, PartyAddress, QosParams, TrafficDescriptor,
-    TrafficType, TypeOfNumber, UserPlane,
+    ConnectionId, Dtl, Ie, IeAction, Message, NatmParams, PartyAddress, QosParams,
+    TrafficDescriptor, TrafficType, TypeOfNumber, UserPlane,
 };
 use crate::wire::qos::{
     wire_cells, Aal, Qos, Rate, TrafficClass, TrafficParams, TransportKind, TransportParams,
@@ -242,6 +242,9 @@ pub struct CallParams {
     /// configuration says so, and the SETUP names its first party (endpoint
     /// reference 0); further parties come with ADD PARTY on the call.
     pub multipoint: bool,
+    /// The designated transit list a natm switch routes the call on (PNNI IE 0xD1,
+    /// issue 33): only between switches that run routing; `None` elsewhere.
+    pub dtl: Option<Dtl>,
 }
 
 /// What the called side grants in CONNECT; also what the caller learns.
@@ -375,6 +378,9 @@ impl CallParams {
         }
         msg.push(QosParams::default());
         if private_ie {
+            if let Some(d) = &self.dtl {
+                msg.push(d.clone());
+            }
             msg.push(natm_ie(&self.natm, Some(&self.qos)));
         }
     }
@@ -405,6 +411,7 @@ impl CallParams {
             multipoint: msg
                 .find::<BearerCapability>()
                 .is_some_and(|b| b.user_plane == UserPlane::PointToMultipoint),
+            dtl: msg.find::<Dtl>().cloned(),
         })
     }
 }

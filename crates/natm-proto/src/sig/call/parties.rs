@@ -430,6 +430,7 @@ mod tests {
 
     fn leaf(n: u8) -> CallParams {
         CallParams {
+            dtl: None,
             called: aesa(n),
             calling: Some(aesa(1)),
             sap: None,

@@ -15,6 +15,7 @@ fn t(ms: u64) -> Instant {
 
 fn params() -> CallParams {
     CallParams {
+        dtl: None,
         called: aesa(1),
         calling: Some(aesa(2)),
         sap: Some(Sap::new(b"echo").unwrap()),
@@ -633,6 +634,7 @@ fn e164_called_party_and_no_sap() {
         natm: NatmParams::default(),
         conn_id: None,
         multipoint: false,
+        dtl: None,
     };
     a.setup(t(0), p.clone()).unwrap();
     exchange(t(0), &mut a, &mut b);
@@ -985,4 +987,53 @@ fn a_peer_without_q2963_refuses_with_its_status_cause() {
     );
     assert_eq!(a.poll_timeout(), None, "T360 stopped");
     assert_eq!(a.state(ca), Some(CallState::ACTIVE));
+}
+
+#[test]
+fn a_dtl_goes_with_the_setup_and_a_crankback_comes_back_with_the_refusal() {
+    use crate::wire::q2931::{Blocked, Crankback, Dtl, DtlHop, NodeId};
+    let mut a = up(CallConfig::default());
+    let mut b = up(CallConfig::default());
+    let mut p = params();
+    p.dtl = Some(Dtl {
+        current: 1,
+        hops: vec![
+            DtlHop {
+                node: NodeId(1),
+                port: 2,
+            },
+            DtlHop {
+                node: NodeId(2),
+                port: 0,
+            },
+        ],
+    });
+    let ca = a.setup(t(0), p.clone()).unwrap();
+    exchange(t(0), &mut a, &mut b);
+    let (cb, offered) = incoming(&events(&mut b));
+    assert_eq!(offered.dtl, p.dtl, "issue 33: the source route travels");
+    let mut cause = Cause::new(Location::PrivateLocal, CauseValue::UserCellRateUnavailable);
+    let cb_ie = Crankback::new(
+        Blocked::Link {
+            from: NodeId(2),
+            port: 3,
+            to: NodeId(3),
+        },
+        37,
+    );
+    cause.crankback = Some(cb_ie);
+    b.reject(cb, cause).unwrap();
+    exchange(t(1), &mut a, &mut b);
+    let got = events(&mut a).into_iter().find_map(|e| match e {
+        CallEvent::Released { call, cause, .. } if call == ca => Some(cause),
+        _ => None,
+    });
+    assert_eq!(got.and_then(|c| c.crankback), Some(cb_ie));
+    // Without a private IE (a standard UNI peer) no DTL goes out.
+    let mut plain = up(CallConfig {
+        private_ie: false,
+        ..CallConfig::default()
+    });
+    plain.setup(t(2), p).unwrap();
+    assert!(msgs(&mut plain)[0].find::<Dtl>().is_none());
 }

@@ -58,6 +58,35 @@ impl Prefix {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// The digit string this prefix matches on ([`key`]'s form; empty for `*`): how a
+    /// switch advertises it to the others (issue 33).
+    pub fn as_key(&self) -> &str {
+        &self.0
+    }
+
+    /// A prefix from its digit string ([`Prefix::as_key`]), if it is one.
+    pub fn from_key(k: &str) -> Option<Prefix> {
+        let ok = match k.strip_prefix('+') {
+            Some(d) => !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()),
+            None => {
+                k.len() <= 40
+                    && k.bytes()
+                        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            }
+        };
+        ok.then(|| Prefix(k.to_owned()))
+    }
+}
+
+impl std::fmt::Display for Prefix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.is_empty() {
+            f.write_str("*")
+        } else {
+            f.write_str(&self.0)
+        }
+    }
 }
 
 /// An ATM address as a Q.2931 party number (`None` for a PVC, which no SETUP names).

@@ -132,6 +132,11 @@ pub struct Cause {
     pub value: CauseValue,
     /// Diagnostics, as the cause value defines them (raw octets).
     pub diagnostics: Vec<u8>,
+    /// The crankback IE (0xE1) that travels beside this cause in a RELEASE or
+    /// RELEASE COMPLETE between natm switches (issue 33): not part of the cause IE's
+    /// contents, emitted and read by [`super::Message::with_cause`] and
+    /// [`super::Message::cause_with_crankback`].
+    pub crankback: Option<super::Crankback>,
 }
 
 impl Cause {
@@ -141,6 +146,7 @@ impl Cause {
             location,
             value,
             diagnostics: Vec::new(),
+            crankback: None,
         }
     }
 
@@ -151,6 +157,7 @@ impl Cause {
             location,
             value: CauseValue::RecoveryOnTimerExpiry,
             diagnostics: format!("{:03}", timer % 1000).into_bytes(),
+            crankback: None,
         }
     }
 
@@ -161,6 +168,7 @@ impl Cause {
             location,
             value: CauseValue::UserCellRateUnavailable,
             diagnostics: subfields.to_vec(),
+            crankback: None,
         }
     }
 }
@@ -292,6 +300,7 @@ impl IeContent for Cause {
             location: Location::from_raw(o5 & 0x0F),
             value: CauseValue::from_raw(o6 & 0x7F),
             diagnostics: r.rest().to_vec(),
+            crankback: None,
         })
     }
 

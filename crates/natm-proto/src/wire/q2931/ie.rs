@@ -10,9 +10,9 @@ use core::fmt;
 
 use super::{
     open_enum, AalParams, BearerCapability, Bhli, Blli, CallState, CalledNumber, CalledSubaddress,
-    CallingNumber, CallingSubaddress, Cause, ConnectionId, EndpointRef, EndpointState, IeError,
-    IeId, IeProblem, NatmParams, QosParams, RestartIndicator, SendingComplete, TrafficDescriptor,
-    TransitNetwork, IE_HEADER_LEN, MAX_LEN,
+    CallingNumber, CallingSubaddress, Cause, ConnectionId, Crankback, Dtl, EndpointRef,
+    EndpointState, IeError, IeId, IeProblem, NatmParams, QosParams, RestartIndicator,
+    SendingComplete, TrafficDescriptor, TransitNetwork, IE_HEADER_LEN, MAX_LEN,
 };
 
 /// Who defined the coding of an IE's contents (octet 2, bits 7-6).
@@ -333,6 +333,10 @@ ie_bodies! {
     TransitNet(TransitNetwork),
     /// Restart indicator (0x79).
     Restart(RestartIndicator),
+    /// PNNI designated transit list (0xD1).
+    Dtl(Dtl),
+    /// PNNI crankback (0xE1).
+    Crankback(Crankback),
     /// natm's private transport parameters (0xF8).
     Natm(NatmParams),
 }

@@ -42,6 +42,7 @@ mod ie;
 mod misc;
 mod msg;
 mod party;
+mod pnni;
 #[cfg(test)]
 pub(crate) mod tests;
 
@@ -59,6 +60,10 @@ pub use msg::{CallRef, HeaderRepr, Message, MessageType, MsgAction, MsgHandling,
 pub use party::{
     CalledNumber, CalledSubaddress, CallingNumber, CallingSubaddress, NumberingPlan, PartyAddress,
     PresScreen, Presentation, Screening, Subaddress, SubaddressType, TransitNetwork, TypeOfNumber,
+};
+pub use pnni::{
+    Blocked, Crankback, Dtl, DtlHop, NodeId, DTL_ENTRY_LEN, MAX_DTL_ENTRIES, NODE_ID_LEN,
+    PEER_GROUP_LEVEL,
 };
 
 /// Octets in the message header at the UNI (3-octet call reference).
@@ -220,6 +225,10 @@ open_enum! {
         TransitNet = 0x78 => "transit network selection",
         /// Restart indicator.
         Restart = 0x79 => "restart indicator",
+        /// PNNI designated transit list ([`Dtl`], issue 33).
+        Dtl = 0xD1 => "designated transit list",
+        /// PNNI crankback ([`Crankback`], issue 33).
+        Crankback = 0xE1 => "crankback",
         /// natm's private IE for the transport's parameters ([`NatmParams`]).
         Natm = 0xF8 => "natm transport parameters (private)",
     }
@@ -363,6 +372,7 @@ impl Q2931Error {
             location: Location::User,
             value,
             diagnostics,
+            crankback: None,
         })
     }
 }

@@ -429,6 +429,24 @@ impl Message {
         self.find::<Cause>()
     }
 
+    /// Appends `cause`, and after it the crankback IE it carries, if any (issue 33).
+    #[must_use]
+    pub fn with_cause(mut self, mut cause: Cause) -> Message {
+        let crankback = cause.crankback.take();
+        self.ies.push(cause.into());
+        if let Some(cb) = crankback {
+            self.ies.push(cb.into());
+        }
+        self
+    }
+
+    /// The cause with the message's crankback IE in it, if it carries one.
+    pub fn cause_with_crankback(&self) -> Option<Cause> {
+        let mut c = self.cause()?.clone();
+        c.crankback = self.find::<super::Crankback>().copied();
+        Some(c)
+    }
+
     /// Puts the IEs into UNI 3.1 message-table order (stable; unknown IEs last), which
     /// also keeps the AAL and traffic descriptor IEs off the end (specs.md §6.3).
     pub fn sort_ies(&mut self) {

@@ -234,6 +234,7 @@ fn every_release_and_release_complete() {
     ];
     for (kind, cr, location, value, diag, hex) in rows {
         let cause = Cause {
+            crankback: None,
             location,
             value,
             diagnostics: diag.to_vec(),
