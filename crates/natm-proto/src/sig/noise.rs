@@ -258,6 +258,12 @@ impl NoiseLink {
         Ok(b)
     }
 
+    /// Starts a handshake (unless one is under way and not due again): the datagram
+    /// to send. For an end that sees the peer use a session it does not hold.
+    pub fn start(&mut self, now: Instant, index: u32) -> Option<Vec<u8>> {
+        self.initiate(now, || index)
+    }
+
     /// Starts a handshake (unless one is under way and its message not yet due
     /// again): the datagram to send.
     fn initiate(&mut self, now: Instant, index: impl FnOnce() -> u32) -> Option<Vec<u8>> {
