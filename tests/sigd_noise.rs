@@ -96,6 +96,21 @@ fn sigds_without_keys_call_over_noise_and_forged_ends_release_nothing() {
     assert_eq!(sb["peers"][0]["auth"], "noise", "{sb}");
     assert_eq!(sa["peers"][0]["peer_key"], show_key(&b.socket), "{sa}");
     assert_eq!(sb["peers"][0]["peer_key"], show_key(&a.socket), "{sb}");
+    // `natm stat` says so in its links table, with the key's fingerprint.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["stat", "--socket"])
+        .arg(&a.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.contains(&b.signalling.to_string()))
+        .unwrap_or("");
+    assert!(
+        row.contains(" noise ") && row.contains(&show_key(&b.socket)[..11]),
+        "{text}"
+    );
     // Each pinned the other in its known-peers file; the key file is the owner's.
     let pins = std::fs::read_to_string(a.socket.with_extension("known-peers")).unwrap();
     assert!(
