@@ -38,8 +38,11 @@ fn two_sigds_without_keys_call_over_a_noise_link_and_pin_each_other() {
         }
         false
     });
-    let (_, _, (a_app, a_call, b_app, b_call)) = p.call_ab();
+    let (a_path, b_path, (a_app, a_call, b_app, b_call)) = p.call_ab();
     assert_eq!(*clear.lock().unwrap(), 0);
+    // The call's TPDU keys, bound to both sigds' Noise keys, agree crossed.
+    let (ka, kb) = (a_path.keys.expect("sealed"), b_path.keys.expect("sealed"));
+    assert_eq!((ka.tx, ka.rx), (kb.rx, kb.tx));
     let (a_sig, b_sig): (SocketAddr, SocketAddr) = (A_SIG.parse().unwrap(), B_SIG.parse().unwrap());
     let s = p.stat(Side::A);
     assert_eq!(s.peers[0].auth, "noise");

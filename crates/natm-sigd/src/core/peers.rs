@@ -198,6 +198,23 @@ impl Core {
         LinkAuth::Noise(Box::new(NoiseLink::new(self.noise_key, trust, psk)))
     }
 
+    /// What a call's TPDU keys are bound to on `link` (`seal::KeyShare::agree_bound`):
+    /// both sigds' Noise static keys, the caller's first, once the link's handshake
+    /// proved the peer's; nothing on a clear or switch link.
+    fn link_identities(&self, link: SocketAddr, role: Role) -> Vec<u8> {
+        let Some(theirs) = self.peers.get(&link).and_then(|l| match &l.auth {
+            LinkAuth::Noise(n) => n.peer_key(),
+            _ => None,
+        }) else {
+            return Vec::new();
+        };
+        let mine = self.public_key();
+        match role {
+            Role::Caller => [mine, theirs].concat(),
+            Role::Callee => [theirs, mine].concat(),
+        }
+    }
+
     /// An unknown source's first handshake message (or a clear BGN): a stateless
     /// CHALLENGE with a cookie, carrying `echoed` back.
     fn challenge(&mut self, peer: SocketAddr, echoed: &[u8]) {
@@ -1204,24 +1221,27 @@ impl Core {
             return;
         };
         // The call's TPDU keys: the callee's share completes the exchange.
+        let bound = self.link_identities(link, Role::Caller);
         let (mine, cookie, required) = match self.calls.get_mut(&id) {
             Some(c) => (c.keys.mine.take(), c.cookie, keys::required(&c.qos)),
             None => return,
         };
         let agreed = match (mine, params.natm.key_share()) {
             (None, _) => None,
-            (Some(mine), Some(theirs)) => match mine.agree(Role::Caller, &theirs, cookie) {
-                Ok(k) => Some(k),
-                Err(e) => {
-                    self.end_call(
-                        id,
-                        cause::INVALID_IE,
-                        &format!("the peer's CONNECT: {e}"),
-                        true,
-                    );
-                    return;
+            (Some(mine), Some(theirs)) => {
+                match mine.agree_bound(Role::Caller, &theirs, cookie, &bound) {
+                    Ok(k) => Some(k),
+                    Err(e) => {
+                        self.end_call(
+                            id,
+                            cause::INVALID_IE,
+                            &format!("the peer's CONNECT: {e}"),
+                            true,
+                        );
+                        return;
+                    }
                 }
-            },
+            }
             (Some(_), None) if required => {
                 self.end_call(
                     id,
@@ -1308,6 +1328,7 @@ impl Core {
         data: SocketAddr,
     ) -> Result<Message, Refusal> {
         let now = self.now;
+        let bound = self.link_identities(link, Role::Callee);
         let c = self
             .calls
             .get_mut(&call)
@@ -1320,7 +1341,7 @@ impl Core {
                     .ok_or_else(|| "no randomness for the call's key share".to_owned())
                     .and_then(|mine| {
                         let public = mine.public();
-                        mine.agree(Role::Callee, &theirs, c.cookie)
+                        mine.agree_bound(Role::Callee, &theirs, c.cookie, &bound)
                             .map(|k| (public, k))
                             .map_err(|e| format!("the caller's SETUP: {e}"))
                     }),
