@@ -133,7 +133,7 @@ pub(crate) fn run(a: SigdArgs) -> CliResult {
             .peers
             .key_file
             .clone()
-            .unwrap_or_else(|| socket.with_extension("noise-key"));
+            .unwrap_or_else(|| natm_sigd::config::state_file(&socket, "noise-key"));
         let key = Daemon::show_key(&path).context("sigd --show-key")?;
         outln!("{key}");
         return Ok(());

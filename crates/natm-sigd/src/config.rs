@@ -69,6 +69,21 @@ pub struct ConfigFile {
     pub root_saps: Option<Vec<String>>,
 }
 
+/// Where sigd keeps state that must outlive a reboot (its Noise key, pinned peer
+/// keys): beside a socket of the operator's choosing, or in [`STATE_DIR`] beside
+/// the default socket, whose /run directory a reboot empties (a new key there
+/// would be refused by every peer that pinned the old one).
+pub fn state_file(socket: &Path, ext: &str) -> PathBuf {
+    if socket == Path::new(DEFAULT_SOCKET) {
+        Path::new(STATE_DIR).join(format!("sigd.{ext}"))
+    } else {
+        socket.with_extension(ext)
+    }
+}
+
+/// sigd's persistent state directory when it uses the default socket.
+pub const STATE_DIR: &str = "/var/lib/natm";
+
 /// `[peers]`: admission of signalling peers (docs/SECURITY.md "Signalling peers").
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -948,12 +963,12 @@ impl ConfigFile {
             .peers
             .key_file
             .clone()
-            .unwrap_or_else(|| socket.with_extension("noise-key"));
+            .unwrap_or_else(|| state_file(&socket, "noise-key"));
         let known_peers_file = self
             .peers
             .known_peers_file
             .clone()
-            .unwrap_or_else(|| socket.with_extension("known-peers"));
+            .unwrap_or_else(|| state_file(&socket, "known-peers"));
         Ok(Config {
             addresses,
             socket,
