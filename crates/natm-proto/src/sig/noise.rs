@@ -37,6 +37,8 @@ pub const KEY_LEN: usize = 32;
 /// Most sessions kept at once (one from each end's handshake, and the one before
 /// while frames sent under it are in flight).
 const MAX_SESSIONS: usize = 4;
+/// Most peer-started handshakes kept at once.
+const MAX_RESPONDING: usize = 4;
 /// Most PDUs held while a handshake runs (SSCOP retransmits what is dropped).
 const MAX_HELD: usize = 64;
 /// How often a handshake message is repeated while its answer is missing.
@@ -170,7 +172,9 @@ pub struct NoiseLink {
     peer_key: Option<PublicKey>,
     handshake_hash: Vec<u8>,
     initiating: Option<Initiating>,
-    responding: Option<Responding>,
+    /// Handshakes peers started, newest last: a few, so that first messages
+    /// spoofed from the peer's address do not at once evict the real one's.
+    responding: VecDeque<Responding>,
     sessions: VecDeque<Session>,
     held: VecDeque<Vec<u8>>,
 }
@@ -198,7 +202,7 @@ impl NoiseLink {
             peer_key: None,
             handshake_hash: Vec::new(),
             initiating: None,
-            responding: None,
+            responding: VecDeque::new(),
             sessions: VecDeque::new(),
             held: VecDeque::new(),
         }
@@ -236,7 +240,7 @@ impl NoiseLink {
     pub fn reset(&mut self) {
         self.sessions.clear();
         self.initiating = None;
-        self.responding = None;
+        self.responding.clear();
         self.held.clear();
     }
 
@@ -407,18 +411,21 @@ impl NoiseLink {
         }
     }
 
-    /// A first message: answered, keeping only the latest peer-started handshake
-    /// (the caller limits how often, and admits unknown sources by cookie first).
+    /// A first message: answered, keeping the latest [`MAX_RESPONDING`]
+    /// peer-started handshakes (the caller limits how often, and admits unknown
+    /// sources by cookie first).
     fn on_init(
         &mut self,
         sender: u32,
         msg: &[u8],
         index: impl FnOnce() -> u32,
     ) -> Result<Received, NoiseError> {
-        if let Some(r) = &self.responding {
-            if r.remote == sender && r.init == msg {
-                return Ok(Received::Send(vec![r.answer.clone()]));
-            }
+        if let Some(r) = self
+            .responding
+            .iter()
+            .find(|r| r.remote == sender && r.init == msg)
+        {
+            return Ok(Received::Send(vec![r.answer.clone()]));
         }
         let mut hs = self.builder()?.build_responder().map_err(noise_err)?;
         let mut buf = [0u8; MAX_HANDSHAKE];
@@ -431,7 +438,10 @@ impl NoiseLink {
             msg: &buf[..n],
         }
         .to_bytes();
-        self.responding = Some(Responding {
+        if self.responding.len() >= MAX_RESPONDING {
+            self.responding.pop_front();
+        }
+        self.responding.push_back(Responding {
             local,
             remote: sender,
             init: msg.to_vec(),
@@ -491,17 +501,17 @@ impl NoiseLink {
         receiver: u32,
         msg: &[u8],
     ) -> Result<Received, NoiseError> {
-        if self.responding.as_ref().is_none_or(|r| r.local != receiver) {
+        let Some(at) = self.responding.iter().rposition(|r| r.local == receiver) else {
             // A repeat of the final message of a session already made.
             if self.sessions.iter().any(|s| s.local == receiver) {
                 return Ok(Received::Send(Vec::new()));
             }
             return Err(NoiseError::UnknownSession);
-        }
-        let mut r = self.responding.take().expect("checked above");
+        };
+        let mut r = self.responding.remove(at).expect("index from position");
         let mut buf = [0u8; MAX_HANDSHAKE];
         if let Err(e) = r.hs.read_message(msg, &mut buf) {
-            self.responding = Some(r);
+            self.responding.insert(at, r);
             return Err(noise_err(e));
         }
         let key = self.check_trust(r.hs.get_remote_static())?;

@@ -22,7 +22,10 @@ fn pair() -> (NoiseLink, NoiseLink) {
 /// Delivers `datagrams` to `to`: the PDUs it opened and what it sends back.
 fn carry(from: Vec<Vec<u8>>, to: &mut NoiseLink, now: Instant) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
     let (mut pdus, mut back) = (Vec::new(), Vec::new());
-    for (next, d) in (101..).zip(from) {
+    // Fresh indices, as the caller's random ones are.
+    static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(101);
+    for d in from {
+        let next = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         match to.receive(now, &d, || next) {
             Ok(Received::Pdu(p)) => pdus.push(p),
             Ok(Received::Send(v)) => back.extend(v),
@@ -217,6 +220,22 @@ fn a_repeated_first_message_gets_the_same_answer_and_no_new_state() {
     let (_, fin) = carry(r2, &mut a, t(300));
     let (pdus, _) = carry(fin, &mut b, t(300));
     assert_eq!(pdus.len(), 2, "both held BGNs");
+}
+
+#[test]
+fn spoofed_first_messages_between_do_not_evict_the_real_handshake() {
+    let (mut a, mut b) = pair();
+    let init = a.seal(t(1), b"BGN", || 7);
+    let (_, resp) = carry(init, &mut b, t(1));
+    // Three first messages spoofed from A's address reach B before A's third.
+    for i in 0..3u32 {
+        let mut m = NoiseLink::new(key(50 + i as u8), Trust::FirstUse, None);
+        let spoofed = m.seal(t(1), b"x", || 900 + i);
+        carry(spoofed, &mut b, t(1));
+    }
+    let (_, fin) = carry(resp, &mut a, t(1));
+    let (pdus, _) = carry(fin, &mut b, t(1));
+    assert_eq!(pdus, vec![b"BGN".to_vec()]);
 }
 
 #[test]
