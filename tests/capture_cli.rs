@@ -13,7 +13,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rustix::process::{kill_process, Pid, Signal};
-use sigd_support::{pair, tool, Sigd, LINK};
+use sigd_support::{pair_clear, tool, Sigd, LINK};
 
 const NATM: &str = env!("CARGO_BIN_EXE_natm");
 /// Bound on every process the tests start.
@@ -200,7 +200,9 @@ fn a_call_captured_as_atm_decodes_in_tshark() {
     if !root() {
         return;
     }
-    let (a, b) = pair(LINK, LINK);
+    // Clear signalling, so that the capture shows Q.2931 (between sigds it is
+    // Noise-encrypted by default, on VCI 31).
+    let (a, b) = pair_clear(LINK, LINK);
     let sunatm = path_in(&a.dir, "call.pcap");
     let erf = path_in(&a.dir, "call-erf.pcap");
     let port_a = a.signalling.port().to_string();
@@ -326,7 +328,9 @@ fn the_lua_dissector_decodes_a_plain_capture() {
         return;
     }
     let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/wireshark/natm.lua");
-    let (a, b) = pair(LINK, LINK);
+    // Clear signalling, so that the capture shows Q.2931 (between sigds it is
+    // Noise-encrypted by default, on VCI 31).
+    let (a, b) = pair_clear(LINK, LINK);
     let file = path_in(&a.dir, "plain.pcap");
     let mut cmd = Command::new("dumpcap");
     cmd.args([

@@ -325,8 +325,10 @@ fn a_flood_from_1100_source_ports_does_not_lock_the_real_peer_out() {
             .unwrap_or_default()
     };
     let rss_before = rss(b.pid());
-    // A signalling frame on VPI 0/VCI 5 with an SSCOP BGN (N(SQ) 1, N(MR) 128).
-    let bgn = [0xC4, 0, 0, 5, 0, 0, 0, 1, 0x01, 0, 0, 128];
+    // A Noise handshake's first message on VPI 0/VCI 31 (type 6: index, then an
+    // ephemeral key), as a peer sigd opens a link.
+    let mut bgn = vec![0xC4, 0, 0, 31, 6, 0, 0, 0, 1];
+    bgn.extend_from_slice(&[9; 32]);
     let t0 = Instant::now();
     let mut challenged = 0;
     for _ in 0..11 {

@@ -53,6 +53,10 @@ pub(crate) struct SigdArgs {
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Print this host's Noise public key for signalling links (base64, for a
+    /// peer's `[[peer]] public_key`), creating the key file if there is none, and exit.
+    #[arg(long)]
+    show_key: bool,
 }
 
 const SIGD_HELP: &str = "\
@@ -119,6 +123,20 @@ pub(crate) fn run(a: SigdArgs) -> CliResult {
     }
     if a.tpdu_cost_ns.is_some() {
         file.link.tpdu_cost_ns = a.tpdu_cost_ns;
+    }
+    if a.show_key {
+        let socket = file
+            .socket
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(natm_sigd::config::DEFAULT_SOCKET));
+        let path = file
+            .peers
+            .key_file
+            .clone()
+            .unwrap_or_else(|| natm_sigd::config::state_file(&socket, "noise-key"));
+        let key = Daemon::show_key(&path).context("sigd --show-key")?;
+        outln!("{key}");
+        return Ok(());
     }
     for r in a.routes {
         let Some((prefix, peer)) = r.split_once('=') else {

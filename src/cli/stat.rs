@@ -285,6 +285,10 @@ fn render(v: &Value, rates: &HashMap<String, Sample>) -> String {
     }
     line(table::render(&listeners_table(v)).trim_end().to_owned());
     line(String::new());
+    if v["peers"].as_array().is_some_and(|p| !p.is_empty()) {
+        line(table::render(&links_table(v)).trim_end().to_owned());
+        line(String::new());
+    }
     line(format!("counters {}", v["counters"]));
     out
 }
@@ -426,6 +430,29 @@ fn health_table(calls: &[&Value]) -> comfy_table::Table {
         ]);
     }
     t
+}
+
+/// The signalling links: each one's state and how it is authenticated — Noise with
+/// the peer's key fingerprint (its first 11 base64 characters, as WireGuard's tools
+/// abbreviate keys), a switch's PSK, or clear.
+fn links_table(v: &Value) -> comfy_table::Table {
+    let mut links = table::new(["link", "state", "calls", "auth", "peer key"], 5);
+    for l in v["peers"].as_array().into_iter().flatten() {
+        let key = l["peer_key"]
+            .as_str()
+            .map_or("-".into(), |k| k.chars().take(11).collect::<String>());
+        links.add_row(vec![
+            text(&l["peer"]),
+            if l["up"] == true { "up" } else { "down" }.to_owned(),
+            l["calls"].as_u64().unwrap_or(0).to_string(),
+            l["auth"].as_str().unwrap_or("?").to_owned(),
+            key,
+        ]);
+    }
+    if let Some(col) = links.column_mut(2) {
+        col.set_cell_alignment(comfy_table::CellAlignment::Right);
+    }
+    links
 }
 
 fn listeners_table(v: &Value) -> comfy_table::Table {

@@ -244,5 +244,26 @@ pub(crate) fn pair(extra_a: &str, extra_b: &str) -> (Sigd, Sigd) {
     (a, b)
 }
 
+/// Two sigds whose signalling link runs clear (`[[peer]] clear = true` at both
+/// ends), for tests that read the Q.2931 messages on the wire.
+pub(crate) fn pair_clear(extra_a: &str, extra_b: &str) -> (Sigd, Sigd) {
+    let (pa, pb) = (free_port(), free_port());
+    let a = Sigd::start_at(
+        &format!(
+            "addresses = [\"+4420001\"]\n{extra_a}\n[[directory]]\nprefix = \"+4420002\"\npeer = \"{pb}\"\n\
+             [[peer]]\naddress = \"{pb}\"\nclear = true\n"
+        ),
+        pa,
+    );
+    let b = Sigd::start_at(
+        &format!(
+            "addresses = [\"+4420002\"]\n{extra_b}\n[[directory]]\nprefix = \"+4420001\"\npeer = \"{pa}\"\n\
+             [[peer]]\naddress = \"{pa}\"\nclear = true\n"
+        ),
+        pb,
+    );
+    (a, b)
+}
+
 /// A link section: 100 Mbit/s, CPU cost per TPDU fixed (no measurement at start).
 pub(crate) const LINK: &str = "[link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000";

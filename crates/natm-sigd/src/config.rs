@@ -69,6 +69,21 @@ pub struct ConfigFile {
     pub root_saps: Option<Vec<String>>,
 }
 
+/// Where sigd keeps state that must outlive a reboot (its Noise key, pinned peer
+/// keys): beside a socket of the operator's choosing, or in [`STATE_DIR`] beside
+/// the default socket, whose /run directory a reboot empties (a new key there
+/// would be refused by every peer that pinned the old one).
+pub fn state_file(socket: &Path, ext: &str) -> PathBuf {
+    if socket == Path::new(DEFAULT_SOCKET) {
+        Path::new(STATE_DIR).join(format!("sigd.{ext}"))
+    } else {
+        socket.with_extension(ext)
+    }
+}
+
+/// sigd's persistent state directory when it uses the default socket.
+pub const STATE_DIR: &str = "/var/lib/natm";
+
 /// `[peers]`: admission of signalling peers (docs/SECURITY.md "Signalling peers").
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,6 +111,12 @@ pub struct PeersSection {
     pub half_open_unknown: Option<String>,
     /// Log lines about remote events, per second and kind [default 10].
     pub log_per_s: Option<u32>,
+    /// This sigd's Noise static key (private, mode 0600) [default the socket path
+    /// with extension `noise-key`].
+    pub key_file: Option<PathBuf>,
+    /// Peers' Noise public keys pinned on first use, one `address key` a line
+    /// [default the socket path with extension `known-peers`].
+    pub known_peers_file: Option<PathBuf>,
 }
 
 /// One `[[peer]]`.
@@ -108,9 +129,17 @@ pub struct PeerSection {
     /// routed to it.
     #[serde(default)]
     pub callers: Vec<String>,
-    /// Pre-shared key (hex, at least 16 octets): every signalling frame to and from
-    /// the peer is authenticated (docs/wire.md "Peer control frames").
+    /// Pre-shared key (hex, at least 16 octets), mixed into the link's Noise
+    /// handshake (XXpsk3; to a switch: the PSK frames of docs/wire.md "Peer control
+    /// frames").
     pub key: Option<String>,
+    /// The peer's Noise public key (base64, `natm sigd --show-key` on the peer): the
+    /// handshake must prove it, else the link is refused. Without it the key seen
+    /// first is pinned (`[peers] known_peers_file`).
+    pub public_key: Option<String>,
+    /// Signalling to this peer runs clear, unauthenticated (both ends must say so).
+    #[serde(default)]
+    pub clear: bool,
 }
 
 /// `[restart]`, in milliseconds (docs/ARCHITECTURE.md "sigd restart").
@@ -338,6 +367,10 @@ pub struct Config {
     pub restart: Restart,
     /// The host's resume-ticket key file (`[restart] ticket_key_file`).
     pub ticket_key_file: PathBuf,
+    /// This sigd's Noise static key file (`[peers] key_file`).
+    pub noise_key_file: PathBuf,
+    /// Peers' pinned Noise keys (`[peers] known_peers_file`).
+    pub known_peers_file: PathBuf,
     /// The application socket's permission bits.
     pub socket_mode: u32,
     /// The group given the application socket (`None`: left as created).
@@ -383,6 +416,10 @@ pub struct PeerEntry {
     pub callers: Vec<Prefix>,
     /// Its pre-shared key.
     pub key: Option<Key>,
+    /// The Noise public key it must prove.
+    pub public_key: Option<natm_proto::sig::noise::PublicKey>,
+    /// Signalling to it runs clear.
+    pub clear: bool,
 }
 
 /// A pre-shared key; `Debug` does not show it.
@@ -922,10 +959,22 @@ impl ConfigFile {
             .ticket_key_file
             .clone()
             .unwrap_or_else(|| socket.with_extension("ticket-key"));
+        let noise_key_file = self
+            .peers
+            .key_file
+            .clone()
+            .unwrap_or_else(|| state_file(&socket, "noise-key"));
+        let known_peers_file = self
+            .peers
+            .known_peers_file
+            .clone()
+            .unwrap_or_else(|| state_file(&socket, "known-peers"));
         Ok(Config {
             addresses,
             socket,
             ticket_key_file,
+            noise_key_file,
+            known_peers_file,
             signalling,
             data_ip,
             hosts,
@@ -1023,7 +1072,30 @@ impl ConfigFile {
                 }
                 None => None,
             };
-            list.push(PeerEntry { addr, callers, key });
+            let public_key = match &e.public_key {
+                Some(k) => Some(natm_proto::sig::noise::key_from_text(k).ok_or_else(|| {
+                    bad(
+                        format!("peer[{i}].public_key"),
+                        "not a base64 X25519 public key (32 octets)",
+                        "public_key = \"<the peer's `natm sigd --show-key`>\"",
+                    )
+                })?),
+                None => None,
+            };
+            if e.clear && (key.is_some() || public_key.is_some()) {
+                return Err(bad(
+                    format!("peer[{i}].clear"),
+                    "a clear link has no key: remove clear, or key and public_key",
+                    "clear = true",
+                ));
+            }
+            list.push(PeerEntry {
+                addr,
+                callers,
+                key,
+                public_key,
+                clear: e.clear,
+            });
         }
         Ok(PeerRules {
             accept_unknown: p.accept_unknown.unwrap_or(true),

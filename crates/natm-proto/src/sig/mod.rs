@@ -26,6 +26,7 @@ use crate::time::Instant;
 use crate::wire::q2931::{Cause, ConnectionId};
 
 pub mod call;
+pub mod noise;
 pub mod party;
 pub mod peer;
 pub mod sscop;

@@ -52,6 +52,14 @@ const ECHO: u8 = 2;
 const HELLO: u8 = 3;
 const HELLO_ACK: u8 = 4;
 const SEALED: u8 = 5;
+const NOISE_INIT: u8 = 6;
+const NOISE_RESP: u8 = 7;
+const NOISE_FINAL: u8 = 8;
+const NOISE_DATA: u8 = 9;
+/// Largest Noise handshake message a frame carries (XX's second is 96 octets).
+pub const MAX_HANDSHAKE: usize = 128;
+/// Octets of a Noise transport message's AEAD tag.
+pub const AEAD_TAG_LEN: usize = 16;
 /// SEALED flag: the sender sent the HELLO (it holds `ns`).
 const FROM_INITIATOR: u8 = 1;
 
@@ -104,6 +112,38 @@ pub enum Control<'a> {
         /// HMAC(direction key, counter ‖ pdu), truncated.
         tag: &'a [u8; TAG_LEN],
     },
+    /// Noise XX's first message (`-> e`): the initiator's index and its ephemeral key.
+    NoiseInit {
+        /// The initiator's index for this handshake (names it in the answer).
+        sender: u32,
+        /// The Noise message.
+        msg: &'a [u8],
+    },
+    /// Noise XX's second message (`<- e, ee, s, es`).
+    NoiseResp {
+        /// The responder's index.
+        sender: u32,
+        /// The initiator's index, from its `NoiseInit`.
+        receiver: u32,
+        /// The Noise message.
+        msg: &'a [u8],
+    },
+    /// Noise XX's third message (`-> s, se`, and `psk` in XXpsk3).
+    NoiseFinal {
+        /// The responder's index.
+        receiver: u32,
+        /// The Noise message.
+        msg: &'a [u8],
+    },
+    /// One SSCOP PDU in a Noise transport message.
+    NoiseData {
+        /// The receiving end's index for the session.
+        receiver: u32,
+        /// The sender's counter: the AEAD nonce, and the replay window's key.
+        counter: u64,
+        /// The encrypted PDU and its 16-octet tag.
+        ciphertext: &'a [u8],
+    },
 }
 
 /// Why a datagram is not a peer-control frame.
@@ -122,6 +162,10 @@ pub enum ControlError {
 
 fn arr<const N: usize>(b: &[u8]) -> &[u8; N] {
     b.try_into().expect("length checked by the caller")
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes(*arr(&b[at..at + 4]))
 }
 
 impl<'a> Control<'a> {
@@ -168,7 +212,33 @@ impl<'a> Control<'a> {
                     tag: arr(tag),
                 })
             }
-            HELLO | HELLO_ACK | SEALED => Err(bad),
+            NOISE_INIT if rest.len() > 4 && rest.len() <= 4 + MAX_HANDSHAKE => {
+                Ok(Control::NoiseInit {
+                    sender: u32_at(rest, 0),
+                    msg: &rest[4..],
+                })
+            }
+            NOISE_RESP if rest.len() > 8 && rest.len() <= 8 + MAX_HANDSHAKE => {
+                Ok(Control::NoiseResp {
+                    sender: u32_at(rest, 0),
+                    receiver: u32_at(rest, 4),
+                    msg: &rest[8..],
+                })
+            }
+            NOISE_FINAL if rest.len() > 4 && rest.len() <= 4 + MAX_HANDSHAKE => {
+                Ok(Control::NoiseFinal {
+                    receiver: u32_at(rest, 0),
+                    msg: &rest[4..],
+                })
+            }
+            NOISE_DATA if rest.len() >= 12 + AEAD_TAG_LEN => Ok(Control::NoiseData {
+                receiver: u32_at(rest, 0),
+                counter: u64::from_be_bytes(*arr(&rest[4..12])),
+                ciphertext: &rest[12..],
+            }),
+            HELLO | HELLO_ACK | SEALED | NOISE_INIT | NOISE_RESP | NOISE_FINAL | NOISE_DATA => {
+                Err(bad)
+            }
             other => Err(ControlError::UnknownType(other)),
         }
     }
@@ -212,6 +282,36 @@ impl<'a> Control<'a> {
                 v.extend_from_slice(&counter.to_be_bytes());
                 v.extend_from_slice(pdu);
                 v.extend_from_slice(tag);
+            }
+            Control::NoiseInit { sender, msg } => {
+                v.push(NOISE_INIT);
+                v.extend_from_slice(&sender.to_be_bytes());
+                v.extend_from_slice(&msg[..msg.len().min(MAX_HANDSHAKE)]);
+            }
+            Control::NoiseResp {
+                sender,
+                receiver,
+                msg,
+            } => {
+                v.push(NOISE_RESP);
+                v.extend_from_slice(&sender.to_be_bytes());
+                v.extend_from_slice(&receiver.to_be_bytes());
+                v.extend_from_slice(&msg[..msg.len().min(MAX_HANDSHAKE)]);
+            }
+            Control::NoiseFinal { receiver, msg } => {
+                v.push(NOISE_FINAL);
+                v.extend_from_slice(&receiver.to_be_bytes());
+                v.extend_from_slice(&msg[..msg.len().min(MAX_HANDSHAKE)]);
+            }
+            Control::NoiseData {
+                receiver,
+                counter,
+                ciphertext,
+            } => {
+                v.push(NOISE_DATA);
+                v.extend_from_slice(&receiver.to_be_bytes());
+                v.extend_from_slice(&counter.to_be_bytes());
+                v.extend_from_slice(ciphertext);
             }
         }
         v
@@ -296,14 +396,14 @@ fn check_responder_nonce(
 /// Counters already taken, for the 64 below the highest (IPsec's anti-replay window,
 /// RFC 4303 §3.4.3).
 #[derive(Debug, Clone, Copy, Default)]
-struct ReplayWindow {
+pub(crate) struct ReplayWindow {
     top: u64,
     seen: u64,
     any: bool,
 }
 
 impl ReplayWindow {
-    fn fresh(&self, c: u64) -> bool {
+    pub(crate) fn fresh(&self, c: u64) -> bool {
         if !self.any || c > self.top {
             return true;
         }
@@ -311,7 +411,7 @@ impl ReplayWindow {
         back < 64 && self.seen & (1 << back) == 0
     }
 
-    fn take(&mut self, c: u64) {
+    pub(crate) fn take(&mut self, c: u64) {
         if !self.any {
             self.any = true;
             self.top = c;
@@ -567,7 +667,7 @@ impl PeerAuth {
                 self.sessions.push_back(s);
                 Ok(Received::Pdu(pdu.to_vec()))
             }
-            Control::Challenge { .. } | Control::Echo { .. } => Err(AuthError::Unexpected),
+            _ => Err(AuthError::Unexpected),
         }
     }
 }
@@ -608,6 +708,24 @@ mod tests {
                 pdu: b"sd",
                 tag: &tag,
             },
+            Control::NoiseInit {
+                sender: 7,
+                msg: &[1; 32],
+            },
+            Control::NoiseResp {
+                sender: 8,
+                receiver: 7,
+                msg: &[2; 96],
+            },
+            Control::NoiseFinal {
+                receiver: 8,
+                msg: &[3; 64],
+            },
+            Control::NoiseData {
+                receiver: 8,
+                counter: 9,
+                ciphertext: &[4; 24],
+            },
         ] {
             let b = f.to_bytes();
             assert_eq!(Control::parse(&b), Ok(f));
@@ -617,9 +735,19 @@ mod tests {
             Control::parse(&hello[..hello.len() - 1]),
             Err(ControlError::BadLength(HELLO))
         );
+        let short = Control::NoiseData {
+            receiver: 1,
+            counter: 2,
+            ciphertext: &[0; AEAD_TAG_LEN],
+        }
+        .to_bytes();
+        assert_eq!(
+            Control::parse(&short[..short.len() - 1]),
+            Err(ControlError::BadLength(NOISE_DATA))
+        );
         let mut odd = hello.clone();
-        odd[HEADER_LEN] = 9;
-        assert_eq!(Control::parse(&odd), Err(ControlError::UnknownType(9)));
+        odd[HEADER_LEN] = 10;
+        assert_eq!(Control::parse(&odd), Err(ControlError::UnknownType(10)));
         assert_eq!(
             Control::parse(&crate::wire::vcframe::signalling_frame(b"x")),
             Err(ControlError::NotControl)

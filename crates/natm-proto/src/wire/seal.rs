@@ -412,6 +412,20 @@ impl KeyShare {
     /// secret with both shares (caller's first) and the call's cookie as salt, and
     /// expands one key per direction ("natm tpdu c>s" / "natm tpdu s>c").
     pub fn agree(self, role: Role, peer: &[u8], cookie: u32) -> Result<PathKeys, KeyError> {
+        self.agree_bound(role, peer, cookie, &[])
+    }
+
+    /// The same, with `link` appended to the salt: what the signalling link that
+    /// carried both shares authenticated (both sigds' Noise static keys, caller's
+    /// first), so the call's keys are bound to the two hosts that agreed them. Empty
+    /// on a clear link, which makes it `agree`.
+    pub fn agree_bound(
+        self,
+        role: Role,
+        peer: &[u8],
+        cookie: u32,
+        link: &[u8],
+    ) -> Result<PathKeys, KeyError> {
         let mine = self.public;
         let (caller, callee) = match role {
             Role::Caller => (&mine[..], peer),
@@ -421,6 +435,7 @@ impl KeyShare {
         salt.extend_from_slice(caller);
         salt.extend_from_slice(callee);
         salt.extend_from_slice(&cookie.to_be_bytes());
+        salt.extend_from_slice(link);
         let (fwd, back) = agreement::agree_ephemeral(
             self.private,
             &UnparsedPublicKey::new(&X25519, peer),
@@ -529,5 +544,29 @@ mod tests {
         assert!(!w.fresh(5), "below the window");
         assert!(w.fresh(1099) && w.fresh(1050) && w.fresh(77));
         assert!(!w.fresh(76), "1100 - 1024 = 76 is just below the window");
+    }
+
+    #[test]
+    fn keys_bound_to_a_link_agree_only_with_the_same_link() {
+        let rng = ring::rand::SystemRandom::new();
+        let pair = || {
+            let a = KeyShare::generate(&rng).unwrap();
+            let b = KeyShare::generate(&rng).unwrap();
+            let (pa, pb) = (a.public(), b.public());
+            (a, b, pa, pb)
+        };
+        let (a, b, pa, pb) = pair();
+        let ka = a.agree_bound(Role::Caller, &pb, 7, b"ab").unwrap();
+        let kb = b.agree_bound(Role::Callee, &pa, 7, b"ab").unwrap();
+        assert_eq!((ka.tx, ka.rx), (kb.rx, kb.tx));
+        let (a, b, pa, pb) = pair();
+        let ka = a.agree_bound(Role::Caller, &pb, 7, b"ab").unwrap();
+        let kb = b.agree_bound(Role::Callee, &pa, 7, b"am").unwrap();
+        assert_ne!(ka.tx, kb.rx);
+        // Unbound is the clear link's agreement.
+        let (a, b, pa, pb) = pair();
+        let ka = a.agree_bound(Role::Caller, &pb, 7, &[]).unwrap();
+        let kb = b.agree(Role::Callee, &pa, 7).unwrap();
+        assert_eq!(ka.tx, kb.rx);
     }
 }

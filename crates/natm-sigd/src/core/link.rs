@@ -4,9 +4,45 @@
 
 use std::collections::HashMap;
 
+use natm_proto::sig::noise::NoiseLink;
 use natm_proto::sig::peer::PeerAuth;
 use natm_proto::sig::{CallId, CallParams, Saal, SaalConfig};
 use natm_proto::time::Instant;
+
+/// How a link's frames are authenticated.
+#[derive(Debug)]
+pub(super) enum LinkAuth {
+    /// Not at all: a switch's link without a key, or a `[[peer]]` with `clear = true`.
+    Clear,
+    /// A switch's link with a pre-shared key (`natm_proto::sig::peer::PeerAuth`).
+    Psk(PeerAuth),
+    /// A peer sigd's link (`natm_proto::sig::noise`): the default.
+    Noise(Box<NoiseLink>),
+}
+
+impl LinkAuth {
+    pub(super) fn is_clear(&self) -> bool {
+        matches!(self, LinkAuth::Clear)
+    }
+
+    /// Its name in `natm stat`.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            LinkAuth::Clear => "clear",
+            LinkAuth::Psk(_) => "psk",
+            LinkAuth::Noise(n) if n.has_psk() => "noise+psk",
+            LinkAuth::Noise(_) => "noise",
+        }
+    }
+
+    pub(super) fn has_keys(&self) -> bool {
+        match self {
+            LinkAuth::Clear => false,
+            LinkAuth::Psk(a) => a.has_keys(),
+            LinkAuth::Noise(n) => n.has_keys(),
+        }
+    }
+}
 
 /// One peer's link.
 #[derive(Debug)]
@@ -21,11 +57,13 @@ pub(super) struct PeerLink {
     pub(super) configured: bool,
     /// The peer is a switch: trusted for any caller, never expired.
     pub(super) switch: bool,
-    /// Pre-shared-key authentication of every frame (`[[peer]] key`).
-    pub(super) auth: Option<PeerAuth>,
+    /// How its frames are authenticated.
+    pub(super) auth: LinkAuth,
     /// When a call last started or ended on the link (or the link was made): an idle
     /// link expires `[peers] idle_ms` after it.
     pub(super) last_used: Instant,
+    /// When it last answered a first Noise handshake message.
+    pub(super) last_answer: Option<Instant>,
     /// Guaranteed bit/s (the larger direction) held by this peer's calls that wait
     /// for the called application's answer.
     pub(super) half_open_bps: u64,
@@ -39,8 +77,9 @@ impl PeerLink {
             pending: Vec::new(),
             configured: false,
             switch: false,
-            auth: None,
+            auth: LinkAuth::Clear,
             last_used: now,
+            last_answer: None,
             half_open_bps: 0,
         }
     }

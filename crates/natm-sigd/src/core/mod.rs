@@ -330,6 +330,13 @@ pub struct Core {
     /// The key resume tickets are sealed with (`restart`): the host's, from the
     /// ticket key file, so that a restarted sigd opens its predecessor's tickets.
     ticket_key: [u8; 32],
+    /// This sigd's Noise static key (private): the host's, from its key file
+    /// (`set_identity`), that signalling links to peer sigds prove.
+    noise_key: [u8; 32],
+    /// Peers' Noise public keys pinned on first use, by signalling endpoint.
+    known_peers: HashMap<SocketAddr, natm_proto::sig::noise::PublicKey>,
+    /// Pins made since the caller last took them (`take_new_pins`).
+    new_pins: Vec<(SocketAddr, natm_proto::sig::noise::PublicKey)>,
     /// This sigd instance's id, in every resume ticket it issues (random per start:
     /// from `secret`).
     instance: u64,
@@ -377,8 +384,21 @@ impl Core {
             b.copy_from_slice(&d.as_ref()[..8]);
             u64::from_be_bytes(b)
         };
+        // Deterministic per seed (tests); the daemon sets the host's key.
+        let noise_key = {
+            let d = ring::digest::digest(
+                &ring::digest::SHA256,
+                &[b"natm sigd noise key".as_slice(), &secret].concat(),
+            );
+            let mut k = [0u8; 32];
+            k.copy_from_slice(d.as_ref());
+            k
+        };
         Core {
             instance,
+            noise_key,
+            known_peers: HashMap::new(),
+            new_pins: Vec::new(),
             started: None,
             tickets_used: std::collections::HashSet::new(),
             secret,
@@ -416,6 +436,28 @@ impl Core {
     /// key is random, and no ticket outlives this core.
     pub fn set_ticket_key(&mut self, key: [u8; 32]) {
         self.ticket_key = key;
+    }
+
+    /// Prove `key` (the host's Noise static key, from its key file) on signalling
+    /// links to peer sigds, and hold peers to the keys `known` pinned before.
+    pub fn set_identity(
+        &mut self,
+        key: [u8; 32],
+        known: HashMap<SocketAddr, natm_proto::sig::noise::PublicKey>,
+    ) {
+        self.noise_key = key;
+        self.known_peers = known;
+    }
+
+    /// This sigd's Noise public key.
+    pub fn public_key(&self) -> natm_proto::sig::noise::PublicKey {
+        natm_proto::sig::noise::public_key(&self.noise_key)
+    }
+
+    /// Peers' keys pinned on first use since the last call: the caller stores them
+    /// (the known-peers file).
+    pub fn take_new_pins(&mut self) -> Vec<(SocketAddr, natm_proto::sig::noise::PublicKey)> {
+        std::mem::take(&mut self.new_pins)
     }
 
     /// The configuration it runs with.

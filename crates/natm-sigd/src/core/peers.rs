@@ -10,11 +10,12 @@ use natm_proto::wire::q2931::{ConnectionId, NatmParams};
 use natm_proto::wire::seal::Role;
 use tracing::warn;
 
+use natm_proto::sig::noise::{self, NoiseError, NoiseLink, Trust};
 use natm_proto::sig::peer::{self, Control, PeerAuth, Received, MAX_ECHOED_PDU};
 use natm_proto::wire::sscop::Pdu as SscopPdu;
 
 use super::keys;
-use super::link::{self, PeerLink};
+use super::link::{self, LinkAuth, PeerLink};
 use super::qos::{demand, reverse};
 use super::ratelog::Event;
 use super::*;
@@ -41,6 +42,10 @@ pub(super) fn saal_config(cfg: &Config) -> SaalConfig {
         u32::try_from(cfg.capacity_bps / natm_proto::wire::qos::BITS_PER_CELL).unwrap_or(u32::MAX);
     s
 }
+
+/// How often one link answers a first handshake message (a repeat of the same one
+/// gets the same answer, computed once).
+const ANSWER_EVERY: Duration = Duration::from_millis(10);
 
 /// A link to a switch: sigd's window and call timers with the network's SSCOP
 /// timers and T309 (`SaalConfig::network`).
@@ -82,11 +87,13 @@ impl Core {
         })
     }
 
-    /// A datagram from the signalling socket: an SSCOP PDU for `peer`'s link, or a
-    /// peer-control frame (`natm_proto::sig::peer`: admission cookie, authentication).
-    /// A link is created only for a configured peer, or for an unknown one that
-    /// echoed a cookie (`[peers] accept_unknown`); a keyed peer's frames must be
-    /// sealed. Anything else is counted and dropped, holding nothing.
+    /// A datagram from the signalling socket: a peer-control frame
+    /// (`natm_proto::sig::peer`: admission cookie, Noise handshake and transport
+    /// messages, a switch's PSK frames), or a clear SSCOP PDU from a peer configured
+    /// clear. A link is created only for a configured peer, or for an unknown one
+    /// that echoed a cookie (`[peers] accept_unknown`); a peer sigd's frames must
+    /// be Noise-authenticated unless its `[[peer]]` says `clear = true`. Anything
+    /// else is counted and dropped, holding nothing.
     pub fn handle_peer(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
         self.tick(now);
         let now = self.now;
@@ -96,12 +103,12 @@ impl Core {
         match Control::parse(datagram) {
             Ok(Control::Echo { cookie, pdu }) => self.on_echo(peer, cookie, pdu),
             Ok(Control::Challenge { cookie, pdu }) => {
-                // Only for a link this side is opening, unauthenticated: echo at once
-                // (the peer holds nothing until then).
+                // Only for a handshake this side is starting: echo at once (the peer
+                // holds nothing until then).
                 let opening = self
                     .peers
                     .get(&peer)
-                    .is_some_and(|l| l.auth.is_none() && !l.saal.is_up());
+                    .is_some_and(|l| matches!(l.auth, LinkAuth::Noise(_)) && !l.auth.has_keys());
                 if opening {
                     let echo = Control::Echo { cookie, pdu }.to_bytes();
                     self.out.push_back(Output::ToPeer(peer, Bytes::from(echo)));
@@ -112,6 +119,17 @@ impl Core {
             Ok(Control::Hello { .. })
             | Ok(Control::HelloAck { .. })
             | Ok(Control::Sealed { .. }) => self.sealed_frame(now, peer, datagram),
+            Ok(Control::NoiseInit { sender, msg })
+                if !self.peers.contains_key(&peer) && !self.is_configured(&peer) =>
+            {
+                self.challenge(peer, &[&sender.to_be_bytes()[..], msg].concat())
+            }
+            Ok(
+                Control::NoiseInit { .. }
+                | Control::NoiseResp { .. }
+                | Control::NoiseFinal { .. }
+                | Control::NoiseData { .. },
+            ) => self.noise_frame(now, peer, datagram),
             Err(_) => {
                 self.counters.malformed_signalling += 1;
                 debug!(%peer, len = datagram.len(), "not a signalling frame on VPI 0/VCI 5: dropped");
@@ -134,6 +152,189 @@ impl Core {
             .map(|k| k.0.as_slice())
     }
 
+    /// Whether `peer` may signal in clear SSCOP PDUs: a switch without a key, or a
+    /// `[[peer]]` with `clear = true`. Every other peer is a sigd that must prove
+    /// its Noise key.
+    fn clear_allowed(&self, peer: &SocketAddr) -> bool {
+        match self.peers.get(peer) {
+            Some(l) => l.auth.is_clear(),
+            None if self.cfg.switches.contains(peer) => self.peer_key(peer).is_none(),
+            None => self.cfg.peers.entry(peer).is_some_and(|e| e.clear),
+        }
+    }
+
+    /// How a new link to `peer` is authenticated (docs/ARCHITECTURE.md "Signalling
+    /// links"): a switch's by its pre-shared key if it has one, a peer sigd's by
+    /// Noise unless configured clear, proving the configured or pinned key (or
+    /// pinning the first one seen), with a configured pre-shared key mixed in.
+    fn link_auth(&self, peer: &SocketAddr) -> LinkAuth {
+        let entry = self.cfg.peers.entry(peer);
+        if self.cfg.switches.contains(peer) {
+            return match self.peer_key(peer) {
+                Some(k) => LinkAuth::Psk(PeerAuth::new(k, peer.to_string().as_bytes())),
+                None => LinkAuth::Clear,
+            };
+        }
+        if entry.is_some_and(|e| e.clear) {
+            return LinkAuth::Clear;
+        }
+        let trust = match entry
+            .and_then(|e| e.public_key)
+            .or_else(|| self.known_peers.get(peer).copied())
+        {
+            Some(k) => Trust::Pinned(k),
+            None => Trust::FirstUse,
+        };
+        // Noise's psk is 32 octets; the configured key is at least 16 of any.
+        let psk = self.peer_key(peer).map(|k| {
+            let d = ring::digest::digest(
+                &ring::digest::SHA256,
+                &[b"natm noise psk".as_slice(), k].concat(),
+            );
+            let mut p = [0u8; 32];
+            p.copy_from_slice(d.as_ref());
+            p
+        });
+        LinkAuth::Noise(Box::new(NoiseLink::new(self.noise_key, trust, psk)))
+    }
+
+    /// What a call's TPDU keys are bound to on `link` (`seal::KeyShare::agree_bound`):
+    /// both sigds' Noise static keys, the caller's first, once the link's handshake
+    /// proved the peer's; nothing on a clear or switch link.
+    fn link_identities(&self, link: SocketAddr, role: Role) -> Vec<u8> {
+        let Some(theirs) = self.peers.get(&link).and_then(|l| match &l.auth {
+            LinkAuth::Noise(n) => n.peer_key(),
+            _ => None,
+        }) else {
+            return Vec::new();
+        };
+        let mine = self.public_key();
+        match role {
+            Role::Caller => [mine, theirs].concat(),
+            Role::Callee => [theirs, mine].concat(),
+        }
+    }
+
+    /// An unknown source's first handshake message (or a clear BGN): a stateless
+    /// CHALLENGE with a cookie, carrying `echoed` back.
+    fn challenge(&mut self, peer: SocketAddr, echoed: &[u8]) {
+        let now = self.now;
+        // seed 000 §4 leaves who may signal to the network; over UDP anyone can, so
+        // an unknown source first proves it receives at its address.
+        if !self.cfg.peers.accept_unknown {
+            return self.drop_frame(
+                peer,
+                "not a configured peer ([peers] accept_unknown = false)",
+            );
+        }
+        if echoed.len() > MAX_ECHOED_PDU || self.answers.allow(now).is_none() {
+            return self.drop_frame(peer, "over the limit of admission challenges");
+        }
+        self.counters.peer_challenges += 1;
+        let cookie = peer::mint_cookie(&self.secret, peer.to_string().as_bytes(), now);
+        let ch = Control::Challenge {
+            cookie: &cookie,
+            pdu: echoed,
+        };
+        self.out
+            .push_back(Output::ToPeer(peer, Bytes::from(ch.to_bytes())));
+    }
+
+    /// A Noise frame for a peer sigd's link: a handshake message or an SSCOP PDU.
+    /// A link is made for a configured peer's first handshake message or transport
+    /// message (this end forgot the link: it restarted, or let it expire), an
+    /// unknown one's only by its cookie echo.
+    fn noise_frame(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
+        let parsed = Control::parse(datagram);
+        let init = matches!(parsed, Ok(Control::NoiseInit { .. }));
+        let data = matches!(parsed, Ok(Control::NoiseData { .. }));
+        if !init && !data && !self.peers.contains_key(&peer) {
+            return self.drop_frame(peer, "a Noise handshake message for no link");
+        }
+        // A transport message naming a session this end forgot is answered by a
+        // handshake of its own, limited like an answer.
+        if init || (data && self.peers.get(&peer).is_none_or(|l| !l.auth.has_keys())) {
+            // Each first message costs a responder two DH operations: a link
+            // answers at most one per ANSWER_EVERY, and unknown peers' new links
+            // share one budget.
+            let last = self.peers.get(&peer).and_then(|l| l.last_answer);
+            let ok = match last {
+                Some(t) => now.saturating_duration_since(t) >= ANSWER_EVERY,
+                // A configured peer's first is not starved by a flood from
+                // spoofed sources.
+                None if self.is_configured(&peer) => true,
+                None => self.answers.allow(now).is_some(),
+            };
+            if !ok {
+                return self.drop_frame(peer, "over the limit of handshake answers");
+            }
+        }
+        let index = self.ids.rng.next_u32();
+        let Some(l) = self.link(peer, false) else {
+            return self.drop_frame(peer, "no link could be made");
+        };
+        if init {
+            l.last_answer = Some(now);
+        }
+        let LinkAuth::Noise(n) = &mut l.auth else {
+            return self.drop_frame(
+                peer,
+                "a Noise frame from a peer configured clear or a switch",
+            );
+        };
+        let got = n.receive(now, datagram, || index);
+        let got = match got {
+            // The peer holds a session this end forgot (it restarted; the link
+            // was made again): a handshake of its own lets the peer's SSCOP hear
+            // that there is no connection.
+            Err(NoiseError::UnknownSession)
+                if !n.has_keys()
+                    && matches!(Control::parse(datagram), Ok(Control::NoiseData { .. })) =>
+            {
+                Ok(noise::Received::Send(
+                    n.start(now, index).into_iter().collect(),
+                ))
+            }
+            other => other,
+        };
+        let pin = n.take_new_pin();
+        match got {
+            Ok(noise::Received::Pdu(pdu)) => {
+                l.saal.handle_frame(now, &pdu);
+                self.dirty.push(peer);
+            }
+            Ok(noise::Received::Send(frames)) => {
+                for f in frames {
+                    self.out.push_back(Output::ToPeer(peer, Bytes::from(f)));
+                }
+            }
+            Err(NoiseError::WrongKey { seen, pinned }) => {
+                self.counters.auth_failures += 1;
+                self.counters.key_mismatches += 1;
+                if let Some(suppressed) = self.remote_log(Event::Dropped) {
+                    tracing::error!(
+                        %peer,
+                        suppressed,
+                        seen = %noise::key_to_text(&seen),
+                        pinned = %noise::key_to_text(&pinned),
+                        "signalling peer proved a different Noise key than the one pinned or configured: link refused (if its key really changed, remove its line from [peers] known_peers_file or fix [[peer]] public_key)"
+                    );
+                }
+            }
+            Err(e) => {
+                self.counters.auth_failures += 1;
+                if let Some(suppressed) = self.remote_log(Event::Dropped) {
+                    warn!(%peer, suppressed, error = %e, "signalling frame failed authentication: dropped");
+                }
+            }
+        }
+        if let Some(k) = pin {
+            self.known_peers.insert(peer, k);
+            self.new_pins.push((peer, k));
+            info!(%peer, key = %noise::key_to_text(&k), "pinned a signalling peer's Noise key on first use");
+        }
+    }
+
     /// A remote event's log line may be written (see `ratelog`): `Some(suppressed)`.
     pub(super) fn remote_log(&mut self, e: Event) -> Option<u64> {
         let r = self.ratelog.allow(e, self.now);
@@ -153,45 +354,19 @@ impl Core {
     /// A plain SSCOP PDU (VPI 0/VCI 5).
     fn plain_pdu(&mut self, peer: SocketAddr, pdu: &[u8]) {
         let now = self.now;
-        if self.peer_key(&peer).is_some() {
+        if !self.peers.contains_key(&peer) && !self.is_configured(&peer) {
+            // An unknown source is a peer sigd, which must prove its key.
+            self.counters.auth_failures += 1;
+            return self.drop_frame(
+                peer,
+                "a clear SSCOP PDU from an unknown source: peer sigds signal over Noise",
+            );
+        }
+        if !self.clear_allowed(&peer) {
             self.counters.auth_failures += 1;
             if let Some(suppressed) = self.remote_log(Event::Dropped) {
-                warn!(%peer, suppressed, "unauthenticated SSCOP PDU from a peer with a key: dropped");
+                warn!(%peer, suppressed, "clear SSCOP PDU from a peer that must authenticate (Noise, or a switch's key): dropped");
             }
-            return;
-        }
-        if !self.peers.contains_key(&peer) && !self.is_configured(&peer) {
-            // seed 000 §4 leaves who may signal to the network; over UDP anyone can,
-            // so an unknown source first proves it receives at its address.
-            if !self.cfg.peers.accept_unknown {
-                return self.drop_frame(
-                    peer,
-                    "not a configured peer ([peers] accept_unknown = false)",
-                );
-            }
-            // Only a BGN opens a link; the rest of SSCOP needs one.
-            match SscopPdu::parse(pdu) {
-                Ok(SscopPdu::Bgn { .. }) => {}
-                Ok(_) => {
-                    return self
-                        .drop_frame(peer, "an SSCOP PDU other than BGN from an unknown source")
-                }
-                Err(_) => {
-                    self.counters.malformed_signalling += 1;
-                    return;
-                }
-            }
-            if pdu.len() > MAX_ECHOED_PDU || self.answers.allow(now).is_none() {
-                return self.drop_frame(peer, "over the limit of admission challenges");
-            }
-            self.counters.peer_challenges += 1;
-            let cookie = peer::mint_cookie(&self.secret, peer.to_string().as_bytes(), now);
-            let ch = Control::Challenge {
-                cookie: &cookie,
-                pdu,
-            };
-            self.out
-                .push_back(Output::ToPeer(peer, Bytes::from(ch.to_bytes())));
             return;
         }
         if !self.peers.contains_key(&peer) {
@@ -229,9 +404,12 @@ impl Core {
     }
 
     /// An unknown peer's ECHO: a valid cookie admits it (within the unknown-peer
-    /// limits), and its PDU is taken.
+    /// limits), and the handshake message it carries is taken.
     fn on_echo(&mut self, peer: SocketAddr, cookie: &[u8; peer::COOKIE_LEN], pdu: &[u8]) {
         let now = self.now;
+        if pdu.len() <= 4 {
+            return self.drop_frame(peer, "an admission echo without a handshake message");
+        }
         if !self.peers.contains_key(&peer) {
             if self.is_configured(&peer) || !self.cfg.peers.accept_unknown {
                 return self.drop_frame(
@@ -247,6 +425,7 @@ impl Core {
             }
             let mut l = PeerLink::new(self.saal_cfg.clone(), now);
             l.configured = false;
+            l.auth = self.link_auth(&peer);
             self.prepare_restarted(&mut l);
             self.peers.insert(peer, l);
             self.counters.peers_admitted += 1;
@@ -254,10 +433,12 @@ impl Core {
                 info!(%peer, suppressed, "signalling link created for an unknown peer that echoed its cookie");
             }
         }
-        if let Some(l) = self.peers.get_mut(&peer) {
-            l.saal.handle_frame(now, pdu);
-            self.dirty.push(peer);
-        }
+        let (sender, msg) = pdu.split_at(4);
+        let init = Control::NoiseInit {
+            sender: u32::from_be_bytes(sender.try_into().expect("split at 4")),
+            msg,
+        };
+        self.noise_frame(now, peer, &init.to_bytes());
     }
 
     /// Whether another unknown peer's link may be made: within `[peers]
@@ -285,10 +466,10 @@ impl Core {
         }
     }
 
-    /// A frame for a keyed peer's authentication.
+    /// A frame of a keyed switch link's authentication.
     fn sealed_frame(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
-        if self.peer_key(&peer).is_none() {
-            return self.drop_frame(peer, "an authentication frame from a peer without a key");
+        if self.peer_key(&peer).is_none() || !self.cfg.switches.contains(&peer) {
+            return self.drop_frame(peer, "a PSK frame from a peer other than a keyed switch");
         }
         let is_hello = matches!(Control::parse(datagram), Ok(Control::Hello { .. }));
         if is_hello && self.answers.allow(now).is_none() {
@@ -298,10 +479,9 @@ impl Core {
         let Some(l) = self.link(peer, false) else {
             return self.drop_frame(peer, "no link could be made");
         };
-        let auth = l
-            .auth
-            .as_mut()
-            .expect("a keyed peer's link has authentication");
+        let LinkAuth::Psk(auth) = &mut l.auth else {
+            return self.drop_frame(peer, "a PSK frame on a link without one");
+        };
         match auth.receive(now, &secret, datagram) {
             Ok(Received::Pdu(pdu)) => {
                 l.saal.handle_frame(now, &pdu);
@@ -348,9 +528,7 @@ impl Core {
             let mut l = PeerLink::new(cfg, self.now);
             l.configured = true;
             l.switch = switch;
-            l.auth = self
-                .peer_key(&peer)
-                .map(|k| PeerAuth::new(k, peer.to_string().as_bytes()));
+            l.auth = self.link_auth(&peer);
             self.prepare_restarted(&mut l);
             if start {
                 l.saal.start(self.now);
@@ -416,18 +594,28 @@ impl Core {
         }
     }
 
-    /// The datagrams that carry SSCOP PDU `p` on `l`: one signalling frame, or sealed
-    /// frames (and a HELLO) for a keyed peer. A BGN starts a link lifetime, so it
-    /// starts new keys too.
+    /// The datagrams that carry SSCOP PDU `p` on `l`: one clear signalling frame,
+    /// Noise transport messages (or a handshake while it is held), or a keyed
+    /// switch's sealed frames. A BGN starts a link lifetime, so it starts new keys
+    /// too.
     fn seal(&mut self, l: &mut PeerLink, p: &[u8]) -> Vec<Vec<u8>> {
-        let Some(auth) = l.auth.as_mut() else {
-            return vec![link::frame(p)];
-        };
-        if matches!(SscopPdu::parse(p), Ok(SscopPdu::Bgn { .. })) && auth.has_keys() {
-            auth.reset();
-        }
+        let bgn = matches!(SscopPdu::parse(p), Ok(SscopPdu::Bgn { .. }));
         let ids = &mut self.ids;
-        auth.seal(self.now, p, || ids.bytes())
+        match &mut l.auth {
+            LinkAuth::Clear => vec![link::frame(p)],
+            LinkAuth::Psk(auth) => {
+                if bgn && auth.has_keys() {
+                    auth.reset();
+                }
+                auth.seal(self.now, p, || ids.bytes())
+            }
+            LinkAuth::Noise(n) => {
+                if bgn && n.has_keys() {
+                    n.reset();
+                }
+                n.seal(self.now, p, || ids.rng.next_u32())
+            }
+        }
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1034,24 +1222,27 @@ impl Core {
             return;
         };
         // The call's TPDU keys: the callee's share completes the exchange.
+        let bound = self.link_identities(link, Role::Caller);
         let (mine, cookie, required) = match self.calls.get_mut(&id) {
             Some(c) => (c.keys.mine.take(), c.cookie, keys::required(&c.qos)),
             None => return,
         };
         let agreed = match (mine, params.natm.key_share()) {
             (None, _) => None,
-            (Some(mine), Some(theirs)) => match mine.agree(Role::Caller, &theirs, cookie) {
-                Ok(k) => Some(k),
-                Err(e) => {
-                    self.end_call(
-                        id,
-                        cause::INVALID_IE,
-                        &format!("the peer's CONNECT: {e}"),
-                        true,
-                    );
-                    return;
+            (Some(mine), Some(theirs)) => {
+                match mine.agree_bound(Role::Caller, &theirs, cookie, &bound) {
+                    Ok(k) => Some(k),
+                    Err(e) => {
+                        self.end_call(
+                            id,
+                            cause::INVALID_IE,
+                            &format!("the peer's CONNECT: {e}"),
+                            true,
+                        );
+                        return;
+                    }
                 }
-            },
+            }
             (Some(_), None) if required => {
                 self.end_call(
                     id,
@@ -1138,6 +1329,7 @@ impl Core {
         data: SocketAddr,
     ) -> Result<Message, Refusal> {
         let now = self.now;
+        let bound = self.link_identities(link, Role::Callee);
         let c = self
             .calls
             .get_mut(&call)
@@ -1150,7 +1342,7 @@ impl Core {
                     .ok_or_else(|| "no randomness for the call's key share".to_owned())
                     .and_then(|mine| {
                         let public = mine.public();
-                        mine.agree(Role::Callee, &theirs, c.cookie)
+                        mine.agree_bound(Role::Callee, &theirs, c.cookie, &bound)
                             .map(|k| (public, k))
                             .map_err(|e| format!("the caller's SETUP: {e}"))
                     }),

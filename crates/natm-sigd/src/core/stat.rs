@@ -58,6 +58,10 @@ pub struct Counters {
     /// were replays.
     #[serde(default)]
     pub auth_failures: u64,
+    /// Of which handshakes that proved a peer key other than the pinned or
+    /// configured one.
+    #[serde(default)]
+    pub key_mismatches: u64,
     /// Incoming calls refused because the peer may not claim the calling number.
     #[serde(default)]
     pub caller_refusals: u64,
@@ -173,6 +177,13 @@ pub struct PeerRow {
     pub calls: usize,
     /// Malformed SSCOP PDUs and Q.2931 messages seen on it.
     pub malformed: u64,
+    /// How its frames are authenticated: "noise", "noise+psk", "psk" (a switch's
+    /// key) or "clear".
+    #[serde(default)]
+    pub auth: String,
+    /// The Noise public key the peer proved (base64), once a handshake completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_key: Option<String>,
 }
 
 /// What sigd holds.
@@ -290,6 +301,13 @@ impl Core {
                     up: l.saal.is_up(),
                     calls: l.calls.len(),
                     malformed: l.malformed(),
+                    auth: l.auth.name().to_owned(),
+                    peer_key: match &l.auth {
+                        super::link::LinkAuth::Noise(n) => n
+                            .peer_key()
+                            .map(|k| natm_proto::sig::noise::key_to_text(&k)),
+                        _ => None,
+                    },
                 })
                 .collect(),
             next: None,

@@ -21,6 +21,7 @@ use crate::core::{AppId, Bucket, Core, HostFacts, Output};
 use app::AppConn;
 
 mod app;
+mod known_peers;
 mod measure;
 mod ticket_key;
 
@@ -84,6 +85,8 @@ pub struct Daemon {
     ready: Ready,
     /// Lines about applications dropped for not reading.
     drop_log: Bucket,
+    /// Where pinned peer keys are appended (`[peers] known_peers_file`).
+    known_peers_file: std::path::PathBuf,
 }
 
 /// 32 bytes from the OS for the core's ids and cookies.
@@ -224,8 +227,16 @@ impl Daemon {
             cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
         };
         let key = ticket_key::load_or_create(&cfg.ticket_key_file)?;
+        let noise_key = ticket_key::load_or_create_named(&cfg.noise_key_file, "Noise key")?;
+        let pins = known_peers::load(&cfg.known_peers_file)?;
+        let known_peers_file = cfg.known_peers_file.clone();
         let mut core = Core::new(cfg, facts, os_seed());
         core.set_ticket_key(key);
+        core.set_identity(noise_key, pins);
+        info!(
+            key = %natm_proto::sig::noise::key_to_text(&core.public_key()),
+            "Noise static key for signalling links"
+        );
         Ok(Daemon {
             core,
             poll,
@@ -241,7 +252,16 @@ impl Daemon {
             fd_exhausted_logged: None,
             ready: Ready::new(),
             drop_log: Bucket::new(10),
+            known_peers_file,
         })
+    }
+
+    /// This host's Noise public key for signalling links (base64) from `key_file`
+    /// (`[peers] key_file`), created first if there is none (`natm sigd --show-key`).
+    pub fn show_key(key_file: &std::path::Path) -> io::Result<String> {
+        let key = ticket_key::load_or_create_named(key_file, "Noise key")?;
+        let public = natm_proto::sig::noise::public_key(&key);
+        Ok(natm_proto::sig::noise::key_to_text(&public))
     }
 
     /// A handle that stops [`Daemon::run`].
@@ -339,6 +359,12 @@ impl Daemon {
 
     /// Carry out what the core asks, in its order.
     fn drain(&mut self) {
+        let pins = self.core.take_new_pins();
+        if !pins.is_empty() {
+            if let Err(e) = known_peers::append(&self.known_peers_file, &pins) {
+                warn!(file = %self.known_peers_file.display(), error = %e, "cannot record pinned peer keys: they hold until sigd stops");
+            }
+        }
         while let Some(o) = self.core.poll_output() {
             match o {
                 Output::ToApp(app, m) => self.send(app, &m),

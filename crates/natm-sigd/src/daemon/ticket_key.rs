@@ -4,6 +4,8 @@
 //! predecessor wrote. Created on first start with mode 0600 (written to a temporary
 //! name, then linked into place, so a crash never leaves half a key), reused after;
 //! a key file another user could read or write is refused, as is a symlink.
+//! The host's Noise static key (`[peers] key_file`) is kept the same way
+//! ([`load_or_create_named`]).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -15,32 +17,43 @@ const KEY_LEN: usize = 32;
 
 /// The key in `path`, created first if there is none.
 pub(super) fn load_or_create(path: &Path) -> io::Result<[u8; KEY_LEN]> {
+    load_or_create_named(path, "ticket key")
+}
+
+/// The 32-octet key `what` (in error messages) in `path`, created first if there
+/// is none.
+pub(super) fn load_or_create_named(path: &Path, what: &str) -> io::Result<[u8; KEY_LEN]> {
     if let Some(dir) = path.parent() {
         if !dir.as_os_str().is_empty() {
-            fs::create_dir_all(dir)
-                .map_err(|e| with_path(e, "cannot create the ticket key file's directory", dir))?;
+            fs::create_dir_all(dir).map_err(|e| {
+                with_path(
+                    e,
+                    &format!("cannot create the {what} file's directory"),
+                    dir,
+                )
+            })?;
         }
     }
     // Two tries: if another process links its key in between, read that one.
     for _ in 0..2 {
-        match read(path) {
+        match read(path, what) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             other => return other,
         }
-        match create(path) {
+        match create(path, what) {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
             other => return other,
         }
     }
-    read(path)
+    read(path, what)
 }
 
-fn read(path: &Path) -> io::Result<[u8; KEY_LEN]> {
+fn read(path: &Path, what: &str) -> io::Result<[u8; KEY_LEN]> {
     let meta = fs::symlink_metadata(path)?;
     let bad = |why: String| {
         io::Error::new(
             io::ErrorKind::PermissionDenied,
-            format!("ticket key file {}: {why}", path.display()),
+            format!("{what} file {}: {why}", path.display()),
         )
     };
     if !meta.file_type().is_file() {
@@ -55,7 +68,7 @@ fn read(path: &Path) -> io::Result<[u8; KEY_LEN]> {
     }
     if meta.mode() & 0o077 != 0 {
         return Err(bad(format!(
-            "mode {:04o} lets other users read or write it: chmod 600 it (or remove it: sigd makes a new key, and calls held before then do not outlive a restart)",
+            "mode {:04o} lets other users read or write it: chmod 600 it (or remove it: sigd makes a new key, and what the old one sealed or proved is lost)",
             meta.mode() & 0o7777
         )));
     }
@@ -71,7 +84,7 @@ fn read(path: &Path) -> io::Result<[u8; KEY_LEN]> {
         io::Error::new(
             io::ErrorKind::InvalidData,
             format!(
-                "ticket key file {} does not hold 64 hex digits: remove it and sigd makes a new key",
+                "{what} file {} does not hold 64 hex digits: remove it and sigd makes a new key",
                 path.display()
             ),
         )
@@ -79,10 +92,10 @@ fn read(path: &Path) -> io::Result<[u8; KEY_LEN]> {
     Ok(key)
 }
 
-fn create(path: &Path) -> io::Result<[u8; KEY_LEN]> {
+fn create(path: &Path, what: &str) -> io::Result<[u8; KEY_LEN]> {
     let mut key = [0u8; KEY_LEN];
     rustix::rand::getrandom(&mut key, rustix::rand::GetRandomFlags::empty())
-        .map_err(|e| io::Error::other(format!("no randomness for the ticket key: {e}")))?;
+        .map_err(|e| io::Error::other(format!("no randomness for the {what}: {e}")))?;
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
     let _ = fs::remove_file(&tmp);
     let written = (|| {
@@ -99,7 +112,11 @@ fn create(path: &Path) -> io::Result<[u8; KEY_LEN]> {
     match written {
         Ok(()) => Ok(key),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Err(e),
-        Err(e) => Err(with_path(e, "cannot create the ticket key file", path)),
+        Err(e) => Err(with_path(
+            e,
+            &format!("cannot create the {what} file"),
+            path,
+        )),
     }
 }
 

@@ -40,8 +40,27 @@ pub enum Side {
 }
 
 /// A host's sigd configuration: its address, its peer's route, 100 Mbit/s each way,
-/// 1 µs per TPDU, plus `extra` TOML (sections after the keys).
+/// 1 µs per TPDU, plus `extra` TOML (sections after the keys). The link to the peer
+/// runs clear (`[[peer]] clear = true`), so that `Pair::trace` reads its Q.2931
+/// messages; `noise_config` is the default, Noise-authenticated link.
+/// A test whose `extra` has a `[[peer]]` of its own gets the default link.
 pub fn config(side: Side, extra: &str) -> Config {
+    let peer_sig = match side {
+        Side::A => B_SIG,
+        Side::B => A_SIG,
+    };
+    if extra.contains("[[peer]]") {
+        return noise_config(side, extra);
+    }
+    noise_config(
+        side,
+        &format!("{extra}\n[[peer]]\naddress = \"{peer_sig}\"\nclear = true\n"),
+    )
+}
+
+/// The same with the default signalling link to the peer: Noise, its key pinned
+/// on first use.
+pub fn noise_config(side: Side, extra: &str) -> Config {
     let (me, sig, peer, peer_sig) = match side {
         Side::A => (A_ADDR, A_SIG, B_ADDR, B_SIG),
         Side::B => (B_ADDR, B_SIG, A_ADDR, A_SIG),
@@ -71,6 +90,11 @@ impl Node {
         Node::with_config(config(side, extra), seed)
     }
 
+    /// A host whose link to the peer is the default, Noise-authenticated one.
+    pub fn noise(side: Side, extra: &str, seed: u8) -> Node {
+        Node::with_config(noise_config(side, extra), seed)
+    }
+
     /// A host with a configuration of the test's own.
     pub fn with_config(cfg: Config, seed: u8) -> Node {
         let sig = cfg.signalling;
@@ -83,6 +107,8 @@ impl Node {
         // The host's ticket key outlives its sigd (a file, in the daemon): a
         // restarted node of the same host has the same one.
         core.set_ticket_key(ticket_key(sig));
+        // Its Noise key too (the key file): peers that pinned it take it again.
+        core.set_identity(noise_key(sig), HashMap::new());
         Node {
             core,
             sig,
@@ -91,6 +117,13 @@ impl Node {
             next_app: 16,
         }
     }
+}
+
+/// The Noise static key of the host whose signalling endpoint is `sig`.
+pub fn noise_key(sig: SocketAddr) -> [u8; 32] {
+    let mut k = ticket_key(sig);
+    k[31] ^= 0x5a;
+    k
 }
 
 /// The ticket key of the host whose signalling endpoint is `sig`.
@@ -194,6 +227,14 @@ impl Default for Pair {
 }
 
 impl Pair {
+    /// Two hosts whose link is the default, Noise-authenticated one.
+    pub fn noise() -> Pair {
+        let mut p = Pair::new("", "");
+        p.a = Node::noise(Side::A, "", 1);
+        p.b = Node::noise(Side::B, "", 2);
+        p
+    }
+
     /// Two hosts with extra TOML for each.
     pub fn new(a_extra: &str, b_extra: &str) -> Pair {
         Pair {

@@ -1,0 +1,205 @@
+//! Issue 31: two `natm sigd` processes with no keys configured authenticate their
+//! signalling link with Noise — a call works over it, forged SSCOP ENDs from the
+//! peer's spoofed address release nothing, and a peer proving another key than the
+//! one pinned is refused.
+
+mod sigd_support;
+
+use std::net::{IpAddr, SocketAddr};
+use std::os::unix::fs::PermissionsExt;
+use std::time::{Duration, Instant};
+
+use sigd_support::{pair, LINK};
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// Sends UDP datagrams with any source address (a raw IPv4 socket, IP_HDRINCL; as
+/// in tests/data_integrity.rs).
+struct Spoofer(Socket);
+
+impl Spoofer {
+    fn open() -> Spoofer {
+        Spoofer(
+            Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(255)))
+                .expect("a raw IP socket (root)"),
+        )
+    }
+
+    fn send(&self, from: SocketAddr, to: SocketAddr, payload: &[u8]) {
+        let (IpAddr::V4(s), IpAddr::V4(d)) = (from.ip(), to.ip()) else {
+            panic!("IPv4 only");
+        };
+        let total = 20 + 8 + payload.len();
+        let mut p = Vec::with_capacity(total);
+        p.extend_from_slice(&[0x45, 0]);
+        p.extend_from_slice(&(total as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
+        p.extend_from_slice(&s.octets());
+        p.extend_from_slice(&d.octets());
+        let mut sum: u32 = p
+            .chunks(2)
+            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
+            .sum();
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        p.extend_from_slice(&from.port().to_be_bytes());
+        p.extend_from_slice(&to.port().to_be_bytes());
+        p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+        p.extend_from_slice(&[0, 0]);
+        p.extend_from_slice(payload);
+        self.0
+            .send_to(&p, &SockAddr::from(to))
+            .expect("spoofed send");
+    }
+}
+
+/// An SSCOP END (S=0) on VPI 0/VCI 5, in clear.
+fn end_frame() -> Vec<u8> {
+    let pdu = natm_proto::wire::sscop::Pdu::End {
+        source_sscop: false,
+        uu: Vec::new(),
+    };
+    natm_proto::wire::vcframe::signalling_frame(&pdu.to_bytes())
+}
+
+fn show_key(socket: &std::path::Path) -> String {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["sigd", "--show-key", "--socket"])
+        .arg(socket)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    String::from_utf8_lossy(&o.stdout).trim().to_owned()
+}
+
+#[test]
+fn sigds_without_keys_call_over_noise_and_forged_ends_release_nothing() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = b.host();
+    let l = hb.bind("echo", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
+            c.send(&m).unwrap();
+        }
+    });
+    let c = a.host().connect("+4420002:echo", "reliable").unwrap();
+    c.send(b"before").unwrap();
+    assert_eq!(
+        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"before"
+    );
+    // The link is Noise-authenticated, and each end holds the key the other proves.
+    let (sa, sb) = (a.stat(), b.stat());
+    assert_eq!(sa["peers"][0]["auth"], "noise", "{sa}");
+    assert_eq!(sb["peers"][0]["auth"], "noise", "{sb}");
+    assert_eq!(sa["peers"][0]["peer_key"], show_key(&b.socket), "{sa}");
+    assert_eq!(sb["peers"][0]["peer_key"], show_key(&a.socket), "{sb}");
+    // `natm stat` says so in its links table, with the key's fingerprint.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["stat", "--socket"])
+        .arg(&a.socket)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.contains(&b.signalling.to_string()))
+        .unwrap_or("");
+    assert!(
+        row.contains(" noise ") && row.contains(&show_key(&b.socket)[..11]),
+        "{text}"
+    );
+    // Each pinned the other in its known-peers file; the key file is the owner's.
+    let pins = std::fs::read_to_string(a.socket.with_extension("known-peers")).unwrap();
+    assert!(
+        pins.contains(&format!("{} {}", b.signalling, show_key(&b.socket))),
+        "{pins}"
+    );
+    let mode = std::fs::metadata(a.socket.with_extension("noise-key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // Five clear ENDs from each end's address to the other (they released every call
+    // on an unkeyed link before).
+    let spoof = Spoofer::open();
+    for _ in 0..5 {
+        spoof.send(a.signalling, b.signalling, &end_frame());
+        spoof.send(b.signalling, a.signalling, &end_frame());
+    }
+    let until = Instant::now() + Duration::from_secs(5);
+    while b.stat()["counters"]["auth_failures"].as_u64().unwrap_or(0) < 5 {
+        assert!(Instant::now() < until, "{}", b.stat());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    c.send(b"after").unwrap();
+    assert_eq!(
+        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"after"
+    );
+    let (sa, sb) = (a.stat(), b.stat());
+    assert_eq!(sa["calls"][0]["state"], "active", "{sa}");
+    assert_eq!(sb["peers"][0]["up"], true, "{sb}");
+    assert!(
+        sa["counters"]["auth_failures"].as_u64().unwrap() >= 5,
+        "{sa}"
+    );
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    drop(c);
+    t.join().unwrap();
+}
+
+#[test]
+fn a_peer_with_another_key_than_the_pinned_one_is_refused() {
+    let (a, mut b) = pair(LINK, LINK);
+    let hb = b.host();
+    let l = hb.bind("ok", "reliable").unwrap();
+    let t = std::thread::spawn(move || l.accept().map(|_| ()));
+    a.host().connect("+4420002:ok", "reliable").unwrap();
+    t.join().unwrap().unwrap();
+    drop(hb);
+    // B comes back at the same address with a new key (its key file lost).
+    b.kill();
+    std::fs::remove_file(b.socket.with_extension("noise-key")).unwrap();
+    b.restart();
+    let hb = b.host();
+    let _l = hb.bind("ok", "reliable").unwrap();
+    let e = a
+        .host()
+        .connect("+4420002:ok", "reliable")
+        .expect_err("a call over a link whose peer proved another key");
+    let sa = a.stat();
+    assert!(
+        sa["counters"]["key_mismatches"].as_u64().unwrap() > 0,
+        "{e}: {sa}"
+    );
+    assert!(a.log().contains("different Noise key"), "{}", a.log());
+}
+
+#[test]
+fn a_key_file_others_may_read_is_refused() {
+    let dir = std::env::temp_dir().join(format!("natm-noise-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("sigd.sock");
+    let key = show_key(&socket);
+    assert_eq!(key.len(), 44, "{key}");
+    assert_eq!(show_key(&socket), key, "made once, then read");
+    let file = socket.with_extension("noise-key");
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["sigd", "--show-key", "--socket"])
+        .arg(&socket)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success());
+    assert!(
+        err.contains("Noise key file") && err.contains("chmod 600"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
