@@ -50,6 +50,7 @@ fuzz_target!(|data: &[u8]| {
                     natm: NatmParams::default(),
                     conn_id: None,
                     multipoint: false,
+                    dtl: None,
                 };
                 if let Ok(id) = c.setup(now, p) {
                     calls.push(id);
@@ -85,6 +86,7 @@ fuzz_target!(|data: &[u8]| {
                         natm: NatmParams::default(),
                         conn_id: None,
                         multipoint: false,
+                        dtl: None,
                     };
                     let eref = u16::from(*len) | (u16::from(body.first().copied().unwrap_or(0)) << 8);
                     if c.add_party(id, eref, &p).is_ok() {

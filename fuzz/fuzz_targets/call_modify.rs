@@ -56,6 +56,7 @@ fuzz_target!(|data: &[u8]| {
         natm: NatmParams::default(),
         conn_id: None,
         multipoint: false,
+        dtl: None,
     };
     let Ok(ca) = a.setup(now, p) else { return };
     pump(now, &mut a, &mut b);
