@@ -1,8 +1,10 @@
 //! A delay line between two veth ends (shared/NETLAB.md, "Delay (no netem)"): the
 //! program `natm perf delay-line` (hidden) runs in the middle namespace of
 //! `natm perf loss --rtt`, reads every Ethernet frame arriving on one end with an
-//! AF_PACKET socket and writes it to the other end after a fixed one-way delay, in
-//! order, both ways. The kernel has no netem, so this is how a path gets its RTT.
+//! AF_PACKET socket and writes it to the other end a fixed one-way delay after the
+//! kernel received it (its receive stamp, so frames the reader reads in one go keep
+//! the spacing they arrived with: packet-pair measures that spacing), in order, both
+//! ways. The kernel has no netem, so this is how a path gets its RTT.
 //!
 //! A packet socket bound to an interface also sees the frames written to it; a frame
 //! whose source MAC address was seen arriving on the other end is such a copy and is
@@ -17,8 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::os::fd::{AsRawFd as _, IntoRawFd as _};
+
 use anyhow::Context as _;
-use pnet_datalink::{Channel, Config, DataLinkReceiver, DataLinkSender, NetworkInterface};
+use pnet_datalink::{Channel, Config, DataLinkSender, NetworkInterface};
+use socket2::{Domain, Protocol, Socket, Type};
 
 /// Frames waiting per direction: 100 Mbit/s × 50 ms of 1,514-octet frames is ~410,
 /// so this holds far more than any delay the experiment asks for, and ~12 MiB at most.
@@ -58,27 +63,86 @@ fn interface(name: &str) -> anyhow::Result<NetworkInterface> {
         .with_context(|| format!("no interface {name} in this namespace"))
 }
 
-fn open(
-    i: &NetworkInterface,
-) -> anyhow::Result<(Box<dyn DataLinkSender>, Box<dyn DataLinkReceiver>)> {
+/// `ETH_P_ALL` in network order, as `socket(2)` takes it: every protocol.
+const ETH_P_ALL_BE: i32 = 0x0003_u16.to_be() as i32;
+
+/// The packet socket of one end: pnet's channel binds it to the interface and writes
+/// with it; the reader receives on a second descriptor of the same socket with
+/// `recvmsg`, which hands over the kernel's receive stamp of each frame
+/// (`SO_TIMESTAMPNS`) that pnet's reader drops.
+fn open(i: &NetworkInterface) -> anyhow::Result<(Box<dyn DataLinkSender>, Socket)> {
+    let sock = Socket::new(
+        Domain::PACKET,
+        Type::RAW,
+        Some(Protocol::from(ETH_P_ALL_BE)),
+    )
+    .with_context(|| format!("AF_PACKET socket on {}", i.name))?;
+    nix::sys::socket::setsockopt(&sock, nix::sys::socket::sockopt::ReceiveTimestampns, &true)
+        .with_context(|| format!("receive stamps on {}", i.name))?;
+    let _ = sock.set_recv_buffer_size(4 << 20);
+    let mine = sock.try_clone()?;
     let cfg = Config {
         read_timeout: Some(TICK),
         read_buffer_size: 65_536,
         write_buffer_size: 65_536,
         promiscuous: true,
+        socket_fd: Some(sock.into_raw_fd()),
         ..Config::default()
     };
     match pnet_datalink::channel(i, cfg)
         .with_context(|| format!("AF_PACKET socket on {}", i.name))?
     {
-        Channel::Ethernet(tx, rx) => Ok((tx, rx)),
+        // pnet's receiver shares the socket with its sender and is not used.
+        Channel::Ethernet(tx, _rx) => Ok((tx, mine)),
         _ => anyhow::bail!("{}: not an Ethernet channel", i.name),
     }
 }
 
-/// Read frames arriving on one end into the line until `until`.
+/// The next frame on `sock` and when the kernel received it (on this process's
+/// monotonic clock), waiting up to [`TICK`]; `TimedOut` if none came.
+fn next_frame(sock: &Socket, buf: &mut [u8]) -> io::Result<(usize, Instant)> {
+    use nix::sys::socket::{recvmsg, ControlMessageOwned, MsgFlags};
+    let mut fds = [rustix::event::PollFd::new(
+        sock,
+        rustix::event::PollFlags::IN,
+    )];
+    let tick = rustix::event::Timespec {
+        tv_sec: 0,
+        tv_nsec: TICK.as_nanos() as _,
+    };
+    if rustix::event::poll(&mut fds, Some(&tick))? == 0 {
+        return Err(io::ErrorKind::TimedOut.into());
+    }
+    let mut iov = [io::IoSliceMut::new(buf)];
+    let mut cmsg = nix::cmsg_space!(nix::sys::time::TimeSpec);
+    let msg = recvmsg::<()>(
+        sock.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        MsgFlags::MSG_DONTWAIT,
+    )
+    .map_err(io::Error::from)?;
+    let now = Instant::now();
+    let mut at = now;
+    for c in msg.cmsgs().map_err(io::Error::from)? {
+        if let ControlMessageOwned::ScmTimestampns(ts) = c {
+            // The stamp is the realtime clock: how long ago, on the monotonic one.
+            let stamp = Duration::new(ts.tv_sec() as u64, ts.tv_nsec() as u32);
+            let wall = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
+            if let Some(ago) = wall.checked_sub(stamp).filter(|a| *a < TICK * 10) {
+                at = now.checked_sub(ago).unwrap_or(now);
+            }
+        }
+    }
+    Ok((msg.bytes, at))
+}
+
+/// Read frames arriving on one end into the line until `until`, each due `delay` after
+/// the kernel received it: frames read together keep the spacing they arrived with.
 fn reader(
-    mut rx: Box<dyn DataLinkReceiver>,
+    rx: Socket,
     line: SyncSender<(Instant, Vec<u8>)>,
     here: Learned,
     there: Learned,
@@ -86,17 +150,20 @@ fn reader(
     until: Instant,
 ) -> u64 {
     let mut dropped = 0u64;
+    let mut buf = vec![0u8; 65_536];
     while Instant::now() < until {
-        let frame = match rx.next() {
+        let (len, arrived) = match next_frame(&rx, &mut buf) {
             Ok(f) => f,
             Err(e)
                 if e.kind() == io::ErrorKind::TimedOut
+                    || e.kind() == io::ErrorKind::WouldBlock
                     || e.kind() == io::ErrorKind::Interrupted =>
             {
                 continue
             }
             Err(_) => break,
         };
+        let frame = &buf[..len];
         let Some(src) = source(frame) else { continue };
         if there.lock().is_ok_and(|t| t.contains(&src)) {
             // Our own copy of a frame from the other end.
@@ -107,7 +174,7 @@ fn reader(
                 h.insert(src);
             }
         }
-        match line.try_send((Instant::now() + delay, frame.to_vec())) {
+        match line.try_send((arrived + delay, frame.to_vec())) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) => dropped += 1,
             Err(TrySendError::Disconnected(_)) => break,
