@@ -345,11 +345,17 @@ impl Conn {
     /// driver's epoll set — while `during` runs, then let it go the way such a thread
     /// does, without having read anything (the read slice ran out, or the thread was
     /// woken for another reason as a datagram came). Returns whether the socket was
-    /// out of the set meanwhile; false, and `during` not run, if the role was taken.
+    /// out of the set meanwhile; false, and `during` not run, if the role stayed taken
+    /// for 5 s. The driver may hold the role for a moment (it reads the handshake's
+    /// last frames, or a timer's): wait for it to let go.
     #[cfg(test)]
     pub(crate) fn hold_read_role_unread(&self, eng: &Engine, during: impl FnOnce()) -> bool {
-        if !self.try_read_role() {
-            return false;
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while !self.try_read_role() {
+            if std::time::Instant::now() >= until {
+                return false;
+            }
+            std::thread::yield_now();
         }
         self.quiet_for_wait(eng);
         let quiet = self.quiet.load(Ordering::Relaxed);
