@@ -333,6 +333,10 @@ pub struct Core {
     /// This sigd's Noise static key (private): the host's, from its key file
     /// (`set_identity`), that signalling links to peer sigds prove.
     noise_key: [u8; 32],
+    /// Its public half, derived once: a call binds its keys to it
+    /// (`peers::link_identities`), and a scalar multiplication per call cost each
+    /// sigd tens of microseconds of a call's setup.
+    noise_public: natm_proto::sig::noise::PublicKey,
     /// Peers' Noise public keys pinned on first use, by signalling endpoint.
     known_peers: HashMap<SocketAddr, natm_proto::sig::noise::PublicKey>,
     /// Pins made since the caller last took them (`take_new_pins`).
@@ -397,6 +401,7 @@ impl Core {
         Core {
             instance,
             noise_key,
+            noise_public: natm_proto::sig::noise::public_key(&noise_key),
             known_peers: HashMap::new(),
             new_pins: Vec::new(),
             started: None,
@@ -446,12 +451,13 @@ impl Core {
         known: HashMap<SocketAddr, natm_proto::sig::noise::PublicKey>,
     ) {
         self.noise_key = key;
+        self.noise_public = natm_proto::sig::noise::public_key(&key);
         self.known_peers = known;
     }
 
     /// This sigd's Noise public key.
     pub fn public_key(&self) -> natm_proto::sig::noise::PublicKey {
-        natm_proto::sig::noise::public_key(&self.noise_key)
+        self.noise_public
     }
 
     /// Peers' keys pinned on first use since the last call: the caller stores them
