@@ -5,6 +5,7 @@
 
 use std::io;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use std::os::fd::AsRawFd;
@@ -12,18 +13,17 @@ use std::os::fd::AsRawFd;
 use bytes::Bytes;
 use mio::net::UnixStream;
 use mio::{Events, Interest, Poll, Token};
-use natm::adaptor::RecvBatch;
 use natm_proto::sig::peer::{Control as PeerControl, PeerAuth, Received};
 use natm_proto::wire::cell::CELL_LEN;
 use natm_proto::wire::vcframe;
 use natm_switch::control::{self, Control, ControlConfig, ControlPort, PortRole};
 use natm_switch::{CrossConnect, PortId, Switch, Transmit, VcAddr, VpAddr};
+use natm_udp::{AreaAccount, AreaPool, RecvBatch};
 use tracing::{info, warn};
 
 use crate::atmtcp_link::AtmtcpPorts;
 use crate::config::{Config, ConfigError, LinkMode, PvcEnd, SignallingRole};
 use crate::link::{open_socket, uni_label, Link, Rng};
-use crate::rx_areas::RxAreas;
 use crate::stat::{PortSnapshot, Snapshot};
 use crate::train;
 
@@ -40,7 +40,8 @@ const READ_BURST: usize = 64 * 1024;
 /// Buffers one `recvmmsg` fills, each up to 64 KiB of GRO run.
 const RECV_SLOTS: usize = 4;
 /// Receive areas (of `RECV_SLOTS` × 64 KiB) that queued frames may hold at once
-/// before frame-mode ports copy SDUs instead (`rx_areas`): 4 MiB.
+/// before frame-mode ports copy SDUs instead (`natm_udp::areas`; `rx`'s own
+/// included): 4 MiB.
 const MAX_RX_AREAS: usize = 16;
 
 pub use natm_sigd::Stop;
@@ -61,8 +62,11 @@ pub struct SwitchDaemon {
     epoch: Instant,
     /// What one `recvmmsg` fills, shared by the ports (read one at a time).
     rx: RecvBatch,
-    /// Areas `rx` lends to the data plane with a frame-mode port's SDUs.
-    rx_areas: RxAreas,
+    /// Areas `rx` lends to the data plane with a frame-mode port's SDUs: at most
+    /// `MAX_RX_AREAS` with `rx`'s own.
+    rx_areas: Arc<AreaPool>,
+    /// The data plane's account of them (no budget but the pool's bound).
+    rx_lent: AreaAccount,
     /// The ports whose link is an atmtcp TCP connection (their `links` entry has no
     /// UDP socket).
     atmtcp: AtmtcpPorts,
@@ -193,7 +197,8 @@ impl SwitchDaemon {
             next_stat: now,
             epoch: now,
             rx,
-            rx_areas: RxAreas::new(MAX_RX_AREAS),
+            rx_areas: AreaPool::new(MAX_RX_AREAS, MAX_RX_AREAS - 1),
+            rx_lent: AreaAccount::default(),
             atmtcp,
         })
     }
@@ -495,7 +500,7 @@ impl SwitchDaemon {
             }
         }
         self.write_stat();
-        info!(copied_receives = self.rx_areas.declined(), "switch stopped");
+        info!(copied_receives = self.rx_lent.counts().1, "switch stopped");
         Ok(())
     }
 
@@ -533,7 +538,7 @@ impl SwitchDaemon {
             // A frame port's SDUs go to the queues as slices of the area received
             // into, not copies, while areas are free.
             let area = if link.mode == LinkMode::Frame {
-                self.rx_areas.lend(&mut self.rx)
+                self.rx_areas.lend(&self.rx_lent, &mut self.rx, usize::MAX)
             } else {
                 None
             };

@@ -14,7 +14,6 @@ mod atmtcp_link;
 pub mod config;
 mod daemon;
 mod link;
-mod rx_areas;
 pub mod stat;
 /// The cell-train codec, now in `natm_proto::wire::train` (the host engine speaks it too).
 pub use natm_proto::wire::train;

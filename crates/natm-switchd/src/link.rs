@@ -2,7 +2,7 @@
 //! and the experiment knobs (random loss, one-way delay as a timed queue).
 //!
 //! Socket I/O is batched: the socket is natm's own UDP adaptor port
-//! (`natm::adaptor::UdpPort`, quinn-udp underneath), which receives with `recvmmsg`
+//! (`natm_udp::UdpPort`, quinn-udp underneath), which receives with `recvmmsg`
 //! and UDP GRO, and the datagrams a port sends in one pass of the loop are laid back
 //! to back in one buffer and leave as UDP GSO runs (one `sendmsg` per run of
 //! datagrams of one size to one destination), as the host engine sends its trains.
@@ -12,7 +12,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use natm::adaptor::{PortOptions, UdpPort, MAX_DATAGRAM};
+use natm_udp::{PortOptions, UdpPort, MAX_DATAGRAM};
 use rustix::net::sockopt;
 
 use crate::config::LinkMode;

@@ -29,14 +29,18 @@
 //! | `DriverTid` | `Engine::driver_tid` | — |
 //! | `Buffers` | `Engine::buffers`, pooled receive batches | — |
 //! | `CellTx` | a cell-mode link's spare train packer (taken, not held, for a send) | — |
-//! | `CellRx` | a cell-mode link's reassembly | the port's peer (a receive) |
+//! | `CellRx` | a cell-mode link's reassembly | — |
 //! | `MemPorts` | `MemNetwork`'s address map | `MemNextPort` |
 //! | `MemNextPort` | `MemNetwork`'s next ephemeral port | — |
-//! | `PortPeer` | a UDP or mem port's connected peer | — |
+//! | `PortPeer` | a mem port's connected peer | — |
 //! | `MemQueue` | a mem port's receive queue | — |
 //! | `OamProbes` | a connection's OAM loopback probes waiting for answers | — |
 //! | `ConnGone` | `Conn::on_gone`, the task run when a connection is forgotten | — |
-//! | `RxAreas` | `Engine::rx_areas`, receive areas come home (a payload's last slice dropped, under whatever lock) | — |
+//!
+//! The UDP socket layer's locks (crate `natm-udp`: a port's peer, the receive areas'
+//! pool) are leaves outside this order: each is held only to copy a value in or out
+//! and takes nothing under it, so it may be taken under any lock here (a payload's
+//! last slice, dropped under whatever lock, sends its area home).
 //!
 //! Hence: the driver takes the scheduler and then an end, so an application thread
 //! hands work to the scheduler ([`Engine::defer`](crate::engine)) only after dropping
@@ -87,9 +91,6 @@ pub(crate) enum Level {
     OamProbes,
     /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
     ConnGone,
-    /// The engine's free receive areas (`engine::rx_areas`): taken alone, under any
-    /// other lock (a payload slice's last reference may drop anywhere).
-    RxAreas,
 }
 
 #[cfg(debug_assertions)]

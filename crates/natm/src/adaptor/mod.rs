@@ -27,19 +27,23 @@
 //! local port) receives connection requests from any peer, with the source address.
 //!
 //! # Batching
-//! Throughput comes from moving many frames per system call: a [`SendBatch`] of
+//! The socket and its batches are crate `natm-udp` (re-exported here), which the
+//! switch process uses too. Throughput comes from moving many frames per system call: a [`SendBatch`] of
 //! equal-sized frames goes out as UDP GSO sends (one `sendmsg` per up to 64 datagrams)
 //! and a [`RecvBatch`] is filled by one `recvmmsg`, each of whose buffers may carry a
 //! GRO run of datagrams. Both are reusable: nothing is allocated per frame.
 
-pub mod batch;
 pub mod cells;
 pub mod mem;
-mod proc_net;
-pub(crate) use proc_net::UdpDrops;
-pub mod udp;
 
-pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, Spans, MAX_DATAGRAM};
 pub use cells::{CellCodec, CellStats};
 pub use mem::{MemNetwork, MemPort, MemPortStats};
-pub use udp::{PortOptions, PortStats, UdpPort};
+/// The socket layer (crate `natm-udp`, shared with the switch process).
+pub use natm_udp::{
+    batch, port as udp, Datagrams, PortOptions, PortStats, PushError, RecvBatch, SendBatch, Spans,
+    UdpDrops, UdpPort, MAX_DATAGRAM,
+};
+
+// The socket layer knows no VC header; the largest datagram it takes is the one the
+// wire format sizes its frames for.
+const _: () = assert!(MAX_DATAGRAM == natm_proto::wire::vcframe::MAX_UDP_PAYLOAD_V4);

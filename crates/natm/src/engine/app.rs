@@ -935,9 +935,9 @@ mod tests {
     #[test]
     fn a_flood_of_small_out_of_order_tpdus_pins_no_more_than_the_receive_buffer() {
         use super::super::conn::{feed, Frame};
-        use super::super::rx_areas::{FreeAreas, RxAreas, MAX_FREE_AREAS};
         use crate::adaptor::RecvBatch;
         use natm_proto::wire::vcframe::HEADER_LEN as VC;
+        use natm_udp::areas::{AreaAccount, AreaPool, MAX_HOME};
 
         let now = Instant::ZERO;
         let mut a = Connection::signalled(now, params(60, 61)).expect("valid");
@@ -976,8 +976,8 @@ mod tests {
             frames.len()
         );
 
-        let home = FreeAreas::new();
-        let areas = RxAreas::default();
+        let home = AreaPool::new(MAX_HOME, usize::MAX);
+        let areas = AreaAccount::default();
         let mut batch: RecvBatch = RecvBatch::new(1, area_len);
         let from: std::net::SocketAddr = ([127, 0, 0, 1], 7000).into();
         // What `Conn::take_batch` does with each receive: lend its area if the budget
@@ -985,7 +985,7 @@ mod tests {
         let mut take = |end: &mut End<RxHalf>, frame: &[u8]| {
             batch.clear();
             assert!(batch.push(from, frame));
-            match areas.lend(&home, &mut batch, rcv_buf) {
+            match home.lend(&areas, &mut batch, rcv_buf) {
                 Some(area) => {
                     for (_, r) in batch.spans() {
                         let d = &area[r];
@@ -1038,6 +1038,6 @@ mod tests {
             0,
             "every area came home once its TPDUs were read"
         );
-        assert_eq!(home.len(), budget.min(MAX_FREE_AREAS));
+        assert_eq!(home.home(), budget.min(MAX_HOME));
     }
 }

@@ -208,8 +208,9 @@ pub(crate) struct Conn {
     /// The call's TPDU keys: every TPDU either way is sealed (`wire::seal`); `None`:
     /// clear TPDUs, checked by the cookie alone.
     crypt: Option<Crypt>,
-    /// The receive areas lent to this connection (`engine::rx_areas`).
-    pub(crate) areas: super::rx_areas::RxAreas,
+    /// The receive areas lent to this connection (`natm_udp::areas`), against a
+    /// budget of its VC's receive buffer.
+    pub(crate) areas: natm_udp::AreaAccount,
 }
 
 /// A task run when a connection is forgotten (see `Conn::on_gone`).
@@ -539,14 +540,14 @@ impl Conn {
     /// every [`FLUSH_EVERY`] datagrams so that the first ACKs of a long burst are not
     /// held back.
     fn take_batch(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
-        // A clear receive of some size is lent, not copied (`engine::rx_areas`): its
+        // A clear receive of some size is lent, not copied (`natm_udp::areas`): its
         // payloads go on as slices of the area. A sealed TPDU is opened into an
         // allocation of its own anyway.
         let area = if self.crypt.is_none()
-            && super::rx_areas::received(batch) >= super::rx_areas::LEND_MIN
+            && natm_udp::areas::received(batch) >= natm_udp::areas::LEND_MIN
         {
             let budget = lock(&self.rx).half.rcv_buf();
-            self.areas.lend(&eng.rx_areas, batch, budget)
+            eng.rx_areas.lend(&self.areas, batch, budget)
         } else {
             None
         };
@@ -1233,7 +1234,7 @@ pub(super) enum Frame<'a> {
 }
 
 /// Hand one TPDU to a half. The payload is a slice of the receive area when the
-/// receive was lent (`area`, which `frame` lies in; `engine::rx_areas`), else it is
+/// receive was lent (`area`, which `frame` lies in; `natm_udp::areas`), else it is
 /// copied out of the receive batch on its own (offset 0 of a fresh allocation), so
 /// `recv` can hand a message of one TPDU to the application without a second copy
 /// either way; an opened frame's payload is that allocation already. On a bare VC

@@ -294,7 +294,7 @@ impl UdpLink {
                 // shrank (a retransmission keeps its size). Learn the new MTU, so
                 // that the VC cuts new TPDUs to it, and let this run go out in IP
                 // fragments rather than never.
-                Err(e) if !fragmenting && quinn_udp::is_msg_size_err(&e) => {
+                Err(e) if !fragmenting && natm_udp::is_msg_size_err(&e) => {
                     self.learn_path_mtu();
                     if self.port.set_dont_fragment(false).is_err() {
                         break if sent == 0 { Err(e) } else { Ok(sent) };

@@ -17,7 +17,6 @@ mod gather;
 mod link;
 mod listener;
 mod oam;
-mod rx_areas;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -221,7 +220,7 @@ pub(crate) struct Engine {
     /// Receive batches of threads that read no longer (64 KiB each).
     buffers: Mutex<Vec<RecvBatch>>,
     /// Receive areas that came home from the connections they were lent to.
-    pub(crate) rx_areas: Arc<rx_areas::FreeAreas>,
+    pub(crate) rx_areas: Arc<natm_udp::AreaPool>,
 }
 
 /// Receive batches kept for reuse; more concurrent readers allocate their own.
@@ -259,7 +258,7 @@ impl Engine {
             driver_tid: Mutex::new(Level::DriverTid, None),
             driver_raised: AtomicBool::new(false),
             buffers: Mutex::new(Level::Buffers, Vec::new()),
-            rx_areas: rx_areas::FreeAreas::new(),
+            rx_areas: natm_udp::AreaPool::new(natm_udp::areas::MAX_HOME, usize::MAX),
         });
         let weak = Arc::downgrade(&eng);
         let cpus = eng.cfg.driver_cpus.clone();

@@ -5,7 +5,7 @@ use std::os::fd::RawFd;
 
 /// The `drops` column of the UDP socket whose descriptor is `fd`, found by its inode;
 /// `None` when the platform has no such file or the socket is not listed.
-pub(super) fn udp_drops(fd: RawFd) -> io::Result<Option<u64>> {
+pub(crate) fn udp_drops(fd: RawFd) -> io::Result<Option<u64>> {
     #[cfg(target_os = "linux")]
     {
         use std::os::unix::fs::MetadataExt;
@@ -34,13 +34,13 @@ pub(super) fn udp_drops(fd: RawFd) -> io::Result<Option<u64>> {
 /// kernel a walk over every UDP socket of the machine: ~150 µs measured on the
 /// development VM).
 #[derive(Debug, Default)]
-pub(crate) struct UdpDrops {
+pub struct UdpDrops {
     by_inode: std::collections::HashMap<u64, u64>,
 }
 
 impl UdpDrops {
     /// Read `/proc/net/udp` and `/proc/net/udp6` (empty where there are none).
-    pub(crate) fn read() -> UdpDrops {
+    pub fn read() -> UdpDrops {
         let mut by_inode = std::collections::HashMap::new();
         for table in ["/proc/net/udp", "/proc/net/udp6"] {
             if let Ok(text) = std::fs::read_to_string(table) {
@@ -51,7 +51,7 @@ impl UdpDrops {
     }
 
     /// The drop count of the socket `fd`, if it was listed.
-    pub(crate) fn of(&self, fd: RawFd) -> Option<u64> {
+    pub fn of(&self, fd: RawFd) -> Option<u64> {
         #[cfg(target_os = "linux")]
         {
             use std::os::unix::fs::MetadataExt;

@@ -12,7 +12,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// Largest datagram a [`SendBatch`] takes: the largest UDP payload over IPv4.
-pub const MAX_DATAGRAM: usize = crate::wire::vcframe::MAX_UDP_PAYLOAD_V4;
+pub const MAX_DATAGRAM: usize = 65_507;
 
 /// Why a frame cannot join a [`SendBatch`]; send the batch, clear it and push again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]

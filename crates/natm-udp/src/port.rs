@@ -15,14 +15,13 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 
-use super::batch::{RecvBatch, SendBatch, MAX_DATAGRAM};
-use crate::sync::{Level, OrderedRwLock};
+use crate::batch::{RecvBatch, SendBatch, MAX_DATAGRAM};
 
 /// Receive-buffer size a GRO port needs per slot: more than the largest run GRO
 /// coalesces (a GSO send is at most 65,507 octets, and Linux's default `gro_max_size`
@@ -162,7 +161,8 @@ pub struct UdpPort {
     gso_size_limit: AtomicUsize,
     gro: bool,
     nonblocking: AtomicBool,
-    peer: OrderedRwLock<Option<SocketAddr>>,
+    /// A leaf lock (see the crate doc): held to copy the address in or out.
+    peer: RwLock<Option<SocketAddr>>,
     /// What quinn-udp found the kernel allows per GSO send (64 on Linux ≥ 4.18).
     max_segments: usize,
     counters: Counters,
@@ -224,7 +224,7 @@ impl UdpPort {
     /// docs/PERFORMANCE.md, issue 17 round three). The quinn-udp state is the
     /// process's shared one ([`hold_gro_key`]); if it cannot be made, the socket
     /// is [`UdpPort::bind_with`]'s without GRO.
-    pub(crate) fn bind_vc(
+    pub fn bind_vc(
         addr: SocketAddr,
         rcvbuf: usize,
         sndbuf: usize,
@@ -283,7 +283,7 @@ impl UdpPort {
             gro: options.gro && state.gro_segments() > 1,
             state,
             nonblocking: AtomicBool::new(false),
-            peer: OrderedRwLock::new(Level::PortPeer, None),
+            peer: RwLock::new(None),
             max_segments,
             counters: Counters::default(),
         }
@@ -293,8 +293,13 @@ impl UdpPort {
     /// datagrams from anyone else before they reach this socket.
     pub fn connect(&self, peer: SocketAddr) -> io::Result<()> {
         self.socket.connect(&peer.into())?;
-        *self.peer.write() = Some(peer);
+        *self.peer.write().unwrap_or_else(PoisonError::into_inner) = Some(peer);
         Ok(())
+    }
+
+    /// The peer [`UdpPort::connect`] gave, if any.
+    fn peer(&self) -> Option<SocketAddr> {
+        *self.peer.read().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// The local address.
@@ -388,7 +393,7 @@ impl UdpPort {
     /// on a socket with no peer.
     pub fn path_mtu(&self) -> io::Result<usize> {
         use rustix::net::sockopt;
-        let mtu = match self.peer.read().ok_or(io::ErrorKind::NotConnected)? {
+        let mtu = match self.peer().ok_or(io::ErrorKind::NotConnected)? {
             SocketAddr::V4(_) => sockopt::ip_mtu(&self.socket)?,
             SocketAddr::V6(_) => sockopt::ipv6_mtu(&self.socket)?,
         };
@@ -398,7 +403,7 @@ impl UdpPort {
     /// Octets of IP and UDP header in front of each datagram's payload to the
     /// connected peer (or on the local address's family when unconnected).
     pub fn ip_udp_overhead(&self) -> usize {
-        let v6 = match *self.peer.read() {
+        let v6 = match self.peer() {
             Some(p) => p.is_ipv6() && p.ip().to_canonical().is_ipv6(),
             None => self.socket.local_addr().is_ok_and(|a| a.is_ipv6()),
         };
@@ -637,8 +642,7 @@ impl UdpPort {
         let destination = match dst {
             Some(addr) => addr,
             None => self
-                .peer
-                .read()
+                .peer()
                 .ok_or_else(|| io::Error::from(io::ErrorKind::NotConnected))?,
         };
         let transmit = Transmit {
@@ -765,7 +769,7 @@ impl UdpPort {
     /// receive, but neither quinn-udp nor socket2 can set or decode it without unsafe
     /// code.)
     pub fn kernel_drops(&self) -> io::Result<Option<u64>> {
-        super::proc_net::udp_drops(self.socket.as_raw_fd())
+        crate::proc_net::udp_drops(self.socket.as_raw_fd())
     }
 }
 
