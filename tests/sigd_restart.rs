@@ -1,6 +1,6 @@
 //! A sigd SIGKILLed in the middle of a transfer (issue 16 item 6): the transfer goes
 //! on, the restarted sigd takes the call over from the application that reconnects,
-//! and the call is kept or released at both ends alike (docs/ARCHITECTURE.md "sigd
+//! and the call is kept or released at both ends alike (docs/sigd.md "sigd
 //! restart", docs/SECURITY.md "sigd restart").
 
 mod sigd_support;

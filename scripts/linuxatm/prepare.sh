@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Prepares everything a Linux-ATM guest needs, once: Debian's kernel with its ATM
 # modules, atm-tools, atmtcp.ko and atm.ko rebuilt with small patches (see
-# atmtcp-allow-ctrl.patch, atm-sigd-trust-vcc.patch and docs/ARCHITECTURE.md
-# "Linux-ATM guest harness"), and a
+# atmtcp-allow-ctrl.patch, atm-sigd-trust-vcc.patch and docs/switch.md
+# "The Linux guest harness"), and a
 # busybox initramfs. Everything is cached under $NATM_LINUXATM_DIR (default
 # target/linuxatm); a second run only checks the stamps and returns.
 #

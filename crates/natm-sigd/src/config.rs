@@ -142,7 +142,7 @@ pub struct PeerSection {
     pub clear: bool,
 }
 
-/// `[restart]`, in milliseconds (docs/ARCHITECTURE.md "sigd restart").
+/// `[restart]`, in milliseconds (docs/sigd.md "sigd restart").
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RestartSection {

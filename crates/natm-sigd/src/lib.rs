@@ -7,7 +7,7 @@
 //! sigds speak UNI signalling (Q.2931 over SSCOP, `natm_proto::sig`) to each other over
 //! UDP. The data plane never passes through sigd: it hands both ends the other's
 //! data endpoint, the VCIs and a random cookie, and the applications' engines talk
-//! directly. `docs/ARCHITECTURE.md` ("Signalling daemon") records the decisions.
+//! directly. `docs/sigd.md` ("Signalling daemon") records the decisions.
 
 //!
 //! The crate is split the quinn way: [`core::Core`] holds every piece of state and

@@ -1,4 +1,4 @@
-//! The per-call TPDU keys (issue 16, docs/ARCHITECTURE.md "Data-path integrity") as
+//! The per-call TPDU keys (issue 16, docs/decisions/0016-sealed-tpdus.md) as
 //! two sigd cores agree them in virtual time: on by default between hosts, off on
 //! request, none with a peer that sends no key share, and the call released when
 //! `encrypt=on` meets such a peer.

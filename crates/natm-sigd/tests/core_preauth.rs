@@ -2,7 +2,7 @@
 //! one of the application's pre-opened data endpoints, tells the application after
 //! the caller's CONNECT ACKNOWLEDGE, refuses with cause 17 when the backlog is empty,
 //! and offers calls that do not fit as for an explicit listener
-//! (docs/ARCHITECTURE.md "Pre-authorised listeners").
+//! (docs/sigd.md "Pre-authorised listeners").
 
 mod support;
 

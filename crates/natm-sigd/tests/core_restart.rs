@@ -1,5 +1,5 @@
 //! A sigd that dies and restarts, in virtual time (issue 16 item 6,
-//! docs/ARCHITECTURE.md "sigd restart"): the survivor keeps its active calls while
+//! docs/sigd.md "sigd restart"): the survivor keeps its active calls while
 //! the link is down (`[restart] preserve_ms`, T309) and re-establishes it; the
 //! restarted sigd takes over the calls its applications reclaim; STATUS ENQUIRY
 //! (Q.2931 §5.6.11) then keeps or releases each call at both ends alike.

@@ -1,5 +1,5 @@
 //! A host's sigd that dies and restarts while its calls run through a natm switch, in
-//! virtual time (issue 16; docs/ARCHITECTURE.md "sigd restart"): sigd cores A and B
+//! virtual time (issue 16; docs/sigd.md "sigd restart"): sigd cores A and B
 //! attached to one switch's control plane (`natm_switch::control`). The switch keeps
 //! the host port's active calls while the host's link is down (`svc_preserve_ms`),
 //! the restarted sigd takes over the calls its applications reclaim, and STATUS

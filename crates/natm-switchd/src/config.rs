@@ -80,7 +80,7 @@ pub struct Config {
     /// How long the active calls of a `signalling = "host"` port outlive the loss of
     /// its signalling link, ms [default 300,000, as sigd's `[restart] preserve_ms`;
     /// 0 clears them at once]: the host's sigd may be restarting, and its
-    /// applications reclaim their calls from the new one (docs/ARCHITECTURE.md "sigd
+    /// applications reclaim their calls from the new one (docs/sigd.md "sigd
     /// restart"). Trunks and `uni` ports clear at once unless the port sets
     /// `preserve_ms`.
     pub svc_preserve_ms: Option<u64>,

@@ -5,7 +5,7 @@
 //! written as pcap records Wireshark dissects natively ([`output`]), or printed one
 //! line per frame. Everything else is counted as skipped.
 //!
-//! Decisions (docs/ARCHITECTURE.md, "Captures for Wireshark"): one link type per file, SunATM
+//! Decisions (docs/tools.md, "`natm capture`: design decisions"): one link type per file, SunATM
 //! by default because tshark then decodes signalling as `atm:sscop:q2931` and data as
 //! AAL5 with no preference set; ERF on request, for the AAL5 CRC check. Timestamps
 //! are the receive time in nanoseconds. The SunATM direction bit (and the ERF

@@ -701,7 +701,7 @@ impl CallControl {
     }
 
     /// Takes over an active call that another instance of this side's call control
-    /// held (a restarted daemon rebuilding its calls; docs/ARCHITECTURE.md "sigd
+    /// held (a restarted daemon rebuilding its calls; docs/sigd.md "sigd
     /// restart"): call reference `cref`, allocated by this side if `ours`. The call
     /// is checked with the peer as a call that survived a link loss is: STATUS
     /// ENQUIRY at once if the link is up, else when it comes up — T309 runs

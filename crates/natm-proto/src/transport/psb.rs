@@ -1099,8 +1099,8 @@ impl Psb {
     }
 
     /// The upper bound of the VC's rate moves to `max` bit/s: the network reserved a
-    /// new rate for it (a Q.2963.1 modification through sigd, docs/ARCHITECTURE.md
-    /// "QoS renegotiation through the network"). On the sender it bounds
+    /// new rate for it (a Q.2963.1 modification through sigd,
+    /// docs/decisions/0019-qos-renegotiation-through-the-network.md). On the sender it bounds
     /// [`Psb::set_qos`] and [`Psb::set_rate`], and a shaped VC's send queue keeps its
     /// bound in time; on the receiver it bounds the QOS requests accepted. The rate in
     /// force does not change here (the sender's QOS does that). 0 is ignored.

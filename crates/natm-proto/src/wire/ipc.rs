@@ -154,7 +154,7 @@ pub enum Message {
         cause: u8,
     },
     /// App → sigd: take over an established call this application held through a
-    /// sigd that has since died (docs/ARCHITECTURE.md "sigd restart"): `call` is
+    /// sigd that has since died (docs/sigd.md "sigd restart"): `call` is
     /// the call's id at that sigd, `data` this side's data endpoint and `path` the
     /// data path it was given (its `resume` ticket says which signalling link and
     /// call reference carry the call). Answered with `Ack` (`id` = `call`, and the
@@ -180,8 +180,8 @@ pub enum Message {
         offset: u64,
     },
     /// App → sigd: change the sending rate of one of its active calls through the
-    /// network (Q.2963.1 modification, docs/ARCHITECTURE.md "QoS renegotiation
-    /// through the network"): `qos` is QoS text whose transmit rate (`scr`, else
+    /// network (Q.2963.1 modification,
+    /// docs/decisions/0019-qos-renegotiation-through-the-network.md): `qos` is QoS text whose transmit rate (`scr`, else
     /// `pcr`, else `max_pcr`) is the new rate, within the bounds agreed at setup
     /// (`min_pcr` up to `max_pcr`). Answered, once every hop has agreed, with `Ack`
     /// (`id` = `call`: the new rate is reserved), or `Refused` with the cause (the

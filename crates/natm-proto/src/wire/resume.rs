@@ -1,6 +1,6 @@
 //! The resume ticket of a call (`DataPath::resume` in the app↔sigd IPC,
 //! docs/wire.md): what a restarted sigd needs to take over a call from the
-//! application that held it (docs/ARCHITECTURE.md "sigd restart"). sigd writes it
+//! application that held it (docs/sigd.md "sigd restart"). sigd writes it
 //! and seals it with a MAC under its host's ticket key; the application keeps it and
 //! gives it back unread in `Reclaim`; sigd checks the MAC, reads it back, and
 //! refuses what it did not write or cannot read.

@@ -2,7 +2,7 @@
 //! user whose application holds the call (the uid SO_PEERCRED gave for the owning
 //! connection), from any connection; anyone else gets a refusal naming the owner.
 //! Both ends are released with the cause given, as if the owner had released it and
-//! sigd had also told the owner (docs/ARCHITECTURE.md "Who may release a call").
+//! sigd had also told the owner (docs/sigd.md "Who may release a call").
 
 use super::*;
 

@@ -202,7 +202,7 @@ impl Core {
     //= consider both the address of the peer and the quality of service requested
     //= before deciding to accept the connection" — `Incoming` carries both; a
     //= pre-authorised listener decided on the QoS at bind time (the departure is in
-    //= docs/ARCHITECTURE.md "Pre-authorised listeners").
+    //= docs/sigd.md "Pre-authorised listeners").
     pub(super) fn offer(&mut self, call: u64, listener: u64) {
         let Some(l) = self.listeners.get(&listener) else {
             return;

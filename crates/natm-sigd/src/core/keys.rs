@@ -1,4 +1,4 @@
-//! Per-call TPDU keys (issue 16, docs/ARCHITECTURE.md "Data-path integrity"): the
+//! Per-call TPDU keys (issue 16, docs/decisions/0016-sealed-tpdus.md): the
 //! caller's sigd puts an ephemeral X25519 share in SETUP's natm IE, the callee's sigd
 //! answers with its own in CONNECT, and each derives the call's two traffic keys
 //! (`wire::seal`), which it hands to its application in `Connected`/`Accepted`. The

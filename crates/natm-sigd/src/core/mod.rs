@@ -2,7 +2,7 @@
 //! applications' requests, calls, listeners (explicit and pre-authorised), the
 //! directory, admission, VCIs, the signalling links to peer sigds and `natm stat` —
 //! with no sockets, no threads and no clock reads (the quinn-proto sans-IO contract of
-//! `natm_proto::transport::Psb`, docs/ARCHITECTURE.md "Signalling daemon").
+//! `natm_proto::transport::Psb`, docs/sigd.md "Signalling daemon").
 //!
 //! # Call order
 //! 1. Feed what happened, each with the time: [`Core::app_connected`],
@@ -133,7 +133,7 @@ pub enum Output {
     /// Write what is queued for the application now, before the outputs that follow:
     /// it is blocked on that message (an offer, a call's `Connected`), and a loopback
     /// datagram sent first would put the kernel's delivery on the call's critical
-    /// path (docs/ARCHITECTURE.md "Call setup fast path").
+    /// path (docs/sigd.md "Call setup fast path").
     Flush(AppId),
     /// Send this datagram (one SSCOP PDU in a UDP-adaptor signalling frame on VPI
     /// 0/VCI 5) to the peer sigd's signalling endpoint.
@@ -232,7 +232,7 @@ struct Listening {
 
 /// A pre-authorised listener: sigd answers calls that fit `qos` itself, each on one
 /// of the application's pre-opened data endpoints (see "Pre-authorised listeners" in
-/// docs/ARCHITECTURE.md).
+/// docs/sigd.md).
 #[derive(Debug)]
 struct AutoAccept {
     /// The listener's QoS, parsed: the bound of what is accepted without asking.
@@ -271,7 +271,7 @@ impl Ids {
 
     /// A call or listener id. An odd step visits every u64 before repeating: ids are
     /// never reused, and guessing another connection's id is useless (ids are checked
-    /// against the owning connection anyway; docs/ARCHITECTURE.md "IPC").
+    /// against the owning connection anyway; docs/sigd.md "IPC").
     fn id(&mut self) -> u64 {
         let id = self.next;
         self.next = self.next.wrapping_add(self.step);
@@ -436,7 +436,7 @@ impl Core {
     }
 
     /// Seal and open resume tickets with `key` (the host's ticket key file,
-    /// docs/ARCHITECTURE.md "sigd restart"): a restarted sigd given the same key
+    /// docs/sigd.md "sigd restart"): a restarted sigd given the same key
     /// takes over the calls its predecessor's applications reclaim. Without it the
     /// key is random, and no ticket outlives this core.
     pub fn set_ticket_key(&mut self, key: [u8; 32]) {
@@ -547,7 +547,7 @@ impl Core {
             }
             let secs = self.cfg.timers.accept.as_secs_f64();
             // The network side's duty in Q.2931 falls to the callee's sigd here: an
-            // offer nobody answers is cleared (cause 18), docs/ARCHITECTURE.md
+            // offer nobody answers is cleared (cause 18), docs/sigd.md
             // "Call timers".
             self.end_call(
                 id,

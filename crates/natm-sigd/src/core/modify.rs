@@ -1,8 +1,8 @@
 //! QoS renegotiation through the network (issue 19): an application's `Modify`
 //! becomes a Q.2963.1 MODIFY REQUEST on the call's signalling link after this host's
 //! admission control has reserved the new rate, and a peer's MODIFY REQUEST is
-//! admitted here before MODIFY ACKNOWLEDGE goes back (docs/ARCHITECTURE.md "QoS
-//! renegotiation through the network").
+//! admitted here before MODIFY ACKNOWLEDGE goes back
+//! (docs/decisions/0019-qos-renegotiation-through-the-network.md).
 //!
 //! seed 003: "once these parameters have been agreed then the QoS may be dynamically
 //! changed at the transport layer without going to the network once the change is

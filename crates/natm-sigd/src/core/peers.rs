@@ -22,7 +22,7 @@ use super::*;
 use crate::admission::{Demand, Refusal};
 use crate::config::CallDirection;
 
-/// SSCOP and call control as sigd runs them (docs/ARCHITECTURE.md "Signalling links").
+/// SSCOP and call control as sigd runs them (docs/sigd.md "Signalling links").
 pub(super) fn saal_config(cfg: &Config) -> SaalConfig {
     let mut s = SaalConfig::default();
     // A burst of calls puts several SDs per call in flight each way; a window wider
@@ -163,7 +163,7 @@ impl Core {
         }
     }
 
-    /// How a new link to `peer` is authenticated (docs/ARCHITECTURE.md "Signalling
+    /// How a new link to `peer` is authenticated (docs/sigd.md "Signalling
     /// links"): a switch's by its pre-shared key if it has one, a peer sigd's by
     /// Noise unless configured clear, proving the configured or pinned key (or
     /// pinning the first one seen), with a configured pre-shared key mixed in.
@@ -836,7 +836,7 @@ impl Core {
     }
 
     /// Calls waiting for a link whose establishment failed are cleared with cause 27
-    /// (docs/ARCHITECTURE.md "Signalling links": a link that fails, Timer_CC ×
+    /// (docs/sigd.md "Signalling links": a link that fails, Timer_CC ×
     /// MaxCC, fails them). `Saal` reports `LinkDown` only for a link that was up, so
     /// a peer that never answered its BGNs left them waiting for ever; the sign of
     /// the failure is an SSCOP back to idle while calls wait.
@@ -909,7 +909,7 @@ impl Core {
                 // data endpoint here (its first party's application), so a second
                 // party on the same call — a second leaf on this host — is refused
                 // with cause 63 (service or option not available); the root calls
-                // it on its own (docs/ARCHITECTURE.md "Point-to-multipoint VCs").
+                // it on its own (docs/multipoint.md "Point-to-multipoint VCs").
                 debug!(%call, ?party, "add party refused");
                 let now = self.now;
                 if let Some(l) = self.peers.get_mut(&link) {

@@ -1,4 +1,4 @@
-//! What a call's QoS asks of the resource manager (seed 000 §5.2, docs/ARCHITECTURE.md
+//! What a call's QoS asks of the resource manager (seed 000 §5.2, docs/sigd.md
 //! "Admission"), the grant written back into the QoS, and the fit of a call to a
 //! pre-authorised listener.
 

@@ -1,4 +1,4 @@
-//! Calls across a sigd crash and restart (docs/ARCHITECTURE.md "sigd restart").
+//! Calls across a sigd crash and restart (docs/sigd.md "sigd restart").
 //!
 //! seed 004 §4: the daemon's death must not break connections that are up — their
 //! data path never touches sigd. Two halves:

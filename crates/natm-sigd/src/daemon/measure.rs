@@ -1,5 +1,5 @@
 //! The cost of one TPDU on the send path, measured when sigd starts: the number
-//! admission control spends CPU at (docs/ARCHITECTURE.md "Admission"). It reads the
+//! admission control spends CPU at (docs/sigd.md "Admission"). It reads the
 //! clock and uses a socket, so it lives with the daemon, not in the sans-IO core;
 //! the PSB is here only to be timed.
 

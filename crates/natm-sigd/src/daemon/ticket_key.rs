@@ -1,4 +1,4 @@
-//! The host's resume-ticket key (docs/ARCHITECTURE.md "sigd restart"): 32 random
+//! The host's resume-ticket key (docs/sigd.md "sigd restart"): 32 random
 //! octets sigd seals every call's resume ticket with, kept in a file of its own
 //! (`[restart] ticket_key_file`) so that a restarted sigd opens the tickets its
 //! predecessor wrote. Created on first start with mode 0600 (written to a temporary

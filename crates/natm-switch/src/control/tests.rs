@@ -482,7 +482,7 @@ fn a_stalled_drain_ends_at_its_bound() {
     assert_eq!(stat.ports[1].counters.dropped.flushed, 200);
 }
 
-// ----- a host's sigd restarts (issue 16; docs/ARCHITECTURE.md "sigd restart") -------
+// ----- a host's sigd restarts (issue 16; docs/sigd.md "sigd restart") -------
 
 const S: Duration = Duration::from_secs(1);
 

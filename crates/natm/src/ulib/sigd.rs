@@ -27,7 +27,7 @@
 //! 004 §4). The session that lost sigd hands its established calls to a background
 //! thread, which reconnects with a bounded backoff and reclaims each call that is
 //! still open from the new sigd (`Message::Reclaim` with the data path sigd gave,
-//! docs/ARCHITECTURE.md "sigd restart"); the new session then carries the calls, and
+//! docs/sigd.md "sigd restart"); the new session then carries the calls, and
 //! a connection's release goes to it. A call the new sigd refuses to take over ends
 //! as a released one does. New calls while sigd is down fail at once
 //! ([`Error::NoSigd`]).

@@ -1,7 +1,7 @@
 //! What a call asks for and what its answer grants, and how both map onto Q.2931 IEs
 //! (specs.md §4.4–4.5).
 //!
-//! Decisions (docs/ARCHITECTURE.md, "Signalling core"):
+//! Decisions (docs/sigd.md, "Signalling core"):
 //! - The SAP travels in the B-HLI IE as user-specific information (type 1, at most 8
 //!   octets): it names the service at the called host as a port names one in IP, and
 //!   the called party number stays the host's address alone.

@@ -305,8 +305,7 @@ pub struct TransportParams {
     /// sender waits at most that long behind it. Unset: the transport's default.
     pub delay: Option<u32>,
     /// Authenticated encryption of every TPDU (`encrypt=on|off`, issue 16); unset:
-    /// on where the peer is on another host (docs/ARCHITECTURE.md, "Data-path
-    /// integrity").
+    /// on where the peer is on another host (docs/decisions/0016-sealed-tpdus.md).
     pub encrypt: Option<bool>,
 }
 
