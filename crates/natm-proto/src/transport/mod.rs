@@ -11,6 +11,7 @@
 //! deadline ([`Psb::poll_timeout`], answered by [`Psb::handle_timeout`]). The same code
 //! runs in the engine over UDP and in the deterministic simulator.
 
+pub mod coalesce;
 mod config;
 pub mod ec_window;
 mod psb;

@@ -96,6 +96,7 @@ impl Psb {
             outstanding: cfg.outstanding,
             reorder_threshold: cfg.reorder_threshold,
             detect_lost_retx: cfg.detect_lost_retx,
+            coalesce: cfg.flow == FlowKind::LeakyBucket || cfg.contract.is_some(),
         };
         let mut psb = Psb::new(Role::Sender, cfg, flow);
         psb.send = Some(SendHalf::new(lim, psb.cfg.isn));

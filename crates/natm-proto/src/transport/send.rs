@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 
+use super::coalesce::{self, Coalescer, Decision};
 use super::seq;
 use super::stats::PsbStats;
 use super::{RetxKind, Semantics};
@@ -96,6 +97,10 @@ pub(crate) struct SendLimits {
     pub(crate) outstanding: u32,
     pub(crate) reorder_threshold: u32,
     pub(crate) detect_lost_retx: bool,
+    /// Small new TPDUs wait briefly for company while the application streams
+    /// (`transport::coalesce`): a paced VC (a leaky bucket, or a reservation's
+    /// contract).
+    pub(crate) coalesce: bool,
 }
 
 /// Why the send half would not take data now.
@@ -148,6 +153,8 @@ pub(crate) struct SendHalf {
     /// The most payload one TPDU may carry on the path without IP fragmentation
     /// (the adaptor's path MTU less the headers; `usize::MAX` until it is known).
     path_cap: usize,
+    /// Small sends held into runs (used when `lim.coalesce`).
+    coalescer: Coalescer,
 }
 
 impl SendHalf {
@@ -178,6 +185,7 @@ impl SendHalf {
             cut: lim.tpdu_size,
             want: lim.tpdu_size,
             path_cap: usize::MAX,
+            coalescer: Coalescer::default(),
         }
     }
 
@@ -459,6 +467,14 @@ impl SendHalf {
         if let Some(p) = self.probe_at {
             t = Some(t.map_or(p, |x| x.min(p)));
         }
+        // Small TPDUs held for company leave when their hold ends.
+        if let Some(h) = self
+            .coalescer
+            .deadline()
+            .filter(|_| self.nxt < self.end_seq())
+        {
+            t = Some(t.map_or(h, |x| x.min(h)));
+        }
         t
     }
 
@@ -473,6 +489,10 @@ impl SendHalf {
         flow: &mut dyn FlowController,
     ) -> bool {
         let mut timed_out = false;
+        // A hold that has ended releases what it held, whether or not anything can
+        // leave now (a window, a partial message or pacing may still stop it): the
+        // hold's deadline is spent, and is not reported again.
+        self.coalescer.expire(now, self.end_seq());
         if let Some(p) = self.probe_at {
             if now >= p {
                 self.probe_at = None;
@@ -788,11 +808,30 @@ impl SendHalf {
             return None;
         }
         let in_train = self.train_left > 0;
+        if self.lim.coalesce && !in_train {
+            // Held: not a pacing deadline (`pace` stops everything until then), so
+            // that a full run, checked here on every poll, ends the hold at once;
+            // `poll_timeout` wakes the half when it ends.
+            if self.coalescer.poll(now, self.nxt, self.end_seq(), len) == Decision::Hold {
+                return None;
+            }
+        }
         if !in_train {
             match flow.poll_send(now, self.in_flight(), len) {
                 Permit::Now => {}
                 Permit::At(t) => {
-                    *pace = Some(t);
+                    *pace = Some(if self.lim.coalesce && len < coalesce::SMALL_TPDU {
+                        // When the run queued behind it conforms, if that is within a
+                        // hold; never later than the bucket is full, so no token is
+                        // lost (`transport::coalesce`).
+                        let run = self.unsent_run_bytes(idx);
+                        match flow.poll_send(now, self.in_flight(), run) {
+                            Permit::At(r) => coalesce::paced(t, r),
+                            Permit::Now | Permit::Blocked => t,
+                        }
+                    } else {
+                        t
+                    });
                     return None;
                 }
                 Permit::Blocked => return None,
@@ -837,6 +876,16 @@ impl SendHalf {
             }
         }
         Some(out)
+    }
+
+    /// Octets of the run of unsent TPDUs from slot `idx` on (at most
+    /// [`coalesce::MAX_RUN`] of them).
+    fn unsent_run_bytes(&self, idx: usize) -> usize {
+        self.slots
+            .range(idx..)
+            .take(coalesce::MAX_RUN as usize)
+            .map(Slot::len)
+            .sum()
     }
 
     fn retx_kind(&self, seq: u64) -> RetxKind {

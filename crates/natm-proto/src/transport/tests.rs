@@ -11,6 +11,7 @@ use super::*;
 use crate::flow::NoFlow;
 
 /// Guaranteed VCs keep their traffic contract whatever their flow control.
+mod coalesce;
 mod contract;
 /// The error-control window kept in bytes when the path cuts TPDUs.
 mod ec_window;
