@@ -18,6 +18,7 @@ use tracing::{debug, info, warn};
 use crate::config::Config;
 use crate::core::fair::{self, Conns, Inbox, Ready, BUDGET, OUT_HIGH};
 use crate::core::{AppId, Bucket, Core, HostFacts, Output};
+use crate::metrics::http::MetricsServer;
 use app::AppConn;
 
 mod app;
@@ -34,7 +35,10 @@ mod libc_errno {
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
 const SIGNALLING: Token = Token(2);
+/// `--metrics`: its listener and connections (`metrics::http::TOKENS` of them).
+const METRICS: Token = Token(3);
 const FIRST_APP: usize = 16;
+const _: () = assert!(METRICS.0 + crate::metrics::http::TOKENS <= FIRST_APP);
 
 /// A stop request: set by SIGTERM/SIGINT (or by a test) to end [`Daemon::run`].
 #[derive(Debug, Clone, Default)]
@@ -87,6 +91,8 @@ pub struct Daemon {
     drop_log: Bucket,
     /// Where pinned peer keys are appended (`[peers] known_peers_file`).
     known_peers_file: std::path::PathBuf,
+    /// `/metrics`, if configured.
+    metrics: Option<MetricsServer>,
 }
 
 /// 32 bytes from the OS for the core's ids and cookies.
@@ -230,6 +236,10 @@ impl Daemon {
         let noise_key = ticket_key::load_or_create_named(&cfg.noise_key_file, "Noise key")?;
         let pins = known_peers::load(&cfg.known_peers_file)?;
         let known_peers_file = cfg.known_peers_file.clone();
+        let metrics = match cfg.metrics {
+            Some(a) => Some(MetricsServer::bind(a, poll.registry(), METRICS)?),
+            None => None,
+        };
         let mut core = Core::new(cfg, facts, os_seed());
         core.set_ticket_key(key);
         core.set_identity(noise_key, pins);
@@ -253,6 +263,7 @@ impl Daemon {
             ready: Ready::new(),
             drop_log: Bucket::new(10),
             known_peers_file,
+            metrics,
         })
     }
 
@@ -274,6 +285,11 @@ impl Daemon {
         self.signalling.local_addr()
     }
 
+    /// Where `/metrics` is served, if it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
+    }
+
     /// Stop on SIGTERM and SIGINT (the signals write to a pipe the loop watches).
     pub fn handle_signals(&mut self) -> io::Result<()> {
         self.signals = Some(signal_pipe(self.poll.registry(), SIGNALS)?);
@@ -293,6 +309,7 @@ impl Daemon {
             signalling = %self.signalling.local_addr()?,
             addresses = ?self.core.local_addresses().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             capacity_bps = self.core.capacity_bps(),
+            metrics = ?self.metrics_addr(),
             "sigd serving"
         );
         let now = self.now();
@@ -302,9 +319,16 @@ impl Daemon {
         while !self.stop.stopped() {
             // Connections with input left from their last turn: poll without sleeping.
             let timeout = if self.ready.is_empty() {
-                self.core
+                let core = self
+                    .core
                     .poll_timeout()
-                    .map(|t| t.saturating_duration_since(self.now()))
+                    .map(|t| t.saturating_duration_since(self.now()));
+                let scrape = self
+                    .metrics
+                    .as_ref()
+                    .and_then(MetricsServer::poll_timeout)
+                    .map(|t| t.saturating_duration_since(Instant::now()));
+                core.into_iter().chain(scrape).min()
             } else {
                 Some(std::time::Duration::ZERO)
             };
@@ -322,6 +346,7 @@ impl Daemon {
                         self.stop.stop();
                     }
                     SIGNALLING => self.read_signalling(),
+                    t if self.metrics.as_ref().is_some_and(|m| m.owns(t)) => self.scrape(t),
                     Token(t) => {
                         if ev.is_readable() || ev.is_read_closed() {
                             if let Some(c) = self.apps.get_mut(&t) {
@@ -343,9 +368,24 @@ impl Daemon {
             self.core.handle_timeout(now);
             self.drain();
             self.flush_all();
+            if let Some(m) = self.metrics.as_mut() {
+                m.handle_timeout(self.poll.registry(), Instant::now());
+            }
         }
         self.shutdown();
         Ok(())
+    }
+
+    /// An event of `/metrics`: the exposition is made from the core's counters now.
+    fn scrape(&mut self, t: Token) {
+        let Some(m) = self.metrics.as_mut() else {
+            return;
+        };
+        let core = &self.core;
+        m.handle_event(t, self.poll.registry(), Instant::now(), || {
+            let (stat, calls, listeners) = core.stat_summary();
+            crate::metrics::render(&stat, &calls, listeners)
+        });
     }
 
     fn shutdown(&mut self) {
