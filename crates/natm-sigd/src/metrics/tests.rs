@@ -86,3 +86,20 @@ fn no_peer_no_peer_family() {
     let text = render(&s, &[], 0);
     assert!(!text.contains("natm_sigd_peer_up"), "{text}");
 }
+
+#[test]
+fn the_example_files_key_parses_and_a_bare_port_is_refused() {
+    let example = include_str!("../../../../docs/sigd.example.toml");
+    assert!(example.contains("\n# metrics = \"127.0.0.1:9464\"\n"));
+    let text = example.replace("\n# metrics = ", "\nmetrics = ");
+    let file: crate::ConfigFile = toml::from_str(&text).unwrap();
+    assert_eq!(
+        file.check().unwrap().metrics,
+        Some("127.0.0.1:9464".parse().unwrap())
+    );
+    let bare: crate::ConfigFile = toml::from_str("metrics = \":9464\"").unwrap();
+    let e = bare.check().unwrap_err().to_string();
+    assert!(e.contains("give the host explicitly"), "{e}");
+    let off: crate::ConfigFile = toml::from_str("").unwrap();
+    assert_eq!(off.check().unwrap().metrics, None, "off unless asked for");
+}

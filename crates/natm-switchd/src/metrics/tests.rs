@@ -67,3 +67,16 @@ fn metrics_need_an_explicit_host() {
     let d = switch("metrics = \"127.0.0.1:0\"");
     assert!(d.metrics_addr().unwrap().ip().is_loopback());
 }
+
+#[test]
+fn the_example_files_key_parses() {
+    let example = include_str!("../../../../docs/switch.example.toml");
+    assert!(example.contains("\n# metrics = \"127.0.0.1:9465\"\n"));
+    let c = Config::from_toml(&example.replace("\n# metrics = ", "\nmetrics = ")).unwrap();
+    assert_eq!(c.metrics.as_deref(), Some("127.0.0.1:9465"));
+    assert_eq!(
+        Config::from_toml(example).unwrap().metrics,
+        None,
+        "off unless asked for"
+    );
+}
