@@ -10,7 +10,7 @@ mod switch_support;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -169,12 +169,28 @@ fn check_labels(labels: &str, line: &str) {
     }
 }
 
-/// A flood on `addr`: 200 connections opened at once from 4 threads and held
-/// silent, and a slow-loris that sends one octet of a request every 100 ms,
-/// connecting again whenever the server closes it. `stop` ends it; the join gives
-/// how many times the slow-loris was cut off, and how long its first connection
-/// lasted.
-fn flood(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(usize, Duration)> {
+/// What the slow-loris of [`flood`] was answered, each time the server cut it off.
+#[derive(Default)]
+struct Cuts {
+    /// 408: its request was not whole by the server's deadline.
+    timed_out: AtomicUsize,
+    /// 503: every slot was taken.
+    busy: AtomicUsize,
+    /// Anything else (a 200 would mean its endless request was served).
+    other: AtomicUsize,
+    /// How long its first connection answered 408 had lasted, ms.
+    first_timeout_ms: AtomicUsize,
+}
+
+/// A flood on `addr` until `stop`: 200 connections opened at once from 4 threads
+/// and held silent, and a slow-loris that sends a request that never ends (a
+/// request line, then header after header) one octet every 100 ms, connecting again
+/// whenever the server cuts it off. The join gives how many connections were held.
+fn flood(
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    cuts: Arc<Cuts>,
+) -> std::thread::JoinHandle<usize> {
     std::thread::spawn(move || {
         let holders: Vec<_> = (0..4)
             .map(|_| {
@@ -190,8 +206,9 @@ fn flood(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(us
                 })
             })
             .collect();
-        let mut cut = 0;
-        let mut first = None;
+        let endless = b"GET /metrics HTTP/1.1\r\n"
+            .iter()
+            .chain(b"X-Slow: loris\r\n".iter().cycle());
         while !stop.load(Ordering::SeqCst) {
             let Ok(mut s) = TcpStream::connect(addr) else {
                 continue;
@@ -200,34 +217,55 @@ fn flood(addr: SocketAddr, stop: Arc<AtomicBool>) -> std::thread::JoinHandle<(us
             s.set_read_timeout(Some(Duration::from_millis(100)))
                 .unwrap();
             let mut buf = [0u8; 256];
-            'conn: for &b in GET.iter().cycle() {
-                if stop.load(Ordering::SeqCst) {
-                    break;
-                }
-                if s.write_all(&[b]).is_err() {
+            for &b in endless.clone() {
+                if stop.load(Ordering::SeqCst) || s.write_all(&[b]).is_err() {
                     break;
                 }
                 match s.read(&mut buf) {
-                    // Closed, or answered (a 408 or a 503): cut off.
-                    Ok(_) => break 'conn,
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {}
-                    Err(_) => break 'conn,
+                    Ok(n) if n >= 12 => {
+                        let kind = match &buf[9..12] {
+                            b"408" => {
+                                let ms = opened.elapsed().as_millis() as usize;
+                                let _ = cuts.first_timeout_ms.compare_exchange(
+                                    0,
+                                    ms,
+                                    Ordering::SeqCst,
+                                    Ordering::SeqCst,
+                                );
+                                &cuts.timed_out
+                            }
+                            b"503" => &cuts.busy,
+                            _ => &cuts.other,
+                        };
+                        kind.fetch_add(1, Ordering::SeqCst);
+                        break;
+                    }
+                    Ok(_) => break,
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) => {}
+                    Err(_) => break,
                 }
             }
-            if !stop.load(Ordering::SeqCst) {
-                cut += 1;
-                first.get_or_insert(opened.elapsed());
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            std::thread::sleep(Duration::from_millis(20));
         }
-        let held: usize = holders.into_iter().map(|h| h.join().unwrap()).sum();
-        assert_eq!(
-            held, 200,
-            "every flood connection was accepted by the kernel"
-        );
-        (cut, first.unwrap_or(Duration::MAX))
+        holders.into_iter().map(|h| h.join().unwrap()).sum()
     })
+}
+
+/// Waits (up to 15 s) until the slow-loris has been cut off by the server's request
+/// deadline at least once; checks it never got anything but 408 and 503.
+fn slow_loris_timed_out(cuts: &Cuts) {
+    let end = Instant::now() + Duration::from_secs(15);
+    while cuts.timed_out.load(Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < end, "the slow-loris was never timed out");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(cuts.other.load(Ordering::SeqCst), 0, "only 408 and 503");
+    let ms = cuts.first_timeout_ms.load(Ordering::SeqCst);
+    assert!(ms >= 1900, "cut at the 2 s deadline, not before: {ms} ms");
 }
 
 /// A scrape that succeeds within 10 s (a busy server answers 503, or a connection
@@ -393,7 +431,8 @@ fn a_scrape_flood_leaves_signalling_and_a_scrape_through() {
     let hb = b.host();
     let l = hb.bind("echo", "reliable").unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let f = flood(m, stop.clone());
+    let cuts = Arc::new(Cuts::default());
+    let f = flood(m, stop.clone(), cuts.clone());
     // Signalling goes on during the flood: a call is set up and carries data, and
     // natm stat is answered.
     let t = std::thread::spawn(move || {
@@ -414,22 +453,27 @@ fn a_scrape_flood_leaves_signalling_and_a_scrape_through() {
         b"during the flood"
     );
     assert_eq!(a.stat()["counters"]["calls_setup"], 1);
-    // A normal scrape gets through while the slow-loris goes on.
+    // A normal scrape gets through while the slow-loris goes on, and the
+    // slow-loris is cut off at the request deadline.
     let s = scrape_through(m);
     assert_eq!(s.get("natm_sigd_calls_setup_total"), 1.0);
-    stop.store(true, Ordering::SeqCst);
-    let (cut, first) = f.join().unwrap();
-    assert!(cut >= 1, "the slow-loris was cut off");
-    assert!(
-        first < Duration::from_secs(4),
-        "within the request timeout: {first:?}"
+    slow_loris_timed_out(&cuts);
+    c.send(b"still").unwrap();
+    assert_eq!(
+        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"still"
     );
+    stop.store(true, Ordering::SeqCst);
+    assert_eq!(f.join().unwrap(), 200, "every flood connection was made");
     c.close();
     c.flush(Duration::from_secs(5)).unwrap();
     drop(c);
     t.join().unwrap();
+    a.wait_no_calls();
     // And sigd is whole after it: scraped at once.
-    assert_eq!(scrape(m).get("natm_sigd_calls_setup_total"), 1.0);
+    let after = scrape(m);
+    assert_eq!(after.get("natm_sigd_calls_setup_total"), 1.0);
+    assert_eq!(after.get("natm_sigd_calls_released_total"), 1.0);
 }
 
 #[test]
@@ -437,21 +481,18 @@ fn a_scrape_flood_leaves_forwarding_and_a_scrape_through() {
     let m = free_tcp();
     let (a, b, sw) = frame_switch("flood", m);
     let stop = Arc::new(AtomicBool::new(false));
-    let f = flood(m, stop.clone());
+    let cuts = Arc::new(Cuts::default());
+    let f = flood(m, stop.clone(), cuts.clone());
     send_frames(&a, &b, &sw, 100);
     let s = scrape_through(m);
     assert_eq!(
         s.get("natm_switch_port_frames_out_total{port=\"b\"}"),
         100.0
     );
+    slow_loris_timed_out(&cuts);
     send_frames(&a, &b, &sw, 100);
     stop.store(true, Ordering::SeqCst);
-    let (cut, first) = f.join().unwrap();
-    assert!(cut >= 1, "the slow-loris was cut off");
-    assert!(
-        first < Duration::from_secs(4),
-        "within the request timeout: {first:?}"
-    );
+    assert_eq!(f.join().unwrap(), 200, "every flood connection was made");
     assert_eq!(
         scrape(m).get("natm_switch_port_frames_out_total{port=\"b\"}"),
         200.0
