@@ -103,3 +103,19 @@ fn the_example_files_key_parses_and_a_bare_port_is_refused() {
     let off: crate::ConfigFile = toml::from_str("").unwrap();
     assert_eq!(off.check().unwrap().metrics, None, "off unless asked for");
 }
+
+#[test]
+fn label_values_are_escaped() {
+    let mut e = Exposition::new("natm_test");
+    e.counters(
+        "odd",
+        "A port named badly",
+        [(label("port", "a\"b\\c\nd"), 1)],
+    );
+    let text = e.render();
+    assert!(
+        text.lines()
+            .any(|l| l == r#"natm_test_odd_total{port="a\"b\\c\nd"} 1"#),
+        "{text}"
+    );
+}
