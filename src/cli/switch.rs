@@ -22,9 +22,9 @@ pub(crate) struct SwitchArgs {
     /// overrides the file's `stat_json`.
     #[arg(long)]
     stat_json: Option<PathBuf>,
-    /// Serve the counters in the Prometheus text format at http://ADDR/metrics
-    /// (IP:PORT, e.g. 127.0.0.1:9465; beyond loopback anyone who reaches it reads
-    /// them); overrides the file's `metrics` [default: not served].
+    /// Serve the counters in the Prometheus text format at http://IP:PORT/metrics
+    /// (the host always given, e.g. 127.0.0.1:9465; beyond loopback anyone who
+    /// reaches it reads them); overrides the file's `metrics` [default: not served].
     #[arg(long, value_name = "IP:PORT")]
     metrics: Option<String>,
     /// Seed of the ports' random loss; overrides the file's `seed`.
