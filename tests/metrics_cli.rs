@@ -60,7 +60,7 @@ const GET: &[u8] = b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nAccept: */*\r\n
 
 /// `GET /metrics`: 200 with the 0.0.4 content type; the samples, strictly parsed.
 fn scrape(addr: SocketAddr) -> Samples {
-    let (code, headers, body) = http(addr, GET).unwrap();
+    let (code, headers, body) = http(addr, GET).unwrap_or_else(|e| panic!("scrape {addr}: {e}"));
     assert_eq!(code, 200, "{body}");
     assert!(
         headers["content-type"].starts_with("text/plain; version=0.0.4"),

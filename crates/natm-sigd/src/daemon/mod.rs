@@ -152,6 +152,12 @@ impl Daemon {
     /// cost unless the configuration gives it.
     pub fn bind(cfg: Config) -> io::Result<Daemon> {
         let poll = Poll::new()?;
+        // Listening before the application socket is: whoever sees sigd's socket
+        // can scrape it.
+        let metrics = match cfg.metrics {
+            Some(a) => Some(MetricsServer::bind(a, poll.registry(), METRICS)?),
+            None => None,
+        };
         let path = cfg.socket.clone();
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
@@ -190,7 +196,7 @@ impl Daemon {
             UnixListener::bind(&path).map_err(|e| with_path(e, "cannot listen on", &path))?;
         // From here, a failure (the signalling port busy, the ticket key unreadable)
         // removes the socket just made: no stale socket is left for the next start.
-        Self::bind_rest(cfg, poll, listener, path.clone()).inspect_err(|_| {
+        Self::bind_rest(cfg, poll, listener, path.clone(), metrics).inspect_err(|_| {
             let _ = std::fs::remove_file(&path);
         })
     }
@@ -201,6 +207,7 @@ impl Daemon {
         poll: Poll,
         mut listener: UnixListener,
         path: PathBuf,
+        metrics: Option<MetricsServer>,
     ) -> io::Result<Daemon> {
         set_socket_access(&path, cfg.socket_mode, cfg.socket_group)?;
         let mut signalling = mio::net::UdpSocket::bind(cfg.signalling).map_err(|e| {
@@ -236,10 +243,6 @@ impl Daemon {
         let noise_key = ticket_key::load_or_create_named(&cfg.noise_key_file, "Noise key")?;
         let pins = known_peers::load(&cfg.known_peers_file)?;
         let known_peers_file = cfg.known_peers_file.clone();
-        let metrics = match cfg.metrics {
-            Some(a) => Some(MetricsServer::bind(a, poll.registry(), METRICS)?),
-            None => None,
-        };
         let mut core = Core::new(cfg, facts, os_seed());
         core.set_ticket_key(key);
         core.set_identity(noise_key, pins);
