@@ -50,6 +50,11 @@ pub(crate) struct SigdArgs {
     /// Cost of one TPDU in ns instead of measuring it at start.
     #[arg(long)]
     tpdu_cost_ns: Option<u64>,
+    /// Serve the counters in the Prometheus text format at http://IP:PORT/metrics
+    /// (the host always given, e.g. 127.0.0.1:9464; beyond loopback anyone who
+    /// reaches it reads them); overrides the file's `metrics` [default: not served].
+    #[arg(long, value_name = "IP:PORT")]
+    metrics: Option<String>,
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     verbose: u8,
@@ -123,6 +128,9 @@ pub(crate) fn run(a: SigdArgs) -> CliResult {
     }
     if a.tpdu_cost_ns.is_some() {
         file.link.tpdu_cost_ns = a.tpdu_cost_ns;
+    }
+    if a.metrics.is_some() {
+        file.metrics = a.metrics;
     }
     if a.show_key {
         let socket = file

@@ -22,6 +22,11 @@ pub(crate) struct SwitchArgs {
     /// overrides the file's `stat_json`.
     #[arg(long)]
     stat_json: Option<PathBuf>,
+    /// Serve the counters in the Prometheus text format at http://IP:PORT/metrics
+    /// (the host always given, e.g. 127.0.0.1:9465; beyond loopback anyone who
+    /// reaches it reads them); overrides the file's `metrics` [default: not served].
+    #[arg(long, value_name = "IP:PORT")]
+    metrics: Option<String>,
     /// Seed of the ports' random loss; overrides the file's `seed`.
     #[arg(long)]
     seed: Option<u64>,
@@ -57,6 +62,10 @@ pub(crate) fn run(a: SwitchArgs) -> CliResult {
     }
     if let Some(s) = a.seed {
         cfg.seed = s;
+    }
+    if a.metrics.is_some() {
+        cfg.metrics = a.metrics;
+        cfg.check()?;
     }
     let mut d = SwitchDaemon::bind(cfg).context("switch")?;
     d.handle_signals().context("switch: signals")?;

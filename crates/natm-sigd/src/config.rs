@@ -67,6 +67,10 @@ pub struct ConfigFile {
     /// SAPs of root services, which only root (or sigd's own user) may bind
     /// [default `["ip", "atmarp"]`, `natm ip`'s].
     pub root_saps: Option<Vec<String>>,
+    /// Serve the counters in the Prometheus text format at `http://ADDR/metrics`
+    /// (`IP:PORT`, host explicit) [default: not served]. Beyond loopback, anyone who
+    /// reaches the address reads them.
+    pub metrics: Option<String>,
 }
 
 /// Where sigd keeps state that must outlive a reboot (its Noise key, pinned peer
@@ -382,6 +386,8 @@ pub struct Config {
     /// The guaranteed bit/s one non-root user's calls may hold together
     /// (`[limits] bandwidth_per_user`).
     pub bandwidth_per_user_bps: u64,
+    /// Where `/metrics` is served (`metrics`; `None`: not served).
+    pub metrics: Option<SocketAddr>,
 }
 
 /// `[peers]` and `[[peer]]`, checked.
@@ -953,6 +959,13 @@ impl ConfigFile {
             admin_uid: rustix::process::geteuid().as_raw(),
             root_saps,
         };
+        let metrics = match &self.metrics {
+            Some(t) => Some(
+                crate::metrics::http::parse_addr(t)
+                    .map_err(|e| bad("metrics", e, "metrics = \"127.0.0.1:9464\""))?,
+            ),
+            None => None,
+        };
         let socket = self.socket.unwrap_or_else(|| PathBuf::from(DEFAULT_SOCKET));
         let ticket_key_file = self
             .restart
@@ -994,6 +1007,7 @@ impl ConfigFile {
             access,
             user_limits,
             bandwidth_per_user_bps,
+            metrics,
         })
     }
 

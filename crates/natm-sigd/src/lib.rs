@@ -21,6 +21,7 @@ pub mod config;
 pub mod core;
 mod daemon;
 pub mod directory;
+pub mod metrics;
 pub use natm_proto::sig::vci;
 
 pub use crate::core::Creds;

@@ -58,6 +58,10 @@ pub struct Config {
     /// A JSON snapshot of every counter, rewritten every `stat_interval_ms` and at exit
     /// (what `natm stat --switch` reads).
     pub stat_json: Option<PathBuf>,
+    /// Serve the counters in the Prometheus text format at `http://ADDR/metrics`
+    /// (`IP:PORT`, host explicit) [default: not served]. Beyond loopback, anyone who
+    /// reaches the address reads them.
+    pub metrics: Option<String>,
     /// How often the snapshot is rewritten [default 500 ms].
     #[serde(default = "default_stat_interval")]
     pub stat_interval_ms: u64,
@@ -562,6 +566,10 @@ impl Config {
     pub fn check(&self) -> Result<(), ConfigError> {
         if self.ports.is_empty() {
             return Err(invalid("no [[port]]: a switch needs at least one"));
+        }
+        if let Some(m) = &self.metrics {
+            natm_sigd::metrics::http::parse_addr(m)
+                .map_err(|e| invalid(format!("metrics: {e}")))?;
         }
         if let Some(r) = &self.routing {
             if r.node == 0 {

@@ -26,8 +26,16 @@ use crate::config::{Config, ConfigError, LinkMode, PvcEnd, SignallingRole};
 use crate::link::{open_socket, uni_label, Link, Rng};
 use crate::stat::{PortSnapshot, Snapshot};
 use crate::train;
+use natm_sigd::metrics::http::MetricsServer;
 
 const SIGNALS: Token = Token(0);
+/// `--metrics`: its listener and connections, above every port's token and below the
+/// atmtcp links'.
+const METRICS: Token = Token(1 << 23);
+const _: () = assert!(
+    METRICS.0 > FIRST_PORT + u16::MAX as usize
+        && METRICS.0 + natm_sigd::metrics::http::TOKENS <= crate::atmtcp_link::TOKEN_BASE
+);
 const FIRST_PORT: usize = 1;
 /// How far behind `now` a port may still use line slots it missed: a wake-up is late
 /// by up to the poll's millisecond granularity, and without this the line would
@@ -70,6 +78,8 @@ pub struct SwitchDaemon {
     /// The ports whose link is an atmtcp TCP connection (their `links` entry has no
     /// UDP socket).
     atmtcp: AtmtcpPorts,
+    /// `/metrics`, if configured.
+    metrics: Option<MetricsServer>,
 }
 
 fn endpoint_of(end: &PvcEnd, port: PortId) -> (Option<VcAddr>, VpAddr) {
@@ -179,6 +189,17 @@ impl SwitchDaemon {
                 install(rev)?;
             }
         }
+        let metrics = match cfg.metrics.as_deref() {
+            Some(text) => {
+                let addr =
+                    natm_sigd::metrics::http::parse_addr(text).map_err(ConfigError::Invalid)?;
+                Some(
+                    MetricsServer::bind(addr, poll.registry(), METRICS)
+                        .map_err(io_err("metrics".into()))?,
+                )
+            }
+            None => None,
+        };
         let now = Instant::now();
         let control = Self::control(&cfg, &links)?;
         let rx = links
@@ -200,6 +221,7 @@ impl SwitchDaemon {
             rx_areas: AreaPool::new(MAX_RX_AREAS, MAX_RX_AREAS - 1),
             rx_lent: AreaAccount::default(),
             atmtcp,
+            metrics,
         })
     }
 
@@ -352,6 +374,22 @@ impl SwitchDaemon {
             .collect()
     }
 
+    /// Where `/metrics` is served, if it is.
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
+    }
+
+    /// An event of `/metrics`: the exposition is made from the counters now.
+    fn scrape(&mut self, t: Token) {
+        let Some(mut m) = self.metrics.take() else {
+            return;
+        };
+        m.handle_event(t, self.poll.registry(), Instant::now(), || {
+            crate::metrics::render(&self.snapshot())
+        });
+        self.metrics = Some(m);
+    }
+
     /// Stop on SIGTERM and SIGINT (the signals write to a pipe the loop watches).
     pub fn handle_signals(&mut self) -> io::Result<()> {
         self.signals = Some(natm_sigd::signal_pipe(self.poll.registry(), SIGNALS)?);
@@ -412,7 +450,7 @@ impl SwitchDaemon {
         for l in &self.links {
             info!(port = %l.name, bind = %l.bind, peer = %l.peer, mode = ?l.mode, "port up");
         }
-        info!(vcs = self.sw.stat().vcs.len(), "switch forwarding");
+        info!(vcs = self.sw.stat().vcs.len(), metrics = ?self.metrics_addr(), "switch forwarding");
         let mut events = Events::with_capacity(256);
         while !self.stop.stopped() {
             let wall = Instant::now();
@@ -433,6 +471,9 @@ impl SwitchDaemon {
             if let Some(t) = self.atmtcp.poll_timeout() {
                 wake = wake.min(t);
             }
+            if let Some(t) = self.metrics.as_ref().and_then(MetricsServer::poll_timeout) {
+                wake = wake.min(t);
+            }
             let timeout = wake.saturating_duration_since(wall);
             if let Err(e) = self.poll.poll(&mut events, Some(timeout)) {
                 if e.kind() == io::ErrorKind::Interrupted {
@@ -442,17 +483,22 @@ impl SwitchDaemon {
             }
             let mut readable = Vec::new();
             let mut atmtcp_ready = Vec::new();
+            let mut scrapes = Vec::new();
             for ev in events.iter() {
                 match ev.token() {
                     SIGNALS => {
                         info!("signal received, stopping");
                         self.stop.stop();
                     }
+                    t if self.metrics.as_ref().is_some_and(|m| m.owns(t)) => scrapes.push(t),
                     t if AtmtcpPorts::owns(t) => atmtcp_ready.push(t),
                     Token(t) => readable.push(t - FIRST_PORT),
                 }
             }
             self.atmtcp_events(atmtcp_ready);
+            for t in scrapes {
+                self.scrape(t);
+            }
             // Edge-triggered: read each ready socket until it would block, a burst
             // at a time, sending between bursts so queues drain as they fill.
             while !readable.is_empty() {
@@ -484,6 +530,9 @@ impl SwitchDaemon {
             let wall = Instant::now();
             for l in &mut self.links {
                 l.release_delayed(wall);
+            }
+            if let Some(m) = self.metrics.as_mut() {
+                m.handle_timeout(self.poll.registry(), wall);
             }
             if wall >= self.next_stat {
                 self.write_stat();

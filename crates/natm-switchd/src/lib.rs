@@ -14,6 +14,7 @@ mod atmtcp_link;
 pub mod config;
 mod daemon;
 mod link;
+pub mod metrics;
 pub mod stat;
 /// The cell-train codec, now in `natm_proto::wire::train` (the host engine speaks it too).
 pub use natm_proto::wire::train;

@@ -343,6 +343,20 @@ impl Core {
         (calls, ls)
     }
 
+    /// What `--metrics` exposes: the document without rows, and how many calls sigd
+    /// holds in each state and how many listeners (no row is built, however many
+    /// calls sigd holds).
+    pub fn stat_summary(&self) -> (Stat, Vec<(CallState, usize)>, usize) {
+        let mut states: Vec<(CallState, usize)> = Vec::new();
+        for c in self.calls.values() {
+            match states.iter_mut().find(|(s, _)| *s == c.state) {
+                Some((_, n)) => *n += 1,
+                None => states.push((c.state, 1)),
+            }
+        }
+        (self.stat_head(), states, self.listeners.len())
+    }
+
     /// What `natm stat` shows, every row (what root sees, in one document however
     /// large; the IPC reply is paged by [`Core::stat_page`]).
     pub fn stat(&self) -> Stat {

@@ -18,6 +18,7 @@ use tracing::{debug, info, warn};
 use crate::config::Config;
 use crate::core::fair::{self, Conns, Inbox, Ready, BUDGET, OUT_HIGH};
 use crate::core::{AppId, Bucket, Core, HostFacts, Output};
+use crate::metrics::http::MetricsServer;
 use app::AppConn;
 
 mod app;
@@ -34,7 +35,10 @@ mod libc_errno {
 const LISTENER: Token = Token(0);
 const SIGNALS: Token = Token(1);
 const SIGNALLING: Token = Token(2);
+/// `--metrics`: its listener and connections (`metrics::http::TOKENS` of them).
+const METRICS: Token = Token(3);
 const FIRST_APP: usize = 16;
+const _: () = assert!(METRICS.0 + crate::metrics::http::TOKENS <= FIRST_APP);
 
 /// A stop request: set by SIGTERM/SIGINT (or by a test) to end [`Daemon::run`].
 #[derive(Debug, Clone, Default)]
@@ -87,6 +91,8 @@ pub struct Daemon {
     drop_log: Bucket,
     /// Where pinned peer keys are appended (`[peers] known_peers_file`).
     known_peers_file: std::path::PathBuf,
+    /// `/metrics`, if configured.
+    metrics: Option<MetricsServer>,
 }
 
 /// 32 bytes from the OS for the core's ids and cookies.
@@ -146,6 +152,12 @@ impl Daemon {
     /// cost unless the configuration gives it.
     pub fn bind(cfg: Config) -> io::Result<Daemon> {
         let poll = Poll::new()?;
+        // Listening before the application socket is: whoever sees sigd's socket
+        // can scrape it.
+        let metrics = match cfg.metrics {
+            Some(a) => Some(MetricsServer::bind(a, poll.registry(), METRICS)?),
+            None => None,
+        };
         let path = cfg.socket.clone();
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
@@ -184,7 +196,7 @@ impl Daemon {
             UnixListener::bind(&path).map_err(|e| with_path(e, "cannot listen on", &path))?;
         // From here, a failure (the signalling port busy, the ticket key unreadable)
         // removes the socket just made: no stale socket is left for the next start.
-        Self::bind_rest(cfg, poll, listener, path.clone()).inspect_err(|_| {
+        Self::bind_rest(cfg, poll, listener, path.clone(), metrics).inspect_err(|_| {
             let _ = std::fs::remove_file(&path);
         })
     }
@@ -195,6 +207,7 @@ impl Daemon {
         poll: Poll,
         mut listener: UnixListener,
         path: PathBuf,
+        metrics: Option<MetricsServer>,
     ) -> io::Result<Daemon> {
         set_socket_access(&path, cfg.socket_mode, cfg.socket_group)?;
         let mut signalling = mio::net::UdpSocket::bind(cfg.signalling).map_err(|e| {
@@ -253,6 +266,7 @@ impl Daemon {
             ready: Ready::new(),
             drop_log: Bucket::new(10),
             known_peers_file,
+            metrics,
         })
     }
 
@@ -274,6 +288,11 @@ impl Daemon {
         self.signalling.local_addr()
     }
 
+    /// Where `/metrics` is served, if it is.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics.as_ref().map(MetricsServer::local_addr)
+    }
+
     /// Stop on SIGTERM and SIGINT (the signals write to a pipe the loop watches).
     pub fn handle_signals(&mut self) -> io::Result<()> {
         self.signals = Some(signal_pipe(self.poll.registry(), SIGNALS)?);
@@ -293,6 +312,7 @@ impl Daemon {
             signalling = %self.signalling.local_addr()?,
             addresses = ?self.core.local_addresses().iter().map(|a| a.to_string()).collect::<Vec<_>>(),
             capacity_bps = self.core.capacity_bps(),
+            metrics = ?self.metrics_addr(),
             "sigd serving"
         );
         let now = self.now();
@@ -302,9 +322,16 @@ impl Daemon {
         while !self.stop.stopped() {
             // Connections with input left from their last turn: poll without sleeping.
             let timeout = if self.ready.is_empty() {
-                self.core
+                let core = self
+                    .core
                     .poll_timeout()
-                    .map(|t| t.saturating_duration_since(self.now()))
+                    .map(|t| t.saturating_duration_since(self.now()));
+                let scrape = self
+                    .metrics
+                    .as_ref()
+                    .and_then(MetricsServer::poll_timeout)
+                    .map(|t| t.saturating_duration_since(Instant::now()));
+                core.into_iter().chain(scrape).min()
             } else {
                 Some(std::time::Duration::ZERO)
             };
@@ -322,6 +349,7 @@ impl Daemon {
                         self.stop.stop();
                     }
                     SIGNALLING => self.read_signalling(),
+                    t if self.metrics.as_ref().is_some_and(|m| m.owns(t)) => self.scrape(t),
                     Token(t) => {
                         if ev.is_readable() || ev.is_read_closed() {
                             if let Some(c) = self.apps.get_mut(&t) {
@@ -343,9 +371,24 @@ impl Daemon {
             self.core.handle_timeout(now);
             self.drain();
             self.flush_all();
+            if let Some(m) = self.metrics.as_mut() {
+                m.handle_timeout(self.poll.registry(), Instant::now());
+            }
         }
         self.shutdown();
         Ok(())
+    }
+
+    /// An event of `/metrics`: the exposition is made from the core's counters now.
+    fn scrape(&mut self, t: Token) {
+        let Some(m) = self.metrics.as_mut() else {
+            return;
+        };
+        let core = &self.core;
+        m.handle_event(t, self.poll.registry(), Instant::now(), || {
+            let (stat, calls, listeners) = core.stat_summary();
+            crate::metrics::render(&stat, &calls, listeners)
+        });
     }
 
     fn shutdown(&mut self) {
