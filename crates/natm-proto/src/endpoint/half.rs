@@ -592,6 +592,15 @@ impl TxHalf {
         }
     }
 
+    /// The connection's other direction has delivered `epoch` receives so far (a
+    /// count the caller keeps): a send after it delivered something is a reply, and
+    /// is never held to coalesce with others ([`Psb::note_reverse`]).
+    pub fn note_reverse(&mut self, epoch: u64) {
+        if let Machine::Natm(psb) = &mut self.core.machine {
+            psb.note_reverse(epoch);
+        }
+    }
+
     /// Whether a QoS change waits for the peer's answer.
     pub fn qos_pending(&self) -> bool {
         self.core.psb().is_some_and(|p| p.status().qos_pending)

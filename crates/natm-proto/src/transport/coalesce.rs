@@ -15,8 +15,9 @@
 //! [`MAX_RUN`] are queued. A message after a pause goes at once, and so does one
 //! that answers the peer (a request and its reply are a round trip apart, tens of
 //! microseconds even on loopback): a request/response exchange on a CBR VC keeps its
-//! latency. Only an exchange whose round trip is under [`STREAM_GAP`] (busy-polling
-//! both ends on one host) is mistaken for a stream and waits a hold. The bucket still decides what
+//! latency: the engine counts what the connection's other direction delivered
+//! ([`crate::transport::Psb::note_reverse`]), and a send after a delivery is a reply,
+//! never held, however short the round trip. The bucket still decides what
 //! conforms: a run leaves no faster than the contract, and the hold is well inside the
 //! bucket's own timer slack ([`crate::flow::TIMER_SLACK`]), which the default depth
 //! already absorbs, so the hold costs no rate.
@@ -77,6 +78,9 @@ pub(crate) struct Coalescer {
     /// New TPDUs below this sequence number belong to a released run and go without
     /// holding (the flow controller may still pace them).
     release_to: u64,
+    /// Receives the other direction had delivered: now, and at the last release.
+    reverse: u64,
+    reverse_at_release: u64,
 }
 
 impl Coalescer {
@@ -92,9 +96,10 @@ impl Coalescer {
             Some(t) => now < t && !full,
             // Otherwise one starts while the application streams.
             None => {
-                let streaming = self
-                    .last_release
-                    .is_some_and(|t| now.saturating_duration_since(t) < STREAM_GAP);
+                let streaming = self.reverse == self.reverse_at_release
+                    && self
+                        .last_release
+                        .is_some_and(|t| now.saturating_duration_since(t) < STREAM_GAP);
                 if streaming && !full {
                     self.hold_until = Some(now + HOLD);
                 }
@@ -107,7 +112,13 @@ impl Coalescer {
         self.release_to = end;
         self.hold_until = None;
         self.last_release = Some(now);
+        self.reverse_at_release = self.reverse;
         Decision::Go
+    }
+
+    /// The other direction has delivered `epoch` receives so far.
+    pub(crate) fn note_reverse(&mut self, epoch: u64) {
+        self.reverse = epoch;
     }
 
     /// The timer fired at `now` with `end` one past the last queued TPDU: a hold that
@@ -162,6 +173,19 @@ mod tests {
         // The stream goes on: the next one is held again.
         assert_eq!(c.poll(at(110), 21, 22, 64), Decision::Hold);
         assert_eq!(c.deadline(), Some(at(210)));
+    }
+
+    #[test]
+    fn a_reply_is_never_held() {
+        let mut c = Coalescer::default();
+        assert_eq!(c.poll(at(0), 0, 1, 64), Decision::Go);
+        // The answer came back 10 µs later, and the next request goes at once.
+        c.note_reverse(1);
+        assert_eq!(c.poll(at(10), 1, 2, 64), Decision::Go);
+        c.note_reverse(2);
+        assert_eq!(c.poll(at(20), 2, 3, 64), Decision::Go);
+        // Without an answer in between, it is a stream.
+        assert_eq!(c.poll(at(25), 3, 4, 64), Decision::Hold);
     }
 
     #[test]

@@ -242,6 +242,16 @@ impl Psb {
         self.flow.set_window_limit(send.ec_window());
     }
 
+    /// The VC paired with this one (the connection's other direction) has delivered
+    /// `epoch` receives so far: a small send that follows a delivery is taken for a
+    /// reply and leaves at once instead of being held for company
+    /// (`transport::coalesce`). The caller keeps the count; only changes matter.
+    pub fn note_reverse(&mut self, epoch: u64) {
+        if let Some(send) = self.send.as_mut() {
+            send.note_reverse(epoch);
+        }
+    }
+
     /// The path carries at most `cap` payload octets per TPDU without IP
     /// fragmentation (issue 30; the engine learns it from the adaptor's path MTU):
     /// new TPDUs are cut to fit, queued unsent ones are split, and a larger cap lets

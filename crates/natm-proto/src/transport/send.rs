@@ -234,6 +234,11 @@ impl SendHalf {
     /// fragmentation (issue 30: the adaptor's path MTU less the UDP/IP, VC and TPDU
     /// headers). New TPDUs are cut to fit and queued unsent ones split; a larger cap
     /// lets new TPDUs grow back to the size the VC asks for.
+    /// See [`super::Psb::note_reverse`].
+    pub(crate) fn note_reverse(&mut self, epoch: u64) {
+        self.coalescer.note_reverse(epoch);
+    }
+
     pub(crate) fn set_path_cap(&mut self, cap: usize) {
         self.path_cap = cap.max(1);
         self.apply_cut();

@@ -221,6 +221,10 @@ impl Conn {
     /// order, `crate::sync`).
     #[must_use]
     fn flush_tx(&self, eng: &Engine, end: &mut End<TxHalf>, cv: &crate::sync::Condvar) -> bool {
+        // What the application sends after the other direction delivered something
+        // is a reply: the sending VC does not hold it to coalesce.
+        end.half
+            .note_reverse(self.rx_epoch.load(std::sync::atomic::Ordering::Relaxed));
         // Inline from the application's thread unless higher-priority work waits for
         // the scheduler (seed 000 §5.1's priorities kept, the scheduler's hop saved).
         if !eng.cfg.inline_send || eng.pending_above(self.level) {

@@ -211,6 +211,10 @@ pub(crate) struct Conn {
     /// The receive areas lent to this connection (`natm_udp::areas`), against a
     /// budget of its VC's receive buffer.
     pub(crate) areas: natm_udp::AreaAccount,
+    /// Receive batches that brought the receiving VC something: a send after one is
+    /// a reply, which the sending VC never holds to coalesce
+    /// (`natm_proto::transport::coalesce`, `TxHalf::note_reverse`).
+    pub(crate) rx_epoch: AtomicU64,
 }
 
 /// A task run when a connection is forgotten (see `Conn::on_gone`).
@@ -283,6 +287,7 @@ impl Conn {
             weight,
             counters: LinkCounters::default(),
             areas: Default::default(),
+            rx_epoch: AtomicU64::new(0),
             released: OnceLock::new(),
             events: super::events::EventQueue::new(),
             oam: Mutex::new(
@@ -591,6 +596,7 @@ impl Conn {
             self.after(eng, Which::Tx, &mut end, cv, now, usize::MAX);
         }
         if touched[Which::Rx as usize] {
+            self.rx_epoch.fetch_add(1, Ordering::Relaxed);
             let (mut end, cv) = self.rx();
             self.after(eng, Which::Rx, &mut end, cv, now, usize::MAX);
         }
