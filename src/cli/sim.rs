@@ -1,6 +1,6 @@
 //! `natm sim`: one scenario through the deterministic simulator, one result line per VC
 //! (or JSON), and optionally a CSV time series. Figures of a run are drawn by the lab
-//! (`natm-lab sim-plot`, which runs the same scenario through [`simulate`]): the
+//! (`natm-lab sim-plot`, which runs the same scenario through [`run_one`]): the
 //! operator binary links no plotting code (docs/decisions/0032-lab-crate.md).
 
 use anyhow::Context as _;
@@ -249,25 +249,17 @@ pub(crate) fn run(a: SimArgs) -> CliResult {
     if let Some(path) = &a.scenario {
         return super::sim_net::run(path, a.scale, a.json);
     }
-    let (scenario, report, wall) = simulate(&a, a.series.is_some())?;
-    if let Some(path) = &a.series {
-        write_series(path, &report).with_context(|| format!("cannot write {}", path.display()))?;
-    }
-    if a.json {
-        outln!("{}", to_json(&scenario, &report, wall));
-    } else {
-        print_text(&scenario, &report, wall);
-    }
-    Ok(())
+    run_one(&a, false).map(drop)
 }
 
-/// Runs the single-bottleneck scenario `a` describes (not a `--scenario` file), with
-/// its time series sampled every `--interval` when `series` is set: the scenario, its
-/// report, and the wall time it took.
-pub fn simulate(a: &SimArgs, series: bool) -> anyhow::Result<(Scenario, Report, Duration)> {
+/// `natm sim` on the single-bottleneck scenario `a` describes (not a `--scenario`
+/// file): runs it, writes `--series`, prints the results (text or `--json`), and
+/// returns the scenario and its report. `sampled` samples the time series every
+/// `--interval` even without `--series`, for a figure of the run.
+pub fn run_one(a: &SimArgs, sampled: bool) -> anyhow::Result<(Scenario, Report)> {
     anyhow::ensure!(
         a.scenario.is_none(),
-        "--scenario runs a whole network: its results have no time series to draw"
+        "--scenario runs a whole network, which has no time series to draw"
     );
     let vcs = specs(a)?;
     let scenario = Scenario {
@@ -294,11 +286,20 @@ pub fn simulate(a: &SimArgs, series: bool) -> anyhow::Result<(Scenario, Report, 
         seed: a.seed,
         vcs,
         time_limit: a.time_limit,
-        series_interval: series.then_some(a.interval),
+        series_interval: (sampled || a.series.is_some()).then_some(a.interval),
     };
     let wall = WallInstant::now();
     let report = scenario::run(&scenario)?;
-    Ok((scenario, report, wall.elapsed()))
+    let wall = wall.elapsed();
+    if let Some(path) = &a.series {
+        write_series(path, &report).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if a.json {
+        outln!("{}", to_json(&scenario, &report, wall));
+    } else {
+        print_text(&scenario, &report, wall);
+    }
+    Ok((scenario, report))
 }
 
 fn to_json(s: &Scenario, r: &Report, wall: Duration) -> serde_json::Value {

@@ -1,13 +1,13 @@
-//! `natm-lab sim-plot`: `natm sim`'s scenario run again (the simulator is
-//! deterministic: the same arguments give the same run) and drawn: per-VC rate, rate
-//! set or window, and the bottleneck queue over time, SVG or PNG. `natm sim` itself
-//! prints text, JSON and a CSV series only; the operator binary draws nothing
+//! `natm-lab sim-plot`: `natm sim` with the same arguments (the same output: text or
+//! `--json`, and `--series`), and the run drawn: per-VC rate, rate set or window, and
+//! the bottleneck queue over time, SVG or PNG. The simulator is deterministic, so the
+//! figure is the run `natm sim` prints; the operator binary draws nothing
 //! (docs/decisions/0032-lab-crate.md).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use natm_cli::cli::sim::{simulate, SimArgs};
+use natm_cli::cli::sim::{run_one, SimArgs};
 use natm_cli::cli::CliResult;
 use natm_sim::scenario::{Report, Scenario, VcPoint};
 
@@ -23,7 +23,7 @@ pub(crate) struct SimPlotArgs {
 }
 
 pub(crate) fn run(a: &SimPlotArgs) -> CliResult {
-    let (scenario, report, _wall) = simulate(&a.sim, true)?;
+    let (scenario, report) = run_one(&a.sim, true)?;
     draw(&a.plot, &scenario, &report)
 }
 

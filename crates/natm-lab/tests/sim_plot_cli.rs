@@ -1,5 +1,5 @@
-//! `natm-lab sim-plot`: `natm sim`'s scenario with its arguments, drawn. The operator
-//! binary prints the run (`natm sim --json`, `--series`) and draws nothing.
+//! `natm-lab sim-plot`: `natm sim` with the same arguments, and the run drawn. The
+//! operator binary prints the run (`natm sim --json`, `--series`) and draws nothing.
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
@@ -42,31 +42,34 @@ fn sim_plot_draws_the_run_natm_sim_prints() {
     std::fs::create_dir_all(&dir).unwrap();
     let svg = dir.join("run.svg");
     let lab = PathBuf::from(env!("CARGO_BIN_EXE_natm-lab"));
-    let mut args = vec!["sim-plot", "--plot", svg.to_str().unwrap()];
+    let mut args = vec!["sim-plot", "--plot", svg.to_str().unwrap(), "--json"];
     args.extend(SCENARIO);
-    let out = run(&lab, &args);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let drawn = json(run(&lab, &args));
     let text = std::fs::read_to_string(&svg).expect("the figure");
     assert!(text.contains("<svg"), "{text}");
     assert!(text.contains("bottleneck queue"), "the queue panel");
     std::fs::remove_dir_all(&dir).unwrap();
 
-    // The same arguments run in `natm sim`, which prints the run and has no --plot.
+    // `natm sim` with the same arguments prints the same run, and draws nothing.
     let natm = natm_exe();
     let mut args = vec!["sim", "--json"];
     args.extend(SCENARIO);
-    let out = run(&natm, &args);
+    let printed = json(run(&natm, &args));
+    assert_eq!(
+        printed["vcs"].as_array().map(Vec::len),
+        Some(2),
+        "{printed}"
+    );
+    assert_eq!(printed["vcs"], drawn["vcs"]);
+    let out = run(&natm, &["sim", "--plot", "x.svg"]);
+    assert!(!out.status.success());
+}
+
+fn json(out: Output) -> serde_json::Value {
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
-    assert_eq!(doc["vcs"].as_array().map(Vec::len), Some(2), "{doc}");
-    let out = run(&natm, &["sim", "--plot", "x.svg"]);
-    assert!(!out.status.success());
+    serde_json::from_slice(&out.stdout).expect("one JSON document")
 }
