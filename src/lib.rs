@@ -10,11 +10,20 @@ use clap::{Parser, Subcommand};
 
 pub mod cli;
 
+/// The version both binaries print: the package's, and the commit built (`git rev-parse
+/// --short HEAD` at build time, "unknown" outside a repository; build.rs).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("NATM_GIT_COMMIT"),
+    ")"
+);
+
 /// natm — a native-mode ATM protocol stack in user space.
 #[derive(Debug, Parser)]
 #[command(
     name = "natm",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("NATM_GIT_COMMIT"), ")"),
+    version = VERSION,
     about,
     long_about = None
 )]

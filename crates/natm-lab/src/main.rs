@@ -18,7 +18,7 @@ mod sim_plot;
 
 /// natm-lab — measure natm beside kernel TCP, UDP and QUIC, and draw the figures.
 #[derive(Debug, Parser)]
-#[command(name = "natm-lab", version, about, long_about = None)]
+#[command(name = "natm-lab", version = natm_cli::VERSION, about, long_about = None)]
 struct Args {
     #[command(subcommand)]
     command: Command,
