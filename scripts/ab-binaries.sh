@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Interleave two natm binaries (A B A B …) on the latency and throughput experiments
+# Interleave two natm-lab binaries (A B A B …) on the latency and throughput experiments
 # and keep every JSON document, for before/after comparisons of a change.
-# usage: scripts/ab-binaries.sh OLD_NATM NEW_NATM OUT_DIR [ROUNDS]
+# (`cargo build --release -p natm-lab` in each tree; the lab links the natm it measures).
+# usage: scripts/ab-binaries.sh OLD_NATM_LAB NEW_NATM_LAB OUT_DIR [ROUNDS]
 set -euo pipefail
 old=$1 new=$2 out=$3 rounds=${4:-3}
 mkdir -p "$out"

@@ -9,8 +9,8 @@ cd "$(dirname "$0")/.."
 need_pkgs=()
 # System packages used by tests; each is installed only when missing. tshark lets
 # tests/capture_tshark.rs check that Wireshark dissects natm's captures (the test
-# skips without it). nftables, iproute2 and ethtool let tests/perf_cli.rs run
-# `natm perf loss` between network namespaces (it skips without them or root);
+# skips without it). nftables, iproute2 and ethtool let crates/natm-lab/tests/perf_cli.rs
+# run `natm-lab perf loss` between network namespaces (it skips without them or root);
 # iputils-ping, iperf3 and curl let tests/ip_cli.rs run `natm ip` between two
 # namespaces (ping, an iperf3 run, an HTTP download; it skips without them).
 # tests/linuxatm_clip.rs needs ip and ping as well (iproute2, iputils-ping).

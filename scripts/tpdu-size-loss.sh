@@ -1,6 +1,6 @@
 #!/bin/bash
 # Issue 17, adaptive TPDU size: goodput and CPU per byte of natm packet-pair with TPDUs
-# fixed at 4 KiB, fixed at 32 KiB, and tpdu=auto, beside TCP-BBR, through `natm perf
+# fixed at 4 KiB, fixed at 32 KiB, and tpdu=auto, beside TCP-BBR, through `natm-lab perf
 # loss`'s 100 Mbit/s namespace link at 0, 1 and 5 % loss, for both loss units (whole
 # datagrams after reassembly; link packets, i.e. IP fragments, before it).
 # One invocation per (stack, loss), interleaved, the stack order rotated each round;
@@ -8,7 +8,7 @@
 # the namespace set-up, the same for every stack). Needs root.
 # Usage: scripts/tpdu-size-loss.sh OUTDIR [ROUNDS]
 set -u
-N=${NATM:-target/release/natm}
+N=${NATM_LAB:-target/release/natm-lab}
 out=${1:?output directory}
 rounds=${2:-3}
 mkdir -p "$out"

@@ -1,7 +1,8 @@
-//! An ATM network of real processes on loopback, for `natm perf network` and
+//! An ATM network of real processes on loopback, for `natm-lab perf network` and
 //! `natm demo --switch`: one `natm switch` and one `natm sigd` per host, each host on
-//! a switch port of its own that runs UNI signalling, all spawned from this
-//! executable. The last host's port is the bottleneck: its line rate and scheduler are
+//! a switch port of its own that runs UNI signalling, all spawned from the running
+//! executable (`natm`, or `natm-lab`, whose hidden `switch`, `sigd` and `stat` are
+//! natm's own). The last host's port is the bottleneck: its line rate and scheduler are
 //! the experiment's; every other port runs at 1 Gbit/s.
 //!
 //! [`LoopNet`] owns the processes and their temporary directory: dropping it kills
@@ -23,16 +24,16 @@ const FAST_LINE: u64 = 1_000_000_000;
 
 /// The network to build.
 #[derive(Debug, Clone)]
-pub(crate) struct Topology {
+pub struct Topology {
     /// Hosts, at least 2; host `i` has address `+44200{i+1:02}`, the last one is the
     /// sink behind the bottleneck port.
-    pub(crate) hosts: usize,
+    pub hosts: usize,
     /// Line rate of the bottleneck port (towards the sink), bit/s.
-    pub(crate) line_rate: u64,
+    pub line_rate: u64,
     /// Its scheduler: `fifo`, `rr` or `wrr`.
-    pub(crate) scheduler: String,
+    pub scheduler: String,
     /// Its output buffer, cells.
-    pub(crate) buffer: u32,
+    pub buffer: u32,
 }
 
 /// A process killed (and reaped) when dropped.
@@ -47,7 +48,7 @@ impl Drop for Proc {
 
 /// The running network. Field order matters: the processes die before the
 /// directory holding their sockets and files is removed.
-pub(crate) struct LoopNet {
+pub struct LoopNet {
     procs: Vec<Proc>,
     sockets: Vec<PathBuf>,
     stat: PathBuf,
@@ -68,14 +69,14 @@ fn free_port() -> anyhow::Result<SocketAddr> {
 }
 
 /// The ATM address of host `i`.
-pub(crate) fn address(i: usize) -> String {
+pub fn address(i: usize) -> String {
     format!("+44200{:02}", i + 1)
 }
 
 impl LoopNet {
     /// Spawns the switch and the hosts' sigds and waits until every signalling link
     /// is up (at most 20 s).
-    pub(crate) fn start(t: &Topology) -> anyhow::Result<LoopNet> {
+    pub fn start(t: &Topology) -> anyhow::Result<LoopNet> {
         anyhow::ensure!(t.hosts >= 2, "a network needs at least two hosts");
         static N: AtomicUsize = AtomicUsize::new(0);
         let dir = std::env::temp_dir().join(format!(
@@ -140,7 +141,7 @@ impl LoopNet {
     }
 
     /// An application host on host `i`'s sigd.
-    pub(crate) fn host(&self, i: usize) -> anyhow::Result<Host> {
+    pub fn host(&self, i: usize) -> anyhow::Result<Host> {
         Host::open(HostConfig {
             sigd_socket: Some(self.sockets[i].clone()),
             ..HostConfig::default()
@@ -149,7 +150,7 @@ impl LoopNet {
     }
 
     /// The switch's counters (its stat file, rewritten every 100 ms).
-    pub(crate) fn switch_stat(&self) -> serde_json::Value {
+    pub fn switch_stat(&self) -> serde_json::Value {
         std::fs::read_to_string(&self.stat)
             .ok()
             .and_then(|s| serde_json::from_str(&s).ok())

@@ -1,29 +1,33 @@
 //! Subcommands of the `natm` binary. Each file parses its arguments with clap and
 //! calls the library; none holds protocol logic of its own.
+//!
+//! The public modules are what the measurement lab (`natm-lab`) reuses: the commands
+//! it spawns as processes (`sigd`, `switch`, `stat`) or runs before drawing (`sim`),
+//! and the helpers both binaries need (tables, units, the loopback network, traffic
+//! loops, [`outln!`](crate::outln)).
 
 pub(crate) mod aal5;
 pub(crate) mod cell;
 pub(crate) mod demo;
 pub(crate) mod ip;
 pub(crate) mod ipc;
-pub(crate) mod loopnet;
-pub(crate) mod perf;
-pub(crate) mod plot;
+pub mod loopnet;
 pub(crate) mod qos;
 pub(crate) mod release;
-pub(crate) mod sigd;
-pub(crate) mod sim;
+pub mod sigd;
+pub mod sim;
 pub(crate) mod sim_net;
-pub(crate) mod stat;
-pub(crate) mod switch;
+pub mod stat;
+pub mod switch;
 pub(crate) mod switch_demo;
-pub(crate) mod table;
+pub mod table;
 pub(crate) mod tools;
-pub(crate) mod traffic;
-pub(crate) mod units;
+pub mod traffic;
+pub mod units;
 
 /// `println!` for command output: a closed pipe (`natm sim | head`) ends the program
 /// quietly instead of panicking.
+#[macro_export]
 macro_rules! outln {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
@@ -32,7 +36,7 @@ macro_rules! outln {
         }
     }};
 }
-pub(crate) use outln;
+pub use crate::outln;
 
 /// Errors a subcommand reports: a message for the user, exit status 1.
-pub(crate) type CliResult = anyhow::Result<()>;
+pub type CliResult = anyhow::Result<()>;

@@ -15,7 +15,7 @@ use natm_sigd::Daemon;
 /// over UDP.
 #[derive(Debug, Args)]
 #[command(after_long_help = SIGD_HELP)]
-pub(crate) struct SigdArgs {
+pub struct SigdArgs {
     /// TOML configuration file (docs/sigd.example.toml shows every key); flags override it.
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
@@ -102,7 +102,8 @@ pub(super) fn init_logs(verbose: u8) {
         .try_init();
 }
 
-pub(crate) fn run(a: SigdArgs) -> CliResult {
+/// Runs `natm sigd` until it is stopped.
+pub fn run(a: SigdArgs) -> CliResult {
     init_logs(a.verbose);
     let mut file = match &a.config {
         Some(p) => ConfigFile::load(p)?,

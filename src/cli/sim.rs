@@ -1,5 +1,7 @@
 //! `natm sim`: one scenario through the deterministic simulator, one result line per VC
-//! (or JSON), and optionally a CSV time series.
+//! (or JSON), and optionally a CSV time series. Figures of a run are drawn by the lab
+//! (`natm-lab sim-plot`, which runs the same scenario through [`run_one`]): the
+//! operator binary links no plotting code (docs/decisions/0032-lab-crate.md).
 
 use anyhow::Context as _;
 use std::io::Write as _;
@@ -12,7 +14,7 @@ use super::units;
 use super::{outln, CliResult};
 use natm::transport::{FlowKind, Semantics, TransportConfig};
 use natm::wire::qos::Qos;
-use natm_sim::scenario::{self, Report, Scenario, VcPoint, VcSpec};
+use natm_sim::scenario::{self, Report, Scenario, VcSpec};
 use natm_sim::{FrameOverhead, GilbertElliott};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -43,7 +45,7 @@ pub(crate) enum SchedArg {
 /// a VC's application bytes delivered over the time it ran: from its start until both
 /// ends finished (or the end of the run); lost bytes take time and count for nothing.
 #[derive(Debug, Args)]
-pub(crate) struct SimArgs {
+pub struct SimArgs {
     /// Service class of each VC (repeat or comma-separate for several VCs). A
     /// guaranteed VC reserves --rate / VCs / 2 (50 Mbit/s alone on 100 Mbit/s; give
     /// --qos cbr:pcr=RATE for another); under rr the bottleneck weights it by that.
@@ -123,10 +125,6 @@ pub(crate) struct SimArgs {
     /// Write a time series (CSV) to this file.
     #[arg(long)]
     series: Option<std::path::PathBuf>,
-    /// Draw per-VC rate, rate estimate or window, and the bottleneck queue over time
-    /// (SVG) to this file.
-    #[arg(long)]
-    plot: Option<std::path::PathBuf>,
     /// Sampling interval of the series.
     #[arg(long, default_value = "10ms", value_parser = units::duration)]
     interval: Duration,
@@ -251,7 +249,19 @@ pub(crate) fn run(a: SimArgs) -> CliResult {
     if let Some(path) = &a.scenario {
         return super::sim_net::run(path, a.scale, a.json);
     }
-    let vcs = specs(&a)?;
+    run_one(&a, false).map(drop)
+}
+
+/// `natm sim` on the single-bottleneck scenario `a` describes (not a `--scenario`
+/// file): runs it, writes `--series`, prints the results (text or `--json`), and
+/// returns the scenario and its report. `sampled` samples the time series every
+/// `--interval` even without `--series`, for a figure of the run.
+pub fn run_one(a: &SimArgs, sampled: bool) -> anyhow::Result<(Scenario, Report)> {
+    anyhow::ensure!(
+        a.scenario.is_none(),
+        "--scenario runs a whole network, which has no time series to draw"
+    );
+    let vcs = specs(a)?;
     let scenario = Scenario {
         rate_bps: a.rate,
         rtt: a.rtt,
@@ -276,7 +286,7 @@ pub(crate) fn run(a: SimArgs) -> CliResult {
         seed: a.seed,
         vcs,
         time_limit: a.time_limit,
-        series_interval: (a.series.is_some() || a.plot.is_some()).then_some(a.interval),
+        series_interval: (sampled || a.series.is_some()).then_some(a.interval),
     };
     let wall = WallInstant::now();
     let report = scenario::run(&scenario)?;
@@ -284,15 +294,12 @@ pub(crate) fn run(a: SimArgs) -> CliResult {
     if let Some(path) = &a.series {
         write_series(path, &report).with_context(|| format!("cannot write {}", path.display()))?;
     }
-    if let Some(path) = &a.plot {
-        draw(path, &scenario, &report)?;
-    }
     if a.json {
         outln!("{}", to_json(&scenario, &report, wall));
     } else {
         print_text(&scenario, &report, wall);
     }
-    Ok(())
+    Ok((scenario, report))
 }
 
 fn to_json(s: &Scenario, r: &Report, wall: Duration) -> serde_json::Value {
@@ -411,62 +418,4 @@ fn write_series(path: &std::path::Path, r: &Report) -> std::io::Result<()> {
         writeln!(f)?;
     }
     f.flush()
-}
-
-fn draw(path: &std::path::Path, s: &Scenario, r: &Report) -> CliResult {
-    use super::plot::{stacked, Panel, Series};
-    let name = |i: usize| format!("vc{} {} ({})", 32 + i, r.vcs[i].label, r.vcs[i].flow);
-    let per_vc = |f: &dyn Fn(&VcPoint) -> Option<f64>| {
-        (0..r.vcs.len())
-            .map(|i| Series {
-                label: name(i),
-                points: r
-                    .series
-                    .iter()
-                    .filter_map(|row| f(&row.vcs[i]).map(|y| (row.t, y)))
-                    .collect(),
-            })
-            .filter(|s| !s.points.is_empty())
-            .collect::<Vec<_>>()
-    };
-    let mut panels = vec![Panel {
-        y_label: "delivered, Mbit/s".into(),
-        series: per_vc(&|v| Some(v.rate_bps / 1e6)),
-    }];
-    let est = per_vc(&|v| v.rate_set_bps.map(|x| x / 1e6));
-    if !est.is_empty() {
-        panels.push(Panel {
-            y_label: "sending rate set, Mbit/s".into(),
-            series: est,
-        });
-    }
-    let win = per_vc(&|v| v.window);
-    if !win.is_empty() {
-        panels.push(Panel {
-            y_label: "window, TPDUs".into(),
-            series: win,
-        });
-    }
-    let mut queue = per_vc(&|v| Some(v.queue_frames as f64));
-    queue.push(Series {
-        label: "total".into(),
-        points: r
-            .series
-            .iter()
-            .map(|row| (row.t, row.queue_frames as f64))
-            .collect(),
-    });
-    panels.push(Panel {
-        y_label: "bottleneck queue, frames".into(),
-        series: queue,
-    });
-    let title = format!(
-        "{} VC(s), {:.0} Mbit/s {} bottleneck, RTT {} ms, loss {:.1}%",
-        r.vcs.len(),
-        s.rate_bps as f64 / 1e6,
-        if s.round_robin { "round-robin" } else { "FIFO" },
-        s.rtt.as_secs_f64() * 1e3,
-        s.loss * 100.0
-    );
-    stacked(path, &title, "time, s", &panels)
 }

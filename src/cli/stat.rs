@@ -16,7 +16,7 @@ use super::{ipc, outln, table, units, CliResult};
 /// `natm stat`: ask the host's sigd what it holds.
 #[derive(Debug, Args)]
 #[command(after_long_help = STAT_HELP)]
-pub(crate) struct StatArgs {
+pub struct StatArgs {
     /// sigd's socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
     #[arg(long)]
     socket: Option<PathBuf>,
@@ -157,7 +157,8 @@ impl Sample {
     }
 }
 
-pub(crate) fn stat(a: StatArgs) -> CliResult {
+/// Runs `natm stat`: prints what the host's sigd or a switch holds.
+pub fn stat(a: StatArgs) -> CliResult {
     if let Some(path) = &a.switch {
         return super::switch::stat(path, a.json);
     }

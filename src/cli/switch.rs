@@ -14,7 +14,7 @@ use natm_switchd::{Config, SwitchDaemon};
 /// `natm switch`: one ATM switch; each port a UDP link to a host or another switch.
 #[derive(Debug, Args)]
 #[command(after_long_help = SWITCH_HELP)]
-pub(crate) struct SwitchArgs {
+pub struct SwitchArgs {
     /// TOML configuration (docs/switch.example.toml shows every key).
     #[arg(long, short = 'c')]
     config: PathBuf,
@@ -54,7 +54,8 @@ Examples:
 
 Stop with SIGTERM or Ctrl-C; the stat file is written a last time.";
 
-pub(crate) fn run(a: SwitchArgs) -> CliResult {
+/// Runs `natm switch` until it is stopped.
+pub fn run(a: SwitchArgs) -> CliResult {
     super::sigd::init_logs(a.verbose);
     let mut cfg = Config::from_file(&a.config)?;
     if a.stat_json.is_some() {

@@ -11,7 +11,7 @@ const STYLE: &str = "     -             ";
 const WIDTH: u16 = 100;
 
 /// A table with this header; columns from `numeric_from` on are right-aligned.
-pub(crate) fn new<S: ToString>(header: impl IntoIterator<Item = S>, numeric_from: usize) -> Table {
+pub fn new<S: ToString>(header: impl IntoIterator<Item = S>, numeric_from: usize) -> Table {
     let mut t = Table::new();
     t.load_preset(STYLE)
         .set_content_arrangement(ContentArrangement::Dynamic)
@@ -29,7 +29,7 @@ pub(crate) fn new<S: ToString>(header: impl IntoIterator<Item = S>, numeric_from
 }
 
 /// The table as text, one line per row, each line ending in a newline.
-pub(crate) fn render(t: &Table) -> String {
+pub fn render(t: &Table) -> String {
     let mut s: String = t.lines().map(|l| l.trim_end().to_string() + "\n").collect();
     if s.is_empty() {
         s.push('\n');
@@ -39,7 +39,7 @@ pub(crate) fn render(t: &Table) -> String {
 
 /// Text for the terminal: lines longer than the table width (captions, notes) broken
 /// at spaces; tables' own lines are never that long and stay as they are.
-pub(crate) fn wrap(text: &str) -> String {
+pub fn wrap(text: &str) -> String {
     let width = usize::from(WIDTH);
     let mut out = String::new();
     for line in text.lines() {

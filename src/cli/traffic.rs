@@ -13,7 +13,7 @@ const BACKOFF: Duration = Duration::from_micros(200);
 
 /// Sends `size`-byte messages until `stop`, at most at `offered` bit/s if given;
 /// never blocks longer than [`BACKOFF`].
-pub(crate) fn send_loop(c: &Connection, size: usize, offered: Option<u64>, stop: &AtomicBool) {
+pub fn send_loop(c: &Connection, size: usize, offered: Option<u64>, stop: &AtomicBool) {
     let msg = vec![0xA5u8; size];
     let start = Instant::now();
     let mut sent = 0u64;
@@ -34,7 +34,7 @@ pub(crate) fn send_loop(c: &Connection, size: usize, offered: Option<u64>, stop:
 }
 
 /// Counts what arrives until `stop` or the end of the connection.
-pub(crate) fn recv_loop(c: &Connection, delivered: &AtomicU64, stop: &AtomicBool) {
+pub fn recv_loop(c: &Connection, delivered: &AtomicU64, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
         match c.recv_timeout(Duration::from_millis(50)) {
             Ok(Some(m)) => {

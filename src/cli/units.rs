@@ -21,7 +21,7 @@ fn split_number(s: &str) -> anyhow::Result<(f64, &str)> {
 
 /// Bytes: plain, or with B, kB/KB/MB/GB (powers of 1000) or KiB/MiB/GiB (powers of 1024).
 /// Exact (no floating point): at most 2^64 − 1 bytes; a fraction of a byte rounds.
-pub(crate) fn bytes(s: &str) -> anyhow::Result<u64> {
+pub fn bytes(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
     let end = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '_'))
@@ -59,7 +59,7 @@ pub(crate) fn bytes(s: &str) -> anyhow::Result<u64> {
 }
 
 /// A duration: with ns, us/µs, ms or s.
-pub(crate) fn duration(s: &str) -> anyhow::Result<Duration> {
+pub fn duration(s: &str) -> anyhow::Result<Duration> {
     let (n, unit) = split_number(s)?;
     let secs = match unit {
         "ns" => n * 1e-9,
@@ -76,7 +76,7 @@ pub(crate) fn duration(s: &str) -> anyhow::Result<Duration> {
 }
 
 /// A rate in bit/s: with bps, kbps, Mbps, Gbps (k/M/G are powers of 1000).
-pub(crate) fn rate(s: &str) -> anyhow::Result<u64> {
+pub fn rate(s: &str) -> anyhow::Result<u64> {
     let (n, unit) = split_number(s)?;
     let mult = match unit.to_ascii_lowercase().as_str() {
         "" | "bps" | "b/s" => 1e0,
@@ -100,7 +100,7 @@ pub(crate) fn rate(s: &str) -> anyhow::Result<u64> {
 }
 
 /// A probability: `0.05` or `5%`.
-pub(crate) fn probability(s: &str) -> anyhow::Result<f64> {
+pub fn probability(s: &str) -> anyhow::Result<f64> {
     let (n, unit) = split_number(s)?;
     let p = match unit {
         "" => n,

@@ -123,7 +123,7 @@ fn add(c: &AtomicU64, n: usize) {
 /// (`udp_encap_needed_key`, and the IPv6 one), and closing the socket drops it; when
 /// the count goes 0 → 1 or 1 → 0 the kernel patches its code and interrupts every CPU
 /// (text poke, IPIs). With one socket per VC end and a call's sockets short-lived,
-/// that happened twice per call: `perf record` of `natm perf calls` showed a quarter
+/// that happened twice per call: `perf record` of `natm-lab perf calls` showed a quarter
 /// of all CPU in `static_key_slow_inc`/`_dec` under `setsockopt(UDP_GRO)` and
 /// `close`. Held here, the count never reaches 0 and the per-socket cost is one
 /// atomic increment. Best effort: if the socket cannot be made, nothing changes.
@@ -220,7 +220,7 @@ impl UdpPort {
     /// never reads (TOS, packet info), probes GSO, makes the socket
     /// non-blocking and sets `IP_PMTUDISC_PROBE`, which the VC's link then had to
     /// undo, and each buffer size was read back. A call through sigd opens two such
-    /// sockets (`natm perf calls`: `strace -f` counted 21 system calls per socket;
+    /// sockets (`natm-lab perf calls`: `strace -f` counted 21 system calls per socket;
     /// docs/PERFORMANCE.md, issue 17 round three). The quinn-udp state is the
     /// process's shared one ([`hold_gro_key`]); if it cannot be made, the socket
     /// is [`UdpPort::bind_with`]'s without GRO.

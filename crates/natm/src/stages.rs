@@ -1,4 +1,4 @@
-//! Where the time goes along the stack (issue #7, `natm perf latency --stages`).
+//! Where the time goes along the stack (issue #7, `natm-lab perf latency --stages`).
 //!
 //! Hooks at the application's send call, the scheduler's dispatch (the inline send
 //! decision or the driver's task), the adaptor hand-off (just before and after the

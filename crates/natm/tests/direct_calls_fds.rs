@@ -1,4 +1,4 @@
-//! Many direct-mode calls at once, each set up, closed and dropped as `natm perf
+//! Many direct-mode calls at once, each set up, closed and dropped as `natm-lab perf
 //! calls` does: once every call is over, the process holds exactly the descriptors it
 //! held before — no socket of a finished call is left behind on either side. (Its own
 //! test binary: it counts this process's open file descriptors.)

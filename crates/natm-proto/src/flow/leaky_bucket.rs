@@ -84,7 +84,7 @@ impl LeakyBucket {
     /// hundreds of microseconds. Tokens that arrive while a TPDU waits beyond the
     /// bucket's depth are lost for good, so a bucket shallower than the timer's
     /// lateness delivers less than its rate — at 1 Gbit/s four 4 KiB TPDUs last
-    /// 131 µs (`natm perf guaranteed`: 0.7 of 1 Gbit/s with a 4-TPDU bucket). Linux's
+    /// 131 µs (`natm-lab perf guaranteed`: 0.7 of 1 Gbit/s with a 4-TPDU bucket). Linux's
     /// `tbf` has the same rule (its burst must be at least rate/HZ).
     pub fn default_depth(rate_bps: u64, tpdu_size: u32) -> u64 {
         let tpdus = DEFAULT_DEPTH_TPDUS * u64::from(tpdu_size.max(1));

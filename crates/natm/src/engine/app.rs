@@ -126,7 +126,7 @@ impl Conn {
         // A connection that did not come up is the engine's to forget at once: no
         // application handle will ever drop it, and an end refused or aborted by the
         // peer arms no timer, so it (and its socket) would stay for the life of the
-        // process — `natm perf scale` found one socket left per connect refused busy.
+        // process — `natm-lab perf scale` found one socket left per connect refused busy.
         let fail = |e: Error| {
             conn.abort_local(eng);
             conn.mark_dropped(eng);

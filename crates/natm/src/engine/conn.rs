@@ -1092,7 +1092,7 @@ impl Conn {
         // which the driver runs, not for the socket: blocked in the socket's
         // receive it would sleep out the whole read slice (50 ms) while the driver
         // emptied its send buffer at the reserved rate, and a fast guaranteed VC
-        // then idled most of the time (`natm perf guaranteed`: 0.29 of 1 Gbit/s).
+        // then idled most of the time (`natm-lab perf guaranteed`: 0.29 of 1 Gbit/s).
         // On the condition variable the driver's `after` wakes it as soon as the
         // timer made room.
         self.wait_on(eng, &self.tx, &self.tx_cv, timeout, cond, |e| {

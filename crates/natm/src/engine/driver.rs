@@ -107,7 +107,7 @@ fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor::RecvBa
         c.on_readable(eng, buf);
         // A dropped connection whose last frame (a CLOSE-ACK, an ABORT) just finished
         // it: forget it now. No timer may be left to do it, and its socket would stay
-        // open until the process ends (found by `natm perf calls`: thousands of
+        // open until the process ends (found by `natm-lab perf calls`: thousands of
         // sockets per second of calls).
         if c.collectable() {
             eng.remove_conn(c.token);
@@ -182,7 +182,7 @@ fn run_tasks(eng: &Arc<Engine>) {
         // Timers preempt tasks between rounds: a guaranteed VC's leaky bucket is
         // paced by its timer, and a bucket served late by more than its depth loses
         // the credit for good, so a long run of best-effort and reliable tasks must
-        // not hold it back (measured with `natm perf isolation`).
+        // not hold it back (measured with `natm-lab perf isolation`).
         if timer_due(eng) {
             run_timers(eng);
         }
