@@ -8,6 +8,8 @@
 //! ```text
 //!  h1 (+4420001) ── S ── h2 (+4420002)
 //! ```
+//!
+//! and the same for a trunk between two switches.
 
 mod sigd_support;
 mod switch_support;
@@ -403,4 +405,254 @@ fn clear_on_both_ends_keeps_clear_signalling() {
         assert_eq!(st["ports"][i]["auth"], "clear", "{st}");
     }
     close(c, t);
+}
+
+/// Switch↔switch: the trunk between two switches runs Noise by default too, its
+/// routing frames with its signalling. A call from a host on S1 to one on S2 works;
+/// each switch's trunk port shows the other's key; clear SSCOP ENDs and RELEASEs
+/// and clear routing frames spoofed from S2's trunk address to S1's (and back)
+/// release nothing and are counted.
+#[test]
+fn a_trunk_between_two_switches_runs_noise_and_forgeries_on_it_release_nothing() {
+    let [h1, h2, p1, p2, t1, t2] = std::array::from_fn(|_| free_port());
+    let trunk = |name: &str, bind: SocketAddr, peer: SocketAddr| {
+        port(name, bind, peer, "").replace("signalling = \"host\"", "signalling = \"switch\"")
+    };
+    let s1 = SwitchProc::start(
+        "t1",
+        &[
+            port("h1", p1, h1, ""),
+            trunk("trunk", t1, t2),
+            route("+4420001", "h1"),
+            route("*", "trunk"),
+        ]
+        .concat(),
+    );
+    let s2 = SwitchProc::start(
+        "t2",
+        &[
+            port("h2", p2, h2, ""),
+            trunk("trunk", t2, t1),
+            route("+4420002", "h2"),
+            route("*", "trunk"),
+        ]
+        .concat(),
+    );
+    let h = [host(1, h1, p1, ""), host(2, h2, p2, "")];
+    let diag = || {
+        format!(
+            "{}\n{}\n--- s1\n{}\n--- s2\n{}",
+            s1.stat(),
+            s2.stat(),
+            s1.log(),
+            s2.log()
+        )
+    };
+    let up = |s: &SwitchProc| {
+        s.stat()["signalling"]
+            .as_array()
+            .is_some_and(|l| l.len() == 2 && l.iter().all(|r| r["up"] == true))
+    };
+    let until = Instant::now() + DEADLINE;
+    while !(up(&s1) && up(&s2) && h.iter().all(|s| s.stat()["peers"][0]["up"] == true)) {
+        assert!(Instant::now() < until, "links not up:\n{}", diag());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let l = h[1].host().bind("echo", "reliable").unwrap();
+    let t = std::thread::spawn(move || {
+        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
+            c.send(&m).unwrap();
+        }
+    });
+    let c = h[0]
+        .host()
+        .connect("+4420002:echo", "reliable")
+        .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
+    let echo = |msg: &[u8]| {
+        c.send(msg).unwrap();
+        let got = c
+            .recv_timeout(Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{e}\n{}", diag()))
+            .unwrap_or_else(|| panic!("closed\n{}", diag()));
+        assert_eq!(got, msg);
+    };
+    echo(b"before");
+    let (k1, k2) = (switch_key(&s1), switch_key(&s2));
+    let (st1, st2) = (s1.stat(), s2.stat());
+    assert_eq!(st1["ports"][1]["auth"], "noise", "{st1}");
+    assert_eq!(st1["ports"][1]["peer_key"], k2, "{st1}");
+    assert_eq!(st2["ports"][1]["peer_key"], k1, "{st2}");
+    let spoof = Spoofer::open();
+    let mut forged = forgeries();
+    forged.push(natm_proto::wire::vcframe::routing_frame(&[0; 40]));
+    for _ in 0..5 {
+        for f in &forged {
+            spoof.send(t2, t1, f);
+            spoof.send(t1, t2, f);
+        }
+    }
+    let want = 5 * forged.len() as u64;
+    let until = Instant::now() + DEADLINE;
+    while !(s1.stat()["ports"][1]["auth_failures"].as_u64().unwrap_or(0) >= want
+        && s2.stat()["ports"][1]["auth_failures"].as_u64().unwrap_or(0) >= want)
+    {
+        assert!(
+            Instant::now() < until,
+            "forgeries not all refused:\n{}",
+            diag()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    echo(b"after");
+    assert!(up(&s1) && up(&s2), "{}", diag());
+    assert_eq!(
+        s1.stat()["calls"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        diag()
+    );
+    c.close();
+    c.flush(Duration::from_secs(5)).unwrap();
+    drop(c);
+    t.join().unwrap();
+}
+
+/// Call setup through the switch, timed (a measurement, not a check): `CALLS`
+/// (default 300) calls from h1 to h2 one after another, each set up, answered and
+/// released; prints the median and 90th percentile of `connect` in µs. The
+/// processes are `NATM_BIN` if set (another build's `natm`, e.g. main's, for a
+/// before/after comparison), else this build's; `NATM_CLEAR=1` configures the
+/// links clear at both ends (refused by a build without the key). Run:
+/// `cargo test -p natm-cli --test switch_noise call_setup_timing -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn call_setup_timing() {
+    use std::process::{Command, Stdio};
+    let bin = std::env::var("NATM_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_natm").into());
+    let clear = std::env::var("NATM_CLEAR").is_ok_and(|v| v == "1");
+    let calls: usize = std::env::var("CALLS").map_or(300, |v| v.parse().unwrap());
+    let dir = std::env::temp_dir().join(format!("natm-setup-timing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let [h1, h2, p1, p2] = std::array::from_fn(|_| free_port());
+    let sw_clear = if clear { "clear = true\n" } else { "" };
+    let sw_cfg = dir.join("switch.toml");
+    std::fs::write(
+        &sw_cfg,
+        [
+            port("h1", p1, h1, sw_clear),
+            port("h2", p2, h2, sw_clear),
+            route("+4420001", "h1"),
+            route("+4420002", "h2"),
+        ]
+        .concat(),
+    )
+    .unwrap();
+    /// Killed and reaped on drop, a failed run's too.
+    struct Children(Vec<std::process::Child>);
+    impl Drop for Children {
+        fn drop(&mut self) {
+            for c in &mut self.0 {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+    let mut children = Children(Vec::new());
+    children.0.push(
+        Command::new(&bin)
+            .args(["switch", "--config"])
+            .arg(&sw_cfg)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let mut sockets = Vec::new();
+    for (n, sig, sw) in [(1, h1, p1), (2, h2, p2)] {
+        let socket = dir.join(format!("h{n}.sock"));
+        let peer = if clear {
+            format!("[[peer]]\naddress = \"{sw}\"\nclear = true\n")
+        } else {
+            String::new()
+        };
+        let cfg = dir.join(format!("h{n}.toml"));
+        std::fs::write(
+            &cfg,
+            format!(
+                "socket = \"{}\"\nsignalling = \"{sig}\"\naddresses = [\"+442000{n}\"]\n{LINK}\n\
+                 [[directory]]\nprefix = \"*\"\npeer = \"{sw}\"\nswitch = true\n{peer}",
+                socket.display()
+            ),
+        )
+        .unwrap();
+        children.0.push(
+            Command::new(&bin)
+                .args(["sigd", "--config"])
+                .arg(&cfg)
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        sockets.push(socket);
+    }
+    let host = |s: &std::path::Path| {
+        natm::ulib::Host::open(natm::ulib::HostConfig {
+            sigd_socket: Some(s.to_path_buf()),
+            connect_timeout: Duration::from_secs(5),
+            ..natm::ulib::HostConfig::default()
+        })
+    };
+    // Both sigds up and each link to the switch up: the first call that succeeds.
+    let until = Instant::now() + DEADLINE;
+    while !sockets
+        .iter()
+        .all(|s| std::os::unix::net::UnixStream::connect(s).is_ok())
+    {
+        assert!(Instant::now() < until, "sigds did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (ha, hb) = (host(&sockets[0]).unwrap(), host(&sockets[1]).unwrap());
+    let l = hb.bind("t", "reliable").unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let s2 = stop.clone();
+    let callee = std::thread::spawn(move || {
+        while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+            // Held until the caller lets go: a callee that let go at once could
+            // abort the call before the caller's `connect` returned it.
+            if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(200))) {
+                while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
+            }
+        }
+    });
+    loop {
+        let e = match ha.connect("+4420002:t", "reliable") {
+            Ok(c) => {
+                drop(c);
+                break;
+            }
+            Err(e) => e,
+        };
+        assert!(Instant::now() < until, "no call through the switch: {e}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut us = Vec::with_capacity(calls);
+    for _ in 0..calls {
+        let t = Instant::now();
+        let c = ha.connect("+4420002:t", "reliable").unwrap();
+        us.push(t.elapsed().as_secs_f64() * 1e6);
+        drop(c);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    callee.join().unwrap();
+    us.sort_by(f64::total_cmp);
+    println!(
+        "call setup through a switch ({}, {calls} calls): median {:.0} µs, p90 {:.0} µs",
+        if clear { "clear" } else { "default" },
+        us[us.len() / 2],
+        us[us.len() * 9 / 10]
+    );
+    drop(children);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -261,12 +261,13 @@ pub struct PortSection {
     /// docs/wire.md "Peer control frames"). Cell and frame ports only.
     pub key: Option<String>,
     /// A `host` port's sigd's Noise public key (base64, `natm sigd --show-key` on
-    /// the host): its link's handshake must prove it. Without it the key seen first
-    /// is pinned (`known_peers_file`).
+    /// the host), or a `switch` port's peer switch's (`natm switch --show-key`):
+    /// its link's handshake must prove it. Without it the key seen first is pinned
+    /// (`known_peers_file`).
     pub public_key: Option<String>,
-    /// A `host` port's signalling runs clear, unauthenticated (its sigd's
-    /// `[[peer]]` for the switch must say `clear = true` too) [default false:
-    /// Noise].
+    /// A `host` or `switch` port's signalling (and a trunk's routing) runs clear,
+    /// unauthenticated (the peer must say so too: its sigd's `[[peer]]` for the
+    /// switch, or the other switch's port) [default false: Noise].
     #[serde(default)]
     pub clear: bool,
     /// This signalling port's own `svc_preserve_ms` (any role) [default: the global
@@ -423,9 +424,9 @@ impl PortSection {
     }
 
     /// How the port's signalling is authenticated, checked: Noise by default on a
-    /// `host` cell or frame port (proving `public_key` if given), unless it has a
-    /// pre-shared `key` or says `clear = true`; trunks, `uni` and atmtcp ports
-    /// signal in clear.
+    /// `host` or `switch` cell or frame port (proving `public_key` if given),
+    /// unless it has a pre-shared `key` or says `clear = true`; `uni` and atmtcp
+    /// ports signal in clear.
     pub fn signalling_auth(&self) -> Result<PortAuth, ConfigError> {
         let public_key = match &self.public_key {
             Some(k) => Some(natm_proto::sig::noise::key_from_text(k).ok_or_else(|| {
@@ -436,11 +437,13 @@ impl PortSection {
             })?),
             None => None,
         };
-        let noise_port =
-            self.signalling == Some(SignallingRole::Host) && self.mode != LinkMode::Atmtcp;
+        let noise_port = matches!(
+            self.signalling,
+            Some(SignallingRole::Host | SignallingRole::Switch)
+        ) && self.mode != LinkMode::Atmtcp;
         if (public_key.is_some() || self.clear) && !noise_port {
             return Err(invalid(format!(
-                "port {}: public_key and clear are for a host port's signalling link (cell or frame mode); trunks and uni ports signal in clear",
+                "port {}: public_key and clear are for a host or switch port's signalling link (cell or frame mode); uni and atmtcp ports signal in clear",
                 self.name
             )));
         }

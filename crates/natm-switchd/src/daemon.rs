@@ -25,7 +25,7 @@ use tracing::{info, warn};
 use crate::atmtcp_link::AtmtcpPorts;
 use crate::config::{Config, ConfigError, LinkMode, PortAuth, PvcEnd, SignallingRole};
 use crate::link::{open_socket, uni_label, Link, Rng};
-use crate::noise_port::{Dropped, NoisePort};
+use crate::noise_port::{Dropped, Inner, NoisePort};
 use crate::stat::{PortSnapshot, Snapshot};
 use crate::train;
 
@@ -159,6 +159,7 @@ impl SwitchDaemon {
                         configured,
                         peer,
                         u64::from_le_bytes(random()?),
+                        p.signalling == Some(SignallingRole::Switch),
                     ))),
                     _ => None,
                 },
@@ -316,7 +317,14 @@ impl SwitchDaemon {
                 control::Output::Routing(p, frame) => {
                     // Routing runs on UDP trunks (an atmtcp port is never a trunk).
                     if let Some(l) = self.links.get_mut(p.index()) {
-                        l.send(&vcframe::routing_frame(&frame), wall);
+                        match l.noise.as_mut() {
+                            Some(n) => {
+                                for d in n.seal_routing(now, &frame) {
+                                    l.send(&d, wall);
+                                }
+                            }
+                            None => l.send(&vcframe::routing_frame(&frame), wall),
+                        }
                     }
                 }
                 control::Output::Source(vc, addr) => {
@@ -774,7 +782,9 @@ fn receive(
     // A keyed or Noise port's signalling is sealed: anything else on the signalling
     // VCs is dropped (a forged END or RS from the peer's address included).
     let signalling = vcframe::signalling_pdu(data).is_some() || PeerControl::parse(data).is_ok();
-    if let (Some(ctl), true) = (control.as_deref_mut(), signalling) {
+    // A Noise trunk's routing frames are sealed too.
+    let noise_frame = signalling || (link.noise.is_some() && vcframe::routing_pdu(data).is_some());
+    if let (Some(ctl), true) = (control.as_deref_mut(), noise_frame) {
         if let Some(mut n) = link.noise.take() {
             noise_signal(ctl, link, &mut n, port, now, from, data);
             link.noise = Some(n);
@@ -892,10 +902,17 @@ fn noise_signal(
         return;
     }
     match noise.receive(now, data) {
-        Ok(noise::Received::Pdu(pdu)) => {
-            link.counters.datagrams_in += 1;
-            ctl.handle_signal(now, port, &pdu);
-        }
+        Ok(noise::Received::Pdu(plain)) => match noise.inner(plain) {
+            Some(Inner::Signal(pdu)) => {
+                link.counters.datagrams_in += 1;
+                ctl.handle_signal(now, port, &pdu);
+            }
+            Some(Inner::Routing(frame)) => {
+                link.counters.datagrams_in += 1;
+                ctl.handle_routing(now, port, &frame);
+            }
+            None => link.counters.bad_datagrams += 1,
+        },
         Ok(noise::Received::Send(frames)) => {
             link.counters.datagrams_in += 1;
             for d in frames {
@@ -932,8 +949,8 @@ fn noise_signal(
     }
 }
 
-/// The switch's Noise identity for host ports' signalling links: its static key and
-/// the host keys pinned so far.
+/// The switch's Noise identity for its signalling links (host ports and trunks): its
+/// static key and the peers' keys pinned so far.
 struct Identity {
     private: [u8; noise::KEY_LEN],
     pins: std::collections::HashMap<std::net::SocketAddr, noise::PublicKey>,
@@ -980,12 +997,13 @@ impl Identity {
         configured: Option<noise::PublicKey>,
         peer: std::net::SocketAddr,
         seed: u64,
+        trunk: bool,
     ) -> NoisePort {
         let trust = match configured.or_else(|| self.pins.get(&peer).copied()) {
             Some(k) => Trust::Pinned(k),
             None => Trust::FirstUse,
         };
-        let mut n = NoisePort::new(self.private, trust, seed);
+        let mut n = NoisePort::new(self.private, trust, seed, trunk);
         n.pins_file = self.pins_file.clone();
         n
     }

@@ -7,12 +7,18 @@
 //! (the switch restarted). A port has one peer address, so the port's `NoiseLink`
 //! bounds what a spoofed source can make the switch hold, as sigd's does per link.
 //!
+//! A trunk (`signalling = "switch"`) carries routing frames (VPI 0/VCI 18) beside
+//! SSCOP, so there what is sealed is the whole UDP-adaptor frame (VC header and
+//! payload, `wire::vcframe`), which says which of the two it is; towards a host
+//! it is the SSCOP PDU alone, as between sigds.
+//!
 //! Sans-IO: the caller passes the time and sends what comes back.
 
 use natm_proto::sig::noise::{self, NoiseError, NoiseLink, PublicKey, Received, Trust};
 use natm_proto::sig::peer::Control;
 use natm_proto::time::Instant;
 use natm_proto::wire::sscop::Pdu as SscopPdu;
+use natm_proto::wire::vcframe;
 
 /// Why a datagram from the port's peer address was dropped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,9 +32,20 @@ pub(crate) enum Dropped {
     Noise(NoiseError),
 }
 
-/// One host port's Noise link.
+/// What an opened transport message carried.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Inner {
+    /// An SSCOP PDU.
+    Signal(Vec<u8>),
+    /// A routing frame (a trunk's).
+    Routing(Vec<u8>),
+}
+
+/// One signalling port's Noise link.
 pub(crate) struct NoisePort {
     link: NoiseLink,
+    /// A trunk: whole VC frames are sealed (see the module's documentation).
+    framed: bool,
     /// When a first handshake message was last answered.
     last_answer: Option<Instant>,
     /// Index generator (SplitMix64 from an OS seed): indices name sessions, they
@@ -55,10 +72,16 @@ impl std::fmt::Debug for NoisePort {
 
 impl NoisePort {
     /// The port whose switch holds static key `private`, the peer to prove `trust`;
-    /// `seed` starts the index sequence.
-    pub(crate) fn new(private: [u8; noise::KEY_LEN], trust: Trust, seed: u64) -> NoisePort {
+    /// `seed` starts the index sequence; `framed` on a trunk.
+    pub(crate) fn new(
+        private: [u8; noise::KEY_LEN],
+        trust: Trust,
+        seed: u64,
+        framed: bool,
+    ) -> NoisePort {
         NoisePort {
             link: NoiseLink::new(private, trust, None),
+            framed,
             last_answer: None,
             index: seed,
             auth_failures: 0,
@@ -99,7 +122,35 @@ impl NoisePort {
             self.link.reset();
         }
         let state = &mut self.index;
+        if self.framed {
+            let f = vcframe::signalling_frame(pdu);
+            return self.link.seal(now, &f, || Self::next_index(state));
+        }
         self.link.seal(now, pdu, || Self::next_index(state))
+    }
+
+    /// The datagrams that carry routing frame `frame` (a trunk's).
+    pub(crate) fn seal_routing(&mut self, now: Instant, frame: &[u8]) -> Vec<Vec<u8>> {
+        let state = &mut self.index;
+        let f = vcframe::routing_frame(frame);
+        self.link.seal(now, &f, || Self::next_index(state))
+    }
+
+    /// What an opened transport message `plain` carries (`None`: neither SSCOP nor
+    /// routing, counted as an authentication failure).
+    pub(crate) fn inner(&mut self, plain: Vec<u8>) -> Option<Inner> {
+        if !self.framed {
+            return Some(Inner::Signal(plain));
+        }
+        let got = if let Some(p) = vcframe::signalling_pdu(&plain) {
+            Some(Inner::Signal(p.to_vec()))
+        } else {
+            vcframe::routing_pdu(&plain).map(|f| Inner::Routing(f.to_vec()))
+        };
+        if got.is_none() {
+            self.auth_failures += 1;
+        }
+        got
     }
 
     /// A signalling datagram from the port's peer address.
@@ -189,7 +240,7 @@ mod tests {
 
     #[test]
     fn a_host_and_a_switch_agree_a_session_pin_on_first_use_and_refuse_clear_pdus() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5, false);
         let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
         let first = host.seal(t(0), b"bgn", || 9);
         let (at_sw, _) = exchange(t(0), &mut sw, &mut host, first);
@@ -221,7 +272,7 @@ mod tests {
     #[test]
     fn a_host_with_another_key_than_the_pinned_one_is_refused() {
         let pinned = noise::public_key(&key(2));
-        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), 5);
+        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), 5, false);
         let mut impostor = NoiseLink::new(key(3), Trust::FirstUse, None);
         let first = impostor.seal(t(0), b"bgn", || 9);
         let Ok(Received::Send(answer)) = sw.receive(t(0), &first[0]) else {
@@ -244,7 +295,7 @@ mod tests {
 
     #[test]
     fn first_messages_are_answered_once_per_interval() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5, false);
         let mut a = NoiseLink::new(key(2), Trust::FirstUse, None);
         let mut b = NoiseLink::new(key(3), Trust::FirstUse, None);
         let ia = a.seal(t(0), b"x", || 1);
@@ -256,14 +307,14 @@ mod tests {
 
     #[test]
     fn a_restarted_switch_answers_a_forgotten_session_with_a_handshake() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5, false);
         let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
         let first = host.seal(t(0), b"bgn", || 9);
         exchange(t(0), &mut sw, &mut host, first);
         let pinned = sw.peer_key().unwrap();
         // The switch restarts (its pins kept): the host's next PDU names a session
         // the switch no longer holds, and gets a first handshake message back.
-        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), 6);
+        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), 6, false);
         let d = host.seal(t(20), b"sd", || 0);
         let Ok(Received::Send(v)) = sw.receive(t(20), &d[0]) else {
             panic!("no handshake");
@@ -282,5 +333,40 @@ mod tests {
             sw.receive(t(21), d.last().unwrap()),
             Ok(Received::Pdu(b"sd2".to_vec()))
         );
+    }
+
+    #[test]
+    fn a_trunk_seals_signalling_and_routing_and_tells_them_apart() {
+        let mut a = NoisePort::new(key(1), Trust::FirstUse, 5, true);
+        let mut b = NoisePort::new(key(2), Trust::FirstUse, 6, true);
+        let mut to_b = a.seal_routing(t(0), b"hello");
+        to_b.extend(a.seal(t(0), b"bgn"));
+        let mut opened = Vec::new();
+        for _ in 0..8 {
+            let mut to_a = Vec::new();
+            for d in std::mem::take(&mut to_b) {
+                match b.receive(t(0), &d) {
+                    Ok(Received::Pdu(p)) => opened.push(b.inner(p).unwrap()),
+                    Ok(Received::Send(v)) => to_a.extend(v),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+            for d in to_a {
+                match a.receive(t(0), &d) {
+                    Ok(Received::Send(v)) => to_b.extend(v),
+                    other => panic!("{other:?}"),
+                }
+            }
+        }
+        assert_eq!(
+            opened,
+            [
+                Inner::Routing(b"hello".to_vec()),
+                Inner::Signal(b"bgn".to_vec())
+            ]
+        );
+        // A clear routing frame from the trunk's peer address is refused.
+        let clear = vcframe::routing_frame(b"forged");
+        assert_eq!(b.receive(t(1), &clear), Err(Dropped::NotNoise));
     }
 }
