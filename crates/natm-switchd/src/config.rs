@@ -91,7 +91,7 @@ pub struct Config {
     /// port, the flooded topology, calls source-routed with crankback. Absent: static
     /// routes only.
     pub routing: Option<RoutingSection>,
-    /// The switch's Noise static key for host ports' signalling links (private;
+    /// The switch's Noise static key for its signalling links (private;
     /// made on first start, mode 0600, refused if others may read it; `natm switch
     /// --show-key` prints the public key) [default: the configuration file's path
     /// with extension `noise-key`].

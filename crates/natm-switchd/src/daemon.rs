@@ -981,7 +981,7 @@ impl Identity {
         };
         info!(
             key = %noise::key_to_text(&noise::public_key(&private)),
-            "Noise static key for host ports' signalling links"
+            "Noise static key for signalling links (host ports and trunks)"
         );
         Ok(Some(Identity {
             private,
