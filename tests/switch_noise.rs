@@ -407,6 +407,35 @@ fn clear_on_both_ends_keeps_clear_signalling() {
     close(c, t);
 }
 
+/// A switch killed and started again (its key and pins kept beside its
+/// configuration) is taken back by both hosts without a key mismatch, and calls
+/// cross it again: the hosts' sessions it forgot are replaced by new handshakes.
+#[test]
+fn a_restarted_switch_keeps_its_key_and_its_hosts_link_up_again() {
+    let mut n = net(["", ""], ["", ""]);
+    n.wait_up();
+    let (c, t) = echo_call(&n);
+    echo(&c, b"first", &n);
+    let key = switch_key(&n.sw);
+    n.sw.restart();
+    // The call is gone with the switch; the links come back.
+    drop(c);
+    let _ = t.join();
+    n.wait_up();
+    assert_eq!(switch_key(&n.sw), key);
+    let (c, t) = echo_call(&n);
+    echo(&c, b"again", &n);
+    let st = n.sw.stat();
+    for (i, h) in n.h.iter().enumerate() {
+        let s = h.stat();
+        assert_eq!(s["counters"]["key_mismatches"], 0, "{s}");
+        assert_eq!(s["peers"][0]["peer_key"], key, "{s}");
+        assert_eq!(st["ports"][i]["peer_key"], sigd_key(h), "{st}");
+        assert!(st["ports"][i]["key_mismatches"].is_null(), "{st}");
+    }
+    close(c, t);
+}
+
 /// Switch↔switch: the trunk between two switches runs Noise by default too, its
 /// routing frames with its signalling. A call from a host on S1 to one on S2 works;
 /// each switch's trunk port shows the other's key; clear SSCOP ENDs and RELEASEs

@@ -28,10 +28,9 @@ pub(crate) struct SwitchArgs {
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     verbose: u8,
-    /// Print the switch's Noise public key for its signalling links
-    /// (base64, for a host sigd's `[[peer]] public_key` or another switch's `[[port]]
-    /// public_key`), made first if there is
-    /// none, and exit.
+    /// Print the switch's Noise public key for its signalling links (base64, for
+    /// a host sigd's `[[peer]] public_key` or another switch's `[[port]]
+    /// public_key`), made first if there is none, and exit.
     #[arg(long)]
     show_key: bool,
 }
