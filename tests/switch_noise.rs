@@ -566,9 +566,11 @@ fn call_setup_timing() {
     let [h1, h2, p1, p2] = std::array::from_fn(|_| free_port());
     let sw_clear = if clear { "clear = true\n" } else { "" };
     let sw_cfg = dir.join("switch.toml");
+    let stat = dir.join("stat.json");
     std::fs::write(
         &sw_cfg,
         [
+            format!("stat_json = {stat:?}\nstat_interval_ms = 100\n"),
             port("h1", p1, h1, sw_clear),
             port("h2", p2, h2, sw_clear),
             route("+4420001", "h1"),
@@ -666,6 +668,17 @@ fn call_setup_timing() {
         assert!(Instant::now() < until, "no call through the switch: {e}");
         std::thread::sleep(Duration::from_millis(50));
     }
+    // CPU time (user + system, clock ticks) each process has used so far.
+    let cpu = |c: &Children| -> Vec<u64> {
+        c.0.iter()
+            .map(|p| {
+                let st = std::fs::read_to_string(format!("/proc/{}/stat", p.id())).unwrap();
+                let f: Vec<&str> = st.rsplit_once(") ").unwrap().1.split(' ').collect();
+                f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+            })
+            .collect()
+    };
+    let before = cpu(&children);
     let mut us = Vec::with_capacity(calls);
     for _ in 0..calls {
         let t = Instant::now();
@@ -673,14 +686,38 @@ fn call_setup_timing() {
         us.push(t.elapsed().as_secs_f64() * 1e6);
         drop(c);
     }
+    let after = cpu(&children);
+    // Datagrams the switch exchanged with the hosts per call (from its stat file).
+    let datagrams = || -> u64 {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&stat).unwrap_or_default())
+                .unwrap_or_default();
+        (0..2)
+            .map(|i| {
+                v["ports"][i]["link"]["datagrams_in"].as_u64().unwrap_or(0)
+                    + v["ports"][i]["link"]["datagrams_out"].as_u64().unwrap_or(0)
+            })
+            .sum()
+    };
+    let d0 = datagrams();
+    std::thread::sleep(Duration::from_millis(300));
+    let d1 = datagrams();
+    eprintln!("switch datagrams so far: {d0} (then {d1}) for {calls} calls and their warm-up");
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     callee.join().unwrap();
+    let tick_us = 1e6 / 100.0;
+    let per_call: Vec<String> = before
+        .iter()
+        .zip(&after)
+        .map(|(b, a)| format!("{:.0}", (a - b) as f64 * tick_us / calls as f64))
+        .collect();
     us.sort_by(f64::total_cmp);
     println!(
-        "call setup through a switch ({}, {calls} calls): median {:.0} µs, p90 {:.0} µs",
+        "call setup through a switch ({}, {calls} calls): median {:.0} µs, p90 {:.0} µs; CPU per call (switch, h1, h2) {} µs",
         if clear { "clear" } else { "default" },
         us[us.len() / 2],
-        us[us.len() * 9 / 10]
+        us[us.len() * 9 / 10],
+        per_call.join(", ")
     );
     drop(children);
     let _ = std::fs::remove_dir_all(&dir);
