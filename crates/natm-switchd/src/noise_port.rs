@@ -369,4 +369,28 @@ mod tests {
         let clear = vcframe::routing_frame(b"forged");
         assert_eq!(b.receive(t(1), &clear), Err(Dropped::NotNoise));
     }
+
+    /// What sealing and opening one SSCOP PDU costs (a measurement): `cargo test -p
+    /// natm-switchd --release noise_pdu_cost -- --ignored --nocapture`.
+    #[test]
+    #[ignore]
+    fn noise_pdu_cost() {
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5, false);
+        let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
+        let first = host.seal(t(0), b"bgn", || 9);
+        exchange(t(0), &mut sw, &mut host, first);
+        let pdu = [0x5au8; 64];
+        let n = 200_000u32;
+        let start = std::time::Instant::now();
+        for i in 0..n {
+            let now = t(1 + u64::from(i) / 1000);
+            let d = host.seal(now, &pdu, || 0);
+            assert!(matches!(
+                sw.receive(now, d.last().unwrap()),
+                Ok(Received::Pdu(_))
+            ));
+        }
+        let per = start.elapsed() / n;
+        println!("seal + open of a 64-octet PDU: {per:?}");
+    }
 }
