@@ -71,13 +71,18 @@ fn net() -> Net {
 /// The network with h3's port on S2 (and h3's applications) in `h3_mode`, and the
 /// trunk in cell mode when h3 is.
 fn net_with(h3_mode: &str) -> Net {
+    net_with_trunk(h3_mode, "")
+}
+
+/// [`net_with`], `trunk` added to both ends of the trunk's `[[port]]`.
+fn net_with_trunk(h3_mode: &str, trunk: &str) -> Net {
     let [h1, h2, h3, s1h1, s1h2, s1t, s2h3, s2t] = std::array::from_fn(|_| free_port());
     let s1 = SwitchProc::start(
         "s1",
         &[
             port("h1", s1h1, h1, "host"),
             port("h2", s1h2, h2, "host"),
-            port_in(h3_mode, "trunk", s1t, s2t, "switch"),
+            port_in(h3_mode, "trunk", s1t, s2t, "switch") + trunk,
             route("+4420001", "h1"),
             route("+4420002", "h2"),
             route("*", "trunk"),
@@ -88,7 +93,7 @@ fn net_with(h3_mode: &str) -> Net {
         "s2",
         &[
             port_in(h3_mode, "h3", s2h3, h3, "host"),
-            port_in(h3_mode, "trunk", s2t, s1t, "switch"),
+            port_in(h3_mode, "trunk", s2t, s1t, "switch") + trunk,
             route("+4420003", "h3"),
             route("*", "trunk"),
         ]
@@ -384,7 +389,8 @@ fn a_capture_of_the_trunk_shows_the_calls_signalling_and_cells_decoded() {
         Command::new("tshark").arg("--version").output().is_ok(),
         "tshark is not installed: scripts/test.sh installs it"
     );
-    let n = net_with("cell");
+    // A clear trunk: the capture decodes its signalling (a Noise trunk's is sealed).
+    let n = net_with_trunk("cell", "clear = true\n");
     let pcap = n.s1.dir.join("trunk.pcap");
     let cap = Command::new(env!("CARGO_BIN_EXE_natm"))
         .args(["capture", "-i", "lo", "--seconds", "4", "--port"])

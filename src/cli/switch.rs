@@ -33,6 +33,11 @@ pub struct SwitchArgs {
     /// More log detail (-v debug, -vv trace); RUST_LOG overrides.
     #[arg(short = 'v', action = clap::ArgAction::Count)]
     verbose: u8,
+    /// Print the switch's Noise public key for its signalling links (base64, for
+    /// a host sigd's `[[peer]] public_key` or another switch's `[[port]]
+    /// public_key`), made first if there is none, and exit.
+    #[arg(long)]
+    show_key: bool,
 }
 
 const SWITCH_HELP: &str = "\
@@ -58,6 +63,13 @@ Stop with SIGTERM or Ctrl-C; the stat file is written a last time.";
 pub fn run(a: SwitchArgs) -> CliResult {
     super::sigd::init_logs(a.verbose);
     let mut cfg = Config::from_file(&a.config)?;
+    if a.show_key {
+        outln!(
+            "{}",
+            natm_switchd::show_key(&cfg).context("switch: Noise key")?
+        );
+        return Ok(());
+    }
     if a.stat_json.is_some() {
         cfg.stat_json = a.stat_json;
     }
@@ -149,6 +161,11 @@ struct BranchRow {
 #[derive(Debug, Deserialize)]
 struct PortRow {
     name: String,
+    /// How its signalling is authenticated (issue 31).
+    #[serde(default)]
+    auth: Option<String>,
+    #[serde(default)]
+    peer_key: Option<String>,
     peer: String,
     mode: String,
     link: LinkRow,
@@ -420,10 +437,13 @@ fn signalling(s: &Snapshot) {
             "calls",
             "reserved cells/s",
             "refused",
+            "auth",
+            "peer key",
         ],
         1,
     );
     for l in &s.signalling {
+        let port = s.ports.get(usize::from(l.port));
         links.add_row(vec![
             name(l.port),
             l.role.clone(),
@@ -431,6 +451,11 @@ fn signalling(s: &Snapshot) {
             l.calls.to_string(),
             l.reserved_cells.to_string(),
             l.refused.to_string(),
+            port.and_then(|p| p.auth.clone())
+                .unwrap_or_else(|| "-".into()),
+            // The first 8 octets' base64, as sigd's links table abbreviates keys.
+            port.and_then(|p| p.peer_key.as_deref())
+                .map_or_else(|| "-".into(), |k| k.chars().take(11).collect()),
         ]);
     }
     outln!("{}", crate::cli::table::render(&links).trim_end());

@@ -52,13 +52,30 @@ impl SwitchProc {
             format!("stat_json = {stat:?}\nstat_interval_ms = 50\n{toml}"),
         )
         .unwrap();
+        let mut sw = SwitchProc {
+            child: None,
+            dir,
+            stat,
+            ports: HashMap::new(),
+        };
+        sw.spawn(toml.matches("[[port]]").count());
+        sw
+    }
+
+    /// Runs `natm switch` on the directory's `switch.toml` and waits until it has
+    /// printed the endpoints of its `ports` ports.
+    fn spawn(&mut self, ports: usize) {
         let mut child = Command::new(env!("CARGO_BIN_EXE_natm"))
             .args(["switch", "--config"])
-            .arg(&cfg)
+            .arg(self.dir.join("switch.toml"))
             .env("RUST_LOG", "natm=debug")
             .stdout(Stdio::piped())
             .stderr(Stdio::from(
-                std::fs::File::create(dir.join("switch.log")).unwrap(),
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(self.dir.join("switch.log"))
+                    .unwrap(),
             ))
             .spawn()
             .unwrap();
@@ -71,25 +88,27 @@ impl SwitchProc {
                 }
             }
         });
-        let mut sw = SwitchProc {
-            child: Some(child),
-            dir,
-            stat,
-            ports: HashMap::new(),
-        };
-        let want = toml.matches("[[port]]").count();
+        self.child = Some(child);
+        self.ports.clear();
         let end = Instant::now() + DEADLINE;
-        while sw.ports.len() < want {
+        while self.ports.len() < ports {
             let line = rx
                 .recv_timeout(end.saturating_duration_since(Instant::now()))
-                .unwrap_or_else(|_| panic!("the switch did not print its ports: {}", sw.log()));
+                .unwrap_or_else(|_| panic!("the switch did not print its ports: {}", self.log()));
             let mut w = line.split_whitespace();
             if w.next() == Some("port") {
                 let name = w.next().unwrap().to_string();
-                sw.ports.insert(name, w.next().unwrap().parse().unwrap());
+                self.ports.insert(name, w.next().unwrap().parse().unwrap());
             }
         }
-        sw
+    }
+
+    /// SIGKILL, and the same configuration (and key and pin files) started again.
+    pub(crate) fn restart(&mut self) {
+        let ports = self.ports.len();
+        self.kill();
+        let _ = std::fs::remove_file(&self.stat);
+        self.spawn(ports);
     }
 
     /// The stat file as last written (`Null` before the first).

@@ -784,6 +784,19 @@ impl ConfigFile {
             });
         }
         let peers = self.check_peers(&hosts, capacity_bps, max_calls)?;
+        // A switch's link with a pre-shared key runs its HMAC frames, not Noise: a
+        // Noise key for it would be ignored.
+        if let Some((i, _)) =
+            peers.list.iter().enumerate().find(|(_, e)| {
+                switches.contains(&e.addr) && e.key.is_some() && e.public_key.is_some()
+            })
+        {
+            return Err(bad(
+                format!("peer[{i}].public_key"),
+                "a switch's link with a key is sealed by it, not by Noise: remove key or public_key",
+                "public_key = \"<the switch's natm switch --show-key>\"",
+            ));
+        }
         let bandwidth_per_user_bps = match &self.limits.bandwidth_per_user {
             None => capacity_bps / 4,
             Some(t) => parse_rate(t).filter(|r| *r > 0).ok_or_else(|| {
@@ -1191,6 +1204,23 @@ mod tests {
         let us: AtmAddr = "+15551234".parse().unwrap();
         assert!(!c.policy_allows(&us, CallDirection::Incoming));
         assert!(c.policy_allows(&us, CallDirection::Outgoing));
+    }
+
+    #[test]
+    fn a_keyed_switch_takes_no_noise_key() {
+        let key = natm_proto::sig::noise::key_to_text(&[7; 32]);
+        let sw = "[[directory]]\nprefix = \"*\"\npeer = \"127.0.0.1:2910\"\nswitch = true\n\
+                  [[peer]]\naddress = \"127.0.0.1:2910\"\n";
+        let e = check(&format!(
+            "{sw}key = \"{}\"\npublic_key = \"{key}\"\n",
+            "ab".repeat(16)
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("peer[0].public_key"), "{e}");
+        // Either alone is taken: the switch's pinned Noise key, or its PSK frames.
+        check(&format!("{sw}public_key = \"{key}\"\n")).unwrap();
+        check(&format!("{sw}key = \"{}\"\n", "ab".repeat(16))).unwrap();
     }
 
     #[test]

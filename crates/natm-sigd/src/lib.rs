@@ -26,4 +26,4 @@ pub use natm_proto::sig::vci;
 
 pub use crate::core::Creds;
 pub use config::{Config, ConfigError, ConfigFile};
-pub use daemon::{signal_pipe, Daemon, Stop};
+pub use daemon::{identity, signal_pipe, Daemon, Stop};

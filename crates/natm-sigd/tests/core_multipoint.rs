@@ -34,7 +34,8 @@ fn root_config() -> natm_sigd::Config {
         "addresses = [\"{A_ADDR}\"]\nsocket = \"/nonexistent/sigd.sock\"\nsignalling = \"{A_SIG}\"\n\
          [link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000\ncpu_share = 1.0\n\
          [[directory]]\nprefix = \"+4430\"\npeer = \"10.0.0.3:2905\"\n\
-         [[directory]]\nprefix = \"*\"\npeer = \"{PORT}\"\nswitch = true\n"
+         [[directory]]\nprefix = \"*\"\npeer = \"{PORT}\"\nswitch = true\n\
+         [[peer]]\naddress = \"{PORT}\"\nclear = true\n"
     );
     ConfigFile::parse(&text, Path::new("test.toml"))
         .unwrap()

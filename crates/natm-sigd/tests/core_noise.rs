@@ -196,3 +196,62 @@ fn clear_links_are_only_where_both_ends_say_so() {
     assert_eq!(p.stat(Side::A).peers[0].auth, "clear");
     assert_eq!(p.stat(Side::A).peers[0].peer_key, None);
 }
+
+/// A host attached to a switch (`[[directory]] switch = true`), with `extra` TOML.
+fn attached(extra: &str) -> natm_sigd::Config {
+    let port = SWITCH_PORTS[0];
+    let text = format!(
+        "addresses = [\"{A_ADDR}\"]\nsocket = \"/nonexistent/sigd.sock\"\nsignalling = \"{A_SIG}\"\n\
+         [link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000\ncpu_share = 1.0\n\
+         [[directory]]\nprefix = \"*\"\npeer = \"{port}\"\nswitch = true\n{extra}"
+    );
+    natm_sigd::config::ConfigFile::parse(&text, std::path::Path::new("test.toml"))
+        .unwrap()
+        .check()
+        .unwrap()
+}
+
+/// What the core sends to `to` now.
+fn sent_to(core: &mut natm_sigd::core::Core, to: SocketAddr) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    while let Some(o) = core.poll_output() {
+        if let natm_sigd::core::Output::ToPeer(p, b) = o {
+            if p == to {
+                out.push(b.to_vec());
+            }
+        }
+    }
+    out
+}
+
+/// Issue 31: a host's link to its switch is Noise-authenticated by default, as one
+/// to a peer sigd is (the switch process runs the same layer: tests/switch_noise.rs):
+/// it opens with a first handshake message, not a clear BGN, and a clear END from
+/// the switch's address is refused. `clear = true` for the switch opens it in clear.
+#[test]
+fn a_link_to_a_switch_is_noise_unless_its_peer_entry_says_clear() {
+    let port: SocketAddr = SWITCH_PORTS[0].parse().unwrap();
+    let now = natm_proto::time::Instant::from_nanos(1_000_000);
+    let mut n = Node::with_config(attached(""), 1);
+    n.core.start(now);
+    let out = sent_to(&mut n.core, port);
+    assert!(
+        matches!(Control::parse(&out[0]), Ok(Control::NoiseInit { .. })),
+        "{out:?}"
+    );
+    assert!(out.iter().all(|d| vcframe::signalling_pdu(d).is_none()));
+    n.core.handle_peer(now, port, &end());
+    let s = n.core.stat();
+    assert_eq!(s.peers[0].auth, "noise");
+    assert_eq!(s.counters.auth_failures, 1);
+    // Clear at the operator's word.
+    let mut n = Node::with_config(
+        attached(&format!("[[peer]]\naddress = \"{port}\"\nclear = true\n")),
+        1,
+    );
+    n.core.start(now);
+    let out = sent_to(&mut n.core, port);
+    let bgn = vcframe::signalling_pdu(&out[0]).expect("a clear frame");
+    assert!(matches!(Pdu::parse(bgn), Ok(Pdu::Bgn { .. })));
+    assert_eq!(n.core.stat().peers[0].auth, "clear");
+}

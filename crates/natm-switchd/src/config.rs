@@ -95,6 +95,19 @@ pub struct Config {
     /// port, the flooded topology, calls source-routed with crankback. Absent: static
     /// routes only.
     pub routing: Option<RoutingSection>,
+    /// The switch's Noise static key for its signalling links (private;
+    /// made on first start, mode 0600, refused if others may read it; `natm switch
+    /// --show-key` prints the public key) [default: the configuration file's path
+    /// with extension `noise-key`].
+    pub key_file: Option<PathBuf>,
+    /// Host sigds' Noise public keys pinned on first use, one `ADDRESS KEY` a line
+    /// (remove a line to accept a host's new key) [default: the configuration
+    /// file's path with extension `known-peers`].
+    pub known_peers_file: Option<PathBuf>,
+    /// The file this was read from (`Config::from_file`): the default key and
+    /// known-peers files lie beside it.
+    #[serde(skip)]
+    pub path: Option<PathBuf>,
 }
 
 /// `[routing]`: this switch's node number and the protocol's timers (PNNI's, scaled
@@ -251,6 +264,16 @@ pub struct PortSection {
     /// frame with the peer (the same key as its sigd's `[[peer]] key`;
     /// docs/wire.md "Peer control frames"). Cell and frame ports only.
     pub key: Option<String>,
+    /// A `host` port's sigd's Noise public key (base64, `natm sigd --show-key` on
+    /// the host), or a `switch` port's peer switch's (`natm switch --show-key`):
+    /// its link's handshake must prove it. Without it the key seen first is pinned
+    /// (`known_peers_file`).
+    pub public_key: Option<String>,
+    /// A `host` or `switch` port's signalling (and a trunk's routing) runs clear,
+    /// unauthenticated (the peer must say so too: its sigd's `[[peer]]` for the
+    /// switch, or the other switch's port) [default false: Noise].
+    #[serde(default)]
+    pub clear: bool,
     /// This signalling port's own `svc_preserve_ms` (any role) [default: the global
     /// one on a host port, 0 on a trunk or `uni` port].
     pub preserve_ms: Option<u64>,
@@ -274,6 +297,17 @@ fn default_true() -> bool {
 }
 fn default_train() -> usize {
     32
+}
+
+/// How a port's signalling frames are authenticated ([`PortSection::signalling_auth`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortAuth {
+    /// Not at all (or no signalling).
+    Clear,
+    /// By the pre-shared key's sealed frames (issue 16).
+    Psk(Vec<u8>),
+    /// By Noise (issue 31), proving this key if configured, else the pinned one.
+    Noise(Option<natm_proto::sig::noise::PublicKey>),
 }
 
 /// One `[[pvc]]`: a one-way cross-connect (add `duplex = true` for the reverse too).
@@ -391,6 +425,51 @@ impl PortSection {
                 self.name
             ))),
         }
+    }
+
+    /// How the port's signalling is authenticated, checked: Noise by default on a
+    /// `host` or `switch` cell or frame port (proving `public_key` if given),
+    /// unless it has a pre-shared `key` or says `clear = true`; `uni` and atmtcp
+    /// ports signal in clear.
+    pub fn signalling_auth(&self) -> Result<PortAuth, ConfigError> {
+        let public_key = match &self.public_key {
+            Some(k) => Some(natm_proto::sig::noise::key_from_text(k).ok_or_else(|| {
+                invalid(format!(
+                    "port {}: public_key: not a base64 X25519 public key (the host's `natm sigd --show-key`)",
+                    self.name
+                ))
+            })?),
+            None => None,
+        };
+        let noise_port = matches!(
+            self.signalling,
+            Some(SignallingRole::Host | SignallingRole::Switch)
+        ) && self.mode != LinkMode::Atmtcp;
+        if (public_key.is_some() || self.clear) && !noise_port {
+            return Err(invalid(format!(
+                "port {}: public_key and clear are for a host or switch port's signalling link (cell or frame mode); uni and atmtcp ports signal in clear",
+                self.name
+            )));
+        }
+        if self.clear && (public_key.is_some() || self.key.is_some()) {
+            return Err(invalid(format!(
+                "port {}: a clear link has no key: remove clear, or key and public_key",
+                self.name
+            )));
+        }
+        if let Some(k) = self.signalling_key()? {
+            if public_key.is_some() {
+                return Err(invalid(format!(
+                    "port {}: a port with a pre-shared key authenticates by it, not by Noise: remove key or public_key",
+                    self.name
+                )));
+            }
+            return Ok(PortAuth::Psk(k));
+        }
+        if noise_port && !self.clear {
+            return Ok(PortAuth::Noise(public_key));
+        }
+        Ok(PortAuth::Clear)
     }
 
     /// The one-way delay.
@@ -545,7 +624,25 @@ impl Config {
             path: path.to_path_buf(),
             source,
         })?;
-        Config::from_toml(&text)
+        let mut c = Config::from_toml(&text)?;
+        c.path = Some(path.to_path_buf());
+        Ok(c)
+    }
+
+    /// The Noise key file: `key_file`, else beside the configuration file (`None`
+    /// for a configuration read from text without either: the key is then made
+    /// for this run only).
+    pub fn key_path(&self) -> Option<PathBuf> {
+        self.key_file
+            .clone()
+            .or_else(|| self.path.as_ref().map(|p| p.with_extension("noise-key")))
+    }
+
+    /// The known-peers file: `known_peers_file`, else beside the configuration file.
+    pub fn known_peers_path(&self) -> Option<PathBuf> {
+        self.known_peers_file
+            .clone()
+            .or_else(|| self.path.as_ref().map(|p| p.with_extension("known-peers")))
     }
 
     /// Parses and checks TOML text.
@@ -601,6 +698,7 @@ impl Config {
             }
             p.check_link()?;
             p.port_config()?;
+            p.signalling_auth()?;
             if p.sscop_no_response_ms.is_some() && p.signalling.is_none() {
                 return Err(invalid(format!(
                     "port {}: sscop_no_response_ms times the signalling link: the port runs no signalling",

@@ -13,6 +13,7 @@ use std::os::fd::AsRawFd;
 use bytes::Bytes;
 use mio::net::UnixStream;
 use mio::{Events, Interest, Poll, Token};
+use natm_proto::sig::noise::{self, NoiseError, Trust};
 use natm_proto::sig::peer::{Control as PeerControl, PeerAuth, Received};
 use natm_proto::wire::cell::CELL_LEN;
 use natm_proto::wire::vcframe;
@@ -22,8 +23,9 @@ use natm_udp::{AreaAccount, AreaPool, RecvBatch};
 use tracing::{info, warn};
 
 use crate::atmtcp_link::AtmtcpPorts;
-use crate::config::{Config, ConfigError, LinkMode, PvcEnd, SignallingRole};
+use crate::config::{Config, ConfigError, LinkMode, PortAuth, PvcEnd, SignallingRole};
 use crate::link::{open_socket, uni_label, Link, Rng};
+use crate::noise_port::{Dropped, Inner, NoisePort};
 use crate::stat::{PortSnapshot, Snapshot};
 use crate::train;
 use natm_sigd::metrics::http::MetricsServer;
@@ -99,6 +101,7 @@ impl SwitchDaemon {
         let mut sw = Switch::new();
         let mut links = Vec::new();
         let mut atmtcp = AtmtcpPorts::default();
+        let identity = Identity::load(&cfg)?;
         for (i, p) in cfg.ports.iter().enumerate() {
             let pc = p.port_config()?;
             let id = sw
@@ -155,9 +158,20 @@ impl SwitchDaemon {
                 rng: Rng::new(cfg.seed.wrapping_add(i as u64)),
                 counters: Default::default(),
                 sources: Default::default(),
-                auth: match p.signalling_key()? {
-                    Some(k) => Some((PeerAuth::new(&k, peer.to_string().as_bytes()), random()?)),
-                    None => None,
+                auth: match p.signalling_auth()? {
+                    PortAuth::Psk(k) => {
+                        Some((PeerAuth::new(&k, peer.to_string().as_bytes()), random()?))
+                    }
+                    _ => None,
+                },
+                noise: match (p.signalling_auth()?, &identity) {
+                    (PortAuth::Noise(configured), Some(id)) => Some(Box::new(id.port(
+                        configured,
+                        peer,
+                        u64::from_le_bytes(random()?),
+                        p.signalling == Some(SignallingRole::Switch),
+                    ))),
+                    _ => None,
                 },
                 dests: Default::default(),
                 tx: Default::default(),
@@ -306,6 +320,12 @@ impl SwitchDaemon {
                         continue;
                     }
                     if let Some(l) = self.links.get_mut(p.index()) {
+                        if let Some(n) = l.noise.as_mut() {
+                            for d in n.seal(now, &pdu) {
+                                l.send(&d, wall);
+                            }
+                            continue;
+                        }
                         match l.auth.as_mut() {
                             Some((auth, _)) => {
                                 for d in auth.seal(now, &pdu, || random().unwrap_or_default()) {
@@ -319,7 +339,14 @@ impl SwitchDaemon {
                 control::Output::Routing(p, frame) => {
                     // Routing runs on UDP trunks (an atmtcp port is never a trunk).
                     if let Some(l) = self.links.get_mut(p.index()) {
-                        l.send(&vcframe::routing_frame(&frame), wall);
+                        match l.noise.as_mut() {
+                            Some(n) => {
+                                for d in n.seal_routing(now, &frame) {
+                                    l.send(&d, wall);
+                                }
+                            }
+                            None => l.send(&vcframe::routing_frame(&frame), wall),
+                        }
                     }
                 }
                 control::Output::Source(vc, addr) => {
@@ -404,6 +431,7 @@ impl SwitchDaemon {
     /// The counters as `natm stat --switch` reads them.
     pub fn snapshot(&self) -> Snapshot {
         let st = self.sw.stat();
+        let signalling = self.control.as_ref().map(|c| c.links()).unwrap_or_default();
         Snapshot {
             uptime_s: self.epoch.elapsed().as_secs_f64(),
             ports: self
@@ -413,7 +441,20 @@ impl SwitchDaemon {
                 .enumerate()
                 .map(|(i, (l, stats))| {
                     let atmtcp = self.atmtcp.snapshot(i);
+                    let signals = signalling.iter().any(|r| usize::from(r.port) == i);
+                    let n = l.noise.as_deref();
                     PortSnapshot {
+                        auth: signals.then(|| {
+                            match (n, &l.auth) {
+                                (Some(_), _) => "noise",
+                                (None, Some(_)) => "psk",
+                                (None, None) => "clear",
+                            }
+                            .to_owned()
+                        }),
+                        peer_key: n.and_then(|n| n.peer_key()).map(|k| noise::key_to_text(&k)),
+                        auth_failures: n.map_or(0, |n| n.auth_failures),
+                        key_mismatches: n.map_or(0, |n| n.key_mismatches),
                         name: l.name.clone(),
                         bind: l.bind,
                         peer: atmtcp.as_ref().and_then(|a| a.connected).unwrap_or(l.peer),
@@ -425,7 +466,7 @@ impl SwitchDaemon {
                 })
                 .collect(),
             vcs: st.vcs,
-            signalling: self.control.as_ref().map(|c| c.links()).unwrap_or_default(),
+            signalling,
             calls: self.control.as_ref().map(|c| c.calls()).unwrap_or_default(),
             calls_refused: self.control.as_ref().map_or(0, |c| c.refused()),
             routing: self.control.as_ref().and_then(Control::routing),
@@ -787,9 +828,18 @@ fn receive(
         link.counters.bad_datagrams += 1;
         return;
     }
-    // A keyed port's signalling is sealed: anything else on the signalling VCs is
-    // dropped (a forged END or RS from the peer's address included).
+    // A keyed or Noise port's signalling is sealed: anything else on the signalling
+    // VCs is dropped (a forged END or RS from the peer's address included).
     let signalling = vcframe::signalling_pdu(data).is_some() || PeerControl::parse(data).is_ok();
+    // A Noise trunk's routing frames are sealed too.
+    let noise_frame = signalling || (link.noise.is_some() && vcframe::routing_pdu(data).is_some());
+    if let (Some(ctl), true) = (control.as_deref_mut(), noise_frame) {
+        if let Some(mut n) = link.noise.take() {
+            noise_signal(ctl, link, &mut n, port, now, from, data);
+            link.noise = Some(n);
+            return;
+        }
+    }
     if let (Some(ctl), Some((auth, secret)), true) =
         (control.as_deref_mut(), link.auth.as_mut(), signalling)
     {
@@ -884,6 +934,141 @@ fn receive(
         // An atmtcp port has no UDP socket, so no datagram.
         crate::config::LinkMode::Atmtcp => link.counters.bad_datagrams += 1,
     }
+}
+
+/// A signalling datagram on a Noise port (`noise` is `link`'s, taken out).
+fn noise_signal(
+    ctl: &mut Control,
+    link: &mut Link,
+    noise: &mut NoisePort,
+    port: PortId,
+    now: natm_proto::time::Instant,
+    from: std::net::SocketAddr,
+    data: &[u8],
+) {
+    if from != link.peer {
+        link.counters.bad_datagrams += 1;
+        return;
+    }
+    match noise.receive(now, data) {
+        Ok(noise::Received::Pdu(plain)) => match noise.inner(plain) {
+            Some(Inner::Signal(pdu)) => {
+                link.counters.datagrams_in += 1;
+                ctl.handle_signal(now, port, &pdu);
+            }
+            Some(Inner::Routing(frame)) => {
+                link.counters.datagrams_in += 1;
+                ctl.handle_routing(now, port, &frame);
+            }
+            None => link.counters.bad_datagrams += 1,
+        },
+        Ok(noise::Received::Send(frames)) => {
+            link.counters.datagrams_in += 1;
+            for d in frames {
+                link.send(&d, Instant::now());
+            }
+        }
+        Err(Dropped::Noise(NoiseError::WrongKey { seen, pinned })) => {
+            link.counters.bad_datagrams += 1;
+            // Once a second at most: a flood of handshakes must not become one of log.
+            if noise
+                .last_mismatch_log
+                .is_none_or(|t| now.as_nanos().saturating_sub(t.as_nanos()) >= 1_000_000_000)
+            {
+                noise.last_mismatch_log = Some(now);
+                tracing::error!(
+                    port = %link.name,
+                    peer = %from,
+                    seen = %noise::key_to_text(&seen),
+                    pinned = %noise::key_to_text(&pinned),
+                    "host's sigd proved a different Noise key than the one pinned or configured: link refused (if its key really changed, remove its line from known_peers_file or fix the port's public_key)"
+                );
+            }
+        }
+        // Counted, not logged: a flood of forgeries must not become one of log.
+        Err(_) => link.counters.bad_datagrams += 1,
+    }
+    if let Some(k) = noise.take_new_pin() {
+        info!(port = %link.name, peer = %from, key = %noise::key_to_text(&k), "pinned a host's Noise key on first use");
+        if let Some(f) = &noise.pins_file {
+            if let Err(e) = natm_sigd::identity::append_pins(f, &[(from, k)]) {
+                warn!(file = %f.display(), "cannot record the pinned key: {e}");
+            }
+        }
+    }
+}
+
+/// The switch's Noise identity for its signalling links (host ports and trunks): its
+/// static key and the peers' keys pinned so far.
+struct Identity {
+    private: [u8; noise::KEY_LEN],
+    pins: std::collections::HashMap<std::net::SocketAddr, noise::PublicKey>,
+    pins_file: Option<PathBuf>,
+}
+
+impl Identity {
+    /// The key file's key (made on first start) and the pins, if any port signals
+    /// over Noise.
+    fn load(cfg: &Config) -> Result<Option<Identity>, ConfigError> {
+        let any = cfg
+            .ports
+            .iter()
+            .any(|p| matches!(p.signalling_auth(), Ok(PortAuth::Noise(_))));
+        if !any {
+            return Ok(None);
+        }
+        let private = match cfg.key_path() {
+            Some(f) => natm_sigd::identity::load_or_create_key(&f)
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?,
+            None => random()?,
+        };
+        let pins_file = cfg.known_peers_path();
+        let pins = match &pins_file {
+            Some(f) => natm_sigd::identity::load_pins(f)
+                .map_err(|e| ConfigError::Invalid(e.to_string()))?,
+            None => Default::default(),
+        };
+        info!(
+            key = %noise::key_to_text(&noise::public_key(&private)),
+            "Noise static key for signalling links (host ports and trunks)"
+        );
+        Ok(Some(Identity {
+            private,
+            pins,
+            pins_file,
+        }))
+    }
+
+    /// A host port's Noise link to `peer`: proving `configured`, else the pinned key,
+    /// else pinning the first.
+    fn port(
+        &self,
+        configured: Option<noise::PublicKey>,
+        peer: std::net::SocketAddr,
+        seed: u64,
+        trunk: bool,
+    ) -> NoisePort {
+        let trust = match configured.or_else(|| self.pins.get(&peer).copied()) {
+            Some(k) => Trust::Pinned(k),
+            None => Trust::FirstUse,
+        };
+        let mut n = NoisePort::new(self.private, trust, seed, trunk);
+        n.pins_file = self.pins_file.clone();
+        n
+    }
+}
+
+/// The switch's Noise public key (base64) from `cfg`'s key file, made first if
+/// there is none (`natm switch --show-key`).
+pub fn show_key(cfg: &Config) -> io::Result<String> {
+    let f = cfg.key_path().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "no key_file and no configuration file",
+        )
+    })?;
+    let private = natm_sigd::identity::load_or_create_key(&f)?;
+    Ok(noise::key_to_text(&noise::public_key(&private)))
 }
 
 /// 32 random octets from the OS (a secret, a nonce).

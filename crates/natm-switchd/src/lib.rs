@@ -15,10 +15,11 @@ pub mod config;
 mod daemon;
 mod link;
 pub mod metrics;
+mod noise_port;
 pub mod stat;
 /// The cell-train codec, now in `natm_proto::wire::train` (the host engine speaks it too).
 pub use natm_proto::wire::train;
 
 pub use atmtcp_link::{AtmtcpCounters, AtmtcpSnapshot, Role as AtmtcpRole};
 pub use config::{Config, ConfigError, LinkMode};
-pub use daemon::{Stop, SwitchDaemon};
+pub use daemon::{show_key, Stop, SwitchDaemon};

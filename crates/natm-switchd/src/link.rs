@@ -85,6 +85,8 @@ pub(crate) struct Link {
     /// A keyed signalling port: its authentication and this end's secret
     /// (`natm_proto::sig::peer`).
     pub(crate) auth: Option<(natm_proto::sig::peer::PeerAuth, [u8; 32])>,
+    /// A host port's Noise link (issue 31): the default on `signalling = "host"`.
+    pub(crate) noise: Option<Box<crate::noise_port::NoisePort>>,
     /// ...and where each output label's units go (the peer if not here).
     pub(crate) dests: HashMap<(u16, u16), SocketAddr>,
     /// Datagrams to send, back to back; see [`Link::open`].
@@ -318,6 +320,7 @@ mod tests {
             counters: LinkCounters::default(),
             sources: HashSet::new(),
             auth: None,
+            noise: None,
             dests: HashMap::new(),
             tx: TxBatch::default(),
         }

@@ -23,6 +23,20 @@ pub struct PortSnapshot {
     pub link: LinkCounters,
     /// The data plane's counters.
     pub stats: PortStats,
+    /// How its signalling is authenticated: "noise", "psk" or "clear" (absent on a
+    /// port without signalling).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+    /// The Noise public key its host's sigd proved (base64), once a handshake
+    /// completed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_key: Option<String>,
+    /// Signalling frames a Noise port refused: clear PDUs, bad tags, replays.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub auth_failures: u64,
+    /// Handshakes whose host proved another key than the pinned one.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub key_mismatches: u64,
     /// An atmtcp port's TCP link (its `link` counts frames as datagrams).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub atmtcp: Option<crate::AtmtcpSnapshot>,
@@ -71,4 +85,8 @@ pub struct Snapshot {
     /// (absent without `[routing]`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub routing: Option<RoutingRow>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }

@@ -43,6 +43,10 @@ const MAX_RESPONDING: usize = 4;
 const MAX_HELD: usize = 64;
 /// How often a handshake message is repeated while its answer is missing.
 const RETRY_NS: u64 = 250_000_000;
+/// How often one link answers a first handshake message, ns (each answer costs the
+/// responder two DH operations; a repeat of the same message gets the same answer,
+/// computed once). Every user of [`NoiseLink`] limits its answers so.
+pub const ANSWER_EVERY_NS: u64 = 10_000_000;
 /// Largest SSCOP PDU sealed (a transport message carries it and a tag).
 const MAX_PDU: usize = 65_535 - AEAD_TAG_LEN;
 

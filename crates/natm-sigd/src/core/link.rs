@@ -12,11 +12,11 @@ use natm_proto::time::Instant;
 /// How a link's frames are authenticated.
 #[derive(Debug)]
 pub(super) enum LinkAuth {
-    /// Not at all: a switch's link without a key, or a `[[peer]]` with `clear = true`.
+    /// Not at all: a `[[peer]]` (a sigd's or a switch's) with `clear = true`.
     Clear,
     /// A switch's link with a pre-shared key (`natm_proto::sig::peer::PeerAuth`).
     Psk(PeerAuth),
-    /// A peer sigd's link (`natm_proto::sig::noise`): the default.
+    /// A peer sigd's or a switch's link (`natm_proto::sig::noise`): the default.
     Noise(Box<NoiseLink>),
 }
 

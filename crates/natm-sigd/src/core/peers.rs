@@ -45,7 +45,7 @@ pub(super) fn saal_config(cfg: &Config) -> SaalConfig {
 
 /// How often one link answers a first handshake message (a repeat of the same one
 /// gets the same answer, computed once).
-const ANSWER_EVERY: Duration = Duration::from_millis(10);
+const ANSWER_EVERY: Duration = Duration::from_nanos(noise::ANSWER_EVERY_NS);
 
 /// A link to a switch: sigd's window and call timers with the network's SSCOP
 /// timers and T309 (`SaalConfig::network`).
@@ -152,28 +152,27 @@ impl Core {
             .map(|k| k.0.as_slice())
     }
 
-    /// Whether `peer` may signal in clear SSCOP PDUs: a switch without a key, or a
-    /// `[[peer]]` with `clear = true`. Every other peer is a sigd that must prove
-    /// its Noise key.
+    /// Whether `peer` may signal in clear SSCOP PDUs: a `[[peer]]` (a sigd or a
+    /// switch) with `clear = true`. Every other peer must prove its Noise key (or a
+    /// keyed switch its pre-shared key).
     fn clear_allowed(&self, peer: &SocketAddr) -> bool {
         match self.peers.get(peer) {
             Some(l) => l.auth.is_clear(),
-            None if self.cfg.switches.contains(peer) => self.peer_key(peer).is_none(),
             None => self.cfg.peers.entry(peer).is_some_and(|e| e.clear),
         }
     }
 
     /// How a new link to `peer` is authenticated (docs/sigd.md "Signalling
-    /// links"): a switch's by its pre-shared key if it has one, a peer sigd's by
-    /// Noise unless configured clear, proving the configured or pinned key (or
-    /// pinning the first one seen), with a configured pre-shared key mixed in.
+    /// links"): by Noise unless configured clear, proving the configured or pinned
+    /// key (or pinning the first one seen), with a configured pre-shared key mixed
+    /// in on a link to a sigd; a switch's link with a pre-shared key by the PSK
+    /// frames instead (issue 16).
     fn link_auth(&self, peer: &SocketAddr) -> LinkAuth {
         let entry = self.cfg.peers.entry(peer);
         if self.cfg.switches.contains(peer) {
-            return match self.peer_key(peer) {
-                Some(k) => LinkAuth::Psk(PeerAuth::new(k, peer.to_string().as_bytes())),
-                None => LinkAuth::Clear,
-            };
+            if let Some(k) = self.peer_key(peer) {
+                return LinkAuth::Psk(PeerAuth::new(k, peer.to_string().as_bytes()));
+            }
         }
         if entry.is_some_and(|e| e.clear) {
             return LinkAuth::Clear;
@@ -200,10 +199,11 @@ impl Core {
 
     /// What a call's TPDU keys are bound to on `link` (`seal::KeyShare::agree_bound`):
     /// both sigds' Noise static keys, the caller's first, once the link's handshake
-    /// proved the peer's; nothing on a clear or switch link.
+    /// proved the peer's; nothing on a clear link, nor on a switch's (whose key is
+    /// the switch's, not the far sigd's: each end would bind another pair).
     fn link_identities(&self, link: SocketAddr, role: Role) -> Vec<u8> {
         let Some(theirs) = self.peers.get(&link).and_then(|l| match &l.auth {
-            LinkAuth::Noise(n) => n.peer_key(),
+            LinkAuth::Noise(n) if !l.switch => n.peer_key(),
             _ => None,
         }) else {
             return Vec::new();
@@ -279,7 +279,7 @@ impl Core {
         let LinkAuth::Noise(n) = &mut l.auth else {
             return self.drop_frame(
                 peer,
-                "a Noise frame from a peer configured clear or a switch",
+                "a Noise frame from a peer configured clear or a keyed switch",
             );
         };
         let got = n.receive(now, datagram, || index);

@@ -26,6 +26,33 @@ mod known_peers;
 mod measure;
 mod ticket_key;
 
+/// The Noise identity files, kept by `natm switch` as sigd keeps its own: the
+/// static key (0600, made on first start, refused if others may read it) and the
+/// known-peers file of keys pinned on first use.
+pub mod identity {
+    use std::collections::HashMap;
+    use std::io;
+    use std::net::SocketAddr;
+    use std::path::Path;
+
+    use natm_proto::sig::noise::PublicKey;
+
+    /// The private key in `path`, made first if there is none.
+    pub fn load_or_create_key(path: &Path) -> io::Result<[u8; 32]> {
+        super::ticket_key::load_or_create_named(path, "Noise key")
+    }
+
+    /// The pins in `path` (none if it does not exist).
+    pub fn load_pins(path: &Path) -> io::Result<HashMap<SocketAddr, PublicKey>> {
+        super::known_peers::load(path)
+    }
+
+    /// Appends `pins` to `path` (made 0600).
+    pub fn append_pins(path: &Path, pins: &[(SocketAddr, PublicKey)]) -> io::Result<()> {
+        super::known_peers::append(path, pins)
+    }
+}
+
 /// The errno values the accept loop tells apart.
 mod libc_errno {
     pub(super) const EMFILE: i32 = rustix::io::Errno::MFILE.raw_os_error();

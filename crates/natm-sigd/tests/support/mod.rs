@@ -204,6 +204,9 @@ pub struct Hop {
 pub const SWITCH_PORTS: [&str; 2] = ["10.0.0.9:5000", "10.0.0.9:5001"];
 
 /// A host attached to the switch (`natm sigd --switch`): every address through it.
+/// The link is clear: the switch here is the control plane alone
+/// (`natm_switch::control`), whose frames the switch process's Noise layer carries
+/// (tests/switch_noise.rs).
 pub fn switched_config(side: Side, extra: &str) -> Config {
     let (me, sig, port) = match side {
         Side::A => (A_ADDR, A_SIG, SWITCH_PORTS[0]),
@@ -212,7 +215,8 @@ pub fn switched_config(side: Side, extra: &str) -> Config {
     let text = format!(
         "addresses = [\"{me}\"]\nsocket = \"/nonexistent/sigd.sock\"\nsignalling = \"{sig}\"\n\
          [link]\ncapacity = \"100Mbps\"\ntpdu_cost_ns = 1000\ncpu_share = 1.0\n\
-         [[directory]]\nprefix = \"*\"\npeer = \"{port}\"\nswitch = true\n{extra}"
+         [[directory]]\nprefix = \"*\"\npeer = \"{port}\"\nswitch = true\n\
+         [[peer]]\naddress = \"{port}\"\nclear = true\n{extra}"
     );
     ConfigFile::parse(&text, Path::new("test.toml"))
         .expect("the test configuration parses")
