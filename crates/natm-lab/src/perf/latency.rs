@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::stack::{is_timeout, Endpoint, Params, Stack};
+use super::stack::{is_timeout, Endpoint, Marks, NoMarks, Params, Stack};
 
 /// An echo not back after this long counts as lost; the client sends the next message.
 const LOSS_TIMEOUT: Duration = Duration::from_millis(500);
@@ -100,6 +100,16 @@ pub(crate) struct Samples {
 /// thread, the client sends and times on the calling thread. Bounded by
 /// `warmup + time` (plus at most one loss timeout) and by `count` samples.
 pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> anyhow::Result<Samples> {
+    run_marked(stack, cfg, &NoMarks)
+}
+
+/// As [`run`], telling `marks` when the measured interval starts (the first round trip
+/// after the warm-up) and ends (after the last), on the client's thread.
+pub(crate) fn run_marked(
+    stack: &dyn Stack,
+    cfg: &LatencyConfig,
+    marks: &dyn Marks,
+) -> anyhow::Result<Samples> {
     if let Some(max) = stack.max_message() {
         if cfg.size > max {
             return Err(anyhow::anyhow!(
@@ -155,7 +165,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> anyhow::Result<Samp
         let result = s
             .spawn(move || {
                 pin(client_cpu)?;
-                client_loop(client, cfg)
+                client_loop(client, cfg, marks)
             })
             .join()
             .unwrap_or_else(|_| Err(anyhow::anyhow!("client thread panicked")));
@@ -190,7 +200,11 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> anyhow::Result<Samp
 }
 
 /// Send, wait for the echo, time it; until the time or the count runs out.
-fn client_loop(client: &mut dyn Endpoint, cfg: &LatencyConfig) -> anyhow::Result<(Vec<u64>, u64)> {
+fn client_loop(
+    client: &mut dyn Endpoint,
+    cfg: &LatencyConfig,
+    marks: &dyn Marks,
+) -> anyhow::Result<(Vec<u64>, u64)> {
     let start = Instant::now();
     let measure_from = start + cfg.warmup;
     let end = measure_from + cfg.time;
@@ -199,10 +213,15 @@ fn client_loop(client: &mut dyn Endpoint, cfg: &LatencyConfig) -> anyhow::Result
     let mut rtt_ns = Vec::with_capacity(cfg.count.min(1 << 20));
     let mut lost = 0;
     let mut seq: u64 = 0;
+    let mut marked = false;
     while rtt_ns.len() < cfg.count {
         let now = Instant::now();
         if now >= end {
             break;
+        }
+        if !marked && now >= measure_from {
+            marked = true;
+            marks.start();
         }
         seq += 1;
         // Tag each message so a late echo of an earlier one is not taken for it.
@@ -233,6 +252,9 @@ fn client_loop(client: &mut dyn Endpoint, cfg: &LatencyConfig) -> anyhow::Result
             Some(_) => {}
             None => lost += 1,
         }
+    }
+    if marked {
+        marks.end();
     }
     Ok((rtt_ns, lost))
 }

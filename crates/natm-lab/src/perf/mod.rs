@@ -11,6 +11,7 @@
 mod all;
 mod calls;
 mod cost;
+mod counts;
 #[cfg(feature = "quic")]
 mod delayline;
 mod experiment;
@@ -40,6 +41,7 @@ mod stages;
 mod stats;
 mod switch;
 mod switchlab;
+mod tally;
 mod tcp;
 #[cfg(feature = "quic")]
 mod tcp_tls;
@@ -140,6 +142,10 @@ pub(crate) enum PerfCmd {
     /// AAL5, cells, VC header or train, UDP/IP, link), counted, and each layer's CPU
     /// time per message, for each message size, in frame and cell mode.
     Overhead(overhead::OverheadArgs),
+    /// The work behind the ratios: system calls, wake-ups and ACKs per MB delivered
+    /// and per round trip, natm beside TCP and UDP (every thread counted by the
+    /// kernel; needs root for the syscall tracepoint).
+    Counts(counts::CountsArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -331,6 +337,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Multipoint(a) => drive(&a),
         PerfCmd::Switchlab(a) => drive(&a),
         PerfCmd::Overhead(a) => drive(&a),
+        PerfCmd::Counts(a) => drive(&a),
         PerfCmd::Relay(a) => switch::relay(&a),
         PerfCmd::Stacks => {
             let mut t = natm_cli::cli::table::new(["stack", "what it is"], 2);
@@ -626,5 +633,6 @@ mod tests {
         same_table::<loss::LossArgs>("loss");
         same_table::<calls::CallsArgs>("calls");
         same_table::<overhead::OverheadArgs>("overhead");
+        same_table::<counts::CountsArgs>("counts");
     }
 }

@@ -291,6 +291,10 @@ impl Endpoint for End {
         }
     }
 
+    fn acks_sent(&self) -> Option<u64> {
+        Some(self.conn.stats().rx.acks_sent)
+    }
+
     fn counters(&self) -> Option<String> {
         let s = self.conn.stats();
         let (t, r) = (&s.tx, &s.rx);

@@ -333,6 +333,11 @@ impl Drop for QuicEnd {
 }
 
 impl Endpoint for QuicEnd {
+    /// ACK frames sent (a receiver's are mostly in packets of their own).
+    fn acks_sent(&self) -> Option<u64> {
+        Some(self.conn.stats().frame_tx.acks)
+    }
+
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         let len = u32::try_from(msg.len())
             .ok()

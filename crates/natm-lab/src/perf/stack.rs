@@ -110,6 +110,30 @@ pub(crate) trait Endpoint: Send {
     fn counters(&self) -> Option<String> {
         None
     }
+
+    /// Acknowledgements this end has sent so far (TPDUs or segments that carried no
+    /// data), by the stack's own count; `None` where the stack sends none (UDP) or does
+    /// not say.
+    fn acks_sent(&self) -> Option<u64> {
+        None
+    }
+}
+
+/// Told when a run's measured interval starts and ends, on the thread that decides it
+/// (`natm-lab perf counts` counts the kernel's work over exactly that interval).
+pub(crate) trait Marks: Sync {
+    /// The measured interval starts.
+    fn start(&self);
+    /// The measured interval has ended.
+    fn end(&self);
+}
+
+/// No one listens for the interval.
+pub(crate) struct NoMarks;
+
+impl Marks for NoMarks {
+    fn start(&self) {}
+    fn end(&self) {}
 }
 
 /// A connection opened by [`Stack::connect`]: the client and server ends, in the same

@@ -162,6 +162,10 @@ struct TcpEnd {
 }
 
 impl Endpoint for TcpEnd {
+    fn acks_sent(&self) -> Option<u64> {
+        super::tally::tcp_pure_acks_sent(&self.stream)
+    }
+
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         let len = u32::try_from(msg.len())
             .ok()

@@ -184,6 +184,10 @@ impl TlsEnd {
 }
 
 impl Endpoint for TlsEnd {
+    fn acks_sent(&self) -> Option<u64> {
+        super::tally::tcp_pure_acks_sent(&self.sock)
+    }
+
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
         let len = u32::try_from(msg.len())
             .ok()

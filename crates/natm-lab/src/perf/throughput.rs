@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::stack::{is_timeout, Endpoint, Params, Stack};
+use super::stack::{is_timeout, Endpoint, Marks, NoMarks, Params, Stack};
 
 /// Longest wait for the first delivery.
 const FIRST_DATA_TIMEOUT: Duration = Duration::from_secs(5);
@@ -50,12 +50,24 @@ pub(crate) struct Rate {
     pub(crate) recv_bytes: u64,
     /// The connection's settings as granted.
     pub(crate) params: Params,
+    /// ACKs the receiver sent in the measured interval, if its stack counts them.
+    pub(crate) acks: Option<u64>,
 }
 
 /// Measure the delivered rate over a fresh connection of `stack`: the sender on its
 /// own thread, the receiver on the calling thread. Bounded by the first-delivery
 /// timeout, `warmup + time`, and the drain timeout.
 pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<Rate> {
+    run_marked(stack, cfg, &NoMarks)
+}
+
+/// As [`run`], telling `marks` when the measured interval starts and ends (the
+/// receiver's thread, at the deliveries that bound it).
+pub(crate) fn run_marked(
+    stack: &dyn Stack,
+    cfg: &ThroughputConfig,
+    marks: &dyn Marks,
+) -> anyhow::Result<Rate> {
     let pair = stack.connect(cfg.size).context("cannot connect")?;
     let mut client = pair.client;
     let mut server = pair.server;
@@ -93,7 +105,7 @@ pub(crate) fn run(stack: &dyn Stack, cfg: &ThroughputConfig) -> anyhow::Result<R
             result.map(|sent| (sent, thread_cpu_s() - cpu0))
         });
 
-        let measured = receive(&mut *server, cfg, start, done);
+        let measured = receive(&mut *server, cfg, start, done, marks);
         stop.store(true, Ordering::Relaxed);
         let drained = drain(&mut *server, done);
         drop(server);
@@ -118,6 +130,7 @@ fn receive(
     cfg: &ThroughputConfig,
     start: Instant,
     sender_done: &AtomicBool,
+    marks: &dyn Marks,
 ) -> anyhow::Result<Rate> {
     let mut total: u64 = 0;
     let mut deliveries: u64 = 0;
@@ -126,6 +139,7 @@ fn receive(
     let mut from: Option<(Instant, u64, u64)> = None;
     // The last delivery seen, to close the interval if the data stops early.
     let mut last = start;
+    let mut acks0 = None;
     loop {
         let got = server.recv_len().context("recv")?;
         let now = Instant::now();
@@ -135,7 +149,11 @@ fn receive(
             last = now;
             match (warm_end, from) {
                 (None, _) => warm_end = Some(now + cfg.warmup),
-                (Some(w), None) if now >= w => from = Some((now, total, deliveries)),
+                (Some(w), None) if now >= w => {
+                    from = Some((now, total, deliveries));
+                    acks0 = server.acks_sent();
+                    marks.start();
+                }
                 (_, Some((t0, _, _))) if now - t0 >= cfg.time => break,
                 _ => {}
             }
@@ -150,6 +168,10 @@ fn receive(
             break;
         }
     }
+    if from.is_some() {
+        marks.end();
+    }
+    let acks = server.acks_sent().zip(acks0).map(|(a1, a0)| a1 - a0);
     let Some((t0, bytes0, deliveries0)) = from else {
         return Err(match warm_end {
             None => anyhow::anyhow!("nothing arrived within {} s", FIRST_DATA_TIMEOUT.as_secs()),
@@ -170,6 +192,7 @@ fn receive(
         sender_cpu_s: 0.0,
         recv_bytes: total,
         params: Params::new(),
+        acks,
     })
 }
 
