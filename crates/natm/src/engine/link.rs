@@ -1,8 +1,9 @@
 //! The engine's view of an adaptor port: one UDP socket per connection (the kernel
 //! demultiplexes VCs to per-connection sockets, and each socket's receive buffer is
 //! the per-VC queue that drops excess before user space does any work, seed 000
-//! §6.2.2). Every read takes what is queued in one batched call (GRO and `recvmmsg`);
-//! application threads wait for the socket in `poll(2)` with a timeout first.
+//! §6.2.2). Every read takes what is queued in one batched call (GRO and a
+//! non-waiting `recvmmsg`); an application thread that waits sleeps in a blocking
+//! receive of its own socket.
 
 use std::io;
 use std::net::SocketAddr;
@@ -54,8 +55,8 @@ pub(crate) fn vc_of_on(datagram: &[u8], vpi: u8) -> Option<u16> {
 /// that waits (the application blocked in `recv`) sleeps in the receive call itself,
 /// as on a raw UDP socket — measured, a `poll(2)` before a non-blocking receive
 /// instead took natm-be's round trip from 15 µs to 60 µs on an idle machine. Reads
-/// that must not wait look with a zero-timeout `poll` first; only the read-role
-/// holder reads, so what `poll` saw is still there.
+/// that must not wait pass `MSG_DONTWAIT` to one `recvmmsg` and take up to a whole
+/// batch of buffers.
 #[derive(Debug)]
 pub(crate) struct UdpLink {
     pub(crate) port: UdpPort,
@@ -336,22 +337,13 @@ impl UdpLink {
         }
     }
 
-    /// Receive what is queued now into `batch`; `WouldBlock` if nothing is.
+    /// Receive what is queued now into `batch`, up to a whole batch of buffers in one
+    /// non-waiting `recvmmsg` ([`UdpPort::recv_now`]); `WouldBlock` if nothing is.
     pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
         match &self.cells {
-            None => {
-                if !self.wait(PollFlags::IN, Duration::ZERO)? {
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                self.port.recv(batch)
-            }
-            // Frames completed by the last call come first, without a poll.
-            Some(cells) => cells.recv(batch, |scratch| {
-                if !self.wait(PollFlags::IN, Duration::ZERO)? {
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                self.port.recv(scratch)
-            }),
+            None => self.port.recv_now(batch),
+            // Frames completed by the last call come first, without a receive.
+            Some(cells) => cells.recv(batch, |scratch| self.port.recv_now(scratch)),
         }
     }
 
