@@ -203,6 +203,10 @@ if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
     check "installing made the natm user" getent passwd natm
     check "/usr/bin/natm demo moves data on all three VCs" demo_moved_data /usr/bin/natm demo --seconds 2
     check "man finds natm-sigd(1)" man -w natm-sigd
+    # sigd and natm ip as the units run them (user natm; no capability, CAP_NET_ADMIN),
+    # in namespaces of their own: nothing is left behind.
+    check "the units' user and capabilities are enough, and needed (scripts/package-units-test.sh)" \
+      unshare --mount --net --fork bash "$root/scripts/package-units-test.sh"
     if command -v systemd-analyze >/dev/null; then
       # Installed, the units' binary and man pages are where they name them.
       verify_installed() {
