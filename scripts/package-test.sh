@@ -101,7 +101,13 @@ check "the unpacked natm --version names version $version and the commit" versio
 # rate (third column) is above zero.
 demo_moved_data() {
   local out class rate
-  out=$(cd "$tmp" && "$@")
+  local rc=0
+  out=$(cd "$tmp" && "$@" 2>&1) || rc=$?
+  if [ "$rc" != 0 ]; then
+    printf '%s\n' "$out"
+    echo "exit status $rc"
+    return 1
+  fi
   for class in guaranteed reliable best-effort; do
     rate=$(awk -v c="$class" '/mean Mbit\/s/ {t = 1} t && $1 == c {print $3}' <<<"$out")
     awk -v r="${rate:-0}" 'BEGIN {exit !(r > 0)}' || {
