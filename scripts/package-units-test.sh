@@ -3,7 +3,9 @@
 # natm user with no capability serves the default socket /run/natm/sigd.sock and keeps
 # its key in /var/lib/natm; `natm ip` as natm with CAP_NET_ADMIN alone brings natm0
 # up and binds the root SAPs `ip` and `atmarp` (it is sigd's own user); another user
-# with the same capability may not bind them, and natm without it gets no TUN.
+# with the same capability may not bind them, and natm without it gets no TUN; the
+# switch as natm without capabilities keeps its key in /var/lib/natm and its counters
+# in /run/natm-switch.
 #
 # Run by scripts/package-test.sh after `dpkg -i` (CI=true), as root, as
 #   unshare --mount --net --fork bash scripts/package-units-test.sh
@@ -116,4 +118,31 @@ fi
 
 kill -TERM "$sigd"
 wait "$sigd" || true
+
+# The switch as natm-switch.service runs it: its keys where its configuration must put
+# them, its counters through --stat-json in its runtime directory (written a last
+# time when it stops).
+install -d -o natm -g natm -m 0755 /run/natm-switch
+cat >"$work/switch.toml" <<'EOF'
+key_file = "/var/lib/natm/switch.noise-key"
+known_peers_file = "/var/lib/natm/switch.known-peers"
+[[port]]
+name = "h"
+bind = "127.0.0.1:29104"
+peer = "127.0.0.1:29004"
+mode = "frame"
+signalling = "host"
+EOF
+chmod 0644 "$work/switch.toml"
+start_and_wait_for "switch forwarding|natm:" "${as_natm[@]}" "${no_caps[@]}" \
+  natm switch --config "$work/switch.toml" --stat-json /run/natm-switch/switch.json
+kill -TERM "$started" 2>/dev/null || true
+wait "$started" 2>/dev/null || true
+if [[ $line == *"switch forwarding"* ]] &&
+  [ "$(stat -c %U /run/natm-switch/switch.json 2>/dev/null)" = natm ] &&
+  [ "$(stat -c %U:%a /var/lib/natm/switch.noise-key 2>/dev/null)" = natm:600 ]; then
+  ok "the switch as natm with no capability forwards, its key natm's 0600, its counters in /run/natm-switch"
+else
+  fail "the switch as natm with no capability forwards" "$line" "$(ls -la /run/natm-switch /var/lib/natm 2>&1)"
+fi
 exit "$failed"
