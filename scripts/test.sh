@@ -14,10 +14,13 @@ need_pkgs=()
 # iputils-ping, iperf3 and curl let tests/ip_cli.rs run `natm ip` between two
 # namespaces (ping, an iperf3 run, an HTTP download; it skips without them).
 # tests/linuxatm_clip.rs needs ip and ping as well (iproute2, iputils-ping).
+# scripts/package-test.sh builds the Debian package (dpkg-dev: dpkg-shlibdeps for its
+# dependencies) and checks its units (systemd: systemd-analyze, systemd-sysusers) and
+# man pages (man-db); it skips those checks without them.
 # NATM_TEST_PKGS=" " installs nothing. tests/linuxatm.rs, linuxatm_svc.rs and
 # linuxatm_clip.rs install what their QEMU guest needs themselves
 # (scripts/linuxatm/prepare.sh, cached under target/linuxatm).
-for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool iputils-ping iperf3 curl}; do
+for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool iputils-ping iperf3 curl dpkg-dev systemd man-db}; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
@@ -49,3 +52,7 @@ cargo test --release --workspace --doc
 if [ -f fuzz/Cargo.toml ]; then
   cargo build --release --manifest-path fuzz/Cargo.toml
 fi
+# The Debian package operators install: built, its contents checked, the binary in it
+# run; with CI=true also installed with dpkg, run from /usr/bin and removed
+# (docs/decisions/0032-debian-package.md).
+bash scripts/package-test.sh

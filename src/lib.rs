@@ -80,6 +80,12 @@ enum Command {
     TestHelper(cli::sigd::HelperArgs),
 }
 
+/// The `natm` command's clap definition: what its man pages and shell completions are
+/// generated from (crates/natm-gen), so they name exactly the flags the binary takes.
+pub fn command() -> clap::Command {
+    <Args as clap::CommandFactory>::command()
+}
+
 /// The `natm` binary: parses the command line, runs the subcommand, reports its error.
 pub fn main() -> ExitCode {
     let args = Args::parse();

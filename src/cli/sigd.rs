@@ -16,7 +16,8 @@ use natm_sigd::Daemon;
 #[derive(Debug, Args)]
 #[command(after_long_help = SIGD_HELP)]
 pub struct SigdArgs {
-    /// TOML configuration file (docs/sigd.example.toml shows every key); flags override it.
+    /// TOML configuration file; flags override it. Every key: docs/sigd.example.toml,
+    /// installed as /usr/share/doc/natm/examples/sigd.example.toml.
     #[arg(long, short = 'c')]
     config: Option<PathBuf>,
     /// This host's ATM address (NSAP like 47.0005.80ffe1000000f21a26d8.0020ea000ee0.00,

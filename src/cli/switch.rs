@@ -15,7 +15,8 @@ use natm_switchd::{Config, SwitchDaemon};
 #[derive(Debug, Args)]
 #[command(after_long_help = SWITCH_HELP)]
 pub struct SwitchArgs {
-    /// TOML configuration (docs/switch.example.toml shows every key).
+    /// TOML configuration. Every key: docs/switch.example.toml, installed as
+    /// /usr/share/doc/natm/examples/switch.example.toml.
     #[arg(long, short = 'c')]
     config: PathBuf,
     /// Rewrite the counters to this JSON file (for `natm stat --switch FILE`);
