@@ -15,8 +15,10 @@ use natm_switch::{PortId, Switch, Transmit};
 use serde::Serialize;
 use tracing::{debug, info, warn};
 
+use crate::allow::Allow;
 use crate::atmtcp::{self, Control as AtmtcpControl, Decoder, Message};
 use crate::link::Link;
+use natm_sigd::core::{untrusted, Bucket};
 
 /// Bytes queued for a slow peer beyond what the kernel's socket buffer holds; a
 /// frame that would not fit is dropped and counted (the loop never blocks on a
@@ -31,6 +33,9 @@ const READS_PER_CALL: usize = 4;
 /// First and longest wait between connection attempts of a connecting port.
 const RETRY_MIN: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_secs(5);
+/// Log lines a second about refused connections and control text, per port (the
+/// rest are counted and said with the next line written).
+const LOG_PER_S: u32 = 10;
 
 /// Which end of the TCP connection the port is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -49,8 +54,14 @@ pub struct AtmtcpCounters {
     pub connections: u64,
     /// Connections that ended (closed by the peer, failed, or refused framing).
     pub disconnects: u64,
-    /// Connections accepted and closed at once because one was already up.
+    /// Connections accepted and closed at once because one was already up (and had
+    /// received something within the port's `idle_ms`).
     pub refused: u64,
+    /// Connections closed at once because their source is not in the port's `allow`.
+    pub refused_source: u64,
+    /// Connections closed because they had received nothing for `idle_ms` when a new
+    /// allowed peer connected, which took the port.
+    pub idle_taken_over: u64,
     /// Connection attempts that failed (connecting ports).
     pub connect_failures: u64,
     /// Connections closed on a header that is not atmtcp (a logged [`atmtcp::AtmtcpError`]).
@@ -88,6 +99,8 @@ struct Conn {
     peer: SocketAddr,
     /// A connecting port's connection before the handshake completes.
     pending: bool,
+    /// When the peer last sent anything (or the connection was made).
+    last_rx: Instant,
     decoder: Decoder,
     tx: Vec<u8>,
     tx_off: usize,
@@ -108,6 +121,15 @@ pub(crate) struct AtmtcpLink {
     backoff: Duration,
     counters: AtmtcpCounters,
     buf: Vec<u8>,
+    /// Sources a listening port accepts.
+    allow: Allow,
+    /// How long a connection may receive nothing before a new peer may take the port.
+    idle: Duration,
+    /// Log lines about refused connections and the peer's control text: a flood of
+    /// either writes a bounded number of lines, then one with what was held back.
+    log: Bucket,
+    /// The log bucket's clock starts here.
+    epoch: Instant,
 }
 
 impl AtmtcpLink {
@@ -117,11 +139,15 @@ impl AtmtcpLink {
         addr: SocketAddr,
         registry: &Registry,
         tokens: (Token, Token),
+        (allow, idle): (Allow, Duration),
     ) -> io::Result<AtmtcpLink> {
         let mut l = TcpListener::bind(addr)?;
         registry.register(&mut l, tokens.0, Interest::READABLE)?;
         let addr = l.local_addr()?;
-        Ok(AtmtcpLink::new(name, Role::Listen, addr, Some(l), tokens))
+        let mut link = AtmtcpLink::new(name, Role::Listen, addr, Some(l), tokens);
+        link.allow = allow;
+        link.idle = idle;
+        Ok(link)
     }
 
     /// A connecting port; the first attempt is made by [`AtmtcpLink::handle_timeout`].
@@ -150,6 +176,10 @@ impl AtmtcpLink {
             backoff: RETRY_MIN,
             counters: AtmtcpCounters::default(),
             buf: vec![0; READ_CHUNK],
+            allow: Allow::loopback(),
+            idle: crate::config::DEFAULT_ATMTCP_IDLE,
+            log: Bucket::new(LOG_PER_S),
+            epoch: Instant::now(),
         }
     }
 
@@ -188,7 +218,7 @@ impl AtmtcpLink {
                     self.retry(wall);
                     return;
                 }
-                self.conn = Some(Conn::new(stream, self.addr, true));
+                self.conn = Some(Conn::new(stream, self.addr, true, wall));
             }
             Err(e) => {
                 debug!(port = %self.name, addr = %self.addr, "atmtcp connect: {e}");
@@ -213,7 +243,7 @@ impl AtmtcpLink {
     /// readable (then call [`AtmtcpLink::read`]).
     pub(crate) fn handle_event(&mut self, t: Token, registry: &Registry, wall: Instant) -> bool {
         if t == self.listen_token {
-            self.accept(registry);
+            self.accept(registry, wall);
             return self.conn.is_some();
         }
         let Some(c) = self.conn.as_mut() else {
@@ -245,36 +275,58 @@ impl AtmtcpLink {
         true
     }
 
-    fn accept(&mut self, registry: &Registry) {
-        let Some(l) = self.listener.as_ref() else {
-            return;
-        };
+    fn accept(&mut self, registry: &Registry, wall: Instant) {
         loop {
-            match l.accept() {
-                Ok((mut stream, peer)) => {
-                    if self.conn.is_some() {
-                        // Like `atmtcp virtual listen`: one peer at a time.
-                        self.counters.refused += 1;
-                        warn!(port = %self.name, %peer, "atmtcp connection refused: one is up");
-                        continue;
-                    }
-                    let _ = stream.set_nodelay(true);
-                    let interest = Interest::READABLE | Interest::WRITABLE;
-                    if let Err(e) = registry.register(&mut stream, self.conn_token, interest) {
-                        warn!(port = %self.name, "cannot register the atmtcp connection: {e}");
-                        continue;
-                    }
-                    self.counters.connections += 1;
-                    info!(port = %self.name, %peer, "atmtcp peer connected");
-                    self.conn = Some(Conn::new(stream, peer, false));
-                }
+            let Some(l) = self.listener.as_ref() else {
+                return;
+            };
+            let (mut stream, peer) = match l.accept() {
+                Ok(a) => a,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
                     warn!(port = %self.name, "atmtcp accept: {e}");
                     return;
                 }
+            };
+            if !self.allow.permits(peer.ip()) {
+                // Closed as it is dropped; nothing of it is kept.
+                self.counters.refused_source += 1;
+                if let Some(held) = may_log(&mut self.log, self.epoch, wall) {
+                    warn!(
+                        port = %self.name, %peer, suppressed = held,
+                        "atmtcp connection refused: source not in allow ({})", self.allow
+                    );
+                }
+                continue;
             }
+            if let Some(c) = self.conn.as_ref().filter(|c| !c.pending) {
+                // Like `atmtcp virtual listen`: one peer at a time — unless the one up
+                // has received nothing for `idle`, which no live atmtcp peer's link
+                // needs to hold a port against another allowed one.
+                if wall.saturating_duration_since(c.last_rx) < self.idle {
+                    self.counters.refused += 1;
+                    if let Some(held) = may_log(&mut self.log, self.epoch, wall) {
+                        warn!(
+                            port = %self.name, %peer, suppressed = held,
+                            "atmtcp connection refused: one is up"
+                        );
+                    }
+                    continue;
+                }
+                self.counters.idle_taken_over += 1;
+                let why = format!("idle for {:?}, {peer} connected", self.idle);
+                self.close(registry, wall, &why);
+            }
+            let _ = stream.set_nodelay(true);
+            let interest = Interest::READABLE | Interest::WRITABLE;
+            if let Err(e) = registry.register(&mut stream, self.conn_token, interest) {
+                warn!(port = %self.name, "cannot register the atmtcp connection: {e}");
+                continue;
+            }
+            self.counters.connections += 1;
+            info!(port = %self.name, %peer, "atmtcp peer connected");
+            self.conn = Some(Conn::new(stream, peer, false, wall));
         }
     }
 
@@ -295,7 +347,10 @@ impl AtmtcpLink {
                     self.close(registry, wall, "closed by the peer");
                     return false;
                 }
-                Ok(n) => n,
+                Ok(n) => {
+                    c.last_rx = wall;
+                    n
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
@@ -316,7 +371,9 @@ impl AtmtcpLink {
                             }
                             Some(Message::Control(ctl)) => {
                                 self.counters.control_in += 1;
-                                log_control(&self.name, &ctl);
+                                if let Some(held) = may_log(&mut self.log, self.epoch, wall) {
+                                    log_control(&self.name, &ctl, held);
+                                }
                             }
                             None => {}
                         }
@@ -413,12 +470,22 @@ impl AtmtcpLink {
     }
 }
 
+/// Whether a refusal or control line may be written at `wall`: `Some(n)` with the
+/// lines held back since the last one written.
+fn may_log(log: &mut Bucket, epoch: Instant, wall: Instant) -> Option<u64> {
+    let since = wall.saturating_duration_since(epoch);
+    log.allow(natm_proto::time::Instant::from_nanos(
+        u64::try_from(since.as_nanos()).unwrap_or(u64::MAX),
+    ))
+}
+
 impl Conn {
-    fn new(stream: TcpStream, peer: SocketAddr, pending: bool) -> Conn {
+    fn new(stream: TcpStream, peer: SocketAddr, pending: bool, now: Instant) -> Conn {
         Conn {
             stream,
             peer,
             pending,
+            last_rx: now,
             decoder: Decoder::new(),
             tx: Vec::new(),
             tx_off: 0,
@@ -426,18 +493,41 @@ impl Conn {
     }
 }
 
-fn log_control(port: &str, c: &AtmtcpControl) {
+/// The peer's control text, escaped and cut to
+/// [`natm_sigd::core::UNTRUSTED_CHARS`] characters (the peer chose it).
+fn log_control(port: &str, c: &AtmtcpControl, suppressed: u64) {
     match c {
         AtmtcpControl::Open { vpi, vci, detail } => {
-            info!(port, "atmtcp peer opened VC {vpi}.{vci} ({detail})")
+            let detail = untrusted(detail);
+            info!(
+                port,
+                suppressed, "atmtcp peer opened VC {vpi}.{vci} ({detail})"
+            )
         }
-        AtmtcpControl::Close { vpi, vci } => info!(port, "atmtcp peer closed VC {vpi}.{vci}"),
-        AtmtcpControl::Other(t) => info!(port, "atmtcp control text {t:?}"),
+        AtmtcpControl::Close { vpi, vci } => {
+            info!(port, suppressed, "atmtcp peer closed VC {vpi}.{vci}")
+        }
+        AtmtcpControl::Other(t) => {
+            info!(port, suppressed, "atmtcp control text {}", untrusted(t))
+        }
     }
 }
 
 /// Where the atmtcp links' tokens start: far above the UDP ports' (one per port).
 pub(crate) const TOKEN_BASE: usize = 1 << 24;
+
+/// An atmtcp port's end of the TCP connection, as configured.
+#[derive(Debug)]
+pub(crate) enum Endpoint {
+    /// Listen on `addr`, taking connections from the sources `admission` allows and
+    /// letting a connection idle for its duration give the port up.
+    Listen {
+        addr: SocketAddr,
+        admission: (Allow, Duration),
+    },
+    /// Connect to this address, and again with backoff.
+    Connect(SocketAddr),
+}
 
 /// One atmtcp port of the switch.
 #[derive(Debug)]
@@ -466,15 +556,17 @@ impl AtmtcpPorts {
         index: usize,
         id: PortId,
         name: &str,
-        endpoint: (Role, SocketAddr),
+        endpoint: Endpoint,
         signalling: bool,
         registry: &Registry,
     ) -> io::Result<SocketAddr> {
         let n = self.ports.len();
         let tokens = (Token(TOKEN_BASE + 2 * n), Token(TOKEN_BASE + 2 * n + 1));
         let link = match endpoint {
-            (Role::Listen, a) => AtmtcpLink::listen(name, a, registry, tokens)?,
-            (Role::Connect, a) => AtmtcpLink::connect(name, a, tokens),
+            Endpoint::Listen { addr, admission } => {
+                AtmtcpLink::listen(name, addr, registry, tokens, admission)?
+            }
+            Endpoint::Connect(a) => AtmtcpLink::connect(name, a, tokens),
         };
         let addr = link.addr();
         self.ports.push(Port {
@@ -799,6 +891,7 @@ mod tests {
             "127.0.0.1:0".parse().unwrap(),
             poll.registry(),
             tokens,
+            (crate::allow::Allow::loopback(), Duration::from_secs(30)),
         )
         .unwrap();
         let peer = connect(link.addr());
@@ -833,6 +926,109 @@ mod tests {
         for _ in 0..3 {
             assert_eq!(read_msg(&mut peer), (0, 100, sdu.clone()));
         }
+    }
+
+    /// A connection to `to` from the loopback address `from`.
+    fn connect_from(from: std::net::IpAddr, to: std::net::SocketAddr) -> StdStream {
+        let s = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        s.bind(&std::net::SocketAddr::new(from, 0).into()).unwrap();
+        s.connect(&to.into()).unwrap();
+        let s: StdStream = s.into();
+        s.set_read_timeout(Some(WAIT)).unwrap();
+        s
+    }
+
+    #[test]
+    fn sources_outside_allow_are_closed_at_once_and_the_allowed_peer_keeps_the_port() {
+        let rig = Rig::start(
+            "allow",
+            "listen = \"127.0.0.1:0\"\nallow = [\"127.0.0.1\", \"127.0.1.0/24\"]",
+            false,
+        );
+        // Sixty sources outside the list, one after another and all at once: each is
+        // closed before it can hold the port or send a frame.
+        let mut strangers: Vec<StdStream> = (2..62_u8)
+            .map(|i| connect_from([127, 0, 0, i].into(), rig.listen))
+            .collect();
+        for s in &mut strangers {
+            let mut out = Vec::new();
+            emit_data(0, 100, b"from a stranger", &mut out).unwrap();
+            let _ = s.write_all(&out);
+            assert!(closed(s), "a source outside allow is closed");
+        }
+        // Both kinds of allowed source are taken; the first holds the port.
+        let mut tcp = connect_from([127, 0, 1, 9].into(), rig.listen);
+        let mut out = Vec::new();
+        emit_data(0, 100, b"allowed", &mut out).unwrap();
+        tcp.write_all(&out).unwrap();
+        assert_eq!(rig.udp_recv(), (100, b"allowed".to_vec()));
+        rig.udp_send(100, b"back");
+        assert_eq!(read_msg(&mut tcp), (0, 100, b"back".to_vec()));
+        let stat = rig.finish();
+        let c = &stat["ports"][0]["atmtcp"]["counters"];
+        assert_eq!(c["refused_source"], 60, "{c}");
+        assert_eq!(c["connections"], 1, "{c}");
+        assert_eq!(c["frames_in"], 1, "no stranger's frame went through: {c}");
+    }
+
+    #[test]
+    fn an_idle_connection_gives_the_port_up_to_a_new_peer_and_a_live_one_does_not() {
+        let poll = mio::Poll::new().unwrap();
+        let tokens = (mio::Token(1), mio::Token(2));
+        let idle = Duration::from_secs(1);
+        let mut link = super::AtmtcpLink::listen(
+            "idle",
+            "127.0.0.1:0".parse().unwrap(),
+            poll.registry(),
+            tokens,
+            (crate::allow::Allow::loopback(), idle),
+        )
+        .unwrap();
+        // Virtual wall time: the link is told when each event happens.
+        let t0 = std::time::Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut first = connect(link.addr());
+        link.handle_event(tokens.0, poll.registry(), at(0));
+        let holder = link.snapshot().connected.expect("the first peer is taken");
+
+        // Fresh: a second peer is turned away.
+        let mut second = connect(link.addr());
+        link.handle_event(tokens.0, poll.registry(), at(500));
+        assert!(closed(&mut second));
+        assert_eq!(link.snapshot().connected, Some(holder));
+
+        // The holder sends at 900 ms: at 1,500 ms it is live, and a third is refused.
+        let mut out = Vec::new();
+        emit_data(0, 100, b"alive", &mut out).unwrap();
+        first.write_all(&out).unwrap();
+        let mut got = Vec::new();
+        let until = std::time::Instant::now() + WAIT;
+        while got.is_empty() {
+            assert!(
+                std::time::Instant::now() < until,
+                "the holder's frame never came"
+            );
+            link.read(poll.registry(), at(900), &mut got);
+        }
+        let mut third = connect(link.addr());
+        link.handle_event(tokens.0, poll.registry(), at(1_500));
+        assert!(closed(&mut third));
+        assert_eq!(link.snapshot().connected, Some(holder));
+
+        // Silent since 900 ms: at 2,000 ms a new peer takes the port.
+        let fourth = connect(link.addr());
+        link.handle_event(tokens.0, poll.registry(), at(2_000));
+        assert!(closed(&mut first), "the idle holder is let go");
+        assert_eq!(
+            link.snapshot().connected,
+            Some(fourth.local_addr().unwrap())
+        );
+        let c = link.snapshot().counters;
+        assert_eq!(
+            (c.refused, c.idle_taken_over, c.connections),
+            (2, 1, 2),
+            "{c:?}"
+        );
     }
 
     #[test]

@@ -10,6 +10,7 @@ use natm_proto::wire::addr::{HostsFile, Prefix};
 use natm_switch::{Contract, PortConfig, PortUnit, SchedulerKind, Violation};
 use serde::Deserialize;
 
+use crate::allow::Allow;
 use crate::train::MAX_TRAIN_CELLS;
 
 /// A port's link mode.
@@ -211,6 +212,10 @@ fn default_seed() -> u64 {
     1
 }
 
+/// How long a listening atmtcp port's connection may receive nothing before a new
+/// allowed peer may take the port over (`idle_ms`).
+pub const DEFAULT_ATMTCP_IDLE: Duration = Duration::from_secs(30);
+
 /// One `[[port]]`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -230,6 +235,13 @@ pub struct PortSection {
     /// atmtcp mode: connect to this TCP address (`IP:PORT` or `IP`), and again
     /// with backoff whenever the connection fails or ends, like `atmtcp virtual connect`.
     pub connect: Option<String>,
+    /// atmtcp `listen`: the sources that may connect, each `IP` or `IP/PREFIX`
+    /// [default loopback only: `127.0.0.0/8`, `::1`]. Anyone else is closed at once.
+    pub allow: Option<Vec<String>>,
+    /// atmtcp `listen`: a connection that has received nothing for this many
+    /// milliseconds gives the port up to a new allowed peer [default 30000], so an
+    /// idle or abandoned connection cannot hold the port.
+    pub idle_ms: Option<u64>,
     /// Line rate, bits per second [default 155,520,000].
     #[serde(default = "default_line_rate")]
     pub line_rate: u64,
@@ -537,16 +549,55 @@ impl PortSection {
         }
     }
 
+    /// A listening atmtcp port's sources and idle takeover time (see `allow` and
+    /// `idle_ms`); an error for `allow`/`idle_ms` on any other kind of port.
+    pub fn atmtcp_admission(&self) -> Result<(Allow, Duration), ConfigError> {
+        let listening = matches!(self.atmtcp_endpoint(), Ok((crate::AtmtcpRole::Listen, _)));
+        if !listening && (self.allow.is_some() || self.idle_ms.is_some()) {
+            return Err(invalid(format!(
+                "port {}: allow and idle_ms are for an atmtcp port that listens",
+                self.name
+            )));
+        }
+        let allow = match &self.allow {
+            None => Allow::loopback(),
+            Some(list) if list.is_empty() => {
+                return Err(invalid(format!(
+                    "port {}: allow lists no source (leave it out for loopback only, or \
+                     say allow = [\"0.0.0.0/0\", \"::/0\"] for anyone)",
+                    self.name
+                )))
+            }
+            Some(list) => Allow::parse(list)
+                .map_err(|e| invalid(format!("port {}: allow: {e}", self.name)))?,
+        };
+        let idle = match self.idle_ms {
+            Some(0) => {
+                return Err(invalid(format!(
+                    "port {}: idle_ms must be at least 1",
+                    self.name
+                )))
+            }
+            Some(ms) => Duration::from_millis(ms),
+            None => DEFAULT_ATMTCP_IDLE,
+        };
+        Ok((allow, idle))
+    }
+
     /// Checks the keys that depend on the link mode.
     fn check_link(&self) -> Result<(), ConfigError> {
         if self.mode != LinkMode::Atmtcp {
             if self.listen.is_some() || self.connect.is_some() {
                 self.atmtcp_endpoint()?;
             }
+            if self.allow.is_some() || self.idle_ms.is_some() {
+                self.atmtcp_admission()?;
+            }
             self.udp_endpoints()?;
             return Ok(());
         }
         self.atmtcp_endpoint()?;
+        self.atmtcp_admission()?;
         // The loss and delay experiments act on datagrams; TCP would hide them.
         if self.loss != 0.0 || self.gilbert.is_some() || self.delay_us != 0 {
             return Err(invalid(format!(
@@ -858,6 +909,20 @@ mod tests {
             ("listen = \"localhost:1\"", "not IP:PORT"),
             ("listen = \"127.0.0.1:1\"\nloss = 0.1", "for UDP ports"),
             ("listen = \"127.0.0.1:1\"\ndelay_us = 5", "for UDP ports"),
+            (
+                "connect = \"127.0.0.1:1\"\nallow = [\"10.0.0.1\"]",
+                "atmtcp port that listens",
+            ),
+            (
+                "connect = \"127.0.0.1:1\"\nidle_ms = 5",
+                "atmtcp port that listens",
+            ),
+            ("listen = \"127.0.0.1:1\"\nallow = []", "lists no source"),
+            (
+                "listen = \"127.0.0.1:1\"\nallow = [\"10.0.0.0/40\"]",
+                "0..=32",
+            ),
+            ("listen = \"127.0.0.1:1\"\nidle_ms = 0", "at least 1"),
         ] {
             let e = Config::from_toml(&port(keys)).expect_err(keys);
             assert!(e.to_string().contains(why), "{keys}: {e}");
@@ -866,6 +931,19 @@ mod tests {
             "mode = \"frame\"",
             "mode = \"frame\"\nlisten = \"127.0.0.1:4\"",
         );
+        let (allow, idle) = Config::from_toml(&port("listen = \"0.0.0.0:1\""))
+            .unwrap()
+            .ports[0]
+            .atmtcp_admission()
+            .unwrap();
+        assert_eq!(allow, Allow::loopback(), "loopback only unless told");
+        assert_eq!(idle, DEFAULT_ATMTCP_IDLE);
+        let udp_allow = port("listen = \"127.0.0.1:1\"").replace(
+            "mode = \"frame\"",
+            "mode = \"frame\"\nallow = [\"10.0.0.1\"]",
+        );
+        let e = Config::from_toml(&udp_allow).expect_err("allow on a UDP port");
+        assert!(e.to_string().contains("atmtcp port that listens"), "{e}");
         let e = Config::from_toml(&udp_with_listen).expect_err("listen on a UDP port");
         assert!(e.to_string().contains("for mode = \"atmtcp\""), "{e}");
         let no_peer = port("listen = \"127.0.0.1:1\"").replace("peer = \"127.0.0.1:9\"\n", "");

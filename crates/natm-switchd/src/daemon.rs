@@ -109,12 +109,19 @@ impl SwitchDaemon {
                 .map_err(|e| ConfigError::Invalid(format!("port {}: {e}", p.name)))?;
             let (socket, bind, peer) = if p.mode == LinkMode::Atmtcp {
                 let (role, addr) = p.atmtcp_endpoint()?;
+                let endpoint = match role {
+                    crate::AtmtcpRole::Listen => crate::atmtcp_link::Endpoint::Listen {
+                        addr,
+                        admission: p.atmtcp_admission()?,
+                    },
+                    crate::AtmtcpRole::Connect => crate::atmtcp_link::Endpoint::Connect(addr),
+                };
                 let addr = atmtcp
                     .add(
                         i,
                         id,
                         &p.name,
-                        (role, addr),
+                        endpoint,
                         p.signalling.is_some(),
                         poll.registry(),
                     )

@@ -9,6 +9,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod allow;
 pub mod atmtcp;
 mod atmtcp_link;
 pub mod config;

@@ -108,8 +108,18 @@ const ATMTCP_COUNTERS: &[AtmtcpRow] = &[
     }),
     (
         "atmtcp_refused",
-        "atmtcp connections closed at once: one was already up",
+        "atmtcp connections closed at once: one was already up and not idle",
         |c| c.refused,
+    ),
+    (
+        "atmtcp_refused_source",
+        "atmtcp connections closed at once: their source is not in the port's allow",
+        |c| c.refused_source,
+    ),
+    (
+        "atmtcp_idle_taken_over",
+        "atmtcp connections let go, idle for idle_ms, when a new allowed peer connected",
+        |c| c.idle_taken_over,
     ),
     (
         "atmtcp_connect_failures",
