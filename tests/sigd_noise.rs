@@ -4,55 +4,13 @@
 //! one pinned is refused.
 
 mod sigd_support;
+mod spoof_support;
 
-use std::net::{IpAddr, SocketAddr};
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
 use sigd_support::{pair, LINK};
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
-
-/// Sends UDP datagrams with any source address (a raw IPv4 socket, IP_HDRINCL; as
-/// in tests/data_integrity.rs).
-struct Spoofer(Socket);
-
-impl Spoofer {
-    fn open() -> Spoofer {
-        Spoofer(
-            Socket::new(Domain::IPV4, Type::RAW, Some(Protocol::from(255)))
-                .expect("a raw IP socket (root)"),
-        )
-    }
-
-    fn send(&self, from: SocketAddr, to: SocketAddr, payload: &[u8]) {
-        let (IpAddr::V4(s), IpAddr::V4(d)) = (from.ip(), to.ip()) else {
-            panic!("IPv4 only");
-        };
-        let total = 20 + 8 + payload.len();
-        let mut p = Vec::with_capacity(total);
-        p.extend_from_slice(&[0x45, 0]);
-        p.extend_from_slice(&(total as u16).to_be_bytes());
-        p.extend_from_slice(&[0, 0, 0x40, 0, 64, 17, 0, 0]);
-        p.extend_from_slice(&s.octets());
-        p.extend_from_slice(&d.octets());
-        let mut sum: u32 = p
-            .chunks(2)
-            .map(|c| u32::from(u16::from_be_bytes([c[0], c[1]])))
-            .sum();
-        while sum > 0xffff {
-            sum = (sum & 0xffff) + (sum >> 16);
-        }
-        p[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
-        p.extend_from_slice(&from.port().to_be_bytes());
-        p.extend_from_slice(&to.port().to_be_bytes());
-        p.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
-        p.extend_from_slice(&[0, 0]);
-        p.extend_from_slice(payload);
-        self.0
-            .send_to(&p, &SockAddr::from(to))
-            .expect("spoofed send");
-    }
-}
+use spoof_support::Spoofer;
 
 /// An SSCOP END (S=0) on VPI 0/VCI 5, in clear.
 fn end_frame() -> Vec<u8> {

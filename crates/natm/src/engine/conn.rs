@@ -153,6 +153,9 @@ pub(crate) struct OamCounters {
     pub(crate) ignored: AtomicU64,
     /// OAM frames that were not loopback cells natm reads: dropped.
     pub(crate) malformed: AtomicU64,
+    /// End-to-end requests not answered: over the answer budget
+    /// (`oam::ANSWERS_PER_S`, `oam::ANSWER_BURST`).
+    pub(crate) rate_limited: AtomicU64,
 }
 
 /// A duplex connection.
@@ -807,6 +810,9 @@ impl Conn {
         }
         let c = &self.counters.oam;
         match oam::on_frame(Scope::of_frame(&h), sdu) {
+            Action::Answer(_) if !self.oam.lock().may_answer(eng.clock.now()) => {
+                c.rate_limited.fetch_add(1, Ordering::Relaxed);
+            }
             Action::Answer(payload) => {
                 // Back on the same VC, the way it came (`h` keeps VCI and flow).
                 let mut batch = SendBatch::with_capacity(VC_HEADER_LEN + payload.len());

@@ -19,6 +19,8 @@
 
 use std::time::Duration;
 
+use natm_proto::flow::gcra::{Conformance as _, Gcra};
+
 use crate::time::Instant;
 use crate::wire::cell::PAYLOAD_LEN;
 use crate::wire::oam::{self, Loopback, Scope, END_POINT};
@@ -26,6 +28,14 @@ use crate::wire::oam::{self, Loopback, Scope, END_POINT};
 /// Probes a connection keeps waiting for an answer at once: a prober that loses
 /// answers cannot grow the table (`OamError::TooManyProbes` past it).
 pub(crate) const MAX_OUTSTANDING: usize = 16;
+
+/// Loopback requests a connection answers a second, sustained (issue 31: "answers
+/// are rate-limited per VC"): each answer is a datagram sent on a request anyone
+/// who reaches the socket can make. Far above what a prober needs (`natm ping --oam`
+/// sends one a second).
+pub(crate) const ANSWERS_PER_S: u64 = 100;
+/// Requests answered back to back before the rate applies.
+pub(crate) const ANSWER_BURST: u32 = 16;
 
 /// What to do with an OAM frame received on one of a connection's VCs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -66,21 +76,32 @@ struct Probe {
     answered: Option<Instant>,
 }
 
-/// The probes of one connection waiting for answers, at most [`MAX_OUTSTANDING`].
+/// The probes of one connection waiting for answers, at most [`MAX_OUTSTANDING`],
+/// and the budget of the answers it gives ([`ANSWERS_PER_S`], [`ANSWER_BURST`]).
 #[derive(Debug)]
 pub(crate) struct Probes {
     next_tag: u32,
     pending: Vec<Probe>,
+    answers: Gcra,
 }
 
 impl Probes {
     /// No probe yet; tags start at `first` (random per connection, so an answer to an
     /// earlier connection's probe on a reused VC is not taken for ours).
     pub(crate) fn new(first: u32) -> Probes {
+        let interval = Duration::from_nanos(1_000_000_000 / ANSWERS_PER_S);
         Probes {
             next_tag: first,
             pending: Vec::new(),
+            // GCRA(T, (B − 1)·T): B requests at once, then one per T.
+            answers: Gcra::new(interval, interval * (ANSWER_BURST - 1)),
         }
+    }
+
+    /// Whether a loopback request that arrived at `now` may be answered (then it is
+    /// counted against the budget); a refused one is dropped and counted.
+    pub(crate) fn may_answer(&mut self, now: Instant) -> bool {
+        self.answers.conforms(now)
     }
 
     /// A new probe sent at `now`: its correlation tag.
@@ -183,6 +204,26 @@ mod tests {
         p.forget(a);
         assert!(!p.answered(a, ms(40)), "late: given up on");
         assert_eq!(p.outstanding(), 0);
+    }
+
+    #[test]
+    fn answers_are_limited_to_a_burst_then_a_rate_in_virtual_time() {
+        let mut p = Probes::new(1);
+        let answered = (0..1_000).filter(|_| p.may_answer(ms(5))).count();
+        assert_eq!(answered, ANSWER_BURST as usize, "a flood at one instant");
+        let period = 1_000 / ANSWERS_PER_S;
+        assert!(!p.may_answer(ms(5 + period / 2)));
+        assert!(p.may_answer(ms(5 + period)), "one more per interval");
+        // A flood of 10,000 requests over 10 s gets the rate, not more.
+        let mut p = Probes::new(1);
+        let n = (0..10_000_u64)
+            .filter(|i| p.may_answer(Instant::from_nanos(i * 1_000_000)))
+            .count() as u64;
+        assert!(n <= ANSWERS_PER_S * 10 + u64::from(ANSWER_BURST), "{n}");
+        assert!(n >= ANSWERS_PER_S * 10, "{n}");
+        // A prober's one a second is always answered.
+        let mut p = Probes::new(1);
+        assert!((0..60).all(|s| p.may_answer(ms(s * 1_000))));
     }
 
     #[test]

@@ -480,6 +480,9 @@ pub struct OamStats {
     pub ignored: u64,
     /// OAM frames that were not loopback cells: dropped.
     pub malformed: u64,
+    /// End-to-end requests not answered: over the connection's answer budget (100 a
+    /// second after a burst of 16).
+    pub rate_limited: u64,
 }
 
 /// A QoS change the peer accepted ([`Connection::set_qos`]).
@@ -618,6 +621,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
                 unmatched: n(&o.unmatched),
                 ignored: n(&o.ignored),
                 malformed: n(&o.malformed),
+                rate_limited: n(&o.rate_limited),
             }
         },
         path_mtu: conn.link.path_mtu(),
