@@ -235,6 +235,11 @@ pub struct PortSection {
     /// atmtcp mode: connect to this TCP address (`IP:PORT` or `IP`), and again
     /// with backoff whenever the connection fails or ends, like `atmtcp virtual connect`.
     pub connect: Option<String>,
+    /// A host or UNI port: refuse (cause 21) a SETUP whose calling number the routes
+    /// do not send to this port, so that no host claims another's number [default
+    /// true]. Off only for a host whose calling numbers no route names.
+    #[serde(default = "default_true")]
+    pub screen_calling: bool,
     /// atmtcp `listen`: the sources that may connect, each `IP` or `IP/PREFIX`
     /// [default loopback only: `127.0.0.0/8`, `::1`]. Anyone else is closed at once.
     pub allow: Option<Vec<String>>,

@@ -296,6 +296,7 @@ impl SwitchDaemon {
                     link_cells: link_cells(role, p.line_rate),
                     preserve: p.preserve_ms.map(Duration::from_millis),
                     no_response: p.sscop_no_response_ms.map(Duration::from_millis),
+                    screen_calling: p.screen_calling,
                     data: links[i].bind,
                     // Towards a host, and on a trunk for the switch with the higher
                     // endpoint, the network's half; the lower takes the user's.

@@ -705,6 +705,7 @@ impl Hop {
                     link_cells: 2_000_000,
                     preserve,
                     no_response: None,
+                    screen_calling: true,
                 },
             );
         }

@@ -93,6 +93,7 @@ impl Mesh {
                         link_cells: 353_207,
                         preserve: None,
                         no_response: None,
+                        screen_calling: true,
                     },
                 );
             }

@@ -149,6 +149,7 @@ pub use stat::{BranchRow, CallRow, LinkRow};
 /// Causes the switch clears calls with (Q.2931 table 4-10).
 mod cause {
     pub(super) const NO_ROUTE: u8 = 3;
+    pub(super) const CALL_REJECTED: u8 = 21;
     pub(super) const INCOMPATIBLE_DESTINATION: u8 = 88;
     pub(super) const DESTINATION_OUT_OF_ORDER: u8 = 27;
     pub(super) const USER_CELL_RATE: u8 = 37;
@@ -212,6 +213,12 @@ pub struct ControlPort {
     /// [`ControlConfig::saal`] on natm ports (400 ms), Q.2110's 7 s on a standard
     /// UNI port.
     pub no_response: Option<Duration>,
+    /// Screen the calling number of a SETUP from this port (a host or UNI port):
+    /// it must be one the routes send to this port, the reverse-path check of
+    /// RFC 3704's strict mode applied to addresses, or the call is refused with
+    /// cause 21. A number another port owns cannot be claimed from here; a SETUP
+    /// without one passes. Ignored on a trunk (the neighbour screened its own).
+    pub screen_calling: bool,
 }
 
 /// Routes, timers and ports.
@@ -380,6 +387,9 @@ pub struct Control {
     /// Calls this switch routed again after a crankback (its own refusal on the
     /// first hop, or one that came back).
     crankbacks: u64,
+    /// SETUPs refused because their calling number is not the port's
+    /// ([`ControlPort::screen_calling`]).
+    calls_screened: u64,
     /// A signalling link was serviced since the router last heard the switch's own
     /// state (reservations and links may have changed).
     routing_stale: bool,
@@ -406,6 +416,7 @@ impl Control {
             multicasts: HashMap::new(),
             router: cfg_router,
             crankbacks: 0,
+            calls_screened: 0,
             routing_stale: true,
         }
     }
@@ -699,13 +710,42 @@ impl Control {
 
     /// The outgoing port for `params`'s called address.
     fn route(&self, params: &CallParams) -> Option<PortId> {
-        let called = from_party(&params.called)?;
+        self.route_of(&from_party(&params.called)?)
+    }
+
+    /// The port the longest matching route sends `addr` to.
+    fn route_of(&self, addr: &natm_proto::wire::addr::AtmAddr) -> Option<PortId> {
         self.cfg
             .routes
             .iter()
-            .filter(|(p, _)| p.matches(&called))
+            .filter(|(p, _)| p.matches(addr))
             .max_by_key(|(p, _)| p.len())
             .map(|(_, port)| *port)
+    }
+
+    /// SETUPs refused because their calling number is not their port's.
+    pub fn calls_screened(&self) -> u64 {
+        self.calls_screened
+    }
+
+    /// A SETUP's calling number checked against the port it came in on (see
+    /// [`ControlPort::screen_calling`]): `Err` with why, for the refusal.
+    fn screen_calling(&self, a: PortId, params: &CallParams) -> Result<(), String> {
+        let Some(link) = self.links.get(&a) else {
+            return Ok(());
+        };
+        if link.cfg.role == PortRole::Switch || !link.cfg.screen_calling {
+            return Ok(());
+        }
+        let Some(calling) = params.calling.as_ref().and_then(from_party) else {
+            return Ok(());
+        };
+        match self.route_of(&calling) {
+            Some(p) if p == a => Ok(()),
+            _ => Err(format!(
+                "calling number {calling} is not this port's (no route to it here): screened"
+            )),
+        }
     }
 
     /// The policer of one direction of a call, from the traffic descriptor its SETUP
@@ -765,6 +805,10 @@ impl Control {
     }
 
     fn on_setup(&mut self, sw: &mut Switch, a: PortId, call: CallId, params: CallParams) {
+        if let Err(why) = self.screen_calling(a, &params) {
+            self.calls_screened += 1;
+            return self.refuse(a, call, cause::CALL_REJECTED, a, why);
+        }
         if params.multipoint {
             return self.on_multipoint_setup(sw, a, call, params);
         }

@@ -208,6 +208,7 @@ impl Net {
                     // A host's calls outlive its lost link for T309 (100 ms here).
                     preserve: Some(PRESERVE),
                     no_response: None,
+                    screen_calling: true,
                 },
             );
         }

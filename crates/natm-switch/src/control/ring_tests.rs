@@ -75,6 +75,7 @@ impl Ring {
                         link_cells: 353_207,
                         preserve: None,
                         no_response: None,
+                        screen_calling: true,
                     },
                 );
             }

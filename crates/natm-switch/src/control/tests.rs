@@ -76,6 +76,7 @@ impl Net {
                     link_cells: 353_207,
                     preserve,
                     no_response: None,
+                    screen_calling: true,
                 },
             );
         }
@@ -334,6 +335,65 @@ fn admission_refuses_what_the_outgoing_link_cannot_carry() {
     n.connect("ubr");
     assert_eq!(n.ctl.call_count(), 2);
     assert_eq!(n.ctl.refused(), 1);
+}
+
+/// Host 0 calls host 1, claiming `calling` as its number.
+fn call_claiming(n: &mut Net, calling: Option<AtmAddr>, label: u16) -> Vec<CallEvent> {
+    let q: Qos = "ubr".parse().unwrap();
+    let params = CallParams {
+        dtl: None,
+        called: party(&addr(2)).unwrap(),
+        calling: calling.as_ref().and_then(party),
+        sap: None,
+        qos: q,
+        natm: NatmParams {
+            data_endpoint: Some(sock(5001)),
+            ..NatmParams::default()
+        },
+        conn_id: Some(ConnectionId::exclusive(0, label)),
+        multipoint: false,
+    };
+    n.hosts[0].setup(n.now, params).unwrap();
+    n.run(5 * MS);
+    n.take_call_events(0)
+}
+
+#[test]
+fn a_host_cannot_call_with_a_number_another_port_owns() {
+    let mut n = Net::new(155_520_000);
+    // Host 1's number, and one no route names: refused at the switch, cause 21,
+    // host 1 never offered a call.
+    for (claimed, label) in [(addr(2), 40), (addr(0x77), 41)] {
+        let ev = call_claiming(&mut n, Some(claimed), label);
+        assert!(
+            ev.iter()
+                .any(|e| matches!(e, CallEvent::Released { cause, .. } if cause.value.raw() == 21)),
+            "{ev:?}"
+        );
+    }
+    assert_eq!(n.ctl.calls_screened(), 2);
+    let offered = n.take_call_events(1);
+    assert!(
+        !offered
+            .iter()
+            .any(|e| matches!(e, CallEvent::Incoming { .. })),
+        "{offered:?}"
+    );
+    // Its own number, or none, goes through.
+    for (claimed, label) in [(Some(addr(1)), 42), (None, 43)] {
+        let ev = call_claiming(&mut n, claimed, label);
+        assert!(
+            !ev.iter().any(|e| matches!(e, CallEvent::Released { .. })),
+            "{ev:?}"
+        );
+    }
+    assert_eq!(n.ctl.calls_screened(), 2);
+    let offered = n.take_call_events(1);
+    let incoming = offered
+        .iter()
+        .filter(|e| matches!(e, CallEvent::Incoming { .. }))
+        .count();
+    assert_eq!(incoming, 2, "{offered:?}");
 }
 
 #[test]

@@ -109,6 +109,12 @@ impl Net {
                     Prefix::parse("47.0005.80ffe1000000f21a26d8.0020ea000e99", &h).unwrap(),
                     p1,
                 ),
+                // The Linux guest whose SETUPs are captured in testdata/ calls as
+                // ...ee0: its port owns that number (calling-number screening).
+                (
+                    Prefix::parse("47.0005.80ffe1000000f21a26d8.0020ea000ee0", &h).unwrap(),
+                    p1,
+                ),
             ],
             ..ControlConfig::default()
         };
@@ -134,6 +140,7 @@ impl Net {
                     link_cells: 353_207,
                     preserve: None,
                     no_response,
+                    screen_calling: true,
                 },
             );
         }
