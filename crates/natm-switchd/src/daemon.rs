@@ -477,6 +477,7 @@ impl SwitchDaemon {
             signalling,
             calls: self.control.as_ref().map(|c| c.calls()).unwrap_or_default(),
             calls_refused: self.control.as_ref().map_or(0, |c| c.refused()),
+            calls_screened: self.control.as_ref().map_or(0, |c| c.calls_screened()),
             routing: self.control.as_ref().and_then(Control::routing),
         }
     }

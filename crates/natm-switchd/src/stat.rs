@@ -81,6 +81,9 @@ pub struct Snapshot {
     pub calls: Vec<CallRow>,
     /// Calls the switch refused.
     pub calls_refused: u64,
+    /// Of those, SETUPs whose calling number was not their port's (screened).
+    #[serde(default)]
+    pub calls_screened: u64,
     /// Routing between switches: node, neighbours, topology database, crankbacks
     /// (absent without `[routing]`).
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -241,6 +241,11 @@ pub fn render(s: &Snapshot) -> String {
         s.signalling.iter().map(|l| (link_port(l.port), l.refused)),
     );
     e.counter("calls_refused", "Calls the switch refused", s.calls_refused);
+    e.counter(
+        "calls_screened",
+        "SETUPs refused because their calling number is not their port's",
+        s.calls_screened,
+    );
     let active = s.calls.iter().filter(|c| c.active).count() as u64;
     e.gauges(
         "calls",
