@@ -378,3 +378,69 @@ fn a_flood_from_1100_source_ports_does_not_lock_the_real_peer_out() {
         s["counters"]
     );
 }
+
+/// Issue 31, fair limits per prefix: sixty source addresses of one /24, each a real
+/// UDP socket that answers its challenge, make at most `[peers]
+/// max_unknown_per_prefix` (16) links, where the per-IP bound (8) alone would have
+/// let every one of them in; the configured peer still calls.
+#[test]
+fn many_addresses_of_one_network_share_one_bound_of_unknown_links() {
+    let (a, b) = pair(LINK, LINK);
+    let before = b.stat()["counters"]["peer_refusals"].as_u64().unwrap();
+    let mut init = vec![0xC4, 0, 0, 31, 6, 0, 0, 0, 1];
+    init.extend_from_slice(&[9; 32]);
+    let mut echoed = 0_u64;
+    for i in 10..70_u8 {
+        let s = UdpSocket::bind((std::net::Ipv4Addr::new(127, 0, 0, i), 0)).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.send_to(&init, b.signalling).unwrap();
+        let mut buf = [0u8; 256];
+        // The CHALLENGE (type 1 on VCI 31) goes back as an ECHO (type 2).
+        let n = s.recv(&mut buf).expect("a challenge for each source");
+        assert!(
+            n > 5 && buf[..4] == [0xC4, 0, 0, 31] && buf[4] == 1,
+            "{:?}",
+            &buf[..n]
+        );
+        buf[4] = 2;
+        s.send_to(&buf[..n], b.signalling).unwrap();
+        echoed += 1;
+    }
+    // Every echo is either a link or a refusal; wait until sigd has taken them all.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let links = loop {
+        let s = b.stat();
+        let refused = s["counters"]["peer_refusals"].as_u64().unwrap() - before;
+        let unknown = s["peers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| {
+                p["peer"]
+                    .as_str()
+                    .is_some_and(|a| !a.starts_with("127.0.0.1:"))
+            })
+            .count() as u64;
+        if unknown + refused >= echoed {
+            break unknown;
+        }
+        assert!(Instant::now() < deadline, "echoes unaccounted for: {s}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    eprintln!("{links} links from 60 addresses of one /24");
+    assert!(links <= 16, "{links} links from one /24");
+    assert!(
+        links >= 8,
+        "the bound admits, it does not refuse all: {links}"
+    );
+    let hb = b.host();
+    let l = hb.bind("ok", "reliable").unwrap();
+    let t = std::thread::spawn(move || l.accept().unwrap());
+    let c = a.host().connect("+4420002:ok", "reliable").unwrap();
+    let p = t.join().unwrap();
+    c.send(b"after").unwrap();
+    assert_eq!(
+        p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        b"after"
+    );
+}

@@ -103,6 +103,9 @@ pub struct PeersSection {
     pub max_unknown: Option<usize>,
     /// Most links to unconfigured peers from one IP address [default 8].
     pub max_unknown_per_ip: Option<usize>,
+    /// Most links to unconfigured peers from one network: the same /24 (IPv4) or /64
+    /// (IPv6) [default 16], so that one attacker's many addresses share a bound.
+    pub max_unknown_per_prefix: Option<usize>,
     /// Most calls one peer's link may hold [default three quarters of
     /// `[limits] calls`; switch links may hold all].
     pub calls_per_peer: Option<usize>,
@@ -401,6 +404,8 @@ pub struct PeerRules {
     pub max_unknown: usize,
     /// Most links to unconfigured peers from one IP.
     pub max_unknown_per_ip: usize,
+    /// Most links to unconfigured peers from one /24 or /64.
+    pub max_unknown_per_prefix: usize,
     /// Most calls on one (non-switch) link.
     pub calls_per_peer: usize,
     /// Guaranteed bit/s one configured peer's unanswered calls may hold.
@@ -1053,10 +1058,14 @@ impl ConfigFile {
         let half_open_unknown_bps =
             rate(&p.half_open_unknown, "half_open_unknown", capacity_bps / 4)?;
         let calls_per_peer = p.calls_per_peer.unwrap_or((max_calls * 3 / 4).max(1));
-        if calls_per_peer == 0 || p.max_unknown_per_ip == Some(0) || p.log_per_s == Some(0) {
+        if calls_per_peer == 0
+            || p.max_unknown_per_ip == Some(0)
+            || p.max_unknown_per_prefix == Some(0)
+            || p.log_per_s == Some(0)
+        {
             return Err(bad(
                 "peers",
-                "calls_per_peer, max_unknown_per_ip and log_per_s must be at least 1",
+                "calls_per_peer, max_unknown_per_ip, max_unknown_per_prefix and log_per_s must be at least 1",
                 "[peers] calls_per_peer = 12288",
             ));
         }
@@ -1129,6 +1138,7 @@ impl ConfigFile {
             idle: Duration::from_millis(idle_ms),
             max_unknown: p.max_unknown.unwrap_or(64),
             max_unknown_per_ip: p.max_unknown_per_ip.unwrap_or(8),
+            max_unknown_per_prefix: p.max_unknown_per_prefix.unwrap_or(16),
             calls_per_peer,
             half_open_bps,
             half_open_unknown_bps,

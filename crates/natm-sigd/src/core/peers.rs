@@ -442,12 +442,17 @@ impl Core {
     }
 
     /// Whether another unknown peer's link may be made: within `[peers]
-    /// max_unknown_per_ip`, and within `max_unknown` once the longest-idle unknown
-    /// link without calls is released.
+    /// max_unknown_per_ip` and `max_unknown_per_prefix`, and within `max_unknown`
+    /// once the longest-idle unknown link without calls is released.
     fn make_room_for_unknown(&mut self, peer: SocketAddr) -> bool {
         let unknown = || self.peers.iter().filter(|(_, l)| !l.configured);
         let same_ip = unknown().filter(|(a, _)| a.ip() == peer.ip()).count();
         if same_ip >= self.cfg.peers.max_unknown_per_ip {
+            return false;
+        }
+        let net = network_of(peer.ip());
+        let same_net = unknown().filter(|(a, _)| network_of(a.ip()) == net).count();
+        if same_net >= self.cfg.peers.max_unknown_per_prefix {
             return false;
         }
         if unknown().count() < self.cfg.peers.max_unknown {
@@ -1421,6 +1426,17 @@ impl Core {
             call,
             path: self.with_ticket(call, path),
         })
+    }
+}
+
+/// The network an address counts in for per-prefix limits: its /24 (IPv4, or IPv4
+/// mapped into IPv6) or its /64 (IPv6), as one host's or one site's share of
+/// addresses usually is.
+fn network_of(ip: std::net::IpAddr) -> u128 {
+    match ip.to_canonical() {
+        std::net::IpAddr::V4(v) => u128::from(u32::from(v) >> 8),
+        // Tagged apart from every IPv4 /24 (whose value is below 2^24).
+        std::net::IpAddr::V6(v) => (u128::from(v) >> 64) | (1 << 127),
     }
 }
 
