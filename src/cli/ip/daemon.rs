@@ -32,6 +32,9 @@ const TICK: Duration = Duration::from_millis(200);
 const ARP_RECONNECT: Duration = Duration::from_secs(1);
 /// Most ATMARP server entries.
 const ARP_SERVER_ENTRIES: usize = 4096;
+/// Client VCs the ATMARP server serves at once; a caller beyond them is refused
+/// (cause 47) rather than given a thread.
+const ARP_MAX_CLIENTS: usize = 256;
 
 /// One open VC as the threads see it.
 struct VcHandle {
@@ -275,59 +278,97 @@ impl Shared {
     }
 }
 
-/// The ATMARP server: answers every client VC on SAP `atmarp`.
+/// The ATMARP server: answers client VCs on SAP `atmarp`, at most
+/// [`ARP_MAX_CLIENTS`] at once (a caller beyond them is refused with cause 47 rather
+/// than given a thread).
 fn serve_arp(
     host: Host,
+    server: ArpServer,
     own: Vec<(IpAddr, AtmAddr)>,
     epoch: std::time::Instant,
 ) -> anyhow::Result<()> {
     let listener = host.bind(ARP_SAP, "reliable").with_context(|| {
         format!("cannot listen on SAP {ARP_SAP} (is another ATMARP server running on this host?)")
     })?;
-    let server = Arc::new(Mutex::new(ArpServer::new(ARP_SERVER_ENTRIES, SERVER_AGE)));
+    let server = Arc::new(Mutex::new(server));
+    let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Refused requests: at most 10 lines a second, then one with how many were held.
+    let log = Arc::new(Mutex::new(natm_sigd::core::Bucket::new(10)));
     let now =
         move || Instant::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
     for (ip, atm) in own {
         lock(&server).add_permanent(now(), ip, atm);
     }
-    thread::spawn(move || loop {
-        let call = match listener.next_call(None) {
-            Ok(c) => c,
-            Err(e) => {
-                tracing::error!("ATMARP listener failed: {e}");
-                std::process::exit(1);
-            }
-        };
-        let Ok(caller) = call.caller.parse::<AtmAddr>() else {
-            let _ = call.reject(21);
-            continue;
-        };
-        let Ok(conn) = call.accept() else { continue };
-        let server = server.clone();
-        thread::spawn(move || {
-            while let Ok(Some(chunk)) = conn.recv() {
-                let Ok((Payload::Arp, body)) = llc::parse(&chunk) else {
-                    continue;
-                };
-                let Ok(req) = Repr::parse(body) else { continue };
-                let (outcome, reply) = {
-                    let mut s = lock(&server);
-                    let t = now();
-                    s.expire(t);
-                    s.handle(t, caller, &req)
-                };
-                if outcome == ServerOutcome::Refused {
-                    tracing::warn!(%caller, ?req, "ATMARP request refused");
+    let accepting = thread::Builder::new().name("natm-atmarp-accept".into());
+    accepting
+        .spawn(move || loop {
+            let call = match listener.next_call(None) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!("ATMARP listener failed: {e}");
+                    std::process::exit(1);
                 }
-                if let Some(bytes) = reply.and_then(|r| r.to_bytes().ok()) {
-                    if conn.send(&arp_frame(&bytes)).is_err() {
-                        break;
+            };
+            let Ok(caller) = call.caller.parse::<AtmAddr>() else {
+                let _ = call.reject(21);
+                continue;
+            };
+            use std::sync::atomic::Ordering::Relaxed;
+            if clients.fetch_add(1, Relaxed) >= ARP_MAX_CLIENTS {
+                clients.fetch_sub(1, Relaxed);
+                let _ = call.reject(47); // resources unavailable
+                continue;
+            }
+            let Ok(conn) = call.accept() else {
+                clients.fetch_sub(1, Relaxed);
+                continue;
+            };
+            let (server, log) = (server.clone(), log.clone());
+            // The slot is given back however the VC ends, and if no thread starts.
+            let slot = ClientSlot(clients.clone());
+            let served = thread::Builder::new()
+                .name("natm-atmarp".into())
+                .spawn(move || {
+                    let _slot = slot;
+                    while let Ok(Some(chunk)) = conn.recv() {
+                        let Ok((Payload::Arp, body)) = llc::parse(&chunk) else {
+                            continue;
+                        };
+                        let Ok(req) = Repr::parse(body) else { continue };
+                        let (outcome, reply) = {
+                            let mut s = lock(&server);
+                            let t = now();
+                            s.expire(t);
+                            s.handle(t, caller, &req)
+                        };
+                        if outcome == ServerOutcome::Refused {
+                            let allowed = lock(&log).allow(now());
+                            if let Some(suppressed) = allowed {
+                                tracing::warn!(%caller, ?req, suppressed, "ATMARP request refused");
+                            }
+                        }
+                        if let Some(bytes) = reply.and_then(|r| r.to_bytes().ok()) {
+                            if conn.send(&arp_frame(&bytes)).is_err() {
+                                break;
+                            }
+                        }
                     }
-                }
+                });
+            if let Err(e) = served {
+                tracing::error!("cannot start a thread for an ATMARP client ({caller}): {e}");
             }
-        });
-    });
+        })
+        .context("cannot start the ATMARP server's thread")?;
     Ok(())
+}
+
+/// One of the ATMARP server's [`ARP_MAX_CLIENTS`] client VCs, given back when dropped.
+struct ClientSlot(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for ClientSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 fn open_tun(cfg: &IpConfig) -> anyhow::Result<SyncDevice> {
@@ -369,7 +410,14 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         .flatten()
         .map(|ip| (ip, cfg.node.atm))
         .collect();
-        serve_arp(host.clone(), own, epoch)?;
+        let subnets = [
+            cfg.ipv4.map(|(a, p)| (IpAddr::V4(a), p)),
+            cfg.ipv6.map(|(a, p)| (IpAddr::V6(a), p)),
+        ]
+        .into_iter()
+        .flatten();
+        let server = ArpServer::new(ARP_SERVER_ENTRIES, SERVER_AGE).serving(subnets);
+        serve_arp(host.clone(), server, own, epoch)?;
     }
     let listener = if cfg.signalled {
         Some(host.bind(IP_SAP, "ubr").with_context(|| {

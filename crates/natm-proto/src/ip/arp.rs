@@ -128,6 +128,8 @@ pub enum ServerOutcome {
 pub struct ArpServer {
     table: ArpTable,
     age: Duration,
+    /// The logical IP subnets served (address, prefix length); empty: any address.
+    subnets: Vec<(IpAddr, u8)>,
 }
 
 impl ArpServer {
@@ -136,7 +138,26 @@ impl ArpServer {
         ArpServer {
             table: ArpTable::new(max),
             age,
+            subnets: Vec::new(),
         }
+    }
+
+    /// Serve only these logical IP subnets (RFC 2225 §8.1: one LIS per server): a
+    /// registration of an address outside them is refused with a NAK and nothing is
+    /// stored, so a client cannot fill the table with, or answer for, addresses that
+    /// are not on the subnet.
+    pub fn serving(mut self, subnets: impl IntoIterator<Item = (IpAddr, u8)>) -> ArpServer {
+        self.subnets = subnets.into_iter().collect();
+        self
+    }
+
+    /// Whether `ip` is on one of the subnets served (any, if none is set).
+    fn serves(&self, ip: IpAddr) -> bool {
+        self.subnets.is_empty()
+            || self
+                .subnets
+                .iter()
+                .any(|&(net, len)| same_prefix(net, ip, len))
     }
 
     /// Adds an entry that never ages (the server host's own address).
@@ -174,7 +195,7 @@ impl ArpServer {
         };
         let mut outcome = None;
         if let (Some(sip), Some(satm)) = (req.source_ip, req.source_atm) {
-            if satm != caller {
+            if satm != caller || !self.serves(sip) {
                 return (ServerOutcome::Refused, Some(nak));
             }
             match self.table.lookup(now, sip) {
@@ -213,6 +234,20 @@ impl ArpServer {
     pub fn expire(&mut self, now: Instant) -> usize {
         self.table.expire(now)
     }
+}
+
+/// Whether `a` and `b` share their first `len` bits (false across address families).
+fn same_prefix(a: IpAddr, b: IpAddr, len: u8) -> bool {
+    let bits = |ip: IpAddr| match ip {
+        IpAddr::V4(v) => (u128::from(u32::from(v)), 32_u32),
+        IpAddr::V6(v) => (u128::from(v), 128),
+    };
+    let ((x, w), (y, w2)) = (bits(a), bits(b));
+    if w != w2 {
+        return false;
+    }
+    let shift = w.saturating_sub(u32::from(len));
+    shift >= w || x >> shift == y >> shift
 }
 
 #[cfg(test)]
@@ -283,6 +318,30 @@ mod tests {
         let later = t0 + SERVER_AGE;
         let (o, _) = s.handle(later, atm("+2"), &request("+2", "10.0.0.2", "10.0.0.1"));
         assert_eq!(o, ServerOutcome::Nak);
+    }
+
+    #[test]
+    fn registrations_outside_the_served_subnets_are_refused() {
+        let mut s =
+            ArpServer::new(16, SERVER_AGE).serving([(ip("10.0.0.0"), 24), (ip("fd77::"), 64)]);
+        let t0 = Instant::ZERO;
+        for outside in ["10.0.1.1", "192.0.2.1"] {
+            let (o, r) = s.handle(t0, atm("+1"), &request("+1", outside, outside));
+            assert_eq!(
+                (o, r.map(|r| r.op)),
+                (ServerOutcome::Refused, Some(Op::Nak))
+            );
+        }
+        assert!(s.table().is_empty(), "nothing stored");
+        let (o, _) = s.handle(t0, atm("+1"), &request("+1", "10.0.0.7", "10.0.0.7"));
+        assert_eq!(o, ServerOutcome::Registered);
+        assert!(same_prefix(ip("fd77::5"), ip("fd77::"), 64));
+        assert!(!same_prefix(ip("fd78::5"), ip("fd77::"), 64));
+        assert!(
+            !same_prefix(ip("10.0.0.1"), ip("::a00:1"), 24),
+            "families differ"
+        );
+        assert!(same_prefix(ip("203.0.113.9"), ip("0.0.0.0"), 0));
     }
 
     #[test]
