@@ -29,7 +29,7 @@ pub(crate) struct AllArgs {
     quick: bool,
     /// Experiments to leave out, comma-separated (latency, latency-same, latency-split,
     /// stages, throughput, guaranteed, cost, overhead, livelock, calls, calls-16,
-    /// calls-256, isolation, loss, scale).
+    /// calls-256, isolation, loss, scale, counts).
     #[arg(long, value_delimiter = ',')]
     skip: Vec<String>,
 }
@@ -274,6 +274,17 @@ driver thread: the aggregate is bound by those threads, not by the count. Each V
 own UDP socket, so a connection costs two descriptors and two kernel sockets; setups per \
 second are the direct-mode handshake's with several callers.",
     },
+    Planned {
+        name: "counts",
+        title: "The work behind the ratios: system calls, wake-ups and ACKs",
+        paper: "issue 30 (the paper's §7: waking on events, not polling, took the round trip \
+from 120 ms to 1.44 ms)",
+        args: ("--runs 1 --time 1s", "--runs 3 --time 2s"),
+        limits: "Counted by the kernel for every thread of the process over each run's \
+measured interval (the raw_syscalls:sys_enter tracepoint, voluntary context switches), one \
+stack in the process at a time; needs root. Counts per MB vary little with load, the rates \
+beside them do; preemptions are the other CPU's load as much as the stack's.",
+    },
 ];
 
 /// How long one experiment may run before it is killed.
@@ -493,6 +504,7 @@ fn check_document(out: &Path, name: &str, command: &str) -> anyhow::Result<()> {
         "loss" => parse::<results::Loss>(&path),
         "calls" => parse::<results::Calls>(&path),
         "scale" => parse::<results::Scale>(&path),
+        "counts" => parse::<super::counts::CountsResult>(&path),
         other => anyhow::bail!("no document type for experiment {other}"),
     }
 }
@@ -535,6 +547,41 @@ pub(crate) fn headlines(out: &Path, ran: &[&str]) -> Vec<Headline> {
     ));
     h.extend(scale_headlines(read(out, ran, "scale")));
     h.extend(livelock_headlines(read(out, ran, "livelock")));
+    h.extend(counts_headlines(read(out, ran, "counts")));
+    h
+}
+
+/// natm against TCP in system calls and wake-ups per MB of reliable bulk, and against
+/// raw UDP in system calls per round trip (`counts`): medians of the runs.
+fn counts_headlines(doc: Option<super::counts::CountsResult>) -> Vec<Headline> {
+    use super::counts::CountRun;
+    let per = |bulk: bool, stack: &str, what: fn(&CountRun) -> u64| {
+        let d = doc.as_ref()?;
+        let rows = if bulk { &d.bulk } else { &d.rtt };
+        let s = rows.iter().find(|s| s.stack == stack)?;
+        let v: Vec<f64> = s.runs.iter().map(|r| what(r) as f64 / r.units).collect();
+        super::stats::median(&v)
+    };
+    let syscalls: fn(&CountRun) -> u64 = |r| r.syscalls;
+    let wakeups: fn(&CountRun) -> u64 = |r| r.wakeups;
+    let mut h = Vec::new();
+    for (what, label, f) in [
+        ("system calls", "syscalls", syscalls),
+        ("wake-ups", "wake-ups", wakeups),
+    ] {
+        let (n, t) = (per(true, "natm-reliable", f), per(true, "tcp-cubic", f));
+        h.push((
+            format!("natm-reliable / TCP cubic {what} per MB, 64 KiB messages"),
+            ratio(n, t),
+            format!("{:.1} / {:.1} {label}/MB", or_nan(n), or_nan(t)),
+        ));
+    }
+    let (n, u) = (per(false, "natm-be", syscalls), per(false, "udp", syscalls));
+    h.push((
+        "natm best effort / raw UDP system calls per 32 B round trip".into(),
+        ratio(n, u),
+        format!("{:.1} / {:.1}", or_nan(n), or_nan(u)),
+    ));
     h
 }
 
@@ -844,7 +891,7 @@ mod tests {
         let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/perf"));
         let all: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
         let h = headlines(docs, &all);
-        assert_eq!(h.len(), 38);
+        assert_eq!(h.len(), 41);
         for (what, v, _) in &h {
             assert!(v.is_some_and(f64::is_finite), "{what}: {v:?}");
         }
@@ -858,6 +905,48 @@ mod tests {
     /// Throughput's headlines compare natm with tcp-cubic and QUIC at 64 KiB and
     /// 1 MiB: the committed document, its `natm-reliable-zc` rows set to twice
     /// `natm-reliable`'s rate, gives ratios to tcp-cubic twice as large.
+    #[test]
+    fn counts_headlines_divide_per_mb_and_per_round_trip_medians() {
+        use super::super::counts::{CountRun, CountsResult, StackCounts};
+        let run = |units: f64, syscalls: u64, wakeups: u64| CountRun {
+            units,
+            figure: 1.0,
+            syscalls,
+            wakeups,
+            preempted: 0,
+            acks: None,
+        };
+        let stack = |name: &str, runs: Vec<CountRun>| StackCounts {
+            stack: name.into(),
+            runs,
+        };
+        let path = Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/perf/counts.json"
+        ));
+        let mut doc: CountsResult =
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        doc.bulk = vec![
+            stack(
+                "natm-reliable",
+                vec![run(10.0, 800, 50), run(20.0, 1_600, 100)],
+            ),
+            stack("tcp-cubic", vec![run(10.0, 250, 50)]),
+        ];
+        doc.rtt = vec![
+            stack("natm-be", vec![run(1_000.0, 8_000, 2_000)]),
+            stack("udp", vec![run(500.0, 2_000, 1_000)]),
+        ];
+        let h = counts_headlines(Some(doc));
+        let ratios: Vec<Option<f64>> = h.iter().map(|(_, r, _)| *r).collect();
+        assert_eq!(
+            ratios,
+            vec![Some(80.0 / 25.0), Some(1.0), Some(2.0)],
+            "{h:#?}"
+        );
+        assert!(counts_headlines(None).iter().all(|(_, r, _)| r.is_none()));
+    }
+
     #[test]
     fn throughput_headlines_compare_with_tcp_cubic_at_64_kib_and_1_mib() {
         let path = Path::new(concat!(

@@ -285,8 +285,28 @@ impl Experiment for CountsArgs {
         out
     }
 
-    fn figure(_: &CountsResult, (): &(), _: &Path) -> anyhow::Result<()> {
-        anyhow::bail!("perf counts draws no figure; --save keeps its JSON")
+    fn figure(r: &CountsResult, (): &(), path: &Path) -> anyhow::Result<()> {
+        let med = |s: &StackCounts, f: fn(&CountRun) -> u64| {
+            let v: Vec<f64> = s.runs.iter().map(|x| f(x) as f64 / x.units).collect();
+            median(&v).unwrap_or(0.0)
+        };
+        let rows: Vec<(String, Vec<f64>)> = r
+            .bulk
+            .iter()
+            .map(|s| {
+                (
+                    s.stack.clone(),
+                    vec![med(s, |x| x.syscalls), med(s, |x| x.wakeups)],
+                )
+            })
+            .collect();
+        let title = format!(
+            "Work per MB delivered, {} B messages (median of runs)",
+            r.bulk_size
+        );
+        crate::plot::both(path, |p| {
+            crate::plot::stacked_bars(p, &title, "per MB", &["system calls", "wake-ups"], &rows)
+        })
     }
 }
 
