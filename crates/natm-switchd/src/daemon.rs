@@ -82,6 +82,9 @@ pub struct SwitchDaemon {
     atmtcp: AtmtcpPorts,
     /// `/metrics`, if configured.
     metrics: Option<MetricsServer>,
+    /// Receive errors the sockets report (ICMP errors anyone can forge in the name
+    /// of a port's peer): at most 10 lines a second, then one with `suppressed`.
+    recv_error_log: natm_sigd::core::Bucket,
 }
 
 fn endpoint_of(end: &PvcEnd, port: PortId) -> (Option<VcAddr>, VpAddr) {
@@ -243,6 +246,7 @@ impl SwitchDaemon {
             rx_lent: AreaAccount::default(),
             atmtcp,
             metrics,
+            recv_error_log: natm_sigd::core::Bucket::new(10),
         })
     }
 
@@ -625,7 +629,10 @@ impl SwitchDaemon {
                     // against the burst, so that an error that repeats cannot hold
                     // the loop.
                     if e.kind() != io::ErrorKind::ConnectionRefused {
-                        warn!(port = %link.name, "receive error: {e}");
+                        let t = at(epoch, Instant::now());
+                        if let Some(suppressed) = self.recv_error_log.allow(t) {
+                            warn!(port = %link.name, suppressed, "receive error: {e}");
+                        }
                     }
                     read += READ_BURST / 4;
                     continue;
