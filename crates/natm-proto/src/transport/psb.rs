@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use bytes::Bytes;
 
 use super::qos::{QosOutcome, QosReceiver, QosSender};
-use super::recv::{RecvHalf, RecvLimits, Taken};
+use super::recv::{self, RecvHalf, RecvLimits, Taken};
 use super::send::{Full, SendHalf, SendLimits};
 use super::sync::{EchoLimiter, SyncProbe};
 use super::tpdu_size::TpduSizer;
@@ -114,6 +114,7 @@ impl Psb {
         let lim = RecvLimits {
             error_control: cfg.error_control,
             send_acks: cfg.acks(),
+            merge_acks: cfg.flow != FlowKind::PacketPair,
             semantics: cfg.semantics,
             tpdu_size: cfg.tpdu_size as usize,
             window: cfg.window,
@@ -338,6 +339,22 @@ impl Psb {
             payload,
             kind,
         });
+    }
+
+    /// Queue the ACK of a data TPDU, or let it stand for the in-order ACK still
+    /// queued before it ([`recv::merges`]: one ACK per receive batch in order).
+    fn queue_ack(&mut self, ack: Header, merge: bool) {
+        if merge {
+            if let Some(back) = self.ctrl.back_mut() {
+                if back.kind == TransmitKind::Ack && recv::merges(&back.header, &ack) {
+                    back.header = ack;
+                    self.stats.acks_merged += 1;
+                    return;
+                }
+            }
+        }
+        self.stats.acks_sent += 1;
+        self.queue_ctrl(ack, Bytes::new(), TransmitKind::Ack);
     }
 
     fn queue_conn_req(&mut self) {
@@ -572,8 +589,8 @@ impl Psb {
                 let taken = recv.on_data(&h, payload, &mut self.stats);
                 if recv.limits().send_acks {
                     let ack = recv.ack_for(&h, cookie, self.arrived);
-                    self.stats.acks_sent += 1;
-                    self.queue_ctrl(ack, Bytes::new(), TransmitKind::Ack);
+                    let merge = recv.limits().merge_acks;
+                    self.queue_ack(ack, merge);
                 }
                 if taken == Taken::Readable && before == 0 && !self.readable_signalled {
                     self.readable_signalled = true;
@@ -677,6 +694,7 @@ impl Psb {
         let lim = RecvLimits {
             error_control,
             send_acks: error_control || flow.is_feedback(),
+            merge_acks: flow != FlowKind::PacketPair,
             semantics: if p.options & ConnParams::OPT_STREAM != 0 {
                 Semantics::Stream
             } else {

@@ -1,5 +1,6 @@
 //! The receiving half of a PSB: reordering, reassembly into messages, delivery to the
-//! application, and one ACK per data TPDU (seed 000 §5.3.2, §5.4 step 6; specs.md §7.3).
+//! application, and the ACKs (seed 000 §5.3.2, §5.4 step 6; specs.md §7.3): one per data
+//! TPDU, except that in-order ones queued together merge ([`merges`]).
 
 use std::collections::VecDeque;
 
@@ -16,6 +17,10 @@ use crate::wire::tpdu::{Flags, Header, TpduType};
 pub(crate) struct RecvLimits {
     pub(crate) error_control: bool,
     pub(crate) send_acks: bool,
+    /// Whether an in-order ACK may stand for the in-order ACKs queued before it
+    /// ([`merges`]): not when the sender times packet pairs and trains, which needs
+    /// each member's own ACK and arrival stamp (seed 000 §5.3.3).
+    pub(crate) merge_acks: bool,
     pub(crate) semantics: Semantics,
     pub(crate) tpdu_size: usize,
     pub(crate) window: u32,
@@ -26,6 +31,24 @@ pub(crate) struct RecvLimits {
     /// arrives (the first whole message's head, with message semantics), not at the
     /// initial sequence number. Only without error control.
     pub(crate) join: bool,
+}
+
+/// Whether ACK `later` may replace ACK `queued`, both still waiting to leave: both
+/// say only "everything below C arrived" (S = C − 1, the TPDU that moved C), so the
+/// later one says all the earlier one did, and neither echoes a pair.
+///
+/// seed 000 §5.3.2 sends one ACK per TPDU, and so did natm (244 ACK datagrams per MB
+/// at 4 KiB TPDUs against TCP's ~5, docs/PERFORMANCE.md). Departure (issue 30): the
+/// ACKs of the in-order TPDUs of one receive batch leave as the last one. An ACK with
+/// S above C — the news SMART's fast retransmission works from — is never merged
+/// away, nor merged into, so every hole is reported as soon as the batch ends.
+pub(crate) fn merges(queued: &Header, later: &Header) -> bool {
+    let plain = |h: &Header| {
+        h.ty == TpduType::Ack
+            && h.seq.wrapping_add(1) == h.ack
+            && !h.flags.contains(Flags::PAIR_ECHO)
+    };
+    plain(queued) && plain(later) && queued.cookie == later.cookie
 }
 
 /// An ACK's arrival stamp for a TPDU that arrived at `t` ([`RecvHalf::ack_for`]).

@@ -33,6 +33,9 @@ pub struct PsbStats {
     pub acks_invalid: u64,
     /// ACKs sent.
     pub acks_sent: u64,
+    /// In-order ACKs that a later in-order ACK of the same receive batch stood for
+    /// (not sent; `acks_sent + acks_merged` is one per data TPDU acknowledged).
+    pub acks_merged: u64,
     /// ACKs dropped because the control queue was full (the host did not poll).
     pub acks_dropped: u64,
     /// Times new data waited for the window.

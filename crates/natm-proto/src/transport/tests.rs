@@ -10,6 +10,8 @@ use proptest::prelude::*;
 use super::*;
 use crate::flow::NoFlow;
 
+/// One ACK per receive batch in order.
+mod acks;
 /// Guaranteed VCs keep their traffic contract whatever their flow control.
 mod coalesce;
 mod contract;
