@@ -100,8 +100,28 @@ impl Interval {
     }
 }
 
-/// The id of the `raw_syscalls:sys_enter` tracepoint.
+/// The id of the `raw_syscalls:sys_enter` tracepoint. Where tracefs is not mounted
+/// (a fresh container or VM mounts it at boot only if systemd does), root mounts it
+/// where the kernel documents it, `/sys/kernel/tracing`, and leaves it there as a
+/// booted system would; a refused mount ends in the hint below.
 fn sys_enter_id() -> anyhow::Result<u64> {
+    read_sys_enter_id().or_else(|_| {
+        let mounted = std::process::Command::new("mount")
+            .args(["-t", "tracefs", "nodev", TRACEFS[0]])
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if mounted {
+            eprintln!(
+                "mounted tracefs at {} for the system call counter",
+                TRACEFS[0]
+            );
+        }
+        read_sys_enter_id()
+    })
+}
+
+fn read_sys_enter_id() -> anyhow::Result<u64> {
     for root in TRACEFS {
         let path = format!("{root}/events/raw_syscalls/sys_enter/id");
         if let Ok(s) = fs::read_to_string(&path) {
