@@ -27,20 +27,25 @@
 
 mod connection;
 mod error;
+mod listener;
 mod multipoint;
 mod sigd;
+mod split;
+mod stats;
+#[cfg(feature = "tokio")]
+mod tokio_io;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use connection::{
-    BareStats, Chunk, ConnStats, ConnStatus, Connection, Granted, IncomingCall, Listener, OamStats,
-    QosChange, Receiver, Release, SealStats, Sender,
-};
+pub use connection::{Chunk, Connection, Granted, QosChange, Release};
+pub use listener::{IncomingCall, Listener};
 pub use natm_proto::endpoint::VcCounters;
 pub use natm_proto::transport::{AbortReason, QosOutcome};
+pub use split::{Receiver, Sender};
+pub use stats::{BareStats, ConnStats, ConnStatus, OamStats, SealStats};
 
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
 pub use bytes::Bytes;
@@ -323,7 +328,7 @@ impl Host {
                 let links = (0..backlog)
                     .map(|_| self.new_data_link())
                     .collect::<Result<Vec<_>, _>>()?;
-                let pool = connection::AutoLinks::new(links, usize::from(backlog))?;
+                let pool = listener::AutoLinks::new(links, usize::from(backlog))?;
                 let data = pool.endpoints();
                 let id = session.request(|req| crate::wire::ipc::Message::BindAuto {
                     req,

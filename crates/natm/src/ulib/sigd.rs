@@ -57,8 +57,8 @@ use std::sync::{Arc, Weak};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
-use super::connection::conn_stats;
-use super::connection::AutoLinks;
+use super::listener::AutoLinks;
+use super::stats::conn_stats;
 use super::{ConnStats, Error};
 use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, Engine, Source};

@@ -1,0 +1,143 @@
+//! A connection split into its simplex halves ([`Connection::split`]): a [`Sender`]
+//! and a [`Receiver`] that can move to different threads (seed 000: a duplex
+//! connection is two simplex VCs).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::connection::{Chunk, Connection, QosChange, Release};
+use super::{Bytes, ConnEvent, ConnStats, ConnStatus, Error};
+
+/// The sending half of a connection (seed 000's simplex VC, as ulib hands it out).
+#[derive(Debug, Clone)]
+pub struct Sender(Arc<Connection>);
+
+/// The receiving half of a connection.
+#[derive(Debug, Clone)]
+pub struct Receiver(Arc<Connection>);
+
+impl Connection {
+    /// Split into simplex halves that can move to different threads. The connection
+    /// closes when both halves are dropped.
+    pub fn split(self) -> (Sender, Receiver) {
+        let c = Arc::new(self);
+        (Sender(c.clone()), Receiver(c))
+    }
+}
+
+impl Sender {
+    /// See [`Connection::set_qos`].
+    pub fn set_qos(&self, qos: &str, timeout: Duration) -> Result<QosChange, Error> {
+        self.0.set_qos(qos, timeout)
+    }
+    /// See [`Connection::try_set_qos`].
+    pub fn try_set_qos(&self, qos: &str) -> Result<(), Error> {
+        self.0.try_set_qos(qos)
+    }
+    /// See [`Connection::status`].
+    pub fn status(&self) -> ConnStatus {
+        self.0.status()
+    }
+    /// See [`Connection::send`].
+    pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
+        self.0.send(msg)
+    }
+    /// See [`Connection::try_send`].
+    pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
+        self.0.try_send(msg)
+    }
+    /// See [`Connection::send_bytes`].
+    pub fn send_bytes(&self, msg: Bytes) -> Result<(), Error> {
+        self.0.send_bytes(msg)
+    }
+    /// See [`Connection::try_send_bytes`].
+    pub fn try_send_bytes(&self, msg: Bytes) -> Result<(), Error> {
+        self.0.try_send_bytes(msg)
+    }
+    /// See [`Connection::send_many`].
+    pub fn send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<(), Error> {
+        self.0.send_many(msgs)
+    }
+    /// See [`Connection::try_send_many`].
+    pub fn try_send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<usize, Error> {
+        self.0.try_send_many(msgs)
+    }
+    /// See [`Connection::send_async`].
+    pub async fn send_async(&self, msg: &[u8]) -> Result<(), Error> {
+        self.0.send_async(msg).await
+    }
+    /// See [`Connection::close`].
+    pub fn close(&self) {
+        self.0.close()
+    }
+    /// See [`Connection::flush`].
+    pub fn flush(&self, timeout: Duration) -> Result<(), Error> {
+        self.0.flush(timeout)
+    }
+    /// See [`Connection::stats`].
+    pub fn stats(&self) -> ConnStats {
+        self.0.stats()
+    }
+    /// See [`Connection::released`].
+    pub fn released(&self) -> Option<Release> {
+        self.0.released()
+    }
+}
+
+impl Receiver {
+    /// See [`Connection::next_event`].
+    pub fn next_event(&self, timeout: Option<Duration>) -> Option<ConnEvent> {
+        self.0.next_event(timeout)
+    }
+    /// See [`Connection::recv_with_status`].
+    pub fn recv_with_status(
+        &self,
+        timeout: Duration,
+    ) -> Result<(Option<Vec<u8>>, ConnStatus), Error> {
+        self.0.recv_with_status(timeout)
+    }
+    /// See [`Connection::status`].
+    pub fn status(&self) -> ConnStatus {
+        self.0.status()
+    }
+    /// See [`Connection::recv`].
+    pub fn recv(&self) -> Result<Option<Vec<u8>>, Error> {
+        self.0.recv()
+    }
+    /// See [`Connection::recv_timeout`].
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>, Error> {
+        self.0.recv_timeout(timeout)
+    }
+    /// See [`Connection::try_recv`].
+    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, Error> {
+        self.0.try_recv()
+    }
+    /// See [`Connection::recv_async`].
+    pub async fn recv_async(&self) -> Result<Option<Vec<u8>>, Error> {
+        self.0.recv_async().await
+    }
+    /// See [`Connection::recv_chunk`].
+    pub fn recv_chunk(&self) -> Result<Option<Chunk>, Error> {
+        self.0.recv_chunk()
+    }
+    /// See [`Connection::recv_chunk_timeout`].
+    pub fn recv_chunk_timeout(&self, timeout: Duration) -> Result<Option<Chunk>, Error> {
+        self.0.recv_chunk_timeout(timeout)
+    }
+    /// See [`Connection::try_recv_chunk`].
+    pub fn try_recv_chunk(&self) -> Result<Option<Chunk>, Error> {
+        self.0.try_recv_chunk()
+    }
+    /// See [`Connection::recv_chunk_async`].
+    pub async fn recv_chunk_async(&self) -> Result<Option<Chunk>, Error> {
+        self.0.recv_chunk_async().await
+    }
+    /// See [`Connection::stats`].
+    pub fn stats(&self) -> ConnStats {
+        self.0.stats()
+    }
+    /// See [`Connection::released`].
+    pub fn released(&self) -> Option<Release> {
+        self.0.released()
+    }
+}
