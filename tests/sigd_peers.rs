@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use natm::transport::AbortReason;
 use natm::ulib::Error;
-use sigd_support::{helper, pair, LINK};
+use sigd_support::{helper, pair, Sigd, LINK};
 
 #[test]
 fn a_call_between_two_hosts_carries_data_and_releases() {
@@ -443,4 +443,83 @@ fn many_addresses_of_one_network_share_one_bound_of_unknown_links() {
         p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
         b"after"
     );
+}
+
+/// Issue 31, fair limits per network with many sources at once: three sigds nobody
+/// configured, at three addresses of one /24, call one host at the same time until
+/// refused. Together they hold a quarter of its `[limits] calls`
+/// (`calls_per_unknown_prefix`), where each link's `calls_per_peer` alone would have
+/// let each take three quarters; every refusal is cause 47, and the configured peer,
+/// in the same /24, still calls.
+#[test]
+fn unknown_peers_of_one_network_share_one_quarter_of_the_calls() {
+    use std::net::Ipv4Addr;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let (a, b) = pair(LINK, &format!("{LINK}\n[limits]\ncalls = 16"));
+    let hb = b.host();
+    let l = hb.bind("sink", "best-effort").unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let done = stop.clone();
+    let sink = std::thread::spawn(move || {
+        let mut held = Vec::new();
+        while !done.load(Ordering::Acquire) {
+            if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(100))) {
+                held.push(c);
+            }
+        }
+        held.len()
+    });
+    let attackers: Vec<Sigd> = (11..14_u8)
+        .map(|i| {
+            let sig = UdpSocket::bind((Ipv4Addr::new(127, 0, 0, i), 0))
+                .unwrap()
+                .local_addr()
+                .unwrap();
+            Sigd::start_at(
+                &format!(
+                    "addresses = [\"+44200{i}\"]\n{LINK}\n[[directory]]\nprefix = \"+4420002\"\npeer = \"{}\"\n",
+                    b.signalling
+                ),
+                sig,
+            )
+        })
+        .collect();
+    let calls: Vec<_> = attackers
+        .iter()
+        .map(|s| {
+            let h = s.host();
+            std::thread::spawn(move || {
+                let (mut held, mut refused) = (Vec::new(), Vec::new());
+                for _ in 0..8 {
+                    match h.connect("+4420002:sink", "best-effort") {
+                        Ok(c) => held.push(c),
+                        Err(Error::Refused { cause, .. }) => refused.push(cause),
+                        Err(e) => panic!("neither a call nor a refusal: {e}"),
+                    }
+                }
+                (held, refused)
+            })
+        })
+        .collect();
+    let results: Vec<_> = calls.into_iter().map(|t| t.join().unwrap()).collect();
+    let held: usize = results.iter().map(|(h, _)| h.len()).sum();
+    assert_eq!(held, 4, "calls held by the unknown peers of 127.0.0.0/24");
+    assert!(
+        results.iter().flat_map(|(_, r)| r).all(|&c| c == 47),
+        "{:?}",
+        results.iter().map(|(_, r)| r).collect::<Vec<_>>()
+    );
+    let s = b.stat();
+    assert_eq!(
+        s["counters"]["peer_limit_refusals"].as_u64(),
+        Some(20),
+        "{s}"
+    );
+    // The configured peer is not one of them.
+    let c = a.host().connect("+4420002:sink", "best-effort");
+    assert!(c.is_ok(), "{:?}", c.err());
+    stop.store(true, Ordering::Release);
+    assert_eq!(sink.join().unwrap(), 5);
 }

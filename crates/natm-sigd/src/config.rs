@@ -109,12 +109,18 @@ pub struct PeersSection {
     /// Most calls one peer's link may hold [default three quarters of
     /// `[limits] calls`; switch links may hold all].
     pub calls_per_peer: Option<usize>,
+    /// Most calls the links of unconfigured peers in one network (the same /24 or
+    /// /64) hold together [default a quarter of `[limits] calls`].
+    pub calls_per_unknown_prefix: Option<usize>,
+    /// Most calls the links of all unconfigured peers hold together [default half
+    /// of `[limits] calls`]: the rest stays for configured peers and this host.
+    pub calls_unknown: Option<usize>,
     /// Guaranteed bandwidth one configured peer's calls may hold while they wait
     /// for the called application's answer, e.g. "50Mbps" [default `[link]
     /// capacity`].
     pub half_open: Option<String>,
-    /// The same for a peer nobody configured [default a quarter of `[link]
-    /// capacity`].
+    /// The same for the peers nobody configured in one network (the same /24 or
+    /// /64), together [default a quarter of `[link] capacity`].
     pub half_open_unknown: Option<String>,
     /// Log lines about remote events, per second and kind [default 10].
     pub log_per_s: Option<u32>,
@@ -408,9 +414,13 @@ pub struct PeerRules {
     pub max_unknown_per_prefix: usize,
     /// Most calls on one (non-switch) link.
     pub calls_per_peer: usize,
+    /// Most calls on the links of unconfigured peers of one /24 or /64, together.
+    pub calls_per_unknown_prefix: usize,
+    /// Most calls on the links of all unconfigured peers, together.
+    pub calls_unknown: usize,
     /// Guaranteed bit/s one configured peer's unanswered calls may hold.
     pub half_open_bps: u64,
-    /// The same for an unconfigured peer.
+    /// The same for the unconfigured peers of one /24 or /64, together.
     pub half_open_unknown_bps: u64,
     /// Remote-event log lines per second and kind.
     pub log_per_s: u32,
@@ -1058,14 +1068,18 @@ impl ConfigFile {
         let half_open_unknown_bps =
             rate(&p.half_open_unknown, "half_open_unknown", capacity_bps / 4)?;
         let calls_per_peer = p.calls_per_peer.unwrap_or((max_calls * 3 / 4).max(1));
+        let calls_unknown = p.calls_unknown.unwrap_or((max_calls / 2).max(1));
+        let calls_per_unknown_prefix = p.calls_per_unknown_prefix.unwrap_or((max_calls / 4).max(1));
         if calls_per_peer == 0
+            || calls_unknown == 0
+            || calls_per_unknown_prefix == 0
             || p.max_unknown_per_ip == Some(0)
             || p.max_unknown_per_prefix == Some(0)
             || p.log_per_s == Some(0)
         {
             return Err(bad(
                 "peers",
-                "calls_per_peer, max_unknown_per_ip, max_unknown_per_prefix and log_per_s must be at least 1",
+                "calls_per_peer, calls_unknown, calls_per_unknown_prefix, max_unknown_per_ip, max_unknown_per_prefix and log_per_s must be at least 1",
                 "[peers] calls_per_peer = 12288",
             ));
         }
@@ -1140,6 +1154,8 @@ impl ConfigFile {
             max_unknown_per_ip: p.max_unknown_per_ip.unwrap_or(8),
             max_unknown_per_prefix: p.max_unknown_per_prefix.unwrap_or(16),
             calls_per_peer,
+            calls_per_unknown_prefix,
+            calls_unknown,
             half_open_bps,
             half_open_unknown_bps,
             log_per_s: p.log_per_s.unwrap_or(10),

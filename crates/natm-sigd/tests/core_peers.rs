@@ -345,6 +345,50 @@ fn incoming_calls_count_against_the_call_limit_and_each_peer_share() {
     assert_eq!(s.counters.peer_limit_refusals, 2);
 }
 
+/// Issue 31: the links of peers nobody configured share their calls per network
+/// (`calls_per_unknown_prefix`, a quarter of `[limits] calls`) and in all
+/// (`calls_unknown`, half), so that an attacker's many addresses, each a link of its
+/// own with its own `calls_per_peer`, cannot take the calls configured peers and the
+/// host itself need.
+#[test]
+fn unknown_peers_share_their_calls_per_network_and_in_all() {
+    let run = |extra: &str| {
+        let mut p = Pair::noise();
+        p.b = Node::with_config(host(B_ADDR, B_SIG, extra), 2);
+        let b_app = p.app(Side::B);
+        let endpoints = (0..20).map(|i| data(30_000 + i)).collect();
+        p.bind_auto(Side::B, b_app, "echo", "reliable", endpoints);
+        let a_app = p.app(Side::A);
+        let mut refused = Vec::new();
+        for _ in 0..8 {
+            let call = p.connect(Side::A, a_app, "+4420002:echo", "reliable");
+            let msgs = p.take(Side::A, a_app);
+            if let Some(m) = msgs
+                .iter()
+                .find(|m| matches!(m, Message::Released { call: c, .. } if *c == call))
+            {
+                refused.push(m.clone());
+            }
+        }
+        assert!(
+            refused
+                .iter()
+                .all(|m| matches!(m, Message::Released { cause: 47, .. })),
+            "{refused:?}"
+        );
+        let s = p.stat(Side::B);
+        assert_eq!(s.counters.peer_limit_refusals, refused.len() as u64);
+        (s.calls.len(), refused)
+    };
+    // A is unknown to B: of 16 calls, a quarter (4) from A's /24 (calls_per_peer
+    // alone would have let 12 in).
+    let (held, refused) = run("[limits]\ncalls = 16");
+    assert_eq!((held, refused.len()), (4, 4));
+    // With a larger share per network, the bound on all unknown peers (half) holds.
+    let (held, refused) = run("[limits]\ncalls = 12\n[peers]\ncalls_per_unknown_prefix = 12");
+    assert_eq!((held, refused.len()), (6, 2));
+}
+
 #[test]
 fn a_spoofed_end_does_not_drop_an_authenticated_link() {
     let key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";

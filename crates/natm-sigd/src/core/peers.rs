@@ -471,6 +471,38 @@ impl Core {
         }
     }
 
+    /// Why a new call on unconfigured `link` would pass `[peers] calls_unknown` or
+    /// `calls_per_unknown_prefix` (the calls of every unconfigured link, and of those
+    /// in `link`'s /24 or /64), if it would.
+    fn unknown_calls_full(&self, link: SocketAddr) -> Option<String> {
+        let net = network_of(link.ip());
+        let (mut all, mut same_net) = (0, 0);
+        for (a, l) in self
+            .peers
+            .iter()
+            .filter(|(_, l)| !l.configured && !l.switch)
+        {
+            all += l.calls.len();
+            if network_of(a.ip()) == net {
+                same_net += l.calls.len();
+            }
+        }
+        let p = &self.cfg.peers;
+        if same_net >= p.calls_per_unknown_prefix {
+            Some(format!(
+                "unconfigured peers of the caller's network hold their share of {} calls ([peers] calls_per_unknown_prefix)",
+                p.calls_per_unknown_prefix
+            ))
+        } else if all >= p.calls_unknown {
+            Some(format!(
+                "unconfigured peers hold their share of {} calls ([peers] calls_unknown)",
+                p.calls_unknown
+            ))
+        } else {
+            None
+        }
+    }
+
     /// A frame of a keyed switch link's authentication.
     fn sealed_frame(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
         if self.peer_key(&peer).is_none() || !self.cfg.switches.contains(&peer) {
@@ -1048,6 +1080,15 @@ impl Core {
             );
             return refuse(self, cause::RESOURCES, &why);
         }
+        // Peers nobody configured share two bounds, so that one attacker's many
+        // addresses (each its own link) cannot take what configured peers and this
+        // host's own calls need: per network, and all of them together.
+        if !configured && !switch {
+            if let Some(why) = self.unknown_calls_full(link) {
+                self.counters.peer_limit_refusals += 1;
+                return refuse(self, cause::RESOURCES, &why);
+            }
+        }
         let Some(called) = link::atm(&params.called).filter(|a| self.dir.is_local(a)) else {
             return refuse(
                 self,
@@ -1126,12 +1167,26 @@ impl Core {
             self.cfg.peers.half_open_unknown_bps
         };
         if half_open > 0 && !switch {
-            let held = self.peers.get(&link).map_or(0, |l| l.half_open_bps);
+            // Unconfigured peers of one network share one budget, as they share
+            // their calls' (`unknown_calls_full`).
+            let (held, key) = if configured {
+                let held = self.peers.get(&link).map_or(0, |l| l.half_open_bps);
+                (held, "half_open")
+            } else {
+                let net = network_of(link.ip());
+                let held = self
+                    .peers
+                    .iter()
+                    .filter(|(a, l)| !l.configured && network_of(a.ip()) == net)
+                    .map(|(_, l)| l.half_open_bps)
+                    .sum();
+                (held, "half_open_unknown, per network")
+            };
             if held + half_open > share {
                 self.res.release(&grant);
                 self.counters.peer_limit_refusals += 1;
                 let why = format!(
-                    "the peer's unanswered calls hold {held} of their {share} bit/s of guaranteed bandwidth ([peers] half_open)"
+                    "the peer's unanswered calls hold {held} of their {share} bit/s of guaranteed bandwidth ([peers] {key})"
                 );
                 return refuse(self, cause::RESOURCES, &why);
             }
