@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use sigd_support::tool::{data, json_line, listen, natm};
 use sigd_support::{pair, LINK};
-use switch_support::{free_addr, SwitchProc};
+use switch_support::{free_addr, wait_udp_bound, SwitchProc};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
@@ -363,7 +363,7 @@ fn a_bare_pvc_through_a_switch_carries_a_file_and_an_echo_byte_exact() {
         ],
         None,
     );
-    std::thread::sleep(Duration::from_millis(300));
+    wait_udp_bound(hb.parse().unwrap());
     let c = finish(
         tool(
             &[

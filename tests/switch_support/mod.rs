@@ -27,12 +27,52 @@ pub(crate) struct SwitchProc {
     pub(crate) ports: HashMap<String, SocketAddr>,
 }
 
-/// A loopback UDP port free a moment ago (bound and released; good enough on loopback).
+/// A loopback port free for UDP and TCP, below the kernel's ephemeral range, so that
+/// no socket another process binds to port 0 meanwhile can take it before the
+/// process it is meant for binds it (a port from the ephemeral range, bound and
+/// released, was: `natm call --pvc` once found its `--bind` address in use). Test
+/// binaries run one after another; within one, each pick is a different port.
 pub(crate) fn free_addr() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|t| t.split_whitespace().next()?.parse::<usize>().ok())
+        .unwrap_or(32_768);
+    let (first, span) = (10_000, low.saturating_sub(10_000).max(1_000));
+    let base = std::process::id() as usize;
+    for _ in 0..span {
+        let port = first + (base + NEXT.fetch_add(1, Ordering::SeqCst)) % span;
+        let a = SocketAddr::from(([127, 0, 0, 1], port as u16));
+        if UdpSocket::bind(a).is_ok() && std::net::TcpListener::bind(a).is_ok() {
+            return a;
+        }
+    }
+    panic!("no free loopback port below {low}")
+}
+
+/// Wait until some process has a UDP socket bound to `addr` (IPv4), as
+/// `/proc/net/udp` lists it: a listener started in the background is ready.
+pub(crate) fn wait_udp_bound(addr: SocketAddr) {
+    let SocketAddr::V4(v4) = addr else {
+        panic!("{addr}: IPv4 only")
+    };
+    let want = format!(
+        "{:08X}:{:04X}",
+        u32::from_le_bytes(v4.ip().octets()),
+        v4.port()
+    );
+    let until = Instant::now() + Duration::from_secs(10);
+    loop {
+        let table = std::fs::read_to_string("/proc/net/udp").unwrap_or_default();
+        if table
+            .lines()
+            .any(|l| l.split_whitespace().nth(1) == Some(want.as_str()))
+        {
+            return;
+        }
+        assert!(Instant::now() < until, "nothing bound {addr} within 10 s");
+        std::thread::sleep(Duration::from_millis(10));
+    }
 }
 
 impl SwitchProc {
