@@ -7,9 +7,8 @@
 mod ip_support;
 
 use std::process::{Command, Stdio};
-use std::time::Duration;
 
-use ip_support::{python, unavailable, Lab, NATM, TCP_SINK, TCP_SOURCE};
+use ip_support::{python, unavailable, wait_port, Lab, NATM, TCP_SINK, TCP_SOURCE};
 use serde_json::Value;
 
 fn have(tool: &str) -> bool {
@@ -185,7 +184,7 @@ fn ip_over_natm_between_two_namespaces() {
     .stdout(Stdio::piped())
     .spawn()
     .expect("sink");
-    std::thread::sleep(Duration::from_millis(300));
+    wait_port(sink.id(), "udp", 7002);
     let o = python(
         &net,
         0,
@@ -277,8 +276,8 @@ fn ip_over_natm_between_two_namespaces() {
             .stderr(Stdio::null())
             .spawn()
             .expect("iperf3 -s");
+        wait_port(server.id(), "tcp", 5201);
         net.children.push(server);
-        std::thread::sleep(Duration::from_millis(500));
         let got = net.dir.join("cbr.out");
         let sink = python(
             &net,

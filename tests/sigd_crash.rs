@@ -97,11 +97,18 @@ fn sigd_killed_and_restarted() {
     // A call pending at a listener that does not answer when sigd dies.
     let _slow = server.bind("slow", "reliable").unwrap();
     let c2 = client.clone();
+    let calls = |s: &Sigd| s.stat()["calls"].as_array().map_or(0, Vec::len);
+    let before = calls(&sigd);
     let pending = std::thread::spawn(move || {
         let r = c2.connect("+4420001:slow", "reliable");
         (r.map(|_| ()), Instant::now())
     });
-    std::thread::sleep(Duration::from_millis(200));
+    // Killed once sigd holds the pending call (offered, never answered).
+    let until = Instant::now() + Duration::from_secs(10);
+    while calls(&sigd) == before {
+        assert!(Instant::now() < until, "the call never reached sigd");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let killed_at = Instant::now();
     sigd.kill();
     let (r, failed_at) = pending.join().unwrap();

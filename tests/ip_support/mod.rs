@@ -294,3 +294,30 @@ pub(crate) fn python(lab: &Lab, i: usize, script: &str, args: &[&str]) -> Comman
     c.args(args);
     c
 }
+
+/// Wait until process `pid` has a socket on `port` in its network namespace
+/// (`/proc/PID/net/udp` or `tcp`: `proto`), bound for UDP or listening for TCP: a
+/// server started in a namespace is ready for its client.
+#[allow(dead_code)]
+pub(crate) fn wait_port(pid: u32, proto: &str, port: u16) {
+    let suffix = format!(":{port:04X}");
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let table = std::fs::read_to_string(format!("/proc/{pid}/net/{proto}")).unwrap_or_default();
+        // TCP: state 0A is LISTEN; a bound UDP socket is 07.
+        let ready = table.lines().skip(1).any(|l| {
+            let mut f = l.split_whitespace().skip(1);
+            let local = f.next().unwrap_or("");
+            let state = f.nth(1).unwrap_or("");
+            local.ends_with(&suffix) && (proto == "udp" || state == "0A")
+        });
+        if ready {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "process {pid} has no {proto} socket on port {port} after 20 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
