@@ -317,15 +317,15 @@ fn one_peer_cannot_hold_more_than_its_half_open_share() {
     assert_eq!(p.take(Side::B, b_app).len(), 1);
 }
 
-#[test]
-fn incoming_calls_count_against_the_call_limit_and_each_peer_share() {
-    let mut p = Pair::new("", "[limits]\ncalls = 8");
+/// B listens on `echo` (pre-authorised), and A calls it `n` times: the releases of
+/// the calls B refused, in order.
+fn calls_until_refused(p: &mut Pair, n: usize) -> Vec<Message> {
     let b_app = p.app(Side::B);
     let endpoints = (0..20).map(|i| data(30_000 + i)).collect();
     p.bind_auto(Side::B, b_app, "echo", "reliable", endpoints);
     let a_app = p.app(Side::A);
     let mut refused = Vec::new();
-    for _ in 0..8 {
+    for _ in 0..n {
         let call = p.connect(Side::A, a_app, "+4420002:echo", "reliable");
         let msgs = p.take(Side::A, a_app);
         if let Some(m) = msgs
@@ -335,6 +335,13 @@ fn incoming_calls_count_against_the_call_limit_and_each_peer_share() {
             refused.push(m.clone());
         }
     }
+    refused
+}
+
+#[test]
+fn incoming_calls_count_against_the_call_limit_and_each_peer_share() {
+    let mut p = Pair::new("", "[limits]\ncalls = 8");
+    let refused = calls_until_refused(&mut p, 8);
     // Three quarters of 8 for one peer: 6 held, 2 refused with cause 47.
     assert_eq!(refused.len(), 2, "{refused:?}");
     assert!(refused
@@ -355,21 +362,7 @@ fn unknown_peers_share_their_calls_per_network_and_in_all() {
     let run = |extra: &str| {
         let mut p = Pair::noise();
         p.b = Node::with_config(host(B_ADDR, B_SIG, extra), 2);
-        let b_app = p.app(Side::B);
-        let endpoints = (0..20).map(|i| data(30_000 + i)).collect();
-        p.bind_auto(Side::B, b_app, "echo", "reliable", endpoints);
-        let a_app = p.app(Side::A);
-        let mut refused = Vec::new();
-        for _ in 0..8 {
-            let call = p.connect(Side::A, a_app, "+4420002:echo", "reliable");
-            let msgs = p.take(Side::A, a_app);
-            if let Some(m) = msgs
-                .iter()
-                .find(|m| matches!(m, Message::Released { call: c, .. } if *c == call))
-            {
-                refused.push(m.clone());
-            }
-        }
+        let refused = calls_until_refused(&mut p, 8);
         assert!(
             refused
                 .iter()
