@@ -179,7 +179,8 @@ fn guaranteed_to_three_leaves(kill: bool) {
     let l1 = add(&mut m, &leaf_addr(1));
     let l2 = add(&mut m, &leaf_addr(2));
     assert_eq!(m.leaves().len(), 3);
-    assert_eq!(m.branch_qos(), "guaranteed:pcr=4Mbps,rx:pcr=64kbps");
+    let one_way: natm::ulib::Qos = "guaranteed:pcr=4Mbps,rx:pcr=64kbps".parse().unwrap();
+    assert_eq!(*m.branch_qos(), one_way);
     // The first leaf is the point-to-multipoint call's party 0; the others are
     // reached through other links (no switch joins them), each on a call of its own.
     assert_eq!(m.replicated_by_network(LeafId(0)), Some(true));

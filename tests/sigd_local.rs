@@ -24,7 +24,12 @@ fn connect_accept_send_release_through_sigd() {
     let t = std::thread::spawn(move || {
         let call = l.next_call(Some(Duration::from_secs(5))).unwrap();
         assert_eq!(call.caller, "+4420001");
-        assert!(call.qos.contains("reliable"), "{}", call.qos);
+        assert_eq!(
+            call.qos.service(),
+            natm::wire::qos::Service::Reliable,
+            "{}",
+            call.qos
+        );
         let c = call.accept().unwrap();
         let m = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
         c.send(&m).unwrap();
@@ -118,7 +123,13 @@ fn admission_grants_what_fits_and_refuses_with_37_or_47() {
         .connect("+4420001:video", "cbr:pcr=50Mbps,min_pcr=10Mbps")
         .unwrap();
     assert_eq!(b.granted().unwrap().tx_bps, 20_000_000);
-    assert!(b.granted().unwrap().qos.contains("20"), "{:?}", b.granted());
+    let pcr = b.granted().unwrap().qos.tx().pcr;
+    assert_eq!(
+        pcr.and_then(|r| r.bits_per_sec()),
+        Some(20_000_000),
+        "{:?}",
+        b.granted()
+    );
     let st = sigd.stat();
     assert_eq!(st["free_out_bps"], 0, "{st}");
     drop(a);
@@ -199,6 +210,46 @@ fn garbage_on_the_socket_gets_an_error_and_the_daemon_keeps_serving() {
     assert_eq!(sigd.stat()["counters"]["malformed_ipc"], 1);
 }
 
+/// The QoS is typed from the API through the IPC: text that does not parse is the
+/// caller's `Error::Qos` before sigd hears of it, and a raw frame carrying such text
+/// is malformed IPC (cause 100, the field named, the connection closed) while
+/// other connections are served.
+#[test]
+fn qos_text_that_does_not_parse_never_reaches_the_network() {
+    let sigd = Sigd::start(CONF);
+    let h = sigd.host();
+    match h.connect("+4420001:echo", "warp:speed=9") {
+        Err(Error::Qos(m)) => assert!(m.contains("warp"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(sigd.stat()["counters"]["malformed_ipc"], 0);
+    let mut frame = Message::Connect {
+        req: 1,
+        called: "+4420001:echo".into(),
+        qos: "reliable".parse().unwrap(),
+        data: "127.0.0.1:4000".parse().unwrap(),
+    }
+    .to_bytes();
+    let at = frame.windows(8).position(|w| w == b"reliable").unwrap();
+    frame[at..at + 8].copy_from_slice(b"warp:x=1");
+    let mut s = UnixStream::connect(&sigd.socket).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(&frame).unwrap();
+    match read_message(&mut s) {
+        Some(Message::Error { cause, detail }) => {
+            assert_eq!(cause, 100);
+            assert!(
+                detail.contains("qos") && detail.contains("warp"),
+                "{detail}"
+            );
+        }
+        other => panic!("expected an error message, got {other:?}"),
+    }
+    assert_eq!(read_message(&mut s), None, "then the connection closes");
+    let _l = h.bind("still", "reliable").unwrap();
+    assert_eq!(sigd.stat()["counters"]["malformed_ipc"], 1);
+}
+
 #[test]
 fn wrong_config_names_the_key() {
     let dir = std::env::temp_dir().join(format!("natm-badconf-{}", std::process::id()));
@@ -250,7 +301,7 @@ fn a_connection_cannot_act_on_another_connections_ids() {
             &Message::Bind {
                 req: 1,
                 sap: "mine".into(),
-                qos: "reliable".into(),
+                qos: "reliable".parse().unwrap(),
             }
             .to_bytes(),
         )

@@ -202,7 +202,7 @@ fn a_user_sees_only_its_own_rows_in_stat() {
         &Message::Bind {
             req: 1,
             sap: "secret".into(),
-            qos: "ubr".into(),
+            qos: "ubr".parse().unwrap(),
         }
         .to_bytes(),
     )
@@ -317,7 +317,7 @@ fn two_hundred_thousand_binds_are_refused_with_memory_bounded() {
             Message::Bind {
                 req: i + 1,
                 sap: format!("b{i}"),
-                qos: "ubr".into(),
+                qos: "ubr".parse().unwrap(),
             }
             .encode(&mut batch);
         }
@@ -354,7 +354,7 @@ fn stat_pages_three_thousand_listeners_and_fifteen_hundred_calls() {
         Message::Bind {
             req: i + 1,
             sap: format!("l{i}"),
-            qos: "ubr".into(),
+            qos: "ubr".parse().unwrap(),
         }
         .encode(&mut batch);
     }
@@ -374,7 +374,7 @@ fn stat_pages_three_thousand_listeners_and_fifteen_hundred_calls() {
             &Message::Connect {
                 req: i + 1,
                 called: "+4420001:l0".into(),
-                qos: "ubr".into(),
+                qos: "ubr".parse().unwrap(),
                 data,
             }
             .to_bytes(),
@@ -474,7 +474,7 @@ fn users_together_cannot_take_the_connections_kept_for_root() {
         &Message::Bind {
             req: 1,
             sap: "admin".into(),
-            qos: "ubr".into(),
+            qos: "ubr".parse().unwrap(),
         }
         .to_bytes(),
     )

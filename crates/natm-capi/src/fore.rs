@@ -21,7 +21,7 @@ use std::time::Duration;
 use natm_rs::ulib::{
     Connection, Error, Host, HostConfig, IncomingCall, LeafId, Listener, Multipoint,
 };
-use natm_rs::wire::qos::{Qos, Rate, TrafficParams, DEFAULT_MAX_SDU};
+use natm_rs::wire::qos::{Rate, TrafficParams, DEFAULT_MAX_SDU};
 
 use crate::error::{guard, Code, Failure};
 
@@ -738,12 +738,8 @@ pub unsafe extern "C" fn atm_listen(
             )),
         })?;
         let call = l.next_call(None).map_err(Fail::from)?;
-        let parsed: Option<Qos> = call.qos.parse().ok();
         // What the caller sends is this side's receiving direction.
-        let q = parsed
-            .as_ref()
-            .map(|p| fore_qos(p.rx()))
-            .unwrap_or_default();
+        let q = fore_qos(call.qos.rx());
         let caller = endpoint(&call.caller, sap);
         let id = with(fd, |d| {
             let id = d.next_conn_id;
@@ -991,6 +987,7 @@ pub extern "C" fn atm_close(fd: c_int) -> c_int {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use natm_rs::wire::qos::Qos;
 
     fn q(peak: (i32, i32), mean: i32, burst: i32) -> AtmQos {
         AtmQos {

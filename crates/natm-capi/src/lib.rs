@@ -844,7 +844,11 @@ pub unsafe extern "C" fn natm_granted_qos(
     to_int(guard(|| {
         // SAFETY: the caller promises a live connection.
         let c = unsafe { handle(c, "conn") }?;
-        let q = c.conn.granted().map(|g| g.qos.clone()).unwrap_or_default();
+        let q = c
+            .conn
+            .granted()
+            .map(|g| g.qos.to_string())
+            .unwrap_or_default();
         // SAFETY: the caller promises buf holds len bytes.
         unsafe { copy_text(&q, buf, len) }
     }))

@@ -6,6 +6,9 @@ use std::net::SocketAddr;
 use natm_proto::wire::ipc::{DataPath, Decoder, Message, VcCounters};
 use proptest::prelude::*;
 
+mod strategies;
+use strategies::any_qos;
+
 fn endpoint() -> impl Strategy<Value = SocketAddr> {
     prop_oneof![
         (any::<[u8; 4]>(), any::<u16>()).prop_map(|(a, p)| SocketAddr::from((a, p))),
@@ -20,7 +23,7 @@ fn data_path() -> impl Strategy<Value = DataPath> {
         any::<u16>(),
         any::<u16>(),
         any::<u64>(),
-        text(),
+        any_qos(),
         text(),
         proptest::option::of(any::<([u8; 32], [u8; 32])>()),
         any::<bool>(),
@@ -48,13 +51,15 @@ fn text() -> impl Strategy<Value = String> {
 fn message() -> impl Strategy<Value = Message> {
     let u = any::<u64>;
     prop_oneof![
-        (u(), text(), text(), endpoint()).prop_map(|(req, called, qos, data)| Message::Connect {
-            req,
-            called,
-            qos,
-            data
+        (u(), text(), any_qos(), endpoint()).prop_map(|(req, called, qos, data)| {
+            Message::Connect {
+                req,
+                called,
+                qos,
+                data,
+            }
         }),
-        (u(), text(), text()).prop_map(|(req, sap, qos)| Message::Bind { req, sap, qos }),
+        (u(), text(), any_qos()).prop_map(|(req, sap, qos)| Message::Bind { req, sap, qos }),
         (u(), u()).prop_map(|(req, listener)| Message::Unbind { req, listener }),
         (u(), u(), endpoint()).prop_map(|(req, call, data)| Message::Accept { req, call, data }),
         (u(), u(), any::<u8>()).prop_map(|(req, call, cause)| Message::Reject { req, call, cause }),
@@ -65,13 +70,13 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         (u(), text()).prop_map(|(req, address)| Message::Register { req, address }),
         u().prop_map(|req| Message::Stat { req }),
-        (u(), u(), text()).prop_map(|(req, call, qos)| Message::Modify { req, call, qos }),
-        (u(), text(), text()).prop_map(|(call, qos, resume)| Message::QosChanged {
+        (u(), u(), any_qos()).prop_map(|(req, call, qos)| Message::Modify { req, call, qos }),
+        (u(), any_qos(), text()).prop_map(|(call, qos, resume)| Message::QosChanged {
             call,
             qos,
             resume
         }),
-        (u(), text(), text(), endpoint()).prop_map(|(req, called, qos, data)| {
+        (u(), text(), any_qos(), endpoint()).prop_map(|(req, called, qos, data)| {
             Message::ConnectMultipoint {
                 req,
                 called,
@@ -113,7 +118,7 @@ fn message() -> impl Strategy<Value = Message> {
             detail
         }),
         (u(), data_path()).prop_map(|(call, path)| Message::Connected { call, path }),
-        (u(), u(), text(), text()).prop_map(|(listener, call, caller, qos)| Message::Incoming {
+        (u(), u(), text(), any_qos()).prop_map(|(listener, call, caller, qos)| Message::Incoming {
             listener,
             call,
             caller,
@@ -126,7 +131,7 @@ fn message() -> impl Strategy<Value = Message> {
         }),
         (u(), text()).prop_map(|(req, json)| Message::StatReply { req, json }),
         (any::<u8>(), text()).prop_map(|(cause, detail)| Message::Error { cause, detail }),
-        (u(), text(), text(), endpoints()).prop_map(|(req, sap, qos, data)| Message::BindAuto {
+        (u(), text(), any_qos(), endpoints()).prop_map(|(req, sap, qos, data)| Message::BindAuto {
             req,
             sap,
             qos,

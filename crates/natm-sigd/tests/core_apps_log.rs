@@ -46,7 +46,7 @@ fn a_flood_of_malformed_ipc_writes_a_bounded_number_of_lines() {
                 Message::Connect {
                     req,
                     called: format!("+4420077:{evil}"),
-                    qos: "ubr".into(),
+                    qos: "ubr".parse().unwrap(),
                     data: data(40_001),
                 },
             );

@@ -25,7 +25,7 @@ fn a_local_call_connects_two_applications_of_one_host() {
         }] => {
             assert_eq!(*l, listener);
             assert_eq!(caller, A_ADDR);
-            assert_eq!(qos, "reliable");
+            assert_eq!(qos.to_string(), "reliable");
             *call
         }
         other => panic!("expected an offer, got {other:?}"),
@@ -57,8 +57,8 @@ fn a_call_between_two_hosts_runs_setup_connect_and_connect_ack() {
     assert_eq!(a.rx_vci, b.tx_vci);
     assert_ne!(a.tx_vci, a.rx_vci, "the two VCs share one data socket");
     assert_eq!(a.cookie, b.cookie);
-    assert_eq!(a.qos, "reliable");
-    assert_eq!(b.qos, "reliable");
+    assert_eq!(a.qos.to_string(), "reliable");
+    assert_eq!(b.qos.to_string(), "reliable");
 }
 
 #[test]

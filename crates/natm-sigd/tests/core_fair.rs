@@ -163,7 +163,7 @@ fn bind_frame(req: u64) -> Vec<u8> {
     Message::Bind {
         req,
         sap: "echo".into(),
-        qos: "ubr".into(),
+        qos: "ubr".parse().unwrap(),
     }
     .to_bytes()
 }

@@ -100,7 +100,7 @@ fn encrypt_off_sends_no_share_and_gives_no_keys() {
     let a_call = p.connect(Side::A, a_app, "+4420002:clear", "reliable:encrypt=off");
     let b_call = match p.take(Side::B, b_app).as_slice() {
         [Message::Incoming { call, qos, .. }] => {
-            assert!(qos.contains("encrypt=off"), "{qos}");
+            assert_eq!(qos.transport().encrypt, Some(false), "{qos}");
             *call
         }
         other => panic!("expected one Incoming, got {other:?}"),

@@ -38,7 +38,7 @@ fn modify(p: &mut Pair, s: Side, app: AppId, call: u64, qos: &str) -> (Message, 
         Message::Modify {
             req,
             call,
-            qos: qos.into(),
+            qos: qos.parse().expect("test QoS"),
         },
     );
     let msgs = p.take(s, app);
@@ -64,7 +64,7 @@ fn reserved(p: &mut Pair, s: Side, call: u64) -> (u64, u64) {
 
 fn qos_changed(msgs: &[Message], call: u64) -> Option<String> {
     msgs.iter().find_map(|m| match m {
-        Message::QosChanged { call: c, qos, .. } if *c == call => Some(qos.clone()),
+        Message::QosChanged { call: c, qos, .. } if *c == call => Some(qos.to_string()),
         _ => None,
     })
 }
@@ -206,7 +206,7 @@ fn one_change_at_a_time_and_a_release_ends_the_pending_one() {
         Message::Modify {
             req,
             call: a_call,
-            qos: "guaranteed:pcr=30Mbps".into(),
+            qos: "guaranteed:pcr=30Mbps".parse().unwrap(),
         },
     );
     assert!(p.take(Side::A, a_app).is_empty(), "no answer yet");
@@ -258,7 +258,7 @@ fn a_modification_unanswered_for_t360_releases_the_call_and_answers_the_request(
         Message::Modify {
             req,
             call: a_call,
-            qos: "guaranteed:pcr=30Mbps".into(),
+            qos: "guaranteed:pcr=30Mbps".parse().unwrap(),
         },
     );
     p.advance(secs(200.0));
@@ -364,7 +364,7 @@ fn a_changed_call_is_reclaimed_with_the_ticket_its_change_brought() {
         .iter()
         .find_map(|m| match m {
             Message::QosChanged { call, qos, resume } if *call == a_call => {
-                Some((qos.clone(), resume.clone()))
+                Some((*qos, resume.clone()))
             }
             _ => None,
         })
@@ -375,7 +375,7 @@ fn a_changed_call_is_reclaimed_with_the_ticket_its_change_brought() {
     );
     // ulib keeps the new QoS; with the old ticket it would resume nothing.
     let stale = DataPath {
-        qos: qos.clone(),
+        qos,
         ..a_path.clone()
     };
     let current = DataPath {

@@ -44,11 +44,12 @@ fn a_call_the_switch_lowers_is_connected_at_the_switchs_grant_at_both_hosts() {
         "cbr:pcr=80Mbps,min_pcr=10Mbps",
     );
     let (b_call, offered) = match p.take(Side::B, b_app).as_slice() {
-        [Message::Incoming { call, qos, .. }] => (*call, qos.clone()),
+        [Message::Incoming { call, qos, .. }] => (*call, *qos),
         other => panic!("expected one Incoming, got {other:?}"),
     };
     // The callee is offered what the switch could give, 45 Mbit/s (to a cell).
-    assert!(offered.contains("pcr=44999808bps"), "{offered}");
+    let pcr = offered.tx().pcr.and_then(|r| r.bits_per_sec());
+    assert_eq!(pcr, Some(44_999_808), "{offered}");
     p.accept(Side::B, b_app, b_call);
     let a_path = connected_of(&p.take(Side::A, a_app), a_call);
     assert_eq!(a_path.granted_bps, 44_999_808);

@@ -164,7 +164,11 @@ fn a_call_that_does_not_fit_the_bound_qos_is_offered_instead() {
             listener: l, qos, ..
         }] => {
             assert_eq!(*l, listener);
-            assert!(qos.contains("20"), "{qos}");
+            assert_eq!(
+                qos.tx().pcr.and_then(|r| r.bits_per_sec()),
+                Some(20_000_000),
+                "{qos}"
+            );
         }
         other => panic!("expected an offer, got {other:?}"),
     }

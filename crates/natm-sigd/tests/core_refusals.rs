@@ -32,7 +32,7 @@ fn connect_refused(p: &mut Pair, s: Side, app: AppId, called: &str, qos: &str) -
         Message::Connect {
             req,
             called: called.into(),
-            qos: qos.into(),
+            qos: qos.parse().expect("test QoS"),
             data: data(40_000),
         },
     );
@@ -220,11 +220,9 @@ fn calls_over_the_limit_are_refused_47() {
 }
 
 #[test]
-fn bad_qos_text_is_refused_73_and_a_bad_sap_100() {
+fn a_bad_sap_is_refused_100_and_the_connection_kept() {
     let mut p = Pair::default();
     let app = p.app(Side::A);
-    let (cause, _) = connect_refused(&mut p, Side::A, app, "+4420002:echo", "warp:speed=9");
-    assert_eq!(cause, 73);
     let req = p.req();
     p.send(
         Side::A,
@@ -232,10 +230,38 @@ fn bad_qos_text_is_refused_73_and_a_bad_sap_100() {
         Message::Bind {
             req,
             sap: "far-too-long-sap".into(),
-            qos: "reliable".into(),
+            qos: "reliable".parse().unwrap(),
         },
     );
     assert_eq!(refused_of(&p.take(Side::A, app), req).0, 100);
+    assert!(p.a.closed.is_empty());
+    let (cause, _) = connect_refused(&mut p, Side::A, app, "+4420001:echo", "reliable");
+    assert_eq!(cause, 88, "the same connection is still served");
+}
+
+/// QoS crosses the IPC typed: text that does not parse is no request sigd refuses but
+/// a malformed message (ulib never sends one), told with the field and closed.
+#[test]
+fn qos_text_that_does_not_parse_is_malformed_ipc() {
+    let mut p = Pair::default();
+    let app = p.app(Side::A);
+    let now = p.now;
+    let e = IpcError::BadQos {
+        field: "qos",
+        detail: "unknown traffic class \"warp\"".into(),
+    };
+    p.a.core.app_malformed(now, app, &e);
+    p.collect();
+    match p.take(Side::A, app).as_slice() {
+        [Message::Error { cause: 100, detail }] => {
+            assert!(
+                detail.contains("qos") && detail.contains("warp"),
+                "{detail}"
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(p.a.closed, vec![app]);
 }
 
 #[test]

@@ -540,7 +540,7 @@ fn a_ticket_replayed_without_a_restart_resumes_nothing() {
     for path in [
         b_path.clone(),
         DataPath {
-            qos: "cbr:pcr=90Mbps".into(),
+            qos: "cbr:pcr=90Mbps".parse().unwrap(),
             ..b_path.clone()
         },
     ] {
@@ -610,7 +610,7 @@ fn a_reclaim_keeps_to_the_tickets_qos_and_the_users_max_rate() {
     p.advance(secs(0.2));
     // Asking for more than the ticket was issued for: not this call's ticket.
     let faster = DataPath {
-        qos: "cbr:pcr=90Mbps".into(),
+        qos: "cbr:pcr=90Mbps".parse().unwrap(),
         ..c_path.clone()
     };
     let (_, m) = reclaim_as(&mut p, Side::A, 1000, c_call, faster);

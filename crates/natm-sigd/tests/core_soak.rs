@@ -130,7 +130,7 @@ fn soak(seed: u64) -> (usize, usize) {
                 let m = Message::Connect {
                     req,
                     called: dice.pick(&targets).expect("targets").to_string(),
-                    qos: dice.pick(&qoses).expect("qoses").to_string(),
+                    qos: dice.pick(&qoses).expect("qoses").parse().expect("test QoS"),
                     data: data(40_000 + app.0 as u16),
                 };
                 p.send(Side::A, app, m);

@@ -56,7 +56,7 @@ fn bind_msgs(
         Message::Bind {
             req,
             sap: sap.into(),
-            qos: qos.into(),
+            qos: qos.parse().expect("test QoS"),
         },
     );
     (req, p.take(s, app))
@@ -299,7 +299,7 @@ fn a_flood_of_binds_is_refused_at_the_connections_bound() {
             Message::Bind {
                 req,
                 sap: format!("s{}", i % 1_000_000),
-                qos: "ubr".into(),
+                qos: "ubr".parse().unwrap(),
             },
         );
         while let Some(o) = p.a.core.poll_output() {
@@ -329,7 +329,7 @@ fn a_user_asks_no_more_than_its_max_rate() {
         Message::Connect {
             req,
             called: format!("{B_ADDR}:echo"),
-            qos: "cbr:pcr=20Mbps".into(),
+            qos: "cbr:pcr=20Mbps".parse().unwrap(),
             data: data(40_001),
         },
     );
@@ -451,7 +451,7 @@ fn one_users_calls_together_keep_to_its_bandwidth_share() {
             Message::Connect {
                 req,
                 called: format!("{B_ADDR}:echo"),
-                qos: "guaranteed:pcr=10Mbps,max_pcr=40Mbps".into(),
+                qos: "guaranteed:pcr=10Mbps,max_pcr=40Mbps".parse().unwrap(),
                 data: data(40_001),
             },
         );
@@ -502,7 +502,7 @@ fn one_users_calls_together_keep_to_its_bandwidth_share() {
             Message::Modify {
                 req,
                 call: calls[1],
-                qos: qos.into(),
+                qos: qos.parse().expect("test QoS"),
             },
         );
         p.drive();

@@ -113,7 +113,7 @@ impl FakeSigd {
                                     tx_vci: 32,
                                     rx_vci: 33,
                                     granted_bps: 0,
-                                    qos: "reliable".into(),
+                                    qos: "reliable".parse().unwrap(),
                                     resume: String::new(),
                                     keys: None,
                                     multipoint: false,
@@ -176,7 +176,7 @@ fn a_host_with_a_sigd_session_runs_one_thread_and_its_drop_ends_both() {
             listener: 7,
             call: 9,
             caller: "+4420002".into(),
-            qos: "reliable".into(),
+            qos: "reliable".parse().unwrap(),
         })))
         .unwrap();
     let until = Instant::now() + Duration::from_secs(5);

@@ -27,10 +27,7 @@ pub(crate) fn with_mtu(qos: &str, mtu: u32) -> anyhow::Result<String> {
 
 /// The MTU an incoming call offers (none: RFC 2225's default applies) and its policy
 /// class (none: a QoS this host's policy lacks; the VC only receives).
-pub(crate) fn classify_call(policy: &Policy, qos: &str) -> (Option<usize>, Option<u32>) {
-    let Ok(q) = qos.parse::<Qos>() else {
-        return (None, None);
-    };
+pub(crate) fn classify_call(policy: &Policy, q: &Qos) -> (Option<usize>, Option<u32>) {
     let (aal, mut tx, mut rx, mut tp) = q.into_parts();
     let offered = if tp.kind == natm::wire::qos::TransportKind::Bare {
         tx.max_sdu.or(rx.max_sdu)

@@ -226,7 +226,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     let setup = t0.elapsed();
     let (qos, reserved) = conn
         .granted()
-        .map_or((qos.clone(), 0), |g| (g.qos.clone(), g.tx_bps));
+        .map_or((qos.clone(), 0), |g| (g.qos.to_string(), g.tx_bps));
     if !a.quiet {
         let how = if a.pvc.is_some() {
             format!("{qos} (no signalling, nothing reserved)")

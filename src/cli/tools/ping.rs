@@ -134,7 +134,7 @@ fn ping(a: PingArgs) -> anyhow::Result<()> {
         .connect(target.as_str(), &a.qos)
         .map_err(|e| explain(e, &target))?;
     let setup = t0.elapsed();
-    let qos = conn.granted().map_or(a.qos.clone(), |g| g.qos.clone());
+    let qos = conn.granted().map_or(a.qos.clone(), |g| g.qos.to_string());
     let size = if a.oam.is_some() { 48 } else { a.size };
     if !a.json {
         let what = match a.oam {

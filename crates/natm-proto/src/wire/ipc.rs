@@ -15,6 +15,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use thiserror::Error;
 
+use super::qos::Qos;
 use super::seal::{PathKeys, KEY_LEN};
 
 /// Where sigd listens for applications unless told otherwise.
@@ -46,8 +47,8 @@ pub enum Message {
         req: u64,
         /// Called party text.
         called: String,
-        /// QoS text (Linux-ATM syntax with natm's extensions).
-        qos: String,
+        /// The QoS asked for (on the wire its Linux-ATM text with natm's extensions).
+        qos: Qos,
         /// The caller's data endpoint.
         data: Endpoint,
     },
@@ -57,8 +58,8 @@ pub enum Message {
         req: u64,
         /// The service access point.
         sap: String,
-        /// QoS text bounding what callers get.
-        qos: String,
+        /// The QoS bounding what callers get.
+        qos: Qos,
     },
     /// App → sigd: listen on `sap` with `qos`, pre-authorised: sigd answers a call
     /// whose QoS fits `qos` with CONNECT itself, on one of the pre-opened data
@@ -70,8 +71,8 @@ pub enum Message {
         req: u64,
         /// The service access point.
         sap: String,
-        /// QoS text: calls within it are accepted without asking.
-        qos: String,
+        /// Calls within this QoS are accepted without asking.
+        qos: Qos,
         /// Pre-opened data endpoints, one per call sigd may accept ahead.
         data: Vec<Endpoint>,
     },
@@ -181,7 +182,7 @@ pub enum Message {
     },
     /// App → sigd: change the sending rate of one of its active calls through the
     /// network (Q.2963.1 modification,
-    /// docs/decisions/0019-qos-renegotiation-through-the-network.md): `qos` is QoS text whose transmit rate (`scr`, else
+    /// docs/decisions/0019-qos-renegotiation-through-the-network.md): `qos` is a QoS whose transmit rate (`scr`, else
     /// `pcr`, else `max_pcr`) is the new rate, within the bounds agreed at setup
     /// (`min_pcr` up to `max_pcr`). Answered, once every hop has agreed, with `Ack`
     /// (`id` = `call`: the new rate is reserved), or `Refused` with the cause (the
@@ -191,8 +192,8 @@ pub enum Message {
         req: u64,
         /// The call.
         call: u64,
-        /// QoS text naming the new transmit rate.
-        qos: String,
+        /// The QoS naming the new transmit rate.
+        qos: Qos,
     },
     /// App → sigd: open a point-to-multipoint call (Q.2971) to its first leaf
     /// `called`, sending with `qos`: as `Connect`, but the SETUP says
@@ -205,8 +206,8 @@ pub enum Message {
         req: u64,
         /// The first leaf ("ATM address or name[:SAP]").
         called: String,
-        /// QoS text (the sending direction is the forward one).
-        qos: String,
+        /// The QoS (the sending direction is the forward one).
+        qos: Qos,
         /// The root's data endpoint.
         data: Endpoint,
     },
@@ -267,8 +268,8 @@ pub enum Message {
         call: u64,
         /// The caller's ATM address (text).
         caller: String,
-        /// The QoS the caller asks for, seen from the callee (text).
-        qos: String,
+        /// The QoS the caller asks for, seen from the callee.
+        qos: Qos,
     },
     /// sigd → app: a pre-authorised listener's call, already answered (CONNECT sent)
     /// on the listener's data endpoint `data`: open the data path to `peer`.
@@ -299,8 +300,8 @@ pub enum Message {
     QosChanged {
         /// The call.
         call: u64,
-        /// The call's QoS text, this side's view.
-        qos: String,
+        /// The call's QoS, this side's view.
+        qos: Qos,
         /// The call's resume ticket for the new QoS (a ticket binds the QoS it
         /// resumes), to keep in place of the one in its data path; empty: keep that.
         resume: String,
@@ -375,8 +376,8 @@ pub struct DataPath {
     pub rx_vci: u16,
     /// Granted rate, payload bit/s, this side's sending direction (0: none reserved).
     pub granted_bps: u64,
-    /// The QoS as granted, from this side (text).
-    pub qos: String,
+    /// The QoS as granted, from this side.
+    pub qos: Qos,
     /// What a restarted sigd needs to take the call over from this end's
     /// [`Message::Reclaim`]: sigd's own text, kept and returned as is by the
     /// application (empty: the call does not survive its sigd).
@@ -404,7 +405,7 @@ impl DataPath {
         out.extend_from_slice(&self.tx_vci.to_be_bytes());
         out.extend_from_slice(&self.rx_vci.to_be_bytes());
         out.extend_from_slice(&self.granted_bps.to_be_bytes());
-        put_string(out, &self.qos);
+        put_qos(out, &self.qos);
         put_string(out, &self.resume);
         let mut flags = 0;
         if self.keys.is_some() {
@@ -426,7 +427,7 @@ impl DataPath {
         let tx_vci = r.u16("tx vci")?;
         let rx_vci = r.u16("rx vci")?;
         let granted_bps = r.u64("granted rate")?;
-        let qos = r.short_string("qos")?;
+        let qos = r.qos("qos")?;
         let resume = r.short_string("resume ticket")?;
         let flags = r.u8("path flags")?;
         if flags & !(PATH_KEYS | PATH_MULTIPOINT) != 0 {
@@ -688,6 +689,15 @@ pub enum IpcError {
         /// Field count found.
         fields: usize,
     },
+    /// QoS text that does not parse: the other side is not natm's ulib or sigd of
+    /// this release (both send only a typed [`Qos`]).
+    #[error("IPC field {field} is not a QoS: {detail}")]
+    BadQos {
+        /// The field.
+        field: &'static str,
+        /// What the QoS parser said.
+        detail: String,
+    },
     /// Bytes left after the last field.
     #[error("{0} unexpected bytes after the IPC message")]
     Trailing(usize),
@@ -775,6 +785,13 @@ impl<'a> Reader<'a> {
         let b = self.take(len, f)?;
         String::from_utf8(b.to_vec()).map_err(|_| IpcError::BadUtf8 { field: f })
     }
+    fn qos(&mut self, f: &'static str) -> Result<Qos, IpcError> {
+        let text = self.short_string(f)?;
+        text.parse::<Qos>().map_err(|e| IpcError::BadQos {
+            field: f,
+            detail: e.render(&text),
+        })
+    }
     fn short_string(&mut self, f: &'static str) -> Result<String, IpcError> {
         let s = self.string(f)?;
         if s.len() > MAX_STRING {
@@ -815,6 +832,13 @@ fn put_endpoints(out: &mut Vec<u8>, es: &[Endpoint]) {
     for e in es {
         put_endpoint(out, e);
     }
+}
+
+/// A QoS goes as its text form (Linux-ATM syntax with natm's extensions), which
+/// every [`Qos`] round-trips through; the reader parses it once, so no side works
+/// with QoS text that does not parse.
+fn put_qos(out: &mut Vec<u8>, q: &Qos) {
+    put_string(out, &q.to_string());
 }
 
 fn put_string(out: &mut Vec<u8>, s: &str) {
@@ -913,13 +937,13 @@ impl Message {
             } => {
                 out.extend_from_slice(&req.to_be_bytes());
                 put_string(out, called);
-                put_string(out, qos);
+                put_qos(out, qos);
                 put_endpoint(out, data);
             }
             Message::Bind { req, sap, qos } => {
                 out.extend_from_slice(&req.to_be_bytes());
                 put_string(out, sap);
-                put_string(out, qos);
+                put_qos(out, qos);
             }
             Message::Unbind { req, listener } => {
                 out.extend_from_slice(&req.to_be_bytes());
@@ -933,7 +957,7 @@ impl Message {
             } => {
                 out.extend_from_slice(&req.to_be_bytes());
                 put_string(out, sap);
-                put_string(out, qos);
+                put_qos(out, qos);
                 put_endpoints(out, data);
             }
             Message::Endpoints {
@@ -988,11 +1012,11 @@ impl Message {
             Message::Modify { req, call, qos } => {
                 out.extend_from_slice(&req.to_be_bytes());
                 out.extend_from_slice(&call.to_be_bytes());
-                put_string(out, qos);
+                put_qos(out, qos);
             }
             Message::QosChanged { call, qos, resume } => {
                 out.extend_from_slice(&call.to_be_bytes());
-                put_string(out, qos);
+                put_qos(out, qos);
                 put_string(out, resume);
             }
             Message::AddParty { req, call, called } => {
@@ -1075,7 +1099,7 @@ impl Message {
                 out.extend_from_slice(&listener.to_be_bytes());
                 out.extend_from_slice(&call.to_be_bytes());
                 put_string(out, caller);
-                put_string(out, qos);
+                put_qos(out, qos);
             }
             Message::Released {
                 call,
@@ -1118,13 +1142,13 @@ impl Message {
             ty::CONNECT => Message::Connect {
                 req: r.u64("req")?,
                 called: r.short_string("called")?,
-                qos: r.short_string("qos")?,
+                qos: r.qos("qos")?,
                 data: r.endpoint("data endpoint")?,
             },
             ty::BIND => Message::Bind {
                 req: r.u64("req")?,
                 sap: r.short_string("sap")?,
-                qos: r.short_string("qos")?,
+                qos: r.qos("qos")?,
             },
             ty::UNBIND => Message::Unbind {
                 req: r.u64("req")?,
@@ -1153,17 +1177,17 @@ impl Message {
             ty::MODIFY => Message::Modify {
                 req: r.u64("req")?,
                 call: r.u64("call")?,
-                qos: r.short_string("qos")?,
+                qos: r.qos("qos")?,
             },
             ty::QOS_CHANGED => Message::QosChanged {
                 call: r.u64("call")?,
-                qos: r.short_string("qos")?,
+                qos: r.qos("qos")?,
                 resume: r.short_string("resume ticket")?,
             },
             ty::CONNECT_MULTIPOINT => Message::ConnectMultipoint {
                 req: r.u64("req")?,
                 called: r.short_string("called")?,
-                qos: r.short_string("qos")?,
+                qos: r.qos("qos")?,
                 data: r.endpoint("data endpoint")?,
             },
             ty::ADD_PARTY => Message::AddParty {
@@ -1226,7 +1250,7 @@ impl Message {
             ty::BIND_AUTO => Message::BindAuto {
                 req: r.u64("req")?,
                 sap: r.short_string("sap")?,
-                qos: r.short_string("qos")?,
+                qos: r.qos("qos")?,
                 data: r.endpoints("data endpoints")?,
             },
             ty::ENDPOINTS => Message::Endpoints {
@@ -1258,7 +1282,7 @@ impl Message {
                 listener: r.u64("listener")?,
                 call: r.u64("call")?,
                 caller: r.short_string("caller")?,
-                qos: r.short_string("qos")?,
+                qos: r.qos("qos")?,
             },
             ty::RELEASED => Message::Released {
                 call: r.u64("call")?,
@@ -1351,7 +1375,7 @@ mod tests {
         let m = Message::Connect {
             req: 7,
             called: "bob:echo".into(),
-            qos: "ubr".into(),
+            qos: "ubr".parse().unwrap(),
             data: ep("127.0.0.1:4000"),
         };
         let b = m.to_bytes();
@@ -1370,6 +1394,34 @@ mod tests {
     }
 
     #[test]
+    fn qos_text_that_does_not_parse_is_a_typed_error() {
+        let m = Message::Connect {
+            req: 7,
+            called: "bob:echo".into(),
+            qos: "ubr".parse().unwrap(),
+            data: ep("127.0.0.1:4000"),
+        };
+        let mut b = m.to_bytes();
+        let at = b.windows(3).position(|w| w == b"ubr").unwrap();
+        b[at..at + 3].copy_from_slice(b"xbr");
+        match Message::decode(&b) {
+            Err(IpcError::BadQos { field, detail }) => {
+                assert_eq!(field, "qos");
+                assert!(detail.contains("xbr"), "{detail}");
+            }
+            other => panic!("expected BadQos, got {other:?}"),
+        }
+        assert_eq!(
+            IpcError::BadQos {
+                field: "qos",
+                detail: String::new()
+            }
+            .cause(),
+            100
+        );
+    }
+
+    #[test]
     fn golden_connected_frame() {
         // The layout docs/wire.md gives: call, peer endpoint, cookie, tx VCI, rx VCI,
         // granted rate, QoS text, keys (0: none).
@@ -1381,7 +1433,7 @@ mod tests {
                 tx_vci: 32,
                 rx_vci: 33,
                 granted_bps: 1_000_000,
-                qos: "cbr".into(),
+                qos: "cbr".parse().unwrap(),
                 resume: "t".into(),
                 keys: None,
                 multipoint: false,
@@ -1412,7 +1464,7 @@ mod tests {
             Message::BindAuto {
                 req: 3,
                 sap: "perf".into(),
-                qos: "reliable".into(),
+                qos: "reliable".parse().unwrap(),
                 data: vec![ep("0.0.0.0:4000"), ep("[::1]:4001")],
             },
             Message::Endpoints {
@@ -1431,7 +1483,7 @@ mod tests {
                     tx_vci: 33,
                     rx_vci: 32,
                     granted_bps: 0,
-                    qos: "reliable".into(),
+                    qos: "reliable".parse().unwrap(),
                     resume: String::new(),
                     keys: None,
                     multipoint: true,
@@ -1447,7 +1499,7 @@ mod tests {
                     tx_vci: 33,
                     rx_vci: 32,
                     granted_bps: 0,
-                    qos: "reliable".into(),
+                    qos: "reliable".parse().unwrap(),
                     resume: "natm-resume/1 link=127.0.0.1:2905".into(),
                     keys: Some(crate::wire::seal::PathKeys {
                         tx: [1; 32],
@@ -1535,7 +1587,7 @@ mod tests {
             Message::ConnectMultipoint {
                 req: 1,
                 called: "+4420002:tv".into(),
-                qos: "guaranteed:pcr=4Mbps".into(),
+                qos: "guaranteed:pcr=4Mbps".parse().unwrap(),
                 data: ep("0.0.0.0:4000"),
             },
             Message::AddParty {

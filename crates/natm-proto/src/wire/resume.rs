@@ -18,6 +18,7 @@ use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
 use super::ipc::DataPath;
+use super::qos::Qos;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -68,13 +69,14 @@ pub struct ResumeTicket {
     pub tx_vci: u16,
     /// The VCI this side receives on.
     pub rx_vci: u16,
-    /// The first 8 octets of SHA-256 of the call's QoS text ([`qos_digest`]).
+    /// The first 8 octets of SHA-256 of the call's QoS ([`qos_digest`]).
     pub qos: [u8; 8],
 }
 
-/// The digest of a QoS text a ticket carries: the first 8 octets of its SHA-256.
-pub fn qos_digest(qos: &str) -> [u8; 8] {
-    let d = Sha256::digest(qos.as_bytes());
+/// The digest of a QoS a ticket carries: the first 8 octets of the SHA-256 of its
+/// text form (canonical: one text per [`Qos`]).
+pub fn qos_digest(qos: &Qos) -> [u8; 8] {
+    let d = Sha256::digest(qos.to_string().as_bytes());
     let mut out = [0u8; 8];
     out.copy_from_slice(&d[..8]);
     out
@@ -370,7 +372,7 @@ mod tests {
             cookie: 0xdead_beef,
             tx_vci: 33,
             rx_vci: 40,
-            qos: qos_digest("cbr:pcr=10Mbps"),
+            qos: qos_digest(&"cbr:pcr=10Mbps".parse().unwrap()),
         }
     }
 
@@ -411,7 +413,10 @@ mod tests {
             good.replace(" rx=40", ""),
             good.replace("peer=[2001:db8::1]:40001", "peer=x"),
             good.replace(
-                &format!("qos={}", hex::encode(qos_digest("cbr:pcr=10Mbps"))),
+                &format!(
+                    "qos={}",
+                    hex::encode(qos_digest(&"cbr:pcr=10Mbps".parse().unwrap()))
+                ),
                 "qos=12",
             ),
             good.replace("natm-resume/3", "natm-resume/2"),
@@ -468,7 +473,7 @@ mod tests {
             tx_vci: 33,
             rx_vci: 40,
             granted_bps: 10_000_000,
-            qos: "cbr:pcr=10Mbps".into(),
+            qos: "cbr:pcr=10Mbps".parse().unwrap(),
             resume: String::new(),
             keys: None,
             multipoint: false,
@@ -480,7 +485,7 @@ mod tests {
         let t = ticket();
         assert_eq!(t.check_path(&path()), Ok(()));
         let faster = DataPath {
-            qos: "cbr:pcr=90Mbps".into(),
+            qos: "cbr:pcr=90Mbps".parse().unwrap(),
             ..path()
         };
         let e = t.check_path(&faster).unwrap_err();

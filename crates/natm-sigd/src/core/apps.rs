@@ -163,13 +163,13 @@ impl Core {
                 called,
                 qos,
                 data,
-            } => self.connect(t, req, &called, &qos, data, false),
+            } => self.connect(t, req, &called, qos, data, false),
             Message::ConnectMultipoint {
                 req,
                 called,
                 qos,
                 data,
-            } => self.connect(t, req, &called, &qos, data, true),
+            } => self.connect(t, req, &called, qos, data, true),
             Message::AddParty { req, call, called } => self.add_party(t, req, call, &called),
             Message::DropParty {
                 req,
@@ -177,13 +177,13 @@ impl Core {
                 party,
                 cause,
             } => self.drop_party(t, req, call, party, cause),
-            Message::Bind { req, sap, qos } => self.bind_sap(t, req, &sap, &qos, None),
+            Message::Bind { req, sap, qos } => self.bind_sap(t, req, &sap, qos, None),
             Message::BindAuto {
                 req,
                 sap,
                 qos,
                 data,
-            } => self.bind_sap(t, req, &sap, &qos, Some(data)),
+            } => self.bind_sap(t, req, &sap, qos, Some(data)),
             Message::Endpoints {
                 req,
                 listener,
@@ -240,7 +240,7 @@ impl Core {
                 self.end_call(call, c, why, false);
             }
             Message::Register { req, address } => self.register_address(t, req, &address),
-            Message::Modify { req, call, qos } => self.modify_request(t, req, call, &qos),
+            Message::Modify { req, call, qos } => self.modify_request(t, req, call, qos),
             Message::Stat { req } => {
                 let json = self.stat_page(t, 0);
                 self.tell(t, Message::StatReply { req, json });
@@ -289,10 +289,6 @@ impl Core {
         self.calls
             .get(&call)
             .is_some_and(|c| c.owner == Some(t) && state.is_none_or(|s| c.state == s))
-    }
-
-    pub(super) fn parse_qos(&self, text: &str) -> Result<Qos, String> {
-        text.parse::<Qos>().map_err(|e| e.render(text))
     }
 
     /// An application's data endpoint, with an unspecified IP filled in.

@@ -38,7 +38,7 @@ impl Core {
         t: AppId,
         req: u64,
         called: &str,
-        qos_text: &str,
+        qos: Qos,
         data: SocketAddr,
         multipoint: bool,
     ) {
@@ -57,10 +57,6 @@ impl Core {
         let addr = match AtmAddr::parse_with_hosts(addr_text, &self.cfg.hosts) {
             Ok(a) => a,
             Err(e) => return self.refuse(t, req, cause::INVALID_NUMBER, e.render(addr_text)),
-        };
-        let qos = match self.parse_qos(qos_text) {
-            Ok(q) => q,
-            Err(e) => return self.refuse(t, req, cause::UNSUPPORTED_TRAFFIC, e),
         };
         if let Some(why) = self.call_limit(t) {
             self.counters.access_refusals += 1;
@@ -210,7 +206,7 @@ impl Core {
         let owner = l.owner;
         let capacity = self.res.capacity_bps();
         let fits = match (&l.auto, self.calls.get(&call)) {
-            (Some(a), Some(c)) => qos_fits(&c.qos, &a.qos, capacity),
+            (Some(_), Some(c)) => qos_fits(&c.qos, &l.qos, capacity),
             _ => false,
         };
         if fits {
@@ -235,7 +231,7 @@ impl Core {
             listener,
             call,
             caller: c.remote_addr.clone(),
-            qos: c.qos.to_string(),
+            qos: c.qos,
         };
         self.tell_now(owner, m);
     }
@@ -436,7 +432,7 @@ impl Core {
                     tx_vci: v_back,
                     rx_vci: v_fwd,
                     granted_bps: self.calls[&other].grant.in_bps,
-                    qos: qos.to_string(),
+                    qos,
                     resume: String::new(),
                     keys: agreed.clone(),
                     multipoint: false,
@@ -454,7 +450,7 @@ impl Core {
                     tx_vci: v_fwd,
                     rx_vci: v_back,
                     granted_bps: o.grant.out_bps,
-                    qos: o.qos.to_string(),
+                    qos: o.qos,
                     resume: String::new(),
                     keys: agreed.map(|k| k.reversed()),
                     multipoint: false,

@@ -54,7 +54,7 @@ impl Core {
         t: AppId,
         req: u64,
         sap_text: &str,
-        qos: &str,
+        qos: Qos,
         auto: Option<Vec<SocketAddr>>,
     ) {
         let (addr_text, sap) = match sap_text.rsplit_once(':') {
@@ -85,19 +85,15 @@ impl Core {
                 Err(e) => return self.refuse(t, req, cause::INVALID_NUMBER, e.render(addr_text)),
             }
         };
-        let parsed = match self.parse_qos(qos) {
-            Ok(q) => q,
-            Err(e) => return self.refuse(t, req, cause::UNSUPPORTED_TRAFFIC, e),
-        };
         if let Some((c, why)) = self.bind_refusal(t, sap) {
             self.counters.access_refusals += 1;
             return self.refuse(t, req, c, why);
         }
-        if let Some(why) = self.rate_refusal(t, &parsed) {
+        if let Some(why) = self.rate_refusal(t, &qos) {
             self.counters.access_refusals += 1;
             return self.refuse(t, req, cause::NOT_AUTHORIZED, why);
         }
-        let auto = auto.map(|pool| AutoAccept { qos: parsed, pool });
+        let auto = auto.map(|pool| AutoAccept { pool });
         let id = self.new_id();
         if let Some(a) = self.apps.get_mut(&t) {
             a.listeners += 1;
@@ -109,7 +105,7 @@ impl Core {
                 owner: t,
                 sap: sap.to_owned(),
                 addr,
-                qos: qos.to_owned(),
+                qos,
                 auto,
             },
         );

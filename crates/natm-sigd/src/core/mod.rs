@@ -126,6 +126,9 @@ pub struct Creds {
 }
 
 /// What the core asks its driver to do, in order.
+// `ToApp` is most outputs and carries a typed `Qos` in several messages: boxing it
+// would add an allocation to nearly every output to save bytes in a short queue.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Output {
     /// Queue this IPC message for the application.
@@ -225,7 +228,9 @@ struct Listening {
     owner: AppId,
     sap: String,
     addr: Option<AtmAddr>,
-    qos: String,
+    /// What callers get at most; a pre-authorised listener accepts calls within it
+    /// without asking.
+    qos: Qos,
     /// A pre-authorised listener's state (`None`: every call is offered).
     auto: Option<AutoAccept>,
 }
@@ -235,8 +240,6 @@ struct Listening {
 /// docs/sigd.md).
 #[derive(Debug)]
 struct AutoAccept {
-    /// The listener's QoS, parsed: the bound of what is accepted without asking.
-    qos: Qos,
     /// Pre-opened data endpoints not yet used, as the application gave them; each is
     /// one slot of the backlog.
     pool: Vec<SocketAddr>,

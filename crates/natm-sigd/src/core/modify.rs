@@ -138,7 +138,7 @@ impl Core {
     /// guaranteed calls, checked against the call's bounds and the user's
     /// `max_rate`, reserved here, then asked of the peer (MODIFY REQUEST) or, for a
     /// call inside this host, in force at once.
-    pub(super) fn modify_request(&mut self, t: AppId, req: u64, call: u64, text: &str) {
+    pub(super) fn modify_request(&mut self, t: AppId, req: u64, call: u64, asked: Qos) {
         if !self.owned(t, call, Some(CallState::Active)) {
             return self.refuse(
                 t,
@@ -155,10 +155,6 @@ impl Core {
                 "a QoS change of this call is pending: wait for its answer".into(),
             );
         }
-        let asked = match self.parse_qos(text) {
-            Ok(q) => q,
-            Err(e) => return self.refuse(t, req, cause::UNSUPPORTED_TRAFFIC, e),
-        };
         let capacity = self.res.capacity_bps();
         let c = &self.calls[&call];
         let current = c.qos;
@@ -185,7 +181,7 @@ impl Core {
                 t,
                 req,
                 cause::UNSUPPORTED_TRAFFIC,
-                format!("\"{text}\" names no transmit rate (scr, pcr or max_pcr)"),
+                format!("\"{asked}\" names no transmit rate (scr, pcr or max_pcr)"),
             );
         };
         let (min, max) = bounds(&current, true, capacity);
@@ -268,7 +264,7 @@ impl Core {
             t,
             Message::QosChanged {
                 call,
-                qos: qos.to_string(),
+                qos,
                 resume: self.current_ticket(call),
             },
         );
@@ -278,7 +274,7 @@ impl Core {
                 o,
                 Message::QosChanged {
                     call: other,
-                    qos: theirs.to_string(),
+                    qos: theirs,
                     resume: self.current_ticket(other),
                 },
             );
@@ -363,7 +359,7 @@ impl Core {
             p.app,
             Message::QosChanged {
                 call: id,
-                qos: p.qos.to_string(),
+                qos: p.qos,
                 resume: self.current_ticket(id),
             },
         );
@@ -511,7 +507,7 @@ impl Core {
                 o,
                 Message::QosChanged {
                     call: id,
-                    qos: qos.to_string(),
+                    qos,
                     resume,
                 },
             );

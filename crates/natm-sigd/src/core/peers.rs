@@ -1353,7 +1353,7 @@ impl Core {
             c.rx_vci,
             c.cookie,
             c.grant.out_bps,
-            c.qos.to_string(),
+            c.qos,
             c.multipoint,
         );
         let m = Message::Connected {
@@ -1472,7 +1472,7 @@ impl Core {
             tx_vci: c.tx_vci,
             rx_vci: c.rx_vci,
             granted_bps: c.grant.out_bps,
-            qos: c.qos.to_string(),
+            qos: c.qos,
             resume: String::new(),
             keys: agreed,
             multipoint: c.multipoint,

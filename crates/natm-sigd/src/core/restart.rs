@@ -52,7 +52,7 @@ impl Core {
             tx_vci: c.tx_vci,
             rx_vci: c.rx_vci,
             granted_bps: c.grant.out_bps,
-            qos: c.qos.to_string(),
+            qos: c.qos,
             resume: String::new(),
             keys: None,
             multipoint: c.multipoint,
@@ -132,13 +132,7 @@ impl Core {
                 return self.refuse(t, req, r.cause, r.detail);
             }
         };
-        let qos = match self.parse_qos(&path.qos) {
-            Ok(q) => q,
-            Err(e) => {
-                self.counters.reclaims_refused += 1;
-                return self.refuse(t, req, cause::INVALID_IE, e);
-            }
-        };
+        let qos = path.qos;
         // The user's [[access]] bounds hold for a reclaimed call as for a new one.
         if let Some(why) = self.rate_refusal(t, &qos) {
             self.counters.reclaims_refused += 1;

@@ -263,7 +263,7 @@ impl Core {
             id: format!("{:016x}", l.id),
             sap: l.sap.clone(),
             address: l.addr.map(|a| a.to_string()),
-            qos: l.qos.clone(),
+            qos: l.qos.to_string(),
             pre_authorised_free: l.auto.as_ref().map(|a| a.pool.len()),
             pid: creds.map(|c| c.pid),
             uid: creds.map(|c| c.uid),

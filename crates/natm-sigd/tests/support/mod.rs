@@ -510,7 +510,7 @@ impl Pair {
             Message::Connect {
                 req,
                 called: called.into(),
-                qos: qos.into(),
+                qos: qos.parse().expect("test QoS"),
                 data: data(40_000 + app.0 as u16),
             },
         );
@@ -539,7 +539,7 @@ impl Pair {
             Message::Bind {
                 req,
                 sap: sap.into(),
-                qos: qos.into(),
+                qos: qos.parse().expect("test QoS"),
             },
         );
         self.take_ack(s, app, req)
@@ -561,7 +561,7 @@ impl Pair {
             Message::BindAuto {
                 req,
                 sap: sap.into(),
-                qos: qos.into(),
+                qos: qos.parse().expect("test QoS"),
                 data: endpoints,
             },
         );

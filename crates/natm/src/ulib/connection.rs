@@ -11,9 +11,10 @@ use bytes::Bytes;
 use super::sigd::Session;
 use super::stats::{conn_stats, conn_status};
 use super::{ConnStats, ConnStatus};
-use super::{Error, Resolved};
+use super::{Error, IntoQos, Resolved};
 use crate::adaptor::UdpDrops;
 use crate::engine::{Conn, ConnEvent, Engine};
+use crate::wire::qos::Qos;
 
 /// What the network granted a connection set up through sigd (the FORE API's
 /// returned QoS).
@@ -23,7 +24,7 @@ pub struct Granted {
     /// guaranteed VC).
     pub tx_bps: u64,
     /// The QoS in force, from this side (tx = what this side sends).
-    pub qos: String,
+    pub qos: Qos,
 }
 
 /// A call held through sigd.
@@ -52,11 +53,8 @@ pub struct QosChange {
 /// The bounds a guaranteed call's sending rate may be renegotiated within, from the
 /// QoS granted at setup (this side's view): `min_pcr` (0 without) up to `max_pcr`
 /// (without it, the rate granted).
-fn setup_bounds(granted_qos: &str, granted_bps: u64) -> (u64, u64) {
-    let Ok(q) = granted_qos.parse::<crate::wire::qos::Qos>() else {
-        return (0, granted_bps);
-    };
-    let p = q.tx();
+fn setup_bounds(granted_qos: &Qos, granted_bps: u64) -> (u64, u64) {
+    let p = granted_qos.tx();
     let min = p.min_pcr.and_then(|r| r.bits_per_sec()).unwrap_or(0);
     let max = match p.max_pcr {
         Some(r) => r.bits_per_sec().unwrap_or(u64::MAX),
@@ -65,14 +63,11 @@ fn setup_bounds(granted_qos: &str, granted_bps: u64) -> (u64, u64) {
     (min, max.max(granted_bps))
 }
 
-fn qos_rate(text: &str) -> Result<u64, Error> {
-    let q: crate::wire::qos::Qos = text
-        .parse()
-        .map_err(|e: crate::wire::qos::QosParseError| Error::Qos(e.render(text)))?;
-    let cfg = crate::transport::TransportConfig::from_qos(&q, false).map_err(Error::Config)?;
+fn qos_rate(q: &Qos) -> Result<u64, Error> {
+    let cfg = crate::transport::TransportConfig::from_qos(q, false).map_err(Error::Config)?;
     if cfg.rate == 0 {
         return Err(Error::QosNotNegotiable(format!(
-            "{text:?} gives no transmit rate: a QoS change names the new rate (pcr, or scr for VBR)"
+            "\"{q}\" gives no transmit rate: a QoS change names the new rate (pcr, or scr for VBR)"
         )));
     }
     Ok(cfg.rate)
@@ -103,7 +98,8 @@ pub struct Chunk {
 pub struct Connection {
     pub(super) eng: Arc<Engine>,
     pub(super) conn: Arc<Conn>,
-    sig: Option<SigCall>,
+    /// Boxed: the grant holds a typed `Qos`; a `Connection` stays three pointers.
+    sig: Option<Box<SigCall>>,
 }
 
 impl Connection {
@@ -133,13 +129,13 @@ impl Connection {
         Ok(Connection {
             eng,
             conn,
-            sig: Some(SigCall {
+            sig: Some(Box::new(SigCall {
                 session,
                 call,
                 reserved: std::sync::atomic::AtomicU64::new(granted.tx_bps),
                 modifying: std::sync::atomic::AtomicBool::new(false),
                 granted,
-            }),
+            })),
         })
     }
 
@@ -343,11 +339,12 @@ impl Connection {
     /// A refusal by the network is [`Error::Refused`] with its cause (37: the
     /// bandwidth is not there), and the rate stays; beyond `min_pcr`..`max_pcr`
     /// is [`Error::QosBounds`] at once, nothing asked.
-    pub fn set_qos(&self, qos: &str, timeout: Duration) -> Result<QosChange, Error> {
+    pub fn set_qos(&self, qos: impl IntoQos, timeout: Duration) -> Result<QosChange, Error> {
         let started = std::time::Instant::now();
-        let bps = qos_rate(qos)?;
+        let qos = qos.into_qos()?;
+        let bps = qos_rate(&qos)?;
         let Some(sig) = self.sig.as_ref().filter(|s| s.granted.tx_bps > 0) else {
-            self.try_set_qos(qos)?;
+            self.conn.start_qos(&self.eng, bps)?;
             let rate_bps = self.conn.wait_qos(&self.eng, Some(timeout))?;
             return Ok(QosChange {
                 rate_bps,
@@ -358,7 +355,7 @@ impl Connection {
         if sig.modifying.swap(true, Ordering::AcqRel) {
             return Err(Error::QosPending(bps));
         }
-        let r = self.set_qos_through(sig, qos, bps, started, timeout);
+        let r = self.set_qos_through(sig, &qos, bps, started, timeout);
         sig.modifying.store(false, Ordering::Release);
         r.map(|rate_bps| QosChange {
             rate_bps,
@@ -370,7 +367,7 @@ impl Connection {
     fn set_qos_through(
         &self,
         sig: &SigCall,
-        qos: &str,
+        qos: &Qos,
         bps: u64,
         started: std::time::Instant,
         timeout: Duration,
@@ -417,8 +414,8 @@ impl Connection {
     /// As [`Connection::set_qos`] without waiting: the request goes out and the change
     /// is pending; [`Connection::status`] (or [`Connection::wait_qos`]) tells how it
     /// ended.
-    pub fn try_set_qos(&self, qos: &str) -> Result<(), Error> {
-        let bps = qos_rate(qos)?;
+    pub fn try_set_qos(&self, qos: impl IntoQos) -> Result<(), Error> {
+        let bps = qos_rate(&qos.into_qos()?)?;
         self.conn.start_qos(&self.eng, bps)
     }
 

@@ -12,6 +12,7 @@ use super::sigd::{Binding, Session};
 use super::{Error, Resolved, WouldBlock};
 use crate::engine::{Engine, Link, ListenerShared};
 use crate::sync::{Level, OrderedMutex};
+use crate::wire::qos::Qos;
 
 /// A listening endpoint: callers' connections queue here until accepted.
 #[derive(Debug)]
@@ -98,7 +99,7 @@ pub struct IncomingCall {
     /// The caller's ATM address.
     pub caller: String,
     /// The QoS the caller asks for, from this side (tx = what this side sends).
-    pub qos: String,
+    pub qos: Qos,
     call: u64,
     host: super::Host,
     session: Arc<Session>,

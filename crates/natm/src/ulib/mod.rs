@@ -44,6 +44,7 @@ pub use connection::{Chunk, Connection, Granted, QosChange, Release};
 pub use listener::{IncomingCall, Listener};
 pub use natm_proto::endpoint::VcCounters;
 pub use natm_proto::transport::{AbortReason, QosOutcome};
+pub use natm_proto::wire::qos::Qos;
 pub use split::{Receiver, Sender};
 pub use stats::{BareStats, ConnStats, ConnStatus, OamStats, SealStats};
 
@@ -55,7 +56,7 @@ pub use multipoint::{LeafEvent, LeafId, Multipoint};
 use crate::engine::{Conn, Engine, EngineConfig, Link};
 use crate::sched::{guaranteed_weight, Level};
 use crate::transport::TransportConfig;
-use crate::wire::qos::{Direction, Qos, Service, TrafficClass};
+use crate::wire::qos::{Direction, Service, TrafficClass};
 use natm_proto::endpoint::{BareConfig, BareParams};
 
 pub use crate::adaptor::MemNetwork;
@@ -173,6 +174,46 @@ impl IntoTarget for &String {
     }
 }
 
+/// Anything the API takes as a QoS: a [`Qos`], or its text (Linux-ATM syntax with
+/// natm's extensions, e.g. `"reliable"`, `"cbr:pcr=10Mbps"`), parsed once here. From
+/// this point on the QoS is typed: it crosses the IPC to sigd as a `Qos`, so a text
+/// that does not parse is this call's [`Error::Qos`] and never reaches the network.
+pub trait IntoQos {
+    /// The QoS, or why the text is not one.
+    fn into_qos(self) -> Result<Qos, Error>;
+}
+
+impl IntoQos for Qos {
+    fn into_qos(self) -> Result<Qos, Error> {
+        Ok(self)
+    }
+}
+
+impl IntoQos for &Qos {
+    fn into_qos(self) -> Result<Qos, Error> {
+        Ok(*self)
+    }
+}
+
+impl IntoQos for &str {
+    fn into_qos(self) -> Result<Qos, Error> {
+        self.parse()
+            .map_err(|e: crate::wire::qos::QosParseError| Error::Qos(e.render(self)))
+    }
+}
+
+impl IntoQos for String {
+    fn into_qos(self) -> Result<Qos, Error> {
+        self.as_str().into_qos()
+    }
+}
+
+impl IntoQos for &String {
+    fn into_qos(self) -> Result<Qos, Error> {
+        self.as_str().into_qos()
+    }
+}
+
 impl IntoTarget for Target {
     fn into_target(self) -> Target {
         self
@@ -233,21 +274,18 @@ impl Host {
         })
     }
 
-    fn resolve_qos(&self, qos: &str) -> Result<Resolved, Error> {
-        let q: Qos = qos
-            .parse()
-            .map_err(|e: crate::wire::qos::QosParseError| Error::Qos(e.render(qos)))?;
+    fn resolve_qos(&self, q: &Qos) -> Result<Resolved, Error> {
         // An IP path is not a round-robin network: feedback flow control defaults to
         // the dynamic window (seed 000 §5.3.3).
-        let mut cfg = TransportConfig::from_qos(&q, false).map_err(Error::Config)?;
+        let mut cfg = TransportConfig::from_qos(q, false).map_err(Error::Config)?;
         cfg.reorder_threshold = self.cfg.reorder_threshold;
         cfg.rtt.min_rto = self.cfg.min_rto;
         cfg.rtt.initial_rto = self.cfg.min_rto.max(Duration::from_millis(200));
         if q.is_bare() {
             // A bare VC has no transport service: it is scheduled by its class, a
             // shaped CBR/VBR sender with the guaranteed VCs.
-            let tx = BareConfig::from_qos(&q, Direction::Tx);
-            let rx = BareConfig::from_qos(&q, Direction::Rx);
+            let tx = BareConfig::from_qos(q, Direction::Tx);
+            let rx = BareConfig::from_qos(q, Direction::Rx);
             let (level, weight) = match (q.class(), tx.pcr_bps) {
                 (TrafficClass::Cbr | TrafficClass::Vbr, Some(bps)) => {
                     (Level::Guaranteed, guaranteed_weight(bps))
@@ -283,11 +321,12 @@ impl Host {
         }
     }
 
-    /// Listen with `qos` (Linux-ATM QoS text, e.g. `"reliable"`, `"cbr:pcr=10Mbps"`).
+    /// Listen with `qos` (a [`Qos`] or its text, e.g. `"reliable"`, `"cbr:pcr=10Mbps"`).
     /// Through sigd, `addr` is a SAP ("echo"), optionally on one of this host's
     /// addresses ("+4420001:echo"); in direct mode it is a UDP address to bind.
-    pub fn bind(&self, addr: impl IntoTarget, qos: &str) -> Result<Listener, Error> {
-        let r = self.resolve_qos(qos)?;
+    pub fn bind(&self, addr: impl IntoTarget, qos: impl IntoQos) -> Result<Listener, Error> {
+        let qos = qos.into_qos()?;
+        let r = self.resolve_qos(&qos)?;
         match addr.into_target() {
             Target::Ip(a) => Listener::bind(self.eng.clone(), a, r.not_bare()?),
             Target::Atm(sap) => {
@@ -296,9 +335,9 @@ impl Host {
                 let id = session.request(|req| crate::wire::ipc::Message::Bind {
                     req,
                     sap: sap.clone(),
-                    qos: qos.to_owned(),
+                    qos,
                 })?;
-                let b = sigd::Binding::new(session, id, sap, qos.to_owned(), None);
+                let b = sigd::Binding::new(session, id, sap, qos, None);
                 Ok(Listener::signalled(self.clone(), b))
             }
         }
@@ -309,9 +348,10 @@ impl Host {
     pub fn bind_with(
         &self,
         addr: impl IntoTarget,
-        qos: &str,
+        qos: impl IntoQos,
         accept: Accept,
     ) -> Result<Listener, Error> {
+        let qos = qos.into_qos()?;
         let backlog = match accept {
             Accept::Explicit => return self.bind(addr, qos),
             Accept::Auto { backlog } => backlog,
@@ -319,7 +359,7 @@ impl Host {
         if !(1..=crate::wire::ipc::MAX_ENDPOINTS).contains(&usize::from(backlog)) {
             return Err(Error::BadBacklog(backlog));
         }
-        let r = self.resolve_qos(qos)?;
+        let r = self.resolve_qos(&qos)?;
         match addr.into_target() {
             Target::Ip(a) => Listener::bind(self.eng.clone(), a, r.not_bare()?),
             Target::Atm(sap) => {
@@ -333,10 +373,10 @@ impl Host {
                 let id = session.request(|req| crate::wire::ipc::Message::BindAuto {
                     req,
                     sap: sap.clone(),
-                    qos: qos.to_owned(),
+                    qos,
                     data,
                 })?;
-                let b = sigd::Binding::new(session, id, sap, qos.to_owned(), Some(pool));
+                let b = sigd::Binding::new(session, id, sap, qos, Some(pool));
                 Ok(Listener::signalled(self.clone(), b))
             }
         }
@@ -345,8 +385,9 @@ impl Host {
     /// Connect with `qos` for both directions; blocks until both VCs are set up, the
     /// call is refused, or the connect timeout passes. `addr` is an ATM address or
     /// name with an optional `:SAP` (through sigd), or an IP socket address (direct).
-    pub fn connect(&self, addr: impl IntoTarget, qos: &str) -> Result<Connection, Error> {
-        let r = self.resolve_qos(qos)?;
+    pub fn connect(&self, addr: impl IntoTarget, qos: impl IntoQos) -> Result<Connection, Error> {
+        let qos = qos.into_qos()?;
+        let r = self.resolve_qos(&qos)?;
         match addr.into_target() {
             Target::Ip(a) => Connection::connect(
                 self.eng.clone(),
@@ -366,9 +407,9 @@ impl Host {
         &self,
         local: SocketAddr,
         addr: SocketAddr,
-        qos: &str,
+        qos: impl IntoQos,
     ) -> Result<Connection, Error> {
-        let r = self.resolve_qos(qos)?;
+        let r = self.resolve_qos(&qos.into_qos()?)?;
         Connection::connect(
             self.eng.clone(),
             (Some(local), addr),
@@ -388,7 +429,7 @@ impl Host {
         vpi: u8,
         vci: u16,
         peer: SocketAddr,
-        qos: &str,
+        qos: impl IntoQos,
     ) -> Result<Connection, Error> {
         let any: SocketAddr = if peer.is_ipv4() {
             (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
@@ -406,13 +447,14 @@ impl Host {
         vpi: u8,
         vci: u16,
         peer: SocketAddr,
-        qos: &str,
+        qos: impl IntoQos,
     ) -> Result<Connection, Error> {
-        let r = self.resolve_qos(qos)?;
+        let qos = qos.into_qos()?;
+        let r = self.resolve_qos(&qos)?;
         let Some((tx, rx)) = r.bare else {
             return Err(Error::Qos(format!(
                 "a PVC carries bare AAL5 SDUs: its QoS needs transport=none (e.g. {}:transport=none)",
-                qos.split(':').next().unwrap_or("ubr")
+                qos.class()
             )));
         };
         if crate::wire::cell::is_reserved_vci(vci) {
@@ -468,7 +510,7 @@ impl Host {
     pub(crate) fn connect_multipoint_signalled(
         &self,
         called: &str,
-        qos: &str,
+        qos: Qos,
     ) -> Result<(Connection, u64), Error> {
         use crate::wire::ipc::Message;
         check_called_sap(called)?;
@@ -478,7 +520,7 @@ impl Host {
         let req = session.send_request(|req| Message::ConnectMultipoint {
             req,
             called: called.to_owned(),
-            qos: qos.to_owned(),
+            qos,
             data,
         })?;
         let call = session.answer(req)?;
@@ -488,7 +530,7 @@ impl Host {
         Ok((conn, call))
     }
 
-    fn connect_signalled(&self, called: &str, qos: &str) -> Result<Connection, Error> {
+    fn connect_signalled(&self, called: &str, qos: Qos) -> Result<Connection, Error> {
         use crate::wire::ipc::Message;
         check_called_sap(called)?;
         let session = self.session()?;
@@ -497,7 +539,7 @@ impl Host {
         let req = session.send_request(|req| Message::Connect {
             req,
             called: called.to_owned(),
-            qos: qos.to_owned(),
+            qos,
             data,
         })?;
         self.open_spare_link();
@@ -552,7 +594,7 @@ impl Host {
             return Err(Error::SigdGone);
         };
         // Kept for a restarted sigd (`Reclaim`), with this side's data endpoint.
-        let kept = path.clone();
+        let kept = (*path).clone();
         let data = link.local_addr().map_err(Error::Io)?;
         let crate::wire::ipc::DataPath {
             peer,
@@ -564,7 +606,7 @@ impl Host {
             keys,
             multipoint,
             ..
-        } = path;
+        } = *path;
         let r = match self.resolve_qos(&qos) {
             // A point-to-multipoint call's VC is one-way (Q.2971): its root only
             // sends, its leaves only receive, and a leaf joins the stream where it

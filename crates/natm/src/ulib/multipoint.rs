@@ -43,7 +43,7 @@ use natm_proto::sig::party::{PartyConfig, PartyEvent, PartyTable};
 use natm_proto::time::Instant as ProtoInstant;
 
 use super::sigd::{PartyNote, Session};
-use super::{Connection, Error, Host, IntoTarget, Target};
+use super::{Connection, Error, Host, IntoQos, IntoTarget, Target};
 use crate::wire::qos::{Qos, Service};
 
 /// A leaf of a [`Multipoint`]: its endpoint reference (0 for the first leaf).
@@ -82,7 +82,7 @@ enum Reach {
     /// reference.
     Network(u16),
     /// A call of its own, replicated by this engine.
-    Own(Connection),
+    Own(Box<Connection>),
 }
 
 /// The point-to-multipoint call the network replicates: its one VC.
@@ -96,9 +96,9 @@ struct NetCall {
 pub struct Multipoint {
     host: Host,
     /// The root's QoS: the network call's.
-    qos: String,
+    qos: Qos,
     /// A leaf's own call's QoS (`branch_qos`).
-    branch_qos: String,
+    branch_qos: Qos,
     net: Option<NetCall>,
     parties: PartyTable<String>,
     leaves: BTreeMap<u16, Reach>,
@@ -120,10 +120,7 @@ impl std::fmt::Debug for Multipoint {
 const BACKWARD: &str = "rx:pcr=64kbps";
 
 /// The branch QoS: the root's QoS, with a nominal backward reservation if guaranteed.
-fn branch_qos(qos: &str) -> Result<String, Error> {
-    let q: Qos = qos
-        .parse()
-        .map_err(|e: crate::wire::qos::QosParseError| Error::Qos(e.render(qos)))?;
+fn branch_qos(q: &Qos) -> Result<Qos, Error> {
     if q.is_bare() {
         return Err(Error::Qos(
             "a point-to-multipoint VC carries natm's best-effort or guaranteed service; \
@@ -140,10 +137,11 @@ fn branch_qos(qos: &str) -> Result<String, Error> {
                 .into(),
         ));
     }
-    let spec = qos.trim();
     if t.service != Service::Guaranteed {
-        return Ok(spec.to_owned());
+        return Ok(*q);
     }
+    // The canonical text names the receive direction only where it differs.
+    let spec = q.to_string();
     // natm connections carry data both ways; a guaranteed branch's backward direction
     // (which the leaf never uses) is reserved at a nominal rate, not the forward one.
     let one_way = if spec.contains(':') {
@@ -159,8 +157,7 @@ fn branch_qos(qos: &str) -> Result<String, Error> {
                 "a point-to-multipoint VC is one-way ({BACKWARD} is implied): {}",
                 e.render(&one_way)
             ))
-        })?;
-    Ok(one_way)
+        })
 }
 
 impl Host {
@@ -172,12 +169,13 @@ impl Host {
     pub fn connect_multipoint(
         &self,
         first_leaf: impl IntoTarget,
-        qos: &str,
+        qos: impl IntoQos,
     ) -> Result<Multipoint, Error> {
-        let branch_qos = branch_qos(qos)?;
+        let qos = qos.into_qos()?;
+        let branch_qos = branch_qos(&qos)?;
         let mut m = Multipoint {
             host: self.clone(),
-            qos: qos.trim().to_owned(),
+            qos,
             branch_qos,
             net: None,
             parties: PartyTable::new(PartyConfig::default()),
@@ -260,7 +258,7 @@ impl Multipoint {
                     Err(e) => return Err(e),
                 },
                 None if self.host.sigd.is_some() => {
-                    match self.host.connect_multipoint_signalled(addr, &self.qos) {
+                    match self.host.connect_multipoint_signalled(addr, self.qos) {
                         Ok((conn, call)) => {
                             let (session, _) = conn.sig_call().ok_or(Error::SigdGone)?;
                             self.net = Some(NetCall {
@@ -282,10 +280,10 @@ impl Multipoint {
             }
         }
         let conn = match target {
-            Target::Ip(a) => self.host.connect(a, &self.branch_qos),
-            Target::Atm(s) => self.host.connect(s.as_str(), &self.branch_qos),
+            Target::Ip(a) => self.host.connect(a, self.branch_qos),
+            Target::Atm(s) => self.host.connect(s.as_str(), self.branch_qos),
         }?;
-        Ok(Reach::Own(conn))
+        Ok(Reach::Own(Box::new(conn)))
     }
 
     /// Wait for the network's answer to an ADD PARTY (bounded by the host's connect
@@ -531,13 +529,13 @@ impl Multipoint {
     }
 
     /// The QoS the root asked for: the network call's.
-    pub fn qos(&self) -> &str {
+    pub fn qos(&self) -> &Qos {
         &self.qos
     }
 
     /// The QoS of a leaf's call of its own (the root's; if guaranteed, with
     /// `rx:pcr=64kbps`).
-    pub fn branch_qos(&self) -> &str {
+    pub fn branch_qos(&self) -> &Qos {
         &self.branch_qos
     }
 
@@ -545,7 +543,7 @@ impl Multipoint {
     /// by every leaf the network replicates to), or the leaf's own call.
     pub fn branch(&self, leaf: LeafId) -> Option<&Connection> {
         match self.leaves.get(&leaf.0)? {
-            Reach::Own(c) => Some(c),
+            Reach::Own(c) => Some(&**c),
             Reach::Network(_) => self.net.as_ref().map(|n| &n.conn),
         }
     }
@@ -559,7 +557,7 @@ impl Multipoint {
             .iter()
             .map(|n| &n.conn)
             .chain(self.leaves.values().filter_map(|r| match r {
-                Reach::Own(c) => Some(c),
+                Reach::Own(c) => Some(&**c),
                 Reach::Network(_) => None,
             }))
             .collect();
@@ -579,20 +577,25 @@ impl Multipoint {
 
 #[cfg(test)]
 mod tests {
-    use super::branch_qos;
+    use super::{branch_qos, Qos};
+
+    fn branch(text: &str) -> Result<Qos, crate::ulib::Error> {
+        branch_qos(&text.parse().unwrap())
+    }
 
     #[test]
     fn branches_are_one_way_and_reliable_is_refused() {
-        assert_eq!(
-            branch_qos("guaranteed:pcr=4Mbps").unwrap(),
-            "guaranteed:pcr=4Mbps,rx:pcr=64kbps"
-        );
-        assert_eq!(branch_qos("best-effort").unwrap(), "best-effort");
+        let q = branch("guaranteed:pcr=4Mbps").unwrap();
+        assert_eq!(q, "guaranteed:pcr=4Mbps,rx:pcr=64kbps".parse().unwrap());
+        assert_eq!(q.tx().pcr.and_then(|r| r.bits_per_sec()), Some(4_000_000));
+        assert_eq!(q.rx().pcr.and_then(|r| r.bits_per_sec()), Some(64_000));
+        let be: Qos = "best-effort".parse().unwrap();
+        assert_eq!(branch("best-effort").unwrap(), be);
         for bad in ["reliable", "ubr:ec=on", "cbr:pcr=1Mbps,transport=none"] {
-            let e = branch_qos(bad).unwrap_err().to_string();
+            let e = branch(bad).unwrap_err().to_string();
             assert!(e.contains("best-effort or guaranteed"), "{bad}: {e}");
         }
-        let e = branch_qos("guaranteed:pcr=4Mbps,rx:pcr=1Mbps").unwrap_err();
+        let e = branch("guaranteed:pcr=4Mbps,rx:pcr=1Mbps").unwrap_err();
         assert!(e.to_string().contains("one-way"), "{e}");
     }
 }

@@ -65,6 +65,7 @@ use crate::engine::{Conn, Engine, Source};
 use crate::sync::{Condvar, Level, MutexGuard, OrderedMutex as Mutex};
 use crate::transport::AbortReason;
 use crate::wire::ipc::{DataPath, Decoder, Message, VcCounters};
+use crate::wire::qos::Qos;
 
 /// How long sigd has to answer a request (it answers at once unless it is hung).
 pub(crate) const ANSWER_TIMEOUT: Duration = Duration::from_secs(5);
@@ -81,7 +82,7 @@ const RECONNECT_FOR: Duration = Duration::from_secs(600);
 /// What sigd said about a call after the immediate answer.
 #[derive(Debug, Clone)]
 pub(crate) enum CallEvent {
-    Connected(DataPath),
+    Connected(Box<DataPath>),
     Released { cause: u8, detail: String },
 }
 
@@ -116,7 +117,7 @@ impl PartyNote {
 pub(crate) struct Offer {
     pub(crate) call: u64,
     pub(crate) caller: String,
-    pub(crate) qos: String,
+    pub(crate) qos: Qos,
 }
 
 /// A pre-authorised listener's call that sigd already answered on the listener's
@@ -133,7 +134,7 @@ pub(crate) struct PreAccepted {
 #[derive(Debug)]
 pub(crate) enum NextCall {
     Accepted(PreAccepted),
-    Offered(Offer),
+    Offered(Box<Offer>),
 }
 
 /// The read role: the stream's read side and what was read of a partial message.
@@ -726,12 +727,12 @@ impl Session {
     /// (`Modify`) and wait up to `timeout` for the network's answer: `Ok` once every
     /// hop reserved it (the VCs' bounds have followed, `QosChanged`), or sigd's
     /// refusal with its cause.
-    pub(crate) fn modify(&self, call: u64, qos: &str, timeout: Duration) -> Result<(), Error> {
+    pub(crate) fn modify(&self, call: u64, qos: &Qos, timeout: Duration) -> Result<(), Error> {
         let req = self.send_as(
             |req| Message::Modify {
                 req,
                 call,
-                qos: qos.to_owned(),
+                qos: *qos,
             },
             true,
             true,
@@ -903,7 +904,9 @@ impl Session {
                 if let Some(a) = q.accepted.pop_front() {
                     return Some(Ok(NextCall::Accepted(a)));
                 }
-                q.offers.pop_front().map(|o| Ok(NextCall::Offered(o)))
+                q.offers
+                    .pop_front()
+                    .map(|o| Ok(NextCall::Offered(Box::new(o))))
             },
         )
     }
@@ -1080,7 +1083,7 @@ impl Session {
             }
             Message::Connected { call, path } => {
                 if let Some(q) = st.slots.get_mut(&call) {
-                    q.events.push_back(CallEvent::Connected(path));
+                    q.events.push_back(CallEvent::Connected(Box::new(path)));
                 }
                 Key::Id(call)
             }
@@ -1157,7 +1160,7 @@ impl Session {
                     q.accepted.push_back(PreAccepted {
                         call,
                         data,
-                        connected: CallEvent::Connected(path),
+                        connected: CallEvent::Connected(Box::new(path)),
                     });
                     // Collect what comes for the call until the application takes it.
                     st.slots.entry(call).or_default();
@@ -1306,7 +1309,7 @@ impl SigdClient {
 #[derive(Debug)]
 pub(crate) struct Binding {
     sap: String,
-    qos: String,
+    qos: Qos,
     /// A pre-authorised listener's data sockets (`None`: explicit accept).
     pub(crate) auto: Option<Arc<AutoLinks>>,
     now: Mutex<Bound>,
@@ -1329,7 +1332,7 @@ impl Binding {
         session: Arc<Session>,
         id: u64,
         sap: String,
-        qos: String,
+        qos: Qos,
         auto: Option<Arc<AutoLinks>>,
     ) -> Arc<Binding> {
         let b = Arc::new(Binding {
@@ -1400,7 +1403,7 @@ impl Binding {
     /// Bind the listener again on `new`, a restarted sigd's session: a normal
     /// `Bind` (or `BindAuto`) by the same user, subject to the same access rules.
     fn bind_again(self: &Arc<Self>, new: &Arc<Session>) {
-        let (sap, qos) = (self.sap.clone(), self.qos.clone());
+        let (sap, qos) = (self.sap.clone(), self.qos);
         let r = match &self.auto {
             None => new.request(|req| Message::Bind { req, sap, qos }),
             Some(links) => {
@@ -1443,12 +1446,9 @@ impl Binding {
     }
 }
 
-/// The target rate of each direction of a QoS text (tx = this side sends): `scr`,
-/// else `pcr`, else `max_pcr`, bit/s (0: none, or not a number).
-fn qos_targets(text: &str) -> (u64, u64) {
-    let Ok(q) = text.parse::<crate::wire::qos::Qos>() else {
-        return (0, 0);
-    };
+/// The target rate of each direction of a QoS (tx = this side sends): `scr`, else
+/// `pcr`, else `max_pcr`, bit/s (0: none, or `max`).
+fn qos_targets(q: &Qos) -> (u64, u64) {
     let of = |p: &crate::wire::qos::TrafficParams| {
         p.scr
             .or(p.pcr)

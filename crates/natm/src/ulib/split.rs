@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::connection::{Chunk, Connection, QosChange, Release};
-use super::{Bytes, ConnEvent, ConnStats, ConnStatus, Error};
+use super::{Bytes, ConnEvent, ConnStats, ConnStatus, Error, IntoQos};
 
 /// The sending half of a connection (seed 000's simplex VC, as ulib hands it out).
 #[derive(Debug, Clone)]
@@ -27,11 +27,11 @@ impl Connection {
 
 impl Sender {
     /// See [`Connection::set_qos`].
-    pub fn set_qos(&self, qos: &str, timeout: Duration) -> Result<QosChange, Error> {
+    pub fn set_qos(&self, qos: impl IntoQos, timeout: Duration) -> Result<QosChange, Error> {
         self.0.set_qos(qos, timeout)
     }
     /// See [`Connection::try_set_qos`].
-    pub fn try_set_qos(&self, qos: &str) -> Result<(), Error> {
+    pub fn try_set_qos(&self, qos: impl IntoQos) -> Result<(), Error> {
         self.0.try_set_qos(qos)
     }
     /// See [`Connection::status`].
