@@ -26,8 +26,10 @@ use crate::time::Instant;
 use crate::wire::q2931::{Cause, ConnectionId};
 
 pub mod call;
+#[cfg(feature = "daemon")]
 pub mod noise;
 pub mod party;
+#[cfg(feature = "daemon")]
 pub mod peer;
 pub mod sscop;
 #[cfg(test)]

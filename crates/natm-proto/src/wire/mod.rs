@@ -19,6 +19,7 @@ pub mod oam;
 pub mod pcap;
 pub mod q2931;
 pub mod qos;
+#[cfg(feature = "daemon")]
 pub mod resume;
 pub mod sar;
 pub mod seal;
