@@ -46,15 +46,14 @@ command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup
 cargo test --release --workspace --all-targets --all-features --no-run
 
 # The release tests spend most of their time waiting (on sockets, daemons, a QEMU
-# guest), so the work that only needs the CPU runs beside them, in other build
-# directories (target/debug, fuzz/target, cargo-deb's own), its output shown after:
-# - the engine's lock hierarchy (crates/natm/src/sync.rs) is checked only in debug
-#   builds: the I/O crate's tests run there too, so every path they take is checked;
-# - clippy with every feature; the fuzz targets built; the packaging tool installed.
+# guest), so the work that only compiles runs beside them, in other build directories
+# (target/debug, fuzz/target, cargo-deb's own), its output shown after: clippy with
+# every feature, the fuzz targets, the packaging tool. Nothing beside them sends a
+# packet: tests that watch the host's loopback traffic (AF_PACKET sniffers, capture,
+# drop counters) must see only their own.
 side_log=$(mktemp)
 (
   set -euo pipefail
-  cargo test -p natm --all-features --lib --tests
   cargo clippy --workspace --all-targets --all-features -- -D warnings
   if [ -f fuzz/Cargo.toml ]; then
     cargo build --release --manifest-path fuzz/Cargo.toml
@@ -68,13 +67,16 @@ main_rc=0
 cargo test --release --workspace --all-targets --all-features || main_rc=$?
 side_rc=0
 wait "$side" || side_rc=$?
-echo "---- beside the release tests: debug tests of natm, clippy --all-features, fuzz build ----"
+echo "---- beside the release tests: clippy --all-features, the fuzz build, cargo-deb ----"
 cat "$side_log"
 if [ "$main_rc" != 0 ] || [ "$side_rc" != 0 ]; then
   echo "test.sh: release tests exit $main_rc, the work beside them exit $side_rc" >&2
   exit 1
 fi
 
+# The engine's lock hierarchy (crates/natm/src/sync.rs) is checked only in debug
+# builds: run the I/O crate's tests there too, so every path they take is checked.
+cargo test -p natm --all-features --lib --tests
 cargo test --release --workspace --doc
 # The Debian package operators install: built, its contents checked, the binary in it
 # run; with CI=true also installed with dpkg, run from /usr/bin and removed
