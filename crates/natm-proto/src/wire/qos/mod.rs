@@ -653,7 +653,7 @@ fn preset_override_text(service: Service, key: QosKey) -> &'static str {
 
 /// The QoS of a duplex connection: AAL, per-direction traffic and transport services.
 /// Every value is valid (see [`Qos::new`]) and round-trips through its text form.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Qos {
     aal: Aal,
     tx: TrafficParams,

@@ -102,6 +102,14 @@ fn transport_value(t: &TransportParams, key: QosKey) -> Option<String> {
     }
 }
 
+/// A QoS shows as its canonical text (which parses back to it): a grant or an offer
+/// in a log or a test's message reads as it was written, not as 30 fields.
+impl fmt::Debug for Qos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Qos({self:?})", self = self.to_string())
+    }
+}
+
 impl fmt::Display for Qos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.transport.service {

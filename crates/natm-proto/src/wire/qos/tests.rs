@@ -798,3 +798,10 @@ fn tpdu_auto_parses_prints_and_resolves() {
     let ubr = crate::transport::TransportConfig::from_qos(&qos("ubr:tpdu=auto"), false).unwrap();
     assert_eq!(ubr.tpdu_adapt, None);
 }
+
+#[test]
+fn debug_shows_the_canonical_text() {
+    let q: Qos = "cbr:pcr=10Mbps".parse().unwrap();
+    assert_eq!(format!("{q:?}"), format!("Qos({:?})", q.to_string()));
+    assert_eq!(format!("{:?}", Qos::reliable()), "Qos(\"reliable\")");
+}
