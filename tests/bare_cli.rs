@@ -411,8 +411,23 @@ fn a_bare_pvc_through_a_switch_carries_a_file_and_an_echo_byte_exact() {
     assert_eq!(lj["peer"], "pvc 2.200", "{lj}");
 
     // Both ways: the far end echoes every SDU back on the duplex PVC.
+    // The echoes are shaped as the calls are: a loaded listener echoes what it read in
+    // one burst, and unshaped (UBR, the --pvc default) a burst of ten 1,500-byte SDUs
+    // overruns the switch's 256-cell queue for the VC, as UBR may (a loaded CI run lost
+    // four SDUs there).
     let l = pvc_listener(&[
-        "listen", "--pvc", "2.200", "--bind", &hb, "--via", &sb, "--idle", "5s", "--echo",
+        "listen",
+        "--pvc",
+        "2.200",
+        "--bind",
+        &hb,
+        "--via",
+        &sb,
+        "--idle",
+        "5s",
+        "--echo",
+        "--qos",
+        "cbr:pcr=20Mbps,transport=none",
     ]);
     let small = data(60_000);
     let c = finish(
