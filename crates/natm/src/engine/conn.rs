@@ -179,6 +179,10 @@ pub(crate) struct Conn {
     pub(crate) rx_cv: Condvar,
     reading: AtomicBool,
     pending: AtomicBool,
+    /// sigd said the peer released the call while another thread held the read
+    /// role: that holder ends the receiving VC as it lets the role go, after a drain
+    /// that began once the RELEASE was known ([`Conn::peer_released`]).
+    release_pending: AtomicBool,
     dropped: AtomicBool,
     /// The socket's read side is shut ([`Conn::abort_both`]): nothing more is read.
     /// After `shutdown(SHUT_RD)` a UDP socket reads as an endless run of empty
@@ -278,6 +282,7 @@ impl Conn {
             rx_cv: Condvar::new(),
             reading: AtomicBool::new(false),
             pending: AtomicBool::new(false),
+            release_pending: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             on_gone: Mutex::new(sync::Level::ConnGone, None),
             read_shut: AtomicBool::new(false),
@@ -413,9 +418,20 @@ impl Conn {
 
     fn release_read_role(&self, eng: &Engine, buf: &mut RecvBatch) {
         loop {
+            if self.release_pending.load(Ordering::SeqCst) {
+                // The peer released the call: what the RELEASE followed is in the
+                // socket by now; read it, then end the receiving VC.
+                self.drain(eng, buf);
+                self.release_pending.store(false, Ordering::SeqCst);
+                self.end_rx_released(eng);
+            }
             self.reading.store(false, Ordering::SeqCst);
-            // Someone found the socket readable while we held the role: drain for them.
-            if !self.pending.swap(false, Ordering::SeqCst) || !self.try_read_role() {
+            // Someone found the socket readable, or sigd's RELEASE came, while we held
+            // the role: take it again for them. (A release flagged after that thread
+            // failed to take the role is seen here: its flag precedes its attempt.)
+            let again = self.pending.swap(false, Ordering::SeqCst)
+                | self.release_pending.load(Ordering::SeqCst);
+            if !again || !self.try_read_role() {
                 return;
             }
             self.drain(eng, buf);
@@ -1172,10 +1188,21 @@ impl Conn {
     /// sigd's stream and the data by the socket, and nothing orders the two. A
     /// point-to-multipoint leaf depends on it — no CLOSE-ACK holds its root's release
     /// back, so the switch's last copies and its RELEASE reach this host together.
+    ///
+    /// Another thread may hold the read role with datagrams read and not yet fed (the
+    /// driver, an application thread): then that holder ends the VC as it lets the
+    /// role go (`release_read_role`), never before it has fed them.
     pub(crate) fn peer_released(&self, eng: &Engine) {
-        let mut buf = eng.take_buffer();
-        self.read_now(eng, &mut buf);
-        eng.give_buffer(buf);
+        self.release_pending.store(true, Ordering::SeqCst);
+        if self.try_read_role() {
+            let mut buf = eng.take_buffer();
+            self.release_read_role(eng, &mut buf);
+            eng.give_buffer(buf);
+        }
+    }
+
+    /// The receiving VC's end after the peer's release (`peer_released`).
+    fn end_rx_released(&self, eng: &Engine) {
         let now = eng.clock.now();
         let (mut e, cv) = self.rx();
         if !e.finished() {

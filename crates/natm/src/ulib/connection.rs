@@ -908,4 +908,26 @@ mod tests {
         assert!(driver_delivers(&server, before + 2));
         assert_eq!(server.try_recv().unwrap(), Some(b"next".to_vec()));
     }
+
+    #[test]
+    fn a_release_while_another_thread_holds_the_read_role_delivers_what_came_first() {
+        let (_a, _b, client, server) = udp_pair();
+        // The data arrives, then sigd's RELEASE is handled by a thread that cannot
+        // take the read role (the driver or a reader holds it): the holder must feed
+        // what it reads before the VC ends, not after.
+        let quiet = server.conn.hold_read_role_unread(&server.eng, || {
+            client.send(b"before the release").unwrap();
+            server.conn.peer_released(&server.eng);
+        });
+        assert!(quiet, "the role was never held");
+        assert_eq!(
+            server.recv_timeout(Duration::from_secs(5)).unwrap(),
+            Some(b"before the release".to_vec())
+        );
+        assert_eq!(
+            server.recv_timeout(Duration::from_secs(5)).unwrap(),
+            None,
+            "then the end of the stream"
+        );
+    }
 }
