@@ -930,4 +930,30 @@ mod tests {
             "then the end of the stream"
         );
     }
+
+    #[test]
+    fn a_release_while_a_reader_waits_in_the_socket_ends_its_wait() {
+        let (_a, _b, _client, server) = udp_pair();
+        let server = Arc::new(server);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = server.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.recv());
+        });
+        // The reader holds the read role in the socket's receive (nothing comes)...
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while !server.conn.waiting(crate::engine::Which::Rx).1 {
+            assert!(std::time::Instant::now() < until, "the reader never read");
+            std::thread::yield_now();
+        }
+        // ...when sigd's RELEASE comes: the holder ends the VC as it lets the role go,
+        // within its read slice, and its `recv` sees the end of the stream.
+        server.conn.peer_released(&server.eng);
+        assert_eq!(
+            rx.recv_timeout(Duration::from_secs(5))
+                .expect("the reader still waits after the release")
+                .unwrap(),
+            None
+        );
+    }
 }
