@@ -26,6 +26,12 @@ fi
 mkdir -p "$OUT"
 cd "$OUT"
 log() { echo "[linuxatm prepare] $*" >&2; }
+# One preparation at a time: the tests of one binary run in parallel and each calls
+# this; on a cold cache two runs would download and build into the same files (seen:
+# one's `make` found the other's half-copied atm module sources). The others wait
+# here, then find the stamp.
+exec 9>"$OUT/.prepare.lock"
+flock 9
 cannot() { log "cannot prepare: $*"; exit 3; }
 
 # The inputs of the cached artefacts: when any changes, the initramfs is rebuilt.
