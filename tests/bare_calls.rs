@@ -5,6 +5,7 @@
 
 mod sigd_support;
 
+use natm::ulib::Wait;
 use std::time::Duration;
 
 use natm::ulib::Error;
@@ -21,13 +22,13 @@ fn a_bare_call_echoes_sdus_byte_exact_and_ends_with_the_release() {
     let hb = b.host();
     let l = hb.bind("echo", "ubr").unwrap();
     let t = std::thread::spawn(move || {
-        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(10))).unwrap();
         assert!(call.qos.is_bare(), "{}", call.qos);
         let c = call.accept().unwrap();
         let mut n = 0u64;
         // The caller's release is the end of data: a bare VC has no close of its own.
-        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
-            c.send(&m).unwrap();
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
+            c.send(&m, Wait::Block).unwrap();
             n += 1;
         }
         let s = c.stats().bare.expect("bare counters");
@@ -40,8 +41,8 @@ fn a_bare_call_echoes_sdus_byte_exact_and_ends_with_the_release() {
     assert!(c.granted().unwrap().qos.is_bare());
     for i in 0..40usize {
         let msg = pattern(1 + i * 229, i);
-        c.send(&msg).unwrap();
-        let back = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        c.send(&msg, Wait::Block).unwrap();
+        let back = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
         assert_eq!(back, msg, "message {i} comes back whole, as one SDU");
     }
     let s = c.stats();
@@ -62,10 +63,10 @@ fn a_shaped_cbr_bare_call_moves_a_load_byte_exact_and_reserves_its_rate() {
     let l = hb.bind("sink", "cbr:pcr=20Mbps,transport=none").unwrap();
     let total = 1_500_000usize;
     let t = std::thread::spawn(move || {
-        let c = l.accept().unwrap();
+        let c = l.accept(Wait::Block).unwrap();
         let mut got = Vec::with_capacity(total);
         let mut sizes = Vec::new();
-        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
             sizes.push(m.len());
             got.extend_from_slice(&m);
         }
@@ -87,7 +88,7 @@ fn a_shaped_cbr_bare_call_moves_a_load_byte_exact_and_reserves_its_rate() {
     let data = pattern(total, 3);
     let start = std::time::Instant::now();
     for chunk in data.chunks(8000) {
-        c.send(chunk).unwrap();
+        c.send(chunk, Wait::Block).unwrap();
     }
     c.close();
     c.flush(Duration::from_secs(10)).unwrap();
@@ -118,9 +119,9 @@ fn an_oversize_send_is_refused_and_nothing_leaves() {
     let hb = b.host();
     let l = hb.bind("x", "ubr").unwrap();
     let t = std::thread::spawn(move || {
-        let c = l.accept().unwrap();
-        let first = c.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
-        let rest = c.recv_timeout(Duration::from_secs(10)).unwrap();
+        let c = l.accept(Wait::Block).unwrap();
+        let first = c.recv(Wait::For(Duration::from_secs(10))).unwrap().unwrap();
+        let rest = c.recv(Wait::For(Duration::from_secs(10))).unwrap();
         (first, rest, c.stats().bare.unwrap().rx)
     });
     let ha = a.host();
@@ -130,15 +131,15 @@ fn an_oversize_send_is_refused_and_nothing_leaves() {
             "ubr:transport=none,tx:max_sdu=1000,rx:max_sdu=2000",
         )
         .unwrap();
-    match c.send(&[1u8; 1001]) {
+    match c.send(&[1u8; 1001], Wait::Block) {
         Err(Error::MessageTooLarge {
             size: 1001,
             max: 1000,
         }) => {}
         other => panic!("expected MessageTooLarge, got {other:?}"),
     }
-    assert!(matches!(c.send(&[]), Err(Error::EmptyMessage)));
-    c.send(&[2u8; 1000]).unwrap();
+    assert!(matches!(c.send(&[], Wait::Block), Err(Error::EmptyMessage)));
+    c.send(&[2u8; 1000], Wait::Block).unwrap();
     let bare = c.stats().bare.unwrap().tx;
     assert_eq!((bare.refused_too_big, bare.sdus_sent), (1, 1));
     drop(c);
@@ -177,11 +178,14 @@ fn two_hosts_talk_over_a_bare_pvc_and_its_frames_are_plain_sdus() {
     let cb = hb.open_pvc_from(pb, 1, 200, pa, q).unwrap();
     for i in 0..10usize {
         let m = pattern(100 + i * 900, i);
-        ca.send(&m).unwrap();
-        assert_eq!(cb.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), m);
-        cb.send(&m[..50]).unwrap();
+        ca.send(&m, Wait::Block).unwrap();
         assert_eq!(
-            ca.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+            cb.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
+            m
+        );
+        cb.send(&m[..50], Wait::Block).unwrap();
+        assert_eq!(
+            ca.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
             &m[..50]
         );
     }
@@ -190,7 +194,7 @@ fn two_hosts_talk_over_a_bare_pvc_and_its_frames_are_plain_sdus() {
     let raw = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     raw.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     let cr = ha.open_pvc(1, 300, raw.local_addr().unwrap(), q).unwrap();
-    cr.send(b"to a foreign peer").unwrap();
+    cr.send(b"to a foreign peer", Wait::Block).unwrap();
     let mut buf = [0u8; 128];
     let (n, from) = raw.recv_from(&mut buf).unwrap();
     let (h, sdu) = vcframe::Repr::parse_bytes(&buf[..n]).unwrap();
@@ -203,7 +207,7 @@ fn two_hosts_talk_over_a_bare_pvc_and_its_frames_are_plain_sdus() {
     stray.extend_from_slice(b"stray");
     raw.send_to(&stray, from).unwrap();
     assert_eq!(
-        cr.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        cr.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"from a foreign peer"
     );
     let until = std::time::Instant::now() + Duration::from_secs(5);
@@ -213,6 +217,6 @@ fn two_hosts_talk_over_a_bare_pvc_and_its_frames_are_plain_sdus() {
             "the stray frame is counted"
         );
         std::thread::sleep(Duration::from_millis(10));
-        let _ = cr.try_recv();
+        let _ = cr.recv(Wait::No);
     }
 }

@@ -9,6 +9,7 @@
 mod sigd_support;
 mod spoof_support;
 
+use natm::ulib::Wait;
 use std::io::Read;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::time::{Duration, Instant};
@@ -125,9 +126,9 @@ fn receive_all(
     l: natm::ulib::Listener,
 ) -> std::thread::JoinHandle<(Vec<u8>, natm::ulib::ConnStats)> {
     std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(LIMIT)).unwrap();
+        let c = l.accept(Wait::For(LIMIT)).unwrap();
         let mut got = Vec::new();
-        while let Some(m) = c.recv_timeout(LIMIT).unwrap() {
+        while let Some(m) = c.recv(Wait::For(LIMIT)).unwrap() {
             got.extend_from_slice(&m);
         }
         (got, c.stats())
@@ -151,7 +152,7 @@ fn forged_replayed_and_modified_tpdus_are_dropped_and_the_stream_stays_exact() {
 
     // The attacker sees one TPDU.
     let first = b"the first message, sealed".to_vec();
-    c.send(&first).unwrap();
+    c.send(&first, Wait::Block).unwrap();
     let frame = sniff.data_frame(a_data, b_data);
     assert_eq!(frame[VC_HEADER + 1] & SEALED, SEALED, "not sealed");
     assert!(
@@ -205,7 +206,7 @@ fn forged_replayed_and_modified_tpdus_are_dropped_and_the_stream_stays_exact() {
     let mut sent = first.clone();
     for i in 0..256usize {
         let msg: Vec<u8> = (0..8192).map(|k| (k * 31 + i * 7) as u8).collect();
-        c.send(&msg).unwrap();
+        c.send(&msg, Wait::Block).unwrap();
         sent.extend_from_slice(&msg);
     }
     c.close();
@@ -253,14 +254,14 @@ fn a_bad_tag_flood_is_counted_and_dropped_and_the_transfer_stays_exact() {
     let c = ha.connect("+4420002:flood", QOS).unwrap();
     let (a_data, b_data) = (data_of(&a), data_of(&b));
     let mut sent = b"seen by the attacker".to_vec();
-    c.send(&sent).unwrap();
+    c.send(&sent, Wait::Block).unwrap();
     let frame = sniff.data_frame(a_data, b_data);
     drop(sniff);
     let half = |c: &natm::ulib::Connection, sent: &mut Vec<u8>, seed: usize| {
         let t = Instant::now();
         for i in 0..512usize {
             let msg: Vec<u8> = (0..32 * 1024).map(|k| (k * 13 + i + seed) as u8).collect();
-            c.send(&msg).unwrap();
+            c.send(&msg, Wait::Block).unwrap();
             sent.extend_from_slice(&msg);
         }
         t.elapsed()

@@ -7,6 +7,7 @@
 mod sigd_support;
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
@@ -294,19 +295,19 @@ fn sigd_metrics_count_a_call() {
     let l = hb.bind("echo", "reliable").unwrap();
     let t = std::thread::spawn(move || {
         let c = l
-            .next_call(Some(Duration::from_secs(10)))
+            .next_call(Wait::For(Duration::from_secs(10)))
             .unwrap()
             .accept()
             .unwrap();
-        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
-            c.send(&m).unwrap();
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
+            c.send(&m, Wait::Block).unwrap();
         }
     });
     let ha = a.host();
     let c = ha.connect("+4420002:echo", "reliable").unwrap();
-    c.send(b"ping").unwrap();
+    c.send(b"ping", Wait::Block).unwrap();
     assert_eq!(
-        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"ping"
     );
     let during = scrape(m);
@@ -437,19 +438,19 @@ fn a_scrape_flood_leaves_signalling_and_a_scrape_through() {
     // natm stat is answered.
     let t = std::thread::spawn(move || {
         let c = l
-            .next_call(Some(Duration::from_secs(10)))
+            .next_call(Wait::For(Duration::from_secs(10)))
             .unwrap()
             .accept()
             .unwrap();
-        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
-            c.send(&m).unwrap();
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
+            c.send(&m, Wait::Block).unwrap();
         }
     });
     let ha = a.host();
     let c = ha.connect("+4420002:echo", "reliable").unwrap();
-    c.send(b"during the flood").unwrap();
+    c.send(b"during the flood", Wait::Block).unwrap();
     assert_eq!(
-        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"during the flood"
     );
     assert_eq!(a.stat()["counters"]["calls_setup"], 1);
@@ -458,9 +459,9 @@ fn a_scrape_flood_leaves_signalling_and_a_scrape_through() {
     let s = scrape_through(m);
     assert_eq!(s.get("natm_sigd_calls_setup_total"), 1.0);
     slow_loris_timed_out(&cuts);
-    c.send(b"still").unwrap();
+    c.send(b"still", Wait::Block).unwrap();
     assert_eq!(
-        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"still"
     );
     stop.store(true, Ordering::SeqCst);

@@ -14,6 +14,7 @@
 mod sigd_support;
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::net::SocketAddr;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -74,11 +75,11 @@ fn leaf(host: Host) -> (mpsc::Receiver<()>, Received) {
     let t = std::thread::spawn(move || {
         let l = host.bind("mc", "best-effort").unwrap();
         ready_tx.send(()).unwrap();
-        let c = l.accept_timeout(Some(Duration::from_secs(20))).unwrap();
+        let c = l.accept(Wait::For(Duration::from_secs(20))).unwrap();
         let mut got = Vec::new();
         let mut first = None;
         let mut last = Instant::now();
-        while let Some(m) = c.recv_timeout(Duration::from_secs(20)).unwrap() {
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(20))).unwrap() {
             first.get_or_insert_with(Instant::now);
             last = Instant::now();
             got.push(m);

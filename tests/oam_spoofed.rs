@@ -5,6 +5,7 @@
 
 mod spoof_support;
 
+use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
 use natm::ulib::{Host, HostConfig};
@@ -22,7 +23,7 @@ fn a_flood_of_forged_loopback_requests_gets_a_bounded_number_of_answers() {
     let l = b.bind("127.0.0.1:0", "reliable").unwrap();
     let at = l.local_addr().unwrap();
     let t = std::thread::spawn(move || a.connect(at, "reliable").unwrap());
-    let s = l.accept_timeout(Some(WAIT)).unwrap();
+    let s = l.accept(Wait::For(WAIT)).unwrap();
     let c = t.join().unwrap();
     let (client, server) = (c.local_addr().unwrap(), s.local_addr().unwrap());
 
@@ -71,9 +72,9 @@ fn a_flood_of_forged_loopback_requests_gets_a_bounded_number_of_answers() {
             .is_some()
     });
     assert!(answered, "{:?}", s.stats().oam);
-    c.send(b"after the flood").unwrap();
+    c.send(b"after the flood", Wait::Block).unwrap();
     assert_eq!(
-        s.recv_timeout(WAIT).unwrap().as_deref(),
+        s.recv(Wait::For(WAIT)).unwrap().as_deref(),
         Some(&b"after the flood"[..])
     );
 }

@@ -11,6 +11,7 @@
 mod sigd_support;
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -146,9 +147,9 @@ fn counts_oam_per_vc(h2_mode: &str) {
     };
     let lis = hb.bind("probe", "ubr").unwrap();
     let callee = std::thread::spawn(move || {
-        let c = lis.next_call(Some(LIMIT)).unwrap().accept().unwrap();
+        let c = lis.next_call(Wait::For(LIMIT)).unwrap().accept().unwrap();
         // Hold the call until the caller closes it.
-        while let Ok(Some(_)) = c.recv_timeout(LIMIT) {}
+        while let Ok(Some(_)) = c.recv(Wait::For(LIMIT)) {}
         c.stats().oam
     });
     let c = a.host().connect("+4420002:probe", "ubr").unwrap();

@@ -10,6 +10,7 @@
 mod sigd_support;
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -90,7 +91,7 @@ fn send_for(c: &Connection, d: Duration) {
     let msg = vec![0x5a; 4000];
     let end = Instant::now() + d;
     while Instant::now() < end {
-        c.send(&msg).unwrap();
+        c.send(&msg, Wait::Block).unwrap();
     }
 }
 
@@ -173,7 +174,7 @@ fn qos_changes_between(a: &Sigd, b: &Sigd, to: &str) {
     let hb = host(b);
     let l = hb.bind("qos", QOS).unwrap();
     let t = std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        let c = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
         receive(&c)
     });
     let ha = host(a);
@@ -240,9 +241,9 @@ fn a_best_effort_call_gets_an_rtt_from_sync() {
     let done = Arc::new(AtomicBool::new(false));
     let d = done.clone();
     let t = std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        let c = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
         while !d.load(Ordering::Relaxed) {
-            let _ = c.recv_timeout(Duration::from_millis(100));
+            let _ = c.recv(Wait::For(Duration::from_millis(100)));
         }
         c.stats()
     });
@@ -303,7 +304,7 @@ fn network_changes_between(
     let hb = host(b);
     let l = hb.bind("net", NET_QOS).unwrap();
     let t = std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        let c = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
         receive(&c)
     });
     let ha = host(a);
@@ -352,7 +353,7 @@ fn network_changes_between(
     assert_eq!(reservation(a), (2 * MBPS, 4 * MBPS));
     // 94 Mbit/s each way fits the 100 Mbit/s links only because 6 were given back.
     let hog = hb.bind("hog", "cbr:pcr=94Mbps").unwrap();
-    let ht = std::thread::spawn(move || hog.accept_timeout(Some(Duration::from_secs(10))));
+    let ht = std::thread::spawn(move || hog.accept(Wait::For(Duration::from_secs(10))));
     let h = ha.connect(format!("{to}:hog"), "cbr:pcr=94Mbps").unwrap();
     let held = ht.join().unwrap().unwrap();
     match c.set_qos("cbr:pcr=8Mbps", Duration::from_secs(10)) {

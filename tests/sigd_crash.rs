@@ -4,6 +4,7 @@
 
 mod sigd_support;
 
+use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
 use natm::transport::AbortReason;
@@ -17,15 +18,15 @@ fn sigkill_of_an_application_aborts_its_peer() {
     let sigd = Sigd::start(CONF);
     let server = sigd.host();
     let l = server.bind("crash", "reliable").unwrap();
-    let accepting = std::thread::spawn(move || l.accept_timeout(Some(Duration::from_secs(10))));
+    let accepting = std::thread::spawn(move || l.accept(Wait::For(Duration::from_secs(10))));
     let (mut child, line) = helper(&sigd, "+4420001:crash");
     assert!(line.starts_with("connected"), "{line}");
     let c = accepting.join().unwrap().unwrap();
-    let m = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+    let m = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
     assert_eq!(m, b"hello from the helper");
     let killed = Instant::now();
     child.kill9();
-    let r = c.recv_timeout(Duration::from_secs(2));
+    let r = c.recv(Wait::For(Duration::from_secs(2)));
     let took = killed.elapsed();
     match r {
         Err(Error::Aborted(AbortReason::Peer)) => {}
@@ -51,7 +52,7 @@ fn a_dead_listener_hands_its_waiting_call_to_another() {
     let t = std::thread::spawn(move || client.connect("+4420001:pool", "reliable"));
     // Whichever listener got the offer dies with it unanswered (its process would
     // close the socket; here its host's session ends).
-    let first = l1.next_call(Some(Duration::from_millis(500)));
+    let first = l1.next_call(Wait::For(Duration::from_millis(500)));
     let survivor = match first {
         Ok(call) => {
             std::mem::forget(call); // no reject: as if the process died mid-decision
@@ -60,7 +61,7 @@ fn a_dead_listener_hands_its_waiting_call_to_another() {
             l2
         }
         Err(_) => {
-            let call = l2.next_call(Some(Duration::from_secs(2))).unwrap();
+            let call = l2.next_call(Wait::For(Duration::from_secs(2))).unwrap();
             std::mem::forget(call);
             drop(l2);
             drop(h2);
@@ -68,14 +69,14 @@ fn a_dead_listener_hands_its_waiting_call_to_another() {
         }
     };
     let c = survivor
-        .next_call(Some(Duration::from_secs(5)))
+        .next_call(Wait::For(Duration::from_secs(5)))
         .expect("the call moved to the other listener")
         .accept()
         .unwrap();
     let caller = t.join().unwrap().unwrap();
-    caller.send(b"moved").unwrap();
+    caller.send(b"moved", Wait::Block).unwrap();
     assert_eq!(
-        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"moved"
     );
 }
@@ -86,10 +87,10 @@ fn sigd_killed_and_restarted() {
     let server = sigd.host();
     let l = server.bind("keep", "reliable").unwrap();
     let t = std::thread::spawn(move || {
-        let c = l.accept().unwrap();
+        let c = l.accept(Wait::Block).unwrap();
         // Waiting for the next call when sigd dies: an error at once.
         let waited = Instant::now();
-        let e = l.next_call(None).unwrap_err();
+        let e = l.next_call(Wait::Block).unwrap_err();
         (c, e, waited.elapsed())
     });
     let client = sigd.host();
@@ -118,9 +119,11 @@ fn sigd_killed_and_restarted() {
     assert!(matches!(e, Error::SigdGone), "{e:?}");
     assert!(waited < Duration::from_secs(2), "{waited:?}");
     // Existing VCs keep carrying data without sigd (docs/ARCHITECTURE.md).
-    c.send(b"still here").unwrap();
+    c.send(b"still here", Wait::Block).unwrap();
     assert_eq!(
-        peer.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        peer.recv(Wait::For(Duration::from_secs(5)))
+            .unwrap()
+            .unwrap(),
         b"still here"
     );
     // New calls fail clearly and at once.
@@ -133,18 +136,18 @@ fn sigd_killed_and_restarted() {
     // A restarted sigd serves new calls (the hosts reconnect by themselves).
     sigd.restart();
     let l = server.bind("again", "reliable").unwrap();
-    let t = std::thread::spawn(move || l.accept().unwrap());
+    let t = std::thread::spawn(move || l.accept(Wait::Block).unwrap());
     let c2 = client.connect("+4420001:again", "reliable").unwrap();
     let p2 = t.join().unwrap();
-    c2.send(b"new sigd").unwrap();
+    c2.send(b"new sigd", Wait::Block).unwrap();
     assert_eq!(
-        p2.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        p2.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"new sigd"
     );
     // The old connection still works too.
-    peer.send(b"old vc").unwrap();
+    peer.send(b"old vc", Wait::Block).unwrap();
     assert_eq!(
-        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"old vc"
     );
 }

@@ -4,6 +4,7 @@
 
 mod sigd_support;
 
+use natm::ulib::Wait;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ fn connect_accept_send_release_through_sigd() {
     let client = sigd.host();
     let l = server.bind("echo", "reliable").unwrap();
     let t = std::thread::spawn(move || {
-        let call = l.next_call(Some(Duration::from_secs(5))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(5))).unwrap();
         assert_eq!(call.caller, "+4420001");
         assert_eq!(
             call.qos.service(),
@@ -31,15 +32,15 @@ fn connect_accept_send_release_through_sigd() {
             call.qos
         );
         let c = call.accept().unwrap();
-        let m = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
-        c.send(&m).unwrap();
+        let m = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
+        c.send(&m, Wait::Block).unwrap();
         // The client's close reaches us as end of data.
-        assert_eq!(c.recv_timeout(Duration::from_secs(5)).unwrap(), None);
+        assert_eq!(c.recv(Wait::For(Duration::from_secs(5))).unwrap(), None);
     });
     let c = client.connect("+4420001:echo", "reliable").unwrap();
     assert_eq!(c.granted().unwrap().tx_bps, 0, "reliable reserves nothing");
-    c.send(b"ping through sigd").unwrap();
-    let back = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+    c.send(b"ping through sigd", Wait::Block).unwrap();
+    let back = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
     assert_eq!(back, b"ping through sigd");
     let st = sigd.stat();
     assert_eq!(st["calls"].as_array().unwrap().len(), 2, "{st}");
@@ -66,7 +67,7 @@ fn a_rejected_call_gives_the_caller_the_cause() {
     let server = sigd.host();
     let l = server.bind("picky", "reliable").unwrap();
     let t = std::thread::spawn(move || {
-        let call = l.next_call(Some(Duration::from_secs(5))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(5))).unwrap();
         // What a listener logs: the caller and QoS, not the engine behind the call.
         let shown = format!("{call:?}");
         assert!(
@@ -103,7 +104,7 @@ fn admission_grants_what_fits_and_refuses_with_37_or_47() {
     let l = server.bind("video", "reliable").unwrap();
     let t = std::thread::spawn(move || {
         let mut held = Vec::new();
-        while let Ok(call) = l.next_call(Some(Duration::from_secs(3))) {
+        while let Ok(call) = l.next_call(Wait::For(Duration::from_secs(3))) {
             held.push(call.accept().unwrap());
         }
         held.len()
@@ -275,14 +276,14 @@ fn sigterm_releases_calls_and_removes_the_socket() {
     let mut sigd = Sigd::start(CONF);
     let server = sigd.host();
     let l = server.bind("term", "reliable").unwrap();
-    let t = std::thread::spawn(move || l.accept().unwrap());
+    let t = std::thread::spawn(move || l.accept(Wait::Block).unwrap());
     let c = sigd.host().connect("+4420001:term", "reliable").unwrap();
     let peer = t.join().unwrap();
     let st = sigd.terminate();
     assert!(st.success(), "{st}");
     assert!(!sigd.socket.exists(), "socket file left behind");
     // Both ends hear the release at once.
-    match c.recv_timeout(Duration::from_secs(2)) {
+    match c.recv(Wait::For(Duration::from_secs(2))) {
         Err(Error::Aborted(_)) => {}
         other => panic!("{other:?}"),
     }

@@ -6,6 +6,7 @@
 mod sigd_support;
 mod spoof_support;
 
+use natm::ulib::Wait;
 use std::os::unix::fs::PermissionsExt;
 use std::time::{Duration, Instant};
 
@@ -37,15 +38,15 @@ fn sigds_without_keys_call_over_noise_and_forged_ends_release_nothing() {
     let hb = b.host();
     let l = hb.bind("echo", "reliable").unwrap();
     let t = std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
-        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
-            c.send(&m).unwrap();
+        let c = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
+            c.send(&m, Wait::Block).unwrap();
         }
     });
     let c = a.host().connect("+4420002:echo", "reliable").unwrap();
-    c.send(b"before").unwrap();
+    c.send(b"before", Wait::Block).unwrap();
     assert_eq!(
-        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"before"
     );
     // The link is Noise-authenticated, and each end holds the key the other proves.
@@ -93,9 +94,9 @@ fn sigds_without_keys_call_over_noise_and_forged_ends_release_nothing() {
         std::thread::sleep(Duration::from_millis(20));
     }
     std::thread::sleep(Duration::from_millis(500));
-    c.send(b"after").unwrap();
+    c.send(b"after", Wait::Block).unwrap();
     assert_eq!(
-        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"after"
     );
     let (sa, sb) = (a.stat(), b.stat());
@@ -124,7 +125,7 @@ fn a_peer_with_another_key_than_the_pinned_one_is_refused() {
     let mut pinned = false;
     for _ in 0..3 {
         let l2 = l.clone();
-        let t = std::thread::spawn(move || l2.accept().map(|_| ()));
+        let t = std::thread::spawn(move || l2.accept(Wait::Block).map(|_| ()));
         let c = ha.connect("+4420002:ok", "reliable");
         let accepted = t.join().unwrap();
         drop(c);

@@ -4,6 +4,7 @@
 
 mod sigd_support;
 
+use natm::ulib::Wait;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
@@ -17,22 +18,22 @@ fn a_call_between_two_hosts_carries_data_and_releases() {
     let hb = b.host();
     let l = hb.bind("echo", "reliable").unwrap();
     let t = std::thread::spawn(move || {
-        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(10))).unwrap();
         assert_eq!(call.caller, "+4420001");
         let c = call.accept().unwrap();
         // Echo until the caller's orderly close (every echo is read by the caller
         // before it closes, so nothing is left to flush here).
-        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
-            c.send(&m).unwrap();
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
+            c.send(&m, Wait::Block).unwrap();
         }
     });
     let ha = a.host();
     let c = ha.connect("+4420002:echo", "reliable").unwrap();
     for i in 0..20u32 {
         let msg = vec![i as u8; 10_000 + i as usize];
-        c.send(&msg).unwrap();
+        c.send(&msg, Wait::Block).unwrap();
         assert_eq!(
-            c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+            c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
             msg
         );
     }
@@ -73,9 +74,9 @@ fn refusals_cross_hosts_with_their_cause() {
     let l = hb.bind("svc", "reliable").unwrap();
     let t = std::thread::spawn(move || {
         // The first call is rejected by the application, the next accepted.
-        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(10))).unwrap();
         call.reject(21).unwrap();
-        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(10))).unwrap();
         assert_eq!(
             call.qos.class(),
             natm::wire::qos::TrafficClass::Cbr,
@@ -83,7 +84,7 @@ fn refusals_cross_hosts_with_their_cause() {
             call.qos
         );
         let c = call.accept().unwrap();
-        let _ = c.recv_timeout(Duration::from_secs(10));
+        let _ = c.recv(Wait::For(Duration::from_secs(10)));
     });
     let ha = a.host();
     match ha.connect("+4420002:svc", "reliable") {
@@ -123,17 +124,17 @@ fn an_application_killed_on_one_host_aborts_its_peer_on_the_other() {
     let (a, b) = pair(LINK, LINK);
     let hb = b.host();
     let l = hb.bind("x", "reliable").unwrap();
-    let t = std::thread::spawn(move || l.accept_timeout(Some(Duration::from_secs(10))));
+    let t = std::thread::spawn(move || l.accept(Wait::For(Duration::from_secs(10))));
     let (mut child, line) = helper(&a, "+4420002:x");
     assert!(line.starts_with("connected"), "{line}");
     let c = t.join().unwrap().unwrap();
     assert_eq!(
-        c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"hello from the helper"
     );
     let killed = Instant::now();
     child.kill9();
-    let r = c.recv_timeout(Duration::from_secs(2));
+    let r = c.recv(Wait::For(Duration::from_secs(2)));
     let took = killed.elapsed();
     match r {
         Err(Error::Aborted(AbortReason::Peer)) => {}
@@ -165,12 +166,12 @@ fn malformed_signalling_datagrams_are_counted_and_dropped() {
     // B still serves calls from A.
     let hb = b.host();
     let l = hb.bind("ok", "reliable").unwrap();
-    let t = std::thread::spawn(move || l.accept().unwrap());
+    let t = std::thread::spawn(move || l.accept(Wait::Block).unwrap());
     let c = a.host().connect("+4420002:ok", "reliable").unwrap();
     let p = t.join().unwrap();
-    c.send(b"after junk").unwrap();
+    c.send(b"after junk", Wait::Block).unwrap();
     assert_eq!(
-        p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        p.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"after junk"
     );
 }
@@ -236,11 +237,11 @@ fn signalled_calls_carry_data_both_ways_without_a_transport_handshake() {
     ] {
         let l = hb.bind("exact", qos).unwrap();
         let t = std::thread::spawn(move || {
-            let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+            let c = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
             let mut got = Vec::new();
-            while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
+            while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
                 got.extend_from_slice(&m);
-                c.send(&m).unwrap();
+                c.send(&m, Wait::Block).unwrap();
             }
             // No flush: the caller read every echo before closing, and it drops its
             // receiving VC right after its close (a flush now would see that abort).
@@ -254,11 +255,11 @@ fn signalled_calls_carry_data_both_ways_without_a_transport_handshake() {
             .enumerate()
         {
             let msg: Vec<u8> = (0..n).map(|k| (k * 31 + i * 7) as u8).collect();
-            c.send(&msg).unwrap();
+            c.send(&msg, Wait::Block).unwrap();
             sent.extend_from_slice(&msg);
             // Stream mode may deliver the echo in other pieces: read until all is back.
             while echoed.len() < sent.len() {
-                let m = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+                let m = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
                 echoed.extend_from_slice(&m);
             }
         }
@@ -292,17 +293,21 @@ fn a_slow_callee_still_gets_call_proceeding_before_t303() {
     let hb = b.host();
     let l = hb.bind("slow", "reliable").unwrap();
     let t = std::thread::spawn(move || {
-        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(10))).unwrap();
         std::thread::sleep(Duration::from_millis(400));
         let c = call.accept().unwrap();
-        let m = c.recv_timeout(Duration::from_secs(10)).unwrap();
+        let m = c.recv(Wait::For(Duration::from_secs(10))).unwrap();
         // Until the caller's close: a receiver that closes first aborts its VC.
-        while c.recv_timeout(Duration::from_secs(10)).unwrap().is_some() {}
+        while c
+            .recv(Wait::For(Duration::from_secs(10)))
+            .unwrap()
+            .is_some()
+        {}
         m
     });
     let ha = a.host();
     let c = ha.connect("+4420002:slow", "reliable").unwrap();
-    c.send(b"late but connected").unwrap();
+    c.send(b"late but connected", Wait::Block).unwrap();
     c.close();
     c.flush(Duration::from_secs(5)).unwrap();
     assert_eq!(
@@ -366,12 +371,12 @@ fn a_flood_from_1100_source_ports_does_not_lock_the_real_peer_out() {
     // The real peer calls as before.
     let hb = b.host();
     let l = hb.bind("ok", "reliable").unwrap();
-    let t = std::thread::spawn(move || l.accept().unwrap());
+    let t = std::thread::spawn(move || l.accept(Wait::Block).unwrap());
     let c = a.host().connect("+4420002:ok", "reliable").unwrap();
     let p = t.join().unwrap();
-    c.send(b"after the flood").unwrap();
+    c.send(b"after the flood", Wait::Block).unwrap();
     assert_eq!(
-        p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        p.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"after the flood"
     );
     let s = b.stat();
@@ -440,12 +445,12 @@ fn many_addresses_of_one_network_share_one_bound_of_unknown_links() {
     );
     let hb = b.host();
     let l = hb.bind("ok", "reliable").unwrap();
-    let t = std::thread::spawn(move || l.accept().unwrap());
+    let t = std::thread::spawn(move || l.accept(Wait::Block).unwrap());
     let c = a.host().connect("+4420002:ok", "reliable").unwrap();
     let p = t.join().unwrap();
-    c.send(b"after").unwrap();
+    c.send(b"after", Wait::Block).unwrap();
     assert_eq!(
-        p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        p.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"after"
     );
 }
@@ -470,7 +475,7 @@ fn unknown_peers_of_one_network_share_one_quarter_of_the_calls() {
     let sink = std::thread::spawn(move || {
         let mut held = Vec::new();
         while !done.load(Ordering::Acquire) {
-            if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(100))) {
+            if let Ok(c) = l.accept(Wait::For(Duration::from_millis(100))) {
                 held.push(c);
             }
         }

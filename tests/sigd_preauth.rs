@@ -8,6 +8,7 @@
 
 mod sigd_support;
 
+use natm::ulib::Wait;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
@@ -60,14 +61,14 @@ fn a_pre_authorised_call_connects_before_accept_and_carries_data_exactly() {
     stranger.send_to(&forged, data).unwrap();
     // Data sent before the application takes the call waits in B's socket.
     let early: Vec<u8> = (0..5000u32).map(|k| (k * 7) as u8).collect();
-    c.send(&early).unwrap();
+    c.send(&early, Wait::Block).unwrap();
     std::thread::sleep(Duration::from_millis(50));
     let t = std::thread::spawn(move || {
-        let p = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+        let p = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
         let mut got = Vec::new();
-        while let Some(m) = p.recv_timeout(Duration::from_secs(10)).unwrap() {
+        while let Some(m) = p.recv(Wait::For(Duration::from_secs(10))).unwrap() {
             got.extend_from_slice(&m);
-            p.send(&m).unwrap();
+            p.send(&m, Wait::Block).unwrap();
         }
         (got, p.stats(), l)
     });
@@ -76,11 +77,11 @@ fn a_pre_authorised_call_connects_before_accept_and_carries_data_exactly() {
     sent.extend_from_slice(&early);
     for (i, n) in [1usize, 1024, 1025, 70_000].into_iter().enumerate() {
         let msg: Vec<u8> = (0..n).map(|k| (k * 31 + i * 7) as u8).collect();
-        c.send(&msg).unwrap();
+        c.send(&msg, Wait::Block).unwrap();
         sent.extend_from_slice(&msg);
     }
     while echoed.len() < sent.len() {
-        let m = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        let m = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
         echoed.extend_from_slice(&m);
     }
     assert!(echoed == sent, "the echo differs");
@@ -135,7 +136,7 @@ fn policy_and_admission_still_refuse_pre_authorised_calls() {
         .connect("+4420002:cbr", "cbr:pcr=50Mbps,min_pcr=5Mbps")
         .unwrap();
     assert_eq!(c.granted().unwrap().tx_bps, 10_000_000);
-    let p = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let p = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     assert_eq!(p.granted().unwrap().tx_bps, 10_000_000);
 }
 
@@ -149,7 +150,7 @@ fn a_call_that_does_not_fit_is_offered_explicitly() {
         .bind_with("mixed", "reliable", Accept::Auto { backlog: 2 })
         .unwrap();
     let t = std::thread::spawn(move || {
-        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(10))).unwrap();
         let qos = call.qos;
         call.reject(21).unwrap();
         qos
@@ -184,23 +185,26 @@ fn the_backlog_bounds_calls_waiting_for_accept() {
     }
     assert_eq!(b.stat()["counters"]["backlog_refusals"], 1);
     // Take one: the listener hands sigd a fresh socket, and a new call fits.
-    let p1 = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let p1 = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     let until = Instant::now() + Duration::from_secs(5);
     while b.stat()["listeners"][0]["pre_authorised_free"] != 1 {
         assert!(Instant::now() < until, "{}", b.stat());
         std::thread::sleep(Duration::from_millis(10));
     }
     let c3 = ha.connect("+4420002:busy", "reliable").unwrap();
-    c1.send(b"first").unwrap();
+    c1.send(b"first", Wait::Block).unwrap();
     assert_eq!(
-        p1.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(),
+        p1.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
         b"first"
     );
     // The queued calls are delivered in order, each with its own data path.
     for (c, m) in [(&c2, &b"second"[..]), (&c3, &b"third"[..])] {
-        c.send(m).unwrap();
-        let p = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
-        assert_eq!(p.recv_timeout(Duration::from_secs(5)).unwrap().unwrap(), m);
+        c.send(m, Wait::Block).unwrap();
+        let p = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
+        assert_eq!(
+            p.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap(),
+            m
+        );
     }
 }
 
@@ -217,7 +221,7 @@ fn a_killed_pre_authorised_listener_releases_its_queued_calls() {
     let killed = Instant::now();
     child.kill9();
     for c in [&c1, &c2] {
-        match c.recv_timeout(Duration::from_secs(2)) {
+        match c.recv(Wait::For(Duration::from_secs(2))) {
             Err(Error::Aborted(AbortReason::Peer)) => {}
             other => panic!("expected 'aborted by the peer', got {other:?}"),
         }
@@ -243,7 +247,7 @@ fn dropping_a_pre_authorised_listener_releases_its_queued_calls() {
     // Let B's session file the call before the listener goes.
     std::thread::sleep(Duration::from_millis(50));
     drop(l);
-    match c.recv_timeout(Duration::from_secs(2)) {
+    match c.recv(Wait::For(Duration::from_secs(2))) {
         Err(Error::Aborted(AbortReason::Peer)) => {}
         other => panic!("expected 'aborted by the peer', got {other:?}"),
     }
@@ -267,15 +271,17 @@ fn a_call_closed_before_accept_still_delivers_its_data_then_ends() {
         .bind_with("brief", "reliable", Accept::Auto { backlog: 2 })
         .unwrap();
     let c = a.host().connect("+4420002:brief", "reliable").unwrap();
-    c.send(b"said before hanging up").unwrap();
+    c.send(b"said before hanging up", Wait::Block).unwrap();
     c.close();
     std::thread::sleep(Duration::from_millis(50));
-    let p = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let p = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     assert_eq!(
-        p.recv_timeout(Duration::from_secs(5)).unwrap().as_deref(),
+        p.recv(Wait::For(Duration::from_secs(5)))
+            .unwrap()
+            .as_deref(),
         Some(&b"said before hanging up"[..])
     );
-    let end = p.recv_timeout(Duration::from_secs(5));
+    let end = p.recv(Wait::For(Duration::from_secs(5)));
     assert!(matches!(end, Ok(None)), "{end:?} {:?}", p.stats());
     drop(c);
     drop(p);

@@ -6,6 +6,7 @@
 mod sigd_support;
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
 use sigd_support::tool::{self, Proc};
@@ -408,7 +409,7 @@ fn a_listener_is_bound_again_when_its_sigd_restarts_and_takes_new_calls() {
     let l = server.bind("keep", "reliable").unwrap();
     // A thread waiting in accept when sigd dies learns it at once.
     let waiter = std::thread::spawn(move || {
-        let r = l.accept_timeout(Some(Duration::from_secs(30)));
+        let r = l.accept(Wait::For(Duration::from_secs(30)));
         (l, r.map(|_| ()))
     });
     std::thread::sleep(Duration::from_millis(200));
@@ -429,16 +430,19 @@ fn a_listener_is_bound_again_when_its_sigd_restarts_and_takes_new_calls() {
         let c = client
             .connect("+4420002:keep", "reliable")
             .expect("the call after the restart");
-        c.send(b"after the restart").unwrap();
-        let echo = c.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+        c.send(b"after the restart", Wait::Block).unwrap();
+        let echo = c.recv(Wait::For(Duration::from_secs(10))).unwrap().unwrap();
         (client, echo)
     });
     let conn = l
-        .accept_timeout(Some(Duration::from_secs(20)))
+        .accept(Wait::For(Duration::from_secs(20)))
         .expect("accepted after the restart");
-    let got = conn.recv_timeout(Duration::from_secs(10)).unwrap().unwrap();
+    let got = conn
+        .recv(Wait::For(Duration::from_secs(10)))
+        .unwrap()
+        .unwrap();
     assert_eq!(&got[..], b"after the restart");
-    conn.send(&got).unwrap();
+    conn.send(&got, Wait::Block).unwrap();
     let (_client, echo) = caller.join().unwrap();
     assert_eq!(&echo[..], b"after the restart");
     assert!(!l.is_unbound());
@@ -461,9 +465,9 @@ fn a_listener_its_restarted_sigd_will_not_bind_reports_why() {
     b.restart();
     // An accept that was already reading when the session ended fails with
     // `SigdGone` (at most once); the next one waits for the new binding.
-    let mut r = l.accept_timeout(Some(Duration::from_secs(20)));
+    let mut r = l.accept(Wait::For(Duration::from_secs(20)));
     if matches!(r, Err(Error::SigdGone)) {
-        r = l.accept_timeout(Some(Duration::from_secs(20)));
+        r = l.accept(Wait::For(Duration::from_secs(20)));
     }
     match r {
         Err(Error::Refused {

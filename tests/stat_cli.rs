@@ -5,6 +5,7 @@
 
 mod sigd_support;
 
+use natm::ulib::Wait;
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
@@ -46,23 +47,23 @@ fn stat_shows_the_bytes_a_live_call_moved_at_both_ends() {
     let l = hb.bind("sink", "reliable").unwrap();
     let (out, back) = (1_000_000usize, 300_000usize);
     let server = std::thread::spawn(move || {
-        let c = l.accept().unwrap();
+        let c = l.accept(Wait::Block).unwrap();
         let mut got = 0;
         while got < out {
-            got += c.recv().unwrap().expect("data").len();
+            got += c.recv(Wait::Block).unwrap().expect("data").len();
         }
-        c.send(&vec![7u8; back]).unwrap();
+        c.send(&vec![7u8; back], Wait::Block).unwrap();
         // Hold the call until the test is done looking.
-        c.recv_timeout(Duration::from_secs(20)).ok();
+        c.recv(Wait::For(Duration::from_secs(20))).ok();
         got
     });
     let c = ha.connect("+4420002:sink", "reliable").unwrap();
     for _ in 0..out / 10_000 {
-        c.send(&[1u8; 10_000]).unwrap();
+        c.send(&[1u8; 10_000], Wait::Block).unwrap();
     }
     let mut got = 0;
     while got < back {
-        got += c.recv().unwrap().expect("the echo").len();
+        got += c.recv(Wait::Block).unwrap().expect("the echo").len();
     }
     let (out, back) = (out as u64, back as u64);
     let n = |t: &Value, k: &str| t[k].as_u64().unwrap_or(0);

@@ -6,6 +6,7 @@
 
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
@@ -102,9 +103,9 @@ fn transfer(name: &str, a: &str, b: &str) -> serde_json::Value {
     let hb = host(b);
     let listener = hb.bind(b_addr, "reliable").unwrap();
     let rx = std::thread::spawn(move || {
-        let c = listener.accept().unwrap();
+        let c = listener.accept(Wait::Block).unwrap();
         let mut got = 0usize;
-        while let Some(m) = c.recv_timeout(DEADLINE).unwrap() {
+        while let Some(m) = c.recv(Wait::For(DEADLINE)).unwrap() {
             for (k, &byte) in m.iter().enumerate() {
                 assert_eq!(byte, pattern(got + k), "octet {} differs", got + k);
             }
@@ -125,7 +126,7 @@ fn transfer(name: &str, a: &str, b: &str) -> serde_json::Value {
     };
     let data: Vec<u8> = (0..TOTAL).map(pattern).collect();
     for chunk in data.chunks(64 << 10) {
-        c.send(chunk).unwrap();
+        c.send(chunk, Wait::Block).unwrap();
     }
     assert_eq!(rx.join().unwrap(), TOTAL, "every byte arrived");
     let stats = c.stats();

@@ -14,6 +14,7 @@
 mod sigd_support;
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -148,11 +149,11 @@ fn echo_hosts(
     let q = qos.to_owned();
     let t = std::thread::spawn(move || {
         let qos = q;
-        let call = l.next_call(Some(Duration::from_secs(10))).unwrap();
+        let call = l.next_call(Wait::For(Duration::from_secs(10))).unwrap();
         let c = call.accept().unwrap();
         loop {
-            match c.recv_timeout(Duration::from_secs(10)) {
-                Ok(Some(m)) => c.send(&m).unwrap(),
+            match c.recv(Wait::For(Duration::from_secs(10))) {
+                Ok(Some(m)) => c.send(&m, Wait::Block).unwrap(),
                 Ok(None) => break,
                 Err(e) => panic!("callee of {qos}: {e}"),
             }
@@ -165,9 +166,9 @@ fn echo_hosts(
         let msg: Vec<u8> = (0..20_000 + i as usize)
             .map(|k| (k as u32 * 31 + i) as u8)
             .collect();
-        c.send(&msg).unwrap();
+        c.send(&msg, Wait::Block).unwrap();
         let got = c
-            .recv_timeout(Duration::from_secs(5))
+            .recv(Wait::For(Duration::from_secs(5)))
             .unwrap_or_else(|e| panic!("{to_addr} ({qos}) message {i}: {e}\n{}", diag()))
             .unwrap_or_else(|| panic!("{to_addr} ({qos}) message {i}: closed\n{}", diag()));
         assert!(got == msg, "{to_addr}: message {i} differs");
@@ -228,15 +229,15 @@ fn a_call_through_two_switches_is_relabelled_on_every_link() {
     let l = hb.bind("hold", "reliable").unwrap();
     let t = std::thread::spawn(move || {
         let c = l
-            .next_call(Some(Duration::from_secs(10)))
+            .next_call(Wait::For(Duration::from_secs(10)))
             .unwrap()
             .accept()
             .unwrap();
-        let m = c.recv_timeout(Duration::from_secs(10)).unwrap();
+        let m = c.recv(Wait::For(Duration::from_secs(10))).unwrap();
         (c, m)
     });
     let c = n.h[0].host().connect("+4420003:hold", "reliable").unwrap();
-    c.send(b"through two switches").unwrap();
+    c.send(b"through two switches", Wait::Block).unwrap();
     let (_held, m) = t.join().unwrap();
     assert_eq!(m.as_deref(), Some(&b"through two switches"[..]));
     // Each switch holds the call with a VCI of its own on each side; the hosts'
@@ -281,7 +282,7 @@ fn a_killed_switch_releases_every_call_through_it_within_a_second() {
         let hb = n.h[b].host();
         let l = hb.bind(format!("k{a}{b}"), "reliable").unwrap();
         let acc = std::thread::spawn(move || {
-            l.next_call(Some(Duration::from_secs(10)))
+            l.next_call(Wait::For(Duration::from_secs(10)))
                 .unwrap()
                 .accept()
                 .unwrap()
@@ -297,7 +298,7 @@ fn a_killed_switch_releases_every_call_through_it_within_a_second() {
         ] {
             let tx = tx.clone();
             held.push(std::thread::spawn(move || {
-                let r = conn.recv_timeout(Duration::from_secs(10));
+                let r = conn.recv(Wait::For(Duration::from_secs(10)));
                 let _ = tx.send((who, Instant::now(), format!("{r:?}")));
             }));
         }
@@ -344,12 +345,12 @@ fn a_cell_mode_host_calls_through_a_cell_trunk_and_a_frame_host_answers() {
     let l = hb.bind("echo", "reliable").unwrap();
     let t = std::thread::spawn(move || {
         let c = l
-            .next_call(Some(Duration::from_secs(10)))
+            .next_call(Wait::For(Duration::from_secs(10)))
             .unwrap()
             .accept()
             .unwrap();
-        while let Ok(Some(m)) = c.recv_timeout(Duration::from_secs(10)) {
-            c.send(&m).unwrap();
+        while let Ok(Some(m)) = c.recv(Wait::For(Duration::from_secs(10))) {
+            c.send(&m, Wait::Block).unwrap();
         }
     });
     let ha = app(&n.h[2], "cell");
@@ -358,8 +359,8 @@ fn a_cell_mode_host_calls_through_a_cell_trunk_and_a_frame_host_answers() {
         let msg: Vec<u8> = (0..30_000 + i as usize)
             .map(|k| (k as u32 ^ i) as u8)
             .collect();
-        c.send(&msg).unwrap();
-        let got = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+        c.send(&msg, Wait::Block).unwrap();
+        let got = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
         assert!(got == msg, "message {i} differs");
     }
     assert!(c.stats().cells.is_some_and(|s| s.trains_in > 0));
@@ -513,12 +514,12 @@ fn bare_one_way_calls_cross_the_switch_back_to_back() {
     let callee = std::thread::spawn(move || {
         let mut counts = Vec::new();
         for _ in 0..ROUNDS {
-            let Ok(call) = l.next_call(Some(Duration::from_secs(10))) else {
+            let Ok(call) = l.next_call(Wait::For(Duration::from_secs(10))) else {
                 break;
             };
             let c = call.accept().unwrap();
             let mut got = 0usize;
-            while let Ok(Some(m)) = c.recv_timeout(Duration::from_secs(5)) {
+            while let Ok(Some(m)) = c.recv(Wait::For(Duration::from_secs(5))) {
                 assert_eq!(m.len(), 4000);
                 got += 1;
             }
@@ -531,7 +532,7 @@ fn bare_one_way_calls_cross_the_switch_back_to_back() {
             .connect("+4420002:bare", "ubr:transport=none,max_sdu=8192,rx:none")
             .unwrap_or_else(|e| panic!("round {round}: {e}\n{}\n{}", n.s1.stat(), n.s1.log()));
         for _ in 0..50 {
-            c.send(&[7u8; 4000]).unwrap();
+            c.send(&[7u8; 4000], Wait::Block).unwrap();
             std::thread::sleep(Duration::from_millis(1));
         }
         c.close();

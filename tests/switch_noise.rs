@@ -15,6 +15,7 @@ mod sigd_support;
 mod spoof_support;
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -159,9 +160,9 @@ fn sigd_key(s: &Sigd) -> String {
 fn echo_call(n: &Net) -> (natm::ulib::Connection, std::thread::JoinHandle<()>) {
     let l = n.h[1].host().bind("echo", "reliable").unwrap();
     let t = std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
-        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
-            c.send(&m).unwrap();
+        let c = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
+            c.send(&m, Wait::Block).unwrap();
         }
     });
     let c = n.h[0]
@@ -172,9 +173,9 @@ fn echo_call(n: &Net) -> (natm::ulib::Connection, std::thread::JoinHandle<()>) {
 }
 
 fn echo(c: &natm::ulib::Connection, msg: &[u8], n: &Net) {
-    c.send(msg).unwrap();
+    c.send(msg, Wait::Block).unwrap();
     let got = c
-        .recv_timeout(Duration::from_secs(5))
+        .recv(Wait::For(Duration::from_secs(5)))
         .unwrap_or_else(|e| panic!("{e}\n{}", n.diag()))
         .unwrap_or_else(|| panic!("closed\n{}", n.diag()));
     assert_eq!(got, msg);
@@ -448,9 +449,9 @@ fn a_trunk_between_two_switches_runs_noise_and_forgeries_on_it_release_nothing()
     }
     let l = h[1].host().bind("echo", "reliable").unwrap();
     let t = std::thread::spawn(move || {
-        let c = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
-        while let Some(m) = c.recv_timeout(Duration::from_secs(10)).unwrap() {
-            c.send(&m).unwrap();
+        let c = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
+        while let Some(m) = c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
+            c.send(&m, Wait::Block).unwrap();
         }
     });
     let c = h[0]
@@ -458,9 +459,9 @@ fn a_trunk_between_two_switches_runs_noise_and_forgeries_on_it_release_nothing()
         .connect("+4420002:echo", "reliable")
         .unwrap_or_else(|e| panic!("{e}\n{}", diag()));
     let echo = |msg: &[u8]| {
-        c.send(msg).unwrap();
+        c.send(msg, Wait::Block).unwrap();
         let got = c
-            .recv_timeout(Duration::from_secs(5))
+            .recv(Wait::For(Duration::from_secs(5)))
             .unwrap_or_else(|e| panic!("{e}\n{}", diag()))
             .unwrap_or_else(|| panic!("closed\n{}", diag()));
         assert_eq!(got, msg);
@@ -611,8 +612,8 @@ fn call_setup_timing() {
         while !s2.load(std::sync::atomic::Ordering::Relaxed) {
             // Held until the caller lets go: a callee that let go at once could
             // abort the call before the caller's `connect` returned it.
-            if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(200))) {
-                while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
+            if let Ok(c) = l.accept(Wait::For(Duration::from_millis(200))) {
+                while let Ok(Some(_)) = c.recv(Wait::For(Duration::from_secs(5))) {}
             }
         }
     });

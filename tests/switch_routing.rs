@@ -12,6 +12,7 @@
 mod sigd_support;
 mod switch_support;
 
+use natm::ulib::Wait;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
@@ -43,20 +44,20 @@ fn call(
     let l = to.host().bind("ring", "reliable").unwrap();
     let t = std::thread::spawn(move || {
         let c = l
-            .next_call(Some(Duration::from_secs(10)))
+            .next_call(Wait::For(Duration::from_secs(10)))
             .unwrap()
             .accept()
             .unwrap();
-        let m = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
-        c.send(&m).unwrap();
+        let m = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
+        c.send(&m, Wait::Block).unwrap();
         c
     });
     let c = from
         .host()
         .connect(format!("{to_addr}:ring").as_str(), "reliable")
         .unwrap_or_else(|e| panic!("call to {to_addr}: {e}\n{}", diag()));
-    c.send(b"round the ring").unwrap();
-    let got = c.recv_timeout(Duration::from_secs(5)).unwrap().unwrap();
+    c.send(b"round the ring", Wait::Block).unwrap();
+    let got = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
     assert_eq!(&got[..], b"round the ring");
     (c, t.join().unwrap())
 }
@@ -141,7 +142,7 @@ fn a_call_is_routed_round_a_killed_switch() {
     let killed = Instant::now();
     sw[transit].kill();
     // The call is released (its trunk's hellos stop: ~400 ms).
-    let r = c1.recv_timeout(Duration::from_secs(5));
+    let r = c1.recv(Wait::For(Duration::from_secs(5)));
     let released = killed.elapsed();
     assert!(r.is_err(), "the call ends: {r:?}");
     drop((c1, d1));

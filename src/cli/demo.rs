@@ -6,6 +6,7 @@
 //! services through the simulator's round-robin bottleneck instead, `--switch` through
 //! a real `natm switch` process (`switch_demo`).
 
+use natm::ulib::Wait;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -106,7 +107,7 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
         let l = host_b.bind(listen_at, &vc.qos)?;
         let addr = l.local_addr()?;
         let c = host_a.connect(addr, &vc.qos)?;
-        let s = l.accept_timeout(Some(Duration::from_secs(5)))?;
+        let s = l.accept(Wait::For(Duration::from_secs(5)))?;
         let (delivered, stop_r) = (vc.delivered.clone(), stop.clone());
         receivers.push(std::thread::spawn(move || receive(s, delivered, stop_r)));
         let (msg, stop_s) = (vc.msg, stop.clone());
@@ -203,11 +204,11 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
 fn transmit(c: &Connection, size: usize, stop: Arc<AtomicBool>, lost: Arc<AtomicU64>) {
     let msg = vec![0x5Au8; size];
     while !stop.load(Ordering::Relaxed) {
-        match c.try_send(&msg) {
+        match c.send(&msg, Wait::No) {
             Ok(()) => {}
             Err(Error::WouldBlock(WouldBlock::WindowFull | WouldBlock::OverRate)) => {
                 // Blocking send waits for the window or the bucket; use it.
-                if c.send(&msg).is_err() {
+                if c.send(&msg, Wait::Block).is_err() {
                     return;
                 }
             }
@@ -221,7 +222,7 @@ fn transmit(c: &Connection, size: usize, stop: Arc<AtomicBool>, lost: Arc<Atomic
 
 fn receive(s: Connection, delivered: Arc<AtomicU64>, stop: Arc<AtomicBool>) {
     while !stop.load(Ordering::Relaxed) {
-        match s.recv_timeout(Duration::from_millis(100)) {
+        match s.recv(Wait::For(Duration::from_millis(100))) {
             Ok(Some(m)) => {
                 delivered.fetch_add(m.len() as u64, Ordering::Relaxed);
             }

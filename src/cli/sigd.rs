@@ -1,6 +1,7 @@
 //! `natm sigd` (the signalling daemon) and the multi-process tests' helper.
 
 use anyhow::Context as _;
+use natm::ulib::Wait;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -212,7 +213,7 @@ pub(crate) fn helper(a: HelperArgs) -> CliResult {
     }
     let to = a.connect.unwrap_or_default();
     let c = host.connect(to.as_str(), &a.qos)?;
-    c.send(b"hello from the helper")?;
+    c.send(b"hello from the helper", Wait::Block)?;
     let local: Option<SocketAddr> = c.local_addr().ok();
     outln!("connected {}", local.map_or("?".into(), |l| l.to_string()));
     loop {

@@ -5,6 +5,7 @@
 //! delivered rate, then a summary. Ctrl-C ends it early; the processes and their
 //! temporary files go either way.
 
+use natm::ulib::Wait;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -48,9 +49,7 @@ fn call(net: &LoopNet, vc: &Vc, sap: &str, stop: &Arc<AtomicBool>) -> anyhow::Re
     let target = format!("{}:{sap}", address(2));
     let q = vc.qos.clone();
     let caller = thread::spawn(move || from.connect(target.as_str(), &q));
-    let callee = l
-        .accept_timeout(Some(Duration::from_secs(5)))
-        .map_err(err)?;
+    let callee = l.accept(Wait::For(Duration::from_secs(5))).map_err(err)?;
     let conn = Arc::new(
         caller
             .join()

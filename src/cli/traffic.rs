@@ -2,6 +2,7 @@
 //! that offers messages (paced or as fast as flow control lets it) and a receiver
 //! that counts what is delivered. Both end when told to, and never block long.
 
+use natm::ulib::Wait;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -25,7 +26,7 @@ pub fn send_loop(c: &Connection, size: usize, offered: Option<u64>, stop: &Atomi
                 continue;
             }
         }
-        match c.try_send(&msg) {
+        match c.send(&msg, Wait::No) {
             Ok(()) => sent += size as u64,
             Err(Error::WouldBlock(_)) => thread::sleep(BACKOFF),
             Err(_) => return,
@@ -36,7 +37,7 @@ pub fn send_loop(c: &Connection, size: usize, offered: Option<u64>, stop: &Atomi
 /// Counts what arrives until `stop` or the end of the connection.
 pub fn recv_loop(c: &Connection, delivered: &AtomicU64, stop: &AtomicBool) {
     while !stop.load(Ordering::Relaxed) {
-        match c.recv_timeout(Duration::from_millis(50)) {
+        match c.recv(Wait::For(Duration::from_millis(50))) {
             Ok(Some(m)) => {
                 delivered.fetch_add(m.len() as u64, Ordering::Relaxed);
             }

@@ -2,6 +2,7 @@
 //! `natm_try_set_qos`, `natm_recv_status`, `natm_next_event` (and its descriptor,
 //! `natm_conn_fd(c, NATM_FD_EVENT)`).
 
+use natm_rs::ulib::Wait;
 use std::ffi::{c_char, c_int, c_void};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -277,13 +278,13 @@ pub unsafe extern "C" fn natm_next_event(
                 }
             }
             t if t < 0 => loop {
-                if let Some(ev) = c.conn.next_event(Some(Duration::from_secs(3600))) {
+                if let Some(ev) = c.conn.next_event(Wait::For(Duration::from_secs(3600))) {
                     break ev;
                 }
             },
             t => c
                 .conn
-                .next_event(Some(Duration::from_millis(t as u64)))
+                .next_event(Wait::For(Duration::from_millis(t as u64)))
                 .ok_or_else(|| fail(Code::TimedOut, "no status event came in time"))?,
         };
         // SAFETY: non-null and writable by the caller's promise.

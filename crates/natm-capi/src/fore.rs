@@ -9,6 +9,7 @@
 //! `atm_errno`; the sentence is the one `natm_last_error` gives. docs/capi.md, "The
 //! FORE API (seed 002)", is the reference and says where it departs from FORE.
 
+use natm_rs::ulib::Wait;
 use std::cell::Cell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr};
@@ -737,7 +738,7 @@ pub unsafe extern "C" fn atm_listen(
                 format!("descriptor {fd} is not listening: atm_bind it with qlen > 0"),
             )),
         })?;
-        let call = l.next_call(None).map_err(Fail::from)?;
+        let call = l.next_call(Wait::Block).map_err(Fail::from)?;
         // What the caller sends is this side's receiving direction.
         let q = fore_qos(call.qos.rx());
         let caller = endpoint(&call.caller, sap);
@@ -870,7 +871,10 @@ pub unsafe extern "C" fn atm_send(fd: c_int, buf: *const c_void, len: c_int) -> 
             Some(mp) => {
                 lock(&mp).send(pdu).map_err(Fail::from)?;
             }
-            None => connection(fd)?.conn.send(pdu).map_err(Fail::from)?,
+            None => connection(fd)?
+                .conn
+                .send(pdu, Wait::Block)
+                .map_err(Fail::from)?,
         }
         Ok(n as isize)
     }))
@@ -894,7 +898,7 @@ pub unsafe extern "C" fn atm_recv(fd: c_int, buf: *mut c_void, len: c_int) -> c_
         let mut held = lock(&c.held);
         let pdu = match held.take() {
             Some(p) => p,
-            None => match c.conn.recv().map_err(Fail::from)? {
+            None => match c.conn.recv(Wait::Block).map_err(Fail::from)? {
                 Some(p) => p,
                 None => return Ok(0),
             },

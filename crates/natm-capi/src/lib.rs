@@ -13,6 +13,7 @@ pub mod fore;
 pub mod multipoint;
 mod ready;
 
+use natm_rs::ulib::Wait;
 use std::collections::VecDeque;
 use std::ffi::{c_char, c_int, c_void, CStr};
 use std::path::PathBuf;
@@ -357,7 +358,7 @@ fn accept_loop(listener: Listener, b: &Backlog) {
                 continue;
             }
         }
-        match listener.accept_timeout(Some(ACCEPT_SLICE)) {
+        match listener.accept(Wait::For(ACCEPT_SLICE)) {
             Ok(c) => {
                 let mut q = b.queue.lock().unwrap_or_else(|p| p.into_inner());
                 q.conns.push_back(c);
@@ -565,7 +566,7 @@ pub unsafe extern "C" fn natm_send(
             unsafe { std::slice::from_raw_parts(buf.cast::<u8>(), len) }
         };
         if flags & NATM_NONBLOCK == 0 {
-            c.conn.send(msg).map_err(Failure::from)?;
+            c.conn.send(msg, Wait::Block).map_err(Failure::from)?;
             return Ok(len as isize);
         }
         c.tx.clear();
@@ -628,7 +629,7 @@ unsafe fn recv_into(
     let mut rest = c.rest.lock().unwrap_or_else(|p| p.into_inner());
     let chunk = match rest.take() {
         Some(ch) => ch,
-        None if flags & NATM_NONBLOCK == 0 => match c.conn.recv_chunk() {
+        None if flags & NATM_NONBLOCK == 0 => match c.conn.recv_chunk(Wait::Block) {
             Ok(Some(ch)) => ch,
             Ok(None) => return Ok((0, false, false)),
             Err(e) => return Err(e.into()),

@@ -10,6 +10,7 @@
 //!
 //! `cargo run --release -p natm --example qos_change_time -- [CHANGES]`
 
+use natm::ulib::Wait;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -54,12 +55,12 @@ fn main() {
     let l = b.bind("127.0.0.1:0", QOS).unwrap();
     let addr = l.local_addr().unwrap();
     let t = std::thread::spawn(move || a.connect(addr, QOS).unwrap());
-    let rx = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let rx = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     let tx = Arc::new(t.join().unwrap());
     let arrivals = Arc::new(Mutex::new(Vec::<Instant>::new()));
     let seen = arrivals.clone();
     let reader = std::thread::spawn(move || {
-        while let Ok(Some(_)) = rx.recv_timeout(Duration::from_secs(5)) {
+        while let Ok(Some(_)) = rx.recv(Wait::For(Duration::from_secs(5))) {
             seen.lock().unwrap().push(Instant::now());
         }
     });
@@ -70,7 +71,7 @@ fn main() {
         let h = std::thread::spawn(move || {
             let m = vec![1u8; MSG];
             while !*s.lock().unwrap() {
-                tx.send(&m).unwrap();
+                tx.send(&m, Wait::Block).unwrap();
             }
         });
         (h, stop)

@@ -4,6 +4,7 @@
 //! trains). In debug builds this also runs the cell adaptor's locks through the
 //! lock-hierarchy check.
 
+use natm::ulib::Wait;
 use std::time::Duration;
 
 use natm::ulib::{Error, Host, HostConfig, LinkMode};
@@ -22,10 +23,10 @@ fn a_reliable_connection_in_cell_mode_is_byte_exact() {
     let l = b.bind("127.0.0.1:0", "reliable").unwrap();
     let addr = l.local_addr().unwrap();
     let t = std::thread::spawn(move || {
-        let c = l.accept().unwrap();
+        let c = l.accept(Wait::Block).unwrap();
         let mut got = Vec::new();
         while got.len() < 1_000_000 {
-            match c.recv_timeout(Duration::from_secs(10)).unwrap() {
+            match c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
                 Some(m) => got.extend_from_slice(&m),
                 None => break,
             }
@@ -35,7 +36,7 @@ fn a_reliable_connection_in_cell_mode_is_byte_exact() {
     let c = a.connect(addr, "reliable").unwrap();
     let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
     for m in data.chunks(50_000) {
-        c.send(m).unwrap();
+        c.send(m, Wait::Block).unwrap();
     }
     assert_eq!(t.join().unwrap(), data);
     let s = c.stats().cells.expect("cell mode counts cells");

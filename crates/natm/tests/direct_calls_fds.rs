@@ -3,6 +3,7 @@
 //! held before — no socket of a finished call is left behind on either side. (Its own
 //! test binary: it counts this process's open file descriptors.)
 
+use natm::ulib::Wait;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -53,7 +54,7 @@ fn run_calls(callers: usize, per_caller: usize) {
             std::thread::spawn(move || loop {
                 let next = rx.lock().unwrap().recv();
                 let Ok(c) = next else { return };
-                while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
+                while let Ok(Some(_)) = c.recv(Wait::For(Duration::from_secs(5))) {}
             })
         })
         .collect();
@@ -61,7 +62,7 @@ fn run_calls(callers: usize, per_caller: usize) {
         let stop = stop.clone();
         std::thread::spawn(move || {
             while !stop.load(Ordering::Relaxed) {
-                if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(50))) {
+                if let Ok(c) = l.accept(Wait::For(Duration::from_millis(50))) {
                     tx.send(c).unwrap();
                 }
             }
@@ -161,7 +162,7 @@ fn a_closed_listener_ends_the_calls_nobody_accepted() {
         drop(l);
         // Each caller learns that its call was ended, as from a TCP reset.
         for c in &calls {
-            let r = c.recv_timeout(Duration::from_secs(5));
+            let r = c.recv(Wait::For(Duration::from_secs(5)));
             assert!(
                 r.is_err(),
                 "a call queued on a closed listener still lives: {r:?}"

@@ -3,6 +3,7 @@
 //! frame (a CLOSE-ACK) arrives after the drop and no timer is left to notice. (Its
 //! own test binary: it counts this process's open file descriptors.)
 
+use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
 use natm::ulib::{Host, HostConfig};
@@ -18,16 +19,16 @@ fn closed_and_dropped_connections_release_their_sockets() {
     let addr = l.local_addr().unwrap();
     let server = std::thread::spawn(move || {
         for _ in 0..300 {
-            let c = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+            let c = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
             // Until the caller's close, then drop: this side's CLOSE comes second.
-            while c.recv_timeout(Duration::from_secs(5)).unwrap().is_some() {}
+            while c.recv(Wait::For(Duration::from_secs(5))).unwrap().is_some() {}
         }
     });
     // Warm up (the engine's own descriptors, the GRO socket held per process).
     let before = open_fds();
     for _ in 0..300 {
         let c = host.connect(addr, "reliable").unwrap();
-        c.send(b"x").unwrap();
+        c.send(b"x", Wait::Block).unwrap();
         c.close();
         drop(c);
     }

@@ -3,6 +3,7 @@
 //! engine goes — neither the end is lost nor the engine leaked. Its own test binary,
 //! so that the thread count is this test's alone.
 
+use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
 use natm::ulib::{Host, HostConfig};
@@ -23,17 +24,19 @@ fn dropped_hosts_finish_their_connections_then_their_engines_go() {
             // engine's last handle, and it is dropped right after sending.
             let client = Host::open(HostConfig::default()).unwrap();
             let c = client.connect(addr, "reliable").unwrap();
-            c.send(b"bye").unwrap();
+            c.send(b"bye", Wait::Block).unwrap();
         });
-        let s = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+        let s = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
         t.join().unwrap();
         assert_eq!(
-            s.recv_timeout(Duration::from_secs(5)).unwrap().as_deref(),
+            s.recv(Wait::For(Duration::from_secs(5)))
+                .unwrap()
+                .as_deref(),
             Some(&b"bye"[..]),
             "round {round}"
         );
         assert_eq!(
-            s.recv_timeout(Duration::from_secs(5)).unwrap(),
+            s.recv(Wait::For(Duration::from_secs(5))).unwrap(),
             None,
             "round {round}: the end of data"
         );

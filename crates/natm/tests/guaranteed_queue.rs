@@ -3,6 +3,7 @@
 //! `try_send` says so, a blocking `send` waits — instead of queueing seconds of data
 //! (a 2 MiB queue held 16.8 s at 1 Mbit/s). Checked in bytes, never in time.
 
+use natm::ulib::Wait;
 use std::time::Duration;
 
 use natm::ulib::{Error, Host, HostConfig};
@@ -16,7 +17,7 @@ fn pair(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
     let h2 = host.clone();
     let q = qos.to_string();
     let t = std::thread::spawn(move || h2.connect(addr, &q).unwrap());
-    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     let client = t.join().unwrap();
     (host, client, server)
 }
@@ -29,7 +30,7 @@ fn a_slow_guaranteed_vc_never_queues_more_than_its_delay() {
     let (_h, c, s) = pair("cbr:pcr=1Mbps,bucket=8Ki,delay=50ms");
     let reader = std::thread::spawn(move || {
         let mut n = 0usize;
-        while let Ok(Some(m)) = s.recv_timeout(Duration::from_secs(10)) {
+        while let Ok(Some(m)) = s.recv(Wait::For(Duration::from_secs(10))) {
             n += m.len();
         }
         n
@@ -40,7 +41,7 @@ fn a_slow_guaranteed_vc_never_queues_more_than_its_delay() {
     let msg = vec![7u8; MSG];
     let mut taken = 0u64;
     loop {
-        match c.try_send(&msg) {
+        match c.send(&msg, Wait::No) {
             Ok(()) => taken += MSG as u64,
             Err(Error::WouldBlock(_)) => break,
             Err(e) => panic!("try_send: {e}"),
@@ -58,7 +59,7 @@ fn a_slow_guaranteed_vc_never_queues_more_than_its_delay() {
     // A blocking sender: each send returns once its message fits, and the queue never
     // holds more than the bound.
     for _ in 0..24 {
-        c.send(&msg).unwrap();
+        c.send(&msg, Wait::Block).unwrap();
         let q = c.stats().send_queued;
         assert!(q <= BOUND, "{q} bytes queued, bound {BOUND}");
     }
@@ -82,7 +83,7 @@ fn the_default_delay_bounds_a_fast_guaranteed_vc_too() {
     let msg = vec![1u8; 8192];
     let mut taken = 0u64;
     loop {
-        match c.try_send(&msg) {
+        match c.send(&msg, Wait::No) {
             Ok(()) => taken += msg.len() as u64,
             Err(Error::WouldBlock(_)) => break,
             Err(e) => panic!("try_send: {e}"),

@@ -4,6 +4,7 @@
 //! a scripted sigd on a Unix socket. Its own test binary, so that the natm threads counted
 //! are this test's alone.
 
+use natm::ulib::Wait;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
@@ -182,7 +183,7 @@ fn a_host_with_a_sigd_session_runs_one_thread_and_its_drop_ends_both() {
     let until = Instant::now() + Duration::from_secs(5);
     let offer = loop {
         std::thread::sleep(Duration::from_millis(10));
-        match l.next_call(Some(Duration::ZERO)) {
+        match l.next_call(Wait::For(Duration::ZERO)) {
             Ok(o) => break o,
             Err(Error::TimedOut) if Instant::now() < until => {}
             Err(e) => panic!("the driver did not file the offer: {e}"),
@@ -211,7 +212,7 @@ fn sigd_dying_fails_a_waiting_call_at_once_and_is_noticed_with_nobody_waiting() 
     let l = host.bind("echo", "reliable").unwrap();
     let waiter = std::thread::spawn(move || {
         let t = Instant::now();
-        (l.next_call(None).map(|_| ()), t)
+        (l.next_call(Wait::Block).map(|_| ()), t)
     });
     std::thread::sleep(Duration::from_millis(50));
     sigd.to.send(Do::Die).unwrap();
@@ -248,7 +249,7 @@ fn a_released_call_read_by_the_driver_aborts_its_connection_at_once() {
     // The application waits on the data path, not on sigd: the driver reads the
     // `Released` and aborts the connection, which wakes the blocked `recv`.
     let receiver = std::thread::spawn(move || {
-        let r = c.recv_timeout(Duration::from_secs(5));
+        let r = c.recv(Wait::For(Duration::from_secs(5)));
         (r, Instant::now())
     });
     std::thread::sleep(Duration::from_millis(50));

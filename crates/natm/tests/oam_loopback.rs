@@ -3,6 +3,7 @@
 //! either adaptor; a segment probe has nobody to answer it (the first switch would);
 //! the data path is not disturbed.
 
+use natm::ulib::Wait;
 use std::time::Duration;
 
 use natm::ulib::{Connection, Host, HostConfig, LinkMode, MemNetwork, Network};
@@ -13,7 +14,7 @@ fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) 
     let addr = l.local_addr().unwrap();
     let (a, q) = (a.clone(), qos.to_string());
     let t = std::thread::spawn(move || a.connect(addr, &q).unwrap());
-    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     (t.join().unwrap(), server)
 }
 
@@ -31,9 +32,9 @@ fn check_pair(c: &Connection, s: &Connection) {
     assert_eq!(c.oam_loopback(Scope::Segment, short).unwrap(), None);
     assert!(t.elapsed() >= short);
     // Data still flows, and OAM frames never reached the transport.
-    c.send(b"after the probes").unwrap();
+    c.send(b"after the probes", Wait::Block).unwrap();
     assert_eq!(
-        s.recv_timeout(wait).unwrap().as_deref(),
+        s.recv(Wait::For(wait)).unwrap().as_deref(),
         Some(&b"after the probes"[..])
     );
     let (co, so) = (c.stats().oam, s.stats().oam);

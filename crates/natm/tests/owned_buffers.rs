@@ -2,6 +2,7 @@
 //! with `Connection::send_bytes` and taken with `recv_chunk` arrives byte-exact, with
 //! its message boundaries, over UDP loopback directly and through a lossy relay.
 
+use natm::ulib::Wait;
 use std::net::{SocketAddr, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -30,7 +31,7 @@ fn connect(
     }
     let (a2, q) = (a.clone(), qos.to_string());
     let t = thread::spawn(move || a2.connect(addr, &q).unwrap());
-    let server = l.accept_timeout(Some(Duration::from_secs(10))).unwrap();
+    let server = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
     (a, b, t.join().unwrap(), server)
 }
 
@@ -61,7 +62,7 @@ fn transfer_by_owned_buffers(
     let sizes: Vec<usize> = msgs.iter().map(Bytes::len).collect();
     let sender = thread::spawn(move || {
         for m in msgs {
-            c.send_bytes(m).unwrap();
+            c.send(m, Wait::Block).unwrap();
         }
         c.close();
         c.flush(Duration::from_secs(60)).unwrap();
@@ -70,7 +71,7 @@ fn transfer_by_owned_buffers(
     let mut got = Vec::with_capacity(data.len());
     let mut got_sizes = Vec::new();
     let mut this = 0;
-    while let Some(chunk) = s.recv_chunk_timeout(Duration::from_secs(30)).unwrap() {
+    while let Some(chunk) = s.recv_chunk(Wait::For(Duration::from_secs(30))).unwrap() {
         got.extend_from_slice(&chunk.data);
         this += chunk.data.len();
         if chunk.end_of_message {
@@ -104,13 +105,13 @@ fn the_caller_keeps_its_buffer_and_may_send_it_again() {
     let (data, _) = messages(300_000);
     // The same buffer three times: each send holds its own references.
     for _ in 0..3 {
-        c.send_bytes(data.clone()).unwrap();
+        c.send(data.clone(), Wait::Block).unwrap();
     }
     for _ in 0..3 {
         let mut m = Vec::new();
         loop {
             let ch = s
-                .recv_chunk_timeout(Duration::from_secs(10))
+                .recv_chunk(Wait::For(Duration::from_secs(10)))
                 .unwrap()
                 .unwrap();
             m.extend_from_slice(&ch.data);

@@ -2,6 +2,7 @@
 //! still that many messages — each whole, in order, each its own TPDU(s) and counted
 //! once if lost — while its TPDUs leave in a few GSO system calls instead of one each.
 
+use natm::ulib::Wait;
 use std::time::Duration;
 
 use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network};
@@ -12,7 +13,7 @@ fn pair_on(host: &Host, qos: &str) -> (Connection, Connection) {
     let h2 = host.clone();
     let q = qos.to_string();
     let t = std::thread::spawn(move || h2.connect(addr, &q).unwrap());
-    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     (t.join().unwrap(), server)
 }
 
@@ -40,10 +41,10 @@ fn a_best_effort_burst_arrives_as_that_many_messages_in_order_in_few_system_call
     let burst: Vec<Vec<u8>> = (0..N).map(|i| message(i, 64)).collect();
     let calls0 = send_calls(&c);
     let tpdus0 = c.stats().tx.tpdus_sent;
-    c.send_many(&burst).unwrap();
+    c.send_many(&burst, Wait::Block).unwrap();
     let calls = send_calls(&c) - calls0;
     for (i, want) in burst.iter().enumerate() {
-        let got = s.recv_timeout(Duration::from_secs(5)).unwrap();
+        let got = s.recv(Wait::For(Duration::from_secs(5))).unwrap();
         assert_eq!(got.as_ref(), Some(want), "message {i}");
     }
     // Each message its own TPDU, none merged or split.
@@ -63,13 +64,13 @@ fn messages_of_several_tpdus_in_one_batch_stay_whole_and_in_order() {
     // 10,000 octets: three 4 KiB TPDUs, the last one short, per message; sizes vary.
     let burst: Vec<Vec<u8>> = (0..40).map(|i| message(i, 10_000 + i * 13)).collect();
     let sender = std::thread::spawn(move || {
-        c.send_many(&burst).unwrap();
+        c.send_many(&burst, Wait::Block).unwrap();
         c.flush(Duration::from_secs(10)).unwrap();
         (c, burst)
     });
     let mut got = Vec::new();
     while got.len() < 40 {
-        match s.recv_timeout(Duration::from_secs(10)).unwrap() {
+        match s.recv(Wait::For(Duration::from_secs(10))).unwrap() {
             Some(m) => got.push(m),
             None => break,
         }
@@ -84,19 +85,19 @@ fn try_send_many_takes_what_fits_of_a_guaranteed_queue_and_then_says_so() {
     // fewer than the 100 KiB offered.
     let (_h, c, s) = pair("cbr:pcr=1Mbps,bucket=8Ki,delay=50ms");
     let burst: Vec<Vec<u8>> = (0..100).map(|i| message(i, 1024)).collect();
-    let taken = c.try_send_many(&burst).unwrap();
+    let taken = c.send_many(&burst, Wait::No).unwrap();
     assert!(
         (1..100).contains(&taken),
         "took {taken} of 100 KiB into a 14 KiB queue"
     );
-    match c.try_send_many(&burst[taken..]) {
+    match c.send_many(&burst[taken..], Wait::No) {
         Err(Error::WouldBlock(_)) => {}
         Ok(n) => assert!(n < 100 - taken, "a full queue took {n} more"),
         Err(e) => panic!("try_send_many: {e}"),
     }
     // What was taken arrives whole and in order, paced by the bucket.
     for (i, want) in burst.iter().take(taken).enumerate() {
-        let got = s.recv_timeout(Duration::from_secs(5)).unwrap();
+        let got = s.recv(Wait::For(Duration::from_secs(5))).unwrap();
         assert_eq!(got.as_ref(), Some(want), "message {i}");
     }
 }
@@ -113,16 +114,16 @@ fn a_burst_over_a_full_receive_queue_loses_whole_messages_and_counts_each_once()
     let (c, s) = pair_on(&host, "best-effort");
     const N: usize = 200;
     let burst: Vec<Vec<u8>> = (0..N).map(|i| message(i, 512)).collect();
-    c.send_many(&burst).unwrap();
+    c.send_many(&burst, Wait::Block).unwrap();
     let mut got: Vec<Vec<u8>> = Vec::new();
-    while let Ok(Some(m)) = s.recv_timeout(Duration::from_millis(300)) {
+    while let Ok(Some(m)) = s.recv(Wait::For(Duration::from_millis(300))) {
         got.push(m);
     }
     // A last message after the burst shows the receiver any loss at its tail.
     let last = message(N, 512);
-    c.send(&last).unwrap();
+    c.send(&last, Wait::Block).unwrap();
     loop {
-        match s.recv_timeout(Duration::from_secs(5)) {
+        match s.recv(Wait::For(Duration::from_secs(5))) {
             Ok(Some(m)) if m == last => break,
             Ok(Some(m)) => got.push(m),
             r => panic!("the last message did not come: {r:?}"),

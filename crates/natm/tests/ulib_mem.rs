@@ -1,6 +1,7 @@
 //! Two hosts in one process over the mem adaptor: what an application sees, with the
 //! same queueing, limits, watermarks and drop counters as over UDP.
 
+use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
 use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network, Watermarks};
@@ -18,7 +19,7 @@ fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) 
     let addr = l.local_addr().unwrap();
     let (a, q) = (a.clone(), qos.to_string());
     let t = std::thread::spawn(move || a.connect(addr, &q).unwrap());
-    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     (t.join().unwrap(), server)
 }
 
@@ -40,7 +41,7 @@ fn reliable_transfer_between_two_hosts_is_byte_exact() {
         let mut i = 0usize;
         while at < d2.len() {
             let n = (i * 7919 % 90_000 + 1).min(d2.len() - at);
-            c.send(&d2[at..at + n]).unwrap();
+            c.send(&d2[at..at + n], Wait::Block).unwrap();
             at += n;
             i += 1;
         }
@@ -49,7 +50,7 @@ fn reliable_transfer_between_two_hosts_is_byte_exact() {
         c
     });
     let mut got = Vec::with_capacity(data.len());
-    while let Some(m) = s.recv_timeout(Duration::from_secs(30)).unwrap() {
+    while let Some(m) = s.recv(Wait::For(Duration::from_secs(30))).unwrap() {
         got.extend_from_slice(&m);
     }
     let c = sender.join().unwrap();
@@ -70,14 +71,14 @@ fn unreliable_vcs_deliver_whole_messages_only() {
         for i in 0..400u32 {
             let mut m = vec![(i % 251) as u8; 20 * 1024];
             m[..4].copy_from_slice(&i.to_be_bytes());
-            let _ = c.try_send(&m);
+            let _ = c.send(&m, Wait::No);
         }
         c.close();
         c
     });
     let mut got = 0;
     let mut last = None;
-    while let Ok(Some(m)) = s.recv_timeout(Duration::from_secs(2)) {
+    while let Ok(Some(m)) = s.recv(Wait::For(Duration::from_secs(2))) {
         assert_eq!(m.len(), 20 * 1024, "only whole messages");
         let i = u32::from_be_bytes(m[..4].try_into().unwrap());
         assert!(m[4..].iter().all(|&x| x == (i % 251) as u8), "not mixed");
@@ -103,7 +104,7 @@ fn flood(c: &Connection, msg: &[u8], time: Duration) -> u64 {
     let until = Instant::now() + time;
     let mut sent = 0u64;
     while Instant::now() < until && sent < 20_000 {
-        match c.try_send(msg) {
+        match c.send(msg, Wait::No) {
             Ok(()) => sent += 1,
             Err(Error::WouldBlock(_)) => std::thread::yield_now(),
             Err(e) => panic!("send: {e}"),
@@ -137,7 +138,7 @@ fn a_flood_fills_the_bounded_queue_which_drops_and_counts() {
     assert!(st.rx.max_rcv_buffered <= (128 << 10) + (64 << 10), "{st:?}");
     // Everything sent is accounted for: buffered, delivered later, or dropped.
     let mut delivered = 0u64;
-    while let Ok(Some(m)) = s.try_recv() {
+    while let Ok(Some(m)) = s.recv(Wait::No) {
         assert_eq!(m, flood_msg);
         delivered += 1;
     }
@@ -168,7 +169,7 @@ fn default_watermarks_engage_before_a_small_tpdu_vcs_buffer_drops() {
     );
     assert!(st.rx.max_rcv_buffered < 256 << 10, "{st:?}");
     let mut delivered = 0u64;
-    while let Ok(Some(m)) = s.try_recv() {
+    while let Ok(Some(m)) = s.recv(Wait::No) {
         assert_eq!(m, msg);
         delivered += 1;
     }
@@ -182,13 +183,13 @@ fn a_message_received_by_chunks_is_byte_exact_and_ends_with_end_of_message() {
     let (c, s) = connect(&a, &b, "10.0.0.2:7001", "reliable");
     // Several TPDUs (4 KiB each by default), then a one-TPDU message after it.
     let big: Vec<u8> = (0..50_000).map(pattern).collect();
-    c.send(&big).unwrap();
-    c.send(b"next").unwrap();
+    c.send(&big, Wait::Block).unwrap();
+    c.send(b"next", Wait::Block).unwrap();
     let mut got = Vec::new();
     let mut chunks = 0;
     loop {
         let ch = s
-            .recv_chunk_timeout(Duration::from_secs(5))
+            .recv_chunk(Wait::For(Duration::from_secs(5)))
             .unwrap()
             .expect("not the end yet");
         got.extend_from_slice(&ch.data);
@@ -199,12 +200,18 @@ fn a_message_received_by_chunks_is_byte_exact_and_ends_with_end_of_message() {
     }
     assert!(got == big, "byte-exact");
     assert!(chunks > 1, "a multi-TPDU message comes in pieces: {chunks}");
-    let next = s.recv_chunk().unwrap().expect("the second message");
+    let next = s
+        .recv_chunk(Wait::Block)
+        .unwrap()
+        .expect("the second message");
     assert_eq!(&next.data[..], b"next");
     assert!(next.end_of_message);
     c.close();
-    assert_eq!(s.recv_chunk_timeout(Duration::from_secs(5)).unwrap(), None);
-    assert!(matches!(s.try_recv_chunk(), Ok(None)));
+    assert_eq!(
+        s.recv_chunk(Wait::For(Duration::from_secs(5))).unwrap(),
+        None
+    );
+    assert!(matches!(s.recv_chunk(Wait::No), Ok(None)));
 }
 
 #[test]
@@ -213,7 +220,7 @@ fn chunks_arrive_through_the_async_variant_too() {
     let (a, b) = hosts(&net, |_| {});
     let (c, s) = connect(&a, &b, "10.0.0.2:7002", "reliable");
     let big: Vec<u8> = (0..20_000).map(pattern).collect();
-    c.send(&big).unwrap();
+    c.send(&big, Wait::Block).unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -250,7 +257,7 @@ fn recv_into_reuses_the_callers_buffer_and_keeps_every_message_exact() {
     let to_send = msgs.clone();
     let sender = std::thread::spawn(move || {
         for m in &to_send {
-            c.send(m).unwrap();
+            c.send(m, Wait::Block).unwrap();
         }
         c.close();
         c.flush(Duration::from_secs(30)).unwrap();

@@ -1,5 +1,6 @@
 //! The API over UDP on loopback: what an application sees.
 
+use natm::ulib::Wait;
 use std::time::Duration;
 
 use natm::ulib::{Error, Host, HostConfig};
@@ -11,7 +12,7 @@ fn pair(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
     let h2 = host.clone();
     let q = qos.to_string();
     let t = std::thread::spawn(move || h2.connect(addr, &q).unwrap());
-    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     let client = t.join().unwrap();
     (host, client, server)
 }
@@ -24,7 +25,7 @@ fn pair2(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
     let addr = l.local_addr().unwrap();
     let q = qos.to_string();
     let t = std::thread::spawn(move || a.connect(addr, &q).unwrap());
-    let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+    let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     let client = t.join().unwrap();
     (b, client, server)
 }
@@ -34,20 +35,22 @@ fn reliable_messages_round_trip() {
     let (_h, c, s) = pair("reliable");
     for i in 0..100u32 {
         let msg = vec![i as u8; (i as usize * 977) % 70_000 + 1];
-        c.send(&msg).unwrap();
+        c.send(&msg, Wait::Block).unwrap();
         assert_eq!(
-            s.recv_timeout(Duration::from_secs(5)).unwrap(),
+            s.recv(Wait::For(Duration::from_secs(5))).unwrap(),
             Some(msg.clone())
         );
-        s.send(&msg[..10.min(msg.len())]).unwrap();
+        s.send(&msg[..10.min(msg.len())], Wait::Block).unwrap();
         assert_eq!(
-            c.recv_timeout(Duration::from_secs(5)).unwrap().as_deref(),
+            c.recv(Wait::For(Duration::from_secs(5)))
+                .unwrap()
+                .as_deref(),
             Some(&msg[..10.min(msg.len())])
         );
     }
     c.close();
     assert_eq!(
-        s.recv_timeout(Duration::from_secs(5)).unwrap(),
+        s.recv(Wait::For(Duration::from_secs(5))).unwrap(),
         None,
         "end of data after close"
     );
@@ -62,14 +65,14 @@ fn ten_megabytes_reliable_arrive_byte_exact() {
     let d2 = data.clone();
     let sender = std::thread::spawn(move || {
         for chunk in d2.chunks(65536) {
-            c.send(chunk).unwrap();
+            c.send(chunk, Wait::Block).unwrap();
         }
         c.close();
         c.flush(Duration::from_secs(30)).unwrap();
         c
     });
     let mut got = Vec::with_capacity(data.len());
-    while let Some(m) = s.recv_timeout(Duration::from_secs(30)).unwrap() {
+    while let Some(m) = s.recv(Wait::For(Duration::from_secs(30))).unwrap() {
         got.extend_from_slice(&m);
     }
     let c = sender.join().unwrap();
@@ -128,13 +131,13 @@ fn best_effort_delivers_only_whole_messages() {
     // whole, none arrives partial.
     let sender = std::thread::spawn(move || {
         for i in 0..400u32 {
-            let _ = c.try_send(&vec![(i % 251) as u8; 20 * 1024]);
+            let _ = c.send(vec![(i % 251) as u8; 20 * 1024], Wait::No);
         }
         c.close();
         c
     });
     let mut got = 0;
-    while let Ok(Some(m)) = s.recv_timeout(Duration::from_secs(2)) {
+    while let Ok(Some(m)) = s.recv(Wait::For(Duration::from_secs(2))) {
         assert_eq!(m.len(), 20 * 1024, "only whole messages");
         assert!(m.iter().all(|&b| b == m[0]), "not mixed");
         got += 1;
@@ -176,14 +179,17 @@ fn split_halves_work_from_different_threads() {
     let (stx, srx) = s.split();
     let t = std::thread::spawn(move || {
         for i in 0..200u32 {
-            tx.send(&i.to_be_bytes()).unwrap();
+            tx.send(&i.to_be_bytes(), Wait::Block).unwrap();
         }
         tx.close();
     });
     for i in 0..200u32 {
-        assert_eq!(srx.recv().unwrap(), Some(i.to_be_bytes().to_vec()));
+        assert_eq!(
+            srx.recv(Wait::Block).unwrap(),
+            Some(i.to_be_bytes().to_vec())
+        );
     }
-    assert_eq!(srx.recv().unwrap(), None);
+    assert_eq!(srx.recv(Wait::Block).unwrap(), None);
     t.join().unwrap();
     drop(stx);
 }
@@ -205,7 +211,7 @@ fn one_gibibyte_reliable_arrives_byte_exact() {
             for (i, b) in buf.iter_mut().enumerate() {
                 *b = pattern(off + i as u64);
             }
-            c.send(&buf).unwrap();
+            c.send(&buf, Wait::Block).unwrap();
             off += MSG as u64;
         }
         c.close();
@@ -214,7 +220,7 @@ fn one_gibibyte_reliable_arrives_byte_exact() {
     });
     let mut off = 0u64;
     let mut bad = 0u64;
-    while let Some(m) = s.recv_timeout(Duration::from_secs(60)).unwrap() {
+    while let Some(m) = s.recv(Wait::For(Duration::from_secs(60))).unwrap() {
         assert_eq!(m.len(), MSG, "whole 1 MiB messages");
         for (i, &b) in m.iter().enumerate() {
             bad += u64::from(b != pattern(off + i as u64));
@@ -239,17 +245,19 @@ fn a_connection_dropped_right_after_sending_still_delivers_its_data_and_end() {
         ("best-effort", true, true),
     ] {
         let (_h, c, s) = if two_hosts { pair2(qos) } else { pair(qos) };
-        c.send(b"last words").unwrap();
+        c.send(b"last words", Wait::Block).unwrap();
         if close_first {
             c.close();
         }
         drop(c);
         assert_eq!(
-            s.recv_timeout(Duration::from_secs(5)).unwrap().as_deref(),
+            s.recv(Wait::For(Duration::from_secs(5)))
+                .unwrap()
+                .as_deref(),
             Some(&b"last words"[..]),
             "{qos}: the data"
         );
-        let end = s.recv_timeout(Duration::from_secs(5));
+        let end = s.recv(Wait::For(Duration::from_secs(5)));
         assert!(
             matches!(end, Ok(None)),
             "{qos}, two hosts {two_hosts}, close first {close_first}: the end of data, got {end:?}; {:?}",
@@ -264,7 +272,7 @@ fn abort_wakes_a_thread_blocked_in_recv_with_aborted() {
     let c = std::sync::Arc::new(c);
     let c2 = c.clone();
     let blocked = std::thread::spawn(move || {
-        let r = c2.recv_timeout(Duration::from_secs(5));
+        let r = c2.recv(Wait::For(Duration::from_secs(5)));
         (r, std::time::Instant::now())
     });
     std::thread::sleep(Duration::from_millis(100));
@@ -278,7 +286,7 @@ fn abort_wakes_a_thread_blocked_in_recv_with_aborted() {
     eprintln!("the blocked receiver saw the abort after {:?}", woke - at);
     // The peer sees it too.
     assert!(matches!(
-        s.recv_timeout(Duration::from_secs(5)),
+        s.recv(Wait::For(Duration::from_secs(5))),
         Err(Error::Aborted(_))
     ));
 }
@@ -291,7 +299,7 @@ fn a_direct_guaranteed_vc_changes_its_rate_with_the_peers_consent() {
     let ch = c.set_qos("cbr:pcr=2Mbps", Duration::from_secs(5)).unwrap();
     assert_eq!(ch.rate_bps, 2_000_000);
     assert_eq!(c.stats().rate_bps, Some(2_000_000));
-    c.send(b"after").unwrap();
+    c.send(b"after", Wait::Block).unwrap();
     let (m, st) = s.recv_with_status(Duration::from_secs(5)).unwrap();
     assert_eq!(m.as_deref(), Some(&b"after"[..]));
     assert!(st.message_start && st.message_end);
@@ -307,7 +315,7 @@ fn a_direct_guaranteed_vc_changes_its_rate_with_the_peers_consent() {
     assert_eq!(c.status().tx_rate_bps, 2_000_000);
     // The other direction is its own VC, changed by its own sender.
     s.set_qos("cbr:pcr=4Mbps", Duration::from_secs(5)).unwrap();
-    s.send(b"back").unwrap();
+    s.send(b"back", Wait::Block).unwrap();
     let (_, st) = c.recv_with_status(Duration::from_secs(5)).unwrap();
     assert_eq!((st.rx_rate_bps, st.tx_rate_bps), (4_000_000, 2_000_000));
 }

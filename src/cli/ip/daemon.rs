@@ -3,6 +3,7 @@
 //! and the timer. All protocol decisions are the sans-IO [`Node`]'s; this file moves
 //! bytes and time in and out of it.
 
+use natm::ulib::Wait;
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
@@ -161,7 +162,7 @@ impl Shared {
         thread::spawn(move || {
             // Ends when the handle (and so the channel) is dropped, or the VC fails.
             while let Ok(frame) = rx.recv() {
-                if sender.send(&frame).is_err() {
+                if sender.send(&frame, Wait::Block).is_err() {
                     break;
                 }
             }
@@ -169,7 +170,7 @@ impl Shared {
         let me = self.clone();
         thread::spawn(move || {
             // Ends when the peer closes, the VC fails, or this end releases it.
-            while let Ok(Some(chunk)) = conn.recv() {
+            while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
                 let packet =
                     me.with_node(|n, now| n.handle_frame(now, vc, &chunk).map(<[u8]>::to_vec));
                 if let Some(p) = packet {
@@ -184,7 +185,7 @@ impl Shared {
     /// Takes calls on SAP `ip`.
     fn listen(self: Arc<Self>, listener: Listener) {
         loop {
-            let call = match listener.next_call(None) {
+            let call = match listener.next_call(Wait::Block) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!("listener on SAP {IP_SAP} failed: {e}");
@@ -233,13 +234,13 @@ impl Shared {
                     let sender = conn.clone();
                     thread::spawn(move || {
                         while let Ok(f) = rx.recv() {
-                            if sender.send(&f).is_err() {
+                            if sender.send(&f, Wait::Block).is_err() {
                                 break;
                             }
                         }
                     });
                     self.with_node(|n, now| n.handle_server_up(now));
-                    while let Ok(Some(chunk)) = conn.recv() {
+                    while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
                         self.with_node(|n, now| n.handle_server_frame(now, &chunk));
                     }
                     *lock(&self.server) = None;
@@ -302,7 +303,7 @@ fn serve_arp(
     let accepting = thread::Builder::new().name("natm-atmarp-accept".into());
     accepting
         .spawn(move || loop {
-            let call = match listener.next_call(None) {
+            let call = match listener.next_call(Wait::Block) {
                 Ok(c) => c,
                 Err(e) => {
                     tracing::error!("ATMARP listener failed: {e}");
@@ -330,7 +331,7 @@ fn serve_arp(
                 .name("natm-atmarp".into())
                 .spawn(move || {
                     let _slot = slot;
-                    while let Ok(Some(chunk)) = conn.recv() {
+                    while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
                         let Ok((Payload::Arp, body)) = llc::parse(&chunk) else {
                             continue;
                         };
@@ -348,7 +349,7 @@ fn serve_arp(
                             }
                         }
                         if let Some(bytes) = reply.and_then(|r| r.to_bytes().ok()) {
-                            if conn.send(&arp_frame(&bytes)).is_err() {
+                            if conn.send(arp_frame(&bytes), Wait::Block).is_err() {
                                 break;
                             }
                         }

@@ -1,6 +1,7 @@
 //! `natm call ADDR[:SAP] --qos Q`: place a call through sigd and send stdin, a file
 //! or generated load; what the peer sends back (an echo listener) goes to stdout.
 
+use natm::ulib::Wait;
 use std::fs::File;
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -241,7 +242,8 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     let (tx, rx) = conn.split();
 
     let ev = rx.clone();
-    let events = super::events::Printer::start(a.events, "call", move |t| ev.next_event(Some(t)));
+    let events =
+        super::events::Printer::start(a.events, "call", move |t| ev.next_event(Wait::For(t)));
     let back = Back::start(rx, discard, bare.then_some(a.idle));
     // Bytes the VC has put on the wire, not taken into its buffer: a shaped VC's
     // progress shows its rate from the start.
@@ -254,7 +256,8 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     // ttcp's marks: a receiver counts an SDU of at most 4 octets as one, never as data.
     let mark = |n: usize| -> anyhow::Result<()> {
         for _ in 0..n {
-            tx.send(b"ttcp").map_err(|e| sending(e, || tx.released()))?;
+            tx.send(b"ttcp", Wait::Block)
+                .map_err(|e| sending(e, || tx.released()))?;
         }
         Ok(())
     };
@@ -272,7 +275,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
                         Err(e) => return Err(e).context("reading the data to send"),
                     };
                     pacer.wait(n);
-                    tx.send(&buf[..n])
+                    tx.send(&buf[..n], Wait::Block)
                         .map_err(|e| sending(e, || tx.released()))?;
                     messages += 1;
                     sent += n as u64;
@@ -285,7 +288,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
                 while left > 0 {
                     let n = usize::try_from(left).map_or(size, |l| l.min(size));
                     pacer.wait(n);
-                    tx.send(&buf[..n])
+                    tx.send(&buf[..n], Wait::Block)
                         .map_err(|e| sending(e, || tx.released()))?;
                     messages += 1;
                     left -= n as u64;
@@ -426,7 +429,7 @@ impl Back {
             let mut out = std::io::stdout();
             let mut last = Instant::now();
             loop {
-                match rx.recv_timeout(Duration::from_millis(50)) {
+                match rx.recv(Wait::For(Duration::from_millis(50))) {
                     Ok(Some(msg)) => {
                         last = Instant::now();
                         bytes += msg.len() as u64;

@@ -1,6 +1,7 @@
 //! `natm listen SAP --qos Q`: answer calls through sigd; write what arrives to stdout
 //! or a file, count and discard it, or echo it back.
 
+use natm::ulib::Wait;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::PathBuf;
@@ -201,7 +202,9 @@ fn answer(
     want: Option<&Qos>,
 ) -> anyhow::Result<Answered> {
     if direct {
-        let conn = listener.accept().map_err(|e| anyhow!("accepting: {e}"))?;
+        let conn = listener
+            .accept(Wait::Block)
+            .map_err(|e| anyhow!("accepting: {e}"))?;
         return Ok(Answered {
             caller: "direct".into(),
             conn,
@@ -209,7 +212,7 @@ fn answer(
     }
     loop {
         let offer = listener
-            .next_call(None)
+            .next_call(Wait::Block)
             .map_err(|e| anyhow!("waiting for a call: {e}"))?;
         if let Some(w) = want {
             if let Err(why) = fits(&offer.qos, w) {
@@ -323,12 +326,12 @@ fn serve(
     // --set-qos`); looked at no more than every 100 ms.
     let mut peer_rate = conn.status().rx_rate_bps;
     let mut looked = start;
-    let next = |t| conn.next_event(Some(t));
+    let next = |t| conn.next_event(Wait::For(t));
     let result = super::events::printing(a.events, "listen", next, || loop {
         let m = match idle {
-            Some(_) if is_pvc && msgs_in == 0 => conn.recv(),
-            Some(t) => conn.recv_timeout(t),
-            None => conn.recv(),
+            Some(_) if is_pvc && msgs_in == 0 => conn.recv(Wait::Block),
+            Some(t) => conn.recv(Wait::For(t)),
+            None => conn.recv(Wait::Block),
         };
         match m {
             Ok(Some(m)) => {
@@ -360,7 +363,8 @@ fn serve(
                     Sink::Echo => {
                         sent += m.len() as u64;
                         msgs_out += 1;
-                        conn.send(&m).map_err(|e| anyhow!("echoing: {e}"))
+                        conn.send(&m, Wait::Block)
+                            .map_err(|e| anyhow!("echoing: {e}"))
                     }
                 };
                 if let Err(e) = w {

@@ -3,6 +3,7 @@
 //! loopback probes (ITU-T I.610) on the call's VC instead, answered by the first
 //! switch or by the far end's engine.
 
+use natm::ulib::Wait;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -290,12 +291,12 @@ fn echo_probes(a: &PingArgs, conn: &Connection, target: &str) -> anyhow::Result<
     for seq in 0..a.count {
         probe[..8].copy_from_slice(&u64::from(seq).to_be_bytes());
         let sent_at = Instant::now();
-        conn.send(&probe)
+        conn.send(&probe, Wait::Block)
             .map_err(|e| anyhow!("sending probe {seq}: {e}"))?;
         let deadline = sent_at + a.timeout;
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            match conn.recv_timeout(left) {
+            match conn.recv(Wait::For(left)) {
                 Ok(Some(m)) => {
                     let got = m
                         .get(..8)

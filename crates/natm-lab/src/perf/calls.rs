@@ -9,6 +9,7 @@
 //! between the same two hosts, with no sigd.
 
 use anyhow::Context as _;
+use natm::ulib::Wait;
 use std::net::{SocketAddr, UdpSocket};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -159,12 +160,12 @@ fn serve(l: Listener, stop: Arc<AtomicBool>, workers: usize) -> thread::JoinHand
                     let Ok(Ok(c)) = next else {
                         return;
                     };
-                    while let Ok(Some(_)) = c.recv_timeout(Duration::from_secs(5)) {}
+                    while let Ok(Some(_)) = c.recv(Wait::For(Duration::from_secs(5))) {}
                 })
             })
             .collect();
         while !stop.load(Ordering::Relaxed) {
-            if let Ok(c) = l.accept_timeout(Some(Duration::from_millis(100))) {
+            if let Ok(c) = l.accept(Wait::For(Duration::from_millis(100))) {
                 if tx.send(c).is_err() {
                     break;
                 }

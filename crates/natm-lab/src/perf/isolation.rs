@@ -11,6 +11,7 @@
 //! behind the bucket; on the probe VC, which stays under its rate, it is the transit.
 
 use anyhow::Context as _;
+use natm::ulib::Wait;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -109,7 +110,7 @@ fn pair(a: &Host, b: &Host, qos: &str) -> anyhow::Result<(Connection, Connection
     let addr = l.local_addr().map_err(err)?;
     let (a, qos2) = (a.clone(), qos.to_string());
     let t = thread::spawn(move || a.connect(addr, &qos2));
-    let server = l.accept_timeout(Some(ACCEPT_TIMEOUT)).map_err(err)?;
+    let server = l.accept(Wait::For(ACCEPT_TIMEOUT)).map_err(err)?;
     let client = t
         .join()
         .map_err(|_| anyhow::anyhow!("connect thread panicked"))?
@@ -205,9 +206,9 @@ fn send_loop(
             msg[..8].copy_from_slice(&stamp.to_le_bytes());
         }
         let r = if kind == Kind::Flood {
-            c.try_send(&msg)
+            c.send(&msg, Wait::No)
         } else {
-            c.send(&msg)
+            c.send(&msg, Wait::Block)
         };
         match r {
             Ok(()) if now >= from => counted += msg.len() as u64,
@@ -240,7 +241,7 @@ fn recv_loop(
         if now >= until + DRAIN || (now >= until && senders_left.load(Ordering::SeqCst) == 0) {
             return Ok((bytes, bins, delays));
         }
-        match c.recv_timeout(POLL) {
+        match c.recv(Wait::For(POLL)) {
             Ok(Some(m)) => {
                 let now = Instant::now();
                 let i = ((now - start).as_secs_f64() / cfg.bin.as_secs_f64()) as usize;

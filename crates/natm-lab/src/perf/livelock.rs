@@ -11,6 +11,7 @@
 //! afterwards, which is the work the paper's Figure 7 shows being wasted.
 
 use anyhow::Context as _;
+use natm::ulib::Wait;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -220,7 +221,7 @@ fn connect(
     let addr = l.local_addr().map_err(err)?;
     let qos = cfg.qos.clone();
     let t = thread::spawn(move || tx_host.connect(addr, &qos));
-    let server = l.accept_timeout(Some(ACCEPT_TIMEOUT)).map_err(err)?;
+    let server = l.accept(Wait::For(ACCEPT_TIMEOUT)).map_err(err)?;
     let client = t
         .join()
         .map_err(|_| anyhow::anyhow!("connect thread panicked"))?
@@ -263,7 +264,7 @@ pub(crate) fn run(cfg: &LivelockConfig, load: f64, watermarks: bool) -> anyhow::
                     thread::sleep((due - now).min(PACE_TICK));
                     continue;
                 }
-                match client.send(&msg) {
+                match client.send(&msg, Wait::Block) {
                     Ok(()) => {}
                     Err(Error::WouldBlock(_)) => continue,
                     Err(e) => return Err(anyhow::anyhow!("send: {e}")),
@@ -324,7 +325,7 @@ fn receive(
         if now >= until {
             break;
         }
-        match server.recv_timeout(POLL) {
+        match server.recv(Wait::For(POLL)) {
             Ok(Some(m)) => {
                 if Instant::now() >= from {
                     bytes += m.len() as u64;

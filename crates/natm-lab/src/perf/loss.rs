@@ -31,6 +31,7 @@
 //! stderr after each transfer: what explains a figure.
 
 use anyhow::Context as _;
+use natm::ulib::Wait;
 use std::io::{self, BufRead as _, BufReader, Read as _, Write as _};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -250,9 +251,7 @@ fn listen_accept(a: &PeerArgs, k: Kind) -> io::Result<Box<dyn Endpoint>> {
                 .map_err(io::Error::from)?;
             let l = host.bind(a.addr, qos).map_err(io::Error::from)?;
             ready()?;
-            let c = l
-                .accept_timeout(Some(FIRST_DATA))
-                .map_err(io::Error::from)?;
+            let c = l.accept(Wait::For(FIRST_DATA)).map_err(io::Error::from)?;
             Ok(Box::new(WithHost {
                 _host: host,
                 ep: super::natm::endpoint(c, POLL),

@@ -16,6 +16,7 @@
 //! received: 1 when the network replicates, one per leaf with calls of their own);
 //! and how long adding a leaf took. Measurements, not assertions.
 
+use natm::ulib::Wait;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -146,7 +147,7 @@ impl Root {
     fn send(&mut self, msg: &[u8]) -> Result<(), Error> {
         match self {
             Root::Multi(m) => m.send(msg).map(drop),
-            Root::One(c) => c.send(msg),
+            Root::One(c) => c.send(msg, Wait::Block),
         }
     }
 
@@ -197,7 +198,7 @@ fn leaf(host: Host, stop: Arc<AtomicBool>) -> anyhow::Result<Leaf> {
     let d = delivered.clone();
     let thread = thread::spawn(move || {
         let _host = host;
-        if let Ok(c) = l.accept_timeout(Some(SETUP_TIMEOUT)) {
+        if let Ok(c) = l.accept(Wait::For(SETUP_TIMEOUT)) {
             recv_loop(&c, &d, &stop);
         }
     });

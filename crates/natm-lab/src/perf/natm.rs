@@ -1,6 +1,7 @@
 //! natm's own stacks for `natm-lab perf`: a duplex connection between two hosts on UDP
 //! loopback, with the QoS each stack names.
 
+use natm::ulib::Wait;
 use std::io;
 
 use serde_json::{json, Value};
@@ -27,7 +28,7 @@ pub(crate) const ENTRIES: &[Entry] = &[
     },
     Entry {
         name: "natm-reliable-zc",
-        about: "natm-reliable with owned buffers: send_bytes and recv_chunk, no user-space copy",
+        about: "natm-reliable with owned buffers: send of a Bytes and recv_chunk, no user-space copy",
         make: reliable_zc,
     },
     Entry {
@@ -73,7 +74,7 @@ struct Natm {
     busy: bool,
     inline: bool,
     link: LinkMode,
-    /// The application side uses the owned-buffer calls: `send_bytes` on send and
+    /// The application side uses the owned-buffer calls: a `Bytes` to `send` on send and
     /// `recv_chunk` (no gather) where the receiver only counts.
     zero_copy: bool,
     opts: StackOptions,
@@ -165,7 +166,7 @@ pub(crate) fn reliable_32k(name: &'static str, o: &StackOptions) -> anyhow::Resu
 }
 
 /// `natm-reliable-zc`: `natm-reliable` whose application hands each message over as
-/// a `Bytes` (`Connection::send_bytes`: the PSB queue holds slices of it) and counts
+/// a `Bytes` (`Connection::send` of a `Bytes`: the PSB queue holds slices of it) and counts
 /// what arrives chunk by chunk (`Connection::recv_chunk`: slices of the receive
 /// areas), so no octet is copied in user space on either side.
 pub(crate) fn reliable_zc(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
@@ -228,7 +229,7 @@ struct End {
     conn: Connection,
     last: Vec<u8>,
     poll: std::time::Duration,
-    /// Send with `send_bytes` and count with `recv_chunk` (`natm-reliable-zc`).
+    /// Send `Bytes` and count with `recv_chunk` (`natm-reliable-zc`).
     zero_copy: bool,
     /// Octets of the message being received chunk by chunk so far.
     partial: usize,
@@ -240,19 +241,19 @@ fn io_err(e: Error) -> io::Error {
 
 impl Endpoint for End {
     fn send(&mut self, msg: &[u8]) -> io::Result<()> {
-        self.conn.send(msg).map_err(io_err)
+        self.conn.send(msg, Wait::Block).map_err(io_err)
     }
 
     fn send_batch(&mut self, msg: &[u8], count: usize) -> io::Result<usize> {
         // One call for the burst: the TPDUs leave in GSO batches (Connection::send_many).
         let burst = vec![msg; count];
-        self.conn.send_many(&burst).map_err(io_err)?;
+        self.conn.send_many(&burst, Wait::Block).map_err(io_err)?;
         Ok(count)
     }
 
     fn send_owned(&mut self, msg: &bytes::Bytes) -> io::Result<()> {
         if self.zero_copy {
-            self.conn.send_bytes(msg.clone()).map_err(io_err)
+            self.conn.send(msg.clone(), Wait::Block).map_err(io_err)
         } else {
             self.send(msg)
         }
@@ -265,7 +266,7 @@ impl Endpoint for End {
         // A message is its chunks up to the one that ends it; each is a slice of a
         // receive area, dropped at once (the area goes back to the free list).
         loop {
-            match self.conn.recv_chunk_timeout(self.poll) {
+            match self.conn.recv_chunk(Wait::For(self.poll)) {
                 Ok(Some(c)) => {
                     self.partial += c.data.len();
                     if c.end_of_message {
@@ -350,7 +351,7 @@ impl Stack for Natm {
         let qos = self.qos.clone();
         let t = std::thread::spawn(move || h2.connect(addr, &qos));
         let server = l
-            .accept_timeout(Some(std::time::Duration::from_secs(5)))
+            .accept(Wait::For(std::time::Duration::from_secs(5)))
             .map_err(io_err)?;
         let client = t
             .join()

@@ -3,6 +3,7 @@
 //! AES-256-GCM under keys sigd derived for the call) and the same call in clear, so
 //! that the cost of encryption is measured on one path.
 
+use natm::ulib::Wait;
 use std::io;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -99,7 +100,7 @@ impl Stack for Signalled {
         let t = std::thread::spawn(move || a.connect("+4420002:perf", &qos));
         let server = self
             .listener
-            .accept_timeout(Some(Duration::from_secs(5)))
+            .accept(Wait::For(Duration::from_secs(5)))
             .map_err(io_err)?;
         let client = t
             .join()

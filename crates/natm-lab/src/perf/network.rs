@@ -15,6 +15,7 @@
 //!
 //! Measurements, not assertions: tests check only the shape of the result.
 
+use natm::ulib::Wait;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -225,7 +226,7 @@ fn open(
         let q = vc.qos.clone();
         let caller = thread::spawn(move || h.connect(target.as_str(), &q));
         let callee = l
-            .accept_timeout(Some(CALL_TIMEOUT))
+            .accept(Wait::For(CALL_TIMEOUT))
             .map_err(err)
             .with_context(|| format!("{}: no call arrived", vc.label))?;
         let conn = caller

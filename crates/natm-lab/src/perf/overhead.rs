@@ -31,6 +31,7 @@
 //! TAXI's start-of-cell and idle codes, 55 byte times per 53-byte cell, then 4b/5b's 5
 //! bits per 4), not counted by a kernel: natm's own wire is UDP.
 
+use natm::ulib::Wait;
 use std::io::Read as _;
 use std::net::UdpSocket;
 use std::path::Path;
@@ -246,7 +247,7 @@ fn transfer(
     let q = qos.to_string();
     let t = std::thread::spawn(move || h2.connect(addr, &q));
     let server = l
-        .accept_timeout(Some(Duration::from_secs(5)))
+        .accept(Wait::For(Duration::from_secs(5)))
         .context("accept")?;
     let client = t
         .join()
@@ -261,7 +262,7 @@ fn transfer(
         let sender = sc.spawn(|| -> anyhow::Result<()> {
             let msg = vec![0x5a_u8; size];
             for _ in 0..count {
-                client.send(&msg).context("send")?;
+                client.send(&msg, Wait::Block).context("send")?;
             }
             Ok(())
         });
@@ -271,7 +272,7 @@ fn transfer(
             if Instant::now() > deadline {
                 anyhow::bail!("only {n} of {count} messages arrived within 60 s");
             }
-            match server.recv_timeout(Duration::from_millis(200)) {
+            match server.recv(Wait::For(Duration::from_millis(200))) {
                 Ok(Some(m)) => {
                     n += 1;
                     bytes += m.len() as u64;

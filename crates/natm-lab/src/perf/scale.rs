@@ -22,6 +22,7 @@
 //! RLIMIT_NOFILE is raised to the hard limit in both processes, and further where the
 //! process may (CAP_SYS_RESOURCE), and reported.
 
+use natm::ulib::Wait;
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::process::{Child, Command, Stdio};
@@ -362,7 +363,7 @@ pub(crate) fn peer(a: &PeerArgs) -> natm_cli::cli::CliResult {
         if Instant::now() > until {
             anyhow::bail!("{} of {} connections accepted in time", ends.len(), a.count);
         }
-        match listener.accept_timeout(Some(Duration::from_millis(200))) {
+        match listener.accept(Wait::For(Duration::from_millis(200))) {
             Ok(c) => ends.push(c),
             Err(Error::TimedOut) => {}
             Err(e) => return Err(anyhow::anyhow!("accept: {e}")),
@@ -527,7 +528,7 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
             thread::sleep(Duration::from_micros(200));
             continue;
         }
-        match tx_ends[i].try_send(&msg) {
+        match tx_ends[i].send(&msg, Wait::No) {
             Ok(()) => sent += msg.len() as u64,
             Err(Error::WouldBlock(_)) => {}
             Err(_) => send_errors += 1,

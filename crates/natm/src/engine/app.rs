@@ -293,6 +293,57 @@ impl Conn {
         }
     }
 
+    /// Send one message once it fits whole in the send buffer, waiting up to `timeout`
+    /// for the room; [`Error::TimedOut`] with nothing taken if it never did. `bytes`:
+    /// the send queue holds slices of it rather than a copy
+    /// ([`Conn::send_message_bytes`]).
+    pub(crate) fn send_message_within(
+        &self,
+        eng: &Engine,
+        msg: &[u8],
+        bytes: Option<&Bytes>,
+        timeout: Duration,
+    ) -> Result<(), Error> {
+        let until = std::time::Instant::now() + timeout;
+        loop {
+            let deferred = {
+                let (mut tx, cv) = self.tx();
+                if let Some(e) = end_error(&tx) {
+                    return Err(e);
+                }
+                if tx.half.capacity() >= msg.len() {
+                    stages::record_msg(Stage::SendCall, self.stage_key(), msg);
+                    match bytes {
+                        Some(b) => tx.half.send_bytes(b, true),
+                        None => tx.half.send(msg, true),
+                    }
+                    .map_err(map_send)?;
+                    Some(self.flush_tx(eng, &mut tx, cv))
+                } else {
+                    None
+                }
+            };
+            if let Some(d) = deferred {
+                self.events.send_went();
+                self.defer_if(eng, d);
+                return Ok(());
+            }
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() || !self.wait_send_room(eng, msg.len(), left) {
+                return Err(Error::TimedOut);
+            }
+        }
+    }
+
+    /// Wait up to `timeout` until the send buffer has room for `len` octets or the
+    /// sending VC has ended; whether it did.
+    pub(crate) fn wait_send_room(&self, eng: &Engine, len: usize, timeout: Duration) -> bool {
+        self.wait_tx(eng, Some(timeout), |e| {
+            (e.half.capacity() >= len || e.finished()).then_some(())
+        })
+        .is_some()
+    }
+
     /// Send several messages, blocking while the window is full or the rate is
     /// exceeded. Each message is still its own message (its own TPDU or TPDUs, its own
     /// loss accounting); what batching changes is when they leave: all that fit are
@@ -648,6 +699,11 @@ impl Conn {
         self.try_recv_with(eng, Self::take_message)
     }
 
+    /// As [`Conn::try_recv_chunk`], with whether the chunk starts its message.
+    pub(crate) fn try_recv_chunk_edge(&self, eng: &Engine) -> Result<Option<(Chunk, bool)>, Error> {
+        self.try_recv_with(eng, Self::take_chunk_edge)
+    }
+
     /// The next chunk if one is there now (after reading what is queued).
     pub(crate) fn try_recv_chunk(&self, eng: &Engine) -> Result<Option<Chunk>, Error> {
         self.try_recv_with(eng, Self::take_chunk)
@@ -759,8 +815,12 @@ impl Conn {
     }
 
     /// Wait until the peer has everything sent (or `timeout`).
-    pub(crate) fn flush_tx_wait(&self, eng: &Engine, timeout: Duration) -> Result<(), Error> {
-        let done = self.wait_tx(eng, Some(timeout), |e| {
+    pub(crate) fn flush_tx_wait(
+        &self,
+        eng: &Engine,
+        timeout: Option<Duration>,
+    ) -> Result<(), Error> {
+        let done = self.wait_tx(eng, timeout, |e| {
             (e.half.buffered() == 0 || e.status().closed || e.finished()).then_some(())
         });
         match done {

@@ -10,6 +10,7 @@ use bytes::Bytes;
 
 use super::sigd::Session;
 use super::stats::{conn_stats, conn_status};
+use super::wait::{Limit, Outgoing, Wait};
 use super::{ConnStats, ConnStatus};
 use super::{Error, IntoQos, Resolved};
 use crate::adaptor::UdpDrops;
@@ -161,59 +162,87 @@ impl Connection {
         Ok(Connection::from_conn(eng, conn))
     }
 
-    /// Send one message, blocking while the window is full or the rate is exceeded.
-    pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
-        self.conn.send_message(&self.eng, msg)
+    /// Send one message, waiting as `wait` says for room in the send buffer (the
+    /// window, or the leaky bucket of a guaranteed VC).
+    ///
+    /// `msg` is borrowed octets, copied into the sending VC's queue, or a [`Bytes`]
+    /// (or a `Vec<u8>` by value) that the queue holds without a copy ([`Outgoing`]).
+    /// [`Wait::Block`] sends a message larger than the send buffer a part at a time as
+    /// room comes; [`Wait::No`] takes the message only if it fits whole now, else
+    /// [`Error::WouldBlock`] (window full or over rate) with nothing taken;
+    /// [`Wait::For`] waits for it to fit whole, else [`Error::TimedOut`] with nothing
+    /// taken.
+    pub fn send<'a>(
+        &self,
+        msg: impl Into<Outgoing<'a>>,
+        wait: impl Into<Wait>,
+    ) -> Result<(), Error> {
+        let msg = msg.into();
+        let (c, e) = (&self.conn, &self.eng);
+        match (msg, wait.into().limit()) {
+            (Outgoing::Borrowed(m), Limit::Within(None)) => c.send_message(e, m),
+            (Outgoing::Shared(m), Limit::Within(None)) => c.send_message_bytes(e, &m),
+            (Outgoing::Borrowed(m), Limit::Now) => c.try_send_message(e, m, None),
+            (Outgoing::Shared(m), Limit::Now) => c.try_send_message_bytes(e, &m, None),
+            (Outgoing::Borrowed(m), Limit::Within(Some(t))) => c.send_message_within(e, m, None, t),
+            (Outgoing::Shared(m), Limit::Within(Some(t))) => {
+                c.send_message_within(e, &m, Some(&m), t)
+            }
+        }
     }
 
-    /// Send one message if it fits now, else [`Error::WouldBlock`] (window full or
-    /// over rate) with nothing taken.
-    pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
-        self.conn.try_send_message(&self.eng, msg, None)
+    /// Send several messages in one call; how many were taken, from the first. Each is
+    /// its own message, delivered whole and in order (its own TPDU or TPDUs; a lost
+    /// one is counted as one message lost); what the batch saves is system calls: the
+    /// messages that fit are queued together and their TPDUs leave in one GSO
+    /// `sendmsg` per run of equal sizes (up to the kernel's GSO segment limit), where
+    /// [`Connection::send`] makes one per message. A guaranteed VC's leaky bucket
+    /// still paces them: a burst within the bucket's depth leaves at once, the rest at
+    /// the reserved rate.
+    ///
+    /// [`Wait::Block`] takes them all. [`Wait::No`] takes those that fit whole now,
+    /// [`Error::WouldBlock`] if not even the first does. [`Wait::For`] takes them as
+    /// room comes until its time is up: those taken by then, [`Error::TimedOut`] if
+    /// none.
+    pub fn send_many<M: AsRef<[u8]>>(
+        &self,
+        msgs: &[M],
+        wait: impl Into<Wait>,
+    ) -> Result<usize, Error> {
+        let (c, e) = (&self.conn, &self.eng);
+        match wait.into().limit() {
+            Limit::Within(None) => c.send_messages(e, msgs).map(|()| msgs.len()),
+            Limit::Now => c.try_send_messages(e, msgs),
+            Limit::Within(Some(t)) => {
+                let until = std::time::Instant::now() + t;
+                let mut taken = 0;
+                while taken < msgs.len() {
+                    match c.try_send_messages(e, &msgs[taken..]) {
+                        Ok(n) => taken += n,
+                        Err(Error::WouldBlock(_)) => {
+                            let left = until.saturating_duration_since(std::time::Instant::now());
+                            let first = msgs[taken].as_ref().len();
+                            if left.is_zero() || !c.wait_send_room(e, first, left) {
+                                break;
+                            }
+                        }
+                        Err(err) if taken == 0 => return Err(err),
+                        Err(_) => break,
+                    }
+                }
+                if taken == 0 && !msgs.is_empty() {
+                    return Err(Error::TimedOut);
+                }
+                Ok(taken)
+            }
+        }
     }
 
-    /// Send one message, blocking as [`Connection::send`], taking ownership of its
-    /// buffer instead of copying it: the sending VC's queue holds slices of `msg` as
-    /// its TPDU payloads (retransmissions re-send the same slices), and the only copy
-    /// of its octets is the kernel's into the socket (seed 000 §5.4). The buffer is
-    /// released when the last of its TPDUs is acknowledged. The send buffer's bound
-    /// counts these octets as it counts copied ones. For large messages the
-    /// application has in a `Bytes` already (or fills one per message); cloning a
-    /// `Bytes` to keep it is free.
-    pub fn send_bytes(&self, msg: Bytes) -> Result<(), Error> {
-        self.conn.send_message_bytes(&self.eng, &msg)
-    }
-
-    /// As [`Connection::send_bytes`] if the message fits now, else
-    /// [`Error::WouldBlock`] with nothing taken (as [`Connection::try_send`]).
-    pub fn try_send_bytes(&self, msg: Bytes) -> Result<(), Error> {
-        self.conn.try_send_message_bytes(&self.eng, &msg, None)
-    }
-
-    /// Send several messages in one call, blocking while the window is full or the
-    /// rate is exceeded. Each is its own message, delivered whole and in order (its
-    /// own TPDU or TPDUs; a lost one is counted as one message lost); what the batch
-    /// saves is system calls: the messages that fit are queued together and their
-    /// TPDUs leave in one GSO `sendmsg` per run of equal sizes (up to the kernel's
-    /// GSO segment limit), where [`Connection::send`] makes one per message. A
-    /// guaranteed VC's leaky bucket still paces them: a burst within the bucket's
-    /// depth leaves at once, the rest at the reserved rate.
-    pub fn send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<(), Error> {
-        self.conn.send_messages(&self.eng, msgs)
-    }
-
-    /// As [`Connection::send_many`] without blocking: takes the messages, from the
-    /// first, that fit whole now and returns how many; [`Error::WouldBlock`] if not
-    /// even the first fits (nothing taken).
-    pub fn try_send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<usize, Error> {
-        self.conn.try_send_messages(&self.eng, msgs)
-    }
-
-    /// Send one message if it fits now, as [`Connection::try_send`]; if it does not,
-    /// nothing is taken and `cx`'s waker is woken once the sending VC has made room
-    /// (or ended). For event loops outside Rust's async, e.g. the C API's descriptor
-    /// to `poll()`: the waker is registered under the same lock as the attempt, so no
-    /// wake-up falls between them.
+    /// Send one message if it fits now, as [`Connection::send`] with [`Wait::No`]; if
+    /// it does not, nothing is taken and `cx`'s waker is woken once the sending VC has
+    /// made room (or ended). For event loops outside Rust's async, e.g. the C API's
+    /// descriptor to `poll()`: the waker is registered under the same lock as the
+    /// attempt, so no wake-up falls between them.
     pub fn poll_send(
         &self,
         cx: &mut std::task::Context<'_>,
@@ -238,38 +267,38 @@ impl Connection {
         }
     }
 
-    /// Receive the next whole message, blocking; `None` once the peer has closed and
-    /// everything it sent has been delivered.
-    pub fn recv(&self) -> Result<Option<Vec<u8>>, Error> {
-        self.conn.recv_message(&self.eng, None)
+    /// Receive the next whole message, waiting as `wait` says; `None` once the peer
+    /// has closed and everything it sent has been delivered. Nothing there in time:
+    /// [`Error::WouldBlock`] ([`Wait::No`]) or [`Error::TimedOut`].
+    pub fn recv(&self, wait: impl Into<Wait>) -> Result<Option<Vec<u8>>, Error> {
+        match wait.into().limit() {
+            Limit::Now => self.conn.try_recv_message(&self.eng),
+            Limit::Within(t) => self.conn.recv_message(&self.eng, t),
+        }
     }
 
-    /// As [`Connection::recv`], giving up after `timeout`.
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>, Error> {
-        self.conn.recv_message(&self.eng, Some(timeout))
+    /// As [`Connection::recv`], receiving the message into `buf`, whose memory it
+    /// reuses: a message of several TPDUs is gathered into `buf`'s allocation, so a
+    /// loop passing the same `Vec` neither allocates nor grows it once it has held the
+    /// largest message (as a `read` into one buffer would). `Ok(true)`: `buf` is the
+    /// message; `Ok(false)`: the peer has closed and everything it sent has been
+    /// delivered. On an error `buf`'s contents are unspecified.
+    pub fn recv_into(&self, buf: &mut Vec<u8>, wait: impl Into<Wait>) -> Result<bool, Error> {
+        match wait.into().limit() {
+            Limit::Now => Ok(match self.conn.try_recv_message(&self.eng)? {
+                Some(m) => {
+                    *buf = m;
+                    true
+                }
+                None => false,
+            }),
+            Limit::Within(t) => Ok(self.conn.recv_message_into(&self.eng, t, buf)?.is_some()),
+        }
     }
 
-    /// The next whole message if one is complete now.
-    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, Error> {
-        self.conn.try_recv_message(&self.eng)
-    }
-
-    /// As [`Connection::recv_timeout`] (`None`: no limit), receiving the message into
-    /// `buf`, whose memory it reuses: a message of several TPDUs is gathered into
-    /// `buf`'s allocation, so a loop passing the same `Vec` neither allocates nor grows
-    /// it once it has held the largest message (as a `read` into one buffer would).
-    /// `Ok(true)`: `buf` is the message; `Ok(false)`: the peer has closed and
-    /// everything it sent has been delivered. On an error `buf`'s contents are
-    /// unspecified.
-    pub fn recv_into(&self, buf: &mut Vec<u8>, timeout: Option<Duration>) -> Result<bool, Error> {
-        Ok(self
-            .conn
-            .recv_message_into(&self.eng, timeout, buf)?
-            .is_some())
-    }
-
-    /// Receive the next piece of a message without copying it, blocking; `None` once
-    /// the peer has closed and everything it sent has been delivered.
+    /// Receive the next piece of a message without copying it, waiting as `wait` says
+    /// (as [`Connection::recv`]); `None` once the peer has closed and everything it
+    /// sent has been delivered.
     ///
     /// Each chunk is the payload of one TPDU as it was received, where
     /// [`Connection::recv`] gathers a message of several TPDUs into one `Vec` (a copy
@@ -279,19 +308,11 @@ impl Connection {
     /// wanted. Mixing the two within one message: a `recv` after some of its chunks
     /// returns the rest of the message, and a `recv_chunk` after a `recv` that timed
     /// out returns what `recv` had gathered as one chunk.
-    pub fn recv_chunk(&self) -> Result<Option<Chunk>, Error> {
-        self.conn.recv_chunk(&self.eng, None)
-    }
-
-    /// As [`Connection::recv_chunk`], giving up after `timeout`.
-    pub fn recv_chunk_timeout(&self, timeout: Duration) -> Result<Option<Chunk>, Error> {
-        self.conn.recv_chunk(&self.eng, Some(timeout))
-    }
-
-    /// The next chunk if one has arrived ([`Connection::recv_chunk`]), else
-    /// [`Error::WouldBlock`].
-    pub fn try_recv_chunk(&self) -> Result<Option<Chunk>, Error> {
-        self.conn.try_recv_chunk(&self.eng)
+    pub fn recv_chunk(&self, wait: impl Into<Wait>) -> Result<Option<Chunk>, Error> {
+        match wait.into().limit() {
+            Limit::Now => self.conn.try_recv_chunk(&self.eng),
+            Limit::Within(t) => self.conn.recv_chunk(&self.eng, t),
+        }
     }
 
     /// Close the sending VC in order: everything sent is still delivered. Receiving
@@ -306,9 +327,10 @@ impl Connection {
         self.conn.abort_local(&self.eng);
     }
 
-    /// Wait until the peer has everything sent before `close` (or `timeout`).
-    pub fn flush(&self, timeout: Duration) -> Result<(), Error> {
-        self.conn.flush_tx_wait(&self.eng, timeout)
+    /// Wait, as `wait` says, until the peer has everything sent before `close`:
+    /// [`Error::TimedOut`] if it has not by then ([`Wait::No`]: not yet).
+    pub fn flush(&self, wait: impl Into<Wait>) -> Result<(), Error> {
+        self.conn.flush_tx_wait(&self.eng, wait.into().timeout())
     }
 
     /// Change this end's sending rate at once, within the bounds agreed at setup,
@@ -425,20 +447,15 @@ impl Connection {
         self.conn.wait_qos(&self.eng, Some(timeout))
     }
 
-    /// The next change of the connection's status, oldest first, waiting up to
-    /// `timeout` (`None`: until one comes) — `None` if none came. seed 003's status
+    /// The next change of the connection's status, oldest first, waiting as `wait`
+    /// says — `None` if none came. seed 003's status
     /// flags as events: a QoS change asked for, accepted or refused (this end's, and
     /// the peer's of the receiving VC), the peer's close, this end's close completing,
     /// an abort, sigd's release, and a non-blocking send held by the window or the
     /// rate. At most [`EVENT_QUEUE`](crate::ulib::EVENT_QUEUE) wait: beyond that the
     /// oldest are dropped ([`Connection::events_dropped`]). One consumer at a time.
-    pub fn next_event(&self, timeout: Option<Duration>) -> Option<ConnEvent> {
-        self.conn.events.next(timeout)
-    }
-
-    /// The next status event if one is queued, else `None` at once.
-    pub fn try_next_event(&self) -> Option<ConnEvent> {
-        self.conn.events.next(Some(Duration::ZERO))
+    pub fn next_event(&self, wait: impl Into<Wait>) -> Option<ConnEvent> {
+        self.conn.events.next(wait.into().timeout())
     }
 
     /// The next status event if one is queued; else `cx`'s waker is woken when one
@@ -462,25 +479,28 @@ impl Connection {
         conn_status(&self.conn, None)
     }
 
-    /// As [`Connection::recv_timeout`], with the status flags as they were just after
-    /// the message was taken (seed 003: "most user interface calls have a 32-bit
-    /// status field"): a whole message both starts and ends it.
+    /// As [`Connection::recv`], with the status flags as they were just after the
+    /// message was taken (seed 003: "most user interface calls have a 32-bit status
+    /// field"): a whole message both starts and ends it.
     pub fn recv_with_status(
         &self,
-        timeout: Duration,
+        wait: impl Into<Wait>,
     ) -> Result<(Option<Vec<u8>>, ConnStatus), Error> {
-        let m = self.conn.recv_message(&self.eng, Some(timeout))?;
+        let m = self.recv(wait)?;
         let edge = m.as_ref().map(|_| (true, true));
         Ok((m, conn_status(&self.conn, edge)))
     }
 
-    /// As [`Connection::recv_chunk_timeout`], with the status flags: whether the
-    /// chunk starts or ends its message, and the connection's flags.
+    /// As [`Connection::recv_chunk`], with the status flags: whether the chunk starts
+    /// or ends its message, and the connection's flags.
     pub fn recv_chunk_with_status(
         &self,
-        timeout: Duration,
+        wait: impl Into<Wait>,
     ) -> Result<(Option<Chunk>, ConnStatus), Error> {
-        let c = self.conn.recv_chunk_edge(&self.eng, Some(timeout))?;
+        let c = match wait.into().limit() {
+            Limit::Now => self.conn.try_recv_chunk_edge(&self.eng)?,
+            Limit::Within(t) => self.conn.recv_chunk_edge(&self.eng, t)?,
+        };
         let edge = c.as_ref().map(|(c, start)| (*start, c.end_of_message));
         Ok((c.map(|(c, _)| c), conn_status(&self.conn, edge)))
     }
@@ -571,7 +591,7 @@ impl Drop for Connection {
 
 impl io::Write for &Connection {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.send(buf)?;
+        self.send(buf, Wait::Block)?;
         Ok(buf.len())
     }
     fn flush(&mut self) -> io::Result<()> {
@@ -689,7 +709,7 @@ mod tests {
         let (h, _) = Header::parse_bytes(tpdu).unwrap();
         assert_eq!((vc.vci, h.ty, h.cookie), (77, TpduType::Abort, 0x5EED));
         // Nobody was accepted for it.
-        assert!(matches!(l.try_accept(), Err(Error::WouldBlock(_))));
+        assert!(matches!(l.accept(Wait::No), Err(Error::WouldBlock(_))));
     }
 
     /// Both ends of a direct-mode connection over a memory network.
@@ -702,13 +722,13 @@ mod tests {
         let addr = l.local_addr().unwrap();
         let q = qos.to_owned();
         let t = std::thread::spawn(move || a.connect(addr, &q).unwrap());
-        let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+        let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
         (t.join().unwrap(), server)
     }
 
     fn events_until(c: &Connection, last: impl Fn(&ConnEvent) -> bool) -> Vec<ConnEvent> {
         let mut got = Vec::new();
-        while let Some(e) = c.next_event(Some(Duration::from_secs(10))) {
+        while let Some(e) = c.next_event(Wait::For(Duration::from_secs(10))) {
             let done = last(&e);
             got.push(e);
             if done {
@@ -721,7 +741,7 @@ mod tests {
     #[test]
     fn qos_changes_and_closes_come_as_events_on_both_ends() {
         let (client, server) = mem_pair("cbr:pcr=8Mbps,min_pcr=1Mbps");
-        assert_eq!(client.try_next_event(), None);
+        assert_eq!(client.next_event(Wait::No), None);
         let ch = client
             .set_qos("cbr:pcr=4Mbps", Duration::from_secs(5))
             .unwrap();
@@ -742,7 +762,7 @@ mod tests {
             client.set_qos("cbr:pcr=16Mbps", Duration::from_secs(5)),
             Err(Error::QosBounds(_))
         ));
-        assert_eq!(client.try_next_event(), None);
+        assert_eq!(client.next_event(Wait::No), None);
         client.close();
         assert_eq!(
             events_until(&server, |e| *e == ConnEvent::PeerClosed),
@@ -755,7 +775,7 @@ mod tests {
         // This end's own abort is an event too (a thread waiting on events learns it).
         server.abort();
         assert_eq!(
-            server.next_event(Some(Duration::from_secs(1))),
+            server.next_event(Wait::For(Duration::from_secs(1))),
             Some(ConnEvent::Aborted(AbortReason::Local))
         );
         assert_eq!(client.events_dropped() + server.events_dropped(), 0);
@@ -767,20 +787,20 @@ mod tests {
         let big = vec![1u8; 64 << 10];
         let mut held = false;
         for _ in 0..1000 {
-            if matches!(client.try_send(&big), Err(Error::WouldBlock(_))) {
+            if matches!(client.send(&big, Wait::No), Err(Error::WouldBlock(_))) {
                 held = true;
                 break;
             }
         }
         assert!(held, "the 1 Mbit/s VC never held a send");
-        let ev = client.try_next_event().unwrap();
+        let ev = client.next_event(Wait::No).unwrap();
         assert!(
             matches!(ev, ConnEvent::OverRate | ConnEvent::WindowFull),
             "{ev:?}"
         );
         // Further held sends are the same run: no new event.
-        let _ = client.try_send(&big);
-        assert_eq!(client.try_next_event(), None);
+        let _ = client.send(&big, Wait::No);
+        assert_eq!(client.next_event(Wait::No), None);
         client.abort();
         assert_eq!(
             events_until(&client, |_| true),
@@ -790,7 +810,10 @@ mod tests {
             events_until(&server, |e| matches!(e, ConnEvent::Aborted(_))),
             [ConnEvent::Aborted(AbortReason::Peer)]
         );
-        assert_eq!(server.next_event(Some(Duration::from_millis(200))), None);
+        assert_eq!(
+            server.next_event(Wait::For(Duration::from_millis(200))),
+            None
+        );
     }
 
     #[test]
@@ -802,12 +825,12 @@ mod tests {
         let l = b.bind("10.0.0.2:7000", "cbr:pcr=1Mbps").unwrap();
         let addr = l.local_addr().unwrap();
         let t = std::thread::spawn(move || a.connect(addr, "cbr:pcr=1Mbps").unwrap());
-        let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+        let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
         let client = Arc::new(t.join().unwrap());
         // Far more than the send buffer holds at 1 Mbit/s: the send blocks behind the
         // bucket for many seconds.
         let c2 = client.clone();
-        let sender = std::thread::spawn(move || c2.send(&vec![7u8; 8 << 20]));
+        let sender = std::thread::spawn(move || c2.send(vec![7u8; 8 << 20], Wait::Block));
         let mut seen = None;
         for _ in 0..1000 {
             let (waiters, reading) = client.conn.waiting(crate::engine::Which::Tx);
@@ -835,7 +858,7 @@ mod tests {
         let l = b.bind("127.0.0.1:0", "best-effort").unwrap();
         let addr = l.local_addr().unwrap();
         let client = a.connect(addr, "best-effort").unwrap();
-        let server = l.accept_timeout(Some(Duration::from_secs(5))).unwrap();
+        let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
         (a, b, client, server)
     }
 
@@ -857,9 +880,9 @@ mod tests {
         let (_a, _b, client, server) = udp_pair();
         // Round trips while the server's application thread waits on the socket.
         for i in 0..20u8 {
-            client.send(&[i; 32]).unwrap();
+            client.send(&[i; 32], Wait::Block).unwrap();
             assert_eq!(
-                server.recv_timeout(Duration::from_secs(5)).unwrap(),
+                server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
                 Some(vec![i; 32])
             );
             assert!(server.conn.driver_watches(), "watched again after the wait");
@@ -867,17 +890,20 @@ mod tests {
         // A reader that gives up (its wait ends with nothing read) leaves the socket
         // to the driver again: a datagram after it is read without any `recv`.
         assert!(matches!(
-            server.recv_timeout(Duration::from_millis(1)),
+            server.recv(Wait::For(Duration::from_millis(1))),
             Err(Error::TimedOut)
         ));
         assert!(server.conn.driver_watches());
         let before = server.stats().rx.tpdus_received;
-        client.send(b"after the wait").unwrap();
+        client.send(b"after the wait", Wait::Block).unwrap();
         assert!(
             driver_delivers(&server, before + 1),
             "nobody read the socket"
         );
-        assert_eq!(server.try_recv().unwrap(), Some(b"after the wait".to_vec()));
+        assert_eq!(
+            server.recv(Wait::No).unwrap(),
+            Some(b"after the wait".to_vec())
+        );
     }
 
     #[test]
@@ -888,7 +914,7 @@ mod tests {
         // socket out of the driver's epoll set), and that thread lets the role go
         // without reading it: the driver must be told, though no datagram follows.
         let quiet = server.conn.hold_read_role_unread(&server.eng, || {
-            client.send(b"while held").unwrap();
+            client.send(b"while held", Wait::Block).unwrap();
             // On loopback the datagram is queued once `send` returns; let the
             // driver's (absent) wake-up have every chance to happen first.
             std::thread::sleep(Duration::from_millis(50));
@@ -902,11 +928,11 @@ mod tests {
             driver_delivers(&server, before + 1),
             "the datagram was lost"
         );
-        assert_eq!(server.try_recv().unwrap(), Some(b"while held".to_vec()));
+        assert_eq!(server.recv(Wait::No).unwrap(), Some(b"while held".to_vec()));
         // And the socket is watched as before: the next datagram needs no reader.
-        client.send(b"next").unwrap();
+        client.send(b"next", Wait::Block).unwrap();
         assert!(driver_delivers(&server, before + 2));
-        assert_eq!(server.try_recv().unwrap(), Some(b"next".to_vec()));
+        assert_eq!(server.recv(Wait::No).unwrap(), Some(b"next".to_vec()));
     }
 
     #[test]

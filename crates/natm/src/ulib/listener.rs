@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use super::connection::{random_cookie, Connection};
 use super::sigd::{Binding, Session};
+use super::wait::Wait;
 use super::{Error, Resolved, WouldBlock};
 use crate::engine::{Engine, Link, ListenerShared};
 use crate::sync::{Level, OrderedMutex};
@@ -203,10 +204,18 @@ impl Listener {
 
     /// The next call offered through sigd, before any connection exists: look at the
     /// caller and the QoS, then [`IncomingCall::accept`] or [`IncomingCall::reject`].
-    /// `None` waits until one comes (or sigd goes away). A pre-authorised listener
-    /// ([`super::Accept::Auto`]) is offered only the calls that do not fit its QoS;
-    /// [`Listener::accept`] returns the others.
-    pub fn next_call(&self, timeout: Option<Duration>) -> Result<IncomingCall, Error> {
+    /// [`Wait::Block`] waits until one comes (or sigd goes away); none in time is
+    /// [`Error::TimedOut`] ([`Wait::No`]: [`Error::WouldBlock`]). A pre-authorised
+    /// listener ([`super::Accept::Auto`]) is offered only the calls that do not fit
+    /// its QoS; [`Listener::accept`] returns the others.
+    pub fn next_call(&self, wait: impl Into<Wait>) -> Result<IncomingCall, Error> {
+        let wait = wait.into();
+        let timeout = wait.timeout();
+        self.next_call_within(timeout)
+            .map_err(|e| would_block_if(wait, e))
+    }
+
+    fn next_call_within(&self, timeout: Option<Duration>) -> Result<IncomingCall, Error> {
         match &self.kind {
             ListenerKind::Direct(_) => Err(Error::NeedsSigd(
                 "direct mode cannot show a call before it connects: bind a SAP through sigd",
@@ -229,17 +238,19 @@ impl Listener {
         }
     }
 
-    /// Wait for the next caller (through sigd: accept whoever calls).
-    pub fn accept(&self) -> Result<Connection, Error> {
-        self.accept_timeout(None)
+    /// The next caller, waiting as `wait` says (through sigd: accept whoever calls).
+    /// None in time is [`Error::TimedOut`] ([`Wait::No`]: [`Error::WouldBlock`]).
+    pub fn accept(&self, wait: impl Into<Wait>) -> Result<Connection, Error> {
+        let wait = wait.into();
+        self.accept_within(wait.timeout())
+            .map_err(|e| would_block_if(wait, e))
     }
 
-    /// Wait up to `timeout` for the next caller.
-    pub fn accept_timeout(&self, timeout: Option<Duration>) -> Result<Connection, Error> {
+    fn accept_within(&self, timeout: Option<Duration>) -> Result<Connection, Error> {
         let shared = match &self.kind {
             ListenerKind::Direct(s) => s,
             ListenerKind::Signalled { host, binding } => match &binding.auto {
-                None => return self.next_call(timeout)?.accept(),
+                None => return self.next_call_within(timeout)?.accept(),
                 Some(links) => {
                     let deadline = timeout.map(|t| std::time::Instant::now() + t);
                     let (session, id) = binding.current(deadline)?;
@@ -310,12 +321,6 @@ impl Listener {
         conn
     }
 
-    /// The next caller if one is waiting.
-    pub fn try_accept(&self) -> Result<Connection, Error> {
-        self.accept_timeout(Some(Duration::ZERO))
-            .map_err(|_| Error::WouldBlock(WouldBlock::Empty))
-    }
-
     /// Connection requests refused because the accept backlog was full (direct mode).
     pub fn backlog_drops(&self) -> u64 {
         match &self.kind {
@@ -358,5 +363,13 @@ impl Drop for Listener {
                 session.notify(|req| crate::wire::ipc::Message::Unbind { req, listener });
             }
         }
+    }
+}
+
+/// A wait of [`Wait::No`] that found nothing says so as a non-blocking call does.
+fn would_block_if(wait: Wait, e: Error) -> Error {
+    match (wait, e) {
+        (Wait::No, Error::TimedOut) => Error::WouldBlock(WouldBlock::Empty),
+        (_, e) => e,
     }
 }

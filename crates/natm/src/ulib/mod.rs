@@ -1,20 +1,22 @@
 //! ulib: the socket-like API of seed 000 §4 with QoS at connect and bind.
 //!
 //! ```no_run
-//! use natm::ulib::{Host, HostConfig};
+//! use natm::ulib::{Host, HostConfig, Wait};
 //! # fn main() -> Result<(), natm::ulib::Error> {
 //! let host = Host::open(HostConfig::default())?;
 //! let listener = host.bind("127.0.0.1:7000", "reliable")?;
 //! let conn = host.connect(listener.local_addr()?, "reliable")?;
-//! let peer = listener.accept()?;
-//! conn.send(b"hello")?;
-//! assert_eq!(peer.recv()?.as_deref(), Some(&b"hello"[..]));
+//! let peer = listener.accept(Wait::Block)?;
+//! conn.send(b"hello", Wait::Block)?;
+//! assert_eq!(peer.recv(Wait::Block)?.as_deref(), Some(&b"hello"[..]));
 //! # Ok(()) }
 //! ```
 //!
 //! A [`Connection`] is duplex: two simplex VCs, each with its own QoS, error control
-//! and flow control (seed 000 §5.3). Calls block by default; the `try_*` calls return
-//! [`Error::WouldBlock`] with seed 003's "window full" or "over rate" instead.
+//! and flow control (seed 000 §5.3). Every call that may wait takes a [`Wait`]: block
+//! ([`Wait::Block`]), wait at most so long ([`Wait::For`], [`Wait::Until`]), or not at
+//! all ([`Wait::No`]: [`Error::WouldBlock`] with seed 003's "window full", "over
+//! rate" or "empty"). The `*_async` futures and `poll_*` calls are the async forms.
 //!
 //! Addresses are ATM addresses or names with an optional SAP (`"+4420001:echo"`),
 //! and calls go through the host's signalling daemon (`natm sigd`, over the Unix
@@ -34,6 +36,7 @@ mod split;
 mod stats;
 #[cfg(feature = "tokio")]
 mod tokio_io;
+mod wait;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -47,6 +50,7 @@ pub use natm_proto::transport::{AbortReason, QosOutcome};
 pub use natm_proto::wire::qos::Qos;
 pub use split::{Receiver, Sender};
 pub use stats::{BareStats, ConnStats, ConnStatus, OamStats, SealStats};
+pub use wait::{Outgoing, Wait};
 
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
 pub use bytes::Bytes;

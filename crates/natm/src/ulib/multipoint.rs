@@ -35,6 +35,7 @@
 //! for unreliable and guaranteed service); a reliable multipoint VC would need every
 //! leaf's acknowledgements merged at the root, and is refused.
 
+use crate::ulib::Wait;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -373,7 +374,7 @@ impl Multipoint {
         let mut sent = 0;
         let mut net_failed = false;
         if let Some(net) = &self.net {
-            match net.conn.send(msg) {
+            match net.conn.send(msg, Wait::Block) {
                 Ok(()) => sent += self.network_leaves().count(),
                 Err(e @ (Error::MessageTooLarge { .. } | Error::EmptyMessage)) => return Err(e),
                 Err(_) => net_failed = true,
@@ -382,7 +383,7 @@ impl Multipoint {
         let mut gone = Vec::new();
         for (&eref, r) in &self.leaves {
             let Reach::Own(c) = r else { continue };
-            match c.send(msg) {
+            match c.send(msg, Wait::Block) {
                 Ok(()) => sent += 1,
                 Err(e @ (Error::MessageTooLarge { .. } | Error::EmptyMessage)) => return Err(e),
                 Err(_) => gone.push(eref),

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::connection::{Chunk, Connection, QosChange, Release};
-use super::{Bytes, ConnEvent, ConnStats, ConnStatus, Error, IntoQos};
+use super::wait::{Outgoing, Wait};
+use super::{ConnEvent, ConnStats, ConnStatus, Error, IntoQos};
 
 /// The sending half of a connection (seed 000's simplex VC, as ulib hands it out).
 #[derive(Debug, Clone)]
@@ -39,28 +40,20 @@ impl Sender {
         self.0.status()
     }
     /// See [`Connection::send`].
-    pub fn send(&self, msg: &[u8]) -> Result<(), Error> {
-        self.0.send(msg)
-    }
-    /// See [`Connection::try_send`].
-    pub fn try_send(&self, msg: &[u8]) -> Result<(), Error> {
-        self.0.try_send(msg)
-    }
-    /// See [`Connection::send_bytes`].
-    pub fn send_bytes(&self, msg: Bytes) -> Result<(), Error> {
-        self.0.send_bytes(msg)
-    }
-    /// See [`Connection::try_send_bytes`].
-    pub fn try_send_bytes(&self, msg: Bytes) -> Result<(), Error> {
-        self.0.try_send_bytes(msg)
+    pub fn send<'a>(
+        &self,
+        msg: impl Into<Outgoing<'a>>,
+        wait: impl Into<Wait>,
+    ) -> Result<(), Error> {
+        self.0.send(msg, wait)
     }
     /// See [`Connection::send_many`].
-    pub fn send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<(), Error> {
-        self.0.send_many(msgs)
-    }
-    /// See [`Connection::try_send_many`].
-    pub fn try_send_many<M: AsRef<[u8]>>(&self, msgs: &[M]) -> Result<usize, Error> {
-        self.0.try_send_many(msgs)
+    pub fn send_many<M: AsRef<[u8]>>(
+        &self,
+        msgs: &[M],
+        wait: impl Into<Wait>,
+    ) -> Result<usize, Error> {
+        self.0.send_many(msgs, wait)
     }
     /// See [`Connection::send_async`].
     pub async fn send_async(&self, msg: &[u8]) -> Result<(), Error> {
@@ -71,8 +64,8 @@ impl Sender {
         self.0.close()
     }
     /// See [`Connection::flush`].
-    pub fn flush(&self, timeout: Duration) -> Result<(), Error> {
-        self.0.flush(timeout)
+    pub fn flush(&self, wait: impl Into<Wait>) -> Result<(), Error> {
+        self.0.flush(wait)
     }
     /// See [`Connection::stats`].
     pub fn stats(&self) -> ConnStats {
@@ -86,47 +79,35 @@ impl Sender {
 
 impl Receiver {
     /// See [`Connection::next_event`].
-    pub fn next_event(&self, timeout: Option<Duration>) -> Option<ConnEvent> {
-        self.0.next_event(timeout)
+    pub fn next_event(&self, wait: impl Into<Wait>) -> Option<ConnEvent> {
+        self.0.next_event(wait)
     }
     /// See [`Connection::recv_with_status`].
     pub fn recv_with_status(
         &self,
-        timeout: Duration,
+        wait: impl Into<Wait>,
     ) -> Result<(Option<Vec<u8>>, ConnStatus), Error> {
-        self.0.recv_with_status(timeout)
+        self.0.recv_with_status(wait)
     }
     /// See [`Connection::status`].
     pub fn status(&self) -> ConnStatus {
         self.0.status()
     }
     /// See [`Connection::recv`].
-    pub fn recv(&self) -> Result<Option<Vec<u8>>, Error> {
-        self.0.recv()
+    pub fn recv(&self, wait: impl Into<Wait>) -> Result<Option<Vec<u8>>, Error> {
+        self.0.recv(wait)
     }
-    /// See [`Connection::recv_timeout`].
-    pub fn recv_timeout(&self, timeout: Duration) -> Result<Option<Vec<u8>>, Error> {
-        self.0.recv_timeout(timeout)
-    }
-    /// See [`Connection::try_recv`].
-    pub fn try_recv(&self) -> Result<Option<Vec<u8>>, Error> {
-        self.0.try_recv()
+    /// See [`Connection::recv_into`].
+    pub fn recv_into(&self, buf: &mut Vec<u8>, wait: impl Into<Wait>) -> Result<bool, Error> {
+        self.0.recv_into(buf, wait)
     }
     /// See [`Connection::recv_async`].
     pub async fn recv_async(&self) -> Result<Option<Vec<u8>>, Error> {
         self.0.recv_async().await
     }
     /// See [`Connection::recv_chunk`].
-    pub fn recv_chunk(&self) -> Result<Option<Chunk>, Error> {
-        self.0.recv_chunk()
-    }
-    /// See [`Connection::recv_chunk_timeout`].
-    pub fn recv_chunk_timeout(&self, timeout: Duration) -> Result<Option<Chunk>, Error> {
-        self.0.recv_chunk_timeout(timeout)
-    }
-    /// See [`Connection::try_recv_chunk`].
-    pub fn try_recv_chunk(&self) -> Result<Option<Chunk>, Error> {
-        self.0.try_recv_chunk()
+    pub fn recv_chunk(&self, wait: impl Into<Wait>) -> Result<Option<Chunk>, Error> {
+        self.0.recv_chunk(wait)
     }
     /// See [`Connection::recv_chunk_async`].
     pub async fn recv_chunk_async(&self) -> Result<Option<Chunk>, Error> {
