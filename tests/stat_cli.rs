@@ -52,7 +52,7 @@ fn stat_shows_the_bytes_a_live_call_moved_at_both_ends() {
         while got < out {
             got += c.recv(Wait::Block).unwrap().expect("data").len();
         }
-        c.send(&vec![7u8; back], Wait::Block).unwrap();
+        c.send(vec![7u8; back], Wait::Block).unwrap();
         // Hold the call until the test is done looking.
         c.recv(Wait::For(Duration::from_secs(20))).ok();
         got

@@ -1,6 +1,6 @@
 //! A guaranteed VC's send queue is bounded in time (issue 17): it holds the bucket plus
 //! `delay=` at the VC's rate, so a sender over its reservation finds it full at once —
-//! `try_send` says so, a blocking `send` waits — instead of queueing seconds of data
+//! a send with `Wait::No` says so, a blocking `send` waits — instead of queueing seconds of data
 //! (a 2 MiB queue held 16.8 s at 1 Mbit/s). Checked in bytes, never in time.
 
 use natm::ulib::Wait;
@@ -35,7 +35,7 @@ fn a_slow_guaranteed_vc_never_queues_more_than_its_delay() {
         }
         n
     });
-    // Over the rate: try_send fills the queue and is then refused at once. What it took
+    // Over the rate: a send with Wait::No fills the queue and is then refused at once. What it took
     // is the queue plus what left meanwhile — the first bucketful, and the rate's worth
     // of the time the loop took (far under the 2 MiB a byte-sized queue took).
     let msg = vec![7u8; MSG];

@@ -1,5 +1,5 @@
 //! Owned-buffer sends and chunked receives (issue 17): a large transfer handed over
-//! with `Connection::send_bytes` and taken with `recv_chunk` arrives byte-exact, with
+//! as a `Bytes` to `Connection::send` and taken with `recv_chunk` arrives byte-exact, with
 //! its message boundaries, over UDP loopback directly and through a lossy relay.
 
 use natm::ulib::Wait;
@@ -50,7 +50,7 @@ fn messages(total: usize) -> (Bytes, Vec<Bytes>) {
     (data, out)
 }
 
-/// Send every message with `send_bytes`, close, and receive them all with
+/// Send every message as `Bytes`, close, and receive them all with
 /// `recv_chunk`; check the bytes and the boundaries.
 fn transfer_by_owned_buffers(
     c: Connection,

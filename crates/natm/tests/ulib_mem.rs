@@ -98,7 +98,7 @@ fn unreliable_vcs_deliver_whole_messages_only() {
     }
 }
 
-/// Send `msg` with `try_send` for `time` (at most 20,000 messages) while the receiving
+/// Send `msg` with `Wait::No` for `time` (at most 20,000 messages) while the receiving
 /// application reads nothing, then let the engines settle; returns the messages sent.
 fn flood(c: &Connection, msg: &[u8], time: Duration) -> u64 {
     let until = Instant::now() + time;

@@ -1,6 +1,6 @@
 //! Isolation of a guaranteed VC (seed 000 §2, §5.1): on one pair of hosts, a
 //! guaranteed VC sending back to back through its leaky bucket is measured alone, then
-//! again while a best-effort VC floods (`try_send` in a tight loop) and a reliable VC
+//! again while a best-effort VC floods (sends with `Wait::No` in a tight loop) and a reliable VC
 //! transfers in bulk between the same hosts. What the guaranteed VC is delivered, as a
 //! ratio to its reservation, says whether the others take from it.
 //!
@@ -42,7 +42,7 @@ pub(crate) enum Kind {
     Guaranteed,
     /// Small timestamped messages on a guaranteed VC of its own, well under its rate.
     Probe,
-    /// Best effort, `try_send` in a tight loop.
+    /// Best effort, sends with `Wait::No` in a tight loop.
     Flood,
     /// Reliable, blocking `send` in a loop.
     Bulk,

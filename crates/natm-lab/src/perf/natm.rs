@@ -28,7 +28,8 @@ pub(crate) const ENTRIES: &[Entry] = &[
     },
     Entry {
         name: "natm-reliable-zc",
-        about: "natm-reliable with owned buffers: send of a Bytes and recv_chunk, no user-space copy",
+        about:
+            "natm-reliable with owned buffers: send of a Bytes and recv_chunk, no user-space copy",
         make: reliable_zc,
     },
     Entry {

@@ -942,16 +942,16 @@ mod tests {
         // take the read role (the driver or a reader holds it): the holder must feed
         // what it reads before the VC ends, not after.
         let quiet = server.conn.hold_read_role_unread(&server.eng, || {
-            client.send(b"before the release").unwrap();
+            client.send(b"before the release", Wait::Block).unwrap();
             server.conn.peer_released(&server.eng);
         });
         assert!(quiet, "the role was never held");
         assert_eq!(
-            server.recv_timeout(Duration::from_secs(5)).unwrap(),
+            server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
             Some(b"before the release".to_vec())
         );
         assert_eq!(
-            server.recv_timeout(Duration::from_secs(5)).unwrap(),
+            server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
             None,
             "then the end of the stream"
         );
@@ -964,7 +964,7 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let reader = server.clone();
         std::thread::spawn(move || {
-            let _ = tx.send(reader.recv());
+            let _ = tx.send(reader.recv(Wait::Block));
         });
         // The reader holds the read role in the socket's receive (nothing comes)...
         let until = std::time::Instant::now() + Duration::from_secs(5);
