@@ -11,6 +11,7 @@ pub use natm_proto::{flow, sched, sig, time, transport, wire};
 
 pub mod adaptor;
 pub(crate) mod engine;
+pub(crate) mod error;
 pub mod stages;
 pub(crate) mod sync;
 pub mod ulib;

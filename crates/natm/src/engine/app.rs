@@ -12,11 +12,12 @@ use bytes::Bytes;
 
 use super::conn::{Conn, End, Which};
 use super::link::Link;
+use super::Chunk;
 use super::Engine;
+use crate::error::{Error, WouldBlock};
 use crate::sched::Level;
 use crate::stages::{self, Stage};
 use crate::transport::{AbortReason, QosChangeError, QosOutcome, Status, TransportConfig};
-use crate::ulib::{Chunk, Error, WouldBlock};
 use natm_proto::endpoint::{
     BareParams, ClientConfig, ConnectError, Connection, HalfStatus, PsbStats, RecvError, RxHalf,
     SendError, SignalledParams, Simplex, TxHalf, VcCounters,

@@ -10,6 +10,7 @@
 //! waits (the paper's kernel could not; a user-space stack can).
 
 mod app;
+mod chunk;
 mod conn;
 mod driver;
 mod events;
@@ -25,6 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+pub use chunk::Chunk;
 pub(crate) use conn::{Conn, OnGone, Which};
 pub use events::{ConnEvent, EVENT_QUEUE};
 pub(crate) use link::{Link, UdpLink};

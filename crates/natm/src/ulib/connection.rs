@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::Bytes;
+use super::Chunk;
 
 use super::sigd::Session;
 use super::stats::{conn_stats, conn_status};
@@ -81,17 +81,6 @@ pub struct Release {
     pub cause: u8,
     /// What happened, e.g. "released by an administrator (uid 0, pid 4242)".
     pub detail: String,
-}
-
-/// A piece of a received message as it arrived, without a copy: the payload of one
-/// TPDU, as the buffer it was received into ([`Connection::recv_chunk`]; quinn's
-/// `read_chunk` shape).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Chunk {
-    /// The bytes (reference-counted: pass them on, or keep them, without copying).
-    pub data: Bytes,
-    /// This chunk ends its message (on a byte stream, every chunk does).
-    pub end_of_message: bool,
 }
 
 /// A duplex connection: two simplex VCs.

@@ -28,7 +28,6 @@
 //! the fallback without sigd: the peer's UDP address, no admission control.
 
 mod connection;
-mod error;
 mod listener;
 mod multipoint;
 mod sigd;
@@ -43,7 +42,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use connection::{Chunk, Connection, Granted, QosChange, Release};
+pub use crate::engine::Chunk;
+pub use connection::{Connection, Granted, QosChange, Release};
 pub use listener::{IncomingCall, Listener};
 pub use natm_proto::endpoint::VcCounters;
 pub use natm_proto::transport::{AbortReason, QosOutcome};
@@ -52,9 +52,9 @@ pub use split::{Receiver, Sender};
 pub use stats::{BareStats, ConnStats, ConnStatus, OamStats, SealStats};
 pub use wait::{Outgoing, Wait};
 
+pub use crate::error::{Error, WouldBlock};
 /// The reference-counted buffer [`Chunk`]s hand out (the `bytes` crate's).
 pub use bytes::Bytes;
-pub use error::{Error, WouldBlock};
 pub use multipoint::{LeafEvent, LeafId, Multipoint};
 
 use crate::engine::{Conn, Engine, EngineConfig, Link};

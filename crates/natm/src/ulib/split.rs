@@ -5,8 +5,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::connection::{Chunk, Connection, QosChange, Release};
+use super::connection::{Connection, QosChange, Release};
 use super::wait::{Outgoing, Wait};
+use super::Chunk;
 use super::{ConnEvent, ConnStats, ConnStatus, Error, IntoQos};
 
 /// The sending half of a connection (seed 000's simplex VC, as ulib hands it out).

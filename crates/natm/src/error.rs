@@ -1,4 +1,6 @@
-//! What ulib calls report: each error says what happened and what to do.
+//! What the API's calls report (`ulib::Error`): each error says what happened and
+//! what to do. On the ground floor, under the engine and ulib, so the engine reports
+//! errors without reaching up into the API.
 
 use std::io;
 
