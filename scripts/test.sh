@@ -42,8 +42,13 @@ fi
 
 command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup" >&2; exit 1; }
 
+# Each phase's wall time, printed as it ends, so the budget can be spent where it goes.
+t0=$SECONDS
+phase() { echo "test.sh: $1 done at $(((SECONDS - t0) / 60))m$(((SECONDS - t0) % 60))s" >&2; }
+
 # Release: the simulator and property tests push megabytes through the stack.
 cargo test --release --workspace --all-targets --all-features --no-run
+phase "release build of the tests"
 
 # The release tests spend most of their time waiting (on sockets, daemons, a QEMU
 # guest), so the work that only compiles runs beside them, in other build directories
@@ -65,8 +70,10 @@ trap 'kill "$side" 2>/dev/null || true; rm -f "$side_log"' EXIT
 
 main_rc=0
 cargo test --release --workspace --all-targets --all-features || main_rc=$?
+phase "release tests"
 side_rc=0
 wait "$side" || side_rc=$?
+phase "the work beside them"
 echo "---- beside the release tests: clippy --all-features, the fuzz build, cargo-deb ----"
 cat "$side_log"
 if [ "$main_rc" != 0 ] || [ "$side_rc" != 0 ]; then
@@ -77,8 +84,11 @@ fi
 # The engine's lock hierarchy (crates/natm/src/sync.rs) is checked only in debug
 # builds: run the I/O crate's tests there too, so every path they take is checked.
 cargo test -p natm --all-features --lib --tests
+phase "debug engine tests"
 cargo test --release --workspace --doc
+phase "doc tests"
 # The Debian package operators install: built, its contents checked, the binary in it
 # run; with CI=true also installed with dpkg, run from /usr/bin and removed
 # (docs/decisions/0032-debian-package.md).
 bash scripts/package-test.sh
+phase "package"
