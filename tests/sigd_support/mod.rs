@@ -27,10 +27,21 @@ pub(crate) struct Sigd {
 
 /// A UDP port free a moment ago.
 pub(crate) fn free_port() -> SocketAddr {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    // Never the same port twice in one test process: a sigd that is killed and
+    // restarted at its port, or that a test declares dead, must not find another
+    // test's sigd there (the kernel hands a freed port out again).
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let a = UdpSocket::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        if !given.contains(&a.port()) {
+            given.push(a.port());
+            return a;
+        }
+    }
 }
 
 impl Sigd {
