@@ -46,11 +46,13 @@ command -v cargo >/dev/null || { echo "cargo not found: install Rust with rustup
 t0=$SECONDS
 phase() { echo "test.sh: $1 done at $(((SECONDS - t0) / 60))m$(((SECONDS - t0) % 60))s" >&2; }
 
-# Release: the simulator and property tests push megabytes through the stack.
-cargo test --release --workspace --all-targets --all-features --no-run
-phase "release build of the tests"
+# The `ci` profile: release code (the simulator and property tests push megabytes
+# through the stack) with debug assertions, so the engine's lock hierarchy
+# (crates/natm/src/sync.rs) is checked in every test and every process they start.
+cargo test --profile ci --workspace --all-targets --all-features --no-run
+phase "build of the tests (ci profile)"
 
-# The release tests spend most of their time waiting (on sockets, daemons, a QEMU
+# The tests spend most of their time waiting (on sockets, daemons, a QEMU
 # guest), so the work that only compiles runs beside them, in other build directories
 # (target/debug, fuzz/target, cargo-deb's own), its output shown after: clippy with
 # every feature, the fuzz targets, the packaging tool. Nothing beside them sends a
@@ -69,23 +71,19 @@ side=$!
 trap 'kill "$side" 2>/dev/null || true; rm -f "$side_log"' EXIT
 
 main_rc=0
-cargo test --release --workspace --all-targets --all-features || main_rc=$?
-phase "release tests"
+cargo test --profile ci --workspace --all-targets --all-features || main_rc=$?
+phase "tests"
 side_rc=0
 wait "$side" || side_rc=$?
 phase "the work beside them"
-echo "---- beside the release tests: clippy --all-features, the fuzz build, cargo-deb ----"
+echo "---- beside the tests: clippy --all-features, the fuzz build, cargo-deb ----"
 cat "$side_log"
 if [ "$main_rc" != 0 ] || [ "$side_rc" != 0 ]; then
-  echo "test.sh: release tests exit $main_rc, the work beside them exit $side_rc" >&2
+  echo "test.sh: tests exit $main_rc, the work beside them exit $side_rc" >&2
   exit 1
 fi
 
-# The engine's lock hierarchy (crates/natm/src/sync.rs) is checked only in debug
-# builds: run the I/O crate's tests there too, so every path they take is checked.
-cargo test -p natm --all-features --lib --tests
-phase "debug engine tests"
-cargo test --release --workspace --doc
+cargo test --profile ci --workspace --doc
 phase "doc tests"
 # The Debian package operators install: built, its contents checked, the binary in it
 # run; with CI=true also installed with dpkg, run from /usr/bin and removed

@@ -66,8 +66,13 @@ fn lib_dir() -> PathBuf {
                 cmd.args(["build", "-q", "-p", "natm-capi", "--target-dir"])
                     .arg(target)
                     .current_dir(root());
-                if dir.file_name().unwrap() == "release" {
-                    cmd.arg("--release");
+                // The profile the tests were built with names their directory
+                // (target/release, target/ci; target/debug is cargo's `dev`).
+                match dir.file_name().unwrap().to_str().unwrap() {
+                    "debug" => {}
+                    profile => {
+                        cmd.args(["--profile", profile]);
+                    }
                 }
                 let st = cmd.status().expect("cargo runs");
                 assert!(st.success(), "building natm-capi failed");
