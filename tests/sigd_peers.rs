@@ -183,8 +183,8 @@ fn a_dead_peer_sigd_fails_calls_clearly() {
     // Dead and silent: the test holds the dead sigd's port, or a sigd another test
     // starts meanwhile could be handed it and answer in its place (seen: cause 1,
     // "unallocated number", from a stranger that A pinned on first use).
-    let _silent = std::net::UdpSocket::bind(b.signalling)
-        .expect("the dead sigd's port is free again");
+    let _silent =
+        std::net::UdpSocket::bind(b.signalling).expect("the dead sigd's port is free again");
     let t0 = Instant::now();
     match a.host().connect("+4420002:x", "reliable") {
         Err(Error::Refused { cause, detail }) => {

@@ -154,7 +154,7 @@ impl Connection {
     /// Send one message, waiting as `wait` says for room in the send buffer (the
     /// window, or the leaky bucket of a guaranteed VC).
     ///
-    /// `msg` is borrowed octets, copied into the sending VC's queue, or a [`Bytes`]
+    /// `msg` is borrowed octets, copied into the sending VC's queue, or a [`Bytes`](bytes::Bytes)
     /// (or a `Vec<u8>` by value) that the queue holds without a copy ([`Outgoing`]).
     /// [`Wait::Block`] sends a message larger than the send buffer a part at a time as
     /// room comes; [`Wait::No`] takes the message only if it fits whole now, else

@@ -141,7 +141,7 @@ pub enum Accept {
 pub enum Target {
     /// The peer's UDP address: direct mode.
     Ip(SocketAddr),
-    /// "ATM address or name[:SAP]" (for `bind`: "[address]:SAP" or "SAP").
+    /// `ATM address or name[:SAP]` (for `bind`: `[address]:SAP` or `SAP`).
     Atm(String),
 }
 

@@ -88,7 +88,7 @@ pub struct BareStats {
     pub rx: natm_proto::endpoint::VcCounters,
 }
 
-/// What a connection's OAM F5 loopback end point counted ([`Connection::oam_loopback`]).
+/// What a connection's OAM F5 loopback end point counted ([`Connection::oam_loopback`](super::Connection::oam_loopback)).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct OamStats {
     /// Loopback probes this end sent.
@@ -108,8 +108,8 @@ pub struct OamStats {
     pub rate_limited: u64,
 }
 
-/// seed 003's status flags of a connection ([`Connection::status`],
-/// [`Connection::recv_with_status`]).
+/// seed 003's status flags of a connection ([`Connection::status`](super::Connection::status),
+/// [`Connection::recv_with_status`](super::Connection::recv_with_status)).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct ConnStatus {
     /// The data returned with this status starts a message (receive calls only).
