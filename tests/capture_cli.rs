@@ -62,13 +62,17 @@ impl Capture {
         }
     }
 
-    /// `natm capture ARGS` with a moment to open its socket.
+    /// `natm capture ARGS`, once it says its socket is open ("capturing on").
     fn natm(args: &[&str]) -> Capture {
         let mut cmd = Command::new(NATM);
         cmd.arg("capture").args(args);
-        Capture::start(cmd, &format!("natm capture {}", args.join(" ")), |_| {
-            // The socket is open within milliseconds; nothing is printed until the end.
-            std::thread::sleep(Duration::from_millis(500));
+        Capture::start(cmd, &format!("natm capture {}", args.join(" ")), |child| {
+            let mut err = BufReader::new(child.stderr.as_mut().unwrap());
+            let mut line = String::new();
+            while err.read_line(&mut line).unwrap() > 0 && !line.contains("capturing on") {
+                line.clear();
+            }
+            assert!(line.contains("capturing on"), "natm capture ended: {line}");
         })
     }
 
@@ -267,8 +271,26 @@ fn a_call_captured_as_atm_decodes_in_tshark() {
         n("atm:sscop") > n("atm:sscop:q2931"),
         "SSCOP's own PDUs: {phs:?}"
     );
-    // 200 kB in 4000-octet messages: ≥ 50 DATA TPDUs, AAL5 frames of raw traffic.
-    assert!(n("atm:data") >= 50, "{phs:?}");
+    // 200 kB in 4000-octet messages, AAL5 frames of raw traffic. How many frames
+    // depends on the sender's batching: a UDP GSO run crosses the loopback unsplit, so
+    // a packet socket sees it as one frame (as tcpdump does); all the octets are there.
+    let data_octets: u64 = tshark(&[
+        "-r",
+        sunatm.to_str().unwrap(),
+        "-Y",
+        "atm and not sscop",
+        "-T",
+        "fields",
+        "-e",
+        "frame.len",
+    ])
+    .lines()
+    .filter_map(|l| l.trim().parse::<u64>().ok())
+    .sum();
+    assert!(
+        n("atm:data") >= 1 && data_octets >= 200_000,
+        "{data_octets} octets of data frames: {phs:?}"
+    );
     assert_eq!(n("atm"), n("atm:sscop") + n("atm:data"), "{phs:?}");
     assert!(sv.contains("AAL: AAL5") && sv.contains("AAL: Signalling AAL"));
 
@@ -298,7 +320,13 @@ fn a_call_captured_as_atm_decodes_in_tshark() {
     ]);
     assert_clean(&dv, "ERF data");
     let crcs: Vec<&str> = dv.lines().filter(|l| l.contains("AAL5 CRC:")).collect();
-    assert!(crcs.len() >= 50, "{} AAL5 data frames", crcs.len());
+    // The same data frames as the SunATM capture's, each a whole CPCS-PDU.
+    assert_eq!(
+        crcs.len() as u64,
+        n("atm:data"),
+        "{} AAL5 data frames",
+        crcs.len()
+    );
     assert!(crcs.iter().all(|l| l.ends_with("(correct)")), "{crcs:?}");
 
     // The port filter kept sigd A's signalling and nothing else.
@@ -386,7 +414,9 @@ fn the_lua_dissector_decodes_a_plain_capture() {
     ]);
     let count = |kind: &str| kinds.lines().filter(|l| l.starts_with(kind)).count();
     assert!(count("1\t5") >= 6, "signalling frames on VCI 5:\n{kinds}");
-    assert!(count("0\t") >= 25, "data frames:\n{kinds}");
+    // 100 kB in 4000-octet messages: 25 TPDUs, in as many frames as the sender's
+    // GSO runs made (a run crosses the loopback unsplit), all their octets there.
+    assert!(count("0\t") >= 1, "data frames:\n{kinds}");
     let tpdus = with_lua(&[
         "-Y",
         "natm.tpdu.type == 0",
@@ -395,7 +425,15 @@ fn the_lua_dissector_decodes_a_plain_capture() {
         "-e",
         "natm.tpdu.seq",
     ]);
-    assert!(tpdus.lines().count() >= 25, "DATA TPDUs:\n{tpdus}");
+    assert!(tpdus.lines().count() >= 1, "DATA TPDUs:\n{tpdus}");
+    let data_octets: u64 = with_lua(&["-Y", "natm.kind == 0", "-T", "fields", "-e", "frame.len"])
+        .lines()
+        .filter_map(|l| l.trim().parse::<u64>().ok())
+        .sum();
+    assert!(
+        data_octets >= 100_000,
+        "{data_octets} octets in data frames:\n{tpdus}"
+    );
     let v = with_lua(&["-Y", "natm", "-V"]);
     assert_clean(&v, "Lua");
     for m in ["SETUP (0x05)", "CONNECT (0x07)", "RELEASE (0x4d)"] {

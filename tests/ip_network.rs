@@ -17,7 +17,6 @@ mod ip_support;
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Duration;
 
 use ip_support::{ip_calls, python, unavailable, Lab, NATM, TCP_SINK, TCP_SOURCE};
 use serde_json::Value;
@@ -92,14 +91,48 @@ fn counter(line: &str, name: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// Receives datagrams until `argv[3]` seconds pass without one; prints the count
-/// and the bytes, and the sizes seen.
+/// Prints "ready" once bound, then receives datagrams until `argv[3]` seconds pass
+/// without one; prints the count and the bytes, and the sizes seen.
 const UDP_SINK: &str = "import socket,sys\n\
 fam=socket.AF_INET6 if ':' in sys.argv[1] else socket.AF_INET\n\
 s=socket.socket(fam, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2]))); s.settimeout(float(sys.argv[3]))\n\
+print('ready', flush=True)\n\
 n=0; b=0; sizes=set()\n\
 try:\n  while True:\n    d,_=s.recvfrom(65536); n+=1; b+=len(d); sizes.add(len(d))\nexcept socket.timeout: pass\n\
 print(n, b, sorted(sizes))\n";
+
+/// A running UDP_SINK: started, and bound once `UdpSink::start` returns.
+struct UdpSink {
+    child: std::process::Child,
+    out: std::io::BufReader<std::process::ChildStdout>,
+}
+
+impl UdpSink {
+    /// Starts UDP_SINK in namespace `at` on `to`:`port` and waits for its "ready" line
+    /// (printed once it is bound), so nothing sent after this is lost to a sink that
+    /// is still starting.
+    fn start(lab: &Lab, at: usize, to: &str, port: &str) -> UdpSink {
+        use std::io::BufRead;
+        let mut child = python(lab, at, UDP_SINK, &[to, port, "3"])
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("sink");
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        out.read_line(&mut line).expect("sink");
+        assert_eq!(line.trim(), "ready", "the UDP sink did not start");
+        UdpSink { child, out }
+    }
+
+    /// The sink's report, once it has heard nothing for its timeout.
+    fn report(mut self) -> String {
+        use std::io::Read;
+        let mut rep = String::new();
+        self.out.read_to_string(&mut rep).expect("sink");
+        let _ = self.child.wait();
+        rep.trim().to_owned()
+    }
+}
 
 /// Sends datagrams of `size` to HOST PORT at `rate` bytes/s for `secs` (DF set when
 /// argv[6] is 'df'); prints bytes sent.
@@ -127,11 +160,7 @@ fn udp_flow(
     rate: f64,
     secs: f64,
 ) -> (usize, String) {
-    let sink = python(lab, at, UDP_SINK, &[to, port, "3"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("sink");
-    std::thread::sleep(Duration::from_millis(500));
+    let sink = UdpSink::start(lab, at, to, port);
     let o = python(
         lab,
         from,
@@ -150,8 +179,7 @@ fn udp_flow(
         .trim()
         .parse()
         .unwrap_or_else(|_| panic!("udp source: {}", String::from_utf8_lossy(&o.stderr)));
-    let out = sink.wait_with_output().expect("sink");
-    (sent, String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    (sent, sink.report())
 }
 
 /// Bytes received in a sink's report.
@@ -434,11 +462,7 @@ fn a_larger_mtu_where_both_ends_agree_and_9180_where_they_do_not() {
     lab.ping_ok(0, &["-M", "do", "-s", "60000", V4M[1]]);
     lab.ping_ok(1, &["-M", "do", "-s", "60000", V4M[0]]);
     lab.ping_ok(0, &["-M", "do", "-s", "60000", V6M[1]]);
-    let sink = python(&lab, 1, UDP_SINK, &[V4M[1], "7100", "3"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("sink");
-    std::thread::sleep(Duration::from_millis(500));
+    let sink = UdpSink::start(&lab, 1, V4M[1], "7100");
     let o = python(
         &lab,
         0,
@@ -448,9 +472,7 @@ fn a_larger_mtu_where_both_ends_agree_and_9180_where_they_do_not() {
     .output()
     .expect("source");
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let rep = String::from_utf8_lossy(&sink.wait_with_output().expect("sink").stdout)
-        .trim()
-        .to_owned();
+    let rep = sink.report();
     assert!(
         rep.ends_with("[60000]") && !rep.starts_with("0 "),
         "60,000-byte datagrams arrive whole: {rep}"

@@ -88,6 +88,30 @@ impl Net {
         Net { sw, host, host2 }
     }
 
+    /// The last lines of the host sigd's and the switch's logs, for a failure message:
+    /// what each saw of the signalling link between them.
+    fn logs(&self) -> String {
+        // Every line about a link, a warning or an error, then the last few lines.
+        let tail = |log: String| {
+            let lines: Vec<&str> = log.lines().collect();
+            let notable: Vec<&str> = lines
+                .iter()
+                .filter(|l| l.contains("link") || l.contains("WARN") || l.contains("ERROR"))
+                .copied()
+                .collect();
+            format!(
+                "{}\n...\n{}",
+                notable[notable.len().saturating_sub(40)..].join("\n"),
+                lines[lines.len().saturating_sub(15)..].join("\n")
+            )
+        };
+        format!(
+            "--- host sigd log (tail)\n{}\n--- switch log (tail)\n{}",
+            tail(self.host.log()),
+            tail(self.sw.log())
+        )
+    }
+
     fn boot(&self, uni: &str, mode: &str, args: &[(&str, String)]) -> guest::Guest {
         self.boot_fwd(uni, mode, args, None)
     }
@@ -189,9 +213,10 @@ fn calls_both_ways_in_every_uni_variant() {
         .wait(STEP);
         assert!(
             done.status.success(),
-            "{uni}: {}\n{}",
+            "{uni}: {}\n{}\n{}",
             done.stderr,
-            g.console()
+            g.console(),
+            net.logs()
         );
         assert_eq!(g.marker("recv rc=", STEP), "0", "{uni}\n{}", g.console());
         assert!(
@@ -205,7 +230,7 @@ fn calls_both_ways_in_every_uni_variant() {
             &[SVC_SAP, "--qos", BARE, "--discard", "--json", "--quiet"],
         );
         let rc = g.marker("send rc=", Duration::from_secs(90));
-        let done = l.wait(STEP);
+        let done = l.wait_or(STEP, || format!("{}\n{}", g.console(), net.logs()));
         let console = g.console();
         assert_eq!(rc, "0", "{uni}: svc_send\n{console}");
         assert!(done.status.success(), "{}", done.stderr);

@@ -393,7 +393,7 @@ fn a_capture_of_the_trunk_shows_the_calls_signalling_and_cells_decoded() {
     // A clear trunk: the capture decodes its signalling (a Noise trunk's is sealed).
     let n = net_with_trunk("cell", "clear = true\n");
     let pcap = n.s1.dir.join("trunk.pcap");
-    let cap = Command::new(env!("CARGO_BIN_EXE_natm"))
+    let mut cap = Command::new(env!("CARGO_BIN_EXE_natm"))
         .args(["capture", "-i", "lo", "--seconds", "4", "--port"])
         .arg(n.trunk.port().to_string())
         .arg("-w")
@@ -402,7 +402,11 @@ fn a_capture_of_the_trunk_shows_the_calls_signalling_and_cells_decoded() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(500));
+    // It says "capturing on" once its socket is open.
+    let mut err = std::io::BufReader::new(cap.stderr.take().unwrap());
+    let mut said = String::new();
+    std::io::BufRead::read_line(&mut err, &mut said).unwrap();
+    assert!(said.contains("capturing on"), "natm capture: {said}");
     let diag = || String::new();
     echo_hosts(
         app(&n.h[0], "frame"),
@@ -411,12 +415,9 @@ fn a_capture_of_the_trunk_shows_the_calls_signalling_and_cells_decoded() {
         "reliable",
         &diag,
     );
-    let out = cap.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let status = cap.wait().unwrap();
+    std::io::Read::read_to_string(&mut err, &mut said).unwrap();
+    assert!(status.success(), "{said}");
     let run = |args: &[&str]| {
         let o = Command::new("tshark")
             .arg("-r")

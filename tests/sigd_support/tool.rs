@@ -72,7 +72,12 @@ pub(crate) fn spawn(cmd: &mut Command, stdin: Option<Vec<u8>>, what: String) -> 
 impl Proc {
     /// Wait up to `limit` for the exit; a process still running is killed and the
     /// test fails.
-    pub(crate) fn wait(mut self, limit: Duration) -> Done {
+    pub(crate) fn wait(self, limit: Duration) -> Done {
+        self.wait_or(limit, String::new)
+    }
+
+    /// `wait`, with `context()` (what else the test saw) in the failure message.
+    pub(crate) fn wait_or(mut self, limit: Duration, context: impl FnOnce() -> String) -> Done {
         let mut c = self.child.take().unwrap();
         let until = Instant::now() + limit;
         let status = loop {
@@ -84,7 +89,11 @@ impl Proc {
                 let _ = c.wait();
                 let err =
                     String::from_utf8_lossy(&self.err.take().unwrap().join().unwrap()).into_owned();
-                panic!("`{}` still ran after {limit:?}: {err}", self.what);
+                panic!(
+                    "`{}` still ran after {limit:?}: {err}\n{}",
+                    self.what,
+                    context()
+                );
             }
             std::thread::sleep(Duration::from_millis(10));
         };

@@ -77,7 +77,9 @@ CRC-32 (open data VCs with -o erf.aal5_type:unspecified). Without -w each frame 
 one line: time, source > destination, VPI/VCI, kind, length, and the SSCOP PDU and
 Q.2931 message or the TPDU type. It stops after --count datagrams, --seconds, or at
 Ctrl-C (SIGINT or SIGTERM), with the file flushed and a summary on stderr.
-IP fragments (a TPDU larger than the interface's MTU) are skipped, not reassembled.";
+IP fragments (a TPDU larger than the interface's MTU) are skipped, not reassembled.
+A UDP GSO run (several TPDUs handed to the kernel at once) that stays on the host
+(loopback, veth) crosses it unsplit: as with tcpdump, it is one frame, and one record.";
 
 pub(crate) fn run(a: CaptureArgs) -> super::super::CliResult {
     if let Some(s) = a.seconds {
@@ -94,6 +96,8 @@ pub(crate) fn run(a: CaptureArgs) -> super::super::CliResult {
         Some(path) => Output::file(path, a.format)?,
         None => Output::lines(),
     };
+    // As tcpdump's "listening on": the socket is open, nothing sent from now is missed.
+    eprintln!("natm capture: capturing on {}", a.interface);
     let deadline = a
         .seconds
         .map(|s| Instant::now() + Duration::from_secs_f64(s));
