@@ -1,5 +1,5 @@
 //! Proptest strategies for QoS values, shared by the property tests of the text
-//! formats (`text_props.rs`) and of the IPC codec that carries them (`ipc_props.rs`).
+//! formats (`props/text.rs`) and of the IPC codec that carries them (`props/ipc.rs`).
 
 use natm_proto::wire::qos::{
     Aal, FlowKind, Qos, Rate, Semantics, Service, TrafficClass, TrafficParams, TransportKind,

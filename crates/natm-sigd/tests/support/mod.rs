@@ -713,7 +713,7 @@ impl Hop {
     }
 }
 
-// Restart tests (core_restart.rs, core_switch_restart.rs).
+// Restart tests (core/restart.rs, core/switch_restart.rs).
 
 pub fn secs(s: f64) -> Duration {
     Duration::from_secs_f64(s)

@@ -1,0 +1,121 @@
+//! A host's sigd that dies and restarts while its calls run through a natm switch, in
+//! virtual time (issue 16; docs/sigd.md "sigd restart"): sigd cores A and B
+//! attached to one switch's control plane (`natm_switch::control`). The switch keeps
+//! the host port's active calls while the host's link is down (`svc_preserve_ms`),
+//! the restarted sigd takes over the calls its applications reclaim, and STATUS
+//! ENQUIRY (Q.2931 §5.6.11) between the host and the switch keeps or releases each
+//! call at both ends alike.
+
+use crate::support::*;
+use natm_proto::wire::ipc::Message;
+use natm_proto::wire::q2931::MessageType as Q;
+use natm_sigd::core::CallState;
+
+fn switch_calls(p: &Pair) -> usize {
+    p.switch.as_ref().unwrap().ctl.call_count()
+}
+
+#[test]
+fn a_call_through_a_switch_survives_either_sigds_restart_at_both_ends() {
+    for (victim, reclaim_after) in [(Side::A, 0.2), (Side::B, 1.5)] {
+        let mut p = Pair::switched(None);
+        let (a_path, b_path, (a_app, a_call, b_app, b_call)) = p.call_ab();
+        assert!(
+            a_path.resume.contains(&format!("link={}", SWITCH_PORTS[0])),
+            "a ticket for the call through the switch: {}",
+            a_path.resume
+        );
+        assert_eq!(switch_calls(&p), 1);
+        let (path, call, other, other_app, other_call) = match victim {
+            Side::A => (a_path, a_call, Side::B, b_app, b_call),
+            Side::B => (b_path, b_call, Side::A, a_app, a_call),
+        };
+        // The victim's sigd dies; a new one starts at once and brings its switch link
+        // up; its application reclaims the call a little later.
+        p.restart(victim, 7);
+        p.advance(secs(reclaim_after));
+        let (app, answer) = reclaim(&mut p, victim, call, path);
+        assert!(
+            matches!(answer, Message::Ack { id, .. } if id == call),
+            "{victim:?}: {answer:?}"
+        );
+        // Well past T322's three tries: nothing is released anywhere.
+        p.advance(secs(60.0));
+        assert_eq!(released(&p, victim, app, call), None, "{victim:?}");
+        assert_eq!(
+            released(&p, other, other_app, other_call),
+            None,
+            "{victim:?}"
+        );
+        assert_eq!(switch_calls(&p), 1, "{victim:?}");
+        // The restarted sigd asked the switch about the call and heard it is active.
+        assert!(
+            p.sent_by(victim).contains(&Q::StatusEnquiry),
+            "{victim:?}: {:?}",
+            p.trace
+        );
+        for s in [Side::A, Side::B] {
+            let st = p.stat(s);
+            assert_eq!(st.calls.len(), 1, "{victim:?} {s:?}: {st:?}");
+            assert_eq!(st.calls[0].state, CallState::Active);
+            assert!(st.peers[0].up);
+        }
+        assert_eq!(p.stat(victim).counters.calls_reclaimed, 1);
+        assert_eq!(p.stat(victim).counters.reclaims_refused, 0);
+        // The reclaiming application hangs up: released at both ends and in the
+        // switch.
+        let req = p.req();
+        p.send(
+            victim,
+            app,
+            Message::Release {
+                req,
+                call,
+                cause: 16,
+            },
+        );
+        p.advance(secs(2.0));
+        assert_eq!(
+            released(&p, other, other_app, other_call),
+            Some(16),
+            "{victim:?}"
+        );
+        assert_eq!(switch_calls(&p), 0);
+        for s in [Side::A, Side::B] {
+            let st = p.stat(s);
+            assert!(st.calls.is_empty(), "{s:?}: {st:?}");
+            assert_eq!(st.vcis_in_use, 0);
+        }
+    }
+}
+
+#[test]
+fn a_call_through_a_switch_nobody_reclaims_is_released_at_the_far_end() {
+    let mut p = Pair::switched(None);
+    let (_, _, (_, _, b_app, b_call)) = p.call_ab();
+    // A's sigd restarts and its application never comes back.
+    p.restart(Side::A, 7);
+    p.advance(secs(60.0));
+    // The switch asked A's sigd; after its reclaim window, "no such call" (STATUS
+    // with state 0, cause 30) clears the call there and at B.
+    assert_eq!(released(&p, Side::B, b_app, b_call), Some(30));
+    assert_eq!(switch_calls(&p), 0);
+    assert!(p.stat(Side::A).calls.is_empty());
+    assert!(p.stat(Side::B).calls.is_empty());
+}
+
+#[test]
+fn a_call_through_a_switch_is_released_at_the_far_end_when_the_preservation_time_ends() {
+    let mut p = Pair::switched(Some(secs(30.0)));
+    let (_, _, (_, _, b_app, b_call)) = p.call_ab();
+    // A's sigd is gone for good: nothing to or from it arrives.
+    let a_sig = p.a.sig;
+    p.lose = Box::new(move |d| d.from == a_sig || d.to == a_sig);
+    p.advance(secs(20.0));
+    assert_eq!(released(&p, Side::B, b_app, b_call), None, "kept for 30 s");
+    assert_eq!(switch_calls(&p), 1);
+    p.advance(secs(15.0));
+    assert_eq!(released(&p, Side::B, b_app, b_call), Some(27));
+    assert_eq!(switch_calls(&p), 0);
+    assert!(p.stat(Side::B).calls.is_empty());
+}
