@@ -15,11 +15,6 @@ if ! cargo deb --version >/dev/null 2>&1; then
   cargo install cargo-deb --locked --quiet
   echo "package.sh: cargo-deb installed in $((SECONDS - start)) s" >&2
 fi
-# --tool: only make sure cargo-deb is there (scripts/test.sh does it beside the tests).
-if [ "${1:-}" = --tool ]; then
-  exit 0
-fi
-
 assets=target/debian-assets
 rm -rf "$assets"
 cargo run --quiet --release -p natm-gen -- man "$assets/man"

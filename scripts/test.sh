@@ -54,18 +54,23 @@ phase "build of the tests (ci profile)"
 
 # The tests spend most of their time waiting (on sockets, daemons, a QEMU
 # guest), so the work that only compiles runs beside them, in other build directories
-# (target/debug, fuzz/target, cargo-deb's own), its output shown after: clippy with
-# every feature, the fuzz targets, the packaging tool. Nothing beside them sends a
-# packet: tests that watch the host's loopback traffic (AF_PACKET sniffers, capture,
-# drop counters) must see only their own.
+# (target/debug, fuzz/target, target/release, cargo-deb's own), its output shown
+# after: clippy with every feature and with the default ones, the fuzz targets, the
+# Debian package's build (its checks run after the tests, on the package built here).
+# Nothing beside them sends a packet: tests that watch the host's loopback traffic
+# (AF_PACKET sniffers, capture, drop counters) must see only their own.
 side_log=$(mktemp)
 (
   set -euo pipefail
   cargo clippy --workspace --all-targets --all-features -- -D warnings
+  # .ci/run's own clippy (default features) then finds its work done.
+  cargo clippy --workspace --all-targets -- -D warnings
   if [ -f fuzz/Cargo.toml ]; then
     cargo build --release --manifest-path fuzz/Cargo.toml
   fi
-  bash scripts/package.sh --tool
+  start=$SECONDS
+  bash scripts/package.sh
+  echo "beside the tests: the package built in $((SECONDS - start)) s"
 ) >"$side_log" 2>&1 &
 side=$!
 trap 'kill "$side" 2>/dev/null || true; rm -f "$side_log"' EXIT
@@ -76,7 +81,7 @@ phase "tests"
 side_rc=0
 wait "$side" || side_rc=$?
 phase "the work beside them"
-echo "---- beside the tests: clippy --all-features, the fuzz build, cargo-deb ----"
+echo "---- beside the tests: clippy, the fuzz build, the package's build ----"
 cat "$side_log"
 if [ "$main_rc" != 0 ] || [ "$side_rc" != 0 ]; then
   echo "test.sh: tests exit $main_rc, the work beside them exit $side_rc" >&2
