@@ -190,10 +190,14 @@ pub(crate) struct HelperArgs {
     /// QoS text.
     #[arg(long, default_value = "reliable")]
     qos: String,
+    /// After "connected": send this many more messages ("message 0", ...), close
+    /// the connection and linger until its call is released, then exit.
+    #[arg(long)]
+    send_and_exit: Option<u32>,
 }
 
 /// Connect through sigd, print "connected <local data endpoint>", send one message,
-/// then wait (to be killed).
+/// then wait (to be killed), or send more and exit (`--send-and-exit`).
 pub(crate) fn helper(a: HelperArgs) -> CliResult {
     let cfg = natm::ulib::HostConfig {
         sigd_socket: Some(a.socket),
@@ -216,6 +220,14 @@ pub(crate) fn helper(a: HelperArgs) -> CliResult {
     c.send(b"hello from the helper", Wait::Block)?;
     let local: Option<SocketAddr> = c.local_addr().ok();
     outln!("connected {}", local.map_or("?".into(), |l| l.to_string()));
+    if let Some(n) = a.send_and_exit {
+        for i in 0..n {
+            c.send(format!("message {i}").as_bytes(), Wait::Block)?;
+        }
+        let lingered = c.linger(Duration::from_secs(10));
+        outln!("exiting, lingered: {lingered}");
+        return Ok(());
+    }
     loop {
         std::thread::sleep(Duration::from_secs(1));
     }

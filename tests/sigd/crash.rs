@@ -5,7 +5,7 @@
 use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
-use crate::sigd_support::{helper, Sigd};
+use crate::sigd_support::{helper, helper_with, Sigd};
 use natm::transport::AbortReason;
 use natm::ulib::Error;
 
@@ -36,6 +36,64 @@ fn sigkill_of_an_application_aborts_its_peer() {
     let st = sigd.stat();
     assert!(st["calls"].as_array().unwrap().is_empty(), "{st}");
     assert_eq!(st["counters"]["app_deaths_cleaned"], 1, "{st}");
+}
+
+/// A process that closes a connection, lingers and exits at once (as a C program
+/// returns from main after `atm_close`) has its call released normally: its peer,
+/// reading only after the process is gone, still gets every message and then the
+/// end — not an abort (sigd's cleanup after an exit without closing, cause 41, which
+/// discards what the peer had not read).
+#[test]
+fn a_process_that_lingers_then_exits_has_all_its_messages_read() {
+    let sigd = Sigd::start(CONF);
+    let server = sigd.host();
+    for qos in ["best-effort", "ubr:transport=none", "reliable"] {
+        let l = server.bind("linger", qos).unwrap();
+        let accepting = std::thread::spawn(move || l.accept(Wait::For(Duration::from_secs(10))));
+        let (mut child, line) = helper_with(
+            &sigd,
+            &[
+                "--connect",
+                "+4420001:linger",
+                "--qos",
+                qos,
+                "--send-and-exit",
+                "20",
+            ],
+        );
+        assert!(line.starts_with("connected"), "{qos}: {line}");
+        let c = accepting.join().unwrap().unwrap();
+        // The helper is gone before anything is read here.
+        let status = child.0.take().unwrap().wait().unwrap();
+        assert!(status.success(), "{qos}: the helper failed: {status}");
+        let first = c.recv(Wait::For(Duration::from_secs(5))).unwrap().unwrap();
+        assert_eq!(first, b"hello from the helper", "{qos}");
+        for i in 0..20 {
+            let m = c.recv(Wait::For(Duration::from_secs(5)));
+            let m = m.unwrap_or_else(|e| panic!("{qos}: message {i}: {e}"));
+            assert_eq!(
+                m.as_deref(),
+                Some(format!("message {i}").as_bytes()),
+                "{qos}"
+            );
+        }
+        let end = c.recv(Wait::For(Duration::from_secs(5)));
+        assert!(
+            matches!(end, Ok(None)),
+            "{qos}: after the messages: {end:?}"
+        );
+        // sigd's word on the call: a normal release (it may follow the data's end).
+        let released = loop {
+            match c.next_event(Wait::For(Duration::from_secs(5))) {
+                Some(natm::ulib::ConnEvent::Released { cause, .. }) => break cause,
+                Some(_) => continue,
+                None => panic!("{qos}: no release: {:?}", c.released()),
+            }
+        };
+        assert_eq!(released, 16, "{qos}");
+    }
+    let st = sigd.stat();
+    assert_eq!(st["counters"]["app_deaths_cleaned"], 0, "{st}");
 }
 
 #[test]

@@ -964,6 +964,9 @@ pub extern "C" fn atm_drop_party(fd: c_int, conn_id: c_int) -> c_int {
     }))
 }
 
+/// How long `atm_close` waits for a connection's close to finish.
+const LINGER: Duration = Duration::from_secs(5);
+
 /// Close `fd`: its connection in order, its SAP unbound, calls waiting rejected.
 #[no_mangle]
 pub extern "C" fn atm_close(fd: c_int) -> c_int {
@@ -974,16 +977,27 @@ pub extern "C" fn atm_close(fd: c_int) -> c_int {
                 format!("{fd} is not an open natm ATM descriptor"),
             )
         })?;
-        if let Data::Root(mp) = d.data {
-            if let Ok(m) = Arc::try_unwrap(mp) {
-                let _ = m
-                    .into_inner()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .close(Duration::from_secs(5));
+        // Offers drop as rejections (cause 21), the listener unbinds, a connection
+        // closes in order and its call is released before this returns (up to
+        // LINGER): a program that exits right after still has its data read.
+        // Another thread still using the descriptor holds it until it is done;
+        // the host (kept for the process) then finishes it.
+        match d.data {
+            Data::Root(mp) => {
+                if let Ok(m) = Arc::try_unwrap(mp) {
+                    let _ = m
+                        .into_inner()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .close(LINGER);
+                }
             }
+            Data::Conn(c) => {
+                if let Ok(c) = Arc::try_unwrap(c) {
+                    c.conn.linger(LINGER);
+                }
+            }
+            Data::None => {}
         }
-        // Offers drop as rejections (cause 21), the listener unbinds, the connection
-        // closes in order while the host (kept for the process) finishes it.
         Ok(0)
     }))
 }

@@ -204,6 +204,9 @@ pub(crate) struct Conn {
     /// ways): a signalled call's RELEASE, which must not overtake the data path's
     /// close (a switch tears the VCs down with it).
     pub(crate) on_gone: Mutex<Option<OnGone>>,
+    /// The engine has forgotten the connection and run `on_gone`
+    /// ([`super::Engine::remove_conn`]): its call's release is with sigd.
+    pub(crate) forgotten: AtomicBool,
     /// sigd released the call this connection carries: its cause and sentence
     /// (`ulib::sigd`), what the application is told when the VCs end.
     pub(crate) released: OnceLock<(u8, String)>,
@@ -285,6 +288,7 @@ impl Conn {
             release_pending: AtomicBool::new(false),
             dropped: AtomicBool::new(false),
             on_gone: Mutex::new(sync::Level::ConnGone, None),
+            forgotten: AtomicBool::new(false),
             read_shut: AtomicBool::new(false),
             held: AtomicBool::new(false),
             quiet: AtomicBool::new(false),

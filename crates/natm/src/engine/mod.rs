@@ -514,6 +514,7 @@ impl Engine {
             if let Some(f) = gone {
                 (f.0)();
             }
+            c.forgotten.store(true, Ordering::Release);
             self.forgetting.fetch_sub(1, Ordering::AcqRel);
         }
         // The last connection is gone: let the engine go with the last handle (this

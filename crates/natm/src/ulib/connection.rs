@@ -4,7 +4,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::Chunk;
 
@@ -320,6 +320,29 @@ impl Connection {
     /// [`Error::TimedOut`] if it has not by then ([`Wait::No`]: not yet).
     pub fn flush(&self, wait: impl Into<Wait>) -> Result<(), Error> {
         self.conn.flush_tx_wait(&self.eng, wait.into().timeout())
+    }
+
+    /// Close in order, let go of the connection, and wait up to `timeout` until
+    /// its close has finished and its call is released (cause 16): SO_LINGER for
+    /// one connection. A process that exits while a dropped connection is still
+    /// finishing ends its call as a crash does (sigd releases it with cause 41, and
+    /// the peer loses what it had not read); lingering first lets the peer read
+    /// everything, then the end. Whether it finished in time; if not, it goes on
+    /// finishing while the process lives. [`Host::linger`](super::Host::linger) waits for every dropped
+    /// connection of a host.
+    pub fn linger(self, timeout: Duration) -> bool {
+        let until = Instant::now() + timeout;
+        let conn = self.conn.clone();
+        drop(self);
+        loop {
+            if conn.forgotten.load(std::sync::atomic::Ordering::Acquire) {
+                return true;
+            }
+            if Instant::now() >= until {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     }
 
     /// Change this end's sending rate at once, within the bounds agreed at setup,

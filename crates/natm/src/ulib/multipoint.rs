@@ -549,16 +549,17 @@ impl Multipoint {
         }
     }
 
-    /// Close every branch in order and wait up to `timeout` for all of them; the
-    /// calls are then released.
+    /// Close every branch in order and wait up to `timeout` for all of them to
+    /// finish and their calls to be released ([`Connection::linger`]): a process
+    /// may exit right after, and its leaves still read everything sent.
     pub fn close(self, timeout: Duration) -> Result<(), Error> {
         let until = Instant::now() + timeout;
-        let conns: Vec<&Connection> = self
+        let conns: Vec<Connection> = self
             .net
-            .iter()
-            .map(|n| &n.conn)
-            .chain(self.leaves.values().filter_map(|r| match r {
-                Reach::Own(c) => Some(&**c),
+            .map(|n| n.conn)
+            .into_iter()
+            .chain(self.leaves.into_values().filter_map(|r| match r {
+                Reach::Own(c) => Some(*c),
                 Reach::Network(_) => None,
             }))
             .collect();
@@ -570,6 +571,10 @@ impl Multipoint {
             let left = until.saturating_duration_since(Instant::now());
             if let Err(e) = c.flush(left) {
                 res = Err(e);
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if !c.linger(left) && res.is_ok() {
+                res = Err(Error::TimedOut);
             }
         }
         res
