@@ -7,7 +7,7 @@
 //! the guest first proves it; then ping both ways, and TCP both ways byte-exact (an
 //! HTTP download from the guest's busybox httpd, a stream to its nc; segments of the
 //! RFC 2225 MTU, 9180). The round-trip times are printed beside the
-//! same guest's ping over its e1000 (docs/PERFORMANCE.md "IP over natm").
+//! same guest's ping over its virtio-net (docs/PERFORMANCE.md "IP over natm").
 //!
 //! Everything on the host side runs in a network namespace of the test's own thread,
 //! so natm0, the switch and QEMU's slirp are invisible to other tests. Needs root,
@@ -251,7 +251,7 @@ fn linux_clip_and_natm_ip_over_a_pvc() {
     http_get(SocketAddr::from(([10, 78, 0, 2], 8080)), "/cgi-bin/go");
     g.marker("go", STEP);
 
-    // Linux -> natm, and the same guest's ping over its e1000 to slirp's gateway.
+    // Linux -> natm, and the same guest's ping over its virtio-net to slirp's gateway.
     let (clip_text, rc) = guest_output(&mut g, "ping-clip");
     assert_eq!(
         rc,
@@ -271,7 +271,7 @@ fn linux_clip_and_natm_ip_over_a_pvc() {
         summary(&guest_rtts)
     );
     eprintln!(
-        "linuxatm_clip: ping RTT over the guest's e1000 to slirp's gateway (rc {eth_rc}): {}",
+        "linuxatm_clip: ping RTT over the guest's virtio-net to slirp's gateway (rc {eth_rc}): {}",
         summary(&eth_rtts)
     );
 

@@ -694,7 +694,7 @@ fn env_or<T: std::str::FromStr>(k: &str, d: T) -> T {
 /// default 1) and what the switch dropped during each path, and asserts nothing
 /// about speed. Run at benchmark size by scripts/linuxatm/bench.sh.
 /// Each round: kernel TCP host → guest and guest → host (`ttcp_atm` without `-a`
-/// at both ends, slirp's forward and the guest's e1000), `ttcp_atm -t -a` → `natm
+/// at both ends, slirp's forward and the guest's virtio-net), `ttcp_atm -t -a` → `natm
 /// listen` and `natm call` → `ttcp_atm -r -a` over UBR SVCs through the switch's
 /// atmtcp port, and natm → natm through the same switch (frame port to frame port):
 /// natm's reliable transfer (its own figure for the path) and a bare call. natm's

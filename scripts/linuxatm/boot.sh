@@ -5,7 +5,7 @@
 # the key=value pairs reach it as environment variables. The serial console is this
 # process's stdout; the guest powers off when the test ends (callers bound the time).
 # Software emulation (TCG): this machine's nested KVM cannot boot Linux, and the
-# guest needs about 2 s to reach its test. NATM_LINUXATM_ACCEL=kvm tries KVM.
+# guest needs about 3 s to reach its test. NATM_LINUXATM_ACCEL=kvm tries KVM.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -45,4 +45,4 @@ exec qemu-system-x86_64 -accel "$accel" -smp 1 -m 256 -display none -no-reboot \
   -serial stdio -monitor none -nodefaults \
   -kernel "$OUT/vmlinuz" -initrd "$initrd" \
   -append "console=ttyS0 quiet loglevel=3 panic=-1 natm_test=$T $*" \
-  -netdev "user,id=n0$fwd" -device e1000,netdev=n0 </dev/null
+  -netdev "user,id=n0$fwd" -device virtio-net-pci,netdev=n0 </dev/null

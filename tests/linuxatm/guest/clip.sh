@@ -5,7 +5,7 @@
 # `atmarp -s $natm_peer 0.0.$natm_vci` the LLC/SNAP PVC to natm. httpd serves
 # /seq.txt (`seq 1 $natm_seq`) and /cgi-bin/go, which the host fetches when it has
 # pinged this guest; then this guest pings natm over CLIP and (for comparison) slirp's
-# gateway over its e1000, and takes what the host sends to its TCP port 7001 (busybox
+# gateway over its virtio-net, and takes what the host sends to its TCP port 7001 (busybox
 # nc; its static wget died with SIGSEGV in this guest).
 # Markers: clip-up, go, ping-clip rc=N, ping-eth rc=N, blob rc=N md5=HEX len=N,
 # arp ..., atmarpd ..., done.
