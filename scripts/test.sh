@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one command that runs every natm test on a fresh machine (README.md).
 # It installs what the tests need, then runs the unit, property, integration and
-# simulator tests, and builds the fuzz targets (CI builds them on stable; running
+# simulator tests, and checks that the fuzz targets compile (on stable; running
 # them needs `cargo +nightly fuzz`, see fuzz/README.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -59,9 +59,9 @@ phase "build of the tests (ci profile)"
 # The tests spend most of their time waiting (on sockets, daemons, a QEMU
 # guest), so the work that only compiles runs beside them, in other build directories
 # (target/debug, fuzz/target, target/release, cargo-deb's own), its output shown
-# after: the Linux guest's preparation, clippy with every feature and with the
-# default ones, the fuzz targets, the Debian package's build (its checks run after
-# the tests, on the package built here).
+# after: the Linux guest's preparation, clippy with every feature, the fuzz
+# targets' check, the Debian package's build (its checks run after the tests, on
+# the package built here).
 # Nothing beside them sends a packet: tests that watch the host's loopback traffic
 # (AF_PACKET sniffers, capture, drop counters) must see only their own.
 side_log=$(mktemp)
@@ -74,11 +74,12 @@ side_log=$(mktemp)
     echo "the Linux guest could not be prepared here: its tests say why"
   fi
   echo "beside the tests: the Linux guest prepared in $((SECONDS - start)) s"
+  # .ci/run's clippy (the same command) then finds its work done.
   cargo clippy --workspace --all-targets --all-features -- -D warnings
-  # .ci/run's own clippy (default features) then finds its work done.
-  cargo clippy --workspace --all-targets -- -D warnings
+  # The fuzz targets compile (type-checked: running them needs nightly's cargo fuzz,
+  # which builds them itself).
   if [ -f fuzz/Cargo.toml ]; then
-    cargo build --release --manifest-path fuzz/Cargo.toml
+    cargo check --manifest-path fuzz/Cargo.toml
   fi
   start=$SECONDS
   bash scripts/package.sh
@@ -93,7 +94,7 @@ phase "tests"
 side_rc=0
 wait "$side" || side_rc=$?
 phase "the work beside them"
-echo "---- beside the tests: clippy, the fuzz build, the package's build ----"
+echo "---- beside the tests: the guest, clippy, the fuzz check, the package's build ----"
 cat "$side_log"
 if [ "$main_rc" != 0 ] || [ "$side_rc" != 0 ]; then
   echo "test.sh: tests exit $main_rc, the work beside them exit $side_rc" >&2
