@@ -501,12 +501,7 @@ fn the_original_socket_ttcp_runs_over_loopback_tcp() {
         .output()
         .unwrap();
     ok(&o, "gcc ttcp.c");
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-        .to_string();
+    let port = sigd_support::free_port().port().to_string();
     let mut r = Command::new(&exe)
         .args(["-r", "-s", "-p", &port])
         .stdout(Stdio::null())

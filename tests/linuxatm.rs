@@ -14,7 +14,7 @@ mod guest;
 mod switch_support;
 
 use std::io::{BufRead, BufReader};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -207,11 +207,7 @@ fn awrite_and_aread_reach_natm_over_pvcs_byte_exact() {
     let payload = unique("linux-awrite-to-natm");
     let payload2 = unique("linux-listen-awrite-to-natm");
     // The host end of slirp's forward to the guest's atmtcp listener.
-    let fwd = TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let fwd = natm_cli::cli::loopnet::free_port().unwrap().port();
     let mut g = guest::Guest::boot(
         "pvc",
         &[

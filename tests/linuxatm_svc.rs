@@ -722,11 +722,7 @@ fn bench_ttcp_atm_beside_natm_and_kernel_tcp() {
     let net = Net::build("linuxatm-bench", true, GUEST_NO_RESPONSE_MS);
     let host2 = net.host2.as_ref().expect("two hosts");
     let tcp_port = free_port().port();
-    let fwd = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let fwd = free_port().port();
     let load_before = load();
     let limit = Duration::from_secs(300);
     let mut g = net.boot_fwd(

@@ -12,6 +12,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -62,10 +63,46 @@ impl Drop for LoopNet {
     }
 }
 
-fn free_port() -> anyhow::Result<SocketAddr> {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .context("no free UDP port on loopback")
+/// A loopback port free for UDP and TCP a moment ago, for a daemon this process
+/// is about to start and must name in other daemons' configurations first.
+///
+/// The port comes from outside the kernel's ephemeral range: a port the kernel
+/// chose for a `bind(…:0)` goes out again to the next such bind in any process, so
+/// a daemon told to bind it a moment later could find it taken ("Address already
+/// in use" under load). Each process starts at its own place in the range above
+/// (or, when there is no room above, below) the ephemeral ports, and this process
+/// is never given the same port twice: a daemon that is killed and restarted at
+/// its port must not find another one there.
+pub fn free_port() -> anyhow::Result<SocketAddr> {
+    static NEXT: Mutex<Option<u32>> = Mutex::new(None);
+    let (first, count) = unclaimed_range();
+    let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
+    let start = *next.get_or_insert_with(|| std::process::id().wrapping_mul(2_654_435_761) % count);
+    for i in 0..count {
+        let n = (start + i) % count;
+        let a = SocketAddr::from(([127, 0, 0, 1], (first + n) as u16));
+        if UdpSocket::bind(a).is_ok() && std::net::TcpListener::bind(a).is_ok() {
+            *next = Some((n + 1) % count);
+            return Ok(a);
+        }
+    }
+    anyhow::bail!("no free loopback port outside the ephemeral range")
+}
+
+/// The ports outside `ip_local_port_range`: (first, how many).
+fn unclaimed_range() -> (u32, u32) {
+    let (lo, hi) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| {
+            let mut it = s.split_whitespace().map(|n| n.parse::<u32>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32_768, 60_999));
+    if 65_535u32.saturating_sub(hi) >= 1_000 {
+        (hi + 1, 65_535 - hi)
+    } else {
+        (1_024, lo.saturating_sub(1_024).max(1))
+    }
 }
 
 /// The ATM address of host `i`.

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -25,23 +25,10 @@ pub(crate) struct Sigd {
     pub(crate) config: PathBuf,
 }
 
-/// A UDP port free a moment ago.
+/// A loopback port free a moment ago, outside the kernel's ephemeral range and
+/// never given twice in this process (`natm_cli::cli::loopnet::free_port`).
 pub(crate) fn free_port() -> SocketAddr {
-    // Never the same port twice in one test process: a sigd that is killed and
-    // restarted at its port, or that a test declares dead, must not find another
-    // test's sigd there (the kernel hands a freed port out again).
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let a = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap();
-        if !given.contains(&a.port()) {
-            given.push(a.port());
-            return a;
-        }
-    }
+    natm_cli::cli::loopnet::free_port().unwrap()
 }
 
 impl Sigd {

@@ -7,7 +7,7 @@
 use natm::ulib::Wait;
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
+use std::net::{SocketAddr, TcpStream, UdpSocket};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,12 +16,9 @@ use crate::sigd_support::{pair, LINK};
 use crate::switch_support::{free_addr, SwitchProc};
 use natm_proto::wire::vcframe;
 
-/// A loopback TCP port free a moment ago.
+/// A loopback TCP port free a moment ago, outside the ephemeral range.
 fn free_tcp() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+    crate::sigd_support::free_port()
 }
 
 /// One HTTP exchange: the status code, the headers (names lowercased), the body.

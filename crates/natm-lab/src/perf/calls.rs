@@ -10,7 +10,8 @@
 
 use anyhow::Context as _;
 use natm::ulib::Wait;
-use std::net::{SocketAddr, UdpSocket};
+use natm_cli::cli::loopnet::free_port;
+use std::net::SocketAddr;
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -91,12 +92,6 @@ impl Drop for Daemons {
         }
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-fn free_port() -> anyhow::Result<SocketAddr> {
-    UdpSocket::bind("127.0.0.1:0")
-        .and_then(|s| s.local_addr())
-        .context("no free UDP port")
 }
 
 fn spawn_sigd(
