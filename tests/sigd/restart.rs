@@ -115,12 +115,23 @@ fn start_to(a: &Sigd, b: &Sigd, called: &str, rows: usize) -> Transfer {
 }
 
 impl Transfer {
-    /// Both tools succeed and the listener wrote exactly what was sent.
-    fn finish(self) {
+    /// Both tools succeed and the listener wrote exactly what was sent; `logs` (the
+    /// daemons' logs, read when a tool failed) say why one did not.
+    fn finish(self, logs: impl Fn() -> String) {
         let c = self.call.wait(Duration::from_secs(60));
-        assert!(c.status.success(), "natm call failed: {}", c.stderr);
+        assert!(
+            c.status.success(),
+            "natm call failed: {}\n{}",
+            c.stderr,
+            logs()
+        );
         let l = self.listen.wait(Duration::from_secs(30));
-        assert!(l.status.success(), "natm listen failed: {}", l.stderr);
+        assert!(
+            l.status.success(),
+            "natm listen failed: {}\n{}",
+            l.stderr,
+            logs()
+        );
         let got = std::fs::read(self.dir.0.join("out.bin")).unwrap();
         assert_eq!(got.len(), self.data.len(), "every byte arrived");
         assert!(got == self.data, "byte-exact");
@@ -148,7 +159,7 @@ fn kill_and_restart(a: &mut Sigd, b: &mut Sigd, kill_a: bool) {
         "restarted sigd holds the call again {:?} after its start",
         restarted.elapsed().max(took)
     );
-    t.finish();
+    t.finish(|| format!("A's sigd:\n{}\nB's sigd:\n{}", a.log(), b.log()));
     // The callers' closes release the call at both ends.
     a.wait_no_calls();
     b.wait_no_calls();
@@ -284,7 +295,14 @@ fn kill_and_restart_through_a_switch(kill_a: bool) {
     // The switch kept the call (and the other host's side of it) all along.
     assert_eq!(switch_calls(&sw), 1, "{}", sw.stat());
     assert_eq!(calls(other).len(), 1);
-    t.finish();
+    t.finish(|| {
+        format!(
+            "A's sigd:\n{}\nB's sigd:\n{}\nthe switch:\n{}",
+            a.log(),
+            b.log(),
+            sw.log()
+        )
+    });
     // The caller's close releases the call at both ends and in the switch.
     a.wait_no_calls();
     b.wait_no_calls();
@@ -351,7 +369,7 @@ fn a_call_inside_one_host_is_held_again_when_its_sigd_restarts_and_loses_no_byte
     eprintln!(
         "restarted sigd holds the call inside one host again (both ends) {held:?} after its start"
     );
-    t.finish();
+    t.finish(|| a.log());
     a.wait_no_calls();
 }
 
