@@ -296,10 +296,11 @@ pub struct PortSection {
     pub preserve_ms: Option<u64>,
     /// This signalling port's SSCOP Timer_NO_RESPONSE, ms: how long the link may go
     /// without a STAT answering its POLLs before it is declared failed and its calls
-    /// released (cause 27) [default 400 on `host` and `switch` ports, natm's network
-    /// timers; 7,000 on `uni` ports, Q.2110's]. Longer for a peer that is starved of
-    /// CPU at times (an emulated guest on a loaded host); shorter detects a dead peer
-    /// sooner. At least 200 (a natm link polls every 100 ms).
+    /// released (cause 27) [default 400 on `switch` ports, natm's network timers;
+    /// 2,000 on `host` ports, as the host's sigd waits; 7,000 on `uni` ports,
+    /// Q.2110's]. Longer for a peer that is starved of CPU at times (an emulated
+    /// guest on a loaded host); shorter detects a dead peer sooner. At least 200 (a
+    /// natm link polls every 100 ms).
     pub sscop_no_response_ms: Option<u64>,
 }
 

@@ -66,12 +66,23 @@ impl Default for SaalConfig {
 }
 
 impl SaalConfig {
+    /// Timer_NO_RESPONSE on the link between a host's sigd and its switch (both
+    /// ends): 2 s, not a trunk's 400 ms. The link shares the host's port with the
+    /// data it carries, so a host whose CPU is taken for a moment (a loaded machine)
+    /// or whose port is flooded by its own transfer loses several POLLs in a row, and
+    /// at 400 ms a loaded CI run lost the link and, with T309 = 0, every call on it
+    /// (cause 27; docs/decisions/0032-host-link-timer.md). A dead switch is still
+    /// noticed within ~2 s; trunks keep 400 ms, which routing round a dead switch
+    /// needs.
+    pub const HOST_LINK_NO_RESPONSE: Duration = Duration::from_secs(2);
+
     /// Timers for a link into an ATM network (a host's sigd and its switch, or two
     /// switches): a lost peer is noticed within Timer_IDLE + Timer_NO_RESPONSE
     /// (0.5 s) instead of Q.2110's 22 s, and its calls are cleared at once (T309 = 0:
     /// the data path crossed the peer that is gone), so every end of a call through
     /// a dead switch sees a RELEASE within a second (issue 13). The POLLs this costs
-    /// are ten small PDUs a second per idle link.
+    /// are ten small PDUs a second per idle link. A host's link to its switch waits
+    /// [`Self::HOST_LINK_NO_RESPONSE`] instead.
     pub fn network() -> SaalConfig {
         let mut s = SaalConfig::default();
         s.sscop.timer_cc = Duration::from_millis(200);

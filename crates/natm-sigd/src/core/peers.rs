@@ -48,7 +48,8 @@ pub(super) fn saal_config(cfg: &Config) -> SaalConfig {
 const ANSWER_EVERY: Duration = Duration::from_nanos(noise::ANSWER_EVERY_NS);
 
 /// A link to a switch: sigd's window and call timers with the network's SSCOP
-/// timers and T309 (`SaalConfig::network`).
+/// timers and T309 (`SaalConfig::network`), and the host link's Timer_NO_RESPONSE
+/// (`SaalConfig::HOST_LINK_NO_RESPONSE`, as the switch's host port has it).
 fn switch_saal_config(host: &SaalConfig) -> SaalConfig {
     let net = SaalConfig::network();
     let mut s = host.clone();
@@ -57,6 +58,7 @@ fn switch_saal_config(host: &SaalConfig) -> SaalConfig {
     s.sscop.window = window;
     s.sscop.max_buffered = buffered;
     s.calls.t309 = net.calls.t309;
+    s.sscop.timer_no_response = SaalConfig::HOST_LINK_NO_RESPONSE;
     s.reestablish_after = net.reestablish_after;
     s
 }

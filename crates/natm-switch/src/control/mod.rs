@@ -210,8 +210,9 @@ pub struct ControlPort {
     /// trunk or a standard UNI port. See [`ControlConfig::preserve`].
     pub preserve: Option<Duration>,
     /// This port's SSCOP Timer_NO_RESPONSE; `None`: the one of
-    /// [`ControlConfig::saal`] on natm ports (400 ms), Q.2110's 7 s on a standard
-    /// UNI port.
+    /// [`ControlConfig::saal`] on trunks (400 ms),
+    /// [`SaalConfig::HOST_LINK_NO_RESPONSE`] (2 s) on host ports, Q.2110's 7 s on a
+    /// standard UNI port.
     pub no_response: Option<Duration>,
     /// Screen the calling number of a SETUP from this port (a host or UNI port):
     /// it must be one the routes send to this port, the reverse-path check of
@@ -443,6 +444,9 @@ impl Control {
             PortRole::Host => self.cfg.preserve,
             PortRole::Switch | PortRole::Uni => Duration::ZERO,
         });
+        if port.role == PortRole::Host {
+            cfg.sscop.timer_no_response = SaalConfig::HOST_LINK_NO_RESPONSE;
+        }
         if let Some(t) = port.no_response {
             cfg.sscop.timer_no_response = t;
         }
