@@ -27,6 +27,7 @@ use crate::config::{Config, ConfigError, LinkMode, PortAuth, PvcEnd, SignallingR
 use crate::link::{open_socket, uni_label, Link, Rng};
 use crate::noise_port::{Dropped, Inner, NoisePort};
 use crate::stat::{PortSnapshot, Snapshot};
+use crate::stat_file::StatFile;
 use crate::train;
 use natm_sigd::metrics::http::MetricsServer;
 
@@ -66,7 +67,8 @@ pub struct SwitchDaemon {
     links: Vec<Link>,
     signals: Option<UnixStream>,
     stop: Stop,
-    stat_path: Option<PathBuf>,
+    /// The stat file's writer (`stat_json`), off the forwarding thread.
+    stat_file: Option<StatFile>,
     stat_interval: Duration,
     next_stat: Instant,
     epoch: Instant,
@@ -237,7 +239,14 @@ impl SwitchDaemon {
             links,
             signals: None,
             stop: Stop::default(),
-            stat_path: cfg.stat_json.clone(),
+            stat_file: cfg
+                .stat_json
+                .clone()
+                .map(StatFile::start)
+                .transpose()
+                .map_err(|e| {
+                    ConfigError::Invalid(format!("cannot start the stat file's writer: {e}"))
+                })?,
             stat_interval: Duration::from_millis(cfg.stat_interval_ms.max(10)),
             next_stat: now,
             epoch: now,
@@ -486,16 +495,16 @@ impl SwitchDaemon {
         }
     }
 
+    /// The snapshot as the stat file holds it.
+    fn stat_json(&self) -> Vec<u8> {
+        // Counters, names and addresses: serialising cannot fail.
+        serde_json::to_vec_pretty(&self.snapshot()).unwrap_or_default()
+    }
+
+    /// Hands the stat file's writer a new snapshot.
     fn write_stat(&self) {
-        let Some(path) = &self.stat_path else { return };
-        // Written beside and renamed, so a reader never sees half a file.
-        let tmp = path.with_extension("json.tmp");
-        let res = serde_json::to_vec_pretty(&self.snapshot())
-            .map_err(io::Error::other)
-            .and_then(|b| std::fs::write(&tmp, b))
-            .and_then(|()| std::fs::rename(&tmp, path));
-        if let Err(e) = res {
-            warn!(path = %path.display(), "cannot write the stat file: {e}");
+        if let Some(f) = &self.stat_file {
+            f.offer(self.stat_json());
         }
     }
 
@@ -602,7 +611,9 @@ impl SwitchDaemon {
                 l.flush();
             }
         }
-        self.write_stat();
+        if let Some(f) = self.stat_file.take() {
+            f.finish(self.stat_json());
+        }
         info!(copied_receives = self.rx_lent.counts().1, "switch stopped");
         Ok(())
     }

@@ -18,6 +18,7 @@ mod link;
 pub mod metrics;
 mod noise_port;
 pub mod stat;
+mod stat_file;
 /// The cell-train codec, now in `natm_proto::wire::train` (the host engine speaks it too).
 pub use natm_proto::wire::train;
 
