@@ -8,6 +8,7 @@ mod sigd_support;
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
+use std::net::UdpSocket;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -25,6 +26,11 @@ const KNOWN_WARNINGS: [&str; 2] = [
     "Unknown AAL parameter",
     "Unknown ATM traffic descriptor element",
 ];
+
+/// Held by each test while it captures: both capture every natm datagram on `lo`, and
+/// compare counts between captures of their own call (nothing else in the suite sends
+/// while this binary runs: `scripts/test.sh` runs only builds beside the tests).
+static LO: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Whether the tests can run: root, else a printed reason.
 fn root() -> bool {
@@ -136,11 +142,39 @@ fn call(a: &Sigd, b: &Sigd, bytes: usize) {
     assert!(c.status.success(), "call: {}", c.stderr);
     let l = listener.wait(LIMIT);
     assert!(l.status.success(), "listen: {}", l.stderr);
+    // A sigd drops the call once the last RELEASE (COMPLETE) of the clearing has
+    // crossed `lo`: a packet socket on `lo` holds it by then.
     for s in [a, b] {
         s.wait_no_calls();
     }
-    // The last RELEASE (COMPLETE) and SSCOP acknowledgements are on their way.
-    std::thread::sleep(Duration::from_millis(500));
+}
+
+/// Sends a datagram across `lo` every 20 ms until `file`, written by a capture of
+/// UDP on `lo` that flushes now and then (dumpcap does, every few hundred ms), holds
+/// one: the capture is on, and has written everything that crossed `lo` before.
+fn wait_captured(file: &Path, what: &str) {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let marker = format!(
+        "natm capture test: {what} of {} at {:?}",
+        std::process::id(),
+        std::time::SystemTime::now()
+    );
+    let until = Instant::now() + LIMIT;
+    loop {
+        tx.send_to(marker.as_bytes(), rx.local_addr().unwrap())
+            .unwrap();
+        let held = std::fs::read(file).unwrap_or_default();
+        if held.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{}: no {what} datagram after {LIMIT:?}",
+            file.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// tshark's output for `args`; it must succeed.
@@ -204,6 +238,7 @@ fn a_call_captured_as_atm_decodes_in_tshark() {
     if !root() {
         return;
     }
+    let _lo = LO.lock().unwrap_or_else(|e| e.into_inner());
     // Clear signalling, so that the capture shows Q.2931 (between sigds it is
     // Noise-encrypted by default, on VCI 31).
     let (a, b) = pair_clear(LINK, LINK);
@@ -305,7 +340,7 @@ fn a_call_captured_as_atm_decodes_in_tshark() {
     }
     let ephs = hierarchy(&tshark(&["-r", erf, "-q", "-z", "io,phs"]));
     eprintln!("ERF protocol hierarchy (default preferences): {ephs:?}");
-    // (Both captures see all natm traffic on lo, other tests' too: counts are bounds.)
+    // (The captures see all natm traffic on lo, a sigd's own too: counts are bounds.)
     let e = |k: &str| ephs.get(k).copied().unwrap_or(0);
     assert!(e("erf:atm:sscop:q2931") >= 4, "{ephs:?}");
     assert!(e("erf:atm:sscop") > e("erf:atm:sscop:q2931"), "{ephs:?}");
@@ -356,6 +391,7 @@ fn the_lua_dissector_decodes_a_plain_capture() {
         return;
     }
     let lua = concat!(env!("CARGO_MANIFEST_DIR"), "/contrib/wireshark/natm.lua");
+    let _lo = LO.lock().unwrap_or_else(|e| e.into_inner());
     // Clear signalling, so that the capture shows Q.2931 (between sigds it is
     // Noise-encrypted by default, on VCI 31).
     let (a, b) = pair_clear(LINK, LINK);
@@ -373,17 +409,12 @@ fn the_lua_dissector_decodes_a_plain_capture() {
         "-w",
     ])
     .arg(&file);
-    let d = Capture::start(cmd, "dumpcap", |child| {
-        // dumpcap says "Capturing on 'Loopback: lo'" once it captures.
-        let mut err = BufReader::new(child.stderr.as_mut().unwrap());
-        let mut line = String::new();
-        while err.read_line(&mut line).unwrap() > 0 && !line.contains("Capturing on") {
-            line.clear();
-        }
-        // It says so a moment before the packet socket is open.
-        std::thread::sleep(Duration::from_millis(1500));
-    });
+    // dumpcap says "Capturing on 'Loopback: lo'" a moment before its packet socket
+    // is open: the file holding a datagram sent now says it is.
+    let d = Capture::start(cmd, "dumpcap", |_| wait_captured(&file, "start"));
     call(&a, &b, 100_000);
+    // dumpcap drops what its socket still holds when stopped.
+    wait_captured(&file, "end");
     let out = d.finish(true);
     assert!(
         out.status.success(),

@@ -12,9 +12,19 @@ use std::time::{Duration, Instant};
 
 use crate::sigd_support::{helper_with, pair, LINK};
 use natm::transport::AbortReason;
-use natm::ulib::{Accept, Error};
+use natm::ulib::{Accept, Connection, Error};
 use natm::wire::tpdu::{Header, TpduType};
 use natm::wire::vcframe::Repr;
+
+/// Waits until `c` has sent its first data TPDU (the window opens with one): on
+/// loopback it is in the peer's socket then.
+fn wait_first_tpdu(c: &Connection) {
+    let until = Instant::now() + Duration::from_secs(10);
+    while c.stats().tx.tpdus_sent == 0 {
+        assert!(Instant::now() < until, "{:?}", c.stats());
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
 
 /// The caller connects while nobody on B is in `accept`; a forged frame with a wrong
 /// cookie reaches B's pre-opened socket before the application takes the call and is
@@ -60,7 +70,7 @@ fn a_pre_authorised_call_connects_before_accept_and_carries_data_exactly() {
     // Data sent before the application takes the call waits in B's socket.
     let early: Vec<u8> = (0..5000u32).map(|k| (k * 7) as u8).collect();
     c.send(&early, Wait::Block).unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    wait_first_tpdu(&c);
     let t = std::thread::spawn(move || {
         let p = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
         let mut got = Vec::new();
@@ -242,8 +252,8 @@ fn dropping_a_pre_authorised_listener_releases_its_queued_calls() {
         .bind_with("drop", "reliable", Accept::Auto { backlog: 3 })
         .unwrap();
     let c = a.host().connect("+4420002:drop", "reliable").unwrap();
-    // Let B's session file the call before the listener goes.
-    std::thread::sleep(Duration::from_millis(50));
+    // Sigd B answered the call; B's session learns of it only when a thread of B
+    // waits, so sigd ends it when the listener unbinds.
     drop(l);
     match c.recv(Wait::For(Duration::from_secs(2))) {
         Err(Error::Aborted(AbortReason::Peer)) => {}
@@ -271,7 +281,7 @@ fn a_call_closed_before_accept_still_delivers_its_data_then_ends() {
     let c = a.host().connect("+4420002:brief", "reliable").unwrap();
     c.send(b"said before hanging up", Wait::Block).unwrap();
     c.close();
-    std::thread::sleep(Duration::from_millis(50));
+    wait_first_tpdu(&c);
     let p = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
     assert_eq!(
         p.recv(Wait::For(Duration::from_secs(5)))

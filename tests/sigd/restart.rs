@@ -104,7 +104,8 @@ fn start_to(a: &Sigd, b: &Sigd, called: &str, rows: usize) -> Transfer {
         None,
     );
     wait_calls(b, rows, Duration::from_secs(10));
-    // Data is moving before anything is killed.
+    // The call is up (waited for above); the transfer runs 700 ms before anything
+    // is killed: a scenario's time, not a wait for an event.
     std::thread::sleep(Duration::from_millis(700));
     Transfer {
         dir,
@@ -427,6 +428,8 @@ fn a_listener_is_bound_again_when_its_sigd_restarts_and_takes_new_calls() {
         let r = l.accept(Wait::For(Duration::from_secs(30)));
         (l, r.map(|_| ()))
     });
+    // Most likely in accept by then (a thread not yet there finds sigd gone all
+    // the same: the outcome does not depend on the order).
     std::thread::sleep(Duration::from_millis(200));
     b.kill();
     let (l, r) = waiter.join().unwrap();
