@@ -84,6 +84,18 @@ pub(super) fn two_sigds(tag: &str) -> anyhow::Result<(Daemons, PathBuf, PathBuf)
     Ok((d, sa, sb))
 }
 
+impl Daemons {
+    /// The sigd processes' ids.
+    pub(super) fn pids(&self) -> Vec<u32> {
+        self.children.iter().map(Child::id).collect()
+    }
+
+    /// Their directory (sockets), removed on drop.
+    pub(super) fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
 impl Drop for Daemons {
     fn drop(&mut self) {
         for c in &mut self.children {
@@ -131,7 +143,7 @@ fn wait_for(socket: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn host(socket: &Path) -> anyhow::Result<Host> {
+pub(super) fn host(socket: &Path) -> anyhow::Result<Host> {
     Host::open(HostConfig {
         sigd_socket: Some(socket.to_owned()),
         ..HostConfig::default()
@@ -143,7 +155,7 @@ fn host(socket: &Path) -> anyhow::Result<Host> {
 /// has closed (a receiver that closes first would abort the caller's VC). A fixed pool
 /// of `workers` threads waits for the closes: a thread spawned per call would cost more
 /// CPU than the call (and it is the harness, not the stack, that would be measured).
-fn serve(l: Listener, stop: Arc<AtomicBool>, workers: usize) -> thread::JoinHandle<()> {
+pub(super) fn serve(l: Listener, stop: Arc<AtomicBool>, workers: usize) -> thread::JoinHandle<()> {
     thread::spawn(move || {
         let (tx, rx) = std::sync::mpsc::channel::<natm::ulib::Connection>();
         let rx = Arc::new(std::sync::Mutex::new(rx));
@@ -327,7 +339,7 @@ fn measure(a: &CallsArgs) -> anyhow::Result<results::Calls> {
     for t in &targets {
         run_mode(&ha, t, &a.qos, 20, 1)?;
     }
-    let pids: Vec<u32> = d.children.iter().map(Child::id).collect();
+    let pids = d.pids();
     let mut runs: Vec<Vec<Run>> = Vec::new();
     for _ in 0..a.runs {
         let mut per = Vec::new();

@@ -10,6 +10,7 @@
 
 mod all;
 mod calls;
+mod calls_load;
 mod cost;
 mod counts;
 #[cfg(feature = "quic")]
@@ -116,6 +117,9 @@ pub(crate) enum PerfCmd {
     All(all::AllArgs),
     /// Call setup and release through two sigds on loopback, direct mode as reference.
     Calls(calls::CallsArgs),
+    /// Seed 004 §7: call setup time through two sigds against competing CPU-bound
+    /// pipelines, sigd at the default priority and raised; direct mode as reference.
+    CallsLoad(calls_load::CallsLoadArgs),
     /// Many concurrent connections in one process: setup rate, memory and descriptors
     /// per connection, aggregate and per-connection goodput as the count grows.
     Scale(scale::ScaleArgs),
@@ -330,6 +334,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         #[cfg(feature = "quic")]
         PerfCmd::DelayLine(a) => delayline::run(&a),
         PerfCmd::Calls(a) => drive(&a),
+        PerfCmd::CallsLoad(a) => drive(&a),
         PerfCmd::Scale(a) => drive(&a),
         PerfCmd::ScalePeer(a) => scale::peer(&a),
         PerfCmd::Switch(a) => drive(&a),
@@ -632,6 +637,7 @@ mod tests {
         #[cfg(feature = "quic")]
         same_table::<loss::LossArgs>("loss");
         same_table::<calls::CallsArgs>("calls");
+        same_table::<calls_load::CallsLoadArgs>("calls-load");
         same_table::<overhead::OverheadArgs>("overhead");
         same_table::<counts::CountsArgs>("counts");
     }

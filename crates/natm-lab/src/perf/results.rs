@@ -649,6 +649,48 @@ pub(crate) struct Calls {
     pub(crate) sigd_preauthorised: Option<CallMode>,
 }
 
+/// `natm-lab perf calls-load --json`: seed 004 §7, setup time against CPU load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct CallsLoad {
+    pub(crate) calls_per_cell: usize,
+    /// One per sigd nice value and pipeline count, in the order measured.
+    pub(crate) cells: Vec<LoadCell>,
+    /// `"calls-load"`.
+    pub(crate) experiment: String,
+    pub(crate) machine: Machine,
+    /// The longest random pause before a call (µs).
+    pub(crate) max_gap_us: u64,
+    /// The competing shell pipeline, as run by `sh -c`.
+    pub(crate) pipeline: String,
+    pub(crate) qos: String,
+    /// Sweeps over the grid; each cell pools its calls of every sweep.
+    pub(crate) runs: usize,
+}
+
+/// One load and one sigd priority: setup through the sigds, and in direct mode
+/// interleaved call for call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct LoadCell {
+    /// The share of all CPUs' time not idle during the cell's calls (`/proc/stat`).
+    pub(crate) cpu_busy: f64,
+    pub(crate) direct: SetupTimes,
+    pub(crate) pipelines: usize,
+    pub(crate) sigd: SetupTimes,
+    /// The nice value of every sigd thread.
+    pub(crate) sigd_nice: i32,
+}
+
+/// Setup times of one path in one cell.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct SetupTimes {
+    pub(crate) max_us: f64,
+    pub(crate) mean_us: f64,
+    pub(crate) median_us: f64,
+    pub(crate) p99_us: f64,
+    /// Each sweep's mean (µs): the spread.
+    pub(crate) run_means_us: Vec<f64>,
+}
+
 /// Setup and release through one path. The sigd CPU is absent in direct mode, the
 /// backlog and refusals outside pre-authorised mode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
