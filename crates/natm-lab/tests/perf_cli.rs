@@ -777,6 +777,47 @@ fn calls_json_has_explicit_pre_authorised_and_direct_modes() {
     positive(&doc, "ratio_median_setup_preauthorised");
 }
 
+/// Processes whose command line holds `needle`.
+fn processes_with(needle: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(needle))
+        .collect()
+}
+
+#[test]
+fn calls_load_measures_every_cell_and_leaves_no_pipeline_behind() {
+    // Raising a priority (a negative nice) needs root; lowering it back too.
+    let nice = if rustix::process::geteuid().is_root() {
+        "0,-5"
+    } else {
+        "0"
+    };
+    let doc = json_of(&format!(
+        "perf calls-load --calls 5 --runs 2 --load 0,2 --nice {nice} --gap 1ms --json"
+    ));
+    assert_eq!(doc["experiment"], "calls-load");
+    let cells = doc["cells"].as_array().unwrap();
+    let nices = nice.split(',').count();
+    assert_eq!(cells.len(), 2 * nices, "{doc}");
+    for (i, c) in cells.iter().enumerate() {
+        assert_eq!(c["pipelines"], [0, 2][i % 2], "{c}");
+        for path in ["sigd", "direct"] {
+            positive(&c[path], "mean_us");
+            positive(&c[path], "p99_us");
+            assert_eq!(c[path]["run_means_us"].as_array().unwrap().len(), 2, "{c}");
+        }
+        let busy = c["cpu_busy"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&busy), "{c}");
+    }
+    // The competing pipelines went with their cells.
+    let left = processes_with("natm-none");
+    assert!(left.is_empty(), "{left:?}");
+}
+
 /// Whether `natm-lab perf overhead` can make its namespaces here (root, ip and ethtool).
 fn overhead_netns_available() -> bool {
     let root = Command::new("id")
