@@ -98,7 +98,8 @@ pub(crate) struct Samples {
 
 /// Measure round trips over a fresh connection of `stack`: the server echoes on its own
 /// thread, the client sends and times on the calling thread. Bounded by
-/// `warmup + time` (plus at most one loss timeout) and by `count` samples.
+/// `warmup + time` (plus at most two loss timeouts when the interval has no round trip
+/// yet) and by `count` samples.
 pub(crate) fn run(stack: &dyn Stack, cfg: &LatencyConfig) -> anyhow::Result<Samples> {
     run_marked(stack, cfg, &NoMarks)
 }
@@ -216,7 +217,10 @@ fn client_loop(
     let mut marked = false;
     while rtt_ns.len() < cfg.count {
         let now = Instant::now();
-        if now >= end {
+        // The interval holds at least one round trip: one that began in the warm-up
+        // and ended after `end` (a stalled machine) leaves time for one more, within
+        // the server's deadline.
+        if now >= end && (!rtt_ns.is_empty() || now >= end + LOSS_TIMEOUT) {
             break;
         }
         if !marked && now >= measure_from {
