@@ -83,24 +83,39 @@ Examples:
 Stop with SIGTERM or Ctrl-C: every call is released and the socket removed.
 Logs go to stderr; RUST_LOG=natm=debug for more.";
 
-pub(super) fn init_logs(verbose: u8) {
+/// The log filter: RUST_LOG's `level` and `target=level` directives
+/// (`natm=debug,warn`) when it is set and parses, else the level `-v` asks for. (`Targets`, not
+/// `EnvFilter`: no span or field filters, and no regex engine in the operator
+/// binary's build.)
+fn log_filter(rust_log: Option<&str>, verbose: u8) -> tracing_subscriber::filter::Targets {
+    use tracing_subscriber::filter::{LevelFilter, Targets};
     let default = match verbose {
-        0 => "info",
-        1 => "debug",
-        _ => "trace",
+        0 => LevelFilter::INFO,
+        1 => LevelFilter::DEBUG,
+        _ => LevelFilter::TRACE,
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    rust_log
+        .filter(|v| !v.trim().is_empty())
+        .and_then(|v| v.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(default))
+}
+
+pub(super) fn init_logs(verbose: u8) {
+    let filter = log_filter(std::env::var("RUST_LOG").ok().as_deref(), verbose);
     // Colours only for a person at a terminal: a log file or journald gets plain text.
     // A log line stderr cannot take (its pipe closed) is dropped: by default the
     // subscriber reports that with eprintln!, which panics on the same closed pipe
     // and would take the daemon down with it.
     use std::io::IsTerminal as _;
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+    use tracing_subscriber::layer::SubscriberExt as _;
+    use tracing_subscriber::util::SubscriberInitExt as _;
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
-        .log_internal_errors(false)
+        .log_internal_errors(false);
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(filter)
         .try_init();
 }
 
@@ -230,5 +245,35 @@ pub(crate) fn helper(a: HelperArgs) -> CliResult {
     }
     loop {
         std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod log_filter_tests {
+    use super::log_filter;
+    use tracing::Level;
+
+    #[test]
+    fn rust_log_directives_win_and_a_bad_or_empty_one_leaves_the_default() {
+        let on = |rust_log: Option<&str>, verbose, target, level| {
+            log_filter(rust_log, verbose).would_enable(target, &level)
+        };
+        // Default: info, -v debug.
+        assert!(on(None, 0, "natm_sigd::core", Level::INFO));
+        assert!(!on(None, 0, "natm_sigd::core", Level::DEBUG));
+        assert!(on(None, 1, "natm_sigd::core", Level::DEBUG));
+        // `natm=debug`: every natm crate's debug lines, nothing of other crates.
+        assert!(on(Some("natm=debug"), 0, "natm_sigd::core", Level::DEBUG));
+        assert!(!on(Some("natm=debug"), 0, "snow", Level::INFO));
+        assert!(on(Some("natm=debug,warn"), 0, "snow", Level::WARN));
+        assert!(!on(Some("warn"), 0, "natm_sigd::core", Level::INFO));
+        // Not a filter, or empty: the default.
+        for bad in ["natm=loud", "", "  "] {
+            assert!(on(Some(bad), 0, "natm_sigd::core", Level::INFO), "{bad:?}");
+            assert!(
+                !on(Some(bad), 0, "natm_sigd::core", Level::DEBUG),
+                "{bad:?}"
+            );
+        }
     }
 }
