@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use natm::ulib::{Connection, Host, HostConfig};
+use natm::ulib::{Connection, Error, Host, HostConfig};
 
 /// The tests of this binary count the process's descriptors: one at a time.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
@@ -73,7 +73,19 @@ fn run_calls(callers: usize, per_caller: usize) {
             let h = client.clone();
             std::thread::spawn(move || {
                 for _ in 0..per_caller {
-                    let c = h.connect(addr, "reliable").unwrap();
+                    // A listener whose backlog is full (its acceptor slow on a busy
+                    // machine) refuses with cause 17: try again, as a client of a
+                    // busy server does. The refused attempt must leave nothing either.
+                    let until = Instant::now() + Duration::from_secs(30);
+                    let c = loop {
+                        match h.connect(addr, "reliable") {
+                            Ok(c) => break c,
+                            Err(Error::Refused { cause: 17, .. }) if Instant::now() < until => {
+                                std::thread::yield_now()
+                            }
+                            Err(e) => panic!("call to {addr}: {e}"),
+                        }
+                    };
                     c.close();
                     drop(c);
                 }
