@@ -290,7 +290,11 @@ fn calls_both_ways_in_every_uni_variant() {
             Some(&["37", "3", "88"][..]),
             "{uni}: admission, no route, nobody listening\n{console}"
         );
-        let stat = net.sw.stat();
+        // The stat file is a snapshot, rewritten twice a second: wait for the one
+        // after the last release (a stale one still held the guest's last call).
+        let stat = net.sw.stat_until(|v| {
+            v["calls"].as_array().map(Vec::len) == Some(0) && v["calls_refused"] == 2
+        });
         assert_eq!(stat["calls"].as_array().map(Vec::len), Some(0), "{stat}");
         assert_eq!(stat["calls_refused"], 2, "admission and no route: {stat}");
     }
