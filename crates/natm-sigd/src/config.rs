@@ -384,6 +384,10 @@ pub struct Config {
     pub noise_key_file: PathBuf,
     /// Peers' pinned Noise keys (`[peers] known_peers_file`).
     pub known_peers_file: PathBuf,
+    /// The SSCOP N(SQ) of the last BGN sent on each configured link, so that a
+    /// restarted sigd's first BGN is not taken for its previous instance's
+    /// (`daemon::sscop_sq`).
+    pub sscop_sq_file: PathBuf,
     /// The application socket's permission bits.
     pub socket_mode: u32,
     /// The group given the application socket (`None`: left as created).
@@ -1010,12 +1014,14 @@ impl ConfigFile {
             .known_peers_file
             .clone()
             .unwrap_or_else(|| state_file(&socket, "known-peers"));
+        let sscop_sq_file = state_file(&socket, "sscop-sq");
         Ok(Config {
             addresses,
             socket,
             ticket_key_file,
             noise_key_file,
             known_peers_file,
+            sscop_sq_file,
             signalling,
             data_ip,
             hosts,

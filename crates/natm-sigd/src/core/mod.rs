@@ -344,6 +344,12 @@ pub struct Core {
     known_peers: HashMap<SocketAddr, natm_proto::sig::noise::PublicKey>,
     /// Pins made since the caller last took them (`take_new_pins`).
     new_pins: Vec<(SocketAddr, natm_proto::sig::noise::PublicKey)>,
+    /// The N(SQ) of the last BGN sent on each configured link, this instance's or
+    /// (loaded by the caller) its predecessor's: a new link's first BGN counts on
+    /// from it (`peers::prepare_restarted`).
+    last_sq: HashMap<SocketAddr, u8>,
+    /// `last_sq` changed since the caller last took it (`take_sq_record`).
+    sq_changed: bool,
     /// This sigd instance's id, in every resume ticket it issues (random per start:
     /// from `secret`).
     instance: u64,
@@ -407,6 +413,8 @@ impl Core {
             noise_public: natm_proto::sig::noise::public_key(&noise_key),
             known_peers: HashMap::new(),
             new_pins: Vec::new(),
+            last_sq: HashMap::new(),
+            sq_changed: false,
             started: None,
             tickets_used: std::collections::HashSet::new(),
             secret,
@@ -467,6 +475,23 @@ impl Core {
     /// (the known-peers file).
     pub fn take_new_pins(&mut self) -> Vec<(SocketAddr, natm_proto::sig::noise::PublicKey)> {
         std::mem::take(&mut self.new_pins)
+    }
+
+    /// The N(SQ) of the last BGN the previous instance sent on each link (the
+    /// caller's record, `take_sq_record`), before any link is made.
+    pub fn set_last_sq(&mut self, last: HashMap<SocketAddr, u8>) {
+        self.last_sq = last;
+    }
+
+    /// The whole record of last BGN N(SQ)s, if it changed since the last call: the
+    /// caller stores it for the next instance (`set_last_sq`).
+    pub fn take_sq_record(&mut self) -> Option<Vec<(SocketAddr, u8)>> {
+        if !std::mem::take(&mut self.sq_changed) {
+            return None;
+        }
+        let mut v: Vec<_> = self.last_sq.iter().map(|(a, s)| (*a, *s)).collect();
+        v.sort();
+        Some(v)
     }
 
     /// The configuration it runs with.

@@ -428,7 +428,7 @@ impl Core {
             let mut l = PeerLink::new(self.saal_cfg.clone(), now);
             l.configured = false;
             l.auth = self.link_auth(&peer);
-            self.prepare_restarted(&mut l);
+            self.prepare_restarted(peer, &mut l);
             self.peers.insert(peer, l);
             self.counters.peers_admitted += 1;
             if let Some(suppressed) = self.remote_log(Event::Link) {
@@ -543,8 +543,14 @@ impl Core {
     /// Readies a new link for a sigd that may have restarted: its first BGN must not
     /// look like its previous instance's (`Sscop::seed_sq`), and a peer's enquiries
     /// about calls not yet reclaimed wait (`restart`).
-    fn prepare_restarted(&mut self, l: &mut PeerLink) {
-        l.saal.seed_sq(self.ids.rng.next_u32() as u8);
+    fn prepare_restarted(&mut self, peer: SocketAddr, l: &mut PeerLink) {
+        // The last N(SQ) this sigd (or the instance before it) sent the peer, when
+        // recorded: the next BGN is one above it, never equal. Else a random one.
+        let seed = match self.last_sq.get(&peer) {
+            Some(sq) => *sq,
+            None => self.ids.rng.next_u32() as u8,
+        };
+        l.saal.seed_sq(seed);
         if let Some(until) = self.reclaim_until {
             l.saal.hold_unknown_enquiries(until);
         }
@@ -568,7 +574,7 @@ impl Core {
             l.configured = true;
             l.switch = switch;
             l.auth = self.link_auth(&peer);
-            self.prepare_restarted(&mut l);
+            self.prepare_restarted(peer, &mut l);
             if start {
                 l.saal.start(self.now);
             }
@@ -620,7 +626,7 @@ impl Core {
         };
         l.saal.stop(now);
         while let Some(p) = l.saal.poll_transmit() {
-            for d in self.seal(&mut l, &p) {
+            for d in self.seal(link, &mut l, &p) {
                 self.out.push_back(Output::ToPeer(link, Bytes::from(d)));
             }
         }
@@ -637,8 +643,18 @@ impl Core {
     /// Noise transport messages (or a handshake while it is held), or a keyed
     /// switch's sealed frames. A BGN starts a link lifetime, so it starts new keys
     /// too.
-    fn seal(&mut self, l: &mut PeerLink, p: &[u8]) -> Vec<Vec<u8>> {
-        let bgn = matches!(SscopPdu::parse(p), Ok(SscopPdu::Bgn { .. }));
+    fn seal(&mut self, peer: SocketAddr, l: &mut PeerLink, p: &[u8]) -> Vec<Vec<u8>> {
+        let bgn = match SscopPdu::parse(p) {
+            Ok(SscopPdu::Bgn { nsq, .. }) => {
+                // Recorded for the next instance (`prepare_restarted`); configured
+                // links only, so a flood of admitted peers cannot grow the record.
+                if l.configured && self.last_sq.insert(peer, nsq) != Some(nsq) {
+                    self.sq_changed = true;
+                }
+                true
+            }
+            _ => false,
+        };
         let ids = &mut self.ids;
         match &mut l.auth {
             LinkAuth::Clear => vec![link::frame(p)],
@@ -844,7 +860,7 @@ impl Core {
             if !pdus.is_empty() {
                 let mut l = self.peers.remove(&link).expect("looked up above");
                 for p in &pdus {
-                    out.extend(self.seal(&mut l, p));
+                    out.extend(self.seal(link, &mut l, p));
                 }
                 self.peers.insert(link, l);
             }

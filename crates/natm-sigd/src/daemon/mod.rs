@@ -24,6 +24,7 @@ use app::AppConn;
 mod app;
 mod known_peers;
 mod measure;
+mod sscop_sq;
 mod ticket_key;
 
 /// The Noise identity files, kept by `natm switch` as sigd keeps its own: the
@@ -118,6 +119,8 @@ pub struct Daemon {
     drop_log: Bucket,
     /// Where pinned peer keys are appended (`[peers] known_peers_file`).
     known_peers_file: std::path::PathBuf,
+    /// Where the last BGN N(SQ) of each link is kept (`sscop_sq`).
+    sscop_sq_file: std::path::PathBuf,
     /// `/metrics`, if configured.
     metrics: Option<MetricsServer>,
 }
@@ -270,9 +273,12 @@ impl Daemon {
         let noise_key = ticket_key::load_or_create_named(&cfg.noise_key_file, "Noise key")?;
         let pins = known_peers::load(&cfg.known_peers_file)?;
         let known_peers_file = cfg.known_peers_file.clone();
+        let sscop_sq_file = cfg.sscop_sq_file.clone();
+        let last_sq = sscop_sq::load(&sscop_sq_file);
         let mut core = Core::new(cfg, facts, os_seed());
         core.set_ticket_key(key);
         core.set_identity(noise_key, pins);
+        core.set_last_sq(last_sq);
         info!(
             key = %natm_proto::sig::noise::key_to_text(&core.public_key()),
             "Noise static key for signalling links"
@@ -293,6 +299,7 @@ impl Daemon {
             ready: Ready::new(),
             drop_log: Bucket::new(10),
             known_peers_file,
+            sscop_sq_file,
             metrics,
         })
     }
@@ -433,6 +440,11 @@ impl Daemon {
         if !pins.is_empty() {
             if let Err(e) = known_peers::append(&self.known_peers_file, &pins) {
                 warn!(file = %self.known_peers_file.display(), error = %e, "cannot record pinned peer keys: they hold until sigd stops");
+            }
+        }
+        if let Some(last) = self.core.take_sq_record() {
+            if let Err(e) = sscop_sq::store(&self.sscop_sq_file, &last) {
+                warn!(file = %self.sscop_sq_file.display(), error = %e, "cannot record the links' SSCOP sequence values: a restart picks random ones");
             }
         }
         while let Some(o) = self.core.poll_output() {

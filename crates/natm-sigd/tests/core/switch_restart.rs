@@ -119,3 +119,62 @@ fn a_call_through_a_switch_is_released_at_the_far_end_when_the_preservation_time
     assert_eq!(switch_calls(&p), 0);
     assert!(p.stat(Side::B).calls.is_empty());
 }
+
+/// The N(SQ) of every BGN host `from` sends, in order.
+fn watch_bgns(
+    p: &mut Pair,
+    from: std::net::SocketAddr,
+) -> std::rc::Rc<std::cell::RefCell<Vec<u8>>> {
+    use natm_proto::wire::sscop::Pdu;
+    let seen = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let s = seen.clone();
+    p.rewrite = Box::new(move |d| {
+        if d.from != from {
+            return;
+        }
+        if let Some(Ok(Pdu::Bgn { nsq, .. })) =
+            natm_proto::wire::vcframe::signalling_pdu(&d.bytes).map(Pdu::parse)
+        {
+            s.borrow_mut().push(nsq);
+        }
+    });
+    seen
+}
+
+/// A restarted sigd whose random N(SQ) is its predecessor's (seed 49 draws what
+/// `Pair::switched`'s A, seed 1, drew: the 1-in-256 chance of a random one, seen in
+/// CI) still sends a first BGN the switch takes for a new connection: it counts
+/// on from the record of its predecessor's last one (`Core::take_sq_record`, the
+/// daemon's `sscop-sq` file). With the same N(SQ) the switch would answer BGAK,
+/// keep the old connection's sequence numbers and lose the link ~2 s later, with
+/// the reclaimed call (cause 27).
+#[test]
+fn a_restarted_sigds_first_bgn_is_never_taken_for_its_predecessors() {
+    let mut p = Pair::switched(None);
+    let a_sig = p.a.sig;
+    let (a_path, _, (_, a_call, b_app, b_call)) = p.call_ab();
+    let before = p.stat(Side::A).counters.calls_reclaimed;
+    assert_eq!(before, 0);
+    let predecessor = p.sq_files[Side::A as usize].clone();
+    let link: std::net::SocketAddr = SWITCH_PORTS[0].parse().unwrap();
+    assert_eq!(predecessor.len(), 1, "{predecessor:?}");
+    let bgns = watch_bgns(&mut p, a_sig);
+    p.restart(Side::A, 49);
+    p.advance(secs(0.2));
+    assert_eq!(
+        bgns.borrow().first().copied(),
+        Some(predecessor[&link].wrapping_add(1)),
+        "the restarted sigd's first BGN counts on from its predecessor's"
+    );
+    let (app, answer) = reclaim(&mut p, Side::A, a_call, a_path);
+    assert!(
+        matches!(answer, Message::Ack { id, .. } if id == a_call),
+        "{answer:?}"
+    );
+    p.advance(secs(60.0));
+    assert_eq!(released(&p, Side::A, app, a_call), None);
+    assert_eq!(released(&p, Side::B, b_app, b_call), None);
+    assert_eq!(switch_calls(&p), 1);
+    assert!(p.stat(Side::A).peers[0].up);
+    assert_eq!(p.stat(Side::A).counters.calls_reclaimed, 1);
+}

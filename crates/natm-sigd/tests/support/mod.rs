@@ -183,6 +183,9 @@ pub struct Pair {
     pub lose: Box<dyn FnMut(&Datagram) -> bool>,
     /// Applied to every datagram as it is sent (a peer of another kind, a tamperer).
     pub rewrite: Box<dyn FnMut(&mut Datagram)>,
+    /// Each host's record of its links' last BGN N(SQ) (the daemon's `sscop-sq`
+    /// file), kept as the daemon does and read by a restarted core.
+    pub sq_files: [HashMap<SocketAddr, u8>; 2],
     /// Every Q.2931 message sent (lost or not).
     pub trace: Trace,
     seen: HashSet<(Side, u32, Vec<u8>)>,
@@ -249,6 +252,7 @@ impl Pair {
             delay: Duration::from_micros(100),
             lose: Box::new(|_| false),
             rewrite: Box::new(|_| {}),
+            sq_files: [HashMap::new(), HashMap::new()],
             trace: Vec::new(),
             seen: HashSet::new(),
             next_req: 1,
@@ -286,6 +290,8 @@ impl Pair {
             (side, false) => config(side, ""),
         };
         *self.node(s) = Node::with_config(cfg, seed);
+        let last = self.sq_files[s as usize].clone();
+        self.node(s).core.set_last_sq(last);
         let now = self.now;
         self.node(s).core.start(now);
     }
@@ -312,6 +318,9 @@ impl Pair {
     pub fn collect(&mut self) -> bool {
         let mut any = false;
         for s in [Side::A, Side::B] {
+            if let Some(last) = self.node(s).core.take_sq_record() {
+                self.sq_files[s as usize] = last.into_iter().collect();
+            }
             loop {
                 let now = self.now;
                 let delay = self.delay;
