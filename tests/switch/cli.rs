@@ -173,6 +173,73 @@ fn a_vc_above_its_pcr_is_cut_to_its_contract() {
     );
 }
 
+/// A VC that keeps to its contract keeps every cell when the switch reads it late:
+/// the switch, stopped 300 ms (as a loaded machine may leave it without a CPU),
+/// polices each cell at the time the kernel received it. Policed by the time it was
+/// read, the 300 ms backlog was one burst far over the CDVT, and the conforming VC
+/// lost most of it (seen in CI as `natm-lab perf switchlab` policing its conforming VC).
+#[test]
+fn a_conforming_vc_the_switch_reads_late_keeps_every_cell() {
+    use rustix::process::Signal;
+    let pcr = 2000u64;
+    let (a, b, sw) = two_hosts(
+        "police-late",
+        "cell",
+        // A CDVT of 50 ms: room for the sender's own lateness (below), not for the
+        // switch's. The backlog the kernel held while the switch was stopped enters
+        // the VC's queue in one read: room for 300 ms of the VC (600 cells).
+        &format!(
+            "[[pvc]]\nfrom = \"a:0.32\"\nto = \"b:0.33\"\npcr = {pcr}\ncdvt_us = 50000\nbuffer = 1024\n"
+        ),
+    );
+    b.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let rx = std::thread::spawn(move || recv_cells(&b).len());
+    // 10 cells every 5 ms, the PCR exactly, for 1 s; the switch is stopped from 200
+    // ms to 500 ms (scenario time). A train more than one slot late is skipped, not
+    // sent in a burst with the next: the sender itself keeps to the contract.
+    let sw = std::sync::Arc::new(sw);
+    let stopper = {
+        let sw = sw.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            sw.signal(Signal::STOP);
+            std::thread::sleep(Duration::from_millis(300));
+            sw.signal(Signal::CONT);
+        })
+    };
+    let start = Instant::now();
+    let mut sent = 0u32;
+    for k in 0..200u32 {
+        let due = start + Duration::from_millis(5 * u64::from(k));
+        match due.checked_duration_since(Instant::now()) {
+            Some(d) => std::thread::sleep(d),
+            None if Instant::now() > due + Duration::from_millis(5) => continue,
+            None => {}
+        }
+        let cells: Vec<_> = (0..10)
+            .map(|_| {
+                sent += 1;
+                cell(0, 32, sent)
+            })
+            .collect();
+        send_train(&a, sw.ports["a"], &cells);
+    }
+    stopper.join().unwrap();
+    let got = rx.join().unwrap() as u64;
+    let v = sw.stat_until(|v| {
+        let c = &v["vcs"][0]["counters"];
+        c["dropped"]["policing"].as_u64().unwrap_or(0) + c["cells_out"].as_u64().unwrap_or(0)
+            == u64::from(sent)
+    });
+    assert_eq!(
+        v["vcs"][0]["counters"]["dropped"]["policing"].as_u64(),
+        Some(0),
+        "{v}"
+    );
+    assert_eq!(got, u64::from(sent), "every cell sent arrived");
+}
+
 #[test]
 fn unknown_vc_is_counted_and_sigterm_stops_cleanly() {
     let (a, _b, mut sw) = two_hosts(

@@ -179,6 +179,13 @@ impl SwitchProc {
         std::fs::read_to_string(self.dir.join("switch.log")).unwrap_or_default()
     }
 
+    /// Sends `signal` to the running switch (SIGSTOP and SIGCONT stand for a machine
+    /// that does not schedule it).
+    pub(crate) fn signal(&self, signal: rustix::process::Signal) {
+        let c = self.child.as_ref().expect("running");
+        rustix::process::kill_process(rustix::process::Pid::from_child(c), signal).unwrap();
+    }
+
     /// SIGTERM, and the exit status; fails if it does not stop in time.
     pub(crate) fn terminate(&mut self) -> ExitStatus {
         let mut c = self.child.take().expect("running");

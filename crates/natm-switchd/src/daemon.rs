@@ -650,8 +650,13 @@ impl SwitchDaemon {
                 }
             }
             link.counters.recv_calls += 1;
-            // Every datagram of the batch had arrived by now.
+            // Each datagram arrived when the kernel stamped it: a cell is policed and
+            // queued from then, not from when the switch got the CPU to read it (a
+            // conforming VC read late, in a backlog, looked like a burst). Unstamped:
+            // now, when every datagram of the batch had arrived.
             let now = at(epoch, Instant::now());
+            let wall = natm_udp::wall_clock();
+            let arrived = |stamp| now - natm_udp::stamp_age(wall, stamp).unwrap_or_default();
             // A frame port's SDUs go to the queues as slices of the area received
             // into, not copies, while areas are free.
             let area = if link.mode == LinkMode::Frame {
@@ -662,16 +667,17 @@ impl SwitchDaemon {
             let mut octets = 0;
             match &area {
                 Some(area) => {
-                    for (from, span) in self.rx.spans() {
+                    for (from, span, stamp) in self.rx.stamped_spans() {
                         octets += span.len();
                         let data = &area[span];
                         let sw = &mut self.sw;
+                        let t = arrived(stamp);
                         receive(
                             sw,
                             self.control.as_mut(),
                             link,
                             port,
-                            now,
+                            t,
                             from,
                             data,
                             Some(area),
@@ -679,10 +685,11 @@ impl SwitchDaemon {
                     }
                 }
                 None => {
-                    for (from, data) in self.rx.iter() {
+                    for (from, data, stamp) in self.rx.stamped_iter() {
                         octets += data.len();
                         let sw = &mut self.sw;
-                        receive(sw, self.control.as_mut(), link, port, now, from, data, None);
+                        let t = arrived(stamp);
+                        receive(sw, self.control.as_mut(), link, port, t, from, data, None);
                     }
                 }
             }

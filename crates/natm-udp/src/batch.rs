@@ -353,6 +353,16 @@ impl<A: Copy> RecvBatch<A> {
         StampedSpans(self.spans())
     }
 
+    /// [`RecvBatch::iter`] with each datagram's kernel receive stamp (see
+    /// [`RecvBatch::stamped_spans`]).
+    pub fn stamped_iter(&self) -> impl Iterator<Item = (A, &[u8], Option<Duration>)> {
+        let mut spans = self.stamped_spans();
+        if self.swapped {
+            spans.0.filled = &[];
+        }
+        spans.map(|(a, r, stamp)| (a, &self.buf[r], stamp))
+    }
+
     /// Length of the buffer area (every slot).
     pub fn area_len(&self) -> usize {
         self.buf.len()
@@ -508,6 +518,24 @@ impl<A: Copy> Spans<'_, A> {
     }
 }
 
+/// The realtime clock since the Unix epoch, what kernel receive stamps count: read
+/// once per receive call, beside the caller's own clock, for [`stamp_age`].
+pub fn wall_clock() -> Duration {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+}
+
+/// How long before `wall` ([`wall_clock`]) a datagram the kernel stamped `stamp`
+/// reached the host: `None` for an unstamped datagram or a stamp that makes no sense
+/// (ahead of `wall`, or a second and more behind it: the realtime clock stepped).
+/// The caller's arrival time is its own clock, read with `wall`, less this.
+pub fn stamp_age(wall: Duration, stamp: Option<Duration>) -> Option<Duration> {
+    stamp
+        .and_then(|s| wall.checked_sub(s))
+        .filter(|waited| *waited < Duration::from_secs(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -627,5 +655,23 @@ mod tests {
         r.clear();
         assert!(r.push(1, b"ok"));
         assert_eq!(r.iter().collect::<Vec<_>>(), [(1, &b"ok"[..])]);
+    }
+
+    #[test]
+    fn a_stamp_gives_its_age_and_a_stamp_that_makes_no_sense_none() {
+        let wall = Duration::from_secs(1_000);
+        let ms = Duration::from_millis;
+        assert_eq!(stamp_age(wall, Some(wall - ms(30))), Some(ms(30)));
+        assert_eq!(stamp_age(wall, None), None, "unstamped");
+        assert_eq!(
+            stamp_age(wall, Some(wall + ms(1))),
+            None,
+            "ahead of the clock"
+        );
+        assert_eq!(
+            stamp_age(wall, Some(wall - ms(1_000))),
+            None,
+            "the clock stepped"
+        );
     }
 }

@@ -25,7 +25,10 @@ pub mod port;
 mod proc_net;
 
 pub use areas::{AreaAccount, AreaPool};
-pub use batch::{Datagrams, PushError, RecvBatch, SendBatch, Spans, StampedSpans, MAX_DATAGRAM};
+pub use batch::{
+    stamp_age, wall_clock, Datagrams, PushError, RecvBatch, SendBatch, Spans, StampedSpans,
+    MAX_DATAGRAM,
+};
 pub use port::{PortOptions, PortStats, UdpPort, GRO_SLOT_LEN};
 pub use proc_net::UdpDrops;
 

@@ -585,9 +585,7 @@ impl Conn {
         let mut now = eng.clock.now();
         // The kernel stamps datagrams with the realtime clock; one read of it per
         // batch turns each stamp into the engine's clock.
-        let wall = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        let wall = natm_udp::wall_clock();
         let mut take = |n: usize, from, d: &[u8], stamp, area: Option<&Bytes>| {
             let arrived = arrival(now, wall, stamp);
             if let Some(w) = self.take_datagram(eng, now, arrived, d, Some(from), area) {
@@ -1256,17 +1254,11 @@ impl Conn {
     }
 }
 
-/// When a datagram the kernel stamped `stamp` (realtime since the epoch) reached the
-/// host, on the engine's clock, given `now` and the realtime clock `wall` read
-/// together: `now` less the time it waited, or `now` itself for an unstamped
-/// datagram or a stamp that makes no sense (ahead of `wall`, or a second old).
+/// When a datagram the kernel stamped `stamp` reached the host, on the engine's
+/// clock, given `now` and the realtime clock `wall` read together: `now` less the
+/// time it waited (`natm_udp::stamp_age`), else `now` itself.
 fn arrival(now: Instant, wall: Duration, stamp: Option<std::time::Duration>) -> Instant {
-    match stamp.and_then(|s| wall.checked_sub(s)) {
-        Some(waited) if waited < Duration::from_secs(1) => {
-            Instant::from_nanos(now.as_nanos().saturating_sub(waited.as_nanos() as u64))
-        }
-        _ => now,
-    }
+    now - natm_udp::stamp_age(wall, stamp).unwrap_or_default()
 }
 
 /// A frame for a half: clear, in the receive batch, or opened from a sealed one (its
