@@ -18,6 +18,7 @@ mod psb;
 mod qos;
 mod recv;
 pub mod rtt;
+mod rx_priority;
 mod send;
 pub(crate) mod seq;
 mod stats;
@@ -35,6 +36,7 @@ pub use config::{
 pub use psb::Psb;
 pub use qos::QosOutcome;
 pub use rtt::{RttConfig, RttEstimator, DEFAULT_MIN_HEAD_CHECK};
+pub use rx_priority::RxPriority;
 pub use stats::PsbStats;
 
 use crate::wire::tpdu::{Header, HEADER_LEN};

@@ -117,7 +117,7 @@ impl TpduType {
         matches!(self, Self::Data | Self::ConnRequest | Self::ConnAccept)
     }
 
-    fn nibble(self) -> u8 {
+    pub(crate) fn nibble(self) -> u8 {
         match self {
             Self::Data => 0,
             Self::Ack => 1,

@@ -25,6 +25,7 @@ use bytes::Bytes;
 
 use super::link::{vc_header_on, vc_of_on, Link, VC_HEADER_LEN};
 use super::oam::{self, Action, Probes, TooManyProbes};
+use super::rx_order;
 use super::Engine;
 use crate::adaptor::{RecvBatch, SendBatch};
 use crate::sched::Level;
@@ -98,6 +99,9 @@ pub(crate) struct LinkCounters {
     /// Frames: not built (no room in the batch) or not taken by the adaptor.
     pub(crate) send_errors: AtomicU64,
     pub(crate) held_by_watermark: AtomicU64,
+    /// ACKs and retransmissions handled before data that came ahead of them in the
+    /// same receive batch (seed 003's receive priority, `RxPriority`).
+    pub(crate) rx_high_first: AtomicU64,
     pub(crate) oam: OamCounters,
     pub(crate) seal: SealCounters,
 }
@@ -596,17 +600,16 @@ impl Conn {
                 now = eng.clock.now();
             }
         };
-        match &area {
-            Some(a) => {
-                for (n, (from, r, stamp)) in batch.stamped_spans().enumerate() {
-                    take(n, from, &a[r], stamp, area.as_ref());
-                }
+        let bytes: &[u8] = match &area {
+            Some(a) => &a[..],
+            None => batch.area(),
+        };
+        // seed 003: ACKs, NACKs and retransmissions first (`rx_order`).
+        for (n, d) in rx_order::in_priority_order(batch, bytes).enumerate() {
+            if d.jumped {
+                self.counters.rx_high_first.fetch_add(1, Ordering::Relaxed);
             }
-            None => {
-                for (n, (from, r, stamp)) in batch.stamped_spans().enumerate() {
-                    take(n, from, &batch.area()[r], stamp, None);
-                }
-            }
+            take(n, d.from, &bytes[d.span], d.stamp, area.as_ref());
         }
     }
 

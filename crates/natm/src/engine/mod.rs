@@ -18,6 +18,7 @@ mod gather;
 mod link;
 mod listener;
 mod oam;
+mod rx_order;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -27,6 +27,9 @@ pub struct ConnStats {
     pub refused_frames: u64,
     /// Times the receive side stopped reading at its high watermark.
     pub watermark_holds: u64,
+    /// ACKs (NACKs) and retransmissions handled before data that arrived ahead of them
+    /// in the same receive batch: seed 003's receive-side priority at work.
+    pub rx_high_first: u64,
     /// Datagrams the socket failed to send.
     pub send_errors: u64,
     /// Frames the connection's receive queue dropped because it was full, before any
@@ -176,6 +179,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         window: p.window,
         refused_frames: c.not_natm.load(Ordering::Relaxed) + c.unknown_vc.load(Ordering::Relaxed),
         watermark_holds: c.held_by_watermark.load(Ordering::Relaxed),
+        rx_high_first: c.rx_high_first.load(Ordering::Relaxed),
         send_errors: c.send_errors.load(Ordering::Relaxed),
         queue_drops: match tables {
             Some(t) => conn.link.queue_drops_in(t),
