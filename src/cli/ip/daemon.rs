@@ -21,7 +21,7 @@ use natm_proto::ip::llc::{self, Payload};
 use natm_proto::ip::node::{arp_frame, Action, Node, VcId};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
-use super::{qos, IpConfig, ARP_SAP, IP_SAP};
+use super::{pool, qos, IpConfig, ARP_SAP, IP_SAP};
 
 /// Packets queued for one VC's sender thread; past it the interface drops, as a
 /// full device queue does (TCP sees a loss, nothing blocks the other VCs).
@@ -34,8 +34,10 @@ const ARP_RECONNECT: Duration = Duration::from_secs(1);
 /// Most ATMARP server entries.
 const ARP_SERVER_ENTRIES: usize = 4096;
 /// Client VCs the ATMARP server serves at once; a caller beyond them is refused
-/// (cause 47) rather than given a thread.
+/// (cause 47).
 const ARP_MAX_CLIENTS: usize = 256;
+/// Threads serving the ATMARP server's client VCs, however many there are.
+const ARP_WORKERS: usize = 2;
 
 /// One open VC as the threads see it.
 struct VcHandle {
@@ -280,14 +282,14 @@ impl Shared {
 }
 
 /// The ATMARP server: answers client VCs on SAP `atmarp`, at most
-/// [`ARP_MAX_CLIENTS`] at once (a caller beyond them is refused with cause 47 rather
-/// than given a thread).
+/// [`ARP_MAX_CLIENTS`] at once (a caller beyond them is refused with cause 47), with
+/// [`ARP_WORKERS`] threads.
 fn serve_arp(
     host: Host,
     server: ArpServer,
     own: Vec<(IpAddr, AtmAddr)>,
     epoch: std::time::Instant,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Arc<pool::ConnPool<ArpClient>>> {
     let listener = host.bind(ARP_SAP, "reliable").with_context(|| {
         format!("cannot listen on SAP {ARP_SAP} (is another ATMARP server running on this host?)")
     })?;
@@ -300,6 +302,32 @@ fn serve_arp(
     for (ip, atm) in own {
         lock(&server).add_permanent(now(), ip, atm);
     }
+    // Every client VC's requests are served by ARP_WORKERS threads (`pool`), never a
+    // thread per VC; a reply the client's VC has no room for is dropped and counted
+    // (ATMARP clients ask again), so a client that does not read stalls no one.
+    let serve = move |client: &ArpClient, chunk: &[u8]| -> Option<Vec<u8>> {
+        let Ok((Payload::Arp, body)) = llc::parse(chunk) else {
+            return None;
+        };
+        let req = Repr::parse(body).ok()?;
+        let (outcome, reply) = {
+            let mut s = lock(&server);
+            let t = now();
+            s.expire(t);
+            s.handle(t, client.caller, &req)
+        };
+        if outcome == ServerOutcome::Refused {
+            if let Some(suppressed) = lock(&log).allow(now()) {
+                tracing::warn!(caller = %client.caller, ?req, suppressed, "ATMARP request refused");
+            }
+        }
+        reply.and_then(|r| r.to_bytes().ok()).map(|b| arp_frame(&b))
+    };
+    let pool = Arc::new(
+        pool::ConnPool::start(ARP_WORKERS, "natm-atmarp", serve)
+            .context("cannot start the ATMARP server's threads")?,
+    );
+    let clients_pool = pool.clone();
     let accepting = thread::Builder::new().name("natm-atmarp-accept".into());
     accepting
         .spawn(move || loop {
@@ -320,47 +348,28 @@ fn serve_arp(
                 let _ = call.reject(47); // resources unavailable
                 continue;
             }
+            // The slot is given back however the VC ends.
+            let slot = ClientSlot(clients.clone());
             let Ok(conn) = call.accept() else {
-                clients.fetch_sub(1, Relaxed);
                 continue;
             };
-            let (server, log) = (server.clone(), log.clone());
-            // The slot is given back however the VC ends, and if no thread starts.
-            let slot = ClientSlot(clients.clone());
-            let served = thread::Builder::new()
-                .name("natm-atmarp".into())
-                .spawn(move || {
-                    let _slot = slot;
-                    while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
-                        let Ok((Payload::Arp, body)) = llc::parse(&chunk) else {
-                            continue;
-                        };
-                        let Ok(req) = Repr::parse(body) else { continue };
-                        let (outcome, reply) = {
-                            let mut s = lock(&server);
-                            let t = now();
-                            s.expire(t);
-                            s.handle(t, caller, &req)
-                        };
-                        if outcome == ServerOutcome::Refused {
-                            let allowed = lock(&log).allow(now());
-                            if let Some(suppressed) = allowed {
-                                tracing::warn!(%caller, ?req, suppressed, "ATMARP request refused");
-                            }
-                        }
-                        if let Some(bytes) = reply.and_then(|r| r.to_bytes().ok()) {
-                            if conn.send(arp_frame(&bytes), Wait::Block).is_err() {
-                                break;
-                            }
-                        }
-                    }
-                });
-            if let Err(e) = served {
-                tracing::error!("cannot start a thread for an ATMARP client ({caller}): {e}");
-            }
+            clients_pool.add(
+                conn,
+                ArpClient {
+                    caller,
+                    _slot: slot,
+                },
+            );
         })
         .context("cannot start the ATMARP server's thread")?;
-    Ok(())
+    Ok(pool)
+}
+
+/// A client VC of the ATMARP server, as its pool's workers see it.
+pub(super) struct ArpClient {
+    /// The ATM address sigd authenticated for the call.
+    caller: AtmAddr,
+    _slot: ClientSlot,
 }
 
 /// One of the ATMARP server's [`ARP_MAX_CLIENTS`] client VCs, given back when dropped.
@@ -402,7 +411,7 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     }
     let host = Host::open(hc).map_err(|e| anyhow!("cannot start natm's engine: {e}"))?;
     let epoch = std::time::Instant::now();
-    if cfg.arp_server {
+    let arp_clients = if cfg.arp_server {
         let own = [
             cfg.ipv4.map(|x| IpAddr::V4(x.0)),
             cfg.ipv6.map(|x| IpAddr::V6(x.0)),
@@ -418,8 +427,10 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         .into_iter()
         .flatten();
         let server = ArpServer::new(ARP_SERVER_ENTRIES, SERVER_AGE).serving(subnets);
-        serve_arp(host.clone(), server, own, epoch)?;
-    }
+        Some(serve_arp(host.clone(), server, own, epoch)?)
+    } else {
+        None
+    };
     let listener = if cfg.signalled {
         Some(host.bind(IP_SAP, "ubr").with_context(|| {
             format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
@@ -496,8 +507,15 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
                 .iter()
                 .map(|(ip, e)| format!("{ip} at {}", e.atm))
                 .collect();
+            let server = arp_clients.as_ref().map_or(String::new(), |p| {
+                format!(
+                    "; ATMARP server: {} client VCs, {} replies dropped (no room on the client's VC)",
+                    p.len(),
+                    p.replies_dropped()
+                )
+            });
             eprintln!(
-                "natm ip: {c:?}; tun drops {}; {}; arp {}",
+                "natm ip: {c:?}; tun drops {}; {}; arp {}{server}",
                 s.tun_drops.load(std::sync::atomic::Ordering::Relaxed),
                 vcs.join(", "),
                 arp.join(", ")

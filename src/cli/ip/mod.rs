@@ -5,6 +5,7 @@
 //! configuration.
 
 mod daemon;
+mod pool;
 mod qos;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

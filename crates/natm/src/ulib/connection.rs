@@ -665,7 +665,7 @@ impl Connection {
 
     /// Receive the next whole message; `None` at the end of data.
     pub async fn recv_async(&self) -> Result<Option<Vec<u8>>, Error> {
-        std::future::poll_fn(|cx| self.poll_recv_msg(cx)).await
+        std::future::poll_fn(|cx| self.poll_recv(cx)).await
     }
 
     /// Receive the next piece of a message without copying it
@@ -680,7 +680,12 @@ impl Connection {
         .await
     }
 
-    fn poll_recv_msg(
+    /// The next whole message ([`Connection::recv`]) if one has arrived; `None` once
+    /// the peer has closed and everything is delivered; else `cx`'s waker is woken
+    /// when one arrives (or the connection ends). Checked and registered under the
+    /// same lock, as [`Connection::poll_recv_chunk`]: for a fixed set of threads
+    /// serving many connections, woken by the connection that has work.
+    pub fn poll_recv(
         &self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Result<Option<Vec<u8>>, Error>> {

@@ -1,0 +1,303 @@
+//! A fixed set of worker threads serving the messages of many connections (issue 31:
+//! the ATMARP server's client VCs, never a thread per VC).
+//!
+//! Each connection is a task with a waker of its own ([`Connection::poll_recv`]): the
+//! engine wakes it when a message arrives or the VC ends, which queues the task once;
+//! a worker takes it, handles up to [`BUDGET`] messages and queues it again if more
+//! wait (so one busy client cannot hold a worker while the others wait), and forgets
+//! it when its VC has ended. A reply is sent without waiting ([`Wait::No`]): a client
+//! that does not read its answers loses them (counted) rather than stalling a worker.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread;
+
+use natm::ulib::{Connection, Wait};
+
+/// Messages one task may have handled before it goes to the back of the queue.
+const BUDGET: usize = 16;
+
+/// What a pool does with one message of a connection: the reply to send, if any.
+pub(crate) type Serve<C> = dyn Fn(&C, &[u8]) -> Option<Vec<u8>> + Send + Sync;
+
+/// The pool: its workers run until it is dropped.
+pub(crate) struct ConnPool<C: Send + Sync + 'static> {
+    shared: Arc<Shared<C>>,
+}
+
+struct Shared<C> {
+    tasks: Mutex<HashMap<u64, Arc<Task<C>>>>,
+    ready: Mutex<VecDeque<u64>>,
+    wake: Condvar,
+    next_id: AtomicU64,
+    stop: AtomicBool,
+    serve: Box<Serve<C>>,
+    replies_dropped: AtomicU64,
+}
+
+struct Task<C> {
+    conn: Connection,
+    ctx: C,
+    /// Held by the worker serving the task: two workers never serve one connection
+    /// at once, so its replies keep its requests' order.
+    serving: Mutex<()>,
+    /// Queued and not yet taken by a worker: a wake-up meanwhile adds nothing.
+    queued: AtomicBool,
+    waker: Waker,
+}
+
+/// The waker of one task: queues it on the pool it belongs to.
+struct TaskWaker<C> {
+    id: u64,
+    pool: Weak<Shared<C>>,
+}
+
+impl<C: Send + Sync + 'static> Wake for TaskWaker<C> {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if let Some(pool) = self.pool.upgrade() {
+            pool.queue(self.id);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl<C> Shared<C> {
+    fn queue(&self, id: u64) {
+        let Some(task) = lock(&self.tasks).get(&id).cloned() else {
+            return;
+        };
+        if !task.queued.swap(true, Ordering::AcqRel) {
+            lock(&self.ready).push_back(id);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The next task with work, or `None` once the pool stops.
+    fn next(&self) -> Option<(u64, Arc<Task<C>>)> {
+        let mut ready = lock(&self.ready);
+        loop {
+            if self.stop.load(Ordering::Acquire) {
+                return None;
+            }
+            if let Some(id) = ready.pop_front() {
+                if let Some(task) = lock(&self.tasks).get(&id).cloned() {
+                    return Some((id, task));
+                }
+                continue;
+            }
+            ready = self
+                .wake
+                .wait(ready)
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+    }
+
+    /// Serve one task's messages, up to the budget.
+    fn serve_task(&self, id: u64, task: &Task<C>) {
+        let _serving = lock(&task.serving);
+        task.queued.store(false, Ordering::Release);
+        let mut cx = Context::from_waker(&task.waker);
+        for _ in 0..BUDGET {
+            match task.conn.poll_recv(&mut cx) {
+                Poll::Ready(Ok(Some(msg))) => {
+                    if let Some(reply) = (self.serve)(&task.ctx, &msg) {
+                        if task.conn.send(&reply, Wait::No).is_err() {
+                            self.replies_dropped.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                }
+                // The VC ended: the task (and its context) goes.
+                Poll::Ready(Ok(None) | Err(_)) => {
+                    lock(&self.tasks).remove(&id);
+                    return;
+                }
+                Poll::Pending => return,
+            }
+        }
+        // More may wait: to the back of the queue, behind the other clients.
+        self.queue(id);
+    }
+}
+
+impl<C: Send + Sync + 'static> ConnPool<C> {
+    /// Start `workers` threads named `name` that hand each message of the pool's
+    /// connections to `serve`.
+    pub(crate) fn start(
+        workers: usize,
+        name: &str,
+        serve: impl Fn(&C, &[u8]) -> Option<Vec<u8>> + Send + Sync + 'static,
+    ) -> io::Result<ConnPool<C>> {
+        let shared = Arc::new(Shared {
+            tasks: Mutex::new(HashMap::new()),
+            ready: Mutex::new(VecDeque::new()),
+            wake: Condvar::new(),
+            next_id: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            serve: Box::new(serve),
+            replies_dropped: AtomicU64::new(0),
+        });
+        for _ in 0..workers.max(1) {
+            let s = shared.clone();
+            thread::Builder::new().name(name.into()).spawn(move || {
+                while let Some((id, task)) = s.next() {
+                    s.serve_task(id, &task);
+                }
+            })?;
+        }
+        Ok(ConnPool { shared })
+    }
+
+    /// Serve `conn` until its VC ends; `ctx` is handed to each call of the pool's
+    /// `serve` for it, and dropped with the task.
+    pub(crate) fn add(&self, conn: Connection, ctx: C) {
+        let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
+        let waker = Waker::from(Arc::new(TaskWaker {
+            id,
+            pool: Arc::downgrade(&self.shared),
+        }));
+        let task = Arc::new(Task {
+            conn,
+            ctx,
+            serving: Mutex::new(()),
+            queued: AtomicBool::new(false),
+            waker,
+        });
+        lock(&self.shared.tasks).insert(id, task);
+        // Whatever arrived before the first poll registered the waker.
+        self.shared.queue(id);
+    }
+
+    /// Connections being served.
+    pub(crate) fn len(&self) -> usize {
+        lock(&self.shared.tasks).len()
+    }
+
+    /// Replies not sent because the client's VC had no room for them.
+    pub(crate) fn replies_dropped(&self) -> u64 {
+        self.shared.replies_dropped.load(Ordering::Relaxed)
+    }
+}
+
+impl<C: Send + Sync + 'static> Drop for ConnPool<C> {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        let _ready = lock(&self.shared.ready);
+        self.shared.wake.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use natm::ulib::{Host, HostConfig};
+    use std::time::{Duration, Instant};
+
+    fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+        let until = Instant::now() + Duration::from_secs(20);
+        while !f() {
+            assert!(Instant::now() < until, "timed out waiting for {what}");
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A server host whose accepted connections go to a pool of `workers` that
+    /// answer each message with it in upper case `times` times over, tagged with the
+    /// client's number.
+    fn upper_server(
+        workers: usize,
+        times: usize,
+    ) -> (Host, std::net::SocketAddr, Arc<ConnPool<usize>>) {
+        let host = Host::open(HostConfig::default()).unwrap();
+        let l = host.bind("127.0.0.1:0", "reliable").unwrap();
+        let addr = l.local_addr().unwrap();
+        let pool = Arc::new(
+            ConnPool::start(workers, "test-pool", move |n: &usize, m: &[u8]| {
+                let mut r = format!("{n}:").into_bytes();
+                for _ in 0..times {
+                    r.extend(m.to_ascii_uppercase());
+                }
+                Some(r)
+            })
+            .unwrap(),
+        );
+        let p = pool.clone();
+        thread::spawn(move || {
+            let mut n = 0;
+            while let Ok(c) = l.accept(Wait::Block) {
+                p.add(c, n);
+                n += 1;
+            }
+        });
+        (host, addr, pool)
+    }
+
+    #[test]
+    fn two_workers_answer_many_connections_in_order_and_forget_the_ended_ones() {
+        let (_server, addr, pool) = upper_server(2, 1);
+        let client = Host::open(HostConfig::default()).unwrap();
+        let conns: Vec<Connection> = (0..48)
+            .map(|_| client.connect(addr, "reliable").unwrap())
+            .collect();
+        // Every client's requests, all in flight before any answer is read.
+        for (i, c) in conns.iter().enumerate() {
+            for k in 0..3 {
+                c.send(format!("c{i} m{k}").as_bytes(), Wait::Block)
+                    .unwrap();
+            }
+        }
+        let five = Wait::For(Duration::from_secs(5));
+        let mut tags = std::collections::HashSet::new();
+        for (i, c) in conns.iter().enumerate() {
+            for k in 0..3 {
+                let r = String::from_utf8(c.recv(five).unwrap().unwrap()).unwrap();
+                let (tag, body) = r.split_once(':').unwrap();
+                assert_eq!(body, format!("C{i} M{k}"), "in order on each VC");
+                tags.insert(tag.to_owned());
+            }
+        }
+        assert_eq!(tags.len(), 48, "each connection its own task");
+        assert_eq!(pool.len(), 48);
+        drop(conns);
+        wait_until("the ended VCs to be forgotten", || pool.len() == 0);
+    }
+
+    #[test]
+    fn a_client_that_never_reads_its_answers_stalls_no_one() {
+        // One worker: a worker held by the greedy client would hold every client.
+        let (_server, addr, pool) = upper_server(1, 8);
+        let client = Host::open(HostConfig::default()).unwrap();
+        let greedy = Arc::new(client.connect(addr, "reliable").unwrap());
+        let polite = client.connect(addr, "reliable").unwrap();
+        // Answers eight times its requests, far more than its VC and buffers hold; it
+        // reads none.
+        let g = greedy.clone();
+        let flood = thread::spawn(move || {
+            let big = vec![b'x'; 4 << 10];
+            for _ in 0..2_000 {
+                if g.send(&big, Wait::Block).is_err() {
+                    break;
+                }
+            }
+        });
+        wait_until("answers to be dropped", || pool.replies_dropped() > 0);
+        let five = Wait::For(Duration::from_secs(5));
+        polite.send(b"hello", Wait::Block).unwrap();
+        let r = polite.recv(five).unwrap().unwrap();
+        assert_eq!(
+            String::from_utf8_lossy(&r),
+            format!("1:{}", "HELLO".repeat(8))
+        );
+        greedy.abort();
+        flood.join().unwrap();
+    }
+}
