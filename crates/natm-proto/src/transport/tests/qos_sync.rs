@@ -322,3 +322,29 @@ fn a_shaped_vcs_queue_keeps_its_bound_in_time_when_its_rate_changes() {
     p.tx.set_rate(4_000_000).unwrap();
     assert_eq!(at(&p), 128 * 1024);
 }
+
+/// Issue 34: a guaranteed VC's SYNC is not queued behind the data its leaky bucket
+/// holds back: with a full send buffer (hundreds of milliseconds at the rate) the
+/// probe still reads the path's round trip, not the shaper's queue.
+#[test]
+fn a_shaped_vcs_sync_rtt_is_the_paths_not_its_queue() {
+    let mut cfg = small(TransportConfig::guaranteed(10_000_000));
+    cfg.flow = FlowKind::LeakyBucket;
+    cfg.snd_buf = 256 * 1024;
+    cfg.sync_interval = Some(Duration::from_millis(100));
+    let flow = build(FlowKind::LeakyBucket, &cfg);
+    let mut p = Pair::with_flow(cfg.clone(), cfg, flow);
+    p.delay = Duration::from_millis(2);
+    let got = saturate(&mut p, Duration::from_secs(1));
+    assert!(got > 1_000_000, "the VC moved {got} bytes");
+    let queued = p.tx.send_buffered();
+    assert!(queued > 100_000, "the bucket held {queued} bytes back");
+    let s = p.tx.stats();
+    assert!(s.sync_echoes >= 5, "{} echoes", s.sync_echoes);
+    assert_eq!(p.rx.stats().acks_sent, 0, "no ACKs: the RTT is the SYNCs'");
+    let srtt = p.tx.rtt().srtt();
+    assert!(
+        srtt >= Duration::from_millis(4) && srtt < Duration::from_millis(6),
+        "srtt {srtt:?} for a 4 ms round trip behind {queued} queued bytes"
+    );
+}
