@@ -605,7 +605,7 @@ impl Conn {
             None => batch.area(),
         };
         // seed 003: ACKs, NACKs and retransmissions first (`rx_order`).
-        for (n, d) in rx_order::in_priority_order(batch, bytes).enumerate() {
+        for (n, d) in rx_order::in_priority_order(batch, bytes, !self.bare).enumerate() {
             if d.jumped {
                 self.counters.rx_high_first.fetch_add(1, Ordering::Relaxed);
             }

@@ -5,7 +5,10 @@
 //! A batch is what one receive call brought: one GRO run in frame mode (a GSO run of
 //! the peer's, where retransmissions and new DATA of one size travel together), or
 //! the frames a cell train completed (ACKs and DATA of several VCs). A lone datagram
-//! is taken as it is, without a second look at its header.
+//! is taken as it is, without a second look at its header. Only data frames of VCs
+//! that carry TPDUs are looked at: a bare AAL5 VC's SDUs (`transport=none`) have no
+//! TPDU header, whatever their first octets look like, and keep their order, as do
+//! OAM cells.
 
 use std::net::SocketAddr;
 use std::ops::Range;
@@ -13,8 +16,8 @@ use std::time::Duration;
 
 use natm_proto::transport::RxPriority;
 
-use super::link::VC_HEADER_LEN;
 use crate::adaptor::RecvBatch;
+use natm_proto::wire::vcframe;
 
 /// One datagram of a batch, in the order it is to be handled.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,12 +32,14 @@ pub(crate) struct Next {
 }
 
 /// `batch`'s datagrams in the order their PSBs get them; `area` is the batch's
-/// bytes (its own area, or the area it lent).
+/// bytes (its own area, or the area it lent). `tpdus`: the connection's VCs carry
+/// TPDUs (false for bare AAL5 VCs: arrival order, always).
 pub(crate) fn in_priority_order<'a>(
     batch: &'a RecvBatch,
     area: &'a [u8],
+    tpdus: bool,
 ) -> impl Iterator<Item = Next> + 'a {
-    let two = batch.len() > 1;
+    let two = tpdus && batch.len() > 1;
     let first = pass(batch, area, two.then_some(RxPriority::High));
     let second = two
         .then(|| pass(batch, area, Some(RxPriority::Normal)))
@@ -55,8 +60,7 @@ fn pass<'a>(
         .filter_map(move |(from, span, stamp)| {
             let mut jumped = false;
             if let Some(want) = want {
-                let tpdu = area.get(span.clone()).and_then(|d| d.get(VC_HEADER_LEN..));
-                let p = RxPriority::of_tpdu(tpdu.unwrap_or_default());
+                let p = area.get(span.clone()).map_or(RxPriority::Normal, priority);
                 if p != want {
                     normal_before |= p == RxPriority::Normal;
                     return None;
@@ -70,6 +74,15 @@ fn pass<'a>(
                 jumped,
             })
         })
+}
+
+/// The queue of one datagram: a data frame's TPDU's, else normal (OAM, anything
+/// that is not a natm frame).
+fn priority(d: &[u8]) -> RxPriority {
+    match vcframe::Repr::parse_bytes(d) {
+        Ok((h, tpdu)) if h.kind == vcframe::FrameKind::Data => RxPriority::of_tpdu(tpdu),
+        _ => RxPriority::Normal,
+    }
 }
 
 #[cfg(test)]
@@ -96,15 +109,19 @@ mod tests {
     }
 
     fn order(frames: &[Vec<u8>]) -> Vec<(u32, bool)> {
+        order_of(frames, true)
+    }
+
+    fn order_of(frames: &[Vec<u8>], tpdus: bool) -> Vec<(u32, bool)> {
         let mut batch = RecvBatch::new(frames.len(), 256);
         let from: SocketAddr = ([127, 0, 0, 1], 9).into();
         for f in frames {
             assert!(batch.push(from, f));
         }
         let area = batch.area();
-        in_priority_order(&batch, area)
+        in_priority_order(&batch, area, tpdus)
             .map(|n| {
-                let (h, _) = Header::parse_bytes(&area[n.span][VC_HEADER_LEN..]).unwrap();
+                let (h, _) = Header::parse_bytes(&area[n.span][vcframe::HEADER_LEN..]).unwrap();
                 (h.seq, n.jumped)
             })
             .collect()
@@ -143,9 +160,31 @@ mod tests {
         for f in &frames {
             assert!(batch.push(from, f));
         }
-        let spans: Vec<_> = in_priority_order(&batch, batch.area())
+        let spans: Vec<_> = in_priority_order(&batch, batch.area(), true)
             .map(|n| (n.span.len(), n.jumped))
             .collect();
         assert_eq!(spans, [(36, true), (3, false)]);
+    }
+
+    #[test]
+    fn a_bare_vcs_sdus_and_oam_cells_keep_their_order_whatever_they_hold() {
+        let none = Flags::default();
+        // SDUs of a bare AAL5 VC whose octets happen to read as an ACK or a RETX.
+        let frames = [
+            datagram(TpduType::Data, none, 1),
+            datagram(TpduType::Ack, none, 2),
+            datagram(TpduType::Data, Flags::RETX, 3),
+        ];
+        assert_eq!(
+            order_of(&frames, false),
+            [(1, false), (2, false), (3, false)]
+        );
+        // An OAM cell whose payload reads as an ACK stays where it came.
+        let mut oam = vcframe::Repr::new(vcframe::FrameKind::Oam, 0, 40)
+            .to_bytes()
+            .to_vec();
+        oam.extend_from_slice(&frames[1][vcframe::HEADER_LEN..]);
+        let frames = [datagram(TpduType::Data, none, 1), oam];
+        assert_eq!(order_of(&frames, true), [(1, false), (2, false)]);
     }
 }
