@@ -224,6 +224,13 @@ if [ "${CI:-}" = true ] && [ "$(id -u)" = 0 ]; then
     # in namespaces of their own: nothing is left behind.
     check "the units' user and capabilities are enough, and needed (scripts/package-units-test.sh)" \
       unshare --mount --net --fork bash "$root/scripts/package-units-test.sh"
+    # The units started, crashed and stopped by systemd itself, in a container.
+    if command -v systemd-nspawn >/dev/null && command -v debootstrap >/dev/null; then
+      check "systemd runs the units in a container: sandboxed, restarted, stopped (scripts/package-systemd-test.sh)" \
+        unshare --mount --fork bash "$root/scripts/package-systemd-test.sh" "$root/$deb"
+    else
+      skip "the units under systemd (no systemd-nspawn or debootstrap: apt-get install systemd-container debootstrap)"
+    fi
     if command -v systemd-analyze >/dev/null; then
       # Installed, the units' binary and man pages are where they name them.
       verify_installed() {

@@ -10,9 +10,10 @@
 # Run by scripts/package-test.sh after `dpkg -i` (CI=true), as root, as
 #   unshare --mount --net --fork bash scripts/package-units-test.sh
 # so that /dev, /run, /var/lib/natm and the network are this run's own: nothing is
-# left on the machine. setpriv stands in for the units' User= and capability lines
-# (these machines have no systemd to start them). Prints one "ok"/"FAIL" line per
-# check; exits 1 if any failed.
+# left on the machine. setpriv stands in for the units' User= and capability lines:
+# scripts/package-systemd-test.sh starts the units under systemd itself, and this
+# covers what a booted container does not (another user, a missing capability).
+# Prints one "ok"/"FAIL" line per check; exits 1 if any failed.
 set -euo pipefail
 
 [ "$(id -u)" = 0 ] || { echo "package-units-test: run as root" >&2; exit 1; }

@@ -15,12 +15,13 @@ need_pkgs=()
 # namespaces (ping, an iperf3 run, an HTTP download; it skips without them).
 # tests/linuxatm_clip.rs needs ip and ping as well (iproute2, iputils-ping).
 # scripts/package-test.sh builds the Debian package (dpkg-dev: dpkg-shlibdeps for its
-# dependencies) and checks its units (systemd: systemd-analyze, systemd-sysusers) and
-# man pages (man-db); it skips those checks without them.
+# dependencies) and checks its units (systemd: systemd-analyze, systemd-sysusers; with
+# CI=true it boots them under systemd in a container: systemd-container, debootstrap)
+# and man pages (man-db); it skips those checks without them.
 # NATM_TEST_PKGS=" " installs nothing. tests/linuxatm.rs, linuxatm_svc.rs and
 # linuxatm_clip.rs install what their QEMU guest needs themselves
 # (scripts/linuxatm/prepare.sh, cached under target/linuxatm).
-for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool iputils-ping iperf3 curl dpkg-dev systemd man-db}; do
+for p in ${NATM_TEST_PKGS:-tshark nftables iproute2 ethtool iputils-ping iperf3 curl dpkg-dev systemd systemd-container debootstrap man-db}; do
   dpkg -s "$p" >/dev/null 2>&1 || need_pkgs+=("$p")
 done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
