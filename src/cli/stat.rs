@@ -282,6 +282,9 @@ fn render(v: &Value, rates: &HashMap<String, Sample>) -> String {
         );
         line(String::new());
         line(table::render(&health_table(&calls)).trim_end().to_owned());
+        for p in send_pools(&calls) {
+            line(p);
+        }
         line(String::new());
     }
     line(table::render(&listeners_table(v)).trim_end().to_owned());
@@ -379,6 +382,29 @@ fn traffic_table(calls: &[&Value], rates: &HashMap<String, Sample>) -> comfy_tab
         ]);
     }
     t
+}
+
+/// Each application's send buffer pool (seed 001 §6: all of its host's sending VCs
+/// draw on it), once per application, from its calls' latest reports.
+fn send_pools(calls: &[&Value]) -> Vec<String> {
+    let mut seen = std::collections::BTreeMap::new();
+    for c in calls {
+        let t = &c["traffic"];
+        let n = |k: &str| t[k].as_u64().unwrap_or(0);
+        if n("send_pool_limit") > 0 {
+            seen.entry(c["pid"].as_u64().unwrap_or(0))
+                .or_insert((n("send_pool_used"), n("send_pool_limit")));
+        }
+    }
+    seen.into_iter()
+        .map(|(pid, (used, limit))| {
+            format!(
+                "send pool of pid {pid}: {} of {} queued",
+                bytes(used),
+                bytes(limit)
+            )
+        })
+        .collect()
 }
 
 /// Retransmissions and drops by cause, the flow controller's rate, queue depths, and

@@ -72,6 +72,12 @@ fn stat_shows_the_bytes_a_live_call_moved_at_both_ends() {
         assert!(n(t, "tx_tpdus") > 0 && n(t, "rx_tpdus") > 0, "{side}: {t}");
         assert!(n(t, "srtt_us") > 0, "{side}: a reliable VC has an RTT: {t}");
         assert!(n(t, "age_ms") < 5_000, "{side}: {t}");
+        // The application's send buffer pool, as its engine reports it.
+        assert_eq!(
+            n(t, "send_pool_limit"),
+            natm::ulib::DEFAULT_SEND_POOL as u64,
+            "{side}: {t}"
+        );
     }
 
     // The table view shows the traffic beside the calls.
@@ -87,6 +93,10 @@ fn stat_shows_the_bytes_a_live_call_moved_at_both_ends() {
         text.matches(id).count(),
         3,
         "the call, its traffic, its health: {text}"
+    );
+    assert!(
+        text.contains("send pool of pid ") && text.contains(" of 67.1 MB queued"),
+        "{text}"
     );
 
     // --watch: two frames, each a whole view, and it ends by itself.

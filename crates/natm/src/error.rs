@@ -15,6 +15,9 @@ pub enum WouldBlock {
     WindowFull,
     /// Sending faster than the reserved rate: the leaky bucket holds the data.
     OverRate,
+    /// The host's send buffer pool is spent: the host's VCs together hold
+    /// `EngineConfig::send_pool` octets not yet acknowledged. Wait, or block.
+    SendPool,
     /// No message has arrived yet.
     Empty,
 }

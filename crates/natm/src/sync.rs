@@ -20,7 +20,7 @@
 //! | `Scheduler` | `Engine::sched` (the driver holds it while a round of tasks runs) | `Conns` (the task's connection), the ends |
 //! | `Conns` | `Engine::conns` | `Linger` |
 //! | `Linger` | `Engine::keep` | — |
-//! | `TxEnd` | a connection's sending VC | `RxEnd`, timers, the adaptor's locks (a send) |
+//! | `TxEnd` | a connection's sending VC | `RxEnd`, timers, the send pool (a give), the adaptor's locks (a send) |
 //! | `RxEnd` | a connection's receiving VC | timers, the adaptor's locks |
 //! | `Timers` | `Engine::timers`, the driver's timer heap | — |
 //! | `AcceptQueue` | a direct listener's accept queue | — |
@@ -36,6 +36,7 @@
 //! | `MemQueue` | a mem port's receive queue | — |
 //! | `OamProbes` | a connection's OAM loopback probes waiting for answers | — |
 //! | `ConnGone` | `Conn::on_gone`, the task run when a connection is forgotten | — |
+//! | `SendPool` | `Engine::send_pool`'s gate: who sleeps on the pool | — |
 //!
 //! The UDP socket layer's locks (crate `natm-udp`: a port's peer, the receive areas'
 //! pool) are leaves outside this order: each is held only to copy a value in or out
@@ -91,6 +92,9 @@ pub(crate) enum Level {
     OamProbes,
     /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
     ConnGone,
+    /// The send buffer pool's gate (`engine::send_pool`): senders asleep on it and
+    /// async senders' wakers; taken under an end (a give) or alone (a sleeper).
+    SendPool,
 }
 
 #[cfg(debug_assertions)]

@@ -462,13 +462,13 @@ impl DataPath {
 }
 
 /// The layout of [`VcCounters`] on the wire this codec writes.
-pub const COUNTERS_LAYOUT: u8 = 3;
+pub const COUNTERS_LAYOUT: u8 = 4;
 
 /// One call's traffic counters as its application's engine counts them, both VCs
 /// (tx: the VC this side sends on; rx: the one it receives on).
 ///
-/// On the wire: `layout u8` ([`COUNTERS_LAYOUT`]), `n u8` (the field count, 25 in
-/// layout 3), then `n` u64s in the order of the fields below; an unknown value
+/// On the wire: `layout u8` ([`COUNTERS_LAYOUT`]), `n u8` (the field count, 27 in
+/// layout 4), then `n` u64s in the order of the fields below; an unknown value
 /// (`None`) is `u64::MAX`. Fields are added only with a new layout number, which
 /// a reader of this one refuses (as the version octet, ulib and sigd come from one
 /// release): decoding and encoding stay exact inverses.
@@ -529,11 +529,17 @@ pub struct VcCounters {
     /// Sealed TPDUs dropped because their packet number was seen before or is below
     /// the replay window, and clear TPDUs on an encrypted VC.
     pub drop_replayed: u64,
+    /// Octets the application's sending VCs hold in its host's send buffer pool
+    /// (seed 001 §6), this call's among them.
+    pub send_pool_used: u64,
+    /// That pool's bound, octets.
+    pub send_pool_limit: u64,
 }
 
-/// Fields of layout 3 (layout 2 had 23: no drop_bad_tag, drop_replayed; layout 1 had
-/// 21: no lost_tpdus, lost_messages).
-const COUNTER_FIELDS: usize = 25;
+/// Fields of layout 4 (layout 3 had 25: no send_pool_used, send_pool_limit; layout 2
+/// had 23: no drop_bad_tag, drop_replayed; layout 1 had 21: no lost_tpdus,
+/// lost_messages).
+const COUNTER_FIELDS: usize = 27;
 
 fn opt(v: Option<u64>) -> u64 {
     v.unwrap_or(u64::MAX)
@@ -571,6 +577,8 @@ impl VcCounters {
             self.lost_messages,
             self.drop_bad_tag,
             self.drop_replayed,
+            self.send_pool_used,
+            self.send_pool_limit,
         ]
     }
 
@@ -601,6 +609,8 @@ impl VcCounters {
             lost_messages: f[22],
             drop_bad_tag: f[23],
             drop_replayed: f[24],
+            send_pool_used: f[25],
+            send_pool_limit: f[26],
         }
     }
 
@@ -1566,9 +1576,9 @@ mod tests {
             counters: Box::new(counters),
         }
         .to_bytes();
-        // Body: version, type, req, call, layout, count, 25 u64s.
-        assert_eq!(b.len(), LEN_PREFIX + 2 + 16 + 2 + 8 * 25);
-        assert_eq!(&b[22..24], &[COUNTERS_LAYOUT, 25]);
+        // Body: version, type, req, call, layout, count, 27 u64s.
+        assert_eq!(b.len(), LEN_PREFIX + 2 + 16 + 2 + 8 * 27);
+        assert_eq!(&b[22..24], &[COUNTERS_LAYOUT, 27]);
         // Another field count or layout is refused (decoding stays the exact inverse
         // of encoding, which the fuzz target checks).
         for (at, v) in [(23, 24u8), (23, 26), (22, 2)] {

@@ -178,7 +178,7 @@ fn counters() -> impl Strategy<Value = VcCounters> {
     (
         proptest::array::uniform16(any::<u64>()),
         (known(), known(), known()),
-        any::<[u64; 2]>(),
+        any::<[u64; 4]>(),
     )
         .prop_map(|(f, (queue_drops, srtt_us, rate_bps), q)| VcCounters {
             sampled_ms: f[0],
@@ -206,6 +206,8 @@ fn counters() -> impl Strategy<Value = VcCounters> {
             lost_messages: q[1] ^ f[1],
             drop_bad_tag: q[0] ^ f[2],
             drop_replayed: q[1] ^ f[3],
+            send_pool_used: q[2],
+            send_pool_limit: q[3],
         })
 }
 

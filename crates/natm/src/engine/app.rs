@@ -49,6 +49,45 @@ fn map_send(e: SendError) -> Error {
     }
 }
 
+/// Octets a send may queue now: the VC's own send buffer and the host's pool
+/// (`engine::send_pool`), whichever has less.
+fn room(tx: &End<TxHalf>) -> usize {
+    let own = tx.half.capacity();
+    tx.pool.as_ref().map_or(own, |p| own.min(p.pool().free()))
+}
+
+/// Queue up to `len` octets of a send, drawn from the host's pool: `push(half, n)`
+/// queues the first `n` of them (ending the message only if `n == len`) and says how
+/// many it took. `whole`: all `len` or nothing. `Ok(0)` with nothing queued when the
+/// pool had too little; the VC's own refusals (buffer full, over rate, closed) are its
+/// errors, as before.
+fn push_pooled(
+    tx: &mut End<TxHalf>,
+    len: usize,
+    whole: bool,
+    push: impl FnOnce(&mut TxHalf, usize) -> Result<usize, SendError>,
+) -> Result<usize, SendError> {
+    let own = tx.half.capacity();
+    let End { half, pool, .. } = tx;
+    match pool {
+        // An empty message takes no buffer, and a full VC refuses by itself.
+        Some(share) if len > 0 && own > 0 && (!whole || own >= len) => {
+            match share.draw(len.min(own), whole, |n| push(half, n)) {
+                Some(r) => r,
+                None => {
+                    share.pool().note_held_back();
+                    Ok(0)
+                }
+            }
+        }
+        _ => push(half, len),
+    }
+}
+
+/// The pool octets a blocked partial send waits for before it tries again: enough
+/// for a useful piece, not a trickle of tiny TPDUs (the pool's silly window).
+const POOL_PIECE: usize = 64 << 10;
+
 fn connect_error(e: ConnectError) -> Error {
     match e {
         ConnectError::Config(c) => Error::Config(c),
@@ -92,6 +131,8 @@ pub(crate) struct StatsParts {
     pub(crate) recv_queued: u64,
     /// A bare VC pair's own counters (sending VC, receiving VC).
     pub(crate) bare: Option<(VcCounters, VcCounters)>,
+    /// The host's send buffer pool the sending VC draws on.
+    pub(crate) send_pool: super::SendPoolStats,
 }
 
 impl Conn {
@@ -248,7 +289,9 @@ impl Conn {
 
     /// Send one message, blocking while the window is full or the rate is exceeded.
     pub(crate) fn send_message(&self, eng: &Engine, msg: &[u8]) -> Result<(), Error> {
-        self.send_message_with(eng, msg, |half, off| half.send(&msg[off..], true))
+        self.send_message_with(eng, msg, |half, off, n| {
+            half.send(&msg[off..off + n], off + n == msg.len())
+        })
     }
 
     /// As [`Conn::send_message`], taking the application's buffer: the PSB's send
@@ -256,18 +299,18 @@ impl Conn {
     /// space (seed 000 §5.4's one copy is the kernel's, from the gathered `sendmsg`).
     /// The send buffer bound counts the slices' octets as it counts copied ones.
     pub(crate) fn send_message_bytes(&self, eng: &Engine, msg: &Bytes) -> Result<(), Error> {
-        self.send_message_with(eng, msg, |half, off| {
-            half.send_bytes(&msg.slice(off..), true)
+        self.send_message_with(eng, msg, |half, off, n| {
+            half.send_bytes(&msg.slice(off..off + n), off + n == msg.len())
         })
     }
 
-    /// The blocking send loop: `push(half, off)` queues what fits of the message from
-    /// octet `off` and says how much it took.
+    /// The blocking send loop: `push(half, off, n)` queues what fits of the message's
+    /// `n` octets from octet `off` and says how much it took.
     fn send_message_with(
         &self,
         eng: &Engine,
         msg: &[u8],
-        mut push: impl FnMut(&mut TxHalf, usize) -> Result<usize, SendError>,
+        mut push: impl FnMut(&mut TxHalf, usize, usize) -> Result<usize, SendError>,
     ) -> Result<(), Error> {
         stages::record_msg(Stage::SendCall, self.stage_key(), msg);
         let mut off = 0;
@@ -277,7 +320,7 @@ impl Conn {
                 if let Some(e) = end_error(&tx) {
                     return Err(e);
                 }
-                match push(&mut tx.half, off) {
+                match push_pooled(&mut tx, msg.len() - off, false, |h, n| push(h, off, n)) {
                     Ok(n) => off += n,
                     Err(SendError::WindowFull | SendError::OverRate) => {}
                     Err(e) => return Err(map_send(e)),
@@ -288,9 +331,44 @@ impl Conn {
             if off == msg.len() {
                 return Ok(());
             }
-            self.wait_tx(eng, None, |e| {
-                (e.half.capacity() > 0 || e.finished()).then_some(())
+            self.wait_room(eng, (msg.len() - off).min(POOL_PIECE), 1, None);
+        }
+    }
+
+    /// Wait until a send of `need` octets may go — the VC's buffer with `own` free
+    /// (1: any room) and the host's pool with `need` free — or the VC has ended, or
+    /// `timeout` passed; whether it may (or ended). The VC's own room is waited for
+    /// as before ([`Conn::wait_tx`]); the pool's on the pool, which any VC's
+    /// acknowledgement wakes.
+    fn wait_room(&self, eng: &Engine, need: usize, own: usize, timeout: Option<Duration>) -> bool {
+        let until = timeout.map(|t| std::time::Instant::now() + t);
+        let mut counted = false;
+        loop {
+            let left = until.map(|u| u.saturating_duration_since(std::time::Instant::now()));
+            let ended = self.wait_tx(eng, left, |e| {
+                (e.half.capacity() >= own || e.finished()).then(|| e.finished())
             });
+            match ended {
+                None => return false,
+                Some(true) => return true,
+                Some(false) => {}
+            }
+            let pool = &eng.send_pool;
+            if pool.free() >= need.min(pool.limit()) {
+                return true;
+            }
+            // A slice at a time, so that the VC's own end (an abort) is seen too.
+            let slice = left.map_or(super::link::READ_SLICE, |l| l.min(super::link::READ_SLICE));
+            if slice.is_zero() {
+                return false;
+            }
+            if !counted {
+                pool.note_held_back();
+                counted = true;
+            }
+            if pool.wait_free(need, slice) {
+                return true;
+            }
         }
     }
 
@@ -312,13 +390,17 @@ impl Conn {
                 if let Some(e) = end_error(&tx) {
                     return Err(e);
                 }
-                if tx.half.capacity() >= msg.len() {
+                let took = if room(&tx) >= msg.len() {
+                    push_pooled(&mut tx, msg.len(), true, |h, _| match bytes {
+                        Some(b) => h.send_bytes(b, true),
+                        None => h.send(msg, true),
+                    })
+                    .map_err(map_send)?
+                } else {
+                    0
+                };
+                if took == msg.len() {
                     stages::record_msg(Stage::SendCall, self.stage_key(), msg);
-                    match bytes {
-                        Some(b) => tx.half.send_bytes(b, true),
-                        None => tx.half.send(msg, true),
-                    }
-                    .map_err(map_send)?;
                     Some(self.flush_tx(eng, &mut tx, cv))
                 } else {
                     None
@@ -339,10 +421,7 @@ impl Conn {
     /// Wait up to `timeout` until the send buffer has room for `len` octets or the
     /// sending VC has ended; whether it did.
     pub(crate) fn wait_send_room(&self, eng: &Engine, len: usize, timeout: Duration) -> bool {
-        self.wait_tx(eng, Some(timeout), |e| {
-            (e.half.capacity() >= len || e.finished()).then_some(())
-        })
-        .is_some()
+        self.wait_room(eng, len, len, Some(timeout))
     }
 
     /// Send several messages, blocking while the window is full or the rate is
@@ -370,7 +449,11 @@ impl Conn {
                     if off == 0 {
                         stages::record_msg(Stage::SendCall, self.stage_key(), m);
                     }
-                    match tx.half.send(&m[off..], true) {
+                    let rest = m.len() - off;
+                    let pushed = push_pooled(&mut tx, rest, false, |h, n| {
+                        h.send(&m[off..off + n], n == rest)
+                    });
+                    match pushed {
                         Ok(n) if off + n == m.len() => (i, off) = (i + 1, 0),
                         Ok(n) => {
                             off += n;
@@ -393,9 +476,8 @@ impl Conn {
             if i == msgs.len() {
                 return Ok(());
             }
-            self.wait_tx(eng, None, |e| {
-                (e.half.capacity() > 0 || e.finished()).then_some(())
-            });
+            let rest = msgs[i].as_ref().len() - off;
+            self.wait_room(eng, rest.clamp(1, POOL_PIECE), 1, None);
         }
     }
 
@@ -416,11 +498,12 @@ impl Conn {
         }
         let mut taken = 0;
         for m in msgs.iter().map(AsRef::as_ref) {
-            if tx.half.capacity() < m.len() {
+            if room(&tx) < m.len() {
                 break;
             }
             stages::record_msg(Stage::SendCall, self.stage_key(), m);
-            match tx.half.send(m, true) {
+            match push_pooled(&mut tx, m.len(), true, |h, _| h.send(m, true)) {
+                Ok(0) if !m.is_empty() => break,
                 Ok(_) => taken += 1,
                 Err(e) if taken == 0 => return Err(map_send(e)),
                 // The next call hears of it; those taken leave now.
@@ -474,23 +557,40 @@ impl Conn {
         if let Some(e) = end_error(&tx) {
             return Err(e);
         }
-        if tx.half.capacity() < msg.len() {
-            let why = if tx.half.over_rate() {
+        let took = if room(&tx) >= msg.len() {
+            push_pooled(&mut tx, msg.len(), true, |h, _| push(h)).map_err(map_send)?
+        } else {
+            0
+        };
+        if took < msg.len() {
+            let why = if tx.half.capacity() >= msg.len().max(1) {
+                // The VC had room; the host's pool did not.
+                eng.send_pool.note_held_back();
+                WouldBlock::SendPool
+            } else if tx.half.over_rate() {
                 WouldBlock::OverRate
             } else {
                 WouldBlock::WindowFull
             };
             if let Some(w) = waker {
-                tx.waker = Some(w.clone());
+                if why == WouldBlock::SendPool {
+                    // Woken by whichever VC gives octets back; at once if some came
+                    // back since the attempt.
+                    if eng.send_pool.wake_on_free(msg.len(), w) {
+                        w.wake_by_ref();
+                    }
+                } else {
+                    tx.waker = Some(w.clone());
+                }
             }
             drop(tx);
             self.events.send_held(match why {
                 WouldBlock::OverRate => super::events::ConnEvent::OverRate,
+                // A spent pool reads as a full send buffer: the host's, not the VC's.
                 _ => super::events::ConnEvent::WindowFull,
             });
             return Err(Error::WouldBlock(why));
         }
-        push(&mut tx.half).map_err(map_send)?;
         let deferred = self.flush_tx(eng, &mut tx, cv);
         drop(tx);
         self.events.send_went();
@@ -512,7 +612,10 @@ impl Conn {
         if let Some(e) = end_error(&tx) {
             return Err(e);
         }
-        let n = match tx.half.send(buf, end) {
+        let pushed = push_pooled(&mut tx, buf.len(), false, |h, n| {
+            h.send(&buf[..n], end && n == buf.len())
+        });
+        let n = match pushed {
             Ok(n) => n,
             Err(SendError::WindowFull | SendError::OverRate) => 0,
             Err(e) => return Err(map_send(e)),
@@ -520,6 +623,9 @@ impl Conn {
         let deferred = self.flush_tx(eng, &mut tx, cv);
         if n < buf.len() {
             tx.waker = Some(waker.clone());
+            if tx.half.capacity() > 0 && eng.send_pool.wake_on_free(1, waker) {
+                waker.wake_by_ref();
+            }
         }
         drop(tx);
         self.defer_if(eng, deferred);
@@ -915,6 +1021,11 @@ impl Conn {
             tx.half.buffered() as u64,
             tx.half.bare_counters(),
         );
+        let send_pool = tx
+            .pool
+            .as_ref()
+            .map(|p| p.pool().stats())
+            .unwrap_or_default();
         drop(tx);
         let (rx, _) = self.rx();
         let recv_queued = match rx.half.psb() {
@@ -932,6 +1043,7 @@ impl Conn {
             send_queued,
             recv_queued,
             bare: tx_bare.zip(rx_bare),
+            send_pool,
         }
     }
 

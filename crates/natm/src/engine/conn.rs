@@ -62,6 +62,9 @@ pub(crate) struct End<H> {
     out_gather: super::gather::GatherBatch,
     /// The path's cap on a TPDU's payload last handed to the half (`Link::tpdu_cap`).
     path_cap: usize,
+    /// The sending VC's share of the engine's send buffer pool (`engine::send_pool`);
+    /// `None` on a receiving end.
+    pub(crate) pool: Option<super::send_pool::PoolShare>,
 }
 
 impl<H: Simplex> End<H> {
@@ -74,6 +77,15 @@ impl<H: Simplex> End<H> {
             out_batch: SendBatch::with_capacity(MAX_DATAGRAM),
             out_gather: Default::default(),
             path_cap: usize::MAX,
+            pool: None,
+        }
+    }
+
+    /// A sending end drawing on `pool`.
+    pub(super) fn with_pool(half: H, pool: &std::sync::Arc<super::send_pool::SendPool>) -> End<H> {
+        End {
+            pool: Some(super::send_pool::PoolShare::new(pool.clone())),
+            ..End::new(half)
         }
     }
 
@@ -283,7 +295,7 @@ impl Conn {
             bare,
             sock_connected: AtomicBool::new(peer.is_none()),
             handshake_to: peer,
-            tx: Mutex::new(sync::Level::TxEnd, End::new(tx)),
+            tx: Mutex::new(sync::Level::TxEnd, End::with_pool(tx, &eng.send_pool)),
             tx_cv: Condvar::new(),
             rx: Mutex::new(sync::Level::RxEnd, End::new(rx)),
             rx_cv: Condvar::new(),
@@ -1036,6 +1048,11 @@ impl Conn {
         if deadline != u64::MAX {
             eng.arm(self, deadline);
         }
+        // What the queue freed (acknowledged, or sent without error control) goes
+        // back to the host's pool, waking senders of other VCs asleep on it.
+        if let Some(p) = end.pool.as_mut() {
+            p.settle(end.half.send_queued());
+        }
         let progress = woke || end.half.has_progress();
         if progress && end.waiters > 0 {
             cv.notify_all();
@@ -1320,6 +1337,8 @@ pub(crate) trait Progress {
     /// The path carries at most `cap` payload octets per TPDU unfragmented (a
     /// sender cuts its TPDUs to it; a receiver has nothing to cut).
     fn set_path_cap(&mut self, cap: usize);
+    /// Octets queued to send and not yet acknowledged (0 on a receiving end).
+    fn send_queued(&self) -> usize;
 }
 
 impl Progress for TxHalf {
@@ -1329,6 +1348,9 @@ impl Progress for TxHalf {
     fn set_path_cap(&mut self, cap: usize) {
         TxHalf::set_path_cap(self, cap);
     }
+    fn send_queued(&self) -> usize {
+        self.buffered()
+    }
 }
 
 impl Progress for RxHalf {
@@ -1336,4 +1358,7 @@ impl Progress for RxHalf {
         self.readable() > 0
     }
     fn set_path_cap(&mut self, _cap: usize) {}
+    fn send_queued(&self) -> usize {
+        0
+    }
 }

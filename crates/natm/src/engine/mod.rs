@@ -19,6 +19,7 @@ mod link;
 mod listener;
 mod oam;
 mod rx_order;
+mod send_pool;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -34,6 +35,7 @@ pub(crate) use link::{Link, UdpLink};
 pub use link::{LinkMode, Network, DEFAULT_TRAIN_CELLS};
 pub(crate) use listener::ListenerShared;
 pub(crate) use oam::MAX_OUTSTANDING as MAX_OAM_PROBES;
+pub use send_pool::{SendPoolStats, DEFAULT_SEND_POOL};
 
 use crate::adaptor::RecvBatch;
 use crate::sched::Scheduler;
@@ -101,6 +103,12 @@ pub struct EngineConfig {
     /// cells in trains (`Cell`). Both ends of a connection must agree; the mem
     /// adaptor always carries frames.
     pub link_mode: LinkMode,
+    /// The send buffer pool all of the host's sending VCs draw on, octets (seed 001
+    /// §6; [`DEFAULT_SEND_POOL`]): each VC queues at most its own send buffer and all
+    /// of them together at most this. A send that finds it spent waits (or hears
+    /// [`WouldBlock::SendPool`](crate::WouldBlock::SendPool)) until another VC's
+    /// octets are acknowledged.
+    pub send_pool: usize,
 }
 
 /// Pin the calling thread to `cpus` (Linux `sched_setaffinity`). `InvalidInput` for an
@@ -145,6 +153,7 @@ impl Default for EngineConfig {
             driver_nice: Some(-10),
             driver_cpus: None,
             link_mode: LinkMode::Frame,
+            send_pool: DEFAULT_SEND_POOL,
         }
     }
 }
@@ -224,6 +233,8 @@ pub(crate) struct Engine {
     buffers: Mutex<Vec<RecvBatch>>,
     /// Receive areas that came home from the connections they were lent to.
     pub(crate) rx_areas: Arc<natm_udp::AreaPool>,
+    /// The send buffer pool every sending VC draws on (`EngineConfig::send_pool`).
+    pub(crate) send_pool: Arc<send_pool::SendPool>,
 }
 
 /// Receive batches kept for reuse; more concurrent readers allocate their own.
@@ -239,6 +250,7 @@ impl Engine {
         let registry = poll.registry().try_clone()?;
         let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(WAKER_TOKEN))?);
         let driver_waker = waker.clone();
+        let send_pool = send_pool::SendPool::new(cfg.send_pool);
         let eng = Arc::new(Engine {
             clock: Clock {
                 start: std::time::Instant::now(),
@@ -262,6 +274,7 @@ impl Engine {
             driver_raised: AtomicBool::new(false),
             buffers: Mutex::new(Level::Buffers, Vec::new()),
             rx_areas: natm_udp::AreaPool::new(natm_udp::areas::MAX_HOME, usize::MAX),
+            send_pool,
         });
         let weak = Arc::downgrade(&eng);
         let cpus = eng.cfg.driver_cpus.clone();

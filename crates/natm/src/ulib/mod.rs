@@ -65,8 +65,8 @@ use natm_proto::endpoint::{BareConfig, BareParams};
 
 pub use crate::adaptor::MemNetwork;
 pub use crate::engine::{
-    current_cpus, pin_current_thread, ConnEvent, LinkMode, Network, Watermarks,
-    DEFAULT_TRAIN_CELLS, EVENT_QUEUE,
+    current_cpus, pin_current_thread, ConnEvent, LinkMode, Network, SendPoolStats, Watermarks,
+    DEFAULT_SEND_POOL, DEFAULT_TRAIN_CELLS, EVENT_QUEUE,
 };
 
 /// How a host runs.
@@ -712,6 +712,13 @@ impl Host {
                 address: address.to_owned(),
             })
             .map(|_| ())
+    }
+
+    /// The send buffer pool every sending VC of this host draws on (seed 001 §6,
+    /// `HostConfig::engine.send_pool`): its bound, what the VCs hold now and at most,
+    /// and how many sends it held back.
+    pub fn send_pool(&self) -> SendPoolStats {
+        self.eng.send_pool.stats()
     }
 
     /// The configuration.

@@ -355,6 +355,8 @@ fn vc_counters(s: &ConnStats, sampled_ms: u64) -> VcCounters {
         lost_messages: rx.messages_lost,
         drop_bad_tag: s.seal.map_or(0, |x| x.bad_tag),
         drop_replayed: s.seal.map_or(0, |x| x.replayed),
+        send_pool_used: s.send_pool.used,
+        send_pool_limit: s.send_pool.limit,
     }
 }
 

@@ -40,6 +40,9 @@ pub struct ConnStats {
     pub send_queued: u64,
     /// Bytes held on the receiving VC: out of order, or not yet read.
     pub recv_queued: u64,
+    /// The host's send buffer pool, which this connection's sending VC draws on with
+    /// every other sending VC of the host (seed 001 §6, `EngineConfig::send_pool`).
+    pub send_pool: crate::engine::SendPoolStats,
     /// The cell mode's counters (trains, cells, HEC corrections, reassembly drops,
     /// datagrams that were not trains); `None` in frame mode.
     pub cells: Option<crate::adaptor::CellStats>,
@@ -187,6 +190,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         },
         send_queued: p.send_queued,
         recv_queued: p.recv_queued,
+        send_pool: p.send_pool,
         cells: conn.link.cell_stats(),
         port: conn.link.port_stats(),
         bare: p.bare.map(|(tx, rx)| BareStats { tx, rx }),

@@ -12,5 +12,6 @@ mod oam_loopback;
 mod owned_buffers;
 mod refusals;
 mod send_many;
+mod send_pool;
 mod udp;
 mod udp_adaptor;
