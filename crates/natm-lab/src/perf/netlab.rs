@@ -160,42 +160,16 @@ impl Net {
         // carry a complete checksum (shared/NETLAB.md).
         let tx: &[&str] = if delay_line { &["tx", "off"] } else { &[] };
         net.offloads_off = ethtool
-            && [(a, "va"), (b, "vb")].iter().all(|(ns, dev)| {
-                let mut args = vec![
-                    "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off",
-                    "gro", "off",
-                ];
-                args.extend_from_slice(tx);
-                sh(&args).is_ok()
-            });
+            && [(a, "va"), (b, "vb")]
+                .iter()
+                .all(|(ns, dev)| offloads_off(ns, dev, tx));
         if delay_line && !net.offloads_off {
             anyhow::bail!(
                 "a delay line needs checksum and segmentation offloads off on the veth ends \
                  (Debian: apt-get install ethtool)"
             );
         }
-        // With offloads on, the qdisc sees packets of up to 64 KiB; tbf drops any packet
-        // larger than its bucket.
-        let burst = if net.offloads_off { "32kbit" } else { "80kb" };
-        sh(&[
-            "ip",
-            "netns",
-            "exec",
-            a,
-            "tc",
-            "qdisc",
-            "add",
-            "dev",
-            "va",
-            "root",
-            "tbf",
-            "rate",
-            &format!("{rate_bps}bit"),
-            "burst",
-            burst,
-            "latency",
-            "50ms",
-        ])?;
+        limit_rate(a, "va", rate_bps, net.offloads_off)?;
         Ok(net)
     }
 
@@ -309,17 +283,63 @@ impl Net {
 
     /// Start this binary with `args` inside namespace `ns`, stdout and stderr piped.
     pub(crate) fn spawn(&self, ns: &str, args: &[String]) -> anyhow::Result<Child> {
-        let exe = std::env::current_exe().context("own executable")?;
-        Command::new(which("ip").unwrap_or_else(|| "ip".into()))
-            .args(["netns", "exec", ns])
-            .arg(exe)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .with_context(|| format!("cannot start a peer in {ns}"))
+        spawn_in(ns, args, Stdio::null())
     }
+}
+
+/// Turn segmentation offloads (and the `extra` ones, e.g. `tx off`) off on `dev` in
+/// `ns`, so that a qdisc sees real packet sizes; whether ethtool could.
+pub(crate) fn offloads_off(ns: &str, dev: &str, extra: &[&str]) -> bool {
+    let mut args = vec![
+        "ip", "netns", "exec", ns, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off",
+    ];
+    args.extend_from_slice(extra);
+    which("ethtool").is_some() && sh(&args).is_ok()
+}
+
+/// A `tbf` rate limit of `rate_bps` on what leaves `dev` in `ns`.
+pub(crate) fn limit_rate(
+    ns: &str,
+    dev: &str,
+    rate_bps: u64,
+    offloads_off: bool,
+) -> anyhow::Result<()> {
+    // With offloads on, the qdisc sees packets of up to 64 KiB; tbf drops any packet
+    // larger than its bucket.
+    let burst = if offloads_off { "32kbit" } else { "80kb" };
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        ns,
+        "tc",
+        "qdisc",
+        "add",
+        "dev",
+        dev,
+        "root",
+        "tbf",
+        "rate",
+        &format!("{rate_bps}bit"),
+        "burst",
+        burst,
+        "latency",
+        "50ms",
+    ])
+}
+
+/// Start this binary with `args` inside namespace `ns`, stdout and stderr piped.
+pub(crate) fn spawn_in(ns: &str, args: &[String], stdin: Stdio) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe().context("own executable")?;
+    Command::new(which("ip").unwrap_or_else(|| "ip".into()))
+        .args(["netns", "exec", ns])
+        .arg(exe)
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("cannot start a peer in {ns}"))
 }
 
 impl Drop for Net {
