@@ -24,6 +24,8 @@ mod latency;
 mod livelock;
 #[cfg(feature = "quic")]
 mod loss;
+#[cfg(feature = "quic")]
+mod mesh;
 mod multipoint;
 mod natm;
 mod natm_sig;
@@ -109,6 +111,16 @@ pub(crate) enum PerfCmd {
     #[cfg(feature = "quic")]
     #[command(hide = true)]
     LossPeer(loss::PeerArgs),
+    /// Issue 33: a mesh of `natm switch` processes with routing, each switch and host
+    /// in its own network namespace, trunks as rate-limited veth pairs: convergence,
+    /// calls between every host pair, setups per second, failover after a trunk cut;
+    /// needs root, ip and tc.
+    #[cfg(feature = "quic")]
+    Mesh(mesh::MeshArgs),
+    /// A host of `natm-lab perf mesh`, run inside its namespace.
+    #[cfg(feature = "quic")]
+    #[command(hide = true)]
+    MeshHost(mesh::HostArgs),
     /// The delay line of `natm-lab perf loss --rtt`, run in the middle namespace.
     #[cfg(feature = "quic")]
     #[command(hide = true)]
@@ -333,6 +345,10 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::LossPeer(a) => loss::peer(&a),
         #[cfg(feature = "quic")]
         PerfCmd::DelayLine(a) => delayline::run(&a),
+        #[cfg(feature = "quic")]
+        PerfCmd::Mesh(a) => drive(&a),
+        #[cfg(feature = "quic")]
+        PerfCmd::MeshHost(a) => mesh::host_run(&a),
         PerfCmd::Calls(a) => drive(&a),
         PerfCmd::CallsLoad(a) => drive(&a),
         PerfCmd::Scale(a) => drive(&a),
