@@ -9,7 +9,8 @@
 //! One algorithm per file: [`leaky_bucket`] (open loop, guaranteed VCs, seed 000
 //! §5.3.4), [`packet_pair`] with its [`estimator`] (feedback on round-robin networks,
 //! §5.3.3), [`window`] (feedback on FIFO networks), and [`gcra`], the cell-rate
-//! policing and shaping arithmetic a switch uses too. [`build`] makes the one a
+//! policing and shaping arithmetic a switch uses too, and [`cell_pacer`], which
+//! spaces a VC's cells one by one (seed 001 §7's cell-level smoothing). [`build`] makes the one a
 //! [`FlowKind`] names; [`contract`] holds any of them to a guaranteed VC's traffic
 //! contract (the PSB wraps every sender's controller in it).
 
@@ -18,6 +19,7 @@ use std::time::Duration;
 use crate::time::Instant;
 pub use crate::wire::qos::FlowKind;
 
+pub mod cell_pacer;
 pub mod contract;
 pub mod estimator;
 pub mod gcra;
@@ -25,6 +27,7 @@ pub mod leaky_bucket;
 pub mod packet_pair;
 pub mod window;
 
+pub use cell_pacer::{CellPacer, PacerStats};
 pub use contract::{Contract, Contracted};
 pub use estimator::{FuzzyEstimator, MedianFilter};
 pub use gcra::{Conformance, DualGcra, Gcra, GcraBucket};

@@ -2,8 +2,8 @@
 //! formats (`props/text.rs`) and of the IPC codec that carries them (`props/ipc.rs`).
 
 use natm_proto::wire::qos::{
-    Aal, FlowKind, Qos, Rate, Semantics, Service, TrafficClass, TrafficParams, TransportKind,
-    TransportParams,
+    Aal, FlowKind, Qos, Rate, Semantics, Service, Smoothing, TrafficClass, TrafficParams,
+    TransportKind, TransportParams,
 };
 use proptest::option;
 use proptest::prelude::*;
@@ -79,11 +79,16 @@ fn transport() -> impl Strategy<Value = TransportParams> {
             option::weighted(0.2, prop_oneof![65_000u32..1 << 24, Just(64 * 1024)]),
             option::weighted(0.3, any::<bool>()),
             option::weighted(0.2, prop_oneof![1u32..=10_000_000, Just(20_000)]),
+            option::weighted(
+                0.2,
+                prop_oneof![Just(Smoothing::Frame), Just(Smoothing::Cell)],
+            ),
         ),
     )
         .prop_map(
             |((service, error_control, flow, semantics, tpdu_size), rest)| {
-                let (window, max_msg, outstanding, priority, bucket, encrypt, delay) = rest;
+                let (window, max_msg, outstanding, priority, bucket, encrypt, delay, smoothing) =
+                    rest;
                 TransportParams {
                     kind: TransportKind::Natm,
                     service,
@@ -99,6 +104,7 @@ fn transport() -> impl Strategy<Value = TransportParams> {
                     bucket,
                     delay,
                     encrypt,
+                    smoothing,
                 }
             },
         )

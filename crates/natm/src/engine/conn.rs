@@ -65,6 +65,9 @@ pub(crate) struct End<H> {
     /// The sending VC's share of the engine's send buffer pool (`engine::send_pool`);
     /// `None` on a receiving end.
     pub(crate) pool: Option<super::send_pool::PoolShare>,
+    /// The sending VC's cell pacer (`smooth=cell` on a cell-mode link,
+    /// `engine::smoother`); `None`: a frame's cells leave back to back.
+    pub(crate) smoother: Option<super::smoother::CellSmoother>,
 }
 
 impl<H: Simplex> End<H> {
@@ -78,6 +81,7 @@ impl<H: Simplex> End<H> {
             out_gather: Default::default(),
             path_cap: usize::MAX,
             pool: None,
+            smoother: None,
         }
     }
 
@@ -329,6 +333,24 @@ impl Conn {
         eng.add_conn(conn.clone())?;
         conn.flush_both(eng);
         Ok(conn)
+    }
+
+    /// Space the sending VC's cells at `cells_per_sec` from now on (`smooth=cell`,
+    /// `engine::smoother`); nothing changes for `None` or unless the link is in cell
+    /// mode (a frame-mode link has no cells to space: its frames are smoothed by the
+    /// transport's shaper alone).
+    pub(crate) fn smooth_cells(&self, eng: &Engine, cells_per_sec: Option<u64>) {
+        let Some(rate) = cells_per_sec.filter(|_| self.link.is_cell()) else {
+            return;
+        };
+        let (mut end, cv) = self.tx();
+        end.smoother = Some(super::smoother::CellSmoother::new(rate));
+        self.after(eng, Which::Tx, &mut end, cv, eng.clock.now(), usize::MAX);
+    }
+
+    /// The cell pacer's counters, if the sending VC is cell-smoothed.
+    pub(crate) fn pacer_stats(&self) -> Option<natm_proto::flow::PacerStats> {
+        self.tx().0.smoother.as_ref().map(|s| s.stats())
     }
 
     /// Send what both ends hold and arm their timers.
@@ -950,7 +972,7 @@ impl Conn {
             };
             let len = VC_HEADER_LEN + sdu.len();
             if batch.check(len).is_err() {
-                self.send_batch(&batch, peer);
+                self.emit(&mut end.smoother, &batch, peer, now);
                 batch.clear();
             }
             let pushed = batch.push_with(len, |out| {
@@ -1007,7 +1029,7 @@ impl Conn {
             };
             let len = VC_HEADER_LEN + t.len() + overhead;
             if batch.check(len).is_err() {
-                self.send_batch(&batch, peer);
+                self.emit(&mut end.smoother, &batch, peer, now);
                 batch.clear();
             }
             // A TPDU whose seal fails (its packet numbers spent) is not added to the
@@ -1030,9 +1052,13 @@ impl Conn {
             sent += 1;
         }
         if !batch.is_empty() {
-            self.send_batch(&batch, peer);
+            self.emit(&mut end.smoother, &batch, peer, now);
         }
         end.out_batch = batch;
+        // A cell-smoothed VC's cells whose slots came, with or without new frames.
+        if let Some(s) = end.smoother.as_mut() {
+            self.send_due(s, peer, now);
+        }
         let mut woke = false;
         while let Some(ev) = end.half.poll_event() {
             woke = true;
@@ -1040,7 +1066,13 @@ impl Conn {
                 self.events.push(ev);
             }
         }
-        let deadline = end.half.poll_timeout().map_or(u64::MAX, |t| t.as_nanos());
+        let deadline = end
+            .half
+            .poll_timeout()
+            .into_iter()
+            .chain(end.smoother.as_ref().and_then(|s| s.next()))
+            .min()
+            .map_or(u64::MAX, |t| t.as_nanos());
         match which {
             Which::Tx => self.tx_deadline.store(deadline, Ordering::Release),
             Which::Rx => self.rx_deadline.store(deadline, Ordering::Release),
@@ -1077,6 +1109,45 @@ impl Conn {
         }
     }
 
+    /// Send `batch` now, or hand its frames to the VC's cell pacer, which sends the
+    /// cells whose slots have come.
+    fn emit(
+        &self,
+        smoother: &mut Option<super::smoother::CellSmoother>,
+        batch: &SendBatch,
+        peer: Option<SocketAddr>,
+        now: Instant,
+    ) {
+        match smoother {
+            Some(s) => {
+                s.push(now, batch);
+                self.send_due(s, peer, now);
+            }
+            None => self.send_batch(batch, peer),
+        }
+    }
+
+    /// Send the cells of `s` due at `now`.
+    fn send_due(
+        &self,
+        s: &mut super::smoother::CellSmoother,
+        peer: Option<SocketAddr>,
+        now: Instant,
+    ) {
+        let (bytes, unit) = s.due(now);
+        if bytes.is_empty() {
+            return;
+        }
+        let n = bytes.len() / unit;
+        let r = self.link.send_units(bytes, unit, peer);
+        let unsent = n - r.map_or(0, |k| k.min(n));
+        if unsent > 0 {
+            self.counters
+                .send_errors
+                .fetch_add(unsent as u64, Ordering::Relaxed);
+        }
+    }
+
     fn send_batch(&self, batch: &SendBatch, peer: Option<SocketAddr>) {
         stages::record(Stage::TxStart, self.stage_key());
         let r = self.link.send_batch(batch, peer);
@@ -1098,7 +1169,10 @@ impl Conn {
     pub(crate) fn on_timer(&self, eng: &Engine, now: Instant) {
         if self.tx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
             let (mut end, cv) = self.tx();
-            end.half.handle_timeout(now);
+            // The deadline may be a paced cell's slot rather than the half's own.
+            if end.half.poll_timeout().is_some_and(|t| t <= now) {
+                end.half.handle_timeout(now);
+            }
             self.after(eng, Which::Tx, &mut end, cv, now, usize::MAX);
         }
         if self.rx_deadline.load(Ordering::Acquire) <= now.as_nanos() {

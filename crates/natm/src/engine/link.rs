@@ -439,6 +439,28 @@ impl Link {
         }
     }
 
+    /// Whether frames leave as cells (a UDP link in cell mode).
+    pub(crate) fn is_cell(&self) -> bool {
+        matches!(self, Link::Udp(l) if l.cells.is_some())
+    }
+
+    /// Send cell trains already laid out, `unit` octets each, back to back in
+    /// `bytes` (a cell-smoothed VC's due cells, `engine::smoother`); returns how
+    /// many went out. Cell mode only: elsewhere nothing is sent.
+    pub(crate) fn send_units(
+        &self,
+        bytes: &[u8],
+        unit: usize,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        match self {
+            Link::Udp(l) if l.cells.is_some() => {
+                l.send_run(bytes, unit, bytes.len() / unit.max(1), to)
+            }
+            _ => Ok(0),
+        }
+    }
+
     /// The most payload one TPDU may carry on this link without IP fragmentation,
     /// `sealed` or not: on a frame-mode UDP link, the path MTU less the IP, UDP, VC
     /// and TPDU headers (and the seal); `usize::MAX` where the link sets no bound (a

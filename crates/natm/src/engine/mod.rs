@@ -20,6 +20,7 @@ mod listener;
 mod oam;
 mod rx_order;
 mod send_pool;
+mod smoother;
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};

@@ -148,6 +148,7 @@ impl Connection {
             (random_cookie(), random_cookie()),
             timeout,
         )?;
+        conn.smooth_cells(&eng, r.cell_rate);
         Ok(Connection::from_conn(eng, conn))
     }
 

@@ -232,6 +232,9 @@ pub(crate) struct Resolved {
     pub(crate) weight: u32,
     /// A bare AAL5 VC pair (`transport=none`): the sending and receiving VCs' setup.
     pub(crate) bare: Option<(BareConfig, BareConfig)>,
+    /// `smooth=cell`: the cell rate its sending VC's cells are spaced at (seed 001
+    /// §7), where the link is in cell mode.
+    pub(crate) cell_rate: Option<u64>,
 }
 
 impl Resolved {
@@ -301,6 +304,7 @@ impl Host {
                 level,
                 weight,
                 bare: Some((tx, rx)),
+                cell_rate: q.smoothing_cells(),
             });
         }
         let (level, weight) = match q.service() {
@@ -313,6 +317,7 @@ impl Host {
             level,
             weight,
             bare: None,
+            cell_rate: q.smoothing_cells(),
         })
     }
 
@@ -477,6 +482,7 @@ impl Host {
             rx,
         };
         let conn = Conn::open_bare(&self.eng, link, params, (r.level, r.weight))?;
+        conn.smooth_cells(&self.eng, r.cell_rate);
         Ok(Connection::from_conn(self.eng.clone(), conn))
     }
 
@@ -657,6 +663,7 @@ impl Host {
                 keys.as_ref(),
             )?,
         };
+        conn.smooth_cells(&self.eng, r.cell_rate);
         session.established(call, &conn, kept, data);
         let granted = Granted {
             tx_bps: granted_bps,

@@ -46,6 +46,9 @@ pub struct ConnStats {
     /// The cell mode's counters (trains, cells, HEC corrections, reassembly drops,
     /// datagrams that were not trains); `None` in frame mode.
     pub cells: Option<crate::adaptor::CellStats>,
+    /// The cell pacer of a cell-smoothed sending VC (`smooth=cell` on a cell-mode
+    /// link, seed 001 §7): cells sent, frames shed, the deepest backlog, late cells.
+    pub pacer: Option<natm_proto::flow::PacerStats>,
     /// The connection's UDP socket: datagrams and octets it handed to the kernel and
     /// took from it (VC headers or cell trains included), and the system calls that
     /// did it; `None` on an in-memory link.
@@ -192,6 +195,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         recv_queued: p.recv_queued,
         send_pool: p.send_pool,
         cells: conn.link.cell_stats(),
+        pacer: conn.pacer_stats(),
         port: conn.link.port_stats(),
         bare: p.bare.map(|(tx, rx)| BareStats { tx, rx }),
         oam: {

@@ -57,3 +57,49 @@ fn a_frame_mode_caller_cannot_reach_a_cell_mode_listener() {
         Err(Error::Unreachable(_))
     ));
 }
+
+/// `smooth=cell` (seed 001 §7): the caller's sending VC puts every cell in a datagram
+/// of its own, paced by its cell pacer, and the data still arrives whole; without
+/// it the same VC sends a frame's cells in full trains.
+#[test]
+fn a_cell_smoothed_vc_sends_every_cell_on_its_own_and_delivers_whole() {
+    let cell = LinkMode::Cell { train: 32 };
+    for (qos, smoothed) in [
+        ("cbr:pcr=20Mbps,smooth=cell", true),
+        ("cbr:pcr=20Mbps", false),
+    ] {
+        let (a, b) = (host(cell), host(cell));
+        let l = b.bind("127.0.0.1:0", "cbr:pcr=20Mbps").unwrap();
+        let addr = l.local_addr().unwrap();
+        let t = std::thread::spawn(move || {
+            let c = l.accept(Wait::Block).unwrap();
+            let mut got = Vec::new();
+            while got.len() < 200_000 {
+                match c.recv(Wait::For(Duration::from_secs(10))).unwrap() {
+                    Some(m) => got.extend_from_slice(&m),
+                    None => break,
+                }
+            }
+            (got, c.stats().cells.expect("cell mode counts cells"))
+        });
+        let c = a.connect(addr, qos).unwrap();
+        let data: Vec<u8> = (0..200_000u32).map(|i| (i * 13 + i / 97) as u8).collect();
+        for m in data.chunks(4_000) {
+            c.send(m, Wait::Block).unwrap();
+        }
+        let (got, rx) = t.join().unwrap();
+        assert_eq!(got, data, "{qos}");
+        let pacer = c.stats().pacer;
+        if smoothed {
+            let p = pacer.expect("a smoothed VC has a pacer");
+            assert!(p.units_sent + 8 >= rx.sar.cells, "{qos}: {p:?} {rx:?}");
+            assert_eq!(p.shed_frames, 0, "{qos}: {p:?}");
+            // Every data train carries one cell (the handshake's came before the
+            // pacer, a few at most).
+            assert!(rx.trains_in + 8 >= rx.sar.cells, "{qos}: {rx:?}");
+        } else {
+            assert!(pacer.is_none(), "{qos}");
+            assert!(rx.trains_in * 10 < rx.sar.cells, "{qos}: {rx:?}");
+        }
+    }
+}

@@ -56,11 +56,31 @@ impl Qos {
     pub fn payload_cells(&self, cells: u64) -> u64 {
         payload_cells(cells, self.frame_payload())
     }
+
+    /// The cell rate a `smooth=cell` sender spaces its cells at: its peak rate
+    /// (`pcr`, else `max_pcr`, else `min_pcr`) in cells on the wire, what a switch
+    /// polices it at; `None` unless it asked for cell-level smoothing.
+    pub fn smoothing_cells(&self) -> Option<u64> {
+        if self.resolved_transport(false).smoothing != super::Smoothing::Cell {
+            return None;
+        }
+        let tx = self.tx();
+        let rate = tx.pcr.or(tx.max_pcr).or(tx.min_pcr)?;
+        Some(self.wire_cells(rate.cells_per_sec()?))
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cell_smoothed_sender_spaces_cells_at_its_policed_rate() {
+        let q: Qos = "cbr:pcr=4Mbps,smooth=cell".parse().unwrap();
+        assert_eq!(q.smoothing_cells(), Some(10_621));
+        let q: Qos = "cbr:pcr=4Mbps".parse().unwrap();
+        assert_eq!(q.smoothing_cells(), None);
+    }
 
     #[test]
     fn wire_cells_count_the_frames_overhead_and_come_back() {

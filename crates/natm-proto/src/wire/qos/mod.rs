@@ -49,7 +49,8 @@
 //!            | "tpdu" "=" ( bytes | "auto" )              (* auto: adaptive *)
 //!            | ( "msg" | "bucket" ) "=" bytes
 //!            | ( "window" | "outstanding" | "prio" ) "=" integer
-//!            | "delay" "=" number [ "us" | "ms" | "s" ] ;    (* default µs *)
+//!            | "delay" "=" number [ "us" | "ms" | "s" ]     (* default µs *)
+//!            | "smooth" "=" ( "frame" | "cell" ) ;       (* seed 001 §7 *)
 //! rate       = "max" | number [ [ multiplier ] ( "bps" | "cps" ) ] ;  (* bare: cells/s *)
 //! bytes      = number [ multiplier [ "i" ] ] [ "B" ] ;  (* k = 1000, ki = 1024 *)
 //! multiplier = "k" | "K" | "m" | "M" | "g" | "G" ;    (* 10^3, 10^6, 10^9; m is mega *)
@@ -63,8 +64,8 @@
 //! `transport=none` says the VC carries bare AAL5 SDUs, as a Linux-ATM socket sends
 //! them: no natm TPDU header, handshake, acknowledgement or retransmission; one message
 //! is one SDU, bounded per direction by `max_sdu` (default [`DEFAULT_MAX_SDU`]). It
-//! excludes every other transport parameter and the named services (which are natm
-//! transport services): `cbr:pcr=10Mbps,transport=none` is a bare CBR VC, and
+//! excludes every other transport parameter but `smooth` (the adaptor's, see
+//! [`Smoothing`]) and the named services (which are natm transport services): `cbr:pcr=10Mbps,transport=none` is a bare CBR VC, and
 //! `reliable:transport=none` is a [`QosConflict::ServiceOnBare`]. It needs AAL5.
 //! `transport=natm` is the default and is never printed.
 //!
@@ -257,6 +258,19 @@ pub enum Semantics {
     Stream,
 }
 
+/// How the host adaptor spaces a VC's cells (`smooth=`, seed 001 §7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Smoothing {
+    /// Packet-level smoothing (`smooth=frame`, the default): the VC's frames are
+    /// spaced at its rate, and each frame's cells leave back to back.
+    #[default]
+    Frame,
+    /// Cell-level smoothing (`smooth=cell`): every cell leaves in its own slot of the
+    /// VC's peak cell rate. Only a cell-mode link has cells to space; on a frame-mode
+    /// link the VC is smoothed per frame.
+    Cell,
+}
+
 /// What runs on the VC above AAL5 (`transport=`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
 pub enum TransportKind {
@@ -307,6 +321,9 @@ pub struct TransportParams {
     /// Authenticated encryption of every TPDU (`encrypt=on|off`, issue 16); unset:
     /// on where the peer is on another host (docs/decisions/0016-sealed-tpdus.md).
     pub encrypt: Option<bool>,
+    /// Cell-level or packet-level smoothing (`smooth=cell|frame`); unset: per frame.
+    /// A setting of the adaptor, not of natm's transport: a bare VC may have it too.
+    pub smoothing: Option<Smoothing>,
 }
 
 /// Transport settings with every default filled in: what the transport runs with.
@@ -336,6 +353,8 @@ pub struct ResolvedTransport {
     pub bucket: Option<u32>,
     /// Send-queue delay beyond the bucket, µs; `None` lets the transport choose.
     pub delay: Option<u32>,
+    /// How the adaptor spaces the VC's cells.
+    pub smoothing: Smoothing,
 }
 
 /// A direction of a duplex connection.
@@ -370,6 +389,7 @@ pub enum QosKey {
     Delay,
     Transport,
     Encrypt,
+    Smooth,
 }
 
 impl QosKey {
@@ -385,7 +405,7 @@ impl QosKey {
     ];
 
     /// Transport parameters in canonical print order.
-    pub const TRANSPORT: [QosKey; 12] = [
+    pub const TRANSPORT: [QosKey; 13] = [
         QosKey::Transport,
         QosKey::Flow,
         QosKey::Ec,
@@ -398,6 +418,7 @@ impl QosKey {
         QosKey::Bucket,
         QosKey::Delay,
         QosKey::Encrypt,
+        QosKey::Smooth,
     ];
 
     /// The name as written in the text form.
@@ -422,6 +443,7 @@ impl QosKey {
             QosKey::Delay => "delay",
             QosKey::Transport => "transport",
             QosKey::Encrypt => "encrypt",
+            QosKey::Smooth => "smooth",
         }
     }
 
@@ -585,6 +607,12 @@ pub enum QosConflict {
     /// send queue drains at a known rate).
     #[error("delay bounds a leaky-bucket VC's send queue in time, but this VC's flow control is not leaky-bucket: add flow=leaky-bucket or drop delay")]
     DelayWithoutLeakyBucket,
+    /// `smooth=cell` on a VC that sends at no set peak rate (no cell rate to space
+    /// its cells at).
+    #[error(
+        "smooth=cell spaces cells at the VC's peak rate, but tx sets none: add pcr= (or max_pcr=)"
+    )]
+    SmoothingWithoutRate,
     /// A leaky bucket too shallow to ever let a TPDU through.
     #[error(
         "bucket={bucket} is smaller than one TPDU ({tpdu} bytes), so nothing could ever be sent"
@@ -806,6 +834,7 @@ impl Qos {
             priority: t.priority.unwrap_or(0),
             bucket: t.bucket,
             delay: t.delay,
+            smoothing: t.smoothing.unwrap_or_default(),
         }
     }
 
@@ -852,6 +881,16 @@ impl Qos {
             if let Some(key) = first_natm_transport_key(t) {
                 return Err(QosConflict::TransportOnBare { key });
             }
+        }
+        if t.smoothing == Some(Smoothing::Cell)
+            && self
+                .tx
+                .pcr
+                .or(self.tx.max_pcr)
+                .or(self.tx.min_pcr)
+                .is_none()
+        {
+            return Err(QosConflict::SmoothingWithoutRate);
         }
         let leaky = match t.flow {
             Some(flow) => flow == FlowKind::LeakyBucket,

@@ -9,8 +9,8 @@ use std::fmt;
 use std::str::FromStr;
 
 use super::{
-    Aal, Direction, FlowKind, Qos, QosConflict, QosKey, Rate, Semantics, Service, TrafficClass,
-    TrafficParams, TransportKind, TransportParams, BITS_PER_CELL,
+    Aal, Direction, FlowKind, Qos, QosConflict, QosKey, Rate, Semantics, Service, Smoothing,
+    TrafficClass, TrafficParams, TransportKind, TransportParams, BITS_PER_CELL,
 };
 use crate::wire::text;
 
@@ -603,6 +603,14 @@ impl<'a> Parser<'a> {
             QosKey::Prio => t.priority = Some(u8::try_from(num(parse_integer(v))?).unwrap_or(0)),
             QosKey::Bucket => t.bucket = Some(small(num(parse_bytes(v))?)),
             QosKey::Delay => t.delay = Some(small(num(parse_micros(v))?)),
+            QosKey::Smooth => {
+                let id = word(&[("frame", 0), ("cell", 1)], "frame or cell")?;
+                t.smoothing = Some(if id == 0 {
+                    Smoothing::Frame
+                } else {
+                    Smoothing::Cell
+                });
+            }
             QosKey::Transport => {
                 let id = word(
                     &[("natm", 0), ("none", 1)],
@@ -642,6 +650,7 @@ impl<'a> Parser<'a> {
             QosConflict::PresetOverride { key, .. } => in_dir(None, &[*key]),
             QosConflict::BucketWithoutLeakyBucket => in_dir(None, &[QosKey::Bucket]),
             QosConflict::DelayWithoutLeakyBucket => in_dir(None, &[QosKey::Delay]),
+            QosConflict::SmoothingWithoutRate => in_dir(None, &[QosKey::Smooth]),
             QosConflict::BucketBelowTpdu { .. } => in_dir(None, &[QosKey::Bucket, QosKey::Tpdu]),
             QosConflict::TransportOnAal0 { key } => in_dir(None, &[*key]).max(self.marks.aal),
             QosConflict::TransportOnBare { key } => in_dir(None, &[*key, QosKey::Transport]),

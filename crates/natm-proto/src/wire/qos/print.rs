@@ -10,8 +10,8 @@
 use std::fmt;
 
 use super::{
-    Aal, Direction, FlowKind, Qos, QosKey, Rate, Semantics, Service, TrafficClass, TrafficParams,
-    TransportKind, TransportParams,
+    Aal, Direction, FlowKind, Qos, QosKey, Rate, Semantics, Service, Smoothing, TrafficClass,
+    TrafficParams, TransportKind, TransportParams,
 };
 
 impl fmt::Display for Rate {
@@ -96,6 +96,7 @@ fn transport_value(t: &TransportParams, key: QosKey) -> Option<String> {
         QosKey::Prio => t.priority.map(|n| n.to_string()),
         QosKey::Bucket => t.bucket.map(|n| bytes(u64::from(n))),
         QosKey::Delay => t.delay.map(micros),
+        QosKey::Smooth => t.smoothing.map(|v| v.to_string()),
         // The default, natm's transport, is never printed.
         QosKey::Transport => (t.kind == TransportKind::Bare).then(|| t.kind.to_string()),
         _ => None,
@@ -206,6 +207,15 @@ impl fmt::Display for TransportKind {
         f.write_str(match self {
             TransportKind::Natm => "natm",
             TransportKind::Bare => "none",
+        })
+    }
+}
+
+impl fmt::Display for Smoothing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Smoothing::Frame => "frame",
+            Smoothing::Cell => "cell",
         })
     }
 }

@@ -805,3 +805,32 @@ fn debug_shows_the_canonical_text() {
     assert_eq!(format!("{q:?}"), format!("Qos({:?})", q.to_string()));
     assert_eq!(format!("{:?}", Qos::reliable()), "Qos(\"reliable\")");
 }
+
+#[test]
+fn smooth_picks_cell_or_frame_smoothing_and_needs_a_peak_rate_for_cells() {
+    use super::Smoothing;
+    let q = qos("cbr:pcr=1Mbps,smooth=cell");
+    assert_eq!(q.transport().smoothing, Some(Smoothing::Cell));
+    assert_eq!(q.resolved_transport(false).smoothing, Smoothing::Cell);
+    assert_eq!(
+        qos("cbr:pcr=1Mbps").resolved_transport(false).smoothing,
+        Smoothing::Frame
+    );
+    canonical("cbr:pcr=1Mbps,smooth=cell", "cbr:pcr=1Mbps,smooth=cell");
+    canonical("ubr:smooth=frame", "ubr:smooth=frame");
+    // The adaptor's setting, not the transport's: a bare VC may have it.
+    canonical(
+        "cbr:pcr=1Mbps,transport=none,smooth=cell",
+        "cbr:pcr=1Mbps,transport=none,smooth=cell",
+    );
+    assert_eq!(
+        assert_conflict("ubr:smooth=cell", 4, "smooth=cell"),
+        QosConflict::SmoothingWithoutRate
+    );
+    assert_err(
+        "cbr:pcr=1Mbps,smooth=cells",
+        QosErrorKind::UnknownValue,
+        21,
+        "cells",
+    );
+}
