@@ -2,7 +2,8 @@
 //! shape and for what the data plane must do whatever the machine's load — the
 //! policer takes cells from the violator only, EPD+PPD delivers more whole frames
 //! than tail drop, a frame sent back to back queues at the slower output port and
-//! overflows a VC buffer shorter than itself.
+//! overflows a VC buffer shorter than itself, from the lab's sources and from a
+//! natm host's own `smooth=frame` VCs alike.
 //! Rates and the cell-level queue depend on scheduling and are not asserted.
 
 use std::process::{Command, Stdio};
@@ -98,6 +99,40 @@ fn switchlab_polices_discards_frames_and_queues_bursts() {
             assert!(median(&c[k]) > 0.0, "{k}: {c}");
         }
         assert!(c["mean_queue_cells"]["median"].is_number(), "{c}");
+    }
+
+    // 3b. The same on a natm host's own VCs: smooth=frame sends each frame's cells in
+    // one train, which queues by the frame's length and overflows a short buffer;
+    // smooth=cell VCs deliver (their queue and loss depend on scheduling).
+    let real = v["smoothing_hosts"].as_array().unwrap();
+    let kinds: Vec<(&str, u64)> = real
+        .iter()
+        .map(|c| {
+            (
+                c["smoothing"].as_str().unwrap(),
+                c["vc_buffer_cells"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("cell", 4096),
+            ("packet", 4096),
+            ("cell", 10),
+            ("packet", 10)
+        ]
+    );
+    assert!(
+        median(&real[1]["max_queue_cells"]) >= frame_cells - 1.0,
+        "{v}"
+    );
+    assert!(median(&real[3]["queue_dropped_fraction"]) > 0.3, "{v}");
+    assert_eq!(median(&real[3]["good_frame_fraction"]), 0.0, "{v}");
+    for c in real {
+        for k in ["offered_cells_per_s", "delivered_cells_per_s"] {
+            assert!(median(&c[k]) > 0.0, "{k}: {c}");
+        }
     }
     assert!(v["machine"]["loadavg"].is_string());
 }

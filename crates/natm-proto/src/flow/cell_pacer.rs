@@ -120,6 +120,13 @@ impl CellPacer {
         self.departs.front().copied()
     }
 
+    /// Drop every unit still queued (the VC was aborted: nothing of it may leave
+    /// late). The cell clock keeps its state.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.departs.clear();
+    }
+
     /// Units queued.
     pub fn backlog(&self) -> usize {
         self.departs.len()
@@ -201,5 +208,8 @@ mod tests {
         p.poll(at(10_000), &mut out);
         assert_eq!(out, [1, 2, 3]);
         assert_eq!(p.stats().max_backlog, 3);
+        assert!(p.push_frame(at(10_000), &[6, 7]));
+        p.clear();
+        assert_eq!((p.backlog(), p.poll_timeout()), (0, None));
     }
 }

@@ -1319,6 +1319,10 @@ impl Conn {
         {
             let (mut e, cv) = self.tx();
             if !e.finished() {
+                // Cells still waiting for their slots go with the rest of the queue.
+                if let Some(s) = e.smoother.as_mut() {
+                    s.clear();
+                }
                 e.half.abort(reason);
                 self.after(eng, Which::Tx, &mut e, cv, now, usize::MAX);
                 cv.notify_all();

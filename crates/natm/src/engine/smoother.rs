@@ -72,6 +72,11 @@ impl CellSmoother {
         self.pacer.poll_timeout()
     }
 
+    /// Drop the cells still waiting (the VC was aborted).
+    pub(crate) fn clear(&mut self) {
+        self.pacer.clear();
+    }
+
     /// The pacer's counters.
     pub(crate) fn stats(&self) -> PacerStats {
         self.pacer.stats()

@@ -8,6 +8,7 @@
 //! average at the start and end.
 
 mod discard;
+mod hosts;
 mod lab;
 mod policing;
 mod report;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use super::experiment::{Experiment, OutputArgs};
 use super::results::Machine;
 pub(crate) use discard::{Discard, DiscardCase};
+pub(crate) use hosts::HostSmoothingCase;
 pub(crate) use policing::{PolicingCase, Violation};
 pub(crate) use run::Spread;
 pub(crate) use smoothing::{Smoothing, SmoothingCase};
@@ -79,6 +81,10 @@ pub(crate) struct SwitchlabResult {
     pub(crate) smoothing_setup: PortSetup,
     /// Cell-level, then packet-level, with deep VC buffers; then both with short.
     pub(crate) smoothing: Vec<SmoothingCase>,
+    /// The same four on a natm host's own VCs (`smooth=cell` and `smooth=frame`
+    /// bare PVCs through the switch), issue 34.
+    #[serde(default)]
+    pub(crate) smoothing_hosts: Vec<HostSmoothingCase>,
 }
 
 const VIOLATIONS: [Violation; 2] = [Violation::Discard, Violation::Tag];
@@ -90,7 +96,7 @@ const SMOOTHINGS: [(Smoothing, u32); 4] = [
     (Smoothing::Packet, smoothing::SHORT_BUFFER),
 ];
 /// Measurements per run.
-const PER_RUN: usize = VIOLATIONS.len() + DISCARDS.len() + SMOOTHINGS.len();
+const PER_RUN: usize = VIOLATIONS.len() + DISCARDS.len() + 2 * SMOOTHINGS.len();
 
 fn measure(a: &SwitchlabArgs, pb: &ProgressBar) -> anyhow::Result<SwitchlabResult> {
     anyhow::ensure!(
@@ -100,9 +106,10 @@ fn measure(a: &SwitchlabArgs, pb: &ProgressBar) -> anyhow::Result<SwitchlabResul
     anyhow::ensure!((1..=20).contains(&a.runs), "--runs must be 1 to 20");
     let loadavg_start = Machine::now().loadavg;
     pb.set_length((a.runs * PER_RUN) as u64);
-    let (mut pol, mut dis, mut smo) = (
+    let (mut pol, mut dis, mut smo, mut real) = (
         vec![Vec::new(); VIOLATIONS.len()],
         vec![Vec::new(); DISCARDS.len()],
+        vec![Vec::new(); SMOOTHINGS.len()],
         vec![Vec::new(); SMOOTHINGS.len()],
     );
     for run in 0..a.runs {
@@ -122,6 +129,14 @@ fn measure(a: &SwitchlabArgs, pb: &ProgressBar) -> anyhow::Result<SwitchlabResul
                 run + 1
             ));
             smo[i].push(smoothing::run(s, buffer, a.seconds)?);
+            pb.inc(1);
+        }
+        for (i, &(s, buffer)) in SMOOTHINGS.iter().enumerate() {
+            pb.set_message(format!(
+                "run {} {s:?}-level smoothing on natm VCs, {buffer} cells",
+                run + 1
+            ));
+            real[i].push(hosts::run(s, buffer, a.seconds)?);
             pb.inc(1);
         }
     }
@@ -162,6 +177,11 @@ fn measure(a: &SwitchlabArgs, pb: &ProgressBar) -> anyhow::Result<SwitchlabResul
             .iter()
             .zip(&smo)
             .map(|(&(s, buffer), r)| smoothing::summarize(s, buffer, r))
+            .collect(),
+        smoothing_hosts: SMOOTHINGS
+            .iter()
+            .zip(&real)
+            .map(|(&(s, buffer), r)| hosts::summarize(s, buffer, r))
             .collect(),
     })
 }

@@ -175,13 +175,73 @@ fn smoothing(r: &SwitchlabResult) -> String {
     )
 }
 
+fn smoothing_hosts(r: &SwitchlabResult) -> String {
+    if r.smoothing_hosts.is_empty() {
+        return String::new();
+    }
+    let p = &r.smoothing_setup;
+    let mut t = table::new(
+        [
+            "smooth=",
+            "VC buffer",
+            "offered cells/s",
+            "max queue",
+            "mean queue",
+            "cells lost",
+            "of which at the queue",
+            "frames whole",
+            "cells late",
+        ],
+        1,
+    );
+    for c in &r.smoothing_hosts {
+        t.add_row(vec![
+            match c.smoothing {
+                super::Smoothing::Cell => "cell",
+                super::Smoothing::Packet => "frame",
+            }
+            .to_string(),
+            c.vc_buffer_cells.to_string(),
+            s(&c.offered_cells_per_s, 0),
+            s(&c.max_queue_cells, 0),
+            s(&c.mean_queue_cells, 1),
+            format!("{:.1}%", c.lost_fraction.median * 100.0),
+            format!("{:.1}%", c.queue_dropped_fraction.median * 100.0),
+            format!("{:.1}%", c.good_frame_fraction.median * 100.0),
+            format!("{:.1}%", c.late_fraction.median * 100.0),
+        ]);
+    }
+    let ranges: Vec<String> = r
+        .smoothing_hosts
+        .iter()
+        .map(|c| {
+            format!(
+                "{:?} ({}): max queue {}, lost {}",
+                c.smoothing,
+                c.vc_buffer_cells,
+                range(&c.max_queue_cells, 0),
+                range(&c.lost_fraction, 3)
+            )
+            .to_lowercase()
+        })
+        .collect();
+    format!(
+        "3b. The same on a natm host's VCs: {} bare CBR PVCs of {}-cell frames from one host (cell-mode links), smooth=cell (the engine's cell pacer) or smooth=frame (the contract's shaper alone), each through its own input port to the output port above.\n{}Ranges over runs: {}.\n",
+        p.vcs,
+        p.frame_cells,
+        table::render(&t),
+        ranges.join("; ")
+    )
+}
+
 /// The three tables and the run's conditions.
 pub(super) fn table(r: &SwitchlabResult) -> String {
     format!(
-        "{}\n{}\n{}\n{} s per measurement, medians over {} runs (ranges as noted); {} CPUs; load average {} at the start, {} at the end.\n",
+        "{}\n{}\n{}\n{}\n{} s per measurement, medians over {} runs (ranges as noted); {} CPUs; load average {} at the start, {} at the end.\n",
         policing(r),
         discard(r),
         smoothing(r),
+        smoothing_hosts(r),
         r.seconds,
         r.runs,
         r.machine.cpus,

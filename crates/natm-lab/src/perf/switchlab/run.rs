@@ -112,7 +112,7 @@ pub(super) fn measure(setup: Setup) -> anyhow::Result<Outcome> {
     let (sent, queue) = std::thread::scope(|s| {
         let sampler = setup.sample_ms.map(|ms| {
             let (lab, stop) = (&lab, &stop);
-            s.spawn(move || sample_queue(lab, stop, Duration::from_millis(ms)))
+            s.spawn(move || sample_queue(lab, stop, Duration::from_millis(ms), "1"))
         });
         let sent = traffic::send(&tx, to, base, sources, &setup.plan);
         stop.store(true, Ordering::Relaxed);
@@ -138,8 +138,9 @@ pub(super) fn measure(setup: Setup) -> anyhow::Result<Outcome> {
     })
 }
 
-/// The output port's queue in each new snapshot until `stop`.
-fn sample_queue(lab: &Lab, stop: &AtomicBool, every: Duration) -> Vec<u64> {
+/// Port `port`'s queue (its index in the stat file) in each new snapshot until
+/// `stop`.
+pub(super) fn sample_queue(lab: &Lab, stop: &AtomicBool, every: Duration, port: &str) -> Vec<u64> {
     let mut out = Vec::new();
     let mut last_uptime = -1.0;
     while !stop.load(Ordering::Relaxed) {
@@ -147,7 +148,7 @@ fn sample_queue(lab: &Lab, stop: &AtomicBool, every: Duration) -> Vec<u64> {
             let up = v["uptime_s"].as_f64().unwrap_or(0.0);
             if up > last_uptime {
                 last_uptime = up;
-                out.push(counter(&v, &["ports", "1", "stats", "queue_cells"]));
+                out.push(counter(&v, &["ports", port, "stats", "queue_cells"]));
             }
         }
         std::thread::sleep(every);
