@@ -594,8 +594,9 @@ fn the_python_binding_works_in_direct_mode_and_through_sigd() {
 /// against natm_fore.h: its server (statically linked) binds a SAP, listens,
 /// accepts and echoes; its client (shared) sends 32 PDUs of 1 to 9,188 bytes and
 /// checks each comes back intact, then meets the refusals a FORE program handles (a
-/// SAP nobody is bound to, a call the server rejects, AAL 3/4, simplex, a PDU over
-/// the MTU) by their codes, and runs a multicast call with a party dropped half way.
+/// SAP nobody is bound to, a call the server rejects, AAL 3/4, a PDU over the MTU)
+/// by their codes, makes a simplex call whose callee cannot send, and runs a
+/// multicast call with a party dropped half way.
 #[test]
 fn a_fore_api_program_echoes_pdus_and_sees_refusals_through_sigd() {
     let sigd = Sigd::start(CONF);
@@ -630,7 +631,7 @@ fn a_fore_api_program_echoes_pdus_and_sees_refusals_through_sigd() {
         "ok: a call to a SAP nobody is bound to: ATM_ENOSAP, UNI cause 88",
         "ok: a call the server rejects with cause 21: ATM_EREFUSED, cause 21",
         "ok: AAL 3/4: ATM_ENOTSUP",
-        "ok: a simplex connection: ATM_ENOTSUP",
+        "ok: atm_recv on a simplex caller: ATM_ESTATE",
         "all checks passed",
     ] {
         assert!(
@@ -657,6 +658,8 @@ fn a_fore_api_program_echoes_pdus_and_sees_refusals_through_sigd() {
         "server: call 1 from +4420001, peak 20000 kbit/s, aal 5",
         // The 32 PDUs and the one the client took into a larger buffer.
         "server: echoed 33 PDUs",
+        "server: atm_send on a simplex callee: ATM_ESTATE",
+        "server: the simplex call brought 5 PDUs",
         "server: rejected call 1 with cause 21",
         "server: party 0 received 10 PDUs",
         "server: done",

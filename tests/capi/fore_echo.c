@@ -4,10 +4,12 @@
  * atm_bind, atm_connect, atm_listen, atm_accept, atm_send/atm_recv of one PDU
  * each, atm_close), compiled against natm_fore.h and run by tests/capi.rs.
  *
- *   fore_echo server DEVICE SAP       echo on SAP; SAP+1 rejects every call;
+ *   fore_echo server DEVICE SAP       echo on SAP, then take a simplex call there;
+ *                                     SAP+1 rejects every call;
  *                                     SAP+2 takes two multicast parties
  *   fore_echo client DEVICE ADDR SAP  N PDUs of several sizes echoed and checked,
- *                                     then the refusals and a multicast call
+ *                                     a simplex call, the refusals and a
+ *                                     multicast call
  *
  * DEVICE is the sigd socket ("/dev/fa0" would mean the default one). Every check
  * prints a line; the last is "all checks passed". Exit 1 on the first failure.
@@ -93,6 +95,26 @@ static int server(const char *dev, Atm_sap sap)
         die("server: atm_accept");
     serve_echo(cfd, &pdus);
     printf("server: echoed %d PDUs\n", pdus);
+    atm_close(cfd);
+
+    /* The simplex call (seed 000 section 5.3): PDUs one way, nothing may go back. */
+    if (atm_listen(lfd, &id, NULL, NULL, NULL) < 0)
+        die("server: atm_listen (simplex)");
+    if ((cfd = atm_open(dev, 0, NULL)) < 0)
+        die("server: atm_open (simplex)");
+    if (atm_accept(lfd, cfd, id, NULL, simplex) < 0)
+        die("server: atm_accept (simplex)");
+    n = atm_send(cfd, buf, 1);
+    printf("server: atm_send on a simplex callee: %s\n",
+           n == -1 && atm_errno == ATM_ESTATE ? "ATM_ESTATE" : "sent");
+    for (pdus = 0;; pdus++) {
+        n = atm_recv(cfd, buf, (int)sizeof buf);
+        if (n == 0 || (n < 0 && atm_errno == ATM_ENOTCONN))
+            break;
+        if (n < 0)
+            die("server: atm_recv (simplex)");
+    }
+    printf("server: the simplex call brought %d PDUs\n", pdus);
     atm_close(cfd);
 
     /* The rejected call. */
@@ -222,6 +244,20 @@ static int client(const char *dev, const char *addr, Atm_sap sap)
     atm_close(fd);
     expect(atm_send(fd, out, 1) == -1 && atm_errno == ATM_EBADF, "atm_send after atm_close: ATM_EBADF");
 
+    /* A simplex call to the echo SAP: PDUs one way, and nothing to receive. */
+    fd = atm_open(dev, 0, NULL);
+    endpoint(&dst, addr, sap);
+    if (atm_connect(fd, &dst, NULL, NULL, aal_type_5, simplex) < 0)
+        die("client: atm_connect (simplex)");
+    for (i = 0; i < 5; i++) {
+        fill(out, 500, i);
+        if (atm_send(fd, out, 500) != 500)
+            die("client: atm_send (simplex)");
+    }
+    expect(atm_recv(fd, buf, (int)sizeof buf) == -1 && atm_errno == ATM_ESTATE,
+           "atm_recv on a simplex caller: ATM_ESTATE");
+    atm_close(fd);
+
     /* Refusals: nobody on the SAP, the application rejects, what natm does not offer. */
     fd = atm_open(dev, 0, NULL);
     endpoint(&dst, addr, 4000);
@@ -235,8 +271,6 @@ static int client(const char *dev, const char *addr, Atm_sap sap)
            "a call the server rejects with cause 21: ATM_EREFUSED, cause 21");
     expect(atm_connect(fd, &dst, NULL, NULL, aal_type_3_4, duplex) == -1 && atm_errno == ATM_ENOTSUP,
            "AAL 3/4: ATM_ENOTSUP");
-    expect(atm_connect(fd, &dst, NULL, NULL, aal_type_5, simplex) == -1 && atm_errno == ATM_ENOTSUP,
-           "a simplex connection: ATM_ENOTSUP");
     memset(&qos, 0, sizeof qos);
     qos.mean_bandwidth.target = 500;
     expect(atm_connect(fd, &dst, &qos, NULL, aal_type_5, duplex) == -1 && atm_errno == ATM_EQOS,

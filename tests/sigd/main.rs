@@ -15,6 +15,7 @@ mod local;
 mod peers;
 mod preauth;
 mod restart;
+mod simplex;
 mod stat_cli;
 mod tools_cli;
 mod users;

@@ -20,3 +20,4 @@ mod multipoint;
 mod ping_oam;
 mod qos_change;
 mod routing;
+mod simplex;

@@ -324,13 +324,14 @@ fn best_effort_drop_sink_ends_one_leaf_and_the_other_keeps_receiving() {
 
 /// One `natm switch` with a host port per host: the root h1 (+4420001) and leaves h2,
 /// h3, ... (+4420002, ...), every sigd routing everything to the switch.
-struct Switched {
-    sw: SwitchProc,
-    root: Sigd,
-    leaves: Vec<Sigd>,
+pub(crate) struct Switched {
+    pub(crate) sw: SwitchProc,
+    pub(crate) root: Sigd,
+    pub(crate) leaves: Vec<Sigd>,
 }
 
-fn switched(leaves: usize) -> Switched {
+/// Also the network of `simplex.rs`.
+pub(crate) fn switched(leaves: usize) -> Switched {
     let hosts: Vec<SocketAddr> = (0..=leaves).map(|_| free_port()).collect();
     let ports: Vec<SocketAddr> = (0..=leaves).map(|_| free_port()).collect();
     // The policer's tolerance for scheduling jitter is the operator's to set

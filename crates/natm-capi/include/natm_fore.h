@@ -41,7 +41,7 @@ extern "C" {
 #define ATM_ESTATE 9      /* the descriptor is in the wrong state for the call */
 #define ATM_EMSGSIZE 10   /* a PDU larger than the MTU (or the buffer), or empty */
 #define ATM_ETIMEDOUT 11  /* no answer in time */
-#define ATM_ENOTSUP 12    /* FORE has it, natm does not (AAL 3/4, simplex, ...) */
+#define ATM_ENOTSUP 12    /* FORE has it, natm does not (AAL 3/4, raw cells, ...) */
 #define ATM_EIO 13        /* a socket operation failed */
 #define ATM_EINTERNAL 14  /* a bug in libnatm (caught; please report it) */
 
@@ -94,7 +94,7 @@ typedef enum {
 
 typedef enum {
     duplex = 0,        /* both ways, the same QoS each way */
-    simplex = 1,       /* one way: not offered yet (ATM_ENOTSUP) */
+    simplex = 1,       /* one way, caller to callee; the unused way: ATM_ESTATE */
     multicast = 2      /* point to multipoint: atm_add_party, atm_drop_party */
 } Atm_dataflow;
 

@@ -94,7 +94,8 @@ impl From<Error> for Failure {
             Error::SigdGone => (Code::SigdGone, 0),
             Error::SigdClosed { cause, .. } => (Code::SigdGone, *cause),
             Error::Aborted(_) => (Code::Aborted, 0),
-            Error::Closed => (Code::Closed, 0),
+            // The direction a simplex connection does not use is closed for good.
+            Error::Closed | Error::Simplex(_) => (Code::Closed, 0),
             Error::MessageTooLarge { .. } | Error::EmptyMessage => (Code::MsgSize, 0),
             Error::TimedOut => (Code::TimedOut, 0),
             Error::BadBacklog(_) => (Code::Inval, 0),

@@ -105,6 +105,9 @@ impl From<Error> for Fail {
             | Error::QosRefused { .. }
             | Error::QosPending(_) => (AtmCode::Qos, 0),
             Error::Aborted(_) | Error::Closed => (AtmCode::NotConn, 0),
+            // A send or receive the simplex connection's direction does not allow,
+            // as on a multicast root.
+            Error::Simplex(_) => (AtmCode::State, 0),
             Error::MessageTooLarge { .. } | Error::EmptyMessage => (AtmCode::MsgSize, 0),
             Error::TimedOut | Error::Unreachable(_) => (AtmCode::TimedOut, 0),
             Error::NoAddress | Error::BadBacklog(_) => (AtmCode::Inval, 0),
@@ -632,10 +635,18 @@ pub unsafe extern "C" fn atm_connect(
             Ok(d.host.clone())
         })?;
         let (data, sel) = match dataflow {
-            DUPLEX => {
-                let c = host
-                    .connect(addr.as_str(), &qos_text(&q, true)?)
-                    .map_err(Fail::from)?;
+            DUPLEX | SIMPLEX => {
+                let mut text = qos_text(&q, true)?;
+                // seed 000 §5.3: a simplex connection sends only; its callee's QoS
+                // is this one reversed (`tx:none`).
+                if dataflow == SIMPLEX {
+                    text.push_str(if text.contains(':') {
+                        ",rx:none"
+                    } else {
+                        ":rx:none"
+                    });
+                }
+                let c = host.connect(addr.as_str(), &text).map_err(Fail::from)?;
                 let granted = c.granted().map_or(0, |g| g.tx_bps);
                 let sel = selected(&q, granted);
                 (
@@ -652,7 +663,6 @@ pub unsafe extern "C" fn atm_connect(
                     .map_err(Fail::from)?;
                 (Data::Root(Arc::new(Mutex::new(mp))), selected(&q, 0))
             }
-            SIMPLEX => return Err(simplex()),
             _ => {
                 return Err(fail(
                     AtmCode::Inval,
@@ -668,13 +678,6 @@ pub unsafe extern "C" fn atm_connect(
         unsafe { put(qos_selected, sel) };
         Ok(0)
     }))
-}
-
-fn simplex() -> Fail {
-    fail(
-        AtmCode::NotSup,
-        "simplex connections are not offered: natm's connections carry data both ways (issue 34); use duplex and send one way",
-    )
 }
 
 fn check_aal(aal: c_int) -> Result<(), Fail> {
@@ -784,8 +787,7 @@ pub extern "C" fn atm_accept(
 ) -> c_int {
     to_int(run(|| {
         match dataflow {
-            DUPLEX | MULTICAST => {}
-            SIMPLEX => return Err(simplex()),
+            DUPLEX | MULTICAST | SIMPLEX => {}
             _ => return Err(fail(AtmCode::Inval, format!("dataflow {dataflow}"))),
         }
         with(newfd, |d| match d.data {
@@ -1081,7 +1083,7 @@ mod tests {
     }
 
     #[test]
-    fn unoffered_aals_and_simplex_say_so() {
+    fn unoffered_aals_say_so() {
         assert!(check_aal(AAL_5).is_ok());
         for a in [AAL_NULL, 1, 2, AAL_3_4] {
             assert_eq!(check_aal(a).unwrap_err().code, AtmCode::NotSup);

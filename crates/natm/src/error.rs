@@ -88,6 +88,10 @@ pub enum Error {
     /// `close` was called or the peer finished: no more data this way.
     #[error("the connection is closed in this direction")]
     Closed,
+    /// A send or receive in the direction a simplex connection does not use
+    /// (`tx:none` or `rx:none` in its QoS, seed 000 §5.3).
+    #[error("this connection is simplex: {0}")]
+    Simplex(&'static str),
     /// The message is larger than agreed at setup.
     #[error("message of {size} bytes exceeds the agreed maximum of {max} bytes")]
     MessageTooLarge {

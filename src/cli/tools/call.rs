@@ -440,7 +440,8 @@ impl Back {
                                 .context("writing to stdout")?;
                         }
                     }
-                    Ok(None) => return Ok(bytes),
+                    // A simplex call (`rx:none`) has nothing coming back.
+                    Ok(None) | Err(Error::Simplex(_)) => return Ok(bytes),
                     Err(Error::TimedOut) => {
                         let Some((asked, until)) = *s.lock().unwrap_or_else(|p| p.into_inner())
                         else {

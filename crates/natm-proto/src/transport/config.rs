@@ -260,13 +260,6 @@ pub enum ConfigError {
         "aal0 (raw cells) is not supported: natm's transport runs over AAL5 frames; drop aal0 from the QoS"
     )]
     Aal0,
-    /// A direction marked unused: natm's connections carry data both ways (bare
-    /// AAL5 VCs excepted).
-    #[error(
-        "{0}:none (a one-way VC) is not supported: natm's connections carry data both ways; \
-         drop {0}:none, or give that direction its own traffic, e.g. {0}:pcr=1Mbps"
-    )]
-    OneWay(&'static str),
     /// A point-to-multipoint VC with acknowledgements: nothing comes back from its
     /// receivers.
     #[error(
@@ -288,15 +281,15 @@ impl TransportConfig {
         if q.aal() == Aal::Aal0 {
             return Err(ConfigError::Aal0);
         }
-        // A bare AAL5 VC may well be one way (Linux's svc_recv sends nothing back).
-        if !q.rx().is_used() && !q.is_bare() {
-            return Err(ConfigError::OneWay("rx"));
-        }
-        if !q.tx().is_used() && !q.is_bare() {
-            return Err(ConfigError::OneWay("tx"));
-        }
+        // seed 000 §5.3: the transport's VCs are simplex, and a direction marked
+        // `none` carries no data (ulib refuses sends or receives on it). Its VC still
+        // carries the transport's control TPDUs back (handshake, ACKs, CLOSE), as a
+        // point-to-point ATM call always has a backward channel.
         let t = q.resolved_transport(round_robin_network);
-        let tx = q.tx();
+        // A receive-only connection's VC is described by the direction it receives
+        // (its flow control, window and buffers are the sender's); it has no contract
+        // of its own to keep.
+        let tx = if q.tx().is_used() { q.tx() } else { q.rx() };
         let bps = |r: Option<Rate>| r.and_then(|r| r.bits_per_sec());
         // VBR sustains the SCR and bursts up to MBS cells (a token bucket of that depth).
         let rate = bps(tx.scr).or(bps(tx.pcr)).or(bps(tx.max_pcr)).unwrap_or(0);
@@ -318,7 +311,8 @@ impl TransportConfig {
             })
             .filter(|c| c.reserved().is_some()),
             _ => None,
-        };
+        }
+        .filter(|_| q.tx().is_used());
         let base = TransportConfig::best_effort();
         let window = t.window.unwrap_or(base.window);
         let buf = window as usize * t.tpdu_size as usize;
@@ -394,12 +388,15 @@ mod tests {
 
     /// What parses but natm cannot carry is refused with what to change, not ignored.
     #[test]
-    fn aal0_and_one_way_qos_are_refused_clearly() {
+    fn aal0_is_refused_clearly_and_simplex_qos_is_a_simplex_vc() {
         let cfg = |t: &str| TransportConfig::from_qos(&t.parse::<Qos>().unwrap(), true);
-        let e = cfg("cbr:tx:pcr=10Mbps,rx:none").unwrap_err().to_string();
-        assert!(e.contains("rx:none") && e.contains("not supported"), "{e}");
-        let e = cfg("ubr:tx:none,rx:pcr=1Mbps").unwrap_err().to_string();
-        assert!(e.contains("tx:none"), "{e}");
+        // seed 000 §5.3: simplex VCs, each with its own QoS.
+        let c = cfg("cbr:tx:pcr=10Mbps,rx:none").unwrap();
+        assert_eq!(c.rate, 10_000_000);
+        assert!(c.contract.is_some());
+        // A receive-only end takes its VC's description from what it receives.
+        let c = cfg("cbr:tx:none,rx:pcr=1Mbps").unwrap();
+        assert_eq!((c.rate, c.contract), (1_000_000, None));
         let e = cfg("ubr,aal0").unwrap_err().to_string();
         assert!(e.contains("aal0") && e.contains("AAL5"), "{e}");
         assert!(cfg("cbr:tx:pcr=10Mbps,rx:pcr=1Mbps").is_ok());

@@ -117,6 +117,23 @@ fn end_error<H: natm_proto::endpoint::Simplex>(e: &End<H>) -> Option<Error> {
     None
 }
 
+/// Why the application cannot send or receive on end `e`: it is the unused
+/// direction of a simplex connection, or [`end_error`].
+fn use_error<H: natm_proto::endpoint::Simplex>(e: &End<H>, which: Which) -> Option<Error> {
+    refuse_unused(e, which).err().or_else(|| end_error(e))
+}
+
+/// [`Error::Simplex`] if `e` is the unused direction of a simplex connection.
+fn refuse_unused<H>(e: &End<H>, which: Which) -> Result<(), Error> {
+    if !e.unused {
+        return Ok(());
+    }
+    Err(Error::Simplex(match which {
+        Which::Tx => "it only receives (tx:none): open it with a tx direction to send",
+        Which::Rx => "it only sends (rx:none): open it with an rx direction to receive",
+    }))
+}
+
 /// A snapshot of both VCs' counters and the sending VC's controller.
 #[derive(Debug, Clone)]
 pub(crate) struct StatsParts {
@@ -317,7 +334,7 @@ impl Conn {
         loop {
             let deferred = {
                 let (mut tx, cv) = self.tx();
-                if let Some(e) = end_error(&tx) {
+                if let Some(e) = use_error(&tx, Which::Tx) {
                     return Err(e);
                 }
                 match push_pooled(&mut tx, msg.len() - off, false, |h, n| push(h, off, n)) {
@@ -387,7 +404,7 @@ impl Conn {
         loop {
             let deferred = {
                 let (mut tx, cv) = self.tx();
-                if let Some(e) = end_error(&tx) {
+                if let Some(e) = use_error(&tx, Which::Tx) {
                     return Err(e);
                 }
                 let took = if room(&tx) >= msg.len() {
@@ -442,7 +459,7 @@ impl Conn {
         loop {
             let deferred = {
                 let (mut tx, cv) = self.tx();
-                if let Some(e) = end_error(&tx) {
+                if let Some(e) = use_error(&tx, Which::Tx) {
                     return Err(e);
                 }
                 while let Some(m) = msgs.get(i).map(AsRef::as_ref) {
@@ -493,7 +510,7 @@ impl Conn {
             return Ok(0);
         };
         let (mut tx, cv) = self.tx();
-        if let Some(e) = end_error(&tx) {
+        if let Some(e) = use_error(&tx, Which::Tx) {
             return Err(e);
         }
         let mut taken = 0;
@@ -554,7 +571,7 @@ impl Conn {
         push: impl FnOnce(&mut TxHalf) -> Result<usize, SendError>,
     ) -> Result<(), Error> {
         let (mut tx, cv) = self.tx();
-        if let Some(e) = end_error(&tx) {
+        if let Some(e) = use_error(&tx, Which::Tx) {
             return Err(e);
         }
         let took = if room(&tx) >= msg.len() {
@@ -609,7 +626,7 @@ impl Conn {
         waker: &std::task::Waker,
     ) -> Result<usize, Error> {
         let (mut tx, cv) = self.tx();
-        if let Some(e) = end_error(&tx) {
+        if let Some(e) = use_error(&tx, Which::Tx) {
             return Err(e);
         }
         let pushed = push_pooled(&mut tx, buf.len(), false, |h, n| {
@@ -636,6 +653,7 @@ impl Conn {
     /// message that came in one TPDU is handed over as the allocation its payload was
     /// received into (no copy); longer ones are gathered once.
     fn take_message(e: &mut End<RxHalf>) -> Result<Option<Vec<u8>>, Error> {
+        refuse_unused(e, Which::Rx)?;
         let stream = e.half.is_stream();
         loop {
             match e.half.recv() {
@@ -673,6 +691,7 @@ impl Conn {
     /// As `take_chunk`, with whether the chunk starts its message (seed 003's
     /// "start of message" status flag).
     fn take_chunk_edge(e: &mut End<RxHalf>) -> Result<Option<(Chunk, bool)>, Error> {
+        refuse_unused(e, Which::Rx)?;
         if !e.partial.is_empty() {
             // What `recv` gathered begins at its message's start.
             let data = bytes::Bytes::from(std::mem::take(&mut e.partial));
@@ -797,7 +816,7 @@ impl Conn {
         match take(&mut rx)? {
             Some(m) => Ok(Some(m)),
             None if rx.status().peer_closed => Ok(None),
-            None => Err(end_error(&rx).unwrap_or(Error::WouldBlock(WouldBlock::Empty))),
+            None => Err(use_error(&rx, Which::Rx).unwrap_or(Error::WouldBlock(WouldBlock::Empty))),
         }
     }
 
@@ -861,7 +880,9 @@ impl Conn {
     /// Copy received stream bytes into `buf`, waiting for some; `Ok(0)` at the end.
     pub(crate) fn read_bytes(&self, eng: &Engine, buf: &mut [u8]) -> Result<usize, Error> {
         let n = self.wait_rx(eng, None, |e| {
-            if e.half.readable() > 0 {
+            if e.unused {
+                Some(refuse_unused(e, Which::Rx).map(|()| 0))
+            } else if e.half.readable() > 0 {
                 Some(e.half.read(buf).map_err(|_| Error::Closed))
             } else if e.status().peer_closed {
                 Some(Ok(0))
@@ -885,13 +906,16 @@ impl Conn {
         self.read_now(eng, &mut scratch);
         eng.give_buffer(scratch);
         let (mut rx, _) = self.rx();
+        if let Err(e) = refuse_unused(&rx, Which::Rx) {
+            return Some(Err(e));
+        }
         if rx.half.readable() > 0 {
             return Some(rx.half.read(buf).map_err(|_| Error::Closed));
         }
         if rx.status().peer_closed {
             return Some(Ok(0));
         }
-        if let Some(e) = end_error(&rx) {
+        if let Some(e) = use_error(&rx, Which::Rx) {
             return Some(Err(e));
         }
         rx.waker = Some(waker.clone());
@@ -960,7 +984,7 @@ impl Conn {
     pub(crate) fn start_qos(&self, eng: &Engine, bps: u64) -> Result<(), Error> {
         let now = eng.clock.now();
         let (mut tx, cv) = self.tx();
-        if let Some(e) = end_error(&tx) {
+        if let Some(e) = use_error(&tx, Which::Tx) {
             return Err(e);
         }
         tx.half.set_qos(now, bps).map_err(|e| match e {

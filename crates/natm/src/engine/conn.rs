@@ -68,6 +68,10 @@ pub(crate) struct End<H> {
     /// The sending VC's cell pacer (`smooth=cell` on a cell-mode link,
     /// `engine::smoother`); `None`: a frame's cells leave back to back.
     pub(crate) smoother: Option<super::smoother::CellSmoother>,
+    /// This direction is `none` in the connection's QoS (a simplex connection, seed
+    /// 000 §5.3): its VC carries the transport's control TPDUs but no data, and the
+    /// application may neither send nor receive on it.
+    pub(crate) unused: bool,
 }
 
 impl<H: Simplex> End<H> {
@@ -82,6 +86,7 @@ impl<H: Simplex> End<H> {
             path_cap: usize::MAX,
             pool: None,
             smoother: None,
+            unused: false,
         }
     }
 
@@ -346,6 +351,13 @@ impl Conn {
         let (mut end, cv) = self.tx();
         end.smoother = Some(super::smoother::CellSmoother::new(rate));
         self.after(eng, Which::Tx, &mut end, cv, eng.clock.now(), usize::MAX);
+    }
+
+    /// Mark the directions the QoS says are `none`, `(tx, rx)` (seed 000 §5.3's
+    /// simplex VCs): sends or receives on them fail with [`crate::Error::Simplex`].
+    pub(crate) fn set_unused(&self, (tx, rx): (bool, bool)) {
+        self.tx().0.unused = tx;
+        self.rx().0.unused = rx;
     }
 
     /// The cell pacer's counters, if the sending VC is cell-smoothed.

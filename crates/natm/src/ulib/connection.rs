@@ -149,6 +149,7 @@ impl Connection {
             timeout,
         )?;
         conn.smooth_cells(&eng, r.cell_rate);
+        conn.set_unused(r.unused);
         Ok(Connection::from_conn(eng, conn))
     }
 

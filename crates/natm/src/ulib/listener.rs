@@ -20,6 +20,9 @@ use crate::wire::qos::Qos;
 pub struct Listener {
     eng: Arc<Engine>,
     kind: ListenerKind,
+    /// The directions its QoS marks `none`, `(tx, rx)`, for the connections it
+    /// accepts in direct mode (through sigd each call's QoS says).
+    unused: (bool, bool),
 }
 
 #[derive(Debug)]
@@ -181,6 +184,7 @@ impl Listener {
         Ok(Listener {
             eng,
             kind: ListenerKind::Direct(shared),
+            unused: r.unused,
         })
     }
 
@@ -188,6 +192,7 @@ impl Listener {
         Listener {
             eng: host.eng.clone(),
             kind: ListenerKind::Signalled { host, binding },
+            unused: (false, false),
         }
     }
 
@@ -264,6 +269,8 @@ impl Listener {
         let mut q = shared.queue.lock();
         loop {
             if let Some(c) = q.pop_front() {
+                drop(q);
+                c.set_unused(self.unused);
                 return Ok(Connection::from_conn(self.eng.clone(), c));
             }
             let wait = match until {

@@ -235,6 +235,8 @@ pub(crate) struct Resolved {
     /// `smooth=cell`: the cell rate its sending VC's cells are spaced at (seed 001
     /// §7), where the link is in cell mode.
     pub(crate) cell_rate: Option<u64>,
+    /// The directions the QoS marks `none`, `(tx, rx)`: a simplex connection.
+    pub(crate) unused: (bool, bool),
 }
 
 impl Resolved {
@@ -305,6 +307,7 @@ impl Host {
                 weight,
                 bare: Some((tx, rx)),
                 cell_rate: q.smoothing_cells(),
+                unused: (!q.tx().is_used(), !q.rx().is_used()),
             });
         }
         let (level, weight) = match q.service() {
@@ -318,6 +321,7 @@ impl Host {
             weight,
             bare: None,
             cell_rate: q.smoothing_cells(),
+            unused: (!q.tx().is_used(), !q.rx().is_used()),
         })
     }
 
@@ -483,6 +487,7 @@ impl Host {
         };
         let conn = Conn::open_bare(&self.eng, link, params, (r.level, r.weight))?;
         conn.smooth_cells(&self.eng, r.cell_rate);
+        conn.set_unused(r.unused);
         Ok(Connection::from_conn(self.eng.clone(), conn))
     }
 
@@ -664,6 +669,7 @@ impl Host {
             )?,
         };
         conn.smooth_cells(&self.eng, r.cell_rate);
+        conn.set_unused(r.unused);
         session.established(call, &conn, kept, data);
         let granted = Granted {
             tx_bps: granted_bps,

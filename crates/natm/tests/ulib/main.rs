@@ -13,5 +13,6 @@ mod owned_buffers;
 mod refusals;
 mod send_many;
 mod send_pool;
+mod simplex;
 mod udp;
 mod udp_adaptor;
