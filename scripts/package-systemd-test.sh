@@ -10,8 +10,10 @@
 # Run by scripts/package-test.sh with CI=true, as root. The container has a network of
 # its own (only its loopback) and its own /run; the mount namespace unshare gives
 # makes the tmpfs nspawn needs under /run ours alone. The Debian tree it boots is
-# made once with debootstrap (about 40 s, from the Debian mirror apt uses) and kept
-# under target/systemd-root; every run boots a copy. Prints one "ok"/"FAIL" line per
+# made once per machine with debootstrap (about 40 s, from the Debian mirror apt uses)
+# and kept outside the checkout, in /var/cache/natm/systemd-root (or
+# $NATM_SYSTEMD_CACHE), as apt keeps its packages, so that a clean checkout's CI run
+# does not make it again; every run boots a copy. Prints one "ok"/"FAIL" line per
 # check; exits 1 if any failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +29,7 @@ mount --make-rprivate /
 # only ever delete it on a tmpfs; these machines' /run is a disk.
 mount -t tmpfs -o mode=0755 natm-nspawn-run /run
 
-cache=$PWD/target/systemd-root
+cache=${NATM_SYSTEMD_CACHE:-/var/cache/natm/systemd-root}
 suite=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 mirror=${NATM_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 if [ ! -x "$cache/$suite/usr/lib/systemd/systemd" ]; then
