@@ -7,6 +7,7 @@
 use natm::ulib::Wait;
 use std::time::Duration;
 
+use crate::support::assert_no_retransmissions;
 use natm::ulib::{Error, Host, HostConfig, LinkMode};
 
 fn host(mode: LinkMode) -> Host {
@@ -31,19 +32,24 @@ fn a_reliable_connection_in_cell_mode_is_byte_exact() {
                 None => break,
             }
         }
-        got
+        (got, c)
     });
     let c = a.connect(addr, "reliable").unwrap();
     let data: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
     for m in data.chunks(50_000) {
         c.send(m, Wait::Block).unwrap();
     }
-    assert_eq!(t.join().unwrap(), data);
-    let s = c.stats().cells.expect("cell mode counts cells");
+    let (got, receiver) = t.join().unwrap();
+    assert_eq!(got, data);
+    c.close();
+    c.flush(Duration::from_secs(10)).unwrap();
+    let st = c.stats();
+    let s = st.cells.expect("cell mode counts cells");
     assert!(
         s.trains_in > 0 && s.sar.frames > 0 && s.malformed == 0,
         "{s:?}"
     );
+    assert_no_retransmissions("reliable in cell mode", &st, &receiver.stats());
 }
 
 #[test]

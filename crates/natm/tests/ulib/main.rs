@@ -14,5 +14,6 @@ mod refusals;
 mod send_many;
 mod send_pool;
 mod simplex;
+mod support;
 mod udp;
 mod udp_adaptor;

@@ -4,6 +4,7 @@
 use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
+use crate::support::assert_no_retransmissions;
 use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network, Watermarks};
 
 /// Two hosts on one in-process network: `a` connects to a listener of `b`.
@@ -56,8 +57,10 @@ fn reliable_transfer_between_two_hosts_is_byte_exact() {
     let c = sender.join().unwrap();
     assert_eq!(got.len(), data.len());
     assert!(got == data, "byte-exact");
-    assert!(c.stats().tx.tpdus_sent >= 6_000_000 / 4096);
+    let st = c.stats();
+    assert!(st.tx.tpdus_sent >= 6_000_000 / 4096);
     assert_eq!(net.unroutable(), 0);
+    assert_no_retransmissions("reliable", &st, &s.stats());
 }
 
 #[test]
@@ -212,6 +215,8 @@ fn a_message_received_by_chunks_is_byte_exact_and_ends_with_end_of_message() {
         None
     );
     assert!(matches!(s.recv_chunk(Wait::No), Ok(None)));
+    c.flush(Duration::from_secs(5)).unwrap();
+    assert_no_retransmissions("reliable", &c.stats(), &s.stats());
 }
 
 #[test]
@@ -282,5 +287,6 @@ fn recv_into_reuses_the_callers_buffer_and_keeps_every_message_exact() {
             .unwrap(),
         "the peer closed"
     );
-    sender.join().unwrap();
+    let c = sender.join().unwrap();
+    assert_no_retransmissions("reliable", &c.stats(), &s.stats());
 }

@@ -9,8 +9,9 @@ use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use crate::support::assert_no_retransmissions;
 use bytes::Bytes;
-use natm::ulib::{Connection, Host, HostConfig};
+use natm::ulib::{ConnStats, Connection, Host, HostConfig};
 
 fn pattern(i: usize) -> u8 {
     (i.wrapping_mul(2_654_435_761) >> 13) as u8
@@ -51,14 +52,15 @@ fn messages(total: usize) -> (Bytes, Vec<Bytes>) {
 }
 
 /// Send every message as `Bytes`, close, and receive them all with
-/// `recv_chunk`; check the bytes and the boundaries.
+/// `recv_chunk`; check the bytes and the boundaries. The sender's counters, after
+/// its flush.
 fn transfer_by_owned_buffers(
     c: Connection,
     s: &Connection,
     msgs: Vec<Bytes>,
     data: &Bytes,
     tpdu: usize,
-) {
+) -> ConnStats {
     let sizes: Vec<usize> = msgs.iter().map(Bytes::len).collect();
     let sender = thread::spawn(move || {
         for m in msgs {
@@ -82,21 +84,25 @@ fn transfer_by_owned_buffers(
     assert_eq!(got.len(), data.len());
     assert!(got == data[..], "byte-exact");
     assert_eq!(got_sizes, sizes, "message boundaries kept");
-    assert!(c.stats().tx.tpdus_sent >= (data.len() / tpdu) as u64);
+    let st = c.stats();
+    assert!(st.tx.tpdus_sent >= (data.len() / tpdu) as u64);
+    st
 }
 
 #[test]
 fn a_large_transfer_by_owned_buffers_and_chunks_is_byte_exact() {
     let (_a, _b, c, s) = connect("reliable", None);
     let (data, msgs) = messages(24 << 20);
-    transfer_by_owned_buffers(c, &s, msgs, &data, 4096);
+    let st = transfer_by_owned_buffers(c, &s, msgs, &data, 4096);
+    assert_no_retransmissions("reliable", &st, &s.stats());
 }
 
 #[test]
 fn owned_buffers_with_32k_tpdus_are_byte_exact() {
     let (_a, _b, c, s) = connect("reliable:tpdu=32768", None);
     let (data, msgs) = messages(12 << 20);
-    transfer_by_owned_buffers(c, &s, msgs, &data, 32_768);
+    let st = transfer_by_owned_buffers(c, &s, msgs, &data, 32_768);
+    assert_no_retransmissions("reliable:tpdu=32768", &st, &s.stats());
 }
 
 #[test]
@@ -122,6 +128,9 @@ fn the_caller_keeps_its_buffer_and_may_send_it_again() {
         assert!(m == data[..]);
     }
     assert_eq!(data.len(), 300_000, "the caller's buffer is untouched");
+    c.close();
+    c.flush(Duration::from_secs(10)).unwrap();
+    assert_no_retransmissions("reliable", &c.stats(), &s.stats());
 }
 
 /// A UDP relay, like a NAT, between one client and a server that answers from a
@@ -231,11 +240,13 @@ fn owned_buffers_arrive_byte_exact_through_a_lossy_path() {
     };
     let (_a, _b, c, s) = connect("reliable", Some(&via));
     let (data, msgs) = messages(6 << 20);
-    transfer_by_owned_buffers(c, &s, msgs, &data, 4096);
+    let st = transfer_by_owned_buffers(c, &s, msgs, &data, 4096);
     let relay = relay.borrow_mut().take().unwrap();
     assert!(
         relay.dropped.load(Ordering::Relaxed) > 10,
         "the path lost datagrams: {}",
         relay.dropped.load(Ordering::Relaxed)
     );
+    // The counters the loss-free tests find at 0 do count: here they must not be.
+    assert!(st.tx.retransmissions() > 0, "{st:?}");
 }

@@ -5,6 +5,7 @@
 use natm::ulib::Wait;
 use std::time::Duration;
 
+use crate::support::assert_no_retransmissions;
 use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network};
 
 fn pair_on(host: &Host, qos: &str) -> (Connection, Connection) {
@@ -75,8 +76,9 @@ fn messages_of_several_tpdus_in_one_batch_stay_whole_and_in_order() {
             None => break,
         }
     }
-    let (_c, burst) = sender.join().unwrap();
+    let (c, burst) = sender.join().unwrap();
     assert_eq!(got, burst);
+    assert_no_retransmissions("reliable", &c.stats(), &s.stats());
 }
 
 #[test]

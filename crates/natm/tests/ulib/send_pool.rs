@@ -7,6 +7,7 @@
 use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
+use crate::support::assert_no_retransmissions;
 use natm::ulib::{Connection, Error, Host, HostConfig, WouldBlock};
 
 const VCS: usize = 4;
@@ -110,11 +111,15 @@ fn vcs_together_queue_no_more_than_the_hosts_pool_and_all_their_data_arrives() {
             })
         })
         .collect();
-    let _senders: Vec<Connection> = writers.into_iter().map(|t| t.join().unwrap()).collect();
-    let _receivers: Vec<Connection> = readers.into_iter().map(|t| t.join().unwrap()).collect();
+    let senders: Vec<Connection> = writers.into_iter().map(|t| t.join().unwrap()).collect();
+    let receivers: Vec<Connection> = readers.into_iter().map(|t| t.join().unwrap()).collect();
     let p = tx_host.send_pool();
     assert_eq!(p.used, 0, "all acknowledged, all given back: {p:?}");
     assert!(p.peak <= POOL as u64);
+    // Held back by the pool and by receivers that did not read, but never lost.
+    for (i, (c, r)) in senders.iter().zip(&receivers).enumerate() {
+        assert_no_retransmissions(&format!("vc {i}"), &c.stats(), &r.stats());
+    }
 }
 
 #[test]
@@ -142,8 +147,9 @@ fn a_pool_smaller_than_a_message_still_carries_it_in_pieces() {
     });
     let got = r.recv(Wait::For(Duration::from_secs(30))).unwrap();
     assert_eq!(got.as_deref(), Some(&want[..]));
-    let _c = w.join().unwrap();
+    let c = w.join().unwrap();
     let p = tx_host.send_pool();
     assert!(p.peak <= 96 << 10, "{p:?}");
     assert_eq!(p.used, 0);
+    assert_no_retransmissions("reliable", &c.stats(), &r.stats());
 }
