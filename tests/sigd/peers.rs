@@ -281,6 +281,9 @@ fn signalled_calls_carry_data_both_ways_without_a_transport_handshake() {
                     "{qos}: {s:?}"
                 );
             }
+            // Loopback loses nothing: neither end finds a hole that was not one
+            // (issue 34; docs/decisions/0034-spurious-retransmissions.md).
+            assert_eq!(s.tx.retx_fast, 0, "{qos}: {s:?}");
         }
     }
 }
