@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use crate::support::assert_no_retransmissions;
 use natm::ulib::{Error, Host, HostConfig, Wait};
 
 fn host() -> Host {
@@ -29,7 +30,7 @@ fn one_way(send_qos: &str, recv_qos: &str) {
         while let Some(m) = c.recv(Wait::For(Duration::from_secs(20))).unwrap() {
             got.push(m);
         }
-        got
+        (got, c)
     });
     let c = a.connect(addr, send_qos).unwrap();
     // The sending side cannot receive, and says so at once rather than waiting.
@@ -45,7 +46,11 @@ fn one_way(send_qos: &str, recv_qos: &str) {
     }
     c.close();
     c.flush(Wait::For(Duration::from_secs(20))).unwrap();
-    assert_eq!(t.join().unwrap(), msgs, "{send_qos}");
+    let (got, receiver) = t.join().unwrap();
+    assert_eq!(got, msgs, "{send_qos}");
+    // The ACKs came back on the unused direction's VC.
+    assert!(c.stats().tx.acks_received > 0, "{send_qos}");
+    assert_no_retransmissions(send_qos, &c.stats(), &receiver.stats());
 }
 
 #[test]
