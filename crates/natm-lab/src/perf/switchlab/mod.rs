@@ -82,8 +82,8 @@ pub(crate) struct SwitchlabResult {
     /// Cell-level, then packet-level, with deep VC buffers; then both with short.
     pub(crate) smoothing: Vec<SmoothingCase>,
     /// The same four on a natm host's own VCs (`smooth=cell` and `smooth=frame`
-    /// bare PVCs through the switch), issue 34.
-    #[serde(default)]
+    /// bare PVCs through the switch), issue 34. Absent from runs made before it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) smoothing_hosts: Vec<HostSmoothingCase>,
 }
 
