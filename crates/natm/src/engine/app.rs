@@ -993,10 +993,12 @@ impl Conn {
             QosChangeError::NotEstablished | QosChangeError::NotSender => Error::Closed,
             e @ QosChangeError::OneWay => Error::QosNotNegotiable(e.to_string()),
         })?;
-        self.after(eng, Which::Tx, &mut tx, cv, now, usize::MAX);
-        drop(tx);
+        // Queued before the request leaves: once it has, the driver may take the
+        // peer's answer and queue QosChanged before this thread got here (seen as
+        // [QosChanged, QosPending] on a loaded machine).
         self.events
             .push(super::events::ConnEvent::QosPending { rate: bps });
+        self.after(eng, Which::Tx, &mut tx, cv, now, usize::MAX);
         Ok(())
     }
 
