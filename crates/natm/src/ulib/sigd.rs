@@ -194,6 +194,14 @@ struct State {
     /// sigd closed the session itself, with this cause and reason (a limit, an idle
     /// close, a protocol error): what waiters are told instead of `SigdGone`.
     closed_by_sigd: Option<(u8, String)>,
+    /// sigd has sent this session something. A session that ends before it heard
+    /// anything never reached a serving sigd: one opened in the instant a dying
+    /// sigd's listening socket still took connections (its process exits, closing
+    /// the session of an established call before that socket), which no sigd ever
+    /// accepted.
+    heard: bool,
+    /// The socket path the session was opened on (for [`Error::NoSigd`]).
+    path: PathBuf,
 }
 
 impl State {
@@ -203,6 +211,13 @@ impl State {
             Some((cause, detail)) => Error::SigdClosed {
                 cause: *cause,
                 detail: detail.clone(),
+            },
+            None if !self.heard => Error::NoSigd {
+                path: self.path.clone(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "sigd closed the connection before it answered",
+                ),
             },
             None => Error::SigdGone,
         }
@@ -415,7 +430,13 @@ impl Session {
             writer: Mutex::new(Level::SigdWriter, s),
             // 0 is the tag of requests nobody waits for (`notify`).
             next_req: AtomicU64::new(1),
-            state: Mutex::new(Level::SigdState, State::default()),
+            state: Mutex::new(
+                Level::SigdState,
+                State {
+                    path: path.to_owned(),
+                    ..State::default()
+                },
+            ),
             reader: Mutex::new(
                 Level::SigdReader,
                 Reader {
@@ -1068,6 +1089,7 @@ impl Session {
 
     fn deliver(&self, m: Message) {
         let mut st = self.state.lock();
+        st.heard = true;
         let key = match m {
             Message::Ack { req, id } if st.waiting.contains(&req) => {
                 if id != 0 && !st.slotless.remove(&req) {

@@ -50,6 +50,43 @@ fn a_refused_session_reports_sigds_reason_on_either_side_of_the_race() {
 }
 
 #[test]
+fn a_session_closed_before_any_answer_is_no_sigd_not_a_lost_one() {
+    // What a dying sigd's listening socket does in the instant between its process
+    // closing a client's session and closing the socket itself: it takes a
+    // connection that no sigd ever answers. A call placed then has reached no sigd:
+    // `NoSigd` (start one), not `SigdGone` (pending calls were lost).
+    let path = std::env::temp_dir().join(format!("natm-mute-{}.sock", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let listener = UnixListener::bind(&path).unwrap();
+    const SESSIONS: usize = 10;
+    let mute = std::thread::spawn(move || {
+        for _ in 0..SESSIONS {
+            let (s, _) = listener.accept().unwrap();
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        }
+    });
+    let host = Host::open(HostConfig {
+        sigd_socket: Some(path.clone()),
+        ..HostConfig::default()
+    })
+    .unwrap();
+    for i in 0..SESSIONS {
+        match host.connect("+4420002:echo", "reliable") {
+            Err(Error::NoSigd { path: p, source }) => {
+                assert_eq!(p, path, "session {i}");
+                assert!(
+                    source.to_string().contains("before it answered"),
+                    "{source}"
+                );
+            }
+            other => panic!("session {i}: {other:?}"),
+        }
+    }
+    mute.join().unwrap();
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
 fn a_bad_sap_is_refused_before_sigd_is_asked() {
     // No sigd at this path: a request that reached for it would fail with NoSigd.
     let host = Host::open(HostConfig {
