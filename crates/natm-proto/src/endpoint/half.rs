@@ -693,6 +693,24 @@ impl RxHalf {
         n
     }
 
+    /// Whether a read left something to send (a window update, [`Psb::has_control`]):
+    /// the host transmits it now, or the sender waits for its retransmission timer.
+    pub fn has_control(&self) -> bool {
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.has_control(),
+            Machine::BareRx(_) | Machine::BareTx(_) => false,
+        }
+    }
+
+    /// Whether the advertised window bounds what the sender has in flight
+    /// ([`Psb::window_bounds_sender`]); never on a bare VC.
+    pub fn window_bounds_sender(&self) -> bool {
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.window_bounds_sender(),
+            Machine::BareRx(_) | Machine::BareTx(_) => false,
+        }
+    }
+
     /// Bytes ready for the application.
     pub fn readable(&self) -> usize {
         match &self.core.machine {

@@ -1054,6 +1054,24 @@ impl Psb {
         }
     }
 
+    /// Whether control TPDUs (an ACK, a window update) wait to be sent: the host
+    /// should poll for them now, not at the next arrival. A read that reopens a
+    /// shut window queues one, and the sender, with nothing in flight, sends nothing
+    /// that would make the host poll.
+    pub fn has_control(&self) -> bool {
+        !self.ctrl.is_empty()
+    }
+
+    /// Whether this receiver's advertised window bounds what its sender has in
+    /// flight: a VC with error control, whose sender holds to the window (seed 000
+    /// §6.2.1: "the receive rate determines the transmission rate"), unlike a
+    /// feedback-only sender, which writes unacknowledged TPDUs off after a timeout.
+    pub fn window_bounds_sender(&self) -> bool {
+        self.recv
+            .as_ref()
+            .is_some_and(|r| r.limits().error_control && r.limits().send_acks)
+    }
+
     /// The receive buffer's size in bytes (0 on a sending end).
     pub fn rcv_buf(&self) -> usize {
         self.recv.as_ref().map_or(0, |r| r.limits().rcv_buf)

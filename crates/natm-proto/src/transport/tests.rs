@@ -704,6 +704,45 @@ fn slow_reader_shuts_the_window_and_reopens_it() {
     assert!(p.rx.stats().drop_rcv_buf + p.tx.stats().window_stalls > 0);
 }
 
+/// Issue 34: the read that reopens a shut window leaves a window update queued, and
+/// says so (`has_control`): a host that waited for the next arrival to poll would
+/// wait for the sender's retransmission timer, as the sender has nothing in flight.
+#[test]
+fn a_read_that_reopens_a_shut_window_has_an_update_to_send_at_once() {
+    let mut cfg = small(TransportConfig::reliable());
+    cfg.rcv_buf = 8 * 1024;
+    let mut p = Pair::new(cfg.clone(), cfg);
+    p.drive(Duration::from_millis(5));
+    assert!(p.rx.window_bounds_sender());
+    p.tx.send(&[5u8; 30_000], true).unwrap();
+    // Run the wire without reading until the sender stops: the window is shut.
+    let until = p.now + Duration::from_millis(15);
+    while p.now < until {
+        while let Some(t) = p.tx.poll_transmit(p.now) {
+            p.fwd.push_back((p.now + p.delay, Bytes::from(t.to_vec())));
+        }
+        while let Some(t) = p.rx.poll_transmit(p.now) {
+            p.back.push_back((p.now + p.delay, Bytes::from(t.to_vec())));
+        }
+        if !p.advance(Some(Duration::from_micros(100))) {
+            break;
+        }
+    }
+    while let Some(t) = p.rx.poll_transmit(p.now) {
+        assert_eq!(t.header.ty, TpduType::Ack);
+    }
+    assert_eq!(p.rx.recv_buffered(), 8 * 1024, "the buffer is full");
+    assert!(!p.rx.has_control());
+    assert_eq!(p.tx.stats().retransmissions(), 0);
+    // One read frees the window: the update is there to send now.
+    assert!(p.rx.recv_chunk().unwrap().is_some());
+    assert!(p.rx.has_control());
+    let upd = p.rx.poll_transmit(p.now).expect("a window update");
+    assert_eq!(upd.header.ty, TpduType::Ack);
+    assert!(upd.header.window > 0);
+    assert!(!p.rx.has_control());
+}
+
 #[test]
 fn set_rate_stays_within_agreed_bounds() {
     let mut cfg = small(TransportConfig::reliable());

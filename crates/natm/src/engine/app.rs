@@ -813,7 +813,9 @@ impl Conn {
         self.read_now(eng, &mut buf);
         eng.give_buffer(buf);
         let (mut rx, _) = self.rx();
-        match take(&mut rx)? {
+        let taken = take(&mut rx);
+        self.send_read_control(eng, &mut rx);
+        match taken? {
             Some(m) => Ok(Some(m)),
             None if rx.status().peer_closed => Ok(None),
             None => Err(use_error(&rx, Which::Rx).unwrap_or(Error::WouldBlock(WouldBlock::Empty))),
@@ -847,7 +849,9 @@ impl Conn {
         self.read_now(eng, &mut buf);
         eng.give_buffer(buf);
         let (mut rx, _) = self.rx();
-        match take(&mut rx) {
+        let taken = take(&mut rx);
+        self.send_read_control(eng, &mut rx);
+        match taken {
             Ok(Some(m)) => Some(Ok(Some(m))),
             Err(e) => Some(Err(e)),
             Ok(None) => Self::no_message(&rx).or_else(|| {
@@ -910,7 +914,9 @@ impl Conn {
             return Some(Err(e));
         }
         if rx.half.readable() > 0 {
-            return Some(rx.half.read(buf).map_err(|_| Error::Closed));
+            let n = rx.half.read(buf).map_err(|_| Error::Closed);
+            self.send_read_control(eng, &mut rx);
+            return Some(n);
         }
         if rx.status().peer_closed {
             return Some(Ok(0));

@@ -554,7 +554,19 @@ impl Conn {
         };
         let (backlog, w) = {
             let rx = lock(&self.rx);
-            (rx.half.readable(), w.for_buffer(rx.half.rcv_buf()))
+            let buf = rx.half.rcv_buf();
+            let w = w.for_buffer(buf);
+            // A reliable VC's window already holds its sender to the buffer (seed
+            // 000 §6.2.1; the watermarks are §6.2.2's, for VCs whose sender nothing
+            // holds back): it is held only if the sender overruns that. Held at the
+            // high watermark, TPDUs its window let into flight waited unread in the
+            // kernel until the sender's timer resent them (issue 34).
+            let w = if rx.half.window_bounds_sender() {
+                super::Watermarks { high: buf, ..w }
+            } else {
+                w
+            };
+            (rx.half.readable(), w)
         };
         if self.held.load(Ordering::Acquire) {
             if backlog <= w.low {
@@ -1235,9 +1247,33 @@ impl Conn {
         &self,
         eng: &Engine,
         timeout: Option<Duration>,
-        cond: impl FnMut(&mut End<RxHalf>) -> Option<R>,
+        mut cond: impl FnMut(&mut End<RxHalf>) -> Option<R>,
     ) -> Option<R> {
-        self.wait_on(eng, &self.rx, &self.rx_cv, timeout, cond, |_| false)
+        let taken = |end: &mut End<RxHalf>| {
+            // Even when `cond` finds nothing whole yet: it may have taken part of a
+            // message (`recv` gathers chunks), freeing the window all the same.
+            let r = cond(end);
+            self.send_read_control(eng, end);
+            r
+        };
+        self.wait_on(eng, &self.rx, &self.rx_cv, timeout, taken, |_| false)
+    }
+
+    /// After the application took data: a read that reopened a shut window queued a
+    /// window update, sent now — the sender has nothing in flight whose arrival would
+    /// make this host look at the VC again, and would wait for its retransmission
+    /// timer (issue 34).
+    pub(crate) fn send_read_control(&self, eng: &Engine, end: &mut End<RxHalf>) {
+        if end.half.has_control() {
+            self.after(
+                eng,
+                Which::Rx,
+                end,
+                &self.rx_cv,
+                eng.clock.now(),
+                usize::MAX,
+            );
+        }
     }
 
     fn wait_on<H, R>(

@@ -9,11 +9,11 @@ use natm::ulib::ConnStats;
 /// `receiver` the peer's. Only for paths that lose nothing: loopback or the mem
 /// adaptor, with nothing dropped on purpose.
 ///
-/// The timeout's and the two-RTT head check's resends are printed, not asserted:
-/// loopback still shows some (a receiver holding its socket unread at the high
-/// watermark while the sender's window is open, a receiver descheduled past the head
-/// check's 2 ms floor), a defect left open in
-/// docs/decisions/0034-spurious-retransmissions.md. Assert them here once it is fixed.
+/// The timeout's and the two-RTT head check's resends are printed, not asserted: a
+/// receiver or ACK path descheduled on a loaded host past the head check's 2 ms floor
+/// or the RTO cannot be told from a lost tail TPDU
+/// (docs/decisions/0034-spurious-retransmissions.md). The virtual-time tests assert
+/// none of any kind.
 ///
 /// The message names the counters by cause, as `natm stat` does ("retx f/t/h": the
 /// fast path, the timeout, the head check), with what tells a loss from a spurious
