@@ -133,6 +133,11 @@ if within 20 "${in[@]}" natm stat; then
   else
     fail "natm-sigd.service runs sigd as natm with no capability" "$got"
   fi
+  if journal_has natm-sigd "Landlock sandbox enforced"; then
+    ok "sigd sandboxes itself with Landlock under its unit's system-call filter"
+  else
+    fail "sigd sandboxes itself with Landlock" "$(journal natm-sigd | tail -n 20)"
+  fi
   # $pid is the container's number for sigd: nsenter from inside the container.
   ro=$("${in[@]}" nsenter -t "$pid" -m sh -c \
     'for f in /usr/natm-write-test /etc/natm-write-test; do touch $f 2>&1; done' || true)
@@ -189,6 +194,11 @@ if within 30 journal_has natm-switch "switch forwarding" &&
   within 10 "${in[@]}" test -s /run/natm-switch/switch.json &&
   [ "$("${in[@]}" stat -c %U:%a /var/lib/natm/switch.noise-key)" = natm:600 ]; then
   ok "natm-switch.service forwards, its key natm's 0600, its counters in /run/natm-switch"
+  if journal_has natm-switch "Landlock sandbox enforced"; then
+    ok "the switch sandboxes itself with Landlock under its unit's system-call filter"
+  else
+    fail "the switch sandboxes itself with Landlock" "$(journal natm-switch | tail -n 20)"
+  fi
 else
   fail "natm-switch.service forwards" "$(journal natm-switch | tail -n 20)"
 fi

@@ -64,6 +64,38 @@ pub struct SigdArgs {
     /// peer's `[[peer]] public_key`), creating the key file if there is none, and exit.
     #[arg(long)]
     show_key: bool,
+    #[command(flatten)]
+    confine: ConfineArgs,
+}
+
+/// What a daemon gives up once it has bound its sockets and read its keys (issue 31,
+/// `natm_sigd::confine`); `natm sigd` and `natm switch` both take these.
+#[derive(Debug, Args)]
+pub(super) struct ConfineArgs {
+    /// Run as USER once the sockets are bound and the keys read; `root` keeps root
+    /// [default, when started as root: user natm if it may write the daemon's
+    /// directories, else uid 0 without any capability].
+    #[arg(long, value_name = "USER")]
+    user: Option<String>,
+    /// Do not enforce the Landlock sandbox (file-system access beyond the daemon's
+    /// own directories, signals and abstract sockets outside it).
+    #[arg(long)]
+    no_sandbox: bool,
+}
+
+impl ConfineArgs {
+    /// Drops what `daemon` no longer needs; `needs` are the directories it writes.
+    pub(super) fn apply(&self, daemon: &str, needs: &natm_sigd::confine::Needs) -> CliResult {
+        use natm_sigd::confine::{confine, UserChoice};
+        let user = self
+            .user
+            .clone()
+            .map_or(UserChoice::Default, UserChoice::Named);
+        confine(&user, !self.no_sandbox, needs)
+            .with_context(|| format!("{daemon}: least privilege"))?
+            .log(daemon);
+        Ok(())
+    }
 }
 
 const SIGD_HELP: &str = "\
@@ -186,6 +218,10 @@ pub fn run(a: SigdArgs) -> CliResult {
     let cfg = file.check()?;
     let mut d = Daemon::bind(cfg).context("sigd")?;
     d.handle_signals().context("sigd: signals")?;
+    if let Err(e) = a.confine.apply("sigd", &d.needs()) {
+        d.abandon();
+        return Err(e);
+    }
     d.run().context("sigd")
 }
 

@@ -39,6 +39,8 @@ pub struct SwitchArgs {
     /// public_key`), made first if there is none, and exit.
     #[arg(long)]
     show_key: bool,
+    #[command(flatten)]
+    confine: super::sigd::ConfineArgs,
 }
 
 const SWITCH_HELP: &str = "\
@@ -83,6 +85,7 @@ pub fn run(a: SwitchArgs) -> CliResult {
     }
     let mut d = SwitchDaemon::bind(cfg).context("switch")?;
     d.handle_signals().context("switch: signals")?;
+    a.confine.apply("switch", d.needs())?;
     for (name, addr) in d.endpoints() {
         outln!("port {name} {addr}");
     }

@@ -23,6 +23,8 @@ pub(crate) struct Sigd {
     pub(crate) socket: PathBuf,
     pub(crate) signalling: SocketAddr,
     pub(crate) config: PathBuf,
+    /// Flags after `natm sigd --config FILE`.
+    pub(crate) args: Vec<String>,
 }
 
 /// A loopback port free a moment ago, outside the kernel's ephemeral range and
@@ -38,6 +40,13 @@ impl Sigd {
     }
 
     pub(crate) fn start_at(toml: &str, signalling: SocketAddr) -> Sigd {
+        let mut s = Self::prepare(toml, signalling);
+        s.spawn();
+        s
+    }
+
+    /// Its directory and configuration, not yet started ([`Sigd::spawn`]).
+    pub(crate) fn prepare(toml: &str, signalling: SocketAddr) -> Sigd {
         let n = N.fetch_add(1, Ordering::SeqCst);
         let dir = std::env::temp_dir().join(format!("natm-sigd-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
@@ -50,21 +59,22 @@ impl Sigd {
             socket.display()
         )
         .unwrap();
-        let mut s = Sigd {
+        Sigd {
             child: None,
             dir,
             socket,
             signalling,
             config,
-        };
-        s.spawn();
-        s
+            args: Vec::new(),
+        }
     }
 
-    fn spawn(&mut self) {
+    /// Starts it and waits until it serves.
+    pub(crate) fn spawn(&mut self) {
         let child = Command::new(env!("CARGO_BIN_EXE_natm"))
             .args(["sigd", "--config"])
             .arg(&self.config)
+            .args(&self.args)
             .env("RUST_LOG", "natm=debug")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

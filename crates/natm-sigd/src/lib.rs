@@ -18,6 +18,7 @@
 pub mod access;
 pub mod admission;
 pub mod config;
+pub mod confine;
 pub mod core;
 mod daemon;
 pub mod directory;

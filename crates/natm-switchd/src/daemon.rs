@@ -67,8 +67,13 @@ pub struct SwitchDaemon {
     links: Vec<Link>,
     signals: Option<UnixStream>,
     stop: Stop,
-    /// The stat file's writer (`stat_json`), off the forwarding thread.
+    /// The stat file's writer (`stat_json`), off the forwarding thread: started by
+    /// [`SwitchDaemon::run`], so that it runs as confined as the loop.
     stat_file: Option<StatFile>,
+    /// `stat_json`.
+    stat_path: Option<PathBuf>,
+    /// The directories the switch writes while it runs ([`SwitchDaemon::needs`]).
+    needs: natm_sigd::confine::Needs,
     stat_interval: Duration,
     next_stat: Instant,
     epoch: Instant,
@@ -228,6 +233,10 @@ impl SwitchDaemon {
         };
         let now = Instant::now();
         let control = Self::control(&cfg, &links)?;
+        let mut needs = natm_sigd::confine::Needs::default();
+        for f in cfg.stat_json.iter().chain(cfg.known_peers_path().iter()) {
+            needs.file(f);
+        }
         let rx = links
             .iter()
             .find_map(|l| l.socket.as_ref())
@@ -239,14 +248,9 @@ impl SwitchDaemon {
             links,
             signals: None,
             stop: Stop::default(),
-            stat_file: cfg
-                .stat_json
-                .clone()
-                .map(StatFile::start)
-                .transpose()
-                .map_err(|e| {
-                    ConfigError::Invalid(format!("cannot start the stat file's writer: {e}"))
-                })?,
+            stat_file: None,
+            stat_path: cfg.stat_json.clone(),
+            needs,
             stat_interval: Duration::from_millis(cfg.stat_interval_ms.max(10)),
             next_stat: now,
             epoch: now,
@@ -413,6 +417,12 @@ impl SwitchDaemon {
         self.stop.clone()
     }
 
+    /// The directories the switch writes while it runs (the stat file's, the
+    /// known-peers file's), for [`natm_sigd::confine::confine`].
+    pub fn needs(&self) -> &natm_sigd::confine::Needs {
+        &self.needs
+    }
+
     /// Each port's name and bound UDP endpoint (an atmtcp port's listening address,
     /// or 0.0.0.0:0 if it connects).
     pub fn endpoints(&self) -> Vec<(String, std::net::SocketAddr)> {
@@ -510,6 +520,14 @@ impl SwitchDaemon {
 
     /// Forward until stopped; then write the stat file a last time.
     pub fn run(mut self) -> io::Result<()> {
+        if let Some(p) = self.stat_path.clone() {
+            self.stat_file = Some(StatFile::start(p).map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("cannot start the stat file's writer: {e}"),
+                )
+            })?);
+        }
         for l in &self.links {
             info!(port = %l.name, bind = %l.bind, peer = %l.peer, mode = ?l.mode, "port up");
         }

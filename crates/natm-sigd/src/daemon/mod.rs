@@ -178,6 +178,26 @@ impl SpareFd {
 }
 
 impl Daemon {
+    /// The directories sigd writes while it runs (the socket's, the known-peers
+    /// file's, the SSCOP record's), for [`crate::confine::confine`].
+    pub fn needs(&self) -> crate::confine::Needs {
+        let mut n = crate::confine::Needs::default();
+        for f in [
+            &self.socket_path,
+            &self.known_peers_file,
+            &self.sscop_sq_file,
+        ] {
+            n.file(f);
+        }
+        n
+    }
+
+    /// Gives up without running (its start failed after [`Daemon::bind`]): the socket
+    /// is removed, so no stale one is left for the next start.
+    pub fn abandon(self) {
+        let _ = std::fs::remove_file(&self.socket_path);
+    }
+
     /// Bind the application socket and the signalling socket, and measure the TPDU
     /// cost unless the configuration gives it.
     pub fn bind(cfg: Config) -> io::Result<Daemon> {
