@@ -126,6 +126,46 @@ fn frames_arrive_byte_exact_and_translated() {
     assert_eq!(((h.vpi, h.vci), got), ((0, 100), &b"back"[..]));
 }
 
+/// Issue 31 (`natm_sigd::confine`): started as root in a directory only root may
+/// write, the switch keeps uid 0 but no capability, sandboxed, and still forwards
+/// and writes its stat file from the thread that now starts inside the sandbox.
+#[test]
+fn a_root_switch_keeps_no_capability_and_still_forwards_and_writes_its_stat() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: the switch gives up root only when started as root");
+        return;
+    }
+    let (a, b, sw) = two_hosts(
+        "confined",
+        "frame",
+        "[[pvc]]\nfrom = \"a:0.100\"\nto = \"b:2.200\"\n",
+    );
+    let status = std::fs::read_to_string(format!("/proc/{}/status", sw.pid())).unwrap();
+    for line in ["CapEff", "CapPrm", "CapBnd", "CapAmb"] {
+        assert!(
+            status.contains(&format!("{line}:\t0000000000000000")),
+            "{line}: {status}"
+        );
+    }
+    assert!(status.contains("NoNewPrivs:\t1"), "{status}");
+    let mut d = vcframe::Repr::data(0, 100).to_bytes().to_vec();
+    d.extend_from_slice(b"confined");
+    a.send_to(&d, sw.ports["a"]).unwrap();
+    let mut buf = [0u8; 2048];
+    let n = b.recv(&mut buf).expect("the frame arrives");
+    assert_eq!(
+        vcframe::Repr::parse_bytes(&buf[..n]).unwrap().1,
+        b"confined"
+    );
+    sw.stat_until(|v| v["vcs"][0]["counters"]["frames_out"].as_u64() >= Some(1));
+    let log = sw.log();
+    assert!(
+        log.contains("running as uid 0 without capabilities")
+            && log.contains("Landlock sandbox enforced"),
+        "{log}"
+    );
+}
+
 #[test]
 fn a_vc_above_its_pcr_is_cut_to_its_contract() {
     let pcr = 2000u64;

@@ -174,6 +174,11 @@ impl SwitchProc {
         }
     }
 
+    /// The running switch's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// Its log so far.
     pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("switch.log")).unwrap_or_default()
