@@ -3,8 +3,10 @@
 //! encrypted reliable transfer between two sigds' applications: replays the TPDU,
 //! modifies it, forges DATA, CLOSE and ABORT with the right cookie, and sends
 //! frames with another cookie. Every one is dropped and counted before any VC sees
-//! it; the transfer completes byte-exact and both ends report success. Needs root
-//! (raw sockets); without it the test says so and passes.
+//! it; the transfer completes byte-exact and both ends report success. Issue 31:
+//! OAM loopback on such a call is authenticated — forged and replayed requests get
+//! no answer, forged answers match no probe. Needs root (raw sockets); without it
+//! the test says so and passes.
 
 mod sigd_support;
 mod spoof_support;
@@ -56,6 +58,28 @@ impl Sniffer {
     /// The payload of the next UDP datagram from `from` to `to` that is a natm data
     /// frame carrying a DATA TPDU.
     fn data_frame(&mut self, from: SocketAddr, to: SocketAddr) -> Vec<u8> {
+        // Kind data (0) and a DATA TPDU (0x1 version, type 0).
+        self.frame_where(from, to, "DATA", |p| {
+            p.len() > VC_HEADER + TPDU_HEADER && p[0] >> 2 == 0x30 && p[VC_HEADER] == 0x10
+        })
+    }
+
+    /// The payload of the next UDP datagram from `from` to `to` that is an OAM frame.
+    fn oam_frame(&mut self, from: SocketAddr, to: SocketAddr) -> Vec<u8> {
+        self.frame_where(from, to, "OAM", |p| {
+            natm::wire::vcframe::Repr::parse_bytes(p)
+                .is_ok_and(|(h, _)| h.kind == natm::wire::vcframe::FrameKind::Oam)
+        })
+    }
+
+    /// The payload of the next UDP datagram from `from` to `to` that `is_it` takes.
+    fn frame_where(
+        &mut self,
+        from: SocketAddr,
+        to: SocketAddr,
+        what: &str,
+        is_it: impl Fn(&[u8]) -> bool,
+    ) -> Vec<u8> {
         let until = Instant::now() + LIMIT;
         let mut buf = vec![0u8; 70_000];
         while Instant::now() < until {
@@ -82,15 +106,11 @@ impl Sniffer {
             if at(src, sport) != from || at(dst, dport) != to {
                 continue;
             }
-            // Kind data (0) and a DATA TPDU (0x1 version, type 0).
-            if payload.len() > VC_HEADER + TPDU_HEADER
-                && payload[0] >> 2 == 0x30
-                && payload[VC_HEADER] == 0x10
-            {
+            if is_it(payload) {
                 return payload.to_vec();
             }
         }
-        panic!("no DATA frame from {from} to {to} seen");
+        panic!("no {what} frame from {from} to {to} seen");
     }
 }
 
@@ -303,4 +323,85 @@ fn a_bad_tag_flood_is_counted_and_dropped_and_the_transfer_stays_exact() {
         s.bad_tag,
         s.replayed + s.bad_cookie
     );
+}
+
+/// Issue 31: "OAM loopback on a sealed call is authenticated or not answered".
+/// Forged end-to-end requests on the call's VC get no answer, a replay of the
+/// caller's own signed request gets none, forged answers match no probe; real probes
+/// are answered before and after.
+#[test]
+fn forged_and_replayed_oam_loopback_on_a_sealed_call_gets_no_answer() {
+    use natm::wire::oam::{self, Loopback, Scope};
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    if !root() {
+        return;
+    }
+    let (a, b) = pair(LINK, LINK);
+    let (ha, hb) = (a.host(), b.host());
+    let l = hb.bind("probed", QOS).unwrap();
+    let t = std::thread::spawn(move || l.accept(Wait::For(LIMIT)).unwrap());
+    let mut sniff = Sniffer::open();
+    let c = ha.connect("+4420002:probed", QOS).unwrap();
+    let s = t.join().unwrap();
+    assert!(c.stats().seal.is_some(), "the call is not encrypted");
+    let (a_data, b_data) = (data_of(&a), data_of(&b));
+
+    // A real probe: signed, answered, the answer checked.
+    let wait = Duration::from_secs(2);
+    assert!(c.oam_loopback(Scope::EndToEnd, wait).unwrap().is_some());
+    let genuine = sniff.oam_frame(a_data, b_data);
+    drop(sniff);
+    let (header, cell) = genuine.split_at(VC_HEADER);
+    let request = Loopback::parse(cell).unwrap();
+    assert!(request.request);
+    assert_ne!(
+        request.source,
+        oam::END_POINT,
+        "the request carries no authenticator"
+    );
+
+    let spoof = Spoofer::open();
+    // 200 forged requests on the call's VC with the caller's address (unsigned, as a
+    // clear end point sends them), 20 replays of the genuine one, and 20 forged
+    // answers to the caller.
+    let forged = 200u64;
+    let replays = 20u64;
+    for i in 0..forged {
+        let mut f = header.to_vec();
+        f.extend_from_slice(&Loopback::request(i as u32).to_bytes());
+        spoof.send(a_data, b_data, &f);
+    }
+    for _ in 0..replays {
+        spoof.send(a_data, b_data, &genuine);
+    }
+    let mut fake_answer = header.to_vec();
+    fake_answer.extend_from_slice(&oam::answer(cell.try_into().unwrap()));
+    for _ in 0..replays {
+        spoof.send(b_data, a_data, &fake_answer);
+    }
+    let until = Instant::now() + LIMIT;
+    let seen = |x: &natm::ulib::Connection| {
+        let st = x.stats();
+        st.oam.unauthenticated + st.oam.replayed + st.queue_drops.unwrap_or(0)
+    };
+    while seen(&s) < forged + replays || seen(&c) < replays {
+        assert!(
+            Instant::now() < until,
+            "frames unaccounted for: callee {:?}, caller {:?}",
+            s.stats().oam,
+            c.stats().oam
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (so, co) = (s.stats().oam, c.stats().oam);
+    assert_eq!(so.looped, 1, "only the real probe was answered: {so:?}");
+    assert!(
+        so.unauthenticated <= forged && so.replayed <= replays,
+        "{so:?}"
+    );
+    assert_eq!(so.rate_limited, 0, "refused before the budget: {so:?}");
+    assert_eq!(co.answers, 1, "no forged answer was matched: {co:?}");
+    // Real probes still work, both ways.
+    assert!(c.oam_loopback(Scope::EndToEnd, wait).unwrap().is_some());
+    assert!(s.oam_loopback(Scope::EndToEnd, wait).unwrap().is_some());
 }

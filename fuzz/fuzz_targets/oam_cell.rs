@@ -1,9 +1,12 @@
 //! Fuzzes the OAM loopback payload parser: no panic, and what parses emits back to
-//! the same fields and answers to a parseable reply.
+//! the same fields and answers to a parseable reply. On a sealed call (issue 31,
+//! `wire::oam_auth`) no input is taken as the peer's unless the peer signed it.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use natm_proto::wire::oam::{answer, Loopback};
+use natm_proto::wire::oam_auth::OamKeys;
+use natm_proto::wire::seal::PathKeys;
 
 fuzz_target!(|data: &[u8]| {
     match Loopback::parse(data) {
@@ -12,6 +15,15 @@ fuzz_target!(|data: &[u8]| {
             let p: &[u8; 48] = data.try_into().expect("parsed, so 48 octets");
             let a = Loopback::parse(&answer(p)).expect("an answer parses");
             assert_eq!((a.request, a.tag, a.location), (false, l.tag, l.location));
+            // The fuzzer does not know the keys: it never forges the peer's signature,
+            // and what the peer signs always verifies.
+            let keys = PathKeys {
+                tx: [7; 32],
+                rx: [9; 32],
+            };
+            let (mine, theirs) = (OamKeys::new(&keys), OamKeys::new(&keys.reversed()));
+            assert!(!mine.verify(&l), "an input verified without the peer's key");
+            assert!(mine.verify(&theirs.sign(l)));
         }
         Err(e) => {
             let _ = e.to_string();

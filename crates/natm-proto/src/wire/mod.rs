@@ -16,6 +16,7 @@ pub mod cell;
 pub mod crc;
 pub mod ipc;
 pub mod oam;
+pub mod oam_auth;
 pub mod pcap;
 pub mod q2931;
 pub mod qos;

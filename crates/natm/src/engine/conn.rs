@@ -34,6 +34,7 @@ use crate::sync::{self, Condvar, MutexGuard, OrderedMutex as Mutex};
 use crate::time::Instant;
 use crate::transport::AbortReason;
 use crate::wire::oam::Scope;
+use crate::wire::oam_auth::OamKeys;
 use crate::wire::seal::{self, OpenError, Opener, PathKeys, Sealer};
 use crate::wire::tpdu::Header;
 use crate::wire::vcframe;
@@ -152,6 +153,8 @@ pub(crate) struct SealCounters {
 pub(crate) struct Crypt {
     sealer: Sealer,
     opener: parking_lot::Mutex<Opener>,
+    /// Sign and check end-to-end OAM loopback (`wire::oam_auth`, issue 31).
+    oam: OamKeys,
 }
 
 impl Crypt {
@@ -159,6 +162,7 @@ impl Crypt {
         Crypt {
             sealer: Sealer::new(&keys.tx),
             opener: parking_lot::Mutex::new(Opener::new(&keys.rx)),
+            oam: OamKeys::new(keys),
         }
     }
 }
@@ -181,6 +185,10 @@ pub(crate) struct OamCounters {
     /// End-to-end requests not answered: over the answer budget
     /// (`oam::ANSWERS_PER_S`, `oam::ANSWER_BURST`).
     pub(crate) rate_limited: AtomicU64,
+    /// On a sealed call, end-to-end requests and answers the peer did not sign.
+    pub(crate) unauthenticated: AtomicU64,
+    /// On a sealed call, signed requests whose tag was answered before (replays).
+    pub(crate) replayed: AtomicU64,
 }
 
 /// A duplex connection.
@@ -888,11 +896,24 @@ impl Conn {
             return true;
         }
         let c = &self.counters.oam;
-        match oam::on_frame(Scope::of_frame(&h), sdu) {
-            Action::Answer(_) if !self.oam.lock().may_answer(eng.clock.now()) => {
+        let keys = self.crypt.as_ref().map(|k| &k.oam);
+        let action = oam::on_frame(Scope::of_frame(&h), sdu, keys);
+        let refusal = match action {
+            Action::Answer(_, tag) => self
+                .oam
+                .lock()
+                .may_answer(eng.clock.now(), tag, keys.is_some())
+                .err(),
+            _ => None,
+        };
+        match (action, refusal) {
+            (Action::Answer(..), Some(oam::Unanswered::RateLimited)) => {
                 c.rate_limited.fetch_add(1, Ordering::Relaxed);
             }
-            Action::Answer(payload) => {
+            (Action::Answer(..), Some(oam::Unanswered::Replayed)) => {
+                c.replayed.fetch_add(1, Ordering::Relaxed);
+            }
+            (Action::Answer(payload, _), None) => {
                 // Back on the same VC, the way it came (`h` keeps VCI and flow).
                 let mut batch = SendBatch::with_capacity(VC_HEADER_LEN + payload.len());
                 let header = vcframe::Repr { clp: false, ..h }.to_bytes();
@@ -906,7 +927,7 @@ impl Conn {
                     c.looped.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Action::Answered(tag) => {
+            (Action::Answered(tag), _) => {
                 let now = eng.clock.now();
                 if self.oam.lock().answered(tag, now) {
                     c.answers.fetch_add(1, Ordering::Relaxed);
@@ -915,11 +936,14 @@ impl Conn {
                     c.unmatched.fetch_add(1, Ordering::Relaxed);
                 }
             }
-            Action::Ignored => {
+            (Action::Ignored, _) => {
                 c.ignored.fetch_add(1, Ordering::Relaxed);
             }
-            Action::Malformed => {
+            (Action::Malformed, _) => {
                 c.malformed.fetch_add(1, Ordering::Relaxed);
+            }
+            (Action::Unauthenticated, _) => {
+                c.unauthenticated.fetch_add(1, Ordering::Relaxed);
             }
         }
         true
@@ -936,7 +960,14 @@ impl Conn {
         timeout: Duration,
     ) -> Result<Option<Duration>, TooManyProbes> {
         let tag = self.oam.lock().start(eng.clock.now())?;
-        let payload = crate::wire::oam::Loopback::request(tag).to_bytes();
+        let request = crate::wire::oam::Loopback::request(tag);
+        // A sealed call signs its end-to-end probes; a segment probe is for a switch,
+        // which holds no call keys.
+        let payload = match &self.crypt {
+            Some(k) if scope == Scope::EndToEnd => k.oam.sign(request),
+            _ => request,
+        }
+        .to_bytes();
         let header = scope.frame_header(0, self.route.tx_vci).to_bytes();
         let mut batch = SendBatch::with_capacity(VC_HEADER_LEN + payload.len());
         if batch.push(&[&header, &payload]).is_ok() {

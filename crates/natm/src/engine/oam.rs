@@ -14,6 +14,13 @@
 //! * counts a malformed OAM frame (not 48 octets, not a loopback, a bad CRC-10) and
 //!   drops it — never an error for the connection.
 //!
+//! On a sealed call (issue 31, `wire::oam_auth`) end-to-end loopback is
+//! authenticated: a request is answered only if its source ID is the peer's
+//! authenticator and its correlation tag newer than the last one answered (a replay
+//! gets nothing), the answer is signed by this end, and an answer is matched only if
+//! the peer signed it. Segment answers come from the first switch, which holds no
+//! call keys: they are matched unauthenticated.
+//!
 //! Departure from I.610: the request names no source ID (all ones) and the end point
 //! has no location ID of its own, so only "the end point" (all ones) is answered.
 
@@ -24,6 +31,7 @@ use natm_proto::flow::gcra::{Conformance as _, Gcra};
 use crate::time::Instant;
 use crate::wire::cell::PAYLOAD_LEN;
 use crate::wire::oam::{self, Loopback, Scope, END_POINT};
+use crate::wire::oam_auth::OamKeys;
 
 /// Probes a connection keeps waiting for an answer at once: a prober that loses
 /// answers cannot grow the table (`OamError::TooManyProbes` past it).
@@ -40,28 +48,59 @@ pub(crate) const ANSWER_BURST: u32 = 16;
 /// What to do with an OAM frame received on one of a connection's VCs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Action {
-    /// Send this payload back on the same VC, in an OAM frame of the same flow.
-    Answer([u8; PAYLOAD_LEN]),
+    /// Send this payload back on the same VC, in an OAM frame of the same flow, if
+    /// the budget allows ([`Probes::may_answer`]; the request's tag).
+    Answer([u8; PAYLOAD_LEN], u32),
     /// An answer to one of our probes (or to one given up on): its tag.
     Answered(u32),
     /// A request this end point does not answer (a segment flow, another location).
     Ignored,
     /// Not a loopback cell natm reads.
     Malformed,
+    /// On a sealed call, an end-to-end request or answer the peer did not sign.
+    Unauthenticated,
 }
 
-/// The end point's answer to an OAM payload of flow `scope`.
-pub(crate) fn on_frame(scope: Scope, payload: &[u8]) -> Action {
+/// The end point's answer to an OAM payload of flow `scope`; `keys` are a sealed
+/// call's loopback keys.
+pub(crate) fn on_frame(scope: Scope, payload: &[u8], keys: Option<&OamKeys>) -> Action {
     let Ok(l) = Loopback::parse(payload) else {
         return Action::Malformed;
     };
+    let signed = |l: &Loopback| match keys {
+        Some(k) if scope == Scope::EndToEnd => k.verify(l),
+        _ => true,
+    };
     if !l.request {
-        return Action::Answered(l.tag);
+        return if signed(&l) {
+            Action::Answered(l.tag)
+        } else {
+            Action::Unauthenticated
+        };
     }
     match (scope, <&[u8; PAYLOAD_LEN]>::try_from(payload)) {
-        (Scope::EndToEnd, Ok(p)) if l.location == END_POINT => Action::Answer(oam::answer(p)),
+        (Scope::EndToEnd, Ok(p)) if l.location == END_POINT => match keys {
+            None => Action::Answer(oam::answer(p), l.tag),
+            Some(k) if k.verify(&l) => {
+                let back = k.sign(Loopback {
+                    request: false,
+                    ..l
+                });
+                Action::Answer(back.to_bytes(), l.tag)
+            }
+            Some(_) => Action::Unauthenticated,
+        },
         _ => Action::Ignored,
     }
+}
+
+/// Why an end-to-end request was not answered ([`Probes::may_answer`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unanswered {
+    /// Over the answer budget.
+    RateLimited,
+    /// On a sealed call, a tag not newer than the last answered: a replay.
+    Replayed,
 }
 
 /// Why a probe could not be sent.
@@ -83,6 +122,8 @@ pub(crate) struct Probes {
     next_tag: u32,
     pending: Vec<Probe>,
     answers: Gcra,
+    /// The newest tag answered on a sealed call (replays of it or older are not).
+    last_answered: Option<u32>,
 }
 
 impl Probes {
@@ -95,13 +136,34 @@ impl Probes {
             pending: Vec::new(),
             // GCRA(T, (B − 1)·T): B requests at once, then one per T.
             answers: Gcra::new(interval, interval * (ANSWER_BURST - 1)),
+            last_answered: None,
         }
     }
 
-    /// Whether a loopback request that arrived at `now` may be answered (then it is
-    /// counted against the budget); a refused one is dropped and counted.
-    pub(crate) fn may_answer(&mut self, now: Instant) -> bool {
-        self.answers.conforms(now)
+    /// Whether a loopback request with `tag` that arrived at `now` may be answered
+    /// (then it is counted against the budget); a refused one is dropped and counted.
+    /// `sealed`: the request was authenticated, and only a tag newer than the last
+    /// answered is (serial-number order, RFC 1982, over 2^31).
+    pub(crate) fn may_answer(
+        &mut self,
+        now: Instant,
+        tag: u32,
+        sealed: bool,
+    ) -> Result<(), Unanswered> {
+        if sealed {
+            if let Some(last) = self.last_answered {
+                if tag.wrapping_sub(last).wrapping_sub(1) >= 1 << 31 {
+                    return Err(Unanswered::Replayed);
+                }
+            }
+        }
+        if !self.answers.conforms(now) {
+            return Err(Unanswered::RateLimited);
+        }
+        if sealed {
+            self.last_answered = Some(tag);
+        }
+        Ok(())
     }
 
     /// A new probe sent at `now`: its correlation tag.
@@ -166,27 +228,30 @@ mod tests {
     #[test]
     fn an_end_point_answers_end_to_end_requests_only() {
         let req = Loopback::request(9).to_bytes();
-        let Action::Answer(a) = on_frame(Scope::EndToEnd, &req) else {
+        let Action::Answer(a, 9) = on_frame(Scope::EndToEnd, &req, None) else {
             panic!("an end-to-end request to the end point is answered")
         };
         let back = Loopback::parse(&a).unwrap();
         assert_eq!((back.request, back.tag), (false, 9));
-        assert_eq!(on_frame(Scope::Segment, &req), Action::Ignored);
+        assert_eq!(on_frame(Scope::Segment, &req, None), Action::Ignored);
         let elsewhere = Loopback {
             location: [7; 16],
             ..Loopback::request(9)
         };
         assert_eq!(
-            on_frame(Scope::EndToEnd, &elsewhere.to_bytes()),
+            on_frame(Scope::EndToEnd, &elsewhere.to_bytes(), None),
             Action::Ignored
         );
         // The answer itself is delivered, not answered again.
-        assert_eq!(on_frame(Scope::EndToEnd, &a), Action::Answered(9));
-        assert_eq!(on_frame(Scope::Segment, &a), Action::Answered(9));
+        assert_eq!(on_frame(Scope::EndToEnd, &a, None), Action::Answered(9));
+        assert_eq!(on_frame(Scope::Segment, &a, None), Action::Answered(9));
         let mut bad = req;
         bad[9] ^= 4;
-        assert_eq!(on_frame(Scope::EndToEnd, &bad), Action::Malformed);
-        assert_eq!(on_frame(Scope::EndToEnd, &req[..40]), Action::Malformed);
+        assert_eq!(on_frame(Scope::EndToEnd, &bad, None), Action::Malformed);
+        assert_eq!(
+            on_frame(Scope::EndToEnd, &req[..40], None),
+            Action::Malformed
+        );
     }
 
     #[test]
@@ -209,21 +274,96 @@ mod tests {
     #[test]
     fn answers_are_limited_to_a_burst_then_a_rate_in_virtual_time() {
         let mut p = Probes::new(1);
-        let answered = (0..1_000).filter(|_| p.may_answer(ms(5))).count();
+        let answered = (0..1_000)
+            .filter(|_| p.may_answer(ms(5), 0, false).is_ok())
+            .count();
         assert_eq!(answered, ANSWER_BURST as usize, "a flood at one instant");
         let period = 1_000 / ANSWERS_PER_S;
-        assert!(!p.may_answer(ms(5 + period / 2)));
-        assert!(p.may_answer(ms(5 + period)), "one more per interval");
+        assert!(p.may_answer(ms(5 + period / 2), 0, false).is_err());
+        assert!(
+            p.may_answer(ms(5 + period), 0, false).is_ok(),
+            "one more per interval"
+        );
         // A flood of 10,000 requests over 10 s gets the rate, not more.
         let mut p = Probes::new(1);
         let n = (0..10_000_u64)
-            .filter(|i| p.may_answer(Instant::from_nanos(i * 1_000_000)))
+            .filter(|i| {
+                p.may_answer(Instant::from_nanos(i * 1_000_000), 0, false)
+                    .is_ok()
+            })
             .count() as u64;
         assert!(n <= ANSWERS_PER_S * 10 + u64::from(ANSWER_BURST), "{n}");
         assert!(n >= ANSWERS_PER_S * 10, "{n}");
         // A prober's one a second is always answered.
         let mut p = Probes::new(1);
-        assert!((0..60).all(|s| p.may_answer(ms(s * 1_000))));
+        assert!((0..60).all(|s| p.may_answer(ms(s * 1_000), 0, false).is_ok()));
+    }
+
+    fn sealed_pair() -> (OamKeys, OamKeys) {
+        let keys = crate::wire::seal::PathKeys {
+            tx: [1; 32],
+            rx: [2; 32],
+        };
+        (OamKeys::new(&keys), OamKeys::new(&keys.reversed()))
+    }
+
+    #[test]
+    fn on_a_sealed_call_only_the_peers_signed_requests_and_answers_count() {
+        let (a, b) = sealed_pair();
+        let e2e = Scope::EndToEnd;
+        // A forged (unsigned) request gets no answer; nor does one signed by the
+        // end that receives it (reflected).
+        let forged = Loopback::request(5).to_bytes();
+        assert_eq!(on_frame(e2e, &forged, Some(&b)), Action::Unauthenticated);
+        let reflected = b.sign(Loopback::request(5)).to_bytes();
+        assert_eq!(on_frame(e2e, &reflected, Some(&b)), Action::Unauthenticated);
+        // The peer's signed request is answered, and the answer is signed by b.
+        let req = a.sign(Loopback::request(5)).to_bytes();
+        let Action::Answer(ans, 5) = on_frame(e2e, &req, Some(&b)) else {
+            panic!("a signed request is answered")
+        };
+        assert_eq!(on_frame(e2e, &ans, Some(&a)), Action::Answered(5));
+        // An answer forged in b's name (the request with the indication cleared, as
+        // a clear end point answers) is not taken.
+        let forged_answer = oam::answer(&req);
+        assert_eq!(
+            on_frame(e2e, &forged_answer, Some(&a)),
+            Action::Unauthenticated
+        );
+        // A segment answer comes from a switch without keys: matched as it is.
+        let seg = Loopback {
+            request: false,
+            ..Loopback::request(6)
+        };
+        assert_eq!(
+            on_frame(Scope::Segment, &seg.to_bytes(), Some(&a)),
+            Action::Answered(6)
+        );
+    }
+
+    #[test]
+    fn a_sealed_call_answers_each_tag_once_and_never_an_older_one() {
+        let mut p = Probes::new(1);
+        assert_eq!(p.may_answer(ms(0), u32::MAX - 1, true), Ok(()));
+        assert_eq!(
+            p.may_answer(ms(10), u32::MAX - 1, true),
+            Err(Unanswered::Replayed)
+        );
+        assert_eq!(p.may_answer(ms(20), 7, true), Ok(()), "tags wrap");
+        assert_eq!(
+            p.may_answer(ms(30), u32::MAX - 1, true),
+            Err(Unanswered::Replayed),
+            "older than the last"
+        );
+        // A replay costs no budget: the next fresh tag is answered.
+        for t in 0..=7 {
+            assert_eq!(p.may_answer(ms(40), t, true), Err(Unanswered::Replayed));
+        }
+        assert_eq!(p.may_answer(ms(40), 8, true), Ok(()));
+        // On a clear call a tag may come again (anyone can forge one anyway).
+        let mut p = Probes::new(1);
+        assert_eq!(p.may_answer(ms(0), 3, false), Ok(()));
+        assert_eq!(p.may_answer(ms(10), 3, false), Ok(()));
     }
 
     #[test]

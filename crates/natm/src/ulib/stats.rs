@@ -115,6 +115,12 @@ pub struct OamStats {
     /// End-to-end requests not answered: over the connection's answer budget (100 a
     /// second after a burst of 16).
     pub rate_limited: u64,
+    /// On a sealed call: end-to-end requests and answers the peer did not sign
+    /// (forged, or from a clear end point), dropped unanswered and unmatched.
+    pub unauthenticated: u64,
+    /// On a sealed call: signed requests whose tag was answered before (replays),
+    /// dropped unanswered.
+    pub replayed: u64,
 }
 
 /// seed 003's status flags of a connection ([`Connection::status`](super::Connection::status),
@@ -209,6 +215,8 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
                 ignored: n(&o.ignored),
                 malformed: n(&o.malformed),
                 rate_limited: n(&o.rate_limited),
+                unauthenticated: n(&o.unauthenticated),
+                replayed: n(&o.replayed),
             }
         },
         path_mtu: conn.link.path_mtu(),
