@@ -122,6 +122,13 @@ pub struct PeersSection {
     /// The same for the peers nobody configured in one network (the same /24 or
     /// /64), together [default a quarter of `[link] capacity`].
     pub half_open_unknown: Option<String>,
+    /// Guaranteed bandwidth the calls of unconfigured peers in one network (the
+    /// same /24 or /64) may hold together, answered or not [default a quarter of
+    /// `[link] capacity`].
+    pub bandwidth_per_unknown_prefix: Option<String>,
+    /// The same for all unconfigured peers together [default half of `[link]
+    /// capacity`]: the rest stays for configured peers and this host.
+    pub bandwidth_unknown: Option<String>,
     /// Log lines about remote events, per second and kind [default 10].
     pub log_per_s: Option<u32>,
     /// This sigd's Noise static key (private, mode 0600) [default the socket path
@@ -426,6 +433,10 @@ pub struct PeerRules {
     pub half_open_bps: u64,
     /// The same for the unconfigured peers of one /24 or /64, together.
     pub half_open_unknown_bps: u64,
+    /// Guaranteed bit/s the calls of unconfigured peers of one /24 or /64 hold.
+    pub bandwidth_per_unknown_prefix_bps: u64,
+    /// Guaranteed bit/s the calls of all unconfigured peers hold.
+    pub bandwidth_unknown_bps: u64,
     /// Remote-event log lines per second and kind.
     pub log_per_s: u32,
     /// `[[peer]]` entries.
@@ -1073,6 +1084,13 @@ impl ConfigFile {
         let half_open_bps = rate(&p.half_open, "half_open", capacity_bps)?;
         let half_open_unknown_bps =
             rate(&p.half_open_unknown, "half_open_unknown", capacity_bps / 4)?;
+        let bandwidth_per_unknown_prefix_bps = rate(
+            &p.bandwidth_per_unknown_prefix,
+            "bandwidth_per_unknown_prefix",
+            capacity_bps / 4,
+        )?;
+        let bandwidth_unknown_bps =
+            rate(&p.bandwidth_unknown, "bandwidth_unknown", capacity_bps / 2)?;
         let calls_per_peer = p.calls_per_peer.unwrap_or((max_calls * 3 / 4).max(1));
         let calls_unknown = p.calls_unknown.unwrap_or((max_calls / 2).max(1));
         let calls_per_unknown_prefix = p.calls_per_unknown_prefix.unwrap_or((max_calls / 4).max(1));
@@ -1164,6 +1182,8 @@ impl ConfigFile {
             calls_unknown,
             half_open_bps,
             half_open_unknown_bps,
+            bandwidth_per_unknown_prefix_bps,
+            bandwidth_unknown_bps,
             log_per_s: p.log_per_s.unwrap_or(10),
             list,
         })

@@ -483,6 +483,13 @@ impl Core {
             qos = q;
             rates[i] = bps;
         }
+        let more = rates[0].max(rates[1]);
+        if more > grant.out_bps.max(grant.in_bps) && !outgoing {
+            if let Some(why) = self.unknown_bandwidth_full(link, more, Some(id)) {
+                self.counters.peer_limit_refusals += 1;
+                return reject(self, cause::RESOURCES, &why);
+            }
+        }
         if let Err(r) = self.regrant(id, rates[0], rates[1]) {
             return reject(self, r.cause, &r.detail);
         }

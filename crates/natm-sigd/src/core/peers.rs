@@ -505,6 +505,57 @@ impl Core {
         }
     }
 
+    /// Why a call from `link`, if unconfigured, holding `want` guaranteed bit/s (its larger
+    /// direction) would pass `[peers] bandwidth_per_unknown_prefix` or
+    /// `bandwidth_unknown`, if it would: the bandwidth that the calls of unconfigured
+    /// peers in `link`'s /24 or /64, and of all of them, hold (call `except` left
+    /// out), as `unknown_calls_full` bounds their number. Calls this host made are
+    /// its own users' and not counted.
+    pub(super) fn unknown_bandwidth_full(
+        &self,
+        link: SocketAddr,
+        want: u64,
+        except: Option<u64>,
+    ) -> Option<String> {
+        let unknown = |a: &SocketAddr| {
+            self.peers
+                .get(a)
+                .is_some_and(|l| !l.configured && !l.switch)
+        };
+        if want == 0 || !unknown(&link) {
+            return None;
+        }
+        let net = network_of(link.ip());
+        let (mut all, mut same_net) = (0u64, 0u64);
+        for c in self.calls.values() {
+            let super::Remote::Peer { link: a, .. } = c.remote else {
+                continue;
+            };
+            if c.outgoing || Some(c.id) == except || !unknown(&a) {
+                continue;
+            }
+            let held = c.grant.out_bps.max(c.grant.in_bps);
+            all += held;
+            if network_of(a.ip()) == net {
+                same_net += held;
+            }
+        }
+        let p = &self.cfg.peers;
+        if same_net.saturating_add(want) > p.bandwidth_per_unknown_prefix_bps {
+            Some(format!(
+                "unconfigured peers of the caller's network hold {same_net} of their {} bit/s of guaranteed bandwidth ([peers] bandwidth_per_unknown_prefix); this asks {want}",
+                p.bandwidth_per_unknown_prefix_bps
+            ))
+        } else if all.saturating_add(want) > p.bandwidth_unknown_bps {
+            Some(format!(
+                "unconfigured peers hold {all} of their {} bit/s of guaranteed bandwidth ([peers] bandwidth_unknown); this asks {want}",
+                p.bandwidth_unknown_bps
+            ))
+        } else {
+            None
+        }
+    }
+
     /// A frame of a keyed switch link's authentication.
     fn sealed_frame(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
         if self.peer_key(&peer).is_none() || !self.cfg.switches.contains(&peer) {
@@ -1179,6 +1230,15 @@ impl Core {
         // A guaranteed reservation held while the called application decides is
         // charged to the caller's link, up to `[peers] half_open`.
         let half_open = grant.out_bps.max(grant.in_bps);
+        // What unconfigured peers' calls hold once answered is bounded too, per
+        // network and in all (issue 31: held bandwidth per source prefix).
+        if !configured && !switch {
+            if let Some(why) = self.unknown_bandwidth_full(link, half_open, None) {
+                self.res.release(&grant);
+                self.counters.peer_limit_refusals += 1;
+                return refuse(self, cause::RESOURCES, &why);
+            }
+        }
         let share = if configured {
             self.cfg.peers.half_open_bps
         } else {

@@ -380,6 +380,125 @@ fn unknown_peers_share_their_calls_per_network_and_in_all() {
     assert_eq!((held, refused.len()), (6, 2));
 }
 
+/// Issue 31: what unconfigured peers' answered guaranteed calls hold is bounded per
+/// network (`bandwidth_per_unknown_prefix`, a quarter of the link) and in all
+/// (`bandwidth_unknown`, half), as their number is; a configured peer is not bound
+/// by it, and a released call gives its share back.
+#[test]
+fn unknown_peers_share_the_bandwidth_their_calls_hold() {
+    let run = |extra: &str, configured: bool| {
+        let mut p = Pair::noise();
+        p.b = Node::with_config(host(B_ADDR, B_SIG, extra), 2);
+        if configured {
+            let a_key = natm_proto::sig::noise::key_to_text(&p.a.core.public_key());
+            p.b = Node::with_config(
+                host(
+                    B_ADDR,
+                    B_SIG,
+                    &format!("{extra}\n[[peer]]\naddress = \"{A_SIG}\"\npublic_key = \"{a_key}\""),
+                ),
+                2,
+            );
+        }
+        let b_app = p.app(Side::B);
+        let endpoints = (0..20).map(|i| data(31_000 + i)).collect();
+        p.bind_auto(Side::B, b_app, "video", "guaranteed:pcr=8Mbps", endpoints);
+        let a_app = p.app(Side::A);
+        let mut held = Vec::new();
+        let mut refused = Vec::new();
+        for _ in 0..8 {
+            let call = p.connect(Side::A, a_app, "+4420002:video", "guaranteed:pcr=8Mbps");
+            let msgs = p.take(Side::A, a_app);
+            match msgs
+                .iter()
+                .find(|m| matches!(m, Message::Released { call: c, .. } if *c == call))
+            {
+                Some(m) => refused.push(m.clone()),
+                None => held.push(call),
+            }
+        }
+        (p, a_app, held, refused)
+    };
+    // 8 Mbit/s calls on a 100 Mbit/s link: A's network may hold 25, so 3 calls.
+    let (mut p, a_app, held, refused) = run("", false);
+    assert_eq!((held.len(), refused.len()), (3, 5), "{refused:?}");
+    assert!(
+        refused
+            .iter()
+            .all(|m| matches!(m, Message::Released { cause: 47, .. })),
+        "{refused:?}"
+    );
+    assert_eq!(p.stat(Side::B).counters.peer_limit_refusals, 5);
+    // A released call gives its share back: one more fits.
+    p.send(
+        Side::A,
+        a_app,
+        Message::Release {
+            req: 0,
+            call: held[0],
+            cause: 16,
+        },
+    );
+    p.take(Side::A, a_app);
+    let call = p.connect(Side::A, a_app, "+4420002:video", "guaranteed:pcr=8Mbps");
+    assert!(
+        !p.take(Side::A, a_app)
+            .iter()
+            .any(|m| matches!(m, Message::Released { call: c, .. } if *c == call)),
+        "the freed share was not given back"
+    );
+    // A larger share per network: all unconfigured peers together hold half (50).
+    let (_, _, held, _) = run("[peers]\nbandwidth_per_unknown_prefix = \"100Mbps\"", false);
+    assert_eq!(held.len(), 6);
+    // A configured peer is bound by neither (8 calls, 64 of the 100 Mbit/s).
+    let (_, _, held, refused) = run("", true);
+    assert_eq!((held.len(), refused.len()), (8, 0), "{refused:?}");
+}
+
+/// Issue 31: an unconfigured peer cannot raise its answered calls past its network's
+/// share either (a MODIFY REQUEST beyond is rejected with cause 47, the grant kept).
+#[test]
+fn an_unconfigured_peer_cannot_raise_its_calls_past_its_networks_bandwidth() {
+    const QOS: &str = "guaranteed:pcr=10Mbps,max_pcr=40Mbps,min_pcr=1Mbps";
+    let mut p = Pair::noise();
+    p.b = Node::with_config(host(B_ADDR, B_SIG, ""), 2);
+    let b_app = p.app(Side::B);
+    let endpoints = (0..4).map(|i| data(32_000 + i)).collect();
+    p.bind_auto(Side::B, b_app, "video", QOS, endpoints);
+    let a_app = p.app(Side::A);
+    let calls: Vec<u64> = (0..2)
+        .map(|_| p.connect(Side::A, a_app, "+4420002:video", QOS))
+        .collect();
+    p.take(Side::A, a_app);
+    let modify = |p: &mut Pair, qos: &str| {
+        let req = p.req();
+        let call = calls[0];
+        p.send(
+            Side::A,
+            a_app,
+            Message::Modify {
+                req,
+                call,
+                qos: qos.parse().unwrap(),
+            },
+        );
+        p.take(Side::A, a_app)
+            .into_iter()
+            .find(|m| matches!(m, Message::Ack { req: r, .. } | Message::Refused { req: r, .. } if *r == req))
+            .expect("an answer to the Modify")
+    };
+    // About 20 of the network's 25 Mbit/s held (cells round up): one call raised to
+    // 20 does not fit, to 12 does.
+    let refused = modify(&mut p, "guaranteed:pcr=20Mbps");
+    assert!(
+        matches!(refused, Message::Refused { cause: 47, .. }),
+        "{refused:?}"
+    );
+    assert_eq!(p.stat(Side::B).counters.peer_limit_refusals, 1);
+    let done = modify(&mut p, "guaranteed:pcr=12Mbps");
+    assert!(matches!(done, Message::Ack { .. }), "{done:?}");
+}
+
 #[test]
 fn a_spoofed_end_does_not_drop_an_authenticated_link() {
     let key = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
