@@ -457,6 +457,7 @@ fn a_capture_of_the_trunk_shows_the_calls_signalling_and_cells_decoded() {
 /// Issue 16: host ports keyed with a pre-shared key (`[[port]] key` at the switch,
 /// `[[peer]] key` at the sigd): the links come up with every signalling frame sealed,
 /// and calls cross the switch as before; a sigd with the wrong key gets no link.
+/// Since issue 31 the key is mixed into the links' Noise handshake (`noise+psk`).
 #[test]
 fn keyed_host_ports_authenticate_signalling_and_carry_calls() {
     let [h1, h2, s1h1, s1h2] = std::array::from_fn(|_| free_port());
@@ -503,6 +504,10 @@ fn keyed_host_ports_authenticate_signalling_and_carry_calls() {
     }
     echo_call(&a, &b, "+4420002", "reliable", &|| s1.log());
     assert_eq!(a.stat()["counters"]["auth_failures"], 0, "{}", a.stat());
+    assert_eq!(a.stat()["peers"][0]["auth"], "noise+psk", "{}", a.stat());
+    let ports = s1.stat_until(|v| v["ports"][1]["auth"].is_string());
+    assert_eq!(ports["ports"][0]["auth"], "noise+psk", "{ports}");
+    assert_eq!(ports["ports"][1]["auth"], "noise+psk", "{ports}");
 }
 
 /// Bare one-way AAL5 calls (`transport=none`, `rx:none`) cross a switch one after

@@ -322,10 +322,14 @@ fn default_train() -> usize {
 pub enum PortAuth {
     /// Not at all (or no signalling).
     Clear,
-    /// By the pre-shared key's sealed frames (issue 16).
-    Psk(Vec<u8>),
-    /// By Noise (issue 31), proving this key if configured, else the pinned one.
-    Noise(Option<natm_proto::sig::noise::PublicKey>),
+    /// By Noise (issue 31), proving `public_key` if configured, else the pinned one,
+    /// with the port's pre-shared `key` mixed in if it has one (`XXpsk3`).
+    Noise {
+        /// The key the peer must prove.
+        public_key: Option<natm_proto::sig::noise::PublicKey>,
+        /// The Noise psk made from the port's `key`.
+        psk: Option<[u8; natm_proto::sig::noise::KEY_LEN]>,
+    },
 }
 
 /// One `[[pvc]]`: a one-way cross-connect (add `duplex = true` for the reverse too).
@@ -446,9 +450,9 @@ impl PortSection {
     }
 
     /// How the port's signalling is authenticated, checked: Noise by default on a
-    /// `host` or `switch` cell or frame port (proving `public_key` if given),
-    /// unless it has a pre-shared `key` or says `clear = true`; `uni` and atmtcp
-    /// ports signal in clear.
+    /// `host` or `switch` cell or frame port (proving `public_key` if given, a
+    /// pre-shared `key` mixed in if given), unless it says `clear = true`; `uni` and
+    /// atmtcp ports signal in clear.
     pub fn signalling_auth(&self) -> Result<PortAuth, ConfigError> {
         let public_key = match &self.public_key {
             Some(k) => Some(natm_proto::sig::noise::key_from_text(k).ok_or_else(|| {
@@ -463,29 +467,24 @@ impl PortSection {
             self.signalling,
             Some(SignallingRole::Host | SignallingRole::Switch)
         ) && self.mode != LinkMode::Atmtcp;
-        if (public_key.is_some() || self.clear) && !noise_port {
+        let key = self.signalling_key()?;
+        if (public_key.is_some() || self.clear || key.is_some()) && !noise_port {
             return Err(invalid(format!(
-                "port {}: public_key and clear are for a host or switch port's signalling link (cell or frame mode); uni and atmtcp ports signal in clear",
+                "port {}: public_key, key and clear are for a host or switch port's signalling link (cell or frame mode); uni and atmtcp ports signal in clear",
                 self.name
             )));
         }
-        if self.clear && (public_key.is_some() || self.key.is_some()) {
+        if self.clear && (public_key.is_some() || key.is_some()) {
             return Err(invalid(format!(
                 "port {}: a clear link has no key: remove clear, or key and public_key",
                 self.name
             )));
         }
-        if let Some(k) = self.signalling_key()? {
-            if public_key.is_some() {
-                return Err(invalid(format!(
-                    "port {}: a port with a pre-shared key authenticates by it, not by Noise: remove key or public_key",
-                    self.name
-                )));
-            }
-            return Ok(PortAuth::Psk(k));
-        }
         if noise_port && !self.clear {
-            return Ok(PortAuth::Noise(public_key));
+            return Ok(PortAuth::Noise {
+                public_key,
+                psk: key.map(|k| natm_proto::sig::noise::psk_from_key(&k)),
+            });
         }
         Ok(PortAuth::Clear)
     }

@@ -14,7 +14,7 @@ use bytes::Bytes;
 use mio::net::UnixStream;
 use mio::{Events, Interest, Poll, Token};
 use natm_proto::sig::noise::{self, NoiseError, Trust};
-use natm_proto::sig::peer::{Control as PeerControl, PeerAuth, Received};
+use natm_proto::sig::peer::Control as PeerControl;
 use natm_proto::wire::cell::CELL_LEN;
 use natm_proto::wire::vcframe;
 use natm_switch::control::{self, Control, ControlConfig, ControlPort, PortRole};
@@ -175,15 +175,10 @@ impl SwitchDaemon {
                 rng: Rng::new(cfg.seed.wrapping_add(i as u64)),
                 counters: Default::default(),
                 sources: Default::default(),
-                auth: match p.signalling_auth()? {
-                    PortAuth::Psk(k) => {
-                        Some((PeerAuth::new(&k, peer.to_string().as_bytes()), random()?))
-                    }
-                    _ => None,
-                },
                 noise: match (p.signalling_auth()?, &identity) {
-                    (PortAuth::Noise(configured), Some(id)) => Some(Box::new(id.port(
-                        configured,
+                    (PortAuth::Noise { public_key, psk }, Some(id)) => Some(Box::new(id.port(
+                        public_key,
+                        psk,
                         peer,
                         u64::from_le_bytes(random()?),
                         p.signalling == Some(SignallingRole::Switch),
@@ -351,14 +346,7 @@ impl SwitchDaemon {
                             }
                             continue;
                         }
-                        match l.auth.as_mut() {
-                            Some((auth, _)) => {
-                                for d in auth.seal(now, &pdu, || random().unwrap_or_default()) {
-                                    l.send(&d, wall);
-                                }
-                            }
-                            None => l.send(&vcframe::signalling_frame(&pdu), wall),
-                        }
+                        l.send(&vcframe::signalling_frame(&pdu), wall);
                     }
                 }
                 control::Output::Routing(p, frame) => {
@@ -476,10 +464,10 @@ impl SwitchDaemon {
                     let n = l.noise.as_deref();
                     PortSnapshot {
                         auth: signals.then(|| {
-                            match (n, &l.auth) {
-                                (Some(_), _) => "noise",
-                                (None, Some(_)) => "psk",
-                                (None, None) => "clear",
+                            match n {
+                                Some(n) if n.has_psk() => "noise+psk",
+                                Some(_) => "noise",
+                                None => "clear",
                             }
                             .to_owned()
                         }),
@@ -892,29 +880,6 @@ fn receive(
             return;
         }
     }
-    if let (Some(ctl), Some((auth, secret)), true) =
-        (control.as_deref_mut(), link.auth.as_mut(), signalling)
-    {
-        if from != link.peer {
-            link.counters.bad_datagrams += 1;
-            return;
-        }
-        match auth.receive(now, secret, data) {
-            Ok(Received::Pdu(pdu)) => {
-                link.counters.datagrams_in += 1;
-                ctl.handle_signal(now, port, &pdu);
-            }
-            Ok(Received::Send(frames)) => {
-                link.counters.datagrams_in += 1;
-                for d in frames {
-                    link.send(&d, Instant::now());
-                }
-            }
-            // Counted, not logged: a flood of forgeries must not become one of log.
-            Err(_) => link.counters.bad_datagrams += 1,
-        }
-        return;
-    }
     // Routing frames (VPI 0/VCI 18) too, unsealed even on a keyed port (issue 33).
     if let (Some(ctl), Some(frame)) = (control.as_deref_mut(), vcframe::routing_pdu(data)) {
         if from == link.peer {
@@ -1065,7 +1030,7 @@ impl Identity {
         let any = cfg
             .ports
             .iter()
-            .any(|p| matches!(p.signalling_auth(), Ok(PortAuth::Noise(_))));
+            .any(|p| matches!(p.signalling_auth(), Ok(PortAuth::Noise { .. })));
         if !any {
             return Ok(None);
         }
@@ -1092,10 +1057,11 @@ impl Identity {
     }
 
     /// A host port's Noise link to `peer`: proving `configured`, else the pinned key,
-    /// else pinning the first.
+    /// else pinning the first; `psk` mixed in if the port has a key.
     fn port(
         &self,
         configured: Option<noise::PublicKey>,
+        psk: Option<[u8; noise::KEY_LEN]>,
         peer: std::net::SocketAddr,
         seed: u64,
         trunk: bool,
@@ -1104,7 +1070,7 @@ impl Identity {
             Some(k) => Trust::Pinned(k),
             None => Trust::FirstUse,
         };
-        let mut n = NoisePort::new(self.private, trust, seed, trunk);
+        let mut n = NoisePort::new(self.private, trust, psk, seed, trunk);
         n.pins_file = self.pins_file.clone();
         n
     }

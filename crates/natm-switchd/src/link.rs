@@ -82,9 +82,6 @@ pub(crate) struct Link {
     /// Signalled VCs of a host port, each with its own data endpoint: the labels
     /// each endpoint may send on (anything else from it is refused)...
     pub(crate) sources: HashSet<(SocketAddr, u16, u16)>,
-    /// A keyed signalling port: its authentication and this end's secret
-    /// (`natm_proto::sig::peer`).
-    pub(crate) auth: Option<(natm_proto::sig::peer::PeerAuth, [u8; 32])>,
     /// A host port's Noise link (issue 31): the default on `signalling = "host"`.
     pub(crate) noise: Option<Box<crate::noise_port::NoisePort>>,
     /// ...and where each output label's units go (the peer if not here).
@@ -319,7 +316,6 @@ mod tests {
             rng: Rng::new(7),
             counters: LinkCounters::default(),
             sources: HashSet::new(),
-            auth: None,
             noise: None,
             dests: HashMap::new(),
             tx: TxBatch::default(),

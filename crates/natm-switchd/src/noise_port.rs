@@ -76,11 +76,12 @@ impl NoisePort {
     pub(crate) fn new(
         private: [u8; noise::KEY_LEN],
         trust: Trust,
+        psk: Option<[u8; noise::KEY_LEN]>,
         seed: u64,
         framed: bool,
     ) -> NoisePort {
         NoisePort {
-            link: NoiseLink::new(private, trust, None),
+            link: NoiseLink::new(private, trust, psk),
             framed,
             last_answer: None,
             index: seed,
@@ -103,6 +104,11 @@ impl NoisePort {
     #[cfg(test)]
     pub(crate) fn has_keys(&self) -> bool {
         self.link.has_keys()
+    }
+
+    /// Whether the port's pre-shared key is mixed into the handshake.
+    pub(crate) fn has_psk(&self) -> bool {
+        self.link.has_psk()
     }
 
     /// The key the peer proved.
@@ -240,7 +246,7 @@ mod tests {
 
     #[test]
     fn a_host_and_a_switch_agree_a_session_pin_on_first_use_and_refuse_clear_pdus() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5, false);
         let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
         let first = host.seal(t(0), b"bgn", || 9);
         let (at_sw, _) = exchange(t(0), &mut sw, &mut host, first);
@@ -272,7 +278,7 @@ mod tests {
     #[test]
     fn a_host_with_another_key_than_the_pinned_one_is_refused() {
         let pinned = noise::public_key(&key(2));
-        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), None, 5, false);
         let mut impostor = NoiseLink::new(key(3), Trust::FirstUse, None);
         let first = impostor.seal(t(0), b"bgn", || 9);
         let Ok(Received::Send(answer)) = sw.receive(t(0), &first[0]) else {
@@ -295,7 +301,7 @@ mod tests {
 
     #[test]
     fn first_messages_are_answered_once_per_interval() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5, false);
         let mut a = NoiseLink::new(key(2), Trust::FirstUse, None);
         let mut b = NoiseLink::new(key(3), Trust::FirstUse, None);
         let ia = a.seal(t(0), b"x", || 1);
@@ -307,14 +313,14 @@ mod tests {
 
     #[test]
     fn a_restarted_switch_answers_a_forgotten_session_with_a_handshake() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5, false);
         let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
         let first = host.seal(t(0), b"bgn", || 9);
         exchange(t(0), &mut sw, &mut host, first);
         let pinned = sw.peer_key().unwrap();
         // The switch restarts (its pins kept): the host's next PDU names a session
         // the switch no longer holds, and gets a first handshake message back.
-        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), 6, false);
+        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), None, 6, false);
         let d = host.seal(t(20), b"sd", || 0);
         let Ok(Received::Send(v)) = sw.receive(t(20), &d[0]) else {
             panic!("no handshake");
@@ -337,8 +343,8 @@ mod tests {
 
     #[test]
     fn a_trunk_seals_signalling_and_routing_and_tells_them_apart() {
-        let mut a = NoisePort::new(key(1), Trust::FirstUse, 5, true);
-        let mut b = NoisePort::new(key(2), Trust::FirstUse, 6, true);
+        let mut a = NoisePort::new(key(1), Trust::FirstUse, None, 5, true);
+        let mut b = NoisePort::new(key(2), Trust::FirstUse, None, 6, true);
         let mut to_b = a.seal_routing(t(0), b"hello");
         to_b.extend(a.seal(t(0), b"bgn"));
         let mut opened = Vec::new();
@@ -375,7 +381,7 @@ mod tests {
     #[test]
     #[ignore]
     fn noise_pdu_cost() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5, false);
         let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
         let first = host.seal(t(0), b"bgn", || 9);
         exchange(t(0), &mut sw, &mut host, first);

@@ -23,7 +23,7 @@ pub struct PortSnapshot {
     pub link: LinkCounters,
     /// The data plane's counters.
     pub stats: PortStats,
-    /// How its signalling is authenticated: "noise", "psk" or "clear" (absent on a
+    /// How its signalling is authenticated: "noise", "noise+psk" or "clear" (absent on a
     /// port without signalling).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub auth: Option<String>,

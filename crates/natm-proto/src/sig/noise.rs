@@ -34,6 +34,19 @@ pub const PATTERN_PSK: &str = "Noise_XXpsk3_25519_ChaChaPoly_BLAKE2s";
 const PROLOGUE: &[u8] = b"natm signalling link 1";
 /// Octets of a key.
 pub const KEY_LEN: usize = 32;
+
+/// The Noise psk (`XXpsk3`) of a link whose ends share a configured key (`[[peer]]
+/// key`, a switch port's `key`): SHA-256 of a label and the key, since Noise's psk
+/// is 32 octets and a configured key is at least 16 of any (both ends derive it so).
+pub fn psk_from_key(key: &[u8]) -> [u8; KEY_LEN] {
+    let d = ring::digest::digest(
+        &ring::digest::SHA256,
+        &[b"natm noise psk".as_slice(), key].concat(),
+    );
+    let mut p = [0u8; KEY_LEN];
+    p.copy_from_slice(d.as_ref());
+    p
+}
 /// Most sessions kept at once (one from each end's handshake, and the one before
 /// while frames sent under it are in flight).
 const MAX_SESSIONS: usize = 4;
@@ -144,6 +157,12 @@ struct Session {
     /// This end sent the third message, and sends it again with data until the
     /// peer's first transport message shows it arrived.
     unconfirmed_final: Option<(Vec<u8>, Instant)>,
+    /// A key seen on first use that is pinned only when the peer's first transport
+    /// message opens under this session: with a psk, the initiator reads the
+    /// responder's key in the second message, before anything proved the responder
+    /// holds the psk (`XXpsk3` mixes it in at the third), so pinning there would let
+    /// anyone without the psk poison the pin.
+    pin_when_proved: Option<PublicKey>,
 }
 
 /// A handshake this end started: its index, the state, the first message and when
@@ -355,19 +374,32 @@ impl NoiseLink {
         out
     }
 
-    fn check_trust(&mut self, seen: Option<&[u8]>) -> Result<PublicKey, NoiseError> {
+    /// The peer's key checked against the trust: with the key, and whether it is
+    /// still to be pinned once the peer proves the session (`pin_when_proved`):
+    /// under [`Trust::FirstUse`] a key is pinned at once only where the handshake
+    /// already proved everything it will (`proved`).
+    fn check_trust(
+        &mut self,
+        seen: Option<&[u8]>,
+        proved: bool,
+    ) -> Result<(PublicKey, Option<PublicKey>), NoiseError> {
         let seen: PublicKey = seen
             .and_then(|k| k.try_into().ok())
             .ok_or(NoiseError::Noise("no remote static key"))?;
         match self.trust {
             Trust::Pinned(pinned) if pinned != seen => Err(NoiseError::WrongKey { seen, pinned }),
-            Trust::Pinned(_) => Ok(seen),
+            Trust::Pinned(_) => Ok((seen, None)),
+            Trust::FirstUse if !proved => Ok((seen, Some(seen))),
             Trust::FirstUse => {
-                self.trust = Trust::Pinned(seen);
-                self.new_pin = Some(seen);
-                Ok(seen)
+                self.pin(seen);
+                Ok((seen, None))
             }
         }
+    }
+
+    fn pin(&mut self, key: PublicKey) {
+        self.trust = Trust::Pinned(key);
+        self.new_pin = Some(key);
     }
 
     fn install(&mut self, now: Instant, s: Session, hash: Vec<u8>, key: PublicKey) -> Vec<Vec<u8>> {
@@ -473,7 +505,10 @@ impl NoiseLink {
             self.initiating = Some(i);
             return Err(noise_err(e));
         }
-        let key = self.check_trust(i.hs.get_remote_static())?;
+        // Without a psk the second message proves the responder's key; with one,
+        // only its first transport message proves it also holds the psk.
+        let (key, pin_when_proved) =
+            self.check_trust(i.hs.get_remote_static(), self.psk.is_none())?;
         let n = i.hs.write_message(&[], &mut buf).map_err(noise_err)?;
         let fin = buf[..n].to_vec();
         let hash = i.hs.get_handshake_hash().to_vec();
@@ -492,6 +527,7 @@ impl NoiseLink {
                 tx: 0,
                 rx: ReplayWindow::default(),
                 unconfirmed_final: Some((fin, now)),
+                pin_when_proved,
             },
             hash,
             key,
@@ -518,7 +554,8 @@ impl NoiseLink {
             self.responding.insert(at, r);
             return Err(noise_err(e));
         }
-        let key = self.check_trust(r.hs.get_remote_static())?;
+        // The third message opened: the initiator's key and the psk are proved.
+        let (key, _) = self.check_trust(r.hs.get_remote_static(), true)?;
         let hash = r.hs.get_handshake_hash().to_vec();
         let transport = r.hs.into_stateless_transport_mode().map_err(noise_err)?;
         let out = self.install(
@@ -530,6 +567,7 @@ impl NoiseLink {
                 tx: 0,
                 rx: ReplayWindow::default(),
                 unconfirmed_final: None,
+                pin_when_proved: None,
             },
             hash,
             key,
@@ -558,6 +596,18 @@ impl NoiseLink {
             .read_message(counter, ciphertext, &mut pdu)
             .map_err(|_| NoiseError::BadTag)?;
         pdu.truncate(n);
+        if let Some(seen) = s.pin_when_proved.take() {
+            match self.trust {
+                Trust::FirstUse => self.pin(seen),
+                Trust::Pinned(pinned) if pinned != seen => {
+                    // Another session proved another key first.
+                    self.sessions.remove(idx);
+                    return Err(NoiseError::WrongKey { seen, pinned });
+                }
+                Trust::Pinned(_) => {}
+            }
+        }
+        let s = &mut self.sessions[idx];
         s.rx.take(counter);
         s.unconfirmed_final = None;
         // The session the peer sends with is the one to send with.

@@ -1,6 +1,5 @@
 //! Who may talk signalling: the peer-control frames on VPI 0/VCI 31 beside the
-//! signalling VC, a stateless admission cookie for peers nobody configured, and
-//! pre-shared-key authentication of a signalling link ([`PeerAuth`]).
+//! signalling VC, and a stateless admission cookie for peers nobody configured.
 //!
 //! Departure: Q.2110/Q.2931 have no peer authentication (the UNI trusts the physical
 //! link). Over UDP any sender may claim any source, so natm adds, outside SSCOP:
@@ -11,19 +10,12 @@
 //!   secret only it knows — and the PDU itself. Only a sender that receives at that
 //!   source can send the ECHO back; the responder checks the cookie's MAC and age and
 //!   only then creates the link. Spoofed sources cost it one MAC and hold nothing.
-//! - **Authenticated links** (per peer, with a pre-shared key): the initiator sends a
-//!   HELLO with a fresh nonce `ns`; the responder, holding nothing, answers with a
-//!   nonce `nr` derived from `ns`, the time and its secret (so it can recheck it
-//!   later) and a proof that it knows the key. From then on every SSCOP PDU goes in a
-//!   SEALED frame naming `(ns, nr)`, with a per-direction counter and an HMAC-SHA256
-//!   tag (16 octets) under keys derived from the key and both nonces. A link
-//!   lifetime's keys are new each time, so a capture from an earlier lifetime never
-//!   verifies; within one, a 64-counter window refuses replays. A forged SSCOP END,
-//!   RS or ER without the key fails the tag and is dropped.
+//! - **Authenticated links**: the Noise frames ([`super::noise`]). Issue 16's
+//!   pre-shared-key frames (HELLO, HELLO ACK, SEALED) still parse, so that an end
+//!   can drop and count them, but nothing makes or opens them: a pre-shared key is
+//!   mixed into the Noise handshake instead (issue 31).
 //!
 //! The layouts are in docs/wire.md "Peer control frames".
-
-use std::collections::VecDeque;
 
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -370,29 +362,6 @@ pub fn check_cookie(
         && same(&mac16(secret, &[b"natm cookie", &t, peer]), &cookie[4..])
 }
 
-/// A responder's nonce for `ns` from `peer` at `now`: a time and a MAC, so it can be
-/// rechecked later without having been stored.
-fn responder_nonce(secret: &[u8; 32], peer: &[u8], ns: &Nonce, now: Instant) -> Nonce {
-    let t = secs(now).to_be_bytes();
-    let m = mac(secret, &[b"natm nr", &t, peer, ns]);
-    let mut n = [0; NONCE_LEN];
-    n[..4].copy_from_slice(&t);
-    n[4..].copy_from_slice(&m[..NONCE_LEN - 4]);
-    n
-}
-
-fn check_responder_nonce(
-    secret: &[u8; 32],
-    peer: &[u8],
-    ns: &Nonce,
-    nr: &Nonce,
-    now: Instant,
-) -> bool {
-    let t: [u8; 4] = nr[..4].try_into().expect("4 octets");
-    let m = mac(secret, &[b"natm nr", &t, peer, ns]);
-    fresh(u32::from_be_bytes(t), now) && same(&m[..NONCE_LEN - 4], &nr[4..])
-}
-
 /// Counters already taken, for the 64 below the highest (IPsec's anti-replay window,
 /// RFC 4303 §3.4.3).
 #[derive(Debug, Clone, Copy, Default)]
@@ -422,252 +391,6 @@ impl ReplayWindow {
             self.top = c;
         } else {
             self.seen |= 1 << (self.top - c);
-        }
-    }
-}
-
-/// One link lifetime's keys.
-#[derive(Debug, Clone)]
-struct Session {
-    ns: Nonce,
-    nr: Nonce,
-    /// This end sent the HELLO.
-    initiator: bool,
-    tx_key: [u8; 32],
-    rx_key: [u8; 32],
-    tx_counter: u64,
-    rx: ReplayWindow,
-}
-
-impl Session {
-    fn new(psk: &[u8], ns: Nonce, nr: Nonce, initiator: bool) -> Session {
-        let k = mac(psk, &[b"natm link", &ns, &nr]);
-        let i2r = mac(&k, &[b"initiator to responder"]);
-        let r2i = mac(&k, &[b"responder to initiator"]);
-        let (tx_key, rx_key) = if initiator { (i2r, r2i) } else { (r2i, i2r) };
-        Session {
-            ns,
-            nr,
-            initiator,
-            tx_key,
-            rx_key,
-            tx_counter: 0,
-            rx: ReplayWindow::default(),
-        }
-    }
-}
-
-/// Most link lifetimes kept at once (a new one from each end's HELLO, and the one
-/// before while frames sealed under it are in flight).
-const MAX_SESSIONS: usize = 4;
-/// Most PDUs held while the keys are being agreed (SSCOP retransmits what is lost).
-const MAX_HELD: usize = 64;
-/// How often a HELLO is repeated while PDUs wait.
-const HELLO_EVERY_NS: u64 = 250_000_000;
-
-/// What [`PeerAuth::receive`] found in a datagram.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Received {
-    /// An authenticated SSCOP PDU for the link.
-    Pdu(Vec<u8>),
-    /// Datagrams to send back to the peer (a HELLO ACK; PDUs released by new keys).
-    Send(Vec<Vec<u8>>),
-}
-
-/// Why a datagram from the peer was dropped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum AuthError {
-    /// Not a peer-control frame (plain SSCOP from a peer that must authenticate).
-    #[error("not an authenticated frame: {0}")]
-    Frame(#[from] ControlError),
-    /// A proof or tag that does not verify, or keys this end never agreed to.
-    #[error("authentication failed")]
-    BadTag,
-    /// A counter already taken or below the window.
-    #[error("replayed frame")]
-    Replay,
-    /// A responder nonce older than the cookie lifetime for a lifetime not known.
-    #[error("stale keys")]
-    Stale,
-    /// A frame this state does not take (an ACK for no HELLO).
-    #[error("unexpected frame")]
-    Unexpected,
-}
-
-/// The authentication of one signalling link with a pre-shared key: seals what SSCOP
-/// sends, opens what arrives, agrees keys per link lifetime. Sans-IO: the caller
-/// passes the time, its local secret and fresh nonces.
-#[derive(Debug)]
-pub struct PeerAuth {
-    psk: Vec<u8>,
-    /// The peer's address as the caller encodes it (bound into responder nonces).
-    peer: Vec<u8>,
-    sessions: VecDeque<Session>,
-    /// This end's outstanding HELLO: its nonce and when it went.
-    hello: Option<(Nonce, Instant)>,
-    held: VecDeque<Vec<u8>>,
-}
-
-impl PeerAuth {
-    /// Authentication with the pre-shared key `psk` toward the peer named `peer`.
-    pub fn new(psk: &[u8], peer: &[u8]) -> PeerAuth {
-        PeerAuth {
-            psk: psk.to_vec(),
-            peer: peer.to_vec(),
-            sessions: VecDeque::new(),
-            hello: None,
-            held: VecDeque::new(),
-        }
-    }
-
-    /// Whether keys are agreed for the current link lifetime.
-    pub fn has_keys(&self) -> bool {
-        !self.sessions.is_empty()
-    }
-
-    /// Forget every key (the link is gone; the next PDU starts a new lifetime).
-    pub fn reset(&mut self) {
-        self.sessions.clear();
-        self.hello = None;
-        self.held.clear();
-    }
-
-    fn seal_with(s: &mut Session, pdu: &[u8]) -> Vec<u8> {
-        let counter = s.tx_counter;
-        s.tx_counter += 1;
-        let tag = mac16(&s.tx_key, &[&counter.to_be_bytes(), pdu]);
-        Control::Sealed {
-            from_initiator: s.initiator,
-            ns: &s.ns,
-            nr: &s.nr,
-            counter,
-            pdu,
-            tag: &tag,
-        }
-        .to_bytes()
-    }
-
-    /// The datagrams that carry `pdu` now: it sealed, or (no keys yet) a HELLO while
-    /// it is held. `nonce` is called for a fresh nonce when a HELLO is due.
-    pub fn seal(
-        &mut self,
-        now: Instant,
-        pdu: &[u8],
-        nonce: impl FnOnce() -> Nonce,
-    ) -> Vec<Vec<u8>> {
-        if let Some(s) = self.sessions.back_mut() {
-            return vec![Self::seal_with(s, pdu)];
-        }
-        if self.held.len() >= MAX_HELD {
-            self.held.pop_front();
-        }
-        self.held.push_back(pdu.to_vec());
-        let due = self
-            .hello
-            .is_none_or(|(_, at)| now.as_nanos().saturating_sub(at.as_nanos()) >= HELLO_EVERY_NS);
-        if !due {
-            return Vec::new();
-        }
-        // A repeat keeps the nonce: an ACK to any HELLO of this round is taken.
-        let ns = self.hello.map_or_else(nonce, |(ns, _)| ns);
-        self.hello = Some((ns, now));
-        vec![Control::Hello { ns: &ns }.to_bytes()]
-    }
-
-    fn install(&mut self, s: Session) {
-        if self.sessions.iter().any(|o| o.ns == s.ns && o.nr == s.nr) {
-            return;
-        }
-        if self.sessions.len() >= MAX_SESSIONS {
-            self.sessions.pop_front();
-        }
-        self.sessions.push_back(s);
-    }
-
-    fn release_held(&mut self) -> Vec<Vec<u8>> {
-        let held: Vec<Vec<u8>> = self.held.drain(..).collect();
-        let s = self.sessions.back_mut().expect("called after install");
-        held.iter().map(|p| Self::seal_with(s, p)).collect()
-    }
-
-    /// A datagram from the peer's address. `secret` is this end's local secret.
-    pub fn receive(
-        &mut self,
-        now: Instant,
-        secret: &[u8; 32],
-        datagram: &[u8],
-    ) -> Result<Received, AuthError> {
-        match Control::parse(datagram)? {
-            Control::Hello { ns } => {
-                // Stateless: the nonce is rederived when the first SEALED names it.
-                let nr = responder_nonce(secret, &self.peer, ns, now);
-                let proof = mac16(&self.psk, &[b"ack", ns, &nr]);
-                Ok(Received::Send(vec![Control::HelloAck {
-                    ns,
-                    nr: &nr,
-                    proof: &proof,
-                }
-                .to_bytes()]))
-            }
-            Control::HelloAck { ns, nr, proof } => {
-                let Some((mine, _)) = self.hello else {
-                    return Err(AuthError::Unexpected);
-                };
-                if &mine != ns {
-                    return Err(AuthError::Unexpected);
-                }
-                if !same(&mac16(&self.psk, &[b"ack", ns, nr]), proof) {
-                    return Err(AuthError::BadTag);
-                }
-                self.hello = None;
-                self.install(Session::new(&self.psk, *ns, *nr, true));
-                Ok(Received::Send(self.release_held()))
-            }
-            Control::Sealed {
-                from_initiator,
-                ns,
-                nr,
-                counter,
-                pdu,
-                tag,
-            } => {
-                // Our role is the other one.
-                let initiator = !from_initiator;
-                let known = self
-                    .sessions
-                    .iter()
-                    .position(|s| s.initiator == initiator && &s.ns == ns && &s.nr == nr);
-                let idx = match known {
-                    Some(i) => i,
-                    // A lifetime the peer started: its nonce must be one this end
-                    // derived, recently (else any old capture would start a session).
-                    None if !initiator => {
-                        if !check_responder_nonce(secret, &self.peer, ns, nr, now) {
-                            return Err(AuthError::Stale);
-                        }
-                        let s = Session::new(&self.psk, *ns, *nr, false);
-                        if !same(&mac16(&s.rx_key, &[&counter.to_be_bytes(), pdu]), tag) {
-                            return Err(AuthError::BadTag);
-                        }
-                        self.install(s);
-                        self.sessions.len() - 1
-                    }
-                    None => return Err(AuthError::BadTag),
-                };
-                let s = &mut self.sessions[idx];
-                if !same(&mac16(&s.rx_key, &[&counter.to_be_bytes(), pdu]), tag) {
-                    return Err(AuthError::BadTag);
-                }
-                if !s.rx.fresh(counter) {
-                    return Err(AuthError::Replay);
-                }
-                s.rx.take(counter);
-                // The lifetime the peer uses is the one to send with.
-                let s = self.sessions.remove(idx).expect("index from position");
-                self.sessions.push_back(s);
-                Ok(Received::Pdu(pdu.to_vec()))
-            }
-            _ => Err(AuthError::Unexpected),
         }
     }
 }
@@ -770,76 +493,6 @@ mod tests {
     }
 
     /// Two ends, A initiating; returns A's and B's PDU inboxes after `pdus` from A.
-    fn pair() -> (PeerAuth, PeerAuth) {
-        (
-            PeerAuth::new(b"shared", b"B"),
-            PeerAuth::new(b"shared", b"A"),
-        )
-    }
-
-    fn carry(
-        from: Vec<Vec<u8>>,
-        to: &mut PeerAuth,
-        secret: &[u8; 32],
-        now: Instant,
-    ) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
-        let (mut pdus, mut back) = (Vec::new(), Vec::new());
-        for d in from {
-            match to.receive(now, secret, &d) {
-                Ok(Received::Pdu(p)) => pdus.push(p),
-                Ok(Received::Send(v)) => back.extend(v),
-                Err(_) => {}
-            }
-        }
-        (pdus, back)
-    }
-
-    #[test]
-    fn keys_are_agreed_and_pdus_pass_sealed_once() {
-        let (mut a, mut b) = pair();
-        let (sa, sb) = ([1; 32], [2; 32]);
-        let hello = a.seal(t(1), b"BGN", || [5; NONCE_LEN]);
-        let (none, ack) = carry(hello, &mut b, &sb, t(1));
-        assert!(none.is_empty());
-        let (none, sealed) = carry(ack, &mut a, &sa, t(1));
-        assert!(none.is_empty() && a.has_keys());
-        let (pdus, _) = carry(sealed.clone(), &mut b, &sb, t(1));
-        assert_eq!(pdus, vec![b"BGN".to_vec()]);
-        // The same frame again is a replay.
-        assert_eq!(b.receive(t(1), &sb, &sealed[0]), Err(AuthError::Replay));
-        // And B answers under the same keys.
-        let back = b.seal(t(1), b"BGAK", || unreachable!());
-        let (pdus, _) = carry(back, &mut a, &sa, t(1));
-        assert_eq!(pdus, vec![b"BGAK".to_vec()]);
-    }
-
-    #[test]
-    fn forged_or_old_frames_fail() {
-        let (mut a, mut b) = pair();
-        let (sa, sb) = ([1; 32], [2; 32]);
-        let hello = a.seal(t(1), b"BGN", || [5; NONCE_LEN]);
-        let (_, ack) = carry(hello, &mut b, &sb, t(1));
-        let (_, sealed) = carry(ack, &mut a, &sa, t(1));
-        carry(sealed.clone(), &mut b, &sb, t(1));
-        // A changed PDU fails the tag.
-        let mut forged = a.seal(t(2), b"SD", || unreachable!()).remove(0);
-        let n = forged.len();
-        forged[n - TAG_LEN - 1] ^= 1;
-        assert_eq!(b.receive(t(2), &sb, &forged), Err(AuthError::BadTag));
-        // A wrong key fails the ACK's proof.
-        let mut c = PeerAuth::new(b"other", b"B");
-        let hello = c.seal(t(3), b"BGN", || [6; NONCE_LEN]);
-        let (_, ack) = carry(hello, &mut b, &sb, t(3));
-        assert_eq!(c.receive(t(3), &[0; 32], &ack[0]), Err(AuthError::BadTag));
-        // A new lifetime at B (it forgot) refuses the old lifetime's frames once the
-        // responder nonce is stale.
-        b.reset();
-        assert_eq!(
-            b.receive(t(1 + COOKIE_LIFETIME_S + 1), &sb, &sealed[0]),
-            Err(AuthError::Stale)
-        );
-    }
-
     #[test]
     fn replay_window_takes_reordering_and_refuses_repeats() {
         let mut w = ReplayWindow::default();

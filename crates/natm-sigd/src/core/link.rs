@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use natm_proto::sig::noise::NoiseLink;
-use natm_proto::sig::peer::PeerAuth;
 use natm_proto::sig::{CallId, CallParams, Saal, SaalConfig};
 use natm_proto::time::Instant;
 
@@ -14,9 +13,8 @@ use natm_proto::time::Instant;
 pub(super) enum LinkAuth {
     /// Not at all: a `[[peer]]` (a sigd's or a switch's) with `clear = true`.
     Clear,
-    /// A switch's link with a pre-shared key (`natm_proto::sig::peer::PeerAuth`).
-    Psk(PeerAuth),
-    /// A peer sigd's or a switch's link (`natm_proto::sig::noise`): the default.
+    /// A peer sigd's or a switch's link (`natm_proto::sig::noise`): the default; a
+    /// configured key is mixed into its handshake (`noise+psk`).
     Noise(Box<NoiseLink>),
 }
 
@@ -29,7 +27,6 @@ impl LinkAuth {
     pub(super) fn name(&self) -> &'static str {
         match self {
             LinkAuth::Clear => "clear",
-            LinkAuth::Psk(_) => "psk",
             LinkAuth::Noise(n) if n.has_psk() => "noise+psk",
             LinkAuth::Noise(_) => "noise",
         }
@@ -38,7 +35,6 @@ impl LinkAuth {
     pub(super) fn has_keys(&self) -> bool {
         match self {
             LinkAuth::Clear => false,
-            LinkAuth::Psk(a) => a.has_keys(),
             LinkAuth::Noise(n) => n.has_keys(),
         }
     }

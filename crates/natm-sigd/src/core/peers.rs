@@ -11,7 +11,7 @@ use natm_proto::wire::seal::Role;
 use tracing::warn;
 
 use natm_proto::sig::noise::{self, NoiseError, NoiseLink, Trust};
-use natm_proto::sig::peer::{self, Control, PeerAuth, Received, MAX_ECHOED_PDU};
+use natm_proto::sig::peer::{self, Control, MAX_ECHOED_PDU};
 use natm_proto::wire::sscop::Pdu as SscopPdu;
 
 use super::keys;
@@ -118,9 +118,14 @@ impl Core {
                     self.drop_frame(peer, "an admission challenge for no link being opened");
                 }
             }
+            // The pre-shared-key frames of issue 16: keyed links run Noise now, the
+            // key mixed into its handshake (issue 31).
             Ok(Control::Hello { .. })
             | Ok(Control::HelloAck { .. })
-            | Ok(Control::Sealed { .. }) => self.sealed_frame(now, peer, datagram),
+            | Ok(Control::Sealed { .. }) => {
+                self.counters.auth_failures += 1;
+                self.drop_frame(peer, "a pre-shared-key frame: keyed links run Noise");
+            }
             Ok(Control::NoiseInit { sender, msg })
                 if !self.peers.contains_key(&peer) && !self.is_configured(&peer) =>
             {
@@ -171,11 +176,6 @@ impl Core {
     /// frames instead (issue 16).
     fn link_auth(&self, peer: &SocketAddr) -> LinkAuth {
         let entry = self.cfg.peers.entry(peer);
-        if self.cfg.switches.contains(peer) {
-            if let Some(k) = self.peer_key(peer) {
-                return LinkAuth::Psk(PeerAuth::new(k, peer.to_string().as_bytes()));
-            }
-        }
         if entry.is_some_and(|e| e.clear) {
             return LinkAuth::Clear;
         }
@@ -186,16 +186,10 @@ impl Core {
             Some(k) => Trust::Pinned(k),
             None => Trust::FirstUse,
         };
-        // Noise's psk is 32 octets; the configured key is at least 16 of any.
-        let psk = self.peer_key(peer).map(|k| {
-            let d = ring::digest::digest(
-                &ring::digest::SHA256,
-                &[b"natm noise psk".as_slice(), k].concat(),
-            );
-            let mut p = [0u8; 32];
-            p.copy_from_slice(d.as_ref());
-            p
-        });
+        // A configured key (a sigd's or a switch's) is mixed into the handshake.
+        let psk = self
+            .peer_key(peer)
+            .map(natm_proto::sig::noise::psk_from_key);
         LinkAuth::Noise(Box::new(NoiseLink::new(self.noise_key, trust, psk)))
     }
 
@@ -556,41 +550,6 @@ impl Core {
         }
     }
 
-    /// A frame of a keyed switch link's authentication.
-    fn sealed_frame(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
-        if self.peer_key(&peer).is_none() || !self.cfg.switches.contains(&peer) {
-            return self.drop_frame(peer, "a PSK frame from a peer other than a keyed switch");
-        }
-        let is_hello = matches!(Control::parse(datagram), Ok(Control::Hello { .. }));
-        if is_hello && self.answers.allow(now).is_none() {
-            return self.drop_frame(peer, "over the limit of authentication answers");
-        }
-        let secret = self.secret;
-        let Some(l) = self.link(peer, false) else {
-            return self.drop_frame(peer, "no link could be made");
-        };
-        let LinkAuth::Psk(auth) = &mut l.auth else {
-            return self.drop_frame(peer, "a PSK frame on a link without one");
-        };
-        match auth.receive(now, &secret, datagram) {
-            Ok(Received::Pdu(pdu)) => {
-                l.saal.handle_frame(now, &pdu);
-                self.dirty.push(peer);
-            }
-            Ok(Received::Send(frames)) => {
-                for f in frames {
-                    self.out.push_back(Output::ToPeer(peer, Bytes::from(f)));
-                }
-            }
-            Err(e) => {
-                self.counters.auth_failures += 1;
-                if let Some(suppressed) = self.remote_log(Event::Dropped) {
-                    warn!(%peer, suppressed, error = %e, "signalling frame failed authentication: dropped");
-                }
-            }
-        }
-    }
-
     /// Readies a new link for a sigd that may have restarted: its first BGN must not
     /// look like its previous instance's (`Sscop::seed_sq`), and a peer's enquiries
     /// about calls not yet reclaimed wait (`restart`).
@@ -709,12 +668,6 @@ impl Core {
         let ids = &mut self.ids;
         match &mut l.auth {
             LinkAuth::Clear => vec![link::frame(p)],
-            LinkAuth::Psk(auth) => {
-                if bgn && auth.has_keys() {
-                    auth.reset();
-                }
-                auth.seal(self.now, p, || ids.bytes())
-            }
             LinkAuth::Noise(n) => {
                 if bgn && n.has_keys() {
                     n.reset();

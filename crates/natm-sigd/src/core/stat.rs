@@ -177,8 +177,8 @@ pub struct PeerRow {
     pub calls: usize,
     /// Malformed SSCOP PDUs and Q.2931 messages seen on it.
     pub malformed: u64,
-    /// How its frames are authenticated: "noise", "noise+psk", "psk" (a switch's
-    /// key) or "clear".
+    /// How its frames are authenticated: "noise", "noise+psk" (a pre-shared key
+    /// mixed in) or "clear".
     #[serde(default)]
     pub auth: String,
     /// The Noise public key the peer proved (base64), once a handshake completed.

@@ -167,6 +167,38 @@ fn a_different_psk_fails_the_handshake() {
     assert_eq!(handshake(&mut a, &mut b, b"BGN", t(2)).len(), 1);
 }
 
+/// Issue 31: on a psk link trusting on first use, the initiator reads the
+/// responder's key before anything proved the responder holds the psk: a responder
+/// without it must not get its key pinned (it would lock the real peer out). The
+/// key is pinned once the peer's first transport message opens.
+#[test]
+fn a_responder_without_the_psk_cannot_poison_the_pin() {
+    let psk = Some([5; KEY_LEN]);
+    let mut a = NoiseLink::new(key(1), Trust::FirstUse, psk);
+    let mut impostor = NoiseLink::new(key(9), Trust::FirstUse, Some([6; KEY_LEN]));
+    let init = a.seal(t(1), b"BGN", || 7);
+    let (_, resp) = carry(init, &mut impostor, t(1));
+    let (_, fin) = carry(resp, &mut a, t(1));
+    assert_eq!(a.take_new_pin(), None, "pinned before the psk was proved");
+    let (pdus, _) = carry(fin, &mut impostor, t(1));
+    assert!(pdus.is_empty() && !impostor.has_keys());
+    // The real peer, with the psk, gets through and is pinned on its first message.
+    a.reset();
+    let mut b = NoiseLink::new(key(2), Trust::FirstUse, psk);
+    assert_eq!(handshake(&mut a, &mut b, b"BGN", t(2)).len(), 1);
+    assert_eq!(
+        a.take_new_pin(),
+        None,
+        "nothing came from b under the session yet"
+    );
+    let from_b = b.seal(t(3), b"BGN ACK", || 8);
+    let (pdus, _) = carry(from_b, &mut a, t(3));
+    assert_eq!(pdus, vec![b"BGN ACK".to_vec()]);
+    assert_eq!(a.take_new_pin(), Some(public_key(&key(2))));
+    // The responder pinned a's key as soon as the third message opened.
+    assert_eq!(b.take_new_pin(), Some(public_key(&key(1))));
+}
+
 #[test]
 fn a_restarted_peer_handshakes_again_and_old_frames_fail() {
     let (mut a, mut b) = pair();
