@@ -59,6 +59,9 @@ fn a_root_sigd_keeps_no_capability_and_still_serves_calls() {
     // Its directory is root's (0755): no other user may write it, so sigd stays
     // uid 0, but without a single capability, and sandboxed.
     let sigd = Sigd::start(CONF);
+    // sigd listens before it gives up root; a request is answered only by its loop,
+    // which starts after.
+    sigd.stat();
     let pid = sigd.pid();
     assert_eq!(status(pid, "Uid"), ["0", "0", "0", "0"]);
     for set in ["CapEff", "CapPrm", "CapInh", "CapBnd", "CapAmb"] {
@@ -84,6 +87,7 @@ fn sigd_becomes_the_user_it_is_given_and_removes_its_socket_at_the_end() {
     std::os::unix::fs::chown(&sigd.dir, Some(NOBODY), Some(NOBODY)).unwrap();
     sigd.args = vec!["--user".into(), "nobody".into()];
     sigd.spawn();
+    sigd.stat();
     let pid = sigd.pid();
     let nobody = NOBODY.to_string();
     let nobody = nobody.as_str();
