@@ -13,6 +13,8 @@ PIDS=()
 cleanup() {
   [ -n "${SHOWLOGS:-}" ] && tail -n 20 "$D"/ip*.log "$D"/sigd*.log >&2
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  # The iperf3 server daemonised itself: its pid file is the only handle on it.
+  [ -f "$D/iperf3s.pid" ] && kill "$(cat "$D/iperf3s.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
   ip netns del "$A" 2>/dev/null || true; ip netns del "$B" 2>/dev/null || true
   rm -rf "$D"
@@ -50,7 +52,7 @@ ip netns exec "$B" "$NATM" ip --address +4420002 --ipv4 10.77.0.2/24 --arp +4420
   --idle 2s --policy 'udp dport 5004 -> cbr:pcr=20Mbps' 2>"$D/ip1.log" & PIDS+=($!)
 for n in "$A" "$B"; do until ip -n "$n" link show natm0 >/dev/null 2>&1; do sleep 0.1; done; done
 sleep 1
-ip netns exec "$B" iperf3 -s -D -B 0.0.0.0 --logfile "$D/iperf3s.log"
+ip netns exec "$B" iperf3 -s -D -B 0.0.0.0 -I "$D/iperf3s.pid" --logfile "$D/iperf3s.log"
 echo "# load: $(uptime)"
 first_rtt() { ip netns exec "$A" ping -c 1 -W 5 "$1" | sed -n 's/.*time=\([0-9.]*\) ms.*/\1/p'; }
 echo "## first packet (ping) RTT, ms: resolution + VC setup, then VC setup alone (after idle release)"
