@@ -25,6 +25,9 @@ const STEP: Duration = Duration::from_secs(30);
 /// The guest's address and the natm host's.
 const LINUX: &str = "47.0005.80ffe1000000f21a26d8.0020ea000ee0.00";
 const NATM: &str = "47.0005.80ffe1000000f21a26d8.0020ea000ee1.00";
+/// The network prefix the switch hands the guest by ILMI, and the guest's ESI there.
+const ILMI_PREFIX: &str = "47.0005.80ffe1000000f21a26d8";
+const ILMI_ESI: &str = "0020ea000ee5";
 /// An address the switch has no route for.
 const NOWHERE: &str = "47.0005.80ffe1000000f21a26d8.0020ea0000ff.00";
 
@@ -47,11 +50,13 @@ const GUEST_NO_RESPONSE_MS: u64 = 20_000;
 
 impl Net {
     fn new(name: &str) -> Net {
-        Net::build(name, false, GUEST_NO_RESPONSE_MS)
+        Net::build(name, false, GUEST_NO_RESPONSE_MS, false)
     }
 
-    /// `no_response_ms`: the guest's port's SSCOP Timer_NO_RESPONSE.
-    fn build(name: &str, second: bool, no_response_ms: u64) -> Net {
+    /// `no_response_ms`: the guest's port's SSCOP Timer_NO_RESPONSE. `ilmi`: the
+    /// guest's port runs ILMI with [`ILMI_PREFIX`] and has no route of its own (the
+    /// guest's registration gives it one).
+    fn build(name: &str, second: bool, no_response_ms: u64, ilmi: bool) -> Net {
         let (sig, sw_port) = (free_port(), free_port());
         let (sig2, sw_port2) = (free_port(), free_port());
         let h2 = if second {
@@ -63,14 +68,22 @@ impl Net {
         } else {
             String::new()
         };
+        let (ilmi_prefix, linux_route) = if ilmi {
+            (format!("ilmi_prefix = \"{ILMI_PREFIX}\"\n"), String::new())
+        } else {
+            (
+                String::new(),
+                "[[route]]\nprefix = \"47.0005.80ffe1000000f21a26d8.0020ea000ee0\"\nport = \"linux\"\n"
+                    .to_owned(),
+            )
+        };
         let sw = SwitchProc::start(
             name,
             &format!(
                 "[[port]]\nname = \"linux\"\nmode = \"atmtcp\"\nlisten = \"127.0.0.1:0\"\n\
-                 signalling = \"uni\"\nsscop_no_response_ms = {no_response_ms}\n\
+                 signalling = \"uni\"\nsscop_no_response_ms = {no_response_ms}\n{ilmi_prefix}\
                  [[port]]\nname = \"h\"\nmode = \"frame\"\nbind = \"{sw_port}\"\npeer = \"{sig}\"\n\
-                 line_rate = 100000000\nsignalling = \"host\"\n\
-                 [[route]]\nprefix = \"47.0005.80ffe1000000f21a26d8.0020ea000ee0\"\nport = \"linux\"\n\
+                 line_rate = 100000000\nsignalling = \"host\"\n{linux_route}\
                  [[route]]\nprefix = \"47.0005.80ffe1000000f21a26d8.0020ea000ee1\"\nport = \"h\"\n{h2}"
             ),
         );
@@ -419,7 +432,7 @@ fn a_killed_atmsigd_releases_natms_side() {
     let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
     // The default Timer_NO_RESPONSE (7 s): how soon a dead atmsigd is noticed is
     // what this test is about.
-    let net = Net::build("linuxatm-svc-kill", false, 7_000);
+    let net = Net::build("linuxatm-svc-kill", false, 7_000, false);
     let mut g = net.boot("uni31", "kill", &[("hold", "3".to_string())]);
     g.marker("recv listening", STEP);
     let to = format!("{LINUX}:{SVC_SAP}");
@@ -723,7 +736,7 @@ fn bench_ttcp_atm_beside_natm_and_kernel_tcp() {
     let len = 8192u64;
     let n = mib * 1024 * 1024 / len;
     let bytes = n * len;
-    let net = Net::build("linuxatm-bench", true, GUEST_NO_RESPONSE_MS);
+    let net = Net::build("linuxatm-bench", true, GUEST_NO_RESPONSE_MS, false);
     let host2 = net.host2.as_ref().expect("two hosts");
     let tcp_port = free_port().port();
     let fwd = free_port().port();
@@ -1136,4 +1149,88 @@ fn since(before: &BTreeMap<String, u64>, after: BTreeMap<String, u64>) -> BTreeM
         })
         .filter(|&(_, d)| d > 0)
         .collect()
+}
+
+/// ILMI (issue 33): the guest's `ilmid` learns its network prefix from the switch and
+/// registers prefix + ESI; the switch, with no route to the guest's port, routes a
+/// natm host's call to the registered address there, and lets the guest call from it
+/// (its calling number is screened against what it registered).
+#[test]
+fn ilmi_gives_the_guest_its_address_and_the_switch_routes_and_screens_by_it() {
+    if !guest::ready() {
+        return;
+    }
+    let _one = ONE_GUEST.lock().unwrap_or_else(|e| e.into_inner());
+    let net = Net::build("linuxatm-ilmi", false, GUEST_NO_RESPONSE_MS, true);
+    let addr = format!("{ILMI_PREFIX}.{ILMI_ESI}.00");
+    let mut g = net.boot(
+        "uni31",
+        "suite",
+        &[("ilmi", ILMI_ESI.to_string()), ("to", NATM.to_string())],
+    );
+    let seen = g.marker("ilmi addr", STEP);
+    assert!(
+        seen.to_lowercase().contains(&addr),
+        "the guest formed {addr} from the switch's prefix: {seen}\n{}",
+        g.console()
+    );
+    // The switch holds the registration.
+    let linux = |s: &serde_json::Value| {
+        s["ports"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|p| p["name"] == "linux")
+            .map(|p| p["ilmi"].clone())
+            .unwrap_or_default()
+    };
+    let stat = net.sw.stat_until(|s| {
+        linux(s)["registered"]
+            .as_array()
+            .is_some_and(|r| r.iter().any(|a| a.as_str() == Some(addr.as_str())))
+    });
+    let ilmi = linux(&stat);
+    assert_eq!(ilmi["prefix_taken"], true, "{ilmi}");
+    g.marker("recv listening", STEP);
+    let to = format!("{addr}:{SVC_SAP}");
+    let done = natm(
+        &net.host,
+        &[
+            "call",
+            &to,
+            "--qos",
+            "ubr:transport=none,rx:none",
+            "--bytes",
+            "10000",
+            "--size",
+            "1000",
+            "--json",
+            "--quiet",
+        ],
+        None,
+    )
+    .wait(STEP);
+    assert!(
+        done.status.success(),
+        "a call to the registered address: {}\n{}\n{}",
+        done.stderr,
+        g.console(),
+        net.logs()
+    );
+    assert_eq!(g.marker("recv rc=", STEP), "0", "{}", g.console());
+    // The guest calls out from its registered address: screened and let through.
+    let l = listen(
+        &net.host,
+        &[SVC_SAP, "--qos", BARE, "--discard", "--json", "--quiet"],
+    );
+    let rc = g.marker("send rc=", Duration::from_secs(90));
+    let done = l.wait_or(STEP, || format!("{}\n{}", g.console(), net.logs()));
+    assert_eq!(
+        rc,
+        "0",
+        "svc_send from the registered address\n{}",
+        g.console()
+    );
+    assert!(done.status.success(), "{}", done.stderr);
+    eprintln!("ILMI at the switch: {}", linux(&net.sw.stat()));
 }

@@ -17,6 +17,7 @@ use tracing::{debug, info, warn};
 
 use crate::allow::Allow;
 use crate::atmtcp::{self, Control as AtmtcpControl, Decoder, Message};
+use crate::ilmi_port::{IlmiPort, IlmiSnapshot};
 use crate::link::Link;
 use natm_sigd::core::{untrusted, Bucket};
 
@@ -538,6 +539,8 @@ struct Port {
     link: AtmtcpLink,
     /// The link's `disconnects` already reported by [`AtmtcpPorts::lost`].
     disconnects_seen: u64,
+    /// ILMI's network side on VPI 0/VCI 16, if the port runs it.
+    ilmi: Option<IlmiPort>,
 }
 
 /// A switch's atmtcp ports: the daemon's narrow hook. Each call takes the parts of
@@ -575,6 +578,7 @@ impl AtmtcpPorts {
             signalling,
             link,
             disconnects_seen: 0,
+            ilmi: None,
         });
         Ok(addr)
     }
@@ -640,6 +644,12 @@ impl AtmtcpPorts {
         let counters = &mut links[p.index].counters;
         for (vpi, vci, sdu) in self.rx.drain(..) {
             counters.datagrams_in += 1;
+            if vpi == 0 && vci == natm_proto::ilmi::ILMI_VCI {
+                if let Some(i) = p.ilmi.as_mut() {
+                    i.on_sdu(now, p.id, &sdu, control.as_deref());
+                    continue;
+                }
+            }
             if p.signalling && vpi == 0 && vci == vcframe::SIGNALLING_VCI {
                 if let Some(ctl) = control.as_deref_mut() {
                     ctl.handle_signal(now, p.id, &sdu);
@@ -648,6 +658,12 @@ impl AtmtcpPorts {
             }
             // Only an unknown port fails, and this one exists.
             let _ = sw.handle_frame(now, p.id, vcframe::Repr::data(vpi, vci), sdu);
+        }
+        if let Some(i) = p.ilmi.as_mut() {
+            let link = &mut p.link;
+            i.flush(p.id, &link.name.clone(), control, |m| {
+                let _ = link.send(0, natm_proto::ilmi::ILMI_VCI, m, registry, wall);
+            });
         }
         more
     }
@@ -713,6 +729,51 @@ impl AtmtcpPorts {
             .iter()
             .find(|p| p.index == index)
             .map(|p| p.link.snapshot())
+    }
+
+    /// Runs ILMI's network side on port `index` (VPI 0/VCI 16).
+    pub(crate) fn run_ilmi_on(&mut self, index: usize, ilmi: IlmiPort) {
+        if let Some(p) = self.ports.iter_mut().find(|p| p.index == index) {
+            p.ilmi = Some(ilmi);
+        }
+    }
+
+    /// Port `index`'s ILMI, if it runs it.
+    pub(crate) fn ilmi_snapshot(&self, index: usize) -> Option<IlmiSnapshot> {
+        self.ports
+            .iter()
+            .find(|p| p.index == index)
+            .and_then(|p| p.ilmi.as_ref().map(IlmiPort::snapshot))
+    }
+
+    /// The earliest ILMI timer (the prefix offered again).
+    pub(crate) fn ilmi_timeout(&self) -> Option<natm_proto::time::Instant> {
+        self.ports
+            .iter()
+            .filter_map(|p| p.ilmi.as_ref().and_then(IlmiPort::poll_timeout))
+            .min()
+    }
+
+    /// Runs each port's ILMI: follows its connection and timers, sends what it has to
+    /// send on VCI 16, and hands its registrations to the control plane.
+    pub(crate) fn run_ilmi(
+        &mut self,
+        now: natm_proto::time::Instant,
+        registry: &Registry,
+        wall: Instant,
+        mut control: Option<&mut Control>,
+    ) {
+        for p in &mut self.ports {
+            let Some(i) = p.ilmi.as_mut() else {
+                continue;
+            };
+            let connected = p.link.snapshot().connected.is_some();
+            i.tick(now, &p.link.counters, connected);
+            let link = &mut p.link;
+            i.flush(p.id, &link.name.clone(), control.as_deref_mut(), |m| {
+                let _ = link.send(0, natm_proto::ilmi::ILMI_VCI, m, registry, wall);
+            });
+        }
     }
 }
 

@@ -240,6 +240,11 @@ pub struct PortSection {
     /// true]. Off only for a host whose calling numbers no route names.
     #[serde(default = "default_true")]
     pub screen_calling: bool,
+    /// An atmtcp `uni` port: run ILMI's network side on VPI 0/VCI 16 (issue 33) and
+    /// hand the port's user this network prefix, 13 octets in hex
+    /// (`47.0005.80ffe1000000f21a26d8`); the user's address registrations under it
+    /// become routes to the port and calling numbers it may use [default: no ILMI].
+    pub ilmi_prefix: Option<String>,
     /// atmtcp `listen`: the sources that may connect, each `IP` or `IP/PREFIX`
     /// [default loopback only: `127.0.0.0/8`, `::1`]. Anyone else is closed at once.
     pub allow: Option<Vec<String>>,
@@ -589,8 +594,33 @@ impl PortSection {
         Ok((allow, idle))
     }
 
+    /// The network prefix ILMI hands this port's user, if it runs ILMI.
+    pub fn ilmi_prefix(&self) -> Result<Option<[u8; 13]>, ConfigError> {
+        let Some(text) = &self.ilmi_prefix else {
+            return Ok(None);
+        };
+        if self.mode != LinkMode::Atmtcp || self.signalling != Some(SignallingRole::Uni) {
+            return Err(invalid(format!(
+                "port {}: ilmi_prefix is for an atmtcp port with signalling = \"uni\"",
+                self.name
+            )));
+        }
+        let hex: String = text.chars().filter(|&c| c != '.').collect();
+        match hex::decode(&hex)
+            .ok()
+            .and_then(|v| <[u8; 13]>::try_from(v).ok())
+        {
+            Some(p) => Ok(Some(p)),
+            None => Err(invalid(format!(
+                "port {}: ilmi_prefix: not 13 octets in hex (26 digits, dots allowed)",
+                self.name
+            ))),
+        }
+    }
+
     /// Checks the keys that depend on the link mode.
     fn check_link(&self) -> Result<(), ConfigError> {
+        self.ilmi_prefix()?;
         if self.mode != LinkMode::Atmtcp {
             if self.listen.is_some() || self.connect.is_some() {
                 self.atmtcp_endpoint()?;
@@ -981,6 +1011,34 @@ mod tests {
         for bad in ["node = 0", "node = 1\nhello_ms = 100\ndead_ms = 100"] {
             let e = Config::from_toml(&format!("[routing]\n{bad}\n{TWO}")).expect_err(bad);
             assert!(e.to_string().contains("[routing]"), "{e}");
+        }
+    }
+
+    #[test]
+    fn ilmi_prefix_is_thirteen_octets_on_an_atmtcp_uni_port_only() {
+        let linux = |extra: &str| {
+            format!(
+                "[[port]]\nname = \"linux\"\nmode = \"atmtcp\"\nlisten = \"127.0.0.1:0\"\n{extra}\n"
+            )
+        };
+        let ok = linux("signalling = \"uni\"\nilmi_prefix = \"47.0005.80ffe1000000f21a26d8\"");
+        let c = Config::from_toml(&ok).expect("valid");
+        assert_eq!(
+            c.ports[0].ilmi_prefix().expect("valid").map(|p| p[0]),
+            Some(0x47)
+        );
+        for bad in [
+            linux("signalling = \"uni\"\nilmi_prefix = \"47.0005\""),
+            linux("signalling = \"uni\"\nilmi_prefix = \"zz.0005.80ffe1000000f21a26d8\""),
+            linux("ilmi_prefix = \"47.0005.80ffe1000000f21a26d8\""),
+            TWO.replacen(
+                "mode = \"cell\"",
+                "mode = \"cell\"\nsignalling = \"uni\"\nilmi_prefix = \"47.0005.80ffe1000000f21a26d8\"",
+                1,
+            ),
+        ] {
+            let e = Config::from_toml(&bad).expect_err(&bad);
+            assert!(e.to_string().contains("ilmi_prefix"), "{e}");
         }
     }
 

@@ -24,6 +24,7 @@ use tracing::{info, warn};
 
 use crate::atmtcp_link::AtmtcpPorts;
 use crate::config::{Config, ConfigError, LinkMode, PortAuth, PvcEnd, SignallingRole};
+use crate::ilmi_port::IlmiPort;
 use crate::link::{open_socket, uni_label, Link, Rng};
 use crate::noise_port::{Dropped, Inner, NoisePort};
 use crate::stat::{PortSnapshot, Snapshot};
@@ -136,6 +137,10 @@ impl SwitchDaemon {
                         poll.registry(),
                     )
                     .map_err(io_err(format!("port {}: cannot listen on {addr}", p.name)))?;
+                if let Some(prefix) = p.ilmi_prefix()? {
+                    let now = natm_proto::time::Instant::ZERO;
+                    atmtcp.run_ilmi_on(i, IlmiPort::new(now, i, &p.name, prefix));
+                }
                 let none = std::net::SocketAddr::from(([0, 0, 0, 0], 0));
                 match role {
                     crate::AtmtcpRole::Listen => (None, addr, none),
@@ -460,6 +465,7 @@ impl SwitchDaemon {
                 .enumerate()
                 .map(|(i, (l, stats))| {
                     let atmtcp = self.atmtcp.snapshot(i);
+                    let ilmi = self.atmtcp.ilmi_snapshot(i);
                     let signals = signalling.iter().any(|r| usize::from(r.port) == i);
                     let n = l.noise.as_deref();
                     PortSnapshot {
@@ -481,6 +487,7 @@ impl SwitchDaemon {
                         link: l.counters,
                         stats,
                         atmtcp,
+                        ilmi,
                     }
                 })
                 .collect(),
@@ -540,6 +547,9 @@ impl SwitchDaemon {
             if let Some(t) = self.atmtcp.poll_timeout() {
                 wake = wake.min(t);
             }
+            if let Some(t) = self.atmtcp.ilmi_timeout() {
+                wake = wake.min(self.epoch + Duration::from_nanos(t.as_nanos()));
+            }
             if let Some(t) = self.metrics.as_ref().and_then(MetricsServer::poll_timeout) {
                 wake = wake.min(t);
             }
@@ -586,6 +596,8 @@ impl SwitchDaemon {
             }
             self.drain_control(wall);
             self.atmtcp.handle_timeout(wall, self.poll.registry());
+            self.atmtcp
+                .run_ilmi(now, self.poll.registry(), wall, self.control.as_mut());
             // A closed atmtcp connection takes its signalling link with it now, not
             // after SSCOP's Timer_NO_RESPONSE.
             if let Some(c) = self.control.as_mut() {

@@ -40,6 +40,10 @@ pub struct PortSnapshot {
     /// An atmtcp port's TCP link (its `link` counts frames as datagrams).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub atmtcp: Option<crate::AtmtcpSnapshot>,
+    /// An atmtcp `uni` port's ILMI (`ilmi_prefix`): the prefix, the addresses its
+    /// user registered, counters.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ilmi: Option<crate::IlmiSnapshot>,
 }
 
 /// What the UDP link of a port counts, beside the data plane.

@@ -7,7 +7,20 @@
 uni="${natm_uni:-uni31}"
 atmtcp virtual connect 10.0.2.2 "$natm_port" bg >/dev/null 2>&1 ||
   { echo "NATM-GUEST fail atmtcp connect 10.0.2.2:$natm_port"; exit 1; }
-atmaddr -a 0 "$natm_addr" || echo "NATM-GUEST fail atmaddr"
+if [ -n "${natm_ilmi:-}" ]; then
+  # ILMI (issue 33): the interface's ESI is $natm_ilmi; ilmid learns the network
+  # prefix from the switch, puts prefix + ESI + selector 0 in the kernel (atmsigd
+  # takes it from there) and registers it with the switch.
+  esi -f "$natm_ilmi" 0 || echo "NATM-GUEST fail esi"
+  ilmid -d -l /tmp/ilmid.log 0 &
+  i=0
+  until [ -n "$(atmaddr 0 2>/dev/null)" ] || [ $i -ge 300 ]; do
+    sleep 0.1; i=$((i + 1))
+  done
+  echo "NATM-GUEST ilmi addr $(atmaddr 0 2>/dev/null | tr '\n' ' ')"
+else
+  atmaddr -a 0 "$natm_addr" || echo "NATM-GUEST fail atmaddr"
+fi
 atmsigd -d -l /tmp/sigd.log -m user -u "$uni" 0.0.5 &
 sigd=$!
 # SSCF state 4 is "link up" (atmsigd -d logs it).
@@ -163,4 +176,9 @@ sleep 0.3
 echo "NATM-GUEST sigd-log begin"
 cat /tmp/sigd.log
 echo "NATM-GUEST sigd-log end"
+if [ -n "${natm_ilmi:-}" ]; then
+  echo "NATM-GUEST ilmid-log begin"
+  tail -n 60 /tmp/ilmid.log
+  echo "NATM-GUEST ilmid-log end"
+fi
 sleep "${natm_linger:-0}"

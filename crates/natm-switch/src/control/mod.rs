@@ -394,6 +394,9 @@ pub struct Control {
     /// A signalling link was serviced since the router last heard the switch's own
     /// state (reservations and links may have changed).
     routing_stale: bool,
+    /// Addresses registered by the users of UNI ports (ILMI), whole: routes of their
+    /// own, and the calling numbers those ports may use.
+    registered: Vec<(Prefix, PortId)>,
 }
 
 impl Control {
@@ -419,7 +422,51 @@ impl Control {
             crankbacks: 0,
             calls_screened: 0,
             routing_stale: true,
+            registered: Vec::new(),
         }
+    }
+
+    /// Whether `port`'s user may register `address` (ILMI): no route or registration
+    /// sends it to another port, so a user cannot take another port's calls.
+    pub fn may_register(&self, port: PortId, address: &[u8; 20]) -> bool {
+        aesa_route(address).is_some_and(|(a, _)| self.route_of(&a).is_none_or(|p| p == port))
+    }
+
+    /// `port`'s user registered `address` (ILMI): calls to it go there, and the port
+    /// may call from it. Refused (`false`) as [`Control::may_register`] says.
+    pub fn register_address(&mut self, port: PortId, address: &[u8; 20]) -> bool {
+        let Some((_, prefix)) = aesa_route(address) else {
+            return false;
+        };
+        if !self.may_register(port, address) {
+            return false;
+        }
+        if !self
+            .registered
+            .iter()
+            .any(|(p, q)| *p == prefix && *q == port)
+        {
+            self.registered.push((prefix, port));
+            self.routing_stale = true;
+        }
+        true
+    }
+
+    /// `port`'s registration of `address` ended.
+    pub fn deregister_address(&mut self, port: PortId, address: &[u8; 20]) {
+        if let Some((_, prefix)) = aesa_route(address) {
+            self.registered
+                .retain(|(p, q)| !(*p == prefix && *q == port));
+            self.routing_stale = true;
+        }
+    }
+
+    /// The addresses registered on `port`.
+    pub fn registered(&self, port: PortId) -> impl Iterator<Item = &Prefix> {
+        self.registered
+            .iter()
+            .filter(move |(_, q)| *q == port)
+            .map(|(p, _)| p)
     }
 
     /// Runs signalling on a port and starts bringing its link up (both ends of a link
@@ -717,11 +764,12 @@ impl Control {
         self.route_of(&from_party(&params.called)?)
     }
 
-    /// The port the longest matching route sends `addr` to.
+    /// The port the longest matching route (or registered address) sends `addr` to.
     fn route_of(&self, addr: &natm_proto::wire::addr::AtmAddr) -> Option<PortId> {
         self.cfg
             .routes
             .iter()
+            .chain(&self.registered)
             .filter(|(p, _)| p.matches(addr))
             .max_by_key(|(p, _)| p.len())
             .map(|(_, port)| *port)
@@ -1390,3 +1438,11 @@ mod ring_tests;
 mod tests;
 #[cfg(test)]
 mod uni_tests;
+
+/// An ILMI-registered AESA as an address and the route that matches it alone.
+fn aesa_route(address: &[u8; 20]) -> Option<(natm_proto::wire::addr::AtmAddr, Prefix)> {
+    let aesa = natm_proto::wire::addr::Aesa::new(*address)?;
+    let hex: String = address.iter().map(|b| format!("{b:02x}")).collect();
+    let prefix = Prefix::from_key(&hex)?;
+    Some((natm_proto::wire::addr::AtmAddr::Aesa(aesa), prefix))
+}

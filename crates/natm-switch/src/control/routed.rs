@@ -211,6 +211,7 @@ impl Control {
                     .is_some_and(|l| l.cfg.role != PortRole::Switch)
             })
             .map(|(pre, _)| pre.clone())
+            .chain(self.registered.iter().map(|(pre, _)| pre.clone()))
             .collect();
         let now = self.now;
         if let Some(r) = self.router.as_mut() {
