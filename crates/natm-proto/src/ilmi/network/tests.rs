@@ -348,3 +348,39 @@ fn bad_input_is_dropped_and_counted_and_answers_nothing() {
     assert!(sent(&mut p).is_empty());
     assert_eq!(events(&mut p), []);
 }
+
+proptest::proptest! {
+    /// Any SDU, and valid messages with octets flipped: a typed error or an answer,
+    /// never a panic; at most the answer and the prefix offer per message; nothing
+    /// registered outside the prefix.
+    #[test]
+    fn no_input_breaks_the_port(
+        junk in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+        flips in proptest::collection::vec((0usize..200, 1u8..=255), 0..4),
+        which in 0usize..4,
+    ) {
+        let t0 = Instant::ZERO;
+        let mut p = port(t0);
+        let mut valid = [
+            cold_start(),
+            request(1, &[o::SYS_UP_TIME, &[o::ATM_LAYER, &[10, 0]].concat()]),
+            register(2, &[address(1)], 1),
+            response(1),
+        ][which].clone();
+        for (at, x) in flips {
+            if let Some(b) = valid.get_mut(at) {
+                *b ^= x;
+            }
+        }
+        for sdu in [&junk[..], &valid[..]] {
+            let _ = p.handle_message(t0, sdu, |_| true);
+            let out = sent(&mut p);
+            proptest::prop_assert!(out.len() <= 2);
+            for e in events(&mut p) {
+                if let Event::Registered(a) = e {
+                    proptest::prop_assert_eq!(&a[..PREFIX_LEN], &PREFIX[..]);
+                }
+            }
+        }
+    }
+}
