@@ -18,9 +18,9 @@ fn have(tool: &str) -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Two namespaces joined by a veth (10.231.0.1 and .2).
-fn net() -> Lab {
-    let lab = Lab::new("cli", 2);
+/// Two namespaces joined by a veth (10.231.0.1 and .2), named for `case`.
+fn net(case: &str) -> Lab {
+    let lab = Lab::new(case, 2);
     lab.veth(0, "10.231.0.1", 1, "10.231.0.2");
     lab
 }
@@ -125,7 +125,7 @@ fn ip_over_natm_between_two_namespaces() {
         eprintln!("skipping ip_over_natm_between_two_namespaces: {why}");
         return;
     }
-    let mut net = net();
+    let mut net = net("cli");
     start(&mut net);
 
     // Ping both ways, IPv4 and IPv6: the first packet resolves and sets up a VC.
@@ -342,4 +342,101 @@ fn ip_over_natm_between_two_namespaces() {
     // And the next packet sets one up again.
     ping(&net, 0, V4[1]);
     assert!(!net.ip_calls(0).is_empty());
+}
+
+/// A cgroup (v1 `pids`) holding one process, so the system refuses it threads past
+/// a limit; the process goes back to the root group and the group away on drop.
+struct PidsLimit {
+    dir: std::path::PathBuf,
+    pid: u32,
+}
+
+impl PidsLimit {
+    fn new(pid: u32, max: usize) -> Option<PidsLimit> {
+        let root = std::path::Path::new("/sys/fs/cgroup/pids");
+        let dir = root.join(format!("natm-test-{}", std::process::id()));
+        std::fs::create_dir(&dir).ok()?;
+        let limit = PidsLimit { dir, pid };
+        std::fs::write(limit.dir.join("pids.max"), max.to_string()).ok()?;
+        std::fs::write(limit.dir.join("cgroup.procs"), pid.to_string()).ok()?;
+        Some(limit)
+    }
+}
+
+impl Drop for PidsLimit {
+    fn drop(&mut self) {
+        let _ = std::fs::write("/sys/fs/cgroup/pids/cgroup.procs", self.pid.to_string());
+        let _ = std::fs::remove_dir(&self.dir);
+    }
+}
+
+fn threads(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count)
+}
+
+#[test]
+fn a_thread_the_system_refuses_costs_a_vc_not_the_interface() {
+    // Issue 31: under a pids limit `natm ip` panicked on `thread::spawn` when a peer's
+    // calls asked it for more threads. Now the VC that gets none is released, and the
+    // interface runs on.
+    if let Some(why) = unavailable() {
+        eprintln!("skipping a_thread_the_system_refuses_costs_a_vc_not_the_interface: {why}");
+        return;
+    }
+    let mut net = net("pid");
+    start(&mut net);
+    // `ip netns exec` execs: the child is natm ip itself (sigd0, sigd1, ip0, ip1).
+    let ip0 = net.children[2].id();
+    ping(&net, 0, V4[1]);
+    let before = threads(ip0);
+    // Room for a few more VCs' threads, not for twenty.
+    let Some(_limit) = PidsLimit::new(ip0, before + 6) else {
+        eprintln!(
+            "skipping a_thread_the_system_refuses_costs_a_vc_not_the_interface: no pids cgroup"
+        );
+        return;
+    };
+    let sock = net.sock(1).to_str().expect("utf-8").to_owned();
+    let mut callers: Vec<_> = (0..20)
+        .map(|_| {
+            net.cmd(
+                1,
+                &[
+                    NATM,
+                    "call",
+                    "--sigd",
+                    &sock,
+                    "-q",
+                    "ubr:transport=none",
+                    &format!("{}:ip", ADDR[0]),
+                ],
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("natm call")
+        })
+        .collect();
+    net.wait_for("natm ip to refuse a VC its threads", 60, || {
+        net.log("ip0.err").contains("cannot start the VC's threads")
+    });
+    for c in &mut callers {
+        drop(c.stdin.take());
+    }
+    for c in &mut callers {
+        let _ = c.wait();
+    }
+    assert!(
+        std::path::Path::new(&format!("/proc/{ip0}")).exists()
+            && !net.log("ip0.err").contains("panicked"),
+        "natm ip died: {}",
+        net.log("ip0.err")
+    );
+    // Its threads freed, the interface carries packets both ways again.
+    net.wait_for("the callers' VCs to be released", 30, || {
+        net.ip_calls(0).len() <= 1
+    });
+    ping(&net, 1, V4[0]);
+    ping(&net, 0, V4[1]);
 }

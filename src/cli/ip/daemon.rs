@@ -1,5 +1,6 @@
-//! The threads of `natm ip`: the TUN reader, one sender and one receiver per VC, the
-//! call setups, the listener for calls on SAP `ip`, the ATMARP client (and server),
+//! The threads of `natm ip`: the TUN reader, one sender and one receiver per VC, at
+//! most [`MAX_SETUPS`] call setups (a thread the system refuses is an error, never a
+//! panic), the listener for calls on SAP `ip`, the ATMARP client (and server),
 //! and the timer. All protocol decisions are the sans-IO [`Node`]'s; this file moves
 //! bytes and time in and out of it.
 
@@ -26,6 +27,9 @@ use super::{pool, qos, IpConfig, ARP_SAP, IP_SAP};
 /// Packets queued for one VC's sender thread; past it the interface drops, as a
 /// full device queue does (TCP sees a loss, nothing blocks the other VCs).
 const VC_QUEUE: usize = 512;
+/// Call setups (each a thread waiting for sigd) at once; a VC the node wants beyond
+/// them fails at once, as a refused setup does, and the node tries again later.
+const MAX_SETUPS: usize = 16;
 /// The longest the timer thread sleeps (it is woken earlier when the node's next
 /// deadline moves closer).
 const TICK: Duration = Duration::from_millis(200);
@@ -55,6 +59,13 @@ struct Shared {
     host: Host,
     epoch: std::time::Instant,
     tun_drops: std::sync::atomic::AtomicU64,
+    /// Call setups under way ([`MAX_SETUPS`]).
+    setups: std::sync::atomic::AtomicUsize,
+}
+
+/// Starts a thread named `name`; one the system refuses is an error, not a panic.
+fn spawn(name: &str, f: impl FnOnce() + Send + 'static) -> std::io::Result<()> {
+    thread::Builder::new().name(name.into()).spawn(f).map(drop)
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -107,8 +118,23 @@ impl Shared {
                 class,
                 mtu,
             } => {
+                use std::sync::atomic::Ordering::AcqRel;
+                if self.setups.fetch_add(1, AcqRel) >= MAX_SETUPS {
+                    self.setups.fetch_sub(1, AcqRel);
+                    tracing::debug!(vc, %peer, "{MAX_SETUPS} setups under way: this one fails");
+                    self.with_node(|n, now| n.handle_setup_failed(now, vc, None));
+                    return;
+                }
                 let me = self.clone();
-                thread::spawn(move || me.setup(vc, peer, class, mtu));
+                let started = spawn("natm-ip-setup", move || {
+                    me.clone().setup(vc, peer, class, mtu);
+                    me.setups.fetch_sub(1, AcqRel);
+                });
+                if let Err(e) = started {
+                    self.setups.fetch_sub(1, AcqRel);
+                    tracing::warn!(vc, %peer, "cannot start a setup thread: {e}");
+                    self.with_node(|n, now| n.handle_setup_failed(now, vc, None));
+                }
             }
             Action::Release { vc, .. } => {
                 if let Some(h) = lock(&self.vcs).remove(&vc) {
@@ -161,7 +187,7 @@ impl Shared {
             },
         );
         let sender = conn.clone();
-        thread::spawn(move || {
+        let sending = spawn("natm-ip-vc-tx", move || {
             // Ends when the handle (and so the channel) is dropped, or the VC fails.
             while let Ok(frame) = rx.recv() {
                 if sender.send(&frame, Wait::Block).is_err() {
@@ -169,8 +195,18 @@ impl Shared {
                 }
             }
         });
+        if let Err(e) = sending {
+            // No thread for it: the VC goes (its peer sees it released).
+            tracing::warn!(vc, "cannot start the VC's threads: {e}");
+            lock(&self.vcs).remove(&vc);
+            conn.abort();
+            self.with_node(|n, now| n.handle_closed(now, vc));
+            return;
+        }
         let me = self.clone();
-        thread::spawn(move || {
+        let receiving_conn = conn.clone();
+        let receiving = spawn("natm-ip-vc-rx", move || {
+            let conn = receiving_conn;
             // Ends when the peer closes, the VC fails, or this end releases it.
             while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
                 let packet =
@@ -182,6 +218,13 @@ impl Shared {
             lock(&me.vcs).remove(&vc);
             me.with_node(|n, now| n.handle_closed(now, vc));
         });
+        if let Err(e) = receiving {
+            // The sender ends with the handle, removed here.
+            tracing::warn!(vc, "cannot start the VC's threads: {e}");
+            lock(&self.vcs).remove(&vc);
+            conn.abort();
+            self.with_node(|n, now| n.handle_closed(now, vc));
+        }
     }
 
     /// Takes calls on SAP `ip`.
@@ -234,13 +277,20 @@ impl Shared {
                     let (tx, rx) = sync_channel::<Vec<u8>>(VC_QUEUE);
                     *lock(&self.server) = Some(tx);
                     let sender = conn.clone();
-                    thread::spawn(move || {
+                    let started = spawn("natm-ip-arp-tx", move || {
                         while let Ok(f) = rx.recv() {
                             if sender.send(&f, Wait::Block).is_err() {
                                 break;
                             }
                         }
                     });
+                    if let Err(e) = started {
+                        tracing::warn!(%server, "cannot start the ATMARP VC's sender: {e}");
+                        *lock(&self.server) = None;
+                        conn.abort();
+                        thread::sleep(ARP_RECONNECT);
+                        continue;
+                    }
                     self.with_node(|n, now| n.handle_server_up(now));
                     while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
                         self.with_node(|n, now| n.handle_server_frame(now, &chunk));
@@ -452,6 +502,7 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         host: host.clone(),
         epoch,
         tun_drops: std::sync::atomic::AtomicU64::new(0),
+        setups: std::sync::atomic::AtomicUsize::new(0),
     });
     if let Some((pvc, bind, via)) = cfg.pvc {
         let AtmAddr::Pvc(p) = pvc else {
@@ -474,22 +525,25 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         shared.start_vc(vc, conn);
         shared.with_node(|n, now| n.handle_server_up(now));
     }
+    let cannot = |what: &str| format!("cannot start natm ip's {what} thread");
     {
         let s = shared.clone();
-        thread::spawn(move || s.timers());
+        spawn("natm-ip-timers", move || s.timers()).with_context(|| cannot("timer"))?;
         if let Some(listener) = listener {
             let s = shared.clone();
-            thread::spawn(move || s.listen(listener));
+            spawn("natm-ip-listen", move || s.listen(listener))
+                .with_context(|| cannot("listener"))?;
         }
         if let Some(server) = cfg.arp {
             let s = shared.clone();
-            thread::spawn(move || s.arp_client(server));
+            spawn("natm-ip-arp", move || s.arp_client(server))
+                .with_context(|| cannot("ATMARP client"))?;
         }
     }
     if !cfg.report.is_zero() {
         let s = shared.clone();
         let every = cfg.report;
-        thread::spawn(move || loop {
+        spawn("natm-ip-report", move || loop {
             thread::sleep(every);
             let node = lock(&s.node);
             let c = node.counters();
@@ -520,7 +574,8 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
                 vcs.join(", "),
                 arp.join(", ")
             );
-        });
+        })
+        .with_context(|| cannot("report"))?;
     }
     let resolution = match (cfg.arp, cfg.signalled) {
         (Some(arp), _) => format!(

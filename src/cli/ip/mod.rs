@@ -261,6 +261,9 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
 }
 
 pub(crate) fn run(a: IpArgs) -> super::CliResult {
+    // Its warnings (a refused setup, a VC without threads, a refused ATMARP request)
+    // went nowhere before: no subscriber was installed.
+    super::sigd::init_logs(0);
     let cfg = config(a)?;
     daemon::run(cfg)
 }
