@@ -14,6 +14,7 @@ mod switch_support;
 mod bare_cli;
 mod cell_cli;
 mod cli;
+mod ilmi;
 mod loss_cli;
 mod metrics_cli;
 mod multipoint;

@@ -641,6 +641,10 @@ impl AtmtcpPorts {
             self.rx.clear();
             more = p.link.read(registry, wall, &mut self.rx);
         }
+        if let Some(i) = p.ilmi.as_mut() {
+            // A new connection's coldStart and reset before anything it sent.
+            i.tick(now, &p.link.counters, p.link.snapshot().connected.is_some());
+        }
         let counters = &mut links[p.index].counters;
         for (vpi, vci, sdu) in self.rx.drain(..) {
             counters.datagrams_in += 1;

@@ -14,8 +14,14 @@
 pub mod network;
 
 use rasn::types::{Integer, ObjectIdentifier, OctetString};
-use rasn_smi::v1::{ApplicationSyntax, ObjectSyntax, SimpleSyntax, TimeTicks};
-use rasn_snmp::v1::{Message, Pdu, Pdus, VarBind};
+use rasn_smi::v1::{ApplicationSyntax, IpAddress, NetworkAddress, ObjectSyntax, SimpleSyntax};
+use rasn_snmp::v1::Message;
+
+/// SNMPv1's messages (RFC 1157), as ILMI carries them.
+pub use rasn_smi::v1::TimeTicks;
+pub use rasn_snmp::v1::{
+    GetNextRequest, GetRequest, GetResponse, Pdu, Pdus, SetRequest, Trap, VarBind,
+};
 
 /// ILMI's VCI (on VPI 0).
 pub const ILMI_VCI: u16 = 16;
@@ -175,6 +181,19 @@ pub fn as_int(v: &ObjectSyntax) -> Option<i64> {
         ObjectSyntax::Simple(SimpleSyntax::Number(n)) => int(n),
         _ => None,
     }
+}
+
+/// A coldStart trap (generic trap 0, as Linux's `ilmid` sends it) at `uptime`
+/// hundredths of a second: its sender (re)started, so what it registered is gone.
+pub fn cold_start(uptime: u32) -> Pdus {
+    Pdus::Trap(Trap {
+        enterprise: oid(oid::TRAP_ENTERPRISE),
+        agent_addr: NetworkAddress::Internet(IpAddress([0u8; 4].into())),
+        generic_trap: 0.into(),
+        specific_trap: 0.into(),
+        time_stamp: TimeTicks(uptime),
+        variable_bindings: vec![bind(oid::SYS_UP_TIME, null())],
+    })
 }
 
 /// One variable binding.

@@ -16,12 +16,13 @@
 use std::collections::{BTreeSet, VecDeque};
 use std::time::Duration;
 
-use rasn_smi::v1::{IpAddress, NetworkAddress, TimeTicks};
-use rasn_snmp::v1::{GetResponse, Pdu, Pdus, SetRequest, Trap, VarBind};
+use rasn_smi::v1::{IpAddress, NetworkAddress};
+
+use super::{GetResponse, Pdu, Pdus, SetRequest, VarBind};
 
 use super::{
-    as_int, atm_layer, bind, decode, encode, index_of, int, integer, null, octets, octets_index,
-    oid, parse_octets_index, pdu, status, ticks, IlmiError, ADDRESS_LEN, PREFIX_LEN,
+    as_int, atm_layer, bind, decode, encode, index_of, int, integer, octets, octets_index, oid,
+    parse_octets_index, pdu, status, ticks, IlmiError, ADDRESS_LEN, PREFIX_LEN,
 };
 use crate::time::Instant;
 
@@ -146,15 +147,7 @@ impl NetworkSide {
     pub fn link_up(&mut self, now: Instant) {
         self.forget_all();
         self.prefix_state = PrefixState::Idle;
-        let trap = Trap {
-            enterprise: oid(super::oid::TRAP_ENTERPRISE),
-            agent_addr: NetworkAddress::Internet(IpAddress([0u8; 4].into())),
-            generic_trap: 0.into(),
-            specific_trap: 0.into(),
-            time_stamp: TimeTicks(self.uptime(now)),
-            variable_bindings: vec![bind(super::oid::SYS_UP_TIME, null())],
-        };
-        self.send(Pdus::Trap(trap));
+        self.send(super::cold_start(self.uptime(now)));
     }
 
     /// The link to the user is gone: every registration ends.

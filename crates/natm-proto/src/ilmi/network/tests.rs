@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::ilmi::{self, oid as o};
-use rasn_snmp::v1::{GetNextRequest, GetRequest};
+use crate::ilmi::{null, GetNextRequest, GetRequest};
 
 const PREFIX: [u8; PREFIX_LEN] = [
     0x47, 0x00, 0x05, 0x80, 0xff, 0xe1, 0x00, 0x00, 0x00, 0xf2, 0x1a, 0x26, 0xd8,
@@ -30,15 +30,7 @@ fn port(now: Instant) -> NetworkSide {
 }
 
 fn cold_start() -> Vec<u8> {
-    ilmi::encode(Pdus::Trap(Trap {
-        enterprise: oid(o::TRAP_ENTERPRISE),
-        agent_addr: NetworkAddress::Internet(IpAddress([0u8; 4].into())),
-        generic_trap: 0.into(),
-        specific_trap: 0.into(),
-        time_stamp: TimeTicks(0),
-        variable_bindings: vec![bind(o::SYS_UP_TIME, null())],
-    }))
-    .unwrap()
+    ilmi::encode(ilmi::cold_start(0)).unwrap()
 }
 
 fn request(id: i64, names: &[&[u32]]) -> Vec<u8> {
