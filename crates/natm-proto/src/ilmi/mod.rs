@@ -3,7 +3,7 @@
 //! network side (a switch) hands the user side its network prefix and takes the user's
 //! address registrations (the address-registration MIB: `atmfNetPrefixTable` on the
 //! user, `atmfAddressTable` on the network). [`network::NetworkSide`] is a switch port's
-//! end, sans-IO.
+//! end and [`user::UserSide`] a host's, both sans-IO.
 //!
 //! Departures: only address registration and the objects a user reads while it starts
 //! (Linux-ATM's `ilmid` reads the system group, the port's identity and the ATM layer
@@ -12,6 +12,7 @@
 //! The BER codec is `rasn-snmp`'s.
 
 pub mod network;
+pub mod user;
 
 use rasn::types::{Integer, ObjectIdentifier, OctetString};
 use rasn_smi::v1::{ApplicationSyntax, IpAddress, NetworkAddress, ObjectSyntax, SimpleSyntax};
@@ -243,6 +244,17 @@ pub fn octets_index(column: &[u32], port: u32, octets: &[u8]) -> Vec<u32> {
     arcs.push(octets.len() as u32);
     arcs.extend(octets.iter().map(|&o| u32::from(o)));
     arcs
+}
+
+/// The answer to `req` refusing it with `status` at binding `index` (1-based), its
+/// bindings echoed (RFC 1157 §4.1.2).
+pub(crate) fn error_reply(req: &Pdu, error: i64, index: usize) -> Pdu {
+    pdu(
+        int(&req.request_id).unwrap_or(0),
+        error,
+        i64::try_from(index).unwrap_or(0),
+        req.variable_bindings.clone(),
+    )
 }
 
 #[cfg(test)]

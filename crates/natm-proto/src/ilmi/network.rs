@@ -22,7 +22,7 @@ use super::{GetResponse, Pdu, Pdus, SetRequest, VarBind};
 
 use super::{
     as_int, atm_layer, bind, decode, encode, index_of, int, integer, octets, octets_index, oid,
-    parse_octets_index, pdu, status, ticks, IlmiError, ADDRESS_LEN, PREFIX_LEN,
+    parse_octets_index, pdu, status, ticks, error_reply, IlmiError, ADDRESS_LEN, PREFIX_LEN,
 };
 use crate::time::Instant;
 
@@ -350,6 +350,12 @@ impl NetworkSide {
                 ))),
             ));
         }
+        // A registration's status (the user checks its address is still here).
+        if let Some(ix) = index_of(name, o::ADDRESS_STATUS) {
+            let (_port, a) = parse_octets_index(ix, ADDRESS_LEN)?;
+            let a: [u8; ADDRESS_LEN] = a.try_into().ok()?;
+            return self.registered.contains(&a).then(|| integer(VALID));
+        }
         if name == o::ADDRESS_REGISTRATION_ADMIN_STATUS {
             return Some(integer(1)); // supported
         }
@@ -424,17 +430,6 @@ fn asks_for_atm_layer(req: &Pdu) -> bool {
     req.variable_bindings
         .iter()
         .any(|vb| index_of(&vb.name, super::oid::ATM_LAYER).is_some())
-}
-
-/// The answer to `req` refusing it with `status` at binding `index` (1-based), its
-/// bindings echoed (RFC 1157 §4.1.2).
-fn error_reply(req: &Pdu, error: i64, index: usize) -> Pdu {
-    pdu(
-        int(&req.request_id).unwrap_or(0),
-        error,
-        i64::try_from(index).unwrap_or(0),
-        req.variable_bindings.clone(),
-    )
 }
 
 #[cfg(test)]
