@@ -25,7 +25,7 @@ pub use rasn_snmp::v1::{
 };
 
 /// ILMI's VCI (on VPI 0).
-pub const ILMI_VCI: u16 = 16;
+pub const ILMI_VCI: u16 = crate::wire::vcframe::ILMI_VCI;
 /// The SNMP community every ILMI message carries.
 pub const COMMUNITY: &[u8] = b"ILMI";
 /// Largest ILMI message taken or sent, octets: Linux's `ilmid` opens VCI 16 with this

@@ -51,22 +51,12 @@ pub const SIGNALLING_VCI: u16 = 5;
 /// A datagram carrying one SSCOP PDU as a signalling frame on VPI 0/VCI 5 (how sigds
 /// and switches exchange UNI signalling, in either link mode).
 pub fn signalling_frame(pdu: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(HEADER_LEN + pdu.len());
-    v.extend_from_slice(&Repr::new(FrameKind::Signalling, 0, SIGNALLING_VCI).to_bytes());
-    v.extend_from_slice(pdu);
-    v
+    control_frame(SIGNALLING_VCI, pdu)
 }
 
 /// The SSCOP PDU in a datagram, if it is a signalling frame on VPI 0/VCI 5.
 pub fn signalling_pdu(d: &[u8]) -> Option<&[u8]> {
-    match Repr::parse_bytes(d) {
-        Ok((r, pdu))
-            if r.kind == FrameKind::Signalling && r.vpi == 0 && r.vci == SIGNALLING_VCI =>
-        {
-            Some(pdu)
-        }
-        _ => None,
-    }
+    control_pdu(d, SIGNALLING_VCI)
 }
 
 /// The routing channel's VCI on a trunk between natm switches (issue 33): PNNI's
@@ -76,16 +66,40 @@ pub const ROUTING_VCI: u16 = 18;
 /// A datagram carrying one routing frame (hello, PTSE, ack) on VPI 0/VCI 18, framed as
 /// signalling frames are.
 pub fn routing_frame(pdu: &[u8]) -> Vec<u8> {
-    let mut v = Vec::with_capacity(HEADER_LEN + pdu.len());
-    v.extend_from_slice(&Repr::new(FrameKind::Signalling, 0, ROUTING_VCI).to_bytes());
-    v.extend_from_slice(pdu);
-    v
+    control_frame(ROUTING_VCI, pdu)
 }
 
 /// The routing frame in a datagram, if it is one on VPI 0/VCI 18.
 pub fn routing_pdu(d: &[u8]) -> Option<&[u8]> {
+    control_pdu(d, ROUTING_VCI)
+}
+
+/// ILMI's VCI (issue 33): VPI 0/VCI 16.
+pub const ILMI_VCI: u16 = 16;
+
+/// A datagram carrying one ILMI message on VPI 0/VCI 16, framed as signalling frames
+/// are (a host's link to its switch).
+pub fn ilmi_frame(pdu: &[u8]) -> Vec<u8> {
+    control_frame(ILMI_VCI, pdu)
+}
+
+/// The ILMI message in a datagram, if it is one on VPI 0/VCI 16.
+pub fn ilmi_pdu(d: &[u8]) -> Option<&[u8]> {
+    control_pdu(d, ILMI_VCI)
+}
+
+/// A control channel's frame (kind signalling, VPI 0/`vci`).
+fn control_frame(vci: u16, pdu: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(HEADER_LEN + pdu.len());
+    v.extend_from_slice(&Repr::new(FrameKind::Signalling, 0, vci).to_bytes());
+    v.extend_from_slice(pdu);
+    v
+}
+
+/// The SDU of a control channel's frame on VPI 0/`vci`.
+fn control_pdu(d: &[u8], vci: u16) -> Option<&[u8]> {
     match Repr::parse_bytes(d) {
-        Ok((r, pdu)) if r.kind == FrameKind::Signalling && r.vpi == 0 && r.vci == ROUTING_VCI => {
+        Ok((r, pdu)) if r.kind == FrameKind::Signalling && r.vpi == 0 && r.vci == vci => {
             Some(pdu)
         }
         _ => None,
