@@ -167,3 +167,151 @@ fn a_user_gets_the_prefix_registers_under_it_and_loses_it_with_the_connection() 
             .is_some_and(Vec::is_empty)
     });
 }
+
+/// Waits until `f` holds for `sigd`'s stat; the stat then.
+fn sigd_until(
+    sigd: &crate::sigd_support::Sigd,
+    what: &str,
+    f: impl Fn(&serde_json::Value) -> bool,
+) -> serde_json::Value {
+    let until = Instant::now() + Duration::from_secs(30);
+    loop {
+        let st = sigd.stat();
+        if f(&st) {
+            return st;
+        }
+        assert!(Instant::now() < until, "{what}: {st}\n{}", sigd.log());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A natm host's address as digits alone.
+fn digits(v: &serde_json::Value) -> String {
+    v.as_str().unwrap_or_default().replace('.', "").to_lowercase()
+}
+
+#[test]
+fn natm_hosts_without_an_address_learn_one_from_the_switch_and_call_each_other_by_it() {
+    use crate::sigd_support::{free_port, Sigd, LINK};
+    use natm::ulib::{Host, HostConfig, Wait};
+
+    let [h1, h2, s1h1, s1h2] = std::array::from_fn(|_| free_port());
+    let port = |name: &str, bind: std::net::SocketAddr, peer: std::net::SocketAddr| {
+        format!(
+            "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\nsignalling = \"host\"\nilmi_prefix = \"{PREFIX}\"\n"
+        )
+    };
+    // No route: the hosts' registrations are the switch's only routes.
+    let mut sw = SwitchProc::start(
+        "ilmihosts",
+        &[port("h1", s1h1, h1), port("h2", s1h2, h2)].concat(),
+    );
+    let start = |sig: std::net::SocketAddr, at: std::net::SocketAddr| {
+        Sigd::start_at(
+            &format!("{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{at}\"\nswitch = true\n"),
+            sig,
+        )
+    };
+    let (a, b) = (start(h1, s1h1), start(h2, s1h2));
+    let learned = |s: &Sigd| {
+        let st = sigd_until(s, "an address from the switch", |st| {
+            st["addresses"].as_array().is_some_and(|v| !v.is_empty())
+        });
+        assert!(
+            st["peers"][0]["ilmi"]
+                .as_str()
+                .is_some_and(|i| i.starts_with("registered 47")),
+            "{st}"
+        );
+        st["addresses"][0].clone()
+    };
+    let (addr_a, addr_b) = (learned(&a), learned(&b));
+    let prefix = PREFIX.replace('.', "");
+    for x in [&addr_a, &addr_b] {
+        assert!(digits(x).starts_with(&prefix), "{x}");
+        assert!(digits(x).ends_with("00"), "selector 0: {x}");
+    }
+    assert_ne!(addr_a, addr_b, "each host's ESI is its own key's");
+    // The switch holds each registration on its own port.
+    let st = sw.stat_until(|st| {
+        st["ports"].as_array().is_some_and(|p| {
+            p.iter().all(|p| {
+                p["ilmi"]["registered"]
+                    .as_array()
+                    .is_some_and(|r| r.len() == 1)
+            })
+        })
+    });
+    assert_eq!(
+        digits(&st["ports"][0]["ilmi"]["registered"][0]),
+        digits(&addr_a)
+    );
+    assert_eq!(
+        digits(&st["ports"][1]["ilmi"]["registered"][0]),
+        digits(&addr_b)
+    );
+
+    // `a` calls `b` at its learned address; the call carries `a`'s as the calling
+    // number and passes the switch's screening.
+    let call = |from: &Sigd, to: &Sigd, to_addr: &serde_json::Value, sw: &SwitchProc| {
+        let open = |s: &Sigd| {
+            Host::open(HostConfig {
+                sigd_socket: Some(s.socket.clone()),
+                connect_timeout: Duration::from_secs(10),
+                ..HostConfig::default()
+            })
+            .expect("host")
+        };
+        let (hf, ht) = (open(from), open(to));
+        let l = ht.bind("ilmi", "reliable").expect("bind");
+        let callee = std::thread::spawn(move || {
+            let got = l.accept(Wait::For(Duration::from_secs(10))).expect("accepted");
+            let m = got.recv(Wait::For(Duration::from_secs(10))).expect("recv");
+            (got, m)
+        });
+        let c = hf
+            .connect(format!("{}:ilmi", to_addr.as_str().unwrap()), "reliable")
+            .unwrap_or_else(|e| {
+                panic!(
+                    "the call through the switch: {e}\ncaller: {}\ncallee: {}\nswitch: {}",
+                    from.log(),
+                    to.log(),
+                    sw.log()
+                )
+            });
+        c.send(&b"by a learned address"[..], Wait::Block).expect("send");
+        // The callee's end stays open while its sigd is asked about the call.
+        let (_open, m) = callee.join().expect("the callee");
+        assert_eq!(m.as_deref(), Some(&b"by a learned address"[..]));
+        let st = to.stat();
+        let row = &st["calls"][0];
+        (row["remote"].clone(), st)
+    };
+    let (remote, st) = call(&a, &b, &addr_b, &sw);
+    assert_eq!(digits(&remote), digits(&addr_a), "{st}");
+    let screened = sw.stat()["calls_screened"].as_u64().unwrap_or(0);
+    assert_eq!(screened, 0, "a registered calling number passes screening");
+
+    // The switch restarts: it forgets, tells the hosts, and they register again.
+    sw.restart();
+    let st = sw.stat_until(|st| {
+        st["ports"].as_array().is_some_and(|p| {
+            p.iter().all(|p| {
+                p["ilmi"]["registered"]
+                    .as_array()
+                    .is_some_and(|r| r.len() == 1)
+            })
+        })
+    });
+    assert_eq!(
+        digits(&st["ports"][1]["ilmi"]["registered"][0]),
+        digits(&addr_b)
+    );
+    sigd_until(&a, "registered again", |st| {
+        st["peers"][0]["ilmi"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("registered"))
+    });
+    let (remote, _) = call(&a, &b, &addr_b, &sw);
+    assert_eq!(digits(&remote), digits(&addr_a));
+}

@@ -1,5 +1,6 @@
 //! The directory: which ATM addresses are this host's, and which peer sigd serves any
-//! other (configured routes plus addresses applications register while they run).
+//! other (configured routes, addresses the network handed out by ILMI, and addresses
+//! applications register while they run).
 //!
 //! Addresses compare as digit strings: an AESA as its 40 hex digits, an E.164 number
 //! as `+` and its digits. A prefix is written the way the address is (`47.0005.80`,
@@ -15,6 +16,8 @@ pub use natm_proto::wire::addr::{key, Prefix};
 pub struct Directory {
     routes: Vec<(Prefix, SocketAddr)>,
     local: Vec<AtmAddr>,
+    /// Addresses the switches took by ILMI (`core::ilmi`).
+    learned: Vec<AtmAddr>,
     /// Addresses registered by applications, with the IPC connection that holds them.
     registered: Vec<(AtmAddr, u64)>,
 }
@@ -34,6 +37,7 @@ impl Directory {
         Directory {
             routes,
             local,
+            learned: Vec::new(),
             registered: Vec::new(),
         }
     }
@@ -53,13 +57,28 @@ impl Directory {
 
     /// Whether `a` is one of this host's addresses.
     pub fn is_local(&self, a: &AtmAddr) -> bool {
-        self.local.contains(a) || self.registered.iter().any(|(r, _)| r == a)
+        self.local.contains(a)
+            || self.learned.contains(a)
+            || self.registered.iter().any(|(r, _)| r == a)
+    }
+
+    /// An address a switch took by ILMI: this host's from now on.
+    pub fn learn(&mut self, a: AtmAddr) {
+        if !self.learned.contains(&a) {
+            self.learned.push(a);
+        }
+    }
+
+    /// An address a switch no longer has.
+    pub fn unlearn(&mut self, a: &AtmAddr) {
+        self.learned.retain(|l| l != a);
     }
 
     /// This host's first address (what a caller is shown as), if any.
     pub fn primary(&self) -> Option<&AtmAddr> {
         self.local
             .first()
+            .or(self.learned.first())
             .or(self.registered.first().map(|(a, _)| a))
     }
 
@@ -88,9 +107,10 @@ impl Directory {
         self.registered.retain(|(_, o)| *o != owner);
     }
 
-    /// Configured local addresses and registered ones.
+    /// Configured local addresses, learned ones and registered ones.
     pub fn local_addresses(&self) -> Vec<AtmAddr> {
         let mut v = self.local.clone();
+        v.extend(self.learned.iter().copied());
         v.extend(self.registered.iter().map(|(a, _)| *a));
         v
     }

@@ -240,8 +240,9 @@ pub struct PortSection {
     /// true]. Off only for a host whose calling numbers no route names.
     #[serde(default = "default_true")]
     pub screen_calling: bool,
-    /// An atmtcp `uni` port: run ILMI's network side on VPI 0/VCI 16 (issue 33) and
-    /// hand the port's user this network prefix, 13 octets in hex
+    /// A port to a user (`signalling = "host"`, or an atmtcp `uni` port): run ILMI's
+    /// network side on VPI 0/VCI 16 (issue 33) and hand the port's user this network
+    /// prefix, 13 octets in hex
     /// (`47.0005.80ffe1000000f21a26d8`); the user's address registrations under it
     /// become routes to the port and calling numbers it may use [default: no ILMI].
     pub ilmi_prefix: Option<String>,
@@ -599,9 +600,13 @@ impl PortSection {
         let Some(text) = &self.ilmi_prefix else {
             return Ok(None);
         };
-        if self.mode != LinkMode::Atmtcp || self.signalling != Some(SignallingRole::Uni) {
+        let user_port = match self.mode {
+            LinkMode::Atmtcp => self.signalling == Some(SignallingRole::Uni),
+            _ => self.signalling == Some(SignallingRole::Host),
+        };
+        if !user_port {
             return Err(invalid(format!(
-                "port {}: ilmi_prefix is for an atmtcp port with signalling = \"uni\"",
+                "port {}: ilmi_prefix is for a port to a user: signalling = \"host\", or an atmtcp port with signalling = \"uni\"",
                 self.name
             )));
         }
@@ -1015,7 +1020,7 @@ mod tests {
     }
 
     #[test]
-    fn ilmi_prefix_is_thirteen_octets_on_an_atmtcp_uni_port_only() {
+    fn ilmi_prefix_is_thirteen_octets_on_a_port_to_a_user_only() {
         let linux = |extra: &str| {
             format!(
                 "[[port]]\nname = \"linux\"\nmode = \"atmtcp\"\nlisten = \"127.0.0.1:0\"\n{extra}\n"
@@ -1027,6 +1032,13 @@ mod tests {
             c.ports[0].ilmi_prefix().expect("valid").map(|p| p[0]),
             Some(0x47)
         );
+        let host = TWO.replacen(
+            "mode = \"cell\"",
+            "mode = \"frame\"\nsignalling = \"host\"\nilmi_prefix = \"47.0005.80ffe1000000f21a26d8\"",
+            1,
+        );
+        let c = Config::from_toml(&host).expect("valid on a host port");
+        assert!(c.ports[0].ilmi_prefix().expect("valid").is_some());
         for bad in [
             linux("signalling = \"uni\"\nilmi_prefix = \"47.0005\""),
             linux("signalling = \"uni\"\nilmi_prefix = \"zz.0005.80ffe1000000f21a26d8\""),
@@ -1034,6 +1046,11 @@ mod tests {
             TWO.replacen(
                 "mode = \"cell\"",
                 "mode = \"cell\"\nsignalling = \"uni\"\nilmi_prefix = \"47.0005.80ffe1000000f21a26d8\"",
+                1,
+            ),
+            TWO.replacen(
+                "mode = \"cell\"",
+                "mode = \"frame\"\nsignalling = \"switch\"\nilmi_prefix = \"47.0005.80ffe1000000f21a26d8\"",
                 1,
             ),
         ] {

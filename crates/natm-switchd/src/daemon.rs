@@ -186,9 +186,18 @@ impl SwitchDaemon {
                         psk,
                         peer,
                         u64::from_le_bytes(random()?),
-                        p.signalling == Some(SignallingRole::Switch),
                     ))),
                     _ => None,
+                },
+                // An atmtcp port's ILMI runs on its connection (above).
+                ilmi: match (p.mode, p.ilmi_prefix()?) {
+                    (LinkMode::Atmtcp, _) | (_, None) => None,
+                    (_, Some(prefix)) => Some(IlmiPort::new(
+                        natm_proto::time::Instant::ZERO,
+                        i,
+                        &p.name,
+                        prefix,
+                    )),
                 },
                 dests: Default::default(),
                 tx: Default::default(),
@@ -405,6 +414,35 @@ impl SwitchDaemon {
         }
     }
 
+    /// Runs each host port's ILMI: follows its signalling link and timers, sends what
+    /// it has to send on VCI 16 (sealed on a Noise port), and hands its registrations
+    /// to the control plane.
+    fn run_ilmi(&mut self, now: natm_proto::time::Instant, wall: Instant) {
+        for (i, l) in self.links.iter_mut().enumerate() {
+            let Some(mut ilmi) = l.ilmi.take() else {
+                continue;
+            };
+            let port = port_id(i);
+            let up = self.control.as_ref().is_some_and(|c| c.is_up(port));
+            ilmi.follow_link(now, up);
+            let mut out = Vec::new();
+            ilmi.flush(port, &l.name, self.control.as_mut(), |m| {
+                out.push(m.to_vec())
+            });
+            for m in out {
+                match l.noise.as_mut() {
+                    Some(n) => {
+                        for d in n.seal_ilmi(now, &m) {
+                            l.send(&d, wall);
+                        }
+                    }
+                    None => l.send(&vcframe::ilmi_frame(&m), wall),
+                }
+            }
+            l.ilmi = Some(ilmi);
+        }
+    }
+
     /// A handle that stops [`SwitchDaemon::run`].
     pub fn stopper(&self) -> Stop {
         self.stop.clone()
@@ -465,7 +503,10 @@ impl SwitchDaemon {
                 .enumerate()
                 .map(|(i, (l, stats))| {
                     let atmtcp = self.atmtcp.snapshot(i);
-                    let ilmi = self.atmtcp.ilmi_snapshot(i);
+                    let ilmi = self
+                        .atmtcp
+                        .ilmi_snapshot(i)
+                        .or_else(|| l.ilmi.as_ref().map(IlmiPort::snapshot));
                     let signals = signalling.iter().any(|r| usize::from(r.port) == i);
                     let n = l.noise.as_deref();
                     PortSnapshot {
@@ -547,7 +588,11 @@ impl SwitchDaemon {
             if let Some(t) = self.atmtcp.poll_timeout() {
                 wake = wake.min(t);
             }
-            if let Some(t) = self.atmtcp.ilmi_timeout() {
+            let ilmi = self
+                .links
+                .iter()
+                .filter_map(|l| l.ilmi.as_ref()?.poll_timeout());
+            if let Some(t) = ilmi.chain(self.atmtcp.ilmi_timeout()).min() {
                 wake = wake.min(self.epoch + Duration::from_nanos(t.as_nanos()));
             }
             if let Some(t) = self.metrics.as_ref().and_then(MetricsServer::poll_timeout) {
@@ -598,6 +643,7 @@ impl SwitchDaemon {
             self.atmtcp.handle_timeout(wall, self.poll.registry());
             self.atmtcp
                 .run_ilmi(now, self.poll.registry(), wall, self.control.as_mut());
+            self.run_ilmi(now, wall);
             // A closed atmtcp connection takes its signalling link with it now, not
             // after SSCOP's Timer_NO_RESPONSE.
             if let Some(c) = self.control.as_mut() {
@@ -892,6 +938,20 @@ fn receive(
             return;
         }
     }
+    // ILMI (VPI 0/VCI 16) on a clear host port that runs it.
+    if let (Some(ctl), Some(msg), Some(ilmi)) = (
+        control.as_deref_mut(),
+        vcframe::ilmi_pdu(data),
+        link.ilmi.as_mut(),
+    ) {
+        if from == link.peer && link.noise.is_none() {
+            link.counters.datagrams_in += 1;
+            ilmi.on_sdu(now, port, msg, Some(ctl));
+        } else {
+            link.counters.bad_datagrams += 1;
+        }
+        return;
+    }
     // Routing frames (VPI 0/VCI 18) too, unsealed even on a keyed port (issue 33).
     if let (Some(ctl), Some(frame)) = (control.as_deref_mut(), vcframe::routing_pdu(data)) {
         if from == link.peer {
@@ -989,6 +1049,13 @@ fn noise_signal(
                 link.counters.datagrams_in += 1;
                 ctl.handle_routing(now, port, &frame);
             }
+            Some(Inner::Ilmi(msg)) => match link.ilmi.as_mut() {
+                Some(ilmi) => {
+                    link.counters.datagrams_in += 1;
+                    ilmi.on_sdu(now, port, &msg, Some(ctl));
+                }
+                None => link.counters.bad_datagrams += 1,
+            },
             None => link.counters.bad_datagrams += 1,
         },
         Ok(noise::Received::Send(frames)) => {
@@ -1076,13 +1143,12 @@ impl Identity {
         psk: Option<[u8; noise::KEY_LEN]>,
         peer: std::net::SocketAddr,
         seed: u64,
-        trunk: bool,
     ) -> NoisePort {
         let trust = match configured.or_else(|| self.pins.get(&peer).copied()) {
             Some(k) => Trust::Pinned(k),
             None => Trust::FirstUse,
         };
-        let mut n = NoisePort::new(self.private, trust, psk, seed, trunk);
+        let mut n = NoisePort::new(self.private, trust, psk, seed);
         n.pins_file = self.pins_file.clone();
         n
     }

@@ -1,8 +1,9 @@
-//! ILMI on an atmtcp `uni` port (issue 33, `ilmi_prefix`): the sans-IO
-//! [`NetworkSide`] driven by the port's connection. SDUs on VPI 0/VCI 16 go to it; its
-//! messages go back there; a new connection sends the switch's coldStart, a closed one
-//! ends the registrations; each registration becomes a route to the port and a calling
-//! number it may use ([`Control::register_address`]).
+//! ILMI on a UNI port (issue 33, `ilmi_prefix`): the sans-IO [`NetworkSide`] driven by
+//! the port's link, an atmtcp `uni` port's TCP connection or a host port's signalling
+//! link. SDUs on VPI 0/VCI 16 go to it; its messages go back there; a link that comes
+//! up sends the switch's coldStart, a lost one ends the registrations; each
+//! registration becomes a route to the port and a calling number it may use
+//! ([`Control::register_address`]).
 
 use natm_proto::ilmi::network::{Event, IlmiStats, NetworkSide, PortIdentity};
 use natm_proto::ilmi::{ADDRESS_LEN, PREFIX_LEN};
@@ -21,6 +22,8 @@ pub(crate) struct IlmiPort {
     /// The connection counters last seen: a change is a link up or down.
     connections_seen: u64,
     disconnects_seen: u64,
+    /// A host port's signalling link was up when last seen.
+    was_up: bool,
 }
 
 /// A port's ILMI in `natm stat --switch --json` (`ports[].ilmi`).
@@ -71,6 +74,7 @@ impl IlmiPort {
             side: NetworkSide::new(now, identity, prefix),
             connections_seen: 0,
             disconnects_seen: 0,
+            was_up: false,
         }
     }
 
@@ -87,7 +91,27 @@ impl IlmiPort {
         let _ = self.side.handle_message(now, sdu, claimable);
     }
 
-    /// Follows the connection (`connected` now, its counters) and the timers.
+    /// Follows a host port's signalling link (`up` now) and the timers.
+    pub(crate) fn follow_link(&mut self, now: Instant, up: bool) {
+        if up != self.was_up {
+            self.was_up = up;
+            if up {
+                self.side.link_up(now);
+            } else {
+                self.side.link_lost();
+            }
+        }
+        self.handle_timeout(now);
+    }
+
+    fn handle_timeout(&mut self, now: Instant) {
+        if self.side.poll_timeout().is_some_and(|t| t <= now) {
+            self.side.handle_timeout(now);
+        }
+    }
+
+    /// Follows an atmtcp port's connection (`connected` now, its counters) and the
+    /// timers.
     pub(crate) fn tick(&mut self, now: Instant, counters: &AtmtcpCounters, connected: bool) {
         if counters.disconnects != self.disconnects_seen {
             self.disconnects_seen = counters.disconnects;
@@ -97,9 +121,7 @@ impl IlmiPort {
             self.connections_seen = counters.connections;
             self.side.link_up(now);
         }
-        if self.side.poll_timeout().is_some_and(|t| t <= now) {
-            self.side.handle_timeout(now);
-        }
+        self.handle_timeout(now);
     }
 
     /// Sends what the side has to send (`send` on VCI 16) and hands its registrations

@@ -84,6 +84,8 @@ pub(crate) struct Link {
     pub(crate) sources: HashSet<(SocketAddr, u16, u16)>,
     /// A host port's Noise link (issue 31): the default on `signalling = "host"`.
     pub(crate) noise: Option<Box<crate::noise_port::NoisePort>>,
+    /// ILMI's network side on a host port with `ilmi_prefix` (issue 33).
+    pub(crate) ilmi: Option<crate::ilmi_port::IlmiPort>,
     /// ...and where each output label's units go (the peer if not here).
     pub(crate) dests: HashMap<(u16, u16), SocketAddr>,
     /// Datagrams to send, back to back; see [`Link::open`].
@@ -317,6 +319,7 @@ mod tests {
             counters: LinkCounters::default(),
             sources: HashSet::new(),
             noise: None,
+            ilmi: None,
             dests: HashMap::new(),
             tx: TxBatch::default(),
         }

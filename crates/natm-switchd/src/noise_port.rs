@@ -7,10 +7,10 @@
 //! (the switch restarted). A port has one peer address, so the port's `NoiseLink`
 //! bounds what a spoofed source can make the switch hold, as sigd's does per link.
 //!
-//! A trunk (`signalling = "switch"`) carries routing frames (VPI 0/VCI 18) beside
-//! SSCOP, so there what is sealed is the whole UDP-adaptor frame (VC header and
-//! payload, `wire::vcframe`), which says which of the two it is; towards a host
-//! it is the SSCOP PDU alone, as between sigds.
+//! A switch's links carry more than SSCOP — routing frames (VPI 0/VCI 18) on a trunk
+//! (`signalling = "switch"`), ILMI (VPI 0/VCI 16) towards a host — so what is sealed
+//! is the whole UDP-adaptor frame (VC header and payload, `wire::vcframe`), which says
+//! which it is. (Between two sigds it is the SSCOP PDU alone.)
 //!
 //! Sans-IO: the caller passes the time and sends what comes back.
 
@@ -39,13 +39,13 @@ pub(crate) enum Inner {
     Signal(Vec<u8>),
     /// A routing frame (a trunk's).
     Routing(Vec<u8>),
+    /// An ILMI message (a host's).
+    Ilmi(Vec<u8>),
 }
 
 /// One signalling port's Noise link.
 pub(crate) struct NoisePort {
     link: NoiseLink,
-    /// A trunk: whole VC frames are sealed (see the module's documentation).
-    framed: bool,
     /// When a first handshake message was last answered.
     last_answer: Option<Instant>,
     /// Index generator (SplitMix64 from an OS seed): indices name sessions, they
@@ -72,17 +72,15 @@ impl std::fmt::Debug for NoisePort {
 
 impl NoisePort {
     /// The port whose switch holds static key `private`, the peer to prove `trust`;
-    /// `seed` starts the index sequence; `framed` on a trunk.
+    /// `seed` starts the index sequence.
     pub(crate) fn new(
         private: [u8; noise::KEY_LEN],
         trust: Trust,
         psk: Option<[u8; noise::KEY_LEN]>,
         seed: u64,
-        framed: bool,
     ) -> NoisePort {
         NoisePort {
             link: NoiseLink::new(private, trust, psk),
-            framed,
             last_answer: None,
             index: seed,
             auth_failures: 0,
@@ -128,11 +126,8 @@ impl NoisePort {
             self.link.reset();
         }
         let state = &mut self.index;
-        if self.framed {
-            let f = vcframe::signalling_frame(pdu);
-            return self.link.seal(now, &f, || Self::next_index(state));
-        }
-        self.link.seal(now, pdu, || Self::next_index(state))
+        let f = vcframe::signalling_frame(pdu);
+        self.link.seal(now, &f, || Self::next_index(state))
     }
 
     /// The datagrams that carry routing frame `frame` (a trunk's).
@@ -142,16 +137,22 @@ impl NoisePort {
         self.link.seal(now, &f, || Self::next_index(state))
     }
 
-    /// What an opened transport message `plain` carries (`None`: neither SSCOP nor
-    /// routing, counted as an authentication failure).
+    /// The datagrams that carry ILMI message `message` (towards a host).
+    pub(crate) fn seal_ilmi(&mut self, now: Instant, message: &[u8]) -> Vec<Vec<u8>> {
+        let state = &mut self.index;
+        let f = vcframe::ilmi_frame(message);
+        self.link.seal(now, &f, || Self::next_index(state))
+    }
+
+    /// What an opened transport message `plain` carries (`None`: not SSCOP, routing
+    /// or ILMI, counted as an authentication failure).
     pub(crate) fn inner(&mut self, plain: Vec<u8>) -> Option<Inner> {
-        if !self.framed {
-            return Some(Inner::Signal(plain));
-        }
         let got = if let Some(p) = vcframe::signalling_pdu(&plain) {
             Some(Inner::Signal(p.to_vec()))
+        } else if let Some(f) = vcframe::routing_pdu(&plain) {
+            Some(Inner::Routing(f.to_vec()))
         } else {
-            vcframe::routing_pdu(&plain).map(|f| Inner::Routing(f.to_vec()))
+            vcframe::ilmi_pdu(&plain).map(|m| Inner::Ilmi(m.to_vec()))
         };
         if got.is_none() {
             self.auth_failures += 1;
@@ -246,7 +247,7 @@ mod tests {
 
     #[test]
     fn a_host_and_a_switch_agree_a_session_pin_on_first_use_and_refuse_clear_pdus() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5);
         let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
         let first = host.seal(t(0), b"bgn", || 9);
         let (at_sw, _) = exchange(t(0), &mut sw, &mut host, first);
@@ -254,10 +255,20 @@ mod tests {
         assert!(sw.has_keys() && host.has_keys());
         assert_eq!(sw.take_new_pin(), Some(noise::public_key(&key(2))));
         assert_eq!(host.take_new_pin(), Some(noise::public_key(&key(1))));
-        // The switch's PDUs reach the host sealed.
+        // The switch's PDUs reach the host sealed, as frames that say their VC.
         let out = sw.seal(t(1), b"stat");
         let got = host.receive(t(1), &out[0], || 0).unwrap();
-        assert_eq!(got, Received::Pdu(b"stat".to_vec()));
+        assert_eq!(got, Received::Pdu(vcframe::signalling_frame(b"stat")));
+        let out = sw.seal_ilmi(t(1), b"snmp");
+        let Received::Pdu(plain) = host.receive(t(1), &out[0], || 0).unwrap() else {
+            panic!("a PDU");
+        };
+        assert_eq!(vcframe::ilmi_pdu(&plain), Some(&b"snmp"[..]));
+        let to_sw = host.seal(t(1), &vcframe::ilmi_frame(b"reply"), || 0);
+        let Ok(Received::Pdu(plain)) = sw.receive(t(1), &to_sw[0]) else {
+            panic!("a PDU");
+        };
+        assert_eq!(sw.inner(plain), Some(Inner::Ilmi(b"reply".to_vec())));
         // A clear END from the host's address is refused and counted.
         let end = SscopPdu::End {
             source_sscop: false,
@@ -278,7 +289,7 @@ mod tests {
     #[test]
     fn a_host_with_another_key_than_the_pinned_one_is_refused() {
         let pinned = noise::public_key(&key(2));
-        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), None, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), None, 5);
         let mut impostor = NoiseLink::new(key(3), Trust::FirstUse, None);
         let first = impostor.seal(t(0), b"bgn", || 9);
         let Ok(Received::Send(answer)) = sw.receive(t(0), &first[0]) else {
@@ -301,7 +312,7 @@ mod tests {
 
     #[test]
     fn first_messages_are_answered_once_per_interval() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5);
         let mut a = NoiseLink::new(key(2), Trust::FirstUse, None);
         let mut b = NoiseLink::new(key(3), Trust::FirstUse, None);
         let ia = a.seal(t(0), b"x", || 1);
@@ -313,14 +324,14 @@ mod tests {
 
     #[test]
     fn a_restarted_switch_answers_a_forgotten_session_with_a_handshake() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5);
         let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
         let first = host.seal(t(0), b"bgn", || 9);
         exchange(t(0), &mut sw, &mut host, first);
         let pinned = sw.peer_key().unwrap();
         // The switch restarts (its pins kept): the host's next PDU names a session
         // the switch no longer holds, and gets a first handshake message back.
-        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), None, 6, false);
+        let mut sw = NoisePort::new(key(1), Trust::Pinned(pinned), None, 6);
         let d = host.seal(t(20), b"sd", || 0);
         let Ok(Received::Send(v)) = sw.receive(t(20), &d[0]) else {
             panic!("no handshake");
@@ -343,8 +354,8 @@ mod tests {
 
     #[test]
     fn a_trunk_seals_signalling_and_routing_and_tells_them_apart() {
-        let mut a = NoisePort::new(key(1), Trust::FirstUse, None, 5, true);
-        let mut b = NoisePort::new(key(2), Trust::FirstUse, None, 6, true);
+        let mut a = NoisePort::new(key(1), Trust::FirstUse, None, 5);
+        let mut b = NoisePort::new(key(2), Trust::FirstUse, None, 6);
         let mut to_b = a.seal_routing(t(0), b"hello");
         to_b.extend(a.seal(t(0), b"bgn"));
         let mut opened = Vec::new();
@@ -381,7 +392,7 @@ mod tests {
     #[test]
     #[ignore]
     fn noise_pdu_cost() {
-        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5, false);
+        let mut sw = NoisePort::new(key(1), Trust::FirstUse, None, 5);
         let mut host = NoiseLink::new(key(2), Trust::FirstUse, None);
         let first = host.seal(t(0), b"bgn", || 9);
         exchange(t(0), &mut sw, &mut host, first);

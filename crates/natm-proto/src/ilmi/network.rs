@@ -21,8 +21,8 @@ use rasn_smi::v1::{IpAddress, NetworkAddress};
 use super::{GetResponse, Pdu, Pdus, SetRequest, VarBind};
 
 use super::{
-    as_int, atm_layer, bind, decode, encode, index_of, int, integer, octets, octets_index, oid,
-    parse_octets_index, pdu, status, ticks, error_reply, IlmiError, ADDRESS_LEN, PREFIX_LEN,
+    as_int, atm_layer, bind, decode, encode, error_reply, index_of, int, integer, octets,
+    octets_index, oid, parse_octets_index, pdu, status, ticks, IlmiError, ADDRESS_LEN, PREFIX_LEN,
 };
 use crate::time::Instant;
 

@@ -26,8 +26,8 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use super::{
-    as_int, atm_layer, bind, decode, encode, index_of, int, integer, octets_index, oid, pdu,
-    status, ticks, error_reply, GetRequest, GetResponse, IlmiError, Pdu, Pdus, SetRequest, VarBind,
+    as_int, atm_layer, bind, decode, encode, error_reply, index_of, int, integer, octets_index,
+    oid, pdu, status, ticks, GetRequest, GetResponse, IlmiError, Pdu, Pdus, SetRequest, VarBind,
     ADDRESS_LEN, PREFIX_LEN,
 };
 use crate::time::Instant;
@@ -489,7 +489,7 @@ impl UserSide {
                 Some(ticks(self.uptime(now)))
             } else if let Some([column, 0]) = index_of(name, oid::ATM_LAYER) {
                 match *column {
-                    atm_layer::DEVICE_TYPE => Some(integer(1)), // user
+                    atm_layer::DEVICE_TYPE => Some(integer(1)),  // user
                     atm_layer::ILMI_VERSION => Some(integer(2)), // 4.0
                     atm_layer::UNI_VERSION => Some(integer(4)),  // 4.0
                     _ => None,

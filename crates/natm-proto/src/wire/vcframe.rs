@@ -99,9 +99,7 @@ fn control_frame(vci: u16, pdu: &[u8]) -> Vec<u8> {
 /// The SDU of a control channel's frame on VPI 0/`vci`.
 fn control_pdu(d: &[u8], vci: u16) -> Option<&[u8]> {
     match Repr::parse_bytes(d) {
-        Ok((r, pdu)) if r.kind == FrameKind::Signalling && r.vpi == 0 && r.vci == vci => {
-            Some(pdu)
-        }
+        Ok((r, pdu)) if r.kind == FrameKind::Signalling && r.vpi == 0 && r.vci == vci => Some(pdu),
         _ => None,
     }
 }

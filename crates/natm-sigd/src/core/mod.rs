@@ -49,6 +49,7 @@ mod admin;
 mod apps;
 mod calls;
 pub mod fair;
+mod ilmi;
 mod keys;
 mod link;
 mod listeners;
@@ -371,6 +372,8 @@ pub struct Core {
     modifies: HashMap<u64, modify::Pending>,
     /// The point-to-multipoint calls this host is the root of, by call id.
     multipoint: HashMap<u64, multipoint::MpCall>,
+    /// ILMI on the switch links of a host with no configured address.
+    ilmi: ilmi::HostIlmi,
 }
 
 impl Core {
@@ -424,6 +427,7 @@ impl Core {
             answers: ratelog::Window::new(ANSWERS_PER_S),
             modifies: HashMap::new(),
             multipoint: HashMap::new(),
+            ilmi: ilmi::HostIlmi::default(),
             saal_cfg: peers::saal_config(&cfg),
             cfg,
             facts,
@@ -550,6 +554,7 @@ impl Core {
         }
         self.release_unpaired(now);
         self.party_timeouts(now);
+        self.ilmi_touch(None);
         let mut due: Vec<u64> = self
             .calls
             .values()
@@ -604,6 +609,7 @@ impl Core {
             .chain(self.party_deadline())
             .chain(self.next_expiry())
             .chain(self.idle_deadline())
+            .chain(self.ilmi_timeout())
             .min()
     }
 
@@ -612,7 +618,14 @@ impl Core {
     pub fn poll_output(&mut self) -> Option<Output> {
         let mut rounds = 0;
         while self.out.is_empty() {
-            let link = self.dirty.pop()?;
+            let Some(link) = self.dirty.pop() else {
+                // Links serviced: ILMI follows their states (and sends what it has).
+                if self.ilmi_due() {
+                    self.run_ilmi();
+                    continue;
+                }
+                return None;
+            };
             self.service_peer(link);
             rounds += 1;
             if rounds > 10_000 {

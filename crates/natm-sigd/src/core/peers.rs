@@ -13,6 +13,7 @@ use tracing::warn;
 use natm_proto::sig::noise::{self, NoiseError, NoiseLink, Trust};
 use natm_proto::sig::peer::{self, Control, MAX_ECHOED_PDU};
 use natm_proto::wire::sscop::Pdu as SscopPdu;
+use natm_proto::wire::vcframe;
 
 use super::keys;
 use super::link::{self, LinkAuth, PeerLink};
@@ -73,6 +74,7 @@ impl Core {
                 self.dirty.push(peer);
             }
         }
+        self.ilmi_start();
     }
 
     /// The VCIs this side receives on from `link`: on a link to a switch, the user
@@ -99,8 +101,20 @@ impl Core {
     pub fn handle_peer(&mut self, now: Instant, peer: SocketAddr, datagram: &[u8]) {
         self.tick(now);
         let now = self.now;
+        self.ilmi_touch(Some(peer));
         if let Some(pdu) = link::unframe(datagram) {
             return self.plain_pdu(peer, pdu);
+        }
+        // ILMI in the clear: only on a switch link configured clear.
+        if let Some(m) = vcframe::ilmi_pdu(datagram) {
+            let clear_switch = self
+                .peers
+                .get(&peer)
+                .is_some_and(|l| l.switch && l.auth.is_clear());
+            if clear_switch {
+                return self.ilmi_input(peer, m);
+            }
+            return self.drop_frame(peer, "a clear ILMI frame from no clear switch link");
         }
         match Control::parse(datagram) {
             Ok(Control::Echo { cookie, pdu }) => self.on_echo(peer, cookie, pdu),
@@ -295,6 +309,19 @@ impl Core {
         };
         let pin = n.take_new_pin();
         match got {
+            // A switch's link seals whole VC frames: SSCOP on VCI 5, ILMI on VCI 16.
+            Ok(noise::Received::Pdu(frame)) if l.switch => {
+                if let Some(pdu) = link::unframe(&frame) {
+                    l.saal.handle_frame(now, pdu);
+                    self.dirty.push(peer);
+                } else if let Some(m) = vcframe::ilmi_pdu(&frame) {
+                    let m = m.to_vec();
+                    self.ilmi_input(peer, &m);
+                } else {
+                    self.counters.auth_failures += 1;
+                    self.drop_frame(peer, "a sealed frame on neither VCI 5 nor VCI 16");
+                }
+            }
             Ok(noise::Received::Pdu(pdu)) => {
                 l.saal.handle_frame(now, &pdu);
                 self.dirty.push(peer);
@@ -340,7 +367,7 @@ impl Core {
         r
     }
 
-    fn drop_frame(&mut self, peer: SocketAddr, why: &str) {
+    pub(super) fn drop_frame(&mut self, peer: SocketAddr, why: &str) {
         self.counters.peer_refusals += 1;
         if let Some(suppressed) = self.remote_log(Event::Dropped) {
             info!(%peer, suppressed, why, "signalling datagram dropped");
@@ -671,6 +698,10 @@ impl Core {
             LinkAuth::Noise(n) => {
                 if bgn && n.has_keys() {
                     n.reset();
+                }
+                // A switch's link seals whole VC frames (ILMI rides beside SSCOP).
+                if l.switch {
+                    return n.seal(self.now, &link::frame(p), || ids.rng.next_u32());
                 }
                 n.seal(self.now, p, || ids.rng.next_u32())
             }

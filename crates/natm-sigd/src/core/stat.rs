@@ -184,6 +184,10 @@ pub struct PeerRow {
     /// The Noise public key the peer proved (base64), once a handshake completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer_key: Option<String>,
+    /// A switch link's ILMI (a host without a configured address): its state, and
+    /// the address the switch took ("registered 47.0005…").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ilmi: Option<String>,
 }
 
 /// What sigd holds.
@@ -308,6 +312,7 @@ impl Core {
                             .map(|k| natm_proto::sig::noise::key_to_text(&k)),
                         _ => None,
                     },
+                    ilmi: self.ilmi_row(a),
                 })
                 .collect(),
             next: None,

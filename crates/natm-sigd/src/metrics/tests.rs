@@ -27,6 +27,7 @@ fn stat() -> Stat {
             malformed: 4,
             auth: "noise".into(),
             peer_key: None,
+            ilmi: None,
         }],
         next: None,
     }

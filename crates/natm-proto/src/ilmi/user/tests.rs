@@ -68,11 +68,15 @@ impl Pair {
                 moved = true;
                 self.sent += 1;
                 if !lose(self.sent) {
-                    self.user.handle_message(self.now, &m).expect("the switch's messages decode");
+                    self.user
+                        .handle_message(self.now, &m)
+                        .expect("the switch's messages decode");
                 }
             }
-            self.user_events.extend(std::iter::from_fn(|| self.user.poll_event()));
-            self.net_events.extend(std::iter::from_fn(|| self.net.poll_event()));
+            self.user_events
+                .extend(std::iter::from_fn(|| self.user.poll_event()));
+            self.net_events
+                .extend(std::iter::from_fn(|| self.net.poll_event()));
             if moved {
                 continue;
             }
@@ -171,7 +175,11 @@ fn a_switch_that_restarts_gets_the_address_registered_again() {
     );
     assert_eq!(p.net_events, [Event::Registered(expected())]);
     assert_eq!(p.user.stats().cold_starts, 1);
-    assert_eq!(p.user.stats().restarts, 1, "no coldStart in answer to the switch's");
+    assert_eq!(
+        p.user.stats().restarts,
+        1,
+        "no coldStart in answer to the switch's"
+    );
 }
 
 #[test]
@@ -180,7 +188,10 @@ fn a_lost_link_ends_the_registration_and_a_withdrawn_prefix_too() {
     p.user.link_up(p.now);
     p.run(at(100), true, &|_| false);
     p.user.link_lost();
-    assert_eq!(p.user.poll_event(), Some(UserEvent::Deregistered(expected())));
+    assert_eq!(
+        p.user.poll_event(),
+        Some(UserEvent::Deregistered(expected()))
+    );
     assert_eq!(p.user.poll_timeout(), None);
     assert_eq!(p.user.poll_transmit(), None);
     // A message while down is taken and ignored.
@@ -202,7 +213,10 @@ fn a_lost_link_ends_the_registration_and_a_withdrawn_prefix_too() {
     ));
     let m = crate::ilmi::encode(Pdus::SetRequest(withdraw)).unwrap();
     p.user.handle_message(p.now, &m).unwrap();
-    assert_eq!(p.user.poll_event(), Some(UserEvent::Deregistered(expected())));
+    assert_eq!(
+        p.user.poll_event(),
+        Some(UserEvent::Deregistered(expected()))
+    );
     assert_eq!(p.user.state_name(), "awaiting prefix");
 }
 
@@ -216,7 +230,10 @@ fn bad_input_is_a_typed_error_and_changes_nothing() {
         p.user.handle_message(p.now, &[0u8; 600]),
         Err(IlmiError::TooLong(600))
     );
-    assert_eq!(p.user.handle_message(p.now, b"\x30\x03junk"), Err(IlmiError::Malformed));
+    assert_eq!(
+        p.user.handle_message(p.now, b"\x30\x03junk"),
+        Err(IlmiError::Malformed)
+    );
     assert_eq!(p.user.stats().dropped, before.dropped + 2);
     assert_eq!(p.user.address(), Some(expected()));
     assert_eq!(p.user.poll_transmit(), None);
