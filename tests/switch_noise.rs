@@ -296,6 +296,100 @@ fn hosts_call_through_a_switch_over_noise_and_forged_ends_and_releases_release_n
     close(c, t);
 }
 
+/// Issue 33 over issue 31's links: ILMI between a host without an address and its
+/// switch port rides the link's Noise session, so forged clear ILMI — a registration
+/// of another address and a coldStart from the host's address, a prefix withdrawal
+/// and a coldStart from the switch port's — is refused at both ends and changes no
+/// registration.
+#[test]
+fn forged_ilmi_from_either_end_registers_and_withdraws_nothing() {
+    use natm_proto::ilmi::{self, bind, integer, octets_index, oid, pdu, Pdus, SetRequest};
+    use natm_proto::wire::vcframe::ilmi_frame;
+    const PREFIX: &str = "47.0005.80ffe1000000f21a26d8";
+    let [h1, p1] = std::array::from_fn(|_| free_port());
+    let sw = SwitchProc::start(
+        "noise-ilmi",
+        &port("h1", p1, h1, &format!("ilmi_prefix = \"{PREFIX}\"\n")),
+    );
+    let h = Sigd::start_at(
+        &format!("{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{p1}\"\nswitch = true\n"),
+        h1,
+    );
+    // What the switch's ILMI holds: the registrations and the coldStarts it took.
+    let registered = |st: &serde_json::Value| {
+        let i = &st["ports"][0]["ilmi"];
+        (i["registered"].clone(), i["cold_starts"].clone())
+    };
+    let until = Instant::now() + DEADLINE;
+    let (addr, before) = loop {
+        let (hs, st) = (h.stat(), sw.stat());
+        if hs["addresses"].as_array().is_some_and(|a| a.len() == 1)
+            && registered(&st).0.as_array().is_some_and(|r| r.len() == 1)
+        {
+            break (hs["addresses"][0].clone(), registered(&st));
+        }
+        assert!(
+            Instant::now() < until,
+            "no address learned:\n{hs}\n{st}\n{}",
+            h.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let prefix = hex::decode(PREFIX.replace('.', "")).unwrap();
+    let mut other = [0x11u8; 20];
+    other[..13].copy_from_slice(&prefix);
+    let set = |name: Vec<u32>, v: i64| {
+        ilmi::encode(Pdus::SetRequest(SetRequest(pdu(
+            9,
+            0,
+            0,
+            vec![bind(&name, integer(v))],
+        ))))
+        .unwrap()
+    };
+    let to_switch = [
+        ilmi_frame(&set(octets_index(oid::ADDRESS_STATUS, 0, &other), 1)),
+        ilmi_frame(&ilmi::encode(ilmi::cold_start(0)).unwrap()),
+    ];
+    let to_host = [
+        ilmi_frame(&set(octets_index(oid::NET_PREFIX_STATUS, 0, &prefix), 2)),
+        ilmi_frame(&ilmi::encode(ilmi::cold_start(0)).unwrap()),
+    ];
+    let spoof = Spoofer::open();
+    for _ in 0..5 {
+        for f in &to_switch {
+            spoof.send(h1, p1, f);
+        }
+        for f in &to_host {
+            spoof.send(p1, h1, f);
+        }
+    }
+    // Every forgery refused at each end before the registrations are checked.
+    let until = Instant::now() + DEADLINE;
+    loop {
+        let (st, hs) = (sw.stat(), h.stat());
+        let sw_ok = st["ports"][0]["auth_failures"].as_u64().unwrap_or(0) >= 10;
+        let h_ok = hs["counters"]["auth_failures"].as_u64().unwrap_or(0) >= 10;
+        if sw_ok && h_ok {
+            break;
+        }
+        assert!(
+            Instant::now() < until,
+            "forgeries not all refused:\n{st}\n{hs}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (st, hs) = (sw.stat(), h.stat());
+    assert_eq!(registered(&st), before, "{st}");
+    assert_eq!(hs["addresses"], serde_json::json!([addr]), "{hs}");
+    assert!(
+        hs["peers"][0]["ilmi"]
+            .as_str()
+            .is_some_and(|i| i.starts_with("registered")),
+        "{hs}"
+    );
+}
+
 #[test]
 fn a_peer_proving_another_key_than_the_pinned_one_is_refused() {
     // h1's port pins a key h1 does not hold; h2 pins a key the switch does not

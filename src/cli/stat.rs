@@ -461,9 +461,10 @@ fn health_table(calls: &[&Value]) -> comfy_table::Table {
 
 /// The signalling links: each one's state and how it is authenticated — Noise with
 /// the peer's key fingerprint (its first 11 base64 characters, as WireGuard's tools
-/// abbreviate keys), a switch's PSK, or clear.
+/// abbreviate keys), a switch's PSK, or clear — and a switch link's ILMI (the address
+/// the switch took).
 fn links_table(v: &Value) -> comfy_table::Table {
-    let mut links = table::new(["link", "state", "calls", "auth", "peer key"], 5);
+    let mut links = table::new(["link", "state", "calls", "auth", "peer key", "ilmi"], 6);
     for l in v["peers"].as_array().into_iter().flatten() {
         let key = l["peer_key"]
             .as_str()
@@ -474,6 +475,7 @@ fn links_table(v: &Value) -> comfy_table::Table {
             l["calls"].as_u64().unwrap_or(0).to_string(),
             l["auth"].as_str().unwrap_or("?").to_owned(),
             key,
+            l["ilmi"].as_str().unwrap_or("-").to_owned(),
         ]);
     }
     if let Some(col) = links.column_mut(2) {

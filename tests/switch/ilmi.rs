@@ -187,7 +187,10 @@ fn sigd_until(
 
 /// A natm host's address as digits alone.
 fn digits(v: &serde_json::Value) -> String {
-    v.as_str().unwrap_or_default().replace('.', "").to_lowercase()
+    v.as_str()
+        .unwrap_or_default()
+        .replace('.', "")
+        .to_lowercase()
 }
 
 #[test]
@@ -232,6 +235,18 @@ fn natm_hosts_without_an_address_learn_one_from_the_switch_and_call_each_other_b
         assert!(digits(x).ends_with("00"), "selector 0: {x}");
     }
     assert_ne!(addr_a, addr_b, "each host's ESI is its own key's");
+    // `natm stat` shows it on the switch link's row.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_natm"))
+        .args(["stat", "--socket"])
+        .arg(&a.socket)
+        .output()
+        .expect("natm stat");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains(&s1h1.to_string()) && l.contains("registered")),
+        "{text}"
+    );
     // The switch holds each registration on its own port.
     let st = sw.stat_until(|st| {
         st["ports"].as_array().is_some_and(|p| {
@@ -265,7 +280,9 @@ fn natm_hosts_without_an_address_learn_one_from_the_switch_and_call_each_other_b
         let (hf, ht) = (open(from), open(to));
         let l = ht.bind("ilmi", "reliable").expect("bind");
         let callee = std::thread::spawn(move || {
-            let got = l.accept(Wait::For(Duration::from_secs(10))).expect("accepted");
+            let got = l
+                .accept(Wait::For(Duration::from_secs(10)))
+                .expect("accepted");
             let m = got.recv(Wait::For(Duration::from_secs(10))).expect("recv");
             (got, m)
         });
@@ -279,7 +296,8 @@ fn natm_hosts_without_an_address_learn_one_from_the_switch_and_call_each_other_b
                     sw.log()
                 )
             });
-        c.send(&b"by a learned address"[..], Wait::Block).expect("send");
+        c.send(&b"by a learned address"[..], Wait::Block)
+            .expect("send");
         // The callee's end stays open while its sigd is asked about the call.
         let (_open, m) = callee.join().expect("the callee");
         assert_eq!(m.as_deref(), Some(&b"by a learned address"[..]));

@@ -929,8 +929,10 @@ fn receive(
     // A keyed or Noise port's signalling is sealed: anything else on the signalling
     // VCs is dropped (a forged END or RS from the peer's address included).
     let signalling = vcframe::signalling_pdu(data).is_some() || PeerControl::parse(data).is_ok();
-    // A Noise trunk's routing frames are sealed too.
-    let noise_frame = signalling || (link.noise.is_some() && vcframe::routing_pdu(data).is_some());
+    // A Noise trunk's routing frames are sealed too, and a Noise host port's ILMI.
+    let noise_frame = signalling
+        || (link.noise.is_some()
+            && (vcframe::routing_pdu(data).is_some() || vcframe::ilmi_pdu(data).is_some()));
     if let (Some(ctl), true) = (control.as_deref_mut(), noise_frame) {
         if let Some(mut n) = link.noise.take() {
             noise_signal(ctl, link, &mut n, port, now, from, data);
@@ -944,7 +946,7 @@ fn receive(
         vcframe::ilmi_pdu(data),
         link.ilmi.as_mut(),
     ) {
-        if from == link.peer && link.noise.is_none() {
+        if from == link.peer {
             link.counters.datagrams_in += 1;
             ilmi.on_sdu(now, port, msg, Some(ctl));
         } else {

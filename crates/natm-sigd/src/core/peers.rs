@@ -114,6 +114,8 @@ impl Core {
             if clear_switch {
                 return self.ilmi_input(peer, m);
             }
+            // A forgery on a Noise link, as a clear SSCOP PDU there is.
+            self.counters.auth_failures += 1;
             return self.drop_frame(peer, "a clear ILMI frame from no clear switch link");
         }
         match Control::parse(datagram) {
