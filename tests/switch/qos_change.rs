@@ -463,3 +463,58 @@ fn a_change_beyond_the_reservation_goes_through_a_switch() {
         median_ms(inband)
     );
 }
+
+/// The callee's counter-offer through a switch (issue 33): `b` accepts at 2 Mbit/s a
+/// call asked at 8 (at least 1); the caller's connection is granted 2 and paced to
+/// it, and the switch's call holds less than it was offered.
+#[test]
+fn a_callee_that_accepts_at_a_lower_rate_sets_the_callers_rate_through_a_switch() {
+    let (s, a, b) = two_hosts_through_a_switch();
+    let hb = host(&b);
+    let l = hb.bind("qos", QOS).unwrap();
+    let t = std::thread::spawn(move || {
+        let offer = l.next_call(Wait::For(Duration::from_secs(10))).unwrap();
+        let offered = offer.qos;
+        let c = offer.accept_at(2 * MBPS, 2 * MBPS).unwrap();
+        let mut got = 0usize;
+        while let Ok(Some(m)) = c.recv(Wait::For(Duration::from_secs(5))) {
+            got += m.len();
+        }
+        (offered, c.granted().cloned(), got)
+    });
+    let ha = host(&a);
+    let c = ha.connect("+4420002:qos", QOS).unwrap();
+    let g = c.granted().cloned().expect("through sigd");
+    assert_eq!(g.tx_bps, 2 * MBPS, "{}", g.qos);
+    assert_eq!(
+        g.qos.tx().pcr.and_then(|r| r.bits_per_sec()),
+        Some(2 * MBPS),
+        "{}",
+        g.qos
+    );
+    // The switch's reservation: 2 Mbit/s is about 5,300 cells/s on the wire, 8
+    // would be four times that.
+    let st = s.stat_until(|st| st["calls"].as_array().is_some_and(|c| c.len() == 1));
+    let cells = st["calls"][0]["reserved_cells"][0].as_u64().unwrap_or(0);
+    assert!((5_000..8_000).contains(&cells), "{}", st["calls"]);
+    // 200 kB at the granted 2 Mbit/s, then the call ends.
+    let msg = vec![7u8; 4000];
+    for _ in 0..50 {
+        c.send(&msg[..], Wait::Block).unwrap();
+    }
+    drop(c);
+    let (offered, callee_granted, got) = t.join().unwrap();
+    assert_eq!(
+        offered.rx().pcr.and_then(|r| r.bits_per_sec()),
+        Some(8 * MBPS),
+        "the offer was the caller's 8 Mbit/s"
+    );
+    let cg = callee_granted.expect("through sigd");
+    assert_eq!(
+        cg.qos.rx().pcr.and_then(|r| r.bits_per_sec()),
+        Some(2 * MBPS),
+        "{}",
+        cg.qos
+    );
+    assert_eq!(got, 200_000);
+}

@@ -102,6 +102,23 @@ pub enum Message {
         /// The callee's data endpoint.
         data: Endpoint,
     },
+    /// App → sigd: accept an incoming guaranteed call at lower rates than offered
+    /// (issue 33's counter-offer): each direction's rate, bit/s, between the
+    /// caller's minimum and what was offered (0: a direction the call does not use).
+    /// The CONNECT carries the lowered QoS, and the caller's sigd and every switch on
+    /// the path keep only that reserved.
+    AcceptAt {
+        /// The request tag.
+        req: u64,
+        /// The call id from `Incoming`.
+        call: u64,
+        /// The callee's data endpoint.
+        data: Endpoint,
+        /// This side's sending rate (the offered QoS's tx), bit/s.
+        tx_bps: u64,
+        /// This side's receiving rate (its rx), bit/s.
+        rx_bps: u64,
+    },
     /// App → sigd: refuse an incoming call with a UNI cause.
     Reject {
         /// The request tag.
@@ -743,6 +760,7 @@ mod ty {
     pub(super) const CONNECT_MULTIPOINT: u8 = 0x11;
     pub(super) const ADD_PARTY: u8 = 0x12;
     pub(super) const DROP_PARTY: u8 = 0x13;
+    pub(super) const ACCEPT_AT: u8 = 0x14;
     pub(super) const ACK: u8 = 0x81;
     pub(super) const REFUSED: u8 = 0x82;
     pub(super) const CONNECTED: u8 = 0x83;
@@ -891,6 +909,7 @@ impl Message {
             Message::Bind { .. } => ty::BIND,
             Message::Unbind { .. } => ty::UNBIND,
             Message::Accept { .. } => ty::ACCEPT,
+            Message::AcceptAt { .. } => ty::ACCEPT_AT,
             Message::Reject { .. } => ty::REJECT,
             Message::Release { .. } => ty::RELEASE,
             Message::Register { .. } => ty::REGISTER,
@@ -996,6 +1015,19 @@ impl Message {
                 out.extend_from_slice(&req.to_be_bytes());
                 out.extend_from_slice(&call.to_be_bytes());
                 put_endpoint(out, data);
+            }
+            Message::AcceptAt {
+                req,
+                call,
+                data,
+                tx_bps,
+                rx_bps,
+            } => {
+                out.extend_from_slice(&req.to_be_bytes());
+                out.extend_from_slice(&call.to_be_bytes());
+                put_endpoint(out, data);
+                out.extend_from_slice(&tx_bps.to_be_bytes());
+                out.extend_from_slice(&rx_bps.to_be_bytes());
             }
             Message::Reclaim {
                 req,
@@ -1168,6 +1200,13 @@ impl Message {
                 req: r.u64("req")?,
                 call: r.u64("call")?,
                 data: r.endpoint("data endpoint")?,
+            },
+            ty::ACCEPT_AT => Message::AcceptAt {
+                req: r.u64("req")?,
+                call: r.u64("call")?,
+                data: r.endpoint("data endpoint")?,
+                tx_bps: r.u64("tx rate")?,
+                rx_bps: r.u64("rx rate")?,
             },
             ty::REJECT => Message::Reject {
                 req: r.u64("req")?,

@@ -61,6 +61,15 @@ fn message() -> impl Strategy<Value = Message> {
         (u(), text(), any_qos()).prop_map(|(req, sap, qos)| Message::Bind { req, sap, qos }),
         (u(), u()).prop_map(|(req, listener)| Message::Unbind { req, listener }),
         (u(), u(), endpoint()).prop_map(|(req, call, data)| Message::Accept { req, call, data }),
+        (u(), u(), endpoint(), u(), u()).prop_map(|(req, call, data, tx_bps, rx_bps)| {
+            Message::AcceptAt {
+                req,
+                call,
+                data,
+                tx_bps,
+                rx_bps,
+            }
+        }),
         (u(), u(), any::<u8>()).prop_map(|(req, call, cause)| Message::Reject { req, call, cause }),
         (u(), u(), any::<u8>()).prop_map(|(req, call, cause)| Message::Release {
             req,

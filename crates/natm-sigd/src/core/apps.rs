@@ -201,7 +201,14 @@ impl Core {
                     "no such listener on this connection".into(),
                 ),
             },
-            Message::Accept { req, call, data } => self.accept_call(t, req, call, data),
+            Message::Accept { req, call, data } => self.accept_call(t, req, call, data, None),
+            Message::AcceptAt {
+                req,
+                call,
+                data,
+                tx_bps,
+                rx_bps,
+            } => self.accept_call(t, req, call, data, Some((tx_bps, rx_bps))),
             Message::Reject {
                 req,
                 call,

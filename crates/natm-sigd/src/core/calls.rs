@@ -5,7 +5,7 @@
 use natm_proto::wire::ipc::{clip, DataPath};
 
 use super::keys;
-use super::qos::{qos_fits, reverse};
+use super::qos::{demand, granted_qos, qos_fits, reverse};
 use super::*;
 use crate::admission::Refusal;
 use crate::config::CallDirection;
@@ -303,7 +303,14 @@ impl Core {
         }
     }
 
-    pub(super) fn accept_call(&mut self, t: AppId, req: u64, call: u64, data: SocketAddr) {
+    pub(super) fn accept_call(
+        &mut self,
+        t: AppId,
+        req: u64,
+        call: u64,
+        data: SocketAddr,
+        lower: Option<(u64, u64)>,
+    ) {
         if !self.owned(t, call, Some(CallState::Offered)) {
             return self.refuse(
                 t,
@@ -311,6 +318,13 @@ impl Core {
                 cause::INVALID_CALL_REF,
                 "no call waiting for an answer with that id on this connection".into(),
             );
+        }
+        // A counter-offer first, so that the user's limits see the lowered rates.
+        if let Some((tx, rx)) = lower {
+            if let Err(why) = self.lower_call(call, tx, rx) {
+                self.refuse(t, req, cause::UNSUPPORTED_TRAFFIC, why.clone());
+                return self.end_call(call, cause::UNSUPPORTED_TRAFFIC, &why, false);
+            }
         }
         if let Some(why) = self.rate_refusal(t, &self.calls[&call].qos) {
             self.counters.access_refusals += 1;
@@ -333,6 +347,73 @@ impl Core {
             }
             Err(r) => self.refuse(t, req, r.cause, r.detail),
         }
+    }
+
+    /// The callee's counter-offer (issue 33; seed 003's callee may answer with less):
+    /// call `call` (offered, this side's view) at `tx_bps` out and `rx_bps` in. Each
+    /// used direction must stay between the caller's minimum and what was offered;
+    /// only a guaranteed call has rates to lower. What is no longer needed is released
+    /// at once — here, or, for a call inside this host, from the caller's half, which
+    /// holds the reservation — and the CONNECT carries the lowered QoS, so that the
+    /// caller's sigd and every switch on the path keep only that too.
+    fn lower_call(&mut self, call: u64, tx_bps: u64, rx_bps: u64) -> Result<(), String> {
+        let capacity = self.res.capacity_bps();
+        let c = &self.calls[&call];
+        let q = c.qos;
+        if q.service() != natm_proto::wire::qos::Service::Guaranteed {
+            return Err(format!(
+                "only a guaranteed call's rates can be lowered; this one is {}",
+                q
+            ));
+        }
+        let mbps = |b: u64| format!("{} Mbit/s", b as f64 / 1e6);
+        for (dir, asked, tx) in [("send", tx_bps, true), ("receive", rx_bps, false)] {
+            let w = demand(&q, tx, capacity);
+            if w.target_bps == 0 {
+                continue;
+            }
+            if asked > w.target_bps || asked < w.min_bps {
+                return Err(format!(
+                    "a counter-offer to {dir} at {} is outside what the caller accepts: between {} and {}",
+                    mbps(asked),
+                    mbps(w.min_bps),
+                    mbps(w.target_bps)
+                ));
+            }
+        }
+        let lowered = granted_qos(&q, tx_bps, rx_bps, capacity);
+        let tpdu = demand(&q, true, capacity).tpdu_size;
+        let exact = |b: u64| crate::admission::Demand {
+            target_bps: b,
+            min_bps: b,
+            tpdu_size: tpdu,
+        };
+        let (out, inn) = (
+            demand(&lowered, true, capacity).target_bps,
+            demand(&lowered, false, capacity).target_bps,
+        );
+        let other = match c.remote {
+            Remote::Local(other) => Some(other),
+            Remote::Peer { .. } => None,
+        };
+        // The half that holds the reservation: this one, or the local caller's (whose
+        // directions are the other way round).
+        let (holder, out, inn) = match other {
+            Some(o) => (o, inn, out),
+            None => (call, out, inn),
+        };
+        if let Some(h) = self.calls.get_mut(&holder) {
+            // Lower only: what is released is admitted again, so it fits.
+            self.res.release(&h.grant);
+            h.grant = self.res.admit(&exact(out), &exact(inn)).unwrap_or_default();
+        }
+        if let Some(o) = other.and_then(|o| self.calls.get_mut(&o)) {
+            o.qos = reverse(&lowered);
+        }
+        if let Some(c) = self.calls.get_mut(&call) {
+            c.qos = lowered;
+        }
+        Ok(())
     }
 
     /// Answer an offered call on this side's data endpoint `data` (CONNECT to a peer

@@ -267,3 +267,54 @@ fn the_same_seeds_give_the_same_ids_and_cookies() {
     };
     assert_eq!(run(), run());
 }
+
+/// A counter-offer on a call between two applications of one host: the caller's half,
+/// which holds the reservation, keeps only the lowered rates, and both are told them.
+#[test]
+fn a_local_callee_that_accepts_at_a_lower_rate_lowers_the_callers_reservation() {
+    let mut p = Pair::default();
+    let callee = p.app(Side::A);
+    p.bind(Side::A, callee, "tv", "cbr:pcr=50Mbps");
+    let caller = p.app(Side::A);
+    let call = p.connect(
+        Side::A,
+        caller,
+        "+4420001:tv",
+        "cbr:pcr=40Mbps,min_pcr=10Mbps",
+    );
+    let offered = match p.take(Side::A, callee).as_slice() {
+        [Message::Incoming { call, .. }] => *call,
+        other => panic!("expected an offer, got {other:?}"),
+    };
+    let req = p.req();
+    p.send(
+        Side::A,
+        callee,
+        Message::AcceptAt {
+            req,
+            call: offered,
+            data: data(50_001),
+            tx_bps: 15_000_000,
+            rx_bps: 15_000_000,
+        },
+    );
+    let callee_path = connected_of(&p.take(Side::A, callee), offered);
+    let caller_path = connected_of(&p.take(Side::A, caller), call);
+    let pcr = |q: &natm_proto::wire::qos::Qos| q.tx().pcr.and_then(|r| r.bits_per_sec());
+    assert_eq!(
+        pcr(&caller_path.qos),
+        Some(15_000_000),
+        "{}",
+        caller_path.qos
+    );
+    assert_eq!(
+        pcr(&callee_path.qos),
+        Some(15_000_000),
+        "{}",
+        callee_path.qos
+    );
+    assert_eq!(caller_path.granted_bps, 15_000_000);
+    let st = p.stat(Side::A);
+    assert_eq!(st.capacity_bps - st.free_out_bps, 15_000_000);
+    assert_eq!(st.capacity_bps - st.free_in_bps, 15_000_000);
+}

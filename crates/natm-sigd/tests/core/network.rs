@@ -55,3 +55,110 @@ fn a_call_the_switch_lowers_is_connected_at_the_switchs_grant_at_both_hosts() {
     let st = p.stat(Side::A);
     assert_eq!(st.capacity_bps - st.free_out_bps, 44_999_808);
 }
+
+/// The callee's counter-offer (issue 33): B accepts at 20 Mbit/s a call offered at the
+/// switch's 45 (the caller's minimum is 10): the CONNECT carries 20, and both sigds
+/// and the switch keep only that reserved.
+#[test]
+fn a_callee_that_accepts_at_a_lower_rate_lowers_the_call_at_both_hosts_and_the_switch() {
+    let mut p = Pair::switched_line(None, LINE);
+    let b_app = p.app(Side::B);
+    p.bind(Side::B, b_app, "tv", "cbr:pcr=100Mbps");
+    let a_app = p.app(Side::A);
+    let a_call = p.connect(
+        Side::A,
+        a_app,
+        "+4420002:tv",
+        "cbr:pcr=80Mbps,min_pcr=10Mbps",
+    );
+    let b_call = match p.take(Side::B, b_app).as_slice() {
+        [Message::Incoming { call, .. }] => *call,
+        other => panic!("expected one Incoming, got {other:?}"),
+    };
+    let switch_cells = |p: &Pair| {
+        let calls = p.switch.as_ref().unwrap().ctl.calls();
+        assert_eq!(calls.len(), 1, "{calls:?}");
+        calls[0].reserved_cells
+    };
+    let offered_cells = switch_cells(&p);
+    let req = p.req();
+    p.send(
+        Side::B,
+        b_app,
+        Message::AcceptAt {
+            req,
+            call: b_call,
+            data: data(50_001),
+            tx_bps: 20_000_000,
+            rx_bps: 20_000_000,
+        },
+    );
+    let b_path = connected_of(&p.take(Side::B, b_app), b_call);
+    let a_path = connected_of(&p.take(Side::A, a_app), a_call);
+    assert_eq!(a_path.granted_bps, 20_000_000);
+    let pcr = |q: &natm_proto::wire::qos::Qos| q.tx().pcr.and_then(|r| r.bits_per_sec());
+    assert_eq!(pcr(&a_path.qos), Some(20_000_000), "{}", a_path.qos);
+    assert_eq!(
+        b_path.qos.rx().pcr.and_then(|r| r.bits_per_sec()),
+        Some(20_000_000)
+    );
+    // Each sigd holds 20 Mbit/s, and the switch less than it was offered.
+    for s in [Side::A, Side::B] {
+        let st = p.stat(s);
+        assert_eq!(st.capacity_bps - st.free_out_bps, 20_000_000);
+        assert_eq!(st.capacity_bps - st.free_in_bps, 20_000_000);
+    }
+    let now = switch_cells(&p);
+    assert!(
+        now.0 < offered_cells.0 && now.0 > 0 && now.1 < offered_cells.1,
+        "{now:?} after {offered_cells:?}"
+    );
+}
+
+/// A counter-offer below the caller's minimum is refused (cause 73) and the call is
+/// released at both ends, with everything it held.
+#[test]
+fn a_counter_offer_below_the_callers_minimum_is_refused_and_the_call_released() {
+    let mut p = Pair::switched_line(None, LINE);
+    let b_app = p.app(Side::B);
+    p.bind(Side::B, b_app, "tv", "cbr:pcr=100Mbps");
+    let a_app = p.app(Side::A);
+    let a_call = p.connect(
+        Side::A,
+        a_app,
+        "+4420002:tv",
+        "cbr:pcr=80Mbps,min_pcr=10Mbps",
+    );
+    let b_call = match p.take(Side::B, b_app).as_slice() {
+        [Message::Incoming { call, .. }] => *call,
+        other => panic!("expected one Incoming, got {other:?}"),
+    };
+    let req = p.req();
+    p.send(
+        Side::B,
+        b_app,
+        Message::AcceptAt {
+            req,
+            call: b_call,
+            data: data(50_001),
+            tx_bps: 20_000_000,
+            rx_bps: 5_000_000,
+        },
+    );
+    let got = p.take(Side::B, b_app);
+    assert!(
+        got.iter().any(|m| matches!(
+            m,
+            Message::Refused { cause: 73, detail, .. } if detail.contains("receive at 5 Mbit/s")
+        )),
+        "{got:?}"
+    );
+    let (cause, _) = released_of(&p.take(Side::A, a_app), a_call);
+    assert_eq!(cause, 73);
+    for s in [Side::A, Side::B] {
+        let st = p.stat(s);
+        assert_eq!(st.free_out_bps, st.capacity_bps);
+        assert_eq!(st.free_in_bps, st.capacity_bps);
+    }
+    assert!(p.switch.as_ref().unwrap().ctl.calls().is_empty());
+}

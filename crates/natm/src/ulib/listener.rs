@@ -124,14 +124,35 @@ impl std::fmt::Debug for IncomingCall {
 
 impl IncomingCall {
     /// Accept: sigd admits the call on this host too, then both ends open the data path.
-    pub fn accept(mut self) -> Result<Connection, Error> {
+    pub fn accept(self) -> Result<Connection, Error> {
+        self.answer(None)
+    }
+
+    /// Accept a guaranteed call at lower rates than [`IncomingCall::qos`] offers (a
+    /// counter-offer, issue 33): this side sends at `tx_bps` and receives at `rx_bps`
+    /// (bit/s; 0 for a direction the call does not use), each between the caller's
+    /// minimum (`min_pcr`) and the offer. The caller's connection, its sigd and every
+    /// switch on the path keep only that reserved. Outside those bounds sigd refuses
+    /// with cause 73 and releases the call.
+    pub fn accept_at(self, tx_bps: u64, rx_bps: u64) -> Result<Connection, Error> {
+        self.answer(Some((tx_bps, rx_bps)))
+    }
+
+    fn answer(mut self, lower: Option<(u64, u64)>) -> Result<Connection, Error> {
         self.answered = true;
         let link = self.host.data_link()?;
         let data = link.local_addr().map_err(Error::Io)?;
         let call = self.call;
-        let req = self
-            .session
-            .send_request(|req| crate::wire::ipc::Message::Accept { req, call, data })?;
+        let req = self.session.send_request(|req| match lower {
+            None => crate::wire::ipc::Message::Accept { req, call, data },
+            Some((tx_bps, rx_bps)) => crate::wire::ipc::Message::AcceptAt {
+                req,
+                call,
+                data,
+                tx_bps,
+                rx_bps,
+            },
+        })?;
         self.host.open_spare_link();
         self.session.answer(req)?;
         self.host.await_connected(&self.session, call, link, false)
