@@ -246,6 +246,30 @@ pub fn octets_index(column: &[u32], port: u32, octets: &[u8]) -> Vec<u32> {
     arcs
 }
 
+/// A GetRequest's answer: every value `value` gives, or noSuchName at the first
+/// name it has none for.
+pub(crate) fn get_reply(
+    req: &Pdu,
+    value: impl Fn(&[u32]) -> Option<rasn_smi::v1::ObjectSyntax>,
+) -> Pdu {
+    let mut binds = Vec::with_capacity(req.variable_bindings.len());
+    for (i, vb) in req.variable_bindings.iter().enumerate() {
+        match value(&vb.name) {
+            Some(value) => binds.push(VarBind {
+                name: vb.name.clone(),
+                value,
+            }),
+            None => return error_reply(req, status::NO_SUCH_NAME, i + 1),
+        }
+    }
+    pdu(
+        int(&req.request_id).unwrap_or(0),
+        status::NO_ERROR,
+        0,
+        binds,
+    )
+}
+
 /// The answer to `req` refusing it with `status` at binding `index` (1-based), its
 /// bindings echoed (RFC 1157 §4.1.2).
 pub(crate) fn error_reply(req: &Pdu, error: i64, index: usize) -> Pdu {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use rasn_smi::v1::{IpAddress, NetworkAddress};
 
-use super::{GetResponse, Pdu, Pdus, SetRequest, VarBind};
+use super::{GetResponse, Pdu, Pdus, SetRequest};
 
 use super::{
     as_int, atm_layer, bind, decode, encode, error_reply, index_of, int, integer, octets,
@@ -297,22 +297,7 @@ impl NetworkSide {
 
     /// A GetRequest's answer: every value, or noSuchName at the first unknown.
     fn get(&self, now: Instant, req: &Pdu) -> Pdu {
-        let mut binds = Vec::with_capacity(req.variable_bindings.len());
-        for (i, vb) in req.variable_bindings.iter().enumerate() {
-            match self.value(now, &vb.name) {
-                Some(value) => binds.push(VarBind {
-                    name: vb.name.clone(),
-                    value,
-                }),
-                None => return error_reply(req, status::NO_SUCH_NAME, i + 1),
-            }
-        }
-        pdu(
-            int(&req.request_id).unwrap_or(0),
-            status::NO_ERROR,
-            0,
-            binds,
-        )
+        super::get_reply(req, |name| self.value(now, name))
     }
 
     /// The switch's MIB as ILMI's user reads it.

@@ -482,38 +482,23 @@ impl UserSide {
     /// A GetRequest's answer from the host's few objects: its uptime, its ATM layer
     /// (a user device, ILMI 4.0) and its prefix table.
     fn get(&self, now: Instant, req: &Pdu) -> Pdu {
-        let mut binds = Vec::with_capacity(req.variable_bindings.len());
-        for (i, vb) in req.variable_bindings.iter().enumerate() {
-            let name: &[u32] = &vb.name;
-            let value = if name == oid::SYS_UP_TIME {
-                Some(ticks(self.uptime(now)))
-            } else if let Some([column, 0]) = index_of(name, oid::ATM_LAYER) {
-                match *column {
+        super::get_reply(req, |name| {
+            if name == oid::SYS_UP_TIME {
+                return Some(ticks(self.uptime(now)));
+            }
+            if let Some([column, 0]) = index_of(name, oid::ATM_LAYER) {
+                return match *column {
                     atm_layer::DEVICE_TYPE => Some(integer(1)),  // user
                     atm_layer::ILMI_VERSION => Some(integer(2)), // 4.0
                     atm_layer::UNI_VERSION => Some(integer(4)),  // 4.0
                     _ => None,
-                }
-            } else {
-                index_of(name, oid::NET_PREFIX_STATUS)
-                    .and_then(|ix| super::parse_octets_index(ix, PREFIX_LEN))
-                    .filter(|(_, p)| self.prefix().is_some_and(|held| held[..] == p[..]))
-                    .map(|_| integer(VALID))
-            };
-            match value {
-                Some(value) => binds.push(VarBind {
-                    name: vb.name.clone(),
-                    value,
-                }),
-                None => return error_reply(req, status::NO_SUCH_NAME, i + 1),
+                };
             }
-        }
-        pdu(
-            int(&req.request_id).unwrap_or(0),
-            status::NO_ERROR,
-            0,
-            binds,
-        )
+            index_of(name, oid::NET_PREFIX_STATUS)
+                .and_then(|ix| super::parse_octets_index(ix, PREFIX_LEN))
+                .filter(|(_, p)| self.prefix().is_some_and(|held| held[..] == p[..]))
+                .map(|_| integer(VALID))
+        })
     }
 
     fn send(&mut self, pdus: Pdus) {

@@ -3,6 +3,7 @@
 
 use crate::support::*;
 use natm_proto::wire::ipc::Message;
+use natm_sigd::core::AppId;
 
 /// A switch line carrying 45 Mbit/s of 4 KiB TPDUs (87 cells each on the wire).
 const LINE: u64 = (45_000_000_u64 / 384 * 87 * 48).div_ceil(4096) * 424;
@@ -56,11 +57,9 @@ fn a_call_the_switch_lowers_is_connected_at_the_switchs_grant_at_both_hosts() {
     assert_eq!(st.capacity_bps - st.free_out_bps, 44_999_808);
 }
 
-/// The callee's counter-offer (issue 33): B accepts at 20 Mbit/s a call offered at the
-/// switch's 45 (the caller's minimum is 10): the CONNECT carries 20, and both sigds
-/// and the switch keep only that reserved.
-#[test]
-fn a_callee_that_accepts_at_a_lower_rate_lowers_the_call_at_both_hosts_and_the_switch() {
+/// A asks 80 Mbit/s (at least 10) of B through the switch, which offers B 45: the
+/// pair, A's application and call, B's application and offered call.
+fn offered_through_the_switch() -> (Pair, AppId, u64, AppId, u64) {
     let mut p = Pair::switched_line(None, LINE);
     let b_app = p.app(Side::B);
     p.bind(Side::B, b_app, "tv", "cbr:pcr=100Mbps");
@@ -75,24 +74,38 @@ fn a_callee_that_accepts_at_a_lower_rate_lowers_the_call_at_both_hosts_and_the_s
         [Message::Incoming { call, .. }] => *call,
         other => panic!("expected one Incoming, got {other:?}"),
     };
+    (p, a_app, a_call, b_app, b_call)
+}
+
+/// B's application accepts `call` at `tx_bps` out and `rx_bps` in.
+fn accept_at(p: &mut Pair, app: AppId, call: u64, tx_bps: u64, rx_bps: u64) {
+    let req = p.req();
+    p.send(
+        Side::B,
+        app,
+        Message::AcceptAt {
+            req,
+            call,
+            data: data(50_001),
+            tx_bps,
+            rx_bps,
+        },
+    );
+}
+
+/// The callee's counter-offer (issue 33): B accepts at 20 Mbit/s a call offered at the
+/// switch's 45 (the caller's minimum is 10): the CONNECT carries 20, and both sigds
+/// and the switch keep only that reserved.
+#[test]
+fn a_callee_that_accepts_at_a_lower_rate_lowers_the_call_at_both_hosts_and_the_switch() {
+    let (mut p, a_app, a_call, b_app, b_call) = offered_through_the_switch();
     let switch_cells = |p: &Pair| {
         let calls = p.switch.as_ref().unwrap().ctl.calls();
         assert_eq!(calls.len(), 1, "{calls:?}");
         calls[0].reserved_cells
     };
     let offered_cells = switch_cells(&p);
-    let req = p.req();
-    p.send(
-        Side::B,
-        b_app,
-        Message::AcceptAt {
-            req,
-            call: b_call,
-            data: data(50_001),
-            tx_bps: 20_000_000,
-            rx_bps: 20_000_000,
-        },
-    );
+    accept_at(&mut p, b_app, b_call, 20_000_000, 20_000_000);
     let b_path = connected_of(&p.take(Side::B, b_app), b_call);
     let a_path = connected_of(&p.take(Side::A, a_app), a_call);
     assert_eq!(a_path.granted_bps, 20_000_000);
@@ -119,32 +132,8 @@ fn a_callee_that_accepts_at_a_lower_rate_lowers_the_call_at_both_hosts_and_the_s
 /// released at both ends, with everything it held.
 #[test]
 fn a_counter_offer_below_the_callers_minimum_is_refused_and_the_call_released() {
-    let mut p = Pair::switched_line(None, LINE);
-    let b_app = p.app(Side::B);
-    p.bind(Side::B, b_app, "tv", "cbr:pcr=100Mbps");
-    let a_app = p.app(Side::A);
-    let a_call = p.connect(
-        Side::A,
-        a_app,
-        "+4420002:tv",
-        "cbr:pcr=80Mbps,min_pcr=10Mbps",
-    );
-    let b_call = match p.take(Side::B, b_app).as_slice() {
-        [Message::Incoming { call, .. }] => *call,
-        other => panic!("expected one Incoming, got {other:?}"),
-    };
-    let req = p.req();
-    p.send(
-        Side::B,
-        b_app,
-        Message::AcceptAt {
-            req,
-            call: b_call,
-            data: data(50_001),
-            tx_bps: 20_000_000,
-            rx_bps: 5_000_000,
-        },
-    );
+    let (mut p, a_app, a_call, b_app, b_call) = offered_through_the_switch();
+    accept_at(&mut p, b_app, b_call, 20_000_000, 5_000_000);
     let got = p.take(Side::B, b_app);
     assert!(
         got.iter().any(|m| matches!(
