@@ -471,12 +471,31 @@ fn a_restarted_switch_keeps_its_key_and_its_hosts_link_up_again() {
     let (c, t) = echo_call(&n);
     echo(&c, b"first", &n);
     let key = switch_key(&n.sw);
+    // Each port's last BGN N(SQ) is kept beside the configuration; the restarted
+    // switch counts on from it, so that no host takes its first BGN for a
+    // retransmission of the last one (and keeps the old link's sequence numbers).
+    let record = n.sw.dir.join("switch.sscop-sq");
+    let sq = |text: &str, port: &str| -> u8 {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{port} ")))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no N(SQ) for {port}: {text:?}"))
+    };
+    let before = std::fs::read_to_string(&record).expect("the N(SQ) record");
     n.sw.restart();
     // The call is gone with the switch; the links come back.
     drop(c);
     let _ = t.join();
     n.wait_up();
     assert_eq!(switch_key(&n.sw), key);
+    let after = std::fs::read_to_string(&record).expect("the N(SQ) record");
+    for port in ["h1", "h2"] {
+        assert_eq!(
+            sq(&after, port),
+            sq(&before, port).wrapping_add(1),
+            "{before:?} then {after:?}"
+        );
+    }
     let (c, t) = echo_call(&n);
     echo(&c, b"again", &n);
     let st = n.sw.stat();

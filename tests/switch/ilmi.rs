@@ -314,8 +314,6 @@ fn natm_hosts_without_an_address_learn_one_from_the_switch_and_call_each_other_b
     assert_eq!(screened, 0, "a registered calling number passes screening");
 
     // The switch restarts: it forgets, tells the hosts, and they register again.
-    // (A call at once after a switch restart is not this test's: its first SETUP
-    // can wait for T303, see the note.)
     sw.restart();
     let st = sw.stat_until(each_port_holds_one);
     assert_eq!(
@@ -334,4 +332,7 @@ fn natm_hosts_without_an_address_learn_one_from_the_switch_and_call_each_other_b
         });
         assert_eq!(st["addresses"][0], *addr, "the same address: {st}");
     }
+    // And they call each other by them again.
+    let (remote, _) = call(&a, &b, &addr_b, &sw);
+    assert_eq!(digits(&remote), digits(&addr_a));
 }

@@ -23,6 +23,7 @@ pub mod core;
 mod daemon;
 pub mod directory;
 pub mod metrics;
+pub mod sscop_sq;
 pub use natm_proto::sig::vci;
 
 pub use crate::core::Creds;

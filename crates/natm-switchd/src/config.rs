@@ -729,6 +729,13 @@ impl Config {
             .or_else(|| self.path.as_ref().map(|p| p.with_extension("noise-key")))
     }
 
+    /// Where each signalling port's last BGN N(SQ) is kept for the next instance
+    /// (`natm_sigd::sscop_sq`): beside the Noise key file, as sigd keeps its own (a
+    /// directory the switch writes; the configuration's may be read-only to it).
+    pub fn sscop_sq_path(&self) -> Option<PathBuf> {
+        self.key_path().map(|p| p.with_extension("sscop-sq"))
+    }
+
     /// The known-peers file: `known_peers_file`, else beside the configuration file.
     pub fn known_peers_path(&self) -> Option<PathBuf> {
         self.known_peers_file

@@ -16,10 +16,12 @@ use mio::{Events, Interest, Poll, Token};
 use natm_proto::sig::noise::{self, NoiseError, Trust};
 use natm_proto::sig::peer::Control as PeerControl;
 use natm_proto::wire::cell::CELL_LEN;
+use natm_proto::wire::sscop::Pdu as SscopPdu;
 use natm_proto::wire::vcframe;
 use natm_switch::control::{self, Control, ControlConfig, ControlPort, PortRole};
 use natm_switch::{CrossConnect, PortId, Switch, Transmit, VcAddr, VpAddr};
 use natm_udp::{AreaAccount, AreaPool, RecvBatch};
+use std::collections::HashMap;
 use tracing::{info, warn};
 
 use crate::atmtcp_link::AtmtcpPorts;
@@ -93,6 +95,10 @@ pub struct SwitchDaemon {
     /// Receive errors the sockets report (ICMP errors anyone can forge in the name
     /// of a port's peer): at most 10 lines a second, then one with `suppressed`.
     recv_error_log: natm_sigd::core::Bucket,
+    /// Each signalling port's last BGN N(SQ), by port name, and where it is kept for
+    /// the next instance (`natm_sigd::sscop_sq`, `ControlPort::first_sq`).
+    last_sq: HashMap<String, u8>,
+    sscop_sq_file: Option<std::path::PathBuf>,
 }
 
 fn endpoint_of(end: &PvcEnd, port: PortId) -> (Option<VcAddr>, VpAddr) {
@@ -241,9 +247,19 @@ impl SwitchDaemon {
             None => None,
         };
         let now = Instant::now();
-        let control = Self::control(&cfg, &links)?;
+        let sscop_sq_file = cfg.sscop_sq_path();
+        let last_sq: HashMap<String, u8> = sscop_sq_file
+            .as_deref()
+            .map(natm_sigd::sscop_sq::load)
+            .unwrap_or_default();
+        let control = Self::control(&cfg, &links, &last_sq)?;
         let mut needs = natm_sigd::confine::Needs::default();
-        for f in cfg.stat_json.iter().chain(cfg.known_peers_path().iter()) {
+        for f in cfg
+            .stat_json
+            .iter()
+            .chain(cfg.known_peers_path().iter())
+            .chain(sscop_sq_file.iter())
+        {
             needs.file(f);
         }
         let rx = links
@@ -269,11 +285,18 @@ impl SwitchDaemon {
             atmtcp,
             metrics,
             recv_error_log: natm_sigd::core::Bucket::new(10),
+            last_sq,
+            sscop_sq_file,
         })
     }
 
-    /// The control plane for the ports that run signalling, with the routes.
-    fn control(cfg: &Config, links: &[Link]) -> Result<Option<Control>, ConfigError> {
+    /// The control plane for the ports that run signalling, with the routes; each
+    /// port's SSCOP counts on from `last_sq`'s N(SQ) for it, else a random one.
+    fn control(
+        cfg: &Config,
+        links: &[Link],
+        last_sq: &HashMap<String, u8>,
+    ) -> Result<Option<Control>, ConfigError> {
         if cfg.ports.iter().all(|p| p.signalling.is_none()) {
             return Ok(None);
         }
@@ -323,6 +346,10 @@ impl SwitchDaemon {
                     preserve: p.preserve_ms.map(Duration::from_millis),
                     no_response: p.sscop_no_response_ms.map(Duration::from_millis),
                     screen_calling: p.screen_calling,
+                    first_sq: Some(match last_sq.get(&p.name) {
+                        Some(&sq) => sq,
+                        None => random::<1>()?[0],
+                    }),
                     data: links[i].bind,
                     // Towards a host, and on a trunk for the switch with the higher
                     // endpoint, the network's half; the lower takes the user's.
@@ -344,9 +371,16 @@ impl SwitchDaemon {
         let Some(ctl) = self.control.as_mut() else {
             return;
         };
+        let mut sq_changed = false;
         while let Some(o) = ctl.poll_output(&mut self.sw) {
             match o {
                 control::Output::Signal(p, pdu) => {
+                    // A BGN's N(SQ) is the next instance's to count on from.
+                    if let Ok(SscopPdu::Bgn { nsq, .. }) = SscopPdu::parse(&pdu) {
+                        if let Some(l) = self.links.get(p.index()) {
+                            sq_changed |= self.last_sq.insert(l.name.clone(), nsq) != Some(nsq);
+                        }
+                    }
                     if self
                         .atmtcp
                         .send_signal(p.index(), &pdu, self.poll.registry(), wall)
@@ -398,6 +432,13 @@ impl SwitchDaemon {
                         }
                     }
                 }
+            }
+        }
+        if let (true, Some(f)) = (sq_changed, &self.sscop_sq_file) {
+            let mut last: Vec<(&String, u8)> = self.last_sq.iter().map(|(k, v)| (k, *v)).collect();
+            last.sort();
+            if let Err(e) = natm_sigd::sscop_sq::store(f, &last) {
+                warn!(file = %f.display(), "cannot record the SSCOP sequence numbers: {e}");
             }
         }
         // Each refusal once, at most `REFUSALS_LOGGED_PER_S` a second (the rest are

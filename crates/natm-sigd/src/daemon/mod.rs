@@ -19,12 +19,12 @@ use crate::config::Config;
 use crate::core::fair::{self, Conns, Inbox, Ready, BUDGET, OUT_HIGH};
 use crate::core::{AppId, Bucket, Core, HostFacts, Output};
 use crate::metrics::http::MetricsServer;
+use crate::sscop_sq;
 use app::AppConn;
 
 mod app;
 mod known_peers;
 mod measure;
-mod sscop_sq;
 mod ticket_key;
 
 /// The Noise identity files, kept by `natm switch` as sigd keeps its own: the

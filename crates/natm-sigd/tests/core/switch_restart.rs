@@ -10,6 +10,8 @@ use crate::support::*;
 use natm_proto::wire::ipc::Message;
 use natm_proto::wire::q2931::MessageType as Q;
 use natm_sigd::core::CallState;
+use natm_switch::PortId;
+use std::time::Duration;
 
 fn switch_calls(p: &Pair) -> usize {
     p.switch.as_ref().unwrap().ctl.call_count()
@@ -177,4 +179,53 @@ fn a_restarted_sigds_first_bgn_is_never_taken_for_its_predecessors() {
     assert_eq!(switch_calls(&p), 1);
     assert!(p.stat(Side::A).peers[0].up);
     assert_eq!(p.stat(Side::A).counters.calls_reclaimed, 1);
+}
+
+/// The switch restarts while its hosts' links are up and idle: its new control plane
+/// brings each host port's link up again, counting on from the N(SQ) of its
+/// predecessor's last BGN (the daemon's record), and the first call after that
+/// connects at once. A BGN that repeated that N(SQ) would be taken for a
+/// retransmission: the hosts kept the old link's sequence numbers, dropped the new
+/// link's first SDs as duplicates, and the SETUP waited 4 s for T303.
+#[test]
+fn the_first_call_after_a_switch_restart_connects_at_once() {
+    let mut p = Pair::switched(None);
+    let (_, _, (a_app, a_call, b_app, b_call)) = p.call_ab();
+    let _ = (a_app, a_call, b_app, b_call);
+    // The first instance's links each sent one BGN, N(SQ) 1.
+    p.switch = Some(Hop::counting_from(p.now, None, 1_000_000_000, Some(1)));
+    p.advance(Duration::from_millis(5));
+    assert!(
+        p.switch.as_ref().unwrap().ctl.is_up(PortId(0)),
+        "{:?}",
+        p.trace
+    );
+    assert!(
+        p.switch.as_ref().unwrap().ctl.is_up(PortId(1)),
+        "{:?}",
+        p.trace
+    );
+    let b = p.app(Side::B);
+    p.bind(Side::B, b, "again", "reliable");
+    let a = p.app(Side::A);
+    let t0 = p.now;
+    let call = p.connect(Side::A, a, "+4420002:again", "reliable");
+    let offered = loop {
+        if let Some(c) = p.take(Side::B, b).iter().find_map(|m| match m {
+            Message::Incoming { call, .. } => Some(*call),
+            _ => None,
+        }) {
+            break c;
+        }
+        assert!(p.now - t0 < Duration::from_secs(10), "{:?}", p.trace);
+        p.advance(Duration::from_millis(10));
+    };
+    let waited = p.now - t0;
+    p.accept(Side::B, b, offered);
+    let _ = connected_of(&p.take(Side::A, a), call);
+    assert!(
+        waited < Duration::from_secs(1),
+        "offered after {waited:?}: {:?}",
+        p.trace
+    );
 }

@@ -692,6 +692,17 @@ pub fn released_of(msgs: &[Message], call: u64) -> (u8, String) {
 impl Hop {
     /// Routes +4420001 to port 0 and +4420002 to port 1, each a line of `line` bit/s.
     fn new(now: Instant, preserve: Option<Duration>, line: u64) -> Hop {
+        Hop::counting_from(now, preserve, line, None)
+    }
+
+    /// [`Hop::new`] whose ports' SSCOP counts on from `first_sq`
+    /// (`ControlPort::first_sq`): a restarted switch's.
+    pub fn counting_from(
+        now: Instant,
+        preserve: Option<Duration>,
+        line: u64,
+        first_sq: Option<u8>,
+    ) -> Hop {
         let mut sw = Switch::new();
         let p0 = sw.add_port(PortConfig::new(line)).unwrap();
         let p1 = sw.add_port(PortConfig::new(line)).unwrap();
@@ -715,6 +726,7 @@ impl Hop {
                     preserve,
                     no_response: None,
                     screen_calling: true,
+                    first_sq,
                 },
             );
         }

@@ -94,6 +94,7 @@ impl Mesh {
                         preserve: None,
                         no_response: None,
                         screen_calling: true,
+                        first_sq: None,
                     },
                 );
             }

@@ -220,6 +220,12 @@ pub struct ControlPort {
     /// cause 21. A number another port owns cannot be claimed from here; a SETUP
     /// without one passes. Ignored on a trunk (the neighbour screened its own).
     pub screen_calling: bool,
+    /// The N(SQ) the port's SSCOP counts on from: the one its previous instance's
+    /// last BGN carried (`natm_sigd::sscop_sq`), else a random one. A restarted
+    /// switch whose first BGN repeated the last N(SQ) the peer saw would be taken
+    /// for a retransmission (Q.2110 §7.2): the peer would keep its old sequence
+    /// numbers and drop the new link's first PDUs. `None`: SSCOP's own start (tests).
+    pub first_sq: Option<u8>,
 }
 
 /// Routes, timers and ports.
@@ -498,6 +504,9 @@ impl Control {
             cfg.sscop.timer_no_response = t;
         }
         let mut saal = Saal::new(cfg);
+        if let Some(sq) = port.first_sq {
+            saal.seed_sq(sq);
+        }
         saal.start(self.now);
         let id = port.port;
         if let (Some(r), PortRole::Switch) = (self.router.as_mut(), port.role) {

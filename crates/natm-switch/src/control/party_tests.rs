@@ -209,6 +209,7 @@ impl Net {
                     preserve: Some(PRESERVE),
                     no_response: None,
                     screen_calling: true,
+                    first_sq: None,
                 },
             );
         }

@@ -76,6 +76,7 @@ impl Ring {
                         preserve: None,
                         no_response: None,
                         screen_calling: true,
+                        first_sq: None,
                     },
                 );
             }

@@ -77,6 +77,7 @@ impl Net {
                     preserve,
                     no_response: None,
                     screen_calling: true,
+                    first_sq: None,
                 },
             );
         }

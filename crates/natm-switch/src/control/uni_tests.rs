@@ -141,6 +141,7 @@ impl Net {
                     preserve: None,
                     no_response,
                     screen_calling: true,
+                    first_sq: None,
                 },
             );
         }
