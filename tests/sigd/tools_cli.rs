@@ -397,3 +397,43 @@ fn a_simplex_call_sends_a_file_one_way() {
         s.wait_no_calls();
     }
 }
+
+/// `natm listen --at` answers a guaranteed call at a lower rate (issue 33's
+/// counter-offer): the caller asks 40 Mbit/s (at least 5) and is granted the
+/// listener's 10; a caller whose minimum is above it is rejected with cause 73.
+#[test]
+fn a_listener_answers_at_its_own_rate_within_the_callers_minimum() {
+    let (a, b) = pair(LINK, LINK);
+    let body = data(200_000);
+    let l = listen(&b, &["tv", "--at", "10Mbps", "--discard", "--keep"]);
+    let c = natm(
+        &a,
+        &[
+            "call",
+            "+4420002:tv",
+            "--qos",
+            "cbr:pcr=40Mbps,min_pcr=5Mbps",
+        ],
+        Some(body),
+    )
+    .wait(LIMIT);
+    assert!(c.status.success(), "{}", c.stderr);
+    assert!(c.stderr.contains("10.0 Mbit/s reserved"), "{}", c.stderr);
+    let c = natm(
+        &a,
+        &[
+            "call",
+            "+4420002:tv",
+            "--qos",
+            "cbr:pcr=40Mbps,min_pcr=20Mbps",
+        ],
+        Some(b"x".to_vec()),
+    )
+    .wait(LIMIT);
+    assert!(!c.status.success(), "{}", c.stderr);
+    assert!(c.stderr.contains("73"), "{}", c.stderr);
+    drop(l);
+    for s in [&a, &b] {
+        s.wait_no_calls();
+    }
+}

@@ -46,6 +46,12 @@ pub(crate) struct ListenArgs {
     /// [default: take any QoS; with --pvc, ubr:transport=none]
     #[arg(long, short = 'q')]
     qos: Option<String>,
+    /// Answer a guaranteed call at this rate in each direction it uses, not the
+    /// offered one: a counter-offer (issue 33). The rate is kept between the
+    /// caller's minimum and the offer. A call whose minimum is above it is rejected
+    /// with cause 73.
+    #[arg(long, value_name = "RATE", value_parser = super::parse_rate)]
+    at: Option<u64>,
     /// Write what arrives to this file instead of stdout (every call's data, in turn).
     #[arg(long, short = 'o', conflicts_with_all = ["discard", "echo"])]
     out: Option<PathBuf>,
@@ -194,6 +200,32 @@ struct Answered {
     caller: String,
 }
 
+/// The rates to answer a call offered at `offered` with, for `--at rate`: each used
+/// direction at `rate`, or at the offer if that is lower; `None` if the call is not
+/// guaranteed (nothing to lower), an error if the caller's minimum is above `rate`.
+fn counter_offer(offered: &Qos, rate: u64) -> Result<Option<(u64, u64)>, String> {
+    use natm::wire::qos::Direction;
+    if offered.service() != Service::Guaranteed {
+        return Ok(None);
+    }
+    let mut rates = [0u64; 2];
+    for (slot, dir) in rates.iter_mut().zip([Direction::Tx, Direction::Rx]) {
+        // `max` rates stand for the whole link: never below `rate`.
+        let w = offered.want(dir, u64::MAX);
+        if w.target_bps == 0 {
+            continue;
+        }
+        if w.min_bps > rate {
+            return Err(format!(
+                "its minimum, {} bit/s, is above --at {rate} bit/s",
+                w.min_bps
+            ));
+        }
+        *slot = rate.min(w.target_bps);
+    }
+    Ok(Some((rates[0], rates[1])))
+}
+
 /// Wait for the next call and answer it (rejecting those whose QoS does not fit).
 fn answer(
     a: &ListenArgs,
@@ -230,7 +262,22 @@ fn answer(
         if !a.quiet {
             eprintln!("natm listen: call from {caller} with {}", offer.qos);
         }
-        let conn = match offer.accept() {
+        let counter = match a.at.map(|r| counter_offer(&offer.qos, r)) {
+            Some(Err(why)) => {
+                if !a.quiet {
+                    eprintln!("natm listen: call from {caller} rejected (cause 73): {why}");
+                }
+                let _ = offer.reject(73);
+                continue;
+            }
+            Some(Ok(rates)) => rates,
+            None => None,
+        };
+        let answered = match counter {
+            Some((tx, rx)) => offer.accept_at(tx, rx),
+            None => offer.accept(),
+        };
+        let conn = match answered {
             Ok(c) => c,
             Err(Error::Refused { cause, detail }) => {
                 // Admission on this host refused what the caller's sigd granted.
