@@ -22,6 +22,7 @@ pub mod q2931;
 pub mod qos;
 #[cfg(feature = "daemon")]
 pub mod resume;
+pub mod rm;
 pub mod sar;
 pub mod seal;
 pub mod sscop;

@@ -34,9 +34,9 @@ use super::vcframe::{self, FrameKind};
 /// Why a cell or a frame did not make it through segmentation or reassembly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum SarError {
-    /// An OAM frame of the frame mode is one OAM cell's payload (48 octets), not an
+    /// An OAM or RM frame of the frame mode is one cell's payload (48 octets), not an
     /// AAL5 SDU: one of another length has no cell form.
-    #[error("an OAM frame is one 48-octet OAM cell payload, not an AAL5 SDU")]
+    #[error("an OAM or RM frame is one 48-octet cell payload, not an AAL5 SDU")]
     OamFrame,
     /// A train size outside 1..=1,235 cells (`wire::train::MAX_TRAIN_CELLS`).
     #[error("a train of {0} cells: 1..=1235 allowed")]
@@ -88,10 +88,12 @@ pub struct SarCounters {
     pub hec_discarded: u64,
     /// Idle or unassigned cells (VPI 0, VCI 0), skipped.
     pub idle: u64,
-    /// Cells that are neither AAL5 user data nor F5 OAM (RM, reserved PTI), refused.
+    /// Cells that are neither AAL5 user data, F5 OAM nor RM (reserved PTI), refused.
     pub not_user_data: u64,
     /// F5 OAM cells, each delivered as an OAM frame of its own (`wire::oam`).
     pub oam: u64,
+    /// RM cells, each delivered as an RM frame of its own (`wire::rm`).
+    pub rm: u64,
     /// Frames dropped by the AAL5 checks (CRC-32, Length, pad, abort, oversize).
     pub bad_frames: u64,
     /// Partial frames dropped by the reassembly timeout.
@@ -114,22 +116,41 @@ pub struct CellFrame<'a> {
     pub efci: bool,
     /// Cells it took.
     pub cells: usize,
-    /// The CPCS-SDU; for an OAM cell, its 48-octet payload.
+    /// The CPCS-SDU; for an OAM or RM cell, its 48-octet payload.
     pub sdu: &'a [u8],
-    /// An F5 OAM cell (PTI 100 or 101), not an AAL5 frame: its flow.
-    pub oam: Option<Scope>,
+    /// A cell that is a frame of its own, not part of an AAL5 frame.
+    pub single: Option<SingleCell>,
+}
+
+/// A cell that is a frame by itself (`vcframe::Repr::single_cell_pti`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SingleCell {
+    /// An F5 OAM cell (PTI 100 or 101) of this flow.
+    Oam(Scope),
+    /// An ABR RM cell (PTI 110).
+    Rm,
 }
 
 impl CellFrame<'_> {
     /// Its frame-mode VC header (`wire::vcframe`): OAM for an OAM cell (the flow in
-    /// the `C` bit, `wire::oam`), signalling on VCI 5, data elsewhere; `None` if the
-    /// VPI does not fit the header's 8 bits (NNI).
+    /// the `C` bit, `wire::oam`), RM for an RM cell, signalling on VCI 5, data
+    /// elsewhere; `None` if the VPI does not fit the header's 8 bits (NNI).
     pub fn vc_header(&self) -> Option<vcframe::Repr> {
-        if let Some(scope) = self.oam {
-            return Some(vcframe::Repr {
-                clp: self.clp,
-                ..scope.frame_header(u8::try_from(self.vpi).ok()?, self.vci)
-            });
+        let vpi = u8::try_from(self.vpi).ok()?;
+        match self.single {
+            Some(SingleCell::Oam(scope)) => {
+                return Some(vcframe::Repr {
+                    clp: self.clp,
+                    ..scope.frame_header(vpi, self.vci)
+                })
+            }
+            Some(SingleCell::Rm) => {
+                return Some(vcframe::Repr {
+                    clp: self.clp,
+                    ..vcframe::Repr::new(FrameKind::Rm, vpi, self.vci)
+                })
+            }
+            None => {}
         }
         let kind = if self.vci == VCI_SIGNALLING {
             FrameKind::Signalling
@@ -163,7 +184,7 @@ pub struct CellReassembly<L = ()> {
     format: HeaderFormat,
     limits: ReassemblyLimits,
     counters: SarCounters,
-    /// The payload of the last OAM cell, which [`CellFrame::sdu`] borrows.
+    /// The payload of the last OAM or RM cell, which [`CellFrame::sdu`] borrows.
     oam: [u8; PAYLOAD_LEN],
 }
 
@@ -228,10 +249,17 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
             self.counters.idle += 1;
             return Ok(None);
         }
-        if let Some(scope) = Scope::of_pti(pti) {
-            // One cell, one OAM frame: no reassembly, and the VC's partial frame (OAM
-            // cells may come between its cells) is left as it is.
-            self.counters.oam += 1;
+        let single = match Scope::of_pti(pti) {
+            Some(scope) => Some(SingleCell::Oam(scope)),
+            None => (pti == super::cell::Pti::ResourceManagement).then_some(SingleCell::Rm),
+        };
+        if let Some(single) = single {
+            // One cell, one frame: no reassembly, and the VC's partial frame (OAM and
+            // RM cells may come between its cells) is left as it is.
+            match single {
+                SingleCell::Oam(_) => self.counters.oam += 1,
+                SingleCell::Rm => self.counters.rm += 1,
+            }
             self.oam.copy_from_slice(&cell[5..]);
             return Ok(Some(CellFrame {
                 vpi,
@@ -240,7 +268,7 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
                 efci: false,
                 cells: 1,
                 sdu: &self.oam,
-                oam: Some(scope),
+                single: Some(single),
             }));
         }
         if !pti.is_user_data() {
@@ -293,7 +321,7 @@ impl<L: Copy + Eq + Hash> CellReassembly<L> {
                     efci,
                     cells,
                     sdu,
-                    oam: None,
+                    single: None,
                 }))
             }
             Err(e) => {
@@ -421,6 +449,26 @@ mod tests {
             p.push_frame(&Scope::EndToEnd.frame_header(0, 40), &probe[..47]),
             Err(SarError::OamFrame)
         );
+    }
+
+    #[test]
+    fn an_rm_frame_is_one_pti_110_cell_and_back() {
+        use crate::wire::rm::{Rate, RmCell};
+        let rm = RmCell::forward(Rate::from_cells(1e5), Rate::from_cells(1e4), Rate::ZERO);
+        let h = vcframe::Repr::new(FrameKind::Rm, 0, 40);
+        let mut p = TrainPacker::new(8).unwrap();
+        assert_eq!(p.push_frame(&h, &rm.to_bytes()), Ok(1));
+        let mut cells = cells_of(&p);
+        assert_eq!(
+            Packet::new_unchecked(&cells[0][..]).pti(),
+            crate::wire::cell::Pti::ResourceManagement
+        );
+        let mut r = rx();
+        let f = r.push(Duration::ZERO, (), &mut cells[0]).unwrap().unwrap();
+        assert_eq!((f.vc_header(), f.single), (Some(h), Some(SingleCell::Rm)));
+        assert_eq!(RmCell::parse(f.sdu), Ok(rm));
+        assert_eq!((r.counters().rm, r.counters().not_user_data), (1, 0));
+        assert_eq!(p.push_frame(&h, &[0; 47]), Err(SarError::OamFrame));
     }
 
     #[test]

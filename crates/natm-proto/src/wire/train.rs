@@ -19,9 +19,8 @@
 
 use super::aal5::Segmenter;
 use super::cell::{HeaderRepr, Pti, CELL_LEN, HEADER_LEN, PAYLOAD_LEN};
-use super::oam::Scope;
 use super::sar::SarError;
-use super::vcframe::{self, FrameKind};
+use super::vcframe;
 
 /// The first octet of a cell train.
 pub const TRAIN_MAGIC: u8 = 0xD1;
@@ -161,14 +160,14 @@ impl TrainPacker {
     /// UU 0, CPI 0, Length, CRC-32) on UNI VPI/VCI of `header`, CLP from its `L` flag
     /// and EFCI from its `C` flag, and appends them. Data and signalling frames are
     /// AAL5; an OAM frame is one OAM cell (PTI 100 or 101 from its `C` bit,
-    /// `wire::oam`) whose payload is the 48-octet SDU — another length has no cell
-    /// form ([`SarError::OamFrame`]) — and an empty SDU is refused too.
+    /// `wire::oam`) and an RM frame one PTI 110 cell (`wire::rm`), whose payload is the
+    /// 48-octet SDU — another length has no cell form ([`SarError::OamFrame`]) — and
+    /// an empty SDU is refused too.
     /// Returns the cells appended.
     pub fn push_frame(&mut self, header: &vcframe::Repr, sdu: &[u8]) -> Result<usize, SarError> {
-        if header.kind == FrameKind::Oam {
+        if let Some(pti) = header.single_cell_pti() {
             let payload: &[u8; PAYLOAD_LEN] = sdu.try_into().map_err(|_| SarError::OamFrame)?;
             let mut cell = [0u8; CELL_LEN];
-            let pti = Scope::of_frame(header).pti();
             let h = HeaderRepr {
                 clp: header.clp,
                 ..HeaderRepr::uni(header.vpi, header.vci, pti)
@@ -219,7 +218,10 @@ mod tests {
             assert!(parse(d).is_ok());
         }
         assert_eq!(
-            p.push_frame(&vcframe::Repr::new(FrameKind::Oam, 0, 33), b"probe"),
+            p.push_frame(
+                &vcframe::Repr::new(vcframe::FrameKind::Oam, 0, 33),
+                b"probe"
+            ),
             Err(SarError::OamFrame)
         );
         assert_eq!(TrainPacker::new(0).err(), Some(SarError::TrainSize(0)));

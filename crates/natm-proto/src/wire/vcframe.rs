@@ -127,15 +127,19 @@ pub enum FrameKind {
     /// An OAM-like probe on the VC (the F5 loopback and continuity-check cells of cell
     /// mode): liveness and round-trip time without the transport.
     Oam,
+    /// An ABR resource-management cell on the VC it controls (`wire::rm`; a PTI 110
+    /// cell in cell mode).
+    Rm,
 }
 
 impl FrameKind {
-    const fn from_bits(bits: u8) -> Option<FrameKind> {
-        match bits {
-            0 => Some(FrameKind::Data),
-            1 => Some(FrameKind::Signalling),
-            2 => Some(FrameKind::Oam),
-            _ => None,
+    /// The kind of the two `knd` bits (higher bits are ignored).
+    const fn from_bits(bits: u8) -> FrameKind {
+        match bits & 0b11 {
+            0 => FrameKind::Data,
+            1 => FrameKind::Signalling,
+            2 => FrameKind::Oam,
+            _ => FrameKind::Rm,
         }
     }
 
@@ -144,6 +148,7 @@ impl FrameKind {
             FrameKind::Data => 0,
             FrameKind::Signalling => 1,
             FrameKind::Oam => 2,
+            FrameKind::Rm => 3,
         }
     }
 }
@@ -154,6 +159,7 @@ impl fmt::Display for FrameKind {
             FrameKind::Data => "data",
             FrameKind::Signalling => "signalling",
             FrameKind::Oam => "oam",
+            FrameKind::Rm => "rm",
         })
     }
 }
@@ -170,9 +176,6 @@ pub enum VcFrameError {
     /// The first nibble is not [`MAGIC`]: stray traffic, or another header version.
     #[error("VC header magic {0:#x} is not {MAGIC:#x}: not a natm frame, or another version")]
     Magic(u8),
-    /// The reserved kind value 3.
-    #[error("VC frame kind {0} is reserved")]
-    Kind(u8),
 }
 
 /// A read/write view of a VC frame in a buffer (smoltcp style).
@@ -298,6 +301,17 @@ impl Repr {
         }
     }
 
+    /// The PTI of the one cell this frame is in cell mode, for the kinds that are a
+    /// single cell rather than an AAL5 SDU: OAM (PTI 100 or 101 from the `C` bit,
+    /// `wire::oam`) and RM (PTI 110, `wire::rm`). `None` for data and signalling.
+    pub const fn single_cell_pti(&self) -> Option<super::cell::Pti> {
+        match self.kind {
+            FrameKind::Oam => Some(super::oam::Scope::of_frame(self).pti()),
+            FrameKind::Rm => Some(super::cell::Pti::ResourceManagement),
+            FrameKind::Data | FrameKind::Signalling => None,
+        }
+    }
+
     /// A user-data (TPDU) header on VPI/VCI.
     pub const fn data(vpi: u8, vci: u16) -> Repr {
         Repr::new(FrameKind::Data, vpi, vci)
@@ -309,8 +323,7 @@ impl Repr {
         if packet.magic() != MAGIC {
             return Err(VcFrameError::Magic(packet.magic()));
         }
-        let kind = FrameKind::from_bits(packet.kind_bits())
-            .ok_or(VcFrameError::Kind(packet.kind_bits()))?;
+        let kind = FrameKind::from_bits(packet.kind_bits());
         Ok(Repr {
             kind,
             ci: packet.ci(),
@@ -471,7 +484,10 @@ mod tests {
         b[0] = 0x10; // a bare TPDU, sent without the VC header
         assert_eq!(Repr::parse_bytes(&b), Err(VcFrameError::Magic(1)));
         b[0] = 0xCC;
-        assert_eq!(Repr::parse_bytes(&b), Err(VcFrameError::Kind(3)));
+        assert_eq!(
+            Repr::parse_bytes(&b).map(|(r, _)| r.kind),
+            Ok(FrameKind::Rm)
+        );
         let long = vec![0xC0u8; MAX_FRAME_LEN + 1];
         assert_eq!(
             Repr::parse_bytes(&long),
@@ -487,14 +503,14 @@ mod tests {
 
     fn repr() -> impl Strategy<Value = Repr> {
         (
-            0u8..3,
+            0u8..4,
             any::<bool>(),
             any::<bool>(),
             any::<u8>(),
             any::<u16>(),
         )
             .prop_map(|(k, ci, clp, vpi, vci)| Repr {
-                kind: FrameKind::from_bits(k).unwrap_or(FrameKind::Data),
+                kind: FrameKind::from_bits(k),
                 ci,
                 clp,
                 vpi,

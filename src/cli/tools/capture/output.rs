@@ -39,7 +39,7 @@ pub(super) struct Stats {
     signalling: u64,
     /// Data frames kept.
     data: u64,
-    /// OAM frames and OAM cells kept.
+    /// OAM and RM frames and cells kept.
     oam: u64,
     /// Cells kept as ERF cell records.
     cells: u64,
@@ -226,7 +226,7 @@ fn emit(sink: &mut Sink, seen: &Seen, f: &Frame<'_>, stats: &mut Stats) -> anyho
     match f.kind {
         FrameKind::Signalling => stats.signalling += 1,
         FrameKind::Data => stats.data += 1,
-        FrameKind::Oam => stats.oam += 1,
+        FrameKind::Oam | FrameKind::Rm => stats.oam += 1,
     }
     match sink {
         Sink::SunAtm(w) => {
@@ -317,6 +317,21 @@ pub(super) fn describe(kind: FrameKind, sdu: &[u8]) -> String {
             Err(e) => format!("(TPDU: {e})"),
         },
         FrameKind::Oam => "probe".to_owned(),
+        FrameKind::Rm => match natm_proto::wire::rm::RmCell::parse(sdu) {
+            Ok(c) => format!(
+                "RM {} ER {:.0} CCR {:.0} MCR {:.0} cells/s{}{}",
+                match c.dir {
+                    natm_proto::wire::rm::Direction::Forward => "forward",
+                    natm_proto::wire::rm::Direction::Backward => "backward",
+                },
+                c.er.cells(),
+                c.ccr.cells(),
+                c.mcr.cells(),
+                if c.ci { " CI" } else { "" },
+                if c.ni { " NI" } else { "" },
+            ),
+            Err(e) => format!("(RM: {e})"),
+        },
     }
 }
 
