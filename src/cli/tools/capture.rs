@@ -212,10 +212,13 @@ mod tests {
         let mut cells = vec![train::TRAIN_MAGIC];
         cells.extend_from_slice(&[0u8; 2 * CELL_LEN]);
         assert!(matches!(classify(&cells), Some(Natm::Train(c)) if c.len() == 2));
-        // DNS, a reserved kind, a TPDU without the header, a broken train.
+        // Kind 3 is an RM frame.
+        assert!(
+            matches!(classify(&[0xCC, 0, 0, 40]), Some(Natm::Frame(h, _)) if h.kind == FrameKind::Rm)
+        );
+        // DNS, a TPDU without the header, a broken train.
         for stray in [
             &[0x12, 0x34, 0x01, 0x00][..],
-            &[0xCC, 0, 0, 5],
             &[0x10, 0, 0, 0, 0],
             &cells[..CELL_LEN],
             &[],

@@ -20,6 +20,7 @@ use crate::transport::{
     AbortReason, Chunk, Event, Psb, PsbStats, QosBoundsError, QosChangeError, QosOutcome,
     RecvError, SendError, Transmit,
 };
+use crate::wire::rm::RmCell;
 use crate::wire::tpdu::Header;
 
 /// Which half of a duplex connection a frame or a transmit belongs to.
@@ -316,6 +317,15 @@ macro_rules! common_half_api {
             self.core.poll_sdu(now)
         }
 
+        /// A forward RM cell due on this VC now ([`Psb::poll_rm`]); never on a bare VC
+        /// or a receiving half.
+        pub fn poll_rm(&mut self, now: Instant) -> Option<RmCell> {
+            match &mut self.core.machine {
+                Machine::Natm(psb) => psb.poll_rm(now),
+                Machine::BareTx(_) | Machine::BareRx(_) => None,
+            }
+        }
+
         /// The next event of this half (the PSB's events, already reflected in
         /// [`Self::status`]).
         pub fn poll_event(&mut self) -> Option<Event> {
@@ -412,6 +422,8 @@ pub trait Simplex {
     fn abort(&mut self, reason: AbortReason);
     /// See [`TxHalf::psb`].
     fn psb(&self) -> Option<&Psb>;
+    /// See [`TxHalf::poll_rm`].
+    fn poll_rm(&mut self, now: Instant) -> Option<RmCell>;
 }
 
 macro_rules! simplex_impl {
@@ -443,6 +455,9 @@ macro_rules! simplex_impl {
             }
             fn poll_sdu(&mut self, now: Instant) -> Option<Bytes> {
                 <$t>::poll_sdu(self, now)
+            }
+            fn poll_rm(&mut self, now: Instant) -> Option<RmCell> {
+                <$t>::poll_rm(self, now)
             }
             fn is_bare(&self) -> bool {
                 <$t>::is_bare(self)
@@ -573,6 +588,14 @@ impl TxHalf {
             self.core.status.qos = None;
         }
         r
+    }
+
+    /// A backward RM cell of this VC came back ([`Psb::handle_backward_rm`]); nothing
+    /// on a bare VC, which has no ABR source.
+    pub fn handle_backward_rm(&mut self, now: Instant, cell: &RmCell) {
+        if let Machine::Natm(psb) = &mut self.core.machine {
+            psb.handle_backward_rm(now, cell);
+        }
     }
 
     /// The network reserved a new rate for this VC: the bound of

@@ -24,6 +24,7 @@
 
 use super::{AckSample, FlowController, LeakyBucket, Permit};
 use crate::time::Instant;
+use crate::wire::rm::RmCell;
 
 /// The traffic contract of one sending direction, in payload bit/s and bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -207,6 +208,14 @@ impl FlowController for Contracted {
 
     fn set_window_limit(&mut self, tpdus: u32) {
         self.inner.set_window_limit(tpdus);
+    }
+
+    fn poll_rm(&mut self, now: Instant) -> Option<RmCell> {
+        self.inner.poll_rm(now)
+    }
+
+    fn on_backward_rm(&mut self, now: Instant, cell: &RmCell) {
+        self.inner.on_backward_rm(now, cell);
     }
 
     fn name(&self) -> &'static str {

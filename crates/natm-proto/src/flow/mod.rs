@@ -18,7 +18,9 @@ use std::time::Duration;
 
 use crate::time::Instant;
 pub use crate::wire::qos::FlowKind;
+use crate::wire::rm::RmCell;
 
+pub mod abr;
 pub mod cell_pacer;
 pub mod contract;
 pub mod estimator;
@@ -27,6 +29,7 @@ pub mod leaky_bucket;
 pub mod packet_pair;
 pub mod window;
 
+pub use abr::{Abr, AbrConfig, AbrStats};
 pub use cell_pacer::{CellPacer, PacerStats};
 pub use contract::{Contract, Contracted};
 pub use estimator::{FuzzyEstimator, MedianFilter};
@@ -65,6 +68,9 @@ pub struct FlowParams {
 ///   they are set;
 /// * [`FlowKind::Window`] — [`WindowConfig::for_window`] of `cfg.window` (start at 1
 ///   TPDU, ssthresh half the window);
+/// * [`FlowKind::Abr`] — [`Abr`] with TM 4.0's defaults ([`AbrConfig::new`]), PCR
+///   `cfg.rate` ([`abr::DEFAULT_PCR`] when 0) and MCR `cfg.min_rate`, converted to the
+///   cells of `cfg.tpdu_size` TPDUs;
 /// * [`FlowKind::None`] — [`NoFlow`].
 ///
 /// For other parameters construct the controller directly and hand it to
@@ -86,6 +92,18 @@ pub fn build(kind: FlowKind, cfg: impl Into<FlowParams>) -> Box<dyn FlowControll
             Box::new(PacketPair::new(pp))
         }
         FlowKind::Window => Box::new(DynamicWindow::new(WindowConfig::for_window(cfg.window))),
+        FlowKind::Abr => {
+            let cells = |bps: u64| abr::cells_per_s(bps, cfg.tpdu_size);
+            let pcr = if cfg.rate > 0 {
+                cells(cfg.rate)
+            } else {
+                abr::DEFAULT_PCR
+            };
+            Box::new(Abr::new(
+                AbrConfig::new(pcr, cells(cfg.min_rate)),
+                cfg.tpdu_size,
+            ))
+        }
     }
 }
 
@@ -200,6 +218,13 @@ pub trait FlowController: std::fmt::Debug + Send {
     /// the window keeps its bytes, `transport::ec_window`): an algorithm that caps
     /// its own window by it takes the new cap.
     fn set_window_limit(&mut self, _tpdus: u32) {}
+    /// A forward RM cell due now, for an algorithm that sends them (ABR, TM 4.0
+    /// source rule 3); the sender puts it on the VC as an RM frame.
+    fn poll_rm(&mut self, _now: Instant) -> Option<RmCell> {
+        None
+    }
+    /// A backward RM cell of this VC came back (ABR source rule 8).
+    fn on_backward_rm(&mut self, _now: Instant, _cell: &RmCell) {}
     /// A short name for reports.
     fn name(&self) -> &'static str;
 }

@@ -51,6 +51,7 @@ impl FlowKind {
             FlowKind::LeakyBucket => 1,
             FlowKind::PacketPair => 2,
             FlowKind::Window => 3,
+            FlowKind::Abr => 4,
         }
     }
 
@@ -61,6 +62,7 @@ impl FlowKind {
             1 => FlowKind::LeakyBucket,
             2 => FlowKind::PacketPair,
             3 => FlowKind::Window,
+            4 => FlowKind::Abr,
             _ => return None,
         })
     }

@@ -16,6 +16,7 @@ use super::{
 };
 use crate::flow::FlowController;
 use crate::time::Instant;
+use crate::wire::rm::RmCell;
 use crate::wire::tpdu::{ConnParams, Header, Packet, TpduType, MAX_PAYLOAD};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1232,6 +1233,29 @@ impl Psb {
     /// How the sender's last QoS change ended, if one did.
     pub fn qos_outcome(&self) -> Option<QosOutcome> {
         self.qos_tx.last
+    }
+
+    // ---- ABR (flow::abr) ------------------------------------------------------------
+
+    /// A forward RM cell the sender's flow controller wants on the VC now (ABR, TM
+    /// 4.0 source rule 3); only while data may flow. The I/O layer sends it as an RM
+    /// frame (`wire::rm`) on this VC.
+    pub fn poll_rm(&mut self, now: Instant) -> Option<RmCell> {
+        if self.role != Role::Sender
+            || !matches!(self.state, State::Established | State::CloseSent { .. })
+        {
+            return None;
+        }
+        self.flow.poll_rm(now)
+    }
+
+    /// A backward RM cell of this VC came back (ABR source rule 8): the sender's
+    /// flow controller takes its explicit rate and congestion bits. A receiver has no
+    /// use for one.
+    pub fn handle_backward_rm(&mut self, now: Instant, cell: &RmCell) {
+        if self.role == Role::Sender {
+            self.flow.on_backward_rm(now, cell);
+        }
     }
 
     // ---- observation --------------------------------------------------------------

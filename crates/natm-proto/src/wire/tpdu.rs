@@ -593,7 +593,7 @@ impl ConnParams {
     const FLOW_MASK: u32 = 0xf << Self::FLOW_SHIFT;
     const KNOWN: u32 = Self::OPT_ERROR_CONTROL | Self::OPT_STREAM | Self::FLOW_MASK;
 
-    /// Flow-control code (0 none, 1 leaky bucket, 2 packet-pair, 3 window).
+    /// Flow-control code (0 none, 1 leaky bucket, 2 packet-pair, 3 window, 4 ABR).
     pub const fn flow_code(&self) -> u32 {
         (self.options & Self::FLOW_MASK) >> Self::FLOW_SHIFT
     }
@@ -624,7 +624,7 @@ impl ConnParams {
         if p.options & !Self::KNOWN != 0 {
             return Err(TpduError::Params("undefined option bits"));
         }
-        if p.flow_code() > 3 {
+        if p.flow_code() > 4 {
             return Err(TpduError::Params("unknown flow-control code"));
         }
         if p.window == 0 {

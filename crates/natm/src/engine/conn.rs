@@ -23,6 +23,8 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+mod rm;
+
 use super::link::{vc_header_on, vc_of_on, Link, VC_HEADER_LEN};
 use super::oam::{self, Action, Probes, TooManyProbes};
 use super::rx_order;
@@ -125,6 +127,7 @@ pub(crate) struct LinkCounters {
     /// same receive batch (seed 003's receive priority, `RxPriority`).
     pub(crate) rx_high_first: AtomicU64,
     pub(crate) oam: OamCounters,
+    pub(crate) rm: rm::RmCounters,
     pub(crate) seal: SealCounters,
 }
 
@@ -245,6 +248,9 @@ pub(crate) struct Conn {
     pub(crate) released: OnceLock<(u8, String)>,
     /// Status changes for the application (`engine::events`).
     pub(crate) events: super::events::EventQueue,
+    /// The receiving VC's EFCI state: whether its last data frame came marked
+    /// congested (`rm`, TM 4.0 destination rule 2).
+    efci: AtomicBool,
     /// OAM loopback probes of this end waiting for their answers, and their waiters.
     oam: Mutex<Probes>,
     oam_cv: Condvar,
@@ -340,6 +346,7 @@ impl Conn {
                 Probes::new(route.cookie.rotate_left(16)),
             ),
             oam_cv: Condvar::new(),
+            efci: AtomicBool::new(false),
             // A bare VC has no TPDU to seal (sigd never gives it keys).
             crypt: keys.filter(|_| !bare).map(Crypt::new),
         });
@@ -816,6 +823,7 @@ impl Conn {
             self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
             return None;
         };
+        self.note_efci(half, d);
         let tpdu = &d[VC_HEADER_LEN..];
         let bare = self.bare;
         let frame = match &self.crypt {
@@ -888,6 +896,10 @@ impl Conn {
         let Ok((h, sdu)) = vcframe::Repr::parse_bytes(d) else {
             return false;
         };
+        if h.kind == vcframe::FrameKind::Rm && h.vpi == self.vpi {
+            self.take_rm(eng, &h, sdu);
+            return true;
+        }
         if h.kind != vcframe::FrameKind::Oam || h.vpi != 0 {
             return false;
         }
@@ -1110,6 +1122,9 @@ impl Conn {
             self.emit(&mut end.smoother, &batch, peer, now);
         }
         end.out_batch = batch;
+        if which == Which::Tx && !self.bare {
+            self.send_due_rm(end, now);
+        }
         // A cell-smoothed VC's cells whose slots came, with or without new frames.
         if let Some(s) = end.smoother.as_mut() {
             self.send_due(s, peer, now);

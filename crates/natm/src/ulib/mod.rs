@@ -49,7 +49,7 @@ pub use natm_proto::endpoint::VcCounters;
 pub use natm_proto::transport::{AbortReason, QosOutcome};
 pub use natm_proto::wire::qos::Qos;
 pub use split::{Receiver, Sender};
-pub use stats::{BareStats, ConnStats, ConnStatus, OamStats, SealStats};
+pub use stats::{BareStats, ConnStats, ConnStatus, OamStats, RmStats, SealStats};
 pub use wait::{Outgoing, Wait};
 
 pub use crate::error::{Error, WouldBlock};

@@ -57,6 +57,8 @@ pub struct ConnStats {
     pub bare: Option<BareStats>,
     /// The connection's OAM F5 loopback end point.
     pub oam: OamStats,
+    /// The connection's ABR RM cells (`flow=abr`): its source's and its destination's.
+    pub rm: RmStats,
     /// What sealing did, for a connection whose TPDUs are encrypted (issue 16);
     /// `None`: clear TPDUs.
     pub seal: Option<SealStats>,
@@ -121,6 +123,22 @@ pub struct OamStats {
     /// On a sealed call: signed requests whose tag was answered before (replays),
     /// dropped unanswered.
     pub replayed: u64,
+}
+
+/// What a connection's ABR RM cells did ([`ConnStats::rm`]); the source's allowed
+/// cell rate is [`ConnStats::rate_bps`], in payload bit/s.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RmStats {
+    /// Forward RM cells this end's ABR source sent.
+    pub frm_sent: u64,
+    /// Backward RM cells it took as feedback.
+    pub brm_taken: u64,
+    /// The peer source's forward RM cells this end turned around.
+    pub turned: u64,
+    /// RM frames that were not ABR RM cells: dropped.
+    pub malformed: u64,
+    /// RM cells going the wrong way for their VC: dropped.
+    pub ignored: u64,
 }
 
 /// seed 003's status flags of a connection ([`Connection::status`](super::Connection::status),
@@ -217,6 +235,17 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
                 rate_limited: n(&o.rate_limited),
                 unauthenticated: n(&o.unauthenticated),
                 replayed: n(&o.replayed),
+            }
+        },
+        rm: {
+            let r = &c.rm;
+            let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+            RmStats {
+                frm_sent: n(&r.frm_sent),
+                brm_taken: n(&r.brm_taken),
+                turned: n(&r.turned),
+                malformed: n(&r.malformed),
+                ignored: n(&r.ignored),
             }
         },
         path_mtu: conn.link.path_mtu(),

@@ -5,6 +5,7 @@
 //! `host_reactor.rs`) keep binaries of their own. One file's tests: `cargo test -p
 //! natm --test ulib -- udp::`.
 
+mod abr;
 mod cell_mode;
 mod guaranteed_queue;
 mod mem;

@@ -161,5 +161,6 @@ fn flow_text(f: FlowKind) -> &'static str {
         FlowKind::Window => "window",
         FlowKind::PacketPair => "packet-pair",
         FlowKind::LeakyBucket => "leaky-bucket",
+        FlowKind::Abr => "abr",
     }
 }

@@ -43,7 +43,7 @@
 //!            | "max_cdv" "=" number [ "us" | "ms" | "s" ]  (* default µs *)
 //!            | ( "max_sdu" | "sdu" ) "=" bytes ;
 //! transport  = "transport" "=" ( "natm" | "none" )     (* none: bare AAL5 SDUs *)
-//!            | "flow" "=" ( "none" | "leaky-bucket" | "packet-pair" | "window" )
+//!            | "flow" "=" ( "none" | "leaky-bucket" | "packet-pair" | "window" | "abr" )
 //!            | ( "ec" | "encrypt" ) "=" ( "on" | "off" )
 //!            | "mode" "=" ( "message" | "stream" )
 //!            | "tpdu" "=" ( bytes | "auto" )              (* auto: adaptive *)
@@ -246,6 +246,9 @@ pub enum FlowKind {
     PacketPair,
     /// Feedback by a Reno-like dynamic window (networks that are not round-robin).
     Window,
+    /// ABR: rate feedback from the network's RM cells (ATM Forum TM 4.0,
+    /// `flow::abr`); the default of the `abr` class.
+    Abr,
 }
 
 /// Delivery semantics (seed 000 §2, item 6).
@@ -670,7 +673,7 @@ fn preset_override_text(service: Service, key: QosKey) -> &'static str {
             "reliable means error control; for feedback flow control alone use ubr:flow=packet-pair"
         }
         (Service::Reliable, _) => {
-            "reliable means feedback flow control (packet-pair or window); otherwise use ubr:ec=on,flow=…"
+            "reliable means feedback flow control (packet-pair, window or abr); otherwise use ubr:ec=on,flow=…"
         }
         (Service::BestEffort, QosKey::Ec) => {
             "best-effort means no error control; use reliable, or ubr:ec=on"
@@ -816,9 +819,11 @@ impl Qos {
         ResolvedTransport {
             service,
             error_control: t.error_control.unwrap_or(service == Service::Reliable),
-            flow: t
-                .flow
-                .unwrap_or_else(|| default_flow(service, round_robin_network)),
+            flow: t.flow.unwrap_or_else(|| match self.class() {
+                // The class names its own flow control: RM-cell feedback (TM 4.0).
+                TrafficClass::Abr if t.kind == TransportKind::Natm => FlowKind::Abr,
+                _ => default_flow(service, round_robin_network),
+            }),
             semantics: t.semantics.unwrap_or(Semantics::Message),
             // A bare VC's frame is its SDU: what sizes a reservation's cell overhead
             // is the largest one it sends.
@@ -931,7 +936,7 @@ impl Qos {
             (_, None) => true,
             (Service::Guaranteed, Some(f)) => f == FlowKind::LeakyBucket,
             (Service::Reliable, Some(f)) => {
-                matches!(f, FlowKind::PacketPair | FlowKind::Window)
+                matches!(f, FlowKind::PacketPair | FlowKind::Window | FlowKind::Abr)
             }
             (Service::BestEffort, Some(f)) => f == FlowKind::None,
         };

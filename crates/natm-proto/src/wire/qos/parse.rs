@@ -569,13 +569,15 @@ impl<'a> Parser<'a> {
                     ("leaky-bucket", 1),
                     ("packet-pair", 2),
                     ("window", 3),
+                    ("abr", 4),
                 ];
                 t.flow = Some(
-                    match word(&choices, "none, leaky-bucket, packet-pair or window")? {
+                    match word(&choices, "none, leaky-bucket, packet-pair, window or abr")? {
                         0 => FlowKind::None,
                         1 => FlowKind::LeakyBucket,
                         2 => FlowKind::PacketPair,
-                        _ => FlowKind::Window,
+                        3 => FlowKind::Window,
+                        _ => FlowKind::Abr,
                     },
                 );
             }

@@ -198,6 +198,7 @@ impl fmt::Display for FlowKind {
             FlowKind::LeakyBucket => "leaky-bucket",
             FlowKind::PacketPair => "packet-pair",
             FlowKind::Window => "window",
+            FlowKind::Abr => "abr",
         })
     }
 }

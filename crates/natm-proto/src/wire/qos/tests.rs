@@ -247,6 +247,27 @@ fn service_inference_and_defaults() {
         (Service::Guaranteed, true)
     );
     assert_eq!(qos("abr").service(), Service::BestEffort);
+    // The abr class brings its own flow control; with ec=on it is reliable too, and
+    // any service may ask for it.
+    let abr = qos("abr:pcr=100Mbps,min_pcr=10Mbps").resolved_transport(true);
+    assert_eq!(
+        (abr.service, abr.flow),
+        (Service::BestEffort, FlowKind::Abr)
+    );
+    let rabr = qos("abr:ec=on").resolved_transport(false);
+    assert_eq!(
+        (rabr.service, rabr.flow),
+        (Service::Reliable, FlowKind::Abr)
+    );
+    assert_eq!(
+        qos("reliable:flow=abr").resolved_transport(true).flow,
+        FlowKind::Abr
+    );
+    assert_eq!(qos("ubr:flow=abr").to_string(), "ubr:flow=abr");
+    assert_eq!(
+        qos("abr:transport=none").resolved_transport(true).flow,
+        FlowKind::None
+    );
     let b = qos("guaranteed:pcr=2Mbps,bucket=8Ki,msg=1M").resolved_transport(true);
     assert_eq!(
         (b.bucket, b.max_msg, b.window),
@@ -335,7 +356,7 @@ fn error_unknown_value() {
     assert_err("ubr:flow=fast", QosErrorKind::UnknownValue, 9, "fast");
     assert_eq!(
         err("ubr:flow=fast").to_string(),
-        "unknown value \"fast\" at column 10: flow takes none, leaky-bucket, packet-pair or window"
+        "unknown value \"fast\" at column 10: flow takes none, leaky-bucket, packet-pair, window or abr"
     );
     assert_err("ubr:ec=yes", QosErrorKind::UnknownValue, 7, "yes");
     assert_err("ubr:mode=bytes", QosErrorKind::UnknownValue, 9, "bytes");
