@@ -36,7 +36,7 @@ fn perf_network_reports_every_case_and_every_vc_moved_data() {
     assert!(doc["machine"]["loadavg"].is_string(), "{doc}");
     let cases = doc["cases"].as_array().expect("cases");
     let names: Vec<&str> = cases.iter().filter_map(|c| c["case"].as_str()).collect();
-    assert_eq!(names, ["rr", "fifo", "wrr"]);
+    assert_eq!(names, ["rr", "fifo", "abr", "wrr"]);
     for c in cases {
         assert!(c["headline"].as_f64().is_some_and(f64::is_finite), "{c}");
         let vcs = c["vcs"].as_array().expect("vcs");
@@ -61,10 +61,13 @@ fn perf_network_reports_every_case_and_every_vc_moved_data() {
         flows(0)
     );
     assert!(flows(1).iter().all(|f| *f == "window"), "{:?}", flows(1));
-    // Packet-pair really ran: its controller set a rate on every VC.
-    for run in cases[0]["per_run"].as_array().unwrap() {
-        for v in run.as_array().unwrap() {
-            assert!(v["fc_rate_bps"].as_u64().is_some_and(|r| r > 0), "{v}");
+    assert!(flows(2).iter().all(|f| *f == "abr"), "{:?}", flows(2));
+    // Packet-pair and ABR really ran: their controllers set a rate on every VC.
+    for case in [0, 2] {
+        for run in cases[case]["per_run"].as_array().unwrap() {
+            for v in run.as_array().unwrap() {
+                assert!(v["fc_rate_bps"].as_u64().is_some_and(|r| r > 0), "{v}");
+            }
         }
     }
 }

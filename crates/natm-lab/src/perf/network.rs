@@ -9,6 +9,10 @@
 //!   three VCs' total over three) and the total beside the line's payload rate.
 //! - `fifo`: the same through a FIFO port, with the dynamic window ulib picks for
 //!   `reliable`.
+//! - `abr`: the same three VCs through a FIFO port with ABR (`reliable:flow=abr`):
+//!   the port's ERICA gives each an explicit rate in the forward RM cells it passes
+//!   (docs/decisions/0033-abr.md), beside packet-pair (`rr`) and the window (`fifo`)
+//!   through the same port rate and buffer.
 //! - `wrr`: a CBR VC (`cbr:pcr=…`, reserved at the switch) through a weighted
 //!   round-robin port, alone and then while two best-effort VCs each offer the
 //!   line rate to the same port: the guaranteed VC's delivered rate beside its reservation, in the same run.
@@ -58,9 +62,9 @@ pub(crate) struct NetworkArgs {
     /// Runs of each case (cases interleaved); the table gives medians and ranges.
     #[arg(long, default_value_t = 1)]
     runs: usize,
-    /// Cases, comma-separated: rr, fifo, wrr, and rr-window (the window through the
-    /// rr port, a reference for packet-pair).
-    #[arg(long, value_delimiter = ',', default_value = "rr,fifo,wrr")]
+    /// Cases, comma-separated: rr, fifo, abr, wrr, and rr-window (the window through
+    /// the rr port, a reference for packet-pair).
+    #[arg(long, value_delimiter = ',', default_value = "rr,fifo,abr,wrr")]
     cases: Vec<Case>,
     /// Peak cell rate reserved by the guaranteed VC of the wrr case (payload bits).
     #[arg(long, default_value = "20Mbps", value_parser = units::rate)]
@@ -84,6 +88,8 @@ pub(crate) enum Case {
     /// Reliable VCs, dynamic window, round-robin port: the `rr` case's flow control
     /// swapped, to tell what the port does from what packet-pair does.
     RrWindow,
+    /// Reliable VCs, ABR (explicit rate from the port's ERICA), FIFO port.
+    Abr,
     /// A guaranteed VC and best-effort floods, weighted round-robin port.
     Wrr,
 }
@@ -92,7 +98,7 @@ impl Case {
     fn scheduler(self) -> &'static str {
         match self {
             Case::Rr | Case::RrWindow => "rr",
-            Case::Fifo => "fifo",
+            Case::Fifo | Case::Abr => "fifo",
             Case::Wrr => "wrr",
         }
     }
@@ -100,6 +106,7 @@ impl Case {
     fn name(self) -> &'static str {
         match self {
             Case::RrWindow => "rr-window",
+            Case::Abr => "abr",
             other => other.scheduler(),
         }
     }
@@ -110,6 +117,7 @@ impl Case {
             Case::Rr => "max deviation from the fair share ≤ 5 %",
             Case::Fifo => "max deviation from the fair share ≤ 20 %",
             Case::RrWindow => "none (a reference for rr)",
+            Case::Abr => "max deviation from the fair share ≤ 5 % (as rr)",
             Case::Wrr => "guaranteed delivered within 1 % of its reservation",
         }
     }
@@ -363,6 +371,7 @@ fn wrr_vcs(a: &NetworkArgs, loaded: bool) -> Vec<VcSpec> {
 fn reliable_qos(case: Case) -> &'static str {
     match case {
         Case::Rr => "reliable:flow=packet-pair",
+        Case::Abr => "reliable:flow=abr",
         _ => "reliable",
     }
 }
@@ -370,7 +379,7 @@ fn reliable_qos(case: Case) -> &'static str {
 /// One run of one case: the VCs' runs (for wrr, the guaranteed VC alone first).
 fn run_case(a: &NetworkArgs, case: Case, pb: &ProgressBar) -> anyhow::Result<Vec<VcRun>> {
     match case {
-        Case::Rr | Case::Fifo | Case::RrWindow => run_vcs(
+        Case::Rr | Case::Fifo | Case::RrWindow | Case::Abr => run_vcs(
             a,
             case.scheduler(),
             &reliable_vcs(reliable_qos(case), a.size as usize),
@@ -393,7 +402,7 @@ fn flow_of(qos: &str) -> String {
 /// The headline of one run and each VC's reference.
 fn references(a: &NetworkArgs, case: Case, run: &[VcRun]) -> (f64, Vec<Option<f64>>) {
     match case {
-        Case::Rr | Case::Fifo | Case::RrWindow => {
+        Case::Rr | Case::Fifo | Case::RrWindow | Case::Abr => {
             let fair = run.iter().map(|v| v.goodput_bps).sum::<f64>() / run.len().max(1) as f64;
             let dev = run
                 .iter()
@@ -422,7 +431,7 @@ fn spread(values: &[f64]) -> (f64, f64, f64) {
 
 fn summarize(a: &NetworkArgs, case: Case, runs: Vec<Vec<VcRun>>) -> CaseResult {
     let specs: Vec<(String, String, String)> = match case {
-        Case::Rr | Case::Fifo | Case::RrWindow => reliable_vcs(reliable_qos(case), 0),
+        Case::Rr | Case::Fifo | Case::RrWindow | Case::Abr => reliable_vcs(reliable_qos(case), 0),
         Case::Wrr => {
             let mut v = wrr_vcs(a, false);
             v.extend(wrr_vcs(a, true));
@@ -584,7 +593,7 @@ impl Experiment for NetworkArgs {
                 ]);
             }
             let head = match c.case {
-                Case::Rr | Case::Fifo | Case::RrWindow => format!(
+                Case::Rr | Case::Fifo | Case::RrWindow | Case::Abr => format!(
                     "max deviation from the fair share {:.1} % [{:.1}–{:.1}]",
                     c.headline * 100.0,
                     c.headline_min * 100.0,
@@ -602,6 +611,7 @@ impl Experiment for NetworkArgs {
                 match c.case {
                     Case::Rr => "three reliable VCs, packet-pair",
                     Case::Fifo | Case::RrWindow => "three reliable VCs, dynamic window",
+                    Case::Abr => "three reliable VCs, ABR (ERICA's explicit rate)",
                     Case::Wrr => "a guaranteed VC alone, then beside two best-effort floods",
                 },
                 table::render(&t),
