@@ -292,6 +292,24 @@ struct Summary {
     /// A bare AAL5 VC's (`transport=none`) counters; absent on natm's transport.
     #[serde(skip_serializing_if = "Option::is_none")]
     bare: Option<BareSummary>,
+    /// The sending VC's flow-control rate at the end, bit/s (packet-pair, leaky
+    /// bucket, and ABR's allowed cell rate in payload bits); absent where none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    flow_rate_bps: Option<u64>,
+    /// ABR's RM cells (`flow=abr`); absent when the call had none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rm: Option<RmSummary>,
+}
+
+/// What an ABR call's RM cells did.
+#[derive(Debug, Serialize)]
+struct RmSummary {
+    /// Forward RM cells this end's source sent.
+    frm_sent: u64,
+    /// Backward RM cells it took as feedback.
+    brm_taken: u64,
+    /// The peer source's forward RM cells this end turned around.
+    turned: u64,
 }
 
 /// What a bare AAL5 VC (`transport=none`) counted: SDUs each way and what was
@@ -370,6 +388,12 @@ impl Summary {
                 dropped_queue_full: b.rx.dropped_queue_full,
                 dropped_other: b.rx.dropped_other + b.tx.dropped_other,
             }),
+            flow_rate_bps: s.rate_bps,
+            rm: (s.rm.frm_sent + s.rm.turned > 0).then_some(RmSummary {
+                frm_sent: s.rm.frm_sent,
+                brm_taken: s.rm.brm_taken,
+                turned: s.rm.turned,
+            }),
             qos,
         }
     }
@@ -437,6 +461,14 @@ impl Summary {
                 );
             } else {
                 eprintln!("sending: no error control, so no loss is seen here: the receiver's summary counts it");
+            }
+            if let (Some(rm), Some(acr)) = (&self.rm, self.flow_rate_bps) {
+                eprintln!(
+                    "ABR: allowed rate {:.1} Mbit/s at the end; {} forward RM cells sent, {} came back",
+                    acr as f64 / 1e6,
+                    rm.frm_sent,
+                    rm.brm_taken
+                );
             }
             if let Some(mtu) = self.path_mtu {
                 eprintln!(
