@@ -189,6 +189,28 @@ struct PortStats {
     counters: Counters,
     queue_cells: u32,
     max_queue_cells: u32,
+    /// ABR: ERICA and EFCI (absent in a stat file from before them).
+    #[serde(default)]
+    abr: AbrStats,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct AbrStats {
+    interval: Option<AbrInterval>,
+    rm_forward: u64,
+    rm_backward: u64,
+    rm_marked: u64,
+    rm_invalid: u64,
+    efci_marked: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct AbrInterval {
+    input_rate: f64,
+    target: f64,
+    load: f64,
+    fair_share: f64,
+    active_vcs: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -307,6 +329,7 @@ pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
     outln!("");
     outln!("(queue: now/most cells; bad: refused datagrams + lost by the configured loss)");
     outln!("");
+    abr(&s);
     let mut vcs = crate::cli::table::new(
         [
             "vc",
@@ -358,6 +381,64 @@ pub(crate) fn stat(path: &Path, json: bool) -> CliResult {
         routing(&s, r);
     }
     Ok(())
+}
+
+/// ABR per port (docs/switch.md "ABR"): ERICA's last averaging interval and what the
+/// port did to RM cells and data; only when some port has seen ABR or marked EFCI.
+fn abr(s: &Snapshot) {
+    let busy = |a: &AbrStats| {
+        a.interval.is_some() || a.rm_forward + a.rm_backward + a.rm_invalid + a.efci_marked > 0
+    };
+    if !s.ports.iter().any(|p| busy(&p.stats.abr)) {
+        return;
+    }
+    let mut t = crate::cli::table::new(
+        [
+            "port",
+            "abr in c/s",
+            "target",
+            "z",
+            "fair share",
+            "active",
+            "rm fwd/bwd",
+            "er marked",
+            "rm bad",
+            "efci",
+        ],
+        1,
+    );
+    for p in s.ports.iter().filter(|p| busy(&p.stats.abr)) {
+        let a = &p.stats.abr;
+        let (input, target, z, fair, active) = match &a.interval {
+            Some(i) => (
+                format!("{:.0}", i.input_rate),
+                format!("{:.0}", i.target),
+                format!("{:.2}", i.load),
+                format!("{:.0}", i.fair_share),
+                i.active_vcs.to_string(),
+            ),
+            None => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+        };
+        t.add_row(vec![
+            p.name.clone(),
+            input,
+            target,
+            z,
+            fair,
+            active,
+            format!("{}/{}", a.rm_forward, a.rm_backward),
+            a.rm_marked.to_string(),
+            a.rm_invalid.to_string(),
+            a.efci_marked.to_string(),
+        ]);
+    }
+    outln!("{}", crate::cli::table::render(&t).trim_end());
+    outln!("");
+    outln!(
+        "(ABR, ERICA per output port: the last averaging interval's input, target, load z and fair share, cells/s; \
+         er marked: forward RM cells whose ER was lowered; efci: data cells marked)"
+    );
+    outln!("");
 }
 
 /// Routing between switches: neighbours and the topology database, from which calls

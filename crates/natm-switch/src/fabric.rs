@@ -17,11 +17,15 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use natm_proto::time::Instant;
-use natm_proto::wire::cell::{HeaderFormat, HecVerdict, Pti, CELL_LEN, HEADER_LEN};
+use natm_proto::wire::cell::{
+    HeaderFormat, HecVerdict, Pti, CELL_LEN, HEADER_LEN, PAYLOAD_LEN, VCI_SIGNALLING,
+};
 use natm_proto::wire::crc::hec;
 use natm_proto::wire::vcframe;
 
+use crate::abr::{AbrVc, RmSeen};
 use crate::discard::{FrameDiscard, FrameDrop};
+use crate::efci;
 use crate::error::SwitchError;
 use crate::oam::{self, Scope, LOCATION_ID_LEN};
 use crate::port::{Port, PortConfig, PortUnit};
@@ -77,6 +81,10 @@ struct Vc {
     oam_looped: u64,
     /// OAM cells and frames switched along it (not answered here).
     oam_forwarded: u64,
+    /// RM cells and frames switched along it.
+    rm_forwarded: u64,
+    /// ABR at its output port (`abr`): `Some` once it has carried a forward RM cell.
+    abr: Option<AbrVc>,
     /// The last output header made, with its [`Fields::key`].
     header_memo: (u32, [u8; HEADER_LEN]),
     /// Released ([`Switch::release`]): its input is gone, and it is removed when its
@@ -98,6 +106,8 @@ impl Vc {
             counters: self.counters,
             oam_looped: self.oam_looped,
             oam_forwarded: self.oam_forwarded,
+            rm_forwarded: self.rm_forwarded,
+            abr: self.abr.is_some(),
             queue_cells: self.queue.cells(),
             max_queue_cells: self.queue.max_cells(),
         }
@@ -172,6 +182,8 @@ struct Plain {
     slot: Slot,
     eof: bool,
     clp: bool,
+    /// Data EFCI may mark (`efci::is_data`).
+    efci: bool,
 }
 
 /// A [`Fields::key`] no header has (its 24 bits never reach the top octet).
@@ -214,6 +226,12 @@ impl Switch {
     /// The configuration of `port`.
     pub fn port_config(&self, port: PortId) -> Option<&PortConfig> {
         self.ports.get(port.index()).map(|p| &p.cfg)
+    }
+
+    /// The ABR averaging interval of `port` (`abr`: [`crate::abr::AVERAGING_CELLS`]
+    /// cell times of its line, at least [`crate::abr::MIN_AVERAGING`]).
+    pub fn abr_interval(&self, port: PortId) -> Option<Duration> {
+        self.ports.get(port.index()).map(|p| p.abr.interval())
     }
 
     /// Ports, in id order.
@@ -375,6 +393,8 @@ impl Switch {
             counters: Counters::default(),
             oam_looped: 0,
             oam_forwarded: 0,
+            rm_forwarded: 0,
+            abr: None,
             header_memo: (NO_KEY, [0; HEADER_LEN]),
             drain_until: None,
             fanout: Vec::new(),
@@ -382,8 +402,11 @@ impl Switch {
         })
     }
 
-    /// Puts `vc` in a free slot of the slab.
+    /// Puts `vc` in a free slot of the slab; its output port counts its reservation.
     fn place(&mut self, vc: Vc) -> Result<Slot, SwitchError> {
+        if let Some(out) = self.ports.get_mut(vc.out_port.index()) {
+            out.abr.reserve(vc.contract.reserved);
+        }
         Ok(match self.free.pop() {
             Some(s) => {
                 self.vcs[s.index()] = Some(vc);
@@ -469,6 +492,10 @@ impl Switch {
             frame_discard: vc.contract.frame_discard,
             ..contract
         };
+        if let Some(out) = self.ports.get_mut(vc.out_port.index()) {
+            out.abr
+                .rereserve(vc.contract.reserved, contract.reserved, vc.abr.as_mut());
+        }
         vc.contract = contract;
         vc.policer = Policer::new(&contract);
         vc.weight = wrr::weight(contract.reserved, out_cells);
@@ -579,6 +606,7 @@ impl Switch {
             .dropped
             .add(DropCause::Flushed, u64::from(cells));
         if let Some(out) = self.ports.get_mut(vc.out_port.index()) {
+            out.abr.release(vc.contract.reserved, vc.abr);
             out.sched.remove(slot);
             out.queue_cells -= cells;
             out.counters
@@ -676,15 +704,17 @@ impl Switch {
         let vc = self.vc(slot)?;
         let plain = vc.assembly.is_none()
             && vc.fanout.is_empty()
+            && vc.abr.is_none()
             && vc.policer.is_off()
-            && !(vc.frames && f.pti.is_user_data())
-            && !f.pti.is_oam_f5()
+            && !vc.frames
+            && f.pti.is_user_data()
             && vc.header_memo.0 == f.key();
         plain.then_some(Plain {
             header,
             slot,
             eof: f.pti.is_end_of_sdu(),
             clp: f.clp,
+            efci: efci::is_data(f.pti, f.vci, vc.out_vci),
         })
     }
 
@@ -712,6 +742,9 @@ impl Switch {
         }
         let mut c = *cell;
         c[..HEADER_LEN].copy_from_slice(&vc.header_memo.1);
+        if p.efci && out.efci_congested() && efci::mark_cell(&mut c) {
+            out.efci_marked += 1;
+        }
         let was_empty = vc.queue.is_empty();
         vc.queue.push_cell(c);
         out.queue_cells += 1;
@@ -945,6 +978,17 @@ impl Switch {
             .ports
             .get_mut(vc.out_port.index())
             .expect("a connection's output port exists: ports are never removed");
+        // ABR (`abr`): VC connections' units are measured, forward RM cells marked.
+        if vc.out_vci.is_some() {
+            if f.pti == Pti::ResourceManagement {
+                let reserved = vc.contract.reserved;
+                out.abr
+                    .rm(now, &mut vc.abr, reserved, &mut cell[HEADER_LEN..]);
+            } else if let Some(a) = vc.abr.as_mut() {
+                out.abr.data(now, a, 1);
+            }
+        }
+        let efci = efci::is_data(f.pti, f.vci, vc.out_vci) && out.efci_congested();
         if frames {
             let over = || {
                 out.cfg
@@ -978,7 +1022,13 @@ impl Switch {
                 // `connect` refused a VPI over 8 bits towards a frame port.
                 let vpi = u8::try_from(vc.out_vpi).unwrap_or(u8::MAX);
                 let vci = vc.out_vci.unwrap_or(f.vci);
-                match a.push(now, &cell, vpi, vci, f.pti, f.clp) {
+                let pti = if efci && !f.pti.congestion_experienced() {
+                    out.efci_marked += 1;
+                    f.pti.with_congestion()
+                } else {
+                    f.pti
+                };
+                match a.push(now, &cell, vpi, vci, pti, f.clp) {
                     Assembled::Partial => {
                         if frames {
                             vc.discard.admitted(eof);
@@ -995,14 +1045,16 @@ impl Switch {
                     }
                     Assembled::Frame { header, sdu } => Transmit::Frame { header, sdu },
                 }
-            } else if f.pti.is_oam_f5() {
+            } else {
+                // OAM and RM cells: one frame each; a reserved PTI has no frame form.
                 let vpi = u8::try_from(vc.out_vpi).unwrap_or(u8::MAX);
                 let vci = vc.out_vci.unwrap_or(f.vci);
-                sar::oam_frame(&cell, vpi, vci, f.clp)
-            } else {
-                out.counters.dropped.add(DropCause::Unconvertible, 1);
-                vc.counters.dropped.add(DropCause::Unconvertible, 1);
-                return Verdict::Dropped(DropCause::Unconvertible);
+                let Some(unit) = sar::single_cell_frame(&cell, vpi, vci, f.clp) else {
+                    out.counters.dropped.add(DropCause::Unconvertible, 1);
+                    vc.counters.dropped.add(DropCause::Unconvertible, 1);
+                    return Verdict::Dropped(DropCause::Unconvertible);
+                };
+                unit
             };
             // A frame takes its AAL5 cells on the frame line and in the buffer.
             let cells = unit.cells();
@@ -1015,6 +1067,7 @@ impl Switch {
                 return Verdict::Dropped(cause);
             }
             vc.oam_forwarded += u64::from(f.pti.is_oam_f5());
+            vc.rm_forwarded += u64::from(f.pti == Pti::ResourceManagement);
             let was_empty = vc.queue.is_empty();
             vc.queue.push(unit, cells);
             out.queue_cells += cells;
@@ -1044,7 +1097,11 @@ impl Switch {
             vc.header_memo = (key, f.emit(out.cfg.format));
         }
         cell[..HEADER_LEN].copy_from_slice(&vc.header_memo.1);
+        if efci && efci::mark_cell(&mut cell) {
+            out.efci_marked += 1;
+        }
         vc.oam_forwarded += u64::from(f.pti.is_oam_f5());
+        vc.rm_forwarded += u64::from(f.pti == Pti::ResourceManagement);
         let was_empty = vc.queue.is_empty();
         vc.queue.push_cell(cell);
         out.queue_cells += 1;
@@ -1067,7 +1124,7 @@ impl Switch {
             .ports
             .get_mut(port.index())
             .ok_or(SwitchError::UnknownPort(port))?;
-        let cells = frame_cells(header.kind, sdu.len());
+        let cells = frame_cells(&header, sdu.len());
         let n = u64::from(cells);
         inp.counters.cells_in += n;
         inp.counters.frames_in += 1;
@@ -1114,7 +1171,7 @@ impl Switch {
             }
         }
         // Bound for a cell port: no cell form at all is refused before policing.
-        if vc.to_cells && sar::cell_form_len(header.kind, sdu.len()).is_none() {
+        if vc.to_cells && sar::cell_form_len(&header, sdu.len()).is_none() {
             inp.counters.dropped.add(DropCause::Unconvertible, n);
             vc.counters.dropped.add(DropCause::Unconvertible, n);
             return Ok(Verdict::Dropped(DropCause::Unconvertible));
@@ -1140,7 +1197,7 @@ impl Switch {
                 return Ok(Verdict::Dropped(DropCause::Policing));
             }
         }
-        Ok(self.frame_out(slot, header, sdu, clp, verdict))
+        Ok(self.frame_out(now, slot, header, sdu, clp, verdict))
     }
 
     /// A frame of a point-to-multipoint VC (its input owned by `owner`, which has
@@ -1162,7 +1219,7 @@ impl Switch {
         ) else {
             return Verdict::Dropped(DropCause::UnknownVc);
         };
-        let cells = frame_cells(header.kind, sdu.len());
+        let cells = frame_cells(&header, sdu.len());
         let n = u64::from(cells);
         if header.kind == vcframe::FrameKind::Oam {
             if let Some(a) = oam::loopback_answer(Scope::of_frame(&header), &sdu, &self.location) {
@@ -1210,7 +1267,7 @@ impl Switch {
                 continue;
             }
             vc.counters.tagged += if verdict == Verdict::Tagged { n } else { 0 };
-            let v = self.frame_out(b, header, sdu.clone(), clp, verdict);
+            let v = self.frame_out(now, b, header, sdu.clone(), clp, verdict);
             result = Some(best_branch_verdict(result, v));
         }
         if policed {
@@ -1226,24 +1283,53 @@ impl Switch {
     #[inline(always)]
     fn frame_out(
         &mut self,
+        now: Instant,
         slot: Slot,
-        header: vcframe::Repr,
-        sdu: Bytes,
+        mut header: vcframe::Repr,
+        mut sdu: Bytes,
         clp: bool,
         verdict: Verdict,
     ) -> Verdict {
         let Some(vc) = self.vcs.get_mut(slot.index()).and_then(Option::as_mut) else {
             return Verdict::Dropped(DropCause::UnknownVc);
         };
-        let cells = frame_cells(header.kind, sdu.len());
+        let cells = frame_cells(&header, sdu.len());
         let n = u64::from(cells);
         let oam = header.kind == vcframe::FrameKind::Oam;
+        let rm = header.kind == vcframe::FrameKind::Rm;
         let out = self
             .ports
             .get_mut(vc.out_port.index())
             .expect("a connection's output port exists: ports are never removed");
+        // ABR (`abr`), as `cell_out`: an RM frame is the payload of one RM cell, and
+        // a marked one is copied (its SDU may be shared with other branches).
+        if vc.out_vci.is_some() {
+            if rm {
+                let reserved = vc.contract.reserved;
+                let mut p = [0u8; PAYLOAD_LEN];
+                let payload: &mut [u8] = match sdu.get(..) {
+                    Some(s) if s.len() == PAYLOAD_LEN => {
+                        p.copy_from_slice(s);
+                        &mut p
+                    }
+                    // Not one cell payload: counted as not an RM cell, left as it is.
+                    _ => &mut [],
+                };
+                let seen = out.abr.rm(now, &mut vc.abr, reserved, payload);
+                if seen == (RmSeen::Forward { marked: true }) {
+                    sdu = Bytes::copy_from_slice(&p);
+                }
+            } else if let Some(a) = vc.abr.as_mut() {
+                out.abr.data(now, a, cells);
+            }
+        }
+        let efci = header.kind == vcframe::FrameKind::Data
+            && !header.ci
+            && header.vci != VCI_SIGNALLING
+            && vc.out_vci != Some(VCI_SIGNALLING)
+            && out.efci_congested();
         let out_cells = if vc.to_cells {
-            let Some(c) = sar::cell_form_len(header.kind, sdu.len()) else {
+            let Some(c) = sar::cell_form_len(&header, sdu.len()) else {
                 out.counters.dropped.add(DropCause::Unconvertible, n);
                 vc.counters.dropped.add(DropCause::Unconvertible, n);
                 return Verdict::Dropped(DropCause::Unconvertible);
@@ -1266,6 +1352,11 @@ impl Switch {
             vc.counters.dropped.add(cause, n);
             return Verdict::Dropped(cause);
         }
+        if efci {
+            header.ci = true;
+            out.efci_marked += u64::from(out_cells);
+        }
+        vc.rm_forwarded += u64::from(rm);
         let was_empty = vc.queue.is_empty();
         if vc.to_cells {
             let header = vcframe::Repr { clp, ..header };

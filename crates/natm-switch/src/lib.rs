@@ -8,6 +8,8 @@
 //! * [`sched`]: the port schedulers `fifo`, `rr` (seed 000 §5.3.3) and `wrr`;
 //! * `discard`: early and partial packet discard for AAL5 VCs;
 //! * [`oam`]: OAM F5 loopback (I.610);
+//! * [`abr`]: ABR explicit-rate marking (ERICA, TM 4.0) per output port, and `efci`:
+//!   EFCI marking of data above a queue threshold;
 //! * [`stats`]: counters per port and per VC;
 //! * [`Switch`] (`fabric`) ties them together, and terminates the control plane's own
 //!   VCs (signalling on VPI 0/VCI 5): `terminate`, `poll_local`, `send`.
@@ -47,8 +49,10 @@
 
 #![forbid(unsafe_code)]
 
+pub mod abr;
 pub mod control;
 mod discard;
+mod efci;
 mod error;
 mod fabric;
 pub mod oam;
@@ -66,6 +70,8 @@ pub use fabric::{Switch, Verdict};
 pub use port::{PortConfig, PortUnit, CELL_BITS, DEFAULT_BUFFER_CELLS, DEFAULT_REASSEMBLY_TIMEOUT};
 pub use queue::Transmit;
 pub use sched::SchedulerKind;
-pub use stats::{Counters, DropCause, Drops, PortStats, SwitchStats, VcStats};
+pub use stats::{
+    AbrInterval, AbrStats, Counters, DropCause, Drops, PortStats, SwitchStats, VcStats,
+};
 pub use table::{ConnId, CrossConnect, Endpoint, PortId, VcAddr, VpAddr};
 pub use upc::{Contract, Violation};

@@ -7,10 +7,11 @@ use std::time::Duration;
 use natm_proto::time::Instant;
 use natm_proto::wire::cell::{HeaderFormat, HecReceiver, CELL_LEN, HEADER_LEN};
 
+use crate::abr::Erica;
 use crate::error::SwitchError;
 use crate::queue::Transmit;
 use crate::sched::{Scheduler, SchedulerKind};
-use crate::stats::{Counters, PortStats};
+use crate::stats::{AbrStats, Counters, PortStats};
 use crate::table::{PortId, Slot};
 
 /// Bits a cell takes on the line, header included.
@@ -69,11 +70,15 @@ pub struct PortConfig {
     /// A frame port drops a partial frame this much older than its first cell when
     /// the next cell of its VC arrives.
     pub reassembly_timeout: Duration,
+    /// EFCI (TM 4.0 §5.10.6, I.371): a data cell or frame that finds more than this
+    /// many cells queued at the port leaves with its EFCI bit (a frame's `C` bit)
+    /// set. `None`: never marked.
+    pub efci_threshold: Option<u32>,
 }
 
 impl PortConfig {
     /// A port of `line_rate` bits/s: round robin, UNI, a 4096-cell buffer, CLP
-    /// threshold and EPD at three quarters of it, PPD on.
+    /// threshold and EPD at three quarters of it, EFCI above half of it, PPD on.
     pub const fn new(line_rate: u64) -> PortConfig {
         PortConfig {
             line_rate,
@@ -85,6 +90,7 @@ impl PortConfig {
             ppd: true,
             unit: PortUnit::Any,
             reassembly_timeout: DEFAULT_REASSEMBLY_TIMEOUT,
+            efci_threshold: Some(DEFAULT_BUFFER_CELLS / 2),
         }
     }
 
@@ -119,7 +125,7 @@ impl PortConfig {
     }
 
     /// The same port with a buffer of `cells`, its CLP and EPD thresholds (if EPD is
-    /// on) moved to three quarters of it.
+    /// on) moved to three quarters of it, its EFCI threshold (if on) to half.
     #[must_use]
     pub const fn buffer(self, cells: u32) -> PortConfig {
         let three_quarters = cells - cells / 4;
@@ -130,6 +136,19 @@ impl PortConfig {
                 Some(_) => Some(three_quarters),
                 None => None,
             },
+            efci_threshold: match self.efci_threshold {
+                Some(_) => Some(cells / 2),
+                None => None,
+            },
+            ..self
+        }
+    }
+
+    /// The same port with EFCI marking above `threshold` queued cells, or off.
+    #[must_use]
+    pub const fn efci(self, threshold: Option<u32>) -> PortConfig {
+        PortConfig {
+            efci_threshold: threshold,
             ..self
         }
     }
@@ -212,6 +231,10 @@ pub(crate) struct Port {
     pub(crate) oam_looped: u64,
     pub(crate) local_in: u64,
     pub(crate) local_out: u64,
+    /// ERICA for the ABR VCs routed here.
+    pub(crate) abr: Erica,
+    /// Data cells marked EFCI here.
+    pub(crate) efci_marked: u64,
 }
 
 impl Port {
@@ -235,6 +258,11 @@ impl Port {
             hec_corrected: 0,
             idle_cells: 0,
             oam_looped: 0,
+            abr: Erica::new(
+                cfg.cells_per_sec(),
+                Duration::from_nanos(cell_time_ps(cfg.line_rate) / 1000),
+            ),
+            efci_marked: 0,
         })
     }
 
@@ -284,6 +312,14 @@ impl Port {
         self.next_free_ps = start.saturating_add(self.cell_ps.saturating_mul(u64::from(cells)));
     }
 
+    /// Whether data leaving now is marked EFCI: the queue is above the threshold.
+    #[inline]
+    pub(crate) fn efci_congested(&self) -> bool {
+        self.cfg
+            .efci_threshold
+            .is_some_and(|t| self.queue_cells > t)
+    }
+
     /// Queues a unit ahead of the VCs; false if the control queue is full.
     pub(crate) fn push_control(&mut self, unit: Transmit) -> bool {
         if self.control.len() >= CONTROL_QUEUE_UNITS {
@@ -307,6 +343,11 @@ impl Port {
             queue_cells: self.queue_cells,
             max_queue_cells: self.max_queue_cells,
             buffer_cells: self.cfg.buffer_cells,
+            efci_threshold: self.cfg.efci_threshold,
+            abr: AbrStats {
+                efci_marked: self.efci_marked,
+                ..self.abr.stats()
+            },
         }
     }
 }

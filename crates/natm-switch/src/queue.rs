@@ -24,19 +24,21 @@ pub enum Transmit {
 
 impl Transmit {
     /// Cells this unit occupies on the line and in a buffer: 1 for a cell, the AAL5
-    /// cell count of the SDU for a frame (1 for an OAM frame, the payload of one cell).
+    /// cell count of the SDU for a frame (1 for an OAM or RM frame, the payload of one
+    /// cell).
     pub fn cells(&self) -> u32 {
         match self {
             Transmit::Cell(_) => 1,
-            Transmit::Frame { header, sdu } => frame_cells(header.kind, sdu.len()),
+            Transmit::Frame { header, sdu } => frame_cells(header, sdu.len()),
         }
     }
 }
 
-/// Cells a frame of `kind` with an SDU of `len` octets takes: its AAL5 cells (at
-/// least 1), or 1 for an OAM frame of one cell payload.
-pub(crate) fn frame_cells(kind: vcframe::FrameKind, len: usize) -> u32 {
-    if kind == vcframe::FrameKind::Oam && len == natm_proto::wire::cell::PAYLOAD_LEN {
+/// Cells a frame with VC header `header` and an SDU of `len` octets takes: its AAL5
+/// cells (at least 1), or 1 for a frame that is one cell in cell mode (OAM, RM:
+/// `vcframe::Repr::single_cell_pti`) of one cell payload.
+pub(crate) fn frame_cells(header: &vcframe::Repr, len: usize) -> u32 {
+    if header.single_cell_pti().is_some() && len == natm_proto::wire::cell::PAYLOAD_LEN {
         return 1;
     }
     u32::try_from(cell_count(len).max(1)).unwrap_or(u32::MAX)
@@ -88,7 +90,7 @@ impl VcQueue {
     pub(crate) fn head_cells(&self) -> Option<u32> {
         match self.units.front()? {
             Unit::Cells(_) => Some(1),
-            Unit::Frame { header, sdu } => Some(frame_cells(header.kind, sdu.len())),
+            Unit::Frame { header, sdu } => Some(frame_cells(header, sdu.len())),
         }
     }
 
@@ -149,7 +151,7 @@ impl VcQueue {
             }
             Unit::Frame { .. } => match self.units.pop_front()? {
                 Unit::Frame { header, sdu } => {
-                    self.cells -= frame_cells(header.kind, sdu.len());
+                    self.cells -= frame_cells(&header, sdu.len());
                     Some(Transmit::Frame { header, sdu })
                 }
                 Unit::Cells(_) => unreachable!("the head was a frame"),

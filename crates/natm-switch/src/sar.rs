@@ -12,10 +12,13 @@
 //! ([`DropCause::ReassemblyTimeout`]). Memory per VC is bounded by the largest SDU
 //! (65,535 octets); a frame that would pass it is dropped.
 //!
-//! OAM F5 cells that are not answered by the switch travel as a frame of kind OAM
-//! whose SDU is the 48-octet cell payload and whose `C` bit says segment (0) or
-//! end-to-end (1), and back (`wire::oam`); other units with no form on the
-//! output port are dropped ([`DropCause::Unconvertible`]).
+//! A cell that is a frame by itself — an OAM F5 cell the switch does not answer
+//! (PTI 100/101) or an ABR RM cell (PTI 110) — travels as one frame whose SDU is the
+//! 48-octet cell payload: kind OAM with the flow in the `C` bit (segment 0,
+//! end-to-end 1; `wire::oam`), or kind RM (`wire::rm`); and such a frame leaves a
+//! cell port as one cell of the PTI `vcframe::Repr::single_cell_pti` gives, not as
+//! AAL5. Other units with no form on the output port are dropped
+//! ([`DropCause::Unconvertible`]).
 
 use std::time::Duration;
 
@@ -144,28 +147,36 @@ impl FrameAssembly {
     }
 }
 
-/// An OAM F5 cell as a frame-mode OAM frame on `vpi`/`vci` (already translated):
-/// its 48-octet payload is the SDU, its flow (PTI 100/101) the `C` bit
-/// (`wire::oam::Scope::frame_header`).
-pub(crate) fn oam_frame(cell: &[u8; CELL_LEN], vpi: u8, vci: u16, clp: bool) -> Transmit {
-    let scope = Scope::of_pti(Pti::from_bits(cell[3] >> 1)).unwrap_or(Scope::EndToEnd);
-    Transmit::Frame {
-        header: vcframe::Repr {
-            clp,
-            ..scope.frame_header(vpi, vci)
-        },
+/// A cell that is a frame by itself (an OAM F5 or an RM cell) as its frame on
+/// `vpi`/`vci` (already translated): its 48-octet payload is the SDU; an OAM cell's
+/// flow (PTI 100/101) goes in the `C` bit (`wire::oam::Scope::frame_header`), an RM
+/// frame's `C` is 0 (`wire::rm`). `None` for any other PTI.
+pub(crate) fn single_cell_frame(
+    cell: &[u8; CELL_LEN],
+    vpi: u8,
+    vci: u16,
+    clp: bool,
+) -> Option<Transmit> {
+    let pti = Pti::from_bits(cell[3] >> 1);
+    let header = match Scope::of_pti(pti) {
+        Some(scope) => scope.frame_header(vpi, vci),
+        None if pti == Pti::ResourceManagement => vcframe::Repr::new(FrameKind::Rm, vpi, vci),
+        None => return None,
+    };
+    Some(Transmit::Frame {
+        header: vcframe::Repr { clp, ..header },
         sdu: Bytes::copy_from_slice(&cell[HEADER_LEN..]),
-    }
+    })
 }
 
-/// Cells a frame takes once converted for a cell port: its AAL5 cells, or one for an
-/// OAM frame; `None` if it has no cell form (an empty SDU, an OAM frame that is not
-/// one cell payload).
-pub(crate) fn cell_form_len(kind: FrameKind, sdu_len: usize) -> Option<u32> {
-    match kind {
-        FrameKind::Oam => (sdu_len == PAYLOAD_LEN).then_some(1),
-        _ if sdu_len == 0 || sdu_len > natm_proto::wire::aal5::MAX_SDU_LEN => None,
-        _ => u32::try_from(natm_proto::wire::aal5::cell_count(sdu_len)).ok(),
+/// Cells a frame takes once converted for a cell port: its AAL5 cells, or one for a
+/// frame that is one cell (OAM, RM); `None` if it has no cell form (an empty SDU, an
+/// OAM or RM frame that is not one cell payload).
+pub(crate) fn cell_form_len(header: &vcframe::Repr, sdu_len: usize) -> Option<u32> {
+    match header.single_cell_pti() {
+        Some(_) => (sdu_len == PAYLOAD_LEN).then_some(1),
+        None if sdu_len == 0 || sdu_len > natm_proto::wire::aal5::MAX_SDU_LEN => None,
+        None => u32::try_from(natm_proto::wire::aal5::cell_count(sdu_len)).ok(),
     }
 }
 
@@ -188,9 +199,9 @@ pub(crate) fn segment(
         pti,
         clp: header.clp,
     };
-    if header.kind == FrameKind::Oam {
+    if let Some(pti) = header.single_cell_pti() {
+        // OAM or RM: one cell of its own PTI, the payload unchanged.
         let mut cell = [0u8; CELL_LEN];
-        let pti = Scope::of_frame(header).pti();
         cell[..HEADER_LEN].copy_from_slice(&cell_header(pti).to_bytes());
         cell[HEADER_LEN..].copy_from_slice(sdu);
         out(cell);

@@ -122,8 +122,45 @@ pub struct Counters {
     pub dropped: Drops,
 }
 
+/// ERICA's figures for one averaging interval of a port (`abr`'s module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct AbrInterval {
+    /// Cells/s of ABR VCs that reached the port (RM cells included).
+    pub input_rate: f64,
+    /// Cells/s ERICA aims ABR at: 0.9 × (line − what non-ABR connections reserve).
+    pub target: f64,
+    /// The load factor z: input rate / target.
+    pub load: f64,
+    /// target / active ABR VCs, cells/s.
+    pub fair_share: f64,
+    /// ABR VCs with a cell in the interval.
+    pub active_vcs: u32,
+}
+
+/// A port's ABR state: ERICA's last interval and what it did to RM cells, and EFCI.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct AbrStats {
+    /// The last full averaging interval; `None` before the first (RM cells pass
+    /// untouched until then).
+    pub interval: Option<AbrInterval>,
+    /// Forward RM cells (and RM frames) routed to the port.
+    pub rm_forward: u64,
+    /// Backward RM cells routed to the port (never edited).
+    pub rm_backward: u64,
+    /// Forward RM cells whose ER the port lowered.
+    pub rm_marked: u64,
+    /// RM cells that are not ABR RM cells natm reads (length, protocol ID, CRC-10):
+    /// passed on untouched.
+    pub rm_invalid: u64,
+    /// Data cells the port marked EFCI (a frame counts its AAL5 cells) because its
+    /// queue was above the EFCI threshold.
+    pub efci_marked: u64,
+}
+
 /// A port's counters and queue.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct PortStats {
     /// The port.
@@ -150,6 +187,10 @@ pub struct PortStats {
     pub max_queue_cells: u32,
     /// The buffer, in cells.
     pub buffer_cells: u32,
+    /// Above this many queued cells, data leaving the port is marked EFCI (`None`: off).
+    pub efci_threshold: Option<u32>,
+    /// ABR: ERICA and EFCI.
+    pub abr: AbrStats,
 }
 
 /// A cross-connect's counters and queue.
@@ -169,6 +210,10 @@ pub struct VcStats {
     /// OAM F5 cells and frames switched along it (not answered here: end-to-end
     /// loopbacks and their answers, other OAM functions).
     pub oam_forwarded: u64,
+    /// RM cells and frames switched along it.
+    pub rm_forwarded: u64,
+    /// Whether it is an ABR VC: it has carried a forward RM cell.
+    pub abr: bool,
     /// Cells waiting in its output queue now.
     pub queue_cells: u32,
     /// The most cells that ever waited.
@@ -177,7 +222,7 @@ pub struct VcStats {
 
 /// Everything [`crate::Switch::stat`] reports: ports in id order, VCs in connection
 /// order.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 pub struct SwitchStats {
     /// Every port.

@@ -712,6 +712,12 @@ impl AtmtcpPorts {
                 break;
             };
             match unit {
+                // Linux's atmtcp carries AAL5 SDUs only: an ABR RM frame would reach
+                // the guest's socket as data. Its ABR source gets no backward RM
+                // cells, as from any destination that does not turn them around.
+                Transmit::Frame { header, .. } if header.kind == vcframe::FrameKind::Rm => {
+                    link.counters.mode_mismatch += 1;
+                }
                 Transmit::Frame { header, sdu } => {
                     let vpi = u16::from(header.vpi);
                     match p.link.send(vpi, header.vci, &sdu, registry, wall) {

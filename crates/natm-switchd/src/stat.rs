@@ -58,8 +58,9 @@ pub struct LinkCounters {
     pub bad_datagrams: u64,
     /// Datagrams dropped by the configured random loss.
     pub lost: u64,
-    /// Units the data plane sent in the other link mode, dropped (none if the
-    /// configuration check holds).
+    /// Units the data plane sent that the link cannot carry, dropped: in the other
+    /// link mode (none if the configuration check holds), or an ABR RM frame
+    /// towards an atmtcp port (atmtcp carries AAL5 SDUs only).
     pub mode_mismatch: u64,
     /// Datagrams the socket refused to send (buffer full).
     pub send_errors: u64,

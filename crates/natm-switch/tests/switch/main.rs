@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod abr;
 mod bare_contract;
 mod batch;
 mod control;

@@ -34,7 +34,7 @@ const PORT_COUNTERS: &[PortRow] = &[
     ),
     (
         "port_mode_mismatch",
-        "Units the data plane sent in the other link mode, dropped",
+        "Units the data plane sent that the link cannot carry (the other link mode; RM frames to atmtcp), dropped",
         |p| p.link.mode_mismatch,
     ),
     (
@@ -91,6 +91,66 @@ const PORT_COUNTERS: &[PortRow] = &[
         "port_local_out",
         "Cells and frames the control plane sent out of the port",
         |p| p.stats.local_out,
+    ),
+    (
+        "port_abr_rm_forward",
+        "Forward ABR RM cells routed to the port",
+        |p| p.stats.abr.rm_forward,
+    ),
+    (
+        "port_abr_rm_backward",
+        "Backward ABR RM cells routed to the port (never edited)",
+        |p| p.stats.abr.rm_backward,
+    ),
+    (
+        "port_abr_rm_marked",
+        "Forward RM cells whose explicit rate the port lowered (ERICA)",
+        |p| p.stats.abr.rm_marked,
+    ),
+    (
+        "port_abr_rm_invalid",
+        "RM cells that are not ABR RM cells (length, protocol, CRC-10), passed on untouched",
+        |p| p.stats.abr.rm_invalid,
+    ),
+    (
+        "port_efci_marked",
+        "Data cells marked EFCI above the port's queue threshold (a frame counts its AAL5 cells)",
+        |p| p.stats.abr.efci_marked,
+    ),
+];
+
+/// A per-port gauge of ERICA's last averaging interval (0 before the first).
+type AbrRow = (
+    &'static str,
+    &'static str,
+    fn(&natm_switch::AbrInterval) -> u64,
+);
+
+const ABR_GAUGES: &[AbrRow] = &[
+    (
+        "port_abr_input_cells_per_second",
+        "ABR cells/s that reached the port in the last averaging interval",
+        |i| i.input_rate.round() as u64,
+    ),
+    (
+        "port_abr_target_cells_per_second",
+        "ERICA's target for ABR: 0.9 x (line - non-ABR reservations), cells/s",
+        |i| i.target.round() as u64,
+    ),
+    (
+        "port_abr_fair_share_cells_per_second",
+        "ERICA's fair share: target / active ABR VCs, cells/s",
+        |i| i.fair_share.round() as u64,
+    ),
+    (
+        "port_abr_load_permille",
+        "ERICA's load factor z (input rate / target), in thousandths",
+        |i| (i.load * 1000.0).round() as u64,
+    ),
+    (
+        "port_abr_active_vcs",
+        "ABR VCs active in the last averaging interval",
+        |i| u64::from(i.active_vcs),
     ),
 ];
 
@@ -193,6 +253,16 @@ pub fn render(s: &Snapshot) -> String {
             .iter()
             .map(|p| (port(p), u64::from(p.stats.max_queue_cells))),
     );
+    for (name, help, value) in ABR_GAUGES {
+        e.gauges(
+            name,
+            help,
+            s.ports.iter().map(|p| {
+                let v = p.stats.abr.interval.as_ref().map_or(0, value);
+                (port(p), v)
+            }),
+        );
+    }
     e.gauges(
         "port_line_rate_bps",
         "The port's line rate, bit/s",

@@ -40,6 +40,12 @@ fn every_port_has_each_counter() {
             );
         }
     }
+    for (name, _, _) in ABR_GAUGES {
+        for port in ["a", "b"] {
+            let line = format!("natm_switch_{name}{{port=\"{port}\"}} 0");
+            assert!(text.lines().any(|l| l == line), "{line}:\n{text}");
+        }
+    }
     let causes = serde_json::to_value(natm_switch::stats::Drops::default()).unwrap();
     for cause in causes.as_object().unwrap().keys() {
         let line =
