@@ -11,6 +11,7 @@ mod sigd_support;
 #[path = "../switch_support/mod.rs"]
 mod switch_support;
 
+mod abr_calls;
 mod abr_cli;
 mod bare_cli;
 mod cell_cli;
