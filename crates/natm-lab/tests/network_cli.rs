@@ -113,3 +113,46 @@ fn perf_multipoint_sends_one_copy_when_the_switch_replicates_and_one_per_leaf_ot
     let copies = |r: &Value| r["root_copies"].as_f64().unwrap();
     assert!(copies(&net) < 1.5 && copies(&own) > 1.5, "{net} {own}");
 }
+
+#[test]
+fn perf_convergence_samples_every_phase_of_a_join_and_a_leave() {
+    let out = lab(&[
+        "perf",
+        "convergence",
+        "--flows",
+        "abr,window",
+        "--join",
+        "600ms",
+        "--leave",
+        "1200ms",
+        "--end",
+        "1800ms",
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(doc["experiment"], "convergence");
+    let flows = doc["flows"].as_array().expect("flows");
+    let names: Vec<&str> = flows.iter().filter_map(|f| f["flow"].as_str()).collect();
+    assert_eq!(names, ["abr", "window"]);
+    for f in flows {
+        assert_eq!(f["phases"].as_array().map(Vec::len), Some(3), "{f}");
+        let samples = f["samples"].as_array().expect("samples");
+        assert!(samples.len() >= 10, "{f}");
+        // The third VC moved data between its join and its leave, and only then.
+        let third = |t: f64| {
+            samples
+                .iter()
+                .filter(|s| (s["t_s"].as_f64().unwrap() - t).abs() < 0.25)
+                .map(|s| s["rates_bps"][2].as_f64().unwrap())
+                .fold(0.0, f64::max)
+        };
+        assert!(third(0.95) > 0.0, "{f}");
+        assert_eq!(third(0.25), 0.0, "{f}");
+        assert!(samples.iter().any(|s| s["queue_cells"].is_u64()), "{f}");
+    }
+}

@@ -11,6 +11,7 @@
 mod all;
 mod calls;
 mod calls_load;
+mod convergence;
 mod cost;
 mod counts;
 #[cfg(feature = "quic")]
@@ -144,6 +145,9 @@ pub(crate) enum PerfCmd {
     /// Issue 13 through real processes: fair shares through rr and fifo switch ports,
     /// a guaranteed VC through a flooded wrr port.
     Network(network::NetworkArgs),
+    /// Issue 33 through real processes: packet-pair, the window and ABR when a third
+    /// VC joins and leaves: convergence time, utilisation, the port's queue.
+    Convergence(convergence::ConvergenceArgs),
     /// A guaranteed point-to-multipoint VC through a switch process: each leaf's rate
     /// with the switch replicating one VC, with a call per leaf, and beside a
     /// point-to-point VC at the same rate.
@@ -355,6 +359,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::ScalePeer(a) => scale::peer(&a),
         PerfCmd::Switch(a) => drive(&a),
         PerfCmd::Network(a) => drive(&a),
+        PerfCmd::Convergence(a) => drive(&a),
         PerfCmd::Multipoint(a) => drive(&a),
         PerfCmd::Switchlab(a) => drive(&a),
         PerfCmd::Overhead(a) => drive(&a),

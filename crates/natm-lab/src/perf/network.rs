@@ -45,7 +45,7 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(5);
 /// so that a cell lost at the switch costs one message, not a larger one's worth.
 const ONE_TPDU: usize = 4096;
 /// Cells of the bottleneck port's buffer.
-const BUFFER_CELLS: u32 = 16_384;
+pub(super) const BUFFER_CELLS: u32 = 16_384;
 
 /// `natm-lab perf network`.
 #[derive(Debug, clap::Args)]
@@ -124,15 +124,15 @@ impl Case {
 }
 
 /// One VC of a case.
-struct VcSpec {
-    label: String,
+pub(super) struct VcSpec {
+    pub(super) label: String,
     /// Index of the sending host (the caller).
-    from: usize,
-    qos: String,
-    size: usize,
+    pub(super) from: usize,
+    pub(super) qos: String,
+    pub(super) size: usize,
     /// Offered rate of a best-effort flood, bit/s (paced by the sender here); `None`:
     /// as fast as the VC's flow control lets it.
-    offered: Option<u64>,
+    pub(super) offered: Option<u64>,
 }
 
 /// What `natm-lab perf network` measured.
@@ -208,13 +208,13 @@ pub(crate) struct VcRun {
 }
 
 /// A VC's two ends and its counters while it runs.
-struct Running {
-    conn: Arc<Connection>,
-    delivered: Arc<AtomicU64>,
-    threads: Vec<thread::JoinHandle<()>>,
+pub(super) struct Running {
+    pub(super) conn: Arc<Connection>,
+    pub(super) delivered: Arc<AtomicU64>,
+    pub(super) threads: Vec<thread::JoinHandle<()>>,
 }
 
-fn err(e: Error) -> anyhow::Error {
+pub(super) fn err(e: Error) -> anyhow::Error {
     anyhow::anyhow!("{e}")
 }
 
@@ -225,9 +225,20 @@ fn open(
     vcs: &[VcSpec],
     stop: &Arc<AtomicBool>,
 ) -> anyhow::Result<Vec<Running>> {
+    open_from(hosts, sink, vcs, 0, stop)
+}
+
+/// [`open`], the VCs' SAPs numbered from `first` (`vc<first>`, …).
+pub(super) fn open_from(
+    hosts: &[Host],
+    sink: usize,
+    vcs: &[VcSpec],
+    first: usize,
+    stop: &Arc<AtomicBool>,
+) -> anyhow::Result<Vec<Running>> {
     let mut out = Vec::new();
     for (i, vc) in vcs.iter().enumerate() {
-        let sap = format!("vc{i}");
+        let sap = format!("vc{}", first + i);
         let l = hosts[sink].bind(sap.as_str(), &vc.qos).map_err(err)?;
         let target = format!("{}:{sap}", address(sink));
         let h = hosts[vc.from].clone();
