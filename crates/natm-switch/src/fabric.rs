@@ -856,7 +856,8 @@ impl Switch {
                 verdict = Verdict::Tagged;
             } else {
                 let mut n = 1;
-                if let Some(a) = vc.assembly.as_deref_mut() {
+                // An OAM or RM cell is no part of the AAL5 frame in assembly.
+                if let Some(a) = vc.assembly.as_deref_mut().filter(|_| f.pti.is_user_data()) {
                     n += u64::from(a.abandon(eof));
                 }
                 inp.counters.dropped.add(DropCause::Policing, n);
@@ -934,7 +935,8 @@ impl Switch {
             if policed {
                 let frames = vc.frames && f.pti.is_user_data();
                 let mut n = 1;
-                if let Some(a) = vc.assembly.as_deref_mut() {
+                // An OAM or RM cell is no part of the AAL5 frame in assembly.
+                if let Some(a) = vc.assembly.as_deref_mut().filter(|_| f.pti.is_user_data()) {
                     n += u64::from(a.abandon(eof));
                 }
                 vc.counters.dropped.add(DropCause::Policing, n);

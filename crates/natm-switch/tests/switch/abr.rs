@@ -544,3 +544,39 @@ fn forward_rm_frames_are_marked_on_frame_ports_and_when_converted() {
         }
     }
 }
+
+#[test]
+fn a_policed_rm_cell_costs_no_frame_in_assembly() {
+    // A cell port to a frame port, policed at 1,000 cells/s with no tolerance: the
+    // first cell of a frame passes, an RM cell right behind it is policed, and the
+    // rest of the frame (spaced to conform) still reassembles.
+    let mut sw = Switch::new();
+    let c = sw
+        .add_port(PortConfig::new(FAST).unit(PortUnit::Cells))
+        .unwrap();
+    let f = sw
+        .add_port(PortConfig::new(FAST).unit(PortUnit::Frames))
+        .unwrap();
+    sw.connect(
+        CrossConnect::vc(VcAddr::new(c, 0, 40), VcAddr::new(f, 0, 41)),
+        Contract::cbr(1_000),
+    )
+    .unwrap();
+    let mut h = Harness::new(sw);
+    let mut cells = aal5_cells(c, 0, 40, Instant::ZERO, Duration::from_millis(1), 1, 100);
+    assert_eq!(cells.len(), 3);
+    cells.push((
+        at_us(10),
+        c,
+        Input::Cell(rm_cell(0, 40, &frm(PCR, 1_000.0))),
+    ));
+    h.feed(cells);
+    h.drain();
+    assert_eq!(
+        h.verdicts[1],
+        Verdict::Dropped(natm_switch::DropCause::Policing)
+    );
+    let got = frames_out(&h, f);
+    assert_eq!(got.len(), 1, "{got:?}");
+    assert_eq!(&got[0].1[..], &sdu(40, 0, 100)[..]);
+}

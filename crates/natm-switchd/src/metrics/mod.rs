@@ -34,7 +34,7 @@ const PORT_COUNTERS: &[PortRow] = &[
     ),
     (
         "port_mode_mismatch",
-        "Units the data plane sent that the link cannot carry (the other link mode; RM frames to atmtcp), dropped",
+        "Units the data plane sent that the link cannot carry (the other link mode; RM frames towards Linux), dropped",
         |p| p.link.mode_mismatch,
     ),
     (
