@@ -39,8 +39,11 @@
 //!
 //! **The interval** is virtual time: [`AVERAGING_CELLS`] cell times of the port's
 //! line, at least [`MIN_AVERAGING`]. It ends at the first ABR arrival at or after its
-//! end (sans-IO: no timer), and its rate is its cells over its real length, so an idle
-//! spell reads as the low load it was.
+//! end (sans-IO: no timer). What is marked by is measured over the last **two**
+//! intervals, a window that slides by one: the input rate is their cells over their
+//! real length (an idle spell reads as the low load it was), the active VCs those
+//! with a cell in either. A natm VC sends whole frames, so one interval alone may
+//! miss a VC that is sending (departure from ERICA's single interval).
 //!
 //! Memory: an [`AbrVc`] lives in the connection's own state (so the ABR VC set is
 //! bounded by the cross-connect table, and a VC is forgotten with its connection);
@@ -90,7 +93,10 @@ pub(crate) enum RmSeen {
 struct Interval {
     start: Instant,
     cells: u64,
+    /// VCs with a cell in it.
     active: u32,
+    /// Of those, VCs with no cell in the interval before.
+    new: u32,
 }
 
 impl Interval {
@@ -99,8 +105,17 @@ impl Interval {
             start,
             cells: 0,
             active: 0,
+            new: 0,
         }
     }
+}
+
+/// A closed interval: its cells, its length and its active VCs.
+#[derive(Debug, Clone, Copy, Default)]
+struct Closed {
+    cells: u64,
+    length: Duration,
+    active: u32,
 }
 
 /// Where the port's measurement is.
@@ -121,9 +136,11 @@ pub(crate) struct Erica {
     line: f64,
     interval: Duration,
     phase: Phase,
-    /// Sequence number of the interval being measured (from 1: an [`AbrVc`] starts
-    /// at 0, "never seen").
+    /// Sequence number of the interval being measured (from 2: an [`AbrVc`] starts
+    /// at 0, "never seen", which is not the interval before the first).
     seq: u64,
+    /// The interval before the open one (zero before the first has closed).
+    prev: Closed,
     /// Cells/s reserved by every connection routed to the port.
     reserved: u64,
     /// Of those, by its ABR connections.
@@ -140,7 +157,8 @@ impl Erica {
             line: cells_per_sec as f64,
             interval,
             phase: Phase::Idle,
-            seq: 1,
+            seq: 2,
+            prev: Closed::default(),
             reserved: 0,
             abr_reserved: 0,
             stats: AbrStats::default(),
@@ -245,6 +263,9 @@ impl Erica {
         if let Phase::First(open) | Phase::Marking { open, .. } = &mut self.phase {
             open.cells = open.cells.saturating_add(u64::from(cells));
             if vc.seen != self.seq {
+                if vc.seen + 1 != self.seq {
+                    open.new = open.new.saturating_add(1);
+                }
                 vc.seen = self.seq;
                 open.active = open.active.saturating_add(1);
             }
@@ -265,6 +286,11 @@ impl Erica {
             return;
         }
         let last = self.measure(&open, elapsed);
+        self.prev = Closed {
+            cells: open.cells,
+            length: elapsed,
+            active: open.active,
+        };
         self.seq += 1;
         self.phase = Phase::Marking {
             open: Interval::new(now),
@@ -273,11 +299,13 @@ impl Erica {
     }
 
     /// ERICA's figures for interval `i`, which lasted `elapsed` (at least the
-    /// averaging interval, so not zero).
+    /// averaging interval, so not zero), together with the one before it.
     fn measure(&self, i: &Interval, elapsed: Duration) -> AbrInterval {
         let others = self.reserved.saturating_sub(self.abr_reserved) as f64;
         let target = TARGET_UTILIZATION * (self.line - others).max(0.0);
-        let input_rate = i.cells as f64 / elapsed.as_secs_f64().max(f64::MIN_POSITIVE);
+        let window = (elapsed + self.prev.length).as_secs_f64();
+        let input_rate = (i.cells + self.prev.cells) as f64 / window.max(f64::MIN_POSITIVE);
+        let active = self.prev.active.saturating_add(i.new);
         AbrInterval {
             input_rate,
             target,
@@ -286,8 +314,8 @@ impl Erica {
             } else {
                 0.0
             },
-            fair_share: target / f64::from(i.active.max(1)),
-            active_vcs: i.active,
+            fair_share: target / f64::from(active.max(1)),
+            active_vcs: active,
         }
     }
 }

@@ -60,6 +60,35 @@ fn the_interval_is_500_line_cells_and_at_least_a_millisecond() {
 }
 
 #[test]
+fn a_vc_whose_frames_miss_an_interval_is_still_active_and_counted() {
+    // Two VCs, each a 683-cell frame (a 32 KiB TPDU) every other 5 ms interval, in
+    // turn: no interval holds both, the two-interval window does. Each offers
+    // 683 / 10 ms = 68,300 cells/s, 1.52 × the target between them.
+    let mut e = erica();
+    let mut vcs = [None, None];
+    for k in 0..20u32 {
+        let t = 5.0 * f64::from(k) + 0.1;
+        let i = (k % 2) as usize;
+        let mut p = frm(1e6, 68_300.0);
+        e.rm(ms(t), &mut vcs[i], 0, &mut p);
+        let a = vcs[i].as_mut().expect("made ABR by its FRM");
+        e.data(ms(t), a, 682);
+    }
+    let m = e.stats().interval.expect("measured");
+    assert_eq!(m.active_vcs, 2, "{m:?}");
+    assert!((m.fair_share - 45_000.0).abs() < 1.0, "{m:?}");
+    // The input over the two intervals: two frames in ~10 ms.
+    assert!((m.input_rate - 136_600.0).abs() < 136_600.0 * 0.05, "{m:?}");
+    let mut p = frm(1e6, 68_300.0);
+    e.rm(ms(100.2), &mut vcs[0], 0, &mut p);
+    assert!(
+        er_of(&p) <= 45_000.0 * 1.02,
+        "held to its share: {}",
+        er_of(&p)
+    );
+}
+
+#[test]
 fn rm_cells_pass_untouched_before_the_first_full_interval() {
     let mut e = erica();
     let mut vc = None;

@@ -23,10 +23,12 @@ fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) 
 const PCR: f64 = 200e6;
 
 fn climbs_to_pcr(c: &Connection, s: &Connection) {
-    let icr = c.stats().rate_bps.expect("an ABR source has a rate");
+    // It starts at ICR (PCR/16; flow::abr's tests) and its first FRM, sent once the
+    // VC is up, may already be back: at most a step or two above.
+    let start = c.stats().rate_bps.expect("an ABR source has a rate") as f64;
     assert!(
-        (icr as f64 - PCR / 16.0).abs() < 1e3,
-        "starts at ICR: {icr}"
+        (PCR / 16.0 - 1e3..PCR / 2.0).contains(&start),
+        "starts near ICR: {start}"
     );
     let msg = vec![0x5Au8; 4096];
     let n = 200;
