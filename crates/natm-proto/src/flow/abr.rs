@@ -22,7 +22,8 @@
 //! retransmits as on any VC. Departures from TM 4.0: natm's unit of sending is a
 //! TPDU, so an FRM goes before the first TPDU that would cross Nrm cells rather than
 //! between cells; ICR defaults to PCR/16 (TM 4.0 negotiates it at setup and its
-//! default is PCR) so a new VC does not start at a PCR the network may never give it;
+//! default is PCR) so a new VC does not start at a PCR the network may never give it,
+//! and to [`DEFAULT_ICR_BPS`] when the QoS names no PCR;
 //! CRM defaults to 16 rather than TBE/Nrm (≈ 500,000 with the default TBE: rule 6
 //! would never fire); TCR, BN = 1 cells and use-it-or-lose-it (rule 13's options)
 //! are not implemented.
@@ -40,6 +41,9 @@ use crate::wire::tpdu;
 /// PCR of an ABR VC whose QoS names none: 10 Gbit/s of cell payload (no cap but
 /// what the network's explicit rate says).
 pub const DEFAULT_PCR: f64 = 10e9 / (PAYLOAD_LEN as f64 * 8.0);
+
+/// ICR of an ABR VC whose QoS names no PCR, payload bit/s (at least its MCR).
+pub const DEFAULT_ICR_BPS: u64 = 10_000_000;
 
 /// An ABR source's parameters (TM 4.0 Table 5-6 names), rates in cells per second.
 #[derive(Debug, Clone, Copy, PartialEq)]

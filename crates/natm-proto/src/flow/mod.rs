@@ -69,8 +69,8 @@ pub struct FlowParams {
 /// * [`FlowKind::Window`] — [`WindowConfig::for_window`] of `cfg.window` (start at 1
 ///   TPDU, ssthresh half the window);
 /// * [`FlowKind::Abr`] — [`Abr`] with TM 4.0's defaults ([`AbrConfig::new`]), PCR
-///   `cfg.rate` ([`abr::DEFAULT_PCR`] when 0) and MCR `cfg.min_rate`, converted to the
-///   cells of `cfg.tpdu_size` TPDUs;
+///   `cfg.rate` and MCR `cfg.min_rate`, converted to the cells of `cfg.tpdu_size`
+///   TPDUs; with no rate, PCR [`abr::DEFAULT_PCR`] and ICR [`abr::DEFAULT_ICR_BPS`];
 /// * [`FlowKind::None`] — [`NoFlow`].
 ///
 /// For other parameters construct the controller directly and hand it to
@@ -94,15 +94,17 @@ pub fn build(kind: FlowKind, cfg: impl Into<FlowParams>) -> Box<dyn FlowControll
         FlowKind::Window => Box::new(DynamicWindow::new(WindowConfig::for_window(cfg.window))),
         FlowKind::Abr => {
             let cells = |bps: u64| abr::cells_per_s(bps, cfg.tpdu_size);
-            let pcr = if cfg.rate > 0 {
-                cells(cfg.rate)
+            let mut c = if cfg.rate > 0 {
+                AbrConfig::new(cells(cfg.rate), cells(cfg.min_rate))
             } else {
-                abr::DEFAULT_PCR
+                // No PCR asked: PCR/16 would be 625 Mbit/s, far above most ports for
+                // the round trip before the first BRM; one BRM lifts ACR to the ER.
+                let mut c = AbrConfig::new(abr::DEFAULT_PCR, cells(cfg.min_rate));
+                c.icr = cells(abr::DEFAULT_ICR_BPS).max(c.mcr);
+                c
             };
-            Box::new(Abr::new(
-                AbrConfig::new(pcr, cells(cfg.min_rate)),
-                cfg.tpdu_size,
-            ))
+            c.icr = c.icr.min(c.pcr);
+            Box::new(Abr::new(c, cfg.tpdu_size))
         }
     }
 }

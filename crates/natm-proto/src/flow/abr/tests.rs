@@ -234,10 +234,13 @@ fn build_makes_an_abr_source_from_the_qos_rates() {
     // 100 Mbit/s of 4 KiB TPDUs (86 cells each) starts at PCR/16.
     let r = f.rate_bps().unwrap();
     assert!((r - 100e6 / 16.0).abs() < 1.0, "{r}");
-    let none = build(FlowKind::Abr, FlowParams { rate: 0, ..p });
+    // No PCR: 10 Gbit/s, the network's ER is the cap; ICR 10 Mbit/s, not PCR/16.
+    let mut none = build(FlowKind::Abr, FlowParams { rate: 0, ..p });
+    assert!((none.rate_bps().unwrap() - 10e6).abs() < 1.0);
+    none.on_backward_rm(Instant::ZERO, &brm(1e9, false, false));
     assert!(
-        none.rate_bps().unwrap() > 100e6,
-        "no PCR: the network's ER is the cap"
+        none.rate_bps().unwrap() > 600e6,
+        "one BRM: RIF·PCR, 625 Mbit/s up"
     );
     // ICR is at least MCR.
     let floor = build(
