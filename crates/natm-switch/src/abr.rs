@@ -27,8 +27,9 @@
 //! ER         = min(max(fair share, VC share), target)
 //! ER field   = min(ER field, ER)         (wire::rm::lower_er: never raised)
 //! ```
-//! Backward RM cells are never edited. Before the first full interval RM cells pass
-//! untouched (there is no measure yet). An interval with no input (z = 0) gives the
+//! Backward RM cells are never edited. Before the first full interval there is no
+//! load measured: a forward cell gets the fair share among the VCs seen so far
+//! (target / active), the least ERICA would give. An interval with no input (z = 0) gives the
 //! target; a port whose reservations take the whole line gives ER 0.
 //!
 //! **Where**: natm marks the *forward* RM cells at the port they leave by, where that
@@ -234,10 +235,15 @@ impl Erica {
                     AbrVc { seen: 0, reserved }
                 });
                 self.arrive(now, a, 1);
-                let Phase::Marking { last, .. } = self.phase else {
-                    return RmSeen::Forward { marked: false };
+                let er = match self.phase {
+                    Phase::Marking { last, .. } => explicit_rate(&last, cell.ccr.cells()),
+                    // No load measured yet: the fair share among the VCs seen so far,
+                    // the least ERICA would give, so a source's first BRM cannot
+                    // lift it to its PCR on an unmarked cell.
+                    Phase::First(open) => self.target() / f64::from(open.active.max(1)),
+                    Phase::Idle => return RmSeen::Forward { marked: false },
                 };
-                let er = Rate::from_cells(explicit_rate(&last, cell.ccr.cells()));
+                let er = Rate::from_cells(er);
                 let marked = er.cells() < cell.er.cells() && lower_er(payload, er);
                 self.stats.rm_marked += u64::from(marked);
                 RmSeen::Forward { marked }
@@ -300,9 +306,14 @@ impl Erica {
 
     /// ERICA's figures for interval `i`, which lasted `elapsed` (at least the
     /// averaging interval, so not zero), together with the one before it.
-    fn measure(&self, i: &Interval, elapsed: Duration) -> AbrInterval {
+    /// ERICA's target: 0.9 of the line less what the port's other connections reserve.
+    fn target(&self) -> f64 {
         let others = self.reserved.saturating_sub(self.abr_reserved) as f64;
-        let target = TARGET_UTILIZATION * (self.line - others).max(0.0);
+        TARGET_UTILIZATION * (self.line - others).max(0.0)
+    }
+
+    fn measure(&self, i: &Interval, elapsed: Duration) -> AbrInterval {
+        let target = self.target();
         let window = (elapsed + self.prev.length).as_secs_f64();
         let input_rate = (i.cells + self.prev.cells) as f64 / window.max(f64::MIN_POSITIVE);
         let active = self.prev.active.saturating_add(i.new);

@@ -89,21 +89,34 @@ fn a_vc_whose_frames_miss_an_interval_is_still_active_and_counted() {
 }
 
 #[test]
-fn rm_cells_pass_untouched_before_the_first_full_interval() {
+fn before_the_first_full_interval_rm_cells_get_the_fair_share_of_the_vcs_seen() {
     let mut e = erica();
     let mut vc = None;
     let mut p = frm(1e6, 1e6);
-    let before = p;
     assert_eq!(
         e.rm(ms(0.0), &mut vc, 0, &mut p),
-        RmSeen::Forward { marked: false }
+        RmSeen::Forward { marked: true }
     );
-    assert_eq!(p, before);
     assert!(vc.is_some(), "a forward RM cell makes the VC ABR");
-    assert_eq!(e.stats().interval, None);
+    assert_eq!(e.stats().interval, None, "no load measured yet");
+    // One VC: the whole target (0.9 of 100,000 cells/s).
+    assert_eq!(er_of(&p), Rate::from_cells(90_000.0).cells());
+    // A second VC in the same interval: half of it, for both.
+    let mut other = None;
+    let mut q = frm(1e6, 1e6);
+    e.rm(ms(1.0), &mut other, 0, &mut q);
+    assert_eq!(er_of(&q), Rate::from_cells(45_000.0).cells());
     let mut p = frm(1e6, 1e6);
     e.rm(ms(4.9), &mut vc, 0, &mut p);
-    assert_eq!(p, frm(1e6, 1e6));
+    assert_eq!(er_of(&p), Rate::from_cells(45_000.0).cells());
+    // Never raised: a cell that carries less keeps it.
+    let mut low = frm(10_000.0, 1e6);
+    e.rm(ms(4.95), &mut vc, 0, &mut low);
+    assert_eq!(er_of(&low), Rate::from_cells(10_000.0).cells());
+    let mut e = erica();
+    let mut vc = None;
+    e.rm(ms(0.0), &mut vc, 0, &mut frm(1e6, 1e6));
+    e.rm(ms(4.9), &mut vc, 0, &mut frm(1e6, 1e6));
     // The first interval ends at the first arrival 5 ms after it began.
     let mut p = frm(1e6, 1e6);
     assert_eq!(

@@ -226,10 +226,15 @@ fn two_vcs_over_the_line_get_half_the_target_a_lone_vc_all_of_it() {
     l.offer(0, 80_000.0, PCR, Instant::ZERO, at_us(50_000));
     l.offer(1, 80_000.0, 30_000.0, Instant::ZERO, at_us(50_000));
     l.h.run_until(at_us(50_000));
-    // Before the first full interval: untouched.
+    // Before the first full interval: the fair share of the VCs seen so far (the
+    // whole target for the very first cell, half once both have sent).
     let first = l.frms(0, Instant::ZERO, at_us(4_000));
     assert!(!first.is_empty());
-    assert!(first.iter().all(|r| r.er == Rate::from_cells(PCR)));
+    assert!(first.iter().all(|r| r.er.cells() <= TARGET));
+    assert!(
+        first[1..].iter().all(|r| r.er.cells() <= TARGET / 2.0),
+        "{first:?}"
+    );
     let st = l.h.sw.port_stats(l.d).unwrap().abr;
     let i = st.interval.expect("a full interval");
     assert_eq!(i.active_vcs, 2);
