@@ -8,53 +8,18 @@
 //!  h1 (+4420001) ── S ──(20 Mbit/s)── h2 (+4420002)
 //! ```
 
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::sigd_support::tool::{listen, natm};
-use crate::sigd_support::{free_port, Sigd, LINK};
-use crate::switch_support::SwitchProc;
+use crate::two_hosts::{json, two_hosts, FAST};
 
 const LIMIT: Duration = Duration::from_secs(30);
 const LINE: u64 = 20_000_000;
 
-fn port(name: &str, bind: SocketAddr, peer: SocketAddr, rate: u64) -> String {
-    format!(
-        "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\nline_rate = {rate}\nbuffer = 16384\nsignalling = \"host\"\n"
-    )
-}
-
-fn json(b: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(b)))
-}
-
 #[test]
 fn an_abr_call_is_held_to_the_slow_ports_explicit_rate() {
-    let [h1, h2, s1, s2] = std::array::from_fn(|_| free_port());
-    let sw = SwitchProc::start(
-        "abr-calls",
-        &[
-            port("h1", s1, h1, 1_000_000_000),
-            port("h2", s2, h2, LINE),
-            "[[route]]\nprefix = \"+4420001\"\nport = \"h1\"\n".to_owned(),
-            "[[route]]\nprefix = \"+4420002\"\nport = \"h2\"\n".to_owned(),
-        ]
-        .concat(),
-    );
-    let host = |n: u8, sig: SocketAddr, at: SocketAddr| {
-        Sigd::start_at(
-            &format!(
-                "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{at}\"\nswitch = true\n"
-            ),
-            sig,
-        )
-    };
-    let (a, b) = (host(1, h1, s1), host(2, h2, s2));
-    let until = Instant::now() + LIMIT;
-    while !(a.stat()["peers"][0]["up"] == true && b.stat()["peers"][0]["up"] == true) {
-        assert!(Instant::now() < until, "links not up\n{}", sw.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let slow = format!("mode = \"frame\"\nline_rate = {LINE}\nbuffer = 16384\n");
+    let (sw, a, b) = two_hosts("abr-calls", "", FAST, &slow);
     let l = listen(&b, &["load", "--discard", "--json"]);
     let c = natm(
         &a,

@@ -7,53 +7,16 @@
 //!  h1 (+4420001) ── S ──(loss)── h2 (+4420002)
 //! ```
 
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::sigd_support::tool::{listen, natm};
-use crate::sigd_support::{free_port, Sigd, LINK};
-use crate::switch_support::SwitchProc;
+use crate::two_hosts::{json, two_hosts, FAST};
 
 const LIMIT: Duration = Duration::from_secs(30);
 
-fn port(name: &str, bind: SocketAddr, peer: SocketAddr, extra: &str) -> String {
-    format!(
-        "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"frame\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"host\"\n{extra}"
-    )
-}
-
-fn json(b: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(b)))
-}
-
 #[test]
 fn the_listener_counts_every_lost_message_and_tpdu_once() {
-    let [h1, h2, s1, s2] = std::array::from_fn(|_| free_port());
-    let sw = SwitchProc::start(
-        "loss",
-        &[
-            "seed = 7\n".to_owned(),
-            port("h1", s1, h1, ""),
-            port("h2", s2, h2, "loss = 0.03\n"),
-            "[[route]]\nprefix = \"+4420001\"\nport = \"h1\"\n".to_owned(),
-            "[[route]]\nprefix = \"+4420002\"\nport = \"h2\"\n".to_owned(),
-        ]
-        .concat(),
-    );
-    let host = |n: u8, sig: SocketAddr, at: SocketAddr| {
-        Sigd::start_at(
-            &format!(
-                "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{at}\"\nswitch = true\n"
-            ),
-            sig,
-        )
-    };
-    let (a, b) = (host(1, h1, s1), host(2, h2, s2));
-    let until = Instant::now() + LIMIT;
-    while !(a.stat()["peers"][0]["up"] == true && b.stat()["peers"][0]["up"] == true) {
-        assert!(Instant::now() < until, "links not up\n{}", sw.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let (sw, a, b) = two_hosts("loss", "seed = 7\n", FAST, &format!("{FAST}loss = 0.03\n"));
     let l = listen(&b, &["load", "--discard", "--json"]);
     // 1,000 messages of three 1,024-octet TPDUs, paced.
     let c = natm(

@@ -24,3 +24,4 @@ mod ping_oam;
 mod qos_change;
 mod routing;
 mod simplex;
+mod two_hosts;

@@ -9,25 +9,15 @@
 //! ```
 
 use natm::ulib::Wait;
-use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::sigd_support::tool::{listen, natm};
-use crate::sigd_support::{free_port, Sigd, LINK};
+use crate::sigd_support::Sigd;
 use crate::switch_support::SwitchProc;
+use crate::two_hosts::{json, two_hosts, FAST};
 use natm::wire::oam::Scope;
 
 const LIMIT: Duration = Duration::from_secs(15);
-
-fn port(name: &str, bind: SocketAddr, peer: SocketAddr, mode: &str) -> String {
-    format!(
-        "[[port]]\nname = \"{name}\"\nbind = \"{bind}\"\npeer = \"{peer}\"\nmode = \"{mode}\"\nline_rate = 1000000000\nbuffer = 16384\nsignalling = \"host\"\n"
-    )
-}
-
-fn route(prefix: &str, port: &str) -> String {
-    format!("[[route]]\nprefix = \"{prefix}\"\nport = \"{port}\"\n")
-}
 
 /// One switch with frame-mode host ports h1 and h2, and both sigds attached to it.
 fn net() -> (SwitchProc, Sigd, Sigd) {
@@ -36,36 +26,8 @@ fn net() -> (SwitchProc, Sigd, Sigd) {
 
 /// [`net`] with h2's port in `h2_mode` (`frame` or `cell`).
 fn net_with(h2_mode: &str) -> (SwitchProc, Sigd, Sigd) {
-    let [h1, h2, s1, s2] = std::array::from_fn(|_| free_port());
-    let sw = SwitchProc::start(
-        "oam",
-        &[
-            port("h1", s1, h1, "frame"),
-            port("h2", s2, h2, h2_mode),
-            route("+4420001", "h1"),
-            route("+4420002", "h2"),
-        ]
-        .concat(),
-    );
-    let host = |n: u8, sig: SocketAddr, at: SocketAddr| {
-        Sigd::start_at(
-            &format!(
-                "addresses = [\"+442000{n}\"]\n{LINK}\n[[directory]]\nprefix = \"*\"\npeer = \"{at}\"\nswitch = true\n"
-            ),
-            sig,
-        )
-    };
-    let (a, b) = (host(1, h1, s1), host(2, h2, s2));
-    let until = Instant::now() + LIMIT;
-    while !(a.stat()["peers"][0]["up"] == true && b.stat()["peers"][0]["up"] == true) {
-        assert!(Instant::now() < until, "links not up\n{}", sw.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    (sw, a, b)
-}
-
-fn json(b: &[u8]) -> serde_json::Value {
-    serde_json::from_slice(b).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(b)))
+    let h2 = format!("mode = \"{h2_mode}\"\nline_rate = 1000000000\nbuffer = 16384\n");
+    two_hosts("oam", "", FAST, &h2)
 }
 
 fn port_looped(sw: &SwitchProc, name: &str) -> u64 {
