@@ -263,6 +263,9 @@ pub struct PortSection {
     pub buffer: Option<u32>,
     /// Early packet discard threshold, cells (off if absent).
     pub epd: Option<u32>,
+    /// EFCI: data leaving with more than this many cells queued is marked congested
+    /// (ABR destinations read it); 0 turns marking off [default half the buffer].
+    pub efci: Option<u32>,
     /// Partial packet discard [default true].
     #[serde(default = "default_true")]
     pub ppd: bool,
@@ -425,11 +428,16 @@ impl PortSection {
         let unit = self.unit();
         let mut cfg = PortConfig::new(self.line_rate)
             .scheduler(kind)
-            .epd(self.epd)
             .ppd(self.ppd)
             .unit(unit);
+        // The buffer first: it moves the thresholds to its fractions, which the
+        // keys that name a threshold then override.
         if let Some(b) = self.buffer {
             cfg = cfg.buffer(b);
+        }
+        cfg = cfg.epd(self.epd);
+        if let Some(t) = self.efci {
+            cfg = cfg.efci((t > 0).then_some(t));
         }
         Ok(cfg)
     }
@@ -908,6 +916,23 @@ mod tests {
                 vci: Some(32)
             }
         );
+    }
+
+    #[test]
+    fn a_ports_thresholds_are_its_own_whatever_its_buffer() {
+        let port = |keys: &str| {
+            let t = TWO.replacen("mode = \"cell\"", &format!("mode = \"cell\"\n{keys}"), 1);
+            Config::from_toml(&t).expect("valid").ports[0]
+                .port_config()
+                .expect("valid")
+        };
+        // The buffer's fractions by default: EPD off unless named, EFCI at half.
+        let p = port("buffer = 1000");
+        assert_eq!((p.epd_threshold, p.efci_threshold), (None, Some(500)));
+        // A named threshold is kept, not moved to the buffer's fraction.
+        let p = port("buffer = 1000\nepd = 900\nefci = 100");
+        assert_eq!((p.epd_threshold, p.efci_threshold), (Some(900), Some(100)));
+        assert_eq!(port("efci = 0").efci_threshold, None, "0: no EFCI marking");
     }
 
     #[test]
