@@ -267,6 +267,10 @@ impl UdpLink {
         self.send_waiting(count, |sent| self.port.send(to, &bytes[sent * seg..], seg))
     }
 
+    /// How many times one send clears DF after the kernel refused a datagram as
+    /// larger than the path MTU (`send_waiting`).
+    const MSG_SIZE_TRIES: u32 = 4;
+
     /// Send `count` datagrams, `send(from)` sending as many as it can from the
     /// `from`-th on; waits for room (at most [`SEND_WAIT`], once in a row) when none
     /// went out. Returns how many went out.
@@ -279,6 +283,7 @@ impl UdpLink {
         let mut waited = false;
         let mut fragmenting = false;
         let mut fragmented_from = 0;
+        let mut refused = 0;
         let result = loop {
             if sent >= count {
                 break Ok(sent);
@@ -295,13 +300,21 @@ impl UdpLink {
                 // shrank (a retransmission keeps its size). Learn the new MTU, so
                 // that the VC cuts new TPDUs to it, and let this run go out in IP
                 // fragments rather than never.
-                Err(e) if !fragmenting && natm_udp::is_msg_size_err(&e) => {
-                    self.learn_path_mtu();
+                // DF is the socket's, and another thread's fallback on the same
+                // socket may set it back between this one's clearing and its send:
+                // refused again, clear it again (bounded).
+                Err(e) if refused < Self::MSG_SIZE_TRIES && natm_udp::is_msg_size_err(&e) => {
+                    refused += 1;
+                    if !fragmenting {
+                        self.learn_path_mtu();
+                    }
                     if self.port.set_dont_fragment(false).is_err() {
                         break if sent == 0 { Err(e) } else { Ok(sent) };
                     }
-                    fragmenting = true;
-                    fragmented_from = sent;
+                    if !fragmenting {
+                        fragmenting = true;
+                        fragmented_from = sent;
+                    }
                     continue;
                 }
                 Err(e) if sent == 0 => break Err(e),
