@@ -119,11 +119,11 @@ impl NoisePort {
         self.link.take_new_pin()
     }
 
-    /// The datagrams that carry SSCOP PDU `pdu`. A BGN starts a link lifetime, so it
-    /// starts new keys too (as sigd's links do).
+    /// The datagrams that carry SSCOP PDU `pdu`. A BGN of a new SSCOP connection
+    /// starts a link lifetime, so it starts new keys too (as sigd's links do).
     pub(crate) fn seal(&mut self, now: Instant, pdu: &[u8]) -> Vec<Vec<u8>> {
-        if self.link.has_keys() && matches!(SscopPdu::parse(pdu), Ok(SscopPdu::Bgn { .. })) {
-            self.link.reset();
+        if let Ok(SscopPdu::Bgn { nsq, .. }) = SscopPdu::parse(pdu) {
+            self.link.bgn(nsq);
         }
         let state = &mut self.index;
         let f = vcframe::signalling_frame(pdu);

@@ -86,6 +86,7 @@ impl SaalConfig {
     pub fn network() -> SaalConfig {
         let mut s = SaalConfig::default();
         s.sscop.timer_cc = Duration::from_millis(200);
+        s.sscop.cc_backoff = true;
         s.sscop.timer_poll = Duration::from_millis(100);
         s.sscop.timer_keepalive = Duration::from_millis(100);
         s.sscop.timer_idle = Duration::from_millis(100);

@@ -200,6 +200,8 @@ pub struct NoiseLink {
     responding: VecDeque<Responding>,
     sessions: VecDeque<Session>,
     held: VecDeque<Vec<u8>>,
+    /// N(SQ) of the SSCOP connection the sessions were made for ([`NoiseLink::bgn`]).
+    connection_sq: Option<u8>,
 }
 
 impl std::fmt::Debug for NoiseLink {
@@ -228,6 +230,7 @@ impl NoiseLink {
             responding: VecDeque::new(),
             sessions: VecDeque::new(),
             held: VecDeque::new(),
+            connection_sq: None,
         }
     }
 
@@ -265,6 +268,18 @@ impl NoiseLink {
         self.initiating = None;
         self.responding.clear();
         self.held.clear();
+    }
+
+    /// This end sends a BGN with N(SQ) `nsq`. A new SSCOP connection (a new N(SQ))
+    /// starts new keys, as a link lifetime should; a retransmitted BGN (the same
+    /// N(SQ)) keeps the session its handshake made. Resetting on every BGN lost the
+    /// session each time Timer_CC fired before the BGAK, and on a path whose round
+    /// trip outlasts Timer_CC the link never came up.
+    pub fn bgn(&mut self, nsq: u8) {
+        if self.has_keys() && self.connection_sq != Some(nsq) {
+            self.reset();
+        }
+        self.connection_sq = Some(nsq);
     }
 
     fn builder(&self) -> Result<Builder<'_>, NoiseError> {

@@ -23,7 +23,8 @@
 //!   recovery; this end never starts ER. A retransmission is sent only for an SD transmitted before the
 //!   POLL a STAT answers (each buffered SD remembers VT(PS) at its last transmission),
 //!   which keeps a late STAT from duplicating SDs already resent; Q.2110 reaches the
-//!   same with its poll list.
+//!   same with its poll list. Timer_CC and Timer_NO_RESPONSE never run shorter than
+//!   the measured round trip needs, and Timer_CC may back off ([`rtt`]).
 //!
 //! Sequence numbers are 24-bit ([`SeqNum`]) and every comparison is relative to a base
 //! (VT(A) for the transmitter, VR(R) for the receiver), as Q.2110 §7.1 requires.
@@ -36,6 +37,16 @@ use thiserror::Error;
 
 use crate::time::Instant;
 use crate::wire::sscop::{Pdu, SeqNum};
+
+mod rtt;
+use rtt::RoundTrip;
+
+/// Timer_NO_RESPONSE's least value while no round trip has been measured (RFC 6298's
+/// initial retransmission timeout).
+const UNMEASURED: Duration = Duration::from_secs(1);
+
+/// The most a backed-off Timer_CC grows: eight times its first interval.
+const MAX_CC_BACKOFF: u32 = 8;
 
 /// Largest SD information field (Q.2110 parameter k; specs.md §5.3: 4096 octets).
 pub const MAX_SD_INFO: usize = 4096;
@@ -57,6 +68,10 @@ pub struct SscopConfig {
     pub timer_idle: Duration,
     /// MaxCC: BGN/END/RS transmissions before giving up (4).
     pub max_cc: u32,
+    /// Double Timer_CC after each retransmission (at most eight times the first
+    /// interval), so MaxCC tries span a path whose round trip is not yet known.
+    /// Off by default (Q.2110's fixed interval); on for network links.
+    pub cc_backoff: bool,
     /// MaxPD: a POLL goes out after this many SDs (25), besides Timer_POLL: without
     /// it a busy link would stall at one window (128 SDs) per Timer_POLL.
     pub max_pd: u32,
@@ -80,6 +95,7 @@ impl Default for SscopConfig {
             timer_no_response: Duration::from_secs(7),
             timer_idle: Duration::from_secs(15),
             max_cc: 4,
+            cc_backoff: false,
             max_pd: 25,
             max_stat: 67,
             window: 128,
@@ -243,8 +259,17 @@ pub struct Sscop {
     // Timers.
     timer_cc: Option<Instant>,
     cc_count: u32,
+    /// When the first BGN of the establishment awaiting its BGAK was sent. Its BGAK
+    /// gives a round trip no shorter than the real one, even if it answers a
+    /// retransmission (unlike Karn's rule): a timer that waits for an answer may be
+    /// too long for a few round trips, never too short.
+    bgn_sent: Option<Instant>,
+    rtt: RoundTrip,
     timer_poll: Option<Instant>,
     timer_no_response: Option<Instant>,
+    /// When Timer_NO_RESPONSE was last started: its deadline follows the round trip
+    /// measured since.
+    no_response_from: Instant,
     phase: Phase,
     /// UU of the BGN/END being retransmitted.
     pending_uu: Vec<u8>,
@@ -275,8 +300,11 @@ impl Sscop {
             rx_buf: BTreeMap::new(),
             timer_cc: None,
             cc_count: 0,
+            bgn_sent: None,
+            rtt: RoundTrip::default(),
             timer_poll: None,
             timer_no_response: None,
+            no_response_from: Instant::from_nanos(0),
             phase: Phase::Idle,
             pending_uu: Vec::new(),
             out: VecDeque::new(),
@@ -332,7 +360,8 @@ impl Sscop {
                 self.vt_sq = self.vt_sq.wrapping_add(1);
                 self.state = State::OutConnPending;
                 self.cc_count = 1;
-                self.timer_cc = Some(now + self.cfg.timer_cc);
+                self.timer_cc = Some(now + self.cc_interval());
+                self.bgn_sent = Some(now);
                 self.send_bgn();
             }
         }
@@ -348,7 +377,7 @@ impl Sscop {
         self.pending_uu = uu.to_vec();
         self.state = State::OutDiscPending;
         self.cc_count = 1;
-        self.timer_cc = Some(now + self.cfg.timer_cc);
+        self.timer_cc = Some(now + self.cc_interval());
         self.push_out(Pdu::End {
             source_sscop: false,
             uu: self.pending_uu.clone(),
@@ -364,7 +393,7 @@ impl Sscop {
         self.vt_sq = self.vt_sq.wrapping_add(1);
         self.state = State::OutResyncPending;
         self.cc_count = 1;
-        self.timer_cc = Some(now + self.cfg.timer_cc);
+        self.timer_cc = Some(now + self.cc_interval());
         self.send_rs();
     }
 
@@ -434,7 +463,13 @@ impl Sscop {
             self.on_timer_cc(now);
         }
         if self.timer_no_response.is_some_and(|t| t <= now) {
-            // Q.2110 §7.5 Timer_NO_RESPONSE expiry: MAA-ERROR P, release (END S=1).
+            // Q.2110 §7.5 Timer_NO_RESPONSE expiry: MAA-ERROR P, release (END S=1) —
+            // unless a round trip measured since it started says to wait longer.
+            let due = self.no_response_from + self.no_response();
+            if due > now {
+                self.timer_no_response = Some(due);
+                return self.handle_timeout(now);
+            }
             self.timer_no_response = None;
             self.stats.link_failures += 1;
             self.push_out(Pdu::End {
@@ -536,10 +571,47 @@ impl Sscop {
         self.timer_poll = None;
         self.timer_no_response = None;
         self.phase = Phase::Idle;
+        self.rtt.forget_polls();
+    }
+
+    /// Timer_CC's interval now: never shorter than the round trip needs, and with
+    /// [`SscopConfig::cc_backoff`] doubled for each retransmission so far.
+    fn cc_interval(&self) -> Duration {
+        let base = self.rtt.at_least(self.cfg.timer_cc, Duration::ZERO);
+        if !self.cfg.cc_backoff {
+            return base;
+        }
+        let doublings = self.cc_count.saturating_sub(1).min(MAX_CC_BACKOFF.ilog2());
+        base * (1 << doublings)
+    }
+
+    /// Timer_NO_RESPONSE: never shorter than a POLL interval and a round trip (twice
+    /// the smoothed one) for its STAT to come back, nor than [`UNMEASURED`] while no
+    /// round trip is known (an end that accepted the peer's BGN has no sample until
+    /// its first STAT).
+    fn no_response(&self) -> Duration {
+        match self.rtt.srtt() {
+            None => self.cfg.timer_no_response.max(UNMEASURED),
+            Some(_) => self
+                .rtt
+                .at_least(self.cfg.timer_no_response, self.cfg.timer_poll),
+        }
+    }
+
+    /// Starts Timer_NO_RESPONSE.
+    fn arm_no_response(&mut self, now: Instant) {
+        self.no_response_from = now;
+        self.timer_no_response = Some(now + self.no_response());
+    }
+
+    /// The measured round trip, once there is one.
+    pub fn round_trip(&self) -> Option<Duration> {
+        self.rtt.srtt()
     }
 
     fn go_idle(&mut self) {
         self.reset_data();
+        self.bgn_sent = None;
         self.state = State::Idle;
         self.timer_cc = None;
     }
@@ -600,6 +672,9 @@ impl Sscop {
     fn on_conn_pending(&mut self, now: Instant, pdu: Pdu) {
         match pdu {
             Pdu::Bgak { nmr, .. } => {
+                if let Some(sent) = self.bgn_sent.take() {
+                    self.rtt.sample(now.saturating_duration_since(sent));
+                }
                 self.enter_ready(now, nmr);
                 self.stats.establishments += 1;
                 self.events.push_back(SscopEvent::Established);
@@ -742,6 +817,12 @@ impl Sscop {
                 let own = self.grant();
                 self.push_out(Pdu::Erak { nmr: own });
             }
+            Pdu::Bgak { .. } if self.bgn_sent.is_some() => {
+                // The answer to our BGN after a collision made the link: a sample.
+                if let Some(sent) = self.bgn_sent.take() {
+                    self.rtt.sample(now.saturating_duration_since(sent));
+                }
+            }
             Pdu::Bgak { .. } | Pdu::Rsak { .. } | Pdu::Erak { .. } => {
                 // Late duplicates of answers already taken.
                 self.stats.unexpected_pdus += 1;
@@ -786,7 +867,7 @@ impl Sscop {
             // Q.2110 §7.5: leaving the idle/transient phase starts Timer_POLL and,
             // from idle, Timer_NO_RESPONSE.
             if self.phase == Phase::Idle || self.timer_no_response.is_none() {
-                self.timer_no_response = Some(now + self.cfg.timer_no_response);
+                self.arm_no_response(now);
             }
             self.phase = Phase::Active;
             self.timer_poll = Some(now + self.cfg.timer_poll);
@@ -797,17 +878,18 @@ impl Sscop {
     fn count_sd(&mut self, now: Instant) {
         self.vt_pd += 1;
         if self.vt_pd >= self.cfg.max_pd.max(1) {
-            self.send_poll();
+            self.send_poll(now);
             self.phase = Phase::Active;
             self.timer_poll = Some(now + self.cfg.timer_poll);
             if self.timer_no_response.is_none() {
-                self.timer_no_response = Some(now + self.cfg.timer_no_response);
+                self.arm_no_response(now);
             }
         }
     }
 
-    fn send_poll(&mut self) {
+    fn send_poll(&mut self, now: Instant) {
         self.vt_ps = self.vt_ps.add(1);
+        self.rtt.poll_sent(self.vt_ps, now);
         self.vt_pd = 0;
         self.stats.polls += 1;
         self.push_out(Pdu::Poll {
@@ -831,7 +913,7 @@ impl Sscop {
         if self.state != State::Ready {
             return;
         }
-        self.send_poll();
+        self.send_poll(now);
         match self.phase {
             Phase::Active => self.timer_poll = Some(now + self.cfg.timer_poll),
             Phase::Transient => self.timer_poll = Some(now + self.cfg.timer_keepalive),
@@ -839,7 +921,7 @@ impl Sscop {
                 // Timer_IDLE expiry: poll and watch for the answer.
                 self.phase = Phase::Transient;
                 self.timer_poll = Some(now + self.cfg.timer_keepalive);
-                self.timer_no_response = Some(now + self.cfg.timer_no_response);
+                self.arm_no_response(now);
             }
         }
     }
@@ -873,7 +955,7 @@ impl Sscop {
         }
         // Not exhausted: count the retry, re-arm Timer_CC and send the PDU again.
         self.cc_count += 1;
-        self.timer_cc = Some(now + self.cfg.timer_cc);
+        self.timer_cc = Some(now + self.cc_interval());
         match self.state {
             State::OutConnPending => self.send_bgn(),
             State::OutResyncPending => self.send_rs(),
@@ -1010,8 +1092,9 @@ impl Sscop {
                 }
             }
         }
-        if nps.is_some() {
-            self.timer_no_response = Some(now + self.cfg.timer_no_response);
+        if let Some(p) = nps {
+            self.rtt.stat(p, now);
+            self.arm_no_response(now);
             if !self.outstanding() {
                 match self.phase {
                     Phase::Active => {

@@ -690,16 +690,16 @@ impl Core {
                 if l.configured && self.last_sq.insert(peer, nsq) != Some(nsq) {
                     self.sq_changed = true;
                 }
-                true
+                Some(nsq)
             }
-            _ => false,
+            _ => None,
         };
         let ids = &mut self.ids;
         match &mut l.auth {
             LinkAuth::Clear => vec![link::frame(p)],
             LinkAuth::Noise(n) => {
-                if bgn && n.has_keys() {
-                    n.reset();
+                if let Some(nsq) = bgn {
+                    n.bgn(nsq);
                 }
                 // A switch's link seals whole VC frames (ILMI rides beside SSCOP).
                 if l.switch {

@@ -331,3 +331,108 @@ fn noise_handshake_cost() {
         );
     }
 }
+
+/// Two ends across a path with this one-way delay, each sealing a PDU every 100 ms
+/// (a trunk's hellos) from t = 0 and SSCOP's BGN with its retransmissions, both
+/// starting at once (crossing handshakes), and
+/// answering data under a session it does not hold with a handshake of its own (as
+/// the switch does): the PDUs each end opened in `secs` seconds, and how many it
+/// sent.
+fn crossing_over_delay(one_way_ms: u64, secs: u64) -> ([usize; 2], [usize; 2]) {
+    let mut ends = pair();
+    // In flight: (due, to end, datagram).
+    let mut wire: Vec<(u64, usize, Vec<u8>)> = Vec::new();
+    let (mut opened, mut sent) = ([0usize; 2], [0usize; 2]);
+    let mut next_index = 1000u32;
+    for ms in 0..secs * 1000 {
+        let now = t(ms);
+        let mut due: Vec<(usize, Vec<u8>)> = Vec::new();
+        wire.retain(|(at, to, d)| {
+            if *at <= ms {
+                due.push((*to, d.clone()));
+                false
+            } else {
+                true
+            }
+        });
+        for (to, d) in due {
+            let end = if to == 0 { &mut ends.0 } else { &mut ends.1 };
+            next_index += 1;
+            let i = next_index;
+            let data = matches!(Control::parse(&d), Ok(Control::NoiseData { .. }));
+            let out = match end.receive(now, &d, || i) {
+                Ok(Received::Pdu(_)) => {
+                    opened[to] += 1;
+                    Vec::new()
+                }
+                Ok(Received::Send(v)) => v,
+                Err(NoiseError::UnknownSession) if data && !end.has_keys() => {
+                    end.start(now, i).into_iter().collect()
+                }
+                Err(_) => Vec::new(),
+            };
+            for o in out {
+                wire.push((ms + one_way_ms, 1 - to, o));
+            }
+        }
+        // SSCOP's BGN, again on each backed-off Timer_CC (the same N(SQ)).
+        let bgn = [0, 200, 600, 1400].contains(&ms);
+        if ms % 100 == 0 || bgn {
+            for (from, count) in sent.iter_mut().enumerate() {
+                let end = if from == 0 { &mut ends.0 } else { &mut ends.1 };
+                next_index += 1;
+                let i = next_index;
+                if bgn {
+                    end.bgn(1);
+                }
+                *count += 1;
+                for o in end.seal(now, b"hello", || i) {
+                    wire.push((ms + one_way_ms, 1 - from, o));
+                }
+            }
+        }
+    }
+    (opened, sent)
+}
+
+#[test]
+fn crossing_handshakes_settle_over_a_long_path() {
+    for one_way in [1, 20, 150, 300] {
+        let (opened, sent) = crossing_over_delay(one_way, 10);
+        eprintln!("{one_way} ms: opened {opened:?} of {sent:?}");
+        for end in 0..2 {
+            // All but what was in flight at the end, and the first few RTTs.
+            let lost = sent[1 - end] - opened[end];
+            assert!(
+                lost <= 4 + (4 * one_way as usize).div_ceil(100),
+                "{one_way} ms one way: end {end} opened {} of {} PDUs",
+                opened[end],
+                sent[1 - end]
+            );
+        }
+    }
+}
+
+#[test]
+fn a_retransmitted_bgn_keeps_the_session_and_a_new_connection_starts_new_keys() {
+    let (mut a, mut b) = pair();
+    a.bgn(5);
+    handshake(&mut a, &mut b, b"BGN 5", t(1));
+    // Timer_CC fired before the BGAK came back: the same N(SQ) again.
+    a.bgn(5);
+    let again = a.seal(t(200), b"BGN 5", || unreachable!());
+    assert!(matches!(
+        Control::parse(&again[again.len() - 1]),
+        Ok(Control::NoiseData { .. })
+    ));
+    let (pdus, _) = carry(again, &mut b, t(200));
+    assert_eq!(pdus, vec![b"BGN 5".to_vec()]);
+    // A new SSCOP connection: a new handshake.
+    a.bgn(6);
+    assert!(!a.has_keys());
+    let init = a.seal(t(300), b"BGN 6", || 8);
+    assert!(matches!(
+        Control::parse(&init[0]),
+        Ok(Control::NoiseInit { .. })
+    ));
+}

@@ -702,3 +702,70 @@ fn an_rs_or_er_that_is_not_the_peers_next_resets_nothing() {
     b.handle_pdu(t(7), &rs[0].to_bytes());
     assert_eq!(events(&mut b), [SscopEvent::Resynchronised]);
 }
+
+/// Network timers (Timer_CC 200 ms, Timer_NO_RESPONSE 400 ms) on a path whose round
+/// trip is longer than both: both ends establish at once, the link comes up, stays up
+/// with data flowing for a minute, and the measured round trip is the path's.
+#[test]
+fn network_timers_hold_a_link_whose_round_trip_outlasts_them() {
+    for one_way_ms in [150u64, 300, 600] {
+        let cfg = crate::sig::SaalConfig::network().sscop;
+        let mut net = Net::new(Sscop::new(cfg.clone()), Sscop::new(cfg), 9);
+        net.delay = Duration::from_millis(one_way_ms);
+        net.a.establish(net.now);
+        net.b.establish(net.now);
+        assert!(
+            net.run_until(Duration::from_secs(10), |n| n.a.is_established()
+                && n.b.is_established()),
+            "{one_way_ms} ms one way: established"
+        );
+        let _ = (events(&mut net.a), events(&mut net.b));
+        let end = net.now + Duration::from_secs(60);
+        let mut sent = 0u32;
+        while net.now < end {
+            if net
+                .a
+                .send(net.now, Bytes::from(sent.to_be_bytes().to_vec()))
+                .is_ok()
+            {
+                sent += 1;
+            }
+            net.run_for(Duration::from_millis(50));
+        }
+        for e in events(&mut net.a).into_iter().chain(events(&mut net.b)) {
+            assert!(
+                matches!(e, SscopEvent::Data(_)),
+                "{one_way_ms} ms one way: {e:?}"
+            );
+        }
+        assert_eq!(net.a.stats().link_failures + net.b.stats().link_failures, 0);
+        let rtt = net.a.round_trip().expect("measured").as_millis() as u64;
+        assert!(
+            rtt.abs_diff(2 * one_way_ms) <= 10,
+            "{one_way_ms} ms one way: round trip {rtt} ms"
+        );
+        assert!(net.b.stats().sd_delivered >= u64::from(sent) - 100);
+    }
+}
+
+/// With backoff (network links), the MaxCC BGNs to a silent peer go out at 0, 200,
+/// 600 and 1,400 ms and the link gives up at 3 s; without, every Timer_CC.
+#[test]
+fn timer_cc_backs_off_on_network_links() {
+    let cfg = crate::sig::SaalConfig::network().sscop;
+    let mut a = Sscop::new(cfg);
+    a.establish(t(0));
+    let mut bgns = vec![0u64];
+    drain(&mut a);
+    let mut now = t(0);
+    while let Some(at) = a.poll_timeout() {
+        now = at;
+        a.handle_timeout(now);
+        if drain(&mut a).iter().any(|p| matches!(p, Pdu::Bgn { .. })) {
+            bgns.push(now.as_nanos() / 1_000_000);
+        }
+    }
+    assert_eq!(bgns, [0, 200, 600, 1400]);
+    assert_eq!(now, t(3000));
+    assert!(a.is_idle());
+}
