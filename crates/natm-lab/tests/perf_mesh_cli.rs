@@ -2,8 +2,11 @@
 //! each in its own network namespace with veth trunks, and three hosts' sigds in
 //! theirs. What a user would notice: every host reaches every other across several
 //! switches, and after a trunk a call uses goes down, that call ends and a new call
-//! between the same hosts connects over another trunk. No figure is asserted; every
-//! wait in the command has a deadline of its own. Skipped without root, ip or tc.
+//! between the same hosts connects over another trunk. Each trunk's frames pass a
+//! delay line, and every third trunk is 200 ms long one way: a round trip longer
+//! than a network link's Timer_CC (200 ms) and Timer_NO_RESPONSE (400 ms), which
+//! used to keep such a trunk from ever coming up. No figure is asserted; every wait in
+//! the command has a deadline of its own. Skipped without root, ip, tc or ethtool.
 
 use std::process::{Command, Stdio};
 
@@ -15,7 +18,7 @@ fn unavailable() -> Option<String> {
     if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
         return Some("not root".into());
     }
-    for tool in ["ip", "tc"] {
+    for tool in ["ip", "tc", "ethtool"] {
         let found = Command::new("sh")
             .args([
                 "-c",
@@ -43,7 +46,7 @@ fn calls_cross_the_mesh_and_go_round_a_cut_trunk_or_skips() {
     if let Some(why) = unavailable() {
         eprintln!("skipping perf mesh test: {why}");
         let out = Command::new(env!("CARGO_BIN_EXE_natm-lab"))
-            .args(["perf", "mesh"])
+            .args(["perf", "mesh", "--delay", "1ms"])
             .output()
             .unwrap();
         assert!(!out.status.success());
@@ -65,6 +68,8 @@ fn calls_cross_the_mesh_and_go_round_a_cut_trunk_or_skips() {
             "50Mbps",
             "--mtu",
             "1400",
+            "--delay",
+            "2ms,2ms,200ms",
             "--json",
         ])
         .stdout(Stdio::piped())
@@ -85,6 +90,14 @@ fn calls_cross_the_mesh_and_go_round_a_cut_trunk_or_skips() {
         .join(format!("natm-mesh-{pid}"))
         .exists());
     let doc: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    let delays: Vec<f64> = doc["trunk_delay_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d.as_f64().unwrap())
+        .collect();
+    assert_eq!(delays.len(), 15, "{doc}");
+    assert_eq!(delays.iter().filter(|d| **d == 200.0).count(), 5, "{doc}");
     let pairs = doc["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 6, "{doc}");
     for p in pairs {

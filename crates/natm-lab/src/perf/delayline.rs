@@ -13,7 +13,8 @@
 //! the program ends after `--time` if no one has stopped it first.
 
 use std::collections::HashSet;
-use std::io::{self, Write as _};
+use std::io::{self, BufRead as _, Write as _};
+use std::process::{Child, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -24,6 +25,8 @@ use std::os::fd::{AsRawFd as _, IntoRawFd as _};
 use anyhow::Context as _;
 use pnet_datalink::{Channel, Config, DataLinkSender, NetworkInterface};
 use socket2::{Domain, Protocol, Socket, Type};
+
+use super::netlab::{reap, spawn_in};
 
 /// Frames waiting per direction: 100 Mbit/s × 50 ms of 1,514-octet frames is ~410,
 /// so this holds far more than any delay the experiment asks for, and ~12 MiB at most.
@@ -154,10 +157,13 @@ fn reader(
     while Instant::now() < until {
         let (len, arrived) = match next_frame(&rx, &mut buf) {
             Ok(f) => f,
+            // A trunk whose end was taken down (`perf mesh` cuts one) reports it once
+            // and may come back: the line waits, as a wire would.
             Err(e)
                 if e.kind() == io::ErrorKind::TimedOut
                     || e.kind() == io::ErrorKind::WouldBlock
-                    || e.kind() == io::ErrorKind::Interrupted =>
+                    || e.kind() == io::ErrorKind::Interrupted
+                    || e.kind() == io::ErrorKind::NetworkDown =>
             {
                 continue
             }
@@ -203,6 +209,39 @@ fn writer(mut tx: Box<dyn DataLinkSender>, line: Receiver<(Instant, Vec<u8>)>, u
         }
         // A frame the kernel refuses (e.g. the peer end went down) is lost, as on a wire.
         let _ = tx.send_to(&frame, None);
+    }
+}
+
+/// Start `natm-lab perf delay-line` between `dla` and `dlb` in namespace `ns` with
+/// this one-way delay; returns once it says it forwards (within ten seconds).
+pub(crate) fn start_in(ns: &str, one_way: Duration) -> anyhow::Result<Child> {
+    let args = [
+        "perf".into(),
+        "delay-line".into(),
+        "--between".into(),
+        "dla,dlb".into(),
+        "--delay".into(),
+        format!("{}us", one_way.as_micros()),
+        "--time".into(),
+        "10800s".into(),
+    ];
+    let mut child = spawn_in(ns, &args, Stdio::null())?;
+    let out = child
+        .stdout
+        .take()
+        .context("the delay line has no stdout")?;
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut first = String::new();
+        let _ = io::BufReader::new(out).read_line(&mut first);
+        let _ = tx.send(first);
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok(l) if l.trim() == "ready" => Ok(child),
+        _ => Err(anyhow::anyhow!(
+            "the delay line did not start: {}",
+            reap(child)
+        )),
     }
 }
 

@@ -6,7 +6,7 @@
 //! Ctrl-C or SIGTERM, which only set the flag of [`interrupt_flag`] so that waiting
 //! loops can return and let it drop. It measures nothing.
 
-use std::io::{BufRead as _, BufReader, Read as _};
+use std::io::Read as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -246,39 +246,8 @@ impl Net {
         if let Some((old, _)) = line.take() {
             reap(old);
         }
-        let mut child = self.spawn(
-            m,
-            &[
-                "perf".into(),
-                "delay-line".into(),
-                "--between".into(),
-                "dla,dlb".into(),
-                "--delay".into(),
-                format!("{}us", one_way.as_micros()),
-                "--time".into(),
-                "10800s".into(),
-            ],
-        )?;
-        let out = child
-            .stdout
-            .take()
-            .context("the delay line has no stdout")?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let mut first = String::new();
-            let _ = BufReader::new(out).read_line(&mut first);
-            let _ = tx.send(first);
-        });
-        match rx.recv_timeout(Duration::from_secs(10)) {
-            Ok(l) if l.trim() == "ready" => {
-                *line = Some((child, one_way));
-                Ok(())
-            }
-            _ => Err(anyhow::anyhow!(
-                "the delay line did not start: {}",
-                reap(child)
-            )),
-        }
+        *line = Some((super::delayline::start_in(m, one_way)?, one_way));
+        Ok(())
     }
 
     /// Start this binary with `args` inside namespace `ns`, stdout and stderr piped.

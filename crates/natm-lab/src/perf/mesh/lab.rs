@@ -1,7 +1,9 @@
 //! The mesh built for real: a network namespace per switch and per host, a veth pair
 //! per trunk (its own MTU and `tbf` rate, both ways) and per host link, `natm switch`
 //! with routing in each switch's namespace and `natm sigd` in each host's, each
-//! addressing its peers by veth addresses. Everything it created — processes,
+//! addressing its peers by veth addresses. A trunk with a delay is two veth pairs
+//! with a namespace of its own between them, where a delay line
+//! ([`crate::perf::delayline`]) holds every frame for the trunk's one-way delay. Everything it created — processes,
 //! namespaces, the scratch directory — goes when the [`Lab`] drops, on success, error
 //! or interrupt. It measures nothing.
 
@@ -13,6 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 
 use super::topology::{self, Mesh, SIGD_UDP, SWITCH_UDP, UPLINK};
+use crate::perf::delayline;
 use crate::perf::netlab::{limit_rate, offloads_off, reap, sh, spawn_in};
 
 /// How long a daemon may take to start.
@@ -31,8 +34,14 @@ pub(super) struct Lab {
 }
 
 impl Lab {
-    /// Create every namespace and link; no daemon yet.
-    pub(super) fn build(mesh: Mesh, rate_bps: u64, mtu: u32) -> anyhow::Result<Lab> {
+    /// Create every namespace and link, and start the delay line of each trunk whose
+    /// one-way delay (`delays[t % len]` for trunk `t`) is not zero; no daemon yet.
+    pub(super) fn build(
+        mesh: Mesh,
+        rate_bps: u64,
+        mtu: u32,
+        delays: &[Duration],
+    ) -> anyhow::Result<Lab> {
         let pid = std::process::id();
         let dir = std::env::temp_dir().join(format!("natm-mesh-{pid}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {dir:?}"))?;
@@ -52,17 +61,45 @@ impl Lab {
         let mtu = mtu.to_string();
         for t in 0..lab.mesh.trunks.len() {
             let k = lab.mesh.trunks[t];
+            let delay = trunk_delay(delays, t);
             let ends = [
                 (lab.switch_ns(k.a), topology::trunk_if(k.b), k.a),
                 (lab.switch_ns(k.b), topology::trunk_if(k.a), k.b),
             ];
-            link(&ends[0].0, &ends[0].1, &ends[1].0, &ends[1].1)?;
+            if delay.is_zero() {
+                link(&ends[0].0, &ends[0].1, &ends[1].0, &ends[1].1)?;
+            } else {
+                let middle = lab.trunk_ns(t);
+                lab.add_namespace(middle.clone())?;
+                for ((ns, dev, _), mid) in ends.iter().zip(["dla", "dlb"]) {
+                    link(ns, dev, &middle, mid)?;
+                    sh(&["ip", "-n", &middle, "link", "set", "dev", mid, "mtu", &mtu])?;
+                    sh(&[
+                        "ip", "-n", &middle, "link", "set", "dev", mid, "promisc", "on",
+                    ])?;
+                    // Frames the line copies are not coalesced on the way in.
+                    offloads_off(&middle, mid, &[]);
+                }
+            }
             for (ns, dev, s) in &ends {
                 let ip = topology::trunk_ip(&lab.mesh, t, *s);
                 sh(&["ip", "-n", ns, "link", "set", "dev", dev, "mtu", &mtu])?;
                 address(ns, dev, &format!("{ip}/24"))?;
-                let off = offloads_off(ns, dev, &[]);
+                // Through a delay line checksum offload goes too: a frame it copies
+                // must carry a complete checksum (shared/NETLAB.md).
+                let tx: &[&str] = if delay.is_zero() { &[] } else { &["tx", "off"] };
+                let off = offloads_off(ns, dev, tx);
+                anyhow::ensure!(
+                    off || delay.is_zero(),
+                    "a trunk delay needs checksum and segmentation offloads off on the \
+                     veth ends (Debian: apt-get install ethtool)"
+                );
                 limit_rate(ns, dev, rate_bps, off)?;
+            }
+            if !delay.is_zero() {
+                let line = delayline::start_in(&lab.trunk_ns(t), delay)
+                    .with_context(|| format!("trunk {t}'s delay line"))?;
+                lab.daemons.push(line);
             }
         }
         for k in 0..lab.mesh.host_switch.len() {
@@ -79,6 +116,11 @@ impl Lab {
     /// Switch `s`'s namespace.
     pub(super) fn switch_ns(&self, s: usize) -> String {
         format!("{}-s{s}", self.prefix)
+    }
+
+    /// The namespace of trunk `t`'s delay line.
+    fn trunk_ns(&self, t: usize) -> String {
+        format!("{}-t{t}", self.prefix)
     }
 
     /// Host `k`'s namespace.
@@ -286,6 +328,14 @@ impl Drop for Lab {
             let _ = sh(&["ip", "netns", "del", &ns]);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Trunk `t`'s one-way delay: the delays given, round the trunks.
+pub(super) fn trunk_delay(delays: &[Duration], t: usize) -> Duration {
+    match delays.len() {
+        0 => Duration::ZERO,
+        n => delays[t % n],
     }
 }
 

@@ -4,8 +4,9 @@
 //! how long routing takes to converge, which host pairs can call each other and over
 //! how many hops, setups per second for a burst of calls, and, after one trunk a call
 //! uses is taken down, when that call is released and when a new call between the
-//! same hosts is admitted over another path. No delay on the trunks: the delay line
-//! of `perf loss` needs a process and a namespace per trunk direction.
+//! same hosts is admitted over another path. `--delay` gives the trunks a one-way
+//! delay each (a delay line in a namespace of its own per trunk, as `perf loss --rtt`
+//! has one), so hellos, floods, setups and releases cross a path with a real RTT.
 //!
 //! [`topology`] says what the mesh is, [`lab`] builds and removes it, [`host`] runs
 //! inside each host's namespace and places calls; this module drives the phases.
@@ -53,6 +54,11 @@ pub(crate) struct MeshArgs {
     /// Each trunk's MTU.
     #[arg(long, default_value_t = 1500)]
     mtu: u32,
+    /// Each trunk's one-way delay, both ways; several (comma-separated) are given to
+    /// the trunks in turn, so trunks differ. 0: a plain veth pair, no delay line.
+    #[arg(long, value_delimiter = ',', default_value = "0ms",
+          value_parser = natm_cli::cli::units::duration)]
+    delay: Vec<Duration>,
     /// Calls each host places in the setup burst (to the next host round the ring).
     #[arg(long, default_value_t = 50)]
     calls: usize,
@@ -103,6 +109,9 @@ pub(crate) struct MeshResult {
     trunks: usize,
     rate_bps: u64,
     mtu: u32,
+    /// Each trunk's one-way delay, in trunk order (ms).
+    #[serde(default)]
+    trunk_delay_ms: Vec<f64>,
     /// From starting the switches until every switch's topology held every switch
     /// and each had all its trunks two-way.
     converge_ms: f64,
@@ -133,7 +142,7 @@ impl Experiment for MeshArgs {
         let stop = interrupt_flag()?;
         progress.set_length(5);
         progress.set_message("building namespaces");
-        let mut lab = Lab::build(mesh, self.rate, self.mtu)?;
+        let mut lab = Lab::build(mesh, self.rate, self.mtu, &self.delay)?;
         progress.inc(1);
         progress.set_message("converging");
         let t0 = Instant::now();
@@ -174,6 +183,9 @@ impl Experiment for MeshArgs {
                 trunks: m.trunks.len(),
                 rate_bps: self.rate,
                 mtu: self.mtu,
+                trunk_delay_ms: (0..m.trunks.len())
+                    .map(|t| ms(lab::trunk_delay(&self.delay, t)))
+                    .collect(),
                 converge_ms,
                 pairs,
                 burst_connected,
@@ -207,11 +219,12 @@ impl Experiment for MeshArgs {
             (
                 "mesh".to_string(),
                 format!(
-                    "{} switches, {} trunks ({} Mbit/s, MTU {}), {} hosts",
+                    "{} switches, {} trunks ({} Mbit/s, MTU {}{}), {} hosts",
                     r.switches,
                     r.trunks,
                     r.rate_bps as f64 / 1e6,
                     r.mtu,
+                    delay_range(&r.trunk_delay_ms),
                     r.hosts
                 ),
             ),
@@ -314,6 +327,19 @@ fn check_prerequisites() -> anyhow::Result<()> {
         missing.join(", ")
     );
     Ok(())
+}
+
+/// ", one-way delay D ms" or ", one-way delay A–B ms"; nothing without delay.
+fn delay_range(ms: &[f64]) -> String {
+    let lo = ms.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ms.iter().copied().fold(0.0, f64::max);
+    if hi == 0.0 {
+        String::new()
+    } else if lo == hi {
+        format!(", one-way delay {hi} ms")
+    } else {
+        format!(", one-way delay {lo}–{hi} ms")
+    }
 }
 
 fn ms(d: Duration) -> f64 {
