@@ -651,3 +651,35 @@ fn the_switch_polices_the_contract_it_signals_to_a_standard_user() {
     assert_eq!(policed.pcr, Some(10_621));
     assert_eq!(policed.scr.map(|(scr, _)| scr), Some(5_311));
 }
+
+/// Classical IP over SVCs (RFC 2225): Linux's `atmarpd` names the service only by a
+/// B-LLI (layer 2 LLC) and no B-HLI. Its SETUP — here Linux's first captured SETUP
+/// with the B-HLI swapped for that B-LLI — reaches the natm host on SAP `blli.llc`,
+/// and the host's call on that SAP reaches the standard user with the B-LLI.
+#[test]
+fn a_service_named_only_by_blli_crosses_the_uni_both_ways() {
+    use natm_proto::wire::q2931::{Bhli, Blli, IeContent as _};
+    let first = CAPTURES[1].1.lines().find(|l| !l.is_empty()).unwrap();
+    let mut setup = Message::parse(&sd_payload(&hex(first.trim()))).unwrap();
+    setup.ies.retain(|ie| Bhli::from_body(&ie.body).is_none());
+    setup.push(Blli::llc());
+    let mut net = Net::raw();
+    let now = net.now;
+    if let User::Raw(s, _) = &mut net.user {
+        s.send(now, Bytes::from(setup.to_bytes().unwrap())).unwrap();
+    }
+    net.run(5 * MS);
+    let (_, params) = incoming(net.host_calls()).expect("the host is offered the call");
+    assert_eq!(params.sap, Some(natm_proto::sig::Sap::llc()));
+    assert_eq!(params.sap.unwrap().to_string(), "blli.llc");
+
+    let mut net = Net::new(User::Saal(user_saal(), Vec::new()));
+    let params = CallParams {
+        sap: Some(natm_proto::sig::Sap::llc()),
+        ..host_call("ubr:transport=none".parse().unwrap())
+    };
+    net.host.setup(net.now, params).unwrap();
+    net.run(5 * MS);
+    let (_, offered) = incoming(net.user_calls()).expect("the user is offered the call");
+    assert_eq!(offered.sap, Some(natm_proto::sig::Sap::llc()));
+}

@@ -18,8 +18,8 @@
 use thiserror::Error;
 
 use crate::wire::q2931::{
-    AalParams, BearerCapability, Bhli, BhliType, CalledNumber, CallingNumber, CellRates,
-    ConnectionId, Dtl, Ie, IeAction, Message, NatmParams, PartyAddress, QosParams,
+    AalParams, BearerCapability, Bhli, BhliType, Blli, CalledNumber, CallingNumber, CellRates,
+    ConnectionId, Dtl, Ie, IeAction, IeContent as _, Message, NatmParams, PartyAddress, QosParams,
     TrafficDescriptor, TrafficType, TypeOfNumber, UserPlane,
 };
 use crate::wire::qos::{
@@ -29,18 +29,35 @@ use crate::wire::qos::{
 /// AAL5 CPCS-SDU size signalled when the QoS does not set `max_sdu` (specs.md §4.5).
 pub const DEFAULT_AAL5_SDU: u16 = 9188;
 
-/// A service access point: which service at the called host, carried in the B-HLI IE.
+/// A service access point: which service at the called host, carried in the B-HLI IE
+/// or, for a SETUP without one, the B-LLI IE.
 ///
 /// natm's own SAPs are B-HLI *user-specific* information (1 to 8 octets, written as
 /// text: `echo`). A *vendor-specific application identifier* (an OUI and a 32-bit
 /// application id) is what some foreign programs use instead — Linux's `ttcp_atm`
 /// sends FORE's `00-60-d7` with 0x01000003 — written `@0060d7.01000003`, so a natm
-/// program can answer or call them.
+/// program can answer or call them. A service named only by its lower layers is a
+/// B-LLI SAP: Classical IP over ATM (RFC 2225; Linux's `atmarpd`) calls with layer 2
+/// = ISO 8802/2 LLC and no B-HLI, written `blli.llc`; any other B-LLI is written
+/// `blli.` and its IE's octets in hex (`blli.cc` is `blli.llc`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Sap {
-    kind: BhliType,
+    kind: SapKind,
+    /// The B-HLI information octets, or the B-LLI IE's content.
     info: Vec<u8>,
 }
+
+/// Which IE carries a [`Sap`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum SapKind {
+    /// B-HLI, of this type.
+    Hli(BhliType),
+    /// B-LLI.
+    Lli,
+}
+
+/// The text of a B-LLI SAP starts so.
+const BLLI_PREFIX: &str = "blli.";
 
 /// A SAP that does not fit the B-HLI IE.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
@@ -61,7 +78,7 @@ impl Sap {
             Err(SapError { len: bytes.len() })
         } else {
             Ok(Sap {
-                kind: BhliType::UserSpecific,
+                kind: SapKind::Hli(BhliType::UserSpecific),
                 info: bytes.to_vec(),
             })
         }
@@ -72,15 +89,56 @@ impl Sap {
         let mut info = oui.to_vec();
         info.extend_from_slice(&app.to_be_bytes());
         Sap {
-            kind: BhliType::VendorSpecific,
+            kind: SapKind::Hli(BhliType::VendorSpecific),
             info,
         }
+    }
+
+    /// The B-LLI SAP of Classical IP over ATM: layer 2 = ISO 8802/2 LLC, nothing else
+    /// (`blli.llc`).
+    pub fn llc() -> Sap {
+        Sap::of_blli(&Blli::llc())
+    }
+
+    /// Whether the SAP is carried in the B-LLI IE.
+    pub fn is_blli(&self) -> bool {
+        self.kind == SapKind::Lli
+    }
+
+    fn of_blli(b: &Blli) -> Sap {
+        let mut info = Vec::new();
+        // Emitting a parsed B-LLI cannot fail: its layer 2 protocol fits 5 bits.
+        let _ = b.emit_content(&mut info);
+        Sap {
+            kind: SapKind::Lli,
+            info,
+        }
+    }
+
+    /// The B-LLI SAP of a text after [`BLLI_PREFIX`]: `llc`, or 1 to
+    /// 2 · [`Bhli::MAX_INFO`] octets of IE content in hex.
+    fn parse_blli(rest: &str, err: SapError) -> Result<Sap, SapError> {
+        if rest == "llc" {
+            return Ok(Sap::llc());
+        }
+        if rest.is_empty() || !rest.len().is_multiple_of(2) || rest.len() > 4 * Bhli::MAX_INFO {
+            return Err(err);
+        }
+        let octets = (0..rest.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(rest.get(i..i + 2).ok_or(err)?, 16).map_err(|_| err))
+            .collect::<Result<Vec<u8>, SapError>>()?;
+        let blli = Blli::parse_content(&octets).map_err(|_| err)?;
+        Ok(Sap::of_blli(&blli))
     }
 
     /// A SAP from its text: `@OUI.APPID` (6 and 8 hex digits) for a vendor-specific
     /// application, anything else the octets of a user-specific one.
     pub fn parse(text: &str) -> Result<Sap, SapError> {
         let err = SapError { len: text.len() };
+        if let Some(rest) = text.strip_prefix(BLLI_PREFIX) {
+            return Sap::parse_blli(rest, err);
+        }
         let Some(v) = text.strip_prefix('@') else {
             return Sap::new(text.as_bytes());
         };
@@ -95,15 +153,19 @@ impl Sap {
         Ok(Sap::vendor([o[1], o[2], o[3]], app))
     }
 
-    /// The B-HLI information octets.
+    /// The B-HLI information octets (a B-LLI SAP: the B-LLI IE's content).
     pub fn as_bytes(&self) -> &[u8] {
         &self.info
     }
 
-    pub(crate) fn to_bhli(&self) -> Bhli {
-        Bhli {
-            kind: self.kind,
-            info: self.info.clone(),
+    /// The IE that carries the SAP in a SETUP.
+    pub(crate) fn to_ie(&self) -> Ie {
+        match self.kind {
+            SapKind::Hli(kind) => Ie::from(Bhli {
+                kind,
+                info: self.info.clone(),
+            }),
+            SapKind::Lli => Ie::from(Blli::parse_content(&self.info).unwrap_or_default()),
         }
     }
 
@@ -111,10 +173,19 @@ impl Sap {
         match b.kind {
             BhliType::UserSpecific => Sap::new(&b.info).ok(),
             BhliType::VendorSpecific if b.info.len() == 7 => Some(Sap {
-                kind: b.kind,
+                kind: SapKind::Hli(b.kind),
                 info: b.info.clone(),
             }),
             _ => None,
+        }
+    }
+
+    /// The SAP of a SETUP: its B-HLI, or else its first B-LLI (a SETUP may offer
+    /// several after a repeat indicator; the first is the caller's preference).
+    pub(crate) fn of_setup(msg: &Message) -> Option<Sap> {
+        match msg.find::<Bhli>() {
+            Some(b) => Sap::from_bhli(b),
+            None => msg.find::<Blli>().map(Sap::of_blli),
         }
     }
 }
@@ -145,6 +216,12 @@ pub enum SapTextError {
         "SAP {0:?}: a vendor application is @OUI.APPID, 6 and 8 hex digits (e.g. @0060d7.01000003)"
     )]
     BadVendor(String),
+    /// `blli.` not followed by `llc` or B-LLI octets in hex.
+    #[error(
+        "SAP {0:?}: a B-LLI SAP is blli.llc (layer 2 LLC, Classical IP) or blli. and the \
+         IE's octets in hex (e.g. blli.cc)"
+    )]
+    BadBlli(String),
 }
 
 impl Sap {
@@ -154,6 +231,9 @@ impl Sap {
     pub fn from_text(text: &str) -> Result<Sap, SapTextError> {
         if text.starts_with('@') {
             return Sap::parse(text).map_err(|_| SapTextError::BadVendor(text.to_owned()));
+        }
+        if text.starts_with(BLLI_PREFIX) {
+            return Sap::parse(text).map_err(|_| SapTextError::BadBlli(text.to_owned()));
         }
         if text.is_empty() {
             return Err(SapTextError::Empty);
@@ -212,7 +292,14 @@ impl std::str::FromStr for Sap {
 /// `@OUI.APPID` for a vendor-specific one.
 impl std::fmt::Display for Sap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.kind == BhliType::VendorSpecific {
+        if self.kind == SapKind::Lli {
+            if *self == Sap::llc() {
+                return write!(f, "{BLLI_PREFIX}llc");
+            }
+            f.write_str(BLLI_PREFIX)?;
+            return self.info.iter().try_for_each(|b| write!(f, "{b:02x}"));
+        }
+        if self.kind == SapKind::Hli(BhliType::VendorSpecific) {
             let i = &self.info;
             write!(f, "@{:02x}{:02x}{:02x}.", i[0], i[1], i[2])?;
             i[3..].iter().try_for_each(|b| write!(f, "{b:02x}"))
@@ -360,7 +447,7 @@ impl CallParams {
         msg.push(traffic_descriptor(&self.qos, link_cells));
         msg.push(bearer(&self.qos, self.multipoint));
         if let Some(sap) = &self.sap {
-            msg.push(sap.to_bhli());
+            msg.push(sap.to_ie());
         }
         msg.push(CalledNumber {
             ton: TypeOfNumber::Unknown,
@@ -404,7 +491,7 @@ impl CallParams {
         Some(CallParams {
             called,
             calling: msg.find::<CallingNumber>().map(|c| c.address.clone()),
-            sap: msg.find::<Bhli>().and_then(Sap::from_bhli),
+            sap: Sap::of_setup(msg),
             qos,
             natm,
             conn_id: msg.find::<ConnectionId>().copied(),

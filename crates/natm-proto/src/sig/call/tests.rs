@@ -5,7 +5,8 @@ use super::*;
 use crate::sig::testing::aesa;
 use crate::wire::addr::E164;
 use crate::wire::q2931::{
-    BhliType, CalledNumber, ConnectionId, NatmParams, PartyAddress, TrafficDescriptor,
+    Bhli, BhliType, Blli, CalledNumber, ConnectionId, IeBody, MessageType, NatmParams,
+    PartyAddress, TrafficDescriptor,
 };
 use crate::wire::qos::Qos;
 
@@ -658,9 +659,56 @@ fn sap_is_bounded() {
     for bad in ["@0060d7", "@0060d7.0100000", "@0060dz.01000003", "@"] {
         assert!(Sap::parse(bad).is_err(), "{bad}");
     }
-    let b = v.to_bhli();
-    assert_eq!(b.kind, BhliType::VendorSpecific);
-    assert_eq!(Sap::from_bhli(&b), Some(v));
+    match v.to_ie().body {
+        IeBody::Bhli(b) => {
+            assert_eq!(b.kind, BhliType::VendorSpecific);
+            assert_eq!(Sap::from_bhli(&b), Some(v));
+        }
+        other => panic!("a vendor SAP rides in B-HLI: {other:?}"),
+    }
+}
+
+/// Classical IP's SAP (RFC 2225, Linux's atmarpd): B-LLI layer 2 LLC, no B-HLI.
+#[test]
+fn a_blli_sap_is_text_both_ways_and_rides_in_the_blli_ie() {
+    let llc = Sap::parse("blli.llc").unwrap();
+    assert_eq!(llc, Sap::llc());
+    assert!(llc.is_blli());
+    assert_eq!(llc.to_string(), "blli.llc");
+    assert_eq!(Sap::parse("blli.cc").unwrap(), llc, "the LLC octet in hex");
+    assert_eq!("blli.llc".parse::<Sap>().unwrap(), llc);
+    assert_eq!(Sap::of_listener("+4420001:blli.llc").unwrap(), llc);
+    // Another layer 2 (X.25 link layer, 0x06) and layer 3 octets, kept as given.
+    let other = Sap::parse("blli.c6e6").unwrap();
+    assert_eq!(other.to_string(), "blli.c6e6");
+    assert_ne!(other, llc);
+    for bad in ["blli.", "blli.c", "blli.zz", "blli.llcx"] {
+        assert!(Sap::parse(bad).is_err(), "{bad}");
+        assert!(
+            matches!(Sap::from_text(bad), Err(SapTextError::BadBlli(_))),
+            "{bad}"
+        );
+    }
+    match llc.to_ie().body {
+        IeBody::Blli(b) => assert_eq!(b, Blli::llc()),
+        other => panic!("{other:?}"),
+    }
+    // A SETUP naming its service only by B-LLI (as Linux's atmarpd does) is offered
+    // on that SAP; natm's own SETUP carries it the same way, and no B-HLI.
+    let p = CallParams {
+        sap: Some(llc.clone()),
+        ..params()
+    };
+    let mut setup = Message::new(MessageType::Setup, CallRef::new(3));
+    p.setup_ies(&mut setup, 0, false);
+    assert!(setup.find::<Bhli>().is_none());
+    assert_eq!(setup.find::<Blli>(), Some(&Blli::llc()));
+    assert_eq!(CallParams::from_setup(&setup).unwrap().sap, Some(llc));
+    // With both, B-HLI names the service.
+    let mut both = Message::new(MessageType::Setup, CallRef::new(4));
+    params().setup_ies(&mut both, 0, false);
+    both.push(Blli::llc());
+    assert_eq!(CallParams::from_setup(&both).unwrap().sap, params().sap);
 }
 
 #[test]
