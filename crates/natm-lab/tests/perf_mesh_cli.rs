@@ -2,8 +2,9 @@
 //! each in its own network namespace with veth trunks, and three hosts' sigds in
 //! theirs. What a user would notice: every host reaches every other across several
 //! switches, and after a trunk a call uses goes down, that call ends and a new call
-//! between the same hosts connects over another trunk. Each trunk's frames pass a
-//! delay line, and every third trunk is 200 ms long one way: a round trip longer
+//! between the same hosts connects over another trunk. Trunks differ in rate (50 or
+//! 30 Mbit/s) and MTU (1,400 or 9,000); each trunk's frames pass a delay line, and
+//! every third trunk is 200 ms long one way: a round trip longer
 //! than a network link's Timer_CC (200 ms) and Timer_NO_RESPONSE (400 ms), which
 //! used to keep such a trunk from ever coming up. No figure is asserted; every wait in
 //! the command has a deadline of its own. Skipped without root, ip, tc or ethtool.
@@ -65,9 +66,9 @@ fn calls_cross_the_mesh_and_go_round_a_cut_trunk_or_skips() {
             "--calls",
             "10",
             "--rate",
-            "50Mbps",
+            "50Mbps,30Mbps",
             "--mtu",
-            "1400",
+            "1400,9000",
             "--delay",
             "2ms,2ms,200ms",
             "--json",
@@ -98,6 +99,9 @@ fn calls_cross_the_mesh_and_go_round_a_cut_trunk_or_skips() {
         .collect();
     assert_eq!(delays.len(), 15, "{doc}");
     assert_eq!(delays.iter().filter(|d| **d == 200.0).count(), 5, "{doc}");
+    // Each trunk its own rate and MTU, dealt in turn.
+    assert_eq!(doc["trunk_rate_bps"][1], 30_000_000, "{doc}");
+    assert_eq!(doc["trunk_mtu"][1], 9000, "{doc}");
     let pairs = doc["pairs"].as_array().unwrap();
     assert_eq!(pairs.len(), 6, "{doc}");
     for p in pairs {

@@ -29,19 +29,49 @@ pub(super) struct Lab {
     prefix: String,
     /// The namespaces created so far.
     namespaces: Vec<String>,
-    /// The switches and sigds started so far.
+    /// The switches, sigds and delay lines started so far.
     daemons: Vec<Child>,
+    pub(super) trunks: Trunks,
+}
+
+/// What each trunk is: rates, MTUs and one-way delays, each list dealt to the trunks
+/// in turn (trunk `t` gets `list[t % len]`), so trunks may differ.
+#[derive(Debug, Clone)]
+pub(super) struct Trunks {
+    pub(super) rates_bps: Vec<u64>,
+    pub(super) mtus: Vec<u32>,
+    pub(super) delays: Vec<Duration>,
+}
+
+impl Trunks {
+    /// Trunk `t`'s rate (both ways, `tbf`; also its ports' line rate).
+    pub(super) fn rate(&self, t: usize) -> u64 {
+        dealt(&self.rates_bps, t, 100_000_000)
+    }
+
+    /// Trunk `t`'s MTU.
+    pub(super) fn mtu(&self, t: usize) -> u32 {
+        dealt(&self.mtus, t, 1500)
+    }
+
+    /// Trunk `t`'s one-way delay (0: a plain veth pair).
+    pub(super) fn delay(&self, t: usize) -> Duration {
+        dealt(&self.delays, t, Duration::ZERO)
+    }
+}
+
+/// `list[t % len]`, or `none` for an empty list.
+fn dealt<T: Copy>(list: &[T], t: usize, none: T) -> T {
+    match list.len() {
+        0 => none,
+        n => list[t % n],
+    }
 }
 
 impl Lab {
-    /// Create every namespace and link, and start the delay line of each trunk whose
-    /// one-way delay (`delays[t % len]` for trunk `t`) is not zero; no daemon yet.
-    pub(super) fn build(
-        mesh: Mesh,
-        rate_bps: u64,
-        mtu: u32,
-        delays: &[Duration],
-    ) -> anyhow::Result<Lab> {
+    /// Create every namespace and link, each trunk as `trunks` says, and start the
+    /// delay line of each trunk whose one-way delay is not zero; no daemon yet.
+    pub(super) fn build(mesh: Mesh, trunks: Trunks) -> anyhow::Result<Lab> {
         let pid = std::process::id();
         let dir = std::env::temp_dir().join(format!("natm-mesh-{pid}"));
         std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {dir:?}"))?;
@@ -51,6 +81,7 @@ impl Lab {
             prefix: format!("natm-mesh-{pid}"),
             namespaces: Vec::new(),
             daemons: Vec::new(),
+            trunks,
         };
         for s in 0..lab.mesh.switches {
             lab.add_namespace(lab.switch_ns(s))?;
@@ -58,10 +89,10 @@ impl Lab {
         for k in 0..lab.mesh.host_switch.len() {
             lab.add_namespace(lab.host_ns(k))?;
         }
-        let mtu = mtu.to_string();
         for t in 0..lab.mesh.trunks.len() {
             let k = lab.mesh.trunks[t];
-            let delay = trunk_delay(delays, t);
+            let (delay, mtu) = (lab.trunks.delay(t), lab.trunks.mtu(t).to_string());
+            let rate_bps = lab.trunks.rate(t);
             let ends = [
                 (lab.switch_ns(k.a), topology::trunk_if(k.b), k.a),
                 (lab.switch_ns(k.b), topology::trunk_if(k.a), k.b),
@@ -146,10 +177,11 @@ impl Lab {
 
     /// Start every switch (routing on) in its namespace; returns once each has
     /// written its stat file.
-    pub(super) fn start_switches(&mut self, rate_bps: u64) -> anyhow::Result<()> {
+    /// Host links run at the first trunk rate.
+    pub(super) fn start_switches(&mut self) -> anyhow::Result<()> {
         for s in 0..self.mesh.switches {
             let cfg = self.dir.join(format!("s{s}.toml"));
-            std::fs::write(&cfg, self.switch_config(s, rate_bps))
+            std::fs::write(&cfg, self.switch_config(s))
                 .with_context(|| format!("cannot write {cfg:?}"))?;
             let args = ["switch".into(), "--config".into(), path_arg(&cfg)];
             self.start(&self.switch_ns(s), &args, &format!("s{s}"))?;
@@ -210,7 +242,7 @@ impl Lab {
         out
     }
 
-    fn switch_config(&self, s: usize, rate_bps: u64) -> String {
+    fn switch_config(&self, s: usize) -> String {
         let mut t = format!(
             "name = \"s{s}\"\nstat_json = {:?}\nstat_interval_ms = 50\n[routing]\nnode = {}\n",
             self.stat_path(s),
@@ -221,7 +253,7 @@ impl Lab {
                 &topology::trunk_if(other),
                 topology::trunk_endpoint(&self.mesh, i, s),
                 topology::trunk_endpoint(&self.mesh, i, other),
-                rate_bps,
+                self.trunks.rate(i),
                 "switch",
             );
         }
@@ -232,7 +264,7 @@ impl Lab {
                 &topology::host_if(k),
                 std::net::SocketAddrV4::new(sw_ip, SWITCH_UDP),
                 std::net::SocketAddrV4::new(host_ip, SIGD_UDP),
-                rate_bps,
+                self.trunks.rate(0),
                 "host",
             );
         }
@@ -328,14 +360,6 @@ impl Drop for Lab {
             let _ = sh(&["ip", "netns", "del", &ns]);
         }
         let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// Trunk `t`'s one-way delay: the delays given, round the trunks.
-pub(super) fn trunk_delay(delays: &[Duration], t: usize) -> Duration {
-    match delays.len() {
-        0 => Duration::ZERO,
-        n => delays[t % n],
     }
 }
 

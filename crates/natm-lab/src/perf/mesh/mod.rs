@@ -48,14 +48,16 @@ pub(crate) struct MeshArgs {
     /// Hosts, spread round the ring, each on its own switch.
     #[arg(long, default_value_t = 4)]
     hosts: usize,
-    /// Each trunk's rate, both ways (`tbf`), also the switch ports' line rate.
-    #[arg(long, default_value = "100Mbps", value_parser = units::rate)]
-    rate: u64,
-    /// Each trunk's MTU.
-    #[arg(long, default_value_t = 1500)]
-    mtu: u32,
-    /// Each trunk's one-way delay, both ways; several (comma-separated) are given to
-    /// the trunks in turn, so trunks differ. 0: a plain veth pair, no delay line.
+    /// Each trunk's rate, both ways (`tbf`), also the switch ports' line rate (host
+    /// links run at the first). Several (comma-separated) are dealt to the trunks in
+    /// turn, as are MTUs and delays, so trunks differ.
+    #[arg(long, value_delimiter = ',', default_value = "100Mbps", value_parser = units::rate)]
+    rate: Vec<u64>,
+    /// Each trunk's MTU (several: in turn).
+    #[arg(long, value_delimiter = ',', default_value = "1500")]
+    mtu: Vec<u32>,
+    /// Each trunk's one-way delay, both ways (several: in turn). 0: a plain veth
+    /// pair, no delay line.
     #[arg(long, value_delimiter = ',', default_value = "0ms",
           value_parser = natm_cli::cli::units::duration)]
     delay: Vec<Duration>,
@@ -107,10 +109,11 @@ pub(crate) struct MeshResult {
     switches: usize,
     hosts: usize,
     trunks: usize,
-    rate_bps: u64,
-    mtu: u32,
+    /// Each trunk's rate, in trunk order.
+    trunk_rate_bps: Vec<u64>,
+    /// Each trunk's MTU, in trunk order.
+    trunk_mtu: Vec<u32>,
     /// Each trunk's one-way delay, in trunk order (ms).
-    #[serde(default)]
     trunk_delay_ms: Vec<f64>,
     /// From starting the switches until every switch's topology held every switch
     /// and each had all its trunks two-way.
@@ -134,7 +137,7 @@ impl Experiment for MeshArgs {
     fn run(&self, progress: &ProgressBar) -> anyhow::Result<(MeshResult, ())> {
         check_prerequisites()?;
         anyhow::ensure!(
-            (68..=65_535).contains(&self.mtu),
+            self.mtu.iter().all(|m| (68..=65_535).contains(m)),
             "--mtu must be 68 to 65535"
         );
         anyhow::ensure!(self.calls >= 1, "--calls must be at least 1");
@@ -142,11 +145,16 @@ impl Experiment for MeshArgs {
         let stop = interrupt_flag()?;
         progress.set_length(5);
         progress.set_message("building namespaces");
-        let mut lab = Lab::build(mesh, self.rate, self.mtu, &self.delay)?;
+        let trunks = lab::Trunks {
+            rates_bps: self.rate.clone(),
+            mtus: self.mtu.clone(),
+            delays: self.delay.clone(),
+        };
+        let mut lab = Lab::build(mesh, trunks)?;
         progress.inc(1);
         progress.set_message("converging");
         let t0 = Instant::now();
-        lab.start_switches(self.rate)?;
+        lab.start_switches()?;
         poll(
             &stop,
             CONVERGE_DEADLINE,
@@ -181,10 +189,10 @@ impl Experiment for MeshArgs {
                 switches: m.switches,
                 hosts: m.host_switch.len(),
                 trunks: m.trunks.len(),
-                rate_bps: self.rate,
-                mtu: self.mtu,
+                trunk_rate_bps: (0..m.trunks.len()).map(|t| lab.trunks.rate(t)).collect(),
+                trunk_mtu: (0..m.trunks.len()).map(|t| lab.trunks.mtu(t)).collect(),
                 trunk_delay_ms: (0..m.trunks.len())
-                    .map(|t| ms(lab::trunk_delay(&self.delay, t)))
+                    .map(|t| ms(lab.trunks.delay(t)))
                     .collect(),
                 converge_ms,
                 pairs,
@@ -222,8 +230,18 @@ impl Experiment for MeshArgs {
                     "{} switches, {} trunks ({} Mbit/s, MTU {}{}), {} hosts",
                     r.switches,
                     r.trunks,
-                    r.rate_bps as f64 / 1e6,
-                    r.mtu,
+                    range(
+                        &r.trunk_rate_bps
+                            .iter()
+                            .map(|&b| b as f64 / 1e6)
+                            .collect::<Vec<_>>()
+                    ),
+                    range(
+                        &r.trunk_mtu
+                            .iter()
+                            .map(|&m| f64::from(m))
+                            .collect::<Vec<_>>()
+                    ),
                     delay_range(&r.trunk_delay_ms),
                     r.hosts
                 ),
@@ -329,16 +347,23 @@ fn check_prerequisites() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// "X" or "A–B": the values' range.
+fn range(v: &[f64]) -> String {
+    let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = v.iter().copied().fold(0.0, f64::max);
+    if lo == hi || v.is_empty() {
+        format!("{hi}")
+    } else {
+        format!("{lo}–{hi}")
+    }
+}
+
 /// ", one-way delay D ms" or ", one-way delay A–B ms"; nothing without delay.
 fn delay_range(ms: &[f64]) -> String {
-    let lo = ms.iter().copied().fold(f64::INFINITY, f64::min);
-    let hi = ms.iter().copied().fold(0.0, f64::max);
-    if hi == 0.0 {
+    if ms.iter().all(|&d| d == 0.0) {
         String::new()
-    } else if lo == hi {
-        format!(", one-way delay {hi} ms")
     } else {
-        format!(", one-way delay {lo}–{hi} ms")
+        format!(", one-way delay {} ms", range(ms))
     }
 }
 
