@@ -62,7 +62,10 @@ fn a_process_that_lingers_then_exits_has_all_its_messages_read() {
             ],
         );
         assert!(line.starts_with("connected"), "{qos}: {line}");
-        let c = accepting.join().unwrap().unwrap();
+        let c = accepting
+            .join()
+            .unwrap()
+            .unwrap_or_else(|e| panic!("{qos}: accept: {e:?}"));
         // The helper is gone before anything is read here.
         let status = child.0.take().unwrap().wait().unwrap();
         assert!(status.success(), "{qos}: the helper failed: {status}");
@@ -80,7 +83,8 @@ fn a_process_that_lingers_then_exits_has_all_its_messages_read() {
         let end = c.recv(Wait::For(Duration::from_secs(5)));
         assert!(
             matches!(end, Ok(None)),
-            "{qos}: after the messages: {end:?}"
+            "{qos}: after the messages: {end:?} (released: {:?})",
+            c.released()
         );
         // sigd's word on the call: a normal release (it may follow the data's end).
         let released = loop {

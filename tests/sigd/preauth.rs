@@ -296,3 +296,37 @@ fn a_call_closed_before_accept_still_delivers_its_data_then_ends() {
     a.wait_no_calls();
     b.wait_no_calls();
 }
+
+/// A caller that sends and hangs up before the called application takes the call:
+/// its hang-up stops the direction it received on (an abort of the callee's sending
+/// VC, in B's socket before `accept`), but `accept` still gives the connection, the
+/// callee reads what was sent, then the end, and its own sends fail as aborted by the
+/// peer. (Whether the abort is read before or after `accept` checks the connection is
+/// up is the engine's timing; `Conn::wait_up` takes either — it used to fail `accept`
+/// when the abort came first, seen on a loaded CI run.)
+#[test]
+fn a_caller_that_sent_and_hung_up_before_accept_is_still_read() {
+    let (a, b) = pair(LINK, LINK);
+    let hb = b.host();
+    let l = hb
+        .bind_with("gone", "reliable", Accept::Auto { backlog: 4 })
+        .unwrap();
+    let ha = a.host();
+    let c = ha.connect("+4420002:gone", "reliable").unwrap();
+    c.send(b"sent before accept", Wait::Block).unwrap();
+    wait_first_tpdu(&c);
+    // Dropped: the sending VC closes in order, the receiving one aborts at once.
+    drop(c);
+    let p = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
+    assert_eq!(
+        p.recv(Wait::For(Duration::from_secs(10)))
+            .unwrap()
+            .as_deref(),
+        Some(&b"sent before accept"[..])
+    );
+    assert_eq!(p.recv(Wait::For(Duration::from_secs(10))).unwrap(), None);
+    assert!(matches!(
+        p.send(b"nobody reads this", Wait::Block),
+        Err(Error::Aborted(AbortReason::Peer))
+    ));
+}

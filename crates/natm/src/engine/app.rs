@@ -117,6 +117,19 @@ fn end_error<H: natm_proto::endpoint::Simplex>(e: &End<H>) -> Option<Error> {
     None
 }
 
+/// Why end `e` did not come up ([`end_error`] before it was connected). An end that
+/// came up and was aborted since is not a failed setup: a caller that sent and hung up
+/// at once (its receiving VC aborts, which ends this sending one) is still read; the
+/// abort shows when that direction is used. `accept` used to fail with "aborted by
+/// the peer" whenever such a hang-up came between the data path's opening and this
+/// check (a loaded machine).
+fn setup_error<H: natm_proto::endpoint::Simplex>(e: &End<H>) -> Option<Error> {
+    if e.status().connected {
+        return None;
+    }
+    end_error(e)
+}
+
 /// Why the application cannot send or receive on end `e`: it is the unused
 /// direction of a simplex connection, or [`end_error`].
 fn use_error<H: natm_proto::endpoint::Simplex>(e: &End<H>, which: Which) -> Option<Error> {
@@ -263,7 +276,7 @@ impl Conn {
         {
             return Err(Error::TimedOut);
         }
-        if let Some(e) = end_error(&self.tx().0) {
+        if let Some(e) = setup_error(&self.tx().0) {
             return Err(e);
         }
         if self
@@ -272,7 +285,7 @@ impl Conn {
         {
             return Err(Error::TimedOut);
         }
-        end_error(&self.rx().0).map_or(Ok(()), Err)
+        setup_error(&self.rx().0).map_or(Ok(()), Err)
     }
 
     /// Send what the end holds inline, or return `true` if the scheduler must do it:
