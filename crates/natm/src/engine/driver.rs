@@ -167,6 +167,14 @@ fn run_timers(eng: &Arc<Engine>) {
             // enough that the start time would stamp the retransmissions it sends,
             // and start their timers, early by the run's length so far.
             c.on_timer(eng, eng.clock.now());
+            // `on_timer` re-arms the ends it ran. The other end's deadline, set by
+            // another thread after this entry was popped and before `disarm`, found
+            // this entry's time armed and added none of its own: arm it here, or it
+            // is lost (a bare VC's end after a release would never come).
+            let d = c.deadline();
+            if d != u64::MAX {
+                eng.arm(&c, d);
+            }
         } else if c.deadline() != u64::MAX {
             // The deadline moved later since this entry was armed.
             eng.arm(&c, c.deadline());
