@@ -11,9 +11,12 @@
 //! neighbours coming and going. The control plane feeds the switch's own state
 //! ([`Router::set_local`]) and asks for paths ([`Router::path`]).
 //!
-//! Flooding is reliable: a PTSE sent to a neighbour is sent again every
-//! [`RoutingConfig::retransmit`] until the neighbour acknowledges it (or a newer
-//! instance), and every switch re-originates its own at least every
+//! Flooding is reliable: a PTSE sent to a neighbour is sent again until the neighbour
+//! acknowledges it (or a newer instance), after the neighbour's retransmission
+//! timeout: [`RoutingConfig::retransmit`] at least, RFC 6298's from the round trips
+//! its acknowledgements measured (Karn's rule: only of PTSEs sent once), doubled for
+//! each retransmission until the next sample — PNNI fixes the interval (5 s), and a
+//! fixed 50 ms sent each PTSE a dozen times across a trunk of 300 ms. Every switch re-originates its own at least every
 //! [`RoutingConfig::refresh`]; an instance not refreshed within its lifetime ages
 //! out. A neighbour that becomes two-way is sent the whole database (PNNI's database
 //! summary exchange, simplified to flooding it).
@@ -23,6 +26,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use natm_proto::time::Instant;
+use natm_proto::transport::rtt::{RttConfig, RttEstimator};
 use natm_proto::wire::addr::{AtmAddr, Prefix};
 use natm_proto::wire::q2931::{Blocked, Dtl, DtlHop, NodeId};
 
@@ -63,7 +67,8 @@ pub struct RoutingConfig {
     pub refresh: Duration,
     /// The lifetime a PTSE is originated with (PNNI: 1 h); must exceed `refresh`.
     pub lifetime: Duration,
-    /// An unacknowledged PTSE is sent again after this long (PNNI: 5 s).
+    /// An unacknowledged PTSE is sent again after this long at least, and before any
+    /// round trip to the neighbour is measured (PNNI: 5 s).
     pub retransmit: Duration,
     /// Least time between two originations for a change in available cell rate (a
     /// change of neighbours originates at once).
@@ -169,10 +174,49 @@ struct Neighbour {
     two_way: bool,
     last_heard: Instant,
     next_hello: Instant,
-    /// PTSEs sent and not acknowledged: origin → (sequence, when to send again).
-    unacked: BTreeMap<NodeId, (u32, Instant)>,
+    /// PTSEs sent and not acknowledged, by origin.
+    unacked: BTreeMap<NodeId, Unacked>,
     /// PTSEs received to acknowledge.
     acks: Vec<(NodeId, u32)>,
+    /// Round trips to the neighbour, and the retransmission timeout from them.
+    rtt: RttEstimator,
+}
+
+/// A PTSE instance sent to a neighbour and not yet acknowledged.
+#[derive(Debug, Clone, Copy)]
+struct Unacked {
+    seq: u32,
+    /// When to send it again.
+    next: Instant,
+    /// When it was first sent, if only once (Karn's rule: an acknowledgement of a
+    /// retransmitted PTSE measures nothing).
+    sent_once: Option<Instant>,
+}
+
+impl Neighbour {
+    /// `seq` of `origin`'s PTSE sent now for the first time.
+    fn sent(&mut self, origin: NodeId, seq: u32, now: Instant) {
+        let next = now + self.rtt.rto();
+        self.unacked.insert(
+            origin,
+            Unacked {
+                seq,
+                next,
+                sent_once: Some(now),
+            },
+        );
+    }
+
+    /// The neighbour has `origin`'s PTSE `seq` or newer: stop sending ours; an
+    /// acknowledgement (`ack`) of one sent once measures the round trip.
+    fn has(&mut self, origin: NodeId, seq: u32, ack: bool, now: Instant) {
+        if let Some(u) = self.unacked.get(&origin).filter(|u| seq >= u.seq).copied() {
+            self.unacked.remove(&origin);
+            if let (true, Some(at)) = (ack, u.sent_once) {
+                self.rtt.on_sample(now.saturating_duration_since(at));
+            }
+        }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -245,6 +289,12 @@ impl Router {
                 next_hello: now,
                 unacked: BTreeMap::new(),
                 acks: Vec::new(),
+                rtt: RttEstimator::new(RttConfig {
+                    initial_rto: self.cfg.retransmit,
+                    min_rto: self.cfg.retransmit,
+                    max_rto: self.cfg.lifetime / 2,
+                    ..RttConfig::default()
+                }),
             },
         );
         self.pending.get_or_insert(now);
@@ -331,11 +381,11 @@ impl Router {
             .filter(|(p, n)| n.two_way && Some(**p) != except)
             .map(|(p, _)| *p)
             .collect();
+        let now = self.now;
         for p in ports {
             self.send_ptse(p, origin);
-            let next = self.now + self.cfg.retransmit;
             if let Some(n) = self.trunks.get_mut(&p) {
-                n.unacked.insert(origin, (seq, next));
+                n.sent(origin, seq, now);
             }
         }
     }
@@ -377,11 +427,10 @@ impl Router {
             Ok(Frame::Hello(h)) => self.on_hello(port, h),
             Ok(Frame::Ptse(p)) => self.on_ptse(port, p),
             Ok(Frame::Ack(v)) => {
+                let now = self.now;
                 if let Some(n) = self.trunks.get_mut(&port) {
                     for (o, s) in v {
-                        if n.unacked.get(&o).is_some_and(|&(u, _)| s >= u) {
-                            n.unacked.remove(&o);
-                        }
+                        n.has(o, s, true, now);
                     }
                 }
             }
@@ -427,9 +476,8 @@ impl Router {
                 }
                 let seq = self.db[&o].ptse.seq;
                 self.send_ptse(port, o);
-                let next = now + self.cfg.retransmit;
                 if let Some(n) = self.trunks.get_mut(&port) {
-                    n.unacked.insert(o, (seq, next));
+                    n.sent(o, seq, now);
                 }
             }
         }
@@ -455,9 +503,7 @@ impl Router {
         if !newer {
             // The neighbour has this instance (or a newer one): no need to send it.
             if let Some(n) = self.trunks.get_mut(&port) {
-                if n.unacked.get(&p.origin).is_some_and(|&(u, _)| p.seq >= u) {
-                    n.unacked.remove(&p.origin);
-                }
+                n.has(p.origin, p.seq, false, now);
             }
             return;
         }
@@ -501,17 +547,30 @@ impl Router {
             let due: Vec<NodeId> = self.trunks[&p]
                 .unacked
                 .iter()
-                .filter(|(_, &(_, t))| t <= now)
+                .filter(|(_, u)| u.next <= now)
                 .map(|(o, _)| *o)
                 .collect();
+            if !due.is_empty() {
+                // RFC 6298 §5.5: the timeout doubles until a fresh sample.
+                if let Some(n) = self.trunks.get_mut(&p) {
+                    n.rtt.on_timeout();
+                }
+            }
             for o in due {
                 match self.db.get(&o).map(|s| s.ptse.seq) {
                     Some(seq) => {
                         self.send_ptse(p, o);
                         self.counters.retransmits += 1;
-                        let next = now + self.cfg.retransmit;
                         if let Some(n) = self.trunks.get_mut(&p) {
-                            n.unacked.insert(o, (seq, next));
+                            let next = now + n.rtt.rto();
+                            n.unacked.insert(
+                                o,
+                                Unacked {
+                                    seq,
+                                    next,
+                                    sent_once: None,
+                                },
+                            );
                         }
                     }
                     None => {
@@ -541,8 +600,8 @@ impl Router {
             if n.peer.is_some() {
                 at(n.last_heard + self.cfg.dead);
             }
-            for &(_, r) in n.unacked.values() {
-                at(r);
+            for u in n.unacked.values() {
+                at(u.next);
             }
         }
         for (o, s) in &self.db {

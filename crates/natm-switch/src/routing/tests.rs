@@ -1,5 +1,5 @@
 //! Routers alone, in virtual time: a ring of four, frames moved between them with
-//! loss injected by dropping frames in flight.
+//! loss injected by dropping frames in flight, and a delay on every trunk.
 
 use super::*;
 use natm_proto::wire::addr::HostsFile;
@@ -17,6 +17,10 @@ struct Mesh {
     drop_every: u64,
     sent: u64,
     events: Vec<(usize, RouterEvent)>,
+    /// One-way delay of every trunk (zero: delivered at once).
+    delay: Duration,
+    /// Frames on their way: (due, router, port, frame).
+    in_flight: VecDeque<(Instant, usize, u16, Bytes)>,
 }
 
 fn prefix(s: &str) -> Prefix {
@@ -63,6 +67,8 @@ impl Mesh {
             drop_every: 0,
             sent: 0,
             events: Vec::new(),
+            delay: Duration::ZERO,
+            in_flight: VecDeque::new(),
         }
     }
 
@@ -95,7 +101,11 @@ impl Mesh {
                         {
                             continue;
                         }
-                        self.r[j].handle_frame(self.now, PortId(q), &f);
+                        if self.delay.is_zero() {
+                            self.r[j].handle_frame(self.now, PortId(q), &f);
+                        } else {
+                            self.in_flight.push_back((self.now + self.delay, j, q, f));
+                        }
                     }
                     while let Some(e) = self.r[i].poll_event() {
                         self.events.push((i, e));
@@ -106,6 +116,11 @@ impl Mesh {
                 }
             }
             self.now += MS;
+            // One delay for every frame: they arrive in the order sent.
+            while self.in_flight.front().is_some_and(|f| f.0 <= self.now) {
+                let (_, j, q, f) = self.in_flight.pop_front().expect("looked at");
+                self.r[j].handle_frame(self.now, PortId(q), &f);
+            }
             for r in &mut self.r {
                 if r.poll_timeout().is_some_and(|t| t <= self.now) {
                     r.handle_timeout(self.now);
@@ -299,4 +314,30 @@ fn an_unrefreshed_ptse_ages_out() {
     assert!(m.r[0].path(&addr("+4430"), 0, 0, &[]).is_err());
     m.run(4000 * MS);
     assert!(!m.r[0].database().iter().any(|r| r.origin == 3));
+}
+
+/// Trunks of 300 ms one way: the retransmission timeout follows the round trip, so a
+/// PTSE goes across about once, where a fixed 50 ms sent each a dozen times.
+#[test]
+fn ptse_retransmission_follows_a_long_round_trip() {
+    let mut m = Mesh::ring(4);
+    m.delay = 300 * MS;
+    assert!(m.until_converged(10_000 * MS));
+    let sum = |m: &Mesh| -> (u64, u64) {
+        m.r.iter().fold((0, 0), |(o, r), x| {
+            (o + x.counters().ptses_out, r + x.counters().retransmits)
+        })
+    };
+    let (out0, retx0) = sum(&m);
+    // Ten seconds of refreshes (each router re-originates every second).
+    m.run(10_000 * MS);
+    let (out, retx) = (sum(&m).0 - out0, sum(&m).1 - retx0);
+    assert!(out >= 4 * 10 * 2, "refreshes flooded: {out}");
+    assert!(
+        retx * 10 <= out,
+        "{retx} retransmissions for {out} PTSEs sent in the steady state"
+    );
+    // Still a routed network: every router reaches the others.
+    assert!(m.converged());
+    assert!(m.r[0].path(&addr("+4430"), 0, 0, &[]).is_ok());
 }

@@ -6,37 +6,45 @@
 //! long or slow path) every BGN was retransmitted before its BGAK could come back,
 //! MaxCC ran out, and the link never came up. Departure from Q.2110: each end
 //! measures the round trip (a POLL to the STAT that echoes its N(PS); the first BGN
-//! to its BGAK, an overestimate if a retransmission was answered), smooths it as TCP does (RFC 6298's 1/8 gain), and never
-//! lets a timer that waits for an answer run shorter than the answer takes.
+//! to its BGAK, an overestimate if a retransmission was answered), smooths it with the
+//! transport's RFC 6298 estimator ([`RttEstimator`]), and never lets a timer that
+//! waits for an answer run shorter than the answer takes.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use crate::time::Instant;
+use crate::transport::rtt::{RttConfig, RttEstimator};
 use crate::wire::sscop::SeqNum;
 
 /// POLLs remembered for a sample (a STAT answers one of the last few).
 const POLLS_KEPT: usize = 8;
 
 /// The smoothed round trip and the POLLs it is measured from.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub(super) struct RoundTrip {
-    srtt: Option<Duration>,
+    est: RttEstimator,
     polls: VecDeque<(SeqNum, Instant)>,
+}
+
+impl Default for RoundTrip {
+    fn default() -> Self {
+        RoundTrip {
+            est: RttEstimator::new(RttConfig::default()),
+            polls: VecDeque::new(),
+        }
+    }
 }
 
 impl RoundTrip {
     /// The smoothed round trip, once measured.
     pub(super) fn srtt(&self) -> Option<Duration> {
-        self.srtt
+        self.est.has_sample().then(|| self.est.srtt())
     }
 
     /// A measured round trip.
     pub(super) fn sample(&mut self, rtt: Duration) {
-        self.srtt = Some(match self.srtt {
-            None => rtt,
-            Some(s) => (s * 7 + rtt) / 8,
-        });
+        self.est.on_sample(rtt);
     }
 
     /// POLL `nps` left at `now`.
@@ -65,7 +73,7 @@ impl RoundTrip {
     /// `base`, or twice the round trip plus `extra` if that is longer: a timer that
     /// waits for an answer.
     pub(super) fn at_least(&self, base: Duration, extra: Duration) -> Duration {
-        self.srtt.map_or(base, |s| base.max(s * 2 + extra))
+        self.srtt().map_or(base, |s| base.max(s * 2 + extra))
     }
 }
 
