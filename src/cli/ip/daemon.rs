@@ -17,12 +17,12 @@ use natm::time::Instant;
 use natm::ulib::{Connection, Error, Host, HostConfig, Listener};
 use natm::wire::addr::AtmAddr;
 use natm_proto::ip::arp::{ArpServer, ServerOutcome, SERVER_AGE};
-use natm_proto::ip::atmarp::Repr;
+use natm_proto::ip::atmarp::{Op, Repr};
 use natm_proto::ip::llc::{self, Payload};
-use natm_proto::ip::node::{arp_frame, Action, Node, VcId};
+use natm_proto::ip::node::{arp_frame, Action, Node, VcId, VcKind, CAUSE_INCOMPATIBLE};
 use tun_rs::{DeviceBuilder, SyncDevice};
 
-use super::{pool, qos, IpConfig, ARP_SAP, IP_SAP};
+use super::{pool, qos, IpConfig, ARP_SAP, IP_SAP, LLC_QOS, LLC_SAP};
 
 /// Packets queued for one VC's sender thread; past it the interface drops, as a
 /// full device queue does (TCP sees a loss, nothing blocks the other VCs).
@@ -61,6 +61,9 @@ struct Shared {
     tun_drops: std::sync::atomic::AtomicU64,
     /// Call setups under way ([`MAX_SETUPS`]).
     setups: std::sync::atomic::AtomicUsize,
+    /// This host's ATMARP server, when it runs one: it also answers the requests
+    /// that come on VCs as RFC 2225 makes them.
+    arp_server: Option<Arc<ArpService>>,
 }
 
 /// Starts a thread named `name`; one the system refuses is an error, not a panic.
@@ -117,6 +120,7 @@ impl Shared {
                 peer,
                 class,
                 mtu,
+                kind,
             } => {
                 use std::sync::atomic::Ordering::AcqRel;
                 if self.setups.fetch_add(1, AcqRel) >= MAX_SETUPS {
@@ -127,7 +131,7 @@ impl Shared {
                 }
                 let me = self.clone();
                 let started = spawn("natm-ip-setup", move || {
-                    me.clone().setup(vc, peer, class, mtu);
+                    me.clone().setup(vc, peer, class, mtu, kind);
                     me.setups.fetch_sub(1, AcqRel);
                 });
                 if let Err(e) = started {
@@ -145,23 +149,27 @@ impl Shared {
         }
     }
 
-    /// Calls `peer` for VC `vc`; on success the VC's threads start.
-    fn setup(self: Arc<Self>, vc: VcId, peer: AtmAddr, class: usize, mtu: u32) {
-        let qos = {
-            let node = lock(&self.node);
-            qos::with_mtu(node.policy().qos(class), mtu)
+    /// Calls `peer` for VC `vc`: natm's SAP `ip` with class `class`'s QoS, or as
+    /// RFC 2225 does ([`VcKind::Llc`]); on success the VC's threads start.
+    fn setup(self: Arc<Self>, vc: VcId, peer: AtmAddr, class: usize, mtu: u32, kind: VcKind) {
+        let (sap, qos) = match kind {
+            VcKind::Natm => (IP_SAP, {
+                let node = lock(&self.node);
+                qos::with_mtu(node.policy().qos(class), mtu)
+            }),
+            VcKind::Llc | VcKind::Pvc => (LLC_SAP, qos::with_mtu(LLC_QOS, mtu)),
         };
         let result = qos
             .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))
             .and_then(|q| {
                 self.host
-                    .connect(format!("{peer}:{IP_SAP}").as_str(), &q)
+                    .connect(format!("{peer}:{sap}").as_str(), &q)
                     .map(|c| (c, q))
             });
         match result {
             Ok((conn, q)) => {
-                tracing::info!(vc, %peer, qos = %q, "VC up");
-                self.start_vc(vc, conn);
+                tracing::info!(vc, %peer, qos = %q, ?kind, "VC up");
+                self.start_vc(vc, conn, kind, peer);
                 self.with_node(|n, now| n.handle_setup_done(now, vc));
             }
             Err(e) => {
@@ -169,14 +177,20 @@ impl Shared {
                     Error::Refused { cause, .. } => Some(*cause),
                     _ => None,
                 };
-                tracing::warn!(vc, %peer, "VC setup failed: {e}");
+                if cause == Some(CAUSE_INCOMPATIBLE) && kind == VcKind::Natm {
+                    tracing::info!(vc, %peer, "{peer} is not natm ({e}): calling as RFC 2225 does");
+                } else {
+                    tracing::warn!(vc, %peer, ?kind, "VC setup failed: {e}");
+                }
                 self.with_node(|n, now| n.handle_setup_failed(now, vc, cause));
             }
         }
     }
 
-    /// Starts the sender and receiver threads of an open VC.
-    fn start_vc(self: &Arc<Self>, vc: VcId, conn: Connection) {
+    /// Starts the sender and receiver threads of an open VC. On a VC as RFC 2225
+    /// makes them ([`VcKind::Llc`]) ATMARP requests go to this host's ATMARP
+    /// server, if it runs one, and its answers back on the VC.
+    fn start_vc(self: &Arc<Self>, vc: VcId, conn: Connection, kind: VcKind, peer: AtmAddr) {
         let conn = Arc::new(conn);
         let (tx, rx) = sync_channel::<Vec<u8>>(VC_QUEUE);
         lock(&self.vcs).insert(
@@ -209,6 +223,13 @@ impl Shared {
             let conn = receiving_conn;
             // Ends when the peer closes, the VC fails, or this end releases it.
             while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
+                if let (VcKind::Llc, Some(server)) = (kind, &me.arp_server) {
+                    if let Some(reply) = server.answer(peer, &chunk) {
+                        // As the pool's replies: never waiting on a client's VC.
+                        let _ = conn.send(&reply, Wait::No);
+                        continue;
+                    }
+                }
                 let packet =
                     me.with_node(|n, now| n.handle_frame(now, vc, &chunk).map(<[u8]>::to_vec));
                 if let Some(p) = packet {
@@ -227,13 +248,19 @@ impl Shared {
         }
     }
 
-    /// Takes calls on SAP `ip`.
-    fn listen(self: Arc<Self>, listener: Listener) {
+    /// Takes calls on SAP `ip` ([`VcKind::Natm`]) or on B-LLI LLC, as RFC 2225
+    /// makes them ([`VcKind::Llc`]).
+    fn listen(self: Arc<Self>, listener: Listener, kind: VcKind) {
+        let sap = if kind == VcKind::Natm {
+            IP_SAP
+        } else {
+            LLC_SAP
+        };
         loop {
             let call = match listener.next_call(Wait::Block) {
                 Ok(c) => c,
                 Err(e) => {
-                    tracing::error!("listener on SAP {IP_SAP} failed: {e}");
+                    tracing::error!("listener on SAP {sap} failed: {e}");
                     std::process::exit(1);
                 }
             };
@@ -245,12 +272,16 @@ impl Shared {
                 let node = lock(&self.node);
                 qos::classify_call(node.policy(), &call.qos)
             };
-            let decided = self.with_node(|n, now| n.handle_incoming(now, caller, class, offered));
+            let decided = self.with_node(|n, now| match kind {
+                VcKind::Natm => n.handle_incoming(now, caller, class, offered),
+                VcKind::Llc | VcKind::Pvc => n.handle_incoming_llc(now, caller, offered),
+            });
             match decided {
                 Ok((vc, mtu)) => match call.accept() {
                     Ok(conn) => {
-                        tracing::info!(vc, %caller, mtu, ?class, "call taken");
-                        self.start_vc(vc, conn);
+                        tracing::info!(vc, %caller, mtu, ?class, ?kind, "call taken");
+                        self.start_vc(vc, conn, kind, caller);
+                        self.with_node(|n, now| n.handle_accepted(now, vc));
                     }
                     Err(e) => {
                         tracing::warn!(%caller, "accepting failed: {e}");
@@ -265,13 +296,35 @@ impl Shared {
         }
     }
 
-    /// Keeps a VC to the ATMARP server, feeding its answers to the node.
-    fn arp_client(self: Arc<Self>, server: AtmAddr) {
-        loop {
-            match self
-                .host
+    /// Calls the ATMARP server: natm's SAP `atmarp`, or as RFC 2225 does when
+    /// `llc` (a server that is not natm, Linux's `atmarpd`: bare AAL5, B-LLI LLC).
+    fn call_server(&self, server: AtmAddr, llc: bool) -> Result<Connection, Error> {
+        if llc {
+            let q = qos::with_mtu(LLC_QOS, lock(&self.node).config().mtu)
+                .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
+            self.host
+                .connect(format!("{server}:{LLC_SAP}").as_str(), q.as_str())
+        } else {
+            self.host
                 .connect(format!("{server}:{ARP_SAP}").as_str(), "reliable")
-            {
+        }
+    }
+
+    /// Keeps a VC to the ATMARP server, feeding its answers to the node. A server
+    /// that refuses natm's SAP `atmarp` with cause 88 is called as RFC 2225 does
+    /// from then on.
+    fn arp_client(self: Arc<Self>, server: AtmAddr) {
+        let mut llc = false;
+        loop {
+            let mut called = self.call_server(server, llc);
+            if let (false, Err(Error::Refused { cause, .. })) = (llc, &called) {
+                if *cause == CAUSE_INCOMPATIBLE {
+                    tracing::info!(%server, "the ATMARP server is not natm: calling it as RFC 2225 does");
+                    llc = true;
+                    called = self.call_server(server, llc);
+                }
+            }
+            match called {
                 Ok(conn) => {
                     let conn = Arc::new(conn);
                     let (tx, rx) = sync_channel::<Vec<u8>>(VC_QUEUE);
@@ -291,9 +344,15 @@ impl Shared {
                         thread::sleep(ARP_RECONNECT);
                         continue;
                     }
+                    tracing::info!(%server, llc, "ATMARP server VC up");
                     self.with_node(|n, now| n.handle_server_up(now));
                     while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
-                        self.with_node(|n, now| n.handle_server_frame(now, &chunk));
+                        let packet = self.with_node(|n, now| {
+                            n.handle_server_frame(now, &chunk).map(<[u8]>::to_vec)
+                        });
+                        if let Some(p) = packet {
+                            let _ = self.tun.send(&p);
+                        }
                     }
                     *lock(&self.server) = None;
                     tracing::warn!(%server, "ATMARP server VC closed; calling again");
@@ -331,47 +390,74 @@ impl Shared {
     }
 }
 
-/// The ATMARP server: answers client VCs on SAP `atmarp`, at most
-/// [`ARP_MAX_CLIENTS`] at once (a caller beyond them is refused with cause 47), with
-/// [`ARP_WORKERS`] threads.
-fn serve_arp(
-    host: Host,
-    server: ArpServer,
-    own: Vec<(IpAddr, AtmAddr)>,
+/// This host's ATMARP server (RFC 2225 §8.5) and the log of what it refuses.
+struct ArpService {
+    server: Mutex<ArpServer>,
+    /// Refused requests: at most 10 lines a second, then one with how many were held.
+    log: Mutex<natm_sigd::core::Bucket>,
     epoch: std::time::Instant,
-) -> anyhow::Result<Arc<pool::ConnPool<ArpClient>>> {
-    let listener = host.bind(ARP_SAP, "reliable").with_context(|| {
-        format!("cannot listen on SAP {ARP_SAP} (is another ATMARP server running on this host?)")
-    })?;
-    let server = Arc::new(Mutex::new(server));
-    let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-    // Refused requests: at most 10 lines a second, then one with how many were held.
-    let log = Arc::new(Mutex::new(natm_sigd::core::Bucket::new(10)));
-    let now =
-        move || Instant::from_nanos(u64::try_from(epoch.elapsed().as_nanos()).unwrap_or(u64::MAX));
-    for (ip, atm) in own {
-        lock(&server).add_permanent(now(), ip, atm);
+}
+
+impl ArpService {
+    fn new(server: ArpServer, own: Vec<(IpAddr, AtmAddr)>, epoch: std::time::Instant) -> Self {
+        let s = ArpService {
+            server: Mutex::new(server),
+            log: Mutex::new(natm_sigd::core::Bucket::new(10)),
+            epoch,
+        };
+        for (ip, atm) in own {
+            lock(&s.server).add_permanent(s.now(), ip, atm);
+        }
+        s
     }
-    // Every client VC's requests are served by ARP_WORKERS threads (`pool`), never a
-    // thread per VC; a reply the client's VC has no room for is dropped and counted
-    // (ATMARP clients ask again), so a client that does not read stalls no one.
-    let serve = move |client: &ArpClient, chunk: &[u8]| -> Option<Vec<u8>> {
+
+    fn now(&self) -> Instant {
+        Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// The reply (LLC/SNAP framed) to a client's ATMARP request from `caller` (the
+    /// address sigd authenticated), if `chunk` is one the server answers. InATMARP
+    /// and IP frames are not the server's: `None`.
+    fn answer(&self, caller: AtmAddr, chunk: &[u8]) -> Option<Vec<u8>> {
         let Ok((Payload::Arp, body)) = llc::parse(chunk) else {
             return None;
         };
         let req = Repr::parse(body).ok()?;
+        if matches!(req.op, Op::InRequest | Op::InReply) {
+            return None;
+        }
+        let t = self.now();
         let (outcome, reply) = {
-            let mut s = lock(&server);
-            let t = now();
+            let mut s = lock(&self.server);
             s.expire(t);
-            s.handle(t, client.caller, &req)
+            s.handle(t, caller, &req)
         };
         if outcome == ServerOutcome::Refused {
-            if let Some(suppressed) = lock(&log).allow(now()) {
-                tracing::warn!(caller = %client.caller, ?req, suppressed, "ATMARP request refused");
+            if let Some(suppressed) = lock(&self.log).allow(t) {
+                tracing::warn!(%caller, ?req, suppressed, "ATMARP request refused");
             }
         }
         reply.and_then(|r| r.to_bytes().ok()).map(|b| arp_frame(&b))
+    }
+}
+
+/// The ATMARP server: answers client VCs on SAP `atmarp`, at most
+/// [`ARP_MAX_CLIENTS`] at once (a caller beyond them is refused with cause 47), with
+/// [`ARP_WORKERS`] threads. (Clients that are not natm call as RFC 2225 does, on
+/// B-LLI LLC: `natm ip`'s listener there hands their requests to the same server.)
+fn serve_arp(
+    host: Host,
+    service: Arc<ArpService>,
+) -> anyhow::Result<Arc<pool::ConnPool<ArpClient>>> {
+    let listener = host.bind(ARP_SAP, "reliable").with_context(|| {
+        format!("cannot listen on SAP {ARP_SAP} (is another ATMARP server running on this host?)")
+    })?;
+    let clients = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    // Every client VC's requests are served by ARP_WORKERS threads (`pool`), never a
+    // thread per VC; a reply the client's VC has no room for is dropped and counted
+    // (ATMARP clients ask again), so a client that does not read stalls no one.
+    let serve = move |client: &ArpClient, chunk: &[u8]| -> Option<Vec<u8>> {
+        service.answer(client.caller, chunk)
     };
     let pool = Arc::new(
         pool::ConnPool::start(ARP_WORKERS, "natm-atmarp", serve)
@@ -477,16 +563,28 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         .into_iter()
         .flatten();
         let server = ArpServer::new(ARP_SERVER_ENTRIES, SERVER_AGE).serving(subnets);
-        Some(serve_arp(host.clone(), server, own, epoch)?)
+        let service = Arc::new(ArpService::new(server, own, epoch));
+        Some((serve_arp(host.clone(), service.clone())?, service))
     } else {
         None
     };
-    let listener = if cfg.signalled {
-        Some(host.bind(IP_SAP, "ubr").with_context(|| {
-            format!("cannot listen on SAP {IP_SAP} (is another `natm ip` running on this host?)")
-        })?)
+    let listeners = if cfg.signalled {
+        let taken = |sap: &str| {
+            format!("cannot listen on SAP {sap} (is another `natm ip` running on this host?)")
+        };
+        vec![
+            (
+                host.bind(IP_SAP, "ubr").with_context(|| taken(IP_SAP))?,
+                VcKind::Natm,
+            ),
+            (
+                host.bind(LLC_SAP, LLC_QOS)
+                    .with_context(|| taken(LLC_SAP))?,
+                VcKind::Llc,
+            ),
+        ]
     } else {
-        None
+        Vec::new()
     };
     let node = Node::new(
         cfg.node.clone(),
@@ -503,6 +601,7 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         epoch,
         tun_drops: std::sync::atomic::AtomicU64::new(0),
         setups: std::sync::atomic::AtomicUsize::new(0),
+        arp_server: arp_clients.as_ref().map(|(_, s)| s.clone()),
     });
     if let Some((pvc, bind, via)) = cfg.pvc {
         let AtmAddr::Pvc(p) = pvc else {
@@ -522,16 +621,16 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             .map_err(|e| anyhow!("opening PVC {vpi}.{vci}: {e}"))?;
         let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.mtu));
         // The InARP request went before the VC's threads existed: ask again now.
-        shared.start_vc(vc, conn);
+        shared.start_vc(vc, conn, VcKind::Pvc, pvc);
         shared.with_node(|n, now| n.handle_server_up(now));
     }
     let cannot = |what: &str| format!("cannot start natm ip's {what} thread");
     {
         let s = shared.clone();
         spawn("natm-ip-timers", move || s.timers()).with_context(|| cannot("timer"))?;
-        if let Some(listener) = listener {
+        for (listener, kind) in listeners {
             let s = shared.clone();
-            spawn("natm-ip-listen", move || s.listen(listener))
+            spawn("natm-ip-listen", move || s.listen(listener, kind))
                 .with_context(|| cannot("listener"))?;
         }
         if let Some(server) = cfg.arp {
@@ -561,7 +660,7 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
                 .iter()
                 .map(|(ip, e)| format!("{ip} at {}", e.atm))
                 .collect();
-            let server = arp_clients.as_ref().map_or(String::new(), |p| {
+            let server = arp_clients.as_ref().map_or(String::new(), |(p, _)| {
                 format!(
                     "; ATMARP server: {} client VCs, {} replies dropped (no room on the client's VC)",
                     p.len(),

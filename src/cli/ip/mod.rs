@@ -25,6 +25,11 @@ use super::units;
 pub(crate) const IP_SAP: &str = "ip";
 /// The SAP of the ATMARP server.
 pub(crate) const ARP_SAP: &str = "atmarp";
+/// The SAP of VCs as RFC 2225 makes them, for peers that are not natm (Linux's
+/// `atmarpd`): named by a B-LLI of layer 2 LLC (ISO 8802/2) alone.
+pub(crate) const LLC_SAP: &str = "blli.llc";
+/// The QoS of such VCs: bare AAL5 (no natm transport), UBR as Linux's CLIP calls.
+pub(crate) const LLC_QOS: &str = "ubr:transport=none";
 
 /// `natm ip`: run this host's IP interface over natm.
 #[derive(Debug, Args)]

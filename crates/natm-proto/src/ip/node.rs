@@ -6,7 +6,7 @@
 //! ([`Node::handle_outbound`]), frames from VCs ([`Node::handle_frame`],
 //! [`Node::handle_server_frame`]), the outcome of VC setups
 //! ([`Node::handle_setup_done`], [`Node::handle_setup_failed`]), incoming calls
-//! ([`Node::handle_incoming`]), closed VCs ([`Node::handle_closed`]) and the time
+//! ([`Node::handle_incoming`], [`Node::handle_accepted`]), closed VCs ([`Node::handle_closed`]) and the time
 //! ([`Node::handle_timeout`] at [`Node::poll_timeout`]); then drain
 //! [`Node::poll_action`] for what to send, set up, release or deliver.
 //!
@@ -36,6 +36,11 @@ pub const DEFAULT_MTU: u32 = 9180;
 pub const CAUSE_MTU: u8 = 73;
 /// The UNI cause for "no VC left": 47, "resources unavailable, unspecified".
 pub const CAUSE_NO_VC: u8 = 47;
+/// The UNI cause 88, "incompatible destination": nobody at the callee listens on
+/// natm's SAP `ip`, or the network cannot carry natm's transport to it (a switch
+/// port towards a standard UNI user). The peer is not natm: the node calls again
+/// as RFC 2225 does ([`VcKind::Llc`]).
+pub const CAUSE_INCOMPATIBLE: u8 = 88;
 
 /// The first wait before an InATMARP request on a PVC is sent again when the peer
 /// has not answered; it doubles up to [`PVC_INARP_MAX`].
@@ -45,6 +50,28 @@ pub const PVC_INARP_MAX: Duration = Duration::from_secs(30);
 
 /// A VC's id, chosen by the node.
 pub type VcId = u64;
+
+/// What a VC carries and how it was made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum VcKind {
+    /// An SVC to or from another `natm ip`: natm's transport, SAP `ip`, the QoS of
+    /// one policy class (seed 004 §6: a VC per class of traffic).
+    Natm,
+    /// An SVC as RFC 2225 makes them, for a peer that is not natm (Linux's
+    /// `atmarpd`): bare AAL5 with LLC/SNAP, named by B-LLI (layer 2 LLC) alone. It
+    /// carries every class, ATMARP as well as IP, and its peer's IP address is
+    /// asked by InATMARP.
+    Llc,
+    /// A PVC: every class, its peer found by InATMARP, never released for idleness.
+    Pvc,
+}
+
+impl VcKind {
+    /// Whether the VC carries every class to its peer (not one policy class).
+    fn every_class(self) -> bool {
+        self != VcKind::Natm
+    }
+}
 
 /// How a node runs.
 #[derive(Debug, Clone)]
@@ -138,6 +165,9 @@ pub enum Action {
         class: usize,
         /// The MTU to offer.
         mtu: u32,
+        /// [`VcKind::Natm`], or [`VcKind::Llc`] once the peer refused natm's
+        /// service with [`CAUSE_INCOMPATIBLE`].
+        kind: VcKind,
     },
     /// Release `vc`.
     Release {
@@ -199,14 +229,15 @@ pub struct Counters {
 #[derive(Debug, Clone)]
 struct Vc {
     peer: AtmAddr,
-    /// `None`: a PVC (every class) or an incoming VC of a class this host lacks
-    /// (receive only).
+    /// `None`: a VC of every class ([`VcKind::every_class`]) or an incoming VC of
+    /// a class this host lacks (receive only).
     class: Option<usize>,
     mtu: u32,
     open: bool,
-    pvc: bool,
+    kind: VcKind,
     started: Instant,
     last: Instant,
+    /// Whether the setup was tried again with RFC 2225's default MTU.
     retried: bool,
 }
 
@@ -224,7 +255,8 @@ pub struct Node {
     table: ArpTable,
     vcs: HashMap<VcId, Vc>,
     routes: HashMap<(AtmAddr, usize), VcId>,
-    pvcs: HashMap<AtmAddr, VcId>,
+    /// A peer's VC that carries every class (a PVC or an RFC 2225 SVC).
+    every_class: HashMap<AtmAddr, VcId>,
     waiting: HashMap<(IpAddr, usize), VecDeque<Waiting>>,
     waiting_bytes: usize,
     resolving: HashMap<IpAddr, (Instant, u32)>,
@@ -248,7 +280,7 @@ impl Node {
             table: ArpTable::new(max),
             vcs: HashMap::new(),
             routes: HashMap::new(),
-            pvcs: HashMap::new(),
+            every_class: HashMap::new(),
             waiting: HashMap::new(),
             waiting_bytes: 0,
             resolving: HashMap::new(),
@@ -309,7 +341,7 @@ impl Node {
         let idle = self
             .vcs
             .values()
-            .filter(|v| v.open && !v.pvc)
+            .filter(|v| v.open && v.kind != VcKind::Pvc)
             .map(|v| v.last + self.cfg.idle);
         let negative = self.negative.values().copied();
         resolve
@@ -360,7 +392,7 @@ impl Node {
             return;
         };
         let vc = self
-            .pvcs
+            .every_class
             .get(&peer)
             .or_else(|| self.routes.get(&(peer, class)))
             .copied();
@@ -382,7 +414,7 @@ impl Node {
                         class: Some(class),
                         mtu: self.cfg.mtu,
                         open: false,
-                        pvc: false,
+                        kind: VcKind::Natm,
                         started: now,
                         last: now,
                         retried: false,
@@ -394,6 +426,7 @@ impl Node {
                     peer,
                     class,
                     mtu: self.cfg.mtu,
+                    kind: VcKind::Natm,
                 });
             }
         }
@@ -476,8 +509,8 @@ impl Node {
                 self.inarp(vc);
             }
         } else {
-            let pvcs: Vec<_> = self.pvcs.values().copied().collect();
-            for vc in pvcs {
+            let peers: Vec<_> = self.every_class.values().copied().collect();
+            for vc in peers {
                 self.inarp(vc);
             }
         }
@@ -541,30 +574,42 @@ impl Node {
         n
     }
 
-    /// A frame from the ATMARP server's VC.
-    pub fn handle_server_frame(&mut self, now: Instant, frame: &[u8]) {
+    /// A frame from the ATMARP server's VC: the IP packet to write to the interface,
+    /// if it is one. A server that is not natm (Linux's `atmarpd`, on a VC as RFC
+    /// 2225 makes them) asks who this client is by InATMARP (RFC 2225 §8.4.1), and
+    /// its host's own IP packets to this one may come on the same VC.
+    pub fn handle_server_frame<'a>(&mut self, now: Instant, frame: &'a [u8]) -> Option<&'a [u8]> {
         let repr = match llc::parse(frame) {
             Ok((Payload::Arp, body)) => Repr::parse(body),
-            _ => {
+            Ok((Payload::Ipv4 | Payload::Ipv6, packet)) => {
+                self.counters.rx_packets += 1;
+                return Some(packet);
+            }
+            Err(_) => {
                 self.counters.drop_malformed += 1;
-                return;
+                return None;
             }
         };
         let Ok(r) = repr else {
             self.counters.drop_malformed += 1;
-            return;
+            return None;
         };
         match r.op {
+            Op::InRequest => {
+                if let Some(reply) = self.inarp_reply(&r) {
+                    self.actions.push_back(Action::ToServer(reply));
+                }
+            }
             Op::Reply => {
                 self.counters.arp_replies += 1;
                 let (Some(ip), Some(atm)) = (r.source_ip, r.source_atm) else {
-                    return;
+                    return None;
                 };
                 if self.is_own(ip) {
-                    return; // our registration, acknowledged
+                    return None; // our registration, acknowledged
                 }
                 if !self.resolving.contains_key(&ip) && self.table.lookup(now, ip).is_none() {
-                    return; // nobody asked: no state for an unsolicited reply
+                    return None; // nobody asked: no state for an unsolicited reply
                 }
                 self.resolving.remove(&ip);
                 self.negative.remove(&ip);
@@ -573,7 +618,7 @@ impl Node {
             }
             Op::Nak => {
                 self.counters.arp_naks += 1;
-                let Some(ip) = r.target_ip else { return };
+                let ip = r.target_ip?;
                 if self.resolving.remove(&ip).is_some() {
                     self.negative.insert(ip, now + self.cfg.nak_hold);
                     self.counters.drop_unresolved += self.drop_waiting(|k| k.0 == ip);
@@ -581,6 +626,27 @@ impl Node {
             }
             _ => {}
         }
+        None
+    }
+
+    /// The LLC/SNAP-framed InATMARP reply to request `r`: this host's address of
+    /// the request's family, if it has one.
+    fn inarp_reply(&mut self, r: &Repr) -> Option<Vec<u8>> {
+        let source_ip = match r.ipv6 {
+            false => self.cfg.ipv4.map(IpAddr::V4),
+            true => self.cfg.ipv6.map(IpAddr::V6),
+        };
+        let reply = Repr {
+            op: Op::InReply,
+            ipv6: r.ipv6,
+            source_atm: Some(self.cfg.atm).filter(|a| !matches!(a, AtmAddr::Pvc(_))),
+            source_ip,
+            target_atm: r.source_atm,
+            target_ip: r.source_ip,
+        };
+        let bytes = reply.to_bytes().ok().filter(|_| source_ip.is_some())?;
+        self.counters.inarp_answered += 1;
+        Some(arp_frame(&bytes))
     }
 
     fn is_own(&self, ip: IpAddr) -> bool {
@@ -598,7 +664,8 @@ impl Node {
     ) -> Option<&'a [u8]> {
         let v = self.vcs.get_mut(&vc)?;
         v.last = now;
-        let (pvc, peer) = (v.pvc, v.peer);
+        // A PVC's or an RFC 2225 SVC's peer is learnt by InATMARP.
+        let (asks, peer) = (v.kind.every_class(), v.peer);
         match llc::parse(frame) {
             Ok((Payload::Ipv4 | Payload::Ipv6, packet)) => {
                 self.counters.rx_packets += 1;
@@ -609,34 +676,17 @@ impl Node {
                     Ok(r) if r.op == Op::InRequest => {
                         // The asker says who it is: on a PVC that is the peer
                         // (RFC 2390 §7: the responder may cache the requester).
-                        if let (true, Some(ip)) = (pvc, r.source_ip) {
-                            self.learn_pvc_peer(now, vc, ip, peer);
+                        if let (true, Some(ip)) = (asks, r.source_ip) {
+                            self.learn_peer(now, vc, ip, peer);
                         }
-                        let source_ip = match r.ipv6 {
-                            false => self.cfg.ipv4.map(IpAddr::V4),
-                            true => self.cfg.ipv6.map(IpAddr::V6),
-                        };
-                        let reply = Repr {
-                            op: Op::InReply,
-                            ipv6: r.ipv6,
-                            source_atm: Some(self.cfg.atm)
-                                .filter(|a| !matches!(a, AtmAddr::Pvc(_))),
-                            source_ip,
-                            target_atm: r.source_atm,
-                            target_ip: r.source_ip,
-                        };
-                        if let (Some(_), Ok(bytes)) = (source_ip, reply.to_bytes()) {
-                            self.counters.inarp_answered += 1;
-                            self.actions.push_back(Action::Transmit {
-                                vc,
-                                frame: arp_frame(&bytes),
-                            });
+                        if let Some(frame) = self.inarp_reply(&r) {
+                            self.actions.push_back(Action::Transmit { vc, frame });
                         }
                     }
-                    Ok(r) if r.op == Op::InReply && pvc => {
+                    Ok(r) if r.op == Op::InReply && asks => {
                         if let Some(ip) = r.source_ip {
                             self.counters.inarp_replies += 1;
-                            self.learn_pvc_peer(now, vc, ip, peer);
+                            self.learn_peer(now, vc, ip, peer);
                         }
                     }
                     Ok(_) => {}
@@ -651,9 +701,9 @@ impl Node {
         }
     }
 
-    /// `ip` is at the far end of PVC `vc` (to `peer`): cache it, stop asking, and
-    /// send what waits for it.
-    fn learn_pvc_peer(&mut self, now: Instant, vc: VcId, ip: IpAddr, peer: AtmAddr) {
+    /// `ip` is at the far end of `vc` (a PVC or an RFC 2225 SVC, to `peer`): cache
+    /// it, stop asking, and send what waits for it.
+    fn learn_peer(&mut self, now: Instant, vc: VcId, ip: IpAddr, peer: AtmAddr) {
         if self.is_own(ip) {
             return;
         }
@@ -691,24 +741,39 @@ impl Node {
 
     /// A VC this host asked for was refused with UNI cause `cause` (or failed without
     /// one). A callee that cannot take the offered MTU refuses with [`CAUSE_MTU`];
-    /// the node then offers RFC 2225's default once.
+    /// the node then offers RFC 2225's default once. A peer that is not natm
+    /// refuses natm's service with [`CAUSE_INCOMPATIBLE`]; the node then calls it
+    /// once as RFC 2225 does, with a VC of every class ([`VcKind::Llc`]).
     pub fn handle_setup_failed(&mut self, now: Instant, vc: VcId, cause: Option<u8>) {
         let Some(v) = self.vcs.get_mut(&vc) else {
             return;
         };
-        if cause == Some(CAUSE_MTU) && v.mtu > DEFAULT_MTU && !v.retried {
+        let again = if cause == Some(CAUSE_MTU) && v.mtu > DEFAULT_MTU && !v.retried {
             v.retried = true;
             v.mtu = DEFAULT_MTU;
-            if let Some(class) = v.class {
-                self.actions.push_back(Action::Setup {
-                    vc,
-                    peer: v.peer,
-                    class,
-                    mtu: DEFAULT_MTU,
-                });
-                return;
-            }
+            v.class
+        } else if cause == Some(CAUSE_INCOMPATIBLE) && v.kind == VcKind::Natm {
+            v.kind = VcKind::Llc;
+            let (peer, class) = (v.peer, v.class.take());
+            self.routes.retain(|_, id| *id != vc);
+            self.every_class.entry(peer).or_insert(vc);
+            class
+        } else {
+            None
+        };
+        if let (Some(class), Some(v)) = (again, self.vcs.get(&vc)) {
+            self.actions.push_back(Action::Setup {
+                vc,
+                peer: v.peer,
+                class,
+                mtu: v.mtu,
+                kind: v.kind,
+            });
+            return;
         }
+        let Some(v) = self.vcs.get(&vc) else {
+            return;
+        };
         let (peer, class) = (v.peer, v.class);
         self.forget(vc);
         self.counters.setup_failures += 1;
@@ -717,7 +782,7 @@ impl Node {
             let doomed: Vec<_> = self
                 .waiting
                 .keys()
-                .filter(|k| Some(k.1) == class && table.lookup(now, k.0) == Some(peer))
+                .filter(|k| class.is_none_or(|c| c == k.1) && table.lookup(now, k.0) == Some(peer))
                 .copied()
                 .collect();
             self.drop_waiting(|k| doomed.contains(k))
@@ -728,7 +793,8 @@ impl Node {
     /// A call from `caller` (the address sigd authenticated) of policy class `class`
     /// (`None`: a QoS none of this host's classes has: the VC only receives),
     /// offering `offered_mtu` (none: RFC 2225's default). `Ok` with the VC's id and
-    /// MTU to accept it, `Err` with the UNI cause to reject it.
+    /// MTU to accept it (then [`Node::handle_accepted`]), `Err` with the UNI cause
+    /// to reject it.
     ///
     /// The MTU rule ("9180 default; larger where both ends agree"): an offer up to
     /// this interface's MTU is taken as it is, and so is the default, which every
@@ -739,6 +805,57 @@ impl Node {
         caller: AtmAddr,
         class: Option<usize>,
         offered_mtu: Option<u32>,
+    ) -> Result<(VcId, u32), u8> {
+        self.incoming(now, caller, class, offered_mtu, VcKind::Natm)
+    }
+
+    /// A call as RFC 2225 makes them (bare AAL5, B-LLI LLC) from `caller`, a peer
+    /// that is not natm (Linux's `atmarpd`), offering `offered_mtu`: as
+    /// [`Node::handle_incoming`], but the VC carries every class, and the node asks
+    /// the caller's IP address by InATMARP on it (RFC 2225 §8.3) until it answers.
+    pub fn handle_incoming_llc(
+        &mut self,
+        now: Instant,
+        caller: AtmAddr,
+        offered_mtu: Option<u32>,
+    ) -> Result<(VcId, u32), u8> {
+        let (id, mtu) = self.incoming(now, caller, None, offered_mtu, VcKind::Llc)?;
+        let taken = self
+            .every_class
+            .get(&caller)
+            .is_some_and(|old| self.vcs.get(old).is_some_and(|v| v.open));
+        if !taken {
+            self.every_class.insert(caller, id);
+        }
+        Ok((id, mtu))
+    }
+
+    /// The driver accepted incoming VC `vc` and can send on it: what waits for its
+    /// peer goes, and on an RFC 2225 VC the node asks who the caller is.
+    pub fn handle_accepted(&mut self, now: Instant, vc: VcId) {
+        let Some(v) = self.vcs.get_mut(&vc) else {
+            return;
+        };
+        v.open = true;
+        v.last = now;
+        let (peer, class, kind) = (v.peer, v.class, v.kind);
+        if kind == VcKind::Llc {
+            self.inarp(vc);
+            self.inarp_due
+                .insert(vc, (now + PVC_INARP_FIRST, PVC_INARP_FIRST));
+        }
+        if class.is_some() || kind.every_class() {
+            self.flush_for(now, peer, class);
+        }
+    }
+
+    fn incoming(
+        &mut self,
+        now: Instant,
+        caller: AtmAddr,
+        class: Option<usize>,
+        offered_mtu: Option<u32>,
+        kind: VcKind,
     ) -> Result<(VcId, u32), u8> {
         let mtu = offered_mtu.unwrap_or(DEFAULT_MTU);
         if mtu > self.cfg.mtu && mtu != DEFAULT_MTU {
@@ -755,8 +872,8 @@ impl Node {
                 peer: caller,
                 class,
                 mtu,
-                open: true,
-                pvc: false,
+                open: false,
+                kind,
                 started: now,
                 last: now,
                 retried: false,
@@ -770,10 +887,9 @@ impl Node {
                 .get(&key)
                 .is_some_and(|old| self.vcs.get(old).is_some_and(|v| v.open));
             if !taken {
-                // Ours may be still in setup: this one serves meanwhile; ours, once
-                // up, idles out.
+                // Ours may be still in setup: this one serves meanwhile (once
+                // accepted); ours, once up, idles out.
                 self.routes.insert(key, id);
-                self.flush_for(now, caller, class);
             }
         }
         Ok((id, mtu))
@@ -791,13 +907,13 @@ impl Node {
                 class: None,
                 mtu: mtu.min(self.cfg.mtu),
                 open: true,
-                pvc: true,
+                kind: VcKind::Pvc,
                 started: now,
                 last: now,
                 retried: false,
             },
         );
-        self.pvcs.insert(pvc, id);
+        self.every_class.insert(pvc, id);
         self.inarp(id);
         // RFC 2225 §8.3 leaves retries open. A request sent before the far end has
         // opened its side of the PVC is lost (Linux drops frames on a VC no socket
@@ -841,7 +957,7 @@ impl Node {
     fn forget(&mut self, vc: VcId) {
         if self.vcs.remove(&vc).is_some() {
             self.routes.retain(|_, id| *id != vc);
-            self.pvcs.retain(|_, id| *id != vc);
+            self.every_class.retain(|_, id| *id != vc);
             self.inarp_due.remove(&vc);
         }
     }
@@ -856,9 +972,9 @@ impl Node {
                 self.ask(ip, ip);
             }
             self.next_register = Some(now + self.cfg.register_every);
-            // PVCs' peers are asked again as often.
-            let pvcs: Vec<_> = self.pvcs.values().copied().collect();
-            for vc in pvcs {
+            // The peers of PVCs and RFC 2225 SVCs are asked again as often.
+            let peers: Vec<_> = self.every_class.values().copied().collect();
+            for vc in peers {
                 self.inarp(vc);
             }
         }
@@ -906,7 +1022,7 @@ impl Node {
         let idle: Vec<_> = self
             .vcs
             .iter()
-            .filter(|(_, v)| v.open && !v.pvc && v.last + self.cfg.idle <= now)
+            .filter(|(_, v)| v.open && v.kind != VcKind::Pvc && v.last + self.cfg.idle <= now)
             .map(|(&id, _)| id)
             .collect();
         for vc in idle {

@@ -68,6 +68,7 @@ fn setups(actions: &[Action]) -> Vec<(VcId, AtmAddr, usize, u32)> {
                 peer,
                 class,
                 mtu,
+                ..
             } => Some((*vc, *peer, *class, *mtu)),
             _ => None,
         })
@@ -364,6 +365,7 @@ fn a_vc_the_peer_set_up_carries_the_replies_of_its_class() {
     let (vc, _) = b
         .handle_incoming(t0, atm(B), Some(1), None)
         .expect("accepted");
+    b.handle_accepted(t0, vc);
     let inbound = frame(&udp4(100, 9, true));
     assert_eq!(b.handle_frame(t0, vc, &inbound), Some(&inbound[8..]));
     b.handle_outbound(t0, udp4(100, 7, true));
@@ -557,4 +559,168 @@ fn inatmarp_on_a_pvc_is_repeated_until_the_peer_answers() {
     let later = t + secs(120.0);
     a.handle_timeout(later);
     assert!(inarp_requests(&drain(&mut a)).is_empty());
+}
+
+/// A UDP packet from 10.0.0.1 to 10.0.0.`last`.
+fn udp4_to(last: u8, dport: u16) -> Vec<u8> {
+    let mut p = udp4(100, dport, false);
+    p[19] = last;
+    p
+}
+
+fn setup_kinds(actions: &[Action]) -> Vec<(VcId, VcKind)> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Setup { vc, kind, .. } => Some((*vc, *kind)),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn a_peer_that_is_not_natm_is_called_again_as_rfc_2225_does() {
+    // B is Linux: its atmsigd (or the switch before it) refuses natm's SAP `ip` with
+    // cause 88. A calls again on the same VC as RFC 2225 does, and that one VC then
+    // carries every class to B.
+    let t0 = Instant::ZERO;
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    a.handle_outbound(t0, udp4(1000, 5004, true));
+    let acts = via_server(&mut a, &mut s, t0);
+    let [(vc, VcKind::Natm)] = setup_kinds(&acts)[..] else {
+        panic!("{acts:?}")
+    };
+    a.handle_setup_failed(t0, vc, Some(CAUSE_INCOMPATIBLE));
+    let again = drain(&mut a);
+    assert_eq!(setup_kinds(&again), vec![(vc, VcKind::Llc)]);
+    assert_eq!(a.waiting(), 1, "the packet waits for the second setup");
+    // Another class meanwhile waits for the same VC: no setup of its own.
+    a.handle_outbound(t0, udp4(1000, 9, true));
+    assert!(setups(&drain(&mut a)).is_empty());
+    a.handle_setup_done(t0, vc);
+    let tx = transmits(&drain(&mut a));
+    assert_eq!(tx.len(), 2, "both classes' packets");
+    assert!(tx.iter().all(|(v, _)| *v == vc));
+    // B's IPv6 address, once resolved, is the same peer: the same VC.
+    a.handle_outbound(t0, tcp6(1000, 80));
+    let acts = via_server(&mut a, &mut s, t0);
+    assert!(setups(&acts).is_empty());
+    assert_eq!(
+        transmits(&acts).iter().map(|x| x.0).collect::<Vec<_>>(),
+        vec![vc]
+    );
+    assert_eq!(a.counters().setup_failures, 0);
+}
+
+#[test]
+fn an_rfc_2225_call_is_refused_once_and_other_refusals_are_not_retried() {
+    let t0 = Instant::ZERO;
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    a.handle_outbound(t0, udp4(1000, 9, true));
+    let [(vc, _)] = setup_kinds(&via_server(&mut a, &mut s, t0))[..] else {
+        panic!()
+    };
+    a.handle_setup_failed(t0, vc, Some(CAUSE_INCOMPATIBLE));
+    drain(&mut a);
+    // The RFC 2225 call is refused too: the packets go, nothing is called again.
+    a.handle_setup_failed(t0, vc, Some(CAUSE_INCOMPATIBLE));
+    assert!(setups(&drain(&mut a)).is_empty());
+    assert_eq!(a.waiting(), 0);
+    assert_eq!(a.counters().drop_setup, 1);
+    // A refusal for capacity from a natm peer is not a reason to call as RFC 2225.
+    a.handle_outbound(t0, udp4(1000, 9, true));
+    let [(vc, VcKind::Natm)] = setup_kinds(&drain(&mut a))[..] else {
+        panic!()
+    };
+    a.handle_setup_failed(t0, vc, Some(37));
+    assert!(setups(&drain(&mut a)).is_empty());
+    assert_eq!(a.counters().setup_failures, 2);
+}
+
+#[test]
+fn an_rfc_2225_caller_is_asked_its_address_and_its_vc_carries_the_replies() {
+    // Linux calls A as RFC 2225 does. A asks who it is by InATMARP on the VC (RFC
+    // 2225 §8.3), learns 10.0.0.9 from the reply, and sends to it on that VC,
+    // every class, without asking the server or calling back.
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    a.handle_timeout(t0);
+    drain(&mut a);
+    let linux = atm("+4420009");
+    let (vc, mtu) = a
+        .handle_incoming_llc(t0, linux, Some(DEFAULT_MTU))
+        .expect("taken");
+    assert_eq!(mtu, DEFAULT_MTU);
+    assert!(
+        drain(&mut a).is_empty(),
+        "nothing on the VC before it is accepted"
+    );
+    a.handle_accepted(t0, vc);
+    let asked = inarp_requests(&drain(&mut a));
+    assert_eq!(asked.len(), 2, "IPv4 and IPv6");
+    let reply = Repr {
+        op: Op::InReply,
+        ipv6: false,
+        source_atm: Some(linux),
+        source_ip: Some("10.0.0.9".parse().expect("ip")),
+        target_atm: Some(atm(A)),
+        target_ip: Some("10.0.0.1".parse().expect("ip")),
+    };
+    let f = arp_frame(&reply.to_bytes().expect("encodable"));
+    assert_eq!(a.handle_frame(t0, vc, &f), None);
+    assert_eq!(
+        a.table().lookup(t0, "10.0.0.9".parse().expect("ip")),
+        Some(linux)
+    );
+    a.handle_outbound(t0, udp4_to(9, 5004));
+    a.handle_outbound(t0, udp4_to(9, 80));
+    let acts = drain(&mut a);
+    assert!(setups(&acts).is_empty());
+    assert!(!acts.iter().any(|x| matches!(x, Action::ToServer(_))));
+    let tx = transmits(&acts);
+    assert_eq!(tx.len(), 2);
+    assert!(tx.iter().all(|(v, _)| *v == vc));
+    // It answered, so it is not asked again but with the registrations.
+    a.handle_timeout(t0 + secs(5.0));
+    assert!(inarp_requests(&drain(&mut a)).is_empty());
+    // An RFC 2225 SVC idles out as any SVC does.
+    a.handle_timeout(t0 + secs(11.0));
+    assert!(drain(&mut a)
+        .iter()
+        .any(|x| matches!(x, Action::Release { vc: v, .. } if *v == vc)));
+}
+
+#[test]
+fn a_server_that_is_not_natm_is_answered_on_its_vc() {
+    // Linux's atmarpd, as A's server, asks who A is by InATMARP on A's VC to it
+    // (RFC 2225 §8.4.1); its host's IP packets to A come on that VC too.
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    let ask = Repr {
+        op: Op::InRequest,
+        ipv6: false,
+        source_atm: Some(atm(B)),
+        source_ip: Some("10.0.0.2".parse().expect("ip")),
+        target_atm: None,
+        target_ip: None,
+    };
+    let f = arp_frame(&ask.to_bytes().expect("encodable"));
+    assert_eq!(a.handle_server_frame(t0, &f), None);
+    let to_server: Vec<_> = drain(&mut a)
+        .into_iter()
+        .filter_map(|x| match x {
+            Action::ToServer(f) => Some(f),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(to_server.len(), 1);
+    let (_, body) = llc::parse(&to_server[0]).expect("LLC/SNAP");
+    let r = Repr::parse(body).expect("ATMARP");
+    assert_eq!(r.op, Op::InReply);
+    assert_eq!(r.source_ip, Some("10.0.0.1".parse().expect("ip")));
+    assert_eq!(r.source_atm, Some(atm(A)));
+    let p = udp4(100, 9, false);
+    assert_eq!(a.handle_server_frame(t0, &frame(&p)), Some(&p[..]));
+    assert_eq!(a.handle_server_frame(t0, &[1, 2, 3]), None);
+    assert_eq!(a.counters().drop_malformed, 1);
 }
