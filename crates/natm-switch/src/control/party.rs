@@ -12,11 +12,21 @@
 //! - The SETUP opens the first branch (a multipoint SETUP on the routed port); its
 //!   CONNECT installs the cross-connect from the root's label (allocated then) and
 //!   answers CONNECT. The call's first party is party 0 on both legs.
-//! - An ADD PARTY from the root is routed. If the port already has a branch of the
-//!   call, the party rides it (Q.2971's branching: the next switch, or the leaf's
-//!   sigd, places it): ADD PARTY goes on the branch's call with an endpoint
-//!   reference of the switch's, and its answer goes back upstream; an ADD PARTY for
-//!   a branch still being set up waits for its CONNECT. Otherwise a new branch is
+//! - The SETUP's party and every ADD PARTY from the root are routed as a point-to-
+//!   point SETUP is (`routed.rs`): on the DTL they carry, or, at the root's
+//!   switch, on a path it computes for the call's forward contract, whose DTL the
+//!   party then carries (IE 0xD1, in ADD PARTY too). A hop that cannot open the
+//!   party's branch refuses it with a crankback IE naming the blocked link (in
+//!   RELEASE, or in ADD PARTY REJECT / DROP PARTY); transits relay it, adding their
+//!   own trunk if it failed, and the root's switch routes the party again around
+//!   what blocked it, at most `MAX_CRANKBACKS` times, before it refuses the party
+//!   upstream (the call, for the SETUP's party). A party already acknowledged is
+//!   not routed again.
+//! - If the port a party leaves by already has a branch of the call, the party
+//!   rides it (Q.2971's branching: the next switch, or the leaf's sigd, places it):
+//!   ADD PARTY goes on the branch's call with an endpoint reference of the
+//!   switch's, and its answer goes back upstream; an ADD PARTY for a branch still
+//!   being set up waits for its CONNECT. Otherwise a new branch is
 //!   opened as the first was (cause 37 upstream if its port cannot carry the
 //!   forward rate), and its CONNECT adds a data-plane branch and acknowledges the
 //!   party upstream.
@@ -37,7 +47,9 @@
 //! private IE.
 
 use natm_proto::sig::call::PartyRef;
+use natm_proto::wire::q2931::{Blocked, Crankback};
 
+use super::routed::{crankable, MAX_CRANKBACKS};
 use super::stat::{BranchRow, CallRow};
 use super::*;
 
@@ -76,6 +88,8 @@ pub(super) struct Branch {
     /// The branch's own party 0 has no upstream party any more (the root dropped it
     /// before the branch connected): dropped once the branch connects.
     orphan_first: bool,
+    /// The link the branch leaves by, on a DTL: what a failure of its trunk blocks.
+    link: Option<Blocked>,
 }
 
 /// A party of the call as the root sees it, and where it lives.
@@ -100,6 +114,9 @@ pub(super) struct Multicast {
     next_branch: u64,
     /// The root's parties (upstream endpoint references).
     pub(super) parties: BTreeMap<PartyRef, Party>,
+    /// The parties this switch routed on a DTL of its own (it is their ingress), not
+    /// yet acknowledged: what a crankback routes again.
+    routes: BTreeMap<PartyRef, PartyRoute>,
     /// The forward contract, and what each branch reserves on its port.
     fwd: Contract,
     pub(super) fwd_cells: u64,
@@ -107,6 +124,21 @@ pub(super) struct Multicast {
     pub(super) called: String,
     pub(super) active: bool,
     pub(super) since: Instant,
+}
+
+/// How the ingress routed a party: the party as the root asked for it (no DTL), and
+/// what crankbacks excluded so far.
+#[derive(Debug)]
+struct PartyRoute {
+    params: CallParams,
+    blocked: Vec<Blocked>,
+}
+
+/// Where a party goes: a branch the call has on the port already (and whether it is
+/// connected), or a new one.
+enum Placement {
+    Existing(u64, bool),
+    New(Branch),
 }
 
 impl Multicast {
@@ -243,7 +275,78 @@ impl Control {
             next_eref: 1,
             waiting: Vec::new(),
             orphan_first: false,
+            link: None,
         })
+    }
+
+    /// Routes a party of multicast `id` (the SETUP's, `id` not yet in the map, or an
+    /// ADD PARTY's) that came from `a`: on its DTL, or (this switch its ingress) on a
+    /// path this switch computes around `blocked`, whose DTL the party then carries.
+    /// It rides the call's branch on the port it leaves by, or a new branch is
+    /// opened there; one the ingress cannot open on its own trunk is routed again
+    /// around that trunk, and a transit's refusal names the link it blocked
+    /// (crankback), as a point-to-point call's are. Ok: the placement, the party as
+    /// it goes on, and the hop.
+    #[allow(clippy::too_many_arguments)]
+    fn route_party(
+        &mut self,
+        sw: &Switch,
+        id: u64,
+        a: PortId,
+        params: &CallParams,
+        blocked: &mut Vec<Blocked>,
+        mut last: Option<u8>,
+        qos: &Qos,
+        fwd_cells: u64,
+    ) -> Result<(Placement, CallParams, NextHop), HopRefusal> {
+        loop {
+            let hop = self.next_hop(sw, a, params, blocked, last)?;
+            if hop.b == a {
+                let why = format!("no route to {}", super::called_text(params));
+                return Err(HopRefusal::new(cause::NO_ROUTE, a, why));
+            }
+            let mut p = params.clone();
+            p.dtl = hop.dtl.clone();
+            let existing = self.multicasts.get(&id).and_then(|m| {
+                m.branches
+                    .iter()
+                    .find(|(_, b)| b.port == hop.b)
+                    .map(|(k, b)| (*k, b.conn.is_some()))
+            });
+            if let Some((k, connected)) = existing {
+                return Ok((Placement::Existing(k, connected), p, hop));
+            }
+            let (c, why) = match self.open_branch(sw, id, hop.b, &p, qos, fwd_cells) {
+                Ok(mut br) => {
+                    br.link = hop.link;
+                    return Ok((Placement::New(br), p, hop));
+                }
+                Err(e) => e,
+            };
+            let refusal = HopRefusal::new(c, hop.b, why);
+            match hop.link {
+                Some(link) if hop.originated && blocked.len() < MAX_CRANKBACKS && crankable(c) => {
+                    self.crankbacks += 1;
+                    blocked.push(link);
+                    last = Some(c);
+                }
+                Some(link) if !hop.originated && crankable(c) => {
+                    return Err(refusal.with_crankback(Crankback::new(link, c)));
+                }
+                _ => return Err(refusal),
+            }
+        }
+    }
+
+    /// The cause a refusal of a party from `a` goes upstream with: counted and
+    /// logged, its crankback towards a trunk.
+    fn hop_refusal(&mut self, a: PortId, r: HopRefusal) -> Cause {
+        let natm = self.role(a).is_some_and(PortRole::is_natm);
+        let mut c = self.refusal(r.cause, r.at, r.why, natm);
+        if self.role(a) == Some(PortRole::Switch) {
+            c.crankback = r.crankback;
+        }
+        c
     }
 
     /// A point-to-multipoint SETUP on port `a`: routed, admitted forward on the
@@ -255,10 +358,6 @@ impl Control {
         call: CallId,
         params: CallParams,
     ) {
-        let Some(b) = self.hop_route(sw, a, &params) else {
-            let why = format!("no route to {}", super::called_text(&params));
-            return self.refuse(a, call, cause::NO_ROUTE, a, why);
-        };
         let Some(role_a) = self.role(a) else { return };
         if !role_a.is_natm() {
             let why = "a standard UNI user cannot be the root of a multipoint call".into();
@@ -273,9 +372,12 @@ impl Control {
         let cells = sw.port_config(a).map_or(0, |c| c.cells_per_sec());
         let fwd = self.contract(&qos, cells, true);
         let id = self.next_id;
-        let first = match self.open_branch(sw, id, b, &params, &qos, fwd.reserved) {
-            Ok(br) => br,
-            Err((c, why)) => return self.refuse(a, call, c, b, why),
+        let mut blocked = Vec::new();
+        let routed = self.route_party(sw, id, a, &params, &mut blocked, None, &qos, fwd.reserved);
+        let (first, hop) = match routed {
+            Ok((Placement::New(br), _, hop)) => (br, hop),
+            Ok((Placement::Existing(..), ..)) => unreachable!("a new call has no branch"),
+            Err(r) => return self.refuse_hop(a, call, r),
         };
         self.next_id += 1;
         let now = self.now;
@@ -286,17 +388,23 @@ impl Control {
         let mut parties = BTreeMap::new();
         // Q.2971 §9.1: the SETUP's party is party 0, the root's on the root's leg and
         // the switch's on the branch's.
+        let party0 = PartyRef {
+            value: 0,
+            ours: false,
+        };
         parties.insert(
-            PartyRef {
-                value: 0,
-                ours: false,
-            },
+            party0,
             Party {
                 branch: 0,
                 down: Some(BRANCH_FIRST),
                 active: false,
             },
         );
+        let called = from_party(&params.called).map_or_else(String::new, |c| c.to_string());
+        let mut routes = BTreeMap::new();
+        if hop.originated {
+            routes.insert(party0, PartyRoute { params, blocked });
+        }
         self.multicasts.insert(
             id,
             Multicast {
@@ -310,10 +418,11 @@ impl Control {
                 branches: BTreeMap::from([(0, first)]),
                 next_branch: 1,
                 parties,
+                routes,
                 fwd,
                 fwd_cells: fwd.reserved,
                 qos,
-                called: from_party(&params.called).map_or_else(String::new, |c| c.to_string()),
+                called,
                 active: false,
                 since: now,
             },
@@ -362,11 +471,9 @@ impl Control {
                 }
                 self.dirty.push(port);
             }
-            CallEvent::PartyAddRequested {
-                call,
-                party,
-                params,
-            } if root => self.on_add_party(sw, id, call, party, params),
+            CallEvent::PartyAddRequested { party, params, .. } if root => {
+                self.on_add_party(sw, id, party, params)
+            }
             CallEvent::PartyDropped {
                 party,
                 cause,
@@ -397,34 +504,59 @@ impl Control {
     }
 
     /// The root's ADD PARTY for `party`: ride an existing branch on the leaf's port,
-    /// or open a new one.
-    fn on_add_party(
+    /// or open a new one ([`Control::route_party`]).
+    fn on_add_party(&mut self, sw: &mut Switch, id: u64, party: PartyRef, params: CallParams) {
+        self.place_party(sw, id, party, params, Vec::new(), None);
+    }
+
+    /// Routes the root's `party` (around `blocked`, after a refusal with cause
+    /// `last` if it is routed again) and places it; refuses it upstream if it
+    /// cannot be. Whether it was placed.
+    fn place_party(
         &mut self,
         sw: &mut Switch,
         id: u64,
-        root_call: CallId,
         party: PartyRef,
         params: CallParams,
-    ) {
+        mut blocked: Vec<Blocked>,
+        last: Option<u8>,
+    ) -> bool {
         let Some(m) = self.multicasts.get(&id) else {
-            return;
+            return false;
         };
-        let root_port = m.root.port;
-        let Some(port) = self.hop_route(sw, root_port, &params) else {
-            let why = format!("no route to {}", super::called_text(&params));
-            let c = self.refusal(cause::NO_ROUTE, root_port, why, true);
-            return self.party_reject(root_port, root_call, party, c);
+        let (root_port, root_call, qos, fwd_cells) = (m.root.port, m.root.call, m.qos, m.fwd_cells);
+        let routed = self.route_party(
+            sw,
+            id,
+            root_port,
+            &params,
+            &mut blocked,
+            last,
+            &qos,
+            fwd_cells,
+        );
+        let (placement, p, hop) = match routed {
+            Ok(r) => r,
+            Err(r) => {
+                let c = self.hop_refusal(root_port, r);
+                if let Some(m) = self.multicasts.get_mut(&id) {
+                    m.routes.remove(&party);
+                }
+                match root_call {
+                    Some(rc) if party.value != 0 => self.party_reject(root_port, rc, party, c),
+                    // The SETUP's party, routed again: the call is refused.
+                    _ => self.end_multicast(sw, id, c),
+                }
+                return false;
+            }
         };
-        // The oldest branch on the port: connected, or waiting for its CONNECT.
-        let existing = m
-            .branches
-            .iter()
-            .find(|(_, b)| b.port == port)
-            .map(|(k, b)| (*k, b.conn.is_some()));
-        match existing {
-            Some((k, true)) => self.forward_party(id, k, party, params),
-            Some((k, false)) => {
-                let m = self.multicasts.get_mut(&id).expect("looked up above");
+        let m = self.multicasts.get_mut(&id).expect("looked up above");
+        if hop.originated {
+            m.routes.insert(party, PartyRoute { params, blocked });
+        }
+        match placement {
+            Placement::Existing(k, true) => self.forward_party(id, k, party, p),
+            Placement::Existing(k, false) => {
                 m.parties.insert(
                     party,
                     Party {
@@ -434,33 +566,69 @@ impl Control {
                     },
                 );
                 if let Some(b) = m.branches.get_mut(&k) {
-                    b.waiting.push((party, params));
+                    b.waiting.push((party, p));
                 }
             }
-            None => {
-                let (qos, fwd_cells) = (m.qos, m.fwd_cells);
-                match self.open_branch(sw, id, port, &params, &qos, fwd_cells) {
-                    Err((c, why)) => {
-                        let c = self.refusal(c, port, why, true);
-                        self.party_reject(root_port, root_call, party, c)
-                    }
-                    Ok(br) => {
-                        let m = self.multicasts.get_mut(&id).expect("looked up above");
-                        let k = m.next_branch;
-                        m.next_branch += 1;
-                        m.branches.insert(k, br);
-                        m.parties.insert(
-                            party,
-                            Party {
-                                branch: k,
-                                down: Some(BRANCH_FIRST),
-                                active: false,
-                            },
-                        );
-                    }
-                }
+            Placement::New(br) => {
+                let k = m.next_branch;
+                m.next_branch += 1;
+                m.branches.insert(k, br);
+                m.parties.insert(
+                    party,
+                    Party {
+                        branch: k,
+                        down: Some(BRANCH_FIRST),
+                        active: false,
+                    },
+                );
             }
         }
+        true
+    }
+
+    /// Party `up` of multicast `id`, not yet acknowledged upstream, was refused
+    /// downstream with `c` (its branch's trunk `link` on a DTL): if this switch is
+    /// its ingress and the refusal names what blocked it (crankback), or the trunk
+    /// failed, it is routed again around that, at most [`MAX_CRANKBACKS`] times.
+    /// Whether it was (nothing goes upstream then). Otherwise `c` gets the crankback
+    /// the trunk's failure makes, for upstream.
+    fn crank_back_party(
+        &mut self,
+        sw: &mut Switch,
+        id: u64,
+        up: PartyRef,
+        port: PortId,
+        link: Option<Blocked>,
+        c: &mut Cause,
+    ) -> bool {
+        let value = c.value.raw();
+        let link_failed = !self.is_up(port) && matches!(value, 27 | 38 | 41);
+        let blocked = match (c.crankback, link_failed, link) {
+            (Some(cb), ..) => cb.blocked,
+            (None, true, Some(l)) => l,
+            _ => return false,
+        };
+        let Some(m) = self.multicasts.get_mut(&id) else {
+            return false;
+        };
+        let Some(r) = m.routes.remove(&up) else {
+            if c.crankback.is_none() {
+                c.crankback = Some(Crankback::new(blocked, value));
+            }
+            return false;
+        };
+        if r.blocked.len() >= MAX_CRANKBACKS {
+            if c.crankback.is_none() {
+                c.crankback = Some(Crankback::new(blocked, value));
+            }
+            return false;
+        }
+        self.crankbacks += 1;
+        m.parties.remove(&up);
+        let mut excluded = r.blocked;
+        excluded.push(blocked);
+        self.place_party(sw, id, up, r.params, excluded, Some(value));
+        true
     }
 
     /// Sends the root's party `party` on as ADD PARTY on connected branch `k`.
@@ -527,6 +695,7 @@ impl Control {
         let Some(m) = self.multicasts.get_mut(&id) else {
             return;
         };
+        m.routes.remove(&party);
         let Some(p) = m.parties.remove(&party) else {
             return;
         };
@@ -649,6 +818,9 @@ impl Control {
                 *r
             })
             .collect();
+        for r in &placed {
+            m.routes.remove(r);
+        }
         let ack = CallAccept {
             qos: None,
             natm: natm_proto::wire::q2931::NatmParams {
@@ -709,6 +881,7 @@ impl Control {
                 if let Some(p) = m.parties.get_mut(&up) {
                     p.active = true;
                 }
+                m.routes.remove(&up);
                 let ack = CallAccept {
                     qos: None,
                     natm: natm_proto::wire::q2931::NatmParams {
@@ -722,8 +895,25 @@ impl Control {
                 }
                 self.dirty.push(root_port);
             }
-            Some(c) => {
+            Some(mut c) => {
+                let active = m.parties.get(&up).is_some_and(|p| p.active);
+                let link = m.branches.get(&k).and_then(|b| b.link);
+                if !active && self.crank_back_party(sw, id, up, port, link, &mut c) {
+                    // Routed again (perhaps on this branch still): the branch goes
+                    // only if nothing rides it now.
+                    let empty = self.multicasts.get(&id).is_some_and(|m| {
+                        m.branches.contains_key(&k) && m.parties_on(k).next().is_none()
+                    });
+                    if empty {
+                        self.branch_gone(sw, id, k, c, true);
+                    }
+                    return;
+                }
+                let Some(m) = self.multicasts.get_mut(&id) else {
+                    return;
+                };
                 m.parties.remove(&up);
+                m.routes.remove(&up);
                 let empty = m.parties_on(k).next().is_none();
                 if let (Some(rc), Some(l)) = (root_call, self.links.get_mut(&root_port)) {
                     // A party not yet acknowledged is refused instead.
@@ -749,20 +939,38 @@ impl Control {
             return;
         };
         let fwd_cells = m.fwd_cells;
-        let gone: Vec<PartyRef> = m.parties_on(k).map(|(r, _)| r).collect();
-        for r in &gone {
+        let gone: Vec<(PartyRef, bool)> = m.parties_on(k).map(|(r, p)| (r, p.active)).collect();
+        for (r, _) in &gone {
             m.parties.remove(r);
         }
-        let last = m.branches.is_empty();
-        let (root_port, root_call) = (m.root.port, m.root.call);
+        let (port, link) = (b.port, b.link);
         self.end_branch(sw, b, c.clone(), release, fwd_cells, true);
-        if last {
-            return self.end_multicast(sw, id, c);
+        // Parties refused before they were acknowledged may be routed again around
+        // what blocked them (its reservation is back: the branch has ended).
+        let mut dropped = Vec::new();
+        let mut end_cause = c.clone();
+        for (r, active) in gone {
+            let mut cr = c.clone();
+            if !active && self.crank_back_party(sw, id, r, port, link, &mut cr) {
+                continue;
+            }
+            if let Some(m) = self.multicasts.get_mut(&id) {
+                m.routes.remove(&r);
+            }
+            end_cause = cr.clone();
+            dropped.push((r, cr));
         }
+        let Some(m) = self.multicasts.get(&id) else {
+            return; // ended while a party was routed again
+        };
+        if m.branches.is_empty() {
+            return self.end_multicast(sw, id, end_cause);
+        }
+        let (root_port, root_call) = (m.root.port, m.root.call);
         let now = self.now;
         if let (Some(rc), Some(l)) = (root_call, self.links.get_mut(&root_port)) {
-            for r in gone {
-                let _ = l.saal.drop_party(now, rc, r, c.clone());
+            for (r, c) in dropped {
+                let _ = l.saal.drop_party(now, rc, r, c);
             }
         }
         self.dirty.push(root_port);

@@ -418,7 +418,7 @@ fn a_trunk_that_dies_under_a_setup_is_cranked_back() {
 }
 
 #[test]
-fn a_multipoint_call_is_routed_hop_by_hop_on_the_topology() {
+fn a_multipoint_call_is_source_routed_on_the_topology() {
     let mut r = Ring::new([MBIT_100; 4], true);
     let a = r.call_with(0, 2, "cbr:pcr=10Mbps", true);
     r.run(30 * MS);
@@ -427,6 +427,128 @@ fn a_multipoint_call_is_routed_hop_by_hop_on_the_topology() {
         (r.calls_on(0, 1), r.calls_on(1, 1), r.calls_on(2, 0)),
         (1, 1, 1)
     );
+}
+
+#[test]
+fn a_multipoint_setup_refused_down_the_path_is_cranked_back() {
+    // As for point-to-point calls: trunk 1 (switch 2 → 3) takes one 6 Mbit/s branch,
+    // both calls leave switch 1 on it before switch 2's reservation is flooded, and
+    // the second's branch, refused at switch 2, is routed again the other way.
+    let mut r = Ring::new([MBIT_100, 10_000_000, MBIT_100, MBIT_100], true);
+    let a = r.call_with(0, 2, "cbr:pcr=6Mbps", true);
+    let b = r.call_with(0, 2, "cbr:pcr=6Mbps", true);
+    r.run(30 * MS);
+    assert_eq!(r.outcome(0, a), (true, None));
+    assert_eq!(r.outcome(0, b), (true, None), "{:?}", r.events[0]);
+    assert_eq!(r.ctl[0].crankbacks(), 1);
+    assert_eq!(r.ctl[1].refused(), 1, "switch 2 refused one");
+    assert_eq!((r.calls_on(0, 1), r.calls_on(0, 2)), (1, 1));
+}
+
+#[test]
+fn a_trunk_that_dies_under_a_multipoint_setup_is_cranked_back() {
+    let mut r = Ring::new([MBIT_100; 4], true);
+    r.cut[1] = true;
+    let a = r.call_with(0, 2, "cbr:pcr=10Mbps", true);
+    r.run(5 * MS);
+    assert_eq!(
+        r.calls_on(1, 1),
+        1,
+        "the branch's SETUP went on towards switch 3"
+    );
+    r.run(1000 * MS);
+    assert_eq!(r.outcome(0, a), (true, None), "{:?}", r.events[0]);
+    assert_eq!(r.ctl[0].crankbacks(), 1);
+    assert_eq!(
+        (r.calls_on(0, 1), r.calls_on(0, 2), r.calls_on(3, 2)),
+        (0, 1, 1)
+    );
+}
+
+impl Ring {
+    /// Host `from` adds host `to` as party `eref` of its multipoint call `call`.
+    fn add_party(&mut self, from: usize, call: CallId, eref: u16, to: usize) {
+        let q: Qos = "cbr:pcr=6Mbps".parse().unwrap();
+        let params = CallParams {
+            called: party(&host_addr(to)).unwrap(),
+            calling: party(&host_addr(from)),
+            sap: None,
+            qos: q,
+            natm: NatmParams {
+                qos: Some(q.to_string()),
+                data_endpoint: Some(sock(5000 + from as u16)),
+                cookie: Some(77),
+                ..NatmParams::default()
+            },
+            conn_id: None,
+            multipoint: true,
+            dtl: None,
+        };
+        self.hosts[from]
+            .add_party(self.now, call, eref, &params)
+            .unwrap();
+    }
+
+    /// The outcome of party `eref` of host `i`'s call: added, or its refusal cause.
+    fn party_outcome(&self, i: usize, call: CallId, eref: u16) -> Option<Result<(), u8>> {
+        self.events[i].iter().find_map(|e| match e {
+            CallEvent::PartyAdded { call: c, party, .. } if *c == call && party.value == eref => {
+                Some(Ok(()))
+            }
+            CallEvent::PartyRejected {
+                call: c,
+                party,
+                cause,
+            }
+            | CallEvent::PartyDropped {
+                call: c,
+                party,
+                cause,
+                ..
+            } if *c == call && party.value == eref => Some(Err(cause.value.raw())),
+            _ => None,
+        })
+    }
+}
+
+#[test]
+fn an_add_party_refused_down_the_path_is_cranked_back_to_the_alternate_path() {
+    // Host 1 roots a 6 Mbit/s multipoint call with a leaf behind switch 2, then adds
+    // one behind switch 3. Switch 1 routes the party over switch 2, on the branch it
+    // has there; meanwhile a point-to-point call from switch 2's host has taken slow
+    // trunk 1 (switch 2 → 3). Switch 2 refuses the party (ADD PARTY REJECT with a
+    // crankback IE), and switch 1 routes it again by switch 4.
+    let mut r = Ring::new([MBIT_100, 10_000_000, MBIT_100, MBIT_100], true);
+    let root = r.call_with(0, 1, "cbr:pcr=6Mbps", true);
+    r.run(200 * MS);
+    assert_eq!(r.outcome(0, root), (true, None));
+    let filler = r.call(1, 2, "cbr:pcr=6Mbps");
+    r.add_party(0, root, 1, 2);
+    r.run(50 * MS);
+    assert_eq!(r.outcome(1, filler), (true, None));
+    assert_eq!(
+        r.party_outcome(0, root, 1),
+        Some(Ok(())),
+        "{:?}",
+        r.events[0]
+    );
+    assert_eq!(r.ctl[1].refused(), 1, "switch 2 refused the party");
+    assert_eq!(r.ctl[0].crankbacks(), 1);
+    // Two branches at switch 1: east to switch 2's leaf, west to switch 3's by 4.
+    assert_eq!((r.calls_on(0, 1), r.calls_on(0, 2)), (1, 1));
+    assert_eq!(r.calls_on(3, 2), 1);
+    // Once trunk 1's reservation is flooded the ingress routes such a party by
+    // switch 4 at once: no refusal, no crankback.
+    r.run(200 * MS);
+    let again = r.call_with(0, 1, "cbr:pcr=6Mbps", true);
+    r.run(50 * MS);
+    assert_eq!(r.outcome(0, again), (true, None));
+    r.add_party(0, again, 1, 2);
+    r.run(50 * MS);
+    assert_eq!(r.party_outcome(0, again, 1), Some(Ok(())));
+    assert_eq!(r.ctl[0].crankbacks(), 1);
+    assert_eq!(r.ctl[1].refused(), 1);
+    assert_eq!((r.calls_on(0, 1), r.calls_on(0, 2)), (2, 2));
 }
 
 #[test]

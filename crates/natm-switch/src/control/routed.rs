@@ -340,19 +340,6 @@ impl Control {
         }
     }
 
-    /// The port a point-to-multipoint SETUP or ADD PARTY from `a` leaves by: routed
-    /// hop by hop, each switch on the path choosing from its own topology (no DTL:
-    /// ADD PARTY has no room for one here, and branches share trunks), else by the
-    /// static routes.
-    pub(super) fn hop_route(&self, sw: &Switch, a: PortId, params: &CallParams) -> Option<PortId> {
-        let mut p = params.clone();
-        p.dtl = None;
-        self.next_hop(sw, a, &p, &[], None)
-            .ok()
-            .map(|h| h.b)
-            .filter(|&b| b != a)
-    }
-
     /// Refuses the SETUP `call` from `a`; towards a trunk with the crankback.
     pub(super) fn refuse_hop(&mut self, a: PortId, call: CallId, r: HopRefusal) {
         let natm = self.role(a).is_some_and(PortRole::is_natm);

@@ -193,7 +193,7 @@ impl CallControl {
         }
         self.send(
             Message::new(MessageType::AddPartyReject, cref)
-                .with(cause)
+                .with_cause(cause)
                 .with(party.ie()),
         );
         Ok(())
@@ -225,7 +225,7 @@ impl CallControl {
         }
         self.send(
             Message::new(MessageType::DropParty, cref)
-                .with(cause)
+                .with_cause(cause)
                 .with(party.ie()),
         );
         Ok(())
@@ -286,7 +286,7 @@ impl CallControl {
             .get(&id)
             .and_then(|c| c.parties.map.get(&party).copied());
         let their_cause = || {
-            msg.cause().cloned().unwrap_or_else(|| {
+            msg.cause_with_crankback().unwrap_or_else(|| {
                 Cause::new(
                     crate::wire::q2931::Location::User,
                     CauseValue::NormalUnspecified,
