@@ -117,7 +117,10 @@ impl Access {
         if self.privileged(c) {
             return Ok(());
         }
-        if self.root_saps.iter().any(|s| s == sap) {
+        let canonical =
+            |s: &str| natm_proto::sig::Sap::from_text(s).map_or(s.to_owned(), |x| x.to_string());
+        let sap_c = canonical(sap);
+        if self.root_saps.iter().any(|s| canonical(s) == sap_c) {
             return Err(format!(
                 "permission denied: SAP \"{sap}\" belongs to a root service (root_saps); \
                  only root may bind it, so no user can take the calls meant for it"

@@ -65,7 +65,7 @@ pub struct ConfigFile {
     #[serde(default)]
     pub access: Vec<AccessSection>,
     /// SAPs of root services, which only root (or sigd's own user) may bind
-    /// [default `["ip", "atmarp"]`, `natm ip`'s].
+    /// [default `["ip", "atmarp", "blli.llc"]`, `natm ip`'s].
     pub root_saps: Option<Vec<String>>,
     /// Serve the counters in the Prometheus text format at `http://ADDR/metrics`
     /// (`IP:PORT`, host explicit) [default: not served]. Beyond loopback, anyone who
@@ -989,7 +989,7 @@ impl ConfigFile {
         let root_saps = self
             .root_saps
             .clone()
-            .unwrap_or_else(|| vec!["ip".to_owned(), "atmarp".to_owned()]);
+            .unwrap_or_else(|| vec!["ip".to_owned(), "atmarp".to_owned(), "blli.llc".to_owned()]);
         if let Some(s) = root_saps.iter().find(|s| s.is_empty() || s.as_str() == "*") {
             return Err(bad(
                 "root_saps",
@@ -1287,7 +1287,7 @@ mod tests {
         assert_eq!(c.access.rules[1].max_rate_bps, Some(10_000_000));
         assert_eq!(c.socket_mode, 0o666);
         assert_eq!(c.user_limits, UserLimits::defaults(1024, 16384));
-        assert_eq!(c.access.root_saps, ["ip", "atmarp"]);
+        assert_eq!(c.access.root_saps, ["ip", "atmarp", "blli.llc"]);
         assert_eq!(c.bandwidth_per_user_bps, c.capacity_bps / 4);
     }
 
@@ -1310,7 +1310,7 @@ mod tests {
         let d = check("").unwrap();
         assert_eq!(d.user_limits.connections_per_user, 128);
         assert_eq!(d.user_limits.root_reserve, 64);
-        assert_eq!(d.access.root_saps, ["ip", "atmarp"]);
+        assert_eq!(d.access.root_saps, ["ip", "atmarp", "blli.llc"]);
         let c = check("root_saps = [\"ip\", \"bgp\"]\n[limits]\nroot_reserve = 8\n").unwrap();
         assert_eq!(c.user_limits.root_reserve, 8);
         assert_eq!(c.access.root_saps, ["ip", "bgp"]);

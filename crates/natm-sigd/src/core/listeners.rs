@@ -69,6 +69,11 @@ impl Core {
                 format!("SAP \"{sap}\": use 1 to 8 letters, digits, - or _, or @OUI.APPID in hex"),
             );
         }
+        // One service, one name: `blli.cc` is `blli.llc`, `@0060D7.…` is `@0060d7.…`,
+        // as the SAP of an incoming call is written (else an alias would bind beside
+        // the service, squat checks and root_saps would miss it, and never see a call).
+        let canonical = natm_proto::sig::Sap::from_text(sap).map(|s| s.to_string());
+        let sap = canonical.as_deref().unwrap_or(sap);
         let addr = if addr_text.is_empty() {
             None
         } else {

@@ -216,7 +216,8 @@ fn root_services_saps_are_roots_only() {
     let mut p = Pair::default();
     p.b = Node::with_config(cfg, 2);
     let user = p.app_as(Side::B, USER);
-    for sap in ["ip", "atmarp", "dns"] {
+    // `blli.cc` is `blli.llc` (Classical IP's B-LLI, natm ip's), written another way.
+    for sap in ["ip", "atmarp", "blli.llc", "blli.cc", "dns"] {
         let (req, msgs) = bind_msgs(&mut p, Side::B, user, sap, "ubr");
         let (cause, detail) = refused(&msgs, req);
         assert_eq!(cause, 57, "{detail}");
@@ -255,6 +256,24 @@ fn a_sap_another_user_holds_is_refused_to_root_too() {
     let other = p.app_as(Side::B, OTHER);
     let (req, msgs) = bind_msgs(&mut p, Side::B, other, "echo", "ubr");
     assert!(refused(&msgs, req).1.contains("held by uid 0"));
+}
+
+#[test]
+fn a_sap_written_another_way_is_the_same_sap() {
+    // FORE's vendor SAP in capitals, held by one user, is refused to another in small
+    // letters; and a listener bound with it gets the calls for it.
+    let mut p = Pair::default();
+    let user = p.app_as(Side::B, USER);
+    p.bind(Side::B, user, "@0060D7.01000003", "ubr");
+    let other = p.app_as(Side::B, OTHER);
+    let (req, msgs) = bind_msgs(&mut p, Side::B, other, "@0060d7.01000003", "ubr");
+    assert!(refused(&msgs, req).1.contains("held by uid 1000"));
+    let caller = p.app(Side::A);
+    p.connect(Side::A, caller, &format!("{B_ADDR}:@0060d7.01000003"), "ubr");
+    assert!(matches!(
+        p.take(Side::B, user).as_slice(),
+        [Message::Incoming { .. }]
+    ));
 }
 
 #[test]
