@@ -64,6 +64,9 @@ struct Shared {
     /// This host's ATMARP server, when it runs one: it also answers the requests
     /// that come on VCs as RFC 2225 makes them.
     arp_server: Option<Arc<ArpService>>,
+    /// Refused calls: at most 10 lines a second, then one with how many were held
+    /// (a peer that calls again and again floods nothing).
+    refusals_log: Mutex<natm_sigd::core::Bucket>,
 }
 
 /// Starts a thread named `name`; one the system refuses is an error, not a panic.
@@ -289,7 +292,9 @@ impl Shared {
                     }
                 },
                 Err(cause) => {
-                    tracing::info!(%caller, cause, "call refused");
+                    if let Some(suppressed) = lock(&self.refusals_log).allow(self.now()) {
+                        tracing::info!(%caller, cause, suppressed, "call refused");
+                    }
                     let _ = call.reject(cause);
                 }
             }
@@ -311,15 +316,16 @@ impl Shared {
     }
 
     /// Keeps a VC to the ATMARP server, feeding its answers to the node. A server
-    /// that refuses natm's SAP `atmarp` with cause 88 is called as RFC 2225 does
-    /// from then on.
+    /// that refuses natm's SAP `atmarp` with cause 88 is called again as RFC 2225
+    /// does; each reconnection tries natm's SAP first, so a natm server that was not
+    /// yet listening (starting, or restarting) is not taken for another stack.
     fn arp_client(self: Arc<Self>, server: AtmAddr) {
-        let mut llc = false;
         loop {
+            let mut llc = false;
             let mut called = self.call_server(server, llc);
-            if let (false, Err(Error::Refused { cause, .. })) = (llc, &called) {
+            if let Err(Error::Refused { cause, .. }) = &called {
                 if *cause == CAUSE_INCOMPATIBLE {
-                    tracing::info!(%server, "the ATMARP server is not natm: calling it as RFC 2225 does");
+                    tracing::info!(%server, "the ATMARP server refused natm's SAP (cause 88): calling it as RFC 2225 does");
                     llc = true;
                     called = self.call_server(server, llc);
                 }
@@ -602,6 +608,7 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         tun_drops: std::sync::atomic::AtomicU64::new(0),
         setups: std::sync::atomic::AtomicUsize::new(0),
         arp_server: arp_clients.as_ref().map(|(_, s)| s.clone()),
+        refusals_log: Mutex::new(natm_sigd::core::Bucket::new(10)),
     });
     if let Some((pvc, bind, via)) = cfg.pvc {
         let AtmAddr::Pvc(p) = pvc else {

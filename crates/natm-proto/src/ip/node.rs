@@ -108,6 +108,11 @@ pub struct NodeConfig {
     /// Whether there is an ATMARP server to register with and ask. Without one
     /// (PVCs only) addresses are learnt by InATMARP alone.
     pub server: bool,
+    /// Most VCs with one peer ATM address, its calls and this host's together; a
+    /// call beyond is refused with [`CAUSE_NO_VC`]. `None`: twice the policy's
+    /// classes and two (a VC per class each way, an RFC 2225 VC and one in a race),
+    /// so that one peer cannot take the VCs, and the threads that serve them, of all.
+    pub per_peer: Option<usize>,
 }
 
 impl NodeConfig {
@@ -129,6 +134,7 @@ impl NodeConfig {
             register_every: CLIENT_AGE,
             max_entries: 4096,
             server: true,
+            per_peer: None,
         }
     }
 }
@@ -191,6 +197,9 @@ pub struct Counters {
     pub setup_failures: u64,
     /// Calls from peers taken.
     pub incoming: u64,
+    /// Calls refused because their caller had its share of VCs already
+    /// ([`NodeConfig::per_peer`]).
+    pub refused_per_peer: u64,
     /// VCs released for idleness.
     pub idle_releases: u64,
     /// Setup time of the last VC this host set up, µs.
@@ -862,6 +871,11 @@ impl Node {
             return Err(CAUSE_MTU);
         }
         if self.vcs.len() >= self.cfg.max_entries {
+            return Err(CAUSE_NO_VC);
+        }
+        let per_peer = self.cfg.per_peer.unwrap_or(2 * self.policy.classes() + 2);
+        if self.vcs.values().filter(|v| v.peer == caller).count() >= per_peer {
+            self.counters.refused_per_peer += 1;
             return Err(CAUSE_NO_VC);
         }
         let id = self.next_id;

@@ -724,3 +724,31 @@ fn a_server_that_is_not_natm_is_answered_on_its_vc() {
     assert_eq!(a.handle_server_frame(t0, &[1, 2, 3]), None);
     assert_eq!(a.counters().drop_malformed, 1);
 }
+
+#[test]
+fn one_peer_gets_its_share_of_vcs_and_no_more() {
+    // A peer that calls again and again (hostile, or broken) is refused with cause 47
+    // past 2 × classes + 2 VCs; another peer still gets in, and a VC that goes frees
+    // a place.
+    let t0 = Instant::ZERO;
+    let mut a = node_a(t0);
+    let share = 2 * a.policy().classes() + 2;
+    let mut taken = Vec::new();
+    for _ in 0..share {
+        let (vc, _) = a
+            .handle_incoming(t0, atm(B), Some(1), None)
+            .expect("within the share");
+        taken.push(vc);
+    }
+    assert_eq!(
+        a.handle_incoming(t0, atm(B), Some(1), None),
+        Err(CAUSE_NO_VC)
+    );
+    assert_eq!(a.handle_incoming_llc(t0, atm(B), None), Err(CAUSE_NO_VC));
+    assert_eq!(a.counters().refused_per_peer, 2);
+    assert!(a
+        .handle_incoming(t0, atm("+4420009"), Some(1), None)
+        .is_ok());
+    a.handle_closed(t0, taken[0]);
+    assert!(a.handle_incoming(t0, atm(B), Some(1), None).is_ok());
+}

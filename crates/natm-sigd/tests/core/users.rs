@@ -269,7 +269,12 @@ fn a_sap_written_another_way_is_the_same_sap() {
     let (req, msgs) = bind_msgs(&mut p, Side::B, other, "@0060d7.01000003", "ubr");
     assert!(refused(&msgs, req).1.contains("held by uid 1000"));
     let caller = p.app(Side::A);
-    p.connect(Side::A, caller, &format!("{B_ADDR}:@0060d7.01000003"), "ubr");
+    p.connect(
+        Side::A,
+        caller,
+        &format!("{B_ADDR}:@0060d7.01000003"),
+        "ubr",
+    );
     assert!(matches!(
         p.take(Side::B, user).as_slice(),
         [Message::Incoming { .. }]
