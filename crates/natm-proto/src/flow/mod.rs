@@ -23,6 +23,7 @@ use crate::wire::rm::RmCell;
 pub mod abr;
 pub mod cell_pacer;
 pub mod contract;
+pub mod delivery;
 pub mod estimator;
 pub mod gcra;
 pub mod leaky_bucket;

@@ -16,6 +16,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::delivery::{BoundConfig, DeliveryRate};
 use super::estimator::{FuzzyEstimator, MedianFilter};
 use super::{AckSample, FlowController, Permit};
 use crate::time::Instant;
@@ -57,6 +58,9 @@ pub struct PacketPairConfig {
     /// time at μ̂ after the ACK before it came in a bunch and is not a sample (0:
     /// keep every pair, as specs §8.1). Default 0.25.
     pub bunch_fraction: f64,
+    /// Bound μ̂ by the rate the path delivered ([`DeliveryRate`]; false: the pairs'
+    /// estimate alone, as seed 000 §5.3.3). Default true.
+    pub delivery_bound: bool,
 }
 
 impl PacketPairConfig {
@@ -75,6 +79,7 @@ impl PacketPairConfig {
             beta: 0.75,
             median_of: 9,
             bunch_fraction: 0.25,
+            delivery_bound: true,
         }
     }
 }
@@ -142,7 +147,20 @@ pub struct PacketPair {
     train: u32,
     /// Trains in a row that came back unspread.
     compressed: u32,
+    /// What the path delivered, which bounds μ̂ ([`DeliveryRate`]).
+    delivery: DeliveryRate,
+    /// The bound on μ̂ from the delivery rate as of the last ACK, bytes/s.
+    cap: Option<f64>,
 }
+
+/// μ̂ may exceed the largest delivery rate the path set lately by this factor: room to
+/// find a faster bottleneck (a quarter more per round trip, as BBR's probing gain).
+const DELIVERY_GAIN: f64 = 1.25;
+
+/// The delivery rates kept span this many epochs ...
+const DELIVERY_WINDOW_EPOCHS: u32 = 8;
+/// ... and bound μ̂ once they have run for this many.
+const DELIVERY_WARMUP_EPOCHS: u32 = 2;
 
 /// The longest train ([`PacketPair::train_len`]): 32 TPDUs of 1,436 octets outlast a
 /// token bucket's burst of 45 KB.
@@ -201,6 +219,18 @@ impl PacketPair {
             timeouts: 0,
             train: 2,
             compressed: 0,
+            delivery: DeliveryRate::new(),
+            cap: None,
+        }
+    }
+
+    /// μ̂ as the law uses it: the estimate from pairs, bounded by what the path
+    /// delivered (departure from seed 000 §5.3.3, see [`DeliveryRate`]).
+    fn mu(&self) -> Option<f64> {
+        let mu = self.est.estimate()?;
+        match self.cap {
+            Some(c) if self.cfg.delivery_bound => Some(mu.min(c)),
+            _ => Some(mu),
         }
     }
 
@@ -209,9 +239,15 @@ impl PacketPair {
         self.probing
     }
 
-    /// μ̂, the estimated bottleneck rate for this VC, payload bit/s.
+    /// μ̂, the estimated bottleneck rate for this VC, payload bit/s (bounded by the
+    /// delivery rate).
     pub fn bottleneck_bps(&self) -> Option<f64> {
-        self.est.estimate().map(|mu| mu * 8.0)
+        self.mu().map(|mu| mu * 8.0)
+    }
+
+    /// The bound the delivery rate puts on μ̂ now, payload bit/s, if any.
+    pub fn delivery_bound_bps(&self) -> Option<f64> {
+        self.cap.map(|c| c * 8.0)
     }
 
     /// n̂_b at the last estimate: the backlog a TPDU sent then would find at the
@@ -271,13 +307,39 @@ impl PacketPair {
         self.backlog
     }
 
+    /// specs §8.2 [REC]: a TPDU whose ACK came at `acked` after `rtt` found
+    /// μ̂·(RTT − path delay) bytes ahead of it; it left one RTT ago, and carrying that
+    /// forward with what was sent since (not the specs' one epoch of λ: at the
+    /// set-point the RTT is longer than R) gives the backlog a TPDU sent at `now`
+    /// will find.
+    fn backlog_from_rtt(
+        &mut self,
+        now: Instant,
+        acked: Instant,
+        rtt: Duration,
+        bytes: u32,
+        path: Duration,
+        mu: f64,
+    ) {
+        let ahead = (mu * rtt.saturating_sub(path).as_secs_f64() - f64::from(bytes)).max(0.0);
+        let sent_at = acked - rtt;
+        self.backlog = predict_backlog(
+            ahead,
+            self.sent_since(sent_at) as f64,
+            mu,
+            now.saturating_duration_since(sent_at).as_secs_f64(),
+        );
+        self.backlog_at = now;
+        self.backlog_sent = self.total_sent;
+    }
+
     /// Once per epoch (specs §8.4: "once per R"): apply the control law to the
     /// predicted backlog.
     fn control(&mut self, now: Instant) {
         if self.probing || now < self.epoch_start + self.epoch() {
             return;
         }
-        let Some(mu) = self.est.estimate() else {
+        let Some(mu) = self.mu() else {
             return;
         };
         let nb = self.advance_backlog(now, mu);
@@ -348,7 +410,10 @@ impl PacketPair {
         let Some(median) = self.filter.push(sample) else {
             return;
         };
-        let mu = self.est.update(median);
+        self.est.update(median);
+        let Some(mu) = self.mu() else {
+            return;
+        };
         if !self.probing {
             // Departure from "once per R": λ follows μ̂ at every sample, and only the
             // set-point correction α(B − n̂_b)/R waits for the epoch. When the
@@ -364,23 +429,12 @@ impl PacketPair {
         let own = Duration::from_secs_f64(service.min(3600.0));
         let delay = rtt1.saturating_sub(own);
         let path = *self.path_delay.get_or_insert(delay);
-        if self.est.error() < 0.05 {
-            // Only while μ̂ is settled: a lagging μ̂ would shrink this minimum for good.
+        if self.est.error() < 0.05 && self.est.estimate() == Some(mu) {
+            // Only while μ̂ is settled and the delivery rate does not bound it: a μ̂
+            // below the bottleneck's would shrink this minimum for good.
             self.path_delay = Some(path.min(delay));
         }
-        let ahead = (mu * rtt1.saturating_sub(path).as_secs_f64() - f64::from(bytes1)).max(0.0);
-        // It left one RTT ago; carrying that forward with what was sent since (not
-        // the specs' one epoch of λ: at the set-point the RTT is longer than R) gives
-        // the backlog a TPDU sent now will find.
-        let sent_at = t1 - rtt1;
-        self.backlog = predict_backlog(
-            ahead,
-            self.sent_since(sent_at) as f64,
-            mu,
-            s.now.saturating_duration_since(sent_at).as_secs_f64(),
-        );
-        self.backlog_at = s.now;
-        self.backlog_sent = self.total_sent;
+        self.backlog_from_rtt(s.now, t1, rtt1, bytes1, path, mu);
         if self.probing {
             // specs §8.4 start-up: "μ̂ = first sample; R_base = first RTT; λ = μ̂".
             self.probing = false;
@@ -423,6 +477,9 @@ impl FlowController for PacketPair {
         }
         self.sent_log.push_back((now, self.total_sent));
         self.total_sent += bytes as u64;
+        self.delivery
+            .on_sent(now, bytes, self.horizon, self.epoch() / 2);
+        self.cap = self.delivery.bound();
         if self.due().is_some_and(|d| now >= d) {
             self.pace_from = now;
             self.pace_bytes = 0.0;
@@ -445,6 +502,22 @@ impl FlowController for PacketPair {
                 _ => Some(s.now.saturating_duration_since(t)),
             });
         self.last_ack = Some((s.now, s.arrived));
+        let epoch = self.epoch();
+        let bound = BoundConfig {
+            gain: DELIVERY_GAIN,
+            window: epoch * DELIVERY_WINDOW_EPOCHS,
+            warmup: epoch * DELIVERY_WARMUP_EPOCHS,
+        };
+        self.cap = self
+            .delivery
+            .on_ack(s.now, s.rtt, s.newly_acked_bytes, self.rate, &bound);
+        // While the delivery rate bounds μ̂ the pairs are not to be trusted, and a
+        // sender its window holds sends none: every ACK's RTT gives the backlog.
+        if let (Some(mu), Some(path), false) = (self.mu(), self.path_delay, s.retransmission) {
+            if self.est.estimate() != Some(mu) && !s.rtt.is_zero() && !s.pair_second {
+                self.backlog_from_rtt(s.now, s.now, s.rtt, s.bytes, path, mu);
+            }
+        }
         // specs §8.1: discard samples from retransmissions, broken trains and ACKs
         // that were not consecutive. A train's middle members are acknowledged
         // between its first and its last.
@@ -488,6 +561,8 @@ impl FlowController for PacketPair {
             self.first_ack = None;
             self.backlog = 0.0;
             self.correction = 0.0;
+            self.delivery.reset();
+            self.cap = None;
             self.rate = Some(self.clamp(self.min_rate()));
             self.pace_from = now;
             self.pace_bytes = 0.0;
