@@ -1,14 +1,18 @@
-//! The threads of `natm ip`: the TUN reader, one sender and one receiver per VC, at
-//! most [`MAX_SETUPS`] call setups (a thread the system refuses is an error, never a
-//! panic), the listener for calls on SAP `ip`, the ATMARP client (and server),
-//! and the timer. All protocol decisions are the sans-IO [`Node`]'s; this file moves
-//! bytes and time in and out of it.
+//! The threads of `natm ip`: the TUN reader, one sender for every VC (behind one
+//! bounded queue), a fixed pool receiving every VC's frames and sending what found
+//! its VC full, at most [`MAX_SETUPS`] call setups (a thread the system refuses is
+//! an error, never a panic), the listeners for calls on SAP `ip` and B-LLI LLC, the
+//! ATMARP client (and server), and the timer. No thread per VC (issue 31: a peer's
+//! calls cannot grow the thread count). All protocol decisions are the sans-IO
+//! [`Node`]'s; this file moves bytes and time in and out of it.
 
 use natm::ulib::Wait;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
-use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
+use std::task::{Context as TaskCx, Waker};
 use std::thread;
 use std::time::Duration;
 
@@ -24,9 +28,17 @@ use tun_rs::{DeviceBuilder, SyncDevice};
 
 use super::{pool, qos, IpConfig, ARP_SAP, IP_SAP, LLC_QOS, LLC_SAP};
 
-/// Packets queued for one VC's sender thread; past it the interface drops, as a
-/// full device queue does (TCP sees a loss, nothing blocks the other VCs).
+/// Packets waiting for room on one VC (and frames for the ATMARP server's VC); past
+/// it the interface drops, as a full device queue does (TCP sees a loss, nothing
+/// blocks the other VCs).
 const VC_QUEUE: usize = 512;
+/// Bytes waiting for room on all VCs together.
+const PENDING_BYTES: usize = 32 << 20;
+/// Packets between the threads that have them (the TUN reader, mostly) and the
+/// sender; past it the interface drops.
+const SEND_QUEUE: usize = 1024;
+/// Threads receiving the frames of every IP VC, however many VCs there are.
+const IP_WORKERS: usize = 1;
 /// Call setups (each a thread waiting for sigd) at once; a VC the node wants beyond
 /// them fails at once, as a refused setup does, and the node tries again later.
 const MAX_SETUPS: usize = 16;
@@ -43,30 +55,131 @@ const ARP_MAX_CLIENTS: usize = 256;
 /// Threads serving the ATMARP server's client VCs, however many there are.
 const ARP_WORKERS: usize = 2;
 
-/// One open VC as the threads see it.
-struct VcHandle {
-    conn: Arc<Connection>,
-    tx: SyncSender<Vec<u8>>,
-}
-
 /// State every thread shares.
 struct Shared {
     node: Mutex<Node>,
     wake: Condvar,
+    /// The open VCs: packets are sent on them by the sender thread.
     vcs: Mutex<HashMap<VcId, VcHandle>>,
+    /// Receives every VC's frames.
+    rx: pool::ConnPool<IpVc>,
+    /// To the sender thread: the packet and the VC it goes on.
+    to_send: SyncSender<(VcHandle, Vec<u8>)>,
     server: Mutex<Option<SyncSender<Vec<u8>>>>,
     tun: SyncDevice,
     host: Host,
     epoch: std::time::Instant,
-    tun_drops: std::sync::atomic::AtomicU64,
+    /// Packets dropped for want of room (the sender's queue, their VC's, or all
+    /// VCs' together), as a full device queue drops.
+    tun_drops: AtomicU64,
+    /// Bytes of packets waiting for room, on every VC ([`PENDING_BYTES`]).
+    pending_bytes: AtomicUsize,
     /// Call setups under way ([`MAX_SETUPS`]).
-    setups: std::sync::atomic::AtomicUsize,
+    setups: AtomicUsize,
     /// This host's ATMARP server, when it runs one: it also answers the requests
     /// that come on VCs as RFC 2225 makes them.
     arp_server: Option<Arc<ArpService>>,
     /// Refused calls: at most 10 lines a second, then one with how many were held
     /// (a peer that calls again and again floods nothing).
     refusals_log: Mutex<natm_sigd::core::Bucket>,
+}
+
+/// What sends on an open VC: its connection and the packets that found it full.
+struct VcOut {
+    conn: Arc<Connection>,
+    /// Oldest first, at most [`VC_QUEUE`]; the pool's worker sends them when the VC
+    /// makes room (its task's waker, registered by the send that found no room).
+    pending: Mutex<VecDeque<Vec<u8>>>,
+}
+
+/// An open VC as the thread with a packet for it sees it.
+#[derive(Clone)]
+struct VcHandle {
+    out: Arc<VcOut>,
+    /// The VC's task in the receive pool.
+    waker: Waker,
+}
+
+impl VcHandle {
+    /// Send `frame` now if the VC has room and nothing waits before it, else queue
+    /// it; `false` if it is dropped (the VC's queue, or all of them, full).
+    fn send(&self, frame: Vec<u8>, pending_bytes: &AtomicUsize) -> bool {
+        let mut pending = lock(&self.out.pending);
+        if pending.is_empty() {
+            let mut cx = TaskCx::from_waker(&self.waker);
+            // Ready: sent, or the VC has ended (its task forgets it).
+            if self.out.conn.poll_send(&mut cx, &frame).is_ready() {
+                return true;
+            }
+        }
+        if pending.len() >= VC_QUEUE {
+            return false;
+        }
+        let len = frame.len();
+        if pending_bytes.fetch_add(len, Ordering::AcqRel) + len > PENDING_BYTES {
+            pending_bytes.fetch_sub(len, Ordering::AcqRel);
+            return false;
+        }
+        pending.push_back(frame);
+        true
+    }
+}
+
+/// An open VC as the receive pool's workers see it.
+struct IpVc {
+    shared: Weak<Shared>,
+    vc: VcId,
+    kind: VcKind,
+    peer: AtmAddr,
+    out: Arc<VcOut>,
+}
+
+impl pool::TaskContext for IpVc {
+    /// Send what found the VC full, in order, while it has room.
+    fn turn(&self, conn: &Connection, cx: &mut TaskCx<'_>) {
+        let mut pending = lock(&self.out.pending);
+        let mut freed = 0;
+        while let Some(frame) = pending.front() {
+            if conn.poll_send(cx, frame).is_pending() {
+                break;
+            }
+            freed += frame.len();
+            pending.pop_front();
+        }
+        if let (true, Some(s)) = (freed > 0, self.shared.upgrade()) {
+            s.pending_bytes.fetch_sub(freed, Ordering::AcqRel);
+        }
+    }
+
+    /// The VC ended: the peer closed it, it failed, or this end released it.
+    fn ended(&self) {
+        if let Some(s) = self.shared.upgrade() {
+            lock(&s.vcs).remove(&self.vc);
+            let dropped: usize = lock(&self.out.pending).drain(..).map(|f| f.len()).sum();
+            s.pending_bytes.fetch_sub(dropped, Ordering::AcqRel);
+            s.with_node(|n, now| n.handle_closed(now, self.vc));
+        }
+    }
+}
+
+impl IpVc {
+    /// A frame the VC brought: to the node, and the IP packet in it to the
+    /// interface. On a VC as RFC 2225 makes them ([`VcKind::Llc`]) an ATMARP
+    /// request goes to this host's ATMARP server, if it runs one: its answer is
+    /// returned, for the pool to send back on the VC without waiting.
+    fn frame(&self, chunk: &[u8]) -> Option<Vec<u8>> {
+        let s = self.shared.upgrade()?;
+        if let (VcKind::Llc, Some(server)) = (self.kind, &s.arp_server) {
+            if let Some(reply) = server.answer(self.peer, chunk) {
+                return Some(reply);
+            }
+        }
+        let packet = s.with_node(|n, now| n.handle_frame(now, self.vc, chunk).map(<[u8]>::to_vec));
+        if let Some(p) = packet {
+            let _ = s.tun.send(&p);
+        }
+        None
+    }
 }
 
 /// Starts a thread named `name`; one the system refuses is an error, not a panic.
@@ -102,11 +215,13 @@ impl Shared {
     fn act(self: &Arc<Self>, a: Action) {
         match a {
             Action::Transmit { vc, frame } => {
-                let vcs = lock(&self.vcs);
-                if let Some(h) = vcs.get(&vc) {
-                    if let Err(TrySendError::Full(_)) = h.tx.try_send(frame) {
-                        self.tun_drops
-                            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                // The sender never waits for a VC, so no VC (a shaped one, one whose
+                // peer does not read) holds up another; the TUN reader hands over and
+                // reads on, as it did to a sender thread per VC.
+                let h = lock(&self.vcs).get(&vc).cloned();
+                if let Some(h) = h {
+                    if self.to_send.try_send((h, frame)).is_err() {
+                        self.tun_drops.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }
@@ -125,7 +240,7 @@ impl Shared {
                 mtu,
                 kind,
             } => {
-                use std::sync::atomic::Ordering::AcqRel;
+                use Ordering::AcqRel;
                 if self.setups.fetch_add(1, AcqRel) >= MAX_SETUPS {
                     self.setups.fetch_sub(1, AcqRel);
                     tracing::debug!(vc, %peer, "{MAX_SETUPS} setups under way: this one fails");
@@ -146,14 +261,14 @@ impl Shared {
             Action::Release { vc, .. } => {
                 if let Some(h) = lock(&self.vcs).remove(&vc) {
                     tracing::info!(vc, "releasing idle VC");
-                    h.conn.abort();
+                    h.out.conn.abort();
                 }
             }
         }
     }
 
     /// Calls `peer` for VC `vc`: natm's SAP `ip` with class `class`'s QoS, or as
-    /// RFC 2225 does ([`VcKind::Llc`]); on success the VC's threads start.
+    /// RFC 2225 does ([`VcKind::Llc`]); on success the pool receives the VC.
     fn setup(self: Arc<Self>, vc: VcId, peer: AtmAddr, class: usize, mtu: u32, kind: VcKind) {
         let (sap, qos) = match kind {
             VcKind::Natm => (IP_SAP, {
@@ -190,65 +305,25 @@ impl Shared {
         }
     }
 
-    /// Starts the sender and receiver threads of an open VC. On a VC as RFC 2225
-    /// makes them ([`VcKind::Llc`]) ATMARP requests go to this host's ATMARP
-    /// server, if it runs one, and its answers back on the VC.
+    /// An open VC: sent on from now, and received by the pool until it ends. On a
+    /// VC as RFC 2225 makes them ([`VcKind::Llc`]) ATMARP requests go to this host's
+    /// ATMARP server, if it runs one, and its answers back on the VC.
     fn start_vc(self: &Arc<Self>, vc: VcId, conn: Connection, kind: VcKind, peer: AtmAddr) {
-        let conn = Arc::new(conn);
-        let (tx, rx) = sync_channel::<Vec<u8>>(VC_QUEUE);
-        lock(&self.vcs).insert(
+        let out = Arc::new(VcOut {
+            conn: Arc::new(conn),
+            pending: Mutex::new(VecDeque::new()),
+        });
+        let ctx = IpVc {
+            shared: Arc::downgrade(self),
             vc,
-            VcHandle {
-                conn: conn.clone(),
-                tx,
-            },
-        );
-        let sender = conn.clone();
-        let sending = spawn("natm-ip-vc-tx", move || {
-            // Ends when the handle (and so the channel) is dropped, or the VC fails.
-            while let Ok(frame) = rx.recv() {
-                if sender.send(&frame, Wait::Block).is_err() {
-                    break;
-                }
-            }
-        });
-        if let Err(e) = sending {
-            // No thread for it: the VC goes (its peer sees it released).
-            tracing::warn!(vc, "cannot start the VC's threads: {e}");
-            lock(&self.vcs).remove(&vc);
-            conn.abort();
-            self.with_node(|n, now| n.handle_closed(now, vc));
-            return;
-        }
-        let me = self.clone();
-        let receiving_conn = conn.clone();
-        let receiving = spawn("natm-ip-vc-rx", move || {
-            let conn = receiving_conn;
-            // Ends when the peer closes, the VC fails, or this end releases it.
-            while let Ok(Some(chunk)) = conn.recv(Wait::Block) {
-                if let (VcKind::Llc, Some(server)) = (kind, &me.arp_server) {
-                    if let Some(reply) = server.answer(peer, &chunk) {
-                        // As the pool's replies: never waiting on a client's VC.
-                        let _ = conn.send(&reply, Wait::No);
-                        continue;
-                    }
-                }
-                let packet =
-                    me.with_node(|n, now| n.handle_frame(now, vc, &chunk).map(<[u8]>::to_vec));
-                if let Some(p) = packet {
-                    let _ = me.tun.send(&p);
-                }
-            }
-            lock(&me.vcs).remove(&vc);
-            me.with_node(|n, now| n.handle_closed(now, vc));
-        });
-        if let Err(e) = receiving {
-            // The sender ends with the handle, removed here.
-            tracing::warn!(vc, "cannot start the VC's threads: {e}");
-            lock(&self.vcs).remove(&vc);
-            conn.abort();
-            self.with_node(|n, now| n.handle_closed(now, vc));
-        }
+            kind,
+            peer,
+            out: out.clone(),
+        };
+        // Held across `add` so that a VC ending at once is forgotten after this.
+        let mut vcs = lock(&self.vcs);
+        let waker = self.rx.add(out.conn.clone(), ctx);
+        vcs.insert(vc, VcHandle { out, waker });
     }
 
     /// Takes calls on SAP `ip` ([`VcKind::Natm`]) or on B-LLI LLC, as RFC 2225
@@ -495,7 +570,7 @@ fn serve_arp(
             let Ok(conn) = call.accept() else {
                 continue;
             };
-            clients_pool.add(
+            let _ = clients_pool.add(
                 conn,
                 ArpClient {
                     caller,
@@ -513,6 +588,8 @@ pub(super) struct ArpClient {
     caller: AtmAddr,
     _slot: ClientSlot,
 }
+
+impl pool::TaskContext for ArpClient {}
 
 /// One of the ATMARP server's [`ARP_MAX_CLIENTS`] client VCs, given back when dropped.
 struct ClientSlot(Arc<std::sync::atomic::AtomicUsize>);
@@ -597,16 +674,24 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         cfg.policy.clone(),
         natm::time::Instant::ZERO,
     );
+    let rx = pool::ConnPool::start(IP_WORKERS, "natm-ip-rx", |v: &IpVc, chunk: &[u8]| {
+        v.frame(chunk)
+    })
+    .context("cannot start natm ip's receiving thread")?;
+    let (to_send, sending) = sync_channel::<(VcHandle, Vec<u8>)>(SEND_QUEUE);
     let shared = Arc::new(Shared {
         node: Mutex::new(node),
         wake: Condvar::new(),
         vcs: Mutex::new(HashMap::new()),
+        rx,
+        to_send,
         server: Mutex::new(None),
         tun,
         host: host.clone(),
         epoch,
-        tun_drops: std::sync::atomic::AtomicU64::new(0),
-        setups: std::sync::atomic::AtomicUsize::new(0),
+        tun_drops: AtomicU64::new(0),
+        pending_bytes: AtomicUsize::new(0),
+        setups: AtomicUsize::new(0),
         arp_server: arp_clients.as_ref().map(|(_, s)| s.clone()),
         refusals_log: Mutex::new(natm_sigd::core::Bucket::new(10)),
     });
@@ -633,6 +718,15 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     }
     let cannot = |what: &str| format!("cannot start natm ip's {what} thread");
     {
+        let s = shared.clone();
+        spawn("natm-ip-send", move || {
+            while let Ok((h, frame)) = sending.recv() {
+                if !h.send(frame, &s.pending_bytes) {
+                    s.tun_drops.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+        .with_context(|| cannot("sender"))?;
         let s = shared.clone();
         spawn("natm-ip-timers", move || s.timers()).with_context(|| cannot("timer"))?;
         for (listener, kind) in listeners {
@@ -674,11 +768,25 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
                     p.replies_dropped()
                 )
             });
+            drop(node);
+            let links: Vec<String> = lock(&s.vcs)
+                .iter()
+                .map(|(id, h)| {
+                    let st = h.out.conn.stats();
+                    format!(
+                        "vc {id}: {} watermark holds, {} queue drops, {} B unread",
+                        st.watermark_holds,
+                        st.queue_drops.unwrap_or(0),
+                        st.recv_queued
+                    )
+                })
+                .collect();
             eprintln!(
-                "natm ip: {c:?}; tun drops {}; {}; arp {}{server}",
-                s.tun_drops.load(std::sync::atomic::Ordering::Relaxed),
+                "natm ip: {c:?}; tun drops {}; {}; arp {}{server}; {}",
+                s.tun_drops.load(Ordering::Relaxed),
                 vcs.join(", "),
-                arp.join(", ")
+                arp.join(", "),
+                links.join(", ")
             );
         })
         .with_context(|| cannot("report"))?;

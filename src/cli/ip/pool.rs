@@ -1,12 +1,17 @@
 //! A fixed set of worker threads serving the messages of many connections (issue 31:
-//! the ATMARP server's client VCs, never a thread per VC).
+//! the ATMARP server's client VCs and `natm ip`'s IP VCs, never a thread per VC).
 //!
 //! Each connection is a task with a waker of its own ([`Connection::poll_recv`]): the
 //! engine wakes it when a message arrives or the VC ends, which queues the task once;
 //! a worker takes it, handles up to [`BUDGET`] messages and queues it again if more
 //! wait (so one busy client cannot hold a worker while the others wait), and forgets
-//! it when its VC has ended. A reply is sent without waiting ([`Wait::No`]): a client
-//! that does not read its answers loses them (counted) rather than stalling a worker.
+//! it when its VC has ended (its context's `ended` is told). A reply is sent without
+//! waiting ([`Wait::No`]): a client that does not read its answers loses them
+//! (counted) rather than stalling a worker.
+//!
+//! A worker polls a task until it is pending, so the engine ends a watermark hold on
+//! its VC: the poll that finds nothing reads the socket once more, or has the thread
+//! holding the read role do it (`engine/app.rs` `poll_recv_with`).
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -23,8 +28,19 @@ const BUDGET: usize = 16;
 /// What a pool does with one message of a connection: the reply to send, if any.
 pub(crate) type Serve<C> = dyn Fn(&C, &[u8]) -> Option<Vec<u8>> + Send + Sync;
 
+/// A connection's context in a pool: what the workers do besides receiving.
+pub(crate) trait TaskContext: Send + Sync + 'static {
+    /// At the start of each turn of the connection, before its messages: work that
+    /// waits for the VC, such as sends that found no room. `cx` carries the task's
+    /// waker (register it, e.g. with [`Connection::poll_send`], to be served again
+    /// when the VC is ready).
+    fn turn(&self, _conn: &Connection, _cx: &mut Context<'_>) {}
+    /// The VC has ended (after its last message was served).
+    fn ended(&self) {}
+}
+
 /// The pool: its workers run until it is dropped.
-pub(crate) struct ConnPool<C: Send + Sync + 'static> {
+pub(crate) struct ConnPool<C: TaskContext> {
     shared: Arc<Shared<C>>,
 }
 
@@ -39,7 +55,7 @@ struct Shared<C> {
 }
 
 struct Task<C> {
-    conn: Connection,
+    conn: Arc<Connection>,
     ctx: C,
     /// Held by the worker serving the task: two workers never serve one connection
     /// at once, so its replies keep its requests' order.
@@ -55,7 +71,7 @@ struct TaskWaker<C> {
     pool: Weak<Shared<C>>,
 }
 
-impl<C: Send + Sync + 'static> Wake for TaskWaker<C> {
+impl<C: TaskContext> Wake for TaskWaker<C> {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
     }
@@ -71,7 +87,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-impl<C> Shared<C> {
+impl<C: TaskContext> Shared<C> {
     fn queue(&self, id: u64) {
         let Some(task) = lock(&self.tasks).get(&id).cloned() else {
             return;
@@ -107,6 +123,7 @@ impl<C> Shared<C> {
         let _serving = lock(&task.serving);
         task.queued.store(false, Ordering::Release);
         let mut cx = Context::from_waker(&task.waker);
+        task.ctx.turn(&task.conn, &mut cx);
         for _ in 0..BUDGET {
             match task.conn.poll_recv(&mut cx) {
                 Poll::Ready(Ok(Some(msg))) => {
@@ -119,6 +136,7 @@ impl<C> Shared<C> {
                 // The VC ended: the task (and its context) goes.
                 Poll::Ready(Ok(None) | Err(_)) => {
                     lock(&self.tasks).remove(&id);
+                    task.ctx.ended();
                     return;
                 }
                 Poll::Pending => return,
@@ -129,9 +147,10 @@ impl<C> Shared<C> {
     }
 }
 
-impl<C: Send + Sync + 'static> ConnPool<C> {
+impl<C: TaskContext> ConnPool<C> {
     /// Start `workers` threads named `name` that hand each message of the pool's
-    /// connections to `serve`.
+    /// connections to `serve`. A thread that cannot be started is an error (the
+    /// threads already started stop with the pool).
     pub(crate) fn start(
         workers: usize,
         name: &str,
@@ -146,20 +165,23 @@ impl<C: Send + Sync + 'static> ConnPool<C> {
             serve: Box::new(serve),
             replies_dropped: AtomicU64::new(0),
         });
+        let pool = ConnPool { shared };
         for _ in 0..workers.max(1) {
-            let s = shared.clone();
+            let s = pool.shared.clone();
             thread::Builder::new().name(name.into()).spawn(move || {
                 while let Some((id, task)) = s.next() {
                     s.serve_task(id, &task);
                 }
             })?;
         }
-        Ok(ConnPool { shared })
+        Ok(pool)
     }
 
     /// Serve `conn` until its VC ends; `ctx` is handed to each call of the pool's
-    /// `serve` for it, and dropped with the task.
-    pub(crate) fn add(&self, conn: Connection, ctx: C) {
+    /// `serve` for it, told when the VC has ended, and dropped with the task. The
+    /// task's waker is returned: waking it serves the task again (its `turn` first).
+    pub(crate) fn add(&self, conn: impl Into<Arc<Connection>>, ctx: C) -> Waker {
+        let conn = conn.into();
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let waker = Waker::from(Arc::new(TaskWaker {
             id,
@@ -170,11 +192,12 @@ impl<C: Send + Sync + 'static> ConnPool<C> {
             ctx,
             serving: Mutex::new(()),
             queued: AtomicBool::new(false),
-            waker,
+            waker: waker.clone(),
         });
         lock(&self.shared.tasks).insert(id, task);
         // Whatever arrived before the first poll registered the waker.
         self.shared.queue(id);
+        waker
     }
 
     /// Connections being served.
@@ -188,7 +211,7 @@ impl<C: Send + Sync + 'static> ConnPool<C> {
     }
 }
 
-impl<C: Send + Sync + 'static> Drop for ConnPool<C> {
+impl<C: TaskContext> Drop for ConnPool<C> {
     fn drop(&mut self) {
         self.shared.stop.store(true, Ordering::Release);
         let _ready = lock(&self.shared.ready);
@@ -209,6 +232,8 @@ mod tests {
             thread::sleep(Duration::from_millis(5));
         }
     }
+
+    impl TaskContext for usize {}
 
     /// A server host whose accepted connections go to a pool of `workers` that
     /// answer each message with it in upper case `times` times over, tagged with the
@@ -234,7 +259,7 @@ mod tests {
         thread::spawn(move || {
             let mut n = 0;
             while let Ok(c) = l.accept(Wait::Block) {
-                p.add(c, n);
+                let _ = p.add(c, n);
                 n += 1;
             }
         });

@@ -852,6 +852,14 @@ impl Conn {
 
     /// As [`Conn::try_recv_with`], registering `waker` if nothing is there; `None`
     /// means pending.
+    ///
+    /// A poll that finds nothing while the watermarks hold the VC's reading off reads
+    /// once more before it registers: the hold ends only with a drain that finds the
+    /// backlog under the low watermark, and the drain before this poll's take could
+    /// not (the backlog was still there, or another thread held the read role and
+    /// drained before the take). Without it the socket stayed out of the driver's
+    /// epoll set with nobody to read it, and the waker was woken only by whatever
+    /// else polled the VC (`natm ip`'s pool: its sends).
     fn poll_recv_with<T>(
         &self,
         eng: &Engine,
@@ -859,21 +867,31 @@ impl Conn {
         take: fn(&mut End<RxHalf>) -> Result<Option<T>, Error>,
     ) -> Option<Result<Option<T>, Error>> {
         let mut buf = eng.take_buffer();
-        self.read_now(eng, &mut buf);
+        let mut read_again = true;
+        let r = loop {
+            self.read_now(eng, &mut buf);
+            let (mut rx, _) = self.rx();
+            let taken = take(&mut rx);
+            self.send_read_control(eng, &mut rx);
+            match taken {
+                Ok(Some(m)) => break Some(Ok(Some(m))),
+                Err(e) => break Some(Err(e)),
+                Ok(None) => {
+                    if let Some(r) = Self::no_message(&rx) {
+                        break Some(r);
+                    }
+                    if std::mem::take(&mut read_again) && self.held_by_watermark() {
+                        continue;
+                    }
+                    // Checked and registered under the same lock: the driver cannot
+                    // deliver in between without seeing the waker.
+                    rx.waker = Some(waker.clone());
+                    break None;
+                }
+            }
+        };
         eng.give_buffer(buf);
-        let (mut rx, _) = self.rx();
-        let taken = take(&mut rx);
-        self.send_read_control(eng, &mut rx);
-        match taken {
-            Ok(Some(m)) => Some(Ok(Some(m))),
-            Err(e) => Some(Err(e)),
-            Ok(None) => Self::no_message(&rx).or_else(|| {
-                // Checked and registered under the same lock: the driver cannot
-                // deliver in between without seeing the waker.
-                rx.waker = Some(waker.clone());
-                None
-            }),
-        }
+        r
     }
 
     /// The next whole message, or `None` (pending) with `waker` registered.
@@ -921,6 +939,10 @@ impl Conn {
     ) -> Option<Result<usize, Error>> {
         let mut scratch = eng.take_buffer();
         self.read_now(eng, &mut scratch);
+        // As `poll_recv_with`: nothing found while held, read once more.
+        if self.held_by_watermark() && self.rx().0.half.readable() == 0 {
+            self.read_now(eng, &mut scratch);
+        }
         eng.give_buffer(scratch);
         let (mut rx, _) = self.rx();
         if let Err(e) = refuse_unused(&rx, Which::Rx) {

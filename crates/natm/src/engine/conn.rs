@@ -699,12 +699,27 @@ impl Conn {
         }
     }
 
-    /// Process whatever is queued on the socket now, if no one else is reading.
+    /// Process whatever is queued on the socket now; if another thread holds the read
+    /// role, it drains once more as it lets the role go (as `read_as_app` asks).
     pub(crate) fn read_now(&self, eng: &Engine, buf: &mut RecvBatch) {
-        if self.try_read_role() {
-            self.drain(eng, buf);
-            self.release_read_role(eng, buf);
+        if !self.try_read_role() {
+            // The holder may have stopped at the high watermark, with the socket out
+            // of the driver's epoll set, before this caller took what it read: only a
+            // drain after that take ends the hold, and nothing else would ask for one.
+            self.pending.store(true, Ordering::SeqCst);
+            if !self.try_read_role() {
+                return;
+            }
+            self.pending.store(false, Ordering::SeqCst);
         }
+        self.drain(eng, buf);
+        self.release_read_role(eng, buf);
+    }
+
+    /// Whether the watermarks hold reading off (the socket out of the driver's epoll
+    /// set): only a drain by a reader ends the hold.
+    pub(crate) fn held_by_watermark(&self) -> bool {
+        self.held.load(Ordering::Acquire)
     }
 
     /// The application dropped its handle; the engine forgets the connection once
