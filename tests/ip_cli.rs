@@ -363,6 +363,11 @@ impl PidsLimit {
         std::fs::write(limit.dir.join("cgroup.procs"), pid.to_string()).ok()?;
         Some(limit)
     }
+
+    /// Move the limit to `max`.
+    fn set(&self, max: usize) {
+        std::fs::write(self.dir.join("pids.max"), max.to_string()).expect("pids.max");
+    }
 }
 
 impl Drop for PidsLimit {
@@ -374,6 +379,49 @@ impl Drop for PidsLimit {
 
 fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, Iterator::count)
+}
+
+/// Issue 31: a setup thread the system refuses is a failed setup, logged, not a panic;
+/// once threads are to be had again, the next packet sets the VC up.
+#[test]
+fn a_setup_thread_the_system_refuses_fails_that_setup_only() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipping a_setup_thread_the_system_refuses_fails_that_setup_only: {why}");
+        return;
+    }
+    let mut net = net("spawn");
+    start(&mut net);
+    let ip0 = net.children[2].id();
+    ping(&net, 0, V4[1]);
+    // The VC goes idle (`--idle 4s`): the next packet needs a setup, and so a thread.
+    net.wait_for("the idle VC released", 30, || net.ip_calls(0).is_empty());
+    {
+        let Some(limit) = PidsLimit::new(ip0, threads(ip0)) else {
+            eprintln!(
+                "skipping a_setup_thread_the_system_refuses_fails_that_setup_only: no pids cgroup"
+            );
+            return;
+        };
+        net.wait_for("a setup refused its thread", 30, || {
+            // No room for one more thread, whatever ended meanwhile.
+            limit.set(threads(ip0));
+            let _ = net.run(0, &["ping", "-c", "1", "-W", "1", V4[1]]);
+            net.log("ip0.err").contains("cannot start a setup thread")
+        });
+        assert!(
+            std::path::Path::new(&format!("/proc/{ip0}")).exists()
+                && !net.log("ip0.err").contains("panicked"),
+            "natm ip died: {}",
+            net.log("ip0.err")
+        );
+        assert!(
+            net.ip_calls(0).is_empty(),
+            "a call went up without a thread"
+        );
+    }
+    // The limit gone, the interface calls again.
+    ping(&net, 0, V4[1]);
+    ping(&net, 1, V4[0]);
 }
 
 #[test]
@@ -395,9 +443,7 @@ fn a_pids_limit_costs_the_interface_no_call() {
     // Room for one more VC's threads and a half (a peer's calls beyond its share of
     // VCs are refused before they cost a thread: `one_peers_calls_beyond_its_share…`).
     let Some(_limit) = PidsLimit::new(ip0, before + 3) else {
-        eprintln!(
-            "skipping a_pids_limit_costs_the_interface_no_call: no pids cgroup"
-        );
+        eprintln!("skipping a_pids_limit_costs_the_interface_no_call: no pids cgroup");
         return;
     };
     let sock = net.sock(1).to_str().expect("utf-8").to_owned();
