@@ -929,8 +929,9 @@ impl Psb {
         }
         let head_check = self.rtt.head_check();
         let has = self.rtt.has_sample();
+        let rto = self.rtt.rto();
         if let Some(send) = self.send.as_mut() {
-            if send.handle_timeout(now, head_check, has, &mut self.stats, &mut *self.flow) {
+            if send.handle_timeout(now, rto, head_check, has, &mut self.stats, &mut *self.flow) {
                 self.rtt.on_timeout();
                 self.consecutive_timeouts += 1;
                 if self.consecutive_timeouts >= self.cfg.max_timeouts {

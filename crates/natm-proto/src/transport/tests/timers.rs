@@ -87,3 +87,27 @@ fn the_head_check_counts_two_rtts_from_the_head_retransmission_leaving() {
     at(&mut p, t1 + srtt * 4);
     assert_eq!(p.tx.stats().head_checks, 2);
 }
+
+#[test]
+fn a_timeout_resends_what_had_a_whole_rto_not_what_just_left() {
+    // No RTT sample yet: RTO = the initial 50 ms. The path is dead.
+    let mut p = signalled_pair(small(TransportConfig::reliable()));
+    let t0 = p.now;
+    p.tx.send(&[1u8; 1024], true).unwrap();
+    assert_eq!(drain(&mut p), 1);
+    at(&mut p, t0 + ms(30));
+    p.tx.send(&[2u8; 1024], true).unwrap();
+    assert_eq!(drain(&mut p), 1);
+    // The RTO armed by the first TPDU fires: the second left 20 ms ago and may be on
+    // its way, so only the first is resent (seed 000 §5.3.2: "only packets not
+    // correctly received").
+    at(&mut p, t0 + ms(50));
+    assert_eq!(p.tx.stats().timeouts, 1);
+    assert_eq!(drain(&mut p), 1, "a TPDU younger than the RTO was resent");
+    assert_eq!(p.tx.stats().retx_timeout, 1);
+    // The backed-off RTO (100 ms) runs from that retransmission; when it fires, both
+    // have had a whole RTO.
+    at(&mut p, t0 + ms(150));
+    assert_eq!(p.tx.stats().timeouts, 2);
+    assert_eq!(drain(&mut p), 2);
+}
