@@ -693,7 +693,7 @@ fn a_message_written_in_pieces_arrives_as_one() {
 #[test]
 fn a_full_send_buffer_becomes_writable_again() {
     let (mut net, c, _s) = connected();
-    let big = pattern(4 << 20, 5);
+    let big = pattern(16 << 20, 5);
     let n = net.nodes[0].conn(c).send(&big, true).expect("some room");
     assert!(n < big.len(), "the send buffer filled");
     assert!(matches!(

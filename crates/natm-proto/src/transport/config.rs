@@ -115,16 +115,27 @@ impl TransportConfig {
     /// The shortest SYNC interval: a probe costs one TPDU each way, so at most 100
     /// round trips a second per VC (the receiver answers no faster either).
     pub const MIN_SYNC_INTERVAL: Duration = Duration::from_millis(10);
-    /// Every VC's window, reliable ones included, unless its QoS names one
-    /// (`window=`). A larger default for reliable VCs (4 MiB, 1024 TPDUs of 4 KiB)
-    /// keeps a 20 ms path at 0.95 of (1 − p)·C in the simulator, but on a path of
-    /// 1,500-byte links each 4 KiB TPDU is three IP fragments, and the receiving
-    /// kernel's reassembly memory (`net.ipv4.ipfrag_high_thresh`, 4 MiB) holds the
-    /// fragments of every datagram a queue cut short for `ipfrag_time` (30 s): a
-    /// window's worth of such datagrams fills it, and then every fragmented datagram
-    /// is dropped for up to 30 s (issue 17, docs/PERFORMANCE.md "Loss and livelock:
-    /// what bounds them"). 256 TPDUs (1 MiB) stays well below that bound.
+    /// Every VC's window but a reliable one's, unless its QoS names one (`window=`).
     pub const DEFAULT_WINDOW: u32 = 256;
+    /// A reliable VC's window of 4 KiB TPDUs unless its QoS names one: 4 MiB (kept in
+    /// bytes when the path cuts TPDUs smaller; [`TransportConfig::reliable_window`]
+    /// for other sizes), what keeps a 20 ms path with 5 % loss at the link's rate: a
+    /// hole at the head holds the window until it is repaired, and a retransmission
+    /// lost there is found only once TPDUs sent after it are acknowledged (1 MiB: 0.91
+    /// of TCP-BBR at 20 ms and 5 %; 4 MiB: 1.03, docs/PERFORMANCE.md, issue 30). It
+    /// was 256 TPDUs while 4 KiB TPDUs were IP fragments on 1,500-octet paths: a
+    /// window of datagrams cut short filled the receiving kernel's reassembly memory
+    /// (4 MiB) for 30 s; TPDUs now fit the path
+    /// (docs/decisions/0030-tpdus-fit-the-path.md).
+    pub const RELIABLE_WINDOW: u32 = 1024;
+
+    /// A reliable VC's window in TPDUs of `tpdu_size` unless its QoS names one:
+    /// [`TransportConfig::RELIABLE_WINDOW`] TPDUs of 4 KiB in bytes, and never fewer
+    /// than [`TransportConfig::DEFAULT_WINDOW`] TPDUs.
+    pub fn reliable_window(tpdu_size: u32) -> u32 {
+        let bytes = Self::RELIABLE_WINDOW * Self::DEFAULT_TPDU;
+        (bytes / tpdu_size.max(1)).clamp(Self::DEFAULT_WINDOW, u32::from(u16::MAX))
+    }
 
     fn base() -> Self {
         let window = Self::DEFAULT_WINDOW;
@@ -157,11 +168,17 @@ impl TransportConfig {
         }
     }
 
-    /// Reliable service: SMART and feedback flow control (seed 000 §2).
+    /// Reliable service: SMART and feedback flow control (seed 000 §2), with a window
+    /// of [`TransportConfig::RELIABLE_WINDOW`] TPDUs.
     pub fn reliable() -> Self {
+        let window = Self::RELIABLE_WINDOW;
+        let buf = (window * Self::DEFAULT_TPDU) as usize;
         TransportConfig {
             error_control: true,
             flow: FlowKind::PacketPair,
+            window,
+            snd_buf: 2 * buf,
+            rcv_buf: buf,
             ..Self::base()
         }
     }
@@ -313,8 +330,11 @@ impl TransportConfig {
             _ => None,
         }
         .filter(|_| q.tx().is_used());
-        let base = TransportConfig::best_effort();
-        let window = t.window.unwrap_or(base.window);
+        let window = t.window.unwrap_or(if t.error_control {
+            TransportConfig::reliable_window(t.tpdu_size)
+        } else {
+            TransportConfig::DEFAULT_WINDOW
+        });
         let buf = window as usize * t.tpdu_size as usize;
         let bucket = t.bucket.or(mbs_bytes);
         // A shaped VC's queue is bounded in time at its rate; any other VC's in bytes.
@@ -354,7 +374,7 @@ impl TransportConfig {
             } else {
                 0
             }),
-            ..base
+            ..TransportConfig::best_effort()
         };
         cfg.validate()?;
         Ok(cfg)
@@ -436,13 +456,12 @@ mod tests {
         assert_eq!(c.snd_buf, 1024);
         c.validate().unwrap();
         // Other VCs keep a buffer in bytes.
-        assert_eq!(cfg("reliable").snd_buf, 2 * 256 * 4096);
+        assert_eq!(cfg("reliable").snd_buf, 2 * 1024 * 4096);
         assert_eq!(cfg("ubr").snd_buf, 2 * 256 * 4096);
-        // A reliable VC's window is 256 TPDUs unless its QoS names one (a larger one
-        // fills the receiving kernel's fragment reassembly memory on a lossy path);
-        // the preset constructor agrees.
+        // A reliable VC's window is 4 MiB unless its QoS names one (what a 20 ms path
+        // with 5 % loss needs); the preset constructor agrees.
         let r = cfg("reliable");
-        assert_eq!((r.window, r.rcv_buf), (256, 1 << 20));
+        assert_eq!((r.window, r.rcv_buf), (1024, 4 << 20));
         assert_eq!(
             r,
             TransportConfig {
@@ -450,7 +469,9 @@ mod tests {
                 ..TransportConfig::reliable()
             }
         );
-        assert_eq!(cfg("reliable:tpdu=1024").window, 256);
+        // In bytes whatever the TPDU, but never fewer than 256 TPDUs.
+        assert_eq!(cfg("reliable:tpdu=1024").window, 4096);
+        assert_eq!(cfg("reliable:tpdu=32768").window, 256);
         assert_eq!(cfg("reliable:window=1024").rcv_buf, 4 << 20);
         assert_eq!(cfg("reliable:window=64").window, 64);
         assert_eq!(cfg("ubr").window, 256);

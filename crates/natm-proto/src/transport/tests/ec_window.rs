@@ -12,10 +12,10 @@ use crate::wire::tpdu::Packet;
 fn through_a_long_path(loss: f64, agreed: u32) -> (Pair, f64) {
     let cfg = TransportConfig {
         tpdu_size: agreed,
+        window: 256,
         rcv_buf: 256 * agreed as usize,
         ..TransportConfig::reliable()
     };
-    assert_eq!(cfg.window, 256);
     let mut p = Pair::new(cfg.clone(), cfg);
     p.delay = Duration::from_millis(25);
     p.per_byte = Duration::from_nanos(80);
@@ -69,7 +69,12 @@ fn a_receiver_bounds_whatever_window_a_sender_claims() {
     // or broken sender may write anything there. The receiver's reorder range stays
     // within its agreed bytes at the smallest TPDU it scales for (2,048 TPDUs of 512
     // octets for 1 MiB), and what it advertises within its free buffer.
-    let cfg = TransportConfig::reliable();
+    let cfg = TransportConfig {
+        window: 256,
+        rcv_buf: 1 << 20,
+        snd_buf: 2 << 20,
+        ..TransportConfig::reliable()
+    };
     let cap = ec_window::window_tpdus_cap(cfg.window, cfg.tpdu_size as usize);
     assert_eq!(cap, 2048);
     let mut p = signalled_pair(cfg.clone());
