@@ -104,6 +104,44 @@ fn ping(net: &Lab, from: usize, to: &str) {
     );
 }
 
+/// `n` callers in namespace 1 to host 0's SAP `ip`, each holding its call open (and
+/// sending nothing) until its stdin closes; their stderr as `stderr` makes it.
+fn hold_calls(net: &Lab, n: usize, stderr: fn() -> Stdio) -> Vec<std::process::Child> {
+    let sock = net.sock(1).to_str().expect("utf-8").to_owned();
+    let to = format!("{}:ip", ADDR[0]);
+    (0..n)
+        .map(|_| {
+            net.cmd(
+                1,
+                &[
+                    NATM,
+                    "call",
+                    "--sigd",
+                    &sock,
+                    "-q",
+                    "ubr:transport=none",
+                    &to,
+                ],
+            )
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(stderr())
+            .spawn()
+            .expect("natm call")
+        })
+        .collect()
+}
+
+/// Close every caller's stdin (its call is released) and wait for it to end.
+fn hang_up(callers: &mut [std::process::Child]) {
+    for c in callers.iter_mut() {
+        drop(c.stdin.take());
+    }
+    for c in callers {
+        let _ = c.wait();
+    }
+}
+
 const UDP_SINK: &str = "import socket,sys\n\
 s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.bind((sys.argv[1], int(sys.argv[2]))); s.settimeout(float(sys.argv[4]))\n\
 f=open(sys.argv[3],'wb'); n=0\n\
@@ -446,39 +484,13 @@ fn a_pids_limit_costs_the_interface_no_call() {
         eprintln!("skipping a_pids_limit_costs_the_interface_no_call: no pids cgroup");
         return;
     };
-    let sock = net.sock(1).to_str().expect("utf-8").to_owned();
-    let mut callers: Vec<_> = (0..20)
-        .map(|_| {
-            net.cmd(
-                1,
-                &[
-                    NATM,
-                    "call",
-                    "--sigd",
-                    &sock,
-                    "-q",
-                    "ubr:transport=none",
-                    &format!("{}:ip", ADDR[0]),
-                ],
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("natm call")
-        })
-        .collect();
+    let mut callers = hold_calls(&net, 20, Stdio::null);
     // The share: 6 VCs to the peer, the ping's included.
     net.wait_for("natm ip to take the peer's share of the calls", 60, || {
         net.ip_calls(0).len() >= 6
     });
     assert!(threads(ip0) <= before + 2, "the calls cost threads");
-    for c in &mut callers {
-        drop(c.stdin.take());
-    }
-    for c in &mut callers {
-        let _ = c.wait();
-    }
+    hang_up(&mut callers);
     assert!(
         std::path::Path::new(&format!("/proc/{ip0}")).exists()
             && !net.log("ip0.err").contains("panicked"),
@@ -509,28 +521,7 @@ fn one_peers_calls_beyond_its_share_are_refused_before_they_cost_a_thread() {
     let ip0 = net.children[2].id();
     ping(&net, 0, V4[1]);
     let before = threads(ip0);
-    let sock = net.sock(1).to_str().expect("utf-8").to_owned();
-    let mut callers: Vec<_> = (0..12)
-        .map(|_| {
-            net.cmd(
-                1,
-                &[
-                    NATM,
-                    "call",
-                    "--sigd",
-                    &sock,
-                    "-q",
-                    "ubr:transport=none",
-                    &format!("{}:ip", ADDR[0]),
-                ],
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("natm call")
-        })
-        .collect();
+    let mut callers = hold_calls(&net, 12, Stdio::piped);
     // The refused callers end; the others hold their VCs until their stdin closes.
     let mut refused = 0;
     let mut ended = vec![false; callers.len()];
@@ -548,12 +539,7 @@ fn one_peers_calls_beyond_its_share_are_refused_before_they_cost_a_thread() {
         refused >= 6
     });
     let during = threads(ip0);
-    for c in &mut callers {
-        drop(c.stdin.take());
-    }
-    for c in &mut callers {
-        let _ = c.wait();
-    }
+    hang_up(&mut callers);
     assert!(refused <= 7, "{refused} refused: the share is 6 VCs");
     // The share's VCs cost no thread (the pool receives them all).
     assert!(
@@ -588,29 +574,7 @@ fn calls_on_sap_ip_share_a_fixed_set_of_threads() {
     let ip0 = net.children[2].id();
     ping(&net, 0, V4[1]);
     let before = threads(ip0);
-    let sock = net.sock(1).to_str().expect("utf-8").to_owned();
-    // Each holds its call open (and sends nothing) until its stdin closes.
-    let mut callers: Vec<_> = (0..CALLS)
-        .map(|_| {
-            net.cmd(
-                1,
-                &[
-                    NATM,
-                    "call",
-                    "--sigd",
-                    &sock,
-                    "-q",
-                    "ubr:transport=none",
-                    &format!("{}:ip", ADDR[0]),
-                ],
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("natm call")
-        })
-        .collect();
+    let mut callers = hold_calls(&net, CALLS, Stdio::null);
     net.wait_for("natm ip 0 to take every call", 60, || {
         net.ip_calls(0).len() > CALLS
     });
@@ -618,12 +582,7 @@ fn calls_on_sap_ip_share_a_fixed_set_of_threads() {
     // Pings still cross, on the VC the node chose for them.
     ping(&net, 1, V4[0]);
     ping(&net, 0, V4[1]);
-    for c in &mut callers {
-        drop(c.stdin.take());
-    }
-    for c in &mut callers {
-        let _ = c.wait();
-    }
+    hang_up(&mut callers);
     net.wait_for("the callers' VCs to be released", 30, || {
         net.ip_calls(0).len() <= 1
     });
