@@ -136,6 +136,10 @@ pub(crate) struct SendHalf {
     msgs_queued: u32,
     last_advance: Instant,
     head_backoff: u32,
+    /// The RTT of the latest ACK that showed a head retransmission spurious (the
+    /// original had arrived; its ACK came late), halved by each head retransmission
+    /// that was needed: the head check waits at least two of these.
+    late_rtt: Duration,
     /// The retransmission timer: armed when a TPDU leaves and none is armed,
     /// re-armed when the cumulative ACK advances, and left unarmed by a firing until
     /// its first retransmission leaves (seed 000 §5.3.2, RFC 6298 §5.1–5.6).
@@ -180,6 +184,7 @@ impl SendHalf {
             msgs_queued: 0,
             last_advance: Instant::ZERO,
             head_backoff: 1,
+            late_rtt: Duration::ZERO,
             rto_deadline: None,
             head_at_tx: false,
             train_left: 0,
@@ -469,7 +474,7 @@ impl SendHalf {
         // While a head retransmission waits to leave, the head check is off: its two
         // RTTs count from that transmission.
         if self.lim.error_control && self.nxt > self.una && has_rtt && !self.head_at_tx {
-            let head = self.last_advance + head_check.saturating_mul(self.head_backoff);
+            let head = self.last_advance + self.head_interval(head_check);
             t = Some(t.map_or(head, |x| x.min(head)));
         }
         if let Some(p) = self.probe_at {
@@ -486,6 +491,15 @@ impl SendHalf {
         t
     }
 
+    /// The head check's interval now: two RTTs ([`super::RttEstimator::head_check`]),
+    /// at least two of the late ACK that last showed a head retransmission spurious,
+    /// backed off.
+    fn head_interval(&self, head_check: Duration) -> Duration {
+        head_check
+            .max(self.late_rtt.saturating_mul(2))
+            .saturating_mul(self.head_backoff)
+    }
+
     /// Whether [`Self::handle_timeout`] at `now` would take an unacknowledged TPDU for
     /// lost: the retransmission timer has run out, or the head check is due. Not
     /// pacing, a hold or a window probe.
@@ -500,7 +514,7 @@ impl SendHalf {
         }
         let head = has_rtt
             && !self.head_at_tx
-            && now >= self.last_advance + head_check.saturating_mul(self.head_backoff);
+            && now >= self.last_advance + self.head_interval(head_check);
         head || self.rto_deadline.is_some_and(|d| now >= d)
     }
 
@@ -595,7 +609,7 @@ impl SendHalf {
             timed_out = true;
         }
         if has_rtt && !self.head_at_tx {
-            let head = self.last_advance + head_check.saturating_mul(self.head_backoff);
+            let head = self.last_advance + self.head_interval(head_check);
             if now >= head && self.nxt > self.una {
                 // "We check every two round trip times if the cumulative ack has
                 // increased. If not, ... retransmit the packet at the head."
@@ -692,6 +706,9 @@ impl SendHalf {
                 let Some(slot) = self.slots.pop_front() else {
                     break;
                 };
+                if slot.kind == RetxKind::Head && slot.last_retx_was && !slot.queued {
+                    self.judge_head_retx(&slot, now, rtt_sample, stats);
+                }
                 if slot.acked {
                     self.sacked -= 1;
                 } else {
@@ -763,6 +780,30 @@ impl SendHalf {
         sample.in_flight = self.in_flight();
         flow.on_ack(&sample);
         true
+    }
+
+    /// A head retransmission was acknowledged. RFC 3522 (Eifel): an ACK that a TPDU
+    /// sent before the retransmission caused shows the original arrived, and the
+    /// retransmission spurious — on a shared CPU, an ACK read or sent late past the
+    /// seed's two round trips. The head check then waits two of that ACK's RTT; a
+    /// retransmission that was needed halves that wait again (RFC 8985 §6.2 adapts
+    /// RACK's reordering window the same way).
+    fn judge_head_retx(
+        &mut self,
+        slot: &Slot,
+        now: Instant,
+        rtt: Option<Duration>,
+        stats: &mut PsbStats,
+    ) {
+        let Some(rtt) = rtt else { return };
+        // The TPDU whose arrival caused this ACK left at `now - rtt` (its echoed
+        // stamp): before the retransmission did?
+        if now < slot.sent_at + rtt {
+            stats.retx_head_spurious += 1;
+            self.late_rtt = self.late_rtt.max(rtt);
+        } else {
+            self.late_rtt /= 2;
+        }
     }
 
     /// Arm the zero-window probe when the receiver's window is shut with nothing in

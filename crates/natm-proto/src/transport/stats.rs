@@ -15,6 +15,9 @@ pub struct PsbStats {
     pub retx_timeout: u64,
     /// Retransmissions of the window head by the two-RTT check.
     pub retx_head: u64,
+    /// Head retransmissions an ACK then showed spurious: the original had arrived
+    /// (RFC 3522 detection by the echoed timestamp).
+    pub retx_head_spurious: u64,
     /// Payload bytes retransmitted.
     pub bytes_retransmitted: u64,
     /// TPDUs the fast path marked lost.

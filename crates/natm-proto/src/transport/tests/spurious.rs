@@ -78,3 +78,44 @@ fn the_head_check_still_resends_a_lost_tail_within_milliseconds() {
     assert_eq!((s.retx_head, s.timeouts), (1, 0), "{s:?}");
     assert!(took < Duration::from_millis(30), "recovered after {took:?}");
 }
+
+/// RFC 3522 on the head check: ACKs that come 8 ms late now and then (a receiver
+/// descheduled past the head check's 2 ms) make the first head retransmission
+/// spurious — the original's ACK then comes — and the check waits two of that ACK's
+/// RTT from then on, so the later stalls cost no retransmission.
+#[test]
+fn a_head_retransmission_shown_spurious_stretches_the_head_check() {
+    let q: Qos = "reliable:flow=packet-pair,pcr=40Mbps".parse().unwrap();
+    let cfg = TransportConfig::from_qos(&q, false).unwrap();
+    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
+    p.delay = Duration::from_micros(25);
+    let mut n = 0u32;
+    p.back_extra = Box::new(move || {
+        n += 1;
+        if n.is_multiple_of(40) {
+            Duration::from_millis(8)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let m = msgs(&[64 * 1024; 64]);
+    p.transfer(&m, Duration::from_secs(60));
+    assert_eq!(p.messages(), m, "messages lost");
+    let s = p.tx.stats();
+    assert!(
+        s.acks_received > 400,
+        "{} ACKs: too few to be late",
+        s.acks_received
+    );
+    assert!(
+        s.retx_head_spurious >= 1,
+        "no head retransmission found spurious: {s:?}"
+    );
+    assert!(
+        s.retx_head <= 2 && s.retx_timeout == 0,
+        "{} head retransmissions, {} on timeout, for {} late ACKs",
+        s.retx_head,
+        s.retx_timeout,
+        s.acks_received / 40
+    );
+}
