@@ -392,6 +392,255 @@ impl Drop for Receiver {
 /// (2 s) before it leaves their buffers allocated.
 const DRAIN_TRIES: usize = 100;
 
+/// The receiving end with one multishot receive: a ring of provided buffers
+/// registered with the kernel, and one `IORING_OP_RECV` with `IORING_RECV_MULTISHOT`
+/// armed on the socket, which completes once per datagram into a buffer the kernel
+/// picks from the ring, until the ring runs dry. One poll entry waits on the socket,
+/// where [`Receiver`]'s armed receives are one each (and each is woken by every
+/// datagram).
+pub struct MultiReceiver {
+    ring: IoUring,
+    /// The buffer ring: `entries` `BufRingEntry`s, page-aligned, from `alloc_zeroed`
+    /// with `ring_layout`; the kernel reads it while it is registered.
+    buf_ring: NonNull<types::BufRingEntry>,
+    ring_layout: std::alloc::Layout,
+    entries: u16,
+    /// `entries` buffers of `buf_len` octets, back to back (a leaked `Box<[u8]>`, as
+    /// [`Receiver`]'s area).
+    area: NonNull<u8>,
+    buf_len: usize,
+    /// Our copy of the ring's tail: buffers handed to the kernel so far.
+    tail: u16,
+    /// The multishot receive is in flight (its last completion said more follow).
+    armed: bool,
+    /// The buffer ring is registered.
+    registered: bool,
+    socket: UdpSocket,
+}
+
+/// The buffer group of [`MultiReceiver`]'s ring.
+const BGID: u16 = 0;
+/// The `user_data` of [`MultiReceiver`]'s receive.
+const MULTI: u64 = 0;
+
+impl MultiReceiver {
+    /// A receiver on `socket` with `entries` buffers (a power of two, 1 to 32,768) of
+    /// `buf_len` octets (1 to 4 GiB), its multishot receive armed at once.
+    pub fn new(socket: UdpSocket, entries: u16, buf_len: usize) -> io::Result<MultiReceiver> {
+        if !entries.is_power_of_two()
+            || entries > 1 << 15
+            || buf_len == 0
+            || u32::try_from(buf_len).is_err()
+        {
+            return Err(io::ErrorKind::InvalidInput.into());
+        }
+        let ring = ring(8)?;
+        let ring_layout = std::alloc::Layout::from_size_align(
+            usize::from(entries) * std::mem::size_of::<types::BufRingEntry>(),
+            4096,
+        )
+        .map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+        // SAFETY: the layout's size is not zero (at least one 16-octet entry).
+        let raw = unsafe { std::alloc::alloc_zeroed(ring_layout) };
+        let Some(buf_ring) = NonNull::new(raw.cast::<types::BufRingEntry>()) else {
+            std::alloc::handle_alloc_error(ring_layout);
+        };
+        let area = Box::into_raw(vec![0u8; usize::from(entries) * buf_len].into_boxed_slice());
+        let mut r = MultiReceiver {
+            ring,
+            buf_ring,
+            ring_layout,
+            entries,
+            area: NonNull::new(area.cast::<u8>()).expect("a box is never null"),
+            buf_len,
+            tail: 0,
+            armed: false,
+            registered: false,
+            socket,
+        };
+        // SAFETY: the ring memory is page-aligned, `entries` entries long, zeroed (an
+        // empty ring: tail 0), and stays allocated and registered until `Drop`
+        // unregisters it before freeing it.
+        unsafe {
+            r.ring.submitter().register_buf_ring_with_flags(
+                buf_ring.as_ptr() as u64,
+                entries,
+                BGID,
+                0,
+            )?;
+        }
+        r.registered = true;
+        for bid in 0..entries {
+            r.give(bid);
+        }
+        r.publish();
+        r.arm();
+        r.ring.submit()?;
+        Ok(r)
+    }
+
+    /// Write buffer `bid` into the ring's next free entry (published by `publish`).
+    fn give(&mut self, bid: u16) {
+        let idx = usize::from(self.tail & (self.entries - 1));
+        // SAFETY: `idx < entries`, inside the ring's allocation. The entry at the tail
+        // is not yet published, so the kernel does not read it (it reads entries
+        // between its head and the published tail only; at most `entries` buffers are
+        // ever out, so the tail never laps the head). The setters write the address,
+        // length and id fields only, never the tail that shares the first entry.
+        let e = unsafe { &mut *self.buf_ring.as_ptr().add(idx) };
+        // SAFETY: `bid < entries`, so the buffer lies inside the area.
+        let addr = unsafe { self.area.as_ptr().add(usize::from(bid) * self.buf_len) };
+        e.set_addr(addr as u64);
+        e.set_len(self.buf_len as u32);
+        e.set_bid(bid);
+        self.tail = self.tail.wrapping_add(1);
+    }
+
+    /// Publish the entries written since the last call to the kernel.
+    fn publish(&self) {
+        // SAFETY: the ring is live and registered; `tail` points at its tail field, a
+        // naturally aligned u16 that the kernel only reads, so an atomic store of it
+        // is the release the kernel's acquire pairs with (liburing's
+        // io_uring_buf_ring_advance).
+        unsafe {
+            let tail = types::BufRingEntry::tail(self.buf_ring.as_ptr())
+                .cast_mut()
+                .cast::<std::sync::atomic::AtomicU16>();
+            (*tail).store(self.tail, std::sync::atomic::Ordering::Release);
+        }
+    }
+
+    /// Push the multishot receive (submitted by the next enter).
+    fn arm(&mut self) {
+        let fd = types::Fd(self.socket.as_raw_fd());
+        let entry = opcode::RecvMulti::new(fd, BGID).build().user_data(MULTI);
+        // SAFETY: the entry names no buffer of ours directly, only the registered
+        // group, whose buffers the kernel writes only when it takes them from the
+        // ring and hands back in a completion; the group stays registered, and the
+        // socket open, until `Drop` has seen the receive end. The queue (8 entries)
+        // holds at most this receive and a cancellation.
+        unsafe { self.ring.submission().push(&entry) }.expect("room for the receive");
+        self.armed = true;
+    }
+
+    /// Wait up to `timeout` for at least one datagram, hand each one completed to
+    /// `each`, give its buffer back, and arm the receive again if it ended (its
+    /// buffers ran out). A timeout is `Ok` with nothing received.
+    pub fn recv(&mut self, timeout: Duration, mut each: impl FnMut(&[u8])) -> io::Result<Moved> {
+        let mut moved = Moved {
+            enters: 1,
+            ..Moved::default()
+        };
+        let ts = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        match self.ring.submitter().submit_with_args(1, &args) {
+            Ok(_) => {}
+            Err(e) if transient(&e) => {}
+            Err(e) => return Err(e),
+        }
+        let (area, buf_len) = (self.area, self.buf_len);
+        // Buffers handed over by the completions of one pass, given back after it.
+        let mut back = [0u16; 64];
+        loop {
+            let (mut n, mut k) = (0, 0);
+            let mut ended = false;
+            for cqe in self.ring.completion().take(back.len()) {
+                n += 1;
+                if !io_uring::cqueue::more(cqe.flags()) {
+                    ended = true;
+                }
+                let Some(bid) = io_uring::cqueue::buffer_select(cqe.flags()) else {
+                    // No buffer: the ring ran dry (ENOBUFS) or an error; the datagram
+                    // is still queued on the socket.
+                    if cqe.result() < 0 && cqe.result() != -libc::ENOBUFS {
+                        moved.errors += 1;
+                    }
+                    continue;
+                };
+                if let Ok(len) = usize::try_from(cqe.result()) {
+                    // SAFETY: the kernel handed buffer `bid` over in this completion
+                    // and takes it again only after `give` puts it back in the ring,
+                    // below, after `each` returns; it wrote `len <= buf_len` octets
+                    // from the buffer's start, inside the area.
+                    let d = unsafe {
+                        std::slice::from_raw_parts(
+                            area.as_ptr().add(usize::from(bid) * buf_len),
+                            len.min(buf_len),
+                        )
+                    };
+                    each(d);
+                    moved.datagrams += 1;
+                } else {
+                    moved.errors += 1;
+                }
+                back[k] = bid;
+                k += 1;
+            }
+            for &bid in &back[..k] {
+                self.give(bid);
+            }
+            if k > 0 {
+                self.publish();
+            }
+            if ended {
+                self.armed = false;
+            }
+            if n < 64 {
+                break;
+            }
+        }
+        if !self.armed {
+            self.arm();
+        }
+        Ok(moved)
+    }
+}
+
+impl Drop for MultiReceiver {
+    fn drop(&mut self) {
+        let fd = types::Fd(self.socket.as_raw_fd());
+        let ts = types::Timespec::from(Duration::from_millis(20));
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let mut cancelling = false;
+        for _ in 0..DRAIN_TRIES {
+            if !self.armed {
+                break;
+            }
+            if !cancelling {
+                let cancel = opcode::AsyncCancel2::new(types::CancelBuilder::fd(fd).all())
+                    .build()
+                    .user_data(CANCEL);
+                // SAFETY: a cancellation names no buffer; the queue has room for it.
+                cancelling = unsafe { self.ring.submission().push(&cancel) }.is_ok();
+            }
+            let _ = self.ring.submitter().submit_with_args(1, &args);
+            for cqe in self.ring.completion() {
+                if cqe.user_data() == CANCEL {
+                    cancelling = false;
+                } else if !io_uring::cqueue::more(cqe.flags()) {
+                    self.armed = false;
+                }
+            }
+        }
+        if self.armed
+            || (self.registered && self.ring.submitter().unregister_buf_ring(BGID).is_err())
+        {
+            // The kernel may still use the ring or its buffers: leave them allocated.
+            return;
+        }
+        // SAFETY: allocated in `new` with this layout, no longer registered, and the
+        // receive that took buffers from it has ended.
+        unsafe { std::alloc::dealloc(self.buf_ring.as_ptr().cast(), self.ring_layout) };
+        let area = std::ptr::slice_from_raw_parts_mut(
+            self.area.as_ptr(),
+            usize::from(self.entries) * self.buf_len,
+        );
+        // SAFETY: the pointer and length `Box::into_raw` gave in `new`, freed only
+        // here, after the receive that wrote into it ended.
+        drop(unsafe { Box::from_raw(area) });
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -441,6 +690,26 @@ mod tests {
         }
         let want: Vec<Vec<u8>> = run.chunks(300).map(<[u8]>::to_vec).collect();
         assert_eq!(got, want);
+    }
+
+    /// A multishot receive hands every datagram over intact, more of them than its
+    /// ring has buffers (so it is armed again after running dry).
+    #[test]
+    fn a_multishot_receive_takes_more_datagrams_than_buffers() {
+        let (a, b) = pair();
+        let mut tx = Sender::new(a).unwrap();
+        let mut rx = MultiReceiver::new(b, 8, 2048).unwrap();
+        let msgs: Vec<Vec<u8>> = (0..40u8).map(|i| vec![i; 50 + usize::from(i)]).collect();
+        let bufs: Vec<&[u8]> = msgs.iter().map(Vec::as_slice).collect();
+        assert_eq!(tx.send(&bufs).unwrap().datagrams, 40);
+        let mut got = Vec::new();
+        while got.len() < msgs.len() {
+            let m = rx
+                .recv(Duration::from_secs(5), |d| got.push(d.to_vec()))
+                .unwrap();
+            assert_eq!(m.errors, 0);
+        }
+        assert_eq!(got, msgs);
     }
 
     /// Nothing to receive: the wait ends at its timeout, and dropping a receiver with

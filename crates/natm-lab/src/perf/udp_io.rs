@@ -63,8 +63,11 @@ pub(crate) enum Method {
     Natm,
     /// io_uring: 64 SEND entries per `io_uring_enter`; 64 RECV entries kept armed.
     Uring,
+    /// io_uring: sent as `uring`; received by one multishot RECV that takes its
+    /// buffers from a ring of 256 provided buffers.
+    UringMulti,
     /// io_uring with GSO: one SENDMSG with `UDP_SEGMENT` per run of at most 64 KiB,
-    /// the runs of 64 datagrams per enter; received as `uring`.
+    /// the runs of 64 datagrams per enter; received as `uring-multi`.
     UringGso,
 }
 
@@ -75,7 +78,8 @@ impl Method {
             Method::Mmsg => "sendmmsg/recvmmsg",
             Method::Natm => "natm UdpPort",
             Method::Uring => "io_uring",
-            Method::UringGso => "io_uring GSO",
+            Method::UringMulti => "io_uring multishot",
+            Method::UringGso => "io_uring GSO+multishot",
         }
     }
 }
@@ -90,7 +94,7 @@ pub(crate) struct UdpIoArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "send,mmsg,natm,uring,uring-gso"
+        default_value = "send,mmsg,natm,uring,uring-multi,uring-gso"
     )]
     methods: Vec<Method>,
     /// Repeat each measurement this many times, the methods interleaved; the table
@@ -618,6 +622,21 @@ impl Rx for UringRx {
     }
 }
 
+/// Provided buffers of the multishot receive.
+const MULTI_BUFFERS: u16 = 256;
+
+/// io_uring: one multishot RECV over a ring of provided buffers.
+struct UringMultiRx {
+    ring: natm_lab_uring::MultiReceiver,
+}
+
+impl Rx for UringMultiRx {
+    fn recv(&mut self, check: &mut Check) -> io::Result<(u64, u64)> {
+        let m = self.ring.recv(RECV_WAIT, |d| check.take(d))?;
+        Ok((m.enters, m.errors as u64))
+    }
+}
+
 /// Two connected loopback sockets with the buffers asked for: (sender, receiver).
 fn socket_pair(sockbuf: usize) -> anyhow::Result<(UdpSocket, UdpSocket)> {
     let tx = UdpSocket::bind("127.0.0.1:0")?;
@@ -660,7 +679,7 @@ fn make_tx(
             heads: [[0; SEQ]; BATCH],
             payload: pattern(size),
         }),
-        Method::Uring => Box::new(UringTx {
+        Method::Uring | Method::UringMulti => Box::new(UringTx {
             ring: natm_lab_uring::Sender::new(socket()?)?,
             bufs: filled(),
         }),
@@ -693,8 +712,11 @@ fn make_rx(
             port: port.context("no port")?,
             batch: RecvBatch::new(NATM_RECV_SLOTS, GRO_SLOT_LEN),
         }),
-        Method::Uring | Method::UringGso => Box::new(UringRx {
+        Method::Uring => Box::new(UringRx {
             ring: natm_lab_uring::Receiver::new(socket()?, BATCH, SLOT)?,
+        }),
+        Method::UringMulti | Method::UringGso => Box::new(UringMultiRx {
+            ring: natm_lab_uring::MultiReceiver::new(socket()?, MULTI_BUFFERS, SLOT)?,
         }),
     })
 }
