@@ -667,5 +667,6 @@ mod tests {
         same_table::<calls_load::CallsLoadArgs>("calls-load");
         same_table::<overhead::OverheadArgs>("overhead");
         same_table::<counts::CountsArgs>("counts");
+        same_table::<udp_io::UdpIoArgs>("udp-io");
     }
 }
