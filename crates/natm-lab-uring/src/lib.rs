@@ -8,7 +8,9 @@
 //!   `UDP_SEGMENT` control message, the runs of a batch submitted with one enter;
 //! - [`Receiver`]: a fixed set of buffers, each with an `IORING_OP_RECV` armed on it;
 //!   one enter waits for completions (and submits the receives re-armed since the
-//!   last), and each completed buffer is handed to the caller and armed again.
+//!   last), and each completed buffer is handed to the caller and armed again;
+//! - [`MultiReceiver`]: one multishot `IORING_OP_RECV` that takes its buffers from a
+//!   registered ring of provided buffers, each given back once the caller has read it.
 //!
 //! Every call counts its `io_uring_enter` system calls ([`Moved::enters`]): the
 //! figure the lab sets beside `sendmmsg`'s and `recvmmsg`'s calls.
@@ -16,9 +18,10 @@
 //! Soundness rests on one rule: the kernel holds a pointer into a buffer only while an
 //! entry naming it is in flight, and no Rust reference to that buffer is used then.
 //! [`Sender`] borrows the caller's buffers and returns only after every entry of the
-//! call has completed; [`Receiver`] owns its buffers, never reads one that is armed,
-//! and on drop cancels its receives and waits for each to complete before it frees
-//! them.
+//! call has completed; [`Receiver`] and [`MultiReceiver`] own their buffers, never read
+//! one the kernel may write (armed, or in the provided ring), and on drop cancel their
+//! receives and wait for each to end before they free them (or, if that fails, leave
+//! them allocated).
 //!
 //! A ring is created with `SINGLE_ISSUER` and `DEFER_TASKRUN` where the kernel has
 //! them (6.1 and later; otherwise a plain ring): create each [`Sender`] and
