@@ -327,7 +327,7 @@ fn row(s: &StackCounts, fig: impl Fn(f64) -> String) -> Vec<String> {
 }
 
 /// `median [min–max]`, or `—` for no values.
-fn spread(v: &[f64], f: impl Fn(f64) -> String) -> String {
+pub(crate) fn spread(v: &[f64], f: impl Fn(f64) -> String) -> String {
     let Some(m) = median(v) else {
         return "—".into();
     };

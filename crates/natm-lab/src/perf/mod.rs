@@ -51,6 +51,7 @@ mod tcp;
 mod tcp_tls;
 mod throughput;
 mod udp;
+mod udp_io;
 
 use std::path::Path;
 use std::time::Duration;
@@ -166,6 +167,10 @@ pub(crate) enum PerfCmd {
     /// and per round trip, natm beside TCP and UDP (every thread counted by the
     /// kernel; needs root for the syscall tracepoint).
     Counts(counts::CountsArgs),
+    /// Issue 30: what the kernel's UDP path costs per method — send/recv, sendmmsg/
+    /// recvmmsg, natm's UdpPort (GSO, GRO) and io_uring — datagrams/s, system calls and
+    /// each thread's CPU per datagram, over loopback.
+    UdpIo(udp_io::UdpIoArgs),
     /// List the stacks that can be measured.
     Stacks,
 }
@@ -364,6 +369,7 @@ pub(crate) fn run(cmd: PerfCmd) -> CliResult {
         PerfCmd::Switchlab(a) => drive(&a),
         PerfCmd::Overhead(a) => drive(&a),
         PerfCmd::Counts(a) => drive(&a),
+        PerfCmd::UdpIo(a) => drive(&a),
         PerfCmd::Relay(a) => switch::relay(&a),
         PerfCmd::Stacks => {
             let mut t = natm_cli::cli::table::new(["stack", "what it is"], 2);
@@ -661,5 +667,6 @@ mod tests {
         same_table::<calls_load::CallsLoadArgs>("calls-load");
         same_table::<overhead::OverheadArgs>("overhead");
         same_table::<counts::CountsArgs>("counts");
+        same_table::<udp_io::UdpIoArgs>("udp-io");
     }
 }
