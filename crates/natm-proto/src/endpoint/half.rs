@@ -497,12 +497,6 @@ pub struct TxHalf {
 }
 
 impl TxHalf {
-    /// Whether a timer of this half would now take an unacknowledged TPDU for lost
-    /// ([`Psb::retransmission_due`]); never on a bare VC.
-    pub fn retransmission_due(&self, now: Instant) -> bool {
-        self.core.psb().is_some_and(|p| p.retransmission_due(now))
-    }
-
     /// A sending VC that opens with the transport handshake (CONN-REQ queued).
     pub(crate) fn connect(psb: Psb, vci: u16) -> TxHalf {
         TxHalf {

@@ -864,18 +864,6 @@ impl Psb {
         t
     }
 
-    /// Whether [`Psb::handle_timeout`] at `now` would retransmit what is still
-    /// unacknowledged (SMART's timeout or head check, seed 000 §5.3.2). A caller whose
-    /// ACKs may be waiting unread (in a socket, behind a descheduled thread) reads them
-    /// first: a timer acts on what has not been acknowledged, not on what has not been
-    /// read yet.
-    pub fn retransmission_due(&self, now: Instant) -> bool {
-        matches!(self.state, State::Established | State::CloseSent { .. })
-            && self.send.as_ref().is_some_and(|s| {
-                s.retransmission_due(now, self.rtt.head_check(), self.rtt.has_sample())
-            })
-    }
-
     /// Timers fired: handshake and close retries, SMART's timeout and head check, pacing.
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.pace_at.is_some_and(|t| now >= t) {

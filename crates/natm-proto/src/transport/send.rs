@@ -500,24 +500,6 @@ impl SendHalf {
             .saturating_mul(self.head_backoff)
     }
 
-    /// Whether [`Self::handle_timeout`] at `now` would take an unacknowledged TPDU for
-    /// lost: the retransmission timer has run out, or the head check is due. Not
-    /// pacing, a hold or a window probe.
-    pub(crate) fn retransmission_due(
-        &self,
-        now: Instant,
-        head_check: Duration,
-        has_rtt: bool,
-    ) -> bool {
-        if !self.lim.error_control || self.nxt == self.una {
-            return false;
-        }
-        let head = has_rtt
-            && !self.head_at_tx
-            && now >= self.last_advance + self.head_interval(head_check);
-        head || self.rto_deadline.is_some_and(|d| now >= d)
-    }
-
     /// Timers: the retransmission timeout (retransmit every TPDU not received) and the
     /// two-RTT head check (retransmit the head of the window), seed 000 §5.3.2.
     pub(crate) fn handle_timeout(

@@ -450,19 +450,6 @@ impl Conn {
         quiet
     }
 
-    /// Keep the socket out of the driver's epoll set while `during` runs, as if the
-    /// driver were descheduled or busy with other VCs' events, without taking the read
-    /// role: what arrives meanwhile waits in the socket for whoever reads it. Returns
-    /// whether the socket was out of the set.
-    #[cfg(test)]
-    pub(crate) fn unwatched<R>(&self, eng: &Engine, during: impl FnOnce() -> R) -> (bool, R) {
-        self.quiet_for_wait(eng);
-        let quiet = self.quiet.load(Ordering::Relaxed);
-        let r = during();
-        self.rewatch_after_wait(eng);
-        (quiet, r)
-    }
-
     /// Whether the socket is in the driver's epoll set now (as far as the read role
     /// goes: a watermark hold takes it out too).
     #[cfg(test)]
@@ -1264,20 +1251,8 @@ impl Conn {
     }
 
     /// Timers: run the timers of each end that is due.
-    ///
-    /// Before SMART's timeout or head check takes a TPDU for lost (seed 000 §5.3.2),
-    /// the socket is read if no one else is reading it: an ACK may be waiting there
-    /// unread, behind a driver that was descheduled or busy with other VCs' events, and
-    /// a timer acts on what the peer has not acknowledged, not on what this host has
-    /// not read yet. With 1,000 connections on two CPUs, 12 % of the bytes sent were
-    /// such retransmissions of TPDUs that had arrived (issue 30).
-    pub(crate) fn on_timer(&self, eng: &Engine, now: Instant, buf: &mut RecvBatch) {
+    pub(crate) fn on_timer(&self, eng: &Engine, now: Instant) {
         if self.tx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
-            let overdue = self.tx().0.half.retransmission_due(now);
-            if overdue && self.try_read_role() {
-                self.drain(eng, buf);
-                self.release_read_role(eng, buf);
-            }
             let (mut end, cv) = self.tx();
             // The deadline may be a paced cell's slot rather than the half's own.
             if end.half.poll_timeout().is_some_and(|t| t <= now) {

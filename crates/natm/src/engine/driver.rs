@@ -96,8 +96,8 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
             }
             on_readable(&eng, token, &mut buf);
         }
-        run_timers(&eng, &mut buf);
-        run_tasks(&eng, &mut buf);
+        run_timers(&eng);
+        run_tasks(&eng);
         eng.run_reports(eng.clock.now().as_nanos());
     }
 }
@@ -144,7 +144,7 @@ fn timer_due(eng: &Engine) -> bool {
     top.is_some_and(|t| t <= eng.clock.now().as_nanos())
 }
 
-fn run_timers(eng: &Arc<Engine>, buf: &mut crate::adaptor::RecvBatch) {
+fn run_timers(eng: &Arc<Engine>) {
     let now = eng.clock.now();
     loop {
         let (at, token) = {
@@ -166,7 +166,7 @@ fn run_timers(eng: &Arc<Engine>, buf: &mut crate::adaptor::RecvBatch) {
             // the time it actually runs: with 10,000 VCs a run of timers lasts long
             // enough that the start time would stamp the retransmissions it sends,
             // and start their timers, early by the run's length so far.
-            c.on_timer(eng, eng.clock.now(), buf);
+            c.on_timer(eng, eng.clock.now());
             // `on_timer` re-arms the ends it ran. The other end's deadline, set by
             // another thread after this entry was popped and before `disarm`, found
             // this entry's time armed and added none of its own: arm it here, or it
@@ -185,14 +185,14 @@ fn run_timers(eng: &Arc<Engine>, buf: &mut crate::adaptor::RecvBatch) {
     }
 }
 
-fn run_tasks(eng: &Arc<Engine>, buf: &mut crate::adaptor::RecvBatch) {
+fn run_tasks(eng: &Arc<Engine>) {
     for _ in 0..ROUNDS_PER_WAKE {
         // Timers preempt tasks between rounds: a guaranteed VC's leaky bucket is
         // paced by its timer, and a bucket served late by more than its depth loses
         // the credit for good, so a long run of best-effort and reliable tasks must
         // not hold it back (measured with `natm-lab perf isolation`).
         if timer_due(eng) {
-            run_timers(eng, buf);
+            run_timers(eng);
         }
         let mut sched = eng.sched.lock();
         if sched.is_idle() {

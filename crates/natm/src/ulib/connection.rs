@@ -976,58 +976,6 @@ mod tests {
     }
 
     #[test]
-    fn an_ack_waiting_unread_in_the_socket_stops_the_head_check_resending() {
-        // Issue 30: with 1,000 connections on two CPUs, 6–12 % of the bytes sent were
-        // retransmissions of TPDUs that had arrived; their ACKs waited in the sender's
-        // socket behind a busy or descheduled driver while SMART's timers ran out. A
-        // timer that would resend reads the socket first.
-        let (a, b) = (
-            Host::open(HostConfig::default()).unwrap(),
-            Host::open(HostConfig::default()).unwrap(),
-        );
-        let l = b.bind("127.0.0.1:0", "reliable").unwrap();
-        let client = a.connect(l.local_addr().unwrap(), "reliable").unwrap();
-        let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
-        // A round trip first: the sender has an RTT sample, so its head check runs.
-        client.send(b"first", Wait::Block).unwrap();
-        assert_eq!(
-            server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
-            Some(b"first".to_vec())
-        );
-        let until = Instant::now() + Duration::from_secs(5);
-        while client.stats().tx.acks_received == 0 {
-            assert!(Instant::now() < until, "the first ACK never came");
-            std::thread::sleep(Duration::from_millis(1));
-        }
-        let before = client.stats().tx.clone();
-        // The driver does not watch the sender's socket: the ACK of the next message
-        // waits there, and only a timer's read can find it.
-        let (quiet, acked) = client.conn.unwatched(&client.eng, || {
-            client.send(b"second", Wait::Block).unwrap();
-            assert_eq!(
-                server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
-                Some(b"second".to_vec())
-            );
-            let until = Instant::now() + Duration::from_secs(3);
-            while client.stats().tx.acks_received == before.acks_received {
-                if Instant::now() >= until {
-                    return false;
-                }
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            true
-        });
-        assert!(quiet, "the socket stayed in the driver's epoll set");
-        assert!(acked, "no timer read the ACK waiting in the socket");
-        let after = client.stats().tx;
-        assert_eq!(
-            after.retransmissions(),
-            before.retransmissions(),
-            "a TPDU the peer had acknowledged was resent: {after:?}"
-        );
-    }
-
-    #[test]
     fn a_datagram_after_a_reader_gave_up_is_read_by_the_driver() {
         let (_a, _b, client, server) = udp_pair();
         // Round trips while the server's application thread waits on the socket.

@@ -111,36 +111,3 @@ fn a_timeout_resends_what_had_a_whole_rto_not_what_just_left() {
     assert_eq!(p.tx.stats().timeouts, 2);
     assert_eq!(drain(&mut p), 2);
 }
-
-/// `retransmission_due` says, before a timer runs, whether it would take a TPDU for
-/// lost: the engine reads the socket first when it does (an ACK may wait there).
-#[test]
-fn retransmission_due_is_what_the_timer_then_does() {
-    let mut p = signalled_pair(small(TransportConfig::reliable()));
-    // RTT samples first, so the head check runs as well as the RTO.
-    p.tx.send(&[2u8; 1024], true).unwrap();
-    p.drive(ms(20));
-    assert_eq!(p.messages().len(), 1);
-    assert!(!p.tx.retransmission_due(p.now), "nothing is in flight");
-    // A dead path: what leaves is lost, and the timers act again and again.
-    p.tx.send(&[3u8; 4096], true).unwrap();
-    let (mut heads, mut timeouts) = (0, 0);
-    for _ in 0..4000 {
-        drain(&mut p);
-        p.now += Duration::from_micros(250);
-        let due = p.tx.retransmission_due(p.now);
-        let s0 = p.tx.stats().clone();
-        if p.tx.poll_timeout().is_some_and(|d| d <= p.now) {
-            p.tx.handle_timeout(p.now);
-        }
-        let s1 = p.tx.stats();
-        let acted = (s1.head_checks > s0.head_checks, s1.timeouts > s0.timeouts);
-        assert_eq!(due, acted.0 || acted.1, "at {:?}: {acted:?}", p.now);
-        heads += u32::from(acted.0);
-        timeouts += u32::from(acted.1);
-    }
-    assert!(
-        heads > 0 && timeouts > 0,
-        "{heads} head checks, {timeouts} timeouts"
-    );
-}
