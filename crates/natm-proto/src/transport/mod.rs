@@ -12,6 +12,7 @@
 //! runs in the engine over UDP and in the deterministic simulator.
 
 pub mod coalesce;
+pub mod plpmtud;
 mod config;
 pub mod ec_window;
 mod psb;
