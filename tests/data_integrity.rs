@@ -64,11 +64,16 @@ impl Sniffer {
         })
     }
 
-    /// The payload of the next UDP datagram from `from` to `to` that is an OAM frame.
+    /// The payload of the next UDP datagram from `from` to `to` that is an OAM loopback
+    /// request of one cell.
     fn oam_frame(&mut self, from: SocketAddr, to: SocketAddr) -> Vec<u8> {
+        // A request of one cell: not a path MTU probe (a request padded to the size
+        // probed), nor the answer to the peer's.
         self.frame_where(from, to, "OAM", |p| {
-            natm::wire::vcframe::Repr::parse_bytes(p)
-                .is_ok_and(|(h, _)| h.kind == natm::wire::vcframe::FrameKind::Oam)
+            natm::wire::vcframe::Repr::parse_bytes(p).is_ok_and(|(h, sdu)| {
+                h.kind == natm::wire::vcframe::FrameKind::Oam
+                    && natm::wire::oam::Loopback::parse(sdu).is_ok_and(|l| l.request)
+            })
         })
     }
 

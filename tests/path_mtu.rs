@@ -3,8 +3,10 @@
 //! while the kernels' own counters (`/proc/net/snmp`: `FragCreates` at the sender,
 //! `ReasmReqds` at the receiver) show that not one IP fragment was made; then the
 //! veth's MTU falls from 9000 to 1500 in the middle of a transfer, which still ends
-//! byte-exact with no datagram lost to the kernel's refusal (EMSGSIZE). Needs root
-//! and `ip`; skips with a message otherwise.
+//! byte-exact with no datagram lost to the kernel's refusal (EMSGSIZE). And a path
+//! that drops large datagrams without ICMP is found by the sending VC's probes (RFC
+//! 8899). Needs root and `ip` (and `nft` for the black hole); skips with a message
+//! otherwise.
 
 mod ip_support;
 
@@ -28,9 +30,9 @@ fn unavailable() -> Option<String> {
     (!ip).then(|| "ip (iproute2) missing".into())
 }
 
-/// Two namespaces joined by a veth, a sigd in each.
-fn lab() -> Lab {
-    let mut lab = Lab::new("mtu", 2);
+/// Two namespaces joined by a veth, a sigd in each (`name` tells one test's apart).
+fn lab(name: &str) -> Lab {
+    let mut lab = Lab::new(name, 2);
     lab.veth(0, "10.233.0.1", 1, "10.233.0.2");
     for i in 0..2 {
         let cfg = lab.dir.join(format!("sigd{i}.toml"));
@@ -192,7 +194,7 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
         eprintln!("skipped: {why}");
         return;
     }
-    let mut lab = lab();
+    let mut lab = lab("mtu");
     let src = lab.path("src.bin");
     std::fs::write(&src, data(100 << 20)).expect("source file");
     let want = md5_of(&src);
@@ -207,6 +209,13 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
         assert_eq!(got["bytes"], 100u64 << 20, "{got}");
         assert_eq!(sent["path_mtu"], mtu, "{sent}");
         assert_eq!(sent["fragmented"], 0, "{sent}");
+        // The sending VC's probes confirmed what the kernel says (RFC 8899): the
+        // whole Ethernet payload, or more than it on the jumbo link.
+        let plpmtu = sent["plpmtud"]["plpmtu"].as_u64().expect("plpmtu");
+        match mtu {
+            1500 => assert_eq!(plpmtu, 1_472, "{sent}"),
+            _ => assert!(plpmtu > 1_472, "{sent}"),
+        }
         assert_eq!(sent["send_errors"], 0, "{sent}");
         // The kernels made and reassembled no fragment, while datagrams did flow.
         assert_eq!(
@@ -245,4 +254,73 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
     assert_eq!(got["bytes"], 100u64 << 20, "{got}");
     assert_eq!(sent["path_mtu"], 1500, "{sent}");
     assert_eq!(sent["send_errors"], 0, "{sent}");
+}
+
+/// Whether namespace 0's kernel has nftables (`nft`).
+fn has_nft(lab: &Lab) -> bool {
+    lab.run(0, &["sh", "-c", "command -v nft"]).status.success()
+}
+
+#[test]
+fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
+    // RFC 8899 (issue 30): the veth says 1500 and the kernel believes it, but
+    // namespace 1 drops every IP packet over 1,320 octets and sends no ICMP — a
+    // tunnel or a filtering firewall. TPDUs cut to the kernel's path MTU would never
+    // arrive; the sending VC's probes find what the path carries and the call moves
+    // 20 MB byte-exact, none of it fragmented.
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = lab("mtubh");
+    if !has_nft(&lab) {
+        eprintln!("skipped: nft (nftables) missing");
+        return;
+    }
+    set_mtu(&lab, 1500);
+    for rule in [
+        "add table inet natm_bh",
+        "add chain inet natm_bh pre { type filter hook prerouting priority -300 ; }",
+        "add rule inet natm_bh pre ip length > 1320 drop",
+    ] {
+        let args: Vec<&str> = std::iter::once("nft").chain(rule.split(' ')).collect();
+        let o = lab.run(1, &args);
+        assert!(
+            o.status.success(),
+            "nft {rule}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let src = lab.path("bh.bin");
+    std::fs::write(&src, data(20 << 20)).expect("source file");
+    let want = md5_of(&src);
+    let out = lab.path("bh.out");
+    let (sent, got) = transfer(
+        &mut lab,
+        "mbh",
+        &src,
+        &out,
+        &["--qos", "reliable"],
+        0,
+        |_| {},
+    );
+    assert_eq!(md5_of(&out), want, "black hole: not byte-exact");
+    assert_eq!(got["bytes"], 20u64 << 20, "{got}");
+    assert_eq!(
+        sent["path_mtu"], 1500,
+        "the kernel never learnt better: {sent}"
+    );
+    assert_eq!(sent["fragmented"], 0, "{sent}");
+    // 1,320 octets of IP packet are 1,292 of UDP payload: the search ends within
+    // its step below that, after losing the larger sizes' probes.
+    let p = &sent["plpmtud"];
+    let plpmtu = p["plpmtu"].as_u64().expect("plpmtu");
+    assert!((1_292 - 32..=1_292).contains(&plpmtu), "{sent}");
+    assert!(
+        p["probes_lost"].as_u64().expect("probes_lost") >= 3,
+        "{sent}"
+    );
+    // Every TPDU fit what the path carries.
+    let tpdus = got["tpdus_received"].as_u64().expect("tpdus_received");
+    assert!(tpdus * 1_200 >= 20 << 20, "{tpdus} TPDUs for 20 MB\n{got}");
 }

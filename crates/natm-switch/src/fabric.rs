@@ -1172,6 +1172,18 @@ impl Switch {
                 });
             }
         }
+        // A host's path MTU probe (an OAM loopback request padded with zeros, RFC 8899)
+        // has crossed the frame hops up to here, and cells have no MTU to probe: bound
+        // for a cell port, it goes on as its one cell.
+        let sdu = if vc.to_cells
+            && header.kind == vcframe::FrameKind::Oam
+            && sdu.len() > PAYLOAD_LEN
+            && natm_proto::wire::oam::unpad(&sdu).len() == PAYLOAD_LEN
+        {
+            sdu.slice(..PAYLOAD_LEN)
+        } else {
+            sdu
+        };
         // Bound for a cell port: no cell form at all is refused before policing.
         if vc.to_cells && sar::cell_form_len(&header, sdu.len()).is_none() {
             inp.counters.dropped.add(DropCause::Unconvertible, n);

@@ -20,7 +20,7 @@
 //! | `Scheduler` | `Engine::sched` (the driver holds it while a round of tasks runs) | `Conns` (the task's connection), the ends |
 //! | `Conns` | `Engine::conns` | `Linger` |
 //! | `Linger` | `Engine::keep` | — |
-//! | `TxEnd` | a connection's sending VC | `RxEnd`, timers, the send pool (a give), the adaptor's locks (a send) |
+//! | `TxEnd` | a connection's sending VC | `RxEnd`, timers, the send pool (a give), the adaptor's locks (a send), its OAM probes (a path MTU probe) |
 //! | `RxEnd` | a connection's receiving VC | timers, the adaptor's locks |
 //! | `Timers` | `Engine::timers`, the driver's timer heap | — |
 //! | `AcceptQueue` | a direct listener's accept queue | — |
@@ -88,7 +88,8 @@ pub(crate) enum Level {
     MemNextPort,
     PortPeer,
     MemQueue,
-    /// A connection's outstanding OAM loopback probes (`engine::oam`): taken alone.
+    /// A connection's outstanding OAM loopback probes (`engine::oam`): taken alone,
+    /// or under the Tx end (its path MTU probes, `engine::path_probe`).
     OamProbes,
     /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
     ConnGone,

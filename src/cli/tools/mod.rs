@@ -287,6 +287,10 @@ struct Summary {
     path_mtu: Option<u32>,
     /// TPDUs that went out in IP fragments after the path MTU fell under them.
     fragmented: u64,
+    /// The sending VC's path MTU search (RFC 8899): the largest datagram payload
+    /// confirmed to cross the path, and its probes; absent where there is none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plpmtud: Option<PlpmtudSummary>,
     /// Datagrams the data socket failed to send (each one a loss for SMART to mend).
     send_errors: u64,
     /// A bare AAL5 VC's (`transport=none`) counters; absent on natm's transport.
@@ -310,6 +314,16 @@ struct RmSummary {
     brm_taken: u64,
     /// The peer source's forward RM cells this end turned around.
     turned: u64,
+}
+
+/// The sending VC's path MTU search (RFC 8899 PLPMTUD, `natm::ConnStats::plpmtud`).
+#[derive(Debug, Serialize)]
+struct PlpmtudSummary {
+    /// The largest datagram payload confirmed to cross the path (octets).
+    plpmtu: usize,
+    probes_sent: u64,
+    probes_acked: u64,
+    probes_lost: u64,
 }
 
 /// What a bare AAL5 VC (`transport=none`) counted: SDUs each way and what was
@@ -378,6 +392,12 @@ impl Summary {
             queue_drops: s.queue_drops,
             path_mtu: s.path_mtu,
             fragmented: s.fragmented,
+            plpmtud: s.plpmtud.map(|p| PlpmtudSummary {
+                plpmtu: p.plpmtu,
+                probes_sent: p.probes_sent,
+                probes_acked: p.probes_acked,
+                probes_lost: p.probes_lost,
+            }),
             send_errors: s.send_errors,
             bare: s.bare.map(|b| BareSummary {
                 sdus_sent: b.tx.sdus_sent,
@@ -474,6 +494,12 @@ impl Summary {
                 eprintln!(
                     "path MTU {mtu}: TPDUs cut to fit; {} sent in IP fragments after the path shrank",
                     self.fragmented
+                );
+            }
+            if let Some(p) = &self.plpmtud {
+                eprintln!(
+                    "path probed: {} octets per datagram confirmed ({} probes, {} lost)",
+                    p.plpmtu, p.probes_sent, p.probes_lost
                 );
             }
         }

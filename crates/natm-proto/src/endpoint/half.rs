@@ -615,6 +615,20 @@ impl TxHalf {
         }
     }
 
+    /// Whether this VC searches its path MTU ([`Psb::searches_path`]).
+    pub fn searches_path(&self) -> bool {
+        matches!(&self.core.machine, Machine::Natm(psb) if psb.searches_path())
+    }
+
+    /// The largest TPDU payload this VC may send whatever the path
+    /// ([`Psb::tpdu_limit`]); `None` on a bare VC.
+    pub fn tpdu_limit(&self) -> Option<usize> {
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.tpdu_limit(),
+            _ => None,
+        }
+    }
+
     /// The connection's other direction has delivered `epoch` receives so far (a
     /// count the caller keeps): a send after it delivered something is a reply, and
     /// is never held to coalesce with others ([`Psb::note_reverse`]).

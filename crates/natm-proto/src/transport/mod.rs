@@ -12,9 +12,9 @@
 //! runs in the engine over UDP and in the deterministic simulator.
 
 pub mod coalesce;
-pub mod plpmtud;
 mod config;
 pub mod ec_window;
+pub mod plpmtud;
 mod psb;
 mod qos;
 mod recv;

@@ -55,6 +55,8 @@ pub const RAISE_TIMER: Duration = Duration::from_secs(600);
 /// Probes and their outcomes, for `natm stats` and tests.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PlpmtudStats {
+    /// The PLPMTU now: the largest datagram payload confirmed to cross the path.
+    pub plpmtu: usize,
     /// Probes sent (every attempt).
     pub probes_sent: u64,
     /// Probes acknowledged.
@@ -128,7 +130,21 @@ impl Plpmtud {
 
     /// What was probed and how it went.
     pub fn stats(&self) -> PlpmtudStats {
-        self.stats
+        PlpmtudStats {
+            plpmtu: self.plpmtu,
+            ..self.stats
+        }
+    }
+
+    /// The size of the probe on the path, if one is.
+    pub fn outstanding(&self) -> Option<usize> {
+        match self.phase {
+            Phase::Searching {
+                outstanding: Some(o),
+                ..
+            } => Some(o.size),
+            _ => None,
+        }
     }
 
     /// Whether a search is under way.
@@ -398,7 +414,10 @@ mod tests {
         assert_eq!(p.plpmtu(), BASE_PLPMTU);
         assert_eq!(p.stats().black_holes, 1);
         let first = p.poll_probe(ms(10)).unwrap();
-        assert!(first < 1_472, "the failed size is not probed again: {first}");
+        assert!(
+            first < 1_472,
+            "the failed size is not probed again: {first}"
+        );
         p.handle_timeout(ms(10));
         run(&mut p, 1_400, 10, 1);
         assert!((1_400 - SEARCH_STEP..=1_400).contains(&p.plpmtu()), "{p:?}");

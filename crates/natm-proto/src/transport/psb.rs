@@ -270,6 +270,25 @@ impl Psb {
         }
     }
 
+    /// Whether this sending VC searches its path MTU (RFC 8899, issue 30): one with
+    /// error control, whose TPDUs a black hole would stall for good (SMART resends a
+    /// TPDU at the size it was cut), and whose flow control reserves no rate — a
+    /// leaky-bucket or ABR VC's probes would leave outside its traffic contract and
+    /// a switch would police them and the data behind them.
+    pub fn searches_path(&self) -> bool {
+        self.send.is_some()
+            && self.cfg.error_control
+            && !matches!(self.cfg.flow, FlowKind::LeakyBucket | FlowKind::Abr)
+            && self.cfg.contract.is_none()
+    }
+
+    /// The largest TPDU payload the sender may cut, whatever the path (what a
+    /// packetization layer's path MTU search need not look beyond); `None` on a
+    /// receiver.
+    pub fn tpdu_limit(&self) -> Option<usize> {
+        self.send.as_ref().map(|s| s.tpdu_limit())
+    }
+
     /// The path's cap on a TPDU's payload, as last given ([`Psb::set_path_cap`]);
     /// `None` while none was given, or on a receiver.
     pub fn path_cap(&self) -> Option<usize> {

@@ -252,6 +252,12 @@ impl SendHalf {
         self.apply_cut();
     }
 
+    /// The largest TPDU payload this sender may cut (agreed, or the adaptive
+    /// sizer's ceiling), whatever the path.
+    pub(crate) fn tpdu_limit(&self) -> usize {
+        self.lim.tpdu_size
+    }
+
     /// The path's cap on a TPDU's payload (`usize::MAX` until the adaptor knows it).
     pub(crate) fn path_cap(&self) -> usize {
         self.path_cap

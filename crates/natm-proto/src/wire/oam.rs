@@ -139,6 +139,17 @@ pub struct Loopback {
     pub source: [u8; LOCATION_ID_LEN],
 }
 
+/// The loopback cell in a frame's OAM payload: the first [`PAYLOAD_LEN`] octets when
+/// the rest is zero padding (a path MTU probe, RFC 8899: a request padded to the
+/// datagram size probed, in a UDP frame only), else the payload as it is (which
+/// [`Loopback::parse`] then refuses unless it is one cell).
+pub fn unpad(payload: &[u8]) -> &[u8] {
+    match payload.split_at_checked(PAYLOAD_LEN) {
+        Some((cell, pad)) if pad.iter().all(|&b| b == 0) => cell,
+        _ => payload,
+    }
+}
+
 impl Loopback {
     /// A request to the end point, from nobody in particular, with `tag`.
     pub const fn request(tag: u32) -> Loopback {

@@ -185,6 +185,38 @@ fn oam_and_signalling_kinds_map_both_ways() {
 }
 
 #[test]
+fn a_padded_path_mtu_probe_leaves_a_cell_port_as_its_one_cell() {
+    // A host's RFC 8899 probe: an OAM request padded with zeros to the size probed.
+    // Cells have no MTU to probe: the probe goes on as its cell, not dropped as
+    // unconvertible; padding that is not zeros is not a probe, and is.
+    let (sw, f, c) = frame_and_cell();
+    let mut h = Harness::new(sw);
+    let oam = Scope::EndToEnd.frame_header(0, 40);
+    let cell = vec![0x6A; 48];
+    let mut padded = cell.clone();
+    padded.resize(4_000, 0);
+    let mut dirty = padded.clone();
+    dirty[3_000] = 1;
+    h.feed([
+        (Instant::ZERO, f, Input::Frame(oam, Bytes::from(padded))),
+        (at_us(1), f, Input::Frame(oam, Bytes::from(dirty))),
+    ]);
+    h.drain();
+    let cells = h.cells(c);
+    assert_eq!(cells.len(), 1, "the probe is one OAM cell");
+    assert_eq!(
+        &cells[0][..5],
+        &HeaderRepr::uni(1, 50, Pti::EndToEndOamF5).to_bytes()
+    );
+    assert_eq!(&cells[0][5..], &cell[..]);
+    // Drops count cells: the dirty frame's 84 (4,000 octets of AAL5).
+    assert_eq!(
+        h.sw.port_stats(f).unwrap().counters.dropped.unconvertible,
+        84
+    );
+}
+
+#[test]
 fn epd_and_ppd_act_on_the_cell_side_of_a_conversion() {
     // Two cell-port VCs at 1.5× a slow frame port each: the frame port's queue fills,
     // EPD refuses whole frames at their first cell, and every frame that leaves is

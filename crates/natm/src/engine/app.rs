@@ -163,6 +163,8 @@ pub(crate) struct StatsParts {
     pub(crate) bare: Option<(VcCounters, VcCounters)>,
     /// The host's send buffer pool the sending VC draws on.
     pub(crate) send_pool: super::SendPoolStats,
+    /// The sending VC's path MTU search (`engine::path_probe`).
+    pub(crate) plpmtud: Option<natm_proto::transport::plpmtud::PlpmtudStats>,
 }
 
 impl Conn {
@@ -1093,6 +1095,7 @@ impl Conn {
             .as_ref()
             .map(|p| p.pool().stats())
             .unwrap_or_default();
+        let plpmtud = tx.path.as_ref().map(|p| p.stats());
         drop(tx);
         let (rx, _) = self.rx();
         let recv_queued = match rx.half.psb() {
@@ -1102,6 +1105,7 @@ impl Conn {
         let (rxs, rx_bare) = (rx.half.stats(), rx.half.bare_counters());
         drop(rx);
         StatsParts {
+            plpmtud,
             tx: txs,
             rx: rxs,
             srtt,

@@ -65,6 +65,9 @@ pub(crate) struct End<H> {
     out_gather: super::gather::GatherBatch,
     /// The path's cap on a TPDU's payload last handed to the half (`Link::tpdu_cap`).
     path_cap: usize,
+    /// The sending VC's path MTU search (`engine::path_probe`); `None` on a receiving
+    /// end, a bare VC, or a link without a path MTU to search.
+    pub(crate) path: Option<super::path_probe::PathProbe>,
     /// The sending VC's share of the engine's send buffer pool (`engine::send_pool`);
     /// `None` on a receiving end.
     pub(crate) pool: Option<super::send_pool::PoolShare>,
@@ -87,6 +90,7 @@ impl<H: Simplex> End<H> {
             out_batch: SendBatch::with_capacity(MAX_DATAGRAM),
             out_gather: Default::default(),
             path_cap: usize::MAX,
+            path: None,
             pool: None,
             smoother: None,
             unused: false,
@@ -179,6 +183,9 @@ pub(crate) struct OamCounters {
     pub(crate) answers: AtomicU64,
     /// End-to-end loopback requests of the peer (or of a switch) answered here.
     pub(crate) looped: AtomicU64,
+    /// The peer's path MTU probes (padded requests, `engine::path_probe`) answered
+    /// here.
+    pub(crate) path_probes_answered: AtomicU64,
     /// Answers no probe waited for (late, duplicated, foreign).
     pub(crate) unmatched: AtomicU64,
     /// Requests this end point does not answer (segment flow, another location).
@@ -304,6 +311,7 @@ impl Conn {
         let side = conn.side();
         let (route, remote, tx, rx) = conn.into_parts();
         let (vpi, bare) = (tx.vpi(), tx.is_bare());
+        let probes_path = !bare && tx.searches_path() && link.probes_path();
         let peer = if side == Side::Client {
             Some(remote)
         } else {
@@ -318,7 +326,13 @@ impl Conn {
             bare,
             sock_connected: AtomicBool::new(peer.is_none()),
             handshake_to: peer,
-            tx: Mutex::new(sync::Level::TxEnd, End::with_pool(tx, &eng.send_pool)),
+            tx: Mutex::new(sync::Level::TxEnd, {
+                let mut end = End::with_pool(tx, &eng.send_pool);
+                if probes_path {
+                    end.path = Some(Default::default());
+                }
+                end
+            }),
             tx_cv: Condvar::new(),
             rx: Mutex::new(sync::Level::RxEnd, End::new(rx)),
             rx_cv: Condvar::new(),
@@ -829,10 +843,11 @@ impl Conn {
     ) -> Option<Which> {
         stages::record(Stage::RxRead, self.stage_key());
         let Some(vci) = vc_of_on(d, self.vpi) else {
-            if !self.take_oam(eng, d, from) {
+            let Some(touched) = self.take_oam(eng, d, from) else {
                 self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
-            }
-            return None;
+                return None;
+            };
+            return touched;
         };
         let Some(half) = self.route.half_of(vci) else {
             self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
@@ -905,22 +920,23 @@ impl Conn {
     }
 
     /// An OAM frame on one of the connection's VCs (`engine::oam`): answered, handed
-    /// to the probe waiting for it, or counted and dropped. False if `d` is not an OAM
-    /// frame on VPI 0.
-    fn take_oam(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> bool {
+    /// to the probe waiting for it, or counted and dropped.
+    /// `None` if `d` is not an OAM or RM frame; else the end it touched, if any (an
+    /// answer to the sending VC's path MTU probe).
+    fn take_oam(&self, eng: &Engine, d: &[u8], from: Option<SocketAddr>) -> Option<Option<Which>> {
         let Ok((h, sdu)) = vcframe::Repr::parse_bytes(d) else {
-            return false;
+            return None;
         };
         if h.kind == vcframe::FrameKind::Rm && h.vpi == self.vpi {
             self.take_rm(eng, &h, sdu);
-            return true;
+            return Some(None);
         }
         if h.kind != vcframe::FrameKind::Oam || h.vpi != 0 {
-            return false;
+            return None;
         }
         if self.route.half_of(h.vci).is_none() {
             self.counters.unknown_vc.fetch_add(1, Ordering::Relaxed);
-            return true;
+            return Some(None);
         }
         let c = &self.counters.oam;
         let keys = self.crypt.as_ref().map(|k| &k.oam);
@@ -929,7 +945,12 @@ impl Conn {
             Action::Answer(_, tag) => self
                 .oam
                 .lock()
-                .may_answer(eng.clock.now(), tag, keys.is_some())
+                .may_answer(
+                    eng.clock.now(),
+                    tag,
+                    keys.is_some(),
+                    sdu.len() > crate::wire::cell::PAYLOAD_LEN,
+                )
                 .err(),
             _ => None,
         };
@@ -951,12 +972,21 @@ impl Conn {
                         from.or(self.handshake_to)
                     };
                     self.send_batch(&batch, peer);
-                    c.looped.fetch_add(1, Ordering::Relaxed);
+                    // A padded request is the peer's path MTU probe.
+                    let n = if sdu.len() > payload.len() {
+                        &c.path_probes_answered
+                    } else {
+                        &c.looped
+                    };
+                    n.fetch_add(1, Ordering::Relaxed);
                 }
             }
             (Action::Answered(tag), _) => {
                 let now = eng.clock.now();
                 if self.oam.lock().answered(tag, now) {
+                    if self.path_answered(tag, now) {
+                        return Some(Some(Which::Tx));
+                    }
                     c.answers.fetch_add(1, Ordering::Relaxed);
                     self.oam_cv.notify_all();
                 } else {
@@ -973,7 +1003,18 @@ impl Conn {
                 c.unauthenticated.fetch_add(1, Ordering::Relaxed);
             }
         }
-        true
+        Some(None)
+    }
+
+    /// Whether the OAM answer `tag` is the sending VC's path MTU probe (then its size
+    /// is confirmed, and the VC may cut larger TPDUs).
+    fn path_answered(&self, tag: u32, now: Instant) -> bool {
+        let (mut end, _) = self.tx();
+        let Some(p) = end.path.as_mut().filter(|p| p.tag() == Some(tag)) else {
+            return false;
+        };
+        let rtt = self.oam.lock().take_answer(tag).unwrap_or_default();
+        p.answered(now, tag, rtt)
     }
 
     /// Send one OAM F5 loopback request of flow `scope` on the sending VC and wait up
@@ -987,14 +1028,7 @@ impl Conn {
         timeout: Duration,
     ) -> Result<Option<Duration>, TooManyProbes> {
         let tag = self.oam.lock().start(eng.clock.now())?;
-        let request = crate::wire::oam::Loopback::request(tag);
-        // A sealed call signs its end-to-end probes; a segment probe is for a switch,
-        // which holds no call keys.
-        let payload = match &self.crypt {
-            Some(k) if scope == Scope::EndToEnd => k.oam.sign(request),
-            _ => request,
-        }
-        .to_bytes();
+        let payload = self.loopback_request(scope, tag);
         let header = scope.frame_header(0, self.route.tx_vci).to_bytes();
         let mut batch = SendBatch::with_capacity(VC_HEADER_LEN + payload.len());
         if batch.push(&[&header, &payload]).is_ok() {
@@ -1022,6 +1056,53 @@ impl Conn {
             }
             self.oam_cv.wait_for(&mut probes, left);
         }
+    }
+
+    /// An OAM loopback request of flow `scope` with correlation `tag`: a sealed call
+    /// signs its end-to-end probes; a segment probe is for a switch, which holds no
+    /// call keys.
+    fn loopback_request(&self, scope: Scope, tag: u32) -> [u8; crate::wire::cell::PAYLOAD_LEN] {
+        let request = crate::wire::oam::Loopback::request(tag);
+        match &self.crypt {
+            Some(k) if scope == Scope::EndToEnd => k.oam.sign(request),
+            _ => request,
+        }
+        .to_bytes()
+    }
+
+    /// Run the sending VC's path MTU search (`engine::path_probe`) up to `now`: send
+    /// the probe it asks for, forget one it gave up on. Returns the cap on a TPDU's
+    /// payload that the confirmed size allows (`limit`: the largest TPDU payload the
+    /// VC may send; `overhead`: the seal's).
+    fn probe_path(
+        &self,
+        p: &mut super::path_probe::PathProbe,
+        limit: usize,
+        overhead: usize,
+        now: Instant,
+        peer: Option<SocketAddr>,
+    ) -> usize {
+        let fixed = VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN + overhead;
+        let step = p.step(now, self.link.path_payload(), limit.saturating_add(fixed));
+        if let Some(tag) = step.lost {
+            self.oam.lock().forget(tag);
+        }
+        if let Some(size) = step.probe {
+            // The answer to a probe is an OAM answer like any other: the probe takes
+            // a tag from the connection's loopback probes.
+            if let Ok(tag) = self.oam.lock().start(now) {
+                let request = self.loopback_request(Scope::EndToEnd, tag);
+                let header = Scope::EndToEnd
+                    .frame_header(0, self.route.tx_vci)
+                    .to_bytes();
+                let mut frame = vec![0; size.max(VC_HEADER_LEN + request.len())];
+                super::path_probe::write_probe(&mut frame, &header, &request);
+                p.sent(tag, size);
+                // One the kernel refuses is never answered: the search counts it lost.
+                let _ = self.link.send_probe(&frame, peer);
+            }
+        }
+        p.plpmtu().saturating_sub(fixed).max(1)
     }
 
     /// After any input to an end: send what it has (up to `max` TPDUs), re-arm its
@@ -1077,7 +1158,12 @@ impl Conn {
         // Issue 30: TPDUs cut to the path MTU (one relaxed load; the half is told
         // only when the link learnt a new MTU).
         if which == Which::Tx {
-            let cap = self.link.tpdu_cap(overhead > 0);
+            let mut cap = self.link.tpdu_cap(overhead > 0);
+            if let Some(limit) = end.half.tpdu_limit() {
+                if let Some(p) = end.path.as_mut() {
+                    cap = cap.min(self.probe_path(p, limit, overhead, now, peer));
+                }
+            }
             if cap != end.path_cap {
                 end.path_cap = cap;
                 end.half.set_path_cap(cap);
@@ -1156,6 +1242,7 @@ impl Conn {
             .poll_timeout()
             .into_iter()
             .chain(end.smoother.as_ref().and_then(|s| s.next()))
+            .chain(end.path.as_ref().and_then(|p| p.deadline()))
             .min()
             .map_or(u64::MAX, |t| t.as_nanos());
         match which {
@@ -1526,6 +1613,9 @@ pub(crate) trait Progress {
     fn set_path_cap(&mut self, cap: usize);
     /// Octets queued to send and not yet acknowledged (0 on a receiving end).
     fn send_queued(&self) -> usize;
+    /// The largest TPDU payload the end may send whatever the path (`None` on a
+    /// receiving end or a bare VC: nothing to search a path MTU for).
+    fn tpdu_limit(&self) -> Option<usize>;
 }
 
 impl Progress for TxHalf {
@@ -1538,6 +1628,9 @@ impl Progress for TxHalf {
     fn send_queued(&self) -> usize {
         self.buffered()
     }
+    fn tpdu_limit(&self) -> Option<usize> {
+        TxHalf::tpdu_limit(self)
+    }
 }
 
 impl Progress for RxHalf {
@@ -1547,5 +1640,8 @@ impl Progress for RxHalf {
     fn set_path_cap(&mut self, _cap: usize) {}
     fn send_queued(&self) -> usize {
         0
+    }
+    fn tpdu_limit(&self) -> Option<usize> {
+        None
     }
 }

@@ -520,6 +520,40 @@ impl Link {
         matches!(self, Link::Udp(l) if l.cells.is_none())
     }
 
+    /// Whether the link has a path MTU to search (`engine::path_probe`): a
+    /// frame-mode UDP link (a cell link cuts trains to the kernel's MTU, a mem link
+    /// has no IP).
+    pub(crate) fn probes_path(&self) -> bool {
+        self.gathers()
+    }
+
+    /// The largest datagram payload the kernel says the path carries; `None` on a mem
+    /// link or with no peer yet.
+    pub(crate) fn path_payload(&self) -> Option<usize> {
+        match self {
+            Link::Udp(l) => l.path_payload(),
+            Link::Mem(_) => None,
+        }
+    }
+
+    /// Send one path MTU probe (`engine::path_probe`) as it is: DF set, never
+    /// fragmented. A probe the kernel refuses as larger than the path MTU is not
+    /// sent (the kernel's MTU is read again) and so never confirmed.
+    pub(crate) fn send_probe(&self, frame: &[u8], to: Option<SocketAddr>) -> io::Result<()> {
+        match self {
+            Link::Udp(l) => match l.port.send(to, frame, frame.len()) {
+                Ok(_) => Ok(()),
+                Err(e) => {
+                    if natm_udp::is_msg_size_err(&e) {
+                        l.learn_path_mtu();
+                    }
+                    Err(e)
+                }
+            },
+            Link::Mem(_) => Ok(()),
+        }
+    }
+
     /// Send a gathered run; on a link that cannot gather, the frames are copied
     /// together and sent as a batch.
     pub(crate) fn send_gathered(

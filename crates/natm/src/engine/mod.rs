@@ -18,6 +18,7 @@ mod gather;
 mod link;
 mod listener;
 mod oam;
+mod path_probe;
 mod rx_order;
 mod send_pool;
 mod smoother;

@@ -11,8 +11,12 @@
 //!   host; in direct mode nobody answers, which `natm ping --oam segment` says);
 //! * hands an answer (indication clear) whose correlation tag it sent to the probe
 //!   that waits for it; any other answer is counted and dropped;
-//! * counts a malformed OAM frame (not 48 octets, not a loopback, a bad CRC-10) and
-//!   drops it — never an error for the connection.
+//! * counts a malformed OAM frame (under 48 octets, longer with padding that is not
+//!   zeros, not a loopback, a bad CRC-10) and drops it — never an error for the
+//!   connection;
+//! * takes a request padded with zero octets past its 48 as the request itself, and
+//!   answers with the 48-octet cell: a sending VC's path MTU probe
+//!   (`engine::path_probe`, RFC 8899).
 //!
 //! On a sealed call (issue 31, `wire::oam_auth`) end-to-end loopback is
 //! authenticated: a request is answered only if its source ID is the peer's
@@ -21,7 +25,8 @@
 //! the peer signed it. Segment answers come from the first switch, which holds no
 //! call keys: they are matched unauthenticated.
 //!
-//! Departure from I.610: the request names no source ID (all ones) and the end point
+//! Departures from I.610: the padding (an ATM cell cannot be longer, a UDP frame
+//! can); the request names no source ID (all ones) and the end point
 //! has no location ID of its own, so only "the end point" (all ones) is answered.
 
 use std::time::Duration;
@@ -44,6 +49,13 @@ pub(crate) const MAX_OUTSTANDING: usize = 16;
 pub(crate) const ANSWERS_PER_S: u64 = 100;
 /// Requests answered back to back before the rate applies.
 pub(crate) const ANSWER_BURST: u32 = 16;
+/// Path MTU probes (padded requests, `engine::path_probe`) a connection answers a
+/// second, sustained, on a budget of their own: a flood of pings cannot keep the
+/// peer's path MTU search at base, nor a flood of probes the pings unanswered. A
+/// search sends one probe per round trip, a dozen at most.
+pub(crate) const PATH_ANSWERS_PER_S: u64 = 10;
+/// Path MTU probes answered back to back before their rate applies.
+pub(crate) const PATH_ANSWER_BURST: u32 = 16;
 
 /// What to do with an OAM frame received on one of a connection's VCs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -64,6 +76,9 @@ pub(crate) enum Action {
 /// The end point's answer to an OAM payload of flow `scope`; `keys` are a sealed
 /// call's loopback keys.
 pub(crate) fn on_frame(scope: Scope, payload: &[u8], keys: Option<&OamKeys>) -> Action {
+    // A path MTU probe (`engine::path_probe`) is a loopback request padded with zeros:
+    // the cell is its first 48 octets, and the answer is the cell alone.
+    let payload = oam::unpad(payload);
     let Ok(l) = Loopback::parse(payload) else {
         return Action::Malformed;
     };
@@ -122,6 +137,7 @@ pub(crate) struct Probes {
     next_tag: u32,
     pending: Vec<Probe>,
     answers: Gcra,
+    path_answers: Gcra,
     /// The newest tag answered on a sealed call (replays of it or older are not).
     last_answered: Option<u32>,
 }
@@ -136,6 +152,10 @@ impl Probes {
             pending: Vec::new(),
             // GCRA(T, (B − 1)·T): B requests at once, then one per T.
             answers: Gcra::new(interval, interval * (ANSWER_BURST - 1)),
+            path_answers: {
+                let t = Duration::from_nanos(1_000_000_000 / PATH_ANSWERS_PER_S);
+                Gcra::new(t, t * (PATH_ANSWER_BURST - 1))
+            },
             last_answered: None,
         }
     }
@@ -143,12 +163,14 @@ impl Probes {
     /// Whether a loopback request with `tag` that arrived at `now` may be answered
     /// (then it is counted against the budget); a refused one is dropped and counted.
     /// `sealed`: the request was authenticated, and only a tag newer than the last
-    /// answered is (serial-number order, RFC 1982, over 2^31).
+    /// answered is (serial-number order, RFC 1982, over 2^31). `path`: a padded
+    /// request, a path MTU probe, on its own budget.
     pub(crate) fn may_answer(
         &mut self,
         now: Instant,
         tag: u32,
         sealed: bool,
+        path: bool,
     ) -> Result<(), Unanswered> {
         if sealed {
             if let Some(last) = self.last_answered {
@@ -157,7 +179,12 @@ impl Probes {
                 }
             }
         }
-        if !self.answers.conforms(now) {
+        let budget = if path {
+            &mut self.path_answers
+        } else {
+            &mut self.answers
+        };
+        if !budget.conforms(now) {
             return Err(Unanswered::RateLimited);
         }
         if sealed {
@@ -245,6 +272,15 @@ mod tests {
         // The answer itself is delivered, not answered again.
         assert_eq!(on_frame(Scope::EndToEnd, &a, None), Action::Answered(9));
         assert_eq!(on_frame(Scope::Segment, &a, None), Action::Answered(9));
+        // A request padded with zeros (a path MTU probe) is answered with the cell.
+        let mut padded = req.to_vec();
+        padded.resize(1_400, 0);
+        assert_eq!(
+            on_frame(Scope::EndToEnd, &padded, None),
+            Action::Answer(a, 9)
+        );
+        padded[1_000] = 1;
+        assert_eq!(on_frame(Scope::EndToEnd, &padded, None), Action::Malformed);
         let mut bad = req;
         bad[9] ^= 4;
         assert_eq!(on_frame(Scope::EndToEnd, &bad, None), Action::Malformed);
@@ -275,20 +311,20 @@ mod tests {
     fn answers_are_limited_to_a_burst_then_a_rate_in_virtual_time() {
         let mut p = Probes::new(1);
         let answered = (0..1_000)
-            .filter(|_| p.may_answer(ms(5), 0, false).is_ok())
+            .filter(|_| p.may_answer(ms(5), 0, false, false).is_ok())
             .count();
         assert_eq!(answered, ANSWER_BURST as usize, "a flood at one instant");
         let period = 1_000 / ANSWERS_PER_S;
-        assert!(p.may_answer(ms(5 + period / 2), 0, false).is_err());
+        assert!(p.may_answer(ms(5 + period / 2), 0, false, false).is_err());
         assert!(
-            p.may_answer(ms(5 + period), 0, false).is_ok(),
+            p.may_answer(ms(5 + period), 0, false, false).is_ok(),
             "one more per interval"
         );
         // A flood of 10,000 requests over 10 s gets the rate, not more.
         let mut p = Probes::new(1);
         let n = (0..10_000_u64)
             .filter(|i| {
-                p.may_answer(Instant::from_nanos(i * 1_000_000), 0, false)
+                p.may_answer(Instant::from_nanos(i * 1_000_000), 0, false, false)
                     .is_ok()
             })
             .count() as u64;
@@ -296,7 +332,28 @@ mod tests {
         assert!(n >= ANSWERS_PER_S * 10, "{n}");
         // A prober's one a second is always answered.
         let mut p = Probes::new(1);
-        assert!((0..60).all(|s| p.may_answer(ms(s * 1_000), 0, false).is_ok()));
+        assert!((0..60).all(|s| p.may_answer(ms(s * 1_000), 0, false, false).is_ok()));
+    }
+
+    #[test]
+    fn path_probes_and_pings_are_answered_on_budgets_of_their_own() {
+        // A flood of pings spends the ping budget; the path MTU search's probes are
+        // still answered, and the other way round.
+        let mut p = Probes::new(1);
+        let pings = (0..1_000)
+            .filter(|_| p.may_answer(ms(5), 0, false, false).is_ok())
+            .count();
+        assert_eq!(pings, ANSWER_BURST as usize);
+        let probes = (0..1_000)
+            .filter(|_| p.may_answer(ms(5), 0, false, true).is_ok())
+            .count();
+        assert_eq!(probes, PATH_ANSWER_BURST as usize, "the probes' own burst");
+        assert!(p.may_answer(ms(5), 0, false, true).is_err());
+        let later = ms(5 + 1_000 / PATH_ANSWERS_PER_S);
+        assert!(
+            p.may_answer(later, 0, false, true).is_ok(),
+            "then their rate"
+        );
     }
 
     fn sealed_pair() -> (OamKeys, OamKeys) {
@@ -344,26 +401,29 @@ mod tests {
     #[test]
     fn a_sealed_call_answers_each_tag_once_and_never_an_older_one() {
         let mut p = Probes::new(1);
-        assert_eq!(p.may_answer(ms(0), u32::MAX - 1, true), Ok(()));
+        assert_eq!(p.may_answer(ms(0), u32::MAX - 1, true, false), Ok(()));
         assert_eq!(
-            p.may_answer(ms(10), u32::MAX - 1, true),
+            p.may_answer(ms(10), u32::MAX - 1, true, false),
             Err(Unanswered::Replayed)
         );
-        assert_eq!(p.may_answer(ms(20), 7, true), Ok(()), "tags wrap");
+        assert_eq!(p.may_answer(ms(20), 7, true, false), Ok(()), "tags wrap");
         assert_eq!(
-            p.may_answer(ms(30), u32::MAX - 1, true),
+            p.may_answer(ms(30), u32::MAX - 1, true, false),
             Err(Unanswered::Replayed),
             "older than the last"
         );
         // A replay costs no budget: the next fresh tag is answered.
         for t in 0..=7 {
-            assert_eq!(p.may_answer(ms(40), t, true), Err(Unanswered::Replayed));
+            assert_eq!(
+                p.may_answer(ms(40), t, true, false),
+                Err(Unanswered::Replayed)
+            );
         }
-        assert_eq!(p.may_answer(ms(40), 8, true), Ok(()));
+        assert_eq!(p.may_answer(ms(40), 8, true, false), Ok(()));
         // On a clear call a tag may come again (anyone can forge one anyway).
         let mut p = Probes::new(1);
-        assert_eq!(p.may_answer(ms(0), 3, false), Ok(()));
-        assert_eq!(p.may_answer(ms(10), 3, false), Ok(()));
+        assert_eq!(p.may_answer(ms(0), 3, false, false), Ok(()));
+        assert_eq!(p.may_answer(ms(10), 3, false, false), Ok(()));
     }
 
     #[test]

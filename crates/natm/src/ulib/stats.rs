@@ -8,6 +8,7 @@ use std::time::Duration;
 use crate::adaptor::UdpDrops;
 use crate::engine::Conn;
 use natm_proto::endpoint::PsbStats;
+use natm_proto::transport::plpmtud::PlpmtudStats;
 use natm_proto::transport::{AbortReason, QosOutcome};
 
 /// Counters of both VCs of a connection.
@@ -70,6 +71,11 @@ pub struct ConnStats {
     /// IP fragments after all: TPDUs cut before the path shrank (their
     /// retransmissions keep their size). 0 while the path MTU holds.
     pub fragmented: u64,
+    /// The sending VC's path MTU search (RFC 8899 PLPMTUD, issue 30): the largest
+    /// datagram payload confirmed to cross the path, which the VC's TPDUs are cut
+    /// to fit, and the probes that found it; `None` on a mem or cell link or a bare
+    /// VC.
+    pub plpmtud: Option<PlpmtudStats>,
 }
 
 /// Counters of an encrypted connection's sealing ([`ConnStats::seal`]). The drops
@@ -108,6 +114,9 @@ pub struct OamStats {
     pub answers: u64,
     /// End-to-end loopback requests this end answered.
     pub looped: u64,
+    /// The peer's path MTU probes (loopback requests padded to the size probed, RFC
+    /// 8899) this end answered; not in `looped`.
+    pub path_probes_answered: u64,
     /// Answers no probe waited for (late, duplicated, foreign): dropped.
     pub unmatched: u64,
     /// Requests not for this end point (a segment flow, another location): dropped.
@@ -229,6 +238,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
                 probes_sent: n(&o.probes_sent),
                 answers: n(&o.answers),
                 looped: n(&o.looped),
+                path_probes_answered: n(&o.path_probes_answered),
                 unmatched: n(&o.unmatched),
                 ignored: n(&o.ignored),
                 malformed: n(&o.malformed),
@@ -250,6 +260,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         },
         path_mtu: conn.link.path_mtu(),
         fragmented: conn.link.oversize_fallbacks(),
+        plpmtud: p.plpmtud,
         seal: conn.encrypted().then(|| {
             let c = &c.seal;
             let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);

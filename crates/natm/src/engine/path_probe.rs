@@ -1,0 +1,141 @@
+//! The sending VC's path MTU search on a frame-mode UDP link (issue 30): natm-proto's
+//! RFC 8899 machine ([`Plpmtud`]) and the probes that carry it.
+//!
+//! A probe is an OAM F5 end-to-end loopback request (`engine::oam`) padded with zero
+//! octets to the size probed: the peer's end point answers it like any loopback, with
+//! a 48-octet answer (RFC 8899 §4.1 lets an acknowledgement be smaller than its
+//! probe), signed on a sealed call, within its answer budget. So a probe needs nothing
+//! new from the peer beyond taking a padded request, and an off-path sender cannot
+//! confirm a size: on a sealed call the answer must carry the peer's signature, and on
+//! a clear one the connection's correlation tag (random per connection, as for every
+//! loopback). A probe leaves with DF set and is never fragmented: a size the kernel
+//! refuses is simply not confirmed.
+//!
+//! The sending VC's TPDUs are cut to the PLPMTU less the VC and TPDU headers (and the
+//! seal), never above the kernel's path MTU. Departure from seed 000, whose TPDU size
+//! is fixed at setup on an ATM adaptor with no path MTU beneath it.
+
+use natm_proto::transport::plpmtud::{Plpmtud, PlpmtudStats};
+
+use crate::time::Instant;
+use crate::wire::cell::PAYLOAD_LEN;
+
+/// One sending VC's search and the probe it has on the path.
+#[derive(Debug, Default)]
+pub(crate) struct PathProbe {
+    machine: Plpmtud,
+    /// The probe on the path: its OAM correlation tag and size.
+    probe: Option<(u32, usize)>,
+}
+
+/// What [`PathProbe::step`] wants done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Step {
+    /// Send a probe of this many octets (VC header included).
+    pub(crate) probe: Option<usize>,
+    /// A probe given up on: its tag, to forget among the OAM probes.
+    pub(crate) lost: Option<u32>,
+}
+
+impl PathProbe {
+    /// Bring the search up to `now`: `kernel` is the kernel's path payload for the
+    /// peer (`None` while the socket has none), `full` the datagram a full TPDU
+    /// makes.
+    pub(crate) fn step(&mut self, now: Instant, kernel: Option<usize>, full: usize) -> Step {
+        if let Some(k) = kernel {
+            self.machine.set_upper(k.min(full));
+        }
+        let mut lost = None;
+        if self.machine.poll_timeout().is_some_and(|t| t <= now) {
+            self.machine.handle_timeout(now);
+            if self.machine.outstanding().is_none() {
+                lost = self.probe.take().map(|(tag, _)| tag);
+            }
+        }
+        Step {
+            probe: self.machine.poll_probe(now),
+            lost,
+        }
+    }
+
+    /// The probe of `size` just sent carries `tag`.
+    pub(crate) fn sent(&mut self, tag: u32, size: usize) {
+        self.probe = Some((tag, size));
+    }
+
+    /// Whether `tag` is this VC's probe: then it is confirmed, `rtt` after it left.
+    pub(crate) fn answered(&mut self, now: Instant, tag: u32, rtt: std::time::Duration) -> bool {
+        match self.probe {
+            Some((t, size)) if t == tag => {
+                self.probe = None;
+                self.machine.on_ack(now, size, rtt);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The tag of the probe on the path.
+    pub(crate) fn tag(&self) -> Option<u32> {
+        self.probe.map(|(t, _)| t)
+    }
+
+    /// The largest datagram confirmed to cross the path.
+    pub(crate) fn plpmtu(&self) -> usize {
+        self.machine.plpmtu()
+    }
+
+    /// When [`PathProbe::step`] has work next.
+    pub(crate) fn deadline(&self) -> Option<Instant> {
+        self.machine.poll_timeout()
+    }
+
+    pub(crate) fn stats(&self) -> PlpmtudStats {
+        self.machine.stats()
+    }
+}
+
+/// Write a probe of `size` octets into `out`: the VC `header`, the loopback
+/// `request`, then zeros.
+pub(crate) fn write_probe(out: &mut [u8], header: &[u8], request: &[u8; PAYLOAD_LEN]) {
+    let (h, rest) = out.split_at_mut(header.len());
+    h.copy_from_slice(header);
+    let (r, pad) = rest.split_at_mut(PAYLOAD_LEN);
+    r.copy_from_slice(request);
+    pad.fill(0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_probe_is_matched_by_its_tag_and_a_lost_one_is_handed_back_to_forget() {
+        let mut p = PathProbe::default();
+        let t0 = Instant::from_nanos(0);
+        let s = p.step(t0, None, 4_200);
+        assert_eq!(s.probe, None, "no probe before the path is known");
+        let s = p.step(t0, Some(65_507), 4_200);
+        assert_eq!(s.probe, Some(4_200), "the largest useful size first");
+        p.sent(7, 4_200);
+        assert!(!p.answered(t0, 8, Duration::ZERO), "another tag");
+        // Not answered: at the deadline the probe is given up on and sent again.
+        let at = p.deadline().unwrap();
+        let s = p.step(at, Some(65_507), 4_200);
+        assert_eq!((s.lost, s.probe), (Some(7), Some(4_200)));
+        p.sent(9, 4_200);
+        assert!(p.answered(at, 9, Duration::from_micros(40)));
+        assert_eq!(p.plpmtu(), 4_200);
+        assert_eq!(p.tag(), None);
+    }
+
+    #[test]
+    fn a_probe_frame_is_header_request_and_zeros() {
+        let mut out = [0xAA; 100];
+        write_probe(&mut out, &[1, 2, 3, 4], &[5; PAYLOAD_LEN]);
+        assert_eq!(&out[..4], &[1, 2, 3, 4]);
+        assert!(out[4..52].iter().all(|&b| b == 5));
+        assert!(out[52..].iter().all(|&b| b == 0));
+    }
+}
