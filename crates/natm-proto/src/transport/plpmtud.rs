@@ -26,7 +26,11 @@
 //!   PLPMTU at once ([`Plpmtud::set_upper`]).
 //!
 //! A probe is lost when no acknowledgement comes within four of its measured round
-//! trips, and never less than [`PROBE_TIMEOUT_FLOOR`]. Departure from RFC 8899: its
+//! trips, never less than [`PROBE_TIMEOUT_FLOOR`] nor the VC's own retransmission
+//! timeout ([`Plpmtud::set_data_rto`]). A probe lost while the VC's
+//! own data was lost too is not held against its size (congestion, RFC 8899 §4.4:
+//! a full receive queue drops a probe as it drops data); the search backs off
+//! instead. Departure from RFC 8899: its
 //! PROBE_TIMER is at least 1 s (15 s suggested) for packetization layers that have
 //! no round-trip estimate; this machine has one from its own probes, as QUIC's
 //! PLPMTUD uses its loss detection.
@@ -48,6 +52,9 @@ pub const MAX_PROBES: u8 = 3;
 pub const SEARCH_STEP: usize = 32;
 /// The shortest wait for a probe's acknowledgement.
 pub const PROBE_TIMEOUT_FLOOR: Duration = Duration::from_millis(100);
+/// The longest a search waits before probing again after a probe lost among data
+/// losses (the wait doubles from [`PROBE_TIMEOUT_FLOOR`] with each such loss).
+pub const MAX_CONGESTED_WAIT: Duration = Duration::from_secs(1);
 /// How long a completed search rests before it probes upwards again (RFC 8899
 /// PMTU_RAISE_TIMER).
 pub const RAISE_TIMER: Duration = Duration::from_secs(600);
@@ -63,6 +70,9 @@ pub struct PlpmtudStats {
     pub probes_acked: u64,
     /// Probes whose acknowledgement did not come in time.
     pub probes_lost: u64,
+    /// Of those, probes lost while the VC's data was lost too: not held against
+    /// their size (congestion, not the MTU).
+    pub probes_lost_congested: u64,
     /// Times the PLPMTU fell back to base because data stopped getting through.
     pub black_holes: u64,
 }
@@ -88,6 +98,8 @@ enum Phase {
         attempts: u8,
         /// The smallest size taken to fail in this search.
         failed: Option<usize>,
+        /// No probe before this (after a probe lost among data losses).
+        not_before: Instant,
     },
     /// Done until `until` (then [`Phase::Searching`] from the top again).
     Complete { until: Instant },
@@ -102,6 +114,10 @@ pub struct Plpmtud {
     phase: Phase,
     /// The round trip of the newest acknowledged probe.
     rtt: Option<Duration>,
+    /// The wait after the last probe lost among data losses (0: none lately).
+    congested_wait: Duration,
+    /// The VC's retransmission timeout, a floor under the probe timeout.
+    data_rto: Duration,
     stats: PlpmtudStats,
 }
 
@@ -119,6 +135,8 @@ impl Plpmtud {
             upper: 0,
             phase: Phase::Idle,
             rtt: None,
+            congested_wait: Duration::ZERO,
+            data_rto: Duration::ZERO,
             stats: PlpmtudStats::default(),
         }
     }
@@ -179,6 +197,7 @@ impl Plpmtud {
             outstanding: None,
             attempts: 0,
             failed,
+            not_before: Instant::ZERO,
         };
     }
 
@@ -190,11 +209,12 @@ impl Plpmtud {
             outstanding,
             attempts,
             failed,
+            not_before,
         } = &mut self.phase
         else {
             return None;
         };
-        if outstanding.is_some() {
+        if outstanding.is_some() || now < *not_before {
             return None;
         }
         let size = match *failed {
@@ -226,6 +246,13 @@ impl Plpmtud {
         self.rtt
             .map_or(PROBE_TIMEOUT_FLOOR, |r| r * 4)
             .max(PROBE_TIMEOUT_FLOOR)
+            .max(self.data_rto)
+    }
+
+    /// The VC's own retransmission timeout now: a probe is never given up on sooner
+    /// (a queue that delays the VC's data delays its probes as much).
+    pub fn set_data_rto(&mut self, rto: Duration) {
+        self.data_rto = rto;
     }
 
     /// The peer acknowledged a probe of `size` sent `rtt` ago: the path carries it.
@@ -233,6 +260,7 @@ impl Plpmtud {
     pub fn on_ack(&mut self, now: Instant, size: usize, rtt: Duration) {
         self.stats.probes_acked += 1;
         self.rtt = Some(rtt);
+        self.congested_wait = Duration::ZERO;
         if size > self.plpmtu && size <= self.upper.max(self.plpmtu) {
             self.plpmtu = size;
         }
@@ -240,6 +268,7 @@ impl Plpmtud {
             outstanding,
             attempts,
             failed,
+            ..
         } = &mut self.phase
         {
             if outstanding.is_some_and(|o| o.size <= size) {
@@ -264,6 +293,11 @@ impl Plpmtud {
                 outstanding: Some(o),
                 ..
             } => Some(o.deadline),
+            Phase::Searching {
+                outstanding: None,
+                not_before,
+                ..
+            } if not_before != Instant::ZERO => Some(not_before),
             Phase::Complete { until } if until != Instant::ZERO => Some(until),
             _ => None,
         }
@@ -271,23 +305,57 @@ impl Plpmtud {
 
     /// A probe that timed out is lost (the size fails after [`MAX_PROBES`]); a
     /// completed search that has rested for [`RAISE_TIMER`] starts again.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    /// `data_lost`: the VC's own data was lost (or retransmitted) since the probe
+    /// left. Then the probe's loss says nothing about its size — the path, or the
+    /// peer's receive queue, was congested (RFC 8899 §4.4) — and is not held against
+    /// it; the next probe waits, twice as long after each such loss (up to
+    /// [`MAX_CONGESTED_WAIT`]), so that a congested path is not probed into the
+    /// ground.
+    pub fn handle_timeout(&mut self, now: Instant, data_lost: bool) {
         match self.phase {
             Phase::Searching {
                 outstanding: Some(o),
                 attempts,
                 failed,
+                ..
             } if o.deadline <= now => {
                 self.stats.probes_lost += 1;
-                let (attempts, failed) = if attempts >= MAX_PROBES {
-                    (0, Some(failed.map_or(o.size, |f| f.min(o.size))))
+                let (attempts, failed, not_before) = if data_lost {
+                    self.stats.probes_lost_congested += 1;
+                    self.congested_wait =
+                        (self.congested_wait * 2).clamp(PROBE_TIMEOUT_FLOOR, MAX_CONGESTED_WAIT);
+                    (
+                        attempts.saturating_sub(1),
+                        failed,
+                        now + self.congested_wait,
+                    )
+                } else if attempts >= MAX_PROBES {
+                    (
+                        0,
+                        Some(failed.map_or(o.size, |f| f.min(o.size))),
+                        Instant::ZERO,
+                    )
                 } else {
-                    (attempts, failed)
+                    (attempts, failed, Instant::ZERO)
                 };
                 self.phase = Phase::Searching {
                     outstanding: None,
                     attempts,
                     failed,
+                    not_before,
+                };
+            }
+            Phase::Searching {
+                outstanding: None,
+                attempts,
+                failed,
+                not_before,
+            } if not_before != Instant::ZERO && not_before <= now => {
+                self.phase = Phase::Searching {
+                    outstanding: None,
+                    attempts,
+                    failed,
+                    not_before: Instant::ZERO,
                 };
             }
             Phase::Complete { until } if until != Instant::ZERO && until <= now => {
@@ -344,7 +412,7 @@ mod tests {
                 return now;
             }
             now = p.poll_timeout().unwrap().as_nanos() / 1_000_000;
-            p.handle_timeout(ms(now));
+            p.handle_timeout(ms(now), false);
         }
         panic!("the search never ended: {p:?}");
     }
@@ -384,7 +452,7 @@ mod tests {
         p.set_upper(9_000);
         assert_eq!(p.poll_probe(ms(0)), Some(9_000));
         assert_eq!(p.poll_timeout(), Some(ms(0) + PROBE_TIMEOUT_FLOOR));
-        p.handle_timeout(ms(100));
+        p.handle_timeout(ms(100), false);
         assert_eq!(p.poll_probe(ms(100)), Some(9_000), "the same size again");
         p.on_ack(ms(101), 9_000, Duration::from_millis(1));
         assert_eq!(p.plpmtu(), 9_000);
@@ -418,7 +486,7 @@ mod tests {
             first < 1_472,
             "the failed size is not probed again: {first}"
         );
-        p.handle_timeout(ms(10));
+        p.handle_timeout(ms(10), false);
         run(&mut p, 1_400, 10, 1);
         assert!((1_400 - SEARCH_STEP..=1_400).contains(&p.plpmtu()), "{p:?}");
         // At base nothing more can be concluded.
@@ -446,6 +514,42 @@ mod tests {
     }
 
     #[test]
+    fn a_probe_lost_among_data_losses_is_not_held_against_its_size() {
+        // The peer's receive queue overflows: probes and data alike are lost. The
+        // size is not taken to fail, and the probes back off.
+        let mut p = Plpmtud::new();
+        p.set_upper(4_200);
+        let mut now = 0;
+        let mut waits = Vec::new();
+        for _ in 0..6 {
+            assert_eq!(p.poll_probe(ms(now)), Some(4_200), "the same size again");
+            now = p.poll_timeout().unwrap().as_nanos() / 1_000_000;
+            p.handle_timeout(ms(now), true);
+            let next = p.poll_timeout().unwrap().as_nanos() / 1_000_000;
+            waits.push(next - now);
+            assert_eq!(p.poll_probe(ms(now)), None, "not before the wait");
+            now = next;
+            p.handle_timeout(ms(now), false);
+        }
+        assert_eq!(waits, [100, 200, 400, 800, 1_000, 1_000]);
+        let s = p.stats();
+        assert_eq!((s.probes_lost, s.probes_lost_congested), (6, 6));
+        // The queue drains: the size is confirmed, and nothing was taken to fail.
+        assert_eq!(p.poll_probe(ms(now)), Some(4_200));
+        p.on_ack(ms(now + 1), 4_200, Duration::from_millis(1));
+        assert_eq!(p.plpmtu(), 4_200);
+    }
+
+    #[test]
+    fn a_probe_waits_at_least_the_vcs_own_retransmission_timeout() {
+        let mut p = Plpmtud::new();
+        p.set_upper(4_200);
+        p.set_data_rto(Duration::from_millis(700));
+        p.poll_probe(ms(0));
+        assert_eq!(p.poll_timeout(), Some(ms(700)));
+    }
+
+    #[test]
     fn a_completed_search_probes_upwards_again_after_the_raise_timer() {
         let mut p = Plpmtud::new();
         p.set_upper(1_472);
@@ -454,7 +558,7 @@ mod tests {
         // The tunnel went away: after the raise timer the search finds the rest.
         let at = p.poll_timeout().unwrap();
         assert_eq!(at, ms(done) + RAISE_TIMER);
-        p.handle_timeout(at);
+        p.handle_timeout(at, false);
         assert!(p.searching());
         run(&mut p, 1_472, at.as_nanos() / 1_000_000, 1);
         assert!(p.plpmtu() > below);

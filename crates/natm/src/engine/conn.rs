@@ -1073,17 +1073,20 @@ impl Conn {
     /// Run the sending VC's path MTU search (`engine::path_probe`) up to `now`: send
     /// the probe it asks for, forget one it gave up on. Returns the cap on a TPDU's
     /// payload that the confirmed size allows (`limit`: the largest TPDU payload the
-    /// VC may send; `overhead`: the seal's).
+    /// VC may send; `sending`: whether it has data queued, without which it does not
+    /// probe; `overhead`: the seal's).
     fn probe_path(
         &self,
         p: &mut super::path_probe::PathProbe,
-        limit: usize,
+        (limit, sending): (usize, (bool, std::time::Duration)),
         overhead: usize,
         now: Instant,
         peer: Option<SocketAddr>,
+        retx: impl Fn() -> u64,
     ) -> usize {
         let fixed = VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN + overhead;
-        let step = p.step(now, self.link.path_payload(), limit.saturating_add(fixed));
+        let full = limit.saturating_add(fixed);
+        let step = p.step(now, (self.link.path_payload(), full), sending, retx);
         if let Some(tag) = step.lost {
             self.oam.lock().forget(tag);
         }
@@ -1160,8 +1163,11 @@ impl Conn {
         if which == Which::Tx {
             let mut cap = self.link.tpdu_cap(overhead > 0);
             if let Some(limit) = end.half.tpdu_limit() {
+                let sending = (end.half.send_queued() > 0, end.half.rto());
+                let half = &end.half;
+                let retx = || half.retransmitted();
                 if let Some(p) = end.path.as_mut() {
-                    cap = cap.min(self.probe_path(p, limit, overhead, now, peer));
+                    cap = cap.min(self.probe_path(p, (limit, sending), overhead, now, peer, retx));
                 }
             }
             if cap != end.path_cap {
@@ -1616,6 +1622,10 @@ pub(crate) trait Progress {
     /// The largest TPDU payload the end may send whatever the path (`None` on a
     /// receiving end or a bare VC: nothing to search a path MTU for).
     fn tpdu_limit(&self) -> Option<usize>;
+    /// TPDUs the end has sent again so far, for any reason (0 on a receiving end).
+    fn retransmitted(&self) -> u64;
+    /// The end's retransmission timeout now (0 without error control).
+    fn rto(&self) -> std::time::Duration;
 }
 
 impl Progress for TxHalf {
@@ -1631,6 +1641,14 @@ impl Progress for TxHalf {
     fn tpdu_limit(&self) -> Option<usize> {
         TxHalf::tpdu_limit(self)
     }
+    fn retransmitted(&self) -> u64 {
+        let s = self.stats();
+        s.retx_fast + s.retx_timeout + s.retx_head
+    }
+    fn rto(&self) -> std::time::Duration {
+        self.psb()
+            .map_or(std::time::Duration::ZERO, |p| p.rtt().rto())
+    }
 }
 
 impl Progress for RxHalf {
@@ -1643,5 +1661,11 @@ impl Progress for RxHalf {
     }
     fn tpdu_limit(&self) -> Option<usize> {
         None
+    }
+    fn retransmitted(&self) -> u64 {
+        0
+    }
+    fn rto(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
     }
 }

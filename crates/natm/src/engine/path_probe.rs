@@ -26,6 +26,9 @@ pub(crate) struct PathProbe {
     machine: Plpmtud,
     /// The probe on the path: its OAM correlation tag and size.
     probe: Option<(u32, usize)>,
+    /// The VC's retransmissions when the probe left: more by its timeout, and its
+    /// loss was among data losses.
+    retx_at_probe: u64,
 }
 
 /// What [`PathProbe::step`] wants done.
@@ -40,22 +43,40 @@ pub(crate) struct Step {
 impl PathProbe {
     /// Bring the search up to `now`: `kernel` is the kernel's path payload for the
     /// peer (`None` while the socket has none), `full` the datagram a full TPDU
-    /// makes.
-    pub(crate) fn step(&mut self, now: Instant, kernel: Option<usize>, full: usize) -> Step {
+    /// makes, `sending` whether the VC has data queued. A VC probes only while it has
+    /// something to send: an idle VC (or one still being set up) costs the path
+    /// nothing.
+    /// `rto` is the VC's retransmission timeout, under which no probe is given up
+    /// on; `retx` counts the VC's retransmissions so far (read only when a probe
+    /// leaves or times out).
+    pub(crate) fn step(
+        &mut self,
+        now: Instant,
+        (kernel, full): (Option<usize>, usize),
+        (sending, rto): (bool, std::time::Duration),
+        retx: impl Fn() -> u64,
+    ) -> Step {
         if let Some(k) = kernel {
             self.machine.set_upper(k.min(full));
         }
         let mut lost = None;
         if self.machine.poll_timeout().is_some_and(|t| t <= now) {
-            self.machine.handle_timeout(now);
+            let data_lost = self.probe.is_some() && retx() > self.retx_at_probe;
+            self.machine.handle_timeout(now, data_lost);
             if self.machine.outstanding().is_none() {
                 lost = self.probe.take().map(|(tag, _)| tag);
             }
         }
-        Step {
-            probe: self.machine.poll_probe(now),
-            lost,
+        let probe = if sending {
+            self.machine.set_data_rto(rto);
+            self.machine.poll_probe(now)
+        } else {
+            None
+        };
+        if probe.is_some() {
+            self.retx_at_probe = retx();
         }
+        Step { probe, lost }
     }
 
     /// The probe of `size` just sent carries `tag`.
@@ -110,24 +131,46 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    const ZERO: Duration = Duration::ZERO;
+
     #[test]
     fn a_probe_is_matched_by_its_tag_and_a_lost_one_is_handed_back_to_forget() {
         let mut p = PathProbe::default();
         let t0 = Instant::from_nanos(0);
-        let s = p.step(t0, None, 4_200);
+        let quiet = || 0;
+        let s = p.step(t0, (None, 4_200), (true, ZERO), quiet);
         assert_eq!(s.probe, None, "no probe before the path is known");
-        let s = p.step(t0, Some(65_507), 4_200);
+        let s = p.step(t0, (Some(65_507), 4_200), (false, ZERO), quiet);
+        assert_eq!(s.probe, None, "nor while the VC has nothing to send");
+        let s = p.step(t0, (Some(65_507), 4_200), (true, ZERO), quiet);
         assert_eq!(s.probe, Some(4_200), "the largest useful size first");
         p.sent(7, 4_200);
         assert!(!p.answered(t0, 8, Duration::ZERO), "another tag");
         // Not answered: at the deadline the probe is given up on and sent again.
         let at = p.deadline().unwrap();
-        let s = p.step(at, Some(65_507), 4_200);
+        let s = p.step(at, (Some(65_507), 4_200), (true, ZERO), quiet);
         assert_eq!((s.lost, s.probe), (Some(7), Some(4_200)));
         p.sent(9, 4_200);
         assert!(p.answered(at, 9, Duration::from_micros(40)));
         assert_eq!(p.plpmtu(), 4_200);
         assert_eq!(p.tag(), None);
+    }
+
+    #[test]
+    fn a_probe_lost_while_the_vcs_data_was_retransmitted_is_excused() {
+        let mut p = PathProbe::default();
+        let t0 = Instant::from_nanos(0);
+        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO), || 10);
+        p.sent(1, s.probe.unwrap());
+        // Timed out, with two retransmissions since it left: congestion.
+        let at = p.deadline().unwrap();
+        let s = p.step(at, (Some(1_472), 1_472), (true, ZERO), || 12);
+        assert_eq!(
+            (s.lost, s.probe),
+            (Some(1), None),
+            "lost, and the next one waits"
+        );
+        assert_eq!(p.stats().probes_lost_congested, 1);
     }
 
     #[test]
