@@ -253,7 +253,28 @@ fn transfer(
         .join()
         .map_err(|_| anyhow::anyhow!("connect thread panicked"))?
         .context("connect")?;
-    // Let the handshake's last frames land before the baseline.
+    // A reliable VC confirms its path MTU with a probe once it has data to send (RFC
+    // 8899, `natm::engine::path_probe`): one warm-up message, and the probe answered,
+    // before the baseline, so that the counts are the transfer's alone.
+    client
+        .send(&[0x5a_u8][..], Wait::Block)
+        .context("warm-up send")?;
+    server
+        .recv(Wait::For(Duration::from_secs(5)))
+        .context("warm-up recv")?;
+    let until = Instant::now() + Duration::from_secs(5);
+    while client
+        .stats()
+        .plpmtud
+        .is_some_and(|p| p.probes_acked + p.probes_lost < p.probes_sent.max(1))
+    {
+        anyhow::ensure!(
+            Instant::now() < until,
+            "the path MTU probe was never answered"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Let the handshake's (and the warm-up's) last frames land before the baseline.
     std::thread::sleep(Duration::from_millis(20));
     let (c0, s0) = (client.stats(), server.stats());
     let lo0 = if netns { Some(lo_counters()?) } else { None };
