@@ -337,6 +337,15 @@ macro_rules! common_half_api {
             self.core.status
         }
 
+        /// Whether the half's VC exchanges ACKs ([`Psb::exchanges_acks`]); never on a
+        /// bare VC.
+        pub fn exchanges_acks(&self) -> bool {
+            match &self.core.machine {
+                Machine::Natm(psb) => psb.exchanges_acks(),
+                Machine::BareTx(_) | Machine::BareRx(_) => false,
+            }
+        }
+
         /// The VCI this half's frames carry.
         pub fn vci(&self) -> u16 {
             self.core.vci

@@ -1280,6 +1280,15 @@ impl Psb {
 
     // ---- observation --------------------------------------------------------------
 
+    /// Whether this VC exchanges ACKs: its receiver sends them (error control or a
+    /// feedback flow controller) and its sender waits for them. A VC that does not
+    /// needs nothing from its peer promptly but its data; what else comes (a CLOSE,
+    /// an OAM cell) may wait until the application, or the engine a little later,
+    /// reads it.
+    pub fn exchanges_acks(&self) -> bool {
+        self.cfg.acks()
+    }
+
     /// Seed 003's status flags.
     pub fn status(&self) -> Status {
         Status {

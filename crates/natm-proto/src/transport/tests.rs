@@ -813,3 +813,19 @@ proptest! {
         prop_assert_eq!(p.tx.stats().retransmissions(), 0);
     }
 }
+
+#[test]
+fn which_vcs_exchange_acks() {
+    // The engine parks the socket of a VC that exchanges none between `recv` calls.
+    let mut feedback = TransportConfig::best_effort();
+    feedback.flow = FlowKind::PacketPair;
+    for (cfg, acks) in [
+        (TransportConfig::best_effort(), false),
+        (TransportConfig::guaranteed(10_000_000), false),
+        (TransportConfig::reliable(), true),
+        (feedback, true),
+    ] {
+        let flow = cfg.flow;
+        assert_eq!(Psb::listen(cfg).exchanges_acks(), acks, "{flow:?}");
+    }
+}

@@ -893,6 +893,10 @@ impl Conn {
             }
         };
         eng.give_buffer(buf);
+        if r.is_none() {
+            // The waker waits on the driver: it must watch the socket.
+            self.unpark(eng);
+        }
         r
     }
 
@@ -962,11 +966,15 @@ impl Conn {
             return Some(Err(e));
         }
         rx.waker = Some(waker.clone());
+        drop(rx);
+        self.unpark(eng);
         None
     }
 
     /// Close the sending VC in order.
     pub(crate) fn close_tx(&self, eng: &Engine) {
+        // The close's answer must be read as it comes.
+        self.unpark(eng);
         let (mut tx, cv) = self.tx();
         tx.half.close();
         let now = eng.clock.now();

@@ -23,7 +23,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+mod park;
 mod rm;
+
+pub(crate) use park::Parked;
 
 use super::link::{vc_header_on, vc_of_on, Link, VC_HEADER_LEN};
 use super::oam::{self, Action, Probes, TooManyProbes};
@@ -234,8 +237,13 @@ pub(crate) struct Conn {
     /// Reading is held off by the watermarks.
     held: AtomicBool,
     /// The socket is out of the driver's epoll set: an application thread holding the
-    /// read role waits on it. Changed only by the read role's holder.
+    /// read role waits on it, or it is parked. Changed only by the read role's holder.
     quiet: AtomicBool,
+    /// The socket is parked (`park`): the sweep count plus one when it parked; 0: not.
+    park_gen: AtomicU64,
+    /// Someone needs the driver to watch a parked socket again: the read role's
+    /// holder does it as it lets the role go.
+    unpark_wanted: AtomicBool,
     tx_deadline: AtomicU64,
     rx_deadline: AtomicU64,
     /// The deadline the driver's timer heap holds an entry for (u64::MAX: none).
@@ -345,6 +353,8 @@ impl Conn {
             read_shut: AtomicBool::new(false),
             held: AtomicBool::new(false),
             quiet: AtomicBool::new(false),
+            park_gen: AtomicU64::new(0),
+            unpark_wanted: AtomicBool::new(false),
             tx_deadline: AtomicU64::new(u64::MAX),
             rx_deadline: AtomicU64::new(u64::MAX),
             armed: AtomicU64::new(u64::MAX),
@@ -508,12 +518,15 @@ impl Conn {
                 self.release_pending.store(false, Ordering::SeqCst);
                 self.end_rx_released(eng);
             }
+            self.unpark_if_wanted(eng);
             self.reading.store(false, Ordering::SeqCst);
-            // Someone found the socket readable, or sigd's RELEASE came, while we held
-            // the role: take it again for them. (A release flagged after that thread
-            // failed to take the role is seen here: its flag precedes its attempt.)
+            // Someone found the socket readable, sigd's RELEASE came, or a parked
+            // socket was wanted back, while we held the role: take it again for them.
+            // (A flag raised after that thread failed to take the role is seen here:
+            // its flag precedes its attempt.)
             let again = self.pending.swap(false, Ordering::SeqCst)
-                | self.release_pending.load(Ordering::SeqCst);
+                | self.release_pending.load(Ordering::SeqCst)
+                | self.unpark_wanted.load(Ordering::SeqCst);
             if !again || !self.try_read_role() {
                 return;
             }
@@ -600,8 +613,10 @@ impl Conn {
         if self.held.load(Ordering::Acquire) {
             if backlog <= w.low {
                 self.held.store(false, Ordering::Release);
-                // Watch the socket again; epoll reports what queued meanwhile.
+                // Watch the socket again; epoll reports what queued meanwhile. It is
+                // in the set now, whatever a wait or a park had left.
                 let _ = eng.register(self.link.raw_fd(), self.token);
+                self.quiet.store(false, Ordering::Relaxed);
                 return false;
             }
             true
@@ -803,7 +818,7 @@ impl Conn {
                     self.drain_into(eng, batch, &mut touched);
                 }
             }
-            self.rewatch_after_wait(eng);
+            self.end_wait(eng, first.is_ok());
             self.flush_touched(eng, touched);
         }
         self.release_read_role(eng, batch);
@@ -1027,6 +1042,8 @@ impl Conn {
         scope: Scope,
         timeout: Duration,
     ) -> Result<Option<Duration>, TooManyProbes> {
+        // The answer must be read as it comes, by the driver if nobody else.
+        self.unpark(eng);
         let tag = self.oam.lock().start(eng.clock.now())?;
         let payload = self.loopback_request(scope, tag);
         let header = scope.frame_header(0, self.route.tx_vci).to_bytes();

@@ -99,6 +99,7 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
         run_timers(&eng);
         run_tasks(&eng);
         eng.run_reports(eng.clock.now().as_nanos());
+        eng.run_sweep(eng.clock.now().as_nanos(), &mut buf);
     }
 }
 
@@ -132,8 +133,13 @@ fn next_timeout(eng: &Engine) -> Option<Duration> {
         return Some(Duration::ZERO);
     }
     let timer = eng.timers.lock().peek().map(|Reverse((t, _))| *t);
-    // The periodic reports (sigd's view of each call's counters) are one more timer.
-    let top = timer.into_iter().chain(eng.report_due()).min()?;
+    // The periodic reports (sigd's view of each call's counters) and the sweep of
+    // parked sockets are two more.
+    let top = timer
+        .into_iter()
+        .chain(eng.report_due())
+        .chain(eng.parked.due())
+        .min()?;
     let now = eng.clock.now().as_nanos();
     Some(Duration::from_nanos(top.saturating_sub(now)))
 }

@@ -221,6 +221,8 @@ pub(crate) struct Engine {
     sleep_until: AtomicU64,
     /// When the sources' periodic reports are due (ns of engine time); 0: none wanted.
     report_at: AtomicU64,
+    /// Sockets left out of the driver's set between `recv` calls, and their sweep.
+    pub(crate) parked: conn::Parked,
     pub(crate) sched: Mutex<Scheduler<usize>>,
     /// How many levels from the top have waiting tasks (0: none): a mirror of the
     /// scheduler kept so application threads decide on inline sends without taking
@@ -268,6 +270,7 @@ impl Engine {
             timers: Mutex::new(Level::Timers, BinaryHeap::new()),
             sleep_until: AtomicU64::new(0),
             report_at: AtomicU64::new(0),
+            parked: conn::Parked::new(),
             sched: Mutex::new(Level::Scheduler, Scheduler::new()),
             busy_levels: AtomicUsize::new(0),
             next_token: AtomicUsize::new(TIMER_TOKEN + 1),
@@ -357,6 +360,11 @@ impl Engine {
         {
             return;
         }
+        self.wake_before(at);
+    }
+
+    /// Wake the driver if it sleeps past `at` (ns of engine time).
+    fn wake_before(&self, at: u64) {
         let sleeping = self.sleep_until.load(Ordering::Acquire);
         if sleeping != 0 && at < sleeping {
             let _ = self.waker.wake();

@@ -870,13 +870,17 @@ mod tests {
 
     /// A pair of best-effort connections between two hosts on loopback UDP.
     fn udp_pair() -> (Host, Host, Connection, Connection) {
+        udp_pair_of("best-effort")
+    }
+
+    fn udp_pair_of(qos: &str) -> (Host, Host, Connection, Connection) {
         let (a, b) = (
             Host::open(HostConfig::default()).unwrap(),
             Host::open(HostConfig::default()).unwrap(),
         );
-        let l = b.bind("127.0.0.1:0", "best-effort").unwrap();
+        let l = b.bind("127.0.0.1:0", qos).unwrap();
         let addr = l.local_addr().unwrap();
-        let client = a.connect(addr, "best-effort").unwrap();
+        let client = a.connect(addr, qos).unwrap();
         let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
         (a, b, client, server)
     }
@@ -975,6 +979,90 @@ mod tests {
         assert!(!server.conn.held_by_watermark());
     }
 
+    /// Round trips of 32 octets, the server's thread waiting in `recv` for each.
+    fn round_trips(client: &Connection, server: &Connection, n: u8) {
+        for i in 0..n {
+            client.send(&[i; 32], Wait::Block).unwrap();
+            assert_eq!(
+                server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
+                Some(vec![i; 32])
+            );
+        }
+    }
+
+    /// Round trips until a `recv` has waited for its message and parked the server's
+    /// socket (the driver may read a message before `recv` waits for it, and then
+    /// nothing parks), for up to 5 s; whether it parked.
+    fn parked_by_round_trips(client: &Connection, server: &Connection) -> bool {
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until {
+            round_trips(client, server, 1);
+            if server.conn.parked() {
+                return true;
+            }
+        }
+        false
+    }
+
+    #[test]
+    fn a_best_effort_socket_stays_parked_between_recvs_and_goes_back_when_idle() {
+        // Issue 30: between `recv` calls a best-effort VC's socket stays out of the
+        // driver's epoll set (no `epoll_ctl` per `recv`)...
+        let (_a, _b, client, server) = udp_pair();
+        assert!(parked_by_round_trips(&client, &server));
+        assert!(!server.conn.driver_watches());
+        // ...and once nobody has waited on it for a sweep period, the driver reads it
+        // again: a datagram after the last `recv` is delivered without another.
+        let before = server.stats().rx.tpdus_received;
+        client.send(b"nobody waits", Wait::Block).unwrap();
+        assert!(
+            driver_delivers(&server, before + 1),
+            "nobody read the parked socket"
+        );
+        assert!(!server.conn.parked());
+        assert!(server.conn.driver_watches());
+        assert_eq!(
+            server.recv(Wait::No).unwrap(),
+            Some(b"nobody waits".to_vec())
+        );
+    }
+
+    #[test]
+    fn a_vc_that_exchanges_acks_is_never_parked() {
+        // A reliable VC's sender runs its timers on the ACKs: the driver must read
+        // them as they come, so the socket goes back to it after every wait.
+        let (_a, _b, client, server) = udp_pair_of("reliable");
+        for _ in 0..50 {
+            round_trips(&client, &server, 1);
+            assert!(!server.conn.parked());
+            assert!(server.conn.driver_watches(), "watched again after the wait");
+        }
+    }
+
+    #[test]
+    fn an_async_reader_takes_a_parked_socket_back_for_the_driver() {
+        let (_a, _b, client, server) = udp_pair();
+        assert!(parked_by_round_trips(&client, &server));
+        // A poll that finds nothing waits on the driver: the socket goes back to it
+        // at once, and the next message wakes the poller.
+        let woken = Arc::new(Woken(std::sync::atomic::AtomicUsize::new(0)));
+        let waker = std::task::Waker::from(woken.clone());
+        let mut cx = std::task::Context::from_waker(&waker);
+        assert!(server.poll_recv(&mut cx).is_pending());
+        assert!(!server.conn.parked());
+        assert!(server.conn.driver_watches());
+        client.send(b"for the poller", Wait::Block).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while woken.0.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+            assert!(Instant::now() < until, "the poller was never woken");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        match server.poll_recv(&mut cx) {
+            std::task::Poll::Ready(m) => assert_eq!(m.unwrap().unwrap(), b"for the poller"),
+            std::task::Poll::Pending => panic!("woken with nothing to take"),
+        }
+    }
+
     #[test]
     fn a_datagram_after_a_reader_gave_up_is_read_by_the_driver() {
         let (_a, _b, client, server) = udp_pair();
@@ -985,7 +1073,6 @@ mod tests {
                 server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
                 Some(vec![i; 32])
             );
-            assert!(server.conn.driver_watches(), "watched again after the wait");
         }
         // A reader that gives up (its wait ends with nothing read) leaves the socket
         // to the driver again: a datagram after it is read without any `recv`.

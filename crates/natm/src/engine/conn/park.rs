@@ -1,0 +1,199 @@
+//! Parked sockets: between an application's `recv` calls on a VC that exchanges no
+//! ACKs, its socket stays out of the driver's epoll set.
+//!
+//! A thread waiting in `recv` takes the socket out of the driver's set so that a
+//! datagram wakes it alone ([`Conn::quiet_for_wait`]). Putting it back after every
+//! wait and taking it out before the next cost two `epoll_ctl` calls per `recv`:
+//! four of a best-effort round trip's eight system calls, against raw UDP's four
+//! (`natm-lab perf counts`, issue 30). A best-effort VC needs nothing read promptly
+//! while nobody waits — its data waits in the socket as raw UDP's does — so after a
+//! wait that read something its socket is *parked*: left out of the set, for the next
+//! `recv` to wait on without a system call. The engine hands a parked socket back to
+//! the driver
+//! - once it has stayed parked through a whole sweep period ([`PARK_SWEEP`]): what a
+//!   VC cannot leave unread for long (the peer's CLOSE, an OAM loopback request) is
+//!   read within two periods without any `recv`;
+//! - at once when something needs the driver to read it: an async reader registers
+//!   its waker, the application closes, it sends an OAM loopback probe.
+//!
+//! A VC that exchanges ACKs (error control, or a feedback flow controller) is never
+//! parked: its sender's timers run on what the peer's ACKs say, and the driver must
+//! read them as they come.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use super::{lock, Conn};
+use crate::adaptor::RecvBatch;
+use crate::engine::Engine;
+
+/// How often the engine looks for parked sockets that went idle; one parked through
+/// a whole period goes back to the driver, so an idle VC's socket is watched again
+/// at most two periods after its last `recv`.
+pub(crate) const PARK_SWEEP: Duration = Duration::from_millis(10);
+
+/// The sweep's schedule. The sweep looks through the engine's connections for
+/// parked sockets, rather than keep a list of its own: it runs only while some socket
+/// is parked, and a list would be one more lock on every park.
+#[derive(Debug)]
+pub(crate) struct Parked {
+    /// Sweeps begun so far; a connection parks with this count plus one
+    /// ([`Conn::park`]), so a sweep tells one parked since the sweep before it (still
+    /// in use) from one parked before that (idle a whole period).
+    sweeps: AtomicU64,
+    /// When the next sweep is due (ns of engine time); 0: none.
+    due: AtomicU64,
+}
+
+impl Parked {
+    pub(crate) fn new() -> Parked {
+        Parked {
+            sweeps: AtomicU64::new(0),
+            due: AtomicU64::new(0),
+        }
+    }
+
+    /// When the next sweep is due (ns), if any socket is parked.
+    pub(crate) fn due(&self) -> Option<u64> {
+        match self.due.load(Ordering::Acquire) {
+            0 => None,
+            t => Some(t),
+        }
+    }
+}
+
+impl Engine {
+    /// A socket was parked: sweep a [`PARK_SWEEP`] from now unless a sweep is due
+    /// already. The driver is woken only if it would otherwise sleep past it.
+    fn want_sweep(&self) {
+        let at = self.clock.now().as_nanos() + PARK_SWEEP.as_nanos() as u64;
+        if self
+            .parked
+            .due
+            .compare_exchange(0, at, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        self.wake_before(at);
+    }
+
+    /// The driver's sweep, if due by `now` (ns): every socket parked since before
+    /// the previous sweep goes back to the driver; the rest stay parked for the next.
+    pub(crate) fn run_sweep(&self, now: u64, buf: &mut RecvBatch) {
+        let due = self.parked.due.load(Ordering::Acquire);
+        if due == 0 || due > now {
+            return;
+        }
+        if self
+            .parked
+            .due
+            .compare_exchange(due, 0, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
+            return;
+        }
+        let before = self.parked.sweeps.fetch_add(1, Ordering::SeqCst);
+        let parked: Vec<_> = self
+            .conns
+            .lock()
+            .values()
+            .filter(|c| c.park_gen.load(Ordering::SeqCst) != 0)
+            .cloned()
+            .collect();
+        let mut again = false;
+        for c in parked {
+            let parked = c.park_gen.load(Ordering::SeqCst);
+            if parked != 0 && parked <= before {
+                c.unpark_with(self, buf);
+            }
+            again |= c.park_gen.load(Ordering::SeqCst) != 0;
+        }
+        if again {
+            self.want_sweep();
+        }
+    }
+}
+
+impl Conn {
+    /// Whether the socket may stay out of the driver's set once this wait ends: it is
+    /// out now, no hold or release is under way, both VCs are up and exchange no
+    /// ACKs, nobody asked for the driver, and no async reader waits on the driver.
+    /// Called by the read role's holder.
+    pub(super) fn may_park(&self) -> bool {
+        if !self.quiet.load(Ordering::Relaxed)
+            || self.held.load(Ordering::Acquire)
+            || self.release_pending.load(Ordering::SeqCst)
+            || self.unpark_wanted.load(Ordering::SeqCst)
+        {
+            return false;
+        }
+        let tx = lock(&self.tx);
+        let s = tx.half.status();
+        if tx.half.exchanges_acks() || !s.connected || s.closed || s.aborted.is_some() {
+            return false;
+        }
+        drop(tx);
+        let rx = lock(&self.rx);
+        let s = rx.half.status();
+        !(rx.half.exchanges_acks()
+            || rx.waker.is_some()
+            || !s.connected
+            || s.peer_closed
+            || s.aborted.is_some())
+    }
+
+    /// Leave the socket out of the driver's set after the wait (see the module's
+    /// documentation); the read role's holder calls this instead of
+    /// [`Conn::rewatch_after_wait`] when [`Conn::may_park`] allows.
+    pub(super) fn park(&self, eng: &Engine) {
+        let generation = eng.parked.sweeps.load(Ordering::SeqCst) + 1;
+        self.park_gen.store(generation, Ordering::SeqCst);
+        eng.want_sweep();
+    }
+
+    /// The end of an application thread's wait on the socket: park it if the wait
+    /// read something and the VC allows, else give it back to the driver.
+    pub(super) fn end_wait(&self, eng: &Engine, read: bool) {
+        if read && self.may_park() {
+            self.park(eng);
+        } else {
+            self.park_gen.store(0, Ordering::SeqCst);
+            self.rewatch_after_wait(eng);
+        }
+    }
+
+    /// Give a parked socket back to the driver now (nothing if it is not parked). If
+    /// another thread holds the read role, that thread does it as it lets the role go.
+    pub(crate) fn unpark(&self, eng: &Engine) {
+        if self.park_gen.load(Ordering::SeqCst) == 0 {
+            return;
+        }
+        let mut buf = eng.take_buffer();
+        self.unpark_with(eng, &mut buf);
+        eng.give_buffer(buf);
+    }
+
+    fn unpark_with(&self, eng: &Engine, buf: &mut RecvBatch) {
+        self.unpark_wanted.store(true, Ordering::SeqCst);
+        if self.try_read_role() {
+            self.release_read_role(eng, buf);
+        }
+    }
+
+    /// Under the read role, as it is let go: a requested unpark puts the socket back
+    /// in the driver's set.
+    pub(super) fn unpark_if_wanted(&self, eng: &Engine) {
+        if self.unpark_wanted.swap(false, Ordering::SeqCst)
+            && self.park_gen.swap(0, Ordering::SeqCst) != 0
+        {
+            self.rewatch_after_wait(eng);
+        }
+    }
+
+    /// Whether the socket is parked (for tests).
+    #[cfg(test)]
+    pub(crate) fn parked(&self) -> bool {
+        self.park_gen.load(Ordering::SeqCst) != 0
+    }
+}
