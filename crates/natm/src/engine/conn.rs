@@ -236,6 +236,8 @@ pub(crate) struct Conn {
     read_shut: AtomicBool,
     /// Reading is held off by the watermarks.
     held: AtomicBool,
+    /// A VC of the connection exchanges ACKs: arrival stamps are worth reading.
+    stamps: bool,
     /// The socket is out of the driver's epoll set: an application thread holding the
     /// read role waits on it, or it is parked. Changed only by the read role's holder.
     quiet: AtomicBool,
@@ -320,6 +322,7 @@ impl Conn {
         let (route, remote, tx, rx) = conn.into_parts();
         let (vpi, bare) = (tx.vpi(), tx.is_bare());
         let probes_path = !bare && tx.searches_path() && link.probes_path();
+        let stamps = tx.exchanges_acks() || rx.exchanges_acks();
         let peer = if side == Side::Client {
             Some(remote)
         } else {
@@ -352,6 +355,7 @@ impl Conn {
             forgotten: AtomicBool::new(false),
             read_shut: AtomicBool::new(false),
             held: AtomicBool::new(false),
+            stamps,
             quiet: AtomicBool::new(false),
             park_gen: AtomicU64::new(0),
             unpark_wanted: AtomicBool::new(false),
@@ -690,8 +694,9 @@ impl Conn {
         // time go back.
         let mut now = eng.clock.now();
         // The kernel stamps datagrams with the realtime clock; one read of it per
-        // batch turns each stamp into the engine's clock.
-        let wall = natm_udp::wall_clock();
+        // batch turns each stamp into the engine's clock. Only a VC that exchanges
+        // ACKs uses the stamps (its ACKs carry them): others skip the read.
+        let wall = self.stamps.then(natm_udp::wall_clock);
         let mut take = |n: usize, from, d: &[u8], stamp, area: Option<&Bytes>| {
             let arrived = arrival(now, wall, stamp);
             if let Some(w) = self.take_datagram(eng, now, arrived, d, Some(from), area) {
@@ -1179,7 +1184,7 @@ impl Conn {
         // only when the link learnt a new MTU).
         if which == Which::Tx {
             let mut cap = self.link.tpdu_cap(overhead > 0);
-            if let Some(limit) = end.half.tpdu_limit() {
+            if let (Some(limit), true) = (end.half.tpdu_limit(), end.path.is_some()) {
                 let sending = (end.half.send_queued() > 0, end.half.rto());
                 let half = &end.half;
                 let retx = || half.retransmitted();
@@ -1573,9 +1578,11 @@ impl Conn {
 
 /// When a datagram the kernel stamped `stamp` reached the host, on the engine's
 /// clock, given `now` and the realtime clock `wall` read together: `now` less the
-/// time it waited (`natm_udp::stamp_age`), else `now` itself.
-fn arrival(now: Instant, wall: Duration, stamp: Option<std::time::Duration>) -> Instant {
-    now - natm_udp::stamp_age(wall, stamp).unwrap_or_default()
+/// time it waited (`natm_udp::stamp_age`), else (or without `wall`) `now` itself.
+fn arrival(now: Instant, wall: Option<Duration>, stamp: Option<std::time::Duration>) -> Instant {
+    wall.map_or(now, |wall| {
+        now - natm_udp::stamp_age(wall, stamp).unwrap_or_default()
+    })
 }
 
 /// A frame for a half: clear, in the receive batch, or opened from a sealed one (its

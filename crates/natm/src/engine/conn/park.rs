@@ -66,6 +66,10 @@ impl Engine {
     /// A socket was parked: sweep a [`PARK_SWEEP`] from now unless a sweep is due
     /// already. The driver is woken only if it would otherwise sleep past it.
     fn want_sweep(&self) {
+        if self.parked.due.load(Ordering::Acquire) != 0 {
+            // Due already: no clock read on every park.
+            return;
+        }
         let at = self.clock.now().as_nanos() + PARK_SWEEP.as_nanos() as u64;
         if self
             .parked
