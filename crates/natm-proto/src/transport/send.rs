@@ -136,9 +136,10 @@ pub(crate) struct SendHalf {
     msgs_queued: u32,
     last_advance: Instant,
     head_backoff: u32,
-    /// The RTT of the latest ACK that showed a head retransmission spurious (the
-    /// original had arrived; its ACK came late), halved by each head retransmission
-    /// that was needed: the head check waits at least two of these.
+    /// The RTT of the latest ACK that showed a head or timeout retransmission
+    /// spurious (the original had arrived; its ACK came late), halved by each such
+    /// retransmission that was needed: the head check and the retransmission timer
+    /// wait at least two of these.
     late_rtt: Duration,
     /// The retransmission timer: armed when a TPDU leaves and none is armed,
     /// re-armed when the cumulative ACK advances, and left unarmed by a firing until
@@ -517,6 +518,7 @@ impl SendHalf {
         stats: &mut PsbStats,
         flow: &mut dyn FlowController,
     ) -> bool {
+        let rto = self.timer_rto(rto);
         let mut timed_out = false;
         // A hold that has ended releases what it held, whether or not anything can
         // leave now (a window, a partial message or pacing may still stop it): the
@@ -642,6 +644,7 @@ impl SendHalf {
         stats: &mut PsbStats,
         flow: &mut dyn FlowController,
     ) -> bool {
+        let rto = self.timer_rto(rto);
         let c = seq::expand(h.ack, self.peer_cum);
         let s = seq::expand(h.seq, self.peer_cum);
         if c > self.nxt || s >= self.nxt {
@@ -694,8 +697,8 @@ impl SendHalf {
                 let Some(slot) = self.slots.pop_front() else {
                     break;
                 };
-                if slot.kind == RetxKind::Head && slot.last_retx_was && !slot.queued {
-                    self.judge_head_retx(&slot, now, rtt_sample, stats);
+                if slot.last_retx_was && !slot.queued {
+                    self.judge_retx(&slot, now, rtt_sample, stats);
                 }
                 if slot.acked {
                     self.sacked -= 1;
@@ -770,28 +773,45 @@ impl SendHalf {
         true
     }
 
-    /// A head retransmission was acknowledged. RFC 3522 (Eifel): an ACK that a TPDU
-    /// sent before the retransmission caused shows the original arrived, and the
-    /// retransmission spurious — on a shared CPU, an ACK read or sent late past the
-    /// seed's two round trips. The head check then waits two of that ACK's RTT; a
-    /// retransmission that was needed halves that wait again (RFC 8985 §6.2 adapts
-    /// RACK's reordering window the same way).
-    fn judge_head_retx(
+    /// A head or timeout retransmission at the head of the window was acknowledged.
+    /// RFC 3522 (Eifel): an ACK that a TPDU sent before the retransmission caused
+    /// shows the original arrived, and the retransmission spurious — on a shared CPU,
+    /// an ACK read or sent late past the seed's two round trips, or past the RTO. The
+    /// head check and the retransmission timer then wait two of that ACK's RTT
+    /// ([`Self::head_interval`], [`Self::timer_rto`]); a retransmission that was
+    /// needed halves that wait again (RFC 8985 §6.2 adapts RACK's reordering window
+    /// the same way). Only the head is judged: the ACK that moves the cumulative ack
+    /// past it is the one its arrival caused, or one after it.
+    fn judge_retx(
         &mut self,
         slot: &Slot,
         now: Instant,
         rtt: Option<Duration>,
         stats: &mut PsbStats,
     ) {
+        if !matches!(slot.kind, RetxKind::Head | RetxKind::Timeout) {
+            return;
+        }
         let Some(rtt) = rtt else { return };
         // The TPDU whose arrival caused this ACK left at `now - rtt` (its echoed
         // stamp): before the retransmission did?
         if now < slot.sent_at + rtt {
-            stats.retx_head_spurious += 1;
+            match slot.kind {
+                RetxKind::Timeout => stats.retx_timeout_spurious += 1,
+                _ => stats.retx_head_spurious += 1,
+            }
             self.late_rtt = self.late_rtt.max(rtt);
         } else {
             self.late_rtt /= 2;
         }
+    }
+
+    /// The retransmission timeout the timer runs on: the estimator's, and at least
+    /// two of the late ACK that last showed a retransmission spurious
+    /// ([`Self::judge_retx`]). The estimator's own RTO follows a late ACK only as
+    /// far as one sample moves a smoothed mean; its floor is the library's 20 ms.
+    fn timer_rto(&self, rto: Duration) -> Duration {
+        rto.max(self.late_rtt.saturating_mul(2))
     }
 
     /// Arm the zero-window probe when the receiver's window is shut with nothing in
@@ -814,6 +834,7 @@ impl SendHalf {
         flow: &mut dyn FlowController,
         pace: &mut Option<Instant>,
     ) -> Option<OutData> {
+        let rto = self.timer_rto(rto);
         // Retransmissions.
         while let Some(&seq) = self.retx_queue.front() {
             let Some(slot) = self.slot(seq) else {

@@ -18,6 +18,9 @@ pub struct PsbStats {
     /// Head retransmissions an ACK then showed spurious: the original had arrived
     /// (RFC 3522 detection by the echoed timestamp).
     pub retx_head_spurious: u64,
+    /// Timeouts an ACK then showed spurious: the original of the window's head had
+    /// arrived (RFC 3522, as for the head check).
+    pub retx_timeout_spurious: u64,
     /// Payload bytes retransmitted.
     pub bytes_retransmitted: u64,
     /// TPDUs the fast path marked lost.

@@ -119,3 +119,44 @@ fn a_head_retransmission_shown_spurious_stretches_the_head_check() {
         s.acks_received / 40
     );
 }
+
+/// RFC 3522 on the retransmission timer, as on the head check: with the 20 ms RTO
+/// floor the library sets, ACKs that come 50 ms late now and then (a receiver
+/// descheduled that long on a shared CPU; `natm-lab perf scale` at 1,000
+/// connections) time out the first time — the original's ACK then shows the
+/// retransmission spurious — and the timer waits two of that ACK's RTT from then on,
+/// so the later stalls cost no retransmission.
+#[test]
+fn a_timeout_shown_spurious_stretches_the_retransmission_timer() {
+    let q: Qos = "reliable:flow=packet-pair,pcr=40Mbps".parse().unwrap();
+    let mut cfg = TransportConfig::from_qos(&q, false).unwrap();
+    cfg.rtt.min_rto = Duration::from_millis(20);
+    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
+    p.delay = Duration::from_micros(25);
+    let mut n = 0u32;
+    p.back_extra = Box::new(move || {
+        n += 1;
+        if n.is_multiple_of(40) {
+            Duration::from_millis(50)
+        } else {
+            Duration::ZERO
+        }
+    });
+    let m = msgs(&[64 * 1024; 64]);
+    p.transfer(&m, Duration::from_secs(60));
+    assert_eq!(p.messages(), m, "messages lost");
+    let s = p.tx.stats();
+    assert!(
+        s.acks_received > 400,
+        "{} ACKs: too few to be late",
+        s.acks_received
+    );
+    assert!(
+        s.timeouts <= 2,
+        "{} timeouts ({} TPDUs resent, {} found spurious) for {} late ACKs",
+        s.timeouts,
+        s.retx_timeout,
+        s.retx_timeout_spurious,
+        s.acks_received / 40
+    );
+}
