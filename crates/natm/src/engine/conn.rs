@@ -1476,6 +1476,8 @@ impl Conn {
             let until =
                 *until.get_or_insert_with(|| timeout.map(|t| std::time::Instant::now() + t));
             if until.is_some_and(|u| std::time::Instant::now() >= u) {
+                // A thread that gives up leaves the socket to the driver.
+                self.unpark(eng);
                 break None;
             }
             if paced || !self.read_as_app(eng, &mut batch) {
