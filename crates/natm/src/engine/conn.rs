@@ -1476,7 +1476,8 @@ impl Conn {
             let until =
                 *until.get_or_insert_with(|| timeout.map(|t| std::time::Instant::now() + t));
             if until.is_some_and(|u| std::time::Instant::now() >= u) {
-                // A thread that gives up leaves the socket to the driver.
+                // A thread that gives up leaves the socket to the driver, parked or
+                // not.
                 self.unpark(eng);
                 break None;
             }
@@ -1495,6 +1496,7 @@ impl Conn {
             }
         };
         eng.give_buffer(batch);
+        self.end_waits(eng);
         out
     }
 

@@ -125,11 +125,7 @@ impl Conn {
     /// ACKs, nobody asked for the driver, and no async reader waits on the driver.
     /// Called by the read role's holder.
     pub(super) fn may_park(&self) -> bool {
-        if !self.quiet.load(Ordering::Relaxed)
-            || self.held.load(Ordering::Acquire)
-            || self.release_pending.load(Ordering::SeqCst)
-            || self.unpark_wanted.load(Ordering::SeqCst)
-        {
+        if !self.may_stay_quiet() {
             return false;
         }
         let tx = lock(&self.tx);
@@ -156,14 +152,37 @@ impl Conn {
         eng.want_sweep();
     }
 
-    /// The end of an application thread's wait on the socket: park it if the wait
-    /// read something and the VC allows, else give it back to the driver.
+    /// Whether the socket may stay out of the driver's set after a read: it is out,
+    /// and no hold, release or request for the driver is under way.
+    fn may_stay_quiet(&self) -> bool {
+        self.quiet.load(Ordering::Relaxed)
+            && !self.held.load(Ordering::Acquire)
+            && !self.release_pending.load(Ordering::SeqCst)
+            && !self.unpark_wanted.load(Ordering::SeqCst)
+    }
+
+    /// The end of one read by an application thread waiting on the socket
+    /// (`Conn::read_as_app`). One that read something leaves the socket out of the
+    /// driver's set: parked if the VC allows, else until the thread's wait ends
+    /// ([`Conn::end_waits`]) — the thread reads again at once if what it read (an
+    /// ACK, a part of a message) did not end its wait, without an `epoll_ctl` pair
+    /// per read. One that read nothing gives the socket back to the driver.
     pub(super) fn end_wait(&self, eng: &Engine, read: bool) {
-        if read && self.may_park() {
-            self.park(eng);
+        if read && self.may_stay_quiet() {
+            if self.may_park() {
+                self.park(eng);
+            }
         } else {
             self.park_gen.store(0, Ordering::SeqCst);
             self.rewatch_after_wait(eng);
+        }
+    }
+
+    /// An application thread's wait ended: a socket it left out of the driver's set
+    /// goes back, unless it is parked.
+    pub(super) fn end_waits(&self, eng: &Engine) {
+        if self.quiet.load(Ordering::Relaxed) && self.park_gen.load(Ordering::SeqCst) == 0 {
+            self.rewatch_now(eng);
         }
     }
 
@@ -173,6 +192,12 @@ impl Conn {
         if self.park_gen.load(Ordering::SeqCst) == 0 {
             return;
         }
+        self.rewatch_now(eng);
+    }
+
+    /// Put the socket back in the driver's set now, as the read role's holder (this
+    /// thread, or the one that holds the role, as it lets it go).
+    fn rewatch_now(&self, eng: &Engine) {
         let mut buf = eng.take_buffer();
         self.unpark_with(eng, &mut buf);
         eng.give_buffer(buf);
@@ -188,9 +213,8 @@ impl Conn {
     /// Under the read role, as it is let go: a requested unpark puts the socket back
     /// in the driver's set.
     pub(super) fn unpark_if_wanted(&self, eng: &Engine) {
-        if self.unpark_wanted.swap(false, Ordering::SeqCst)
-            && self.park_gen.swap(0, Ordering::SeqCst) != 0
-        {
+        if self.unpark_wanted.swap(false, Ordering::SeqCst) {
+            self.park_gen.store(0, Ordering::SeqCst);
             self.rewatch_after_wait(eng);
         }
     }
