@@ -171,6 +171,10 @@ impl Conn {
         if read && self.may_stay_quiet() {
             if self.may_park() {
                 self.park(eng);
+            } else {
+                // Out of the set for this wait only (a VC that stopped being
+                // parkable, say its peer closed, is no longer parked either).
+                self.park_gen.store(0, Ordering::SeqCst);
             }
         } else {
             self.park_gen.store(0, Ordering::SeqCst);
