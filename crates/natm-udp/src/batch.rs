@@ -347,6 +347,23 @@ impl<A: Copy> RecvBatch<A> {
         }
     }
 
+    /// Calls `f` on each datagram received, in order, with where it lies and its
+    /// octets to change in place (a sealed frame opened where it arrived, before the
+    /// area is lent). Nothing after a [`RecvBatch::swap_area`].
+    pub fn for_each_mut(&mut self, mut f: impl FnMut(core::ops::Range<usize>, &mut [u8])) {
+        if self.swapped {
+            return;
+        }
+        let spans = Spans {
+            filled: &self.filled,
+            next: 0,
+            offset: 0,
+        };
+        for (_, r) in spans {
+            f(r.clone(), &mut self.buf[r]);
+        }
+    }
+
     /// [`RecvBatch::spans`] with each datagram's kernel receive stamp (the realtime
     /// clock since the Unix epoch), where the port had one.
     pub fn stamped_spans(&self) -> StampedSpans<'_, A> {
@@ -655,6 +672,25 @@ mod tests {
         r.clear();
         assert!(r.push(1, b"ok"));
         assert_eq!(r.iter().collect::<Vec<_>>(), [(1, &b"ok"[..])]);
+    }
+
+    #[test]
+    fn datagrams_change_in_place_until_the_area_is_swapped() {
+        let mut r: RecvBatch<u8> = RecvBatch::new(2, 16);
+        r.area_mut()[..10].copy_from_slice(b"aaaabbbbcc");
+        r.record(7, 10, 4);
+        r.area_mut()[16..19].copy_from_slice(b"xyz");
+        r.record(8, 3, 3);
+        let mut seen = Vec::new();
+        r.for_each_mut(|span, d| {
+            seen.push(span);
+            d[0] = b'#';
+        });
+        assert_eq!(seen, [0..4, 4..8, 8..10, 16..19]);
+        let got: Vec<&[u8]> = r.iter().map(|(_, d)| d).collect();
+        assert_eq!(got, [&b"#aaa"[..], b"#bbb", b"#c", b"#yz"]);
+        let _old = r.swap_area(vec![0; 32]).unwrap();
+        r.for_each_mut(|_, _| panic!("a swapped batch has no datagrams to change"));
     }
 
     #[test]

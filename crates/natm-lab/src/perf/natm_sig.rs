@@ -22,6 +22,11 @@ pub(crate) const ENTRIES: &[Entry] = &[
         make: reliable_enc,
     },
     Entry {
+        name: "natm-reliable-enc-32k",
+        about: "natm-reliable-enc with 32 KiB TPDUs (one seal per 32 KiB)",
+        make: reliable_enc_32k,
+    },
+    Entry {
         name: "natm-reliable-sig",
         about:
             "natm reliable through two sigds in clear (encrypt=off): natm-reliable-enc's baseline",
@@ -75,6 +80,10 @@ fn make(name: &'static str, qos: &str, o: &StackOptions) -> anyhow::Result<Box<d
 
 fn reliable_enc(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     make(name, "reliable:encrypt=on", o)
+}
+
+fn reliable_enc_32k(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
+    make(name, "reliable:encrypt=on,tpdu=32768", o)
 }
 
 fn reliable_sig(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {

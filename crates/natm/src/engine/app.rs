@@ -1190,7 +1190,7 @@ mod tests {
     /// the gap is filled, and every area comes home when the messages are consumed.
     #[test]
     fn a_flood_of_small_out_of_order_tpdus_pins_no_more_than_the_receive_buffer() {
-        use super::super::conn::{feed, Frame};
+        use super::super::conn::feed;
         use crate::adaptor::RecvBatch;
         use natm_proto::wire::vcframe::HEADER_LEN as VC;
         use natm_udp::areas::{AreaAccount, AreaPool, MAX_HOME};
@@ -1245,19 +1245,12 @@ mod tests {
                 Some(area) => {
                     for (_, r) in batch.spans() {
                         let d = &area[r];
-                        feed(
-                            &mut end.half,
-                            now,
-                            now,
-                            Frame::Clear(&d[VC..]),
-                            false,
-                            Some(&area),
-                        );
+                        feed(&mut end.half, now, now, &d[VC..], false, Some(&area));
                     }
                 }
                 None => {
                     for (_, d) in batch.iter() {
-                        feed(&mut end.half, now, now, Frame::Clear(&d[VC..]), false, None);
+                        feed(&mut end.half, now, now, &d[VC..], false, None);
                     }
                 }
             }

@@ -649,6 +649,13 @@ impl Conn {
 
     /// Receive batches until the socket is empty or the watermarks say stop.
     fn drain_into(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
+        // What one drain may take before its ends are flushed (its ACKs sent): a
+        // quarter of the receive buffer, which bounds the peer's window.
+        let flush_at = match lock(&self.rx).half.rcv_buf() / 4 {
+            0 => usize::MAX,
+            n => n,
+        };
+        let mut unflushed = 0;
         loop {
             if self.read_shut.load(Ordering::Acquire) {
                 return;
@@ -664,9 +671,18 @@ impl Conn {
                     // A batch that did not fill every buffer emptied the socket: a
                     // datagram arriving later is a new readiness edge for the driver.
                     let more = batch.may_have_more();
+                    unflushed += natm_udp::areas::received(batch);
                     self.take_batch(eng, batch, touched);
                     if !more {
                         return;
+                    }
+                    // A receiver slower than its sender (a sealed VC opening each
+                    // TPDU) would otherwise take the whole window before its first
+                    // ACK, and find the socket empty while that ACK reaches the
+                    // sender: a stop once per window.
+                    if unflushed >= flush_at {
+                        unflushed = 0;
+                        self.flush_touched(eng, std::mem::take(touched));
                     }
                 }
                 Err(_) => return,
@@ -678,12 +694,12 @@ impl Conn {
     /// every [`FLUSH_EVERY`] datagrams so that the first ACKs of a long burst are not
     /// held back.
     fn take_batch(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
-        // A clear receive of some size is lent, not copied (`natm_udp::areas`): its
-        // payloads go on as slices of the area. A sealed TPDU is opened into an
-        // allocation of its own anyway.
-        let area = if self.crypt.is_none()
-            && natm_udp::areas::received(batch) >= natm_udp::areas::LEND_MIN
-        {
+        // A sealed TPDU is opened where it arrived, so that what follows sees clear
+        // TPDUs, lent or copied like any.
+        let opened = self.crypt.as_ref().map(|c| self.open_in_place(c, batch));
+        // A receive of some size is lent, not copied (`natm_udp::areas`): its
+        // payloads go on as slices of the area.
+        let area = if natm_udp::areas::received(batch) >= natm_udp::areas::LEND_MIN {
             let budget = lock(&self.rx).half.rcv_buf();
             eng.rx_areas.lend(&self.areas, batch, budget)
         } else {
@@ -697,9 +713,9 @@ impl Conn {
         // batch turns each stamp into the engine's clock. Only a VC that exchanges
         // ACKs uses the stamps (its ACKs carry them): others skip the read.
         let wall = self.stamps.then(natm_udp::wall_clock);
-        let mut take = |n: usize, from, d: &[u8], stamp, area: Option<&Bytes>| {
+        let mut take = |n: usize, from, d: &[u8], opened, stamp, area: Option<&Bytes>| {
             let arrived = arrival(now, wall, stamp);
-            if let Some(w) = self.take_datagram(eng, now, arrived, d, Some(from), area) {
+            if let Some(w) = self.take_datagram(eng, now, arrived, d, opened, Some(from), area) {
                 touched[w as usize] = true;
             }
             if (n + 1).is_multiple_of(FLUSH_EVERY) {
@@ -716,7 +732,11 @@ impl Conn {
             if d.jumped {
                 self.counters.rx_high_first.fetch_add(1, Ordering::Relaxed);
             }
-            take(n, d.from, &bytes[d.span], d.stamp, area.as_ref());
+            let seal = match &opened {
+                None => Sealed::Clear,
+                Some(o) => sealed_at(o, d.span.start),
+            };
+            take(n, d.from, &bytes[d.span], seal, d.stamp, area.as_ref());
         }
     }
 
@@ -852,16 +872,21 @@ impl Conn {
     /// cookie (and counts a wrong one).
     /// `d` is a slice of `area` when the receive was lent (its payload is sliced, not
     /// copied).
+    #[allow(clippy::too_many_arguments)]
     fn take_datagram(
         &self,
         eng: &Engine,
         now: Instant,
         arrived: Instant,
         d: &[u8],
+        seal: Sealed,
         from: Option<SocketAddr>,
         area: Option<&Bytes>,
     ) -> Option<Which> {
         stages::record(Stage::RxRead, self.stage_key());
+        if seal == Sealed::Refused {
+            return None;
+        }
         let Some(vci) = vc_of_on(d, self.vpi) else {
             let Some(touched) = self.take_oam(eng, d, from) else {
                 self.counters.not_natm.fetch_add(1, Ordering::Relaxed);
@@ -876,9 +901,15 @@ impl Conn {
         self.note_efci(half, d);
         let tpdu = &d[VC_HEADER_LEN..];
         let bare = self.bare;
-        let frame = match &self.crypt {
-            None => Frame::Clear(tpdu),
-            Some(c) => self.open_sealed(c, tpdu)?,
+        let frame = match seal {
+            Sealed::Clear => tpdu,
+            Sealed::Opened(len) => &tpdu[..len],
+            // The opening pass counted what it refused, and found a VC here for
+            // every frame it looked at.
+            Sealed::Refused | Sealed::Unopened => {
+                self.counters.seal.bad_tag.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
         };
         let connected = match half {
             Half::Tx => {
@@ -912,31 +943,45 @@ impl Conn {
         })
     }
 
-    /// Open a sealed TPDU of an encrypted connection, cheapest checks first (issue 16):
-    /// the cookie (a compare), then the packet number against the replay window (a
-    /// bitmap), and only then the tag (AES-GCM over the frame). Whatever fails is
-    /// counted and dropped here, before any PSB sees it. The clear TPDU, or `None`.
-    fn open_sealed<'a>(&self, c: &Crypt, tpdu: &'a [u8]) -> Option<Frame<'a>> {
+    /// Open in place every sealed TPDU of a batch on an encrypted connection, cheapest
+    /// checks first (issue 16): the cookie (a compare), then the packet number against
+    /// the replay window (a bitmap), and only then the tag (AES-GCM over the frame).
+    /// Whatever fails is counted here and dropped before any PSB sees it. Frames that
+    /// are not data on one of the connection's VCs (OAM, strangers) are left as they
+    /// came, for `take_datagram` to route or count.
+    fn open_in_place(&self, c: &Crypt, batch: &mut RecvBatch) -> Vec<(usize, Sealed)> {
         let n = &self.counters.seal;
-        if tpdu.get(4..8) != Some(&self.route.cookie.to_be_bytes()[..]) {
-            n.bad_cookie.fetch_add(1, Ordering::Relaxed);
-            return None;
-        }
+        let cookie = self.route.cookie.to_be_bytes();
         let mut opener = c.opener.lock();
-        match opener.open_detached(tpdu) {
-            Ok((head, payload)) => {
-                n.opened.fetch_add(1, Ordering::Relaxed);
-                Some(Frame::Opened(head, payload))
+        let mut opened = Vec::with_capacity(batch.len());
+        batch.for_each_mut(|span, d| {
+            let known = vc_of_on(d, self.vpi).is_some_and(|vci| self.route.half_of(vci).is_some());
+            if !known {
+                return;
             }
-            Err(OpenError::BadTag | OpenError::Truncated(_)) => {
-                n.bad_tag.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-            Err(OpenError::Replayed(_) | OpenError::NotSealed) => {
-                n.replayed.fetch_add(1, Ordering::Relaxed);
-                None
-            }
-        }
+            let tpdu = &mut d[VC_HEADER_LEN..];
+            let seal = if tpdu.get(4..8) != Some(&cookie[..]) {
+                n.bad_cookie.fetch_add(1, Ordering::Relaxed);
+                Sealed::Refused
+            } else {
+                match opener.open(tpdu) {
+                    Ok(clear) => {
+                        n.opened.fetch_add(1, Ordering::Relaxed);
+                        Sealed::Opened(clear.len())
+                    }
+                    Err(OpenError::BadTag | OpenError::Truncated(_)) => {
+                        n.bad_tag.fetch_add(1, Ordering::Relaxed);
+                        Sealed::Refused
+                    }
+                    Err(OpenError::Replayed(_) | OpenError::NotSealed) => {
+                        n.replayed.fetch_add(1, Ordering::Relaxed);
+                        Sealed::Refused
+                    }
+                }
+            };
+            opened.push((span.start, seal));
+        });
+        opened
     }
 
     /// An OAM frame on one of the connection's VCs (`engine::oam`): answered, handed
@@ -1589,19 +1634,34 @@ fn arrival(now: Instant, wall: Option<Duration>, stamp: Option<std::time::Durati
     })
 }
 
-/// A frame for a half: clear, in the receive batch, or opened from a sealed one (its
-/// clear header, and its payload decrypted into an allocation of its own).
-pub(super) enum Frame<'a> {
-    Clear(&'a [u8]),
-    Opened([u8; crate::wire::tpdu::HEADER_LEN], Vec<u8>),
+/// What the opening pass of an encrypted connection did with one datagram
+/// (`Conn::open_in_place`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sealed {
+    /// A clear connection: nothing to open.
+    Clear,
+    /// Opened in place: its clear TPDU is the first this many octets after the VC
+    /// header.
+    Opened(usize),
+    /// Counted and dropped (wrong cookie, replayed, bad tag).
+    Refused,
+    /// Not looked at: not a data frame of the connection's VCs (OAM, a stranger).
+    Unopened,
 }
 
-/// Hand one TPDU to a half. The payload is a slice of the receive area when the
-/// receive was lent (`area`, which `frame` lies in; `natm_udp::areas`), else it is
-/// copied out of the receive batch on its own (offset 0 of a fresh allocation), so
-/// `recv` can hand a message of one TPDU to the application without a second copy
-/// either way; an opened frame's payload is that allocation already. On a bare VC
-/// (`bare`) the frame is the SDU, sliced or copied likewise.
+/// Where the opening pass left the datagram at `start` (the pass meets the
+/// datagrams in arrival order, so its list is sorted by it).
+fn sealed_at(list: &[(usize, Sealed)], start: usize) -> Sealed {
+    list.binary_search_by_key(&start, |&(s, _)| s)
+        .map_or(Sealed::Unopened, |i| list[i].1)
+}
+
+/// Hand one clear TPDU (a sealed one already opened in place) to a half. The
+/// payload is a slice of the receive area when the receive was lent (`area`, which
+/// `tpdu` lies in; `natm_udp::areas`), else it is copied out of the receive batch on
+/// its own (offset 0 of a fresh allocation), so `recv` can hand a message of one
+/// TPDU to the application without a second copy either way. On a bare VC (`bare`)
+/// the frame is the SDU, sliced or copied likewise.
 ///
 /// `arrived` is when the datagram reached the host (the kernel's stamp, else `now`):
 /// a receiver stamps its ACKs with it (`Psb::handle_tpdu_at`).
@@ -1609,7 +1669,7 @@ pub(super) fn feed<H: Simplex>(
     half: &mut H,
     now: Instant,
     arrived: Instant,
-    frame: Frame<'_>,
+    tpdu: &[u8],
     bare: bool,
     area: Option<&Bytes>,
 ) {
@@ -1617,24 +1677,13 @@ pub(super) fn feed<H: Simplex>(
         Some(a) => a.slice_ref(s),
         None => Bytes::copy_from_slice(s),
     };
-    match frame {
-        Frame::Clear(tpdu) if bare => half.handle_frame(now, own(tpdu)),
-        Frame::Clear(tpdu) => match Header::parse_bytes(tpdu) {
-            Ok((h, payload)) => half.handle_tpdu_at(now, arrived, h, own(payload)),
-            // Malformed: the PSB counts it.
-            Err(_) => half.handle_frame(now, own(tpdu)),
-        },
-        Frame::Opened(head, payload) => match Header::parse_bytes(&head) {
-            Ok((h, _)) if payload.is_empty() || h.ty.carries_payload() => {
-                half.handle_tpdu_at(now, arrived, h, Bytes::from(payload))
-            }
-            // Authentic but malformed (a peer's bug): the PSB counts it.
-            _ => {
-                let mut v = head.to_vec();
-                v.extend_from_slice(&payload);
-                half.handle_frame(now, Bytes::from(v))
-            }
-        },
+    if bare {
+        return half.handle_frame(now, own(tpdu));
+    }
+    match Header::parse_bytes(tpdu) {
+        Ok((h, payload)) => half.handle_tpdu_at(now, arrived, h, own(payload)),
+        // Malformed: the PSB counts it.
+        Err(_) => half.handle_frame(now, own(tpdu)),
     }
 }
 
