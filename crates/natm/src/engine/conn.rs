@@ -649,11 +649,17 @@ impl Conn {
 
     /// Receive batches until the socket is empty or the watermarks say stop.
     fn drain_into(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
-        // What one drain may take before its ends are flushed (its ACKs sent): a
-        // quarter of the receive buffer, which bounds the peer's window.
-        let flush_at = match lock(&self.rx).half.rcv_buf() / 4 {
-            0 => usize::MAX,
-            n => n,
+        // On a sealed VC a drain sends its ACKs after each quarter of the receive
+        // buffer it takes (which bounds the peer's window), not only at its end: both
+        // ends spend time on each octet (sealing, opening), and a receiver that took
+        // the whole window before its first ACK would wait while the sender sealed
+        // the next one — the two would take turns instead of overlapping. A clear
+        // drain flushes at its end only: measured, ACKs in the middle of it made the
+        // sender send in smaller runs and cost a clear VC a fifth of its throughput
+        // (docs/decisions/0030-sealed-receive-in-place.md).
+        let flush_at = match (&self.crypt, lock(&self.rx).half.rcv_buf() / 4) {
+            (Some(_), n) if n > 0 => n,
+            _ => usize::MAX,
         };
         let mut unflushed = 0;
         loop {
@@ -676,10 +682,6 @@ impl Conn {
                     if !more {
                         return;
                     }
-                    // A receiver slower than its sender (a sealed VC opening each
-                    // TPDU) would otherwise take the whole window before its first
-                    // ACK, and find the socket empty while that ACK reaches the
-                    // sender: a stop once per window.
                     if unflushed >= flush_at {
                         unflushed = 0;
                         self.flush_touched(eng, std::mem::take(touched));
