@@ -4,8 +4,10 @@
 # the plain veth vs a plain UDP tunnel (VXLAN over the same veth: this kernel has no
 # WireGuard or FOU), ping RTT over each, and a 15 Mbit/s UDP flow on the policy's CBR
 # VC beside bulk TCP. Needs root, iperf3, python3. Usage: scripts/ip_bench.sh [RUNS]
+# NATM_IP_MTU=N sets natm0's MTU on both ends (default: natm ip's, RFC 2225's 9180).
 set -euo pipefail
 RUNS=${1:-3}
+MTU_ARG=(); [ -n "${NATM_IP_MTU:-}" ] && MTU_ARG=(--mtu "$NATM_IP_MTU")
 NATM=${NATM:-target/release/natm}
 T=$(printf '%x' $$)
 A=natmipb${T}a; B=natmipb${T}b; D=$(mktemp -d)
@@ -47,9 +49,9 @@ EOT
 done
 for i in 0 1; do until [ -S "$D/sigd$i.sock" ]; do sleep 0.1; done; done
 ip netns exec "$A" "$NATM" ip --address +4420001 --ipv4 10.77.0.1/24 --arp-server --sigd "$D/sigd0.sock" \
-  --idle 2s --policy 'udp dport 5004 -> cbr:pcr=20Mbps' 2>"$D/ip0.log" & PIDS+=($!)
+  --idle 2s --policy 'udp dport 5004 -> cbr:pcr=20Mbps' "${MTU_ARG[@]}" 2>"$D/ip0.log" & PIDS+=($!)
 ip netns exec "$B" "$NATM" ip --address +4420002 --ipv4 10.77.0.2/24 --arp +4420001 --sigd "$D/sigd1.sock" \
-  --idle 2s --policy 'udp dport 5004 -> cbr:pcr=20Mbps' 2>"$D/ip1.log" & PIDS+=($!)
+  --idle 2s --policy 'udp dport 5004 -> cbr:pcr=20Mbps' "${MTU_ARG[@]}" 2>"$D/ip1.log" & PIDS+=($!)
 for n in "$A" "$B"; do until ip -n "$n" link show natm0 >/dev/null 2>&1; do sleep 0.1; done; done
 sleep 1
 ip netns exec "$B" iperf3 -s -D -B 0.0.0.0 -I "$D/iperf3s.pid" --logfile "$D/iperf3s.log"
@@ -69,10 +71,10 @@ for r in $(seq "$RUNS"); do
     echo "run $r ${dst#*:}: $(ip netns exec "$A" ping -q -c 50 -i 0.02 "${dst%:*}" | tail -1)"
   done
 done
-echo "## iperf3 TCP, 5 s, one stream (Mbit/s received)"
+echo "## iperf3 TCP, 5 s, one stream (Mbit/s received; the sender's retransmissions, max cwnd)"
 for r in $(seq "$RUNS"); do
   for dst in 10.231.0.2:veth 10.78.0.2:vxlan 10.77.0.2:natm0; do
-    bps=$(ip netns exec "$A" iperf3 -c "${dst%:*}" -t 5 -J | python3 -c 'import json,sys; print(round(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e6,1))')
+    bps=$(ip netns exec "$A" iperf3 -c "${dst%:*}" -t 5 -J | python3 -c 'import json,sys; e=json.load(sys.stdin); s=e["end"]; cw=max((i["streams"][0].get("snd_cwnd",0) for i in e["intervals"]), default=0); print(round(s["sum_received"]["bits_per_second"]/1e6,1), "retransmits", s["sum_sent"].get("retransmits"), "max_cwnd_KB", cw//1024)')
     echo "run $r ${dst#*:}: $bps"
   done
 done

@@ -561,7 +561,7 @@ fn one_peers_calls_beyond_its_share_are_refused_before_they_cost_a_thread() {
 fn calls_on_sap_ip_share_a_fixed_set_of_threads() {
     // Issue 31: `natm ip` ran two threads for every IP VC, so a peer's calls grew its
     // thread count with them (4,000 calls: ~8,000 threads). Now a fixed pool receives
-    // every VC and one thread sends on them all.
+    // every VC and the thread that has a packet sends it.
     if let Some(why) = unavailable() {
         eprintln!("skipping calls_on_sap_ip_share_a_fixed_set_of_threads: {why}");
         return;

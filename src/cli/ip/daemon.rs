@@ -34,9 +34,6 @@ use super::{pool, qos, IpConfig, ARP_SAP, IP_SAP, LLC_QOS, LLC_SAP};
 const VC_QUEUE: usize = 512;
 /// Bytes waiting for room on all VCs together.
 const PENDING_BYTES: usize = 32 << 20;
-/// Packets between the threads that have them (the TUN reader, mostly) and the
-/// sender; past it the interface drops.
-const SEND_QUEUE: usize = 1024;
 /// Threads receiving the frames of every IP VC, however many VCs there are.
 const IP_WORKERS: usize = 1;
 /// Call setups (each a thread waiting for sigd) at once; a VC the node wants beyond
@@ -59,12 +56,10 @@ const ARP_WORKERS: usize = 2;
 struct Shared {
     node: Mutex<Node>,
     wake: Condvar,
-    /// The open VCs: packets are sent on them by the sender thread.
+    /// The open VCs: packets are sent on them by the thread that has them.
     vcs: Mutex<HashMap<VcId, VcHandle>>,
     /// Receives every VC's frames.
     rx: pool::ConnPool<IpVc>,
-    /// To the sender thread: the packet and the VC it goes on.
-    to_send: SyncSender<(VcHandle, Vec<u8>)>,
     server: Mutex<Option<SyncSender<Vec<u8>>>>,
     tun: SyncDevice,
     host: Host,
@@ -215,12 +210,13 @@ impl Shared {
     fn act(self: &Arc<Self>, a: Action) {
         match a {
             Action::Transmit { vc, frame } => {
-                // The sender never waits for a VC, so no VC (a shaped one, one whose
-                // peer does not read) holds up another; the TUN reader hands over and
-                // reads on, as it did to a sender thread per VC.
+                // Sent from the thread that read the packet (the TUN reader), without
+                // a hop to another thread: `VcHandle::send` never waits for a VC, so
+                // no VC (a shaped one, one whose peer does not read) holds up another
+                // — what the VC cannot take at once waits in its queue.
                 let h = lock(&self.vcs).get(&vc).cloned();
                 if let Some(h) = h {
-                    if self.to_send.try_send((h, frame)).is_err() {
+                    if !h.send(frame, &self.pending_bytes) {
                         self.tun_drops.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -678,13 +674,11 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         v.frame(chunk)
     })
     .context("cannot start natm ip's receiving thread")?;
-    let (to_send, sending) = sync_channel::<(VcHandle, Vec<u8>)>(SEND_QUEUE);
     let shared = Arc::new(Shared {
         node: Mutex::new(node),
         wake: Condvar::new(),
         vcs: Mutex::new(HashMap::new()),
         rx,
-        to_send,
         server: Mutex::new(None),
         tun,
         host: host.clone(),
@@ -718,15 +712,6 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
     }
     let cannot = |what: &str| format!("cannot start natm ip's {what} thread");
     {
-        let s = shared.clone();
-        spawn("natm-ip-send", move || {
-            while let Ok((h, frame)) = sending.recv() {
-                if !h.send(frame, &s.pending_bytes) {
-                    s.tun_drops.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })
-        .with_context(|| cannot("sender"))?;
         let s = shared.clone();
         spawn("natm-ip-timers", move || s.timers()).with_context(|| cannot("timer"))?;
         for (listener, kind) in listeners {
