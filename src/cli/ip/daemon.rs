@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use anyhow::{anyhow, Context};
 use natm::time::Instant;
+use natm::ulib::Bytes;
 use natm::ulib::{Connection, Error, Host, HostConfig, Listener};
 use natm::wire::addr::AtmAddr;
 use natm_proto::ip::arp::{ArpServer, ServerOutcome, SERVER_AGE};
@@ -90,7 +91,7 @@ struct VcOut {
     conn: Arc<Connection>,
     /// Oldest first, at most [`VC_QUEUE`]; the pool's worker sends them when the VC
     /// makes room (its task's waker, registered by the send that found no room).
-    pending: Mutex<VecDeque<Vec<u8>>>,
+    pending: Mutex<VecDeque<Bytes>>,
 }
 
 /// An open VC as the thread with a packet for it sees it.
@@ -105,11 +106,13 @@ impl VcHandle {
     /// Send `frame` now if the VC has room and nothing waits before it, else queue
     /// it; `false` if it is dropped (the VC's queue, or all of them, full).
     fn send(&self, frame: Vec<u8>, pending_bytes: &AtomicUsize) -> bool {
+        // Held by the VC's send queue as it is, not copied into it.
+        let frame = Bytes::from(frame);
         let mut pending = lock(&self.out.pending);
         if pending.is_empty() {
             let mut cx = TaskCx::from_waker(&self.waker);
             // Ready: sent, or the VC has ended (its task forgets it).
-            if self.out.conn.poll_send(&mut cx, &frame).is_ready() {
+            if self.out.conn.poll_send(&mut cx, frame.clone()).is_ready() {
                 return true;
             }
         }
@@ -141,7 +144,7 @@ impl pool::TaskContext for IpVc {
         let mut pending = lock(&self.out.pending);
         let mut freed = 0;
         while let Some(frame) = pending.front() {
-            if conn.poll_send(cx, frame).is_pending() {
+            if conn.poll_send(cx, frame.clone()).is_pending() {
                 break;
             }
             freed += frame.len();

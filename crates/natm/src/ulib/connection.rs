@@ -233,13 +233,20 @@ impl Connection {
     /// it does not, nothing is taken and `cx`'s waker is woken once the sending VC has
     /// made room (or ended). For event loops outside Rust's async, e.g. the C API's
     /// descriptor to `poll()`: the waker is registered under the same lock as the
-    /// attempt, so no wake-up falls between them.
-    pub fn poll_send(
+    /// attempt, so no wake-up falls between them. `msg` is taken as by
+    /// [`Connection::send`]: a [`Bytes`](bytes::Bytes) is queued without a copy (keep
+    /// a clone to try again after `Pending`).
+    pub fn poll_send<'a>(
         &self,
         cx: &mut std::task::Context<'_>,
-        msg: &[u8],
+        msg: impl Into<Outgoing<'a>>,
     ) -> std::task::Poll<Result<(), Error>> {
-        match self.conn.try_send_message(&self.eng, msg, Some(cx.waker())) {
+        let (c, e, w) = (&self.conn, &self.eng, Some(cx.waker()));
+        let r = match msg.into() {
+            Outgoing::Borrowed(m) => c.try_send_message(e, m, w),
+            Outgoing::Shared(m) => c.try_send_message_bytes(e, &m, w),
+        };
+        match r {
             Err(Error::WouldBlock(_)) => std::task::Poll::Pending,
             r => std::task::Poll::Ready(r),
         }
