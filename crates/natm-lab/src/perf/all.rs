@@ -108,8 +108,8 @@ vCPUs are shared with other work, which a spinning thread competes with.",
         title: "Throughput against message size",
         paper: "seed 000 Fig. 6; seed 001 Figs. 3–4 and its two-part fit (half-power ~2200 B)",
         args: (
-            "--stacks udp,tcp-cubic,quic,natm-be,natm-reliable,natm-reliable-32k,natm-reliable-zc,natm-reliable-32k-zc --time 300ms --warmup 100ms --runs 1",
-            "--stacks udp,tcp-cubic,quic,natm-be,natm-reliable,natm-reliable-32k,natm-reliable-zc,natm-reliable-32k-zc --time 1s --warmup 200ms --runs 3",
+            "--stacks udp,tcp-cubic,quic,natm-be,natm-reliable,natm-reliable-32k,natm-reliable-zc,natm-reliable-32k-zc,tcp-tls,natm-reliable-enc --time 300ms --warmup 100ms --runs 1",
+            "--stacks udp,tcp-cubic,quic,natm-be,natm-reliable,natm-reliable-32k,natm-reliable-zc,natm-reliable-32k-zc,tcp-tls,natm-reliable-enc --time 1s --warmup 200ms --runs 3",
         ),
         limits: "Small messages are bound by per-message cost: a system call per message for \
 UDP (one datagram each) and natm best effort (one TPDU each; natm reliable also runs SMART per \
@@ -119,7 +119,11 @@ way in the kernel; natm copies the message into its PSB and sends 4 KiB TPDUs (3
 `-32k`) in GSO batches, and its receiver gathers them into the caller's buffer; the `-zc` \
 stacks hand the message over as a `Bytes` (`send_bytes`) and take it as slices of the receive \
 areas (`recv_chunk`), so their only copies are the kernel's, as TCP's; QUIC encrypts every ~1.2–1.5 KB packet in user \
-space, which caps it far below the kernel stacks on loopback. UDP above 65,507 B is sent as \
+space, which caps it far below the kernel stacks on loopback. `natm-reliable-enc` is a call \
+through two sigds with every TPDU sealed (AES-256-GCM), against TLS 1.3 (rustls, AES-256-GCM) \
+over TCP cubic (`tcp-tls`): both encrypt in user space, TLS in 16 KiB records on one \
+thread each way, natm per 4 KiB TPDU at transmission (the sender's driver seals what \
+ACKs let out) and opens in place as it reads. UDP above 65,507 B is sent as \
 several datagrams and counts only what arrived. The fit's per-message cost `a` and per-byte \
 cost `b` are in the table; throughput tends to 1/b.",
     },
@@ -635,6 +639,17 @@ fn throughput_headlines(doc: Option<results::Throughput>) -> Vec<Headline> {
     // Issue 17's goal: natm reliable against TCP CUBIC (the strongest reference on
     // loopback) and QUIC, at 64 KiB and 1 MiB messages.
     let mut h = Vec::new();
+    let mut push = |natm: &str, other: &str, label: &str, size: usize, at: &str| {
+        h.push((
+            format!("{natm} / {label} throughput, {at} messages"),
+            ratio(bps(natm, size), bps(other, size)),
+            format!(
+                "{:.2} / {:.2} Gbit/s",
+                or_nan(bps(natm, size)) / 1e9,
+                or_nan(bps(other, size)) / 1e9
+            ),
+        ));
+    };
     for (size, at) in [(64 << 10, "64 KiB"), (1 << 20, "1 MiB")] {
         for (other, label) in [("tcp-cubic", "TCP cubic"), ("quic", "QUIC")] {
             for natm in [
@@ -643,16 +658,15 @@ fn throughput_headlines(doc: Option<results::Throughput>) -> Vec<Headline> {
                 "natm-reliable-zc",
                 "natm-reliable-32k-zc",
             ] {
-                h.push((
-                    format!("{natm} / {label} throughput, {at} messages"),
-                    ratio(bps(natm, size), bps(other, size)),
-                    format!(
-                        "{:.2} / {:.2} Gbit/s",
-                        or_nan(bps(natm, size)) / 1e9,
-                        or_nan(bps(other, size)) / 1e9
-                    ),
-                ));
+                push(natm, other, label, size, at);
             }
+        }
+        // Issue 30: encrypted, against the strongest encrypted stream here.
+        for (other, label) in [
+            ("tcp-tls", "TLS 1.3 over TCP cubic"),
+            ("tcp-cubic", "TCP cubic"),
+        ] {
+            push("natm-reliable-enc", other, label, size, at);
         }
     }
     h
@@ -891,7 +905,7 @@ mod tests {
         let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/perf"));
         let all: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
         let h = headlines(docs, &all);
-        assert_eq!(h.len(), 41);
+        assert_eq!(h.len(), 45);
         for (what, v, _) in &h {
             assert!(v.is_some_and(f64::is_finite), "{what}: {v:?}");
         }
@@ -972,7 +986,7 @@ mod tests {
         assert!(doubled >= 2, "the document has natm-reliable-zc rows");
         let doc: results::Throughput = serde_json::from_value(v).unwrap();
         let h = throughput_headlines(Some(doc));
-        assert_eq!(h.len(), 16);
+        assert_eq!(h.len(), 20);
         let get = |what: &str| {
             h.iter()
                 .find(|(w, _, _)| w == what)
