@@ -28,13 +28,17 @@
 //! | `Sources` | `Engine::sources`, other descriptors the driver watches (sigd's stream) | — |
 //! | `DriverTid` | `Engine::driver_tid` | — |
 //! | `Buffers` | `Engine::buffers`, pooled receive batches | — |
+//! | `HostPorts` | `Engine::host_ports`, the host's one-per-address UDP ports | a new sub's entry (`HostRoutes`) |
+//! | `HostBatch` | a host port's receive batch (one reader at a time) | a cell port's reassembly, its routes, a sub's peer and queue (a delivery) |
 //! | `CellTx` | a cell-mode link's spare train packer (taken, not held, for a send) | — |
 //! | `CellRx` | a cell-mode link's reassembly | — |
+//! | `HostRoutes` | a host port's routes (`natm_proto::endpoint::HostRoutes`) and the subs they name | what the port holds (a frame no route takes; a new route takes its own) |
+//! | `HostHeld` | a host port's frames held for routes not yet made, and its subs for the driver's next round | — |
 //! | `MemPorts` | `MemNetwork`'s address map | `MemNextPort` |
 //! | `MemNextPort` | `MemNetwork`'s next ephemeral port | — |
-//! | `PortPeer` | a mem port's connected peer | — |
-//! | `MemQueue` | a mem port's receive queue | — |
-//! | `OamProbes` | a connection's OAM loopback probes waiting for answers | — |
+//! | `OamProbes` | a connection's OAM loopback probes waiting for answers | a port's peer (a path probe's send) |
+//! | `PortPeer` | a port's connected peer: a mem port's, a host sub's with its path MTU | — |
+//! | `MemQueue` | a port's receive queue: a mem port's, a host sub's | — |
 //! | `ConnGone` | `Conn::on_gone`, the task run when a connection is forgotten | — |
 //! | `SendPool` | `Engine::send_pool`'s gate: who sleeps on the pool | — |
 //!
@@ -82,15 +86,22 @@ pub(crate) enum Level {
     Sources,
     DriverTid,
     Buffers,
+    HostPorts,
+    HostBatch,
     CellTx,
     CellRx,
+    HostRoutes,
+    HostHeld,
     MemPorts,
     MemNextPort,
-    PortPeer,
-    MemQueue,
     /// A connection's outstanding OAM loopback probes (`engine::oam`): taken alone,
     /// or under the Tx end (its path MTU probes, `engine::path_probe`).
     OamProbes,
+    /// A port's connected peer (a mem port's; a host sub's, with its path MTU): under
+    /// an end or its probes (a send).
+    PortPeer,
+    /// A port's receive queue (a mem port's, a host sub's).
+    MemQueue,
     /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
     ConnGone,
     /// The send buffer pool's gate (`engine::send_pool`): senders asleep on it and

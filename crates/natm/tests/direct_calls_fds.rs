@@ -192,3 +192,52 @@ fn a_closed_listener_ends_the_calls_nobody_accepted() {
     }
     assert_back_to(before, "a closed listener's queue");
 }
+
+/// One UDP socket per host (`Ports::PerHost`, issue 30): hundreds of connections open
+/// at once hold no descriptor of their own — each host's one socket is all there is —
+/// and every one of them carries its own bytes exactly.
+#[test]
+fn a_host_on_one_port_opens_no_socket_per_call() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let before = settled_fds();
+    {
+        let cfg = || {
+            let mut c = HostConfig::default();
+            c.engine.ports = natm::ulib::Ports::PerHost;
+            c
+        };
+        let client = Host::open(cfg()).unwrap();
+        let server = Host::open(cfg()).unwrap();
+        let l = server.bind("127.0.0.1:0", "reliable").unwrap();
+        let addr = l.local_addr().unwrap();
+        let call = || {
+            let c = client.connect(addr, "reliable").unwrap();
+            let s = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
+            (c, s)
+        };
+        // The first call binds the client's port.
+        let mut calls = vec![call()];
+        let with_ports = open_fds();
+        for _ in 1..300 {
+            calls.push(call());
+        }
+        assert_eq!(
+            open_fds(),
+            with_ports,
+            "300 open connections took descriptors of their own: {}",
+            describe_fds()
+        );
+        for (i, (c, _)) in calls.iter().enumerate() {
+            c.send(&[i as u8; 4096], Wait::Block).unwrap();
+        }
+        for (i, (_, s)) in calls.iter().enumerate() {
+            let got = s.recv(Wait::For(Duration::from_secs(10))).unwrap();
+            assert_eq!(got, Some(vec![i as u8; 4096]), "connection {i}");
+        }
+        drop(calls);
+        drop(l);
+        assert!(client.linger(Duration::from_secs(10)), "client closing");
+        assert!(server.linger(Duration::from_secs(10)), "server closing");
+    }
+    assert_back_to(before, "two hosts on one port each");
+}

@@ -146,7 +146,7 @@ fn wait_for(socket: &Path) -> anyhow::Result<()> {
 pub(super) fn host(socket: &Path) -> anyhow::Result<Host> {
     Host::open(HostConfig {
         sigd_socket: Some(socket.to_owned()),
-        ..HostConfig::default()
+        ..super::host_config()
     })
     .with_context(|| format!("cannot open a host on sigd {}", socket.display()))
 }

@@ -68,6 +68,20 @@ use latency::LatencyConfig;
 use stack::{Registry, Stack, StackOptions};
 use throughput::ThroughputConfig;
 
+/// `HostConfig::default()` with the ports `NATM_LAB_PORTS` names (`vc`, the default,
+/// or `host`): how every experiment, child processes included, compares a UDP socket
+/// per VC end with one per host (issue 30). An unknown value stops the run.
+pub(crate) fn host_config() -> ::natm::ulib::HostConfig {
+    let mut cfg = ::natm::ulib::HostConfig::default();
+    if let Ok(v) = std::env::var("NATM_LAB_PORTS") {
+        match v.parse() {
+            Ok(p) => cfg.engine.ports = p,
+            Err(e) => panic!("NATM_LAB_PORTS: {e}"),
+        }
+    }
+    cfg
+}
+
 /// Every stack `natm-lab perf` can measure: each stack file's registry lines, put together
 /// here so that the stack files depend on `stack` and `stack` on none of them.
 const STACKS: Registry = Registry(&[

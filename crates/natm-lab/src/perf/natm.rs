@@ -7,7 +7,7 @@ use std::io;
 use serde_json::{json, Value};
 
 use super::stack::{Endpoint, Entry, Pair, Stack, StackOptions};
-use natm::ulib::{Connection, Error, Host, HostConfig, LinkMode};
+use natm::ulib::{Connection, Error, Host, LinkMode};
 
 /// This file's lines of the stack registry (`perf::STACKS`).
 pub(crate) const ENTRIES: &[Entry] = &[
@@ -336,7 +336,7 @@ impl Stack for Natm {
     }
 
     fn connect(&self, _max_msg: usize) -> io::Result<Pair> {
-        let mut cfg = HostConfig::default();
+        let mut cfg = super::host_config();
         cfg.engine.busy_poll = self.busy;
         cfg.engine.inline_send = self.inline;
         cfg.engine.link_mode = self.link;

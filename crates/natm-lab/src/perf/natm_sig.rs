@@ -58,7 +58,7 @@ fn make(name: &'static str, qos: &str, o: &StackOptions) -> anyhow::Result<Box<d
     let host = |socket: &std::path::Path| {
         let mut cfg = HostConfig {
             sigd_socket: Some(socket.to_owned()),
-            ..HostConfig::default()
+            ..super::host_config()
         };
         if let Some(b) = o.sockbuf {
             cfg.engine.socket_rcvbuf = b;

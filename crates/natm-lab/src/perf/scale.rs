@@ -351,7 +351,7 @@ pub(crate) fn peer(a: &PeerArgs) -> natm_cli::cli::CliResult {
     raise_nofile(a.count as u64 + FD_MARGIN + open_fds());
     let host = Host::open(HostConfig {
         sigd_socket: None,
-        ..HostConfig::default()
+        ..super::host_config()
     })?;
     let listener = host.bind("127.0.0.1:0", &a.qos)?;
     let out = std::io::stdout();
@@ -490,7 +490,7 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
     let rss_before = status_field("VmRSS");
     let client = Host::open(HostConfig {
         sigd_socket: None,
-        ..HostConfig::default()
+        ..super::host_config()
     })?;
     let mut peer = Peer::start(a, count)?;
     let ready = peer.line(Duration::from_secs(10))?;

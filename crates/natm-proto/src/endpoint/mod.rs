@@ -19,6 +19,7 @@
 mod bare;
 mod connection;
 mod half;
+mod host;
 #[cfg(test)]
 mod tests;
 
@@ -35,6 +36,7 @@ pub use bare::{
 };
 pub use connection::{Connection, ConnectionStats, Event, Side, State};
 pub use half::{Half, HalfStatus, RxHalf, Simplex, TxHalf};
+pub use host::{Dir, HostKey, HostRoutes, RouteTaken};
 
 use crate::flow;
 use crate::time::Instant;

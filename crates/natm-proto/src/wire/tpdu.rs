@@ -457,6 +457,17 @@ impl Header {
         }
     }
 
+    /// The type and cookie of a TPDU, clear or sealed, and nothing else checked: what
+    /// a host port needs to route it (`endpoint::HostRoutes`). A sealed TPDU's flags
+    /// and payload are for its connection to check once its key has opened it.
+    pub fn route_fields(bytes: &[u8]) -> Option<(TpduType, u32)> {
+        let p = Packet::new_checked(bytes).ok()?;
+        if p.version() != VERSION {
+            return None;
+        }
+        Some((TpduType::from_nibble(p.type_nibble())?, p.cookie()))
+    }
+
     /// Parse a header and check the payload is allowed for its type.
     pub fn parse<T: AsRef<[u8]>>(packet: &Packet<T>) -> Result<Header, TpduError> {
         packet.check_len()?;

@@ -185,7 +185,7 @@ impl Conn {
             None if addr.is_ipv4() => (std::net::Ipv4Addr::UNSPECIFIED, 0).into(),
             None => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
-        let link = Link::bind(&eng.cfg, local).map_err(Error::Io)?;
+        let link = Link::bind(eng, local).map_err(Error::Io)?;
         let now = eng.clock.now();
         let proto = Connection::connect(
             now,

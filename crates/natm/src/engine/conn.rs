@@ -378,6 +378,8 @@ impl Conn {
             // A bare VC has no TPDU to seal (sigd never gives it keys).
             crypt: keys.filter(|_| !bare).map(Crypt::new),
         });
+        // On a host port the connection's frames find it by its route from now on.
+        conn.link.route(route, bare)?;
         eng.add_conn(conn.clone())?;
         conn.flush_both(eng);
         Ok(conn)
@@ -552,7 +554,7 @@ impl Conn {
         if self.held.load(Ordering::Acquire) || self.quiet.load(Ordering::Relaxed) {
             return;
         }
-        if eng.deregister(self.link.raw_fd()).is_ok() {
+        if self.link.unwatch(eng).is_ok() {
             self.quiet.store(true, Ordering::Relaxed);
         }
     }
@@ -570,7 +572,7 @@ impl Conn {
         }
         // An error means the socket is in the set already: a watermark hold began and
         // ended during the wait, and its end put it back.
-        let _ = eng.register(self.link.raw_fd(), self.token);
+        let _ = self.link.watch(eng, self.token);
     }
 
     /// The driver saw the socket readable.
@@ -619,7 +621,7 @@ impl Conn {
                 self.held.store(false, Ordering::Release);
                 // Watch the socket again; epoll reports what queued meanwhile. It is
                 // in the set now, whatever a wait or a park had left.
-                let _ = eng.register(self.link.raw_fd(), self.token);
+                let _ = self.link.watch(eng, self.token);
                 self.quiet.store(false, Ordering::Relaxed);
                 return false;
             }
@@ -629,7 +631,7 @@ impl Conn {
             // Stop watching the socket too, not only reading it: every arrival would
             // otherwise still wake the driver (seed 000 §6.2.2's interrupt per packet),
             // and on a host with one CPU those wake-ups are the work that livelocks it.
-            let _ = eng.deregister(self.link.raw_fd());
+            let _ = self.link.unwatch(eng);
             true
         } else {
             false
@@ -1621,7 +1623,7 @@ impl Conn {
         // read slice ran out (50 ms, most of issue 6's 100 ms budget for "peer
         // aborted"): shut the socket's read side to wake it at once. Nothing more is
         // read from this connection, so the driver stops watching it first.
-        let _ = eng.deregister(self.link.raw_fd());
+        let _ = self.link.unwatch(eng);
         self.read_shut.store(true, Ordering::Release);
         self.link.interrupt_reader();
     }

@@ -118,6 +118,9 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
                 break;
             }
         }
+        for hp in eng.host_ports.all() {
+            hp.run_ready(&eng, &mut buf);
+        }
         run_timers(&eng);
         run_tasks(&eng);
         eng.run_reports(eng.clock.now().as_nanos());
@@ -126,6 +129,15 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
 }
 
 fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor::RecvBatch) {
+    if let Some(hp) = eng.host_ports.by_token(token) {
+        hp.pump(eng, buf);
+        return;
+    }
+    dispatch(eng, token, buf);
+}
+
+/// `token`'s socket, or its share of a host port, has frames: drain them.
+pub(super) fn dispatch(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor::RecvBatch) {
     if let Some(c) = eng.conn(token) {
         c.on_readable(eng, buf);
         // A dropped connection whose last frame (a CLOSE-ACK, an ABORT) just finished

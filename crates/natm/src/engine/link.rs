@@ -401,18 +401,55 @@ pub enum Network {
 pub(crate) enum Link {
     Udp(UdpLink),
     Mem(MemPort),
+    /// A share of the host's one UDP port (`Ports::PerHost`).
+    Host(super::host_port::HostSub),
 }
 
 impl Link {
     /// Bind a port at `addr` on the host's network; `cfg.socket_rcvbuf` bounds its
     /// receive queue (the socket buffer, or the mem port's queue).
-    pub(crate) fn bind(cfg: &super::EngineConfig, addr: SocketAddr) -> io::Result<Link> {
+    pub(crate) fn bind(eng: &super::Engine, addr: SocketAddr) -> io::Result<Link> {
+        Link::bind_as(eng, addr, false)
+    }
+
+    /// [`Link::bind`] for a direct-mode listener: on a host port it takes the calls
+    /// no connection's route takes (the CONN-REQs of new calls); elsewhere the socket
+    /// is the listener's own.
+    pub(crate) fn bind_listener(eng: &super::Engine, addr: SocketAddr) -> io::Result<Link> {
+        Link::bind_as(eng, addr, true)
+    }
+
+    fn bind_as(eng: &super::Engine, addr: SocketAddr, accept: bool) -> io::Result<Link> {
+        let cfg = &eng.cfg;
         match &cfg.network {
+            Network::Udp if cfg.ports == super::Ports::PerHost => {
+                eng.host_ports.sub(eng, addr, accept).map(Link::Host)
+            }
             Network::Udp => {
                 UdpLink::bind(addr, cfg.socket_rcvbuf, cfg.socket_sndbuf, cfg.link_mode)
                     .map(Link::Udp)
             }
             Network::Mem(m) => m.bind(addr, cfg.socket_rcvbuf).map(Link::Mem),
+        }
+    }
+
+    /// Another port beside this one for an accepted connection: on a host port a sub
+    /// of the same socket, else a port of its own at the same IP address.
+    pub(crate) fn bind_beside(&self, eng: &super::Engine) -> io::Result<Link> {
+        if let Link::Host(h) = self {
+            return Ok(Link::Host(h.beside()));
+        }
+        let mut local = self.local_addr()?;
+        local.set_port(0);
+        Link::bind(eng, local)
+    }
+
+    /// Route a connection's frames to this link: on a host port, by its VCIs and
+    /// cookie; elsewhere the socket is the connection's own and nothing is needed.
+    pub(crate) fn route(&self, route: natm_proto::endpoint::Route, bare: bool) -> io::Result<()> {
+        match self {
+            Link::Host(h) => h.route(route, bare),
+            _ => Ok(()),
         }
     }
 
@@ -423,6 +460,10 @@ impl Link {
                 m.connect(peer);
                 Ok(())
             }
+            Link::Host(h) => {
+                h.connect(peer);
+                Ok(())
+            }
         }
     }
 
@@ -430,14 +471,27 @@ impl Link {
         match self {
             Link::Udp(l) => l.local_addr(),
             Link::Mem(m) => Ok(m.local_addr()),
+            Link::Host(h) => Ok(h.local_addr()),
         }
     }
 
-    /// What the driver polls: the socket, or the mem port's readiness eventfd.
-    pub(crate) fn raw_fd(&self) -> std::os::fd::RawFd {
+    /// The driver watches this link for `token`: its socket (or mem port's eventfd)
+    /// goes into the epoll set, or a host sub is drained by the driver when frames
+    /// come.
+    pub(crate) fn watch(&self, eng: &super::Engine, token: usize) -> io::Result<()> {
         match self {
-            Link::Udp(l) => l.raw_fd(),
-            Link::Mem(m) => m.as_raw_fd(),
+            Link::Udp(l) => eng.register(l.raw_fd(), token),
+            Link::Mem(m) => eng.register(m.as_raw_fd(), token),
+            Link::Host(h) => h.watch(eng, token),
+        }
+    }
+
+    /// The driver stops watching; an error means it was not watching.
+    pub(crate) fn unwatch(&self, eng: &super::Engine) -> io::Result<()> {
+        match self {
+            Link::Udp(l) => eng.deregister(l.raw_fd()),
+            Link::Mem(m) => eng.deregister(m.as_raw_fd()),
+            Link::Host(h) => h.unwatch(),
         }
     }
 
@@ -449,12 +503,31 @@ impl Link {
         match self {
             Link::Udp(l) => l.send_batch(batch, to),
             Link::Mem(m) => m.send_batch(to, batch),
+            Link::Host(h) => h.send_batch(batch, to),
         }
     }
 
     /// Whether frames leave as cells (a UDP link in cell mode).
     pub(crate) fn is_cell(&self) -> bool {
-        matches!(self, Link::Udp(l) if l.cells.is_some())
+        self.udp().is_some_and(|l| l.cells.is_some())
+    }
+
+    /// The UDP socket this link sends on: its own, or its host port's.
+    fn udp(&self) -> Option<&UdpLink> {
+        match self {
+            Link::Udp(l) => Some(l),
+            Link::Host(h) => Some(h.link()),
+            Link::Mem(_) => None,
+        }
+    }
+
+    /// Where a send goes: `to`, or on a host port (whose socket has no peer) the
+    /// sub's connected peer.
+    fn dest(&self, to: Option<SocketAddr>) -> io::Result<Option<SocketAddr>> {
+        match self {
+            Link::Host(h) => h.dest(to).map(Some),
+            _ => Ok(to),
+        }
     }
 
     /// Send cell trains already laid out, `unit` octets each, back to back in
@@ -466,9 +539,9 @@ impl Link {
         unit: usize,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
-        match self {
-            Link::Udp(l) if l.cells.is_some() => {
-                l.send_run(bytes, unit, bytes.len() / unit.max(1), to)
+        match self.udp() {
+            Some(l) if l.cells.is_some() => {
+                l.send_run(bytes, unit, bytes.len() / unit.max(1), self.dest(to)?)
             }
             _ => Ok(0),
         }
@@ -481,7 +554,8 @@ impl Link {
     /// path MTU is unknown.
     pub(crate) fn tpdu_cap(&self, sealed: bool) -> usize {
         match self {
-            Link::Udp(l) if l.cells.is_none() => l.path_payload().map_or(usize::MAX, |p| {
+            _ if self.is_cell() => usize::MAX,
+            Link::Udp(_) | Link::Host(_) => self.path_payload().map_or(usize::MAX, |p| {
                 let seal = if sealed {
                     crate::wire::seal::OVERHEAD
                 } else {
@@ -501,6 +575,7 @@ impl Link {
             Link::Udp(l) => l
                 .path_payload()
                 .map(|p| (p + l.port.ip_udp_overhead()) as u32),
+            Link::Host(h) => h.path_payload().map(|p| (p + h.ip_udp_overhead()) as u32),
             Link::Mem(_) => None,
         }
     }
@@ -510,6 +585,7 @@ impl Link {
     pub(crate) fn oversize_fallbacks(&self) -> u64 {
         match self {
             Link::Udp(l) => l.oversize_fallbacks(),
+            Link::Host(h) => h.oversize_fallbacks(),
             Link::Mem(_) => 0,
         }
     }
@@ -517,7 +593,7 @@ impl Link {
     /// Whether the link sends gathered frames ([`Link::send_gathered`]): a UDP link in
     /// frame mode. A cell link cuts frames into cells and a mem link copies them.
     pub(crate) fn gathers(&self) -> bool {
-        matches!(self, Link::Udp(l) if l.cells.is_none())
+        self.udp().is_some_and(|l| l.cells.is_none())
     }
 
     /// Whether the link has a path MTU to search (`engine::path_probe`): a
@@ -532,6 +608,7 @@ impl Link {
     pub(crate) fn path_payload(&self) -> Option<usize> {
         match self {
             Link::Udp(l) => l.path_payload(),
+            Link::Host(h) => h.path_payload(),
             Link::Mem(_) => None,
         }
     }
@@ -550,6 +627,7 @@ impl Link {
                     Err(e)
                 }
             },
+            Link::Host(h) => h.send_one(frame, to).map(|_| ()),
             Link::Mem(_) => Ok(()),
         }
     }
@@ -563,6 +641,7 @@ impl Link {
     ) -> io::Result<usize> {
         match self {
             Link::Udp(l) if l.cells.is_none() => l.send_gathered(batch, to),
+            Link::Host(h) if !self.is_cell() => h.send_gathered(batch, to),
             _ => {
                 let mut b = SendBatch::with_capacity(batch.len() * batch.segment_size());
                 for f in batch.frames() {
@@ -579,8 +658,12 @@ impl Link {
     /// down, so every receive on it returns at once from then on. Mem links carry no
     /// signalled calls and are left as they are.
     pub(crate) fn interrupt_reader(&self) {
-        if let Link::Udp(l) = self {
-            let _ = rustix::net::shutdown(&l.port, rustix::net::Shutdown::Read);
+        match self {
+            Link::Udp(l) => {
+                let _ = rustix::net::shutdown(&l.port, rustix::net::Shutdown::Read);
+            }
+            Link::Host(h) => h.interrupt_reader(),
+            Link::Mem(_) => {}
         }
     }
 
@@ -589,6 +672,7 @@ impl Link {
         match self {
             Link::Udp(l) => l.recv_wait(batch),
             Link::Mem(m) => m.recv_wait(batch, READ_SLICE),
+            Link::Host(h) => h.recv_wait(batch, READ_SLICE),
         }
     }
 
@@ -596,6 +680,7 @@ impl Link {
         match self {
             Link::Udp(l) => l.recv_now(batch),
             Link::Mem(m) => m.recv_now(batch),
+            Link::Host(h) => h.recv_now(batch),
         }
     }
 
@@ -603,6 +688,7 @@ impl Link {
     pub(crate) fn cell_stats(&self) -> Option<crate::adaptor::CellStats> {
         match self {
             Link::Udp(l) => l.cell_stats(),
+            Link::Host(h) => h.link().cell_stats(),
             Link::Mem(_) => None,
         }
     }
@@ -612,7 +698,7 @@ impl Link {
     pub(crate) fn port_stats(&self) -> Option<crate::adaptor::PortStats> {
         match self {
             Link::Udp(l) => Some(l.port.stats()),
-            Link::Mem(_) => None,
+            Link::Mem(_) | Link::Host(_) => None,
         }
     }
 
@@ -622,6 +708,7 @@ impl Link {
         match self {
             Link::Udp(l) => l.port.kernel_drops().ok().flatten(),
             Link::Mem(m) => Some(m.stats().dropped_queue_full),
+            Link::Host(h) => Some(h.queue_drops()),
         }
     }
 
@@ -630,6 +717,7 @@ impl Link {
         match self {
             Link::Udp(l) => tables.of(l.raw_fd()),
             Link::Mem(m) => Some(m.stats().dropped_queue_full),
+            Link::Host(h) => Some(h.queue_drops()),
         }
     }
 }

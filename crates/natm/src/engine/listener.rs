@@ -268,9 +268,7 @@ impl ListenerShared {
         eng: &Engine,
         conn: natm_proto::endpoint::Connection,
     ) -> std::io::Result<Arc<Conn>> {
-        let mut local = self.link.local_addr()?;
-        local.set_port(0);
-        let link = Link::bind(&eng.cfg, local)?;
+        let link = self.link.bind_beside(eng)?;
         Conn::open(eng, link, conn, self.level, self.weight, None)
     }
 

@@ -15,6 +15,7 @@ mod conn;
 mod driver;
 mod events;
 mod gather;
+mod host_port;
 mod link;
 mod listener;
 mod oam;
@@ -72,6 +73,33 @@ impl Watermarks {
     }
 }
 
+/// How a host's VCs meet the kernel's UDP (issue 30).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Ports {
+    /// A UDP socket per connection end: the kernel demultiplexes, each VC's queue is
+    /// a socket buffer, and a waiting application thread sleeps in its own socket.
+    #[default]
+    PerVc,
+    /// One UDP socket per local address for every VC of the host, as a seed host has
+    /// one adaptor (seed 000 §5): the engine's driver reads it in batches and
+    /// demultiplexes by VCI and cookie (`engine::host_port`). A call opens no socket.
+    /// Frame mode only.
+    PerHost,
+}
+
+impl std::str::FromStr for Ports {
+    type Err = String;
+
+    /// `vc` (a socket per VC end) or `host` (one per host).
+    fn from_str(s: &str) -> Result<Ports, String> {
+        match s {
+            "vc" => Ok(Ports::PerVc),
+            "host" => Ok(Ports::PerHost),
+            _ => Err(format!("ports {s:?}: vc or host")),
+        }
+    }
+}
+
 /// How a host's engine runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EngineConfig {
@@ -111,6 +139,8 @@ pub struct EngineConfig {
     /// [`WouldBlock::SendPool`](crate::WouldBlock::SendPool)) until another VC's
     /// octets are acknowledged.
     pub send_pool: usize,
+    /// A socket per VC end, or one per host ([`Ports`]).
+    pub ports: Ports,
 }
 
 /// Pin the calling thread to `cpus` (Linux `sched_setaffinity`). `InvalidInput` for an
@@ -156,6 +186,7 @@ impl Default for EngineConfig {
             driver_cpus: None,
             link_mode: LinkMode::Frame,
             send_pool: DEFAULT_SEND_POOL,
+            ports: Ports::PerVc,
         }
     }
 }
@@ -239,6 +270,8 @@ pub(crate) struct Engine {
     pub(crate) rx_areas: Arc<natm_udp::AreaPool>,
     /// The send buffer pool every sending VC draws on (`EngineConfig::send_pool`).
     pub(crate) send_pool: Arc<send_pool::SendPool>,
+    /// The host's one-per-address UDP ports (`Ports::PerHost`; empty otherwise).
+    pub(crate) host_ports: host_port::HostPorts,
 }
 
 /// Receive batches kept for reuse; more concurrent readers allocate their own.
@@ -280,6 +313,7 @@ impl Engine {
             buffers: Mutex::new(Level::Buffers, Vec::new()),
             rx_areas: natm_udp::AreaPool::new(natm_udp::areas::MAX_HOME, usize::MAX),
             send_pool,
+            host_ports: host_port::HostPorts::new(),
         });
         let weak = Arc::downgrade(&eng);
         let cpus = eng.cfg.driver_cpus.clone();
@@ -300,6 +334,16 @@ impl Engine {
             .map_err(|_| io::Error::other("the driver thread died at start"))??;
         *eng.driver_tid.lock() = Some(tid);
         Ok(eng)
+    }
+
+    /// The driver's waker.
+    pub(crate) fn waker(&self) -> Arc<mio::Waker> {
+        self.waker.clone()
+    }
+
+    /// Wake the driver now.
+    pub(crate) fn wake(&self) {
+        let _ = self.waker.wake();
     }
 
     pub(crate) fn token(&self) -> usize {
@@ -483,7 +527,7 @@ impl Engine {
         if conn.level == crate::sched::Level::Guaranteed {
             self.raise_driver();
         }
-        self.register(conn.link.raw_fd(), conn.token)?;
+        conn.link.watch(self, conn.token)?;
         self.conns.lock().insert(conn.token, conn);
         Ok(())
     }
@@ -528,7 +572,7 @@ impl Engine {
             (c, keep)
         };
         if let Some(c) = c {
-            let _ = self.deregister(c.link.raw_fd());
+            let _ = c.link.unwatch(self);
             {
                 let mut sched = self.sched.lock();
                 sched.remove(token);

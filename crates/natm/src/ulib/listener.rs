@@ -37,20 +37,24 @@ enum ListenerKind {
     },
 }
 
-/// A pre-authorised listener's pre-opened data sockets, by the endpoint sigd was given:
+/// A pre-authorised listener's pre-opened data links, by the endpoint sigd was given:
 /// those sigd still holds and those of answered calls not yet taken. Their number is
-/// the backlog; `accept` tops it up when it falls to half.
+/// the backlog; `accept` tops it up when it falls to half. With a socket per VC end
+/// each endpoint is one link's; on one port per host (`Ports::PerHost`) every link has
+/// the port's address, and sigd is given that address once per link.
 #[derive(Debug)]
 pub(crate) struct AutoLinks {
-    links: OrderedMutex<std::collections::HashMap<SocketAddr, Link>>,
+    links: OrderedMutex<std::collections::HashMap<SocketAddr, Vec<Link>>>,
     backlog: usize,
 }
 
 impl AutoLinks {
     pub(crate) fn new(links: Vec<Link>, backlog: usize) -> Result<Arc<AutoLinks>, Error> {
-        let mut m = std::collections::HashMap::with_capacity(backlog);
+        let mut m = std::collections::HashMap::<SocketAddr, Vec<Link>>::new();
         for l in links {
-            m.insert(l.local_addr().map_err(Error::Io)?, l);
+            m.entry(l.local_addr().map_err(Error::Io)?)
+                .or_default()
+                .push(l);
         }
         Ok(Arc::new(AutoLinks {
             links: OrderedMutex::new(Level::AutoLinks, m),
@@ -58,12 +62,27 @@ impl AutoLinks {
         }))
     }
 
+    /// Each link's endpoint, once per link.
     pub(crate) fn endpoints(&self) -> Vec<SocketAddr> {
-        self.links.lock().keys().copied().collect()
+        self.links
+            .lock()
+            .iter()
+            .flat_map(|(a, ls)| std::iter::repeat_n(*a, ls.len()))
+            .collect()
+    }
+
+    fn held(&self) -> usize {
+        self.links.lock().values().map(Vec::len).sum()
     }
 
     fn take(&self, data: &SocketAddr) -> Option<Link> {
-        self.links.lock().remove(data)
+        let mut links = self.links.lock();
+        let ls = links.get_mut(data)?;
+        let l = ls.pop();
+        if ls.is_empty() {
+            links.remove(data);
+        }
+        l
     }
 
     /// Open sockets up to the backlog once half are used, and hand them to sigd
@@ -72,7 +91,7 @@ impl AutoLinks {
         // In batches of up to 8 sockets: one message for several calls, and no burst
         // of socket creation long enough to show in the callers' setup times.
         let batch = (self.backlog / 2).clamp(1, 8);
-        let held = self.links.lock().len();
+        let held = self.held();
         if held + batch > self.backlog {
             return;
         }
@@ -87,7 +106,11 @@ impl AutoLinks {
             return;
         }
         let data: Vec<SocketAddr> = fresh.iter().map(|(a, _)| *a).collect();
-        self.links.lock().extend(fresh);
+        let mut links = self.links.lock();
+        for (a, l) in fresh {
+            links.entry(a).or_default().push(l);
+        }
+        drop(links);
         session.notify(|req| crate::wire::ipc::Message::Endpoints {
             req,
             listener,
@@ -187,7 +210,7 @@ impl Drop for IncomingCall {
 
 impl Listener {
     pub(super) fn bind(eng: Arc<Engine>, addr: SocketAddr, r: Resolved) -> Result<Listener, Error> {
-        let link = Link::bind(&eng.cfg, addr).map_err(Error::Io)?;
+        let link = Link::bind_listener(&eng, addr).map_err(Error::Io)?;
         let token = eng.token();
         let seed = u64::from(random_cookie()) << 32 | u64::from(random_cookie());
         let shared = Arc::new(ListenerShared::new(
@@ -199,8 +222,7 @@ impl Listener {
             r.weight,
             seed,
         ));
-        eng.register(shared.link.raw_fd(), token)
-            .map_err(Error::Io)?;
+        shared.link.watch(&eng, token).map_err(Error::Io)?;
         eng.listeners.lock().insert(token, shared.clone());
         Ok(Listener {
             eng,
@@ -373,7 +395,7 @@ impl Drop for Listener {
     fn drop(&mut self) {
         match &self.kind {
             ListenerKind::Direct(shared) => {
-                let _ = self.eng.deregister(shared.link.raw_fd());
+                let _ = shared.link.unwatch(&self.eng);
                 self.eng.listeners.lock().remove(&shared.token);
                 shared.close(&self.eng);
             }

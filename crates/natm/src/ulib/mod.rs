@@ -65,8 +65,8 @@ use natm_proto::endpoint::{BareConfig, BareParams};
 
 pub use crate::adaptor::MemNetwork;
 pub use crate::engine::{
-    current_cpus, pin_current_thread, ConnEvent, LinkMode, Network, SendPoolStats, Watermarks,
-    DEFAULT_SEND_POOL, DEFAULT_TRAIN_CELLS, EVENT_QUEUE,
+    current_cpus, pin_current_thread, ConnEvent, LinkMode, Network, Ports, SendPoolStats,
+    Watermarks, DEFAULT_SEND_POOL, DEFAULT_TRAIN_CELLS, EVENT_QUEUE,
 };
 
 /// How a host runs.
@@ -476,7 +476,7 @@ impl Host {
                 crate::wire::cell::VCI_FIRST_USER
             )));
         }
-        let link = Link::bind(&self.eng.cfg, local).map_err(Error::Io)?;
+        let link = Link::bind(&self.eng, local).map_err(Error::Io)?;
         let params = BareParams {
             peer,
             vpi,
@@ -501,7 +501,7 @@ impl Host {
 
     pub(crate) fn new_data_link(&self) -> Result<Link, Error> {
         let any: SocketAddr = (std::net::Ipv4Addr::UNSPECIFIED, 0).into();
-        Link::bind(&self.eng.cfg, any).map_err(Error::Io)
+        Link::bind(&self.eng, any).map_err(Error::Io)
     }
 
     /// Open the next call's data socket while this call's request is with sigd: the

@@ -8,7 +8,7 @@
 use natm::ulib::Wait;
 use std::time::Duration;
 
-use natm::ulib::{Connection, Host, HostConfig, LinkMode, MemNetwork, Network};
+use natm::ulib::{Connection, Host, LinkMode, MemNetwork, Network};
 
 fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) {
     let l = b.bind(at, qos).unwrap();
@@ -69,15 +69,15 @@ fn climbs_to_pcr(c: &Connection, s: &Connection) {
 
 #[test]
 fn an_abr_source_climbs_to_its_pcr_on_its_turned_around_rm_cells_over_udp() {
-    let a = Host::open(HostConfig::default()).unwrap();
-    let b = Host::open(HostConfig::default()).unwrap();
+    let a = Host::open(crate::support::host_config()).unwrap();
+    let b = Host::open(crate::support::host_config()).unwrap();
     let (c, s) = connect(&a, &b, "127.0.0.1:0", "abr:pcr=200Mbps");
     climbs_to_pcr(&c, &s);
 }
 
 #[test]
 fn rm_cells_travel_as_pti_110_cells_in_cell_mode() {
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.link_mode = LinkMode::Cell { train: 8 };
     let a = Host::open(cfg.clone()).unwrap();
     let b = Host::open(cfg).unwrap();
@@ -93,7 +93,7 @@ fn rm_cells_travel_as_pti_110_cells_in_cell_mode() {
 #[test]
 fn an_abr_source_over_mem_links() {
     let net = MemNetwork::new();
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.network = Network::Mem(net.clone());
     let (a, b) = (Host::open(cfg.clone()).unwrap(), Host::open(cfg).unwrap());
     let (c, s) = connect(&a, &b, "10.0.0.2:7000", "abr:pcr=200Mbps,ec=on");

@@ -8,10 +8,10 @@ use natm::ulib::Wait;
 use std::time::Duration;
 
 use crate::support::assert_no_retransmissions;
-use natm::ulib::{Error, Host, HostConfig, LinkMode};
+use natm::ulib::{Error, Host, LinkMode};
 
 fn host(mode: LinkMode) -> Host {
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.link_mode = mode;
     cfg.connect_timeout = Duration::from_millis(500);
     Host::open(cfg).unwrap()

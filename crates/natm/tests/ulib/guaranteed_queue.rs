@@ -6,12 +6,12 @@
 use natm::ulib::Wait;
 use std::time::Duration;
 
-use natm::ulib::{Error, Host, HostConfig};
+use natm::ulib::{Error, Host};
 
 const MSG: usize = 1024;
 
 fn pair(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
-    let host = Host::open(HostConfig::default()).unwrap();
+    let host = Host::open(crate::support::host_config()).unwrap();
     let l = host.bind("127.0.0.1:0", qos).unwrap();
     let addr = l.local_addr().unwrap();
     let h2 = host.clone();

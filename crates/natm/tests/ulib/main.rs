@@ -5,6 +5,10 @@
 //! `host_reactor.rs`) keep binaries of their own. One file's tests: `cargo test -p
 //! natm --test ulib -- udp::`.
 
+/// A UDP socket per VC end, the library's default (`ulib_host` runs these tests with
+/// one per host).
+const PORTS: natm::ulib::Ports = natm::ulib::Ports::PerVc;
+
 mod abr;
 mod cell_mode;
 mod guaranteed_queue;

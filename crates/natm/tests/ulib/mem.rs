@@ -9,7 +9,7 @@ use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network, Water
 
 /// Two hosts on one in-process network: `a` connects to a listener of `b`.
 fn hosts(net: &MemNetwork, tweak: impl Fn(&mut HostConfig)) -> (Host, Host) {
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.network = Network::Mem(net.clone());
     tweak(&mut cfg);
     (Host::open(cfg.clone()).unwrap(), Host::open(cfg).unwrap())

@@ -6,7 +6,7 @@
 use natm::ulib::Wait;
 use std::time::Duration;
 
-use natm::ulib::{Connection, Host, HostConfig, LinkMode, MemNetwork, Network};
+use natm::ulib::{Connection, Host, LinkMode, MemNetwork, Network};
 use natm::wire::oam::Scope;
 
 fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) {
@@ -47,7 +47,7 @@ fn check_pair(c: &Connection, s: &Connection) {
 #[test]
 fn end_to_end_probes_are_answered_by_the_far_end_over_mem_links() {
     let net = MemNetwork::new();
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.network = Network::Mem(net.clone());
     let (a, b) = (Host::open(cfg.clone()).unwrap(), Host::open(cfg).unwrap());
     let (c, s) = connect(&a, &b, "10.0.0.2:7000", "best-effort");
@@ -56,8 +56,8 @@ fn end_to_end_probes_are_answered_by_the_far_end_over_mem_links() {
 
 #[test]
 fn end_to_end_probes_are_answered_over_udp() {
-    let a = Host::open(HostConfig::default()).unwrap();
-    let b = Host::open(HostConfig::default()).unwrap();
+    let a = Host::open(crate::support::host_config()).unwrap();
+    let b = Host::open(crate::support::host_config()).unwrap();
     let (c, s) = connect(&a, &b, "127.0.0.1:0", "reliable");
     check_pair(&c, &s);
 }
@@ -65,7 +65,7 @@ fn end_to_end_probes_are_answered_over_udp() {
 #[test]
 fn end_to_end_probes_are_answered_in_cell_mode() {
     // Each OAM frame travels as one OAM cell in a train, and comes back as one.
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.link_mode = LinkMode::Cell { train: 8 };
     let a = Host::open(cfg.clone()).unwrap();
     let b = Host::open(cfg).unwrap();

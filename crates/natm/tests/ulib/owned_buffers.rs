@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::assert_no_retransmissions;
 use bytes::Bytes;
-use natm::ulib::{ConnStats, Connection, Host, HostConfig};
+use natm::ulib::{ConnStats, Connection, Host};
 
 fn pattern(i: usize) -> u8 {
     (i.wrapping_mul(2_654_435_761) >> 13) as u8
@@ -23,8 +23,8 @@ fn connect(
     qos: &str,
     via: Option<&dyn Fn(SocketAddr) -> SocketAddr>,
 ) -> (Host, Host, Connection, Connection) {
-    let a = Host::open(HostConfig::default()).unwrap();
-    let b = Host::open(HostConfig::default()).unwrap();
+    let a = Host::open(crate::support::host_config()).unwrap();
+    let b = Host::open(crate::support::host_config()).unwrap();
     let l = b.bind("127.0.0.1:0", qos).unwrap();
     let mut addr = l.local_addr().unwrap();
     if let Some(relay) = via {

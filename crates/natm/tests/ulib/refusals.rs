@@ -32,7 +32,7 @@ fn a_refused_session_reports_sigds_reason_on_either_side_of_the_race() {
     });
     let host = Host::open(HostConfig {
         sigd_socket: Some(path.clone()),
-        ..HostConfig::default()
+        ..crate::support::host_config()
     })
     .unwrap();
     // Each request opens a new session, refused as soon as the scripted sigd accepts
@@ -67,7 +67,7 @@ fn a_session_closed_before_any_answer_is_no_sigd_not_a_lost_one() {
     });
     let host = Host::open(HostConfig {
         sigd_socket: Some(path.clone()),
-        ..HostConfig::default()
+        ..crate::support::host_config()
     })
     .unwrap();
     for i in 0..SESSIONS {
@@ -91,7 +91,7 @@ fn a_bad_sap_is_refused_before_sigd_is_asked() {
     // No sigd at this path: a request that reached for it would fail with NoSigd.
     let host = Host::open(HostConfig {
         sigd_socket: Some(std::env::temp_dir().join("natm-no-sigd-here.sock")),
-        ..HostConfig::default()
+        ..crate::support::host_config()
     })
     .unwrap();
     let long = format!("+4420002:{}", "s".repeat(300));

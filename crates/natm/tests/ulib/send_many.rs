@@ -6,7 +6,7 @@ use natm::ulib::Wait;
 use std::time::Duration;
 
 use crate::support::assert_no_retransmissions;
-use natm::ulib::{Connection, Error, Host, HostConfig, MemNetwork, Network};
+use natm::ulib::{Connection, Error, Host, MemNetwork, Network};
 
 fn pair_on(host: &Host, qos: &str) -> (Connection, Connection) {
     let l = host.bind("127.0.0.1:0", qos).unwrap();
@@ -19,7 +19,7 @@ fn pair_on(host: &Host, qos: &str) -> (Connection, Connection) {
 }
 
 fn pair(qos: &str) -> (Host, Connection, Connection) {
-    let host = Host::open(HostConfig::default()).unwrap();
+    let host = Host::open(crate::support::host_config()).unwrap();
     let (c, s) = pair_on(&host, qos);
     (host, c, s)
 }
@@ -109,7 +109,7 @@ fn a_burst_over_a_full_receive_queue_loses_whole_messages_and_counts_each_once()
     // The mem adaptor's queue holds what the receive buffer says: 16 KiB here, while
     // the burst is 200 messages of 512 octets (~110 KiB of frames) sent at once.
     let net = MemNetwork::new();
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.network = Network::Mem(net.clone());
     cfg.engine.socket_rcvbuf = 16 << 10;
     let host = Host::open(cfg).unwrap();

@@ -8,7 +8,7 @@ use natm::ulib::Wait;
 use std::time::{Duration, Instant};
 
 use crate::support::assert_no_retransmissions;
-use natm::ulib::{Connection, Error, Host, HostConfig, WouldBlock};
+use natm::ulib::{Connection, Error, Host, WouldBlock};
 
 const VCS: usize = 4;
 const MSG: usize = 64 << 10;
@@ -26,10 +26,10 @@ fn message(vc: usize, seq: usize) -> Vec<u8> {
 
 #[test]
 fn vcs_together_queue_no_more_than_the_hosts_pool_and_all_their_data_arrives() {
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.send_pool = POOL;
     let tx_host = Host::open(cfg).unwrap();
-    let rx_host = Host::open(HostConfig::default()).unwrap();
+    let rx_host = Host::open(crate::support::host_config()).unwrap();
     let l = rx_host.bind("127.0.0.1:0", "reliable").unwrap();
     let addr = l.local_addr().unwrap();
     let mut senders: Vec<Connection> = Vec::new();
@@ -126,10 +126,10 @@ fn vcs_together_queue_no_more_than_the_hosts_pool_and_all_their_data_arrives() {
 fn a_pool_smaller_than_a_message_still_carries_it_in_pieces() {
     // A blocking send takes what the pool has and waits for the rest: a 1 MiB message
     // through a 96 KiB pool arrives whole.
-    let mut cfg = HostConfig::default();
+    let mut cfg = crate::support::host_config();
     cfg.engine.send_pool = 96 << 10;
     let tx_host = Host::open(cfg).unwrap();
-    let rx_host = Host::open(HostConfig::default()).unwrap();
+    let rx_host = Host::open(crate::support::host_config()).unwrap();
     let l = rx_host.bind("127.0.0.1:0", "reliable").unwrap();
     let addr = l.local_addr().unwrap();
     let h = tx_host.clone();

@@ -7,10 +7,10 @@
 use std::time::Duration;
 
 use crate::support::assert_no_retransmissions;
-use natm::ulib::{Error, Host, HostConfig, Wait};
+use natm::ulib::{Error, Host, Wait};
 
 fn host() -> Host {
-    Host::open(HostConfig::default()).unwrap()
+    Host::open(crate::support::host_config()).unwrap()
 }
 
 /// Send 300 messages of 3,000 octets one way on `send_qos` to a listener bound

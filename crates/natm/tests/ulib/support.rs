@@ -1,6 +1,15 @@
 //! What the files of this binary share.
 
-use natm::ulib::ConnStats;
+use natm::ulib::{ConnStats, HostConfig};
+
+/// What every test of the binary starts a host from: the library's default with the
+/// binary's ports (`crate::PORTS`). `ulib` runs its tests with a UDP socket per VC
+/// end, `ulib_host` the same tests with one socket per host (issue 30).
+pub(crate) fn host_config() -> HostConfig {
+    let mut cfg = HostConfig::default();
+    cfg.engine.ports = crate::PORTS;
+    cfg
+}
 
 /// Assert that a sending VC resent nothing by SMART's fast path (issue 34: no
 /// spurious retransmission on a loss-free path), and print every retransmission

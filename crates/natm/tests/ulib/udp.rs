@@ -7,7 +7,7 @@ use crate::support::assert_no_retransmissions;
 use natm::ulib::{ConnStats, Connection, Error, Host, HostConfig};
 
 fn pair(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
-    let host = Host::open(HostConfig::default()).unwrap();
+    let host = Host::open(crate::support::host_config()).unwrap();
     let l = host.bind("127.0.0.1:0", qos).unwrap();
     let addr = l.local_addr().unwrap();
     let h2 = host.clone();
@@ -20,8 +20,8 @@ fn pair(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
 
 /// As [`pair`], with the two ends on two hosts (two engines).
 fn pair2(qos: &str) -> (Host, natm::ulib::Connection, natm::ulib::Connection) {
-    let a = Host::open(HostConfig::default()).unwrap();
-    let b = Host::open(HostConfig::default()).unwrap();
+    let a = Host::open(crate::support::host_config()).unwrap();
+    let b = Host::open(crate::support::host_config()).unwrap();
     let l = b.bind("127.0.0.1:0", qos).unwrap();
     let addr = l.local_addr().unwrap();
     let q = qos.to_string();
@@ -129,7 +129,7 @@ fn a_cbr_vc_with_error_control_moves_data_without_retransmitting() {
 fn connect_to_nothing_fails_clearly() {
     let host = Host::open(HostConfig {
         connect_timeout: Duration::from_millis(300),
-        ..HostConfig::default()
+        ..crate::support::host_config()
     })
     .unwrap();
     let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -143,7 +143,7 @@ fn connect_to_nothing_fails_clearly() {
 
 #[test]
 fn bad_qos_is_refused_with_the_offending_token() {
-    let host = Host::open(HostConfig::default()).unwrap();
+    let host = Host::open(crate::support::host_config()).unwrap();
     match host.bind("127.0.0.1:0", "cbr:pcr=fast") {
         Err(Error::Qos(msg)) => assert!(msg.contains("fast"), "{msg}"),
         other => panic!("{other:?}"),

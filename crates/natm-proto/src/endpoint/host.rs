@@ -1,0 +1,375 @@
+//! The routes of a host port (issue 30): every VC end of a host on one UDP port, each
+//! datagram handed to the end its VC header and TPDU header name — the demultiplexing
+//! a seed host's adaptor does by VCI (seed 000 §5), with the cookie (seed 001 §4.2)
+//! telling apart the direct-mode calls that all use [`VCI_FORWARD`] and
+//! [`VCI_BACKWARD`].
+//!
+//! A VC's frames arrive at both of its ends: its data and control at the receiver, its
+//! ACKs and answers at the sender, all under the VC's VCI and the call's cookie. A
+//! host that holds both ends of a call (a process calling itself) sees both kinds on
+//! one port, so a route also names the direction: frames its sender originates
+//! ([`Dir::Forward`]) go to the receiving end, the receiver's answers
+//! ([`Dir::Backward`]) to the sending end. An ABORT may come from either end; it goes
+//! to whichever end the port has, the receiving one first.
+//!
+//! Bare VCs (`transport=none`) carry no TPDU header: their frames are routed by VCI
+//! alone. OAM and RM frames carry no cookie either; they go to the end that registered
+//! the VCI last, which is exact where VCIs are unique on the port (signalled calls,
+//! PVCs) and not for several direct-mode calls between one pair of host ports.
+//!
+//! Sans-IO and generic over the owner's name for an end (`T`).
+
+use std::collections::HashMap;
+use std::hash::Hash;
+
+use thiserror::Error;
+
+use super::{Route, VCI_FORWARD};
+use crate::wire::tpdu::{Header, TpduType};
+use crate::wire::vcframe::{self, FrameKind};
+
+/// Which way a frame goes on its VC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// From the VC's sender: data, handshake requests, CLOSE, SYNC, QOS.
+    Forward,
+    /// From the VC's receiver: ACKs and answers.
+    Backward,
+}
+
+impl Dir {
+    /// The direction a TPDU of type `ty` travels; `None` for ABORT (either way).
+    pub fn of(ty: TpduType) -> Option<Dir> {
+        use TpduType::*;
+        match ty {
+            Data | ConnRequest | ConnConfirm | Close | Sync | Qos => Some(Dir::Forward),
+            Ack | ConnAccept | CloseAck | SyncEcho | QosAck => Some(Dir::Backward),
+            Abort => None,
+        }
+    }
+}
+
+/// One route of a VC end on a host port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HostKey {
+    /// TPDUs of a transport VC: its VCI, the call's cookie, and which way they go.
+    Data {
+        /// The VC's VCI on this port.
+        vci: u16,
+        /// The call's cookie.
+        cookie: u32,
+        /// Which way the frames go.
+        dir: Dir,
+    },
+    /// Every frame arriving on a bare VC (data flows one way on a bare VC: only its
+    /// receiving end takes frames).
+    Bare {
+        /// The VC's VCI on this port.
+        vci: u16,
+    },
+    /// OAM and RM frames on a VC of the end (they carry no cookie); several ends may
+    /// name one VCI, and the newest takes them.
+    Vci {
+        /// The VC's VCI on this port.
+        vci: u16,
+    },
+}
+
+impl HostKey {
+    /// The routes of a connection's two ends: its receiving VC's forward frames and
+    /// its sending VC's backward ones (or, bare, each VC's frames by VCI).
+    pub fn of(route: Route, bare: bool) -> Vec<HostKey> {
+        let mut keys = if bare {
+            vec![HostKey::Bare { vci: route.rx_vci }]
+        } else {
+            vec![
+                HostKey::Data {
+                    vci: route.rx_vci,
+                    cookie: route.cookie,
+                    dir: Dir::Forward,
+                },
+                HostKey::Data {
+                    vci: route.tx_vci,
+                    cookie: route.cookie,
+                    dir: Dir::Backward,
+                },
+            ]
+        };
+        keys.push(HostKey::Vci { vci: route.rx_vci });
+        if route.tx_vci != route.rx_vci {
+            keys.push(HostKey::Vci { vci: route.tx_vci });
+        }
+        keys
+    }
+}
+
+/// Why a route could not be added.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
+pub enum RouteTaken {
+    /// Another end of the port holds this route.
+    #[error("another VC end on this port has the route {0:?}")]
+    Route(HostKey),
+    /// The port already has a listener taking CONN-REQs.
+    #[error("another listener on this port takes the calls")]
+    Acceptor,
+}
+
+/// A host port's routing table.
+#[derive(Debug, Clone)]
+pub struct HostRoutes<T> {
+    keys: HashMap<HostKey, T>,
+    /// The ends by VCI, newest last (OAM and RM frames).
+    by_vci: HashMap<u16, Vec<T>>,
+    owned: HashMap<T, Vec<HostKey>>,
+    acceptor: Option<T>,
+}
+
+impl<T: Copy + Eq + Hash> Default for HostRoutes<T> {
+    fn default() -> Self {
+        HostRoutes::new()
+    }
+}
+
+impl<T: Copy + Eq + Hash> HostRoutes<T> {
+    /// No routes.
+    pub fn new() -> HostRoutes<T> {
+        HostRoutes {
+            keys: HashMap::new(),
+            by_vci: HashMap::new(),
+            owned: HashMap::new(),
+            acceptor: None,
+        }
+    }
+
+    /// Route `keys` to `end`; nothing changes if another end holds one of them.
+    pub fn insert(&mut self, keys: &[HostKey], end: T) -> Result<(), RouteTaken> {
+        if let Some(k) = keys.iter().find(|k| {
+            !matches!(k, HostKey::Vci { .. }) && self.keys.get(k).is_some_and(|o| *o != end)
+        }) {
+            return Err(RouteTaken::Route(*k));
+        }
+        for k in keys {
+            match *k {
+                HostKey::Vci { vci } => {
+                    let ends = self.by_vci.entry(vci).or_default();
+                    if !ends.contains(&end) {
+                        ends.push(end);
+                    }
+                }
+                _ => {
+                    self.keys.insert(*k, end);
+                }
+            }
+        }
+        self.owned.entry(end).or_default().extend_from_slice(keys);
+        Ok(())
+    }
+
+    /// `end` takes the CONN-REQs on [`VCI_FORWARD`] that no route takes (a direct-mode
+    /// listener). Other frames of calls the port does not know go to nobody: on a
+    /// port shared with signalled calls they may be a call's first frames, come before
+    /// its route, which a listener's endpoint would answer with an ABORT.
+    pub fn set_acceptor(&mut self, end: T) -> Result<(), RouteTaken> {
+        match self.acceptor {
+            Some(a) if a != end => Err(RouteTaken::Acceptor),
+            _ => {
+                self.acceptor = Some(end);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether an end takes the calls no route takes.
+    pub fn has_acceptor(&self) -> bool {
+        self.acceptor.is_some()
+    }
+
+    /// Forget every route of `end`.
+    pub fn remove(&mut self, end: T) {
+        if self.acceptor == Some(end) {
+            self.acceptor = None;
+        }
+        for k in self.owned.remove(&end).unwrap_or_default() {
+            if let HostKey::Vci { vci } = k {
+                if let Some(ends) = self.by_vci.get_mut(&vci) {
+                    ends.retain(|e| *e != end);
+                    if ends.is_empty() {
+                        self.by_vci.remove(&vci);
+                    }
+                }
+            } else if self.keys.get(&k) == Some(&end) {
+                self.keys.remove(&k);
+            }
+        }
+    }
+
+    /// Routes held (data and bare; not the VCIs of OAM and RM frames).
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no route of any kind is held.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty() && self.by_vci.is_empty()
+    }
+
+    /// The end a datagram (VC header and SDU) goes to, if any.
+    pub fn route(&self, datagram: &[u8]) -> Option<T> {
+        let (vc, sdu) = vcframe::Repr::parse_bytes(datagram).ok()?;
+        if vc.vpi != 0 && vc.kind == FrameKind::Data {
+            // PVCs on another VPI are routed by VCI as bare VCs are.
+            return self.keys.get(&HostKey::Bare { vci: vc.vci }).copied();
+        }
+        match vc.kind {
+            FrameKind::Data => {}
+            FrameKind::Oam | FrameKind::Rm => {
+                return self.by_vci.get(&vc.vci).and_then(|e| e.last()).copied();
+            }
+            FrameKind::Signalling => return None,
+        }
+        if let Some(&end) = self.keys.get(&HostKey::Bare { vci: vc.vci }) {
+            return Some(end);
+        }
+        let (ty, cookie) = Header::route_fields(sdu)?;
+        let key = |dir| HostKey::Data {
+            vci: vc.vci,
+            cookie,
+            dir,
+        };
+        let found = match Dir::of(ty) {
+            Some(dir) => self.keys.get(&key(dir)),
+            None => self
+                .keys
+                .get(&key(Dir::Forward))
+                .or_else(|| self.keys.get(&key(Dir::Backward))),
+        };
+        if let Some(&end) = found {
+            return Some(end);
+        }
+        if ty == TpduType::ConnRequest && vc.vci == VCI_FORWARD {
+            return self.acceptor;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::endpoint::VCI_BACKWARD;
+    use crate::wire::tpdu::{Header, TpduType};
+
+    fn frame(vci: u16, ty: TpduType, cookie: u32) -> Vec<u8> {
+        let mut d = vcframe::Repr::data(0, vci).to_bytes().to_vec();
+        let mut h = Header::new(ty);
+        h.cookie = cookie;
+        let mut b = vec![0u8; crate::wire::tpdu::HEADER_LEN];
+        h.emit_into(&mut b);
+        d.extend_from_slice(&b);
+        d
+    }
+
+    fn direct(cookie: u32, client: bool) -> Route {
+        let (tx_vci, rx_vci) = if client {
+            (VCI_FORWARD, VCI_BACKWARD)
+        } else {
+            (VCI_BACKWARD, VCI_FORWARD)
+        };
+        Route {
+            tx_vci,
+            rx_vci,
+            cookie,
+        }
+    }
+
+    #[test]
+    fn both_ends_of_a_call_on_one_port_get_their_own_frames() {
+        let mut r = HostRoutes::new();
+        r.insert(&HostKey::of(direct(7, true), false), "client")
+            .unwrap();
+        r.insert(&HostKey::of(direct(7, false), false), "server")
+            .unwrap();
+        // The client's data on VCI 32 is the server's; the server's ACK of it, the
+        // client's.
+        assert_eq!(r.route(&frame(32, TpduType::Data, 7)), Some("server"));
+        assert_eq!(r.route(&frame(32, TpduType::Ack, 7)), Some("client"));
+        assert_eq!(r.route(&frame(33, TpduType::Data, 7)), Some("client"));
+        assert_eq!(r.route(&frame(33, TpduType::ConnAccept, 7)), Some("server"));
+        assert_eq!(r.route(&frame(32, TpduType::Abort, 7)), Some("server"));
+        // Another cookie is another call: nobody's.
+        assert_eq!(r.route(&frame(32, TpduType::Data, 8)), None);
+    }
+
+    #[test]
+    fn conn_requests_of_unknown_calls_go_to_the_acceptor_and_nothing_else_does() {
+        let mut r = HostRoutes::new();
+        assert_eq!(r.route(&frame(32, TpduType::ConnRequest, 1)), None);
+        r.set_acceptor(1).unwrap();
+        assert_eq!(r.set_acceptor(2), Err(RouteTaken::Acceptor));
+        assert_eq!(r.route(&frame(32, TpduType::ConnRequest, 1)), Some(1));
+        assert_eq!(r.route(&frame(33, TpduType::ConnRequest, 1)), None);
+        assert_eq!(r.route(&frame(32, TpduType::Data, 1)), None);
+        r.insert(&HostKey::of(direct(1, false), false), 3).unwrap();
+        assert_eq!(r.route(&frame(32, TpduType::ConnRequest, 1)), Some(3));
+        r.remove(1);
+        assert_eq!(r.route(&frame(32, TpduType::ConnRequest, 2)), None);
+    }
+
+    #[test]
+    fn sealed_tpdus_are_routed_by_their_clear_header() {
+        let mut r = HostRoutes::new();
+        r.insert(&HostKey::of(direct(7, false), false), 1).unwrap();
+        let mut d = frame(32, TpduType::Data, 7);
+        d[vcframe::HEADER_LEN + 1] |= crate::wire::seal::SEALED;
+        d.extend_from_slice(&[0; 24]);
+        assert!(Header::parse_bytes(&d[vcframe::HEADER_LEN..]).is_err());
+        assert_eq!(r.route(&d), Some(1));
+    }
+
+    #[test]
+    fn a_taken_route_is_refused_whole_and_freed_with_its_end() {
+        let mut r = HostRoutes::new();
+        r.insert(&HostKey::of(direct(5, true), false), 1).unwrap();
+        let e = r.insert(&HostKey::of(direct(5, true), false), 2);
+        assert!(matches!(e, Err(RouteTaken::Route(_))));
+        assert_eq!(r.len(), 2);
+        r.remove(1);
+        assert!(r.is_empty());
+        r.insert(&HostKey::of(direct(5, true), false), 2).unwrap();
+        assert_eq!(r.route(&frame(33, TpduType::Data, 5)), Some(2));
+    }
+
+    #[test]
+    fn bare_vcs_and_oam_are_routed_by_vci() {
+        let mut r = HostRoutes::new();
+        let pvc = Route {
+            tx_vci: 100,
+            rx_vci: 101,
+            cookie: 0,
+        };
+        r.insert(&HostKey::of(pvc, true), 9).unwrap();
+        let mut sdu = vcframe::Repr::data(0, 101).to_bytes().to_vec();
+        sdu.extend_from_slice(&[0xAA, 0xAA, 0x03]);
+        assert_eq!(r.route(&sdu), Some(9));
+        // The other end of the same bare VCs on this port (a host calling itself):
+        // each end takes what arrives on its receiving VC.
+        let back = Route {
+            tx_vci: 101,
+            rx_vci: 100,
+            cookie: 0,
+        };
+        r.insert(&HostKey::of(back, true), 10).unwrap();
+        assert_eq!(r.route(&sdu), Some(9));
+        let mut other = vcframe::Repr::data(0, 100).to_bytes().to_vec();
+        other.extend_from_slice(b"x");
+        assert_eq!(r.route(&other), Some(10));
+        r.remove(10);
+        let oam = vcframe::Repr {
+            kind: FrameKind::Oam,
+            ..vcframe::Repr::data(0, 100)
+        };
+        assert_eq!(r.route(&oam.to_bytes()), Some(9));
+        assert_eq!(r.route(b"\x45\x00"), None);
+        assert_eq!(r.route(&[]), None);
+    }
+}

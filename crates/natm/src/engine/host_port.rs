@@ -1,0 +1,626 @@
+//! One UDP port for every VC of a host (issue 30, `EngineConfig::ports =
+//! Ports::PerHost`): the host's ATM adaptor, as a seed host has one (seed 000 §5),
+//! with VCs told apart by their VCI and cookie in user space instead of by a socket
+//! each in the kernel.
+//!
+//! A [`HostPort`] is one UDP socket bound once per local address; each VC end (a
+//! connection, a listener) holds a [`HostSub`] of it: its routes, a queue bounded in
+//! octets like a socket's receive buffer, and a condition variable its reader waits on.
+//! The driver reads the socket in batches and hands each datagram to the sub its route
+//! names (`natm_proto::endpoint::HostRoutes`, sans-IO); a sub the driver watches is then
+//! drained by the driver as a readable socket would be, and a sub whose application
+//! thread holds the read role has that thread woken. A call opens no socket: a host
+//! holds one descriptor per local address however many VCs it carries.
+//!
+//! Sends go out of the one socket with the peer's address on each `sendmsg`. Each sub
+//! reads the path MTU to its peer once, from a scratch socket connected to it, and
+//! again whenever the kernel refuses a datagram as larger than the path.
+//!
+//! Frames no route takes are held a while (a signalled call's first frames may come
+//! before its connection is opened), bounded in number and octets, then dropped and
+//! counted by the port; a socket per VC would have counted them on the VC.
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use bytes::{Buf, BytesMut};
+use natm_proto::endpoint::{HostKey, HostRoutes, Route};
+
+use super::link::UdpLink;
+use super::Engine;
+use crate::adaptor::{RecvBatch, SendBatch};
+use crate::sync::{Condvar, Level, OrderedMutex as Mutex, OrderedRwLock as RwLock};
+
+/// Octets each queued frame is charged beyond its length (as the kernel charges a
+/// datagram's skb).
+const FRAME_OVERHEAD: usize = crate::adaptor::mem::FRAME_OVERHEAD;
+
+/// The host port's socket buffers: every VC of the host shares them, so they are
+/// larger than one VC's (the kernel caps them at `net.core.rmem_max` unless the
+/// process may exceed it).
+const HOST_SOCKET_BUF: usize = 16 << 20;
+
+/// A sub's queue limit, octets: what a VC's own socket would hold (the kernel doubles
+/// `SO_RCVBUF` for its own overhead, and a VC's window is sized against that).
+fn sub_limit(eng: &Engine) -> usize {
+    eng.cfg.socket_rcvbuf.saturating_mul(2)
+}
+
+/// Frames a port holds for routes not yet made: a signalled call's first frames may
+/// come before its connection is opened (the peer sends once sigd says connected; a
+/// pre-authorised call's, before the application accepts it), which a socket of the
+/// call's own would have queued. Oldest first out; a flood of strays only pushes out
+/// strays and early frames, which their senders send again.
+const PENDING_FRAMES: usize = 256;
+/// The octets those frames may hold.
+const PENDING_BYTES: usize = 1 << 20;
+
+/// The host's ports, one per local address bound (an engine's).
+#[derive(Debug)]
+pub(crate) struct HostPorts {
+    ports: Mutex<Vec<Arc<HostPort>>>,
+}
+
+impl HostPorts {
+    pub(crate) fn new() -> HostPorts {
+        HostPorts {
+            ports: Mutex::new(Level::HostPorts, Vec::new()),
+        }
+    }
+
+    /// A sub of the host port at `addr`: the port bound there, or for port 0 any port
+    /// of the same IP address; a new port (and socket) only if none fits. A listener's
+    /// sub (`accept`) takes the port's calls, so for port 0 it looks for a port without
+    /// a listener, and at a given port it fails with `AddrInUse` if another listener
+    /// has it, as a second bind of that address would.
+    pub(crate) fn sub(&self, eng: &Engine, addr: SocketAddr, accept: bool) -> io::Result<HostSub> {
+        let mut ports = self.ports.lock();
+        let found = ports.iter().find(|p| {
+            let a = p.addr;
+            if addr.port() == 0 {
+                a.ip() == addr.ip() && !(accept && p.table.read().routes.has_acceptor())
+            } else {
+                a == addr
+            }
+        });
+        if let Some(p) = found {
+            let sub = HostSub::new(p.clone(), sub_limit(eng));
+            if accept {
+                sub.accept_calls()?;
+            }
+            return Ok(sub);
+        }
+        let link = UdpLink::bind(addr, HOST_SOCKET_BUF, HOST_SOCKET_BUF, eng.cfg.link_mode)?;
+        let token = eng.token();
+        let port = Arc::new(HostPort {
+            addr: link.local_addr()?,
+            link,
+            token,
+            table: RwLock::new(Level::HostRoutes, Table::default()),
+            next_sub: AtomicUsize::new(0),
+            batch: Mutex::new(Level::HostBatch, UdpLink::recv_batch()),
+            unrouted: AtomicU64::new(0),
+            waker: eng.waker(),
+            held: Mutex::new(Level::HostHeld, Held::default()),
+        });
+        eng.register(port.link.raw_fd(), token)?;
+        ports.push(port.clone());
+        let sub = HostSub::new(port, sub_limit(eng));
+        if accept {
+            sub.accept_calls()?;
+        }
+        Ok(sub)
+    }
+
+    /// The port the driver watches under `token`.
+    pub(crate) fn by_token(&self, token: usize) -> Option<Arc<HostPort>> {
+        self.ports.lock().iter().find(|p| p.token == token).cloned()
+    }
+
+    /// Every port (for the driver's round of subs that were watched again with frames
+    /// queued).
+    pub(crate) fn all(&self) -> Vec<Arc<HostPort>> {
+        self.ports.lock().clone()
+    }
+}
+
+/// One UDP socket and the routes of the VCs on it.
+#[derive(Debug)]
+pub(crate) struct HostPort {
+    addr: SocketAddr,
+    link: UdpLink,
+    token: usize,
+    table: RwLock<Table>,
+    next_sub: AtomicUsize,
+    /// The driver's batch for this socket.
+    batch: Mutex<RecvBatch>,
+    /// Datagrams no route took.
+    unrouted: AtomicU64,
+    /// The driver's waker (a reader that read for others hands it their frames).
+    waker: Arc<mio::Waker>,
+    held: Mutex<Held>,
+}
+
+/// The routes of a port and the subs they name.
+#[derive(Debug, Default)]
+struct Table {
+    routes: HostRoutes<usize>,
+    subs: HashMap<usize, Weak<SubInner>>,
+}
+
+/// What a port holds for later: frames no route took yet ([`PENDING_FRAMES`]), and
+/// watched subs with frames for the driver's next round ([`HostPort::run_ready`]).
+#[derive(Debug, Default)]
+struct Held {
+    pending: VecDeque<(SocketAddr, Vec<u8>)>,
+    pending_bytes: usize,
+    ready: Vec<Arc<SubInner>>,
+}
+
+impl Held {
+    /// Hold a frame no route took, the oldest making room.
+    fn hold(&mut self, from: SocketAddr, frame: &[u8]) {
+        if frame.len() > PENDING_BYTES {
+            return;
+        }
+        while self.pending.len() >= PENDING_FRAMES
+            || self.pending_bytes + frame.len() > PENDING_BYTES
+        {
+            match self.pending.pop_front() {
+                Some((_, f)) => self.pending_bytes -= f.len(),
+                None => break,
+            }
+        }
+        self.pending_bytes += frame.len();
+        self.pending.push_back((from, frame.to_vec()));
+    }
+
+    /// Take the held frames `routes` now gives to `id`, in order.
+    fn take_for(&mut self, routes: &HostRoutes<usize>, id: usize) -> Vec<(SocketAddr, Vec<u8>)> {
+        let mut mine = Vec::new();
+        let mut i = 0;
+        while i < self.pending.len() {
+            if routes.route(&self.pending[i].1) == Some(id) {
+                if let Some(f) = self.pending.remove(i) {
+                    self.pending_bytes -= f.1.len();
+                    mine.push(f);
+                }
+            } else {
+                i += 1;
+            }
+        }
+        mine
+    }
+}
+
+impl HostPort {
+    /// The socket is readable: read it dry and hand every datagram to its sub, then
+    /// drain the watched subs that got some (with `buf`, the driver's batch) and wake
+    /// the threads waiting on the others.
+    pub(crate) fn pump(&self, eng: &Arc<Engine>, buf: &mut RecvBatch) {
+        for sub in self.read() {
+            sub.signal(eng, buf);
+        }
+    }
+
+    /// A reader found its sub's queue empty: read the socket itself (the driver may not
+    /// have run since the datagram came; if it is reading now, wait for it to finish),
+    /// keeping its own frames and handing the others on — the watched ones to the
+    /// driver's next round. What was sent to the port before the call is in the queue
+    /// after it, as with a socket of its own.
+    fn pump_for(&self, me: &SubInner) {
+        let mut wake = false;
+        for sub in self.read() {
+            if std::ptr::eq(Arc::as_ptr(&sub), me) {
+                continue;
+            }
+            if sub.watched.load(Relaxed) {
+                self.held.lock().ready.push(sub);
+                wake = true;
+            } else {
+                let _q = sub.queue.lock();
+                sub.cv.notify_all();
+            }
+        }
+        if wake {
+            let _ = self.waker.wake();
+        }
+    }
+
+    /// Read the socket dry into the subs' queues; the subs that took frames, each once.
+    /// One thread reads at a time; the next waits for it and reads what came after.
+    fn read(&self) -> Vec<Arc<SubInner>> {
+        let mut batch = self.batch.lock();
+        let mut touched: Vec<Arc<SubInner>> = Vec::new();
+        loop {
+            if self.link.recv_now(&mut batch).is_err() {
+                break;
+            }
+            let more = batch.may_have_more();
+            {
+                let table = self.table.read();
+                for (from, d) in batch.iter() {
+                    let sub = table
+                        .routes
+                        .route(d)
+                        .and_then(|id| table.subs.get(&id))
+                        .and_then(Weak::upgrade);
+                    let Some(sub) = sub else {
+                        self.unrouted.fetch_add(1, Relaxed);
+                        self.held.lock().hold(from, d);
+                        continue;
+                    };
+                    if sub.deliver(from, d) && !sub.touched.swap(true, Relaxed) {
+                        touched.push(sub);
+                    }
+                }
+            }
+            if !more {
+                break;
+            }
+        }
+        for t in &touched {
+            t.touched.store(false, Relaxed);
+        }
+        touched
+    }
+
+    /// Subs that were watched again while frames waited in their queues, or got frames
+    /// another reader read: the driver drains them now (a socket added to epoll with
+    /// data queued raises an event).
+    pub(crate) fn run_ready(&self, eng: &Arc<Engine>, buf: &mut RecvBatch) {
+        let ready = std::mem::take(&mut self.held.lock().ready);
+        for s in ready {
+            s.signal(eng, buf);
+        }
+    }
+
+    /// The path MTU the kernel holds for `peer`, less the IP and UDP headers: read
+    /// from a scratch socket connected to it (the port's own has no peer).
+    fn path_payload_to(&self, peer: SocketAddr) -> Option<usize> {
+        let any = SocketAddr::new(self.addr.ip(), 0);
+        let scratch = natm_udp::UdpPort::bind(any).ok()?;
+        scratch.connect(peer).ok()?;
+        let mtu = scratch.path_mtu().ok()?;
+        Some(mtu.saturating_sub(scratch.ip_udp_overhead()))
+    }
+}
+
+/// A sub's frames: their sources and lengths, their octets back to back in one
+/// buffer that is reused (no allocation per frame).
+#[derive(Debug, Default)]
+struct Queue {
+    frames: VecDeque<(SocketAddr, usize)>,
+    data: BytesMut,
+    charged: usize,
+}
+
+/// Where a sub's frames come from and go, and the path's payload there.
+#[derive(Debug, Default, Clone, Copy)]
+struct Peer {
+    addr: Option<SocketAddr>,
+    /// The largest datagram payload the path to `addr` carries unfragmented, once
+    /// read (again after the kernel refused a datagram as too large).
+    payload: Option<usize>,
+}
+
+#[derive(Debug)]
+struct SubInner {
+    peer: RwLock<Peer>,
+    queue: Mutex<Queue>,
+    cv: Condvar,
+    limit: usize,
+    /// The driver drains this sub when frames come (its owner is in the driver's set).
+    watched: AtomicBool,
+    /// In the list of subs a read is filling.
+    touched: AtomicBool,
+    /// The owner's token with the driver (a connection's or a listener's).
+    token: AtomicUsize,
+    shut: AtomicBool,
+    dropped_full: AtomicU64,
+    dropped_source: AtomicU64,
+    /// Datagrams this sub's sends put out in IP fragments (the path shrank under
+    /// TPDUs already cut).
+    fragmented: AtomicU64,
+}
+
+impl SubInner {
+    /// Queue one frame; whether it was taken.
+    fn deliver(&self, from: SocketAddr, frame: &[u8]) -> bool {
+        if self.peer.read().addr.is_some_and(|p| p != from) {
+            self.dropped_source.fetch_add(1, Relaxed);
+            return false;
+        }
+        let cost = frame.len() + FRAME_OVERHEAD;
+        let mut q = self.queue.lock();
+        if q.charged + cost > self.limit {
+            self.dropped_full.fetch_add(1, Relaxed);
+            return false;
+        }
+        q.charged += cost;
+        q.frames.push_back((from, frame.len()));
+        q.data.extend_from_slice(frame);
+        true
+    }
+
+    /// Frames came: the driver drains a watched sub at once; a waiting reader wakes.
+    fn signal(&self, eng: &Arc<Engine>, buf: &mut RecvBatch) {
+        if self.watched.load(Relaxed) {
+            super::driver::dispatch(eng, self.token.load(Relaxed), buf);
+        } else {
+            let _q = self.queue.lock();
+            self.cv.notify_all();
+        }
+    }
+}
+
+/// A VC end's share of a [`HostPort`].
+#[derive(Debug)]
+pub(crate) struct HostSub {
+    port: Arc<HostPort>,
+    id: usize,
+    inner: Arc<SubInner>,
+}
+
+impl HostSub {
+    fn new(port: Arc<HostPort>, limit: usize) -> HostSub {
+        let inner = Arc::new(SubInner {
+            peer: RwLock::new(Level::PortPeer, Peer::default()),
+            queue: Mutex::new(Level::MemQueue, Queue::default()),
+            cv: Condvar::new(),
+            limit,
+            watched: AtomicBool::new(false),
+            touched: AtomicBool::new(false),
+            token: AtomicUsize::new(usize::MAX),
+            shut: AtomicBool::new(false),
+            dropped_full: AtomicU64::new(0),
+            dropped_source: AtomicU64::new(0),
+            fragmented: AtomicU64::new(0),
+        });
+        let id = port.next_sub.fetch_add(1, Relaxed);
+        port.table.write().subs.insert(id, Arc::downgrade(&inner));
+        HostSub { port, id, inner }
+    }
+
+    /// Another sub of the same port (an accepted connection beside its listener).
+    pub(crate) fn beside(&self) -> HostSub {
+        HostSub::new(self.port.clone(), self.inner.limit)
+    }
+
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.port.addr
+    }
+
+    /// Take frames only from `peer`, and send there by default.
+    pub(crate) fn connect(&self, peer: SocketAddr) {
+        *self.inner.peer.write() = Peer {
+            addr: Some(peer),
+            payload: None,
+        };
+    }
+
+    fn peer(&self) -> Option<SocketAddr> {
+        self.inner.peer.read().addr
+    }
+
+    /// Route a connection's frames here; `AddrInUse` if another VC end of the port
+    /// has one of its routes.
+    /// Frames of the route that came before it are queued now, in order.
+    pub(crate) fn route(&self, route: Route, bare: bool) -> io::Result<()> {
+        let keys = HostKey::of(route, bare);
+        let routes = {
+            let mut table = self.port.table.write();
+            table
+                .routes
+                .insert(&keys, self.id)
+                .map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e))?;
+            // Taken under the routes' write lock: a reader routing a frame now either
+            // finished before (its frame is held) or waits and routes it here.
+            self.port.held.lock().take_for(&table.routes, self.id)
+        };
+        if routes.is_empty() {
+            return Ok(());
+        }
+        for (from, f) in &routes {
+            self.inner.deliver(*from, f);
+        }
+        if self.inner.watched.load(Relaxed) {
+            self.port.held.lock().ready.push(self.inner.clone());
+            let _ = self.port.waker.wake();
+        } else {
+            let _q = self.inner.queue.lock();
+            self.inner.cv.notify_all();
+        }
+        Ok(())
+    }
+
+    /// Take the CONN-REQs no connection's route takes (a direct-mode listener).
+    fn accept_calls(&self) -> io::Result<()> {
+        self.port
+            .table
+            .write()
+            .routes
+            .set_acceptor(self.id)
+            .map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e))
+    }
+
+    /// The driver drains this sub when frames come, as `token`'s readable socket.
+    /// Frames queued meanwhile are drained in the driver's next round.
+    pub(crate) fn watch(&self, eng: &Engine, token: usize) -> io::Result<()> {
+        self.inner.token.store(token, Relaxed);
+        if self.inner.watched.swap(true, Relaxed) {
+            return Err(io::ErrorKind::AlreadyExists.into());
+        }
+        if !self.inner.queue.lock().frames.is_empty() {
+            self.port.held.lock().ready.push(self.inner.clone());
+            eng.wake();
+        }
+        Ok(())
+    }
+
+    /// Stop draining from the driver; an error if it was not watched.
+    pub(crate) fn unwatch(&self) -> io::Result<()> {
+        if self.inner.watched.swap(false, Relaxed) {
+            Ok(())
+        } else {
+            Err(io::ErrorKind::NotFound.into())
+        }
+    }
+
+    pub(crate) fn send_batch(
+        &self,
+        batch: &SendBatch,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        let to = self.to(to)?;
+        self.watching_size(|| self.port.link.send_batch(batch, Some(to)))
+    }
+
+    pub(crate) fn send_gathered(
+        &self,
+        batch: &super::gather::GatherBatch,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        let to = self.to(to)?;
+        self.watching_size(|| self.port.link.send_gathered(batch, Some(to)))
+    }
+
+    /// Send one frame as it is (a path MTU probe: DF set, never fragmented). A frame
+    /// the kernel refuses as larger than the path MTU makes the sub read the MTU again.
+    pub(crate) fn send_one(&self, frame: &[u8], to: Option<SocketAddr>) -> io::Result<usize> {
+        let to = self.to(to)?;
+        let r = self.port.link.port.send(Some(to), frame, frame.len());
+        if let Err(e) = &r {
+            if natm_udp::is_msg_size_err(e) {
+                self.inner.peer.write().payload = None;
+            }
+        }
+        r
+    }
+
+    /// A send on the port's socket that went out in IP fragments (the kernel refused
+    /// it as larger than the path MTU, and `UdpLink`'s fallback sent it anyway) makes
+    /// this sub read the path MTU again, and is counted as the sub's.
+    fn watching_size(&self, send: impl FnOnce() -> io::Result<usize>) -> io::Result<usize> {
+        let before = self.port.link.oversize_fallbacks();
+        let r = send();
+        let n = self.port.link.oversize_fallbacks().saturating_sub(before);
+        if n > 0 {
+            self.inner.fragmented.fetch_add(n, Relaxed);
+            self.inner.peer.write().payload = None;
+        }
+        r
+    }
+
+    /// Datagrams this sub sent in IP fragments.
+    pub(crate) fn oversize_fallbacks(&self) -> u64 {
+        self.inner.fragmented.load(Relaxed)
+    }
+
+    /// The host port's socket.
+    pub(crate) fn link(&self) -> &UdpLink {
+        &self.port.link
+    }
+
+    /// Where a send goes: `to`, else the connected peer.
+    pub(crate) fn dest(&self, to: Option<SocketAddr>) -> io::Result<SocketAddr> {
+        self.to(to)
+    }
+
+    fn to(&self, to: Option<SocketAddr>) -> io::Result<SocketAddr> {
+        to.or_else(|| self.peer())
+            .ok_or_else(|| io::ErrorKind::NotConnected.into())
+    }
+
+    /// The largest datagram payload the path to the peer carries unfragmented.
+    pub(crate) fn path_payload(&self) -> Option<usize> {
+        let peer = *self.inner.peer.read();
+        if let Some(p) = peer.payload {
+            return Some(p);
+        }
+        let payload = self.port.path_payload_to(peer.addr?)?;
+        let mut now = self.inner.peer.write();
+        if now.addr == peer.addr {
+            now.payload = Some(payload);
+        }
+        Some(payload)
+    }
+
+    pub(crate) fn ip_udp_overhead(&self) -> usize {
+        self.port.link.port.ip_udp_overhead()
+    }
+
+    /// Move queued frames into `batch`; `WouldBlock` if none is queued.
+    pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        if self.inner.queue.lock().frames.is_empty() {
+            self.port.pump_for(&self.inner);
+        }
+        let mut q = self.inner.queue.lock();
+        self.take(&mut q, batch)
+    }
+
+    /// As [`HostSub::recv_now`], waiting up to `timeout` for a frame first.
+    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
+        if self.inner.queue.lock().frames.is_empty() {
+            self.port.pump_for(&self.inner);
+        }
+        let mut q = self.inner.queue.lock();
+        if !self.inner.shut.load(Relaxed) {
+            self.inner
+                .cv
+                .wait_while_for(&mut q, |q| q.frames.is_empty(), timeout);
+        }
+        self.take(&mut q, batch)
+    }
+
+    /// Wake a thread in [`HostSub::recv_wait`] now; it waits no more.
+    pub(crate) fn interrupt_reader(&self) {
+        self.inner.shut.store(true, Relaxed);
+        let _q = self.inner.queue.lock();
+        self.inner.cv.notify_all();
+    }
+
+    fn take(&self, q: &mut Queue, batch: &mut RecvBatch) -> io::Result<usize> {
+        batch.clear();
+        while let Some(&(from, len)) = q.frames.front() {
+            if !batch.push_packed(from, &[&q.data[..len]]) {
+                if batch.is_empty() {
+                    // Larger than the batch: it can never be received whole.
+                    self.inner.dropped_full.fetch_add(1, Relaxed);
+                } else {
+                    batch.set_more();
+                    break;
+                }
+            }
+            q.charged -= len + FRAME_OVERHEAD;
+            q.frames.pop_front();
+            q.data.advance(len);
+        }
+        if q.frames.is_empty() {
+            // Nothing is left: the buffer starts again from its front.
+            q.data.clear();
+        }
+        if batch.is_empty() {
+            Err(io::ErrorKind::WouldBlock.into())
+        } else {
+            Ok(batch.len())
+        }
+    }
+
+    /// Frames dropped: the queue was full.
+    pub(crate) fn queue_drops(&self) -> u64 {
+        self.inner.dropped_full.load(Relaxed)
+    }
+}
+
+impl Drop for HostSub {
+    fn drop(&mut self) {
+        let mut table = self.port.table.write();
+        table.routes.remove(self.id);
+        table.subs.remove(&self.id);
+    }
+}
