@@ -52,6 +52,51 @@ fn a_file_crosses_byte_exact_at_each_service_class() {
     }
 }
 
+/// `--ports host` (issue 30): the listener's host carries its calls on one UDP socket
+/// for every VC, the caller's on a socket per VC end; an encrypted reliable call and a
+/// best-effort one still cross byte-exact.
+#[test]
+fn a_host_on_one_port_takes_calls_from_a_host_with_a_socket_per_vc() {
+    let (a, b) = pair(LINK, LINK);
+    let dir = a.dir.clone();
+    let src = dir.join("src-ports.bin");
+    let body = data(2_000_000);
+    std::fs::write(&src, &body).unwrap();
+    for qos in ["reliable:encrypt=on", "ubr"] {
+        let dst = dir.join(format!("dst-ports-{}.bin", qos.replace([':', '='], "_")));
+        let l = listen(
+            &b,
+            &[
+                "ttcp",
+                "--ports",
+                "host",
+                "--qos",
+                qos,
+                "--out",
+                dst.to_str().unwrap(),
+            ],
+        );
+        let mut args = vec!["call", "+4420002:ttcp", "--ports", "vc", "--qos", qos];
+        args.extend(["--file", src.to_str().unwrap()]);
+        if qos == "ubr" {
+            args.extend(["--rate", "200Mbps"]);
+        }
+        let c = natm(&a, &args, None).wait(LIMIT);
+        assert!(c.status.success(), "{qos}: {}", c.stderr);
+        let l = l.wait(LIMIT);
+        assert!(l.status.success(), "{qos}: {}", l.stderr);
+        let got = std::fs::read(&dst).unwrap();
+        assert!(
+            got == body,
+            "{qos}: {} bytes arrived, not the same",
+            got.len()
+        );
+    }
+    for s in [&a, &b] {
+        s.wait_no_calls();
+    }
+}
+
 #[test]
 fn stdin_reaches_the_listeners_stdout_byte_exact() {
     let (a, b) = pair(LINK, LINK);

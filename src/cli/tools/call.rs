@@ -107,14 +107,8 @@ pub(crate) struct CallArgs {
     /// reaches it. Repeat for several.
     #[arg(long, value_name = "AFTER:N", value_parser = parse_timed, conflicts_with = "pvc")]
     drop_leaf: Vec<(Duration, String)>,
-    /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
-    #[arg(long)]
-    sigd: Option<PathBuf>,
-    /// How the UDP link carries frames: `frame` (one per datagram) or `cell[:N]`
-    /// (AAL5 cells in trains of N, default 32) [default: $NATM_LINK, else frame]. Both
-    /// ends, or the switch port each attaches to, must use the same mode.
-    #[arg(long, value_name = "cell[:N]|frame")]
-    link: Option<natm::ulib::LinkMode>,
+    #[command(flatten)]
+    host: super::HostOpts,
 }
 
 const CALL_HELP: &str = "\
@@ -194,7 +188,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
     };
     let load = matches!(source, Source::Load(_));
     let discard = a.discard || load;
-    let host = open_host(a.sigd.clone(), a.link)?;
+    let host = open_host(&a.host)?;
     if !a.leaf.is_empty() || !a.add_leaf.is_empty() || !a.drop_leaf.is_empty() {
         return multipoint_root(&a, &host, &qos, size, source);
     }

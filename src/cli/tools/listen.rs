@@ -78,14 +78,8 @@ pub(crate) struct ListenArgs {
     /// change: the caller's QoS changes, its close, an abort, sigd's release).
     #[arg(long)]
     events: bool,
-    /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
-    #[arg(long)]
-    sigd: Option<PathBuf>,
-    /// How the UDP link carries frames: `frame` (one per datagram) or `cell[:N]`
-    /// (AAL5 cells in trains of N, default 32) [default: $NATM_LINK, else frame]. Both
-    /// ends, or the switch port each attaches to, must use the same mode.
-    #[arg(long, value_name = "cell[:N]|frame")]
-    link: Option<natm::ulib::LinkMode>,
+    #[command(flatten)]
+    host: super::HostOpts,
 }
 
 const LISTEN_HELP: &str = "\
@@ -137,7 +131,7 @@ fn listen(a: ListenArgs) -> anyhow::Result<()> {
         Sink::Stdout
     };
     let data_on_stdout = matches!(sink, Sink::Stdout);
-    let host = open_host(a.sigd.clone(), a.link)?;
+    let host = open_host(&a.host)?;
     if let (Some((vpi, vci)), Some(bind), Some(via)) = (a.pvc, a.bind, a.via) {
         let qos = a.qos.clone().unwrap_or_else(|| PVC_QOS.to_owned());
         let what = format!("pvc {vpi}.{vci}");

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use natm::transport::PsbStats;
-use natm::ulib::{ConnStats, Error, Granted, Host, HostConfig, LinkMode, Release};
+use natm::ulib::{ConnStats, Error, Granted, Host, HostConfig, LinkMode, Ports, Release};
 use natm::wire::q2931::CauseValue;
 use serde::Serialize;
 
@@ -65,20 +65,45 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     units::duration(s).map_err(|e| e.to_string())
 }
 
-/// A host whose calls go through the sigd at `sigd` (default: the library's,
-/// `$NATM_SIGD` else /run/natm/sigd.sock).
-/// `link` is how its UDP links carry frames: `--link`, else `$NATM_LINK`, else frame
-/// mode (both ends of a connection must agree).
-fn open_host(sigd: Option<PathBuf>, link: Option<LinkMode>) -> anyhow::Result<Host> {
+/// How a tool's host reaches sigd and the network (`natm call`, `listen`, `ping`).
+#[derive(Debug, Clone, clap::Args)]
+pub(crate) struct HostOpts {
+    /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
+    #[arg(long)]
+    sigd: Option<PathBuf>,
+    /// How the UDP link carries frames: `frame` (one per datagram) or `cell[:N]`
+    /// (AAL5 cells in trains of N, default 32) [default: $NATM_LINK, else frame]. Both
+    /// ends, or the switch port each attaches to, must use the same mode.
+    #[arg(long, value_name = "cell[:N]|frame")]
+    link: Option<LinkMode>,
+    /// UDP sockets: `vc`, one per connection end, or `host`, one for every VC of the
+    /// host, told apart by VCI and cookie [default: $NATM_PORTS, else vc]. The peer
+    /// need not use the same.
+    #[arg(long, value_name = "vc|host")]
+    ports: Option<Ports>,
+}
+
+/// A host whose calls go through the sigd `o.sigd` names (default: the library's,
+/// `$NATM_SIGD` else /run/natm/sigd.sock), its links in `o.link`'s mode (else
+/// `$NATM_LINK`, else frame mode), on `o.ports`' sockets (else `$NATM_PORTS`, else a
+/// socket per connection end).
+fn open_host(o: &HostOpts) -> anyhow::Result<Host> {
     let mut cfg = HostConfig::default();
-    if let Some(p) = sigd {
-        cfg.sigd_socket = Some(p);
+    if let Some(p) = &o.sigd {
+        cfg.sigd_socket = Some(p.clone());
     }
-    cfg.engine.link_mode = match link {
+    cfg.engine.link_mode = match o.link {
         Some(m) => m,
         None => match std::env::var("NATM_LINK") {
             Ok(v) => v.parse().map_err(|e| anyhow!("$NATM_LINK: {e}"))?,
             Err(_) => LinkMode::Frame,
+        },
+    };
+    cfg.engine.ports = match o.ports {
+        Some(p) => p,
+        None => match std::env::var("NATM_PORTS") {
+            Ok(v) => v.parse().map_err(|e| anyhow!("$NATM_PORTS: {e}"))?,
+            Err(_) => Ports::PerVc,
         },
     };
     Host::open(cfg).map_err(|e| anyhow!("cannot start natm's engine: {e}"))

@@ -4,7 +4,6 @@
 //! switch or by the far end's engine.
 
 use natm::ulib::Wait;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail};
@@ -45,14 +44,8 @@ pub(crate) struct PingArgs {
     /// The summary as one JSON line on stdout (no per-probe lines).
     #[arg(long)]
     json: bool,
-    /// The host's sigd socket [default: $NATM_SIGD, else /run/natm/sigd.sock].
-    #[arg(long)]
-    sigd: Option<PathBuf>,
-    /// How the UDP link carries frames: `frame` (one per datagram) or `cell[:N]`
-    /// (AAL5 cells in trains of N, default 32) [default: $NATM_LINK, else frame]. Both
-    /// ends, or the switch port each attaches to, must use the same mode.
-    #[arg(long, value_name = "cell[:N]|frame")]
-    link: Option<natm::ulib::LinkMode>,
+    #[command(flatten)]
+    host: super::HostOpts,
 }
 
 const PING_HELP: &str = "\
@@ -129,7 +122,7 @@ fn ping(a: PingArgs) -> anyhow::Result<()> {
         Target::Atm(t) if !t.contains(':') => format!("{t}:echo"),
         _ => a.target.clone(),
     };
-    let host = open_host(a.sigd.clone(), a.link)?;
+    let host = open_host(&a.host)?;
     let t0 = Instant::now();
     let conn = host
         .connect(target.as_str(), &a.qos)
