@@ -59,6 +59,10 @@ const PENDING_FRAMES: usize = 256;
 /// The octets those frames may hold.
 const PENDING_BYTES: usize = 1 << 20;
 
+/// The most a sub's emptied queue keeps of its buffer for the next frames; a larger
+/// one (grown by a burst) is given back.
+const IDLE_QUEUE_BYTES: usize = 256 << 10;
+
 /// The host's ports, one per local address bound (an engine's).
 #[derive(Debug)]
 pub(crate) struct HostPorts {
@@ -601,8 +605,13 @@ impl HostSub {
             q.data.advance(len);
         }
         if q.frames.is_empty() {
-            // Nothing is left: the buffer starts again from its front.
-            q.data.clear();
+            // Nothing is left: the buffer starts again from its front, or, grown past
+            // a burst's worth, is given back (an idle VC end keeps no queue's memory).
+            if q.data.capacity() > IDLE_QUEUE_BYTES {
+                q.data = BytesMut::new();
+            } else {
+                q.data.clear();
+            }
         }
         if batch.is_empty() {
             Err(io::ErrorKind::WouldBlock.into())
