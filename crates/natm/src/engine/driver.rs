@@ -123,6 +123,9 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
         }
         run_timers(&eng);
         run_tasks(&eng);
+        for hp in eng.host_ports.all() {
+            hp.read_on(&eng, &mut buf);
+        }
         eng.run_reports(eng.clock.now().as_nanos());
         eng.run_sweep(eng.clock.now().as_nanos(), &mut buf);
     }

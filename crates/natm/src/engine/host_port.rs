@@ -59,6 +59,10 @@ const PENDING_FRAMES: usize = 256;
 /// The octets those frames may hold.
 const PENDING_BYTES: usize = 1 << 20;
 
+/// Batches one read of a port takes at most (each up to a 64 KiB GRO run) before the
+/// driver runs its timers: a flood at the port cannot hold the driver in one read.
+const READS_PER_PUMP: usize = 64;
+
 /// The most a sub's emptied queue keeps of its buffer for the next frames; a larger
 /// one (grown by a burst) is given back.
 const IDLE_QUEUE_BYTES: usize = 256 << 10;
@@ -110,6 +114,7 @@ impl HostPorts {
             unrouted: AtomicU64::new(0),
             waker: eng.waker(),
             held: Mutex::new(Level::HostHeld, Held::default()),
+            more: AtomicBool::new(false),
         });
         eng.register(port.link.raw_fd(), token)?;
         ports.push(port.clone());
@@ -147,6 +152,8 @@ pub(crate) struct HostPort {
     /// The driver's waker (a reader that read for others hands it their frames).
     waker: Arc<mio::Waker>,
     held: Mutex<Held>,
+    /// A read stopped at [`READS_PER_PUMP`] with the socket not yet dry.
+    more: AtomicBool,
 }
 
 /// The routes of a port and the subs they name.
@@ -202,9 +209,10 @@ impl Held {
 }
 
 impl HostPort {
-    /// The socket is readable: read it dry and hand every datagram to its sub, then
-    /// drain the watched subs that got some (with `buf`, the driver's batch) and wake
-    /// the threads waiting on the others.
+    /// The socket is readable: read it (up to [`READS_PER_PUMP`] batches) and hand
+    /// every datagram to its sub, then drain the watched subs that got some (with
+    /// `buf`, the driver's batch) and wake the threads waiting on the others. What a
+    /// flood leaves unread is read in the driver's next round, after its timers.
     pub(crate) fn pump(&self, eng: &Arc<Engine>, buf: &mut RecvBatch) {
         for sub in self.read() {
             sub.signal(eng, buf);
@@ -235,12 +243,20 @@ impl HostPort {
         }
     }
 
-    /// Read the socket dry into the subs' queues; the subs that took frames, each once.
-    /// One thread reads at a time; the next waits for it and reads what came after.
+    /// Read the socket into the subs' queues, until it is dry or [`READS_PER_PUMP`]
+    /// batches were read (then the driver's next round reads on: the socket's readiness
+    /// is an edge, and would not come again for what is left); the subs that took
+    /// frames, each once. One thread reads at a time; the next waits for it and reads
+    /// what came after.
     fn read(&self) -> Vec<Arc<SubInner>> {
         let mut batch = self.batch.lock();
         let mut touched: Vec<Arc<SubInner>> = Vec::new();
-        loop {
+        for reads in 0.. {
+            if reads == READS_PER_PUMP {
+                self.more.store(true, Relaxed);
+                let _ = self.waker.wake();
+                break;
+            }
             if self.link.recv_now(&mut batch).is_err() {
                 break;
             }
@@ -280,6 +296,14 @@ impl HostPort {
         let ready = std::mem::take(&mut self.held.lock().ready);
         for s in ready {
             s.signal(eng, buf);
+        }
+    }
+
+    /// Read on where a read stopped at [`READS_PER_PUMP`] (the driver calls it after
+    /// its timers and tasks).
+    pub(crate) fn read_on(&self, eng: &Arc<Engine>, buf: &mut RecvBatch) {
+        if self.more.swap(false, Relaxed) {
+            self.pump(eng, buf);
         }
     }
 
@@ -631,5 +655,51 @@ impl Drop for HostSub {
         let mut table = self.port.table.write();
         table.routes.remove(self.id);
         table.subs.remove(&self.id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use natm_proto::wire::tpdu::{Header, TpduType};
+    use natm_proto::wire::vcframe;
+
+    fn frame(vci: u16, cookie: u32, len: usize) -> Vec<u8> {
+        let mut d = vcframe::Repr::data(0, vci).to_bytes().to_vec();
+        let mut h = Header::new(TpduType::Data);
+        h.cookie = cookie;
+        d.extend_from_slice(&h.to_bytes());
+        d.resize(d.len() + len, 0);
+        d
+    }
+
+    #[test]
+    fn frames_without_a_route_from_many_sources_stay_bounded_and_a_new_route_takes_its_own() {
+        let mut held = Held::default();
+        // A flood from 1,000 addresses, 10 strays each, then one early frame of a call.
+        for i in 0..10_000u32 {
+            let from = SocketAddr::from(([10, 0, (i % 250) as u8, (i / 250) as u8], 9000));
+            held.hold(from, &frame(40 + (i % 7) as u16, i, 900));
+            assert!(held.pending.len() <= PENDING_FRAMES);
+            assert!(held.pending_bytes <= PENDING_BYTES);
+        }
+        let peer = SocketAddr::from(([127, 0, 0, 1], 4000));
+        held.hold(peer, &frame(33, 0xC0FFEE, 100));
+        // A frame larger than the whole budget is not held at all.
+        held.hold(peer, &frame(33, 0xC0FFEE, PENDING_BYTES));
+        assert!(held.pending_bytes <= PENDING_BYTES);
+        let mut routes = HostRoutes::new();
+        let route = Route {
+            tx_vci: 32,
+            rx_vci: 33,
+            cookie: 0xC0FFEE,
+        };
+        routes.insert(&HostKey::of(route, false), 7).unwrap();
+        let before = held.pending.len();
+        let mine = held.take_for(&routes, 7);
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].0, peer);
+        assert_eq!(held.pending.len(), before - 1);
+        assert!(held.take_for(&routes, 7).is_empty(), "taken once");
     }
 }
