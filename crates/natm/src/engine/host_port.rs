@@ -23,12 +23,16 @@
 use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool, AtomicU64, AtomicUsize,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use natm_proto::endpoint::{HostKey, HostRoutes, Route};
+use rustix::event::PollFlags;
 
 use super::link::UdpLink;
 use super::Engine;
@@ -115,6 +119,8 @@ impl HostPorts {
             waker: eng.waker(),
             held: Mutex::new(Level::HostHeld, Held::default()),
             more: AtomicBool::new(false),
+            leader: AtomicBool::new(false),
+            registry: eng.registry.try_clone()?,
         });
         eng.register(port.link.raw_fd(), token)?;
         ports.push(port.clone());
@@ -154,6 +160,11 @@ pub(crate) struct HostPort {
     held: Mutex<Held>,
     /// A read stopped at [`READS_PER_PUMP`] with the socket not yet dry.
     more: AtomicBool,
+    /// An application thread waiting for its frames reads the port for everyone (the
+    /// port is out of the driver's epoll set meanwhile): only it reads then.
+    leader: AtomicBool,
+    /// The driver's epoll set, to take the port out while a thread leads.
+    registry: mio::Registry,
 }
 
 /// The routes of a port and the subs they name.
@@ -214,6 +225,10 @@ impl HostPort {
     /// `buf`, the driver's batch) and wake the threads waiting on the others. What a
     /// flood leaves unread is read in the driver's next round, after its timers.
     pub(crate) fn pump(&self, eng: &Arc<Engine>, buf: &mut RecvBatch) {
+        if self.leader.load(Acquire) {
+            // A thread leads: it reads, and hands the driver what is the driver's.
+            return;
+        }
         for sub in self.read() {
             sub.signal(eng, buf);
         }
@@ -225,9 +240,20 @@ impl HostPort {
     /// driver's next round. What was sent to the port before the call is in the queue
     /// after it, as with a socket of its own.
     fn pump_for(&self, me: &SubInner) {
+        if self.leader.load(Acquire) {
+            return;
+        }
+        self.hand_on(self.read(), me);
+    }
+
+    /// Frames a reader read for others: the watched subs' to the driver's next round,
+    /// the waiting readers woken. Whether `me` got some.
+    fn hand_on(&self, touched: Vec<Arc<SubInner>>, me: &SubInner) -> bool {
         let mut wake = false;
-        for sub in self.read() {
+        let mut mine = false;
+        for sub in touched {
             if std::ptr::eq(Arc::as_ptr(&sub), me) {
+                mine = true;
                 continue;
             }
             if sub.watched.load(Relaxed) {
@@ -241,6 +267,36 @@ impl HostPort {
         if wake {
             let _ = self.waker.wake();
         }
+        mine
+    }
+
+    /// `me`'s thread waits for its frames and nobody else reads the port: it reads
+    /// the port itself until a frame of its own comes or `until` (leader/follower).
+    /// The port leaves the driver's epoll set meanwhile, so an arrival wakes this
+    /// thread alone, and comes back after: epoll reports what is queued then.
+    fn lead(&self, me: &SubInner, until: std::time::Instant) {
+        let fd = self.link.raw_fd();
+        let _ = self.registry.deregister(&mut mio::unix::SourceFd(&fd));
+        loop {
+            // What came before the lead (the driver may have been reading it) first.
+            let mine = self.hand_on(self.read(), me);
+            if mine || me.shut.load(Relaxed) || !me.queue.lock().frames.is_empty() {
+                break;
+            }
+            let now = std::time::Instant::now();
+            if now >= until {
+                break;
+            }
+            if !matches!(self.link.wait(PollFlags::IN, until - now), Ok(true)) {
+                break;
+            }
+        }
+        self.leader.store(false, Release);
+        let _ = self.registry.register(
+            &mut mio::unix::SourceFd(&fd),
+            mio::Token(self.token),
+            mio::Interest::READABLE,
+        );
     }
 
     /// Read the socket into the subs' queues, until it is dry or [`READS_PER_PUMP`]
@@ -592,16 +648,30 @@ impl HostSub {
     }
 
     /// As [`HostSub::recv_now`], waiting up to `timeout` for a frame first.
+    /// The waiting thread leads the port's reading if nobody does (see
+    /// [`HostPort::lead`]); else it waits for the reader to hand it frames.
     pub(crate) fn recv_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
-        if self.inner.queue.lock().frames.is_empty() {
-            self.port.pump_for(&self.inner);
+        let until = std::time::Instant::now() + timeout;
+        let idle = self.inner.queue.lock().frames.is_empty() && !self.inner.shut.load(Relaxed);
+        if idle {
+            if self
+                .port
+                .leader
+                .compare_exchange(false, true, AcqRel, Relaxed)
+                .is_ok()
+            {
+                self.port.lead(&self.inner, until);
+            } else {
+                let mut q = self.inner.queue.lock();
+                let shut = &self.inner.shut;
+                self.inner.cv.wait_while_for(
+                    &mut q,
+                    |q| q.frames.is_empty() && !shut.load(Relaxed),
+                    timeout,
+                );
+            }
         }
         let mut q = self.inner.queue.lock();
-        if !self.inner.shut.load(Relaxed) {
-            self.inner
-                .cv
-                .wait_while_for(&mut q, |q| q.frames.is_empty(), timeout);
-        }
         self.take(&mut q, batch)
     }
 

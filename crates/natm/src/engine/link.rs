@@ -366,7 +366,7 @@ impl UdpLink {
     }
 
     /// Whether the socket became ready for `flags` within `timeout`.
-    fn wait(&self, flags: PollFlags, timeout: Duration) -> io::Result<bool> {
+    pub(crate) fn wait(&self, flags: PollFlags, timeout: Duration) -> io::Result<bool> {
         let mut fds = [PollFd::new(&self.port, flags)];
         let ts = Timespec {
             tv_sec: timeout.as_secs() as i64,
