@@ -1,6 +1,7 @@
 //! The `ulib` binary's tests (`tests/ulib/`) again, with every host on one UDP socket
 //! per local address (`Ports::PerHost`, issue 30): the same behaviour whichever way a
-//! host's VCs meet the kernel. `cargo test -p natm --test ulib_host -- udp::`.
+//! host's VCs meet the kernel. The mem adaptor's tests (`ulib/mem.rs`) have no UDP
+//! port and run in `ulib` only. `cargo test -p natm --test ulib_host -- udp::`.
 
 /// One UDP socket per host.
 const PORTS: natm::ulib::Ports = natm::ulib::Ports::PerHost;
@@ -11,8 +12,6 @@ mod abr;
 mod cell_mode;
 #[path = "ulib/guaranteed_queue.rs"]
 mod guaranteed_queue;
-#[path = "ulib/mem.rs"]
-mod mem;
 #[path = "ulib/oam_loopback.rs"]
 mod oam_loopback;
 #[path = "ulib/owned_buffers.rs"]

@@ -8,9 +8,9 @@
 use natm::ulib::Wait;
 use std::time::Duration;
 
-use natm::ulib::{Connection, Host, LinkMode, MemNetwork, Network};
+use natm::ulib::{Connection, Host, LinkMode};
 
-fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) {
+pub(crate) fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) {
     let l = b.bind(at, qos).unwrap();
     let addr = l.local_addr().unwrap();
     let (a, q) = (a.clone(), qos.to_string());
@@ -22,7 +22,7 @@ fn connect(a: &Host, b: &Host, at: &str, qos: &str) -> (Connection, Connection) 
 /// 200 Mbit/s of 4 KiB TPDUs: ICR is PCR/16, 12.5 Mbit/s.
 const PCR: f64 = 200e6;
 
-fn climbs_to_pcr(c: &Connection, s: &Connection) {
+pub(crate) fn climbs_to_pcr(c: &Connection, s: &Connection) {
     // It starts at ICR (PCR/16; flow::abr's tests) and its first FRM, sent once the
     // VC is up, may already be back: at most a step or two above.
     let start = c.stats().rate_bps.expect("an ABR source has a rate") as f64;
@@ -88,14 +88,4 @@ fn rm_cells_travel_as_pti_110_cells_in_cell_mode() {
     assert!(cells.sar.rm >= 15, "{:?}", cells.sar);
     assert_eq!((cells.sar.not_user_data, cells.unsendable), (0, 0));
     assert!(s.stats().cells.unwrap().sar.rm >= 16);
-}
-
-#[test]
-fn an_abr_source_over_mem_links() {
-    let net = MemNetwork::new();
-    let mut cfg = crate::support::host_config();
-    cfg.engine.network = Network::Mem(net.clone());
-    let (a, b) = (Host::open(cfg.clone()).unwrap(), Host::open(cfg).unwrap());
-    let (c, s) = connect(&a, &b, "10.0.0.2:7000", "abr:pcr=200Mbps,ec=on");
-    climbs_to_pcr(&c, &s);
 }

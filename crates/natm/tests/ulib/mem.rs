@@ -290,3 +290,65 @@ fn recv_into_reuses_the_callers_buffer_and_keeps_every_message_exact() {
     let c = sender.join().unwrap();
     assert_no_retransmissions("reliable", &c.stats(), &s.stats());
 }
+
+#[test]
+fn an_abr_source_over_mem_links() {
+    let net = MemNetwork::new();
+    let mut cfg = crate::support::host_config();
+    cfg.engine.network = Network::Mem(net.clone());
+    let (a, b) = (Host::open(cfg.clone()).unwrap(), Host::open(cfg).unwrap());
+    let (c, s) = crate::abr::connect(&a, &b, "10.0.0.2:7000", "abr:pcr=200Mbps,ec=on");
+    crate::abr::climbs_to_pcr(&c, &s);
+}
+
+#[test]
+fn end_to_end_probes_are_answered_by_the_far_end_over_mem_links() {
+    let net = MemNetwork::new();
+    let mut cfg = crate::support::host_config();
+    cfg.engine.network = Network::Mem(net.clone());
+    let (a, b) = (Host::open(cfg.clone()).unwrap(), Host::open(cfg).unwrap());
+    let (c, s) = crate::oam_loopback::connect(&a, &b, "10.0.0.2:7000", "best-effort");
+    crate::oam_loopback::check_pair(&c, &s);
+}
+
+#[test]
+fn a_burst_over_a_full_receive_queue_loses_whole_messages_and_counts_each_once() {
+    // The mem adaptor's queue holds what the receive buffer says: 16 KiB here, while
+    // the burst is 200 messages of 512 octets (~110 KiB of frames) sent at once.
+    let net = MemNetwork::new();
+    let mut cfg = crate::support::host_config();
+    cfg.engine.network = Network::Mem(net.clone());
+    cfg.engine.socket_rcvbuf = 16 << 10;
+    let host = Host::open(cfg).unwrap();
+    let (c, s) = crate::send_many::pair_on(&host, "best-effort");
+    const N: usize = 200;
+    let burst: Vec<Vec<u8>> = (0..N).map(|i| crate::send_many::message(i, 512)).collect();
+    c.send_many(&burst, Wait::Block).unwrap();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    while let Ok(Some(m)) = s.recv(Wait::For(Duration::from_millis(300))) {
+        got.push(m);
+    }
+    // A last message after the burst shows the receiver any loss at its tail.
+    let last = crate::send_many::message(N, 512);
+    c.send(&last, Wait::Block).unwrap();
+    loop {
+        match s.recv(Wait::For(Duration::from_secs(5))) {
+            Ok(Some(m)) if m == last => break,
+            Ok(Some(m)) => got.push(m),
+            r => panic!("the last message did not come: {r:?}"),
+        }
+    }
+    assert!(got.len() < N, "a 16 KiB queue took all of a 110 KiB burst");
+    assert!(!got.is_empty());
+    // Whole messages of the burst, in order, none twice.
+    let mut prev = None;
+    for m in &got {
+        let i = u32::from_le_bytes(m[..4].try_into().unwrap()) as usize;
+        assert_eq!(m, &burst[i], "message {i} arrived altered");
+        assert!(prev.is_none_or(|p| i > p), "message {i} after {prev:?}");
+        prev = Some(i);
+    }
+    let rx = s.stats().rx;
+    assert_eq!(rx.messages_delivered, got.len() as u64 + 1);
+    assert_eq!(rx.messages_lost, (N - got.len()) as u64, "each lost once");
+}
