@@ -227,6 +227,9 @@ pub struct RecvBatch<A = std::net::SocketAddr> {
     /// The area was exchanged since the last receive ([`RecvBatch::swap_area`]): the
     /// records describe the area given away.
     swapped: bool,
+    /// The datagrams were packed ([`RecvBatch::push_packed`]), not received slot by
+    /// slot.
+    packed: bool,
 }
 
 impl<A: Copy> RecvBatch<A> {
@@ -242,6 +245,7 @@ impl<A: Copy> RecvBatch<A> {
             packed_end: 0,
             more: false,
             swapped: false,
+            packed: false,
         }
     }
 
@@ -278,6 +282,13 @@ impl<A: Copy> RecvBatch<A> {
         self.packed_end = 0;
         self.more = false;
         self.swapped = false;
+        self.packed = false;
+    }
+
+    /// Whether more datagrams may be packed after these ([`RecvBatch::push_packed`]):
+    /// none was received slot by slot.
+    pub fn is_packed(&self) -> bool {
+        self.packed || self.filled.is_empty()
     }
 
     /// Whether the port may hold more to read: every buffer was used, or the port
@@ -298,12 +309,12 @@ impl<A: Copy> RecvBatch<A> {
 
     /// Copy one datagram gathered from `parts` right after the previous packed one,
     /// whatever the slots (the cell adaptor's reassembled frames, of any sizes, share
-    /// the area). Returns `false`, copying nothing, when it does not fit. Do not mix
-    /// with slot-wise filling in one batch.
+    /// the area). Returns `false`, copying nothing, when it does not fit, or when the
+    /// batch holds datagrams received slot by slot (the two do not mix).
     pub fn push_packed(&mut self, addr: A, parts: &[&[u8]]) -> bool {
         let len: usize = parts.iter().map(|p| p.len()).sum();
         let start = self.packed_end;
-        if self.swapped || start + len > self.buf.len() {
+        if self.swapped || !self.is_packed() || start + len > self.buf.len() {
             return false;
         }
         let mut at = start;
@@ -319,6 +330,7 @@ impl<A: Copy> RecvBatch<A> {
             stamp: None,
         });
         self.packed_end = at;
+        self.packed = true;
         self.next_slot = self.slots();
         self.datagrams += 1;
         true
@@ -629,6 +641,20 @@ mod tests {
         assert!(!b.may_have_more());
         b.set_more();
         assert!(b.may_have_more() && b.is_empty());
+    }
+
+    #[test]
+    fn datagrams_received_slot_by_slot_take_no_packed_ones_after_them() {
+        let mut b: RecvBatch<u8> = RecvBatch::new(2, 16);
+        assert!(b.is_packed());
+        assert!(b.push(1, b"slot"));
+        assert!(!b.is_packed());
+        // Packing would write over the slot's datagram at the area's start.
+        assert!(!b.push_packed(2, &[b"xy"]));
+        let got: Vec<(u8, &[u8])> = b.iter().collect();
+        assert_eq!(got, [(1, &b"slot"[..])]);
+        b.clear();
+        assert!(b.push_packed(2, &[b"xy"]) && b.is_packed());
     }
 
     #[test]

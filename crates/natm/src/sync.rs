@@ -102,6 +102,9 @@ pub(crate) enum Level {
     PortPeer,
     /// A port's receive queue (a mem port's, a host sub's).
     MemQueue,
+    /// A host port's emptied receive batches (`engine::host_port`): taken under a
+    /// sub's queue, or under the port's batch.
+    HostSpares,
     /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
     ConnGone,
     /// The send buffer pool's gate (`engine::send_pool`): senders asleep on it and

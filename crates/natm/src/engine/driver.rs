@@ -74,7 +74,13 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
         let mut timeout = next_timeout(&eng);
         let now = eng.clock.now().as_nanos();
         let until = timeout.map_or(u64::MAX, |t| now.saturating_add(t.as_nanos() as u64));
-        eng.sleep_until.store(until.max(1), Ordering::Release);
+        // SeqCst: a host port's reader that handed the driver work stores its flag,
+        // then reads this; the driver stores this, then reads the flags
+        // (`HostPorts::due`): one of the two sees the other.
+        eng.sleep_until.store(until.max(1), Ordering::SeqCst);
+        if eng.host_ports.due() {
+            timeout = Some(Duration::ZERO);
+        }
         if let (Some(fd), Some(t)) = (&tfd, timeout) {
             if !t.is_zero() {
                 set_timer(fd, t);

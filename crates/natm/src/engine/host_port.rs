@@ -7,7 +7,11 @@
 //! connection, a listener) holds a [`HostSub`] of it: its routes, a queue bounded in
 //! octets like a socket's receive buffer, and a condition variable its reader waits on.
 //! The driver reads the socket in batches and hands each datagram to the sub its route
-//! names (`natm_proto::endpoint::HostRoutes`, sans-IO); a sub the driver watches is then
+//! names (`natm_proto::endpoint::HostRoutes`, sans-IO): a batch that is all one sub's
+//! (a bulk transfer's GRO run) goes into its queue as it is, others are copied in
+//! packed, and a reader takes the queue's front batch whole in exchange for its own, so
+//! that a VC's bulk data is copied no more often than from a socket of its own (the
+//! kernel's copy, then the application's). A sub the driver watches is then
 //! drained by the driver as a readable socket would be, and a sub whose application
 //! thread holds the read role has that thread woken. A call opens no socket: a host
 //! holds one descriptor per local address however many VCs it carries.
@@ -25,12 +29,11 @@ use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{
     AtomicBool, AtomicU64, AtomicUsize,
-    Ordering::{AcqRel, Acquire, Relaxed, Release},
+    Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst},
 };
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use bytes::{Buf, BytesMut};
 use natm_proto::endpoint::{HostKey, HostRoutes, Route};
 use rustix::event::PollFlags;
 
@@ -67,9 +70,47 @@ const PENDING_BYTES: usize = 1 << 20;
 /// driver runs its timers: a flood at the port cannot hold the driver in one read.
 const READS_PER_PUMP: usize = 64;
 
-/// The most a sub's emptied queue keeps of its buffer for the next frames; a larger
-/// one (grown by a burst) is given back.
-const IDLE_QUEUE_BYTES: usize = 256 << 10;
+/// Emptied receive batches a port keeps for its subs' next frames (64 KiB each, so
+/// 4 MiB a port): a burst queued whole takes one per batch, and its reader gives one
+/// back per batch it takes, so that the steady state allocates nothing; an idle VC
+/// end keeps none.
+const SPARES: usize = 64;
+
+/// A port batch whose frames are all one sub's is queued whole, not copied, if it
+/// holds at least this share of its area (1/2): a queued batch keeps its whole area,
+/// so memory stays within twice what the sub is charged. Smaller ones are copied.
+fn whole_min(batch: &RecvBatch) -> usize {
+    batch.area_len() / 2
+}
+
+thread_local! {
+    static DRIVER_READ: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// The driver is draining the subs of a port it has just read to the end (or to
+/// [`READS_PER_PUMP`], and reads on in its next round): a sub found empty then has
+/// nothing more in the socket for it, and is not read for again. (A read there cost
+/// a `recvmmsg` per drained VC, mostly empty, and woke the driver itself for the
+/// frames it read for other VCs: twice the receive calls per MB of a socket per VC,
+/// measured with `perf stat -e syscalls:sys_enter_recvmmsg` on `natm-lab perf scale`.)
+struct DriverRead;
+
+impl DriverRead {
+    fn enter() -> DriverRead {
+        DRIVER_READ.with(|d| d.set(true));
+        DriverRead
+    }
+
+    fn active() -> bool {
+        DRIVER_READ.with(std::cell::Cell::get)
+    }
+}
+
+impl Drop for DriverRead {
+    fn drop(&mut self) {
+        DRIVER_READ.with(|d| d.set(false));
+    }
+}
 
 /// The host's ports, one per local address bound (an engine's).
 #[derive(Debug)]
@@ -117,7 +158,9 @@ impl HostPorts {
             batch: Mutex::new(Level::HostBatch, UdpLink::recv_batch()),
             unrouted: AtomicU64::new(0),
             waker: eng.waker(),
+            sleep_until: eng.sleep_until.clone(),
             held: Mutex::new(Level::HostHeld, Held::default()),
+            spares: Mutex::new(Level::HostSpares, Vec::new()),
             more: AtomicBool::new(false),
             leader: AtomicBool::new(false),
             registry: eng.registry.try_clone()?,
@@ -129,6 +172,17 @@ impl HostPorts {
             sub.accept_calls()?;
         }
         Ok(sub)
+    }
+
+    /// Whether a port has work for the driver that no event of its epoll set will
+    /// announce: subs another reader read frames for, or a read stopped at
+    /// [`READS_PER_PUMP`]. The driver asks as it is about to sleep, after it said so
+    /// ([`HostPort::wake_driver`] wakes it only then).
+    pub(crate) fn due(&self) -> bool {
+        self.ports
+            .lock()
+            .iter()
+            .any(|p| p.more.load(SeqCst) || !p.held.lock().ready.is_empty())
     }
 
     /// The port the driver watches under `token`.
@@ -157,7 +211,11 @@ pub(crate) struct HostPort {
     unrouted: AtomicU64,
     /// The driver's waker (a reader that read for others hands it their frames).
     waker: Arc<mio::Waker>,
+    /// When the driver sleeps until (ns, 0 while it runs): the engine's.
+    sleep_until: Arc<std::sync::atomic::AtomicU64>,
     held: Mutex<Held>,
+    /// Emptied receive batches for the subs' queues ([`HostPort::fresh`]).
+    spares: Mutex<Vec<RecvBatch>>,
     /// A read stopped at [`READS_PER_PUMP`] with the socket not yet dry.
     more: AtomicBool,
     /// An application thread waiting for its frames reads the port for everyone (the
@@ -229,7 +287,9 @@ impl HostPort {
             // A thread leads: it reads, and hands the driver what is the driver's.
             return;
         }
-        for sub in self.read() {
+        let touched = self.read();
+        let _read = DriverRead::enter();
+        for sub in touched {
             sub.signal(eng, buf);
         }
     }
@@ -265,7 +325,7 @@ impl HostPort {
             }
         }
         if wake {
-            let _ = self.waker.wake();
+            self.wake_driver();
         }
         mine
     }
@@ -280,7 +340,7 @@ impl HostPort {
         loop {
             // What came before the lead (the driver may have been reading it) first.
             let mine = self.hand_on(self.read(), me);
-            if mine || me.shut.load(Relaxed) || !me.queue.lock().frames.is_empty() {
+            if mine || me.shut.load(Relaxed) || !me.queue.lock().is_empty() {
                 break;
             }
             let now = std::time::Instant::now();
@@ -309,14 +369,29 @@ impl HostPort {
         let mut touched: Vec<Arc<SubInner>> = Vec::new();
         for reads in 0.. {
             if reads == READS_PER_PUMP {
-                self.more.store(true, Relaxed);
-                let _ = self.waker.wake();
+                self.more.store(true, SeqCst);
+                self.wake_driver();
                 break;
             }
             if self.link.recv_now(&mut batch).is_err() {
                 break;
             }
             let more = batch.may_have_more();
+            // One sub's whole batch goes to it as it is; else each frame is copied.
+            let whole = (natm_udp::areas::received(&batch) >= whole_min(&batch))
+                .then(|| self.whole(&batch))
+                .flatten();
+            if let Some((sub, from)) = whole {
+                if sub.deliver_whole(self, &mut batch, from).is_some() {
+                    if !sub.touched.swap(true, Relaxed) {
+                        touched.push(sub);
+                    }
+                    if !more {
+                        break;
+                    }
+                    continue;
+                }
+            }
             {
                 let table = self.table.read();
                 for (from, d) in batch.iter() {
@@ -330,7 +405,7 @@ impl HostPort {
                         self.held.lock().hold(from, d);
                         continue;
                     };
-                    if sub.deliver(from, d) && !sub.touched.swap(true, Relaxed) {
+                    if sub.deliver(self, from, d) && !sub.touched.swap(true, Relaxed) {
                         touched.push(sub);
                     }
                 }
@@ -345,11 +420,29 @@ impl HostPort {
         touched
     }
 
+    /// The sub every frame of `batch` is routed to, and the one source they all
+    /// came from; `None` if they are not all one sub's from one source.
+    fn whole(&self, batch: &RecvBatch) -> Option<(Arc<SubInner>, SocketAddr)> {
+        let table = self.table.read();
+        let mut one: Option<(usize, SocketAddr)> = None;
+        for (from, d) in batch.iter() {
+            let id = table.routes.route(d)?;
+            match one {
+                None => one = Some((id, from)),
+                Some(o) if o != (id, from) => return None,
+                Some(_) => {}
+            }
+        }
+        let (id, from) = one?;
+        Some((table.subs.get(&id)?.upgrade()?, from))
+    }
+
     /// Subs that were watched again while frames waited in their queues, or got frames
     /// another reader read: the driver drains them now (a socket added to epoll with
     /// data queued raises an event).
     pub(crate) fn run_ready(&self, eng: &Arc<Engine>, buf: &mut RecvBatch) {
         let ready = std::mem::take(&mut self.held.lock().ready);
+        let _read = DriverRead::enter();
         for s in ready {
             s.signal(eng, buf);
         }
@@ -358,8 +451,34 @@ impl HostPort {
     /// Read on where a read stopped at [`READS_PER_PUMP`] (the driver calls it after
     /// its timers and tasks).
     pub(crate) fn read_on(&self, eng: &Arc<Engine>, buf: &mut RecvBatch) {
-        if self.more.swap(false, Relaxed) {
+        if self.more.swap(false, SeqCst) {
             self.pump(eng, buf);
+        }
+    }
+
+    /// An emptied batch to fill: a spare, or a new one.
+    fn fresh(&self) -> RecvBatch {
+        let mut b = self.spares.lock().pop().unwrap_or_else(UdpLink::recv_batch);
+        b.clear();
+        b
+    }
+
+    /// A batch a reader is done with, kept for [`HostPort::fresh`] (up to [`SPARES`]).
+    fn give(&self, b: RecvBatch) {
+        let mut spares = self.spares.lock();
+        if spares.len() < SPARES {
+            spares.push(b);
+        }
+    }
+
+    /// Wake the driver for work it would not otherwise see, if it sleeps: awake, it
+    /// looks for that work before it sleeps ([`HostPorts::due`]). (The driver itself
+    /// stopping a read at [`READS_PER_PUMP`] wrote its own eventfd, as did every
+    /// reader handing frames on while the driver ran anyway: 80,000 writes in 2 s of
+    /// `natm-lab perf scale --counts 100`.)
+    fn wake_driver(&self) {
+        if self.sleep_until.load(SeqCst) != 0 {
+            let _ = self.waker.wake();
         }
     }
 
@@ -374,13 +493,26 @@ impl HostPort {
     }
 }
 
-/// A sub's frames: their sources and lengths, their octets back to back in one
-/// buffer that is reused (no allocation per frame).
+/// A sub's frames, in arrival order, in receive batches of the port's own shape: a
+/// reader takes the front one whole, exchanging it for its own batch (nothing is
+/// copied out). A port batch whose every frame is the sub's goes in as it is (nothing
+/// is copied in either, see [`HostPort::read`]); other frames are copied in, packed.
 #[derive(Debug, Default)]
 struct Queue {
-    frames: VecDeque<(SocketAddr, usize)>,
-    data: BytesMut,
+    areas: VecDeque<RecvBatch>,
+    /// Octets charged against the sub's limit.
     charged: usize,
+}
+
+impl Queue {
+    fn is_empty(&self) -> bool {
+        self.areas.is_empty()
+    }
+}
+
+/// What a queued batch is charged: its octets and a frame's overhead for each.
+fn charge(batch: &RecvBatch) -> usize {
+    natm_udp::areas::received(batch) + batch.len() * FRAME_OVERHEAD
 }
 
 /// Where a sub's frames come from and go, and the path's payload there.
@@ -414,7 +546,7 @@ struct SubInner {
 
 impl SubInner {
     /// Queue one frame; whether it was taken.
-    fn deliver(&self, from: SocketAddr, frame: &[u8]) -> bool {
+    fn deliver(&self, port: &HostPort, from: SocketAddr, frame: &[u8]) -> bool {
         if self.peer.read().addr.is_some_and(|p| p != from) {
             self.dropped_source.fetch_add(1, Relaxed);
             return false;
@@ -425,10 +557,47 @@ impl SubInner {
             self.dropped_full.fetch_add(1, Relaxed);
             return false;
         }
+        let packed = q
+            .areas
+            .back_mut()
+            .is_some_and(|b| b.is_packed() && b.push_packed(from, &[frame]));
+        if !packed {
+            let mut b = port.fresh();
+            if !b.push_packed(from, &[frame]) {
+                // Larger than a receive: it could never be received whole.
+                port.give(b);
+                self.dropped_full.fetch_add(1, Relaxed);
+                return false;
+            }
+            q.areas.push_back(b);
+        }
         q.charged += cost;
-        q.frames.push_back((from, frame.len()));
-        q.data.extend_from_slice(frame);
         true
+    }
+
+    /// A port batch every frame of which is this sub's, from its peer: queued as it
+    /// is, the port given an emptied batch to receive into next. `None` (the batch
+    /// left to be copied frame by frame, each charged and limited alone) if it is
+    /// not from the sub's peer, or would go over the sub's limit.
+    fn deliver_whole(
+        &self,
+        port: &HostPort,
+        batch: &mut RecvBatch,
+        from: SocketAddr,
+    ) -> Option<()> {
+        if self.peer.read().addr.is_some_and(|p| p != from) {
+            return None;
+        }
+        let cost = charge(batch);
+        let mut q = self.queue.lock();
+        if q.charged + cost > self.limit {
+            return None;
+        }
+        q.charged += cost;
+        let fresh = port.fresh();
+        let full = std::mem::replace(batch, fresh);
+        q.areas.push_back(full);
+        Some(())
     }
 
     /// Frames came: the driver drains a watched sub at once; a waiting reader wakes.
@@ -510,11 +679,11 @@ impl HostSub {
             return Ok(());
         }
         for (from, f) in &routes {
-            self.inner.deliver(*from, f);
+            self.inner.deliver(&self.port, *from, f);
         }
         if self.inner.watched.load(Relaxed) {
             self.port.held.lock().ready.push(self.inner.clone());
-            let _ = self.port.waker.wake();
+            self.port.wake_driver();
         } else {
             let _q = self.inner.queue.lock();
             self.inner.cv.notify_all();
@@ -539,7 +708,7 @@ impl HostSub {
         if self.inner.watched.swap(true, Relaxed) {
             return Err(io::ErrorKind::AlreadyExists.into());
         }
-        if !self.inner.queue.lock().frames.is_empty() {
+        if !self.inner.queue.lock().is_empty() {
             self.port.held.lock().ready.push(self.inner.clone());
             eng.wake();
         }
@@ -640,7 +809,7 @@ impl HostSub {
 
     /// Move queued frames into `batch`; `WouldBlock` if none is queued.
     pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
-        if self.inner.queue.lock().frames.is_empty() {
+        if self.inner.queue.lock().is_empty() && !DriverRead::active() {
             self.port.pump_for(&self.inner);
         }
         let mut q = self.inner.queue.lock();
@@ -652,7 +821,7 @@ impl HostSub {
     /// [`HostPort::lead`]); else it waits for the reader to hand it frames.
     pub(crate) fn recv_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
         let until = std::time::Instant::now() + timeout;
-        let idle = self.inner.queue.lock().frames.is_empty() && !self.inner.shut.load(Relaxed);
+        let idle = self.inner.queue.lock().is_empty() && !self.inner.shut.load(Relaxed);
         if idle {
             if self
                 .port
@@ -666,7 +835,7 @@ impl HostSub {
                 let shut = &self.inner.shut;
                 self.inner.cv.wait_while_for(
                     &mut q,
-                    |q| q.frames.is_empty() && !shut.load(Relaxed),
+                    |q| q.is_empty() && !shut.load(Relaxed),
                     timeout,
                 );
             }
@@ -684,28 +853,31 @@ impl HostSub {
 
     fn take(&self, q: &mut Queue, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.clear();
-        while let Some(&(from, len)) = q.frames.front() {
-            if !batch.push_packed(from, &[&q.data[..len]]) {
-                if batch.is_empty() {
-                    // Larger than the batch: it can never be received whole.
-                    self.inner.dropped_full.fetch_add(1, Relaxed);
-                } else {
-                    batch.set_more();
-                    break;
-                }
-            }
-            q.charged -= len + FRAME_OVERHEAD;
-            q.frames.pop_front();
-            q.data.advance(len);
+        let Some(front) = q.areas.pop_front() else {
+            return Err(io::ErrorKind::WouldBlock.into());
+        };
+        q.charged -= charge(&front);
+        if front.slots() == batch.slots() && front.slot_len() == batch.slot_len() {
+            // The reader's batch becomes the next spare.
+            let old = std::mem::replace(batch, front);
+            self.port.give(old);
+            return Ok(batch.len());
         }
-        if q.frames.is_empty() {
-            // Nothing is left: the buffer starts again from its front, or, grown past
-            // a burst's worth, is given back (an idle VC end keeps no queue's memory).
-            if q.data.capacity() > IDLE_QUEUE_BYTES {
-                q.data = BytesMut::new();
-            } else {
-                q.data.clear();
+        // A batch of another shape (not one the engine reads with): copy what fits,
+        // and queue the rest again, packed.
+        let mut rest = self.port.fresh();
+        for (from, d) in front.iter() {
+            if rest.is_empty() && batch.push_packed(from, &[d]) {
+                continue;
             }
+            if !rest.push_packed(from, &[d]) {
+                self.inner.dropped_full.fetch_add(1, Relaxed);
+            }
+        }
+        if !rest.is_empty() {
+            batch.set_more();
+            q.charged += charge(&rest);
+            q.areas.push_front(rest);
         }
         if batch.is_empty() {
             Err(io::ErrorKind::WouldBlock.into())
@@ -771,5 +943,74 @@ mod tests {
         assert_eq!(mine[0].0, peer);
         assert_eq!(held.pending.len(), before - 1);
         assert!(held.take_for(&routes, 7).is_empty(), "taken once");
+    }
+
+    /// Frames come into a sub's queue copied (packed, a few at a time) or as a whole
+    /// port batch; a reader takes them in arrival order either way, a whole batch
+    /// without a copy (the reader gets the very area the kernel filled), and the
+    /// queue's charge comes back to zero. A whole batch over the sub's limit, or not
+    /// from its peer, is refused as it is, for the port to copy frame by frame.
+    #[test]
+    fn a_sub_takes_packed_frames_and_whole_batches_in_order_and_a_whole_batch_uncopied() {
+        let eng = Engine::start(crate::engine::EngineConfig::default()).unwrap();
+        let sub = eng
+            .host_ports
+            .sub(&eng, SocketAddr::from(([127, 0, 0, 1], 0)), false)
+            .unwrap();
+        let port = &sub.port;
+        let peer = SocketAddr::from(([127, 0, 0, 1], 4000));
+        let small = |n: u8| vec![n; 100];
+        let mut whole = UdpLink::recv_batch();
+        assert!(whole.push(peer, &vec![7u8; 40_000]));
+        assert!(natm_udp::areas::received(&whole) >= whole_min(&whole));
+        let area = whole.area().as_ptr();
+
+        assert!(sub.inner.deliver(port, peer, &small(1)));
+        assert!(sub.inner.deliver(port, peer, &small(2)));
+        // Not the peer's: refused, the batch left as it was.
+        sub.connect(peer);
+        let stranger = SocketAddr::from(([127, 0, 0, 1], 4001));
+        assert!(sub
+            .inner
+            .deliver_whole(port, &mut whole, stranger)
+            .is_none());
+        assert_eq!(whole.area().as_ptr(), area);
+        assert!(sub.inner.deliver_whole(port, &mut whole, peer).is_some());
+        assert_ne!(
+            whole.area().as_ptr(),
+            area,
+            "the port reads into another batch next"
+        );
+        assert!(whole.is_empty());
+        assert!(sub.inner.deliver(port, peer, &small(3)));
+
+        let mut got = Vec::new();
+        let mut batch = UdpLink::recv_batch();
+        while let Ok(n) = sub.recv_now(&mut batch) {
+            assert!(n > 0);
+            if batch.iter().any(|(_, d)| d.len() == 40_000) {
+                assert_eq!(batch.area().as_ptr(), area, "taken whole, not copied");
+            }
+            got.extend(batch.iter().map(|(from, d)| (from, d[0], d.len())));
+        }
+        assert_eq!(
+            got,
+            [
+                (peer, 1, 100),
+                (peer, 2, 100),
+                (peer, 7, 40_000),
+                (peer, 3, 100)
+            ]
+        );
+        assert_eq!(sub.inner.queue.lock().charged, 0);
+
+        // Over the limit: refused whole; the port then copies what fits, frame by frame.
+        let mut big = UdpLink::recv_batch();
+        assert!(big.push(peer, &vec![9u8; 60_000]));
+        let fill = sub.inner.limit - 60_000;
+        sub.inner.queue.lock().charged = fill;
+        assert!(sub.inner.deliver_whole(port, &mut big, peer).is_none());
+        assert_eq!(big.len(), 1);
+        assert_eq!(sub.inner.queue.lock().charged, fill);
     }
 }

@@ -249,7 +249,7 @@ pub(crate) struct Engine {
     sources: Mutex<HashMap<usize, Weak<dyn Source>>>,
     timers: Mutex<BinaryHeap<Reverse<(u64, usize)>>>,
     /// When the driver will wake by itself (ns of engine time); 0 while it is awake.
-    sleep_until: AtomicU64,
+    sleep_until: Arc<AtomicU64>,
     /// When the sources' periodic reports are due (ns of engine time); 0: none wanted.
     report_at: AtomicU64,
     /// Sockets left out of the driver's set between `recv` calls, and their sweep.
@@ -301,7 +301,7 @@ impl Engine {
             listeners: Mutex::new(Level::Listeners, HashMap::new()),
             sources: Mutex::new(Level::Sources, HashMap::new()),
             timers: Mutex::new(Level::Timers, BinaryHeap::new()),
-            sleep_until: AtomicU64::new(0),
+            sleep_until: Arc::new(AtomicU64::new(0)),
             report_at: AtomicU64::new(0),
             parked: conn::Parked::new(),
             sched: Mutex::new(Level::Scheduler, Scheduler::new()),
