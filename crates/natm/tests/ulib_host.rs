@@ -106,4 +106,25 @@ fn strays_from_many_sources_leave_a_transfer_on_the_same_port_exact() {
     assert!(strays >= 5_000, "the flood sent {strays}");
     assert_eq!(got.len(), body.len());
     assert!(got == body, "byte-exact");
+    // The operator's view: one port, every stray counted there, read or dropped by
+    // the kernel (the driver may still be reading the last ones: wait for them), and
+    // all but the held few dropped.
+    let until = Instant::now() + Duration::from_secs(20);
+    let p = loop {
+        let ports = server.ports();
+        assert_eq!(ports.len(), 1, "{ports:?}");
+        let p = ports.into_iter().next().unwrap();
+        let kernel = p.kernel_drops.expect("the kernel's drops are listed");
+        if p.unrouted + kernel >= strays || Instant::now() >= until {
+            break p;
+        }
+        std::thread::yield_now();
+    };
+    assert_eq!(p.local, port);
+    let kernel = p.kernel_drops.unwrap();
+    assert!(p.unrouted + kernel >= strays, "{p:?}, {strays} strays");
+    assert!(p.held <= 256, "{p:?}");
+    assert!(p.held_dropped + p.held as u64 >= p.unrouted, "{p:?}");
+    assert!(p.datagrams >= p.unrouted + (8 << 20) / 65_536, "{p:?}");
+    assert!(p.vc_ends >= 2, "the listener and the connection: {p:?}");
 }

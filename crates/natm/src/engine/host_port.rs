@@ -112,6 +112,33 @@ impl Drop for DriverRead {
     }
 }
 
+/// One host port's counters (`Ports::PerHost`, `Host::ports`): the UDP socket every VC
+/// of the host shares at one local address. What a socket per VC counted on the
+/// connection (`ConnStats::refused_frames`, the kernel's drops) the port counts here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortStats {
+    /// The port's address.
+    pub local: SocketAddr,
+    /// VC ends on the port now: connections' and listeners'.
+    pub vc_ends: usize,
+    /// Routes the port holds (each VC end has one or more).
+    pub routes: usize,
+    /// Datagrams read.
+    pub datagrams: u64,
+    /// Receive batches handed to one VC end whole, without a copy.
+    pub whole_batches: u64,
+    /// Datagrams no route took: a wrong cookie, an unknown VCI, or a call's frames
+    /// come before its connection was opened (held for it a while).
+    pub unrouted: u64,
+    /// Unrouted datagrams held now (at most 256 and 1 MiB).
+    pub held: usize,
+    /// Unrouted datagrams dropped: pushed out of the held ones, or too large to hold.
+    pub held_dropped: u64,
+    /// Datagrams the kernel dropped because the socket's buffer was full (from
+    /// `/proc/net/udp`; `None` where unknown).
+    pub kernel_drops: Option<u64>,
+}
+
 /// The host's ports, one per local address bound (an engine's).
 #[derive(Debug)]
 pub(crate) struct HostPorts {
@@ -157,6 +184,8 @@ impl HostPorts {
             next_sub: AtomicUsize::new(0),
             batch: Mutex::new(Level::HostBatch, UdpLink::recv_batch()),
             unrouted: AtomicU64::new(0),
+            received: AtomicU64::new(0),
+            whole: AtomicU64::new(0),
             waker: eng.waker(),
             sleep_until: eng.sleep_until.clone(),
             held: Mutex::new(Level::HostHeld, Held::default()),
@@ -185,6 +214,12 @@ impl HostPorts {
             .any(|p| p.more.load(SeqCst) || !p.held.lock().ready.is_empty())
     }
 
+    /// Every port's counters ([`PortStats`]).
+    pub(crate) fn stats(&self) -> Vec<PortStats> {
+        let drops = crate::adaptor::UdpDrops::read();
+        self.ports.lock().iter().map(|p| p.stats(&drops)).collect()
+    }
+
     /// The port the driver watches under `token`.
     pub(crate) fn by_token(&self, token: usize) -> Option<Arc<HostPort>> {
         self.ports.lock().iter().find(|p| p.token == token).cloned()
@@ -209,6 +244,10 @@ pub(crate) struct HostPort {
     batch: Mutex<RecvBatch>,
     /// Datagrams no route took.
     unrouted: AtomicU64,
+    /// Datagrams read.
+    received: AtomicU64,
+    /// Batches queued whole for one sub.
+    whole: AtomicU64,
     /// The driver's waker (a reader that read for others hands it their frames).
     waker: Arc<mio::Waker>,
     /// When the driver sleeps until (ns, 0 while it runs): the engine's.
@@ -238,6 +277,8 @@ struct Table {
 struct Held {
     pending: VecDeque<(SocketAddr, Vec<u8>)>,
     pending_bytes: usize,
+    /// Frames dropped unrouted: pushed out to make room, or too large to hold.
+    dropped: u64,
     ready: Vec<Arc<SubInner>>,
 }
 
@@ -245,13 +286,17 @@ impl Held {
     /// Hold a frame no route took, the oldest making room.
     fn hold(&mut self, from: SocketAddr, frame: &[u8]) {
         if frame.len() > PENDING_BYTES {
+            self.dropped += 1;
             return;
         }
         while self.pending.len() >= PENDING_FRAMES
             || self.pending_bytes + frame.len() > PENDING_BYTES
         {
             match self.pending.pop_front() {
-                Some((_, f)) => self.pending_bytes -= f.len(),
+                Some((_, f)) => {
+                    self.pending_bytes -= f.len();
+                    self.dropped += 1;
+                }
                 None => break,
             }
         }
@@ -377,12 +422,14 @@ impl HostPort {
                 break;
             }
             let more = batch.may_have_more();
+            self.received.fetch_add(batch.len() as u64, Relaxed);
             // One sub's whole batch goes to it as it is; else each frame is copied.
             let whole = (natm_udp::areas::received(&batch) >= whole_min(&batch))
                 .then(|| self.whole(&batch))
                 .flatten();
             if let Some((sub, from)) = whole {
                 if sub.deliver_whole(self, &mut batch, from).is_some() {
+                    self.whole.fetch_add(1, Relaxed);
                     if !sub.touched.swap(true, Relaxed) {
                         touched.push(sub);
                     }
@@ -405,7 +452,7 @@ impl HostPort {
                         self.held.lock().hold(from, d);
                         continue;
                     };
-                    if sub.deliver(self, from, d) && !sub.touched.swap(true, Relaxed) {
+                    if sub.deliver(from, d) && !sub.touched.swap(true, Relaxed) {
                         touched.push(sub);
                     }
                 }
@@ -456,6 +503,28 @@ impl HostPort {
         }
     }
 
+    fn stats(&self, drops: &crate::adaptor::UdpDrops) -> PortStats {
+        let (vc_ends, routes) = {
+            let t = self.table.read();
+            (t.subs.len(), t.routes.len())
+        };
+        let (held, held_dropped) = {
+            let h = self.held.lock();
+            (h.pending.len(), h.dropped)
+        };
+        PortStats {
+            local: self.addr,
+            vc_ends,
+            routes,
+            datagrams: self.received.load(Relaxed),
+            whole_batches: self.whole.load(Relaxed),
+            unrouted: self.unrouted.load(Relaxed),
+            held,
+            held_dropped,
+            kernel_drops: drops.of(self.link.raw_fd()),
+        }
+    }
+
     /// An emptied batch to fill: a spare, or a new one.
     fn fresh(&self) -> RecvBatch {
         let mut b = self.spares.lock().pop().unwrap_or_else(UdpLink::recv_batch);
@@ -493,22 +562,41 @@ impl HostPort {
     }
 }
 
-/// A sub's frames, in arrival order, in receive batches of the port's own shape: a
-/// reader takes the front one whole, exchanging it for its own batch (nothing is
-/// copied out). A port batch whose every frame is the sub's goes in as it is (nothing
-/// is copied in either, see [`HostPort::read`]); other frames are copied in, packed.
+/// A sub's frames, in arrival order: port batches that were all the sub's, queued as
+/// they are (see [`HostPort::read`]) and taken whole by a reader, which gives its own
+/// batch for them (no copy in or out); and runs of frames copied in from batches the
+/// sub shared with others, copied out into the reader's batch.
 #[derive(Debug, Default)]
 struct Queue {
-    areas: VecDeque<RecvBatch>,
+    runs: VecDeque<Run>,
     /// Octets charged against the sub's limit.
     charged: usize,
 }
 
 impl Queue {
     fn is_empty(&self) -> bool {
-        self.areas.is_empty()
+        self.runs.is_empty()
     }
 }
+
+#[derive(Debug)]
+enum Run {
+    Whole(RecvBatch),
+    Copied(Copied),
+}
+
+/// Frames copied in, back to back, up to [`COPIED_RUN`] octets a run (a run is freed
+/// once read, so an idle sub keeps nothing).
+#[derive(Debug, Default)]
+struct Copied {
+    data: Vec<u8>,
+    frames: VecDeque<(SocketAddr, usize)>,
+    /// Where the front frame starts in `data`.
+    at: usize,
+}
+
+/// The octets one run of copied frames holds at most (one frame may be larger).
+const COPIED_RUN: usize = 64 << 10;
 
 /// What a queued batch is charged: its octets and a frame's overhead for each.
 fn charge(batch: &RecvBatch) -> usize {
@@ -546,7 +634,7 @@ struct SubInner {
 
 impl SubInner {
     /// Queue one frame; whether it was taken.
-    fn deliver(&self, port: &HostPort, from: SocketAddr, frame: &[u8]) -> bool {
+    fn deliver(&self, from: SocketAddr, frame: &[u8]) -> bool {
         if self.peer.read().addr.is_some_and(|p| p != from) {
             self.dropped_source.fetch_add(1, Relaxed);
             return false;
@@ -557,20 +645,22 @@ impl SubInner {
             self.dropped_full.fetch_add(1, Relaxed);
             return false;
         }
-        let packed = q
-            .areas
-            .back_mut()
-            .is_some_and(|b| b.is_packed() && b.push_packed(from, &[frame]));
-        if !packed {
-            let mut b = port.fresh();
-            if !b.push_packed(from, &[frame]) {
-                // Larger than a receive: it could never be received whole.
-                port.give(b);
-                self.dropped_full.fetch_add(1, Relaxed);
-                return false;
+        let fits = |c: &Copied| c.data.len() + frame.len() <= COPIED_RUN;
+        let run = match q.runs.back_mut() {
+            Some(Run::Copied(c)) if fits(c) => c,
+            _ => {
+                q.runs.push_back(Run::Copied(Copied {
+                    data: Vec::with_capacity(frame.len().max(4096)),
+                    ..Copied::default()
+                }));
+                let Some(Run::Copied(c)) = q.runs.back_mut() else {
+                    unreachable!("a copied run was just queued")
+                };
+                c
             }
-            q.areas.push_back(b);
-        }
+        };
+        run.data.extend_from_slice(frame);
+        run.frames.push_back((from, frame.len()));
         q.charged += cost;
         true
     }
@@ -596,7 +686,7 @@ impl SubInner {
         q.charged += cost;
         let fresh = port.fresh();
         let full = std::mem::replace(batch, fresh);
-        q.areas.push_back(full);
+        q.runs.push_back(Run::Whole(full));
         Some(())
     }
 
@@ -679,7 +769,7 @@ impl HostSub {
             return Ok(());
         }
         for (from, f) in &routes {
-            self.inner.deliver(&self.port, *from, f);
+            self.inner.deliver(*from, f);
         }
         if self.inner.watched.load(Relaxed) {
             self.port.held.lock().ready.push(self.inner.clone());
@@ -853,31 +943,53 @@ impl HostSub {
 
     fn take(&self, q: &mut Queue, batch: &mut RecvBatch) -> io::Result<usize> {
         batch.clear();
-        let Some(front) = q.areas.pop_front() else {
-            return Err(io::ErrorKind::WouldBlock.into());
-        };
-        q.charged -= charge(&front);
-        if front.slots() == batch.slots() && front.slot_len() == batch.slot_len() {
-            // The reader's batch becomes the next spare.
-            let old = std::mem::replace(batch, front);
-            self.port.give(old);
-            return Ok(batch.len());
-        }
-        // A batch of another shape (not one the engine reads with): copy what fits,
-        // and queue the rest again, packed.
-        let mut rest = self.port.fresh();
-        for (from, d) in front.iter() {
-            if rest.is_empty() && batch.push_packed(from, &[d]) {
-                continue;
+        let Queue { runs, charged } = q;
+        loop {
+            match runs.front_mut() {
+                None => break,
+                Some(Run::Whole(w)) => {
+                    if !batch.is_empty() {
+                        // A whole batch goes on alone, next time.
+                        batch.set_more();
+                        break;
+                    }
+                    *charged -= charge(w);
+                    if w.slots() == batch.slots() && w.slot_len() == batch.slot_len() {
+                        let Some(Run::Whole(w)) = runs.pop_front() else {
+                            unreachable!("the front run is whole")
+                        };
+                        // The reader's batch goes to the port for a later read.
+                        let old = std::mem::replace(batch, w);
+                        self.port.give(old);
+                        return Ok(batch.len());
+                    }
+                    // A reader's batch of another shape (not one the engine reads
+                    // with): the frames are copied, as from a shared batch.
+                    let mut c = Copied::default();
+                    for (from, d) in w.iter() {
+                        c.data.extend_from_slice(d);
+                        c.frames.push_back((from, d.len()));
+                        *charged += d.len() + FRAME_OVERHEAD;
+                    }
+                    runs[0] = Run::Copied(c);
+                }
+                Some(Run::Copied(c)) => {
+                    while let Some(&(from, len)) = c.frames.front() {
+                        if !batch.push_packed(from, &[&c.data[c.at..c.at + len]]) {
+                            if !batch.is_empty() {
+                                batch.set_more();
+                                return Ok(batch.len());
+                            }
+                            // Larger than the batch: it can never be received whole.
+                            self.inner.dropped_full.fetch_add(1, Relaxed);
+                        }
+                        *charged -= len + FRAME_OVERHEAD;
+                        c.at += len;
+                        c.frames.pop_front();
+                    }
+                    runs.pop_front();
+                }
             }
-            if !rest.push_packed(from, &[d]) {
-                self.inner.dropped_full.fetch_add(1, Relaxed);
-            }
-        }
-        if !rest.is_empty() {
-            batch.set_more();
-            q.charged += charge(&rest);
-            q.areas.push_front(rest);
         }
         if batch.is_empty() {
             Err(io::ErrorKind::WouldBlock.into())
@@ -965,8 +1077,8 @@ mod tests {
         assert!(natm_udp::areas::received(&whole) >= whole_min(&whole));
         let area = whole.area().as_ptr();
 
-        assert!(sub.inner.deliver(port, peer, &small(1)));
-        assert!(sub.inner.deliver(port, peer, &small(2)));
+        assert!(sub.inner.deliver(peer, &small(1)));
+        assert!(sub.inner.deliver(peer, &small(2)));
         // Not the peer's: refused, the batch left as it was.
         sub.connect(peer);
         let stranger = SocketAddr::from(([127, 0, 0, 1], 4001));
@@ -982,7 +1094,7 @@ mod tests {
             "the port reads into another batch next"
         );
         assert!(whole.is_empty());
-        assert!(sub.inner.deliver(port, peer, &small(3)));
+        assert!(sub.inner.deliver(peer, &small(3)));
 
         let mut got = Vec::new();
         let mut batch = UdpLink::recv_batch();

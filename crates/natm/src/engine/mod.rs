@@ -34,6 +34,7 @@ use std::time::Duration;
 pub use chunk::Chunk;
 pub(crate) use conn::{Conn, OnGone, Which};
 pub use events::{ConnEvent, EVENT_QUEUE};
+pub use host_port::PortStats;
 pub(crate) use link::{Link, UdpLink};
 pub use link::{LinkMode, Network, DEFAULT_TRAIN_CELLS};
 pub(crate) use listener::ListenerShared;

@@ -65,8 +65,8 @@ use natm_proto::endpoint::{BareConfig, BareParams};
 
 pub use crate::adaptor::MemNetwork;
 pub use crate::engine::{
-    current_cpus, pin_current_thread, ConnEvent, LinkMode, Network, Ports, SendPoolStats,
-    Watermarks, DEFAULT_SEND_POOL, DEFAULT_TRAIN_CELLS, EVENT_QUEUE,
+    current_cpus, pin_current_thread, ConnEvent, LinkMode, Network, PortStats, Ports,
+    SendPoolStats, Watermarks, DEFAULT_SEND_POOL, DEFAULT_TRAIN_CELLS, EVENT_QUEUE,
 };
 
 /// How a host runs.
@@ -732,6 +732,13 @@ impl Host {
     /// and how many sends it held back.
     pub fn send_pool(&self) -> SendPoolStats {
         self.eng.send_pool.stats()
+    }
+
+    /// The host's UDP ports and their counters, one per local address, with one port
+    /// per host (`Ports::PerHost`); empty with a socket per VC. Reads
+    /// `/proc/net/udp` once for the kernel's drops.
+    pub fn ports(&self) -> Vec<PortStats> {
+        self.eng.host_ports.stats()
     }
 
     /// The configuration.
