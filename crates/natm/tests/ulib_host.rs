@@ -128,3 +128,49 @@ fn strays_from_many_sources_leave_a_transfer_on_the_same_port_exact() {
     assert!(p.datagrams >= p.unrouted + (8 << 20) / 65_536, "{p:?}");
     assert!(p.vc_ends >= 2, "the listener and the connection: {p:?}");
 }
+
+/// A busy-polling reader leads its port's reads and, between its round trips, leaves
+/// the port out of the driver's epoll set (`host_port::PORT_PARK_NS`). Once it stops,
+/// the driver takes the port back: another connection on the same port, which no
+/// application thread reads, still has its data received and acknowledged, so its
+/// sender's flush completes, and the data is there, exact, when read.
+#[test]
+fn a_busy_pollers_port_goes_back_to_the_driver_when_it_stops() {
+    let mut cfg = support::host_config();
+    cfg.engine.busy_poll = true;
+    let server = Host::open(cfg).unwrap();
+    let client = Host::open(support::host_config()).unwrap();
+    let l = server.bind("127.0.0.1:0", "reliable").unwrap();
+    let port = l.local_addr().unwrap();
+    let wait = Wait::For(Duration::from_secs(10));
+    let a = client.connect(port, "best-effort").unwrap();
+    let sa = l.accept(wait).unwrap();
+    let b = client.connect(port, "reliable").unwrap();
+    let sb = l.accept(wait).unwrap();
+    // Round trips on A, the server spinning for each.
+    for i in 0..500u32 {
+        a.send(&i.to_be_bytes(), Wait::Block).unwrap();
+        let m = sa.recv(wait).unwrap().expect("a message");
+        assert_eq!(m[..], i.to_be_bytes());
+    }
+    // Nobody on the server reads now; B's data must still be taken in and ACKed.
+    let body: Vec<u8> = (0..256u32 << 10)
+        .map(|i| (i * 13 + i / 999) as u8)
+        .collect();
+    for m in body.chunks(16 << 10) {
+        b.send(m, Wait::Block).unwrap();
+    }
+    b.flush(Duration::from_secs(20))
+        .expect("B's data acknowledged");
+    let mut got = Vec::with_capacity(body.len());
+    while got.len() < body.len() {
+        let m = sb.recv(wait).unwrap().expect("B's data");
+        got.extend_from_slice(&m);
+    }
+    assert!(got == body, "byte-exact");
+    assert_eq!(
+        server.ports().len(),
+        1,
+        "one port for the listener and both calls"
+    );
+}

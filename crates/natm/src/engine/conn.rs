@@ -821,16 +821,7 @@ impl Conn {
             self.quiet_for_wait(eng);
             let first = if eng.cfg.busy_poll {
                 let until = std::time::Instant::now() + super::link::READ_SLICE;
-                loop {
-                    match self.link.recv_now(batch) {
-                        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-                        r => break r,
-                    }
-                    if std::time::Instant::now() >= until {
-                        break Err(std::io::ErrorKind::WouldBlock.into());
-                    }
-                    std::hint::spin_loop();
-                }
+                self.link.recv_spin(batch, until)
             } else {
                 self.link.recv_wait(batch)
             };

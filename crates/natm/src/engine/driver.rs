@@ -72,6 +72,9 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
             return;
         }
         let mut timeout = next_timeout(&eng);
+        if let Some(d) = eng.host_ports.park_due() {
+            timeout = Some(timeout.map_or(d, |t| t.min(d)));
+        }
         let now = eng.clock.now().as_nanos();
         let until = timeout.map_or(u64::MAX, |t| now.saturating_add(t.as_nanos() as u64));
         // SeqCst: a host port's reader that handed the driver work stores its flag,
@@ -124,6 +127,7 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
                 break;
             }
         }
+        eng.host_ports.unpark_due();
         for hp in eng.host_ports.all() {
             hp.run_ready(&eng, &mut buf);
         }

@@ -66,6 +66,11 @@ const PENDING_FRAMES: usize = 256;
 /// The octets those frames may hold.
 const PENDING_BYTES: usize = 1 << 20;
 
+/// How long a port a busy poller led stays out of the driver's epoll set without
+/// another lead before the driver takes it back ([`HostPort::lead`]): frames for
+/// other VCs of the port wait at most this long while nobody reads.
+const PORT_PARK_NS: u64 = 1_000_000;
+
 /// Batches one read of a port takes at most (each up to a 64 KiB GRO run) before the
 /// driver runs its timers: a flood at the port cannot hold the driver in one read.
 const READS_PER_PUMP: usize = 64;
@@ -193,6 +198,9 @@ impl HostPorts {
             more: AtomicBool::new(false),
             leader: AtomicBool::new(false),
             registry: eng.registry.try_clone()?,
+            out: AtomicBool::new(false),
+            park_until: AtomicU64::new(0),
+            base: std::time::Instant::now(),
         });
         eng.register(port.link.raw_fd(), token)?;
         ports.push(port.clone());
@@ -212,6 +220,18 @@ impl HostPorts {
             .lock()
             .iter()
             .any(|p| p.more.load(SeqCst) || !p.held.lock().ready.is_empty())
+    }
+
+    /// How long until a parked port is due back with the driver, if any is parked.
+    pub(crate) fn park_due(&self) -> Option<Duration> {
+        self.ports.lock().iter().filter_map(|p| p.park_due()).min()
+    }
+
+    /// Put back the ports parked past their time ([`HostPort::lead`]).
+    pub(crate) fn unpark_due(&self) {
+        for p in self.all() {
+            p.unpark_if_due();
+        }
     }
 
     /// Every port's counters ([`PortStats`]).
@@ -262,6 +282,12 @@ pub(crate) struct HostPort {
     leader: AtomicBool,
     /// The driver's epoll set, to take the port out while a thread leads.
     registry: mio::Registry,
+    /// The port is out of the driver's epoll set (a thread leads, or it is parked).
+    out: AtomicBool,
+    /// Parked by a busy poller: when it goes back to the driver (ns since `base`;
+    /// 0: not parked).
+    park_until: AtomicU64,
+    base: std::time::Instant,
 }
 
 /// The routes of a port and the subs they name.
@@ -376,32 +402,106 @@ impl HostPort {
     }
 
     /// `me`'s thread waits for its frames and nobody else reads the port: it reads
-    /// the port itself until a frame of its own comes or `until` (leader/follower).
+    /// the port itself until a frame of its own comes or `until` (leader/follower),
+    /// sleeping in `poll` between reads, or spinning (a busy-polling reader).
     /// The port leaves the driver's epoll set meanwhile, so an arrival wakes this
-    /// thread alone, and comes back after: epoll reports what is queued then.
-    fn lead(&self, me: &SubInner, until: std::time::Instant) {
-        let fd = self.link.raw_fd();
-        let _ = self.registry.deregister(&mut mio::unix::SourceFd(&fd));
-        loop {
+    /// thread alone (or no thread, while it spins), and comes back after: epoll
+    /// reports what is queued then.
+    fn lead(&self, me: &SubInner, until: std::time::Instant, spin: bool) {
+        self.take_out();
+        let got = loop {
             // What came before the lead (the driver may have been reading it) first.
             let mine = self.hand_on(self.read(), me);
             if mine || me.shut.load(Relaxed) || !me.queue.lock().is_empty() {
-                break;
+                break true;
             }
             let now = std::time::Instant::now();
             if now >= until {
-                break;
+                break false;
             }
-            if !matches!(self.link.wait(PollFlags::IN, until - now), Ok(true)) {
-                break;
+            if spin {
+                std::hint::spin_loop();
+            } else if !matches!(self.link.wait(PollFlags::IN, until - now), Ok(true)) {
+                break false;
             }
+        };
+        if spin && got {
+            // A busy poller that got its frame is back in a moment (a round trip):
+            // the port stays out of the driver's set for it, and the driver puts it
+            // back once nobody has led for [`PORT_PARK_NS`] (two `epoll_ctl` calls per
+            // lead were a third of a busy-polled round trip's system calls).
+            let now = self.since_base();
+            let was = self.park_until.swap(now + PORT_PARK_NS, AcqRel);
+            self.leader.store(false, Release);
+            if was <= now {
+                // Newly parked (or the last deadline passed during the lead, which
+                // the driver then left alone): its sleep must end by the deadline.
+                // A deadline pushed on is found when the first one comes.
+                self.wake_driver();
+            }
+        } else {
+            self.put_back();
+            self.leader.store(false, Release);
         }
-        self.leader.store(false, Release);
-        let _ = self.registry.register(
-            &mut mio::unix::SourceFd(&fd),
-            mio::Token(self.token),
-            mio::Interest::READABLE,
-        );
+    }
+
+    /// Take the port out of the driver's epoll set (the leader, or the driver
+    /// unparking it, holds the read role).
+    fn take_out(&self) {
+        if !self.out.swap(true, AcqRel) {
+            let fd = self.link.raw_fd();
+            let _ = self.registry.deregister(&mut mio::unix::SourceFd(&fd));
+        }
+    }
+
+    /// Put the port back into the driver's epoll set: epoll reports what is queued.
+    fn put_back(&self) {
+        self.park_until.store(0, Release);
+        if self.out.swap(false, AcqRel) {
+            let fd = self.link.raw_fd();
+            let _ = self.registry.register(
+                &mut mio::unix::SourceFd(&fd),
+                mio::Token(self.token),
+                mio::Interest::READABLE,
+            );
+        }
+    }
+
+    /// Nanoseconds since the port was made.
+    fn since_base(&self) -> u64 {
+        self.base.elapsed().as_nanos() as u64
+    }
+
+    /// How long until a parked port is due back with the driver, if one is parked.
+    fn park_due(&self) -> Option<Duration> {
+        if self.leader.load(Acquire) {
+            // The lead ends by putting the port back, or parking it anew.
+            return None;
+        }
+        match self.park_until.load(Acquire) {
+            0 => None,
+            t => Some(Duration::from_nanos(t.saturating_sub(self.since_base()))),
+        }
+    }
+
+    /// The driver: a port parked by a busy poller that has not led again for
+    /// [`PORT_PARK_NS`] goes back into the epoll set.
+    fn unpark_if_due(&self) {
+        let due = self.park_until.load(Acquire);
+        if due == 0 || due > self.since_base() {
+            return;
+        }
+        if self
+            .leader
+            .compare_exchange(false, true, AcqRel, Relaxed)
+            .is_ok()
+        {
+            // Led again since, and parked again: due later.
+            if self.park_until.load(Acquire) <= self.since_base() {
+                self.put_back();
+            }
+            self.leader.store(false, Release);
+        }
     }
 
     /// Read the socket into the subs' queues, until it is dry or [`READS_PER_PUMP`]
@@ -911,15 +1011,9 @@ impl HostSub {
     /// [`HostPort::lead`]); else it waits for the reader to hand it frames.
     pub(crate) fn recv_wait(&self, batch: &mut RecvBatch, timeout: Duration) -> io::Result<usize> {
         let until = std::time::Instant::now() + timeout;
-        let idle = self.inner.queue.lock().is_empty() && !self.inner.shut.load(Relaxed);
-        if idle {
-            if self
-                .port
-                .leader
-                .compare_exchange(false, true, AcqRel, Relaxed)
-                .is_ok()
-            {
-                self.port.lead(&self.inner, until);
+        if self.idle() {
+            if self.try_lead() {
+                self.port.lead(&self.inner, until, false);
             } else {
                 let mut q = self.inner.queue.lock();
                 let shut = &self.inner.shut;
@@ -932,6 +1026,41 @@ impl HostSub {
         }
         let mut q = self.inner.queue.lock();
         self.take(&mut q, batch)
+    }
+
+    /// As [`HostSub::recv_wait`], spinning instead of sleeping (busy polling): the
+    /// thread leads the port's reads if nobody does, so that arrivals do not wake the
+    /// driver while it spins, as a socket of its own would have been out of the
+    /// driver's set; else it spins on its queue.
+    pub(crate) fn recv_spin(
+        &self,
+        batch: &mut RecvBatch,
+        until: std::time::Instant,
+    ) -> io::Result<usize> {
+        if self.idle() {
+            if self.try_lead() {
+                self.port.lead(&self.inner, until, true);
+            } else {
+                while self.idle() && std::time::Instant::now() < until {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        let mut q = self.inner.queue.lock();
+        self.take(&mut q, batch)
+    }
+
+    /// Nothing is queued, and the sub is not shut.
+    fn idle(&self) -> bool {
+        self.inner.queue.lock().is_empty() && !self.inner.shut.load(Relaxed)
+    }
+
+    /// Take the port's read role (leader/follower), if nobody holds it.
+    fn try_lead(&self) -> bool {
+        self.port
+            .leader
+            .compare_exchange(false, true, AcqRel, Relaxed)
+            .is_ok()
     }
 
     /// Wake a thread in [`HostSub::recv_wait`] now; it waits no more.

@@ -676,6 +676,27 @@ impl Link {
         }
     }
 
+    /// Busy polling: receive into `batch`, spinning until a frame comes or `until`.
+    pub(crate) fn recv_spin(
+        &self,
+        batch: &mut RecvBatch,
+        until: std::time::Instant,
+    ) -> io::Result<usize> {
+        if let Link::Host(h) = self {
+            return h.recv_spin(batch, until);
+        }
+        loop {
+            match self.recv_now(batch) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                r => return r,
+            }
+            if std::time::Instant::now() >= until {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
         match self {
             Link::Udp(l) => l.recv_now(batch),
