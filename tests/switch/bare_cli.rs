@@ -331,9 +331,13 @@ fn a_bare_pvc_through_a_switch_carries_a_file_and_an_echo_byte_exact() {
             free_addr()
         )
     };
+    // A bare VC has no error control, so every frame must get through the switch.
+    // The switch's default queue of 256 cells for the VC holds 5 ms of the calls'
+    // 20 Mbit/s: a switch process descheduled longer than that under CI load
+    // dropped 168 cells (two SDUs). 4,096 cells hold 80 ms.
     let toml = port("a", ha)
         + &port("b", hb)
-        + "[[pvc]]\nfrom = \"a:0.100\"\nto = \"b:2.200\"\nduplex = true\n";
+        + "[[pvc]]\nfrom = \"a:0.100\"\nto = \"b:2.200\"\nduplex = true\nbuffer = 4096\n";
     let sw = SwitchProc::start("bare-pvc", &toml);
     let (sa, sb) = (sw.ports["a"].to_string(), sw.ports["b"].to_string());
     let (ha, hb) = (ha.to_string(), hb.to_string());
@@ -410,8 +414,8 @@ fn a_bare_pvc_through_a_switch_carries_a_file_and_an_echo_byte_exact() {
     // Both ways: the far end echoes every SDU back on the duplex PVC.
     // The echoes are shaped as the calls are: a loaded listener echoes what it read in
     // one burst, and unshaped (UBR, the --pvc default) a burst of ten 1,500-byte SDUs
-    // overruns the switch's 256-cell queue for the VC, as UBR may (a loaded CI run lost
-    // four SDUs there).
+    // overran the switch's queue for the VC, as UBR may (a loaded CI run lost four
+    // SDUs there with the default 256 cells).
     let l = pvc_listener(&[
         "listen",
         "--pvc",
