@@ -91,6 +91,19 @@ fn a_host_on_one_port_takes_calls_from_a_host_with_a_socket_per_vc() {
             "{qos}: {} bytes arrived, not the same",
             got.len()
         );
+        // The listener's summary counts its one port; the caller, with a socket per
+        // VC, has none to count.
+        let read: u64 = l
+            .stderr
+            .lines()
+            .find_map(|line| line.strip_prefix("host port "))
+            .and_then(|rest| rest.split(": ").nth(1))
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("{qos}: no port line: {}", l.stderr));
+        // 2 MB in datagrams of at most 64 KiB, and the call's own frames.
+        assert!(read >= 30, "{qos}: {read} datagrams: {}", l.stderr);
+        assert!(!c.stderr.contains("host port "), "{qos}: {}", c.stderr);
     }
     for s in [&a, &b] {
         s.wait_no_calls();

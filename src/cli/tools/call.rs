@@ -322,6 +322,7 @@ fn call(a: CallArgs) -> anyhow::Result<()> {
         (moved, received),
         &stats,
     )
+    .with_ports(&host)
     .print(a.json, !discard)
 }
 

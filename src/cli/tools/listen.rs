@@ -142,7 +142,7 @@ fn listen(a: ListenArgs) -> anyhow::Result<()> {
             eprintln!("natm listen: receiving on {what} at {bind} ({qos}); echoes go to {via}");
         }
         let served = serve(&a, Answered { conn, caller: what }, &mut sink, Some(qos))?;
-        served.print(a.json, data_on_stdout)?;
+        served.with_ports(&host).print(a.json, data_on_stdout)?;
         host.linger(LINGER);
         return Ok(());
     }
@@ -172,7 +172,7 @@ fn listen(a: ListenArgs) -> anyhow::Result<()> {
         let served = answer(&a, &listener, direct, want.as_ref())
             .and_then(|c| serve(&a, c, &mut sink, None));
         match served {
-            Ok(s) => s.print(a.json, data_on_stdout)?,
+            Ok(s) => s.with_ports(&host).print(a.json, data_on_stdout)?,
             // A listener its restarted sigd would not bind again takes no more calls.
             Err(e) if a.keep && !listener.is_unbound() => eprintln!("natm listen: {e:#}"),
             Err(e) => return Err(e),

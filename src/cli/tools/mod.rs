@@ -328,6 +328,26 @@ struct Summary {
     /// ABR's RM cells (`flow=abr`); absent when the call had none.
     #[serde(skip_serializing_if = "Option::is_none")]
     rm: Option<RmSummary>,
+    /// The host's UDP ports with one port per host (`--ports host`), counted over the
+    /// tool's run; absent with a socket per VC.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    ports: Vec<PortSummary>,
+}
+
+/// One host port (`natm::ulib::PortStats`): every VC of the host on one UDP socket,
+/// so what the socket read and what no call took are counted here, not per call.
+#[derive(Debug, Serialize)]
+struct PortSummary {
+    local: String,
+    datagrams: u64,
+    /// Receive batches handed to a VC whole, without a copy.
+    whole_batches: u64,
+    /// Datagrams no route took (a wrong cookie, an unknown VCI).
+    unrouted: u64,
+    /// Of those, dropped.
+    held_dropped: u64,
+    /// Datagrams the kernel dropped from the port's full queue.
+    kernel_drops: Option<u64>,
 }
 
 /// What an ABR call's RM cells did.
@@ -440,7 +460,25 @@ impl Summary {
                 turned: s.rm.turned,
             }),
             qos,
+            ports: Vec::new(),
         }
+    }
+
+    /// Add the host's ports' counters (one port per host; none otherwise).
+    fn with_ports(mut self, host: &natm::ulib::Host) -> Summary {
+        self.ports = host
+            .ports()
+            .into_iter()
+            .map(|p| PortSummary {
+                local: p.local.to_string(),
+                datagrams: p.datagrams,
+                whole_batches: p.whole_batches,
+                unrouted: p.unrouted,
+                held_dropped: p.held_dropped,
+                kernel_drops: p.kernel_drops,
+            })
+            .collect();
+        self
     }
 
     /// The summary on stderr, or as one JSON line: on stdout unless stdout carries
@@ -538,6 +576,18 @@ impl Summary {
                 self.messages_dropped,
                 self.queue_drops
                     .map_or(String::new(), |q| format!(", {q} datagrams dropped by the socket queue"))
+            );
+        }
+        for p in &self.ports {
+            eprintln!(
+                "host port {}: {} datagrams read ({} batches whole), {} no call took ({} dropped){}",
+                p.local,
+                p.datagrams,
+                p.whole_batches,
+                p.unrouted,
+                p.held_dropped,
+                p.kernel_drops
+                    .map_or(String::new(), |k| format!(", {k} dropped by the kernel"))
             );
         }
         Ok(())
