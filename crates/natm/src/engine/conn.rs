@@ -13,8 +13,10 @@
 //!
 //! While an application thread holds the read role and waits on the socket, the
 //! socket is out of the driver's epoll set ([`Conn::quiet_for_wait`]), and back in it
-//! before the role is let go ([`Conn::rewatch_after_wait`]): one datagram then wakes
-//! one thread, as on raw UDP, instead of the application's and the driver's (issue 17).
+//! before the role is let go (or parked, `park`): one datagram then wakes one thread,
+//! as on raw UDP, instead of the application's and the driver's (issue 17). The role,
+//! the socket's place in the driver's set and what other threads ask of the reader
+//! are `read_role`'s state machine.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,9 +26,11 @@ use std::time::Duration;
 use bytes::Bytes;
 
 mod park;
+mod read_role;
 mod rm;
 
 pub(crate) use park::Parked;
+use read_role::{Ask, Epoll, ReadSide, Reading, Watch};
 
 use super::link::{vc_header_on, vc_of_on, Link, VC_HEADER_LEN};
 use super::oam::{self, Action, Probes, TooManyProbes};
@@ -223,29 +227,14 @@ pub(crate) struct Conn {
     pub(crate) tx_cv: Condvar,
     pub(crate) rx: Mutex<End<RxHalf>>,
     pub(crate) rx_cv: Condvar,
-    reading: AtomicBool,
-    pending: AtomicBool,
-    /// sigd said the peer released the call while another thread held the read
-    /// role: that holder ends the receiving VC as it lets the role go, after a drain
-    /// that began once the RELEASE was known ([`Conn::peer_released`]).
-    release_pending: AtomicBool,
+    /// Who reads the link, whether the driver watches it, and what others asked of
+    /// the reader (`read_role`). Shut by [`Conn::abort_both`]: after
+    /// `shutdown(SHUT_RD)` a UDP socket reads as an endless run of empty datagrams,
+    /// each filling the batch's one slot, so a drain would never end.
+    read: ReadSide,
     dropped: AtomicBool,
-    /// The socket's read side is shut ([`Conn::abort_both`]): nothing more is read.
-    /// After `shutdown(SHUT_RD)` a UDP socket reads as an endless run of empty
-    /// datagrams, each filling the batch's one slot, so a drain would never end.
-    read_shut: AtomicBool,
-    /// Reading is held off by the watermarks.
-    held: AtomicBool,
     /// A VC of the connection exchanges ACKs: arrival stamps are worth reading.
     stamps: bool,
-    /// The socket is out of the driver's epoll set: an application thread holding the
-    /// read role waits on it, or it is parked. Changed only by the read role's holder.
-    quiet: AtomicBool,
-    /// The socket is parked (`park`): the sweep count plus one when it parked; 0: not.
-    park_gen: AtomicU64,
-    /// Someone needs the driver to watch a parked socket again: the read role's
-    /// holder does it as it lets the role go.
-    unpark_wanted: AtomicBool,
     tx_deadline: AtomicU64,
     rx_deadline: AtomicU64,
     /// The deadline the driver's timer heap holds an entry for (u64::MAX: none).
@@ -347,18 +336,11 @@ impl Conn {
             tx_cv: Condvar::new(),
             rx: Mutex::new(sync::Level::RxEnd, End::new(rx)),
             rx_cv: Condvar::new(),
-            reading: AtomicBool::new(false),
-            pending: AtomicBool::new(false),
-            release_pending: AtomicBool::new(false),
+            read: ReadSide::default(),
             dropped: AtomicBool::new(false),
             on_gone: Mutex::new(sync::Level::ConnGone, None),
             forgotten: AtomicBool::new(false),
-            read_shut: AtomicBool::new(false),
-            held: AtomicBool::new(false),
             stamps,
-            quiet: AtomicBool::new(false),
-            park_gen: AtomicU64::new(0),
-            unpark_wanted: AtomicBool::new(false),
             tx_deadline: AtomicU64::new(u64::MAX),
             rx_deadline: AtomicU64::new(u64::MAX),
             armed: AtomicU64::new(u64::MAX),
@@ -451,7 +433,7 @@ impl Conn {
             Which::Tx => lock(&self.tx).waiters,
             Which::Rx => lock(&self.rx).waiters,
         };
-        (waiters, self.reading.load(Ordering::SeqCst))
+        (waiters, self.read.is_taken())
     }
 
     /// Hold the read role as a waiting application thread does — the socket out of the
@@ -464,27 +446,29 @@ impl Conn {
     #[cfg(test)]
     pub(crate) fn hold_read_role_unread(&self, eng: &Engine, during: impl FnOnce()) -> bool {
         let until = std::time::Instant::now() + Duration::from_secs(5);
-        while !self.try_read_role() {
+        let mut role = loop {
+            if let Some(role) = self.read.try_take() {
+                break role;
+            }
             if std::time::Instant::now() >= until {
                 return false;
             }
             std::thread::yield_now();
-        }
-        self.quiet_for_wait(eng);
-        let quiet = self.quiet.load(Ordering::Relaxed);
+        };
+        self.quiet_for_wait(eng, &mut role);
+        let quiet = role.watch() != Watch::Watched;
         during();
-        self.rewatch_after_wait(eng);
+        self.go(eng, &mut role, Watch::rewatch);
         let mut batch = eng.take_buffer();
-        self.release_read_role(eng, &mut batch);
+        self.release_read_role(eng, role, &mut batch);
         eng.give_buffer(batch);
         quiet
     }
 
-    /// Whether the socket is in the driver's epoll set now (as far as the read role
-    /// goes: a watermark hold takes it out too).
+    /// Whether the socket is in the driver's epoll set now.
     #[cfg(test)]
     pub(crate) fn driver_watches(&self) -> bool {
-        !self.quiet.load(Ordering::Relaxed)
+        self.read.watch() == Watch::Watched
     }
 
     /// The earliest timer of either end, nanoseconds of engine time.
@@ -509,85 +493,70 @@ impl Conn {
 
     // ---- the read role ---------------------------------------------------------------
 
-    fn try_read_role(&self) -> bool {
-        self.reading
-            .compare_exchange(false, true, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-    }
-
-    fn release_read_role(&self, eng: &Engine, buf: &mut RecvBatch) {
-        loop {
-            if self.release_pending.load(Ordering::SeqCst) {
+    /// Let the read role go, answering what other threads asked of it meanwhile
+    /// (`read_role::ReadSide::let_go`).
+    fn release_read_role<'a>(&'a self, eng: &Engine, role: Reading<'a>, buf: &mut RecvBatch) {
+        self.read.let_go(role, |role, ask| match ask {
+            Ask::Drain => self.drain(eng, role, buf),
+            Ask::Release => {
                 // The peer released the call: what the RELEASE followed is in the
                 // socket by now; read it, then end the receiving VC.
-                self.drain(eng, buf);
-                self.release_pending.store(false, Ordering::SeqCst);
+                self.drain(eng, role, buf);
                 self.end_rx_released(eng);
             }
-            self.unpark_if_wanted(eng);
-            self.reading.store(false, Ordering::SeqCst);
-            // Someone found the socket readable, sigd's RELEASE came, or a parked
-            // socket was wanted back, while we held the role: take it again for them.
-            // (A flag raised after that thread failed to take the role is seen here:
-            // its flag precedes its attempt.)
-            let again = self.pending.swap(false, Ordering::SeqCst)
-                | self.release_pending.load(Ordering::SeqCst)
-                | self.unpark_wanted.load(Ordering::SeqCst);
-            if !again || !self.try_read_role() {
-                return;
+            Ask::Rewatch => self.go(eng, role, Watch::rewatch),
+        });
+    }
+
+    /// Make a transition of the link's [`Watch`] and do what it asks of the driver's
+    /// epoll set. A link shut meanwhile ([`Conn::abort_both`] shuts, then takes it
+    /// out) is taken out again if this added it after the abort's removal.
+    fn go(&self, eng: &Engine, role: &mut Reading<'_>, t: impl FnOnce(&mut Watch) -> Epoll) {
+        match role.go(t) {
+            Epoll::Keep => {}
+            Epoll::Add => {
+                let _ = self.link.watch(eng, self.token);
+                if self.read.is_shut() {
+                    let _ = self.link.unwatch(eng);
+                }
             }
-            self.drain(eng, buf);
+            Epoll::Remove => {
+                let _ = self.link.unwatch(eng);
+            }
         }
     }
 
     /// Before the read role's holder waits on the socket itself: stop the driver being
-    /// woken by it. Not while the watermarks hold reading off (the socket is out of the
-    /// driver's epoll set then, and goes back only when the hold ends). A failure
-    /// leaves the socket watched, which costs a wake-up and loses nothing.
+    /// woken by it (`Watch::begin_wait`). A failure leaves the socket watched, which
+    /// costs a wake-up and loses nothing.
     ///
     /// Out of the set, not only with another interest: a UDP socket's arrival wakes its
     /// wait queue with `EPOLLIN | EPOLLPRI | EPOLLRDNORM | EPOLLRDBAND`, so an
     /// `EPOLLPRI`-only registration still woke the driver inside `epoll_wait` once per
     /// datagram (no return, the same context switches; `perf record -e
     /// sched:sched_switch`).
-    fn quiet_for_wait(&self, eng: &Engine) {
-        if self.held.load(Ordering::Acquire) || self.quiet.load(Ordering::Relaxed) {
-            return;
-        }
-        if self.link.unwatch(eng).is_ok() {
-            self.quiet.store(true, Ordering::Relaxed);
+    ///
+    /// After the wait the socket goes back (`Watch::rewatch`, unless it parks): epoll
+    /// checks a socket as it is added, so whatever arrived meanwhile and was not read
+    /// raises an event at once; the driver, finding the role still held, asks for a
+    /// drain ([`Ask::Drain`]) answered as the role is let go, or reads it itself once
+    /// the role is free, so no datagram waits for a later one to be noticed.
+    fn quiet_for_wait(&self, eng: &Engine, role: &mut Reading<'_>) {
+        if role.go(Watch::begin_wait) == Epoll::Remove && self.link.unwatch(eng).is_err() {
+            role.undo(Watch::Watched);
         }
     }
 
-    /// After the wait, still holding the read role: the socket goes back into the
-    /// driver's epoll set. epoll checks a socket as it is added, so whatever arrived
-    /// meanwhile and was not read raises an event at once; the driver, finding the role still held, leaves it `pending`
-    /// for [`Conn::release_read_role`]'s drain, or reads it itself once the role is
-    /// free, so no datagram waits for a later one to be noticed. A hold the
-    /// watermarks began meanwhile took the socket out of the set altogether: the
-    /// hold's end puts it back with the full interest.
-    fn rewatch_after_wait(&self, eng: &Engine) {
-        if !self.quiet.swap(false, Ordering::Relaxed) || self.held.load(Ordering::Acquire) {
-            return;
-        }
-        // An error means the socket is in the set already: a watermark hold began and
-        // ended during the wait, and its end put it back.
-        let _ = self.link.watch(eng, self.token);
-    }
-
-    /// The driver saw the socket readable.
-    pub(crate) fn on_readable(&self, eng: &Engine, buf: &mut RecvBatch) {
-        if self.try_read_role() {
-            self.drain(eng, buf);
-            self.release_read_role(eng, buf);
-        } else {
-            self.pending.store(true, Ordering::SeqCst);
-            // The holder may have released just before we set the flag.
-            if self.try_read_role() {
-                self.pending.store(false, Ordering::SeqCst);
-                self.drain(eng, buf);
-                self.release_read_role(eng, buf);
-            }
+    /// Process whatever is queued on the socket now (the driver saw it readable, or
+    /// an application thread needs progress); if another thread holds the read role,
+    /// it drains once more as it lets the role go. The holder may have stopped at the
+    /// high watermark, with the socket out of the driver's epoll set, before this
+    /// caller took what it read: only a drain after that take ends the hold, and
+    /// nothing else would ask for one.
+    pub(crate) fn read_now(&self, eng: &Engine, buf: &mut RecvBatch) {
+        if let Some(mut role) = self.read.take_or_ask(Ask::Drain) {
+            self.drain(eng, &mut role, buf);
+            self.release_read_role(eng, role, buf);
         }
     }
 
@@ -596,7 +565,7 @@ impl Conn {
     /// kernel sheds the excess before any work is spent on it (seed 000 §6.2.2).
     /// Called only by the read-role holder, which is what makes the hold's
     /// deregistration and re-registration with the driver's epoll race-free.
-    fn over_watermark(&self, eng: &Engine) -> bool {
+    fn over_watermark(&self, eng: &Engine, role: &mut Reading<'_>) -> bool {
         let Some(w) = eng.cfg.watermarks else {
             return false;
         };
@@ -616,22 +585,19 @@ impl Conn {
             };
             (rx.half.readable(), w)
         };
-        if self.held.load(Ordering::Acquire) {
+        if role.watch() == Watch::Held {
             if backlog <= w.low {
-                self.held.store(false, Ordering::Release);
                 // Watch the socket again; epoll reports what queued meanwhile. It is
                 // in the set now, whatever a wait or a park had left.
-                let _ = self.link.watch(eng, self.token);
-                self.quiet.store(false, Ordering::Relaxed);
+                self.go(eng, role, Watch::end_hold);
                 return false;
             }
             true
         } else if backlog > w.high {
-            self.held.store(true, Ordering::Release);
             // Stop watching the socket too, not only reading it: every arrival would
             // otherwise still wake the driver (seed 000 §6.2.2's interrupt per packet),
             // and on a host with one CPU those wake-ups are the work that livelocks it.
-            let _ = self.link.unwatch(eng);
+            self.go(eng, role, Watch::hold);
             true
         } else {
             false
@@ -643,14 +609,20 @@ impl Conn {
     /// Frames are handed to their PSBs first and the ends flushed once per batch: the
     /// ACKs of a burst go out back to back, so the peer's engine wakes once for the
     /// burst rather than once per ACK (SMART still gets one ACK per TPDU).
-    fn drain(&self, eng: &Engine, batch: &mut RecvBatch) {
+    fn drain(&self, eng: &Engine, role: &mut Reading<'_>, batch: &mut RecvBatch) {
         let mut touched = [false; 2];
-        self.drain_into(eng, batch, &mut touched);
+        self.drain_into(eng, role, batch, &mut touched);
         self.flush_touched(eng, touched);
     }
 
     /// Receive batches until the socket is empty or the watermarks say stop.
-    fn drain_into(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
+    fn drain_into(
+        &self,
+        eng: &Engine,
+        role: &mut Reading<'_>,
+        batch: &mut RecvBatch,
+        touched: &mut [bool; 2],
+    ) {
         // On a sealed VC a drain sends its ACKs after each quarter of the receive
         // buffer it takes (which bounds the peer's window), not only at its end: both
         // ends spend time on each octet (sealing, opening), and a receiver that took
@@ -665,10 +637,10 @@ impl Conn {
         };
         let mut unflushed = 0;
         loop {
-            if self.read_shut.load(Ordering::Acquire) {
+            if self.read.is_shut() {
                 return;
             }
-            if self.over_watermark(eng) {
+            if self.over_watermark(eng, role) {
                 self.counters
                     .held_by_watermark
                     .fetch_add(1, Ordering::Relaxed);
@@ -757,27 +729,10 @@ impl Conn {
         }
     }
 
-    /// Process whatever is queued on the socket now; if another thread holds the read
-    /// role, it drains once more as it lets the role go (as `read_as_app` asks).
-    pub(crate) fn read_now(&self, eng: &Engine, buf: &mut RecvBatch) {
-        if !self.try_read_role() {
-            // The holder may have stopped at the high watermark, with the socket out
-            // of the driver's epoll set, before this caller took what it read: only a
-            // drain after that take ends the hold, and nothing else would ask for one.
-            self.pending.store(true, Ordering::SeqCst);
-            if !self.try_read_role() {
-                return;
-            }
-            self.pending.store(false, Ordering::SeqCst);
-        }
-        self.drain(eng, buf);
-        self.release_read_role(eng, buf);
-    }
-
     /// Whether the watermarks hold reading off (the socket out of the driver's epoll
     /// set): only a drain by a reader ends the hold.
     pub(crate) fn held_by_watermark(&self) -> bool {
-        self.held.load(Ordering::Acquire)
+        self.read.watch() == Watch::Held
     }
 
     /// The application dropped its handle; the engine forgets the connection once
@@ -800,25 +755,21 @@ impl Conn {
     /// spin, in busy-poll mode), then take everything queued, a batch at a time.
     /// Returns false if another thread holds the read role.
     pub(crate) fn read_as_app(&self, eng: &Engine, batch: &mut RecvBatch) -> bool {
-        if self.read_shut.load(Ordering::Acquire) {
+        if self.read.is_shut() {
             // Aborted: the caller finds the abort in the end, or waits on its
             // condition variable (never a spin on a shut socket).
             return false;
         }
-        if !self.try_read_role() {
-            // Ask the holder to drain once more when it lets go: it may have stopped
-            // at the high watermark just before this thread consumed enough to go
-            // under the low one, and the socket's readiness edge is spent, so without
-            // this nobody would read until the caller's read slice ran out.
-            self.pending.store(true, Ordering::SeqCst);
-            if !self.try_read_role() {
-                return false;
-            }
-            self.pending.store(false, Ordering::SeqCst);
-        }
-        if !self.over_watermark(eng) {
+        // If another thread reads, ask it to drain once more when it lets go: it may
+        // have stopped at the high watermark just before this thread consumed enough
+        // to go under the low one, and the socket's readiness edge is spent, so
+        // without this nobody would read until the caller's read slice ran out.
+        let Some(mut role) = self.read.take_or_ask(Ask::Drain) else {
+            return false;
+        };
+        if !self.over_watermark(eng, &mut role) {
             let mut touched = [false; 2];
-            self.quiet_for_wait(eng);
+            self.quiet_for_wait(eng, &mut role);
             let first = if eng.cfg.busy_poll {
                 let until = std::time::Instant::now() + super::link::READ_SLICE;
                 self.link.recv_spin(batch, until)
@@ -829,19 +780,19 @@ impl Conn {
                 // A lone datagram (a small message, a ping) is answered at once, without
                 // a last empty `recvmmsg` on the latency path; anything that arrived
                 // with it raised its own readiness edge, so the driver reads it, or
-                // finds this thread holding the role and leaves it `pending` for the
+                // finds this thread holding the role and asks it for a drain at the
                 // release below. A GRO run means a burst: read on, as does a cell
                 // link that read trains it has not handed over whole.
                 let burst = batch.len() > 1 || batch.marked_more();
                 self.take_batch(eng, batch, &mut touched);
                 if burst {
-                    self.drain_into(eng, batch, &mut touched);
+                    self.drain_into(eng, &mut role, batch, &mut touched);
                 }
             }
-            self.end_wait(eng, first.is_ok());
+            self.end_wait(eng, &mut role, first.is_ok());
             self.flush_touched(eng, touched);
         }
-        self.release_read_role(eng, batch);
+        self.release_read_role(eng, role, batch);
         true
     }
 
@@ -1557,10 +1508,10 @@ impl Conn {
     /// driver, an application thread): then that holder ends the VC as it lets the
     /// role go (`release_read_role`), never before it has fed them.
     pub(crate) fn peer_released(&self, eng: &Engine) {
-        self.release_pending.store(true, Ordering::SeqCst);
-        if self.try_read_role() {
+        self.read.ask(Ask::Release);
+        if let Some(role) = self.read.try_take() {
             let mut buf = eng.take_buffer();
-            self.release_read_role(eng, &mut buf);
+            self.release_read_role(eng, role, &mut buf);
             eng.give_buffer(buf);
         }
     }
@@ -1613,9 +1564,11 @@ impl Conn {
         // A thread blocked in the socket's receive would see the abort only when its
         // read slice ran out (50 ms, most of issue 6's 100 ms budget for "peer
         // aborted"): shut the socket's read side to wake it at once. Nothing more is
-        // read from this connection, so the driver stops watching it first.
+        // read from this connection, so the driver stops watching it first: shut
+        // first, so that a reader re-adding the socket meanwhile takes it out again
+        // (`Conn::go`).
+        self.read.shut();
         let _ = self.link.unwatch(eng);
-        self.read_shut.store(true, Ordering::Release);
         self.link.interrupt_reader();
     }
 }

@@ -152,7 +152,7 @@ fn on_readable(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor::RecvBa
 /// `token`'s socket, or its share of a host port, has frames: drain them.
 pub(super) fn dispatch(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor::RecvBatch) {
     if let Some(c) = eng.conn(token) {
-        c.on_readable(eng, buf);
+        c.read_now(eng, buf);
         // A dropped connection whose last frame (a CLOSE-ACK, an ABORT) just finished
         // it: forget it now. No timer may be left to do it, and its socket would stay
         // open until the process ends (found by `natm-lab perf calls`: thousands of

@@ -23,6 +23,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use super::read_role::{Ask, Reading, Watch};
 use super::{lock, Conn};
 use crate::adaptor::RecvBatch;
 use crate::engine::Engine;
@@ -102,16 +103,15 @@ impl Engine {
             .conns
             .lock()
             .values()
-            .filter(|c| c.park_gen.load(Ordering::SeqCst) != 0)
+            .filter(|c| c.parked_since().is_some())
             .cloned()
             .collect();
         let mut again = false;
         for c in parked {
-            let parked = c.park_gen.load(Ordering::SeqCst);
-            if parked != 0 && parked <= before {
+            if c.parked_since().is_some_and(|since| since <= before) {
                 c.unpark_with(self, buf);
             }
-            again |= c.park_gen.load(Ordering::SeqCst) != 0;
+            again |= c.parked_since().is_some();
         }
         if again {
             self.want_sweep();
@@ -120,12 +120,19 @@ impl Engine {
 }
 
 impl Conn {
+    /// The sweep the socket parked after, if it is parked.
+    fn parked_since(&self) -> Option<u64> {
+        match self.read.watch() {
+            Watch::Parked { since } => Some(since),
+            _ => None,
+        }
+    }
+
     /// Whether the socket may stay out of the driver's set once this wait ends: it is
     /// out now, no hold or release is under way, both VCs are up and exchange no
     /// ACKs, nobody asked for the driver, and no async reader waits on the driver.
-    /// Called by the read role's holder.
-    pub(super) fn may_park(&self) -> bool {
-        if !self.may_stay_quiet() {
+    pub(super) fn may_park(&self, role: &Reading<'_>) -> bool {
+        if !self.may_stay_quiet(role) {
             return false;
         }
         let tx = lock(&self.tx);
@@ -143,60 +150,47 @@ impl Conn {
             || s.aborted.is_some())
     }
 
-    /// Leave the socket out of the driver's set after the wait (see the module's
-    /// documentation); the read role's holder calls this instead of
-    /// [`Conn::rewatch_after_wait`] when [`Conn::may_park`] allows.
-    pub(super) fn park(&self, eng: &Engine) {
-        let generation = eng.parked.sweeps.load(Ordering::SeqCst) + 1;
-        self.park_gen.store(generation, Ordering::SeqCst);
-        eng.want_sweep();
-    }
-
-    /// Whether the socket may stay out of the driver's set after a read: it is out,
-    /// and no hold, release or request for the driver is under way.
-    fn may_stay_quiet(&self) -> bool {
-        self.quiet.load(Ordering::Relaxed)
-            && !self.held.load(Ordering::Acquire)
-            && !self.release_pending.load(Ordering::SeqCst)
-            && !self.unpark_wanted.load(Ordering::SeqCst)
+    /// Whether the socket may stay out of the driver's set after a read: it is out
+    /// for this wait (not held by the watermarks), and no release or request for the
+    /// driver is under way.
+    fn may_stay_quiet(&self, role: &Reading<'_>) -> bool {
+        role.watch() == Watch::Waiting
+            && !self.read.asked(Ask::Release)
+            && !self.read.asked(Ask::Rewatch)
     }
 
     /// The end of one read by an application thread waiting on the socket
     /// (`Conn::read_as_app`). One that read something leaves the socket out of the
-    /// driver's set: parked if the VC allows, else until the thread's wait ends
-    /// ([`Conn::end_waits`]) — the thread reads again at once if what it read (an
-    /// ACK, a part of a message) did not end its wait, without an `epoll_ctl` pair
-    /// per read. One that read nothing gives the socket back to the driver.
-    pub(super) fn end_wait(&self, eng: &Engine, read: bool) {
-        if read && self.may_stay_quiet() {
-            if self.may_park() {
-                self.park(eng);
-            } else {
-                // Out of the set for this wait only (a VC that stopped being
-                // parkable, say its peer closed, is no longer parked either).
-                self.park_gen.store(0, Ordering::SeqCst);
-            }
-        } else {
-            self.park_gen.store(0, Ordering::SeqCst);
-            self.rewatch_after_wait(eng);
+    /// driver's set: parked if the VC allows (see the module's documentation), else
+    /// until the thread's wait ends ([`Conn::end_waits`]) — the thread reads again at
+    /// once if what it read (an ACK, a part of a message) did not end its wait,
+    /// without an `epoll_ctl` pair per read. One that read nothing gives the socket
+    /// back to the driver.
+    pub(super) fn end_wait(&self, eng: &Engine, role: &mut Reading<'_>, read: bool) {
+        if !(read && self.may_stay_quiet(role)) {
+            self.go(eng, role, Watch::rewatch);
+        } else if self.may_park(role) {
+            let since = eng.parked.sweeps.load(Ordering::SeqCst) + 1;
+            self.go(eng, role, |w| w.park(since));
+            eng.want_sweep();
         }
     }
 
     /// An application thread's wait ended: a socket it left out of the driver's set
     /// goes back, unless it is parked.
     pub(super) fn end_waits(&self, eng: &Engine) {
-        if self.quiet.load(Ordering::Relaxed) && self.park_gen.load(Ordering::SeqCst) == 0 {
+        if self.read.watch() == Watch::Waiting {
             self.rewatch_now(eng);
         }
     }
 
-    /// Give a parked socket back to the driver now (nothing if it is not parked). If
-    /// another thread holds the read role, that thread does it as it lets the role go.
+    /// Give a socket parked, or out for a wait, back to the driver now (nothing if it
+    /// is watched or held). If another thread holds the read role, that thread does
+    /// it as it lets the role go.
     pub(crate) fn unpark(&self, eng: &Engine) {
-        if self.park_gen.load(Ordering::SeqCst) == 0 {
-            return;
+        if matches!(self.read.watch(), Watch::Parked { .. } | Watch::Waiting) {
+            self.rewatch_now(eng);
         }
-        self.rewatch_now(eng);
     }
 
     /// Put the socket back in the driver's set now, as the read role's holder (this
@@ -208,24 +202,15 @@ impl Conn {
     }
 
     fn unpark_with(&self, eng: &Engine, buf: &mut RecvBatch) {
-        self.unpark_wanted.store(true, Ordering::SeqCst);
-        if self.try_read_role() {
-            self.release_read_role(eng, buf);
-        }
-    }
-
-    /// Under the read role, as it is let go: a requested unpark puts the socket back
-    /// in the driver's set.
-    pub(super) fn unpark_if_wanted(&self, eng: &Engine) {
-        if self.unpark_wanted.swap(false, Ordering::SeqCst) {
-            self.park_gen.store(0, Ordering::SeqCst);
-            self.rewatch_after_wait(eng);
+        self.read.ask(Ask::Rewatch);
+        if let Some(role) = self.read.try_take() {
+            self.release_read_role(eng, role, buf);
         }
     }
 
     /// Whether the socket is parked (for tests).
     #[cfg(test)]
     pub(crate) fn parked(&self) -> bool {
-        self.park_gen.load(Ordering::SeqCst) != 0
+        self.parked_since().is_some()
     }
 }
