@@ -1,0 +1,340 @@
+//! Transmitting: after any change to an end, `after` sends what its half has to send
+//! (bare SDUs, gathered clear TPDUs, sealed TPDUs in batches; RM cells; a smoothed
+//! VC's due cells), re-arms its deadline and wakes its waiters; the driver's timers
+//! and scheduler rounds come in through `on_timer` and `task`.
+
+use super::*;
+
+impl Conn {
+    /// After any input to an end: send what it has (up to `max` TPDUs), re-arm its
+    /// timer, and wake whoever waits on it if it made progress. Returns TPDUs sent.
+    /// (What the events mean is already in the half's status: natm-proto keeps it.)
+    pub(crate) fn after<H: Simplex + Progress>(
+        &self,
+        eng: &Engine,
+        which: Which,
+        end: &mut End<H>,
+        cv: &Condvar,
+        now: Instant,
+        max: usize,
+    ) -> usize {
+        let mut sent = 0;
+        let peer = if self.sock_connected.load(Ordering::Acquire) {
+            None
+        } else {
+            self.handshake_to
+        };
+        // Frames go out in batches: runs of equal sizes leave in one GSO sendmsg (a
+        // burst of ACKs, or the full TPDUs of a message).
+        let mut batch = std::mem::take(&mut end.out_batch);
+        batch.clear();
+        let header = vc_header_on(end.half.vpi(), end.half.vci());
+        // A bare VC's frames are the VC header and the SDU itself (docs/wire.md).
+        while self.bare && sent < max {
+            let Some(sdu) = end.half.poll_sdu(now) else {
+                break;
+            };
+            let len = VC_HEADER_LEN + sdu.len();
+            if batch.check(len).is_err() {
+                self.emit(&mut end.smoother, &batch, peer, now);
+                batch.clear();
+            }
+            let pushed = batch.push_with(len, |out| {
+                out[..VC_HEADER_LEN].copy_from_slice(&header);
+                out[VC_HEADER_LEN..].copy_from_slice(&sdu);
+            });
+            if pushed.is_err() {
+                self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+            }
+            sent += 1;
+        }
+        // An encrypted connection seals each TPDU in place in the batch, after its
+        // header and payload are written: no copy beyond the one into the batch, and
+        // every frame — a SMART retransmission too — takes a new packet number.
+        let overhead = if self.crypt.is_some() {
+            seal::OVERHEAD
+        } else {
+            0
+        };
+        // Issue 30: TPDUs cut to the path MTU (one relaxed load; the half is told
+        // only when the link learnt a new MTU).
+        if which == Which::Tx {
+            let mut cap = self.link.tpdu_cap(overhead > 0);
+            if let (Some(limit), true) = (end.half.tpdu_limit(), end.path.is_some()) {
+                let sending = (end.half.send_queued() > 0, end.half.rto());
+                let half = &end.half;
+                let retx = || half.retransmitted();
+                if let Some(p) = end.path.as_mut() {
+                    cap = cap.min(self.probe_path(p, (limit, sending), overhead, now, peer, retx));
+                }
+            }
+            if cap != end.path_cap {
+                end.path_cap = cap;
+                end.half.set_path_cap(cap);
+            }
+        }
+        // A clear TPDU on a frame-mode UDP link is gathered: its headers written,
+        // its payload sent from where the send queue holds it (`engine::gather`).
+        if !self.bare && self.crypt.is_none() && self.link.gathers() {
+            let mut run = std::mem::take(&mut end.out_gather);
+            while sent < max {
+                let Some(t) = end.half.poll_transmit(now) else {
+                    break;
+                };
+                let len = VC_HEADER_LEN + t.len();
+                if !run.fits(len) {
+                    self.send_gathered(&run, peer);
+                    run.clear();
+                }
+                run.push(&header, &t.header, t.payload);
+                sent += 1;
+            }
+            if !run.is_empty() {
+                self.send_gathered(&run, peer);
+                run.clear();
+            }
+            end.out_gather = run;
+        }
+        while sent < max {
+            let Some(t) = end.half.poll_transmit(now) else {
+                break;
+            };
+            let len = VC_HEADER_LEN + t.len() + overhead;
+            if batch.check(len).is_err() {
+                self.emit(&mut end.smoother, &batch, peer, now);
+                batch.clear();
+            }
+            // A TPDU whose seal fails (its packet numbers spent) is not added to the
+            // batch: its payload, still clear, must not leave.
+            let pushed = batch.try_push_with(len, |out| {
+                out[..VC_HEADER_LEN].copy_from_slice(&header);
+                t.header.emit_into(&mut out[VC_HEADER_LEN..]);
+                let body = VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN;
+                out[body..body + t.payload.len()].copy_from_slice(&t.payload);
+                match &self.crypt {
+                    Some(c) => c.sealer.seal(&mut out[VC_HEADER_LEN..]).is_ok(),
+                    None => true,
+                }
+            });
+            if pushed != Ok(true) {
+                self.counters.send_errors.fetch_add(1, Ordering::Relaxed);
+            } else if overhead > 0 {
+                self.counters.seal.sealed.fetch_add(1, Ordering::Relaxed);
+            }
+            sent += 1;
+        }
+        if !batch.is_empty() {
+            self.emit(&mut end.smoother, &batch, peer, now);
+        }
+        end.out_batch = batch;
+        if which == Which::Tx && !self.bare {
+            self.send_due_rm(end, now);
+        }
+        // A cell-smoothed VC's cells whose slots came, with or without new frames.
+        if let Some(s) = end.smoother.as_mut() {
+            self.send_due(s, peer, now);
+        }
+        let mut woke = false;
+        while let Some(ev) = end.half.poll_event() {
+            woke = true;
+            if let Some(ev) = crate::engine::events::ConnEvent::of(which == Which::Tx, ev) {
+                self.events.push(ev);
+            }
+        }
+        let deadline = end
+            .half
+            .poll_timeout()
+            .into_iter()
+            .chain(end.smoother.as_ref().and_then(|s| s.next()))
+            .chain(end.path.as_ref().and_then(|p| p.deadline()))
+            .min()
+            .map_or(u64::MAX, |t| t.as_nanos());
+        match which {
+            Which::Tx => self.tx_deadline.store(deadline, Ordering::Release),
+            Which::Rx => self.rx_deadline.store(deadline, Ordering::Release),
+        }
+        if deadline != u64::MAX {
+            eng.arm(self, deadline);
+        }
+        // What the queue freed (acknowledged, or sent without error control) goes
+        // back to the host's pool, waking senders of other VCs asleep on it.
+        if let Some(p) = end.pool.as_mut() {
+            p.settle(end.half.send_queued());
+        }
+        let progress = woke || end.half.has_progress();
+        if progress && end.waiters > 0 {
+            cv.notify_all();
+        }
+        if progress {
+            if let Some(w) = end.waker.take() {
+                w.wake();
+            }
+        }
+        sent
+    }
+
+    pub(super) fn send_gathered(
+        &self,
+        run: &crate::engine::gather::GatherBatch,
+        peer: Option<SocketAddr>,
+    ) {
+        stages::record(Stage::TxStart, self.stage_key());
+        let r = self.link.send_gathered(run, peer);
+        stages::record(Stage::TxDone, self.stage_key());
+        let unsent = run.len() - r.map_or(0, |n| n.min(run.len()));
+        if unsent > 0 {
+            self.counters
+                .send_errors
+                .fetch_add(unsent as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Send `batch` now, or hand its frames to the VC's cell pacer, which sends the
+    /// cells whose slots have come.
+    fn emit(
+        &self,
+        smoother: &mut Option<crate::engine::smoother::CellSmoother>,
+        batch: &SendBatch,
+        peer: Option<SocketAddr>,
+        now: Instant,
+    ) {
+        match smoother {
+            Some(s) => {
+                s.push(now, batch);
+                self.send_due(s, peer, now);
+            }
+            None => self.send_batch(batch, peer),
+        }
+    }
+
+    /// Send the cells of `s` due at `now`.
+    fn send_due(
+        &self,
+        s: &mut crate::engine::smoother::CellSmoother,
+        peer: Option<SocketAddr>,
+        now: Instant,
+    ) {
+        let (bytes, unit) = s.due(now);
+        if bytes.is_empty() {
+            return;
+        }
+        let n = bytes.len() / unit;
+        let r = self.link.send_units(bytes, unit, peer);
+        let unsent = n - r.map_or(0, |k| k.min(n));
+        if unsent > 0 {
+            self.counters
+                .send_errors
+                .fetch_add(unsent as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub(super) fn send_batch(&self, batch: &SendBatch, peer: Option<SocketAddr>) {
+        stages::record(Stage::TxStart, self.stage_key());
+        let r = self.link.send_batch(batch, peer);
+        stages::record(Stage::TxDone, self.stage_key());
+        let unsent = batch.len() - r.map_or(0, |n| n.min(batch.len()));
+        if unsent > 0 {
+            self.counters
+                .send_errors
+                .fetch_add(unsent as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// This connection's key in `natm::stages` records.
+    pub(crate) fn stage_key(&self) -> u64 {
+        self as *const Conn as u64
+    }
+
+    /// Timers: run the timers of each end that is due.
+    pub(crate) fn on_timer(&self, eng: &Engine, now: Instant) {
+        if self.tx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
+            let (mut end, cv) = self.tx();
+            // The deadline may be a paced cell's slot rather than the half's own.
+            if end.half.poll_timeout().is_some_and(|t| t <= now) {
+                end.half.handle_timeout(now);
+            }
+            self.after(eng, Which::Tx, &mut end, cv, now, usize::MAX);
+        }
+        if self.rx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
+            let (mut end, cv) = self.rx();
+            end.half.handle_timeout(now);
+            self.after(eng, Which::Rx, &mut end, cv, now, usize::MAX);
+        }
+    }
+
+    /// Send up to `max` TPDUs of deferred work (the scheduler's task). Returns the
+    /// work done.
+    pub(crate) fn task(&self, eng: &Engine, max: u32) -> u32 {
+        stages::record(Stage::Sched, self.stage_key());
+        let now = eng.clock.now();
+        let mut done = {
+            let (mut end, cv) = self.rx();
+            self.after(eng, Which::Rx, &mut end, cv, now, max as usize) as u32
+        };
+        if done < max {
+            let (mut end, cv) = self.tx();
+            done += self.after(eng, Which::Tx, &mut end, cv, now, (max - done) as usize) as u32;
+        }
+        done
+    }
+}
+
+/// Whether an end can make progress for a waiting application (data to read, room to
+/// write).
+pub(crate) trait Progress {
+    fn has_progress(&self) -> bool;
+    /// The path carries at most `cap` payload octets per TPDU unfragmented (a
+    /// sender cuts its TPDUs to it; a receiver has nothing to cut).
+    fn set_path_cap(&mut self, cap: usize);
+    /// Octets queued to send and not yet acknowledged (0 on a receiving end).
+    fn send_queued(&self) -> usize;
+    /// The largest TPDU payload the end may send whatever the path (`None` on a
+    /// receiving end or a bare VC: nothing to search a path MTU for).
+    fn tpdu_limit(&self) -> Option<usize>;
+    /// TPDUs the end has sent again so far, for any reason (0 on a receiving end).
+    fn retransmitted(&self) -> u64;
+    /// The end's retransmission timeout now (0 without error control).
+    fn rto(&self) -> std::time::Duration;
+}
+
+impl Progress for TxHalf {
+    fn has_progress(&self) -> bool {
+        self.capacity() > 0
+    }
+    fn set_path_cap(&mut self, cap: usize) {
+        TxHalf::set_path_cap(self, cap);
+    }
+    fn send_queued(&self) -> usize {
+        self.buffered()
+    }
+    fn tpdu_limit(&self) -> Option<usize> {
+        TxHalf::tpdu_limit(self)
+    }
+    fn retransmitted(&self) -> u64 {
+        let s = self.stats();
+        s.retx_fast + s.retx_timeout + s.retx_head
+    }
+    fn rto(&self) -> std::time::Duration {
+        self.psb()
+            .map_or(std::time::Duration::ZERO, |p| p.rtt().rto())
+    }
+}
+
+impl Progress for RxHalf {
+    fn has_progress(&self) -> bool {
+        self.readable() > 0
+    }
+    fn set_path_cap(&mut self, _cap: usize) {}
+    fn send_queued(&self) -> usize {
+        0
+    }
+    fn tpdu_limit(&self) -> Option<usize> {
+        None
+    }
+    fn retransmitted(&self) -> u64 {
+        0
+    }
+    fn rto(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+}
