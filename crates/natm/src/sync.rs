@@ -10,37 +10,22 @@
 //! | Level | Lock | Taken under it |
 //! |---|---|---|
 //! | `ListenerBinding` | a listener's binding through sigd, the session and id it is bound under | the session's state (`is_gone`) |
-//! | `SigdClient` | `SigdClient::session`, the host's session slot | the session's state (`is_gone`); opening a session (its watch: `Sources`) and dropping the old one (`SigdWriter`, `Sources`) |
+//! | `SigdClient` | `SigdClient::session`, the host's session slot | the session's state (`is_gone`); opening a session (its watch: the driver's sources) and dropping the old one (sigd's writer, the driver's sources) |
 //! | `SigdReader` | `Session::reader`, the IPC read role (`try_lock`; by an application thread waiting for sigd, else by the engine's driver) | sigd state, writer; a `Released` ends a connection (aborts it, or closes its sending VC: its ends) |
-//! | `SigdState` | `Session::state`: answers, slots, live calls | — |
-//! | `SigdWriter` | `Session::writer` | — |
 //! | `SpareLink` | `Host::spare`, the next call's data link | a mem link's binding or drop (`MemPorts`) |
 //! | `AutoLinks` | a pre-authorised listener's data links | as `SpareLink` |
-//! | `Handshaking` | a direct listener's connections in handshake | their ends, the accept queue, the new connection's registration (`Conns`, `DriverTid`) |
+//! | `Handshaking` | a direct listener's connections in handshake | their ends, the accept queue, the new connection's registration (`Conns`, the driver's thread id) |
 //! | `Scheduler` | `Engine::sched` (the driver holds it while a round of tasks runs) | `Conns` (the task's connection), the ends |
-//! | `Conns` | `Engine::conns` | `Linger` |
-//! | `Linger` | `Engine::keep` | — |
+//! | `Conns` | `Engine::conns` | `Engine::keep` |
 //! | `TxEnd` | a connection's sending VC | `RxEnd`, timers, the send pool (a give), the adaptor's locks (a send), its OAM probes (a path MTU probe) |
 //! | `RxEnd` | a connection's receiving VC | timers, the adaptor's locks |
-//! | `Timers` | `Engine::timers`, the driver's timer heap | — |
-//! | `AcceptQueue` | a direct listener's accept queue | — |
-//! | `Listeners` | `Engine::listeners` | — |
-//! | `Sources` | `Engine::sources`, other descriptors the driver watches (sigd's stream) | — |
-//! | `DriverTid` | `Engine::driver_tid` | — |
-//! | `Buffers` | `Engine::buffers`, pooled receive batches | — |
 //! | `HostPorts` | `Engine::host_ports`, the host's one-per-address UDP ports | a new sub's entry (`HostRoutes`) |
 //! | `HostBatch` | a host port's receive batch (one reader at a time) | a cell port's reassembly, its routes, a sub's peer and queue (a delivery) |
-//! | `CellTx` | a cell-mode link's spare train packer (taken, not held, for a send) | — |
-//! | `CellRx` | a cell-mode link's reassembly | — |
 //! | `HostRoutes` | a host port's routes (`natm_proto::endpoint::HostRoutes`) and the subs they name | what the port holds (a frame no route takes; a new route takes its own) |
-//! | `HostHeld` | a host port's frames held for routes not yet made, and its subs for the driver's next round | — |
 //! | `MemPorts` | `MemNetwork`'s address map | `MemNextPort` |
-//! | `MemNextPort` | `MemNetwork`'s next ephemeral port | — |
 //! | `OamProbes` | a connection's OAM loopback probes waiting for answers | a port's peer (a path probe's send) |
-//! | `PortPeer` | a port's connected peer: a mem port's, a host sub's with its path MTU | — |
-//! | `MemQueue` | a port's receive queue: a mem port's, a host sub's | — |
-//! | `ConnGone` | `Conn::on_gone`, the task run when a connection is forgotten | — |
-//! | `SendPool` | `Engine::send_pool`'s gate: who sleeps on the pool | — |
+//! | `MemQueue` | a port's receive queue: a mem port's, a host sub's | the port's spare batches |
+//! | `Leaf` | every lock that takes none under it: sigd's state and writer, `Engine::keep`, a connection's events, the timer heap, an accept queue, the listeners, the driver's sources and thread id, the pooled batches, a cell link's packer and reassembly, a host port's held frames and spare batches, `MemNetwork`'s next port, a port's peer, `Conn::on_gone`, the send pool's gate | — |
 //!
 //! The UDP socket layer's locks (crate `natm-udp`: a port's peer, the receive areas'
 //! pool) are leaves outside this order: each is held only to copy a value in or out
@@ -68,48 +53,30 @@ pub(crate) enum Level {
     ListenerBinding,
     SigdClient,
     SigdReader,
-    SigdState,
-    SigdWriter,
     SpareLink,
     AutoLinks,
     Handshaking,
     Scheduler,
     Conns,
-    Linger,
     TxEnd,
     RxEnd,
-    /// A connection's status events (`engine::events`): taken under an end's lock.
-    ConnEvents,
-    Timers,
-    AcceptQueue,
-    Listeners,
-    Sources,
-    DriverTid,
-    Buffers,
     HostPorts,
     HostBatch,
-    CellTx,
-    CellRx,
     HostRoutes,
-    HostHeld,
     MemPorts,
-    MemNextPort,
     /// A connection's outstanding OAM loopback probes (`engine::oam`): taken alone,
     /// or under the Tx end (its path MTU probes, `engine::path_probe`).
     OamProbes,
-    /// A port's connected peer (a mem port's; a host sub's, with its path MTU): under
-    /// an end or its probes (a send).
-    PortPeer,
     /// A port's receive queue (a mem port's, a host sub's).
     MemQueue,
-    /// A host port's emptied receive batches (`engine::host_port`): taken under a
-    /// sub's queue, or under the port's batch.
-    HostSpares,
-    /// What to do when a dropped connection is gone (`Conn::on_gone`): taken alone.
-    ConnGone,
-    /// The send buffer pool's gate (`engine::send_pool`): senders asleep on it and
-    /// async senders' wakers; taken under an end (a give) or alone (a sleeper).
-    SendPool,
+    /// Every lock that takes no lock under it — held only to read or change its own
+    /// value, then let go: sigd's state and writer, `Engine::keep`, a connection's
+    /// events, the timer heap, an accept queue, the listeners, the driver's other
+    /// sources and thread id, the pooled batches, a cell link's packer and
+    /// reassembly, a host port's held frames and spare batches, `MemNetwork`'s next
+    /// port, a port's peer, `Conn::on_gone`, the send pool's gate. Any lock may be
+    /// held when one is taken; two are never held at once.
+    Leaf,
 }
 
 #[cfg(debug_assertions)]
@@ -335,7 +302,7 @@ mod tests {
         let (a, b, c) = (
             OrderedMutex::new(Level::Scheduler, 1),
             OrderedMutex::new(Level::TxEnd, 2),
-            OrderedRwLock::new(Level::PortPeer, 3),
+            OrderedRwLock::new(Level::Leaf, 3),
         );
         let ga = a.lock();
         let gb = b.lock();
@@ -380,13 +347,13 @@ mod tests {
     fn a_guard_dropped_out_of_order_is_forgotten_alone() {
         let (a, b, c) = (
             OrderedMutex::new(Level::Conns, ()),
-            OrderedMutex::new(Level::Linger, ()),
             OrderedMutex::new(Level::TxEnd, ()),
+            OrderedMutex::new(Level::RxEnd, ()),
         );
         let ga = a.lock();
         let gb = b.lock();
         drop(ga);
-        // Still holding Linger: TxEnd is above it, Conns is free again.
+        // Still holding TxEnd: RxEnd is above it, Conns is free again.
         let gc = c.lock();
         drop(gb);
         drop(gc);

@@ -85,10 +85,10 @@ impl CellCodec {
     pub fn new(train: usize) -> Result<CellCodec, SarError> {
         Ok(CellCodec {
             template: TrainPacker::new(train)?,
-            spare: OrderedMutex::new(Level::CellTx, None),
+            spare: OrderedMutex::new(Level::Leaf, None),
             unsendable: AtomicU64::new(0),
             rx: OrderedMutex::new(
-                Level::CellRx,
+                Level::Leaf,
                 Rx {
                     scratch: RecvBatch::new(1, GRO_SLOT_LEN),
                     reassembly: CellReassembly::new(HeaderFormat::Uni, ReassemblyLimits::default()),

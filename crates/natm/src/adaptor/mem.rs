@@ -60,7 +60,7 @@ impl Default for NetInner {
     fn default() -> Self {
         NetInner {
             ports: RwLock::new(Level::MemPorts, HashMap::new()),
-            next_port: Mutex::new(Level::MemNextPort, 0),
+            next_port: Mutex::new(Level::Leaf, 0),
             unroutable: AtomicU64::new(0),
         }
     }
@@ -112,7 +112,7 @@ impl MemNetwork {
         }
         let inner = Arc::new(PortInner {
             addr,
-            peer: RwLock::new(Level::PortPeer, None),
+            peer: RwLock::new(Level::Leaf, None),
             queue: Mutex::new(Level::MemQueue, Queue::default()),
             cv: Condvar::new(),
             limit: queue_bytes.max(1),

@@ -347,7 +347,7 @@ impl Conn {
             rx_cv: Condvar::new(),
             read: ReadSide::default(),
             dropped: AtomicBool::new(false),
-            on_gone: Mutex::new(sync::Level::ConnGone, None),
+            on_gone: Mutex::new(sync::Level::Leaf, None),
             forgotten: AtomicBool::new(false),
             stamps,
             tx_deadline: AtomicU64::new(u64::MAX),

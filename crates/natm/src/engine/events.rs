@@ -116,7 +116,7 @@ pub(crate) struct EventQueue {
 impl EventQueue {
     pub(crate) fn new() -> EventQueue {
         EventQueue {
-            q: Mutex::new(Level::ConnEvents, Queue::default()),
+            q: Mutex::new(Level::Leaf, Queue::default()),
             cv: Condvar::new(),
             held: AtomicBool::new(false),
         }

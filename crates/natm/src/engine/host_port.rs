@@ -193,8 +193,8 @@ impl HostPorts {
             whole: AtomicU64::new(0),
             waker: eng.waker(),
             sleep_until: eng.sleep_until.clone(),
-            held: Mutex::new(Level::HostHeld, Held::default()),
-            spares: Mutex::new(Level::HostSpares, Vec::new()),
+            held: Mutex::new(Level::Leaf, Held::default()),
+            spares: Mutex::new(Level::Leaf, Vec::new()),
             more: AtomicBool::new(false),
             leader: AtomicBool::new(false),
             registry: eng.registry.try_clone()?,
@@ -812,7 +812,7 @@ pub(crate) struct HostSub {
 impl HostSub {
     fn new(port: Arc<HostPort>, limit: usize) -> HostSub {
         let inner = Arc::new(SubInner {
-            peer: RwLock::new(Level::PortPeer, Peer::default()),
+            peer: RwLock::new(Level::Leaf, Peer::default()),
             queue: Mutex::new(Level::MemQueue, Queue::default()),
             cv: Condvar::new(),
             limit,

@@ -105,7 +105,7 @@ impl ListenerShared {
                     swept_to: 0,
                 },
             ),
-            queue: Mutex::new(sync::Level::AcceptQueue, VecDeque::new()),
+            queue: Mutex::new(sync::Level::Leaf, VecDeque::new()),
             queue_cv: Condvar::new(),
             counters: ListenerCounters::default(),
             closed: AtomicBool::new(false),

@@ -64,7 +64,7 @@ impl SendPool {
             peak: AtomicUsize::new(0),
             held_back: AtomicU64::new(0),
             sleepers: AtomicUsize::new(0),
-            gate: Mutex::new(Level::SendPool, Vec::new()),
+            gate: Mutex::new(Level::Leaf, Vec::new()),
             cv: Condvar::new(),
         })
     }

@@ -427,11 +427,11 @@ impl Session {
         let fd = reader.as_raw_fd();
         let token = engine.token();
         let session = Arc::new_cyclic(|me| Session {
-            writer: Mutex::new(Level::SigdWriter, s),
+            writer: Mutex::new(Level::Leaf, s),
             // 0 is the tag of requests nobody waits for (`notify`).
             next_req: AtomicU64::new(1),
             state: Mutex::new(
-                Level::SigdState,
+                Level::Leaf,
                 State {
                     path: path.to_owned(),
                     ..State::default()
