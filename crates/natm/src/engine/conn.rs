@@ -21,7 +21,7 @@
 //! The rest by concern: `receive` (drains and feeding the halves), `transmit`
 //! (`after`: what a half has to send, its deadline, its waiters), `wait`
 //! (application threads waiting on an end), `loopback` (OAM F5 and path MTU probes),
-//! `park` (parked sockets), `rm` (ABR RM cells).
+//! `park` (parked sockets), `rm` (ABR RM cells), `life` (open, dropped, forgotten).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+mod life;
 mod loopback;
 mod park;
 mod read_role;
@@ -38,6 +39,8 @@ mod rm;
 mod transmit;
 mod wait;
 
+pub(crate) use life::Life;
+use life::LifeCell;
 pub(crate) use park::Parked;
 use read_role::{Ask, Epoll, ReadSide, Reading, Watch};
 
@@ -241,7 +244,9 @@ pub(crate) struct Conn {
     /// `shutdown(SHUT_RD)` a UDP socket reads as an endless run of empty datagrams,
     /// each filling the batch's one slot, so a drain would never end.
     read: ReadSide,
-    dropped: AtomicBool,
+    /// Open, dropped by the application (its close finishing), or forgotten by the
+    /// engine (`life`).
+    life: LifeCell,
     /// A VC of the connection exchanges ACKs: arrival stamps are worth reading.
     stamps: bool,
     tx_deadline: AtomicU64,
@@ -255,9 +260,6 @@ pub(crate) struct Conn {
     /// ways): a signalled call's RELEASE, which must not overtake the data path's
     /// close (a switch tears the VCs down with it).
     pub(crate) on_gone: Mutex<Option<OnGone>>,
-    /// The engine has forgotten the connection and run `on_gone`
-    /// ([`super::Engine::remove_conn`]): its call's release is with sigd.
-    pub(crate) forgotten: AtomicBool,
     /// sigd released the call this connection carries: its cause and sentence
     /// (`ulib::sigd`), what the application is told when the VCs end.
     pub(crate) released: OnceLock<(u8, String)>,
@@ -346,9 +348,8 @@ impl Conn {
             rx: Mutex::new(sync::Level::RxEnd, End::new(rx)),
             rx_cv: Condvar::new(),
             read: ReadSide::default(),
-            dropped: AtomicBool::new(false),
+            life: LifeCell::default(),
             on_gone: Mutex::new(sync::Level::Leaf, None),
-            forgotten: AtomicBool::new(false),
             stamps,
             tx_deadline: AtomicU64::new(u64::MAX),
             rx_deadline: AtomicU64::new(u64::MAX),
@@ -454,22 +455,30 @@ impl Conn {
                 .compare_exchange(deadline, u64::MAX, Ordering::AcqRel, Ordering::Acquire);
     }
 
-    // ---- the read role ---------------------------------------------------------------
+    /// Where the connection is in its life.
+    pub(crate) fn life(&self) -> Life {
+        self.life.get()
+    }
 
     /// The application dropped its handle; the engine forgets the connection once
     /// both VCs have finished.
     pub(crate) fn mark_dropped(&self, eng: &Engine) {
-        self.dropped.store(true, Ordering::SeqCst);
+        self.life.drop_handle();
         if self.collectable() {
             eng.remove_conn(self.token);
         }
     }
 
+    /// The engine removed the connection and ran its `on_gone`
+    /// ([`super::Engine::remove_conn`], which removes only a collectable one).
+    pub(crate) fn forget(&self) {
+        let forgot = self.life.forget();
+        debug_assert!(forgot, "forgot a connection that was not dropped");
+    }
+
     /// Dropped by the application and finished in both directions.
     pub(crate) fn collectable(&self) -> bool {
-        self.dropped.load(Ordering::SeqCst)
-            && lock(&self.tx).finished()
-            && lock(&self.rx).finished()
+        self.life.get() == Life::Dropped && lock(&self.tx).finished() && lock(&self.rx).finished()
     }
 
     /// End both VCs at once — the application aborted, or sigd released the call

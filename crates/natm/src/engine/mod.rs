@@ -32,7 +32,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 pub use chunk::Chunk;
-pub(crate) use conn::{Conn, OnGone, Which};
+pub(crate) use conn::{Conn, Life, OnGone, Which};
 pub use events::{ConnEvent, EVENT_QUEUE};
 pub use host_port::PortStats;
 pub(crate) use link::{Link, UdpLink};
@@ -583,7 +583,7 @@ impl Engine {
             if let Some(f) = gone {
                 (f.0)();
             }
-            c.forgotten.store(true, Ordering::Release);
+            c.forget();
             self.forgetting.fetch_sub(1, Ordering::AcqRel);
         }
         // The last connection is gone: let the engine go with the last handle (this

@@ -344,7 +344,7 @@ impl Connection {
         let conn = self.conn.clone();
         drop(self);
         loop {
-            if conn.forgotten.load(std::sync::atomic::Ordering::Acquire) {
+            if conn.life() == crate::engine::Life::Forgotten {
                 return true;
             }
             if Instant::now() >= until {
