@@ -1152,6 +1152,32 @@ mod tests {
     }
 
     #[test]
+    fn an_abort_while_a_reader_waits_leaves_the_socket_out_of_the_drivers_set() {
+        // A shut socket reads as an endless run of empty datagrams: once aborted it
+        // must not go back into the driver's epoll set, not even by the reader that
+        // waited in it, which puts it back as its wait ends.
+        let (_a, _b, _client, server) = udp_pair();
+        let server = Arc::new(server);
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = server.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(reader.recv(Wait::Block));
+        });
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        while !server.conn.waits_in_link() {
+            assert!(std::time::Instant::now() < until, "the reader never waited");
+            std::thread::yield_now();
+        }
+        server.abort();
+        assert!(matches!(
+            rx.recv_timeout(Duration::from_secs(5))
+                .expect("the reader still waits after the abort"),
+            Err(Error::Aborted(_))
+        ));
+        assert!(!server.conn.driver_watches());
+    }
+
+    #[test]
     fn a_release_while_a_reader_waits_in_the_socket_ends_its_wait() {
         let (_a, _b, _client, server) = udp_pair();
         let server = Arc::new(server);

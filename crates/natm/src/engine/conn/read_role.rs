@@ -282,14 +282,15 @@ impl Reading<'_> {
     }
 
     /// Make a transition (`Watch::begin_wait`, `Watch::rewatch`, …): what it asks of
-    /// the epoll set, which the caller does. A shut link's additions are dropped.
+    /// the epoll set, which the caller does. A shut link makes no transition that
+    /// would add it: the state stays where the link is, out of the set.
     pub(crate) fn go(&mut self, transition: impl FnOnce(&mut Watch) -> Epoll) -> Epoll {
         let mut w = self.watch();
         let e = transition(&mut w);
-        self.side.watch.store(w.encode(), Ordering::SeqCst);
         if e == Epoll::Add && self.side.is_shut() {
             return Epoll::Keep;
         }
+        self.side.watch.store(w.encode(), Ordering::SeqCst);
         e
     }
 
@@ -431,6 +432,11 @@ mod tests {
         assert_eq!(r.go(Watch::begin_wait), Epoll::Remove);
         side.shut();
         assert_eq!(r.go(Watch::rewatch), Epoll::Keep);
+        assert_eq!(
+            r.watch(),
+            Watch::Waiting,
+            "the state says where the link is"
+        );
         assert!(side.is_shut());
         side.ask(Ask::Release);
         let mut answered = vec![];

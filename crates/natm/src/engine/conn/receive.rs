@@ -52,6 +52,13 @@ impl Conn {
         self.read.watch() == Watch::Watched
     }
 
+    /// Whether an application thread waits on the socket itself now (out of the
+    /// driver's set for its wait).
+    #[cfg(test)]
+    pub(crate) fn waits_in_link(&self) -> bool {
+        self.read.watch() == Watch::Waiting
+    }
+
     /// Let the read role go, answering what other threads asked of it meanwhile
     /// (`read_role::ReadSide::let_go`).
     pub(super) fn release_read_role<'a>(
@@ -81,12 +88,14 @@ impl Conn {
         role: &mut Reading<'_>,
         t: impl FnOnce(&mut Watch) -> Epoll,
     ) {
+        let before = role.watch();
         match role.go(t) {
             Epoll::Keep => {}
             Epoll::Add => {
                 let _ = self.link.watch(eng, self.token);
                 if self.read.is_shut() {
                     let _ = self.link.unwatch(eng);
+                    role.undo(before);
                 }
             }
             Epoll::Remove => {
