@@ -168,6 +168,8 @@ impl AreaPool {
 #[derive(Debug, Default)]
 pub struct AreaAccount {
     lent: Arc<AtomicUsize>,
+    /// Octets of small receives copied out whole ([`copy_out`]) and held now.
+    copied: Arc<AtomicUsize>,
     /// Receives lent without a copy.
     lends: AtomicU64,
     /// Receives declined (copied) because the budget or the pool was spent.
@@ -178,6 +180,11 @@ impl AreaAccount {
     /// Areas lent to this borrower now.
     pub fn lent(&self) -> usize {
         self.lent.load(Ordering::Acquire)
+    }
+
+    /// Octets of small receives copied out whole that are held now.
+    pub fn copied(&self) -> usize {
+        self.copied.load(Ordering::Acquire)
     }
 
     /// Receives lent, and receives declined.
@@ -215,6 +222,54 @@ impl std::fmt::Debug for Area {
         f.debug_struct("Area")
             .field("len", &self.buf.len())
             .finish()
+    }
+}
+
+/// What a small `batch` received (its area up to the end of its last datagram),
+/// copied once into one `Bytes` its payloads are sliced from at the same offsets as
+/// in the batch: one allocation per receive instead of one per datagram. Counted
+/// against `account` until the last slice drops; `None` (copy each payload alone)
+/// if that would put the octets `account` holds so over `budget`, or if the
+/// datagrams lie sparse in the area (slots received one by one, not packed).
+pub fn copy_out<A: Copy>(
+    account: &AreaAccount,
+    batch: &RecvBatch<A>,
+    budget: usize,
+) -> Option<Bytes> {
+    let (end, octets) = batch
+        .spans()
+        .fold((0, 0), |(e, n), (_, r)| (e.max(r.end), n + r.len()));
+    if end == 0 || end > 2 * octets {
+        return None;
+    }
+    account
+        .copied
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            (n + end <= budget).then_some(n + end)
+        })
+        .ok()?;
+    Some(Bytes::from_owner(SmallCopy {
+        buf: batch.area()[..end].to_vec(),
+        held: account.copied.clone(),
+    }))
+}
+
+/// One small receive copied out whole: counted against its borrower until the last
+/// `Bytes` slice of it drops.
+struct SmallCopy {
+    buf: Vec<u8>,
+    held: Arc<AtomicUsize>,
+}
+
+impl AsRef<[u8]> for SmallCopy {
+    fn as_ref(&self) -> &[u8] {
+        &self.buf
+    }
+}
+
+impl Drop for SmallCopy {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.buf.len(), Ordering::AcqRel);
     }
 }
 
@@ -341,6 +396,35 @@ mod tests {
         fill(&mut b, &[1], 8, 4);
         let _lent = split(&areas, &mut b, 8);
         assert_eq!((areas.areas(), areas.declined()), (2, 1));
+    }
+
+    #[test]
+    fn a_small_receive_is_copied_once_and_its_copies_are_bounded() {
+        let account = AreaAccount::default();
+        let mut b: RecvBatch<u8> = RecvBatch::new(1, 256);
+        for (i, d) in [&[1u8; 10][..], &[2; 30], &[3; 5]].iter().enumerate() {
+            assert!(b.push_packed(i as u8, &[d]));
+        }
+        let one = copy_out(&account, &b, 100).expect("45 octets fit a budget of 100");
+        assert_eq!(account.copied(), 45);
+        // The payloads lie at the batch's offsets, sliced, not copied again.
+        let frames: Vec<Bytes> = b.spans().map(|(_, r)| one.slice(r)).collect();
+        assert_eq!(frames[1], Bytes::from(vec![2u8; 30]));
+        assert_eq!(frames[2].as_ptr(), one[40..].as_ptr());
+        assert!(
+            copy_out(&account, &b, 80).is_none(),
+            "a second copy would pass the budget: each payload is copied alone"
+        );
+        let held = frames[0].clone();
+        drop((one, frames));
+        assert_eq!(account.copied(), 45, "one held payload keeps its copy");
+        drop(held);
+        assert_eq!(account.copied(), 0);
+        // Slots received one by one, mostly empty: not copied whole.
+        let mut sparse: RecvBatch<u8> = RecvBatch::new(4, 64);
+        assert!(sparse.push(0, &[7; 4]));
+        assert!(sparse.push(1, &[8; 4]));
+        assert!(copy_out(&account, &sparse, usize::MAX).is_none());
     }
 
     proptest! {
