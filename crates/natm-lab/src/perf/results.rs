@@ -620,6 +620,10 @@ pub(crate) struct ScaleStep {
     pub(crate) retransmitted_tpdus_head: u64,
     #[serde(default)]
     pub(crate) retransmitted_tpdus_timeout: u64,
+    /// Mean octets a TPDU the sending ends sent carried (what the path MTU search
+    /// let them cut: a search that never finishes leaves TPDUs at its base).
+    #[serde(default)]
+    pub(crate) octets_per_tpdu: f64,
 }
 
 // ---------------------------------------------------------------------------------

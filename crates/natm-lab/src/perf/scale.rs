@@ -250,6 +250,8 @@ struct Step {
     retx: (u64, u64, u64, f64),
     /// TPDUs retransmitted by a fast retransmission, the head check, a timeout.
     retx_kinds: [u64; 3],
+    /// TPDUs the sending ends sent.
+    tpdus: u64,
 }
 
 /// Set up `count` connections from `client` to `addr` with `parallel` callers; the
@@ -561,6 +563,7 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
             median(&rtts).unwrap_or(0.0),
         )
     };
+    let tpdus = stats.iter().map(|s| s.tx.tpdus_sent).sum();
     let retx_kinds = stats.iter().fold([0; 3], |k, s| {
         [
             k[0] + s.tx.retx_fast,
@@ -597,6 +600,7 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
         busy,
         retx,
         retx_kinds,
+        tpdus,
     })
 }
 
@@ -642,6 +646,7 @@ fn row(s: &Step) -> results::ScaleStep {
         retransmitted_tpdus_fast: s.retx_kinds[0],
         retransmitted_tpdus_head: s.retx_kinds[1],
         retransmitted_tpdus_timeout: s.retx_kinds[2],
+        octets_per_tpdu: s.retx.0 as f64 / s.tpdus.max(1) as f64,
     }
 }
 
@@ -779,12 +784,13 @@ impl Experiment for ScaleArgs {
             }
             out += &format!(
                 "{} connections: {:.1} % of the bytes sent were retransmissions, {} \
-                 retransmission timeouts, median smoothed RTT {:.1} ms; TPDUs retransmitted: \
-                 {} fast, {} by the head check, {} by a timeout\n",
+                 retransmission timeouts, median smoothed RTT {:.1} ms; TPDUs of {:.0} octets \
+                 on average, retransmitted: {} fast, {} by the head check, {} by a timeout\n",
                 s.connections,
                 s.retransmitted_share * 100.0,
                 s.retransmission_timeouts,
                 s.median_srtt_ms,
+                s.octets_per_tpdu,
                 s.retransmitted_tpdus_fast,
                 s.retransmitted_tpdus_head,
                 s.retransmitted_tpdus_timeout

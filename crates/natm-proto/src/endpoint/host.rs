@@ -13,9 +13,15 @@
 //! to whichever end the port has, the receiving one first.
 //!
 //! Bare VCs (`transport=none`) carry no TPDU header: their frames are routed by VCI
-//! alone. OAM and RM frames carry no cookie either; they go to the end that registered
-//! the VCI last, which is exact where VCIs are unique on the port (signalled calls,
-//! PVCs) and not for several direct-mode calls between one pair of host ports.
+//! alone. OAM and RM frames carry no TPDU header either. Where one end holds the VCI
+//! (signalled calls, PVCs) they go to it; where several do (the direct-mode calls
+//! between one pair of host ports all ride VCIs 32 and 33), a natm end marks every
+//! OAM and RM frame it sends with its call's cookie ([`mark_call`]), in octets of the
+//! cell that I.610 and TM 4.0 leave unused and receivers ignore, and the frame goes to
+//! the end of that call its direction names: a loopback request or a forward RM cell
+//! to the VC's receiving end, an answer or a backward RM cell to its sender. A frame
+//! with no such end (unmarked: from another stack) goes to the end that registered
+//! the VCI last.
 //!
 //! Sans-IO and generic over the owner's name for an end (`T`).
 
@@ -27,6 +33,35 @@ use thiserror::Error;
 use super::{Route, VCI_FORWARD};
 use crate::wire::tpdu::{Header, TpduType};
 use crate::wire::vcframe::{self, FrameKind};
+
+/// Where in an OAM or RM cell's 48-octet payload a natm end puts its call's cookie
+/// (big-endian): octets 39-42, unused in a loopback cell (I.610 fills them with
+/// 0x6A) and reserved in an RM cell (TM 4.0: 0x6A), ignored by receivers. The CRC-10
+/// covers them. seed 001 §4.2's cookie, where the seeds' adaptor would tell the VCs
+/// apart by VCI alone.
+pub const CALL_MARK: core::ops::Range<usize> = 38..42;
+
+/// Mark an OAM or RM cell payload with the cookie of the call whose VC it rides, and
+/// fill its CRC-10 again (see [`CALL_MARK`]).
+pub fn mark_call(payload: &mut [u8; crate::wire::cell::PAYLOAD_LEN], cookie: u32) {
+    payload[CALL_MARK].copy_from_slice(&cookie.to_be_bytes());
+    crate::wire::crc::fill_crc10(payload);
+}
+
+/// The cookie an OAM or RM frame's SDU (a cell payload, an OAM one maybe padded)
+/// names, and the direction it travels on its VC; `None` if it is too short to say.
+fn marked(kind: FrameKind, sdu: &[u8]) -> Option<(u32, Dir)> {
+    let m = sdu.get(CALL_MARK)?;
+    let cookie = u32::from_be_bytes([m[0], m[1], m[2], m[3]]);
+    let flags = *sdu.get(1)?;
+    let back = match kind {
+        // The loopback indication (octet 2, bit 1): set on a request.
+        FrameKind::Oam => flags & 1 == 0,
+        // DIR (octet 2, bit 8): set on a backward RM cell.
+        _ => flags & 0x80 != 0,
+    };
+    Some((cookie, if back { Dir::Backward } else { Dir::Forward }))
+}
 
 /// Which way a frame goes on its VC.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -223,7 +258,20 @@ impl<T: Copy + Eq + Hash> HostRoutes<T> {
         match vc.kind {
             FrameKind::Data => {}
             FrameKind::Oam | FrameKind::Rm => {
-                return self.by_vci.get(&vc.vci).and_then(|e| e.last()).copied();
+                let ends = self.by_vci.get(&vc.vci)?;
+                if ends.len() > 1 {
+                    if let Some((cookie, dir)) = marked(vc.kind, sdu) {
+                        let key = HostKey::Data {
+                            vci: vc.vci,
+                            cookie,
+                            dir,
+                        };
+                        if let Some(&end) = self.keys.get(&key) {
+                            return Some(end);
+                        }
+                    }
+                }
+                return ends.last().copied();
             }
             FrameKind::Signalling => return None,
         }
@@ -337,6 +385,99 @@ mod tests {
         assert!(r.is_empty());
         r.insert(&HostKey::of(direct(5, true), false), 2).unwrap();
         assert_eq!(r.route(&frame(33, TpduType::Data, 5)), Some(2));
+    }
+
+    /// An OAM or RM frame on `vci`, its cell payload marked with `cookie` (or not).
+    fn cell_frame(kind: FrameKind, vci: u16, flags: u8, cookie: Option<u32>) -> Vec<u8> {
+        let mut p = [0x6Au8; crate::wire::cell::PAYLOAD_LEN];
+        p[1] = flags;
+        if let Some(c) = cookie {
+            mark_call(&mut p, c);
+        }
+        let mut d = vcframe::Repr {
+            kind,
+            ..vcframe::Repr::data(0, vci)
+        }
+        .to_bytes()
+        .to_vec();
+        d.extend_from_slice(&p);
+        d
+    }
+
+    #[test]
+    fn oam_and_rm_frames_of_direct_calls_sharing_vcis_go_to_their_own_call() {
+        let mut r = HostRoutes::new();
+        // Three direct calls between the same two ports, both ends of each on this
+        // one (a process calling itself): all on VCIs 32 and 33.
+        for cookie in [7, 8, 9] {
+            r.insert(
+                &HostKey::of(direct(cookie, true), false),
+                (cookie, "client"),
+            )
+            .unwrap();
+            r.insert(
+                &HostKey::of(direct(cookie, false), false),
+                (cookie, "server"),
+            )
+            .unwrap();
+        }
+        let (oam, rm) = (FrameKind::Oam, FrameKind::Rm);
+        // The client probes on its sending VC (32): the request is the server's, the
+        // answer (indication clear) the client's; likewise the callee's probe on 33.
+        assert_eq!(
+            r.route(&cell_frame(oam, 32, 1, Some(7))),
+            Some((7, "server"))
+        );
+        assert_eq!(
+            r.route(&cell_frame(oam, 32, 0, Some(7))),
+            Some((7, "client"))
+        );
+        assert_eq!(
+            r.route(&cell_frame(oam, 33, 1, Some(8))),
+            Some((8, "client"))
+        );
+        assert_eq!(
+            r.route(&cell_frame(oam, 33, 0, Some(8))),
+            Some((8, "server"))
+        );
+        // A forward RM cell goes with the data, a backward one back to the source.
+        assert_eq!(
+            r.route(&cell_frame(rm, 32, 0, Some(8))),
+            Some((8, "server"))
+        );
+        assert_eq!(
+            r.route(&cell_frame(rm, 32, 0x80, Some(8))),
+            Some((8, "client"))
+        );
+        // A path MTU probe: the request padded with zeros.
+        let mut probe = cell_frame(oam, 32, 1, Some(9));
+        probe.resize(1400, 0);
+        assert_eq!(r.route(&probe), Some((9, "server")));
+        // Unmarked (another stack) or marked with no call's cookie: the newest end.
+        let newest = Some((9, "server"));
+        assert_eq!(r.route(&cell_frame(oam, 32, 1, None)), newest);
+        assert_eq!(r.route(&cell_frame(oam, 32, 1, Some(5))), newest);
+        // Where one end holds the VCI, the mark is not read.
+        let mut one = HostRoutes::new();
+        one.insert(&HostKey::of(direct(7, true), false), 1).unwrap();
+        assert_eq!(one.route(&cell_frame(oam, 32, 0, Some(5))), Some(1));
+    }
+
+    #[test]
+    fn a_marked_cell_still_parses_and_its_answer_keeps_the_mark() {
+        let mut p = crate::wire::oam::Loopback::request(0x1234).to_bytes();
+        mark_call(&mut p, 0xC0FF_EE01);
+        let l = crate::wire::oam::Loopback::parse(&p).unwrap();
+        assert_eq!(l, crate::wire::oam::Loopback::request(0x1234));
+        let a = crate::wire::oam::answer(&p);
+        assert_eq!(
+            marked(FrameKind::Oam, &a),
+            Some((0xC0FF_EE01, Dir::Backward))
+        );
+        let rate = crate::wire::rm::Rate::from_cells(1000.0);
+        let mut rm = crate::wire::rm::RmCell::forward(rate, rate, rate).to_bytes();
+        mark_call(&mut rm, 3);
+        assert!(crate::wire::rm::RmCell::parse(&rm).is_ok());
     }
 
     #[test]

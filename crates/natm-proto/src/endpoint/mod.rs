@@ -36,7 +36,7 @@ pub use bare::{
 };
 pub use connection::{Connection, ConnectionStats, Event, Side, State};
 pub use half::{Half, HalfStatus, RxHalf, Simplex, TxHalf};
-pub use host::{Dir, HostKey, HostRoutes, RouteTaken};
+pub use host::{mark_call, Dir, HostKey, HostRoutes, RouteTaken, CALL_MARK};
 
 use crate::flow;
 use crate::time::Instant;

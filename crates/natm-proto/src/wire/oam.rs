@@ -7,7 +7,8 @@
 //! octets 3-6           correlation tag
 //! octets 7-22          loopback location ID (all ones: the end point)
 //! octets 23-38         source ID
-//! octets 39-46         unused (0x6A)
+//! octets 39-46         unused (0x6A); a natm end puts its call's cookie in 39-42
+//!                      (`endpoint::host::CALL_MARK`)
 //! octets 47-48         6 reserved bits | CRC-10 (x^10+x^9+x^5+x^4+x+1, `wire::crc`)
 //! ```
 //!

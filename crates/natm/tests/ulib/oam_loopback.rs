@@ -52,6 +52,28 @@ fn end_to_end_probes_are_answered_over_udp() {
     check_pair(&c, &s);
 }
 
+/// Several direct calls between one pair of hosts: on one port per host they all ride
+/// VCIs 32 and 33, and each call's probes and answers still reach that call's ends
+/// (the oldest call's too, which the port once handed to the newest).
+#[test]
+fn each_of_several_direct_calls_between_two_hosts_gets_its_own_answers() {
+    let a = Host::open(crate::support::host_config()).unwrap();
+    let b = Host::open(crate::support::host_config()).unwrap();
+    let l = b.bind("127.0.0.1:0", "reliable").unwrap();
+    let addr = l.local_addr().unwrap();
+    let pairs: Vec<(Connection, Connection)> = (0..3)
+        .map(|_| {
+            let a = a.clone();
+            let t = std::thread::spawn(move || a.connect(addr, "reliable").unwrap());
+            let s = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
+            (t.join().unwrap(), s)
+        })
+        .collect();
+    for (c, s) in &pairs {
+        check_pair(c, s);
+    }
+}
+
 #[test]
 fn end_to_end_probes_are_answered_in_cell_mode() {
     // Each OAM frame travels as one OAM cell in a train, and comes back as one.

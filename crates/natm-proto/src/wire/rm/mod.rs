@@ -9,7 +9,8 @@
 //! octets 7-8           MCR, minimum cell rate
 //! octets 9-12          QL, queue length           (not used by ABR sources)
 //! octets 13-16         SN, sequence number        (not used by ABR sources)
-//! octets 17-46         reserved (0x6A), then 6 reserved bits
+//! octets 17-46         reserved (0x6A), then 6 reserved bits; a natm end puts its
+//!                      call's cookie in 39-42 (`endpoint::host::CALL_MARK`)
 //! octets 47-48         ... | CRC-10, as OAM cells (`wire::crc`)
 //! ```
 //!

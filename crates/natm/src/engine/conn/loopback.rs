@@ -52,8 +52,11 @@ impl Conn {
             (Action::Answer(..), Some(oam::Unanswered::Replayed)) => {
                 c.replayed.fetch_add(1, Ordering::Relaxed);
             }
-            (Action::Answer(payload, _), None) => {
-                // Back on the same VC, the way it came (`h` keeps VCI and flow).
+            (Action::Answer(mut payload, _), None) => {
+                // Back on the same VC, the way it came (`h` keeps VCI and flow),
+                // marked with the call like every OAM frame this end sends (a signed
+                // answer is written anew).
+                natm_proto::endpoint::mark_call(&mut payload, self.route.cookie);
                 let mut batch = SendBatch::with_capacity(VC_HEADER_LEN + payload.len());
                 let header = vcframe::Repr { clp: false, ..h }.to_bytes();
                 if batch.push(&[&header, &payload]).is_ok() {
@@ -156,11 +159,16 @@ impl Conn {
     /// call keys.
     fn loopback_request(&self, scope: Scope, tag: u32) -> [u8; crate::wire::cell::PAYLOAD_LEN] {
         let request = crate::wire::oam::Loopback::request(tag);
-        match &self.crypt {
+        let mut p = match &self.crypt {
             Some(k) if scope == Scope::EndToEnd => k.oam.sign(request),
             _ => request,
         }
-        .to_bytes()
+        .to_bytes();
+        // Marked with the call's cookie (the answer keeps it), so that a host port
+        // whose direct calls all ride VCIs 32 and 33 hands the request, and then the
+        // answer, to this call's ends (`natm_proto::endpoint::host`).
+        natm_proto::endpoint::mark_call(&mut p, self.route.cookie);
+        p
     }
 
     /// Run the sending VC's path MTU search (`engine::path_probe`) up to `now`: send

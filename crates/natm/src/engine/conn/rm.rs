@@ -55,7 +55,9 @@ impl Conn {
             return false;
         };
         let header = vcframe::Repr::new(vcframe::FrameKind::Rm, self.vpi, vci).to_bytes();
-        let payload = cell.to_bytes();
+        let mut payload = cell.to_bytes();
+        // Told apart from other direct calls' RM cells on the same VCI at a host port.
+        natm_proto::endpoint::mark_call(&mut payload, self.route.cookie);
         let mut batch = SendBatch::with_capacity(VC_HEADER_LEN + payload.len());
         if batch.push(&[&header, &payload]).is_err() {
             return false;
