@@ -362,7 +362,7 @@ impl HostPort {
             // A thread leads: it reads, and hands the driver what is the driver's.
             return;
         }
-        let touched = self.read();
+        let touched = self.read(None);
         let _read = DriverRead::enter();
         for sub in touched {
             sub.signal(eng, buf);
@@ -378,7 +378,7 @@ impl HostPort {
         if self.leader.load(Acquire) {
             return;
         }
-        self.hand_on(self.read(), me);
+        self.hand_on(self.read(Some(me)), me);
     }
 
     /// Frames a reader read for others: the watched subs' to the driver's next round,
@@ -415,7 +415,7 @@ impl HostPort {
         self.take_out();
         let got = loop {
             // What came before the lead (the driver may have been reading it) first.
-            let mine = self.hand_on(self.read(), me);
+            let mine = self.hand_on(self.read(Some(me)), me);
             if mine || me.shut.load(Relaxed) || !me.queue.lock().is_empty() {
                 break true;
             }
@@ -512,8 +512,8 @@ impl HostPort {
     /// batches were read (then the driver's next round reads on: the socket's readiness
     /// is an edge, and would not come again for what is left); the subs that took
     /// frames, each once. One thread reads at a time; the next waits for it and reads
-    /// what came after.
-    fn read(&self) -> Vec<Arc<SubInner>> {
+    /// what came after. `me`: the sub of the application thread reading, if one is.
+    fn read(&self, me: Option<&SubInner>) -> Vec<Arc<SubInner>> {
         let mut batch = self.batch.lock();
         let mut touched: Vec<Arc<SubInner>> = Vec::new();
         for reads in 0.. {
@@ -528,9 +528,13 @@ impl HostPort {
             let more = batch.may_have_more();
             self.received.fetch_add(batch.len() as u64, Relaxed);
             // One sub's whole batch goes to it as it is; else each frame is copied.
-            let whole = (natm_udp::areas::received(&batch) >= whole_min(&batch))
+            // A small batch goes whole only to the reader's own sub, which takes it
+            // at once (a busy poller's round trip: no run made, copied in and out).
+            let large = natm_udp::areas::received(&batch) >= whole_min(&batch);
+            let whole = (large || me.is_some())
                 .then(|| self.whole(&batch))
-                .flatten();
+                .flatten()
+                .filter(|(sub, _)| large || me.is_some_and(|m| std::ptr::eq(Arc::as_ptr(sub), m)));
             if let Some((sub, from)) = whole {
                 if sub.deliver_whole(self, &mut batch, from).is_some() {
                     self.whole.fetch_add(1, Relaxed);
