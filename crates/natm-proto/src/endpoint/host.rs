@@ -463,6 +463,37 @@ mod tests {
         assert_eq!(one.route(&cell_frame(oam, 32, 0, Some(5))), Some(1));
     }
 
+    proptest::proptest! {
+        /// Whatever direct calls share the port's VCIs and whichever of their ends
+        /// registered last, an OAM or RM frame marked with a call's cookie goes to
+        /// that call's end its direction names, on either VCI.
+        #[test]
+        fn a_marked_frame_reaches_its_own_call_whatever_the_order(
+            cookies in proptest::collection::hash_set(proptest::prelude::any::<u32>(), 2..8),
+            pick in proptest::prelude::any::<proptest::sample::Index>(),
+            flags in proptest::prelude::any::<u8>(),
+            rm in proptest::prelude::any::<bool>(),
+            on_33 in proptest::prelude::any::<bool>(),
+        ) {
+            let cookies: Vec<u32> = cookies.into_iter().collect();
+            let mut r = HostRoutes::new();
+            for &c in &cookies {
+                r.insert(&HostKey::of(direct(c, true), false), (c, true)).unwrap();
+                r.insert(&HostKey::of(direct(c, false), false), (c, false)).unwrap();
+            }
+            let cookie = cookies[pick.index(cookies.len())];
+            let vci = if on_33 { VCI_BACKWARD } else { VCI_FORWARD };
+            let kind = if rm { FrameKind::Rm } else { FrameKind::Oam };
+            let forward = if rm { flags & 0x80 == 0 } else { flags & 1 == 1 };
+            // Forward on 32 is the caller's sending VC: its receiver is the callee.
+            let client = forward == on_33;
+            proptest::prop_assert_eq!(
+                r.route(&cell_frame(kind, vci, flags, Some(cookie))),
+                Some((cookie, client))
+            );
+        }
+    }
+
     #[test]
     fn a_marked_cell_still_parses_and_its_answer_keeps_the_mark() {
         let mut p = crate::wire::oam::Loopback::request(0x1234).to_bytes();
