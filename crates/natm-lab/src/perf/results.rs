@@ -620,6 +620,12 @@ pub(crate) struct ScaleStep {
     pub(crate) retransmitted_tpdus_head: u64,
     #[serde(default)]
     pub(crate) retransmitted_tpdus_timeout: u64,
+    /// Of the head check's and the timeouts' retransmissions, those of TPDUs that had
+    /// arrived (the ACK that came after showed it): on a loss-free path, all of them.
+    #[serde(default)]
+    pub(crate) spurious_tpdus_head: u64,
+    #[serde(default)]
+    pub(crate) spurious_tpdus_timeout: u64,
     /// Mean octets a TPDU the sending ends sent carried (what the path MTU search
     /// let them cut: a search that never finishes leaves TPDUs at its base).
     #[serde(default)]

@@ -248,8 +248,9 @@ struct Step {
     /// The sending ends' bytes sent the first time, bytes retransmitted, retransmission timeouts and
     /// median smoothed round trip (ms), read at the end of the measurement.
     retx: (u64, u64, u64, f64),
-    /// TPDUs retransmitted by a fast retransmission, the head check, a timeout.
-    retx_kinds: [u64; 3],
+    /// TPDUs retransmitted by a fast retransmission, the head check, a timeout; and
+    /// of the last two, those found spurious.
+    retx_kinds: [u64; 5],
     /// TPDUs the sending ends sent.
     tpdus: u64,
 }
@@ -564,11 +565,13 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
         )
     };
     let tpdus = stats.iter().map(|s| s.tx.tpdus_sent).sum();
-    let retx_kinds = stats.iter().fold([0; 3], |k, s| {
+    let retx_kinds = stats.iter().fold([0; 5], |k, s| {
         [
             k[0] + s.tx.retx_fast,
             k[1] + s.tx.retx_head,
             k[2] + s.tx.retx_timeout,
+            k[3] + s.tx.retx_head_spurious,
+            k[4] + s.tx.retx_timeout_spurious,
         ]
     });
     for c in &tx_ends {
@@ -646,6 +649,8 @@ fn row(s: &Step) -> results::ScaleStep {
         retransmitted_tpdus_fast: s.retx_kinds[0],
         retransmitted_tpdus_head: s.retx_kinds[1],
         retransmitted_tpdus_timeout: s.retx_kinds[2],
+        spurious_tpdus_head: s.retx_kinds[3],
+        spurious_tpdus_timeout: s.retx_kinds[4],
         octets_per_tpdu: s.retx.0 as f64 / s.tpdus.max(1) as f64,
     }
 }
@@ -785,7 +790,8 @@ impl Experiment for ScaleArgs {
             out += &format!(
                 "{} connections: {:.1} % of the bytes sent were retransmissions, {} \
                  retransmission timeouts, median smoothed RTT {:.1} ms; TPDUs of {:.0} octets \
-                 on average, retransmitted: {} fast, {} by the head check, {} by a timeout\n",
+                 on average, retransmitted: {} fast, {} by the head check ({} spurious), {} \
+                 by a timeout ({} spurious)\n",
                 s.connections,
                 s.retransmitted_share * 100.0,
                 s.retransmission_timeouts,
@@ -793,7 +799,9 @@ impl Experiment for ScaleArgs {
                 s.octets_per_tpdu,
                 s.retransmitted_tpdus_fast,
                 s.retransmitted_tpdus_head,
-                s.retransmitted_tpdus_timeout
+                s.spurious_tpdus_head,
+                s.retransmitted_tpdus_timeout,
+                s.spurious_tpdus_timeout
             );
         }
         out
