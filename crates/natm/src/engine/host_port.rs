@@ -205,6 +205,10 @@ impl HostPorts {
             out: AtomicBool::new(false),
             park_until: AtomicU64::new(0),
             base: std::time::Instant::now(),
+            scratch: Mutex::new(
+                Level::Leaf,
+                natm_udp::UdpPort::bind(SocketAddr::new(addr.ip(), 0)).ok(),
+            ),
         });
         eng.register(port.link.raw_fd(), token)?;
         ports.push(port.clone());
@@ -292,6 +296,10 @@ pub(crate) struct HostPort {
     /// 0: not parked).
     park_until: AtomicU64,
     base: std::time::Instant,
+    /// A socket of the port's address that is connected to a peer only to read the
+    /// kernel's path MTU to it ([`HostPort::path_payload_to`]): opened with the port,
+    /// so that a call, whose first send reads it, opens no socket even for a moment.
+    scratch: Mutex<Option<natm_udp::UdpPort>>,
 }
 
 /// The routes of a port and the subs they name.
@@ -660,10 +668,11 @@ impl HostPort {
     }
 
     /// The path MTU the kernel holds for `peer`, less the IP and UDP headers: read
-    /// from a scratch socket connected to it (the port's own has no peer).
+    /// from the port's scratch socket connected to it (the port's own has no peer).
+    /// Each call connects it anew: a UDP socket may change its peer.
     fn path_payload_to(&self, peer: SocketAddr) -> Option<usize> {
-        let any = SocketAddr::new(self.addr.ip(), 0);
-        let scratch = natm_udp::UdpPort::bind(any).ok()?;
+        let scratch = self.scratch.lock();
+        let scratch = scratch.as_ref()?;
         scratch.connect(peer).ok()?;
         let mtu = scratch.path_mtu().ok()?;
         Some(mtu.saturating_sub(scratch.ip_udp_overhead()))
