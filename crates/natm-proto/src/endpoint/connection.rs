@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+use super::coupling::{self, Phase};
 use super::half::{Half, RxHalf, Simplex, TxHalf};
 use super::{ConnectionEvent, EndpointEvent, Route, Transmit};
 use crate::time::Instant;
@@ -245,6 +246,16 @@ impl Connection {
         self.update();
     }
 
+    /// Hang up: close our direction in order and stop receiving (what an application
+    /// that drops its connection does). The peer reads everything sent before, and
+    /// learns that nobody reads what it sends (`coupling`: its sending VC aborts,
+    /// its receiving one goes on).
+    pub fn hang_up(&mut self) {
+        self.tx.close();
+        self.rx.close();
+        self.update();
+    }
+
     /// Abort both directions at once; the peer is told on both VCs.
     pub fn abort(&mut self) {
         self.abort_with(AbortReason::Local);
@@ -386,32 +397,33 @@ impl Connection {
             }
             PsbEvent::Closed => self.events.push_back(Event::Closed),
             PsbEvent::Aborted(r) => {
-                if self.state == State::Connecting {
-                    // An ABORT answering our handshake is a refusal (seed 000 §5.3:
-                    // the receiver may refuse the parameters; a listener refuses when
-                    // its backlog is full).
-                    let why = if r == AbortReason::Peer {
-                        AbortReason::Refused
-                    } else {
-                        r
-                    };
-                    self.fail(why);
-                    return;
-                }
                 if matches!(self.state, State::Aborted(_)) {
                     return;
                 }
-                // One simplex VC aborted ends the duplex connection: the application
-                // cannot use half of it.
-                let other = match half {
-                    Half::Tx => &mut self.rx as &mut dyn Simplex,
-                    Half::Rx => &mut self.tx as &mut dyn Simplex,
+                let phase = if self.state == State::Connecting {
+                    Phase::Setup
+                } else {
+                    Phase::Up
                 };
-                other.abort(r);
-                // The half's own Aborted event would be reported a second time.
-                while other.poll_event().is_some() {}
-                self.state = State::Aborted(r);
-                self.events.push_back(Event::Aborted(r));
+                match (phase, coupling::abort_other(half, r, phase)) {
+                    (Phase::Setup, Some(why)) => self.fail(why),
+                    (_, other) => {
+                        if let Some(o) = other {
+                            let other = match half {
+                                Half::Tx => &mut self.rx as &mut dyn Simplex,
+                                Half::Rx => &mut self.tx as &mut dyn Simplex,
+                            };
+                            other.abort(o);
+                            // The half's own Aborted event would be reported a
+                            // second time.
+                            while other.poll_event().is_some() {}
+                        }
+                        // Reported once, whichever half learnt it first; a half the
+                        // rule lets go on still delivers (`coupling`).
+                        self.state = State::Aborted(r);
+                        self.events.push_back(Event::Aborted(r));
+                    }
+                }
             }
         }
     }
@@ -484,7 +496,8 @@ impl Connection {
     }
 
     /// Take the connection apart for an I/O layer that locks each direction on its
-    /// own; from then on it applies the coupling rules itself (see [`super::half`]).
+    /// own; from then on it applies [`super::coupling`]'s rule itself when a half
+    /// reports its abort.
     pub fn into_parts(self) -> (Route, SocketAddr, TxHalf, RxHalf) {
         (self.route, self.remote, self.tx, self.rx)
     }

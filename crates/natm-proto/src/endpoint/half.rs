@@ -5,9 +5,9 @@
 //! the socket in the other), and measured that they must not contend for one lock. So
 //! each half owns everything its direction needs — its PSB, its VCI, the flags the
 //! application waits on — and an I/O layer may lock them separately. What couples the
-//! two directions (the connection is up only when both are, an abort of one ends both)
-//! lives in [`Connection`](super::Connection) for drivers that own both halves, and is
-//! repeated by an I/O layer that locks them apart through the same half-level events.
+//! two directions is one rule, [`super::coupling`]: [`Connection`](super::Connection)
+//! applies it for drivers that own both halves, and an I/O layer that locks them apart
+//! asks it when a half reports its abort.
 
 use std::collections::VecDeque;
 
@@ -725,7 +725,12 @@ impl RxHalf {
         };
         // Reading may reopen a shut window (a window update to send).
         self.core.absorb();
-        c
+        // The half's own record of who ended it wins: a PSB stopped from this side
+        // (the other half's abort, sigd's release) only knows it was stopped here.
+        c.map_err(|e| match (e, self.core.status.aborted) {
+            (RecvError::Aborted(_), Some(r)) => RecvError::Aborted(r),
+            (e, _) => e,
+        })
     }
 
     /// Copy stream bytes into `buf` (for `io::Read`-style callers).

@@ -18,6 +18,7 @@
 
 mod bare;
 mod connection;
+pub mod coupling;
 mod half;
 mod host;
 #[cfg(test)]

@@ -818,6 +818,46 @@ fn a_dead_peer_is_detected_by_the_retransmission_timeouts() {
     assert_eq!(net.nodes[0].ep.open_connections(), 0);
 }
 
+#[test]
+fn a_peer_that_hangs_up_after_sending_is_read_to_the_end_and_sees_no_more_of_ours() {
+    let (mut net, c, s) = connected();
+    let m = pattern(60_000, 3);
+    net.nodes[0].conn(c).send(&m, true).expect("room");
+    net.nodes[0].conn(c).hang_up();
+    net.drive_for(Duration::from_secs(2));
+    // seed 000 §5.3's two simplex VCs, coupled by `coupling`: the server's sending VC
+    // aborts (nobody reads it), its receiving VC delivers everything and the close.
+    assert_eq!(net.nodes[1].messages_of(s), vec![m]);
+    let ev = net.nodes[1].events_of(s);
+    assert!(ev.contains(&Event::Aborted(AbortReason::Peer)), "{ev:?}");
+    assert!(ev.contains(&Event::PeerClosed), "{ev:?}");
+    assert!(matches!(
+        net.nodes[1].conn(s).send(b"x", true),
+        Err(crate::transport::SendError::Aborted(AbortReason::Peer))
+    ));
+    // The client's sending VC closed in order, though it reads no more.
+    assert!(net.nodes[0].events_of(c).contains(&Event::Closed));
+    assert_eq!(net.nodes[0].ep.open_connections(), 0);
+    assert_eq!(net.nodes[1].ep.open_connections(), 0);
+}
+
+#[test]
+fn a_sender_that_times_out_ends_receiving_too() {
+    let (mut net, c, _s) = connected();
+    net.fate = Box::new(|_| false);
+    net.nodes[0]
+        .conn(c)
+        .send(&pattern(20_000, 1), true)
+        .expect("room");
+    net.drive_for(Duration::from_secs(600));
+    // The peer is gone: a receive on the connection ends with the same reason rather
+    // than waiting for data that cannot come.
+    assert_eq!(
+        net.nodes[0].conn(c).recv(),
+        Err(crate::transport::RecvError::Aborted(AbortReason::Timeout))
+    );
+}
+
 // ---- signalled connections --------------------------------------------------------------
 
 #[test]
