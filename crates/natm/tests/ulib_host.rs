@@ -10,6 +10,8 @@ const PORTS: natm::ulib::Ports = natm::ulib::Ports::PerHost;
 mod abr;
 #[path = "ulib/cell_mode.rs"]
 mod cell_mode;
+#[path = "ulib/coupling.rs"]
+mod coupling;
 #[path = "ulib/guaranteed_queue.rs"]
 mod guaranteed_queue;
 #[path = "ulib/oam_loopback.rs"]

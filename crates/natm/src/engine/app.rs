@@ -686,11 +686,9 @@ impl Conn {
                     }
                 }
                 Ok(None) => return Ok(None),
-                // The end's own record wins: sigd's release marks it aborted by the
-                // peer even though the PSB was stopped from this side.
-                Err(RecvError::Aborted(r)) => {
-                    return Err(Error::Aborted(e.status().aborted.unwrap_or(r)))
-                }
+                // natm-proto reports the end's own record of who ended it (sigd's
+                // release: the peer, though the PSB was stopped from this side).
+                Err(RecvError::Aborted(r)) => return Err(Error::Aborted(r)),
                 Err(RecvError::NotReceiver) => return Err(Error::Closed),
             }
         }
@@ -727,7 +725,7 @@ impl Conn {
                 c.start || stream,
             ))),
             Ok(None) => Ok(None),
-            Err(RecvError::Aborted(r)) => Err(Error::Aborted(e.status().aborted.unwrap_or(r))),
+            Err(RecvError::Aborted(r)) => Err(Error::Aborted(r)),
             Err(RecvError::NotReceiver) => Err(Error::Closed),
         }
     }

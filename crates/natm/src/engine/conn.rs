@@ -30,6 +30,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
+mod coupled;
 mod life;
 mod loopback;
 mod park;
@@ -281,6 +282,8 @@ pub(crate) struct Conn {
     /// a reply, which the sending VC never holds to coalesce
     /// (`natm_proto::transport::coalesce`, `TxHalf::note_reverse`).
     pub(crate) rx_epoch: AtomicU64,
+    /// Aborts one half owes the other (`coupled`: natm-proto's coupling rule).
+    coupled: coupled::Coupled,
 }
 
 /// A task run when a connection is forgotten (see `Conn::on_gone`).
@@ -358,6 +361,7 @@ impl Conn {
             weight,
             counters: LinkCounters::default(),
             areas: Default::default(),
+            coupled: Default::default(),
             rx_epoch: AtomicU64::new(0),
             released: OnceLock::new(),
             events: super::events::EventQueue::new(),
@@ -437,6 +441,10 @@ impl Conn {
 
     /// The earliest timer of either end, nanoseconds of engine time.
     pub(crate) fn deadline(&self) -> u64 {
+        if self.coupled.pending() {
+            // An abort one half owes the other is due at once (`coupled`).
+            return 0;
+        }
         self.tx_deadline
             .load(Ordering::Acquire)
             .min(self.rx_deadline.load(Ordering::Acquire))
@@ -488,30 +496,17 @@ impl Conn {
         let now = eng.clock.now();
         {
             let (mut e, cv) = self.tx();
-            if !e.finished() {
-                // Cells still waiting for their slots go with the rest of the queue.
-                if let Some(s) = e.smoother.as_mut() {
-                    s.clear();
-                }
-                e.half.abort(reason);
-                self.after(eng, Which::Tx, &mut e, cv, now, usize::MAX);
-                cv.notify_all();
-                if let Some(wk) = e.waker.take() {
-                    wk.wake();
-                }
-            }
+            self.abort_end(eng, Which::Tx, &mut e, cv, reason, now);
         }
         {
             let (mut e, cv) = self.rx();
-            if !e.finished() {
-                e.half.abort(reason);
-                self.after(eng, Which::Rx, &mut e, cv, now, usize::MAX);
-                cv.notify_all();
-                if let Some(wk) = e.waker.take() {
-                    wk.wake();
-                }
-            }
+            self.abort_end(eng, Which::Rx, &mut e, cv, reason, now);
         }
+        self.stop_reading(eng);
+    }
+
+    /// Nothing more is read for this connection (both halves ended).
+    pub(super) fn stop_reading(&self, eng: &Engine) {
         // A thread blocked in the socket's receive would see the abort only when its
         // read slice ran out (50 ms, most of issue 6's 100 ms budget for "peer
         // aborted"): shut the socket's read side to wake it at once. Nothing more is

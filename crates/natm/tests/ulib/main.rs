@@ -11,6 +11,7 @@ const PORTS: natm::ulib::Ports = natm::ulib::Ports::PerVc;
 
 mod abr;
 mod cell_mode;
+mod coupling;
 mod guaranteed_queue;
 mod mem;
 mod oam_loopback;

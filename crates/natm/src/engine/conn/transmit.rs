@@ -137,6 +137,11 @@ impl Conn {
         let mut woke = false;
         while let Some(ev) = end.half.poll_event() {
             woke = true;
+            if let natm_proto::transport::Event::Aborted(r) = ev {
+                if end.status().connected {
+                    self.couple(eng, which, r);
+                }
+            }
             if let Some(ev) = crate::engine::events::ConnEvent::of(which == Which::Tx, ev) {
                 self.events.push(ev);
             }
@@ -247,18 +252,36 @@ impl Conn {
 
     /// Timers: run the timers of each end that is due.
     pub(crate) fn on_timer(&self, eng: &Engine, now: Instant) {
-        if self.tx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
+        // An abort the other half owes this one (`coupled`) first: no end is locked
+        // here, so either half may be taken.
+        let coupled_tx = self.coupled.of(Which::Tx).take();
+        let mut ended = false;
+        if coupled_tx.is_some() || self.tx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
             let (mut end, cv) = self.tx();
+            if let Some(r) = coupled_tx {
+                ended |= self.abort_end(eng, Which::Tx, &mut end, cv, r, now);
+            }
             // The deadline may be a paced cell's slot rather than the half's own.
             if end.half.poll_timeout().is_some_and(|t| t <= now) {
                 end.half.handle_timeout(now);
             }
             self.after(eng, Which::Tx, &mut end, cv, now, usize::MAX);
         }
-        if self.rx_deadline.load(Ordering::Acquire) <= now.as_nanos() {
+        let coupled_rx = self.coupled.of(Which::Rx).take();
+        let rx_due = self.rx_deadline.load(Ordering::Acquire) <= now.as_nanos();
+        if coupled_rx.is_some() || rx_due {
             let (mut end, cv) = self.rx();
-            end.half.handle_timeout(now);
+            if let Some(r) = coupled_rx {
+                ended |= self.abort_end(eng, Which::Rx, &mut end, cv, r, now);
+            }
+            if rx_due {
+                end.half.handle_timeout(now);
+            }
             self.after(eng, Which::Rx, &mut end, cv, now, usize::MAX);
+        }
+        if ended {
+            // Both halves have ended (the rule ends the other only then).
+            self.stop_reading(eng);
         }
     }
 
