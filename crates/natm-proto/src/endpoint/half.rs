@@ -615,6 +615,21 @@ impl TxHalf {
         }
     }
 
+    /// See [`Psb::late_rtt`] (zero on a bare VC).
+    pub fn late_rtt(&self) -> std::time::Duration {
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.late_rtt(),
+            _ => std::time::Duration::ZERO,
+        }
+    }
+
+    /// See [`Psb::share_late_rtt`] (nothing on a bare VC).
+    pub fn share_late_rtt(&mut self, d: std::time::Duration) {
+        if let Machine::Natm(psb) = &mut self.core.machine {
+            psb.share_late_rtt(d);
+        }
+    }
+
     /// The path carries at most `cap` payload octets per TPDU unfragmented
     /// ([`Psb::set_path_cap`]). A bare VC's SDUs are the application's messages and
     /// cannot be cut: nothing changes there.

@@ -254,6 +254,23 @@ impl Psb {
         }
     }
 
+    /// The latest ACK that showed one of this sending VC's retransmissions spurious
+    /// (RFC 3522), which its timers now allow for; zero if none did.
+    pub fn late_rtt(&self) -> std::time::Duration {
+        self.send
+            .as_ref()
+            .map_or(std::time::Duration::ZERO, |s| s.late_rtt())
+    }
+
+    /// Tell this sending VC the late ACKs the other VCs on its path saw (RFC 9040's
+    /// shared control block): its head check and retransmission timer wait at least
+    /// two of them, as for its own. Zero forgets what was shared.
+    pub fn share_late_rtt(&mut self, d: std::time::Duration) {
+        if let Some(send) = self.send.as_mut() {
+            send.share_late_rtt(d);
+        }
+    }
+
     /// The path carries at most `cap` payload octets per TPDU without IP
     /// fragmentation (issue 30; the engine learns it from the adaptor's path MTU):
     /// new TPDUs are cut to fit, queued unsent ones are split, and a larger cap lets

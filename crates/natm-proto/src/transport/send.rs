@@ -141,6 +141,9 @@ pub(crate) struct SendHalf {
     /// retransmission that was needed: the head check and the retransmission timer
     /// wait at least two of these.
     late_rtt: Duration,
+    /// The late ACKs other VCs on the same path have seen (RFC 9040: connections to
+    /// one host share what they learnt of it): the timers wait at least two of it.
+    shared_late_rtt: Duration,
     /// The retransmission timer: armed when a TPDU leaves and none is armed,
     /// re-armed when the cumulative ACK advances, and left unarmed by a firing until
     /// its first retransmission leaves (seed 000 §5.3.2, RFC 6298 §5.1–5.6).
@@ -186,6 +189,7 @@ impl SendHalf {
             last_advance: Instant::ZERO,
             head_backoff: 1,
             late_rtt: Duration::ZERO,
+            shared_late_rtt: Duration::ZERO,
             rto_deadline: None,
             head_at_tx: false,
             train_left: 0,
@@ -503,7 +507,7 @@ impl SendHalf {
     /// backed off.
     fn head_interval(&self, head_check: Duration) -> Duration {
         head_check
-            .max(self.late_rtt.saturating_mul(2))
+            .max(self.waits_for().saturating_mul(2))
             .saturating_mul(self.head_backoff)
     }
 
@@ -811,7 +815,23 @@ impl SendHalf {
     /// ([`Self::judge_retx`]). The estimator's own RTO follows a late ACK only as
     /// far as one sample moves a smoothed mean; its floor is the library's 20 ms.
     fn timer_rto(&self, rto: Duration) -> Duration {
-        rto.max(self.late_rtt.saturating_mul(2))
+        rto.max(self.waits_for().saturating_mul(2))
+    }
+
+    /// The late ACK the timers allow for: this VC's own, or its path's.
+    fn waits_for(&self) -> Duration {
+        self.late_rtt.max(self.shared_late_rtt)
+    }
+
+    /// The latest ACK this VC saw show a retransmission spurious (zero: none, or a
+    /// needed retransmission since halved it away).
+    pub(crate) fn late_rtt(&self) -> Duration {
+        self.late_rtt
+    }
+
+    /// What the other VCs on this VC's path learnt of its late ACKs.
+    pub(crate) fn share_late_rtt(&mut self, d: Duration) {
+        self.shared_late_rtt = d;
     }
 
     /// Arm the zero-window probe when the receiver's window is shut with nothing in

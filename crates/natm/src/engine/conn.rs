@@ -284,6 +284,9 @@ pub(crate) struct Conn {
     pub(crate) rx_epoch: AtomicU64,
     /// Aborts one half owes the other (`coupled`: natm-proto's coupling rule).
     coupled: coupled::Coupled,
+    /// The late ACKs the sending VCs to the peer's host share (`late_path`); `None`
+    /// for a sending VC without ACKs.
+    late_path: Option<std::sync::Arc<super::late_path::LatePath>>,
 }
 
 /// A task run when a connection is forgotten (see `Conn::on_gone`).
@@ -326,6 +329,7 @@ impl Conn {
         let (vpi, bare) = (tx.vpi(), tx.is_bare());
         let probes_path = !bare && tx.searches_path() && link.probes_path();
         let stamps = tx.exchanges_acks() || rx.exchanges_acks();
+        let late_path = tx.exchanges_acks().then(|| eng.late_paths.to(remote.ip()));
         let peer = if side == Side::Client {
             Some(remote)
         } else {
@@ -362,6 +366,7 @@ impl Conn {
             counters: LinkCounters::default(),
             areas: Default::default(),
             coupled: Default::default(),
+            late_path,
             rx_epoch: AtomicU64::new(0),
             released: OnceLock::new(),
             events: super::events::EventQueue::new(),

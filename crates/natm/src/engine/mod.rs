@@ -16,6 +16,7 @@ mod driver;
 mod events;
 mod gather;
 mod host_port;
+mod late_path;
 mod link;
 mod listener;
 mod oam;
@@ -271,6 +272,8 @@ pub(crate) struct Engine {
     pub(crate) rx_areas: Arc<natm_udp::AreaPool>,
     /// The send buffer pool every sending VC draws on (`EngineConfig::send_pool`).
     pub(crate) send_pool: Arc<send_pool::SendPool>,
+    /// What the sending VCs to each peer host learnt of its late ACKs (`late_path`).
+    pub(crate) late_paths: late_path::LatePaths,
     /// The host's one-per-address UDP ports (`Ports::PerHost`; empty otherwise).
     pub(crate) host_ports: host_port::HostPorts,
 }
@@ -314,6 +317,7 @@ impl Engine {
             buffers: Mutex::new(Level::Leaf, Vec::new()),
             rx_areas: natm_udp::AreaPool::new(natm_udp::areas::MAX_HOME, usize::MAX),
             send_pool,
+            late_paths: late_path::LatePaths::new(),
             host_ports: host_port::HostPorts::new(),
         });
         let weak = Arc::downgrade(&eng);

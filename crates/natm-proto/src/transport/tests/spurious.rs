@@ -160,3 +160,37 @@ fn a_timeout_shown_spurious_stretches_the_retransmission_timer() {
         s.acks_received / 40
     );
 }
+
+/// RFC 9040 on RFC 3522's response: a VC told the late ACKs that other VCs to the
+/// same host learnt (`Psb::share_late_rtt`, the engine's `late_path`) waits for them
+/// from its first TPDU, so the stalls that cost the previous test one spurious head
+/// retransmission to learn cost this VC none.
+#[test]
+fn a_late_ack_shared_by_other_vcs_on_the_path_costs_no_retransmission() {
+    let q: Qos = "reliable:flow=packet-pair,pcr=40Mbps".parse().unwrap();
+    let mut cfg = TransportConfig::from_qos(&q, false).unwrap();
+    cfg.rtt.min_rto = Duration::from_millis(20);
+    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
+    p.delay = Duration::from_micros(25);
+    let mut n = 0u32;
+    p.back_extra = Box::new(move || {
+        n += 1;
+        if n.is_multiple_of(40) {
+            Duration::from_millis(8)
+        } else {
+            Duration::ZERO
+        }
+    });
+    p.tx.share_late_rtt(Duration::from_millis(10));
+    let m = msgs(&[64 * 1024; 64]);
+    p.transfer(&m, Duration::from_secs(60));
+    assert_eq!(p.messages(), m, "messages lost");
+    let s = p.tx.stats();
+    assert!(s.acks_received > 400, "{} ACKs", s.acks_received);
+    assert_eq!(
+        (s.retx_head, s.retx_timeout, s.retx_fast),
+        (0, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(p.tx.late_rtt(), Duration::ZERO, "nothing learnt of its own");
+}

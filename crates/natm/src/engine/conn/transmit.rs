@@ -19,6 +19,13 @@ impl Conn {
         max: usize,
     ) -> usize {
         let mut sent = 0;
+        if which == Which::Tx {
+            if let Some(p) = &self.late_path {
+                // RFC 9040: wait for the late ACKs any VC to the peer's host saw.
+                let shared = p.report(end.half.late_rtt(), now.as_nanos());
+                end.half.share_late_rtt(shared);
+            }
+        }
         let peer = if self.sock_connected.load(Ordering::Acquire) {
             None
         } else {
@@ -306,6 +313,10 @@ impl Conn {
 /// write).
 pub(crate) trait Progress {
     fn has_progress(&self) -> bool;
+    /// The late ACK this sending VC learnt to wait for (zero on a receiving end).
+    fn late_rtt(&self) -> std::time::Duration;
+    /// What the VCs to the peer's host learnt of late ACKs (`late_path`).
+    fn share_late_rtt(&mut self, d: std::time::Duration);
     /// The path carries at most `cap` payload octets per TPDU unfragmented (a
     /// sender cuts its TPDUs to it; a receiver has nothing to cut).
     fn set_path_cap(&mut self, cap: usize);
@@ -323,6 +334,12 @@ pub(crate) trait Progress {
 impl Progress for TxHalf {
     fn has_progress(&self) -> bool {
         self.capacity() > 0
+    }
+    fn late_rtt(&self) -> std::time::Duration {
+        TxHalf::late_rtt(self)
+    }
+    fn share_late_rtt(&mut self, d: std::time::Duration) {
+        TxHalf::share_late_rtt(self, d);
     }
     fn set_path_cap(&mut self, cap: usize) {
         TxHalf::set_path_cap(self, cap);
@@ -347,6 +364,10 @@ impl Progress for RxHalf {
     fn has_progress(&self) -> bool {
         self.readable() > 0
     }
+    fn late_rtt(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
+    fn share_late_rtt(&mut self, _d: std::time::Duration) {}
     fn set_path_cap(&mut self, _cap: usize) {}
     fn send_queued(&self) -> usize {
         0
