@@ -499,13 +499,18 @@ impl Conn {
     /// waiter sees "aborted" with `reason`. Ends already finished stay as they ended.
     pub(crate) fn abort_both(&self, eng: &Engine, reason: AbortReason) {
         let now = eng.clock.now();
-        {
-            let (mut e, cv) = self.tx();
-            self.abort_end(eng, Which::Tx, &mut e, cv, reason, now);
-        }
+        // The receiving VC first: the peer's answer to the ABORT on our sending VC
+        // (its receiving VC aborted by us, its coupling ends its sending one) would
+        // otherwise race us to our receiving VC and mark it aborted by the peer. The
+        // ABORT on our receiving VC ends only the peer's sending VC
+        // (`coupling`'s hang-up row), which sends nothing back.
         {
             let (mut e, cv) = self.rx();
             self.abort_end(eng, Which::Rx, &mut e, cv, reason, now);
+        }
+        {
+            let (mut e, cv) = self.tx();
+            self.abort_end(eng, Which::Tx, &mut e, cv, reason, now);
         }
         self.stop_reading(eng);
     }
