@@ -206,7 +206,11 @@ impl HostSub {
                 .map_err(|e| io::Error::new(io::ErrorKind::AddrInUse, e))?;
             // Taken under the routes' write lock: a reader routing a frame now either
             // finished before (its frame is held) or waits and routes it here.
-            self.port.held.lock().take_for(&table.routes, self.id)
+            let vcis = [route.rx_vci, route.tx_vci];
+            self.port
+                .held
+                .lock()
+                .take_for(&table.routes, self.id, &vcis)
         };
         if routes.is_empty() {
             return Ok(());
