@@ -7,27 +7,35 @@ use super::*;
 use crate::flow::build;
 use crate::wire::qos::Qos;
 
-/// 4 MB on `qos` over a loopback-like path (25 µs each way, no loss, no reordering)
-/// whose every 40th ACK comes 400 µs late: the sender's stats and whether every
-/// message arrived.
-fn late_acks(qos: &str) -> (PsbStats, bool) {
+/// A pair on `qos` over a loopback-like path (25 µs each way, no loss, no
+/// reordering) whose every 40th ACK comes `late` late; the RTO floor `min_rto` if one
+/// is given.
+fn late_every_40th(qos: &str, min_rto: Option<Duration>, late: Duration) -> Pair {
     let q: Qos = qos.parse().unwrap();
-    let cfg = TransportConfig::from_qos(&q, false).unwrap();
+    let mut cfg = TransportConfig::from_qos(&q, false).unwrap();
+    if let Some(rto) = min_rto {
+        cfg.rtt.min_rto = rto;
+    }
     let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
     p.delay = Duration::from_micros(25);
     let mut n = 0u32;
     p.back_extra = Box::new(move || {
         n += 1;
         if n.is_multiple_of(40) {
-            Duration::from_micros(400)
+            late
         } else {
             Duration::ZERO
         }
     });
+    p
+}
+
+/// 4 MB over `p`: the sender's stats, after asserting that every message arrived.
+fn four_mb(mut p: Pair) -> PsbStats {
     let m = msgs(&[64 * 1024; 64]);
     p.transfer(&m, Duration::from_secs(60));
-    let whole = p.messages() == m;
-    (p.tx.stats().clone(), whole)
+    assert_eq!(p.messages(), m, "messages lost");
+    p.tx.stats().clone()
 }
 
 #[test]
@@ -36,8 +44,7 @@ fn a_paced_vc_does_not_retransmit_on_a_loss_free_path_with_late_acks() {
         "cbr:pcr=40Mbps,ec=on",
         "reliable:flow=packet-pair,pcr=40Mbps",
     ] {
-        let (s, whole) = late_acks(qos);
-        assert!(whole, "{qos}: messages lost");
+        let s = four_mb(late_every_40th(qos, None, Duration::from_micros(400)));
         assert_eq!(
             (s.retx_head, s.retx_fast, s.retx_timeout),
             (0, 0, 0),
@@ -85,23 +92,11 @@ fn the_head_check_still_resends_a_lost_tail_within_milliseconds() {
 /// RTT from then on, so the later stalls cost no retransmission.
 #[test]
 fn a_head_retransmission_shown_spurious_stretches_the_head_check() {
-    let q: Qos = "reliable:flow=packet-pair,pcr=40Mbps".parse().unwrap();
-    let cfg = TransportConfig::from_qos(&q, false).unwrap();
-    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
-    p.delay = Duration::from_micros(25);
-    let mut n = 0u32;
-    p.back_extra = Box::new(move || {
-        n += 1;
-        if n.is_multiple_of(40) {
-            Duration::from_millis(8)
-        } else {
-            Duration::ZERO
-        }
-    });
-    let m = msgs(&[64 * 1024; 64]);
-    p.transfer(&m, Duration::from_secs(60));
-    assert_eq!(p.messages(), m, "messages lost");
-    let s = p.tx.stats();
+    let s = four_mb(late_every_40th(
+        "reliable:flow=packet-pair,pcr=40Mbps",
+        None,
+        Duration::from_millis(8),
+    ));
     assert!(
         s.acks_received > 400,
         "{} ACKs: too few to be late",
@@ -128,24 +123,11 @@ fn a_head_retransmission_shown_spurious_stretches_the_head_check() {
 /// so the later stalls cost no retransmission.
 #[test]
 fn a_timeout_shown_spurious_stretches_the_retransmission_timer() {
-    let q: Qos = "reliable:flow=packet-pair,pcr=40Mbps".parse().unwrap();
-    let mut cfg = TransportConfig::from_qos(&q, false).unwrap();
-    cfg.rtt.min_rto = Duration::from_millis(20);
-    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
-    p.delay = Duration::from_micros(25);
-    let mut n = 0u32;
-    p.back_extra = Box::new(move || {
-        n += 1;
-        if n.is_multiple_of(40) {
-            Duration::from_millis(50)
-        } else {
-            Duration::ZERO
-        }
-    });
-    let m = msgs(&[64 * 1024; 64]);
-    p.transfer(&m, Duration::from_secs(60));
-    assert_eq!(p.messages(), m, "messages lost");
-    let s = p.tx.stats();
+    let s = four_mb(late_every_40th(
+        "reliable:flow=packet-pair,pcr=40Mbps",
+        Some(Duration::from_millis(20)),
+        Duration::from_millis(50),
+    ));
     assert!(
         s.acks_received > 400,
         "{} ACKs: too few to be late",
@@ -167,20 +149,11 @@ fn a_timeout_shown_spurious_stretches_the_retransmission_timer() {
 /// retransmission to learn cost this VC none.
 #[test]
 fn a_late_ack_shared_by_other_vcs_on_the_path_costs_no_retransmission() {
-    let q: Qos = "reliable:flow=packet-pair,pcr=40Mbps".parse().unwrap();
-    let mut cfg = TransportConfig::from_qos(&q, false).unwrap();
-    cfg.rtt.min_rto = Duration::from_millis(20);
-    let mut p = Pair::with_flow(cfg.clone(), cfg.clone(), build(cfg.flow, &cfg));
-    p.delay = Duration::from_micros(25);
-    let mut n = 0u32;
-    p.back_extra = Box::new(move || {
-        n += 1;
-        if n.is_multiple_of(40) {
-            Duration::from_millis(8)
-        } else {
-            Duration::ZERO
-        }
-    });
+    let mut p = late_every_40th(
+        "reliable:flow=packet-pair,pcr=40Mbps",
+        Some(Duration::from_millis(20)),
+        Duration::from_millis(8),
+    );
     p.tx.share_late_rtt(Duration::from_millis(10));
     let m = msgs(&[64 * 1024; 64]);
     p.transfer(&m, Duration::from_secs(60));
