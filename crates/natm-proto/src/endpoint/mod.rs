@@ -375,6 +375,13 @@ impl Endpoint {
         if let Some(&(h, half)) = self.routes.get(&(vci, cookie)) {
             let meta = self.conns.get_mut(&h)?;
             if meta.pinned && meta.remote != from {
+                if ty == TpduType::ConnRequest && vci == VCI_FORWARD {
+                    // Another caller drew the cookie a call from elsewhere holds: its
+                    // VCs could not be told apart. Refused at once (it may call again
+                    // with another), where dropping it left it to time out.
+                    self.stats.refused += 1;
+                    return Some(abort_response(from, VCI_FORWARD, cookie));
+                }
                 self.stats.bad_source += 1;
                 return None;
             }
@@ -557,6 +564,19 @@ impl Endpoint {
         }
         self.routes.remove(&(m.route.tx_vci, m.route.cookie));
         self.routes.remove(&(m.route.rx_vci, m.route.cookie));
+    }
+
+    /// Refuse a connection [`Endpoint::handle`] just accepted that its owner cannot
+    /// open after all (a host port where another call holds its cookie, no socket to
+    /// give it): forget it and answer its CONN-REQ with the ABORT a full backlog gets,
+    /// so the caller learns at once instead of waiting out its handshake. `None` if
+    /// `h` is not known.
+    pub fn refuse(&mut self, h: ConnectionHandle) -> Option<DatagramEvent> {
+        let m = self.conns.get(&h)?;
+        let (to, cookie) = (m.remote, m.route.cookie);
+        self.forget(h);
+        self.stats.refused += 1;
+        Some(abort_response(to, VCI_FORWARD, cookie))
     }
 
     /// Connections the endpoint routes to.

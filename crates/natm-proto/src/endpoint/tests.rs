@@ -607,6 +607,31 @@ fn a_forged_frame_from_another_source_does_not_reach_the_connection() {
 }
 
 #[test]
+fn a_second_caller_that_drew_an_established_calls_cookie_is_refused_at_once() {
+    // Nodes 0 and 2 draw the same cookies (one seed): the server could not tell the
+    // second call's VCs from the first's, so it refuses it in one round trip, and the
+    // first goes on.
+    let mut net = Net::new(vec![client_cfg(1), server_cfg(2), client_cfg(1)]);
+    let first = net.connect(0, 1);
+    net.drive_for(Duration::from_millis(50));
+    let second = net.connect(2, 1);
+    net.drive_for(Duration::from_millis(10));
+    assert_eq!(
+        net.nodes[2].events_of(second),
+        vec![Event::ConnectFailed(AbortReason::Refused)]
+    );
+    assert_eq!(net.nodes[1].accepted.len(), 1);
+    assert_eq!(net.nodes[1].ep.stats().refused, 1);
+    let s = net.nodes[1].accepted[0];
+    net.nodes[0]
+        .conn(first)
+        .send(b"still mine", true)
+        .expect("room");
+    net.drive_for(Duration::from_millis(50));
+    assert_eq!(net.nodes[1].messages_of(s), vec![b"still mine".to_vec()]);
+}
+
+#[test]
 fn a_wrong_cookie_on_an_established_connection_changes_nothing() {
     let (mut net, c, s) = connected();
     net.nodes[0].conn(c).send(b"one", true).expect("room");

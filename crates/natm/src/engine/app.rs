@@ -102,7 +102,7 @@ fn end_error<H: natm_proto::endpoint::Simplex>(e: &End<H>) -> Option<Error> {
     if s.aborted == Some(AbortReason::Peer) && !s.connected {
         return Some(Error::Refused {
             cause: 17,
-            detail: "the listener refused the connection (its backlog is full, or it cannot take the parameters)".into(),
+            detail: "the listener refused the connection (its backlog is full, it cannot take the parameters, or it cannot open the connection)".into(),
         });
     }
     if let Some(r) = s.aborted {

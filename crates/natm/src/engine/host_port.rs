@@ -583,12 +583,17 @@ impl HostPort {
             }
             {
                 let table = self.table.read();
+                let end = |id: usize| table.subs.get(&id).and_then(Weak::upgrade);
                 for (from, d) in batch.iter() {
-                    let sub = table
-                        .routes
-                        .route(d)
-                        .and_then(|id| table.subs.get(&id))
-                        .and_then(Weak::upgrade);
+                    let sub = match table.routes.route(d).and_then(end) {
+                        // A CONN-REQ from another peer than the call its cookie names
+                        // (two callers drew one cookie): a new call, for the listener
+                        // to refuse.
+                        Some(s) if !s.takes_from(from) => {
+                            table.routes.acceptor_of(d).and_then(end).or(Some(s))
+                        }
+                        s => s,
+                    };
                     let Some(sub) = sub else {
                         self.unrouted.fetch_add(1, Relaxed);
                         self.held.lock().hold(from, d);

@@ -201,7 +201,16 @@ impl ListenerShared {
                 let c = match self.open(eng, *conn) {
                     Ok(c) => c,
                     Err(_) => {
-                        demux.endpoint.forget(h);
+                        // Refused at once, not left to time out at the caller.
+                        let answer = demux.endpoint.refuse(h);
+                        drop(demux);
+                        if let Some(DatagramEvent::Response {
+                            destination,
+                            datagram,
+                        }) = answer
+                        {
+                            self.respond(destination, &datagram);
+                        }
                         return;
                     }
                 };

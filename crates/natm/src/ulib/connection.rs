@@ -136,18 +136,43 @@ impl Connection {
 
     pub(super) fn connect(
         eng: Arc<Engine>,
-        (local, addr): (Option<SocketAddr>, SocketAddr),
+        addrs: (Option<SocketAddr>, SocketAddr),
         r: Resolved,
         timeout: Duration,
     ) -> Result<Connection, Error> {
-        let conn = Conn::connect(
-            &eng,
-            (local, addr),
-            r.cfg,
-            (r.level, r.weight),
-            (random_cookie(), random_cookie()),
-            timeout,
-        )?;
+        Self::connect_drawing(eng, addrs, r, timeout, || {
+            (random_cookie(), random_cookie())
+        })
+    }
+
+    /// As [`Connection::connect`], the call's cookie and initial sequence number from
+    /// `draw`. On one port per host every direct call of the port rides VCIs 32 and
+    /// 33, told apart by its cookie alone, so a cookie another call of the port holds
+    /// is drawn again (a random 32-bit cookie among 100,000 calls repeats with
+    /// probability ~2/3: the birthday bound).
+    fn connect_drawing(
+        eng: Arc<Engine>,
+        (local, addr): (Option<SocketAddr>, SocketAddr),
+        r: Resolved,
+        timeout: Duration,
+        mut draw: impl FnMut() -> (u32, u32),
+    ) -> Result<Connection, Error> {
+        const DRAWS: usize = 8;
+        let mut drawn = 0;
+        let conn = loop {
+            drawn += 1;
+            match Conn::connect(
+                &eng,
+                (local, addr),
+                r.cfg.clone(),
+                (r.level, r.weight),
+                draw(),
+                timeout,
+            ) {
+                Err(Error::Io(e)) if drawn < DRAWS && route_taken(&e) => continue,
+                other => break other?,
+            }
+        };
         conn.smooth_cells(&eng, r.cell_rate);
         conn.set_unused(r.unused);
         Ok(Connection::from_conn(eng, conn))
@@ -629,6 +654,13 @@ impl io::Read for &Connection {
 }
 
 /// A random 32-bit value (cookies, initial sequence numbers).
+/// Whether opening a VC failed because another VC end of its host port holds one of
+/// its routes (`HostSub::route`).
+fn route_taken(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<natm_proto::endpoint::RouteTaken>())
+}
+
 pub(super) fn random_cookie() -> u32 {
     let mut b = [0u8; 4];
     match rustix::rand::getrandom(&mut b, rustix::rand::GetRandomFlags::empty()) {
@@ -736,6 +768,68 @@ mod tests {
         assert_eq!((vc.vci, h.ty, h.cookie), (77, TpduType::Abort, 0x5EED));
         // Nobody was accepted for it.
         assert!(matches!(l.accept(Wait::No), Err(Error::WouldBlock(_))));
+    }
+
+    /// A host with one UDP port for all its VCs.
+    fn per_host() -> Host {
+        let mut cfg = HostConfig::default();
+        cfg.engine.ports = crate::ulib::Ports::PerHost;
+        Host::open(cfg).unwrap()
+    }
+
+    /// A direct call from `from` with the cookies `draw` gives.
+    fn connect_with_cookies(
+        from: &Host,
+        to: SocketAddr,
+        draw: impl FnMut() -> (u32, u32),
+    ) -> Result<Connection, Error> {
+        let r = from
+            .resolve_qos(&"reliable".into_qos().unwrap())
+            .unwrap()
+            .not_bare()
+            .unwrap();
+        Connection::connect_drawing(
+            from.eng.clone(),
+            (None, to),
+            r,
+            Duration::from_secs(5),
+            draw,
+        )
+    }
+
+    #[test]
+    fn a_caller_on_one_port_draws_again_a_cookie_another_of_its_calls_holds() {
+        let (a, b) = (per_host(), per_host());
+        let l = b.bind("127.0.0.1:0", "reliable").unwrap();
+        let to = l.local_addr().unwrap();
+        let first = connect_with_cookies(&a, to, || (0xC0FFEE, 1)).unwrap();
+        let mut draws = vec![(0xBEEF, 2), (0xC0FFEE, 3)];
+        let second = connect_with_cookies(&a, to, || draws.pop().unwrap()).unwrap();
+        assert!(draws.is_empty(), "the held cookie was not drawn again");
+        // Both calls carry their own data.
+        let (s1, s2) = (
+            l.accept(Wait::For(Duration::from_secs(5))).unwrap(),
+            l.accept(Wait::For(Duration::from_secs(5))).unwrap(),
+        );
+        first.send(b"one", Wait::Block).unwrap();
+        second.send(b"two", Wait::Block).unwrap();
+        let mut got = [s1, s2].map(|s| s.recv(Wait::For(Duration::from_secs(5))).unwrap());
+        got.sort();
+        assert_eq!(got, [Some(b"one".to_vec()), Some(b"two".to_vec())]);
+    }
+
+    #[test]
+    fn a_listener_refuses_at_once_a_call_whose_cookie_another_callers_call_holds() {
+        // Two callers on ports of their own pick the same cookie: the listener cannot
+        // tell their VCs apart, and the second caller is refused, not left to time out.
+        let (a1, a2, b) = (per_host(), per_host(), per_host());
+        let l = b.bind("127.0.0.1:0", "reliable").unwrap();
+        let to = l.local_addr().unwrap();
+        let _first = connect_with_cookies(&a1, to, || (0xC0FFEE, 1)).unwrap();
+        match connect_with_cookies(&a2, to, || (0xC0FFEE, 2)) {
+            Err(Error::Refused { cause: 17, .. }) => {}
+            other => panic!("{other:?}"),
+        }
     }
 
     /// Both ends of a direct-mode connection over a memory network.

@@ -76,9 +76,14 @@ pub(super) struct SubInner {
 }
 
 impl SubInner {
+    /// Whether frames from `from` are this end's: its peer's, or any before it has one.
+    pub(super) fn takes_from(&self, from: SocketAddr) -> bool {
+        self.peer.read().addr.is_none_or(|p| p == from)
+    }
+
     /// Queue one frame; whether it was taken.
     pub(super) fn deliver(&self, from: SocketAddr, frame: &[u8]) -> bool {
-        if self.peer.read().addr.is_some_and(|p| p != from) {
+        if !self.takes_from(from) {
             self.dropped_source.fetch_add(1, Relaxed);
             return false;
         }
@@ -118,7 +123,7 @@ impl SubInner {
         batch: &mut RecvBatch,
         from: SocketAddr,
     ) -> Option<()> {
-        if self.peer.read().addr.is_some_and(|p| p != from) {
+        if !self.takes_from(from) {
             return None;
         }
         let cost = charge(batch);
