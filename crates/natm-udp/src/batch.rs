@@ -62,6 +62,11 @@ impl SendBatch {
         }
     }
 
+    /// Make room for `bytes` octets of frames in all, once: nothing if there is.
+    pub fn reserve_total(&mut self, bytes: usize) {
+        self.buf.reserve(bytes.saturating_sub(self.buf.len()));
+    }
+
     /// Forget the frames, keep the memory.
     pub fn clear(&mut self) {
         self.used = 0;

@@ -35,6 +35,12 @@ impl Conn {
         // burst of ACKs, or the full TPDUs of a message).
         let mut batch = std::mem::take(&mut end.out_batch);
         batch.clear();
+        if self.crypt.is_some() && which == Which::Tx {
+            // Every sealed TPDU goes through this batch: room for the largest up
+            // front (growing it as the first TPDUs came left sealed bulk ~10 % slower,
+            // `perf throughput --stacks natm-reliable-enc`, 6 runs each).
+            batch.reserve_total(crate::adaptor::MAX_DATAGRAM);
+        }
         let header = vc_header_on(end.half.vpi(), end.half.vci());
         // A bare VC's frames are the VC header and the SDU itself (docs/wire.md).
         while self.bare && sent < max {
