@@ -276,7 +276,7 @@ pub(crate) struct Conn {
     oam_cv: Condvar,
     /// The call's TPDU keys: every TPDU either way is sealed (`wire::seal`); `None`:
     /// clear TPDUs, checked by the cookie alone.
-    crypt: Option<Crypt>,
+    crypt: Option<Box<Crypt>>,
     /// The receive areas lent to this connection (`natm_udp::areas`), against a
     /// budget of its VC's receive buffer.
     pub(crate) areas: natm_udp::AreaAccount,
@@ -379,7 +379,7 @@ impl Conn {
             oam_cv: Condvar::new(),
             efci: AtomicBool::new(false),
             // A bare VC has no TPDU to seal (sigd never gives it keys).
-            crypt: keys.filter(|_| !bare).map(Crypt::new),
+            crypt: keys.filter(|_| !bare).map(|k| Box::new(Crypt::new(k))),
         });
         // On a host port the connection's frames find it by its route from now on.
         conn.link.route(route, bare)?;
