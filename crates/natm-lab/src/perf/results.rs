@@ -630,6 +630,10 @@ pub(crate) struct ScaleStep {
     /// let them cut: a search that never finishes leaves TPDUs at its base).
     #[serde(default)]
     pub(crate) octets_per_tpdu: f64,
+    /// How long the step's warm-up lasted, s: at least the run's, and until every
+    /// connection had been offered a message.
+    #[serde(default)]
+    pub(crate) warmup_s: f64,
 }
 
 // ---------------------------------------------------------------------------------
