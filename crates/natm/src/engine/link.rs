@@ -142,6 +142,11 @@ pub(crate) const RECV_SLOTS: usize = 1;
 const SEND_WAIT: Duration = Duration::from_millis(200);
 
 impl UdpLink {
+    /// Frame mode: one frame per datagram (no cell codec).
+    pub(crate) fn in_frames(&self) -> bool {
+        self.cells.is_none()
+    }
+
     pub(crate) fn bind(
         addr: SocketAddr,
         rcvbuf: usize,

@@ -272,6 +272,10 @@ impl HostSub {
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
         let to = self.to(to)?;
+        if self.port.defers(batch) {
+            self.port.defer(to, batch);
+            return Ok(batch.len());
+        }
         self.watching_size(|| self.port.link.send_batch(batch, Some(to)))
     }
 
@@ -281,6 +285,10 @@ impl HostSub {
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
         let to = self.to(to)?;
+        if self.port.defers_gathered(batch) {
+            self.port.defer_gathered(to, batch);
+            return Ok(batch.len());
+        }
         self.watching_size(|| self.port.link.send_gathered(batch, Some(to)))
     }
 
