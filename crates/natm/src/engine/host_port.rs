@@ -108,6 +108,11 @@ const DEFER_MAX: usize = 512;
 /// Subs drained between two sends of the small frames held ([`DEFER_MAX`]).
 const DEFER_SUBS: usize = 32;
 
+/// Frames held for one destination at most: they leave as soon as there are this
+/// many (a VC draining a long backlog makes an ACK every 32 frames, and each waited
+/// for the other subs' drains with no more to gain than one `sendmsg` in 16).
+const DEFER_FRAMES: usize = 16;
+
 /// The driver is draining the subs of the port `token` (see [`DEFER_MAX`]).
 struct Deferring;
 
@@ -187,6 +192,10 @@ impl Deferred {
             out.clear();
         }
         let _ = out.push_with(len, write);
+        if out.len() >= DEFER_FRAMES {
+            send(to, out);
+            out.clear();
+        }
     }
 
     /// Hand every held batch to `send`, emptied after.
