@@ -77,16 +77,16 @@ pub(crate) struct HostOpts {
     #[arg(long, value_name = "cell[:N]|frame")]
     link: Option<LinkMode>,
     /// UDP sockets: `vc`, one per connection end, or `host`, one for every VC of the
-    /// host, told apart by VCI and cookie [default: $NATM_PORTS, else vc]. The peer
-    /// need not use the same.
+    /// host, told apart by VCI and cookie [default: $NATM_PORTS, else host; a cell-mode
+    /// link keeps vc]. The peer need not use the same.
     #[arg(long, value_name = "vc|host")]
     ports: Option<Ports>,
 }
 
 /// A host whose calls go through the sigd `o.sigd` names (default: the library's,
 /// `$NATM_SIGD` else /run/natm/sigd.sock), its links in `o.link`'s mode (else
-/// `$NATM_LINK`, else frame mode), on `o.ports`' sockets (else `$NATM_PORTS`, else a
-/// socket per connection end).
+/// `$NATM_LINK`, else frame mode), on `o.ports`' sockets (else `$NATM_PORTS`, else one
+/// per host).
 fn open_host(o: &HostOpts) -> anyhow::Result<Host> {
     let mut cfg = HostConfig::default();
     if let Some(p) = &o.sigd {
@@ -103,7 +103,7 @@ fn open_host(o: &HostOpts) -> anyhow::Result<Host> {
         Some(p) => p,
         None => match std::env::var("NATM_PORTS") {
             Ok(v) => v.parse().map_err(|e| anyhow!("$NATM_PORTS: {e}"))?,
-            Err(_) => Ports::PerVc,
+            Err(_) => Ports::default(),
         },
     };
     Host::open(cfg).map_err(|e| anyhow!("cannot start natm's engine: {e}"))

@@ -222,6 +222,29 @@ fn port(s: &ConnStats) -> natm::adaptor::PortStats {
     s.port.unwrap_or_default()
 }
 
+/// The UDP sockets' counters of both ends (one host): each connection's own
+/// socket's, or, on one port per host, the host's ports', which carry both.
+fn sockets(host: &Host, c: &ConnStats, s: &ConnStats) -> natm::adaptor::PortStats {
+    match (c.port, s.port) {
+        (None, None) => {
+            host.ports()
+                .iter()
+                .fold(Default::default(), |t, p| natm::adaptor::PortStats {
+                    datagrams_sent: t.datagrams_sent + p.socket.datagrams_sent,
+                    bytes_sent: t.bytes_sent + p.socket.bytes_sent,
+                    send_calls: t.send_calls + p.socket.send_calls,
+                    ..t
+                })
+        }
+        _ => natm::adaptor::PortStats {
+            datagrams_sent: port(c).datagrams_sent + port(s).datagrams_sent,
+            bytes_sent: port(c).bytes_sent + port(s).bytes_sent,
+            send_calls: port(c).send_calls + port(s).send_calls,
+            ..Default::default()
+        },
+    }
+}
+
 /// One transfer of `count` messages of `size` bytes, client to server; `netns`: in a
 /// private namespace with the kernel's counters.
 fn transfer(
@@ -277,6 +300,7 @@ fn transfer(
     // Let the handshake's (and the warm-up's) last frames land before the baseline.
     std::thread::sleep(Duration::from_millis(20));
     let (c0, s0) = (client.stats(), server.stats());
+    let k0 = sockets(&host, &c0, &s0);
     let lo0 = if netns { Some(lo_counters()?) } else { None };
     let (cpu0, wall0) = (process_cpu(), Instant::now());
     let received = std::thread::scope(|sc| -> anyhow::Result<(u64, u64)> {
@@ -312,6 +336,7 @@ fn transfer(
     // The last ACKs: a reliable VC is quiet once everything is acknowledged.
     std::thread::sleep(Duration::from_millis(50));
     let (c1, s1) = (client.stats(), server.stats());
+    let k1 = sockets(&host, &c1, &s1);
     let lo1 = if netns { Some(lo_counters()?) } else { None };
     let d = |a: u64, b: u64| b.saturating_sub(a);
     let cells = |s: &ConnStats| s.cells.map(|c| (c.sar.cells, c.sar.frames));
@@ -335,18 +360,9 @@ fn transfer(
         acks: d(s0.rx.acks_sent, s1.rx.acks_sent),
         cells,
         frames,
-        udp_bytes: d(
-            port(&c0).bytes_sent + port(&s0).bytes_sent,
-            port(&c1).bytes_sent + port(&s1).bytes_sent,
-        ),
-        datagrams: d(
-            port(&c0).datagrams_sent + port(&s0).datagrams_sent,
-            port(&c1).datagrams_sent + port(&s1).datagrams_sent,
-        ),
-        send_calls: d(
-            port(&c0).send_calls + port(&s0).send_calls,
-            port(&c1).send_calls + port(&s1).send_calls,
-        ),
+        udp_bytes: d(k0.bytes_sent, k1.bytes_sent),
+        datagrams: d(k0.datagrams_sent, k1.datagrams_sent),
+        send_calls: d(k0.send_calls, k1.send_calls),
         lo: lo0.zip(lo1).map(|(a, b)| LoCounters {
             packets: d(a.packets, b.packets),
             bytes: d(a.bytes, b.bytes),

@@ -695,7 +695,7 @@ impl Experiment for ScaleArgs {
         let size = super::check_size(self.size)?;
         let most = *self.counts.iter().max().unwrap_or(&1) as u64;
         // A socket per VC end, or one port per host whatever the count.
-        let per_vc = super::host_config().engine.ports == natm::ulib::Ports::PerVc;
+        let per_vc = super::host_config().engine.ports_in_use() == natm::ulib::Ports::PerVc;
         let need = if per_vc { most } else { 0 } + FD_MARGIN + open_fds();
         let nofile = raise_nofile(need);
         if need > nofile {

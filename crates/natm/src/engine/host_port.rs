@@ -259,6 +259,9 @@ pub struct PortStats {
     /// Datagrams the kernel dropped because the socket's buffer was full (from
     /// `/proc/net/udp`; `None` where unknown).
     pub kernel_drops: Option<u64>,
+    /// The socket's own counters (datagrams and octets each way, system calls), for
+    /// all of its VCs: what `ConnStats::port` says of a socket per VC end.
+    pub socket: crate::adaptor::PortStats,
 }
 
 /// The host's ports, one per local address bound (an engine's).
@@ -840,6 +843,7 @@ impl HostPort {
             held,
             held_dropped,
             kernel_drops: drops.of(self.link.raw_fd()),
+            socket: self.link.port.stats(),
         }
     }
 

@@ -427,7 +427,7 @@ impl Link {
     fn bind_as(eng: &super::Engine, addr: SocketAddr, accept: bool) -> io::Result<Link> {
         let cfg = &eng.cfg;
         match &cfg.network {
-            Network::Udp if cfg.ports == super::Ports::PerHost => {
+            Network::Udp if cfg.ports_in_use() == super::Ports::PerHost => {
                 eng.host_ports.sub(eng, addr, accept).map(Link::Host)
             }
             Network::Udp => {

@@ -75,17 +75,19 @@ impl Watermarks {
     }
 }
 
-/// How a host's VCs meet the kernel's UDP (issue 30).
+/// How a host's VCs meet the kernel's UDP (issue 30; decision
+/// `0030-one-port-per-host-by-default`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Ports {
     /// A UDP socket per connection end: the kernel demultiplexes, each VC's queue is
     /// a socket buffer, and a waiting application thread sleeps in its own socket.
-    #[default]
     PerVc,
     /// One UDP socket per local address for every VC of the host, as a seed host has
     /// one adaptor (seed 000 §5): the engine's driver reads it in batches and
     /// demultiplexes by VCI and cookie (`engine::host_port`). A call opens no socket.
-    /// Frame mode only.
+    /// Frame mode only: a cell-mode link ([`LinkMode::Cell`]) keeps a socket per VC
+    /// end ([`EngineConfig::ports_in_use`]).
+    #[default]
     PerHost,
 }
 
@@ -170,6 +172,18 @@ pub fn current_cpus() -> io::Result<Vec<usize>> {
         .collect())
 }
 
+impl EngineConfig {
+    /// The ports the engine uses: [`EngineConfig::ports`], except that a cell-mode
+    /// link's trains carry cells, not the VC-headed frames a host port routes, so it
+    /// keeps a socket per VC end.
+    pub fn ports_in_use(&self) -> Ports {
+        match self.link_mode {
+            LinkMode::Frame => self.ports,
+            LinkMode::Cell { .. } => Ports::PerVc,
+        }
+    }
+}
+
 impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
@@ -188,7 +202,7 @@ impl Default for EngineConfig {
             driver_cpus: None,
             link_mode: LinkMode::Frame,
             send_pool: DEFAULT_SEND_POOL,
-            ports: Ports::PerVc,
+            ports: Ports::default(),
         }
     }
 }

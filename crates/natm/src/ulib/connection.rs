@@ -746,7 +746,12 @@ mod tests {
     fn a_listener_answers_a_frame_of_no_connection_with_abort_through_its_endpoint() {
         use crate::wire::tpdu::{Header, TpduType};
         use crate::wire::vcframe;
-        let host = Host::open(HostConfig::default()).unwrap();
+        // A socket per VC end: the listener's socket gets only frames of no connection.
+        // (One port per host holds them a while for calls not opened yet:
+        // `HostRoutes::set_acceptor`.)
+        let mut cfg = HostConfig::default();
+        cfg.engine.ports = crate::ulib::Ports::PerVc;
+        let host = Host::open(cfg).unwrap();
         let l = host.bind("127.0.0.1:0", "reliable").unwrap();
         let to = l.local_addr().unwrap();
         let sock = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
