@@ -24,7 +24,7 @@
 //! before its connection is opened), bounded in number and octets, then dropped and
 //! counted by the port; a socket per VC would have counted them on the VC.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::atomic::{
@@ -425,8 +425,7 @@ pub(crate) struct HostPort {
 #[derive(Debug, Default)]
 struct Table {
     routes: HostRoutes<usize>,
-    /// By sub id, the port's own number: FxHash.
-    subs: rustc_hash::FxHashMap<usize, Weak<SubInner>>,
+    subs: HashMap<usize, Weak<SubInner>>,
 }
 
 /// What a port holds for later: frames no route took yet ([`PENDING_FRAMES`]), and

@@ -25,7 +25,6 @@ mod rx_order;
 mod send_pool;
 mod smoother;
 
-use rustc_hash::FxHashMap;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 use std::io;
@@ -253,10 +252,7 @@ pub(crate) struct Engine {
     /// driver collected it, and the driver would sleep for ever (found by
     /// `tests/host_reactor.rs`: one dropped host in three kept its driver thread).
     waker: Arc<mio::Waker>,
-    /// Keyed by token, the engine's own number, never a peer's: FxHash, not SipHash
-    /// (the lookup fell from 3.0 to 2.4 % of `perf scale`'s samples at 10,000
-    /// connections; what is left is the bucket's and the `Arc`'s cache misses).
-    pub(crate) conns: Mutex<FxHashMap<usize, Arc<Conn>>>,
+    pub(crate) conns: Mutex<HashMap<usize, Arc<Conn>>>,
     /// The engine's hold on itself while connections the application dropped are still
     /// finishing (see [`Engine::linger`]); taken back with the last connection.
     keep: Mutex<Option<Arc<Engine>>>,
@@ -264,7 +260,7 @@ pub(crate) struct Engine {
     /// release to sigd) has not run yet; `Host::linger` waits for these too, or a
     /// process that exits right after it would end such a call as a crash does.
     forgetting: AtomicUsize,
-    pub(crate) listeners: Mutex<FxHashMap<usize, Arc<ListenerShared>>>,
+    pub(crate) listeners: Mutex<HashMap<usize, Arc<ListenerShared>>>,
     /// Other descriptors the driver watches, by token ([`Engine::watch`]).
     sources: Mutex<HashMap<usize, Weak<dyn Source>>>,
     timers: Mutex<BinaryHeap<Reverse<(u64, usize)>>>,
@@ -317,10 +313,10 @@ impl Engine {
             cfg,
             registry,
             waker,
-            conns: Mutex::new(Level::Conns, FxHashMap::default()),
+            conns: Mutex::new(Level::Conns, HashMap::new()),
             keep: Mutex::new(Level::Leaf, None),
             forgetting: AtomicUsize::new(0),
-            listeners: Mutex::new(Level::Leaf, FxHashMap::default()),
+            listeners: Mutex::new(Level::Leaf, HashMap::new()),
             sources: Mutex::new(Level::Leaf, HashMap::new()),
             timers: Mutex::new(Level::Leaf, BinaryHeap::new()),
             sleep_until: Arc::new(AtomicU64::new(0)),
