@@ -98,8 +98,9 @@ thread_local! {
     static DEFERRING: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
 }
 
-/// Frames of at most this many octets (ACKs, control TPDUs) that the driver sends
-/// while it drains a port's subs wait for the end of the round, and leave together:
+/// Frames of at most this many octets that a receiving half answers with (ACKs,
+/// [`an_answer`]) and the driver sends while it drains a port's subs wait for the end
+/// of the round, and leave together:
 /// every VC to one peer shares its destination, so one GSO `sendmsg` carries the ACKs
 /// of many VCs. (One `sendmsg` per VC's ACK made the system calls per second the
 /// same at 100 and 10,000 connections, each carrying one ACK: `perf scale`.)
@@ -112,6 +113,21 @@ const DEFER_SUBS: usize = 32;
 /// many (a VC draining a long backlog makes an ACK every 32 frames, and each waited
 /// for the other subs' drains with no more to gain than one `sendmsg` in 16).
 const DEFER_FRAMES: usize = 16;
+
+/// Whether a frame (VC header, TPDU header first) is one a receiving half sends: an
+/// ACK or another answer. Only those are held ([`DEFER_MAX`]). A sending half's
+/// frames keep their order with what the application thread sends inline meanwhile:
+/// a message's short last TPDU, held, went after the next message's first ones, out
+/// of order, and SMART's fast path marked it lost on a loss-free path.
+fn an_answer(frame: &[u8]) -> bool {
+    use natm_proto::endpoint::Dir;
+    use natm_proto::wire::{tpdu::Header, vcframe};
+    vcframe::Repr::parse_bytes(frame)
+        .ok()
+        .filter(|(vc, _)| vc.kind == vcframe::FrameKind::Data)
+        .and_then(|(_, sdu)| Header::route_fields(sdu))
+        .is_some_and(|(ty, _)| Dir::of(ty) == Some(Dir::Backward))
+}
 
 /// The driver is draining the subs of the port `token` (see [`DEFER_MAX`]).
 struct Deferring;
@@ -548,6 +564,7 @@ impl HostPort {
         Deferring::on(self.token)
             && batch.segment_size().is_some_and(|s| s <= DEFER_MAX)
             && self.link.in_frames()
+            && batch.frames().all(an_answer)
     }
 
     /// As [`HostPort::defers`], for a gathered batch.
@@ -556,6 +573,7 @@ impl HostPort {
             && batch.segment_size() <= DEFER_MAX
             && !batch.is_empty()
             && self.link.in_frames()
+            && batch.frames().all(|[head, _]| an_answer(head))
     }
 
     /// Hold a gathered batch's frames for the end of the driver's round.
@@ -892,12 +910,47 @@ mod tests {
     use natm_proto::wire::vcframe;
 
     fn frame(vci: u16, cookie: u32, len: usize) -> Vec<u8> {
+        frame_of(TpduType::Data, vci, cookie, len)
+    }
+
+    fn frame_of(ty: TpduType, vci: u16, cookie: u32, len: usize) -> Vec<u8> {
         let mut d = vcframe::Repr::data(0, vci).to_bytes().to_vec();
-        let mut h = Header::new(TpduType::Data);
+        let mut h = Header::new(ty);
         h.cookie = cookie;
         d.extend_from_slice(&h.to_bytes());
         d.resize(d.len() + len, 0);
         d
+    }
+
+    /// While the driver drains a port's subs, a receiving half's short answers are held
+    /// to leave together; a sending half's short TPDU never is (held, a message's last
+    /// TPDU went after the next message's first: out of order on a loss-free path).
+    #[test]
+    fn while_the_driver_drains_only_a_receivers_answers_are_held() {
+        let eng = Engine::start(crate::engine::EngineConfig::default()).unwrap();
+        let sub = eng
+            .host_ports
+            .sub(&eng, SocketAddr::from(([127, 0, 0, 1], 0)), false)
+            .unwrap();
+        let port = &sub.port;
+        let batch_of = |ty| {
+            let f = frame_of(ty, 40, 7, 20);
+            let mut b = SendBatch::new();
+            b.push_with(f.len(), |o| o.copy_from_slice(&f)).unwrap();
+            b
+        };
+        let draining = Deferring::enter(port.token);
+        for ty in [TpduType::Ack, TpduType::CloseAck, TpduType::ConnAccept] {
+            assert!(port.defers(&batch_of(ty)), "{ty:?}");
+        }
+        for ty in [TpduType::Data, TpduType::Close, TpduType::Abort] {
+            assert!(!port.defers(&batch_of(ty)), "{ty:?}");
+        }
+        drop(draining);
+        assert!(
+            !port.defers(&batch_of(TpduType::Ack)),
+            "held only while draining"
+        );
     }
 
     /// ACKs of many VCs to one peer, held for the end of a driver round, leave in
