@@ -39,6 +39,10 @@ pub(crate) struct DemoArgs {
     /// congested wrr switch port.
     #[arg(long, conflicts_with_all = ["sim", "mem"])]
     switch: bool,
+    /// The two hosts' UDP sockets: `vc`, one per connection end, or `host`, one for
+    /// every VC of a host [default: $NATM_PORTS, else vc].
+    #[arg(long, value_name = "vc|host", conflicts_with_all = ["sim", "mem", "switch"])]
+    ports: Option<natm::ulib::Ports>,
 }
 
 impl DemoArgs {
@@ -64,6 +68,7 @@ pub(crate) fn run(a: DemoArgs) -> CliResult {
         return run_sim(a);
     }
     let mut cfg = HostConfig::default();
+    cfg.engine.ports = super::tools::ports_or_env(a.ports)?;
     let (link, listen_at) = if a.mem {
         cfg.engine.network = Network::Mem(MemNetwork::new());
         ("in-process mem links", "10.0.0.2:0")

@@ -77,7 +77,7 @@ pub(crate) struct HostOpts {
     #[arg(long, value_name = "cell[:N]|frame")]
     link: Option<LinkMode>,
     /// UDP sockets: `vc`, one per connection end, or `host`, one for every VC of the
-    /// host, told apart by VCI and cookie [default: $NATM_PORTS, else host; a cell-mode
+    /// host, told apart by VCI and cookie [default: $NATM_PORTS, else vc; a cell-mode
     /// link keeps vc]. The peer need not use the same.
     #[arg(long, value_name = "vc|host")]
     ports: Option<Ports>,
@@ -85,8 +85,8 @@ pub(crate) struct HostOpts {
 
 /// A host whose calls go through the sigd `o.sigd` names (default: the library's,
 /// `$NATM_SIGD` else /run/natm/sigd.sock), its links in `o.link`'s mode (else
-/// `$NATM_LINK`, else frame mode), on `o.ports`' sockets (else `$NATM_PORTS`, else one
-/// per host).
+/// `$NATM_LINK`, else frame mode), on `o.ports`' sockets (else `$NATM_PORTS`, else a
+/// socket per connection end).
 fn open_host(o: &HostOpts) -> anyhow::Result<Host> {
     let mut cfg = HostConfig::default();
     if let Some(p) = &o.sigd {
@@ -99,14 +99,20 @@ fn open_host(o: &HostOpts) -> anyhow::Result<Host> {
             Err(_) => LinkMode::Frame,
         },
     };
-    cfg.engine.ports = match o.ports {
+    cfg.engine.ports = ports_or_env(o.ports)?;
+    Host::open(cfg).map_err(|e| anyhow!("cannot start natm's engine: {e}"))
+}
+
+/// The ports `--ports` asked for, else `$NATM_PORTS`'s, else the library's default
+/// (a socket per connection end).
+pub(crate) fn ports_or_env(asked: Option<Ports>) -> anyhow::Result<Ports> {
+    Ok(match asked {
         Some(p) => p,
         None => match std::env::var("NATM_PORTS") {
             Ok(v) => v.parse().map_err(|e| anyhow!("$NATM_PORTS: {e}"))?,
             Err(_) => Ports::default(),
         },
-    };
-    Host::open(cfg).map_err(|e| anyhow!("cannot start natm's engine: {e}"))
+    })
 }
 
 /// A refused or failed call as its UNI cause, what it means here and what to do.

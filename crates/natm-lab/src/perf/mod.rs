@@ -68,8 +68,8 @@ use latency::LatencyConfig;
 use stack::{Registry, Stack, StackOptions};
 use throughput::ThroughputConfig;
 
-/// `HostConfig::default()` with the ports `NATM_LAB_PORTS` names (`vc`, or `host`,
-/// the default): how every experiment, child processes included, compares a UDP socket
+/// `HostConfig::default()` with the ports `NATM_LAB_PORTS` names (`vc`, the default,
+/// or `host`): how every experiment, child processes included, compares a UDP socket
 /// per VC end with one per host (issue 30). An unknown value stops the run.
 pub(crate) fn host_config() -> ::natm::ulib::HostConfig {
     let mut cfg = ::natm::ulib::HostConfig::default();

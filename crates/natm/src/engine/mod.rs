@@ -75,19 +75,22 @@ impl Watermarks {
     }
 }
 
-/// How a host's VCs meet the kernel's UDP (issue 30; decision
-/// `0030-one-port-per-host-by-default`).
+/// How a host's VCs meet the kernel's UDP (issue 30; decisions
+/// `0030-one-port-per-host`, `0030-shared-port-loses-per-vc-isolation`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Ports {
     /// A UDP socket per connection end: the kernel demultiplexes, each VC's queue is
     /// a socket buffer, and a waiting application thread sleeps in its own socket.
+    /// The default: a flood on one VC fills only that VC's socket buffer.
+    #[default]
     PerVc,
     /// One UDP socket per local address for every VC of the host, as a seed host has
     /// one adaptor (seed 000 §5): the engine's driver reads it in batches and
     /// demultiplexes by VCI and cookie (`engine::host_port`). A call opens no socket.
     /// Frame mode only: a cell-mode link ([`LinkMode::Cell`]) keeps a socket per VC
-    /// end ([`EngineConfig::ports_in_use`]).
-    #[default]
+    /// end ([`EngineConfig::ports_in_use`]). The VCs share the socket's buffer in
+    /// the kernel: what one VC floods in beyond the reader's pace drops the others'
+    /// frames too.
     PerHost,
 }
 
