@@ -8,7 +8,9 @@
 //! - an MTU of 65,000 where both ends agree (a 60,000-byte ping and UDP datagram
 //!   unfragmented), and 9,180 towards a host that does not (ICMP fragmentation
 //!   needed, ICMPv6 packet too big);
-//! - two hosts on a PVC with no sigd, finding each other by InATMARP.
+//! - two hosts on a PVC with no sigd, finding each other by InATMARP;
+//! - TCP byte-exact both ways between a host with the TUN's offloads (TSO and GRO)
+//!   and one without.
 //!
 //! Needs root and /dev/net/tun; skips with a message otherwise.
 #![allow(clippy::needless_range_loop)] // hosts are numbered: namespace i runs host i
@@ -313,30 +315,8 @@ fn ip_through_two_chained_switches() {
         );
     }
 
-    // TCP, byte-exact, 2 MB that is not all one byte.
-    let data: Vec<u8> = (0..2_000_000u32)
-        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
-        .collect();
-    let src = lab.path("data.bin");
-    std::fs::write(&src, &data).expect("data");
-    let got = lab.path("tcp.out");
-    let mut sink = python(&lab, 1, TCP_SINK, &[V4[1], "7001", &got])
-        .spawn()
-        .expect("sink");
-    let o = python(&lab, 0, TCP_SOURCE, &[V4[1], "7001", &src])
-        .output()
-        .expect("source");
-    assert!(
-        o.status.success(),
-        "tcp source: {}\n{}",
-        String::from_utf8_lossy(&o.stderr),
-        lab.logs()
-    );
-    assert!(sink.wait().expect("sink").success());
-    assert!(
-        std::fs::read(&got).expect("received") == data,
-        "TCP data differs"
-    );
+    // TCP, byte-exact, 2 MB.
+    tcp_exact(&lab, 0, 1, V4[1], "7001", 2_000_000);
 
     // The CBR class: its VC is admitted by both switches with a reservation; a
     // flow within its 8 Mbit/s (4 Mbit/s) arrives whole.
@@ -520,6 +500,31 @@ fn a_larger_mtu_where_both_ends_agree_and_9180_where_they_do_not() {
     eprintln!("A's last report: {}", report(&lab, "ip0"));
 }
 
+/// Two hosts (namespaces 0 and 1, joined by a veth on `net`.1 and `net`.2) whose
+/// `natm ip`s, at `v4`/24 with `extra` arguments each, share PVC 0.100 and no sigd.
+fn pvc_pair(case: &str, net: &str, v4: [&str; 2], extra: [&[&str]; 2]) -> Lab {
+    let mut lab = Lab::new(case, 2);
+    lab.veth(0, &format!("{net}.1"), 1, &format!("{net}.2"));
+    for i in 0..2 {
+        let addr = format!("{}/24", v4[i]);
+        let bind = format!("{net}.{}:7100", i + 1);
+        let via = format!("{net}.{}:7100", 2 - i);
+        let mut args = vec![
+            "--ipv4",
+            &addr,
+            "--pvc",
+            "0.100",
+            "--pvc-bind",
+            &bind,
+            "--pvc-via",
+            &via,
+        ];
+        args.extend_from_slice(extra[i]);
+        start_ip(&mut lab, i, &format!("ip{i}"), &args);
+    }
+    lab
+}
+
 /// Two hosts on a PVC (bare AAL5 over the veth) with no sigd and no ATMARP server.
 #[test]
 fn pvc_peers_find_each_other_by_inatmarp() {
@@ -527,29 +532,8 @@ fn pvc_peers_find_each_other_by_inatmarp() {
         eprintln!("skipping pvc_peers_find_each_other_by_inatmarp: {why}");
         return;
     }
-    let mut lab = Lab::new("p", 2);
-    lab.veth(0, "10.233.0.1", 1, "10.233.0.2");
     let v4 = ["10.79.0.1", "10.79.0.2"];
-    for i in 0..2 {
-        let addr = format!("{}/24", v4[i]);
-        let bind = format!("10.233.0.{}:7100", i + 1);
-        let via = format!("10.233.0.{}:7100", 2 - i);
-        start_ip(
-            &mut lab,
-            i,
-            &format!("ip{i}"),
-            &[
-                "--ipv4",
-                &addr,
-                "--pvc",
-                "0.100",
-                "--pvc-bind",
-                &bind,
-                "--pvc-via",
-                &via,
-            ],
-        );
-    }
+    let lab = pvc_pair("p", "10.233.0", v4, [&[], &[]]);
     lab.ping_ok(0, &[v4[1]]);
     lab.ping_ok(1, &[v4[0]]);
     // Both reports show the exchange and the address learnt on the PVC (from the
@@ -564,4 +548,73 @@ fn pvc_peers_find_each_other_by_inatmarp() {
         }) && sum("inarp_replies") > 0
             && sum("inarp_answered") > 0
     });
+}
+
+/// `tun offloads on|off: R reads for P packets` in a `--report` line.
+fn tun_reads(line: &str) -> Option<(bool, u64, u64)> {
+    let rest = line.split("tun offloads ").nth(1)?;
+    let on = rest.starts_with("on");
+    let mut words = rest.split([' ', ':']).filter(|w| !w.is_empty());
+    let reads = words.nth(1)?.parse().ok()?;
+    let packets = words.nth(2)?.parse().ok()?;
+    Some((on, reads, packets))
+}
+
+/// TCP, byte-exact, `bytes` (not all one value) from host `from` to host `to` (at
+/// `addr`) on `port`.
+fn tcp_exact(lab: &Lab, from: usize, to: usize, addr: &str, port: &str, bytes: u32) {
+    let data: Vec<u8> = (0..bytes)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let src = lab.path(&format!("data{port}.bin"));
+    std::fs::write(&src, &data).expect("data");
+    let got = lab.path(&format!("tcp{port}.out"));
+    let mut sink = python(lab, to, TCP_SINK, &[addr, port, &got])
+        .spawn()
+        .expect("sink");
+    let o = python(lab, from, TCP_SOURCE, &[addr, port, &src])
+        .output()
+        .expect("source");
+    assert!(
+        o.status.success(),
+        "tcp source: {}\n{}",
+        String::from_utf8_lossy(&o.stderr),
+        lab.logs()
+    );
+    assert!(sink.wait().expect("sink").success());
+    assert!(
+        std::fs::read(&got).expect("received") == data,
+        "TCP data from {from} to {to} differs"
+    );
+}
+
+/// Two hosts on a PVC, A with the TUN's offloads (the default) and B without
+/// (`--no-offload`): TCP byte-exact both ways, A's reads carrying the kernel's TSO
+/// segments cut into packets of the MTU, B's one packet each.
+#[test]
+fn tcp_byte_exact_with_tun_offloads_at_one_end_only() {
+    if let Some(why) = unavailable() {
+        eprintln!("skipping tcp_byte_exact_with_tun_offloads_at_one_end_only: {why}");
+        return;
+    }
+    let v4 = ["10.80.0.1", "10.80.0.2"];
+    let lab = pvc_pair("o", "10.234.0", v4, [&[], &["--no-offload"]]);
+    lab.ping_ok(0, &[v4[1]]);
+    tcp_exact(&lab, 0, 1, v4[1], "7001", 8_000_000);
+    tcp_exact(&lab, 1, 0, v4[0], "7002", 8_000_000);
+    // 8 MB at an MTU of 9,180 is at least 870 packets each way.
+    lab.wait_for("reports show the transfers", 30, || {
+        let a = tun_reads(&report(&lab, "ip0"));
+        let b = tun_reads(&report(&lab, "ip1"));
+        matches!((a, b), (Some((true, _, pa)), Some((false, _, pb))) if pa > 870 && pb > 870)
+    });
+    let (a, b) = (report(&lab, "ip0"), report(&lab, "ip1"));
+    let (_, reads, packets) = tun_reads(&a).expect("A's report");
+    assert!(
+        reads < packets,
+        "A's kernel handed over TSO segments, cut into packets: {a}"
+    );
+    let (_, reads, packets) = tun_reads(&b).expect("B's report");
+    assert_eq!(reads, packets, "B reads one packet at a time: {b}");
+    eprintln!("A: {a}\nB: {b}");
 }

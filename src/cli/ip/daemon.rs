@@ -16,6 +16,8 @@ use std::task::{Context as TaskCx, Waker};
 use std::thread;
 use std::time::Duration;
 
+use super::tun::Tun;
+use super::{pool, qos, IpConfig, ARP_SAP, IP_SAP, LLC_QOS, LLC_SAP};
 use anyhow::{anyhow, Context};
 use natm::time::Instant;
 use natm::ulib::Bytes;
@@ -25,9 +27,6 @@ use natm_proto::ip::arp::{ArpServer, ServerOutcome, SERVER_AGE};
 use natm_proto::ip::atmarp::{Op, Repr};
 use natm_proto::ip::llc::{self, Payload};
 use natm_proto::ip::node::{arp_frame, Action, Node, VcId, VcKind, CAUSE_INCOMPATIBLE};
-use tun_rs::{DeviceBuilder, SyncDevice};
-
-use super::{pool, qos, IpConfig, ARP_SAP, IP_SAP, LLC_QOS, LLC_SAP};
 
 /// Packets waiting for room on one VC (and frames for the ATMARP server's VC); past
 /// it the interface drops, as a full device queue does (TCP sees a loss, nothing
@@ -68,7 +67,7 @@ struct Shared {
     /// Receives every VC's frames.
     rx: pool::ConnPool<IpVc>,
     server: Mutex<Option<SyncSender<Vec<u8>>>>,
-    tun: SyncDevice,
+    tun: Tun,
     host: Host,
     epoch: std::time::Instant,
     /// Packets dropped for want of room (the sender's queue, their VC's, or all
@@ -155,6 +154,13 @@ impl pool::TaskContext for IpVc {
         }
     }
 
+    /// The packets this turn's frames held go to the interface together.
+    fn turn_done(&self) {
+        if let Some(s) = self.shared.upgrade() {
+            s.tun.flush();
+        }
+    }
+
     /// The VC ended: the peer closed it, it failed, or this end released it.
     fn ended(&self) {
         if let Some(s) = self.shared.upgrade() {
@@ -178,10 +184,13 @@ impl IpVc {
                 return Some(reply);
             }
         }
-        let packet = s.with_node(|n, now| n.handle_frame(now, self.vc, chunk).map(<[u8]>::to_vec));
-        if let Some(p) = packet {
-            let _ = s.tun.send(&p);
-        }
+        s.with_node(|n, now| {
+            if let Some(p) = n.handle_frame(now, self.vc, chunk) {
+                // Written at the end of the VC's turn with the packets that came
+                // with it ([`pool::TaskContext::turn_done`]).
+                s.tun.queue(p);
+            }
+        });
         None
     }
 }
@@ -243,9 +252,7 @@ impl Shared {
                     let _ = tx.try_send(frame);
                 }
             }
-            Action::Deliver(packet) => {
-                let _ = self.tun.send(&packet);
-            }
+            Action::Deliver(packet) => self.tun.write(&packet),
             Action::Setup {
                 vc,
                 peer,
@@ -445,7 +452,7 @@ impl Shared {
                             n.handle_server_frame(now, &chunk).map(<[u8]>::to_vec)
                         });
                         if let Some(p) = packet {
-                            let _ = self.tun.send(&p);
+                            self.tun.write(&p);
                         }
                     }
                     *lock(&self.server) = None;
@@ -615,26 +622,8 @@ impl Drop for ClientSlot {
     }
 }
 
-fn open_tun(cfg: &IpConfig) -> anyhow::Result<SyncDevice> {
-    let mut b = DeviceBuilder::new()
-        .name(cfg.name.clone())
-        .mtu(u16::try_from(cfg.node.mtu).unwrap_or(u16::MAX));
-    if let Some((a, p)) = cfg.ipv4 {
-        b = b.ipv4(a, p, None);
-    }
-    if let Some((a, p)) = cfg.ipv6 {
-        b = b.ipv6(a, p);
-    }
-    b.build_sync().with_context(|| {
-        format!(
-            "cannot create TUN interface {} (needs root or CAP_NET_ADMIN, and /dev/net/tun)",
-            cfg.name
-        )
-    })
-}
-
 pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
-    let tun = open_tun(&cfg)?;
+    let tun = Tun::open(&cfg)?;
     let mut hc = HostConfig::default();
     if let Some(p) = &cfg.sigd {
         hc.sigd_socket = Some(p.clone());
@@ -787,8 +776,9 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
                 })
                 .collect();
             eprintln!(
-                "natm ip: {c:?}; tun drops {}; {}; arp {}{server}; {}",
+                "natm ip: {c:?}; tun drops {}; {}; {}; arp {}{server}; {}",
                 s.tun_drops.load(Ordering::Relaxed),
+                s.tun.report(),
                 vcs.join(", "),
                 arp.join(", "),
                 links.join(", ")
@@ -806,9 +796,14 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         (None, false) => "PVC only, no sigd".to_owned(),
     };
     eprintln!(
-        "natm ip: {} up (mtu {}{}{}), {resolution}{}",
+        "natm ip: {} up (mtu {}, {}{}{}), {resolution}{}",
         cfg.name,
         cfg.node.mtu,
+        if shared.tun.offload() {
+            "offloads on"
+        } else {
+            "no offloads"
+        },
         cfg.ipv4
             .map_or(String::new(), |(a, p)| format!(", {a}/{p}")),
         cfg.ipv6
@@ -817,13 +812,15 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             ", PVC {p} at {b} via {v}"
         )),
     );
-    let mut buf = vec![0u8; 65_536];
+    let mut reader = shared.tun.reader(cfg.node.mtu);
     loop {
-        let n = shared
-            .tun
-            .recv(&mut buf)
-            .context("reading the TUN interface")?;
-        let packet = buf[..n].to_vec();
-        shared.with_node(|node, now| node.handle_outbound(now, packet));
+        let packets = reader.read().context("reading the TUN interface")?;
+        // The packets of one read (with offloads, a TCP segment of up to 64 KiB cut
+        // at the MTU) go to the node at once, under one lock.
+        shared.with_node(|node, now| {
+            for p in packets {
+                node.handle_outbound(now, p.to_vec());
+            }
+        });
     }
 }

@@ -7,6 +7,7 @@
 mod daemon;
 mod pool;
 mod qos;
+mod tun;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::PathBuf;
@@ -95,6 +96,11 @@ pub(crate) struct IpArgs {
     /// Print the counters and VCs every this often on stderr (0: never).
     #[arg(long, value_parser = parse_duration, default_value = "0s")]
     report: Duration,
+    /// Read and write the TUN interface one packet at a time, without the kernel's
+    /// segmentation and receive offloads (TSO/GRO through virtio-net headers), which
+    /// `natm ip` asks for by default and does without where the kernel has none.
+    #[arg(long)]
+    no_offload: bool,
 }
 
 const IP_HELP: &str = "\
@@ -131,6 +137,7 @@ struct FileConfig {
     wait: Option<String>,
     arp_age: Option<String>,
     sigd: Option<PathBuf>,
+    no_offload: Option<bool>,
 }
 
 /// Everything `natm ip` runs with, checked.
@@ -150,6 +157,8 @@ pub(crate) struct IpConfig {
     pub(crate) pvc: Option<(AtmAddr, std::net::SocketAddr, std::net::SocketAddr)>,
     pub(crate) sigd: Option<PathBuf>,
     pub(crate) report: Duration,
+    /// Whether to ask the TUN device for offloads (large segments both ways).
+    pub(crate) offload: bool,
 }
 
 fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
@@ -262,6 +271,7 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
         pvc,
         sigd: a.sigd.or(file.sigd),
         report: a.report,
+        offload: !(a.no_offload || file.no_offload.unwrap_or(false)),
     })
 }
 

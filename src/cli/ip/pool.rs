@@ -35,6 +35,9 @@ pub(crate) trait TaskContext: Send + Sync + 'static {
     /// waker (register it, e.g. with [`Connection::poll_send`], to be served again
     /// when the VC is ready).
     fn turn(&self, _conn: &Connection, _cx: &mut Context<'_>) {}
+    /// At the end of each turn, after its messages (and before `ended`): work done
+    /// once for all of them, such as writing what they held in one batch.
+    fn turn_done(&self) {}
     /// The VC has ended (after its last message was served).
     fn ended(&self) {}
 }
@@ -52,6 +55,16 @@ struct Shared<C> {
     stop: AtomicBool,
     serve: Box<Serve<C>>,
     replies_dropped: AtomicU64,
+}
+
+/// How a task's turn ended.
+enum Turn {
+    /// Its VC ended.
+    Ended,
+    /// It used its budget: more messages may wait.
+    More,
+    /// It has no message left (its waker is registered).
+    Idle,
 }
 
 struct Task<C> {
@@ -124,8 +137,24 @@ impl<C: TaskContext> Shared<C> {
         task.queued.store(false, Ordering::Release);
         let mut cx = Context::from_waker(&task.waker);
         task.ctx.turn(&task.conn, &mut cx);
+        let after = self.serve_messages(task, &mut cx);
+        task.ctx.turn_done();
+        match after {
+            // The VC ended: the task (and its context) goes.
+            Turn::Ended => {
+                lock(&self.tasks).remove(&id);
+                task.ctx.ended();
+            }
+            // More may wait: to the back of the queue, behind the other clients.
+            Turn::More => self.queue(id),
+            Turn::Idle => {}
+        }
+    }
+
+    /// Serve up to [`BUDGET`] of the task's messages.
+    fn serve_messages(&self, task: &Task<C>, cx: &mut Context<'_>) -> Turn {
         for _ in 0..BUDGET {
-            match task.conn.poll_recv(&mut cx) {
+            match task.conn.poll_recv(cx) {
                 Poll::Ready(Ok(Some(msg))) => {
                     if let Some(reply) = (self.serve)(&task.ctx, &msg) {
                         if task.conn.send(&reply, Wait::No).is_err() {
@@ -133,17 +162,11 @@ impl<C: TaskContext> Shared<C> {
                         }
                     }
                 }
-                // The VC ended: the task (and its context) goes.
-                Poll::Ready(Ok(None) | Err(_)) => {
-                    lock(&self.tasks).remove(&id);
-                    task.ctx.ended();
-                    return;
-                }
-                Poll::Pending => return,
+                Poll::Ready(Ok(None) | Err(_)) => return Turn::Ended,
+                Poll::Pending => return Turn::Idle,
             }
         }
-        // More may wait: to the back of the queue, behind the other clients.
-        self.queue(id);
+        Turn::More
     }
 }
 
