@@ -21,6 +21,10 @@ const GSO_NONE: u8 = 0;
 /// The largest packet a TUN read returns, header included.
 const MAX_READ: usize = VIRTIO_NET_HDR_LEN + 65_535;
 
+/// A written packet's buffer: the largest segment GRO makes of it, and the room
+/// tun-rs asks for around it.
+const SEGMENT_ROOM: usize = 2 * VIRTIO_NET_HDR_LEN + 65_535;
+
 /// The interface.
 pub(super) struct Tun {
     dev: SyncDevice,
@@ -40,6 +44,8 @@ struct Counts {
     reads: AtomicU64,
     packets_read: AtomicU64,
     packets_written: AtomicU64,
+    /// Batches the written packets came in (with offloads, what GRO could coalesce).
+    batches_written: AtomicU64,
     /// Writes of several packets coalesced into one segment.
     segments_written: AtomicU64,
 }
@@ -115,12 +121,13 @@ impl Tun {
         let c = &self.counts;
         let n = |a: &AtomicU64| a.load(Ordering::Relaxed);
         format!(
-            "tun offloads {}: {} reads for {} packets, {} malformed; {} packets written, {} coalesced segments",
+            "tun offloads {}: {} reads for {} packets, {} malformed; {} packets written in {} batches, {} coalesced segments",
             if self.offload { "on" } else { "off" },
             n(&c.reads),
             n(&c.packets_read),
             n(&self.malformed),
             n(&c.packets_written),
+            n(&c.batches_written),
             n(&c.segments_written),
         )
     }
@@ -150,7 +157,12 @@ impl Tun {
         if out.packets.len() >= IDEAL_BATCH_SIZE {
             self.write_batch(&mut out);
         }
-        let mut buf = out.spare.pop().unwrap_or_default();
+        // Room for what GRO may append to it: it coalesces only into a packet whose
+        // buffer holds the whole segment already (tun-rs does not reallocate).
+        let mut buf = out
+            .spare
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(if self.offload { SEGMENT_ROOM } else { 0 }));
         buf.clear();
         buf.resize(VIRTIO_NET_HDR_LEN, 0);
         buf.extend_from_slice(packet);
@@ -184,6 +196,7 @@ impl Tun {
         let c = &self.counts;
         c.packets_written
             .fetch_add(packets.len() as u64, Ordering::Relaxed);
+        c.batches_written.fetch_add(1, Ordering::Relaxed);
         if self.offload {
             // GRO wrote a GSO type (the header's second octet) into each packet that
             // now heads a segment of several; the header of every other packet is
@@ -192,7 +205,7 @@ impl Tun {
             c.segments_written
                 .fetch_add(heads as u64, Ordering::Relaxed);
         }
-        spare.extend(packets.drain(..).filter(|b| b.capacity() <= MAX_READ));
+        spare.extend(packets.drain(..).filter(|b| b.capacity() <= SEGMENT_ROOM));
         spare.truncate(IDEAL_BATCH_SIZE);
     }
 }
