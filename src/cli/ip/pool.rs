@@ -319,6 +319,62 @@ mod tests {
         wait_until("the ended VCs to be forgotten", || pool.len() == 0);
     }
 
+    /// What a [`Logged`] connection's pool did, in order.
+    type Log = Arc<Mutex<Vec<String>>>;
+
+    /// A context that logs its turns' ends and its VC's end.
+    struct Logged(Log);
+
+    impl TaskContext for Logged {
+        fn turn_done(&self) {
+            lock(&self.0).push("done".into());
+        }
+        fn ended(&self) {
+            lock(&self.0).push("ended".into());
+        }
+    }
+
+    #[test]
+    fn each_turn_ends_after_its_messages_and_before_the_vc_ends() {
+        let server = Host::open(HostConfig::default()).unwrap();
+        let l = server.bind("127.0.0.1:0", "reliable").unwrap();
+        let addr = l.local_addr().unwrap();
+        let pool = ConnPool::start(1, "test-pool", |c: &Logged, m: &[u8]| {
+            lock(&c.0).push(format!("m {}", String::from_utf8_lossy(m)));
+            None
+        })
+        .unwrap();
+        let client = Host::open(HostConfig::default()).unwrap();
+        let c = client.connect(addr, "reliable").unwrap();
+        let log = Log::default();
+        let _ = pool.add(l.accept(Wait::Block).unwrap(), Logged(log.clone()));
+        for k in 0..40 {
+            c.send(format!("{k}").as_bytes(), Wait::Block).unwrap();
+        }
+        c.close();
+        drop(c);
+        wait_until("the VC to end", || {
+            lock(&log).last().map(String::as_str) == Some("ended")
+        });
+        let log = lock(&log).clone();
+        let messages: Vec<&String> = log.iter().filter(|e| e.starts_with("m ")).collect();
+        let want: Vec<String> = (0..40).map(|k| format!("m {k}")).collect();
+        assert_eq!(messages, want.iter().collect::<Vec<_>>(), "{log:?}");
+        // Whatever a turn's messages left to do (natm ip: the TUN writes they
+        // queued) is done before the next turn and before the VC's end.
+        let last_message = log.iter().rposition(|e| e.starts_with("m ")).unwrap();
+        assert!(
+            log[last_message..].iter().any(|e| e == "done"),
+            "a turn ends after the last message: {log:?}"
+        );
+        assert_eq!(log.iter().filter(|e| *e == "ended").count(), 1, "{log:?}");
+        let turns = log.iter().filter(|e| *e == "done").count();
+        assert!(
+            (1..=40).contains(&turns),
+            "at most a turn per message, at least one: {log:?}"
+        );
+    }
+
     #[test]
     fn a_client_that_never_reads_its_answers_stalls_no_one() {
         // One worker: a worker held by the greedy client would hold every client.
