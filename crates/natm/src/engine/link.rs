@@ -365,6 +365,15 @@ impl UdpLink {
         }
     }
 
+    /// Receive one datagram or GRO run queued now ([`UdpPort::recv_one_now`]: what a
+    /// busy poller calls in its loop); `WouldBlock` if nothing is.
+    pub(crate) fn recv_one_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        match &self.cells {
+            None => self.port.recv_one_now(batch),
+            Some(cells) => cells.recv(batch, |scratch| self.port.recv_one_now(scratch)),
+        }
+    }
+
     /// The cell mode's counters, if the link is in cell mode.
     pub(crate) fn cell_stats(&self) -> Option<crate::adaptor::CellStats> {
         self.cells.as_deref().map(CellCodec::stats)
@@ -690,12 +699,22 @@ impl Link {
         if let Link::Host(h) = self {
             return h.recv_spin(batch, until);
         }
+        // One datagram per call and no allocation, and the clock read every few
+        // calls: each empty turn of the loop is time a frame that has just arrived
+        // waits (issue 30, the busy round trip).
+        const TURNS_PER_CLOCK: u32 = 8;
+        let mut turns = 0u32;
         loop {
-            match self.recv_now(batch) {
+            let r = match self {
+                Link::Udp(l) => l.recv_one_now(batch),
+                _ => self.recv_now(batch),
+            };
+            match r {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 r => return r,
             }
-            if std::time::Instant::now() >= until {
+            turns += 1;
+            if turns.is_multiple_of(TURNS_PER_CLOCK) && std::time::Instant::now() >= until {
                 return Err(io::ErrorKind::WouldBlock.into());
             }
             std::hint::spin_loop();

@@ -271,6 +271,58 @@ fn connected_socket_alone_makes_the_kernel_refuse_strangers() {
     );
 }
 
+/// A busy poller's read (`recv_one_now`): with nothing queued it says `WouldBlock` at
+/// once, even on a blocking socket; a batch of 64 frames comes back a buffer (one
+/// datagram or GRO run) per call, every frame intact and in order; and lone small
+/// frames, which go out copied into one buffer, arrive whole.
+#[test]
+fn a_busy_pollers_read_takes_one_buffer_per_call_and_never_waits() {
+    let (a, b) = pair(options(true, true), options(true, true));
+    b.set_recv_buffer(8 << 20).unwrap();
+    let mut rx = b.recv_batch(8);
+    let asked = std::time::Instant::now();
+    let err = b.recv_one_now(&mut rx).unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+    assert!(
+        asked.elapsed() < PATIENCE / 2,
+        "it waited for the read timeout"
+    );
+    let mut batch = SendBatch::with_capacity(64 * FRAME);
+    for seq in 0..64 {
+        push_tpdu(&mut batch, 41, seq, PAYLOAD);
+    }
+    assert_eq!(a.send_batch(None, &batch).unwrap(), 64);
+    // Loopback queues what a send carries before the send returns.
+    let mut got = Vec::new();
+    let mut calls = 0;
+    while got.len() < 64 {
+        let n = b
+            .recv_one_now(&mut rx)
+            .expect("the rest of the batch queued");
+        calls += 1;
+        assert_eq!(n, rx.iter().count());
+        got.extend(rx.iter().map(|(from, d)| (from, d.to_vec())));
+    }
+    for (seq, (from, frame)) in got.iter().enumerate() {
+        assert_eq!(*from, a.local_addr().unwrap());
+        check_frame(frame, 41, seq as u32, PAYLOAD);
+    }
+    assert_eq!(
+        b.recv_one_now(&mut rx).unwrap_err().kind(),
+        io::ErrorKind::WouldBlock
+    );
+    for seq in 100..103u32 {
+        batch.clear();
+        push_tpdu(&mut batch, 42, seq, seq as usize - 90);
+        assert_eq!(a.send_batch(None, &batch).unwrap(), 1);
+        assert_eq!(b.recv_one_now(&mut rx).unwrap(), 1);
+        check_frame(rx.iter().next().unwrap().1, 42, seq, seq as usize - 90);
+    }
+    let s = b.stats();
+    assert_eq!((s.recv_calls, s.datagrams_received), (calls + 3, 67));
+    assert_eq!(s.recv_errors + s.truncated, 0);
+}
+
 #[test]
 fn receive_timeout_and_nonblocking_return_would_block() {
     let p = port(PortOptions::default());
