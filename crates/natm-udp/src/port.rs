@@ -355,6 +355,19 @@ impl UdpPort {
         self.socket.set_read_timeout(timeout)
     }
 
+    /// Whether the kernel stamps each datagram with its arrival (`SO_TIMESTAMPNS`,
+    /// on for a VC's socket from [`UdpPort::bind_vc`]): a VC that exchanges no ACKs
+    /// has no use for the stamps, and each costs its receive a control message
+    /// (~0.3 us of a 32 B round trip on one CPU, issue 30).
+    pub fn set_receive_stamps(&self, on: bool) -> io::Result<()> {
+        nix::sys::socket::setsockopt(
+            &self.socket,
+            nix::sys::socket::sockopt::ReceiveTimestampns,
+            &on,
+        )
+        .map_err(io::Error::from)
+    }
+
     /// Bound a blocking send (a full send buffer) the same way.
     pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         self.socket.set_write_timeout(timeout)
@@ -1050,6 +1063,35 @@ mod tests {
             .unwrap();
         assert!(s1 <= s2 && s2 <= now, "{s1:?} {s2:?} {now:?}");
         assert!(s2 - s1 >= Duration::from_millis(10), "{:?}", s2 - s1);
+    }
+
+    /// A VC that exchanges no ACKs turns its socket's stamps off: its datagrams then
+    /// come without one, by either read, and with one again once turned back on.
+    #[test]
+    fn stamps_turned_off_leave_datagrams_unstamped() {
+        let local: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let patience = Duration::from_secs(10);
+        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
+        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        let mut batch = b.recv_batch(8);
+        let mut stamp_of = |b: &UdpPort, what: &[u8], now: bool| {
+            a.send_one(None, what).unwrap();
+            if now {
+                b.recv_one_now(&mut batch).unwrap();
+            } else {
+                b.recv(&mut batch).unwrap();
+            }
+            let (_, d, s) = batch.stamped_iter().next().expect("one datagram");
+            assert_eq!(d, what);
+            s
+        };
+        assert!(stamp_of(&b, b"on", false).is_some());
+        b.set_receive_stamps(false).unwrap();
+        assert_eq!(stamp_of(&b, b"off", false), None);
+        assert_eq!(stamp_of(&b, b"off, polled", true), None);
+        b.set_receive_stamps(true).unwrap();
+        assert!(stamp_of(&b, b"on again", true).is_some());
     }
 
     /// `recv_now` on a blocking socket never waits: nothing queued is `WouldBlock` at

@@ -245,6 +245,12 @@ impl UdpLink {
         batch: &GatherBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
+        if batch.len() == 1 {
+            // A lone frame (a small message, an ACK): no run of slots to clear.
+            let frames = [batch.frames().next().expect("one frame")];
+            let seg = batch.segment_size();
+            return self.send_waiting(1, |sent| self.port.send_gathered(to, &frames[sent..], seg));
+        }
         // A run holds at most `gather::MAX_FRAMES`: on the stack, no allocation per send.
         let mut frames = [[&[][..]; 2]; super::gather::MAX_FRAMES];
         let mut n = 0;
@@ -464,6 +470,16 @@ impl Link {
         match self {
             Link::Host(h) => h.route(route, bare),
             _ => Ok(()),
+        }
+    }
+
+    /// Turn off the kernel's arrival stamps on a socket of the VC's own, for a
+    /// connection none of whose VCs exchanges ACKs ([`UdpPort::set_receive_stamps`]);
+    /// a shared host port keeps them for its other VCs. Best effort: a kernel that
+    /// refuses only leaves the stamps on.
+    pub(crate) fn drop_stamps(&self) {
+        if let Link::Udp(l) = self {
+            let _ = l.port.set_receive_stamps(false);
         }
     }
 
