@@ -722,20 +722,40 @@ impl UdpPort {
         let slot_len = batch.slot_len();
         let wanted = batch.slots().min(BATCH_SIZE);
         let mut meta = [RecvMeta::default(); BATCH_SIZE];
-        let mut errors = 0;
-        let filled = loop {
-            let r = {
-                let mut slots = batch.area_mut().chunks_mut(slot_len);
-                let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
-                    core::array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
-                self.state.recv(
-                    (&self.socket).into(),
-                    &mut bufs[..wanted],
-                    &mut meta[..wanted],
-                )
+        let filled = self.receiving(|| {
+            let mut slots = batch.area_mut().chunks_mut(slot_len);
+            let mut bufs: [IoSliceMut<'_>; BATCH_SIZE] =
+                core::array::from_fn(|_| IoSliceMut::new(slots.next().unwrap_or_default()));
+            self.state.recv(
+                (&self.socket).into(),
+                &mut bufs[..wanted],
+                &mut meta[..wanted],
+            )
+        })?;
+        let mut got = [Received::default(); BATCH_SIZE];
+        for (m, out) in meta[..filled].iter().zip(got.iter_mut()) {
+            *out = Received {
+                addr: Some(m.addr),
+                len: m.len,
+                stride: m.stride,
+                stamp: m.timestamp,
+                truncated: m.len >= slot_len,
             };
-            match r {
-                Ok(n) => break n,
+        }
+        self.record(batch, &got[..filled]);
+        Ok(batch.len())
+    }
+
+    /// Make one receive system call `call` until it succeeds or gives up: nothing to
+    /// read (`WouldBlock`, or `TimedOut` after a read timeout) returns at once, an
+    /// interrupted call is made again, and so is one that failed with an error the
+    /// kernel reported ahead of the queued datagrams, at most [`MAX_ASYNC_ERRORS`]
+    /// times, each counted in [`PortStats::recv_errors`].
+    fn receiving<T>(&self, mut call: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        let mut errors = 0;
+        loop {
+            match call() {
+                Ok(v) => return Ok(v),
                 Err(e)
                     if matches!(
                         e.kind(),
@@ -762,22 +782,7 @@ impl UdpPort {
                     }
                 }
             }
-        };
-        add(&self.counters.recv_calls, 1);
-        for m in &meta[..filled] {
-            if m.len >= slot_len {
-                add(&self.counters.truncated, 1);
-                batch.skip();
-                continue;
-            }
-            let n = batch.record_stamped(m.addr, m.len, m.stride, m.timestamp);
-            add(&self.counters.datagrams_received, n);
-            add(&self.counters.bytes_received, m.len);
-            if n > 1 {
-                add(&self.counters.gro_coalesced, 1);
-            }
         }
-        Ok(batch.len())
     }
 
     /// Receive what is queued now into `batch` (cleared first), without waiting and
@@ -798,43 +803,24 @@ impl UdpPort {
         let cmsg = cmsg_room();
         let mut headers = MultiHeaders::<SockaddrStorage>::preallocate(wanted, Some(cmsg));
         let mut got = [Received::default(); BATCH_SIZE];
-        let mut errors = 0;
-        let filled = loop {
-            let r = {
-                let mut slots = batch.area_mut().chunks_mut(slot_len);
-                let mut bufs: [[IoSliceMut<'_>; 1]; BATCH_SIZE] =
-                    core::array::from_fn(|_| [IoSliceMut::new(slots.next().unwrap_or_default())]);
-                recvmmsg(
-                    self.socket.as_raw_fd(),
-                    &mut headers,
-                    bufs[..wanted].iter_mut(),
-                    MsgFlags::MSG_DONTWAIT,
-                    None,
-                )
-                .map(|msgs| {
-                    let mut n = 0;
-                    for (m, out) in msgs.zip(got.iter_mut()) {
-                        *out = Received::of(&m, slot_len);
-                        n += 1;
-                    }
-                    n
-                })
-            };
-            match r {
-                Ok(n) => break n,
-                Err(nix::errno::Errno::EAGAIN) => return Err(io::ErrorKind::WouldBlock.into()),
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => {
-                    add(&self.counters.recv_errors, 1);
-                    // As in `recv`: an ICMP error reported ahead of queued datagrams
-                    // is cleared by reporting it; receive again.
-                    errors += 1;
-                    if errors >= MAX_ASYNC_ERRORS {
-                        return Err(e.into());
-                    }
-                }
+        let filled = self.receiving(|| {
+            let mut slots = batch.area_mut().chunks_mut(slot_len);
+            let mut bufs: [[IoSliceMut<'_>; 1]; BATCH_SIZE] =
+                core::array::from_fn(|_| [IoSliceMut::new(slots.next().unwrap_or_default())]);
+            let msgs = recvmmsg(
+                self.socket.as_raw_fd(),
+                &mut headers,
+                bufs[..wanted].iter_mut(),
+                MsgFlags::MSG_DONTWAIT,
+                None,
+            )?;
+            let mut n = 0;
+            for (m, out) in msgs.zip(got.iter_mut()) {
+                *out = Received::of(&m, slot_len);
+                n += 1;
             }
-        };
+            Ok(n)
+        })?;
         self.record(batch, &got[..filled]);
         Ok(batch.len())
     }
@@ -863,30 +849,19 @@ impl UdpPort {
         }
         batch.clear();
         let slot_len = batch.slot_len();
-        let mut errors = 0;
-        let got = CMSG.with_borrow_mut(|cmsg| loop {
-            let area = batch.area_mut();
-            let end = slot_len.min(area.len());
-            let mut iov = [IoSliceMut::new(&mut area[..end])];
-            match recvmsg::<SockaddrStorage>(
-                self.socket.as_raw_fd(),
-                &mut iov,
-                Some(&mut *cmsg),
-                flags,
-            ) {
-                Ok(m) => break Ok(Received::of(&m, slot_len)),
-                Err(nix::errno::Errno::EAGAIN) => break Err(io::ErrorKind::WouldBlock.into()),
-                Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => {
-                    add(&self.counters.recv_errors, 1);
-                    // As in `recv`: an ICMP error reported ahead of queued datagrams
-                    // is cleared by reporting it; receive again.
-                    errors += 1;
-                    if errors >= MAX_ASYNC_ERRORS {
-                        break Err(io::Error::from(e));
-                    }
-                }
-            }
+        let got = CMSG.with_borrow_mut(|cmsg| {
+            self.receiving(|| {
+                let area = batch.area_mut();
+                let end = slot_len.min(area.len());
+                let mut iov = [IoSliceMut::new(&mut area[..end])];
+                let m = recvmsg::<SockaddrStorage>(
+                    self.socket.as_raw_fd(),
+                    &mut iov,
+                    Some(&mut *cmsg),
+                    flags,
+                )?;
+                Ok(Received::of(&m, slot_len))
+            })
         })?;
         self.record(batch, &[got]);
         Ok(batch.len())
