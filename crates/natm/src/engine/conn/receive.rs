@@ -190,7 +190,7 @@ impl Conn {
     pub(super) fn drain(&self, eng: &Engine, role: &mut Reading<'_>, batch: &mut RecvBatch) {
         let mut touched = [false; 2];
         self.drain_into(eng, role, batch, &mut touched);
-        self.flush_touched(eng, touched);
+        self.flush_touched(eng, touched, None);
     }
 
     /// Receive batches until the socket is empty or the watermarks say stop.
@@ -236,7 +236,7 @@ impl Conn {
                     }
                     if unflushed >= flush_at {
                         unflushed = 0;
-                        self.flush_touched(eng, std::mem::take(touched));
+                        self.flush_touched(eng, std::mem::take(touched), None);
                     }
                 }
                 Err(_) => return,
@@ -246,8 +246,13 @@ impl Conn {
 
     /// Hand every datagram of a received batch to its PSB, flushing the touched ends
     /// every [`FLUSH_EVERY`] datagrams so that the first ACKs of a long burst are not
-    /// held back.
-    pub(super) fn take_batch(&self, eng: &Engine, batch: &mut RecvBatch, touched: &mut [bool; 2]) {
+    /// held back. Returns the clock as last read, for a flush that follows at once.
+    pub(super) fn take_batch(
+        &self,
+        eng: &Engine,
+        batch: &mut RecvBatch,
+        touched: &mut [bool; 2],
+    ) -> Instant {
         // A sealed TPDU is opened where it arrived, so that what follows sees clear
         // TPDUs, lent or copied like any.
         let opened = self.crypt.as_ref().map(|c| self.open_in_place(c, batch));
@@ -280,8 +285,8 @@ impl Conn {
                 touched[w as usize] = true;
             }
             if (n + 1).is_multiple_of(FLUSH_EVERY) {
-                self.flush_touched(eng, std::mem::take(touched));
                 now = eng.clock.now();
+                self.flush_touched(eng, std::mem::take(touched), Some(now));
             }
         };
         let bytes: &[u8] = match &area {
@@ -299,10 +304,18 @@ impl Conn {
             };
             take(n, d.from, &bytes[d.span], seal, d.stamp, area.as_ref());
         }
+        now
     }
 
-    fn flush_touched(&self, eng: &Engine, touched: [bool; 2]) {
-        let now = eng.clock.now();
+    /// Let the ends the datagrams touched send what they owe (ACKs, replies) and wake
+    /// their waiters, at `at`: the clock as the caller last read it, if nothing slow
+    /// ran since (a lone datagram's receive: the read is a twentieth of the round
+    /// trip's own work), else it is read now. Nothing touched, nothing read.
+    fn flush_touched(&self, eng: &Engine, touched: [bool; 2], at: Option<Instant>) {
+        if touched == [false; 2] {
+            return;
+        }
+        let now = at.unwrap_or_else(|| eng.clock.now());
         if touched[Which::Tx as usize] {
             let (mut end, cv) = self.tx();
             self.after(eng, Which::Tx, &mut end, cv, now, usize::MAX);
@@ -338,6 +351,7 @@ impl Conn {
         };
         if !self.over_watermark(eng, &mut role) {
             let mut touched = [false; 2];
+            let mut taken_at = None;
             self.quiet_for_wait(eng, &mut role);
             let first = if eng.cfg.busy_poll {
                 let until = std::time::Instant::now() + crate::engine::link::READ_SLICE;
@@ -353,13 +367,15 @@ impl Conn {
                 // release below. A GRO run means a burst: read on, as does a cell
                 // link that read trains it has not handed over whole.
                 let burst = batch.len() > 1 || batch.marked_more();
-                self.take_batch(eng, batch, &mut touched);
+                let at = self.take_batch(eng, batch, &mut touched);
                 if burst {
                     self.drain_into(eng, &mut role, batch, &mut touched);
+                } else {
+                    taken_at = Some(at);
                 }
             }
             self.end_wait(eng, &mut role, first.is_ok());
-            self.flush_touched(eng, touched);
+            self.flush_touched(eng, touched, taken_at);
         }
         self.release_read_role(eng, role, batch);
         true

@@ -78,10 +78,13 @@ impl Conn {
                 paced(&end)
             };
             // The deadline is set at the first miss: what is ready already costs no
-            // clock read (a chunk at a time, that was one read per TPDU).
+            // clock read (a chunk at a time, that was one read per TPDU). A deadline
+            // just set has not passed unless the timeout was zero: one read, not two.
+            let first_miss = until.is_none();
             let until =
                 *until.get_or_insert_with(|| timeout.map(|t| std::time::Instant::now() + t));
-            if until.is_some_and(|u| std::time::Instant::now() >= u) {
+            let may_have_passed = !first_miss || timeout.is_some_and(|t| t.is_zero());
+            if may_have_passed && until.is_some_and(|u| std::time::Instant::now() >= u) {
                 // A thread that gives up leaves the socket to the driver, parked or
                 // not.
                 self.unpark(eng);
