@@ -15,7 +15,7 @@ use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use quinn_udp::{RecvMeta, Transmit, UdpSocketState, BATCH_SIZE};
@@ -52,6 +52,31 @@ pub struct PortOptions {
     /// `SO_REUSEADDR`, so that a VC's connected socket can share its local port with
     /// the listener (the kernel prefers the connected socket for its peer's datagrams).
     pub reuse_address: bool,
+}
+
+/// What a VC's socket ([`UdpPort::bind_vc`]) hands up with each datagram from the
+/// start; [`UdpPort::set_gro`] and [`UdpPort::set_receive_stamps`] change it later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VcReceive {
+    /// UDP GRO: a GSO run arrives whole, in one buffer, its segment size in a control
+    /// message. Off, the kernel cuts the run into datagrams as it queues them.
+    pub gro: bool,
+    /// The kernel's arrival stamp on each datagram (`SO_TIMESTAMPNS`).
+    pub stamps: bool,
+}
+
+impl VcReceive {
+    /// GRO and stamps: what a VC that exchanges ACKs and moves bulk reads.
+    pub const ALL: VcReceive = VcReceive {
+        gro: true,
+        stamps: true,
+    };
+    /// Neither: each receive on a connected socket is then a plain `recv(2)`, with
+    /// no message header or control messages for the kernel to copy in and out.
+    pub const PLAIN: VcReceive = VcReceive {
+        gro: false,
+        stamps: false,
+    };
 }
 
 impl Default for PortOptions {
@@ -115,6 +140,11 @@ fn add(c: &AtomicU64, n: usize) {
     c.fetch_add(n as u64, Relaxed);
 }
 
+type HeldGro = Option<(std::net::UdpSocket, Arc<UdpSocketState>)>;
+/// [`hold_gro_key`]'s sockets, IPv4 and IPv6.
+static HELD_GRO: [std::sync::OnceLock<HeldGro>; 2] =
+    [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+
 /// Keep one socket with UDP GRO on for the life of the process, per address family,
 /// and the quinn-udp state made on it; the state, shared, drives every VC's socket
 /// ([`UdpPort::bind_vc`]).
@@ -128,10 +158,7 @@ fn add(c: &AtomicU64, n: usize) {
 /// `close`. Held here, the count never reaches 0 and the per-socket cost is one
 /// atomic increment. Best effort: if the socket cannot be made, nothing changes.
 fn hold_gro_key(v6: bool) -> Option<Arc<UdpSocketState>> {
-    type Held = Option<(std::net::UdpSocket, Arc<UdpSocketState>)>;
-    static HELD: [std::sync::OnceLock<Held>; 2] =
-        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
-    HELD[usize::from(v6)]
+    HELD_GRO[usize::from(v6)]
         .get_or_init(|| {
             let any = if v6 {
                 SocketAddr::from((Ipv6Addr::LOCALHOST, 0))
@@ -140,10 +167,40 @@ fn hold_gro_key(v6: bool) -> Option<Arc<UdpSocketState>> {
             };
             let s = std::net::UdpSocket::bind(any).ok()?;
             let state = UdpSocketState::new((&s).into()).ok()?;
+            // quinn-udp turned arrival stamps on, which holds the kernel's stamp key
+            // (`netstamp_needed_key`) on: every packet the host then receives is
+            // stamped (`ktime_get_real`), whichever socket it is for. Off until a VC
+            // wants stamps ([`hold_stamp_key`]).
+            let _ = nix::sys::socket::setsockopt(
+                &s,
+                nix::sys::socket::sockopt::ReceiveTimestampns,
+                &false,
+            );
             Some((s, Arc::new(state)))
         })
         .as_ref()
         .map(|(_, state)| state.clone())
+}
+
+/// Hold the kernel's receive-stamp key on for the life of the process, from the first
+/// socket that wants stamps: the held socket of [`hold_gro_key`] turns them on once.
+/// While any socket stamps, the kernel stamps every packet the host receives, so a
+/// process that never asks (best-effort VCs only: no ACKs to carry stamps) leaves the
+/// key off; one that asked keeps it, so that sockets opened and closed with calls do
+/// not flip it (each flip patches kernel code on every CPU, as the GRO key's did).
+/// The key is the kernel's, one for all families: one held socket of either holds it.
+fn hold_stamp_key() {
+    static HELD: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    HELD.get_or_init(|| {
+        let held = HELD_GRO.iter().find_map(|h| h.get()?.as_ref());
+        if let Some((s, _)) = held {
+            let _ = nix::sys::socket::setsockopt(
+                s,
+                nix::sys::socket::sockopt::ReceiveTimestampns,
+                &true,
+            );
+        }
+    });
 }
 
 /// One UDP socket of the UDP adaptor (DESIGN §2: each AAL5 frame is one datagram).
@@ -159,10 +216,17 @@ pub struct UdpPort {
     /// Largest segment the path took with GSO: lowered when a GSO send of larger
     /// segments fails with EMSGSIZE (a segment over the path MTU; GSO cannot fragment).
     gso_size_limit: AtomicUsize,
-    gro: bool,
+    /// Whether the kernel can do UDP GRO for this socket (receive buffers are sized
+    /// for runs).
+    gro_able: bool,
+    /// Whether GRO is on now ([`UdpPort::set_gro`]).
+    gro: AtomicBool,
+    /// Whether the kernel stamps arrivals now ([`UdpPort::set_receive_stamps`]).
+    stamps: AtomicBool,
     nonblocking: AtomicBool,
-    /// A leaf lock (see the crate doc): held to copy the address in or out.
-    peer: RwLock<Option<SocketAddr>>,
+    /// Set once, by [`UdpPort::connect`]: a receive reads it without a lock, and
+    /// a connected port's receives ask the kernel for no source address.
+    peer: OnceLock<SocketAddr>,
     /// What quinn-udp found the kernel allows per GSO send (64 on Linux ≥ 4.18).
     max_segments: usize,
     counters: Counters,
@@ -215,11 +279,15 @@ impl UdpPort {
         };
         // quinn-udp made the socket non-blocking; a port starts blocking, like std's.
         socket.set_nonblocking(false)?;
+        // quinn-udp's set-up turned GRO and arrival stamps on (and packet info,
+        // which natm does not read).
+        let gro_able = options.gro && state.gro_segments() > 1;
         Ok(UdpPort::with_state(
             socket,
             Arc::new(state),
             options.gso,
-            options.gro,
+            gro_able,
+            (options.gro, options.gro),
         ))
     }
 
@@ -242,6 +310,7 @@ impl UdpPort {
         rcvbuf: usize,
         sndbuf: usize,
         read_timeout: Duration,
+        receive: VcReceive,
     ) -> io::Result<UdpPort> {
         let Some(state) = hold_gro_key(addr.is_ipv6()) else {
             // No GRO then, and the socket keeps the kernel's defaults.
@@ -253,66 +322,89 @@ impl UdpPort {
             let _ = port.socket.set_recv_buffer_size(rcvbuf);
             let _ = port.socket.set_send_buffer_size(sndbuf);
             port.set_read_timeout(Some(read_timeout))?;
+            if receive.stamps {
+                let _ = port.set_receive_stamps(true);
+            }
             return Ok(port);
         };
         let socket = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
         socket.bind(&addr.into())?;
-        // Without GRO (an old kernel) the port reads one datagram per buffer.
-        let gro =
-            nix::sys::socket::setsockopt(&socket, nix::sys::socket::sockopt::UdpGroSegment, &true)
-                .is_ok();
-        // Kernel receive stamps: a receiver stamps each ACK with when its TPDU
-        // arrived, so packet-pair times pairs by the spacing the path gave them, not
-        // by when a batched read got to them (`transport::recv`). The kernel's stamp
-        // switch is held on by the process's shared quinn-udp socket
-        // ([`hold_gro_key`]), which turns stamps on, so this costs no key flip.
-        // Without it the ACKs carry the read time.
-        let _ = nix::sys::socket::setsockopt(
-            &socket,
-            nix::sys::socket::sockopt::ReceiveTimestampns,
-            &true,
-        );
         let _ = socket.set_recv_buffer_size(rcvbuf);
         let _ = socket.set_send_buffer_size(sndbuf);
         socket.set_read_timeout(Some(read_timeout))?;
-        Ok(UdpPort::with_state(socket, state, true, gro))
+        let gro_able = state.gro_segments() > 1;
+        let port = UdpPort::with_state(socket, state, true, gro_able, (false, false));
+        // Without GRO (an old kernel) the port reads one datagram per buffer.
+        if receive.gro {
+            let _ = port.set_gro(true);
+        }
+        // Kernel receive stamps: a receiver stamps each ACK with when its TPDU
+        // arrived, so packet-pair times pairs by the spacing the path gave them, not
+        // by when a batched read got to them (`transport::recv`). Without them the
+        // ACKs carry the read time.
+        if receive.stamps {
+            let _ = port.set_receive_stamps(true);
+        }
+        Ok(port)
     }
 
-    fn with_state(socket: Socket, state: Arc<UdpSocketState>, gso: bool, gro: bool) -> UdpPort {
-        let options = PortOptions {
-            gso,
-            gro,
-            reuse_address: false,
-        };
-        let max_segments = if options.gso {
-            state.max_gso_segments()
-        } else {
-            1
-        };
+    /// A port on `socket`, with GSO if `gso` and the kernel allows, and GRO that may be
+    /// turned on if `gro_able`; `(gro, stamps)` say what the socket has on now.
+    fn with_state(
+        socket: Socket,
+        state: Arc<UdpSocketState>,
+        gso: bool,
+        gro_able: bool,
+        (gro, stamps): (bool, bool),
+    ) -> UdpPort {
+        let max_segments = if gso { state.max_gso_segments() } else { 1 };
         UdpPort {
             socket,
-            gso: AtomicBool::new(options.gso && max_segments > 1),
+            gso: AtomicBool::new(gso && max_segments > 1),
             gso_size_limit: AtomicUsize::new(usize::MAX),
-            gro: options.gro && state.gro_segments() > 1,
+            gro_able,
+            gro: AtomicBool::new(gro && gro_able),
+            stamps: AtomicBool::new(stamps),
             state,
             nonblocking: AtomicBool::new(false),
-            peer: RwLock::new(None),
+            peer: OnceLock::new(),
             max_segments,
             counters: Counters::default(),
         }
     }
 
     /// Connect to `peer`: sends without a destination go there, and the kernel drops
-    /// datagrams from anyone else before they reach this socket.
+    /// datagrams from anyone else before they reach this socket. A port connects
+    /// once: connecting it again to the same peer does nothing, to another is
+    /// refused (`AlreadyExists`), so that what it received is always from the
+    /// peer it names.
     pub fn connect(&self, peer: SocketAddr) -> io::Result<()> {
+        if let Some(&had) = self.peer.get() {
+            return if had == peer {
+                Ok(())
+            } else {
+                Err(io::Error::new(
+                    io::ErrorKind::AlreadyExists,
+                    format!("connected to {had} already"),
+                ))
+            };
+        }
         self.socket.connect(&peer.into())?;
-        *self.peer.write().unwrap_or_else(PoisonError::into_inner) = Some(peer);
-        Ok(())
+        // Two threads connecting at once both reached the kernel; the first to set
+        // the peer names it, and the kernel holds the last: tell the loser.
+        match self.peer.set(peer) {
+            Ok(()) => Ok(()),
+            Err(_) if self.peer.get() == Some(&peer) => Ok(()),
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::AlreadyExists,
+                "connected to another peer at the same time",
+            )),
+        }
     }
 
     /// The peer [`UdpPort::connect`] gave, if any.
     fn peer(&self) -> Option<SocketAddr> {
-        *self.peer.read().unwrap_or_else(PoisonError::into_inner)
+        self.peer.get().copied()
     }
 
     /// The local address.
@@ -360,12 +452,24 @@ impl UdpPort {
     /// has no use for the stamps, and each costs its receive a control message
     /// (~0.3 us of a 32 B round trip on one CPU, issue 30).
     pub fn set_receive_stamps(&self, on: bool) -> io::Result<()> {
-        nix::sys::socket::setsockopt(
+        if on {
+            hold_stamp_key();
+            // Known before the kernel stamps: every receive from here on reads the
+            // control messages.
+            self.stamps.store(true, Relaxed);
+        }
+        let set = nix::sys::socket::setsockopt(
             &self.socket,
             nix::sys::socket::sockopt::ReceiveTimestampns,
             &on,
         )
-        .map_err(io::Error::from)
+        .map_err(io::Error::from);
+        // A refused switch leaves the stamps as they were; a failed turn-on is
+        // still read for (harmless), one off is the kernel's word that none come.
+        if !on && set.is_ok() {
+            self.stamps.store(false, Relaxed);
+        }
+        set
     }
 
     /// Bound a blocking send (a full send buffer) the same way.
@@ -450,15 +554,44 @@ impl UdpPort {
         }
     }
 
-    /// Whether the socket has UDP GRO on (receive buffers may carry several datagrams).
+    /// Whether the socket has UDP GRO on now (receive buffers may carry several
+    /// datagrams).
     pub fn gro(&self) -> bool {
-        self.gro
+        self.gro.load(Relaxed)
     }
 
-    /// A receive batch of `slots` buffers sized for this port: [`GRO_SLOT_LEN`] with
-    /// GRO, else one octet more than the largest UDP payload.
+    /// Turn UDP GRO on or off: on, a GSO run arrives whole in one buffer; off, the
+    /// kernel cuts it into datagrams as it queues them. Call it from the port's one
+    /// receiving thread, or with no receive under way: a connected port with neither
+    /// GRO nor stamps receives with a plain `recv(2)`, which cannot tell a run from
+    /// one datagram, and a receive that had chosen it as GRO came on could take a run
+    /// queued meanwhile for one datagram. `Unsupported` if the kernel cannot.
+    pub fn set_gro(&self, on: bool) -> io::Result<()> {
+        if on && !self.gro_able {
+            return Err(io::ErrorKind::Unsupported.into());
+        }
+        if on {
+            // Known before the kernel queues a run: every receive from here on reads
+            // the segment size.
+            self.gro.store(true, Relaxed);
+        }
+        let set = nix::sys::socket::setsockopt(
+            &self.socket,
+            nix::sys::socket::sockopt::UdpGroSegment,
+            &on,
+        )
+        .map_err(io::Error::from);
+        // Off as asked, or never turned on; a refused turn-off leaves it on.
+        if set.is_ok() != on {
+            self.gro.store(false, Relaxed);
+        }
+        set
+    }
+
+    /// A receive batch of `slots` buffers sized for this port: [`GRO_SLOT_LEN`] if it
+    /// can have GRO on, else one octet more than the largest UDP payload.
     pub fn recv_batch(&self, slots: usize) -> RecvBatch {
-        let slot_len = if self.gro {
+        let slot_len = if self.gro_able {
             GRO_SLOT_LEN
         } else {
             MAX_DATAGRAM + 1
@@ -816,7 +949,7 @@ impl UdpPort {
             )?;
             let mut n = 0;
             for (m, out) in msgs.zip(got.iter_mut()) {
-                *out = Received::of(&m, slot_len);
+                *out = Received::of(&m, slot_len, m.address.and_then(socket_addr_of));
                 n += 1;
             }
             Ok(n)
@@ -849,18 +982,45 @@ impl UdpPort {
         }
         batch.clear();
         let slot_len = batch.slot_len();
+        // A connected socket's datagrams are all from its peer: the kernel is asked
+        // for no source address, which it would otherwise copy out on every
+        // receive (`move_addr_to_user`, as `recv(2)` on a connected socket skips).
+        let peer = self.peer();
+        if let Some(p) = peer.filter(|_| !self.gro() && !self.stamps.load(Relaxed)) {
+            // No control message to read either: a plain `recv(2)`, without a
+            // message header to copy in and out (~0.2 us of a 32 B round trip's
+            // receive on one CPU, issue 30).
+            let got = self.receiving(|| {
+                let area = batch.area_mut();
+                let end = slot_len.min(area.len());
+                let n = nix::sys::socket::recv(self.socket.as_raw_fd(), &mut area[..end], flags)?;
+                Ok(Received {
+                    addr: Some(p),
+                    len: n,
+                    stride: n,
+                    stamp: None,
+                    truncated: n >= slot_len,
+                })
+            })?;
+            self.record(batch, &[got]);
+            return Ok(batch.len());
+        }
         let got = CMSG.with_borrow_mut(|cmsg| {
             self.receiving(|| {
                 let area = batch.area_mut();
                 let end = slot_len.min(area.len());
                 let mut iov = [IoSliceMut::new(&mut area[..end])];
-                let m = recvmsg::<SockaddrStorage>(
-                    self.socket.as_raw_fd(),
-                    &mut iov,
-                    Some(&mut *cmsg),
-                    flags,
-                )?;
-                Ok(Received::of(&m, slot_len))
+                let fd = self.socket.as_raw_fd();
+                Ok(match peer {
+                    Some(p) => {
+                        let m = recvmsg::<()>(fd, &mut iov, Some(&mut *cmsg), flags)?;
+                        Received::of(&m, slot_len, Some(p))
+                    }
+                    None => {
+                        let m = recvmsg::<SockaddrStorage>(fd, &mut iov, Some(&mut *cmsg), flags)?;
+                        Received::of(&m, slot_len, m.address.and_then(socket_addr_of))
+                    }
+                })
             })
         })?;
         self.record(batch, &[got]);
@@ -945,6 +1105,13 @@ impl AsRawFd for UdpPort {
     }
 }
 
+/// The IPv4 or IPv6 address a receive's source address holds.
+fn socket_addr_of(a: nix::sys::socket::SockaddrStorage) -> Option<SocketAddr> {
+    a.as_sockaddr_in()
+        .map(|v4| SocketAddr::V4((*v4).into()))
+        .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into())))
+}
+
 /// One buffer of a non-waiting receive ([`UdpPort::recv_now`]), as the kernel filled it.
 #[derive(Debug, Clone, Copy, Default)]
 struct Received {
@@ -960,9 +1127,10 @@ impl Received {
     /// What one received message holds: its length, source, GRO segment size and
     /// kernel receive stamp (from its control messages), and whether it filled its
     /// `slot_len` buffer (truncated).
-    fn of(
-        m: &nix::sys::socket::RecvMsg<'_, '_, nix::sys::socket::SockaddrStorage>,
+    fn of<S: nix::sys::socket::SockaddrLike>(
+        m: &nix::sys::socket::RecvMsg<'_, '_, S>,
         slot_len: usize,
+        addr: Option<SocketAddr>,
     ) -> Received {
         use nix::sys::socket::{ControlMessageOwned, MsgFlags};
         let mut stride = m.bytes;
@@ -983,11 +1151,6 @@ impl Received {
                 }
             }
         }
-        let addr = m.address.and_then(|a| {
-            a.as_sockaddr_in()
-                .map(|v4| SocketAddr::V4((*v4).into()))
-                .or_else(|| a.as_sockaddr_in6().map(|v6| SocketAddr::V6((*v6).into())))
-        });
         Received {
             addr,
             len: m.bytes,
@@ -1007,6 +1170,101 @@ impl Received {
 mod tests {
     use super::*;
 
+    /// A connected port names its peer as the source of what it receives (it asks
+    /// the kernel for no address), on each receive path, and refuses to connect
+    /// to a second peer, whose datagrams it would otherwise put under the first
+    /// one's name.
+    #[test]
+    fn a_connected_port_receives_from_its_peer_and_connects_once() {
+        // With GRO and stamps a `recvmsg` without an address, without either a
+        // plain `recv(2)`.
+        for receive in [VcReceive::ALL, VcReceive::PLAIN] {
+            let local: SocketAddr = ([127, 0, 0, 1], 0).into();
+            let patience = Duration::from_secs(10);
+            let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, receive).unwrap();
+            let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, receive).unwrap();
+            let other = UdpPort::bind(local).unwrap();
+            let (a_at, b_at) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+            a.connect(b_at).unwrap();
+            b.connect(a_at).unwrap();
+            b.connect(a_at).unwrap();
+            let refused = b.connect(other.local_addr().unwrap()).unwrap_err();
+            assert_eq!(refused.kind(), io::ErrorKind::AlreadyExists, "{refused}");
+            // The kernel still filters for the first peer: the other's datagram is
+            // never received.
+            other.send_one(Some(b_at), b"not for b").unwrap();
+            let mut batch = b.recv_batch(8);
+            for (k, msg) in [&b"one"[..], b"two", b"three"].into_iter().enumerate() {
+                a.send_one(None, msg).unwrap();
+                match k {
+                    0 => b.recv_one(&mut batch, nix::sys::socket::MsgFlags::empty()),
+                    1 => b.recv(&mut batch),
+                    _ => {
+                        b.set_nonblocking(true).unwrap();
+                        loop {
+                            match b.recv_one_now(&mut batch) {
+                                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                                    std::thread::yield_now()
+                                }
+                                r => break r,
+                            }
+                        }
+                    }
+                }
+                .unwrap();
+                let got: Vec<_> = batch.iter().map(|(from, d)| (from, d.to_vec())).collect();
+                assert_eq!(got, vec![(a_at, msg.to_vec())]);
+            }
+        }
+    }
+
+    /// A plain VC socket (no GRO, no stamps) gets a peer's GSO run cut into its
+    /// datagrams, each whole and in order, unstamped, by the blocking, waiting and
+    /// batch receives alike; with GRO turned on, the next run arrives in one buffer
+    /// and is still told apart datagram by datagram.
+    #[test]
+    fn a_plain_port_reads_runs_cut_and_once_gro_is_on_whole() {
+        let local: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let patience = Duration::from_secs(10);
+        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
+        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::PLAIN).unwrap();
+        let (a_at, b_at) = (a.local_addr().unwrap(), b.local_addr().unwrap());
+        a.connect(b_at).unwrap();
+        b.connect(a_at).unwrap();
+        assert!(!b.gro());
+        let run: Vec<u8> = (0..4 * 700).map(|i| (i / 700) as u8).collect();
+        let mut batch = b.recv_batch(8);
+        let read = |b: &UdpPort, batch: &mut RecvBatch, how: u8| {
+            let mut got = Vec::new();
+            while got.len() < 4 {
+                match how {
+                    0 => b.recv(batch),
+                    _ => b.recv_now(batch),
+                }
+                .unwrap();
+                for (from, d, stamp) in batch.stamped_iter() {
+                    assert_eq!(from, a_at);
+                    assert_eq!(stamp, None, "a plain port is not stamped");
+                    got.push(d.to_vec());
+                }
+            }
+            got
+        };
+        let want: Vec<Vec<u8>> = (0..4u8).map(|k| vec![k; 700]).collect();
+        let coalesced = b.stats().gro_coalesced;
+        assert_eq!(a.send(None, &run, 700).unwrap(), 4);
+        assert_eq!(read(&b, &mut batch, 0), want, "one at a time, blocking");
+        assert_eq!(a.send(None, &run, 700).unwrap(), 4);
+        assert_eq!(read(&b, &mut batch, 1), want, "in a batch, not waiting");
+        assert_eq!(b.stats().gro_coalesced, coalesced, "no run read whole");
+        if b.set_gro(true).is_ok() {
+            assert!(b.gro());
+            assert_eq!(a.send(None, &run, 700).unwrap(), 4);
+            assert_eq!(read(&b, &mut batch, 0), want, "a run, whole");
+            assert_eq!(b.stats().gro_coalesced, coalesced + 1);
+        }
+    }
+
     /// A VC's socket hands each datagram over with the kernel's receive stamp (the
     /// receiver's ACKs carry it, `transport::recv`), and the stamps of datagrams sent
     /// apart are apart.
@@ -1014,8 +1272,8 @@ mod tests {
     fn vc_sockets_stamp_what_they_receive() {
         let local: SocketAddr = ([127, 0, 0, 1], 0).into();
         let patience = Duration::from_secs(10);
-        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
-        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
+        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
+        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
         a.connect(b.local_addr().unwrap()).unwrap();
         b.connect(a.local_addr().unwrap()).unwrap();
         let mut batch = b.recv_batch(8);
@@ -1046,8 +1304,8 @@ mod tests {
     fn stamps_turned_off_leave_datagrams_unstamped() {
         let local: SocketAddr = ([127, 0, 0, 1], 0).into();
         let patience = Duration::from_secs(10);
-        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
-        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
+        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
+        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
         a.connect(b.local_addr().unwrap()).unwrap();
         let mut batch = b.recv_batch(8);
         let mut stamp_of = |b: &UdpPort, what: &[u8], now: bool| {
@@ -1076,8 +1334,8 @@ mod tests {
     fn recv_now_takes_what_is_queued_in_one_call_and_never_waits() {
         let local: SocketAddr = ([127, 0, 0, 1], 0).into();
         let patience = Duration::from_secs(10);
-        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
-        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience).unwrap();
+        let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
+        let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
         a.connect(b.local_addr().unwrap()).unwrap();
         let mut batch = b.recv_batch(8);
         let t0 = std::time::Instant::now();

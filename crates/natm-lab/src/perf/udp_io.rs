@@ -724,8 +724,20 @@ fn make_rx(
 /// Two natm ports as a VC's link opens them (`UdpLink::bind`, then `connect`).
 fn port_pair(sockbuf: usize) -> anyhow::Result<(UdpPort, UdpPort)> {
     let local: SocketAddr = ([127, 0, 0, 1], 0).into();
-    let tx = UdpPort::bind_vc(local, sockbuf, sockbuf, NATM_READ_SLICE)?;
-    let rx = UdpPort::bind_vc(local, sockbuf, sockbuf, NATM_READ_SLICE)?;
+    let tx = UdpPort::bind_vc(
+        local,
+        sockbuf,
+        sockbuf,
+        NATM_READ_SLICE,
+        natm_udp::VcReceive::ALL,
+    )?;
+    let rx = UdpPort::bind_vc(
+        local,
+        sockbuf,
+        sockbuf,
+        NATM_READ_SLICE,
+        natm_udp::VcReceive::ALL,
+    )?;
     for p in [&tx, &rx] {
         p.set_dont_fragment(true)?;
     }

@@ -331,8 +331,8 @@ impl Conn {
         let (vpi, bare) = (tx.vpi(), tx.is_bare());
         let probes_path = !bare && tx.searches_path() && link.probes_path();
         let stamps = tx.exchanges_acks() || rx.exchanges_acks();
-        if !stamps {
-            link.drop_stamps();
+        if stamps {
+            link.receive_for_acks();
         }
         let late_path = tx.exchanges_acks().then(|| eng.late_paths.to(remote.ip()));
         let peer = if side == Side::Client {

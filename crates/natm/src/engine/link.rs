@@ -16,6 +16,7 @@ use rustix::event::{PollFd, PollFlags, Timespec};
 use super::gather::GatherBatch;
 use crate::adaptor::udp::GRO_SLOT_LEN;
 use crate::adaptor::{CellCodec, MemNetwork, MemPort, RecvBatch, SendBatch, UdpPort};
+use natm_udp::VcReceive;
 
 use crate::wire::vcframe;
 
@@ -160,10 +161,11 @@ impl UdpLink {
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
             )),
         };
-        // GRO on, path-MTU discovery as a fresh socket has it (large frames are
-        // fragmented; GSO sends still fall back by themselves on EMSGSIZE,
-        // `UdpPort::send`), buffers best effort (capped at net.core.{r,w}mem_max).
-        let port = UdpPort::bind_vc(addr, rcvbuf, sndbuf, READ_SLICE)?;
+        // Neither GRO nor arrival stamps until the connection says it needs them
+        // ([`Link::receive_for_acks`], [`UdpLink::recv_now`]): a connected socket
+        // without them receives with a plain `recv(2)`. Buffers best effort (capped
+        // at net.core.{r,w}mem_max).
+        let port = UdpPort::bind_vc(addr, rcvbuf, sndbuf, READ_SLICE, VcReceive::PLAIN)?;
         // Issue 30: no datagram natm sends is fragmented by IP. With DF set the kernel
         // refuses what exceeds the path MTU, and the VC cuts its TPDUs to fit
         // (`Conn::after`, `TxHalf::set_path_cap`).
@@ -355,29 +357,51 @@ impl UdpLink {
     /// Wait up to the read slice ([`READ_SLICE`], the socket's receive timeout) for a
     /// datagram or GRO run and receive it into `batch`; `WouldBlock` if none came.
     pub(crate) fn recv_wait(&self, batch: &mut RecvBatch) -> io::Result<usize> {
-        match &self.cells {
-            None => self.port.recv(batch),
-            Some(cells) => cells.recv(batch, |scratch| self.port.recv(scratch)),
-        }
+        self.receive(batch, UdpPort::recv)
     }
 
     /// Receive what is queued now into `batch`, up to a whole batch of buffers in one
     /// non-waiting `recvmmsg` ([`UdpPort::recv_now`]); `WouldBlock` if nothing is.
     pub(crate) fn recv_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+        self.receive(batch, UdpPort::recv_now)
+    }
+
+    /// Receive with `recv`, through the cell codec in cell mode (frames completed by
+    /// the last call come first, without a receive), then see whether the traffic
+    /// wants GRO.
+    fn receive(
+        &self,
+        batch: &mut RecvBatch,
+        recv: fn(&UdpPort, &mut RecvBatch) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let recv = |b: &mut RecvBatch| {
+            let r = recv(&self.port, b);
+            self.gro_for_runs(b);
+            r
+        };
         match &self.cells {
-            None => self.port.recv_now(batch),
-            // Frames completed by the last call come first, without a receive.
-            Some(cells) => cells.recv(batch, |scratch| self.port.recv_now(scratch)),
+            None => recv(batch),
+            Some(cells) => cells.recv(batch, recv),
+        }
+    }
+
+    /// Turn GRO on at the first sign of bulk: a receive that found several datagrams
+    /// queued, or one datagram larger than a request's or reply's. The peer's GSO
+    /// runs reach a socket without GRO cut into datagrams, a buffer and a receive's
+    /// share of work each; a connection of small requests and replies keeps the
+    /// plain `recv(2)` (issue 30: the 32 B round trip). Called holding the read
+    /// role, so no other receive is under way ([`UdpPort::set_gro`]).
+    fn gro_for_runs(&self, b: &RecvBatch) {
+        const LARGE: usize = 512;
+        if !self.port.gro() && (b.buffers_filled() > 1 || natm_udp::areas::received(b) > LARGE) {
+            let _ = self.port.set_gro(true);
         }
     }
 
     /// Receive one datagram or GRO run queued now ([`UdpPort::recv_one_now`]: what a
     /// busy poller calls in its loop); `WouldBlock` if nothing is.
     pub(crate) fn recv_one_now(&self, batch: &mut RecvBatch) -> io::Result<usize> {
-        match &self.cells {
-            None => self.port.recv_one_now(batch),
-            Some(cells) => cells.recv(batch, |scratch| self.port.recv_one_now(scratch)),
-        }
+        self.receive(batch, UdpPort::recv_one_now)
     }
 
     /// The cell mode's counters, if the link is in cell mode.
@@ -473,13 +497,15 @@ impl Link {
         }
     }
 
-    /// Turn off the kernel's arrival stamps on a socket of the VC's own, for a
-    /// connection none of whose VCs exchanges ACKs ([`UdpPort::set_receive_stamps`]);
-    /// a shared host port keeps them for its other VCs. Best effort: a kernel that
-    /// refuses only leaves the stamps on.
-    pub(crate) fn drop_stamps(&self) {
+    /// Turn on the kernel's arrival stamps and GRO on a socket of the VC's own, for a
+    /// connection a VC of which exchanges ACKs: its ACKs carry the stamps
+    /// ([`UdpPort::set_receive_stamps`]), and it moves data in runs. A shared host
+    /// port has both on for all its VCs. Best effort: a kernel that refuses leaves
+    /// the ACKs carrying the read time, and the runs cut into datagrams.
+    pub(crate) fn receive_for_acks(&self) {
         if let Link::Udp(l) = self {
-            let _ = l.port.set_receive_stamps(false);
+            let _ = l.port.set_gro(true);
+            let _ = l.port.set_receive_stamps(true);
         }
     }
 

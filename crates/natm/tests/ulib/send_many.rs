@@ -59,6 +59,43 @@ fn a_best_effort_burst_arrives_as_that_many_messages_in_order_in_few_system_call
     );
 }
 
+/// A best-effort VC's socket starts without GRO: requests and replies are read with
+/// a plain `recv(2)` each (issue 30). The first sign of bulk turns GRO on, so bursts
+/// then arrive as runs, a few to a receive call, and every message stays whole and
+/// in order before and after.
+#[test]
+fn a_best_effort_receiver_reads_bursts_as_runs_once_bulk_has_come() {
+    let (_h, c, s) = pair("best-effort");
+    const N: usize = 64;
+    let (mut before, mut after) = (None, None);
+    for round in 0..4 {
+        let burst: Vec<Vec<u8>> = (0..N).map(|i| message(round * N + i, 1_000)).collect();
+        if round == 0 {
+            before = s.stats().port;
+        }
+        c.send_many(&burst, Wait::Block).unwrap();
+        for (i, want) in burst.iter().enumerate() {
+            let got = s.recv(Wait::For(Duration::from_secs(5))).unwrap();
+            assert_eq!(got.as_ref(), Some(want), "round {round}, message {i}");
+        }
+        after = s.stats().port;
+    }
+    assert_eq!(s.stats().rx.messages_lost, 0);
+    match (before, after) {
+        (Some(before), Some(after)) => {
+            assert_eq!(before.gro_coalesced, 0, "{before:?}");
+            assert!(after.gro_coalesced > 0, "{after:?}");
+            assert!(
+                after.recv_calls - before.recv_calls < 4 * N as u64,
+                "{after:?}"
+            );
+        }
+        // On the host's shared port (`ulib_host`), which has GRO on for all its VCs.
+        (None, None) => {}
+        other => panic!("the VC's socket came or went: {other:?}"),
+    }
+}
+
 #[test]
 fn messages_of_several_tpdus_in_one_batch_stay_whole_and_in_order() {
     let (_h, c, s) = pair("reliable");
