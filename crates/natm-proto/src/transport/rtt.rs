@@ -14,6 +14,9 @@ pub struct RttEstimator {
     latest: Duration,
     backoff: u32,
     config: RttConfig,
+    /// [`RttEstimator::rto`], worked out when a sample or a timeout changes it: the
+    /// PSB asks on every poll, samples come once per ACK.
+    rto: Duration,
 }
 
 /// Timer bounds for [`RttEstimator`].
@@ -61,14 +64,17 @@ impl Default for RttConfig {
 impl RttEstimator {
     /// An estimator with no samples yet.
     pub fn new(config: RttConfig) -> Self {
-        RttEstimator {
+        let mut e = RttEstimator {
             srtt: None,
             rttvar: Duration::ZERO,
             min_rtt: None,
             latest: Duration::ZERO,
             backoff: 1,
             config,
-        }
+            rto: Duration::ZERO,
+        };
+        e.rto = e.work_out_rto();
+        e
     }
 
     /// Feed one RTT sample; resets the backoff (a fresh, valid sample, RFC 6298 §5.7).
@@ -87,17 +93,25 @@ impl RttEstimator {
             }
         }
         self.backoff = 1;
+        self.rto = self.work_out_rto();
     }
 
     /// Double the RTO after a timeout (RFC 6298 §5.5), up to the ceiling.
     pub fn on_timeout(&mut self) {
-        if self.rto() < self.config.max_rto {
+        if self.rto < self.config.max_rto {
             self.backoff = self.backoff.saturating_mul(2);
+            self.rto = self.work_out_rto();
         }
     }
 
     /// The retransmission timeout now, backoff included.
     pub fn rto(&self) -> Duration {
+        self.rto
+    }
+
+    /// RFC 6298 §2: SRTT + max(G, 4·RTTVAR), at least the floor, times the backoff,
+    /// at most the ceiling; the initial RTO before any sample.
+    fn work_out_rto(&self) -> Duration {
         let base = match self.srtt {
             None => self.config.initial_rto,
             Some(srtt) => {
