@@ -745,7 +745,7 @@ impl Conn {
         &self,
         eng: &Engine,
         timeout: Option<Duration>,
-        take: fn(&mut End<RxHalf>) -> Result<Option<T>, Error>,
+        mut take: impl FnMut(&mut End<RxHalf>) -> Result<Option<T>, Error>,
     ) -> Result<Option<T>, Error> {
         let r = self.wait_rx(eng, timeout, |e| match take(e) {
             Ok(Some(m)) => Some(Ok(Some(m))),
@@ -779,17 +779,24 @@ impl Conn {
         timeout: Option<Duration>,
         buf: &mut Vec<u8>,
     ) -> Result<Option<()>, Error> {
-        {
-            // Lend the caller's memory to the gathering buffer, unless a message is
-            // half gathered there already (a `recv` that timed out part way).
-            let (mut rx, _) = self.rx();
-            if rx.partial.is_empty() && rx.partial.capacity() < buf.capacity() {
+        // Lend the caller's memory to the gathering buffer, unless a message is half
+        // gathered there already (a `recv` that timed out part way): at the first look
+        // under the end's lock, not under a lock of its own (one lock per `recv`
+        // fewer on the round trip's path).
+        let mut first = true;
+        let r = self.recv_with(eng, timeout, |e| {
+            let lend = std::mem::take(&mut first)
+                && e.partial.is_empty()
+                && e.partial.capacity() < buf.capacity();
+            if lend {
                 buf.clear();
-                std::mem::swap(&mut rx.partial, buf);
+                std::mem::swap(&mut e.partial, buf);
             }
-        }
-        match self.recv_message(eng, timeout)? {
+            Self::take_message(e)
+        });
+        match r? {
             Some(m) => {
+                stages::record_msg(Stage::AppRecv, self.stage_key(), &m);
                 *buf = m;
                 Ok(Some(()))
             }

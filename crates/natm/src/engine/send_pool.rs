@@ -197,8 +197,12 @@ impl PoolShare {
         self.held += took;
         self.pool.give(got - took.min(got));
         // The peak counts what the VCs hold, not a draw's passing overshoot.
+        // A locked `fetch_max` only when the peak may move: a load costs nothing on
+        // the send path, the read-modify-write did on every send.
         let used = self.pool.used.load(SeqCst);
-        self.pool.peak.fetch_max(used, SeqCst);
+        if used > self.pool.peak.load(SeqCst) {
+            self.pool.peak.fetch_max(used, SeqCst);
+        }
         Some(r)
     }
 

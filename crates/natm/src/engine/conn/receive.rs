@@ -279,9 +279,22 @@ impl Conn {
         // batch turns each stamp into the engine's clock. Only a VC that exchanges
         // ACKs uses the stamps (its ACKs carry them): others skip the read.
         let wall = self.stamps.then(natm_udp::wall_clock);
+        // A lone datagram (a small message, a ping) is answered under the lock it is
+        // fed under: nothing else of the batch is to come before the flush.
+        let flush = if batch.len() == 1 && !batch.marked_more() {
+            Flush::Now
+        } else {
+            Flush::Later
+        };
         let mut take = |n: usize, from, d: &[u8], opened, stamp, area: Option<&Bytes>| {
             let arrived = arrival(now, wall, stamp);
-            if let Some(w) = self.take_datagram(eng, now, arrived, d, opened, Some(from), area) {
+            let d = Datagram {
+                bytes: d,
+                seal: opened,
+                from: Some(from),
+                area,
+            };
+            if let Some(w) = self.take_datagram(eng, now, arrived, d, flush) {
                 touched[w as usize] = true;
             }
             if (n + 1).is_multiple_of(FLUSH_EVERY) {
@@ -398,22 +411,27 @@ impl Conn {
         }
     }
 
-    /// Hand a datagram to its VC's half without sending anything yet; returns the end
-    /// it touched. The VC is found by natm-proto's [`Route`]; the half checks the
-    /// cookie (and counts a wrong one).
-    /// `d` is a slice of `area` when the receive was lent (its payload is sliced, not
-    /// copied).
-    #[allow(clippy::too_many_arguments)]
+    /// Hand a datagram to its VC's half; returns the end it touched, if that end is
+    /// still to be flushed. With [`Flush::Now`] the end sends what it owes and wakes
+    /// its waiters under the lock it was fed under (one lock, not two, per lone
+    /// datagram) — once the socket is connected: before that, the handshake's answer
+    /// connects it first, and the end is left to the caller's flush. The VC is found
+    /// by natm-proto's [`Route`]; the half checks the cookie (and counts a wrong one).
     fn take_datagram(
         &self,
         eng: &Engine,
         now: Instant,
         arrived: Instant,
-        d: &[u8],
-        seal: Sealed,
-        from: Option<SocketAddr>,
-        area: Option<&Bytes>,
+        d: Datagram<'_>,
+        flush: Flush,
     ) -> Option<Which> {
+        let Datagram {
+            bytes: d,
+            seal,
+            from,
+            area,
+        } = d;
+        let flush_now = flush == Flush::Now && self.sock_connected.load(Ordering::Acquire);
         stages::record(Stage::RxRead, self.stage_key());
         if seal == Sealed::Refused {
             return None;
@@ -444,19 +462,29 @@ impl Conn {
         };
         let connected = match half {
             Half::Tx => {
-                let (mut end, _) = self.tx();
+                let (mut end, cv) = self.tx();
                 feed(&mut end.half, now, arrived, frame, bare, area);
+                if flush_now {
+                    self.after(eng, Which::Tx, &mut end, cv, now, usize::MAX);
+                }
                 end.status().connected
             }
             Half::Rx => {
-                let (mut end, _) = self.rx();
+                let (mut end, cv) = self.rx();
                 feed(&mut end.half, now, arrived, frame, bare, area);
                 if stages::COMPILED && end.half.readable() > 0 {
                     stages::record(Stage::Deliver, self.stage_key());
                 }
+                if flush_now {
+                    self.rx_epoch.fetch_add(1, Ordering::Relaxed);
+                    self.after(eng, Which::Rx, &mut end, cv, now, usize::MAX);
+                }
                 end.status().connected
             }
         };
+        if flush_now {
+            return None;
+        }
         // Client handshake: the accepting side answers from the connection's own
         // socket; once a valid answer (right cookie) arrives, pin the socket to it.
         if !self.sock_connected.load(Ordering::Acquire) && connected {
@@ -584,4 +612,23 @@ enum Sealed {
 fn sealed_at(list: &[(usize, Sealed)], start: usize) -> Sealed {
     list.binary_search_by_key(&start, |&(s, _)| s)
         .map_or(Sealed::Unopened, |i| list[i].1)
+}
+
+/// A received datagram as `take_datagram` takes it: its octets (a slice of `area`
+/// when the receive was lent: its payload is sliced, not copied), whether it was
+/// opened, and where it came from.
+struct Datagram<'a> {
+    bytes: &'a [u8],
+    seal: Sealed,
+    from: Option<SocketAddr>,
+    area: Option<&'a Bytes>,
+}
+
+/// When the end a datagram touched sends what it owes and wakes its waiters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flush {
+    /// Under the lock the datagram was fed under: it came alone.
+    Now,
+    /// Once per batch (or every [`FLUSH_EVERY`] datagrams), by the caller.
+    Later,
 }

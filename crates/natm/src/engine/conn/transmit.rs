@@ -88,7 +88,8 @@ impl Conn {
         }
         // A clear TPDU on a frame-mode UDP link is gathered: its headers written,
         // its payload sent from where the send queue holds it (`engine::gather`).
-        if !self.bare && self.crypt.is_none() && self.link.gathers() {
+        let gathers = !self.bare && self.crypt.is_none() && self.link.gathers();
+        if gathers {
             let mut run = std::mem::take(&mut end.out_gather);
             while sent < max {
                 let Some(t) = end.half.poll_transmit(now) else {
@@ -108,7 +109,9 @@ impl Conn {
             }
             end.out_gather = run;
         }
-        while sent < max {
+        // A gathering end's loop above polled until the half had nothing more: one
+        // more poll here found nothing, and cost a pass through the PSB per `after`.
+        while !gathers && sent < max {
             let Some(t) = end.half.poll_transmit(now) else {
                 break;
             };
