@@ -56,10 +56,13 @@ impl LatePath {
             self.previous.store(last, Relaxed);
         }
         let own = u64::try_from(own.as_nanos()).unwrap_or(u64::MAX);
-        if own > 0 {
-            self.current.fetch_max(own, Relaxed);
+        // A locked `fetch_max` only when the report may raise the value: every
+        // sending `after` reports, and the value rarely moves.
+        let mut current = self.current.load(Relaxed);
+        if own > current {
+            current = self.current.fetch_max(own, Relaxed).max(own);
         }
-        Duration::from_nanos(self.current.load(Relaxed).max(self.previous.load(Relaxed)))
+        Duration::from_nanos(current.max(self.previous.load(Relaxed)))
     }
 }
 
