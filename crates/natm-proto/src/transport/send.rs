@@ -364,9 +364,15 @@ impl SendHalf {
         // is freed when the last of them is acknowledged: at most one push's worth more
         // than the send buffer stays allocated.
         // Copied on first use, so a push refused as full copies nothing.
+        // A push that is one TPDU (a small message) takes the copy itself: a slice
+        // of it would turn the allocation into a shared one, a second allocation and
+        // its reference counts on every small send.
         let fits = data.len().min(self.capacity());
         let mut copy: Option<Bytes> = None;
         self.push_with(data.len(), end, |from, to| {
+            if copy.is_none() && from == 0 && to == fits {
+                return Bytes::copy_from_slice(&data[..fits]);
+            }
             copy.get_or_insert_with(|| Bytes::copy_from_slice(&data[..fits]))
                 .slice(from..to)
         })
@@ -977,10 +983,12 @@ impl SendHalf {
         flow.on_sent(now, len, false);
         let out = self.emit(seq, now, cookie, None, pair_first, pair_second);
         if !self.lim.error_control {
-            // Without error control a sent TPDU is forgotten at once.
+            // Without error control a sent TPDU is forgotten at once; the one just
+            // sent had its payload taken by `emit`, and counts its length.
             while self.una < self.nxt {
                 if let Some(slot) = self.slots.pop_front() {
-                    self.bytes -= slot.len();
+                    let taken = if self.una == seq { len } else { 0 };
+                    self.bytes -= slot.len() + taken;
                     if slot.last {
                         self.msgs_queued = self.msgs_queued.saturating_sub(1);
                     }
@@ -1009,6 +1017,7 @@ impl SendHalf {
         // The sender's window in the TPDUs it sends now: what the receiver sizes its
         // advertisement and its reorder range in (`RecvHalf::on_data`).
         let window = self.ec_window().min(u32::from(u16::MAX)) as u16;
+        let error_control = self.lim.error_control;
         let slot = self
             .slot_mut(seq)
             .expect("emit of a queued sequence number");
@@ -1037,9 +1046,18 @@ impl SendHalf {
             aux: slot.msg_off,
             ..Header::new(crate::wire::tpdu::TpduType::Data)
         };
+        // Without error control the slot is forgotten as soon as it is sent
+        // (`poll_data`): its payload goes out whole rather than as a clone, which
+        // would turn a small send's one allocation into a shared one (a second
+        // allocation and its reference counts).
+        let payload = if error_control {
+            slot.payload.clone()
+        } else {
+            std::mem::take(&mut slot.payload)
+        };
         OutData {
             header,
-            payload: slot.payload.clone(),
+            payload,
             retx,
         }
     }
