@@ -28,8 +28,11 @@ const EVENTS: usize = 256;
 const MAX_EVENT_ROUNDS: usize = 16;
 
 /// epoll's own timeout has millisecond granularity; a leaky bucket pacing a 20 Mbit/s
-/// VC needs a TPDU every 1.6 ms, so timers go through a timerfd (nanoseconds).
-fn timerfd(poll: &mio::Poll) -> Option<OwnedFd> {
+/// VC needs a TPDU every 1.6 ms, so timers go through a timerfd (nanoseconds). Made
+/// by `Engine::start` before it returns, not by the driver thread as it begins: an
+/// engine's descriptors are all open once it is (a count taken after a host opened
+/// found one more later, when the driver thread had started late under load).
+pub(super) fn timerfd(poll: &mio::Poll) -> Option<OwnedFd> {
     let fd = rustix::time::timerfd_create(
         TimerfdClockId::Monotonic,
         TimerfdFlags::NONBLOCK | TimerfdFlags::CLOEXEC,
@@ -61,10 +64,9 @@ fn set_timer(fd: &OwnedFd, after: Duration) {
     let _ = rustix::time::timerfd_settime(fd, TimerfdTimerFlags::empty(), &spec);
 }
 
-pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
+pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll, tfd: Option<OwnedFd>) {
     let mut events = mio::Events::with_capacity(EVENTS);
     let mut buf = super::UdpLink::recv_batch();
-    let tfd = timerfd(&poll);
     let mut drain = [0u8; 8];
     loop {
         let Some(eng) = weak.upgrade() else { return };

@@ -340,6 +340,7 @@ impl Engine {
         let weak = Arc::downgrade(&eng);
         let cpus = eng.cfg.driver_cpus.clone();
         let (pinned_tx, pinned) = std::sync::mpsc::channel();
+        let tfd = driver::timerfd(&poll);
         std::thread::Builder::new()
             .name("natm-driver".into())
             .spawn(move || {
@@ -347,7 +348,7 @@ impl Engine {
                 let failed = pin.is_err();
                 let _ = pinned_tx.send(pin.map(|()| rustix::thread::gettid()));
                 if !failed {
-                    driver::run(weak, poll)
+                    driver::run(weak, poll, tfd)
                 }
                 drop(driver_waker);
             })?;
