@@ -146,7 +146,7 @@ static HELD_GRO: [std::sync::OnceLock<HeldGro>; 2] =
     [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
 
 /// Keep one socket with UDP GRO on for the life of the process, per address family,
-/// and the quinn-udp state made on it; the state, shared, drives every VC's socket
+/// and a quinn-udp state made beside it; the state, shared, drives every VC's socket
 /// ([`UdpPort::bind_vc`]).
 ///
 /// Turning GRO on for a UDP socket takes a reference on a kernel static key
@@ -165,17 +165,22 @@ fn hold_gro_key(v6: bool) -> Option<Arc<UdpSocketState>> {
             } else {
                 SocketAddr::from((Ipv4Addr::LOCALHOST, 0))
             };
+            // quinn-udp's state is made on a socket of its own, closed at once:
+            // quinn-udp turns arrival stamps on, and Linux lets go of its stamp key
+            // (`netstamp_needed_key`, which has every packet the host receives
+            // stamped by `ktime_get_real`, whichever socket it is for) only when such
+            // a socket closes, not when the option is turned off again. Held, it
+            // cost a 32 B round trip on one CPU ~0.1 us (`read_tsc` under
+            // `netif_rx`, issue 30). The stamp key is taken when a VC wants stamps
+            // ([`hold_stamp_key`]).
+            let state = {
+                let probe = std::net::UdpSocket::bind(any).ok()?;
+                UdpSocketState::new((&probe).into()).ok()?
+            };
             let s = std::net::UdpSocket::bind(any).ok()?;
-            let state = UdpSocketState::new((&s).into()).ok()?;
-            // quinn-udp turned arrival stamps on, which holds the kernel's stamp key
-            // (`netstamp_needed_key`) on: every packet the host then receives is
-            // stamped (`ktime_get_real`), whichever socket it is for. Off until a VC
-            // wants stamps ([`hold_stamp_key`]).
-            let _ = nix::sys::socket::setsockopt(
-                &s,
-                nix::sys::socket::sockopt::ReceiveTimestampns,
-                &false,
-            );
+            // The held socket takes the GRO key alone (best effort, as below).
+            let _ =
+                nix::sys::socket::setsockopt(&s, nix::sys::socket::sockopt::UdpGroSegment, &true);
             Some((s, Arc::new(state)))
         })
         .as_ref()
