@@ -71,6 +71,10 @@ pub(crate) struct UdpLink {
     /// Datagrams the kernel refused as larger than the path MTU and that went out
     /// again with fragmentation allowed: TPDUs sent before the path shrank.
     oversize_fallbacks: AtomicU64,
+    /// The socket's receive timeout as last set, in whole milliseconds: the read
+    /// slice, or less while an application's wait has less time left
+    /// ([`UdpLink::recv_wait`]).
+    read_timeout_ms: AtomicU64,
 }
 
 /// How a UDP link carries frames (issue 13). Both ends of a link must use the same
@@ -127,7 +131,8 @@ impl std::str::FromStr for LinkMode {
 
 /// How long a blocked application read waits before it looks at the VC again (an
 /// abort or close by another thread is seen within this time at the latest).
-pub(crate) const READ_SLICE: Duration = Duration::from_millis(50);
+pub(crate) const READ_SLICE: Duration = Duration::from_millis(READ_SLICE_MS);
+const READ_SLICE_MS: u64 = 50;
 
 /// Buffers per receive call, each of 64 KiB (a whole GRO run). One: measured on
 /// loopback with 64 KiB messages (docs/PERFORMANCE.md, "Receive batching"), reliable
@@ -175,6 +180,7 @@ impl UdpLink {
             cells,
             path_payload: AtomicUsize::new(0),
             oversize_fallbacks: AtomicU64::new(0),
+            read_timeout_ms: AtomicU64::new(READ_SLICE_MS),
         })
     }
 
@@ -354,9 +360,29 @@ impl UdpLink {
         result
     }
 
-    /// Wait up to the read slice ([`READ_SLICE`], the socket's receive timeout) for a
-    /// datagram or GRO run and receive it into `batch`; `WouldBlock` if none came.
-    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+    /// Wait up to `slice` (at most the read slice, [`READ_SLICE`]) for a datagram or
+    /// GRO run and receive it into `batch`; `WouldBlock` if none came. The wait is
+    /// the socket's receive timeout, a blocking `recv`: a slice other than the one
+    /// last set (an application's wait with less time left than the read slice) sets
+    /// it first, so a run of waits alike costs one `setsockopt`, not one each. The
+    /// kernel counts the timeout in its ticks (4 ms at 250 Hz), as it does for any
+    /// socket's (docs/decisions/0030-a-short-recv-timeout-bounds-the-socket-wait.md).
+    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch, slice: Duration) -> io::Result<usize> {
+        if slice.is_zero() {
+            return self.recv_now(batch);
+        }
+        // Whole milliseconds, rounded up: finer than the kernel's tick.
+        let ms = u64::try_from(slice.as_micros().div_ceil(1000))
+            .unwrap_or(u64::MAX)
+            .min(READ_SLICE_MS);
+        if self.read_timeout_ms.load(Ordering::Relaxed) != ms
+            && self
+                .port
+                .set_read_timeout(Some(Duration::from_millis(ms)))
+                .is_ok()
+        {
+            self.read_timeout_ms.store(ms, Ordering::Relaxed);
+        }
         self.receive(batch, UdpPort::recv)
     }
 
@@ -723,12 +749,14 @@ impl Link {
         }
     }
 
-    /// Wait up to [`READ_SLICE`] for frames and receive them into `batch`.
-    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch) -> io::Result<usize> {
+    /// Wait up to `slice` (at most [`READ_SLICE`]) for frames and receive them into
+    /// `batch`.
+    pub(crate) fn recv_wait(&self, batch: &mut RecvBatch, slice: Duration) -> io::Result<usize> {
+        let slice = slice.min(READ_SLICE);
         match self {
-            Link::Udp(l) => l.recv_wait(batch),
-            Link::Mem(m) => m.recv_wait(batch, READ_SLICE),
-            Link::Host(h) => h.recv_wait(batch, READ_SLICE),
+            Link::Udp(l) => l.recv_wait(batch, slice),
+            Link::Mem(m) => m.recv_wait(batch, slice),
+            Link::Host(h) => h.recv_wait(batch, slice),
         }
     }
 

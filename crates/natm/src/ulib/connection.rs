@@ -1192,6 +1192,67 @@ mod tests {
         }
     }
 
+    /// The quickest of five `recv`s of `timeout` with nothing to receive: each ends
+    /// with `TimedOut`.
+    fn quickest_timeout(c: &Connection, timeout: Duration) -> Duration {
+        (0..5)
+            .map(|_| {
+                let t = Instant::now();
+                let r = c.recv(Wait::For(timeout));
+                assert!(matches!(r, Err(Error::TimedOut)), "{r:?}");
+                t.elapsed()
+            })
+            .min()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_recv_with_a_timeout_shorter_than_the_read_slice_returns_on_time() {
+        let pairs = [
+            ("best-effort, a socket per VC", udp_pair_of("best-effort")),
+            ("reliable, a socket per VC", udp_pair_of("reliable")),
+            ("best-effort, one port per host", {
+                let (a, b) = (per_host(), per_host());
+                let l = b.bind("127.0.0.1:0", "best-effort").unwrap();
+                let client = a.connect(l.local_addr().unwrap(), "best-effort").unwrap();
+                let server = l.accept(Wait::For(Duration::from_secs(5))).unwrap();
+                (a, b, client, server)
+            }),
+        ];
+        let short = Duration::from_millis(2);
+        for (what, (_a, _b, client, server)) in &pairs {
+            // Once after a message, so that the application thread reads the socket.
+            client.send(b"first", Wait::Block).unwrap();
+            assert_eq!(
+                server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
+                Some(b"first".to_vec())
+            );
+            // The socket's wait was the 50 ms read slice whatever the caller's timeout
+            // (a 2 ms recv took 20-55 ms).
+            let took = quickest_timeout(server, short);
+            assert!(
+                took < Duration::from_millis(15),
+                "{what}: a 2 ms recv took {took:?}"
+            );
+            // A longer wait is not cut short by the shorter one before it...
+            let long = Duration::from_millis(120);
+            let t = Instant::now();
+            assert!(matches!(server.recv(Wait::For(long)), Err(Error::TimedOut)));
+            assert!(
+                t.elapsed() >= long,
+                "{what}: a 120 ms recv ended after {:?}",
+                t.elapsed()
+            );
+            // ...and what comes next is still received.
+            client.send(b"after", Wait::Block).unwrap();
+            assert_eq!(
+                server.recv(Wait::For(Duration::from_secs(5))).unwrap(),
+                Some(b"after".to_vec()),
+                "{what}"
+            );
+        }
+    }
+
     #[test]
     fn a_datagram_after_a_reader_gave_up_is_read_by_the_driver() {
         let (_a, _b, client, server) = udp_pair();

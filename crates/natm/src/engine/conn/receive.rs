@@ -351,9 +351,15 @@ impl Conn {
     }
 
     /// Read as an application thread: wait up to the read slice for the socket (or
-    /// spin, in busy-poll mode), then take everything queued, a batch at a time.
-    /// Returns false if another thread holds the read role.
-    pub(crate) fn read_as_app(&self, eng: &Engine, batch: &mut RecvBatch) -> bool {
+    /// spin, in busy-poll mode), or `left` if the caller's wait has less, then take
+    /// everything queued, a batch at a time. Returns false if another thread holds
+    /// the read role.
+    pub(crate) fn read_as_app(
+        &self,
+        eng: &Engine,
+        batch: &mut RecvBatch,
+        left: Option<std::time::Duration>,
+    ) -> bool {
         if self.read.is_shut() {
             // Aborted: the caller finds the abort in the end, or waits on its
             // condition variable (never a spin on a shut socket).
@@ -370,11 +376,15 @@ impl Conn {
             let mut touched = [false; 2];
             let mut taken_at = None;
             self.quiet_for_wait(eng, &mut role);
+            // No longer than the caller's wait has left (a short timeout is kept).
+            let slice = left.map_or(crate::engine::link::READ_SLICE, |l| {
+                l.min(crate::engine::link::READ_SLICE)
+            });
             let first = if eng.cfg.busy_poll {
-                let until = std::time::Instant::now() + crate::engine::link::READ_SLICE;
-                self.link.recv_spin(batch, until)
+                self.link
+                    .recv_spin(batch, std::time::Instant::now() + slice)
             } else {
-                self.link.recv_wait(batch)
+                self.link.recv_wait(batch, slice)
             };
             if first.is_ok() {
                 // A lone datagram (a small message, a ping) is answered at once, without

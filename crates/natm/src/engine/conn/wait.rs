@@ -84,13 +84,20 @@ impl Conn {
             let until =
                 *until.get_or_insert_with(|| timeout.map(|t| std::time::Instant::now() + t));
             let may_have_passed = !first_miss || timeout.is_some_and(|t| t.is_zero());
-            if may_have_passed && until.is_some_and(|u| std::time::Instant::now() >= u) {
-                // A thread that gives up leaves the socket to the driver, parked or
-                // not.
-                self.unpark(eng);
-                break None;
+            // What the wait has left bounds the socket's wait below: a recv with a
+            // timeout shorter than the read slice returns on time.
+            let mut left = timeout.filter(|_| first_miss);
+            if let (true, Some(u)) = (may_have_passed, until) {
+                let now = std::time::Instant::now();
+                if now >= u {
+                    // A thread that gives up leaves the socket to the driver, parked
+                    // or not.
+                    self.unpark(eng);
+                    break None;
+                }
+                left = Some(u - now);
             }
-            if paced || !self.read_as_app(eng, &mut batch) {
+            if paced || !self.read_as_app(eng, &mut batch, left) {
                 let mut end = lock(m);
                 if let Some(r) = cond(&mut end) {
                     break Some(r);
