@@ -1192,10 +1192,10 @@ mod tests {
         }
     }
 
-    /// The quickest of five `recv`s of `timeout` with nothing to receive: each ends
+    /// The quickest of ten `recv`s of `timeout` with nothing to receive: each ends
     /// with `TimedOut`.
     fn quickest_timeout(c: &Connection, timeout: Duration) -> Duration {
-        (0..5)
+        (0..10)
             .map(|_| {
                 let t = Instant::now();
                 let r = c.recv(Wait::For(timeout));
