@@ -81,7 +81,9 @@ fn start(net: &mut Lab) {
         } else {
             args.extend(["--arp", ADDR[0]]);
         }
+        // The ATMARP server first, up before its client starts (`wait_ip_up`).
         net.spawn(i, &args, &format!("ip{i}"));
+        net.wait_ip_up(&format!("ip{i}"), 20);
     }
     for i in 0..2 {
         net.wait_for("natm0 up", 20, || {

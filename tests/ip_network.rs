@@ -72,6 +72,7 @@ fn start_ip(lab: &mut Lab, i: usize, name: &str, args: &[&str]) {
             .status
             .success()
     });
+    lab.wait_ip_up(name, 30);
 }
 
 /// The last `--report` line `natm ip` printed.

@@ -208,6 +208,17 @@ impl Lab {
         out
     }
 
+    /// Wait until `natm ip` logging to `NAME.err` says its interface is up. Its
+    /// listeners (SAP `ip`, B-LLI LLC, `atmarp` on the ATMARP server) are bound by
+    /// then: a client started after the server never finds `atmarp` not yet bound
+    /// (cause 88) and falls back to an RFC 2225 LLC VC, which carries every class of
+    /// the peer, so no flow of its policy gets a VC of its own.
+    pub(crate) fn wait_ip_up(&self, name: &str, secs: u64) {
+        self.wait_for(&format!("{name} up"), secs, || {
+            self.log(&format!("{name}.err")).contains(" up (mtu ")
+        });
+    }
+
     pub(crate) fn wait_for(&self, what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         let until = Instant::now() + Duration::from_secs(secs);
         while !f() {
