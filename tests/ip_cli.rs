@@ -491,7 +491,9 @@ fn a_pids_limit_costs_the_interface_no_call() {
     net.wait_for("natm ip to take the peer's share of the calls", 60, || {
         net.ip_calls(0).len() >= 6
     });
-    assert!(threads(ip0) <= before + 2, "the calls cost threads");
+    // At most one more VC with a reader of its own (`natm ip` gives two VCs one,
+    // the ping's is the first) and the setups under way.
+    assert!(threads(ip0) <= before + 3, "the calls cost threads");
     hang_up(&mut callers);
     assert!(
         std::path::Path::new(&format!("/proc/{ip0}")).exists()
@@ -543,9 +545,10 @@ fn one_peers_calls_beyond_its_share_are_refused_before_they_cost_a_thread() {
     let during = threads(ip0);
     hang_up(&mut callers);
     assert!(refused <= 7, "{refused} refused: the share is 6 VCs");
-    // The share's VCs cost no thread (the pool receives them all).
+    // The share's VCs cost no thread past the second VC's own reader (the pool
+    // receives the rest).
     assert!(
-        during <= before + 2,
+        during <= before + 3,
         "{during} threads with the share's VCs, {before} before"
     );
     let log = net.log("ip0.err");
@@ -563,7 +566,8 @@ fn one_peers_calls_beyond_its_share_are_refused_before_they_cost_a_thread() {
 fn calls_on_sap_ip_share_a_fixed_set_of_threads() {
     // Issue 31: `natm ip` ran two threads for every IP VC, so a peer's calls grew its
     // thread count with them (4,000 calls: ~8,000 threads). Now a fixed pool receives
-    // every VC and the thread that has a packet sends it.
+    // every VC past the first two (each with a reader of its own) and the thread
+    // that has a packet sends it.
     if let Some(why) = unavailable() {
         eprintln!("skipping calls_on_sap_ip_share_a_fixed_set_of_threads: {why}");
         return;
@@ -591,8 +595,10 @@ fn calls_on_sap_ip_share_a_fixed_set_of_threads() {
     ping(&net, 0, V4[1]);
     let after = threads(ip0);
     eprintln!("natm ip threads: {before} before, {during} with {CALLS} more VCs, {after} after");
+    // One more VC with a reader of its own (two VCs have one, the ping's is the
+    // first); the pool receives the rest.
     assert!(
-        during <= before + 2 && after <= before + 2,
+        during <= before + 3 && after <= before + 3,
         "threads grew with the VCs: {before} before, {during} with {CALLS} more, {after} after"
     );
 }

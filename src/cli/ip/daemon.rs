@@ -1,9 +1,10 @@
 //! The threads of `natm ip`: the TUN reader, one sender for every VC (behind one
-//! bounded queue), a fixed pool receiving every VC's frames and sending what found
-//! its VC full, at most [`MAX_SETUPS`] call setups (a thread the system refuses is
-//! an error, never a panic), the listeners for calls on SAP `ip` and B-LLI LLC, the
-//! ATMARP client (and server), and the timer. No thread per VC (issue 31: a peer's
-//! calls cannot grow the thread count). All protocol decisions are the sans-IO
+//! bounded queue), a reader of their own for the first [`IP_READERS`] natm VCs, a
+//! fixed pool receiving every other VC's frames and sending what found any VC full,
+//! at most [`MAX_SETUPS`] call setups (a thread the system refuses is an error,
+//! never a panic), the listeners for calls on SAP `ip` and B-LLI LLC, the ATMARP
+//! client (and server), and the timer. No thread per VC (issue 31: a peer's calls
+//! cannot grow the thread count past these). All protocol decisions are the sans-IO
 //! [`Node`]'s; this file moves bytes and time in and out of it.
 
 use natm::ulib::Wait;
@@ -34,8 +35,19 @@ use natm_proto::ip::node::{arp_frame, Action, Node, VcId, VcKind, CAUSE_INCOMPAT
 const VC_QUEUE: usize = 512;
 /// Bytes waiting for room on all VCs together.
 const PENDING_BYTES: usize = 32 << 20;
-/// Threads receiving the frames of every IP VC, however many VCs there are.
+/// Threads receiving the frames of every IP VC beyond the first [`IP_READERS`],
+/// however many VCs there are.
 const IP_WORKERS: usize = 1;
+/// natm data VCs each received by a thread of its own: the thread waits in the VC's
+/// socket, so a datagram wakes the thread that writes its packet to the interface
+/// (one wake-up), not the engine's driver and then a pool worker (two). The first
+/// VCs a host sets up or takes get them (those of its busiest peer, as a rule);
+/// past these the pool receives, and the thread count stays bounded whatever peers
+/// call (issue 31).
+const IP_READERS: usize = 2;
+/// Frames a VC's reader takes without waiting after the one it waited for, before
+/// it writes their packets to the interface together.
+const READ_BUDGET: usize = 64;
 /// Call setups (each a thread waiting for sigd) at once; a VC the node wants beyond
 /// them fails at once, as a refused setup does, and the node tries again later.
 const MAX_SETUPS: usize = 16;
@@ -64,8 +76,11 @@ struct Shared {
     timer_at: AtomicU64,
     /// The open VCs: packets are sent on them by the thread that has them.
     vcs: Mutex<HashMap<VcId, VcHandle>>,
-    /// Receives every VC's frames.
+    /// Receives the frames of every VC without a reader of its own, and sends what
+    /// found any VC full.
     rx: pool::ConnPool<IpVc>,
+    /// VCs with a reader of their own ([`IP_READERS`]).
+    readers: AtomicUsize,
     server: Mutex<Option<SyncSender<Vec<u8>>>>,
     tun: Tun,
     host: Host,
@@ -128,7 +143,8 @@ impl VcHandle {
     }
 }
 
-/// An open VC as the receive pool's workers see it.
+/// An open VC as the receive pool's workers (or its own reader) see it.
+#[derive(Clone)]
 struct IpVc {
     shared: Weak<Shared>,
     vc: VcId,
@@ -342,8 +358,53 @@ impl Shared {
         };
         // Held across `add` so that a VC ending at once is forgotten after this.
         let mut vcs = lock(&self.vcs);
-        let waker = self.rx.add(out.conn.clone(), ctx);
+        if kind != VcKind::Natm || self.readers.fetch_add(1, Ordering::AcqRel) >= IP_READERS {
+            if kind == VcKind::Natm {
+                self.readers.fetch_sub(1, Ordering::AcqRel);
+            }
+            let waker = self.rx.add(out.conn.clone(), ctx);
+            vcs.insert(vc, VcHandle { out, waker });
+            return;
+        }
+        let (waker, task) = self.rx.add_sending(out.conn.clone(), ctx.clone());
         vcs.insert(vc, VcHandle { out, waker });
+        drop(vcs);
+        let me = self.clone();
+        if let Err(e) = spawn("natm-ip-vc-rx", move || me.read_vc(&ctx, task)) {
+            tracing::warn!(
+                vc,
+                "cannot start the VC's reader ({e}): the pool receives it"
+            );
+            self.readers.fetch_sub(1, Ordering::AcqRel);
+            self.rx.receive(task);
+        }
+    }
+
+    /// A natm data VC's own reader: waits for its frames in the VC's socket, and
+    /// writes the packets of each frame and those that came with it together. The
+    /// pool still sends what found the VC full; the reader ends its task with the VC.
+    fn read_vc(self: Arc<Self>, ctx: &IpVc, task: pool::TaskId) {
+        let conn = &ctx.out.conn;
+        let mut frame = Vec::new();
+        'vc: while let Ok(true) = conn.recv_into(&mut frame, Wait::Block) {
+            // Only an LLC VC carries ATMARP requests that are answered on it.
+            let _ = ctx.frame(&frame);
+            for _ in 1..READ_BUDGET {
+                match conn.recv_into(&mut frame, Wait::No) {
+                    Ok(true) => {
+                        let _ = ctx.frame(&frame);
+                    }
+                    Err(Error::WouldBlock(_)) => break,
+                    Ok(false) | Err(_) => {
+                        self.tun.flush();
+                        break 'vc;
+                    }
+                }
+            }
+            self.tun.flush();
+        }
+        self.readers.fetch_sub(1, Ordering::AcqRel);
+        self.rx.end(task);
     }
 
     /// Takes calls on SAP `ip` ([`VcKind::Natm`]) or on B-LLI LLC, as RFC 2225
@@ -688,6 +749,7 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
         timer_at: AtomicU64::new(0),
         vcs: Mutex::new(HashMap::new()),
         rx,
+        readers: AtomicUsize::new(0),
         server: Mutex::new(None),
         tun,
         host: host.clone(),

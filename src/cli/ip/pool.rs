@@ -12,6 +12,10 @@
 //! A worker polls a task until it is pending, so the engine ends a watermark hold on
 //! its VC: the poll that finds nothing reads the socket once more, or has the thread
 //! holding the read role do it (`engine/app.rs` `poll_recv_with`).
+//!
+//! A connection whose messages a thread of the caller's receives ([`ConnPool::add_sending`])
+//! is a task whose turns only do the context's other work; that thread ends it
+//! ([`ConnPool::end`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -42,6 +46,10 @@ pub(crate) trait TaskContext: Send + Sync + 'static {
     fn ended(&self) {}
 }
 
+/// A task of a pool, as [`ConnPool::add_sending`] names it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct TaskId(u64);
+
 /// The pool: its workers run until it is dropped.
 pub(crate) struct ConnPool<C: TaskContext> {
     shared: Arc<Shared<C>>,
@@ -70,6 +78,9 @@ enum Turn {
 struct Task<C> {
     conn: Arc<Connection>,
     ctx: C,
+    /// The pool's workers receive its messages (else a thread of the caller's does,
+    /// and ends the task).
+    receives: AtomicBool,
     /// Held by the worker serving the task: two workers never serve one connection
     /// at once, so its replies keep its requests' order.
     serving: Mutex<()>,
@@ -137,7 +148,11 @@ impl<C: TaskContext> Shared<C> {
         task.queued.store(false, Ordering::Release);
         let mut cx = Context::from_waker(&task.waker);
         task.ctx.turn(&task.conn, &mut cx);
-        let after = self.serve_messages(task, &mut cx);
+        let after = if task.receives.load(Ordering::Acquire) {
+            self.serve_messages(task, &mut cx)
+        } else {
+            Turn::Idle
+        };
         task.ctx.turn_done();
         match after {
             // The VC ended: the task (and its context) goes.
@@ -204,7 +219,37 @@ impl<C: TaskContext> ConnPool<C> {
     /// `serve` for it, told when the VC has ended, and dropped with the task. The
     /// task's waker is returned: waking it serves the task again (its `turn` first).
     pub(crate) fn add(&self, conn: impl Into<Arc<Connection>>, ctx: C) -> Waker {
-        let conn = conn.into();
+        self.add_task(conn.into(), ctx, true).0
+    }
+
+    /// As [`ConnPool::add`], for a connection whose messages a thread of the
+    /// caller's receives: the task's turns do the context's `turn` and `turn_done`
+    /// alone, and it lasts until that thread calls [`ConnPool::end`] (or
+    /// [`ConnPool::receive`] hands its messages to the pool after all).
+    pub(crate) fn add_sending(&self, conn: Arc<Connection>, ctx: C) -> (Waker, TaskId) {
+        self.add_task(conn, ctx, false)
+    }
+
+    /// The pool's workers receive the messages of a task added by
+    /// [`ConnPool::add_sending`] from now (its own thread could not be started).
+    pub(crate) fn receive(&self, id: TaskId) {
+        if let Some(task) = lock(&self.shared.tasks).get(&id.0).cloned() {
+            task.receives.store(true, Ordering::Release);
+        }
+        self.shared.queue(id.0);
+    }
+
+    /// The VC of a task added by [`ConnPool::add_sending`] has ended: the task goes,
+    /// after any turn under way, and its context is told.
+    pub(crate) fn end(&self, id: TaskId) {
+        let task = lock(&self.shared.tasks).remove(&id.0);
+        if let Some(task) = task {
+            let _serving = lock(&task.serving);
+            task.ctx.ended();
+        }
+    }
+
+    fn add_task(&self, conn: Arc<Connection>, ctx: C, receives: bool) -> (Waker, TaskId) {
         let id = self.shared.next_id.fetch_add(1, Ordering::Relaxed);
         let waker = Waker::from(Arc::new(TaskWaker {
             id,
@@ -213,6 +258,7 @@ impl<C: TaskContext> ConnPool<C> {
         let task = Arc::new(Task {
             conn,
             ctx,
+            receives: AtomicBool::new(receives),
             serving: Mutex::new(()),
             queued: AtomicBool::new(false),
             waker: waker.clone(),
@@ -220,7 +266,7 @@ impl<C: TaskContext> ConnPool<C> {
         lock(&self.shared.tasks).insert(id, task);
         // Whatever arrived before the first poll registered the waker.
         self.shared.queue(id);
-        waker
+        (waker, TaskId(id))
     }
 
     /// Connections being served.
@@ -373,6 +419,70 @@ mod tests {
             (1..=40).contains(&turns),
             "at most a turn per message, at least one: {log:?}"
         );
+    }
+
+    #[test]
+    fn a_task_received_elsewhere_leaves_its_messages_to_its_reader() {
+        let server = Host::open(HostConfig::default()).unwrap();
+        let l = server.bind("127.0.0.1:0", "reliable").unwrap();
+        let addr = l.local_addr().unwrap();
+        let pool = ConnPool::start(1, "test-pool", |c: &Logged, m: &[u8]| {
+            lock(&c.0).push(format!("m {}", String::from_utf8_lossy(m)));
+            None
+        })
+        .unwrap();
+        let client = Host::open(HostConfig::default()).unwrap();
+        let five = Wait::For(Duration::from_secs(5));
+        let mut ids = Vec::new();
+        let mut logs = Vec::new();
+        let mut accepted = Vec::new();
+        let mut clients = Vec::new();
+        for _ in 0..2 {
+            clients.push(client.connect(addr, "reliable").unwrap());
+            let conn = Arc::new(l.accept(Wait::Block).unwrap());
+            let log = Log::default();
+            let (waker, id) = pool.add_sending(conn.clone(), Logged(log.clone()));
+            // A wake-up serves its other work, never its messages.
+            waker.wake_by_ref();
+            ids.push(id);
+            logs.push(log);
+            accepted.push(conn);
+        }
+        for (k, c) in clients.iter().enumerate() {
+            c.send(format!("first {k}").as_bytes(), Wait::Block)
+                .unwrap();
+        }
+        for (k, conn) in accepted.iter().enumerate() {
+            let m = conn.recv(five).unwrap().unwrap();
+            assert_eq!(
+                m,
+                format!("first {k}").into_bytes(),
+                "its own reader has it"
+            );
+        }
+        wait_until("a turn of the first task", || {
+            lock(&logs[0]).iter().any(|e| e == "done")
+        });
+        // The first task's reader ends it; the second's hands it to the pool.
+        pool.end(ids[0]);
+        let first = lock(&logs[0]).clone();
+        assert!(first.iter().all(|e| !e.starts_with("m ")), "{first:?}");
+        assert_eq!(first.last().map(String::as_str), Some("ended"), "{first:?}");
+        assert_eq!(pool.len(), 1);
+        pool.receive(ids[1]);
+        clients[1].send(b"second", Wait::Block).unwrap();
+        wait_until("the pool to serve the handed-over task", || {
+            lock(&logs[1]).iter().any(|e| e == "m second")
+        });
+        assert!(
+            !lock(&logs[1]).iter().any(|e| e.starts_with("m first")),
+            "the pool took a message its reader had: {:?}",
+            lock(&logs[1])
+        );
+        clients[1].close();
+        drop(clients);
+        wait_until("the handed-over VC to end", || pool.len() == 0);
+        assert_eq!(lock(&logs[1]).iter().filter(|e| *e == "ended").count(), 1);
     }
 
     #[test]
