@@ -117,29 +117,43 @@ struct VcHandle {
 }
 
 impl VcHandle {
-    /// Send `frame` now if the VC has room and nothing waits before it, else queue
-    /// it; `false` if it is dropped (the VC's queue, or all of them, full).
-    fn send(&self, frame: Vec<u8>, pending_bytes: &AtomicUsize) -> bool {
-        // Held by the VC's send queue as it is, not copied into it.
-        let frame = Bytes::from(frame);
+    /// Send `frames` now, in order, as far as the VC has room and nothing waits
+    /// before them, and queue the rest; returns how many were dropped (the VC's
+    /// queue, or all of them, full). Several go to the VC together: their TPDUs
+    /// leave in one GSO `sendmsg` per run of equal sizes (a TUN read's segment, cut
+    /// at the MTU, is such a run), where one at a time is a `sendmsg` each.
+    fn send(&self, frames: Vec<Vec<u8>>, pending_bytes: &AtomicUsize) -> usize {
         let mut pending = lock(&self.out.pending);
-        if pending.is_empty() {
-            let mut cx = TaskCx::from_waker(&self.waker);
-            // Ready: sent, or the VC has ended (its task forgets it).
-            if self.out.conn.poll_send(&mut cx, frame.clone()).is_ready() {
-                return true;
+        let mut sent = 0;
+        if pending.is_empty() && frames.len() > 1 {
+            // What does not fit now goes the single way below, which registers the
+            // task's waker for the room it waits for.
+            sent = self.out.conn.send_many(&frames, Wait::No).unwrap_or(0);
+        }
+        let mut dropped = 0;
+        for frame in frames.into_iter().skip(sent) {
+            // Held by the VC's send queue as it is, not copied into it.
+            let frame = Bytes::from(frame);
+            if pending.is_empty() {
+                let mut cx = TaskCx::from_waker(&self.waker);
+                // Ready: sent, or the VC has ended (its task forgets it).
+                if self.out.conn.poll_send(&mut cx, frame.clone()).is_ready() {
+                    continue;
+                }
             }
+            if pending.len() >= VC_QUEUE {
+                dropped += 1;
+                continue;
+            }
+            let len = frame.len();
+            if pending_bytes.fetch_add(len, Ordering::AcqRel) + len > PENDING_BYTES {
+                pending_bytes.fetch_sub(len, Ordering::AcqRel);
+                dropped += 1;
+                continue;
+            }
+            pending.push_back(frame);
         }
-        if pending.len() >= VC_QUEUE {
-            return false;
-        }
-        let len = frame.len();
-        if pending_bytes.fetch_add(len, Ordering::AcqRel) + len > PENDING_BYTES {
-            pending_bytes.fetch_sub(len, Ordering::AcqRel);
-            return false;
-        }
-        pending.push_back(frame);
-        true
+        dropped
     }
 }
 
@@ -243,26 +257,52 @@ impl Shared {
             }
             (r, actions)
         };
-        for a in actions {
-            self.act(a);
-        }
+        self.act_all(actions);
         r
+    }
+
+    /// Carries out the node's actions in order, the frames of consecutive
+    /// transmissions on one VC together.
+    fn act_all(self: &Arc<Self>, actions: Vec<Action>) {
+        let mut run: Option<(VcId, Vec<Vec<u8>>)> = None;
+        for a in actions {
+            match (a, &mut run) {
+                (Action::Transmit { vc, frame }, Some((on, frames))) if *on == vc => {
+                    frames.push(frame);
+                }
+                (Action::Transmit { vc, frame }, _) => {
+                    if let Some((on, frames)) = run.replace((vc, vec![frame])) {
+                        self.transmit(on, frames);
+                    }
+                }
+                (a, _) => {
+                    if let Some((on, frames)) = run.take() {
+                        self.transmit(on, frames);
+                    }
+                    self.act(a);
+                }
+            }
+        }
+        if let Some((on, frames)) = run {
+            self.transmit(on, frames);
+        }
+    }
+
+    /// Sends `frames` on VC `vc` from the thread that has them (the TUN reader),
+    /// without a hop to another thread: `VcHandle::send` never waits for a VC, so no
+    /// VC (a shaped one, one whose peer does not read) holds up another — what the
+    /// VC cannot take at once waits in its queue.
+    fn transmit(&self, vc: VcId, frames: Vec<Vec<u8>>) {
+        let h = lock(&self.vcs).get(&vc).cloned();
+        if let Some(h) = h {
+            let dropped = h.send(frames, &self.pending_bytes);
+            self.tun_drops.fetch_add(dropped as u64, Ordering::Relaxed);
+        }
     }
 
     fn act(self: &Arc<Self>, a: Action) {
         match a {
-            Action::Transmit { vc, frame } => {
-                // Sent from the thread that read the packet (the TUN reader), without
-                // a hop to another thread: `VcHandle::send` never waits for a VC, so
-                // no VC (a shaped one, one whose peer does not read) holds up another
-                // — what the VC cannot take at once waits in its queue.
-                let h = lock(&self.vcs).get(&vc).cloned();
-                if let Some(h) = h {
-                    if !h.send(frame, &self.pending_bytes) {
-                        self.tun_drops.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-            }
+            Action::Transmit { vc, frame } => self.transmit(vc, vec![frame]),
             Action::ToServer(frame) => {
                 if let Some(tx) = lock(&self.server).as_ref() {
                     let _ = tx.try_send(frame);
@@ -545,9 +585,7 @@ impl Shared {
                 node.handle_timeout(now);
                 let actions: Vec<_> = std::iter::from_fn(|| node.poll_action()).collect();
                 drop(node);
-                for a in actions {
-                    self.act(a);
-                }
+                self.act_all(actions);
                 node = lock(&self.node);
             }
         }
