@@ -291,7 +291,7 @@ impl<C: TaskContext> Drop for ConnPool<C> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use natm::ulib::{Host, HostConfig};
+    use natm::ulib::{Host, HostConfig, Listener};
     use std::time::{Duration, Instant};
 
     fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
@@ -380,8 +380,9 @@ mod tests {
         }
     }
 
-    #[test]
-    fn each_turn_ends_after_its_messages_and_before_the_vc_ends() {
+    /// A server host's listener, its address, and a pool of one worker that logs
+    /// each message it serves in its connection's [`Logged`] log.
+    fn logging_pool() -> (Host, Listener, std::net::SocketAddr, ConnPool<Logged>) {
         let server = Host::open(HostConfig::default()).unwrap();
         let l = server.bind("127.0.0.1:0", "reliable").unwrap();
         let addr = l.local_addr().unwrap();
@@ -390,6 +391,12 @@ mod tests {
             None
         })
         .unwrap();
+        (server, l, addr, pool)
+    }
+
+    #[test]
+    fn each_turn_ends_after_its_messages_and_before_the_vc_ends() {
+        let (_server, l, addr, pool) = logging_pool();
         let client = Host::open(HostConfig::default()).unwrap();
         let c = client.connect(addr, "reliable").unwrap();
         let log = Log::default();
@@ -423,14 +430,7 @@ mod tests {
 
     #[test]
     fn a_task_received_elsewhere_leaves_its_messages_to_its_reader() {
-        let server = Host::open(HostConfig::default()).unwrap();
-        let l = server.bind("127.0.0.1:0", "reliable").unwrap();
-        let addr = l.local_addr().unwrap();
-        let pool = ConnPool::start(1, "test-pool", |c: &Logged, m: &[u8]| {
-            lock(&c.0).push(format!("m {}", String::from_utf8_lossy(m)));
-            None
-        })
-        .unwrap();
+        let (_server, l, addr, pool) = logging_pool();
         let client = Host::open(HostConfig::default()).unwrap();
         let five = Wait::For(Duration::from_secs(5));
         let mut ids = Vec::new();
