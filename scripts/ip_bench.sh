@@ -4,7 +4,8 @@
 # the plain veth vs a plain UDP tunnel (VXLAN over the same veth: this kernel has no
 # WireGuard or FOU), ping RTT over each, and a 15 Mbit/s UDP flow on the policy's CBR
 # VC beside bulk TCP. Needs root, iperf3, python3. Usage: scripts/ip_bench.sh [RUNS]
-# NATM_IP_MTU=N sets natm0's MTU on both ends (default: natm ip's, RFC 2225's 9180).
+# NATM_IP_MTU=N sets natm0's MTU on both ends (default: natm ip's, 8464: whole sealed TPDUs
+# on the 1500-octet veth).
 set -euo pipefail
 RUNS=${1:-3}
 MTU_ARG=(); [ -n "${NATM_IP_MTU:-}" ] && MTU_ARG=(--mtu "$NATM_IP_MTU")

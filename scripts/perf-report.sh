@@ -34,7 +34,7 @@ load = re.findall(r"^# load: .*load average: (.*)$", text, re.M)
 m = {k: statistics.median(v) for k, v in bw.items()}
 r = {k: statistics.median(v) for k, v in rtt.items()}
 print("### IP over natm against VXLAN (`scripts/ip_bench.sh`)\n")
-print("Two namespaces on a veth (MTU 1500); `natm ip` at both ends with calls through two sigds (every VC sealed), natm0's MTU 9180; VXLAN over the same veth. Medians of %d runs; load average %s at the end.\n" % (len(bw["natm0"]), load[-1] if load else "?"))
+print("Two namespaces on a veth (MTU 1500); `natm ip` at both ends with calls through two sigds (every VC sealed), natm0's MTU natm ip's default (8464); VXLAN over the same veth. Medians of %d runs; load average %s at the end.\n" % (len(bw["natm0"]), load[-1] if load else "?"))
 print("| ratio | value | from |\n|---|---:|---|")
 print("| natm0 / VXLAN, iperf3 TCP throughput, one stream | %.2f | %.0f / %.0f Mbit/s |" % (m["natm0"] / m["vxlan"], m["natm0"], m["vxlan"]))
 print("| natm0 / VXLAN, ping round trip (average of 50) | %.1f | %.3f / %.3f ms |" % (r["natm0"] / r["vxlan"], r["natm0"], r["vxlan"]))

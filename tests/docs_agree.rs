@@ -17,11 +17,10 @@ fn architecture_states_the_rto_floor_applications_get() {
 
 #[test]
 fn tools_states_the_defaults_natm_ip_runs_with() {
-    use natm_proto::ip::node::{NodeConfig, DEFAULT_MTU};
+    use natm_proto::ip::node::NodeConfig;
     let doc = include_str!("../docs/tools.md");
     let cfg = NodeConfig::new("+4420001".parse().expect("address"));
     for (what, stated) in [
-        ("mtu", format!("(default {DEFAULT_MTU}, RFC 2225's)")),
         ("idle", format!("(default {}s)", cfg.idle.as_secs())),
         ("wait", format!("(default {}s)", cfg.wait.as_secs())),
         (

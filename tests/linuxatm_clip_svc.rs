@@ -150,6 +150,24 @@ fn clip_over_svcs(server: Server) {
         fail(&format!("ping {LINUX_IP}: {ping_text}"), &g, &ip)
     );
     let host_rtts = rtts(&ping_text);
+    // An echo of 9,028 octets: natm sends it in fragments of its own MTU (8464), and
+    // Linux answers with one packet of its 9180, which natm takes (RFC 2225 §5).
+    let big = Command::new("ping")
+        .args(["-c", "2", "-s", "9000", "-W", "5", LINUX_IP])
+        .output()
+        .expect("ping");
+    assert!(
+        big.status.success(),
+        "{}",
+        fail(
+            &format!(
+                "ping -s 9000 {LINUX_IP}: {}",
+                String::from_utf8_lossy(&big.stdout)
+            ),
+            &g,
+            &ip
+        )
+    );
 
     // TCP: the guest's httpd to natm, then natm to the guest's nc, byte-exact.
     let linux: std::net::Ipv4Addr = LINUX_IP.parse().expect("IPv4");

@@ -501,7 +501,7 @@ impl Shared {
     /// `llc` (a server that is not natm, Linux's `atmarpd`: bare AAL5, B-LLI LLC).
     fn call_server(&self, server: AtmAddr, llc: bool) -> Result<Connection, Error> {
         if llc {
-            let q = qos::with_mtu(LLC_QOS, lock(&self.node).config().mtu)
+            let q = qos::with_mtu(LLC_QOS, lock(&self.node).config().receive_mtu())
                 .map_err(|e| Error::Io(std::io::Error::other(e.to_string())))?;
             self.host
                 .connect(format!("{server}:{LLC_SAP}").as_str(), q.as_str())
@@ -808,13 +808,13 @@ pub(super) fn run(cfg: IpConfig) -> super::super::CliResult {
             return Err(anyhow!("--pvc needs a number for VPI and VCI"));
         };
         let vpi = u8::try_from(vpi).map_err(|_| anyhow!("--pvc: VPI {vpi} is over 255"))?;
-        // The PVC's AAL5 SDUs are as large as the interface MTU and the LLC/SNAP
-        // header (9188 by default, Linux CLIP's PVCs take the same).
-        let pvc_qos = qos::with_mtu("ubr:transport=none", cfg.node.mtu)?;
+        // The PVC's AAL5 SDUs are as large as the MTU this host takes and the
+        // LLC/SNAP header (9188 by default, Linux CLIP's PVCs take the same).
+        let pvc_qos = qos::with_mtu("ubr:transport=none", cfg.node.receive_mtu())?;
         let conn = host
             .open_pvc_from(bind, vpi, vci, via, &pvc_qos)
             .map_err(|e| anyhow!("opening PVC {vpi}.{vci}: {e}"))?;
-        let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.mtu));
+        let vc = shared.with_node(|n, now| n.add_pvc(now, pvc, cfg.node.receive_mtu()));
         // The InARP request went before the VC's threads existed: ask again now.
         shared.start_vc(vc, conn, VcKind::Pvc, pvc);
         shared.with_node(|n, now| n.handle_server_up(now));

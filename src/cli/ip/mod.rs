@@ -22,6 +22,30 @@ use serde::Deserialize;
 
 use super::units;
 
+/// `natm ip`'s interface MTU unless told otherwise (decision
+/// 0030-ip-mtu-that-fills-tpdus): the largest up to RFC 2225's 9180 whose message (the
+/// packet and its LLC/SNAP header) is cut into sealed TPDUs of one size on an IPv4
+/// path of 1500 octets, so that the TPDUs of many packets leave in one GSO run and
+/// arrive in one GRO batch (8464: six TPDUs of 1412 octets). A shorter last TPDU ends
+/// a run: at 9180 every packet was a `sendmsg` of its own. The host still takes
+/// packets of 9180 ([`NodeConfig::receive_mtu`]).
+pub(crate) const FILLED_MTU: u32 = filled_mtu(1500);
+
+/// The largest MTU up to RFC 2225's default whose messages fill whole sealed TPDUs
+/// on an IPv4 path of `link_mtu` octets.
+const fn filled_mtu(link_mtu: usize) -> u32 {
+    use natm::wire::{seal, tpdu, vcframe};
+    use natm_proto::ip::llc;
+    // A datagram's room: the path less the IPv4 and UDP headers; a TPDU's payload:
+    // that less the VC header, the TPDU header and the seal.
+    let payload = link_mtu - 20 - 8 - vcframe::HEADER_LEN - tpdu::HEADER_LEN - seal::OVERHEAD;
+    let largest = DEFAULT_MTU as usize + llc::HEADER_LEN;
+    if payload >= largest {
+        return DEFAULT_MTU;
+    }
+    (largest / payload * payload - llc::HEADER_LEN) as u32
+}
+
 /// The SAP IP data VCs are called on.
 pub(crate) const IP_SAP: &str = "ip";
 /// The SAP of the ATMARP server.
@@ -54,7 +78,9 @@ pub(crate) struct IpArgs {
     /// The interface's IPv6 address and prefix, e.g. fd77::1/64.
     #[arg(long)]
     ipv6: Option<String>,
-    /// The interface MTU [default: 9180, RFC 2225's]; each VC's is agreed at setup.
+    /// The interface MTU, the largest packet sent [default: 8464, whole TPDUs on a
+    /// 1500-octet path]; packets of RFC 2225's 9180 are taken all the same, and each
+    /// VC's MTU is agreed at setup.
     #[arg(long)]
     mtu: Option<u32>,
     /// The ATMARP server's ATM address (this host's own with --arp-server).
@@ -231,7 +257,7 @@ fn config(a: IpArgs) -> anyhow::Result<IpConfig> {
     if ipv4.is_none() && ipv6.is_none() {
         bail!("give the interface an address (--ipv4 and/or --ipv6)");
     }
-    let mtu = a.mtu.or(file.mtu).unwrap_or(DEFAULT_MTU);
+    let mtu = a.mtu.or(file.mtu).unwrap_or(FILLED_MTU);
     if !(1280..=65_000).contains(&mtu) {
         bail!("--mtu {mtu}: want 1280 to 65000 (IPv6's minimum to what one natm message and the LLC/SNAP header carry on a TUN)");
     }
@@ -281,4 +307,33 @@ pub(crate) fn run(a: IpArgs) -> super::CliResult {
     super::sigd::init_logs(0);
     let cfg = config(a)?;
     daemon::run(cfg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::filled_mtu;
+
+    #[test]
+    fn the_default_mtu_is_whole_tpdus_of_the_path() {
+        // 1500-octet Ethernet: six sealed TPDUs of 1412 octets carry 8464 + 8.
+        assert_eq!(super::FILLED_MTU, 8464);
+        // A 9000-octet link: one TPDU of 8912 carries 8904 + 8.
+        assert_eq!(filled_mtu(9000), 8904);
+        // A link whose one TPDU takes RFC 2225's default whole: the default.
+        assert_eq!(filled_mtu(9300), 9180);
+    }
+
+    #[test]
+    fn tools_states_the_default_mtu() {
+        let doc = include_str!("../../../docs/tools.md");
+        let stated = format!(
+            "(default {}, whole sealed TPDUs on a 1500-octet path)",
+            super::FILLED_MTU
+        );
+        assert!(
+            doc.lines()
+                .any(|l| l.contains("`--mtu N`") && l.contains(&stated)),
+            "docs/tools.md's --mtu row does not say {stated}"
+        );
+    }
 }

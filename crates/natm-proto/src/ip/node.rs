@@ -82,7 +82,8 @@ pub struct NodeConfig {
     pub ipv4: Option<Ipv4Addr>,
     /// This interface's IPv6 address.
     pub ipv6: Option<Ipv6Addr>,
-    /// The interface MTU; a VC's is this or less (negotiated at setup).
+    /// The interface MTU: the largest packet this host sends. What it takes from a
+    /// VC is [`NodeConfig::receive_mtu`], negotiated at setup.
     pub mtu: u32,
     /// A VC that carries nothing either way for this long is released.
     pub idle: Duration,
@@ -116,6 +117,14 @@ pub struct NodeConfig {
 }
 
 impl NodeConfig {
+    /// The largest packet this host takes from a VC, and offers in its calls: its
+    /// interface MTU, and never less than RFC 2225's default, which every member of
+    /// a logical IP subnet takes (§5). A host that sends smaller packets than the
+    /// default (`natm ip`'s MTU that fills whole TPDUs) still takes the default's.
+    pub fn receive_mtu(&self) -> u32 {
+        self.mtu.max(DEFAULT_MTU)
+    }
+
     /// A configuration with RFC 2225's timers and natm's defaults for the rest.
     pub fn new(atm: AtmAddr) -> NodeConfig {
         NodeConfig {
@@ -421,7 +430,7 @@ impl Node {
                     Vc {
                         peer,
                         class: Some(class),
-                        mtu: self.cfg.mtu,
+                        mtu: self.cfg.receive_mtu(),
                         open: false,
                         kind: VcKind::Natm,
                         started: now,
@@ -434,7 +443,7 @@ impl Node {
                     vc: id,
                     peer,
                     class,
-                    mtu: self.cfg.mtu,
+                    mtu: self.cfg.receive_mtu(),
                     kind: VcKind::Natm,
                 });
             }
@@ -806,8 +815,9 @@ impl Node {
     /// to reject it.
     ///
     /// The MTU rule ("9180 default; larger where both ends agree"): an offer up to
-    /// this interface's MTU is taken as it is, and so is the default, which every
-    /// host takes; a larger offer is refused with [`CAUSE_MTU`].
+    /// [`NodeConfig::receive_mtu`] (the interface MTU, and at least the default,
+    /// which every host takes) is taken as it is; a larger offer is refused with
+    /// [`CAUSE_MTU`].
     pub fn handle_incoming(
         &mut self,
         now: Instant,
@@ -867,7 +877,7 @@ impl Node {
         kind: VcKind,
     ) -> Result<(VcId, u32), u8> {
         let mtu = offered_mtu.unwrap_or(DEFAULT_MTU);
-        if mtu > self.cfg.mtu && mtu != DEFAULT_MTU {
+        if mtu > self.cfg.receive_mtu() {
             return Err(CAUSE_MTU);
         }
         if self.vcs.len() >= self.cfg.max_entries {
@@ -919,7 +929,7 @@ impl Node {
             Vc {
                 peer: pvc,
                 class: None,
-                mtu: mtu.min(self.cfg.mtu),
+                mtu: mtu.min(self.cfg.receive_mtu()),
                 open: true,
                 kind: VcKind::Pvc,
                 started: now,

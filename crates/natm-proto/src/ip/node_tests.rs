@@ -355,6 +355,33 @@ fn a_callee_takes_the_default_mtu_and_offers_up_to_its_own() {
         b.handle_incoming(t0, atm(A), None, None),
         Ok((_, 9180))
     ));
+    // Up to the default it takes what it does not send itself: a member of the
+    // subnet may send it packets of 9,180 (RFC 2225 §5).
+    assert!(matches!(
+        b.handle_incoming(t0, atm(A), Some(1), Some(9000)),
+        Ok((_, 9000))
+    ));
+    assert_eq!(
+        b.handle_incoming(t0, atm(A), Some(1), Some(9181)),
+        Err(CAUSE_MTU)
+    );
+}
+
+#[test]
+fn a_host_that_sends_less_than_the_default_offers_the_default() {
+    let t0 = Instant::ZERO;
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    a.cfg.mtu = 8464;
+    a.handle_outbound(t0, udp4(100, 9, true));
+    let (vc, _, _, mtu) = setups(&via_server(&mut a, &mut s, t0))[0];
+    assert_eq!(mtu, DEFAULT_MTU, "offers what every member takes");
+    a.handle_setup_done(t0, vc);
+    drain(&mut a);
+    // What it sends is the interface's: a packet of its MTU goes whole.
+    a.handle_outbound(t0, udp4(8464, 9, true));
+    let tx = transmits(&drain(&mut a));
+    assert_eq!(tx.len(), 1);
+    assert_eq!(tx[0].1.len(), 8464 + 8);
 }
 
 #[test]
