@@ -785,12 +785,8 @@ impl Conn {
         // fewer on the round trip's path).
         let mut first = true;
         let r = self.recv_with(eng, timeout, |e| {
-            let lend = std::mem::take(&mut first)
-                && e.partial.is_empty()
-                && e.partial.capacity() < buf.capacity();
-            if lend {
-                buf.clear();
-                std::mem::swap(&mut e.partial, buf);
+            if std::mem::take(&mut first) {
+                Self::lend(e, buf);
             }
             Self::take_message(e)
         });
@@ -827,7 +823,7 @@ impl Conn {
     fn try_recv_with<T>(
         &self,
         eng: &Engine,
-        take: fn(&mut End<RxHalf>) -> Result<Option<T>, Error>,
+        take: impl FnOnce(&mut End<RxHalf>) -> Result<Option<T>, Error>,
     ) -> Result<Option<T>, Error> {
         let mut buf = eng.take_buffer();
         self.read_now(eng, &mut buf);
@@ -845,6 +841,30 @@ impl Conn {
     /// The next whole message if one is complete now (after reading what is queued).
     pub(crate) fn try_recv_message(&self, eng: &Engine) -> Result<Option<Vec<u8>>, Error> {
         self.try_recv_with(eng, Self::take_message)
+    }
+
+    /// As [`Conn::try_recv_message`], gathering into `buf`'s memory as
+    /// [`Conn::recv_message_into`] does: a reader that drains a VC without waiting
+    /// (`natm ip`'s) neither allocates nor grows a buffer per message.
+    pub(crate) fn try_recv_message_into(
+        &self,
+        eng: &Engine,
+        buf: &mut Vec<u8>,
+    ) -> Result<Option<()>, Error> {
+        let m = self.try_recv_with(eng, |e| {
+            Self::lend(e, buf);
+            Self::take_message(e)
+        })?;
+        Ok(m.map(|m| *buf = m))
+    }
+
+    /// Lend `buf`'s memory to the end's gathering buffer, unless a message is half
+    /// gathered there already (a `recv` that timed out part way) or it has more.
+    fn lend(e: &mut End<RxHalf>, buf: &mut Vec<u8>) {
+        if e.partial.is_empty() && e.partial.capacity() < buf.capacity() {
+            buf.clear();
+            std::mem::swap(&mut e.partial, buf);
+        }
     }
 
     /// As [`Conn::try_recv_chunk`], with whether the chunk starts its message.

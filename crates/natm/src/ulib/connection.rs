@@ -308,13 +308,7 @@ impl Connection {
     /// delivered. On an error `buf`'s contents are unspecified.
     pub fn recv_into(&self, buf: &mut Vec<u8>, wait: impl Into<Wait>) -> Result<bool, Error> {
         match wait.into().limit() {
-            Limit::Now => Ok(match self.conn.try_recv_message(&self.eng)? {
-                Some(m) => {
-                    *buf = m;
-                    true
-                }
-                None => false,
-            }),
+            Limit::Now => Ok(self.conn.try_recv_message_into(&self.eng, buf)?.is_some()),
             Limit::Within(t) => Ok(self.conn.recv_message_into(&self.eng, t, buf)?.is_some()),
         }
     }

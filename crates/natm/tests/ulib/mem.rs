@@ -292,6 +292,31 @@ fn recv_into_reuses_the_callers_buffer_and_keeps_every_message_exact() {
 }
 
 #[test]
+fn recv_into_without_waiting_reuses_the_callers_buffer_too() {
+    let net = MemNetwork::new();
+    let (a, b) = hosts(&net, |_| {});
+    let (c, s) = connect(&a, &b, "127.0.0.1:0", "reliable");
+    // Messages of several 4 KiB TPDUs, all acknowledged before the first read, so a
+    // receive that does not wait finds each (as `natm ip`'s reader drains a VC).
+    let msgs: Vec<Vec<u8>> = (0..20)
+        .map(|k| (0..40_000 - k * 1_000).map(|i| pattern(i + k)).collect())
+        .collect();
+    for m in &msgs {
+        c.send(m, Wait::Block).unwrap();
+    }
+    c.close();
+    c.flush(Duration::from_secs(30)).unwrap();
+    let mut buf = Vec::with_capacity(64 << 10);
+    let mine = buf.as_ptr();
+    for (k, want) in msgs.iter().enumerate() {
+        assert!(s.recv_into(&mut buf, Wait::No).unwrap(), "message {k}");
+        assert!(buf == *want, "message {k} ({} octets) exact", want.len());
+        assert_eq!(buf.as_ptr(), mine, "message {k} is in the caller's buffer");
+    }
+    assert!(!s.recv_into(&mut buf, Wait::No).unwrap(), "the peer closed");
+}
+
+#[test]
 fn an_abr_source_over_mem_links() {
     let net = MemNetwork::new();
     let mut cfg = crate::support::host_config();
