@@ -123,17 +123,21 @@ impl VcHandle {
     /// leave in one GSO `sendmsg` per run of equal sizes (a TUN read's segment, cut
     /// at the MTU, is such a run), where one at a time is a `sendmsg` each.
     fn send(&self, frames: Vec<Vec<u8>>, pending_bytes: &AtomicUsize) -> usize {
+        // Held by the VC's send queue as they are, not copied into it.
+        let frames: Vec<Bytes> = frames.into_iter().map(Bytes::from).collect();
         let mut pending = lock(&self.out.pending);
         let mut sent = 0;
         if pending.is_empty() && frames.len() > 1 {
             // What does not fit now goes the single way below, which registers the
             // task's waker for the room it waits for.
-            sent = self.out.conn.send_many(&frames, Wait::No).unwrap_or(0);
+            sent = self
+                .out
+                .conn
+                .send_many_bytes(&frames, Wait::No)
+                .unwrap_or(0);
         }
         let mut dropped = 0;
         for frame in frames.into_iter().skip(sent) {
-            // Held by the VC's send queue as it is, not copied into it.
-            let frame = Bytes::from(frame);
             if pending.is_empty() {
                 let mut cx = TaskCx::from_waker(&self.waker);
                 // Ready: sent, or the VC has ended (its task forgets it).

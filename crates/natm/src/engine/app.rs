@@ -84,6 +84,31 @@ fn push_pooled(
     }
 }
 
+/// How a piece (`range`, ending the message if `end`) of a batch's message joins the
+/// sending VC's queue: [`copy_piece`] or [`hold_piece`].
+pub(crate) type PushPiece<M> =
+    fn(&mut TxHalf, &M, std::ops::Range<usize>, bool) -> Result<usize, SendError>;
+
+/// Borrowed octets, copied into the queue (seed 000 §5.4 step 1's one copy).
+pub(crate) fn copy_piece<M: AsRef<[u8]>>(
+    half: &mut TxHalf,
+    m: &M,
+    range: std::ops::Range<usize>,
+    end: bool,
+) -> Result<usize, SendError> {
+    half.send(&m.as_ref()[range], end)
+}
+
+/// A `Bytes`, held by the queue as it is: no copy.
+pub(crate) fn hold_piece(
+    half: &mut TxHalf,
+    m: &Bytes,
+    range: std::ops::Range<usize>,
+    end: bool,
+) -> Result<usize, SendError> {
+    half.send_bytes(&m.slice(range), end)
+}
+
 /// The pool octets a blocked partial send waits for before it tries again: enough
 /// for a useful piece, not a trickle of tiny TPDUs (the pool's silly window).
 const POOL_PIECE: usize = 64 << 10;
@@ -468,6 +493,7 @@ impl Conn {
         &self,
         eng: &Engine,
         msgs: &[M],
+        push: PushPiece<M>,
     ) -> Result<(), Error> {
         let (mut i, mut off) = (0, 0);
         let mut failed = None;
@@ -477,13 +503,14 @@ impl Conn {
                 if let Some(e) = use_error(&tx, Which::Tx) {
                     return Err(e);
                 }
-                while let Some(m) = msgs.get(i).map(AsRef::as_ref) {
+                while let Some(msg) = msgs.get(i) {
+                    let m = msg.as_ref();
                     if off == 0 {
                         stages::record_msg(Stage::SendCall, self.stage_key(), m);
                     }
                     let rest = m.len() - off;
                     let pushed = push_pooled(&mut tx, rest, false, |h, n| {
-                        h.send(&m[off..off + n], n == rest)
+                        push(h, msg, off..off + n, n == rest)
                     });
                     match pushed {
                         Ok(n) if off + n == m.len() => (i, off) = (i + 1, 0),
@@ -520,6 +547,7 @@ impl Conn {
         &self,
         eng: &Engine,
         msgs: &[M],
+        push: PushPiece<M>,
     ) -> Result<usize, Error> {
         let Some(first) = msgs.first() else {
             return Ok(0);
@@ -529,12 +557,15 @@ impl Conn {
             return Err(e);
         }
         let mut taken = 0;
-        for m in msgs.iter().map(AsRef::as_ref) {
+        for msg in msgs {
+            let m = msg.as_ref();
             if room(&tx) < m.len() {
                 break;
             }
             stages::record_msg(Stage::SendCall, self.stage_key(), m);
-            match push_pooled(&mut tx, m.len(), true, |h, _| h.send(m, true)) {
+            match push_pooled(&mut tx, m.len(), true, |h, _| {
+                push(h, msg, 0..m.len(), true)
+            }) {
                 Ok(0) if !m.is_empty() => break,
                 Ok(_) => taken += 1,
                 Err(e) if taken == 0 => return Err(map_send(e)),
@@ -546,7 +577,10 @@ impl Conn {
             drop(tx);
             // Nothing taken: the single-message path reports why, and counts the
             // event, the same way.
-            return self.try_send_message(eng, first.as_ref(), None).map(|()| 1);
+            let m = first.as_ref();
+            return self
+                .try_send_message_with(eng, m, None, |h| push(h, first, 0..m.len(), true))
+                .map(|()| 1);
         }
         let deferred = self.flush_tx(eng, &mut tx, cv);
         drop(tx);

@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
+pub(crate) use app::{copy_piece, hold_piece, PushPiece};
 pub use chunk::Chunk;
 pub(crate) use conn::{Conn, Life, OnGone, Which};
 pub use events::{ConnEvent, EVENT_QUEUE};

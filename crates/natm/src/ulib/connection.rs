@@ -14,7 +14,7 @@ use super::wait::{Limit, Outgoing, Wait};
 use super::{ConnStats, ConnStatus};
 use super::{Error, IntoQos, Resolved};
 use crate::adaptor::UdpDrops;
-use crate::engine::{Conn, ConnEvent, Engine};
+use crate::engine::{copy_piece, hold_piece, Conn, ConnEvent, Engine, PushPiece};
 use crate::wire::qos::Qos;
 
 /// What the network granted a connection set up through sigd (the FORE API's
@@ -225,15 +225,34 @@ impl Connection {
         msgs: &[M],
         wait: impl Into<Wait>,
     ) -> Result<usize, Error> {
+        self.send_batch(msgs, wait.into(), copy_piece)
+    }
+
+    /// As [`Connection::send_many`], each message a [`Bytes`](bytes::Bytes) that the
+    /// sending VC's queue holds without a copy (as [`Connection::send`] holds one).
+    pub fn send_many_bytes(
+        &self,
+        msgs: &[bytes::Bytes],
+        wait: impl Into<Wait>,
+    ) -> Result<usize, Error> {
+        self.send_batch(msgs, wait.into(), hold_piece)
+    }
+
+    fn send_batch<M: AsRef<[u8]>>(
+        &self,
+        msgs: &[M],
+        wait: Wait,
+        push: PushPiece<M>,
+    ) -> Result<usize, Error> {
         let (c, e) = (&self.conn, &self.eng);
-        match wait.into().limit() {
-            Limit::Within(None) => c.send_messages(e, msgs).map(|()| msgs.len()),
-            Limit::Now => c.try_send_messages(e, msgs),
+        match wait.limit() {
+            Limit::Within(None) => c.send_messages(e, msgs, push).map(|()| msgs.len()),
+            Limit::Now => c.try_send_messages(e, msgs, push),
             Limit::Within(Some(t)) => {
                 let until = std::time::Instant::now() + t;
                 let mut taken = 0;
                 while taken < msgs.len() {
-                    match c.try_send_messages(e, &msgs[taken..]) {
+                    match c.try_send_messages(e, &msgs[taken..], push) {
                         Ok(n) => taken += n,
                         Err(Error::WouldBlock(_)) => {
                             let left = until.saturating_duration_since(std::time::Instant::now());

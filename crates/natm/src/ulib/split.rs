@@ -56,6 +56,14 @@ impl Sender {
     ) -> Result<usize, Error> {
         self.0.send_many(msgs, wait)
     }
+    /// See [`Connection::send_many_bytes`].
+    pub fn send_many_bytes(
+        &self,
+        msgs: &[bytes::Bytes],
+        wait: impl Into<Wait>,
+    ) -> Result<usize, Error> {
+        self.0.send_many_bytes(msgs, wait)
+    }
     /// See [`Connection::send_async`].
     pub async fn send_async(&self, msg: &[u8]) -> Result<(), Error> {
         self.0.send_async(msg).await

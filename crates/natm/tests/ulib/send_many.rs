@@ -140,3 +140,43 @@ fn try_send_many_takes_what_fits_of_a_guaranteed_queue_and_then_says_so() {
         assert_eq!(got.as_ref(), Some(want), "message {i}");
     }
 }
+
+/// `send_many_bytes`: the same batches, each message a `Bytes` the VC's queue holds
+/// as it is; a batch larger than the window leaves a piece of a message at a time as
+/// room comes, and what arrives is every message whole and in order.
+#[test]
+fn owned_messages_larger_than_the_window_in_one_batch_stay_whole_and_in_order() {
+    let (_h, c, s) = pair("reliable");
+    // 300 messages of 30,000-odd octets: 9 MB, more than the window, so the blocking
+    // batch queues pieces of messages as the window opens.
+    let burst: Vec<bytes::Bytes> = (0..300)
+        .map(|i| bytes::Bytes::from(message(i, 30_000 + i * 13)))
+        .collect();
+    let sender = std::thread::spawn(move || {
+        // What fits now, then the rest waiting for room.
+        let taken = c.send_many_bytes(&burst, Wait::No).unwrap();
+        assert!(
+            taken > 0 && taken < burst.len(),
+            "{taken} taken without waiting"
+        );
+        assert_eq!(
+            c.send_many_bytes(&burst[taken..], Wait::Block).unwrap(),
+            burst.len() - taken
+        );
+        c.flush(Duration::from_secs(20)).unwrap();
+        (c, burst)
+    });
+    let mut got = Vec::new();
+    while got.len() < 300 {
+        match s.recv(Wait::For(Duration::from_secs(20))).unwrap() {
+            Some(m) => got.push(m),
+            None => break,
+        }
+    }
+    let (c, burst) = sender.join().unwrap();
+    assert_eq!(got.len(), burst.len());
+    for (i, (g, want)) in got.iter().zip(&burst).enumerate() {
+        assert!(g[..] == want[..], "message {i}");
+    }
+    assert_no_retransmissions("reliable", &c.stats(), &s.stats());
+}
