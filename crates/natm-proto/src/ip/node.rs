@@ -114,6 +114,11 @@ pub struct NodeConfig {
     /// classes and two (a VC per class each way, an RFC 2225 VC and one in a race),
     /// so that one peer cannot take the VCs, and the threads that serve them, of all.
     pub per_peer: Option<usize>,
+    /// How long a peer that refused natm's service, and is then served on one VC of
+    /// every class as RFC 2225 calls, is left on it before a class's packets call it
+    /// with natm's again (a natm host whose listener was not up yet gets its VCs per
+    /// class back; a Linux host refuses once more, and stays on its VC).
+    pub natm_retry: Duration,
 }
 
 impl NodeConfig {
@@ -144,6 +149,7 @@ impl NodeConfig {
             max_entries: 4096,
             server: true,
             per_peer: None,
+            natm_retry: Duration::from_secs(300),
         }
     }
 }
@@ -204,6 +210,9 @@ pub struct Counters {
     pub setups: u64,
     /// Setups that failed.
     pub setup_failures: u64,
+    /// Calls with natm's service again to a peer served as RFC 2225 calls since it
+    /// refused natm's ([`NodeConfig::natm_retry`]).
+    pub natm_retries: u64,
     /// Calls from peers taken.
     pub incoming: u64,
     /// Calls refused because their caller had its share of VCs already
@@ -257,6 +266,9 @@ struct Vc {
     last: Instant,
     /// Whether the setup was tried again with RFC 2225's default MTU.
     retried: bool,
+    /// When the peer last refused natm's service for this VC, which was then called
+    /// as RFC 2225 does ([`NodeConfig::natm_retry`]).
+    natm_refused: Option<Instant>,
 }
 
 #[derive(Debug)]
@@ -409,11 +421,20 @@ impl Node {
             self.resolve(now, dst);
             return;
         };
-        let vc = self
-            .every_class
-            .get(&peer)
-            .or_else(|| self.routes.get(&(peer, class)))
-            .copied();
+        let is_open = |id: &VcId| self.vcs.get(id).is_some_and(|v| v.open);
+        let own = self.routes.get(&(peer, class)).copied();
+        // The class's own VC once open; else a VC of every class to the peer; else
+        // the class's VC being set up.
+        let vc = match (own, self.every_class.get(&peer).copied()) {
+            (Some(id), _) if is_open(&id) => Some(id),
+            (own, Some(all)) => {
+                if own.is_none() {
+                    self.retry_natm(now, peer, class, all);
+                }
+                Some(all)
+            }
+            (own, None) => own,
+        };
         match vc {
             Some(id) if self.vcs.get(&id).is_some_and(|v| v.open) => self.send_on(now, id, packet),
             Some(_) => self.enqueue(now, dst, class, packet),
@@ -423,30 +444,53 @@ impl Node {
                     return;
                 }
                 self.enqueue(now, dst, class, packet);
-                let id = self.next_id;
-                self.next_id += 1;
-                self.vcs.insert(
-                    id,
-                    Vc {
-                        peer,
-                        class: Some(class),
-                        mtu: self.cfg.receive_mtu(),
-                        open: false,
-                        kind: VcKind::Natm,
-                        started: now,
-                        last: now,
-                        retried: false,
-                    },
-                );
-                self.routes.insert((peer, class), id);
-                self.actions.push_back(Action::Setup {
-                    vc: id,
-                    peer,
-                    class,
-                    mtu: self.cfg.receive_mtu(),
-                    kind: VcKind::Natm,
-                });
+                self.call(now, peer, class);
             }
+        }
+    }
+
+    /// Calls `peer` for a natm VC of `class`.
+    fn call(&mut self, now: Instant, peer: AtmAddr, class: usize) {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.vcs.insert(
+            id,
+            Vc {
+                peer,
+                class: Some(class),
+                mtu: self.cfg.receive_mtu(),
+                open: false,
+                kind: VcKind::Natm,
+                started: now,
+                last: now,
+                retried: false,
+                natm_refused: None,
+            },
+        );
+        self.routes.insert((peer, class), id);
+        self.actions.push_back(Action::Setup {
+            vc: id,
+            peer,
+            class,
+            mtu: self.cfg.receive_mtu(),
+            kind: VcKind::Natm,
+        });
+    }
+
+    /// A packet of `class` goes on `all`, the VC of every class to `peer`: if that VC
+    /// is there because `peer` refused natm's service longer than
+    /// [`NodeConfig::natm_retry`] ago, the class calls with natm's again (its packets
+    /// keep to `all` meanwhile).
+    fn retry_natm(&mut self, now: Instant, peer: AtmAddr, class: usize, all: VcId) {
+        let retry = self.cfg.natm_retry;
+        let room = self.vcs.len() < self.cfg.max_entries;
+        let Some(v) = self.vcs.get_mut(&all) else {
+            return;
+        };
+        if room && v.open && v.natm_refused.is_some_and(|t| now >= t + retry) {
+            v.natm_refused = Some(now);
+            self.counters.natm_retries += 1;
+            self.call(now, peer, class);
         }
     }
 
@@ -771,10 +815,21 @@ impl Node {
             v.mtu = DEFAULT_MTU;
             v.class
         } else if cause == Some(CAUSE_INCOMPATIBLE) && v.kind == VcKind::Natm {
+            let peer = v.peer;
+            if let Some(all) = self.every_class.get(&peer).copied() {
+                // A class tried natm's again and was refused again: it stays on the
+                // VC of every class, which waits `natm_retry` before the next try.
+                if let Some(a) = self.vcs.get_mut(&all) {
+                    a.natm_refused = Some(now);
+                }
+                self.forget(vc);
+                return;
+            }
             v.kind = VcKind::Llc;
-            let (peer, class) = (v.peer, v.class.take());
+            v.natm_refused = Some(now);
+            let class = v.class.take();
             self.routes.retain(|_, id| *id != vc);
-            self.every_class.entry(peer).or_insert(vc);
+            self.every_class.insert(peer, vc);
             class
         } else {
             None
@@ -901,6 +956,7 @@ impl Node {
                 started: now,
                 last: now,
                 retried: false,
+                natm_refused: None,
             },
         );
         self.counters.incoming += 1;
@@ -935,6 +991,7 @@ impl Node {
                 started: now,
                 last: now,
                 retried: false,
+                natm_refused: None,
             },
         );
         self.every_class.insert(pvc, id);

@@ -639,6 +639,85 @@ fn a_peer_that_is_not_natm_is_called_again_as_rfc_2225_does() {
     assert_eq!(a.counters().setup_failures, 0);
 }
 
+/// B refused natm's service once (its `natm ip` was not listening yet) and is served
+/// on one RFC 2225 VC; A's node with B there, that VC open, and the retry time 5 s.
+fn served_as_rfc_2225(t0: Instant) -> (Node, VcId) {
+    let (mut a, mut s) = (node_a(t0), server(t0));
+    a.cfg.natm_retry = secs(5.0);
+    a.handle_outbound(t0, udp4(1000, 5004, true));
+    let [(vc, VcKind::Natm)] = setup_kinds(&via_server(&mut a, &mut s, t0))[..] else {
+        panic!()
+    };
+    a.handle_setup_failed(t0, vc, Some(CAUSE_INCOMPATIBLE));
+    drain(&mut a);
+    a.handle_setup_done(t0, vc);
+    drain(&mut a);
+    (a, vc)
+}
+
+/// The VCs `a`'s packets went on, and the kinds of the calls it made, for one
+/// packet to B on UDP port `dport` at `t`.
+fn one_packet(a: &mut Node, t: Instant, dport: u16) -> (Vec<VcId>, Vec<(VcId, VcKind)>) {
+    a.handle_outbound(t, udp4(1000, dport, true));
+    let acts = drain(a);
+    let on = transmits(&acts).iter().map(|x| x.0).collect();
+    (on, setup_kinds(&acts))
+}
+
+#[test]
+fn a_peer_that_refused_natm_is_called_with_natm_again_after_a_while() {
+    let t0 = Instant::ZERO;
+    let (mut a, llc) = served_as_rfc_2225(t0);
+    // Before the retry time every class rides the one VC.
+    assert_eq!(
+        one_packet(&mut a, t0 + secs(4.0), 5004),
+        (vec![llc], vec![])
+    );
+    // After it a class calls with natm's; its packets keep to the VC meanwhile, and
+    // another class does not call too.
+    let t1 = t0 + secs(6.0);
+    let (on, calls) = one_packet(&mut a, t1, 5004);
+    assert_eq!(on, vec![llc]);
+    let [(natm, VcKind::Natm)] = calls[..] else {
+        panic!("{calls:?}")
+    };
+    assert_eq!(one_packet(&mut a, t1, 9), (vec![llc], vec![]));
+    // Once the natm VC is open the class has it; the other class stays.
+    a.handle_setup_done(t1, natm);
+    assert!(
+        transmits(&drain(&mut a)).is_empty(),
+        "nothing waited for it"
+    );
+    assert_eq!(one_packet(&mut a, t1, 5004), (vec![natm], vec![]));
+    assert_eq!(one_packet(&mut a, t1, 9), (vec![llc], vec![]));
+    assert_eq!(a.counters().natm_retries, 1);
+}
+
+#[test]
+fn a_peer_that_refuses_natm_again_stays_on_its_rfc_2225_vc() {
+    // Linux: the retry is refused with cause 88 as the first call was. No second RFC
+    // 2225 VC, nothing waits, and the next try is a retry time after the refusal.
+    let t0 = Instant::ZERO;
+    let (mut a, llc) = served_as_rfc_2225(t0);
+    let t1 = t0 + secs(6.0);
+    let (_, calls) = one_packet(&mut a, t1, 5004);
+    let [(natm, VcKind::Natm)] = calls[..] else {
+        panic!("{calls:?}")
+    };
+    a.handle_setup_failed(t1, natm, Some(CAUSE_INCOMPATIBLE));
+    assert!(drain(&mut a).is_empty(), "no call as RFC 2225 again");
+    assert_eq!(a.waiting(), 0);
+    assert_eq!(
+        one_packet(&mut a, t1 + secs(4.0), 5004),
+        (vec![llc], vec![])
+    );
+    let (on, calls) = one_packet(&mut a, t1 + secs(6.0), 5004);
+    assert_eq!(on, vec![llc]);
+    assert!(matches!(calls[..], [(_, VcKind::Natm)]), "{calls:?}");
+    assert_eq!(a.counters().natm_retries, 2);
+    assert_eq!(a.counters().setup_failures, 0);
+}
+
 #[test]
 fn an_rfc_2225_call_is_refused_once_and_other_refusals_are_not_retried() {
     let t0 = Instant::ZERO;
