@@ -74,7 +74,7 @@ pub(crate) enum Level {
     /// events, the timer heap, an accept queue, the listeners, the driver's other
     /// sources and thread id, the pooled batches, a cell link's packer and
     /// reassembly, a host port's held frames and spare batches, `MemNetwork`'s next
-    /// port, a port's peer, `Conn::on_gone`, the send pool's gate. Any lock may be
+    /// port, a port's peer, `Conn::on_gone`, the send pool's gate, the kept send buffers. Any lock may be
     /// held when one is taken; two are never held at once.
     Leaf,
 }

@@ -533,6 +533,14 @@ impl TxHalf {
         }
     }
 
+    /// Take the copies [`TxHalf::send`] makes from `copies` (a natm VC's;
+    /// [`Psb::lend_copy_buffers`]). A bare VC copies each SDU as before.
+    pub fn lend_copy_buffers(&mut self, copies: std::sync::Arc<dyn crate::transport::CopyBuffers>) {
+        if let Machine::Natm(psb) = &mut self.core.machine {
+            psb.lend_copy_buffers(copies);
+        }
+    }
+
     /// As [`TxHalf::send`], taking a `Bytes` without copying it.
     pub fn send_bytes(&mut self, data: &Bytes, end: bool) -> Result<usize, SendError> {
         match &mut self.core.machine {

@@ -13,6 +13,7 @@
 
 pub mod coalesce;
 mod config;
+mod copy;
 pub mod ec_window;
 pub mod plpmtud;
 mod psb;
@@ -34,6 +35,7 @@ use thiserror::Error;
 pub use config::{
     shaped_send_buffer, ConfigError, TransportConfig, AUTO_TPDU_FLOOR, DEFAULT_SEND_DELAY,
 };
+pub use copy::CopyBuffers;
 pub use psb::Psb;
 pub use qos::QosOutcome;
 pub use rtt::{RttConfig, RttEstimator, DEFAULT_MIN_HEAD_CHECK};

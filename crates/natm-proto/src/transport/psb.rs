@@ -991,6 +991,14 @@ impl Psb {
         self.after_push(r)
     }
 
+    /// Take the copies [`Psb::send`] makes from `copies` ([`CopyBuffers`]) rather
+    /// than a fresh allocation each. A receiving PSB ignores it.
+    pub fn lend_copy_buffers(&mut self, copies: std::sync::Arc<dyn super::CopyBuffers>) {
+        if let Some(s) = self.send.as_mut() {
+            s.lend_copy_buffers(copies);
+        }
+    }
+
     /// As [`Psb::send`], taking a `Bytes` without copying it.
     pub fn send_bytes(&mut self, data: &Bytes, end: bool) -> Result<usize, SendError> {
         self.check_send(data.len() as u64)?;

@@ -2,6 +2,7 @@
 //! SMART error control (seed 000 §5.3.1–5.3.2, specs.md §7.2).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -9,7 +10,7 @@ use bytes::{Bytes, BytesMut};
 use super::coalesce::{Coalescer, Decision};
 use super::seq;
 use super::stats::PsbStats;
-use super::{RetxKind, Semantics};
+use super::{CopyBuffers, RetxKind, Semantics};
 use crate::flow::{AckSample, FlowController, Permit};
 use crate::time::Instant;
 use crate::wire::tpdu::{Flags, Header};
@@ -166,6 +167,9 @@ pub(crate) struct SendHalf {
     path_cap: usize,
     /// Small sends held into runs (used when `lim.coalesce`).
     coalescer: Coalescer,
+    /// Buffers lent for the copies sends make (`Psb::lend_copy_buffers`); a plain
+    /// allocation each without.
+    copies: Option<Arc<dyn CopyBuffers>>,
 }
 
 impl SendHalf {
@@ -199,6 +203,7 @@ impl SendHalf {
             want: lim.tpdu_size,
             path_cap: usize::MAX,
             coalescer: Coalescer::default(),
+            copies: None,
         }
     }
 
@@ -368,14 +373,27 @@ impl SendHalf {
         // of it would turn the allocation into a shared one, a second allocation and
         // its reference counts on every small send.
         let fits = data.len().min(self.capacity());
+        // Taken out for the call (`push_with` holds `self`), put back after.
+        let copies = self.copies.take();
+        let copy_of = |d: &[u8]| match &copies {
+            Some(c) => c.copy(d),
+            None => Bytes::copy_from_slice(d),
+        };
         let mut copy: Option<Bytes> = None;
-        self.push_with(data.len(), end, |from, to| {
+        let r = self.push_with(data.len(), end, |from, to| {
             if copy.is_none() && from == 0 && to == fits {
-                return Bytes::copy_from_slice(&data[..fits]);
+                return copy_of(&data[..fits]);
             }
-            copy.get_or_insert_with(|| Bytes::copy_from_slice(&data[..fits]))
+            copy.get_or_insert_with(|| copy_of(&data[..fits]))
                 .slice(from..to)
-        })
+        });
+        self.copies = copies;
+        r
+    }
+
+    /// Take sends' copies from `copies` from now on ([`CopyBuffers`]).
+    pub(crate) fn lend_copy_buffers(&mut self, copies: Arc<dyn CopyBuffers>) {
+        self.copies = Some(copies);
     }
 
     /// As [`SendHalf::push`], without copying: TPDU payloads are slices of `data`.

@@ -327,7 +327,8 @@ impl Conn {
         keys: Option<&PathKeys>,
     ) -> std::io::Result<std::sync::Arc<Conn>> {
         let side = conn.side();
-        let (route, remote, tx, rx) = conn.into_parts();
+        let (route, remote, mut tx, rx) = conn.into_parts();
+        tx.lend_copy_buffers(eng.send_buffers.clone());
         let (vpi, bare) = (tx.vpi(), tx.is_bare());
         let probes_path = !bare && tx.searches_path() && link.probes_path();
         let stamps = tx.exchanges_acks() || rx.exchanges_acks();

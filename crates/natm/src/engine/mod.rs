@@ -22,6 +22,7 @@ mod listener;
 mod oam;
 mod path_probe;
 mod rx_order;
+mod send_buffers;
 mod send_pool;
 mod smoother;
 
@@ -290,6 +291,8 @@ pub(crate) struct Engine {
     pub(crate) rx_areas: Arc<natm_udp::AreaPool>,
     /// The send buffer pool every sending VC draws on (`EngineConfig::send_pool`).
     pub(crate) send_pool: Arc<send_pool::SendPool>,
+    /// The buffers large sends copy into, kept between sends (`send_buffers`).
+    pub(crate) send_buffers: Arc<send_buffers::SendBuffers>,
     /// What the sending VCs to each peer host learnt of its late ACKs (`late_path`).
     pub(crate) late_paths: late_path::LatePaths,
     /// The host's one-per-address UDP ports (`Ports::PerHost`; empty otherwise).
@@ -335,6 +338,7 @@ impl Engine {
             buffers: Mutex::new(Level::Leaf, Vec::new()),
             rx_areas: natm_udp::AreaPool::new(natm_udp::areas::MAX_HOME, usize::MAX),
             send_pool,
+            send_buffers: send_buffers::SendBuffers::new(),
             late_paths: late_path::LatePaths::new(),
             host_ports: host_port::HostPorts::new(),
         });

@@ -41,6 +41,11 @@ pub struct SendPoolStats {
     pub peak: u64,
     /// Sends the pool held back (it had less free than the send needed).
     pub held_back: u64,
+    /// Octets of buffers kept between sends for large sends' copies
+    /// (`engine::send_buffers`).
+    pub spare: u64,
+    /// Large sends whose copy went into a kept buffer, not a new allocation.
+    pub reused: u64,
 }
 
 /// One engine's send buffer pool.
@@ -157,6 +162,7 @@ impl SendPool {
             used: self.used.load(SeqCst) as u64,
             peak: self.peak.load(SeqCst) as u64,
             held_back: self.held_back.load(SeqCst),
+            ..SendPoolStats::default()
         }
     }
 }

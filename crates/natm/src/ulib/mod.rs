@@ -729,9 +729,15 @@ impl Host {
 
     /// The send buffer pool every sending VC of this host draws on (seed 001 §6,
     /// `HostConfig::engine.send_pool`): its bound, what the VCs hold now and at most,
-    /// and how many sends it held back.
+    /// and how many sends it held back; and the buffers it keeps for large sends'
+    /// copies.
     pub fn send_pool(&self) -> SendPoolStats {
-        self.eng.send_pool.stats()
+        let (spare, reused) = self.eng.send_buffers.counts();
+        SendPoolStats {
+            spare,
+            reused,
+            ..self.eng.send_pool.stats()
+        }
     }
 
     /// The host's UDP ports and their counters, one per local address, with one port

@@ -122,20 +122,26 @@ fn vcs_together_queue_no_more_than_the_hosts_pool_and_all_their_data_arrives() {
     }
 }
 
-#[test]
-fn a_pool_smaller_than_a_message_still_carries_it_in_pieces() {
-    // A blocking send takes what the pool has and waits for the rest: a 1 MiB message
-    // through a 96 KiB pool arrives whole.
-    let mut cfg = crate::support::host_config();
-    cfg.engine.send_pool = 96 << 10;
-    let tx_host = Host::open(cfg).unwrap();
+/// A reliable call from a host opened with `tx_cfg` to another: the sending host, the
+/// caller's connection and the accepted one.
+fn reliable_call(tx_cfg: natm::ulib::HostConfig) -> (Host, Connection, Connection) {
+    let tx_host = Host::open(tx_cfg).unwrap();
     let rx_host = Host::open(crate::support::host_config()).unwrap();
     let l = rx_host.bind("127.0.0.1:0", "reliable").unwrap();
     let addr = l.local_addr().unwrap();
     let h = tx_host.clone();
     let t = std::thread::spawn(move || h.connect(addr, "reliable").unwrap());
     let r = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
-    let c = t.join().unwrap();
+    (tx_host, t.join().unwrap(), r)
+}
+
+#[test]
+fn a_pool_smaller_than_a_message_still_carries_it_in_pieces() {
+    // A blocking send takes what the pool has and waits for the rest: a 1 MiB message
+    // through a 96 KiB pool arrives whole.
+    let mut cfg = crate::support::host_config();
+    cfg.engine.send_pool = 96 << 10;
+    let (tx_host, c, r) = reliable_call(cfg);
     let big: Vec<u8> = (0..1 << 20)
         .map(|k: usize| (k * 13 + k / 4096) as u8)
         .collect();
@@ -151,5 +157,46 @@ fn a_pool_smaller_than_a_message_still_carries_it_in_pieces() {
     let p = tx_host.send_pool();
     assert!(p.peak <= 96 << 10, "{p:?}");
     assert_eq!(p.used, 0);
+    assert_no_retransmissions("reliable", &c.stats(), &r.stats());
+}
+
+#[test]
+fn large_sends_copy_into_buffers_the_host_keeps_and_arrive_byte_exact() {
+    // A megabyte message is copied into one buffer its TPDUs share; once they are
+    // acknowledged the host keeps it for the next large send instead of freeing it
+    // (freed, its pages go back to the kernel and the next send faults them in
+    // again). Each message differs, so a buffer reused too early would show.
+    let (tx_host, c, r) = reliable_call(crate::support::host_config());
+    const BIG: usize = 1 << 20;
+    const SENDS: usize = 16;
+    let big = |seq: usize| -> Vec<u8> {
+        (0..BIG)
+            .map(|k| (k * 7 + seq * 101 + k / 4096) as u8)
+            .collect()
+    };
+    let w = std::thread::spawn(move || {
+        for seq in 0..SENDS {
+            // Borrowed, so copied (a `Vec` given by value would be held as it is).
+            let m = big(seq);
+            c.send(m.as_slice(), Wait::Block).unwrap();
+            // Acknowledged before the next: its buffer is free to be kept.
+            c.flush(Duration::from_secs(30)).unwrap();
+        }
+        c
+    });
+    for seq in 0..SENDS {
+        let got = r.recv(Wait::For(Duration::from_secs(30))).unwrap();
+        assert!(got.as_deref() == Some(&big(seq)[..]), "message {seq} whole");
+    }
+    let c = w.join().unwrap();
+    let p = tx_host.send_pool();
+    // One buffer serves them all; a fresh allocation each time would reuse none.
+    assert!(p.reused >= (SENDS / 2) as u64, "{p:?}");
+    assert!(p.spare >= BIG as u64 && p.spare <= 8 << 20, "{p:?}");
+    assert_eq!(p.used, 0);
+    // Small sends are plain allocations: nothing more is kept or reused for them.
+    c.send(&[9u8; 1000], Wait::Block).unwrap();
+    c.flush(Duration::from_secs(10)).unwrap();
+    assert_eq!(tx_host.send_pool().reused, p.reused);
     assert_no_retransmissions("reliable", &c.stats(), &r.stats());
 }
