@@ -658,6 +658,7 @@ unsafe fn recv_into(
     if !whole {
         *rest = Some(Chunk {
             data: Bytes::slice(&chunk.data, n..),
+            start_of_message: false,
             end_of_message: chunk.end_of_message,
         });
     }

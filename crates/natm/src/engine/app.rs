@@ -729,35 +729,28 @@ impl Conn {
     }
 
     /// Take the next received chunk out of the receive end, as the `Bytes` of the
-    /// TPDU payload it arrived in (no copy). A message `recv` began gathering is
-    /// handed out first, as it was gathered.
+    /// TPDU payload it arrived in (no copy), with whether it starts or ends its
+    /// message (seed 003's status flags). A message `recv` began gathering is handed
+    /// out first, as it was gathered.
     fn take_chunk(e: &mut End<RxHalf>) -> Result<Option<Chunk>, Error> {
-        Ok(Self::take_chunk_edge(e)?.map(|(c, _)| c))
-    }
-
-    /// As `take_chunk`, with whether the chunk starts its message (seed 003's
-    /// "start of message" status flag).
-    fn take_chunk_edge(e: &mut End<RxHalf>) -> Result<Option<(Chunk, bool)>, Error> {
         refuse_unused(e, Which::Rx)?;
         if !e.partial.is_empty() {
             // What `recv` gathered begins at its message's start.
             let data = bytes::Bytes::from(std::mem::take(&mut e.partial));
-            let c = Chunk {
+            return Ok(Some(Chunk {
                 data,
+                start_of_message: true,
                 end_of_message: false,
-            };
-            return Ok(Some((c, true)));
+            }));
         }
         let stream = e.half.is_stream();
         match e.half.recv() {
-            Ok(Some(c)) => Ok(Some((
-                Chunk {
-                    data: c.data,
-                    // A stream has no boundaries: each chunk stands alone, as in `recv`.
-                    end_of_message: c.end || stream,
-                },
-                c.start || stream,
-            ))),
+            // A stream has no boundaries: each chunk stands alone, as in `recv`.
+            Ok(Some(c)) => Ok(Some(Chunk {
+                data: c.data,
+                start_of_message: c.start || stream,
+                end_of_message: c.end || stream,
+            })),
             Ok(None) => Ok(None),
             Err(RecvError::Aborted(r)) => Err(Error::Aborted(r)),
             Err(RecvError::NotReceiver) => Err(Error::Closed),
@@ -844,15 +837,6 @@ impl Conn {
         self.recv_with(eng, timeout, Self::take_chunk)
     }
 
-    /// As [`Conn::recv_chunk`], with whether the chunk starts its message.
-    pub(crate) fn recv_chunk_edge(
-        &self,
-        eng: &Engine,
-        timeout: Option<Duration>,
-    ) -> Result<Option<(Chunk, bool)>, Error> {
-        self.recv_with(eng, timeout, Self::take_chunk_edge)
-    }
-
     /// What `take` takes if it is there now (after reading what is queued).
     fn try_recv_with<T>(
         &self,
@@ -899,11 +883,6 @@ impl Conn {
             buf.clear();
             std::mem::swap(&mut e.partial, buf);
         }
-    }
-
-    /// As [`Conn::try_recv_chunk`], with whether the chunk starts its message.
-    pub(crate) fn try_recv_chunk_edge(&self, eng: &Engine) -> Result<Option<(Chunk, bool)>, Error> {
-        self.try_recv_with(eng, Self::take_chunk_edge)
     }
 
     /// The next chunk if one is there now (after reading what is queued).

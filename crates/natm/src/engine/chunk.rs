@@ -9,6 +9,10 @@ use bytes::Bytes;
 pub struct Chunk {
     /// The bytes (reference-counted: pass them on, or keep them, without copying).
     pub data: Bytes,
+    /// This chunk begins its message (seed 003's start-of-message flag; on a byte
+    /// stream every chunk does). A gatherer starts a new message at it: on a VC
+    /// without error control the end of the one before may have been lost.
+    pub start_of_message: bool,
     /// This chunk ends its message (on a byte stream, every chunk does).
     pub end_of_message: bool,
 }

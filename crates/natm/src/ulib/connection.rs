@@ -556,12 +556,9 @@ impl Connection {
         &self,
         wait: impl Into<Wait>,
     ) -> Result<(Option<Chunk>, ConnStatus), Error> {
-        let c = match wait.into().limit() {
-            Limit::Now => self.conn.try_recv_chunk_edge(&self.eng)?,
-            Limit::Within(t) => self.conn.recv_chunk_edge(&self.eng, t)?,
-        };
-        let edge = c.as_ref().map(|(c, start)| (*start, c.end_of_message));
-        Ok((c.map(|(c, _)| c), conn_status(&self.conn, edge)))
+        let c = self.recv_chunk(wait)?;
+        let edge = c.as_ref().map(|c| (c.start_of_message, c.end_of_message));
+        Ok((c, conn_status(&self.conn, edge)))
     }
 
     /// Counters of both VCs.

@@ -52,7 +52,7 @@ fn messages(total: usize) -> (Bytes, Vec<Bytes>) {
 }
 
 /// Send every message as `Bytes`, close, and receive them all with
-/// `recv_chunk`; check the bytes and the boundaries. The sender's counters, after
+/// `recv_chunk`; check the bytes and the boundaries (each message's chunks start and end it). The sender's counters, after
 /// its flush.
 fn transfer_by_owned_buffers(
     c: Connection,
@@ -74,6 +74,13 @@ fn transfer_by_owned_buffers(
     let mut got_sizes = Vec::new();
     let mut this = 0;
     while let Some(chunk) = s.recv_chunk(Wait::For(Duration::from_secs(30))).unwrap() {
+        // Each message's first chunk, and only it, says it starts the message.
+        assert_eq!(
+            chunk.start_of_message,
+            this == 0,
+            "message {}",
+            got_sizes.len()
+        );
         got.extend_from_slice(&chunk.data);
         this += chunk.data.len();
         if chunk.end_of_message {
