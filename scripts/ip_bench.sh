@@ -5,7 +5,8 @@
 # WireGuard or FOU), ping RTT over each, and a 15 Mbit/s UDP flow on the policy's CBR
 # VC beside bulk TCP. Needs root, iperf3, python3. Usage: scripts/ip_bench.sh [RUNS]
 # NATM_IP_MTU=N sets natm0's MTU on both ends (default: natm ip's, 8464: whole sealed TPDUs
-# on the 1500-octet veth).
+# on the 1500-octet veth). NATM_IP_CPU=1: only the CPU both natm ips spend per GB over
+# natm0, RUNS times (needs perf).
 set -euo pipefail
 RUNS=${1:-3}
 MTU_ARG=(); [ -n "${NATM_IP_MTU:-}" ] && MTU_ARG=(--mtu "$NATM_IP_MTU")
@@ -57,6 +58,23 @@ for n in "$A" "$B"; do until ip -n "$n" link show natm0 >/dev/null 2>&1; do slee
 sleep 1
 ip netns exec "$B" iperf3 -s -D -B 0.0.0.0 -I "$D/iperf3s.pid" --logfile "$D/iperf3s.log"
 echo "# load: $(uptime)"
+if [ -n "${NATM_IP_CPU:-}" ]; then
+  # Only the CPU both natm ips spend per GB that iperf3 moves over natm0 in 4 s
+  # (perf stat's task-clock on the two processes), RUNS times: A/B comparisons.
+  ip netns exec "$A" ping -c 2 -W 5 10.77.0.2 >/dev/null
+  echo "## natm ip CPU per GB over natm0 (iperf3 TCP, 4 s)"
+  for r in $(seq "$RUNS"); do
+    perf stat -x, -e task-clock -p "${PIDS[2]},${PIDS[3]}" -o "$D/cpu.txt" & PS=$!
+    bytes=$(ip netns exec "$A" iperf3 -c 10.77.0.2 -t 4 -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bytes"])')
+    kill -INT "$PS"; wait "$PS" || true
+    python3 - "$bytes" "$(grep task-clock "$D/cpu.txt" | cut -d, -f1)" "$r" <<'PY'
+import sys
+b, ms, r = int(sys.argv[1]), float(sys.argv[2]), sys.argv[3]
+print(f"run {r}: {b * 8 / 4e6:.0f} Mbit/s, {ms:.0f} ms of CPU, {ms / (b / 1e9):.0f} ms/GB")
+PY
+  done
+  exit 0
+fi
 first_rtt() { ip netns exec "$A" ping -c 1 -W 5 "$1" | sed -n 's/.*time=\([0-9.]*\) ms.*/\1/p'; }
 echo "## first packet (ping) RTT, ms: resolution + VC setup, then VC setup alone (after idle release)"
 for r in $(seq "$RUNS"); do
