@@ -285,7 +285,7 @@ pub(crate) fn params_quic(p: &mut Params) {
         "transport".into(),
         json!("quinn 0.11, one bidirectional stream"),
     );
-    p.insert("tls".into(), json!("rustls (ring), self-signed"));
+    p.insert("tls".into(), json!("rustls (aws-lc-rs), self-signed"));
     p.insert("congestion".into(), json!("cubic (quinn default)"));
     p.insert("framing".into(), json!("4-byte length"));
 }

@@ -1,6 +1,6 @@
 //! TLS 1.3 over kernel TCP with CUBIC on loopback (issue 30): the strongest encrypted
 //! stream this machine has (no kernel TLS or WireGuard module here), the reference
-//! for natm's sealed calls. rustls with ring, AES-256-GCM only (what natm's seal
+//! for natm's sealed calls. rustls with AWS-LC, AES-256-GCM only (what natm's seal
 //! uses), a self-signed certificate made at run time; messages framed by a 4-byte
 //! length as on the `tcp` stack.
 //!
@@ -44,10 +44,12 @@ pub(crate) fn new(name: &'static str, opts: &StackOptions) -> anyhow::Result<Box
     }))
 }
 
-/// ring's provider with AES-256-GCM as its only suite, TLS 1.3 only.
+/// AWS-LC's provider (rustls's default, and its AES-GCM the faster on this CPU: docs/
+/// decisions/0030-aws-lc-aead.md) with AES-256-GCM as its only suite, TLS 1.3 only.
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
-    let mut p = rustls::crypto::ring::default_provider();
-    p.cipher_suites = vec![rustls::crypto::ring::cipher_suite::TLS13_AES_256_GCM_SHA384];
+    use rustls::crypto::aws_lc_rs as lc;
+    let mut p = lc::default_provider();
+    p.cipher_suites = vec![lc::cipher_suite::TLS13_AES_256_GCM_SHA384];
     Arc::new(p)
 }
 
@@ -130,7 +132,7 @@ impl Stack for TcpTls {
         let suite = c
             .negotiated_cipher_suite()
             .map_or("none".to_owned(), |s| format!("{:?}", s.suite()));
-        params.insert("tls".into(), json!("1.3 (rustls, ring)"));
+        params.insert("tls".into(), json!("1.3 (rustls, aws-lc-rs)"));
         params.insert("cipher_suite".into(), json!(suite));
         let end = |conn: rustls::Connection, sock: TcpStream| -> Box<dyn Endpoint> {
             let mut conn = conn;

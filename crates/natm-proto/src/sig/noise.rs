@@ -39,8 +39,8 @@ pub const KEY_LEN: usize = 32;
 /// key`, a switch port's `key`): SHA-256 of a label and the key, since Noise's psk
 /// is 32 octets and a configured key is at least 16 of any (both ends derive it so).
 pub fn psk_from_key(key: &[u8]) -> [u8; KEY_LEN] {
-    let d = ring::digest::digest(
-        &ring::digest::SHA256,
+    let d = aws_lc_rs::digest::digest(
+        &aws_lc_rs::digest::SHA256,
         &[b"natm noise psk".as_slice(), key].concat(),
     );
     let mut p = [0u8; KEY_LEN];

@@ -18,7 +18,7 @@
 //! each correlation tag at most once, newer than the last). The cell stays a valid
 //! I.610 cell: a switch or Linux reads it as a loopback with a source ID.
 
-use ring::{hkdf, hmac};
+use aws_lc_rs::{hkdf, hmac};
 
 use super::oam::{Loopback, LOCATION_ID_LEN};
 use super::seal::PathKeys;

@@ -57,11 +57,11 @@ pub(super) fn refused(qos: &Qos) -> bool {
 /// Fresh randomness for key shares: the operating system's, never the core's
 /// seeded id stream (which tests fix).
 pub(super) fn share() -> Option<KeyShare> {
-    KeyShare::generate(&ring::rand::SystemRandom::new()).ok()
+    KeyShare::generate(&aws_lc_rs::rand::SystemRandom::new()).ok()
 }
 
 /// Keys for a call between two applications of this host (`encrypt=on` only): both
 /// drawn from the operating system; the callee's are the caller's reversed.
 pub(super) fn local() -> Option<PathKeys> {
-    PathKeys::random(&ring::rand::SystemRandom::new()).ok()
+    PathKeys::random(&aws_lc_rs::rand::SystemRandom::new()).ok()
 }

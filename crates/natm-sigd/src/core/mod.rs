@@ -392,8 +392,8 @@ impl Core {
         let secret = ids.bytes();
         let ticket_key = ids.bytes();
         let instance = {
-            let d = ring::digest::digest(
-                &ring::digest::SHA256,
+            let d = aws_lc_rs::digest::digest(
+                &aws_lc_rs::digest::SHA256,
                 &[b"natm sigd instance".as_slice(), &secret].concat(),
             );
             let mut b = [0u8; 8];
@@ -402,8 +402,8 @@ impl Core {
         };
         // Deterministic per seed (tests); the daemon sets the host's key.
         let noise_key = {
-            let d = ring::digest::digest(
-                &ring::digest::SHA256,
+            let d = aws_lc_rs::digest::digest(
+                &aws_lc_rs::digest::SHA256,
                 &[b"natm sigd noise key".as_slice(), &secret].concat(),
             );
             let mut k = [0u8; 32];

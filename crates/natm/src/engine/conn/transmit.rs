@@ -61,9 +61,10 @@ impl Conn {
             }
             sent += 1;
         }
-        // An encrypted connection seals each TPDU in place in the batch, after its
-        // header and payload are written: no copy beyond the one into the batch, and
-        // every frame — a SMART retransmission too — takes a new packet number.
+        // An encrypted connection seals each TPDU into the batch from where the send
+        // queue holds its payload, after its header is written: no copy beyond the
+        // seal, and every frame — a SMART retransmission too — takes a new packet
+        // number.
         let overhead = if self.crypt.is_some() {
             seal::OVERHEAD
         } else {
@@ -122,14 +123,21 @@ impl Conn {
             }
             // A TPDU whose seal fails (its packet numbers spent) is not added to the
             // batch: its payload, still clear, must not leave.
+            // A sealed TPDU's payload is encrypted from the send queue straight
+            // into the batch: one pass over it, not a copy and then a seal.
             let pushed = batch.try_push_with(len, |out| {
                 out[..VC_HEADER_LEN].copy_from_slice(&header);
                 t.header.emit_into(&mut out[VC_HEADER_LEN..]);
-                let body = VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN;
-                out[body..body + t.payload.len()].copy_from_slice(&t.payload);
                 match &self.crypt {
-                    Some(c) => c.sealer.seal(&mut out[VC_HEADER_LEN..]).is_ok(),
-                    None => true,
+                    Some(c) => c
+                        .sealer
+                        .seal_from(&mut out[VC_HEADER_LEN..], &t.payload)
+                        .is_ok(),
+                    None => {
+                        let body = VC_HEADER_LEN + crate::wire::tpdu::HEADER_LEN;
+                        out[body..body + t.payload.len()].copy_from_slice(&t.payload);
+                        true
+                    }
                 }
             });
             if pushed != Ok(true) {
