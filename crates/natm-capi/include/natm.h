@@ -77,6 +77,7 @@ extern "C" {
 #define NATM_ABORT_PEER 2           /* the peer aborted (or sigd released the call) */
 #define NATM_ABORT_TIMEOUT 3        /* the peer or the path is gone */
 #define NATM_ABORT_REFUSED 4        /* the peer refused the connection parameters */
+#define NATM_ABORT_NO_LISTENER 5    /* nothing listens at the peer's address (ICMP) */
 
 /* struct natm_event's kind. */
 #define NATM_EV_QOS_PENDING 1       /* this end asked for rate_bps */

@@ -54,6 +54,7 @@ fn abort_code(r: AbortReason) -> c_int {
         AbortReason::Peer => 2,
         AbortReason::Timeout => 3,
         AbortReason::Refused => 4,
+        AbortReason::NoListener => 5,
     }
 }
 

@@ -29,7 +29,7 @@ pub use batch::{
     stamp_age, wall_clock, Datagrams, PushError, RecvBatch, SendBatch, Spans, StampedSpans,
     MAX_DATAGRAM,
 };
-pub use port::{PortOptions, PortStats, UdpPort, VcReceive, GRO_SLOT_LEN};
+pub use port::{IcmpError, PortOptions, PortStats, UdpPort, VcReceive, GRO_SLOT_LEN};
 pub use proc_net::UdpDrops;
 
 /// Whether `e` is the kernel refusing a datagram as larger than the path MTU (with DF

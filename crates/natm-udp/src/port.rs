@@ -208,6 +208,16 @@ fn hold_stamp_key() {
     });
 }
 
+/// An ICMP error that answered one of a port's datagrams ([`UdpPort::take_icmp_error`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IcmpError {
+    /// Who sent the ICMP message (the destination host, or a router on the path).
+    pub from: Option<std::net::IpAddr>,
+    /// Port unreachable (`ECONNREFUSED`): the host is there and nothing listens on
+    /// the datagram's destination port.
+    pub refused: bool,
+}
+
 /// One UDP socket of the UDP adaptor (DESIGN §2: each AAL5 frame is one datagram).
 #[derive(Debug)]
 pub struct UdpPort {
@@ -475,6 +485,25 @@ impl UdpPort {
             self.stamps.store(false, Relaxed);
         }
         set
+    }
+
+    /// Have the kernel keep the ICMP errors that answer this socket's datagrams
+    /// (`IP_RECVERR`, `IPV6_RECVERR`), for [`UdpPort::take_icmp_error`]: an
+    /// unconnected socket learns of them no other way. While any is queued, a send
+    /// or receive may fail once with its error (`ECONNREFUSED`): drain them.
+    pub fn set_icmp_errors(&self) -> io::Result<()> {
+        self.state.enable_transport_errors((&self.socket).into())
+    }
+
+    /// The next ICMP error queued for this socket (after [`UdpPort::set_icmp_errors`]),
+    /// or `None`. Each costs one `recvmsg(MSG_ERRQUEUE)`; queued errors are charged to
+    /// the socket's receive buffer, so whoever turns them on drains them.
+    pub fn take_icmp_error(&self) -> io::Result<Option<IcmpError>> {
+        let e = self.state.recv_transport_error((&self.socket).into())?;
+        Ok(e.map(|e| IcmpError {
+            from: e.addr.map(|a| a.ip()),
+            refused: e.raw_errno == nix::libc::ECONNREFUSED,
+        }))
     }
 
     /// Bound a blocking send (a full send buffer) the same way.
@@ -1174,6 +1203,41 @@ impl Received {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An unconnected port that asked for ICMP errors learns that nothing listens
+    /// where it sent: its socket is marked in error (what wakes a poller), and the
+    /// queued error names the host that refused; one that did not ask learns nothing.
+    #[test]
+    fn a_port_that_asks_learns_of_a_refusal() {
+        use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+        use std::os::fd::AsFd;
+        let local: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let closed = UdpPort::bind(local).unwrap().local_addr().unwrap(); // dropped: closed
+        let (asks, deaf) = (UdpPort::bind(local).unwrap(), UdpPort::bind(local).unwrap());
+        asks.set_icmp_errors().unwrap();
+        assert_eq!(asks.take_icmp_error().unwrap(), None, "nothing queued yet");
+        for p in [&asks, &deaf] {
+            p.send_one(Some(closed), b"anyone?").unwrap();
+        }
+        let error_on = |p: &UdpPort| {
+            let mut fds = [PollFd::new(p.socket.as_fd(), PollFlags::empty())];
+            let n = poll(&mut fds, PollTimeout::from(2000u16)).unwrap();
+            n == 1 && fds[0].revents().unwrap().contains(PollFlags::POLLERR)
+        };
+        assert!(error_on(&asks), "the refusal marks the socket in error");
+        let icmp = asks
+            .take_icmp_error()
+            .unwrap()
+            .expect("the refusal is queued");
+        assert!(icmp.refused, "{icmp:?}");
+        assert_eq!(icmp.from, Some(closed.ip()));
+        assert_eq!(asks.take_icmp_error().unwrap(), None, "taken once");
+        // Without the option nothing is reported (it was sent at the same time as
+        // the other's, whose refusal has arrived).
+        assert_eq!(deaf.take_icmp_error().unwrap(), None);
+        let mut fds = [PollFd::new(deaf.socket.as_fd(), PollFlags::empty())];
+        assert_eq!(poll(&mut fds, PollTimeout::ZERO).unwrap(), 0);
+    }
 
     /// A connected port names its peer as the source of what it receives (it asks
     /// the kernel for no address), on each receive path, and refuses to connect

@@ -165,6 +165,9 @@ pub enum AbortReason {
     Timeout,
     /// The peer refused the connection parameters.
     Refused,
+    /// Nothing listens at the peer's address: its host answered the handshake with
+    /// ICMP port unreachable (direct mode; what TCP reports as "connection refused").
+    NoListener,
 }
 
 /// Something the application should know (quinn-proto's `poll` events).

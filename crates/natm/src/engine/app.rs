@@ -130,6 +130,12 @@ fn end_error<H: natm_proto::endpoint::Simplex>(e: &End<H>) -> Option<Error> {
             detail: "the listener refused the connection (its backlog is full, it cannot take the parameters, or it cannot open the connection)".into(),
         });
     }
+    if s.aborted == Some(AbortReason::NoListener) && !s.connected {
+        return Some(Error::Refused {
+            cause: 88,
+            detail: "nothing listens at the called address: its host answered with ICMP port unreachable".into(),
+        });
+    }
     if let Some(r) = s.aborted {
         return Some(Error::Aborted(r));
     }
@@ -211,6 +217,8 @@ impl Conn {
             None => (std::net::Ipv6Addr::UNSPECIFIED, 0).into(),
         };
         let link = Link::bind(eng, local).map_err(Error::Io)?;
+        // An ICMP port unreachable answering the CONN-REQ ends the wait at once.
+        link.watch_icmp_errors();
         let now = eng.clock.now();
         let proto = Connection::connect(
             now,

@@ -8,7 +8,7 @@
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use rustix::event::{PollFd, PollFlags, Timespec};
@@ -49,6 +49,9 @@ pub(crate) fn vc_of_on(datagram: &[u8], vpi: u8) -> Option<u16> {
     }
 }
 
+/// ICMP errors a read that found nothing takes at most ([`Link::refused_by`]).
+const ICMP_DRAIN: usize = 64;
+
 /// One UDP socket of the engine: an adaptor port with GSO sends and GRO receives (one
 /// `recvmmsg` takes a GRO run of up to 64 datagrams, 64 KiB).
 ///
@@ -75,6 +78,9 @@ pub(crate) struct UdpLink {
     /// slice, or less while an application's wait has less time left
     /// ([`UdpLink::recv_wait`]).
     read_timeout_ms: AtomicU64,
+    /// Whether the kernel queues the ICMP errors that answer this socket
+    /// ([`Link::watch_icmp_errors`]): then every read that finds nothing drains them.
+    icmp_errors: AtomicBool,
 }
 
 /// How a UDP link carries frames (issue 13). Both ends of a link must use the same
@@ -181,6 +187,7 @@ impl UdpLink {
             path_payload: AtomicUsize::new(0),
             oversize_fallbacks: AtomicU64::new(0),
             read_timeout_ms: AtomicU64::new(READ_SLICE_MS),
+            icmp_errors: AtomicBool::new(false),
         })
     }
 
@@ -533,6 +540,37 @@ impl Link {
             let _ = l.port.set_gro(true);
             let _ = l.port.set_receive_stamps(true);
         }
+    }
+
+    /// Have the kernel queue the ICMP errors that answer this link's datagrams: a
+    /// direct call's handshake goes out from an unconnected socket, which otherwise
+    /// never hears that nothing listens where it called. A UDP link only (a host
+    /// port's socket is every VC's; a memory link has no ICMP).
+    pub(crate) fn watch_icmp_errors(&self) {
+        if let Link::Udp(l) = self {
+            if l.port.set_icmp_errors().is_ok() {
+                l.icmp_errors.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Whether the ICMP errors queued for this link (if it watches them) include a
+    /// port unreachable from `host`. Takes them all, at most [`ICMP_DRAIN`] per
+    /// call, so that they neither fill the socket's receive buffer nor keep waking
+    /// its poller; the rest wait for the next call.
+    pub(crate) fn refused_by(&self, host: std::net::IpAddr) -> bool {
+        let Link::Udp(l) = self else { return false };
+        if !l.icmp_errors.load(Ordering::Acquire) {
+            return false;
+        }
+        let mut refused = false;
+        for _ in 0..ICMP_DRAIN {
+            match l.port.take_icmp_error() {
+                Ok(Some(e)) => refused |= e.refused && e.from == Some(host),
+                _ => break,
+            }
+        }
+        refused
     }
 
     pub(crate) fn connect(&self, peer: SocketAddr) -> io::Result<()> {

@@ -125,16 +125,52 @@ fn a_cbr_vc_with_error_control_moves_data_without_retransmitting() {
     assert_no_retransmissions(qos, &st, &theirs);
 }
 
+/// A direct call to a port where nothing listens: with a socket per VC the ICMP port
+/// unreachable that answers the CONN-REQ refuses it (cause 88, as TCP's "connection
+/// refused"), long before the connect timeout; on one port per host, whose shared
+/// socket cannot tell which call an ICMP error answers, it times out as unreachable.
 #[test]
 fn connect_to_nothing_fails_clearly() {
+    let per_vc = crate::PORTS == natm::ulib::Ports::PerVc;
     let host = Host::open(HostConfig {
-        connect_timeout: Duration::from_millis(300),
+        // Long enough that a timeout cannot pass for the refusal.
+        connect_timeout: Duration::from_millis(if per_vc { 60_000 } else { 300 }),
         ..crate::support::host_config()
     })
     .unwrap();
     let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
     let addr = dead.local_addr().unwrap();
     drop(dead);
+    match host.connect(addr, "reliable") {
+        Err(e @ Error::Refused { cause: 88, .. }) if per_vc => {
+            assert_eq!(
+                std::io::Error::from(e).kind(),
+                std::io::ErrorKind::ConnectionRefused
+            );
+        }
+        Err(Error::Unreachable(a)) if !per_vc => assert_eq!(a, addr),
+        other => panic!("expected a refusal (per VC) or Unreachable (per host), got {other:?}"),
+    }
+    // The refused call left nothing behind: a listener bound there now takes a call.
+    let l = host.bind(addr, "reliable").unwrap();
+    let c = host.connect(addr, "reliable").unwrap();
+    let s = l.accept(Wait::For(Duration::from_secs(10))).unwrap();
+    c.send(&b"after the refusal"[..], Wait::Block).unwrap();
+    let got = s.recv(Wait::For(Duration::from_secs(10))).unwrap();
+    assert_eq!(got.as_deref(), Some(&b"after the refusal"[..]));
+}
+
+/// A peer that is there but never answers (a socket that reads nothing) sends no
+/// ICMP: the call times out as unreachable, in either port mode.
+#[test]
+fn connect_to_a_silent_peer_times_out_as_unreachable() {
+    let host = Host::open(HostConfig {
+        connect_timeout: Duration::from_millis(300),
+        ..crate::support::host_config()
+    })
+    .unwrap();
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
     match host.connect(addr, "reliable") {
         Err(Error::Unreachable(a)) => assert_eq!(a, addr),
         other => panic!("expected Unreachable, got {other:?}"),

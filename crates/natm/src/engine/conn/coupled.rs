@@ -41,6 +41,7 @@ impl Mailbox {
             AbortReason::Peer => 2,
             AbortReason::Timeout => 3,
             AbortReason::Refused => 4,
+            AbortReason::NoListener => 5,
         }
     }
 
@@ -58,7 +59,8 @@ impl Mailbox {
             1 => Some(AbortReason::Local),
             2 => Some(AbortReason::Peer),
             3 => Some(AbortReason::Timeout),
-            _ => Some(AbortReason::Refused),
+            4 => Some(AbortReason::Refused),
+            _ => Some(AbortReason::NoListener),
         }
     }
 }
@@ -155,6 +157,7 @@ mod tests {
             AbortReason::Peer,
             AbortReason::Timeout,
             AbortReason::Refused,
+            AbortReason::NoListener,
         ] {
             m.post(r);
             assert_eq!(m.take(), Some(r));

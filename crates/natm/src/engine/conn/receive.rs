@@ -239,7 +239,10 @@ impl Conn {
                         self.flush_touched(eng, std::mem::take(touched), None);
                     }
                 }
-                Err(_) => return,
+                Err(_) => {
+                    self.after_read_error(eng);
+                    return;
+                }
             }
         }
     }
@@ -372,6 +375,7 @@ impl Conn {
         let Some(mut role) = self.read.take_or_ask(Ask::Drain) else {
             return false;
         };
+        let mut read_failed = false;
         if !self.over_watermark(eng, &mut role) {
             let mut touched = [false; 2];
             let mut taken_at = None;
@@ -403,9 +407,29 @@ impl Conn {
             }
             self.end_wait(eng, &mut role, first.is_ok());
             self.flush_touched(eng, touched, taken_at);
+            read_failed = first.is_err();
         }
         self.release_read_role(eng, role, batch);
+        if read_failed {
+            self.after_read_error(eng);
+        }
         true
+    }
+
+    /// A direct call's handshake, sent from an unconnected socket, learns from the
+    /// ICMP errors the kernel queued that nothing listens where it called: both VCs
+    /// abort as [`AbortReason::NoListener`], and `connect` fails at once rather than
+    /// at its timeout, as TCP's does. An ICMP message is not authenticated, so it
+    /// ends only a handshake that no valid answer has reached yet, and only from the
+    /// called host (an off-path sender must also hit the socket's ephemeral port, as
+    /// against TCP's SYN); later errors are taken and ignored.
+    fn after_read_error(&self, eng: &Engine) {
+        let Some(to) = self.handshake_to else {
+            return;
+        };
+        if self.link.refused_by(to.ip()) && !self.sock_connected.load(Ordering::Acquire) {
+            self.abort_both(eng, AbortReason::NoListener);
+        }
     }
 
     /// A TPDU the listener's endpoint routed to this connection (a repeated CONN-REQ).
