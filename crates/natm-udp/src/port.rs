@@ -487,15 +487,25 @@ impl UdpPort {
         set
     }
 
-    /// Have the kernel keep the ICMP errors that answer this socket's datagrams
-    /// (`IP_RECVERR`, `IPV6_RECVERR`), for [`UdpPort::take_icmp_error`]: an
-    /// unconnected socket learns of them no other way. While any is queued, a send
-    /// or receive may fail once with its error (`ECONNREFUSED`): drain them.
-    pub fn set_icmp_errors(&self) -> io::Result<()> {
-        self.state.enable_transport_errors((&self.socket).into())
+    /// Have the kernel keep (`true`) the ICMP errors that answer this socket's
+    /// datagrams (`IP_RECVERR`, and `IPV6_RECVERR` on an IPv6 socket), for
+    /// [`UdpPort::take_icmp_error`]: an unconnected socket learns of them no other
+    /// way. While any is queued, a send or receive may fail once with its error
+    /// (`ECONNREFUSED`), and each is charged to the receive buffer: drain them, and
+    /// turn them off (`false`, which also drops those queued) when no longer wanted.
+    pub fn set_icmp_errors(&self, on: bool) -> io::Result<()> {
+        use nix::sys::socket::{setsockopt, sockopt};
+        if self.local_addr()?.is_ipv6() {
+            setsockopt(&self.socket, sockopt::Ipv6RecvErr, &on)?;
+            // A dual-stack socket hears IPv4 ICMP too (best effort: v6-only refuses).
+            let _ = setsockopt(&self.socket, sockopt::Ipv4RecvErr, &on);
+            Ok(())
+        } else {
+            Ok(setsockopt(&self.socket, sockopt::Ipv4RecvErr, &on)?)
+        }
     }
 
-    /// The next ICMP error queued for this socket (after [`UdpPort::set_icmp_errors`]),
+    /// The next ICMP error queued for this socket (while [`UdpPort::set_icmp_errors`]),
     /// or `None`. Each costs one `recvmsg(MSG_ERRQUEUE)`; queued errors are charged to
     /// the socket's receive buffer, so whoever turns them on drains them.
     pub fn take_icmp_error(&self) -> io::Result<Option<IcmpError>> {
@@ -1214,7 +1224,7 @@ mod tests {
         let local: SocketAddr = ([127, 0, 0, 1], 0).into();
         let closed = UdpPort::bind(local).unwrap().local_addr().unwrap(); // dropped: closed
         let (asks, deaf) = (UdpPort::bind(local).unwrap(), UdpPort::bind(local).unwrap());
-        asks.set_icmp_errors().unwrap();
+        asks.set_icmp_errors(true).unwrap();
         assert_eq!(asks.take_icmp_error().unwrap(), None, "nothing queued yet");
         for p in [&asks, &deaf] {
             p.send_one(Some(closed), b"anyone?").unwrap();
@@ -1232,6 +1242,22 @@ mod tests {
         assert!(icmp.refused, "{icmp:?}");
         assert_eq!(icmp.from, Some(closed.ip()));
         assert_eq!(asks.take_icmp_error().unwrap(), None, "taken once");
+        // Turned off, the errors queued meanwhile are dropped and no more come.
+        asks.send_one(Some(closed), b"anyone now?").unwrap();
+        assert!(error_on(&asks));
+        asks.set_icmp_errors(false).unwrap();
+        assert_eq!(
+            asks.take_icmp_error().unwrap(),
+            None,
+            "dropped when turned off"
+        );
+        // (This send may fail with the refusal still pending on the socket.)
+        let _ = asks.send_one(Some(closed), b"and now?");
+        assert_eq!(
+            asks.take_icmp_error().unwrap(),
+            None,
+            "none queued when off"
+        );
         // Without the option nothing is reported (it was sent at the same time as
         // the other's, whose refusal has arrived).
         assert_eq!(deaf.take_icmp_error().unwrap(), None);

@@ -548,8 +548,19 @@ impl Link {
     /// port's socket is every VC's; a memory link has no ICMP).
     pub(crate) fn watch_icmp_errors(&self) {
         if let Link::Udp(l) = self {
-            if l.port.set_icmp_errors().is_ok() {
+            if l.port.set_icmp_errors(true).is_ok() {
                 l.icmp_errors.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Stop [`Link::watch_icmp_errors`] (the handshake is answered): the kernel
+    /// drops what it queued and queues no more, and reads that find nothing cost no
+    /// more than before.
+    pub(crate) fn unwatch_icmp_errors(&self) {
+        if let Link::Udp(l) = self {
+            if l.icmp_errors.swap(false, Ordering::AcqRel) {
+                let _ = l.port.set_icmp_errors(false);
             }
         }
     }

@@ -422,7 +422,9 @@ impl Conn {
     /// at its timeout, as TCP's does. An ICMP message is not authenticated, so it
     /// ends only a handshake that no valid answer has reached yet, and only from the
     /// called host (an off-path sender must also hit the socket's ephemeral port, as
-    /// against TCP's SYN); later errors are taken and ignored.
+    /// against TCP's SYN); once an answer pins the socket, errors are no longer asked
+    /// for (`Link::unwatch_icmp_errors`), so this costs a read nothing after the
+    /// handshake.
     fn after_read_error(&self, eng: &Engine) {
         let Some(to) = self.handshake_to else {
             return;
@@ -530,6 +532,7 @@ impl Conn {
             if let Some(src) = from {
                 if self.link.connect(src).is_ok() {
                     self.sock_connected.store(true, Ordering::Release);
+                    self.link.unwatch_icmp_errors();
                 }
             } else {
                 self.counters.bad_source.fetch_add(1, Ordering::Relaxed);
