@@ -247,8 +247,17 @@ impl Conn {
         if up.is_none() {
             return fail(Error::Unreachable(addr));
         }
-        // The end's lock is let go before `fail` takes it again.
-        let refused = end_error(&conn.tx().0);
+        // The end's lock is let go before `fail` takes it again. An end whose
+        // handshake ran out of attempts had no answer at all: nobody is there (not a
+        // refusal of its parameters).
+        let refused = {
+            let tx = conn.tx().0;
+            if tx.status().connect_failed {
+                Some(Error::Unreachable(addr))
+            } else {
+                end_error(&tx)
+            }
+        };
         if let Some(e) = refused {
             return fail(e);
         }
