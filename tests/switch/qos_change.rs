@@ -493,8 +493,12 @@ fn a_callee_that_accepts_at_a_lower_rate_sets_the_callers_rate_through_a_switch(
         g.qos
     );
     // The switch's reservation: 2 Mbit/s is about 5,300 cells/s on the wire, 8
-    // would be four times that.
-    let st = s.stat_until(|st| st["calls"].as_array().is_some_and(|c| c.len() == 1));
+    // would be four times that. The caller's CONNECT can arrive before the switch
+    // has seen the call established (the stat then shows the offer's 8 Mbit/s):
+    // wait for that.
+    let st = s.stat_until(|st| {
+        st["calls"].as_array().is_some_and(|c| c.len() == 1) && st["calls"][0]["active"] == true
+    });
     let cells = st["calls"][0]["reserved_cells"][0].as_u64().unwrap_or(0);
     assert!((5_000..8_000).contains(&cells), "{}", st["calls"]);
     // 200 kB at the granted 2 Mbit/s, then the call ends.
