@@ -665,18 +665,22 @@ fn loss_with_an_rtt_goes_through_a_delay_line_or_skips() {
 #[test]
 fn scale_carries_data_on_every_connection_and_gives_back_its_descriptors() {
     // A socket per VC end (the default): each connection holds descriptors while
-    // open.
+    // open. Each count is measured over kernel TCP beside natm (the default stacks),
+    // and every TCP connection carries data too.
     let doc = json_of("perf scale --counts 20,200 --time 300ms --warmup 100ms --json");
-    let steps = scale_steps(&doc, &[20, 200]);
-    for s in steps {
-        assert!(s["fds_per_connection"].as_f64().unwrap() >= 1.0, "{s}");
+    for key in ["steps", "tcp_steps"] {
+        for s in scale_steps(&doc, key, &[20, 200]) {
+            assert!(s["fds_per_connection"].as_f64().unwrap() >= 1.0, "{s}");
+            positive(s, "cpu_ms_per_mb");
+        }
     }
     // One port per host: a few descriptors for the host, none per connection.
     let doc = json_on(
         Some("host"),
-        "perf scale --counts 200 --time 300ms --warmup 100ms --json",
+        "perf scale --counts 200 --stacks natm --time 300ms --warmup 100ms --json",
     );
-    let steps = scale_steps(&doc, &[200]);
+    assert_eq!(doc["tcp_steps"].as_array().map(Vec::len), Some(0), "{doc}");
+    let steps = scale_steps(&doc, "steps", &[200]);
     assert!(
         steps[0]["fds_per_connection"].as_f64().unwrap() <= 0.1,
         "{}",
@@ -684,13 +688,13 @@ fn scale_carries_data_on_every_connection_and_gives_back_its_descriptors() {
     );
 }
 
-/// `perf scale`'s steps for `counts` connections, each checked: data on every
-/// connection while all were sending, and the process's descriptors back where they
-/// started once the connections closed.
-fn scale_steps<'a>(doc: &'a Value, counts: &[u64]) -> &'a Vec<Value> {
+/// `perf scale`'s steps (`key`: natm's or TCP's) for `counts` connections, each
+/// checked: data on every connection while all were sending, and the process's
+/// descriptors back where they started once the connections closed.
+fn scale_steps<'a>(doc: &'a Value, key: &str, counts: &[u64]) -> &'a Vec<Value> {
     assert_eq!(doc["experiment"], "scale");
     assert!(doc["nofile_limit"].as_u64().unwrap() >= 400, "{doc}");
-    let steps = doc["steps"].as_array().expect("steps");
+    let steps = doc[key].as_array().expect(key);
     assert_eq!(steps.len(), counts.len());
     for (s, &n) in steps.iter().zip(counts) {
         assert_eq!(s["connections"].as_u64(), Some(n), "{s}");

@@ -271,12 +271,15 @@ the data direction loses packets; acknowledgements are never dropped.",
             "--counts 100,1000 --time 500ms --warmup 200ms",
             "--counts 100,1000,10000 --time 2s --warmup 500ms",
         ),
-        limits: "Both ends of every connection are in the one process (two hosts, direct \
-mode on loopback), so the memory and descriptors per connection are those of both ends, and \
-one thread sends round robin while one receives for all of them, each through its host's one \
+        limits: "The two ends of every connection are in two processes (a host each, direct \
+mode on loopback); the memory and descriptors per connection are those of both ends. One \
+thread sends round robin while one receives for all of them, each through its host's one \
 driver thread: the aggregate is bound by those threads, not by the count. Each VC end has its \
 own UDP socket, so a connection costs two descriptors and two kernel sockets; setups per \
-second are the direct-mode handshake's with several callers.",
+second are the direct-mode handshake's with several callers. Each count runs again over kernel \
+TCP (`tcp`: the same processes, sender and cap, an epoll loop receiving), whose ACKs stay in \
+the kernel where each of natm's crosses user space at both ends; TCP's socket buffers are the \
+kernel's, in neither process's memory.",
     },
     Planned {
         name: "counts",
@@ -721,7 +724,18 @@ fn scale_headlines(doc: Option<results::Scale>) -> Vec<Headline> {
     if lo.connections == hi.connections {
         return Vec::new();
     }
-    vec![
+    // The reference's steps at the same two counts (`perf scale --stacks natm,tcp`).
+    let tcp_at = |n: usize| d.tcp_steps.iter().find(|s| s.connections == n);
+    let tcp = tcp_at(lo.connections).zip(tcp_at(hi.connections));
+    let tcp_growth = tcp.map_or(String::new(), |(l, h)| {
+        format!(
+            "; kernel TCP {:.2}× ({:.2} / {:.2} ms/MB)",
+            h.cpu_ms_per_mb / l.cpu_ms_per_mb,
+            h.cpu_ms_per_mb,
+            l.cpu_ms_per_mb
+        )
+    });
+    let mut h = vec![
         (
             format!(
                 "memory per connection, {} / {} connections (idle)",
@@ -739,9 +753,23 @@ fn scale_headlines(doc: Option<results::Scale>) -> Vec<Headline> {
                 hi.connections, lo.connections
             ),
             Some(hi.cpu_ms_per_mb / lo.cpu_ms_per_mb),
-            format!("{:.2} / {:.2} ms/MB", hi.cpu_ms_per_mb, lo.cpu_ms_per_mb),
+            format!(
+                "{:.2} / {:.2} ms/MB{tcp_growth}",
+                hi.cpu_ms_per_mb, lo.cpu_ms_per_mb
+            ),
         ),
-    ]
+    ];
+    if let Some((_, t)) = tcp {
+        h.push((
+            format!(
+                "CPU per byte at {} connections, natm / kernel TCP",
+                hi.connections
+            ),
+            Some(hi.cpu_ms_per_mb / t.cpu_ms_per_mb),
+            format!("{:.2} / {:.2} ms/MB", hi.cpu_ms_per_mb, t.cpu_ms_per_mb),
+        ));
+    }
+    h
 }
 
 fn calls_headlines(doc: Option<results::Calls>) -> Vec<Headline> {

@@ -562,7 +562,12 @@ pub(crate) struct Scale {
     pub(crate) parallel: usize,
     pub(crate) qos: String,
     pub(crate) size: usize,
+    /// natm's steps, one per connection count.
     pub(crate) steps: Vec<ScaleStep>,
+    /// The same counts over kernel TCP (`--stacks tcp`), the reference; its
+    /// retransmission and TPDU fields are zero (natm's own counters).
+    #[serde(default)]
+    pub(crate) tcp_steps: Vec<ScaleStep>,
     pub(crate) time_s: f64,
     pub(crate) warmup_s: f64,
 }

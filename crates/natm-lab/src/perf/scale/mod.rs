@@ -22,6 +22,12 @@
 //!
 //! RLIMIT_NOFILE is raised to the hard limit in both processes, and further where the
 //! process may (CAP_SYS_RESOURCE), and reported.
+//!
+//! Each count runs again over kernel TCP right after natm's (`--stacks`, [`tcp`]): the
+//! same processes, sender and cap, one TCP connection for each natm one, so that what
+//! a byte costs at 10,000 connections against 100 has a reference measured beside it.
+
+mod tcp;
 
 use natm::ulib::Wait;
 use std::collections::VecDeque;
@@ -66,6 +72,27 @@ pub(crate) struct PeerArgs {
     /// QoS of the listener.
     #[arg(long, default_value = "reliable")]
     qos: String,
+    /// What the connections are.
+    #[arg(long, value_enum, default_value_t = Stack::Natm)]
+    stack: Stack,
+}
+
+/// What a step's connections are: natm's, or the reference's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Stack {
+    /// natm connections of `--qos` (direct mode on loopback).
+    Natm,
+    /// Kernel TCP connections (cubic, `TCP_NODELAY`) on loopback.
+    Tcp,
+}
+
+impl Stack {
+    fn name(self) -> &'static str {
+        match self {
+            Stack::Natm => "natm",
+            Stack::Tcp => "tcp",
+        }
+    }
 }
 
 /// `natm-lab perf scale`.
@@ -89,6 +116,9 @@ pub(crate) struct ScaleArgs {
     /// Sending before the measurement starts.
     #[arg(long, default_value = "500ms", value_parser = natm_cli::cli::units::duration)]
     warmup: Duration,
+    /// Stacks measured at each count, in this order: natm, and kernel TCP beside it.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "natm,tcp")]
+    stacks: Vec<Stack>,
     #[command(flatten)]
     to: OutputArgs,
 }
@@ -227,6 +257,37 @@ impl Wake for Mark1 {
 // ---------------------------------------------------------------------------
 // One step.
 
+/// What the table adds under one step of `stack`: a longer warm-up, connections that
+/// carried nothing, busy refusals, send errors.
+fn step_notes(stack: &str, s: &results::ScaleStep, warmup_s: f64) -> String {
+    let mut out = String::new();
+    let n = s.connections;
+    if s.warmup_s > warmup_s + 0.05 {
+        out += &format!(
+            "{stack}, {n} connections: warmed up for {:.1} s, until every connection had \
+             been sent to\n",
+            s.warmup_s
+        );
+    }
+    if s.connections_with_data < n {
+        out += &format!(
+            "{stack}, {n} connections: only {} carried data during the measurement\n",
+            s.connections_with_data
+        );
+    }
+    if s.busy_refusals > 0 {
+        out += &format!(
+            "{stack}, {n} connections: {} connects refused busy (listen backlog full) and \
+             tried again\n",
+            s.busy_refusals
+        );
+    }
+    if s.send_errors > 0 {
+        out += &format!("{stack}, {n} connections: {} send errors\n", s.send_errors);
+    }
+    out
+}
+
 /// What one step measured.
 struct Step {
     count: usize,
@@ -355,28 +416,58 @@ fn snapshot(bytes: &[AtomicU64]) -> Vec<u64> {
 /// since the mark (`bytes <n> <n> …`) and end.
 pub(crate) fn peer(a: &PeerArgs) -> natm_cli::cli::CliResult {
     raise_nofile(a.count as u64 + FD_MARGIN + open_fds());
-    let host = Host::open(HostConfig {
-        sigd_socket: None,
-        ..super::host_config()
-    })?;
-    let listener = host.bind("127.0.0.1:0", &a.qos)?;
     let out = std::io::stdout();
-    writeln!(out.lock(), "ready {}", listener.local_addr()?)?;
-    let mut ends = Vec::with_capacity(a.count);
     let until =
         Instant::now() + Duration::from_secs(60) + Duration::from_millis(a.count as u64 * 5);
-    while ends.len() < a.count {
-        if Instant::now() > until {
-            anyhow::bail!("{} of {} connections accepted in time", ends.len(), a.count);
+    match a.stack {
+        Stack::Natm => {
+            let host = Host::open(HostConfig {
+                sigd_socket: None,
+                ..super::host_config()
+            })?;
+            let listener = host.bind("127.0.0.1:0", &a.qos)?;
+            writeln!(out.lock(), "ready {}", listener.local_addr()?)?;
+            let mut ends = Vec::with_capacity(a.count);
+            while ends.len() < a.count {
+                if Instant::now() > until {
+                    anyhow::bail!("{} of {} connections accepted in time", ends.len(), a.count);
+                }
+                match listener.accept(Wait::For(Duration::from_millis(200))) {
+                    Ok(c) => ends.push(c),
+                    Err(Error::TimedOut) => {}
+                    Err(e) => return Err(anyhow::anyhow!("accept: {e}")),
+                }
+            }
+            serve(ends.len(), |bytes, received, stop| {
+                receive_all(&ends, bytes, received, stop);
+                Ok(())
+            })?;
+            for c in &ends {
+                c.abort();
+            }
         }
-        match listener.accept(Wait::For(Duration::from_millis(200))) {
-            Ok(c) => ends.push(c),
-            Err(Error::TimedOut) => {}
-            Err(e) => return Err(anyhow::anyhow!("accept: {e}")),
+        Stack::Tcp => {
+            let listener = tcp::listen()?;
+            writeln!(out.lock(), "ready {}", listener.local_addr()?)?;
+            let ends = tcp::accept_all(&listener, a.count, until)?;
+            serve(ends.len(), |bytes, received, stop| {
+                tcp::receive_all(&ends, bytes, received, stop).context("TCP receive")
+            })?;
         }
     }
+    Ok(())
+}
+
+/// The peer's part once its `count` connections are up: say `up`, run `receive` on a
+/// thread of its own (it counts what each connection delivers, until told to stop),
+/// and answer the experiment's commands (`mark`, `stop`) and report `rx` meanwhile.
+fn serve(
+    count: usize,
+    receive: impl FnOnce(&[AtomicU64], &AtomicU64, &AtomicBool) -> anyhow::Result<()> + Send,
+) -> natm_cli::cli::CliResult {
+    let out = std::io::stdout();
     writeln!(out.lock(), "up")?;
-    let bytes: Vec<AtomicU64> = (0..ends.len()).map(|_| AtomicU64::new(0)).collect();
+    let bytes: Vec<AtomicU64> = (0..count).map(|_| AtomicU64::new(0)).collect();
     let received = AtomicU64::new(0);
     let stop = AtomicBool::new(false);
     let (cmd_tx, cmd_rx) = mpsc::channel::<String>();
@@ -389,8 +480,8 @@ pub(crate) fn peer(a: &PeerArgs) -> natm_cli::cli::CliResult {
         }
     });
     thread::scope(|s| -> natm_cli::cli::CliResult {
-        s.spawn(|| receive_all(&ends, &bytes, &received, &stop));
-        let mut mark = vec![0u64; ends.len()];
+        let receiver = s.spawn(|| receive(&bytes, &received, &stop));
+        let mut mark = vec![0u64; count];
         let result = loop {
             match cmd_rx.recv_timeout(REPORT) {
                 Ok(c) if c == "mark" => mark = snapshot(&bytes),
@@ -407,17 +498,19 @@ pub(crate) fn peer(a: &PeerArgs) -> natm_cli::cli::CliResult {
                 // The experiment is gone: end.
                 Err(mpsc::RecvTimeoutError::Disconnected) => break Ok(()),
             }
+            if receiver.is_finished() {
+                break Ok(());
+            }
             if writeln!(out.lock(), "rx {}", received.load(Ordering::Relaxed)).is_err() {
                 break Ok(());
             }
         };
         stop.store(true, Ordering::Relaxed);
+        receiver
+            .join()
+            .map_err(|_| anyhow::anyhow!("the receiving thread panicked"))??;
         Ok(result?)
-    })?;
-    for c in &ends {
-        c.abort();
-    }
-    Ok(())
+    })
 }
 
 /// The peer process of one step, killed by its id on drop.
@@ -428,7 +521,7 @@ struct Peer {
 }
 
 impl Peer {
-    fn start(a: &ScaleArgs, count: usize) -> anyhow::Result<Peer> {
+    fn start(a: &ScaleArgs, count: usize, stack: Stack) -> anyhow::Result<Peer> {
         let exe = std::env::current_exe().context("own executable")?;
         let mut child = Command::new(exe)
             .args([
@@ -438,6 +531,8 @@ impl Peer {
                 &count.to_string(),
                 "--qos",
                 &a.qos,
+                "--stack",
+                stack.name(),
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -494,14 +589,91 @@ impl Drop for Peer {
 /// Longest a step's warm-up waits for every connection to be offered a message.
 const WARMUP_MOST: Duration = Duration::from_secs(60);
 
-fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
+/// The sending ends of one step.
+enum Senders {
+    Natm { client: Host, ends: Vec<Connection> },
+    Tcp(Vec<std::net::TcpStream>),
+}
+
+impl Senders {
+    fn len(&self) -> usize {
+        match self {
+            Senders::Natm { ends, .. } => ends.len(),
+            Senders::Tcp(ends) => ends.len(),
+        }
+    }
+
+    /// Offer `msg` to connection `i` without waiting: the octets it took (0 when its
+    /// buffer is full), `None` on a send error.
+    fn offer(&self, i: usize, msg: &[u8]) -> Option<u64> {
+        match self {
+            Senders::Natm { ends, .. } => match ends[i].send(msg, Wait::No) {
+                Ok(()) => Some(msg.len() as u64),
+                Err(Error::WouldBlock(_)) => Some(0),
+                Err(_) => None,
+            },
+            Senders::Tcp(ends) => tcp::offer(&ends[i], msg).ok(),
+        }
+    }
+
+    /// The natm ends' retransmission figures ([`Step::retx`], [`Step::retx_kinds`],
+    /// [`Step::tpdus`]); none for TCP's.
+    fn retransmissions(&self) -> ((u64, u64, u64, f64), [u64; 5], u64) {
+        let Senders::Natm { ends, .. } = self else {
+            return ((0, 0, 0, 0.0), [0; 5], 0);
+        };
+        // One read of the socket table for all (`stats()` on each read it once per
+        // connection: O(n²), minutes at 10,000, after the measurement).
+        let stats = Connection::stats_of(ends);
+        let mut rtts: Vec<f64> = stats
+            .iter()
+            .filter_map(|s| s.srtt.map(|d| d.as_secs_f64() * 1e3))
+            .collect();
+        rtts.sort_by(f64::total_cmp);
+        let retx = (
+            stats.iter().map(|s| s.tx.bytes_sent).sum(),
+            stats.iter().map(|s| s.tx.bytes_retransmitted).sum(),
+            stats.iter().map(|s| s.tx.timeouts).sum(),
+            median(&rtts).unwrap_or(0.0),
+        );
+        let kinds = stats.iter().fold([0; 5], |k, s| {
+            [
+                k[0] + s.tx.retx_fast,
+                k[1] + s.tx.retx_head,
+                k[2] + s.tx.retx_timeout,
+                k[3] + s.tx.retx_head_spurious,
+                k[4] + s.tx.retx_timeout_spurious,
+            ]
+        });
+        (retx, kinds, stats.iter().map(|s| s.tx.tpdus_sent).sum())
+    }
+
+    /// Close every connection; a natm host lingers until its ends are gone.
+    fn close(self) {
+        match self {
+            Senders::Natm { client, ends } => {
+                for c in &ends {
+                    c.abort();
+                }
+                drop(ends);
+                client.linger(Duration::from_secs(10));
+            }
+            Senders::Tcp(ends) => drop(ends),
+        }
+    }
+}
+
+fn one_step(a: &ScaleArgs, count: usize, stack: Stack) -> anyhow::Result<Step> {
     let fds_before = open_fds();
     let rss_before = status_field("VmRSS");
-    let client = Host::open(HostConfig {
-        sigd_socket: None,
-        ..super::host_config()
-    })?;
-    let mut peer = Peer::start(a, count)?;
+    let client = match stack {
+        Stack::Natm => Some(Host::open(HostConfig {
+            sigd_socket: None,
+            ..super::host_config()
+        })?),
+        Stack::Tcp => None,
+    };
+    let mut peer = Peer::start(a, count, stack)?;
     let ready = peer.line(Duration::from_secs(10))?;
     let addr: std::net::SocketAddr = ready
         .strip_prefix("ready ")
@@ -510,8 +682,20 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
     let pid = peer.pid();
     let (peer_fds0, peer_rss0) = (fds_of(&pid), status_of(&pid, "VmRSS"));
     let t0 = Instant::now();
-    let (tx_ends, busy) = connect_all(&client, addr, &a.qos, count, a.parallel)
-        .with_context(|| format!("setting up {count} connections"))?;
+    let (tx_ends, busy) = match client {
+        Some(client) => {
+            let (ends, busy) = connect_all(&client, addr, &a.qos, count, a.parallel)
+                .with_context(|| format!("setting up {count} connections"))?;
+            (Senders::Natm { client, ends }, busy)
+        }
+        None => (
+            Senders::Tcp(
+                tcp::connect_all(addr, count, a.parallel)
+                    .with_context(|| format!("setting up {count} TCP connections"))?,
+            ),
+            0,
+        ),
+    };
     let up = peer.line(Duration::from_secs(60) + Duration::from_millis(count as u64 * 5))?;
     anyhow::ensure!(up == "up", "the peer said {up:?}");
     let setup = t0.elapsed();
@@ -547,10 +731,9 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
             thread::sleep(Duration::from_micros(200));
             continue;
         }
-        match tx_ends[i].send(&msg, Wait::No) {
-            Ok(()) => sent += msg.len() as u64,
-            Err(Error::WouldBlock(_)) => {}
-            Err(_) => send_errors += 1,
+        match tx_ends.offer(i, &msg) {
+            Some(n) => sent += n,
+            None => send_errors += 1,
         }
         i = (i + 1) % tx_ends.len();
         if i == 0 {
@@ -568,38 +751,8 @@ fn one_step(a: &ScaleArgs, count: usize) -> anyhow::Result<Step> {
         .split_whitespace()
         .map(|n| n.parse().unwrap_or(0))
         .collect();
-    // One read of the socket table for all (`stats()` on each read it once per
-    // connection: O(n²), minutes at 10,000, after the measurement).
-    let stats = Connection::stats_of(&tx_ends);
-    let retx = {
-        let mut rtts: Vec<f64> = stats
-            .iter()
-            .filter_map(|s| s.srtt.map(|d| d.as_secs_f64() * 1e3))
-            .collect();
-        rtts.sort_by(f64::total_cmp);
-        (
-            stats.iter().map(|s| s.tx.bytes_sent).sum(),
-            stats.iter().map(|s| s.tx.bytes_retransmitted).sum(),
-            stats.iter().map(|s| s.tx.timeouts).sum(),
-            median(&rtts).unwrap_or(0.0),
-        )
-    };
-    let tpdus = stats.iter().map(|s| s.tx.tpdus_sent).sum();
-    let retx_kinds = stats.iter().fold([0; 5], |k, s| {
-        [
-            k[0] + s.tx.retx_fast,
-            k[1] + s.tx.retx_head,
-            k[2] + s.tx.retx_timeout,
-            k[3] + s.tx.retx_head_spurious,
-            k[4] + s.tx.retx_timeout_spurious,
-        ]
-    });
-    for c in &tx_ends {
-        c.abort();
-    }
-    drop(tx_ends);
-    client.linger(Duration::from_secs(10));
-    drop(client);
+    let (retx, retx_kinds, tpdus) = tx_ends.retransmissions();
+    tx_ends.close();
     let _ = peer.child.wait();
     drop(peer);
     // The driver thread sees its engine gone at its next wake-up.
@@ -692,11 +845,16 @@ impl Experiment for ScaleArgs {
         if self.time.is_zero() || self.size == 0 {
             anyhow::bail!("--time and --size must be positive");
         }
+        if self.stacks.is_empty() {
+            anyhow::bail!("--stacks names natm, tcp or both");
+        }
         let size = super::check_size(self.size)?;
         let most = *self.counts.iter().max().unwrap_or(&1) as u64;
-        // A socket per VC end, or one port per host whatever the count.
+        // A socket per VC end, or one port per host whatever the count; a TCP
+        // connection's end is a socket.
         let per_vc = super::host_config().engine.ports_in_use() == natm::ulib::Ports::PerVc;
-        let need = if per_vc { most } else { 0 } + FD_MARGIN + open_fds();
+        let per_end = per_vc || self.stacks.contains(&Stack::Tcp);
+        let need = if per_end { most } else { 0 } + FD_MARGIN + open_fds();
         let nofile = raise_nofile(need);
         if need > nofile {
             anyhow::bail!(
@@ -705,7 +863,7 @@ impl Experiment for ScaleArgs {
                  (CAP_SYS_RESOURCE, or raise the hard limit)"
             );
         }
-        pb.set_length(self.counts.len() as u64);
+        pb.set_length((self.counts.len() * self.stacks.len()) as u64);
         // A first small step, not reported: what the process opens once (lazily, on
         // its first host) is then open before every measured step.
         let mut first = ScaleArgs {
@@ -715,15 +873,24 @@ impl Experiment for ScaleArgs {
             parallel: 1,
             time: Duration::from_millis(50),
             warmup: Duration::ZERO,
+            stacks: vec![Stack::Natm],
             to: OutputArgs::default(),
         };
-        one_step(&first, 2).context("the first, unreported step")?;
+        one_step(&first, 2, Stack::Natm).context("the first, unreported step")?;
         first.counts.clear();
-        let mut steps = Vec::new();
+        // Each count over every stack before the next count: natm and its reference
+        // measured minutes apart at most, in the same load.
+        let (mut steps, mut tcp_steps) = (Vec::new(), Vec::new());
         for &n in &self.counts {
-            pb.set_message(format!("scale {n} connections"));
-            steps.push(row(&one_step(self, n)?));
-            pb.inc(1);
+            for &stack in &self.stacks {
+                pb.set_message(format!("scale {n} {} connections", stack.name()));
+                let step = row(&one_step(self, n, stack)?);
+                match stack {
+                    Stack::Natm => steps.push(step),
+                    Stack::Tcp => tcp_steps.push(step),
+                }
+                pb.inc(1);
+            }
         }
         Ok((
             results::Scale {
@@ -734,6 +901,7 @@ impl Experiment for ScaleArgs {
                 qos: self.qos.clone(),
                 size,
                 steps,
+                tcp_steps,
                 time_s: self.time.as_secs_f64(),
                 warmup_s: self.warmup.as_secs_f64(),
             },
@@ -744,6 +912,7 @@ impl Experiment for ScaleArgs {
     fn table(r: &Self::Result) -> String {
         let mut t = table::new(
             [
+                "stack",
                 "conns",
                 "setups/s",
                 "fds/conn",
@@ -752,12 +921,26 @@ impl Experiment for ScaleArgs {
                 "Mbit/s all",
                 "Mbit/s per conn min/med/max",
                 "CPU ms/MB",
+                "CPU × fewest",
                 "fds before→after",
             ],
-            1,
+            2,
         );
-        for s in &r.steps {
+        // Count by count, natm's row and then its reference's.
+        let stacks = [("natm", &r.steps), ("tcp", &r.tcp_steps)];
+        let mut rows: Vec<(&str, &results::ScaleStep, f64)> = stacks
+            .iter()
+            .flat_map(|(name, steps)| {
+                let first = steps.first().map_or(f64::NAN, |s| s.cpu_ms_per_mb);
+                steps
+                    .iter()
+                    .map(move |s| (*name, s, s.cpu_ms_per_mb / first))
+            })
+            .collect();
+        rows.sort_by_key(|(_, s, _)| s.connections);
+        for (name, s, rel) in rows {
             t.add_row(vec![
+                name.to_owned(),
                 s.connections.to_string(),
                 format!("{:.0}", s.setups_per_s),
                 format!("{:.2}", s.fds_per_connection),
@@ -771,13 +954,15 @@ impl Experiment for ScaleArgs {
                     s.per_connection_bps_max / 1e6
                 ),
                 format!("{:.2}", s.cpu_ms_per_mb),
+                format!("{rel:.2}"),
                 format!("{}→{}", s.fds_before, s.fds_after),
             ]);
         }
         let mut out = format!(
             "{} connections between two processes (one host each, direct mode on loopback), \
              qos {}, {} B messages round robin, {} s after {} s; setup with {} caller(s); \
-             RLIMIT_NOFILE {}\n{}",
+             RLIMIT_NOFILE {}; tcp: the same over kernel TCP (cubic, TCP_NODELAY), whose \
+             socket buffers are the kernel's, in no process's memory\n{}",
             r.steps
                 .iter()
                 .map(|s| s.connections.to_string())
@@ -791,33 +976,12 @@ impl Experiment for ScaleArgs {
             r.nofile_limit,
             table::render(&t)
         );
+        for (name, steps) in stacks {
+            for s in steps {
+                out += &step_notes(name, s, r.warmup_s);
+            }
+        }
         for s in &r.steps {
-            if s.warmup_s > r.warmup_s + 0.05 {
-                out += &format!(
-                    "{} connections: warmed up for {:.1} s, until every connection had been \
-                     sent to\n",
-                    s.connections, s.warmup_s
-                );
-            }
-            if s.connections_with_data < s.connections {
-                out += &format!(
-                    "{} connections: only {} carried data during the measurement\n",
-                    s.connections, s.connections_with_data
-                );
-            }
-            if s.busy_refusals > 0 {
-                out += &format!(
-                    "{} connections: {} connects refused busy (listen backlog full) and tried \
-                     again\n",
-                    s.connections, s.busy_refusals
-                );
-            }
-            if s.send_errors > 0 {
-                out += &format!(
-                    "{} connections: {} send errors\n",
-                    s.connections, s.send_errors
-                );
-            }
             out += &format!(
                 "{} connections: {:.1} % of the bytes sent were retransmissions, {} \
                  retransmission timeouts, median smoothed RTT {:.1} ms; TPDUs of {:.0} octets \
@@ -845,6 +1009,11 @@ impl Experiment for ScaleArgs {
                 .map(|s| (s.connections as f64, f(s)))
                 .collect()
         };
+        let tcp_cpu = r
+            .tcp_steps
+            .iter()
+            .map(|s| (s.connections as f64, s.cpu_ms_per_mb * 100.0))
+            .collect();
         let lines = vec![
             Line {
                 label: "RSS per connection, idle (KiB)".into(),
@@ -862,6 +1031,12 @@ impl Experiment for ScaleArgs {
                 label: "CPU per MB (µs / 10)".into(),
                 points: pts(&|s| s.cpu_ms_per_mb * 100.0),
                 colour: 2,
+                mark: Mark::Measured,
+            },
+            Line {
+                label: "CPU per MB, kernel TCP (µs / 10)".into(),
+                points: tcp_cpu,
+                colour: 3,
                 mark: Mark::Measured,
             },
         ];
