@@ -1469,4 +1469,40 @@ mod tests {
             "emptied"
         );
     }
+
+    /// A batch of one buffer (how the engine drains a VC's socket) is read one
+    /// datagram per call, in order and from its sender, and `recv_now` still never
+    /// waits on a blocking socket, connected or not.
+    #[test]
+    fn recv_now_into_one_buffer_takes_one_datagram_per_call_and_never_waits() {
+        let local: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let patience = Duration::from_secs(10);
+        for connected in [false, true] {
+            let a = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
+            let b = UdpPort::bind_vc(local, 1 << 20, 1 << 20, patience, VcReceive::ALL).unwrap();
+            a.connect(b.local_addr().unwrap()).unwrap();
+            if connected {
+                b.connect(a.local_addr().unwrap()).unwrap();
+            }
+            let mut batch = b.recv_batch(1);
+            let t0 = std::time::Instant::now();
+            let e = b.recv_now(&mut batch).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+            assert!(t0.elapsed() < patience / 2, "waited {:?}", t0.elapsed());
+            let sizes = [100_usize, 1_400, 7];
+            for (i, &n) in sizes.iter().enumerate() {
+                a.send_one(None, &vec![i as u8; n]).unwrap();
+            }
+            let from = a.local_addr().unwrap();
+            for (i, &n) in sizes.iter().enumerate() {
+                assert_eq!(b.recv_now(&mut batch).unwrap(), 1, "connected: {connected}");
+                let (addr, payload) = batch.iter().next().unwrap();
+                assert_eq!((addr, payload.len(), payload[0]), (from, n, i as u8));
+            }
+            let t0 = std::time::Instant::now();
+            let e = b.recv_now(&mut batch).unwrap_err();
+            assert_eq!(e.kind(), io::ErrorKind::WouldBlock, "emptied");
+            assert!(t0.elapsed() < patience / 2, "waited {:?}", t0.elapsed());
+        }
+    }
 }

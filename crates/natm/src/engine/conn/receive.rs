@@ -353,6 +353,12 @@ impl Conn {
         self.read.watch() == Watch::Held
     }
 
+    /// Whether the driver reads this VC's own socket (it is in the epoll set): then
+    /// whatever arrives is delivered, and a waker registered, without another read.
+    pub(crate) fn driver_reads(&self) -> bool {
+        matches!(self.link, Link::Udp(_)) && self.read.watch() == Watch::Watched
+    }
+
     /// Read as an application thread: wait up to the read slice for the socket (or
     /// spin, in busy-poll mode), or `left` if the caller's wait has less, then take
     /// everything queued, a batch at a time. Returns false if another thread holds
