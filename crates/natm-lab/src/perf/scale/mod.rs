@@ -285,7 +285,28 @@ fn step_notes(stack: &str, s: &results::ScaleStep, warmup_s: f64) -> String {
     if s.send_errors > 0 {
         out += &format!("{stack}, {n} connections: {} send errors\n", s.send_errors);
     }
+    if s.fds_after > s.fds_before {
+        out += &format!(
+            "{stack}, {n} connections: {} descriptors open before, {} after every \
+             connection closed\n",
+            s.fds_before, s.fds_after
+        );
+    }
     out
+}
+
+/// `x` with three significant digits (0.213, 4.01, 50.2, 5,015 → 5015).
+fn three_digits(x: f64) -> String {
+    let decimals = if x < 1.0 {
+        3
+    } else if x < 10.0 {
+        2
+    } else if x < 100.0 {
+        1
+    } else {
+        0
+    };
+    format!("{x:.decimals$}")
 }
 
 /// What one step measured.
@@ -915,14 +936,13 @@ impl Experiment for ScaleArgs {
                 "stack",
                 "conns",
                 "setups/s",
-                "fds/conn",
-                "KiB/conn idle",
-                "KiB/conn sending",
-                "Mbit/s all",
-                "Mbit/s per conn min/med/max",
-                "CPU ms/MB",
-                "CPU × fewest",
-                "fds before→after",
+                "fds",
+                "KiB idle",
+                "KiB busy",
+                "Mbit/s",
+                "each min/med/max",
+                "ms/MB",
+                "× fewest",
             ],
             2,
         );
@@ -948,21 +968,22 @@ impl Experiment for ScaleArgs {
                 format!("{:.1}", s.rss_kib_per_connection_loaded),
                 format!("{:.0}", s.aggregate_bps / 1e6),
                 format!(
-                    "{:.3}/{:.3}/{:.3}",
-                    s.per_connection_bps_min / 1e6,
-                    s.per_connection_bps_median / 1e6,
-                    s.per_connection_bps_max / 1e6
+                    "{}/{}/{}",
+                    three_digits(s.per_connection_bps_min / 1e6),
+                    three_digits(s.per_connection_bps_median / 1e6),
+                    three_digits(s.per_connection_bps_max / 1e6)
                 ),
                 format!("{:.2}", s.cpu_ms_per_mb),
                 format!("{rel:.2}"),
-                format!("{}→{}", s.fds_before, s.fds_after),
             ]);
         }
         let mut out = format!(
             "{} connections between two processes (one host each, direct mode on loopback), \
              qos {}, {} B messages round robin, {} s after {} s; setup with {} caller(s); \
              RLIMIT_NOFILE {}; tcp: the same over kernel TCP (cubic, TCP_NODELAY), whose \
-             socket buffers are the kernel's, in no process's memory\n{}",
+             socket buffers are the kernel's, in no process's memory. Per connection: \
+             descriptors, KiB resident idle and sending; Mbit/s of all connections and of \
+             each; CPU of both processes per MB, and against the stack's fewest connections\n{}",
             r.steps
                 .iter()
                 .map(|s| s.connections.to_string())
@@ -983,7 +1004,7 @@ impl Experiment for ScaleArgs {
         }
         for s in &r.steps {
             out += &format!(
-                "{} connections: {:.1} % of the bytes sent were retransmissions, {} \
+                "natm, {} connections: {:.1} % of the bytes sent were retransmissions, {} \
                  retransmission timeouts, median smoothed RTT {:.1} ms; TPDUs of {:.0} octets \
                  on average, retransmitted: {} fast, {} by the head check ({} spurious), {} \
                  by a timeout ({} spurious)\n",
