@@ -933,7 +933,7 @@ mod tests {
         let docs = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/perf"));
         let all: Vec<&str> = SUITE.iter().map(|e| e.name).collect();
         let h = headlines(docs, &all);
-        assert_eq!(h.len(), 45);
+        assert_eq!(h.len(), 46);
         for (what, v, _) in &h {
             assert!(v.is_some_and(f64::is_finite), "{what}: {v:?}");
         }
