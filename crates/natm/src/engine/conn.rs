@@ -330,7 +330,14 @@ impl Conn {
         let (route, remote, mut tx, rx) = conn.into_parts();
         tx.lend_copy_buffers(eng.send_buffers.clone());
         let (vpi, bare) = (tx.vpi(), tx.is_bare());
-        let probes_path = !bare && tx.searches_path() && link.probes_path();
+        // Issue 30: RFC 8899's search starts at its base size, and TPDUs queued before
+        // a probe confirms more keep it (a growth applies to data queued after), so a
+        // call that sends at once sent its first window in 1.2 KB TPDUs. A loopback
+        // path has no black hole to find: the kernel's MTU is the path's, and a
+        // datagram over it is refused at the send, never dropped on the way. There the
+        // TPDUs are cut to the kernel's path MTU from the first byte, without probes.
+        let probes_path =
+            !bare && tx.searches_path() && link.probes_path() && !remote.ip().is_loopback();
         let stamps = tx.exchanges_acks() || rx.exchanges_acks();
         if stamps {
             link.receive_for_acks();

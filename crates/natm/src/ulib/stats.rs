@@ -73,8 +73,8 @@ pub struct ConnStats {
     pub fragmented: u64,
     /// The sending VC's path MTU search (RFC 8899 PLPMTUD, issue 30): the largest
     /// datagram payload confirmed to cross the path, which the VC's TPDUs are cut
-    /// to fit, and the probes that found it; `None` on a mem or cell link or a bare
-    /// VC.
+    /// to fit, and the probes that found it; `None` on a mem or cell link, a bare
+    /// VC, or a loopback path (whose MTU is the kernel's: TPDUs are cut to it).
     pub plpmtud: Option<PlpmtudStats>,
 }
 
