@@ -254,7 +254,7 @@ fn listen_accept(a: &PeerArgs, k: Kind) -> io::Result<Box<dyn Endpoint>> {
             let c = l.accept(Wait::For(FIRST_DATA)).map_err(io::Error::from)?;
             Ok(Box::new(WithHost {
                 _host: host,
-                ep: super::natm::endpoint(c, POLL),
+                ep: super::natm::endpoint(c, POLL, false),
             }))
         }
     }
@@ -291,7 +291,7 @@ fn dial(a: &PeerArgs, k: Kind) -> io::Result<Box<dyn Endpoint>> {
             let c = host.connect(a.addr, qos).map_err(io::Error::from)?;
             Ok(Box::new(WithHost {
                 _host: host,
-                ep: super::natm::endpoint(c, POLL),
+                ep: super::natm::endpoint(c, POLL, false),
             }))
         }
     }

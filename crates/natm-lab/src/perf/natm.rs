@@ -389,12 +389,16 @@ impl Stack for Natm {
 
 /// A natm connection as an [`Endpoint`] (the loss experiment's peers, the stacks
 /// through sigd).
-pub(crate) fn endpoint(conn: Connection, poll: std::time::Duration) -> Box<dyn Endpoint> {
+pub(crate) fn endpoint(
+    conn: Connection,
+    poll: std::time::Duration,
+    zero_copy: bool,
+) -> Box<dyn Endpoint> {
     Box::new(End {
         conn,
         last: Vec::new(),
         poll,
-        zero_copy: false,
+        zero_copy,
         partial: 0,
     })
 }

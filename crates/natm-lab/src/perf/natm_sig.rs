@@ -22,6 +22,11 @@ pub(crate) const ENTRIES: &[Entry] = &[
         make: reliable_enc,
     },
     Entry {
+        name: "natm-reliable-enc-zc",
+        about: "natm-reliable-enc with owned buffers: send of a Bytes and recv_chunk, no user-space copy beside the seal",
+        make: reliable_enc_zc,
+    },
+    Entry {
         name: "natm-reliable-enc-32k",
         about: "natm-reliable-enc with 32 KiB TPDUs (one seal per 32 KiB)",
         make: reliable_enc_32k,
@@ -46,6 +51,8 @@ static N: AtomicUsize = AtomicUsize::new(0);
 struct Signalled {
     name: &'static str,
     qos: String,
+    /// Send `Bytes` and count with `recv_chunk` (the `-zc` stacks).
+    zero_copy: bool,
     a: Host,
     listener: Listener,
     _hosts: Host,
@@ -53,6 +60,15 @@ struct Signalled {
 }
 
 fn make(name: &'static str, qos: &str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
+    make_with(name, qos, false, o)
+}
+
+fn make_with(
+    name: &'static str,
+    qos: &str,
+    zero_copy: bool,
+    o: &StackOptions,
+) -> anyhow::Result<Box<dyn Stack>> {
     let tag = format!("{name}-{}", N.fetch_add(1, Ordering::Relaxed));
     let (daemons, sa, sb) = two_sigds(&tag)?;
     let host = |socket: &std::path::Path| {
@@ -71,6 +87,7 @@ fn make(name: &'static str, qos: &str, o: &StackOptions) -> anyhow::Result<Box<d
     Ok(Box::new(Signalled {
         name,
         qos: qos.to_owned(),
+        zero_copy,
         a,
         listener,
         _hosts: b,
@@ -80,6 +97,14 @@ fn make(name: &'static str, qos: &str, o: &StackOptions) -> anyhow::Result<Box<d
 
 fn reliable_enc(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
     make(name, "reliable:encrypt=on", o)
+}
+
+/// `natm-reliable-enc-zc`: `natm-reliable-enc` whose application hands each message
+/// over as a `Bytes` and counts what arrives with `recv_chunk`: the sender's driver
+/// seals from the application's buffer and the receiver opens in place, so the only
+/// passes over the data in user space are the seal and the open.
+fn reliable_enc_zc(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
+    make_with(name, "reliable:encrypt=on", true, o)
 }
 
 fn reliable_enc_32k(name: &'static str, o: &StackOptions) -> anyhow::Result<Box<dyn Stack>> {
@@ -128,8 +153,8 @@ impl Stack for Signalled {
         params.insert("through".into(), json!("two sigds on loopback"));
         let poll = Duration::from_millis(50);
         Ok(Pair {
-            client: super::natm::endpoint(client, poll),
-            server: super::natm::endpoint(server, poll),
+            client: super::natm::endpoint(client, poll, self.zero_copy),
+            server: super::natm::endpoint(server, poll, self.zero_copy),
             params,
         })
     }
