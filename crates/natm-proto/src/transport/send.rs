@@ -245,13 +245,14 @@ impl SendHalf {
     /// applies to data queued from now on.
     pub(crate) fn set_tpdu_size(&mut self, size: usize) {
         self.want = size.clamp(1, self.lim.tpdu_size.max(1));
-        self.apply_cut();
+        self.apply_cut(false);
     }
 
     /// The path carries at most `cap` payload octets per TPDU without IP
     /// fragmentation (issue 30: the adaptor's path MTU less the UDP/IP, VC and TPDU
     /// headers). New TPDUs are cut to fit and queued unsent ones split; a larger cap
-    /// lets new TPDUs grow back to the size the VC asks for.
+    /// lets new TPDUs grow back to the size the VC asks for, and queued unsent ones
+    /// are cut again to it ([`SendHalf::recut_unsent`]).
     /// See [`super::Psb::note_reverse`].
     pub(crate) fn note_reverse(&mut self, epoch: u64) {
         self.coalescer.note_reverse(epoch);
@@ -259,7 +260,7 @@ impl SendHalf {
 
     pub(crate) fn set_path_cap(&mut self, cap: usize) {
         self.path_cap = cap.max(1);
-        self.apply_cut();
+        self.apply_cut(true);
     }
 
     /// The largest TPDU payload this sender may cut (agreed, or the adaptive
@@ -273,7 +274,10 @@ impl SendHalf {
         self.path_cap
     }
 
-    fn apply_cut(&mut self) {
+    /// Cut new TPDUs to the least of the sizes; `regrow`: a growth re-cuts the queued
+    /// unsent TPDUs too (a path found larger, not an adaptive sizer's step, which
+    /// moves both ways often).
+    fn apply_cut(&mut self, regrow: bool) {
         let size = self
             .want
             .min(self.path_cap)
@@ -285,6 +289,77 @@ impl SendHalf {
         self.cut = size;
         if shrink {
             self.split_unsent();
+        } else if regrow && !self.lim.coalesce {
+            self.recut_unsent();
+        }
+    }
+
+    /// Cut the queued unsent TPDUs again to a larger cut size: each run of them that
+    /// continues one message is copied into one buffer and sliced at the new size.
+    /// Issue 30: a VC's first window is queued at RFC 8899's base size before its
+    /// first probe confirms the path (docs/decisions/0030-path-mtu-probing.md); on a
+    /// 9,000-octet link that was 7.5× the TPDUs, seals and headers the path needs
+    /// until the window drained. Unsent TPDUs are numbered but never seen by the
+    /// peer, so the numbers after the first re-cut one are given again in order. A
+    /// VC that coalesces small TPDUs (paced, never probed) is left alone: its
+    /// coalescer holds a sequence number among the unsent ones.
+    fn recut_unsent(&mut self) {
+        let sent = usize::try_from(self.nxt - self.una).unwrap_or(usize::MAX);
+        if sent >= self.slots.len() {
+            return;
+        }
+        // Anything to gain: a TPDU short of the cut that a neighbour of its message
+        // continues.
+        let joins = |a: &Slot, b: &Slot| {
+            a.msg == b.msg && !a.last && !b.first && a.msg_off + a.len() as u32 == b.msg_off
+        };
+        let gains = self
+            .slots
+            .range(sent..)
+            .zip(self.slots.range(sent + 1..))
+            .any(|(a, b)| a.len() < self.cut && joins(a, b));
+        if !gains {
+            return;
+        }
+        let unsent: Vec<Slot> = self.slots.drain(sent..).collect();
+        let mut run: Vec<Slot> = Vec::new();
+        for slot in unsent {
+            if run.last().is_some_and(|prev| !joins(prev, &slot)) {
+                self.push_recut(std::mem::take(&mut run));
+            }
+            run.push(slot);
+        }
+        self.push_recut(run);
+    }
+
+    /// Queue one run of unsent TPDUs of one message, cut to the cut size (a run of
+    /// one as it was).
+    fn push_recut(&mut self, mut run: Vec<Slot>) {
+        if run.len() < 2 {
+            self.slots.extend(run);
+            return;
+        }
+        let (msg, off, first, last) = (run[0].msg, run[0].msg_off, run[0].first, {
+            run[run.len() - 1].last
+        });
+        let n: usize = run.iter().map(Slot::len).sum();
+        let mut all = BytesMut::with_capacity(n);
+        for slot in &mut run {
+            slot.freeze();
+            all.extend_from_slice(&slot.payload);
+        }
+        let all = all.freeze();
+        let mut from = 0;
+        while from < n {
+            let to = (from + self.cut).min(n);
+            self.slots.push_back(Slot::new(
+                all.slice(from..to),
+                msg,
+                off + from as u32,
+                first && from == 0,
+                last && to == n,
+            ));
+            from = to;
         }
     }
 

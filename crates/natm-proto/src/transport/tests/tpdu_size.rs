@@ -253,6 +253,49 @@ fn the_path_cap_cuts_new_tpdus_and_lifts_again() {
 }
 
 #[test]
+fn a_larger_path_cap_cuts_the_queued_unsent_tpdus_again() {
+    // Issue 30: a VC's first window is queued at RFC 8899's base size before its
+    // first probe confirms the path. Once the path is found larger, what is still
+    // unsent leaves at the new size, not only what is queued after; what was sent
+    // keeps its size, and the message arrives intact.
+    let seen = Rc::new(RefCell::new(Seen::default()));
+    let cfg = TransportConfig {
+        tpdu_adapt: None,
+        window: 16,
+        ..adaptive(TransportConfig::reliable())
+    };
+    let mut p = Pair::new(cfg.clone(), cfg);
+    p.fate = fragment_loss(Rc::new(Cell::new(0.0)), seen.clone());
+    p.drive(Duration::from_millis(10));
+    p.tx.set_path_cap(1136);
+    let big = msgs(&[2 << 20]);
+    assert_eq!(p.tx.send(&big[0], true), Ok(big[0].len()));
+    assert!(p.step());
+    let small = seen.borrow().new_sizes.len();
+    assert!(small > 0 && seen.borrow().new_sizes.iter().all(|&n| n == 1136));
+    p.tx.set_path_cap(8936);
+    p.drive(Duration::from_secs(5));
+    let s = seen.borrow();
+    let (early, late) = s.new_sizes.split_at(small);
+    let left = (2 << 20) - early.iter().sum::<usize>();
+    assert_eq!(late.iter().sum::<usize>(), left);
+    // The rest in TPDUs of the new size (the message's last one shorter), where it
+    // was 1,136 octets each before: one run re-cut, so at most one more short one.
+    assert!(
+        late.len() <= left.div_ceil(8936) + 1,
+        "{} TPDUs for {left} octets",
+        late.len()
+    );
+    assert!(
+        late[..late.len() - 2].iter().all(|&n| n == 8936),
+        "{late:?}"
+    );
+    assert_eq!(s.retx_resized, 0, "a retransmission changed size");
+    drop(s);
+    assert_eq!(p.messages(), big);
+}
+
+#[test]
 fn the_path_cap_and_the_adaptive_size_take_the_smaller() {
     let q = Rc::new(Cell::new(0.0));
     let seen = Rc::new(RefCell::new(Seen::default()));
