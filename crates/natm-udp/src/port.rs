@@ -239,6 +239,9 @@ pub struct UdpPort {
     /// Whether the kernel stamps arrivals now ([`UdpPort::set_receive_stamps`]).
     stamps: AtomicBool,
     nonblocking: AtomicBool,
+    /// The socket's family is IPv6 (fixed when it was made): options that differ by
+    /// family ask this, not the kernel for the local address each time.
+    v6: bool,
     /// Set once, by [`UdpPort::connect`]: a receive reads it without a lock, and
     /// a connected port's receives ask the kernel for no source address.
     peer: OnceLock<SocketAddr>,
@@ -299,6 +302,7 @@ impl UdpPort {
         let gro_able = options.gro && state.gro_segments() > 1;
         Ok(UdpPort::with_state(
             socket,
+            addr.is_ipv6(),
             Arc::new(state),
             options.gso,
             gro_able,
@@ -348,7 +352,14 @@ impl UdpPort {
         let _ = socket.set_send_buffer_size(sndbuf);
         socket.set_read_timeout(Some(read_timeout))?;
         let gro_able = state.gro_segments() > 1;
-        let port = UdpPort::with_state(socket, state, true, gro_able, (false, false));
+        let port = UdpPort::with_state(
+            socket,
+            addr.is_ipv6(),
+            state,
+            true,
+            gro_able,
+            (false, false),
+        );
         // Without GRO (an old kernel) the port reads one datagram per buffer.
         if receive.gro {
             let _ = port.set_gro(true);
@@ -363,10 +374,12 @@ impl UdpPort {
         Ok(port)
     }
 
-    /// A port on `socket`, with GSO if `gso` and the kernel allows, and GRO that may be
-    /// turned on if `gro_able`; `(gro, stamps)` say what the socket has on now.
+    /// A port on `socket` (IPv6 if `v6`), with GSO if `gso` and the kernel allows,
+    /// and GRO that may be turned on if `gro_able`; `(gro, stamps)` say what the
+    /// socket has on now.
     fn with_state(
         socket: Socket,
+        v6: bool,
         state: Arc<UdpSocketState>,
         gso: bool,
         gro_able: bool,
@@ -382,6 +395,7 @@ impl UdpPort {
             stamps: AtomicBool::new(stamps),
             state,
             nonblocking: AtomicBool::new(false),
+            v6,
             peer: OnceLock::new(),
             max_segments,
             counters: Counters::default(),
@@ -495,7 +509,7 @@ impl UdpPort {
     /// turn them off (`false`, which also drops those queued) when no longer wanted.
     pub fn set_icmp_errors(&self, on: bool) -> io::Result<()> {
         use nix::sys::socket::{setsockopt, sockopt};
-        if self.local_addr()?.is_ipv6() {
+        if self.v6 {
             setsockopt(&self.socket, sockopt::Ipv6RecvErr, &on)?;
             // A dual-stack socket hears IPv4 ICMP too (best effort: v6-only refuses).
             let _ = setsockopt(&self.socket, sockopt::Ipv4RecvErr, &on);
@@ -541,7 +555,7 @@ impl UdpPort {
     /// ICMP "fragmentation needed" / "packet too big" (RFC 1191, RFC 8201).
     pub fn set_dont_fragment(&self, on: bool) -> io::Result<()> {
         use rustix::net::sockopt::{self, Ipv4PathMtuDiscovery, Ipv6PathMtuDiscovery};
-        let v6 = self.socket.local_addr()?.is_ipv6();
+        let v6 = self.v6;
         if v6 {
             let mode = if on {
                 Ipv6PathMtuDiscovery::DO
@@ -579,7 +593,7 @@ impl UdpPort {
     pub fn ip_udp_overhead(&self) -> usize {
         let v6 = match self.peer() {
             Some(p) => p.is_ipv6() && p.ip().to_canonical().is_ipv6(),
-            None => self.socket.local_addr().is_ok_and(|a| a.is_ipv6()),
+            None => self.v6,
         };
         if v6 {
             40 + 8
