@@ -91,6 +91,8 @@ extern "C" {
 #define NATM_EV_CLOSED 9            /* this end's close completed */
 #define NATM_EV_ABORTED 10          /* aborted: cause is NATM_ABORT_* */
 #define NATM_EV_RELEASED 11         /* sigd ended the call: cause (UNI), detail */
+#define NATM_EV_PATH_MTU 12         /* the path MTU search confirmed cause octets;
+                                       detail "searching" or "complete" */
 
 /* struct natm_leaf_event's kind. */
 #define NATM_LEAF_ADDED 1
@@ -115,9 +117,11 @@ struct natm_flags {
 /* natm_event: a status change (natm_next_event). */
 struct natm_event {
     int kind;                     /* NATM_EV_* */
-    int cause;                    /* RELEASED: UNI cause; ABORTED: NATM_ABORT_* */
+    int cause;                    /* RELEASED: UNI cause; ABORTED: NATM_ABORT_*;
+                                     PATH_MTU: the size confirmed, octets */
     uint64_t rate_bps;            /* the QoS events' rate */
-    char detail[128];             /* RELEASED: sigd's sentence; else "" */
+    char detail[128];             /* RELEASED: sigd's sentence; PATH_MTU:
+                                     "searching" or "complete"; else "" */
 };
 
 /* natm_leaf_event: what happened to a leaf of a multipoint root. */

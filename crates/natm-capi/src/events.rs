@@ -199,11 +199,13 @@ pub const NATM_EVENT_DETAIL: usize = 128;
 pub struct NatmEvent {
     /// `NATM_EV_…`.
     pub kind: c_int,
-    /// `NATM_EV_RELEASED`: the UNI cause; `NATM_EV_ABORTED`: `NATM_ABORT_…`; else 0.
+    /// `NATM_EV_RELEASED`: the UNI cause; `NATM_EV_ABORTED`: `NATM_ABORT_…`;
+    /// `NATM_EV_PATH_MTU`: the size confirmed, octets; else 0.
     pub cause: c_int,
     /// The QoS events' rate, payload bit/s; else 0.
     pub rate_bps: u64,
-    /// `NATM_EV_RELEASED`: sigd's sentence (cut to fit), NUL-terminated; else "".
+    /// `NATM_EV_RELEASED`: sigd's sentence (cut to fit); `NATM_EV_PATH_MTU`:
+    /// "searching" or "complete"; NUL-terminated; else "".
     pub detail: [c_char; NATM_EVENT_DETAIL],
 }
 
@@ -233,6 +235,12 @@ fn to_c(ev: ConnEvent) -> NatmEvent {
         ConnEvent::Closed => (9, 0, 0, String::new()),
         ConnEvent::Aborted(r) => (10, abort_code(r), 0, String::new()),
         ConnEvent::Released { cause, detail } => (11, c_int::from(cause), 0, detail),
+        ConnEvent::PathMtu { plpmtu, searching } => (
+            12,
+            c_int::try_from(plpmtu).unwrap_or(c_int::MAX),
+            0,
+            if searching { "searching" } else { "complete" }.to_owned(),
+        ),
         // An event this library does not know yet: not passed on as something else.
         _ => (0, 0, 0, String::new()),
     };
@@ -305,6 +313,31 @@ mod tests {
         let n = t.iter().position(|&b| b == 0).unwrap();
         assert_eq!(n, 126, "63 two-byte characters fit in 127 bytes");
         assert_eq!(fixed_text("")[0], 0);
+    }
+
+    #[test]
+    fn a_path_mtu_event_carries_the_size_and_whether_the_search_goes_on() {
+        let text = |e: &NatmEvent| {
+            let n = e.detail.iter().position(|&b| b == 0).unwrap();
+            e.detail[..n]
+                .iter()
+                .map(|&b| b as u8 as char)
+                .collect::<String>()
+        };
+        let e = to_c(ConnEvent::PathMtu {
+            plpmtu: 1_285,
+            searching: false,
+        });
+        assert_eq!((e.kind, e.cause, e.rate_bps), (12, 1_285, 0));
+        assert_eq!(text(&e), "complete");
+        let e = to_c(ConnEvent::PathMtu {
+            plpmtu: 1_200,
+            searching: true,
+        });
+        assert_eq!(
+            (e.kind, e.cause, text(&e).as_str()),
+            (12, 1_200, "searching")
+        );
     }
 
     #[test]

@@ -90,7 +90,8 @@ pub(crate) struct CallArgs {
     quiet: bool,
     /// Print the connection's status events as they happen (seed 003's flags as they
     /// change: QoS changes asked for, confirmed or refused, sends held by the window
-    /// or the rate, the peer's close, an abort, sigd's release).
+    /// or the rate, the peer's close, an abort, sigd's release; and the sending VC's
+    /// path MTU search).
     #[arg(long)]
     events: bool,
     /// Make this call the root of a point-to-multipoint VC (best-effort or

@@ -38,6 +38,14 @@ pub(crate) fn describe(e: &ConnEvent) -> String {
         ConnEvent::PeerClosed => "the peer closed; everything it sent was delivered".into(),
         ConnEvent::Closed => "closed: the peer has everything".into(),
         ConnEvent::Aborted(r) => format!("aborted ({r:?})"),
+        ConnEvent::PathMtu { plpmtu, searching } => format!(
+            "path MTU: {plpmtu} octets confirmed by probing{}",
+            if *searching {
+                "; searching for more"
+            } else {
+                "; search complete"
+            }
+        ),
         ConnEvent::Released { cause, detail } => {
             format!("released by sigd (cause {cause}): {detail}")
         }

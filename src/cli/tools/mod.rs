@@ -375,6 +375,11 @@ struct PlpmtudSummary {
     probes_sent: u64,
     probes_acked: u64,
     probes_lost: u64,
+    /// Of the lost, those lost while the VC's data was lost too (not held against
+    /// their size: congestion, not the MTU).
+    probes_lost_congested: u64,
+    /// Times the PLPMTU fell back to base because data stopped getting through.
+    black_holes: u64,
 }
 
 /// What a bare AAL5 VC (`transport=none`) counted: SDUs each way and what was
@@ -448,6 +453,8 @@ impl Summary {
                 probes_sent: p.probes_sent,
                 probes_acked: p.probes_acked,
                 probes_lost: p.probes_lost,
+                probes_lost_congested: p.probes_lost_congested,
+                black_holes: p.black_holes,
             }),
             send_errors: s.send_errors,
             bare: s.bare.map(|b| BareSummary {

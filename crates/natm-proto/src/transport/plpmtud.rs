@@ -165,6 +165,12 @@ impl Plpmtud {
         }
     }
 
+    /// The largest size worth probing; 0 until the path is known
+    /// ([`Plpmtud::set_upper`]).
+    pub fn upper(&self) -> usize {
+        self.upper
+    }
+
     /// Whether a search is under way.
     pub fn searching(&self) -> bool {
         matches!(self.phase, Phase::Searching { .. })

@@ -66,6 +66,15 @@ pub enum ConnEvent {
     Closed,
     /// The connection was aborted (once, whichever VC learnt it first).
     Aborted(AbortReason),
+    /// The sending VC's path MTU search (RFC 8899, issue 30) confirmed a size, or
+    /// started or ended a search: the VC's TPDUs are now cut to fit `plpmtu`.
+    PathMtu {
+        /// The largest datagram payload confirmed to cross the path, octets.
+        plpmtu: usize,
+        /// Whether the search is still probing for a larger size (`false`: it is
+        /// complete until the path is probed again).
+        searching: bool,
+    },
     /// sigd ended the call (the peer released it, an administrator did, or sigd
     /// stopped).
     Released {

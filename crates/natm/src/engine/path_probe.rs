@@ -29,6 +29,9 @@ pub(crate) struct PathProbe {
     /// The VC's retransmissions when the probe left: more by its timeout, and its
     /// loss was among data losses.
     retx_at_probe: u64,
+    /// The PLPMTU and whether a search was under way, as last reported
+    /// ([`PathProbe::news`]).
+    reported: Option<(usize, bool)>,
 }
 
 /// What [`PathProbe::step`] wants done.
@@ -94,6 +97,18 @@ impl PathProbe {
             }
             _ => false,
         }
+    }
+
+    /// The PLPMTU and whether a search is under way, when either changed since the
+    /// last call (for the application's status events); nothing before the path is
+    /// known.
+    pub(crate) fn news(&mut self) -> Option<(usize, bool)> {
+        let now = (self.machine.plpmtu(), self.machine.searching());
+        if self.machine.upper() == 0 || self.reported == Some(now) {
+            return None;
+        }
+        self.reported = Some(now);
+        Some(now)
     }
 
     /// The tag of the probe on the path.
@@ -171,6 +186,21 @@ mod tests {
             "lost, and the next one waits"
         );
         assert_eq!(p.stats().probes_lost_congested, 1);
+    }
+
+    #[test]
+    fn the_news_is_the_search_starting_a_size_confirmed_and_the_search_done() {
+        let mut p = PathProbe::default();
+        let t0 = Instant::from_nanos(0);
+        assert_eq!(p.news(), None, "nothing before the path is known");
+        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO), || 0);
+        assert_eq!(p.news(), Some((1_200, true)), "base, searching");
+        assert_eq!(p.news(), None, "told once");
+        p.sent(3, s.probe.unwrap());
+        assert!(p.answered(t0, 3, Duration::from_micros(90)));
+        assert_eq!(p.news(), Some((1_472, false)), "the top confirmed: done");
+        p.step(t0, (Some(1_472), 1_472), (true, ZERO), || 0);
+        assert_eq!(p.news(), None);
     }
 
     #[test]

@@ -80,6 +80,10 @@ impl Conn {
                 let retx = || half.retransmitted();
                 if let Some(p) = end.path.as_mut() {
                     cap = cap.min(self.probe_path(p, (limit, sending), overhead, now, peer, retx));
+                    if let Some((plpmtu, searching)) = p.news() {
+                        self.events
+                            .push(crate::engine::events::ConnEvent::PathMtu { plpmtu, searching });
+                    }
                 }
             }
             if cap != end.path_cap {
