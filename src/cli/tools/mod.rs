@@ -289,6 +289,9 @@ struct Summary {
     srtt_us: Option<u64>,
     /// Retransmitted TPDUs (SMART fast path, timeout and head check).
     retransmissions: u64,
+    /// Of those, retransmissions an ACK then showed needless (the original had
+    /// arrived; a head check or a timeout fired by late ACKs).
+    spurious_retransmissions: u64,
     bytes_retransmitted: u64,
     /// Retransmission timeouts that fired.
     timeouts: u64,
@@ -432,7 +435,8 @@ impl Summary {
             messages_sent: messages.0,
             messages_received: messages.1,
             srtt_us: s.srtt.map(|d| d.as_micros() as u64),
-            retransmissions: s.tx.retx_fast + s.tx.retx_timeout + s.tx.retx_head,
+            retransmissions: s.tx.retransmissions(),
+            spurious_retransmissions: s.tx.retransmissions() - s.tx.losses(),
             bytes_retransmitted: s.tx.bytes_retransmitted,
             timeouts: s.tx.timeouts,
             error_control: qos
@@ -552,8 +556,8 @@ impl Summary {
         if self.messages_sent > 0 {
             if self.error_control {
                 eprintln!(
-                    "sending: {srtt}; {} retransmissions ({} bytes, {} timeouts), {} TPDUs marked lost",
-                    self.retransmissions, self.bytes_retransmitted, self.timeouts, self.tpdus_marked_lost,
+                    "sending: {srtt}; {} retransmissions ({} bytes, {} timeouts, {} needless), {} TPDUs marked lost",
+                    self.retransmissions, self.bytes_retransmitted, self.timeouts, self.spurious_retransmissions, self.tpdus_marked_lost,
                 );
             } else {
                 eprintln!("sending: no error control, so no loss is seen here: the receiver's summary counts it");

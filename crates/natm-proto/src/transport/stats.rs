@@ -110,4 +110,30 @@ impl PsbStats {
     pub fn retransmissions(&self) -> u64 {
         self.retx_fast + self.retx_timeout + self.retx_head
     }
+
+    /// Retransmissions an ACK has not shown needless: what the path lost, as far as
+    /// the sender knows. A head check or a timeout that fired because ACKs were late
+    /// (a receiver kept off its CPU) lost nothing, and is taken back once an ACK
+    /// shows the original arrived.
+    pub fn losses(&self) -> u64 {
+        self.retransmissions()
+            .saturating_sub(self.retx_head_spurious + self.retx_timeout_spurious)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn losses_are_the_retransmissions_no_ack_showed_needless() {
+        let mut s = PsbStats::default();
+        s.count_retx(RetxKind::Fast, 100);
+        s.count_retx(RetxKind::Head, 100);
+        s.count_retx(RetxKind::Timeout, 100);
+        assert_eq!((s.retransmissions(), s.losses()), (3, 3));
+        s.retx_head_spurious += 1;
+        s.retx_timeout_spurious += 1;
+        assert_eq!((s.retransmissions(), s.losses()), (3, 1));
+    }
 }

@@ -26,8 +26,8 @@ pub(crate) struct PathProbe {
     machine: Plpmtud,
     /// The probe on the path: its OAM correlation tag and size.
     probe: Option<(u32, usize)>,
-    /// The VC's retransmissions when the probe left: more by its timeout, and its
-    /// loss was among data losses.
+    /// The VC's losses (retransmissions no ACK showed needless) when the probe
+    /// left: more by its timeout, and its loss was among data losses.
     retx_at_probe: u64,
     /// The PLPMTU and whether a search was under way, as last reported
     /// ([`PathProbe::news`]).
@@ -50,8 +50,9 @@ impl PathProbe {
     /// something to send: an idle VC (or one still being set up) costs the path
     /// nothing.
     /// `rto` is the VC's retransmission timeout, under which no probe is given up
-    /// on; `retx` counts the VC's retransmissions so far (read only when a probe
-    /// leaves or times out).
+    /// on; `retx` counts the VC's retransmissions so far that no ACK showed
+    /// needless (read only when a probe leaves or times out): a head check fired by
+    /// late ACKs, on a receiver kept off its CPU, does not excuse a lost probe.
     pub(crate) fn step(
         &mut self,
         now: Instant,

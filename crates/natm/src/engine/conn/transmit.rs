@@ -77,7 +77,7 @@ impl Conn {
             if let (Some(limit), true) = (end.half.tpdu_limit(), end.path.is_some()) {
                 let sending = (end.half.send_queued() > 0, end.half.rto());
                 let half = &end.half;
-                let retx = || half.retransmitted();
+                let retx = || half.losses();
                 if let Some(p) = end.path.as_mut() {
                     cap = cap.min(self.probe_path(p, (limit, sending), overhead, now, peer, retx));
                     if let Some((plpmtu, searching)) = p.news() {
@@ -346,8 +346,9 @@ pub(crate) trait Progress {
     /// The largest TPDU payload the end may send whatever the path (`None` on a
     /// receiving end or a bare VC: nothing to search a path MTU for).
     fn tpdu_limit(&self) -> Option<usize>;
-    /// TPDUs the end has sent again so far, for any reason (0 on a receiving end).
-    fn retransmitted(&self) -> u64;
+    /// TPDUs the end has sent again so far that no ACK showed needless: the path's
+    /// losses as far as the end knows (0 on a receiving end).
+    fn losses(&self) -> u64;
     /// The end's retransmission timeout now (0 without error control).
     fn rto(&self) -> std::time::Duration;
 }
@@ -371,9 +372,8 @@ impl Progress for TxHalf {
     fn tpdu_limit(&self) -> Option<usize> {
         TxHalf::tpdu_limit(self)
     }
-    fn retransmitted(&self) -> u64 {
-        let s = self.stats();
-        s.retx_fast + s.retx_timeout + s.retx_head
+    fn losses(&self) -> u64 {
+        self.stats().losses()
     }
     fn rto(&self) -> std::time::Duration {
         self.psb()
@@ -396,7 +396,7 @@ impl Progress for RxHalf {
     fn tpdu_limit(&self) -> Option<usize> {
         None
     }
-    fn retransmitted(&self) -> u64 {
+    fn losses(&self) -> u64 {
         0
     }
     fn rto(&self) -> std::time::Duration {
