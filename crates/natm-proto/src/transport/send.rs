@@ -66,6 +66,14 @@ impl Slot {
     fn len(&self) -> usize {
         self.payload.len() + self.tail.as_ref().map_or(0, |t| t.len())
     }
+
+    /// Marked for retransmission by `kind` (the caller queues its number).
+    fn mark_for(&mut self, kind: RetxKind) {
+        self.queued = true;
+        self.retx = true;
+        self.last_retx_was = true;
+        self.kind = kind;
+    }
     fn freeze(&mut self) {
         if let Some(t) = self.tail.take() {
             if self.payload.is_empty() {
@@ -78,6 +86,21 @@ impl Slot {
             }
         }
     }
+}
+
+/// After a retransmission timeout: whether the first ACK since is still to say if the
+/// TPDUs that had a whole RTO were lost (RFC 5682, F-RTO, adapted to SMART's ACKs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AfterTimeout {
+    /// No firing waits for an ACK.
+    Settled,
+    /// The firing at `fired` resent the head of the window only; the others that had
+    /// a whole `rto` by then wait for the first ACK. One caused by a TPDU sent before
+    /// the firing shows the path delivering and the ACKs late (a receiver kept off its
+    /// CPU): SMART's holes then say what was lost, and nothing else is resent. One
+    /// caused by the head's retransmission, or anything sent after the firing, shows
+    /// them lost: they are resent then, one round trip after the firing.
+    Probing { fired: Instant, rto: Duration },
 }
 
 /// A TPDU chosen for transmission by the send half.
@@ -149,6 +172,8 @@ pub(crate) struct SendHalf {
     /// re-armed when the cumulative ACK advances, and left unarmed by a firing until
     /// its first retransmission leaves (seed 000 §5.3.2, RFC 6298 §5.1–5.6).
     rto_deadline: Option<Instant>,
+    /// What the last retransmission timeout still waits to learn.
+    after_timeout: AfterTimeout,
     /// A timer queued the head for retransmission: `last_advance` is set again when
     /// it leaves.
     head_at_tx: bool,
@@ -195,6 +220,7 @@ impl SendHalf {
             late_rtt: Duration::ZERO,
             shared_late_rtt: Duration::ZERO,
             rto_deadline: None,
+            after_timeout: AfterTimeout::Settled,
             head_at_tx: false,
             train_left: 0,
             probe_at: None,
@@ -661,7 +687,14 @@ impl SendHalf {
             // transmission). Resending the whole unacknowledged window instead cost a
             // 20 ms path with 1 % loss a fifth of its goodput: each timeout (a lost
             // retransmission at the head of a full window) resent ~230 TPDUs in flight.
+            //
+            // RFC 5682 (F-RTO): the first firing since an ACK resends only the oldest
+            // of them, and the first ACK after it says whether the rest were lost
+            // (`AfterTimeout`). A firing with no ACK since the last one (a dead path,
+            // or the head's retransmission lost too) resends them all.
+            let probe_only = self.after_timeout == AfterTimeout::Settled;
             let mut n = 0;
+            let mut left_to_ack = false;
             let mut youngest_wait: Option<Instant> = None;
             for i in 0..(self.nxt - self.una) as usize {
                 let s = &mut self.slots[i];
@@ -673,10 +706,11 @@ impl SendHalf {
                     youngest_wait = Some(youngest_wait.map_or(due, |d| d.min(due)));
                     continue;
                 }
-                s.queued = true;
-                s.retx = true;
-                s.last_retx_was = true;
-                s.kind = RetxKind::Timeout;
+                if probe_only && n == 1 {
+                    left_to_ack = true;
+                    continue;
+                }
+                s.mark_for(RetxKind::Timeout);
                 self.retx_queue.push_back(self.una + i as u64);
                 n += 1;
             }
@@ -688,6 +722,11 @@ impl SendHalf {
             }
             stats.timeouts += 1;
             stats.timeout_marked += n;
+            self.after_timeout = if probe_only && left_to_ack {
+                AfterTimeout::Probing { fired: now, rto }
+            } else {
+                AfterTimeout::Settled
+            };
             flow.on_timeout(now, self.in_flight());
             // The timer restarts when the first of these retransmissions leaves
             // (`poll_data`), with the RTO the caller has backed off by then (RFC 6298
@@ -709,10 +748,7 @@ impl SendHalf {
                 let una = self.una;
                 if let Some(s) = self.slot_mut(una) {
                     if !s.queued && !s.acked {
-                        s.queued = true;
-                        s.retx = true;
-                        s.last_retx_was = true;
-                        s.kind = RetxKind::Head;
+                        s.mark_for(RetxKind::Head);
                         self.retx_queue.push_front(una);
                     }
                 }
@@ -855,10 +891,7 @@ impl SendHalf {
                     refine && slot.tx_order < s_order
                 };
                 if eligible {
-                    slot.queued = true;
-                    slot.retx = true;
-                    slot.last_retx_was = true;
-                    slot.kind = RetxKind::Fast;
+                    slot.mark_for(RetxKind::Fast);
                     self.retx_queue.push_back(i);
                     lost += 1;
                 }
@@ -869,11 +902,38 @@ impl SendHalf {
             stats.fast_marked += lost;
             flow.on_loss(now, self.in_flight(), self.nxt);
         }
+        self.settle_timeout(now, rtt_sample, stats);
         sample.newly_acked = newly;
         sample.newly_acked_bytes = newly_bytes;
         sample.in_flight = self.in_flight();
         flow.on_ack(&sample);
         true
+    }
+
+    /// The first ACK after a timeout that resent only the head ([`AfterTimeout`]):
+    /// unless the TPDU that caused it left before the firing (its echoed stamp, `rtt`
+    /// ago), the TPDUs that had a whole RTO by the firing and are still not received
+    /// are resent now.
+    fn settle_timeout(&mut self, now: Instant, rtt: Option<Duration>, stats: &mut PsbStats) {
+        let AfterTimeout::Probing { fired, rto } = self.after_timeout else {
+            return;
+        };
+        self.after_timeout = AfterTimeout::Settled;
+        if rtt.is_some_and(|r| now < fired + r) {
+            // An original arrived: the path delivers, the ACKs were late.
+            return;
+        }
+        let mut n = 0;
+        for i in 0..(self.nxt - self.una) as usize {
+            let s = &mut self.slots[i];
+            if s.acked || s.queued || s.sent_at + rto > fired {
+                continue;
+            }
+            s.mark_for(RetxKind::Timeout);
+            self.retx_queue.push_back(self.una + i as u64);
+            n += 1;
+        }
+        stats.timeout_marked += n;
     }
 
     /// A head or timeout retransmission at the head of the window was acknowledged.

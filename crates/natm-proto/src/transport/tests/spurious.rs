@@ -167,3 +167,18 @@ fn a_late_ack_shared_by_other_vcs_on_the_path_costs_no_retransmission() {
     );
     assert_eq!(p.tx.late_rtt(), Duration::ZERO, "nothing learnt of its own");
 }
+
+/// RFC 5682 (F-RTO): ACKs 50 ms late against a 20 ms RTO floor time out once, and
+/// the timeout resends the head of the window alone; the late ACKs, caused by the
+/// originals, then show the rest on its way. Resending every TPDU that had a whole
+/// RTO instead resent five here, every one needless.
+#[test]
+fn a_timeout_from_late_acks_resends_the_head_alone() {
+    let s = four_mb(late_every_40th(
+        "reliable:flow=packet-pair,pcr=40Mbps",
+        Some(Duration::from_millis(20)),
+        Duration::from_millis(50),
+    ));
+    assert_eq!((s.timeouts, s.retx_timeout), (1, 1), "{s:?}");
+    assert_eq!(s.retx_timeout_spurious, 1, "{s:?}");
+}

@@ -40,8 +40,10 @@ fn a_retransmission_waiting_in_the_queue_runs_no_timer_and_the_backoff_applies_a
     at(&mut p, t1 + ms(90));
     assert_eq!(p.tx.stats().timeouts, 1, "a timeout counted queueing time");
     let t2 = t1 + ms(90);
-    assert_eq!(drain(&mut p), 2);
-    assert_eq!(p.tx.stats().retx_timeout, 2);
+    // RFC 5682: the first firing resends the head alone (the first ACK after it says
+    // whether the rest were lost).
+    assert_eq!(drain(&mut p), 1);
+    assert_eq!(p.tx.stats().retx_timeout, 1);
     // RFC 6298 §5.5–5.6: the timer restarts with the doubled RTO, from the time the
     // retransmission left.
     assert_eq!(p.tx.poll_timeout(), Some(t2 + ms(100)));
@@ -50,6 +52,7 @@ fn a_retransmission_waiting_in_the_queue_runs_no_timer_and_the_backoff_applies_a
     at(&mut p, t2 + ms(100));
     assert_eq!(p.tx.stats().timeouts, 2);
     let t3 = t2 + ms(100);
+    // No ACK came since the first firing (a dead path): the second resends both.
     assert_eq!(drain(&mut p), 2);
     assert_eq!(p.tx.poll_timeout(), Some(t3 + ms(200)));
 }
@@ -106,8 +109,78 @@ fn a_timeout_resends_what_had_a_whole_rto_not_what_just_left() {
     assert_eq!(drain(&mut p), 1, "a TPDU younger than the RTO was resent");
     assert_eq!(p.tx.stats().retx_timeout, 1);
     // The backed-off RTO (100 ms) runs from that retransmission; when it fires, both
-    // have had a whole RTO.
+    // have had a whole RTO: the head is resent alone (RFC 5682), and with still no
+    // ACK the next firing (200 ms later) resends both.
     at(&mut p, t0 + ms(150));
     assert_eq!(p.tx.stats().timeouts, 2);
+    assert_eq!(drain(&mut p), 1);
+    at(&mut p, t0 + ms(350));
+    assert_eq!(p.tx.stats().timeouts, 3);
     assert_eq!(drain(&mut p), 2);
+}
+
+/// Carry every frame the sender has for the wire now to the receiver, and the
+/// receiver's answers back, at `now` (a path with no delay); returns the data TPDUs
+/// carried.
+fn carry(p: &mut Pair) -> usize {
+    let now = p.now;
+    let mut n = 0;
+    while let Some(t) = p.tx.poll_transmit(now) {
+        n += usize::from(t.header.ty == TpduType::Data);
+        p.rx.handle_frame(now, Bytes::from(t.to_vec()));
+    }
+    while let Some(t) = p.rx.poll_transmit(now) {
+        p.tx.handle_frame(now, Bytes::from(t.to_vec()));
+    }
+    n
+}
+
+/// RFC 5682 (F-RTO) on a path that lost a whole window: the timeout resends the head
+/// alone, and the ACK its arrival causes (stamped after the firing) shows the rest
+/// lost too: they are resent then, without another timeout.
+#[test]
+fn after_a_timeout_the_heads_ack_resends_the_rest_when_they_were_lost() {
+    let mut p = signalled_pair(small(TransportConfig::reliable()));
+    let t0 = p.now;
+    p.tx.send(&[1u8; 4096], true).unwrap();
+    assert_eq!(drain(&mut p), 4, "a window lost");
+    at(&mut p, t0 + ms(50));
+    assert_eq!(p.tx.stats().timeouts, 1);
+    at(&mut p, t0 + ms(51));
+    assert_eq!(carry(&mut p), 1, "the head alone");
+    at(&mut p, t0 + ms(52));
+    assert_eq!(carry(&mut p), 3, "the head's ACK resent the rest");
+    let s = p.tx.stats();
+    assert_eq!((s.timeouts, s.retx_timeout, s.timeout_marked), (1, 4, 4));
+    carry(&mut p);
+    assert_eq!(p.tx.in_flight(), 0, "everything acknowledged");
+}
+
+/// The same timeout when only the ACKs were late: the originals' ACKs, stamped before
+/// the firing, come after the head's retransmission left, and nothing more is resent.
+#[test]
+fn after_a_timeout_late_acks_of_the_originals_resend_nothing() {
+    let mut p = signalled_pair(small(TransportConfig::reliable()));
+    let t0 = p.now;
+    p.tx.send(&[1u8; 4096], true).unwrap();
+    // The originals arrive; their ACKs are held (a receiver kept off its CPU).
+    let mut acks = Vec::new();
+    while let Some(t) = p.tx.poll_transmit(t0) {
+        p.rx.handle_frame(t0, Bytes::from(t.to_vec()));
+    }
+    while let Some(t) = p.rx.poll_transmit(t0) {
+        acks.push(Bytes::from(t.to_vec()));
+    }
+    assert!(!acks.is_empty());
+    at(&mut p, t0 + ms(50));
+    assert_eq!(p.tx.stats().timeouts, 1);
+    assert_eq!(drain(&mut p), 1, "the head alone");
+    p.now = t0 + ms(60);
+    for a in acks {
+        p.tx.handle_frame(p.now, a);
+    }
+    assert_eq!(drain(&mut p), 0, "nothing more: the originals arrived");
+    let s = p.tx.stats();
+    assert_eq!((s.timeouts, s.retx_timeout, s.timeout_marked), (1, 1, 1));
+    assert_eq!(p.tx.in_flight(), 0);
 }
