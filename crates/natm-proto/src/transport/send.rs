@@ -819,6 +819,11 @@ impl SendHalf {
             bytes: 0,
             arrived: (h.tsval != 0).then_some(h.tsval),
         };
+        // A head check's retransmission that caused this ACK (RFC 8985 below).
+        let head_retx = self
+            .slot(s)
+            .filter(|x| x.last_retx_was && x.kind == RetxKind::Head)
+            .map(|x| (x.sent_at, x.tx_order));
         if let Some(slot) = self.slot(s) {
             sample.pair_first = slot.pair_first;
             sample.pair_second = slot.pair_second;
@@ -897,6 +902,29 @@ impl SendHalf {
                 }
             }
             self.scan_from = self.scan_from.max(limit);
+        }
+        if let Some((sent_at, order)) = head_retx {
+            // RFC 8985 (RACK), for what the head check leaves behind: the ACK its
+            // retransmission caused (its echoed stamp is the retransmission's) shows
+            // every TPDU sent before that retransmission, by more than a quarter of
+            // the minimum RTT (the reordering window), lost too — a lost tail, which
+            // no later TPDU's ACK reveals, is resent in one round trip rather than one
+            // head check at a time.
+            let caused = rtt_sample.is_some_and(|r| now >= sent_at + r);
+            if self.lim.detect_lost_retx && caused {
+                let window = min_rtt / 4;
+                for i in 0..(self.nxt - self.una) as usize {
+                    let slot = &mut self.slots[i];
+                    if slot.acked || slot.queued || slot.tx_order >= order {
+                        continue;
+                    }
+                    if slot.sent_at + window <= sent_at {
+                        slot.mark_for(RetxKind::Fast);
+                        self.retx_queue.push_back(self.una + i as u64);
+                        lost += 1;
+                    }
+                }
+            }
         }
         if lost > 0 {
             stats.fast_marked += lost;

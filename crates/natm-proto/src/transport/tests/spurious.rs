@@ -182,3 +182,44 @@ fn a_timeout_from_late_acks_resends_the_head_alone() {
     assert_eq!((s.timeouts, s.retx_timeout), (1, 1), "{s:?}");
     assert_eq!(s.retx_timeout_spurious, 1, "{s:?}");
 }
+
+/// RFC 8985 for what the head check leaves behind: the last 20 of 100 TPDUs lost on
+/// their first transmission (a burst at the end: no later TPDU's ACK reveals them).
+/// The ACK a head retransmission causes shows the rest, sent before it, lost too, and
+/// they are resent at once: the tail is resent by 0.29 s, after two head checks (the
+/// first 150 ms after the tail left). One head check at a time, it took 20 of them and
+/// 1.2 s of a 2 ms round trip.
+#[test]
+fn a_lost_tail_is_resent_whole_on_the_head_retransmissions_ack() {
+    let mut cfg = small(TransportConfig::reliable());
+    cfg.window = 64;
+    let mut p = Pair::new(cfg.clone(), cfg);
+    p.delay = Duration::from_millis(1);
+    let mut seen = std::collections::HashMap::<u32, u32>::new();
+    let mut first_seq = None;
+    p.fate = Box::new(move |t, fwd| {
+        if !fwd || t.header.ty != TpduType::Data {
+            return 1;
+        }
+        let k = t
+            .header
+            .seq
+            .wrapping_sub(*first_seq.get_or_insert(t.header.seq));
+        let n = seen.entry(k).or_default();
+        *n += 1;
+        u8::from(!(k >= 80 && *n == 1))
+    });
+    let t0 = p.now;
+    let m: Vec<Vec<u8>> = (0..100).map(|i| vec![i as u8; 1000]).collect();
+    p.transfer(&m, Duration::from_secs(20));
+    assert_eq!(p.messages(), m);
+    let s = p.tx.stats();
+    assert_eq!(s.retransmissions(), 20, "each lost TPDU resent once: {s:?}");
+    assert!(s.retx_head <= 2 && s.timeouts == 0, "{s:?}");
+    let last = p.sent.last().expect("sent").0;
+    assert!(
+        last - t0 < Duration::from_millis(400),
+        "the tail's last retransmission {:?} after the start",
+        last - t0
+    );
+}
