@@ -1380,8 +1380,35 @@ fn qos_rate_of(h: &Header) -> u64 {
     u64::from(h.ack) << 32 | u64::from(h.aux)
 }
 
-/// RTT from an echoed 32-bit microsecond timestamp; `None` if it is implausible.
+/// RTT from an echoed 32-bit microsecond timestamp; `None` if it is implausible, or
+/// 0: nothing echoed (a window update answers no TPDU). As Linux ignores a zero
+/// TSecr (RFC 7323 §3.2): taken as a stamp, it made a sample of the clock's whole
+/// reading — a second or more — and the smoothed RTT, the RTO and the head check with
+/// it. A TPDU stamped 0 by the clock's wrap (once in 72 minutes) goes unsampled.
 fn rtt_from_echo(now: Instant, tsecr: u32) -> Option<std::time::Duration> {
+    if tsecr == 0 {
+        return None;
+    }
     let d = now.micros_u32().wrapping_sub(tsecr);
     (d < 1 << 31).then(|| std::time::Duration::from_micros(u64::from(d).max(1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_echo_of_nothing_is_no_rtt_sample() {
+        let now = Instant::from_nanos(5_000_000_000);
+        assert_eq!(
+            rtt_from_echo(now, 0),
+            None,
+            "a window update echoes nothing"
+        );
+        assert_eq!(
+            rtt_from_echo(now, 5_000_000 - 1_500),
+            Some(std::time::Duration::from_micros(1_500))
+        );
+        assert_eq!(rtt_from_echo(now, 5_000_000 + 10), None, "from the future");
+    }
 }
