@@ -263,25 +263,9 @@ fn has_nft(lab: &Lab) -> bool {
         .success()
 }
 
-#[test]
-fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
-    // RFC 8899 (issue 30): the veth says 1500 and the kernel believes it, but
-    // namespace 1 drops every IP packet over 1,320 octets and sends no ICMP — a
-    // tunnel or a filtering firewall. TPDUs cut to the kernel's path MTU would never
-    // arrive; the sending VC's probes find what the path carries and the call moves
-    // its data byte-exact, none of it fragmented.
-    if let Some(why) = unavailable() {
-        eprintln!("skipped: {why}");
-        return;
-    }
-    let mut lab = lab("mtubh");
-    if !has_nft(&lab) {
-        eprintln!("skipped: nft (nftables) or ethtool missing");
-        return;
-    }
-    set_mtu(&lab, 1500);
-    // The sender's veth segments its GSO runs itself, so that the filter sees link
-    // packets, as a real link's black hole does (not one super-packet per run).
+/// Namespace 0's veth segments its GSO runs itself, so that a filter sees link
+/// packets, as a real link's black hole does (not one super-packet per run).
+fn segment_on_the_link(lab: &Lab) {
     let dev = format!("v{}01", lab.tag);
     let o = lab.run(
         0,
@@ -302,6 +286,11 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
         "ethtool: {}",
         String::from_utf8_lossy(&o.stderr)
     );
+}
+
+/// Namespace 1 drops every IP packet over 1,320 octets and sends no ICMP: a tunnel
+/// or a filtering firewall, a black hole to the kernel's path MTU discovery.
+fn drop_over_1320(lab: &Lab) {
     for rule in [
         "add table inet natm_bh",
         "add chain inet natm_bh pre { type filter hook prerouting priority -300 ; }",
@@ -315,12 +304,32 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
             String::from_utf8_lossy(&o.stderr)
         );
     }
-    // The call sends from a pipe the test keeps full until the caller's status
-    // events say the search is complete: under load the VC's own data losses excuse
-    // lost probes and the search backs off (RFC 8899 §4.4), so no fixed amount of
-    // data is sure to outlast it.
-    let sap = "mbh";
-    let out = lab.path("bh.out");
+}
+
+/// A reliable call at 100 Mbit/s from namespace 0 to a listener in 1, fed from a
+/// pipe the test keeps full until `done` says so. `done` sees each path MTU status
+/// event (`natm call --events`), with the time the caller printed it, between the
+/// test's writes of 1 MiB.
+struct PipedCall {
+    written: usize,
+    sent: Value,
+    got: Value,
+    events: Vec<String>,
+    took: Duration,
+}
+
+/// The 1 MiB pattern a piped call writes, rotated by each MiB's index so that a
+/// misplaced MiB shows.
+fn piped_block() -> Vec<u8> {
+    data(1 << 20)
+}
+
+fn piped_call(
+    lab: &mut Lab,
+    sap: &str,
+    mut done: impl FnMut(&Lab, Instant, &str) -> bool,
+) -> PipedCall {
+    let out = lab.path(&format!("{sap}.out"));
     let listen_log = format!("listen-{sap}");
     let sock1 = lab.sock(1).to_str().expect("utf-8").to_owned();
     let sock0 = lab.sock(0).to_str().expect("utf-8").to_owned();
@@ -331,7 +340,7 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
         ],
         &listen_log,
     );
-    lab.wait_for("the listener bound", 20, || listeners(&lab, sap) == 1);
+    lab.wait_for("the listener bound", 20, || listeners(lab, sap) == 1);
     let target = format!("{}:{sap}", ADDR[1]);
     let t0 = Instant::now();
     let mut call = lab
@@ -358,27 +367,26 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("natm call");
-    let (done_tx, done) = std::sync::mpsc::channel();
+    let (event_tx, event) = std::sync::mpsc::channel();
     let stderr = call.stderr.take().expect("stderr");
     let events = std::thread::spawn(move || {
         use std::io::BufRead;
         let mut lines = Vec::new();
         for line in std::io::BufReader::new(stderr).lines() {
             let line = line.expect("stderr line");
-            if line.contains("path MTU") && line.contains("search complete") {
-                let _ = done_tx.send(());
+            if line.contains("path MTU") {
+                let _ = event_tx.send((Instant::now(), line.clone()));
             }
             lines.push(line);
         }
         lines
     });
-    let block = data(1 << 20);
+    let block = piped_block();
     let mut stdin = call.stdin.take().expect("stdin");
     let mut written = 0usize;
     let until = Instant::now() + Duration::from_secs(120);
-    loop {
+    'feed: loop {
         use std::io::Write;
-        // Each MiB is the pattern rotated by its index, so a misplaced MiB shows.
         let i = (written >> 20) % block.len();
         let (a, b) = block.split_at(i);
         // A caller that died is reported below, with its events.
@@ -390,18 +398,23 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
             break;
         }
         written += block.len();
-        if done.try_recv().is_ok() || Instant::now() > until {
+        while let Ok((at, line)) = event.try_recv() {
+            if done(lab, at, &line) {
+                break 'feed;
+            }
+        }
+        if Instant::now() > until {
             break;
         }
     }
     drop(stdin);
     let o = call.wait_with_output().expect("natm call");
     let took = t0.elapsed();
-    let lines = events.join().expect("the event reader");
+    let events = events.join().expect("the event reader");
     assert!(
         o.status.success(),
         "natm call: {}\n{}",
-        lines.join("\n"),
+        events.join("\n"),
         lab.logs()
     );
     let sent = json(&o.stdout);
@@ -409,21 +422,54 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
         lab.log(&listen_log).lines().any(|l| l.starts_with('{'))
     });
     let got = json(lab.log(&listen_log).as_bytes());
-    assert!(
-        lines
-            .iter()
-            .any(|l| l.contains("path MTU") && l.contains("search complete")),
-        "no completed search in 120 s: {sent}\n{}",
-        lines.join("\n")
-    );
     let recv = std::fs::read(&out).expect("the listener's file");
-    assert_eq!(recv.len(), written, "black hole: not all delivered\n{got}");
+    assert_eq!(recv.len(), written, "{sap}: not all delivered\n{got}");
     let exact = recv.chunks(1 << 20).enumerate().all(|(n, mib)| {
         let (a, b) = block.split_at(n % block.len());
         mib[..b.len()] == *b && mib[b.len()..] == *a
     });
-    assert!(exact, "black hole: not byte-exact");
+    assert!(exact, "{sap}: not byte-exact");
     assert_eq!(got["bytes"], written as u64, "{got}");
+    PipedCall {
+        written,
+        sent,
+        got,
+        events,
+        took,
+    }
+}
+
+#[test]
+fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
+    // RFC 8899 (issue 30): the veth says 1500 and the kernel believes it, but
+    // namespace 1 drops every IP packet over 1,320 octets and sends no ICMP — a
+    // tunnel or a filtering firewall. TPDUs cut to the kernel's path MTU would never
+    // arrive; the sending VC's probes find what the path carries and the call moves
+    // its data byte-exact, none of it fragmented.
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = lab("mtubh");
+    if !has_nft(&lab) {
+        eprintln!("skipped: nft (nftables) or ethtool missing");
+        return;
+    }
+    set_mtu(&lab, 1500);
+    segment_on_the_link(&lab);
+    drop_over_1320(&lab);
+    // The call is fed until its status events say the search is complete: under
+    // load the VC's own data losses excuse lost probes and the search backs off
+    // (RFC 8899 §4.4), so no fixed amount of data is sure to outlast it.
+    let c = piped_call(&mut lab, "mbh", |_, _, e| e.contains("search complete"));
+    let (sent, got, written) = (&c.sent, &c.got, c.written);
+    assert!(
+        c.events
+            .iter()
+            .any(|l| l.contains("path MTU") && l.contains("search complete")),
+        "no completed search in 120 s: {sent}\n{}",
+        c.events.join("\n")
+    );
     assert_eq!(
         sent["path_mtu"], 1500,
         "the kernel never learnt better: {sent}"
@@ -451,6 +497,85 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
         p["probes_lost"],
         p["probes_lost_congested"],
         written >> 20,
-        took.as_secs_f64()
+        c.took.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_path_that_shrinks_without_a_word_under_a_running_call_is_crossed_as_cells() {
+    // RFC 8899 §4.3 (issue 30): a call runs at the 1,472 octets its probes confirmed
+    // on a veth of MTU 1500; then namespace 1 starts dropping every IP packet over
+    // 1,320 octets, without ICMP. The TPDUs in flight keep their size and sequence
+    // number when SMART resends them: the VC declares a black hole after two
+    // timeouts in a row, its new TPDUs are cut to the base size and searched up
+    // again, and the ones cut before cross the path as AAL5 cell trains that fit.
+    // Everything arrives byte-exact, and not one IP fragment is made.
+    if let Some(why) = unavailable() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let mut lab = lab("mtush");
+    if !has_nft(&lab) {
+        eprintln!("skipped: nft (nftables) or ethtool missing");
+        return;
+    }
+    set_mtu(&lab, 1500);
+    segment_on_the_link(&lab);
+    let tx0 = ip_counters(&lab, 0);
+    // The first completed search (at 1,472) starts the black hole; the search
+    // completed after it ends the call.
+    let mut holed: Option<Instant> = None;
+    let mut declared: Option<Instant> = None;
+    let c = piped_call(&mut lab, "msh", |lab, at, e| match holed {
+        None if e.contains("1472 octets") && e.contains("search complete") => {
+            drop_over_1320(lab);
+            holed = Some(Instant::now());
+            false
+        }
+        Some(_) if declared.is_none() && e.contains("1200 octets") => {
+            declared = Some(at);
+            false
+        }
+        Some(_) => declared.is_some() && e.contains("search complete"),
+        None => false,
+    });
+    let tx1 = ip_counters(&lab, 0);
+    let sent = &c.sent;
+    let (holed, declared) = (
+        holed.unwrap_or_else(|| panic!("no search completed at 1,472: {}", c.events.join("\n"))),
+        declared
+            .unwrap_or_else(|| panic!("no black hole declared: {sent}\n{}", c.events.join("\n"))),
+    );
+    assert!(
+        c.events
+            .iter()
+            .rfind(|l| l.contains("path MTU"))
+            .is_some_and(|l| l.contains("search complete")),
+        "the search after the black hole did not complete in 120 s: {sent}\n{}",
+        c.events.join("\n")
+    );
+    let p = &sent["plpmtud"];
+    assert!(
+        p["black_holes"].as_u64().expect("black_holes") >= 1,
+        "{sent}"
+    );
+    let plpmtu = p["plpmtu"].as_u64().expect("plpmtu");
+    assert!((1_292 - 32..=1_292).contains(&plpmtu), "{sent}");
+    assert!(
+        sent["sent_as_cells"].as_u64().expect("sent_as_cells") >= 1,
+        "the TPDUs in flight were resent as cells: {sent}"
+    );
+    assert_eq!(sent["fragmented"], 0, "{sent}");
+    assert_eq!(
+        tx1["FragCreates"], tx0["FragCreates"],
+        "IP fragments sent: {sent}"
+    );
+    eprintln!(
+        "path shrunk to 1,320 octets under a call at 100 Mbit/s: black hole declared \
+         {:.0} ms later, {} TPDUs resent as cells, PLPMTU {plpmtu}; {} MB in {:.2} s",
+        (declared - holed).as_secs_f64() * 1e3,
+        sent["sent_as_cells"],
+        c.written >> 20,
+        c.took.as_secs_f64(),
     );
 }

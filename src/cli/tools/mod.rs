@@ -321,6 +321,8 @@ struct Summary {
     path_mtu: Option<u32>,
     /// TPDUs that went out in IP fragments after the path MTU fell under them.
     fragmented: u64,
+    /// TPDUs resent as AAL5 cell trains after a black hole was found under them.
+    sent_as_cells: u64,
     /// The sending VC's path MTU search (RFC 8899): the largest datagram payload
     /// confirmed to cross the path, and its probes; absent where there is none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -452,6 +454,7 @@ impl Summary {
             queue_drops: s.queue_drops,
             path_mtu: s.path_mtu,
             fragmented: s.fragmented,
+            sent_as_cells: s.sent_as_cells,
             plpmtud: s.plpmtud.map(|p| PlpmtudSummary {
                 plpmtu: p.plpmtu,
                 probes_sent: p.probes_sent,
@@ -572,8 +575,8 @@ impl Summary {
             }
             if let Some(mtu) = self.path_mtu {
                 eprintln!(
-                    "path MTU {mtu}: TPDUs cut to fit; {} sent in IP fragments after the path shrank",
-                    self.fragmented
+                    "path MTU {mtu}: TPDUs cut to fit; {} sent in IP fragments and {} as cells after the path shrank",
+                    self.fragmented, self.sent_as_cells
                 );
             }
             if let Some(p) = &self.plpmtud {

@@ -623,6 +623,14 @@ impl TxHalf {
         }
     }
 
+    /// See [`Psb::timeouts_in_a_row`] (zero on a bare VC).
+    pub fn timeouts_in_a_row(&self) -> u32 {
+        match &self.core.machine {
+            Machine::Natm(psb) => psb.timeouts_in_a_row(),
+            _ => 0,
+        }
+    }
+
     /// See [`Psb::late_rtt`] (zero on a bare VC).
     pub fn late_rtt(&self) -> std::time::Duration {
         match &self.core.machine {

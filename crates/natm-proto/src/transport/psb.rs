@@ -254,6 +254,13 @@ impl Psb {
         }
     }
 
+    /// Retransmission timeouts since this sending VC's cumulative ACK last advanced
+    /// (0 on a receiving VC): two or more while its peer still answers are how a
+    /// path that shrank without a word shows (RFC 8899 §4.3).
+    pub fn timeouts_in_a_row(&self) -> u32 {
+        self.send.as_ref().map_or(0, |s| s.timeouts_in_a_row())
+    }
+
     /// The latest ACK that showed one of this sending VC's retransmissions spurious
     /// (RFC 3522), which its timers now allow for; zero if none did.
     pub fn late_rtt(&self) -> std::time::Duration {

@@ -174,6 +174,10 @@ pub(crate) struct SendHalf {
     rto_deadline: Option<Instant>,
     /// What the last retransmission timeout still waits to learn.
     after_timeout: AfterTimeout,
+    /// Retransmission timeouts since the cumulative ACK last advanced (RFC 8899
+    /// §4.3: data that stops getting through while the path still answers is the
+    /// sign of a path that shrank without a word).
+    timeouts_in_a_row: u32,
     /// A timer queued the head for retransmission: `last_advance` is set again when
     /// it leaves.
     head_at_tx: bool,
@@ -221,6 +225,7 @@ impl SendHalf {
             shared_late_rtt: Duration::ZERO,
             rto_deadline: None,
             after_timeout: AfterTimeout::Settled,
+            timeouts_in_a_row: 0,
             head_at_tx: false,
             train_left: 0,
             probe_at: None,
@@ -722,6 +727,7 @@ impl SendHalf {
             }
             stats.timeouts += 1;
             stats.timeout_marked += n;
+            self.timeouts_in_a_row = self.timeouts_in_a_row.saturating_add(1);
             self.after_timeout = if probe_only && left_to_ack {
                 AfterTimeout::Probing { fired: now, rto }
             } else {
@@ -859,6 +865,7 @@ impl SendHalf {
             self.last_advance = now;
             self.head_at_tx = false;
             self.head_backoff = 1;
+            self.timeouts_in_a_row = 0;
             self.rto_deadline = (self.nxt > self.una).then_some(now + rto);
             self.scan_from = self.scan_from.max(self.una);
         }
@@ -1008,6 +1015,11 @@ impl SendHalf {
     /// The late ACK the timers allow for: this VC's own, or its path's.
     fn waits_for(&self) -> Duration {
         self.late_rtt.max(self.shared_late_rtt)
+    }
+
+    /// Retransmission timeouts since the cumulative ACK last advanced.
+    pub(crate) fn timeouts_in_a_row(&self) -> u32 {
+        self.timeouts_in_a_row
     }
 
     /// The latest ACK this VC saw show a retransmission spurious (zero: none, or a

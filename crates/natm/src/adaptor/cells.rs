@@ -71,7 +71,20 @@ pub struct CellCodec {
     spare: OrderedMutex<Option<TrainPacker>>,
     unsendable: AtomicU64,
     rx: OrderedMutex<Rx>,
+    /// Frames reassembled on a frame-mode link and left for the next receive
+    /// ([`CellCodec::sort_trains`]); read without the lock.
+    waiting: AtomicU64,
 }
+
+/// Reassembly limits of a frame-mode link's codec ([`CellCodec::for_frame_link`]):
+/// its peer sends trains only for frames that no longer fit the path, one VC's at a
+/// time, so a few VCs and a short timeout bound what a stray or forged cell can hold
+/// (at most 16 partial frames of 64 KiB per link).
+const FRAME_LINK_LIMITS: ReassemblyLimits = ReassemblyLimits {
+    max_sdu: vcframe::MAX_SDU_LEN,
+    max_vcs: 16,
+    timeout: Some(Duration::from_secs(2)),
+};
 
 /// Time on the process's monotonic clock since its first use, for the reassembly
 /// timeout.
@@ -80,9 +93,73 @@ fn now() -> Duration {
     EPOCH.get_or_init(std::time::Instant::now).elapsed()
 }
 
+/// Each frame the cells of one train complete, as its VC header and SDU (cell and
+/// frame errors are counted by the reassembly; the frame is gone).
+fn frames_of(
+    reassembly: &mut CellReassembly<SocketAddr>,
+    now: Duration,
+    from: SocketAddr,
+    cells: core::slice::ChunksExact<'_, u8>,
+    mut each: impl FnMut(&[u8], &[u8]),
+) {
+    for c in cells {
+        let Ok(mut cell) = <[u8; CELL_LEN]>::try_from(c) else {
+            continue;
+        };
+        let Ok(Some(f)) = reassembly.push(now, from, &mut cell) else {
+            continue;
+        };
+        let Some(h) = f.vc_header() else { continue };
+        each(&h.to_bytes(), f.sdu);
+    }
+}
+
+/// Move the frames left waiting into `batch` (empty) while they fit; one larger than
+/// a whole batch can never be handed over and is dropped.
+fn hand_over_waiting(
+    pending: &mut VecDeque<(SocketAddr, Vec<u8>)>,
+    pending_dropped: &mut u64,
+    batch: &mut RecvBatch,
+) {
+    while let Some((from, frame)) = pending.front() {
+        if !batch.push_packed(*from, &[frame]) {
+            if !batch.is_empty() {
+                break;
+            }
+            *pending_dropped += 1;
+        }
+        pending.pop_front();
+    }
+}
+
 impl CellCodec {
     /// A codec sending trains of at most `train` cells (1..=1,235).
     pub fn new(train: usize) -> Result<CellCodec, SarError> {
+        CellCodec::build(
+            train,
+            RecvBatch::new(1, GRO_SLOT_LEN),
+            ReassemblyLimits::default(),
+        )
+    }
+
+    /// The codec of a frame-mode link (issue 30): it sends as trains only the frames
+    /// cut before the path shrank (trains as long as the path allows, given per
+    /// send), and takes the trains its peer sent so among the frames it receives
+    /// ([`CellCodec::sort_trains`]). No scratch batch: the link's own receive reads.
+    pub fn for_frame_link() -> CellCodec {
+        CellCodec::build(
+            train::MAX_TRAIN_CELLS,
+            RecvBatch::new(1, 1),
+            FRAME_LINK_LIMITS,
+        )
+        .expect("the longest train is a valid train size")
+    }
+
+    fn build(
+        train: usize,
+        scratch: RecvBatch,
+        limits: ReassemblyLimits,
+    ) -> Result<CellCodec, SarError> {
         Ok(CellCodec {
             template: TrainPacker::new(train)?,
             spare: OrderedMutex::new(Level::Leaf, None),
@@ -90,15 +167,95 @@ impl CellCodec {
             rx: OrderedMutex::new(
                 Level::Leaf,
                 Rx {
-                    scratch: RecvBatch::new(1, GRO_SLOT_LEN),
-                    reassembly: CellReassembly::new(HeaderFormat::Uni, ReassemblyLimits::default()),
+                    scratch,
+                    reassembly: CellReassembly::new(HeaderFormat::Uni, limits),
                     pending: VecDeque::new(),
                     trains_in: 0,
                     malformed: 0,
                     pending_dropped: 0,
                 },
             ),
+            waiting: AtomicU64::new(0),
         })
+    }
+
+    /// Whether `batch` holds a cell train among its datagrams.
+    pub fn has_train(batch: &RecvBatch) -> bool {
+        batch
+            .iter()
+            .any(|(_, d)| d.first() == Some(&train::TRAIN_MAGIC))
+    }
+
+    /// A frame-mode link's batch that holds cell trains ([`CellCodec::has_train`]):
+    /// their cells are reassembled per VC and `batch` is laid out again with the
+    /// other datagrams as they came and each frame the cells completed, in arrival
+    /// order (arrival stamps are dropped; a datagram that starts as a train and is
+    /// not one is counted malformed and dropped). What no longer fits the batch waits for
+    /// [`CellCodec::take_waiting`]. Returns the datagrams in `batch` now.
+    pub fn sort_trains(&self, batch: &mut RecvBatch) -> usize {
+        let mut rx = self.rx.lock();
+        let Rx {
+            reassembly,
+            pending,
+            trains_in,
+            malformed,
+            pending_dropped,
+            ..
+        } = &mut *rx;
+        let now = now();
+        let mut out: Vec<(SocketAddr, Vec<u8>)> = Vec::new();
+        for (from, datagram) in batch.iter() {
+            let cells = match train::parse(datagram) {
+                Ok(cells) => cells,
+                Err(train::TrainError::Magic(_)) => {
+                    out.push((from, datagram.to_vec()));
+                    continue;
+                }
+                Err(train::TrainError::Length(_)) => {
+                    *malformed += 1;
+                    continue;
+                }
+            };
+            *trains_in += 1;
+            frames_of(reassembly, now, from, cells, |h, sdu| {
+                out.push((from, [h, sdu].concat()));
+            });
+        }
+        batch.clear();
+        for (from, frame) in out {
+            if pending.is_empty() && batch.push_packed(from, &[&frame]) {
+                continue;
+            }
+            if pending.len() < MAX_PENDING {
+                pending.push_back((from, frame));
+            } else {
+                *pending_dropped += 1;
+            }
+        }
+        self.waiting.store(pending.len() as u64, Ordering::Release);
+        if !pending.is_empty() {
+            batch.set_more();
+        }
+        batch.len()
+    }
+
+    /// The frames [`CellCodec::sort_trains`] left waiting, into `batch` (cleared
+    /// first); 0 when none wait (the caller then reads its socket).
+    pub fn take_waiting(&self, batch: &mut RecvBatch) -> usize {
+        if self.waiting.load(Ordering::Acquire) == 0 {
+            return 0;
+        }
+        batch.clear();
+        let mut rx = self.rx.lock();
+        let Rx {
+            pending,
+            pending_dropped,
+            ..
+        } = &mut *rx;
+        hand_over_waiting(pending, pending_dropped, batch);
+        self.waiting.store(pending.len() as u64, Ordering::Release);
+        batch.set_more();
+        batch.len()
     }
 
     /// Cuts every frame of `batch` into cells, packs them into trains and hands the
@@ -171,16 +328,7 @@ impl CellCodec {
             malformed,
             pending_dropped,
         } = &mut *rx;
-        while let Some((from, frame)) = pending.front() {
-            if !batch.push_packed(*from, &[frame]) {
-                if !batch.is_empty() {
-                    break;
-                }
-                // Larger than a whole batch: it can never be handed over.
-                *pending_dropped += 1;
-            }
-            pending.pop_front();
-        }
+        hand_over_waiting(pending, pending_dropped, batch);
         if !batch.is_empty() {
             batch.set_more();
             return Ok(batch.len());
@@ -194,24 +342,15 @@ impl CellCodec {
                 continue;
             };
             *trains_in += 1;
-            for c in cells {
-                let Ok(mut cell) = <[u8; CELL_LEN]>::try_from(c) else {
-                    continue;
-                };
-                // Errors are counted by the reassembly; the frame is gone.
-                let Ok(Some(f)) = reassembly.push(now, from, &mut cell) else {
-                    continue;
-                };
-                let Some(h) = f.vc_header() else { continue };
-                let h = h.to_bytes();
-                if !batch.push_packed(from, &[&h, f.sdu]) {
+            frames_of(reassembly, now, from, cells, |h, sdu| {
+                if !batch.push_packed(from, &[h, sdu]) {
                     if pending.len() < MAX_PENDING {
-                        pending.push_back((from, [&h[..], f.sdu].concat()));
+                        pending.push_back((from, [h, sdu].concat()));
                     } else {
                         *pending_dropped += 1;
                     }
                 }
-            }
+            });
         }
         Ok(batch.len())
     }
@@ -285,5 +424,60 @@ mod tests {
         assert!(out.is_empty());
         let s = codec.stats();
         assert_eq!((s.trains_in, s.malformed, s.sar.frames), (6, 1, 2));
+    }
+
+    #[test]
+    fn a_frame_link_takes_trains_among_its_frames_in_arrival_order() {
+        let codec = CellCodec::for_frame_link();
+        let from: SocketAddr = "127.0.0.1:9".parse().unwrap();
+        let frame = |vci: u16, len: usize, fill: u8| {
+            let mut f = vcframe::Repr::data(0, vci).to_bytes().to_vec();
+            f.resize(vcframe::HEADER_LEN + len, fill);
+            f
+        };
+        let (a, big, b) = (frame(40, 200, 1), frame(40, 3_000, 2), frame(40, 200, 3));
+        let mut one = SendBatch::new();
+        one.push(&[&big]).unwrap();
+        let mut trains = Vec::new();
+        codec
+            .send(&one, Some(1_200), |bytes, seg, n| {
+                trains.extend(bytes.chunks(seg).map(<[u8]>::to_vec));
+                Ok(n)
+            })
+            .unwrap();
+        assert_eq!(trains.len(), 3, "63 cells in trains of 22");
+        let arrive = |slot: usize, datagrams: &[&[u8]]| {
+            let mut batch = RecvBatch::new(1, slot);
+            for d in datagrams {
+                assert!(batch.push_packed(from, &[d]));
+            }
+            batch
+        };
+        let junk = [train::TRAIN_MAGIC, 0, 0];
+        let all = [&a[..], &trains[0], &junk, &trains[1], &trains[2], &b];
+        let mut batch = arrive(8_192, &all);
+        assert!(CellCodec::has_train(&batch));
+        assert_eq!(codec.sort_trains(&mut batch), 3);
+        let got: Vec<&[u8]> = batch.iter().map(|(_, d)| d).collect();
+        assert_eq!(got, [&a[..], &big[..], &b[..]]);
+        assert!(!CellCodec::has_train(&batch));
+        assert_eq!(codec.take_waiting(&mut batch), 0, "nothing left");
+        // A frame's cells over two receives, the second's area too small for the
+        // frame they complete and the one after it: that one waits.
+        let mut batch = arrive(3_100, &all[..3]);
+        assert_eq!(
+            codec.sort_trains(&mut batch),
+            1,
+            "a alone; the frame is partial"
+        );
+        let mut batch = arrive(3_100, &all[3..]);
+        assert_eq!(codec.sort_trains(&mut batch), 1);
+        assert_eq!(batch.iter().next().map(|(_, d)| d), Some(&big[..]));
+        assert!(batch.marked_more());
+        assert_eq!(codec.take_waiting(&mut batch), 1);
+        assert_eq!(batch.iter().next().map(|(_, d)| d), Some(&b[..]));
+        assert_eq!(codec.take_waiting(&mut batch), 0);
+        let s = codec.stats();
+        assert_eq!((s.trains_in, s.malformed, s.sar.frames), (6, 2, 2));
     }
 }

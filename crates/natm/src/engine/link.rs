@@ -74,6 +74,17 @@ pub(crate) struct UdpLink {
     /// Datagrams the kernel refused as larger than the path MTU and that went out
     /// again with fragmentation allowed: TPDUs sent before the path shrank.
     oversize_fallbacks: AtomicU64,
+    /// Frame mode: frames longer than this many octets leave as AAL5 cell trains
+    /// that fit it (0: none do). The sending VC sets it to its PLPMTU
+    /// ([`UdpLink::cells_above`]): after a black hole, the TPDUs cut before the path
+    /// shrank keep their size and sequence number when SMART resends them, so they
+    /// cross the path as cells, as a frame crosses an ATM network.
+    cells_above: AtomicUsize,
+    /// Frame mode: the codec for frames sent as cells and for the trains a peer
+    /// sent so, made at first use.
+    fallback: std::sync::OnceLock<Box<CellCodec>>,
+    /// Frames sent as cell trains ([`UdpLink::cells_above`]).
+    frames_as_cells: AtomicU64,
     /// The socket's receive timeout as last set, in whole milliseconds: the read
     /// slice, or less while an application's wait has less time left
     /// ([`UdpLink::recv_wait`]).
@@ -186,6 +197,9 @@ impl UdpLink {
             cells,
             path_payload: AtomicUsize::new(0),
             oversize_fallbacks: AtomicU64::new(0),
+            cells_above: AtomicUsize::new(0),
+            fallback: std::sync::OnceLock::new(),
+            frames_as_cells: AtomicU64::new(0),
             read_timeout_ms: AtomicU64::new(READ_SLICE_MS),
             icmp_errors: AtomicBool::new(false),
         })
@@ -221,6 +235,48 @@ impl UdpLink {
         self.oversize_fallbacks.load(Ordering::Relaxed)
     }
 
+    /// Frame mode: from now on send each frame longer than `fit` octets as AAL5 cell
+    /// trains of at most `fit` octets (0: none). Issue 30, RFC 8899 §4.3.
+    pub(crate) fn cells_above(&self, fit: usize) {
+        if self.cells_above.load(Ordering::Relaxed) != fit {
+            self.cells_above.store(fit, Ordering::Relaxed);
+        }
+    }
+
+    /// Frames sent as cell trains because they no longer fitted the path.
+    pub(crate) fn frames_as_cells(&self) -> u64 {
+        self.frames_as_cells.load(Ordering::Relaxed)
+    }
+
+    /// The frame-mode link's cell codec, made at first use.
+    fn fallback(&self) -> &CellCodec {
+        self.fallback
+            .get_or_init(|| Box::new(CellCodec::for_frame_link()))
+    }
+
+    /// The fit a frame-mode send of frames up to `seg` octets must be cut to as
+    /// cells, if any.
+    fn as_cells(&self, seg: usize) -> Option<usize> {
+        match self.cells_above.load(Ordering::Relaxed) {
+            0 => None,
+            fit => (seg > fit && self.cells.is_none()).then_some(fit),
+        }
+    }
+
+    /// Send `batch` as cell trains of at most `fit` octets; returns the frames sent.
+    fn send_cells(
+        &self,
+        batch: &SendBatch,
+        fit: usize,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        let n = self.fallback().send(batch, Some(fit), |bytes, seg, n| {
+            self.send_run(bytes, seg, n, to)
+        })?;
+        self.frames_as_cells.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
+
     pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
         self.port.local_addr()
     }
@@ -249,6 +305,9 @@ impl UdpLink {
         let Some(seg) = batch.segment_size() else {
             return Ok(0);
         };
+        if let Some(fit) = self.as_cells(seg) {
+            return self.send_cells(batch, fit, to);
+        }
         self.send_run(batch.as_bytes(), seg, batch.len(), to)
     }
 
@@ -260,6 +319,15 @@ impl UdpLink {
         batch: &GatherBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
+        if let Some(fit) = self.as_cells(batch.segment_size()) {
+            // Rare (a black hole's aftermath): the run is copied into a batch.
+            let mut b = SendBatch::new();
+            for f in batch.frames() {
+                b.push(&f)
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            }
+            return self.send_cells(&b, fit, to);
+        }
         if batch.len() == 1 {
             // A lone frame (a small message, an ACK): no run of slots to clear.
             let frames = [batch.frames().next().expect("one frame")];
@@ -413,7 +481,24 @@ impl UdpLink {
             r
         };
         match &self.cells {
-            None => recv(batch),
+            None => {
+                // Frame mode: a peer's frames that no longer fitted the path come
+                // as cell trains (`UdpLink::cells_above`) among its other frames.
+                if let Some(c) = self.fallback.get() {
+                    let n = c.take_waiting(batch);
+                    if n > 0 {
+                        return Ok(n);
+                    }
+                }
+                let n = recv(batch)?;
+                if !CellCodec::has_train(batch) {
+                    return Ok(n);
+                }
+                match self.fallback().sort_trains(batch) {
+                    0 => Err(io::ErrorKind::WouldBlock.into()),
+                    n => Ok(n),
+                }
+            }
             Some(cells) => cells.recv(batch, recv),
         }
     }
@@ -721,6 +806,23 @@ impl Link {
         }
     }
 
+    /// See [`UdpLink::cells_above`] (a frame-mode UDP link only: the others never
+    /// search a path).
+    pub(crate) fn cells_above(&self, fit: usize) {
+        if let Link::Udp(l) = self {
+            l.cells_above(fit);
+        }
+    }
+
+    /// Frames sent as cell trains because they no longer fitted the path
+    /// ([`UdpLink::cells_above`]); 0 elsewhere.
+    pub(crate) fn frames_as_cells(&self) -> u64 {
+        match self {
+            Link::Udp(l) => l.frames_as_cells(),
+            _ => 0,
+        }
+    }
+
     /// Whether the link sends gathered frames ([`Link::send_gathered`]): a UDP link in
     /// frame mode. A cell link cuts frames into cells and a mem link copies them.
     pub(crate) fn gathers(&self) -> bool {
@@ -899,5 +1001,54 @@ mod tests {
         assert_eq!(v[0] >> 4, vcframe::MAGIC);
         assert_eq!(vc_of(b"\x45\x00\x00\x1c"), None);
         assert_eq!(vc_of(&[]), None);
+    }
+
+    /// Issue 30, RFC 8899 §4.3: frames cut before the path shrank cross it as cell
+    /// trains that fit, and a frame-mode peer takes them among its frames.
+    #[test]
+    fn frames_too_long_for_the_path_cross_it_as_cells_and_arrive_whole() {
+        let lo: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let a = UdpLink::bind(lo, 1 << 20, 1 << 20, LinkMode::Frame).unwrap();
+        let b = UdpLink::bind(lo, 1 << 20, 1 << 20, LinkMode::Frame).unwrap();
+        a.connect(b.local_addr().unwrap()).unwrap();
+        b.connect(a.local_addr().unwrap()).unwrap();
+        let frame = |vci: u16, len: usize, fill: u8| {
+            let mut f = vc_header(vci).to_vec();
+            f.resize(VC_HEADER_LEN + len, fill);
+            f
+        };
+        let big = [frame(40, 3_000, 7), frame(40, 3_000, 8)];
+        a.cells_above(1_200);
+        let mut batch = SendBatch::new();
+        for f in &big {
+            batch.push(&[f]).unwrap();
+        }
+        assert_eq!(a.send_batch(&batch, None).unwrap(), 2);
+        // A gathered run too: its headers written, its payload where it lies.
+        let h = crate::wire::tpdu::Header::new(crate::wire::tpdu::TpduType::Data);
+        let mut run = GatherBatch::default();
+        run.push(&vc_header(41), &h, bytes::Bytes::from(vec![5; 2_000]));
+        assert_eq!(a.send_gathered(&run, None).unwrap(), 1);
+        // A frame that fits leaves as a frame.
+        let small = frame(41, 500, 9);
+        batch.clear();
+        batch.push(&[&small]).unwrap();
+        assert_eq!(a.send_batch(&batch, None).unwrap(), 1);
+        assert_eq!(a.frames_as_cells(), 3, "only the three too long");
+
+        let mut got = Vec::new();
+        let mut rx = UdpLink::recv_batch();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while got.len() < 4 && std::time::Instant::now() < until {
+            if b.recv_wait(&mut rx, Duration::from_millis(50)).is_ok() {
+                got.extend(rx.iter().map(|(_, d)| d.to_vec()));
+            }
+        }
+        let gathered = [&vc_header(41)[..], &h.to_bytes()[..], &[5; 2_000][..]].concat();
+        let want = vec![big[0].clone(), big[1].clone(), gathered, small];
+        assert_eq!(got, want, "whole, in order");
+        let s = b.fallback.get().expect("the receiver met trains").stats();
+        // 1,200 octets hold 22 cells: 3,004 octets are 63 cells, 3 trains.
+        assert_eq!((s.trains_in, s.sar.frames), (3 + 3 + 2, 3));
     }
 }

@@ -32,7 +32,17 @@ pub(crate) struct PathProbe {
     /// The PLPMTU and whether a search was under way, as last reported
     /// ([`PathProbe::news`]).
     reported: Option<(usize, bool)>,
+    /// A black hole was declared in the VC's current stall (its timeouts in a row):
+    /// one stall declares one.
+    declared: bool,
 }
+
+/// Retransmission timeouts in a row, with no cumulative ACK between them, that
+/// declare the PLPMTU a black hole (RFC 8899 §4.3). The first timeout resends the
+/// head alone (F-RTO); a second with no ACK means the head was lost again. A dead
+/// peer trips it too, at the cost of a search that confirms the old size in one
+/// probe's round trip if the path is whole.
+pub(crate) const BLACK_HOLE_TIMEOUTS: u32 = 2;
 
 /// What [`PathProbe::step`] wants done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,15 +63,24 @@ impl PathProbe {
     /// on; `retx` counts the VC's retransmissions so far that no ACK showed
     /// needless (read only when a probe leaves or times out): a head check fired by
     /// late ACKs, on a receiver kept off its CPU, does not excuse a lost probe.
+    /// `stalled` is the VC's retransmission timeouts since its cumulative ACK last
+    /// advanced: [`BLACK_HOLE_TIMEOUTS`] of them drop the PLPMTU to base (RFC 8899
+    /// §4.3), and what was sent larger leaves as cells (`UdpLink::cells_above`).
     pub(crate) fn step(
         &mut self,
         now: Instant,
         (kernel, full): (Option<usize>, usize),
-        (sending, rto): (bool, std::time::Duration),
+        (sending, rto, stalled): (bool, std::time::Duration, u32),
         retx: impl Fn() -> u64,
     ) -> Step {
         if let Some(k) = kernel {
             self.machine.set_upper(k.min(full));
+        }
+        if stalled < BLACK_HOLE_TIMEOUTS {
+            self.declared = false;
+        } else if !self.declared {
+            self.declared = true;
+            self.machine.black_hole();
         }
         let mut lost = None;
         if self.machine.poll_timeout().is_some_and(|t| t <= now) {
@@ -117,6 +136,12 @@ impl PathProbe {
         self.probe.map(|(t, _)| t)
     }
 
+    /// The largest frame to send whole, once the path is known: frames cut larger
+    /// before (a black hole found since, a kernel MTU lowered) leave as cells.
+    pub(crate) fn fit(&self) -> Option<usize> {
+        (self.machine.upper() > 0).then(|| self.machine.plpmtu())
+    }
+
     /// The largest datagram confirmed to cross the path.
     pub(crate) fn plpmtu(&self) -> usize {
         self.machine.plpmtu()
@@ -154,17 +179,17 @@ mod tests {
         let mut p = PathProbe::default();
         let t0 = Instant::from_nanos(0);
         let quiet = || 0;
-        let s = p.step(t0, (None, 4_200), (true, ZERO), quiet);
+        let s = p.step(t0, (None, 4_200), (true, ZERO, 0), quiet);
         assert_eq!(s.probe, None, "no probe before the path is known");
-        let s = p.step(t0, (Some(65_507), 4_200), (false, ZERO), quiet);
+        let s = p.step(t0, (Some(65_507), 4_200), (false, ZERO, 0), quiet);
         assert_eq!(s.probe, None, "nor while the VC has nothing to send");
-        let s = p.step(t0, (Some(65_507), 4_200), (true, ZERO), quiet);
+        let s = p.step(t0, (Some(65_507), 4_200), (true, ZERO, 0), quiet);
         assert_eq!(s.probe, Some(4_200), "the largest useful size first");
         p.sent(7, 4_200);
         assert!(!p.answered(t0, 8, Duration::ZERO), "another tag");
         // Not answered: at the deadline the probe is given up on and sent again.
         let at = p.deadline().unwrap();
-        let s = p.step(at, (Some(65_507), 4_200), (true, ZERO), quiet);
+        let s = p.step(at, (Some(65_507), 4_200), (true, ZERO, 0), quiet);
         assert_eq!((s.lost, s.probe), (Some(7), Some(4_200)));
         p.sent(9, 4_200);
         assert!(p.answered(at, 9, Duration::from_micros(40)));
@@ -176,11 +201,11 @@ mod tests {
     fn a_probe_lost_while_the_vcs_data_was_retransmitted_is_excused() {
         let mut p = PathProbe::default();
         let t0 = Instant::from_nanos(0);
-        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO), || 10);
+        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO, 0), || 10);
         p.sent(1, s.probe.unwrap());
         // Timed out, with two retransmissions since it left: congestion.
         let at = p.deadline().unwrap();
-        let s = p.step(at, (Some(1_472), 1_472), (true, ZERO), || 12);
+        let s = p.step(at, (Some(1_472), 1_472), (true, ZERO, 0), || 12);
         assert_eq!(
             (s.lost, s.probe),
             (Some(1), None),
@@ -194,14 +219,41 @@ mod tests {
         let mut p = PathProbe::default();
         let t0 = Instant::from_nanos(0);
         assert_eq!(p.news(), None, "nothing before the path is known");
-        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO), || 0);
+        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO, 0), || 0);
         assert_eq!(p.news(), Some((1_200, true)), "base, searching");
         assert_eq!(p.news(), None, "told once");
         p.sent(3, s.probe.unwrap());
         assert!(p.answered(t0, 3, Duration::from_micros(90)));
         assert_eq!(p.news(), Some((1_472, false)), "the top confirmed: done");
-        p.step(t0, (Some(1_472), 1_472), (true, ZERO), || 0);
+        p.step(t0, (Some(1_472), 1_472), (true, ZERO, 0), || 0);
         assert_eq!(p.news(), None);
+    }
+
+    #[test]
+    fn two_timeouts_in_a_row_drop_the_plpmtu_to_base_once_per_stall() {
+        let mut p = PathProbe::default();
+        let t0 = Instant::from_nanos(0);
+        let path = (Some(1_472), 1_472);
+        let s = p.step(t0, path, (true, ZERO, 0), || 0);
+        p.sent(1, s.probe.unwrap());
+        assert!(p.answered(t0, 1, Duration::from_micros(90)));
+        assert_eq!(p.plpmtu(), 1_472);
+        p.step(t0, path, (true, ZERO, 1), || 0);
+        assert_eq!(p.plpmtu(), 1_472, "one timeout is a loss, not a black hole");
+        p.step(t0, path, (true, ZERO, 2), || 0);
+        assert_eq!(p.plpmtu(), 1_200, "base, and searching below 1,472");
+        assert_eq!(p.news(), Some((1_200, true)));
+        assert_eq!(p.stats().black_holes, 1);
+        p.step(t0, path, (true, ZERO, 3), || 0);
+        assert_eq!(p.stats().black_holes, 1, "the same stall declares one");
+        // The window moved, then stalled again at a size confirmed since.
+        p.step(t0, path, (true, ZERO, 0), || 0);
+        p.step(t0, path, (true, ZERO, 2), || 0);
+        assert_eq!(
+            p.stats().black_holes,
+            1,
+            "at base there is nothing to drop to"
+        );
     }
 
     #[test]

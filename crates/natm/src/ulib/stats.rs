@@ -71,6 +71,10 @@ pub struct ConnStats {
     /// IP fragments after all: TPDUs cut before the path shrank (their
     /// retransmissions keep their size). 0 while the path MTU holds.
     pub fragmented: u64,
+    /// Frames sent as AAL5 cell trains because they no longer fitted the path: TPDUs
+    /// cut before a black hole was found (RFC 8899 §4.3), resent as cells that fit the
+    /// PLPMTU, as a frame crosses an ATM network. 0 while the path holds.
+    pub sent_as_cells: u64,
     /// The sending VC's path MTU search (RFC 8899 PLPMTUD, issue 30): the largest
     /// datagram payload confirmed to cross the path, which the VC's TPDUs are cut
     /// to fit, and the probes that found it; `None` on a mem or cell link, a bare
@@ -260,6 +264,7 @@ pub(crate) fn conn_stats(conn: &Conn, tables: Option<&UdpDrops>) -> ConnStats {
         },
         path_mtu: conn.link.path_mtu(),
         fragmented: conn.link.oversize_fallbacks(),
+        sent_as_cells: conn.link.frames_as_cells(),
         plpmtud: p.plpmtud,
         seal: conn.encrypted().then(|| {
             let c = &c.seal;

@@ -156,6 +156,37 @@ fn after_a_timeout_the_heads_ack_resends_the_rest_when_they_were_lost() {
     assert_eq!(p.tx.in_flight(), 0, "everything acknowledged");
 }
 
+/// Timeouts are counted in a row until the cumulative ACK advances: two with no
+/// progress between them are the path MTU search's sign of a black hole (RFC 8899
+/// §4.3, `Psb::timeouts_in_a_row`).
+#[test]
+fn timeouts_in_a_row_count_until_the_cumulative_ack_moves() {
+    let mut p = signalled_pair(small(TransportConfig::reliable()));
+    let t0 = p.now;
+    p.tx.send(&[1u8; 4096], true).unwrap();
+    assert_eq!(drain(&mut p), 4, "a window lost");
+    assert_eq!(p.tx.timeouts_in_a_row(), 0);
+    at(&mut p, t0 + ms(50));
+    assert_eq!(p.tx.timeouts_in_a_row(), 1);
+    assert_eq!(drain(&mut p), 1, "the head alone, lost too");
+    // The backed-off timer (100 ms from the head's retransmission) fires again.
+    at(&mut p, t0 + ms(160));
+    assert_eq!(p.tx.timeouts_in_a_row(), 2, "no ACK between the two");
+    carry(&mut p);
+    assert_eq!(
+        p.tx.timeouts_in_a_row(),
+        0,
+        "the head's ACK moved the window"
+    );
+    carry(&mut p);
+    assert_eq!(p.tx.in_flight(), 0, "everything acknowledged");
+    assert_eq!(
+        p.rx.timeouts_in_a_row(),
+        0,
+        "a receiving VC times out nothing"
+    );
+}
+
 /// The same timeout when only the ACKs were late: the originals' ACKs, stamped before
 /// the firing, come after the head's retransmission left, and nothing more is resent.
 #[test]

@@ -175,11 +175,11 @@ impl Conn {
     /// the probe it asks for, forget one it gave up on. Returns the cap on a TPDU's
     /// payload that the confirmed size allows (`limit`: the largest TPDU payload the
     /// VC may send; `sending`: whether it has data queued, without which it does not
-    /// probe; `overhead`: the seal's).
+    /// probe, its RTO and its timeouts in a row; `overhead`: the seal's).
     pub(super) fn probe_path(
         &self,
         p: &mut crate::engine::path_probe::PathProbe,
-        (limit, sending): (usize, (bool, std::time::Duration)),
+        (limit, sending): (usize, (bool, std::time::Duration, u32)),
         overhead: usize,
         now: Instant,
         peer: Option<SocketAddr>,

@@ -75,11 +75,18 @@ impl Conn {
         if which == Which::Tx {
             let mut cap = self.link.tpdu_cap(overhead > 0);
             if let (Some(limit), true) = (end.half.tpdu_limit(), end.path.is_some()) {
-                let sending = (end.half.send_queued() > 0, end.half.rto());
+                let sending = (
+                    end.half.send_queued() > 0,
+                    end.half.rto(),
+                    end.half.timeouts_in_a_row(),
+                );
                 let half = &end.half;
                 let retx = || half.losses();
                 if let Some(p) = end.path.as_mut() {
                     cap = cap.min(self.probe_path(p, (limit, sending), overhead, now, peer, retx));
+                    if let Some(fit) = p.fit() {
+                        self.link.cells_above(fit);
+                    }
                     if let Some((plpmtu, searching)) = p.news() {
                         self.events
                             .push(crate::engine::events::ConnEvent::PathMtu { plpmtu, searching });
@@ -351,6 +358,9 @@ pub(crate) trait Progress {
     fn losses(&self) -> u64;
     /// The end's retransmission timeout now (0 without error control).
     fn rto(&self) -> std::time::Duration;
+    /// Retransmission timeouts since the cumulative ACK last advanced (0 on a
+    /// receiving end): the path MTU search's sign of a black hole.
+    fn timeouts_in_a_row(&self) -> u32;
 }
 
 impl Progress for TxHalf {
@@ -379,6 +389,9 @@ impl Progress for TxHalf {
         self.psb()
             .map_or(std::time::Duration::ZERO, |p| p.rtt().rto())
     }
+    fn timeouts_in_a_row(&self) -> u32 {
+        TxHalf::timeouts_in_a_row(self)
+    }
 }
 
 impl Progress for RxHalf {
@@ -401,5 +414,8 @@ impl Progress for RxHalf {
     }
     fn rto(&self) -> std::time::Duration {
         std::time::Duration::ZERO
+    }
+    fn timeouts_in_a_row(&self) -> u32 {
+        0
     }
 }
