@@ -316,6 +316,8 @@ struct PipedCall {
     got: Value,
     events: Vec<String>,
     took: Duration,
+    /// The listener's file size every 5 ms while the call ran.
+    growth: Vec<(Instant, u64)>,
 }
 
 /// The 1 MiB pattern a piped call writes, rotated by each MiB's index so that a
@@ -381,6 +383,19 @@ fn piped_call(
         }
         lines
     });
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sampler = {
+        let (stop, out) = (stop.clone(), out.clone());
+        std::thread::spawn(move || {
+            let mut growth = Vec::new();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let n = std::fs::metadata(&out).map_or(0, |m| m.len());
+                growth.push((Instant::now(), n));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            growth
+        })
+    };
     let block = piped_block();
     let mut stdin = call.stdin.take().expect("stdin");
     let mut written = 0usize;
@@ -410,6 +425,8 @@ fn piped_call(
     drop(stdin);
     let o = call.wait_with_output().expect("natm call");
     let took = t0.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let growth = sampler.join().expect("the sampler");
     let events = events.join().expect("the event reader");
     assert!(
         o.status.success(),
@@ -436,7 +453,22 @@ fn piped_call(
         got,
         events,
         took,
+        growth,
     }
+}
+
+/// The longest time after `from` that the listener's file did not grow (a figure,
+/// not a check: the samples are 5 ms apart on a shared machine).
+fn longest_stall(growth: &[(Instant, u64)], from: Instant) -> Duration {
+    let mut longest = Duration::ZERO;
+    let mut since: Option<(Instant, u64)> = None;
+    for &(at, n) in growth.iter().filter(|(at, _)| *at >= from) {
+        match since {
+            Some((t, m)) if n == m => longest = longest.max(at - t),
+            _ => since = Some((at, n)),
+        }
+    }
+    longest
 }
 
 #[test]
@@ -572,8 +604,10 @@ fn a_path_that_shrinks_without_a_word_under_a_running_call_is_crossed_as_cells()
     );
     eprintln!(
         "path shrunk to 1,320 octets under a call at 100 Mbit/s: black hole declared \
-         {:.0} ms later, {} TPDUs resent as cells, PLPMTU {plpmtu}; {} MB in {:.2} s",
+         {:.0} ms later, longest stall of delivery {:.0} ms, {} TPDUs resent as cells, \
+         PLPMTU {plpmtu}; {} MB in {:.2} s",
         (declared - holed).as_secs_f64() * 1e3,
+        longest_stall(&c.growth, holed).as_secs_f64() * 1e3,
         sent["sent_as_cells"],
         c.written >> 20,
         c.took.as_secs_f64(),

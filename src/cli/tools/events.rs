@@ -38,8 +38,15 @@ pub(crate) fn describe(e: &ConnEvent) -> String {
         ConnEvent::PeerClosed => "the peer closed; everything it sent was delivered".into(),
         ConnEvent::Closed => "closed: the peer has everything".into(),
         ConnEvent::Aborted(r) => format!("aborted ({r:?})"),
+        // RFC 8899's base is where a search starts, and where a black hole sends it
+        // back: assumed, not confirmed.
         ConnEvent::PathMtu { plpmtu, searching } => format!(
-            "path MTU: {plpmtu} octets confirmed by probing{}",
+            "path MTU: {plpmtu} octets {}{}",
+            if *plpmtu == natm::transport::plpmtud::BASE_PLPMTU {
+                "(the base every path carries)"
+            } else {
+                "confirmed by probing"
+            },
             if *searching {
                 "; searching for more"
             } else {
@@ -139,5 +146,30 @@ impl Printer {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_path_mtu_event_tells_the_base_from_a_size_confirmed() {
+        let base = ConnEvent::PathMtu {
+            plpmtu: 1_200,
+            searching: true,
+        };
+        assert_eq!(
+            describe(&base),
+            "path MTU: 1200 octets (the base every path carries); searching for more"
+        );
+        let found = ConnEvent::PathMtu {
+            plpmtu: 1_285,
+            searching: false,
+        };
+        assert_eq!(
+            describe(&found),
+            "path MTU: 1285 octets confirmed by probing; search complete"
+        );
     }
 }
