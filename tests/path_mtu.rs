@@ -238,8 +238,10 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
 
     // The path shrinks under a transfer (9000 → 1500 with 10 MB of 100 delivered,
     // paced so that it is still running): TPDUs queued unsent are cut again, those
-    // already cut larger go out fragmented, and no datagram is lost to EMSGSIZE.
+    // already cut larger leave as cells (the kernel refused them, EMSGSIZE), and
+    // not one IP fragment is made.
     set_mtu(&lab, 9000);
+    let tx0 = ip_counters(&lab, 0);
     let out = lab.path("drop.out");
     let (sent, got) = transfer(
         &mut lab,
@@ -250,10 +252,20 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
         10 << 20,
         |lab| set_mtu(lab, 1500),
     );
+    let tx1 = ip_counters(&lab, 0);
     assert_eq!(md5_of(&out), want, "MTU drop: not byte-exact");
     assert_eq!(got["bytes"], 100u64 << 20, "{got}");
     assert_eq!(sent["path_mtu"], 1500, "{sent}");
     assert_eq!(sent["send_errors"], 0, "{sent}");
+    assert_eq!(sent["fragmented"], 0, "{sent}");
+    assert_eq!(
+        tx1["FragCreates"], tx0["FragCreates"],
+        "MTU drop: fragments sent: {sent}"
+    );
+    eprintln!(
+        "MTU 9000 → 1500 under a call: {} TPDUs sent as cells, none fragmented",
+        sent["sent_as_cells"]
+    );
 }
 
 /// Whether namespace 0 has nftables (`nft`) and `ethtool`.

@@ -160,6 +160,17 @@ const READ_SLICE_MS: u64 = 50;
 /// one per call, as before.
 pub(crate) const RECV_SLOTS: usize = 1;
 
+/// What a send does with a datagram the kernel refuses as larger than the path MTU
+/// (EMSGSIZE: DF is set, and the path shrank under what was cut before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TooBig {
+    /// Stop there: the caller sends the rest as cells that fit (frame mode).
+    Stop,
+    /// Clear DF and let the run go out in IP fragments (cell trains, cut to the
+    /// path as the kernel knew it when they were packed).
+    Fragment,
+}
+
 /// How long a sender whose send came back short waits for room before the rest of its
 /// batch counts as send errors.
 const SEND_WAIT: Duration = Duration::from_millis(200);
@@ -220,6 +231,12 @@ impl UdpLink {
         }
     }
 
+    /// [`UdpLink::learn_path_mtu`], and whether the socket has a path MTU (a peer).
+    fn relearn_path_mtu(&self) -> bool {
+        self.learn_path_mtu();
+        self.path_payload().is_some()
+    }
+
     /// The largest datagram payload the path carries unfragmented; `None` while the
     /// socket has no peer.
     pub(crate) fn path_payload(&self) -> Option<usize> {
@@ -271,7 +288,7 @@ impl UdpLink {
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
         let n = self.fallback().send(batch, Some(fit), |bytes, seg, n| {
-            self.send_run(bytes, seg, n, to)
+            self.send_run(bytes, seg, n, to, TooBig::Fragment)
         })?;
         self.frames_as_cells.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
@@ -300,7 +317,9 @@ impl UdpLink {
     ) -> io::Result<usize> {
         if let Some(cells) = &self.cells {
             let fit = self.path_payload();
-            return cells.send(batch, fit, |bytes, seg, n| self.send_run(bytes, seg, n, to));
+            return cells.send(batch, fit, |bytes, seg, n| {
+                self.send_run(bytes, seg, n, to, TooBig::Fragment)
+            });
         }
         let Some(seg) = batch.segment_size() else {
             return Ok(0);
@@ -308,7 +327,51 @@ impl UdpLink {
         if let Some(fit) = self.as_cells(seg) {
             return self.send_cells(batch, fit, to);
         }
-        self.send_run(batch.as_bytes(), seg, batch.len(), to)
+        let n = self.send_run(batch.as_bytes(), seg, batch.len(), to, TooBig::Stop)?;
+        self.rest_as_cells(n, seg, batch.frames().skip(n).map(|f| [f, &[][..]]), to)
+    }
+
+    /// After a frame-mode send that stopped short at frame `n`: if the kernel now
+    /// says frames of `seg` octets do not fit the path (it refused one as larger than
+    /// the path MTU, EMSGSIZE: the path shrank under TPDUs cut before, whose
+    /// retransmissions keep their size), the `rest` leave as AAL5 cell trains that
+    /// fit, not in IP fragments. Returns the frames sent in all.
+    fn rest_as_cells<'a>(
+        &self,
+        n: usize,
+        seg: usize,
+        rest: impl Iterator<Item = [&'a [u8]; 2]>,
+        to: Option<SocketAddr>,
+    ) -> io::Result<usize> {
+        Ok(match self.path_payload().filter(|&p| seg > p) {
+            Some(fit) => n + self.frames_as_cells_of(rest, fit, to),
+            None => n,
+        })
+    }
+
+    /// Send `frames` as cell trains of at most `fit` octets; returns how many went
+    /// (the others count as the caller's send errors; SMART resends them).
+    fn frames_as_cells_of<'a>(
+        &self,
+        frames: impl Iterator<Item = [&'a [u8]; 2]>,
+        fit: usize,
+        to: Option<SocketAddr>,
+    ) -> usize {
+        let mut sent = 0;
+        let mut b = SendBatch::new();
+        for f in frames {
+            if b.push(&f).is_err() {
+                sent += self.send_cells(&b, fit, to).unwrap_or(0);
+                b.clear();
+                if b.push(&f).is_err() {
+                    break;
+                }
+            }
+        }
+        if !b.is_empty() {
+            sent += self.send_cells(&b, fit, to).unwrap_or(0);
+        }
+        sent
     }
 
     /// Send a gathered run (one vectored GSO `sendmsg` per run, no copy into a
@@ -319,20 +382,20 @@ impl UdpLink {
         batch: &GatherBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
-        if let Some(fit) = self.as_cells(batch.segment_size()) {
+        let seg = batch.segment_size();
+        if let Some(fit) = self.as_cells(seg) {
             // Rare (a black hole's aftermath): the run is copied into a batch.
-            let mut b = SendBatch::new();
-            for f in batch.frames() {
-                b.push(&f)
-                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-            }
-            return self.send_cells(&b, fit, to);
+            return Ok(self.frames_as_cells_of(batch.frames(), fit, to));
         }
         if batch.len() == 1 {
             // A lone frame (a small message, an ACK): no run of slots to clear.
             let frames = [batch.frames().next().expect("one frame")];
-            let seg = batch.segment_size();
-            return self.send_waiting(1, |sent| self.port.send_gathered(to, &frames[sent..], seg));
+            let n = self.send_waiting(
+                1,
+                |sent| self.port.send_gathered(to, &frames[sent..], seg),
+                TooBig::Stop,
+            )?;
+            return self.rest_as_cells(n, seg, frames.into_iter().skip(n), to);
         }
         // A run holds at most `gather::MAX_FRAMES`: on the stack, no allocation per send.
         let mut frames = [[&[][..]; 2]; super::gather::MAX_FRAMES];
@@ -342,10 +405,12 @@ impl UdpLink {
             n += 1;
         }
         let frames = &frames[..n];
-        let seg = batch.segment_size();
-        self.send_waiting(frames.len(), |sent| {
-            self.port.send_gathered(to, &frames[sent..], seg)
-        })
+        let n = self.send_waiting(
+            frames.len(),
+            |sent| self.port.send_gathered(to, &frames[sent..], seg),
+            TooBig::Stop,
+        )?;
+        self.rest_as_cells(n, seg, frames[n..].iter().copied(), to)
     }
 
     /// Send `count` datagrams of `seg` octets (the last may be shorter) laid back to
@@ -357,8 +422,13 @@ impl UdpLink {
         seg: usize,
         count: usize,
         to: Option<SocketAddr>,
+        too_big: TooBig,
     ) -> io::Result<usize> {
-        self.send_waiting(count, |sent| self.port.send(to, &bytes[sent * seg..], seg))
+        self.send_waiting(
+            count,
+            |sent| self.port.send(to, &bytes[sent * seg..], seg),
+            too_big,
+        )
     }
 
     /// How many times one send clears DF after the kernel refused a datagram as
@@ -367,11 +437,13 @@ impl UdpLink {
 
     /// Send `count` datagrams, `send(from)` sending as many as it can from the
     /// `from`-th on; waits for room (at most [`SEND_WAIT`], once in a row) when none
-    /// went out. Returns how many went out.
+    /// went out. Returns how many went out; `too_big` says what a refusal as larger
+    /// than the path MTU does.
     fn send_waiting(
         &self,
         count: usize,
         send: impl Fn(usize) -> io::Result<usize>,
+        too_big: TooBig,
     ) -> io::Result<usize> {
         let mut sent = 0;
         let mut waited = false;
@@ -392,8 +464,18 @@ impl UdpLink {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 // Larger than the path MTU with DF set: a TPDU cut before the path
                 // shrank (a retransmission keeps its size). Learn the new MTU, so
-                // that the VC cuts new TPDUs to it, and let this run go out in IP
-                // fragments rather than never.
+                // that the VC cuts new TPDUs to it; a frame-mode send stops here
+                // and sends the rest as cells (`UdpLink::rest_as_cells`), a cell
+                // train lets this run go out in IP fragments rather than never.
+                // (A socket with no peer has no path MTU to fit cells to: it
+                // fragments.)
+                Err(e)
+                    if too_big == TooBig::Stop
+                        && natm_udp::is_msg_size_err(&e)
+                        && self.relearn_path_mtu() =>
+                {
+                    break Ok(sent);
+                }
                 // DF is the socket's, and another thread's fallback on the same
                 // socket may set it back between this one's clearing and its send:
                 // refused again, clear it again (bounded).
@@ -756,9 +838,13 @@ impl Link {
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
         match self.udp() {
-            Some(l) if l.cells.is_some() => {
-                l.send_run(bytes, unit, bytes.len() / unit.max(1), self.dest(to)?)
-            }
+            Some(l) if l.cells.is_some() => l.send_run(
+                bytes,
+                unit,
+                bytes.len() / unit.max(1),
+                self.dest(to)?,
+                TooBig::Fragment,
+            ),
             _ => Ok(0),
         }
     }

@@ -68,12 +68,14 @@ pub struct ConnStats {
     /// before the socket has a peer.
     pub path_mtu: Option<u32>,
     /// Datagrams the kernel refused as larger than the path MTU and that went out in
-    /// IP fragments after all: TPDUs cut before the path shrank (their
-    /// retransmissions keep their size). 0 while the path MTU holds.
+    /// IP fragments after all: on a shared host port's socket or a cell link, what
+    /// was cut before the path shrank (a frame-mode VC's own socket sends it as
+    /// cells instead, [`ConnStats::sent_as_cells`]). 0 while the path MTU holds.
     pub fragmented: u64,
     /// Frames sent as AAL5 cell trains because they no longer fitted the path: TPDUs
-    /// cut before a black hole was found (RFC 8899 §4.3), resent as cells that fit the
-    /// PLPMTU, as a frame crosses an ATM network. 0 while the path holds.
+    /// cut before a black hole was found (RFC 8899 §4.3) or before the kernel's path
+    /// MTU fell (EMSGSIZE), sent as cells that fit, as a frame crosses an ATM
+    /// network. 0 while the path holds.
     pub sent_as_cells: u64,
     /// The sending VC's path MTU search (RFC 8899 PLPMTUD, issue 30): the largest
     /// datagram payload confirmed to cross the path, which the VC's TPDUs are cut
