@@ -272,12 +272,23 @@ impl UdpLink {
     }
 
     /// The fit a frame-mode send of frames up to `seg` octets must be cut to as
-    /// cells, if any.
+    /// cells, if any: frames longer than the sending VC's PLPMTU
+    /// ([`UdpLink::cells_above`]) or than the path payload the kernel knows (a
+    /// bare VC's SDU, which is never cut into TPDUs, over a smaller path).
     fn as_cells(&self, seg: usize) -> Option<usize> {
-        match self.cells_above.load(Ordering::Relaxed) {
-            0 => None,
-            fit => (seg > fit && self.cells.is_none()).then_some(fit),
+        if self.cells.is_some() {
+            return None;
         }
+        let fit = match (
+            self.cells_above.load(Ordering::Relaxed),
+            self.path_payload.load(Ordering::Relaxed),
+        ) {
+            (0, 0) => return None,
+            (0, p) => p,
+            (a, 0) => a,
+            (a, p) => a.min(p),
+        };
+        (seg > fit).then_some(fit)
     }
 
     /// Send `batch` as cell trains of at most `fit` octets; returns the frames sent.
@@ -1136,5 +1147,25 @@ mod tests {
         let s = b.fallback.get().expect("the receiver met trains").stats();
         // 1,200 octets hold 22 cells: 3,004 octets are 63 cells, 3 trains.
         assert_eq!((s.trains_in, s.sar.frames), (3 + 3 + 2, 3));
+
+        // A frame longer than the path the kernel knows (a bare VC's SDU, never cut
+        // into TPDUs) leaves as cells at once, without a refused send first.
+        a.cells_above(0);
+        a.path_payload.store(1_472, Ordering::Relaxed);
+        batch.clear();
+        batch.push(&[&big[0]]).unwrap();
+        assert_eq!(a.send_batch(&batch, None).unwrap(), 1);
+        assert_eq!(a.frames_as_cells(), 4);
+        got.clear();
+        let until = std::time::Instant::now() + Duration::from_secs(10);
+        while got.is_empty() && std::time::Instant::now() < until {
+            if b.recv_wait(&mut rx, Duration::from_millis(50)).is_ok() {
+                got.extend(rx.iter().map(|(_, d)| d.to_vec()));
+            }
+        }
+        assert_eq!(got, [big[0].clone()]);
+        // 1,472 octets hold 27 cells: 3 trains again.
+        let s = b.fallback.get().expect("the receiver met trains").stats();
+        assert_eq!((s.trains_in, s.sar.frames), (3 + 3 + 2 + 3, 4));
     }
 }
