@@ -341,6 +341,7 @@ fn piped_block() -> Vec<u8> {
 fn piped_call(
     lab: &mut Lab,
     sap: &str,
+    ports: &str,
     mut done: impl FnMut(&Lab, Instant, &str) -> bool,
 ) -> PipedCall {
     let out = lab.path(&format!("{sap}.out"));
@@ -350,7 +351,8 @@ fn piped_call(
     lab.spawn(
         1,
         &[
-            NATM, "listen", sap, "--out", &out, "--json", "--quiet", "--sigd", &sock1,
+            NATM, "listen", sap, "--out", &out, "--json", "--quiet", "--sigd", &sock1, "--ports",
+            ports,
         ],
         &listen_log,
     );
@@ -374,6 +376,8 @@ fn piped_call(
                 "--quiet",
                 "--sigd",
                 &sock0,
+                "--ports",
+                ports,
             ],
         )
         .stdin(std::process::Stdio::piped())
@@ -505,7 +509,9 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
     // The call is fed until its status events say the search is complete: under
     // load the VC's own data losses excuse lost probes and the search backs off
     // (RFC 8899 §4.4), so no fixed amount of data is sure to outlast it.
-    let c = piped_call(&mut lab, "mbh", |_, _, e| e.contains("search complete"));
+    let c = piped_call(&mut lab, "mbh", "vc", |_, _, e| {
+        e.contains("search complete")
+    });
     let (sent, got, written) = (&c.sent, &c.got, c.written);
     assert!(
         c.events
@@ -547,6 +553,16 @@ fn a_path_that_drops_large_datagrams_without_a_word_is_found_by_probing() {
 
 #[test]
 fn a_path_that_shrinks_without_a_word_under_a_running_call_is_crossed_as_cells() {
+    shrink_under_a_call("vc");
+}
+
+/// The same with every VC of each host on one shared UDP port (`--ports host`).
+#[test]
+fn the_same_on_one_port_per_host() {
+    shrink_under_a_call("host");
+}
+
+fn shrink_under_a_call(ports: &str) {
     // RFC 8899 §4.3 (issue 30): a call runs at the 1,472 octets its probes confirmed
     // on a veth of MTU 1500; then namespace 1 starts dropping every IP packet over
     // 1,320 octets, without ICMP. The TPDUs in flight keep their size and sequence
@@ -558,7 +574,7 @@ fn a_path_that_shrinks_without_a_word_under_a_running_call_is_crossed_as_cells()
         eprintln!("skipped: {why}");
         return;
     }
-    let mut lab = lab("mtush");
+    let mut lab = lab(&format!("mtus{}", &ports[..1]));
     if !has_nft(&lab) {
         eprintln!("skipped: nft (nftables) or ethtool missing");
         return;
@@ -570,7 +586,7 @@ fn a_path_that_shrinks_without_a_word_under_a_running_call_is_crossed_as_cells()
     // completed after it ends the call.
     let mut holed: Option<Instant> = None;
     let mut declared: Option<Instant> = None;
-    let c = piped_call(&mut lab, "msh", |lab, at, e| match holed {
+    let c = piped_call(&mut lab, "msh", ports, |lab, at, e| match holed {
         None if e.contains("1472 octets") && e.contains("search complete") => {
             drop_over_1320(lab);
             holed = Some(Instant::now());
@@ -615,7 +631,7 @@ fn a_path_that_shrinks_without_a_word_under_a_running_call_is_crossed_as_cells()
         "IP fragments sent: {sent}"
     );
     eprintln!(
-        "path shrunk to 1,320 octets under a call at 100 Mbit/s: black hole declared \
+        "path shrunk to 1,320 octets under a call at 100 Mbit/s (ports {ports}): black hole declared \
          {:.0} ms later, longest stall of delivery {:.0} ms, {} TPDUs resent as cells, \
          PLPMTU {plpmtu}; {} MB in {:.2} s",
         (declared - holed).as_secs_f64() * 1e3,

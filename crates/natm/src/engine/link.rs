@@ -20,6 +20,9 @@ use natm_udp::VcReceive;
 
 use crate::wire::vcframe;
 
+mod as_cells;
+pub(crate) use as_cells::CellFit;
+
 /// The UDP adaptor's VC header in front of each TPDU (`wire::vcframe`).
 pub(crate) const VC_HEADER_LEN: usize = vcframe::HEADER_LEN;
 
@@ -252,59 +255,6 @@ impl UdpLink {
         self.oversize_fallbacks.load(Ordering::Relaxed)
     }
 
-    /// Frame mode: from now on send each frame longer than `fit` octets as AAL5 cell
-    /// trains of at most `fit` octets (0: none). Issue 30, RFC 8899 §4.3.
-    pub(crate) fn cells_above(&self, fit: usize) {
-        if self.cells_above.load(Ordering::Relaxed) != fit {
-            self.cells_above.store(fit, Ordering::Relaxed);
-        }
-    }
-
-    /// Frames sent as cell trains because they no longer fitted the path.
-    pub(crate) fn frames_as_cells(&self) -> u64 {
-        self.frames_as_cells.load(Ordering::Relaxed)
-    }
-
-    /// The frame-mode link's cell codec, made at first use.
-    fn fallback(&self) -> &CellCodec {
-        self.fallback
-            .get_or_init(|| Box::new(CellCodec::for_frame_link()))
-    }
-
-    /// The fit a frame-mode send of frames up to `seg` octets must be cut to as
-    /// cells, if any: frames longer than the sending VC's PLPMTU
-    /// ([`UdpLink::cells_above`]) or than the path payload the kernel knows (a
-    /// bare VC's SDU, which is never cut into TPDUs, over a smaller path).
-    fn as_cells(&self, seg: usize) -> Option<usize> {
-        if self.cells.is_some() {
-            return None;
-        }
-        let fit = match (
-            self.cells_above.load(Ordering::Relaxed),
-            self.path_payload.load(Ordering::Relaxed),
-        ) {
-            (0, 0) => return None,
-            (0, p) => p,
-            (a, 0) => a,
-            (a, p) => a.min(p),
-        };
-        (seg > fit).then_some(fit)
-    }
-
-    /// Send `batch` as cell trains of at most `fit` octets; returns the frames sent.
-    fn send_cells(
-        &self,
-        batch: &SendBatch,
-        fit: usize,
-        to: Option<SocketAddr>,
-    ) -> io::Result<usize> {
-        let n = self.fallback().send(batch, Some(fit), |bytes, seg, n| {
-            self.send_run(bytes, seg, n, to, TooBig::Fragment)
-        })?;
-        self.frames_as_cells.fetch_add(n as u64, Ordering::Relaxed);
-        Ok(n)
-    }
-
     pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
         self.port.local_addr()
     }
@@ -326,6 +276,17 @@ impl UdpLink {
         batch: &SendBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
+        self.send_batch_fit(batch, to, self.own_fit())
+    }
+
+    /// [`UdpLink::send_batch`], frames longer than `fit` leaving as cells (a host
+    /// port's sub gives its own VC's fit, [`CellFit`]).
+    pub(crate) fn send_batch_fit(
+        &self,
+        batch: &SendBatch,
+        to: Option<SocketAddr>,
+        fit: CellFit<'_>,
+    ) -> io::Result<usize> {
         if let Some(cells) = &self.cells {
             let fit = self.path_payload();
             return cells.send(batch, fit, |bytes, seg, n| {
@@ -335,54 +296,12 @@ impl UdpLink {
         let Some(seg) = batch.segment_size() else {
             return Ok(0);
         };
-        if let Some(fit) = self.as_cells(seg) {
-            return self.send_cells(batch, fit, to);
+        if let Some(limit) = fit.over(seg) {
+            return self.send_cells(batch, limit, to, fit.count);
         }
-        let n = self.send_run(batch.as_bytes(), seg, batch.len(), to, TooBig::Stop)?;
-        self.rest_as_cells(n, seg, batch.frames().skip(n).map(|f| [f, &[][..]]), to)
-    }
-
-    /// After a frame-mode send that stopped short at frame `n`: if the kernel now
-    /// says frames of `seg` octets do not fit the path (it refused one as larger than
-    /// the path MTU, EMSGSIZE: the path shrank under TPDUs cut before, whose
-    /// retransmissions keep their size), the `rest` leave as AAL5 cell trains that
-    /// fit, not in IP fragments. Returns the frames sent in all.
-    fn rest_as_cells<'a>(
-        &self,
-        n: usize,
-        seg: usize,
-        rest: impl Iterator<Item = [&'a [u8]; 2]>,
-        to: Option<SocketAddr>,
-    ) -> io::Result<usize> {
-        Ok(match self.path_payload().filter(|&p| seg > p) {
-            Some(fit) => n + self.frames_as_cells_of(rest, fit, to),
-            None => n,
-        })
-    }
-
-    /// Send `frames` as cell trains of at most `fit` octets; returns how many went
-    /// (the others count as the caller's send errors; SMART resends them).
-    fn frames_as_cells_of<'a>(
-        &self,
-        frames: impl Iterator<Item = [&'a [u8]; 2]>,
-        fit: usize,
-        to: Option<SocketAddr>,
-    ) -> usize {
-        let mut sent = 0;
-        let mut b = SendBatch::new();
-        for f in frames {
-            if b.push(&f).is_err() {
-                sent += self.send_cells(&b, fit, to).unwrap_or(0);
-                b.clear();
-                if b.push(&f).is_err() {
-                    break;
-                }
-            }
-        }
-        if !b.is_empty() {
-            sent += self.send_cells(&b, fit, to).unwrap_or(0);
-        }
-        sent
+        let n = self.send_run(batch.as_bytes(), seg, batch.len(), to, fit.too_big())?;
+        let rest = batch.frames().skip(n).map(|f| [f, &[][..]]);
+        Ok(n + self.rest_as_cells(seg, rest, to, fit.count))
     }
 
     /// Send a gathered run (one vectored GSO `sendmsg` per run, no copy into a
@@ -393,10 +312,20 @@ impl UdpLink {
         batch: &GatherBatch,
         to: Option<SocketAddr>,
     ) -> io::Result<usize> {
+        self.send_gathered_fit(batch, to, self.own_fit())
+    }
+
+    /// [`UdpLink::send_gathered`], frames longer than `fit` leaving as cells.
+    pub(crate) fn send_gathered_fit(
+        &self,
+        batch: &GatherBatch,
+        to: Option<SocketAddr>,
+        fit: CellFit<'_>,
+    ) -> io::Result<usize> {
         let seg = batch.segment_size();
-        if let Some(fit) = self.as_cells(seg) {
+        if let Some(limit) = fit.over(seg) {
             // Rare (a black hole's aftermath): the run is copied into a batch.
-            return Ok(self.frames_as_cells_of(batch.frames(), fit, to));
+            return Ok(self.frames_as_cells_of(batch.frames(), limit, to, fit.count));
         }
         if batch.len() == 1 {
             // A lone frame (a small message, an ACK): no run of slots to clear.
@@ -404,9 +333,9 @@ impl UdpLink {
             let n = self.send_waiting(
                 1,
                 |sent| self.port.send_gathered(to, &frames[sent..], seg),
-                TooBig::Stop,
+                fit.too_big(),
             )?;
-            return self.rest_as_cells(n, seg, frames.into_iter().skip(n), to);
+            return Ok(n + self.rest_as_cells(seg, frames.into_iter().skip(n), to, fit.count));
         }
         // A run holds at most `gather::MAX_FRAMES`: on the stack, no allocation per send.
         let mut frames = [[&[][..]; 2]; super::gather::MAX_FRAMES];
@@ -419,9 +348,9 @@ impl UdpLink {
         let n = self.send_waiting(
             frames.len(),
             |sent| self.port.send_gathered(to, &frames[sent..], seg),
-            TooBig::Stop,
+            fit.too_big(),
         )?;
-        self.rest_as_cells(n, seg, frames[n..].iter().copied(), to)
+        Ok(n + self.rest_as_cells(seg, frames[n..].iter().copied(), to, fit.count))
     }
 
     /// Send `count` datagrams of `seg` octets (the last may be shorter) laid back to
@@ -903,11 +832,13 @@ impl Link {
         }
     }
 
-    /// See [`UdpLink::cells_above`] (a frame-mode UDP link only: the others never
-    /// search a path).
+    /// See [`UdpLink::cells_above`] (a VC's own socket, or its share of a host port;
+    /// a mem link has no path).
     pub(crate) fn cells_above(&self, fit: usize) {
-        if let Link::Udp(l) = self {
-            l.cells_above(fit);
+        match self {
+            Link::Udp(l) => l.cells_above(fit),
+            Link::Host(h) => h.cells_above(fit),
+            Link::Mem(_) => {}
         }
     }
 
@@ -916,7 +847,8 @@ impl Link {
     pub(crate) fn frames_as_cells(&self) -> u64 {
         match self {
             Link::Udp(l) => l.frames_as_cells(),
-            _ => 0,
+            Link::Host(h) => h.frames_as_cells(),
+            Link::Mem(_) => 0,
         }
     }
 
@@ -1148,14 +1080,15 @@ mod tests {
         // 1,200 octets hold 22 cells: 3,004 octets are 63 cells, 3 trains.
         assert_eq!((s.trains_in, s.sar.frames), (3 + 3 + 2, 3));
 
-        // A frame longer than the path the kernel knows (a bare VC's SDU, never cut
-        // into TPDUs) leaves as cells at once, without a refused send first.
+        // A VC that does not search its path (a bare VC, whose SDU is never cut)
+        // sends whole whatever the path the kernel knows: the kernel fragments what
+        // it must.
         a.cells_above(0);
         a.path_payload.store(1_472, Ordering::Relaxed);
         batch.clear();
         batch.push(&[&big[0]]).unwrap();
         assert_eq!(a.send_batch(&batch, None).unwrap(), 1);
-        assert_eq!(a.frames_as_cells(), 4);
+        assert_eq!(a.frames_as_cells(), 3);
         got.clear();
         let until = std::time::Instant::now() + Duration::from_secs(10);
         while got.is_empty() && std::time::Instant::now() < until {
@@ -1164,8 +1097,7 @@ mod tests {
             }
         }
         assert_eq!(got, [big[0].clone()]);
-        // 1,472 octets hold 27 cells: 3 trains again.
         let s = b.fallback.get().expect("the receiver met trains").stats();
-        assert_eq!((s.trains_in, s.sar.frames), (3 + 3 + 2 + 3, 4));
+        assert_eq!((s.trains_in, s.sar.frames), (3 + 3 + 2, 3), "no train more");
     }
 }

@@ -4,6 +4,7 @@
 //! port's reads when nobody else does, or is woken by whoever delivered.
 
 use super::*;
+use crate::engine::link::CellFit;
 
 /// A sub's frames, in arrival order: port batches that were all the sub's, queued as
 /// they are (see [`HostPort::read`]) and taken whole by a reader, which gives its own
@@ -73,6 +74,11 @@ pub(super) struct SubInner {
     /// Datagrams this sub's sends put out in IP fragments (the path shrank under
     /// TPDUs already cut).
     fragmented: AtomicU64,
+    /// The sending VC's PLPMTU (0: none searched): longer frames leave as cells
+    /// (`UdpLink::cells_above`, for the port's socket shared by every VC).
+    cells_above: AtomicUsize,
+    /// Frames this sub sent as cell trains.
+    frames_as_cells: AtomicU64,
 }
 
 impl SubInner {
@@ -171,6 +177,8 @@ impl HostSub {
             dropped_full: AtomicU64::new(0),
             dropped_source: AtomicU64::new(0),
             fragmented: AtomicU64::new(0),
+            cells_above: AtomicUsize::new(0),
+            frames_as_cells: AtomicU64::new(0),
         });
         let id = port.next_sub.fetch_add(1, Relaxed);
         port.table.write().subs.insert(id, Arc::downgrade(&inner));
@@ -276,7 +284,7 @@ impl HostSub {
             self.port.defer(to, batch);
             return Ok(batch.len());
         }
-        self.watching_size(|| self.port.link.send_batch(batch, Some(to)))
+        self.watching_size(|| self.port.link.send_batch_fit(batch, Some(to), self.fit()))
     }
 
     pub(crate) fn send_gathered(
@@ -289,7 +297,35 @@ impl HostSub {
             self.port.defer_gathered(to, batch);
             return Ok(batch.len());
         }
-        self.watching_size(|| self.port.link.send_gathered(batch, Some(to)))
+        self.watching_size(|| {
+            self.port
+                .link
+                .send_gathered_fit(batch, Some(to), self.fit())
+        })
+    }
+
+    /// This sub's fit on the shared socket: frames longer than its VC's PLPMTU
+    /// leave as cells.
+    fn fit(&self) -> CellFit<'_> {
+        CellFit {
+            limit: match self.inner.cells_above.load(Relaxed) {
+                0 => None,
+                fit => Some(fit),
+            },
+            count: &self.inner.frames_as_cells,
+        }
+    }
+
+    /// See [`UdpLink::cells_above`]: this sub's VC's PLPMTU.
+    pub(crate) fn cells_above(&self, fit: usize) {
+        if self.inner.cells_above.load(Relaxed) != fit {
+            self.inner.cells_above.store(fit, Relaxed);
+        }
+    }
+
+    /// Frames this sub sent as cell trains.
+    pub(crate) fn frames_as_cells(&self) -> u64 {
+        self.inner.frames_as_cells.load(Relaxed)
     }
 
     /// Send one frame as it is (a path MTU probe: DF set, never fragmented). A frame
