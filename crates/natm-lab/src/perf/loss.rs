@@ -338,6 +338,10 @@ pub(crate) fn peer(a: &PeerArgs) -> natm_cli::cli::CliResult {
     let mut first: Option<Instant> = None;
     let mut from: Option<(Instant, u64)> = None;
     let mut total: u64 = 0;
+    // The longest time between two deliveries after the warm-up (a path that stalls
+    // the transfer, `scripts/black_hole.sh`).
+    let mut last: Option<Instant> = None;
+    let mut longest_gap = Duration::ZERO;
     loop {
         let now = Instant::now();
         match ep.recv().map_err(fail)? {
@@ -346,6 +350,12 @@ pub(crate) fn peer(a: &PeerArgs) -> natm_cli::cli::CliResult {
                 let t0 = *first.get_or_insert(now);
                 if from.is_none() && now - t0 >= a.warmup {
                     from = Some((now, total));
+                }
+                if from.is_some() {
+                    if let Some(l) = last {
+                        longest_gap = longest_gap.max(now - l);
+                    }
+                    last = Some(now);
                 }
             }
             None if first.is_none() && now - start > FIRST_DATA => {
@@ -366,10 +376,15 @@ pub(crate) fn peer(a: &PeerArgs) -> natm_cli::cli::CliResult {
     let (t, b0) = from.unwrap_or((start, 0));
     let seconds = t.elapsed().as_secs_f64();
     let bytes = total - b0;
+    // A stall still under way at the end counts to the end.
+    if let Some(l) = last {
+        longest_gap = longest_gap.max(l.elapsed());
+    }
     let report = PeerReport {
         bps: bytes as f64 * 8.0 / seconds,
         bytes,
         seconds,
+        longest_gap_ms: longest_gap.as_secs_f64() * 1e3,
     };
     println!(
         "{}",
@@ -385,6 +400,8 @@ struct PeerReport {
     bps: f64,
     bytes: u64,
     seconds: f64,
+    /// The longest time between two deliveries after the warm-up, ms.
+    longest_gap_ms: f64,
 }
 
 /// One transfer: start the receiver in b, wait for `ready`, start the sender in a,
