@@ -566,8 +566,10 @@ fn shrink_under_a_call(ports: &str) {
     // RFC 8899 §4.3 (issue 30): a call runs at the 1,472 octets its probes confirmed
     // on a veth of MTU 1500; then namespace 1 starts dropping every IP packet over
     // 1,320 octets, without ICMP. The TPDUs in flight keep their size and sequence
-    // number when SMART resends them: the VC declares a black hole after two
-    // timeouts in a row, its new TPDUs are cut to the base size and searched up
+    // number when SMART resends them: the VC declares a black hole when the first
+    // timeout's head, resent as cells that fit base, crosses and the ACK it causes
+    // shows the rest lost (or after two timeouts in a row), its new TPDUs are cut to
+    // the base size and searched up
     // again, and the ones cut before cross the path as AAL5 cell trains that fit.
     // Everything arrives byte-exact, and not one IP fragment is made.
     if let Some(why) = unavailable() {

@@ -623,11 +623,11 @@ impl TxHalf {
         }
     }
 
-    /// See [`Psb::timeouts_in_a_row`] (zero on a bare VC).
-    pub fn timeouts_in_a_row(&self) -> u32 {
+    /// See [`Psb::stall`] (nothing on a bare VC).
+    pub fn stall(&self) -> crate::transport::Stall {
         match &self.core.machine {
-            Machine::Natm(psb) => psb.timeouts_in_a_row(),
-            _ => 0,
+            Machine::Natm(psb) => psb.stall(),
+            _ => crate::transport::Stall::default(),
         }
     }
 

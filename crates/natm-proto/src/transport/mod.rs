@@ -28,6 +28,7 @@ mod sync;
 #[cfg(test)]
 mod tests;
 pub mod tpdu_size;
+mod window_lost;
 
 use bytes::Bytes;
 use thiserror::Error;
@@ -40,6 +41,7 @@ pub use psb::Psb;
 pub use qos::QosOutcome;
 pub use rtt::{RttConfig, RttEstimator, DEFAULT_MIN_HEAD_CHECK};
 pub use rx_priority::RxPriority;
+pub use send::Stall;
 pub use stats::PsbStats;
 
 use crate::wire::tpdu::{Header, HEADER_LEN};

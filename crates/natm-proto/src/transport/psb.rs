@@ -7,7 +7,7 @@ use bytes::Bytes;
 
 use super::qos::{QosOutcome, QosReceiver, QosSender};
 use super::recv::{self, RecvHalf, RecvLimits, Taken};
-use super::send::{Full, SendHalf, SendLimits};
+use super::send::{Full, SendHalf, SendLimits, Stall};
 use super::sync::{EchoLimiter, SyncProbe};
 use super::tpdu_size::TpduSizer;
 use super::{
@@ -254,11 +254,14 @@ impl Psb {
         }
     }
 
-    /// Retransmission timeouts since this sending VC's cumulative ACK last advanced
-    /// (0 on a receiving VC): two or more while its peer still answers are how a
-    /// path that shrank without a word shows (RFC 8899 §4.3).
-    pub fn timeouts_in_a_row(&self) -> u32 {
-        self.send.as_ref().map_or(0, |s| s.timeouts_in_a_row())
+    /// What this sending VC's retransmission timeouts say about its path (nothing on
+    /// a receiving VC): timeouts in a row while its peer still answers, or a head
+    /// that crossed when the rest did not, are how a path that shrank without a word
+    /// shows (RFC 8899 §4.3).
+    pub fn stall(&self) -> Stall {
+        self.send
+            .as_ref()
+            .map_or(Stall::default(), |s| s.stall(self.stats.windows_lost))
     }
 
     /// The latest ACK that showed one of this sending VC's retransmissions spurious

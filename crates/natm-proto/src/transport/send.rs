@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use super::coalesce::{Coalescer, Decision};
 use super::seq;
 use super::stats::PsbStats;
+use super::window_lost::HeadOut;
 use super::{CopyBuffers, RetxKind, Semantics};
 use crate::flow::{AckSample, FlowController, Permit};
 use crate::time::Instant;
@@ -103,6 +104,23 @@ enum AfterTimeout {
     Probing { fired: Instant, rto: Duration },
 }
 
+/// What a sending VC's retransmission timeouts say about its path (RFC 8899 §4.3: data
+/// that stops getting through while the path still answers is the sign of a path that
+/// shrank without a word).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stall {
+    /// Retransmission timeouts since the cumulative ACK last advanced.
+    pub timeouts: u32,
+    /// A first timeout resent the head of the window, and the ACK that moves the
+    /// cumulative ACK past it is still to say whether the window behind it was lost
+    /// whole (`transport::window_lost`).
+    pub head_out: bool,
+    /// Windows lost whole so far ([`PsbStats::windows_lost`]): the head's
+    /// retransmission arrived and none of the TPDUs as long as it sent before the
+    /// firing did.
+    pub windows_lost: u64,
+}
+
 /// A TPDU chosen for transmission by the send half.
 #[derive(Debug, Clone)]
 pub(crate) struct OutData {
@@ -174,6 +192,9 @@ pub(crate) struct SendHalf {
     rto_deadline: Option<Instant>,
     /// What the last retransmission timeout still waits to learn.
     after_timeout: AfterTimeout,
+    /// A first timeout's head is out: the ACK past it judges whether the window
+    /// behind it was lost whole (RFC 8899 §4.3).
+    head_out: Option<HeadOut>,
     /// Retransmission timeouts since the cumulative ACK last advanced (RFC 8899
     /// §4.3: data that stops getting through while the path still answers is the
     /// sign of a path that shrank without a word).
@@ -225,6 +246,7 @@ impl SendHalf {
             shared_late_rtt: Duration::ZERO,
             rto_deadline: None,
             after_timeout: AfterTimeout::Settled,
+            head_out: None,
             timeouts_in_a_row: 0,
             head_at_tx: false,
             train_left: 0,
@@ -728,6 +750,10 @@ impl SendHalf {
             stats.timeouts += 1;
             stats.timeout_marked += n;
             self.timeouts_in_a_row = self.timeouts_in_a_row.saturating_add(1);
+            self.head_out = probe_only.then(|| HeadOut {
+                fired: now,
+                len: self.slots.front().map_or(0, Slot::len),
+            });
             self.after_timeout = if probe_only && left_to_ack {
                 AfterTimeout::Probing { fired: now, rto }
             } else {
@@ -843,6 +869,14 @@ impl SendHalf {
             return true;
         }
         if c > self.una {
+            let lost_whole = self.head_out.take().filter(|h| {
+                let behind = self.slots.iter().zip(self.una..).skip(1);
+                h.lost_whole(
+                    now,
+                    rtt_sample,
+                    behind.map(|(x, q)| (x.sent_at, x.len(), x.acked || q < c)),
+                )
+            });
             while self.una < c {
                 let Some(slot) = self.slots.pop_front() else {
                     break;
@@ -868,6 +902,9 @@ impl SendHalf {
             self.timeouts_in_a_row = 0;
             self.rto_deadline = (self.nxt > self.una).then_some(now + rto);
             self.scan_from = self.scan_from.max(self.una);
+            if let Some(h) = lost_whole {
+                self.resend_window(h, stats);
+            }
         }
         if let Some(slot) = self.slot_mut(s) {
             if !slot.acked {
@@ -971,6 +1008,23 @@ impl SendHalf {
         stats.timeout_marked += n;
     }
 
+    /// A window lost whole behind a timeout's head ([`HeadOut`]): every TPDU of it is
+    /// resent now, not each at its own timeout.
+    fn resend_window(&mut self, h: HeadOut, stats: &mut PsbStats) {
+        stats.windows_lost += 1;
+        let mut n = 0;
+        for i in 0..(self.nxt - self.una) as usize {
+            let s = &mut self.slots[i];
+            if s.acked || s.queued || !h.judges(s.sent_at, s.len()) {
+                continue;
+            }
+            s.mark_for(RetxKind::Timeout);
+            self.retx_queue.push_back(self.una + i as u64);
+            n += 1;
+        }
+        stats.timeout_marked += n;
+    }
+
     /// A head or timeout retransmission at the head of the window was acknowledged.
     /// RFC 3522 (Eifel): an ACK that a TPDU sent before the retransmission caused
     /// shows the original arrived, and the retransmission spurious — on a shared CPU,
@@ -1018,8 +1072,14 @@ impl SendHalf {
     }
 
     /// Retransmission timeouts since the cumulative ACK last advanced.
-    pub(crate) fn timeouts_in_a_row(&self) -> u32 {
-        self.timeouts_in_a_row
+    /// What this VC's retransmission timeouts say about its path now
+    /// (`windows_lost` from the caller's counters).
+    pub(crate) fn stall(&self, windows_lost: u64) -> Stall {
+        Stall {
+            timeouts: self.timeouts_in_a_row,
+            head_out: self.head_out.is_some(),
+            windows_lost,
+        }
     }
 
     /// The latest ACK this VC saw show a retransmission spurious (zero: none, or a

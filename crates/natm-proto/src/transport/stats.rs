@@ -27,6 +27,11 @@ pub struct PsbStats {
     pub fast_marked: u64,
     /// TPDUs the timeout marked for retransmission.
     pub timeout_marked: u64,
+    /// Windows lost whole behind a first timeout's head: its retransmission arrived
+    /// and none of the two or more TPDUs as long as it sent before the firing did,
+    /// the sign of a path that shrank under them (RFC 8899 §4.3,
+    /// [`crate::transport::Stall`]).
+    pub windows_lost: u64,
     /// Adaptive senders (`tpdu=auto`): the size new TPDUs are cut to now (0: fixed).
     pub tpdu_size: u32,
     /// Retransmission timeouts that fired.

@@ -15,7 +15,8 @@
 //! seal), never above the kernel's path MTU. Departure from seed 000, whose TPDU size
 //! is fixed at setup on an ATM adaptor with no path MTU beneath it.
 
-use natm_proto::transport::plpmtud::{Plpmtud, PlpmtudStats};
+use natm_proto::transport::plpmtud::{Plpmtud, PlpmtudStats, BASE_PLPMTU};
+use natm_proto::transport::Stall;
 
 use crate::time::Instant;
 use crate::wire::cell::PAYLOAD_LEN;
@@ -35,6 +36,10 @@ pub(crate) struct PathProbe {
     /// A black hole was declared in the VC's current stall (its timeouts in a row):
     /// one stall declares one.
     declared: bool,
+    /// A first timeout's head is out ([`Stall::head_out`]) at a PLPMTU above base:
+    /// it leaves as cells that fit base ([`PathProbe::fit`]), and the ACK past it
+    /// judges the window behind it. Holds the VC's `windows_lost` from then.
+    suspect: Option<u64>,
 }
 
 /// Retransmission timeouts in a row, with no cumulative ACK between them, that
@@ -63,24 +68,43 @@ impl PathProbe {
     /// on; `retx` counts the VC's retransmissions so far that no ACK showed
     /// needless (read only when a probe leaves or times out): a head check fired by
     /// late ACKs, on a receiver kept off its CPU, does not excuse a lost probe.
-    /// `stalled` is the VC's retransmission timeouts since its cumulative ACK last
-    /// advanced: [`BLACK_HOLE_TIMEOUTS`] of them drop the PLPMTU to base (RFC 8899
-    /// §4.3), and what was sent larger leaves as cells (`UdpLink::cells_above`).
+    /// `stall` is what the VC's retransmission timeouts say: [`BLACK_HOLE_TIMEOUTS`]
+    /// in a row, or a window lost whole when the first timeout's head, resent as
+    /// cells that fit base, crossed ([`Stall::windows_lost`]), drop the PLPMTU to
+    /// base (RFC 8899 §4.3: any loss of data may start black-hole detection; the
+    /// head is its confirmation at base, one round trip after the first timeout
+    /// instead of at the second), and what was sent larger leaves as cells
+    /// (`UdpLink::cells_above`). Random loss judges a window lost whole only when
+    /// every TPDU of it is lost; a search then confirms the size again.
     pub(crate) fn step(
         &mut self,
         now: Instant,
         (kernel, full): (Option<usize>, usize),
-        (sending, rto, stalled): (bool, std::time::Duration, u32),
+        (sending, rto, stall): (bool, std::time::Duration, Stall),
         retx: impl Fn() -> u64,
     ) -> Step {
         if let Some(k) = kernel {
             self.machine.set_upper(k.min(full));
         }
-        if stalled < BLACK_HOLE_TIMEOUTS {
+        if stall.timeouts < BLACK_HOLE_TIMEOUTS {
             self.declared = false;
-        } else if !self.declared {
-            self.declared = true;
-            self.machine.black_hole();
+        } else {
+            self.declare();
+        }
+        match self.suspect {
+            None if stall.head_out
+                && self.machine.upper() > 0
+                && self.machine.plpmtu() > self.base_fit() =>
+            {
+                self.suspect = Some(stall.windows_lost);
+            }
+            Some(before) if !stall.head_out => {
+                self.suspect = None;
+                if stall.windows_lost > before {
+                    self.declare();
+                }
+            }
+            _ => {}
         }
         let mut lost = None;
         if self.machine.poll_timeout().is_some_and(|t| t <= now) {
@@ -136,10 +160,28 @@ impl PathProbe {
         self.probe.map(|(t, _)| t)
     }
 
+    /// Drop the PLPMTU to base, once per stall.
+    fn declare(&mut self) {
+        if !self.declared {
+            self.declared = true;
+            self.machine.black_hole();
+        }
+    }
+
     /// The largest frame to send whole, once the path is known: frames cut larger
-    /// before (a black hole found since, a kernel MTU lowered) leave as cells.
+    /// before (a black hole found since, a kernel MTU lowered) leave as cells, and
+    /// while a timeout's head is to judge the path ([`PathProbe::step`]), every
+    /// frame above base.
     pub(crate) fn fit(&self) -> Option<usize> {
-        (self.machine.upper() > 0).then(|| self.machine.plpmtu())
+        (self.machine.upper() > 0).then(|| match self.suspect {
+            Some(_) => self.base_fit(),
+            None => self.machine.plpmtu(),
+        })
+    }
+
+    /// Base, or the path's upper bound if that is lower.
+    fn base_fit(&self) -> usize {
+        BASE_PLPMTU.min(self.machine.upper())
     }
 
     /// The largest datagram confirmed to cross the path.
@@ -174,22 +216,30 @@ mod tests {
 
     const ZERO: Duration = Duration::ZERO;
 
+    /// `n` timeouts in a row, no first ACK awaited.
+    fn stalled(n: u32) -> Stall {
+        Stall {
+            timeouts: n,
+            ..Stall::default()
+        }
+    }
+
     #[test]
     fn a_probe_is_matched_by_its_tag_and_a_lost_one_is_handed_back_to_forget() {
         let mut p = PathProbe::default();
         let t0 = Instant::from_nanos(0);
         let quiet = || 0;
-        let s = p.step(t0, (None, 4_200), (true, ZERO, 0), quiet);
+        let s = p.step(t0, (None, 4_200), (true, ZERO, stalled(0)), quiet);
         assert_eq!(s.probe, None, "no probe before the path is known");
-        let s = p.step(t0, (Some(65_507), 4_200), (false, ZERO, 0), quiet);
+        let s = p.step(t0, (Some(65_507), 4_200), (false, ZERO, stalled(0)), quiet);
         assert_eq!(s.probe, None, "nor while the VC has nothing to send");
-        let s = p.step(t0, (Some(65_507), 4_200), (true, ZERO, 0), quiet);
+        let s = p.step(t0, (Some(65_507), 4_200), (true, ZERO, stalled(0)), quiet);
         assert_eq!(s.probe, Some(4_200), "the largest useful size first");
         p.sent(7, 4_200);
         assert!(!p.answered(t0, 8, Duration::ZERO), "another tag");
         // Not answered: at the deadline the probe is given up on and sent again.
         let at = p.deadline().unwrap();
-        let s = p.step(at, (Some(65_507), 4_200), (true, ZERO, 0), quiet);
+        let s = p.step(at, (Some(65_507), 4_200), (true, ZERO, stalled(0)), quiet);
         assert_eq!((s.lost, s.probe), (Some(7), Some(4_200)));
         p.sent(9, 4_200);
         assert!(p.answered(at, 9, Duration::from_micros(40)));
@@ -201,11 +251,11 @@ mod tests {
     fn a_probe_lost_while_the_vcs_data_was_retransmitted_is_excused() {
         let mut p = PathProbe::default();
         let t0 = Instant::from_nanos(0);
-        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO, 0), || 10);
+        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO, stalled(0)), || 10);
         p.sent(1, s.probe.unwrap());
         // Timed out, with two retransmissions since it left: congestion.
         let at = p.deadline().unwrap();
-        let s = p.step(at, (Some(1_472), 1_472), (true, ZERO, 0), || 12);
+        let s = p.step(at, (Some(1_472), 1_472), (true, ZERO, stalled(0)), || 12);
         assert_eq!(
             (s.lost, s.probe),
             (Some(1), None),
@@ -219,13 +269,13 @@ mod tests {
         let mut p = PathProbe::default();
         let t0 = Instant::from_nanos(0);
         assert_eq!(p.news(), None, "nothing before the path is known");
-        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO, 0), || 0);
+        let s = p.step(t0, (Some(1_472), 1_472), (true, ZERO, stalled(0)), || 0);
         assert_eq!(p.news(), Some((1_200, true)), "base, searching");
         assert_eq!(p.news(), None, "told once");
         p.sent(3, s.probe.unwrap());
         assert!(p.answered(t0, 3, Duration::from_micros(90)));
         assert_eq!(p.news(), Some((1_472, false)), "the top confirmed: done");
-        p.step(t0, (Some(1_472), 1_472), (true, ZERO, 0), || 0);
+        p.step(t0, (Some(1_472), 1_472), (true, ZERO, stalled(0)), || 0);
         assert_eq!(p.news(), None);
     }
 
@@ -234,26 +284,72 @@ mod tests {
         let mut p = PathProbe::default();
         let t0 = Instant::from_nanos(0);
         let path = (Some(1_472), 1_472);
-        let s = p.step(t0, path, (true, ZERO, 0), || 0);
+        let s = p.step(t0, path, (true, ZERO, stalled(0)), || 0);
         p.sent(1, s.probe.unwrap());
         assert!(p.answered(t0, 1, Duration::from_micros(90)));
         assert_eq!(p.plpmtu(), 1_472);
-        p.step(t0, path, (true, ZERO, 1), || 0);
+        p.step(t0, path, (true, ZERO, stalled(1)), || 0);
         assert_eq!(p.plpmtu(), 1_472, "one timeout is a loss, not a black hole");
-        p.step(t0, path, (true, ZERO, 2), || 0);
+        p.step(t0, path, (true, ZERO, stalled(2)), || 0);
         assert_eq!(p.plpmtu(), 1_200, "base, and searching below 1,472");
         assert_eq!(p.news(), Some((1_200, true)));
         assert_eq!(p.stats().black_holes, 1);
-        p.step(t0, path, (true, ZERO, 3), || 0);
+        p.step(t0, path, (true, ZERO, stalled(3)), || 0);
         assert_eq!(p.stats().black_holes, 1, "the same stall declares one");
         // The window moved, then stalled again at a size confirmed since.
-        p.step(t0, path, (true, ZERO, 0), || 0);
-        p.step(t0, path, (true, ZERO, 2), || 0);
+        p.step(t0, path, (true, ZERO, stalled(0)), || 0);
+        p.step(t0, path, (true, ZERO, stalled(2)), || 0);
         assert_eq!(
             p.stats().black_holes,
             1,
             "at base there is nothing to drop to"
         );
+    }
+
+    /// RFC 8899 §4.3 at the first timeout: while its head is out, frames above base
+    /// leave as cells, and the first ACK after it declares a black hole when it
+    /// shows a window lost whole.
+    #[test]
+    fn a_head_that_crosses_as_cells_when_its_window_did_not_declares_a_black_hole() {
+        let mut p = PathProbe::default();
+        let t0 = Instant::from_nanos(0);
+        let path = (Some(1_472), 1_472);
+        let s = p.step(t0, path, (true, ZERO, stalled(0)), || 0);
+        p.sent(1, s.probe.unwrap());
+        assert!(p.answered(t0, 1, Duration::from_micros(90)));
+        assert_eq!(p.fit(), Some(1_472));
+        let head_out = |windows_lost| Stall {
+            timeouts: 1,
+            head_out: true,
+            windows_lost,
+        };
+        let judged = |windows_lost| Stall {
+            timeouts: 0,
+            head_out: false,
+            windows_lost,
+        };
+        // Random loss, or late ACKs: no window lost whole.
+        p.step(t0, path, (true, ZERO, head_out(4)), || 0);
+        assert_eq!(
+            p.fit(),
+            Some(1_200),
+            "the head leaves as cells that fit base"
+        );
+        p.step(t0, path, (true, ZERO, judged(4)), || 0);
+        assert_eq!(p.fit(), Some(1_472));
+        assert_eq!(p.stats().black_holes, 0);
+        // The head crossed as cells, and nothing sent before it did.
+        p.step(t0, path, (true, ZERO, head_out(4)), || 0);
+        p.step(t0, path, (true, ZERO, judged(5)), || 0);
+        assert_eq!(p.stats().black_holes, 1);
+        assert_eq!(p.plpmtu(), 1_200);
+        assert_eq!(p.fit(), Some(1_200), "what was cut larger leaves as cells");
+        // At base a timeout's head is sent as it is.
+        p.step(t0, path, (true, ZERO, head_out(5)), || 0);
+        assert!(p.suspect.is_none());
+        // The second timeout of that stall declares nothing more.
+        p.step(t0, path, (true, ZERO, stalled(2)), || 0);
+        assert_eq!(p.stats().black_holes, 1);
     }
 
     #[test]

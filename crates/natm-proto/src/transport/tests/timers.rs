@@ -146,45 +146,120 @@ fn after_a_timeout_the_heads_ack_resends_the_rest_when_they_were_lost() {
     assert_eq!(drain(&mut p), 4, "a window lost");
     at(&mut p, t0 + ms(50));
     assert_eq!(p.tx.stats().timeouts, 1);
+    let waiting = Stall {
+        timeouts: 1,
+        head_out: true,
+        windows_lost: 0,
+    };
+    assert_eq!(p.tx.stall(), waiting, "the first ACK is to judge the rest");
     at(&mut p, t0 + ms(51));
     assert_eq!(carry(&mut p), 1, "the head alone");
+    // RFC 8899 §4.3: the head crossed and the three sent before the firing did not —
+    // what a path that shrank shows when only the head was sent small enough.
+    let judged = Stall {
+        timeouts: 0,
+        head_out: false,
+        windows_lost: 1,
+    };
+    assert_eq!(p.tx.stall(), judged);
     at(&mut p, t0 + ms(52));
     assert_eq!(carry(&mut p), 3, "the head's ACK resent the rest");
     let s = p.tx.stats();
     assert_eq!((s.timeouts, s.retx_timeout, s.timeout_marked), (1, 4, 4));
+    assert_eq!(s.windows_lost, 1);
+    carry(&mut p);
+    assert_eq!(p.tx.in_flight(), 0, "everything acknowledged");
+}
+
+/// A path that shrank under a paced window: when the timeout fires, only the head has
+/// had a whole RTO, so it is resent alone and nothing waits on F-RTO's verdict. Its
+/// ACK shows none of the TPDUs sent before the firing arrived — a window lost whole
+/// (RFC 8899 §4.3) — and they are resent at once, not each at its own timeout.
+#[test]
+fn a_window_lost_whole_behind_the_head_is_resent_on_its_ack() {
+    let mut p = signalled_pair(small(TransportConfig::reliable()));
+    let t0 = p.now;
+    p.tx.send(&[1u8; 1024], true).unwrap();
+    assert_eq!(drain(&mut p), 1);
+    p.now = t0 + ms(30);
+    p.tx.send(&[2u8; 2048], true).unwrap();
+    assert_eq!(drain(&mut p), 2);
+    at(&mut p, t0 + ms(50));
+    assert_eq!(p.tx.stats().timeouts, 1);
+    assert!(p.tx.stall().head_out);
+    at(&mut p, t0 + ms(51));
+    assert_eq!(carry(&mut p), 1, "the head alone");
+    assert_eq!(p.tx.stall().windows_lost, 1);
+    at(&mut p, t0 + ms(52));
+    assert_eq!(
+        carry(&mut p),
+        2,
+        "the window behind the head, 28 ms before its RTO"
+    );
+    carry(&mut p);
+    assert_eq!(p.tx.in_flight(), 0, "everything acknowledged");
+    assert_eq!(p.tx.stats().timeouts, 1);
+}
+
+/// Random loss, not a shrunk path: of the window the timeout's head belonged to, one
+/// TPDU arrived. The first ACK after the timeout judges no window lost whole (RFC 8899
+/// §4.3).
+#[test]
+fn a_window_with_one_tpdu_heard_is_not_lost_whole() {
+    let mut p = signalled_pair(small(TransportConfig::reliable()));
+    let t0 = p.now;
+    p.tx.send(&[1u8; 4096], true).unwrap();
+    let mut n = 0;
+    while let Some(t) = p.tx.poll_transmit(t0) {
+        if n == 1 {
+            p.rx.handle_frame(t0, Bytes::from(t.to_vec()));
+        }
+        n += 1;
+    }
+    assert_eq!(n, 4);
+    while let Some(t) = p.rx.poll_transmit(t0) {
+        p.tx.handle_frame(t0, Bytes::from(t.to_vec()));
+    }
+    at(&mut p, t0 + ms(50));
+    assert_eq!(p.tx.stats().timeouts, 1);
+    assert!(p.tx.stall().head_out);
+    at(&mut p, t0 + ms(51));
+    carry(&mut p);
+    assert_eq!(
+        p.tx.stall(),
+        Stall {
+            timeouts: 0,
+            head_out: false,
+            windows_lost: 0,
+        }
+    );
+    at(&mut p, t0 + ms(52));
+    carry(&mut p);
     carry(&mut p);
     assert_eq!(p.tx.in_flight(), 0, "everything acknowledged");
 }
 
 /// Timeouts are counted in a row until the cumulative ACK advances: two with no
 /// progress between them are the path MTU search's sign of a black hole (RFC 8899
-/// §4.3, `Psb::timeouts_in_a_row`).
+/// §4.3, `Psb::stall`).
 #[test]
 fn timeouts_in_a_row_count_until_the_cumulative_ack_moves() {
     let mut p = signalled_pair(small(TransportConfig::reliable()));
     let t0 = p.now;
     p.tx.send(&[1u8; 4096], true).unwrap();
     assert_eq!(drain(&mut p), 4, "a window lost");
-    assert_eq!(p.tx.timeouts_in_a_row(), 0);
+    assert_eq!(p.tx.stall().timeouts, 0);
     at(&mut p, t0 + ms(50));
-    assert_eq!(p.tx.timeouts_in_a_row(), 1);
+    assert_eq!(p.tx.stall().timeouts, 1);
     assert_eq!(drain(&mut p), 1, "the head alone, lost too");
     // The backed-off timer (100 ms from the head's retransmission) fires again.
     at(&mut p, t0 + ms(160));
-    assert_eq!(p.tx.timeouts_in_a_row(), 2, "no ACK between the two");
+    assert_eq!(p.tx.stall().timeouts, 2, "no ACK between the two");
     carry(&mut p);
-    assert_eq!(
-        p.tx.timeouts_in_a_row(),
-        0,
-        "the head's ACK moved the window"
-    );
+    assert_eq!(p.tx.stall().timeouts, 0, "the head's ACK moved the window");
     carry(&mut p);
     assert_eq!(p.tx.in_flight(), 0, "everything acknowledged");
-    assert_eq!(
-        p.rx.timeouts_in_a_row(),
-        0,
-        "a receiving VC times out nothing"
-    );
+    assert_eq!(p.rx.stall().timeouts, 0, "a receiving VC times out nothing");
 }
 
 /// The same timeout when only the ACKs were late: the originals' ACKs, stamped before
@@ -213,5 +288,7 @@ fn after_a_timeout_late_acks_of_the_originals_resend_nothing() {
     assert_eq!(drain(&mut p), 0, "nothing more: the originals arrived");
     let s = p.tx.stats();
     assert_eq!((s.timeouts, s.retx_timeout, s.timeout_marked), (1, 1, 1));
+    assert_eq!(s.windows_lost, 0, "none lost: not a sign of a shrunk path");
+    assert!(!p.tx.stall().head_out);
     assert_eq!(p.tx.in_flight(), 0);
 }

@@ -175,11 +175,14 @@ impl Conn {
     /// the probe it asks for, forget one it gave up on. Returns the cap on a TPDU's
     /// payload that the confirmed size allows (`limit`: the largest TPDU payload the
     /// VC may send; `sending`: whether it has data queued, without which it does not
-    /// probe, its RTO and its timeouts in a row; `overhead`: the seal's).
+    /// probe, its RTO and what its timeouts say; `overhead`: the seal's).
     pub(super) fn probe_path(
         &self,
         p: &mut crate::engine::path_probe::PathProbe,
-        (limit, sending): (usize, (bool, std::time::Duration, u32)),
+        (limit, sending): (
+            usize,
+            (bool, std::time::Duration, natm_proto::transport::Stall),
+        ),
         overhead: usize,
         now: Instant,
         peer: Option<SocketAddr>,

@@ -75,11 +75,7 @@ impl Conn {
         if which == Which::Tx {
             let mut cap = self.link.tpdu_cap(overhead > 0);
             if let (Some(limit), true) = (end.half.tpdu_limit(), end.path.is_some()) {
-                let sending = (
-                    end.half.send_queued() > 0,
-                    end.half.rto(),
-                    end.half.timeouts_in_a_row(),
-                );
+                let sending = (end.half.send_queued() > 0, end.half.rto(), end.half.stall());
                 let half = &end.half;
                 let retx = || half.losses();
                 if let Some(p) = end.path.as_mut() {
@@ -358,9 +354,9 @@ pub(crate) trait Progress {
     fn losses(&self) -> u64;
     /// The end's retransmission timeout now (0 without error control).
     fn rto(&self) -> std::time::Duration;
-    /// Retransmission timeouts since the cumulative ACK last advanced (0 on a
-    /// receiving end): the path MTU search's sign of a black hole.
-    fn timeouts_in_a_row(&self) -> u32;
+    /// What the end's retransmission timeouts say about its path (nothing on a
+    /// receiving end): the path MTU search's signs of a black hole.
+    fn stall(&self) -> natm_proto::transport::Stall;
 }
 
 impl Progress for TxHalf {
@@ -389,8 +385,8 @@ impl Progress for TxHalf {
         self.psb()
             .map_or(std::time::Duration::ZERO, |p| p.rtt().rto())
     }
-    fn timeouts_in_a_row(&self) -> u32 {
-        TxHalf::timeouts_in_a_row(self)
+    fn stall(&self) -> natm_proto::transport::Stall {
+        TxHalf::stall(self)
     }
 }
 
@@ -415,7 +411,7 @@ impl Progress for RxHalf {
     fn rto(&self) -> std::time::Duration {
         std::time::Duration::ZERO
     }
-    fn timeouts_in_a_row(&self) -> u32 {
-        0
+    fn stall(&self) -> natm_proto::transport::Stall {
+        natm_proto::transport::Stall::default()
     }
 }
