@@ -59,6 +59,8 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 
 openssl x509 -in "$tmp/cert.pem" -outform der -out "$tmp/cert.der"
 openssl pkcs8 -topk8 -nocrypt -in "$tmp/key.pem" -outform der -out "$tmp/key.der"
 port=7400
+# Packets the sender's rate limiter dropped so far (its queue full).
+tbf_drops() { tc -n $A -s qdisc show dev va | grep -o 'dropped [0-9]*' | head -1 | cut -d' ' -f2; }
 for run in ${STACKS:-natm-pp quic tcp-cubic:1 tcp-bbr:1 tcp-cubic:0}; do
   stack=${run%%:*}; probing=${run#*:}; [ "$probing" = "$run" ] && probing=0
   port=$((port + 1))
@@ -69,6 +71,7 @@ for run in ${STACKS:-natm-pp quic tcp-cubic:1 tcp-bbr:1 tcp-cubic:0}; do
       >"$tmp/recv.out" 2>"$tmp/recv.err" &
   recv=$!
   for _ in $(seq 100); do grep -q ready "$tmp/recv.out" 2>/dev/null && break; sleep 0.05; done
+  drops0=$(tbf_drops)
   ip netns exec $A timeout 30 "$lab" "${peer[@]}" send --time 12s >/dev/null 2>"$tmp/send.err" &
   send=$!
   sleep 2.5
@@ -79,5 +82,5 @@ for run in ${STACKS:-natm-pp quic tcp-cubic:1 tcp-bbr:1 tcp-cubic:0}; do
   echo "$label: $(tail -n 1 "$tmp/recv.out" | python3 -c 'import json,sys
 try:
   d=json.loads(sys.stdin.read()); print("longest stall %.0f ms, %.1f Mbit/s over %.1f s" % (d["longest_gap_ms"], d["bps"]/1e6, d["seconds"]))
-except Exception as x: print("no result", x)') $(tail -n 1 "$tmp/recv.err")"
+except Exception as x: print("no result", x)'), $(( $(tbf_drops) - drops0 )) dropped at the tbf $(tail -n 1 "$tmp/recv.err")"
 done
