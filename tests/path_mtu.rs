@@ -634,9 +634,12 @@ fn shrink_under_a_call(ports: &str) {
     );
     eprintln!(
         "path shrunk to 1,320 octets under a call at 100 Mbit/s (ports {ports}): black hole declared \
-         {:.0} ms later, longest stall of delivery {:.0} ms, {} TPDUs resent as cells, \
+         {:.0} ms later ({} window(s) lost whole behind a first timeout's head, {} \
+         timeouts), longest stall of delivery {:.0} ms, {} TPDUs resent as cells, \
          PLPMTU {plpmtu}; {} MB in {:.2} s",
         (declared - holed).as_secs_f64() * 1e3,
+        sent["windows_lost"],
+        sent["timeouts"],
         longest_stall(&c.growth, holed).as_secs_f64() * 1e3,
         sent["sent_as_cells"],
         c.written >> 20,

@@ -295,6 +295,9 @@ struct Summary {
     bytes_retransmitted: u64,
     /// Retransmission timeouts that fired.
     timeouts: u64,
+    /// Windows lost whole behind a first timeout's head: the sign of a path that
+    /// shrank under the call (RFC 8899 §4.3, `PsbStats::windows_lost`).
+    windows_lost: u64,
     /// Whether the sending VC runs error control: without it the sender sees no loss
     /// (the receiver's `gaps`, drops and `queue_drops` are where losses show).
     error_control: bool,
@@ -441,6 +444,7 @@ impl Summary {
             spurious_retransmissions: s.tx.retransmissions() - s.tx.losses(),
             bytes_retransmitted: s.tx.bytes_retransmitted,
             timeouts: s.tx.timeouts,
+            windows_lost: s.tx.windows_lost,
             error_control: qos
                 .parse::<natm::wire::qos::Qos>()
                 .is_ok_and(|q| q.resolved_transport(false).error_control),
