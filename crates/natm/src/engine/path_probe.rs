@@ -216,6 +216,17 @@ mod tests {
 
     const ZERO: Duration = Duration::ZERO;
 
+    /// A search that confirmed 1,472 octets, the whole path, at time zero.
+    fn confirmed_at_1472() -> (PathProbe, Instant, (Option<usize>, usize)) {
+        let mut p = PathProbe::default();
+        let t0 = Instant::from_nanos(0);
+        let path = (Some(1_472), 1_472);
+        let s = p.step(t0, path, (true, ZERO, stalled(0)), || 0);
+        p.sent(1, s.probe.unwrap());
+        assert!(p.answered(t0, 1, Duration::from_micros(90)));
+        (p, t0, path)
+    }
+
     /// `n` timeouts in a row, no first ACK awaited.
     fn stalled(n: u32) -> Stall {
         Stall {
@@ -281,12 +292,7 @@ mod tests {
 
     #[test]
     fn two_timeouts_in_a_row_drop_the_plpmtu_to_base_once_per_stall() {
-        let mut p = PathProbe::default();
-        let t0 = Instant::from_nanos(0);
-        let path = (Some(1_472), 1_472);
-        let s = p.step(t0, path, (true, ZERO, stalled(0)), || 0);
-        p.sent(1, s.probe.unwrap());
-        assert!(p.answered(t0, 1, Duration::from_micros(90)));
+        let (mut p, t0, path) = confirmed_at_1472();
         assert_eq!(p.plpmtu(), 1_472);
         p.step(t0, path, (true, ZERO, stalled(1)), || 0);
         assert_eq!(p.plpmtu(), 1_472, "one timeout is a loss, not a black hole");
@@ -311,12 +317,7 @@ mod tests {
     /// shows a window lost whole.
     #[test]
     fn a_head_that_crosses_as_cells_when_its_window_did_not_declares_a_black_hole() {
-        let mut p = PathProbe::default();
-        let t0 = Instant::from_nanos(0);
-        let path = (Some(1_472), 1_472);
-        let s = p.step(t0, path, (true, ZERO, stalled(0)), || 0);
-        p.sent(1, s.probe.unwrap());
-        assert!(p.answered(t0, 1, Duration::from_micros(90)));
+        let (mut p, t0, path) = confirmed_at_1472();
         assert_eq!(p.fit(), Some(1_472));
         let head_out = |windows_lost| Stall {
             timeouts: 1,
