@@ -145,12 +145,13 @@ impl Growth {
 }
 
 /// One call of `src` from namespace 0 (`natm call … call_args`) to a listener in 1
-/// writing `out`; `during` runs once the listener has received `mid` bytes. Returns
+/// writing `out`, each end's VCs on `ports` (`--ports`: `vc` or `host`); `during`
+/// runs once the listener has received `mid` bytes. Returns
 /// both summaries, and the longest time the listener's file did not grow after
 /// `during` ran with the number of 5 ms samples it was read from.
 fn transfer(
     lab: &mut Lab,
-    sap: &str,
+    (sap, ports): (&str, &str),
     src: &str,
     out: &str,
     call_args: &[&str],
@@ -163,7 +164,8 @@ fn transfer(
     lab.spawn(
         1,
         &[
-            NATM, "listen", sap, "--out", out, "--json", "--quiet", "--sigd", &sock1,
+            NATM, "listen", sap, "--out", out, "--json", "--quiet", "--sigd", &sock1, "--ports",
+            ports,
         ],
         &listen_log,
     );
@@ -180,6 +182,8 @@ fn transfer(
         "--quiet",
         "--sigd",
         &sock0,
+        "--ports",
+        ports,
     ];
     args.extend_from_slice(call_args);
     let mut call = lab.cmd(0, &args);
@@ -237,7 +241,15 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
         set_mtu(&lab, mtu);
         let (tx0, rx0) = (ip_counters(&lab, 0), ip_counters(&lab, 1));
         let out = lab.path(&format!("{sap}.out"));
-        let (sent, got, _) = transfer(&mut lab, sap, &src, &out, &["--qos", "reliable"], 0, |_| {});
+        let (sent, got, _) = transfer(
+            &mut lab,
+            (sap, "vc"),
+            &src,
+            &out,
+            &["--qos", "reliable"],
+            0,
+            |_| {},
+        );
         let (tx1, rx1) = (ip_counters(&lab, 0), ip_counters(&lab, 1));
         assert_eq!(md5_of(&out), want, "MTU {mtu}: not byte-exact");
         assert_eq!(got["bytes"], 100u64 << 20, "{got}");
@@ -273,37 +285,41 @@ fn reliable_calls_fit_the_path_mtu_and_follow_it_down() {
     // The path shrinks under a transfer (9000 → 1500 with 10 MB of 100 delivered,
     // paced so that it is still running): TPDUs queued unsent are cut again, those
     // already cut larger leave as cells (the kernel refused them, EMSGSIZE), and
-    // not one IP fragment is made.
-    set_mtu(&lab, 9000);
-    let tx0 = ip_counters(&lab, 0);
-    let out = lab.path("drop.out");
-    let (sent, got, stall) = transfer(
-        &mut lab,
-        "mdrop",
-        &src,
-        &out,
-        &["--qos", "reliable:tpdu=8192", "--rate", "400Mbps"],
-        10 << 20,
-        |lab| set_mtu(lab, 1500),
-    );
-    let tx1 = ip_counters(&lab, 0);
-    assert_eq!(md5_of(&out), want, "MTU drop: not byte-exact");
-    assert_eq!(got["bytes"], 100u64 << 20, "{got}");
-    assert_eq!(sent["path_mtu"], 1500, "{sent}");
-    assert_eq!(sent["send_errors"], 0, "{sent}");
-    assert_eq!(sent["fragmented"], 0, "{sent}");
-    assert_eq!(
-        tx1["FragCreates"], tx0["FragCreates"],
-        "MTU drop: fragments sent: {sent}"
-    );
-    eprintln!(
-        "MTU 9000 → 1500 under a call: {} TPDUs sent as cells, none fragmented; \
-         longest stall of delivery after the change {:.0} ms ({} samples 5 ms apart; \
-         the VC's RTO floor 20 ms)",
-        sent["sent_as_cells"],
-        stall.0.as_secs_f64() * 1e3,
-        stall.1
-    );
+    // not one IP fragment is made — on a VC's own socket, and on a host port's
+    // shared one, which has no peer of its own (its sub reads its peer's path again).
+    for (ports, sap) in [("vc", "mdrop"), ("host", "mdroph")] {
+        set_mtu(&lab, 9000);
+        let tx0 = ip_counters(&lab, 0);
+        let out = lab.path(&format!("{sap}.out"));
+        let (sent, got, stall) = transfer(
+            &mut lab,
+            (sap, ports),
+            &src,
+            &out,
+            &["--qos", "reliable:tpdu=8192", "--rate", "400Mbps"],
+            10 << 20,
+            |lab| set_mtu(lab, 1500),
+        );
+        let tx1 = ip_counters(&lab, 0);
+        assert_eq!(md5_of(&out), want, "MTU drop ({ports}): not byte-exact");
+        assert_eq!(got["bytes"], 100u64 << 20, "{got}");
+        assert_eq!(sent["path_mtu"], 1500, "{sent}");
+        assert_eq!(sent["send_errors"], 0, "{sent}");
+        assert_eq!(sent["fragmented"], 0, "{ports}: {sent}");
+        assert_eq!(
+            tx1["FragCreates"], tx0["FragCreates"],
+            "MTU drop ({ports}): fragments sent: {sent}"
+        );
+        eprintln!(
+            "MTU 9000 → 1500 under a call (ports {ports}): {} TPDUs sent as cells, none \
+             fragmented; longest stall of delivery after the change {:.0} ms ({} samples \
+             5 ms apart; the VC's RTO floor 20 ms)",
+            sent["sent_as_cells"],
+            stall.0.as_secs_f64() * 1e3,
+            stall.1
+        );
+        let _ = std::fs::remove_file(&out);
+    }
 }
 
 /// Whether namespace 0 has nftables (`nft`) and `ethtool`.

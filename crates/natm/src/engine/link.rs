@@ -21,7 +21,7 @@ use natm_udp::VcReceive;
 use crate::wire::vcframe;
 
 mod as_cells;
-pub(crate) use as_cells::CellFit;
+pub(crate) use as_cells::{CellFit, PeerPath};
 
 /// The UDP adaptor's VC header in front of each TPDU (`wire::vcframe`).
 pub(crate) const VC_HEADER_LEN: usize = vcframe::HEADER_LEN;
@@ -165,10 +165,13 @@ pub(crate) const RECV_SLOTS: usize = 1;
 
 /// What a send does with a datagram the kernel refuses as larger than the path MTU
 /// (EMSGSIZE: DF is set, and the path shrank under what was cut before).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum TooBig {
+#[derive(Clone, Copy)]
+enum TooBig<'a> {
     /// Stop there: the caller sends the rest as cells that fit (frame mode).
     Stop,
+    /// The same on a socket with no peer of its own (a shared host port): the path
+    /// to this peer is read again.
+    StopFor(&'a dyn PeerPath),
     /// Clear DF and let the run go out in IP fragments (cell trains, cut to the
     /// path as the kernel knew it when they were packed).
     Fragment,
@@ -301,7 +304,7 @@ impl UdpLink {
         }
         let n = self.send_run(batch.as_bytes(), seg, batch.len(), to, fit.too_big())?;
         let rest = batch.frames().skip(n).map(|f| [f, &[][..]]);
-        Ok(n + self.rest_as_cells(seg, rest, to, fit.count))
+        Ok(n + self.rest_as_cells(seg, rest, to, fit))
     }
 
     /// Send a gathered run (one vectored GSO `sendmsg` per run, no copy into a
@@ -335,7 +338,7 @@ impl UdpLink {
                 |sent| self.port.send_gathered(to, &frames[sent..], seg),
                 fit.too_big(),
             )?;
-            return Ok(n + self.rest_as_cells(seg, frames.into_iter().skip(n), to, fit.count));
+            return Ok(n + self.rest_as_cells(seg, frames.into_iter().skip(n), to, fit));
         }
         // A run holds at most `gather::MAX_FRAMES`: on the stack, no allocation per send.
         let mut frames = [[&[][..]; 2]; super::gather::MAX_FRAMES];
@@ -350,7 +353,7 @@ impl UdpLink {
             |sent| self.port.send_gathered(to, &frames[sent..], seg),
             fit.too_big(),
         )?;
-        Ok(n + self.rest_as_cells(seg, frames[n..].iter().copied(), to, fit.count))
+        Ok(n + self.rest_as_cells(seg, frames[n..].iter().copied(), to, fit))
     }
 
     /// Send `count` datagrams of `seg` octets (the last may be shorter) laid back to
@@ -362,7 +365,7 @@ impl UdpLink {
         seg: usize,
         count: usize,
         to: Option<SocketAddr>,
-        too_big: TooBig,
+        too_big: TooBig<'_>,
     ) -> io::Result<usize> {
         self.send_waiting(
             count,
@@ -383,7 +386,7 @@ impl UdpLink {
         &self,
         count: usize,
         send: impl Fn(usize) -> io::Result<usize>,
-        too_big: TooBig,
+        too_big: TooBig<'_>,
     ) -> io::Result<usize> {
         let mut sent = 0;
         let mut waited = false;
@@ -407,12 +410,18 @@ impl UdpLink {
                 // that the VC cuts new TPDUs to it; a frame-mode send stops here
                 // and sends the rest as cells (`UdpLink::rest_as_cells`), a cell
                 // train lets this run go out in IP fragments rather than never.
-                // (A socket with no peer has no path MTU to fit cells to: it
-                // fragments.)
+                // (A host port's socket has no peer: the sub reads its peer's path
+                // again.)
                 Err(e)
-                    if too_big == TooBig::Stop
-                        && natm_udp::is_msg_size_err(&e)
-                        && self.relearn_path_mtu() =>
+                    if natm_udp::is_msg_size_err(&e)
+                        && match too_big {
+                            TooBig::Stop => self.relearn_path_mtu(),
+                            TooBig::StopFor(peer) => {
+                                peer.forget_path();
+                                true
+                            }
+                            TooBig::Fragment => false,
+                        } =>
                 {
                     break Ok(sent);
                 }

@@ -4,7 +4,7 @@
 //! port's reads when nobody else does, or is woken by whoever delivered.
 
 use super::*;
-use crate::engine::link::CellFit;
+use crate::engine::link::{CellFit, PeerPath};
 
 /// A sub's frames, in arrival order: port batches that were all the sub's, queued as
 /// they are (see [`HostPort::read`]) and taken whole by a reader, which gives its own
@@ -313,6 +313,7 @@ impl HostSub {
                 fit => Some(fit),
             },
             count: &self.inner.frames_as_cells,
+            peer: Some(self),
         }
     }
 
@@ -526,6 +527,19 @@ impl HostSub {
     /// Frames dropped: the queue was full.
     pub(crate) fn queue_drops(&self) -> u64 {
         self.inner.dropped_full.load(Relaxed)
+    }
+}
+
+/// The kernel refused a frame to this sub's peer as larger than the path MTU
+/// (`UdpLink`'s send stops there): the path is read again and the rest of the run
+/// leaves as cells that fit it, not in IP fragments.
+impl PeerPath for HostSub {
+    fn path_payload(&self) -> Option<usize> {
+        HostSub::path_payload(self)
+    }
+
+    fn forget_path(&self) {
+        self.inner.peer.write().payload = None;
     }
 }
 

@@ -21,11 +21,32 @@ use crate::adaptor::CellCodec;
 /// fragments, as before: measured, a bare VC's 8,476-octet SDUs as 7 trains each
 /// overran the receiving socket where the kernel's reassembly had queued one
 /// datagram, and IP over natm's TCP stalled (`tests/ip_network.rs`).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub(crate) struct CellFit<'a> {
     /// `None`: every frame leaves whole.
     pub(crate) limit: Option<usize>,
     pub(crate) count: &'a AtomicU64,
+    /// Where the path to the peer is read again after the kernel refused a frame, on
+    /// a socket with no peer of its own (a host port's sub); `None`: the link's own.
+    pub(crate) peer: Option<&'a dyn PeerPath>,
+}
+
+impl std::fmt::Debug for CellFit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CellFit")
+            .field("limit", &self.limit)
+            .field("peer", &self.peer.is_some())
+            .finish()
+    }
+}
+
+/// The path to one peer of a socket that has none of its own (a shared host port).
+pub(crate) trait PeerPath {
+    /// The largest datagram payload the path carries unfragmented, as last read.
+    fn path_payload(&self) -> Option<usize>;
+    /// The kernel refused a datagram as larger than the path MTU: the next
+    /// [`PeerPath::path_payload`] reads it again.
+    fn forget_path(&self);
 }
 
 impl CellFit<'_> {
@@ -37,10 +58,20 @@ impl CellFit<'_> {
 
     /// What a send does with a frame the kernel refuses as larger than the path MTU:
     /// a VC that searches its path sends the rest as cells, any other fragments.
-    pub(super) fn too_big(&self) -> TooBig {
-        match self.limit {
-            Some(_) => TooBig::Stop,
-            None => TooBig::Fragment,
+    pub(super) fn too_big(&self) -> TooBig<'_> {
+        match (self.limit, self.peer) {
+            (Some(_), None) => TooBig::Stop,
+            (Some(_), Some(peer)) => TooBig::StopFor(peer),
+            (None, _) => TooBig::Fragment,
+        }
+    }
+
+    /// The path payload the cells of a run that stopped short fit: the peer's, or
+    /// the link's.
+    fn path(&self, link: &UdpLink) -> Option<usize> {
+        match self.peer {
+            Some(p) => p.path_payload(),
+            None => link.path_payload(),
         }
     }
 }
@@ -76,6 +107,7 @@ impl UdpLink {
         CellFit {
             limit,
             count: &self.frames_as_cells,
+            peer: None,
         }
     }
 
@@ -105,10 +137,10 @@ impl UdpLink {
         seg: usize,
         rest: impl Iterator<Item = [&'a [u8]; 2]>,
         to: Option<SocketAddr>,
-        count: &AtomicU64,
+        fit: CellFit<'_>,
     ) -> usize {
-        match self.path_payload().filter(|&p| seg > p) {
-            Some(fit) => self.frames_as_cells_of(rest, fit, to, count),
+        match fit.path(self).filter(|&p| seg > p) {
+            Some(p) => self.frames_as_cells_of(rest, p, to, fit.count),
             None => 0,
         }
     }
