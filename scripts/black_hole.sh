@@ -12,6 +12,7 @@
 #                        `natm-lab perf loss-peer`, TCP at tcp_mtu_probing 1 and 0;
 #                        the longest time the receiver got nothing, and its goodput
 #                        ($STACKS: the runs, e.g. "natm-pp quic tcp-cubic:1")
+#   NOHOLE=1 black_hole.sh mid   the same behind the tbf with no hole at all
 #
 # Needs root, iproute2, nftables, ethtool, iperf3 (start), openssl and a release
 # natm-lab ($NATM_LAB, default target/release/natm-lab) (mid); every namespace it
@@ -40,7 +41,7 @@ ip -n $A addr add 10.244.0.1/24 dev va; ip -n $B addr add 10.244.0.2/24 dev vb
 ip -n $A link set va up; ip -n $B link set vb up; ip -n $A link set lo up; ip -n $B link set lo up
 ip netns exec $A ethtool -K va gso off tso off tx-udp-segmentation off >/dev/null 2>&1
 if [ "$mode" = start ]; then
-  hole
+  [ -n "${NOHOLE:-}" ] || hole
   for probing in 0 1 2; do
     ip netns exec $A sysctl -qw net.ipv4.tcp_mtu_probing=$probing
     ip netns exec $B iperf3 -s -1 >/dev/null 2>&1 & sleep 0.5
@@ -75,7 +76,7 @@ for run in ${STACKS:-natm-pp quic tcp-cubic:1 tcp-bbr:1 tcp-cubic:0}; do
   ip netns exec $A timeout 30 "$lab" "${peer[@]}" send --time 12s >/dev/null 2>"$tmp/send.err" &
   send=$!
   sleep 2.5
-  hole
+  [ -n "${NOHOLE:-}" ] || hole
   wait $recv
   kill $send 2>/dev/null; wait $send 2>/dev/null
   label=$stack; case $stack in tcp-*) label="$stack (tcp_mtu_probing=$probing)";; esac

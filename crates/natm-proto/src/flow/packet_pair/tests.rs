@@ -249,6 +249,18 @@ impl Bottleneck {
         (mean, err, peak)
     }
 
+    /// The mean backlog (TPDUs) TPDUs found at the bottleneck, at every ACK from
+    /// `from` on.
+    fn mean_queue(&self, from: Instant) -> f64 {
+        let q: Vec<f64> = self
+            .queue
+            .iter()
+            .filter(|x| x.0 >= from)
+            .map(|x| x.1)
+            .collect();
+        q.iter().sum::<f64>() / q.len() as f64
+    }
+
     /// TPDUs the bottleneck delivered in [from, to) (ACK arrival times).
     fn delivered(&self, from: Instant, to: Instant) -> usize {
         self.acked.iter().filter(|&&t| t >= from && t < to).count()
@@ -468,14 +480,7 @@ fn pairs_compressed_after_the_bottleneck_are_bounded_by_the_delivery_rate() {
         b.run_until(t(2000));
         let raw = b.pp.est.estimate().unwrap() / 10e6;
         let mu = b.pp.bottleneck_bps().unwrap() / 8.0 / 10e6;
-        let q: Vec<f64> = b
-            .queue
-            .iter()
-            .filter(|x| x.0 >= t(500))
-            .map(|x| x.1)
-            .collect();
-        let mean = q.iter().sum::<f64>() / q.len() as f64;
-        (raw, mu, b.delivered(t(500), t(2000)), mean)
+        (raw, mu, b.delivered(t(500), t(2000)), b.mean_queue(t(500)))
     };
     let (raw, mu, delivered, queue) = run(true);
     let (raw0, _, delivered0, queue0) = run(false);
@@ -541,13 +546,7 @@ fn a_probe_that_found_a_queue_does_not_hide_the_backlog() {
     b.compress_spread = 4;
     b.free_at = t(0) + b.delay + Duration::from_millis(20);
     b.run_until(t(2000));
-    let q: Vec<f64> = b
-        .queue
-        .iter()
-        .filter(|x| x.0 >= t(500))
-        .map(|x| x.1)
-        .collect();
-    let mean = q.iter().sum::<f64>() / q.len() as f64;
+    let mean = b.mean_queue(t(500));
     assert!(mean < 100.0, "queue {mean} TPDUs");
     assert!(b.delivered(t(500), t(2000)) >= 14_900);
 }
