@@ -153,6 +153,11 @@ pub struct PacketPair {
     cap: Option<f64>,
     /// Whether the start-up's in-flight gate still holds ([`Start`]).
     start: Start,
+    /// The size of the TPDUs being sent, payload bytes: the largest lately (a
+    /// message's short last TPDU aside), forgotten an eighth at each transmission so
+    /// that it follows a path that cut them smaller. The PSB counts what is in flight
+    /// in TPDUs, and they are the path's size, not the configured one.
+    sent_tpdu: f64,
     /// TPDUs in flight at the last [`FlowController::poll_send`]: what the next
     /// transmission leaves behind it (the PSB polls before each transmission but a
     /// train's later members, which leave at once after the first).
@@ -190,6 +195,11 @@ const DELIVERY_GAIN: f64 = 1.25;
 const DELIVERY_WINDOW_ROUNDS: u64 = 8;
 /// ... and bound μ̂ once they have run for this many epochs.
 const DELIVERY_WARMUP_EPOCHS: u32 = 2;
+
+/// What may be in flight once the start is over: this many times the path's
+/// bandwidth-delay product at μ̂ and R_base ([`PacketPair::in_flight_cap`]), as BBR's
+/// congestion window (its `cwnd_gain`, Cardwell et al., ACM Queue 2016).
+const IN_FLIGHT_GAIN: f64 = 2.0;
 
 /// The longest train ([`PacketPair::train_len`]): 32 TPDUs of 1,436 octets outlast a
 /// token bucket's burst of 45 KB.
@@ -252,6 +262,7 @@ impl PacketPair {
             cap: None,
             start: Start::Gated(START_GATE),
             polled_in_flight: 0,
+            sent_tpdu: f64::from(cfg.tpdu_size),
         }
     }
 
@@ -308,6 +319,25 @@ impl PacketPair {
         self.base_rtt
             .unwrap_or(self.cfg.min_epoch)
             .max(self.cfg.min_epoch)
+    }
+
+    /// The most TPDUs in flight once the start is over: [`IN_FLIGHT_GAIN`] times
+    /// μ̂·R_base, plus the set-point B and one train.
+    ///
+    /// Departure from seed 000 §5.3.3, where λ alone holds the sender. A μ̂ too high
+    /// for a while (the delivery rate bounds it by the largest sample of eight round
+    /// trips, and a shaper's burst of tokens passes at the speed of the link behind
+    /// it: measured 1.3–1.9 Gbit/s through a 100 Mbit/s `tbf`) lets λ burst whenever
+    /// the prediction drains n̂_b at that μ̂, and the queue stayed full, dropping, for
+    /// those eight round trips. What a VC needs in flight at λ = μ with B queued is
+    /// μ·R_base + B, so the bound costs nothing while μ̂ is right and keeps the queue
+    /// within a few bandwidth-delay products while it is not, as BBR's window does
+    /// for its own windowed-maximum estimate. R_base is the smallest RTT seen, not
+    /// the epoch's floor: on a LAN the floor is many times the path.
+    pub fn in_flight_cap(&self) -> Option<f64> {
+        let (mu, base) = (self.mu()?, self.base_rtt?);
+        let bdp = mu * base.as_secs_f64() / self.sent_tpdu;
+        Some(IN_FLIGHT_GAIN * bdp + self.cfg.setpoint_tpdus + f64::from(self.train))
     }
 
     /// When the pacer lets the next transmission go, at the current λ.
@@ -509,10 +539,12 @@ impl FlowController for PacketPair {
             // The probe pair is out: wait for its ACKs (retransmissions still go).
             return Permit::Blocked;
         }
-        if let Start::Gated(gate) = self.start {
-            if f64::from(in_flight) >= gate {
-                return Permit::Blocked;
-            }
+        let limit = match self.start {
+            Start::Gated(gate) => Some(gate),
+            Start::Over => self.in_flight_cap(),
+        };
+        if limit.is_some_and(|l| f64::from(in_flight) >= l) {
+            return Permit::Blocked;
         }
         Permit::Now
     }
@@ -527,6 +559,7 @@ impl FlowController for PacketPair {
         }
         self.sent_log.push_back((now, self.total_sent));
         self.total_sent += bytes as u64;
+        self.sent_tpdu = (bytes as f64).max(self.sent_tpdu * 7.0 / 8.0).max(1.0);
         self.delivery.on_sent(
             now,
             bytes,
@@ -569,9 +602,7 @@ impl FlowController for PacketPair {
             .on_ack(s.now, s.rtt, s.newly_acked_bytes, self.rate, &bound);
         self.start = match self.start {
             Start::Gated(_) if self.cap.is_some() => Start::Over,
-            Start::Gated(gate) => {
-                Start::Gated(gate + s.newly_acked_bytes as f64 / f64::from(self.cfg.tpdu_size))
-            }
+            Start::Gated(gate) => Start::Gated(gate + s.newly_acked_bytes as f64 / self.sent_tpdu),
             Start::Over => Start::Over,
         };
         // While the delivery rate bounds μ̂ the pairs are not to be trusted, and a

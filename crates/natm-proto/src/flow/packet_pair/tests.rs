@@ -88,6 +88,8 @@ struct Bottleneck {
     tokens: f64,
     /// TPDUs the shaper dropped.
     dropped: u64,
+    /// The most TPDUs the sender holds in flight (its window).
+    window: u32,
 }
 
 impl Bottleneck {
@@ -113,6 +115,7 @@ impl Bottleneck {
             bucket: None,
             tokens: 0.0,
             dropped: 0,
+            window: 256,
         }
     }
 
@@ -179,12 +182,12 @@ impl Bottleneck {
             let mut wake = None;
             loop {
                 let in_flight = self.acks.len() as u32;
-                if in_flight >= 256 {
+                if in_flight >= self.window {
                     break;
                 }
                 match self.pp.poll_send(self.now, in_flight, 1000) {
                     Permit::Now => {
-                        if self.pp.wants_pair() && in_flight + 1 < 256 {
+                        if self.pp.wants_pair() && in_flight + 1 < self.window {
                             self.send(true, false);
                             self.send(false, true);
                         } else {
@@ -571,4 +574,45 @@ fn a_shaper_with_tokens_to_spare_does_not_overfill_its_queue_at_the_start() {
     assert_eq!(b.dropped, 0, "dropped at the shaper");
     let n = b.delivered(t(100), t(1000));
     assert!(n >= 8_900, "{n} TPDUs in 0.9 s");
+}
+
+/// The same shaper as natm meets it through `tbf` on a veth (100 Mbit/s, 32 KB of
+/// tokens, 50 ms of queue, 25 µs each way) with the window of a reliable VC, and the
+/// receiver stamping a pair's TPDUs as it reads them, closer together than the shaper
+/// spaced them (the harness's `compress_all`): the burst of tokens made the delivery
+/// rate's first bound 58 × μ, and without the in-flight bound λ burst at each epoch
+/// and held the queue full for the bound's eight round trips (2,431 TPDUs dropped,
+/// 113 queued on average). With it nothing is dropped and the shaper never idles.
+#[test]
+fn a_bound_the_burst_inflated_does_not_keep_the_queue_full() {
+    let t = |ms: u64| Instant::from_nanos(1_000_000 + ms * 1_000_000);
+    let mut b = Bottleneck::new(PacketPairConfig::for_tpdu(1000), 12.5e6);
+    b.delay = Duration::from_micros(25);
+    b.bucket = Some((32_000.0, 600));
+    b.tokens = 32_000.0;
+    b.window = 2920;
+    b.compress_all = Some(10.0);
+    b.compress_spread = 4;
+    b.run_until(t(2000));
+    assert_eq!(b.dropped, 0, "dropped at the shaper");
+    let mean = b.mean_queue(t(0));
+    assert!(mean < 20.0, "queue {mean} TPDUs");
+    let n = b.delivered(t(100), t(2000));
+    assert!(n >= 23_700, "{n} TPDUs in 1.9 s");
+}
+
+/// A VC configured for 4 KiB TPDUs on a path that cut them to 1,000 bytes, 20 ms
+/// round trip: the in-flight bound and the start's gate count the TPDUs the path
+/// carries, not the configured ones. Counted in 4 KiB TPDUs the bound held 128 of
+/// 1,000 bytes in flight, half the bottleneck's rate over 20 ms.
+#[test]
+fn tpdus_the_path_cut_smaller_are_counted_as_they_are() {
+    let t = |ms: u64| Instant::from_nanos(1_000_000 + ms * 1_000_000);
+    let mut b = Bottleneck::new(PacketPairConfig::for_tpdu(4096), 12.5e6);
+    b.delay = Duration::from_millis(10);
+    b.window = 2920;
+    b.run_until(t(3000));
+    let n = b.delivered(t(1000), t(3000));
+    assert!(n >= 24_500, "{n} TPDUs in 2 s of 25,000");
+    assert_eq!(b.pp.start, Start::Over);
 }
