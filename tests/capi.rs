@@ -620,6 +620,19 @@ fn a_fore_api_program_echoes_pdus_and_sees_refusals_through_sigd() {
             .env_remove("NATM_SIGD"),
         Duration::from_secs(90),
     );
+    if !o.status.success() {
+        // The server's side of what went wrong: its output, killed if still running.
+        let _ = server.kill();
+        let s = server.wait_with_output().unwrap();
+        panic!(
+            "fore_echo client failed ({}):\n{}{}\nthe server:\n{}{}",
+            o.status,
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr),
+            String::from_utf8_lossy(&s.stdout),
+            String::from_utf8_lossy(&s.stderr)
+        );
+    }
     let text = ok(&o, "fore_echo client");
     for want in [
         "ok: atm_send on a bad descriptor: ATM_EBADF",

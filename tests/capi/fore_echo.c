@@ -34,7 +34,9 @@ static void die(const char *what)
 static void expect(int ok, const char *what)
 {
     if (!ok) {
-        fprintf(stderr, "check failed: %s\n", what);
+        /* What the last call returned, for the failure to say what went wrong. */
+        fprintf(stderr, "check failed: %s (atm_errno %d, cause %d)\n", what, atm_errno, atm_cause());
+        atm_error("  the last error");
         exit(1);
     }
     printf("ok: %s\n", what);
