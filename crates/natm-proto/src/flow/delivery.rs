@@ -238,6 +238,11 @@ impl DeliveryRate {
         Some((acked / ack_span.max(send_span), path_set))
     }
 
+    /// Round trips counted so far (packet-timed, see [`BoundConfig::window_rounds`]).
+    pub fn round(&self) -> u64 {
+        self.round
+    }
+
     /// The bound as of the last ACK, bytes/s.
     pub fn bound(&self) -> Option<f64> {
         self.bound

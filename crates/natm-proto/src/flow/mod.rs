@@ -21,6 +21,7 @@ pub use crate::wire::qos::FlowKind;
 use crate::wire::rm::RmCell;
 
 pub mod abr;
+pub mod aggregation;
 pub mod cell_pacer;
 pub mod contract;
 pub mod delivery;

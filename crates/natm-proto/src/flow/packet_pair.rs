@@ -16,6 +16,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
+use super::aggregation::AckAggregation;
 use super::delivery::{BoundConfig, DeliveryRate};
 use super::estimator::{FuzzyEstimator, MedianFilter};
 use super::{AckSample, FlowController, Permit};
@@ -158,6 +159,9 @@ pub struct PacketPair {
     /// that it follows a path that cut them smaller. The PSB counts what is in flight
     /// in TPDUs, and they are the path's size, not the configured one.
     sent_tpdu: f64,
+    /// How far ACKs ran ahead of μ̂ lately: the in-flight bound's allowance for ACKs
+    /// that come late and together ([`AckAggregation`]).
+    aggregation: AckAggregation,
     /// TPDUs in flight at the last [`FlowController::poll_send`]: what the next
     /// transmission leaves behind it (the PSB polls before each transmission but a
     /// train's later members, which leave at once after the first).
@@ -200,6 +204,10 @@ const DELIVERY_WARMUP_EPOCHS: u32 = 2;
 /// bandwidth-delay product at μ̂ and R_base ([`PacketPair::in_flight_cap`]), as BBR's
 /// congestion window (its `cwnd_gain`, Cardwell et al., ACM Queue 2016).
 const IN_FLIGHT_GAIN: f64 = 2.0;
+
+/// The aggregation allowance is at most what μ̂ sends in this long (Linux BBR's
+/// `bbr_extra_acked_max_us`).
+const MAX_AGGREGATION: Duration = Duration::from_millis(100);
 
 /// The longest train ([`PacketPair::train_len`]): 32 TPDUs of 1,436 octets outlast a
 /// token bucket's burst of 45 KB.
@@ -262,6 +270,7 @@ impl PacketPair {
             cap: None,
             start: Start::Gated(START_GATE),
             polled_in_flight: 0,
+            aggregation: AckAggregation::new(),
             sent_tpdu: f64::from(cfg.tpdu_size),
         }
     }
@@ -322,7 +331,8 @@ impl PacketPair {
     }
 
     /// The most TPDUs in flight once the start is over: [`IN_FLIGHT_GAIN`] times
-    /// μ̂·R_base, plus the set-point B and one train.
+    /// μ̂·R_base, plus the set-point B, one train, and the allowance for ACKs that
+    /// came late and together lately ([`AckAggregation`], BBR's `extra_acked`).
     ///
     /// Departure from seed 000 §5.3.3, where λ alone holds the sender. A μ̂ too high
     /// for a while (the delivery rate bounds it by the largest sample of eight round
@@ -337,7 +347,16 @@ impl PacketPair {
     pub fn in_flight_cap(&self) -> Option<f64> {
         let (mu, base) = (self.mu()?, self.base_rtt?);
         let bdp = mu * base.as_secs_f64() / self.sent_tpdu;
-        Some(IN_FLIGHT_GAIN * bdp + self.cfg.setpoint_tpdus + f64::from(self.train))
+        let batch = self
+            .aggregation
+            .extra()
+            .min(mu * MAX_AGGREGATION.as_secs_f64());
+        Some(
+            IN_FLIGHT_GAIN * bdp
+                + self.cfg.setpoint_tpdus
+                + f64::from(self.train)
+                + batch / self.sent_tpdu,
+        )
     }
 
     /// When the pacer lets the next transmission go, at the current λ.
@@ -600,6 +619,12 @@ impl FlowController for PacketPair {
         self.cap = self
             .delivery
             .on_ack(s.now, s.rtt, s.newly_acked_bytes, self.rate, &bound);
+        if let (Some(mu), Some(cap)) = (self.mu(), self.in_flight_cap()) {
+            let round = self.delivery.round();
+            let limit = cap * self.sent_tpdu;
+            self.aggregation
+                .on_ack(s.now, s.newly_acked_bytes, mu, round, limit);
+        }
         self.start = match self.start {
             Start::Gated(_) if self.cap.is_some() => Start::Over,
             Start::Gated(gate) => Start::Gated(gate + s.newly_acked_bytes as f64 / self.sent_tpdu),
@@ -656,6 +681,7 @@ impl FlowController for PacketPair {
             self.backlog = 0.0;
             self.correction = 0.0;
             self.delivery.reset();
+            self.aggregation.reset();
             self.cap = None;
             self.start = Start::Gated(START_GATE);
             self.rate = Some(self.clamp(self.min_rate()));

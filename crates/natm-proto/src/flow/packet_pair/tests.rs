@@ -616,3 +616,24 @@ fn tpdus_the_path_cut_smaller_are_counted_as_they_are() {
     assert!(n >= 24_500, "{n} TPDUs in 2 s of 25,000");
     assert_eq!(b.pp.start, Start::Over);
 }
+
+/// A short fast path (1 Gbit/s of 1,000-byte TPDUs, 20 µs round trip) whose ACKs the
+/// receiver sends late and together: it does not run 120 µs of every 400 µs. The
+/// in-flight bound is a dozen TPDUs there, and each pause holds the sender at it while
+/// the bottleneck drains; the allowance for ACKs that come together (BBR's
+/// `extra_acked`) keeps the bottleneck busy.
+#[test]
+fn acks_that_come_late_and_together_do_not_idle_a_short_fast_path() {
+    let t = |ms: u64| Instant::from_nanos(1_000_000 + ms * 1_000_000);
+    let mut b = Bottleneck::new(PacketPairConfig::for_tpdu(1000), 125e6);
+    b.delay = Duration::from_micros(10);
+    b.window = 2920;
+    b.stall = Some((Duration::from_micros(400), Duration::from_micros(120)));
+    b.run_until(t(500));
+    let n = b.delivered(t(100), t(500));
+    // Without the allowance: 46,000 (the bound held 14.75 TPDUs).
+    assert!(n >= 49_500, "{n} TPDUs in 400 ms of 50,000");
+    // What the allowance lets in flight queues no more than a pause's worth.
+    let q = b.mean_queue(t(100));
+    assert!(q < 20.0, "queue {q} TPDUs");
+}
