@@ -208,6 +208,19 @@ impl Daemon {
             Some(a) => Some(MetricsServer::bind(a, poll.registry(), METRICS)?),
             None => None,
         };
+        // The signalling port too: whoever sees sigd's socket may take it for a sigd
+        // that serves, and a peer's datagram (or a test's) sent to a port not yet
+        // bound is lost to an ICMP port unreachable. Bound here, a busy port also
+        // fails the start before any socket file exists.
+        let signalling = mio::net::UdpSocket::bind(cfg.signalling).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "cannot bind the signalling endpoint {}: {e}",
+                    cfg.signalling
+                ),
+            )
+        })?;
         let path = cfg.socket.clone();
         if let Some(dir) = path.parent() {
             if !dir.as_os_str().is_empty() {
@@ -244,9 +257,9 @@ impl Daemon {
         }
         let listener =
             UnixListener::bind(&path).map_err(|e| with_path(e, "cannot listen on", &path))?;
-        // From here, a failure (the signalling port busy, the ticket key unreadable)
-        // removes the socket just made: no stale socket is left for the next start.
-        Self::bind_rest(cfg, poll, listener, path.clone(), metrics).inspect_err(|_| {
+        // From here, a failure (the ticket key unreadable) removes the socket just
+        // made: no stale socket is left for the next start.
+        Self::bind_rest(cfg, poll, listener, signalling, path.clone(), metrics).inspect_err(|_| {
             let _ = std::fs::remove_file(&path);
         })
     }
@@ -256,19 +269,11 @@ impl Daemon {
         cfg: Config,
         poll: Poll,
         mut listener: UnixListener,
+        mut signalling: mio::net::UdpSocket,
         path: PathBuf,
         metrics: Option<MetricsServer>,
     ) -> io::Result<Daemon> {
         set_socket_access(&path, cfg.socket_mode, cfg.socket_group)?;
-        let mut signalling = mio::net::UdpSocket::bind(cfg.signalling).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!(
-                    "cannot bind the signalling endpoint {}: {e}",
-                    cfg.signalling
-                ),
-            )
-        })?;
         poll.registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         poll.registry()
