@@ -48,6 +48,26 @@ pub(super) fn timerfd(poll: &mio::Poll) -> Option<OwnedFd> {
     Some(fd)
 }
 
+/// Sets the driver's timer to `at` (ns of engine time), from the driver or from any
+/// thread whose deadline comes before the driver's wake-up ([`Engine::wake_before`]):
+/// that thread brings the timer forward itself, one `timerfd_settime`, instead of
+/// writing the driver's eventfd for the driver to do it (a wake-up of another CPU on
+/// the path of the datagram that armed it). Settings race — the driver storing its
+/// own wake-up time, threads lowering it — so whoever sets the timer reads
+/// `sleep_until` again after and sets it once more while that is earlier than what it
+/// set: the last to finish leaves the earliest.
+pub(super) fn set_timer_at(eng: &Engine, fd: &OwnedFd, mut at: u64) {
+    loop {
+        let now = eng.clock.now().as_nanos();
+        set_timer(fd, Duration::from_nanos(at.saturating_sub(now)));
+        let s = eng.sleep_until.load(Ordering::SeqCst);
+        if s == 0 || s >= at {
+            return;
+        }
+        at = s;
+    }
+}
+
 fn set_timer(fd: &OwnedFd, after: Duration) {
     // A zero it_value disarms; the smallest real delay is one nanosecond.
     let ns = after.as_nanos().max(1);
@@ -64,7 +84,7 @@ fn set_timer(fd: &OwnedFd, after: Duration) {
     let _ = rustix::time::timerfd_settime(fd, TimerfdTimerFlags::empty(), &spec);
 }
 
-pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll, tfd: Option<OwnedFd>) {
+pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll) {
     let mut events = mio::Events::with_capacity(EVENTS);
     let mut buf = super::UdpLink::recv_batch();
     let mut drain = [0u8; 8];
@@ -73,22 +93,26 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll, tfd: Option<OwnedFd>)
         if eng.shutdown.load(Ordering::SeqCst) {
             return;
         }
-        let mut timeout = next_timeout(&eng);
+        let deadline = next_deadline(&eng);
+        let now = eng.clock.now().as_nanos();
+        let mut timeout = deadline.map(|t| Duration::from_nanos(t.saturating_sub(now)));
         if let Some(d) = eng.host_ports.park_due() {
             timeout = Some(timeout.map_or(d, |t| t.min(d)));
         }
-        let now = eng.clock.now().as_nanos();
         let until = timeout.map_or(u64::MAX, |t| now.saturating_add(t.as_nanos() as u64));
         // SeqCst: a host port's reader that handed the driver work stores its flag,
         // then reads this; the driver stores this, then reads the flags
         // (`HostPorts::due`): one of the two sees the other.
         eng.sleep_until.store(until.max(1), Ordering::SeqCst);
-        if eng.host_ports.due() {
+        // A deadline armed between the look above and that store found the driver
+        // awake and left it to the driver: look again.
+        let armed_since = next_deadline(&eng).is_some_and(|d| d < deadline.unwrap_or(u64::MAX));
+        if eng.host_ports.due() || armed_since {
             timeout = Some(Duration::ZERO);
         }
-        if let (Some(fd), Some(t)) = (&tfd, timeout) {
+        if let (Some(fd), Some(t)) = (&eng.timer, timeout) {
             if !t.is_zero() {
-                set_timer(fd, t);
+                set_timer_at(&eng, fd, until);
                 timeout = None;
             }
         }
@@ -114,7 +138,7 @@ pub(super) fn run(weak: Weak<Engine>, mut poll: mio::Poll, tfd: Option<OwnedFd>)
                     continue;
                 }
                 if token == TIMER_TOKEN {
-                    if let Some(fd) = &tfd {
+                    if let Some(fd) = &eng.timer {
                         let _ = rustix::io::read(fd, &mut drain);
                     }
                     continue;
@@ -177,20 +201,19 @@ pub(super) fn dispatch(eng: &Arc<Engine>, token: usize, buf: &mut crate::adaptor
     }
 }
 
-fn next_timeout(eng: &Engine) -> Option<Duration> {
+/// The earliest deadline (ns of engine time), 0 while the scheduler has work.
+fn next_deadline(eng: &Engine) -> Option<u64> {
     if !eng.sched.lock().is_idle() {
-        return Some(Duration::ZERO);
+        return Some(0);
     }
     let timer = eng.timers.lock().peek().map(|Reverse((t, _))| *t);
     // The periodic reports (sigd's view of each call's counters) and the sweep of
     // parked sockets are two more.
-    let top = timer
+    timer
         .into_iter()
         .chain(eng.report_due())
         .chain(eng.parked.due())
-        .min()?;
-    let now = eng.clock.now().as_nanos();
-    Some(Duration::from_nanos(top.saturating_sub(now)))
+        .min()
 }
 
 /// Whether the earliest timer is due now.

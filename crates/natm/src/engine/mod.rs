@@ -271,6 +271,10 @@ pub(crate) struct Engine {
     timers: Mutex<BinaryHeap<Reverse<(u64, usize)>>>,
     /// When the driver will wake by itself (ns of engine time); 0 while it is awake.
     sleep_until: Arc<AtomicU64>,
+    /// The driver's timer (nanoseconds, where epoll's timeout has milliseconds), set
+    /// by the driver and brought forward by any thread with an earlier deadline
+    /// ([`driver::set_timer_at`]); without one, epoll's timeout and the eventfd.
+    timer: Option<std::os::fd::OwnedFd>,
     /// When the sources' periodic reports are due (ns of engine time); 0: none wanted.
     report_at: AtomicU64,
     /// Sockets left out of the driver's set between `recv` calls, and their sweep.
@@ -313,6 +317,7 @@ impl Engine {
         let waker = Arc::new(mio::Waker::new(poll.registry(), mio::Token(WAKER_TOKEN))?);
         let driver_waker = waker.clone();
         let send_pool = send_pool::SendPool::new(cfg.send_pool);
+        let timer = driver::timerfd(&poll);
         let eng = Arc::new(Engine {
             clock: Clock {
                 start: std::time::Instant::now(),
@@ -327,6 +332,7 @@ impl Engine {
             sources: Mutex::new(Level::Leaf, HashMap::new()),
             timers: Mutex::new(Level::Leaf, BinaryHeap::new()),
             sleep_until: Arc::new(AtomicU64::new(0)),
+            timer,
             report_at: AtomicU64::new(0),
             parked: conn::Parked::new(),
             sched: Mutex::new(Level::Scheduler, Scheduler::new()),
@@ -345,7 +351,6 @@ impl Engine {
         let weak = Arc::downgrade(&eng);
         let cpus = eng.cfg.driver_cpus.clone();
         let (pinned_tx, pinned) = std::sync::mpsc::channel();
-        let tfd = driver::timerfd(&poll);
         std::thread::Builder::new()
             .name("natm-driver".into())
             .spawn(move || {
@@ -353,7 +358,7 @@ impl Engine {
                 let failed = pin.is_err();
                 let _ = pinned_tx.send(pin.map(|()| rustix::thread::gettid()));
                 if !failed {
-                    driver::run(weak, poll, tfd)
+                    driver::run(weak, poll)
                 }
                 drop(driver_waker);
             })?;
@@ -435,12 +440,32 @@ impl Engine {
         self.wake_before(at);
     }
 
-    /// Wake the driver if it sleeps past `at` (ns of engine time).
+    /// The driver sleeps past `at` (ns of engine time): bring its timer forward from
+    /// this thread ([`driver::set_timer_at`]), or wake it if it has no timer. Nothing
+    /// to do while it is awake: it looks at the deadlines before it sleeps again.
     fn wake_before(&self, at: u64) {
-        let sleeping = self.sleep_until.load(Ordering::Acquire);
-        if sleeping != 0 && at < sleeping {
-            let _ = self.waker.wake();
+        let mut sleeping = self.sleep_until.load(Ordering::SeqCst);
+        let Some(fd) = &self.timer else {
+            if sleeping != 0 && at < sleeping {
+                let _ = self.waker.wake();
+            }
+            return;
+        };
+        loop {
+            if sleeping == 0 || at >= sleeping {
+                return;
+            }
+            match self.sleep_until.compare_exchange_weak(
+                sleeping,
+                at,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => break,
+                Err(now) => sleeping = now,
+            }
         }
+        driver::set_timer_at(self, fd, at);
     }
 
     /// When the periodic reports are due (ns), if any source wants them.
@@ -489,10 +514,7 @@ impl Engine {
             return;
         }
         self.timers.lock().push(Reverse((deadline, conn.token)));
-        let sleeping = self.sleep_until.load(Ordering::Acquire);
-        if sleeping != 0 && deadline < sleeping {
-            let _ = self.waker.wake();
-        }
+        self.wake_before(deadline);
     }
 
     /// Hand the driver deferred transmit work for a connection.
@@ -630,6 +652,80 @@ impl Drop for Engine {
 mod tests {
     use super::*;
     use crate::sched::Level;
+
+    /// Waits up to 5 s for the driver to sleep with nothing due for 30 s (a thread of
+    /// an earlier round may have brought its wake-up forward to a minute away).
+    fn driver_asleep(eng: &Engine) -> bool {
+        let until = std::time::Instant::now() + Duration::from_secs(5);
+        let far = |eng: &Engine| {
+            let s = eng.sleep_until.load(Ordering::SeqCst);
+            s != 0 && s > eng.clock.now().as_nanos() + 30_000_000_000
+        };
+        while !far(eng) {
+            if std::time::Instant::now() > until {
+                return false;
+            }
+            std::thread::yield_now();
+        }
+        true
+    }
+
+    #[test]
+    fn a_late_setting_of_the_drivers_timer_leaves_the_earlier_deadline() {
+        // A thread lowered the driver's wake-up to `soon` and has not set the timer
+        // yet; one that lowered it to `late` before sets its timer now. What is left
+        // set is `soon`: the driver's wake-up is never moved later than a deadline.
+        let eng = Engine::start(EngineConfig::default()).unwrap();
+        let fd = eng.timer.as_ref().expect("a timerfd");
+        assert!(driver_asleep(&eng));
+        let now = eng.clock.now().as_nanos();
+        let soon = now + 2_000_000_000;
+        eng.sleep_until.store(soon, Ordering::SeqCst);
+        driver::set_timer_at(&eng, fd, now + 60_000_000_000);
+        let left = rustix::time::timerfd_gettime(fd).unwrap().it_value;
+        let left = Duration::new(left.tv_sec as u64, left.tv_nsec as u32);
+        assert!(
+            !left.is_zero() && left <= Duration::from_secs(2),
+            "the timer is {left:?} away"
+        );
+    }
+
+    #[test]
+    fn deadlines_brought_forward_by_many_threads_at_once_all_wake_the_driver() {
+        // Each round the driver sleeps with nothing due; four threads bring its
+        // wake-up forward at once, one to 1 ms from now (when a report is due), the
+        // others to later times. The driver must wake for the earliest: a later
+        // setting that won would leave it asleep past the test's 5 s.
+        let eng = Engine::start(EngineConfig::default()).unwrap();
+        for round in 0..200u64 {
+            assert!(driver_asleep(&eng), "round {round}: the driver never slept");
+            let now = eng.clock.now().as_nanos();
+            let due = now + 1_000_000;
+            eng.report_at.store(due, Ordering::SeqCst);
+            std::thread::scope(|s| {
+                for i in 0..4u64 {
+                    let eng = &eng;
+                    s.spawn(move || {
+                        // The earliest goes first, last or between, by round.
+                        let at = if i == round % 4 {
+                            due
+                        } else {
+                            now + (i + 1) * 60_000_000_000
+                        };
+                        eng.wake_before(at);
+                    });
+                }
+            });
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while eng.report_due().is_some() {
+                assert!(
+                    std::time::Instant::now() < until,
+                    "round {round}: the driver slept past the earliest deadline"
+                );
+                std::thread::yield_now();
+            }
+        }
+    }
 
     #[test]
     fn pending_above_mirrors_the_scheduler_without_its_lock() {
