@@ -417,6 +417,31 @@ fn wait_listeners(s: &Sigd, sap: &str, n: usize) -> Duration {
     t0.elapsed()
 }
 
+/// Wait (up to 10 s) until `s` holds `listen`'s listener on `sap` again; else fail
+/// with what `natm listen` printed (killed if still running) beside sigd's log: it
+/// failed once in a loaded run of the suite, with only sigd's log to go on.
+fn bound_again_or_why(s: &Sigd, listen: Proc, sap: &str) -> Proc {
+    let t0 = Instant::now();
+    while tool::listeners(s, sap) != 1 {
+        if t0.elapsed() > Duration::from_secs(10) {
+            let d = listen.wait_or(Duration::ZERO, || {
+                format!(
+                    "0 listeners on {sap} 10 s after the restart; sigd:\n{}",
+                    s.log()
+                )
+            });
+            panic!(
+                "natm listen ended ({}) and was not bound again on {sap}: {}\nsigd:\n{}",
+                d.status,
+                d.stderr,
+                s.log()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    listen
+}
+
 #[test]
 fn a_listener_is_bound_again_when_its_sigd_restarts_and_takes_new_calls() {
     use natm::ulib::Error;
@@ -507,7 +532,7 @@ fn natm_listen_keep_takes_calls_after_its_sigd_restarts() {
     b.kill();
     std::thread::sleep(Duration::from_millis(500));
     b.restart();
-    wait_listeners(&b, "echo", 1);
+    let listen = bound_again_or_why(&b, listen, "echo");
     let data = tool::data(10_000);
     let c = tool::natm(
         &a,
